@@ -1,0 +1,98 @@
+"""The evaluate contract: what a normalizer module declares (NormSpec) and what it returns.
+
+A normalizer module ``refnorm/norms/<name>.py`` holds pure ``forward``/``backward`` functions in
+float64 and one ``SPEC``. The registry (``refnorm.registry``) validates a call against the SPEC and
+then calls ``SPEC.forward`` and, when cotangents are given, ``SPEC.backward``:
+
+    SPEC.forward(inputs, config, state, training) -> Forward(outputs, state, ctx)
+    SPEC.backward(ctx, cotangents)                -> Backward(grads, state)
+
+* ``inputs``: name -> float64 ndarray (copies; optional inputs that were not given are absent).
+* ``config``: every option, defaults filled in (a default may be ``DEFAULT``: the module resolves it,
+  e.g. batch_norm's momentum depends on its convention).
+* ``state``: name -> float64 ndarray copies (empty when the caller gave none).
+* ``cotangents``: one float64 array for every name in ``SPEC.differentiable`` (zeros where the caller
+  gave none), shaped like the matching output.
+* ``Backward.state`` is ``None`` when the backward leaves the state alone; a stateful normalizer whose
+  backward updates state (Unified Normalization) returns the state after the backward.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+
+class _Marker:
+    def __init__(self, name: str):
+        self._name = name
+
+    def __repr__(self) -> str:
+        return self._name
+
+
+REQUIRED = _Marker("REQUIRED")
+"""Option default meaning: the caller must give this option."""
+
+DEFAULT = _Marker("DEFAULT")
+"""Option default meaning: the module picks the value (documented with the option)."""
+
+
+@dataclass(frozen=True)
+class Forward:
+    outputs: dict[str, np.ndarray]
+    state: dict[str, np.ndarray]
+    ctx: Any = None
+
+
+@dataclass(frozen=True)
+class Backward:
+    grads: dict[str, np.ndarray]
+    state: dict[str, np.ndarray] | None = None
+
+
+@dataclass(frozen=True)
+class Result:
+    """What ``refnorm.evaluate`` returns. All arrays are float64 (``num_batches_tracked`` int64)."""
+
+    outputs: Mapping[str, np.ndarray]
+    grads: Mapping[str, np.ndarray] = field(default_factory=dict)
+    state: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    def __post_init__(self):
+        for attr in ("outputs", "grads", "state"):
+            object.__setattr__(self, attr, MappingProxyType(dict(getattr(self, attr))))
+
+
+@dataclass(frozen=True)
+class NormSpec:
+    """Declaration of one normalizer for the registry.
+
+    name:           registry key, module name, CLI value (spelled as in torch.nn.functional).
+    summary:        one line: the equation.
+    inputs:         every accepted input name, in order; ``required`` lists the mandatory ones.
+    outputs:        every output name (the first is the main output, ``y`` or ``w``).
+    differentiable: outputs that accept a cotangent; the others are statistics (as in torch's
+                    native_* ops, whose backward takes only the main output's gradient).
+    options:        option name -> default (``REQUIRED``, ``DEFAULT`` or a JSON-able value).
+    state:          state names accepted (stateful normalizers only).
+    """
+
+    name: str
+    summary: str
+    inputs: tuple[str, ...]
+    required: tuple[str, ...]
+    outputs: tuple[str, ...]
+    options: Mapping[str, Any]
+    forward: Callable[..., Forward]
+    backward: Callable[..., Backward]
+    differentiable: tuple[str, ...] = ("y",)
+    state: tuple[str, ...] = ()
+    integer_state: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        assert set(self.required) <= set(self.inputs), self.name
+        assert set(self.differentiable) <= set(self.outputs), self.name
+        object.__setattr__(self, "options", MappingProxyType(dict(self.options)))

@@ -1,0 +1,25 @@
+import os
+import sys
+
+from hypothesis import HealthCheck, settings
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+settings.register_profile("default", max_examples=30, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", max_examples=300, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("REFNORM_HYPOTHESIS_PROFILE", "default"))
+
+
+def pytest_terminal_summary(terminalreporter):
+    from helpers import WORST
+    if not WORST:
+        return
+    terminalreporter.section("refnorm: worst relative errors measured in this run")
+    names = sorted({n for n, _ in WORST})
+    kinds = ["mpmath", "mpmath/(1+cond)", "torch"]
+    terminalreporter.write_line(f"{'normalizer':26s}" + "".join(f"{k:>18s}" for k in kinds))
+    for n in names:
+        cells = "".join(f"{WORST[(n, k)]:18.2e}" if (n, k) in WORST else f"{'-':>18s}" for k in kinds)
+        terminalreporter.write_line(f"{n:26s}{cells}")

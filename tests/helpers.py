@@ -1,0 +1,218 @@
+"""Shared test machinery: numerical VJP checks, the mpmath oracle harness, torch access.
+
+check_vjp      -- every backward against numerical differentiation (scipy.differentiate.derivative,
+                  Richardson-extrapolated central differences) along random directions.
+mp_grads       -- the exact gradient of an mpmath forward at 50+ digits (central differences with
+                  h = 1e-25 at dps = 80: truncation O(h^2) ~ 1e-50, cancellation ~ 1e-55).
+oracle_check   -- compare refnorm's outputs and gradients with the oracle, error relative to each
+                  array's scale, against 1e-13 * (1 + cond).
+"""
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+import scipy.differentiate
+
+import refnorm
+
+MP_DPS = 80
+
+# worst errors seen this session, per (normalizer, "mpmath" | "torch"): printed by conftest's
+# terminal summary so the figures in the closing notes come from the test run itself
+WORST: dict[tuple[str, str], float] = {}
+
+
+def record(name: str, kind: str, err: float) -> None:
+    WORST[(name, kind)] = max(WORST.get((name, kind), 0.0), float(err))
+MP_STEP = mpmath.mpf("1e-25")
+
+
+# ---------------------------------------------------------------------------- numerical VJP check
+def _phi(name, inputs, config, state, training, cot, direction, s):
+    shifted = {k: v + s * direction[k] if k in direction else v for k, v in inputs.items()}
+    out = refnorm.evaluate(name, shifted, config=config, state=state, training=training).outputs
+    return sum(float(np.sum(cot[k] * out[k])) for k in cot)
+
+
+def check_vjp(name, inputs, config=None, *, state=None, training=True, seed=20261122, n_dirs=2,
+              rtol=1e-7, step=None, wrt=None, grad_scale=0.0):
+    """Assert <grad, t> == d/ds <cot, f(inputs + s t)> at s=0 for random t, per input.
+
+    Passes when |got - want| <= rtol * max(|want|, sum|grad * t|) + 2 * (scipy's error estimate)
+    + 1e-11 * grad_scale * max|cot| * sum|t|:
+    ``grad_scale`` is the size of the terms that cancel inside one gradient element (rstd * |weight|
+    for the centred norms), so exact-zero gradients computed as rounding noise do not fail.
+    Returns the worst relative discrepancy seen. ``step`` is the initial finite-difference step
+    (default: 1e-3 times the input's scale); ``wrt`` restricts the inputs checked.
+    """
+    rng = np.random.default_rng(seed)
+    spec = refnorm.get(name)
+    base = refnorm.evaluate(name, inputs, config=config, state=state, training=training)
+    cot = {k: rng.standard_normal(base.outputs[k].shape) for k in spec.differentiable}
+    res = refnorm.evaluate(name, inputs, config=config, state=state, training=training, grad_outputs=cot)
+    worst = 0.0
+    for k in (wrt or inputs):
+        v = np.asarray(inputs[k], dtype=np.float64)
+        if v.size == 0:
+            continue
+        scale = max(float(np.max(np.abs(v))), 1e-3)
+        for _ in range(n_dirs):
+            t = rng.standard_normal(v.shape)
+            h = step if step is not None else 1e-3 * scale
+            f = np.vectorize(lambda s: _phi(name, inputs, config, state, training, cot, {k: t}, s))
+            d = scipy.differentiate.derivative(f, 0.0, initial_step=h, step_factor=2.0, order=8,
+                                               tolerances=dict(rtol=1e-12, atol=0.0))
+            got = float(np.sum(res.grads[k] * t))
+            want = float(d.df)
+            denom = max(abs(want), float(np.sum(np.abs(res.grads[k] * t))), 1e-300)
+            rel = abs(got - want) / denom
+            floor = 1e-11 * float(grad_scale) * max(float(np.max(np.abs(c))) for c in cot.values()) \
+                * float(np.sum(np.abs(t)))
+            worst = max(worst, rel)
+            assert abs(got - want) <= rtol * denom + floor + 2 * float(d.error), (
+                f"{name}: gradient of input {k!r} disagrees with numerical differentiation: "
+                f"<grad, t> = {got!r}, d/ds = {want!r} (+- {float(d.error):.2e}), relative {rel:.2e} > {rtol:.0e}; "
+                f"config={config}")
+    return worst
+
+
+# ------------------------------------------------------------------------------- mpmath oracle
+def to_mp(a) -> np.ndarray:
+    """float64 array -> object array of exact mpf values."""
+    a = np.asarray(a, dtype=np.float64)
+    out = np.empty(a.shape, dtype=object)
+    for i, v in np.ndenumerate(a):
+        out[i] = mpmath.mpf(float(v))
+    return out
+
+
+def to_f64(a) -> np.ndarray:
+    a = np.asarray(a, dtype=object)
+    out = np.empty(a.shape, dtype=np.float64)
+    for i, v in np.ndenumerate(a):
+        out[i] = float(v)
+    return out
+
+
+mp_sqrt = np.vectorize(mpmath.sqrt, otypes=[object])
+mp_abs = np.vectorize(abs, otypes=[object])
+
+
+def mp_sum(a, axis, keepdims=True):
+    """Exact-ish sum of an object array (mpmath adds at the working precision)."""
+    return np.sum(a, axis=axis, keepdims=keepdims)
+
+
+def mp_grads(f, inputs_mp: dict, cot: dict, wrt=None) -> dict:
+    """Gradient of sum_k <cot_k, f(inputs)_k> wrt every input, by central differences in mpmath.
+
+    ``f(inputs_mp) -> dict name -> object array``. Must be called inside ``mpmath.workdps(MP_DPS)``.
+    """
+    cot_mp = {k: to_mp(v) for k, v in cot.items()}
+
+    def phi(inp):
+        out = f(inp)
+        return sum((np.sum(cot_mp[k] * out[k]) for k in cot_mp), mpmath.mpf(0))
+
+    grads = {}
+    for name in (wrt or inputs_mp):
+        base = inputs_mp[name]
+        g = np.empty(base.shape, dtype=object)
+        for idx in np.ndindex(base.shape):
+            plus, minus = base.copy(), base.copy()
+            plus[idx] = base[idx] + MP_STEP
+            minus[idx] = base[idx] - MP_STEP
+            g[idx] = (phi({**inputs_mp, name: plus}) - phi({**inputs_mp, name: minus})) / (2 * MP_STEP)
+        grads[name] = g
+    return grads
+
+
+def rel_error(got, want_mp) -> float:
+    """max |got - want| / max |want| (absolute error when want is all zero)."""
+    want = np.asarray(want_mp, dtype=object)
+    if want.size == 0:
+        return 0.0
+    diff = max(abs(mpmath.mpf(float(g)) - w) for g, w in zip(np.ravel(got), want.ravel()))
+    scale = max(abs(w) for w in want.ravel())
+    return float(diff / scale) if scale != 0 else float(diff)
+
+
+def oracle_check(name, inputs, config, f_mp, *, cond=0.0, state=None, training=True, seed=0,
+                 outputs=None, factor=1e-13):
+    """Compare refnorm (forward and backward) with the mpmath oracle ``f_mp``; return the worst error.
+
+    ``f_mp(inputs_mp) -> dict`` computes the outputs named in ``outputs`` (default: the
+    differentiable ones) in mpmath; the gradients come from ``mp_grads``. Asserts every error is
+    below ``factor * (1 + cond)`` relative to the array's scale.
+    """
+    spec = refnorm.get(name)
+    rng = np.random.default_rng(seed)
+    base = refnorm.evaluate(name, inputs, config=config, state=state, training=training)
+    cot = {k: rng.standard_normal(base.outputs[k].shape) for k in spec.differentiable}
+    res = refnorm.evaluate(name, inputs, config=config, state=state, training=training, grad_outputs=cot)
+    bound = factor * (1.0 + cond)
+    worst = 0.0
+    with mpmath.workdps(MP_DPS):
+        inp_mp = {k: to_mp(v) for k, v in inputs.items()}
+        want = f_mp(inp_mp)
+        for k in outputs or spec.differentiable:
+            err = rel_error(res.outputs[k], want[k])
+            worst = max(worst, err)
+            assert err <= bound, f"{name}: output {k!r} error {err:.3e} > {bound:.3e} vs mpmath; config={config}"
+        grads = mp_grads(lambda d: {k: v for k, v in f_mp(d).items() if k in cot}, inp_mp, cot)
+        for k, g in grads.items():
+            err = rel_error(res.grads[k], g)
+            worst = max(worst, err)
+            assert err <= bound, f"{name}: grad {k!r} error {err:.3e} > {bound:.3e} vs mpmath; config={config}"
+    record(name, "mpmath", worst)
+    record(name, "mpmath/(1+cond)", worst / (1.0 + cond))
+    return worst
+
+
+# ----------------------------------------------------------------------------------------- torch
+def require_torch():
+    """The torch module, or a skip that says why (torch is an optional dependency)."""
+    return pytest.importorskip(
+        "torch", reason="torch is not installed: cross-checks against torch float64 autograd skipped "
+                        "(pip install torch==2.13.0)")
+
+
+def torch_vjp(torch, fn, inputs: dict, cot: dict):
+    """Run ``fn(**tensors) -> dict of outputs`` in float64 autograd; return (outputs, grads) as NumPy."""
+    ts = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in inputs.items()}
+    out = fn(**ts)
+    loss = sum((out[k] * torch.tensor(cot[k], dtype=torch.float64)).sum() for k in cot)
+    params = [t for t in ts.values()]
+    gs = torch.autograd.grad(loss, params, allow_unused=True)
+    grads = {k: (np.zeros_like(inputs[k]) if g is None else g.detach().numpy()) for k, g in zip(ts, gs)}
+    return {k: v.detach().numpy() for k, v in out.items()}, grads
+
+
+def assert_close_rel(got, want, rtol, what, name=None):
+    """max|got - want| <= rtol * max(max|want|, tiny); NaN must match NaN."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
+    assert np.array_equal(np.isnan(got), np.isnan(want)), f"{what}: NaN positions differ"
+    m = ~np.isnan(want)
+    if not m.any():
+        return 0.0
+    scale = float(np.max(np.abs(want[m]))) or 1.0
+    err = float(np.max(np.abs(got[m] - want[m]))) / scale
+    assert err <= rtol, f"{what}: relative error {err:.3e} > {rtol:.0e}"
+    if name:
+        record(name, "torch", err)
+    return err
+
+
+def cond_number(x, axes, eps=0.0):
+    """|mean| / sqrt(var + eps) of the worst slice: the conditioning of mean removal."""
+    x = np.asarray(x, dtype=np.float64)
+    m = x.mean(axis=axes, keepdims=True)
+    v = ((x - m) ** 2).mean(axis=axes, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = np.abs(m) / np.sqrt(v + eps)
+    c = c[np.isfinite(c)]
+    return float(c.max()) if c.size else 0.0
