@@ -2,8 +2,9 @@
 
 Conventions used throughout refnorm:
 * Everything is computed in float64. Statistics are two-pass (mean first, then the mean of squared
-  deviations), never E[x^2] - E[x]^2; the mean gets one correction pass (mean += mean(x - mean)), so
-  a constant slice has exactly zero deviation and exactly zero variance.
+  deviations), never E[x^2] - E[x]^2. The deviations x - mean are re-centred (``centered``), so
+  normalized values keep full float64 accuracy even when |mean| is 1e6 times the std, and a
+  constant slice has exactly zero deviation and exactly zero variance.
 * An empty reduction (a slice with no elements) gives mean 0 and variance NaN, as torch does.
 * NaN or Inf in a slice makes that slice's statistics NaN (or Inf), so it reaches only the outputs
   and gradients of that slice.
@@ -85,13 +86,27 @@ def count(x: np.ndarray, axes: tuple[int, ...]) -> int:
     return int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
 
 
-def mean(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    """Mean over ``axes`` (keepdims) with one correction pass; 0 for an empty reduction."""
+def centered(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, d): the mean over ``axes`` (keepdims) and the deviations d = x - mean, two-pass.
+
+    m0 = mean(x); d0 = x - m0; c = mean(d0); mean = m0 + c; d = d0 - c.
+    The deviations are re-centred rather than recomputed from the rounded mean: a float64 mean is
+    off by up to half an ulp of |mean|, and x - mean would carry that error (|mean|/std times the
+    rounding unit, relative) into every normalized value. d0 - c removes it, so d is accurate to a
+    few rounding units of |d| however large |mean|/std is, and a constant slice gives d == 0 exactly.
+    An empty reduction gives mean 0 (as torch).
+    """
     if count(x, axes) == 0:
-        return np.zeros([1 if i in axes else s for i, s in enumerate(x.shape)])
-    m = x.mean(axis=axes, keepdims=True)
-    # one refinement pass: exact for constant slices, and halves the error of the first pass
-    return m + (x - m).mean(axis=axes, keepdims=True)
+        return np.zeros([1 if i in axes else s for i, s in enumerate(x.shape)]), np.zeros_like(x)
+    m0 = x.mean(axis=axes, keepdims=True)
+    d = x - m0
+    c = d.mean(axis=axes, keepdims=True)
+    return m0 + c, d - c
+
+
+def mean(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """Mean over ``axes`` (keepdims), with one correction pass; 0 for an empty reduction."""
+    return centered(x, axes)[0]
 
 
 def moments(x: np.ndarray, axes: tuple[int, ...], ddof: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -99,12 +114,20 @@ def moments(x: np.ndarray, axes: tuple[int, ...], ddof: int = 0) -> tuple[np.nda
 
     Variance is NaN when n - ddof <= 0 (an empty slice, or one element with ddof=1).
     """
+    m, v, _ = centered_moments(x, axes, ddof)
+    return m, v
+
+
+def centered_moments(x: np.ndarray, axes: tuple[int, ...], ddof: int = 0):
+    """(mean, variance, deviations): ``moments`` plus the accurate deviations of ``centered``.
+
+    Normalizers should form xhat = d * rstd from these deviations, not (x - mean) * rstd.
+    """
     n = count(x, axes)
-    m = mean(x, axes)
+    m, d = centered(x, axes)
     if n - ddof <= 0:
-        return m, np.full(m.shape, np.nan)
-    d = x - m
-    return m, (d * d).sum(axis=axes, keepdims=True) / (n - ddof)
+        return m, np.full(m.shape, np.nan), d
+    return m, (d * d).sum(axis=axes, keepdims=True) / (n - ddof), d
 
 
 def centered_backward(g: np.ndarray, xhat: np.ndarray, rstd: np.ndarray,

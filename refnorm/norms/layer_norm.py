@@ -49,9 +49,9 @@ def forward(x, weight=None, bias=None, *, normalized_shape, eps=1e-5):
     C.check_param(NAME, "weight", weight, shape)
     C.check_param(NAME, "bias", bias, shape)
     axes = tuple(range(x.ndim - k, x.ndim))
-    mean, var = C.moments(x, axes)
+    mean, var, d = C.centered_moments(x, axes)
     rstd = 1.0 / np.sqrt(var + eps)
-    xhat = (x - mean) * rstd
+    xhat = d * rstd
     y = xhat if weight is None else xhat * weight
     if bias is not None:
         y = y + bias
@@ -62,7 +62,7 @@ def backward(dy, x, weight, mean, rstd, *, normalized_ndim: int, with_bias: bool
     """Returns (dx, dweight or None, dbias or None) for the forward above."""
     axes = tuple(range(x.ndim - normalized_ndim, x.ndim))
     lead = tuple(range(x.ndim - normalized_ndim))
-    xhat = (x - mean) * rstd
+    xhat = C.centered(x, axes)[1] * rstd
     g = dy if weight is None else dy * weight
     dx = C.centered_backward(g, xhat, rstd, axes)
     dweight = None if weight is None else C.reduce_to(dy * xhat, lead)

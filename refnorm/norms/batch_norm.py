@@ -1,0 +1,167 @@
+"""BatchNorm (Ioffe & Szegedy 2015, arXiv:1502.03167), as torch.nn.functional.batch_norm.
+
+    y = (x - mean_c) * rstd_c * weight_c + bias_c,     rstd_c = (var_c + eps) ** -1/2
+
+Input x is (N, C, *). Statistics are per channel c over A = the batch axis and every spatial axis,
+n = N * prod(spatial) values; the variance used to normalize is the biased one (ddof=0); eps sits
+inside the sqrt. ``weight`` and ``bias`` have shape (C,) and are each optional.
+
+Modes (torch's rules, ``training`` is refnorm.evaluate's flag):
+* training, or no running statistics given: normalize with the batch statistics (torch's
+  ``track_running_stats=False`` uses batch statistics in eval mode too). n == 1 is an error, as in
+  torch ("Expected more than 1 value per channel when training").
+* training with running statistics: they are also updated (state ``running_mean``,
+  ``running_var``, ``num_batches_tracked``); ``num_batches_tracked`` is incremented on every training
+  call, as torch's module does.
+* eval with running statistics: normalize with them; the map is affine in x.
+
+Running-statistics update (``convention``):
+* "torch" (default): momentum m (default 0.1) weights the NEW value,
+      running = (1 - m) * running + m * batch,
+  and running_var stores the UNBIASED batch variance var * n / (n - 1). ``momentum=None`` uses
+  m = 1 / num_batches_tracked (after the increment): the cumulative average.
+* "onnx": momentum m (default 0.9, ONNX's) weights the OLD value,
+      running = m * running + (1 - m) * batch,
+  and running_var stores the BIASED batch variance (ONNX BatchNormalization-15, training_mode=1).
+  ``momentum=None`` is an error. The two conventions map by m_torch = 1 - m_onnx.
+An empty batch (n == 0) leaves running_mean and running_var unchanged (num_batches_tracked still
+counts the call), and gives mean 0, rstd NaN, as torch.
+
+Outputs: ``y``, and ``mean`` and ``rstd`` of shape (C,): the statistics used to normalize (the batch
+statistics, or the running ones in eval mode; torch's save_mean and save_invstd in training).
+
+Backward (derivations/batch_norm.md), g = dy * weight, xhat = (x - mean) * rstd:
+* batch statistics: dx = rstd * (g - mean_A(g) - xhat * mean_A(g * xhat))   (through the statistics)
+* running statistics: dx = g * rstd                                          (statistics are constants)
+* dweight = sum_A(dy * xhat), dbias = sum_A(dy). The running-statistics update is not differentiated.
+NaN/Inf in one channel reach only that channel's outputs, gradients and running statistics.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import RefnormError, ShapeError
+from ..spec import DEFAULT, Backward, Forward, NormSpec
+from . import _common as C
+
+NAME = "batch_norm"
+STATE = ("running_mean", "running_var", "num_batches_tracked")
+DEFAULT_MOMENTUM = {"torch": 0.1, "onnx": 0.9}
+
+
+def _axes(x):
+    return (0,) + tuple(range(2, x.ndim))
+
+
+def _bcast(p, x):
+    """A per-channel (C,) array shaped to broadcast against x (N, C, *)."""
+    return p.reshape((1, -1) + (1,) * (x.ndim - 2))
+
+
+def update_running_stats(running_mean, running_var, num_batches_tracked, mean, var, n, *,
+                         momentum, convention):
+    """The new (running_mean, running_var, num_batches_tracked) after one training batch.
+
+    ``mean`` and ``var`` are the batch's per-channel mean and BIASED variance over n values.
+    """
+    nbt = np.asarray(np.asarray(num_batches_tracked, dtype=np.int64) + 1)
+    if n == 0:
+        return running_mean.copy(), running_var.copy(), nbt
+    if convention == "torch":
+        m = 1.0 / float(nbt) if momentum is None else momentum
+        unbiased = var * (n / (n - 1))
+        return (1 - m) * running_mean + m * mean, (1 - m) * running_var + m * unbiased, nbt
+    return momentum * running_mean + (1 - momentum) * mean, momentum * running_var + (1 - momentum) * var, nbt
+
+
+def forward(x, weight=None, bias=None, running_mean=None, running_var=None, num_batches_tracked=0, *,
+            training=True, momentum=DEFAULT, eps=1e-5, convention="torch"):
+    """Returns (y, mean, rstd, new_state, used_batch_stats). See the module docstring."""
+    convention = C.check_choice(NAME, "convention", convention, DEFAULT_MOMENTUM)
+    if momentum is DEFAULT:
+        momentum = DEFAULT_MOMENTUM[convention]
+    elif momentum is None and convention == "onnx":
+        raise RefnormError(f"{NAME}: momentum=None (cumulative average) exists only with convention='torch'")
+    momentum = C.check_real(NAME, "momentum", momentum, allow_none=True)
+    eps = C.check_eps(NAME, eps)
+    C.check_ndim(NAME, x, 2, "(N, C, *)")
+    nc = x.shape[1]
+    for key, p in (("weight", weight), ("bias", bias), ("running_mean", running_mean),
+                   ("running_var", running_var)):
+        C.check_param(NAME, key, p, (nc,))
+    if (running_mean is None) != (running_var is None):
+        raise RefnormError(f"{NAME}: state needs both 'running_mean' and 'running_var' (or neither)")
+    if np.ndim(num_batches_tracked) != 0:
+        raise ShapeError(f"{NAME}: 'num_batches_tracked' has shape {np.shape(num_batches_tracked)}; expected ()")
+    tracking = running_mean is not None
+    axes = _axes(x)
+    n = C.count(x, axes)
+    use_batch = training or not tracking
+    state = {}
+    if use_batch:
+        if n == 1:
+            raise ShapeError(f"{NAME}: expected more than 1 value per channel when training, got input of "
+                             f"shape {x.shape}")
+        mean, var, d = C.centered_moments(x, axes)
+        mean, var = mean.reshape(nc), var.reshape(nc)
+        if training and tracking:
+            rm, rv, nbt = update_running_stats(running_mean, running_var, num_batches_tracked, mean, var, n,
+                                               momentum=momentum, convention=convention)
+            state = {"running_mean": rm, "running_var": rv, "num_batches_tracked": nbt}
+    else:
+        mean, var = running_mean.copy(), running_var
+        d = x - _bcast(mean, x)
+    if tracking and not state:
+        state = {"running_mean": running_mean.copy(), "running_var": running_var.copy(),
+                 "num_batches_tracked": np.asarray(num_batches_tracked, dtype=np.int64).copy()}
+    rstd = 1.0 / np.sqrt(var + eps)
+    xhat = d * _bcast(rstd, x)
+    y = xhat if weight is None else xhat * _bcast(weight, x)
+    if bias is not None:
+        y = y + _bcast(bias, x)
+    return y, mean, rstd, state, use_batch
+
+
+def backward(dy, x, weight, mean, rstd, *, used_batch_stats: bool, with_bias: bool):
+    """Returns (dx, dweight or None, dbias or None). See the module docstring for the formulas."""
+    axes = _axes(x)
+    r = _bcast(rstd, x)
+    d = C.centered(x, axes)[1] if used_batch_stats else x - _bcast(mean, x)
+    xhat = d * r
+    g = dy if weight is None else dy * _bcast(weight, x)
+    dx = C.centered_backward(g, xhat, r, axes) if used_batch_stats else g * r
+    dweight = None if weight is None else C.reduce_to(dy * xhat, axes)
+    dbias = C.reduce_to(dy, axes) if with_bias else None
+    return dx, dweight, dbias
+
+
+def _forward(inputs, config, state, training):
+    x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
+    if state and not {"running_mean", "running_var"} <= set(state):
+        raise RefnormError(f"{NAME}: state needs both 'running_mean' and 'running_var', got {sorted(state)}")
+    y, mean, rstd, new_state, use_batch = forward(
+        x, w, b, state.get("running_mean"), state.get("running_var"), state.get("num_batches_tracked", 0),
+        training=training, **config)
+    return Forward({"y": y, "mean": mean, "rstd": rstd}, new_state, (x, w, b is not None, mean, rstd, use_batch))
+
+
+def _backward(ctx, cot):
+    x, w, has_bias, mean, rstd, use_batch = ctx
+    dx, dw, db = backward(cot["y"], x, w, mean, rstd, used_batch_stats=use_batch, with_bias=has_bias)
+    grads = {"x": dx}
+    if w is not None:
+        grads["weight"] = dw
+    if has_bias:
+        grads["bias"] = db
+    return Backward(grads)
+
+
+SPEC = NormSpec(
+    name=NAME,
+    summary="y = (x - mean_c) / sqrt(var_c + eps) * weight_c + bias_c over (N, *) per channel c",
+    inputs=("x", "weight", "bias"), required=("x",),
+    outputs=("y", "mean", "rstd"),
+    options={"momentum": DEFAULT, "eps": 1e-5, "convention": "torch"},
+    forward=_forward, backward=_backward,
+    state=STATE, integer_state=("num_batches_tracked",),
+)
