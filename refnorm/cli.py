@@ -1,0 +1,152 @@
+"""Layer 5: the command line, a thin face over refnorm.evaluate.
+
+    refnorm list
+    refnorm eval NAME [--input KEY=FILE.npy | --random KEY=D0,D1,...]... [--config JSON]
+                      [--grad KEY=FILE.npy | --grad KEY=random]... [--state KEY=FILE.npy]...
+                      [--eval] [--seed N] [--out FILE.npz]
+
+Exit status: 0 on success, 2 for bad input (the message names the value and what was expected).
+``--out`` writes outputs, grads and state to one .npz (keys ``output.y``, ``grad.x``, ``state.running_mean``)
+through a temporary file and a rename, so an interrupted or failed run leaves no half-written file.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+from . import registry
+from .errors import RefnormError
+
+
+class CLIError(RefnormError):
+    pass
+
+
+def _pairs(items, what):
+    out = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value:
+            raise CLIError(f"{what} {item!r}: expected KEY=VALUE")
+        if key in out:
+            raise CLIError(f"{what} {key!r} given twice")
+        out[key] = value
+    return out
+
+
+def _load_npy(path, what):
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise CLIError(f"{what}: file {path!r} does not exist") from None
+    except (ValueError, OSError) as e:
+        raise CLIError(f"{what}: cannot read {path!r} as a .npy array without pickles: {e}") from None
+    if not isinstance(arr, np.ndarray):
+        raise CLIError(f"{what}: {path!r} is an archive, expected a single .npy array")
+    return arr
+
+
+def _shape(text, what):
+    try:
+        shape = tuple(int(s) for s in text.split(",") if s.strip() != "")
+    except ValueError:
+        raise CLIError(f"{what}: shape {text!r} must be comma-separated integers, e.g. 4,8") from None
+    if any(s < 0 for s in shape):
+        raise CLIError(f"{what}: shape {text!r} has a negative size")
+    return shape
+
+
+def _cmd_list(args):
+    for name in registry.names():
+        spec = registry.get(name)
+        print(f"{name:24s} {spec.summary}")
+    return 0
+
+
+def _cmd_eval(args):
+    rng = np.random.default_rng(args.seed)
+    inputs = {k: _load_npy(v, f"--input {k}") for k, v in _pairs(args.input, "--input").items()}
+    for k, v in _pairs(args.random, "--random").items():
+        if k in inputs:
+            raise CLIError(f"input {k!r} given by both --input and --random")
+        inputs[k] = rng.standard_normal(_shape(v, f"--random {k}"))
+    try:
+        config = json.loads(args.config) if args.config else {}
+    except json.JSONDecodeError as e:
+        raise CLIError(f"--config {args.config!r} is not valid JSON: {e}") from None
+    if not isinstance(config, dict):
+        raise CLIError(f"--config must be a JSON object, got {args.config!r}")
+    state = {k: _load_npy(v, f"--state {k}") for k, v in _pairs(args.state, "--state").items()}
+    grads = _pairs(args.grad, "--grad")
+    grad_outputs = None
+    if grads:
+        probe = registry.evaluate(args.name, inputs, config=config, state=state, training=not args.eval)
+        grad_outputs = {}
+        for k, v in grads.items():
+            if k not in probe.outputs:
+                raise CLIError(f"--grad {k}: {args.name} has no output {k!r}; outputs: {', '.join(probe.outputs)}")
+            grad_outputs[k] = (rng.standard_normal(probe.outputs[k].shape) if v == "random"
+                               else _load_npy(v, f"--grad {k}"))
+    res = registry.evaluate(args.name, inputs, config=config, grad_outputs=grad_outputs, state=state,
+                            training=not args.eval)
+    np.set_printoptions(precision=6, threshold=20, edgeitems=3)
+    for group, arrays in (("output", res.outputs), ("grad", res.grads), ("state", res.state)):
+        for k, v in arrays.items():
+            print(f"{group}.{k} shape={tuple(np.shape(v))}\n{np.asarray(v)}")
+    if args.out:
+        _save_npz_atomically(args.out, {f"{g}.{k}": np.asarray(v) for g, d in
+                                        (("output", res.outputs), ("grad", res.grads), ("state", res.state))
+                                        for k, v in d.items()})
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _save_npz_atomically(path, arrays):
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise CLIError(f"--out {path!r}: directory {directory!r} does not exist")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".refnorm-", suffix=".npz")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="refnorm", description="Float64 ground truth for normalization layers.")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="list the normalizers").set_defaults(func=_cmd_list)
+    e = sub.add_parser("eval", help="evaluate one normalizer (forward, and backward with --grad)")
+    e.add_argument("name", help="normalizer name (see `refnorm list`)")
+    e.add_argument("--input", action="append", metavar="KEY=FILE.npy", help="an input from a .npy file")
+    e.add_argument("--random", action="append", metavar="KEY=SHAPE", help="a standard-normal input, e.g. x=4,8")
+    e.add_argument("--config", metavar="JSON", help='options as a JSON object, e.g. \'{"eps": 1e-5}\'')
+    e.add_argument("--grad", action="append", metavar="KEY=FILE.npy|random", help="a cotangent for output KEY")
+    e.add_argument("--state", action="append", metavar="KEY=FILE.npy", help="a state entry (running stats)")
+    e.add_argument("--eval", action="store_true", help="eval mode (running statistics); default: training")
+    e.add_argument("--seed", type=int, default=0, help="seed for --random and --grad KEY=random")
+    e.add_argument("--out", metavar="FILE.npz", help="also write every array to FILE.npz (atomically)")
+    e.set_defaults(func=_cmd_eval)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except RefnormError as e:
+        print(f"refnorm: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
