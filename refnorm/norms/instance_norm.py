@@ -1,0 +1,158 @@
+"""InstanceNorm (Ulyanov, Vedaldi & Lempitsky 2016, arXiv:1607.08022), as torch.nn.functional.instance_norm.
+
+    y = (x - mean_nc) * rstd_nc * weight_c + bias_c,     rstd_nc = (var_nc + eps) ** -1/2
+
+Input x is (N, C, *). Statistics are per (sample n, channel c) over the spatial axes A = 2.., S =
+prod(*) values; biased variance (ddof=0); eps inside the sqrt. ``weight`` and ``bias`` have shape
+(C,) and are each optional. Options (torch's names and defaults): ``eps`` = 1e-5, ``momentum`` = 0.1.
+Outputs ``y``, and ``mean`` and ``rstd`` of shape (N, C): the statistics used to normalize (in eval
+mode with running statistics, those broadcast over n).
+
+Modes (torch's ``use_input_stats = training or not track_running_stats``):
+* training, or no running statistics given: normalize with the instance statistics. S == 1 (which
+  includes an (N, C) input, no spatial axes) is an error, as torch's "Expected more than 1 spatial
+  element when training".
+* training with running statistics (state ``running_mean``, ``running_var`` of shape (C,)): they are
+  updated the way torch does it (it reshapes x to (1, N*C, *), runs batch_norm with the running
+  statistics repeated N times, then averages the N updated copies):
+      running_mean = mean_n((1 - m) * running_mean + m * mean_nc)
+      running_var  = mean_n((1 - m) * running_var  + m * var_nc * S / (S - 1))   (UNBIASED var)
+  S == 0 leaves them unchanged (batch_norm's empty-batch rule); N == 0 makes them NaN (torch's mean
+  over zero instances).
+* eval with running statistics: normalize every instance with the per-channel running statistics;
+  the map is affine in x and any input with >= 2 dimensions is accepted (torch too, (N, C) included).
+
+``momentum`` is any finite number; ``momentum=None`` means 0 (running statistics never change),
+because that is what torch.nn.InstanceNorm*d(momentum=None) passes to F.instance_norm
+(``self.momentum if self.momentum is not None else 0.0``). It is NOT BatchNorm's cumulative average:
+torch's InstanceNorm never reads or increments ``num_batches_tracked`` (verified on torch 2.13), so
+refnorm accepts it in the state and returns it unchanged.
+
+Backward (derivations/group_norm.md, the case G = C), g = dy * weight, xhat = (x - mean) * rstd:
+* instance statistics: dx = rstd * (g - mean_A(g) - xhat * mean_A(g * xhat))
+* running statistics:  dx = g * rstd                      (the statistics are constants)
+* dweight = sum over n and A of dy * xhat, dbias = sum over n and A of dy.
+The running-statistics update is not differentiated (torch: they are buffers).
+NaN/Inf in one (n, c) slice reach only that slice's y, mean, rstd and dx, channel c's dweight and
+dbias, and channel c's running statistics. An empty slice (S == 0) gives mean 0 and rstd NaN, as torch.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import RefnormError, ShapeError
+from ..spec import Backward, Forward, NormSpec
+from . import _common as C
+
+NAME = "instance_norm"
+STATE = ("running_mean", "running_var", "num_batches_tracked")
+
+
+def _bcast(p: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """A (C,) or an (N, C) array shaped to broadcast against x (N, C, *)."""
+    lead = (1, -1) if p.ndim == 1 else p.shape
+    return p.reshape(lead + (1,) * (x.ndim - 2))
+
+
+def update_running_stats(running_mean, running_var, mean, var, s: int, *, momentum: float):
+    """The new (running_mean, running_var) after one training call; mean, var: (N, C), biased over s."""
+    nb, nc = mean.shape
+    if nb == 0:
+        return np.full(nc, np.nan), np.full(nc, np.nan)
+    if s == 0:
+        return running_mean.copy(), running_var.copy()
+    rm = (1 - momentum) * running_mean + momentum * mean
+    rv = (1 - momentum) * running_var + momentum * (var * (s / (s - 1)))
+    return rm.mean(axis=0), rv.mean(axis=0)
+
+
+def forward(x, weight=None, bias=None, running_mean=None, running_var=None, num_batches_tracked=0, *,
+            training=True, momentum=0.1, eps=1e-5):
+    """Returns (y, mean, rstd, new_state, used_instance_stats). See the module docstring."""
+    momentum = C.check_real(NAME, "momentum", momentum, allow_none=True)
+    momentum = 0.0 if momentum is None else momentum
+    eps = C.check_eps(NAME, eps)
+    C.check_ndim(NAME, x, 2, "(N, C, *)")
+    nb, nc = x.shape[:2]
+    for key, p in (("weight", weight), ("bias", bias), ("running_mean", running_mean),
+                   ("running_var", running_var)):
+        C.check_param(NAME, key, p, (nc,))
+    if (running_mean is None) != (running_var is None):
+        raise RefnormError(f"{NAME}: state needs both 'running_mean' and 'running_var' (or neither)")
+    if np.ndim(num_batches_tracked) != 0:
+        raise ShapeError(f"{NAME}: 'num_batches_tracked' has shape {np.shape(num_batches_tracked)}; "
+                         "expected ()")
+    tracking = running_mean is not None
+    axes = tuple(range(2, x.ndim))
+    s = C.count(x, axes)
+    use_input = training or not tracking
+    if use_input:
+        if s == 1:
+            raise ShapeError(f"{NAME}: expected more than 1 spatial element per instance when normalizing "
+                             f"with instance statistics (training, or no running statistics), got input of "
+                             f"shape {x.shape}")
+        mean, var, d = C.centered_moments(x, axes)
+        mean, var = mean.reshape(nb, nc), var.reshape(nb, nc)
+    else:
+        mean = np.broadcast_to(running_mean, (nb, nc)).copy()
+        var = np.broadcast_to(running_var, (nb, nc))
+        d = x - _bcast(running_mean, x)
+    state = {}
+    if tracking:
+        rm, rv = running_mean.copy(), running_var.copy()
+        if training:
+            rm, rv = update_running_stats(running_mean, running_var, mean, var, s, momentum=momentum)
+        state = {"running_mean": rm, "running_var": rv,
+                 "num_batches_tracked": np.asarray(num_batches_tracked, dtype=np.int64).copy()}
+    rstd = 1.0 / np.sqrt(var + eps)
+    xhat = d * _bcast(rstd, x)
+    y = xhat if weight is None else xhat * _bcast(weight, x)
+    if bias is not None:
+        y = y + _bcast(bias, x)
+    return y, mean, rstd, state, use_input
+
+
+def backward(dy, x, weight, mean, rstd, *, used_instance_stats: bool, with_bias: bool):
+    """Returns (dx, dweight or None, dbias or None); mean and rstd of shape (N, C)."""
+    axes = tuple(range(2, x.ndim))
+    r = _bcast(rstd, x)
+    d = C.centered(x, axes)[1] if used_instance_stats else x - _bcast(mean, x)
+    xhat = d * r
+    g = dy if weight is None else dy * _bcast(weight, x)
+    dx = C.centered_backward(g, xhat, r, axes) if used_instance_stats else g * r
+    other = (0,) + axes
+    dweight = None if weight is None else C.reduce_to(dy * xhat, other)
+    dbias = C.reduce_to(dy, other) if with_bias else None
+    return dx, dweight, dbias
+
+
+def _forward(inputs, config, state, training):
+    x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
+    if state and not {"running_mean", "running_var"} <= set(state):
+        raise RefnormError(f"{NAME}: state needs both 'running_mean' and 'running_var', got {sorted(state)}")
+    y, mean, rstd, new_state, use_input = forward(
+        x, w, b, state.get("running_mean"), state.get("running_var"), state.get("num_batches_tracked", 0),
+        training=training, **config)
+    return Forward({"y": y, "mean": mean, "rstd": rstd}, new_state, (x, w, b is not None, mean, rstd, use_input))
+
+
+def _backward(ctx, cot):
+    x, w, has_bias, mean, rstd, use_input = ctx
+    dx, dw, db = backward(cot["y"], x, w, mean, rstd, used_instance_stats=use_input, with_bias=has_bias)
+    grads = {"x": dx}
+    if w is not None:
+        grads["weight"] = dw
+    if has_bias:
+        grads["bias"] = db
+    return Backward(grads)
+
+
+SPEC = NormSpec(
+    name=NAME,
+    summary="y = (x - mean_nc) / sqrt(var_nc + eps) * weight_c + bias_c over the spatial axes per (n, c)",
+    inputs=("x", "weight", "bias"), required=("x",),
+    outputs=("y", "mean", "rstd"),
+    options={"momentum": 0.1, "eps": 1e-5},
+    forward=_forward, backward=_backward,
+    state=STATE, integer_state=("num_batches_tracked",),
+)

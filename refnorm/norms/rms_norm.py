@@ -1,0 +1,148 @@
+"""RMSNorm (Zhang & Sennrich 2019, arXiv:1910.07467), as torch.nn.functional.rms_norm.
+
+    y = x * rstd * (weight + weight_offset)
+    rstd = (mean_A(x^2) + eps) ** -1/2        eps_placement="inside"  (default; torch, ONNX)
+    rstd = 1 / (sqrt(mean_A(x^2)) + eps)      eps_placement="outside"
+
+A = the trailing ``len(normalized_shape)`` axes (REQUIRED, int or list of ints, as torch). No mean is
+removed. ``weight`` has shape ``normalized_shape`` and is optional; ``weight_offset`` (default 0.0)
+is added to it, 1.0 giving Gemma's (1 + weight) scale; a non-zero offset without a weight is a
+ConfigError (there is nothing to offset). No ``bias`` input: neither torch nor ONNX
+RMSNormalization has one; a model that adds a bias adds it after the norm (gradient = sum of dy).
+
+eps: default None = finfo(float64).eps = 2.22e-16, which is what torch's ``eps=None`` means for
+float64 input. refnorm always computes in float64; for float16/bfloat16/float32 input torch's
+eps=None means finfo(float32).eps = 1.19e-7 (the eps of its float32 opmath type, CONVENTIONS.md §5),
+so a torch adapter must pass eps=1.1920928955078125e-07 explicitly for low-precision dtypes.
+Negative eps is refused (torch accepts it and may take the sqrt of a negative number).
+
+Outputs ``y``, and ``rstd`` = 1 / (the divisor) with keepdims shape ``x.shape[:-k] + (1,) * k``, as
+torch's ``_fused_rms_norm`` (for either eps placement ``rstd`` is the reciprocal of what x is divided by).
+The root mean square is computed as s * sqrt(mean((x/s)^2)), s = max|x| of the row, and the inside
+divisor as hypot(rms, sqrt(eps)), so it neither overflows nor underflows where the true value is a
+finite float64 (torch's mean(x^2) overflows at |x| ~ 1e154: rms_norm([1e200, 1e200]) gives 0 there,
+refnorm gives the correct 1; tested against mpmath).
+
+Backward (derivations/rms_norm.md), g = dy * (weight + weight_offset), xhat = x * rstd:
+    dx = rstd * (g - u * mean_A(g * xhat))     u = xhat (inside),  u = x / rms (outside)
+    dweight = sum over the leading axes of dy * xhat
+Inside, sum_A(dx * x) = eps / (ms + eps)^(3/2) * sum_A(g * x): zero at eps = 0 (scale invariance).
+Outside, an all-zero row with eps > 0 has u = 0 (the limit: x / rms is bounded and multiplied by
+x -> 0; y = x / eps + O(|x|^2) there), so dx = g / eps.
+NaN/Inf in a row reach only that row. An all-zero row gives y = 0 (rstd = 1/sqrt(eps)), and NaN when
+eps = 0 (0/0, as torch). An empty row (normalized_shape containing 0) gives rstd NaN, as torch.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ..errors import ConfigError, ShapeError
+from ..spec import REQUIRED, Backward, Forward, NormSpec
+from . import _common as C
+
+NAME = "rms_norm"
+FLOAT64_EPS = float(np.finfo(np.float64).eps)
+
+
+def _shape(normalized_shape) -> tuple[int, ...]:
+    if isinstance(normalized_shape, numbers.Integral) and not isinstance(normalized_shape, bool):
+        normalized_shape = (normalized_shape,)
+    try:
+        shape = tuple(normalized_shape)
+    except TypeError:
+        shape = None
+    if not shape or any(isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 0 for s in shape):
+        raise ConfigError(f"{NAME}: normalized_shape={normalized_shape!r}; expected a non-empty list "
+                          "of non-negative ints")
+    return tuple(int(s) for s in shape)
+
+
+def _eps(eps) -> float:
+    return FLOAT64_EPS if eps is None else C.check_eps(NAME, eps)
+
+
+def root_mean_square(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """sqrt(mean_A(x^2)) (keepdims) as s * sqrt(mean((x / s)^2)), s = max|x|: no overflow/underflow.
+
+    s = 1 where the row is all zero, empty or not finite (then Inf/NaN propagate unscaled).
+    An empty row gives 0/0 = NaN.
+    """
+    s = np.max(np.abs(x), axis=axes, keepdims=True, initial=0.0)
+    s = np.where((s > 0) & np.isfinite(s), s, 1.0)
+    q = x / s
+    return s * np.sqrt((q * q).sum(axis=axes, keepdims=True) / C.count(x, axes))
+
+
+def forward(x, weight=None, *, normalized_shape, eps=None, eps_placement="inside", weight_offset=0.0):
+    """Returns (y, rstd, rms). See the module docstring for the equation and shapes."""
+    shape = _shape(normalized_shape)
+    eps = _eps(eps)
+    C.check_choice(NAME, "eps_placement", eps_placement, ("inside", "outside"))
+    offset = C.check_real(NAME, "weight_offset", weight_offset)
+    k = len(shape)
+    if x.ndim < k or x.shape[x.ndim - k:] != shape:
+        raise ShapeError(f"{NAME}: input 'x' has shape {x.shape}; expected trailing dimensions "
+                         f"equal to normalized_shape {list(shape)}")
+    C.check_param(NAME, "weight", weight, shape)
+    if weight is None and offset != 0.0:
+        raise ConfigError(f"{NAME}: weight_offset={weight_offset!r} needs a 'weight' input; expected "
+                          "weight_offset=0.0 when no weight is given")
+    axes = tuple(range(x.ndim - k, x.ndim))
+    rms = root_mean_square(x, axes)
+    if eps_placement == "inside":
+        rstd = 1.0 / np.hypot(rms, np.sqrt(eps))   # = (rms^2 + eps)^-1/2 without squaring rms
+    else:
+        rstd = 1.0 / (rms + eps)
+    y = x * rstd
+    if weight is not None:
+        y = y * (weight + offset)
+    return y, rstd, rms
+
+
+def backward(dy, x, weight, rstd, rms, *, normalized_ndim: int, eps_placement="inside",
+             weight_offset=0.0):
+    """Returns (dx, dweight or None) for the forward above."""
+    axes = tuple(range(x.ndim - normalized_ndim, x.ndim))
+    lead = tuple(range(x.ndim - normalized_ndim))
+    xhat = x * rstd
+    g = dy if weight is None else dy * (weight + weight_offset)
+    if eps_placement == "inside":
+        u = xhat
+    else:
+        u = np.where(rms == 0, 0.0, x / np.where(rms == 0, 1.0, rms))
+    if C.count(x, axes) == 0:
+        dx = np.zeros_like(x)
+    else:
+        dx = rstd * (g - u * (g * xhat).mean(axis=axes, keepdims=True))
+    dweight = None if weight is None else C.reduce_to(dy * xhat, lead)
+    return dx, dweight
+
+
+def _forward(inputs, config, state, training):
+    x, w = inputs["x"], inputs.get("weight")
+    y, rstd, rms = forward(x, w, **config)
+    ctx = (x, w, rstd, rms, len(_shape(config["normalized_shape"])), config["eps_placement"],
+           float(config["weight_offset"]))
+    return Forward({"y": y, "rstd": rstd}, {}, ctx)
+
+
+def _backward(ctx, cot):
+    x, w, rstd, rms, k, placement, offset = ctx
+    dx, dw = backward(cot["y"], x, w, rstd, rms, normalized_ndim=k, eps_placement=placement,
+                      weight_offset=offset)
+    grads = {"x": dx}
+    if w is not None:
+        grads["weight"] = dw
+    return Backward(grads)
+
+
+SPEC = NormSpec(
+    name=NAME,
+    summary="y = x / sqrt(mean(x^2) + eps) * (weight + weight_offset) over the trailing normalized_shape",
+    inputs=("x", "weight"), required=("x",),
+    outputs=("y", "rstd"),
+    options={"normalized_shape": REQUIRED, "eps": None, "eps_placement": "inside", "weight_offset": 0.0},
+    forward=_forward, backward=_backward,
+)
