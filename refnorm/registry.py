@@ -29,6 +29,7 @@ NAMES: tuple[str, ...] = (
     "weight_standardization",
     "min_max_scale",
     "z_score",
+    "unified_norm",
 )
 
 
