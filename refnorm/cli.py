@@ -4,6 +4,8 @@
     refnorm eval NAME [--input KEY=FILE.npy | --random KEY=D0,D1,...]... [--config JSON]
                       [--grad KEY=FILE.npy | --grad KEY=random]... [--state KEY=FILE.npy]...
                       [--eval] [--seed N] [--out FILE.npz]
+    refnorm derive NAME [--format text|markdown|latex] [--prove]
+    refnorm derive --all (--write | --check) [--dir derivations]
 
 Exit status: 0 on success, 2 for bad input (the message names the value and what was expected).
 ``--out`` writes outputs, grads and state to one .npz (keys ``output.y``, ``grad.x``, ``state.running_mean``)
@@ -121,6 +123,38 @@ def _save_npz_atomically(path, arrays):
         raise
 
 
+def _cmd_derive(args):
+    """Print a derivation (text by default); --all --write regenerates derivations/*.md, --check compares."""
+    from . import derivations
+    if args.all == (args.name is not None):
+        raise CLIError("derive: give one NAME or --all")
+    if args.name is not None and args.name not in derivations.names():
+        raise CLIError(f"unknown derivation {args.name!r}; expected one of: {', '.join(derivations.names())}")
+    if args.write or args.check:
+        if not args.all:
+            raise CLIError("derive: --write and --check regenerate or compare every file: use --all")
+        if args.check:
+            bad = derivations.stale(args.dir)
+            for path in bad:
+                print(f"out of date: {path} (regenerate: refnorm derive --all --write --dir {args.dir})")
+            return 1 if bad else 0
+        for path in derivations.write_all(args.dir):
+            print(f"wrote {path}")
+        return 0
+    status = 0
+    for name in derivations.names() if args.all else [args.name]:
+        print(derivations.render(name, args.format))
+        if args.prove:
+            mod = derivations.get(name)
+            try:
+                print(f"{name}: {len(mod.prove())} symbolic claims hold; closed forms match refnorm.evaluate "
+                      f"to {mod.check_numeric():.1e} relative")
+            except (derivations.ProofError, ImportError) as e:
+                print(f"{name}: FAILED: {e}", file=sys.stderr)
+                status = 1
+    return status
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="refnorm", description="Float64 ground truth for normalization layers.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -136,6 +170,15 @@ def build_parser():
     e.add_argument("--seed", type=int, default=0, help="seed for --random and --grad KEY=random")
     e.add_argument("--out", metavar="FILE.npz", help="also write every array to FILE.npz (atomically)")
     e.set_defaults(func=_cmd_eval)
+    d = sub.add_parser("derive", help="print a backward-pass derivation; regenerate derivations/*.md")
+    d.add_argument("name", nargs="?", help="family: batch_norm, layer_norm, rms_norm, group_norm, ...")
+    d.add_argument("--format", choices=("text", "markdown", "latex"), default="text", help="default: text")
+    d.add_argument("--all", action="store_true", help="every family")
+    d.add_argument("--write", action="store_true", help="with --all: write DIR/<name>.md and DIR/README.md")
+    d.add_argument("--check", action="store_true", help="with --all: exit 1 if a file in DIR is out of date")
+    d.add_argument("--dir", default="derivations", help="directory for --write/--check (default: derivations)")
+    d.add_argument("--prove", action="store_true", help="also run the symbolic proofs and numeric checks")
+    d.set_defaults(func=_cmd_derive)
     return p
 
 
