@@ -6,8 +6,10 @@
                       [--eval] [--seed N] [--out FILE.npz]
     refnorm derive NAME [--format text|markdown|latex] [--prove]
     refnorm derive --all (--write | --check) [--dir derivations]
+    refnorm golden build [DIR]
+    refnorm golden verify [DIR] [--exact] [--op NAME]...
 
-Exit status: 0 on success, 2 for bad input (the message names the value and what was expected).
+Exit status: 0 on success, 1 when a check fails (derive --check, golden verify), 2 for bad input (the message names the value and what was expected).
 ``--out`` writes outputs, grads and state to one .npz (keys ``output.y``, ``grad.x``, ``state.running_mean``)
 through a temporary file and a rename, so an interrupted or failed run leaves no half-written file.
 """
@@ -155,6 +157,40 @@ def _cmd_derive(args):
     return status
 
 
+def default_golden_dir() -> str:
+    """The golden set to use when none is named: $REFNORM_GOLDEN, else ./golden, else the checkout's golden/."""
+    env = os.environ.get("REFNORM_GOLDEN")
+    if env:
+        return env
+    if os.path.isfile(os.path.join("golden", "MANIFEST.json")):
+        return "golden"
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "golden")
+    if os.path.isfile(os.path.join(here, "MANIFEST.json")):
+        return here
+    raise CLIError("no golden set found: pass a directory, set REFNORM_GOLDEN, or run from a refnorm checkout "
+                   "(expected golden/MANIFEST.json)")
+
+
+def _cmd_golden(args):
+    from . import golden
+    from .golden import commands
+    directory = args.dir
+    if args.action == "build":
+        directory = directory or "golden"
+        print(commands.build(directory, log=None if args.quiet else print).summary())
+        return 0
+    directory = directory or default_golden_dir()
+    for op in args.op or ():
+        if op not in registry.names():
+            raise CLIError(f"--op {op!r}: unknown normalizer; expected one of: {', '.join(registry.names())}")
+    if args.exact and args.action != "verify":
+        raise CLIError("--exact applies to verify only")
+    report = golden.verify(directory, ops=args.op, exact=args.exact,
+                           log=None if args.quiet else print)
+    print(report.summary())
+    return 0 if report.ok else 1
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="refnorm", description="Float64 ground truth for normalization layers.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -179,6 +215,13 @@ def build_parser():
     d.add_argument("--dir", default="derivations", help="directory for --write/--check (default: derivations)")
     d.add_argument("--prove", action="store_true", help="also run the symbolic proofs and numeric checks")
     d.set_defaults(func=_cmd_derive)
+    g = sub.add_parser("golden", help="build or verify the golden data set")
+    g.add_argument("action", choices=("build", "verify"))
+    g.add_argument("dir", nargs="?", help="the set's directory (default: ./golden, or $REFNORM_GOLDEN for verify)")
+    g.add_argument("--exact", action="store_true", help="verify: demand bit-for-bit expected values")
+    g.add_argument("--op", action="append", metavar="NAME", help="verify: only this normalizer (repeatable)")
+    g.add_argument("--quiet", action="store_true", help="print only the summary")
+    g.set_defaults(func=_cmd_golden)
     return p
 
 

@@ -1,0 +1,256 @@
+"""Materialize a golden ``Case`` as arrays: draw, round to the case dtype, evaluate in float64.
+
+Drawing (``draw``): one ``np.random.default_rng(case.seed)`` per case, never a global seed. In order:
+the parameters (weight ~ 1 + 0.5 N(0,1), bias ~ 0.5 N(0,1), a 0/1 pad_mask with ~25% ones), the
+initial state, then per step the activations (by the case's regime, or the step's own) and the
+cotangents (N(0,1), one per differentiable output, shaped by a forward probe). Every
+drawn value is rounded to the case dtype at once, so inputs, cotangents and initial state are
+exactly representable in it, and the reference sees exactly what a backend sees. The generators use
+only standard_normal/random/integers and IEEE-exact arithmetic (+, *, /, sqrt), so a redraw is bit
+for bit the same on every platform with the same NumPy random streams (verify checks this).
+
+Expected values (``expected``): ``refnorm.evaluate`` in float64 from the rounded inputs; a stateful
+case chains ``Result.state`` from step to step in float64 (never rounded to the case dtype).
+
+Storage dtypes: float64, float32 and float16 values are stored natively. bfloat16 values are stored
+as their float32 values (the widening is exact): any npz reader can use them, and NumPy's .npy format
+cannot record ml_dtypes' bfloat16 (it saves it as an anonymous 2-byte void). The manifest marks such
+arrays ``"value_dtype": "bfloat16"``; ``as_case_dtype`` returns them as ml_dtypes.bfloat16. Expected
+outputs, gradients and states are float64; integer state (num_batches_tracked) is int64.
+
+Array names in a case file: ``init.state.<k>`` (initial state), and for step i
+``step<i>.input.<k>``, ``step<i>.cotangent.<k>``, ``step<i>.output.<k>``, ``step<i>.grad.<k>``,
+``step<i>.state.<k>`` (the state after step i).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+import refnorm
+
+from .cases import PARAM_REGIMES, Case
+
+STORAGE = {"float64": np.dtype("<f8"), "float32": np.dtype("<f4"), "float16": np.dtype("<f2"),
+           "bfloat16": np.dtype("<f4")}
+
+
+def round_to(values: np.ndarray, dtype: str, what: str = "value") -> np.ndarray:
+    """``values`` rounded to nearest in ``dtype``, in its storage dtype; overflow is an error."""
+    # C order: refnorm's float64 sums depend (at the last bit) on the memory layout of the input,
+    # so build and verify must evaluate identically laid-out arrays to agree bit for bit
+    if dtype == "bfloat16":
+        out = np.asarray(values, dtype=np.float64).astype(ml_dtypes.bfloat16, order="C").astype(np.float32)
+    else:
+        out = np.asarray(values, dtype=np.float64).astype(STORAGE[dtype], order="C")
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"{what}: drawn values overflow {dtype}; change the case's regime")
+    return out
+
+
+def as_case_dtype(stored: np.ndarray, dtype: str) -> np.ndarray:
+    """A stored input in its case dtype (bfloat16 as ml_dtypes.bfloat16; exact)."""
+    if dtype == "bfloat16" and stored.dtype.kind == "f":
+        return stored.astype(ml_dtypes.bfloat16)
+    return stored
+
+
+def is_representable(stored: np.ndarray, dtype: str) -> bool:
+    """True when every value of ``stored`` is exactly a ``dtype`` number."""
+    if stored.dtype.kind != "f":
+        return True
+    back = round_to(stored[np.isfinite(stored)], dtype) if dtype != "float64" else stored
+    return bool(np.array_equal(back.astype(np.float64), stored[np.isfinite(stored)].astype(np.float64)))
+
+
+# ----------------------------------------------------------------------------------- regimes
+def _heavy_tail(rng, m, n):
+    z = rng.standard_normal((m, n))
+    chi2 = (rng.standard_normal((2, m, n)) ** 2).sum(axis=0)
+    return z / np.sqrt(chi2 / 2)                  # Student t, 2 degrees of freedom
+
+
+def _outlier(rng, m, n):
+    v = rng.standard_normal((m, n))
+    if n:
+        v[np.arange(m), rng.integers(0, n, size=m)] *= 100.0
+    return v
+
+
+def _spike(rng, m, n):
+    v = rng.standard_normal((m, n))
+    if m:
+        v[rng.integers(0, m)] *= 25.0
+    return v
+
+
+GENERATORS = {  # regime -> (rng, m slices, n values per slice) -> (m, n) float64
+    "normal": lambda rng, m, n: rng.standard_normal((m, n)),
+    "mean1e3": lambda rng, m, n: 1e3 + rng.standard_normal((m, n)),
+    "mean1e4": lambda rng, m, n: 1e4 + rng.standard_normal((m, n)),
+    "mean1e4_std16": lambda rng, m, n: 1e4 + 16.0 * rng.standard_normal((m, n)),
+    "const": lambda rng, m, n: np.repeat(1e3 * rng.standard_normal((m, 1)), n, axis=1),
+    "std1e-3": lambda rng, m, n: 1e-3 * rng.standard_normal((m, n)),
+    "one_std1e-3": lambda rng, m, n: 1.0 + 1e-3 * rng.standard_normal((m, n)),
+    "sq_overflow": lambda rng, m, n: 300.0 + 20.0 * rng.standard_normal((m, n)),
+    "heavy_tail": _heavy_tail,
+    "outlier": _outlier,
+    "zero": lambda rng, m, n: np.zeros((m, n)),
+    "spike": _spike,
+}
+PARAM_GENERATORS = {
+    "weight": lambda rng, shape: 1.0 + 0.5 * rng.standard_normal(shape),
+    "bias": lambda rng, shape: 0.5 * rng.standard_normal(shape),
+    "mask": lambda rng, shape: (rng.random(shape) < 0.25).astype(np.float64),   # 1 = padding, ~25%
+}
+STATE_GENERATORS = {
+    "stat_mean": lambda rng, shape: 0.5 * rng.standard_normal(shape),
+    "stat_var": lambda rng, shape: 0.5 + rng.random(shape),
+    "zeros": lambda rng, shape: np.zeros(shape),
+    "ones": lambda rng, shape: np.ones(shape),
+}
+
+
+def _layout(shape, axes):
+    """(perm, m, n): x.transpose(perm).reshape(m, n) puts each reduction slice in one row."""
+    axes = tuple(range(len(shape))) if axes is None else tuple(axes)
+    keep = [i for i in range(len(shape)) if i not in axes]
+    return keep + list(axes), math.prod(shape[i] for i in keep), math.prod(shape[i] for i in axes)
+
+
+def draw_activation(rng, regime: str, shape, axes, view=None) -> np.ndarray:
+    """Values of ``shape`` drawn slice by slice: the slices are ``axes`` of ``view`` (or of ``shape``)."""
+    vshape = tuple(shape if view is None else view)
+    perm, m, n = _layout(vshape, axes)
+    v = GENERATORS[regime](rng, m, n)
+    return v.reshape([vshape[i] for i in perm]).transpose(np.argsort(perm)).reshape(shape)
+
+
+def slice_cond(x: np.ndarray, axes, eps: float) -> float:
+    """max over slices with nonzero variance of |mean| / sqrt(var + eps) (two-pass, float64).
+
+    Constant slices are left out: the reference's re-centred deviations are exactly zero there,
+    whatever the mean, so they carry no cancellation error.
+    """
+    perm, m, n = _layout(x.shape, axes)
+    if m * n == 0:
+        return 0.0
+    s = np.asarray(x, dtype=np.float64).transpose(perm).reshape(m, n)
+    mean = s.mean(axis=1, keepdims=True)
+    var = ((s - mean) ** 2).mean(axis=1)
+    ok = var > 0
+    if not ok.any():
+        return 0.0
+    return float(np.max(np.abs(mean[ok, 0]) / np.sqrt(var[ok] + eps)))
+
+
+# ----------------------------------------------------------------------------------- drawing
+@dataclass
+class Drawn:
+    """The drawn (rounded, storage-dtype) arrays of one case."""
+    init_state: dict
+    inputs: list          # per step: input name -> array
+    cotangents: list      # per step: output name -> array
+
+
+def draw(case: Case) -> Drawn:
+    """Draw every input, cotangent and initial state of ``case`` (see the module docstring)."""
+    spec = refnorm.get(case.op)
+    rng = np.random.default_rng(case.seed)
+    params = {k: round_to(PARAM_GENERATORS[PARAM_REGIMES[k]](rng, shape), case.dtype, f"{case.id}: {k}")
+              for k, shape in case.inputs.items() if k in PARAM_REGIMES}
+    init = {}
+    for k, (shape, regime) in case.state.items():
+        if regime.startswith("count:"):
+            init[k] = np.full(shape, int(regime[6:]), dtype=np.int64)
+        else:
+            init[k] = round_to(STATE_GENERATORS[regime](rng, shape), case.dtype, f"{case.id}: state {k}")
+    inputs, cots = [], []
+    for step in case.steps:
+        kind, _, regime = step.partition(":")
+        acts = {k: round_to(draw_activation(rng, regime or case.regime, shape, case.axes, case.view), case.dtype,
+                            f"{case.id}: {k}")
+                for k, shape in case.inputs.items() if k not in PARAM_REGIMES}
+        step_inputs = {k: acts[k] if k in acts else params[k] for k in case.inputs}
+        probe = refnorm.evaluate(case.op, _f64(step_inputs), config=dict(case.config), state=_f64(init),
+                                 training=kind == "train")
+        cots.append({k: round_to(rng.standard_normal(probe.outputs[k].shape), case.dtype, f"{case.id}: d{k}")
+                     for k in spec.differentiable})
+        inputs.append(step_inputs)
+    return Drawn(init, inputs, cots)
+
+
+def _f64(arrays: dict) -> dict:
+    return {k: (v if v.dtype.kind in "iu" else v.astype(np.float64)) for k, v in arrays.items()}
+
+
+def default_eps(case: Case) -> float:
+    eps = case.config.get("eps", refnorm.get(case.op).options.get("eps", 0.0))
+    return float(eps) if isinstance(eps, (int, float)) and not isinstance(eps, bool) else 0.0
+
+
+# ------------------------------------------------------------------------------ expected values
+def expected(case: Case, drawn: Drawn) -> list[dict]:
+    """Per step: {"outputs", "grads", "state", "compare", "cond"} from refnorm.evaluate in float64."""
+    state = _f64(drawn.init_state)
+    steps = []
+    for i, step in enumerate(case.steps):
+        kind = step.partition(":")[0]
+        res = refnorm.evaluate(case.op, _f64(drawn.inputs[i]), config=dict(case.config),
+                               grad_outputs=_f64(drawn.cotangents[i]), state=state, training=kind == "train")
+        state = {k: np.asarray(v) for k, v in res.state.items()}
+        outputs = list(res.outputs)
+        if kind == "eval" and case.eval_outputs is not None:
+            outputs = [k for k in outputs if k in case.eval_outputs]
+        act = next((v for k, v in drawn.inputs[i].items() if k not in PARAM_REGIMES), None)
+        if act is not None and case.view is not None:
+            act = act.reshape(case.view)
+        cond = slice_cond(act, case.axes, default_eps(case)) if case.centered and act is not None else 0.0
+        steps.append({"outputs": {k: np.asarray(v, dtype=np.float64) for k, v in res.outputs.items()},
+                      "grads": {k: np.asarray(v, dtype=np.float64) for k, v in res.grads.items()},
+                      "state": dict(state),
+                      "compare": {"outputs": outputs, "grads": [k for k in res.grads if k not in case.ignore_grads],
+                                  "state": list(res.state)},
+                      "training": kind == "train", "cond": cond})
+    return steps
+
+
+def case_arrays(case: Case, drawn: Drawn, steps: list[dict]) -> dict[str, np.ndarray]:
+    """Every array of a case file, by its name in the file (see the module docstring)."""
+    arrays = {f"init.state.{k}": v for k, v in drawn.init_state.items()}
+    for i, st in enumerate(steps):
+        arrays.update({f"step{i}.input.{k}": v for k, v in drawn.inputs[i].items()})
+        arrays.update({f"step{i}.cotangent.{k}": v for k, v in drawn.cotangents[i].items()})
+        arrays.update({f"step{i}.output.{k}": v for k, v in st["outputs"].items()})
+        arrays.update({f"step{i}.grad.{k}": v for k, v in st["grads"].items()})
+        if case.state:
+            arrays.update({f"step{i}.state.{k}": v for k, v in st["state"].items()})
+    return {k: np.asarray(v).copy(order="C") for k, v in arrays.items()}
+
+
+def drawn_from_arrays(case: Case, arrays: dict[str, np.ndarray]) -> Drawn:
+    """The drawn part (inputs, cotangents, initial state) of a loaded case file."""
+    def pick(prefix):
+        return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+    return Drawn(pick("init.state."), [pick(f"step{i}.input.") for i in range(len(case.steps))],
+                 [pick(f"step{i}.cotangent.") for i in range(len(case.steps))])
+
+
+def is_drawn(name: str) -> bool:
+    """Arrays in the case dtype (drawn), as opposed to expected float64 values."""
+    return name.startswith("init.") or ".input." in name or ".cotangent." in name
+
+
+def materialize(case: Case) -> tuple[dict[str, np.ndarray], dict]:
+    """(arrays, manifest fields) of one case: everything store.write_set needs."""
+    drawn = draw(case)
+    steps = expected(case, drawn)
+    arrays = case_arrays(case, drawn, steps)
+    value_dtypes = {k: case.dtype for k, v in arrays.items()
+                    if case.dtype == "bfloat16" and is_drawn(k) and v.dtype.kind == "f"}
+    meta = {"case": case.to_json(),
+            "steps": [{"training": s["training"], "cond": s["cond"], "compare": s["compare"]} for s in steps]}
+    return arrays, {"meta": meta, "value_dtypes": value_dtypes}

@@ -1,0 +1,635 @@
+"""The golden case table: every golden case is one declarative row (SciPy's BOOST_TESTS style).
+
+A ``Case`` names an op, its input shapes, the case dtype, the input regime, the config, the steps
+(``"train"``/``"eval"``, several for stateful ops) and the initial state. ``refnorm.golden.build``
+turns a row into arrays; the seed is derived from the case id, so a row never needs a hand-picked
+seed and two rows never share one (checked). Adding an op is adding rows: write a row maker (the
+op's input shapes, config and reduction axes), list its rows, and register them in ``ROW_MAKERS``.
+
+Case ids say what they test: ``<op>/<regime>[_eps<eps>][_<variant>]_<dtype>_<shape>``, e.g.
+``layer_norm/mean1e3_f16_260x3`` (rows of mean 1e3 and std 1, float16, 260 rows of 3) or
+``batch_norm/normal_onnx_train3_eval_f16_4x2x3x3``.
+
+Shapes in the shared grid (``GRID``) are given by kind, each op maps a kind to a concrete shape:
+``odd`` (a small non-power-of-two reduction), ``mid`` (~600 values, non-power-of-two),
+``pow2`` (power-of-two reductions), ``rows`` (many slices, >= 256 where the op has rows: parameter
+gradients sum many contributions), ``big`` (one reduction of 65536+ values), ``batch1`` (batch size
+1) and ``nd`` (more or fewer dimensions).
+"""
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+DTYPES = {"float64": "f64", "float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+
+# regime -> what it is and which real bugs it exposes (ids from ../shared/PITFALLS.md)
+REGIMES = {
+    "normal": "standard normal",
+    "mean1e3": "1e3 + N(0,1): |mean|/std = 1e3, one-pass variance cancels (A01-A09)",
+    "mean1e4": "1e4 + N(0,1): |mean|/std = 1e4 (A01-A09); in float16/bfloat16 (spacing 8/64 at 1e4) the "
+               "slices round to large constants",
+    "mean1e4_std16": "1e4 + 16 N(0,1): a few float16/bfloat16 levels per slice, |mean|/std ~ 600 "
+                     "(the worst a low-precision slice gets while not constant)",
+    "const": "every slice constant, values ~ N(0, 1e3): zero variance, rstd = eps^-1/2 (A04-A06, B03-B05)",
+    "std1e-3": "1e-3 * N(0,1): variance 1e-6 below eps=1e-5, eps dominates (B01, C04)",
+    "one_std1e-3": "1 + 1e-3 * N(0,1): tiny variance on an offset, with eps=1e-12 (A02, A03, C04)",
+    "sq_overflow": "300 + 20 * N(0,1): x^2 overflows float16 (C01-C03, C06)",
+    "heavy_tail": "Student t with 2 degrees of freedom: heavy tails, occasional huge values",
+    "outlier": "N(0,1) with one x100 outlier per slice",
+    "zero": "all zeros (norms of an all-zero slice)",
+    "spike": "N(0,1) with one whole slice scaled by 25 (a channel outlier, for stateful filters)",
+}
+# state regimes (generators: build.STATE_GENERATORS)
+STATE_REGIMES = ("stat_mean", "stat_var", "zeros", "ones")  # plus "count:<k>" for integer counters
+
+# inputs that are parameters (drawn once per case) draw from these regimes; every other input is an
+# activation (drawn per step, by the case regime)
+PARAM_REGIMES = {"weight": "weight", "g": "weight", "bias": "bias", "pad_mask": "mask"}
+
+_ID = re.compile(r"^[a-z][a-z0-9_]*/[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One golden case.
+
+    op:       normalizer name (refnorm.names()).
+    name:     what it tests; the id is ``op/name`` and the file ``op/name.npz``.
+    dtype:    float64, float32, float16 or bfloat16: every input, cotangent and initial state is
+              exactly representable in it; expected values are the float64 reference.
+    inputs:   input name -> shape, in the op's input order; absent optional inputs are left out.
+    regime:   how the activation inputs are drawn (``REGIMES``); parameters use ``PARAM_REGIMES``.
+    config:   options for refnorm.evaluate (JSON-able).
+    axes:     the activation's reduction axes (constant/outlier regimes work per slice; the
+              conditioning recorded in the manifest is per slice). None: the whole tensor.
+    view:     a reshape of the activation that ``axes`` refer to, when slices are not whole axes
+              (group_norm: (N, C, *) viewed as (N, G, C/G, *)). None: the activation's own shape.
+    centered: the op removes a mean over ``axes`` (the conditioning |mean|/std is then recorded).
+    state:    initial state, name -> (shape, state regime), for stateful ops.
+    steps:    "train"/"eval" per call, optionally "train:<regime>" to draw that step's activations
+              from another regime; each step draws fresh activations and cotangents, the
+              parameters stay, the state carries over (the float64 reference chain).
+    eval_outputs: outputs compared in eval steps (None: all), e.g. batch_norm's saved statistics
+              are not part of the eval-mode contract (torch CPU returns empty tensors, PITFALLS E13).
+    ignore_grads: inputs whose gradient is stored but not compared (unified_norm's pad_mask: a
+              0/1 mask, not differentiable; the reference returns zeros to fill the contract).
+    why:      extra words for the manifest; the regime's description is always included.
+    """
+
+    op: str
+    name: str
+    dtype: str
+    inputs: Mapping[str, tuple[int, ...]]
+    regime: str = "normal"
+    config: Mapping[str, Any] = field(default_factory=dict)
+    axes: tuple[int, ...] | None = None
+    view: tuple[int, ...] | None = None
+    centered: bool = True
+    state: Mapping[str, tuple[tuple[int, ...], str]] = field(default_factory=dict)
+    steps: tuple[str, ...] = ("train",)
+    eval_outputs: tuple[str, ...] | None = None
+    ignore_grads: tuple[str, ...] = ()
+    why: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"{self.op}/{self.name}"
+
+    @property
+    def seed(self) -> int:
+        """Derived from the id (crc32), so rows need no hand-picked seeds."""
+        return zlib.crc32(self.id.encode())
+
+    def to_json(self) -> dict:
+        """The row as plain JSON values (stored in the manifest; verify compares it with the table)."""
+        d = {"id": self.id, "op": self.op, "dtype": self.dtype, "regime": self.regime, "seed": self.seed,
+             "inputs": {k: list(v) for k, v in self.inputs.items()}, "config": dict(self.config),
+             "axes": None if self.axes is None else list(self.axes),
+             "view": None if self.view is None else list(self.view), "centered": self.centered,
+             "state": {k: [list(s), r] for k, (s, r) in self.state.items()}, "steps": list(self.steps),
+             "eval_outputs": None if self.eval_outputs is None else list(self.eval_outputs),
+             "ignore_grads": list(self.ignore_grads),
+             "why": "; ".join(w for w in (REGIMES.get(self.regime, ""), self.why) if w)}
+        return json.loads(json.dumps(d, allow_nan=False))  # canonical: tuples -> lists
+
+
+def name_for(regime: str, dtype: str, shape, *, eps=None, default_eps=1e-5, variant: str = "") -> str:
+    """``<regime>[_eps<eps>][_<variant>]_<dtype>_<shape>``; eps only when it is not the op's default."""
+    parts = [regime]
+    if eps is not None and eps != default_eps:
+        parts.append(f"eps{eps:g}")
+    if variant:
+        parts.append(variant)
+    parts += [DTYPES[dtype], "x".join(map(str, shape)) or "scalar"]
+    return "_".join(parts)
+
+
+AFFINE_VARIANT = {"wb": "", "w": "nobias", "b": "noweight", "": "noaffine"}
+
+# The shared grid: (regime, dtype, shape kind, eps, affine). Each op maps it through its row maker;
+# together the rows give every op all four dtypes and every regime of issue 5.
+GRID = (
+    ("normal", "float64", "odd", 1e-5, "wb"),
+    ("normal", "float32", "mid", 1e-5, "wb"),
+    ("normal", "float16", "pow2", 1e-5, "wb"),
+    ("normal", "bfloat16", "mid", 1e-5, "wb"),
+    ("normal", "float32", "rows", 1e-5, "wb"),       # parameter gradients over >= 256 slices
+    ("normal", "bfloat16", "rows", 1e-5, "wb"),
+    ("mean1e3", "float32", "mid", 1e-5, "wb"),
+    ("mean1e3", "bfloat16", "odd", 1e-5, "wb"),
+    ("mean1e3", "float16", "rows", 1e-5, "wb"),
+    ("mean1e4", "float16", "pow2", 1e-5, "wb"),      # large constants in float16
+    ("mean1e4_std16", "float16", "mid", 1e-5, "wb"),
+    ("mean1e4_std16", "bfloat16", "rows", 1e-5, "wb"),
+    ("mean1e4", "float64", "mid", 1e-5, "wb"),
+    ("mean1e4", "float32", "rows", 1e-5, "wb"),
+    ("const", "float32", "mid", 1e-5, "wb"),
+    ("const", "float16", "odd", 1e-12, "wb"),        # fp16 rstd = 1e6 overflows if stored in fp16
+    ("const", "bfloat16", "pow2", 1e-12, "wb"),
+    ("std1e-3", "bfloat16", "mid", 1e-5, "wb"),
+    ("std1e-3", "float32", "odd", 1e-5, "wb"),
+    ("one_std1e-3", "float32", "mid", 1e-12, "wb"),
+    ("one_std1e-3", "float16", "pow2", 1e-12, "wb"),
+    ("sq_overflow", "float16", "mid", 1e-5, "wb"),
+    ("sq_overflow", "bfloat16", "odd", 1e-5, "wb"),
+    ("sq_overflow", "float32", "pow2", 1e-5, "wb"),
+    ("heavy_tail", "float32", "mid", 1e-5, "wb"),
+    ("heavy_tail", "float16", "rows", 1e-5, "wb"),
+    ("outlier", "bfloat16", "pow2", 1e-5, "wb"),
+    ("outlier", "float64", "mid", 1e-5, "wb"),
+    ("normal", "float32", "odd", 0.3, "wb"),         # eps placement visible (B01, B02, B10)
+    ("normal", "bfloat16", "mid", 0.3, "wb"),
+    ("normal", "float16", "pow2", 0.3, "wb"),
+    ("normal", "float64", "mid", 1e-12, "wb"),
+    ("normal", "float32", "pow2", 1e-3, "wb"),
+    ("normal", "float16", "mid", 1e-5, "w"),         # bias absent / weight absent (D06, F12)
+    ("normal", "float32", "odd", 1e-5, "b"),
+    ("normal", "bfloat16", "pow2", 1e-5, ""),
+    ("mean1e3", "float64", "mid", 1e-5, ""),
+    ("normal", "float32", "batch1", 1e-5, "wb"),     # batch size 1
+    ("normal", "bfloat16", "nd", 1e-5, "wb"),        # more dimensions
+    ("mean1e3", "float16", "nd", 1e-5, "w"),
+    ("mean1e3", "float16", "big", 1e-5, ""),         # one reduction of 65536+ values
+)
+
+
+def grid(make, shapes: Mapping[str, tuple[int, ...]], entries=GRID) -> list[Case]:
+    """Map the shared grid through ``make(regime, dtype, shape, eps=, affine=)``; kinds the op
+    has no shape for are skipped, and so are rows ``make`` returns None for."""
+    out = []
+    for regime, dtype, kind, eps, affine in entries:
+        if kind in shapes:
+            case = make(regime, dtype, shapes[kind], eps=eps, affine=affine)
+            if case is not None:
+                out.append(case)
+    return out
+
+
+def _affine_inputs(affine: str, shape) -> dict:
+    return {k: tuple(shape) for k, flag in (("weight", "w"), ("bias", "b")) if flag in affine}
+
+
+# --------------------------------------------------------------------------------- layer_norm
+def layer_norm(regime, dtype, shape, *, k=1, eps=1e-5, affine="wb", why=""):
+    ns = tuple(shape[len(shape) - k:])
+    variant = "_".join(v for v in (AFFINE_VARIANT[affine], f"k{k}" if k > 1 else "") if v)
+    return Case("layer_norm", name_for(regime, dtype, shape, eps=eps, variant=variant), dtype,
+                {"x": tuple(shape), **_affine_inputs(affine, ns)}, regime, {"normalized_shape": list(ns), "eps": eps},
+                axes=tuple(range(len(shape) - k, len(shape))), why=why)
+
+
+LAYER_NORM_SHAPES = {"odd": (9, 7), "mid": (6, 100), "pow2": (4, 128), "rows": (260, 3),
+                     "batch1": (1, 1000), "nd": (2, 3, 7), "big": (1, 65536)}
+
+
+def _layer_norm_rows():
+    rows = grid(layer_norm, LAYER_NORM_SHAPES)
+    rows += [layer_norm("normal", "float32", (2, 3, 5, 6), k=2, why="4-D input, normalized_shape of 2 dims"),
+             layer_norm("mean1e3", "bfloat16", (3, 4, 2, 5, 3), k=3, why="5-D input, 3 normalized dims"),
+             layer_norm("normal", "float64", (3, 1), why="one value per row: y = bias")]
+    return rows
+
+
+# --------------------------------------------------------------------------------- batch_norm
+BN_STATE = {"running_mean": "stat_mean", "running_var": "stat_var"}
+
+
+def batch_norm(regime, dtype, shape, *, eps=1e-5, affine="wb", steps=("train",), stats=True,
+               nbt=0, tag="", why="", **options):
+    """Rows of batch_norm; ``options`` (momentum, convention) go to the config as given."""
+    c = shape[1]
+    state = {k: ((c,), r) for k, r in BN_STATE.items()} if stats else {}
+    if stats:
+        state["num_batches_tracked"] = ((), f"count:{nbt}")
+    variant = "_".join(v for v in (AFFINE_VARIANT[affine], tag) if v)
+    return Case("batch_norm", name_for(regime, dtype, shape, eps=eps, variant=variant), dtype,
+                {"x": tuple(shape), **_affine_inputs(affine, (c,))}, regime, {"eps": eps, **options},
+                axes=(0,) + tuple(range(2, len(shape))), state=state, steps=tuple(steps),
+                eval_outputs=("y",), why=why)
+
+
+BATCH_NORM_SHAPES = {"odd": (7, 3), "mid": (6, 4, 25), "pow2": (8, 2, 4, 4), "rows": (16, 3, 4, 5),
+                     "batch1": (1, 3, 5, 7), "nd": (2, 3, 3, 4, 5), "big": (4, 1, 128, 130)}
+
+
+def _batch_norm_rows():
+    bn = batch_norm
+    rows = grid(bn, BATCH_NORM_SHAPES)
+    t3e = ("train", "train", "train", "eval")
+    rows += [
+        bn("normal", "float32", (6, 3, 5), steps=t3e, tag="train3_eval",
+           why="running statistics over 3 steps (torch momentum 0.1, unbiased running_var), then eval"),
+        bn("mean1e3", "bfloat16", (6, 3, 5), steps=t3e, tag="train3_eval"),
+        bn("normal", "float32", (6, 3, 5), steps=("train", "train:mean1e3", "train", "eval"), tag="shift_train3_eval",
+           why="a batch from another distribution (mean 1e3) between two normal ones"),
+        bn("normal", "float16", (4, 2, 3, 3), steps=t3e, tag="onnx_train3_eval", convention="onnx",
+           why="ONNX convention: momentum 0.9 weights the old value, biased running_var (E05)"),
+        bn("normal", "float64", (5, 3, 4), steps=("train",) * 3, tag="mom0.5_train3", momentum=0.5),
+        bn("normal", "float32", (5, 3, 4), steps=("train",) * 3, nbt=2, tag="cumavg_nbt2_train3",
+           momentum=None, why="momentum=None: cumulative average with 1/num_batches_tracked"),
+        bn("heavy_tail", "float16", (3, 4, 6), steps=("train", "eval", "train", "eval"), tag="alternate"),
+        bn("normal", "bfloat16", (2, 3, 4), steps=("eval",), tag="eval",
+           why="eval with running statistics: an affine map; backward must not use batch statistics (E10)"),
+        bn("mean1e4", "float32", (2, 3, 4), steps=("eval",), tag="eval"),
+        bn("normal", "float32", (4, 3, 5), steps=("eval",), stats=False, tag="eval_nostats",
+           why="eval without running statistics uses batch statistics (track_running_stats=False)"),
+        bn("normal", "float16", (4, 3, 5), stats=False, tag="nostats"),
+        bn("normal", "float64", (2, 2), eps=0.3, tag="n2",
+           why="two values per channel: unbiased factor n/(n-1) = 2 (E01-E04)"),
+        bn("const", "float32", (5, 3, 2, 2), eps=1e-12, steps=("train", "eval"), tag="train_eval",
+           why="zero batch variance into running_var"),
+    ]
+    return rows
+
+
+# --------------------------------------------------------------------------------- group_norm
+def group_norm(regime, dtype, shape, *, groups, eps=1e-5, affine="wb", why=""):
+    n, c = shape[:2]
+    view = (n, groups, c // groups) + tuple(shape[2:])   # slices: one (sample, group) each
+    variant = "_".join(v for v in (AFFINE_VARIANT[affine], f"g{groups}") if v)
+    return Case("group_norm", name_for(regime, dtype, shape, eps=eps, variant=variant), dtype,
+                {"x": tuple(shape), **_affine_inputs(affine, (c,))}, regime, {"num_groups": groups, "eps": eps},
+                axes=tuple(range(2, len(view))), view=view, why=why)
+
+
+GROUP_NORM_SHAPES = {"odd": ((3, 6, 7), 3), "mid": ((2, 8, 5, 7), 4), "pow2": ((2, 8, 4, 4), 2),
+                     "rows": ((40, 4, 3, 3), 2), "batch1": ((1, 6, 5, 5), 3), "nd": ((2, 4, 3, 2, 5), 2),
+                     "big": ((1, 1, 256, 257), 1)}
+
+
+def _group_norm_rows():
+    def make(regime, dtype, shape_groups, **kw):
+        shape, groups = shape_groups
+        return group_norm(regime, dtype, shape, groups=groups, **kw)
+    rows = grid(make, GROUP_NORM_SHAPES)
+    rows += [group_norm("normal", "float32", (3, 6), groups=2, why="2-D (N, C) input"),
+             group_norm("mean1e3", "float64", (2, 6, 4, 5), groups=1, why="G = 1: layer norm over (C, *)"),
+             group_norm("normal", "bfloat16", (2, 5, 3, 4), groups=5, why="G = C: instance norm"),
+             group_norm("outlier", "float16", (4, 6, 9, 1), groups=3,
+                        why="W = 1 with H > 1: backward means over H*W, not W (F15)")]
+    return rows
+
+
+# ------------------------------------------------------------------------------ instance_norm
+def instance_norm(regime, dtype, shape, *, eps=1e-5, affine="wb", steps=("train",), stats=False,
+                  nbt=0, tag="", why="", **options):
+    c = shape[1]
+    state = {k: ((c,), r) for k, r in BN_STATE.items()} if stats else {}
+    if stats:
+        state["num_batches_tracked"] = ((), f"count:{nbt}")
+    variant = "_".join(v for v in (AFFINE_VARIANT[affine], tag) if v)
+    return Case("instance_norm", name_for(regime, dtype, shape, eps=eps, variant=variant), dtype,
+                {"x": tuple(shape), **_affine_inputs(affine, (c,))}, regime, {"eps": eps, **options},
+                axes=tuple(range(2, len(shape))), state=state, steps=tuple(steps), eval_outputs=("y",),
+                why=why)
+
+
+INSTANCE_NORM_SHAPES = {"odd": (3, 2, 7), "mid": (2, 3, 100), "pow2": (2, 2, 8, 8), "rows": (40, 3, 2, 3),
+                        "batch1": (1, 3, 5, 7), "nd": (2, 3, 3, 4, 5), "big": (1, 1, 256, 257)}
+
+
+def _instance_norm_rows():
+    inn = instance_norm
+    rows = grid(inn, INSTANCE_NORM_SHAPES)
+    t3e = ("train", "train", "train", "eval")
+    rows += [
+        inn("normal", "float32", (4, 3, 6), stats=True, steps=t3e, tag="train3_eval",
+            why="running statistics: torch's mean over n of the per-instance updates, unbiased var"),
+        inn("mean1e3", "float16", (2, 3, 4, 5), stats=True, steps=t3e, tag="train3_eval"),
+        inn("heavy_tail", "bfloat16", (3, 2, 5, 2), stats=True, steps=("train", "eval", "train"),
+            tag="mom0.5_alternate", momentum=0.5),
+        inn("normal", "float64", (2, 3, 5), stats=True, steps=("train", "train"), nbt=5, tag="momNone_train2",
+            momentum=None, why="momentum=None means 0: running statistics never change; nbt untouched"),
+        inn("normal", "float32", (2, 3, 4, 4), stats=True, steps=("eval",), tag="eval",
+            why="eval with running statistics: an affine map, shared by all instances"),
+        inn("normal", "bfloat16", (3, 4), stats=True, steps=("eval",), tag="eval_2d",
+            why="eval accepts an (N, C) input"),
+        inn("normal", "float16", (2, 3, 2), eps=0.3, tag="s2", why="two spatial values per instance"),
+    ]
+    return rows
+
+
+# -------------------------------------------------------------------------------------- rms_norm
+def rms_norm(regime, dtype, shape, *, k=1, eps=1e-5, affine="w", tag="", why="", **options):
+    ns = tuple(shape[len(shape) - k:])
+    variant = "_".join(v for v in ("" if "w" in affine else "noweight", f"k{k}" if k > 1 else "", tag) if v)
+    cfg = {"normalized_shape": list(ns), **({} if eps is None else {"eps": eps}), **options}
+    return Case("rms_norm", name_for(regime, dtype, shape, eps=eps, default_eps=None, variant=variant), dtype,
+                {"x": tuple(shape), **({"weight": ns} if "w" in affine else {})}, regime, cfg,
+                axes=tuple(range(len(shape) - k, len(shape))), centered=False, why=why)
+
+
+def _rms_norm_rows():
+    rows = grid(rms_norm, LAYER_NORM_SHAPES)
+    rows += [rms_norm("normal", "float32", (6, 100), eps=None, why="eps=None: finfo(float64).eps, torch's rule"),
+             rms_norm("std1e-3", "bfloat16", (6, 100), eps=None),
+             rms_norm("zero", "float32", (3, 10), eps=1e-6, why="all-zero rows: y = 0, dx = g / sqrt(eps)"),
+             rms_norm("normal", "float16", (4, 128), tag="gemma", weight_offset=1.0,
+                      why="Gemma: x * rstd * (1 + weight) (D01, D02, D04)"),
+             rms_norm("normal", "bfloat16", (6, 100), eps=0.3, tag="outside", eps_placement="outside",
+                      why="eps outside the sqrt (B01)"),
+             rms_norm("std1e-3", "float32", (6, 100), eps=1e-5, tag="outside", eps_placement="outside"),
+             rms_norm("zero", "float64", (2, 7), eps=1e-3, tag="outside", eps_placement="outside"),
+             rms_norm("heavy_tail", "float32", (2, 3, 5, 6), k=2)]
+    return rows
+
+
+# --------------------------------------------------------------------------------- lp_normalize
+def lp_normalize(regime, dtype, shape, *, dim=-1, eps=1e-12, affine="", tag="", why="", **options):
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    axes = tuple(sorted(d % len(shape) for d in dims))
+    if eps == 1e-5:      # the shared grid's default eps: use lp_normalize's default
+        eps = 1e-12
+    cfg = {"dim": dim, "eps": eps, **options}
+    if options.get("zero_rule") == "onnx":
+        del cfg["eps"]
+    return Case("lp_normalize", name_for(regime, dtype, shape, eps=eps, default_eps=1e-12, variant=tag), dtype,
+                {"x": tuple(shape)}, regime, cfg, axes=axes, centered=False, why=why)
+
+
+def _lp_normalize_rows():
+    lp = lp_normalize
+    rows = grid(lp, LAYER_NORM_SHAPES)
+    rows += [lp("normal", "float32", (2, 6, 3, 4), dim=1, tag="dim1", why="torch's default dim=1 on a 4-D input"),
+             lp("normal", "bfloat16", (2, 6, 3, 4), dim=[1, 2], tag="dim12"),
+             lp("heavy_tail", "float32", (6, 100), tag="p1", p=1.0,
+                why="p = 1 uses |x| (the ONNX evaluator forgets it)"),
+             lp("normal", "float16", (6, 100), tag="p3", p=3.0),
+             lp("normal", "float64", (9, 7), tag="p0.5", p=0.5),
+             lp("std1e-3", "float32", (9, 7), eps=0.3, why="norm < eps: y = x / eps"),
+             lp("zero", "float32", (3, 7), eps=1e-12, why="all-zero rows: y = 0, dx = dy / eps"),
+             lp("zero", "bfloat16", (3, 7), tag="onnx", zero_rule="onnx", why="ONNX: zero rows give y = 0, dx = 0"),
+             lp("normal", "float16", (4, 128), tag="p1_onnx", p=1.0, zero_rule="onnx")]
+    return rows
+
+
+# -------------------------------------------------------------------------- local_response_norm
+LRN_CONFIG = {"size": 5, "alpha": 1.0, "beta": 0.75, "k": 1.0}   # alpha = 1: the scale matters
+
+
+def local_response_norm(regime, dtype, shape, *, eps=None, affine="", tag="", why="", **options):
+    """No eps and no affine parameters: the grid's eps and affine columns are ignored."""
+    cfg = {**LRN_CONFIG, **options}
+    return Case("local_response_norm", name_for(regime, dtype, shape, variant=tag), dtype, {"x": tuple(shape)},
+                regime, cfg, axes=None, centered=False, why=why)
+
+
+LRN_SHAPES = {"odd": (2, 7, 3), "mid": (2, 10, 30), "pow2": (2, 8, 4, 4), "rows": (40, 6, 5),
+              "batch1": (1, 9, 5, 5), "nd": (2, 6, 3, 2, 5)}
+
+
+def _local_response_norm_rows():
+    lrn = local_response_norm
+    rows = list({c.id: c for c in grid(lrn, LRN_SHAPES)}.values())   # grid rows differing only in eps
+    rows += [lrn("normal", "float32", (2, 10, 6), tag="alexnet", size=5, alpha=1e-4, beta=0.75, k=2.0,
+                 why="AlexNet's constants"),
+             lrn("normal", "float32", (2, 8, 5), tag="size4", size=4, why="even size: torch's window"),
+             lrn("normal", "float32", (2, 8, 5), tag="size4_onnx", size=4, window="onnx",
+                 why="even size: ONNX's window, one channel higher (H02)"),
+             lrn("sq_overflow", "float16", (2, 6, 7), tag="size2_onnx", size=2, window="onnx"),
+             lrn("normal", "bfloat16", (2, 5, 6), tag="size1", size=1),
+             lrn("normal", "float64", (2, 3, 6), tag="size7", size=7, why="window wider than C"),
+             lrn("heavy_tail", "float16", (3, 6, 5), tag="beta-0.5", beta=-0.5)]
+    return rows
+
+
+# ------------------------------------------------------------------------------ min_max_scale
+def min_max_scale(regime, dtype, shape, *, dim=-1, eps=1e-5, affine="wb", tag="", why=""):
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    axes = tuple(sorted(d % len(shape) for d in dims))
+    eps = 0.0 if eps == 1e-5 else eps    # the shared grid's default eps: min_max_scale's default, 0
+    variant = "_".join(v for v in (AFFINE_VARIANT[affine], tag) if v)
+    return Case("min_max_scale", name_for(regime, dtype, shape, eps=eps, default_eps=0.0, variant=variant), dtype,
+                {"x": tuple(shape), **_affine_inputs(affine, tuple(shape[a] for a in axes))}, regime,
+                {"dim": dim, "eps": eps}, axes=axes,
+                why="; ".join(w for w in ("ties for the min/max share its gradient evenly" if dtype in
+                                          ("float16", "bfloat16") else "", why) if w))
+
+
+def _min_max_scale_rows():
+    mm = min_max_scale
+    rows = grid(mm, LAYER_NORM_SHAPES)
+    rows += [mm("normal", "float32", (2, 3, 5, 6), dim=[2, 3], tag="dim23", why="a reduction over two axes"),
+             mm("const", "float64", (4, 6), eps=0.0, why="constant rows with eps = 0: y = bias, dx = 0"),
+             mm("normal", "bfloat16", (2, 6, 4), dim=1, tag="dim1")]
+    return rows
+
+
+# -------------------------------------------------------------------------------------- z_score
+def z_score(regime, dtype, shape, *, dim=-1, eps=1e-5, affine="wb", tag="", why="", **options):
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    axes = tuple(sorted(d % len(shape) for d in dims))
+    eps = 0.0 if eps == 1e-5 else eps    # the shared grid's default eps: z_score's default, 0
+    variant = "_".join(v for v in (AFFINE_VARIANT[affine], tag) if v)
+    return Case("z_score", name_for(regime, dtype, shape, eps=eps, default_eps=0.0, variant=variant), dtype,
+                {"x": tuple(shape), **_affine_inputs(affine, tuple(shape[a] for a in axes))}, regime,
+                {"dim": dim, "eps": eps, **options}, axes=axes, why=why)
+
+
+def _z_score_rows():
+    z = z_score
+    rows = grid(z, LAYER_NORM_SHAPES)
+    rows += [z("normal", "float32", (2, 3, 5, 6), dim=[2, 3], tag="dim23"),
+             z("mean1e3", "bfloat16", (6, 100), tag="ddof0", ddof=0, why="ddof 0: layer_norm without affine"),
+             z("normal", "float16", (9, 7), eps=0.3, tag="ddof0", ddof=0),
+             z("const", "float64", (4, 6), eps=0.0, why="constant rows with eps = 0: y = bias, dx = 0"),
+             z("normal", "float32", (2, 6, 4), dim=1, tag="dim1"),
+             z("normal", "float64", (4, 2), tag="n2", why="two values per slice: the n - 1 divisor is 1")]
+    return rows
+
+
+# ---------------------------------------------------------------------------- mean_variance_norm
+def mean_variance_norm(regime, dtype, shape, *, axes=(0, 2, 3), eps=1e-5, affine="", tag="", why=""):
+    """No affine parameters (the grid's affine column is ignored); eps is added to the std."""
+    eps = 1e-9 if eps == 1e-5 else eps   # the shared grid's default eps: ONNX's fixed 1e-9
+    cfg = {"axes": list(axes), "eps": eps}
+    return Case("mean_variance_norm", name_for(regime, dtype, shape, eps=eps, default_eps=1e-9, variant=tag),
+                dtype, {"x": tuple(shape)}, regime, cfg, axes=tuple(sorted(a % len(shape) for a in axes)), why=why)
+
+
+MVN_SHAPES = {"odd": (1, 2, 3, 7), "mid": (2, 3, 10, 15), "pow2": (2, 2, 8, 16), "rows": (3, 64, 2, 3),
+              "batch1": (1, 3, 5, 7), "big": (4, 1, 128, 130)}
+
+
+def _mean_variance_norm_rows():
+    mvn = mean_variance_norm
+    rows = list({c.id: c for c in grid(mvn, MVN_SHAPES)}.values())   # grid rows differing only in affine
+    rows += [mvn("normal", "bfloat16", (6, 100), axes=(-1,), tag="axis-1", why="2-D, per row (LN-like)"),
+             mvn("mean1e3", "float16", (2, 3, 4, 5, 2), axes=(0, 2, 3, 4), tag="5d"),
+             mvn("const", "float32", (2, 3, 4, 5), eps=1e-9, tag="axes23", axes=(2, 3),
+                 why="constant slices with eps = 1e-9: dx = (g - mean(g)) / eps")]
+    return rows
+
+
+# ------------------------------------------------------------------------------- weight_norm
+def weight_norm(regime, dtype, shape, *, dim=0, flat_g=False, eps=None, affine="", tag="", why=""):
+    """v by the regime, g ~ 1 + 0.5 N(0,1); no eps and no affine (grid columns ignored)."""
+    if dim is None:
+        gshape, axes = (), tuple(range(len(shape)))
+    else:
+        d = dim % len(shape)
+        gshape = (shape[d],) if flat_g else tuple(s if i == d else 1 for i, s in enumerate(shape))
+        axes = tuple(i for i in range(len(shape)) if i != d)
+    variant = "_".join(v for v in (tag, "flatg" if flat_g else "") if v)
+    return Case("weight_norm", name_for(regime, dtype, shape, variant=variant), dtype,
+                {"v": tuple(shape), "g": gshape}, regime, {"dim": dim}, axes=axes, centered=False, why=why)
+
+
+WEIGHT_NORM_SHAPES = {"odd": (3, 7), "mid": (6, 100), "pow2": (4, 128), "rows": (260, 3), "batch1": (1, 1000),
+                      "nd": (4, 3, 3, 3), "big": (1, 65536)}
+
+
+def _weight_norm_rows():
+    wn = weight_norm
+    rows = list({c.id: c for c in grid(wn, WEIGHT_NORM_SHAPES)}.values())
+    rows += [wn("normal", "float32", (5, 6), dim=1, tag="dim1", why="one norm per column (H07)"),
+             wn("normal", "float16", (3, 4, 5), dim=2, tag="dim2"),
+             wn("normal", "bfloat16", (4, 3, 3, 3), dim=None, tag="dimNone", why="one norm over the whole tensor"),
+             wn("heavy_tail", "float64", (8, 3, 2), flat_g=True, why="a flat (out,) g"),
+             wn("normal", "float32", (6, 4), dim=1, flat_g=True, tag="dim1", why="a flat g on dim 1 (H08)")]
+    return rows
+
+
+# ------------------------------------------------------------------------ weight_standardization
+def weight_standardization(regime, dtype, shape, *, eps=1e-5, affine="", tag="", why=""):
+    """No affine parameters (the grid's affine column is ignored)."""
+    return Case("weight_standardization", name_for(regime, dtype, shape, eps=eps, variant=tag), dtype,
+                {"x": tuple(shape)}, regime, {"eps": eps}, axes=tuple(range(1, len(shape))), why=why)
+
+
+WS_SHAPES = {"odd": (9, 7), "mid": (6, 100), "pow2": (4, 8, 4, 4), "rows": (260, 3), "batch1": (1, 1000),
+             "nd": (4, 3, 3, 3), "big": (1, 64, 32, 33)}
+
+
+def _weight_standardization_rows():
+    ws = weight_standardization
+    rows = list({c.id: c for c in grid(ws, WS_SHAPES)}.values())
+    rows += [ws("normal", "float32", (8, 4, 3, 3, 3), tag="conv3d", why="a 3-D convolution weight"),
+             ws("normal", "bfloat16", (6, 5, 3, 3), eps=1e-10, why="BiT's eps"),
+             ws("normal", "float16", (6, 5, 3, 3), eps=1e-6, why="timm's eps")]
+    return rows
+
+
+# ----------------------------------------------------------------------------- unified_norm
+def unified_norm(regime, dtype, shape, *, eps=1e-5, affine="wb", steps=("train",), window=4, mask=False,
+                 state="init", iters=0, tag="", why="", **options):
+    """Rows of unified_norm; x is (B, N, C) or (N, C), per-channel statistics over all the rest.
+
+    state "init" is the official initialisation (a zero-history start); "warm" draws a history of
+    positive statistics and starts the call counter at ``iters``.
+    """
+    c = shape[-1]
+    mf, mb = (window, window) if isinstance(window, int) else window
+    warm = state == "warm"
+    st = {"running_var": ((c,), "stat_var" if warm else "ones"), "ema_gz": ((c,), "stat_mean" if warm else "zeros"),
+          "buffer_x2": ((mf, c), "stat_var" if warm else "zeros"),
+          "buffer_gz": ((mb, c), "stat_mean" if warm else "zeros"),
+          "iters": ((1,), f"count:{iters}"), "skip_counter": ((1,), "count:0")}
+    variant = "_".join(v for v in (AFFINE_VARIANT[affine], "mask" if mask else "", tag) if v)
+    inputs = {"x": tuple(shape), **({"pad_mask": tuple(shape[:-1])} if mask else {}),
+              **_affine_inputs(affine, (c,))}
+    return Case("unified_norm", name_for(regime, dtype, shape, eps=eps, variant=variant), dtype, inputs, regime,
+                {"eps": eps, "window": window, **options}, axes=tuple(range(len(shape) - 1)), centered=False,
+                state=st, steps=tuple(steps), ignore_grads=("pad_mask",) if mask else (), why=why)
+
+
+UN_SHAPES = {"odd": (2, 7, 3), "mid": (2, 50, 6), "pow2": (4, 32, 4), "rows": (2, 130, 3),
+             "batch1": (1, 20, 8), "nd": (30, 5), "big": (1, 65536, 1)}
+
+
+def _unified_norm_rows():
+    un = unified_norm
+    rows = grid(un, UN_SHAPES)
+    t8e = ("train",) * 8 + ("eval",)
+    rows += [
+        un("normal", "float32", (2, 6, 4), steps=t8e, window=3, warmup=2, tag="w3_warm2_train8_eval",
+           why="geometric-mean smoothing after warm-up, psi history, then eval with running_var"),
+        un("normal", "bfloat16", (2, 6, 4), steps=("train",) * 5 + ("train:spike",) + ("train",) * 3,
+           window=4, warmup=3, outlier_filtration=True, tag="filter_spike_train9",
+           why="outlier filtration after a channel spike: the layer-wide pooled threshold, slot overwrites"),
+        un("normal", "float32", (2, 5, 3), steps=("train",) * 3, window=4, warmup=0, outlier_filtration=True,
+           tag="filter_warm0_train3", why="warmup 0 with an empty history: log 0 makes the filter fire"),
+        un("mean1e3", "float32", (2, 5, 3), steps=("train",) * 4, window=2, warmup=2, state="warm", iters=999,
+           tag="iters999_train4", why="gradient compensation r from call 1001 on, clipped at 5"),
+        un("std1e-3", "float16", (2, 5, 3), steps=("train",) * 4, window=2, warmup=2, state="warm", iters=999,
+           tag="iters999_train4", why="gradient compensation r clipped at 1/5"),
+        un("normal", "float16", (2, 6, 3), steps=("train",) * 6, window=[3, 2], warmup=1, mask=True,
+           tag="w3x2_train6", why="forward/backward windows differ; padding out of the forward statistic only"),
+        un("heavy_tail", "bfloat16", (3, 4, 2), steps=("train",) * 4 + ("eval",), window=1, tag="w1_train4_eval",
+           why="window 1: every call takes the skip branch (uncounted)"),
+        un("normal", "float64", (2, 5, 3), steps=("train",) * 6, window=3, warmup=2, outlier_filtration=True,
+           preset="paper", tag="paper_filter_train6", why="the paper preset"),
+        un("normal", "float32", (2, 5, 3), steps=("train",) * 4, window=2, warmup=1, momentum=0.5,
+           tag="mom0.5_train4"),
+        un("normal", "float16", (2, 9, 4), mask=True, why="padding excluded from the forward statistic"),
+        un("normal", "float32", (2, 5, 3), steps=("eval",), state="warm", iters=10, tag="eval",
+           why="eval: y = weight * x / sqrt(running_var + eps) + bias"),
+    ]
+    return rows
+
+
+def _rows() -> tuple[Case, ...]:
+    rows = []
+    for make in ROW_MAKERS.values():
+        rows += make()
+    ids = [c.id for c in rows]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    assert not dup, f"duplicate golden case ids: {dup}"
+    assert len({c.seed for c in rows}) == len(rows), "two case ids hash to the same seed: rename one"
+    for c in rows:
+        assert _ID.match(c.id), c.id
+        assert c.dtype in DTYPES and c.regime in REGIMES, c.id
+        assert c.steps and all(s.partition(":")[0] in ("train", "eval") and s.partition(":")[2] in ("", *REGIMES)
+                               for s in c.steps), c.id
+        assert all(r in STATE_REGIMES or r.startswith("count:") for _, r in c.state.values()), c.id
+        assert all(isinstance(s, int) and s >= 0 for shape in c.inputs.values() for s in shape), c.id
+    return tuple(rows)
+
+
+# op -> its rows; the order here is the order of the manifest
+ROW_MAKERS = {
+    "batch_norm": _batch_norm_rows,
+    "layer_norm": _layer_norm_rows,
+    "group_norm": _group_norm_rows,
+    "instance_norm": _instance_norm_rows,
+    "rms_norm": _rms_norm_rows,
+    "lp_normalize": _lp_normalize_rows,
+    "local_response_norm": _local_response_norm_rows,
+    "min_max_scale": _min_max_scale_rows,
+    "z_score": _z_score_rows,
+    "mean_variance_norm": _mean_variance_norm_rows,
+    "weight_norm": _weight_norm_rows,
+    "weight_standardization": _weight_standardization_rows,
+    "unified_norm": _unified_norm_rows,
+}
+
+CASES: tuple[Case, ...] = _rows()
+
+
+def by_id() -> dict[str, Case]:
+    return {c.id: c for c in CASES}
+
