@@ -1,0 +1,99 @@
+"""The backend interface: what the checker asks of an implementation under test.
+
+A backend is any object with these members (``typing.Protocol`` below; no base class needed, so a
+user's kernel plugs in without importing anything from refnorm but the dataclasses):
+
+    name: str                                   shown in reports
+    available() -> str | None                   None when usable, else the reason it is not (exit 3)
+    supports(op, dtype, config, training) -> str | None
+                                                None when the backend implements that call, else the
+                                                reason; the case is then reported SKIPPED with it
+    contract(op, dtype) -> Contract             the precision contract it declares (tolerances)
+    run(call: Call) -> Returned                 one call of the op
+
+Arrays cross the boundary as NumPy arrays, never framework tensors. ``Call`` carries every input,
+cotangent and state array in the case dtype (bfloat16 as ``ml_dtypes.bfloat16``); ``Returned``
+holds NumPy arrays in the backend's output dtype (the checker converts bfloat16 and friends itself).
+
+Names and conventions are refnorm's (``refnorm.get(op)``: input, output, option and state names,
+options with refnorm's meaning, e.g. ``batch_norm``'s ``momentum`` under ``convention``). A backend
+translates names, layouts, dtypes and conventions to its framework and back, and nothing else.
+
+Multi-step cases (running statistics, unified_norm's history): the checker calls ``run`` once per
+step and passes, as ``Call.state``, the state the backend itself returned from the previous step
+(the golden initial state for the first), so a backend keeps no hidden state between calls.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Protocol, runtime_checkable
+
+import numpy as np
+
+CONTRACTS = ("exact", "strict", "stats_d", "epi_d")
+REDUCTIONS = ("tree", "block", "serial")
+
+
+@dataclass(frozen=True)
+class Contract:
+    """The precision a backend promises for one (op, dtype); tolerances are derived from it.
+
+    kind:      "exact"   the float64 reference rounded once to the output dtype (the numpy backend);
+               "strict"  float32 internals (float64 for float64 cases) and one final rounding;
+               "stats_d" as strict, but saved statistics (mean/rstd), parameter-gradient
+                         accumulators and the variance's centre may be held in the case dtype;
+               "epi_d"   stats_d plus a few pointwise roundings to the case dtype (e.g. x_hat
+                         rounded before the affine epilogue).
+    reduction: how sums are accumulated: "tree" (pairwise, gamma(n) = ceil(log2 n) + 2), "block"
+               (serial chunks then a tree, gamma(n) = 2 sqrt(n) + 2; the default) or "serial"
+               (gamma(n) = n + 2).
+    acc:       the accumulation dtype name; None means float32 for float32/float16/bfloat16 cases and
+               float64 for float64 cases.
+    """
+    kind: str = "strict"
+    reduction: str = "block"
+    acc: str | None = None
+
+    def __post_init__(self):
+        if self.kind not in CONTRACTS:
+            raise ValueError(f"contract kind {self.kind!r}: expected one of {', '.join(CONTRACTS)}")
+        if self.reduction not in REDUCTIONS:
+            raise ValueError(f"contract reduction {self.reduction!r}: expected one of {', '.join(REDUCTIONS)}")
+        if self.acc not in (None, "float32", "float64"):
+            raise ValueError(f"contract acc {self.acc!r}: expected None, 'float32' or 'float64'")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of an op. ``cotangents`` is empty when no backward is wanted (then grads are not read)."""
+    op: str
+    dtype: str                                  # the case dtype: float64, float32, float16, bfloat16
+    config: Mapping                             # refnorm option names and values (JSON-able)
+    training: bool
+    inputs: Mapping[str, np.ndarray]            # refnorm input names; absent optional inputs left out
+    cotangents: Mapping[str, np.ndarray] = field(default_factory=dict)   # output name -> dL/d(output)
+    state: Mapping[str, np.ndarray] = field(default_factory=dict)        # refnorm state names
+
+
+@dataclass(frozen=True)
+class Returned:
+    """What a backend computed. ``outputs`` must hold every differentiable output of the op (``y``;
+    ``w`` for weight_norm); statistics outputs (mean, rstd, ...) are optional and checked when given.
+    ``grads``: input name -> gradient, for every floating input of the call when cotangents were
+    given. ``state``: the new state, every key of the op's state, for stateful ops."""
+    outputs: Mapping[str, np.ndarray]
+    grads: Mapping[str, np.ndarray] = field(default_factory=dict)
+    state: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str
+
+    def available(self) -> str | None: ...
+
+    def supports(self, op: str, dtype: str, config: Mapping, training: bool) -> str | None: ...
+
+    def contract(self, op: str, dtype: str) -> Contract: ...
+
+    def run(self, call: Call) -> Returned: ...

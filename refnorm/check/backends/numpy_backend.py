@@ -1,0 +1,44 @@
+"""The ``numpy`` backend: refnorm's own float64 reference, each result rounded once to the case dtype.
+
+It is the checker's control: under the ``exact`` contract it must pass every golden case (a failure
+would mean the golden data and the installed reference disagree). Supports every op and dtype.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import registry
+from ..precision import round_to
+from .base import Call, Contract, Returned
+
+
+def _round(a, dtype):
+    a = np.asarray(a)
+    if a.dtype.kind in "iub":
+        return a.copy()
+    return round_to(a, dtype)        # correctly rounded (ml_dtypes' float64 -> bfloat16 cast rounds twice)
+
+
+class NumpyBackend:
+    name = "numpy"
+
+    def available(self):
+        return None
+
+    def supports(self, op, dtype, config, training):
+        return None if op in registry.names() else f"unknown op {op!r}"
+
+    def contract(self, op, dtype):
+        return Contract("exact", "tree")
+
+    def run(self, call: Call) -> Returned:
+        spec = registry.get(call.op)
+        cot = {k: v for k, v in call.cotangents.items()} or None
+        state = {k: (np.asarray(v) if np.asarray(v).dtype.kind in "iu" else np.asarray(v, dtype=np.float64))
+                 for k, v in call.state.items()}
+        res = registry.evaluate(call.op, {k: np.asarray(v, dtype=np.float64) for k, v in call.inputs.items()},
+                                config=dict(call.config), grad_outputs=cot, state=state, training=call.training)
+        d = call.dtype
+        return Returned({k: _round(v, d) for k, v in res.outputs.items()},
+                        {k: _round(v, d) for k, v in res.grads.items()} if cot else {},
+                        {k: _round(v, d) for k, v in res.state.items()} if spec.state else {})

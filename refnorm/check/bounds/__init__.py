@@ -1,0 +1,196 @@
+"""Derived per-element tolerances: for one call, the bound E on |backend - reference| before the
+backend's final rounding, for every output, gradient and state array (docs/tolerances.md).
+
+    bounds(op, call, contract) -> {"outputs": {name: E}, "grads": {name: E}, "state": {name: E}}
+
+E = E_acc + E_ref: E_acc is the error a correct implementation under ``contract`` may commit (unit
+roundoff of its accumulation dtype, its reduction model); E_ref bounds the float64 reference's own
+error (u = 2^-53, pairwise sums), so |backend - reference| <= E_acc + E_ref when both are right.
+Arrays without an entry are not judged (the report lists them as unchecked); ``NotBounded`` means
+no tolerance has been derived for the op or configuration, and the case is skipped, never passed.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import RefnormError
+from ..precision import UNIT_ROUNDOFF, acc_dtype, gamma
+from . import standardize as S
+
+
+class NotBounded(RefnormError):
+    """No tolerance is derived for this op or configuration (the case is skipped with this reason)."""
+
+
+def _f64(a):
+    return None if a is None else np.asarray(a, dtype=np.float64)
+
+
+def _layer_like(op, x, cfg, w, b, dy, u, red, contract, dt, centered):
+    ns = cfg["normalized_shape"]
+    ns = (ns,) if isinstance(ns, int) else tuple(ns)
+    k = len(ns)
+    axes = tuple(range(x.ndim - k, x.ndim))
+    pb = (1,) * (x.ndim - k) + ns
+    stat_shape = x.shape[:x.ndim - k] + (1,) * k
+    kw = {}
+    if centered:
+        eps = float(cfg.get("eps", 1e-5))
+        names = ("mean", "rstd")
+    else:
+        eps = cfg.get("eps", None)
+        eps = float(np.finfo(np.float64).eps) if eps is None else float(eps)
+        names = (None, "rstd")
+        if cfg.get("eps_placement", "inside") == "outside":
+            kw["eps_mode"] = "std"
+        off = float(cfg.get("weight_offset", 0.0))
+        if off and w is not None:
+            w = w + off
+    o, g, _, _ = S.standardize(x, axes, weight=w, bias=b, pshape_bcast=pb, dy=dy, eps=eps, u=u, reduction=red,
+                               contract=contract, case_dtype=dt, centered=centered, stat_shape=stat_shape,
+                               stat_names=names, **kw)
+    return o, g, {}
+
+
+def _channel_pb(x):
+    return (1, x.shape[1]) + (1,) * (x.ndim - 2)
+
+
+def _running_update(rb, n_slice, n_inst, p, c, rm, rv, rm_new, rv_new, u, red):
+    """Bounds of running_mean/var after rm' = (1-p) rm + p mean, rv' = (1-p) rv + p c var, where
+    mean and var average ``n_inst`` slices of ``n_slice`` values each (rows of ``rb`` in channel-
+    major order: row = instance * C + channel for instance norm, row = channel for batch norm)."""
+    if n_slice == 0:
+        return np.zeros_like(rm), np.zeros_like(rv)
+    C = rm.shape[0]
+    Sv = rb.S.reshape(-1, C).mean(axis=0)
+    mu = np.abs(rb.mu).reshape(-1, C).mean(axis=0)
+    vk = (rb.var * (1 + rb.K)).reshape(-1, C).mean(axis=0)
+    var = rb.var.reshape(-1, C).mean(axis=0)
+    gsum = gamma(n_slice, red) + (gamma(n_inst, red) if n_inst > 1 else 0)
+    E_rm = u * (gsum * p * Sv + 4 * (np.abs((1 - p) * rm) + np.abs(p) * mu + np.abs(rm_new)))
+    E_rv = u * (gsum * abs(p) * c * vk + 4 * (abs(p) * c * var + np.abs((1 - p) * rv) + np.abs(rv_new))) \
+        + (gsum * u) ** 2 * abs(p) * c * Sv ** 2
+    return E_rm, E_rv
+
+
+def _batch_like(op, x, cfg, w, b, dy, st, training, ref_state, u, red, contract, dt):
+    C = x.shape[1]
+    pb = _channel_pb(x)
+    eps = float(cfg.get("eps", 1e-5))
+    tracking = "running_mean" in st and st["running_mean"] is not None
+    if not training and tracking:
+        rm = st["running_mean"].reshape(pb)
+        rv = st["running_var"].reshape(pb)
+        wb = None if w is None else w.reshape(pb)
+        bb = None if b is None else b.reshape(pb)
+        o, g = S.affine_bounds(x, None, None, wb, bb, dy, rm, rv, eps, u, red, dt, contract, pb,
+                               None if w is None else w.shape, None if b is None else b.shape)
+        with np.errstate(all="ignore"):
+            r = 1.0 / np.sqrt(st["running_var"] + eps)
+        shape = (C,) if op == "batch_norm" else (x.shape[0], C)
+        o["mean"] = np.zeros(shape)
+        o["rstd"] = np.broadcast_to(3 * u * r, shape).copy()
+        return o, g, {k: np.zeros_like(np.asarray(v, dtype=np.float64)) for k, v in st.items()}
+    if op == "batch_norm":
+        axes = (0,) + tuple(range(2, x.ndim))
+        o, g, rb, L = S.standardize(x, axes, weight=w, bias=b, pshape_bcast=pb, dy=dy, eps=eps, u=u, reduction=red,
+                                    contract=contract, case_dtype=dt, stat_shape=(C,))
+        n_slice, n_inst = L.n, 1
+    else:
+        axes = tuple(range(2, x.ndim))
+        o, g, rb, L = S.standardize(x, axes, weight=w, bias=b, pshape_bcast=pb, dy=dy, eps=eps, u=u, reduction=red,
+                                    contract=contract, case_dtype=dt, stat_shape=x.shape[:2])
+        n_slice, n_inst = L.n, x.shape[0]
+    sb = {}
+    if training and tracking:
+        rm, rv = st["running_mean"], st["running_var"]
+        if op == "batch_norm":
+            conv = cfg.get("convention", "torch")
+            mom = cfg.get("momentum", "default")
+            if conv == "onnx":
+                m = 0.9 if mom in ("default", None) or not isinstance(mom, (int, float)) else float(mom)
+                p, c = 1.0 - m, 1.0
+            else:
+                if mom is None:
+                    p = 1.0 / (float(np.asarray(st.get("num_batches_tracked", 0))) + 1.0)
+                else:
+                    p = 0.1 if not isinstance(mom, (int, float)) or isinstance(mom, bool) else float(mom)
+                c = n_slice / (n_slice - 1) if n_slice > 1 else 1.0
+        else:
+            mom = cfg.get("momentum", 0.1)
+            p = 0.0 if mom is None else float(mom)
+            c = n_slice / (n_slice - 1) if n_slice > 1 else 1.0
+        E_rm, E_rv = _running_update(rb, n_slice, n_inst, p, c, rm, rv, ref_state["running_mean"],
+                                     ref_state["running_var"], u, red)
+        sb = {"running_mean": E_rm, "running_var": E_rv}
+        if "num_batches_tracked" in st:
+            sb["num_batches_tracked"] = np.zeros(np.shape(st["num_batches_tracked"]))
+    return o, g, sb
+
+
+def _one(op, inputs, cfg, training, dy, st, ref_state, u, red, contract, dt):
+    x = _f64(inputs.get("x"))
+    w, b = _f64(inputs.get("weight")), _f64(inputs.get("bias"))
+    if op == "layer_norm":
+        return _layer_like(op, x, cfg, w, b, dy, u, red, contract, dt, True)
+    if op == "rms_norm":
+        return _layer_like(op, x, cfg, w, b, dy, u, red, contract, dt, False)
+    if op == "group_norm":
+        G = int(cfg["num_groups"])
+        N, C = x.shape[:2]
+        o, g, _, _ = S.standardize(x, (2,), view=(N, G, -1) if x.size else (N, G, 0), weight=w, bias=b,
+                                   pshape_bcast=_channel_pb(x), dy=dy, eps=float(cfg.get("eps", 1e-5)), u=u,
+                                   reduction=red, contract=contract, case_dtype=dt, stat_shape=(N, G))
+        return o, g, {}
+    if op in ("batch_norm", "instance_norm"):
+        return _batch_like(op, x, cfg, w, b, dy, st, training, ref_state, u, red, contract, dt)
+    if op == "weight_standardization":
+        axes = tuple(range(1, x.ndim))
+        o, g, _, _ = S.standardize(x, axes, dy=dy, eps=float(cfg.get("eps", 1e-5)), u=u, reduction=red,
+                                   contract=contract, case_dtype=dt, stat_shape=(x.shape[0],) + (1,) * (x.ndim - 1))
+        return o, g, {}
+    if op == "mean_variance_norm":
+        axes = tuple(a % x.ndim for a in cfg.get("axes", (0, 2, 3)))
+        stat = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+        o, g, _, _ = S.standardize(x, axes, dy=dy, eps=float(cfg.get("eps", 1e-9)), u=u, reduction=red,
+                                   contract=contract, case_dtype=dt, eps_mode="std", stat_shape=stat,
+                                   stat_names=("mean", "std"))
+        return o, g, {}
+    if op == "z_score":
+        dim = cfg.get("dim", -1)
+        axes = tuple(a % x.ndim for a in ((dim,) if isinstance(dim, int) else dim))
+        stat = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+        pb = tuple(s if i in axes else 1 for i, s in enumerate(x.shape))
+        o, g, _, _ = S.standardize(x, axes, weight=w, bias=b, pshape_bcast=pb, dy=dy, eps=float(cfg.get("eps", 0.0)),
+                                   u=u, reduction=red, contract=contract, case_dtype=dt, ddof=int(cfg.get("ddof", 1)),
+                                   stat_shape=stat, stat_names=("mean", "std"))
+        return o, g, {}
+    raise NotBounded(f"no derived tolerance for {op!r} yet: its cases are skipped, not passed")
+
+
+BOUNDED = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "weight_standardization",
+           "mean_variance_norm", "z_score")
+
+
+def bounds(op, *, inputs, config, training, cotangents, state, ref_state, contract, case_dtype):
+    """E for every judged array of one call (module docstring). ``ref_state``: the reference's new state."""
+    if op not in BOUNDED:
+        raise NotBounded(f"no derived tolerance for {op!r} yet: its cases are skipped, not passed")
+    from ... import registry
+    spec = registry.get(op)
+    cfg = {k: v for k, v in spec.options.items() if isinstance(v, (int, float, str, list, tuple)) or v is None}
+    cfg = {**{k: v for k, v in cfg.items()}, **dict(config)}
+    for k, v in spec.options.items():
+        if k not in config and not isinstance(v, (int, float, str, list, tuple, type(None))):
+            cfg[k] = "default"
+    dyk = spec.differentiable[0]
+    dy = _f64(cotangents.get(dyk)) if cotangents else None
+    st = {k: _f64(v) for k, v in (state or {}).items()}
+    u = UNIT_ROUNDOFF[acc_dtype(case_dtype, contract.acc)]
+    acc = _one(op, inputs, cfg, training, dy, st, ref_state, u, contract.reduction, contract.kind, case_dtype)
+    ref = _one(op, inputs, cfg, training, dy, st, ref_state, UNIT_ROUNDOFF["float64"], "tree", "strict", "float64")
+    out = {}
+    for part, a, r in zip(("outputs", "grads", "state"), acc, ref):
+        out[part] = {k: np.asarray(a[k], dtype=np.float64) + np.asarray(r[k], dtype=np.float64) for k in a}
+    return out

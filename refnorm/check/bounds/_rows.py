@@ -1,0 +1,128 @@
+"""Running error bounds for normalizers that standardize rows (docs/tolerances.md, section 3).
+
+One row is one reduction set of n values (a layer_norm token, a (sample, group) of group_norm, a
+channel of batch_norm over N*spatial, ...). Every quantity below is computed in float64 from the
+very inputs the backend saw; u is the unit roundoff of the accumulation dtype, g(n) the reduction
+multiplier of the declared reduction model (precision.gamma), k = 4 pointwise roundings.
+
+    mu = mean(x) (rms: 0)   var = sum((x-mu)^2)/(n-ddof) (rms: mean(x^2))   r = 1/sqrt(var+eps)
+    (eps_mode "std": r = 1/(sqrt(var)+eps))   xh = (x-mu) r   y = xh w + b
+    S = mean|x|   K = r S (rms: 0)   kap = r(|x|+|mu|) (rms: |xh|)   rho = (1+K)/2
+    gw = g w   A = mean(gw) (rms: 0)   B = mean(gw xh)   Ag = mean|gw|  Bg = mean|gw xh|  Kg = mean(|gw| kap)
+
+    E_y  = u[g(n)|w|(K + rho|xh|) + 4(|w|kap + |b| + |y|)] + (g(n)u)^2 |w|(|xh|+1) K^2/2
+    E_dx = u[g(n)(r(Ag + |xh|((1+rho)Bg + Kg) + |B|(K + 3rho|xh|)) + rho|dx|)
+             + 4r(|gw| + |A| + |xh||B| + |B|kap + |xh|Kg)] + (g(n)u)^2 (|dx| + r(|B|+Ag)(|xh|+1)) K^2/2
+    dw, db (sums over the m contributions of each parameter element):
+    T_w  = u[g(m)|g|kap + g(n)|g|(K + rho|xh|) + 4|g|kap] + (g(n)u)^2 |g|(|xh|+1) K^2/2,   T_b = u g(m)|g|
+    statistics: E_mean = u(g(n) S + 4|mu|),  E_rstd = u r (g(n) rho + 4)
+
+The terms: the mean's error ~ g(n) u S is amplified by r (the cancellation x - mu), hence the K
+terms; the variance of a Welford or pairwise-merge kernel errs relatively by g(n) u K
+(Chan-Golub-LeVeque), so rstd by g(n) u rho; kap covers kernels that compute x (r w) + (b - mu r w)
+(rounding at magnitude r|x|, not r|x - mu|); the squared terms are second order and matter only where
+g(n) u K -> 1, where the problem is ill-posed and the bound rightly becomes vacuous.
+
+Contract extensions (u_d, eta_d of the case dtype; D = r(|mu| + eta_d/u_d) + |xh|, Kmu = r|mu|):
+    stats_d adds  y: 2u_d|w|D + 2u_d^2|w|(|xh|+1)Kmu^2
+                  dx: 2u_d(r(|B|D + |xh| mean(|gw|D)) + |dx|) + 2u_d^2(|dx| + r(|B|+Ag)(|xh|+1))Kmu^2
+                  T_w: u_d(2|g|D + g(m)|g xh|) + 2u_d^2|g|(|xh|+1)Kmu^2,  T_b: u_d g(m)|g|
+                  mean: 2u_d|mu|,  rstd: 2u_d r
+    epi_d adds, on top of stats_d, 2u_d times each bracket multiplied by 4 above, plus 2 eta_d(1+|w|).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..precision import ETA, UNIT_ROUNDOFF, gamma
+
+
+@dataclass
+class RowBounds:
+    """Per-element (m, n) bounds for y and dx, per-element parameter-gradient terms (sum them per
+    parameter element), per-row (m,) bounds for the saved statistics, and row magnitudes."""
+    y: np.ndarray
+    dx: np.ndarray | None
+    t_w: np.ndarray | None
+    t_b: np.ndarray | None
+    mean: np.ndarray
+    rstd: np.ndarray
+    S: np.ndarray
+    K: np.ndarray
+    var: np.ndarray
+    mu: np.ndarray
+
+
+def row_bounds(x, w=None, b=None, g=None, *, eps, u, reduction, m_param=1, centered=True, ddof=0,
+               eps_mode="inside", contract="strict", case_dtype="float32") -> RowBounds:
+    """Bounds for rows ``x`` (m, n); ``w``, ``b``, ``g`` broadcast to (m, n) or None (see module doc)."""
+    x = np.asarray(x, dtype=np.float64)
+    m, n = x.shape
+    gn, gm = gamma(n, reduction), gamma(m_param, reduction)
+    with np.errstate(all="ignore"):
+        if centered:
+            mu = x.mean(axis=1, keepdims=True)
+            var = ((x - mu) ** 2).sum(axis=1, keepdims=True) / max(n - ddof, 1)
+        else:
+            mu = np.zeros((m, 1))
+            var = (x * x).mean(axis=1, keepdims=True)
+        r = 1.0 / (np.sqrt(var) + eps) if eps_mode == "std" else 1.0 / np.sqrt(var + eps)
+        xh = (x - mu) * r
+        aw = np.ones_like(x) if w is None else np.abs(np.broadcast_to(w, x.shape))
+        ab = np.zeros_like(x) if b is None else np.abs(np.broadcast_to(b, x.shape))
+        y = xh * (1.0 if w is None else np.broadcast_to(w, x.shape)) + (0.0 if b is None else b)
+        S = np.abs(x).mean(axis=1, keepdims=True)
+        axh = np.abs(xh)
+        if centered:
+            K = r * S
+            kap = r * (np.abs(x) + np.abs(mu))
+        else:
+            K = np.zeros_like(S)
+            kap = axh
+        rho = (1.0 + K) / 2
+        E_y = u * (gn * aw * (K + rho * axh) + 4 * (aw * kap + ab + np.abs(y))) \
+            + (gn * u) ** 2 * aw * (axh + 1) * K ** 2 / 2
+        E_mean = u * (gn * S + 4 * np.abs(mu))
+        E_rstd = u * r * (gn * rho + 4)
+        E_dx = t_w = t_b = None
+        ud, eta = UNIT_ROUNDOFF[case_dtype], ETA[case_dtype]
+        lowp = contract in ("stats_d", "epi_d")
+        D = r * (np.abs(mu) + eta / ud) + axh
+        Kmu = r * np.abs(mu)
+        if g is not None:
+            g = np.asarray(g, dtype=np.float64)
+            wv = 1.0 if w is None else np.broadcast_to(w, x.shape)
+            gw = g * wv
+            agw = np.abs(gw)
+            A = gw.mean(axis=1, keepdims=True) if centered else np.zeros((m, 1))
+            B = (gw * xh).sum(axis=1, keepdims=True) / (max(n - ddof, 1) if centered else n)
+            aA, aB = np.abs(A), np.abs(B)
+            Ag = agw.mean(axis=1, keepdims=True) if centered else np.zeros((m, 1))
+            Bg = (agw * axh).mean(axis=1, keepdims=True)
+            Kg = (agw * kap).mean(axis=1, keepdims=True)
+            dx = r * (gw - A - xh * B)
+            adx = np.abs(dx)
+            pw_dx = r * (agw + aA + axh * aB + aB * kap + axh * Kg)
+            E_dx = u * (gn * (r * (Ag + axh * ((1 + rho) * Bg + Kg) + aB * (K + 3 * rho * axh)) + rho * adx)
+                        + 4 * pw_dx) + (gn * u) ** 2 * (adx + r * (aB + Ag) * (axh + 1)) * K ** 2 / 2
+            ag = np.abs(g)
+            t_w = u * (gm * ag * kap + gn * ag * (K + rho * axh) + 4 * ag * kap) \
+                + (gn * u) ** 2 * ag * (axh + 1) * K ** 2 / 2
+            t_b = u * gm * ag
+            if lowp:
+                E_dx = E_dx + 2 * ud * (r * (aB * D + axh * (agw * D).mean(axis=1, keepdims=True)) + adx) \
+                    + 2 * ud ** 2 * (adx + r * (aB + Ag) * (axh + 1)) * Kmu ** 2
+                t_w = t_w + ud * (2 * ag * D + gm * ag * axh) + 2 * ud ** 2 * ag * (axh + 1) * Kmu ** 2
+                t_b = t_b + ud * gm * ag
+                if contract == "epi_d":
+                    E_dx = E_dx + 2 * ud * pw_dx
+                    t_w = t_w + 2 * ud * ag * kap
+        if lowp:
+            E_y = E_y + 2 * ud * aw * D + 2 * ud ** 2 * aw * (axh + 1) * Kmu ** 2
+            E_mean = E_mean + 2 * ud * np.abs(mu)
+            E_rstd = E_rstd + 2 * ud * r
+            if contract == "epi_d":
+                E_y = E_y + 2 * ud * (aw * kap + ab + np.abs(y)) + 2 * eta * (1 + aw)
+    return RowBounds(E_y, E_dx, t_w, t_b, E_mean[:, 0], E_rstd[:, 0], S[:, 0], K[:, 0], var[:, 0], mu[:, 0])

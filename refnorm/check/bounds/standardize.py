@@ -1,0 +1,114 @@
+"""Bounds for the normalizers that standardize slices: layer_norm, rms_norm, group_norm,
+instance_norm, batch_norm, weight_standardization, mean_variance_norm, z_score.
+
+Each maps its input to rows (``_rows.row_bounds``: one row per reduction slice), and maps the row
+bounds back to its outputs, gradients and state. Eval-mode batch/instance norm with running
+statistics is a per-channel affine map and has its own (pointwise) bound, ``affine_bounds``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..precision import gamma
+from ._rows import row_bounds
+
+
+class Layout:
+    """Rows of ``shape`` (optionally viewed as ``view``) reducing over ``axes`` of the view; row
+    order is the C order of the kept axes, so per-row values reshape to any keepdims stat shape."""
+
+    def __init__(self, shape, axes, view=None):
+        self.shape = tuple(shape)
+        self.view = tuple(view) if view is not None else self.shape
+        self.axes = tuple(a % len(self.view) for a in axes)
+        keep = [i for i in range(len(self.view)) if i not in self.axes]
+        self.perm = keep + list(self.axes)
+        self.m = math.prod(self.view[i] for i in keep)
+        self.n = math.prod(self.view[i] for i in self.axes)
+
+    def rows(self, a):
+        if a is None:
+            return None
+        full = np.broadcast_to(np.asarray(a, dtype=np.float64), self.shape).reshape(self.view)
+        return full.transpose(self.perm).reshape(self.m, self.n)
+
+    def back(self, t):
+        tv = t.reshape([self.view[i] for i in self.perm]).transpose(np.argsort(self.perm))
+        return tv.reshape(self.shape)
+
+
+def _param_sum(layout: Layout, t, pshape_bcast, pshape):
+    """Sum per-element terms ``t`` (rows) over the axes a parameter is broadcast along."""
+    full = layout.back(t)
+    axes = tuple(i for i, (p, s) in enumerate(zip(pshape_bcast, layout.shape)) if p == 1 and s != 1)
+    return full.sum(axis=axes, keepdims=True).reshape(pshape)
+
+
+def _m_param(layout, pshape_bcast):
+    return max(1, math.prod(s for p, s in zip(pshape_bcast, layout.shape) if p == 1))
+
+
+def standardize(x, axes, *, view=None, weight=None, bias=None, pshape_bcast=None, dy=None, eps, u, reduction,
+                contract, case_dtype, centered=True, ddof=0, eps_mode="inside", stat_shape=None,
+                stat_names=("mean", "rstd")):
+    """Bounds {outputs, grads} for a slice standardization; also returns the RowBounds."""
+    L = Layout(x.shape, axes, view)
+    pb = pshape_bcast
+    wb = None if weight is None else np.asarray(weight, dtype=np.float64).reshape(pb)
+    bb = None if bias is None else np.asarray(bias, dtype=np.float64).reshape(pb)
+    m_param = _m_param(L, pb) if pb is not None else 1
+    rb = row_bounds(L.rows(x), L.rows(wb), L.rows(bb), L.rows(dy), eps=eps, u=u, reduction=reduction,
+                    m_param=m_param, centered=centered, ddof=ddof, eps_mode=eps_mode, contract=contract,
+                    case_dtype=case_dtype)
+    outs = {"y": L.back(rb.y)}
+    if stat_shape is not None:
+        mean_name, r_name = stat_names
+        if mean_name:
+            outs[mean_name] = rb.mean.reshape(stat_shape)
+        if r_name == "rstd":
+            outs["rstd"] = rb.rstd.reshape(stat_shape)
+        elif r_name == "std":      # std = 1/r (or sqrt(var)): the same relative error as rstd
+            with np.errstate(all="ignore"):
+                r = 1.0 / np.sqrt(rb.var + (eps if eps_mode == "inside" else 0.0))
+            outs["std"] = (rb.rstd / (r * r)).reshape(stat_shape)
+    grads = {}
+    if dy is not None:
+        grads["x"] = L.back(rb.dx)
+        if weight is not None:
+            grads["weight"] = _param_sum(L, rb.t_w, pb, np.shape(weight))
+        if bias is not None:
+            grads["bias"] = _param_sum(L, rb.t_b, pb, np.shape(bias))
+    return outs, grads, rb, L
+
+
+def affine_bounds(x, scale_rows, shift_rows, weight_b, bias_b, dy, rm_b, rv_b, eps, u, reduction, case_dtype,
+                  contract, pshape_bcast, pshape_w, pshape_b):
+    """Eval-mode batch/instance norm: y = (x - rm) r w + b, r = (rv + eps)^-1/2, all broadcast to x.
+
+    E_y  = u[4(|w| r (|x| + |rm|) + |b| + |y|) + 3|w||x - rm| r]   (rsqrt: 3 roundings, relative)
+    E_dx = u 6 |dy w| r          E_dw = u(g(m) + 6) sum|dy| r |x - rm|      E_db = u g(m) sum|dy|
+    """
+    with np.errstate(all="ignore"):
+        r = 1.0 / np.sqrt(rv_b + eps)
+        aw = 1.0 if weight_b is None else np.abs(weight_b)
+        ab = 0.0 if bias_b is None else np.abs(bias_b)
+        xh = (x - rm_b) * r
+        y = xh * (1.0 if weight_b is None else weight_b) + (0.0 if bias_b is None else bias_b)
+        E_y = u * (4 * (aw * r * (np.abs(x) + np.abs(rm_b)) + ab + np.abs(y)) + 3 * aw * np.abs(xh))
+        if contract in ("stats_d", "epi_d"):
+            from ..precision import UNIT_ROUNDOFF
+            E_y = E_y + 2 * UNIT_ROUNDOFF[case_dtype] * (aw * np.abs(xh) + np.abs(y))
+        out = {"y": E_y}
+        grads = {}
+        if dy is not None:
+            grads["x"] = u * 6 * np.abs(dy) * aw * r
+            axes = tuple(i for i, (p, s) in enumerate(zip(pshape_bcast, x.shape)) if p == 1 and s != 1)
+            m = max(1, math.prod(x.shape[i] for i in axes))
+            if weight_b is not None:
+                grads["weight"] = (u * (gamma(m, reduction) + 6) * np.abs(dy) * np.abs(xh)).sum(
+                    axis=axes, keepdims=True).reshape(pshape_w)
+            if bias_b is not None:
+                grads["bias"] = (u * gamma(m, reduction) * np.abs(dy)).sum(axis=axes, keepdims=True).reshape(pshape_b)
+    return out, grads

@@ -1,0 +1,333 @@
+"""Judge a backend on golden cases: run each step, recompute the float64 reference from the very
+inputs (and the state the backend itself carried), derive the bound of every array, and apply the
+rounding-interval test (precision.excess). Nothing here imports a framework.
+
+Statuses: ``passed`` every judged array within its bound; ``failed`` some element beyond it;
+``error`` the backend raised, timed out, or returned a missing, misshapen or wrongly typed array
+(the message says which); ``skipped`` the backend does not support the op/dtype/config, or no
+tolerance is derived for the op (the reason says which). A skipped or errored case never counts as
+passed; a run in which no case was judged is not a pass either (``Report.ok``).
+
+Multi-step cases: step 0 starts from the golden initial state; step k > 0 from the state the backend
+returned at step k-1, so each step is judged on its own (errors do not compound across steps). Step
+0's recomputed reference is checked against the golden expected values first (a mismatch means the
+golden set and the installed reference disagree: a GoldenError, never a pass).
+"""
+from __future__ import annotations
+
+import math
+import signal
+import threading
+import time
+import traceback
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import registry
+from ..golden import commands as golden_commands
+from ..golden.store import GoldenError
+from . import bounds as B
+from .backends.base import Call, Contract
+from .precision import NP, RANK, UNIT_ROUNDOFF, dtype_name, excess, ratio
+
+WORST_SHOWN = 3
+
+
+class CaseTimeout(Exception):
+    pass
+
+
+@contextmanager
+def _time_limit(seconds):
+    """SIGALRM-based limit (main thread, POSIX); elsewhere no limit is enforced (documented)."""
+    usable = seconds and hasattr(signal, "SIGALRM") and threading.current_thread() is threading.main_thread()
+    if not usable:
+        yield
+        return
+
+    def _raise(signum, frame):
+        raise CaseTimeout(f"backend did not return within {seconds:g} s (per-case limit, --timeout)")
+    old = signal.signal(signal.SIGALRM, _raise)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@dataclass
+class ArrayResult:
+    step: int
+    part: str            # outputs | grads | state
+    name: str
+    dtype: str           # dtype the backend returned
+    size: int
+    ratio: float         # max excess / bound over judged elements (< 1 passes)
+    err_u: float         # max |got - ref| / (u_d * max|ref|): the error in units of the dtype's roundoff
+    unconstrained: int   # elements whose bound is infinite (ill-posed: no digit is determined)
+    worst: list          # [(index, got, expected, bound)] of the worst elements
+
+    @property
+    def passed(self):
+        return self.ratio <= 1.0
+
+    def to_json(self):
+        return {"step": self.step, "part": self.part, "name": self.name, "dtype": self.dtype, "size": self.size,
+                "ratio": _num(self.ratio), "err_u": _num(self.err_u), "unconstrained": self.unconstrained,
+                "worst": [{"index": list(i), "got": _num(g), "expected": _num(e), "bound": _num(b)}
+                          for i, g, e, b in self.worst]}
+
+
+def _num(v):
+    v = float(v)
+    return v if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
+
+
+@dataclass
+class CaseResult:
+    id: str
+    op: str
+    dtype: str
+    status: str                      # passed | failed | error | skipped
+    message: str = ""
+    contract: str = ""
+    seconds: float = 0.0
+    arrays: list = field(default_factory=list)
+    unchecked: list = field(default_factory=list)   # arrays the golden case has but the backend did not return
+
+    @property
+    def worst_ratio(self):
+        return max((a.ratio for a in self.arrays), default=0.0)
+
+    def to_json(self):
+        return {"id": self.id, "op": self.op, "dtype": self.dtype, "status": self.status, "message": self.message,
+                "contract": self.contract, "seconds": round(self.seconds, 4), "worst_ratio": _num(self.worst_ratio),
+                "unchecked": self.unchecked, "arrays": [a.to_json() for a in self.arrays]}
+
+
+@dataclass
+class Report:
+    backend: str
+    golden: str
+    cases: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    def count(self, status):
+        return sum(c.status == status for c in self.cases)
+
+    @property
+    def ok(self):
+        return self.count("failed") == 0 and self.count("error") == 0 and self.count("passed") > 0
+
+    def summary(self):
+        return {"backend": self.backend, "golden": self.golden, "cases": len(self.cases),
+                "passed": self.count("passed"), "failed": self.count("failed"), "skipped": self.count("skipped"),
+                "errors": self.count("error"), "seconds": round(self.seconds, 2), "ok": self.ok}
+
+    def to_json(self):
+        return {"summary": self.summary(), "cases": [c.to_json() for c in self.cases]}
+
+
+# ------------------------------------------------------------------------------------ one case
+def _as_np(name, what, a):
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"{what} {name!r} is a {type(a).__name__}, expected a numpy.ndarray "
+                        "(arrays cross the backend boundary as NumPy)")
+    return a
+
+
+def _f64(v):
+    v = np.asarray(v)
+    return v if v.dtype.kind in "iu" else v.astype(np.float64)
+
+
+def _judge(step, part, name, got, ref, E, case_dtype):
+    ref = np.asarray(ref, dtype=np.float64)
+    if got.shape != ref.shape:
+        raise ValueError(f"step {step}: {part[:-1]} {name!r} has shape {got.shape}, expected {ref.shape}")
+    if got.dtype.kind in "iu":
+        bad = got.astype(np.int64) != ref.astype(np.int64)
+        worst = [(tuple(int(i) for i in idx), float(got[tuple(idx)]), float(ref[tuple(idx)]), 0.0)
+                 for idx in np.argwhere(bad)[:WORST_SHOWN]]
+        return ArrayResult(step, part, name, str(got.dtype), got.size, math.inf if bad.any() else 0.0,
+                           math.inf if bad.any() else 0.0, 0, worst)
+    dn = dtype_name(got.dtype)
+    if dn is None:
+        raise TypeError(f"step {step}: {part[:-1]} {name!r} has dtype {got.dtype}, expected one of "
+                        f"{', '.join(NP)}")
+    if RANK[dn] < RANK[case_dtype] and part != "state":
+        raise TypeError(f"step {step}: {part[:-1]} {name!r} has dtype {dn}, less precise than the case dtype "
+                        f"{case_dtype}")
+    E = np.broadcast_to(np.asarray(E, dtype=np.float64), ref.shape)
+    ex = excess(got, ref)
+    finite_E = np.isfinite(E)
+    r = np.where(finite_E, ratio(ex, np.where(finite_E, E, 0.0)), 0.0)
+    # an ill-posed element (infinite bound) still must not be NaN where the reference is a number
+    r = np.where(~finite_E & np.isnan(got.astype(np.float64)) & ~np.isnan(ref), np.inf, r)
+    g64 = got.astype(np.float64)
+    scale = float(np.max(np.abs(ref[np.isfinite(ref)]), initial=0.0))
+    with np.errstate(all="ignore"):
+        diff = np.abs(g64 - ref)
+        diff = np.where(np.isnan(g64) & np.isnan(ref), 0.0, diff)
+        diff = np.where(g64 == ref, 0.0, diff)
+        err_u = float(np.max(diff, initial=0.0)) / (UNIT_ROUNDOFF[dn] * scale) if scale > 0 else (
+            0.0 if float(np.max(diff, initial=0.0)) == 0 else math.inf)
+    worst = []
+    if r.size:
+        flat = np.argsort(-np.where(np.isnan(r), np.inf, r), axis=None)[:WORST_SHOWN]
+        for f in flat:
+            idx = np.unravel_index(f, r.shape)
+            if r[idx] > 0:
+                worst.append((tuple(int(i) for i in idx), float(g64[idx]), float(ref[idx]), float(E[idx])))
+    return ArrayResult(step, part, name, dn, got.size, float(np.max(r, initial=0.0)), err_u,
+                       int((~finite_E).sum()), worst)
+
+
+def _exact_bounds(res, cond):
+    """Contract "exact" (the reference rounded once): the golden reproducibility bound per array."""
+    tol = golden_commands.VERIFY_RTOL * (1 + cond)
+
+    def b(a):
+        a = np.asarray(a)
+        if a.dtype.kind in "iu":
+            return np.zeros(a.shape)
+        fin = np.abs(a[np.isfinite(a)])
+        return np.full(a.shape, tol * float(np.max(fin, initial=0.0)))
+    return {"outputs": {k: b(v) for k, v in res.outputs.items()}, "grads": {k: b(v) for k, v in res.grads.items()},
+            "state": {k: b(v) for k, v in res.state.items()}}
+
+
+def _check_golden_agrees(case, res, step):
+    tol = golden_commands.VERIFY_RTOL * (1 + step.cond)
+    for part, want in (("outputs", step.outputs), ("grads", step.grads), ("state", step.state)):
+        got = getattr(res, part)
+        for k, w in want.items():
+            g = np.asarray(got[k], dtype=np.float64)
+            w = np.asarray(w, dtype=np.float64)
+            scale = float(np.max(np.abs(w[np.isfinite(w)]), initial=0.0))
+            same_nan = np.array_equal(np.isnan(g), np.isnan(w))
+            with np.errstate(invalid="ignore"):
+                d = np.abs(np.where(np.isfinite(w), g - w, 0.0))
+            if not same_nan or float(np.max(d, initial=0.0)) > tol * scale:
+                raise GoldenError(f"{case.id}: the installed reference's {part[:-1]} {k!r} differs from the golden "
+                                  "value: the golden set and this refnorm disagree (run `refnorm golden verify`)")
+
+
+def check_case(backend, case, *, timeout=60.0) -> CaseResult:
+    t0 = time.perf_counter()
+    out = CaseResult(case.id, case.op, case.dtype, "passed")
+    try:
+        for st in case.steps:
+            reason = backend.supports(case.op, case.dtype, dict(case.config), st.training)
+            if reason:
+                out.status, out.message = "skipped", str(reason)
+                return out
+        contract = backend.contract(case.op, case.dtype)
+        if not isinstance(contract, Contract):
+            raise TypeError(f"backend.contract returned {type(contract).__name__}, expected a Contract")
+        out.contract = f"{contract.kind}/{contract.reduction}"
+        if contract.kind != "exact" and case.op not in B.BOUNDED:
+            out.status = "skipped"
+            out.message = f"no derived tolerance for {case.op!r} yet (only the exact contract can be judged)"
+            return out
+        spec = registry.get(case.op)
+        state = dict(case.init_state)
+        for i, st in enumerate(case.steps):
+            call = Call(case.op, case.dtype, dict(case.config), st.training, dict(st.inputs), dict(st.cotangents),
+                        dict(state))
+            try:
+                with _time_limit(timeout):
+                    ret = backend.run(call)
+            except GoldenError:
+                raise
+            except Exception as e:                                   # noqa: BLE001 - the backend's failure
+                out.status = "error"
+                out.message = f"step {i}: backend raised {type(e).__name__}: {e}".strip()
+                out.arrays.clear()
+                return out
+            ref = registry.evaluate(case.op, {k: _f64(v) for k, v in st.inputs.items()}, config=dict(case.config),
+                                    grad_outputs={k: _f64(v) for k, v in st.cotangents.items()} or None,
+                                    state={k: _f64(v) for k, v in state.items()}, training=st.training)
+            if i == 0:
+                _check_golden_agrees(case, ref, st)
+            if contract.kind == "exact":
+                E = _exact_bounds(ref, st.cond)
+            else:
+                E = B.bounds(case.op, inputs={k: _f64(v) for k, v in st.inputs.items()}, config=case.config,
+                             training=st.training, cotangents={k: _f64(v) for k, v in st.cotangents.items()},
+                             state={k: _f64(v) for k, v in state.items()}, ref_state=ref.state,
+                             contract=contract, case_dtype=case.dtype)
+            try:
+                got = {"outputs": dict(ret.outputs), "grads": dict(ret.grads), "state": dict(ret.state)}
+                for part in ("outputs", "grads", "state"):
+                    required = {"outputs": spec.differentiable, "grads": st.compare["grads"] if st.cotangents else (),
+                                "state": st.compare["state"] if spec.state else ()}[part]
+                    for k in st.compare[part]:
+                        if k not in got[part]:
+                            if k in required:
+                                raise ValueError(f"step {i}: the backend returned no {part[:-1]} {k!r}")
+                            out.unchecked.append(f"step{i}.{part}.{k}")
+                            continue
+                        a = _as_np(k, part[:-1], got[part][k])
+                        if k not in E[part]:
+                            out.unchecked.append(f"step{i}.{part}.{k}")
+                            continue
+                        out.arrays.append(_judge(i, part, k, a, getattr(ref, part)[k], E[part][k], case.dtype))
+            except (ValueError, TypeError) as e:
+                out.status, out.message = "error", str(e)
+                return out
+            if spec.state:
+                state = {k: got["state"][k] for k in spec.state if k in got["state"]}
+                missing = [k for k in case.init_state if k not in state]
+                if missing:
+                    out.status, out.message = "error", f"step {i}: the backend returned no state {missing}"
+                    return out
+        if any(not a.passed for a in out.arrays):
+            out.status = "failed"
+            bad = [a for a in out.arrays if not a.passed]
+            out.message = "; ".join(f"step {a.step} {a.part[:-1]} {a.name}: {a.ratio:.3g} x bound" for a in bad[:4])
+        elif not out.arrays:
+            out.status, out.message = "error", "nothing was judged in this case"
+        return out
+    except B.NotBounded as e:
+        out.status, out.message = "skipped", str(e)
+        return out
+    except GoldenError:
+        raise
+    except Exception as e:                                           # noqa: BLE001 - a checker bug: say so
+        out.status = "error"
+        out.message = f"checker error: {type(e).__name__}: {e} | {traceback.format_exc(limit=3)}"
+        return out
+    finally:
+        out.seconds = time.perf_counter() - t0
+
+
+def run_check(backend, golden_dir, *, ops=None, dtypes=None, case_ids=None, timeout=60.0, progress=None) -> Report:
+    """Judge ``backend`` on the golden set at ``golden_dir`` (optionally some ops/dtypes/case ids)."""
+    t0 = time.perf_counter()
+    report = Report(getattr(backend, "name", type(backend).__name__), str(golden_dir))
+    from ..golden import store
+    manifest = store.read_manifest(golden_dir)
+    entries = manifest["cases"]
+    if case_ids:
+        known = {e["id"] for e in entries}
+        unknown = [c for c in case_ids if c not in known]
+        if unknown:
+            raise GoldenError(f"case(s) {', '.join(map(repr, unknown))} not in {golden_dir}")
+        entries = [e for e in entries if e["id"] in set(case_ids)]
+    if ops:
+        entries = [e for e in entries if e["case"]["op"] in set(ops)]
+    if dtypes:
+        entries = [e for e in entries if e["case"]["dtype"] in set(dtypes)]
+    for j, e in enumerate(entries):
+        if progress:
+            progress(j, len(entries), e["id"])
+        case = golden_commands.load_case(golden_dir, e["id"], manifest=manifest)
+        report.cases.append(check_case(backend, case, timeout=timeout))
+    if progress:
+        progress(len(entries), len(entries), "")
+    report.seconds = time.perf_counter() - t0
+    return report

@@ -1,0 +1,130 @@
+"""Floating-point facts the checker needs: unit roundoffs, gamma(n), and the rounding-interval test.
+
+The pass test (docs/tolerances.md, section 1). A backend returns ``got`` in its output dtype d; the
+reference ``ref`` is float64 computed from the very same (d-representable) inputs; ``E`` >= 0 is the
+derived bound on the error a correct implementation may commit before its final rounding. Then
+
+    [lo, hi] = the reals that round to ``got`` in d (round to nearest, ties to even)
+    excess   = max(0, lo - ref, ref - hi)                  pass  <=>  excess <= E
+
+which equals ``|got - ref| <= ulp_d(got)/2 + E`` away from binade edges, and handles binade edges,
+the largest finite value and overflow to +-inf exactly. NaN passes only where the reference is NaN.
+The reported figure is ``excess / E`` (< 1 passes; 0/0 = 0, x/0 = inf).
+
+float64 outputs: the half-ulp interval is not representable in float64, so for d = float64 the
+interval is [got, got] and the half ulp is part of E (every bound carries u64 * |ref| terms).
+"""
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+DTYPES = ("float64", "float32", "float16", "bfloat16")
+NP = {"float64": np.dtype(np.float64), "float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
+      "bfloat16": np.dtype(ml_dtypes.bfloat16)}
+# unit roundoff u = 2^-p (p = significand bits including the implicit one)
+UNIT_ROUNDOFF = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+# half the smallest subnormal: the absolute rounding error floor
+ETA = {"float64": 2.0 ** -1075, "float32": 2.0 ** -150, "float16": 2.0 ** -25, "bfloat16": 2.0 ** -134}
+RANK = {"bfloat16": 0, "float16": 1, "float32": 2, "float64": 3}   # by significand precision
+
+
+def dtype_name(dt) -> str | None:
+    """refnorm's name of a NumPy dtype (None when it is not one of the four floating dtypes)."""
+    dt = np.dtype(dt)
+    for name, d in NP.items():
+        if dt == d:
+            return name
+    return None
+
+
+def acc_dtype(case_dtype: str, acc: str | None = None) -> str:
+    """The accumulation dtype of a contract: float32 internals for float32/16/bf16, float64 for float64."""
+    if acc is not None:
+        return acc
+    return "float64" if case_dtype == "float64" else "float32"
+
+
+def gamma(n, reduction: str = "block"):
+    """Reduction-error multiplier: a sum of n terms errs by at most gamma(n) * u * sum|terms|
+    (first order). tree: ceil(log2 n) + 2; block: 2 sqrt(n) + 2; serial: n + 2."""
+    n = max(int(n), 1)
+    if reduction == "tree":
+        return math.ceil(math.log2(n)) + 2 if n > 1 else 2
+    if reduction == "block":
+        return 2.0 * math.sqrt(n) + 2.0
+    if reduction == "serial":
+        return n + 2.0
+    raise ValueError(f"reduction {reduction!r}: expected tree, block or serial")
+
+
+def rounding_interval(got: np.ndarray):
+    """(lo, hi) float64 arrays: the reals that round to ``got`` in got's dtype (see module docstring)."""
+    name = dtype_name(got.dtype)
+    if name is None:
+        raise TypeError(f"rounding_interval: dtype {got.dtype} is not one of {', '.join(DTYPES)}")
+    g64 = got.astype(np.float64)
+    if name == "float64":
+        return g64.copy(), g64.copy()
+    dt = NP[name]
+    inf = np.array(np.inf, dtype=dt)
+    up = np.nextafter(got, inf).astype(np.float64)
+    down = np.nextafter(got, -inf).astype(np.float64)
+    fmax = float(ml_dtypes.finfo(dt).max)
+    half_top = (fmax - float(np.nextafter(np.array(fmax, dtype=dt), np.array(0, dtype=dt)))) / 2
+    with np.errstate(invalid="ignore", over="ignore"):
+        lo = g64 - (g64 - down) / 2
+        hi = g64 + (up - g64) / 2
+        lo = np.where(g64 == -fmax, -fmax - half_top, lo)       # values beyond round to -inf
+        hi = np.where(g64 == fmax, fmax + half_top, hi)
+        lo = np.where(g64 == np.inf, fmax + half_top, lo)
+        hi = np.where(g64 == np.inf, np.inf, hi)
+        lo = np.where(g64 == -np.inf, -np.inf, lo)
+        hi = np.where(g64 == -np.inf, -fmax - half_top, hi)
+    return lo, hi
+
+
+def excess(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """Distance (float64, >= 0) from ``ref`` to the rounding interval of ``got``; NaN rules:
+    both NaN -> 0, exactly one NaN -> inf. ``ref`` = +-inf needs ``got`` = the same infinity."""
+    lo, hi = rounding_interval(got)
+    ref = np.asarray(ref, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        ex = np.maximum(0.0, np.maximum(lo - ref, ref - hi))
+    gnan, rnan = np.isnan(lo), np.isnan(ref)
+    ex = np.where(gnan | rnan, np.where(gnan & rnan, 0.0, np.inf), ex)
+    rinf = np.isinf(ref) & ~rnan
+    g64 = got.astype(np.float64)
+    ex = np.where(rinf, np.where(g64 == ref, 0.0, np.inf), ex)
+    return np.where(np.isnan(ex), np.inf, ex)
+
+
+def ratio(ex: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """excess / bound with 0/0 = 0 and x/0 = inf for x > 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = ex / bound
+    return np.where(ex == 0, 0.0, np.where(bound == 0, np.inf, r))
+
+
+def round_to(a, dtype: str) -> np.ndarray:
+    """float64 values correctly rounded (to nearest, ties to even) to ``dtype``.
+
+    NumPy casts float64 to float32/float16 correctly, but ml_dtypes casts float64 to bfloat16 through
+    float32, which rounds twice: -0.22998046564 becomes the float32 midpoint -0.22998046875 and then,
+    ties to even, -0.23046875 instead of -0.2294921875. Here the float32 step rounds to ODD (truncate,
+    then set the last bit when inexact), which makes the second rounding correct (24 >= 8 + 2 bits).
+    """
+    a = np.asarray(a, dtype=np.float64)
+    if dtype != "bfloat16":
+        with np.errstate(over="ignore"):
+            return a.astype(NP[dtype])
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = a.astype(np.float32)
+        back = f.astype(np.float64)
+        inexact = np.isfinite(a) & (back != a)
+        too_big = inexact & (np.abs(back) > np.abs(a))
+        f = np.where(too_big, np.nextafter(f, np.float32(0)), f)     # truncation toward zero
+        bits = f.view(np.uint32) | np.where(inexact, np.uint32(1), np.uint32(0))
+        return bits.view(np.float32).astype(ml_dtypes.bfloat16)
