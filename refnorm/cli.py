@@ -7,9 +7,12 @@
     refnorm derive NAME [--format text|markdown|latex] [--prove]
     refnorm derive --all (--write | --check) [--dir derivations]
     refnorm golden build [DIR]
+    refnorm check --backend NAME [--ops OP...] [--dtypes DT...] [--case ID]... [--golden DIR]
+                  [--json FILE] [--timeout S] [--no-progress]
     refnorm golden verify [DIR] [--exact] [--op NAME]...
 
-Exit status: 0 on success, 1 when a check fails (derive --check, golden verify), 2 for bad input (the message names the value and what was expected).
+Exit status: 0 on success, 1 when a check fails (check, derive --check, golden verify), 2 for bad
+input or bad golden data, 3 when the backend is unavailable (check) (the message names the value and what was expected).
 ``--out`` writes outputs, grads and state to one .npz (keys ``output.y``, ``grad.x``, ``state.running_mean``)
 through a temporary file and a rename, so an interrupted or failed run leaves no half-written file.
 """
@@ -191,6 +194,87 @@ def _cmd_golden(args):
     return 0 if report.ok else 1
 
 
+def _progress(stream):
+    tty = stream.isatty()
+    last = [0.0]
+
+    def show(done, total, case_id):
+        import time
+        now = time.monotonic()
+        if done < total and now - last[0] < (0.1 if tty else 10.0):
+            return
+        last[0] = now
+        width = 30
+        fill = int(width * done / max(total, 1))
+        line = f"[{'#' * fill}{'.' * (width - fill)}] {done}/{total} {case_id}"
+        if tty:
+            stream.write("\r" + line[:100].ljust(100) + ("\n" if done == total else ""))
+        else:
+            stream.write(line + "\n")
+        stream.flush()
+    return show
+
+
+def _cmd_check(args):
+    from . import check
+    from .check import report as R
+    from .check.backends import names as backend_names
+    for op in args.ops or ():
+        if op not in registry.names():
+            raise CLIError(f"--ops {op!r}: unknown normalizer; expected one of: {', '.join(registry.names())}")
+    from .check.precision import DTYPES
+    for dt in args.dtypes or ():
+        if dt not in DTYPES:
+            raise CLIError(f"--dtypes {dt!r}: expected one of: {', '.join(DTYPES)}")
+    if args.timeout is not None and not args.timeout > 0:
+        raise CLIError(f"--timeout {args.timeout!r}: expected a positive number of seconds")
+    backend = check.get_backend(args.backend)
+    reason = backend.available()
+    if reason:
+        print(f"refnorm check: backend {args.backend} is unavailable: {reason}", file=sys.stderr)
+        return 3
+    golden_dir = args.golden or default_golden_dir()
+    if args.json:
+        _check_writable(args.json)
+    progress = None if args.no_progress else _progress(sys.stderr)
+    report = check.run_check(backend, golden_dir, ops=args.ops, dtypes=args.dtypes, case_ids=args.case,
+                             timeout=args.timeout, progress=progress)
+    print(R.table(report))
+    sk = R.skips(report)
+    if sk:
+        print(sk)
+    fl = R.failures(report, args.backend, args.golden)
+    if fl:
+        print(fl)
+    print(R.summary_line(report))
+    if args.json:
+        data = json.dumps(report.to_json(), indent=1).encode()
+        _write_atomically(args.json, data)
+        print(f"wrote {args.json}")
+    return 0 if report.ok else 1
+
+
+def _check_writable(path):
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        raise CLIError(f"--json {path!r}: directory {d!r} does not exist")
+    if os.path.isdir(path):
+        raise CLIError(f"--json {path!r} is a directory, expected a file name")
+
+
+def _write_atomically(path, data: bytes):
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".refnorm-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="refnorm", description="Float64 ground truth for normalization layers.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -222,6 +306,16 @@ def build_parser():
     g.add_argument("--op", action="append", metavar="NAME", help="verify: only this normalizer (repeatable)")
     g.add_argument("--quiet", action="store_true", help="print only the summary")
     g.set_defaults(func=_cmd_golden)
+    c = sub.add_parser("check", help="judge a backend on the golden cases within derived tolerances")
+    c.add_argument("--backend", required=True, help="numpy, torch-cpu or torch-cuda")
+    c.add_argument("--ops", nargs="+", metavar="OP", help="only these normalizers")
+    c.add_argument("--dtypes", nargs="+", metavar="DT", help="only these dtypes (float64 float32 float16 bfloat16)")
+    c.add_argument("--case", action="append", metavar="ID", help="only this golden case (repeatable)")
+    c.add_argument("--golden", metavar="DIR", help="golden set (default: ./golden, $REFNORM_GOLDEN, the checkout's)")
+    c.add_argument("--json", metavar="FILE", help="write the machine-readable report to FILE (atomically)")
+    c.add_argument("--timeout", type=float, default=60.0, help="per-case time limit in seconds (default 60)")
+    c.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    c.set_defaults(func=_cmd_check)
     return p
 
 

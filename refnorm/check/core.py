@@ -69,6 +69,7 @@ class ArrayResult:
     err_u: float         # max |got - ref| / (u_d * max|ref|): the error in units of the dtype's roundoff
     unconstrained: int   # elements whose bound is infinite (ill-posed: no digit is determined)
     worst: list          # [(index, got, expected, bound)] of the worst elements
+    over: int = 0        # elements beyond their bound
 
     @property
     def passed(self):
@@ -76,7 +77,7 @@ class ArrayResult:
 
     def to_json(self):
         return {"step": self.step, "part": self.part, "name": self.name, "dtype": self.dtype, "size": self.size,
-                "ratio": _num(self.ratio), "err_u": _num(self.err_u), "unconstrained": self.unconstrained,
+                "ratio": _num(self.ratio), "err_u": _num(self.err_u), "unconstrained": self.unconstrained, "over": self.over,
                 "worst": [{"index": list(i), "got": _num(g), "expected": _num(e), "bound": _num(b)}
                           for i, g, e, b in self.worst]}
 
@@ -133,6 +134,8 @@ class Report:
 
 # ------------------------------------------------------------------------------------ one case
 def _as_np(name, what, a):
+    if isinstance(a, np.generic):          # a NumPy scalar is a 0-d array
+        return np.asarray(a)
     if not isinstance(a, np.ndarray):
         raise TypeError(f"{what} {name!r} is a {type(a).__name__}, expected a numpy.ndarray "
                         "(arrays cross the backend boundary as NumPy)")
@@ -144,22 +147,28 @@ def _f64(v):
     return v if v.dtype.kind in "iu" else v.astype(np.float64)
 
 
-def _judge(step, part, name, got, ref, E, case_dtype):
+SINGULAR = {"outputs": "output", "grads": "grad", "state": "state"}
+
+
+def _judge(step, part, name, got, ref, E, case_dtype, integer=False):
     ref = np.asarray(ref, dtype=np.float64)
+    what = SINGULAR[part]
     if got.shape != ref.shape:
-        raise ValueError(f"step {step}: {part[:-1]} {name!r} has shape {got.shape}, expected {ref.shape}")
-    if got.dtype.kind in "iu":
+        raise ValueError(f"step {step}: {what} {name!r} has shape {got.shape}, expected {ref.shape}")
+    if integer:
+        if got.dtype.kind not in "iu":
+            raise TypeError(f"step {step}: {what} {name!r} has dtype {got.dtype}, expected an integer dtype")
         bad = got.astype(np.int64) != ref.astype(np.int64)
         worst = [(tuple(int(i) for i in idx), float(got[tuple(idx)]), float(ref[tuple(idx)]), 0.0)
                  for idx in np.argwhere(bad)[:WORST_SHOWN]]
         return ArrayResult(step, part, name, str(got.dtype), got.size, math.inf if bad.any() else 0.0,
-                           math.inf if bad.any() else 0.0, 0, worst)
+                           math.inf if bad.any() else 0.0, 0, worst, int(bad.sum()))
     dn = dtype_name(got.dtype)
     if dn is None:
-        raise TypeError(f"step {step}: {part[:-1]} {name!r} has dtype {got.dtype}, expected one of "
+        raise TypeError(f"step {step}: {what} {name!r} has dtype {got.dtype}, expected one of "
                         f"{', '.join(NP)}")
     if RANK[dn] < RANK[case_dtype] and part != "state":
-        raise TypeError(f"step {step}: {part[:-1]} {name!r} has dtype {dn}, less precise than the case dtype "
+        raise TypeError(f"step {step}: {what} {name!r} has dtype {dn}, less precise than the case dtype "
                         f"{case_dtype}")
     E = np.broadcast_to(np.asarray(E, dtype=np.float64), ref.shape)
     ex = excess(got, ref)
@@ -173,6 +182,7 @@ def _judge(step, part, name, got, ref, E, case_dtype):
         diff = np.abs(g64 - ref)
         diff = np.where(np.isnan(g64) & np.isnan(ref), 0.0, diff)
         diff = np.where(g64 == ref, 0.0, diff)
+        diff = np.where(np.isinf(g64) & (ex == 0), 0.0, diff)     # a correctly overflowed value
         err_u = float(np.max(diff, initial=0.0)) / (UNIT_ROUNDOFF[dn] * scale) if scale > 0 else (
             0.0 if float(np.max(diff, initial=0.0)) == 0 else math.inf)
     worst = []
@@ -183,7 +193,7 @@ def _judge(step, part, name, got, ref, E, case_dtype):
             if r[idx] > 0:
                 worst.append((tuple(int(i) for i in idx), float(g64[idx]), float(ref[idx]), float(E[idx])))
     return ArrayResult(step, part, name, dn, got.size, float(np.max(r, initial=0.0)), err_u,
-                       int((~finite_E).sum()), worst)
+                       int((~finite_E).sum()), worst, int((r > 1).sum()))
 
 
 def _exact_bounds(res, cond):
@@ -212,7 +222,7 @@ def _check_golden_agrees(case, res, step):
             with np.errstate(invalid="ignore"):
                 d = np.abs(np.where(np.isfinite(w), g - w, 0.0))
             if not same_nan or float(np.max(d, initial=0.0)) > tol * scale:
-                raise GoldenError(f"{case.id}: the installed reference's {part[:-1]} {k!r} differs from the golden "
+                raise GoldenError(f"{case.id}: the installed reference's {SINGULAR[part]} {k!r} differs from the golden "
                                   "value: the golden set and this refnorm disagree (run `refnorm golden verify`)")
 
 
@@ -268,14 +278,15 @@ def check_case(backend, case, *, timeout=60.0) -> CaseResult:
                     for k in st.compare[part]:
                         if k not in got[part]:
                             if k in required:
-                                raise ValueError(f"step {i}: the backend returned no {part[:-1]} {k!r}")
+                                raise ValueError(f"step {i}: the backend returned no {SINGULAR[part]} {k!r}")
                             out.unchecked.append(f"step{i}.{part}.{k}")
                             continue
-                        a = _as_np(k, part[:-1], got[part][k])
+                        a = _as_np(k, SINGULAR[part], got[part][k])
                         if k not in E[part]:
                             out.unchecked.append(f"step{i}.{part}.{k}")
                             continue
-                        out.arrays.append(_judge(i, part, k, a, getattr(ref, part)[k], E[part][k], case.dtype))
+                        out.arrays.append(_judge(i, part, k, a, getattr(ref, part)[k], E[part][k], case.dtype,
+                                                 integer=part == "state" and k in spec.integer_state))
             except (ValueError, TypeError) as e:
                 out.status, out.message = "error", str(e)
                 return out
@@ -288,7 +299,7 @@ def check_case(backend, case, *, timeout=60.0) -> CaseResult:
         if any(not a.passed for a in out.arrays):
             out.status = "failed"
             bad = [a for a in out.arrays if not a.passed]
-            out.message = "; ".join(f"step {a.step} {a.part[:-1]} {a.name}: {a.ratio:.3g} x bound" for a in bad[:4])
+            out.message = "; ".join(f"step {a.step} {SINGULAR[a.part]} {a.name}: {a.ratio:.3g} x bound" for a in bad[:4])
         elif not out.arrays:
             out.status, out.message = "error", "nothing was judged in this case"
         return out

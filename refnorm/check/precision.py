@@ -119,7 +119,7 @@ def round_to(a, dtype: str) -> np.ndarray:
     a = np.asarray(a, dtype=np.float64)
     if dtype != "bfloat16":
         with np.errstate(over="ignore"):
-            return a.astype(NP[dtype])
+            return np.asarray(a.astype(NP[dtype]))
     with np.errstate(over="ignore", invalid="ignore"):
         f = a.astype(np.float32)
         back = f.astype(np.float64)
@@ -127,4 +127,4 @@ def round_to(a, dtype: str) -> np.ndarray:
         too_big = inexact & (np.abs(back) > np.abs(a))
         f = np.where(too_big, np.nextafter(f, np.float32(0)), f)     # truncation toward zero
         bits = f.view(np.uint32) | np.where(inexact, np.uint32(1), np.uint32(0))
-        return bits.view(np.float32).astype(ml_dtypes.bfloat16)
+        return np.asarray(np.asarray(bits).view(np.float32).astype(ml_dtypes.bfloat16))
