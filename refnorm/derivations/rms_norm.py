@@ -63,8 +63,9 @@ def document() -> Document:
     ))
     outside = Section("Variant: ε outside the square root (`eps_placement=\"outside\"`)", (
         Step("Some implementations add ε to the root mean square instead.", sp.Eq(y[j], O_Y)),
-        Step("Then the derivative of √ν appears on its own; it needs ν > 0 (an all-zero row has no "
-             "derivative there).", sp.Eq(dx[j], O_DX), "outside"),
+        Step("Then the derivative of √ν appears on its own. The formula needs ν > 0; at an all-zero row "
+             "with ε > 0 the limit exists (y = x/ε + O(|x|²)), so ∂ℓ/∂x_j = g_j / ε there (g_j as in step 5), which is "
+             "what refnorm returns.", sp.Eq(dx[j], O_DX), "outside"),
     ))
     return Document(
         name=NAME, title="RMSNorm: the backward pass", notation=N,
