@@ -8,7 +8,7 @@
     refnorm derive --all (--write | --check) [--dir derivations]
     refnorm golden build [DIR]
     refnorm check --backend NAME [--ops OP...] [--dtypes DT...] [--case ID]... [--golden DIR]
-                  [--json FILE] [--timeout S] [--no-progress]
+                  [--json FILE] [--timeout S] [--no-progress] [--expect-failures FILE]
     refnorm golden verify [DIR] [--exact] [--op NAME]...
 
 Exit status: 0 on success, 1 when a check fails (check, derive --check, golden verify), 2 for bad
@@ -237,8 +237,16 @@ def _cmd_check(args):
     if args.json:
         _check_writable(args.json)
     progress = None if args.no_progress else _progress(sys.stderr)
+    expected = None
+    if args.expect_failures:
+        from .check.core import read_expected_failures
+        expected = read_expected_failures(args.expect_failures)
     report = check.run_check(backend, golden_dir, ops=args.ops, dtypes=args.dtypes, case_ids=args.case,
                              timeout=args.timeout, progress=progress)
+    if expected is not None:
+        from .check.core import apply_expected_failures
+        from .golden import store
+        apply_expected_failures(report, expected, [e["id"] for e in store.read_manifest(golden_dir)["cases"]])
     print(R.table(report))
     sk = R.skips(report)
     if sk:
@@ -315,6 +323,9 @@ def build_parser():
     c.add_argument("--json", metavar="FILE", help="write the machine-readable report to FILE (atomically)")
     c.add_argument("--timeout", type=float, default=60.0, help="per-case time limit in seconds (default 60)")
     c.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    c.add_argument("--expect-failures", metavar="FILE",
+                   help="'CASE-ID reason' lines: known defects of the backend, reported as expected failures; "
+                        "a listed case that passes fails the check")
     c.set_defaults(func=_cmd_check)
     return p
 

@@ -87,7 +87,7 @@ class _Mutant(NumpyBackend):
     def __init__(self, change):
         self.change = change
 
-    def contract(self, op, dtype):
+    def contract(self, call):
         from refnorm.check import Contract
         return Contract("strict", "block")
 
@@ -205,7 +205,7 @@ def test_everything_skipped_is_not_a_pass():
     class Nothing(NumpyBackend):
         name = "nothing"
 
-        def supports(self, op, dtype, config, training):
+        def supports(self, call):
             return "this backend implements nothing"
     rep = run_check(Nothing(), GOLDEN, ops=["layer_norm"])
     assert rep.count("skipped") == len(rep.cases) > 0 and rep.count("passed") == 0

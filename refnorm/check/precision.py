@@ -70,8 +70,9 @@ def rounding_interval(got: np.ndarray):
         return g64.copy(), g64.copy()
     dt = NP[name]
     inf = np.array(np.inf, dtype=dt)
-    up = np.nextafter(got, inf).astype(np.float64)
-    down = np.nextafter(got, -inf).astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        up = np.nextafter(got, inf).astype(np.float64)
+        down = np.nextafter(got, -inf).astype(np.float64)
     fmax = float(ml_dtypes.finfo(dt).max)
     half_top = (fmax - float(np.nextafter(np.array(fmax, dtype=dt), np.array(0, dtype=dt)))) / 2
     with np.errstate(invalid="ignore", over="ignore"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 
-STATUSES = ("passed", "failed", "skipped", "error")
+STATUSES = ("passed", "failed", "skipped", "error", "xfail")
 
 
 def _fmt(v):
@@ -23,23 +23,23 @@ def table(report) -> str:
     for c in report.cases:
         rows[(c.op, c.dtype)].append(c)
     head = f"{'op':24s} {'dtype':9s} {'cases':>5s} {'pass':>5s} {'fail':>5s} {'skip':>5s} {'error':>5s} " \
-           f"{'worst/bound':>11s} {'worst err (u)':>13s}"
+           f"{'xfail':>5s} {'worst/bound':>11s} {'worst err (u)':>13s}"
     lines = [head, "-" * len(head)]
     order = {"float64": 0, "float32": 1, "float16": 2, "bfloat16": 3}
     for (op, dt), cs in sorted(rows.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 9))):
         n = Counter(c.status for c in cs)
-        judged = [a for c in cs if c.status in ("passed", "failed") for a in c.arrays]
+        judged = [a for c in cs if c.status in ("passed", "failed") for a in c.arrays]   # xfail left out
         wr = max((a.ratio for a in judged), default=None)
         we = max((a.err_u for a in judged), default=None)
         lines.append(f"{op:24s} {dt:9s} {len(cs):5d} {n['passed']:5d} {n['failed']:5d} {n['skipped']:5d} "
-                     f"{n['error']:5d} {_fmt(wr):>11s} {_fmt(we):>13s}")
+                     f"{n['error']:5d} {n['xfail']:5d} {_fmt(wr):>11s} {_fmt(we):>13s}")
     return "\n".join(lines)
 
 
 def failures(report, backend_arg: str, golden_arg: str | None = None, limit: int = 50) -> str:
     """Each failed or errored case: what failed, the worst elements, and the command to reproduce it."""
     out = []
-    bad = [c for c in report.cases if c.status in ("failed", "error")]
+    bad = [c for c in report.cases if c.status in ("failed", "error", "xfail")]
     for c in bad[:limit]:
         out.append(f"{c.status.upper()} {c.id} [{c.dtype}, contract {c.contract or '-'}]: {c.message}")
         for a in c.arrays:
@@ -65,5 +65,6 @@ def summary_line(report) -> str:
     s = report.summary()
     verdict = "OK" if report.ok else "FAILED"
     extra = "" if s["passed"] else " (no case was judged: nothing is verified)"
+    xf = f", {s['expected_failures']} expected failures" if s["expected_failures"] else ""
     return (f"refnorm check: {verdict}: backend {s['backend']}: {s['passed']} passed, {s['failed']} failed, "
-            f"{s['errors']} errors, {s['skipped']} skipped of {s['cases']} cases in {s['seconds']:.1f} s{extra}")
+            f"{s['errors']} errors{xf}, {s['skipped']} skipped of {s['cases']} cases in {s['seconds']:.1f} s{extra}")

@@ -5,11 +5,16 @@ user's kernel plugs in without importing anything from refnorm but the dataclass
 
     name: str                                   shown in reports
     available() -> str | None                   None when usable, else the reason it is not (exit 3)
-    supports(op, dtype, config, training) -> str | None
-                                                None when the backend implements that call, else the
+    supports(call: Call) -> str | None          None when the backend implements that call, else the
                                                 reason; the case is then reported SKIPPED with it
-    contract(op, dtype) -> Contract             the precision contract it declares (tolerances)
-    run(call: Call) -> Returned                 one call of the op
+    contract(call: Call) -> Contract            the precision contract it declares for that call
+                                                (tolerances; asked once per case, with step 0's call)
+    run(call: Call) -> Returned                 one call of the op; raising NotImplementedError means
+                                                "not supported" (the case is SKIPPED with the message)
+
+``supports`` and ``contract`` see the whole call (shapes, which inputs are present), because what a
+kernel supports, and how precisely, can depend on them: torch CPU has no float16 avg_pool3d for
+4-D local_response_norm inputs, and runs batch_norm without parameters in an all-float16 kernel.
 
 Arrays cross the boundary as NumPy arrays, never framework tensors. ``Call`` carries every input,
 cotangent and state array in the case dtype (bfloat16 as ``ml_dtypes.bfloat16``); ``Returned``
@@ -92,8 +97,8 @@ class Backend(Protocol):
 
     def available(self) -> str | None: ...
 
-    def supports(self, op: str, dtype: str, config: Mapping, training: bool) -> str | None: ...
+    def supports(self, call: Call) -> str | None: ...
 
-    def contract(self, op: str, dtype: str) -> Contract: ...
+    def contract(self, call: Call) -> Contract: ...
 
     def run(self, call: Call) -> Returned: ...

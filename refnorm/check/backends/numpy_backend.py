@@ -25,10 +25,10 @@ class NumpyBackend:
     def available(self):
         return None
 
-    def supports(self, op, dtype, config, training):
-        return None if op in registry.names() else f"unknown op {op!r}"
+    def supports(self, call):
+        return None if call.op in registry.names() else f"unknown op {call.op!r}"
 
-    def contract(self, op, dtype):
+    def contract(self, call):
         return Contract("exact", "tree")
 
     def run(self, call: Call) -> Returned:

@@ -1,0 +1,549 @@
+"""The torch adapter: ``TorchBackend(device="cpu" | "cuda", param_dtype="float32" | "case")``.
+
+It translates refnorm's names, layouts, dtypes and conventions to torch's own normalization ops and
+back, and nothing else: no normalizer is rebuilt out of torch primitives. torch is imported inside
+the methods only (``import refnorm`` and importing this module never import torch).
+
+Ops and what is called. Where a native op is called instead of the ``torch.nn.functional`` function
+users call (to get its statistics), the two were checked bit for bit equal - y, every gradient and
+the running statistics, in every dtype and both layouts (tests/test_torch_backend.py):
+
+    batch_norm           torch.native_batch_norm (what F.batch_norm dispatches to on CPU); it also
+                         returns save_mean / save_invstd = refnorm's ``mean`` / ``rstd`` (C,) in
+                         training; in eval mode they are empty and no statistic is returned.
+                         F.batch_norm's Python checks are kept: more than one value per channel and
+                         eps > 0 whenever batch statistics are used. ``momentum=None`` is
+                         nn.BatchNorm's cumulative average: num_batches_tracked += 1 on every
+                         training call with running statistics, factor 1 / num_batches_tracked.
+                         convention="onnx": eval mode is the same computation in both conventions
+                         (momentum unused) and is run; training is skipped (torch stores the
+                         UNBIASED batch variance in running_var, ONNX the biased one; no torch
+                         option changes that), whatever the momentum (ONNX m maps to torch 1 - m
+                         only when that subtraction is exact in float64).
+    instance_norm        F.instance_norm(use_input_stats = training or no running statistics);
+                         ``momentum=None`` is passed as 0.0 (nn.InstanceNorm's rule, refnorm's
+                         meaning); num_batches_tracked is returned unchanged (torch never touches
+                         it). No statistics (torch's instance_norm returns none).
+    layer_norm           torch.native_layer_norm (F.layer_norm's kernel): y, mean, rstd (keepdims).
+    group_norm           torch.native_group_norm (F.group_norm's kernel): y, mean, rstd (N, G).
+                         F.group_norm's Python check (more than one value per channel) is kept.
+    rms_norm             F.rms_norm. refnorm's eps=None means finfo(float64).eps for every dtype;
+                         torch's None means the eps of its opmath type (float32 for fp16/bf16/fp32),
+                         so the adapter passes 2.220446049250313e-16 explicitly. eps_placement
+                         "outside" and weight_offset != 0 do not exist in torch: skipped. No
+                         statistic (under autograd torch runs the composite, which returns y only).
+    local_response_norm  F.local_response_norm; window="onnx" only for odd size (the windows are
+                         identical then), skipped for even size.
+    lp_normalize         F.normalize(p, dim, eps); zero_rule="onnx" is skipped (no eps reproduces
+                         it: eps=0 gives NaN on an all-zero slice, any eps > 0 changes slices with
+                         0 < norm < eps and gives dx = dy/eps instead of 0 on all-zero slices).
+    weight_norm          torch._weight_norm(v, g, dim); refnorm's dim=None is torch's dim=-1
+                         (whole tensor), other dims are passed non-negative (refnorm refuses -1); a
+                         flat g of shape (v.shape[dim],) is reshaped to torch's weight_g shape and
+                         its gradient reshaped back. v.shape[dim] == 0 raises here: torch 2.13 dies
+                         with SIGFPE on it (reproduced), which would kill the checker.
+    mean_variance_norm, weight_standardization, min_max_scale, z_score, unified_norm: skipped,
+                         torch has no native op.
+
+Layout (``param_dtype``). The activations (x and its cotangent; v and g of weight_norm, which are
+both "the input" of that op) are always in the case dtype. With param_dtype="float32" (the default)
+the parameters weight and bias and the running statistics are float32 when the case dtype is
+float16 or bfloat16 (exact upcasts); their gradients and the new running statistics come back in
+float32. This is the layout of mixed-precision training with float32 normalization parameters
+(fp16/bf16 activations; torch CPU has mixed-dtype kernels for it, which keep mean/rstd in float32).
+With param_dtype="case" everything is in the case dtype; the backend's name gets "-caseparams".
+float64 and float32 cases are all in the case dtype in both layouts. The default is float32 because
+torch's all-fp16/bf16 kernels keep mean/rstd in the case dtype, and at eps=1e-12 on (near-)constant
+rows rstd = 1e6 overflows fp16 to inf so y, dx, dw become inf/NaN (TOLERANCE_RESEARCH.md finding 3,
+reproduced: golden batch_norm/const_eps1e-12_f16_7x3 fails only in the "case" layout) - a genuine
+torch defect that the "case" layout reports and the mixed layout, the usual way to run fp16/bf16,
+does not hit. Note: a call with neither weight nor bias (nor float32 running statistics) has
+nothing to upcast, so torch runs its all-fp16/bf16 kernel in either layout.
+
+Contracts (``contract``). Measured on torch 2.13 CPU (2 threads) by running this adapter through
+refnorm's checker (``check_case``) under each contract, on every golden case and on 12 random
+cases per configuration (fp16 and bf16; affine / parameter-free; with and without running
+statistics; weight_norm dim 0 / middle / None):
+* float64, float32: strict/block for every op; every golden case passes it (one error: see below).
+* float16/bfloat16, both layouts:
+  - rms_norm: strict. F.rms_norm upcasts to float32 and rounds once (passes strict everywhere).
+  - layer_norm: stats_d. Its backward accumulates dgamma/dbeta across rows in per-thread buffers of
+    the INPUT dtype even with float32 parameters (finding 1). Reproduced bit for bit: with 2
+    threads, torch's float32 dbias equals each thread summing its half of the rows serially in
+    bf16 (fp16) and the two buffers added in float32; over 4096 rows of 64 its relative error is
+    3.9e-2 (bf16) and 6.0e-3 (fp16), against 5.5e-8 for the same data in float32. Strict fails
+    22 of the 24 golden fp16/bf16 layer_norm cases (dbias up to 1.1e4 x the bound); stats_d passes
+    all of them.
+  - batch_norm, instance_norm, group_norm: stats_d. With float32 parameters (or float32 running
+    statistics) torch's mixed kernels pass strict (every golden and random affine case), but a
+    parameter-free call runs the all-d kernel, whose mean/rstd are rounded to the case dtype
+    (finding 2): strict fails it (random: 1.2e3 x bound for bf16 batch_norm y, 80-1.6e3 x for the
+    others; golden instance_norm/normal_noaffine_bf16_2x2x8x8 and
+    group_norm/normal_noaffine_g2_bf16_2x8x4x4), stats_d passes. A contract is per (op, dtype),
+    so the weaker one is declared. In the "case" layout every call is all-d: stats_d passes the
+    golden layer/group_norm cases except the fp16 eps=1e-12 overflow above; batch_norm and
+    instance_norm still fail on their RUNNING STATISTICS (torch updates them with case-dtype tensor
+    arithmetic, reproduced bit for bit in bf16 as rd(rd(rd(1 - m) * rv) + rd(rd(m) * rd(var * n /
+    (n - 1)))), about one bf16 ulp off, finding 4; no contract covers that - reported, not
+    accepted) and instance_norm's parameter gradients in eval mode (torch sums the N per-instance
+    copies in the case dtype, which stats_d allows by its definition, but the checker's eval-path
+    bound, bounds/standardize.py affine_bounds, does not model d-dtype accumulators yet).
+  - weight_norm: stats_d. dim=0 and the last axis use torch's fused kernel (strict passes); dim=None
+    and middle axes use the composite v * (g / norm_except_dim(v)), whose norm is rounded to the
+    case dtype: strict fails (up to 4.9e3 x), stats_d passes.
+  - lp_normalize: epi_d. F.normalize is a composite: ||x|| is rounded to the case dtype, then the
+    division, and autograd's backward rounds every intermediate; stats_d fails (up to 6 x on
+    grad x), epi_d passes - except where ||x|| overflows fp16 (e.g. 128 values of 1e4) and y
+    becomes 0: a defect no contract accepts.
+  - local_response_norm: epi_d. F.local_response_norm is a composite of tensor ops each rounding to
+    the case dtype (x*x, the window average, *alpha + k, **beta, the division); stats_d fails (up
+    to 1.4 x), epi_d passes - except where x*x overflows fp16 (|x| >= 256: y becomes 0), a defect.
+    On CPU, 4-D and higher fp16/bf16 inputs raise NotImplementedError ("avg_pool3d_out_frame" not
+    implemented for 'Half'/'BFloat16'): a torch limitation, raised as a case error.
+
+torch defects found while measuring (raised, never worked around):
+* group_norm backward with weight=None and a bias raises "tensor does not have a device" on CPU
+  (native_group_norm_backward with an undefined gamma and the dbias output requested; F.group_norm
+  too). Golden group_norm/normal_noweight_g3_f32_3x6x7 is an error for that reason.
+* torch._weight_norm with v.shape[dim] == 0 kills the process with SIGFPE (guarded above).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from fractions import Fraction
+from typing import Mapping
+
+import numpy as np
+
+from ... import registry
+from ...spec import DEFAULT, REQUIRED
+from .base import Call, Contract, Returned
+
+DTYPES = ("float64", "float32", "float16", "bfloat16")
+LOW = ("float16", "bfloat16")
+SUPPORTED = ("batch_norm", "instance_norm", "layer_norm", "group_norm", "rms_norm", "local_response_norm",
+             "lp_normalize", "weight_norm")
+NO_TORCH = {
+    "mean_variance_norm": "torch has no native mean_variance_norm; ONNX MeanVarianceNormalization has no torch "
+                          "op (it would have to be composed from torch.mean/var, a re-implementation)",
+    "weight_standardization": "torch has no native weight_standardization; torch.nn has no such layer (timm and "
+                              "BiT compose it from batch_norm or mean/var, a re-implementation)",
+    "min_max_scale": "torch has no native min_max_scale; there is no torch op for (x - min) / (max - min) "
+                     "(composing amin/amax would be a re-implementation)",
+    "z_score": "torch has no native z_score; there is no torch op for (x - mean) / std with ddof "
+               "(composing mean/std would be a re-implementation)",
+    "unified_norm": "torch has no native unified_norm; UnifiedNorm exists only as third-party modules, "
+                    "not as a torch op",
+}
+# the inputs of each op that are activations (case dtype in every layout); the others are parameters
+ACTIVATIONS = {"weight_norm": ("v", "g")}
+# the contract of float16/bfloat16 calls (module docstring, "Contracts"); unlisted ops: strict
+LOW_CONTRACT = {"batch_norm": "stats_d", "instance_norm": "stats_d", "group_norm": "stats_d",
+                "layer_norm": "stats_d", "weight_norm": "stats_d", "lp_normalize": "epi_d",
+                "local_response_norm": "epi_d"}
+RMS_EPS_NONE = float(np.finfo(np.float64).eps)   # refnorm's eps=None for rms_norm, whatever the dtype
+CUDA_UNAVAILABLE = "CUDA is not available on this machine (torch.cuda.is_available() is False)"
+ONNX_TRAINING = ("batch_norm convention='onnx' in training is not expressible in torch: ONNX's running_var "
+                 "stores the biased batch variance, torch's the unbiased one (var * n / (n - 1)), and no torch "
+                 "option changes that")
+
+
+class Refused(ValueError):
+    """The adapter refuses a call (torch's own Python-level argument checks, inputs that would crash the
+    process) or cannot translate torch's answer back; the message says why."""
+
+
+def _import_torch():
+    try:
+        import torch
+    except ImportError as e:             # pragma: no cover - depends on the environment
+        raise RuntimeError(f"torch is not installed ({e}); pip install torch==2.13.0") from e
+    return torch
+
+
+def onnx_momentum_to_torch(m_onnx) -> float | None:
+    """torch's momentum for ONNX's m (the weight of the OLD value): 1 - m, when that is exact in float64
+    (so that torch's (1 - momentum) is m again); None when it is not exactly expressible."""
+    m = float(m_onnx)
+    t = 1.0 - m
+    if Fraction(t) == 1 - Fraction(m) and Fraction(1.0 - t) == Fraction(m):
+        return t
+    return None
+
+
+def _config(op: str, config: Mapping) -> dict:
+    spec = registry.get(op)
+    unknown = [k for k in config if k not in spec.options]
+    if unknown:
+        raise KeyError(f"{op}: unknown option(s) {', '.join(map(repr, unknown))}; "
+                       f"expected: {', '.join(spec.options)}")
+    cfg = {**spec.options, **dict(config)}
+    missing = [k for k, v in cfg.items() if v is REQUIRED]
+    if missing:
+        raise KeyError(f"{op}: missing required option(s) {', '.join(map(repr, missing))}")
+    return cfg
+
+
+def _int_list(v) -> list[int]:
+    return [int(v)] if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else [int(s) for s in v]
+
+
+class TorchBackend:
+    """torch's normalization ops on ``device`` (module docstring)."""
+
+    def __init__(self, device: str = "cpu", param_dtype: str = "float32"):
+        if device not in ("cpu", "cuda"):
+            raise ValueError(f"device {device!r}: expected 'cpu' or 'cuda'")
+        if param_dtype not in ("float32", "case"):
+            raise ValueError(f"param_dtype {param_dtype!r}: expected 'float32' or 'case'")
+        self.device = device
+        self.param_dtype = param_dtype
+        self.name = f"torch-{device}" if param_dtype == "float32" else f"torch-{device}-caseparams"
+
+    # ------------------------------------------------------------------ protocol
+    def available(self) -> str | None:
+        try:
+            import torch
+        except ImportError as e:
+            return f"torch is not installed ({e}); pip install torch==2.13.0"
+        if self.device == "cuda" and not torch.cuda.is_available():
+            return CUDA_UNAVAILABLE
+        return None
+
+    def supports(self, call: Call) -> str | None:
+        """The protocol's check: the configuration (``supports_config``) and the shapes."""
+        reason = self.supports_config(call.op, call.dtype, call.config, call.training)
+        if reason:
+            return reason
+        x = call.inputs.get("x")
+        if (call.op == "local_response_norm" and self.device == "cpu" and call.dtype in LOW
+                and x is not None and np.ndim(x) >= 4):
+            return (f"torch CPU has no {call.dtype} avg_pool3d, which F.local_response_norm uses for inputs "
+                    "with 4 or more dimensions (NotImplementedError: avg_pool3d_out_frame)")
+        return None
+
+    def supports_config(self, op: str, dtype: str, config: Mapping, training: bool) -> str | None:
+        """Whether torch has this (op, dtype, configuration), whatever the shapes."""
+        if op not in registry.names():
+            return f"unknown op {op!r}"
+        if op in NO_TORCH:
+            return NO_TORCH[op]
+        if dtype not in DTYPES:
+            return f"dtype {dtype!r}: the torch backend handles {', '.join(DTYPES)}"
+        try:
+            cfg = _config(op, config)
+        except KeyError as e:
+            return str(e.args[0])
+        if op == "batch_norm":
+            if cfg["convention"] == "onnx":
+                if training:
+                    m = 0.9 if cfg["momentum"] is DEFAULT else cfg["momentum"]
+                    if isinstance(m, (int, float)) and not isinstance(m, bool) and onnx_momentum_to_torch(m) is None:
+                        return (f"{ONNX_TRAINING}; besides, ONNX momentum {m!r} has no exact torch equivalent "
+                                f"(1 - {m!r} is not exact in float64)")
+                    return ONNX_TRAINING
+            elif training and isinstance(cfg["eps"], (int, float)) and cfg["eps"] <= 0:
+                return (f"F.batch_norm refuses eps={cfg['eps']!r} in training "
+                        "('batch_norm eps must be positive during training')")
+        elif op == "rms_norm":
+            if cfg["eps_placement"] != "inside":
+                return (f"rms_norm eps_placement={cfg['eps_placement']!r}: torch's rms_norm has eps inside the "
+                        "sqrt only (1 / (rms + eps) is not in torch)")
+            if float(cfg["weight_offset"]) != 0.0:
+                return (f"rms_norm weight_offset={cfg['weight_offset']!r}: torch's rms_norm scales by the weight "
+                        "itself; a (offset + weight) scale (Gemma) is not in torch")
+        elif op == "local_response_norm":
+            if cfg["window"] == "onnx" and int(cfg["size"]) % 2 == 0:
+                return (f"local_response_norm window='onnx' with even size={cfg['size']}: torch's window "
+                        "[c - size//2, c + (size-1)//2] is one channel lower than ONNX's; they agree for odd "
+                        "size only")
+        elif op == "lp_normalize":
+            if cfg["zero_rule"] == "onnx":
+                return ("lp_normalize zero_rule='onnx': F.normalize divides by max(norm, eps); no eps gives "
+                        "ONNX's rule (eps=0: NaN on an all-zero slice; eps > 0: changes slices with "
+                        "0 < norm < eps, and dx = dy/eps instead of 0 on an all-zero slice)")
+        elif op == "weight_norm":
+            d = cfg["dim"]
+            if d is not None and not isinstance(d, bool) and isinstance(d, (int, np.integer)) and d == -1:
+                return ("weight_norm dim=-1 is refused by refnorm (torch reads it as the whole tensor, NumPy as "
+                        "the last axis); use dim=None or dim=v.ndim - 1")
+        return None
+
+    def contract(self, call: Call) -> Contract:
+        """Measured on torch 2.13 CPU (module docstring)."""
+        return self.contract_for(call.op, call.dtype, call.inputs, call.state, call.config)
+
+    def contract_for(self, op: str, dtype: str, inputs=(), state=(), config=None) -> Contract:
+        """The contract of one call. Reduction: "serial" for lp_normalize and weight_norm (torch CPU's
+        vector_norm / _weight_norm sum in 8 AVX2 lanes, each serially over n/8 terms: 344 u at
+        n = 65536, beyond the block model), "block" otherwise. Kind: module docstring; batch_norm,
+        group_norm and instance_norm in float16/bfloat16 are "strict" when float32 parameters or
+        running statistics make torch pick its mixed-dtype kernel, "stats_d" otherwise."""
+        red = "serial" if op in ("lp_normalize", "weight_norm") else "block"
+        if dtype not in LOW:
+            return Contract("strict", red)
+        kind = LOW_CONTRACT.get(op, "strict")
+        if op in ("batch_norm", "group_norm", "instance_norm") and self.param_dtype == "float32":
+            has_params = any(k in inputs for k in ("weight", "bias"))
+            has_stats = op == "batch_norm" and "running_mean" in state
+            if has_params or has_stats:
+                kind = "strict"
+        if op == "weight_norm":
+            dim = (config or {}).get("dim", 0)
+            v = inputs.get("v") if hasattr(inputs, "get") else None
+            if v is not None and dim is not None and dim in (0, np.ndim(v) - 1):
+                kind = "strict"      # the fused kernel: float32 internals, one rounding
+        return Contract(kind, red)
+
+    def run(self, call: Call) -> Returned:
+        reason = self.available()
+        if reason:
+            raise RuntimeError(f"{self.name} is not available: {reason}")
+        reason = self.supports(call)
+        if reason:
+            raise ValueError(f"{self.name} does not support this call: {reason}")
+        torch = _import_torch()
+        spec = registry.get(call.op)
+        cfg = _config(call.op, call.config)
+        unknown = [k for k in call.inputs if k not in spec.inputs]
+        if unknown:
+            raise KeyError(f"{call.op}: unknown input(s) {unknown}; expected {spec.inputs}")
+        missing = [k for k in spec.required if k not in call.inputs]
+        if missing:
+            raise KeyError(f"{call.op}: missing required input(s) {missing}")
+        bad = [k for k in call.state if k not in spec.state]
+        if bad:
+            raise KeyError(f"{call.op}: unknown state {bad}; expected {spec.state or '(none)'}")
+        bad = [k for k in call.cotangents if k not in spec.differentiable]
+        if bad:
+            raise KeyError(f"{call.op}: cotangents for {bad}; differentiable outputs: {spec.differentiable}")
+
+        act_dt = _torch_dtype(torch, call.dtype)
+        par_dt = torch.float32 if (self.param_dtype == "float32" and call.dtype in LOW) else act_dt
+        acts = ACTIVATIONS.get(call.op, ("x",))
+        want_grad = bool(call.cotangents)
+        leaves = {}
+        for k, a in call.inputs.items():
+            t = _to_torch(torch, f"input {k!r}", a, act_dt if k in acts else par_dt, self.device)
+            if want_grad:
+                t.requires_grad_(True)
+            leaves[k] = t
+        state = {}
+        for k, a in call.state.items():
+            if k in spec.integer_state:
+                arr = np.asarray(a)
+                if arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
+                    raise ValueError(f"{call.op}: state {k!r} must hold whole numbers, got {arr!r}")
+                state[k] = torch.tensor(arr.astype(np.int64), dtype=torch.int64, device=self.device)
+            else:
+                state[k] = _to_torch(torch, f"state {k!r}", a, par_dt, self.device)
+
+        with warnings.catch_warnings():
+            # F.rms_norm warns that fp16/bf16 input with a float32 weight cannot use its fused kernel:
+            # expected in the float32-parameter layout (the composite path is torch's mixed-dtype rms_norm)
+            warnings.filterwarnings("ignore", message="Mismatch dtype between input and weight")
+            try:
+                outputs, new_state = getattr(self, "_" + call.op)(torch, leaves, cfg, state, call.training)
+            except Refused:
+                raise
+            except Exception as e:
+                raise RuntimeError(f"torch's forward of {call.op} raised {type(e).__name__}: {e}") from e
+            dkey = spec.differentiable[0]
+            grads = {}
+            if want_grad:
+                out = outputs[dkey]
+                if dkey not in call.cotangents:
+                    raise KeyError(f"{call.op}: cotangents given without one for the differentiable output {dkey!r}")
+                cot = _to_torch(torch, f"cotangent {dkey!r}", call.cotangents[dkey], out.dtype, self.device)
+                if tuple(cot.shape) != tuple(out.shape):
+                    raise ValueError(f"{call.op}: cotangent {dkey!r} has shape {tuple(cot.shape)}; torch's output "
+                                     f"has shape {tuple(out.shape)}")
+                names = list(leaves)
+                # materialize_grads: an input the output does not depend on gets torch's zero gradient
+                try:
+                    res = torch.autograd.grad([out], [leaves[k] for k in names], [cot], allow_unused=True,
+                                              materialize_grads=True)
+                except Exception as e:
+                    raise RuntimeError(f"torch's backward of {call.op} (gradients of {', '.join(names)}) raised "
+                                       f"{type(e).__name__}: {e}") from e
+                grads = {k: _to_numpy(torch, g) for k, g in zip(names, res)}
+        return Returned({k: _to_numpy(torch, v) for k, v in outputs.items()}, grads,
+                        {k: _to_numpy(torch, v) for k, v in new_state.items()})
+
+    # ------------------------------------------------------------------ ops
+    # each returns (outputs: name -> tensor, new state: name -> tensor); gradients are taken with respect
+    # to the leaf tensors built in run(), so they come back in the shapes the inputs were given in
+
+    def _batch_norm(self, torch, t, cfg, st, training):
+        x, w, b = t["x"], t.get("weight"), t.get("bias")
+        rm, rv, nbt = _running(torch, "batch_norm", st, self.device)
+        tracking = rm is not None
+        use_batch = training or not tracking          # nn.BatchNorm: no running stats -> batch stats
+        eps = float(cfg["eps"])
+        if use_batch:                                 # F.batch_norm's checks (native_batch_norm has none)
+            _verify_batch_size(list(x.shape))
+            if eps <= 0:
+                raise Refused(f"F.batch_norm refuses eps={eps!r} when batch statistics are used "
+                              "('batch_norm eps must be positive during training')")
+        factor = 0.0                                  # not read by torch unless it updates running stats
+        if training and tracking:
+            nbt = nbt + 1                             # nn.BatchNorm: num_batches_tracked.add_(1)
+            mom = cfg["momentum"]
+            if cfg["convention"] != "torch":          # supports() refuses onnx training
+                raise Refused(ONNX_TRAINING)
+            mom = 0.1 if mom is DEFAULT else mom
+            factor = 1.0 / float(nbt.item()) if mom is None else float(mom)
+        y, save_mean, save_rstd = torch.native_batch_norm(x, w, b, rm, rv, use_batch, factor, eps)
+        out = {"y": y}
+        if use_batch:                                 # eval: torch returns empty save_mean / save_invstd
+            out["mean"], out["rstd"] = save_mean, save_rstd
+        new = {"running_mean": rm, "running_var": rv, "num_batches_tracked": nbt} if tracking else {}
+        return out, new
+
+    def _instance_norm(self, torch, t, cfg, st, training):
+        import torch.nn.functional as F
+        x, w, b = t["x"], t.get("weight"), t.get("bias")
+        rm, rv, nbt = _running(torch, "instance_norm", st, self.device)
+        tracking = rm is not None
+        mom = cfg["momentum"]
+        mom = 0.0 if mom is None else float(mom)      # nn.InstanceNorm passes momentum=None as 0.0
+        y = F.instance_norm(x, rm, rv, w, b, use_input_stats=training or not tracking, momentum=mom,
+                            eps=float(cfg["eps"]))
+        new = {"running_mean": rm, "running_var": rv, "num_batches_tracked": nbt} if tracking else {}
+        return {"y": y}, new
+
+    def _layer_norm(self, torch, t, cfg, st, training):
+        x = t["x"]
+        ns = _int_list(cfg["normalized_shape"])
+        y, mean, rstd = torch.native_layer_norm(x, ns, t.get("weight"), t.get("bias"), float(cfg["eps"]))
+        k = len(ns)
+        want = tuple(x.shape[:x.dim() - k]) + (1,) * k
+        for name, s in (("mean", mean), ("rstd", rstd)):
+            if tuple(s.shape) != want:
+                raise Refused(f"torch.native_layer_norm returned {name} of shape {tuple(s.shape)}; "
+                                 f"refnorm's is {want}")
+        return {"y": y, "mean": mean, "rstd": rstd}, {}
+
+    def _group_norm(self, torch, t, cfg, st, training):
+        x = t["x"]
+        if x.dim() < 2:
+            raise Refused(f"F.group_norm: expected at least 2 dimensions for input tensor but received {x.dim()}")
+        G = int(cfg["num_groups"])
+        N, C = int(x.shape[0]), int(x.shape[1])
+        _verify_batch_size([N * C // G, G] + list(x.shape[2:]))          # F.group_norm's check
+        hxw = math.prod(int(s) for s in x.shape[2:])
+        y, mean, rstd = torch.native_group_norm(x, t.get("weight"), t.get("bias"), N, C, hxw, G, float(cfg["eps"]))
+        for name, s in (("mean", mean), ("rstd", rstd)):
+            if tuple(s.shape) != (N, G):
+                raise Refused(f"torch.native_group_norm returned {name} of shape {tuple(s.shape)}; "
+                                 f"refnorm's is {(N, G)}")
+        return {"y": y, "mean": mean, "rstd": rstd}, {}
+
+    def _rms_norm(self, torch, t, cfg, st, training):
+        import torch.nn.functional as F
+        eps = RMS_EPS_NONE if cfg["eps"] is None else float(cfg["eps"])
+        y = F.rms_norm(t["x"], _int_list(cfg["normalized_shape"]), t.get("weight"), eps=eps)
+        return {"y": y}, {}
+
+    def _local_response_norm(self, torch, t, cfg, st, training):
+        import torch.nn.functional as F
+        size = cfg["size"]
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
+            raise Refused(f"local_response_norm: size={size!r}; expected an int")
+        y = F.local_response_norm(t["x"], int(size), alpha=float(cfg["alpha"]), beta=float(cfg["beta"]),
+                                  k=float(cfg["k"]))
+        return {"y": y}, {}
+
+    def _lp_normalize(self, torch, t, cfg, st, training):
+        import torch.nn.functional as F
+        dim = cfg["dim"]
+        if isinstance(dim, (int, np.integer)) and not isinstance(dim, bool):
+            dim = int(dim)
+        else:
+            dim = tuple(int(d) for d in dim)
+        if dim == ():
+            raise Refused("lp_normalize: dim=[] (torch reads it as every axis; refnorm refuses it)")
+        y = F.normalize(t["x"], p=float(cfg["p"]), dim=dim, eps=float(cfg["eps"]))
+        return {"y": y}, {}
+
+    def _weight_norm(self, torch, t, cfg, st, training):
+        v, g = t["v"], t["g"]
+        dim = cfg["dim"]
+        nd = v.dim()
+        if dim is None:
+            tdim, keep = -1, ()                       # torch: dim=-1 is the whole tensor (v.norm())
+            flat = (1,) * nd
+        else:
+            if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not -nd <= dim < nd or dim == -1:
+                raise Refused(f"weight_norm: dim={dim!r} for v with {nd} dimensions")
+            tdim = int(dim) % nd
+            keep = tuple(int(s) if a == tdim else 1 for a, s in enumerate(v.shape))
+            flat = (int(v.shape[tdim]),)
+            if v.shape[tdim] == 0:
+                raise Refused(f"weight_norm: v.shape[{tdim}] == 0; torch 2.13's _weight_norm kills the process "
+                                 "with SIGFPE (or raises) on this input, so it is not called")
+        gshape = tuple(g.shape)
+        if gshape not in (keep, flat):
+            raise Refused(f"weight_norm: g has shape {gshape}; expected {keep} or {flat}")
+        gt = g.reshape(keep)                           # torch's weight_g layout; the gradient comes back in gshape
+        w = torch._weight_norm(v, gt, tdim)
+        return {"w": w}, {}
+
+
+# ---------------------------------------------------------------------- helpers
+def _verify_batch_size(size):
+    """torch.nn.functional._verify_batch_size (the check F.batch_norm and F.group_norm make)."""
+    prod = size[0]
+    for s in size[2:]:
+        prod *= s
+    if prod == 1:
+        raise Refused(f"Expected more than 1 value per channel when training, got input size {size} "
+                      "(the check F.batch_norm and F.group_norm make)")
+
+
+def _running(torch, op, st, device):
+    if not st:
+        return None, None, None
+    if not {"running_mean", "running_var"} <= set(st):
+        raise Refused(f"{op}: state needs both 'running_mean' and 'running_var', got {sorted(st)}")
+    nbt = st.get("num_batches_tracked")
+    if nbt is None:
+        nbt = torch.tensor(0, dtype=torch.int64, device=device)
+    if nbt.dim() != 0:
+        raise Refused(f"{op}: 'num_batches_tracked' has shape {tuple(nbt.shape)}; expected ()")
+    # fresh tensors: torch updates the running statistics in place
+    return st["running_mean"].clone(), st["running_var"].clone(), nbt.clone()
+
+
+def _torch_dtype(torch, name: str):
+    return {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
+            "bfloat16": torch.bfloat16}[name]
+
+
+def _to_torch(torch, what: str, a, dtype, device):
+    """A fresh tensor holding exactly the values of NumPy array ``a``, in ``dtype`` (never a rounding)."""
+    a = np.asarray(a)
+    name = a.dtype.name
+    if name == "bfloat16":
+        src = torch.from_numpy(np.array(a.astype(np.float32), copy=True)).to(torch.bfloat16)   # exact
+    elif name in ("float16", "float32", "float64"):
+        src = torch.from_numpy(np.array(a, copy=True))
+    else:
+        raise TypeError(f"{what} has dtype {a.dtype}; expected float64, float32, float16 or bfloat16")
+    t = src.to(dtype)
+    if t.dtype != src.dtype:
+        back = t.to(src.dtype)
+        same = (back == src) | (torch.isnan(back) & torch.isnan(src))
+        if not bool(same.all()):
+            raise ValueError(f"{what} ({src.dtype}) is not exactly representable in {dtype}; "
+                             "the adapter does not round inputs")
+    return t.to(device)
+
+
+def _to_numpy(torch, t) -> np.ndarray:
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes
+        return t.to(torch.float32).numpy().astype(ml_dtypes.bfloat16)     # exact both ways
+    return t.numpy().copy()

@@ -1,0 +1,50 @@
+"""`refnorm check --backend torch-cpu` on the whole golden set: torch CPU 2.13 is a correct backend
+except for its documented defects (known_failures/torch-cpu.txt), so the check must pass with them
+as expected failures, and must fail without that list (the defects are real, not hidden)."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+
+from refnorm.cli import main  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOLDEN = os.path.join(ROOT, "golden")
+KNOWN = os.path.join(ROOT, "known_failures", "torch-cpu.txt")
+
+
+def test_torch_cpu_passes_every_supported_case_but_its_known_defects(tmp_path, capsys):
+    out = tmp_path / "torch.json"
+    rc = main(["check", "--backend", "torch-cpu", "--golden", GOLDEN, "--expect-failures", KNOWN,
+               "--json", str(out), "--no-progress"])
+    text = capsys.readouterr().out
+    assert rc == 0, text[-3000:]
+    s = json.loads(out.read_text())["summary"]
+    assert s["failed"] == 0 and s["errors"] == 0
+    assert s["passed"] >= 350, s                       # every op torch has, all four dtypes
+    assert s["expected_failures"] == 8, s
+
+
+def test_torch_cpu_defects_fail_without_the_list(capsys):
+    ids = [line.split()[0] for line in open(KNOWN) if line.strip() and not line.startswith("#")]
+    args = ["check", "--backend", "torch-cpu", "--golden", GOLDEN, "--no-progress"]
+    for i in ids:
+        args += ["--case", i]
+    assert main(args) == 1
+    text = capsys.readouterr().out
+    assert text.count("FAILED ") + text.count("ERROR ") == len(ids)
+
+
+def test_a_stale_expected_failure_fails(tmp_path, capsys):
+    f = tmp_path / "known.txt"
+    f.write_text("layer_norm/normal_f32_6x100  pretend this is broken\n")
+    rc = main(["check", "--backend", "torch-cpu", "--golden", GOLDEN, "--case", "layer_norm/normal_f32_6x100",
+               "--expect-failures", str(f), "--no-progress"])
+    assert rc == 1 and "but passed: remove it" in capsys.readouterr().out
+    f.write_text("layer_norm/not_a_case  x\n")
+    assert main(["check", "--backend", "torch-cpu", "--golden", GOLDEN, "--expect-failures", str(f),
+                 "--no-progress"]) == 2

@@ -1,0 +1,65 @@
+"""Issue 5: every pitfall of ../shared/PITFALLS.md that applies to a covered op, planted in an otherwise
+correct backend, fails the check.
+
+* the otherwise-correct backend (tests/planted/emulated.py: an emulated fused float32 kernel) passes
+  every golden case of its ops: no failure, no error;
+* each planted pitfall (tests/planted/pitfalls.py), run on the golden cases of the op(s) it applies
+  to, fails at least one of them; the rows the golden set cannot catch today are asserted NOT caught
+  (so this file notices when the golden set grows), and the golden case proposed for them is built
+  in a scratch directory and shown to catch the mutation without failing the correct backend;
+* every PITFALLS row is classified exactly once (planted or not applicable).
+
+The table of which case caught which: docs/pitfall_detection.md (python tests/planted/report.py).
+"""
+from __future__ import annotations
+
+import pytest
+
+from planted import report
+from planted.emulated import MUTATIONS, OPS
+from planted.pitfalls import ALL_ROWS, NOT_APPLICABLE, PLANTED, SUPPLEMENTARY, all_planted, pairs
+
+PAIRS = pairs()
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_emulated_backend_passes_every_golden_case_of_its_ops(op):
+    o = report.run(None, op)
+    bad = [(c.id, c.status, c.message[:200]) for c in o.cases if c.status != "passed"]
+    assert not bad, bad
+    assert len(o.cases) > 20
+    assert max(c.ratio for c in o.cases) <= 1.0
+
+
+@pytest.mark.parametrize("planted,op", PAIRS, ids=[f"{p.pitfall_id}-{p.mutation}-{op}" for p, op in PAIRS])
+def test_planted_pitfall_fails_the_check(planted, op):
+    o = report.run(planted.mutation, op)
+    assert o.judged, f"no golden case of {op} was judged"
+    if planted.caught:
+        assert o.caught, (f"{planted.pitfall_id} ({planted.mutation}) planted in {op} passes all "
+                          f"{len(o.judged)} golden cases of {op}")
+        assert any(c.status == "failed" for c in o.caught) or planted.mutation == "dx_into_dy", \
+            [(c.id, c.status, c.message[:120]) for c in o.caught[:3]]
+    else:
+        assert not o.caught, (f"{planted.pitfall_id} is now caught by {o.first.id}: mark it caught=True in "
+                              "tests/planted/pitfalls.py and regenerate docs/pitfall_detection.md")
+
+
+PROPOSED = [p for p in all_planted() if p.proposal is not None]
+
+
+@pytest.mark.parametrize("planted", PROPOSED, ids=[p.pitfall_id for p in PROPOSED])
+def test_proposed_golden_case_exposes_the_missed_pitfall(planted, tmp_path):
+    cid, good, bad = report.proposal_outcome(planted, str(tmp_path / "golden"))
+    assert good.status == "passed", (cid, good.message)
+    assert bad.status in report.CAUGHT, (cid, bad.status, bad.message)
+
+
+def test_every_pitfalls_row_is_classified_once():
+    planted = {p.pitfall_id for p in PLANTED}
+    assert not planted & set(NOT_APPLICABLE)
+    assert planted | set(NOT_APPLICABLE) == set(ALL_ROWS)
+    for p in all_planted():
+        assert p.mutation in MUTATIONS and p.ops and set(p.ops) <= set(OPS), p
+        assert p.caught or p.why_not, p
+    assert {p.pitfall_id for p in SUPPLEMENTARY}.isdisjoint(ALL_ROWS)
