@@ -290,7 +290,12 @@ def _group_norm_rows():
              group_norm("mean1e3", "float64", (2, 6, 4, 5), groups=1, why="G = 1: layer norm over (C, *)"),
              group_norm("normal", "bfloat16", (2, 5, 3, 4), groups=5, why="G = C: instance norm"),
              group_norm("outlier", "float16", (4, 6, 9, 1), groups=3,
-                        why="W = 1 with H > 1: backward means over H*W, not W (F15)")]
+                        why="W = 1 with H > 1: backward means over H*W, not W (F15)"),
+             group_norm("const", "float32", (1, 1, 256, 257), groups=1,
+                        why="one constant group of 65792 values: correlated rounding errors of a serial "
+                            "fp32 sum (A11)"),
+             group_norm("normal", "float32", (130, 64, 2, 2), groups=16,
+                        why="N > 128 and C > 32: the wave64 dgamma path (F14)")]
     return rows
 
 
@@ -350,6 +355,8 @@ def _rms_norm_rows():
              rms_norm("zero", "float32", (3, 10), eps=1e-6, why="all-zero rows: y = 0, dx = g / sqrt(eps)"),
              rms_norm("normal", "float16", (4, 128), tag="gemma", weight_offset=1.0,
                       why="Gemma: x * rstd * (1 + weight) (D01, D02, D04)"),
+             rms_norm("normal", "bfloat16", (260, 64), tag="gemma", weight_offset=1.0,
+                      why="Gemma in bfloat16: (1 + weight) rounded to bfloat16 (D01, D04: 3.1406 + 1 -> 4.125)"),
              rms_norm("normal", "bfloat16", (6, 100), eps=0.3, tag="outside", eps_placement="outside",
                       why="eps outside the sqrt (B01)"),
              rms_norm("std1e-3", "float32", (6, 100), eps=1e-5, tag="outside", eps_placement="outside"),

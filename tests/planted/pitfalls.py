@@ -74,14 +74,7 @@ PLANTED = (
     P("A10", "the other reading of a padded block: the block length next_pow2(n) used as the divisor",
       "pow2_divisor", (LN, RMS)),
     P("A11", "per-group reduction accumulated naively (serially) in fp32 (GroupNorm CUDA vs CPU)",
-      "serial_acc", (GN,), caught=False,
-      why_not="at golden sizes a serial fp32 sum stays inside the block model's g(n) = 2 sqrt(n) + 2 "
-              "(its rounding errors are random-signed); it escapes only where they are correlated: "
-              "constant slices of many values. The golden group_norm constant cases have <= 70 values "
-              "per group (and the eps=1e-12 ones have vacuous bounds); the 65792-value case is mean1e3 "
-              "in float16 (0.5-spaced values, nearly exact partial sums)",
-      proposal=lambda: G.group_norm("const", "float32", (1, 1, 256, 257), groups=1,
-                                    why="one constant group of 65792 values: serial accumulation (A11)")),
+      "serial_acc", (GN,)),
     P("A12", "Welford partials merged with the nominal per-lane count (apex welford_mean_var_c_last; "
              "inferred: wrong when the per-lane counts are unequal)", "welford_merge_counts", (BN,)),
     # ------------------------------------------------------------------ B: eps
@@ -152,10 +145,7 @@ PLANTED = (
     P("F13", "gamma/beta backward partial sums: warp size 64 hard-coded on 32-wide hardware (inferred: "
              "half of each 64-row tile dropped)", "dgamma_warp32", (LN, RMS)),
     P("F14", "GroupNorm gamma/beta backward, wave64 WarpReduceSum sums two 32-wide tile columns (N > 128 "
-             "path)", "gn_wave64", (GN,), caught=False,
-      why_not="no golden group_norm case has N > 128 samples with C > 32 channels",
-      proposal=lambda: G.group_norm("normal", "float32", (130, 64, 2, 2), groups=16,
-                                    why="N > 128 and C > 32: the wave64 dgamma path (F14)")),
+             "path)", "gn_wave64", (GN,)),
     P("F15", "GroupNorm backward with hidden_size = dY.shape[-1]: W used where H*W belongs (Liger)", "gn_bwd_W",
       (GN,)),
     # ------------------------------------------------------------------ G: backward reductions, buffers
