@@ -48,3 +48,12 @@ def test_a_stale_expected_failure_fails(tmp_path, capsys):
     f.write_text("layer_norm/not_a_case  x\n")
     assert main(["check", "--backend", "torch-cpu", "--golden", GOLDEN, "--expect-failures", str(f),
                  "--no-progress"]) == 2
+
+
+def test_torch_cpu_with_case_dtype_parameters_passes_but_its_known_defects(capsys):
+    known = os.path.join(ROOT, "known_failures", "torch-cpu-caseparams.txt")
+    rc = main(["check", "--backend", "torch-cpu-caseparams", "--golden", GOLDEN, "--expect-failures", known,
+               "--no-progress"])
+    text = capsys.readouterr().out
+    assert rc == 0, text[-3000:]
+    assert "12 expected failures" in text

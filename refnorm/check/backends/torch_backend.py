@@ -289,6 +289,8 @@ class TorchBackend:
             has_stats = op == "batch_norm" and "running_mean" in state
             if has_params or has_stats:
                 kind = "strict"
+        if op in ("batch_norm", "instance_norm") and self.param_dtype == "case" and "running_mean" in state:
+            kind = "epi_d"   # running statistics updated with case-dtype tensor arithmetic (1 - momentum rounded)
         if op == "weight_norm":
             dim = (config or {}).get("dim", 0)
             v = inputs.get("v") if hasattr(inputs, "get") else None

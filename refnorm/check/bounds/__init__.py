@@ -56,7 +56,7 @@ def _channel_pb(x):
     return (1, x.shape[1]) + (1,) * (x.ndim - 2)
 
 
-def _running_update(rb, n_slice, n_inst, p, c, rm, rv, rm_new, rv_new, u, red):
+def _running_update(rb, n_slice, n_inst, p, c, rm, rv, rm_new, rv_new, u, red, contract="strict", dt="float64"):
     """Bounds of running_mean/var after rm' = (1-p) rm + p mean, rv' = (1-p) rv + p c var, where
     mean and var average ``n_inst`` slices of ``n_slice`` values each (rows of ``rb`` in channel-
     major order: row = instance * C + channel for instance norm, row = channel for batch norm)."""
@@ -71,6 +71,15 @@ def _running_update(rb, n_slice, n_inst, p, c, rm, rv, rm_new, rv_new, u, red):
     E_rm = u * (gsum * p * Sv + 4 * (np.abs((1 - p) * rm) + np.abs(p) * mu + np.abs(rm_new)))
     E_rv = u * (gsum * abs(p) * c * vk + 4 * (abs(p) * c * var + np.abs((1 - p) * rv) + np.abs(rv_new))) \
         + (gsum * u) ** 2 * abs(p) * c * Sv ** 2
+    if contract in ("stats_d", "epi_d"):
+        # the batch mean and variance held in the case dtype, the variance about the rounded mean
+        ud = UNIT_ROUNDOFF[dt]
+        E_rm = E_rm + ud * 2 * np.abs(p) * mu
+        E_rv = E_rv + ud * 4 * abs(p) * c * var + 2 * ud ** 2 * abs(p) * c * mu ** 2
+        if contract == "epi_d":
+            # the update's own arithmetic in the case dtype ((1 - p) rounded, products, the sum)
+            E_rm = E_rm + 2 * ud * 4 * (np.abs((1 - p) * rm) + np.abs(p) * mu + np.abs(rm_new))
+            E_rv = E_rv + 2 * ud * 4 * (abs(p) * c * var + np.abs((1 - p) * rv) + np.abs(rv_new))
     return E_rm, E_rv
 
 
@@ -122,7 +131,7 @@ def _batch_like(op, x, cfg, w, b, dy, st, training, ref_state, u, red, contract,
             p = 0.0 if mom is None else float(mom)
             c = n_slice / (n_slice - 1) if n_slice > 1 else 1.0
         E_rm, E_rv = _running_update(rb, n_slice, n_inst, p, c, rm, rv, ref_state["running_mean"],
-                                     ref_state["running_var"], u, red)
+                                     ref_state["running_var"], u, red, contract, dt)
         sb = {"running_mean": E_rm, "running_var": E_rv}
         if "num_batches_tracked" in st:
             sb["num_batches_tracked"] = np.zeros(np.shape(st["num_batches_tracked"]))

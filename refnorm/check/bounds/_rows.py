@@ -27,7 +27,7 @@ Contract extensions (u_d, eta_d of the case dtype; D = r(|mu| + eta_d/u_d) + |xh
     stats_d adds  y: 2u_d|w|D + 2u_d^2|w|(|xh|+1)Kmu^2
                   dx: 2u_d(r(|B|D + |xh| mean(|gw|D)) + |dx|) + 2u_d^2(|dx| + r(|B|+Ag)(|xh|+1))Kmu^2
                   T_w: u_d(2|g|D + g(m)|g xh|) + 2u_d^2|g|(|xh|+1)Kmu^2,  T_b: u_d g(m)|g|
-                  mean: 2u_d|mu|,  rstd: 2u_d r
+                  mean: 2u_d|mu|,  rstd: 2u_d r + 2u_d^2 r Kmu^2
     epi_d adds, on top of stats_d, 2u_d times each bracket multiplied by 4 above, plus 2 eta_d(1+|w|).
 """
 from __future__ import annotations
@@ -122,7 +122,7 @@ def row_bounds(x, w=None, b=None, g=None, *, eps, u, reduction, m_param=1, cente
         if lowp:
             E_y = E_y + 2 * ud * aw * D + 2 * ud ** 2 * aw * (axh + 1) * Kmu ** 2
             E_mean = E_mean + 2 * ud * np.abs(mu)
-            E_rstd = E_rstd + 2 * ud * r
+            E_rstd = E_rstd + 2 * ud * r + 2 * ud ** 2 * r * Kmu ** 2   # variance about the d-rounded mean
             if contract == "epi_d":
                 E_y = E_y + 2 * ud * (aw * kap + ab + np.abs(y)) + 2 * eta * (1 + aw)
     return RowBounds(E_y, E_dx, t_w, t_b, E_mean[:, 0], E_rstd[:, 0], S[:, 0], K[:, 0], var[:, 0], mu[:, 0])

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..precision import gamma
+from ..precision import UNIT_ROUNDOFF, gamma
 from ._rows import row_bounds
 
 
@@ -89,6 +89,7 @@ def affine_bounds(x, scale_rows, shift_rows, weight_b, bias_b, dy, rm_b, rv_b, e
 
     E_y  = u[4(|w| r (|x| + |rm|) + |b| + |y|) + 3|w||x - rm| r]   (rsqrt: 3 roundings, relative)
     E_dx = u 6 |dy w| r          E_dw = u(g(m) + 6) sum|dy| r |x - rm|      E_db = u g(m) sum|dy|
+    stats_d/epi_d add 2 u_d (|w xh| + |y|) to E_y and u_d g(m) sum|...| to E_dw, E_db (accumulators in d).
     """
     with np.errstate(all="ignore"):
         r = 1.0 / np.sqrt(rv_b + eps)
@@ -98,7 +99,6 @@ def affine_bounds(x, scale_rows, shift_rows, weight_b, bias_b, dy, rm_b, rv_b, e
         y = xh * (1.0 if weight_b is None else weight_b) + (0.0 if bias_b is None else bias_b)
         E_y = u * (4 * (aw * r * (np.abs(x) + np.abs(rm_b)) + ab + np.abs(y)) + 3 * aw * np.abs(xh))
         if contract in ("stats_d", "epi_d"):
-            from ..precision import UNIT_ROUNDOFF
             E_y = E_y + 2 * UNIT_ROUNDOFF[case_dtype] * (aw * np.abs(xh) + np.abs(y))
         out = {"y": E_y}
         grads = {}
@@ -106,9 +106,12 @@ def affine_bounds(x, scale_rows, shift_rows, weight_b, bias_b, dy, rm_b, rv_b, e
             grads["x"] = u * 6 * np.abs(dy) * aw * r
             axes = tuple(i for i, (p, s) in enumerate(zip(pshape_bcast, x.shape)) if p == 1 and s != 1)
             m = max(1, math.prod(x.shape[i] for i in axes))
+            # stats_d: the parameter-gradient accumulators may be held in the case dtype (u_d g(m))
+            ud = UNIT_ROUNDOFF[case_dtype] if contract in ("stats_d", "epi_d") else 0.0
             if weight_b is not None:
-                grads["weight"] = (u * (gamma(m, reduction) + 6) * np.abs(dy) * np.abs(xh)).sum(
-                    axis=axes, keepdims=True).reshape(pshape_w)
+                grads["weight"] = ((u * (gamma(m, reduction) + 6) + ud * gamma(m, reduction)) * np.abs(dy)
+                                   * np.abs(xh)).sum(axis=axes, keepdims=True).reshape(pshape_w)
             if bias_b is not None:
-                grads["bias"] = (u * gamma(m, reduction) * np.abs(dy)).sum(axis=axes, keepdims=True).reshape(pshape_b)
+                grads["bias"] = ((u + ud) * gamma(m, reduction) * np.abs(dy)).sum(
+                    axis=axes, keepdims=True).reshape(pshape_b)
     return out, grads
