@@ -38,7 +38,9 @@ def test_planted_pitfall_fails_the_check(planted, op):
     if planted.caught:
         assert o.caught, (f"{planted.pitfall_id} ({planted.mutation}) planted in {op} passes all "
                           f"{len(o.judged)} golden cases of {op}")
-        assert any(c.status == "failed" for c in o.caught) or planted.mutation == "dx_into_dy", \
+        # dx_into_dy writes into its inputs and dgamma_shape_huge_m returns a wrong shape: both are errors
+        assert any(c.status == "failed" for c in o.caught) or planted.mutation in ("dx_into_dy",
+                                                                                  "dgamma_shape_huge_m"), \
             [(c.id, c.status, c.message[:120]) for c in o.caught[:3]]
     else:
         assert not o.caught, (f"{planted.pitfall_id} is now caught by {o.first.id}: mark it caught=True in "
@@ -48,8 +50,12 @@ def test_planted_pitfall_fails_the_check(planted, op):
 PROPOSED = [p for p in all_planted() if p.proposal is not None]
 
 
-@pytest.mark.parametrize("planted", PROPOSED, ids=[p.pitfall_id for p in PROPOSED])
+@pytest.mark.parametrize("planted", PROPOSED or [None], ids=[p.pitfall_id for p in PROPOSED] or ["none-pending"])
 def test_proposed_golden_case_exposes_the_missed_pitfall(planted, tmp_path):
+    if planted is None:      # every proposal went into the golden set: the misses left are explained
+        missed = [p for p in all_planted() if not p.caught]
+        assert all(p.why_not and p.proposal is None for p in missed), missed
+        return
     cid, good, bad = report.proposal_outcome(planted, str(tmp_path / "golden"))
     assert good.status == "passed", (cid, good.message)
     assert bad.status in report.CAUGHT, (cid, bad.status, bad.message)

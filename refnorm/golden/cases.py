@@ -210,7 +210,10 @@ def _layer_norm_rows():
     rows = grid(layer_norm, LAYER_NORM_SHAPES)
     rows += [layer_norm("normal", "float32", (2, 3, 5, 6), k=2, why="4-D input, normalized_shape of 2 dims"),
              layer_norm("mean1e3", "bfloat16", (3, 4, 2, 5, 3), k=3, why="5-D input, 3 normalized dims"),
-             layer_norm("normal", "float64", (3, 1), why="one value per row: y = bias")]
+             layer_norm("normal", "float64", (3, 1), why="one value per row: y = bias"),
+             layer_norm("normal", "float16", (65537, 2), why="more than 65536 rows (F09: grid limits)"),
+             layer_norm("normal", "float16", (65537, 1, 2), k=2,
+                        why="more than 65536 rows with a 2-D normalized_shape (F12: dgamma shape)")]
     return rows
 
 
