@@ -7,8 +7,9 @@
     refnorm derive NAME [--format text|markdown|latex] [--prove]
     refnorm derive --all (--write | --check) [--dir derivations]
     refnorm golden build [DIR]
-    refnorm check --backend NAME [--ops OP...] [--dtypes DT...] [--case ID]... [--golden DIR]
-                  [--json FILE] [--timeout S] [--no-progress] [--expect-failures FILE]
+    refnorm check --backend NAME|package.module:attr [--ops OP...] [--dtypes DT...] [--case ID]...
+                  [--golden DIR] [--json FILE] [--junit-xml FILE] [--report DIR] [--timeout S]
+                  [--no-progress] [--expect-failures FILE]
     refnorm golden verify [DIR] [--exact] [--op NAME]...
 
 Exit status: 0 on success, 1 when a check fails (check, derive --check, golden verify), 2 for bad
@@ -234,8 +235,11 @@ def _cmd_check(args):
         print(f"refnorm check: backend {args.backend} is unavailable: {reason}", file=sys.stderr)
         return 3
     golden_dir = args.golden or default_golden_dir()
-    if args.json:
-        _check_writable(args.json)
+    for flag, path in (("--json", args.json), ("--junit-xml", args.junit_xml)):
+        if path:
+            _check_writable(path, flag)
+    if args.report:
+        _check_report_dir(args.report)
     progress = None if args.no_progress else _progress(sys.stderr)
     expected = None
     if args.expect_failures:
@@ -251,6 +255,9 @@ def _cmd_check(args):
     sk = R.skips(report)
     if sk:
         print(sk)
+    wn = R.warnings(report)
+    if wn:
+        print(wn)
     fl = R.failures(report, args.backend, args.golden)
     if fl:
         print(fl)
@@ -259,15 +266,36 @@ def _cmd_check(args):
         data = json.dumps(report.to_json(), indent=1).encode()
         _write_atomically(args.json, data)
         print(f"wrote {args.json}")
+    if args.junit_xml:
+        from .check.junit import junit_xml
+        _write_atomically(args.junit_xml, junit_xml(report, args.backend, args.golden))
+        print(f"wrote {args.junit_xml}")
+    if args.report:
+        from .check.markdown import SUMMARY, report_files
+        files, note = report_files(report, args.backend, args.golden)
+        os.makedirs(args.report, exist_ok=True)
+        for name, data in files.items():
+            _write_atomically(os.path.join(args.report, name), data)
+        if note:
+            print(f"refnorm check: --report: {note}; wrote only {os.path.join(args.report, SUMMARY)}", file=sys.stderr)
+        print(f"wrote {os.path.join(args.report, SUMMARY)}" + (f" and {len(files) - 1} plot(s)" if not note else ""))
     return 0 if report.ok else 1
 
 
-def _check_writable(path):
+def _check_writable(path, flag="--json"):
     d = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(d):
-        raise CLIError(f"--json {path!r}: directory {d!r} does not exist")
+        raise CLIError(f"{flag} {path!r}: directory {d!r} does not exist")
     if os.path.isdir(path):
-        raise CLIError(f"--json {path!r} is a directory, expected a file name")
+        raise CLIError(f"{flag} {path!r} is a directory, expected a file name")
+
+
+def _check_report_dir(path):
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise CLIError(f"--report {path!r} is a file, expected a directory (created if missing)")
+    if not os.path.isdir(parent):
+        raise CLIError(f"--report {path!r}: directory {parent!r} does not exist")
 
 
 def _write_atomically(path, data: bytes):
@@ -315,12 +343,17 @@ def build_parser():
     g.add_argument("--quiet", action="store_true", help="print only the summary")
     g.set_defaults(func=_cmd_golden)
     c = sub.add_parser("check", help="judge a backend on the golden cases within derived tolerances")
-    c.add_argument("--backend", required=True, help="numpy, torch-cpu or torch-cuda")
+    c.add_argument("--backend", required=True,
+                   help="numpy, torch-cpu, torch-cuda, ...; a user's kernel as package.module:attr (a backend "
+                        "object, class or factory) or a name in the 'refnorm.backends' entry-point group")
     c.add_argument("--ops", nargs="+", metavar="OP", help="only these normalizers")
     c.add_argument("--dtypes", nargs="+", metavar="DT", help="only these dtypes (float64 float32 float16 bfloat16)")
     c.add_argument("--case", action="append", metavar="ID", help="only this golden case (repeatable)")
     c.add_argument("--golden", metavar="DIR", help="golden set (default: ./golden, $REFNORM_GOLDEN, the checkout's)")
     c.add_argument("--json", metavar="FILE", help="write the machine-readable report to FILE (atomically)")
+    c.add_argument("--junit-xml", metavar="FILE", help="write a JUnit XML report (one test case per golden case)")
+    c.add_argument("--report", metavar="DIR", help="write DIR/summary.md and PNG plots of the errors per op "
+                                                   "(plots need matplotlib: pip install 'refnorm[report]')")
     c.add_argument("--timeout", type=float, default=60.0, help="per-case time limit in seconds (default 60)")
     c.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     c.add_argument("--expect-failures", metavar="FILE",

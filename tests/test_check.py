@@ -265,3 +265,66 @@ def test_cli_tampered_golden_is_exit_2(tmp_path):
     data[len(data) // 2] ^= 1
     f.write_bytes(bytes(data))
     assert main(["check", "--backend", "numpy", "--case", LN, "--golden", str(d), "--no-progress"]) == 2
+
+
+# --------------------------------------------------------------- issue 8: bias, defects, warnings
+BF16_ROWS = "layer_norm/normal_bf16_6x100"
+
+
+class _Unrounded(NumpyBackend):
+    """The float64 reference, changed by ``f(outputs64)`` BEFORE the single rounding to the case dtype."""
+    name = "unrounded"
+
+    def __init__(self, f, kind="strict"):
+        self.f, self.kind = f, kind
+
+    def contract(self, call):
+        from refnorm.check import Contract
+        return Contract(self.kind, "block")
+
+    def run(self, call):
+        import refnorm
+        from refnorm.check.precision import round_to
+        res = refnorm.evaluate(call.op, {k: np.asarray(v, np.float64) for k, v in call.inputs.items()},
+                               config=dict(call.config), grad_outputs={k: np.asarray(v, np.float64)
+                                                                       for k, v in call.cotangents.items()})
+        outs = {k: np.asarray(v) for k, v in res.outputs.items()}
+        self.f(outs, {k: np.asarray(v, np.float64) for k, v in call.inputs.items()})
+        return Returned({k: round_to(v, call.dtype) for k, v in outs.items()},
+                        {k: round_to(v, call.dtype) for k, v in res.grads.items()})
+
+
+def test_a_scale_bias_below_half_an_ulp_fails():
+    """llama.cpp's class of bug: every element scaled by 1 + 2^-9 before its rounding, under half a
+    bfloat16 ulp each. The strict per-element bound already sees the rounding flips it causes (the bias
+    test is the second line: tests/test_bias.py); the unbiased control passes both."""
+    def scale(o, i):
+        o["y"] = o["y"] * (1 + 2.0 ** -9)
+    rep, c = _one(_Unrounded(scale), BF16_ROWS)
+    assert c.status == "failed", c.message
+    y = next(a for a in c.arrays if a.name == "y")
+    assert y.err_u < 1.0                              # under one unit roundoff of bfloat16 per element
+    rep, c = _one(_Unrounded(lambda o, i: None), BF16_ROWS)       # the control
+    assert c.status == "passed" and max(a.bias for a in c.arrays) <= 1
+
+
+def test_infinity_where_the_reference_is_representable_fails_whatever_the_bound():
+    def inf(o, g, s):
+        o["y"] = o["y"].copy()
+        o["y"][0, 0] = np.inf
+    rep, c = _one(_Mutant(inf), LN)
+    assert c.status == "failed" and math.isinf(c.worst_ratio)
+
+
+def test_relaxed_contract_reports_strict_violations_as_warnings():
+    from refnorm.check.precision import round_to
+
+    def rstd_in_bf16(o, i):   # y as if rstd had been rounded to bfloat16, row by row
+        rs = o["rstd"]
+        b = i.get("bias", 0.0)
+        o["y"] = (o["y"] - b) * round_to(rs, "bfloat16").astype(np.float64) / rs + b
+    rep, c = _one(_Unrounded(rstd_in_bf16, kind="stats_d"), BF16_ROWS)
+    assert c.status == "passed", c.message                    # allowed by stats_d ...
+    assert c.warnings and c.to_json()["precision_warnings"]   # ... and reported against strict
+    rep, c = _one(_Unrounded(rstd_in_bf16), BF16_ROWS)
+    assert c.status == "failed"                                # and it fails a strict backend

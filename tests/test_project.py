@@ -22,6 +22,17 @@ def test_import_refnorm_never_imports_a_framework():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
+def test_user_facing_modules_import_no_optional_dependency():
+    """refnorm.testing, the report writers and the CLI load without matplotlib, hypothesis or pytest;
+    refnorm.strategies (hypothesis) and refnorm.pytest_plugin (pytest) are imported only on request."""
+    code = ("import sys, refnorm, refnorm.check, refnorm.testing, refnorm.cli\n"
+            "import refnorm.check.junit, refnorm.check.markdown, refnorm.check.plots, refnorm.check.backends.plugin\n"
+            "bad = [m for m in ('torch', 'jax', 'matplotlib', 'hypothesis', 'pytest', 'refnorm.strategies',\n"
+            "                   'refnorm.pytest_plugin') if m in sys.modules]\n"
+            "assert not bad, bad\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
 def test_ci_runs_the_readme_test_command():
     readme = open(os.path.join(ROOT, "README.md")).read()
     m = re.search(r"<!-- test-command -->\s*```sh\n(.+?)\n```", readme)

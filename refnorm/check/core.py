@@ -30,9 +30,11 @@ from ..golden import commands as golden_commands
 from ..golden.store import GoldenError
 from . import bounds as B
 from .backends.base import Call, Contract
-from .precision import NP, RANK, UNIT_ROUNDOFF, dtype_name, excess, ratio
+from .bias import P_CASE, bias_test
+from .precision import NP, RANK, UNIT_ROUNDOFF, dtype_name, excess, ratio, rounding_interval
 
 WORST_SHOWN = 3
+MAX_ARRAYS = 64     # the bias test's false-alarm budget P_CASE is split over this many arrays per case
 
 
 class CaseTimeout(Exception):
@@ -70,14 +72,24 @@ class ArrayResult:
     unconstrained: int   # elements whose bound is infinite (ill-posed: no digit is determined)
     worst: list          # [(index, got, expected, bound)] of the worst elements
     over: int = 0        # elements beyond their bound
+    bias: float = 0.0    # the bias test (bias.py): max over groups of |signed error| / allowance (< 1 passes)
+    bias_where: str = "" # the group it was worst for ("all", "axis 0 = 3", ...)
+    strict_ratio: float | None = None   # under a relaxed contract: the ratio the strict contract would give
 
     @property
     def passed(self):
-        return self.ratio <= 1.0
+        return self.ratio <= 1.0 and self.bias <= 1.0
+
+    @property
+    def warning(self):
+        """Passes its declared (relaxed) contract but not the strict one: a precision warning."""
+        return self.strict_ratio is not None and self.strict_ratio > 1.0
 
     def to_json(self):
         return {"step": self.step, "part": self.part, "name": self.name, "dtype": self.dtype, "size": self.size,
                 "ratio": _num(self.ratio), "err_u": _num(self.err_u), "unconstrained": self.unconstrained, "over": self.over,
+                "bias": _num(self.bias), "bias_where": self.bias_where,
+                "strict_ratio": None if self.strict_ratio is None else _num(self.strict_ratio),
                 "worst": [{"index": list(i), "got": _num(g), "expected": _num(e), "bound": _num(b)}
                           for i, g, e, b in self.worst]}
 
@@ -98,15 +110,23 @@ class CaseResult:
     seconds: float = 0.0
     arrays: list = field(default_factory=list)
     unchecked: list = field(default_factory=list)   # arrays the golden case has but the backend did not return
+    expected: str = ""                              # why it is an expected failure (--expect-failures), if listed
 
     @property
     def worst_ratio(self):
         return max((a.ratio for a in self.arrays), default=0.0)
 
+    @property
+    def warnings(self):
+        return [a for a in self.arrays if a.warning]
+
     def to_json(self):
         return {"id": self.id, "op": self.op, "dtype": self.dtype, "status": self.status, "message": self.message,
                 "contract": self.contract, "seconds": round(self.seconds, 4), "worst_ratio": _num(self.worst_ratio),
-                "unchecked": self.unchecked, "arrays": [a.to_json() for a in self.arrays]}
+                "unchecked": self.unchecked, "worst_bias": _num(max((a.bias for a in self.arrays), default=0.0)),
+                "precision_warnings": [f"step {a.step} {SINGULAR[a.part]} {a.name}: {a.strict_ratio:.3g} x the strict "
+                                       "bound" for a in self.warnings],
+                "arrays": [a.to_json() for a in self.arrays]}
 
 
 @dataclass
@@ -178,6 +198,11 @@ def _judge(step, part, name, got, ref, E, case_dtype, integer=False):
     # an ill-posed element (infinite bound) still must not be NaN where the reference is a number
     r = np.where(~finite_E & np.isnan(got.astype(np.float64)) & ~np.isnan(ref), np.inf, r)
     g64 = got.astype(np.float64)
+    # a genuine defect fails under every contract: an infinity where the reference is finite and
+    # representable in the output dtype (below its overflow threshold)
+    lo_inf = rounding_interval(np.array([np.inf], dtype=got.dtype))[0][0]
+    with np.errstate(invalid="ignore"):
+        r = np.where(np.isinf(g64) & np.isfinite(ref) & (np.abs(ref) < lo_inf), np.inf, r)
     scale = float(np.max(np.abs(ref[np.isfinite(ref)]), initial=0.0))
     with np.errstate(all="ignore"):
         diff = np.abs(g64 - ref)
@@ -193,8 +218,9 @@ def _judge(step, part, name, got, ref, E, case_dtype, integer=False):
             idx = np.unravel_index(f, r.shape)
             if r[idx] > 0:
                 worst.append((tuple(int(i) for i in idx), float(g64[idx]), float(ref[idx]), float(E[idx])))
+    bias, where, _, _ = bias_test(got, ref, E, P_CASE / MAX_ARRAYS) if got.size > 1 else (0.0, "", 0, 0)
     return ArrayResult(step, part, name, dn, got.size, float(np.max(r, initial=0.0)), err_u,
-                       int((~finite_E).sum()), worst, int((r > 1).sum()))
+                       int((~finite_E).sum()), worst, int((r > 1).sum()), float(bias), where)
 
 
 def _exact_bounds(res, cond):
@@ -227,6 +253,61 @@ def _check_golden_agrees(case, res, step):
                                   "value: the golden set and this refnorm disagree (run `refnorm golden verify`)")
 
 
+# ------------------------------------------------------------ one call (shared with refnorm.testing)
+def reference(op, config, training, inputs, cotangents, state):
+    """The float64 reference of one call, computed from the (case-dtype) arrays the backend is given."""
+    return registry.evaluate(op, {k: _f64(v) for k, v in inputs.items()}, config=dict(config),
+                             grad_outputs={k: _f64(v) for k, v in cotangents.items()} or None,
+                             state={k: _f64(v) for k, v in state.items()}, training=training)
+
+
+def derive_bounds(op, case_dtype, config, training, inputs, cotangents, state, ref, contract, cond=0.0):
+    """{"outputs"|"grads"|"state": {name: E}}: the bound of every array of one call under ``contract``
+    (``bounds.NotBounded`` when none is derived for the op; ``cond`` is used by the exact contract only)."""
+    if contract.kind == "exact":
+        return _exact_bounds(ref, cond)
+    return B.bounds(op, inputs={k: _f64(v) for k, v in inputs.items()}, config=config, training=training,
+                    cotangents={k: _f64(v) for k, v in cotangents.items()},
+                    state={k: _f64(v) for k, v in state.items()}, ref_state=ref.state,
+                    contract=contract, case_dtype=case_dtype)
+
+
+def judge_returned(step, op, compare, backward, got, ref, E, case_dtype, arrays, unchecked):
+    """Judge what a backend returned for one call (``got``: {"outputs"|"grads"|"state": {name: array}})
+    against ``ref`` within ``E``, for the names in ``compare`` (same keys). Appends an ``ArrayResult``
+    per judged array to ``arrays`` and "step<i>.<part>.<name>" to ``unchecked`` for arrays not returned
+    (statistics) or without a bound. Raises ValueError/TypeError for a missing differentiable output,
+    gradient (when ``backward``) or state, or a misshapen or wrongly typed array."""
+    spec = registry.get(op)
+    for part in ("outputs", "grads", "state"):
+        required = {"outputs": spec.differentiable, "grads": compare["grads"] if backward else (),
+                    "state": compare["state"] if spec.state else ()}[part]
+        for k in compare[part]:
+            if k not in got[part]:
+                if k in required:
+                    raise ValueError(f"step {step}: the backend returned no {SINGULAR[part]} {k!r}")
+                unchecked.append(f"step{step}.{part}.{k}")
+                continue
+            a = _as_np(k, SINGULAR[part], got[part][k])
+            if k not in E[part]:
+                unchecked.append(f"step{step}.{part}.{k}")
+                continue
+            arrays.append(_judge(step, part, k, a, getattr(ref, part)[k], E[part][k], case_dtype,
+                                 integer=part == "state" and k in spec.integer_state))
+
+
+def failure_message(arrays) -> str:
+    """One line naming the arrays beyond their bound (the first four) and by how much."""
+    bad = [a for a in arrays if not a.passed]
+
+    def one(a):
+        if a.ratio > 1:
+            return f"step {a.step} {SINGULAR[a.part]} {a.name}: {a.ratio:.3g} x bound"
+        return (f"step {a.step} {SINGULAR[a.part]} {a.name}: systematic bias {a.bias:.3g} x its allowance "
+                f"({a.bias_where})")
+    return "; ".join(one(a) for a in bad[:4])
+
+
 def check_case(backend, case, *, timeout=60.0) -> CaseResult:
     t0 = time.perf_counter()
     out = CaseResult(case.id, case.op, case.dtype, "passed")
@@ -253,11 +334,7 @@ def check_case(backend, case, *, timeout=60.0) -> CaseResult:
         for i, st in enumerate(case.steps):
             # the backend gets private copies: whatever it does to them, the reference below is computed
             # from the golden arrays, and a backend that writes into its inputs is told so
-            inputs64 = {k: _f64(v) for k, v in st.inputs.items()}
-            cot64 = {k: _f64(v) for k, v in st.cotangents.items()}
-            state64 = {k: _f64(v) for k, v in state.items()}
-            ref = registry.evaluate(case.op, inputs64, config=dict(case.config), grad_outputs=cot64 or None,
-                                    state=state64, training=st.training)
+            ref = reference(case.op, case.config, st.training, st.inputs, st.cotangents, state)
             given = ({k: np.array(v) for k, v in st.inputs.items()}, {k: np.array(v) for k, v in st.cotangents.items()},
                      {k: np.array(v) for k, v in state.items()})
             call = Call(case.op, case.dtype, dict(case.config), st.training, *given)
@@ -287,30 +364,26 @@ def check_case(backend, case, *, timeout=60.0) -> CaseResult:
                     return out
             if i == 0:
                 _check_golden_agrees(case, ref, st)
-            if contract.kind == "exact":
-                E = _exact_bounds(ref, st.cond)
-            else:
-                E = B.bounds(case.op, inputs={k: _f64(v) for k, v in st.inputs.items()}, config=case.config,
-                             training=st.training, cotangents={k: _f64(v) for k, v in st.cotangents.items()},
-                             state={k: _f64(v) for k, v in state.items()}, ref_state=ref.state,
-                             contract=contract, case_dtype=case.dtype)
+            E = derive_bounds(case.op, case.dtype, case.config, st.training, st.inputs, st.cotangents, state, ref,
+                              contract, cond=st.cond)
             try:
                 got = {"outputs": dict(ret.outputs), "grads": dict(ret.grads), "state": dict(ret.state)}
-                for part in ("outputs", "grads", "state"):
-                    required = {"outputs": spec.differentiable, "grads": st.compare["grads"] if st.cotangents else (),
-                                "state": st.compare["state"] if spec.state else ()}[part]
-                    for k in st.compare[part]:
-                        if k not in got[part]:
-                            if k in required:
-                                raise ValueError(f"step {i}: the backend returned no {SINGULAR[part]} {k!r}")
-                            out.unchecked.append(f"step{i}.{part}.{k}")
-                            continue
-                        a = _as_np(k, SINGULAR[part], got[part][k])
-                        if k not in E[part]:
-                            out.unchecked.append(f"step{i}.{part}.{k}")
-                            continue
-                        out.arrays.append(_judge(i, part, k, a, getattr(ref, part)[k], E[part][k], case.dtype,
-                                                 integer=part == "state" and k in spec.integer_state))
+                # forward_only (base.py): a backend that declares it computes no gradients, so the golden
+                # case's grads are not required: those it does not return are listed as unchecked (never
+                # passed); any it does return are judged as usual
+                backward = bool(st.cotangents) and getattr(backend, "forward_only", False) is not True
+                first = len(out.arrays)
+                judge_returned(i, case.op, st.compare, backward, got, ref, E, case.dtype,
+                               out.arrays, out.unchecked)
+                if contract.kind in ("stats_d", "epi_d"):
+                    strict = Contract("strict", contract.reduction, contract.acc)
+                    E_strict = derive_bounds(case.op, case.dtype, case.config, st.training, st.inputs,
+                                             st.cotangents, state, ref, strict)
+                    for a in out.arrays[first:]:
+                        if a.name in E_strict[a.part] and a.dtype in NP:
+                            a.strict_ratio = _judge(i, a.part, a.name, np.asarray(got[a.part][a.name]),
+                                                    getattr(ref, a.part)[a.name], E_strict[a.part][a.name],
+                                                    case.dtype).ratio
             except (ValueError, TypeError) as e:
                 out.status, out.message = "error", str(e)
                 return out
@@ -321,9 +394,7 @@ def check_case(backend, case, *, timeout=60.0) -> CaseResult:
                     out.status, out.message = "error", f"step {i}: the backend returned no state {missing}"
                     return out
         if any(not a.passed for a in out.arrays):
-            out.status = "failed"
-            bad = [a for a in out.arrays if not a.passed]
-            out.message = "; ".join(f"step {a.step} {SINGULAR[a.part]} {a.name}: {a.ratio:.3g} x bound" for a in bad[:4])
+            out.status, out.message = "failed", failure_message(out.arrays)
         elif not out.arrays:
             out.status, out.message = "error", "nothing was judged in this case"
         return out
@@ -399,7 +470,7 @@ def apply_expected_failures(report: Report, expected: dict, known_ids) -> None:
     for c in report.cases:
         if c.id not in expected:
             continue
-        why = expected[c.id]
+        why = c.expected = expected[c.id]
         if c.status in ("failed", "error"):
             c.status, c.message = "xfail", f"expected failure ({why}): {c.message}"
         elif c.status == "passed":

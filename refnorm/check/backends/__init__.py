@@ -5,6 +5,12 @@
     torch-cuda   torch on device "cuda"         (reports unavailable without a CUDA device)
     torch-cpu-caseparams, torch-cuda-caseparams: the same with parameters and running statistics in
                  the case dtype too (default: float32 parameters for float16/bfloat16 activations)
+    jax          jax.nn.standardize and jax.numpy normalizers with jax.vjp, CPU (optional: pip install jax);
+                 jax-stable: the same with jax.nn.standardize's two-pass variance (algorithm="stable");
+                 jax-gpu: on jax's GPU device (reports unavailable without one)
+    onnxruntime  a one-node ONNX model per call on onnxruntime's CPU execution provider, forward only
+                 (optional: pip install onnx onnxruntime); onnxruntime-cuda: the CUDA execution
+                 provider (reports unavailable without it)
 
 Frameworks are imported only inside the adapters' methods, never by ``import refnorm``.
 """
@@ -24,8 +30,20 @@ def _numpy():
     return NumpyBackend()
 
 
+def _jax(platform="cpu", variance="fast"):
+    from .jax_backend import JaxBackend
+    return JaxBackend(platform=platform, variance=variance)
+
+
+def _onnxruntime(provider="cpu"):
+    from .onnxruntime_backend import OnnxruntimeBackend
+    return OnnxruntimeBackend(provider=provider)
+
+
 BUILTIN = {"numpy": _numpy, "torch-cpu": lambda: _torch("cpu"), "torch-cuda": lambda: _torch("cuda"),
            "torch-cpu-caseparams": lambda: _torch("cpu", "case"), "torch-cuda-caseparams": lambda: _torch("cuda", "case")}
+BUILTIN.update({"jax": _jax, "jax-stable": lambda: _jax(variance="stable"), "jax-gpu": lambda: _jax("gpu"),
+                "onnxruntime": _onnxruntime, "onnxruntime-cuda": lambda: _onnxruntime("cuda")})
 
 
 def names():
@@ -33,10 +51,19 @@ def names():
 
 
 def get_backend(name: str):
-    """The backend called ``name`` (see the module docstring)."""
+    """The backend called ``name``: a built-in (see the module docstring), ``package.module:attr`` or a
+    name in the ``refnorm.backends`` entry-point group (a user's kernel: ``plugin.py``)."""
     if name in BUILTIN:
         return BUILTIN[name]()
-    raise UnknownNameError(f"unknown backend {name!r}; expected one of: {', '.join(BUILTIN)}")
+    from . import plugin
+    if ":" in name:
+        return plugin.load_import_path(name)
+    backend = plugin.load_entry_point(name)
+    if backend is not None:
+        return backend
+    known = ", ".join((*BUILTIN, *plugin.entry_point_names()))
+    raise UnknownNameError(f"unknown backend {name!r}; expected one of: {known}, "
+                           "or package.module:attr (a backend object, class or factory)")
 
 
 __all__ = ["Backend", "Call", "Contract", "Returned", "get_backend", "names"]

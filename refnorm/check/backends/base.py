@@ -12,6 +12,13 @@ user's kernel plugs in without importing anything from refnorm but the dataclass
     run(call: Call) -> Returned                 one call of the op; raising NotImplementedError means
                                                 "not supported" (the case is SKIPPED with the message)
 
+Optional member:
+
+    forward_only: bool = False                  True: the backend computes no gradients (it may ignore
+                                                ``Call.cotangents``); the checker then lists the golden
+                                                case's gradients it does not return as unchecked, never
+                                                as passed, instead of making the case an error
+
 ``supports`` and ``contract`` see the whole call (shapes, which inputs are present), because what a
 kernel supports, and how precisely, can depend on them: torch CPU has no float16 avg_pool3d for
 4-D local_response_norm inputs, and runs batch_norm without parameters in an all-float16 kernel.

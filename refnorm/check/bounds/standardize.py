@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..precision import UNIT_ROUNDOFF, gamma
+from ..precision import ETA, UNIT_ROUNDOFF, gamma
 from ._rows import row_bounds
 
 
@@ -89,7 +89,9 @@ def affine_bounds(x, scale_rows, shift_rows, weight_b, bias_b, dy, rm_b, rv_b, e
 
     E_y  = u[4(|w| r (|x| + |rm|) + |b| + |y|) + 3|w||x - rm| r]   (rsqrt: 3 roundings, relative)
     E_dx = u 6 |dy w| r          E_dw = u(g(m) + 6) sum|dy| r |x - rm|      E_db = u g(m) sum|dy|
-    stats_d/epi_d add 2 u_d (|w xh| + |y|) to E_y and u_d g(m) sum|...| to E_dw, E_db (accumulators in d).
+    stats_d/epi_d add 2 u_d (|w xh| + |y|) to E_y, 2 u_d |dy w| r to E_dx (r held in d) and u_d g(m) sum|...|
+    to E_dw, E_db (accumulators in d); epi_d adds 2 u_d times E_y's 4-bracket plus 2 eta_d (1 + |w|) to E_y
+    and another 2 u_d |dy w| r to E_dx (the pointwise products rounded to d), as bounds/_rows.py does.
     """
     with np.errstate(all="ignore"):
         r = 1.0 / np.sqrt(rv_b + eps)
@@ -100,10 +102,16 @@ def affine_bounds(x, scale_rows, shift_rows, weight_b, bias_b, dy, rm_b, rv_b, e
         E_y = u * (4 * (aw * r * (np.abs(x) + np.abs(rm_b)) + ab + np.abs(y)) + 3 * aw * np.abs(xh))
         if contract in ("stats_d", "epi_d"):
             E_y = E_y + 2 * UNIT_ROUNDOFF[case_dtype] * (aw * np.abs(xh) + np.abs(y))
+        if contract == "epi_d":          # the pointwise roundings to d (bounds/_rows.py's epi_d terms)
+            E_y = E_y + 2 * UNIT_ROUNDOFF[case_dtype] * (aw * r * (np.abs(x) + np.abs(rm_b)) + ab + np.abs(y)) \
+                + 2 * ETA[case_dtype] * (1 + aw)
         out = {"y": E_y}
         grads = {}
         if dy is not None:
             grads["x"] = u * 6 * np.abs(dy) * aw * r
+            if contract in ("stats_d", "epi_d"):     # r held in d; epi_d: dy * w and * r rounded to d too
+                grads["x"] = grads["x"] + (2 if contract == "stats_d" else 4) * UNIT_ROUNDOFF[case_dtype] \
+                    * np.abs(dy) * aw * r
             axes = tuple(i for i, (p, s) in enumerate(zip(pshape_bcast, x.shape)) if p == 1 and s != 1)
             m = max(1, math.prod(x.shape[i] for i in axes))
             # stats_d: the parameter-gradient accumulators may be held in the case dtype (u_d g(m))

@@ -1,0 +1,75 @@
+"""Small helpers shared by the framework adapters (jax, onnxruntime): option defaults, name checks,
+and the translation of refnorm's running-statistics conventions. Nothing here imports a framework."""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from ... import registry
+from ...spec import DEFAULT, REQUIRED
+
+
+def config(op: str, cfg: Mapping) -> dict:
+    """refnorm's options of ``op`` with the defaults filled in; KeyError on unknown or missing ones."""
+    spec = registry.get(op)
+    unknown = [k for k in cfg if k not in spec.options]
+    if unknown:
+        raise KeyError(f"{op}: unknown option(s) {', '.join(map(repr, unknown))}; "
+                       f"expected: {', '.join(spec.options)}")
+    out = {**spec.options, **dict(cfg)}
+    missing = [k for k, v in out.items() if v is REQUIRED]
+    if missing:
+        raise KeyError(f"{op}: missing required option(s) {', '.join(map(repr, missing))}")
+    return out
+
+
+def int_list(v) -> list[int]:
+    return [int(v)] if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else [int(s) for s in v]
+
+
+def is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def check_names(call) -> None:
+    """The call's input, state and cotangent names are refnorm's for the op (KeyError otherwise)."""
+    spec = registry.get(call.op)
+    unknown = [k for k in call.inputs if k not in spec.inputs]
+    if unknown:
+        raise KeyError(f"{call.op}: unknown input(s) {unknown}; expected {spec.inputs}")
+    missing = [k for k in spec.required if k not in call.inputs]
+    if missing:
+        raise KeyError(f"{call.op}: missing required input(s) {missing}")
+    bad = [k for k in call.state if k not in spec.state]
+    if bad:
+        raise KeyError(f"{call.op}: unknown state {bad}; expected {spec.state or '(none)'}")
+    bad = [k for k in call.cotangents if k not in spec.differentiable]
+    if bad:
+        raise KeyError(f"{call.op}: cotangents for {bad}; differentiable outputs: {spec.differentiable}")
+
+
+def momentum_rule(op: str, cfg: Mapping, nbt_after: int | None):
+    """(a, p, unbiased): the running update is ``running = a * running + p * batch`` under refnorm's
+    conventions (norms/batch_norm.py, norms/instance_norm.py), with ``unbiased`` telling whether
+    running_var takes the unbiased batch variance. torch: a = 1 - p, p = momentum (default 0.1;
+    momentum=None: p = 1 / num_batches_tracked after this call's increment, ``nbt_after``); onnx: a = m,
+    p = 1 - m (default m = 0.9), the biased variance; instance_norm: torch's rule, momentum=None is 0."""
+    mom = cfg["momentum"]
+    if op == "instance_norm":
+        p = 0.0 if mom is None else float(mom)
+        return 1.0 - p, p, True
+    if cfg["convention"] == "onnx":
+        m = 0.9 if mom is DEFAULT else float(mom)
+        return m, 1.0 - m, False
+    p = 1.0 / float(nbt_after) if mom is None else (0.1 if mom is DEFAULT else float(mom))
+    return 1.0 - p, p, True
+
+
+def bfloat16():
+    import ml_dtypes
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def np_dtype(name: str):
+    return bfloat16() if name == "bfloat16" else np.dtype(name)

@@ -1,0 +1,97 @@
+"""User backends: load a kernel under test by import path or by entry point.
+
+    refnorm check --backend package.module:attr       attr: a backend object, a class, or a
+                                                       zero-argument factory returning one
+    refnorm check --backend NAME                       NAME registered in the entry-point group
+                                                       ``refnorm.backends`` of an installed package
+
+An import path is resolved with the current directory first on ``sys.path`` (as ``python -m`` and
+uvicorn do), so ``--backend examples.tiny_backend:TinyBackend`` works from a checkout. The object is
+checked for the protocol of ``base.py`` (``name``, ``available``, ``supports``, ``contract``, ``run``);
+an import error, a missing attribute or a missing member is a ``BackendLoadError`` naming it (the CLI
+exits with status 2).
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import sys
+
+from ...errors import RefnormError
+
+GROUP = "refnorm.backends"
+MEMBERS = ("available", "supports", "contract", "run")      # methods; plus the attribute ``name``
+SIGNATURES = {"name": "name: str", "available": "available()", "supports": "supports(call)",
+              "contract": "contract(call)", "run": "run(call)"}
+
+
+class BackendLoadError(RefnormError):
+    """A user backend that cannot be imported, built, or lacks members of the backend protocol."""
+
+
+def missing_members(obj) -> list:
+    """The protocol members ``obj`` lacks (an empty list: it is a backend)."""
+    out = [] if isinstance(getattr(obj, "name", None), str) else ["name"]
+    return out + [m for m in MEMBERS if not callable(getattr(obj, m, None))]
+
+
+def _instantiate(obj, where: str):
+    """A backend from ``obj``: the object itself, an instance of a class, or a factory's result."""
+    if not isinstance(obj, type) and not missing_members(obj):
+        return obj
+    if callable(obj):
+        try:
+            made = obj()
+        except Exception as e:                                  # noqa: BLE001 - the user's code failed
+            kind = "class" if isinstance(obj, type) else "factory"
+            raise BackendLoadError(f"backend {where}: calling the {kind} {getattr(obj, '__name__', obj)!r} "
+                                   f"with no arguments raised {type(e).__name__}: {e}") from e
+        obj = made
+    missing = missing_members(obj)
+    if missing:
+        raise BackendLoadError(
+            f"backend {where}: {type(obj).__name__} object is not a refnorm backend: it lacks "
+            f"{', '.join(SIGNATURES[m] for m in missing)} (the protocol: refnorm/check/backends/base.py; "
+            "expected a backend object, a class, or a zero-argument factory returning one)")
+    return obj
+
+
+def load_import_path(spec: str):
+    """The backend named by ``package.module:attr`` (attr may be dotted: ``module:Class.factory``)."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise BackendLoadError(f"--backend {spec!r}: expected package.module:attr")
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        obj = importlib.import_module(module_name)
+    except Exception as e:                                      # noqa: BLE001 - ImportError or the module's own
+        raise BackendLoadError(f"--backend {spec!r}: cannot import module {module_name!r}: "
+                               f"{type(e).__name__}: {e}") from e
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise BackendLoadError(f"--backend {spec!r}: {getattr(obj, '__name__', module_name)!r} has no "
+                                   f"attribute {part!r}")
+        obj = getattr(obj, part)
+    return _instantiate(obj, repr(spec))
+
+
+def entry_point_names() -> tuple:
+    """Backend names registered by installed packages in the ``refnorm.backends`` group."""
+    return tuple(sorted({ep.name for ep in importlib.metadata.entry_points(group=GROUP)}))
+
+
+def load_entry_point(name: str):
+    """The backend registered as ``name`` in the ``refnorm.backends`` group, or None when none is."""
+    eps = [ep for ep in importlib.metadata.entry_points(group=GROUP) if ep.name == name]
+    if not eps:
+        return None
+    ep = eps[0]
+    try:
+        obj = ep.load()
+    except Exception as e:                                      # noqa: BLE001
+        raise BackendLoadError(f"backend {name!r} (entry point {ep.value!r} in group {GROUP!r}): cannot load: "
+                               f"{type(e).__name__}: {e}") from e
+    return _instantiate(obj, f"{name!r} (entry point {ep.value!r})")

@@ -1,0 +1,47 @@
+"""JUnit XML of a check (``refnorm check --junit-xml FILE``), for CI systems.
+
+One ``<testcase>`` per golden case: ``classname`` the op, ``name`` the case id, ``time`` its seconds.
+failed -> ``<failure>``, error -> ``<error>`` (message: the case's message; text: the arrays beyond
+their bound with their worst elements, and the command that reproduces the case); skipped ->
+``<skipped message="reason">``; an expected failure (``--expect-failures``) -> ``<skipped
+message="expected failure: why">`` with the failure as its text. Characters XML 1.0 cannot hold
+(control characters from an exception message) are replaced by U+FFFD.
+"""
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from . import report as R
+
+_NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _clean(text) -> str:
+    return _NOT_XML.sub("\ufffd", str(text))
+
+
+def junit_xml(report, backend_arg: str, golden_arg: str | None = None) -> bytes:
+    """The report as a JUnit XML document (UTF-8 bytes)."""
+    s = report.summary()
+    suites = ET.Element("testsuites", name="refnorm check")
+    suite = ET.SubElement(suites, "testsuite", {
+        "name": _clean(f"refnorm check --backend {backend_arg}"), "tests": str(s["cases"]),
+        "failures": str(s["failed"]), "errors": str(s["errors"]),
+        "skipped": str(s["skipped"] + s["expected_failures"]), "time": f"{report.seconds:.3f}"})
+    props = ET.SubElement(suite, "properties")
+    for k in ("backend", "golden"):
+        ET.SubElement(props, "property", name=k, value=_clean(s[k]))
+    for c in report.cases:
+        tc = ET.SubElement(suite, "testcase", classname=_clean(c.op), name=_clean(c.id), time=f"{c.seconds:.4f}")
+        if c.status in ("failed", "error"):
+            el = ET.SubElement(tc, "failure" if c.status == "failed" else "error",
+                               message=_clean(c.message), type=f"refnorm.{c.status}")
+            el.text = _clean(R.case_text(c, backend_arg, golden_arg))
+        elif c.status == "skipped":
+            ET.SubElement(tc, "skipped", message=_clean(c.message))
+        elif c.status == "xfail":
+            el = ET.SubElement(tc, "skipped", message=_clean(f"expected failure: {c.expected or c.message}"))
+            el.text = _clean(R.case_text(c, backend_arg, golden_arg))
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="utf-8", xml_declaration=True) + b"\n"

@@ -1,0 +1,71 @@
+"""The ``refnorm check --report DIR`` summary: ``summary.md`` (the per-op/dtype table, the failures
+with their worst elements, the skip reasons) and one ``<op>.png`` per op (``plots.py``).
+
+Without matplotlib the Markdown is still written and says, at the top, that the plots were skipped
+and why; ``report_files`` returns that note too, for the command line to print.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from . import report as R
+
+SUMMARY = "summary.md"
+NO_MATPLOTLIB = "plots skipped: matplotlib is not installed (pip install 'refnorm[report]')"
+
+
+def _cell(v) -> str:
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(report) -> list:
+    head = ["op", "dtype", "cases", "passed", "failed", "skipped", "errors", "expected failures",
+            "worst / bound", "worst error (u)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * (len(head) - 2)]
+    for r in R.table_rows(report):
+        cells = [r["op"], r["dtype"], r["cases"], r["passed"], r["failed"], r["skipped"], r["error"], r["xfail"],
+                 R._fmt(r["worst_ratio"]), R._fmt(r["worst_err_u"])]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return lines
+
+
+def markdown(report, backend_arg: str, golden_arg: str | None, plots: dict, note: str | None) -> str:
+    """The summary as Markdown; ``plots``: the PNG file names to show, ``note``: why there are none."""
+    out = [f"# refnorm check: backend {backend_arg}", "", R.summary_line(report), "",
+           f"Golden set: `{report.golden}`. The worst error is a fraction of its derived bound (below 1 passes) "
+           "and in units of the dtype's unit roundoff (docs/tolerances.md).", ""]
+    if note:
+        out += [f"**Note: {note}.**", ""]
+    out += ["## Per op and dtype", ""] + _table(report) + [""]
+    out += ["## How far below its bound", ""]
+    if plots:
+        out += ["Per op: the fraction of arrays whose error / bound is at or below x, per dtype; "
+                "the red line is the bound.", ""]
+        out += [f"![{name[:-4]}]({name})" for name in plots] + [""]
+    else:
+        out += [f"No plots: {note}." if note else "No plots: no array was judged.", ""]
+    for status, title in (("failed", "Failures"), ("error", "Errors"), ("xfail", "Expected failures")):
+        cases = [c for c in report.cases if c.status == status]
+        if cases:
+            out += [f"## {title} ({len(cases)})", "", "```text"]
+            out += [R.case_text(c, backend_arg, golden_arg) for c in cases] + ["```", ""]
+    reasons = Counter(c.message for c in report.cases if c.status == "skipped")
+    if reasons:
+        out += [f"## Skipped ({sum(reasons.values())})", "", "| cases | reason |", "|---:|---|"]
+        out += [f"| {n} | {_cell(r)} |" for r, n in reasons.most_common()] + [""]
+    return "\n".join(out)
+
+
+def report_files(report, backend_arg: str, golden_arg: str | None = None) -> tuple:
+    """({file name: bytes}, note or None): ``summary.md`` and the plots; the note says why plots are
+    missing (matplotlib not installed)."""
+    from . import plots as P
+    try:
+        pngs = P.error_plots(report)
+        note = None
+    except ImportError as e:
+        missing = isinstance(e, ModuleNotFoundError) and (e.name or "").partition(".")[0] == "matplotlib"
+        pngs, note = {}, (NO_MATPLOTLIB if missing else f"plots skipped: matplotlib failed to import ({e})")
+    files = dict(pngs)
+    files[SUMMARY] = markdown(report, backend_arg, golden_arg, list(pngs), note).encode()
+    return files, note

@@ -1,0 +1,138 @@
+"""pytest plugin: the golden cases as test items of a user's own test suite.
+
+    pytest --refnorm-backend NAME [--refnorm-golden DIR] [--refnorm-ops OP[,OP...]]
+           [--refnorm-dtypes DT[,DT...]] [--refnorm-expect-failures FILE] [--refnorm-timeout S]
+
+NAME is anything ``refnorm check --backend`` accepts (a built-in, ``package.module:attr``, or a name in
+the ``refnorm.backends`` entry-point group). One item per golden case, ``refnorm::<case id>``, marked
+``refnorm`` (select with ``-m refnorm``, ``-k layer_norm``). Each item runs ``check_case``: a failed or
+errored case fails with the check's own text (the arrays beyond their bound, their worst elements and
+the ``refnorm check`` command that reproduces it); a skipped case skips with the reason; an
+unavailable backend skips every item with its reason. Cases listed in ``--refnorm-expect-failures``
+are strict xfails: a listed case that passes fails the run, as in ``refnorm check``.
+
+Write ``--refnorm-golden=DIR`` with the ``=``: pytest picks its rootdir from the arguments that are not
+options, and a separate ``DIR`` looks like one. Registered through the ``pytest11`` entry point, so installing refnorm makes the options available;
+without ``--refnorm-backend`` it collects nothing and imports nothing but pytest.
+"""
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("refnorm", "refnorm: judge a backend on the golden cases")
+    g.addoption("--refnorm-backend", metavar="NAME",
+                help="collect the golden cases as tests of this backend (as refnorm check --backend)")
+    g.addoption("--refnorm-golden", metavar="DIR", help="golden set (default: as refnorm check)")
+    g.addoption("--refnorm-ops", action="append", metavar="OP[,OP...]", help="only these normalizers")
+    g.addoption("--refnorm-dtypes", action="append", metavar="DT[,DT...]", help="only these dtypes")
+    g.addoption("--refnorm-expect-failures", metavar="FILE", help="'CASE-ID reason' lines: strict xfails")
+    g.addoption("--refnorm-timeout", type=float, default=60.0, metavar="S", help="per-case limit (default 60)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "refnorm: a golden case judged by refnorm (--refnorm-backend)")
+
+
+def _split(values):
+    return [v for item in values or () for v in item.split(",") if v] or None
+
+
+class CaseFailure(Exception):
+    """A golden case that failed or errored; the message is the check's report of it."""
+
+
+class GoldenCases(pytest.Collector):
+    """The golden set, judged on one backend (created only with --refnorm-backend)."""
+
+    def collect(self):
+        ops, dtypes = _split(self.config.getoption("refnorm_ops")), _split(self.config.getoption("refnorm_dtypes"))
+        for e in self.manifest["cases"]:
+            op, dt = e["case"]["op"], e["case"]["dtype"]
+            if (ops and op not in ops) or (dtypes and dt not in dtypes):
+                continue
+            item = GoldenCase.from_parent(self, name=e["id"])
+            item.add_marker(pytest.mark.refnorm)
+            if e["id"] in self.expected:
+                item.add_marker(pytest.mark.xfail(reason=self.expected[e["id"]], raises=CaseFailure, strict=True))
+            yield item
+
+
+class GoldenCase(pytest.Item):
+    """One golden case; ``runtest`` judges the backend on it (``refnorm.check.core.check_case``)."""
+
+    def runtest(self):
+        from refnorm.check import report as R
+        from refnorm.check.core import check_case
+        from refnorm.golden.commands import load_case
+        parent = self.parent
+        if parent.unavailable:
+            pytest.skip(f"backend {parent.backend_arg} is unavailable: {parent.unavailable}")
+        case = load_case(parent.golden, self.name, manifest=parent.manifest)
+        res = check_case(parent.backend, case, timeout=self.config.getoption("refnorm_timeout"))
+        if res.status == "skipped":
+            pytest.skip(res.message)
+        if res.status in ("failed", "error"):
+            raise CaseFailure(R.case_text(res, parent.backend_arg, self.config.getoption("refnorm_golden")))
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, CaseFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, None, f"refnorm {self.name}"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session, config, items):
+    """Collect the golden cases and add them (tryfirst: before -k/-m deselection sees the items); the
+    collect report goes through the ordinary hooks, so pytest counts and reports them as collected."""
+    name = config.getoption("refnorm_backend")
+    if not name:
+        return
+    from refnorm.check import get_backend
+    from refnorm.check.core import read_expected_failures
+    from refnorm.cli import default_golden_dir
+    from refnorm.errors import RefnormError
+    from refnorm.golden import store
+    expect = config.getoption("refnorm_expect_failures")
+    try:
+        backend = get_backend(name)
+        golden = config.getoption("refnorm_golden") or default_golden_dir()
+        manifest = store.read_manifest(golden)
+        expected = read_expected_failures(expect) if expect else {}
+    except RefnormError as e:
+        raise pytest.UsageError(f"refnorm: {e}") from None
+    _check_names(config, manifest, expected)
+    col = GoldenCases.from_parent(session, name="refnorm", nodeid="refnorm")
+    col.backend, col.backend_arg, col.golden, col.manifest, col.expected = backend, name, golden, manifest, expected
+    col.unavailable = backend.available()
+    rep = col.ihook.pytest_make_collect_report(collector=col)
+    col.ihook.pytest_collectreport(report=rep)
+    items.extend(x for x in rep.result if isinstance(x, pytest.Item))
+
+
+def _check_names(config, manifest, expected):
+    """Unknown ops, dtypes or expected-failure ids are usage errors, never an empty (passing) selection."""
+    known = {"op": {e["case"]["op"] for e in manifest["cases"]}, "dtype": {e["case"]["dtype"] for e in manifest["cases"]}}
+    for what, opt in (("op", "refnorm_ops"), ("dtype", "refnorm_dtypes")):
+        bad = sorted(set(_split(config.getoption(opt)) or ()) - known[what])
+        if bad:
+            raise pytest.UsageError(f"refnorm: --{opt.replace('_', '-')} {', '.join(bad)}: not in the golden set; "
+                                    f"expected {', '.join(sorted(known[what]))}")
+    ids = {e["id"] for e in manifest["cases"]}
+    bad = sorted(c for c in expected if c not in ids)
+    if bad:
+        raise pytest.UsageError(f"refnorm: expected failures name case(s) not in the golden set: {', '.join(bad)}")
+
+
+def pytest_report_collectionfinish(config, start_path, items):
+    """A line after "collected N items": how many golden cases, for which backend, from which set."""
+    name = config.getoption("refnorm_backend")
+    if not name:
+        return None
+    n = sum(isinstance(i, GoldenCase) for i in items)
+    golden = next((i.parent.golden for i in items if isinstance(i, GoldenCase)), "-")
+    return f"refnorm: {n} golden case(s) selected for backend {name} (golden set {golden})"

@@ -1,0 +1,73 @@
+"""One assertion for one call of your kernel, judged like ``refnorm check`` judges a golden case.
+
+    from refnorm.testing import assert_close_to_reference
+    assert_close_to_reference("layer_norm", {"x": x, "weight": w, "bias": b}, {"y": y},
+                              config={"normalized_shape": [768]},
+                              cotangents={"y": dy}, grads={"x": dx, "weight": dw, "bias": db})
+
+``inputs`` and ``cotangents`` are what your kernel was given (NumPy arrays in the case dtype, e.g.
+float16 or ml_dtypes.bfloat16; the case dtype is the least precise floating input unless ``dtype`` is
+given); ``outputs``, ``grads`` and ``new_state`` are what it returned, as NumPy arrays in their own
+dtype (no less precise than the case dtype). The float64 reference is computed from the very inputs,
+the per-element bound E is derived under ``contract`` (docs/tolerances.md), and every element must
+pass the rounding-interval test. On failure: AssertionError with the check's text (how far beyond the
+bound, how many elements, the worst ones with got / expected / bound).
+
+What is judged: every output given (the differentiable ones, ``y`` or ``w``, are required; statistics
+such as ``mean``/``rstd`` are judged when given); with ``grads``, the gradient of every floating input
+(``cotangents`` required); with ``new_state``, every state entry. Raises
+``refnorm.check.bounds.NotBounded`` (a RefnormError) for an op without a derived tolerance.
+Never imports pytest, hypothesis or a framework.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .check import report as R
+from .check.backends.base import Contract
+from .check.core import derive_bounds, failure_message, judge_returned, reference
+from .check.precision import RANK, dtype_name
+
+NOT_DIFFERENTIABLE = ("pad_mask",)         # inputs whose gradient is not part of the contract (a 0/1 mask)
+
+
+def case_dtype(inputs) -> str:
+    """The least precise floating dtype among ``inputs`` (refnorm's name: float64 ... bfloat16)."""
+    names = [dtype_name(np.asarray(v).dtype) for v in inputs.values()]
+    names = [n for n in names if n]
+    if not names:
+        raise TypeError("assert_close_to_reference: no input has a floating dtype (float64, float32, float16, "
+                        "bfloat16); pass dtype=")
+    return min(names, key=RANK.__getitem__)
+
+
+def assert_close_to_reference(op, inputs, outputs, *, config=None, grads=None, cotangents=None, state=None,
+                              new_state=None, training=True, dtype=None, contract=Contract("strict", "block")):
+    """Assert that one call of a kernel is within the derived bound of the float64 reference (module
+    docstring). Returns the list of judged ``ArrayResult`` (ratio = error / bound) when it is."""
+    if contract.kind == "exact":
+        raise ValueError("contract 'exact' judges refnorm's own rounded reference (the numpy backend); "
+                         "a kernel declares strict, stats_d or epi_d")
+    if grads is not None and not cotangents:
+        raise ValueError("grads given without the cotangents they were computed from (cotangents=)")
+    config, cotangents, state = dict(config or {}), dict(cotangents or {}), dict(state or {})
+    inputs = {k: np.asarray(v) for k, v in inputs.items()}
+    dtype = dtype or case_dtype(inputs)
+    ref = reference(op, config, training, inputs, cotangents, state)
+    E = derive_bounds(op, dtype, config, training, inputs, cotangents, state, ref, contract)
+    compare = {"outputs": tuple(ref.outputs),
+               "grads": tuple(k for k in ref.grads if k not in NOT_DIFFERENTIABLE) if grads is not None else (),
+               "state": tuple(ref.state) if new_state is not None else ()}
+    got = {"outputs": dict(outputs), "grads": dict(grads or {}), "state": dict(new_state or {})}
+    arrays, unchecked = [], []
+    where = f"{op} [{dtype}, contract {contract.kind}/{contract.reduction}]"
+    try:
+        judge_returned(0, op, compare, grads is not None, got, ref, E, dtype, arrays, unchecked)
+    except (ValueError, TypeError) as e:
+        raise AssertionError(f"{where}: {e}") from None
+    unknown = sorted(f"{part} {k!r}" for part, d in got.items() for k in d if k not in getattr(ref, part))
+    if unknown:
+        raise AssertionError(f"{where}: {op} has no {', '.join(unknown)}")
+    if any(not a.passed for a in arrays):
+        raise AssertionError("\n".join([f"{where}: {failure_message(arrays)}", *R.array_lines(arrays)]))
+    return arrays

@@ -1,0 +1,51 @@
+"""The bias test: correct rounding passes at the stated false-alarm rate; a systematic scale error
+below one rounding step per element is caught once a group has enough elements."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from refnorm.check.bias import bias_test, group_count
+from refnorm.check.precision import UNIT_ROUNDOFF, round_to
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_correct_rounding_has_no_false_alarm_even_at_a_loose_rate(dtype):
+    rng = np.random.default_rng(0)
+    alarms = 0
+    for trial in range(200):
+        ref = rng.standard_normal((16, 300))
+        got = round_to(ref, dtype)
+        r, *_ = bias_test(got, ref, np.zeros_like(ref), p_array=0.05)      # 5% budget, no internal error
+        alarms += r > 1
+    assert alarms <= 10          # at most the budget (Hoeffding is conservative: expect 0)
+
+
+def test_repeated_values_are_not_independent_roundings():
+    ref = np.full((4, 3000), 0.1 + 2 ** -12)            # every element rounds the same way
+    got = round_to(ref, "bfloat16")
+    r, *_ = bias_test(got, ref, np.zeros_like(ref), p_array=1e-9)
+    assert r <= 1
+
+
+@pytest.mark.parametrize("dtype,delta,n", [("bfloat16", 2.0 ** -9, 4096), ("float16", 2.0 ** -12, 4096)])
+def test_a_scale_error_below_half_an_ulp_is_caught(dtype, delta, n):
+    rng = np.random.default_rng(1)
+    ref = rng.standard_normal((8, n))
+    got = round_to(ref * (1 + delta), dtype)            # every element biased by delta, < ulp/2
+    assert np.max(np.abs(got.astype(float) - ref) / np.abs(ref)) < 2 * UNIT_ROUNDOFF[dtype] * 1.01
+    r, label, S, allow = bias_test(got, ref, np.zeros_like(ref), p_array=1e-9)
+    assert r > 1, (r, label)
+
+
+def test_the_internal_error_allowance_absorbs_a_bias_it_permits():
+    rng = np.random.default_rng(2)
+    ref = rng.standard_normal((8, 4096))
+    delta = 2.0 ** -9
+    got = round_to(ref * (1 + delta), "bfloat16")
+    r, *_ = bias_test(got, ref, delta * np.abs(ref) * 1.01, p_array=1e-9)   # a contract allowing it
+    assert r <= 1
+
+
+def test_group_count():
+    assert group_count((5,)) == 1 and group_count((3, 4)) == 8 and group_count((2, 1, 5)) == 8

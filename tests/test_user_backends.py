@@ -1,0 +1,126 @@
+"""A user's own kernel: --backend package.module:attr and the refnorm.backends entry-point group, with
+the README's example (examples/tiny_backend.py) run through the real console script."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import textwrap
+
+import pytest
+
+from refnorm.check import get_backend
+from refnorm.check.backends.plugin import BackendLoadError
+from refnorm.cli import main
+from refnorm.errors import UnknownNameError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOLDEN = os.path.join(ROOT, "golden")
+TINY = "examples.tiny_backend:TinyBackend"
+
+
+def _refnorm(*args, cwd=ROOT, env=None):
+    exe = shutil.which("refnorm")
+    assert exe, "the `refnorm` console script is not on PATH: install with pip install -e ."
+    return subprocess.run([exe, *args], capture_output=True, text=True, cwd=cwd, env=env)
+
+
+def test_the_readme_example_passes_its_ops_and_skips_the_rest(tmp_path):
+    out = tmp_path / "r.json"
+    r = _refnorm("check", "--backend", TINY, "--no-progress", "--json", str(out))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    cases = json.loads(out.read_text())["cases"]
+    mine = [c for c in cases if c["op"] in ("layer_norm", "rms_norm")]
+    assert {c["status"] for c in cases} == {"passed", "skipped"}
+    assert len([c for c in mine if c["status"] == "passed"]) > 80
+    for c in cases:
+        if c["status"] == "skipped":
+            assert c["message"].startswith("tiny backend: ") and "not implemented" in c["message"], c
+    assert {c["op"] for c in cases if c["status"] == "passed"} == {"layer_norm", "rms_norm"}
+    assert "refnorm check: OK: backend tiny" in r.stdout
+
+
+@pytest.mark.parametrize("form", ["TinyBackend", "make", "INSTANCE"])
+def test_attr_may_be_a_class_a_factory_or_an_object(form, tmp_path, monkeypatch):
+    (tmp_path / "kernels_ok.py").write_text(textwrap.dedent("""
+        from examples.tiny_backend import TinyBackend
+        def make():
+            return TinyBackend()
+        INSTANCE = TinyBackend()
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(ROOT)
+    b = get_backend(f"kernels_ok:{form}")
+    assert b.name == "tiny" and b.available() is None
+    assert main(["check", "--backend", f"kernels_ok:{form}", "--ops", "layer_norm", "--dtypes", "float32",
+                 "--golden", GOLDEN, "--no-progress"]) == 0
+
+
+BAD = """
+class NoRun:
+    name = "norun"
+    def available(self): return None
+    def supports(self, call): return None
+    def contract(self, call): return None
+class Nameless:
+    def available(self): return None
+    def supports(self, call): return None
+    def contract(self, call): return None
+    def run(self, call): return None
+class NeedsArgs:
+    def __init__(self, device): pass
+def factory_of_nothing():
+    return 42
+NUMBER = 3
+"""
+
+
+@pytest.mark.parametrize("spec,match", [
+    ("kernels_bad:NoRun", r"NoRun object is not a refnorm backend: it lacks run\(call\)"),
+    ("kernels_bad:Nameless", r"it lacks name: str \(the protocol"),
+    ("kernels_bad:NeedsArgs", r"calling the class 'NeedsArgs' with no arguments raised TypeError"),
+    ("kernels_bad:factory_of_nothing", r"int object is not a refnorm backend: it lacks name: str, available\(\), "
+                                       r"supports\(call\), contract\(call\), run\(call\)"),
+    ("kernels_bad:NUMBER", r"int object is not a refnorm backend"),
+    ("kernels_bad:Missing", r"'kernels_bad' has no attribute 'Missing'"),
+    ("kernels_nowhere:X", r"cannot import module 'kernels_nowhere': ModuleNotFoundError"),
+    ("kernels_bad:", r"expected package.module:attr"),
+])
+def test_a_bad_user_backend_is_a_clear_error_exit_2(spec, match, tmp_path, monkeypatch, capsys):
+    (tmp_path / "kernels_bad.py").write_text(BAD)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(BackendLoadError, match=match):
+        get_backend(spec)
+    assert main(["check", "--backend", spec, "--golden", GOLDEN, "--no-progress"]) == 2
+    assert "refnorm: error: " in capsys.readouterr().err
+
+
+def test_an_import_error_inside_the_module_is_reported(tmp_path, monkeypatch):
+    (tmp_path / "kernels_broken.py").write_text("import no_such_dependency_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(BackendLoadError, match="cannot import module 'kernels_broken'.*no_such_dependency_xyz"):
+        get_backend("kernels_broken:K")
+
+
+def test_unknown_names_list_builtins_and_the_import_path_form():
+    with pytest.raises(UnknownNameError, match=r"unknown backend 'nope'; expected one of: numpy, .*package.module:attr"):
+        get_backend("nope")
+
+
+def test_entry_point_group_refnorm_backends(tmp_path):
+    dist = tmp_path / "tinyplug-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tinyplug\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(f"[refnorm.backends]\ntiny = {TINY}\n"
+                                           "broken = examples.tiny_backend:DoesNotExist\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT, os.environ.get("PYTHONPATH", "")]))
+    r = _refnorm("check", "--backend", "tiny", "--ops", "rms_norm", "--golden", GOLDEN, "--no-progress",
+                 cwd=tmp_path, env=env)
+    assert r.returncode == 0 and "refnorm check: OK: backend tiny" in r.stdout, r.stdout[-2000:] + r.stderr
+    r = _refnorm("check", "--backend", "broken", "--golden", GOLDEN, cwd=tmp_path, env=env)
+    assert r.returncode == 2
+    assert "backend 'broken' (entry point 'examples.tiny_backend:DoesNotExist' in group 'refnorm.backends')" in r.stderr
+    r = _refnorm("check", "--backend", "nope", "--golden", GOLDEN, cwd=tmp_path, env=env)
+    assert r.returncode == 2 and "broken, tiny, or package.module:attr" in r.stderr, r.stderr
+
