@@ -117,7 +117,8 @@ from typing import Mapping
 import numpy as np
 
 from ... import registry
-from ...spec import DEFAULT, REQUIRED
+from . import _translate as T
+from ...spec import DEFAULT
 from .base import Call, Contract, Returned
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
@@ -172,23 +173,6 @@ def onnx_momentum_to_torch(m_onnx) -> float | None:
     return None
 
 
-def _config(op: str, config: Mapping) -> dict:
-    spec = registry.get(op)
-    unknown = [k for k in config if k not in spec.options]
-    if unknown:
-        raise KeyError(f"{op}: unknown option(s) {', '.join(map(repr, unknown))}; "
-                       f"expected: {', '.join(spec.options)}")
-    cfg = {**spec.options, **dict(config)}
-    missing = [k for k, v in cfg.items() if v is REQUIRED]
-    if missing:
-        raise KeyError(f"{op}: missing required option(s) {', '.join(map(repr, missing))}")
-    return cfg
-
-
-def _int_list(v) -> list[int]:
-    return [int(v)] if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else [int(s) for s in v]
-
-
 class TorchBackend:
     """torch's normalization ops on ``device`` (module docstring)."""
 
@@ -232,7 +216,7 @@ class TorchBackend:
         if dtype not in DTYPES:
             return f"dtype {dtype!r}: the torch backend handles {', '.join(DTYPES)}"
         try:
-            cfg = _config(op, config)
+            cfg = T.config(op, config)
         except KeyError as e:
             return str(e.args[0])
         if op == "batch_norm":
@@ -307,19 +291,8 @@ class TorchBackend:
             raise ValueError(f"{self.name} does not support this call: {reason}")
         torch = _import_torch()
         spec = registry.get(call.op)
-        cfg = _config(call.op, call.config)
-        unknown = [k for k in call.inputs if k not in spec.inputs]
-        if unknown:
-            raise KeyError(f"{call.op}: unknown input(s) {unknown}; expected {spec.inputs}")
-        missing = [k for k in spec.required if k not in call.inputs]
-        if missing:
-            raise KeyError(f"{call.op}: missing required input(s) {missing}")
-        bad = [k for k in call.state if k not in spec.state]
-        if bad:
-            raise KeyError(f"{call.op}: unknown state {bad}; expected {spec.state or '(none)'}")
-        bad = [k for k in call.cotangents if k not in spec.differentiable]
-        if bad:
-            raise KeyError(f"{call.op}: cotangents for {bad}; differentiable outputs: {spec.differentiable}")
+        cfg = T.config(call.op, call.config)
+        T.check_names(call)
 
         act_dt = _torch_dtype(torch, call.dtype)
         par_dt = torch.float32 if (self.param_dtype == "float32" and call.dtype in LOW) else act_dt
@@ -417,7 +390,7 @@ class TorchBackend:
 
     def _layer_norm(self, torch, t, cfg, st, training):
         x = t["x"]
-        ns = _int_list(cfg["normalized_shape"])
+        ns = T.int_list(cfg["normalized_shape"])
         y, mean, rstd = torch.native_layer_norm(x, ns, t.get("weight"), t.get("bias"), float(cfg["eps"]))
         k = len(ns)
         want = tuple(x.shape[:x.dim() - k]) + (1,) * k
@@ -445,7 +418,7 @@ class TorchBackend:
     def _rms_norm(self, torch, t, cfg, st, training):
         import torch.nn.functional as F
         eps = RMS_EPS_NONE if cfg["eps"] is None else float(cfg["eps"])
-        y = F.rms_norm(t["x"], _int_list(cfg["normalized_shape"]), t.get("weight"), eps=eps)
+        y = F.rms_norm(t["x"], T.int_list(cfg["normalized_shape"]), t.get("weight"), eps=eps)
         return {"y": y}, {}
 
     def _local_response_norm(self, torch, t, cfg, st, training):
