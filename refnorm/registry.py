@@ -2,8 +2,10 @@
 
 Every normalizer is one module ``refnorm.norms.<name>`` with a ``SPEC`` (``refnorm.spec.NormSpec``);
 ``NAMES`` lists them explicitly (to add a normalizer, write the module and add its name here).
-``evaluate`` validates names, dtypes, options and state, converts everything to float64 copies
-(nothing passed in is ever mutated), runs the forward and, given cotangents, the backward.
+``evaluate`` validates names, dtypes, options and state, converts everything to float64 (nothing
+passed in is ever mutated), runs the forward and, given cotangents, the backward. Inputs and
+cotangents that already are float64 arrays are not copied: the normalizer gets a read-only view
+(NumPy refuses any write to it), and a returned array that shares memory with one is copied.
 """
 from __future__ import annotations
 
@@ -56,14 +58,38 @@ def _is_float_dtype(dtype: np.dtype) -> bool:
             and "float" in dtype.name)
 
 
-def as_float64(what: str, value: Any) -> np.ndarray:
-    """A float64 copy of ``value``; integers, booleans, complex and objects are refused."""
+def as_float64(what: str, value: Any, *, view: bool = False) -> np.ndarray:
+    """A float64 copy of ``value``; integers, booleans, complex and objects are refused.
+
+    view=True: a float64 ndarray is returned as a read-only view instead of a copy (no time or
+    memory spent on a copy of a large input; nothing can write through it).
+    """
     arr = value if isinstance(value, np.ndarray) else np.asarray(value)
     if not _is_float_dtype(arr.dtype):
         raise InputTypeError(
             f"{what} has dtype {arr.dtype}; expected a floating dtype "
             "(float16, bfloat16, float32, float64); integer inputs are not normalized")
+    if view and arr.dtype == np.float64:
+        out = np.asarray(arr).view()
+        out.flags.writeable = False
+        return out
     return np.array(arr, dtype=np.float64, copy=True)
+
+
+def _bases(a) -> list:
+    """``a`` and the chain of objects whose memory it views (ndarray.base, base.base, ...)."""
+    chain = []
+    while a is not None:
+        chain.append(a)
+        a = getattr(a, "base", None)
+    return chain
+
+
+def _unshared(arrays: dict, owners: set) -> dict:
+    """``arrays`` with a copy of any array viewing memory of ``owners`` (ids of the caller's inputs,
+    their bases and our views of them: NumPy gives every view the memory's owner as its base)."""
+    return {k: v.copy() if isinstance(v, np.ndarray) and any(id(b) in owners for b in _bases(v)) else v
+            for k, v in arrays.items()}
 
 
 def _check_mapping(what: str, value: Any) -> Mapping:
@@ -123,7 +149,8 @@ def evaluate(name: str, inputs: Mapping[str, Any], *, config: Mapping[str, Any] 
     missing = [k for k in spec.required if k not in inputs or inputs[k] is None]
     if missing:
         raise RefnormError(f"{spec.name}: missing required input(s) {', '.join(map(repr, missing))}")
-    arrays = {k: as_float64(f"{spec.name}: input {k!r}", v) for k, v in inputs.items() if v is not None}
+    arrays = {k: as_float64(f"{spec.name}: input {k!r}", v, view=True) for k, v in inputs.items()
+              if v is not None}
 
     _check_names(spec, "option", config, tuple(spec.options))
     for k, v in config.items():
@@ -164,7 +191,7 @@ def evaluate(name: str, inputs: Mapping[str, Any], *, config: Mapping[str, Any] 
             cot = {}
             for k in spec.differentiable:
                 if k in grad_outputs and grad_outputs[k] is not None:
-                    c = as_float64(f"{spec.name}: grad_outputs[{k!r}]", grad_outputs[k])
+                    c = as_float64(f"{spec.name}: grad_outputs[{k!r}]", grad_outputs[k], view=True)
                     if c.shape != outputs[k].shape:
                         raise ShapeError(
                             f"{spec.name}: grad_outputs[{k!r}] has shape {c.shape}; "
@@ -177,4 +204,10 @@ def evaluate(name: str, inputs: Mapping[str, Any], *, config: Mapping[str, Any] 
             assert set(grads) == set(arrays), (spec.name, sorted(grads), sorted(arrays))
             if bwd.state is not None:
                 new_state = bwd.state
+    views = [a for a in arrays.values() if not a.flags.owndata]
+    if grad_outputs is not None:
+        views += [c for c in cot.values() if not c.flags.owndata]
+    if views:
+        owners = {id(b) for u in views for b in _bases(u)}
+        outputs, grads, new_state = (_unshared(d, owners) for d in (outputs, grads, new_state))
     return Result(outputs=outputs, grads=grads, state=new_state)

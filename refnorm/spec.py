@@ -7,7 +7,7 @@ then calls ``SPEC.forward`` and, when cotangents are given, ``SPEC.backward``:
     SPEC.forward(inputs, config, state, training) -> Forward(outputs, state, ctx)
     SPEC.backward(ctx, cotangents)                -> Backward(grads, state)
 
-* ``inputs``: name -> float64 ndarray (copies; optional inputs that were not given are absent).
+* ``inputs``: name -> float64 ndarray (read-only views of float64 inputs, copies of others; optional inputs that were not given are absent).
 * ``config``: every option, defaults filled in (a default may be ``DEFAULT``: the module resolves it,
   e.g. batch_norm's momentum depends on its convention).
 * ``state``: name -> float64 ndarray copies (empty when the caller gave none).

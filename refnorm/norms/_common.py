@@ -8,11 +8,28 @@ Conventions used throughout refnorm:
 * An empty reduction (a slice with no elements) gives mean 0 and variance NaN, as torch does.
 * NaN or Inf in a slice makes that slice's statistics NaN (or Inf), so it reaches only the outputs
   and gradients of that slice.
+
+Speed (docs/performance.md). layer_norm, rms_norm, group_norm, instance_norm and batch_norm (batch
+statistics) run the arithmetic of ``centered_moments`` / ``centered_backward`` block by block
+(``blocks``, ``run_blocks``, ``Grouped``): a block is a run of whole slices ("rows"), about
+``BLOCK_BYTES`` of x, whose temporaries live in per-thread work buffers that stay in the CPU cache,
+and the blocks are shared out over ``num_threads()`` threads (NumPy releases the GIL inside its
+loops). Every row goes through the same operations in the same order as the unblocked formulas, so
+outputs and x-gradients are bit-for-bit those of the plain NumPy expressions; only the parameter
+gradients of layer_norm / rms_norm (sums over rows) are summed block by block, then over blocks
+(more accurate than one running sum). The partition depends only on the shape, never on the thread
+count, so every result is the same with any number of threads (REFNORM_NUM_THREADS=1: no threads).
 """
 from __future__ import annotations
 
+import contextlib
+import itertools
+import math
 import numbers
-from typing import Iterable
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -83,7 +100,7 @@ def normalize_axes(name: str, axes, ndim: int, key: str = "dim") -> tuple[int, .
 
 
 def count(x: np.ndarray, axes: tuple[int, ...]) -> int:
-    return int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    return math.prod(x.shape[a] for a in axes)
 
 
 def centered(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -131,19 +148,341 @@ def centered_moments(x: np.ndarray, axes: tuple[int, ...], ddof: int = 0):
 
 
 def centered_backward(g: np.ndarray, xhat: np.ndarray, rstd: np.ndarray,
-                      axes: tuple[int, ...]) -> np.ndarray:
+                      axes: tuple[int, ...], *, out: np.ndarray | None = None,
+                      work: np.ndarray | None = None, inner: int = 0) -> np.ndarray:
     """dL/dx for xhat = (x - mean_A(x)) * rstd, rstd = (var_A(x) + eps)^(-1/2), biased variance.
 
         dx = rstd * (g - mean_A(g) - xhat * mean_A(g * xhat)),   g = dL/dxhat
 
     (derivations/batch_norm.md: the mean and variance paths contribute the two subtracted terms).
+    ``out`` (may be ``g`` itself) and ``work``, arrays shaped like g, receive dx and the
+    temporaries instead of new arrays (the blocked passes); the operations, and so the bits, are
+    the same either way. ``inner``: see ``elementwise``.
     """
-    if count(g, axes) == 0:
-        return np.zeros_like(g)
-    return rstd * (g - g.mean(axis=axes, keepdims=True)
-                   - xhat * (g * xhat).mean(axis=axes, keepdims=True))
+    n = count(g, axes)
+    if n == 0:
+        if out is None:
+            return np.zeros_like(g)
+        out.fill(0.0)
+        return out
+    if out is None:
+        return rstd * (g - g.mean(axis=axes, keepdims=True)
+                       - xhat * (g * xhat).mean(axis=axes, keepdims=True))
+    mg = block_sum(g, axes)             # = g.mean(...): sum, then / n
+    mg /= n
+    with elementwise(inner):
+        np.multiply(g, xhat, out=work)
+    mgx = block_sum(work, axes)
+    mgx /= n
+    with elementwise(inner):
+        np.subtract(g, mg, out=out)
+        out -= np.multiply(xhat, mgx, out=work)
+        out *= rstd
+    return out
 
 
 def reduce_to(g: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     """Sum ``g`` over ``axes`` (the gradient of a broadcast parameter), dropping those axes."""
     return g.sum(axis=axes)
+
+
+# ------------------------------------------------------------------ blocked, threaded row passes
+BLOCK_BYTES = 2 << 20
+"""Target size of x in one block (2 MiB: measured best here among 0.5, 1, 2, 4 MiB): a block's two
+work buffers then stay in the CPU caches, and each block's ~25 NumPy calls cost little next to the
+arithmetic."""
+
+MAX_THREADS = 8
+
+
+def num_threads() -> int:
+    """Threads for the blocked passes: REFNORM_NUM_THREADS, else the CPUs this process may use (<= 8)."""
+    env = os.environ.get("REFNORM_NUM_THREADS", "").strip()
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise ConfigError(f"REFNORM_NUM_THREADS={env!r}; expected a positive integer") from None
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_THREADS))
+
+
+def blocks(nrows: int, row_elems: int) -> list[tuple[int, int]]:
+    """[(start, stop), ...]: consecutive runs of whole rows, about BLOCK_BYTES of float64 each.
+
+    Depends only on the shape (not on the thread count), so results never depend on threading.
+    """
+    per = max(1, BLOCK_BYTES // max(1, 8 * row_elems))
+    return [(s, min(nrows, s + per)) for s in range(0, nrows, per)]
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_key: tuple[int, int] | None = None
+_pool_lock = threading.Lock()
+
+
+def _executor(workers: int) -> ThreadPoolExecutor:
+    """A process-wide pool of ``workers`` threads (re-created after a fork or a change of size)."""
+    global _pool, _pool_key
+    key = (os.getpid(), workers)
+    with _pool_lock:
+        if _pool_key != key:
+            if _pool is not None and _pool_key[0] == os.getpid():
+                _pool.shutdown(wait=False)
+            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="refnorm")
+            _pool_key = key
+        return _pool
+
+
+def run_blocks(fn: Callable[[int, int], object], bounds: list[tuple[int, int]]) -> list:
+    """[fn(start, stop) for each block], the blocks shared out over up to num_threads() threads.
+
+    The caller's NumPy error state (refnorm.evaluate ignores NaN/Inf warnings) holds in every thread.
+    An exception in any block is raised here after every thread has stopped.
+    """
+    threads = min(num_threads(), len(bounds)) if len(bounds) > 1 else 1
+    if threads <= 1:
+        return [fn(s, e) for s, e in bounds]
+    out = [None] * len(bounds)
+    ticket = itertools.count()          # next() on a count is atomic under the GIL
+    err = np.geterr()
+
+    def work():
+        with np.errstate(**err):
+            for i in iter(ticket.__next__, None):
+                if i >= len(bounds):
+                    return
+                out[i] = fn(*bounds[i])
+
+    futures = [_executor(threads - 1).submit(work) for _ in range(threads - 1)]
+    try:
+        work()
+    finally:
+        errors = [f.exception() for f in futures]   # waits for every helper
+    for e in errors:
+        if e is not None:
+            raise e
+    return out
+
+
+_tls = threading.local()
+_SCRATCH_KEEP = 2 * BLOCK_BYTES // 8     # elements; larger work buffers (rows over 4 MiB) are not kept
+
+
+def scratch(count: int, size: int) -> list[np.ndarray]:
+    """``count`` flat float64 work arrays of at least ``size`` elements, private to this thread.
+
+    They are kept for the thread's next call (fresh ones would cost page faults on every call):
+    at most 2 arrays of 2 * BLOCK_BYTES per thread stay allocated between calls.
+    """
+    if size > _SCRATCH_KEEP:
+        return [np.empty(size) for _ in range(count)]
+    bufs = getattr(_tls, "bufs", [])
+    if len(bufs) < count or bufs[0].size < size:
+        keep = max(size, bufs[0].size if bufs else 0)
+        bufs = _tls.bufs = [np.empty(keep) for _ in range(max(count, len(bufs)))]
+    return bufs[:count]
+
+
+_ELEMENTWISE_BUFSIZE = 256
+
+
+@contextlib.contextmanager
+def elementwise(inner: int):
+    """NumPy's ufunc buffer size lowered for the element-wise (never the summing) ops of a block.
+
+    With its default 8192-element buffer NumPy "grows" the inner loop of an op that broadcasts a
+    per-row value over rows shorter than the buffer by copying through the buffer, which doubles
+    the op's cost (rows of 784 or 3136 values: 0.43 instead of 0.2 ns per element here); with a
+    buffer shorter than a row (``inner`` values) it runs the contiguous loop row by row. Element-wise
+    results do not depend on the buffering; sums may (blocking of the pairwise sum), so every sum
+    runs outside this context, with the caller's buffer size. Rows under 256 values keep the default.
+    """
+    if inner < _ELEMENTWISE_BUFSIZE:
+        yield
+        return
+    old = np.setbufsize(_ELEMENTWISE_BUFSIZE)
+    try:
+        yield
+    finally:
+        np.setbufsize(old)
+
+
+def contiguous(a: np.ndarray) -> np.ndarray:
+    """``a`` itself if C-contiguous and aligned (no copy), else a C-contiguous aligned copy."""
+    return a if a.flags.c_contiguous and a.flags.aligned else np.array(a, order="C", copy=True)
+
+
+def shaped(buf: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    return buf[:math.prod(shape)].reshape(shape)
+
+
+def block_sum(a: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """Sum over ``axes`` (keepdims) of a 3-D block, in the order NumPy sums the whole array.
+
+    (1, 2) (rows of contiguous values): one pairwise sum per row. (0, 2) (batch_norm's (N, k, S)
+    block of channels, C > 1): a pairwise sum over S for each (n, c), then those one after the
+    other in order of n. That is how np.add.reduce orders sum(axis=(0, 2, ...)) over a whole
+    (N, C, *) array with C > 1; on a slice of channels NumPy may choose another order (pairwise
+    over n when the slice has one channel), so the two steps are spelled out.
+    """
+    if axes == (0, 2):
+        return np.add.accumulate(np.add.reduce(a, axis=2, keepdims=True), axis=0)[-1:]
+    return np.add.reduce(a, axis=axes, keepdims=True)
+
+
+def block_moments(xb: np.ndarray, d: np.ndarray, t: np.ndarray, axes: tuple[int, ...] = (1, 2),
+                  inner: int = 0):
+    """Two-pass moments over ``axes`` of a block ``xb`` (3-D; one statistic per index of the other axis).
+
+    Fills ``d`` (contiguous, shaped like xb) with the re-centred deviations (x - m0) - c and uses ``t``
+    as work space. Returns (m0, c, var) with keepdims shapes: exactly the arithmetic of
+    ``centered_moments`` (mean = m0 + c), so a slice's statistics are the same bits whether it is
+    computed alone, in a block or in the whole array. Every slice must be non-empty.
+    ``inner``: the length of the block's contiguous rows (``elementwise``).
+    """
+    n = count(xb, axes)
+    m0 = block_sum(xb, axes)
+    m0 /= n
+    with elementwise(inner):
+        np.subtract(xb, m0, out=d)
+    c = block_sum(d, axes)
+    c /= n
+    with elementwise(inner):
+        d -= c
+        np.multiply(d, d, out=t)
+    var = block_sum(t, axes)
+    var /= n
+    return m0, c, var
+
+
+def block_xhat(xb: np.ndarray, m0: np.ndarray, c: np.ndarray, rstd: np.ndarray, d: np.ndarray,
+               inner: int = 0) -> np.ndarray:
+    """d = ((x - m0) - c) * rstd: the forward's normalized values, bit for bit, recomputed from x."""
+    with elementwise(inner):
+        np.subtract(xb, m0, out=d)
+        d -= c
+        d *= rstd
+    return d
+
+
+class Grouped:
+    """A normalizer whose statistics are per "row", over a 3-D view of x, in blocks of rows.
+
+    ``shape``: the 3-D view of x (a reshape of the contiguous x). ``row_axis``: 0, the view is
+    (rows, P, Q) and a row's statistics are over axes (1, 2) (instance_norm: (N*C, 1, S); group_norm:
+    (N*G, C/G, S)); or 1, the view is (P, rows, Q) with statistics over axes (0, 2) (batch_norm:
+    (N, C, S)). Affine parameters are given broadcastable to the view, with the row axis full
+    (instance_norm (N*C, 1, 1), group_norm (N*G, C/G, 1), batch_norm (1, C, 1)). Statistics are
+    keepdims arrays ((rows, 1, 1) or (1, rows, 1)).
+
+    The arithmetic per row is that of centered_moments / centered_backward on the whole x, operation
+    for operation, so every output and gradient is bit-for-bit what the unblocked formulas give.
+    """
+
+    def __init__(self, shape: tuple[int, int, int], row_axis: int, *, one_block: bool = False):
+        self.shape, self.row_axis = tuple(int(v) for v in shape), row_axis
+        self.rows = self.shape[row_axis]
+        self.axes = (1, 2) if row_axis == 0 else (0, 2)
+        self.n = self.shape[self.axes[0]] * self.shape[2]
+        self.one_block = one_block
+        self.bounds = [(0, self.rows)] if one_block else blocks(self.rows, self.n)
+        per = self.bounds[0][1] - self.bounds[0][0] if self.bounds else 0
+        self.block_size = per * self.n
+
+    def stat(self) -> np.ndarray:
+        return np.empty((self.rows, 1, 1) if self.row_axis == 0 else (1, self.rows, 1))
+
+    def rows_of(self, a: np.ndarray | None, s: int, e: int):
+        """Rows s:e of a view-shaped (or parameter / statistic) array."""
+        if a is None:
+            return None
+        return a[s:e] if self.row_axis == 0 else a[:, s:e]
+
+    def view(self, a: np.ndarray) -> np.ndarray:
+        return contiguous(a).reshape(self.shape)
+
+    def _scratch(self, count_: int, s: int, e: int) -> list[np.ndarray]:
+        bshape = list(self.shape)
+        bshape[self.row_axis] = e - s
+        return [shaped(b, tuple(bshape)) for b in scratch(count_, self.block_size)]
+
+    def forward(self, x, y, weight, bias, eps):
+        """Writes y = xhat * weight + bias; returns (m0, c, var, rstd)."""
+        xv, yv = self.view(x), y.reshape(self.shape)
+        m0, c, var, rstd = (self.stat() for _ in range(4))
+        R, q = self.rows_of, self.shape[2]
+
+        def one(s, e):
+            d, t = self._scratch(2, s, e)
+            R(m0, s, e)[...], R(c, s, e)[...], v = block_moments(R(xv, s, e), d, t, self.axes, q)
+            R(var, s, e)[...] = v
+            r = R(rstd, s, e)
+            r[...] = 1.0 / np.sqrt(v + eps)
+            yb = R(yv, s, e)
+            with elementwise(q):
+                if weight is None:
+                    np.multiply(d, r, out=yb)
+                else:
+                    d *= r                                  # xhat
+                    np.multiply(d, R(weight, s, e), out=yb)
+                if bias is not None:
+                    yb += R(bias, s, e)
+
+        run_blocks(one, self.bounds)
+        return m0, c, var, rstd
+
+    def centre(self, x):
+        """(m0, c) as ``forward`` computes them (for a backward called without them)."""
+        xv = self.view(x)
+        m0, c = self.stat(), self.stat()
+        R = self.rows_of
+
+        def one(s, e):
+            d, t = self._scratch(2, s, e)
+            R(m0, s, e)[...], R(c, s, e)[...], _ = block_moments(R(xv, s, e), d, t, self.axes,
+                                                                 self.shape[2])
+
+        run_blocks(one, self.bounds)
+        return m0, c
+
+    def backward(self, x, dy, dx, weight, m0, c, rstd, *, want_dw: bool, want_db: bool):
+        """Writes dx = centered_backward(dy * weight, xhat, rstd) (through the statistics), per row.
+
+        Returns (sum over Q of dy * xhat, sum over Q of dy), each view-shaped without the Q axis
+        (None where not wanted): the caller sums them over the remaining non-channel axis into the
+        weight and bias gradients, in the order of the unblocked ``sum``. With ``one_block`` (a
+        single channel: NumPy sums the whole array in one run) they are the totals, shaped (1, 1).
+        """
+        xv, dyv, dxv = self.view(x), self.view(dy), dx.reshape(self.shape)
+        pshape = (1, 1) if self.one_block else self.shape[:2]
+        sxy = np.empty(pshape) if want_dw else None
+        sy = np.empty(pshape) if want_db else None
+        R, q = self.rows_of, self.shape[2]
+
+        def one(s, e):
+            d, t = self._scratch(2, s, e)
+            r = R(rstd, s, e)
+            xhat = block_xhat(R(xv, s, e), R(m0, s, e), R(c, s, e), r, d, q)
+            dyb, dxb = R(dyv, s, e), R(dxv, s, e)
+            with elementwise(q):
+                if want_dw:
+                    np.multiply(dyb, xhat, out=t)
+                g = dyb if weight is None else np.multiply(dyb, R(weight, s, e), out=dxb)
+            if want_dw:
+                if self.one_block:
+                    sxy[...] = np.add.reduce(t, axis=None)
+                else:
+                    np.add.reduce(t, axis=2, out=R(sxy, s, e))
+            if want_db:
+                if self.one_block:
+                    sy[...] = np.add.reduce(dyb, axis=None)
+                else:
+                    np.add.reduce(dyb, axis=2, out=R(sy, s, e))
+            centered_backward(g, xhat, r, self.axes, out=dxb, work=t, inner=q)
+
+        run_blocks(one, self.bounds)
+        return sxy, sy

@@ -35,6 +35,8 @@ Backward (derivations/batch_norm.md), g = dy * weight, xhat = (x - mean) * rstd:
 * running statistics: dx = g * rstd                                          (statistics are constants)
 * dweight = sum_A(dy * xhat), dbias = sum_A(dy). The running-statistics update is not differentiated.
 NaN/Inf in one channel reach only that channel's outputs, gradients and running statistics.
+With batch statistics x is processed in blocks of channels, in threads (_common.Grouped: the
+same operations per channel as centered_moments / centered_backward, so the same bits).
 """
 from __future__ import annotations
 
@@ -75,8 +77,12 @@ def update_running_stats(running_mean, running_var, num_batches_tracked, mean, v
 
 
 def forward(x, weight=None, bias=None, running_mean=None, running_var=None, num_batches_tracked=0, *,
-            training=True, momentum=DEFAULT, eps=1e-5, convention="torch"):
-    """Returns (y, mean, rstd, new_state, used_batch_stats). See the module docstring."""
+            training=True, momentum=DEFAULT, eps=1e-5, convention="torch", _centre=None):
+    """Returns (y, mean, rstd, new_state, used_batch_stats). See the module docstring.
+
+    ``_centre``: a list that receives the per-channel (m0, c) of the batch statistics, for
+    ``backward`` to recompute the deviations bit for bit.
+    """
     convention = C.check_choice(NAME, "convention", convention, DEFAULT_MOMENTUM)
     if momentum is DEFAULT:
         momentum = DEFAULT_MOMENTUM[convention]
@@ -98,12 +104,18 @@ def forward(x, weight=None, bias=None, running_mean=None, running_var=None, num_
     n = C.count(x, axes)
     use_batch = training or not tracking
     state = {}
+    centre = None
     if use_batch:
         if n == 1:
             raise ShapeError(f"{NAME}: expected more than 1 value per channel when training, got input of "
                              f"shape {x.shape}")
-        mean, var, d = C.centered_moments(x, axes)
-        mean, var = mean.reshape(nc), var.reshape(nc)
+        if x.size:
+            y = np.empty(x.shape)
+            m0, c, var, _ = _layout(x).forward(x, y, _param(weight), _param(bias), eps)
+            mean, var, centre = (m0 + c).reshape(nc), var.reshape(nc), (m0, c)
+        else:
+            mean, var, d = C.centered_moments(x, axes)
+            mean, var = mean.reshape(nc), var.reshape(nc)
         if training and tracking:
             rm, rv, nbt = update_running_stats(running_mean, running_var, num_batches_tracked, mean, var, n,
                                                momentum=momentum, convention=convention)
@@ -115,16 +127,47 @@ def forward(x, weight=None, bias=None, running_mean=None, running_var=None, num_
         state = {"running_mean": running_mean.copy(), "running_var": running_var.copy(),
                  "num_batches_tracked": np.asarray(num_batches_tracked, dtype=np.int64).copy()}
     rstd = 1.0 / np.sqrt(var + eps)
-    xhat = d * _bcast(rstd, x)
-    y = xhat if weight is None else xhat * _bcast(weight, x)
-    if bias is not None:
-        y = y + _bcast(bias, x)
+    if centre is None:
+        xhat = d * _bcast(rstd, x)
+        y = xhat if weight is None else xhat * _bcast(weight, x)
+        if bias is not None:
+            y = y + _bcast(bias, x)
+    if _centre is not None and centre is not None:
+        _centre[:] = centre
     return y, mean, rstd, state, use_batch
 
 
-def backward(dy, x, weight, mean, rstd, *, used_batch_stats: bool, with_bias: bool):
-    """Returns (dx, dweight or None, dbias or None). See the module docstring for the formulas."""
+def _layout(x) -> C.Grouped:
+    """x (N, C, *) as (N, C, prod(*)), one statistic per channel (the row axis is 1), blocks of channels.
+
+    One channel: (1, 1, N * prod(*)), one row, as NumPy sums a whole (N, 1, *) array in one run.
+    """
+    nb, nc = x.shape[:2]
+    if nc == 1:
+        return C.Grouped((1, 1, x.size), row_axis=0)
+    return C.Grouped((nb, nc, x.size // (nb * nc)), row_axis=1)
+
+
+def _param(p):
+    return None if p is None else p.reshape((1, -1, 1) if p.size > 1 else (1, 1, 1))
+
+
+def backward(dy, x, weight, mean, rstd, *, used_batch_stats: bool, with_bias: bool, centre=None):
+    """Returns (dx, dweight or None, dbias or None). See the module docstring for the formulas.
+
+    ``centre``: the forward's per-channel (m0, c) (``forward(..., _centre=list)``); recomputed when None.
+    """
     axes = _axes(x)
+    if used_batch_stats and x.size:
+        lay = _layout(x)
+        m0, c = lay.centre(x) if centre is None else centre
+        dx = np.empty(x.shape)
+        sxy, sy = lay.backward(x, dy, dx, _param(weight), m0, c, rstd.reshape(lay.stat().shape),
+                               want_dw=weight is not None, want_db=with_bias)
+        # per (n, c) sums over the spatial axes, then over n: the order of sum(axis=(0, 2, ...))
+        dweight = None if weight is None else sxy.sum(axis=0).reshape(-1)
+        dbias = sy.sum(axis=0).reshape(-1) if with_bias else None
+        return dx, dweight, dbias
     r = _bcast(rstd, x)
     d = C.centered(x, axes)[1] if used_batch_stats else x - _bcast(mean, x)
     xhat = d * r
@@ -139,15 +182,18 @@ def _forward(inputs, config, state, training):
     x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
     if state and not {"running_mean", "running_var"} <= set(state):
         raise RefnormError(f"{NAME}: state needs both 'running_mean' and 'running_var', got {sorted(state)}")
+    centre = []
     y, mean, rstd, new_state, use_batch = forward(
         x, w, b, state.get("running_mean"), state.get("running_var"), state.get("num_batches_tracked", 0),
-        training=training, **config)
-    return Forward({"y": y, "mean": mean, "rstd": rstd}, new_state, (x, w, b is not None, mean, rstd, use_batch))
+        training=training, **config, _centre=centre)
+    return Forward({"y": y, "mean": mean, "rstd": rstd}, new_state,
+                   (x, w, b is not None, mean, rstd, use_batch, centre or None))
 
 
 def _backward(ctx, cot):
-    x, w, has_bias, mean, rstd, use_batch = ctx
-    dx, dw, db = backward(cot["y"], x, w, mean, rstd, used_batch_stats=use_batch, with_bias=has_bias)
+    x, w, has_bias, mean, rstd, use_batch, centre = ctx
+    dx, dw, db = backward(cot["y"], x, w, mean, rstd, used_batch_stats=use_batch, with_bias=has_bias,
+                          centre=centre)
     grads = {"x": dx}
     if w is not None:
         grads["weight"] = dw

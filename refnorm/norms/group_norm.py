@@ -24,6 +24,8 @@ NaN, as torch; N == 0 gives (0, G) statistics. A group of one element gives xhat
 eps > 0 and NaN for eps = 0; torch.native_group_norm computes the same, while F.group_norm's Python
 wrapper refuses the input when N * C/G * prod(*) == 1 (a check copied from batch norm), which refnorm
 does not replicate.
+x is processed in blocks of (sample, group) rows, in threads (_common.Grouped: the same operations
+per slice as centered_moments / centered_backward on the (N, G, m) view, so the same bits).
 """
 from __future__ import annotations
 
@@ -52,46 +54,73 @@ def _bcast(p: np.ndarray, x: np.ndarray) -> np.ndarray:
     return p.reshape((1, -1) + (1,) * (x.ndim - 2))
 
 
-def forward(x, weight=None, bias=None, *, num_groups, eps=1e-5):
-    """Returns (y, mean, rstd), mean and rstd of shape (N, G). See the module docstring."""
+def _layout(x: np.ndarray, g: int) -> C.Grouped:
+    """x (N, C, *) as (N * G, C/G, prod(*)): one row per (sample, group)."""
+    nb, nc = x.shape[:2]
+    # one channel: the weight/bias gradients are whole-array sums, which NumPy takes in one run
+    return C.Grouped((nb * g, nc // g, x.size // (nb * nc)), row_axis=0, one_block=nc == 1)
+
+
+def _per_group(p: np.ndarray | None, nb: int, g: int) -> np.ndarray | None:
+    """A (C,) parameter as (N * G, C/G, 1): the channels of each (sample, group) row."""
+    return None if p is None else np.broadcast_to(p.reshape(1, g, -1), (nb, g, p.size // g)).reshape(nb * g, -1, 1)
+
+
+def forward(x, weight=None, bias=None, *, num_groups, eps=1e-5, _centre=None):
+    """Returns (y, mean, rstd), mean and rstd of shape (N, G). See the module docstring.
+
+    ``_centre``: a list that receives the per-(n, group) (m0, c), for ``backward``.
+    """
     g, m = _groups(x, num_groups)
     eps = C.check_eps(NAME, eps)
     C.check_param(NAME, "weight", weight, (x.shape[1],))
     C.check_param(NAME, "bias", bias, (x.shape[1],))
-    v = x.reshape(x.shape[0], g, m)
-    mean, var, d = C.centered_moments(v, (2,))
-    rstd = 1.0 / np.sqrt(var + eps)
-    xhat = (d * rstd).reshape(x.shape)
-    y = xhat if weight is None else xhat * _bcast(weight, x)
-    if bias is not None:
-        y = y + _bcast(bias, x)
-    return y, mean.reshape(x.shape[0], g), rstd.reshape(x.shape[0], g)
+    nb = x.shape[0]
+    if x.size == 0:
+        v = x.reshape(nb, g, m)
+        mean, var, d = C.centered_moments(v, (2,))
+        rstd = 1.0 / np.sqrt(var + eps)
+        return np.zeros(x.shape), mean.reshape(nb, g), rstd.reshape(nb, g)
+    y = np.empty(x.shape)
+    m0, c, var, rstd = _layout(x, g).forward(x, y, _per_group(weight, nb, g), _per_group(bias, nb, g), eps)
+    if _centre is not None:
+        _centre[:] = [m0, c]
+    return y, (m0 + c).reshape(nb, g), rstd.reshape(nb, g)
 
 
-def backward(dy, x, weight, rstd, *, num_groups: int, with_bias: bool):
-    """Returns (dx, dweight or None, dbias or None) for the forward above (rstd of shape (N, G))."""
+def backward(dy, x, weight, rstd, *, num_groups: int, with_bias: bool, centre=None):
+    """Returns (dx, dweight or None, dbias or None) for the forward above (rstd of shape (N, G)).
+
+    ``centre``: the forward's (m0, c) (``forward(..., _centre=list)``); recomputed when None.
+    """
     g, m = _groups(x, num_groups)
-    view = (x.shape[0], g, m)
-    r = rstd.reshape(x.shape[0], g, 1)
-    xhat = C.centered(x.reshape(view), (2,))[1] * r
-    gy = dy if weight is None else dy * _bcast(weight, x)
-    dx = C.centered_backward(gy.reshape(view), xhat, r, (2,)).reshape(x.shape)
-    other = (0,) + tuple(range(2, x.ndim))  # everything but the channel axis
-    dweight = None if weight is None else C.reduce_to(dy * xhat.reshape(x.shape), other)
-    dbias = C.reduce_to(dy, other) if with_bias else None
+    nb, nc = x.shape[:2]
+    if x.size == 0:
+        return (np.zeros(x.shape), None if weight is None else np.zeros(nc),
+                np.zeros(nc) if with_bias else None)
+    lay = _layout(x, g)
+    m0, c = lay.centre(x) if centre is None else centre
+    dx = np.empty(x.shape)
+    sxy, sy = lay.backward(x, dy, dx, _per_group(weight, nb, g), m0, c, rstd.reshape(-1, 1, 1),
+                           want_dw=weight is not None, want_db=with_bias)
+    # sums over the spatial axes per (n, channel), then over n: the order of sum(axis=(0, 2, ...))
+    fold = (lambda p: p.reshape(1)) if lay.one_block else (lambda p: p.reshape(nb, nc).sum(axis=0))
+    dweight = None if weight is None else fold(sxy)
+    dbias = fold(sy) if with_bias else None
     return dx, dweight, dbias
 
 
 def _forward(inputs, config, state, training):
     x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
-    y, mean, rstd = forward(x, w, b, **config)
+    centre = []
+    y, mean, rstd = forward(x, w, b, **config, _centre=centre)
     return Forward({"y": y, "mean": mean, "rstd": rstd}, {},
-                   (x, w, b is not None, rstd, config["num_groups"]))
+                   (x, w, b is not None, rstd, config["num_groups"], centre or None))
 
 
 def _backward(ctx, cot):
-    x, w, has_bias, rstd, num_groups = ctx
-    dx, dw, db = backward(cot["y"], x, w, rstd, num_groups=num_groups, with_bias=has_bias)
+    x, w, has_bias, rstd, num_groups, centre = ctx
+    dx, dw, db = backward(cot["y"], x, w, rstd, num_groups=num_groups, with_bias=has_bias, centre=centre)
     grads = {"x": dx}
     if w is not None:
         grads["weight"] = dw

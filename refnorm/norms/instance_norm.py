@@ -35,6 +35,9 @@ Backward (derivations/group_norm.md, the case G = C), g = dy * weight, xhat = (x
 The running-statistics update is not differentiated (torch: they are buffers).
 NaN/Inf in one (n, c) slice reach only that slice's y, mean, rstd and dx, channel c's dweight and
 dbias, and channel c's running statistics. An empty slice (S == 0) gives mean 0 and rstd NaN, as torch.
+With instance statistics x is processed in blocks of (sample, channel) rows, in threads
+(_common.Grouped: the same operations per slice as centered_moments / centered_backward, so the
+same bits).
 """
 from __future__ import annotations
 
@@ -67,8 +70,12 @@ def update_running_stats(running_mean, running_var, mean, var, s: int, *, moment
 
 
 def forward(x, weight=None, bias=None, running_mean=None, running_var=None, num_batches_tracked=0, *,
-            training=True, momentum=0.1, eps=1e-5):
-    """Returns (y, mean, rstd, new_state, used_instance_stats). See the module docstring."""
+            training=True, momentum=0.1, eps=1e-5, _centre=None):
+    """Returns (y, mean, rstd, new_state, used_instance_stats). See the module docstring.
+
+    ``_centre``: a list that receives the per-instance (m0, c) of the instance statistics, for
+    ``backward`` to recompute the deviations bit for bit.
+    """
     momentum = C.check_real(NAME, "momentum", momentum, allow_none=True)
     momentum = 0.0 if momentum is None else momentum
     eps = C.check_eps(NAME, eps)
@@ -86,13 +93,18 @@ def forward(x, weight=None, bias=None, running_mean=None, running_var=None, num_
     axes = tuple(range(2, x.ndim))
     s = C.count(x, axes)
     use_input = training or not tracking
+    centre = None
     if use_input:
         if s == 1:
             raise ShapeError(f"{NAME}: expected more than 1 spatial element per instance when normalizing "
                              f"with instance statistics (training, or no running statistics), got input of "
                              f"shape {x.shape}")
-        mean, var, d = C.centered_moments(x, axes)
-        mean, var = mean.reshape(nb, nc), var.reshape(nb, nc)
+        if x.size:
+            y, m0, c, var = _instance_forward(x, weight, bias, eps)
+            mean, var, centre = (m0 + c).reshape(nb, nc), var.reshape(nb, nc), (m0, c)
+        else:
+            mean, var, d = C.centered_moments(x, axes)
+            mean, var = mean.reshape(nb, nc), var.reshape(nb, nc)
     else:
         mean = np.broadcast_to(running_mean, (nb, nc)).copy()
         var = np.broadcast_to(running_var, (nb, nc))
@@ -105,22 +117,60 @@ def forward(x, weight=None, bias=None, running_mean=None, running_var=None, num_
         state = {"running_mean": rm, "running_var": rv,
                  "num_batches_tracked": np.asarray(num_batches_tracked, dtype=np.int64).copy()}
     rstd = 1.0 / np.sqrt(var + eps)
-    xhat = d * _bcast(rstd, x)
-    y = xhat if weight is None else xhat * _bcast(weight, x)
-    if bias is not None:
-        y = y + _bcast(bias, x)
+    if centre is None:
+        xhat = d * _bcast(rstd, x)
+        y = xhat if weight is None else xhat * _bcast(weight, x)
+        if bias is not None:
+            y = y + _bcast(bias, x)
+    if _centre is not None and centre is not None:
+        _centre[:] = centre
     return y, mean, rstd, state, use_input
 
 
-def backward(dy, x, weight, mean, rstd, *, used_instance_stats: bool, with_bias: bool):
-    """Returns (dx, dweight or None, dbias or None); mean and rstd of shape (N, C)."""
+def _layout(x: np.ndarray) -> C.Grouped:
+    """x (N, C, *) as N * C rows of S values, one row per instance."""
+    nb, nc = x.shape[:2]
+    # one channel: the weight/bias gradients are whole-array sums, which NumPy takes in one run
+    return C.Grouped((nb * nc, 1, x.size // (nb * nc)), row_axis=0, one_block=nc == 1)
+
+
+def _per_row(p, nb):
+    """A (C,) parameter as (N * C, 1, 1): one value per instance row."""
+    return None if p is None else np.broadcast_to(p, (nb, p.size)).reshape(-1, 1, 1)
+
+
+def _instance_forward(x, weight, bias, eps):
+    """y and the per-instance (m0, c, var), each (N*C, 1, 1), for a non-empty x (blocked)."""
+    y = np.empty(x.shape)
+    nb = x.shape[0]
+    m0, c, var, _ = _layout(x).forward(x, y, _per_row(weight, nb), _per_row(bias, nb), eps)
+    return y, m0, c, var
+
+
+def backward(dy, x, weight, mean, rstd, *, used_instance_stats: bool, with_bias: bool, centre=None):
+    """Returns (dx, dweight or None, dbias or None); mean and rstd of shape (N, C).
+
+    ``centre``: the forward's (m0, c) (``forward(..., _centre=list)``); recomputed when None.
+    """
     axes = tuple(range(2, x.ndim))
+    other = (0,) + axes
+    if used_instance_stats and x.size:
+        nb, nc = x.shape[:2]
+        lay = _layout(x)
+        m0, c = lay.centre(x) if centre is None else centre
+        dx = np.empty(x.shape)
+        sxy, sy = lay.backward(x, dy, dx, _per_row(weight, nb), m0, c, rstd.reshape(-1, 1, 1),
+                               want_dw=weight is not None, want_db=with_bias)
+        # per-instance sums over the spatial axes, then over n: the order of sum(axis=(0, 2, ...))
+        fold = (lambda p: p.reshape(1)) if lay.one_block else (lambda p: p.reshape(nb, nc).sum(axis=0))
+        dweight = None if weight is None else fold(sxy)
+        dbias = fold(sy) if with_bias else None
+        return dx, dweight, dbias
     r = _bcast(rstd, x)
     d = C.centered(x, axes)[1] if used_instance_stats else x - _bcast(mean, x)
     xhat = d * r
     g = dy if weight is None else dy * _bcast(weight, x)
     dx = C.centered_backward(g, xhat, r, axes) if used_instance_stats else g * r
-    other = (0,) + axes
     dweight = None if weight is None else C.reduce_to(dy * xhat, other)
     dbias = C.reduce_to(dy, other) if with_bias else None
     return dx, dweight, dbias
@@ -130,15 +180,18 @@ def _forward(inputs, config, state, training):
     x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
     if state and not {"running_mean", "running_var"} <= set(state):
         raise RefnormError(f"{NAME}: state needs both 'running_mean' and 'running_var', got {sorted(state)}")
+    centre = []
     y, mean, rstd, new_state, use_input = forward(
         x, w, b, state.get("running_mean"), state.get("running_var"), state.get("num_batches_tracked", 0),
-        training=training, **config)
-    return Forward({"y": y, "mean": mean, "rstd": rstd}, new_state, (x, w, b is not None, mean, rstd, use_input))
+        training=training, **config, _centre=centre)
+    return Forward({"y": y, "mean": mean, "rstd": rstd}, new_state,
+                   (x, w, b is not None, mean, rstd, use_input, centre or None))
 
 
 def _backward(ctx, cot):
-    x, w, has_bias, mean, rstd, use_input = ctx
-    dx, dw, db = backward(cot["y"], x, w, mean, rstd, used_instance_stats=use_input, with_bias=has_bias)
+    x, w, has_bias, mean, rstd, use_input, centre = ctx
+    dx, dw, db = backward(cot["y"], x, w, mean, rstd, used_instance_stats=use_input, with_bias=has_bias,
+                          centre=centre)
     grads = {"x": dx}
     if w is not None:
         grads["weight"] = dw

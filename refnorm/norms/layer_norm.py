@@ -11,9 +11,13 @@ Backward (derivations/layer_norm.md), with xhat = (x - mean) * rstd and g = dy *
     dx = rstd * (g - mean_A(g) - xhat * mean_A(g * xhat))
     dweight = sum over the leading axes of dy * xhat,    dbias = sum over the leading axes of dy
 NaN/Inf in a row reach only that row. An empty row gives mean 0 and rstd NaN, as torch.
+Computed in blocks of rows, in threads (_common: the same operations per row as centered_moments and
+centered_backward, so the same bits; dweight and dbias are summed per block, then over the blocks).
+The backward recomputes xhat from x and the forward's first-pass mean and its correction (m0, c).
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -38,8 +42,23 @@ def _shape(normalized_shape) -> tuple[int, ...]:
     return tuple(int(s) for s in shape)
 
 
-def forward(x, weight=None, bias=None, *, normalized_shape, eps=1e-5):
-    """Returns (y, mean, rstd). See the module docstring for the equation and shapes."""
+def _rows(x: np.ndarray, k: int) -> tuple[int, int]:
+    """(rows, n): x as (rows, n), a row being one normalized slice of n values."""
+    n = C.count(x, tuple(range(x.ndim - k, x.ndim)))
+    return math.prod(x.shape[:x.ndim - k]), n
+
+
+def _view(a: np.ndarray, rows: int, n: int):
+    a = a.reshape(rows, 1, n)
+    return lambda s, e: a[s:e]
+
+
+def forward(x, weight=None, bias=None, *, normalized_shape, eps=1e-5, _centre=None):
+    """Returns (y, mean, rstd). See the module docstring for the equation and shapes.
+
+    ``_centre``: a list that receives (m0, c), the first-pass mean and its correction per row, which
+    ``backward`` uses to recompute the forward's deviations bit for bit.
+    """
     shape = _shape(normalized_shape)
     eps = C.check_eps(NAME, eps)
     k = len(shape)
@@ -48,38 +67,113 @@ def forward(x, weight=None, bias=None, *, normalized_shape, eps=1e-5):
                          f"equal to normalized_shape {list(shape)}")
     C.check_param(NAME, "weight", weight, shape)
     C.check_param(NAME, "bias", bias, shape)
-    axes = tuple(range(x.ndim - k, x.ndim))
-    mean, var, d = C.centered_moments(x, axes)
-    rstd = 1.0 / np.sqrt(var + eps)
-    xhat = d * rstd
-    y = xhat if weight is None else xhat * weight
-    if bias is not None:
-        y = y + bias
-    return y, mean, rstd
+    stat_shape = x.shape[:x.ndim - k] + (1,) * k
+    rows, n = _rows(x, k)
+    if n == 0 or rows == 0:                 # empty rows: mean 0, rstd NaN (as torch)
+        axes = tuple(range(x.ndim - k, x.ndim))
+        mean, var, d = C.centered_moments(x, axes)
+        rstd = 1.0 / np.sqrt(var + eps)
+        y = np.zeros(x.shape)
+        if _centre is not None:
+            _centre[:] = [mean.reshape(rows, 1, 1), np.zeros((rows, 1, 1))]
+        return y, mean, rstd
+    xv = _view(C.contiguous(x), rows, n)
+    y = np.empty(x.shape)
+    yv = _view(y, rows, n)
+    w = None if weight is None else weight.reshape(n)
+    b = None if bias is None else bias.reshape(n)
+    m0, c, rstd = (np.empty((rows, 1, 1)) for _ in range(3))
+    bounds = C.blocks(rows, n)
+    size = (bounds[0][1] - bounds[0][0]) * n
+
+    def block(s, e):
+        d, t = (C.shaped(buf, (e - s, 1, n)) for buf in C.scratch(2, size))
+        m0[s:e], c[s:e], var = C.block_moments(xv(s, e), d, t, inner=n)
+        r = rstd[s:e] = 1.0 / np.sqrt(var + eps)
+        yb = yv(s, e)
+        with C.elementwise(n):
+            if w is None:
+                np.multiply(d, r, out=yb)
+            else:
+                d *= r                                  # xhat
+                np.multiply(d, w, out=yb)
+            if b is not None:
+                yb += b
+
+    C.run_blocks(block, bounds)
+    if _centre is not None:
+        _centre[:] = [m0, c]
+    return y, (m0 + c).reshape(stat_shape), rstd.reshape(stat_shape)
 
 
-def backward(dy, x, weight, mean, rstd, *, normalized_ndim: int, with_bias: bool):
-    """Returns (dx, dweight or None, dbias or None) for the forward above."""
-    axes = tuple(range(x.ndim - normalized_ndim, x.ndim))
-    lead = tuple(range(x.ndim - normalized_ndim))
-    xhat = C.centered(x, axes)[1] * rstd
-    g = dy if weight is None else dy * weight
-    dx = C.centered_backward(g, xhat, rstd, axes)
-    dweight = None if weight is None else C.reduce_to(dy * xhat, lead)
-    dbias = C.reduce_to(dy, lead) if with_bias else None
+def backward(dy, x, weight, mean, rstd, *, normalized_ndim: int, with_bias: bool, centre=None):
+    """Returns (dx, dweight or None, dbias or None) for the forward above.
+
+    ``centre``: the (m0, c) the forward put in its ``_centre`` list; without it the deviations are
+    recomputed with a fresh first pass (the same values).
+    """
+    k = normalized_ndim
+    rows, n = _rows(x, k)
+    pshape = x.shape[x.ndim - k:]
+    if n == 0 or rows == 0:
+        return (np.zeros(x.shape), None if weight is None else np.zeros(pshape),
+                np.zeros(pshape) if with_bias else None)
+    xv = _view(C.contiguous(x), rows, n)
+    dyv = _view(C.contiguous(dy), rows, n)
+    dx = np.empty(x.shape)
+    dxv = _view(dx, rows, n)
+    r_all = rstd.reshape(rows, 1, 1)
+    w = None if weight is None else weight.reshape(n)
+    bounds = C.blocks(rows, n)
+    size = (bounds[0][1] - bounds[0][0]) * n
+    if centre is None:
+        centre = [np.empty((rows, 1, 1)), np.empty((rows, 1, 1))]
+
+        def first_pass(s, e):
+            d, t = (C.shaped(buf, (e - s, 1, n)) for buf in C.scratch(2, size))
+            centre[0][s:e], centre[1][s:e], _ = C.block_moments(xv(s, e), d, t, inner=n)
+
+        C.run_blocks(first_pass, bounds)
+    m0_all, c_all = centre
+
+    per = bounds[0][1] - bounds[0][0]
+    dw_parts = None if w is None else np.empty((len(bounds), 1, n))      # per-block sums over rows
+    db_parts = np.empty((len(bounds), 1, n)) if with_bias else None
+
+    def block(s, e):
+        d, t = (C.shaped(buf, (e - s, 1, n)) for buf in C.scratch(2, size))
+        r = r_all[s:e]
+        xhat = C.block_xhat(xv(s, e), m0_all[s:e], c_all[s:e], r, d, inner=n)
+        dyb, dxb = dyv(s, e), dxv(s, e)
+        with C.elementwise(n):
+            if w is not None:
+                np.multiply(dyb, xhat, out=t)
+            g = dyb if w is None else np.multiply(dyb, w, out=dxb)
+        if w is not None:
+            np.add.reduce(t, axis=0, out=dw_parts[s // per])
+        if with_bias:
+            np.add.reduce(dyb, axis=0, out=db_parts[s // per])
+        C.centered_backward(g, xhat, r, (1, 2), out=dxb, work=t, inner=n)
+
+    C.run_blocks(block, bounds)
+    # the blocks' sums, added in block order (np.add.reduce over axis 0 of (blocks, 1, n): one at a time)
+    dweight = None if w is None else np.add.reduce(dw_parts, axis=0).reshape(pshape)
+    dbias = np.add.reduce(db_parts, axis=0).reshape(pshape) if with_bias else None
     return dx, dweight, dbias
 
 
 def _forward(inputs, config, state, training):
     x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
-    y, mean, rstd = forward(x, w, b, **config)
-    ctx = (x, w, b is not None, mean, rstd, len(_shape(config["normalized_shape"])))
+    centre = []
+    y, mean, rstd = forward(x, w, b, **config, _centre=centre)
+    ctx = (x, w, b is not None, mean, rstd, len(_shape(config["normalized_shape"])), centre)
     return Forward({"y": y, "mean": mean, "rstd": rstd}, {}, ctx)
 
 
 def _backward(ctx, cot):
-    x, w, has_bias, mean, rstd, k = ctx
-    dx, dw, db = backward(cot["y"], x, w, mean, rstd, normalized_ndim=k, with_bias=has_bias)
+    x, w, has_bias, mean, rstd, k, centre = ctx
+    dx, dw, db = backward(cot["y"], x, w, mean, rstd, normalized_ndim=k, with_bias=has_bias,
+                          centre=centre)
     grads = {"x": dx}
     if w is not None:
         grads["weight"] = dw

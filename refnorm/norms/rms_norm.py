@@ -33,6 +33,8 @@ Outside, an all-zero row with eps > 0 has u = 0 (the limit: x / rms is bounded a
 x -> 0; y = x / eps + O(|x|^2) there), so dx = g / eps.
 NaN/Inf in a row reach only that row. An all-zero row gives y = 0 (rstd = 1/sqrt(eps)), and NaN when
 eps = 0 (0/0, as torch). An empty row (normalized_shape containing 0) gives rstd NaN, as torch.
+Computed in blocks of rows, in threads (_common; the same operations per row, so the same bits;
+dweight is summed per block, then over the blocks).
 """
 from __future__ import annotations
 
@@ -65,16 +67,27 @@ def _eps(eps) -> float:
     return FLOAT64_EPS if eps is None else C.check_eps(NAME, eps)
 
 
-def root_mean_square(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+def root_mean_square(x: np.ndarray, axes: tuple[int, ...], work: np.ndarray | None = None,
+                     inner: int = 0) -> np.ndarray:
     """sqrt(mean_A(x^2)) (keepdims) as s * sqrt(mean((x / s)^2)), s = max|x|: no overflow/underflow.
 
     s = 1 where the row is all zero, empty or not finite (then Inf/NaN propagate unscaled).
-    An empty row gives 0/0 = NaN.
+    An empty row gives 0/0 = NaN. ``work``: an optional array shaped like x for the temporaries;
+    ``inner``: the row length, for _common.elementwise.
     """
-    s = np.max(np.abs(x), axis=axes, keepdims=True, initial=0.0)
+    with C.elementwise(inner):
+        q = np.abs(x, out=work)
+    s = np.max(q, axis=axes, keepdims=True, initial=0.0)
     s = np.where((s > 0) & np.isfinite(s), s, 1.0)
-    q = x / s
-    return s * np.sqrt((q * q).sum(axis=axes, keepdims=True) / C.count(x, axes))
+    with C.elementwise(inner):
+        q = np.divide(x, s, out=q)
+        q = np.multiply(q, q, out=q)
+    return s * np.sqrt(q.sum(axis=axes, keepdims=True) / C.count(x, axes))
+
+
+def _view(a: np.ndarray, rows: int, n: int):
+    a = a.reshape(rows, 1, n)
+    return lambda s, e: a[s:e]
 
 
 def forward(x, weight=None, *, normalized_shape, eps=None, eps_placement="inside", weight_offset=0.0):
@@ -92,33 +105,95 @@ def forward(x, weight=None, *, normalized_shape, eps=None, eps_placement="inside
         raise ConfigError(f"{NAME}: weight_offset={weight_offset!r} needs a 'weight' input; expected "
                           "weight_offset=0.0 when no weight is given")
     axes = tuple(range(x.ndim - k, x.ndim))
-    rms = root_mean_square(x, axes)
-    if eps_placement == "inside":
-        rstd = 1.0 / np.hypot(rms, np.sqrt(eps))   # = (rms^2 + eps)^-1/2 without squaring rms
-    else:
-        rstd = 1.0 / (rms + eps)
-    y = x * rstd
-    if weight is not None:
-        y = y * (weight + offset)
-    return y, rstd, rms
+    n = C.count(x, axes)
+    rows = x.size // n if n else 0
+    stat_shape = x.shape[:x.ndim - k] + (1,) * k
+
+    def divisor_inverse(rms):
+        if eps_placement == "inside":
+            return 1.0 / np.hypot(rms, np.sqrt(eps))   # = (rms^2 + eps)^-1/2 without squaring rms
+        return 1.0 / (rms + eps)
+
+    if x.size == 0:
+        rms = root_mean_square(x, axes)
+        rstd = divisor_inverse(rms)
+        return np.zeros(x.shape), rstd, rms
+    xv = _view(C.contiguous(x), rows, n)
+    y = np.empty(x.shape)
+    yv = _view(y, rows, n)
+    w = None if weight is None else (weight + offset).reshape(n)
+    rms, rstd = np.empty((rows, 1, 1)), np.empty((rows, 1, 1))
+    bounds = C.blocks(rows, n)
+    size = (bounds[0][1] - bounds[0][0]) * n
+
+    def block(s, e):
+        t, = (C.shaped(buf, (e - s, 1, n)) for buf in C.scratch(1, size))
+        xb = xv(s, e)
+        rb = rms[s:e] = root_mean_square(xb, (1, 2), work=t, inner=n)
+        r = rstd[s:e] = divisor_inverse(rb)
+        yb = yv(s, e)
+        with C.elementwise(n):
+            np.multiply(xb, r, out=yb)
+            if w is not None:
+                yb *= w
+
+    C.run_blocks(block, bounds)
+    return y, rstd.reshape(stat_shape), rms.reshape(stat_shape)
 
 
 def backward(dy, x, weight, rstd, rms, *, normalized_ndim: int, eps_placement="inside",
              weight_offset=0.0):
     """Returns (dx, dweight or None) for the forward above."""
-    axes = tuple(range(x.ndim - normalized_ndim, x.ndim))
-    lead = tuple(range(x.ndim - normalized_ndim))
-    xhat = x * rstd
-    g = dy if weight is None else dy * (weight + weight_offset)
-    if eps_placement == "inside":
-        u = xhat
-    else:
-        u = np.where(rms == 0, 0.0, x / np.where(rms == 0, 1.0, rms))
-    if C.count(x, axes) == 0:
-        dx = np.zeros_like(x)
-    else:
-        dx = rstd * (g - u * (g * xhat).mean(axis=axes, keepdims=True))
-    dweight = None if weight is None else C.reduce_to(dy * xhat, lead)
+    k = normalized_ndim
+    axes = tuple(range(x.ndim - k, x.ndim))
+    n = C.count(x, axes)
+    pshape = x.shape[x.ndim - k:]
+    if x.size == 0:
+        return np.zeros(x.shape), None if weight is None else np.zeros(pshape)
+    rows = x.size // n
+    xv = _view(C.contiguous(x), rows, n)
+    dyv = _view(C.contiguous(dy), rows, n)
+    dx = np.empty(x.shape)
+    dxv = _view(dx, rows, n)
+    r_all, rms_all = rstd.reshape(rows, 1, 1), rms.reshape(rows, 1, 1)
+    w = None if weight is None else (weight + weight_offset).reshape(n)
+    bounds = C.blocks(rows, n)
+    size = (bounds[0][1] - bounds[0][0]) * n
+
+    per = bounds[0][1] - bounds[0][0]
+    dw_parts = None if w is None else np.empty((len(bounds), 1, n))      # per-block sums over rows
+
+    def block(s, e):
+        xhat, t = (C.shaped(buf, (e - s, 1, n)) for buf in C.scratch(2, size))
+        xb, dyb, dxb, r = xv(s, e), dyv(s, e), dxv(s, e), r_all[s:e]
+        with C.elementwise(n):
+            np.multiply(xb, r, out=xhat)
+            if w is not None:
+                np.multiply(dyb, xhat, out=t)
+            g = dyb if w is None else np.multiply(dyb, w, out=dxb)
+        if w is not None:
+            np.add.reduce(t, axis=0, out=dw_parts[s // per])
+        with C.elementwise(n):
+            np.multiply(g, xhat, out=t)
+        mgx = np.add.reduce(t, axis=(1, 2), keepdims=True)
+        mgx /= n
+        with C.elementwise(n):
+            if eps_placement == "inside":
+                u = xhat                                   # u = x * rstd
+            else:                                          # u = x / rms, 0 on an all-zero row
+                rm = rms_all[s:e]
+                u = np.divide(xb, np.where(rm == 0, 1.0, rm), out=t)
+                u[(rm == 0).reshape(-1)] = 0.0
+            np.multiply(u, mgx, out=t)
+            if w is None:
+                np.subtract(dyb, t, out=dxb)
+            else:
+                dxb -= t
+            dxb *= r                                       # dx = rstd * (g - u * mean(g * xhat))
+
+    C.run_blocks(block, bounds)
+    # the blocks' sums, added in block order
+    dweight = None if w is None else np.add.reduce(dw_parts, axis=0).reshape(pshape)
     return dx, dweight
 
 
