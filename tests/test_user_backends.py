@@ -124,3 +124,18 @@ def test_entry_point_group_refnorm_backends(tmp_path):
     r = _refnorm("check", "--backend", "nope", "--golden", GOLDEN, cwd=tmp_path, env=env)
     assert r.returncode == 2 and "broken, tiny, or package.module:attr" in r.stderr, r.stderr
 
+
+
+def test_adapter_preamble_refuses_ops_it_does_not_implement():
+    """A normalizer registered after an adapter was written is refused by it (never run), with the
+    adapter's name and the op in the reason; listed reasons, dtypes and bad options come first."""
+    from refnorm.check.backends import _translate as T
+    kw = dict(supported=("layer_norm",), unsupported={"rms_norm": "no rms here"}, dtypes=("float32",),
+              backend="toy")
+    cfg = {"normalized_shape": [3]}
+    assert T.preamble("layer_norm", "float32", cfg, **kw) == (None, {"normalized_shape": [3], "eps": 1e-5})
+    assert T.preamble("group_norm", "float32", {}, **kw)[0] == "the toy backend has no implementation of group_norm"
+    assert T.preamble("rms_norm", "float32", {}, **kw)[0] == "no rms here"
+    assert T.preamble("nope", "float32", {}, **kw)[0] == "unknown op 'nope'"
+    assert "handles float32" in T.preamble("layer_norm", "float16", cfg, **kw)[0]
+    assert "missing required option" in T.preamble("layer_norm", "float32", {}, **kw)[0]

@@ -24,6 +24,27 @@ def config(op: str, cfg: Mapping) -> dict:
     return out
 
 
+def preamble(op: str, dtype: str, cfg: Mapping, *, supported, unsupported: Mapping, dtypes,
+             backend: str) -> tuple[str | None, dict | None]:
+    """The checks every adapter's ``supports_config`` starts with: (reason, None) when ``op`` is not
+    refnorm's, has no implementation in this adapter (``unsupported`` gives the reason; an op the
+    adapter neither implements nor lists is refused too, so a newly registered normalizer is never
+    run by an adapter that does not know it), ``dtype`` is not one of ``dtypes`` or the options are
+    not valid; else (None, the options with defaults filled in)."""
+    if op not in registry.names():
+        return f"unknown op {op!r}", None
+    if op in unsupported:
+        return unsupported[op], None
+    if op not in supported:
+        return f"the {backend} backend has no implementation of {op}", None
+    if dtype not in dtypes:
+        return f"dtype {dtype!r}: the {backend} backend handles {', '.join(dtypes)}", None
+    try:
+        return None, config(op, cfg)
+    except KeyError as e:
+        return str(e.args[0]), None
+
+
 def int_list(v) -> list[int]:
     return [int(v)] if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else [int(s) for s in v]
 

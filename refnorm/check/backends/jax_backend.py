@@ -170,16 +170,10 @@ class JaxBackend:
 
     def supports_config(self, op: str, dtype: str, config: Mapping, training: bool) -> str | None:
         """Whether this adapter has a jax implementation of (op, dtype, configuration)."""
-        if op not in registry.names():
-            return f"unknown op {op!r}"
-        if op in NO_JAX:
-            return NO_JAX[op]
-        if dtype not in DTYPES:
-            return f"dtype {dtype!r}: the jax backend handles {', '.join(DTYPES)}"
-        try:
-            cfg = T.config(op, config)
-        except KeyError as e:
-            return str(e.args[0])
+        reason, cfg = T.preamble(op, dtype, config, supported=SUPPORTED, unsupported=NO_JAX, dtypes=DTYPES,
+                                 backend="jax")
+        if reason:
+            return reason
         if op == "lp_normalize" and cfg["zero_rule"] == "onnx":
             return ("lp_normalize zero_rule='onnx' (y = 0 on an all-zero slice, no eps) is ONNX's rule; the jax "
                     "idiom x / max(||x||, eps) has torch's")

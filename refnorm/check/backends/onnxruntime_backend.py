@@ -181,16 +181,10 @@ class OnnxruntimeBackend:
 
     def supports_config(self, op: str, dtype: str, config: Mapping, training: bool, has_state: bool = False) -> str | None:
         """Whether ONNX has an operator for (op, dtype, configuration, training, running statistics)."""
-        if op not in registry.names():
-            return f"unknown op {op!r}"
-        if op in NO_ONNX:
-            return NO_ONNX[op]
-        if dtype not in DTYPES:
-            return f"dtype {dtype!r}: the onnxruntime backend handles {', '.join(DTYPES)}"
-        try:
-            cfg = T.config(op, config)
-        except KeyError as e:
-            return str(e.args[0])
+        reason, cfg = T.preamble(op, dtype, config, supported=SUPPORTED, unsupported=NO_ONNX, dtypes=DTYPES,
+                                 backend="onnxruntime")
+        if reason:
+            return reason
         floats = {}
         if op in ("layer_norm", "group_norm", "batch_norm", "instance_norm"):
             floats["epsilon"] = cfg["eps"]

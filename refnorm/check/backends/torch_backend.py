@@ -209,16 +209,10 @@ class TorchBackend:
 
     def supports_config(self, op: str, dtype: str, config: Mapping, training: bool) -> str | None:
         """Whether torch has this (op, dtype, configuration), whatever the shapes."""
-        if op not in registry.names():
-            return f"unknown op {op!r}"
-        if op in NO_TORCH:
-            return NO_TORCH[op]
-        if dtype not in DTYPES:
-            return f"dtype {dtype!r}: the torch backend handles {', '.join(DTYPES)}"
-        try:
-            cfg = T.config(op, config)
-        except KeyError as e:
-            return str(e.args[0])
+        reason, cfg = T.preamble(op, dtype, config, supported=SUPPORTED, unsupported=NO_TORCH, dtypes=DTYPES,
+                                 backend="torch")
+        if reason:
+            return reason
         if op == "batch_norm":
             if cfg["convention"] == "onnx":
                 if training:
