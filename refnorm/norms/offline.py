@@ -83,6 +83,10 @@ def use_var(call: Call, s2: np.ndarray) -> np.ndarray:
     return np.sqrt(s2 + call.opts["eps"])
 
 
+def _window(opts, key) -> int:
+    return C.check_int("offline", key, opts[key], minimum=1)
+
+
 def ema(old, new, alpha):
     """alpha * old + (1 - alpha) * new: alpha weighs the OLD value."""
     return alpha * old + (1 - alpha) * new
@@ -125,7 +129,7 @@ def arithmetic_window(key: str, window: str) -> Estimator:
         s2 = call.var if call.t <= H.shape[0] else H.mean(axis=0)
         return use_var(call, s2), {key: H}
     return Estimator(f"arithmetic_window({key})", arithmetic_window.__doc__, step,
-                     lambda c, opts: {key: np.zeros((opts[window], c))})
+                     lambda c, opts: {key: np.zeros((_window(opts, window), c))})
 
 
 def geometric_window(key: str, window: str, *, warmup: str | None = None,
@@ -155,7 +159,7 @@ def geometric_window(key: str, window: str, *, warmup: str | None = None,
         return use_var(call, s2), {key: H, **upd}
 
     def init(c, opts):
-        return {key: np.zeros((opts[window], c)), **({"skip_counter": 0} if gate is not None else {})}
+        return {key: np.zeros((_window(opts, window), c)), **({"skip_counter": 0} if gate is not None else {})}
     return Estimator(f"geometric_window({key})", geometric_window.__doc__, step, init)
 
 
@@ -267,7 +271,7 @@ def window_ema_gz(key: str, buffer: str, window: str, alpha: str, *, warmup: str
             psi = ema(old, q if early else H.mean(axis=0), call.opts[alpha])
         return (q if (skip and skip_exact) else psi), {key: psi, buffer: H}
     return Estimator(f"window_ema_gz({key})", window_ema_gz.__doc__, step,
-                     lambda c, opts: {key: np.zeros(c), buffer: np.zeros((opts[window], c))})
+                     lambda c, opts: {key: np.zeros(c), buffer: np.zeros((_window(opts, window), c))})
 
 
 def powernorm_gz(key: str, alpha: str) -> Estimator:
