@@ -57,7 +57,7 @@ class Call:
     t: int                      # 1-based training-call count (incremented before the call)
     state: Mapping[str, Any]    # state before the call (forward) / after the forward (backward)
     opts: Mapping[str, Any]     # the instance's checked options
-    n: int                      # positions in the statistic
+    n: int                      # positions in the statistic (the kept ones, see OfflineNorm.forward)
     mean: np.ndarray            # batch mean mu_t (zeros when uncentred)
     var: np.ndarray             # sigma_t^2: biased variance about mu_t, or the mean square when uncentred
     values: dict = field(default_factory=dict)  # "scale", "mu_hat", "gmean", "gz", "psi_sigma", ...
@@ -134,19 +134,19 @@ def arithmetic_window(key: str, window: str) -> Estimator:
 
 def geometric_window(key: str, window: str, *, warmup: str | None = None,
                      gate: Callable[[Call, np.ndarray], bool] | None = None,
-                     on_skip: Callable[[Call], np.ndarray] | None = None) -> Estimator:
+                     on_skip: Callable[[Call], np.ndarray] | None = None, one_skips: bool = True) -> Estimator:
     """sigma_hat^2 = geometric mean of the last M batch statistics (current included), per channel:
     UN's fluctuation smoothing. The current statistic while t <= M, t < T_w (option ``warmup``), or
     when the outlier ``gate(call, H)`` fires: it then raises ``events["skip"]`` (read by the gradient
     estimators), counts ``skip_counter`` and stores ``on_skip(call)`` in the current slot instead of
-    the statistic (None: keep it). A window of 1 always skips (uncounted), as the official code."""
+    the statistic (None: keep it). one_skips: a window of 1 always skips (uncounted), as the official code."""
     from ._un_official import geometric_mean
 
     def step(call):
         H = call.state[key].copy()
         M = H.shape[0]
         H[call.t % M] = call.var
-        skip = M <= 1
+        skip = one_skips and M <= 1
         upd = {}
         if gate is not None and gate(call, H):
             if on_skip is not None:
@@ -314,6 +314,11 @@ class OfflineNorm:
     trackers:        estimators updated every training call, not used in training (eval statistics).
     compensation:    ``fn(call) -> r`` (C,), the gradient-compensation factor applied to g; None: 1.
     eval_stats:      ``fn(state, opts) -> (mu, D)`` for eval mode (the running statistics).
+    backward_positions: with padding (``forward(..., keep=)``, uncentred instances only; the forward
+                     statistic is over the kept positions K, every position is normalized):
+                     "statistic" (the exact chain rule): the gradient statistics are sums over all
+                     positions divided by |K|, and psi is subtracted at the kept positions only;
+                     "all" (UN's official code): sums divided by all P positions, psi subtracted everywhere.
     """
 
     name: str
@@ -329,8 +334,12 @@ class OfflineNorm:
     check: Callable[[dict], None] | None = None
     trackers: tuple[Estimator, ...] = ()
     compensation: Callable[[Call], np.ndarray] | None = None
+    backward_positions: str = "statistic"
 
     def __post_init__(self):
+        if self.backward_positions not in ("statistic", "all"):
+            raise ConfigError(f"{self.name}: backward_positions={self.backward_positions!r}; "
+                              "expected 'statistic' or 'all'")
         if self.layout not in LAYOUTS:
             raise ConfigError(f"{self.name}: layout={self.layout!r}; expected one of {LAYOUTS}")
         if "eps" not in self.options:
@@ -358,9 +367,10 @@ class OfflineNorm:
     def _to_rows(self, x):
         if self.layout == "channels_first":
             C.check_ndim(self.name, x, 2, "(N, C, *)")
-            return np.moveaxis(x, 1, -1).reshape(-1, x.shape[1])
+            moved = np.moveaxis(x, 1, -1)
+            return moved.reshape(int(np.prod(moved.shape[:-1])), x.shape[1])
         C.check_ndim(self.name, x, 1, "(..., C)")
-        return x.reshape(-1, x.shape[-1])
+        return x.reshape(int(np.prod(x.shape[:-1])), x.shape[-1])
 
     def _from_rows(self, a, shape):
         if self.layout == "channels_first":
@@ -394,8 +404,12 @@ class OfflineNorm:
                 for k, v in st.items()}
 
     # ---- one call
-    def forward(self, x, weight=None, bias=None, state=None, *, training=True, **config):
-        """Returns (outputs, new_state, ctx). See the module docstring."""
+    def forward(self, x, weight=None, bias=None, state=None, *, training=True, keep=None, **config):
+        """Returns (outputs, new_state, ctx). See the module docstring.
+
+        ``keep``: optional boolean mask over the positions (x.shape without the channel axis, channel-last
+        instances): the batch statistic is taken over the True ones only (padding); uncentred instances only.
+        """
         opts = {**self.options, **config}
         opts["eps"] = C.check_eps(self.name, opts["eps"])
         if self.check is not None:
@@ -405,7 +419,11 @@ class OfflineNorm:
         C.check_param(self.name, "weight", weight, (c,))
         C.check_param(self.name, "bias", bias, (c,))
         st = self._check_state(dict(state or {}), c, opts, training)
-        n = x2d.shape[0]
+        if keep is not None:
+            if self.centred or self.layout != "channels_last":
+                raise ConfigError(f"{self.name}: padding (keep) is supported by uncentred channel-last instances only")
+            keep = np.asarray(keep, dtype=bool).reshape(-1)
+        n = x2d.shape[0] if keep is None else int(np.count_nonzero(keep))
         if training:
             if n < 2 and self.centred:
                 raise ShapeError(f"{self.name}: expected more than 1 value per channel when training, got input "
@@ -414,9 +432,9 @@ class OfflineNorm:
                 m, d = C.centered(x2d, (0,))
                 mean, var = m.reshape(c), (d * d).sum(axis=0) / n
             else:
-                d = x2d
+                xs = x2d if keep is None else x2d[keep]      # padded rows selected out: NaN there stays out
                 mean = np.zeros(c)
-                var = (x2d * x2d).sum(axis=0) / n if n else np.full(c, np.nan)
+                var = (xs * xs).sum(axis=0) / n if n else np.full(c, np.nan)
             t = st["iters"] + 1
             call = Call(t=t, state=st, opts=opts, n=n, mean=mean, var=var)
             new = {**st, "iters": t}
@@ -428,7 +446,8 @@ class OfflineNorm:
             new.update(upd)
             for tr in self.trackers:
                 new.update(tr.step(call)[1])
-            dev = d + (mean - mu_hat)          # x - mu_hat, exact deviations when mu_hat = mu_t
+            # x - mu_hat: exact deviations when mu_hat = mu_t; x itself when uncentred with mu_hat = 0
+            dev = d + (mean - mu_hat) if self.centred else (x2d if not np.any(mu_hat) else x2d - mu_hat)
             r = np.ones(c) if self.compensation is None else self.compensation(call)
         else:
             mu_hat, scale = self.eval_stats(st, opts)
@@ -440,7 +459,7 @@ class OfflineNorm:
         outputs = {"y": self._from_rows(y, x.shape), "mean": np.array(mu_hat, dtype=np.float64),
                    "rstd": 1.0 / scale, "r": r}
         ctx = dict(shape=x.shape, z=z, scale=scale, r=r, weight=weight, has_bias=bias is not None,
-                   call=call, state=new)
+                   call=call, state=new, keep=keep)
         return outputs, self._public(new), ctx
 
     def backward(self, dy, ctx):
@@ -452,17 +471,25 @@ class OfflineNorm:
         if call is None:                 # eval: a fixed affine map
             dx = g / scale
         else:
-            n = g.shape[0]
+            keep = ctx["keep"]
+            n = g.shape[0] if keep is None or self.backward_positions == "all" else call.n
             bcall = Call(t=call.t, state=ctx["state"], opts=call.opts, n=n, mean=call.mean, var=call.var,
                          values=dict(call.values), events=call.events)
-            bcall.values.update(gmean=g.sum(axis=0) / n, gz=(g * z).sum(axis=0) / n, zz=(z * z).sum(axis=0) / n)
+            if n:
+                bcall.values.update(gmean=np.sum(g, axis=0) / n, gz=np.sum(g * z, axis=0) / n,
+                                    zz=np.sum(z * z, axis=0) / n)
+            else:
+                bcall.values.update({k: np.full(g.shape[1], np.nan) for k in ("gmean", "gz", "zz")})
             new = dict(ctx["state"])
             ps, upd = self.theta_gsigma.step(bcall)
             bcall.values["psi_sigma"] = ps
             new.update(upd)
             pm, upd = self.theta_gmu.step(bcall)
             new.update(upd)
-            dx = (g - pm - z * ps) / scale
+            term = z * ps if not np.any(pm) else pm + z * ps
+            if keep is not None and self.backward_positions == "statistic":
+                term = np.where(keep[:, None], term, 0.0)
+            dx = (g - term) / scale
             new = self._public(new)
         dw = None if weight is None else np.sum(dy2d * r * z, axis=0)
         db = np.sum(dy2d, axis=0) if ctx["has_bias"] else None
