@@ -224,3 +224,27 @@ def test_bad_options_and_state_are_refused_naming_them(name, kwargs, match):
 def test_one_value_per_channel_is_refused_for_centred_instances():
     with pytest.raises(refnorm.ShapeError, match="more than 1 value per channel"):
         refnorm.evaluate("batch_renorm", {"x": np.ones((1, 3))})
+
+
+# ------------------------------------------------------------------- unified_norm as instances
+def test_unified_norm_presets_are_framework_instances():
+    """unified_norm runs its presets as OfflineNorm instances built from the framework's pieces (their
+    equality with the official semantics is test_unified_norm.py's transcription runs and the golden
+    vectors, which were built by the earlier dedicated code and still verify bit for bit)."""
+    from refnorm.norms import _un_instances, offline
+    names = {p: [e.name for e in inst.pieces] for p, inst in _un_instances.PRESETS.items()}
+    assert all(isinstance(i, offline.OfflineNorm) for i in _un_instances.PRESETS.values())
+    assert names["official"] == names["paper"] == [
+        "geometric_window(buffer_x2)", "zero_mean", "tracker(running_var)", "window_ema_gz(ema_gz)", "zero_gmean"]
+    assert _un_instances.OFFICIAL.compensation is not None and _un_instances.PAPER.compensation is None
+    rng = np.random.default_rng(4)
+    x, dy = rng.standard_normal((2, 5, 3)), rng.standard_normal((2, 5, 3))
+    for preset, inst in _un_instances.PRESETS.items():
+        res = refnorm.evaluate("unified_norm", {"x": x}, config={"preset": preset, "window": 2, "warmup": 0},
+                               grad_outputs={"y": dy})
+        out, st, ctx = inst.forward(x, window_f=2, window_b=2, warmup=0)
+        dx, _, _, st2 = inst.backward(dy, ctx)
+        np.testing.assert_array_equal(res.outputs["y"], out["y"])
+        np.testing.assert_array_equal(res.grads["x"], dx)
+        for k in res.state:
+            np.testing.assert_array_equal(res.state[k], st2[k])
