@@ -400,7 +400,8 @@ class OfflineNorm:
         return st
 
     def _public(self, st):
-        return {k: (np.array([v], dtype=np.int64) if isinstance(v, (int, np.integer)) else np.array(v, dtype=np.float64))
+        return {k: (np.array([v], dtype=np.int64) if isinstance(v, (int, np.integer))
+                    else np.array(v, dtype=np.float64))
                 for k, v in st.items()}
 
     # ---- one call

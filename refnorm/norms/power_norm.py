@@ -19,11 +19,13 @@ Theta_gmu = 0, Theta_gsigma = nu_{t-1} (powernorm_gz). The exact gradient of thi
 statistic depends on x); PN subtracts nu z, an estimate of the z-term the chain rule through psi_B^2
 would give (derivations/offline.md). The instance follows the paper, not the framework's EMA pieces.
 
-Sources. The paper's Algorithm 1 as read from the arXiv/ICML text (X_hat = X / psi_{t-1}; the nu update
-with Gamma and Lambda), cross-checked against the official code github.com/sIncerass/powernorm
-(fairseq/modules/norms/mask_powernorm.py, commit 1159641f): its buffer ema_gz is nu / (1 - alpha_bkw)
-(``g - (1 - abkw) ema_gz z`` and ``ema_gz += mean((g - (1 - abkw) ema_gz z) z)`` are exactly the lines
-above). Where the official code departs from the paper, this instance follows the paper:
+Sources. The paper's Algorithm 1 (X_hat = X / psi_{t-1}; psi_t^2 updated after use; dL/dX = (dL/dX_hat -
+nu_{t-1} X_hat) / psi_{t-1}; the nu update with Gamma and Lambda), from the published algorithm: the paper's
+PDF could not be re-read when this module was written, so the backward was cross-checked line by line
+against the official code github.com/sIncerass/powernorm (fairseq/modules/norms/mask_powernorm.py, commit
+1159641f), whose buffer ema_gz is nu / (1 - alpha_bkw): its ``g - (1 - abkw) ema_gz z`` and
+``ema_gz += mean((g - (1 - abkw) ema_gz z) z)`` are exactly the two lines above. Where the official code
+departs from the paper, this instance follows the paper:
 * the code normalizes with the BATCH statistic for t <= warmup_iters (default 10000) and updates
   running_phi twice during warm-up (a cumulative average, then the EMA); the paper has no warm-up;
 * after warm-up the code divides dx by the batch sqrt(psi_B^2 + eps), not the running scale the forward used;

@@ -125,7 +125,8 @@ def test_batch_renorm_multi_step_matches_the_papers_algorithm(cfg):
             res = refnorm.evaluate("batch_renorm", {"x": x, "weight": w, "bias": b}, config=cfg, state=st,
                                    grad_outputs={"y": dy})
             y, dx, dw, db = model.train(rows(x, True), rows(dy, True), list(w), list(b))
-            worst = max(worst, rel(res.outputs["y"], unrows(y, shape, True)), rel(res.grads["x"], unrows(dx, shape, True)),
+            worst = max(worst, rel(res.outputs["y"], unrows(y, shape, True)),
+                        rel(res.grads["x"], unrows(dx, shape, True)),
                         rel(res.grads["weight"], dw), rel(res.grads["bias"], db))
             rmax, dmax = cfg.get("r_max", 3.0), cfg.get("d_max", 5.0)
             for r, d in zip(model.last_r, model.last_d):
