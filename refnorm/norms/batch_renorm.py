@@ -16,6 +16,7 @@ Backward: r and d are constants (the paper's section 3 formulas), g = weight * d
     dweight = sum(dy x_hat), dbias = sum(dy)
 Eval: y = weight * (x - mu) / sigma + bias (no eps: sigma already holds it).
 State: running_mean mu (C,) (initially 0), running_std sigma (C,) (initially 1), iters (training calls).
+Outputs: y, mean (the mu_hat used), rstd (1 / the scale D), r (gradient compensation: always 1 here).
 
 In framework terms (derivations/offline.md): D = sigma_B / r and mu_hat = mu_B - d D, so x_hat = (x -
 mu_hat) / D; psi_sigma = (mean(g x_hat) - d mean(g)) / r^2 and psi_mu = mean(g) - d psi_sigma (the exact

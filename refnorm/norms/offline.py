@@ -27,10 +27,11 @@ Order of a call: theta_sigma, theta_mu, trackers (eval-mode statistics, updated 
 training), then in the backward theta_gsigma, theta_gmu. Forward estimators read the OLD state;
 backward estimators read the state after the forward.
 
-``OfflineNorm(...)`` turns four estimators (+ options) into a registered normalizer's ``NormSpec``;
-instances: offline_batch_norm.py (current batch), power_norm.py (PowerNorm), batch_renorm.py (Batch
-Renormalization). unified_norm.py keeps its own optimized code path; test_offline.py shows its presets
-as instances built from the UN pieces below (``un_official_pieces``), equal to 1e-15.
+``OfflineNorm(...)`` turns four estimators (+ options) into a registered normalizer's ``NormSpec``
+(outputs y, mean = the mu_hat used, rstd = 1 / D, r = the gradient-compensation factor; state = every
+piece's entries + ``iters``). Instances: offline_batch_norm.py (current batch), power_norm.py (PowerNorm),
+batch_renorm.py (Batch Renormalization), and unified_norm's presets "official" and "paper"
+(_un_instances.py: geometric_window with an outlier gate, window_ema_gz, UN's r as ``compensation``).
 
 Conventions shared by all pieces: ``momentum`` (alpha) of an EMA is the weight on the OLD value,
 EMA(old, new) = alpha * old + (1 - alpha) * new (UN's and PowerNorm's convention), unless a piece

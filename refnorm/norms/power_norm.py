@@ -13,6 +13,7 @@ Backward (approximate backpropagation; the forward's psi_{t-1} does not depend o
 !! Both momenta weigh the OLD value (alpha psi_{t-1}^2 + (1 - alpha) new), the OPPOSITE of torch BN's momentum;
 defaults alpha_fwd = alpha_bkw = 0.9 (the official MaskPowerNorm). Eval: y = weight x / sqrt(running_phi + eps) + bias.
 State: running_phi = psi^2 (C,), initially 1; nu (C,), initially 0; iters (training calls).
+Outputs: y, mean (the mu_hat used), rstd (1 / the scale D), r (gradient compensation: always 1 here).
 
 In framework terms: Theta_mu = 0, Theta_sigma = the previous EMA of the mean square (previous_ema_var),
 Theta_gmu = 0, Theta_gsigma = nu_{t-1} (powernorm_gz). The exact gradient of this forward is g / D (no
