@@ -32,6 +32,9 @@ NAMES: tuple[str, ...] = (
     "min_max_scale",
     "z_score",
     "unified_norm",
+    "offline_batch_norm",
+    "power_norm",
+    "batch_renorm",
 )
 
 

@@ -146,11 +146,20 @@ def _unified_norm(draw, regime, dtype, m):
     return C.unified_norm(regime, dtype, shape, window=draw(st.integers(1, 4)), affine=_pick(draw, *AFFINE))
 
 
+def _offline(op, lo):
+    def make(draw, regime, dtype, m):
+        shape = _sides(draw, draw(st.integers(2, 3)), m, lo=lo)
+        return C.offline(op, regime, dtype, shape, steps=("train",), affine=_pick(draw, *AFFINE))
+    return make
+
+
 MAKERS = {"layer_norm": _layer_norm, "rms_norm": _rms_norm, "batch_norm": _batch_norm,
           "instance_norm": _instance_norm, "group_norm": _group_norm, "lp_normalize": _lp_normalize,
           "local_response_norm": _local_response_norm, "min_max_scale": _min_max_scale, "z_score": _z_score,
           "mean_variance_norm": _mean_variance_norm, "weight_norm": _weight_norm,
-          "weight_standardization": _weight_standardization, "unified_norm": _unified_norm}
+          "weight_standardization": _weight_standardization, "unified_norm": _unified_norm,
+          "offline_batch_norm": _offline("offline_batch_norm", 2), "power_norm": _offline("power_norm", 1),
+          "batch_renorm": _offline("batch_renorm", 2)}
 
 
 def _names(value, known, what):

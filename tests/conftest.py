@@ -18,7 +18,7 @@ def pytest_terminal_summary(terminalreporter):
         return
     terminalreporter.section("refnorm: worst relative errors measured in this run")
     names = sorted({n for n, _ in WORST})
-    kinds = ["mpmath", "mpmath/(1+cond)", "torch"]
+    kinds = ["mpmath", "mpmath/(1+cond)", "torch", "transcription"]
     terminalreporter.write_line(f"{'normalizer':26s}" + "".join(f"{k:>18s}" for k in kinds))
     for n in names:
         cells = "".join(f"{WORST[(n, k)]:18.2e}" if (n, k) in WORST else f"{'-':>18s}" for k in kinds)

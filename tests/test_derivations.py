@@ -26,6 +26,7 @@ NORMALIZERS = {
     "group_norm": ["group_norm", "instance_norm"], "weight_norm": ["weight_norm"],
     "weight_standardization": ["weight_standardization"], "lp_normalize": ["lp_normalize"],
     "unified_norm": ["unified_norm"],
+    "offline": ["offline_batch_norm", "batch_renorm", "power_norm"],
 }
 
 

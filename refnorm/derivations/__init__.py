@@ -28,6 +28,7 @@ FAMILIES: tuple[str, ...] = (
     "weight_standardization",
     "lp_normalize",
     "unified_norm",
+    "offline",
 )
 
 __all__ = ["FAMILIES", "FORMATS", "ProofError", "expected_files", "get", "names", "readme", "render",

@@ -217,6 +217,7 @@ _TEX_CHARS = {
     "μ": r"\mu", "ν": r"\nu", "ρ": r"\rho", "σ": r"\sigma", "ψ": r"\psi", "Σ": r"\Sigma", "²": "^2",
     "≤": r"\leq", "≥": r"\geq", "≠": r"\neq", "−": "-", "·": r"\cdot", "√": r"\surd", "‖": r"\|",
     "→": r"\to", "…": r"\ldots", "⋆": r"\star", "Ŵ": r"\hat{W}", "§": r"\S",
+    "Γ": r"\Gamma", "Λ": r"\Lambda", "Θ": r"\Theta",
 }
 _LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 
@@ -224,6 +225,7 @@ _LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 def _tex_unicode(p: str) -> str:
     """Unicode math in running text -> \\ensuremath{...}, so the LaTeX output is plain ASCII."""
     p = re.sub("(.)\u0302", lambda mo: r"\ensuremath{\hat{" + mo.group(1) + "}}", p)
+    p = re.sub("(.)\u0303", lambda mo: r"\ensuremath{\tilde{" + mo.group(1) + "}}", p)
     p = p.replace("–", "--")
     return "".join(r"\ensuremath{" + _TEX_CHARS[c] + "}" if c in _TEX_CHARS else c for c in p)
 

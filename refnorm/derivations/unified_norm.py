@@ -112,6 +112,7 @@ def document() -> Document:
             "warm-up call, a window-1 (always filtered) call, a padded call and a smoothed call with r ≠ 1.",
         ),
         links=(("index", "README.md"), ("previous: lp_normalize", "lp_normalize.md"),
+               ("next: offline", "offline.md"),
                ("code: refnorm/norms/unified_norm.py", "../refnorm/norms/unified_norm.py")),
     )
 

@@ -34,7 +34,8 @@ forward (the official code when no backward follows). A run is a loop:
         res = refnorm.evaluate("unified_norm", {"x": x_t}, config=cfg, state=st, grad_outputs={"y": dy_t})
         st = res.state
 preset="official" (default): what the official code computes (UN_SEMANTICS.md section 3; the full
-algorithm is in _un_official.py). In short: sig2 = s during warm-up (t < T_w), for t <= M_f and on
+algorithm, as four estimators of the offline framework, is in _un_instances.py). In short: sig2 = s
+during warm-up (t < T_w), for t <= M_f and on
 skipped calls, otherwise the per-channel geometric mean G of the window H_x (which holds s). The
 outlier filter (only if enabled and t >= T_w) fires when ANY channel has A_c - G_c > M_f * theta,
 theta = ONE unbiased variance of sqrt(H_x) pooled over channels and window BEFORE s is inserted; it
@@ -47,7 +48,7 @@ r = clip(sqrt(sig2 + eps) / sqrt(v + eps), 1/5, 5) after call max(1000, T_w) on 
 dx is the TRUE gradient of the forward only on skipped calls (incl. window 1) without padding;
 dweight is the true gradient whenever r = 1 and dbias always (derivations/unified_norm.md).
 
-preset="paper": the seed's equations (details in _un_paper.py). The paper's filter fires when
+preset="paper": the seed's equations (as framework pieces in _un_instances.py). The paper's filter fires when
 E(Omega_t) - Pi(Omega_t) > M V(Omega_t^(1/2)), Omega_t = the M latest statistics WITH the current one.
 That never happens: with h_i = sqrt(Omega_i), Kober's inequality gives
     A - G <= (1/M) sum_{i<j} (h_i - h_j)^2 = M * Var_ddof0(h) <= M * Var_ddof1(h)
@@ -80,11 +81,10 @@ import numpy as np
 from ..errors import ConfigError, RefnormError, ShapeError
 from ..spec import Backward, Forward, NormSpec
 from . import _common as C
-from . import _un_official, _un_paper
+from ._un_instances import PRESETS
 
 NAME = "unified_norm"
 STATE = ("running_var", "ema_gz", "buffer_x2", "buffer_gz", "iters", "skip_counter")
-PRESETS = {"official": _un_official, "paper": _un_paper}
 
 
 def _windows(window) -> tuple[int, int]:
@@ -123,16 +123,10 @@ def _check_state(state, c, mf, mb, training) -> dict:
     return st
 
 
-def _public(st: dict) -> dict:
-    out = {k: np.array(st[k], dtype=np.float64) for k in STATE[:4]}
-    out.update({k: np.array([st[k]], dtype=np.int64) for k in STATE[4:]})
-    return out
-
-
 def forward(x, weight=None, bias=None, pad_mask=None, state=None, *, training=True, window=4, warmup=4000,
             outlier_filtration=False, eps=1e-5, momentum=0.9, preset="official"):
     """Returns (y, var, r, new_state, ctx); ``ctx`` feeds ``backward``. See the module docstring."""
-    impl = PRESETS[C.check_choice(NAME, "preset", preset, PRESETS)]
+    inst = PRESETS[C.check_choice(NAME, "preset", preset, PRESETS)]
     mf, mb = _windows(window)
     warmup = C.check_int(NAME, "warmup", warmup, minimum=0)
     if not isinstance(outlier_filtration, (bool, np.bool_)):
@@ -154,33 +148,23 @@ def forward(x, weight=None, bias=None, pad_mask=None, state=None, *, training=Tr
                               f"{float(pad_mask[(pad_mask != 0) & (pad_mask != 1)].reshape(-1)[0])!r}; "
                               "expected 1 = padding, 0 = token")
     st = _check_state(dict(state or {}), c, mf, mb, training)
-    x2d = x.reshape(int(np.prod(x.shape[:-1])), c)
-    keep = np.ones(x2d.shape[0], bool) if pad_mask is None else pad_mask.reshape(-1) == 0
-    opts = dict(Mb=mb, warmup=warmup, eps=eps, alpha=alpha)
-    if training:
-        z, sig2, r, new, aux = impl.forward(x2d, keep, st, Mf=mf, filtration=bool(outlier_filtration), **opts)
-    else:
-        sig2, r, new, aux = st["running_var"], np.ones(c), st, None
-        z = x2d / np.sqrt(sig2 + eps)
-    y = z if weight is None else z * weight
-    if bias is not None:
-        y = y + bias
-    ctx = dict(impl=impl, opts=opts, shape=x.shape, z=z, sig2=sig2, r=r, weight=weight, has_bias=bias is not None,
-               has_pad=pad_mask is not None, state=new, aux=aux)
-    return y.reshape(x.shape), sig2.copy(), r, _public(new), ctx
+    keep = None if pad_mask is None else pad_mask == 0
+    out, new, ctx = inst.forward(x, weight, bias, st, training=training, keep=keep, window_f=mf, window_b=mb,
+                                 warmup=warmup, outlier_filtration=bool(outlier_filtration), eps=eps, momentum=alpha)
+    sig2 = ctx["call"].values["sig2"] if training else st["running_var"]
+    ctx.update(inst=inst, has_pad=pad_mask is not None)
+    return out["y"], np.array(sig2, dtype=np.float64), out["r"], _ordered(new), ctx
+
+
+def _ordered(st):
+    """The state in the official buffer order (STATE)."""
+    return None if st is None else {k: st[k] for k in STATE}
 
 
 def backward(dy, ctx):
     """Returns (dx, dweight or None, dbias or None, new_state or None (eval: unchanged))."""
-    opts, shape, z, sig2, r, weight, aux = (ctx[k] for k in ("opts", "shape", "z", "sig2", "r", "weight", "aux"))
-    dy2d = dy.reshape(int(np.prod(shape[:-1])), shape[-1])
-    if aux is None:  # eval mode: a fixed affine map
-        g = dy2d if weight is None else dy2d * weight
-        dx, dw, db, new = g / np.sqrt(sig2 + opts["eps"]), np.sum(dy2d * z, axis=0), np.sum(dy2d, axis=0), None
-    else:
-        dx, dw, db, new = ctx["impl"].backward(dy2d, z, sig2, r, weight, ctx["state"], aux, **opts)
-        new = _public(new)
-    return dx.reshape(shape), (dw if weight is not None else None), (db if ctx["has_bias"] else None), new
+    dx, dw, db, new = ctx["inst"].backward(dy, ctx)
+    return dx, dw, db, _ordered(new)
 
 
 def _forward(inputs, config, state, training):

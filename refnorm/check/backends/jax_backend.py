@@ -47,7 +47,8 @@ Ops and what is called (``variance`` is jax.nn.standardize's ``algorithm``):
     weight_norm          jax.numpy: v * (g / jnp.linalg.vector_norm(v, axis=every axis but dim)); a
                          flat g is reshaped to the keepdims shape (its gradient comes back flat).
     mean_variance_norm   jax.numpy: (x - jnp.mean(x, axes)) / (jnp.std(x, axes) + eps).
-    z_score, min_max_scale, unified_norm: skipped, jax has no such op.
+    z_score, min_max_scale, unified_norm, offline_batch_norm, power_norm, batch_renorm: skipped, jax has
+                         no such op.
 
 ``variance``: "fast" (jax.nn.standardize's default, what ``jax.nn.standardize(x)`` runs) is the
 one-pass var = mean(x^2) - mean(x)^2 clipped at 0; "stable" is the two-pass mean((x - mean)^2).
@@ -116,6 +117,9 @@ NO_JAX = {
     "min_max_scale": "jax has no min_max_scale op ((x - min) / (max - min) composed from jnp.min/jnp.max "
                      "would be refnorm's formula re-typed, not a jax implementation)",
     "unified_norm": "jax has no unified_norm op (UnifiedNorm exists only as third-party torch modules)",
+    "offline_batch_norm": "jax has no offline_batch_norm op (refnorm's framework instance of batch_norm)",
+    "power_norm": "jax has no power_norm op (PowerNorm exists only as the authors' torch module)",
+    "batch_renorm": "jax has no batch_renorm op (flax has no Batch Renormalization layer)",
 }
 RMS_EPS_NONE = float(np.finfo(np.float64).eps)
 INSTALL = "pip install jax (or pip install 'refnorm[jax]')"

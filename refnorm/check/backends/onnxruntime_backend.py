@@ -51,7 +51,8 @@ Ops and the ONNX node (opset in brackets):
                          inputs).
     mean_variance_norm   MeanVarianceNormalization [13], axes. ONNX has no eps attribute: its function
                          body adds 1e-9 (a float32 constant) to the std, so only eps = 1e-9 is run.
-    weight_norm, weight_standardization, z_score, min_max_scale, unified_norm: skipped, ONNX has no
+    weight_norm, weight_standardization, z_score, min_max_scale, unified_norm, offline_batch_norm,
+    power_norm, batch_renorm: skipped, ONNX has no
                          such operator (exporters emit compositions of elementary ops).
 
 Absent optional inputs. ONNX's LayerNormalization, GroupNormalization, BatchNormalization,
@@ -117,6 +118,9 @@ NO_ONNX = {
     "z_score": "ONNX has no z_score operator (MeanVarianceNormalization adds eps to the std and has ddof 0)",
     "min_max_scale": "ONNX has no min-max scaling operator",
     "unified_norm": "ONNX has no unified_norm operator",
+    "offline_batch_norm": "ONNX has no offline_batch_norm operator (refnorm's framework instance of batch_norm)",
+    "power_norm": "ONNX has no power_norm operator",
+    "batch_renorm": "ONNX has no batch_renorm operator",
 }
 OPSET = {"layer_norm": 17, "group_norm": 21, "batch_norm": 15, "instance_norm": 22, "rms_norm": 23,
          "local_response_norm": 13, "lp_normalize": 22, "mean_variance_norm": 13}

@@ -42,7 +42,8 @@ the running statistics, in every dtype and both layouts (tests/test_torch_backen
                          flat g of shape (v.shape[dim],) is reshaped to torch's weight_g shape and
                          its gradient reshaped back. v.shape[dim] == 0 raises here: torch 2.13 dies
                          with SIGFPE on it (reproduced), which would kill the checker.
-    mean_variance_norm, weight_standardization, min_max_scale, z_score, unified_norm: skipped,
+    mean_variance_norm, weight_standardization, min_max_scale, z_score, unified_norm, offline_batch_norm,
+    power_norm, batch_renorm: skipped,
                          torch has no native op.
 
 Layout (``param_dtype``). The activations (x and its cotangent; v and g of weight_norm, which are
@@ -136,6 +137,11 @@ NO_TORCH = {
                "(composing mean/std would be a re-implementation)",
     "unified_norm": "torch has no native unified_norm; UnifiedNorm exists only as third-party modules, "
                     "not as a torch op",
+    "offline_batch_norm": "torch has no native offline_batch_norm; it is refnorm's framework instance of "
+                          "batch_norm (check torch's batch_norm under that name)",
+    "power_norm": "torch has no native power_norm; PowerNorm exists only as the authors' fairseq module "
+                  "(MaskPowerNorm), not as a torch op",
+    "batch_renorm": "torch has no native batch_renorm; torch.nn has no Batch Renormalization layer",
 }
 # the inputs of each op that are activations (case dtype in every layout); the others are parameters
 ACTIVATIONS = {"weight_norm": ("v", "g")}
