@@ -30,14 +30,16 @@ class Variant:
     """``id``: a short name; ``pitfall_ids``: the PITFALLS.md rows it models; ``title``: what it does
     ("{W}" and "{d}" stand for the case's working precision and dtype); ``op``: its normalizer;
     ``mods``: the change (_engine.Mods); ``when``: (config, training, inputs, state, cotangents) ->
-    bool, the calls on which the change can make a difference (default: every call)."""
+    bool, the calls on which the change can make a difference (default: every call);
+    ``bounds_training``: the parts ("outputs", "grads") a variant computes with batch/instance
+    statistics in an eval-mode call, whose error bounds are therefore those of a training-mode call."""
     id: str
     pitfall_ids: tuple
     title: str
     op: str
     mods: Mods = field(default_factory=Mods)
     when: Callable | None = field(default=None, compare=False)
-    doc: str = ""
+    bounds_training: tuple = ()     # parts whose bounds are those of a training-mode call (E10, E11)
 
     def title_for(self, dtype: str) -> str:
         return self.title.format(W=wname(dtype), d=dtype)

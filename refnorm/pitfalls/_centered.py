@@ -68,22 +68,25 @@ def var_in_d(x, dtype):
 
 def stats_in_d(x, dtype):
     """C06, C09: mean and variance accumulated in d (pairwise, every partial, the deviations and their
-    squares rounded to d)."""
+    squares rounded to d); the deviations x - mean, computed in d, are also the ones normalized."""
     W = working(dtype)
     nW = W(max(x.shape[1], 1))
     mean = to_d(sum_d(in_w(x, dtype), dtype) / nW, dtype)
     dv = to_d(in_w(x, dtype) - mean, dtype)
-    return mean.astype(np.float64), to_d(sum_d(to_d(dv * dv, dtype), dtype) / nW, dtype).astype(np.float64)
+    var = to_d(sum_d(to_d(dv * dv, dtype), dtype) / nW, dtype)
+    return mean.astype(np.float64), var.astype(np.float64), dv.astype(np.float64)
 
 
 def one_pass_in_d(x, dtype):
-    """C08: sum and sum of squares accumulated in d, then the one-pass variance in d."""
+    """C08: sum and sum of squares accumulated in d, then the one-pass variance in d (and the
+    deviations x - mean normalized, computed in d)."""
     W = working(dtype)
     xw = in_w(x, dtype)
     nW = W(max(x.shape[1], 1))
     mean = to_d(sum_d(xw, dtype) / nW, dtype)
     ms = to_d(sum_d(to_d(xw * xw, dtype), dtype) / nW, dtype)
-    return mean.astype(np.float64), to_d(ms - to_d(mean * mean, dtype), dtype).astype(np.float64)
+    var = to_d(ms - to_d(mean * mean, dtype), dtype)
+    return mean.astype(np.float64), var.astype(np.float64), to_d(xw - mean, dtype).astype(np.float64)
 
 
 def serial_w(x, dtype):

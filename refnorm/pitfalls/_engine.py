@@ -88,7 +88,7 @@ def mean_square(x, dtype):
 @dataclass(frozen=True)
 class Mods:
     """One change to the reference (the defaults are the reference). See each field's comment."""
-    stats: Callable | None = None          # (rows, dtype) -> (mean, biased var), each (m, 1)
+    stats: Callable | None = None          # (rows, dtype) -> (mean, biased var), each (m, 1)[, deviations used]
     ms: Callable | None = None             # rms_norm: (rows, dtype) -> mean of squares (m, 1)
     rms_centered: bool = False             # rms_norm: the centred variance in place of mean(x^2)
     centered: bool | None = None           # force the mean removed (True) or not (False): H10's swap
@@ -97,11 +97,12 @@ class Mods:
     placement: str | None = None           # rms_norm: force eps_placement
     unbiased: bool = False                 # normalize with var * n / (n - 1)
     y: Callable | None = None              # (xhat, w, b, dtype) -> y
+    xhat_in_d: bool = False                # x_hat rounded to d (used by the forward and the backward)
     offset: str = "ok"                     # rms_norm (1 + w): ok | ignored | rounded | dx_plain
     drop_weight_without_bias: bool = False  # layer_norm: weight unused when bias is None
     no_B: bool = False                     # centred dx without -xhat * mean(g * xhat)
     dweight: Callable | None = None        # (terms (m, n), dtype) -> row-sums: dweight's reduction
-    rows_mask: Callable | None = None      # (m,) -> bool: rows entering dweight/dbias
+    rows_mask: Callable | None = None      # (m, n) -> (m,) bool: rows entering dweight/dbias
     repeat_rows: int = 0                   # layer_norm: rows >= this repeat row r mod this
     # group_norm
     gn1_as_ln: bool = False
@@ -139,9 +140,13 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
     m, n = x.shape
     eps = _eps(mods, eps, dtype)
     centered = centered if mods.centered is None else mods.centered
+    dev = None
     with np.errstate(all="ignore"):
         if centered:
-            mean, var = (mods.stats or two_pass)(x, dtype)
+            st = (mods.stats or two_pass)(x, dtype)
+            mean, var = st[0], st[1]
+            if len(st) > 2:                     # the statistic also fixes the deviations x - mean used
+                dev = np.asarray(st[2], dtype=np.float64)
         elif mods.rms_centered:
             mean = np.zeros((m, 1))
             var = two_pass(x, dtype)[1]
@@ -153,7 +158,9 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
         if mods.unbiased and n > 1:
             var = var * (n / (n - 1))
         r = _rstd(mods, var, eps, dtype, placement)
-        xhat = (x - mean) * r
+        xhat = ((x - mean) if dev is None else dev) * r
+        if mods.xhat_in_d:
+            xhat = to_d(in_w(xhat, dtype), dtype).astype(np.float64)
         if mods.y is not None:
             y = np.asarray(mods.y(xhat, w, b, dtype), dtype=np.float64)
         else:
@@ -239,7 +246,7 @@ def layer_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, train
     grads = {}
     if dy is not None:
         grads["x"] = r["dx"].reshape(x.shape)
-        keep = np.ones((m, 1)) if mods.rows_mask is None else mods.rows_mask(m)[:, None].astype(float)
+        keep = np.ones((m, 1)) if mods.rows_mask is None else mods.rows_mask(m, n)[:, None].astype(float)
         if w is not None:
             grads["weight"] = param_sum(mods, (r["pw"] * keep).reshape(x.shape), tuple(range(len(lead), x.ndim)),
                                         ns, dtype, is_weight=True)
@@ -274,7 +281,7 @@ def rms_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, trainin
     if dy is not None:
         grads["x"] = r["dx"].reshape(x.shape)
         if w is not None:
-            keep = np.ones((m, 1)) if mods.rows_mask is None else mods.rows_mask(m)[:, None].astype(float)
+            keep = np.ones((m, 1)) if mods.rows_mask is None else mods.rows_mask(m, n)[:, None].astype(float)
             grads["weight"] = param_sum(mods, (r["pw"] * keep).reshape(x.shape), tuple(range(len(lead), x.ndim)),
                                         ns, dtype, is_weight=True)
     return Result(outs, grads, {})

@@ -46,7 +46,7 @@ VARIANTS = tuple(common(OP, V)) + (
       when=_train_tracking),
     V("eval_bwd_batch", ("E10",), "eval-mode backward computed with the batch statistics", OP,
       Mods(eval_bwd_batch=True), when=lambda c, t, i, s, cot: not t and s.get("running_mean") is not None
-      and bool(cot)),
+      and bool(cot), bounds_training=("grads",)),
     V("nhwc_param_index", ("F01",), "NHWC buffer, per-channel weight/bias indexed with NCHW strides", OP,
       Mods(nhwc_params=True), when=lambda c, t, i, s, cot: np.ndim(i["x"]) > 2
       and (i.get("weight") is not None or i.get("bias") is not None)),

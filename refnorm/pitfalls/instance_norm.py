@@ -40,13 +40,14 @@ def y_in_d(xhat, w, b, dtype):
 
 VARIANTS = tuple(common(OP, V)) + (
     V("all_in_d", ("C07",), "the whole forward in {d} (every intermediate rounded to {d})", OP,
-      Mods(stats=stats_in_d, rstd=rstd_in_d, y=y_in_d)),
+      Mods(stats=stats_in_d, rstd=rstd_in_d, xhat_in_d=True, y=y_in_d)),
     V("running_var_biased", ("E01",), "running_var updated with the biased variance", OP,
       Mods(running_bessel=False), when=_train_tracking),
     V("rv_not_updated", ("E07",), "running_var not updated in training", OP, Mods(rv_frozen=True),
       when=_train_tracking),
     V("in_eval_instance", ("E11",), "eval with running statistics normalizes with the instance statistics", OP,
-      Mods(in_eval_instance=True), when=lambda c, t, i, s, cot: not t and s.get("running_mean") is not None),
+      Mods(in_eval_instance=True), when=lambda c, t, i, s, cot: not t and s.get("running_mean") is not None,
+      bounds_training=("outputs", "grads")),
     V("momentum_flip", ("R-mom",), "momentum applied to the old value", OP, Mods(momentum_flip=True),
       when=_train_tracking),
     V("param_mean_spatial", ("R-axes",), "dweight, dbias averaged (not summed) over the spatial axes", OP,

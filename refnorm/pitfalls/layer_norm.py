@@ -10,6 +10,10 @@ C10 dweight in d, R-rstd16, R-noB. Own:
 * F09 (apex #411): the row index limited by the grid dimension: rows >= 65536 repeat row r mod 65536.
 * F13 (torch #183861): dweight/dbias partial sums with warp size 64 on 32-wide hardware: each 64-row
   tile contributes only its first 32 rows.
+* G01 (tritonbench PR #1266): the Triton tutorial's backward without the barrier before the lock
+  release: one partial dW/dB update lost per buffer. Rows are spread over GROUP_SIZE_M buffers (256 if
+  n <= 1024, 128 if n <= 4096, 96 if n <= 8192, else 64, as the tutorial); the first holder's partial
+  (row r < GROUP_SIZE_M, when a row r + GROUP_SIZE_M exists) is the one overwritten.
 * H10 (transformers #14772): "LayerNorm" that does not subtract the mean (T5LayerNorm): rms_norm's
   equation with layer_norm's eps, weight and bias.
 """
@@ -26,6 +30,13 @@ def _no_bias_with_w(c, t, i, s, cot):
     return i.get("weight") is not None and i.get("bias") is None
 
 
+def _lost_partial(m, n):
+    """G01's rows that reach dweight/dbias (see the module docstring)."""
+    group = 256 if n <= 1024 else 128 if n <= 4096 else 96 if n <= 8192 else 64
+    r = np.arange(m)
+    return ~((r < group) & (r + group < m))
+
+
 def _rows(c, t, i, s, cot):
     ns = c["normalized_shape"]
     k = 1 if np.ndim(ns) == 0 else len(ns)
@@ -39,8 +50,11 @@ VARIANTS = tuple(common("layer_norm", V)) + (
     V("row_index_2_16", ("F09",), "rows >= 65536 repeat row r mod 65536 (row index limited to 2^16)",
       "layer_norm", Mods(repeat_rows=65536), when=lambda *a: _rows(*a) > 65536),
     V("dgamma_warp32", ("F13",), "dweight/dbias: each 64-row tile sums only its first 32 rows", "layer_norm",
-      Mods(rows_mask=lambda m: (np.arange(m) % 64) < 32), when=lambda c, t, i, s, cot: bool(cot) and _rows(
+      Mods(rows_mask=lambda m, n: (np.arange(m) % 64) < 32), when=lambda c, t, i, s, cot: bool(cot) and _rows(
           c, t, i, s, cot) > 32 and (i.get("weight") is not None or i.get("bias") is not None)),
+    V("lost_partial", ("G01",), "one partial dweight/dbias update lost per buffer (missing barrier)",
+      "layer_norm", Mods(rows_mask=_lost_partial), when=lambda c, t, i, s, cot: bool(cot) and (
+          i.get("weight") is not None or i.get("bias") is not None)),
     V("ln_as_rms", ("H10",), "layer_norm computed as rms_norm (the mean not subtracted)", "layer_norm",
       Mods(centered=False)),
 )

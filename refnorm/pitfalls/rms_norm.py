@@ -84,7 +84,7 @@ VARIANTS = (
     V("dx_no_offset", ("D04",), "forward uses (1 + w), dx uses w", OP, Mods(offset="dx_plain"),
       when=lambda *a: _offset(*a) and bool(a[4])),
     V("dgamma_warp32", ("F13",), "dweight: each 64-row tile sums only its first 32 rows", OP,
-      Mods(rows_mask=lambda m: (np.arange(m) % 64) < 32),
+      Mods(rows_mask=lambda m, n: (np.arange(m) % 64) < 32),
       when=lambda c, t, i, s, cot: bool(cot) and i.get("weight") is not None and _rows(c, t, i, s, cot) > 32),
     V("rms_centered_var", ("H04",), "the centred var(x) in place of mean(x^2)", OP, Mods(rms_centered=True)),
     V("rms_as_ln", ("H10",), "rms_norm computed as layer_norm (the mean removed)", OP, Mods(centered=True)),
