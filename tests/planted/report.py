@@ -141,6 +141,7 @@ class Naming:
     correct: int                 # failed cases whose diagnosis names one of same_mechanism(planted)
     label: str                   # the most frequent case_label over the failed cases
     caught: int
+    wrong: int = 0               # failed cases whose diagnosis names a match that is not the planted one
 
     @property
     def named(self):
@@ -153,9 +154,10 @@ def naming(p, op) -> Naming:
     failed = [c for c in o.cases if c.status == "failed"]
     ok = same_mechanism(p)
     correct = sum(bool(matched_ids(c.diagnosis) & ok) for c in failed)
+    wrong = sum(bool(matched_ids(c.diagnosis)) and not matched_ids(c.diagnosis) & ok for c in failed)
     labels = Counter(case_label(c) for c in failed)
     label = max(labels.items(), key=lambda kv: (kv[1], kv[0] != "-"))[0] if labels else "-"
-    return Naming(p, op, len(failed), correct, label, len(o.caught))
+    return Naming(p, op, len(failed), correct, label, len(o.caught), wrong)
 
 
 def naming_rows(planted):
@@ -280,11 +282,15 @@ def diagnosis_section():
          "in-place write, F12's wrong shape) are not diagnosed.", "",
          f"**Named correctly: {n_ok} of {len(runs)} caught runs ({100 * n_ok / len(runs):.0f}%), {r_ok} of "
          f"{len(rows)} caught PITFALLS rows ({100 * r_ok / len(rows):.0f}%).**", "",
-         "| pitfall | op | mutation | detected by (cases failed / caught) | named as | named correctly |",
-         "|---|---|---|---|---|---|"]
+         f"Failed cases named with another pitfall than the planted one: {sum(n.wrong for n in runs)} of "
+         f"{sum(n.failed for n in runs)} (PITFALLS rows); the rest of the not-named cases say \"no known "
+         "pitfall matches\".", "",
+         "| pitfall | op | mutation | detected by (cases failed / caught) | named as | named correctly | "
+         "named wrongly |",
+         "|---|---|---|---|---|---|---|"]
     for n in runs + sruns:
         L.append(f"| {n.planted.pitfall_id} | {n.op} | `{n.planted.mutation}` | {n.failed} / {n.caught} | "
-                 f"{n.label} | {n.correct} / {n.failed}{' ✓' if n.named else ''} |")
+                 f"{n.label} | {n.correct} / {n.failed}{' ✓' if n.named else ''} | {n.wrong} |")
     L.append("")
     return L
 
