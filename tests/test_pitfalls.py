@@ -41,7 +41,7 @@ def _cases(op):
     return [commands.load_case(GOLDEN, e["id"], manifest=man) for e in man["cases"] if e["case"]["op"] == op]
 
 
-@pytest.mark.parametrize("op", P.MODULES)
+@pytest.mark.parametrize("op", P.ENGINE_OPS)
 def test_unchanged_equations_are_the_reference(op):
     cases = _cases(op)
     assert len(cases) > 20
@@ -233,3 +233,19 @@ def test_a_diagnosis_failure_never_changes_the_verdict(monkeypatch):
     case = _cases("layer_norm")[0]
     r = check_case(_Numpy("scale"), case)
     assert r.status == "failed" and r.diagnosis["matched"] is None and "ZeroDivisionError" in r.diagnosis["error"]
+
+
+def test_torch_cpu_known_value_failures_are_diagnosed():
+    """torch's CPU float16 F.local_response_norm squares x in float16 and F.normalize rounds the norm
+    to float16 (known_failures/torch-cpu.txt): the diagnosis names exactly those mechanisms."""
+    pytest.importorskip("torch")
+    from refnorm.check import get_backend
+    from refnorm.check.core import read_expected_failures
+    expected = read_expected_failures(os.path.join(ROOT, "known_failures", "torch-cpu.txt"))
+    ids = [c for c in expected if c.startswith(("local_response_norm/", "lp_normalize/"))]
+    assert len(ids) == 7
+    rep = run_check(get_backend("torch-cpu"), GOLDEN, case_ids=ids)
+    for c in rep.cases:
+        assert c.status == "failed", (c.id, c.status, c.message)
+        want = "lrn_sq_in_d" if c.op == "local_response_norm" else "lp_norm_in_d"
+        assert c.diagnosis["matched"] == want, (c.id, c.diagnosis)

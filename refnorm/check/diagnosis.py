@@ -130,6 +130,8 @@ def diagnose(case, records, contract) -> dict:
             c = scored[0][1]
             out["message"] = (f"no known pitfall matches (closest, not a match: {'/'.join(c.pitfall_ids)}: "
                               f"{c.title_for(case.dtype)}, {scored[0][0]:.3g} x bound)")
+        elif not pitfalls.variants(case.op):
+            out["message"] = f"no known pitfall matches (refnorm has no pitfall variants of {case.op})"
         else:
             out["message"] = "no known pitfall matches (no variant could be compared on this case)"
     return out

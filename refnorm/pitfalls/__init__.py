@@ -8,9 +8,10 @@ case dtype). ``refnorm.check.diagnosis`` evaluates them on a failing case and na
 backend matches within its derived bound.
 
 One module per normalizer (``layer_norm``, ``rms_norm``, ``group_norm``, ``batch_norm``,
-``instance_norm``; ``_centered`` holds the statistic variants the four centred ones share), each
-exporting ``VARIANTS``, a tuple of ``Variant``. The equations live in ``_engine`` (the reference
-written over rows, with one ``Mods`` change at a time). Layer: beside the reference core; imports
+``instance_norm``, ``local_response_norm``, ``lp_normalize``; ``_centered`` holds the statistic variants the four centred ones share), each
+exporting ``VARIANTS``, a tuple of ``Variant``. The equations of the five row normalizers live in
+``_engine`` (the reference written over rows, with one ``Mods`` change at a time); the
+local_response_norm and lp_normalize variants call their reference module with the one change. Layer: beside the reference core; imports
 refnorm.norms / refnorm.spec only.
 """
 from __future__ import annotations
@@ -22,7 +23,8 @@ from typing import Callable
 from ._engine import OPS as _OPS
 from ._engine import Mods, wname
 
-MODULES = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm")
+MODULES = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "local_response_norm",
+           "lp_normalize")
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,8 @@ class Variant:
     mods: Mods = field(default_factory=Mods)
     when: Callable | None = field(default=None, compare=False)
     bounds_training: tuple = ()     # parts whose bounds are those of a training-mode call (E10, E11)
+    fn: Callable | None = field(default=None, compare=False)   # (inputs, config, cotangents, dtype, state,
+    #                                                              training) -> Result, in place of _engine
 
     def title_for(self, dtype: str) -> str:
         return self.title.format(W=wname(dtype), d=dtype)
@@ -54,6 +58,8 @@ class Variant:
     def evaluate(self, inputs, config, state, training, cotangents, dtype):
         """What refnorm.evaluate returns (a refnorm.spec.Result), for the variant, on one call whose
         arrays hold case-dtype values (``dtype``: the case dtype, for the precision it emulates)."""
+        if self.fn is not None:
+            return self.fn(inputs, dict(config), cotangents or {}, dtype, state or {}, training)
         return _OPS[self.op](inputs, dict(config), cotangents or {}, dtype, self.mods, state or {}, training)
 
 
@@ -66,6 +72,9 @@ def variants(op: str | None = None) -> tuple:
     return tuple(out)
 
 
+ENGINE_OPS = tuple(_OPS)
+
+
 def reference(op, inputs, config, state, training, cotangents, dtype):
-    """The unchanged equations (_engine with Mods()): equal to refnorm.evaluate (tested)."""
+    """The unchanged equations (_engine with Mods(), ops ENGINE_OPS): equal to refnorm.evaluate (tested)."""
     return _OPS[op](inputs, dict(config), cotangents or {}, dtype, Mods(), state or {}, training)
