@@ -72,7 +72,7 @@ def _exposing_case(v, cases):
         state = dict(case.init_state)
         for st in case.steps:
             ref = reference(case.op, case.config, st.training, st.inputs, st.cotangents, state)
-            if v.applies(case.config, st.training, st.inputs, state, st.cotangents):
+            if v.applies(case.config, st.training, st.inputs, state, st.cotangents, case.dtype):
                 res = v.evaluate(_f64(st.inputs), case.config, _f64(state), st.training, _f64(st.cotangents),
                                  case.dtype)
                 E = derive_bounds(case.op, case.dtype, case.config, st.training, st.inputs, st.cotangents, state,
@@ -222,9 +222,14 @@ def test_headroom_is_the_worst_ratio_of_the_passed_cases():
         assert r["passed"] == len(passed)
         w = max(a.ratio for c in passed for a in c.arrays)
         assert r["worst_ratio"] == w <= 1
-        assert r["headroom"] == (1 / w if w > 0 else None)
+        assert r["headroom"] == (1 / w if w > 0 else "inf")
     assert rep.to_json()["headroom"] == rows
     assert "HEADROOM" in R.headroom_table(rep)
+    from refnorm.check.markdown import markdown
+    assert "## Headroom (passed cases)" in markdown(rep, "x", None, {}, None)
+    exact = run_check(_Numpy(), GOLDEN, ops=["rms_norm"], dtypes=["float64"])     # the reference itself: 0 error
+    assert exact.headroom() == [{"op": "rms_norm", "dtype": "float64", "passed": exact.count("passed"),
+                                 "worst_ratio": 0.0, "headroom": "inf"}]
 
 
 def test_a_diagnosis_failure_never_changes_the_verdict(monkeypatch):

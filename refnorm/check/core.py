@@ -155,8 +155,8 @@ class Report:
     def headroom(self) -> list:
         """How tight the check is, per (op, dtype): over the PASSED cases, the worst error as a fraction
         of its bound (``worst_ratio``, <= 1) and the headroom 1 / worst_ratio (how many times larger the
-        worst error could be and still pass; None when every error was 0). Rows with no passed case
-        are left out."""
+        worst error could be and still pass; "inf" when every error was 0, e.g. a backend returning the
+        correctly rounded reference). Rows with no passed case are left out."""
         rows = {}
         for c in self.cases:
             if c.status != "passed":
@@ -165,7 +165,7 @@ class Report:
             n, w = rows.get(key, (0, 0.0))
             rows[key] = (n + 1, max([w] + [a.ratio for a in c.arrays]))
         order = {"float64": 0, "float32": 1, "float16": 2, "bfloat16": 3}
-        return [{"op": op, "dtype": dt, "passed": n, "worst_ratio": _num(w), "headroom": _num(1 / w) if w > 0 else None}
+        return [{"op": op, "dtype": dt, "passed": n, "worst_ratio": _num(w), "headroom": _num(1 / w) if w > 0 else "inf"}
                 for (op, dt), (n, w) in sorted(rows.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 9)))]
 
     def to_json(self):

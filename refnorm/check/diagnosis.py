@@ -96,7 +96,7 @@ def _entry(v, dtype, worst=None):
 def diagnose(case, records, contract) -> dict:
     """The diagnosis of one failing case (see the module docstring), as a JSON-able dict."""
     cands = [v for v in pitfalls.variants(case.op)
-             if any(v.applies(case.config, r.training, r.inputs, r.state, r.cotangents) for r in records)]
+             if any(v.applies(case.config, r.training, r.inputs, r.state, r.cotangents, case.dtype) for r in records)]
     scored = []
     for v in cands:
         try:

@@ -44,7 +44,7 @@ def markdown(report, backend_arg: str, golden_arg: str | None, plots: dict, note
                 "many times larger the worst error could be and still pass (docs/tolerances.md, \"Headroom\").", "",
                 "| op | dtype | passed | worst / bound | headroom |", "|---|---|---:|---:|---:|"]
         out += [f"| {r['op']} | {r['dtype']} | {r['passed']} | {R._fmt(r['worst_ratio'])} | "
-                f"{'-' if r['headroom'] is None else R._fmt(r['headroom'])} |" for r in hr] + [""]
+                f"{r['headroom'] if isinstance(r['headroom'], str) else R._fmt(r['headroom'])} |" for r in hr] + [""]
     out += ["## How far below its bound", ""]
     if plots:
         out += ["Per op: the fraction of arrays whose error / bound is at or below x, per dtype; "

@@ -58,7 +58,7 @@ def headroom_table(report) -> str:
     head = f"{'HEADROOM op':24s} {'dtype':9s} {'passed':>6s} {'worst/bound':>11s} {'headroom':>9s}"
     lines = [head, "-" * len(head)]
     for r in rows:
-        h = "-" if r["headroom"] is None else _fmt(r["headroom"])
+        h = r["headroom"] if isinstance(r["headroom"], str) else _fmt(r["headroom"])
         lines.append(f"{r['op']:24s} {r['dtype']:9s} {r['passed']:6d} {_fmt(r['worst_ratio']):>11s} {h:>9s}")
     return "\n".join(lines)
 

@@ -42,6 +42,8 @@ class Variant:
     mods: Mods = field(default_factory=Mods)
     when: Callable | None = field(default=None, compare=False)
     bounds_training: tuple = ()     # parts whose bounds are those of a training-mode call (E10, E11)
+    low_precision: bool = False     # an "in d" precision variant: only for float16/bfloat16 cases (for
+    #                                 float32/float64 cases d is the working precision: no distinct pitfall)
     fn: Callable | None = field(default=None, compare=False)   # (inputs, config, cotangents, dtype, state,
     #                                                              training) -> Result, in place of _engine
 
@@ -52,7 +54,10 @@ class Variant:
         """'A01/A02: variance as E[x^2]-E[x]^2 in float32'."""
         return f"{'/'.join(self.pitfall_ids)}: {self.title_for(dtype)}"
 
-    def applies(self, config, training, inputs, state, cotangents) -> bool:
+    def applies(self, config, training, inputs, state, cotangents, dtype=None) -> bool:
+        """Whether the change can make a difference on this call (of a case of ``dtype``)."""
+        if self.low_precision and dtype not in (None, "float16", "bfloat16"):
+            return False
         return self.when is None or bool(self.when(config, training, inputs, state or {}, cotangents or {}))
 
     def evaluate(self, inputs, config, state, training, cotangents, dtype):

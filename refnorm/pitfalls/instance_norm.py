@@ -41,7 +41,7 @@ def y_in_d(xhat, w, b, dtype):
 
 VARIANTS = tuple(common(OP, V, skip=("serial_acc",))) + (
     V("all_in_d", ("C07",), "the whole forward in {d} (every intermediate rounded to {d})", OP,
-      Mods(stats=stats_in_d, rstd=rstd_in_d, xhat_in_d=True, y=y_in_d)),
+      Mods(stats=stats_in_d, rstd=rstd_in_d, xhat_in_d=True, y=y_in_d), low_precision=True),
     V("running_var_biased", ("E01",), "running_var updated with the biased variance", OP,
       Mods(running_bessel=False), when=_train_tracking),
     V("rv_not_updated", ("E07",), "running_var not updated in training", OP, Mods(rv_frozen=True),

@@ -59,5 +59,5 @@ VARIANTS = (
     V("lrn_alpha_divided_twice", ("H03",), "alpha divided by size twice (alpha/size used as alpha)", OP,
       fn=_with(lambda c: {**c, "alpha": float(c["alpha"]) / int(c["size"])}),
       when=lambda c, *a: int(c["size"]) > 1 and float(c.get("alpha", 1e-4)) > 0),
-    V("lrn_sq_in_d", ("C05",), "x^2 computed in {d} before the window sum", OP, fn=_sq_in_d),
+    V("lrn_sq_in_d", ("C05",), "x^2 computed in {d} before the window sum", OP, fn=_sq_in_d, low_precision=True),
 )

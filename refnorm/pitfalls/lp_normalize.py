@@ -33,5 +33,5 @@ def _norm_in_d(inputs, config, cot, dtype, state, training):
 
 
 VARIANTS = (
-    V("lp_norm_in_d", ("C02",), "the norm stored in {d} before the division", OP, fn=_norm_in_d),
+    V("lp_norm_in_d", ("C02",), "the norm stored in {d} before the division", OP, fn=_norm_in_d, low_precision=True),
 )
