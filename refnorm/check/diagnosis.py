@@ -79,7 +79,7 @@ def _judge_variant(variant, case, records, contract):
         first = len(arrays)
         judge_returned(r.step, case.op, compare, False, r.got, res, E, case.dtype, arrays, [])
         for a in arrays[first:]:
-            if not np.isfinite(a.ratio) and np.isnan(a.ratio):
+            if math.isnan(a.ratio):                         # NaN where a number was due: as bad as it gets
                 a.ratio = math.inf
     if not arrays:
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 
 from ._engine import Mods, in_w, sum_d, sum_w, to_d, working
@@ -137,7 +138,6 @@ def eps_square(var, eps, dtype):
 
 def rstd_bf16(var, eps, dtype):
     """rstd rounded to bfloat16 before the multiply (research mutant class R-rstd16)."""
-    import ml_dtypes
     r = in_w(1.0 / np.sqrt(var + eps), dtype)
     return r.astype(ml_dtypes.bfloat16).astype(np.float64)
 
@@ -176,17 +176,21 @@ def common(op, V, *, skip=()):
         V("serial_acc", ("A11",), "statistics accumulated serially in {W}", op, Mods(stats=serial_w)),
         V("welford_lanes", ("A12",), "Welford partials of 4 lanes merged with the nominal count ceil(n/4)", op,
           Mods(stats=welford_lanes)),
-        V("eps_in_d", ("B04", "B05"), "eps rounded to {d} before use", op, Mods(eps=eps_in_d), when=_has_eps, low_precision=True),
+        V("eps_in_d", ("B04", "B05"), "eps rounded to {d} before use", op, Mods(eps=eps_in_d), when=_has_eps,
+          low_precision=True),
         V("eps_min", ("B06",), "eps raised to max(eps, 1.001e-5)", op, Mods(eps=eps_min)),
         V("eps_square", ("B07",), "rstd = 1/(var + eps)^2: a square in place of the square root", op,
           Mods(rstd=eps_square)),
-        V("sq_in_d", ("C01",), "squares (x-mean)^2 rounded to {d} before the {W} sum", op, Mods(stats=sq_in_d), low_precision=True),
-        V("var_in_d", ("C02",), "variance stored in {d} before rstd", op, Mods(stats=var_in_d), low_precision=True),
+        V("sq_in_d", ("C01",), "squares (x-mean)^2 rounded to {d} before the {W} sum", op, Mods(stats=sq_in_d),
+          low_precision=True),
+        V("var_in_d", ("C02",), "variance stored in {d} before rstd", op, Mods(stats=var_in_d),
+          low_precision=True),
         V("stats_in_d", ("C06", "C09"), "mean and variance accumulated in the input dtype {d}", op,
           Mods(stats=stats_in_d), low_precision=True),
         V("one_pass_in_d", ("C08",), "sum and sum of squares accumulated in {d}, one-pass variance", op,
           Mods(stats=one_pass_in_d), low_precision=True),
-        V("dw_acc_in_d", ("C10",), "dweight's products reduced in {d}", op, Mods(dweight=dw_in_d), when=_has_w, low_precision=True),
+        V("dw_acc_in_d", ("C10",), "dweight's products reduced in {d}", op, Mods(dweight=dw_in_d), when=_has_w,
+          low_precision=True),
         V("rstd_bf16", ("R-rstd16",), "rstd rounded to bfloat16 before the multiply", op, Mods(rstd=rstd_bf16)),
         V("no_B_term", ("R-noB",), "dx without the -x_hat*mean(g*x_hat) term", op, Mods(no_B=True), when=_grads),
     ]

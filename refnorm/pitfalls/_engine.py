@@ -311,9 +311,7 @@ def group_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, train
         r = rows(xr, mods=mods, dtype=dtype, centered=True, eps=eps,
                  w=None if w is None else _bcast_rows(wf, x, (1,)), b=None if b is None else _bcast_rows(bf, x, (1,)),
                  dy=None if dy is None else perm_rows(dy, (1,))[0])
-        outs["y"] = back(r["y"])
-        outs["mean"] = r["mean"].reshape(N, S).mean(axis=1).reshape(N, 1)      # not comparable: see variant
-        outs["rstd"] = None
+        outs["y"] = back(r["y"])        # its statistics are per (n, position), not group_norm's (N, G): left out
     else:
         view = (N * G, (C // G) * S)
         mask = None
@@ -328,9 +326,6 @@ def group_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, train
         def back(t):
             return np.asarray(t).reshape(x.shape)
         outs = {"y": back(r["y"]), "mean": r["mean"].reshape(N, G), "rstd": r["rstd"].reshape(N, G)}
-    outs = {k: v for k, v in outs.items() if v is not None}
-    if mods.gn1_as_ln and G == 1:
-        outs.pop("mean")
     grads = {}
     if dy is not None:
         grads["x"] = back(r["dx"])
