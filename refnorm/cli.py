@@ -246,7 +246,7 @@ def _cmd_check(args):
         from .check.core import read_expected_failures
         expected = read_expected_failures(args.expect_failures)
     report = check.run_check(backend, golden_dir, ops=args.ops, dtypes=args.dtypes, case_ids=args.case,
-                             timeout=args.timeout, progress=progress)
+                             timeout=args.timeout, progress=progress, diagnose=not args.no_diagnosis)
     if expected is not None:
         from .check.core import apply_expected_failures
         from .golden import store
@@ -261,6 +261,9 @@ def _cmd_check(args):
     fl = R.failures(report, args.backend, args.golden)
     if fl:
         print(fl)
+    hr = R.headroom_table(report)
+    if hr:
+        print(hr)
     print(R.summary_line(report))
     if args.json:
         data = json.dumps(report.to_json(), indent=1).encode()
@@ -356,6 +359,8 @@ def build_parser():
                                                    "(plots need matplotlib: pip install 'refnorm[report]')")
     c.add_argument("--timeout", type=float, default=60.0, help="per-case time limit in seconds (default 60)")
     c.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    c.add_argument("--no-diagnosis", action="store_true",
+                   help="do not diagnose failed cases (naming the known pitfall a failing backend matches)")
     c.add_argument("--expect-failures", metavar="FILE",
                    help="'CASE-ID reason' lines: known defects of the backend, reported as expected failures; "
                         "a listed case that passes fails the check")

@@ -29,6 +29,7 @@ from .. import registry
 from ..golden import commands as golden_commands
 from ..golden.store import GoldenError
 from . import bounds as B
+from . import diagnosis
 from .backends.base import Call, Contract
 from .bias import P_CASE, bias_test
 from .precision import NP, RANK, UNIT_ROUNDOFF, dtype_name, excess, ratio, rounding_interval
@@ -111,6 +112,7 @@ class CaseResult:
     arrays: list = field(default_factory=list)
     unchecked: list = field(default_factory=list)   # arrays the golden case has but the backend did not return
     expected: str = ""                              # why it is an expected failure (--expect-failures), if listed
+    diagnosis: dict | None = None                   # failed cases: the pitfall the backend matches (diagnosis.py)
 
     @property
     def worst_ratio(self):
@@ -126,6 +128,7 @@ class CaseResult:
                 "unchecked": self.unchecked, "worst_bias": _num(max((a.bias for a in self.arrays), default=0.0)),
                 "precision_warnings": [f"step {a.step} {SINGULAR[a.part]} {a.name}: {a.strict_ratio:.3g} x the strict "
                                        "bound" for a in self.warnings],
+                "diagnosis": self.diagnosis,
                 "arrays": [a.to_json() for a in self.arrays]}
 
 
@@ -149,8 +152,24 @@ class Report:
                 "errors": self.count("error"), "expected_failures": self.count("xfail"),
                 "seconds": round(self.seconds, 2), "ok": self.ok}
 
+    def headroom(self) -> list:
+        """How tight the check is, per (op, dtype): over the PASSED cases, the worst error as a fraction
+        of its bound (``worst_ratio``, <= 1) and the headroom 1 / worst_ratio (how many times larger the
+        worst error could be and still pass; "inf" when every error was 0, e.g. a backend returning the
+        correctly rounded reference). Rows with no passed case are left out."""
+        rows = {}
+        for c in self.cases:
+            if c.status != "passed":
+                continue
+            key = (c.op, c.dtype)
+            n, w = rows.get(key, (0, 0.0))
+            rows[key] = (n + 1, max([w] + [a.ratio for a in c.arrays]))
+        order = {"float64": 0, "float32": 1, "float16": 2, "bfloat16": 3}
+        return [{"op": op, "dtype": dt, "passed": n, "worst_ratio": _num(w), "headroom": _num(1 / w) if w > 0 else "inf"}
+                for (op, dt), (n, w) in sorted(rows.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 9)))]
+
     def to_json(self):
-        return {"summary": self.summary(), "cases": [c.to_json() for c in self.cases]}
+        return {"summary": self.summary(), "headroom": self.headroom(), "cases": [c.to_json() for c in self.cases]}
 
 
 # ------------------------------------------------------------------------------------ one case
@@ -308,7 +327,9 @@ def failure_message(arrays) -> str:
     return "; ".join(one(a) for a in bad[:4])
 
 
-def check_case(backend, case, *, timeout=60.0) -> CaseResult:
+def check_case(backend, case, *, timeout=60.0, diagnose=True) -> CaseResult:
+    """Judge one golden case. ``diagnose``: on a failure, name the pitfall the backend matches
+    (diagnosis.py; never changes the verdict; a passing case costs nothing more)."""
     t0 = time.perf_counter()
     out = CaseResult(case.id, case.op, case.dtype, "passed")
     try:
@@ -331,6 +352,7 @@ def check_case(backend, case, *, timeout=60.0) -> CaseResult:
             return out
         spec = registry.get(case.op)
         state = dict(case.init_state)
+        records = []                                  # per step, for the diagnosis of a failure
         for i, st in enumerate(case.steps):
             # the backend gets private copies: whatever it does to them, the reference below is computed
             # from the golden arrays, and a backend that writes into its inputs is told so
@@ -387,6 +409,10 @@ def check_case(backend, case, *, timeout=60.0) -> CaseResult:
             except (ValueError, TypeError) as e:
                 out.status, out.message = "error", str(e)
                 return out
+            if diagnose:
+                records.append(diagnosis.StepRecord(
+                    i, st.training, st.inputs, st.cotangents, state, got, st.compare, E,
+                    tuple((a.part, a.name) for a in out.arrays[first:] if not a.passed)))
             if spec.state:
                 state = {k: got["state"][k] for k in spec.state if k in got["state"]}
                 missing = [k for k in case.init_state if k not in state]
@@ -395,6 +421,12 @@ def check_case(backend, case, *, timeout=60.0) -> CaseResult:
                     return out
         if any(not a.passed for a in out.arrays):
             out.status, out.message = "failed", failure_message(out.arrays)
+            if diagnose:
+                try:
+                    out.diagnosis = diagnosis.diagnose(case, records, contract)
+                except Exception as e:                               # noqa: BLE001 - never a verdict
+                    out.diagnosis = {"matched": None, "error": f"{type(e).__name__}: {e}",
+                                     "message": f"diagnosis failed: {type(e).__name__}: {e}"}
         elif not out.arrays:
             out.status, out.message = "error", "nothing was judged in this case"
         return out
@@ -411,8 +443,10 @@ def check_case(backend, case, *, timeout=60.0) -> CaseResult:
         out.seconds = time.perf_counter() - t0
 
 
-def run_check(backend, golden_dir, *, ops=None, dtypes=None, case_ids=None, timeout=60.0, progress=None) -> Report:
-    """Judge ``backend`` on the golden set at ``golden_dir`` (optionally some ops/dtypes/case ids)."""
+def run_check(backend, golden_dir, *, ops=None, dtypes=None, case_ids=None, timeout=60.0, progress=None,
+              diagnose=True) -> Report:
+    """Judge ``backend`` on the golden set at ``golden_dir`` (optionally some ops/dtypes/case ids);
+    ``diagnose``: name the matching pitfall of every failed case (check_case)."""
     t0 = time.perf_counter()
     report = Report(getattr(backend, "name", type(backend).__name__), str(golden_dir))
     from ..golden import store
@@ -432,7 +466,7 @@ def run_check(backend, golden_dir, *, ops=None, dtypes=None, case_ids=None, time
         if progress:
             progress(j, len(entries), e["id"])
         case = golden_commands.load_case(golden_dir, e["id"], manifest=manifest)
-        report.cases.append(check_case(backend, case, timeout=timeout))
+        report.cases.append(check_case(backend, case, timeout=timeout, diagnose=diagnose))
     if progress:
         progress(len(entries), len(entries), "")
     report.seconds = time.perf_counter() - t0

@@ -36,7 +36,9 @@ def junit_xml(report, backend_arg: str, golden_arg: str | None = None) -> bytes:
         tc = ET.SubElement(suite, "testcase", classname=_clean(c.op), name=_clean(c.id), time=f"{c.seconds:.4f}")
         if c.status in ("failed", "error"):
             el = ET.SubElement(tc, "failure" if c.status == "failed" else "error",
-                               message=_clean(c.message), type=f"refnorm.{c.status}")
+                               message=_clean(c.message + (f" | diagnosis: {c.diagnosis['message']}"
+                                                           if c.diagnosis and c.diagnosis.get("message") else "")),
+                               type=f"refnorm.{c.status}")
             el.text = _clean(R.case_text(c, backend_arg, golden_arg))
         elif c.status == "skipped":
             ET.SubElement(tc, "skipped", message=_clean(c.message))

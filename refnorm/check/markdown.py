@@ -37,6 +37,14 @@ def markdown(report, backend_arg: str, golden_arg: str | None, plots: dict, note
     if note:
         out += [f"**Note: {note}.**", ""]
     out += ["## Per op and dtype", ""] + _table(report) + [""]
+    hr = report.headroom()
+    if hr:
+        out += ["## Headroom (passed cases)", "",
+                "The worst error of the passed cases as a fraction of its bound, and the headroom 1 / that: how "
+                "many times larger the worst error could be and still pass (docs/tolerances.md, \"Headroom\").", "",
+                "| op | dtype | passed | worst / bound | headroom |", "|---|---|---:|---:|---:|"]
+        out += [f"| {r['op']} | {r['dtype']} | {r['passed']} | {R._fmt(r['worst_ratio'])} | "
+                f"{r['headroom'] if isinstance(r['headroom'], str) else R._fmt(r['headroom'])} |" for r in hr] + [""]
     out += ["## How far below its bound", ""]
     if plots:
         out += ["Per op: the fraction of arrays whose error / bound is at or below x, per dtype; "

@@ -49,6 +49,26 @@ def table(report) -> str:
     return "\n".join(lines)
 
 
+def headroom_table(report) -> str:
+    """Per op and dtype, over the passed cases: the worst error as a fraction of its bound and the
+    headroom (1 / that: how many times larger the worst error could be and still pass)."""
+    rows = report.headroom()
+    if not rows:
+        return ""
+    head = f"{'HEADROOM op':24s} {'dtype':9s} {'passed':>6s} {'worst/bound':>11s} {'headroom':>9s}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        h = r["headroom"] if isinstance(r["headroom"], str) else _fmt(r["headroom"])
+        lines.append(f"{r['op']:24s} {r['dtype']:9s} {r['passed']:6d} {_fmt(r['worst_ratio']):>11s} {h:>9s}")
+    return "\n".join(lines)
+
+
+def diagnosis_line(c) -> str:
+    """'  diagnosis: matches pitfall A01/A02: ...' for a diagnosed case, else ''."""
+    d = getattr(c, "diagnosis", None)
+    return f"  diagnosis: {d['message']}" if d and d.get("message") else ""
+
+
 def array_lines(arrays) -> list:
     """For each array beyond its bound: how far, how many elements, and its worst elements."""
     out = []
@@ -75,6 +95,8 @@ def reproduce(case_id, backend_arg: str, golden_arg: str | None = None) -> str:
 def case_text(c, backend_arg: str, golden_arg: str | None = None) -> str:
     """One failed, errored or expected-failure case: its message, worst elements and reproduce command."""
     out = [f"{c.status.upper()} {c.id} [{c.dtype}, contract {c.contract or '-'}]: {c.message}"]
+    if diagnosis_line(c):
+        out.append(diagnosis_line(c))
     out += array_lines(c.arrays)
     out.append("  reproduce: " + reproduce(c.id, backend_arg, golden_arg))
     return "\n".join(out)

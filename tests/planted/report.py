@@ -13,15 +13,16 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 if __package__ in (None, ""):                       # run as a script: make ``planted`` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from planted.emulated import OPS, EmulatedBackend                      # noqa: E402
-from planted.pitfalls import NOT_APPLICABLE, PLANTED, SUPPLEMENTARY, pairs   # noqa: E402
+from planted.pitfalls import NOT_APPLICABLE, PLANTED, SUPPLEMENTARY, all_planted, pairs   # noqa: E402
 from refnorm.check.core import check_case                              # noqa: E402
+from refnorm.check.diagnosis import matched_ids                        # noqa: E402
 from refnorm.golden import commands, store                             # noqa: E402
 from refnorm.golden.store import GoldenError                           # noqa: E402
 
@@ -40,6 +41,7 @@ class CaseOutcome:
     ratio: float
     message: str
     over: list = field(default_factory=list)     # arrays beyond their bound: "y", "dx", "running_var", ...
+    diagnosis: dict | None = None                # failed cases: refnorm.check.diagnosis's verdict
 
 
 @dataclass
@@ -97,7 +99,7 @@ def run(mutation, op, golden=GOLDEN) -> Outcome:
                 name = _PART[a.part] + a.name
                 if name not in over:
                     over.append(name)
-        out.append(CaseOutcome(r.id, r.dtype, r.status, r.worst_ratio, r.message, over))
+        out.append(CaseOutcome(r.id, r.dtype, r.status, r.worst_ratio, r.message, over, r.diagnosis))
     res = Outcome(mutation, op, out)
     _CACHE[key] = res
     return res
@@ -115,6 +117,56 @@ def proposal_outcome(planted, directory=None):
         for k in [k for k in _CACHE if k[2] == os.path.abspath(d)]:
             del _CACHE[k]
     return case.id, good, bad
+
+
+# ------------------------------------------------------------------------------------ diagnosis
+def same_mechanism(p):
+    """The pitfall ids that share ``p``'s mutation (A01/A02 share one_pass_clamp; A05-A09 share
+    one_pass_noclamp; C01/C05 share sq_in_d; B04/B05 share eps_in_d; ...): naming any of them names
+    the mechanism that was planted."""
+    return {q.pitfall_id for q in all_planted() if q.mutation == p.mutation}
+
+
+def case_label(c):
+    """What the diagnosis named on one failed case: the matched variant's pitfall ids, or '-'."""
+    d = c.diagnosis or {}
+    return "/".join(d["pitfalls"]) if d.get("matched") else "-"
+
+
+@dataclass
+class Naming:
+    planted: object
+    op: str
+    failed: int                  # failed cases (the ones diagnosed; errors are not diagnosed)
+    correct: int                 # failed cases whose diagnosis names one of same_mechanism(planted)
+    label: str                   # the most frequent case_label over the failed cases
+    caught: int
+    wrong: int = 0               # failed cases whose diagnosis names a match that is not the planted one
+
+    @property
+    def named(self):
+        """Named correctly: more than half of the failed cases name the planted mechanism."""
+        return self.failed > 0 and 2 * self.correct > self.failed
+
+
+def naming(p, op) -> Naming:
+    o = run(p.mutation, op)
+    failed = [c for c in o.cases if c.status == "failed"]
+    ok = same_mechanism(p)
+    correct = sum(bool(matched_ids(c.diagnosis) & ok) for c in failed)
+    wrong = sum(bool(matched_ids(c.diagnosis)) and not matched_ids(c.diagnosis) & ok for c in failed)
+    labels = Counter(case_label(c) for c in failed)
+    label = max(labels.items(), key=lambda kv: (kv[1], kv[0] != "-"))[0] if labels else "-"
+    return Naming(p, op, len(failed), correct, label, len(o.caught), wrong)
+
+
+def naming_rows(planted):
+    """(Naming per caught (row, op) run, per-row verdict {row id: all its caught runs named})."""
+    runs = [naming(p, op) for p, op in pairs(planted) if run(p.mutation, op).caught]
+    rows = {}
+    for n in runs:
+        rows[n.planted.pitfall_id] = rows.get(n.planted.pitfall_id, True) and n.named
+    return runs, rows
 
 
 # ------------------------------------------------------------------------------------ the document
@@ -209,7 +261,38 @@ def render() -> str:
     L += [f"| {k} | {v} |" for k, v in sorted(NOT_APPLICABLE.items())]
     L.append("")
     L += ["## 6. Notes on the runs", "", *NOTES, ""]
+    L += diagnosis_section()
     return "\n".join(L)
+
+
+def diagnosis_section():
+    runs, rows = naming_rows(PLANTED)
+    sruns, _ = naming_rows(SUPPLEMENTARY)
+    n_ok = sum(n.named for n in runs)
+    r_ok = sum(rows.values())
+    L = ["## 7. Diagnosis: which pitfall the check names", "",
+         "For every failed case of the runs above, `refnorm.check.diagnosis` evaluates the float64 pitfall "
+         "variants of `refnorm/pitfalls/` and names the one the planted backend matches within the case's "
+         "derived bound (docs/tolerances.md, section \"Diagnosis\"). \"named as\": the most frequent "
+         "diagnosis over the run's failed cases (the matched variant's PITFALLS ids; `-`: no known pitfall "
+         "matches). \"named correctly\": failed cases whose diagnosis (the named variant, or one "
+         "indistinguishable from it on that case) lists the planted row's id or an id planted with the same "
+         "mutation (A01/A02; A05-A09; B04/B05; C01/C05; C06/C09 share a variant). A run counts as named when "
+         "more than half of its failed cases are; a row when each of its caught runs is. Errored cases (G03's "
+         "in-place write, F12's wrong shape) are not diagnosed.", "",
+         f"**Named correctly: {n_ok} of {len(runs)} caught runs ({100 * n_ok / len(runs):.0f}%), {r_ok} of "
+         f"{len(rows)} caught PITFALLS rows ({100 * r_ok / len(rows):.0f}%).**", "",
+         f"Failed cases named with another pitfall than the planted one: {sum(n.wrong for n in runs)} of "
+         f"{sum(n.failed for n in runs)} (PITFALLS rows); the rest of the not-named cases say \"no known "
+         "pitfall matches\".", "",
+         "| pitfall | op | mutation | detected by (cases failed / caught) | named as | named correctly | "
+         "named wrongly |",
+         "|---|---|---|---|---|---|---|"]
+    for n in runs + sruns:
+        L.append(f"| {n.planted.pitfall_id} | {n.op} | `{n.planted.mutation}` | {n.failed} / {n.caught} | "
+                 f"{n.label} | {n.correct} / {n.failed}{' ✓' if n.named else ''} | {n.wrong} |")
+    L.append("")
+    return L
 
 
 NOTES = [

@@ -1,0 +1,148 @@
+"""Diagnosis of a failing case: which known mistake (refnorm.pitfalls) the backend most likely makes.
+
+For a case the check failed, every pitfall variant of the op that applies to one of its calls is
+evaluated on each step's inputs, from the state the check itself handed the backend at that step.
+The bounds around the variant's values are derived exactly as ``core.check_case`` derives them around
+the reference (``derive_bounds`` with the backend's contract; for the stateless ops the bounds depend on
+the reference only through its state, so the check's own bounds are reused), and the backend's returned
+arrays are judged against them with ``judge_returned``. A variant **matches** when
+
+* every array it can be compared on is within its bound (ratio <= 1 and the bias test passed), and
+* it is compared on every array the check found beyond its bound (a variant that has no value for a
+  failing array cannot explain it).
+
+The matching variant with the smallest worst ratio is named; matches with the very same per-array
+ratios (the case cannot tell them apart: e.g. the clamped and the unclamped one-pass variance when no
+variance went negative) are listed as ``indistinguishable``; other matches as ``also_matching``.
+When none matches: "no known pitfall matches", with the closest variant (smallest worst ratio) given
+as such, never as a match. The diagnosis never changes a verdict, and a failure inside it is reported
+in the diagnosis (``error``), not as a case error.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import pitfalls, registry
+
+
+@dataclass
+class StepRecord:
+    """What the check used and got at one step of a case (kept only while the case is judged)."""
+    step: int
+    training: bool
+    inputs: dict
+    cotangents: dict
+    state: dict          # the state handed to the backend
+    got: dict            # {"outputs"|"grads"|"state": {name: array}} the backend returned
+    compare: dict
+    E: dict              # the check's bounds (around the reference)
+    failing: tuple       # (part, name) of the arrays beyond their bound at this step
+
+
+def _f64(d):
+    return {k: (np.asarray(v) if np.asarray(v).dtype.kind in "iu" else np.asarray(v, dtype=np.float64))
+            for k, v in d.items()}
+
+
+def _num(v):
+    v = float(v)
+    return v if math.isfinite(v) else ("nan" if math.isnan(v) else "inf")
+
+
+def _judge_variant(variant, case, records, contract):
+    """(arrays judged, worst ratio) of the backend against ``variant``; None when it cannot be compared
+    on some failing array or nothing was compared."""
+    from .core import derive_bounds, judge_returned           # core imports this module lazily
+    spec = registry.get(case.op)
+    arrays = []
+    for r in records:
+        res = variant.evaluate(_f64(r.inputs), case.config, _f64(r.state), r.training, _f64(r.cotangents),
+                               case.dtype)
+        if spec.state:
+            E = derive_bounds(case.op, case.dtype, case.config, r.training, r.inputs, r.cotangents, r.state, res,
+                              contract)
+        else:
+            E = r.E
+        if variant.bounds_training and not r.training:
+            # the variant normalizes this eval call with batch/instance statistics: those parts are bounded
+            # as the check bounds them in a training call (without the running-statistics update)
+            Et = derive_bounds(case.op, case.dtype, case.config, True, r.inputs, r.cotangents, {},
+                               type(res)(res.outputs, res.grads, {}), contract)
+            E = {**E, **{part: {**E[part], **Et[part]} for part in variant.bounds_training}}
+        compare = {part: [k for k in r.compare[part] if k in getattr(res, part) and k in r.got[part]
+                          and k in E[part]] for part in ("outputs", "grads", "state")}
+        if any(name not in compare[part] for part, name in r.failing):
+            return None
+        first = len(arrays)
+        judge_returned(r.step, case.op, compare, False, r.got, res, E, case.dtype, arrays, [])
+        for a in arrays[first:]:
+            if math.isnan(a.ratio):                         # NaN where a number was due: as bad as it gets
+                a.ratio = math.inf
+    if not arrays:
+        return None
+    return arrays, max(max(a.ratio, a.bias) for a in arrays)
+
+
+def _entry(v, dtype, worst=None):
+    e = {"variant": v.id, "pitfalls": list(v.pitfall_ids), "title": v.title_for(dtype)}
+    if worst is not None:
+        e["worst_ratio"] = _num(worst)
+    return e
+
+
+def diagnose(case, records, contract) -> dict:
+    """The diagnosis of one failing case (see the module docstring), as a JSON-able dict."""
+    cands = [v for v in pitfalls.variants(case.op)
+             if any(v.applies(case.config, r.training, r.inputs, r.state, r.cotangents, case.dtype) for r in records)]
+    scored = []
+    for v in cands:
+        try:
+            with np.errstate(all="ignore"):
+                got = _judge_variant(v, case, records, contract)
+        except Exception:                                   # noqa: BLE001 - a variant that cannot run
+            got = None
+        if got is not None:
+            arrays, worst = got
+            scored.append((worst, v, all(a.passed for a in arrays), tuple(a.ratio for a in arrays)))
+    scored.sort(key=lambda t: (t[0], t[1].id))
+    matches = [s for s in scored if s[2]]
+    out = {"matched": None, "pitfalls": [], "title": None, "worst_ratio": None, "indistinguishable": [],
+           "also_matching": [], "closest": None, "tried": len(scored)}
+    if matches:
+        best = matches[0]
+        same = [s for s in matches[1:] if s[3] == best[3]]
+        other = [s for s in matches[1:] if s[3] != best[3]]
+        out.update(matched=best[1].id, pitfalls=list(best[1].pitfall_ids), title=best[1].title_for(case.dtype),
+                   worst_ratio=_num(best[0]), indistinguishable=[_entry(s[1], case.dtype) for s in same],
+                   also_matching=[_entry(s[1], case.dtype, s[0]) for s in other])
+        ids = "/".join(best[1].pitfall_ids)
+        msg = f"matches pitfall {ids}: {out['title']}"
+        if same:
+            msg += " (indistinguishable on this case from " + ", ".join(
+                f"{'/'.join(s[1].pitfall_ids)}" for s in same) + ")"
+        out["message"] = msg
+    else:
+        if scored:
+            out["closest"] = _entry(scored[0][1], case.dtype, scored[0][0])
+            c = scored[0][1]
+            out["message"] = (f"no known pitfall matches (closest, not a match: {'/'.join(c.pitfall_ids)}: "
+                              f"{c.title_for(case.dtype)}, {scored[0][0]:.3g} x bound)")
+        elif not pitfalls.variants(case.op):
+            out["message"] = f"no known pitfall matches (refnorm has no pitfall variants of {case.op})"
+        else:
+            out["message"] = "no known pitfall matches (no variant could be compared on this case)"
+    return out
+
+
+def matched_ids(diag) -> set:
+    """Every pitfall id the diagnosis names as a match (the named variant and those indistinguishable
+    from it on the case); empty when nothing matches."""
+    if not diag or not diag.get("matched"):
+        return set()
+    ids = set(diag["pitfalls"])
+    for e in diag.get("indistinguishable", ()):
+        ids |= set(e["pitfalls"])
+    return ids

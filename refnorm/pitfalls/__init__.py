@@ -1,0 +1,86 @@
+"""Pitfall variants: the float64 reference of a normalizer with exactly one documented mistake.
+
+Each row of PITFALLS.md (Table 1: bugs that shipped in public projects) that a value check can see is
+written here as a ``Variant`` of its normalizer: the refnorm equations with that one change, and,
+where the pitfall is about precision, only the step it names emulated in that precision (``W``, the
+working precision: float32 for float16/bfloat16/float32 cases, float64 for float64 cases; ``d``, the
+case dtype). ``refnorm.check.diagnosis`` evaluates them on a failing case and names the one the
+backend matches within its derived bound.
+
+One module per normalizer (``layer_norm``, ``rms_norm``, ``group_norm``, ``batch_norm``,
+``instance_norm``, ``local_response_norm``, ``lp_normalize``; ``_centered`` holds the statistic
+variants the four centred ones share), each exporting ``VARIANTS``, a tuple of ``Variant``. The
+equations of the five row normalizers live in ``_engine`` (the reference written over rows, with one
+``Mods`` change at a time); the local_response_norm and lp_normalize variants call their reference
+module with the one change. Layer: beside the reference core; imports refnorm.norms, refnorm.spec
+and refnorm.registry only (tests/test_pitfalls.py checks that no checker, golden or CLI module loads).
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ._engine import OPS as _OPS
+from ._engine import Mods, wname
+
+MODULES = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "local_response_norm",
+           "lp_normalize")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """``id``: a short name; ``pitfall_ids``: the PITFALLS.md rows it models; ``title``: what it does
+    ("{W}" and "{d}" stand for the case's working precision and dtype); ``op``: its normalizer;
+    ``mods``: the change (_engine.Mods); ``when``: (config, training, inputs, state, cotangents) ->
+    bool, the calls on which the change can make a difference (default: every call);
+    ``bounds_training``: the parts ("outputs", "grads") a variant computes with batch/instance
+    statistics in an eval-mode call, whose error bounds are therefore those of a training-mode call."""
+    id: str
+    pitfall_ids: tuple
+    title: str
+    op: str
+    mods: Mods = field(default_factory=Mods)
+    when: Callable | None = field(default=None, compare=False)
+    bounds_training: tuple = ()     # parts whose bounds are those of a training-mode call (E10, E11)
+    low_precision: bool = False     # an "in d" precision variant: only for float16/bfloat16 cases (for
+    #                                 float32/float64 cases d is the working precision: no distinct pitfall)
+    fn: Callable | None = field(default=None, compare=False)   # (inputs, config, cotangents, dtype, state,
+    #                                                              training) -> Result, in place of _engine
+
+    def title_for(self, dtype: str) -> str:
+        return self.title.format(W=wname(dtype), d=dtype)
+
+    def label(self, dtype: str) -> str:
+        """'A01/A02: variance as E[x^2]-E[x]^2 in float32'."""
+        return f"{'/'.join(self.pitfall_ids)}: {self.title_for(dtype)}"
+
+    def applies(self, config, training, inputs, state, cotangents, dtype=None) -> bool:
+        """Whether the change can make a difference on this call (of a case of ``dtype``)."""
+        if self.low_precision and dtype not in (None, "float16", "bfloat16"):
+            return False
+        return self.when is None or bool(self.when(config, training, inputs, state or {}, cotangents or {}))
+
+    def evaluate(self, inputs, config, state, training, cotangents, dtype):
+        """What refnorm.evaluate returns (a refnorm.spec.Result), for the variant, on one call whose
+        arrays hold case-dtype values (``dtype``: the case dtype, for the precision it emulates)."""
+        if self.fn is not None:
+            return self.fn(inputs, dict(config), cotangents or {}, dtype, state or {}, training)
+        return _OPS[self.op](inputs, dict(config), cotangents or {}, dtype, self.mods, state or {}, training)
+
+
+def variants(op: str | None = None) -> tuple:
+    """Every variant (of ``op``)."""
+    out = []
+    for name in MODULES:
+        if op is None or name == op:
+            out += importlib.import_module(f"refnorm.pitfalls.{name}").VARIANTS
+    return tuple(out)
+
+
+ENGINE_OPS = tuple(_OPS)
+
+
+def reference(op, inputs, config, state, training, cotangents, dtype):
+    """The unchanged equations (_engine with Mods(), ops ENGINE_OPS): equal to refnorm.evaluate (tested)."""
+    return _OPS[op](inputs, dict(config), cotangents or {}, dtype, Mods(), state or {}, training)

@@ -1,0 +1,197 @@
+"""Statistic, eps and backward variants shared by the centred normalizers (layer_norm, group_norm,
+batch_norm, instance_norm): ``common(op)`` returns them as Variants of ``op``. Each function below
+is one PITFALLS.md mechanism; its docstring cites the rows."""
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+from ._engine import Mods, in_w, sum_d, sum_w, to_d, working
+
+
+def _next_pow2(n):
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+def one_pass(x, dtype, guard="clamp"):
+    """A01, A02 (clamp), A03 (var < 1e-6 -> 0), A05-A09 (no guard: NaN from a negative variance):
+    var = E[x^2] - E[x]^2 with both means summed in W (pairwise) and the subtraction in W."""
+    W = working(dtype)
+    xw = in_w(x, dtype)
+    nW = W(max(x.shape[1], 1))
+    mean = sum_w(xw, dtype) / nW
+    with np.errstate(all="ignore"):
+        var = sum_w(xw * xw, dtype) / nW - mean * mean
+    if guard == "clamp":
+        var = np.maximum(var, W(0))
+    elif guard == "thresh":
+        var = np.where(var < W(1e-6), W(0), var)
+    return mean.astype(np.float64), var.astype(np.float64)
+
+
+def pad_lanes(x, dtype):
+    """A10: the next_pow2(n) - n masked lanes of the block loaded as 0 enter sum((x - mean)^2), each
+    adding mean^2 (the statistics otherwise exact): var += (P - n) * mean^2 / n."""
+    n = x.shape[1]
+    mean = x.mean(axis=1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
+    return mean, var + (_next_pow2(n) - n) * mean * mean / max(n, 1)
+
+
+def pow2_divisor(x, dtype):
+    """A10 (other reading): the block length P = next_pow2(n) used as the divisor of the sums."""
+    P = _next_pow2(x.shape[1])
+    mean = x.sum(axis=1, keepdims=True) / P
+    return mean, ((x - mean) ** 2).sum(axis=1, keepdims=True) / P
+
+
+def sq_in_d(x, dtype):
+    """C01: the squares (x - mean)^2 rounded to d before the (W) sum; the mean in W."""
+    W = working(dtype)
+    xw = in_w(x, dtype)
+    nW = W(max(x.shape[1], 1))
+    mean = sum_w(xw, dtype) / nW
+    dv = xw - mean
+    return mean.astype(np.float64), (sum_w(to_d(dv * dv, dtype), dtype) / nW).astype(np.float64)
+
+
+def var_in_d(x, dtype):
+    """C02: the variance (two-pass in W) stored in d before rstd."""
+    W = working(dtype)
+    xw = in_w(x, dtype)
+    nW = W(max(x.shape[1], 1))
+    mean = sum_w(xw, dtype) / nW
+    dv = xw - mean
+    return mean.astype(np.float64), to_d(sum_w(dv * dv, dtype) / nW, dtype).astype(np.float64)
+
+
+def stats_in_d(x, dtype):
+    """C06, C09: mean and variance accumulated in d (pairwise, every partial, the deviations and their
+    squares rounded to d); the deviations x - mean, computed in d, are also the ones normalized."""
+    W = working(dtype)
+    nW = W(max(x.shape[1], 1))
+    mean = to_d(sum_d(in_w(x, dtype), dtype) / nW, dtype)
+    dv = to_d(in_w(x, dtype) - mean, dtype)
+    var = to_d(sum_d(to_d(dv * dv, dtype), dtype) / nW, dtype)
+    return mean.astype(np.float64), var.astype(np.float64), dv.astype(np.float64)
+
+
+def one_pass_in_d(x, dtype):
+    """C08: sum and sum of squares accumulated in d, then the one-pass variance in d (and the
+    deviations x - mean normalized, computed in d)."""
+    W = working(dtype)
+    xw = in_w(x, dtype)
+    nW = W(max(x.shape[1], 1))
+    mean = to_d(sum_d(xw, dtype) / nW, dtype)
+    ms = to_d(sum_d(to_d(xw * xw, dtype), dtype) / nW, dtype)
+    var = to_d(ms - to_d(mean * mean, dtype), dtype)
+    return mean.astype(np.float64), var.astype(np.float64), to_d(xw - mean, dtype).astype(np.float64)
+
+
+def serial_w(x, dtype):
+    """A11: mean and variance accumulated serially (one element after another) in W."""
+    W = working(dtype)
+    xw = in_w(x, dtype)
+    nW = W(max(x.shape[1], 1))
+    mean = (np.cumsum(xw, axis=1, dtype=W)[:, -1:] if x.shape[1] else np.zeros((x.shape[0], 1), W)) / nW
+    dv = xw - mean
+    var = (np.cumsum(dv * dv, axis=1, dtype=W)[:, -1:] if x.shape[1] else np.zeros((x.shape[0], 1), W)) / nW
+    return mean.astype(np.float64), var.astype(np.float64)
+
+
+def welford_lanes(x, dtype, lanes=4):
+    """A12 (inferred): per-lane Welford partials (lane j holds x[j::lanes]) merged (Chan et al.) as if
+    every lane held ceil(n / lanes) values; exact when lanes divides n (and, here, when n < lanes)."""
+    n = x.shape[1]
+    if n % lanes == 0 or n < lanes:
+        return (lambda m: (m, ((x - m) ** 2).mean(axis=1, keepdims=True)))(x.mean(axis=1, keepdims=True))
+    nominal = float(math.ceil(n / lanes))
+    parts = [x[:, j::lanes] for j in range(lanes)]
+    means = [p.mean(axis=1, keepdims=True) for p in parts]
+    m2s = [((p - mu) ** 2).sum(axis=1, keepdims=True) for p, mu in zip(parts, means)]
+    cnt, mean, m2 = nominal, means[0], m2s[0]
+    for mu, s2 in zip(means[1:], m2s[1:]):
+        tot = cnt + nominal
+        delta = mu - mean
+        mean = mean + delta * (nominal / tot)
+        m2 = m2 + s2 + delta * delta * (cnt * nominal / tot)
+        cnt = tot
+    return mean, m2 / cnt
+
+
+def eps_in_d(eps, dtype):
+    """B04, B05: eps rounded to the case dtype (float16: 1e-12 -> 0)."""
+    return float(to_d(in_w(eps, dtype), dtype))
+
+
+def eps_min(eps, dtype):
+    """B06: eps silently raised to max(eps, 1.001e-5) (CUDNN_BN_MIN_EPSILON)."""
+    return max(eps, 1.001e-5)
+
+
+def eps_square(var, eps, dtype):
+    """B07: rstd = 1 / (var + eps)^2, a square where the square root belongs."""
+    return 1.0 / (var + eps) ** 2
+
+
+def rstd_bf16(var, eps, dtype):
+    """rstd rounded to bfloat16 before the multiply (research mutant class R-rstd16)."""
+    r = in_w(1.0 / np.sqrt(var + eps), dtype)
+    return r.astype(ml_dtypes.bfloat16).astype(np.float64)
+
+
+def dw_in_d(T, dtype):
+    """C10: dweight's products rounded to d and reduced (pairwise) in d."""
+    return sum_d(to_d(in_w(T, dtype), dtype), dtype).astype(np.float64)
+
+
+def _has_eps(c, *a):
+    return float(c.get("eps", 1e-5)) > 0
+
+
+def _grads(c, t, i, s, cot):
+    return bool(cot)
+
+
+def _has_w(c, t, i, s, cot):
+    return bool(cot) and i.get("weight") is not None
+
+
+def common(op, V, *, skip=()):
+    """The shared variants as Variants of ``op`` (V: the Variant class); ``skip``: ids left out."""
+    out = [
+        V("one_pass_clamp", ("A01", "A02"), "variance as E[x^2]-E[x]^2 in {W}, clamped at 0", op,
+          Mods(stats=one_pass)),
+        V("one_pass_thresh", ("A03",), "variance as E[x^2]-E[x]^2 in {W}, then var < 1e-6 set to 0", op,
+          Mods(stats=lambda x, d: one_pass(x, d, "thresh"))),
+        V("one_pass_noclamp", ("A05", "A06", "A07", "A08", "A09"),
+          "variance as E[x^2]-E[x]^2 in {W} with no guard (negative variance: NaN)", op,
+          Mods(stats=lambda x, d: one_pass(x, d, "none"))),
+        V("pad_lanes", ("A10",), "padded lanes of the power-of-two block counted in sum((x-mean)^2)", op,
+          Mods(stats=pad_lanes)),
+        V("pow2_divisor", ("A10",), "the power-of-two block length used as the divisor of the statistics", op,
+          Mods(stats=pow2_divisor)),
+        V("serial_acc", ("A11",), "statistics accumulated serially in {W}", op, Mods(stats=serial_w)),
+        V("welford_lanes", ("A12",), "Welford partials of 4 lanes merged with the nominal count ceil(n/4)", op,
+          Mods(stats=welford_lanes)),
+        V("eps_in_d", ("B04", "B05"), "eps rounded to {d} before use", op, Mods(eps=eps_in_d), when=_has_eps,
+          low_precision=True),
+        V("eps_min", ("B06",), "eps raised to max(eps, 1.001e-5)", op, Mods(eps=eps_min)),
+        V("eps_square", ("B07",), "rstd = 1/(var + eps)^2: a square in place of the square root", op,
+          Mods(rstd=eps_square)),
+        V("sq_in_d", ("C01",), "squares (x-mean)^2 rounded to {d} before the {W} sum", op, Mods(stats=sq_in_d),
+          low_precision=True),
+        V("var_in_d", ("C02",), "variance stored in {d} before rstd", op, Mods(stats=var_in_d),
+          low_precision=True),
+        V("stats_in_d", ("C06", "C09"), "mean and variance accumulated in the input dtype {d}", op,
+          Mods(stats=stats_in_d), low_precision=True),
+        V("one_pass_in_d", ("C08",), "sum and sum of squares accumulated in {d}, one-pass variance", op,
+          Mods(stats=one_pass_in_d), low_precision=True),
+        V("dw_acc_in_d", ("C10",), "dweight's products reduced in {d}", op, Mods(dweight=dw_in_d), when=_has_w,
+          low_precision=True),
+        V("rstd_bf16", ("R-rstd16",), "rstd rounded to bfloat16 before the multiply", op, Mods(rstd=rstd_bf16)),
+        V("no_B_term", ("R-noB",), "dx without the -x_hat*mean(g*x_hat) term", op, Mods(no_B=True), when=_grads),
+    ]
+    return [v for v in out if v.id not in skip]

@@ -1,0 +1,464 @@
+"""The float64 equations of layer_norm, rms_norm, group_norm, batch_norm and instance_norm (the same
+as refnorm.norms, written plainly over rows), with one documented change at a time (``Mods``).
+
+With ``Mods()`` every function here computes what ``refnorm.evaluate`` computes (tests/test_pitfalls.py
+checks it on every golden case of the five ops, to 1e-10 of each array's scale). A pitfall variant is
+this reference with exactly its pitfall's change: a different statistic, eps, affine convention,
+running-statistics rule, or a missing backward term. Where a pitfall is about precision, only the
+step it names is emulated in that precision: ``W`` (the working precision: float32 for float16,
+bfloat16 and float32 cases, float64 for float64 cases) or ``d`` (the case dtype); every other step
+stays float64. Sums emulated in a precision are NumPy's pairwise sums along the row (W) or a
+pairwise halving tree with every partial rounded (d).
+
+Rows: every op is computed on a (m, n) view whose rows are the normalized slices (layer/rms: the
+trailing axes; group: (N*G, C/G*S); batch: per channel over (N, *); instance: per (n, c) over *).
+The backward is the reference's formula evaluated at the (variant's) statistics:
+    dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dy * weight       (centred)
+    dx = rstd * (g - u * mean(g * xhat)), u = xhat (eps inside) or x / rms    (rms_norm)
+    dx = g * rstd                                                              (running statistics)
+which is what a kernel with that pitfall computes (it differentiates its own statistics only where
+the reference does).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import ml_dtypes
+import numpy as np
+
+from ..spec import Result
+
+NP = {"float64": np.float64, "float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+FLOAT64_EPS = float(np.finfo(np.float64).eps)
+MOMENTUM = {"torch": 0.1, "onnx": 0.9}
+
+
+def working(dtype: str):
+    """The working (accumulation) precision of a case dtype: float64 for float64, else float32."""
+    return np.float64 if dtype == "float64" else np.float32
+
+
+def wname(dtype: str) -> str:
+    return "float64" if dtype == "float64" else "float32"
+
+
+def in_w(v, dtype):
+    """A float64 value rounded to the working precision (kept as a W array)."""
+    return np.asarray(v, dtype=np.float64).astype(working(dtype))
+
+
+def to_d(v, dtype):
+    """Round a value held in the working precision to the case dtype (one correct rounding: float32
+    -> float16 and float32 -> bfloat16 are single roundings), returned in the working precision."""
+    W = working(dtype)
+    v = np.asarray(v, dtype=W)
+    return v if dtype in ("float64", "float32") else v.astype(NP[dtype]).astype(W)
+
+
+def sum_w(a, dtype):
+    """Row sums (m, 1) of a (m, n) in the working precision (NumPy's pairwise sum along the row)."""
+    W = working(dtype)
+    return np.ascontiguousarray(a, dtype=W).sum(axis=1, dtype=W, keepdims=True)
+
+
+def sum_d(a, dtype):
+    """Row sums (m, 1) in the case dtype: a pairwise halving tree, every partial rounded to d."""
+    a = to_d(a, dtype)
+    if a.shape[1] == 0:
+        return np.zeros((a.shape[0], 1), a.dtype)
+    while a.shape[1] > 1:
+        h = a.shape[1] // 2
+        s = to_d(a[:, :h] + a[:, h:2 * h], dtype)
+        a = np.concatenate([s, a[:, 2 * h:]], axis=1) if a.shape[1] % 2 else s
+    return a
+
+
+def two_pass(x, dtype):
+    """The reference statistics: mean, then the biased variance of the deviations (float64)."""
+    n = max(x.shape[1], 1)
+    mean = x.sum(axis=1, keepdims=True) / n
+    return mean, ((x - mean) ** 2).sum(axis=1, keepdims=True) / n
+
+
+def mean_square(x, dtype):
+    return (x * x).sum(axis=1, keepdims=True) / max(x.shape[1], 1)
+
+
+@dataclass(frozen=True)
+class Mods:
+    """One change to the reference (the defaults are the reference). See each field's comment."""
+    stats: Callable | None = None          # (rows, dtype) -> (mean, biased var), each (m, 1)[, deviations used]
+    ms: Callable | None = None             # rms_norm: (rows, dtype) -> mean of squares (m, 1)
+    rms_centered: bool = False             # rms_norm: the centred variance in place of mean(x^2)
+    centered: bool | None = None           # force the mean removed (True) or not (False): H10's swap
+    eps: Callable | None = None            # (eps, dtype) -> the eps used
+    rstd: Callable | None = None           # (var, eps, dtype) -> rstd (eps inside)
+    placement: str | None = None           # rms_norm: force eps_placement
+    unbiased: bool = False                 # normalize with var * n / (n - 1)
+    y: Callable | None = None              # (xhat, w, b, dtype) -> y
+    xhat_in_d: bool = False                # x_hat rounded to d (used by the forward and the backward)
+    offset: str = "ok"                     # rms_norm (1 + w): ok | ignored | rounded | dx_plain
+    drop_weight_without_bias: bool = False  # layer_norm: weight unused when bias is None
+    no_B: bool = False                     # centred dx without -xhat * mean(g * xhat)
+    dweight: Callable | None = None        # (terms (m, n), dtype) -> row-sums: dweight's reduction
+    rows_mask: Callable | None = None      # (m, n) -> (m,) bool: rows entering dweight/dbias
+    repeat_rows: int = 0                   # layer_norm: rows >= this repeat row r mod this
+    # group_norm
+    gn1_as_ln: bool = False
+    bwd_first_row: bool = False            # backward means / dweight / dbias over the first W values
+    dweight_nhwc: bool = False             # dweight terms read from NHWC memory with NCHW indexing
+    dy_nhwc: bool = False                  # dy read from NHWC memory with NCHW indexing
+    wave64: bool = False                   # dgamma/dbeta of channel c also sum channel c + 32
+    param_mean_spatial: bool = False       # dweight, dbias averaged (not summed) over spatial axes
+    # batch_norm / instance_norm
+    running_bessel: bool | None = None     # None: the convention's rule; True/False forces it
+    momentum_flip: bool = False            # the momentum applied to the other term
+    rv_frozen: bool = False                # running_var not updated
+    nbt_frozen: bool = False               # num_batches_tracked not incremented
+    eval_bwd_batch: bool = False           # batch_norm eval: backward with batch statistics
+    in_eval_instance: bool = False         # instance_norm eval: instance statistics
+    nhwc_params: bool = False              # batch_norm: weight/bias indexed (i // HW) % C on NHWC memory
+
+
+def _eps(mods, eps, dtype):
+    return float(eps) if mods.eps is None else float(mods.eps(float(eps), dtype))
+
+
+def _rstd(mods, var, eps, dtype, placement="inside"):
+    with np.errstate(all="ignore"):
+        if mods.rstd is not None:
+            return np.asarray(mods.rstd(var, eps, dtype), dtype=np.float64)
+        if placement == "outside":
+            return 1.0 / (np.sqrt(var) + eps)
+        return 1.0 / np.sqrt(var + eps)
+
+
+def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same", placement="inside",
+         mask=None):
+    """The forward (and given dy, backward terms) of rows x (m, n); w, b broadcastable to (m, n)."""
+    m, n = x.shape
+    eps = _eps(mods, eps, dtype)
+    centered = centered if mods.centered is None else mods.centered
+    dev = None
+    with np.errstate(all="ignore"):
+        if centered:
+            st = (mods.stats or two_pass)(x, dtype)
+            mean, var = st[0], st[1]
+            if len(st) > 2:                     # the statistic also fixes the deviations x - mean used
+                dev = np.asarray(st[2], dtype=np.float64)
+        elif mods.rms_centered:
+            mean = np.zeros((m, 1))
+            var = two_pass(x, dtype)[1]
+        else:
+            mean = np.zeros((m, 1))
+            var = (mods.ms or mean_square)(x, dtype)
+        var = np.asarray(var, dtype=np.float64)
+        mean = np.asarray(mean, dtype=np.float64)
+        if mods.unbiased and n > 1:
+            var = var * (n / (n - 1))
+        r = _rstd(mods, var, eps, dtype, placement)
+        xhat = ((x - mean) if dev is None else dev) * r
+        if mods.xhat_in_d:
+            xhat = to_d(in_w(xhat, dtype), dtype).astype(np.float64)
+        if mods.y is not None:
+            y = np.asarray(mods.y(xhat, w, b, dtype), dtype=np.float64)
+        else:
+            y = xhat if w is None else xhat * w
+            if b is not None:
+                y = y + b
+        res = {"y": y, "mean": mean, "rstd": r, "var": var, "xhat": xhat}
+        if dy is None:
+            return res
+        wb = w if isinstance(w_bwd, str) else w_bwd
+        g = dy if wb is None else dy * wb
+        sel = (lambda t: t) if mask is None else (lambda t: t * mask)
+        cnt = n if mask is None else mask.sum(axis=1, keepdims=True)
+        if centered:
+            a = sel(g).sum(axis=1, keepdims=True) / cnt
+            bm = sel(g * xhat).sum(axis=1, keepdims=True) / cnt
+            dx = r * (g - a) if mods.no_B else r * (g - a - xhat * bm)
+        else:
+            bm = (g * xhat).sum(axis=1, keepdims=True) / max(n, 1)
+            if placement == "outside":
+                rms = np.sqrt(var)
+                u = np.where(rms == 0, 0.0, x / np.where(rms == 0, 1.0, rms))
+            else:
+                u = xhat
+            dx = r * (g - u * bm)
+        res.update(dx=dx, pw=sel(dy * xhat), pb=sel(dy))
+    return res
+
+
+def param_sum(mods, T, keep, shape, dtype, *, is_weight):
+    """Sum the x-shaped terms T over every axis but ``keep`` (float64, or ``mods.dweight``)."""
+    other = tuple(i for i in range(T.ndim) if i not in keep)
+    Tt = np.transpose(T, tuple(keep) + other)
+    Tt = Tt.reshape(int(np.prod([T.shape[i] for i in keep], dtype=np.int64)), -1)
+    if mods.dweight is not None and is_weight:
+        return np.asarray(mods.dweight(Tt, dtype), dtype=np.float64).reshape(shape)
+    return Tt.sum(axis=1).reshape(shape)
+
+
+def perm_rows(x, axes):
+    """Rows (m, n) of x reducing over ``axes`` (kept axes first, C order), and the inverse map."""
+    keep = [i for i in range(x.ndim) if i not in axes]
+    perm = keep + list(axes)
+    t = np.ascontiguousarray(np.transpose(x, perm))
+    m = int(np.prod([x.shape[i] for i in keep], dtype=np.int64))
+    tshape = t.shape
+
+    def back(r):
+        return np.transpose(np.asarray(r).reshape(tshape), np.argsort(perm))
+    return t.reshape(m, -1), back
+
+
+def _bcast_rows(p, x, axes):
+    return perm_rows(np.broadcast_to(p, x.shape), axes)[0]
+
+
+def _f(v):
+    return None if v is None else np.asarray(v, dtype=np.float64)
+
+
+def _ns(config):
+    ns = config["normalized_shape"]
+    return (int(ns),) if np.ndim(ns) == 0 else tuple(int(s) for s in ns)
+
+
+# ----------------------------------------------------------------------------------- layer_norm
+def layer_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, training=True):
+    x, w, b = _f(inputs["x"]), _f(inputs.get("weight")), _f(inputs.get("bias"))
+    ns = _ns(config)
+    wf = None if (mods.drop_weight_without_bias and b is None) else w
+    k = len(ns)
+    lead = x.shape[:x.ndim - k]
+    m, n = int(np.prod(lead, dtype=np.int64)), int(np.prod(ns, dtype=np.int64))
+    dy = _f((cotangents or {}).get("y"))
+    r = rows(x.reshape(m, n), mods=mods, dtype=dtype, centered=True, eps=config.get("eps", 1e-5),
+             w=None if wf is None else wf.reshape(1, n), b=None if b is None else b.reshape(1, n),
+             dy=None if dy is None else dy.reshape(m, n))
+    y = r["y"]
+    if mods.repeat_rows and m > mods.repeat_rows:
+        y = y[np.arange(m) % mods.repeat_rows]
+    stat = lead + (1,) * k
+    outs = {"y": y.reshape(x.shape), "mean": r["mean"].reshape(stat), "rstd": r["rstd"].reshape(stat)}
+    grads = {}
+    if dy is not None:
+        grads["x"] = r["dx"].reshape(x.shape)
+        keep = np.ones((m, 1)) if mods.rows_mask is None else mods.rows_mask(m, n)[:, None].astype(float)
+        if w is not None:
+            grads["weight"] = param_sum(mods, (r["pw"] * keep).reshape(x.shape), tuple(range(len(lead), x.ndim)),
+                                        ns, dtype, is_weight=True)
+        if b is not None:
+            grads["bias"] = param_sum(mods, (r["pb"] * keep).reshape(x.shape), tuple(range(len(lead), x.ndim)),
+                                      ns, dtype, is_weight=False)
+    return Result(outs, grads, {})
+
+
+# ------------------------------------------------------------------------------------- rms_norm
+def rms_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, training=True):
+    x, w = _f(inputs["x"]), _f(inputs.get("weight"))
+    ns = _ns(config)
+    eps = config.get("eps", None)
+    eps = FLOAT64_EPS if eps is None else float(eps)
+    placement = mods.placement or config.get("eps_placement", "inside")
+    off = float(config.get("weight_offset", 0.0))
+    k = len(ns)
+    lead = x.shape[:x.ndim - k]
+    m, n = int(np.prod(lead, dtype=np.int64)), int(np.prod(ns, dtype=np.int64))
+    w_eff = w_bwd = None
+    if w is not None:
+        w_eff = w.reshape(1, n) + (0.0 if mods.offset == "ignored" else off)
+        if mods.offset == "rounded":
+            w_eff = to_d(in_w(w_eff, dtype), dtype).astype(np.float64)
+        w_bwd = w.reshape(1, n) if mods.offset == "dx_plain" else w_eff
+    dy = _f((cotangents or {}).get("y"))
+    r = rows(x.reshape(m, n), mods=mods, dtype=dtype, centered=False, eps=eps, placement=placement, w=w_eff,
+             dy=None if dy is None else dy.reshape(m, n), w_bwd=w_bwd)
+    outs = {"y": r["y"].reshape(x.shape), "rstd": r["rstd"].reshape(lead + (1,) * k)}
+    grads = {}
+    if dy is not None:
+        grads["x"] = r["dx"].reshape(x.shape)
+        if w is not None:
+            keep = np.ones((m, 1)) if mods.rows_mask is None else mods.rows_mask(m, n)[:, None].astype(float)
+            grads["weight"] = param_sum(mods, (r["pw"] * keep).reshape(x.shape), tuple(range(len(lead), x.ndim)),
+                                        ns, dtype, is_weight=True)
+    return Result(outs, grads, {})
+
+
+def _nhwc_read(a):
+    """a's channels-last (NHWC) memory read back with a's own (NCHW) shape and indexing."""
+    return np.moveaxis(a, 1, -1).reshape(-1).reshape(a.shape) if a.ndim > 2 else a
+
+
+# ----------------------------------------------------------------------------------- group_norm
+def group_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, training=True):
+    G = int(config["num_groups"])
+    eps = config.get("eps", 1e-5)
+    x, w, b = _f(inputs["x"]), _f(inputs.get("weight")), _f(inputs.get("bias"))
+    N, C = x.shape[:2]
+    S = int(np.prod(x.shape[2:], dtype=np.int64))
+    pb = (1, C) + (1,) * (x.ndim - 2)
+    wf = None if w is None else np.broadcast_to(w.reshape(pb), x.shape)
+    bf = None if b is None else np.broadcast_to(b.reshape(pb), x.shape)
+    dy = _f((cotangents or {}).get("y"))
+    if mods.dy_nhwc and dy is not None:
+        dy = _nhwc_read(dy)
+    outs = {}
+    if mods.gn1_as_ln and G == 1:
+        xr, back = perm_rows(x, (1,))
+        r = rows(xr, mods=mods, dtype=dtype, centered=True, eps=eps,
+                 w=None if w is None else _bcast_rows(wf, x, (1,)), b=None if b is None else _bcast_rows(bf, x, (1,)),
+                 dy=None if dy is None else perm_rows(dy, (1,))[0])
+        outs["y"] = back(r["y"])        # its statistics are per (n, position), not group_norm's (N, G): left out
+    else:
+        view = (N * G, (C // G) * S)
+        mask = None
+        if mods.bwd_first_row and x.ndim >= 4:
+            first = np.zeros(x.shape, dtype=bool)
+            first[(slice(None), slice(None)) + (0,) * (x.ndim - 3) + (slice(None),)] = True
+            mask = first.reshape(view).astype(float)
+        r = rows(x.reshape(view), mods=mods, dtype=dtype, centered=True, eps=eps,
+                 w=None if w is None else wf.reshape(view), b=None if b is None else bf.reshape(view),
+                 dy=None if dy is None else dy.reshape(view), mask=mask)
+
+        def back(t):
+            return np.asarray(t).reshape(x.shape)
+        outs = {"y": back(r["y"]), "mean": r["mean"].reshape(N, G), "rstd": r["rstd"].reshape(N, G)}
+    grads = {}
+    if dy is not None:
+        grads["x"] = back(r["dx"])
+        for name, p, t in (("weight", w, "pw"), ("bias", b, "pb")):
+            if p is None:
+                continue
+            T = back(r[t])
+            if mods.dweight_nhwc and t == "pw":
+                T = _nhwc_read(T)
+            g = param_sum(mods, T, (1,), (C,), dtype, is_weight=t == "pw")
+            if mods.param_mean_spatial:
+                g = g / S
+            if mods.wave64 and N > 128 and C > 32:
+                c = np.arange(C)
+                partner = np.where(c % 64 < 32, c + 32, c)
+                g = g + np.where((partner < C) & (partner != c), g[np.minimum(partner, C - 1)], 0)
+            grads[name] = g
+    return Result(outs, grads, {})
+
+
+# ----------------------------------------------------------------------- batch_norm, instance_norm
+def batch_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, training=True):
+    return _bn_in("batch_norm", inputs, config, cotangents, dtype, mods, state, training)
+
+
+def instance_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, training=True):
+    return _bn_in("instance_norm", inputs, config, cotangents, dtype, mods, state, training)
+
+
+def _nhwc_params(shape, w, b):
+    """F01: the per-channel parameters as an NHWC epilogue indexing them with the NCHW formula sees them."""
+    N, C = shape[:2]
+    S = int(np.prod(shape[2:], dtype=np.int64))
+    size = int(np.prod(shape, dtype=np.int64))
+    ch = (np.arange(size) // S) % C                      # NCHW channel formula on NHWC memory
+
+    def as_x(v):                                        # NHWC memory -> NCHW-shaped x
+        return np.moveaxis(v.reshape((N,) + tuple(shape[2:]) + (C,)), -1, 1)
+    return (None if w is None else as_x(w[ch])), (None if b is None else as_x(b[ch]))
+
+
+def _bn_in(op, inputs, config, cotangents, dtype, mods, state, training):
+    eps = config.get("eps", 1e-5)
+    x, w, b = _f(inputs["x"]), _f(inputs.get("weight")), _f(inputs.get("bias"))
+    N, C = x.shape[:2]
+    pb = (1, C) + (1,) * (x.ndim - 2)
+    st = state or {}
+    tracking = st.get("running_mean") is not None
+    rm, rv = _f(st.get("running_mean")), _f(st.get("running_var"))
+    nbt = np.asarray(st.get("num_batches_tracked", 0), dtype=np.int64)
+    dy = _f((cotangents or {}).get("y"))
+    axes = (0,) + tuple(range(2, x.ndim)) if op == "batch_norm" else tuple(range(2, x.ndim))
+    use_batch = training or not tracking or (op == "instance_norm" and mods.in_eval_instance)
+    wf = None if w is None else np.broadcast_to(w.reshape(pb), x.shape)
+    bf = None if b is None else np.broadcast_to(b.reshape(pb), x.shape)
+    if mods.nhwc_params and op == "batch_norm" and x.ndim > 2:
+        wf, bf = _nhwc_params(x.shape, w, b)
+    stat_shape = (C,) if op == "batch_norm" else (N, C)
+    new = {}
+    if use_batch:
+        xr, back = perm_rows(x, axes)
+        n = xr.shape[1]
+        r = rows(xr, mods=mods, dtype=dtype, centered=True, eps=eps,
+                 w=None if wf is None else _bcast_rows(wf, x, axes), b=None if bf is None else _bcast_rows(bf, x, axes),
+                 dy=None if dy is None else perm_rows(dy, axes)[0])
+        outs = {"y": back(r["y"]), "mean": r["mean"].reshape(stat_shape), "rstd": r["rstd"].reshape(stat_shape)}
+        res = {k: None if dy is None else back(r[k]) for k in ("dx", "pw", "pb")}
+        if tracking and training:
+            var = r["var"].reshape(stat_shape)
+            if mods.unbiased and n > 1:                 # the tracked value is the true batch variance
+                var = var / (n / (n - 1))
+            new = _running(op, config, mods, rm, rv, nbt, r["mean"].reshape(stat_shape), var, n)
+    else:
+        e = _eps(mods, eps, dtype)
+        rs = _rstd(mods, rv, e, dtype)
+        xhat = (x - rm.reshape(pb)) * rs.reshape(pb)
+        y = xhat if wf is None else xhat * wf
+        if bf is not None:
+            y = y + bf
+        res = {"dx": None, "pw": None, "pb": None}
+        if dy is not None:
+            res = {"dx": (dy if wf is None else dy * wf) * rs.reshape(pb), "pw": dy * xhat, "pb": dy}
+            if mods.eval_bwd_batch and op == "batch_norm":
+                xr, back = perm_rows(x, axes)
+                r = rows(xr, mods=mods, dtype=dtype, centered=True, eps=eps,
+                         w=None if wf is None else _bcast_rows(wf, x, axes), dy=perm_rows(dy, axes)[0])
+                res = {k: back(r[k]) for k in ("dx", "pw", "pb")}
+        outs = {"y": y, "mean": np.broadcast_to(rm, stat_shape).copy(),
+                "rstd": np.broadcast_to(rs.reshape(C), stat_shape).copy()}
+    if tracking and not new:
+        new = {"running_mean": rm.copy(), "running_var": rv.copy(), "num_batches_tracked": nbt.copy()}
+    grads = {}
+    if dy is not None:
+        grads["x"] = res["dx"]
+        for name, p, t in (("weight", w, "pw"), ("bias", b, "pb")):
+            if p is not None:
+                g = param_sum(mods, res[t], (1,), (C,), dtype, is_weight=t == "pw")
+                if mods.param_mean_spatial:
+                    g = g / int(np.prod(x.shape[2:], dtype=np.int64))
+                grads[name] = g
+    return Result(outs, grads, new)
+
+
+def _running(op, config, mods, rm, rv, nbt, mean, var, n):
+    """The new state after one training call; mean, var: the biased batch statistics."""
+    new_nbt = np.asarray(nbt + 1 if (op == "batch_norm" and not mods.nbt_frozen) else nbt.copy())
+    if n == 0:
+        return {"running_mean": rm.copy(), "running_var": rv.copy(), "num_batches_tracked": new_nbt}
+    if op == "batch_norm":
+        conv = config.get("convention", "torch")
+        mom = config.get("momentum", MOMENTUM[conv])
+        if conv == "onnx":
+            keep, take = float(mom), 1.0 - float(mom)
+            bessel = n > 1 and bool(mods.running_bessel)
+        else:
+            p = 1.0 / float(nbt + 1) if mom is None else float(mom)
+            keep, take = 1.0 - p, p
+            bessel = n > 1 and (mods.running_bessel is not False)
+    else:
+        mom = config.get("momentum", 0.1)
+        p = 0.0 if mom is None else float(mom)
+        keep, take = 1.0 - p, p
+        bessel = n > 1 and (mods.running_bessel is not False)
+    if mods.momentum_flip:
+        keep, take = take, keep
+    v = var * (n / (n - 1)) if bessel else var
+    new_rm = keep * rm + take * mean
+    new_rv = rv.copy() if mods.rv_frozen else keep * rv + take * v
+    if op == "instance_norm":
+        new_rm = new_rm.mean(axis=0)
+        new_rv = rv.copy() if mods.rv_frozen else new_rv.mean(axis=0)
+    return {"running_mean": new_rm, "running_var": new_rv, "num_batches_tracked": new_nbt}
+
+
+OPS = {"layer_norm": layer_norm, "rms_norm": rms_norm, "group_norm": group_norm, "batch_norm": batch_norm,
+       "instance_norm": instance_norm}
