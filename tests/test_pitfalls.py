@@ -254,3 +254,29 @@ def test_torch_cpu_known_value_failures_are_diagnosed():
         assert c.status == "failed", (c.id, c.status, c.message)
         want = "lrn_sq_in_d" if c.op == "local_response_norm" else "lp_norm_in_d"
         assert c.diagnosis["matched"] == want, (c.id, c.diagnosis)
+
+
+
+def test_one_pass_variance_in_another_summation_order_is_named_by_its_own_rounding_interval(monkeypatch):
+    """jax.nn.standardize's one-pass variance (A08) sums in XLA's order, not NumPy's pairwise one; where
+    E[x^2] - E[x]^2 cancels, the order sets the value. A float32 kernel with the one-pass variance summed
+    serially is still named A01/A02 on ill-conditioned layer_norm cases, thanks to the variant's own
+    rounding interval (Variant.spread): on more cases than the sharp variant alone names, and never as
+    another pitfall."""
+    import dataclasses
+    sys.path.insert(0, ROOT)
+    from tests.planted import emulated as EM
+    monkeypatch.setattr(EM._K, "sum", lambda self, a: self.sum_serial(np.asarray(a, dtype=self.A)))
+    backend = EM.EmulatedBackend("one_pass_clamp")
+    rep = run_check(backend, GOLDEN, ops=["layer_norm"], dtypes=["float32"])
+    failed = [c for c in rep.cases if c.status == "failed"]
+    named = [c for c in failed if matched_ids(c.diagnosis)]
+    assert named, [(c.id, c.diagnosis["message"]) for c in failed]
+    assert all({"A01", "A02"} <= matched_ids(c.diagnosis) for c in named), [
+        (c.id, c.diagnosis["message"]) for c in named]
+    one_pass = [v for v in P.variants("layer_norm") if v.id == "one_pass_clamp"][0]
+    monkeypatch.setattr(P, "variants", lambda op=None: (dataclasses.replace(one_pass, spread=None),))
+    rep2 = run_check(backend, GOLDEN, case_ids=[c.id for c in failed])
+    assert [c.status for c in rep2.cases] == ["failed"] * len(failed)
+    sharp_named = {c.id for c in rep2.cases if matched_ids(c.diagnosis)}
+    assert sharp_named < {c.id for c in named}, (sorted(sharp_named), sorted(c.id for c in named))

@@ -11,7 +11,10 @@ arrays are judged against them with ``judge_returned``. A variant **matches** wh
 * it is compared on every array the check found beyond its bound (a variant that has no value for a
   failing array cannot explain it).
 
-The matching variant with the smallest worst ratio is named; matches with the very same per-array
+A variant whose value is set by the kernel's summation order (the one-pass variance:
+``Variant.spread``) is judged within bounds widened by its own rounding interval, and such a widened
+match is named only when no variant matches within the check's own bounds (docs/tolerances.md, section
+9). The matching variant with the smallest worst ratio is named; matches with the very same per-array
 ratios (the case cannot tell them apart: e.g. the clamped and the unclamped one-pass variance when no
 variance went negative) are listed as ``indistinguishable``; other matches as ``also_matching``.
 When none matches: "no known pitfall matches", with the closest variant (smallest worst ratio) given
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import pitfalls, registry
+from .precision import gamma
 
 
 @dataclass
@@ -53,11 +57,13 @@ def _num(v):
 
 
 def _judge_variant(variant, case, records, contract):
-    """(arrays judged, worst ratio) of the backend against ``variant``; None when it cannot be compared
-    on some failing array or nothing was compared."""
+    """(arrays judged, worst ratio, widened) of the backend against ``variant``; None when it cannot be
+    compared on some failing array or nothing was compared. A variant with a ``spread`` is judged within
+    the check's own bounds first and, only if that fails, within the bounds widened by its own rounding
+    interval (``widened`` says which)."""
     from .core import derive_bounds, judge_returned           # core imports this module lazily
     spec = registry.get(case.op)
-    arrays = []
+    arrays, wide = [], []
     for r in records:
         res = variant.evaluate(_f64(r.inputs), case.config, _f64(r.state), r.training, _f64(r.cotangents),
                                case.dtype)
@@ -76,14 +82,44 @@ def _judge_variant(variant, case, records, contract):
                           and k in E[part]] for part in ("outputs", "grads", "state")}
         if any(name not in compare[part] for part, name in r.failing):
             return None
-        first = len(arrays)
         judge_returned(r.step, case.op, compare, False, r.got, res, E, case.dtype, arrays, [])
-        for a in arrays[first:]:
-            if math.isnan(a.ratio):                         # NaN where a number was due: as bad as it gets
-                a.ratio = math.inf
+        if variant.spread is not None:
+            Ew = _widened(E, res, [variant.evaluate(_f64(r.inputs), case.config, _f64(r.state), r.training,
+                                                    _f64(r.cotangents), case.dtype, mods=m)
+                                   for m in variant.spread(lambda n: gamma(n, contract.reduction))])
+            judge_returned(r.step, case.op, compare, False, r.got, res, Ew, case.dtype, wide, [])
     if not arrays:
         return None
-    return arrays, max(max(a.ratio, a.bias) for a in arrays)
+    widened = variant.spread is not None and not all(a.passed for a in arrays)
+    use = wide if widened else arrays
+    for a in use:
+        if math.isnan(a.ratio):                             # NaN where a number was due: as bad as it gets
+            a.ratio = math.inf
+    return use, max(max(a.ratio, a.bias) for a in use), widened
+
+
+def _widened(E, res, alternatives):
+    """The bounds E plus, per element, how far the variant's results move between the ends of its own
+    rounding interval (``Variant.spread``): max |alt - res| over the alternatives, where both are numbers
+    (an alternative that is NaN or infinite widens nothing: the match is never made easier by it)."""
+    out = {}
+    for part, bounds in E.items():
+        out[part] = dict(bounds)
+        for name, e in bounds.items():
+            ref = getattr(res, part, {}).get(name)
+            if ref is None:
+                continue
+            ref = np.asarray(ref, dtype=np.float64)
+            extra = np.zeros(ref.shape)
+            for alt in alternatives:
+                a = getattr(alt, part, {}).get(name)
+                if a is None or np.shape(a) != ref.shape:
+                    continue
+                with np.errstate(all="ignore"):
+                    d = np.abs(np.asarray(a, dtype=np.float64) - ref)
+                extra = np.maximum(extra, np.where(np.isfinite(d), d, 0.0))
+            out[part][name] = np.asarray(e, dtype=np.float64) + extra
+    return out
 
 
 def _entry(v, dtype, worst=None):
@@ -105,21 +141,26 @@ def diagnose(case, records, contract) -> dict:
         except Exception:                                   # noqa: BLE001 - a variant that cannot run
             got = None
         if got is not None:
-            arrays, worst = got
-            scored.append((worst, v, all(a.passed for a in arrays), tuple(a.ratio for a in arrays)))
+            arrays, worst, widened = got
+            scored.append((worst, v, all(a.passed for a in arrays), tuple(a.ratio for a in arrays), widened))
     scored.sort(key=lambda t: (t[0], t[1].id))
-    matches = [s for s in scored if s[2]]
+    # a sharp match (within the check's own bounds) is named before a widened one (a variant judged within
+    # bounds widened by its own rounding interval, Variant.spread): on an ill-conditioned case the widened
+    # interval can hold the results of other pitfalls too, so it names only what no sharp variant explains
+    matches = sorted((s for s in scored if s[2]), key=lambda t: (t[4], t[0], t[1].id))
     out = {"matched": None, "pitfalls": [], "title": None, "worst_ratio": None, "indistinguishable": [],
-           "also_matching": [], "closest": None, "tried": len(scored)}
+           "also_matching": [], "closest": None, "tried": len(scored), "widened": False}
     if matches:
         best = matches[0]
         same = [s for s in matches[1:] if s[3] == best[3]]
         other = [s for s in matches[1:] if s[3] != best[3]]
         out.update(matched=best[1].id, pitfalls=list(best[1].pitfall_ids), title=best[1].title_for(case.dtype),
                    worst_ratio=_num(best[0]), indistinguishable=[_entry(s[1], case.dtype) for s in same],
-                   also_matching=[_entry(s[1], case.dtype, s[0]) for s in other])
+                   also_matching=[_entry(s[1], case.dtype, s[0]) for s in other], widened=best[4])
         ids = "/".join(best[1].pitfall_ids)
         msg = f"matches pitfall {ids}: {out['title']}"
+        if best[4]:
+            msg += " (within the variant's own rounding interval: its value depends on the summation order)"
         if same:
             msg += " (indistinguishable on this case from " + ", ".join(
                 f"{'/'.join(s[1].pitfall_ids)}" for s in same) + ")"

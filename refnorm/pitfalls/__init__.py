@@ -47,6 +47,10 @@ class Variant:
     #                                 float32/float64 cases d is the working precision: no distinct pitfall)
     fn: Callable | None = field(default=None, compare=False)   # (inputs, config, cotangents, dtype, state,
     #                                                              training) -> Result, in place of _engine
+    spread: Callable | None = field(default=None, compare=False)
+    # gfun -> [Mods, ...]: the variant at the ends of its OWN rounding interval, where the pitfall makes the
+    # result depend on the kernel's summation order (gfun(n): the reduction multiplier of the backend's
+    # declared model); the diagnosis widens the match's bound by how far these move each result
 
     def title_for(self, dtype: str) -> str:
         return self.title.format(W=wname(dtype), d=dtype)
@@ -61,12 +65,14 @@ class Variant:
             return False
         return self.when is None or bool(self.when(config, training, inputs, state or {}, cotangents or {}))
 
-    def evaluate(self, inputs, config, state, training, cotangents, dtype):
+    def evaluate(self, inputs, config, state, training, cotangents, dtype, mods=None):
         """What refnorm.evaluate returns (a refnorm.spec.Result), for the variant, on one call whose
-        arrays hold case-dtype values (``dtype``: the case dtype, for the precision it emulates)."""
+        arrays hold case-dtype values (``dtype``: the case dtype, for the precision it emulates).
+        ``mods``: in place of the variant's own change (one of ``spread``'s)."""
         if self.fn is not None:
             return self.fn(inputs, dict(config), cotangents or {}, dtype, state or {}, training)
-        return _OPS[self.op](inputs, dict(config), cotangents or {}, dtype, self.mods, state or {}, training)
+        return _OPS[self.op](inputs, dict(config), cotangents or {}, dtype, mods or self.mods, state or {},
+                             training)
 
 
 def variants(op: str | None = None) -> tuple:

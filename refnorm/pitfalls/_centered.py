@@ -31,6 +31,41 @@ def one_pass(x, dtype, guard="clamp"):
     return mean.astype(np.float64), var.astype(np.float64)
 
 
+def _guarded(var, guard, W):
+    if guard == "clamp":
+        return np.maximum(var, W(0))
+    if guard == "thresh":
+        return np.where(var < W(1e-6), W(0), var)
+    return var
+
+
+def one_pass_spread(guard="clamp"):
+    """The one-pass variance at the two ends of its own rounding interval: a kernel with this pitfall
+    sums x and x^2 in W in ITS order, and the catastrophic cancellation in E[x^2] - E[x]^2 turns the
+    order into the result (the variant's NumPy pairwise order is only one of them). The first-order
+    bound of the two sums and the subtraction, for a sum of n terms erring by at most g(n) u sum|terms|
+    (g: the reduction model the backend declares, refnorm.check.precision.gamma):
+        |delta var| <= u_W (g(n) (mean(x^2) + 2 |mean| mean|x|) + 2 |var|)
+    Returns gfun -> [Mods at var - delta, Mods at var + delta] (each guarded as the variant is), for
+    the diagnosis to widen the bound of the match by how far those move the results."""
+    def spread(gfun):
+        def at(sign):
+            def stats(x, dtype):
+                W = working(dtype)
+                u = float(np.finfo(W).eps) / 2
+                xw = in_w(x, dtype).astype(np.float64)
+                mean, var = one_pass(x, dtype, "none")
+                g = gfun(x.shape[1])
+                with np.errstate(all="ignore"):
+                    delta = u * (g * ((xw * xw).mean(axis=1, keepdims=True)
+                                      + 2 * np.abs(mean) * np.abs(xw).mean(axis=1, keepdims=True)) + 2 * np.abs(var))
+                    v = _guarded(var + sign * delta, guard, np.float64)
+                return mean, v
+            return Mods(stats=stats)
+        return [at(-1.0), at(1.0)]
+    return spread
+
+
 def pad_lanes(x, dtype):
     """A10: the next_pow2(n) - n masked lanes of the block loaded as 0 enter sum((x - mean)^2), each
     adding mean^2 (the statistics otherwise exact): var += (P - n) * mean^2 / n."""
@@ -163,12 +198,12 @@ def common(op, V, *, skip=()):
     """The shared variants as Variants of ``op`` (V: the Variant class); ``skip``: ids left out."""
     out = [
         V("one_pass_clamp", ("A01", "A02"), "variance as E[x^2]-E[x]^2 in {W}, clamped at 0", op,
-          Mods(stats=one_pass)),
+          Mods(stats=one_pass), spread=one_pass_spread("clamp")),
         V("one_pass_thresh", ("A03",), "variance as E[x^2]-E[x]^2 in {W}, then var < 1e-6 set to 0", op,
-          Mods(stats=lambda x, d: one_pass(x, d, "thresh"))),
+          Mods(stats=lambda x, d: one_pass(x, d, "thresh")), spread=one_pass_spread("thresh")),
         V("one_pass_noclamp", ("A05", "A06", "A07", "A08", "A09"),
           "variance as E[x^2]-E[x]^2 in {W} with no guard (negative variance: NaN)", op,
-          Mods(stats=lambda x, d: one_pass(x, d, "none"))),
+          Mods(stats=lambda x, d: one_pass(x, d, "none")), spread=one_pass_spread("none")),
         V("pad_lanes", ("A10",), "padded lanes of the power-of-two block counted in sum((x-mean)^2)", op,
           Mods(stats=pad_lanes)),
         V("pow2_divisor", ("A10",), "the power-of-two block length used as the divisor of the statistics", op,
