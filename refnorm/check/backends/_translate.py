@@ -45,6 +45,20 @@ def preamble(op: str, dtype: str, cfg: Mapping, *, supported, unsupported: Mappi
         return str(e.args[0]), None
 
 
+def start_run(backend, call) -> dict:
+    """What every adapter's ``run`` checks first: the backend is available (RuntimeError otherwise), it
+    supports the call (ValueError), the call's names are refnorm's (KeyError); returns the options with
+    their defaults filled in."""
+    reason = backend.available()
+    if reason:
+        raise RuntimeError(f"{backend.name} is not available: {reason}")
+    reason = backend.supports(call)
+    if reason:
+        raise ValueError(f"{backend.name} does not support this call: {reason}")
+    check_names(call)
+    return config(call.op, call.config)
+
+
 def int_list(v) -> list[int]:
     return [int(v)] if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else [int(s) for s in v]
 

@@ -197,16 +197,9 @@ class JaxBackend:
         return Contract(_contract_kind(op, dtype), "serial")
 
     def run(self, call: Call) -> Returned:
-        reason = self.available()
-        if reason:
-            raise RuntimeError(f"{self.name} is not available: {reason}")
-        reason = self.supports(call)
-        if reason:
-            raise ValueError(f"{self.name} does not support this call: {reason}")
-        T.check_names(call)
+        cfg = T.start_run(self, call)
         jax = _import_jax()
         spec = registry.get(call.op)
-        cfg = T.config(call.op, call.config)
         dt = T.np_dtype(call.dtype)
         dev = jax.devices(self.platform)[0]
 

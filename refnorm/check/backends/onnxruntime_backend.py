@@ -251,15 +251,8 @@ class OnnxruntimeBackend:
         return Contract(kind, "serial" if op == "group_norm" else "block")
 
     def run(self, call: Call) -> Returned:
-        reason = self.available()
-        if reason:
-            raise RuntimeError(f"{self.name} is not available: {reason}")
-        reason = self.supports(call)
-        if reason:
-            raise ValueError(f"{self.name} does not support this call: {reason}")
-        T.check_names(call)
+        cfg = T.start_run(self, call)
         spec = registry.get(call.op)
-        cfg = T.config(call.op, call.config)
         dt = T.np_dtype(call.dtype)
         ins = {k: _exact(f"input {k!r}", a, dt) for k, a in call.inputs.items()}
         st = {}

@@ -283,16 +283,9 @@ class TorchBackend:
         return Contract(kind, red)
 
     def run(self, call: Call) -> Returned:
-        reason = self.available()
-        if reason:
-            raise RuntimeError(f"{self.name} is not available: {reason}")
-        reason = self.supports(call)
-        if reason:
-            raise ValueError(f"{self.name} does not support this call: {reason}")
+        cfg = T.start_run(self, call)
         torch = _import_torch()
         spec = registry.get(call.op)
-        cfg = T.config(call.op, call.config)
-        T.check_names(call)
 
         act_dt = _torch_dtype(torch, call.dtype)
         par_dt = torch.float32 if (self.param_dtype == "float32" and call.dtype in LOW) else act_dt
