@@ -316,6 +316,35 @@ def contiguous(a: np.ndarray) -> np.ndarray:
     return a if a.flags.c_contiguous and a.flags.aligned else np.array(a, order="C", copy=True)
 
 
+_NATIVE_UNSET = object()
+_native_module = _NATIVE_UNSET
+
+
+def native():
+    """The compiled row kernels (``refnorm.norms._fused``), or None: not built, or REFNORM_NATIVE=0.
+
+    They compute the same operations in the same order as the NumPy passes below, fused into a few
+    loops per row, so every result is the same bits either way (tests/test_fused.py); they only make
+    the in-cache shapes faster (docs/performance.md). Built by ``pip install`` when a C compiler is
+    present (setup.py, optional).
+    """
+    global _native_module
+    if os.environ.get("REFNORM_NATIVE", "").strip() == "0":
+        return None
+    if _native_module is _NATIVE_UNSET:
+        try:
+            from . import _fused
+        except ImportError:
+            _fused = None
+        _native_module = _fused
+    return _native_module
+
+
+def flat(a: np.ndarray | None) -> np.ndarray | None:
+    """A small parameter or statistic as a flat C-contiguous float64 array (no copy when it is one)."""
+    return None if a is None else np.ascontiguousarray(a, dtype=np.float64).reshape(-1)
+
+
 def shaped(buf: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return buf[:math.prod(shape)].reshape(shape)
 
@@ -392,6 +421,8 @@ class Grouped:
         self.bounds = [(0, self.rows)] if one_block else blocks(self.rows, self.n)
         per = self.bounds[0][1] - self.bounds[0][0] if self.bounds else 0
         self.block_size = per * self.n
+        # the geometry of the compiled kernels: rows of P segments of Q contiguous values
+        self.geom = (self.rows, self.shape[1 - row_axis], self.shape[2], row_axis)
 
     def stat(self) -> np.ndarray:
         return np.empty((self.rows, 1, 1) if self.row_axis == 0 else (1, self.rows, 1))
@@ -414,6 +445,12 @@ class Grouped:
         """Writes y = xhat * weight + bias; returns (m0, c, var, rstd)."""
         xv, yv = self.view(x), y.reshape(self.shape)
         m0, c, var, rstd = (self.stat() for _ in range(4))
+        fused = native()
+        if fused is not None:
+            w, b = flat(weight), flat(bias)
+            run_blocks(lambda s, e: fused.forward(xv, yv, w, b, m0, c, var, rstd, s, e, *self.geom, 1, eps),
+                       self.bounds)
+            return m0, c, var, rstd
         R, q = self.rows_of, self.shape[2]
 
         def one(s, e):
@@ -439,6 +476,11 @@ class Grouped:
         """(m0, c) as ``forward`` computes them (for a backward called without them)."""
         xv = self.view(x)
         m0, c = self.stat(), self.stat()
+        fused = native()
+        if fused is not None:
+            run_blocks(lambda s, e: fused.forward(xv, None, None, None, m0, c, None, None, s, e,
+                                                  *self.geom, 1, 0.0), self.bounds)
+            return m0, c
         R = self.rows_of
 
         def one(s, e):
@@ -461,6 +503,12 @@ class Grouped:
         pshape = (1, 1) if self.one_block else self.shape[:2]
         sxy = np.empty(pshape) if want_dw else None
         sy = np.empty(pshape) if want_db else None
+        fused = native()
+        if fused is not None and not self.one_block:
+            w, m0, c, rstd = flat(weight), flat(m0), flat(c), flat(rstd)
+            run_blocks(lambda s, e: fused.backward(xv, dyv, dxv, w, m0, c, rstd, sxy, sy, False, s, e,
+                                                   *self.geom, 1), self.bounds)
+            return sxy, sy
         R, q = self.rows_of, self.shape[2]
 
         def one(s, e):

@@ -80,11 +80,19 @@ def forward(x, weight=None, bias=None, *, normalized_shape, eps=1e-5, _centre=No
     xv = _view(C.contiguous(x), rows, n)
     y = np.empty(x.shape)
     yv = _view(y, rows, n)
-    w = None if weight is None else weight.reshape(n)
-    b = None if bias is None else bias.reshape(n)
+    w = None if weight is None else C.flat(weight)
+    b = None if bias is None else C.flat(bias)
     m0, c, rstd = (np.empty((rows, 1, 1)) for _ in range(3))
     bounds = C.blocks(rows, n)
     size = (bounds[0][1] - bounds[0][0]) * n
+    fused = C.native()
+    if fused is not None:                   # the same operations, compiled (_common.native)
+        xf = C.contiguous(x)
+        C.run_blocks(lambda s, e: fused.forward(xf, y, w, b, m0, c, None, rstd, s, e, rows, 1, n, 0, 2, eps),
+                     bounds)
+        if _centre is not None:
+            _centre[:] = [m0, c]
+        return y, (m0 + c).reshape(stat_shape), rstd.reshape(stat_shape)
 
     def block(s, e):
         d, t = (C.shaped(buf, (e - s, 1, n)) for buf in C.scratch(2, size))
@@ -155,7 +163,17 @@ def backward(dy, x, weight, mean, rstd, *, normalized_ndim: int, with_bias: bool
             np.add.reduce(dyb, axis=0, out=db_parts[s // per])
         C.centered_backward(g, xhat, r, (1, 2), out=dxb, work=t, inner=n)
 
-    C.run_blocks(block, bounds)
+    fused = C.native()
+    if fused is not None:                   # the same operations, compiled (_common.native)
+        xf, dyf, wf, rf = C.contiguous(x), C.contiguous(dy), C.flat(weight), C.flat(r_all)
+        m0f, cf = C.flat(m0_all), C.flat(c_all)
+
+        def fused_block(s, e):
+            i = s // per
+            fused.backward(xf, dyf, dx, wf, m0f, cf, rf, None if dw_parts is None else dw_parts[i],
+                           None if db_parts is None else db_parts[i], True, s, e, rows, 1, n, 0, 2)
+
+    C.run_blocks(block if fused is None else fused_block, bounds)
     # the blocks' sums, added in block order (np.add.reduce over axis 0 of (blocks, 1, n): one at a time)
     dweight = None if w is None else np.add.reduce(dw_parts, axis=0).reshape(pshape)
     dbias = np.add.reduce(db_parts, axis=0).reshape(pshape) if with_bias else None

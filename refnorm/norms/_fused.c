@@ -1,0 +1,314 @@
+/* refnorm.norms._fused: optional compiled row kernels, the same bits as the NumPy path.
+ *
+ * The reference is NumPy (refnorm/norms/_common.py). This module, built when a C compiler is present
+ * at install time (setup.py, optional=True), fuses the per-row passes of layer_norm, group_norm,
+ * instance_norm and batch_norm (batch statistics) into a few loops over each row, with the values of
+ * the NumPy operations bit for bit (_fused_kernels.h says how; tests/test_fused.py checks it on every
+ * golden case and on random shapes, for every instruction set this CPU has). Without it, or with
+ * REFNORM_NATIVE=0, refnorm runs the NumPy path and gives the same results.
+ *
+ * Two functions, each for rows s..e-1 of a 3-D view (R rows; a row is P segments of Q contiguous
+ * values: row_axis 0, the view (R, P, Q); row_axis 1, the view (P, R, Q)), releasing the GIL:
+ *   forward(x, y, w, b, m0, c, var, rstd, s, e, R, P, Q, row_axis, wkind, eps)
+ *   backward(x, dy, dx, w, m0, c, rstd, sxy, sy, colsum, s, e, R, P, Q, row_axis, wkind)
+ * Arrays are C-contiguous float64 buffers (None where absent: y, w, b, var, rstd in the forward; w,
+ * sxy, sy in the backward). wkind: 1, one weight/bias value per segment ((R, P, 1) or (1, R, 1));
+ * 2, one per element of the row (layer_norm: P = 1, Q values). Sizes are checked, never trusted. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <string.h>
+#include <stdlib.h>
+
+typedef double v8d __attribute__((vector_size(64)));
+
+#define load8(p) ({ v8d v_; memcpy(&v_, (p), sizeof v_); v_; })
+#define sq8(v) ({ v8d t_ = (v); t_ * t_; })
+#define sq1(v) ({ double t_ = (v); t_ * t_; })
+
+struct args {
+    const double *x, *a;        /* x, and dy or g */
+    double m0, c, r;            /* first-pass mean, its correction, rstd */
+};
+
+struct geom {
+    Py_ssize_t R, P, Q;
+    int row_axis, wkind;
+};
+
+typedef double (*pairwise_fn)(const struct args *, Py_ssize_t, Py_ssize_t);
+
+static inline Py_ssize_t seg_off(const struct geom *gm, Py_ssize_t r, Py_ssize_t p)
+{
+    return gm->row_axis == 0 ? (r * gm->P + p) * gm->Q : (p * gm->R + r) * gm->Q;
+}
+
+/* index of segment (r, p) in a per-segment parameter: (R, P, 1) for row_axis 0, (1, R, 1) for 1 */
+static inline Py_ssize_t seg_param(const struct geom *gm, Py_ssize_t r, Py_ssize_t p)
+{
+    return gm->row_axis == 0 ? r * gm->P + p : r;
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define MULTI_ISA 1
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+#define SFX _avx512
+#include "_fused_kernels.h"
+#undef SFX
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx2")
+#define SFX _avx2
+#include "_fused_kernels.h"
+#undef SFX
+#pragma GCC pop_options
+#endif
+#define SFX _base
+#include "_fused_kernels.h"
+#undef SFX
+
+typedef void (*forward_fn)(const struct geom *, const double *, double *, const double *, const double *,
+                           double *, double *, double *, double *, Py_ssize_t, Py_ssize_t, double);
+typedef void (*backward_fn)(const struct geom *, const double *, const double *, double *, const double *,
+                            const double *, const double *, const double *, double *, double *, int,
+                            Py_ssize_t, Py_ssize_t);
+
+struct isa {
+    const char *name;
+    forward_fn fwd;
+    backward_fn bwd;
+};
+
+static const struct isa ISAS[] = {
+#ifdef MULTI_ISA
+    {"avx512", forward_rows_avx512, backward_rows_avx512},
+    {"avx2", forward_rows_avx2, backward_rows_avx2},
+#endif
+    {"base", forward_rows_base, backward_rows_base},
+};
+#define N_ISAS ((int)(sizeof ISAS / sizeof ISAS[0]))
+
+static const struct isa *current = NULL;
+
+static int isa_supported(const struct isa *s)
+{
+#ifdef MULTI_ISA
+    __builtin_cpu_init();
+    if (strcmp(s->name, "avx512") == 0)
+        return __builtin_cpu_supports("avx512f");
+    if (strcmp(s->name, "avx2") == 0)
+        return __builtin_cpu_supports("avx2");
+#endif
+    (void)s;
+    return 1;
+}
+
+/* ------------------------------------------------------------------ buffers */
+struct buf {
+    Py_buffer view;
+    double *p;
+    int held;
+};
+
+static void release(struct buf *b, int count)
+{
+    for (int i = 0; i < count; i++)
+        if (b[i].held)
+            PyBuffer_Release(&b[i].view);
+}
+
+/* b <- o as a C-contiguous float64 buffer of at least `need` values (NULL pointer for None when
+ * `optional`). Returns -1 with a Python exception set on a wrong type, dtype or size. */
+static int get(PyObject *o, struct buf *b, const char *name, Py_ssize_t need, int writable, int optional)
+{
+    b->held = 0;
+    b->p = NULL;
+    if (o == Py_None) {
+        if (optional)
+            return 0;
+        PyErr_Format(PyExc_TypeError, "_fused: '%s' is None; expected a float64 array", name);
+        return -1;
+    }
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(o, &b->view, flags) < 0)
+        return -1;
+    b->held = 1;
+    const char *f = b->view.format ? b->view.format : "B";
+    if (*f == '<' || *f == '=' || *f == '@')
+        f++;
+    if (strcmp(f, "d") != 0 || b->view.itemsize != 8) {
+        PyErr_Format(PyExc_TypeError, "_fused: '%s' has format %s; expected float64 ('d')", name,
+                     b->view.format ? b->view.format : "B");
+        return -1;
+    }
+    if (b->view.len / 8 < need) {
+        PyErr_Format(PyExc_ValueError, "_fused: '%s' has %zd values; expected at least %zd", name,
+                     b->view.len / 8, need);
+        return -1;
+    }
+    b->p = (double *)b->view.buf;
+    return 0;
+}
+
+static int check_geom(struct geom *g, Py_ssize_t s, Py_ssize_t e, int with_params)
+{
+    if (g->R < 1 || g->P < 1 || g->Q < 1 || g->P > PY_SSIZE_T_MAX / g->Q
+        || g->R > PY_SSIZE_T_MAX / (g->P * g->Q)) {
+        PyErr_Format(PyExc_ValueError, "_fused: shape R=%zd, P=%zd, Q=%zd; expected positive sizes",
+                     g->R, g->P, g->Q);
+        return -1;
+    }
+    if (s < 0 || s > e || e > g->R) {
+        PyErr_Format(PyExc_ValueError, "_fused: rows %zd..%zd; expected 0 <= s <= e <= R=%zd", s, e, g->R);
+        return -1;
+    }
+    if (g->row_axis != 0 && g->row_axis != 1) {
+        PyErr_Format(PyExc_ValueError, "_fused: row_axis=%d; expected 0 or 1", g->row_axis);
+        return -1;
+    }
+    if (with_params && g->wkind != 1 && !(g->wkind == 2 && g->P == 1 && g->row_axis == 0)) {
+        PyErr_Format(PyExc_ValueError, "_fused: wkind=%d with P=%zd, row_axis=%d; expected 1, or 2 with "
+                     "P=1 and row_axis=0", g->wkind, g->P, g->row_axis);
+        return -1;
+    }
+    return 0;
+}
+
+static Py_ssize_t param_len(const struct geom *g)
+{
+    return g->wkind == 2 ? g->Q : (g->row_axis == 0 ? g->R * g->P : g->R);
+}
+
+static PyObject *py_forward(PyObject *self, PyObject *args)
+{
+    PyObject *o[8];
+    Py_ssize_t s, e;
+    struct geom g;
+    double eps;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOnnnnniid:forward", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                          &o[6], &o[7], &s, &e, &g.R, &g.P, &g.Q, &g.row_axis, &g.wkind, &eps))
+        return NULL;
+    int with_params = o[2] != Py_None || o[3] != Py_None;
+    if (check_geom(&g, s, e, with_params) < 0)
+        return NULL;
+    Py_ssize_t total = g.R * g.P * g.Q, pl = param_len(&g);
+    static const char *names[8] = {"x", "y", "w", "b", "m0", "c", "var", "rstd"};
+    const Py_ssize_t need[8] = {total, total, pl, pl, g.R, g.R, g.R, g.R};
+    const int writable[8] = {0, 1, 0, 0, 1, 1, 1, 1}, optional[8] = {0, 1, 1, 1, 0, 0, 1, 1};
+    struct buf b[8];
+    for (int i = 0; i < 8; i++) {
+        if (get(o[i], &b[i], names[i], need[i], writable[i], optional[i]) < 0) {
+            release(b, i + 1);
+            return NULL;
+        }
+    }
+    const struct isa *isa = current;
+    Py_BEGIN_ALLOW_THREADS
+    isa->fwd(&g, b[0].p, b[1].p, b[2].p, b[3].p, b[4].p, b[5].p, b[6].p, b[7].p, s, e, eps);
+    Py_END_ALLOW_THREADS
+    release(b, 8);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_backward(PyObject *self, PyObject *args)
+{
+    PyObject *o[9];
+    Py_ssize_t s, e;
+    struct geom g;
+    int colsum;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOpnnnnnii:backward", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                          &o[6], &o[7], &o[8], &colsum, &s, &e, &g.R, &g.P, &g.Q, &g.row_axis, &g.wkind))
+        return NULL;
+    if (check_geom(&g, s, e, o[3] != Py_None || colsum) < 0)
+        return NULL;
+    if (colsum && !(g.P == 1 && g.row_axis == 0)) {
+        PyErr_SetString(PyExc_ValueError, "_fused: colsum needs P=1 and row_axis=0");
+        return NULL;
+    }
+    Py_ssize_t total = g.R * g.P * g.Q, pl = param_len(&g);
+    Py_ssize_t sl = colsum ? g.Q : g.R * g.P;
+    static const char *names[9] = {"x", "dy", "dx", "w", "m0", "c", "rstd", "sxy", "sy"};
+    const Py_ssize_t need[9] = {total, total, total, pl, g.R, g.R, g.R, sl, sl};
+    const int writable[9] = {0, 0, 1, 0, 0, 0, 0, 1, 1}, optional[9] = {0, 0, 0, 1, 0, 0, 0, 1, 1};
+    struct buf b[9];
+    for (int i = 0; i < 9; i++) {
+        if (get(o[i], &b[i], names[i], need[i], writable[i], optional[i]) < 0) {
+            release(b, i + 1);
+            return NULL;
+        }
+    }
+    if (b[2].p == b[0].p || b[2].p == b[1].p) {
+        release(b, 9);
+        PyErr_SetString(PyExc_ValueError, "_fused: 'dx' must not share memory with 'x' or 'dy'");
+        return NULL;
+    }
+    const struct isa *isa = current;
+    Py_BEGIN_ALLOW_THREADS
+    isa->bwd(&g, b[0].p, b[1].p, b[2].p, b[3].p, b[4].p, b[5].p, b[6].p, b[7].p, b[8].p, colsum, s, e);
+    Py_END_ALLOW_THREADS
+    release(b, 9);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_isa(PyObject *self, PyObject *noargs)
+{
+    return PyUnicode_FromString(current->name);
+}
+
+static PyObject *py_isas(PyObject *self, PyObject *noargs)
+{
+    PyObject *out = PyList_New(0);
+    if (!out)
+        return NULL;
+    for (int i = 0; i < N_ISAS; i++) {
+        if (isa_supported(&ISAS[i])) {
+            PyObject *s = PyUnicode_FromString(ISAS[i].name);
+            if (!s || PyList_Append(out, s) < 0) {
+                Py_XDECREF(s);
+                Py_DECREF(out);
+                return NULL;
+            }
+            Py_DECREF(s);
+        }
+    }
+    return out;
+}
+
+static PyObject *py_set_isa(PyObject *self, PyObject *arg)
+{
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (!name)
+        return NULL;
+    for (int i = 0; i < N_ISAS; i++) {
+        if (strcmp(ISAS[i].name, name) == 0) {
+            if (!isa_supported(&ISAS[i])) {
+                PyErr_Format(PyExc_ValueError, "_fused: this CPU does not support isa=%s", name);
+                return NULL;
+            }
+            current = &ISAS[i];
+            Py_RETURN_NONE;
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "_fused: isa=%s; expected one of avx512, avx2, base", name);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"forward", py_forward, METH_VARARGS, "forward(x, y, w, b, m0, c, var, rstd, s, e, R, P, Q, row_axis, wkind, eps)"},
+    {"backward", py_backward, METH_VARARGS, "backward(x, dy, dx, w, m0, c, rstd, sxy, sy, colsum, s, e, R, P, Q, row_axis, wkind)"},
+    {"isa", py_isa, METH_NOARGS, "The instruction set in use: 'avx512', 'avx2' or 'base'."},
+    {"isas", py_isas, METH_NOARGS, "The instruction sets this CPU supports, best first."},
+    {"set_isa", py_set_isa, METH_O, "Use another instruction set (the results are the same bits)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_fused", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__fused(void)
+{
+    for (int i = 0; i < N_ISAS && !current; i++)
+        if (isa_supported(&ISAS[i]))
+            current = &ISAS[i];
+    return PyModule_Create(&moduledef);
+}
