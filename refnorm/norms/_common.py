@@ -210,14 +210,17 @@ def num_threads() -> int:
     return max(1, min(cpus, MAX_THREADS))
 
 
-def blocks(nrows: int, row_elems: int) -> list[tuple[int, int]]:
-    """[(start, stop), ...]: consecutive runs of whole rows, about BLOCK_BYTES of float64 each.
+def blocks(nrows: int, row_elems: int, block_bytes: int = BLOCK_BYTES) -> list[tuple[int, int]]:
+    """[(start, stop), ...]: consecutive runs of whole rows, about ``block_bytes`` of float64 each.
 
     Depends only on the shape (not on the thread count), so results never depend on threading.
     """
-    per = max(1, BLOCK_BYTES // max(1, 8 * row_elems))
+    per = max(1, block_bytes // max(1, 8 * row_elems))
     return [(s, min(nrows, s + per)) for s in range(0, nrows, per)]
 
+
+FUSED_BLOCK_BYTES = 256 << 10
+"""Block size of the compiled kernels (native()): 256 KiB of x."""
 
 _pool: ThreadPoolExecutor | None = None
 _pool_key: tuple[int, int] | None = None
@@ -421,8 +424,10 @@ class Grouped:
         self.bounds = [(0, self.rows)] if one_block else blocks(self.rows, self.n)
         per = self.bounds[0][1] - self.bounds[0][0] if self.bounds else 0
         self.block_size = per * self.n
-        # the geometry of the compiled kernels: rows of P segments of Q contiguous values
+        # the geometry of the compiled kernels: rows of P segments of Q contiguous values; their
+        # blocks are smaller (no work buffers to amortize; the threads share the rows out evenly)
         self.geom = (self.rows, self.shape[1 - row_axis], self.shape[2], row_axis)
+        self.fused_bounds = self.bounds if one_block else blocks(self.rows, self.n, FUSED_BLOCK_BYTES)
 
     def stat(self) -> np.ndarray:
         return np.empty((self.rows, 1, 1) if self.row_axis == 0 else (1, self.rows, 1))
@@ -449,7 +454,7 @@ class Grouped:
         if fused is not None:
             w, b = flat(weight), flat(bias)
             run_blocks(lambda s, e: fused.forward(xv, yv, w, b, m0, c, var, rstd, s, e, *self.geom, 1, eps),
-                       self.bounds)
+                       self.fused_bounds)
             return m0, c, var, rstd
         R, q = self.rows_of, self.shape[2]
 
@@ -479,7 +484,7 @@ class Grouped:
         fused = native()
         if fused is not None:
             run_blocks(lambda s, e: fused.forward(xv, None, None, None, m0, c, None, None, s, e,
-                                                  *self.geom, 1, 0.0), self.bounds)
+                                                  *self.geom, 1, 0.0), self.fused_bounds)
             return m0, c
         R = self.rows_of
 
@@ -506,8 +511,9 @@ class Grouped:
         fused = native()
         if fused is not None and not self.one_block:
             w, m0, c, rstd = flat(weight), flat(m0), flat(c), flat(rstd)
+            # last rows first: the forward just read them, so they may still be in the cache
             run_blocks(lambda s, e: fused.backward(xv, dyv, dxv, w, m0, c, rstd, sxy, sy, False, s, e,
-                                                   *self.geom, 1), self.bounds)
+                                                   *self.geom, 1), self.fused_bounds[::-1])
             return sxy, sy
         R, q = self.rows_of, self.shape[2]
 

@@ -20,15 +20,13 @@
 #include <string.h>
 #include <stdlib.h>
 
-typedef double v8d __attribute__((vector_size(64)));
-
-#define load8(p) ({ v8d v_; memcpy(&v_, (p), sizeof v_); v_; })
-#define sq8(v) ({ v8d t_ = (v); t_ * t_; })
-#define sq1(v) ({ double t_ = (v); t_ * t_; })
 
 struct args {
     const double *x, *a;        /* x, and dy or g */
+    const double *w;            /* weight per element (g = a[i] * w[i - wo]) */
+    Py_ssize_t wo;              /* the offset of the row's first element */
     double m0, c, r;            /* first-pass mean, its correction, rstd */
+    double ws;                  /* one weight for the row (g = a * ws) */
 };
 
 struct geom {
@@ -37,6 +35,7 @@ struct geom {
 };
 
 typedef double (*pairwise_fn)(const struct args *, Py_ssize_t, Py_ssize_t);
+typedef void (*pairwise2_fn)(const struct args *, Py_ssize_t, Py_ssize_t, double *);
 
 static inline Py_ssize_t seg_off(const struct geom *gm, Py_ssize_t r, Py_ssize_t p)
 {
@@ -54,19 +53,25 @@ static inline Py_ssize_t seg_param(const struct geom *gm, Py_ssize_t r, Py_ssize
 #pragma GCC push_options
 #pragma GCC target("avx512f")
 #define SFX _avx512
+#define VW 8
 #include "_fused_kernels.h"
 #undef SFX
+#undef VW
 #pragma GCC pop_options
 #pragma GCC push_options
 #pragma GCC target("avx2")
 #define SFX _avx2
+#define VW 4
 #include "_fused_kernels.h"
 #undef SFX
+#undef VW
 #pragma GCC pop_options
 #endif
 #define SFX _base
+#define VW 2
 #include "_fused_kernels.h"
 #undef SFX
+#undef VW
 
 typedef void (*forward_fn)(const struct geom *, const double *, double *, const double *, const double *,
                            double *, double *, double *, double *, Py_ssize_t, Py_ssize_t, double);

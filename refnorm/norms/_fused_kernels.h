@@ -19,25 +19,84 @@
 #define CAT(a, b) CAT_(a, b)
 #define F(name) CAT(name, SFX)
 
-/* One pairwise sum per expression: NAME(k, o, n) sums EXPR over elements o .. o+n-1 (offsets into the
- * arrays of k). EXPR_V(i) is the vector of elements i .. i+7, EXPR_S(i) element i. */
-#define DEFINE_PAIRWISE(NAME, EXPR_V, EXPR_S)                                              \
+/* The eight accumulators of NumPy's pairwise sum are NV vectors of VW doubles (VW = 8, 4 or 2 by
+ * instruction set): accumulator j*VW + l is lane l of vector j. */
+#define NV (8 / VW)
+typedef double F(vec) __attribute__((vector_size(VW * 8)));
+#define LANE(r, e) ((r)[(e) / VW][(e) % VW])
+#define LOADV(p) ({ F(vec) v_; memcpy(&v_, (p), sizeof v_); v_; })
+#define HSUM(r) (((LANE(r, 0) + LANE(r, 1)) + (LANE(r, 2) + LANE(r, 3))) + \
+                 ((LANE(r, 4) + LANE(r, 5)) + (LANE(r, 6) + LANE(r, 7))))
+
+/* Two pairwise sums at once: NAME(k, o, n, out) puts the sums of EXPR1 and EXPR2 over elements
+ * o .. o+n-1 (offsets into the arrays of k) in out[0], out[1]. The split points of the pairwise
+ * recursion depend only on n, so each sum is, operation for operation, NumPy's pairwise sum of its
+ * own values. E_V(i) is the vector of elements i .. i+VW-1, E_S(i) element i. */
+#define DEFINE_PAIRWISE2(NAME, E1_V, E1_S, E2_V, E2_S)                                      \
+    static void F(NAME)(const struct args *k, Py_ssize_t o, Py_ssize_t n, double *out)      \
+    {                                                                                      \
+        if (n < 8) {                                                                       \
+            double r1 = -0.0, r2 = -0.0;                                                   \
+            for (Py_ssize_t i = o; i < o + n; i++) {                                       \
+                r1 += E1_S(i);                                                             \
+                r2 += E2_S(i);                                                             \
+            }                                                                              \
+            out[0] = r1;                                                                   \
+            out[1] = r2;                                                                   \
+            return;                                                                        \
+        }                                                                                  \
+        if (n <= 128) {                                                                    \
+            F(vec) a1[NV], a2[NV];                                                         \
+            for (int j = 0; j < NV; j++) {                                                 \
+                a1[j] = E1_V(o + j * VW);                                                  \
+                a2[j] = E2_V(o + j * VW);                                                  \
+            }                                                                              \
+            Py_ssize_t i, stop = o + n - (n % 8);                                          \
+            for (i = o + 8; i < stop; i += 8) {                                            \
+                for (int j = 0; j < NV; j++) {                                             \
+                    a1[j] += E1_V(i + j * VW);                                             \
+                    a2[j] += E2_V(i + j * VW);                                             \
+                }                                                                          \
+            }                                                                              \
+            double r1 = HSUM(a1), r2 = HSUM(a2);                                           \
+            for (; i < o + n; i++) {                                                       \
+                r1 += E1_S(i);                                                             \
+                r2 += E2_S(i);                                                             \
+            }                                                                              \
+            out[0] = r1;                                                                   \
+            out[1] = r2;                                                                   \
+            return;                                                                        \
+        }                                                                                  \
+        Py_ssize_t n2 = n / 2;                                                             \
+        n2 -= n2 % 8;                                                                      \
+        double lo[2], hi[2];                                                               \
+        F(NAME)(k, o, n2, lo);                                                             \
+        F(NAME)(k, o + n2, n - n2, hi);                                                    \
+        out[0] = lo[0] + hi[0];                                                            \
+        out[1] = lo[1] + hi[1];                                                            \
+    }
+
+/* One pairwise sum: the same, for one expression. */
+#define DEFINE_PAIRWISE(NAME, E_V, E_S)                                                     \
     static double F(NAME)(const struct args *k, Py_ssize_t o, Py_ssize_t n)               \
     {                                                                                      \
         if (n < 8) {                                                                       \
             double res = -0.0;                                                             \
             for (Py_ssize_t i = o; i < o + n; i++)                                         \
-                res += EXPR_S(i);                                                          \
+                res += E_S(i);                                                             \
             return res;                                                                    \
         }                                                                                  \
         if (n <= 128) {                                                                    \
-            v8d r = EXPR_V(o);                                                             \
+            F(vec) a[NV];                                                                  \
+            for (int j = 0; j < NV; j++)                                                   \
+                a[j] = E_V(o + j * VW);                                                    \
             Py_ssize_t i, stop = o + n - (n % 8);                                          \
             for (i = o + 8; i < stop; i += 8)                                              \
-                r += EXPR_V(i);                                                            \
-            double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7])); \
+                for (int j = 0; j < NV; j++)                                               \
+                    a[j] += E_V(i + j * VW);                                               \
+            double res = HSUM(a);                                                          \
             for (; i < o + n; i++)                                                         \
-                res += EXPR_S(i);                                                          \
+                res += E_S(i);                                                             \
             return res;                                                                    \
         }                                                                                  \
         Py_ssize_t n2 = n / 2;                                                             \
@@ -46,25 +105,38 @@
     }
 
 /* x */
-#define SX_V(i) load8(k->x + (i))
+#define SX_V(i) LOADV(k->x + (i))
 #define SX_S(i) (k->x[i])
 DEFINE_PAIRWISE(sum_x, SX_V, SX_S)
 /* x - m0 */
-#define SD0_V(i) (load8(k->x + (i)) - k->m0)
+#define SD0_V(i) (LOADV(k->x + (i)) - k->m0)
 #define SD0_S(i) (k->x[i] - k->m0)
 DEFINE_PAIRWISE(sum_d0, SD0_V, SD0_S)
 /* d * d, d = (x - m0) - c */
-#define SD2_V(i) sq8((load8(k->x + (i)) - k->m0) - k->c)
-#define SD2_S(i) sq1((k->x[i] - k->m0) - k->c)
+#define SD2_V(i) ({ F(vec) d_ = (LOADV(k->x + (i)) - k->m0) - k->c; d_ * d_; })
+#define SD2_S(i) ({ double d_ = (k->x[i] - k->m0) - k->c; d_ * d_; })
 DEFINE_PAIRWISE(sum_d2, SD2_V, SD2_S)
 /* a (g or dy) */
-#define SA_V(i) load8(k->a + (i))
+#define SA_V(i) LOADV(k->a + (i))
 #define SA_S(i) (k->a[i])
 DEFINE_PAIRWISE(sum_a, SA_V, SA_S)
 /* a * xhat, xhat = ((x - m0) - c) * rstd */
-#define SAX_V(i) (load8(k->a + (i)) * (((load8(k->x + (i)) - k->m0) - k->c) * k->r))
+#define SAX_V(i) (LOADV(k->a + (i)) * (((LOADV(k->x + (i)) - k->m0) - k->c) * k->r))
 #define SAX_S(i) (k->a[i] * (((k->x[i] - k->m0) - k->c) * k->r))
 DEFINE_PAIRWISE(sum_ax, SAX_V, SAX_S)
+/* (g, g * xhat) with g = a, g = a * w[i] (a weight per element) or g = a * ws (one for the row):
+ * g computed as NumPy computes it (dy * w, one rounding), then used as the stored value would be. */
+DEFINE_PAIRWISE2(sum_a_ax, SA_V, SA_S, SAX_V, SAX_S)
+#define SGW_V(i) (LOADV(k->a + (i)) * LOADV(k->w + ((i) - k->wo)))
+#define SGW_S(i) (k->a[i] * k->w[(i) - k->wo])
+#define SGWX_V(i) (SGW_V(i) * (((LOADV(k->x + (i)) - k->m0) - k->c) * k->r))
+#define SGWX_S(i) (SGW_S(i) * (((k->x[i] - k->m0) - k->c) * k->r))
+DEFINE_PAIRWISE2(sum_gw_gwx, SGW_V, SGW_S, SGWX_V, SGWX_S)
+#define SGS_V(i) (LOADV(k->a + (i)) * k->ws)
+#define SGS_S(i) (k->a[i] * k->ws)
+#define SGSX_V(i) (SGS_V(i) * (((LOADV(k->x + (i)) - k->m0) - k->c) * k->r))
+#define SGSX_S(i) (SGS_S(i) * (((k->x[i] - k->m0) - k->c) * k->r))
+DEFINE_PAIRWISE2(sum_gs_gsx, SGS_V, SGS_S, SGSX_V, SGSX_S)
 
 /* The NumPy sum over row r: one pairwise run over the P*Q contiguous values (row_axis 0), or the
  * running sum over p of the segments' sums (row_axis 1). */
@@ -76,6 +148,27 @@ static double F(row_sum)(const struct geom *gm, struct args *k, Py_ssize_t r, pa
     for (Py_ssize_t p = 1; p < gm->P; p++)
         acc = acc + (0.0 + fn(k, (p * gm->R + r) * gm->Q, gm->Q));
     return acc;
+}
+
+/* row_sum of two expressions at once (out[0], out[1]), each in its own NumPy order. */
+static void F(row_sum2)(const struct geom *gm, struct args *k, Py_ssize_t r, pairwise2_fn fn, double *out)
+{
+    if (gm->row_axis == 0) {
+        fn(k, r * gm->P * gm->Q, gm->P * gm->Q, out);
+        out[0] = 0.0 + out[0];
+        out[1] = 0.0 + out[1];
+        return;
+    }
+    double seg[2];
+    fn(k, r * gm->Q, gm->Q, seg);
+    double acc1 = 0.0 + seg[0], acc2 = 0.0 + seg[1];
+    for (Py_ssize_t p = 1; p < gm->P; p++) {
+        fn(k, (p * gm->R + r) * gm->Q, gm->Q, seg);
+        acc1 = acc1 + (0.0 + seg[0]);
+        acc2 = acc2 + (0.0 + seg[1]);
+    }
+    out[0] = acc1;
+    out[1] = acc2;
 }
 
 static void F(forward_rows)(const struct geom *gm, const double *x, double *y, const double *w,
@@ -138,6 +231,24 @@ static void F(forward_rows)(const struct geom *gm, const double *x, double *y, c
     }
 }
 
+/* layer_norm's per-column sums over one row: sxy[q] += dy[q] * xhat[q], sy[q] += dy[q]. */
+static void F(colsum_row)(const double *restrict xs, const double *restrict dys, double *restrict sxy,
+                          double *restrict sy, Py_ssize_t Q, double m0, double c, double rstd)
+{
+    if (sxy && sy) {
+        for (Py_ssize_t q = 0; q < Q; q++) {
+            sxy[q] = sxy[q] + dys[q] * (((xs[q] - m0) - c) * rstd);
+            sy[q] = sy[q] + dys[q];
+        }
+    } else if (sxy) {
+        for (Py_ssize_t q = 0; q < Q; q++)
+            sxy[q] = sxy[q] + dys[q] * (((xs[q] - m0) - c) * rstd);
+    } else if (sy) {
+        for (Py_ssize_t q = 0; q < Q; q++)
+            sy[q] = sy[q] + dys[q];
+    }
+}
+
 /* dx for rows s..e-1; and either per-segment sums of dy * xhat and dy (sxy, sy, indexed like the
  * segments: (R, P) for row_axis 0, (P, R) for row_axis 1), or (colsum) column sums over the rows of
  * dy * xhat and dy, each of Q values, started at 0.0 and added row after row (layer_norm's block). */
@@ -155,49 +266,76 @@ static void F(backward_rows)(const struct geom *gm, const double *x, const doubl
             for (Py_ssize_t q = 0; q < Q; q++)
                 sy[q] = 0.0;
     }
+    /* g = dy * w: stored in dx only where one row has several weights (group_norm: a weight per
+     * segment); elsewhere formed on the fly, the same product */
+    const int store_g = w && gm->wkind == 1 && gm->P > 1 && gm->row_axis == 0;
     for (Py_ssize_t r = s; r < e; r++) {
         const double m0 = m0s[r], c = cs[r], rstd = rstds[r];
-        struct args k = {.x = x, .a = dy, .m0 = m0, .c = c, .r = rstd};
-        /* the parameter-gradient sums, and g = dy * w written into dx */
+        struct args k = {.x = x, .a = dy, .m0 = m0, .c = c, .r = rstd, .w = NULL, .wo = 0, .ws = 1.0};
+        /* the parameter-gradient sums of dy * xhat and dy */
         for (Py_ssize_t p = 0; p < gm->P; p++) {
             const Py_ssize_t o = seg_off(gm, r, p);
-            if (colsum) {
-                const double *xs = x + o, *dys = dy + o;
-                if (sxy)
-                    for (Py_ssize_t q = 0; q < Q; q++)
-                        sxy[q] = sxy[q] + dys[q] * (((xs[q] - m0) - c) * rstd);
-                if (sy)
-                    for (Py_ssize_t q = 0; q < Q; q++)
-                        sy[q] = sy[q] + dys[q];
+            if (colsum) {                               /* layer_norm: P = 1, per-column sums */
+                F(colsum_row)(x + o, dy + o, sxy, sy, Q, m0, c, rstd);
             } else {
                 const Py_ssize_t si = gm->row_axis == 0 ? r * gm->P + p : p * gm->R + r;
-                if (sxy)
+                if (sxy && sy) {
+                    double both[2];
+                    F(sum_a_ax)(&k, o, Q, both);
+                    sy[si] = 0.0 + both[0];
+                    sxy[si] = 0.0 + both[1];
+                } else if (sxy) {
                     sxy[si] = 0.0 + F(sum_ax)(&k, o, Q);
-                if (sy)
+                } else if (sy) {
                     sy[si] = 0.0 + F(sum_a)(&k, o, Q);
-            }
-            if (w) {
-                const double *dys = dy + o;
-                double *gs = dx + o;
-                if (gm->wkind == 2) {
-                    for (Py_ssize_t q = 0; q < Q; q++)
-                        gs[q] = dys[q] * w[q];
-                } else {
-                    const double ws = w[seg_param(gm, r, p)];
-                    for (Py_ssize_t q = 0; q < Q; q++)
-                        gs[q] = dys[q] * ws;
                 }
             }
+            if (store_g) {
+                const double ws = w[seg_param(gm, r, p)];
+                const double *restrict dys = dy + o;
+                double *restrict gs = dx + o;
+                for (Py_ssize_t q = 0; q < Q; q++)
+                    gs[q] = dys[q] * ws;
+            }
         }
-        k.a = w ? dx : dy;                              /* g */
-        const double mg = F(row_sum)(gm, &k, r, F(sum_a)) / n;
-        const double mgx = F(row_sum)(gm, &k, r, F(sum_ax)) / n;
+        double sums[2];
+        if (store_g) {
+            k.a = dx;
+            F(row_sum2)(gm, &k, r, F(sum_a_ax), sums);
+        } else if (w && gm->wkind == 2) {
+            k.w = w;
+            k.wo = r * gm->Q;                           /* P = 1: the row starts at r * Q */
+            F(row_sum2)(gm, &k, r, F(sum_gw_gwx), sums);
+        } else if (w) {                                 /* one weight for the whole row */
+            k.ws = w[seg_param(gm, r, 0)];
+            F(row_sum2)(gm, &k, r, F(sum_gs_gsx), sums);
+        } else {
+            F(row_sum2)(gm, &k, r, F(sum_a_ax), sums);
+        }
+        const double mg = sums[0] / n, mgx = sums[1] / n;
         for (Py_ssize_t p = 0; p < gm->P; p++) {
             const Py_ssize_t o = seg_off(gm, r, p);
-            const double *xs = x + o, *gs = k.a + o;
-            double *dxs = dx + o;
-            for (Py_ssize_t q = 0; q < Q; q++)
-                dxs[q] = ((gs[q] - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd;
+            const double *restrict xs = x + o;
+            double *restrict dxs = dx + o;
+            if (store_g) {
+                const double *gs = dx + o;              /* read, then overwritten, element by element */
+                for (Py_ssize_t q = 0; q < Q; q++)
+                    dxs[q] = ((gs[q] - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd;
+            } else if (w && gm->wkind == 2) {
+                const double *restrict dys = dy + o;
+                for (Py_ssize_t q = 0; q < Q; q++)
+                    dxs[q] = ((dys[q] * w[q] - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd;
+            } else {
+                const double *restrict dys = dy + o;
+                const double ws = k.ws;
+                if (w) {
+                    for (Py_ssize_t q = 0; q < Q; q++)
+                        dxs[q] = ((dys[q] * ws - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd;
+                } else {
+                    for (Py_ssize_t q = 0; q < Q; q++)
+                        dxs[q] = ((dys[q] - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd;
+                }
+            }
         }
     }
 }
@@ -212,5 +350,18 @@ static void F(backward_rows)(const struct geom *gm, const double *x, const doubl
 #undef SA_S
 #undef SAX_V
 #undef SAX_S
+#undef SGSX_S
+#undef SGSX_V
+#undef SGS_S
+#undef SGS_V
+#undef SGWX_S
+#undef SGWX_V
+#undef SGW_S
+#undef SGW_V
 #undef DEFINE_PAIRWISE
+#undef DEFINE_PAIRWISE2
+#undef NV
+#undef LANE
+#undef LOADV
+#undef HSUM
 #undef F

@@ -173,7 +173,9 @@ def backward(dy, x, weight, mean, rstd, *, normalized_ndim: int, with_bias: bool
             fused.backward(xf, dyf, dx, wf, m0f, cf, rf, None if dw_parts is None else dw_parts[i],
                            None if db_parts is None else db_parts[i], True, s, e, rows, 1, n, 0, 2)
 
-    C.run_blocks(block if fused is None else fused_block, bounds)
+    # last rows first: the forward just read them, so they may still be in the cache (the blocks'
+    # sums go to their own rows of dw_parts / db_parts, so the order of the blocks changes nothing)
+    C.run_blocks(block if fused is None else fused_block, bounds[::-1])
     # the blocks' sums, added in block order (np.add.reduce over axis 0 of (blocks, 1, n): one at a time)
     dweight = None if w is None else np.add.reduce(dw_parts, axis=0).reshape(pshape)
     dbias = np.add.reduce(db_parts, axis=0).reshape(pshape) if with_bias else None
