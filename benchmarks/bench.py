@@ -5,6 +5,7 @@
     python benchmarks/bench.py --only layer_norm --repeats 11
     python benchmarks/bench.py --threads 1     # torch and refnorm both single-threaded
     python benchmarks/bench.py --markdown      # the table as Markdown (docs/performance.md)
+    python benchmarks/bench.py --numpy         # refnorm without its compiled kernels (same bits)
 
 What is timed, per case (shapes from issue 7, plus group/instance/rms norm on comparable shapes):
 * refnorm: ``refnorm.evaluate(op, {"x", "weight", "bias"}, config, grad_outputs={"y": dy})``, i.e.
@@ -72,6 +73,8 @@ def _parse(argv=None):
     p.add_argument("--commands", dest="commands", action="store_true", default=None,
                    help="time golden build and refnorm check")
     p.add_argument("--no-commands", dest="commands", action="store_false")
+    p.add_argument("--numpy", action="store_true",
+                   help="refnorm without its compiled kernels (REFNORM_NATIVE=0): the plain NumPy path")
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     p.add_argument("--json", metavar="PATH", help="also write every figure to PATH")
     p.add_argument("--child", nargs=3, metavar=("LIBRARY", "CASE", "MODE"), help=argparse.SUPPRESS)
@@ -86,6 +89,8 @@ def _parse(argv=None):
 ARGS = _parse() if __name__ == "__main__" else None
 if ARGS is not None:            # before NumPy / torch start their thread pools
     os.environ["REFNORM_NUM_THREADS"] = str(ARGS.threads)
+    if ARGS.numpy:
+        os.environ["REFNORM_NATIVE"] = "0"
 
 import numpy as np  # noqa: E402
 
@@ -343,7 +348,14 @@ def machine() -> dict:
             if hasattr(refnorm, "__version__") else "?",
             "torch_threads": torch.get_num_threads(),
             "refnorm_threads": os.environ.get("REFNORM_NUM_THREADS"),
-            "loadavg": os.getloadavg()}
+            "refnorm_kernels": _kernels(), "loadavg": os.getloadavg()}
+
+
+def _kernels() -> str:
+    """Which row kernels refnorm runs: its compiled ones (and their instruction set) or NumPy's."""
+    from refnorm.norms._common import native
+    mod = native()
+    return f"compiled ({mod.isa()})" if mod is not None else "NumPy (REFNORM_NATIVE=0 or not built)"
 
 
 def table(rows: list[dict], markdown: bool) -> str:
@@ -377,7 +389,8 @@ def main(args) -> int:
     cases = [c for c in CASES if not args.only or any(o in c for o in args.only)]
     info = machine()
     print(f"# {info['cpu']}, {info['cpus']} CPUs; python {info['python']}, numpy {info['numpy']}, "
-          f"torch {info['torch']}; threads: torch {info['torch_threads']}, refnorm {info['refnorm_threads']}; "
+          f"torch {info['torch']}; refnorm kernels: {info['refnorm_kernels']}; "
+          f"threads: torch {info['torch_threads']}, refnorm {info['refnorm_threads']}; "
           f"load average {info['loadavg'][0]:.2f}", flush=True)
     print(f"# ms per call: median (and min) of {args.repeats} samples per library, each the mean of >= 0.2 s "
           f"of back-to-back calls, refnorm and torch alternating, after {args.warmup} warm-up call(s); "
