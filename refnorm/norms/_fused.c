@@ -19,6 +19,13 @@
 #include <math.h>
 #include <string.h>
 #include <stdlib.h>
+#include <stdint.h>
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+/* Outputs of at least this many bytes are written with non-temporal stores (STORE_ROW). */
+#define NT_MIN_BYTES (4.0 * 1024 * 1024)
 
 
 struct args {
@@ -54,24 +61,40 @@ static inline Py_ssize_t seg_param(const struct geom *gm, Py_ssize_t r, Py_ssize
 #pragma GCC target("avx512f")
 #define SFX _avx512
 #define VW 8
+#define STREAMV(p, v) _mm512_stream_pd((p), (__m512d)(v))
 #include "_fused_kernels.h"
 #undef SFX
 #undef VW
+#undef STREAMV
 #pragma GCC pop_options
 #pragma GCC push_options
 #pragma GCC target("avx2")
 #define SFX _avx2
 #define VW 4
+#define STREAMV(p, v) _mm256_stream_pd((p), (__m256d)(v))
 #include "_fused_kernels.h"
 #undef SFX
 #undef VW
+#undef STREAMV
 #pragma GCC pop_options
 #endif
 #define SFX _base
 #define VW 2
+#ifdef MULTI_ISA
+#define STREAMV(p, v) _mm_stream_pd((p), (__m128d)(v))
+#else
+#define STREAMV(p, v) do { vec_base v_ = (v); memcpy((p), &v_, sizeof v_); } while (0)
+#endif
 #include "_fused_kernels.h"
 #undef SFX
 #undef VW
+#undef STREAMV
+
+#ifdef MULTI_ISA
+#define FENCE() _mm_sfence()        /* the non-temporal stores are visible before the call returns */
+#else
+#define FENCE() ((void)0)
+#endif
 
 typedef void (*forward_fn)(const struct geom *, const double *, double *, const double *, const double *,
                            double *, double *, double *, double *, Py_ssize_t, Py_ssize_t, double);
@@ -211,6 +234,7 @@ static PyObject *py_forward(PyObject *self, PyObject *args)
     const struct isa *isa = current;
     Py_BEGIN_ALLOW_THREADS
     isa->fwd(&g, b[0].p, b[1].p, b[2].p, b[3].p, b[4].p, b[5].p, b[6].p, b[7].p, s, e, eps);
+    FENCE();
     Py_END_ALLOW_THREADS
     release(b, 8);
     Py_RETURN_NONE;
@@ -251,6 +275,7 @@ static PyObject *py_backward(PyObject *self, PyObject *args)
     const struct isa *isa = current;
     Py_BEGIN_ALLOW_THREADS
     isa->bwd(&g, b[0].p, b[1].p, b[2].p, b[3].p, b[4].p, b[5].p, b[6].p, b[7].p, b[8].p, colsum, s, e);
+    FENCE();
     Py_END_ALLOW_THREADS
     release(b, 9);
     Py_RETURN_NONE;

@@ -28,6 +28,23 @@ typedef double F(vec) __attribute__((vector_size(VW * 8)));
 #define HSUM(r) (((LANE(r, 0) + LANE(r, 1)) + (LANE(r, 2) + LANE(r, 3))) + \
                  ((LANE(r, 4) + LANE(r, 5)) + (LANE(r, 6) + LANE(r, 7))))
 
+/* dst[q] = E for q < Q, E written with q as the index (E_V: the vector of q .. q+VW-1, E_S: element
+ * q). With `nt` (a large output not read again here), the aligned middle part is written with
+ * non-temporal stores, which skip reading the destination's cache lines from memory first: the same
+ * values, a third less memory traffic for the output. */
+#define STORE_ROW(dst, Q, E_V, E_S)                                                         \
+    do {                                                                                   \
+        Py_ssize_t q = 0;                                                                  \
+        if (nt) {                                                                          \
+            for (; q < (Q) && ((uintptr_t)((dst) + q) % (VW * 8)) != 0; q++)               \
+                (dst)[q] = (E_S);                                                          \
+            for (; q + VW <= (Q); q += VW)                                                 \
+                STREAMV((dst) + q, (E_V));                                                 \
+        }                                                                                  \
+        for (; q < (Q); q++)                                                               \
+            (dst)[q] = (E_S);                                                              \
+    } while (0)
+
 /* Two pairwise sums at once: NAME(k, o, n, out) puts the sums of EXPR1 and EXPR2 over elements
  * o .. o+n-1 (offsets into the arrays of k) in out[0], out[1]. The split points of the pairwise
  * recursion depend only on n, so each sum is, operation for operation, NumPy's pairwise sum of its
@@ -177,6 +194,7 @@ static void F(forward_rows)(const struct geom *gm, const double *x, double *y, c
 {
     const double n = (double)(gm->P * gm->Q);
     const Py_ssize_t Q = gm->Q;
+    const int nt = (double)gm->R * gm->P * gm->Q * 8 >= NT_MIN_BYTES;
     for (Py_ssize_t r = s; r < e; r++) {
         struct args k = {.x = x};
         k.m0 = F(row_sum)(gm, &k, r, F(sum_x)) / n;
@@ -198,34 +216,34 @@ static void F(forward_rows)(const struct geom *gm, const double *x, double *y, c
             double *ys = y + o;
             if (gm->wkind == 2) {                       /* per element of the row (layer_norm) */
                 if (w && b) {
-                    for (Py_ssize_t q = 0; q < Q; q++)
-                        ys[q] = (((xs[q] - m0) - c) * rstd) * w[q] + b[q];
+                    STORE_ROW(ys, Q, (((LOADV(xs + q) - m0) - c) * rstd) * LOADV(w + q) + LOADV(b + q),
+                              (((xs[q] - m0) - c) * rstd) * w[q] + b[q]);
                 } else if (w) {
-                    for (Py_ssize_t q = 0; q < Q; q++)
-                        ys[q] = (((xs[q] - m0) - c) * rstd) * w[q];
+                    STORE_ROW(ys, Q, (((LOADV(xs + q) - m0) - c) * rstd) * LOADV(w + q),
+                              (((xs[q] - m0) - c) * rstd) * w[q]);
                 } else if (b) {
-                    for (Py_ssize_t q = 0; q < Q; q++)
-                        ys[q] = ((xs[q] - m0) - c) * rstd + b[q];
+                    STORE_ROW(ys, Q, ((LOADV(xs + q) - m0) - c) * rstd + LOADV(b + q),
+                              ((xs[q] - m0) - c) * rstd + b[q]);
                 } else {
-                    for (Py_ssize_t q = 0; q < Q; q++)
-                        ys[q] = ((xs[q] - m0) - c) * rstd;
+                    STORE_ROW(ys, Q, ((LOADV(xs + q) - m0) - c) * rstd,
+                              ((xs[q] - m0) - c) * rstd);
                 }
                 continue;
             }
             const Py_ssize_t pi = seg_param(gm, r, p);
             const double ws = w ? w[pi] : 0.0, bs = b ? b[pi] : 0.0;
             if (w && b) {
-                for (Py_ssize_t q = 0; q < Q; q++)
-                    ys[q] = (((xs[q] - m0) - c) * rstd) * ws + bs;
+                STORE_ROW(ys, Q, (((LOADV(xs + q) - m0) - c) * rstd) * ws + bs,
+                          (((xs[q] - m0) - c) * rstd) * ws + bs);
             } else if (w) {
-                for (Py_ssize_t q = 0; q < Q; q++)
-                    ys[q] = (((xs[q] - m0) - c) * rstd) * ws;
+                STORE_ROW(ys, Q, (((LOADV(xs + q) - m0) - c) * rstd) * ws,
+                          (((xs[q] - m0) - c) * rstd) * ws);
             } else if (b) {
-                for (Py_ssize_t q = 0; q < Q; q++)
-                    ys[q] = ((xs[q] - m0) - c) * rstd + bs;
+                STORE_ROW(ys, Q, ((LOADV(xs + q) - m0) - c) * rstd + bs,
+                          ((xs[q] - m0) - c) * rstd + bs);
             } else {
-                for (Py_ssize_t q = 0; q < Q; q++)
-                    ys[q] = ((xs[q] - m0) - c) * rstd;
+                STORE_ROW(ys, Q, ((LOADV(xs + q) - m0) - c) * rstd,
+                          ((xs[q] - m0) - c) * rstd);
             }
         }
     }
@@ -269,6 +287,8 @@ static void F(backward_rows)(const struct geom *gm, const double *x, const doubl
     /* g = dy * w: stored in dx only where one row has several weights (group_norm: a weight per
      * segment); elsewhere formed on the fly, the same product */
     const int store_g = w && gm->wkind == 1 && gm->P > 1 && gm->row_axis == 0;
+    /* (not where dx holds g: those lines are in the cache already) */
+    const int nt = !store_g && (double)gm->R * gm->P * gm->Q * 8 >= NT_MIN_BYTES;
     for (Py_ssize_t r = s; r < e; r++) {
         const double m0 = m0s[r], c = cs[r], rstd = rstds[r];
         struct args k = {.x = x, .a = dy, .m0 = m0, .c = c, .r = rstd, .w = NULL, .wo = 0, .ws = 1.0};
@@ -319,21 +339,21 @@ static void F(backward_rows)(const struct geom *gm, const double *x, const doubl
             double *restrict dxs = dx + o;
             if (store_g) {
                 const double *gs = dx + o;              /* read, then overwritten, element by element */
-                for (Py_ssize_t q = 0; q < Q; q++)
-                    dxs[q] = ((gs[q] - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd;
+                STORE_ROW(dxs, Q, ((LOADV(gs + q) - mg) - (((LOADV(xs + q) - m0) - c) * rstd) * mgx) * rstd,
+                          ((gs[q] - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd);
             } else if (w && gm->wkind == 2) {
                 const double *restrict dys = dy + o;
-                for (Py_ssize_t q = 0; q < Q; q++)
-                    dxs[q] = ((dys[q] * w[q] - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd;
+                STORE_ROW(dxs, Q, ((LOADV(dys + q) * LOADV(w + q) - mg) - (((LOADV(xs + q) - m0) - c) * rstd) * mgx) * rstd,
+                          ((dys[q] * w[q] - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd);
             } else {
                 const double *restrict dys = dy + o;
                 const double ws = k.ws;
                 if (w) {
-                    for (Py_ssize_t q = 0; q < Q; q++)
-                        dxs[q] = ((dys[q] * ws - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd;
+                    STORE_ROW(dxs, Q, ((LOADV(dys + q) * ws - mg) - (((LOADV(xs + q) - m0) - c) * rstd) * mgx) * rstd,
+                              ((dys[q] * ws - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd);
                 } else {
-                    for (Py_ssize_t q = 0; q < Q; q++)
-                        dxs[q] = ((dys[q] - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd;
+                    STORE_ROW(dxs, Q, ((LOADV(dys + q) - mg) - (((LOADV(xs + q) - m0) - c) * rstd) * mgx) * rstd,
+                              ((dys[q] - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd);
                 }
             }
         }
@@ -360,6 +380,7 @@ static void F(backward_rows)(const struct geom *gm, const double *x, const doubl
 #undef SGW_V
 #undef DEFINE_PAIRWISE
 #undef DEFINE_PAIRWISE2
+#undef STORE_ROW
 #undef NV
 #undef LANE
 #undef LOADV
