@@ -421,7 +421,8 @@ class Grouped:
     for operation, so every output and gradient is bit-for-bit what the unblocked formulas give.
     """
 
-    def __init__(self, shape: tuple[int, int, int], row_axis: int, *, one_block: bool = False):
+    def __init__(self, shape: tuple[int, int, int], row_axis: int, *, one_block: bool = False,
+                 param_period: int = 0):
         self.shape, self.row_axis = tuple(int(v) for v in shape), row_axis
         self.rows = self.shape[row_axis]
         self.axes = (1, 2) if row_axis == 0 else (0, 2)
@@ -434,6 +435,8 @@ class Grouped:
         # blocks are smaller (no work buffers to amortize; the threads share the rows out evenly)
         self.geom = (self.rows, self.shape[1 - row_axis], self.shape[2], row_axis)
         self.fused_bounds = self.bounds if one_block else blocks(self.rows, self.n, FUSED_BLOCK_BYTES)
+        # rows whose parameters repeat every param_period rows (group_norm: G), for the compiled backward
+        self.param_period = param_period
 
     def stat(self) -> np.ndarray:
         return np.empty((self.rows, 1, 1) if self.row_axis == 0 else (1, self.rows, 1))

@@ -10,10 +10,12 @@
  * Two functions, each for rows s..e-1 of a 3-D view (R rows; a row is P segments of Q contiguous
  * values: row_axis 0, the view (R, P, Q); row_axis 1, the view (P, R, Q)), releasing the GIL:
  *   forward(x, y, w, b, m0, c, var, rstd, s, e, R, P, Q, row_axis, wkind, eps)
- *   backward(x, dy, dx, w, m0, c, rstd, sxy, sy, colsum, s, e, R, P, Q, row_axis, wkind)
+ *   backward(x, dy, dx, w, m0, c, rstd, sxy, sy, colsum, s, e, R, P, Q, row_axis, wkind[, wrows])
  * Arrays are C-contiguous float64 buffers (None where absent: y, w, b, var, rstd in the forward; w,
  * sxy, sy in the backward). wkind: 1, one weight/bias value per segment ((R, P, 1) or (1, R, 1));
- * 2, one per element of the row (layer_norm: P = 1, Q values). Sizes are checked, never trusted. */
+ * 2, one per element of the row (layer_norm: P = 1, Q values; in the backward also wrows rows of P * Q
+ * values, row r using row r % wrows: group_norm's weight spread over its segments). Sizes are
+ * checked, never trusted. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
@@ -39,6 +41,7 @@ struct args {
 struct geom {
     Py_ssize_t R, P, Q;
     int row_axis, wkind;
+    Py_ssize_t wrows;           /* wkind 2: the weight holds wrows rows of P * Q; row r uses r % wrows */
 };
 
 typedef double (*pairwise_fn)(const struct args *, Py_ssize_t, Py_ssize_t);
@@ -179,7 +182,7 @@ static int get(PyObject *o, struct buf *b, const char *name, Py_ssize_t need, in
     return 0;
 }
 
-static int check_geom(struct geom *g, Py_ssize_t s, Py_ssize_t e, int with_params)
+static int check_geom(struct geom *g, Py_ssize_t s, Py_ssize_t e, int with_params, int forward)
 {
     if (g->R < 1 || g->P < 1 || g->Q < 1 || g->P > PY_SSIZE_T_MAX / g->Q
         || g->R > PY_SSIZE_T_MAX / (g->P * g->Q)) {
@@ -195,9 +198,14 @@ static int check_geom(struct geom *g, Py_ssize_t s, Py_ssize_t e, int with_param
         PyErr_Format(PyExc_ValueError, "_fused: row_axis=%d; expected 0 or 1", g->row_axis);
         return -1;
     }
-    if (with_params && g->wkind != 1 && !(g->wkind == 2 && g->P == 1 && g->row_axis == 0)) {
+    if (with_params && g->wkind != 1
+        && !(g->wkind == 2 && g->row_axis == 0 && (g->P == 1 || !forward))) {
         PyErr_Format(PyExc_ValueError, "_fused: wkind=%d with P=%zd, row_axis=%d; expected 1, or 2 with "
-                     "P=1 and row_axis=0", g->wkind, g->P, g->row_axis);
+                     "row_axis=0 (and P=1 in the forward)", g->wkind, g->P, g->row_axis);
+        return -1;
+    }
+    if (g->wrows < 1 || g->wrows > g->R) {
+        PyErr_Format(PyExc_ValueError, "_fused: wrows=%zd; expected 1 <= wrows <= R=%zd", g->wrows, g->R);
         return -1;
     }
     return 0;
@@ -205,7 +213,7 @@ static int check_geom(struct geom *g, Py_ssize_t s, Py_ssize_t e, int with_param
 
 static Py_ssize_t param_len(const struct geom *g)
 {
-    return g->wkind == 2 ? g->Q : (g->row_axis == 0 ? g->R * g->P : g->R);
+    return g->wkind == 2 ? g->wrows * g->P * g->Q : (g->row_axis == 0 ? g->R * g->P : g->R);
 }
 
 static PyObject *py_forward(PyObject *self, PyObject *args)
@@ -214,11 +222,12 @@ static PyObject *py_forward(PyObject *self, PyObject *args)
     Py_ssize_t s, e;
     struct geom g;
     double eps;
+    g.wrows = 1;
     if (!PyArg_ParseTuple(args, "OOOOOOOOnnnnniid:forward", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
                           &o[6], &o[7], &s, &e, &g.R, &g.P, &g.Q, &g.row_axis, &g.wkind, &eps))
         return NULL;
     int with_params = o[2] != Py_None || o[3] != Py_None;
-    if (check_geom(&g, s, e, with_params) < 0)
+    if (check_geom(&g, s, e, with_params, 1) < 0)
         return NULL;
     Py_ssize_t total = g.R * g.P * g.Q, pl = param_len(&g);
     static const char *names[8] = {"x", "y", "w", "b", "m0", "c", "var", "rstd"};
@@ -246,10 +255,12 @@ static PyObject *py_backward(PyObject *self, PyObject *args)
     Py_ssize_t s, e;
     struct geom g;
     int colsum;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOpnnnnnii:backward", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
-                          &o[6], &o[7], &o[8], &colsum, &s, &e, &g.R, &g.P, &g.Q, &g.row_axis, &g.wkind))
+    g.wrows = 1;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOpnnnnnii|n:backward", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                          &o[6], &o[7], &o[8], &colsum, &s, &e, &g.R, &g.P, &g.Q, &g.row_axis, &g.wkind,
+                          &g.wrows))
         return NULL;
-    if (check_geom(&g, s, e, o[3] != Py_None || colsum) < 0)
+    if (check_geom(&g, s, e, o[3] != Py_None || colsum, 0) < 0)
         return NULL;
     if (colsum && !(g.P == 1 && g.row_axis == 0)) {
         PyErr_SetString(PyExc_ValueError, "_fused: colsum needs P=1 and row_axis=0");
@@ -326,7 +337,7 @@ static PyObject *py_set_isa(PyObject *self, PyObject *arg)
 
 static PyMethodDef methods[] = {
     {"forward", py_forward, METH_VARARGS, "forward(x, y, w, b, m0, c, var, rstd, s, e, R, P, Q, row_axis, wkind, eps)"},
-    {"backward", py_backward, METH_VARARGS, "backward(x, dy, dx, w, m0, c, rstd, sxy, sy, colsum, s, e, R, P, Q, row_axis, wkind)"},
+    {"backward", py_backward, METH_VARARGS, "backward(x, dy, dx, w, m0, c, rstd, sxy, sy, colsum, s, e, R, P, Q, row_axis, wkind[, wrows])"},
     {"isa", py_isa, METH_NOARGS, "The instruction set in use: 'avx512', 'avx2' or 'base'."},
     {"isas", py_isas, METH_NOARGS, "The instruction sets this CPU supports, best first."},
     {"set_isa", py_set_isa, METH_O, "Use another instruction set (the results are the same bits)."},

@@ -322,9 +322,9 @@ static void F(backward_rows)(const struct geom *gm, const double *x, const doubl
         if (store_g) {
             k.a = dx;
             F(row_sum2)(gm, &k, r, F(sum_a_ax), sums);
-        } else if (w && gm->wkind == 2) {
-            k.w = w;
-            k.wo = r * gm->Q;                           /* P = 1: the row starts at r * Q */
+        } else if (w && gm->wkind == 2) {              /* row_axis 0: the row starts at r * P * Q */
+            k.w = w + (r % gm->wrows) * gm->P * gm->Q;
+            k.wo = r * gm->P * gm->Q;
             F(row_sum2)(gm, &k, r, F(sum_gw_gwx), sums);
         } else if (w) {                                 /* one weight for the whole row */
             k.ws = w[seg_param(gm, r, 0)];
@@ -342,9 +342,9 @@ static void F(backward_rows)(const struct geom *gm, const double *x, const doubl
                 STORE_ROW(dxs, Q, ((LOADV(gs + q) - mg) - (((LOADV(xs + q) - m0) - c) * rstd) * mgx) * rstd,
                           ((gs[q] - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd);
             } else if (w && gm->wkind == 2) {
-                const double *restrict dys = dy + o;
-                STORE_ROW(dxs, Q, ((LOADV(dys + q) * LOADV(w + q) - mg) - (((LOADV(xs + q) - m0) - c) * rstd) * mgx) * rstd,
-                          ((dys[q] * w[q] - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd);
+                const double *restrict dys = dy + o, *restrict ws = k.w + p * Q;
+                STORE_ROW(dxs, Q, ((LOADV(dys + q) * LOADV(ws + q) - mg) - (((LOADV(xs + q) - m0) - c) * rstd) * mgx) * rstd,
+                          ((dys[q] * ws[q] - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd);
             } else {
                 const double *restrict dys = dy + o;
                 const double ws = k.ws;

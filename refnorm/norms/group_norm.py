@@ -58,7 +58,7 @@ def _layout(x: np.ndarray, g: int) -> C.Grouped:
     """x (N, C, *) as (N * G, C/G, prod(*)): one row per (sample, group)."""
     nb, nc = x.shape[:2]
     # one channel: the weight/bias gradients are whole-array sums, which NumPy takes in one run
-    return C.Grouped((nb * g, nc // g, x.size // (nb * nc)), row_axis=0, one_block=nc == 1)
+    return C.Grouped((nb * g, nc // g, x.size // (nb * nc)), row_axis=0, one_block=nc == 1, param_period=g)
 
 
 def _per_group(p: np.ndarray | None, nb: int, g: int) -> np.ndarray | None:
