@@ -40,6 +40,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -196,7 +197,9 @@ def _busy_cpu_s() -> float:
 
 
 def _sample(fn, min_s: float):
-    """(seconds per call, CPUs other processes kept busy meanwhile) over >= min_s of back-to-back calls."""
+    """(seconds per call, CPUs other processes kept busy meanwhile, page faults per call) over >= min_s
+    of back-to-back calls."""
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     b0, c0, w0 = _busy_cpu_s(), time.process_time(), time.perf_counter()
     calls = 0
     while True:
@@ -206,7 +209,8 @@ def _sample(fn, min_s: float):
         if wall >= min_s:
             break
     others = (_busy_cpu_s() - b0 - (time.process_time() - c0)) / wall
-    return wall / calls, max(0.0, others)
+    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / calls
+    return wall / calls, max(0.0, others), faults
 
 
 def time_case(case: str, repeats: int, warmup: int, min_s: float = 0.2, busy_limit: float = 0.1,
@@ -223,10 +227,11 @@ def time_case(case: str, repeats: int, warmup: int, min_s: float = 0.2, busy_lim
     for _ in range(warmup):
         ref(), tor()
     t_ref, t_tor, retries, contended, background = [], [], 0, 0, []
+    faults = {id(t_ref): [], id(t_tor): []}
     for i in range(repeats):
         for fn, sink in (((ref, t_ref), (tor, t_tor)) if i % 2 == 0 else ((tor, t_tor), (ref, t_ref))):
             while True:
-                t, others = _sample(fn, min_s)
+                t, others, nf = _sample(fn, min_s)
                 if others <= busy_limit or retries >= max_retries:
                     break
                 retries += 1
@@ -234,7 +239,10 @@ def time_case(case: str, repeats: int, warmup: int, min_s: float = 0.2, busy_lim
             contended += others > busy_limit
             background.append(others)
             sink.append(t)
+            faults[id(sink)].append(nf)
     return {"refnorm_ms": 1e3 * statistics.median(t_ref), "torch_ms": 1e3 * statistics.median(t_tor),
+            "refnorm_faults": statistics.median(faults[id(t_ref)]),
+            "torch_faults": statistics.median(faults[id(t_tor)]),
             "refnorm_min_ms": 1e3 * min(t_ref), "torch_min_ms": 1e3 * min(t_tor),
             "agreement": err, "input_bytes": int(x.nbytes), "retakes": retries, "contended": contended,
             "background_cpus": max(background)}
@@ -360,7 +368,7 @@ def _kernels() -> str:
 
 def table(rows: list[dict], markdown: bool) -> str:
     head = ["case", "refnorm ms", "torch ms", "ratio", "refnorm min", "torch min", "floor ms",
-            "refnorm peak/x", "torch peak/x", "agree", "busy"]
+            "faults/call", "refnorm peak/x", "torch peak/x", "agree", "busy"]
     lines = []
     for r in rows:
         mem = r.get("memory")
@@ -369,7 +377,8 @@ def table(rows: list[dict], markdown: bool) -> str:
         tp = f"{ratio('torch_rss'):.2f}" if mem else "-"
         lines.append([r["case"], f"{r['refnorm_ms']:.1f}", f"{r['torch_ms']:.1f}",
                       f"{r['refnorm_ms'] / r['torch_ms']:.2f}", f"{r['refnorm_min_ms']:.1f}",
-                      f"{r['torch_min_ms']:.1f}", f"{r['floor_ms']:.1f}", rp, tp, f"{r['agreement']:.0e}",
+                      f"{r['torch_min_ms']:.1f}", f"{r['floor_ms']:.1f}",
+                      f"{r['refnorm_faults']:.0f} / {r['torch_faults']:.0f}", rp, tp, f"{r['agreement']:.0e}",
                       f"{r['background_cpus']:.2f}" + ("!" if r["contended"] else "")])
     if markdown:
         out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(head))) + "|"]
@@ -396,8 +405,10 @@ def main(args) -> int:
           f"of back-to-back calls, refnorm and torch alternating, after {args.warmup} warm-up call(s); "
           "ratio = refnorm / torch median; peak/x = peak memory of one call / bytes of x (RSS high-water "
           "mark in a fresh process; tracemalloc in parentheses); agree = max relative difference of y and "
-          "the gradients; busy = most CPUs other processes used during a kept sample (samples above 0.1 "
-          "are retaken; '!' = some kept anyway)", flush=True)
+          "the gradients; faults/call = minor page faults per call, refnorm / torch (median sample: fresh "
+          "memory the kernel must clear, which depends on the allocator's state, not on the kernels); busy = "
+          "most CPUs other processes used during a kept sample (samples above 0.1 are retaken; '!' = some "
+          "kept anyway)", flush=True)
     bw = copy_bandwidth()
     info["copy_bandwidth_GBps"] = bw / 1e9
     print(f"# floor ms = 5 * bytes(x) / NumPy's copy bandwidth here ({bw / 1e9:.1f} GB/s read + write): "

@@ -44,6 +44,36 @@ struct geom {
     Py_ssize_t wrows;           /* wkind 2: the weight holds wrows rows of P * Q; row r uses r % wrows */
 };
 
+/* The leaves of NumPy's pairwise sum of n values (8 <= n <= MAX_GATHER) starting at o, in order:
+ * runs of at most 128 values, split as pairwise_sum splits (n2 = n / 2 rounded down to a multiple of 8). */
+#define MAX_GATHER 1024
+#define MAX_LEAVES 16
+static void gather(Py_ssize_t o, Py_ssize_t n, Py_ssize_t *lo, Py_ssize_t *ln, int *cnt)
+{
+    if (n <= 128) {
+        lo[*cnt] = o;
+        ln[*cnt] = n;
+        (*cnt)++;
+        return;
+    }
+    Py_ssize_t n2 = n / 2;
+    n2 -= n2 % 8;
+    gather(o, n2, lo, ln, cnt);
+    gather(o + n2, n - n2, lo, ln, cnt);
+}
+
+/* The pairwise sum of n values from its leaves' sums (sums[0], sums[stride], ...; *at: the next
+ * leaf): the additions of pairwise_sum's recursion, in its order. */
+static double combine(Py_ssize_t n, const double *sums, int stride, int *at)
+{
+    if (n <= 128)
+        return sums[stride * (*at)++];
+    Py_ssize_t n2 = n / 2;
+    n2 -= n2 % 8;
+    double left = combine(n2, sums, stride, at);
+    return left + combine(n - n2, sums, stride, at);
+}
+
 typedef double (*pairwise_fn)(const struct args *, Py_ssize_t, Py_ssize_t);
 typedef void (*pairwise2_fn)(const struct args *, Py_ssize_t, Py_ssize_t, double *);
 

@@ -121,6 +121,171 @@ typedef double F(vec) __attribute__((vector_size(VW * 8)));
         return F(NAME)(k, o, n2) + F(NAME)(k, o + n2, n - n2);                             \
     }
 
+/* The same sums for data already in the cache, several leaves at once: a leaf is one chain of
+ * dependent additions, so summing four leaves (two, for two expressions) interleaved keeps the adder
+ * busy; each leaf's own operations and their order are unchanged, and the leaf sums are combined
+ * along the same tree (gather / combine, in _fused.c). (For data coming from memory the four streams
+ * cost more than they save, measured: the first pass over a row uses the plain form above.) */
+#define LEAF_INIT(a, E_V, at)                                                              \
+    for (int j_ = 0; j_ < NV; j_++)                                                        \
+        (a)[j_] = E_V((at) + j_ * VW)
+#define LEAF_STEP(a, E_V, at)                                                              \
+    for (int j_ = 0; j_ < NV; j_++)                                                        \
+        (a)[j_] += E_V((at) + j_ * VW)
+#define LEAF_TAIL(res, E_S, from, end)                                                     \
+    for (Py_ssize_t i_ = (from); i_ < (end); i_++)                                         \
+        res += E_S(i_)
+
+#define DEFINE_PAIRWISE_IL(NAME, E_V, E_S)                                                  \
+    static void F(NAME##_leaves)(const struct args *k, const Py_ssize_t *lo, const Py_ssize_t *ln, \
+                                 int cnt, double *out)                                      \
+    {                                                                                      \
+        int t = 0;                                                                         \
+        for (; t + 4 <= cnt; t += 4) {                                                     \
+            F(vec) a0[NV], a1[NV], a2[NV], a3[NV];                                         \
+            const Py_ssize_t o0 = lo[t], o1 = lo[t + 1], o2 = lo[t + 2], o3 = lo[t + 3];   \
+            const Py_ssize_t w0 = ln[t] / 8, w1 = ln[t + 1] / 8, w2 = ln[t + 2] / 8,       \
+                             w3 = ln[t + 3] / 8;                                           \
+            Py_ssize_t m = w0 < w1 ? w0 : w1;                                              \
+            m = m < w2 ? m : w2;                                                           \
+            m = m < w3 ? m : w3;                                                           \
+            LEAF_INIT(a0, E_V, o0);                                                        \
+            LEAF_INIT(a1, E_V, o1);                                                        \
+            LEAF_INIT(a2, E_V, o2);                                                        \
+            LEAF_INIT(a3, E_V, o3);                                                        \
+            for (Py_ssize_t s_ = 1; s_ < m; s_++) {                                        \
+                LEAF_STEP(a0, E_V, o0 + 8 * s_);                                           \
+                LEAF_STEP(a1, E_V, o1 + 8 * s_);                                           \
+                LEAF_STEP(a2, E_V, o2 + 8 * s_);                                           \
+                LEAF_STEP(a3, E_V, o3 + 8 * s_);                                           \
+            }                                                                              \
+            for (Py_ssize_t s_ = m; s_ < w0; s_++) LEAF_STEP(a0, E_V, o0 + 8 * s_);        \
+            for (Py_ssize_t s_ = m; s_ < w1; s_++) LEAF_STEP(a1, E_V, o1 + 8 * s_);        \
+            for (Py_ssize_t s_ = m; s_ < w2; s_++) LEAF_STEP(a2, E_V, o2 + 8 * s_);        \
+            for (Py_ssize_t s_ = m; s_ < w3; s_++) LEAF_STEP(a3, E_V, o3 + 8 * s_);        \
+            double r0 = HSUM(a0), r1 = HSUM(a1), r2 = HSUM(a2), r3 = HSUM(a3);             \
+            LEAF_TAIL(r0, E_S, o0 + 8 * w0, o0 + ln[t]);                                   \
+            LEAF_TAIL(r1, E_S, o1 + 8 * w1, o1 + ln[t + 1]);                               \
+            LEAF_TAIL(r2, E_S, o2 + 8 * w2, o2 + ln[t + 2]);                               \
+            LEAF_TAIL(r3, E_S, o3 + 8 * w3, o3 + ln[t + 3]);                               \
+            out[t] = r0;                                                                   \
+            out[t + 1] = r1;                                                               \
+            out[t + 2] = r2;                                                               \
+            out[t + 3] = r3;                                                               \
+        }                                                                                  \
+        for (; t < cnt; t++) {                                                             \
+            F(vec) a0[NV];                                                                 \
+            const Py_ssize_t o0 = lo[t], w0 = ln[t] / 8;                                   \
+            LEAF_INIT(a0, E_V, o0);                                                        \
+            for (Py_ssize_t s_ = 1; s_ < w0; s_++) LEAF_STEP(a0, E_V, o0 + 8 * s_);        \
+            double r0 = HSUM(a0);                                                          \
+            LEAF_TAIL(r0, E_S, o0 + 8 * w0, o0 + ln[t]);                                   \
+            out[t] = r0;                                                                   \
+        }                                                                                  \
+    }                                                                                      \
+    static double F(NAME)(const struct args *k, Py_ssize_t o, Py_ssize_t n)               \
+    {                                                                                      \
+        if (n < 8) {                                                                       \
+            double res = -0.0;                                                             \
+            LEAF_TAIL(res, E_S, o, o + n);                                                 \
+            return res;                                                                    \
+        }                                                                                  \
+        if (n <= MAX_GATHER) {                                                             \
+            Py_ssize_t lo[MAX_LEAVES], ln[MAX_LEAVES];                                     \
+            double sums[MAX_LEAVES];                                                       \
+            int cnt = 0, at = 0;                                                           \
+            gather(o, n, lo, ln, &cnt);                                                    \
+            F(NAME##_leaves)(k, lo, ln, cnt, sums);                                        \
+            return combine(n, sums, 1, &at);                                               \
+        }                                                                                  \
+        Py_ssize_t n2 = n / 2;                                                             \
+        n2 -= n2 % 8;                                                                      \
+        return F(NAME)(k, o, n2) + F(NAME)(k, o + n2, n - n2);                             \
+    }
+
+#define DEFINE_PAIRWISE2_IL(NAME, E1_V, E1_S, E2_V, E2_S)                                   \
+    static void F(NAME##_leaves)(const struct args *k, const Py_ssize_t *lo, const Py_ssize_t *ln, \
+                                 int cnt, double *out)                                      \
+    {                                                                                      \
+        int t = 0;                                                                         \
+        for (; t + 2 <= cnt; t += 2) {                                                     \
+            F(vec) a0[NV], b0[NV], a1[NV], b1[NV];                                         \
+            const Py_ssize_t o0 = lo[t], o1 = lo[t + 1], w0 = ln[t] / 8, w1 = ln[t + 1] / 8; \
+            const Py_ssize_t m = w0 < w1 ? w0 : w1;                                        \
+            LEAF_INIT(a0, E1_V, o0);                                                       \
+            LEAF_INIT(b0, E2_V, o0);                                                       \
+            LEAF_INIT(a1, E1_V, o1);                                                       \
+            LEAF_INIT(b1, E2_V, o1);                                                       \
+            for (Py_ssize_t s_ = 1; s_ < m; s_++) {                                        \
+                LEAF_STEP(a0, E1_V, o0 + 8 * s_);                                          \
+                LEAF_STEP(b0, E2_V, o0 + 8 * s_);                                          \
+                LEAF_STEP(a1, E1_V, o1 + 8 * s_);                                          \
+                LEAF_STEP(b1, E2_V, o1 + 8 * s_);                                          \
+            }                                                                              \
+            for (Py_ssize_t s_ = m; s_ < w0; s_++) {                                       \
+                LEAF_STEP(a0, E1_V, o0 + 8 * s_);                                          \
+                LEAF_STEP(b0, E2_V, o0 + 8 * s_);                                          \
+            }                                                                              \
+            for (Py_ssize_t s_ = m; s_ < w1; s_++) {                                       \
+                LEAF_STEP(a1, E1_V, o1 + 8 * s_);                                          \
+                LEAF_STEP(b1, E2_V, o1 + 8 * s_);                                          \
+            }                                                                              \
+            double ra0 = HSUM(a0), rb0 = HSUM(b0), ra1 = HSUM(a1), rb1 = HSUM(b1);         \
+            LEAF_TAIL(ra0, E1_S, o0 + 8 * w0, o0 + ln[t]);                                 \
+            LEAF_TAIL(rb0, E2_S, o0 + 8 * w0, o0 + ln[t]);                                 \
+            LEAF_TAIL(ra1, E1_S, o1 + 8 * w1, o1 + ln[t + 1]);                             \
+            LEAF_TAIL(rb1, E2_S, o1 + 8 * w1, o1 + ln[t + 1]);                             \
+            out[2 * t] = ra0;                                                              \
+            out[2 * t + 1] = rb0;                                                          \
+            out[2 * t + 2] = ra1;                                                          \
+            out[2 * t + 3] = rb1;                                                          \
+        }                                                                                  \
+        for (; t < cnt; t++) {                                                             \
+            F(vec) a0[NV], b0[NV];                                                         \
+            const Py_ssize_t o0 = lo[t], w0 = ln[t] / 8;                                   \
+            LEAF_INIT(a0, E1_V, o0);                                                       \
+            LEAF_INIT(b0, E2_V, o0);                                                       \
+            for (Py_ssize_t s_ = 1; s_ < w0; s_++) {                                       \
+                LEAF_STEP(a0, E1_V, o0 + 8 * s_);                                          \
+                LEAF_STEP(b0, E2_V, o0 + 8 * s_);                                          \
+            }                                                                              \
+            double ra0 = HSUM(a0), rb0 = HSUM(b0);                                         \
+            LEAF_TAIL(ra0, E1_S, o0 + 8 * w0, o0 + ln[t]);                                 \
+            LEAF_TAIL(rb0, E2_S, o0 + 8 * w0, o0 + ln[t]);                                 \
+            out[2 * t] = ra0;                                                              \
+            out[2 * t + 1] = rb0;                                                          \
+        }                                                                                  \
+    }                                                                                      \
+    static void F(NAME)(const struct args *k, Py_ssize_t o, Py_ssize_t n, double *out)      \
+    {                                                                                      \
+        if (n < 8) {                                                                       \
+            double r1 = -0.0, r2 = -0.0;                                                   \
+            LEAF_TAIL(r1, E1_S, o, o + n);                                                 \
+            LEAF_TAIL(r2, E2_S, o, o + n);                                                 \
+            out[0] = r1;                                                                   \
+            out[1] = r2;                                                                   \
+            return;                                                                        \
+        }                                                                                  \
+        if (n <= MAX_GATHER) {                                                             \
+            Py_ssize_t lo[MAX_LEAVES], ln[MAX_LEAVES];                                     \
+            double sums[2 * MAX_LEAVES];                                                   \
+            int cnt = 0, at = 0;                                                           \
+            gather(o, n, lo, ln, &cnt);                                                    \
+            F(NAME##_leaves)(k, lo, ln, cnt, sums);                                        \
+            out[0] = combine(n, sums, 2, &at);                                             \
+            at = 0;                                                                        \
+            out[1] = combine(n, sums + 1, 2, &at);                                         \
+            return;                                                                        \
+        }                                                                                  \
+        Py_ssize_t n2 = n / 2;                                                             \
+        n2 -= n2 % 8;                                                                      \
+        double lo_[2], hi_[2];                                                             \
+        F(NAME)(k, o, n2, lo_);                                                            \
+        F(NAME)(k, o + n2, n - n2, hi_);                                                   \
+        out[0] = lo_[0] + hi_[0];                                                          \
+        out[1] = lo_[1] + hi_[1];                                                          \
+    }
+
 /* x */
 #define SX_V(i) LOADV(k->x + (i))
 #define SX_S(i) (k->x[i])
@@ -128,11 +293,11 @@ DEFINE_PAIRWISE(sum_x, SX_V, SX_S)
 /* x - m0 */
 #define SD0_V(i) (LOADV(k->x + (i)) - k->m0)
 #define SD0_S(i) (k->x[i] - k->m0)
-DEFINE_PAIRWISE(sum_d0, SD0_V, SD0_S)
+DEFINE_PAIRWISE_IL(sum_d0, SD0_V, SD0_S)
 /* d * d, d = (x - m0) - c */
 #define SD2_V(i) ({ F(vec) d_ = (LOADV(k->x + (i)) - k->m0) - k->c; d_ * d_; })
 #define SD2_S(i) ({ double d_ = (k->x[i] - k->m0) - k->c; d_ * d_; })
-DEFINE_PAIRWISE(sum_d2, SD2_V, SD2_S)
+DEFINE_PAIRWISE_IL(sum_d2, SD2_V, SD2_S)
 /* a (g or dy) */
 #define SA_V(i) LOADV(k->a + (i))
 #define SA_S(i) (k->a[i])
@@ -144,16 +309,17 @@ DEFINE_PAIRWISE(sum_ax, SAX_V, SAX_S)
 /* (g, g * xhat) with g = a, g = a * w[i] (a weight per element) or g = a * ws (one for the row):
  * g computed as NumPy computes it (dy * w, one rounding), then used as the stored value would be. */
 DEFINE_PAIRWISE2(sum_a_ax, SA_V, SA_S, SAX_V, SAX_S)
+DEFINE_PAIRWISE2_IL(sum_a_ax_il, SA_V, SA_S, SAX_V, SAX_S)
 #define SGW_V(i) (LOADV(k->a + (i)) * LOADV(k->w + ((i) - k->wo)))
 #define SGW_S(i) (k->a[i] * k->w[(i) - k->wo])
 #define SGWX_V(i) (SGW_V(i) * (((LOADV(k->x + (i)) - k->m0) - k->c) * k->r))
 #define SGWX_S(i) (SGW_S(i) * (((k->x[i] - k->m0) - k->c) * k->r))
-DEFINE_PAIRWISE2(sum_gw_gwx, SGW_V, SGW_S, SGWX_V, SGWX_S)
+DEFINE_PAIRWISE2_IL(sum_gw_gwx, SGW_V, SGW_S, SGWX_V, SGWX_S)
 #define SGS_V(i) (LOADV(k->a + (i)) * k->ws)
 #define SGS_S(i) (k->a[i] * k->ws)
 #define SGSX_V(i) (SGS_V(i) * (((LOADV(k->x + (i)) - k->m0) - k->c) * k->r))
 #define SGSX_S(i) (SGS_S(i) * (((k->x[i] - k->m0) - k->c) * k->r))
-DEFINE_PAIRWISE2(sum_gs_gsx, SGS_V, SGS_S, SGSX_V, SGSX_S)
+DEFINE_PAIRWISE2_IL(sum_gs_gsx, SGS_V, SGS_S, SGSX_V, SGSX_S)
 
 /* The NumPy sum over row r: one pairwise run over the P*Q contiguous values (row_axis 0), or the
  * running sum over p of the segments' sums (row_axis 1). */
@@ -321,7 +487,7 @@ static void F(backward_rows)(const struct geom *gm, const double *x, const doubl
         double sums[2];
         if (store_g) {
             k.a = dx;
-            F(row_sum2)(gm, &k, r, F(sum_a_ax), sums);
+            F(row_sum2)(gm, &k, r, F(sum_a_ax_il), sums);
         } else if (w && gm->wkind == 2) {              /* row_axis 0: the row starts at r * P * Q */
             k.w = w + (r % gm->wrows) * gm->P * gm->Q;
             k.wo = r * gm->P * gm->Q;
@@ -330,7 +496,7 @@ static void F(backward_rows)(const struct geom *gm, const double *x, const doubl
             k.ws = w[seg_param(gm, r, 0)];
             F(row_sum2)(gm, &k, r, F(sum_gs_gsx), sums);
         } else {
-            F(row_sum2)(gm, &k, r, F(sum_a_ax), sums);
+            F(row_sum2)(gm, &k, r, F(sum_a_ax_il), sums);
         }
         const double mg = sums[0] / n, mgx = sums[1] / n;
         for (Py_ssize_t p = 0; p < gm->P; p++) {
@@ -380,6 +546,11 @@ static void F(backward_rows)(const struct geom *gm, const double *x, const doubl
 #undef SGW_V
 #undef DEFINE_PAIRWISE
 #undef DEFINE_PAIRWISE2
+#undef DEFINE_PAIRWISE_IL
+#undef DEFINE_PAIRWISE2_IL
+#undef LEAF_INIT
+#undef LEAF_STEP
+#undef LEAF_TAIL
 #undef STORE_ROW
 #undef NV
 #undef LANE
