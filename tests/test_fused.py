@@ -173,6 +173,9 @@ def test_random_problems_same_bits(problem):
     ("layer_norm", (3, 100003), {"normalized_shape": [100003]}),
     ("layer_norm", (300, 1000), {"normalized_shape": [1000]}),
     ("group_norm", (3, 6, 3001), {"num_groups": 2}),
+    ("group_norm", (3, 6, 196), {"num_groups": 3}),      # row sums not split at the segments
+    ("group_norm", (2, 16, 784), {"num_groups": 2}),     # split at the segments: one pass for the sums
+    ("layer_norm", (9000, 1), {"normalized_shape": [1]}),  # column sums NumPy takes pairwise
     ("instance_norm", (5, 7, 9000), {}),
     ("batch_norm", (7, 300, 130), {}),
     ("batch_norm", (9000, 1, 3), {}),

@@ -519,10 +519,20 @@ class Grouped:
         sy = np.empty(pshape) if want_db else None
         fused = native()
         if fused is not None and not self.one_block:
-            w, m0, c, rstd = flat(weight), flat(m0), flat(c), flat(rstd)
+            m0, c, rstd = flat(m0), flat(c), flat(rstd)
+            _, p, q, _ = self.geom
+            if (weight is not None and p > 1 and self.row_axis == 0 and self.param_period
+                    and not fused.segments_aligned(p * q, q)):
+                # a weight per segment, and a row sum that does not split at the segments: the weight
+                # spread over the row's values, one row per period (group_norm: G rows of C/G * S), so
+                # that the kernel forms g = dy * w on the fly instead of storing and rereading it
+                per = self.param_period
+                w, kind = np.repeat(np.ascontiguousarray(weight[:per]).reshape(per, p), q, axis=1), 2
+            else:
+                w, kind, per = flat(weight), 1, 1
             # last rows first: the forward just read them, so they may still be in the cache
             run_blocks(lambda s, e: fused.backward(xv, dyv, dxv, w, m0, c, rstd, sxy, sy, False, s, e,
-                                                   *self.geom, 1), self.fused_bounds[::-1])
+                                                   *self.geom, kind, per), self.fused_bounds[::-1])
             return sxy, sy
         R, q = self.rows_of, self.shape[2]
 

@@ -74,6 +74,30 @@ static double combine(Py_ssize_t n, const double *sums, int stride, int *at)
     return left + combine(n - n2, sums, stride, at);
 }
 
+/* Whether every segment (Q values at multiples of Q) of a row of n values is a node of NumPy's
+ * pairwise tree over the row: then the row's sum is its segments' sums, combined along the tree. */
+static int segments_aligned(Py_ssize_t o, Py_ssize_t n, Py_ssize_t Q)
+{
+    if (n == Q)
+        return o % Q == 0;
+    if (n < Q || n <= 128)
+        return 0;
+    Py_ssize_t n2 = n / 2;
+    n2 -= n2 % 8;
+    return segments_aligned(o, n2, Q) && segments_aligned(o + n2, n - n2, Q);
+}
+
+/* The row's pairwise sum from its segments' pairwise sums (segs[0], segs[2], ...: stride 2). */
+static double combine_segments(Py_ssize_t n, Py_ssize_t Q, const double *segs, int *at)
+{
+    if (n == Q)
+        return segs[2 * (*at)++];
+    Py_ssize_t n2 = n / 2;
+    n2 -= n2 % 8;
+    double left = combine_segments(n2, Q, segs, at);
+    return left + combine_segments(n - n2, Q, segs, at);
+}
+
 typedef double (*pairwise_fn)(const struct args *, Py_ssize_t, Py_ssize_t);
 typedef void (*pairwise2_fn)(const struct args *, Py_ssize_t, Py_ssize_t, double *);
 
@@ -135,18 +159,23 @@ typedef void (*backward_fn)(const struct geom *, const double *, const double *,
                             const double *, const double *, const double *, double *, double *, int,
                             Py_ssize_t, Py_ssize_t);
 
+typedef void (*merged_fn)(const struct geom *, const double *, const double *, double *, const double *,
+                          const double *, const double *, const double *, double *, double *, Py_ssize_t,
+                          Py_ssize_t, double *);
+
 struct isa {
     const char *name;
     forward_fn fwd;
     backward_fn bwd;
+    merged_fn merged;
 };
 
 static const struct isa ISAS[] = {
 #ifdef MULTI_ISA
-    {"avx512", forward_rows_avx512, backward_rows_avx512},
-    {"avx2", forward_rows_avx2, backward_rows_avx2},
+    {"avx512", forward_rows_avx512, backward_rows_avx512, backward_rows_merged_avx512},
+    {"avx2", forward_rows_avx2, backward_rows_avx2, backward_rows_merged_avx2},
 #endif
-    {"base", forward_rows_base, backward_rows_base},
+    {"base", forward_rows_base, backward_rows_base, backward_rows_merged_base},
 };
 #define N_ISAS ((int)(sizeof ISAS / sizeof ISAS[0]))
 
@@ -314,12 +343,39 @@ static PyObject *py_backward(PyObject *self, PyObject *args)
         return NULL;
     }
     const struct isa *isa = current;
+    /* one pass for all the sums where the segments are nodes of the row's pairwise tree */
+    int merged = !colsum && (b[3].p == NULL || g.wkind == 1)
+                 && (g.row_axis == 1 || g.P == 1 || segments_aligned(0, g.P * g.Q, g.Q));
+    double *segs = NULL;
+    if (merged && g.row_axis == 0 && g.P > 1) {
+        segs = PyMem_RawMalloc(sizeof(double) * 2 * (size_t)g.P);
+        if (!segs) {
+            release(b, 9);
+            return PyErr_NoMemory();
+        }
+    }
     Py_BEGIN_ALLOW_THREADS
-    isa->bwd(&g, b[0].p, b[1].p, b[2].p, b[3].p, b[4].p, b[5].p, b[6].p, b[7].p, b[8].p, colsum, s, e);
+    if (merged)
+        isa->merged(&g, b[0].p, b[1].p, b[2].p, b[3].p, b[4].p, b[5].p, b[6].p, b[7].p, b[8].p, s, e, segs);
+    else
+        isa->bwd(&g, b[0].p, b[1].p, b[2].p, b[3].p, b[4].p, b[5].p, b[6].p, b[7].p, b[8].p, colsum, s, e);
     FENCE();
     Py_END_ALLOW_THREADS
+    PyMem_RawFree(segs);
     release(b, 9);
     Py_RETURN_NONE;
+}
+
+static PyObject *py_segments_aligned(PyObject *self, PyObject *args)
+{
+    Py_ssize_t n, q;
+    if (!PyArg_ParseTuple(args, "nn:segments_aligned", &n, &q))
+        return NULL;
+    if (n < 1 || q < 1 || n % q != 0) {
+        PyErr_Format(PyExc_ValueError, "_fused: segments_aligned(%zd, %zd); expected n a positive multiple of q", n, q);
+        return NULL;
+    }
+    return PyBool_FromLong(segments_aligned(0, n, q));
 }
 
 static PyObject *py_isa(PyObject *self, PyObject *noargs)
@@ -368,6 +424,8 @@ static PyObject *py_set_isa(PyObject *self, PyObject *arg)
 static PyMethodDef methods[] = {
     {"forward", py_forward, METH_VARARGS, "forward(x, y, w, b, m0, c, var, rstd, s, e, R, P, Q, row_axis, wkind, eps)"},
     {"backward", py_backward, METH_VARARGS, "backward(x, dy, dx, w, m0, c, rstd, sxy, sy, colsum, s, e, R, P, Q, row_axis, wkind[, wrows])"},
+    {"segments_aligned", py_segments_aligned, METH_VARARGS,
+     "segments_aligned(n, q): whether a row of n values sums, in NumPy's pairwise order, as its n/q segments do."},
     {"isa", py_isa, METH_NOARGS, "The instruction set in use: 'avx512', 'avx2' or 'base'."},
     {"isas", py_isas, METH_NOARGS, "The instruction sets this CPU supports, best first."},
     {"set_isa", py_set_isa, METH_O, "Use another instruction set (the results are the same bits)."},

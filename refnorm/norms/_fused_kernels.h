@@ -286,6 +286,57 @@ typedef double F(vec) __attribute__((vector_size(VW * 8)));
         out[1] = lo_[1] + hi_[1];                                                          \
     }
 
+/* Four pairwise sums at once (plain form, one leaf at a time: four chains already). */
+#define DEFINE_PAIRWISE4(NAME, E1_V, E1_S, E2_V, E2_S, E3_V, E3_S, E4_V, E4_S)              \
+    static void F(NAME)(const struct args *k, Py_ssize_t o, Py_ssize_t n, double *out)      \
+    {                                                                                      \
+        if (n < 8) {                                                                       \
+            double r1 = -0.0, r2 = -0.0, r3 = -0.0, r4 = -0.0;                             \
+            for (Py_ssize_t i = o; i < o + n; i++) {                                       \
+                r1 += E1_S(i);                                                             \
+                r2 += E2_S(i);                                                             \
+                r3 += E3_S(i);                                                             \
+                r4 += E4_S(i);                                                             \
+            }                                                                              \
+            out[0] = r1, out[1] = r2, out[2] = r3, out[3] = r4;                            \
+            return;                                                                        \
+        }                                                                                  \
+        if (n <= 128) {                                                                    \
+            F(vec) a1[NV], a2[NV], a3[NV], a4[NV];                                         \
+            for (int j = 0; j < NV; j++) {                                                 \
+                a1[j] = E1_V(o + j * VW);                                                  \
+                a2[j] = E2_V(o + j * VW);                                                  \
+                a3[j] = E3_V(o + j * VW);                                                  \
+                a4[j] = E4_V(o + j * VW);                                                  \
+            }                                                                              \
+            Py_ssize_t i, stop = o + n - (n % 8);                                          \
+            for (i = o + 8; i < stop; i += 8) {                                            \
+                for (int j = 0; j < NV; j++) {                                             \
+                    a1[j] += E1_V(i + j * VW);                                             \
+                    a2[j] += E2_V(i + j * VW);                                             \
+                    a3[j] += E3_V(i + j * VW);                                             \
+                    a4[j] += E4_V(i + j * VW);                                             \
+                }                                                                          \
+            }                                                                              \
+            double r1 = HSUM(a1), r2 = HSUM(a2), r3 = HSUM(a3), r4 = HSUM(a4);             \
+            for (; i < o + n; i++) {                                                       \
+                r1 += E1_S(i);                                                             \
+                r2 += E2_S(i);                                                             \
+                r3 += E3_S(i);                                                             \
+                r4 += E4_S(i);                                                             \
+            }                                                                              \
+            out[0] = r1, out[1] = r2, out[2] = r3, out[3] = r4;                            \
+            return;                                                                        \
+        }                                                                                  \
+        Py_ssize_t n2 = n / 2;                                                             \
+        n2 -= n2 % 8;                                                                      \
+        double lo_[4], hi_[4];                                                             \
+        F(NAME)(k, o, n2, lo_);                                                            \
+        F(NAME)(k, o + n2, n - n2, hi_);                                                   \
+        for (int j = 0; j < 4; j++)                                                        \
+            out[j] = lo_[j] + hi_[j];                                                      \
+    }
+
 /* x */
 #define SX_V(i) LOADV(k->x + (i))
 #define SX_S(i) (k->x[i])
@@ -320,6 +371,8 @@ DEFINE_PAIRWISE2_IL(sum_gw_gwx, SGW_V, SGW_S, SGWX_V, SGWX_S)
 #define SGSX_V(i) (SGS_V(i) * (((LOADV(k->x + (i)) - k->m0) - k->c) * k->r))
 #define SGSX_S(i) (SGS_S(i) * (((k->x[i] - k->m0) - k->c) * k->r))
 DEFINE_PAIRWISE2_IL(sum_gs_gsx, SGS_V, SGS_S, SGSX_V, SGSX_S)
+/* (dy, dy * xhat, g, g * xhat), g = dy * ws */
+DEFINE_PAIRWISE4(sum_quad, SA_V, SA_S, SAX_V, SAX_S, SGS_V, SGS_S, SGSX_V, SGSX_S)
 
 /* The NumPy sum over row r: one pairwise run over the P*Q contiguous values (row_axis 0), or the
  * running sum over p of the segments' sums (row_axis 1). */
@@ -430,6 +483,71 @@ static void F(colsum_row)(const double *restrict xs, const double *restrict dys,
     } else if (sy) {
         for (Py_ssize_t q = 0; q < Q; q++)
             sy[q] = sy[q] + dys[q];
+    }
+}
+
+/* The backward for rows whose segments are nodes of the row's pairwise tree (row_axis 1, one
+ * segment per row, or segments_aligned), with one weight per segment (wkind 1) or none: one pass over
+ * each segment gives its pairwise sums of dy, dy * xhat, g and g * xhat; the per-segment sums (sy,
+ * sxy) are 0.0 + those, and the row's sums of g and g * xhat are combined from them along the row's
+ * tree (combine_segments; row_axis 1: the running sum over p), which are NumPy's additions in NumPy's
+ * order. Then dx in a second pass. `segs`: room for 2 * P doubles. */
+static void F(backward_rows_merged)(const struct geom *gm, const double *x, const double *dy, double *dx,
+                                    const double *w, const double *m0s, const double *cs,
+                                    const double *rstds, double *sxy, double *sy, Py_ssize_t s,
+                                    Py_ssize_t e, double *segs)
+{
+    const double n = (double)(gm->P * gm->Q);
+    const Py_ssize_t Q = gm->Q, P = gm->P;
+    const int nt = (double)gm->R * gm->P * gm->Q * 8 >= NT_MIN_BYTES;
+    for (Py_ssize_t r = s; r < e; r++) {
+        const double m0 = m0s[r], c = cs[r], rstd = rstds[r];
+        struct args k = {.x = x, .a = dy, .m0 = m0, .c = c, .r = rstd, .w = NULL, .wo = 0, .ws = 1.0};
+        double accg = 0.0, accgx = 0.0;
+        for (Py_ssize_t p = 0; p < P; p++) {
+            const Py_ssize_t o = seg_off(gm, r, p);
+            const Py_ssize_t si = gm->row_axis == 0 ? r * P + p : p * gm->R + r;
+            double v[4];
+            if (w) {
+                k.ws = w[seg_param(gm, r, p)];
+                F(sum_quad)(&k, o, Q, v);
+            } else {
+                F(sum_a_ax)(&k, o, Q, v);              /* g = dy */
+                v[2] = v[0];
+                v[3] = v[1];
+            }
+            if (sy)
+                sy[si] = 0.0 + v[0];
+            if (sxy)
+                sxy[si] = 0.0 + v[1];
+            if (gm->row_axis == 1 || P == 1) {          /* np.add.accumulate over p; or the row */
+                accg = p == 0 ? 0.0 + v[2] : accg + (0.0 + v[2]);
+                accgx = p == 0 ? 0.0 + v[3] : accgx + (0.0 + v[3]);
+            } else {
+                segs[2 * p] = v[2];
+                segs[2 * p + 1] = v[3];
+            }
+        }
+        if (gm->row_axis == 0 && P > 1) {               /* 0.0 + pairwise over the row */
+            int at = 0;
+            accg = 0.0 + combine_segments(P * Q, Q, segs, &at);
+            at = 0;
+            accgx = 0.0 + combine_segments(P * Q, Q, segs + 1, &at);
+        }
+        const double mg = accg / n, mgx = accgx / n;
+        for (Py_ssize_t p = 0; p < P; p++) {
+            const Py_ssize_t o = seg_off(gm, r, p);
+            const double *restrict xs = x + o, *restrict dys = dy + o;
+            double *restrict dxs = dx + o;
+            if (w) {
+                const double ws = w[seg_param(gm, r, p)];
+                STORE_ROW(dxs, Q, ((LOADV(dys + q) * ws - mg) - (((LOADV(xs + q) - m0) - c) * rstd) * mgx) * rstd,
+                          ((dys[q] * ws - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd);
+            } else {
+                STORE_ROW(dxs, Q, ((LOADV(dys + q) - mg) - (((LOADV(xs + q) - m0) - c) * rstd) * mgx) * rstd,
+                          ((dys[q] - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd);
+            }
+        }
     }
 }
 
@@ -546,6 +664,7 @@ static void F(backward_rows)(const struct geom *gm, const double *x, const doubl
 #undef SGW_V
 #undef DEFINE_PAIRWISE
 #undef DEFINE_PAIRWISE2
+#undef DEFINE_PAIRWISE4
 #undef DEFINE_PAIRWISE_IL
 #undef DEFINE_PAIRWISE2_IL
 #undef LEAF_INIT

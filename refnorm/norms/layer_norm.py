@@ -163,8 +163,10 @@ def backward(dy, x, weight, mean, rstd, *, normalized_ndim: int, with_bias: bool
             np.add.reduce(dyb, axis=0, out=db_parts[s // per])
         C.centered_backward(g, xhat, r, (1, 2), out=dxb, work=t, inner=n)
 
-    fused = C.native()
-    if fused is not None:                   # the same operations, compiled (_common.native)
+    # the same operations, compiled (_common.native); not for rows of one value, whose column sums
+    # NumPy takes pairwise (a contiguous run) instead of row after row
+    fused = C.native() if n > 1 else None
+    if fused is not None:
         xf, dyf, wf, rf = C.contiguous(x), C.contiguous(dy), C.flat(weight), C.flat(r_all)
         m0f, cf = C.flat(m0_all), C.flat(c_all)
 
