@@ -128,20 +128,6 @@ def _check_config_value(spec: NormSpec, key: str, value: Any) -> None:
         "expected a number, string, bool, None or a list of those")
 
 
-def _cotangents(spec: NormSpec, grad_outputs) -> dict[str, np.ndarray]:
-    """The given cotangents as float64 views, their names checked (not their shapes)."""
-    grad_outputs = _check_mapping("grad_outputs", grad_outputs)
-    bad = [k for k in grad_outputs if k not in spec.differentiable]
-    if bad:
-        stats = [k for k in bad if k in spec.outputs]
-        why = (f"{', '.join(map(repr, stats))} are statistics, not differentiable outputs"
-               if stats else f"unknown output(s) {', '.join(map(repr, bad))}")
-        raise UnknownNameError(
-            f"{spec.name}: grad_outputs: {why}; differentiable outputs: {', '.join(spec.differentiable)}")
-    return {k: as_float64(f"{spec.name}: grad_outputs[{k!r}]", v, view=True)
-            for k, v in grad_outputs.items() if v is not None}
-
-
 def evaluate(name: str, inputs: Mapping[str, Any], *, config: Mapping[str, Any] | None = None,
              grad_outputs: Mapping[str, Any] | None = None,
              state: Mapping[str, Any] | None = None, training: bool = True) -> Result:
@@ -193,23 +179,22 @@ def evaluate(name: str, inputs: Mapping[str, Any], *, config: Mapping[str, Any] 
     if not isinstance(training, (bool, np.bool_)):
         raise RefnormError(f"training must be True or False, got {training!r}")
 
-    given = None
-    if grad_outputs is not None and spec.forward_with_cotangents is not None:
-        given = _cotangents(spec, grad_outputs)
     with np.errstate(all="ignore"):  # NaN/Inf propagate by design; see each module's docstring
-        fwd = None
-        if given is not None:       # forward and backward in one sweep, where the normalizer can
-            fwd = spec.forward_with_cotangents(arrays, cfg, st, bool(training), given)
-        if fwd is None:
-            fwd = spec.forward(arrays, cfg, st, bool(training))
+        fwd = spec.forward(arrays, cfg, st, bool(training))
         outputs, new_state, grads = fwd.outputs, fwd.state, {}
         if grad_outputs is not None:
-            if given is None:
-                given = _cotangents(spec, grad_outputs)
+            grad_outputs = _check_mapping("grad_outputs", grad_outputs)
+            bad = [k for k in grad_outputs if k not in spec.differentiable]
+            if bad:
+                stats = [k for k in bad if k in spec.outputs]
+                why = (f"{', '.join(map(repr, stats))} are statistics, not differentiable outputs"
+                       if stats else f"unknown output(s) {', '.join(map(repr, bad))}")
+                raise UnknownNameError(
+                    f"{spec.name}: grad_outputs: {why}; differentiable outputs: {', '.join(spec.differentiable)}")
             cot = {}
             for k in spec.differentiable:
-                if k in given:
-                    c = given[k]
+                if k in grad_outputs and grad_outputs[k] is not None:
+                    c = as_float64(f"{spec.name}: grad_outputs[{k!r}]", grad_outputs[k], view=True)
                     if c.shape != outputs[k].shape:
                         raise ShapeError(
                             f"{spec.name}: grad_outputs[{k!r}] has shape {c.shape}; "

@@ -78,13 +78,6 @@ class NormSpec:
                     native_* ops, whose backward takes only the main output's gradient).
     options:        option name -> default (``REQUIRED``, ``DEFAULT`` or a JSON-able value).
     state:          state names accepted (stateful normalizers only).
-    forward_with_cotangents: optional, (inputs, config, state, training, cotangents) -> Forward or
-                    None. When ``evaluate`` is given cotangents it tries this first: a normalizer
-                    may compute its forward and backward in one sweep over x (refnorm's compiled
-                    kernels) and keep the gradients in ``ctx`` for ``backward``, which must then
-                    return exactly what it would have computed. ``cotangents`` holds float64 views
-                    of the given cotangents only (names checked, shapes not). None: decline, and
-                    ``evaluate`` runs ``forward`` then ``backward``.
     """
 
     name: str
@@ -98,7 +91,6 @@ class NormSpec:
     differentiable: tuple[str, ...] = ("y",)
     state: tuple[str, ...] = ()
     integer_state: tuple[str, ...] = ()
-    forward_with_cotangents: Callable[..., Forward | None] | None = None
 
     def __post_init__(self):
         assert set(self.required) <= set(self.inputs), self.name

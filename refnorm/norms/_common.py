@@ -486,36 +486,6 @@ class Grouped:
         run_blocks(one, self.bounds)
         return m0, c, var, rstd
 
-    def _backward_weight(self, fused, weight):
-        """(weight, wkind, wrows) for the compiled backward."""
-        _, p, q, _ = self.geom
-        if (weight is not None and p > 1 and self.row_axis == 0 and self.param_period
-                and not fused.segments_aligned(p * q, q)):
-            # a weight per segment, and a row sum that does not split at the segments: the weight
-            # spread over the row's values, one row per period (group_norm: G rows of C/G * S), so
-            # that the kernel forms g = dy * w on the fly instead of storing and rereading it
-            per = self.param_period
-            return np.repeat(np.ascontiguousarray(weight[:per]).reshape(per, p), q, axis=1), 2, per
-        return flat(weight), 1, 1
-
-    def forward_backward(self, x, y, dy, dx, weight, bias, eps, *, want_dw: bool, want_db: bool):
-        """``forward`` and ``backward`` (for cotangent ``dy``) in one sweep of the compiled kernels, row by
-        row: the same values. Returns (m0, c, var, rstd, sxy, sy), or None where those kernels do not
-        run (then nothing was written)."""
-        fused = native()
-        if fused is None or self.one_block:
-            return None
-        xv, yv, dyv, dxv = self.view(x), y.reshape(self.shape), self.view(dy), dx.reshape(self.shape)
-        m0, c, var, rstd = (self.stat() for _ in range(4))
-        sxy = np.empty(self.shape[:2]) if want_dw else None
-        sy = np.empty(self.shape[:2]) if want_db else None
-        w, b = flat(weight), flat(bias)
-        wb, kind, per = self._backward_weight(fused, weight)
-        run_blocks(lambda s, e: fused.forward_backward(xv, yv, dyv, dxv, w, b, wb, m0, c, var, rstd, sxy, sy,
-                                                       False, s, e, *self.geom, 1, kind, per, eps),
-                   self.fused_bounds)
-        return m0, c, var, rstd, sxy, sy
-
     def centre(self, x):
         """(m0, c) as ``forward`` computes them (for a backward called without them)."""
         xv = self.view(x)
@@ -550,7 +520,16 @@ class Grouped:
         fused = native()
         if fused is not None and not self.one_block:
             m0, c, rstd = flat(m0), flat(c), flat(rstd)
-            w, kind, per = self._backward_weight(fused, weight)
+            _, p, q, _ = self.geom
+            if (weight is not None and p > 1 and self.row_axis == 0 and self.param_period
+                    and not fused.segments_aligned(p * q, q)):
+                # a weight per segment, and a row sum that does not split at the segments: the weight
+                # spread over the row's values, one row per period (group_norm: G rows of C/G * S), so
+                # that the kernel forms g = dy * w on the fly instead of storing and rereading it
+                per = self.param_period
+                w, kind = np.repeat(np.ascontiguousarray(weight[:per]).reshape(per, p), q, axis=1), 2
+            else:
+                w, kind, per = flat(weight), 1, 1
             # last rows first: the forward just read them, so they may still be in the cache
             run_blocks(lambda s, e: fused.backward(xv, dyv, dxv, w, m0, c, rstd, sxy, sy, False, s, e,
                                                    *self.geom, kind, per), self.fused_bounds[::-1])

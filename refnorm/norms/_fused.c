@@ -15,14 +15,7 @@
  * sxy, sy in the backward). wkind: 1, one weight/bias value per segment ((R, P, 1) or (1, R, 1));
  * 2, one per element of the row (layer_norm: P = 1, Q values; in the backward also wrows rows of P * Q
  * values, row r using row r % wrows: group_norm's weight spread over its segments). Sizes are
- * checked, never trusted.
- *
- * Per row, the forward makes 3 sums (x; x - m0; d * d) and writes y; the backward makes one pass for
- * its sums (dy, dy * xhat, g, g * xhat) where the row's pairwise tree splits at its segments
- * (segments_aligned: batch_norm, instance_norm, most group_norm shapes), else two, and writes dx.
- * What makes them faster than NumPy's ~23 passes without changing a bit: fusion (a row stays in the
- * L2 cache between passes), independent accumulator chains (several pairwise leaves or sums at once),
- * and non-temporal stores for outputs of 4 MiB or more. docs/performance.md has the figures. */
+ * checked, never trusted. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
@@ -170,25 +163,19 @@ typedef void (*merged_fn)(const struct geom *, const double *, const double *, d
                           const double *, const double *, const double *, double *, double *, Py_ssize_t,
                           Py_ssize_t, double *);
 
-typedef void (*fwdbwd_fn)(const struct geom *, const struct geom *, const double *, double *,
-                          const double *, double *, const double *, const double *, const double *,
-                          double *, double *, double *, double *, double *, double *, int, int, double *,
-                          Py_ssize_t, Py_ssize_t, double);
-
 struct isa {
     const char *name;
     forward_fn fwd;
     backward_fn bwd;
     merged_fn merged;
-    fwdbwd_fn fwdbwd;
 };
 
 static const struct isa ISAS[] = {
 #ifdef MULTI_ISA
-    {"avx512", forward_rows_avx512, backward_rows_avx512, backward_rows_merged_avx512, forward_backward_rows_avx512},
-    {"avx2", forward_rows_avx2, backward_rows_avx2, backward_rows_merged_avx2, forward_backward_rows_avx2},
+    {"avx512", forward_rows_avx512, backward_rows_avx512, backward_rows_merged_avx512},
+    {"avx2", forward_rows_avx2, backward_rows_avx2, backward_rows_merged_avx2},
 #endif
-    {"base", forward_rows_base, backward_rows_base, backward_rows_merged_base, forward_backward_rows_base},
+    {"base", forward_rows_base, backward_rows_base, backward_rows_merged_base},
 };
 #define N_ISAS ((int)(sizeof ISAS / sizeof ISAS[0]))
 
@@ -379,71 +366,6 @@ static PyObject *py_backward(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* forward_backward(x, y, dy, dx, w, b, wb, m0, c, var, rstd, sxy, sy, colsum, s, e, R, P, Q, row_axis,
- *                  wkind, wkind_b, wrows, eps): forward() and then backward() of each row in turn
- * (w, b: the forward's parameters, as forward() takes them; wb, wkind_b, wrows: the backward's
- * weight, as backward() takes it). */
-static PyObject *py_forward_backward(PyObject *self, PyObject *args)
-{
-    PyObject *o[13];
-    Py_ssize_t s, e;
-    struct geom g, gb;
-    int colsum;
-    double eps;
-    g.wrows = 1;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOpnnnnniiind:forward_backward", &o[0], &o[1], &o[2], &o[3],
-                          &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12], &colsum, &s,
-                          &e, &g.R, &g.P, &g.Q, &g.row_axis, &g.wkind, &gb.wkind, &gb.wrows, &eps))
-        return NULL;
-    gb.R = g.R, gb.P = g.P, gb.Q = g.Q, gb.row_axis = g.row_axis;
-    if (check_geom(&g, s, e, o[4] != Py_None || o[5] != Py_None, 1) < 0
-        || check_geom(&gb, s, e, o[6] != Py_None || colsum, 0) < 0)
-        return NULL;
-    if (colsum && !(g.P == 1 && g.row_axis == 0)) {
-        PyErr_SetString(PyExc_ValueError, "_fused: colsum needs P=1 and row_axis=0");
-        return NULL;
-    }
-    Py_ssize_t total = g.R * g.P * g.Q, pl = param_len(&g), plb = param_len(&gb);
-    Py_ssize_t sl = colsum ? g.Q : g.R * g.P;
-    static const char *names[13] = {"x", "y", "dy", "dx", "w", "b", "wb", "m0", "c", "var", "rstd",
-                                    "sxy", "sy"};
-    const Py_ssize_t need[13] = {total, total, total, total, pl, pl, plb, g.R, g.R, g.R, g.R, sl, sl};
-    const int writable[13] = {0, 1, 0, 1, 0, 0, 0, 1, 1, 1, 1, 1, 1};
-    const int optional[13] = {0, 0, 0, 0, 1, 1, 1, 0, 0, 1, 0, 1, 1};
-    struct buf b[13];
-    for (int i = 0; i < 13; i++) {
-        if (get(o[i], &b[i], names[i], need[i], writable[i], optional[i]) < 0) {
-            release(b, i + 1);
-            return NULL;
-        }
-    }
-    if (b[3].p == b[0].p || b[3].p == b[2].p || b[1].p == b[0].p || b[1].p == b[3].p) {
-        release(b, 13);
-        PyErr_SetString(PyExc_ValueError, "_fused: 'y' and 'dx' must not share memory with each other, "
-                        "'x' or 'dy'");
-        return NULL;
-    }
-    int merged = !colsum && (b[6].p == NULL || gb.wkind == 1)
-                 && (g.row_axis == 1 || g.P == 1 || segments_aligned(0, g.P * g.Q, g.Q));
-    double *segs = NULL;
-    if (merged && g.row_axis == 0 && g.P > 1) {
-        segs = PyMem_RawMalloc(sizeof(double) * 2 * (size_t)g.P);
-        if (!segs) {
-            release(b, 13);
-            return PyErr_NoMemory();
-        }
-    }
-    const struct isa *isa = current;
-    Py_BEGIN_ALLOW_THREADS
-    isa->fwdbwd(&g, &gb, b[0].p, b[1].p, b[2].p, b[3].p, b[4].p, b[5].p, b[6].p, b[7].p, b[8].p, b[9].p,
-                b[10].p, b[11].p, b[12].p, colsum, merged, segs, s, e, eps);
-    FENCE();
-    Py_END_ALLOW_THREADS
-    PyMem_RawFree(segs);
-    release(b, 13);
-    Py_RETURN_NONE;
-}
-
 static PyObject *py_segments_aligned(PyObject *self, PyObject *args)
 {
     Py_ssize_t n, q;
@@ -502,9 +424,6 @@ static PyObject *py_set_isa(PyObject *self, PyObject *arg)
 static PyMethodDef methods[] = {
     {"forward", py_forward, METH_VARARGS, "forward(x, y, w, b, m0, c, var, rstd, s, e, R, P, Q, row_axis, wkind, eps)"},
     {"backward", py_backward, METH_VARARGS, "backward(x, dy, dx, w, m0, c, rstd, sxy, sy, colsum, s, e, R, P, Q, row_axis, wkind[, wrows])"},
-    {"forward_backward", py_forward_backward, METH_VARARGS,
-     "forward_backward(x, y, dy, dx, w, b, wb, m0, c, var, rstd, sxy, sy, colsum, s, e, R, P, Q, row_axis, "
-     "wkind, wkind_b, wrows, eps)"},
     {"segments_aligned", py_segments_aligned, METH_VARARGS,
      "segments_aligned(n, q): whether a row of n values sums, in NumPy's pairwise order, as its n/q segments do."},
     {"isa", py_isa, METH_NOARGS, "The instruction set in use: 'avx512', 'avx2' or 'base'."},

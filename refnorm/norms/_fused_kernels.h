@@ -560,7 +560,7 @@ static void F(backward_rows)(const struct geom *gm, const double *x, const doubl
 {
     const double n = (double)(gm->P * gm->Q);
     const Py_ssize_t Q = gm->Q;
-    if (colsum == 1) {                                  /* 2: go on adding to the sums */
+    if (colsum) {
         if (sxy)
             for (Py_ssize_t q = 0; q < Q; q++)
                 sxy[q] = 0.0;
@@ -641,31 +641,6 @@ static void F(backward_rows)(const struct geom *gm, const double *x, const doubl
                 }
             }
         }
-    }
-}
-
-/* Forward and backward of rows s..e-1 in one sweep: each row's forward, then at once its backward,
- * while the row is still in the cache. The same functions row by row, so the same values as the
- * forward of all rows followed by the backward of all rows. wb, gb: the backward's weight and geometry
- * (group_norm may spread its weight over the row); merged: the backward's one-pass form. */
-static void F(forward_backward_rows)(const struct geom *gm, const struct geom *gb, const double *x,
-                                     double *y, const double *dy, double *dx, const double *w,
-                                     const double *b, const double *wb, double *m0, double *c,
-                                     double *var, double *rstd, double *sxy, double *sy, int colsum,
-                                     int merged, double *segs, Py_ssize_t s, Py_ssize_t e, double eps)
-{
-    if (colsum && sxy)
-        for (Py_ssize_t q = 0; q < gm->Q; q++)
-            sxy[q] = 0.0;
-    if (colsum && sy)
-        for (Py_ssize_t q = 0; q < gm->Q; q++)
-            sy[q] = 0.0;
-    for (Py_ssize_t r = s; r < e; r++) {
-        F(forward_rows)(gm, x, y, w, b, m0, c, var, rstd, r, r + 1, eps);
-        if (merged)
-            F(backward_rows_merged)(gb, x, dy, dx, wb, m0, c, rstd, sxy, sy, r, r + 1, segs);
-        else
-            F(backward_rows)(gb, x, dy, dx, wb, m0, c, rstd, sxy, sy, colsum ? 2 : 0, r, r + 1);
     }
 }
 

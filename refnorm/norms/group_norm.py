@@ -66,13 +66,10 @@ def _per_group(p: np.ndarray | None, nb: int, g: int) -> np.ndarray | None:
     return None if p is None else np.broadcast_to(p.reshape(1, g, -1), (nb, g, p.size // g)).reshape(nb * g, -1, 1)
 
 
-def forward(x, weight=None, bias=None, *, num_groups, eps=1e-5, _centre=None, _dy=None, _grads=None):
+def forward(x, weight=None, bias=None, *, num_groups, eps=1e-5, _centre=None):
     """Returns (y, mean, rstd), mean and rstd of shape (N, G). See the module docstring.
 
     ``_centre``: a list that receives the per-(n, group) (m0, c), for ``backward``.
-    ``_dy``, ``_grads``: where the compiled kernels run, the backward for the cotangent ``_dy`` is
-    computed in the same sweep and ``_grads`` (a list) receives (dx, dweight, dbias), exactly what
-    ``backward(_dy, ...)`` returns (bias gradient when a bias is given); otherwise it stays empty.
     """
     g, m = _groups(x, num_groups)
     eps = C.check_eps(NAME, eps)
@@ -85,18 +82,7 @@ def forward(x, weight=None, bias=None, *, num_groups, eps=1e-5, _centre=None, _d
         rstd = 1.0 / np.sqrt(var + eps)
         return np.zeros(x.shape), mean.reshape(nb, g), rstd.reshape(nb, g)
     y = np.empty(x.shape)
-    lay, w, b = _layout(x, g), _per_group(weight, nb, g), _per_group(bias, nb, g)
-    both = None
-    if _dy is not None and _grads is not None and _dy.shape == x.shape:
-        dx = np.empty(x.shape)
-        both = lay.forward_backward(x, y, _dy, dx, w, b, eps, want_dw=weight is not None,
-                                    want_db=bias is not None)
-    if both is None:
-        m0, c, var, rstd = lay.forward(x, y, w, b, eps)
-    else:
-        m0, c, var, rstd, sxy, sy = both
-        _grads[:] = [dx, None if weight is None else _fold(sxy, nb, x.shape[1]),
-                     None if bias is None else _fold(sy, nb, x.shape[1])]
+    m0, c, var, rstd = _layout(x, g).forward(x, y, _per_group(weight, nb, g), _per_group(bias, nb, g), eps)
     if _centre is not None:
         _centre[:] = [m0, c]
     return y, (m0 + c).reshape(nb, g), rstd.reshape(nb, g)
@@ -117,34 +103,24 @@ def backward(dy, x, weight, rstd, *, num_groups: int, with_bias: bool, centre=No
     dx = np.empty(x.shape)
     sxy, sy = lay.backward(x, dy, dx, _per_group(weight, nb, g), m0, c, rstd.reshape(-1, 1, 1),
                            want_dw=weight is not None, want_db=with_bias)
-    fold = (lambda p: p.reshape(1)) if lay.one_block else (lambda p: _fold(p, nb, nc))
+    # sums over the spatial axes per (n, channel), then over n: the order of sum(axis=(0, 2, ...))
+    fold = (lambda p: p.reshape(1)) if lay.one_block else (lambda p: p.reshape(nb, nc).sum(axis=0))
     dweight = None if weight is None else fold(sxy)
     dbias = fold(sy) if with_bias else None
     return dx, dweight, dbias
 
 
-def _fold(p, nb, nc):
-    """Sums over the spatial axes per (n, channel), then over n: the order of sum(axis=(0, 2, ...))."""
-    return p.reshape(nb, nc).sum(axis=0)
-
-
-def _forward(inputs, config, state, training, cot=None):
+def _forward(inputs, config, state, training):
     x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
-    centre, grads = [], []
-    dy = None if cot is None else cot.get("y")
-    y, mean, rstd = forward(x, w, b, **config, _centre=centre, _dy=dy, _grads=grads)
+    centre = []
+    y, mean, rstd = forward(x, w, b, **config, _centre=centre)
     return Forward({"y": y, "mean": mean, "rstd": rstd}, {},
-                   (x, w, b is not None, rstd, config["num_groups"], centre or None,
-                    (dy, grads) if grads else None))
+                   (x, w, b is not None, rstd, config["num_groups"], centre or None))
 
 
 def _backward(ctx, cot):
-    x, w, has_bias, rstd, num_groups, centre, done = ctx
-    if done is not None and done[0] is cot["y"]:       # computed with the forward, for this cotangent
-        dx, dw, db = done[1]
-    else:
-        dx, dw, db = backward(cot["y"], x, w, rstd, num_groups=num_groups, with_bias=has_bias,
-                              centre=centre)
+    x, w, has_bias, rstd, num_groups, centre = ctx
+    dx, dw, db = backward(cot["y"], x, w, rstd, num_groups=num_groups, with_bias=has_bias, centre=centre)
     grads = {"x": dx}
     if w is not None:
         grads["weight"] = dw
@@ -159,5 +135,5 @@ SPEC = NormSpec(
     inputs=("x", "weight", "bias"), required=("x",),
     outputs=("y", "mean", "rstd"),
     options={"num_groups": REQUIRED, "eps": 1e-5},
-    forward=_forward, backward=_backward, forward_with_cotangents=_forward,
+    forward=_forward, backward=_backward,
 )

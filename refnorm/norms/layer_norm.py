@@ -53,14 +53,11 @@ def _view(a: np.ndarray, rows: int, n: int):
     return lambda s, e: a[s:e]
 
 
-def forward(x, weight=None, bias=None, *, normalized_shape, eps=1e-5, _centre=None, _dy=None, _grads=None):
+def forward(x, weight=None, bias=None, *, normalized_shape, eps=1e-5, _centre=None):
     """Returns (y, mean, rstd). See the module docstring for the equation and shapes.
 
     ``_centre``: a list that receives (m0, c), the first-pass mean and its correction per row, which
     ``backward`` uses to recompute the forward's deviations bit for bit.
-    ``_dy``, ``_grads``: where the compiled kernels run, the backward for the cotangent ``_dy`` is
-    computed in the same sweep over x and ``_grads`` (a list) receives (dx, dweight, dbias), exactly
-    what ``backward(_dy, ...)`` returns; otherwise ``_grads`` stays empty.
     """
     shape = _shape(normalized_shape)
     eps = C.check_eps(NAME, eps)
@@ -89,21 +86,10 @@ def forward(x, weight=None, bias=None, *, normalized_shape, eps=1e-5, _centre=No
     bounds = C.blocks(rows, n)
     size = (bounds[0][1] - bounds[0][0]) * n
     fused = C.native()
-    if fused is not None and _dy is not None and _grads is not None and n > 1 and _dy.shape == x.shape:
-        # forward and backward row by row in one sweep (the same functions, so the same values)
-        xf, dyf, dx = C.contiguous(x), C.contiguous(_dy), np.empty(x.shape)
-        per = bounds[0][1] - bounds[0][0]
-        dw_parts = None if w is None else np.empty((len(bounds), 1, n))
-        db_parts = None if b is None else np.empty((len(bounds), 1, n))
-        C.run_blocks(lambda s, e: fused.forward_backward(
-            xf, y, dyf, dx, w, b, w, m0, c, None, rstd, None if w is None else dw_parts[s // per],
-            None if b is None else db_parts[s // per], True, s, e, rows, 1, n, 0, 2, 2, 1, eps), bounds)
-        _grads[:] = [dx, _fold(dw_parts, shape), _fold(db_parts, shape)]
-    elif fused is not None:                 # the same operations, compiled (_common.native)
+    if fused is not None:                   # the same operations, compiled (_common.native)
         xf = C.contiguous(x)
         C.run_blocks(lambda s, e: fused.forward(xf, y, w, b, m0, c, None, rstd, s, e, rows, 1, n, 0, 2, eps),
                      bounds)
-    if fused is not None:
         if _centre is not None:
             _centre[:] = [m0, c]
         return y, (m0 + c).reshape(stat_shape), rstd.reshape(stat_shape)
@@ -192,32 +178,24 @@ def backward(dy, x, weight, mean, rstd, *, normalized_ndim: int, with_bias: bool
     # last rows first: the forward just read them, so they may still be in the cache (the blocks'
     # sums go to their own rows of dw_parts / db_parts, so the order of the blocks changes nothing)
     C.run_blocks(block if fused is None else fused_block, bounds[::-1])
-    return dx, _fold(dw_parts, pshape), _fold(db_parts, pshape)
+    # the blocks' sums, added in block order (np.add.reduce over axis 0 of (blocks, 1, n): one at a time)
+    dweight = None if w is None else np.add.reduce(dw_parts, axis=0).reshape(pshape)
+    dbias = np.add.reduce(db_parts, axis=0).reshape(pshape) if with_bias else None
+    return dx, dweight, dbias
 
 
-def _fold(parts, pshape):
-    """The blocks' column sums (blocks, 1, n) added in block order (np.add.reduce over axis 0: one at
-    a time): the weight or bias gradient; None for None."""
-    return None if parts is None else np.add.reduce(parts, axis=0).reshape(pshape)
-
-
-def _forward(inputs, config, state, training, cot=None):
+def _forward(inputs, config, state, training):
     x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
-    centre, grads = [], []
-    dy = None if cot is None else cot.get("y")
-    y, mean, rstd = forward(x, w, b, **config, _centre=centre, _dy=dy, _grads=grads)
-    ctx = (x, w, b is not None, mean, rstd, len(_shape(config["normalized_shape"])), centre,
-           (dy, grads) if grads else None)
+    centre = []
+    y, mean, rstd = forward(x, w, b, **config, _centre=centre)
+    ctx = (x, w, b is not None, mean, rstd, len(_shape(config["normalized_shape"])), centre)
     return Forward({"y": y, "mean": mean, "rstd": rstd}, {}, ctx)
 
 
 def _backward(ctx, cot):
-    x, w, has_bias, mean, rstd, k, centre, done = ctx
-    if done is not None and done[0] is cot["y"]:       # computed with the forward, for this cotangent
-        dx, dw, db = done[1]
-    else:
-        dx, dw, db = backward(cot["y"], x, w, mean, rstd, normalized_ndim=k, with_bias=has_bias,
-                              centre=centre)
+    x, w, has_bias, mean, rstd, k, centre = ctx
+    dx, dw, db = backward(cot["y"], x, w, mean, rstd, normalized_ndim=k, with_bias=has_bias,
+                          centre=centre)
     grads = {"x": dx}
     if w is not None:
         grads["weight"] = dw
@@ -232,5 +210,5 @@ SPEC = NormSpec(
     inputs=("x", "weight", "bias"), required=("x",),
     outputs=("y", "mean", "rstd"),
     options={"normalized_shape": REQUIRED, "eps": 1e-5},
-    forward=_forward, backward=_backward, forward_with_cotangents=_forward,
+    forward=_forward, backward=_backward,
 )
