@@ -241,6 +241,19 @@ static int get(PyObject *o, struct buf *b, const char *name, Py_ssize_t need, in
     return 0;
 }
 
+/* get() for count arguments; on an error, releases what it took and returns -1. */
+static int get_all(int count, PyObject **o, struct buf *b, const char *const *names, const Py_ssize_t *need,
+                   const int *writable, const int *optional)
+{
+    for (int i = 0; i < count; i++) {
+        if (get(o[i], &b[i], names[i], need[i], writable[i], optional[i]) < 0) {
+            release(b, i + 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int check_geom(struct geom *g, Py_ssize_t s, Py_ssize_t e, int with_params, int forward)
 {
     if (g->R < 1 || g->P < 1 || g->Q < 1 || g->P > PY_SSIZE_T_MAX / g->Q
@@ -293,12 +306,8 @@ static PyObject *py_forward(PyObject *self, PyObject *args)
     const Py_ssize_t need[8] = {total, total, pl, pl, g.R, g.R, g.R, g.R};
     const int writable[8] = {0, 1, 0, 0, 1, 1, 1, 1}, optional[8] = {0, 1, 1, 1, 0, 0, 1, 1};
     struct buf b[8];
-    for (int i = 0; i < 8; i++) {
-        if (get(o[i], &b[i], names[i], need[i], writable[i], optional[i]) < 0) {
-            release(b, i + 1);
-            return NULL;
-        }
-    }
+    if (get_all(8, o, b, names, need, writable, optional) < 0)
+        return NULL;
     const struct isa *isa = current;
     Py_BEGIN_ALLOW_THREADS
     isa->fwd(&g, b[0].p, b[1].p, b[2].p, b[3].p, b[4].p, b[5].p, b[6].p, b[7].p, s, e, eps);
@@ -331,12 +340,8 @@ static PyObject *py_backward(PyObject *self, PyObject *args)
     const Py_ssize_t need[9] = {total, total, total, pl, g.R, g.R, g.R, sl, sl};
     const int writable[9] = {0, 0, 1, 0, 0, 0, 0, 1, 1}, optional[9] = {0, 0, 0, 1, 0, 0, 0, 1, 1};
     struct buf b[9];
-    for (int i = 0; i < 9; i++) {
-        if (get(o[i], &b[i], names[i], need[i], writable[i], optional[i]) < 0) {
-            release(b, i + 1);
-            return NULL;
-        }
-    }
+    if (get_all(9, o, b, names, need, writable, optional) < 0)
+        return NULL;
     if (b[2].p == b[0].p || b[2].p == b[1].p) {
         release(b, 9);
         PyErr_SetString(PyExc_ValueError, "_fused: 'dx' must not share memory with 'x' or 'dy'");
