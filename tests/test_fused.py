@@ -238,3 +238,15 @@ def test_signed_zeros(op, shape, config, params):
     cot = {"y": np.full(shape, -0.0)}
     _assert_same(_evaluate(True, op, inputs, config, cot), _evaluate(False, op, inputs, config, cot),
                  f"{op} {shape} {params}")
+
+
+def test_a_weight_per_segment_needs_rows_that_split_at_the_segments():
+    """The backward's one-weight-per-segment form is only for rows whose pairwise sum splits at the
+    segments; elsewhere the C entry refuses it (the caller spreads the weight over the row)."""
+    mod = _fused_module()
+    R, P, Q = 2, 2, 196                                   # 392 values split at 192: not at 196
+    assert not mod.segments_aligned(P * Q, Q) and mod.segments_aligned(8 * 784, 784)
+    x, dy, dx = np.zeros(R * P * Q), np.zeros(R * P * Q), np.zeros(R * P * Q)
+    st3 = [np.zeros(R) for _ in range(3)]
+    with pytest.raises(ValueError, match="wkind=1.*splits at the segments"):
+        mod.backward(x, dy, dx, np.ones(R * P), *st3, None, None, False, 0, R, R, P, Q, 0, 1)

@@ -521,12 +521,12 @@ class Grouped:
         if fused is not None and not self.one_block:
             m0, c, rstd = flat(m0), flat(c), flat(rstd)
             _, p, q, _ = self.geom
-            if (weight is not None and p > 1 and self.row_axis == 0 and self.param_period
+            if (weight is not None and p > 1 and self.row_axis == 0
                     and not fused.segments_aligned(p * q, q)):
                 # a weight per segment, and a row sum that does not split at the segments: the weight
-                # spread over the row's values, one row per period (group_norm: G rows of C/G * S), so
-                # that the kernel forms g = dy * w on the fly instead of storing and rereading it
-                per = self.param_period
+                # spread over the row's values, one row per period (group_norm: G rows of C/G * S;
+                # without a period, every row), so that the kernel forms g = dy * w on the fly
+                per = self.param_period or self.rows
                 w, kind = np.repeat(np.ascontiguousarray(weight[:per]).reshape(per, p), q, axis=1), 2
             else:
                 w, kind, per = flat(weight), 1, 1

@@ -351,6 +351,13 @@ static PyObject *py_backward(PyObject *self, PyObject *args)
     /* one pass for all the sums where the segments are nodes of the row's pairwise tree */
     int merged = !colsum && (b[3].p == NULL || g.wkind == 1)
                  && (g.row_axis == 1 || g.P == 1 || segments_aligned(0, g.P * g.Q, g.Q));
+    if (!merged && b[3].p != NULL && g.wkind == 1) {
+        release(b, 9);
+        PyErr_Format(PyExc_ValueError, "_fused: backward with one weight per segment (wkind=1) needs rows "
+                     "whose pairwise sum splits at the segments (P=%zd, Q=%zd); spread the weight over the "
+                     "row (wkind=2) instead", g.P, g.Q);
+        return NULL;
+    }
     double *segs = NULL;
     if (merged && g.row_axis == 0 && g.P > 1) {
         segs = PyMem_RawMalloc(sizeof(double) * 2 * (size_t)g.P);

@@ -357,8 +357,9 @@ DEFINE_PAIRWISE(sum_a, SA_V, SA_S)
 #define SAX_V(i) (LOADV(k->a + (i)) * (((LOADV(k->x + (i)) - k->m0) - k->c) * k->r))
 #define SAX_S(i) (k->a[i] * (((k->x[i] - k->m0) - k->c) * k->r))
 DEFINE_PAIRWISE(sum_ax, SAX_V, SAX_S)
-/* (g, g * xhat) with g = a, g = a * w[i] (a weight per element) or g = a * ws (one for the row):
- * g computed as NumPy computes it (dy * w, one rounding), then used as the stored value would be. */
+/* (g, g * xhat) with g = a, or g = a * w[i] (a weight per element), or (below, with dy and dy * xhat)
+ * g = a * ws (one weight per segment): g computed as NumPy computes it (dy * w, one rounding), then
+ * used as the stored value would be. */
 DEFINE_PAIRWISE2(sum_a_ax, SA_V, SA_S, SAX_V, SAX_S)
 DEFINE_PAIRWISE2_IL(sum_a_ax_il, SA_V, SA_S, SAX_V, SAX_S)
 #define SGW_V(i) (LOADV(k->a + (i)) * LOADV(k->w + ((i) - k->wo)))
@@ -370,7 +371,6 @@ DEFINE_PAIRWISE2_IL(sum_gw_gwx, SGW_V, SGW_S, SGWX_V, SGWX_S)
 #define SGS_S(i) (k->a[i] * k->ws)
 #define SGSX_V(i) (SGS_V(i) * (((LOADV(k->x + (i)) - k->m0) - k->c) * k->r))
 #define SGSX_S(i) (SGS_S(i) * (((k->x[i] - k->m0) - k->c) * k->r))
-DEFINE_PAIRWISE2_IL(sum_gs_gsx, SGS_V, SGS_S, SGSX_V, SGSX_S)
 /* (dy, dy * xhat, g, g * xhat), g = dy * ws */
 DEFINE_PAIRWISE4(sum_quad, SA_V, SA_S, SAX_V, SAX_S, SGS_V, SGS_S, SGSX_V, SGSX_S)
 
@@ -558,6 +558,9 @@ static void F(backward_rows)(const struct geom *gm, const double *x, const doubl
                              const double *w, const double *m0s, const double *cs, const double *rstds,
                              double *sxy, double *sy, int colsum, Py_ssize_t s, Py_ssize_t e)
 {
+    /* Called for the rows backward_rows_merged does not take: layer_norm (colsum, wkind 2), and rows
+     * whose sums do not split at their segments, with no weight or a weight spread over the row
+     * (wkind 2). g = dy * w is formed on the fly. */
     const double n = (double)(gm->P * gm->Q);
     const Py_ssize_t Q = gm->Q;
     if (colsum) {
@@ -568,11 +571,7 @@ static void F(backward_rows)(const struct geom *gm, const double *x, const doubl
             for (Py_ssize_t q = 0; q < Q; q++)
                 sy[q] = 0.0;
     }
-    /* g = dy * w: stored in dx only where one row has several weights (group_norm: a weight per
-     * segment); elsewhere formed on the fly, the same product */
-    const int store_g = w && gm->wkind == 1 && gm->P > 1 && gm->row_axis == 0;
-    /* (not where dx holds g: those lines are in the cache already) */
-    const int nt = !store_g && (double)gm->R * gm->P * gm->Q * 8 >= NT_MIN_BYTES;
+    const int nt = (double)gm->R * gm->P * gm->Q * 8 >= NT_MIN_BYTES;
     for (Py_ssize_t r = s; r < e; r++) {
         const double m0 = m0s[r], c = cs[r], rstd = rstds[r];
         struct args k = {.x = x, .a = dy, .m0 = m0, .c = c, .r = rstd, .w = NULL, .wo = 0, .ws = 1.0};
@@ -581,64 +580,40 @@ static void F(backward_rows)(const struct geom *gm, const double *x, const doubl
             const Py_ssize_t o = seg_off(gm, r, p);
             if (colsum) {                               /* layer_norm: P = 1, per-column sums */
                 F(colsum_row)(x + o, dy + o, sxy, sy, Q, m0, c, rstd);
-            } else {
-                const Py_ssize_t si = gm->row_axis == 0 ? r * gm->P + p : p * gm->R + r;
-                if (sxy && sy) {
-                    double both[2];
-                    F(sum_a_ax)(&k, o, Q, both);
-                    sy[si] = 0.0 + both[0];
-                    sxy[si] = 0.0 + both[1];
-                } else if (sxy) {
-                    sxy[si] = 0.0 + F(sum_ax)(&k, o, Q);
-                } else if (sy) {
-                    sy[si] = 0.0 + F(sum_a)(&k, o, Q);
-                }
+                continue;
             }
-            if (store_g) {
-                const double ws = w[seg_param(gm, r, p)];
-                const double *restrict dys = dy + o;
-                double *restrict gs = dx + o;
-                for (Py_ssize_t q = 0; q < Q; q++)
-                    gs[q] = dys[q] * ws;
+            const Py_ssize_t si = gm->row_axis == 0 ? r * gm->P + p : p * gm->R + r;
+            if (sxy && sy) {
+                double both[2];
+                F(sum_a_ax)(&k, o, Q, both);
+                sy[si] = 0.0 + both[0];
+                sxy[si] = 0.0 + both[1];
+            } else if (sxy) {
+                sxy[si] = 0.0 + F(sum_ax)(&k, o, Q);
+            } else if (sy) {
+                sy[si] = 0.0 + F(sum_a)(&k, o, Q);
             }
         }
         double sums[2];
-        if (store_g) {
-            k.a = dx;
-            F(row_sum2)(gm, &k, r, F(sum_a_ax_il), sums);
-        } else if (w && gm->wkind == 2) {              /* row_axis 0: the row starts at r * P * Q */
+        if (w) {                                        /* row_axis 0: the row starts at r * P * Q */
             k.w = w + (r % gm->wrows) * gm->P * gm->Q;
             k.wo = r * gm->P * gm->Q;
             F(row_sum2)(gm, &k, r, F(sum_gw_gwx), sums);
-        } else if (w) {                                 /* one weight for the whole row */
-            k.ws = w[seg_param(gm, r, 0)];
-            F(row_sum2)(gm, &k, r, F(sum_gs_gsx), sums);
         } else {
             F(row_sum2)(gm, &k, r, F(sum_a_ax_il), sums);
         }
         const double mg = sums[0] / n, mgx = sums[1] / n;
         for (Py_ssize_t p = 0; p < gm->P; p++) {
             const Py_ssize_t o = seg_off(gm, r, p);
-            const double *restrict xs = x + o;
+            const double *restrict xs = x + o, *restrict dys = dy + o;
             double *restrict dxs = dx + o;
-            if (store_g) {
-                const double *gs = dx + o;              /* read, then overwritten, element by element */
-                STORE_ROW(dxs, Q, ((LOADV(gs + q) - mg) - (((LOADV(xs + q) - m0) - c) * rstd) * mgx) * rstd,
-                          ((gs[q] - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd);
-            } else if (w && gm->wkind == 2) {
-                const double *restrict dys = dy + o, *restrict ws = k.w + p * Q;
+            if (w) {
+                const double *restrict ws = k.w + p * Q;
                 STORE_ROW(dxs, Q, ((LOADV(dys + q) * LOADV(ws + q) - mg) - (((LOADV(xs + q) - m0) - c) * rstd) * mgx) * rstd,
                           ((dys[q] * ws[q] - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd);
             } else {
-                const double *restrict dys = dy + o;
-                const double ws = k.ws;
-                if (w) {
-                    STORE_ROW(dxs, Q, ((LOADV(dys + q) * ws - mg) - (((LOADV(xs + q) - m0) - c) * rstd) * mgx) * rstd,
-                              ((dys[q] * ws - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd);
-                } else {
-                    STORE_ROW(dxs, Q, ((LOADV(dys + q) - mg) - (((LOADV(xs + q) - m0) - c) * rstd) * mgx) * rstd,
-                              ((dys[q] - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd);
-                }
+                STORE_ROW(dxs, Q, ((LOADV(dys + q) - mg) - (((LOADV(xs + q) - m0) - c) * rstd) * mgx) * rstd,
+                          ((dys[q] - mg) - (((xs[q] - m0) - c) * rstd) * mgx) * rstd);
             }
         }
     }
