@@ -6,6 +6,7 @@
     python benchmarks/bench.py --threads 1     # torch and refnorm both single-threaded
     python benchmarks/bench.py --markdown      # the table as Markdown (docs/performance.md)
     python benchmarks/bench.py --numpy         # refnorm without its compiled kernels (same bits)
+    REFNORM_POOL_MB=0 python benchmarks/bench.py   # refnorm without its output pool (fresh pages)
 
 What is timed, per case (shapes from issue 7, plus group/instance/rms norm on comparable shapes):
 * refnorm: ``refnorm.evaluate(op, {"x", "weight", "bias"}, config, grad_outputs={"y": dy})``, i.e.
@@ -362,8 +363,11 @@ def machine() -> dict:
 def _kernels() -> str:
     """Which row kernels refnorm runs: its compiled ones (and their instruction set) or NumPy's."""
     from refnorm.norms._common import native
+    from refnorm.norms import _pool
     mod = native()
-    return f"compiled ({mod.isa()})" if mod is not None else "NumPy (REFNORM_NATIVE=0 or not built)"
+    kernels = f"compiled ({mod.isa()})" if mod is not None else "NumPy (REFNORM_NATIVE=0 or not built)"
+    pool = _pool.limit_bytes() >> 20
+    return kernels + (f", output pool {pool} MiB" if pool else ", no output pool (REFNORM_POOL_MB=0)")
 
 
 def table(rows: list[dict], markdown: bool) -> str:

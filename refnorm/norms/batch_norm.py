@@ -45,6 +45,7 @@ import numpy as np
 from ..errors import RefnormError, ShapeError
 from ..spec import DEFAULT, Backward, Forward, NormSpec
 from . import _common as C
+from . import _pool
 
 NAME = "batch_norm"
 STATE = ("running_mean", "running_var", "num_batches_tracked")
@@ -110,7 +111,7 @@ def forward(x, weight=None, bias=None, running_mean=None, running_var=None, num_
             raise ShapeError(f"{NAME}: expected more than 1 value per channel when training, got input of "
                              f"shape {x.shape}")
         if x.size:
-            y = np.empty(x.shape)
+            y = _pool.empty(x.shape)
             m0, c, var, _ = _layout(x).forward(x, y, _param(weight), _param(bias), eps)
             mean, var, centre = (m0 + c).reshape(nc), var.reshape(nc), (m0, c)
         else:
@@ -161,7 +162,7 @@ def backward(dy, x, weight, mean, rstd, *, used_batch_stats: bool, with_bias: bo
     if used_batch_stats and x.size:
         lay = _layout(x)
         m0, c = lay.centre(x) if centre is None else centre
-        dx = np.empty(x.shape)
+        dx = _pool.empty(x.shape)
         sxy, sy = lay.backward(x, dy, dx, _param(weight), m0, c, rstd.reshape(lay.stat().shape),
                                want_dw=weight is not None, want_db=with_bias)
         # per (n, c) sums over the spatial axes, then over n: the order of sum(axis=(0, 2, ...))

@@ -34,6 +34,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..spec import REQUIRED, Backward, Forward, NormSpec
 from . import _common as C
+from . import _pool
 
 NAME = "group_norm"
 
@@ -81,7 +82,7 @@ def forward(x, weight=None, bias=None, *, num_groups, eps=1e-5, _centre=None):
         mean, var, d = C.centered_moments(v, (2,))
         rstd = 1.0 / np.sqrt(var + eps)
         return np.zeros(x.shape), mean.reshape(nb, g), rstd.reshape(nb, g)
-    y = np.empty(x.shape)
+    y = _pool.empty(x.shape)
     m0, c, var, rstd = _layout(x, g).forward(x, y, _per_group(weight, nb, g), _per_group(bias, nb, g), eps)
     if _centre is not None:
         _centre[:] = [m0, c]
@@ -100,7 +101,7 @@ def backward(dy, x, weight, rstd, *, num_groups: int, with_bias: bool, centre=No
                 np.zeros(nc) if with_bias else None)
     lay = _layout(x, g)
     m0, c = lay.centre(x) if centre is None else centre
-    dx = np.empty(x.shape)
+    dx = _pool.empty(x.shape)
     sxy, sy = lay.backward(x, dy, dx, _per_group(weight, nb, g), m0, c, rstd.reshape(-1, 1, 1),
                            want_dw=weight is not None, want_db=with_bias)
     # sums over the spatial axes per (n, channel), then over n: the order of sum(axis=(0, 2, ...))

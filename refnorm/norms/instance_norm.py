@@ -46,6 +46,7 @@ import numpy as np
 from ..errors import RefnormError, ShapeError
 from ..spec import Backward, Forward, NormSpec
 from . import _common as C
+from . import _pool
 
 NAME = "instance_norm"
 STATE = ("running_mean", "running_var", "num_batches_tracked")
@@ -141,7 +142,7 @@ def _per_row(p, nb):
 
 def _instance_forward(x, weight, bias, eps):
     """y and the per-instance (m0, c, var), each (N*C, 1, 1), for a non-empty x (blocked)."""
-    y = np.empty(x.shape)
+    y = _pool.empty(x.shape)
     nb = x.shape[0]
     m0, c, var, _ = _layout(x).forward(x, y, _per_row(weight, nb), _per_row(bias, nb), eps)
     return y, m0, c, var
@@ -158,7 +159,7 @@ def backward(dy, x, weight, mean, rstd, *, used_instance_stats: bool, with_bias:
         nb, nc = x.shape[:2]
         lay = _layout(x)
         m0, c = lay.centre(x) if centre is None else centre
-        dx = np.empty(x.shape)
+        dx = _pool.empty(x.shape)
         sxy, sy = lay.backward(x, dy, dx, _per_row(weight, nb), m0, c, rstd.reshape(-1, 1, 1),
                                want_dw=weight is not None, want_db=with_bias)
         # per-instance sums over the spatial axes, then over n: the order of sum(axis=(0, 2, ...))

@@ -25,6 +25,7 @@ import numpy as np
 from ..errors import ConfigError, ShapeError
 from ..spec import REQUIRED, Backward, Forward, NormSpec
 from . import _common as C
+from . import _pool
 
 NAME = "layer_norm"
 
@@ -78,7 +79,7 @@ def forward(x, weight=None, bias=None, *, normalized_shape, eps=1e-5, _centre=No
             _centre[:] = [mean.reshape(rows, 1, 1), np.zeros((rows, 1, 1))]
         return y, mean, rstd
     xv = _view(C.contiguous(x), rows, n)
-    y = np.empty(x.shape)
+    y = _pool.empty(x.shape)
     yv = _view(y, rows, n)
     w = None if weight is None else C.flat(weight)
     b = None if bias is None else C.flat(bias)
@@ -128,7 +129,7 @@ def backward(dy, x, weight, mean, rstd, *, normalized_ndim: int, with_bias: bool
                 np.zeros(pshape) if with_bias else None)
     xv = _view(C.contiguous(x), rows, n)
     dyv = _view(C.contiguous(dy), rows, n)
-    dx = np.empty(x.shape)
+    dx = _pool.empty(x.shape)
     dxv = _view(dx, rows, n)
     r_all = rstd.reshape(rows, 1, 1)
     w = None if weight is None else weight.reshape(n)

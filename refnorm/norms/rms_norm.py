@@ -45,6 +45,7 @@ import numpy as np
 from ..errors import ConfigError, ShapeError
 from ..spec import REQUIRED, Backward, Forward, NormSpec
 from . import _common as C
+from . import _pool
 
 NAME = "rms_norm"
 FLOAT64_EPS = float(np.finfo(np.float64).eps)
@@ -119,7 +120,7 @@ def forward(x, weight=None, *, normalized_shape, eps=None, eps_placement="inside
         rstd = divisor_inverse(rms)
         return np.zeros(x.shape), rstd, rms
     xv = _view(C.contiguous(x), rows, n)
-    y = np.empty(x.shape)
+    y = _pool.empty(x.shape)
     yv = _view(y, rows, n)
     w = None if weight is None else (weight + offset).reshape(n)
     rms, rstd = np.empty((rows, 1, 1)), np.empty((rows, 1, 1))
@@ -153,7 +154,7 @@ def backward(dy, x, weight, rstd, rms, *, normalized_ndim: int, eps_placement="i
     rows = x.size // n
     xv = _view(C.contiguous(x), rows, n)
     dyv = _view(C.contiguous(dy), rows, n)
-    dx = np.empty(x.shape)
+    dx = _pool.empty(x.shape)
     dxv = _view(dx, rows, n)
     r_all, rms_all = rstd.reshape(rows, 1, 1), rms.reshape(rows, 1, 1)
     w = None if weight is None else (weight + weight_offset).reshape(n)
