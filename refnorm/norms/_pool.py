@@ -44,6 +44,15 @@ _lock = threading.Lock()
 _bufs: list[np.ndarray] = []        # oldest first; each owns its data; the pool's reference is this list
 
 
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()        # another thread may have held it at the fork
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _baseline() -> int:
     """The reference count of a buffer that only this pool's list refers to (as getrefcount sees it)."""
     probe = [np.empty(1)]
