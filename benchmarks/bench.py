@@ -361,7 +361,8 @@ def machine() -> dict:
 
 
 def _kernels() -> str:
-    """Which row kernels refnorm runs: its compiled ones (and their instruction set) or NumPy's."""
+    """Which row kernels refnorm runs (its compiled ones and their instruction set, or NumPy's) and
+    whether its output pool is on."""
     from refnorm.norms._common import native
     from refnorm.norms import _pool
     mod = native()

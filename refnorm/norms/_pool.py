@@ -87,6 +87,27 @@ def _idle(i: int) -> bool:
     return sys.getrefcount(_bufs[i]) == _IDLE_REFS
 
 
+def _flags() -> list[bool]:
+    """Which buffers are idle (by index: no other local reference may exist while counting)."""
+    return [_idle(i) for i in range(len(_bufs))]
+
+
+def _drop_idle(flags: list[bool], target: int) -> tuple[int, int]:
+    """Drop idle buffers, oldest first, while the pool holds more than ``target`` bytes; returns
+    (bytes dropped, bytes still held). Holds ``_lock``."""
+    held = sum(_bufs[i].nbytes for i in range(len(_bufs)))
+    drop = set()
+    for i in range(len(_bufs)):
+        if held <= target:
+            break
+        if flags[i]:
+            held -= _bufs[i].nbytes
+            drop.add(i)
+    freed = sum(_bufs[i].nbytes for i in drop)
+    _bufs[:] = [_bufs[i] for i in range(len(_bufs)) if i not in drop]
+    return freed, held
+
+
 def empty(shape) -> np.ndarray:
     """An uninitialised float64 array of ``shape``, C-contiguous, writeable, shared with no one."""
     shape = tuple(int(s) for s in shape)
@@ -101,34 +122,17 @@ def empty(shape) -> np.ndarray:
                 buf = _bufs.pop(i)
                 _bufs.append(buf)                  # most recently used last
                 return buf.reshape(shape)          # a view: its .base holds the buffer
-        # make room: drop idle buffers, oldest first, until this one fits within the limit
-        total = sum(_bufs[i].nbytes for i in range(len(_bufs)))
-        drop = set()
-        for i in range(len(_bufs)):
-            if total + 8 * n <= limit:
-                break
-            if flags[i]:
-                total -= _bufs[i].nbytes
-                drop.add(i)
-        _bufs[:] = [_bufs[i] for i in range(len(_bufs)) if i not in drop]
+        _, held = _drop_idle(flags, limit - 8 * n)   # make room for this one
         buf = np.empty(n)
-        if total + 8 * n <= limit:                 # else not kept: freed when the caller lets go
+        if held + 8 * n <= limit:                  # else not kept: freed when the caller lets go
             _bufs.append(buf)
         return buf.reshape(shape)
-
-
-def _flags() -> list[bool]:
-    """Which buffers are idle (by index: no other local reference may exist while counting)."""
-    return [_idle(i) for i in range(len(_bufs))]
 
 
 def release() -> int:
     """Drop every idle buffer now; returns the bytes released to the allocator."""
     with _lock:
-        flags = _flags()
-        freed = sum(_bufs[i].nbytes for i in range(len(_bufs)) if flags[i])
-        _bufs[:] = [_bufs[i] for i in range(len(_bufs)) if not flags[i]]
-    return freed
+        return _drop_idle(_flags(), 0)[0]
 
 
 def stats() -> dict:
