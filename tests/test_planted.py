@@ -1,4 +1,4 @@
-"""Issue 5: every pitfall of ../shared/PITFALLS.md that applies to a covered op, planted in an otherwise
+"""Issue 5: every pitfall of docs/pitfalls.md that applies to a covered op, planted in an otherwise
 correct backend, fails the check.
 
 * the otherwise-correct backend (tests/planted/emulated.py: an emulated fused float32 kernel) passes
@@ -7,7 +7,7 @@ correct backend, fails the check.
   to, fails at least one of them; the rows the golden set cannot catch today are asserted NOT caught
   (so this file notices when the golden set grows), and the golden case proposed for them is built
   in a scratch directory and shown to catch the mutation without failing the correct backend;
-* every PITFALLS row is classified exactly once (planted or not applicable).
+* every catalogue row is classified exactly once (planted or not applicable).
 
 The table of which case caught which: docs/pitfall_detection.md (python tests/planted/report.py).
 """
@@ -76,7 +76,7 @@ def test_diagnosis_names_at_least_80_percent_of_the_planted_pitfalls():
             assert set(n.label.split("/")) & report.same_mechanism(n.planted) or n.correct > n.failed / 2, n
     doc = open(report.DOC).read()
     assert (f"Named correctly: {n_ok} of {len(runs)} caught runs ({100 * n_ok / len(runs):.0f}%), {r_ok} of "
-            f"{len(rows)} caught PITFALLS rows") in doc, "regenerate docs/pitfall_detection.md"
+            f"{len(rows)} caught catalogue rows") in doc, "regenerate docs/pitfall_detection.md"
 
 
 def test_every_pitfalls_row_is_classified_once():

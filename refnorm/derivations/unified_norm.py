@@ -1,6 +1,6 @@
 """Unified Normalization's official backward, next to the true gradient of its forward (SymPy).
 
-Semantics: /work/shared/UN_SEMANTICS.md (what the official code computes), refnorm/norms/unified_norm.py.
+Semantics: docs/unified_norm_semantics.md (what the official code computes), refnorm/norms/unified_norm.py.
 One channel c; its values at the m positions (b, n) of the batch; no centring anywhere. The official
 backward replaces the exact gradient statistic by an EMA (also during warm-up) and scales the upstream
 gradient by r; ``prove()`` shows exactly which terms differ and when the two coincide.
@@ -76,7 +76,7 @@ def document() -> Document:
         Step("σ̂² = G: the same, with the chain factor ∂G/∂s.", sp.Eq(dx[j], T_SMOOTH), "true_smooth"),
     ))
     official = Section("The official backward", (
-        "As the official code computes it (UN_SEMANTICS.md §3), refnorm's `preset=\"official\"` "
+        "As the official code computes it ([unified_norm_semantics.md](../docs/unified_norm_semantics.md) §3), refnorm's `preset=\"official\"` "
         "([unified_norm.py](../refnorm/norms/unified_norm.py)):",
         Step("The upstream gradient times r: r = 1 up to call max(1000, T_w) and on filtered calls, "
              "otherwise clip(√((σ̂²+ε)/(v+ε)), 1/5, 5) with v the running variance.", sp.Eq(gu[j], O_G)),

@@ -26,7 +26,7 @@ from typing import Any, Mapping
 
 DTYPES = {"float64": "f64", "float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 
-# regime -> what it is and which real bugs it exposes (ids from ../shared/PITFALLS.md)
+# regime -> what it is and which real bugs it exposes (ids: docs/pitfalls.md)
 REGIMES = {
     "normal": "standard normal",
     "mean1e3": "1e3 + N(0,1): |mean|/std = 1e3, one-pass variance cancels (A01-A09)",
@@ -74,7 +74,7 @@ class Case:
               from another regime; each step draws fresh activations and cotangents, the
               parameters stay, the state carries over (the float64 reference chain).
     eval_outputs: outputs compared in eval steps (None: all), e.g. batch_norm's saved statistics
-              are not part of the eval-mode contract (torch CPU returns empty tensors, PITFALLS E13).
+              are not part of the eval-mode contract (torch CPU returns empty tensors, pitfall E13).
     ignore_grads: inputs whose gradient is stored but not compared (unified_norm's pad_mask: a
               0/1 mask, not differentiable; the reference returns zeros to fill the contract).
     why:      extra words for the manifest; the regime's description is always included.

@@ -4,7 +4,7 @@ The public entry point and the documentation are in ``unified_norm.py``, which r
 (options ``window_f``, ``window_b`` are its ``window`` split in two). Each preset is four estimators, a
 tracker and, for the official code, a gradient-compensation factor:
 
-official (UN_SEMANTICS.md section 3):
+official (docs/unified_norm_semantics.md section 3):
     Theta_mu = 0;  Theta_sigma = geometric_window over H_x with warm-up and the POOLED outlier gate, whose
     firing skips the smoothing for the layer, counts skip_counter and stores running_var in the slot;
     a window of 1 always skips;

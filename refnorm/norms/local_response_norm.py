@@ -11,7 +11,7 @@ sum is always divided by ``size`` (also at the borders, where fewer channels exi
 * "torch" (default): window(c) = [c - size//2, c + (size-1)//2] (torch pads (size//2, (size-1)//2)).
 * "onnx": window(c) = [c - floor((size-1)/2), c + ceil((size-1)/2)] (the LRN-13 spec formula).
 They agree for odd size; for even size torch's window is one channel lower (size 2: torch [c-1, c],
-ONNX [c, c+1]). The ONNX reference evaluator loops over N instead of C (CONVENTIONS.md §3); refnorm
+ONNX [c, c+1]). The ONNX reference evaluator loops over N instead of C (docs/conventions.md §3); refnorm
 follows the spec text, as onnxruntime does for odd size (it refuses even size).
 
 Options as torch: ``size`` (REQUIRED, int >= 1), alpha=1e-4, beta=0.75, k=1.0 (ONNX's ``bias``).

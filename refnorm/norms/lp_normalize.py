@@ -16,7 +16,7 @@ Options p=2.0, eps=1e-12 (torch's defaults).
   p in {1, 2} only; emitting an ONNX node with another p is the adapter's error to raise. ONNX has no
   eps, so with zero_rule="onnx" eps must stay at its default (anything else is a ConfigError rather
   than silently ignored). p = 1 uses |x| (the ONNX reference evaluator forgets the abs: a known bug,
-  CONVENTIONS.md §3; the spec and onnxruntime use |x|, as here).
+  docs/conventions.md §3; the spec and onnxruntime use |x|, as here).
 * eps >= 0 (torch accepts negative eps, where clamp_min does nothing; refnorm refuses it).
 
 Outputs ``y`` and ``norm`` = ||x||_p, keepdims shape (1 on the ``dim`` axes): the unclamped norm

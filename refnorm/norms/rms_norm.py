@@ -13,7 +13,7 @@ RMSNormalization has one; a model that adds a bias adds it after the norm (gradi
 eps: default None = finfo(float64).eps = 2.22e-16, which is what torch's ``eps=None`` means for
 float64 input. refnorm always computes in float64, and eps=None means 2.22e-16 for every input dtype.
 torch's eps=None means the eps of its opmath type instead (finfo(float32).eps = 1.19e-7 for
-float16/bfloat16/float32 input, CONVENTIONS.md §5), so to compute what refnorm computes a torch caller
+float16/bfloat16/float32 input, docs/conventions.md §5), so to compute what refnorm computes a torch caller
 passes eps=2.220446049250313e-16 explicitly (the torch adapter does); to reproduce torch's own default
 on float32 input, pass eps=1.1920928955078125e-07 to refnorm.
 Negative eps is refused (torch accepts it and may take the sqrt of a negative number).

@@ -33,7 +33,7 @@ forward (the official code when no backward follows). A run is a loop:
     for x_t, dy_t in batches:
         res = refnorm.evaluate("unified_norm", {"x": x_t}, config=cfg, state=st, grad_outputs={"y": dy_t})
         st = res.state
-preset="official" (default): what the official code computes (UN_SEMANTICS.md section 3; the full
+preset="official" (default): what the official code computes (docs/unified_norm_semantics.md section 3; the full
 algorithm, as four estimators of the offline framework, is in _un_instances.py). In short: sig2 = s
 during warm-up (t < T_w), for t <= M_f and on
 skipped calls, otherwise the per-channel geometric mean G of the window H_x (which holds s). The

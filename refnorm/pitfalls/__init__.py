@@ -1,11 +1,11 @@
 """Pitfall variants: the float64 reference of a normalizer with exactly one documented mistake.
 
-Each row of PITFALLS.md (Table 1: bugs that shipped in public projects) that a value check can see is
-written here as a ``Variant`` of its normalizer: the refnorm equations with that one change, and,
-where the pitfall is about precision, only the step it names emulated in that precision (``W``, the
-working precision: float32 for float16/bfloat16/float32 cases, float64 for float64 cases; ``d``, the
-case dtype). ``refnorm.check.diagnosis`` evaluates them on a failing case and names the one the
-backend matches within its derived bound.
+Each row of docs/pitfalls.md (the catalogue of bugs that shipped in public projects) that a value
+check can see is written here as a ``Variant`` of its normalizer: the refnorm equations with that one
+change, and, where the pitfall is about precision, only the step it names emulated in that precision
+(``W``, the working precision: float32 for float16/bfloat16/float32 cases, float64 for float64
+cases; ``d``, the case dtype). ``refnorm.check.diagnosis`` evaluates them on a failing case and names
+the one the backend matches within its derived bound.
 
 One module per normalizer (``layer_norm``, ``rms_norm``, ``group_norm``, ``batch_norm``,
 ``instance_norm``, ``local_response_norm``, ``lp_normalize``; ``_centered`` holds the statistic
@@ -30,7 +30,7 @@ MODULES = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm"
 
 @dataclass(frozen=True)
 class Variant:
-    """``id``: a short name; ``pitfall_ids``: the PITFALLS.md rows it models; ``title``: what it does
+    """``id``: a short name; ``pitfall_ids``: the docs/pitfalls.md rows it models; ``title``: what it does
     ("{W}" and "{d}" stand for the case's working precision and dtype); ``op``: its normalizer;
     ``mods``: the change (_engine.Mods); ``when``: (config, training, inputs, state, cotangents) ->
     bool, the calls on which the change can make a difference (default: every call);

@@ -1,6 +1,6 @@
 """Statistic, eps and backward variants shared by the centred normalizers (layer_norm, group_norm,
 batch_norm, instance_norm): ``common(op)`` returns them as Variants of ``op``. Each function below
-is one PITFALLS.md mechanism; its docstring cites the rows."""
+is one docs/pitfalls.md mechanism; its docstring cites the rows."""
 from __future__ import annotations
 
 import math

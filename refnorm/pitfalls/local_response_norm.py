@@ -4,7 +4,7 @@
   ONNX floor((size-1)/2)): the window shifted by one channel.
 * H03 (tensorflow-onnx PR #602): alpha versus alpha/size: alpha used as if already divided by size
   (the sum multiplied by alpha, not alpha/size), and the reverse (alpha divided by size twice).
-* C05's mechanism (there: MLX RMSNorm; PITFALLS C05 "x^2 computed in the input dtype") in LRN's
+* C05's mechanism (there: MLX RMSNorm; docs/pitfalls.md C05, "x^2 computed in the input dtype") in LRN's
   window sum: x*x rounded to the case dtype d before the sum, so |x| >= 256 overflows in float16 and
   y = x / inf^beta = 0. torch's CPU float16 F.local_response_norm does this
   (known_failures/torch-cpu.txt). The scale output, a statistic, is not compared by this variant.

@@ -187,7 +187,7 @@ def test_batch_norm_matches_torch_float64_over_steps(shape, momentum, affine):
 
 
 def test_batch_norm_onnx_convention_is_torch_with_flipped_momentum_and_biased_var():
-    """ONNX: running = m*running + (1-m)*batch with the biased variance (CONVENTIONS.md section 5)."""
+    """ONNX: running = m*running + (1-m)*batch with the biased variance (docs/conventions.md section 5)."""
     rng = np.random.default_rng(4)
     x = rng.standard_normal((5, 3, 2))
     st0 = {"running_mean": rng.standard_normal(3), "running_var": rng.uniform(1, 2, 3)}

@@ -169,7 +169,7 @@ def test_local_response_norm_default_options_match_torch_module():
 
 
 def test_local_response_norm_even_size_differs_from_onnx_window():
-    # size 2: torch's window is [c-1, c], ONNX's [c, c+1]; CONVENTIONS.md measured 7.7e-2 at size 4
+    # size 2: torch's window is [c-1, c], ONNX's [c, c+1]; docs/conventions.md (section 5): 7.7e-2 at size 4
     x = np.random.default_rng(9).standard_normal((1, 4, 3))
     for size in (2, 4):
         t, o = run(x, size=size, alpha=1.0).outputs["y"], run(x, size=size, alpha=1.0, window="onnx").outputs["y"]

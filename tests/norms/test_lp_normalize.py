@@ -300,7 +300,7 @@ def test_lp_normalize_onnx_rule_matches_onnx_spec_formula(p, axis):
 
 
 def test_lp_normalize_p1_uses_absolute_values():
-    # the CONVENTIONS.md example where the ONNX reference evaluator (no abs) gives [[.5,-1,1.5],[0,0,0]]
+    # docs/conventions.md section 3: the ONNX reference evaluator (no abs) gives [[.5,-1,1.5],[0,0,0]] here
     x = np.array([[1.0, -2.0, 3.0], [-1.0, -1.0, 2.0]])
     want = np.array([[1 / 6, -1 / 3, 1 / 2], [-0.25, -0.25, 0.5]])
     for rule in ("torch", "onnx"):

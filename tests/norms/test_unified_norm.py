@@ -4,7 +4,7 @@ UN's backward is not the gradient of its forward, so numerical differentiation (
 mpmath gradient oracle are used exactly where the semantics make it one: skipped calls without
 padding (a filtered call, or window 1), eval mode, and the paper preset's warm-up and filtered calls
 (padding included). Everything else is checked against un_transcription.py (a loop-by-loop
-restatement of UN_SEMANTICS.md, in floats over long runs, in mpmath for single calls).
+restatement of docs/unified_norm_semantics.md, in floats over long runs, in mpmath for single calls).
 """
 import zlib
 
@@ -552,7 +552,7 @@ def test_unified_norm_step_matches_mpmath_transcription(label, preset, cfg, iter
 
 # ------------------------------------------------- the official algorithm as a torch autograd.Function
 def torch_un_function(torch):
-    """UN_SEMANTICS.md section 3 written as the official code is structured: a torch.autograd.Function
+    """docs/unified_norm_semantics.md section 3 written as the official code is structured: a torch.autograd.Function
     whose forward and hand-written backward update the buffers in place (written from the semantics
     note, not from upstream code). float64, so it is a second transcription in another framework."""
     class UNFunction(torch.autograd.Function):

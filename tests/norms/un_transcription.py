@@ -1,7 +1,7 @@
 """A deliberately plain, loop-by-loop transcription of Unified Normalization, for the tests only.
 
-OfficialUN follows /work/shared/UN_SEMANTICS.md sections 2-4 step by step (numbered as there);
-PaperUN follows the seed's equations (seeds/000_3e1db211412e1377.txt) with the choices documented
+OfficialUN follows docs/unified_norm_semantics.md sections 2-4 step by step (numbered as there);
+PaperUN follows the paper's equations (as the seed summary states them) with the choices documented
 in refnorm/norms/unified_norm.py. Nothing here imports refnorm: every statistic is a Python loop
 over scalars, with the arithmetic given by ``ops`` -- FLOAT (Python floats, the 1e-12 multi-step
 comparison) or MP (mpmath at the caller's precision, the oracle). Arrays are nested lists
@@ -115,7 +115,7 @@ class _Base:
 
 
 class OfficialUN(_Base):
-    """UN_SEMANTICS.md section 3, the training-mode algorithm of the official code."""
+    """docs/unified_norm_semantics.md section 3, the training-mode algorithm of the official code."""
 
     def train(self, x, pad=None, w=None, b=None, dy=None):
         ops, C, Mf, Mb, eps, alpha = self.ops, self.C, self.Mf, self.Mb, self.eps, self.alpha

@@ -21,7 +21,7 @@ What a careful fused kernel does, written out in NumPy so that every rounding is
 It declares the strict/block contract and must pass every golden case of its ops.
 
 ``EmulatedBackend(mutation)`` plants one bug (a name of ``MUTATIONS``); ``pitfalls.py`` maps each
-PITFALLS.md row to a mutation. A mutation changes only the computation it names; everything else
+docs/pitfalls.md row to a mutation. A mutation changes only the computation it names; everything else
 stays the correct kernel above, so a failure is that bug's and nobody else's.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every row of ../shared/PITFALLS.md (Table 1), classified for the five ops the emulated kernel covers
+"""Every row of the catalogue in docs/pitfalls.md, classified for the five ops the emulated kernel covers
 (layer_norm, rms_norm, group_norm, batch_norm, instance_norm):
 
 * ``PLANTED``: the row applies; ``Planted(pitfall_id, description, mutation, ops)`` is the emulated
@@ -7,10 +7,11 @@
   ``caught=False`` marks a row the golden set cannot catch today, with the reason and, where one exists,
   a golden case that would (``proposal``; tests/test_planted.py builds it and checks both ways).
 * ``NOT_APPLICABLE``: the row cannot be planted in a single-process value check of these ops, and why.
-* ``SUPPLEMENTARY``: bug classes of the tolerance research's mutant study (TOLERANCE_RESEARCH.md
-  section 5) that are not PITFALLS rows, planted the same way.
+* ``SUPPLEMENTARY``: bug classes of the tolerance research's mutant study (docs/tolerances.md
+  section 11) that are not catalogue rows, planted the same way (``R-`` ids, docs/pitfalls.md section 2).
 
-Every PITFALLS id (``ALL_ROWS``) is in exactly one of PLANTED / NOT_APPLICABLE.
+Every catalogue id (``ALL_ROWS``) is in exactly one of PLANTED / NOT_APPLICABLE. docs/pitfalls.md section 3
+is generated from this classification (tests/planted/catalogue.py).
 """
 from __future__ import annotations
 
@@ -158,7 +159,7 @@ PLANTED = (
     P("H10", "the swap the other way: RMSNorm computed as LayerNorm", "rms_as_ln", (RMS,)),
 )
 
-# research mutant classes (TOLERANCE_RESEARCH.md section 5) that are not PITFALLS rows
+# research mutant classes (docs/tolerances.md section 11) that are not catalogue rows
 SUPPLEMENTARY = (
     P("R-noB", "layer/group/batch/instance norm dx without the -x_hat*mean(g*x_hat) term", "no_B_term", CENTERED),
     P("R-trunc", "fp32 -> d conversion by truncation instead of round-to-nearest", "truncate_out",

@@ -200,7 +200,7 @@ def render() -> str:
           "the op. \"caught / run\": golden cases of that op the check fails (status failed, error, or aborted)",
           "out of those judged. \"first catching case\": the first in manifest order, with its worst ratio",
           "(excess / bound; > 1 fails). \"outputs\": every array beyond its bound in any catching case (d* = a",
-          "gradient). Row ids are those of `../shared/PITFALLS.md`.",
+          "gradient). Row ids are those of the catalogue, [pitfalls.md](pitfalls.md).",
           "",
           f"Golden set: `golden/` ({', '.join(f'{op} {n_cases[op]}' for op in OPS)} cases).",
           ""]
@@ -222,12 +222,12 @@ def render() -> str:
                  + " | ".join(_fmt(w[d]) if d in w else "-" for d in ("float64", "float32", "float16", "bfloat16"))
                  + " |")
     L.append("")
-    # ---- planted PITFALLS rows
+    # ---- planted catalogue rows
     caught_pairs = [(p, op) for p, op in pairs(PLANTED) if run(p.mutation, op).caught]
     missed = [(p, op) for p, op in pairs(PLANTED) if not run(p.mutation, op).caught]
     ids = sorted({p.pitfall_id for p in PLANTED})
     ids_caught = sorted({p.pitfall_id for p, _ in caught_pairs})
-    L += ["## 2. PITFALLS rows planted in the emulated kernel", "",
+    L += ["## 2. Catalogue rows planted in the emulated kernel", "",
           f"{len(ids)} of the {len(ids) + len(NOT_APPLICABLE)} rows apply to these ops; planted as "
           f"{len(pairs(PLANTED))} (row, op) runs. Caught: {len(caught_pairs)} runs, covering {len(ids_caught)} "
           f"rows; not caught: {len(missed)} runs ({', '.join(sorted({p.pitfall_id for p, _ in missed})) or 'none'}, "
@@ -236,7 +236,7 @@ def render() -> str:
           "|---|---|---|---|---|---|---|"]
     L += [_row(p, op) for p, op in pairs(PLANTED)]
     L.append("")
-    L += ["## 3. Supplementary: the research's mutant classes that are not PITFALLS rows", "",
+    L += ["## 3. Supplementary: the research's mutant classes that are not catalogue rows", "",
           "| id | op | mutation | caught / run | first catching case | its worst ratio | outputs that caught it |",
           "|---|---|---|---|---|---|---|"]
     L += [_row(p, op) for p, op in pairs(SUPPLEMENTARY)]
@@ -274,16 +274,16 @@ def diagnosis_section():
          "For every failed case of the runs above, `refnorm.check.diagnosis` evaluates the float64 pitfall "
          "variants of `refnorm/pitfalls/` and names the one the planted backend matches within the case's "
          "derived bound (docs/tolerances.md, section \"Diagnosis\"). \"named as\": the most frequent "
-         "diagnosis over the run's failed cases (the matched variant's PITFALLS ids; `-`: no known pitfall "
+         "diagnosis over the run's failed cases (the matched variant's pitfall ids; `-`: no known pitfall "
          "matches). \"named correctly\": failed cases whose diagnosis (the named variant, or one "
          "indistinguishable from it on that case) lists the planted row's id or an id planted with the same "
          "mutation (A01/A02; A05-A09; B04/B05; C01/C05; C06/C09 share a variant). A run counts as named when "
          "more than half of its failed cases are; a row when each of its caught runs is. Errored cases (G03's "
          "in-place write, F12's wrong shape) are not diagnosed.", "",
          f"**Named correctly: {n_ok} of {len(runs)} caught runs ({100 * n_ok / len(runs):.0f}%), {r_ok} of "
-         f"{len(rows)} caught PITFALLS rows ({100 * r_ok / len(rows):.0f}%).**", "",
+         f"{len(rows)} caught catalogue rows ({100 * r_ok / len(rows):.0f}%).**", "",
          f"Failed cases named with another pitfall than the planted one: {sum(n.wrong for n in runs)} of "
-         f"{sum(n.failed for n in runs)} (PITFALLS rows); the rest of the not-named cases say \"no known "
+         f"{sum(n.failed for n in runs)} (catalogue rows); the rest of the not-named cases say \"no known "
          "pitfall matches\".", "",
          "| pitfall | op | mutation | detected by (cases failed / caught) | named as | named correctly | "
          "named wrongly |",
@@ -309,7 +309,7 @@ NOTES = [
     "(padded zeros entering the sum of squares; the block length as the divisor) and H10 in both "
     "directions (layer_norm as rms_norm, rms_norm as layer_norm).",
     "* `inferred` in a description: the row does not state the mechanism; the mutation is a reading of "
-    "the thread, as PITFALLS.md marks it, or as stated in the description.",
+    "the thread, as the catalogue marks it (pitfalls.md, *(inferred)*), or as stated in the description.",
     "* Checker side note seen in these runs: `precision.rounding_interval` calls `np.nextafter` on the "
     "largest finite value without `np.errstate(over=...)`, so a returned +-max (the truncating R-trunc "
     "mutant returns 65504 for an fp16 value that should overflow) emits `RuntimeWarning: overflow "

@@ -55,7 +55,7 @@ float32. This is the layout of mixed-precision training with float32 normalizati
 With param_dtype="case" everything is in the case dtype; the backend's name gets "-caseparams".
 float64 and float32 cases are all in the case dtype in both layouts. The default is float32 because
 torch's all-fp16/bf16 kernels keep mean/rstd in the case dtype, and at eps=1e-12 on (near-)constant
-rows rstd = 1e6 overflows fp16 to inf so y, dx, dw become inf/NaN (TOLERANCE_RESEARCH.md finding 3,
+rows rstd = 1e6 overflows fp16 to inf so y, dx, dw become inf/NaN (docs/tolerances.md section 10, finding 3,
 reproduced: golden batch_norm/const_eps1e-12_f16_7x3 fails only in the "case" layout) - a genuine
 torch defect that the "case" layout reports and the mixed layout, the usual way to run fp16/bf16,
 does not hit. Note: a call with neither weight nor bias (nor float32 running statistics) has
