@@ -16,7 +16,12 @@ bound, how many elements, the worst ones with got / expected / bound).
 What is judged: every output given (the differentiable ones, ``y`` or ``w``, are required; statistics
 such as ``mean``/``rstd`` are judged when given); with ``grads``, the gradient of every floating input
 (``cotangents`` required); with ``new_state``, every state entry. Raises
-``refnorm.check.bounds.NotBounded`` (a RefnormError) for an op without a derived tolerance.
+``refnorm.check.bounds.NotBounded`` (a RefnormError) for an op without a derived tolerance. A name the
+op does not have (``"Mean"``, ``"inv_std"``) is an AssertionError naming the names it has. An array
+returned in a more precise dtype than the case dtype is rounded to the case dtype and judged as it
+(refnorm.check.core). An array whose bound is infinite or at least its own scale everywhere verifies
+nothing ("unconstrained"): AssertionError naming it, unless ``allow_partial=True`` (then it is returned
+with ``verdict == "unconstrained"``).
 Never imports pytest, hypothesis or a framework.
 """
 from __future__ import annotations
@@ -25,7 +30,7 @@ import numpy as np
 
 from .check import report as R
 from .check.backends.base import Contract
-from .check.core import derive_bounds, failure_message, judge_returned, reference
+from .check.core import derive_bounds, failure_message, judge_returned, partial_message, reference
 from .check.precision import RANK, dtype_name
 
 NOT_DIFFERENTIABLE = ("pad_mask",)         # inputs whose gradient is not part of the contract (a 0/1 mask)
@@ -42,9 +47,10 @@ def case_dtype(inputs) -> str:
 
 
 def assert_close_to_reference(op, inputs, outputs, *, config=None, grads=None, cotangents=None, state=None,
-                              new_state=None, training=True, dtype=None, contract=Contract("strict", "block")):
+                              new_state=None, training=True, dtype=None, contract=Contract("strict", "block"),
+                              allow_partial=False):
     """Assert that one call of a kernel is within the derived bound of the float64 reference (module
-    docstring). Returns the list of judged ``ArrayResult`` (ratio = error / bound) when it is."""
+    docstring). Returns the list of judged ``ArrayResult`` (ratio = error / bound, ``verdict``) when it is."""
     if contract.kind == "exact":
         raise ValueError("contract 'exact' judges refnorm's own rounded reference (the numpy backend); "
                          "a kernel declares strict, stats_d or epi_d")
@@ -67,7 +73,10 @@ def assert_close_to_reference(op, inputs, outputs, *, config=None, grads=None, c
         raise AssertionError(f"{where}: {e}") from None
     unknown = sorted(f"{part} {k!r}" for part, d in got.items() for k in d if k not in getattr(ref, part))
     if unknown:
-        raise AssertionError(f"{where}: {op} has no {', '.join(unknown)}")
+        raise AssertionError(f"{where}: {op} has no {', '.join(unknown)} for this call")
     if any(not a.passed for a in arrays):
         raise AssertionError("\n".join([f"{where}: {failure_message(arrays)}", *R.array_lines(arrays)]))
+    if not allow_partial and any(a.verdict == "unconstrained" for a in arrays):
+        raise AssertionError(f"{where}: not verified: {partial_message(arrays, [], {})} "
+                             "(allow_partial=True accepts this)")
     return arrays

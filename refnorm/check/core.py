@@ -2,11 +2,33 @@
 inputs (and the state the backend itself carried), derive the bound of every array, and apply the
 rounding-interval test (precision.excess). Nothing here imports a framework.
 
-Statuses: ``passed`` every judged array within its bound; ``failed`` some element beyond it;
-``error`` the backend raised, timed out, or returned a missing, misshapen or wrongly typed array
-(the message says which); ``skipped`` the backend does not support the op/dtype/config, or no
-tolerance is derived for the op (the reason says which). A skipped or errored case never counts as
-passed; a run in which no case was judged is not a pass either (``Report.ok``).
+Every array of a golden case gets one of four verdicts (``ArrayResult.verdict`` and
+``CaseResult.unchecked``; docs/tolerances.md, "Verdicts"):
+
+* ``verified``       judged, every element within its bound, and the bound says something: at least
+                     one element's bound is below the array's own scale (max |reference|), or zero;
+* ``failed``         some element beyond its bound, or the bias test failed;
+* ``unconstrained``  judged and within its bound, but every element's bound is infinite or at least
+                     the array's scale: any value of that size would have passed, so nothing is verified;
+* ``unchecked``      not judged: the backend did not return it (a forward-only backend's gradients) or
+                     no bound is derived for it.
+
+Statistics outputs (mean, rstd, norm, ...) are optional parts of a backend's result (``Returned``): one
+it does not return is listed in ``CaseResult.not_returned`` (JSON ``statistics_not_returned``), not
+counted as unchecked; one it returns is judged like any array.
+
+Case statuses: ``passed`` every array of the case verified; ``partial`` none failed but some array was
+unconstrained or unchecked (never reported as passed: ``Report.verdict`` is "partial", the command
+line's exit status 4 unless --accept-partial); ``failed`` some array failed; ``error`` the backend
+raised, timed out, or returned a missing, misshapen, unknown or wrongly typed array (the message says
+which); ``skipped`` the backend does not support the op/dtype/config, or no tolerance is derived for
+the op (the reason says which). A skipped or errored case never counts as passed; a run in which no
+case was judged is not a pass either (``Report.ok``).
+
+Dtypes: an output or gradient returned in a more precise floating dtype than the case dtype is rounded
+to the case dtype (round to nearest even) and judged as the case dtype, as if the backend had rounded
+it itself; the array's ``returned_dtype`` says so. A less precise one is an error. State arrays are
+judged in the dtype returned (a backend may keep float32 running statistics for a bfloat16 model).
 
 Multi-step cases: step 0 starts from the golden initial state; step k > 0 from the state the backend
 returned at step k-1, so each step is judged on its own (errors do not compound across steps). Step
@@ -69,17 +91,28 @@ class ArrayResult:
     dtype: str           # dtype the backend returned
     size: int
     ratio: float         # max excess / bound over judged elements (< 1 passes)
-    err_u: float         # max |got - ref| / (u_d * max|ref|): the error in units of the dtype's roundoff
-    unconstrained: int   # elements whose bound is infinite (ill-posed: no digit is determined)
+    err_u: float         # max |got - ref| / (u_d * max|ref|) over the constrained elements (NaN: none)
+    unconstrained: int   # elements whose bound is infinite or >= the array's scale max|ref| (nothing verified there)
     worst: list          # [(index, got, expected, bound)] of the worst elements
     over: int = 0        # elements beyond their bound
     bias: float = 0.0    # the bias test (bias.py): max over groups of |signed error| / allowance (< 1 passes)
     bias_where: str = "" # the group it was worst for ("all", "axis 0 = 3", ...)
     strict_ratio: float | None = None   # under a relaxed contract: the ratio the strict contract would give
+    returned_dtype: str = ""            # the dtype the backend returned, when it differs from ``dtype`` (judged)
+    scale: float = 0.0                  # max |reference| over its finite elements
+    max_bound: float = 0.0              # the largest bound (inf when some element's bound is infinite)
 
     @property
     def passed(self):
+        """Within its bound (ratio <= 1 and the bias test passed): not failed. Not the same as verified."""
         return self.ratio <= 1.0 and self.bias <= 1.0
+
+    @property
+    def verdict(self):
+        """verified | failed | unconstrained (module docstring)."""
+        if not self.passed:
+            return "failed"
+        return "unconstrained" if self.size and self.unconstrained >= self.size else "verified"
 
     @property
     def warning(self):
@@ -87,8 +120,9 @@ class ArrayResult:
         return self.strict_ratio is not None and self.strict_ratio > 1.0
 
     def to_json(self):
-        return {"step": self.step, "part": self.part, "name": self.name, "dtype": self.dtype, "size": self.size,
-                "ratio": _num(self.ratio), "err_u": _num(self.err_u), "unconstrained": self.unconstrained, "over": self.over,
+        return {"step": self.step, "part": self.part, "name": self.name, "verdict": self.verdict,
+                "dtype": self.dtype, "returned_dtype": self.returned_dtype or self.dtype, "size": self.size,
+                "scale": _num(self.scale), "max_bound": _num(self.max_bound), "ratio": _num(self.ratio), "err_u": _num(self.err_u), "unconstrained": self.unconstrained, "over": self.over,
                 "bias": _num(self.bias), "bias_where": self.bias_where,
                 "strict_ratio": None if self.strict_ratio is None else _num(self.strict_ratio),
                 "worst": [{"index": list(i), "got": _num(g), "expected": _num(e), "bound": _num(b)}
@@ -105,12 +139,14 @@ class CaseResult:
     id: str
     op: str
     dtype: str
-    status: str                      # passed | failed | error | skipped
+    status: str                      # passed | partial | failed | error | skipped | xfail
     message: str = ""
     contract: str = ""
     seconds: float = 0.0
     arrays: list = field(default_factory=list)
-    unchecked: list = field(default_factory=list)   # arrays the golden case has but the backend did not return
+    unchecked: list = field(default_factory=list)   # "step<i>.<part>.<name>" of the arrays not judged
+    unchecked_why: dict = field(default_factory=dict)   # the same keys -> why (not returned, no bound)
+    not_returned: list = field(default_factory=list)    # optional statistics outputs the backend does not return
     expected: str = ""                              # why it is an expected failure (--expect-failures), if listed
     diagnosis: dict | None = None                   # failed cases: the pitfall the backend matches (diagnosis.py)
 
@@ -122,14 +158,33 @@ class CaseResult:
     def warnings(self):
         return [a for a in self.arrays if a.warning]
 
+    def verdicts(self) -> dict:
+        """{verified, failed, unconstrained, unchecked: count of arrays} of this case."""
+        n = {v: 0 for v in VERDICTS}
+        for a in self.arrays:
+            n[a.verdict] += 1
+        n["unchecked"] = len(self.unchecked)
+        return n
+
+    def failing_arrays(self) -> list:
+        """Sorted "output.y", "grad.x", ... of the arrays that failed (at any step)."""
+        return sorted({f"{SINGULAR[a.part]}.{a.name}" for a in self.arrays if a.verdict == "failed"})
+
     def to_json(self):
         return {"id": self.id, "op": self.op, "dtype": self.dtype, "status": self.status, "message": self.message,
                 "contract": self.contract, "seconds": round(self.seconds, 4), "worst_ratio": _num(self.worst_ratio),
-                "unchecked": self.unchecked, "worst_bias": _num(max((a.bias for a in self.arrays), default=0.0)),
+                "verdicts": self.verdicts(), "unchecked": self.unchecked,
+                "unchecked_why": self.unchecked_why, "statistics_not_returned": self.not_returned, "unconstrained": [
+                    f"step{a.step}.{a.part}.{a.name}" for a in self.arrays if a.verdict == "unconstrained"],
+                "worst_bias": _num(max((a.bias for a in self.arrays), default=0.0)),
                 "precision_warnings": [f"step {a.step} {SINGULAR[a.part]} {a.name}: {a.strict_ratio:.3g} x the strict "
                                        "bound" for a in self.warnings],
-                "diagnosis": self.diagnosis,
+                "expected": self.expected, "diagnosis": self.diagnosis,
                 "arrays": [a.to_json() for a in self.arrays]}
+
+
+VERDICTS = ("verified", "failed", "unconstrained", "unchecked")
+JUDGED = ("passed", "partial", "failed", "xfail")      # statuses of cases whose arrays were judged
 
 
 @dataclass
@@ -144,26 +199,48 @@ class Report:
 
     @property
     def ok(self):
-        return self.count("failed") == 0 and self.count("error") == 0 and self.count("passed") > 0
+        """No case failed or errored, at least one was judged, and every judged case passed (every array
+        verified) or failed exactly as its expected-failure entry records."""
+        return self.verdict == "ok"
+
+    @property
+    def verdict(self):
+        """"ok" | "partial" (no failure, but some case left an array unconstrained or unchecked) | "failed"
+        (some case failed or errored, or no case was judged at all)."""
+        if self.count("failed") or self.count("error") or not sum(self.count(s) for s in JUDGED):
+            return "failed"
+        return "partial" if self.count("partial") else "ok"
+
+    def array_counts(self) -> dict:
+        """Arrays by verdict over the judged cases (expected failures included, skipped/errored cases not)."""
+        n = {v: 0 for v in VERDICTS}
+        for c in self.cases:
+            if c.status in JUDGED:
+                for k, v in c.verdicts().items():
+                    n[k] += v
+        return n
 
     def summary(self):
         return {"backend": self.backend, "golden": self.golden, "cases": len(self.cases),
-                "passed": self.count("passed"), "failed": self.count("failed"), "skipped": self.count("skipped"),
-                "errors": self.count("error"), "expected_failures": self.count("xfail"),
-                "seconds": round(self.seconds, 2), "ok": self.ok}
+                "passed": self.count("passed"), "partial": self.count("partial"), "failed": self.count("failed"),
+                "skipped": self.count("skipped"), "errors": self.count("error"),
+                "expected_failures": self.count("xfail"), "judged": sum(self.count(s) for s in JUDGED),
+                "arrays": self.array_counts(), "seconds": round(self.seconds, 2), "ok": self.ok,
+                "verdict": self.verdict}
 
     def headroom(self) -> list:
-        """How tight the check is, per (op, dtype): over the PASSED cases, the worst error as a fraction
-        of its bound (``worst_ratio``, <= 1) and the headroom 1 / worst_ratio (how many times larger the
-        worst error could be and still pass; "inf" when every error was 0, e.g. a backend returning the
-        correctly rounded reference). Rows with no passed case are left out."""
+        """How tight the check is, per (op, dtype): over the verified arrays of the PASSED and PARTIAL
+        cases, the worst error as a fraction of its bound (``worst_ratio``, <= 1) and the headroom
+        1 / worst_ratio (how many times larger the worst error could be and still pass; "inf" when every
+        error was 0, e.g. a backend returning the correctly rounded reference). Rows with no such case
+        are left out."""
         rows = {}
         for c in self.cases:
-            if c.status != "passed":
+            if c.status not in ("passed", "partial"):
                 continue
             key = (c.op, c.dtype)
             n, w = rows.get(key, (0, 0.0))
-            rows[key] = (n + 1, max([w] + [a.ratio for a in c.arrays]))
+            rows[key] = (n + 1, max([w] + [a.ratio for a in c.arrays if a.verdict == "verified"]))
         order = {"float64": 0, "float32": 1, "float16": 2, "bfloat16": 3}
         return [{"op": op, "dtype": dt, "passed": n, "worst_ratio": _num(w), "headroom": _num(1 / w) if w > 0 else "inf"}
                 for (op, dt), (n, w) in sorted(rows.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 9)))]
@@ -210,6 +287,12 @@ def _judge(step, part, name, got, ref, E, case_dtype, integer=False):
     if RANK[dn] < RANK[case_dtype] and part != "state":
         raise TypeError(f"step {step}: {what} {name!r} has dtype {dn}, less precise than the case dtype "
                         f"{case_dtype}")
+    returned = ""
+    if dn != case_dtype and part != "state":
+        # the conversion rule (module docstring): judged as the case dtype, rounded to nearest even
+        returned, dn = dn, case_dtype
+        with np.errstate(over="ignore"):
+            got = got.astype(NP[case_dtype])
     E = np.broadcast_to(np.asarray(E, dtype=np.float64), ref.shape)
     ex = excess(got, ref)
     finite_E = np.isfinite(E)
@@ -223,13 +306,22 @@ def _judge(step, part, name, got, ref, E, case_dtype, integer=False):
     with np.errstate(invalid="ignore"):
         r = np.where(np.isinf(g64) & np.isfinite(ref) & (np.abs(ref) < lo_inf), np.inf, r)
     scale = float(np.max(np.abs(ref[np.isfinite(ref)]), initial=0.0))
+    # unconstrained elements: the bound is infinite, or positive and at least the array's own scale
+    # (any value of the array's size would pass there); a zero bound always constrains (exactly 0 wanted)
+    unconstrained = ~finite_E | ((E > 0) & (E >= scale))
     with np.errstate(all="ignore"):
         diff = np.abs(g64 - ref)
         diff = np.where(np.isnan(g64) & np.isnan(ref), 0.0, diff)
         diff = np.where(g64 == ref, 0.0, diff)
         diff = np.where(np.isinf(g64) & (ex == 0), 0.0, diff)     # a correctly overflowed value
-        err_u = float(np.max(diff, initial=0.0)) / (UNIT_ROUNDOFF[dn] * scale) if scale > 0 else (
-            0.0 if float(np.max(diff, initial=0.0)) == 0 else math.inf)
+        # the error in units of the dtype's roundoff, over the constrained elements (NaN: none is)
+        dmax = float(np.max(diff[~unconstrained], initial=0.0))
+        if unconstrained.all() and ref.size:
+            err_u = math.nan
+        elif scale > 0:
+            err_u = dmax / (UNIT_ROUNDOFF[dn] * scale)
+        else:
+            err_u = 0.0 if dmax == 0 else math.inf
     worst = []
     if r.size:
         flat = np.argsort(-np.where(np.isnan(r), np.inf, r), axis=None)[:WORST_SHOWN]
@@ -239,7 +331,8 @@ def _judge(step, part, name, got, ref, E, case_dtype, integer=False):
                 worst.append((tuple(int(i) for i in idx), float(g64[idx]), float(ref[idx]), float(E[idx])))
     bias, where, _, _ = bias_test(got, ref, E, P_CASE / MAX_ARRAYS) if got.size > 1 else (0.0, "", 0, 0)
     return ArrayResult(step, part, name, dn, got.size, float(np.max(r, initial=0.0)), err_u,
-                       int((~finite_E).sum()), worst, int((r > 1).sum()), float(bias), where)
+                       int(unconstrained.sum()), worst, int((r > 1).sum()), float(bias), where,
+                       returned_dtype=returned, scale=scale, max_bound=float(np.max(E, initial=0.0)))
 
 
 def _exact_bounds(res, cond):
@@ -291,25 +384,53 @@ def derive_bounds(op, case_dtype, config, training, inputs, cotangents, state, r
                     contract=contract, case_dtype=case_dtype)
 
 
-def judge_returned(step, op, compare, backward, got, ref, E, case_dtype, arrays, unchecked):
+def unknown_names(op, got) -> list:
+    """The names in ``got`` ({"outputs"|"grads"|"state": {name: array}}) that ``op`` does not have, each
+    with the names it has: a backend that returns "Mean" for "mean" must be told, never ignored."""
+    spec = registry.get(op)
+    have = {"outputs": spec.outputs, "grads": spec.inputs, "state": spec.state}
+    out = []
+    for part, d in got.items():
+        bad = sorted(k for k in d if k not in have[part])
+        if bad:
+            out.append(f"{SINGULAR[part]} {', '.join(map(repr, bad))} ({op} has "
+                       f"{', '.join(map(repr, have[part])) or 'none'})")
+    return out
+
+
+def judge_returned(step, op, compare, backward, got, ref, E, case_dtype, arrays, unchecked, why=None,
+                   optional=None):
     """Judge what a backend returned for one call (``got``: {"outputs"|"grads"|"state": {name: array}})
     against ``ref`` within ``E``, for the names in ``compare`` (same keys). Appends an ``ArrayResult``
     per judged array to ``arrays`` and "step<i>.<part>.<name>" to ``unchecked`` for arrays not returned
-    (statistics) or without a bound. Raises ValueError/TypeError for a missing differentiable output,
-    gradient (when ``backward``) or state, or a misshapen or wrongly typed array."""
+    or without a bound (and the reason to the dict ``why``, when given). ``optional``: a list to which
+    the statistics outputs (mean, rstd, ...) the backend does not return are appended instead: they
+    are optional parts of a backend's result (``Returned``), listed but not unchecked. Raises ValueError
+    for a name the op does not have, for a missing differentiable output, gradient (when ``backward``)
+    or state, or a misshapen array; TypeError for a wrongly typed one."""
     spec = registry.get(op)
+    bad = unknown_names(op, got)
+    if bad:
+        raise ValueError(f"step {step}: the backend returned unknown name(s): {'; '.join(bad)}")
+    why = {} if why is None else why
     for part in ("outputs", "grads", "state"):
         required = {"outputs": spec.differentiable, "grads": compare["grads"] if backward else (),
                     "state": compare["state"] if spec.state else ()}[part]
         for k in compare[part]:
+            key = f"step{step}.{part}.{k}"
             if k not in got[part]:
                 if k in required:
                     raise ValueError(f"step {step}: the backend returned no {SINGULAR[part]} {k!r}")
-                unchecked.append(f"step{step}.{part}.{k}")
+                if part == "outputs" and optional is not None:
+                    optional.append(key)        # a statistic the backend does not return: not part of its result
+                    continue
+                unchecked.append(key)
+                why[key] = "not returned" + (" (the backend is forward-only)" if part == "grads" else "")
                 continue
             a = _as_np(k, SINGULAR[part], got[part][k])
             if k not in E[part]:
-                unchecked.append(f"step{step}.{part}.{k}")
+                unchecked.append(key)
+                why[key] = "no bound is derived for it"
                 continue
             arrays.append(_judge(step, part, k, a, getattr(ref, part)[k], E[part][k], case_dtype,
                                  integer=part == "state" and k in spec.integer_state))
@@ -325,6 +446,22 @@ def failure_message(arrays) -> str:
         return (f"step {a.step} {SINGULAR[a.part]} {a.name}: systematic bias {a.bias:.3g} x its allowance "
                 f"({a.bias_where})")
     return "; ".join(one(a) for a in bad[:4])
+
+
+def partial_message(arrays, unchecked, why) -> str:
+    """Why a case is partial: how many arrays were verified, and which were not and why."""
+    unc = [a for a in arrays if a.verdict == "unconstrained"]
+    ver = sum(a.verdict == "verified" for a in arrays)
+    total = len(arrays) + len(unchecked)
+    parts = [f"{ver} of {total} arrays verified"]
+    if unc:
+        parts.append("unconstrained (every element's bound is infinite or >= the array's own scale max|ref|, so "
+                     "any value of that size would pass): " + ", ".join(
+                         f"step {a.step} {SINGULAR[a.part]} {a.name} (bound up to {a.max_bound:.3g}, scale "
+                         f"{a.scale:.3g})" for a in unc))
+    if unchecked:
+        parts.append("unchecked: " + ", ".join(f"{k} ({why.get(k, 'not judged')})" for k in unchecked))
+    return "; ".join(parts)
 
 
 def check_case(backend, case, *, timeout=60.0, diagnose=True) -> CaseResult:
@@ -396,13 +533,13 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True) -> CaseResult:
                 backward = bool(st.cotangents) and getattr(backend, "forward_only", False) is not True
                 first = len(out.arrays)
                 judge_returned(i, case.op, st.compare, backward, got, ref, E, case.dtype,
-                               out.arrays, out.unchecked)
+                               out.arrays, out.unchecked, out.unchecked_why, out.not_returned)
                 if contract.kind in ("stats_d", "epi_d"):
                     strict = Contract("strict", contract.reduction, contract.acc)
                     E_strict = derive_bounds(case.op, case.dtype, case.config, st.training, st.inputs,
                                              st.cotangents, state, ref, strict)
                     for a in out.arrays[first:]:
-                        if a.name in E_strict[a.part] and a.dtype in NP:
+                        if a.name in E_strict[a.part] and a.dtype in NP and a.verdict != "unconstrained":
                             a.strict_ratio = _judge(i, a.part, a.name, np.asarray(got[a.part][a.name]),
                                                     getattr(ref, a.part)[a.name], E_strict[a.part][a.name],
                                                     case.dtype).ratio
@@ -429,6 +566,8 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True) -> CaseResult:
                                      "message": f"diagnosis failed: {type(e).__name__}: {e}"}
         elif not out.arrays:
             out.status, out.message = "error", "nothing was judged in this case"
+        elif out.unchecked or any(a.verdict == "unconstrained" for a in out.arrays):
+            out.status, out.message = "partial", partial_message(out.arrays, out.unchecked, out.unchecked_why)
         return out
     except B.NotBounded as e:
         out.status, out.message = "skipped", str(e)
@@ -474,39 +613,119 @@ def run_check(backend, golden_dir, *, ops=None, dtypes=None, case_ids=None, time
 
 
 # ----------------------------------------------------------------------- expected failures
+@dataclass(frozen=True)
+class ExpectedFailure:
+    """One line of an expected-failures file: what a listed case must fail with to count as expected.
+
+    ``fails``: the arrays that fail ("output.y", "grad.x", "state.running_var"; any step), exactly;
+    ``error``: instead of ``fails``, a text the case's error message must contain;
+    ``diagnosis``: the variant the diagnosis must name (``none``: no known pitfall may match), or None
+    (not compared); ``reason``: why, in words."""
+    fails: frozenset | None
+    error: str | None
+    diagnosis: str | None
+    reason: str
+
+    def describe(self) -> str:
+        what = f"error containing {self.error!r}" if self.error is not None else f"fails={','.join(sorted(self.fails))}"
+        return what + (f" diagnosis={self.diagnosis}" if self.diagnosis is not None else "")
+
+
+EXPECT_FORMAT = ("'CASE-ID fails=ARRAY[,ARRAY...] [diagnosis=VARIANT|none] reason' or 'CASE-ID error=\"TEXT\" "
+                 "reason' (ARRAY: output.y, grad.x, state.running_var, ...)")
+
+
 def read_expected_failures(path) -> dict:
-    """``case-id  reason`` per line (``#`` starts a comment): failures of a backend that are known,
-    explained defects of that backend (not of refnorm). Returns {case id: reason}."""
+    """Parse an expected-failures file (docs: README, "Expected failures"): one listed case per line,
+    ``#`` starts a comment, fields split as by a shell (quotes allowed):
+
+        CASE-ID  fails=output.y,grad.x  [diagnosis=VARIANT|none]  why it fails, in words
+        CASE-ID  error="text the error message contains"  why
+
+    Returns {case id: ExpectedFailure}. A line without ``fails=`` or ``error=``, without a reason, with
+    an unknown key, or a case listed twice is a GoldenError naming the line."""
+    import shlex
     out = {}
     try:
         text = open(path, encoding="utf-8").read()
     except OSError as e:
         raise GoldenError(f"expected-failures file {path!r}: {e.strerror or e}") from None
     for n, line in enumerate(text.splitlines(), 1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
+        if not line.split("#", 1)[0].strip():
             continue
-        cid, _, reason = line.partition(" ")
-        if not reason.strip():
-            raise GoldenError(f"{path}:{n}: {cid!r} has no reason; expected 'CASE-ID  why it fails'")
+        try:
+            tokens = shlex.split(line, comments=True)
+        except ValueError as e:
+            raise GoldenError(f"{path}:{n}: {e}; expected {EXPECT_FORMAT}") from None
+        cid, fields, words = tokens[0], {}, []
+        for t in tokens[1:]:
+            key, eq, value = t.partition("=")
+            if eq and not words and key.isidentifier():
+                if key not in ("fails", "error", "diagnosis"):
+                    raise GoldenError(f"{path}:{n}: unknown field {key!r}; expected {EXPECT_FORMAT}")
+                if key in fields:
+                    raise GoldenError(f"{path}:{n}: field {key!r} given twice")
+                fields[key] = value
+            else:
+                words.append(t)
+        if ("fails" in fields) == ("error" in fields):
+            raise GoldenError(f"{path}:{n}: {cid!r} must record what fails with exactly one of fails= or error=; "
+                              f"expected {EXPECT_FORMAT}")
+        fails = None
+        if "fails" in fields:
+            fails = frozenset(f for f in fields["fails"].split(",") if f)
+            bad = sorted(f for f in fails if f.partition(".")[0] not in SINGULAR.values() or not f.partition(".")[2])
+            if not fails or bad:
+                raise GoldenError(f"{path}:{n}: fails={fields['fails']!r}: expected ARRAY[,ARRAY...] with ARRAY "
+                                  "output.NAME, grad.NAME or state.NAME")
+        if not words:
+            raise GoldenError(f"{path}:{n}: {cid!r} has no reason; expected {EXPECT_FORMAT}")
         if cid in out:
             raise GoldenError(f"{path}:{n}: {cid!r} is listed twice")
-        out[cid] = reason.strip()
+        out[cid] = ExpectedFailure(fails, fields.get("error"), fields.get("diagnosis"), " ".join(words))
     return out
 
 
-def apply_expected_failures(report: Report, expected: dict, known_ids) -> None:
-    """Mark listed failures ``xfail`` (reported, not counted as failures); a listed case that passes is
-    ``failed`` (the list is stale: a fixed defect must leave it); an id not in the golden set is an error."""
+def expected_outcome(c: CaseResult, entry: ExpectedFailure, diagnosed=True) -> None:
+    """Apply one expected-failure entry to one case result: ``xfail`` when the case fails exactly as
+    recorded (the same failing arrays, or an error containing the recorded text, and the recorded
+    diagnosis); otherwise ``failed`` with a message saying how it differs (a new failure of a listed
+    case is never hidden by the old entry; a listed case that passes means the list is stale).
+    ``diagnosed``: False when the run made no diagnosis (the diagnosis field is then not compared)."""
+    c.expected = entry.reason
+    listed = f"listed as an expected failure ({entry.describe()}: {entry.reason})"
+    if c.status in ("skipped",):
+        return
+    if c.status in ("passed", "partial"):
+        c.status, c.message = "failed", f"{listed} but it {c.status}: remove it from the list"
+        return
+    diff = []
+    if entry.error is not None:
+        if c.status != "error":
+            diff.append(f"it failed instead of raising (fails={','.join(c.failing_arrays())})")
+        elif entry.error not in c.message:
+            diff.append("its error differs")
+    else:
+        if c.status == "error":
+            diff.append("it errored instead of failing")
+        elif frozenset(c.failing_arrays()) != entry.fails:
+            diff.append(f"other arrays fail: fails={','.join(c.failing_arrays())}")
+        if not diff and entry.diagnosis is not None and diagnosed:
+            got = (c.diagnosis or {}).get("matched") or "none"
+            if got != entry.diagnosis:
+                diff.append(f"the diagnosis names {got}")
+    if diff:                                     # the status stays failed / error: counted as such
+        c.message = f"{listed}, but {'; '.join(diff)}: {c.message}"
+    else:
+        c.status, c.message = "xfail", f"expected failure ({entry.reason}): {c.message}"
+
+
+def apply_expected_failures(report: Report, expected: dict, known_ids, diagnosed=True) -> None:
+    """Apply ``expected`` ({case id: ExpectedFailure}) to every listed case of ``report``
+    (``expected_outcome``); an id not in the golden set is an error."""
     unknown = [c for c in expected if c not in set(known_ids)]
     if unknown:
         raise GoldenError(f"expected failures name case(s) not in the golden set: {', '.join(unknown)}")
     for c in report.cases:
-        if c.id not in expected:
-            continue
-        why = c.expected = expected[c.id]
-        if c.status in ("failed", "error"):
-            c.status, c.message = "xfail", f"expected failure ({why}): {c.message}"
-        elif c.status == "passed":
-            c.status = "failed"
-            c.message = f"listed as an expected failure ({why}) but passed: remove it from the list"
+        if c.id in expected:
+            expected_outcome(c, expected[c.id], diagnosed)

@@ -2,7 +2,10 @@
 
 One ``<testcase>`` per golden case: ``classname`` the op, ``name`` the case id, ``time`` its seconds.
 failed -> ``<failure>``, error -> ``<error>`` (message: the case's message; text: the arrays beyond
-their bound with their worst elements, and the command that reproduces the case); skipped ->
+their bound with their worst elements, and the command that reproduces the case); partial (an array
+unconstrained or unchecked, nothing failed) -> ``<failure type="refnorm.partial">`` naming the arrays
+not verified, or, with ``accept_partial``, ``<skipped message="partial (accepted): ...">``: never a
+plain pass; skipped ->
 ``<skipped message="reason">``; an expected failure (``--expect-failures``) -> ``<skipped
 message="expected failure: why">`` with the failure as its text. Characters XML 1.0 cannot hold
 (control characters from an exception message) are replaced by U+FFFD.
@@ -21,17 +24,21 @@ def _clean(text) -> str:
     return _NOT_XML.sub("\ufffd", str(text))
 
 
-def junit_xml(report, backend_arg: str, golden_arg: str | None = None) -> bytes:
+def junit_xml(report, backend_arg: str, golden_arg: str | None = None, accept_partial=False) -> bytes:
     """The report as a JUnit XML document (UTF-8 bytes)."""
     s = report.summary()
+    partial = s["partial"]
     suites = ET.Element("testsuites", name="refnorm check")
     suite = ET.SubElement(suites, "testsuite", {
         "name": _clean(f"refnorm check --backend {backend_arg}"), "tests": str(s["cases"]),
-        "failures": str(s["failed"]), "errors": str(s["errors"]),
-        "skipped": str(s["skipped"] + s["expected_failures"]), "time": f"{report.seconds:.3f}"})
+        "failures": str(s["failed"] + (0 if accept_partial else partial)), "errors": str(s["errors"]),
+        "skipped": str(s["skipped"] + s["expected_failures"] + (partial if accept_partial else 0)),
+        "time": f"{report.seconds:.3f}"})
     props = ET.SubElement(suite, "properties")
     for k in ("backend", "golden"):
         ET.SubElement(props, "property", name=k, value=_clean(s[k]))
+    for k in ("verified", "failed", "unconstrained", "unchecked"):
+        ET.SubElement(props, "property", name=f"arrays_{k}", value=str(s["arrays"][k]))
     for c in report.cases:
         tc = ET.SubElement(suite, "testcase", classname=_clean(c.op), name=_clean(c.id), time=f"{c.seconds:.4f}")
         if c.status in ("failed", "error"):
@@ -39,6 +46,12 @@ def junit_xml(report, backend_arg: str, golden_arg: str | None = None) -> bytes:
                                message=_clean(c.message + (f" | diagnosis: {c.diagnosis['message']}"
                                                            if c.diagnosis and c.diagnosis.get("message") else "")),
                                type=f"refnorm.{c.status}")
+            el.text = _clean(R.case_text(c, backend_arg, golden_arg))
+        elif c.status == "partial":
+            if accept_partial:
+                el = ET.SubElement(tc, "skipped", message=_clean(f"partial (accepted): {c.message}"))
+            else:
+                el = ET.SubElement(tc, "failure", message=_clean(f"partial: {c.message}"), type="refnorm.partial")
             el.text = _clean(R.case_text(c, backend_arg, golden_arg))
         elif c.status == "skipped":
             ET.SubElement(tc, "skipped", message=_clean(c.message))

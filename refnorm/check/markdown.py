@@ -19,21 +19,26 @@ def _cell(v) -> str:
 
 
 def _table(report) -> list:
-    head = ["op", "dtype", "cases", "passed", "failed", "skipped", "errors", "expected failures",
-            "worst / bound", "worst error (u)"]
+    head = ["op", "dtype", "cases", "passed", "partial", "failed", "skipped", "errors", "expected failures",
+            "arrays verified", "unconstrained", "unchecked", "worst / bound", "worst error (u)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * (len(head) - 2)]
     for r in R.table_rows(report):
-        cells = [r["op"], r["dtype"], r["cases"], r["passed"], r["failed"], r["skipped"], r["error"], r["xfail"],
+        cells = [r["op"], r["dtype"], r["cases"], r["passed"], r["partial"], r["failed"], r["skipped"], r["error"],
+                 r["xfail"], r["verified"], r["unconstrained"], r["unchecked"],
                  R._fmt(r["worst_ratio"]), R._fmt(r["worst_err_u"])]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return lines
 
 
-def markdown(report, backend_arg: str, golden_arg: str | None, plots: dict, note: str | None) -> str:
+def markdown(report, backend_arg: str, golden_arg: str | None, plots: dict, note: str | None,
+             accept_partial=False) -> str:
     """The summary as Markdown; ``plots``: the PNG file names to show, ``note``: why there are none."""
-    out = [f"# refnorm check: backend {backend_arg}", "", R.summary_line(report), "",
+    out = [f"# refnorm check: backend {backend_arg}", "", R.summary_line(report, accept_partial), "",
            f"Golden set: `{report.golden}`. The worst error is a fraction of its derived bound (below 1 passes) "
-           "and in units of the dtype's unit roundoff (docs/tolerances.md).", ""]
+           "and in units of the dtype's unit roundoff (docs/tolerances.md). Every array is verified, failed, "
+           "unconstrained (its bound is at least its own scale: nothing verified) or unchecked (not returned, "
+           "no bound); a case is passed only when every array of it is verified, partial when none failed "
+           "but some array was not verified.", ""]
     if note:
         out += [f"**Note: {note}.**", ""]
     out += ["## Per op and dtype", ""] + _table(report) + [""]
@@ -52,7 +57,8 @@ def markdown(report, backend_arg: str, golden_arg: str | None, plots: dict, note
         out += [f"![{name[:-4]}]({name})" for name in plots] + [""]
     else:
         out += [f"No plots: {note}." if note else "No plots: no array was judged.", ""]
-    for status, title in (("failed", "Failures"), ("error", "Errors"), ("xfail", "Expected failures")):
+    for status, title in (("failed", "Failures"), ("error", "Errors"), ("partial", "Partial (not every array verified)"),
+                          ("xfail", "Expected failures")):
         cases = [c for c in report.cases if c.status == status]
         if cases:
             out += [f"## {title} ({len(cases)})", "", "```text"]
@@ -64,7 +70,7 @@ def markdown(report, backend_arg: str, golden_arg: str | None, plots: dict, note
     return "\n".join(out)
 
 
-def report_files(report, backend_arg: str, golden_arg: str | None = None) -> tuple:
+def report_files(report, backend_arg: str, golden_arg: str | None = None, accept_partial=False) -> tuple:
     """({file name: bytes}, note or None): ``summary.md`` and the plots; the note says why plots are
     missing (matplotlib not installed)."""
     from . import plots as P
@@ -75,5 +81,5 @@ def report_files(report, backend_arg: str, golden_arg: str | None = None) -> tup
         missing = isinstance(e, ModuleNotFoundError) and (e.name or "").partition(".")[0] == "matplotlib"
         pngs, note = {}, (NO_MATPLOTLIB if missing else f"plots skipped: matplotlib failed to import ({e})")
     files = dict(pngs)
-    files[SUMMARY] = markdown(report, backend_arg, golden_arg, list(pngs), note).encode()
+    files[SUMMARY] = markdown(report, backend_arg, golden_arg, list(pngs), note, accept_partial).encode()
     return files, note

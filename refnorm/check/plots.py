@@ -23,11 +23,12 @@ COLORS = {"float64": "#1b9e77", "float32": "#d95f02", "float16": "#7570b3", "bfl
 
 
 def ratios_by_op(report) -> dict:
-    """{op: {dtype: [ratio of each judged array]}} over passed and failed cases."""
+    """{op: {dtype: [ratio of each verified or failed array]}} over passed, partial and failed cases
+    (unconstrained arrays verify nothing and are left out)."""
     out = defaultdict(lambda: defaultdict(list))
     for c in report.cases:
-        if c.status in ("passed", "failed"):
-            out[c.op][c.dtype] += [a.ratio for a in c.arrays]
+        if c.status in ("passed", "partial", "failed"):
+            out[c.op][c.dtype] += [a.ratio for a in c.arrays if a.verdict != "unconstrained"]
     return {op: {dt: v for dt, v in d.items() if v} for op, d in out.items() if any(d.values())}
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 
-STATUSES = ("passed", "failed", "skipped", "error", "xfail")
+import numpy as np
+
+STATUSES = ("passed", "partial", "failed", "skipped", "error", "xfail")
 
 
 def _fmt(v):
-    if v is None:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     if isinstance(v, float) and math.isinf(v):
         return "inf"
@@ -20,32 +22,44 @@ DTYPE_ORDER = {"float64": 0, "float32": 1, "float16": 2, "bfloat16": 3}
 
 
 def table_rows(report) -> list:
-    """One dict per (op, dtype), sorted: op, dtype, cases, the count of each status, worst_ratio (the
-    worst error as a fraction of its bound) and worst_err_u (in units of the dtype's unit roundoff),
-    over the judged arrays of passed and failed cases (None when nothing was judged)."""
+    """One dict per (op, dtype), sorted: op, dtype, cases, the count of each status, the arrays by
+    verdict (verified, unconstrained, unchecked), worst_ratio (the worst error as a fraction of its
+    bound) and worst_err_u (in units of the dtype's unit roundoff), over the verified and failed arrays
+    of passed, partial and failed cases (None when there are none: unconstrained arrays verify nothing
+    and are left out)."""
     rows = defaultdict(list)
     for c in report.cases:
         rows[(c.op, c.dtype)].append(c)
     out = []
     for (op, dt), cs in sorted(rows.items(), key=lambda kv: (kv[0][0], DTYPE_ORDER.get(kv[0][1], 9))):
         n = Counter(c.status for c in cs)
-        judged = [a for c in cs if c.status in ("passed", "failed") for a in c.arrays]   # xfail left out
+        judged = [a for c in cs if c.status in ("passed", "partial", "failed") for a in c.arrays
+                  if a.verdict != "unconstrained"]                                       # xfail left out
+        arrays = Counter()
+        for c in cs:
+            if c.status in ("passed", "partial", "failed", "xfail"):
+                arrays.update(c.verdicts())
         out.append({"op": op, "dtype": dt, "cases": len(cs), **{k: n[k] for k in STATUSES},
+                    "verified": arrays["verified"], "unconstrained": arrays["unconstrained"],
+                    "unchecked": arrays["unchecked"],
                     "worst_ratio": max((a.ratio for a in judged), default=None),
-                    "worst_err_u": max((a.err_u for a in judged), default=None)})
+                    "worst_err_u": max((a.err_u for a in judged if not math.isnan(a.err_u)), default=None)})
     return out
 
 
 def table(report) -> str:
     """One row per (op, dtype): cases, passed, failed, skipped, errors, worst ratio to the bound, and the
     worst error in units of the output dtype's unit roundoff (relative to each array's largest value)."""
-    head = f"{'op':24s} {'dtype':9s} {'cases':>5s} {'pass':>5s} {'fail':>5s} {'skip':>5s} {'error':>5s} " \
-           f"{'xfail':>5s} {'worst/bound':>11s} {'worst err (u)':>13s}"
+    head = f"{'op':24s} {'dtype':9s} {'cases':>5s} {'pass':>5s} {'part':>5s} {'fail':>5s} {'skip':>5s} " \
+           f"{'error':>5s} {'xfail':>5s} {'arrays ok/unc/unch':>18s} {'worst/bound':>11s} {'worst err (u)':>13s}"
     lines = [head, "-" * len(head)]
     for r in table_rows(report):
-        lines.append(f"{r['op']:24s} {r['dtype']:9s} {r['cases']:5d} {r['passed']:5d} {r['failed']:5d} "
-                     f"{r['skipped']:5d} {r['error']:5d} {r['xfail']:5d} {_fmt(r['worst_ratio']):>11s} "
-                     f"{_fmt(r['worst_err_u']):>13s}")
+        arrays = f"{r['verified']}/{r['unconstrained']}/{r['unchecked']}"
+        lines.append(f"{r['op']:24s} {r['dtype']:9s} {r['cases']:5d} {r['passed']:5d} {r['partial']:5d} "
+                     f"{r['failed']:5d} {r['skipped']:5d} {r['error']:5d} {r['xfail']:5d} {arrays:>18s} "
+                     f"{_fmt(r['worst_ratio']):>11s} {_fmt(r['worst_err_u']):>13s}")
+    lines.append("arrays ok/unc/unch: verified / unconstrained (bound >= the array's scale: nothing verified) / "
+                 "unchecked (not returned or no bound)")
     return "\n".join(lines)
 
 
@@ -76,13 +90,16 @@ def array_lines(arrays) -> list:
         if a.passed:
             continue
         what = {'outputs': 'output', 'grads': 'grad', 'state': 'state'}[a.part]
-        out.append(f"  step {a.step} {what} {a.name} ({a.dtype}): {_fmt(a.ratio)} x bound, "
+        dt = f"{a.returned_dtype}, judged as {a.dtype}" if a.returned_dtype else a.dtype
+        out.append(f"  step {a.step} {what} {a.name} ({dt}): {_fmt(a.ratio)} x bound, "
                    f"{a.over} of {a.size} elements over; error up to {_fmt(a.err_u)} u")
         if a.bias > 1:
             out.append(f"      systematic bias: signed error {_fmt(a.bias)} x what unbiased rounding and the bound "
                        f"allow, over {a.bias_where} (bias test, false-alarm rate 1e-9 per case)")
         for idx, got, exp, bnd in a.worst:
-            out.append(f"      at {list(idx)}: got {got:.9g}, expected {exp:.17g}, bound {bnd:.3g}")
+            with np.errstate(all="ignore"):
+                err = abs(got - exp)
+            out.append(f"      at {list(idx)}: got {got!r}, expected {exp!r}, |error| {err:.3g}, bound {bnd:.3g}")
     return out
 
 
@@ -93,7 +110,8 @@ def reproduce(case_id, backend_arg: str, golden_arg: str | None = None) -> str:
 
 
 def case_text(c, backend_arg: str, golden_arg: str | None = None) -> str:
-    """One failed, errored or expected-failure case: its message, worst elements and reproduce command."""
+    """One failed, errored, partial or expected-failure case: its message, worst elements and reproduce
+    command."""
     out = [f"{c.status.upper()} {c.id} [{c.dtype}, contract {c.contract or '-'}]: {c.message}"]
     if diagnosis_line(c):
         out.append(diagnosis_line(c))
@@ -111,6 +129,30 @@ def failures(report, backend_arg: str, golden_arg: str | None = None, limit: int
     if len(bad) > limit:
         out.append(f"... and {len(bad) - limit} more failed or errored cases (see --json)")
     return "\n".join(out)
+
+
+def partials(report, limit: int = 20) -> str:
+    """The partial cases (nothing failed, but not every array verified): which arrays were left
+    unverified and why, grouped by that reason, so a user sees what was not checked."""
+    cases = [c for c in report.cases if c.status == "partial"]
+    if not cases:
+        return ""
+    out = [f"PARTIAL {c.id} [{c.dtype}]: {c.message}" for c in cases[:limit]]
+    if len(cases) > limit:
+        out.append(f"... and {len(cases) - limit} more partial cases (see --json)")
+    return "\n".join(out)
+
+
+def conversions(report) -> str:
+    """A note per (op, dtype, returned dtype) when arrays came back in another dtype than the case's
+    and were judged after rounding to the case dtype (core: the conversion rule)."""
+    agg = Counter()
+    for c in report.cases:
+        for a in c.arrays:
+            if a.returned_dtype:
+                agg[(c.op, c.dtype, a.returned_dtype)] += 1
+    return "\n".join(f"NOTE {op} {dt}: {n} array(s) returned as {rd}, judged as {dt} after rounding to nearest"
+                     for (op, dt, rd), n in sorted(agg.items()))
 
 
 def warnings(report) -> str:
@@ -133,10 +175,18 @@ def skips(report) -> str:
     return "\n".join(f"SKIPPED {n} case(s): {r}" for r, n in reasons.most_common())
 
 
-def summary_line(report) -> str:
+def summary_line(report, accept_partial=False) -> str:
+    """The last line: the verdict (OK, PARTIAL, FAILED; "OK (partial accepted)" with --accept-partial),
+    the case counts and the arrays by verdict."""
     s = report.summary()
-    verdict = "OK" if report.ok else "FAILED"
-    extra = "" if s["passed"] else " (no case was judged: nothing is verified)"
+    verdict = {"ok": "OK", "partial": "PARTIAL", "failed": "FAILED"}[report.verdict]
+    if verdict == "PARTIAL" and accept_partial:
+        verdict = "OK (partial accepted)"
+    extra = "" if s["judged"] else " (no case was judged: nothing is verified)"
     xf = f", {s['expected_failures']} expected failures" if s["expected_failures"] else ""
-    return (f"refnorm check: {verdict}: backend {s['backend']}: {s['passed']} passed, {s['failed']} failed, "
-            f"{s['errors']} errors{xf}, {s['skipped']} skipped of {s['cases']} cases in {s['seconds']:.1f} s{extra}")
+    a = s["arrays"]
+    arrays = (f"; arrays: {a['verified']} verified, {a['failed']} failed, {a['unconstrained']} unconstrained, "
+              f"{a['unchecked']} unchecked")
+    return (f"refnorm check: {verdict}: backend {s['backend']}: {s['passed']} passed, {s['partial']} partial, "
+            f"{s['failed']} failed, {s['errors']} errors{xf}, {s['skipped']} skipped of {s['cases']} cases"
+            f"{arrays} in {s['seconds']:.1f} s{extra}")
