@@ -162,17 +162,10 @@ def _cmd_derive(args):
 
 
 def default_golden_dir() -> str:
-    """The golden set to use when none is named: $REFNORM_GOLDEN, else ./golden, else the checkout's golden/."""
-    env = os.environ.get("REFNORM_GOLDEN")
-    if env:
-        return env
-    if os.path.isfile(os.path.join("golden", "MANIFEST.json")):
-        return "golden"
-    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "golden")
-    if os.path.isfile(os.path.join(here, "MANIFEST.json")):
-        return here
-    raise CLIError("no golden set found: pass a directory, set REFNORM_GOLDEN, or run from a refnorm checkout "
-                   "(expected golden/MANIFEST.json)")
+    """The golden set to use when none is named: $REFNORM_GOLDEN, else ./golden, else the checkout's
+    golden/, else the copy packaged in the wheel (refnorm.golden.store.find_golden)."""
+    from .golden import store
+    return store.find_golden()
 
 
 def _cmd_golden(args):
@@ -244,7 +237,8 @@ def _cmd_check(args):
     expected = None
     if args.expect_failures:
         from .check.core import read_expected_failures
-        expected = read_expected_failures(args.expect_failures)
+        from .golden.store import find_expected_failures
+        expected = read_expected_failures(find_expected_failures(args.expect_failures))
     report = check.run_check(backend, golden_dir, ops=args.ops, dtypes=args.dtypes, case_ids=args.case,
                              timeout=args.timeout, progress=progress, diagnose=not args.no_diagnosis)
     if expected is not None:
@@ -340,7 +334,8 @@ def build_parser():
     d.set_defaults(func=_cmd_derive)
     g = sub.add_parser("golden", help="build or verify the golden data set")
     g.add_argument("action", choices=("build", "verify"))
-    g.add_argument("dir", nargs="?", help="the set's directory (default: ./golden, or $REFNORM_GOLDEN for verify)")
+    g.add_argument("dir", nargs="?", help="the set's directory (default: build: ./golden; else as "
+                                          "check --golden)")
     g.add_argument("--exact", action="store_true", help="verify: demand bit-for-bit expected values")
     g.add_argument("--op", action="append", metavar="NAME", help="verify: only this normalizer (repeatable)")
     g.add_argument("--quiet", action="store_true", help="print only the summary")
@@ -352,7 +347,8 @@ def build_parser():
     c.add_argument("--ops", nargs="+", metavar="OP", help="only these normalizers")
     c.add_argument("--dtypes", nargs="+", metavar="DT", help="only these dtypes (float64 float32 float16 bfloat16)")
     c.add_argument("--case", action="append", metavar="ID", help="only this golden case (repeatable)")
-    c.add_argument("--golden", metavar="DIR", help="golden set (default: ./golden, $REFNORM_GOLDEN, the checkout's)")
+    c.add_argument("--golden", metavar="DIR", help="golden set (default: $REFNORM_GOLDEN, ./golden, the "
+                                                   "checkout's, the packaged copy)")
     c.add_argument("--json", metavar="FILE", help="write the machine-readable report to FILE (atomically)")
     c.add_argument("--junit-xml", metavar="FILE", help="write a JUnit XML report (one test case per golden case)")
     c.add_argument("--report", metavar="DIR", help="write DIR/summary.md and PNG plots of the errors per op "
@@ -363,7 +359,8 @@ def build_parser():
                    help="do not diagnose failed cases (naming the known pitfall a failing backend matches)")
     c.add_argument("--expect-failures", metavar="FILE",
                    help="'CASE-ID reason' lines: known defects of the backend, reported as expected failures; "
-                        "a listed case that passes fails the check")
+                        "a listed case that passes fails the check; a bare name (torch-cpu, jax, ...) is "
+                        "known_failures/NAME.txt of the checkout, else of the wheel")
     c.set_defaults(func=_cmd_check)
     return p
 

@@ -102,7 +102,7 @@ def pytest_collection_modifyitems(session, config, items):
         backend = get_backend(name)
         golden = config.getoption("refnorm_golden") or default_golden_dir()
         manifest = store.read_manifest(golden)
-        expected = read_expected_failures(expect) if expect else {}
+        expected = read_expected_failures(store.find_expected_failures(expect)) if expect else {}
     except RefnormError as e:
         raise pytest.UsageError(f"refnorm: {e}") from None
     _check_names(config, manifest, expected)

@@ -407,3 +407,84 @@ def scan(directory, manifest: dict) -> list[str]:
             elif name in filenames and rel not in listed:
                 problems.append(f"{rel}: file not listed in {MANIFEST} (stale or planted; rebuild or remove it)")
     return sorted(problems)
+
+
+# ------------------------------------------------------------------------------------- locating
+# Where the default golden set and a named known-failures list are found. The checkout's golden/ and
+# known_failures/ are the source of truth; a wheel carries a copy of both in refnorm/_data/ (setup.py's
+# build_py copies them at build time), read through the same checks as any other set.
+GOLDEN_ENV = "REFNORM_GOLDEN"
+
+
+def package_data_dir() -> str:
+    """``refnorm/_data`` of the running refnorm: the packaged copies (present in a wheel install)."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_data")
+
+
+def checkout_dir() -> str | None:
+    """The source checkout the running refnorm is imported from (an editable install or PYTHONPATH),
+    or None when refnorm is installed (its parent directory holds no pyproject.toml)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return root if os.path.isfile(os.path.join(root, "pyproject.toml")) else None
+
+
+def golden_search_path() -> list[tuple[str, str | None]]:
+    """Where the default golden set is looked for, in order, as (label, directory or None):
+    ``$REFNORM_GOLDEN``, ``./golden``, the checkout's ``golden/``, the packaged copy."""
+    root = checkout_dir()
+    return [(f"${GOLDEN_ENV}", os.environ.get(GOLDEN_ENV) or None),
+            ("./golden", "golden"),
+            ("the checkout's golden/", os.path.join(root, "golden") if root else None),
+            ("the packaged copy", os.path.join(package_data_dir(), "golden"))]
+
+
+def find_golden(explicit=None) -> str:
+    """The golden set to use: ``explicit`` (``--golden DIR``) if given, else ``$REFNORM_GOLDEN`` if set
+    (used as given: a wrong value is an error, never a silent fallback), else the first of ``./golden``,
+    the checkout's ``golden/`` and the packaged copy that holds a MANIFEST.json. Raises GoldenError
+    saying where it looked and how to get a set."""
+    if explicit:
+        return os.fspath(explicit)
+    (env_label, env), *rest = golden_search_path()
+    if env:
+        return env
+    looked = [f"{env_label} (not set)"]
+    for label, d in rest:
+        if d is None:
+            looked.append(f"{label} (refnorm is not run from a checkout)")
+        elif os.path.isfile(os.path.join(d, MANIFEST)):
+            return d
+        else:
+            looked.append(f"{label} ({os.path.abspath(d)}: no {MANIFEST})")
+    raise GoldenError("no golden set found; looked in: " + "; ".join(looked) + ". Pass --golden DIR, set "
+                      f"{GOLDEN_ENV}=DIR, or build one: `refnorm golden build DIR` regenerates it from the case "
+                      "table in a few seconds (a wheel of refnorm ships one in refnorm/_data/golden)")
+
+
+def known_failure_lists() -> dict[str, str]:
+    """The known-failures lists found by bare name: {name: path}, the checkout's known_failures/*.txt
+    over the packaged copies."""
+    out = {}
+    root = checkout_dir()
+    for d in ([os.path.join(root, "known_failures")] if root else []) + [os.path.join(package_data_dir(),
+                                                                                      "known_failures")]:
+        if os.path.isdir(d):
+            for f in sorted(os.listdir(d)):
+                if f.endswith(".txt"):
+                    out.setdefault(f[:-4], os.path.join(d, f))
+    return out
+
+
+def find_expected_failures(name) -> str:
+    """The file ``--expect-failures NAME`` means: NAME itself if that file exists, else, for a bare
+    name such as ``torch-cpu`` (or ``torch-cpu.txt``), the checkout's ``known_failures/torch-cpu.txt``,
+    else the packaged copy of it. Raises GoldenError naming the known lists otherwise."""
+    name = os.fspath(name)
+    if os.path.exists(name):
+        return name
+    base = name[:-4] if name.endswith(".txt") else name
+    lists = known_failure_lists()
+    if os.sep not in name and "/" not in name and base in lists:
+        return lists[base]
+    raise GoldenError(f"expected-failures file {name!r} does not exist, and it is not the name of a "
+                      f"known-failures list ({', '.join(lists) or 'none found'})")
