@@ -77,7 +77,12 @@ def test_numpy_backend_passes_every_golden_case():
     s = rep.summary()
     assert s["failed"] == 0 and s["errors"] == 0 and s["skipped"] == 0, [c.message for c in rep.cases
                                                                          if c.status != "passed"][:5]
-    assert s["passed"] == len(rep.cases) > 500 and rep.ok
+    # the exact contract's bound is the golden tolerance times the case's condition number: on the two
+    # float64 constant-row cases of min_max_scale and z_score (condition ~1e16) it exceeds every array's
+    # scale, so those arrays are unconstrained and the cases partial, never passed
+    partial = sorted(c.id for c in rep.cases if c.status == "partial")
+    assert partial == ["min_max_scale/const_f64_4x6", "z_score/const_f64_4x6"], partial
+    assert s["passed"] + s["partial"] == len(rep.cases) > 500 and rep.verdict == "partial" and not rep.ok
 
 
 class _Mutant(NumpyBackend):

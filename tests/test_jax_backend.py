@@ -316,10 +316,10 @@ def test_jax_passes_every_case_but_its_known_defects(tmp_path, capsys):
     rc = main(["check", "--backend", "jax", "--golden", GOLDEN, "--expect-failures", KNOWN,
                "--json", str(out), "--no-progress"])
     text = capsys.readouterr().out
-    assert rc == 0, text[-3000:]
+    assert rc == 4, text[-3000:]                       # partial: ill-posed arrays verify nothing
     s = json.loads(out.read_text())["summary"]
     assert s["failed"] == 0 and s["errors"] == 0 and s["expected_failures"] == len(_known())
-    assert s["passed"] >= 300, s
+    assert s["passed"] >= 280 and s["arrays"]["unchecked"] == 0, s
 
 
 def test_the_one_pass_entries_pass_with_the_two_pass_variance(capsys):

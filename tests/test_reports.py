@@ -53,7 +53,7 @@ class Mixed(NumpyBackend):
 def mixed(monkeypatch, tmp_path):
     monkeypatch.setitem(backends.BUILTIN, "mixed", Mixed)
     xf = tmp_path / "xf.txt"
-    xf.write_text(f"{LN_XFAIL}  y is off at one element (a known defect)\n")
+    xf.write_text(f"{LN_XFAIL}  fails=output.y  y is off at one element (a known defect)\n")
     args = ["check", "--backend", "mixed", "--golden", GOLDEN, "--no-progress", "--expect-failures", str(xf)]
     for c in CASES:
         args += ["--case", c]
@@ -99,7 +99,8 @@ def test_report_dir_markdown_and_plots(mixed, tmp_path, capsys):
     assert "plots skipped" not in out.err and f"wrote {d / 'summary.md'} and 2 plot(s)" in out.out
     md = (d / "summary.md").read_text()
     assert md.startswith("# refnorm check: backend mixed")
-    assert "| op | dtype | cases | passed | failed | skipped | errors | expected failures |" in md
+    assert ("| op | dtype | cases | passed | partial | failed | skipped | errors | expected failures | "
+            "arrays verified | unconstrained | unchecked |") in md
     assert "| batch_norm |" in md and "| layer_norm |" in md
     assert "## Failures (1)" in md and f"FAILED {LN_FAIL}" in md and "at [" in md
     assert "## Errors (1)" in md and "## Expected failures (1)" in md

@@ -71,7 +71,7 @@ def test_a_perturbed_gradient_fails_and_a_few_ulps_pass():
     (lambda o, g: o.__setitem__("y", o["y"][:, :-1]), "has shape"),
     (lambda o, g: o.__setitem__("y", o["y"].astype(np.float16)), "less precise than the case dtype"),
     (lambda o, g: o.__setitem__("y", o["y"].tolist()), "expected a numpy.ndarray"),
-    (lambda o, g: o.__setitem__("var", o["y"]), "layer_norm has no outputs 'var'"),
+    (lambda o, g: o.__setitem__("var", o["y"]), r"unknown name\(s\): output 'var' \(layer_norm has 'y', 'mean', 'rstd'\)"),
 ])
 def test_malformed_results_are_assertion_errors(change, match):
     ins, cot, out, grads = _layer_norm_f32()
@@ -126,8 +126,12 @@ def _judge_tiny(d):
     if backend.supports(call):
         return                                            # eps outside the sqrt: declined
     ret = backend.run(call)
-    assert_close_to_reference(d["op"], d["inputs"], ret.outputs, config=d["config"], cotangents=d["cotangents"],
-                              grads=ret.grads, training=d["training"], contract=backend.contract(call))
+    # drawn inputs include ill-posed ones (one feature, constant rows): allow_partial accepts arrays that
+    # cannot be verified there; a failure still raises, and the verdicts say which arrays were verified
+    arrays = assert_close_to_reference(d["op"], d["inputs"], ret.outputs, config=d["config"],
+                                       cotangents=d["cotangents"], grads=ret.grads, training=d["training"],
+                                       contract=backend.contract(call), allow_partial=True)
+    assert {a.verdict for a in arrays} <= {"verified", "unconstrained"}
 
 
 @pytest.mark.parametrize("op", sorted(MAKERS))
@@ -147,7 +151,7 @@ def test_strategies_draw_valid_calls_that_the_rounded_reference_passes(op):
             assert_close_to_reference(op, d["inputs"], ret.outputs, config=d["config"], cotangents=d["cotangents"],
                                       grads=ret.grads,
                                       state=d["state"], new_state=ret.state or None, training=d["training"],
-                                      dtype=d["dtype"])
+                                      dtype=d["dtype"], allow_partial=True)
     check()
 
 

@@ -29,16 +29,23 @@ def _refnorm(*args, cwd=ROOT, env=None):
 def test_the_readme_example_passes_its_ops_and_skips_the_rest(tmp_path):
     out = tmp_path / "r.json"
     r = _refnorm("check", "--backend", TINY, "--no-progress", "--json", str(out))
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    # exit 4: nothing failed, but a few cases are partial (ill-posed arrays: constant rows at eps 1e-12,
+    # one feature), never reported as passed
+    assert r.returncode == 4, r.stdout[-3000:] + r.stderr
     cases = json.loads(out.read_text())["cases"]
     mine = [c for c in cases if c["op"] in ("layer_norm", "rms_norm")]
-    assert {c["status"] for c in cases} == {"passed", "skipped"}
+    assert {c["status"] for c in cases} == {"passed", "partial", "skipped"}
     assert len([c for c in mine if c["status"] == "passed"]) > 80
+    for c in cases:
+        if c["status"] == "partial":
+            assert c["verdicts"]["failed"] == 0 and c["unconstrained"] and "unconstrained" in c["message"], c
     for c in cases:
         if c["status"] == "skipped":
             assert c["message"].startswith("tiny backend: ") and "not implemented" in c["message"], c
     assert {c["op"] for c in cases if c["status"] == "passed"} == {"layer_norm", "rms_norm"}
-    assert "refnorm check: OK: backend tiny" in r.stdout
+    assert "refnorm check: PARTIAL: backend tiny" in r.stdout
+    r = _refnorm("check", "--backend", TINY, "--no-progress", "--ops", "layer_norm", "--accept-partial")
+    assert r.returncode == 0 and "refnorm check: OK (partial accepted): backend tiny" in r.stdout, r.stdout[-2000:]
 
 
 @pytest.mark.parametrize("form", ["TinyBackend", "make", "INSTANCE"])
@@ -54,7 +61,7 @@ def test_attr_may_be_a_class_a_factory_or_an_object(form, tmp_path, monkeypatch)
     b = get_backend(f"kernels_ok:{form}")
     assert b.name == "tiny" and b.available() is None
     assert main(["check", "--backend", f"kernels_ok:{form}", "--ops", "layer_norm", "--dtypes", "float32",
-                 "--golden", GOLDEN, "--no-progress"]) == 0
+                 "--golden", GOLDEN, "--no-progress", "--accept-partial"]) == 0
 
 
 BAD = """
@@ -108,21 +115,34 @@ def test_unknown_names_list_builtins_and_the_import_path_form():
         get_backend("nope")
 
 
+def _dist(where, name, entries):
+    """A fake installed distribution under ``where`` registering ``entries`` in refnorm.backends."""
+    dist = where / f"{name}-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[refnorm.backends]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()))
+
+
 def test_entry_point_group_refnorm_backends(tmp_path):
-    dist = tmp_path / "tinyplug-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tinyplug\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(f"[refnorm.backends]\ntiny = {TINY}\n"
-                                           "broken = examples.tiny_backend:DoesNotExist\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT, os.environ.get("PYTHONPATH", "")]))
-    r = _refnorm("check", "--backend", "tiny", "--ops", "rms_norm", "--golden", GOLDEN, "--no-progress",
-                 cwd=tmp_path, env=env)
-    assert r.returncode == 0 and "refnorm check: OK: backend tiny" in r.stdout, r.stdout[-2000:] + r.stderr
-    r = _refnorm("check", "--backend", "broken", "--golden", GOLDEN, cwd=tmp_path, env=env)
+    """Asserts only on this test's own entry points, so any other installed refnorm plug-in (here: a
+    second fake distribution, standing for one) cannot make it fail."""
+    tiny, broken = "refnorm-selftest-tiny", "refnorm-selftest-broken"
+    _dist(tmp_path / "mine", "tinyplug", {tiny: TINY, broken: "examples.tiny_backend:DoesNotExist"})
+    _dist(tmp_path / "other", "otherplug", {"aaa-other": TINY, "zzz-other": "other.module:Other"})
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "mine"), str(tmp_path / "other"), ROOT,
+                                                       os.environ.get("PYTHONPATH", "")]))
+    r = _refnorm("check", "--backend", tiny, "--ops", "rms_norm", "--golden", GOLDEN, "--no-progress",
+                 "--accept-partial", cwd=tmp_path, env=env)
+    assert r.returncode == 0 and "refnorm check: OK" in r.stdout and "backend tiny" in r.stdout, \
+        r.stdout[-2000:] + r.stderr
+    r = _refnorm("check", "--backend", broken, "--golden", GOLDEN, cwd=tmp_path, env=env)
     assert r.returncode == 2
-    assert "backend 'broken' (entry point 'examples.tiny_backend:DoesNotExist' in group 'refnorm.backends')" in r.stderr
+    assert (f"backend {broken!r} (entry point 'examples.tiny_backend:DoesNotExist' in group 'refnorm.backends')"
+            in r.stderr), r.stderr
     r = _refnorm("check", "--backend", "nope", "--golden", GOLDEN, cwd=tmp_path, env=env)
-    assert r.returncode == 2 and "broken, tiny, or package.module:attr" in r.stderr, r.stderr
+    assert r.returncode == 2, r.stderr
+    listed = r.stderr.split("expected one of: ", 1)[1].split(", or package.module:attr", 1)[0].split(", ")
+    assert {tiny, broken, "numpy"} <= set(listed), r.stderr
 
 
 

@@ -224,10 +224,12 @@ def test_expected_failure_entries_record_what_fails(tmp_path):
     f = tmp_path / "k.txt"
     f.write_text("# comment\n"
                  "a/b  fails=grad.bias  diagnosis=ln_bias  dbias doubled  # why\n"
-                 "a/c  error='does not have a device'  raises in the backward\n")
+                 "a/c  error='does not have a device'  raises in the backward\n"
+                 "a/d  fails=output.y  eps=1e-12 rounds to 0 in float16\n")
     e = read_expected_failures(f)
     assert e["a/b"].fails == {"grad.bias"} and e["a/b"].diagnosis == "ln_bias" and e["a/b"].reason == "dbias doubled"
     assert e["a/c"].error == "does not have a device" and e["a/c"].fails is None
+    assert e["a/d"].reason == "eps=1e-12 rounds to 0 in float16" and e["a/d"].diagnosis is None
     same = _failed([("grads", "bias")], "ln_bias")
     expected_outcome(same, e["a/b"])
     assert same.status == "xfail"
@@ -256,7 +258,7 @@ def test_expected_failure_entries_record_what_fails(tmp_path):
     ("a/b  fails=grad.bias", "has no reason"),
     ("a/b  fails=bias  why", "output.NAME, grad.NAME or state.NAME"),
     ("a/b  fails=grad.x error=x  why", "exactly one of"),
-    ("a/b  fails=grad.x colour=red  why", "unknown field 'colour'"),
+    ("a/b  fails=grad.x diagnosys=x  why", "unknown field 'diagnosys' \\(did you mean 'diagnosis'"),
 ])
 def test_malformed_expected_failure_lines_are_errors(tmp_path, line, what):
     f = tmp_path / "k.txt"

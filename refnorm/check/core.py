@@ -37,6 +37,7 @@ golden set and the installed reference disagree: a GoldenError, never a pass).
 """
 from __future__ import annotations
 
+import difflib
 import math
 import signal
 import threading
@@ -631,43 +632,49 @@ class ExpectedFailure:
         return what + (f" diagnosis={self.diagnosis}" if self.diagnosis is not None else "")
 
 
+FIELDS = ("fails", "error", "diagnosis")
 EXPECT_FORMAT = ("'CASE-ID fails=ARRAY[,ARRAY...] [diagnosis=VARIANT|none] reason' or 'CASE-ID error=\"TEXT\" "
                  "reason' (ARRAY: output.y, grad.x, state.running_var, ...)")
 
 
 def read_expected_failures(path) -> dict:
     """Parse an expected-failures file (docs: README, "Expected failures"): one listed case per line,
-    ``#`` starts a comment, fields split as by a shell (quotes allowed):
+    ``#`` starts a comment; the fields come first (a value may be quoted), the rest is the reason:
 
         CASE-ID  fails=output.y,grad.x  [diagnosis=VARIANT|none]  why it fails, in words
         CASE-ID  error="text the error message contains"  why
 
     Returns {case id: ExpectedFailure}. A line without ``fails=`` or ``error=``, without a reason, with
-    an unknown key, or a case listed twice is a GoldenError naming the line."""
-    import shlex
+    a misspelt field name, or a case listed twice is a GoldenError naming the line. The first word that
+    is not a field begins the reason (it may itself contain "=")."""
+    import re
+    field_re = re.compile(r"""([A-Za-z_]\w*)=("([^"]*)"|'([^']*)'|(\S+))(\s+|$)""")
     out = {}
     try:
         text = open(path, encoding="utf-8").read()
     except OSError as e:
         raise GoldenError(f"expected-failures file {path!r}: {e.strerror or e}") from None
     for n, line in enumerate(text.splitlines(), 1):
-        if not line.split("#", 1)[0].strip():
+        body = line.split("#", 1)[0].strip()
+        if not body:
             continue
-        try:
-            tokens = shlex.split(line, comments=True)
-        except ValueError as e:
-            raise GoldenError(f"{path}:{n}: {e}; expected {EXPECT_FORMAT}") from None
-        cid, fields, words = tokens[0], {}, []
-        for t in tokens[1:]:
-            key, eq, value = t.partition("=")
-            if eq and not words and key.isidentifier():
-                if key not in ("fails", "error", "diagnosis"):
-                    raise GoldenError(f"{path}:{n}: unknown field {key!r}; expected {EXPECT_FORMAT}")
-                if key in fields:
-                    raise GoldenError(f"{path}:{n}: field {key!r} given twice")
-                fields[key] = value
-            else:
-                words.append(t)
+        cid, _, rest = body.partition(" ")
+        rest, fields = rest.strip(), {}
+        while (m := field_re.match(rest)):
+            key = m.group(1)
+            if key not in FIELDS:             # the reason begins here ("eps=1e-12 rounds to 0 ..."), unless
+                near = difflib.get_close_matches(key, FIELDS, n=1, cutoff=0.6)    # a misspelt field
+                if near:
+                    raise GoldenError(f"{path}:{n}: unknown field {key!r} (did you mean {near[0]!r}?); "
+                                      f"expected {EXPECT_FORMAT}")
+                break
+            if key in fields:
+                raise GoldenError(f"{path}:{n}: field {key!r} given twice")
+            fields[key] = next(g for g in m.group(3, 4, 5) if g is not None)
+            rest = rest[m.end():]
+        if rest[:1] in ("'", '"'):
+            raise GoldenError(f"{path}:{n}: unclosed quote in {rest!r}; expected {EXPECT_FORMAT}")
+        words = rest.split()
         if ("fails" in fields) == ("error" in fields):
             raise GoldenError(f"{path}:{n}: {cid!r} must record what fails with exactly one of fails= or error=; "
                               f"expected {EXPECT_FORMAT}")
