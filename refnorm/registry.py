@@ -128,9 +128,23 @@ def _check_config_value(spec: NormSpec, key: str, value: Any) -> None:
         "expected a number, string, bool, None or a list of those")
 
 
+ENGINES = ("fast", "spec")
+
+
+def engine_functions(spec: NormSpec, engine: str):
+    """(forward, backward) of ``engine``: "fast" the normalizer module's (blocks, threads, compiled row
+    kernels), "spec" its plain specification (``refnorm.specs.<name>``: whole-array NumPy, the definition)."""
+    if engine == "fast":
+        return spec.forward, spec.backward
+    if engine == "spec":
+        mod = importlib.import_module(f"refnorm.specs.{spec.name}")
+        return mod.forward, mod.backward
+    raise UnknownNameError(f"engine {engine!r}; expected one of: {', '.join(ENGINES)}")
+
+
 def evaluate(name: str, inputs: Mapping[str, Any], *, config: Mapping[str, Any] | None = None,
              grad_outputs: Mapping[str, Any] | None = None,
-             state: Mapping[str, Any] | None = None, training: bool = True) -> Result:
+             state: Mapping[str, Any] | None = None, training: bool = True, engine: str = "fast") -> Result:
     """Run normalizer ``name`` in float64: forward, and backward when ``grad_outputs`` is given.
 
     inputs:       input name -> array (any floating dtype; computed in float64). ``x`` is the
@@ -143,8 +157,11 @@ def evaluate(name: str, inputs: Mapping[str, Any], *, config: Mapping[str, Any] 
     state:        stateful normalizers only (batch_norm, instance_norm: ``running_mean``,
                   ``running_var``, ``num_batches_tracked``). ``Result.state`` is the new state.
     training:     train mode (batch statistics) or eval mode (running statistics).
+    engine:       "fast" (default) or "spec": the plain specification of ``refnorm/specs/`` (whole-array
+                  NumPy, the definition the fast path is tested against; the same validation).
     """
     spec = get(name)
+    forward, backward = engine_functions(spec, engine)
     inputs = _check_mapping("inputs", inputs)
     config = _check_mapping("config", config)
     state = _check_mapping("state", state)
@@ -180,7 +197,7 @@ def evaluate(name: str, inputs: Mapping[str, Any], *, config: Mapping[str, Any] 
         raise RefnormError(f"training must be True or False, got {training!r}")
 
     with np.errstate(all="ignore"):  # NaN/Inf propagate by design; see each module's docstring
-        fwd = spec.forward(arrays, cfg, st, bool(training))
+        fwd = forward(arrays, cfg, st, bool(training))
         outputs, new_state, grads = fwd.outputs, fwd.state, {}
         if grad_outputs is not None:
             grad_outputs = _check_mapping("grad_outputs", grad_outputs)
@@ -202,7 +219,7 @@ def evaluate(name: str, inputs: Mapping[str, Any], *, config: Mapping[str, Any] 
                     cot[k] = c
                 else:
                     cot[k] = np.zeros_like(outputs[k])
-            bwd = spec.backward(fwd.ctx, cot)
+            bwd = backward(fwd.ctx, cot)
             grads = bwd.grads
             assert set(grads) == set(arrays), (spec.name, sorted(grads), sorted(arrays))
             if bwd.state is not None:

@@ -54,12 +54,8 @@ def _view(a: np.ndarray, rows: int, n: int):
     return lambda s, e: a[s:e]
 
 
-def forward(x, weight=None, bias=None, *, normalized_shape, eps=1e-5, _centre=None):
-    """Returns (y, mean, rstd). See the module docstring for the equation and shapes.
-
-    ``_centre``: a list that receives (m0, c), the first-pass mean and its correction per row, which
-    ``backward`` uses to recompute the forward's deviations bit for bit.
-    """
+def check(x, weight, bias, normalized_shape, eps):
+    """The argument checks (shared with the specification, refnorm/specs/layer_norm.py): (shape, eps)."""
     shape = _shape(normalized_shape)
     eps = C.check_eps(NAME, eps)
     k = len(shape)
@@ -68,6 +64,17 @@ def forward(x, weight=None, bias=None, *, normalized_shape, eps=1e-5, _centre=No
                          f"equal to normalized_shape {list(shape)}")
     C.check_param(NAME, "weight", weight, shape)
     C.check_param(NAME, "bias", bias, shape)
+    return shape, eps
+
+
+def forward(x, weight=None, bias=None, *, normalized_shape, eps=1e-5, _centre=None):
+    """Returns (y, mean, rstd). See the module docstring for the equation and shapes.
+
+    ``_centre``: a list that receives (m0, c), the first-pass mean and its correction per row, which
+    ``backward`` uses to recompute the forward's deviations bit for bit.
+    """
+    shape, eps = check(x, weight, bias, normalized_shape, eps)
+    k = len(shape)
     stat_shape = x.shape[:x.ndim - k] + (1,) * k
     rows, n = _rows(x, k)
     if n == 0 or rows == 0:                 # empty rows: mean 0, rstd NaN (as torch)
