@@ -64,13 +64,19 @@ def _param_view(p, x, axes):
     return None if p is None else p.reshape([s if i in axes else 1 for i, s in enumerate(x.shape)])
 
 
-def forward(x, weight=None, bias=None, *, dim=-1, eps=0.0):
-    """Returns (y, min, max, ctx) with ctx = (axes, yhat, scale, scaled range). See the docstring."""
+def check(x, weight, bias, dim, eps):
+    """The argument checks (shared with the specification, refnorm/specs/min_max_scale.py): (axes, eps)."""
     eps = C.check_eps(NAME, eps)
     axes = _axes(x, dim)
     pshape = tuple(x.shape[a] for a in axes)
     C.check_param(NAME, "weight", weight, pshape)
     C.check_param(NAME, "bias", bias, pshape)
+    return axes, eps
+
+
+def forward(x, weight=None, bias=None, *, dim=-1, eps=0.0):
+    """Returns (y, min, max, ctx) with ctx = (axes, yhat, scale, scaled range). See the docstring."""
+    axes, eps = check(x, weight, bias, dim, eps)
     lo = np.min(x, axis=axes, keepdims=True)
     hi = np.max(x, axis=axes, keepdims=True)
     # s = 1/4 where the range overflows although min and max are finite; scaling by a power of two

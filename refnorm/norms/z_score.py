@@ -74,14 +74,20 @@ def scaled_std(d: np.ndarray, axes: tuple[int, ...], m: int, eps: float) -> np.n
     return np.hypot(a * np.sqrt((q * q).sum(axis=axes, keepdims=True) / m), np.sqrt(eps))
 
 
-def forward(x, weight=None, bias=None, *, dim=-1, ddof=1, eps=0.0):
-    """Returns (y, mean, std, xhat, axes). See the module docstring for the equation and shapes."""
+def check(x, weight, bias, dim, ddof, eps):
+    """The argument checks (shared with the specification, refnorm/specs/z_score.py): (axes, ddof, eps)."""
     eps = C.check_eps(NAME, eps)
     ddof = C.check_int(NAME, "ddof", ddof, minimum=0)
     axes = _axes(x, dim)
     pshape = tuple(x.shape[a] for a in axes)
     C.check_param(NAME, "weight", weight, pshape)
     C.check_param(NAME, "bias", bias, pshape)
+    return axes, ddof, eps
+
+
+def forward(x, weight=None, bias=None, *, dim=-1, ddof=1, eps=0.0):
+    """Returns (y, mean, std, xhat, axes). See the module docstring for the equation and shapes."""
+    axes, ddof, eps = check(x, weight, bias, dim, ddof, eps)
     n = C.count(x, axes)
     mean, d = C.centered(x, axes)
     if n == 0:
