@@ -40,6 +40,7 @@ root. State is float64 per-channel (C,) or windows (M, C); the call counter ``it
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -406,18 +407,20 @@ class OfflineNorm:
                 for k, v in st.items()}
 
     # ---- one call
-    def forward(self, x, weight=None, bias=None, state=None, *, training=True, keep=None, **config):
-        """Returns (outputs, new_state, ctx). See the module docstring.
-
-        ``keep``: optional boolean mask over the positions (x.shape without the channel axis, channel-last
-        instances): the batch statistic is taken over the True ones only (padding); uncentred instances only.
-        """
+    def check_call(self, x, weight, bias, state, training, config, keep=None):
+        """The argument checks of one call (shared with the specifications, refnorm/specs/): returns
+        (opts: the checked options, st: the checked state, missing entries initial, counts as ints,
+        keep: the flat mask or None, n: the positions in the statistic)."""
         opts = {**self.options, **config}
         opts["eps"] = C.check_eps(self.name, opts["eps"])
         if self.check is not None:
             self.check(opts)
-        x2d = self._to_rows(x)
-        c = x2d.shape[1]
+        if self.layout == "channels_first":
+            C.check_ndim(self.name, x, 2, "(N, C, *)")
+            c, positions = x.shape[1], math.prod(x.shape[:1] + x.shape[2:])
+        else:
+            C.check_ndim(self.name, x, 1, "(..., C)")
+            c, positions = x.shape[-1], math.prod(x.shape[:-1])
         C.check_param(self.name, "weight", weight, (c,))
         C.check_param(self.name, "bias", bias, (c,))
         st = self._check_state(dict(state or {}), c, opts, training)
@@ -425,11 +428,22 @@ class OfflineNorm:
             if self.centred or self.layout != "channels_last":
                 raise ConfigError(f"{self.name}: padding (keep) is supported by uncentred channel-last instances only")
             keep = np.asarray(keep, dtype=bool).reshape(-1)
-        n = x2d.shape[0] if keep is None else int(np.count_nonzero(keep))
+        n = positions if keep is None else int(np.count_nonzero(keep))
+        if training and n < 2 and self.centred:
+            raise ShapeError(f"{self.name}: expected more than 1 value per channel when training, got input "
+                             f"of shape {x.shape}")
+        return opts, st, keep, n
+
+    def forward(self, x, weight=None, bias=None, state=None, *, training=True, keep=None, **config):
+        """Returns (outputs, new_state, ctx). See the module docstring.
+
+        ``keep``: optional boolean mask over the positions (x.shape without the channel axis, channel-last
+        instances): the batch statistic is taken over the True ones only (padding); uncentred instances only.
+        """
+        opts, st, keep, n = self.check_call(x, weight, bias, state, training, config, keep=keep)
+        x2d = self._to_rows(x)
+        c = x2d.shape[1]
         if training:
-            if n < 2 and self.centred:
-                raise ShapeError(f"{self.name}: expected more than 1 value per channel when training, got input "
-                                 f"of shape {x.shape}")
             if self.centred:
                 m, d = C.centered(x2d, (0,))
                 mean, var = m.reshape(c), (d * d).sum(axis=0) / n

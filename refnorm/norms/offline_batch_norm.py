@@ -42,3 +42,9 @@ INSTANCE = O.OfflineNorm(
     centred=True, layout="channels_first", options={"momentum": 0.1, "eps": 1e-5}, check=_check,
 )
 SPEC = INSTANCE.spec()
+
+
+def check(x, weight, bias, state, training, config) -> dict:
+    """The argument checks of one call (shared with the specification, refnorm/specs/offline_batch_norm.py):
+    options, shapes and the state (a training state must be complete); returns the checked options."""
+    return INSTANCE.check_call(x, weight, bias, state, training, config)[0]
