@@ -5,7 +5,7 @@
                       [--grad KEY=FILE.npy | --grad KEY=random]... [--state KEY=FILE.npy]...
                       [--eval] [--seed N] [--out FILE.npz]
     refnorm derive NAME [--format text|markdown|latex] [--prove]
-    refnorm derive --all (--write | --check) [--dir derivations]
+    refnorm derive --all (--write | --check) [--dir DIR]
     refnorm golden build [DIR]
     refnorm check --backend NAME|package.module:attr [--ops OP...] [--dtypes DT...] [--case ID]...
                   [--golden DIR] [--json FILE] [--junit-xml FILE] [--report DIR] [--timeout S]
@@ -134,17 +134,25 @@ def _cmd_derive(args):
     from . import derivations
     if args.all == (args.name is not None):
         raise CLIError("derive: give one NAME or --all")
-    if args.name is not None and args.name not in derivations.names():
-        raise CLIError(f"unknown derivation {args.name!r}; expected one of: {', '.join(derivations.names())}")
+    if args.name is not None:
+        try:
+            derivations.resolve(args.name)      # a family, or a normalizer derived in one (instance_norm)
+        except KeyError as e:
+            raise CLIError(e.args[0]) from None
     if args.write or args.check:
         if not args.all:
             raise CLIError("derive: --write and --check regenerate or compare every file: use --all")
+        # the checkout's derivations/, found from the package: the same files from any current directory
+        directory = args.dir if args.dir is not None else derivations.default_directory()
+        if directory is None:
+            raise CLIError(f"derive: no derivations/ directory at {derivations.expected_directory()} (refnorm "
+                           "is not run from a source checkout; an installed wheel has none): pass --dir DIR")
         if args.check:
-            bad = derivations.stale(args.dir)
+            bad = derivations.stale(directory)
             for path in bad:
-                print(f"out of date: {path} (regenerate: refnorm derive --all --write --dir {args.dir})")
+                print(f"out of date: {path} (regenerate: refnorm derive --all --write --dir {directory})")
             return 1 if bad else 0
-        for path in derivations.write_all(args.dir):
+        for path in derivations.write_all(directory):
             print(f"wrote {path}")
         return 0
     status = 0
@@ -324,12 +332,14 @@ def build_parser():
     e.add_argument("--out", metavar="FILE.npz", help="also write every array to FILE.npz (atomically)")
     e.set_defaults(func=_cmd_eval)
     d = sub.add_parser("derive", help="print a backward-pass derivation; regenerate derivations/*.md")
-    d.add_argument("name", nargs="?", help="family: batch_norm, layer_norm, rms_norm, group_norm, ...")
+    d.add_argument("name", nargs="?", help="family: batch_norm, layer_norm, rms_norm, group_norm, ... (or a "
+                   "normalizer derived in one: instance_norm)")
     d.add_argument("--format", choices=("text", "markdown", "latex"), default="text", help="default: text")
     d.add_argument("--all", action="store_true", help="every family")
     d.add_argument("--write", action="store_true", help="with --all: write DIR/<name>.md and DIR/README.md")
     d.add_argument("--check", action="store_true", help="with --all: exit 1 if a file in DIR is out of date")
-    d.add_argument("--dir", default="derivations", help="directory for --write/--check (default: derivations)")
+    d.add_argument("--dir", help="directory for --write/--check (default: the checkout's derivations/, "
+                   "wherever the command runs)")
     d.add_argument("--prove", action="store_true", help="also run the symbolic proofs and numeric checks")
     d.set_defaults(func=_cmd_derive)
     g = sub.add_parser("golden", help="build or verify the golden data set")

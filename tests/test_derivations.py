@@ -18,7 +18,7 @@ from refnorm.derivations import _proof
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "derivations")
-REGENERATE = "refnorm derive --all --write   (from the repository root)"
+REGENERATE = "refnorm derive --all --write"
 
 # the normalizer modules each family's numeric check calls through refnorm.evaluate
 NORMALIZERS = {
@@ -27,6 +27,8 @@ NORMALIZERS = {
     "weight_standardization": ["weight_standardization"], "lp_normalize": ["lp_normalize"],
     "unified_norm": ["unified_norm"],
     "offline": ["offline_batch_norm", "batch_renorm", "power_norm"],
+    "min_max_scale": ["min_max_scale"], "z_score": ["z_score"], "mean_variance_norm": ["mean_variance_norm"],
+    "local_response_norm": ["local_response_norm"],
 }
 
 
@@ -74,7 +76,10 @@ def test_index_is_current():
 
 @pytest.mark.parametrize("name", derivations.names())
 def test_markdown_is_github_math_and_links_resolve(name):
-    text = derivations.render(name, "markdown")
+    _check_markdown(name, derivations.render(name, "markdown"))
+
+
+def _check_markdown(name, text):
     blocks = re.findall(r"\$\$\n(.*?)\n\s*\$\$", text, flags=re.S)
     assert blocks and text.count("$$") == 2 * len(blocks), f"{name}: unbalanced $$ blocks"
     for b in blocks:
@@ -183,6 +188,119 @@ def test_cli_write_and_check(tmp_path, capsys):
     assert cli.main(["derive", "--all", "--check", "--dir", d]) == 1
     assert "batch_norm.md" in capsys.readouterr().out
     assert cli.main(["derive", "batch_norm", "--write"]) == 2
+
+
+def test_every_normalizer_has_a_derivation():
+    """README: every backward has a derivation. Each registered normalizer is a family or derived inside
+    one (an alias), and that family's numeric check runs the normalizer through refnorm.evaluate."""
+    import refnorm
+    for op in refnorm.names():
+        family, note = derivations.resolve(op)
+        assert family in derivations.names()
+        assert op in NORMALIZERS[family], f"{op}: the numeric check of {family} does not run it"
+        assert (note is None) == (op == family)
+    assert sorted(derivations.ALIASES) == sorted(set(refnorm.names()) - set(derivations.names()))
+
+
+def test_cli_derive_instance_norm_renders_group_norm(capsys):
+    note = "`instance_norm` is `group_norm` with one channel per group"
+    assert cli.main(["derive", "instance_norm"]) == 0
+    out = capsys.readouterr().out
+    assert note.replace("`", "") in out and "GroupNorm and InstanceNorm: the backward pass" in out
+    assert out.index(note.replace("`", "")) < out.index("Forward (one sample, one group)")
+    # group_norm's document with the note (and a blank line) after the title
+    lines = out.splitlines()
+    assert lines[3].startswith(note.replace("`", "")) and lines[4] == ""
+    assert lines[:3] + lines[5:] == (derivations.render("group_norm", "text") + "\n").splitlines()   # print's \n
+    assert cli.main(["derive", "instance_norm", "--format", "markdown"]) == 0
+    md = capsys.readouterr().out
+    assert note in md and md.count("$$") == derivations.render("group_norm", "markdown").count("$$")
+    assert derivations.get("instance_norm") is derivations.get("group_norm")
+
+
+def test_cli_derive_unknown_name_lists_every_derivation(capsys):
+    for bad in ("nope", "instancenorm", "README"):
+        assert cli.main(["derive", bad]) == 2
+        err = capsys.readouterr().err
+        assert f"unknown derivation {bad!r}" in err
+        for name in [*derivations.names(), *derivations.ALIASES]:
+            assert name in err
+        with pytest.raises(KeyError, match="expected one of: batch_norm"):
+            derivations.get(bad)
+
+
+def test_cli_check_from_another_directory(tmp_path, monkeypatch, capsys):
+    """--all --check finds the checkout's derivations/ from the package, not from the current directory."""
+    monkeypatch.chdir(tmp_path)
+    assert derivations.default_directory() == DOCS
+    assert cli.main(["derive", "--all", "--check"]) == 0, capsys.readouterr().out
+    assert capsys.readouterr().out == ""
+    assert not os.path.exists(tmp_path / "derivations")
+
+
+def test_cli_check_without_a_derivations_directory(tmp_path, monkeypatch, capsys):
+    """An installed wheel has no derivations/: a clear error naming where it looked, exit 2."""
+    missing = str(tmp_path / "site-packages" / "derivations")
+    monkeypatch.setattr(derivations, "expected_directory", lambda: missing)
+    monkeypatch.chdir(tmp_path)
+    assert derivations.default_directory() is None
+    for action in ("--check", "--write"):
+        assert cli.main(["derive", "--all", action]) == 2
+        err = capsys.readouterr().err
+        assert f"no derivations/ directory at {missing}" in err and "--dir DIR" in err
+    assert not os.path.exists(missing)
+    with pytest.raises(FileNotFoundError, match="no derivations/ directory at"):
+        derivations.stale()
+    d = str(tmp_path / "elsewhere")          # --dir still works
+    assert cli.main(["derive", "--all", "--write", "--dir", d]) == 0
+    assert cli.main(["derive", "--all", "--check", "--dir", d]) == 0
+
+
+def test_readme_starts_with_batch_norm_chain_rule_and_errata():
+    text = derivations.readme()
+    heads = re.findall(r"^## (.*)$", text, flags=re.M)
+    assert heads == ["BatchNorm's chain rule", "Errata of the seed's formulas", "Index"]
+    bn = derivations.get("batch_norm").document()
+    chain = text.split("## Errata")[0]
+    md_bn = derivations.render("batch_norm", "markdown")
+    for sec in bn.sections[:3]:                # forward, backward, closed form: same numbers as batch_norm.md
+        for line in (ln for ln in md_bn.split(f"## {sec.title}\n")[1].split("\n## ")[0].splitlines() if ln):
+            assert line in chain, line
+    errata = text.split("## Errata of the seed's formulas")[1].split("## Index")[0]
+    for name in derivations.names():
+        for e in derivations.get(name).document().errata:
+            assert e.seed in errata and e.why in errata
+    index = text.split("## Index")[1]
+    for name in derivations.names():
+        assert f"]({name}.md)" in index
+    for alias, (family, _) in derivations.ALIASES.items():
+        assert f"`{alias}` in [{family}]({family}.md)" in index
+    for outside in ("../" + "shared", "/work/" + "shared"):
+        assert outside not in text
+    _check_markdown("README", text)
+
+
+def test_min_max_scale_tie_convention_is_what_the_proof_checks(monkeypatch):
+    """Negative control: giving every tied position the whole share (no division by n_max, n_min) fails the
+    claims of every pattern with a tie (the constant slice included), and only those."""
+    from refnorm.derivations import min_max_scale as mm
+    monkeypatch.setattr(mm, "T_DX", mm.T_DX.xreplace({mm.nmax: 1, mm.nmin: 1}))
+    P = _proof.Prover("control")
+    mm._prove_ties(P, (3,))
+    tied = [f for f in P.failures if re.search(r"T_max = \[\d, \d\]|T_min = \[\d, \d\]|const \(", f)]
+    assert P.failures and tied == P.failures
+    assert len([f for f in P.failures if "const (" in f]) == 3
+    assert any("ties sum0" in f for f in P.failures) and any("ties (m = 3" in f for f in P.failures)
+    assert any("T_max = [1], T_min = [2]" in c for c in P.checked)
+
+
+def test_local_response_norm_window_transposes_to_the_swapped_reaches():
+    from refnorm.derivations import local_response_norm as lrn
+    for window, lo, hi in (("torch", 1, 0), ("onnx", 0, 1)):
+        assert lrn.reach(2, window) == (lo, hi)
+    w = lrn.window_matrix(4, 1, 0)         # torch, size 2: [c - 1, c]
+    assert (w.T == lrn.window_matrix(4, 0, 1)).all() and not (w.T == w).all()
+    assert (lrn.window_matrix(5, 1, 1).T == lrn.window_matrix(5, 1, 1)).all()   # odd size: symmetric
 
 
 def test_derivations_never_import_torch():

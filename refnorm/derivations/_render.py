@@ -153,25 +153,43 @@ def render(doc: Document, fmt: str = "text") -> str:
     return {"text": _text, "markdown": _markdown, "latex": _latex_doc}[fmt](doc)
 
 
-def _markdown(doc: Document) -> str:
+def markdown_sections(doc: Document, titles=None, level: int = 2) -> list[str]:
+    """Markdown lines of the sections of ``doc`` whose title is in ``titles`` (all when None), each under a
+    heading of ``level``; the steps keep the numbers they have in the whole document."""
     n = doc.notation
+    out: list[str] = []
+    k = 0
+    for sec in doc.sections:
+        shown = titles is None or sec.title in titles
+        if shown:
+            out += [f"{'#' * level} {sec.title}", ""]
+        for s in sec.steps:
+            if isinstance(s, str):
+                out += [s, ""] if shown else []
+                continue
+            k += 1
+            if shown:
+                out += [f"**{k}.** {s.text}", "", "$$", latex(s.eq, n), "$$", ""]
+    return out
+
+
+def markdown_errata(doc: Document) -> list[str]:
+    """Markdown lines of the errata of ``doc``: a bullet each, the seed's formula and the proven one."""
+    out: list[str] = []
+    for e in doc.errata:
+        out += [f"- **{e.where}.** The seed writes", "", "  $$", "  " + e.seed, "  $$", "",
+                "  but correct is", "", "  $$", "  " + latex(e.fix, doc.notation), "  $$", "", f"  {e.why}", ""]
+    return out
+
+
+def _markdown(doc: Document) -> str:
     out = [f"# {doc.title}", ""]
     links = " · ".join(f"[{label}]({path})" for label, path in doc.links)
     out += [links, "", *doc.intro, ""]
-    k = 0
-    for sec in doc.sections:
-        out += [f"## {sec.title}", ""]
-        for s in sec.steps:
-            if isinstance(s, str):
-                out += [s, ""]
-                continue
-            k += 1
-            out += [f"**{k}.** {s.text}", "", "$$", latex(s.eq, n), "$$", ""]
+    out += markdown_sections(doc)
     if doc.errata:
         out += [f"## Errata: {doc.errata_source}", ""]
-        for e in doc.errata:
-            out += [f"- **{e.where}.** The seed writes", "", "  $$", "  " + e.seed, "  $$", "",
-                    "  but correct is", "", "  $$", "  " + latex(e.fix, n), "  $$", "", f"  {e.why}", ""]
+        out += markdown_errata(doc)
     if doc.checks:
         out += ["## What is checked", ""]
         out += [f"- {c}" for c in doc.checks]
@@ -218,6 +236,8 @@ _TEX_CHARS = {
     "≤": r"\leq", "≥": r"\geq", "≠": r"\neq", "−": "-", "·": r"\cdot", "√": r"\surd", "‖": r"\|",
     "→": r"\to", "…": r"\ldots", "⋆": r"\star", "Ŵ": r"\hat{W}", "§": r"\S",
     "Γ": r"\Gamma", "Λ": r"\Lambda", "Θ": r"\Theta",
+    "δ": r"\delta", "∞": r"\infty", "ŷ": r"\hat{y}", "ᵀ": r"^{\top}", "⌊": r"\lfloor", "⌋": r"\rfloor",
+    "₁": "_1", "₂": "_2",
 }
 _LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 

@@ -136,7 +136,8 @@ def document() -> Document:
             "batch_renorm (r and d inside and at their clips) and power_norm (ν ≠ 0).",
         ),
         links=(("index", "README.md"), ("previous: unified_norm", "unified_norm.md"),
-               ("code: refnorm/norms/offline.py", "../refnorm/norms/offline.py")),
+               ("code: refnorm/norms/offline.py", "../refnorm/norms/offline.py"),
+               ("next: min_max_scale", "min_max_scale.md")),
     )
 
 
