@@ -59,3 +59,9 @@ INSTANCE = O.OfflineNorm(
     check=_check,
 )
 SPEC = INSTANCE.spec()
+
+
+def check(x, weight, bias, state, training, config) -> dict:
+    """The argument checks of one call (shared with the specification, refnorm/specs/power_norm.py):
+    options, shapes and the state (a training state must be complete); returns the checked options."""
+    return INSTANCE.check_call(x, weight, bias, state, training, config)[0]
