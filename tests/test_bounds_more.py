@@ -388,14 +388,17 @@ def _check(backend, op):
 def _worst(report):
     w = defaultdict(float)
     for c in report.cases:
-        if c.status == "passed":
+        if c.status in ("passed", "partial"):
             w[c.dtype] = max(w[c.dtype], c.worst_ratio)
     return dict(w)
 
 
 def _assert_passes(report):
-    bad = [(c.id, c.status, c.message) for c in report.cases if c.status != "passed"]
+    """Nothing fails or errors; a partial case (an ill-posed array: bound >= its scale) is no failure,
+    but it must be that, never an unchecked array."""
+    bad = [(c.id, c.status, c.message) for c in report.cases if c.status not in ("passed", "partial")]
     assert not bad, bad
+    assert all("unchecked" not in c.message for c in report.cases if c.status == "partial")
     assert report.count("passed") > 0
 
 
@@ -471,8 +474,8 @@ def _out_of_range(op, held_of):
 def test_intermediate_in_case_dtype_passes_its_contract(op, variant):
     kind, held_of = LOWP[(op, variant)]
     rep = _check(FnBackend(op, NUMPY[op], f"np32-{variant}", Contract(kind, "block"), bug=variant), op)
-    failed = {c.id for c in rep.cases if c.status != "passed"}
-    assert failed == _out_of_range(op, held_of), [(c.id, c.message) for c in rep.cases if c.status != "passed"]
+    failed = {c.id for c in rep.cases if c.status not in ("passed", "partial")}
+    assert failed == _out_of_range(op, held_of), [(c.id, c.message) for c in rep.cases if c.id in failed]
     strict = _check(FnBackend(op, NUMPY[op], f"np32-{variant}", bug=variant), op)
     assert strict.count("failed") >= 1, f"{variant} passes the strict contract: the strict bound is too loose"
 

@@ -165,7 +165,7 @@ class _Variant(_Numpy):
 
 def test_no_diagnosis_on_passing_cases_and_no_match_for_a_bug_that_is_no_pitfall():
     good = run_check(_Numpy(), GOLDEN, ops=["layer_norm", "batch_norm"])
-    assert good.ok and all(c.diagnosis is None for c in good.cases)
+    assert good.verdict != "failed" and all(c.diagnosis is None for c in good.cases)
     bad = run_check(_Numpy("scale"), GOLDEN, ops=["layer_norm"], dtypes=["float64"])
     failed = [c for c in bad.cases if c.status == "failed"]
     assert failed
@@ -218,9 +218,9 @@ def test_headroom_is_the_worst_ratio_of_the_passed_cases():
     rows = rep.headroom()
     assert [r["dtype"] for r in rows] == ["float64", "bfloat16"] and all(r["op"] == "layer_norm" for r in rows)
     for r in rows:
-        passed = [c for c in rep.cases if c.status == "passed" and c.dtype == r["dtype"]]
+        passed = [c for c in rep.cases if c.status in ("passed", "partial") and c.dtype == r["dtype"]]
         assert r["passed"] == len(passed)
-        w = max(a.ratio for c in passed for a in c.arrays)
+        w = max(a.ratio for c in passed for a in c.arrays if a.verdict == "verified")
         assert r["worst_ratio"] == w <= 1
         assert r["headroom"] == (1 / w if w > 0 else "inf")
     assert rep.to_json()["headroom"] == rows

@@ -25,8 +25,12 @@ PAIRS = pairs()
 @pytest.mark.parametrize("op", OPS)
 def test_emulated_backend_passes_every_golden_case_of_its_ops(op):
     o = report.run(None, op)
-    bad = [(c.id, c.status, c.message[:200]) for c in o.cases if c.status != "passed"]
+    bad = [(c.id, c.status, c.message[:200]) for c in o.cases if c.status not in ("passed", "partial")]
     assert not bad, bad
+    # partial: only where an array is ill-posed (its bound at least its scale), never an unchecked one
+    partial = [c for c in o.cases if c.status == "partial"]
+    assert all("unconstrained" in c.message and "unchecked" not in c.message for c in partial), partial
+    assert len(partial) < len(o.cases) / 4, [c.id for c in partial]
     assert len(o.cases) > 20
     assert max(c.ratio for c in o.cases) <= 1.0
     assert all(c.diagnosis is None for c in o.cases)     # nothing failed, so no pitfall is ever named
@@ -58,7 +62,7 @@ def test_proposed_golden_case_exposes_the_missed_pitfall(planted, tmp_path):
         assert all(p.why_not and p.proposal is None for p in missed), missed
         return
     cid, good, bad = report.proposal_outcome(planted, str(tmp_path / "golden"))
-    assert good.status == "passed", (cid, good.message)
+    assert good.status in ("passed", "partial") and "unchecked" not in good.message, (cid, good.message)
     assert bad.status in report.CAUGHT, (cid, bad.status, bad.message)
 
 
