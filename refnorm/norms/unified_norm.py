@@ -123,10 +123,12 @@ def _check_state(state, c, mf, mb, training) -> dict:
     return st
 
 
-def forward(x, weight=None, bias=None, pad_mask=None, state=None, *, training=True, window=4, warmup=4000,
-            outlier_filtration=False, eps=1e-5, momentum=0.9, preset="official"):
-    """Returns (y, var, r, new_state, ctx); ``ctx`` feeds ``backward``. See the module docstring."""
-    inst = PRESETS[C.check_choice(NAME, "preset", preset, PRESETS)]
+def check(x, weight, bias, pad_mask, state, training, *, window=4, warmup=4000, outlier_filtration=False,
+          eps=1e-5, momentum=0.9, preset="official"):
+    """The argument checks (shared with the specification, refnorm/specs/unified_norm.py): returns the
+    checked options (preset, window_f, window_b, warmup, outlier_filtration, eps, momentum) and the checked
+    state (missing entries: the official initialisation; counts as ints)."""
+    preset = C.check_choice(NAME, "preset", preset, PRESETS)
     mf, mb = _windows(window)
     warmup = C.check_int(NAME, "warmup", warmup, minimum=0)
     if not isinstance(outlier_filtration, (bool, np.bool_)):
@@ -148,9 +150,17 @@ def forward(x, weight=None, bias=None, pad_mask=None, state=None, *, training=Tr
                               f"{float(pad_mask[(pad_mask != 0) & (pad_mask != 1)].reshape(-1)[0])!r}; "
                               "expected 1 = padding, 0 = token")
     st = _check_state(dict(state or {}), c, mf, mb, training)
+    return dict(preset=preset, window_f=mf, window_b=mb, warmup=warmup, outlier_filtration=bool(outlier_filtration),
+                eps=eps, momentum=alpha), st
+
+
+def forward(x, weight=None, bias=None, pad_mask=None, state=None, *, training=True, **config):
+    """Returns (y, var, r, new_state, ctx); ``ctx`` feeds ``backward``. See the module docstring.
+    config: window, warmup, outlier_filtration, eps, momentum, preset (defaults: see ``check``)."""
+    opts, st = check(x, weight, bias, pad_mask, state, training, **config)
+    inst = PRESETS[opts.pop("preset")]
     keep = None if pad_mask is None else pad_mask == 0
-    out, new, ctx = inst.forward(x, weight, bias, st, training=training, keep=keep, window_f=mf, window_b=mb,
-                                 warmup=warmup, outlier_filtration=bool(outlier_filtration), eps=eps, momentum=alpha)
+    out, new, ctx = inst.forward(x, weight, bias, st, training=training, keep=keep, **opts)
     sig2 = ctx["call"].values["sig2"] if training else st["running_var"]
     ctx.update(inst=inst, has_pad=pad_mask is not None)
     return out["y"], np.array(sig2, dtype=np.float64), out["r"], _ordered(new), ctx
