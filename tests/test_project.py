@@ -109,8 +109,9 @@ def test_cli_list_and_eval(capsys, tmp_path):
     assert cli.main(["eval", "layer_norm", "--random", "x=3,4", "--config", '{"normalized_shape": [4]}',
                      "--grad", "y=random", "--out", str(out)]) == 0
     with np.load(out, allow_pickle=False) as z:
-        assert set(z.files) == {"output.y", "output.mean", "output.rstd", "grad.x"}
+        assert set(z.files) == {"input.x", "cotangent.y", "output.y", "output.mean", "output.rstd", "grad.x"}
         x = np.random.default_rng(0).standard_normal((3, 4))
+        np.testing.assert_array_equal(z["input.x"], x)
         want = refnorm.evaluate("layer_norm", {"x": x}, config={"normalized_shape": [4]})
         np.testing.assert_array_equal(z["output.y"], want.outputs["y"])
 

@@ -4,6 +4,7 @@
     verify(directory, *, cases=None, exact=False, log=None) -> VerifyReport
     load_case(directory, case_id, *, manifest=None) -> GoldenCase
     iter_cases(directory, *, ops=None, dtypes=None) -> iterator of GoldenCase
+    select(manifest, *, ops=None, dtypes=None, regimes=None, match=None, case_ids=None) -> manifest entries
 
 ``refnorm golden build|verify`` call the first two (the CLI prints ``report.summary()`` and exits 1
 when ``not report.ok``).
@@ -35,6 +36,8 @@ arrays were bit-identical and the worst difference as a fraction of the toleranc
 """
 from __future__ import annotations
 
+import difflib
+import fnmatch
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Mapping
@@ -44,6 +47,7 @@ import numpy as np
 from . import build as B
 from . import store
 from .cases import CASES, Case
+from ..errors import RefnormError
 from .store import GoldenError
 
 VERIFY_RTOL = 2e-13
@@ -293,3 +297,75 @@ def iter_cases(directory, *, ops: Iterable[str] | None = None, dtypes: Iterable[
         row = e["case"]
         if (ops is None or row.get("op") in ops) and (dtypes is None or row.get("dtype") in dtypes):
             yield load_case(directory, e["id"], manifest=manifest)
+
+
+# ----------------------------------------------------------------------------------- selection
+class SelectionError(RefnormError):
+    """Filters that name a case, op, dtype or regime the golden set lacks, or that select no case."""
+
+
+FLAGS = {"ops": "--ops", "dtypes": "--dtypes", "regimes": "--regimes", "match": "--match", "case_ids": "--case"}
+
+
+def select(manifest: dict, *, ops: Iterable[str] | None = None, dtypes: Iterable[str] | None = None,
+           regimes: Iterable[str] | None = None, match: str | None = None,
+           case_ids: Iterable[str] | None = None, flags: Mapping[str, str] | None = None,
+           directory: str | None = None) -> list[dict]:
+    """The manifest entries every given filter accepts, in manifest order (None: no filter).
+
+    ops, dtypes, regimes: the case's op / dtype / regime is one of these; match: a glob on the case id
+    (``fnmatch``, e.g. ``'layer_norm/*f16*'``); case_ids: exactly these cases, each of which must also
+    pass the other filters. Raises ``SelectionError`` (never an empty selection) naming the filter:
+    a case id not in the set (with the closest ids and the ``refnorm golden list`` command), a value no
+    case has, a case id the other filters exclude, or filters that together select nothing (with what
+    each selects alone). ``flags`` renames the filters in messages (``{"ops": "--refnorm-ops"}``);
+    ``directory`` is named in the ``refnorm golden list`` hint.
+    """
+    flags = {**FLAGS, **(flags or {})}
+    entries = manifest["cases"]
+    lister = "refnorm golden list" + (f" {directory}" if directory else "")
+
+    def show(values):
+        return " ".join(values)
+    tests = {}
+    for key, field_name, values in (("ops", "op", ops), ("dtypes", "dtype", dtypes), ("regimes", "regime", regimes)):
+        if values is None:
+            continue
+        values = list(values)
+        have = sorted({e["case"].get(field_name) for e in entries} - {None})
+        bad = [v for v in values if v not in have]
+        if bad:
+            raise SelectionError(f"{flags[key]} {show(bad)}: no golden case has {field_name} "
+                                 f"{', '.join(map(repr, bad))}; the set has: {', '.join(have)}")
+        tests[key] = (lambda e, f=field_name, vs=frozenset(values): e["case"].get(f) in vs, show(values))
+    if match is not None:
+        tests["match"] = (lambda e, m=match: fnmatch.fnmatchcase(e["id"], m), repr(match))
+    if case_ids is not None:
+        ids = [e["id"] for e in entries]
+        by_id = {e["id"]: e for e in entries}
+        for cid in case_ids:
+            if cid not in by_id:
+                close = difflib.get_close_matches(cid, ids, n=3, cutoff=0.6)
+                op = cid.split("/")[0]
+                hint = f"{lister} --ops {op}" if any(i.startswith(op + "/") for i in ids) else lister
+                raise SelectionError(f"{flags['case_ids']} {cid!r}: no such golden case"
+                                     + (f"; did you mean {', '.join(close)}?" if close else "")
+                                     + f" (list the ids: {hint})")
+            for key, (accept, shown) in tests.items():
+                if not accept(by_id[cid]):
+                    row = by_id[cid]["case"]
+                    what = (f" (op {row.get('op')}, dtype {row.get('dtype')}, regime {row.get('regime')})"
+                            if key != "match" else "")
+                    raise SelectionError(f"{flags['case_ids']} {cid}{what} is excluded by {flags[key]} {shown}: "
+                                         f"the filters contradict each other; drop one")
+        wanted = set(case_ids)
+        tests["case_ids"] = (lambda e: e["id"] in wanted, show(case_ids))
+    chosen = [e for e in entries if all(accept(e) for accept, _ in tests.values())]
+    if not chosen:
+        alone = "; ".join(f"{flags[k]} {shown} alone selects {sum(map(accept, entries))}"
+                          for k, (accept, shown) in tests.items())
+        given = " ".join(f"{flags[k]} {shown}" for k, (_, shown) in tests.items())
+        raise SelectionError(f"no golden case matches {given or 'the set'}"
+                             + (f" ({alone})" if len(tests) > 1 or alone else "")
+                             + f"; list the ids: {lister}")
+    return chosen

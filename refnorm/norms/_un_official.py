@@ -21,7 +21,8 @@ def _log_ratio(H: np.ndarray):
     good = np.isfinite(ref) & (ref > 0)
     safe = np.where(good, ref, 1.0)
     h = np.where(good, H / safe, H)
-    return ref, good, h, np.log(h).mean(axis=0)
+    with np.errstate(divide="ignore"):      # log(0) = -inf: a zero slot makes the geometric mean 0
+        return ref, good, h, np.log(h).mean(axis=0)
 
 
 def geometric_mean(H: np.ndarray) -> np.ndarray:

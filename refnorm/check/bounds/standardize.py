@@ -70,9 +70,9 @@ def standardize(x, axes, *, view=None, weight=None, bias=None, pshape_bcast=None
         if r_name == "rstd":
             outs["rstd"] = rb.rstd.reshape(stat_shape)
         elif r_name == "std":      # std = 1/r (or sqrt(var)): the same relative error as rstd
-            with np.errstate(all="ignore"):
+            with np.errstate(all="ignore"):     # a zero variance with eps 0: r = inf, and inf / inf here
                 r = 1.0 / np.sqrt(rb.var + (eps if eps_mode == "inside" else 0.0))
-            outs["std"] = (rb.rstd / (r * r)).reshape(stat_shape)
+                outs["std"] = (rb.rstd / (r * r)).reshape(stat_shape)
     grads = {}
     if dy is not None:
         grads["x"] = L.back(rb.dx)
