@@ -65,7 +65,9 @@ def window_sum(a: np.ndarray, lo: int, hi: int) -> np.ndarray:
     return out
 
 
-def _options(size, alpha, beta, k, window):
+def check(x, size, alpha, beta, k, window):
+    """The argument checks (shared with the specification, refnorm/specs/local_response_norm.py):
+    (size, alpha, beta, k)."""
     size = C.check_int(NAME, "size", size, minimum=1)
     alpha = C.check_real(NAME, "alpha", alpha)
     if alpha < 0:
@@ -73,13 +75,13 @@ def _options(size, alpha, beta, k, window):
     beta = C.check_real(NAME, "beta", beta)
     k = C.check_real(NAME, "k", k, positive=True)
     C.check_choice(NAME, "window", window, ("torch", "onnx"))
+    C.check_ndim(NAME, x, 3, "(N, C, *)")
     return size, alpha, beta, k
 
 
 def forward(x, *, size, alpha=1e-4, beta=0.75, k=1.0, window="torch"):
     """Returns (y, scale). See the module docstring."""
-    size, alpha, beta, k = _options(size, alpha, beta, k, window)
-    C.check_ndim(NAME, x, 3, "(N, C, *)")
+    size, alpha, beta, k = check(x, size, alpha, beta, k, window)
     lo, hi = reach(size, window)
     scale = k + (alpha / size) * window_sum(x * x, lo, hi)
     return x * scale ** -beta, scale

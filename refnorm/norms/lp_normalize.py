@@ -64,14 +64,16 @@ def _axes(dim, ndim: int) -> tuple[int, ...]:
     return axes
 
 
-def _options(p, eps, zero_rule):
+def check(x, p, dim, eps, zero_rule):
+    """The argument checks (shared with the specification, refnorm/specs/lp_normalize.py):
+    (p, axes, eps)."""
     p = C.check_real(NAME, "p", p, positive=True)
     eps = C.check_eps(NAME, eps)
     C.check_choice(NAME, "zero_rule", zero_rule, ("torch", "onnx"))
     if zero_rule == "onnx" and eps != DEFAULT_EPS:
         raise ConfigError(f"{NAME}: eps={eps!r} with zero_rule='onnx'; ONNX LpNormalization has no eps, "
                           f"expected eps left at its default {DEFAULT_EPS!r}")
-    return p, eps
+    return p, _axes(dim, x.ndim), eps
 
 
 def lp_norm(x: np.ndarray, p: float, axes: tuple[int, ...]) -> np.ndarray:
@@ -94,8 +96,7 @@ def _use_norm(norm, eps, zero_rule):
 
 def forward(x, *, p=2.0, dim=1, eps=DEFAULT_EPS, zero_rule="torch"):
     """Returns (y, norm). See the module docstring."""
-    p, eps = _options(p, eps, zero_rule)
-    axes = _axes(dim, x.ndim)
+    p, axes, eps = check(x, p, dim, eps, zero_rule)
     norm = lp_norm(x, p, axes)
     if zero_rule == "torch":
         y = x / np.maximum(norm, eps)   # np.maximum propagates a NaN norm, as torch's clamp_min

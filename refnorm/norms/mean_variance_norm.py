@@ -67,10 +67,16 @@ def scaled_std(d: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     return s * np.sqrt((q * q).sum(axis=axes, keepdims=True) / n)
 
 
+def check(x, axes, eps):
+    """The argument checks (shared with the specification, refnorm/specs/mean_variance_norm.py):
+    (the axes A, eps)."""
+    eps = C.check_eps(NAME, eps)
+    return _axes(axes, x.ndim), eps
+
+
 def forward(x, *, axes=(0, 2, 3), eps=1e-9):
     """Returns (y, mean, std, d). See the module docstring for the equation and shapes."""
-    eps = C.check_eps(NAME, eps)
-    A = _axes(axes, x.ndim)
+    A, eps = check(x, axes, eps)
     mean, d = C.centered(x, A)
     std = scaled_std(d, A)
     return d / (std + eps), mean, std, d

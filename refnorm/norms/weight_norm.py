@@ -77,6 +77,13 @@ def _g_view(g: np.ndarray, v: np.ndarray, dim) -> np.ndarray:
     return g.reshape(keep)
 
 
+def check(v, g, dim):
+    """The argument checks (shared with the specification, refnorm/specs/weight_norm.py):
+    (dim: None or the non-negative axis kept, g reshaped to torch's weight_g shape)."""
+    dim = _dim(dim, v.ndim)
+    return dim, _g_view(g, v, dim)
+
+
 def l2_norm(v: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     """sqrt(sum_A v^2) (keepdims), scaled by an exact power of two: no overflow or underflow."""
     a = np.max(np.abs(v), axis=axes, keepdims=True, initial=0.0)
@@ -87,8 +94,7 @@ def l2_norm(v: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
 
 def forward(v, g, *, dim=0):
     """Returns (w, norm, u): w, ||v|| in torch's weight_g shape, and u = v / ||v||."""
-    dim = _dim(dim, v.ndim)
-    gv = _g_view(g, v, dim)
+    dim, gv = check(v, g, dim)
     norm = l2_norm(v, _axes(v.ndim, dim))
     u = v / norm
     return gv * u, norm.reshape(_keep_shape(v.shape, dim)), u

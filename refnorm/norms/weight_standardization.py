@@ -48,10 +48,16 @@ def _fan_in_axes(x: np.ndarray) -> tuple[int, ...]:
     return tuple(range(1, x.ndim))
 
 
+def check(x, eps):
+    """The argument checks (shared with the specification, refnorm/specs/weight_standardization.py):
+    (eps, the fan-in axes)."""
+    eps = C.check_eps(NAME, eps)
+    return eps, _fan_in_axes(x)
+
+
 def forward(x, *, eps=1e-5):
     """Returns (y, mean, rstd). See the module docstring for the equation and shapes."""
-    eps = C.check_eps(NAME, eps)
-    axes = _fan_in_axes(x)
+    eps, axes = check(x, eps)
     mean, var, d = C.centered_moments(x, axes)
     rstd = 1.0 / np.sqrt(var + eps)
     return d * rstd, mean, rstd

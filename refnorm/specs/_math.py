@@ -54,3 +54,10 @@ def sum_to(g, shape):
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1)
     return g.sum(axis=axes).reshape(shape) if axes else g.reshape(shape)
+
+
+def pow2_scale(a, axes):
+    """s = 2^k just above max_A |a| (keepdims; 1 for an all-zero or non-finite slice): dividing by s is
+    exact, so s * sqrt(sum_A (a / s)^2) is sqrt(sum_A a^2) without overflow or underflow."""
+    m = np.max(np.abs(a), axis=axes, keepdims=True, initial=0.0)
+    return np.where((m > 0) & np.isfinite(m), np.ldexp(1.0, np.frexp(m)[1]), 1.0)
