@@ -14,6 +14,8 @@ Agreement with the fast path: the same bits (the same reductions over the rows X
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..norms.offline_batch_norm import check
@@ -59,7 +61,7 @@ def offline_batch_norm_backward(dY, z, D, weight, has_bias, training):
 
 def rows(x):
     """(N, C, *) -> (P, C): the channel last, every other position a row."""
-    return np.moveaxis(x, 1, -1).reshape(-1, x.shape[1])
+    return np.moveaxis(x, 1, -1).reshape(math.prod(x.shape[:1] + x.shape[2:]), x.shape[1])
 
 
 def unrows(a, shape):
