@@ -52,3 +52,9 @@ INSTANCE = O.OfflineNorm(
     options={"momentum": 0.01, "r_max": 3.0, "d_max": 5.0, "eps": 1e-5}, check=_check,
 )
 SPEC = INSTANCE.spec()
+
+
+def check(x, weight, bias, state, training, config) -> dict:
+    """The argument checks of one call (shared with the specification, refnorm/specs/batch_renorm.py):
+    options, shapes and the state (a training state must be complete); returns the checked options."""
+    return INSTANCE.check_call(x, weight, bias, state, training, config)[0]
