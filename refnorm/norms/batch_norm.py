@@ -77,13 +77,18 @@ def update_running_stats(running_mean, running_var, num_batches_tracked, mean, v
     return momentum * running_mean + (1 - momentum) * mean, momentum * running_var + (1 - momentum) * var, nbt
 
 
-def forward(x, weight=None, bias=None, running_mean=None, running_var=None, num_batches_tracked=0, *,
-            training=True, momentum=DEFAULT, eps=1e-5, convention="torch", _centre=None):
-    """Returns (y, mean, rstd, new_state, used_batch_stats). See the module docstring.
+def _check_state(state) -> None:
+    if state and not {"running_mean", "running_var"} <= set(state):
+        raise RefnormError(f"{NAME}: state needs both 'running_mean' and 'running_var', got {sorted(state)}")
 
-    ``_centre``: a list that receives the per-channel (m0, c) of the batch statistics, for
-    ``backward`` to recompute the deviations bit for bit.
+
+def check(x, weight, bias, running_mean, running_var, num_batches_tracked, momentum, eps, convention,
+          training, state=None):
+    """The argument checks (shared with the specification, refnorm/specs/batch_norm.py): (momentum, eps,
+    convention), momentum DEFAULT resolved. ``state``: evaluate()'s state dict, checked first.
     """
+    if state is not None:
+        _check_state(state)
     convention = C.check_choice(NAME, "convention", convention, DEFAULT_MOMENTUM)
     if momentum is DEFAULT:
         momentum = DEFAULT_MOMENTUM[convention]
@@ -100,6 +105,22 @@ def forward(x, weight=None, bias=None, running_mean=None, running_var=None, num_
         raise RefnormError(f"{NAME}: state needs both 'running_mean' and 'running_var' (or neither)")
     if np.ndim(num_batches_tracked) != 0:
         raise ShapeError(f"{NAME}: 'num_batches_tracked' has shape {np.shape(num_batches_tracked)}; expected ()")
+    if (training or running_mean is None) and C.count(x, _axes(x)) == 1:
+        raise ShapeError(f"{NAME}: expected more than 1 value per channel when training, got input of "
+                         f"shape {x.shape}")
+    return momentum, eps, convention
+
+
+def forward(x, weight=None, bias=None, running_mean=None, running_var=None, num_batches_tracked=0, *,
+            training=True, momentum=DEFAULT, eps=1e-5, convention="torch", _centre=None):
+    """Returns (y, mean, rstd, new_state, used_batch_stats). See the module docstring.
+
+    ``_centre``: a list that receives the per-channel (m0, c) of the batch statistics, for
+    ``backward`` to recompute the deviations bit for bit.
+    """
+    momentum, eps, convention = check(x, weight, bias, running_mean, running_var, num_batches_tracked,
+                                      momentum, eps, convention, training)
+    nc = x.shape[1]
     tracking = running_mean is not None
     axes = _axes(x)
     n = C.count(x, axes)
@@ -107,9 +128,6 @@ def forward(x, weight=None, bias=None, running_mean=None, running_var=None, num_
     state = {}
     centre = None
     if use_batch:
-        if n == 1:
-            raise ShapeError(f"{NAME}: expected more than 1 value per channel when training, got input of "
-                             f"shape {x.shape}")
         if x.size:
             y = _pool.empty(x.shape)
             m0, c, var, _ = _layout(x).forward(x, y, _param(weight), _param(bias), eps)
@@ -181,8 +199,7 @@ def backward(dy, x, weight, mean, rstd, *, used_batch_stats: bool, with_bias: bo
 
 def _forward(inputs, config, state, training):
     x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
-    if state and not {"running_mean", "running_var"} <= set(state):
-        raise RefnormError(f"{NAME}: state needs both 'running_mean' and 'running_var', got {sorted(state)}")
+    _check_state(state)
     centre = []
     y, mean, rstd, new_state, use_batch = forward(
         x, w, b, state.get("running_mean"), state.get("running_var"), state.get("num_batches_tracked", 0),

@@ -50,6 +50,15 @@ def _groups(x: np.ndarray, num_groups) -> tuple[int, int]:
     return g, (nc // g) * int(np.prod(x.shape[2:], dtype=np.int64))
 
 
+def check(x, weight, bias, num_groups, eps):
+    """The argument checks (shared with the specification, refnorm/specs/group_norm.py): (G, m, eps)."""
+    g, m = _groups(x, num_groups)
+    eps = C.check_eps(NAME, eps)
+    C.check_param(NAME, "weight", weight, (x.shape[1],))
+    C.check_param(NAME, "bias", bias, (x.shape[1],))
+    return g, m, eps
+
+
 def _bcast(p: np.ndarray, x: np.ndarray) -> np.ndarray:
     """A per-channel (C,) array shaped to broadcast against x (N, C, *)."""
     return p.reshape((1, -1) + (1,) * (x.ndim - 2))
@@ -72,10 +81,7 @@ def forward(x, weight=None, bias=None, *, num_groups, eps=1e-5, _centre=None):
 
     ``_centre``: a list that receives the per-(n, group) (m0, c), for ``backward``.
     """
-    g, m = _groups(x, num_groups)
-    eps = C.check_eps(NAME, eps)
-    C.check_param(NAME, "weight", weight, (x.shape[1],))
-    C.check_param(NAME, "bias", bias, (x.shape[1],))
+    g, m, eps = check(x, weight, bias, num_groups, eps)
     nb = x.shape[0]
     if x.size == 0:
         v = x.reshape(nb, g, m)

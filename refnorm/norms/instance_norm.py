@@ -70,18 +70,23 @@ def update_running_stats(running_mean, running_var, mean, var, s: int, *, moment
     return rm.mean(axis=0), rv.mean(axis=0)
 
 
-def forward(x, weight=None, bias=None, running_mean=None, running_var=None, num_batches_tracked=0, *,
-            training=True, momentum=0.1, eps=1e-5, _centre=None):
-    """Returns (y, mean, rstd, new_state, used_instance_stats). See the module docstring.
+def _check_state(state) -> None:
+    if state and not {"running_mean", "running_var"} <= set(state):
+        raise RefnormError(f"{NAME}: state needs both 'running_mean' and 'running_var', got {sorted(state)}")
 
-    ``_centre``: a list that receives the per-instance (m0, c) of the instance statistics, for
-    ``backward`` to recompute the deviations bit for bit.
+
+def check(x, weight, bias, running_mean, running_var, num_batches_tracked, momentum, eps, training,
+          state=None):
+    """The argument checks (shared with the specification, refnorm/specs/instance_norm.py): (momentum, eps),
+    momentum None -> 0. ``state``: evaluate()'s state dict, checked first (both running statistics or neither).
     """
+    if state is not None:
+        _check_state(state)
     momentum = C.check_real(NAME, "momentum", momentum, allow_none=True)
     momentum = 0.0 if momentum is None else momentum
     eps = C.check_eps(NAME, eps)
     C.check_ndim(NAME, x, 2, "(N, C, *)")
-    nb, nc = x.shape[:2]
+    nc = x.shape[1]
     for key, p in (("weight", weight), ("bias", bias), ("running_mean", running_mean),
                    ("running_var", running_var)):
         C.check_param(NAME, key, p, (nc,))
@@ -90,16 +95,29 @@ def forward(x, weight=None, bias=None, running_mean=None, running_var=None, num_
     if np.ndim(num_batches_tracked) != 0:
         raise ShapeError(f"{NAME}: 'num_batches_tracked' has shape {np.shape(num_batches_tracked)}; "
                          "expected ()")
+    if (training or running_mean is None) and C.count(x, tuple(range(2, x.ndim))) == 1:
+        raise ShapeError(f"{NAME}: expected more than 1 spatial element per instance when normalizing "
+                         f"with instance statistics (training, or no running statistics), got input of "
+                         f"shape {x.shape}")
+    return momentum, eps
+
+
+def forward(x, weight=None, bias=None, running_mean=None, running_var=None, num_batches_tracked=0, *,
+            training=True, momentum=0.1, eps=1e-5, _centre=None):
+    """Returns (y, mean, rstd, new_state, used_instance_stats). See the module docstring.
+
+    ``_centre``: a list that receives the per-instance (m0, c) of the instance statistics, for
+    ``backward`` to recompute the deviations bit for bit.
+    """
+    momentum, eps = check(x, weight, bias, running_mean, running_var, num_batches_tracked, momentum, eps,
+                          training)
+    nb, nc = x.shape[:2]
     tracking = running_mean is not None
     axes = tuple(range(2, x.ndim))
     s = C.count(x, axes)
     use_input = training or not tracking
     centre = None
     if use_input:
-        if s == 1:
-            raise ShapeError(f"{NAME}: expected more than 1 spatial element per instance when normalizing "
-                             f"with instance statistics (training, or no running statistics), got input of "
-                             f"shape {x.shape}")
         if x.size:
             y, m0, c, var = _instance_forward(x, weight, bias, eps)
             mean, var, centre = (m0 + c).reshape(nb, nc), var.reshape(nb, nc), (m0, c)
@@ -179,8 +197,7 @@ def backward(dy, x, weight, mean, rstd, *, used_instance_stats: bool, with_bias:
 
 def _forward(inputs, config, state, training):
     x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
-    if state and not {"running_mean", "running_var"} <= set(state):
-        raise RefnormError(f"{NAME}: state needs both 'running_mean' and 'running_var', got {sorted(state)}")
+    _check_state(state)
     centre = []
     y, mean, rstd, new_state, use_input = forward(
         x, w, b, state.get("running_mean"), state.get("running_var"), state.get("num_batches_tracked", 0),

@@ -91,8 +91,8 @@ def _view(a: np.ndarray, rows: int, n: int):
     return lambda s, e: a[s:e]
 
 
-def forward(x, weight=None, *, normalized_shape, eps=None, eps_placement="inside", weight_offset=0.0):
-    """Returns (y, rstd, rms). See the module docstring for the equation and shapes."""
+def check(x, weight, normalized_shape, eps, eps_placement, weight_offset):
+    """The argument checks (shared with the specification, refnorm/specs/rms_norm.py): (shape, eps, offset)."""
     shape = _shape(normalized_shape)
     eps = _eps(eps)
     C.check_choice(NAME, "eps_placement", eps_placement, ("inside", "outside"))
@@ -105,6 +105,13 @@ def forward(x, weight=None, *, normalized_shape, eps=None, eps_placement="inside
     if weight is None and offset != 0.0:
         raise ConfigError(f"{NAME}: weight_offset={weight_offset!r} needs a 'weight' input; expected "
                           "weight_offset=0.0 when no weight is given")
+    return shape, eps, offset
+
+
+def forward(x, weight=None, *, normalized_shape, eps=None, eps_placement="inside", weight_offset=0.0):
+    """Returns (y, rstd, rms). See the module docstring for the equation and shapes."""
+    shape, eps, offset = check(x, weight, normalized_shape, eps, eps_placement, weight_offset)
+    k = len(shape)
     axes = tuple(range(x.ndim - k, x.ndim))
     n = C.count(x, axes)
     rows = x.size // n if n else 0

@@ -61,3 +61,8 @@ def pow2_scale(a, axes):
     exact, so s * sqrt(sum_A (a / s)^2) is sqrt(sum_A a^2) without overflow or underflow."""
     m = np.max(np.abs(a), axis=axes, keepdims=True, initial=0.0)
     return np.where((m > 0) & np.isfinite(m), np.ldexp(1.0, np.frexp(m)[1]), 1.0)
+
+
+def per_channel(p, x):
+    """A per-channel (C,) array (or a per-(n, c) (N, C) one) shaped to broadcast against x (N, C, *)."""
+    return p.reshape((1, -1) + (1,) * (x.ndim - 2) if p.ndim == 1 else p.shape + (1,) * (x.ndim - 2))
