@@ -1,7 +1,7 @@
 """Layer 5: the command line, a thin face over refnorm.evaluate.
 
     refnorm list
-    refnorm eval NAME [--input KEY=FILE.npy | --random KEY=D0,D1,...]... [--config JSON]
+    refnorm eval NAME [--input KEY=FILE.npy | --random KEY=D0,D1,...[:DTYPE]]... [--config JSON]
                       [--grad KEY=FILE.npy | --grad KEY=random]... [--state KEY=FILE.npy]...
                       [--eval] [--seed N] [--out FILE.npz]
     refnorm derive NAME [--format text|markdown|latex] [--prove]
@@ -11,11 +11,16 @@
                   [--golden DIR] [--json FILE] [--junit-xml FILE] [--report DIR] [--timeout S]
                   [--no-progress] [--expect-failures FILE]
     refnorm golden verify [DIR] [--exact] [--op NAME]...
+    refnorm golden list [DIR] [--ops OP...] [--dtypes DT...] [--regimes R...] [--match GLOB] [--long]
 
 Exit status: 0 on success, 1 when a check fails (check, derive --check, golden verify), 2 for bad
-input or bad golden data, 3 when the backend is unavailable (check) (the message names the value and what was expected).
-``--out`` writes outputs, grads and state to one .npz (keys ``output.y``, ``grad.x``, ``state.running_mean``)
-through a temporary file and a rename, so an interrupted or failed run leaves no half-written file.
+input or bad golden data, 3 when the backend is unavailable (check), 4 when a check found no failure
+but some case is partial, i.e. an array was unconstrained or unchecked (0 with --accept-partial) (the
+message names the value and what was expected).
+``--out`` writes every array to one .npz: the inputs, initial state and cotangents it was given or drew
+(keys ``input.x``, ``init.state.running_mean``, ``cotangent.y``) and the outputs, grads and state after
+the call (``output.y``, ``grad.x``, ``state.running_mean``), through a temporary file and a rename, so
+an interrupted or failed run leaves no half-written file.
 """
 from __future__ import annotations
 
@@ -82,7 +87,7 @@ def _cmd_eval(args):
     for k, v in _pairs(args.random, "--random").items():
         if k in inputs:
             raise CLIError(f"input {k!r} given by both --input and --random")
-        inputs[k] = rng.standard_normal(_shape(v, f"--random {k}"))
+        inputs[k] = _random_input(rng, v, f"--random {k}")
     try:
         config = json.loads(args.config) if args.config else {}
     except json.JSONDecodeError as e:
@@ -107,26 +112,35 @@ def _cmd_eval(args):
         for k, v in arrays.items():
             print(f"{group}.{k} shape={tuple(np.shape(v))}\n{np.asarray(v)}")
     if args.out:
-        _save_npz_atomically(args.out, {f"{g}.{k}": np.asarray(v) for g, d in
-                                        (("output", res.outputs), ("grad", res.grads), ("state", res.state))
-                                        for k, v in d.items()})
+        groups = (("input", inputs), ("init.state", state), ("cotangent", grad_outputs or {}),
+                  ("output", res.outputs), ("grad", res.grads), ("state", res.state))
+        _save_npz_atomically(args.out, {f"{g}.{k}": _storable(v) for g, d in groups for k, v in d.items()})
         print(f"wrote {args.out}")
     return 0
+
+
+def _random_input(rng, text, what):
+    """``D0,D1,...[:DTYPE]``: a standard-normal draw of that shape, rounded to nearest in DTYPE
+    (default float64: the draw itself)."""
+    from .check.precision import DTYPES, round_to
+    shape_text, sep, dtype = text.partition(":")
+    if sep and dtype not in DTYPES:
+        raise CLIError(f"{what}: dtype {dtype!r} is not one of {', '.join(DTYPES)} (e.g. x=4,8:float16)")
+    x = rng.standard_normal(_shape(shape_text, what))
+    return round_to(x, dtype) if sep and dtype != "float64" else x
+
+
+def _storable(v):
+    """An array .npz can hold: bfloat16 (which .npz stores as raw bytes) widened to float32, exactly."""
+    a = np.asarray(v)
+    return a.astype(np.float32) if a.dtype.kind == "V" and a.dtype.itemsize == 2 else a
 
 
 def _save_npz_atomically(path, arrays):
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise CLIError(f"--out {path!r}: directory {directory!r} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".refnorm-", suffix=".npz")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    _write_atomically(path, lambda f: np.savez(f, **arrays), suffix=".npz")
 
 
 def _cmd_derive(args):
@@ -188,12 +202,44 @@ def _cmd_golden(args):
     for op in args.op or ():
         if op not in registry.names():
             raise CLIError(f"--op {op!r}: unknown normalizer; expected one of: {', '.join(registry.names())}")
+    if args.action == "list":
+        return _golden_list(args, directory)
+    if args.ops or args.dtypes or args.regimes or args.match or args.long:
+        raise CLIError("--ops, --dtypes, --regimes, --match and --long apply to list only (verify: --op NAME)")
     if args.exact and args.action != "verify":
         raise CLIError("--exact applies to verify only")
     report = golden.verify(directory, ops=args.op, exact=args.exact,
                            log=None if args.quiet else print)
     print(report.summary())
     return 0 if report.ok else 1
+
+
+def _golden_list(args, directory):
+    """``refnorm golden list``: the ids of the cases the filters select, one a line (--long: with dtype,
+    regime, input shapes and steps)."""
+    from .check.precision import DTYPES
+    from .golden import commands, store
+    ops = (args.op or []) + (args.ops or []) or None
+    for op in args.ops or ():
+        if op not in registry.names():
+            raise CLIError(f"--ops {op!r}: unknown normalizer; expected one of: {', '.join(registry.names())}")
+    for dt in args.dtypes or ():
+        if dt not in DTYPES:
+            raise CLIError(f"--dtypes {dt!r}: expected one of: {', '.join(DTYPES)}")
+    entries = commands.select(store.read_manifest(directory), ops=ops, dtypes=args.dtypes, regimes=args.regimes,
+                              match=args.match, directory=args.dir)
+    lines = []
+    for e in entries:
+        row = e["case"]
+        shapes = " ".join(f"{k}={'x'.join(map(str, v)) or '()'}" for k, v in (row.get("inputs") or {}).items())
+        lines.append(f"{e['id']:56s} {row.get('dtype', '?'):8s} {row.get('regime', '?'):14s} {shapes}  "
+                     f"steps={','.join(row.get('steps') or ())}" if args.long else e["id"])
+    try:
+        sys.stdout.write("\n".join(lines) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:                      # refnorm golden list | head: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
 
 
 def _progress(stream):
@@ -230,12 +276,27 @@ def _cmd_check(args):
             raise CLIError(f"--dtypes {dt!r}: expected one of: {', '.join(DTYPES)}")
     if args.timeout is not None and not args.timeout > 0:
         raise CLIError(f"--timeout {args.timeout!r}: expected a positive number of seconds")
+    from .golden import layouts
+    if args.layout is not None and args.layout not in layouts.LAYOUTS:
+        raise CLIError(f"--layout {args.layout!r}: expected one of: {', '.join(layouts.LAYOUTS)}")
+    recipes = _recipes(args)
+    if recipes is not None and (args.case or args.golden or args.expect_failures):
+        raise CLIError("--generate/--suite judge generated cases: --case, --golden and --expect-failures apply "
+                       "to the golden set only")
+    if recipes is None:
+        golden_dir = args.golden or default_golden_dir()
+        from .golden import commands as golden_commands, store as golden_store
+        # an unknown --case, a --case the other filters exclude, or filters that select nothing: exit 2
+        golden_commands.select(golden_store.read_manifest(golden_dir), ops=args.ops, dtypes=args.dtypes,
+                               case_ids=args.case, directory=args.golden)
+    elif not [r for r in recipes if (not args.ops or r.case.op in args.ops)
+              and (not args.dtypes or r.case.dtype in args.dtypes)]:
+        raise CLIError("--ops/--dtypes select none of the generated cases")
     backend = check.get_backend(args.backend)
     reason = backend.available()
     if reason:
         print(f"refnorm check: backend {args.backend} is unavailable: {reason}", file=sys.stderr)
         return 3
-    golden_dir = args.golden or default_golden_dir()
     for flag, path in (("--json", args.json), ("--junit-xml", args.junit_xml)):
         if path:
             _check_writable(path, flag)
@@ -247,12 +308,21 @@ def _cmd_check(args):
         from .check.core import read_expected_failures
         from .golden.store import find_expected_failures
         expected = read_expected_failures(find_expected_failures(args.expect_failures))
-    report = check.run_check(backend, golden_dir, ops=args.ops, dtypes=args.dtypes, case_ids=args.case,
-                             timeout=args.timeout, progress=progress, diagnose=not args.no_diagnosis)
+    if recipes is None:
+        report = check.run_check(backend, golden_dir, ops=args.ops, dtypes=args.dtypes, case_ids=args.case,
+                                 timeout=args.timeout, progress=progress, diagnose=not args.no_diagnosis,
+                                 layout=args.layout or "contiguous")
+    else:
+        from .check.core import run_generated
+        report = run_generated(backend, recipes, ops=args.ops, dtypes=args.dtypes, timeout=args.timeout,
+                               progress=progress, diagnose=not args.no_diagnosis, layout=args.layout,
+                               name=" + ".join([f"suite {n}" for n in args.suite or ()] + (
+                                   [f"{len(args.generate)} recipe(s)"] if args.generate else [])))
     if expected is not None:
         from .check.core import apply_expected_failures
         from .golden import store
-        apply_expected_failures(report, expected, [e["id"] for e in store.read_manifest(golden_dir)["cases"]])
+        apply_expected_failures(report, expected, [e["id"] for e in store.read_manifest(golden_dir)["cases"]],
+                                diagnosed=not args.no_diagnosis)
     print(R.table(report))
     sk = R.skips(report)
     if sk:
@@ -260,31 +330,55 @@ def _cmd_check(args):
     wn = R.warnings(report)
     if wn:
         print(wn)
-    fl = R.failures(report, args.backend, args.golden)
-    if fl:
-        print(fl)
+    for text in (R.conversions(report), R.partials(report), R.failures(report, args.backend, args.golden)):
+        if text:
+            print(text)
     hr = R.headroom_table(report)
     if hr:
         print(hr)
-    print(R.summary_line(report))
+    print(R.summary_line(report, accept_partial=args.accept_partial))
     if args.json:
         data = json.dumps(report.to_json(), indent=1).encode()
         _write_atomically(args.json, data)
         print(f"wrote {args.json}")
     if args.junit_xml:
         from .check.junit import junit_xml
-        _write_atomically(args.junit_xml, junit_xml(report, args.backend, args.golden))
+        _write_atomically(args.junit_xml, junit_xml(report, args.backend, args.golden, args.accept_partial))
         print(f"wrote {args.junit_xml}")
     if args.report:
         from .check.markdown import SUMMARY, report_files
-        files, note = report_files(report, args.backend, args.golden)
+        files, note = report_files(report, args.backend, args.golden, args.accept_partial)
         os.makedirs(args.report, exist_ok=True)
         for name, data in files.items():
             _write_atomically(os.path.join(args.report, name), data)
         if note:
             print(f"refnorm check: --report: {note}; wrote only {os.path.join(args.report, SUMMARY)}", file=sys.stderr)
         print(f"wrote {os.path.join(args.report, SUMMARY)}" + (f" and {len(files) - 1} plot(s)" if not note else ""))
-    return 0 if report.ok else 1
+    return exit_status(report, args.accept_partial)
+
+
+def exit_status(report, accept_partial=False) -> int:
+    """0: every judged case passed (all its arrays verified); 1: a case failed or errored, or nothing
+    was judged; 4: nothing failed but some case is partial (an array unconstrained or unchecked),
+    0 instead with --accept-partial."""
+    v = report.verdict
+    return 0 if v == "ok" or (v == "partial" and accept_partial) else (4 if v == "partial" else 1)
+
+
+def _recipes(args):
+    """The generated cases of --suite and --generate (None when neither is given); a bad recipe or
+    suite name is a usage error naming it and the choices."""
+    if not args.suite and not args.generate:
+        return None
+    from .golden import generate
+    out = []
+    try:
+        for name in args.suite or ():
+            out += [generate.parse(text) for text, _ in generate.suite(name)]
+        out += [generate.parse(text) for text in args.generate or ()]
+    except generate.RecipeError as e:
+        raise CLIError(str(e)) from None
+    return out
 
 
 def _check_writable(path, flag="--json"):
@@ -303,12 +397,21 @@ def _check_report_dir(path):
         raise CLIError(f"--report {path!r}: directory {parent!r} does not exist")
 
 
-def _write_atomically(path, data: bytes):
+def _write_atomically(path, data, suffix=".tmp"):
+    """Write ``data`` (bytes, or a function writing to a binary file) to ``path`` through a temporary
+    file in the same directory and a rename: an interrupted or failed write leaves no partial file.
+    The file gets the mode a plain open() would give it (0666 & ~umask), not mkstemp's 0600."""
     d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".refnorm-", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".refnorm-", suffix=suffix)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+            if callable(data):
+                data(f)
+            else:
+                f.write(data)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -323,13 +426,17 @@ def build_parser():
     e = sub.add_parser("eval", help="evaluate one normalizer (forward, and backward with --grad)")
     e.add_argument("name", help="normalizer name (see `refnorm list`)")
     e.add_argument("--input", action="append", metavar="KEY=FILE.npy", help="an input from a .npy file")
-    e.add_argument("--random", action="append", metavar="KEY=SHAPE", help="a standard-normal input, e.g. x=4,8")
+    e.add_argument("--random", action="append", metavar="KEY=SHAPE[:DTYPE]",
+                   help="a standard-normal input, e.g. x=4,8; rounded to DTYPE with x=4,8:float16 "
+                        "(float64 default, float32, float16, bfloat16)")
     e.add_argument("--config", metavar="JSON", help='options as a JSON object, e.g. \'{"eps": 1e-5}\'')
     e.add_argument("--grad", action="append", metavar="KEY=FILE.npy|random", help="a cotangent for output KEY")
     e.add_argument("--state", action="append", metavar="KEY=FILE.npy", help="a state entry (running stats)")
     e.add_argument("--eval", action="store_true", help="eval mode (running statistics); default: training")
     e.add_argument("--seed", type=int, default=0, help="seed for --random and --grad KEY=random")
-    e.add_argument("--out", metavar="FILE.npz", help="also write every array to FILE.npz (atomically)")
+    e.add_argument("--out", metavar="FILE.npz",
+                   help="also write every array to FILE.npz (atomically): input.K, init.state.K, cotangent.K, "
+                        "output.K, grad.K, state.K (bfloat16 inputs as float32, exactly)")
     e.set_defaults(func=_cmd_eval)
     d = sub.add_parser("derive", help="print a backward-pass derivation; regenerate derivations/*.md")
     d.add_argument("name", nargs="?", help="family: batch_norm, layer_norm, rms_norm, group_norm, ... (or a "
@@ -342,13 +449,21 @@ def build_parser():
                    "wherever the command runs)")
     d.add_argument("--prove", action="store_true", help="also run the symbolic proofs and numeric checks")
     d.set_defaults(func=_cmd_derive)
-    g = sub.add_parser("golden", help="build or verify the golden data set")
-    g.add_argument("action", choices=("build", "verify"))
+    g = sub.add_parser("golden", help="build, verify or list the golden data set",
+                       description="build: regenerate the set from the case table; verify: check every hash "
+                                   "and recompute every case; list: print the case ids (for check --case), "
+                                   "e.g. refnorm golden list --ops layer_norm --dtypes float16 --long")
+    g.add_argument("action", choices=("build", "verify", "list"))
     g.add_argument("dir", nargs="?", help="the set's directory (default: build: ./golden; else as "
                                           "check --golden)")
     g.add_argument("--exact", action="store_true", help="verify: demand bit-for-bit expected values")
     g.add_argument("--op", action="append", metavar="NAME", help="verify: only this normalizer (repeatable)")
     g.add_argument("--quiet", action="store_true", help="print only the summary")
+    g.add_argument("--ops", nargs="+", metavar="OP", help="list: only these normalizers (give DIR before it)")
+    g.add_argument("--dtypes", nargs="+", metavar="DT", help="list: only these dtypes (float64 float32 float16 bfloat16)")
+    g.add_argument("--regimes", nargs="+", metavar="R", help="list: only these regimes (normal, mean1e3, const, ...)")
+    g.add_argument("--match", metavar="GLOB", help="list: only ids matching this glob, e.g. 'layer_norm/*_f16_*'")
+    g.add_argument("--long", action="store_true", help="list: also dtype, regime, input shapes and steps")
     g.set_defaults(func=_cmd_golden)
     c = sub.add_parser("check", help="judge a backend on the golden cases within derived tolerances")
     c.add_argument("--backend", required=True,
@@ -365,6 +480,18 @@ def build_parser():
                                                    "(plots need matplotlib: pip install 'refnorm[report]')")
     c.add_argument("--timeout", type=float, default=60.0, help="per-case time limit in seconds (default 60)")
     c.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    c.add_argument("--generate", action="append", metavar="RECIPE",
+                   help="judge a generated case instead of the golden set, e.g. 'layer_norm shape=16384x5137 "
+                        "dtype=bfloat16 regime=mean1e3 layout=channels_last' (repeatable; refnorm/golden/generate.py)")
+    c.add_argument("--suite", action="append", metavar="NAME",
+                   help="judge a named suite of generated cases: production, boundaries, overflow, limits "
+                        "(repeatable; refnorm/golden/suites.py says why each shape is there)")
+    c.add_argument("--layout", metavar="LAYOUT",
+                   help="hand every case's activations and cotangents to the backend in this memory layout: "
+                        "contiguous, channels_last, transposed, strided, offset")
+    c.add_argument("--accept-partial", action="store_true",
+                   help="exit 0 when nothing failed even if some case is partial (an array unconstrained or "
+                        "unchecked); the default exits 4 then, and every report still counts them as partial")
     c.add_argument("--no-diagnosis", action="store_true",
                    help="do not diagnose failed cases (naming the known pitfall a failing backend matches)")
     c.add_argument("--expect-failures", metavar="FILE",

@@ -18,7 +18,8 @@ from refnorm.golden.commands import load_case
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "golden")
-MANIFEST = json.load(open(os.path.join(GOLDEN, "MANIFEST.json")))
+with open(os.path.join(GOLDEN, "MANIFEST.json")) as _f:
+    MANIFEST = json.load(_f)
 EPS64 = 2.0 ** -52
 
 

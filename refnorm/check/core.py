@@ -37,6 +37,7 @@ golden set and the installed reference disagree: a GoldenError, never a pass).
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import signal
@@ -49,7 +50,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import registry
+from ..errors import RefnormError
 from ..golden import commands as golden_commands
+from ..golden import layouts
 from ..golden.store import GoldenError
 from . import bounds as B
 from . import diagnosis
@@ -150,6 +153,8 @@ class CaseResult:
     not_returned: list = field(default_factory=list)    # optional statistics outputs the backend does not return
     expected: str = ""                              # why it is an expected failure (--expect-failures), if listed
     diagnosis: dict | None = None                   # failed cases: the pitfall the backend matches (diagnosis.py)
+    layout: str = "contiguous"                      # the memory layout the backend was handed
+    recipe: str = ""                                # a generated case: its recipe (refnorm.golden.generate)
 
     @property
     def worst_ratio(self):
@@ -173,7 +178,7 @@ class CaseResult:
 
     def to_json(self):
         return {"id": self.id, "op": self.op, "dtype": self.dtype, "status": self.status, "message": self.message,
-                "contract": self.contract, "seconds": round(self.seconds, 4), "worst_ratio": _num(self.worst_ratio),
+                "layout": self.layout, "recipe": self.recipe, "contract": self.contract, "seconds": round(self.seconds, 4), "worst_ratio": _num(self.worst_ratio),
                 "verdicts": self.verdicts(), "unchecked": self.unchecked,
                 "unchecked_why": self.unchecked_why, "statistics_not_returned": self.not_returned, "unconstrained": [
                     f"step{a.step}.{a.part}.{a.name}" for a in self.arrays if a.verdict == "unconstrained"],
@@ -469,11 +474,19 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True) -> CaseResult:
     """Judge one golden case. ``diagnose``: on a failure, name the pitfall the backend matches
     (diagnosis.py; never changes the verdict; a passing case costs nothing more)."""
     t0 = time.perf_counter()
-    out = CaseResult(case.id, case.op, case.dtype, "passed")
+    layout = getattr(case, "layout", "contiguous")
+    out = CaseResult(case.id, case.op, case.dtype, "passed", layout=layout)
+
+    def laid(arrays):                   # private copies, activations and cotangents in the case's layout
+        return {k: layouts.apply(layout, v) if np.ndim(v) >= 2 else np.array(v) for k, v in arrays.items()}
     try:
-        probes = [Call(case.op, case.dtype, dict(case.config), st.training,
-                       {k: np.array(v) for k, v in st.inputs.items()},
-                       {k: np.array(v) for k, v in st.cotangents.items()},
+        act = max((v for v in case.steps[0].inputs.values()), key=np.ndim, default=None)
+        try:
+            layouts.check(layout, np.shape(act), case.id)
+        except RefnormError as e:
+            out.status, out.message = "skipped", str(e)
+            return out
+        probes = [Call(case.op, case.dtype, dict(case.config), st.training, laid(st.inputs), laid(st.cotangents),
                        {k: np.array(v) for k, v in case.init_state.items()}) for st in case.steps]
         for probe in probes:
             reason = backend.supports(probe)
@@ -488,6 +501,8 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True) -> CaseResult:
             out.status = "skipped"
             out.message = f"no derived tolerance for {case.op!r} yet (only the exact contract can be judged)"
             return out
+        if getattr(case, "expect_error", False):
+            return _check_raises(backend, case, probes, out, timeout)
         spec = registry.get(case.op)
         state = dict(case.init_state)
         records = []                                  # per step, for the diagnosis of a failure
@@ -495,8 +510,7 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True) -> CaseResult:
             # the backend gets private copies: whatever it does to them, the reference below is computed
             # from the golden arrays, and a backend that writes into its inputs is told so
             ref = reference(case.op, case.config, st.training, st.inputs, st.cotangents, state)
-            given = ({k: np.array(v) for k, v in st.inputs.items()}, {k: np.array(v) for k, v in st.cotangents.items()},
-                     {k: np.array(v) for k, v in state.items()})
+            given = (laid(st.inputs), laid(st.cotangents), {k: np.array(v) for k, v in state.items()})
             call = Call(case.op, case.dtype, dict(case.config), st.training, *given)
             try:
                 with _time_limit(timeout):
@@ -583,8 +597,29 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True) -> CaseResult:
         out.seconds = time.perf_counter() - t0
 
 
+def _check_raises(backend, case, probes, out, timeout):
+    """An expected-error case (``case.expect_error``): the backend must raise on its first call.
+    Raising passes (the message says what it raised); returning fails; NotImplementedError skips."""
+    try:
+        with _time_limit(timeout):
+            backend.run(probes[0])
+    except NotImplementedError as e:
+        out.status, out.message = "skipped", f"backend raised NotImplementedError: {e}".strip()
+        return out
+    except CaseTimeout as e:
+        out.status, out.message = "error", f"step 0: {e}"
+        return out
+    except Exception as e:                                           # noqa: BLE001 - what is wanted
+        out.status, out.message = "passed", f"raised as required: {type(e).__name__}: {e}".strip()
+        return out
+    out.status = "failed"
+    out.message = (f"the backend returned a result where it must raise (the reference refuses this input: "
+                   f"{case.why})")
+    return out
+
+
 def run_check(backend, golden_dir, *, ops=None, dtypes=None, case_ids=None, timeout=60.0, progress=None,
-              diagnose=True) -> Report:
+              diagnose=True, layout="contiguous") -> Report:
     """Judge ``backend`` on the golden set at ``golden_dir`` (optionally some ops/dtypes/case ids);
     ``diagnose``: name the matching pitfall of every failed case (check_case)."""
     t0 = time.perf_counter()
@@ -606,9 +641,46 @@ def run_check(backend, golden_dir, *, ops=None, dtypes=None, case_ids=None, time
         if progress:
             progress(j, len(entries), e["id"])
         case = golden_commands.load_case(golden_dir, e["id"], manifest=manifest)
+        if layout != "contiguous":
+            case = dataclasses.replace(case, layout=layout)
         report.cases.append(check_case(backend, case, timeout=timeout, diagnose=diagnose))
     if progress:
         progress(len(entries), len(entries), "")
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def run_generated(backend, recipes, *, ops=None, dtypes=None, timeout=60.0, progress=None, diagnose=True,
+                  layout=None, name="generated") -> Report:
+    """Judge ``backend`` on generated cases (``refnorm.golden.generate.Recipe``s), each drawn when its
+    turn comes (so at most one case's arrays are held); a recipe too big for the memory here is
+    skipped, before anything is allocated, with the memory it needs. ``layout``: overrides each
+    recipe's layout."""
+    from ..golden import generate
+    t0 = time.perf_counter()
+    report = Report(getattr(backend, "name", type(backend).__name__), name)
+    todo = [r for r in recipes if (not ops or r.case.op in set(ops)) and (not dtypes or r.case.dtype in set(dtypes))]
+    for j, r in enumerate(todo):
+        if layout and layout != r.layout:
+            r = dataclasses.replace(r, layout=layout)
+        if progress:
+            progress(j, len(todo), r.id)
+        big = generate.too_big(r)
+        if big:
+            report.cases.append(CaseResult(r.id, r.case.op, r.case.dtype, "skipped", big, layout=r.layout))
+            continue
+        try:
+            case = generate.materialize(r)
+        except MemoryError:
+            report.cases.append(CaseResult(r.id, r.case.op, r.case.dtype, "skipped",
+                                           "out of memory while drawing the inputs", layout=r.layout))
+            continue
+        res = check_case(backend, case, timeout=timeout, diagnose=diagnose)
+        res.recipe = r.text if not layout else f"{r.text} layout={r.layout}"
+        report.cases.append(res)
+        del case
+    if progress:
+        progress(len(todo), len(todo), "")
     report.seconds = time.perf_counter() - t0
     return report
 

@@ -103,20 +103,26 @@ def array_lines(arrays) -> list:
     return out
 
 
-def reproduce(case_id, backend_arg: str, golden_arg: str | None = None) -> str:
-    """The command that judges one case again."""
+def reproduce(case_id, backend_arg: str, golden_arg: str | None = None, *, layout="contiguous", recipe="") -> str:
+    """The command that judges one case again (a generated case by its recipe)."""
+    if recipe:
+        r = recipe if "layout=" in recipe or layout == "contiguous" else f"{recipe} layout={layout}"
+        return f"refnorm check --backend {backend_arg} --generate '{r}'"
     g = f" --golden {golden_arg}" if golden_arg else ""
-    return f"refnorm check --backend {backend_arg}{g} --case {case_id}"
+    lay = f" --layout {layout}" if layout != "contiguous" else ""
+    return f"refnorm check --backend {backend_arg}{g} --case {case_id}{lay}"
 
 
 def case_text(c, backend_arg: str, golden_arg: str | None = None) -> str:
     """One failed, errored, partial or expected-failure case: its message, worst elements and reproduce
     command."""
-    out = [f"{c.status.upper()} {c.id} [{c.dtype}, contract {c.contract or '-'}]: {c.message}"]
+    lay = "" if getattr(c, "layout", "contiguous") == "contiguous" else f", layout {c.layout}"
+    out = [f"{c.status.upper()} {c.id} [{c.dtype}{lay}, contract {c.contract or '-'}]: {c.message}"]
     if diagnosis_line(c):
         out.append(diagnosis_line(c))
     out += array_lines(c.arrays)
-    out.append("  reproduce: " + reproduce(c.id, backend_arg, golden_arg))
+    out.append("  reproduce: " + reproduce(c.id, backend_arg, golden_arg, layout=getattr(c, "layout", "contiguous"),
+                                           recipe=getattr(c, "recipe", "")))
     return "\n".join(out)
 
 

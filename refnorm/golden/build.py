@@ -96,6 +96,7 @@ GENERATORS = {  # regime -> (rng, m slices, n values per slice) -> (m, n) float6
     "std1e-3": lambda rng, m, n: 1e-3 * rng.standard_normal((m, n)),
     "one_std1e-3": lambda rng, m, n: 1.0 + 1e-3 * rng.standard_normal((m, n)),
     "sq_overflow": lambda rng, m, n: 300.0 + 20.0 * rng.standard_normal((m, n)),
+    "dev_overflow": lambda rng, m, n: 500.0 * rng.standard_normal((m, n)),
     "heavy_tail": _heavy_tail,
     "outlier": _outlier,
     "zero": lambda rng, m, n: np.zeros((m, n)),

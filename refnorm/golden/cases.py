@@ -38,6 +38,8 @@ REGIMES = {
     "std1e-3": "1e-3 * N(0,1): variance 1e-6 below eps=1e-5, eps dominates (B01, C04)",
     "one_std1e-3": "1 + 1e-3 * N(0,1): tiny variance on an offset, with eps=1e-12 (A02, A03, C04)",
     "sq_overflow": "300 + 20 * N(0,1): x^2 overflows float16 (C01-C03, C06)",
+    "dev_overflow": "500 * N(0,1): deviations |x - mean| beyond 256, so (x - mean)^2 overflows float16 "
+                    "(C01-C03: squares of deviations in the input dtype)",
     "heavy_tail": "Student t with 2 degrees of freedom: heavy tails, occasional huge values",
     "outlier": "N(0,1) with one x100 outlier per slice",
     "zero": "all zeros (norms of an all-zero slice)",

@@ -258,6 +258,8 @@ class GoldenCase:
     init_state: Mapping[str, np.ndarray]
     steps: tuple[GoldenStep, ...]
     why: str
+    layout: str = "contiguous"      # the memory layout the backend is handed (refnorm.golden.layouts)
+    expect_error: bool = False      # the backend must raise on this case (generated cases: expect=error)
 
 
 def load_case(directory, case_id: str, *, manifest: dict | None = None) -> GoldenCase:

@@ -40,7 +40,8 @@ def layer_norm_backward(dy, xhat, rstd, weight, has_bias, normalized_ndim):
 
 # ---------------------------------------------------------------- the evaluate() contract
 def forward(inputs, config, state, training):
-    x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
+    # x in C order (no copy when it is): NumPy then sums each row in the order the fast path does
+    x, w, b = np.ascontiguousarray(inputs["x"]), inputs.get("weight"), inputs.get("bias")
     ns, eps = check(x, w, b, config["normalized_shape"], config["eps"])
     y, mean, rstd, xhat = layer_norm(x, w, b, ns, eps)
     return Forward({"y": y, "mean": mean, "rstd": rstd}, {},
@@ -49,7 +50,7 @@ def forward(inputs, config, state, training):
 
 def backward(ctx, cot):
     xhat, rstd, weight, has_bias, k = ctx
-    dx, dw, db = layer_norm_backward(cot["y"], xhat, rstd, weight, has_bias, k)
+    dx, dw, db = layer_norm_backward(np.ascontiguousarray(cot["y"]), xhat, rstd, weight, has_bias, k)
     grads = {"x": dx}
     if dw is not None:
         grads["weight"] = dw

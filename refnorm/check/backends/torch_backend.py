@@ -506,7 +506,27 @@ def _to_torch(torch, what: str, a, dtype, device):
         if not bool(same.all()):
             raise ValueError(f"{what} ({src.dtype}) is not exactly representable in {dtype}; "
                              "the adapter does not round inputs")
-    return t.to(device)
+    return _with_layout(torch, t.to(device), a)
+
+
+def _with_layout(torch, t, a: np.ndarray):
+    """``t`` (contiguous, ``a``'s values) re-laid with ``a``'s memory layout: its strides, and its offset
+    into the buffer it views (refnorm.golden.layouts), so torch runs its channels_last, transposed or
+    strided kernels, as on a user's tensor of that layout. A C-contiguous ``a`` gives ``t`` itself."""
+    if a.ndim < 2 or a.flags.c_contiguous and a.base is None:
+        return t
+    item = a.itemsize
+    if any(st % item or st < 0 for st in a.strides):
+        return t
+    root = a
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    offset = (a.__array_interface__["data"][0] - root.__array_interface__["data"][0]) // item
+    span = offset + 1 + sum((n - 1) * (st // item) for n, st in zip(a.shape, a.strides) if n > 0)
+    storage = torch.zeros(max(span, 1), dtype=t.dtype, device=t.device)
+    out = torch.as_strided(storage, a.shape, [st // item for st in a.strides], offset)
+    out.copy_(t)
+    return out
 
 
 def _to_numpy(torch, t) -> np.ndarray:

@@ -1,0 +1,244 @@
+"""Issue 16 (first part): generated cases (recipes), named suites, memory layouts, expected-error cases;
+the bugs the stored golden set cannot reach, planted in a small NumPy kernel, caught by the suite or
+layout named for them."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from refnorm.check import Returned, run_check
+from refnorm.check.core import run_generated
+from refnorm.cli import main
+from refnorm.golden import build as B
+from refnorm.golden import cases as T
+from refnorm.golden import generate as G
+from refnorm.golden import layouts as L
+from refnorm.golden.commands import load_case
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOLDEN = os.path.join(ROOT, "golden")
+sys.path.insert(0, ROOT)
+from examples.tiny_backend import TinyBackend  # noqa: E402
+
+MOD = __name__
+
+
+# ------------------------------------------------------------------------------------ recipes
+@pytest.mark.parametrize("text, what", [
+    ("layernorm shape=4x8", "'layernorm' cannot be generated; expected one of: layer_norm"),
+    ("layer_norm", "shape=AxB... is required"),
+    ("layer_norm shape=4by8", "shape='4by8': expected sizes joined by 'x'"),
+    ("layer_norm shape=4x8 dtype=float8", "dtype='float8'; expected one of: float64"),
+    ("layer_norm shape=4x8 regime=gauss", "regime='gauss'; expected one of: normal"),
+    ("layer_norm shape=4x8 layout=nhwc", "layout='nhwc'; expected one of: contiguous"),
+    ("layer_norm shape=4x8 colour=red", "unknown key 'colour'"),
+    ("layer_norm shape=4x8 dtype=float16 dtype=float32", "'dtype' given twice"),
+    ("layer_norm shape=4x8 layout=channels_last", "channels_last needs an (N, C, *spatial) activation"),
+    ("group_norm shape=2x8x4", "group_norm needs groups=G"),
+    ("layer_norm shape=4x8 expect=maybe", "expect='maybe'"),
+])
+def test_bad_recipes_name_the_value_and_the_choices(text, what, capsys):
+    with pytest.raises(G.RecipeError, match=None) as e:
+        G.parse(text)
+    assert what in str(e.value), str(e.value)
+    assert main(["check", "--backend", "numpy", "--generate", text, "--no-progress"]) == 2
+    assert what in capsys.readouterr().err
+
+
+def test_unknown_suite_and_layout_are_usage_errors(capsys):
+    assert main(["check", "--backend", "numpy", "--suite", "fast", "--no-progress"]) == 2
+    assert "unknown suite 'fast'; expected one of: production, boundaries" in capsys.readouterr().err
+    assert main(["check", "--backend", "numpy", "--layout", "nhwc", "--no-progress"]) == 2
+    assert "--layout 'nhwc': expected one of: contiguous" in capsys.readouterr().err
+
+
+def test_a_recipe_of_a_golden_rows_parameters_regenerates_its_inputs_bit_for_bit():
+    row = T.by_id()["layer_norm/mean1e3_f16_260x3"]
+    r = G.parse(f"layer_norm shape=260x3 dtype=float16 regime=mean1e3 seed={row.seed}")
+    case, stored = G.materialize(r), load_case(GOLDEN, row.id)
+    for got, want in zip(case.steps, stored.steps):
+        for k in want.inputs:
+            assert np.array_equal(np.asarray(got.inputs[k]).view(np.uint16), np.asarray(want.inputs[k]).view(np.uint16))
+        for k in want.cotangents:
+            assert np.array_equal(np.asarray(got.cotangents[k]), np.asarray(want.cotangents[k]))
+    assert G.materialize(r).steps[0].inputs["x"].tobytes() == case.steps[0].inputs["x"].tobytes()   # again
+
+
+def test_every_suite_parses_and_says_why():
+    for name, s in G.SUITES.items():
+        assert s["why"] and s["recipes"], name
+        for text, why in s["recipes"]:
+            assert why, text
+            G.parse(text)
+
+
+def test_a_case_too_big_for_this_machine_is_skipped_before_anything_is_allocated(monkeypatch):
+    monkeypatch.setattr(G, "memory_available", lambda: 1 << 20)
+    r = G.parse("layer_norm shape=4096x1024 dtype=float16")
+    monkeypatch.setattr(G, "materialize", lambda r: pytest.fail("drew a case that does not fit"))
+    rep = run_generated(TinyBackend(), [r])
+    c = rep.cases[0]
+    assert c.status == "skipped" and "needs ~1.0 GiB to judge" in c.message and "not attempted" in c.message
+
+
+# ------------------------------------------------------------------------------------ layouts
+@pytest.mark.parametrize("layout", list(L.LAYOUTS))
+def test_layouts_keep_the_values_and_change_the_strides(layout):
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float16)
+    a = L.apply(layout, x)
+    assert np.array_equal(a, x) and a.shape == x.shape
+    if layout == "channels_last":
+        assert a.strides[1] == a.itemsize and not a.flags.c_contiguous
+    elif layout == "transposed":
+        assert a.flags.f_contiguous and not a.flags.c_contiguous
+    elif layout == "strided":
+        assert not a.flags.c_contiguous and not a.flags.f_contiguous and a.strides[-1] == 2 * a.itemsize
+    elif layout == "offset":
+        assert a.flags.c_contiguous and a.base is not None and a.__array_interface__["data"][0] != \
+            a.base.__array_interface__["data"][0]
+
+
+def test_the_torch_adapter_keeps_the_layout():
+    torch = pytest.importorskip("torch")
+    from refnorm.check.backends.torch_backend import _to_torch
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    t = _to_torch(torch, "x", L.apply("channels_last", x), torch.float32, "cpu")
+    assert t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
+    t = _to_torch(torch, "x", L.apply("strided", x), torch.float32, "cpu")
+    assert t.stride()[-1] == 2 and bool((t.numpy() == x).all())
+    t = _to_torch(torch, "x", L.apply("offset", x), torch.float32, "cpu")
+    assert t.storage_offset() == 1 and bool((t.numpy() == x).all())
+
+
+def test_a_layout_that_does_not_apply_skips_with_the_reason():
+    rep = run_check(TinyBackend(), GOLDEN, case_ids=["layer_norm/normal_f32_6x100"], layout="channels_last")
+    c = rep.cases[0]
+    assert c.status == "skipped" and "channels_last needs an (N, C, *spatial) activation" in c.message
+
+
+# ---------------------------------------------------------------------------- expected errors
+class Lenient(TinyBackend):
+    """Normalizes whatever it gets (no check of the value count per channel)."""
+    def supports(self, call):
+        return None
+
+    def run(self, call):
+        x = call.inputs["x"]
+        return Returned({"y": np.zeros_like(x)}, {})
+
+
+def test_expected_error_case_passes_when_the_backend_raises_and_fails_when_it_does_not():
+    r = G.parse("batch_norm shape=1x16 expect=error")
+    rep = run_generated(get_numpy(), [r])
+    assert rep.cases[0].status == "passed" and "raised as required: ShapeError" in rep.cases[0].message
+    rep = run_generated(Lenient(), [r])
+    assert rep.cases[0].status == "failed" and "returned a result where it must raise" in rep.cases[0].message
+
+
+def get_numpy():
+    from refnorm.check import get_backend
+    return get_backend("numpy")
+
+
+# ---------------------------------------------------- planted bugs the stored golden set cannot reach
+class TailDrop(TinyBackend):
+    """dweight and dbias summed in blocks of 4096 rows, the last partial block's partials dropped."""
+    name = "tail-drop"
+
+    def run(self, call):
+        r = super().run(call)
+        x = call.inputs["x"]
+        rows = int(np.prod(x.shape[:-1]))
+        if rows <= 4096 or not r.grads:
+            return r
+        keep = rows // 4096 * 4096
+        dy = call.cotangents["y"].astype(np.float32).reshape(rows, -1)[:keep]
+        xf = x.astype(np.float32).reshape(rows, -1)[:keep]
+        g = dict(r.grads)
+        if "bias" in g:
+            g["bias"] = dy.sum(axis=0).astype(g["bias"].dtype).reshape(g["bias"].shape)
+        if "weight" in g:
+            mean = xf.mean(axis=1, keepdims=True)
+            xhat = (xf - mean) / np.sqrt(((xf - mean) ** 2).mean(axis=1, keepdims=True) + np.float32(call.config["eps"]))
+            g["weight"] = (dy * xhat).sum(axis=0).astype(g["weight"].dtype).reshape(g["weight"].shape)
+        return Returned(r.outputs, g)
+
+
+class Dense(TinyBackend):
+    """Reads its input's memory as if it were dense C order (F11): ignores the strides it is given."""
+    name = "dense-read"
+
+    def run(self, call):
+        def dense(a):
+            if a.ndim < 2 or a.flags.c_contiguous:
+                return a
+            return np.lib.stride_tricks.as_strided(a, a.shape, np.zeros(a.shape).astype(a.dtype).strides)
+        c = type(call)(call.op, call.dtype, call.config, call.training, {k: dense(v) for k, v in call.inputs.items()},
+                       call.cotangents, call.state)
+        return super().run(c)
+
+
+class SquareInDtype(TinyBackend):
+    """The squares of the deviations held in float16's range (C01-C03, the overflow alone): squares above
+    65504 become inf, so the variance does (a float16 product with a wide internal mantissa)."""
+    name = "square-in-dtype"
+
+    def run(self, call):
+        r = super().run(call)
+        x = call.inputs["x"]
+        if x.dtype != np.float16 or call.op != "layer_norm":
+            return r
+        xf = x.astype(np.float32)
+        d = xf - xf.mean(axis=-1, keepdims=True)
+        sq = d * d
+        sq[sq > 65504] = np.inf
+        y = d / np.sqrt(sq.mean(axis=-1, keepdims=True) + np.float32(call.config["eps"]))
+        w, b = call.inputs.get("weight"), call.inputs.get("bias")
+        y = y * (1 if w is None else w.astype(np.float32)) + (0 if b is None else b.astype(np.float32))
+        return Returned({**r.outputs, "y": y.astype(np.float16)}, r.grads)
+
+
+def _golden(backend):
+    rep = run_check(backend, GOLDEN, ops=["layer_norm"])
+    return [c.id for c in rep.cases if c.status in ("failed", "error")]
+
+
+def test_a_dropped_tail_block_of_weight_gradient_partials_is_caught_by_the_boundaries_suite():
+    # the stored set has one case with more than 4096 rows (65537 = 16 * 4096 + 1): it loses one row,
+    # barely beyond the bound; the suite's 20001 rows of 3 lose 3617 rows, far beyond it
+    golden = run_check(TailDrop(), GOLDEN, ops=["layer_norm"])
+    worst_golden = max((a.ratio for c in golden.cases for a in c.arrays if a.name in ("weight", "bias")), default=0)
+    rep = run_generated(TailDrop(), [G.parse(t) for t, _ in G.suite("boundaries")], ops=["layer_norm"])
+    caught = {c.id: c for c in rep.cases if c.status == "failed"}
+    c = caught.get("layer_norm/gen_normal_f16_20001x3")
+    assert c is not None, [(c.id, c.status) for c in rep.cases]
+    assert {a.name for a in c.arrays if a.verdict == "failed"} <= {"weight", "bias"}
+    assert c.worst_ratio > 10 * max(worst_golden, 1.0), (c.worst_ratio, worst_golden)
+
+
+def test_a_kernel_that_reads_strided_input_as_dense_is_caught_under_the_strided_layout():
+    assert _golden(Dense()) == []                       # every stored case is handed C-contiguous
+    rep = run_check(Dense(), GOLDEN, ops=["layer_norm"], dtypes=["float32"], layout="strided")
+    assert rep.count("failed") >= 5 and "layout strided" in __import__("refnorm.check.report", fromlist=["x"]) \
+        .case_text([c for c in rep.cases if c.status == "failed"][0], "x")
+
+
+def test_squares_of_deviations_in_float16_are_caught_by_the_overflow_suite():
+    assert _golden(SquareInDtype()) == []               # no stored float16 case has |x - mean| > 256
+    rep = run_generated(SquareInDtype(), [G.parse(t) for t, _ in G.suite("overflow")], ops=["layer_norm"])
+    assert [c.status for c in rep.cases] == ["failed"], [(c.id, c.message) for c in rep.cases]
+
+
+def test_check_generate_from_the_command_line(tmp_path, capsys):
+    js = tmp_path / "r.json"
+    rc = main(["check", "--backend", "examples.tiny_backend:TinyBackend", "--no-progress", "--json", str(js),
+               "--generate", "rms_norm shape=300x1027 dtype=bfloat16", "--generate",
+               "layer_norm shape=3x4x5 dtype=float16 layout=transposed"])
+    assert rc == 0, capsys.readouterr().out[-2000:]
+    cases = json.loads(js.read_text())["cases"]
+    assert [c["status"] for c in cases] == ["passed", "passed"]
+    assert cases[1]["layout"] == "transposed" and cases[1]["recipe"].startswith("layer_norm shape=3x4x5")
