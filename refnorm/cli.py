@@ -208,7 +208,7 @@ def _cmd_golden(args):
         raise CLIError("--ops, --dtypes, --regimes, --match and --long apply to list only (verify: --op NAME)")
     if args.exact and args.action != "verify":
         raise CLIError("--exact applies to verify only")
-    report = golden.verify(directory, ops=args.op, exact=args.exact,
+    report = golden.verify(directory, ops=args.op, exact=args.exact, engine=args.engine,
                            log=None if args.quiet else print)
     print(report.summary())
     return 0 if report.ok else 1
@@ -457,6 +457,8 @@ def build_parser():
     g.add_argument("dir", nargs="?", help="the set's directory (default: build: ./golden; else as "
                                           "check --golden)")
     g.add_argument("--exact", action="store_true", help="verify: demand bit-for-bit expected values")
+    g.add_argument("--engine", choices=("fast", "spec"), default="fast",
+                   help="verify: recompute with the fast path (default) or the plain specification (refnorm/specs/)")
     g.add_argument("--op", action="append", metavar="NAME", help="verify: only this normalizer (repeatable)")
     g.add_argument("--quiet", action="store_true", help="print only the summary")
     g.add_argument("--ops", nargs="+", metavar="OP", help="list: only these normalizers (give DIR before it)")

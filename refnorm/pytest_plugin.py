@@ -2,6 +2,10 @@
 
     pytest --refnorm-backend NAME [--refnorm-golden DIR] [--refnorm-ops OP[,OP...]]
            [--refnorm-dtypes DT[,DT...]] [--refnorm-expect-failures FILE] [--refnorm-timeout S]
+           [--refnorm-suite NAME]... [--refnorm-generate RECIPE]... [--refnorm-accept-partial]
+
+With ``--refnorm-suite`` / ``--refnorm-generate`` the items are those generated cases (refnorm/golden/
+generate.py) instead of the golden set, one per recipe, judged the same way.
 
 NAME is anything ``refnorm check --backend`` accepts (a built-in, ``package.module:attr``, or a name in
 the ``refnorm.backends`` entry-point group). One item per golden case, ``refnorm::<case id>``, marked
@@ -34,6 +38,10 @@ def pytest_addoption(parser):
     g.addoption("--refnorm-expect-failures", metavar="FILE", help="expected failures, each recording what fails (as refnorm check --expect-failures; "
                      "or a list's name, as refnorm check)")
     g.addoption("--refnorm-timeout", type=float, default=60.0, metavar="S", help="per-case limit (default 60)")
+    g.addoption("--refnorm-suite", action="append", metavar="NAME",
+                help="judge a suite of generated cases instead of the golden set (as refnorm check --suite)")
+    g.addoption("--refnorm-generate", action="append", metavar="RECIPE",
+                help="judge a generated case instead of the golden set (as refnorm check --generate)")
     g.addoption("--refnorm-accept-partial", action="store_true",
                 help="let a partial case (an array unconstrained or unchecked, nothing failed) pass")
 
@@ -55,6 +63,15 @@ class GoldenCases(pytest.Collector):
 
     def collect(self):
         ops, dtypes = _split(self.config.getoption("refnorm_ops")), _split(self.config.getoption("refnorm_dtypes"))
+        if self.recipes is not None:
+            for r in self.recipes:
+                if (ops and r.case.op not in ops) or (dtypes and r.case.dtype not in dtypes):
+                    continue
+                item = GoldenCase.from_parent(self, name=r.id)
+                item.recipe = r
+                item.add_marker(pytest.mark.refnorm)
+                yield item
+            return
         for e in self.manifest["cases"]:
             op, dt = e["case"]["op"], e["case"]["dtype"]
             if (ops and op not in ops) or (dtypes and dt not in dtypes):
@@ -74,7 +91,15 @@ class GoldenCase(pytest.Item):
         parent = self.parent
         if parent.unavailable:
             pytest.skip(f"backend {parent.backend_arg} is unavailable: {parent.unavailable}")
-        case = load_case(parent.golden, self.name, manifest=parent.manifest)
+        recipe = getattr(self, "recipe", None)
+        if recipe is not None:
+            from refnorm.golden import generate
+            big = generate.too_big(recipe)
+            if big:
+                pytest.skip(big)
+            case = generate.materialize(recipe)
+        else:
+            case = load_case(parent.golden, self.name, manifest=parent.manifest)
         res = check_case(parent.backend, case, timeout=self.config.getoption("refnorm_timeout"))
         if self.name in parent.expected:
             expected_outcome(res, parent.expected[self.name])
@@ -113,16 +138,25 @@ def pytest_collection_modifyitems(session, config, items):
     from refnorm.errors import RefnormError
     from refnorm.golden import store
     expect = config.getoption("refnorm_expect_failures")
+    recipes = None
     try:
         backend = get_backend(name)
-        golden = config.getoption("refnorm_golden") or default_golden_dir()
-        manifest = store.read_manifest(golden)
-        expected = read_expected_failures(store.find_expected_failures(expect)) if expect else {}
+        if config.getoption("refnorm_suite") or config.getoption("refnorm_generate"):
+            from refnorm.golden import generate
+            recipes = [generate.parse(t) for n in config.getoption("refnorm_suite") or () for t, _ in generate.suite(n)]
+            recipes += [generate.parse(t) for t in config.getoption("refnorm_generate") or ()]
+            golden, manifest, expected = None, {"cases": []}, {}
+        else:
+            golden = config.getoption("refnorm_golden") or default_golden_dir()
+            manifest = store.read_manifest(golden)
+            expected = read_expected_failures(store.find_expected_failures(expect)) if expect else {}
     except RefnormError as e:
         raise pytest.UsageError(f"refnorm: {e}") from None
-    _check_names(config, manifest, expected)
+    if recipes is None:
+        _check_names(config, manifest, expected)
     col = GoldenCases.from_parent(session, name="refnorm", nodeid="refnorm")
     col.backend, col.backend_arg, col.golden, col.manifest, col.expected = backend, name, golden, manifest, expected
+    col.recipes = recipes
     col.unavailable = backend.available()
     rep = col.ihook.pytest_make_collect_report(collector=col)
     col.ihook.pytest_collectreport(report=rep)

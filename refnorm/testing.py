@@ -80,3 +80,17 @@ def assert_close_to_reference(op, inputs, outputs, *, config=None, grads=None, c
         raise AssertionError(f"{where}: not verified: {partial_message(arrays, [], {})} "
                              "(allow_partial=True accepts this)")
     return arrays
+
+
+def assert_generated_case_passes(backend, recipe: str, *, allow_partial=False, timeout=60.0):
+    """Judge ``backend`` (a refnorm backend object) on one generated case, ``recipe`` as for
+    ``refnorm check --generate`` (e.g. ``"rms_norm shape=300x1027 dtype=bfloat16 layout=strided"``).
+    Returns the ``CaseResult``; AssertionError with the check's text unless it passed (or, with
+    ``allow_partial``, was partial); a case too big for this machine's memory is an AssertionError too
+    (it was not judged)."""
+    from .check.core import run_generated
+    from .golden import generate
+    res = run_generated(backend, [generate.parse(recipe)], timeout=timeout).cases[0]
+    if res.status == "passed" or (allow_partial and res.status == "partial"):
+        return res
+    raise AssertionError(R.case_text(res, getattr(backend, "name", type(backend).__name__)))

@@ -25,6 +25,7 @@ sys.path.insert(0, ROOT)
 from examples.tiny_backend import TinyBackend  # noqa: E402
 
 MOD = __name__
+pytest_plugins = ["pytester"]
 
 
 # ------------------------------------------------------------------------------------ recipes
@@ -242,3 +243,25 @@ def test_check_generate_from_the_command_line(tmp_path, capsys):
     cases = json.loads(js.read_text())["cases"]
     assert [c["status"] for c in cases] == ["passed", "passed"]
     assert cases[1]["layout"] == "transposed" and cases[1]["recipe"].startswith("layer_norm shape=3x4x5")
+
+
+def test_generated_cases_from_refnorm_testing():
+    from refnorm.testing import assert_generated_case_passes
+    res = assert_generated_case_passes(TinyBackend(), "rms_norm shape=40x1027 dtype=bfloat16 layout=strided")
+    assert res.status == "passed" and res.layout == "strided"
+    with pytest.raises(AssertionError, match="FAILED layer_norm/gen_.*layout strided"):
+        assert_generated_case_passes(Dense(), "layer_norm shape=40x1027 dtype=float32 layout=strided")
+
+
+def test_generated_cases_in_the_pytest_plugin(pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    pytester.makepyfile(test_mine="def test_x():\n    assert True\n")
+    r = pytester.runpytest_subprocess("--refnorm-backend", "examples.tiny_backend:TinyBackend",
+                                      "--refnorm-generate", "layer_norm shape=33x129 dtype=float16",
+                                      "--refnorm-generate", "rms_norm shape=8x4x5 dtype=bfloat16 layout=channels_last",
+                                      "-v")
+    r.assert_outcomes(passed=3)
+    r.stdout.fnmatch_lines(["*refnorm::layer_norm/gen_normal_f16_33x129 PASSED*"])
+    r = pytester.runpytest_subprocess("--refnorm-backend", "examples.tiny_backend:TinyBackend",
+                                      "--refnorm-generate", "layer_norm shape=33 dtype=float8")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR

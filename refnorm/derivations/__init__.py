@@ -5,7 +5,7 @@ One module per normalizer family; each exposes
     document() -> _render.Document          the steps, errata and links
     steps()    -> [(explanation, sympy Eq)] the steps in order
     prove(sizes=(2, 3, 4, 5), general=True) -> [claims checked]   (raises ProofError)
-    check_numeric(rng=None) -> worst relative error vs refnorm.evaluate  (raises ProofError)
+    check_numeric(rng=None) -> worst relative error vs the specification, refnorm.evaluate(..., engine="spec")  (raises ProofError)
     render(fmt) -> str                       fmt: "text" | "markdown" | "latex"
 
 ``refnorm derive NAME`` prints one; ``refnorm derive --all --write`` regenerates derivations/*.md.
@@ -96,6 +96,10 @@ def readme() -> str:
     same SymPy objects as batch_norm.md and the families' errata sections), then the index."""
     bn = get("batch_norm").document()
     lines = ["# Derivations", "",
+             "Read the definition first: every normalizer's specification, [refnorm/specs/](../refnorm/specs/) "
+             "(`<name>.py`: plain whole-array NumPy, one step a line with its shape; `refnorm.evaluate(..., "
+             "engine=\"spec\")` runs it). The derivations below are proven against those specifications, and the "
+             "fast path (refnorm/norms/) is tested against them.", "",
              "BatchNorm's backward by the chain rule, the errata of the seed's formulas, then the index of every "
              "derivation.", "",
              "## BatchNorm's chain rule", "",
@@ -113,7 +117,7 @@ def readme() -> str:
               "Each document derives one normalizer family's backward pass by the chain rule, one line of "
               "explanation per step, ending in the closed form that `refnorm/norms/` computes. Every formula is "
               "printed from the SymPy expression that `prove()` checks (for m = 2..5 and, with indexed sums, "
-              "for general m), and `check_numeric()` compares the closed forms with `refnorm.evaluate`; "
+              "for general m), and `check_numeric()` compares the closed forms with `refnorm.evaluate(..., engine='spec')`, the specification (refnorm/specs/); "
               "`tests/test_derivations.py` runs both, so a derivation cannot go stale.", "",
               "| family | document | script |", "|---|---|---|"]
     for n in FAMILIES:

@@ -254,3 +254,10 @@ class NumericCheck:
         if self.failures:
             raise ProofError("\n".join(self.failures))
         return self.worst
+
+
+def spec_evaluate(name, inputs, **kw):
+    """``refnorm.evaluate`` on the specification (``engine="spec"``, refnorm/specs/): the numeric checks
+    hold the derivations against the plain definition, not against the fast path."""
+    import refnorm
+    return refnorm.evaluate(name, inputs, engine="spec", **kw)

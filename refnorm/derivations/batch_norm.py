@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from ._proof import SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
+from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
 from ._render import Document, Erratum, Notation, Section, Step, render as _render
 
 NAME = "batch_norm"
@@ -143,7 +143,7 @@ def document() -> Document:
             "forward graph, for m = 2, 3, 4, 5 (explicit terms) and for general m (indexed sums, "
             "Kronecker deltas resolved for 1 ≤ j ≤ m); so do the closed form, the zero sum and eval mode.",
             "`prove()` also checks that the seed's ∂ℓ/∂x (with the sum) is not the gradient.",
-            "`check_numeric()`: the closed forms, lambdified, against `refnorm.evaluate('batch_norm', ...)` "
+            "`check_numeric()`: the closed forms, lambdified, against `refnorm.evaluate('batch_norm', ..., engine='spec')` (the specification, refnorm/specs/batch_norm.py) "
             "in float64 (outputs, dx, dweight, dbias; eval mode; running statistics with `momentum=None` "
             "and with ρ = 0.1).",
         ),
@@ -225,7 +225,7 @@ def _concrete(expr, M, J=None):
 
 
 def check_numeric(rng=None, tol: float = 1e-12) -> float:
-    """The closed forms (lambdified) against refnorm.evaluate; returns the worst relative error."""
+    """The closed forms (lambdified) against the specification; returns the worst relative error."""
     import refnorm
     rng = np.random.default_rng(20261122) if rng is None else rng
     Nb, C, S = 3, 2, 2
@@ -235,7 +235,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
     dyv = rng.standard_normal(xs.shape)
     ev = 1e-3
     chk = NumericCheck(NAME, tol)
-    res = refnorm.evaluate(NAME, {"x": xs, "weight": w, "bias": b}, config={"eps": ev},
+    res = spec_evaluate(NAME, {"x": xs, "weight": w, "bias": b}, config={"eps": ev},
                            grad_outputs={"y": dyv})
     cols = lambda a: np.moveaxis(a, 1, 0).reshape(C, M)  # noqa: E731  (C, m): channel c's m values
     X, DY = cols(xs), cols(dyv)
@@ -258,7 +258,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
     chk.compare("dbias", res.grads["bias"], vals[3 * M + 1])
     # eval mode with running statistics
     rm, rv = rng.standard_normal(C), rng.uniform(0.5, 2.0, C)
-    res = refnorm.evaluate(NAME, {"x": xs, "weight": w, "bias": b}, config={"eps": ev}, grad_outputs={"y": dyv},
+    res = spec_evaluate(NAME, {"x": xs, "weight": w, "bias": b}, config={"eps": ev}, grad_outputs={"y": dyv},
                            state={"running_mean": rm, "running_var": rv}, training=False)
     sc_e = {eps: ev, gamma: w, beta: b, E: rm, V: rv}
     ya = [_concrete(EV_AFFINE, M, J) for J in range(1, M + 1)]
@@ -271,7 +271,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
     state = {"running_mean": np.zeros(C), "running_var": np.ones(C)}
     batches = [rng.standard_normal((Nb, C, S)) * rng.uniform(0.5, 3) + rng.standard_normal() for _ in range(3)]
     for xb in batches:
-        state = dict(refnorm.evaluate(NAME, {"x": xb}, config={"momentum": None}, state=state).state)
+        state = dict(spec_evaluate(NAME, {"x": xb}, config={"momentum": None}, state=state).state)
     Kb = len(batches)
     mus = np.stack([cols(xb).mean(1) for xb in batches], -1)
     vars_ = np.stack([cols(xb).var(1) for xb in batches], -1)
@@ -281,7 +281,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
     chk.compare("running_var = Var[x] (momentum=None)", state["running_var"], fV(list(vars_.T)))
     # one step of the exponential average, torch's default momentum
     rv0 = rng.uniform(0.5, 2.0, C)
-    st1 = refnorm.evaluate(NAME, {"x": xs}, config={"momentum": 0.1},
+    st1 = spec_evaluate(NAME, {"x": xs}, config={"momentum": 0.1},
                            state={"running_mean": np.zeros(C), "running_var": rv0}).state
     fema = sp.lambdify([V, var, rho], EV_EMA.xreplace({m: M}))
     chk.compare("running_var EMA (momentum 0.1)", st1["running_var"], fema(rv0, cols(xs).var(1), 0.1))

@@ -12,7 +12,7 @@ import numpy as np
 import sympy as sp
 
 from . import batch_norm as bn
-from ._proof import SIZES, NumericCheck, Prover, lambdify_slices, subs_all
+from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices, subs_all
 from ._render import Document, Erratum, Section, Step, render as _render
 
 NAME = "group_norm"
@@ -107,8 +107,8 @@ def document() -> Document:
         checks=(
             "`prove()`: every step against the derivative of ℓ = Σ ∂ℓ/∂y_{a,p} · y_{a,p} for every (K, S) "
             "with K S = 2..5 and for general K and S (double indexed sums).",
-            "`check_numeric()`: against `refnorm.evaluate('group_norm', ...)` and "
-            "`refnorm.evaluate('instance_norm', ...)` (y, dx, dweight, dbias; instance_norm in eval mode too).",
+            "`check_numeric()`: against `refnorm.evaluate('group_norm', ..., engine='spec')` (the specification, refnorm/specs/group_norm.py) and "
+            "`refnorm.evaluate('instance_norm', ..., engine='spec')` (the specification, refnorm/specs/instance_norm.py) (y, dx, dweight, dbias; instance_norm in eval mode too).",
         ),
         links=(("index", "README.md"), ("previous: rms_norm", "rms_norm.md"),
                ("code: refnorm/norms/group_norm.py", "../refnorm/norms/group_norm.py"),
@@ -190,7 +190,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
         xs = rng.standard_normal((Nb, C, Sp)) * 2 + rng.standard_normal((1, C, 1))
         w, bb, dyv = rng.standard_normal(C), rng.standard_normal(C), rng.standard_normal((Nb, C, Sp))
         cfg = {"eps": ev, **({"num_groups": G} if name == "group_norm" else {})}
-        res = refnorm.evaluate(name, {"x": xs, "weight": w, "bias": bb}, config=cfg, grad_outputs={"y": dyv})
+        res = spec_evaluate(name, {"x": xs, "weight": w, "bias": bb}, config=cfg, grad_outputs={"y": dyv})
         view = lambda t: t.reshape(Nb, G, K_, Sp)  # noqa: E731  (sample, group, channel in group, position)
         xh_f, dx_f = _closed_numeric(K_, Sp)
         wv = np.broadcast_to(w.reshape(1, G, K_), (Nb, G, K_))
@@ -207,7 +207,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
     xs = rng.standard_normal((2, 3, 4))
     w, bb, dyv = rng.standard_normal(3), rng.standard_normal(3), rng.standard_normal((2, 3, 4))
     rm, rv = rng.standard_normal(3), rng.uniform(0.5, 2, 3)
-    res = refnorm.evaluate("instance_norm", {"x": xs, "weight": w, "bias": bb}, config={"eps": ev},
+    res = spec_evaluate("instance_norm", {"x": xs, "weight": w, "bias": bb}, config={"eps": ev},
                            grad_outputs={"y": dyv}, state={"running_mean": rm, "running_var": rv}, training=False)
     fy = sp.lambdify([bn.x[1], bn.gamma, bn.beta, bn.E, bn.V, bn.eps], bn.EV_AFFINE.xreplace({bn.j: 1}))
     fdx = sp.lambdify([bn.dy[1], bn.gamma, bn.V, bn.eps], bn.EV_DX.xreplace({bn.j: 1}))

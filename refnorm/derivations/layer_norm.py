@@ -10,7 +10,7 @@ import numpy as np
 import sympy as sp
 
 from . import batch_norm as bn
-from ._proof import SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
+from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
 from ._render import Document, Erratum, Section, Step, render as _render
 
 NAME = "layer_norm"
@@ -74,7 +74,7 @@ def document() -> Document:
         checks=(
             "`prove()`: every backward step against the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i with a "
             "different γ_i, β_i at every position, for m = 2..5 and for general m.",
-            "`check_numeric()`: the closed forms against `refnorm.evaluate('layer_norm', ...)` "
+            "`check_numeric()`: the closed forms against `refnorm.evaluate('layer_norm', ..., engine='spec')` (the specification, refnorm/specs/layer_norm.py) "
             "(y, dx, dweight, dbias; one and two normalized axes).",
         ),
         links=(("index", "README.md"), ("previous: batch_norm", "batch_norm.md"),
@@ -162,7 +162,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
         w, b = rng.standard_normal(nshape), rng.standard_normal(nshape)
         dyv = rng.standard_normal(shape)
         ev = 1e-2
-        res = refnorm.evaluate(NAME, {"x": xs, "weight": w, "bias": b},
+        res = spec_evaluate(NAME, {"x": xs, "weight": w, "bias": b},
                                config={"normalized_shape": list(nshape), "eps": ev}, grad_outputs={"y": dyv})
         rows, drows = xs.reshape(-1, M), dyv.reshape(-1, M)
         ys, dxs, xhs = closed_forms(M, lambda q: gamma[q])

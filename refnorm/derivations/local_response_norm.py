@@ -22,7 +22,7 @@ import itertools
 import numpy as np
 import sympy as sp
 
-from ._proof import SIZES, NumericCheck, Prover, lambdify_slices
+from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices
 from ._render import Document, Notation, Section, Step, render as _render
 
 NAME = "local_response_norm"
@@ -96,7 +96,7 @@ def document() -> Document:
             "`prove()`: every backward step and the closed form against the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i "
             "for a symbolic window matrix w and symbolic α, β, k, size, for C = 2..5 and for general C; the "
             "transposed window (step 9) for every size 1..7 and C = 1..7 under both conventions.",
-            "`check_numeric()`: the closed forms against `refnorm.evaluate('local_response_norm', ...)` "
+            "`check_numeric()`: the closed forms against `refnorm.evaluate('local_response_norm', ..., engine='spec')` (the specification, refnorm/specs/local_response_norm.py) "
             "(y, scale, dx) for odd and even sizes, a size larger than C, both window conventions and β of "
             "either sign.",
         ),
@@ -200,7 +200,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
                                        (4, 4, "torch", 0.3, 1.3, 0.5), (3, 7, "torch", 1e-4, 0.75, 1.0)):
         xs, dyv = rng.standard_normal((Nb, nc, H)) * 1.5, rng.standard_normal((Nb, nc, H))
         cfg = {"size": sz, "alpha": a_, "beta": b_, "k": k_, "window": window}
-        res = refnorm.evaluate(NAME, {"x": xs}, config=cfg, grad_outputs={"y": dyv})
+        res = spec_evaluate(NAME, {"x": xs}, config=cfg, grad_outputs={"y": dyv})
         rows = lambda t: np.moveaxis(t, 1, -1).reshape(-1, nc)  # noqa: E731  (one row per sample and position)
         X, G = rows(xs), rows(dyv)
         lo_, hi_ = reach(sz, window)

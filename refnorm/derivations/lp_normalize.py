@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from ._proof import SIZES, NumericCheck, Prover, lambdify_slices
+from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices
 from ._render import Document, Notation, Section, Step, render as _render
 
 NAME = "lp_normalize"
@@ -68,7 +68,7 @@ def document() -> Document:
         checks=(
             "`prove()`: every step against the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i for symbolic p > 0 and "
             "real x_i (|x| and sign(x) exact), for m = 2..5 and general m; p = 2 separately; the ε regime.",
-            "`check_numeric()`: against `refnorm.evaluate('lp_normalize', ...)` for p = 1, 2, 3, 0.5 and a "
+            "`check_numeric()`: against `refnorm.evaluate('lp_normalize', ..., engine='spec')` (the specification, refnorm/specs/lp_normalize.py) for p = 1, 2, 3, 0.5 and a "
             "slice whose norm is below ε.",
         ),
         links=(("index", "README.md"), ("previous: weight_standardization", "weight_standardization.md"),
@@ -139,7 +139,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
     M, R = 4, 3
     for pv in (1.0, 2.0, 3.0, 0.5):
         xs, dys = rng.standard_normal((R, M)), rng.standard_normal((R, M))
-        res = refnorm.evaluate(NAME, {"x": xs}, config={"p": pv, "dim": 1, "eps": 1e-12}, grad_outputs={"y": dys})
+        res = spec_evaluate(NAME, {"x": xs}, config={"p": pv, "dim": 1, "eps": 1e-12}, grad_outputs={"y": dys})
         NR = sp.Sum(sp.Abs(xr[k]) ** p, (k, 1, m)) ** (1 / p)
         conc = lambda e: e.xreplace({x: xr}).xreplace({nrm: NR}).xreplace({m: M, p: pv}).doit()  # noqa: E731
         exprs = [conc(F_Y.xreplace({j: J, eps: 1e-12})) for J in range(1, M + 1)]
@@ -149,7 +149,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
         chk.compare(f"dx p={pv}", res.grads["x"], np.stack(vals[M:], -1))
     # a slice with norm below eps: y = x / eps, dx = dy / eps
     xs, dys, ev = rng.standard_normal((1, M)) * 1e-3, rng.standard_normal((1, M)), 0.5
-    res = refnorm.evaluate(NAME, {"x": xs}, config={"p": 2.0, "dim": 1, "eps": ev}, grad_outputs={"y": dys})
+    res = spec_evaluate(NAME, {"x": xs}, config={"p": 2.0, "dim": 1, "eps": ev}, grad_outputs={"y": dys})
     f = sp.lambdify([dy[1], eps], E_DX.xreplace({j: 1}))
     chk.compare("y below eps", res.outputs["y"], xs / ev)
     chk.compare("dx below eps", res.grads["x"], f(dys, ev))

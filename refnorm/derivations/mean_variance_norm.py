@@ -20,7 +20,7 @@ import numpy as np
 import sympy as sp
 
 from . import batch_norm as bn
-from ._proof import SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
+from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
 from ._render import Document, Section, Step, render as _render
 
 NAME = "mean_variance_norm"
@@ -97,7 +97,7 @@ def document() -> Document:
             "`prove()`: every backward step and the closed form against the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i "
             "(σ > 0), the zero sum, the ε = 0 case, and the directional derivative at a constant slice, for "
             "n = 2..5 and for general n.",
-            "`check_numeric()`: against `refnorm.evaluate('mean_variance_norm', ...)` (y, dx) for the default "
+            "`check_numeric()`: against `refnorm.evaluate('mean_variance_norm', ..., engine='spec')` (the specification, refnorm/specs/mean_variance_norm.py) (y, dx) for the default "
             "axes of an NCHW tensor and one other axis, ε = 1e-9, 0.1 and 0; a constant slice with ε > 0 "
             "(step 12) and with ε = 0 (NaN).",
         ),
@@ -183,7 +183,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
             xs = rng.standard_normal(shape) * 1.5 + 0.7
             dyv = rng.standard_normal(shape)
             cfg = {"eps": ev, **({"axes": axes} if axes is not None else {})}
-            res = refnorm.evaluate(NAME, {"x": xs}, config=cfg, grad_outputs={"y": dyv})
+            res = spec_evaluate(NAME, {"x": xs}, config=cfg, grad_outputs={"y": dyv})
             X, G = rows(xs), rows(dyv)
             vals = lambdify_slices(ys + dxs, {x: X, g: G}, {eps: ev}, M)
             tag = f"{shape} axes={axes or 'default'} eps={ev}"
@@ -194,11 +194,11 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
     xs, dyv = np.stack([np.full(M, -2.5), rng.standard_normal(M)]), rng.standard_normal((2, M))
     kdx = [K_DX.xreplace({j: J, n: M}).doit() for J in range(1, M + 1)]
     ev = 0.1
-    res = refnorm.evaluate(NAME, {"x": xs}, config={"axes": [1], "eps": ev}, grad_outputs={"y": dyv})
+    res = spec_evaluate(NAME, {"x": xs}, config={"axes": [1], "eps": ev}, grad_outputs={"y": dyv})
     chk.compare("constant slice y, eps > 0", res.outputs["y"][0], np.zeros(M))
     chk.compare("constant slice dx, eps > 0 (step 12)", res.grads["x"][0],
                 np.stack(lambdify_slices(kdx, {g: dyv[:1]}, {eps: ev}, M), -1)[0])
-    res = refnorm.evaluate(NAME, {"x": xs}, config={"axes": [1], "eps": 0.0}, grad_outputs={"y": dyv})
+    res = spec_evaluate(NAME, {"x": xs}, config={"axes": [1], "eps": 0.0}, grad_outputs={"y": dyv})
     chk.compare("constant slice, eps = 0: y and dx NaN",
                 np.isnan(np.stack([res.outputs["y"][0], res.grads["x"][0]])).astype(float), np.ones((2, M)))
     return chk.done()

@@ -13,7 +13,7 @@ is piecewise: where the max is attained at one position a only and the min at on
 At a tie y is not differentiable; ``min_max_scale.backward`` splits the max's (min's) share evenly
 among the tied positions (torch's amax/amin rule). ``prove()`` checks that this is the unique-case
 formula averaged over the choices of a and b among the ties, and that it keeps the zero sum and the
-x-component of the unique case; ``check_numeric()`` compares both with refnorm.evaluate.
+x-component of the unique case; ``check_numeric()`` compares both with the specification (engine="spec").
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import numpy as np
 import sympy as sp
 
 from . import batch_norm as bn
-from ._proof import SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
+from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
 from ._render import Document, Section, Step, render as _render
 
 NAME = "min_max_scale"
@@ -128,7 +128,7 @@ def document() -> Document:
             "with max = x_a and min = x_b, for n = 2..5 (every a ≠ b) and for general n, a, b; the zero sum and "
             "the x-component; the tie convention as the average over the choices of a and b, and the zero sum "
             "and x-component under every tie pattern (n = 2..5); the constant slice.",
-            "`check_numeric()`: against `refnorm.evaluate('min_max_scale', ...)` (y, dx, dweight, dbias) at "
+            "`check_numeric()`: against `refnorm.evaluate('min_max_scale', ..., engine='spec')` (the specification, refnorm/specs/min_max_scale.py) (y, dx, dweight, dbias) at "
             "ε = 0 and ε > 0, one and two `dim` axes; slices with tied maxima and minima; constant slices with "
             "ε > 0 (step 18) and ε = 0 (y = β, ∂ℓ/∂x = 0).",
         ),
@@ -259,7 +259,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
         for ev in (0.0, 0.1):
             xs = rng.standard_normal(shape) * 2 + 0.5 if fixed is None else fixed
             w, bb, dyv = rng.standard_normal(pshape), rng.standard_normal(pshape), rng.standard_normal(shape)
-            res = refnorm.evaluate(NAME, {"x": xs, "weight": w, "bias": bb}, config={"dim": dim, "eps": ev},
+            res = spec_evaluate(NAME, {"x": xs, "weight": w, "bias": bb}, config={"dim": dim, "eps": ev},
                                    grad_outputs={"y": dyv})
             X, DY = xs.reshape(-1, M), dyv.reshape(-1, M)
             hi, lo = X.max(1, keepdims=True), X.min(1, keepdims=True)

@@ -12,7 +12,7 @@ import numpy as np
 import sympy as sp
 
 from . import batch_norm as bn
-from ._proof import SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
+from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
 from ._render import Document, Section, Step, render as _render
 
 NAME = "offline"
@@ -132,7 +132,7 @@ def document() -> Document:
             "`prove()`: the gap identity; the exact gradients (derivative of ℓ = Σ ∂ℓ/∂y_i · y_i through the "
             "forward with linear estimators, centred and uncentred), Batch Renorm's ψ's and PowerNorm's exact "
             "gradient, for m = 2..5 and general m.",
-            "`check_numeric()`: the framework's formulas against `refnorm.evaluate` for offline_batch_norm, "
+            "`check_numeric()`: the framework's formulas against the specification (`refnorm.evaluate(..., engine='spec')`) for offline_batch_norm, "
             "batch_renorm (r and d inside and at their clips) and power_norm (ν ≠ 0).",
         ),
         links=(("index", "README.md"), ("previous: unified_norm", "unified_norm.md"),
@@ -218,7 +218,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
         return _closed(F_DX, M, {g: G, z: z_}, {D: scale, psig: ps, pmu: pm})
 
     # offline_batch_norm: current batch, exact psi's
-    res = refnorm.evaluate("offline_batch_norm", {"x": xs, "weight": w, "bias": b}, config={"eps": ev},
+    res = spec_evaluate("offline_batch_norm", {"x": xs, "weight": w, "bias": b}, config={"eps": ev},
                            grad_outputs={"y": dys})
     mu_, var_ = X.mean(1), X.var(1)
     Dv = np.sqrt(var_ + ev)
@@ -230,7 +230,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
     for label, st in (("inside the clips", {"running_mean": mu_ + 0.1, "running_std": np.sqrt(var_ + ev) * 1.2}),
                       ("at the clips", {"running_mean": mu_ - 50.0, "running_std": np.sqrt(var_ + ev) * 40.0})):
         st = {**st, "iters": np.array([3])}
-        res = refnorm.evaluate("batch_renorm", {"x": xs, "weight": w, "bias": b}, config={"eps": ev}, state=st,
+        res = spec_evaluate("batch_renorm", {"x": xs, "weight": w, "bias": b}, config={"eps": ev}, state=st,
                                grad_outputs={"y": dys})
         sb = np.sqrt(var_ + ev)
         rr = np.clip(sb / st["running_std"], 1 / 3, 3)
@@ -246,7 +246,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
     # power_norm (channel-last (P, C)): psi_sigma = nu_{t-1}, then the nu update
     xp, dyp = 1.5 * rng.standard_normal((M, C)), rng.standard_normal((M, C))
     st = {"running_phi": rng.uniform(0.5, 2, C), "nu": rng.standard_normal(C), "iters": np.array([5])}
-    res = refnorm.evaluate("power_norm", {"x": xp, "weight": w}, config={"eps": ev}, state=st, grad_outputs={"y": dyp})
+    res = spec_evaluate("power_norm", {"x": xp, "weight": w}, config={"eps": ev}, state=st, grad_outputs={"y": dyp})
     Dp = np.sqrt(st["running_phi"] + ev)
     zp, Gp = (xp / Dp).T, (dyp * w).T
     chk.compare("power_norm dx = (g - nu z) / D", res.grads["x"], _closed(PN_FW, M, {g: Gp, z: zp},

@@ -10,7 +10,7 @@ import numpy as np
 import sympy as sp
 
 from . import batch_norm as bn
-from ._proof import SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
+from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
 from ._render import Document, Section, Step, render as _render
 
 NAME = "rms_norm"
@@ -75,7 +75,7 @@ def document() -> Document:
         checks=(
             "`prove()`: every step against the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i with a different γ_i at "
             "every position and a symbolic offset o, for m = 2..5 and general m; also the ε-outside variant.",
-            "`check_numeric()`: against `refnorm.evaluate('rms_norm', ...)` (y, dx, dweight), with the "
+            "`check_numeric()`: against `refnorm.evaluate('rms_norm', ..., engine='spec')` (the specification, refnorm/specs/rms_norm.py) (y, dx, dweight), with the "
             "offset and the ε-outside variant where the module offers them.",
         ),
         links=(("index", "README.md"), ("previous: layer_norm", "layer_norm.md"),
@@ -140,7 +140,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
     if "eps_placement" in options:
         variants.append(({"eps_placement": "outside"}, 0.0, True))
     for extra, o, outside in variants:
-        res = refnorm.evaluate(NAME, {"x": xs, "weight": w}, config={"normalized_shape": [M], "eps": ev, **extra},
+        res = spec_evaluate(NAME, {"x": xs, "weight": w}, config={"normalized_shape": [M], "eps": ev, **extra},
                                grad_outputs={"y": dyv})
         gain = {off: o}
         if outside:

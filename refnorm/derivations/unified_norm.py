@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from ._proof import SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
+from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
 from ._render import Document, Section, Step, render as _render
 from . import batch_norm as bn
 
@@ -108,7 +108,7 @@ def document() -> Document:
             "`prove()`: the true gradients (with a symbolic 0/1-or-any mask k_i and a window of symbolic "
             "length M) against the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i, for m = 2..5 and general m; ∂G/∂s for "
             "general M; the three differences as identities between the official formulas and the true ones.",
-            "`check_numeric()`: the official formulas against `refnorm.evaluate('unified_norm', ...)` on a "
+            "`check_numeric()`: the official formulas against `refnorm.evaluate('unified_norm', ..., engine='spec')` (the specification, refnorm/specs/unified_norm.py) on a "
             "warm-up call, a window-1 (always filtered) call, a padded call and a smoothed call with r ≠ 1.",
         ),
         links=(("index", "README.md"), ("previous: lp_normalize", "lp_normalize.md"),
@@ -185,7 +185,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
     flat = lambda a: a.reshape(M, Cc)  # noqa: E731
     inputs = {"x": xs, "weight": w_, "bias": b_}
     # 1. first call from the official initial state: warm-up, r = 1, psi_1 = (1 - alpha) q
-    res = refnorm.evaluate(NAME, inputs, config={"eps": ev, "momentum": al}, grad_outputs={"y": dys})
+    res = spec_evaluate(NAME, inputs, config={"eps": ev, "momentum": al}, grad_outputs={"y": dys})
     s_ = (flat(xs) ** 2).mean(0)
     zv, qv, dxv = _official(flat(xs), flat(dys), None, w_, ev, s_, 1.0, lambda q_: (1 - al) * q_)  # psi_0 = 0
     chk.compare("warm-up y", res.outputs["y"], (zv * w_ + b_).reshape(xs.shape))
@@ -193,7 +193,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
     chk.compare("warm-up dweight", res.grads["weight"], (flat(dys) * zv).sum(0))
     chk.compare("warm-up ema_gz", res.state["ema_gz"], (1 - al) * qv)
     # 2. window 1: every call is filtered, and the official gradient is the true one (no padding)
-    res = refnorm.evaluate(NAME, inputs, config={"eps": ev, "window": 1}, grad_outputs={"y": dys})
+    res = spec_evaluate(NAME, inputs, config={"eps": ev, "window": 1}, grad_outputs={"y": dys})
     true = [subs_all(T_WARM.xreplace({j: J}), by_index(kk, lambda a: sp.S.One)).xreplace({m: M}).doit()
             for J in range(1, M + 1)]
     tv = np.stack(lambdify_slices(true, {g: (flat(dys) * w_).T, z: zv.T}, {st: s_, eps: ev}, M), 0)
@@ -201,7 +201,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
     # 3. padding: the forward statistic skips padded tokens, the backward statistic does not
     pad = np.zeros((B, T))
     pad[1, 2] = 1.0
-    res = refnorm.evaluate(NAME, {**inputs, "pad_mask": pad}, config={"eps": ev, "window": 1},
+    res = spec_evaluate(NAME, {**inputs, "pad_mask": pad}, config={"eps": ev, "window": 1},
                            grad_outputs={"y": dys})
     keep = flat(np.broadcast_to((1 - pad)[..., None], xs.shape))
     s_pad = (keep * flat(xs) ** 2).sum(0) / keep.sum(0)
@@ -214,7 +214,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
     v0, psi_0 = rng.uniform(0.05, 0.2, Cc), rng.standard_normal(Cc)
     state = {"running_var": v0, "ema_gz": psi_0, "buffer_x2": hx, "buffer_gz": hg,
              "iters": np.array([t0]), "skip_counter": np.array([0])}
-    res = refnorm.evaluate(NAME, inputs, config={"eps": ev, "window": [Mf, Mb], "warmup": 4, "momentum": al},
+    res = spec_evaluate(NAME, inputs, config={"eps": ev, "window": [Mf, Mb], "warmup": 4, "momentum": al},
                            grad_outputs={"y": dys}, state=state)
     t1 = t0 + 1
     hx1 = hx.copy()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from ._proof import SIZES, NumericCheck, Prover, lambdify_slices, subs_all
+from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices, subs_all
 from ._render import Document, Notation, Section, Step, render as _render
 
 NAME = "weight_norm"
@@ -58,7 +58,7 @@ def document() -> Document:
         sections=(fwd, bwd, compact),
         checks=(
             "`prove()`: every step against the derivative of ℓ = Σ ∂ℓ/∂w_i · w_i, for m = 2..5 and general m.",
-            "`check_numeric()`: against `refnorm.evaluate('weight_norm', ...)` (w, dv, dg; dim 0, 1 and None).",
+            "`check_numeric()`: against `refnorm.evaluate('weight_norm', ..., engine='spec')` (the specification, refnorm/specs/weight_norm.py) (w, dv, dg; dim 0, 1 and None).",
         ),
         links=(("index", "README.md"), ("previous: group_norm", "group_norm.md"),
                ("code: refnorm/norms/weight_norm.py", "../refnorm/norms/weight_norm.py"),
@@ -105,7 +105,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
     for dim in (0, 1, None):
         vs, dws = rng.standard_normal(shape), rng.standard_normal(shape)
         gs = rng.standard_normal(_g_shape(shape, dim))
-        res = refnorm.evaluate(NAME, {"v": vs, "g": gs}, config={"dim": dim}, grad_outputs={"w": dws})
+        res = spec_evaluate(NAME, {"v": vs, "g": gs}, config={"dim": dim}, grad_outputs={"w": dws})
         # slices: move `dim` first and flatten the rest (dim=None: one slice)
         if dim is None:
             lead = lambda t: t.reshape(1, -1)  # noqa: E731

@@ -10,7 +10,7 @@ import sympy as sp
 
 from . import batch_norm as bn
 from . import layer_norm as ln
-from ._proof import SIZES, NumericCheck, Prover, lambdify_slices
+from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices
 from ._render import Document, Section, Step, render as _render
 
 NAME = "weight_standardization"
@@ -48,7 +48,7 @@ def document() -> Document:
         checks=(
             "`prove()`: LayerNorm's claims with γ = 1 (the chain-rule steps, the closed form, the zero sum) "
             "against the derivative of ℓ = Σ ∂ℓ/∂Ŵ_i · Ŵ_i, for m = 2..5 and general m.",
-            "`check_numeric()`: against `refnorm.evaluate('weight_standardization', ...)` (Ŵ and ∂ℓ/∂W).",
+            "`check_numeric()`: against `refnorm.evaluate('weight_standardization', ..., engine='spec')` (the specification, refnorm/specs/weight_standardization.py) (Ŵ and ∂ℓ/∂W).",
         ),
         links=(("index", "README.md"), ("previous: weight_norm", "weight_norm.md"),
                ("code: refnorm/norms/weight_standardization.py", "../refnorm/norms/weight_standardization.py"),
@@ -78,7 +78,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
     M = 4
     ws, dys = rng.standard_normal(shape) * 0.2 + 0.05, rng.standard_normal(shape)
     cfg = {"eps": 1e-5}
-    res = refnorm.evaluate(NAME, {"x": ws}, config=cfg, grad_outputs={"y": dys})
+    res = spec_evaluate(NAME, {"x": ws}, config=cfg, grad_outputs={"y": dys})
     ys, dxs, _ = ln.closed_forms(M, lambda q: sp.S.One)
     vals = lambdify_slices(ys + dxs, {bn.x: ws.reshape(3, M), bn.dy: dys.reshape(3, M)}, {eps: cfg["eps"]}, M)
     chk.compare("y", res.outputs["y"], np.stack(vals[:M], -1).reshape(shape))

@@ -20,7 +20,7 @@ import numpy as np
 import sympy as sp
 
 from . import batch_norm as bn
-from ._proof import SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
+from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
 from ._render import Document, Section, Step, render as _render
 
 NAME = "z_score"
@@ -103,7 +103,7 @@ def document() -> Document:
             "`prove()`: every backward step, the closed form, the zero sum and the component along x against "
             "the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i, with a different γ_i, β_i at every position and the divisor "
             "n − δ a free symbol, for n = 2..5 and for general n; the constant-slice gradient at ε > 0.",
-            "`check_numeric()`: the closed forms against `refnorm.evaluate('z_score', ...)` (y, dx, dweight, "
+            "`check_numeric()`: the closed forms against `refnorm.evaluate('z_score', ..., engine='spec')` (the specification, refnorm/specs/z_score.py) (y, dx, dweight, "
             "dbias) for ddof = 0, 1, 2, ε = 0 and ε > 0, one and two `dim` axes; a constant slice with ε > 0 "
             "(the formula) and with ε = 0 (the convention y = β, ∂ℓ/∂x = 0).",
         ),
@@ -200,7 +200,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
             for ev in (0.0, 1e-2):
                 xs = rng.standard_normal(shape) * 2 - 0.5
                 w, b, dyv = rng.standard_normal(pshape), rng.standard_normal(pshape), rng.standard_normal(shape)
-                res = refnorm.evaluate(NAME, {"x": xs, "weight": w, "bias": b},
+                res = spec_evaluate(NAME, {"x": xs, "weight": w, "bias": b},
                                        config={"dim": dim, "ddof": dd, "eps": ev}, grad_outputs={"y": dyv})
                 rows, drows = xs.reshape(-1, M), dyv.reshape(-1, M)
                 vals = lambdify_slices(xhs + dxs, {x: rows, dy: drows, gamma: np.broadcast_to(w.reshape(M), rows.shape)},
@@ -217,7 +217,7 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
     w, b, dyv = rng.standard_normal(M), rng.standard_normal(M), rng.standard_normal((2, M))
     kdx = [K_DX.xreplace({j: J, n: M}).doit() for J in range(1, M + 1)]
     for ev in (1e-2, 0.0):
-        res = refnorm.evaluate(NAME, {"x": xs, "weight": w, "bias": b}, config={"eps": ev}, grad_outputs={"y": dyv})
+        res = spec_evaluate(NAME, {"x": xs, "weight": w, "bias": b}, config={"eps": ev}, grad_outputs={"y": dyv})
         if ev > 0:
             want = np.stack(lambdify_slices(kdx, {g: dyv[:1] * w}, {eps: ev}, M), -1)[0]
         else:

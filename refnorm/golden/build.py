@@ -195,14 +195,16 @@ def default_eps(case: Case) -> float:
 
 
 # ------------------------------------------------------------------------------ expected values
-def expected(case: Case, drawn: Drawn) -> list[dict]:
-    """Per step: {"outputs", "grads", "state", "compare", "cond"} from refnorm.evaluate in float64."""
+def expected(case: Case, drawn: Drawn, engine: str = "fast") -> list[dict]:
+    """Per step: {"outputs", "grads", "state", "compare", "cond"} from refnorm.evaluate in float64
+    (``engine``: "fast" or "spec", the plain specification)."""
     state = _f64(drawn.init_state)
     steps = []
     for i, step in enumerate(case.steps):
         kind = step.partition(":")[0]
         res = refnorm.evaluate(case.op, _f64(drawn.inputs[i]), config=dict(case.config),
-                               grad_outputs=_f64(drawn.cotangents[i]), state=state, training=kind == "train")
+                               grad_outputs=_f64(drawn.cotangents[i]), state=state, training=kind == "train",
+                               engine=engine)
         state = {k: np.asarray(v) for k, v in res.state.items()}
         outputs = list(res.outputs)
         if kind == "eval" and case.eval_outputs is not None:

@@ -147,7 +147,8 @@ def _compare(name: str, got: np.ndarray, want: np.ndarray, cond: float, exact: b
     return None, ratio, False
 
 
-def _verify_case(directory, entry: dict, case: Case, exact: bool, report: VerifyReport) -> list[str]:
+def _verify_case(directory, entry: dict, case: Case, exact: bool, report: VerifyReport,
+                 engine: str = "fast") -> list[str]:
     cid = entry["id"]
     arrays = store.load_arrays(directory, entry)                     # hashes, shapes, paths
     want_row = case.to_json()
@@ -166,7 +167,7 @@ def _verify_case(directory, entry: dict, case: Case, exact: bool, report: Verify
         if entry["arrays"][k].get("value_dtype") and not B.is_representable(arrays[k], case.dtype):
             problems.append(f"{cid}: {k} holds values that are not {case.dtype} numbers")
     drawn = B.drawn_from_arrays(case, arrays)
-    steps = B.expected(case, drawn)
+    steps = B.expected(case, drawn, engine)
     recomputed = B.case_arrays(case, drawn, steps)
     if sorted(recomputed) != sorted(arrays):
         return problems + [f"{cid}: stored arrays {sorted(arrays)} != recomputed {sorted(recomputed)}"]
@@ -193,12 +194,14 @@ def _verify_case(directory, entry: dict, case: Case, exact: bool, report: Verify
 
 
 def verify(directory, *, cases: Iterable[Case] | None = None, ops: Iterable[str] | None = None,
-           exact: bool = False, log: Callable[[str], None] | None = None) -> VerifyReport:
+           exact: bool = False, log: Callable[[str], None] | None = None, engine: str = "fast") -> VerifyReport:
     """Check every hash of the golden set at ``directory`` and recompute every case (module docstring).
 
     cases: the table the set must match (default: every row of ``CASES``).
     ops:   verify only the cases of these normalizers (default: all).
     exact: demand bit-for-bit equal expected values instead of the documented float64 tolerance.
+    engine: recompute with "fast" (default) or "spec", the plain specification (refnorm/specs/): any golden
+    value can be reproduced with the plain code.
     Returns a ``VerifyReport`` (``.ok``, ``.summary()``, ``.raise_if_failed()``); an unreadable or
     invalid MANIFEST.json raises ``GoldenError`` at once (nothing in the set can be trusted then).
     """
@@ -220,7 +223,7 @@ def verify(directory, *, cases: Iterable[Case] | None = None, ops: Iterable[str]
             report.failures.append(f"{cid}: in the golden set but not in the case table: stale, rebuild it")
             continue
         try:
-            problems = _verify_case(directory, entry, rows[cid], exact, report)
+            problems = _verify_case(directory, entry, rows[cid], exact, report, engine)
         except GoldenError as e:
             problems = [str(e)]
         except Exception as e:  # a case the reference can no longer evaluate is a failure, not a crash
