@@ -217,15 +217,9 @@ def _cmd_golden(args):
 def _golden_list(args, directory):
     """``refnorm golden list``: the ids of the cases the filters select, one a line (--long: with dtype,
     regime, input shapes and steps)."""
-    from .check.precision import DTYPES
     from .golden import commands, store
     ops = (args.op or []) + (args.ops or []) or None
-    for op in args.ops or ():
-        if op not in registry.names():
-            raise CLIError(f"--ops {op!r}: unknown normalizer; expected one of: {', '.join(registry.names())}")
-    for dt in args.dtypes or ():
-        if dt not in DTYPES:
-            raise CLIError(f"--dtypes {dt!r}: expected one of: {', '.join(DTYPES)}")
+    _check_ops_dtypes(args)
     entries = commands.select(store.read_manifest(directory), ops=ops, dtypes=args.dtypes, regimes=args.regimes,
                               match=args.match, directory=args.dir)
     lines = []
@@ -263,17 +257,21 @@ def _progress(stream):
     return show
 
 
-def _cmd_check(args):
-    from . import check
-    from .check import report as R
-    from .check.backends import names as backend_names
+def _check_ops_dtypes(args):
+    """--ops and --dtypes name known normalizers and dtypes, or it is a usage error naming the choices."""
+    from .check.precision import DTYPES
     for op in args.ops or ():
         if op not in registry.names():
             raise CLIError(f"--ops {op!r}: unknown normalizer; expected one of: {', '.join(registry.names())}")
-    from .check.precision import DTYPES
     for dt in args.dtypes or ():
         if dt not in DTYPES:
             raise CLIError(f"--dtypes {dt!r}: expected one of: {', '.join(DTYPES)}")
+
+
+def _cmd_check(args):
+    from . import check
+    from .check import report as R
+    _check_ops_dtypes(args)
     if args.timeout is not None and not args.timeout > 0:
         raise CLIError(f"--timeout {args.timeout!r}: expected a positive number of seconds")
     from .golden import layouts

@@ -52,6 +52,11 @@ class Backward:
     grads: dict[str, np.ndarray]
     state: dict[str, np.ndarray] | None = None
 
+    @classmethod
+    def of(cls, state=None, **grads) -> "Backward":
+        """The gradients given by name, leaving out those that are None (inputs the call did not have)."""
+        return cls({k: v for k, v in grads.items() if v is not None}, state)
+
 
 @dataclass(frozen=True)
 class Result:

@@ -13,7 +13,6 @@ import pytest
 from refnorm.check import Returned, run_check
 from refnorm.check.core import run_generated
 from refnorm.cli import main
-from refnorm.golden import build as B
 from refnorm.golden import cases as T
 from refnorm.golden import generate as G
 from refnorm.golden import layouts as L

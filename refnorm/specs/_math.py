@@ -66,3 +66,13 @@ def pow2_scale(a, axes):
 def per_channel(p, x):
     """A per-channel (C,) array (or a per-(n, c) (N, C) one) shaped to broadcast against x (N, C, *)."""
     return p.reshape((1, -1) + (1,) * (x.ndim - 2) if p.ndim == 1 else p.shape + (1,) * (x.ndim - 2))
+
+
+def rows(x):
+    """(N, C, *) -> (P, C): the channel last, every other position a row (the offline normalizers' view)."""
+    return np.moveaxis(x, 1, -1).reshape(math.prod(x.shape[:1] + x.shape[2:]), x.shape[1])
+
+
+def unrows(a, shape):
+    """(P, C) -> (N, C, *) of ``shape``: the inverse of ``rows``."""
+    return np.moveaxis(a.reshape((shape[0],) + tuple(shape[2:]) + (shape[1],)), -1, 1)

@@ -89,9 +89,4 @@ def forward(inputs, config, state, training):
 def backward(ctx, cot):
     xhat, rstd, weight, has_bias, used_batch_stats = ctx
     dx, dw, db = batch_norm_backward(np.ascontiguousarray(cot["y"]), xhat, rstd, weight, has_bias, used_batch_stats)
-    grads = {"x": dx}
-    if dw is not None:
-        grads["weight"] = dw
-    if db is not None:
-        grads["bias"] = db
-    return Backward(grads)
+    return Backward.of(x=dx, weight=dw, bias=db)

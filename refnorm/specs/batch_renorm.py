@@ -25,13 +25,12 @@ the fast path's form until the fast path is changed (open question, issue 17).
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from ..norms.batch_renorm import check
 from ..spec import Backward, Forward
-from ._math import moments
+from ._math import moments, rows, unrows
 
 AGREEMENT = {}          # every array: the same bits (see the docstring)
 
@@ -77,15 +76,6 @@ def batch_renorm_backward(dY, x_hat, ctx, weight, has_bias):
     dweight = None if weight is None else (dY * x_hat).sum(axis=0)
     dbias = dY.sum(axis=0) if has_bias else None
     return dx, dweight, dbias
-
-
-def rows(x):
-    """(N, C, *) -> (P, C): the channel last, every other position a row."""
-    return np.moveaxis(x, 1, -1).reshape(math.prod(x.shape[:1] + x.shape[2:]), x.shape[1])
-
-
-def unrows(a, shape):
-    return np.moveaxis(a.reshape((shape[0],) + tuple(shape[2:]) + (shape[1],)), -1, 1)
 
 
 # ---------------------------------------------------------------- the evaluate() contract

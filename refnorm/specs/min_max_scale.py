@@ -61,9 +61,4 @@ def forward(inputs, config, state, training):
 def backward(ctx, cot):
     x, w, has_bias, *rest = ctx
     dx, dw, db = min_max_scale_backward(cot["y"], x, w, has_bias, *rest)
-    grads = {"x": dx}
-    if dw is not None:
-        grads["weight"] = dw
-    if db is not None:
-        grads["bias"] = db
-    return Backward(grads)
+    return Backward.of(x=dx, weight=dw, bias=db)

@@ -14,13 +14,12 @@ Agreement with the fast path: the same bits (the same reductions over the rows X
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from ..norms.offline_batch_norm import check
 from ..spec import Backward, Forward
-from ._math import moments
+from ._math import moments, rows, unrows
 
 AGREEMENT = {}          # every array: the same bits
 
@@ -57,15 +56,6 @@ def offline_batch_norm_backward(dY, z, D, weight, has_bias, training):
     dweight = None if weight is None else (dY * z).sum(axis=0)
     dbias = dY.sum(axis=0) if has_bias else None
     return dx, dweight, dbias
-
-
-def rows(x):
-    """(N, C, *) -> (P, C): the channel last, every other position a row."""
-    return np.moveaxis(x, 1, -1).reshape(math.prod(x.shape[:1] + x.shape[2:]), x.shape[1])
-
-
-def unrows(a, shape):
-    return np.moveaxis(a.reshape((shape[0],) + tuple(shape[2:]) + (shape[1],)), -1, 1)
 
 
 # ---------------------------------------------------------------- the evaluate() contract

@@ -62,9 +62,4 @@ def forward(inputs, config, state, training):
 def backward(ctx, cot):
     w, has_bias, *rest = ctx
     dx, dw, db = z_score_backward(cot["y"], w, has_bias, *rest)
-    grads = {"x": dx}
-    if dw is not None:
-        grads["weight"] = dw
-    if db is not None:
-        grads["bias"] = db
-    return Backward(grads)
+    return Backward.of(x=dx, weight=dw, bias=db)
