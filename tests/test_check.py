@@ -7,6 +7,7 @@ import math
 import os
 import shutil
 import time
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -24,7 +25,7 @@ BN = "batch_norm/normal_cumavg_nbt2_train3_f32_5x3x4"   # three training steps, 
 
 
 def _some_ids(op, n=3):
-    man = json.load(open(os.path.join(GOLDEN, "MANIFEST.json")))
+    man = json.loads(Path(os.path.join(GOLDEN, "MANIFEST.json")).read_text())
     return [e["id"] for e in man["cases"] if e["case"]["op"] == op][:n]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -40,7 +41,7 @@ def test_torch_cpu_passes_every_supported_case_but_its_known_defects(tmp_path, c
 
 
 def test_torch_cpu_defects_fail_without_the_list(capsys):
-    ids = [line.split()[0] for line in open(KNOWN) if line.strip() and not line.startswith("#")]
+    ids = [line.split()[0] for line in Path(KNOWN).read_text().splitlines() if line.strip() and not line.startswith("#")]
     args = ["check", "--backend", "torch-cpu", "--golden", GOLDEN, "--no-progress"]
     for i in ids:
         args += ["--case", i]

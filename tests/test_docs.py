@@ -15,6 +15,7 @@ import glob
 import os
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -26,7 +27,7 @@ _ID = re.compile(r"\b[A-H]\d\d\b")
 
 
 def _doc():
-    return open(catalogue.DOC).read()
+    return Path(catalogue.DOC).read_text()
 
 
 def test_pitfalls_doc_coverage_table_is_current():
@@ -56,7 +57,7 @@ def test_every_pitfall_id_used_in_the_repository_is_in_docs_pitfalls():
     documented = set(_ID.findall(doc))
     missing = {}
     for path in _files_citing_ids():
-        for i in set(_ID.findall(open(path, encoding="utf-8").read())) - documented:
+        for i in set(_ID.findall(Path(path).read_text(encoding="utf-8"))) - documented:
             missing.setdefault(i, []).append(os.path.relpath(path, ROOT))
     assert not missing, f"pitfall ids used but not described in docs/pitfalls.md: {missing}"
     r_ids = {p.pitfall_id for p in SUPPLEMENTARY}
@@ -83,7 +84,7 @@ def _repository_files():
 def test_no_file_points_at_documents_outside_the_repository():
     found = []
     for f in _repository_files():
-        text = open(os.path.join(ROOT, f), "rb").read().decode("utf-8", "replace")
+        text = Path(os.path.join(ROOT, f)).read_bytes().decode("utf-8", "replace")
         found += [(f, s) for s in FORBIDDEN if s in text]
     assert not found, found
 
@@ -99,7 +100,7 @@ def _markdown_files():
 
 @pytest.mark.parametrize("path", _markdown_files(), ids=lambda p: os.path.relpath(p, ROOT))
 def test_relative_markdown_links_resolve(path):
-    text = _FENCE.sub("", open(path, encoding="utf-8").read())
+    text = _FENCE.sub("", Path(path).read_text(encoding="utf-8"))
     bad = []
     for target in _LINK.findall(text):
         if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):   # http:, mailto:, anchors

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -212,7 +213,7 @@ def test_small_build_is_exact_and_reproducible(built, tmp_path):
         for f in files:
             a = os.path.join(dirpath, f)
             b = os.path.join(again, os.path.relpath(a, built))
-            assert open(a, "rb").read() == open(b, "rb").read(), f"{f} differs between two builds"
+            assert Path(a).read_bytes() == Path(b).read_bytes(), f"{f} differs between two builds"
 
 
 def test_inputs_are_exactly_representable_and_bf16_is_stored_as_float32(built):
@@ -457,7 +458,7 @@ def test_empty_set_does_not_pass(tmp_path):
 
 # ------------------------------------------------------------------------------ atomic builds
 def _snapshot(d):
-    return {os.path.relpath(os.path.join(p, f), d): open(os.path.join(p, f), "rb").read()
+    return {os.path.relpath(os.path.join(p, f), d): Path(os.path.join(p, f)).read_bytes()
             for p, _, fs in os.walk(d) for f in fs}
 
 

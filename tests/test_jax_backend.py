@@ -13,6 +13,7 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -80,7 +81,7 @@ def _assert_agrees(case, results, rtol):
 
 
 def _known():
-    return [ln.split()[0] for ln in open(KNOWN) if ln.strip() and not ln.startswith("#")]
+    return [ln.split()[0] for ln in Path(KNOWN).read_text().splitlines() if ln.strip() and not ln.startswith("#")]
 
 
 # ------------------------------------------------------------------------- import and availability
@@ -324,7 +325,7 @@ def test_jax_passes_every_case_but_its_known_defects(tmp_path, capsys):
 
 def test_the_one_pass_entries_pass_with_the_two_pass_variance(capsys):
     """Every entry blamed on the fast variance passes under jax-stable (the only difference)."""
-    ids = [ln.split()[0] for ln in open(KNOWN) if ln.strip() and not ln.startswith("#") and "one-pass" in ln]
+    ids = [ln.split()[0] for ln in Path(KNOWN).read_text().splitlines() if ln.strip() and not ln.startswith("#") and "one-pass" in ln]
     assert len(ids) >= 20
     args = ["check", "--backend", "jax-stable", "--golden", GOLDEN, "--no-progress"]
     for i in ids:

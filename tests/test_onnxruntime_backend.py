@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -72,7 +73,7 @@ def _close(case, results, rtol):
 
 
 def _known():
-    return [ln.split()[0] for ln in open(KNOWN) if ln.strip() and not ln.startswith("#")]
+    return [ln.split()[0] for ln in Path(KNOWN).read_text().splitlines() if ln.strip() and not ln.startswith("#")]
 
 
 # ------------------------------------------------------------------------- import and availability

@@ -4,6 +4,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,10 +35,10 @@ def test_user_facing_modules_import_no_optional_dependency():
 
 
 def test_ci_runs_the_readme_test_command():
-    readme = open(os.path.join(ROOT, "README.md")).read()
+    readme = Path(os.path.join(ROOT, "README.md")).read_text()
     m = re.search(r"<!-- test-command -->\s*```sh\n(.+?)\n```", readme)
     assert m, "README.md must hold the test command in a ```sh block after <!-- test-command -->"
-    ci_lines = [ln.strip() for ln in open(os.path.join(ROOT, ".ci", "run")) if not ln.lstrip().startswith("#")]
+    ci_lines = [ln.strip() for ln in Path(os.path.join(ROOT, ".ci", "run")).read_text().splitlines() if not ln.lstrip().startswith("#")]
     assert m.group(1).strip() in ci_lines, f".ci/run must run the README's test command {m.group(1)!r}"
 
 

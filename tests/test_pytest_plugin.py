@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -30,12 +31,12 @@ class OffByOne(TinyBackend):
 
 
 def _count(op, dtype=None):
-    man = json.load(open(os.path.join(GOLDEN, "MANIFEST.json")))
+    man = json.loads(Path(os.path.join(GOLDEN, "MANIFEST.json")).read_text())
     return sum(e["case"]["op"] == op and (dtype is None or e["case"]["dtype"] == dtype) for e in man["cases"])
 
 
 def _ids(op, dtype):
-    man = json.load(open(os.path.join(GOLDEN, "MANIFEST.json")))
+    man = json.loads(Path(os.path.join(GOLDEN, "MANIFEST.json")).read_text())
     return [e["id"] for e in man["cases"] if e["case"]["op"] == op and e["case"]["dtype"] == dtype]
 
 

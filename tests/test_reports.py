@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -19,7 +20,7 @@ GOLDEN = os.path.join(ROOT, "golden")
 
 
 def _ids(op):
-    man = json.load(open(os.path.join(GOLDEN, "MANIFEST.json")))
+    man = json.loads(Path(os.path.join(GOLDEN, "MANIFEST.json")).read_text())
     return [e["id"] for e in man["cases"] if e["case"]["op"] == op]
 
 

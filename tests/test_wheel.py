@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -139,7 +140,7 @@ def test_packaged_set_is_verified_on_load(installed):
     """The packaged copy goes through the same checks as any set: one flipped byte is an error (exit 2)."""
     case = next(f for f in _manifest_files() if f.startswith("layer_norm/"))
     path = os.path.join(installed["purelib"], "refnorm", "_data", "golden", case)
-    data = open(path, "rb").read()
+    data = Path(path).read_bytes()
     try:
         with open(path, "wb") as f:
             f.write(data[:100] + bytes([data[100] ^ 1]) + data[101:])
@@ -241,7 +242,7 @@ def test_expect_failures_names_a_known_failures_list(places, monkeypatch):
 def test_readme_states_the_lookup_order_of_the_code():
     """Every README paragraph naming the default golden locations names them in the code's order."""
     order = ["`$REFNORM_GOLDEN`", "`./golden`", "the checkout's", "packaged"]
-    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    text = Path(os.path.join(ROOT, "README.md")).read_text(encoding="utf-8")
     found = 0
     for para in re.split(r"\n\s*\n", text):
         if "`$REFNORM_GOLDEN`" in para and "`./golden`" in para:

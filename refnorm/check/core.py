@@ -723,7 +723,8 @@ def read_expected_failures(path) -> dict:
     field_re = re.compile(r"""([A-Za-z_]\w*)=("([^"]*)"|'([^']*)'|(\S+))(\s+|$)""")
     out = {}
     try:
-        text = open(path, encoding="utf-8").read()
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
     except OSError as e:
         raise GoldenError(f"expected-failures file {path!r}: {e.strerror or e}") from None
     for n, line in enumerate(text.splitlines(), 1):

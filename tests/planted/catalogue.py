@@ -15,6 +15,7 @@ import os
 import re
 import sys
 from collections import Counter
+from pathlib import Path
 
 if __package__ in (None, ""):                       # run as a script: make ``planted`` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -107,7 +108,7 @@ def current(text: str) -> str:
 
 
 def write(path=DOC):
-    text = open(path).read()
+    text = Path(path).read_text()
     with open(path, "w") as f:
         f.write(text.replace(current(text), render()))
     return path
