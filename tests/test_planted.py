@@ -78,7 +78,8 @@ def test_diagnosis_names_at_least_80_percent_of_the_planted_pitfalls():
     for n in runs:                            # a run named correctly names its own mechanism
         if n.named:
             assert set(n.label.split("/")) & report.same_mechanism(n.planted) or n.correct > n.failed / 2, n
-    doc = open(report.DOC).read()
+    with open(report.DOC) as f:
+        doc = f.read()
     assert (f"Named correctly: {n_ok} of {len(runs)} caught runs ({100 * n_ok / len(runs):.0f}%), {r_ok} of "
             f"{len(rows)} caught catalogue rows") in doc, "regenerate docs/pitfall_detection.md"
 
