@@ -22,6 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "golden")
 sys.path.insert(0, ROOT)
 from examples.tiny_backend import TinyBackend  # noqa: E402
+from planted.beyond import ChannelsLastMisread, Dense, RowLimit, SquareInDtype, TailDrop  # noqa: E402
 
 MOD = __name__
 pytest_plugins = ["pytester"]
@@ -145,61 +146,6 @@ def get_numpy():
 
 
 # ---------------------------------------------------- planted bugs the stored golden set cannot reach
-class TailDrop(TinyBackend):
-    """dweight and dbias summed in blocks of 4096 rows, the last partial block's partials dropped."""
-    name = "tail-drop"
-
-    def run(self, call):
-        r = super().run(call)
-        x = call.inputs["x"]
-        rows = int(np.prod(x.shape[:-1]))
-        if rows <= 4096 or not r.grads:
-            return r
-        keep = rows // 4096 * 4096
-        dy = call.cotangents["y"].astype(np.float32).reshape(rows, -1)[:keep]
-        xf = x.astype(np.float32).reshape(rows, -1)[:keep]
-        g = dict(r.grads)
-        if "bias" in g:
-            g["bias"] = dy.sum(axis=0).astype(g["bias"].dtype).reshape(g["bias"].shape)
-        if "weight" in g:
-            mean = xf.mean(axis=1, keepdims=True)
-            xhat = (xf - mean) / np.sqrt(((xf - mean) ** 2).mean(axis=1, keepdims=True) + np.float32(call.config["eps"]))
-            g["weight"] = (dy * xhat).sum(axis=0).astype(g["weight"].dtype).reshape(g["weight"].shape)
-        return Returned(r.outputs, g)
-
-
-class Dense(TinyBackend):
-    """Reads its input's memory as if it were dense C order (F11): ignores the strides it is given."""
-    name = "dense-read"
-
-    def run(self, call):
-        def dense(a):
-            if a.ndim < 2 or a.flags.c_contiguous:
-                return a
-            return np.lib.stride_tricks.as_strided(a, a.shape, np.zeros(a.shape).astype(a.dtype).strides)
-        c = type(call)(call.op, call.dtype, call.config, call.training, {k: dense(v) for k, v in call.inputs.items()},
-                       call.cotangents, call.state)
-        return super().run(c)
-
-
-class SquareInDtype(TinyBackend):
-    """The squares of the deviations held in float16's range (C01-C03, the overflow alone): squares above
-    65504 become inf, so the variance does (a float16 product with a wide internal mantissa)."""
-    name = "square-in-dtype"
-
-    def run(self, call):
-        r = super().run(call)
-        x = call.inputs["x"]
-        if x.dtype != np.float16 or call.op != "layer_norm":
-            return r
-        xf = x.astype(np.float32)
-        d = xf - xf.mean(axis=-1, keepdims=True)
-        sq = d * d
-        sq[sq > 65504] = np.inf
-        y = d / np.sqrt(sq.mean(axis=-1, keepdims=True) + np.float32(call.config["eps"]))
-        w, b = call.inputs.get("weight"), call.inputs.get("bias")
-        y = y * (1 if w is None else w.astype(np.float32)) + (0 if b is None else b.astype(np.float32))
-        return Returned({**r.outputs, "y": y.astype(np.float16)}, r.grads)
 
 
 def _golden(backend):
@@ -264,3 +210,23 @@ def test_generated_cases_in_the_pytest_plugin(pytester, monkeypatch):
     r = pytester.runpytest_subprocess("--refnorm-backend", "examples.tiny_backend:TinyBackend",
                                       "--refnorm-generate", "layer_norm shape=33 dtype=float8")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_a_channels_last_reading_error_is_caught_under_the_channels_last_layout():
+    assert _golden(ChannelsLastMisread()) == []
+    rep = run_check(ChannelsLastMisread(), GOLDEN, ops=["layer_norm", "rms_norm"], layout="channels_last")
+    failed = [c for c in rep.cases if c.status == "failed"]
+    assert len(failed) >= 3 and all(c.layout == "channels_last" for c in failed), [(c.id, c.status) for c in rep.cases]
+    rep = run_generated(ChannelsLastMisread(), [G.parse("rms_norm shape=8x16x4x4 dtype=bfloat16 layout=channels_last")])
+    assert rep.cases[0].status == "failed"
+
+
+@pytest.mark.skipif(os.environ.get("REFNORM_THOROUGH") != "1",
+                    reason="judges 2^23 + 1 rows (~2 min, 2 GiB): the thorough profile, REFNORM_THOROUGH=1")
+def test_rows_beyond_2_to_the_23_are_caught_by_the_limits_suite():
+    """F08: the last rows of a kernel with an indexing limit at 2^23 rows; the limits suite's 2^23 + 1
+    rows are judged here (about 2 GiB), its numel > 2^31 cases are skipped with the memory they need."""
+    rep = run_generated(RowLimit(), [G.parse(t) for t, _ in G.suite("limits")])
+    st = {c.id: (c.status, c.message) for c in rep.cases}
+    assert st["rms_norm/gen_normal_eps1e-05_f32_8388609x1"][0] == "failed", st
+    assert all(s == "skipped" and "GiB to judge" in m for cid, (s, m) in st.items() if "8388609" not in cid), st
