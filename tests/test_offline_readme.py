@@ -10,7 +10,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _example() -> str:
-    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
     m = re.search(r"<!-- offline-example -->\s*```python\n(.+?)\n```", text, flags=re.S)
     assert m, "README.md must hold the offline example in a ```python block after <!-- offline-example -->"
     return m.group(1)
