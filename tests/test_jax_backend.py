@@ -306,7 +306,8 @@ def test_the_checker_accepts_jax_under_its_contracts():
            "weight_norm/normal_dimNone_bf16_4x3x3x3", "local_response_norm/normal_bf16_2x10x30"]
     for cid in ids:
         r = check_case(FAST, golden.load_case(GOLDEN, cid))
-        assert r.status == "passed", (cid, r.status, r.message)
+        # partial only where an array is ill-posed under the declared contract, never unchecked
+        assert r.status in ("passed", "partial") and not r.unchecked, (cid, r.status, r.message)
     r = check_case(FAST, golden.load_case(GOLDEN, "z_score/normal_f32_6x100"))
     assert r.status == "skipped" and "jax has no z_score" in r.message
 
@@ -330,7 +331,7 @@ def test_the_one_pass_entries_pass_with_the_two_pass_variance(capsys):
     args = ["check", "--backend", "jax-stable", "--golden", GOLDEN, "--no-progress"]
     for i in ids:
         args += ["--case", i]
-    assert main(args) == 0, capsys.readouterr().out[-3000:]
+    assert main(args + ["--accept-partial"]) == 0, capsys.readouterr().out[-3000:]   # nothing fails
 
 
 def test_jax_defects_fail_without_the_list(tmp_path, capsys):

@@ -236,7 +236,8 @@ def test_missing_kernels_are_skips_not_errors():
 def test_the_checker_lists_grads_of_a_forward_only_backend_as_unchecked():
     case = golden.load_case(GOLDEN, "layer_norm/normal_f32_6x100")
     r = check_case(ORT, case)
-    assert r.status == "passed", r.message
+    assert r.status == "partial" and "unchecked: step0.grads.x (not returned (the backend is forward-only))" \
+        in r.message, r.message
     assert {"step0.grads.x", "step0.grads.weight", "step0.grads.bias"} <= set(r.unchecked)
     assert all(a.part != "grads" for a in r.arrays)
 

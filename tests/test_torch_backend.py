@@ -449,6 +449,7 @@ def test_the_checker_accepts_torch_under_its_contracts():
            "instance_norm/normal_noaffine_bf16_2x2x8x8", "weight_norm/normal_dimNone_bf16_4x3x3x3"]
     for cid in ids:
         r = check_case(CPU, golden.load_case(GOLDEN, cid))
-        assert r.status == "passed", (cid, r.status, r.message)
+        # partial only where an array is ill-posed under the declared contract, never unchecked
+        assert r.status in ("passed", "partial") and not r.unchecked, (cid, r.status, r.message)
     r = check_case(CPU, golden.load_case(GOLDEN, "z_score/normal_f32_6x100"))
     assert r.status == "skipped" and "torch has no native z_score" in r.message
