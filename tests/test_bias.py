@@ -49,3 +49,18 @@ def test_the_internal_error_allowance_absorbs_a_bias_it_permits():
 
 def test_group_count():
     assert group_count((5,)) == 1 and group_count((3, 4)) == 8 and group_count((2, 1, 5)) == 8
+
+
+def test_value_counts_of_16_bit_dtypes_equal_numpy_unique():
+    """The linear-time count (a 65536-bin histogram of the bit patterns) gives exactly the counts of
+    np.unique on the values, -0 and +0 together, for float16 and bfloat16."""
+    import ml_dtypes
+    from refnorm.check.bias import value_counts
+    rng = np.random.default_rng(3)
+    for dt in (np.float16, ml_dtypes.bfloat16):
+        for n in (1, 2, 7, 1000, 4099):
+            g = (rng.standard_normal(n) * rng.choice([1e-3, 1.0, 300.0])).astype(dt)
+            g[rng.integers(0, n, size=max(n // 10, 1))] = 0
+            g[0] = -0.0
+            _, inv, counts = np.unique(g.astype(np.float64), return_inverse=True, return_counts=True)
+            assert np.array_equal(value_counts(g), counts[inv])

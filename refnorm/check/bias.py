@@ -49,6 +49,18 @@ def group_count(shape) -> int:
     return 1 + (sum(n for n in shape if n > 1) if len(shape) > 1 else 0)
 
 
+def value_counts(got: np.ndarray, as_f64: np.ndarray | None = None) -> np.ndarray:
+    """For each element, how many elements of ``got`` hold the same value (+0 and -0 are one value).
+    16-bit dtypes (float16, bfloat16): a 65536-bin count of the bit patterns, linear time; wider ones:
+    ``np.unique`` on the float64 values (``as_f64``)."""
+    if got.itemsize == 2:
+        bits = np.ascontiguousarray(got).view(np.uint16).astype(np.int64)
+        bits = np.where(bits == 0x8000, 0, bits)                       # -0 counts with +0
+        return np.bincount(bits.ravel(), minlength=65536)[bits]
+    _, inv, counts = np.unique(as_f64, return_inverse=True, return_counts=True)
+    return counts[inv.reshape(as_f64.shape)]
+
+
 def bias_test(got: np.ndarray, ref: np.ndarray, E: np.ndarray, p_array: float):
     """(bias_ratio, worst group label, S, allowance) of one array; ``p_array`` is this array's share
     of the false-alarm budget, split evenly among its groups.
@@ -66,8 +78,9 @@ def bias_test(got: np.ndarray, ref: np.ndarray, E: np.ndarray, p_array: float):
     ok = np.isfinite(err) & np.isfinite(E) & np.isfinite(width) & np.isfinite(ref)
     if not ok.any():
         return 0.0, "", 0.0, 0.0
-    _, inv, counts = np.unique(np.where(ok, g64, 0.0), return_inverse=True, return_counts=True)
-    mult = counts[inv.reshape(ref.shape)]
+    # elements left out of the test count as zeros, as before (they carry no weight: q_el is 0 there)
+    mult = (value_counts(np.where(ok, got, np.zeros((), dtype=got.dtype))) if got.itemsize == 2
+            else value_counts(got, np.where(ok, g64, 0.0)))
     s_el = np.where(ok, err * np.sign(ref), 0.0)
     e_el = np.where(ok, E, 0.0)
     q_el = np.where(ok, width * width * mult, 0.0)
