@@ -369,14 +369,10 @@ def _recipes(args):
     if not args.suite and not args.generate:
         return None
     from .golden import generate
-    out = []
     try:
-        for name in args.suite or ():
-            out += [generate.parse(text) for text, _ in generate.suite(name)]
-        out += [generate.parse(text) for text in args.generate or ()]
+        return generate.recipes(args.suite, args.generate)
     except generate.RecipeError as e:
         raise CLIError(str(e)) from None
-    return out
 
 
 def _check_writable(path, flag="--json"):

@@ -143,8 +143,7 @@ def pytest_collection_modifyitems(session, config, items):
         backend = get_backend(name)
         if config.getoption("refnorm_suite") or config.getoption("refnorm_generate"):
             from refnorm.golden import generate
-            recipes = [generate.parse(t) for n in config.getoption("refnorm_suite") or () for t, _ in generate.suite(n)]
-            recipes += [generate.parse(t) for t in config.getoption("refnorm_generate") or ()]
+            recipes = generate.recipes(config.getoption("refnorm_suite"), config.getoption("refnorm_generate"))
             golden, manifest, expected = None, {"cases": []}, {}
         else:
             golden = config.getoption("refnorm_golden") or default_golden_dir()

@@ -230,3 +230,13 @@ def test_rows_beyond_2_to_the_23_are_caught_by_the_limits_suite():
     st = {c.id: (c.status, c.message) for c in rep.cases}
     assert st["rms_norm/gen_normal_eps1e-05_f32_8388609x1"][0] == "failed", st
     assert all(s == "skipped" and "GiB to judge" in m for cid, (s, m) in st.items() if "8388609" not in cid), st
+
+
+def test_a_layout_override_reproduces_with_one_layout_key():
+    r = G.parse("layer_norm shape=2x3x8 dtype=float32 layout=transposed")
+    rep = run_generated(Dense(), [r], layout="strided")
+    c = rep.cases[0]
+    assert c.layout == "strided" and c.recipe.split().count("layout=strided") == 1 and "transposed" not in c.recipe
+    from refnorm.check.report import reproduce
+    cmd = reproduce(c.id, "x", layout=c.layout, recipe=c.recipe)
+    assert G.parse(cmd.split("--generate ")[1].strip("'")).layout == "strided"

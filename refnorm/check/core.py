@@ -668,7 +668,7 @@ def run_generated(backend, recipes, *, ops=None, dtypes=None, timeout=60.0, prog
     todo = [r for r in recipes if (not ops or r.case.op in set(ops)) and (not dtypes or r.case.dtype in set(dtypes))]
     for j, r in enumerate(todo):
         if layout and layout != r.layout:
-            r = dataclasses.replace(r, layout=layout)
+            r = generate.with_layout(r, layout)
         if progress:
             progress(j, len(todo), r.id)
         big = generate.too_big(r)
@@ -682,7 +682,7 @@ def run_generated(backend, recipes, *, ops=None, dtypes=None, timeout=60.0, prog
                                            "out of memory while drawing the inputs", layout=r.layout))
             continue
         res = check_case(backend, case, timeout=timeout, diagnose=diagnose)
-        res.recipe = r.text if not layout else f"{r.text} layout={r.layout}"
+        res.recipe = r.text
         report.cases.append(res)
         del case
     if progress:

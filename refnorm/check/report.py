@@ -105,9 +105,8 @@ def array_lines(arrays) -> list:
 
 def reproduce(case_id, backend_arg: str, golden_arg: str | None = None, *, layout="contiguous", recipe="") -> str:
     """The command that judges one case again (a generated case by its recipe)."""
-    if recipe:
-        r = recipe if "layout=" in recipe or layout == "contiguous" else f"{recipe} layout={layout}"
-        return f"refnorm check --backend {backend_arg} --generate '{r}'"
+    if recipe:                                      # its text names its layout (generate.with_layout)
+        return f"refnorm check --backend {backend_arg} --generate '{recipe}'"
     g = f" --golden {golden_arg}" if golden_arg else ""
     lay = f" --layout {layout}" if layout != "contiguous" else ""
     return f"refnorm check --backend {backend_arg}{g} --case {case_id}{lay}"

@@ -157,9 +157,11 @@ class Drawn:
     cotangents: list      # per step: output name -> array
 
 
-def draw(case: Case, seed: int | None = None) -> Drawn:
+def draw(case: Case, seed: int | None = None, output_shapes: dict | None = None) -> Drawn:
     """Draw every input, cotangent and initial state of ``case`` (see the module docstring); ``seed``
-    replaces the case's own (refnorm.strategies draws cases that are not in the golden set)."""
+    replaces the case's own (refnorm.strategies draws cases that are not in the golden set).
+    ``output_shapes``: {differentiable output: shape} when the caller knows them; otherwise a forward
+    call of the reference gives them (the same draws either way)."""
     spec = refnorm.get(case.op)
     rng = np.random.default_rng(case.seed if seed is None else seed)
     params = {k: round_to(PARAM_GENERATORS[PARAM_REGIMES[k]](rng, shape), case.dtype, f"{case.id}: {k}")
@@ -177,9 +179,12 @@ def draw(case: Case, seed: int | None = None) -> Drawn:
                             f"{case.id}: {k}")
                 for k, shape in case.inputs.items() if k not in PARAM_REGIMES}
         step_inputs = {k: acts[k] if k in acts else params[k] for k in case.inputs}
-        probe = refnorm.evaluate(case.op, _f64(step_inputs), config=dict(case.config), state=_f64(init),
-                                 training=kind == "train")
-        cots.append({k: round_to(rng.standard_normal(probe.outputs[k].shape), case.dtype, f"{case.id}: d{k}")
+        shapes = output_shapes
+        if shapes is None:
+            probe = refnorm.evaluate(case.op, _f64(step_inputs), config=dict(case.config), state=_f64(init),
+                                     training=kind == "train")
+            shapes = {k: probe.outputs[k].shape for k in spec.differentiable}
+        cots.append({k: round_to(rng.standard_normal(shapes[k]), case.dtype, f"{case.id}: d{k}")
                      for k in spec.differentiable})
         inputs.append(step_inputs)
     return Drawn(init, inputs, cots)

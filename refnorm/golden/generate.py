@@ -29,8 +29,6 @@ import math
 import os
 import zlib
 
-import numpy as np
-
 from .. import registry
 from ..errors import RefnormError
 from . import build as B
@@ -208,21 +206,12 @@ def materialize(recipe: Recipe) -> GoldenCase:
 
 
 def _draw(recipe: Recipe):
-    """``build.draw`` with the recipe's seed; an expected-error case draws its cotangents like the
-    activation (the reference raises on it, so it cannot give the output's shape)."""
-    if not recipe.expect_error:
-        return B.draw(recipe.case, seed=recipe.seed)
+    """``build.draw`` with the recipe's seed. The differentiable output of every op here has its main
+    input's shape, so no forward call is needed for the cotangents' shapes (an expected-error case could
+    not make one: the reference raises on it)."""
     case = recipe.case
-    rng = np.random.default_rng(recipe.seed)
-    main = MAKERS[case.op][1]
-    inputs = {k: B.round_to(B.draw_activation(rng, case.regime, s, case.axes, case.view) if k == main
-                            else B.PARAM_GENERATORS[T.PARAM_REGIMES[k]](rng, s), case.dtype, k)
-              for k, s in case.inputs.items()}
-    init = {k: (np.full(s, int(r[6:]), dtype=np.int64) if r.startswith("count:")
-                else B.round_to(B.STATE_GENERATORS[r](rng, s), case.dtype, k)) for k, (s, r) in case.state.items()}
-    diff = registry.get(case.op).differentiable[0]
-    cots = {diff: B.round_to(rng.standard_normal(case.inputs[main]), case.dtype, "d" + diff)}
-    return B.Drawn(init, [inputs] * len(case.steps), [cots] * len(case.steps))
+    out = registry.get(case.op).differentiable[0]
+    return B.draw(case, seed=recipe.seed, output_shapes={out: case.inputs[MAKERS[case.op][1]]})
 
 
 # ---------------------------------------------------------------------------------------- suites
@@ -234,3 +223,15 @@ def suite(name: str) -> list[tuple[str, str]]:
     if name not in SUITES:
         raise RecipeError(f"unknown suite {name!r}; expected one of: {', '.join(SUITES)}")
     return list(SUITES[name]["recipes"])
+
+
+def recipes(suites=(), texts=()) -> list[Recipe]:
+    """The parsed recipes of the named ``suites`` and of the recipe lines ``texts`` (the command line's
+    --suite/--generate, the pytest plugin's); a RecipeError names the first bad one."""
+    return [parse(t) for n in suites or () for t, _ in suite(n)] + [parse(t) for t in texts or ()]
+
+
+def with_layout(recipe: Recipe, layout: str) -> Recipe:
+    """``recipe`` in another layout, its text saying so (one ``layout=``), so that it reproduces."""
+    words = [w for w in recipe.text.split() if not w.startswith("layout=")]
+    return dataclasses.replace(recipe, layout=layout, text=" ".join(words + [f"layout={layout}"]))
