@@ -82,4 +82,8 @@ setup(cmdclass={"build_py": build_py_with_data}, ext_modules=[Extension(
     depends=["refnorm/norms/_fused_kernels.h"],
     extra_compile_args=["-O3", "-std=gnu11", "-ffp-contract=off", "-fno-fast-math"],
     optional=True,
+), Extension(
+    "refnorm.check._judge", ["refnorm/check/_judge.c"],
+    extra_compile_args=["-O3", "-std=gnu11", "-ffp-contract=off", "-fno-fast-math"],
+    optional=True,
 )])

@@ -57,8 +57,8 @@ from ..golden.store import GoldenError
 from . import bounds as B
 from . import diagnosis
 from .backends.base import Call, Contract
-from .bias import P_CASE, bias_test
-from .precision import NP, RANK, UNIT_ROUNDOFF, dtype_name, excess, ratio, rounding_interval
+from .compare import ArrayAccumulator
+from .precision import NP, RANK, dtype_name
 
 WORST_SHOWN = 3
 MAX_ARRAYS = 64     # the bias test's false-alarm budget P_CASE is split over this many arrays per case
@@ -300,51 +300,17 @@ def _judge(step, part, name, got, ref, E, case_dtype, integer=False):
         with np.errstate(over="ignore"):
             got = got.astype(NP[case_dtype])
     E = np.broadcast_to(np.asarray(E, dtype=np.float64), ref.shape)
-    ex = excess(got, ref)
-    finite_E = np.isfinite(E)
-    r = np.where(finite_E, ratio(ex, np.where(finite_E, E, 0.0)), 0.0)
-    # an ill-posed element (infinite bound) still must not be NaN where the reference is a number
-    r = np.where(~finite_E & np.isnan(got.astype(np.float64)) & ~np.isnan(ref), np.inf, r)
-    g64 = got.astype(np.float64)
-    # a genuine defect fails under every contract: an infinity where the reference is finite and
-    # representable in the output dtype (below its overflow threshold)
-    lo_inf = rounding_interval(np.array([np.inf], dtype=got.dtype))[0][0]
+    acc = ArrayAccumulator(got, array_scale(ref), dn)
+    acc.add(ref, E, 0)
+    return ArrayResult(step, part, name, returned_dtype=returned, **acc.figures())
+
+
+def array_scale(ref) -> float:
+    """max |reference| over its finite elements (0 when none): the scale of "unconstrained"."""
+    ref = np.asarray(ref, dtype=np.float64)
     with np.errstate(invalid="ignore"):
-        r = np.where(np.isinf(g64) & np.isfinite(ref) & (np.abs(ref) < lo_inf), np.inf, r)
-    scale = float(np.max(np.abs(ref[np.isfinite(ref)]), initial=0.0))
-    # unconstrained elements: the bound is infinite, or positive and at least the array's own scale
-    # (any value of the array's size would pass there); a zero bound always constrains (exactly 0 wanted)
-    unconstrained = ~finite_E | ((E > 0) & (E >= scale))
-    with np.errstate(all="ignore"):
-        diff = np.abs(g64 - ref)
-        diff = np.where(np.isnan(g64) & np.isnan(ref), 0.0, diff)
-        diff = np.where(g64 == ref, 0.0, diff)
-        diff = np.where(np.isinf(g64) & (ex == 0), 0.0, diff)     # a correctly overflowed value
-        # the error in units of the dtype's roundoff, over the constrained elements (NaN: none is)
-        dmax = float(np.max(diff[~unconstrained], initial=0.0))
-        if unconstrained.all() and ref.size:
-            err_u = math.nan
-        elif scale > 0:
-            err_u = dmax / (UNIT_ROUNDOFF[dn] * scale)
-        else:
-            err_u = 0.0 if dmax == 0 else math.inf
-    worst = []
-    if r.size:
-        # the WORST_SHOWN largest ratios in linear time (no full sort); ties go to the lowest index
-        key = -np.where(np.isnan(r), np.inf, r).ravel()
-        k = min(WORST_SHOWN, key.size)
-        kth = np.partition(key, k - 1)[k - 1]
-        better = np.flatnonzero(key < kth)
-        top = np.concatenate([better, np.flatnonzero(key == kth)[:k - better.size]])
-        flat = top[np.lexsort((top, key[top]))]
-        for f in flat:
-            idx = np.unravel_index(f, r.shape)
-            if r[idx] > 0:
-                worst.append((tuple(int(i) for i in idx), float(g64[idx]), float(ref[idx]), float(E[idx])))
-    bias, where, _, _ = bias_test(got, ref, E, P_CASE / MAX_ARRAYS) if got.size > 1 else (0.0, "", 0, 0)
-    return ArrayResult(step, part, name, dn, got.size, float(np.max(r, initial=0.0)), err_u,
-                       int(unconstrained.sum()), worst, int((r > 1).sum()), float(bias), where,
-                       returned_dtype=returned, scale=scale, max_bound=float(np.max(E, initial=0.0)))
+        a = np.abs(ref)
+    return float(np.max(np.where(np.isfinite(a), a, 0.0), initial=0.0))
 
 
 def _exact_bounds(res, cond):

@@ -1,0 +1,229 @@
+"""The comparison of one returned array with its reference, in blocks of rows: the figures of
+``core.ArrayResult`` (ratio, elements over their bound, unconstrained elements, largest constrained
+error, worst elements) and the bias test's group sums (bias.py), accumulated block by block so that no
+more than one block of float64 temporaries is ever held (the streaming judge, docs/performance.md).
+
+    acc = ArrayAccumulator(got, scale, case_dtype)     # got: the whole returned array (its dtype)
+    for each block of rows r0..r1 along axis 0:  acc.add(ref_block, E_block, r0)
+    acc.figures() -> (ratio, over, unconstrained, dmax, max_bound, worst, bias, bias_where)
+
+``scale`` (max |reference| over the whole array) must be known before the first block: an element is
+unconstrained when its bound is at least that scale (core.py, "Verdicts").
+
+Per block, ``compare_block`` is the definition (NumPy: precision.excess, precision.ratio and the terms
+of bias.bias_test); ``refnorm.check._judge.compare`` (C, optional, REFNORM_NATIVE=0 turns it off) does
+the same in one pass (tests/test_compare.py checks they agree).
+
+Multiplicities for the bias test: how many elements of the whole returned array hold each element's
+value (+0 and -0 one value). 16-bit dtypes: a 65536-bin count of the bit patterns. Wider dtypes: an
+exact hash count (C) while its table fits EXACT_SLOTS slots, else each value's count is that of its
+bucket among 2^24 (never below the exact count: a larger allowance, so never a false alarm the exact
+count would not raise); without the C module, ``np.unique`` (exact, n log n).
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from .bias import P_CASE, group_count
+from .precision import NP, UNIT_ROUNDOFF, rounding_interval
+
+WORST_SHOWN = 3
+MAX_ARRAYS = 64        # the bias test's false-alarm budget P_CASE is split over this many arrays per case
+EXACT_SLOTS = 1 << 23  # the exact hash count's table (13 bytes a slot): 8M slots, at most 4M values
+KIND = {"float64": 0, "float32": 1, "float16": 2, "bfloat16": 3}
+
+_UNSET = object()
+_module = _UNSET
+
+
+def native():
+    """``refnorm.check._judge`` (compiled at install when a C compiler is present), or None."""
+    global _module
+    if os.environ.get("REFNORM_NATIVE", "").strip() == "0":
+        return None
+    if _module is _UNSET:
+        try:
+            from . import _judge
+        except ImportError:
+            _judge = None
+        _module = _judge
+    return _module
+
+
+def multiplicities(got: np.ndarray) -> np.ndarray:
+    """uint32 array of got's shape: how many elements of ``got`` hold each element's value."""
+    if got.itemsize == 2:
+        table = np.zeros(65536, dtype=np.int64)
+        flat = got.reshape(-1)
+        step = 1 << 22
+        for s in range(0, flat.size, step):          # chunks: no int64 copy of a large array
+            bits = np.ascontiguousarray(flat[s:s + step]).view(np.uint16)
+            table += np.bincount(bits, minlength=65536)
+        table[0] += table[0x8000]                   # -0 counts with +0
+        table[0x8000] = table[0]
+        return table.astype(np.uint32)[got.reshape(-1).view(np.uint16) if got.flags.c_contiguous
+                                       else np.ascontiguousarray(got).reshape(-1).view(np.uint16)].reshape(got.shape)
+    g64 = np.ascontiguousarray(got, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        g64 = np.where(g64 == 0, 0.0, g64)                  # -0 -> +0
+    mod = native()
+    if mod is not None:
+        out = np.empty(g64.size, dtype=np.uint32)
+        mod.value_counts(g64.reshape(-1).view(np.uint64), out, EXACT_SLOTS)
+        return out.reshape(got.shape)
+    _, inv, counts = np.unique(g64, return_inverse=True, return_counts=True, equal_nan=False)
+    return counts[inv.reshape(g64.shape)].astype(np.uint32)
+
+
+def _acc_len(shape) -> int:
+    return group_count(shape)
+
+
+def compare_block(g, ref, E, mult, kind, scale, shape, row0, acc):
+    """NumPy definition of one block (``_judge.compare``'s contract, module docstring): ``g``, ``ref``,
+    ``E`` float64 and ``mult`` uint32 blocks of rows row0.. of an array of ``shape``; adds the bias
+    sums to ``acc`` and returns (max_ratio, over, unconstrained, dmax, max_bound, [(ratio, flat index)])."""
+    name = next(k for k, v in KIND.items() if v == kind)
+    got = g.astype(NP[name])                        # exact: g holds values of that dtype
+    lo, hi = rounding_interval(got)
+    with np.errstate(invalid="ignore"):
+        ex = np.maximum(0.0, np.maximum(lo - ref, ref - hi))
+    gnan, rnan = np.isnan(g), np.isnan(ref)
+    ex = np.where(gnan | rnan, np.where(gnan & rnan, 0.0, np.inf), ex)
+    rinf = np.isinf(ref) & ~rnan
+    ex = np.where(rinf, np.where(g == ref, 0.0, np.inf), ex)
+    ex = np.where(np.isnan(ex), np.inf, ex)
+    finite_E = np.isfinite(E)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        r = np.where(ex == 0, 0.0, np.where(E == 0, np.inf, ex / np.where(finite_E, E, 1.0)))
+    r = np.where(finite_E, r, 0.0)
+    r = np.where(~finite_E & gnan & ~rnan, np.inf, r)
+    lo_inf = rounding_interval(np.array([np.inf], dtype=NP[name]))[0][0] if kind else np.inf
+    with np.errstate(invalid="ignore"):
+        r = np.where(np.isinf(g) & np.isfinite(ref) & (np.abs(ref) < lo_inf), np.inf, r)
+        unconstrained = ~finite_E | ((E > 0) & (E >= scale))
+        diff = np.abs(g - ref)
+        diff = np.where((gnan & rnan) | (g == ref) | (np.isinf(g) & (ex == 0)), 0.0, diff)
+    dmax = float(np.max(diff[~unconstrained], initial=0.0))
+    inner = math.prod(shape[1:]) if len(shape) > 1 else 1
+    base = row0 * inner
+    top = []
+    if r.size:
+        key = -r.reshape(-1)
+        k = min(WORST_SHOWN, key.size)
+        kth = np.partition(key, k - 1)[k - 1]
+        better = np.flatnonzero(key < kth)
+        pick = np.concatenate([better, np.flatnonzero(key == kth)[:k - better.size]])
+        pick = pick[np.lexsort((pick, key[pick]))]
+        top = [(float(r.reshape(-1)[f]), int(base + f)) for f in pick if r.reshape(-1)[f] > 0]
+    # the bias test's element terms (bias.py)
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = g - ref
+        width = hi - lo
+    ok = np.isfinite(err) & finite_E & np.isfinite(width) & np.isfinite(ref)
+    s_el = np.where(ok, err * np.sign(ref), 0.0)
+    e_el = np.where(ok, E, 0.0)
+    q_el = np.where(ok, width * width * mult, 0.0)
+    n_groups = acc.size // 3
+    for j, t in enumerate((s_el, e_el, q_el)):
+        _add_sums(acc, j * n_groups, t, shape, row0, inner)
+    return (float(np.max(r, initial=0.0)), int((r > 1).sum()), int(unconstrained.sum()), dmax,
+            float(np.max(E, initial=0.0)), top)
+
+
+@np.errstate(over="ignore", invalid="ignore")
+def _add_sums(acc, at, t, shape, row0, inner):
+    """Add the group sums of one element term ``t`` (a block of rows row0..) to acc[at:]."""
+    acc[at] += t.sum()
+    if len(shape) > 1:
+        o = 1
+        bshape = (t.size // inner if inner else 0,) + tuple(shape[1:])
+        tb = t.reshape(bshape)
+        for ax, n in enumerate(shape):
+            if n > 1:
+                part = tb.sum(axis=tuple(a for a in range(len(shape)) if a != ax))
+                start = at + o + (row0 if ax == 0 else 0)
+                acc[start:start + part.size] += part
+                o += n
+
+
+def _max_nan(a, b):
+    """max propagating NaN, as np.max does."""
+    return math.nan if math.isnan(a) or math.isnan(b) else max(a, b)
+
+
+class ArrayAccumulator:
+    """The figures of one returned array, accumulated over blocks of rows (module docstring)."""
+
+    def __init__(self, got: np.ndarray, scale: float, case_dtype: str, p_array: float = P_CASE / MAX_ARRAYS):
+        self.got = got
+        self.shape = got.shape
+        self.kind = KIND[case_dtype]
+        self.scale = scale
+        self.p_array = p_array
+        self.mult = multiplicities(got)
+        self.acc = np.zeros(3 * _acc_len(self.shape))
+        self.maxr, self.over, self.unc, self.dmax, self.maxE = 0.0, 0, 0, 0.0, 0.0
+        self.top = []
+        self.mod = native()
+
+    def rows(self, a, r0, r1):
+        return a if a.ndim == 0 else a[r0:r1]
+
+    def add(self, ref, E, r0=0):
+        """Judge rows r0.. (as many as ``ref`` has along axis 0) of the returned array."""
+        r1 = r0 + (ref.shape[0] if ref.ndim else 1)
+        g = np.ascontiguousarray(self.rows(self.got, r0, r1), dtype=np.float64)
+        ref = np.ascontiguousarray(ref, dtype=np.float64)
+        E = np.ascontiguousarray(np.broadcast_to(np.asarray(E, dtype=np.float64), ref.shape))
+        mult = np.ascontiguousarray(self.rows(self.mult, r0, r1))
+        fn = self.mod.compare if self.mod is not None else compare_block
+        maxr, over, unc, dmax, maxE, top = fn(g, ref, E, mult, self.kind, self.scale, self.shape, r0, self.acc)
+        base = r0 * (math.prod(self.shape[1:]) if len(self.shape) > 1 else 1)
+        top = [(t, i, float(g.flat[i - base]), float(ref.flat[i - base]), float(E.flat[i - base])) for t, i in top]
+        self.maxr = max(self.maxr, maxr)
+        self.over += over
+        self.unc += unc
+        self.dmax = _max_nan(self.dmax, dmax)
+        self.maxE = _max_nan(self.maxE, maxE)
+        self.top = sorted(self.top + list(top), key=lambda t: (-t[0], t[1]))[:WORST_SHOWN]
+
+    def figures(self) -> dict:
+        """The fields of ``core.ArrayResult`` for the whole array (after the last block)."""
+        name_d = next(k for k, v in KIND.items() if v == self.kind)
+        size = self.got.size
+        if self.unc >= size and size:
+            err_u = math.nan
+        elif self.scale > 0:
+            err_u = self.dmax / (UNIT_ROUNDOFF[name_d] * self.scale)
+        else:
+            err_u = 0.0 if self.dmax == 0 else math.inf
+        worst = [(tuple(int(k) for k in np.unravel_index(i, self.shape)), g, r, e) for _, i, g, r, e in self.top]
+        bias, where = self.bias()
+        return dict(dtype=name_d, size=size, ratio=self.maxr, err_u=err_u, unconstrained=self.unc, worst=worst,
+                    over=self.over, bias=float(bias), bias_where=where, scale=self.scale, max_bound=self.maxE)
+
+    def bias(self):
+        """(bias_ratio, worst group label): bias.bias_test's figures from the accumulated sums."""
+        if self.got.size <= 1:
+            return 0.0, ""
+        n = self.acc.size // 3
+        S, sumE, Q = self.acc[:n], self.acc[n:2 * n], self.acc[2 * n:]
+        c = math.log(2.0 * group_count(self.shape) / self.p_array) / 2.0
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            allow = sumE + np.sqrt(c * Q)
+            r = np.where(allow > 0, np.abs(S) / allow, np.where(S != 0, np.inf, 0.0))
+        best, label, o = 0.0, "", 1
+        if r[0] > best:
+            best, label = float(r[0]), "all"
+        if len(self.shape) > 1:
+            for ax, k in enumerate(self.shape):
+                if k > 1:
+                    j = int(np.argmax(r[o:o + k]))
+                    if r[o + j] > best:
+                        best, label = float(r[o + j]), f"axis {ax} = {j}"
+                    o += k
+        return best, label

@@ -1,0 +1,95 @@
+"""The streaming comparison (refnorm/check/compare.py): the compiled loop gives the NumPy definition's
+figures, blocks give the whole array's figures, and both give what precision.excess and bias.bias_test
+say of the whole array."""
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from refnorm.check import compare as C
+from refnorm.check.bias import P_CASE, bias_test
+from refnorm.check.precision import NP, excess, ratio
+
+DTYPES = ["float64", "float32", "float16", "bfloat16"]
+
+
+def _special(dt, rng, shape):
+    """Returned values with the edge cases: +-0, subnormals, powers of two, +-max, +-inf, NaN."""
+    fi = ml_dtypes.finfo(NP[dt]) if dt == "bfloat16" else np.finfo(NP[dt])
+    ref = rng.standard_normal(shape) * rng.choice([1e-3, 1.0, 1e3], size=shape)
+    got = ref.astype(NP[dt])
+    flat = got.reshape(-1)
+    picks = [0.0, -0.0, float(fi.smallest_subnormal), -float(fi.smallest_subnormal), float(fi.tiny), 2.0, -0.5,
+             float(fi.max), -float(fi.max), np.inf, -np.inf, np.nan]
+    idx = rng.choice(flat.size, size=len(picks), replace=False)
+    flat[idx] = np.array(picks).astype(NP[dt])
+    r = ref.reshape(-1)
+    r[idx[:6]] = flat[idx[:6]].astype(np.float64) * (1 + 1e-3)
+    r[idx[-1]] = np.nan if rng.random() < 0.5 else 1.0
+    r[idx[-3]] = np.inf
+    E = np.abs(ref) * 1e-3
+    E.reshape(-1)[rng.choice(flat.size, size=3, replace=False)] = [np.inf, 0.0, 1e300]
+    return got, ref, E
+
+
+def _run(got, ref, E, dt, blocks, native):
+    acc = C.ArrayAccumulator(got, float(np.max(np.where(np.isfinite(ref), np.abs(ref), 0.0))), dt)
+    if not native:
+        acc.mod = None
+    edges = np.linspace(0, got.shape[0], blocks + 1).astype(int)
+    for r0, r1 in zip(edges[:-1], edges[1:]):
+        acc.add(ref[r0:r1], E[r0:r1], int(r0))
+    return acc.figures()
+
+
+def _same(a, b, rel=1e-12):
+    for k in a:
+        x, y = a[k], b[k]
+        if isinstance(x, float):
+            # the bias ratio is a ratio of sums, summed in another order: equal within rounding of its terms
+            tol = rel * max(abs(x), abs(y)) + (1e-12 if k == "bias" else 0.0)
+            assert (math.isnan(x) and math.isnan(y)) or x == y or abs(x - y) <= tol, (k, x, y)
+        elif k != "bias_where" or a["bias"] > 1e-9:     # where a ratio of ~0 (noise) is worst: no matter
+            assert repr(x) == repr(y), (k, x, y)      # repr: NaN equals NaN
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("shape", [(37, 5), (6, 4, 9), (200,)])
+def test_native_blocks_and_numpy_agree(dt, shape):
+    if C.native() is None:
+        pytest.skip("refnorm.check._judge is not built")
+    rng = np.random.default_rng(len(shape) * 10 + DTYPES.index(dt))
+    got, ref, E = _special(dt, rng, shape)
+    whole = _run(got, ref, E, dt, 1, native=False)
+    _same(_run(got, ref, E, dt, 1, native=True), whole)
+    _same(_run(got, ref, E, dt, 4, native=True), whole)
+    _same(_run(got, ref, E, dt, 3, native=False), whole)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_figures_are_those_of_excess_and_the_bias_test(dt):
+    """The whole-array definitions (precision.excess, precision.ratio, bias.bias_test) on finite data."""
+    rng = np.random.default_rng(7)
+    ref = rng.standard_normal((64, 33)) * 3
+    got = (ref * (1 + 2.0 ** -9)).astype(NP[dt])        # a planted bias: the test must see it
+    E = np.abs(ref) * 2.0 ** -12
+    fig = _run(got, ref, E, dt, 3, native=C.native() is not None)
+    assert fig["ratio"] == pytest.approx(float(np.max(ratio(excess(got, ref), E))), rel=1e-12)
+    want, where, _, _ = bias_test(got, ref, E, P_CASE / C.MAX_ARRAYS)
+    assert fig["bias"] == pytest.approx(want, rel=1e-9) and fig["bias_where"] == where
+    assert fig["bias"] > 1 or dt == "float64" and fig["ratio"] > 1
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64", "float16"])
+def test_multiplicities_exact_and_bucketed(dt, monkeypatch):
+    rng = np.random.default_rng(3)
+    got = rng.integers(-50, 50, size=(300, 7)).astype(NP[dt]) / 8
+    got[0, 0], got[0, 1] = 0.0, -0.0
+    _, inv, cnt = np.unique(np.where(got == 0, 0.0, got.astype(np.float64)), return_inverse=True,
+                            return_counts=True)
+    exact = cnt[inv.reshape(got.shape)]
+    assert np.array_equal(C.multiplicities(got), exact)
+    if C.native() is not None and got.itemsize > 2:
+        monkeypatch.setattr(C, "EXACT_SLOTS", 16)           # too small: bucket counts, never below exact
+        assert (C.multiplicities(got) >= exact).all()
