@@ -37,9 +37,9 @@ def _run(got, ref, E, dt, blocks, native):
     acc = C.ArrayAccumulator(got, float(np.max(np.where(np.isfinite(ref), np.abs(ref), 0.0))), dt)
     if not native:
         acc.mod = None
-    edges = np.linspace(0, got.shape[0], blocks + 1).astype(int)
-    for r0, r1 in zip(edges[:-1], edges[1:]):
-        acc.add(ref[r0:r1], E[r0:r1], int(r0))
+    edges = np.linspace(0, got.size, blocks + 1).astype(int)      # flat ranges, not whole rows
+    for s, e in zip(edges[:-1], edges[1:]):
+        acc.add(ref.reshape(-1)[s:e], E.reshape(-1)[s:e], int(s))
     return acc.figures()
 
 

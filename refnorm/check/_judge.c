@@ -7,18 +7,18 @@
  * the worst elements, and the bias test's per-group sums. tests/test_judge_fast.py checks it against the
  * NumPy path; REFNORM_NATIVE=0 runs the NumPy path.
  *
- *   compare(g, ref, E, mult, kind, scale, shape, row0, acc) -> (max_ratio, over, unconstrained,
+ *   compare(g, ref, E, mult, kind, scale, shape, start, acc) -> (max_ratio, over, unconstrained,
  *           dmax, max_bound, top)
  *       g, ref, E: C-contiguous float64 blocks of n values (g: the returned values, exactly
  *       representable in the dtype `kind`: 0 float64, 1 float32, 2 float16, 3 bfloat16); mult: uint32
  *       multiplicities of the returned values (bias.py); scale: max|ref| over the whole array; shape:
- *       the WHOLE array's shape; the block is rows row0.. of its axis 0. acc (float64, updated in place)
+ *       the WHOLE array's shape; the block is its elements start..start+n-1 in C order. acc (float64, updated in place)
  *       holds the bias sums (S, sum E, Q) of the group "all" then of every index along every axis, in
  *       that order; elements outside the test add nothing (bias.py's `ok`). top: the 3 largest ratios
  *       (ratio, flat index in the whole array), ties to the lowest index.
- *   value_counts(keys, exact_limit) -> uint32 counts: for each key (uint64), how many keys equal it
- *       (exact: an open-addressing table when it needs at most exact_limit slots; otherwise each key's
- *       count is that of its bucket among 2^24 by a hash: never smaller than the exact count).
+ *   value_counts(keys, out, exact_limit) -> exact: out[i] (uint32) = how many keys (uint64) equal keys[i]
+ *       (exact, by hash partitions and small tables, for at most exact_limit keys: 12 bytes a key;
+ *       beyond, each key's count is that of its bucket among 2^24 by a hash: never below the exact one).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -48,7 +48,16 @@ static struct dt dtype_of(int kind)
     return d;
 }
 
-/* [lo, hi]: the reals that round to g in the dtype (precision.rounding_interval). */
+/* 2^k for -1022 <= k <= 1023, built from its bits (no libm call in the loop) */
+static inline double pow2(int k)
+{
+    union { uint64_t u; double d; } v;
+    v.u = (uint64_t)(k + 1023) << 52;
+    return v.d;
+}
+
+/* [lo, hi]: the reals that round to g in the dtype (precision.rounding_interval); g is a value of
+ * the dtype (float32, float16 or bfloat16 here: their spacings are normal float64 numbers). */
 static inline void interval(const struct dt *d, double g, double *lo, double *hi)
 {
     if (d->kind == 0 || isnan(g)) {
@@ -62,16 +71,18 @@ static inline void interval(const struct dt *d, double g, double *lo, double *hi
     }
     double a = fabs(g), away, toward;
     if (a == 0) {
-        away = toward = ldexp(1.0, d->emin - d->p + 1);
-    } else {
-        int k;
-        frexp(a, &k);                 /* a = m 2^k, m in [0.5, 1): a in [2^(k-1), 2^k) */
-        int e = k - 1 > d->emin ? k - 1 : d->emin;
-        away = ldexp(1.0, e - d->p + 1);
-        toward = (a == ldexp(1.0, k - 1) && k - 1 > d->emin) ? away / 2 : away;
+        away = pow2(d->emin - d->p + 1);
+        *lo = -away / 2;
+        *hi = away / 2;
+        return;
     }
-    if (a == 0) { *lo = -away / 2; *hi = away / 2; }
-    else if (g > 0) { *lo = g - toward / 2; *hi = g + away / 2; }
+    union { double d; uint64_t u; } v;
+    v.d = a;
+    int e = (int)((v.u >> 52) & 0x7ff) - 1023;        /* a in [2^e, 2^(e+1)): a is a normal float64 */
+    int ee = e > d->emin ? e : d->emin;
+    away = pow2(ee - d->p + 1);
+    toward = ((v.u & 0xfffffffffffffULL) == 0 && e > d->emin) ? away / 2 : away;
+    if (g > 0) { *lo = g - toward / 2; *hi = g + away / 2; }
     else { *lo = g - away / 2; *hi = g + toward / 2; }
 }
 
@@ -114,8 +125,8 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
     PyObject *og, *oref, *oE, *omult, *oshape, *oacc;
     int kind;
     double scale;
-    Py_ssize_t row0;
-    if (!PyArg_ParseTuple(args, "OOOOidOnO:compare", &og, &oref, &oE, &omult, &kind, &scale, &oshape, &row0,
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "OOOOidOnO:compare", &og, &oref, &oE, &omult, &kind, &scale, &oshape, &start,
                           &oacc))
         return NULL;
     if (kind < 0 || kind > 3) {
@@ -127,7 +138,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "_judge: shape must be a sequence of at most 32 sizes");
         return NULL;
     }
-    Py_ssize_t inner = 1, offs[MAXDIM + 1], acc_len = 1;
+    Py_ssize_t total = 1, offs[MAXDIM + 1], acc_len = 1;
     for (Py_ssize_t a = 0; a < nd; a++) {
         PyObject *it = PySequence_GetItem(oshape, a);
         shape[a] = it ? PyLong_AsSsize_t(it) : -1;
@@ -137,8 +148,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
                 PyErr_SetString(PyExc_ValueError, "_judge: negative size in shape");
             return NULL;
         }
-        if (a > 0)
-            inner *= shape[a];
+        total *= shape[a];
     }
     /* group offsets in acc (in units of groups): "all" at 0, axis a's indices from offs[a] */
     for (Py_ssize_t a = 0; a < nd; a++) {
@@ -160,13 +170,12 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
     }
     Py_ssize_t n = vg.len / 8;
     int bad = vr.len / 8 != n || vE.len / 8 != n || vm.len / 4 != n || va.len / 8 != 3 * acc_len
-              || (nd > 0 && (inner == 0 ? n != 0 : (n % inner != 0 || row0 < 0 || row0 + n / inner > shape[0])))
-              || (nd == 0 && n != 1);
+              || start < 0 || start + n > total;
     if (bad) {
         PyBuffer_Release(&vg); PyBuffer_Release(&vr); PyBuffer_Release(&vE); PyBuffer_Release(&vm);
         PyBuffer_Release(&va);
-        PyErr_Format(PyExc_ValueError, "_judge: block of %zd values does not match the shape, row0=%zd or acc",
-                     n, row0);
+        PyErr_Format(PyExc_ValueError, "_judge: block of %zd values from %zd does not fit the shape, or acc",
+                     n, start);
         return NULL;
     }
     const double *g = vg.buf, *ref = vr.buf, *E = vE.buf;
@@ -178,7 +187,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
     struct top3 top = {{0, 0, 0}, {0, 0, 0}, 0};
     struct dt d = dtype_of(kind);
     double lo_inf = d.kind == 0 ? INFINITY : d.fmax + d.top_half;
-    Py_ssize_t base = row0 * inner;
+    Py_ssize_t base = start;
     Py_ssize_t idx[MAXDIM];
     {   /* the multi-index of the block's first element */
         Py_ssize_t f = base;
@@ -285,6 +294,61 @@ static inline uint64_t mix(uint64_t k)
     return k;
 }
 
+struct slot { uint64_t key; uint32_t count, used; };
+
+/* Exact counts in two cache-friendly steps: the keys are partitioned by 8 bits of their hash (a
+ * counting sort: sequential reads, 256 write streams), then each part is counted in its own small
+ * open-addressing table (it fits the cache). Memory: 12 bytes per key, plus one part's table. */
+static int count_exact(const uint64_t *k, Py_ssize_t n, uint32_t *out)
+{
+    enum { PARTS = 256 };
+    Py_ssize_t start[PARTS + 1] = {0}, fill[PARTS];
+    uint64_t *pk = malloc(sizeof(uint64_t) * (n ? n : 1));
+    uint32_t *pi = malloc(sizeof(uint32_t) * (n ? n : 1));
+    if (!pk || !pi) { free(pk); free(pi); return -1; }
+    for (Py_ssize_t i = 0; i < n; i++)
+        start[(mix(k[i]) >> 56) + 1]++;
+    Py_ssize_t biggest = 0;
+    for (int p = 0; p < PARTS; p++) {
+        if (start[p + 1] > biggest)
+            biggest = start[p + 1];
+        start[p + 1] += start[p];
+        fill[p] = start[p];
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t at = fill[mix(k[i]) >> 56]++;
+        pk[at] = k[i];
+        pi[at] = (uint32_t)i;
+    }
+    Py_ssize_t slots = 1;
+    while (slots < 2 * biggest)
+        slots *= 2;
+    struct slot *t = malloc(sizeof(struct slot) * slots);
+    if (!t) { free(pk); free(pi); return -1; }
+    uint64_t mask = (uint64_t)slots - 1;
+    for (int p = 0; p < PARTS; p++) {
+        Py_ssize_t a = start[p], b = start[p + 1], size = 1;
+        while (size < 2 * (b - a))
+            size *= 2;
+        uint64_t m = (uint64_t)size - 1 < mask ? (uint64_t)size - 1 : mask;
+        memset(t, 0, sizeof(struct slot) * (m + 1));
+        for (int pass = 0; pass < 2; pass++)
+            for (Py_ssize_t i = a; i < b; i++) {
+                uint64_t h = mix(pk[i] ^ 0x9e3779b97f4a7c15ULL) & m;
+                while (t[h].used && t[h].key != pk[i])
+                    h = (h + 1) & m;
+                if (pass == 0) {
+                    t[h].used = 1;
+                    t[h].key = pk[i];
+                    t[h].count++;
+                } else
+                    out[pi[i]] = t[h].count;
+            }
+    }
+    free(t); free(pk); free(pi);
+    return 0;
+}
+
 static PyObject *py_value_counts(PyObject *self, PyObject *args)
 {
     PyObject *okeys, *oout;
@@ -296,49 +360,184 @@ static PyObject *py_value_counts(PyObject *self, PyObject *args)
         return NULL;
     if (get_buf(oout, &vo, "out", "IL", 4, 1) < 0) { PyBuffer_Release(&vk); return NULL; }
     Py_ssize_t n = vk.len / 8;
-    if (vo.len / 4 != n) {
+    if (vo.len / 4 != n || n > (Py_ssize_t)UINT32_MAX) {
         PyBuffer_Release(&vk); PyBuffer_Release(&vo);
-        PyErr_SetString(PyExc_ValueError, "_judge: out must have as many values as keys");
+        PyErr_SetString(PyExc_ValueError, "_judge: out must have as many values as keys (at most 2^32)");
         return NULL;
     }
     const uint64_t *k = vk.buf;
     uint32_t *out = vo.buf;
-    Py_ssize_t slots = 1;
-    while (slots < 2 * n)
-        slots *= 2;
-    int exact = slots <= exact_limit;
-    if (!exact)
-        slots = (Py_ssize_t)1 << 24;
-    uint64_t *keys = exact ? malloc(sizeof(uint64_t) * slots) : NULL;
-    uint32_t *cnt = calloc(slots, sizeof(uint32_t));
-    unsigned char *used = exact ? calloc(slots, 1) : NULL;
-    if (!cnt || (exact && (!keys || !used))) {
-        free(keys); free(cnt); free(used);
+    int exact = n <= exact_limit, failed = 0;
+    uint32_t *cnt = exact ? NULL : calloc((size_t)1 << 24, sizeof(uint32_t));
+    if (!exact && !cnt) {
         PyBuffer_Release(&vk); PyBuffer_Release(&vo);
         return PyErr_NoMemory();
     }
-    uint64_t mask = (uint64_t)slots - 1;
     Py_BEGIN_ALLOW_THREADS
-    for (int pass = 0; pass < 2; pass++)
-        for (Py_ssize_t i = 0; i < n; i++) {
-            uint64_t h = mix(k[i]) & mask;
-            if (exact)
-                while (used[h] && keys[h] != k[i])
-                    h = (h + 1) & mask;
-            if (pass == 0) {
-                if (exact && !used[h]) { used[h] = 1; keys[h] = k[i]; }
-                cnt[h]++;
-            } else
-                out[i] = cnt[h];
-        }
+    if (exact)
+        failed = count_exact(k, n, out) < 0;
+    else {
+        for (Py_ssize_t i = 0; i < n; i++)
+            cnt[mix(k[i]) >> 40]++;
+        for (Py_ssize_t i = 0; i < n; i++)
+            out[i] = cnt[mix(k[i]) >> 40];
+    }
     Py_END_ALLOW_THREADS
-    free(keys); free(cnt); free(used);
+    free(cnt);
     PyBuffer_Release(&vk); PyBuffer_Release(&vo);
+    if (failed)
+        return PyErr_NoMemory();
     return PyBool_FromLong(exact);
 }
 
+/* ------------------------------------------------------------------ row bounds */
+/* bounds/_rows.row_bounds for rows of a C-contiguous (m, n) float64 x whose parameters are one value
+ * per column (w, b: n values or None) and cotangent g (m, n or None): the same formulas, the row sums
+ * in a plain loop instead of NumPy's pairwise sums (the same values within rounding). Writes E_y and
+ * E_dx (m*n), adds the parameter-gradient terms summed over rows into tw, tb (n), and per row
+ * (mean bound, rstd bound, S, K, var, mu) into stats (m*6). */
+static PyObject *py_row_bounds(PyObject *self, PyObject *args)
+{
+    PyObject *ox, *ow, *ob, *og, *oEy, *oEdx, *otw, *otb, *ost;
+    double eps, u, gn, gm, ud, eta;
+    int centered, ddof, eps_std, lowp, epi;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOdddddiiiiid:row_bounds", &ox, &ow, &ob, &og, &oEy, &oEdx, &otw, &otb,
+                          &ost, &eps, &u, &gn, &gm, &ud, &centered, &ddof, &eps_std, &lowp, &epi, &eta))
+        return NULL;
+    Py_buffer v[9];
+    PyObject *o[9] = {ox, ow, ob, og, oEy, oEdx, otw, otb, ost};
+    const char *names[9] = {"x", "w", "b", "g", "E_y", "E_dx", "tw", "tb", "stats"};
+    int writable[9] = {0, 0, 0, 0, 1, 1, 1, 1, 1};
+    int held[9] = {0};
+    double *p[9] = {NULL};
+    for (int i = 0; i < 9; i++) {
+        if (o[i] == Py_None)
+            continue;
+        if (get_buf(o[i], &v[i], names[i], "d", 8, writable[i]) < 0) {
+            for (int j = 0; j < i; j++) if (held[j]) PyBuffer_Release(&v[j]);
+            return NULL;
+        }
+        held[i] = 1;
+        p[i] = v[i].buf;
+    }
+    PyObject *xo = ox;
+    Py_ssize_t m = -1, n = -1;
+    if (PyObject_HasAttrString(xo, "shape")) {
+        PyObject *sh = PyObject_GetAttrString(xo, "shape");
+        if (sh && PyTuple_Check(sh) && PyTuple_Size(sh) == 2) {
+            m = PyLong_AsSsize_t(PyTuple_GetItem(sh, 0));
+            n = PyLong_AsSsize_t(PyTuple_GetItem(sh, 1));
+        }
+        Py_XDECREF(sh);
+    }
+    Py_ssize_t len[9] = {m * n, n, n, m * n, m * n, m * n, n, n, 6 * m};
+    int bad = m < 0 || n < 1 || !p[0] || !p[4] || !p[8] || (p[3] && (!p[5] || !p[6] || !p[7]));
+    for (int i = 0; i < 9 && !bad; i++)
+        if (held[i] && v[i].len / 8 != len[i])
+            bad = 1;
+    if (bad) {
+        for (int j = 0; j < 9; j++) if (held[j]) PyBuffer_Release(&v[j]);
+        PyErr_SetString(PyExc_ValueError, "_judge.row_bounds: x must be (m, n) with n >= 1, and the other "
+                        "arrays sized to match (w, b, tw, tb: n; g, E_y, E_dx: m*n; stats: 6*m)");
+        return NULL;
+    }
+    const double *X = p[0], *W = p[1], *B = p[2], *G = p[3];
+    double *Ey = p[4], *Edx = p[5], *TW = p[6], *TB = p[7], *ST = p[8];
+    Py_BEGIN_ALLOW_THREADS
+    double dn = (double)n, dd = (double)(n - ddof > 1 ? n - ddof : 1);
+    for (Py_ssize_t i = 0; i < m; i++) {
+        const double *x = X + i * n;
+        const double *g = G ? G + i * n : NULL;
+        double s1 = 0, sa = 0, sq = 0;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            s1 += x[j];
+            sa += fabs(x[j]);
+            sq += x[j] * x[j];
+        }
+        double mu = 0, var;
+        if (centered) {
+            mu = s1 / dn;
+            double s2 = 0;
+            for (Py_ssize_t j = 0; j < n; j++) {
+                double d = x[j] - mu;
+                s2 += d * d;
+            }
+            var = s2 / dd;
+        } else
+            var = sq / dn;
+        double r = eps_std ? 1.0 / (sqrt(var) + eps) : 1.0 / sqrt(var + eps);
+        double S = sa / dn, amu = fabs(mu);
+        double K = centered ? r * S : 0.0, rho = (1.0 + K) / 2, Kmu = r * amu;
+        double q2 = (gn * u) * (gn * u) * K * K / 2, ud2 = 2 * ud * ud * Kmu * Kmu;
+        double Dc = r * (amu + eta / ud);
+        double *ey = Ey + i * n;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            double xh = (x[j] - mu) * r, axh = fabs(xh);
+            double aw = W ? fabs(W[j]) : 1.0, ab = B ? fabs(B[j]) : 0.0;
+            double y = xh * (W ? W[j] : 1.0) + (B ? B[j] : 0.0);
+            double kap = centered ? r * (fabs(x[j]) + amu) : axh;
+            double e = u * (gn * aw * (K + rho * axh) + 4 * (aw * kap + ab + fabs(y))) + q2 * aw * (axh + 1);
+            if (lowp) {
+                e += 2 * ud * aw * (Dc + axh) + ud2 * aw * (axh + 1);
+                if (epi)
+                    e += 2 * ud * (aw * kap + ab + fabs(y)) + 2 * eta * (1 + aw);
+            }
+            ey[j] = e;
+        }
+        double Em = u * (gn * S + 4 * amu), Er = u * r * (gn * rho + 4);
+        if (lowp) {
+            Em += 2 * ud * amu;
+            Er += 2 * ud * r + 2 * ud * ud * r * Kmu * Kmu;
+        }
+        double *st = ST + 6 * i;
+        st[0] = Em; st[1] = Er; st[2] = S; st[3] = K; st[4] = var; st[5] = mu;
+        if (!g)
+            continue;
+        double sgw = 0, sagw = 0, sgx = 0, sbg = 0, skg = 0, sgd = 0;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            double xh = (x[j] - mu) * r, axh = fabs(xh);
+            double gw = g[j] * (W ? W[j] : 1.0), agw = fabs(gw);
+            double kap = centered ? r * (fabs(x[j]) + amu) : axh;
+            sgw += gw; sagw += agw; sgx += gw * xh; sbg += agw * axh; skg += agw * kap; sgd += agw * (Dc + axh);
+        }
+        double A = centered ? sgw / dn : 0.0, Bv = sgx / (centered ? dd : dn);
+        double aA = fabs(A), aB = fabs(Bv), Ag = centered ? sagw / dn : 0.0;
+        double Bg = sbg / dn, Kg = skg / dn, Dg = sgd / dn;
+        double *edx = Edx + i * n;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            double xh = (x[j] - mu) * r, axh = fabs(xh);
+            double gw = g[j] * (W ? W[j] : 1.0), agw = fabs(gw), ag = fabs(g[j]);
+            double kap = centered ? r * (fabs(x[j]) + amu) : axh;
+            double dx = r * (gw - A - xh * Bv), adx = fabs(dx);
+            double pw = r * (agw + aA + axh * aB + aB * kap + axh * Kg);
+            double e = u * (gn * (r * (Ag + axh * ((1 + rho) * Bg + Kg) + aB * (K + 3 * rho * axh)) + rho * adx)
+                            + 4 * pw) + q2 * (adx + r * (aB + Ag) * (axh + 1));
+            double tw = u * (gm * ag * kap + gn * ag * (K + rho * axh) + 4 * ag * kap) + q2 * ag * (axh + 1);
+            double tb = u * gm * ag;
+            if (lowp) {
+                double D = Dc + axh;
+                e += 2 * ud * (r * (aB * D + axh * Dg) + adx) + ud2 * (adx + r * (aB + Ag) * (axh + 1));
+                tw += ud * (2 * ag * D + gm * ag * axh) + ud2 * ag * (axh + 1);
+                tb += ud * gm * ag;
+                if (epi) {
+                    e += 2 * ud * pw;
+                    tw += 2 * ud * ag * kap;
+                }
+            }
+            edx[j] = e;
+            TW[j] += tw;
+            TB[j] += tb;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    for (int j = 0; j < 9; j++) if (held[j]) PyBuffer_Release(&v[j]);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
-    {"compare", py_compare, METH_VARARGS, "compare(g, ref, E, mult, kind, scale, shape, row0, acc)"},
+    {"compare", py_compare, METH_VARARGS, "compare(g, ref, E, mult, kind, scale, shape, start, acc)"},
+    {"row_bounds", py_row_bounds, METH_VARARGS,
+     "row_bounds(x, w, b, g, E_y, E_dx, tw, tb, stats, eps, u, gn, gm, ud, centered, ddof, eps_std, lowp, epi, eta)"},
     {"value_counts", py_value_counts, METH_VARARGS, "value_counts(keys, out, exact_limit) -> exact"},
     {NULL, NULL, 0, NULL}
 };

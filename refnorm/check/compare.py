@@ -4,8 +4,8 @@ error, worst elements) and the bias test's group sums (bias.py), accumulated blo
 more than one block of float64 temporaries is ever held (the streaming judge, docs/performance.md).
 
     acc = ArrayAccumulator(got, scale, case_dtype)     # got: the whole returned array (its dtype)
-    for each block of rows r0..r1 along axis 0:  acc.add(ref_block, E_block, r0)
-    acc.figures() -> (ratio, over, unconstrained, dmax, max_bound, worst, bias, bias_where)
+    for each block (elements start.. of the array in C order):  acc.add(ref_block, E_block, start)
+    acc.figures() -> the fields of core.ArrayResult (ratio, over, unconstrained, worst, bias, ...)
 
 ``scale`` (max |reference| over the whole array) must be known before the first block: an element is
 unconstrained when its bound is at least that scale (core.py, "Verdicts").
@@ -16,7 +16,7 @@ the same in one pass (tests/test_compare.py checks they agree).
 
 Multiplicities for the bias test: how many elements of the whole returned array hold each element's
 value (+0 and -0 one value). 16-bit dtypes: a 65536-bin count of the bit patterns. Wider dtypes: an
-exact hash count (C) while its table fits EXACT_SLOTS slots, else each value's count is that of its
+exact count (C: hash partitions) for up to EXACT_SLOTS values, else each value's count is that of its
 bucket among 2^24 (never below the exact count: a larger allowance, so never a false alarm the exact
 count would not raise); without the C module, ``np.unique`` (exact, n log n).
 """
@@ -32,7 +32,7 @@ from .precision import NP, UNIT_ROUNDOFF, rounding_interval
 
 WORST_SHOWN = 3
 MAX_ARRAYS = 64        # the bias test's false-alarm budget P_CASE is split over this many arrays per case
-EXACT_SLOTS = 1 << 23  # the exact hash count's table (13 bytes a slot): 8M slots, at most 4M values
+EXACT_SLOTS = 1 << 24  # exact counts for up to 16M values (12 bytes each: at most 192 MiB)
 KIND = {"float64": 0, "float32": 1, "float16": 2, "bfloat16": 3}
 
 _UNSET = object()
@@ -82,10 +82,11 @@ def _acc_len(shape) -> int:
     return group_count(shape)
 
 
-def compare_block(g, ref, E, mult, kind, scale, shape, row0, acc):
+def compare_block(g, ref, E, mult, kind, scale, shape, start, acc):
     """NumPy definition of one block (``_judge.compare``'s contract, module docstring): ``g``, ``ref``,
-    ``E`` float64 and ``mult`` uint32 blocks of rows row0.. of an array of ``shape``; adds the bias
-    sums to ``acc`` and returns (max_ratio, over, unconstrained, dmax, max_bound, [(ratio, flat index)])."""
+    ``E`` float64 and ``mult`` uint32 (flat) blocks of the elements start.. (C order) of an array of
+    ``shape``; adds the bias sums to ``acc`` and returns (max_ratio, over, unconstrained, dmax, max_bound,
+    [(ratio, flat index)])."""
     name = next(k for k, v in KIND.items() if v == kind)
     got = g.astype(NP[name])                        # exact: g holds values of that dtype
     lo, hi = rounding_interval(got)
@@ -108,8 +109,7 @@ def compare_block(g, ref, E, mult, kind, scale, shape, row0, acc):
         diff = np.abs(g - ref)
         diff = np.where((gnan & rnan) | (g == ref) | (np.isinf(g) & (ex == 0)), 0.0, diff)
     dmax = float(np.max(diff[~unconstrained], initial=0.0))
-    inner = math.prod(shape[1:]) if len(shape) > 1 else 1
-    base = row0 * inner
+    base = start
     top = []
     if r.size:
         key = -r.reshape(-1)
@@ -129,24 +129,28 @@ def compare_block(g, ref, E, mult, kind, scale, shape, row0, acc):
     q_el = np.where(ok, width * width * mult, 0.0)
     n_groups = acc.size // 3
     for j, t in enumerate((s_el, e_el, q_el)):
-        _add_sums(acc, j * n_groups, t, shape, row0, inner)
+        _add_sums(acc, j * n_groups, t, shape, start)
     return (float(np.max(r, initial=0.0)), int((r > 1).sum()), int(unconstrained.sum()), dmax,
             float(np.max(E, initial=0.0)), top)
 
 
 @np.errstate(over="ignore", invalid="ignore")
-def _add_sums(acc, at, t, shape, row0, inner):
-    """Add the group sums of one element term ``t`` (a block of rows row0..) to acc[at:]."""
+def _add_sums(acc, at, t, shape, start):
+    """Add the group sums of one element term ``t`` (elements start.. in C order) to acc[at:]."""
     acc[at] += t.sum()
     if len(shape) > 1:
         o = 1
-        bshape = (t.size // inner if inner else 0,) + tuple(shape[1:])
-        tb = t.reshape(bshape)
+        flat = t.reshape(-1)
+        if start == 0 and flat.size == math.prod(shape):
+            idx = None                                        # the whole array: sums over axes
+            tb = flat.reshape(shape)
+        else:
+            idx = np.unravel_index(np.arange(start, start + flat.size), shape)
         for ax, n in enumerate(shape):
             if n > 1:
-                part = tb.sum(axis=tuple(a for a in range(len(shape)) if a != ax))
-                start = at + o + (row0 if ax == 0 else 0)
-                acc[start:start + part.size] += part
+                part = (tb.sum(axis=tuple(a for a in range(len(shape)) if a != ax)) if idx is None
+                        else np.bincount(idx[ax], weights=flat, minlength=n))
+                acc[at + o:at + o + n] += part
                 o += n
 
 
@@ -164,25 +168,23 @@ class ArrayAccumulator:
         self.kind = KIND[case_dtype]
         self.scale = scale
         self.p_array = p_array
-        self.mult = multiplicities(got)
+        self.flat = got.reshape(-1)             # a view when got is contiguous (else one copy, in its dtype)
+        self.mult = multiplicities(got).reshape(-1)
         self.acc = np.zeros(3 * _acc_len(self.shape))
         self.maxr, self.over, self.unc, self.dmax, self.maxE = 0.0, 0, 0, 0.0, 0.0
         self.top = []
         self.mod = native()
 
-    def rows(self, a, r0, r1):
-        return a if a.ndim == 0 else a[r0:r1]
-
-    def add(self, ref, E, r0=0):
-        """Judge rows r0.. (as many as ``ref`` has along axis 0) of the returned array."""
-        r1 = r0 + (ref.shape[0] if ref.ndim else 1)
-        g = np.ascontiguousarray(self.rows(self.got, r0, r1), dtype=np.float64)
-        ref = np.ascontiguousarray(ref, dtype=np.float64)
-        E = np.ascontiguousarray(np.broadcast_to(np.asarray(E, dtype=np.float64), ref.shape))
-        mult = np.ascontiguousarray(self.rows(self.mult, r0, r1))
+    def add(self, ref, E, start=0):
+        """Judge the elements start.. (C order; as many as ``ref`` has) of the returned array."""
+        ref = np.ascontiguousarray(ref, dtype=np.float64).reshape(-1)
+        stop = start + ref.size
+        g = np.asarray(self.flat[start:stop], dtype=np.float64)
+        E = np.ascontiguousarray(np.broadcast_to(np.asarray(E, dtype=np.float64).reshape(-1), ref.shape))
+        mult = self.mult[start:stop]
         fn = self.mod.compare if self.mod is not None else compare_block
-        maxr, over, unc, dmax, maxE, top = fn(g, ref, E, mult, self.kind, self.scale, self.shape, r0, self.acc)
-        base = r0 * (math.prod(self.shape[1:]) if len(self.shape) > 1 else 1)
+        maxr, over, unc, dmax, maxE, top = fn(g, ref, E, mult, self.kind, self.scale, self.shape, start, self.acc)
+        base = start
         top = [(t, i, float(g.flat[i - base]), float(ref.flat[i - base]), float(E.flat[i - base])) for t, i in top]
         self.maxr = max(self.maxr, maxr)
         self.over += over

@@ -59,9 +59,12 @@ def standardize(x, axes, *, view=None, weight=None, bias=None, pshape_bcast=None
     wb = None if weight is None else np.asarray(weight, dtype=np.float64).reshape(pb)
     bb = None if bias is None else np.asarray(bias, dtype=np.float64).reshape(pb)
     m_param = _m_param(L, pb) if pb is not None else 1
+    # the parameters' elements are the row's columns: rows are the leading axes, parameters the trailing ones
+    per_column = (pb is not None and L.perm == list(range(len(L.view))) and L.view == L.shape
+                  and math.prod(pb) == L.n and all(a is None or np.size(a) == L.n for a in (weight, bias)))
     rb = row_bounds(L.rows(x), L.rows(wb), L.rows(bb), L.rows(dy), eps=eps, u=u, reduction=reduction,
                     m_param=m_param, centered=centered, ddof=ddof, eps_mode=eps_mode, contract=contract,
-                    case_dtype=case_dtype)
+                    case_dtype=case_dtype, params_per_column=per_column)
     outs = {"y": L.back(rb.y)}
     if stat_shape is not None:
         mean_name, r_name = stat_names
@@ -76,10 +79,13 @@ def standardize(x, axes, *, view=None, weight=None, bias=None, pshape_bcast=None
     grads = {}
     if dy is not None:
         grads["x"] = L.back(rb.dx)
+        # the compiled row bounds sum the parameter terms over rows already (one value per column)
         if weight is not None:
-            grads["weight"] = _param_sum(L, rb.t_w, pb, np.shape(weight))
+            grads["weight"] = (rb.t_w_cols.reshape(np.shape(weight)) if rb.t_w_cols is not None
+                               else _param_sum(L, rb.t_w, pb, np.shape(weight)))
         if bias is not None:
-            grads["bias"] = _param_sum(L, rb.t_b, pb, np.shape(bias))
+            grads["bias"] = (rb.t_b_cols.reshape(np.shape(bias)) if rb.t_b_cols is not None
+                             else _param_sum(L, rb.t_b, pb, np.shape(bias)))
     return outs, grads, rb, L
 
 
