@@ -55,7 +55,7 @@ from ..golden import commands as golden_commands
 from ..golden import layouts
 from ..golden.store import GoldenError
 from . import bounds as B
-from . import diagnosis
+from . import diagnosis, stream
 from .backends.base import Call, Contract
 from .compare import ArrayAccumulator
 from .precision import NP, RANK, dtype_name
@@ -275,14 +275,28 @@ SINGULAR = {"outputs": "output", "grads": "grad", "state": "state"}
 
 def _judge(step, part, name, got, ref, E, case_dtype, integer=False):
     ref = np.asarray(ref, dtype=np.float64)
+    prepared = _prepare(step, part, name, got, ref.shape, case_dtype, integer, ref)
+    if isinstance(prepared, ArrayResult):
+        return prepared
+    got, returned = prepared
+    E = np.broadcast_to(np.asarray(E, dtype=np.float64), ref.shape)
+    acc = ArrayAccumulator(got, array_scale(ref), dtype_name(got.dtype))
+    acc.add(ref, E, 0)
+    return ArrayResult(step, part, name, returned_dtype=returned, **acc.figures())
+
+
+def _prepare(step, part, name, got, shape, case_dtype, integer=False, ref=None):
+    """Check a returned array's shape and dtype: (got in the case dtype, the dtype returned when it
+    was rounded to the case dtype, else ""). An integer state array is judged here, exactly (it
+    needs ``ref``): its ArrayResult is returned instead. Raises ValueError/TypeError (module docstring)."""
     what = SINGULAR[part]
-    if got.shape != ref.shape:
-        raise ValueError(f"step {step}: {what} {name!r} has shape {got.shape}, expected {ref.shape}")
+    if got.shape != tuple(shape):
+        raise ValueError(f"step {step}: {what} {name!r} has shape {got.shape}, expected {tuple(shape)}")
     if integer:
         if got.dtype.kind not in "iu":
             raise TypeError(f"step {step}: {what} {name!r} has dtype {got.dtype}, expected an integer dtype")
-        bad = got.astype(np.int64) != ref.astype(np.int64)
-        worst = [(tuple(int(i) for i in idx), float(got[tuple(idx)]), float(ref[tuple(idx)]), 0.0)
+        bad = got.astype(np.int64) != np.asarray(ref).astype(np.int64)
+        worst = [(tuple(int(i) for i in idx), float(got[tuple(idx)]), float(np.asarray(ref)[tuple(idx)]), 0.0)
                  for idx in np.argwhere(bad)[:WORST_SHOWN]]
         return ArrayResult(step, part, name, str(got.dtype), got.size, math.inf if bad.any() else 0.0,
                            math.inf if bad.any() else 0.0, 0, worst, int(bad.sum()))
@@ -296,13 +310,10 @@ def _judge(step, part, name, got, ref, E, case_dtype, integer=False):
     returned = ""
     if dn != case_dtype and part != "state":
         # the conversion rule (module docstring): judged as the case dtype, rounded to nearest even
-        returned, dn = dn, case_dtype
+        returned = dn
         with np.errstate(over="ignore"):
             got = got.astype(NP[case_dtype])
-    E = np.broadcast_to(np.asarray(E, dtype=np.float64), ref.shape)
-    acc = ArrayAccumulator(got, array_scale(ref), dn)
-    acc.add(ref, E, 0)
-    return ArrayResult(step, part, name, returned_dtype=returned, **acc.figures())
+    return got, returned
 
 
 def array_scale(ref) -> float:
@@ -377,7 +388,7 @@ def unknown_names(op, got) -> list:
 
 
 def judge_returned(step, op, compare, backward, got, ref, E, case_dtype, arrays, unchecked, why=None,
-                   optional=None):
+                   optional=None, judge=None):
     """Judge what a backend returned for one call (``got``: {"outputs"|"grads"|"state": {name: array}})
     against ``ref`` within ``E``, for the names in ``compare`` (same keys). Appends an ``ArrayResult``
     per judged array to ``arrays`` and "step<i>.<part>.<name>" to ``unchecked`` for arrays not returned
@@ -385,8 +396,10 @@ def judge_returned(step, op, compare, backward, got, ref, E, case_dtype, arrays,
     the statistics outputs (mean, rstd, ...) the backend does not return are appended instead: they
     are optional parts of a backend's result (``Returned``), listed but not unchecked. Raises ValueError
     for a name the op does not have, for a missing differentiable output, gradient (when ``backward``)
-    or state, or a misshapen array; TypeError for a wrongly typed one."""
+    or state, or a misshapen array; TypeError for a wrongly typed one. ``judge``: called instead of
+    ``_judge`` for each array (same arguments); what it returns is appended unless None."""
     spec = registry.get(op)
+    judge = judge or _judge
     bad = unknown_names(op, got)
     if bad:
         raise ValueError(f"step {step}: the backend returned unknown name(s): {'; '.join(bad)}")
@@ -410,8 +423,102 @@ def judge_returned(step, op, compare, backward, got, ref, E, case_dtype, arrays,
                 unchecked.append(key)
                 why[key] = "no bound is derived for it"
                 continue
-            arrays.append(_judge(step, part, k, a, getattr(ref, part)[k], E[part][k], case_dtype,
-                                 integer=part == "state" and k in spec.integer_state))
+            res = judge(step, part, k, a, getattr(ref, part)[k], E[part][k], case_dtype,
+                        integer=part == "state" and k in spec.integer_state)
+            if res is not None:
+                arrays.append(res)
+
+
+def judge_call(step, op, case_dtype, config, training, inputs, cotangents, state, got, compare, backward,
+               contract, arrays, unchecked, why=None, optional=None, cond=0.0, blocks=True):
+    """Reference, bounds and judgement of one call (what ``check_case`` and ``refnorm.testing`` do per
+    step): appends to ``arrays`` / ``unchecked`` as ``judge_returned`` does, and under a relaxed
+    contract sets each array's ``strict_ratio``. A large call of a row-wise op is judged in blocks of
+    rows with bounded memory (stream.py; ``blocks=False`` never). ``compare`` may be a function of
+    the reference (of the call, or of its first row) that returns the names to judge. Returns
+    (reference, bounds, compare) of the whole-array path, or (None, None, compare) in blocks."""
+    relaxed = contract.kind in ("stats_d", "epi_d")
+    contracts = [contract] + ([Contract("strict", contract.reduction, contract.acc)] if relaxed else [])
+    p = stream.plan(op, config, training, inputs, state) if blocks and contract.kind != "exact" else None
+    if p is not None:
+        done = _judge_in_blocks(p, step, op, case_dtype, config, training, inputs, cotangents, got, compare,
+                                backward, contracts, arrays, unchecked, why, optional)
+        if done:
+            return None, None, done
+    ref = reference(op, config, training, inputs, cotangents, state)
+    compare = compare(ref) if callable(compare) else compare
+    E = derive_bounds(op, case_dtype, config, training, inputs, cotangents, state, ref, contract, cond=cond)
+    first = len(arrays)
+    judge_returned(step, op, compare, backward, got, ref, E, case_dtype, arrays, unchecked, why, optional)
+    if relaxed:
+        E_strict = derive_bounds(op, case_dtype, config, training, inputs, cotangents, state, ref, contracts[1])
+        for a in arrays[first:]:
+            if a.name in E_strict[a.part] and a.dtype in NP and a.verdict != "unconstrained":
+                a.strict_ratio = _judge(step, a.part, a.name, np.asarray(got[a.part][a.name]),
+                                        getattr(ref, a.part)[a.name], E_strict[a.part][a.name], case_dtype).ratio
+    return ref, E, compare
+
+
+def _judge_in_blocks(p, step, op, case_dtype, config, training, inputs, cotangents, got, compare, backward,
+                     contracts, arrays, unchecked, why, optional):
+    """``judge_call`` in blocks of rows (stream.py): the names compared, or None when some array has no
+    view as rows (nothing is appended then)."""
+    # the names, shapes and bounds judged: from the call on the first row (one row's reference)
+    lead = np.shape(inputs["x"])[:p.lead]
+    one = {k: (np.asarray(v)[(0,) * p.lead][None] if np.ndim(v) >= p.lead and np.shape(v)[:p.lead] == lead else v)
+           for k, v in inputs.items()}
+    one_cot = {k: np.asarray(v)[(0,) * p.lead][None] for k, v in cotangents.items()}
+    ref1 = reference(op, config, training, one, one_cot, {})
+    E1 = derive_bounds(op, case_dtype, config, training, one, one_cot, {}, ref1, contracts[0])
+    summed = {k for k in ref1.grads if k not in one or one[k] is inputs[k]}
+    compare = compare(ref1) if callable(compare) else compare
+
+    class Shapes:                                   # zero-memory stand-ins with the whole call's shapes
+        pass
+    shapes = Shapes()
+    for part in ("outputs", "grads", "state"):
+        d = {}
+        for k, a in getattr(ref1, part).items():
+            whole = np.shape(a) if (part == "grads" and k in summed) or part == "state" else lead + np.shape(a)[1:]
+            d[k] = np.broadcast_to(np.float64(0), whole)
+        setattr(shapes, part, d)
+    prepared = {}
+
+    def record(step_, part, k, a, ref_stub, E_, case_dtype_, integer=False):
+        res = _prepare(step_, part, k, a, ref_stub.shape, case_dtype_, integer, ref_stub)
+        if isinstance(res, ArrayResult):
+            return res
+        prepared[(part, k)] = res
+        return None
+    n0, n_unc, n_opt = len(arrays), len(unchecked), len(optional) if optional is not None else 0
+    judge_returned(step, op, compare, backward, got, shapes, E1, case_dtype, arrays, unchecked, why, optional,
+                   judge=record)
+    if len(arrays) != n0:                           # an integer array: not a row-wise call after all
+        del arrays[n0:], unchecked[n_unc:]
+        if optional is not None:
+            del optional[n_opt:]
+        return None
+    judged = {"outputs": tuple(k for part, k in prepared if part == "outputs"),
+              "grads": tuple(k for part, k in prepared if part == "grads")}
+    mine = {"outputs": {k: prepared[("outputs", k)][0] for k in judged["outputs"]},
+            "grads": {k: prepared[("grads", k)][0] for k in judged["grads"]}}
+    res = stream.judge_blocked(p, op, case_dtype, config, training, inputs, cotangents, mine, judged, contracts,
+                               reference, derive_bounds)
+    if res is None:
+        return None
+    for (part, k), (a, returned) in prepared.items():
+        figs = res[(part, k)]
+        if isinstance(figs[0], tuple):          # ("whole", reference, bound) of a parameter gradient
+            r = _judge(step, part, k, a, figs[0][1], figs[0][2], case_dtype)
+            if len(figs) > 1 and r.verdict != "unconstrained":
+                r.strict_ratio = _judge(step, part, k, a, figs[1][1], figs[1][2], case_dtype).ratio
+            r.returned_dtype = returned
+        else:
+            r = ArrayResult(step, part, k, returned_dtype=returned, **figs[0])
+            if len(figs) > 1 and r.verdict != "unconstrained":
+                r.strict_ratio = figs[1]["ratio"]
+        arrays.append(r)
+    return compare
 
 
 def failure_message(arrays) -> str:
@@ -478,10 +585,10 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True) -> CaseResult:
         spec = registry.get(case.op)
         state = dict(case.init_state)
         records = []                                  # per step, for the diagnosis of a failure
+        blocked = False                               # some step judged in blocks (stream.py)
         for i, st in enumerate(case.steps):
             # the backend gets private copies: whatever it does to them, the reference below is computed
             # from the golden arrays, and a backend that writes into its inputs is told so
-            ref = reference(case.op, case.config, st.training, st.inputs, st.cotangents, state)
             given = (laid(st.inputs), laid(st.cotangents), {k: np.array(v) for k, v in state.items()})
             call = Call(case.op, case.dtype, dict(case.config), st.training, *given)
             try:
@@ -508,10 +615,6 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True) -> CaseResult:
                     out.message = f"step {i}: the backend modified its {what} array(s) {changed} in place"
                     out.arrays.clear()
                     return out
-            if i == 0:
-                _check_golden_agrees(case, ref, st)
-            E = derive_bounds(case.op, case.dtype, case.config, st.training, st.inputs, st.cotangents, state, ref,
-                              contract, cond=st.cond)
             try:
                 got = {"outputs": dict(ret.outputs), "grads": dict(ret.grads), "state": dict(ret.state)}
                 # forward_only (base.py): a backend that declares it computes no gradients, so the golden
@@ -519,21 +622,19 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True) -> CaseResult:
                 # passed); any it does return are judged as usual
                 backward = bool(st.cotangents) and getattr(backend, "forward_only", False) is not True
                 first = len(out.arrays)
-                judge_returned(i, case.op, st.compare, backward, got, ref, E, case.dtype,
-                               out.arrays, out.unchecked, out.unchecked_why, out.not_returned)
-                if contract.kind in ("stats_d", "epi_d"):
-                    strict = Contract("strict", contract.reduction, contract.acc)
-                    E_strict = derive_bounds(case.op, case.dtype, case.config, st.training, st.inputs,
-                                             st.cotangents, state, ref, strict)
-                    for a in out.arrays[first:]:
-                        if a.name in E_strict[a.part] and a.dtype in NP and a.verdict != "unconstrained":
-                            a.strict_ratio = _judge(i, a.part, a.name, np.asarray(got[a.part][a.name]),
-                                                    getattr(ref, a.part)[a.name], E_strict[a.part][a.name],
-                                                    case.dtype).ratio
+                # a stored case's expected values are compared with the whole reference: never in blocks
+                stored = bool(st.outputs or st.grads or st.state)
+                ref, E, _ = judge_call(i, case.op, case.dtype, case.config, st.training, st.inputs, st.cotangents,
+                                    state, got, st.compare, backward, contract, out.arrays, out.unchecked,
+                                    out.unchecked_why, out.not_returned, cond=st.cond, blocks=not stored)
             except (ValueError, TypeError) as e:
                 out.status, out.message = "error", str(e)
                 return out
-            if diagnose:
+            if i == 0 and ref is not None:
+                _check_golden_agrees(case, ref, st)
+            if ref is None:
+                blocked = True
+            elif diagnose:
                 records.append(diagnosis.StepRecord(
                     i, st.training, st.inputs, st.cotangents, state, got, st.compare, E,
                     tuple((a.part, a.name) for a in out.arrays[first:] if not a.passed)))
@@ -545,7 +646,10 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True) -> CaseResult:
                     return out
         if any(not a.passed for a in out.arrays):
             out.status, out.message = "failed", failure_message(out.arrays)
-            if diagnose:
+            if diagnose and blocked:
+                out.diagnosis = {"matched": None, "message": "not diagnosed: the case was judged in blocks of rows "
+                                 "(the diagnosis needs the whole arrays; judge a smaller case of the same recipe)"}
+            elif diagnose:
                 try:
                     out.diagnosis = diagnosis.diagnose(case, records, contract)
                 except Exception as e:                               # noqa: BLE001 - never a verdict

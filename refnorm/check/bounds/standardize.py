@@ -7,6 +7,8 @@ statistics is a per-channel affine map and has its own (pointwise) bound, ``affi
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 
 import numpy as np
@@ -46,8 +48,23 @@ def _param_sum(layout: Layout, t, pshape_bcast, pshape):
     return full.sum(axis=axes, keepdims=True).reshape(pshape)
 
 
+_ROWS_FACTOR = contextvars.ContextVar("param_rows", default=1.0)
+
+
+@contextlib.contextmanager
+def param_rows(factor: float):
+    """Within: the parameter gradients' contributions are ``factor`` times those of the rows at hand
+    (the streaming judge bounds one block of the rows at a time; g(m) is that of all rows)."""
+    token = _ROWS_FACTOR.set(float(factor))
+    try:
+        yield
+    finally:
+        _ROWS_FACTOR.reset(token)
+
+
 def _m_param(layout, pshape_bcast):
-    return max(1, math.prod(s for p, s in zip(pshape_bcast, layout.shape) if p == 1))
+    m = max(1, math.prod(s for p, s in zip(pshape_bcast, layout.shape) if p == 1))
+    return max(1, round(m * _ROWS_FACTOR.get()))
 
 
 def standardize(x, axes, *, view=None, weight=None, bias=None, pshape_bcast=None, dy=None, eps, u, reduction,

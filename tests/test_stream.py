@@ -1,0 +1,95 @@
+"""The streaming judge (refnorm/check/stream.py): a call judged in blocks of rows gets the verdicts and
+figures of the same call judged whole (within rounding), for correct and for wrong results, for every
+array: outputs, row statistics, the input's gradient and the parameters' (summed) gradients."""
+import math
+
+import numpy as np
+import pytest
+
+import refnorm
+from refnorm.check import stream
+from refnorm.check.backends.base import Contract
+from refnorm.check.core import judge_call
+from refnorm.check.precision import round_to
+
+CASES = [
+    ("layer_norm", (3, 40, 48), {"normalized_shape": [48]}, True),
+    ("rms_norm", (97, 64), {"normalized_shape": [64], "eps": 1e-6}, True),
+    ("group_norm", (9, 8, 5, 7), {"num_groups": 4}, True),
+    ("weight_standardization", (33, 4, 3, 3), {}, False),
+]
+
+
+def _call(op, shape, cfg, params, dt, rng, shift=0.0):
+    x = (rng.standard_normal(shape) + shift).astype(np.float64)
+    ins = {"x": round_to(x, dt)}
+    if params:
+        n = shape[-1] if op in ("layer_norm", "rms_norm") else shape[1]
+        ins["weight"] = round_to(rng.standard_normal(n), dt)
+        if op != "rms_norm":
+            ins["bias"] = round_to(rng.standard_normal(n), dt)
+    cot = {"y": round_to(rng.standard_normal(shape), dt)}
+    r = refnorm.evaluate(op, {k: v.astype(np.float64) for k, v in ins.items()}, config=cfg,
+                         grad_outputs={"y": cot["y"].astype(np.float64)})
+    got = {"outputs": {k: round_to(v, dt) for k, v in r.outputs.items()},
+           "grads": {k: round_to(v, dt) for k, v in r.grads.items()}, "state": {}}
+    return ins, cot, got
+
+
+def _judge(op, cfg, dt, ins, cot, got, contract, blocks):
+    arrays, unchecked = [], []
+    compare = {"outputs": tuple(got["outputs"]), "grads": tuple(got["grads"]), "state": ()}
+    ref, _, _ = judge_call(0, op, dt, cfg, True, ins, cot, {}, got, compare, True, contract, arrays, unchecked,
+                           blocks=blocks)
+    return ref, {(a.part, a.name): a for a in arrays}
+
+
+def _close(x, y, rel=1e-9):
+    return (math.isnan(x) and math.isnan(y)) or x == y or abs(x - y) <= rel * max(abs(x), abs(y)) + 1e-12
+
+
+@pytest.mark.parametrize("op,shape,cfg,params", CASES)
+@pytest.mark.parametrize("dt,contract", [("float32", Contract("strict", "block")),
+                                         ("bfloat16", Contract("stats_d", "block"))])
+@pytest.mark.parametrize("bug", [None, "row", "scale"])
+def test_blocks_judge_as_the_whole(monkeypatch, op, shape, cfg, params, dt, contract, bug):
+    rng = np.random.default_rng(hash((op, dt, bug)) % 2 ** 32)
+    ins, cot, got = _call(op, shape, cfg, params, dt, rng, shift=3.0)
+    low = dt == "bfloat16"
+    if bug == "row":          # one row (the middle one) off by 1% (bfloat16: 10%): beyond the bound of that row only
+        y = got["outputs"]["y"].astype(np.float64)
+        y.reshape(shape[0], -1)[shape[0] // 2] *= 1.1 if low else 1.01
+        got["outputs"]["y"] = round_to(y, dt)
+    elif bug == "scale":      # every input gradient scaled by (1 + 2^-9) (bfloat16: 2^-4)
+        got["grads"]["x"] = round_to(got["grads"]["x"].astype(np.float64) * (1 + 2.0 ** (-4 if low else -9)), dt)
+    monkeypatch.setattr(stream, "BLOCK_ELEMENTS", math.prod(shape) // 5)
+    ref, whole = _judge(op, cfg, dt, ins, cot, got, contract, blocks=False)
+    assert ref is not None
+    ref_b, blocked = _judge(op, cfg, dt, ins, cot, got, contract, blocks=True)
+    assert ref_b is None                                   # judged in blocks
+    assert whole.keys() == blocked.keys()
+    for key, a in whole.items():
+        b = blocked[key]
+        assert a.verdict == b.verdict, key
+        # a parameter gradient's reference is summed over the blocks in another order: float64 rounding
+        # of ~1e-16 |dw| moves its error figures (errors of ~u |dw|, u = 2^-24 or 2^-8) by ~1e-9 relative
+        rel = 1e-7 if key in (("grads", "weight"), ("grads", "bias")) else 1e-9
+        for f in ("ratio", "err_u", "bias", "scale", "max_bound"):
+            assert _close(getattr(a, f), getattr(b, f), rel), (key, f, getattr(a, f), getattr(b, f))
+        assert (a.unconstrained, a.over, a.size, a.dtype) == (b.unconstrained, b.over, b.size, b.dtype)
+        assert [w[0] for w in a.worst] == [w[0] for w in b.worst], key
+        assert (a.strict_ratio is None) == (b.strict_ratio is None)
+        if a.strict_ratio is not None:
+            assert _close(a.strict_ratio, b.strict_ratio, rel)
+    if bug:
+        assert any(a.verdict == "failed" for a in blocked.values())
+    else:
+        assert all(a.verdict != "failed" for a in blocked.values())
+
+
+def test_plan_needs_rows_and_size(monkeypatch):
+    x = np.zeros((4, 300))
+    assert stream.plan("layer_norm", {"normalized_shape": [300]}, True, {"x": x}, {}, block_elements=1000)
+    assert stream.plan("layer_norm", {"normalized_shape": [4, 300]}, True, {"x": x}, {}, block_elements=10) is None
+    assert stream.plan("batch_norm", {}, True, {"x": x}, {}, block_elements=10) is None
+    assert stream.plan("layer_norm", {"normalized_shape": [300]}, True, {"x": x}, {}) is None     # small: whole
