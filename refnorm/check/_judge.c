@@ -391,18 +391,22 @@ static PyObject *py_value_counts(PyObject *self, PyObject *args)
 }
 
 /* ------------------------------------------------------------------ row bounds */
-/* bounds/_rows.row_bounds for rows of a C-contiguous (m, n) float64 x whose parameters are one value
- * per column (w, b: n values or None) and cotangent g (m, n or None): the same formulas, the row sums
- * in a plain loop instead of NumPy's pairwise sums (the same values within rounding). Writes E_y and
- * E_dx (m*n), adds the parameter-gradient terms summed over rows into tw, tb (n), and per row
+/* bounds/_rows.row_bounds for rows of a C-contiguous (m, n) float64 x and cotangent g (m, n, or None):
+ * the same formulas, the row sums in a plain loop instead of NumPy's pairwise sums (the same values
+ * within rounding). The parameters w, b (or None) are a PATTERN of wrows rows of wcols values (wcols 1:
+ * one value per row; wcols n: one per element); row i uses pattern row i % wrows (layer_norm: 1 x n;
+ * group_norm: G x n; batch_norm: C x 1). Writes E_y and E_dx (m*n), adds the parameter-gradient terms
+ * into tw, tb (the pattern's shape: summed over the rows that share a pattern element), and per row
  * (mean bound, rstd bound, S, K, var, mu) into stats (m*6). */
 static PyObject *py_row_bounds(PyObject *self, PyObject *args)
 {
     PyObject *ox, *ow, *ob, *og, *oEy, *oEdx, *otw, *otb, *ost;
     double eps, u, gn, gm, ud, eta;
     int centered, ddof, eps_std, lowp, epi;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOdddddiiiiid:row_bounds", &ox, &ow, &ob, &og, &oEy, &oEdx, &otw, &otb,
-                          &ost, &eps, &u, &gn, &gm, &ud, &centered, &ddof, &eps_std, &lowp, &epi, &eta))
+    Py_ssize_t wrows, wcols;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOdddddiiiiidnn:row_bounds", &ox, &ow, &ob, &og, &oEy, &oEdx, &otw, &otb,
+                          &ost, &eps, &u, &gn, &gm, &ud, &centered, &ddof, &eps_std, &lowp, &epi, &eta, &wrows,
+                          &wcols))
         return NULL;
     Py_buffer v[9];
     PyObject *o[9] = {ox, ow, ob, og, oEy, oEdx, otw, otb, ost};
@@ -430,15 +434,17 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
         }
         Py_XDECREF(sh);
     }
-    Py_ssize_t len[9] = {m * n, n, n, m * n, m * n, m * n, n, n, 6 * m};
-    int bad = m < 0 || n < 1 || !p[0] || !p[4] || !p[8] || (p[3] && (!p[5] || !p[6] || !p[7]));
+    Py_ssize_t np_ = wrows * wcols;
+    Py_ssize_t len[9] = {m * n, np_, np_, m * n, m * n, m * n, np_, np_, 6 * m};
+    int bad = m < 0 || n < 1 || !p[0] || !p[4] || !p[8] || (p[3] && (!p[5] || !p[6] || !p[7]))
+              || wrows < 1 || (wcols != 1 && wcols != n);
     for (int i = 0; i < 9 && !bad; i++)
         if (held[i] && v[i].len / 8 != len[i])
             bad = 1;
     if (bad) {
         for (int j = 0; j < 9; j++) if (held[j]) PyBuffer_Release(&v[j]);
         PyErr_SetString(PyExc_ValueError, "_judge.row_bounds: x must be (m, n) with n >= 1, and the other "
-                        "arrays sized to match (w, b, tw, tb: n; g, E_y, E_dx: m*n; stats: 6*m)");
+                        "arrays sized to match (w, b, tw, tb: wrows*wcols with wcols 1 or n; g, E_y, E_dx: m*n; stats: 6*m)");
         return NULL;
     }
     const double *X = p[0], *W = p[1], *B = p[2], *G = p[3];
@@ -448,6 +454,8 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
     for (Py_ssize_t i = 0; i < m; i++) {
         const double *x = X + i * n;
         const double *g = G ? G + i * n : NULL;
+        Py_ssize_t po = (i % wrows) * wcols, pj = wcols == 1 ? 0 : 1;     /* pattern element: po + pj * j */
+        const double *Wr = W ? W + po : NULL, *Br = B ? B + po : NULL;
         double s1 = 0, sa = 0, sq = 0;
         for (Py_ssize_t j = 0; j < n; j++) {
             s1 += x[j];
@@ -473,8 +481,9 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
         double *ey = Ey + i * n;
         for (Py_ssize_t j = 0; j < n; j++) {
             double xh = (x[j] - mu) * r, axh = fabs(xh);
-            double aw = W ? fabs(W[j]) : 1.0, ab = B ? fabs(B[j]) : 0.0;
-            double y = xh * (W ? W[j] : 1.0) + (B ? B[j] : 0.0);
+            double wj = Wr ? Wr[pj * j] : 1.0, bj = Br ? Br[pj * j] : 0.0;
+            double aw = fabs(wj), ab = fabs(bj);
+            double y = xh * wj + bj;
             double kap = centered ? r * (fabs(x[j]) + amu) : axh;
             double e = u * (gn * aw * (K + rho * axh) + 4 * (aw * kap + ab + fabs(y))) + q2 * aw * (axh + 1);
             if (lowp) {
@@ -496,7 +505,7 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
         double sgw = 0, sagw = 0, sgx = 0, sbg = 0, skg = 0, sgd = 0;
         for (Py_ssize_t j = 0; j < n; j++) {
             double xh = (x[j] - mu) * r, axh = fabs(xh);
-            double gw = g[j] * (W ? W[j] : 1.0), agw = fabs(gw);
+            double gw = g[j] * (Wr ? Wr[pj * j] : 1.0), agw = fabs(gw);
             double kap = centered ? r * (fabs(x[j]) + amu) : axh;
             sgw += gw; sagw += agw; sgx += gw * xh; sbg += agw * axh; skg += agw * kap; sgd += agw * (Dc + axh);
         }
@@ -506,7 +515,7 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
         double *edx = Edx + i * n;
         for (Py_ssize_t j = 0; j < n; j++) {
             double xh = (x[j] - mu) * r, axh = fabs(xh);
-            double gw = g[j] * (W ? W[j] : 1.0), agw = fabs(gw), ag = fabs(g[j]);
+            double gw = g[j] * (Wr ? Wr[pj * j] : 1.0), agw = fabs(gw), ag = fabs(g[j]);
             double kap = centered ? r * (fabs(x[j]) + amu) : axh;
             double dx = r * (gw - A - xh * Bv), adx = fabs(dx);
             double pw = r * (agw + aA + axh * aB + aB * kap + axh * Kg);
@@ -525,8 +534,8 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
                 }
             }
             edx[j] = e;
-            TW[j] += tw;
-            TB[j] += tb;
+            TW[po + pj * j] += tw;
+            TB[po + pj * j] += tb;
         }
     }
     Py_END_ALLOW_THREADS
@@ -537,7 +546,8 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
 static PyMethodDef methods[] = {
     {"compare", py_compare, METH_VARARGS, "compare(g, ref, E, mult, kind, scale, shape, start, acc)"},
     {"row_bounds", py_row_bounds, METH_VARARGS,
-     "row_bounds(x, w, b, g, E_y, E_dx, tw, tb, stats, eps, u, gn, gm, ud, centered, ddof, eps_std, lowp, epi, eta)"},
+     "row_bounds(x, w, b, g, E_y, E_dx, tw, tb, stats, eps, u, gn, gm, ud, centered, ddof, eps_std, lowp, epi, eta, "
+     "wrows, wcols)"},
     {"value_counts", py_value_counts, METH_VARARGS, "value_counts(keys, out, exact_limit) -> exact"},
     {NULL, NULL, 0, NULL}
 };

@@ -465,8 +465,7 @@ def _judge_in_blocks(p, step, op, case_dtype, config, training, inputs, cotangen
     view as rows (nothing is appended then)."""
     # the names, shapes and bounds judged: from the call on the first row (one row's reference)
     lead = np.shape(inputs["x"])[:p.lead]
-    one = {k: (np.asarray(v)[(0,) * p.lead][None] if np.ndim(v) >= p.lead and np.shape(v)[:p.lead] == lead else v)
-           for k, v in inputs.items()}
+    one = {k: (np.asarray(v)[(0,) * p.lead][None] if k in stream.ROW_INPUTS else v) for k, v in inputs.items()}
     one_cot = {k: np.asarray(v)[(0,) * p.lead][None] for k, v in cotangents.items()}
     ref1 = reference(op, config, training, one, one_cot, {})
     E1 = derive_bounds(op, case_dtype, config, training, one, one_cot, {}, ref1, contracts[0])

@@ -35,6 +35,7 @@ from .compare import ArrayAccumulator
 BLOCK_ELEMENTS = 1 << 19
 
 ROW_OPS = ("layer_norm", "rms_norm", "group_norm", "instance_norm", "weight_standardization")
+ROW_INPUTS = ("x",)       # the inputs of those ops that hold rows; the others (weight, bias) are shared
 
 
 @dataclass
@@ -85,8 +86,7 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
     ratio is reported (the strict one under a relaxed contract). Returns ({(part, name): [figures of
     core.ArrayResult per contract]}) or None when some array has no row view (the caller then judges
     the whole arrays)."""
-    lead_shape = np.shape(inputs["x"])[:p.lead]
-    sliced_in = {k for k, v in inputs.items() if np.ndim(v) >= p.lead and np.shape(v)[:p.lead] == lead_shape}
+    sliced_in = {k for k in inputs if k in ROW_INPUTS}
     views = {}
     for k in sliced_in:
         views[("in", k)] = _rows_view(inputs[k], p.lead, p.rows)

@@ -150,7 +150,7 @@ def _one(op, inputs, cfg, training, dy, st, ref_state, u, red, contract, dt):
         N, C = x.shape[:2]
         o, g, _, _ = S.standardize(x, (2,), view=(N, G, -1) if x.size else (N, G, 0), weight=w, bias=b,
                                    pshape_bcast=_channel_pb(x), dy=dy, eps=float(cfg.get("eps", 1e-5)), u=u,
-                                   reduction=red, contract=contract, case_dtype=dt, stat_shape=(N, G))
+                                   reduction=red, contract=contract, case_dtype=dt, stat_shape=(N, G), groups=G)
         return o, g, {}
     if op in ("batch_norm", "instance_norm"):
         return _batch_like(op, x, cfg, w, b, dy, st, training, ref_state, u, red, contract, dt)

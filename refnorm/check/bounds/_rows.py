@@ -53,32 +53,20 @@ class RowBounds:
     K: np.ndarray
     var: np.ndarray
     mu: np.ndarray
-    t_w_cols: np.ndarray | None = None   # the compiled path: t_w summed over rows (one value per column)
-    t_b_cols: np.ndarray | None = None
+    t_w_pat: np.ndarray | None = None    # the compiled path: t_w, t_b summed per element of the parameter
+    t_b_pat: np.ndarray | None = None    # pattern (row_bounds' ``pattern``) instead of per element
 
 
-def _per_column(a, shape):
-    """``a`` (None or broadcast to ``shape``) as one value per column, or False when it varies by row."""
-    if a is None:
-        return None
-    a = np.asarray(a, dtype=np.float64)
-    if a.shape != shape or (shape[0] > 1 and a.strides[0] != 0):
-        return False
-    return np.ascontiguousarray(a[0])
-
-
-def _native_rows(x, w, b, g, eps, u, gn, gm, centered, ddof, eps_mode, contract, ud, eta, params_per_column):
+def _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contract, ud, eta):
     """The compiled row_bounds (refnorm.check._judge.row_bounds: the formulas below, the row sums in a
-    plain loop), when it applies: 2-D rows whose w and b take one value per column (the same in every
-    row) and, with a cotangent, whose parameter elements ARE the columns (``params_per_column``: the
-    parameter-gradient terms are summed per column). Else None."""
+    plain loop) for parameters given as a ``pattern`` (w, b: None or (wrows, wcols) arrays; row i uses
+    pattern row i % wrows; wcols 1 or n), or None when the compiled module is not built."""
     from ..compare import native
     mod = native()
-    if mod is None or x.ndim != 2 or x.shape[1] < 1 or (g is not None and not params_per_column):
+    if mod is None or x.ndim != 2 or x.shape[1] < 1:
         return None
-    wc, bc = _per_column(w, x.shape), _per_column(b, x.shape)
-    if wc is False or bc is False:
-        return None
+    wp, bp = (None if a is None else np.ascontiguousarray(a, dtype=np.float64) for a in pattern)
+    shp = next((a.shape for a in (wp, bp) if a is not None), (1, 1))
     m, n = x.shape
     x = np.ascontiguousarray(x)
     E_y = np.empty((m, n))
@@ -86,26 +74,30 @@ def _native_rows(x, w, b, g, eps, u, gn, gm, centered, ddof, eps_mode, contract,
     E_dx = tw = tb = None
     if g is not None:
         g = np.ascontiguousarray(g, dtype=np.float64)
-        E_dx, tw, tb = np.empty((m, n)), np.zeros(n), np.zeros(n)
+        E_dx, tw, tb = np.empty((m, n)), np.zeros(shp), np.zeros(shp)
     lowp = contract in ("stats_d", "epi_d")
-    mod.row_bounds(x, wc, bc, g, E_y, E_dx, tw, tb, stats, float(eps), float(u), float(gn), float(gm), float(ud),
-                   int(centered), int(ddof), int(eps_mode == "std"), int(lowp), int(contract == "epi_d"), float(eta))
+    mod.row_bounds(x, wp, bp, g, E_y, E_dx, tw, tb, stats, float(eps), float(u), float(gn), float(gm), float(ud),
+                   int(centered), int(ddof), int(eps_mode == "std"), int(lowp), int(contract == "epi_d"), float(eta),
+                   shp[0], shp[1])
     st = stats.T
     return RowBounds(E_y, E_dx, None, None, st[0].copy(), st[1].copy(), st[2].copy(), st[3].copy(), st[4].copy(),
                      st[5].copy(), tw, tb)
 
 
 def row_bounds(x, w=None, b=None, g=None, *, eps, u, reduction, m_param=1, centered=True, ddof=0,
-               eps_mode="inside", contract="strict", case_dtype="float32", params_per_column=False) -> RowBounds:
+               eps_mode="inside", contract="strict", case_dtype="float32", pattern=None) -> RowBounds:
     """Bounds for rows ``x`` (m, n); ``w``, ``b``, ``g`` broadcast to (m, n) or None (see module doc).
-    ``params_per_column``: the parameters have one element per column (layer_norm, rms_norm), so the
-    compiled path may return t_w, t_b summed per column (``t_w_cols``) instead of per element."""
+    ``pattern``: (w, b) as (wrows, wcols) patterns (row i uses pattern row i % wrows; wcols 1: one value
+    per row, n: per element), when the caller has them: then the compiled path (when built) runs, and
+    returns t_w, t_b summed per pattern element (``t_w_pat``, ``t_b_pat``); ``w`` and ``b`` may then be None."""
     x = np.asarray(x, dtype=np.float64)
     m, n = x.shape
     gn, gm = gamma(n, reduction), gamma(m_param, reduction)
-    fast = _native_rows(x, w, b, g, eps, u, gn, gm, centered, ddof, eps_mode, contract, UNIT_ROUNDOFF[case_dtype],
-                        ETA[case_dtype], params_per_column)
-    if fast is not None:
+    if pattern is not None:
+        fast = _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contract,
+                            UNIT_ROUNDOFF[case_dtype], ETA[case_dtype])
+        if fast is None:
+            raise RuntimeError("row_bounds: a parameter pattern needs the compiled module (refnorm.check._judge)")
         return fast
     with np.errstate(all="ignore"):
         if centered:

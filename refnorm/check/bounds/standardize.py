@@ -67,21 +67,55 @@ def _m_param(layout, pshape_bcast):
     return max(1, round(m * _ROWS_FACTOR.get()))
 
 
+def _pattern(L, pb, wb, bb, weight, bias, groups):
+    """The parameters as row_bounds' pattern (w, b, back: pattern sums -> parameter-shaped sums), or
+    None: rows over the leading axes with parameters on the trailing ones (layer_norm: one pattern
+    row, a value per column); parameters constant within a row, varying along the last kept axes
+    (batch_norm, instance_norm: a value per row, period C); group_norm's (G, Cg * spatial) pattern."""
+    if pb is None or (weight is None and bias is None):
+        return None
+    given = wb if wb is not None else bb
+    shape, nd = L.shape, len(L.shape)
+    if groups:                                            # group_norm: view (N, G, Cg * spatial)
+        C, G = shape[1], groups
+        if C % G or L.view[:2] != (shape[0], G):
+            return None
+        spatial = L.n // (C // G)
+
+        def rep(a):
+            return None if a is None else np.repeat(np.asarray(a, dtype=np.float64).reshape(G, C // G), spatial, axis=1)
+        return rep(wb), rep(bb), lambda t: t.reshape(G, C // G, spatial).sum(axis=2)
+    if L.view != shape:
+        return None
+    keep = L.perm[:nd - len(L.axes)]
+    if L.perm == list(range(nd)) and math.prod(pb) == L.n and np.size(given) == L.n:     # per column
+        return (None if wb is None else wb.reshape(1, -1), None if bb is None else bb.reshape(1, -1),
+                lambda t: t.reshape(-1))
+    varying = [i for i in keep if pb[i] != 1]
+    if any(pb[i] != 1 for i in L.axes) or varying != keep[len(keep) - len(varying):]:
+        return None
+    period = math.prod(shape[i] for i in varying)
+    if np.size(given) != period:
+        return None
+    return (None if wb is None else wb.reshape(period, 1), None if bb is None else bb.reshape(period, 1),
+            lambda t: t.reshape(-1))
+
+
 def standardize(x, axes, *, view=None, weight=None, bias=None, pshape_bcast=None, dy=None, eps, u, reduction,
                 contract, case_dtype, centered=True, ddof=0, eps_mode="inside", stat_shape=None,
-                stat_names=("mean", "rstd")):
-    """Bounds {outputs, grads} for a slice standardization; also returns the RowBounds."""
+                stat_names=("mean", "rstd"), groups=None):
+    """Bounds {outputs, grads} for a slice standardization; also returns the RowBounds. ``groups``:
+    group_norm's G (its parameters' pattern within a row)."""
     L = Layout(x.shape, axes, view)
     pb = pshape_bcast
     wb = None if weight is None else np.asarray(weight, dtype=np.float64).reshape(pb)
     bb = None if bias is None else np.asarray(bias, dtype=np.float64).reshape(pb)
     m_param = _m_param(L, pb) if pb is not None else 1
-    # the parameters' elements are the row's columns: rows are the leading axes, parameters the trailing ones
-    per_column = (pb is not None and L.perm == list(range(len(L.view))) and L.view == L.shape
-                  and math.prod(pb) == L.n and all(a is None or np.size(a) == L.n for a in (weight, bias)))
-    rb = row_bounds(L.rows(x), L.rows(wb), L.rows(bb), L.rows(dy), eps=eps, u=u, reduction=reduction,
-                    m_param=m_param, centered=centered, ddof=ddof, eps_mode=eps_mode, contract=contract,
-                    case_dtype=case_dtype, params_per_column=per_column)
+    from ..compare import native
+    pat = _pattern(L, pb, wb, bb, weight, bias, groups) if native() is not None and L.n >= 1 and L.m >= 1 else None
+    rb = row_bounds(L.rows(x), None if pat else L.rows(wb), None if pat else L.rows(bb), L.rows(dy), eps=eps, u=u,
+                    reduction=reduction, m_param=m_param, centered=centered, ddof=ddof, eps_mode=eps_mode,
+                    contract=contract, case_dtype=case_dtype, pattern=pat and pat[:2])
     outs = {"y": L.back(rb.y)}
     if stat_shape is not None:
         mean_name, r_name = stat_names
@@ -96,12 +130,12 @@ def standardize(x, axes, *, view=None, weight=None, bias=None, pshape_bcast=None
     grads = {}
     if dy is not None:
         grads["x"] = L.back(rb.dx)
-        # the compiled row bounds sum the parameter terms over rows already (one value per column)
+        # the compiled row bounds sum the parameter terms per element of the pattern already
         if weight is not None:
-            grads["weight"] = (rb.t_w_cols.reshape(np.shape(weight)) if rb.t_w_cols is not None
+            grads["weight"] = (pat[2](rb.t_w_pat).reshape(np.shape(weight)) if rb.t_w_pat is not None
                                else _param_sum(L, rb.t_w, pb, np.shape(weight)))
         if bias is not None:
-            grads["bias"] = (rb.t_b_cols.reshape(np.shape(bias)) if rb.t_b_cols is not None
+            grads["bias"] = (pat[2](rb.t_b_pat).reshape(np.shape(bias)) if rb.t_b_pat is not None
                              else _param_sum(L, rb.t_b, pb, np.shape(bias)))
     return outs, grads, rb, L
 
