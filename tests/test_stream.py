@@ -14,15 +14,20 @@ from refnorm.check.precision import round_to
 
 CASES = [
     ("layer_norm", (3, 40, 48), {"normalized_shape": [48]}, True),
-    ("rms_norm", (97, 64), {"normalized_shape": [64], "eps": 1e-6}, True),
+    ("rms_norm", (64, 64), {"normalized_shape": [64], "eps": 1e-6}, True),     # as many rows as features
     ("group_norm", (9, 8, 5, 7), {"num_groups": 4}, True),
     ("weight_standardization", (33, 4, 3, 3), {}, False),
+    ("batch_norm", (6, 11, 5, 4), {}, True),                    # channel by channel, running statistics too
 ]
 
 
 def _call(op, shape, cfg, params, dt, rng, shift=0.0):
     x = (rng.standard_normal(shape) + shift).astype(np.float64)
     ins = {"x": round_to(x, dt)}
+    state = {}
+    if op == "batch_norm":
+        state = {"running_mean": rng.standard_normal(shape[1]), "running_var": rng.random(shape[1]) + 0.5,
+                 "num_batches_tracked": np.array(3)}
     if params:
         n = shape[-1] if op in ("layer_norm", "rms_norm") else shape[1]
         ins["weight"] = round_to(rng.standard_normal(n), dt)
@@ -30,16 +35,17 @@ def _call(op, shape, cfg, params, dt, rng, shift=0.0):
             ins["bias"] = round_to(rng.standard_normal(n), dt)
     cot = {"y": round_to(rng.standard_normal(shape), dt)}
     r = refnorm.evaluate(op, {k: v.astype(np.float64) for k, v in ins.items()}, config=cfg,
-                         grad_outputs={"y": cot["y"].astype(np.float64)})
+                         grad_outputs={"y": cot["y"].astype(np.float64)}, state=state)
     got = {"outputs": {k: round_to(v, dt) for k, v in r.outputs.items()},
-           "grads": {k: round_to(v, dt) for k, v in r.grads.items()}, "state": {}}
-    return ins, cot, got
+           "grads": {k: round_to(v, dt) for k, v in r.grads.items()},
+           "state": {k: (v if v.dtype.kind in "iu" else round_to(v, "float32")) for k, v in r.state.items()}}
+    return ins, cot, got, state
 
 
-def _judge(op, cfg, dt, ins, cot, got, contract, blocks):
+def _judge(op, cfg, dt, ins, cot, state, got, contract, blocks):
     arrays, unchecked = [], []
-    compare = {"outputs": tuple(got["outputs"]), "grads": tuple(got["grads"]), "state": ()}
-    ref, _, _ = judge_call(0, op, dt, cfg, True, ins, cot, {}, got, compare, True, contract, arrays, unchecked,
+    compare = {"outputs": tuple(got["outputs"]), "grads": tuple(got["grads"]), "state": tuple(got["state"])}
+    ref, _, _ = judge_call(0, op, dt, cfg, True, ins, cot, state, got, compare, True, contract, arrays, unchecked,
                            blocks=blocks)
     return ref, {(a.part, a.name): a for a in arrays}
 
@@ -54,7 +60,7 @@ def _close(x, y, rel=1e-9):
 @pytest.mark.parametrize("bug", [None, "row", "scale"])
 def test_blocks_judge_as_the_whole(monkeypatch, op, shape, cfg, params, dt, contract, bug):
     rng = np.random.default_rng(hash((op, dt, bug)) % 2 ** 32)
-    ins, cot, got = _call(op, shape, cfg, params, dt, rng, shift=3.0)
+    ins, cot, got, state = _call(op, shape, cfg, params, dt, rng, shift=3.0)
     low = dt == "bfloat16"
     if bug == "row":          # one row (the middle one) off by 1% (bfloat16: 10%): beyond the bound of that row only
         y = got["outputs"]["y"].astype(np.float64)
@@ -63,17 +69,18 @@ def test_blocks_judge_as_the_whole(monkeypatch, op, shape, cfg, params, dt, cont
     elif bug == "scale":      # every input gradient scaled by (1 + 2^-9) (bfloat16: 2^-4)
         got["grads"]["x"] = round_to(got["grads"]["x"].astype(np.float64) * (1 + 2.0 ** (-4 if low else -9)), dt)
     monkeypatch.setattr(stream, "BLOCK_ELEMENTS", math.prod(shape) // 5)
-    ref, whole = _judge(op, cfg, dt, ins, cot, got, contract, blocks=False)
+    ref, whole = _judge(op, cfg, dt, ins, cot, state, got, contract, blocks=False)
     assert ref is not None
-    ref_b, blocked = _judge(op, cfg, dt, ins, cot, got, contract, blocks=True)
+    ref_b, blocked = _judge(op, cfg, dt, ins, cot, state, got, contract, blocks=True)
     assert ref_b is None                                   # judged in blocks
     assert whole.keys() == blocked.keys()
     for key, a in whole.items():
         b = blocked[key]
         assert a.verdict == b.verdict, key
-        # a parameter gradient's reference is summed over the blocks in another order: float64 rounding
-        # of ~1e-16 |dw| moves its error figures (errors of ~u |dw|, u = 2^-24 or 2^-8) by ~1e-9 relative
-        rel = 1e-7 if key in (("grads", "weight"), ("grads", "bias")) else 1e-9
+        # a parameter gradient's reference is summed over the blocks in another order, and batch_norm's
+        # statistics of a channel block are summed in another grouping: float64 rounding of ~1e-16 moves
+        # the error figures (errors of ~u, u = 2^-24 or 2^-8) by ~1e-9 relative
+        rel = 1e-7
         for f in ("ratio", "err_u", "bias", "scale", "max_bound"):
             assert _close(getattr(a, f), getattr(b, f), rel), (key, f, getattr(a, f), getattr(b, f))
         assert (a.unconstrained, a.over, a.size, a.dtype) == (b.unconstrained, b.over, b.size, b.dtype)
@@ -91,5 +98,6 @@ def test_plan_needs_rows_and_size(monkeypatch):
     x = np.zeros((4, 300))
     assert stream.plan("layer_norm", {"normalized_shape": [300]}, True, {"x": x}, {}, block_elements=1000)
     assert stream.plan("layer_norm", {"normalized_shape": [4, 300]}, True, {"x": x}, {}, block_elements=10) is None
-    assert stream.plan("batch_norm", {}, True, {"x": x}, {}, block_elements=10) is None
+    assert stream.plan("batch_norm", {}, True, {"x": x}, {}, block_elements=10).kind == "channels"
+    assert stream.plan("instance_norm", {}, True, {"x": x}, {"running_mean": np.zeros(300)}, block_elements=10) is None
     assert stream.plan("layer_norm", {"normalized_shape": [300]}, True, {"x": x}, {}) is None     # small: whole

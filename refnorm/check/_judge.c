@@ -12,7 +12,8 @@
  *       g, ref, E: C-contiguous float64 blocks of n values (g: the returned values, exactly
  *       representable in the dtype `kind`: 0 float64, 1 float32, 2 float16, 3 bfloat16); mult: uint32
  *       multiplicities of the returned values (bias.py); scale: max|ref| over the whole array; shape:
- *       the WHOLE array's shape; the block is its elements start..start+n-1 in C order. acc (float64, updated in place)
+ *       the WHOLE array's shape; the block is its elements start..start+n-1 in C order, or, with
+ *       axis >= 0, the sub-array whose index along that axis is start.. (its elements in C order). acc (float64, updated in place)
  *       holds the bias sums (S, sum E, Q) of the group "all" then of every index along every axis, in
  *       that order; elements outside the test add nothing (bias.py's `ok`). top: the 3 largest ratios
  *       (ratio, flat index in the whole array), ties to the lowest index.
@@ -125,9 +126,9 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
     PyObject *og, *oref, *oE, *omult, *oshape, *oacc;
     int kind;
     double scale;
-    Py_ssize_t start;
-    if (!PyArg_ParseTuple(args, "OOOOidOnO:compare", &og, &oref, &oE, &omult, &kind, &scale, &oshape, &start,
-                          &oacc))
+    Py_ssize_t start, axis = -1;
+    if (!PyArg_ParseTuple(args, "OOOOidOnO|n:compare", &og, &oref, &oE, &omult, &kind, &scale, &oshape, &start,
+                          &oacc, &axis))
         return NULL;
     if (kind < 0 || kind > 3) {
         PyErr_Format(PyExc_ValueError, "_judge: kind=%d; expected 0..3", kind);
@@ -169,8 +170,12 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_ssize_t n = vg.len / 8;
+    /* axis >= 0: the block is the elements whose index along `axis` is start..start+k-1 (in C order) */
+    Py_ssize_t across = axis >= 0 && axis < nd && shape[axis] ? total / shape[axis] : 1;
     int bad = vr.len / 8 != n || vE.len / 8 != n || vm.len / 4 != n || va.len / 8 != 3 * acc_len
-              || start < 0 || start + n > total;
+              || (axis >= nd) || start < 0
+              || (axis < 0 ? start + n > total : (n % (across ? across : 1) != 0
+                                                  || start + (across ? n / across : 0) > shape[axis]));
     if (bad) {
         PyBuffer_Release(&vg); PyBuffer_Release(&vr); PyBuffer_Release(&vE); PyBuffer_Release(&vm);
         PyBuffer_Release(&va);
@@ -188,8 +193,17 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
     struct dt d = dtype_of(kind);
     double lo_inf = d.kind == 0 ? INFINITY : d.fmax + d.top_half;
     Py_ssize_t base = start;
-    Py_ssize_t idx[MAXDIM];
-    {   /* the multi-index of the block's first element */
+    Py_ssize_t idx[MAXDIM], blo[MAXDIM], bhi[MAXDIM];
+    for (Py_ssize_t a = 0; a < nd; a++) {       /* the block: a range of whole rows, or along `axis` */
+        blo[a] = 0;
+        bhi[a] = shape[a];
+    }
+    if (axis >= 0) {
+        blo[axis] = start;
+        bhi[axis] = start + (across ? n / across : 0);
+        for (Py_ssize_t a = 0; a < nd; a++)
+            idx[a] = blo[a];
+    } else {   /* the multi-index of the block's first element */
         Py_ssize_t f = base;
         for (Py_ssize_t a = nd - 1; a >= 0; a--) {
             idx[a] = shape[a] ? f % shape[a] : 0;
@@ -228,8 +242,15 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
             maxr = r;
         if (r > 1)
             over++;
-        if (r > 0)
-            top_add(&top, r, base + i);
+        if (r > 0 && (top.n < 3 || r > top.r[2])) {
+            Py_ssize_t flat = base + i;
+            if (axis >= 0) {
+                flat = 0;
+                for (Py_ssize_t a = 0; a < nd; a++)
+                    flat = flat * shape[a] + idx[a];
+            }
+            top_add(&top, r, flat);
+        }
         if (isnan(Ei))
             maxE_nan = 1;
         else if (Ei > maxE)
@@ -264,9 +285,9 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
                     }
         }
         for (Py_ssize_t a = nd - 1; a >= 0; a--) {     /* the next multi-index */
-            if (++idx[a] < shape[a])
+            if (++idx[a] < bhi[a])
                 break;
-            idx[a] = 0;
+            idx[a] = blo[a];
         }
     }
     Py_END_ALLOW_THREADS
@@ -544,7 +565,7 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
 }
 
 static PyMethodDef methods[] = {
-    {"compare", py_compare, METH_VARARGS, "compare(g, ref, E, mult, kind, scale, shape, start, acc)"},
+    {"compare", py_compare, METH_VARARGS, "compare(g, ref, E, mult, kind, scale, shape, start, acc[, axis])"},
     {"row_bounds", py_row_bounds, METH_VARARGS,
      "row_bounds(x, w, b, g, E_y, E_dx, tw, tb, stats, eps, u, gn, gm, ud, centered, ddof, eps_std, lowp, epi, eta, "
      "wrows, wcols)"},

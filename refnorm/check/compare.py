@@ -82,7 +82,22 @@ def _acc_len(shape) -> int:
     return group_count(shape)
 
 
-def compare_block(g, ref, E, mult, kind, scale, shape, start, acc):
+def _block_index(shape, start, n, axis):
+    """(multi-index arrays, flat indices) of a block's n elements (module docstring), or (None, None)
+    for the whole array."""
+    if axis is None or axis < 0:
+        if start == 0 and n == math.prod(shape):
+            return None, None
+        flat = np.arange(start, start + n)
+        return np.unravel_index(flat, shape), flat
+    across = math.prod(shape) // shape[axis] if shape[axis] else 1
+    bshape = tuple(s if a != axis else (n // across if across else 0) for a, s in enumerate(shape))
+    idx = list(np.unravel_index(np.arange(n), bshape))
+    idx[axis] = idx[axis] + start
+    return tuple(idx), np.ravel_multi_index(tuple(idx), shape)
+
+
+def compare_block(g, ref, E, mult, kind, scale, shape, start, acc, axis=-1):
     """NumPy definition of one block (``_judge.compare``'s contract, module docstring): ``g``, ``ref``,
     ``E`` float64 and ``mult`` uint32 (flat) blocks of the elements start.. (C order) of an array of
     ``shape``; adds the bias sums to ``acc`` and returns (max_ratio, over, unconstrained, dmax, max_bound,
@@ -109,7 +124,7 @@ def compare_block(g, ref, E, mult, kind, scale, shape, start, acc):
         diff = np.abs(g - ref)
         diff = np.where((gnan & rnan) | (g == ref) | (np.isinf(g) & (ex == 0)), 0.0, diff)
     dmax = float(np.max(diff[~unconstrained], initial=0.0))
-    base = start
+    idx, flat_index = _block_index(shape, start, g.size, axis)
     top = []
     if r.size:
         key = -r.reshape(-1)
@@ -118,7 +133,9 @@ def compare_block(g, ref, E, mult, kind, scale, shape, start, acc):
         better = np.flatnonzero(key < kth)
         pick = np.concatenate([better, np.flatnonzero(key == kth)[:k - better.size]])
         pick = pick[np.lexsort((pick, key[pick]))]
-        top = [(float(r.reshape(-1)[f]), int(base + f)) for f in pick if r.reshape(-1)[f] > 0]
+        where = (lambda f: int(start + f)) if flat_index is None else (lambda f: int(flat_index[f]))
+        top = [(float(r.reshape(-1)[f]), where(f)) for f in pick if r.reshape(-1)[f] > 0]
+        top.sort(key=lambda t: (-t[0], t[1]))
     # the bias test's element terms (bias.py)
     with np.errstate(invalid="ignore", over="ignore"):
         err = g - ref
@@ -129,23 +146,20 @@ def compare_block(g, ref, E, mult, kind, scale, shape, start, acc):
     q_el = np.where(ok, width * width * mult, 0.0)
     n_groups = acc.size // 3
     for j, t in enumerate((s_el, e_el, q_el)):
-        _add_sums(acc, j * n_groups, t, shape, start)
+        _add_sums(acc, j * n_groups, t, shape, idx)
     return (float(np.max(r, initial=0.0)), int((r > 1).sum()), int(unconstrained.sum()), dmax,
             float(np.max(E, initial=0.0)), top)
 
 
 @np.errstate(over="ignore", invalid="ignore")
-def _add_sums(acc, at, t, shape, start):
-    """Add the group sums of one element term ``t`` (elements start.. in C order) to acc[at:]."""
+def _add_sums(acc, at, t, shape, idx):
+    """Add the group sums of one element term ``t`` (the elements at multi-index ``idx``, or the
+    whole array when None) to acc[at:]."""
     acc[at] += t.sum()
     if len(shape) > 1:
         o = 1
         flat = t.reshape(-1)
-        if start == 0 and flat.size == math.prod(shape):
-            idx = None                                        # the whole array: sums over axes
-            tb = flat.reshape(shape)
-        else:
-            idx = np.unravel_index(np.arange(start, start + flat.size), shape)
+        tb = flat.reshape(shape) if idx is None else None
         for ax, n in enumerate(shape):
             if n > 1:
                 part = (tb.sum(axis=tuple(a for a in range(len(shape)) if a != ax)) if idx is None
@@ -175,17 +189,26 @@ class ArrayAccumulator:
         self.top = []
         self.mod = native()
 
-    def add(self, ref, E, start=0):
-        """Judge the elements start.. (C order; as many as ``ref`` has) of the returned array."""
-        ref = np.ascontiguousarray(ref, dtype=np.float64).reshape(-1)
-        stop = start + ref.size
-        g = np.asarray(self.flat[start:stop], dtype=np.float64)
-        E = np.ascontiguousarray(np.broadcast_to(np.asarray(E, dtype=np.float64).reshape(-1), ref.shape))
-        mult = self.mult[start:stop]
+    def add(self, ref, E, start=0, axis=None):
+        """Judge the elements start.. (C order; as many as ``ref`` has) of the returned array; with
+        ``axis``, the sub-array ``ref`` is, whose index along ``axis`` starts at ``start``."""
+        E = np.broadcast_to(np.asarray(E, dtype=np.float64), np.shape(ref))
+        if axis is None:
+            ref = np.ascontiguousarray(ref, dtype=np.float64).reshape(-1)
+            g = np.asarray(self.flat[start:start + ref.size], dtype=np.float64)
+            mult = self.mult[start:start + ref.size]
+        else:
+            sl = (slice(None),) * axis + (slice(start, start + np.shape(ref)[axis]),)
+            g = np.ascontiguousarray(self.got[sl], dtype=np.float64).reshape(-1)
+            mult = np.ascontiguousarray(self.mult.reshape(self.shape)[sl]).reshape(-1)
+            ref = np.ascontiguousarray(ref, dtype=np.float64).reshape(-1)
+        E = np.ascontiguousarray(E).reshape(-1)
         fn = self.mod.compare if self.mod is not None else compare_block
-        maxr, over, unc, dmax, maxE, top = fn(g, ref, E, mult, self.kind, self.scale, self.shape, start, self.acc)
-        base = start
-        top = [(t, i, float(g.flat[i - base]), float(ref.flat[i - base]), float(E.flat[i - base])) for t, i in top]
+        maxr, over, unc, dmax, maxE, top = fn(g, ref, E, mult, self.kind, self.scale, self.shape, start, self.acc,
+                                              -1 if axis is None else axis)
+        local = {i: j for j, i in enumerate(_block_index(self.shape, start, g.size, axis)[1])} if top and \
+            axis is not None else None
+        top = [(t, i, *(float(a[i - start if local is None else local[i]]) for a in (g, ref, E))) for t, i in top]
         self.maxr = max(self.maxr, maxr)
         self.over += over
         self.unc += unc

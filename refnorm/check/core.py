@@ -441,7 +441,7 @@ def judge_call(step, op, case_dtype, config, training, inputs, cotangents, state
     contracts = [contract] + ([Contract("strict", contract.reduction, contract.acc)] if relaxed else [])
     p = stream.plan(op, config, training, inputs, state) if blocks and contract.kind != "exact" else None
     if p is not None:
-        done = _judge_in_blocks(p, step, op, case_dtype, config, training, inputs, cotangents, got, compare,
+        done = _judge_in_blocks(p, step, op, case_dtype, config, training, inputs, cotangents, state, got, compare,
                                 backward, contracts, arrays, unchecked, why, optional)
         if done:
             return None, None, done
@@ -459,17 +459,15 @@ def judge_call(step, op, case_dtype, config, training, inputs, cotangents, state
     return ref, E, compare
 
 
-def _judge_in_blocks(p, step, op, case_dtype, config, training, inputs, cotangents, got, compare, backward,
+def _judge_in_blocks(p, step, op, case_dtype, config, training, inputs, cotangents, state, got, compare, backward,
                      contracts, arrays, unchecked, why, optional):
-    """``judge_call`` in blocks of rows (stream.py): the names compared, or None when some array has no
-    view as rows (nothing is appended then)."""
-    # the names, shapes and bounds judged: from the call on the first row (one row's reference)
-    lead = np.shape(inputs["x"])[:p.lead]
-    one = {k: (np.asarray(v)[(0,) * p.lead][None] if k in stream.ROW_INPUTS else v) for k, v in inputs.items()}
-    one_cot = {k: np.asarray(v)[(0,) * p.lead][None] for k, v in cotangents.items()}
-    ref1 = reference(op, config, training, one, one_cot, {})
-    E1 = derive_bounds(op, case_dtype, config, training, one, one_cot, {}, ref1, contracts[0])
-    summed = {k for k in ref1.grads if k not in one or one[k] is inputs[k]}
+    """``judge_call`` in blocks (stream.py): the names compared, or None when some array cannot be cut
+    into blocks (nothing is appended then)."""
+    # the names, shapes and bounds judged: from the call on the first unit (one row or channel)
+    one = [{k: p.take(part, k, v, 0, 1) for k, v in d.items()}
+           for part, d in (("inputs", inputs), ("cotangents", cotangents), ("state", state))]
+    ref1 = reference(op, config, training, *one)
+    E1 = derive_bounds(op, case_dtype, config, training, *one, ref1, contracts[0])
     compare = compare(ref1) if callable(compare) else compare
 
     class Shapes:                                   # zero-memory stand-ins with the whole call's shapes
@@ -478,45 +476,55 @@ def _judge_in_blocks(p, step, op, case_dtype, config, training, inputs, cotangen
     for part in ("outputs", "grads", "state"):
         d = {}
         for k, a in getattr(ref1, part).items():
-            whole = np.shape(a) if (part == "grads" and k in summed) or part == "state" else lead + np.shape(a)[1:]
-            d[k] = np.broadcast_to(np.float64(0), whole)
+            ax = p.axis(part, k)
+            if ax is None:
+                whole = np.shape(a)
+            elif p.kind == "rows":
+                whole = np.shape(inputs["x"])[:p.lead] + np.shape(a)[1:]
+            else:
+                whole = tuple(p.units if i == ax else n for i, n in enumerate(np.shape(a)))
+            d[k] = np.broadcast_to(np.asarray(a).dtype.type(0), whole)
         setattr(shapes, part, d)
-    prepared = {}
+    prepared, integer_state = {}, []
 
     def record(step_, part, k, a, ref_stub, E_, case_dtype_, integer=False):
-        res = _prepare(step_, part, k, a, ref_stub.shape, case_dtype_, integer, ref_stub)
-        if isinstance(res, ArrayResult):
-            return res
-        prepared[(part, k)] = res
+        if integer:                                  # judged exactly at the end, with the real reference
+            integer_state.append((k, a))
+            return None
+        prepared[(part, k)] = _prepare(step_, part, k, a, ref_stub.shape, case_dtype_)
         return None
-    n0, n_unc, n_opt = len(arrays), len(unchecked), len(optional) if optional is not None else 0
-    judge_returned(step, op, compare, backward, got, shapes, E1, case_dtype, arrays, unchecked, why, optional,
+    n_unc, n_opt = len(unchecked), len(optional) if optional is not None else 0
+    judge_returned(step, op, compare, backward, got, shapes, E1, case_dtype, [], unchecked, why, optional,
                    judge=record)
-    if len(arrays) != n0:                           # an integer array: not a row-wise call after all
-        del arrays[n0:], unchecked[n_unc:]
+    judged = {part: tuple(k for q, k in prepared if q == part) + (tuple(k for k, _ in integer_state)
+                                                                   if part == "state" else ())
+              for part in ("outputs", "grads", "state")}
+    mine = {part: {k: prepared[(part, k)][0] for k in judged[part] if (part, k) in prepared}
+            for part in ("outputs", "grads", "state")}
+    mine["state"].update(dict(integer_state))
+    res = stream.judge_blocked(p, op, case_dtype, config, training, inputs, cotangents, state, mine, judged,
+                               contracts, reference, derive_bounds)
+    if res is None:                              # the whole-array path will list them again
+        del unchecked[n_unc:]
         if optional is not None:
             del optional[n_opt:]
         return None
-    judged = {"outputs": tuple(k for part, k in prepared if part == "outputs"),
-              "grads": tuple(k for part, k in prepared if part == "grads")}
-    mine = {"outputs": {k: prepared[("outputs", k)][0] for k in judged["outputs"]},
-            "grads": {k: prepared[("grads", k)][0] for k in judged["grads"]}}
-    res = stream.judge_blocked(p, op, case_dtype, config, training, inputs, cotangents, mine, judged, contracts,
-                               reference, derive_bounds)
-    if res is None:
-        return None
-    for (part, k), (a, returned) in prepared.items():
-        figs = res[(part, k)]
-        if isinstance(figs[0], tuple):          # ("whole", reference, bound) of a parameter gradient
-            r = _judge(step, part, k, a, figs[0][1], figs[0][2], case_dtype)
-            if len(figs) > 1 and r.verdict != "unconstrained":
-                r.strict_ratio = _judge(step, part, k, a, figs[1][1], figs[1][2], case_dtype).ratio
-            r.returned_dtype = returned
-        else:
-            r = ArrayResult(step, part, k, returned_dtype=returned, **figs[0])
-            if len(figs) > 1 and r.verdict != "unconstrained":
-                r.strict_ratio = figs[1]["ratio"]
-        arrays.append(r)
+    spec = registry.get(op)
+    for part in ("outputs", "grads", "state"):
+        for k in judged[part]:
+            figs = res[(part, k)]
+            a, returned = prepared.get((part, k), (mine[part][k], ""))
+            if isinstance(figs, tuple):          # ("whole", reference, [bound per contract])
+                _, ref_k, Es = figs
+                r = _judge(step, part, k, a, ref_k, Es[0], case_dtype, integer=k in spec.integer_state)
+                if len(Es) > 1 and r.verdict != "unconstrained" and r.dtype in NP:
+                    r.strict_ratio = _judge(step, part, k, a, ref_k, Es[1], case_dtype).ratio
+                r.returned_dtype = returned
+            else:
+                r = ArrayResult(step, part, k, returned_dtype=returned, **figs[0])
+                if len(figs) > 1 and r.verdict != "unconstrained":
+                    r.strict_ratio = figs[1]["ratio"]
+            arrays.append(r)
     return compare
 
 

@@ -2,7 +2,8 @@
 
 A normalizer whose call is independent along its leading axes (layer_norm and rms_norm over the axes
 before ``normalized_shape``; group_norm, instance_norm without running statistics and
-weight_standardization over axis 0) is judged block by block: each block of rows gets its own float64
+weight_standardization over axis 0: "rows"), or channel by channel (batch_norm, its running statistics
+included: "channels", CHANNEL_AXES) is judged block by block: each block of rows gets its own float64
 reference, bounds and comparison, and only the figures are kept (compare.ArrayAccumulator). What is
 held at any time is the backend's own arrays plus one block's float64 temporaries (BLOCK_ELEMENTS
 elements of the activation per block, ~60 float64 arrays of that size at the peak: ~256 MiB).
@@ -12,7 +13,8 @@ Exactly the same judgement as the whole-array path (core._judge), block by block
   accumulated over the blocks (an element's bound depends on its own row only);
 - gradients of the shared parameters (weight, bias) are sums over the rows: the reference and the
   bound are summed over the blocks, and the sum is judged at the end; the bound's reduction term
-  g(m) is that of all m rows (``bounds.standardize.param_rows``), not of a block's;
+  g(m) is that of all m rows (``bounds.standardize.param_rows``), not of a block's; a state entry
+  shared by the channels (num_batches_tracked) is judged whole;
 - the scale of "unconstrained" (max |reference| of an array) must be known before its first element
   is judged, so the reference is computed twice: a first pass for the scales (the reference costs a
   small part of the judgement), a second for the judgement.
@@ -25,7 +27,7 @@ structure (every judged array a view of rows); otherwise the whole-array path ru
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -38,11 +40,38 @@ ROW_OPS = ("layer_norm", "rms_norm", "group_norm", "instance_norm", "weight_stan
 ROW_INPUTS = ("x",)       # the inputs of those ops that hold rows; the others (weight, bias) are shared
 
 
+CHANNEL_AXES = {    # batch_norm: every channel on its own; the axis of each array that holds the channels
+    "batch_norm": {"inputs": {"x": 1, "weight": 0, "bias": 0}, "cotangents": {"y": 1},
+                   "state": {"running_mean": 0, "running_var": 0},
+                   "outputs": {"y": 1, "mean": 0, "rstd": 0}, "grads": {"x": 1, "weight": 0, "bias": 0}},
+}
+
+
 @dataclass
 class Plan:
-    lead: int             # the leading axes the call is independent along
-    rows: int             # their product
-    per_block: int        # rows per block
+    kind: str             # "rows": the leading axes, merged into rows; "channels": one axis per array
+    units: int            # rows or channels
+    per_block: int        # units per block
+    lead: int = 0         # rows: how many leading axes
+    axes: dict = field(default_factory=dict)   # channels: {part: {name: axis}} (CHANNEL_AXES)
+
+    def axis(self, part, name):
+        """The axis of array ``name`` of ``part`` that the blocks cut (None: shared, or summed)."""
+        if self.kind == "rows":
+            return 0 if part in ("cotangents", "outputs") or name in ROW_INPUTS else None
+        return self.axes.get(part, {}).get(name)
+
+    def take(self, part, name, a, lo, hi):
+        """Units lo..hi-1 of array ``a`` (``a`` itself when shared)."""
+        ax = self.axis(part, name)
+        if ax is None:
+            return a
+        if self.kind == "rows":
+            return _rows_view(a, self.lead, self.units)[lo:hi].reshape((hi - lo,) + np.shape(a)[self.lead:])
+        return np.asarray(a)[(slice(None),) * ax + (slice(lo, hi),)]
+
+    def viewable(self, part, name, a) -> bool:
+        return self.kind != "rows" or self.axis(part, name) is None or _rows_view(a, self.lead, self.units) is not None
 
 
 def _rows_view(a, lead, rows):
@@ -57,12 +86,17 @@ def _rows_view(a, lead, rows):
 
 
 def plan(op, config, training, inputs, state, block_elements=None) -> Plan | None:
-    """How to judge one call in blocks of rows, or None (the whole-array path)."""
+    """How to judge one call in blocks, or None (the whole-array path)."""
     block_elements = block_elements or BLOCK_ELEMENTS
     x = inputs.get("x")
-    if op not in ROW_OPS or x is None or np.size(x) <= block_elements or state:
+    if x is None or np.size(x) <= block_elements:
         return None
     x = np.asarray(x)
+    if op in CHANNEL_AXES and x.ndim >= 2 and x.shape[1] >= 2:
+        per = max(1, x.size // x.shape[1])
+        return Plan("channels", x.shape[1], max(1, block_elements // per), axes=CHANNEL_AXES[op])
+    if op not in ROW_OPS or state:
+        return None
     if op in ("layer_norm", "rms_norm"):
         ns = config.get("normalized_shape")
         k = 1 if isinstance(ns, int) else len(ns or ())
@@ -75,69 +109,80 @@ def plan(op, config, training, inputs, state, block_elements=None) -> Plan | Non
     per_row = max(1, x.size // max(rows, 1))
     if rows < 2:
         return None
-    return Plan(lead, rows, max(1, block_elements // per_row))
+    return Plan("rows", rows, max(1, block_elements // per_row), lead=lead)
 
 
-def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents, got, compare, contracts,
+def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents, state, got, compare, contracts,
                   reference, derive_bounds):
-    """Judge one call in blocks (module docstring). ``got``: {"outputs"|"grads": {name: array}} as the
-    backend returned them (already checked for names, shapes and dtypes, and in the case dtype);
+    """Judge one call in blocks (module docstring). ``got``: {"outputs"|"grads"|"state": {name: array}} as
+    the backend returned them (already checked for names, shapes and dtypes, and in the case dtype);
     ``compare``: the names to judge; ``contracts``: the declared contract first, then any other whose
-    ratio is reported (the strict one under a relaxed contract). Returns ({(part, name): [figures of
-    core.ArrayResult per contract]}) or None when some array has no row view (the caller then judges
-    the whole arrays)."""
-    sliced_in = {k for k in inputs if k in ROW_INPUTS}
-    views = {}
-    for k in sliced_in:
-        views[("in", k)] = _rows_view(inputs[k], p.lead, p.rows)
-    for k, v in cotangents.items():
-        views[("cot", k)] = _rows_view(v, p.lead, p.rows)
-    if any(v is None for v in views.values()) or "x" not in sliced_in:
+    ratio is reported (the strict one under a relaxed contract). Returns {(part, name): [figures of
+    core.ArrayResult, one per contract]}, where an array judged whole at the end (a parameter gradient
+    summed over the blocks; a shared state entry) has instead ("whole", reference, [bound per
+    contract]); or None when some array cannot be cut into blocks (the caller judges whole arrays)."""
+    given = {"inputs": inputs, "cotangents": cotangents, "state": state}
+    if p.axis("inputs", "x") is None or not all(p.viewable(part, k, v) for part, d in given.items()
+                                                  for k, v in d.items()):
         return None
-    names = [(part, k) for part in ("outputs", "grads") for k in compare[part] if k in got[part]]
-    summed = {("grads", k) for part, k in names if part == "grads" and k not in sliced_in}
+    names = [(part, k) for part in ("outputs", "grads", "state") for k in compare[part] if k in got[part]]
+    if any(part == "outputs" and p.axis(part, k) is None for part, k in names):
+        return None
+    whole = {n for n in names if p.axis(*n) is None}          # summed gradients, shared state
 
-    def block(r0, r1):
-        ins = {k: (views[("in", k)][r0:r1].reshape((r1 - r0,) + np.shape(v)[p.lead:]) if k in sliced_in else v)
-               for k, v in inputs.items()}
-        cots = {k: views[("cot", k)][r0:r1].reshape((r1 - r0,) + np.shape(v)[p.lead:]) for k, v in cotangents.items()}
-        return ins, cots
+    def block(lo, hi):
+        return ({k: p.take(part, k, v, lo, hi) for k, v in d.items()} for part, d in given.items())
 
-    edges = list(range(0, p.rows, p.per_block)) + [p.rows]
-    # pass 1: the reference's scales (and its parameter-gradient sums)
+    def ref_of(lo, hi):
+        ins, cots, st = block(lo, hi)
+        return (ins, cots, st), reference(op, config, training, ins, cots, st)
+
+    edges = list(range(0, p.units, p.per_block)) + [p.units]
+    # pass 1: the reference's scales, and the arrays judged whole
     scale = {n: 0.0 for n in names}
-    ref_sum = {}
-    for r0, r1 in zip(edges[:-1], edges[1:]):
-        ins, cots = block(r0, r1)
-        ref = reference(op, config, training, ins, cots, {})
+    ref_whole = {}
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        _, ref = ref_of(lo, hi)
         for part, k in names:
-            a = np.asarray(getattr(ref, part)[k], dtype=np.float64)
-            if (part, k) in summed:
-                ref_sum[(part, k)] = ref_sum.get((part, k), 0.0) + a
+            a = np.asarray(getattr(ref, part)[k])
+            if (part, k) in whole:
+                if part == "grads":
+                    ref_whole[(part, k)] = ref_whole.get((part, k), 0.0) + a.astype(np.float64)
+                else:
+                    ref_whole[(part, k)] = a                  # shared state: the same in every block
             else:
                 with np.errstate(invalid="ignore"):
-                    aa = np.abs(a)
+                    aa = np.abs(a.astype(np.float64))
                 scale[(part, k)] = max(scale[(part, k)], float(np.max(np.where(np.isfinite(aa), aa, 0.0), initial=0.0)))
-    accs = {n: [ArrayAccumulator(got[n[0]][n[1]], scale[n], case_dtype) for _ in contracts]
-            for n in names if n not in summed}
-    E_sum = {n: [0.0 for _ in contracts] for n in summed}
+    accs = {n: [ArrayAccumulator(got[n[0]][n[1]], scale[n], case_dtype if n[0] != "state"
+                                 else _dtype_name(got[n[0]][n[1]])) for _ in contracts]
+            for n in names if n not in whole}
+    E_whole = {n: [0.0 for _ in contracts] for n in whole}
     # pass 2: reference, bounds and comparison per block
-    for r0, r1 in zip(edges[:-1], edges[1:]):
-        ins, cots = block(r0, r1)
-        ref = reference(op, config, training, ins, cots, {})
-        with B.standardize.param_rows(p.rows / (r1 - r0)):
-            Es = [derive_bounds(op, case_dtype, config, training, ins, cots, {}, ref, c) for c in contracts]
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        (ins, cots, st), ref = ref_of(lo, hi)
+        with B.standardize.param_rows(p.units / (hi - lo) if p.kind == "rows" else 1.0):
+            Es = [derive_bounds(op, case_dtype, config, training, ins, cots, st, ref, c) for c in contracts]
         for part, k in names:
-            if (part, k) in summed:
+            if (part, k) in whole:
                 for j, E in enumerate(Es):
-                    E_sum[(part, k)][j] = E_sum[(part, k)][j] + np.asarray(E[part][k], dtype=np.float64)
+                    e = np.asarray(E[part][k], dtype=np.float64)
+                    E_whole[(part, k)][j] = E_whole[(part, k)][j] + e if part == "grads" else e
                 continue
             a = getattr(ref, part)[k]
-            per = int(np.size(a)) // (r1 - r0) if r1 > r0 else 0
+            ax = p.axis(part, k)
             for j, E in enumerate(Es):
-                accs[(part, k)][j].add(a, E[part][k], r0 * per)
+                if p.kind == "rows":
+                    accs[(part, k)][j].add(a, E[part][k], lo * (int(np.size(a)) // (hi - lo)))
+                else:
+                    accs[(part, k)][j].add(a, E[part][k], lo, axis=ax)
         del ref, Es
     out = {n: [acc.figures() for acc in accs[n]] for n in accs}
-    for n in summed:
-        out[n] = [("whole", ref_sum[n], E_sum[n][j]) for j in range(len(contracts))]
+    for n in whole:
+        out[n] = ("whole", ref_whole[n], E_whole[n])
     return out
+
+
+def _dtype_name(a):
+    from .precision import dtype_name
+    return dtype_name(np.asarray(a).dtype)
