@@ -17,9 +17,10 @@
  *       holds the bias sums (S, sum E, Q) of the group "all" then of every index along every axis, in
  *       that order; elements outside the test add nothing (bias.py's `ok`). top: the 3 largest ratios
  *       (ratio, flat index in the whole array), ties to the lowest index.
- *   value_counts(keys, out, exact_limit) -> exact: out[i] (uint32) = how many keys (uint64) equal keys[i]
- *       (exact, by hash partitions and small tables, for at most exact_limit keys: 12 bytes a key;
- *       beyond, each key's count is that of its bucket among 2^24 by a hash: never below the exact one).
+ *   value_counts(keys, out, exact_limit) -> exact: out[i] (uint32) = how many keys equal keys[i]; keys:
+ *       the bits of the values (unsigned 2, 4 or 8-byte integers; -0 counts as +0). Exact (hash
+ *       partitions and small tables: 4 bytes a key) for at most exact_limit keys; beyond, each key's
+ *       count is that of its bucket among 2^24 by a hash: never below the exact one.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -317,18 +318,34 @@ static inline uint64_t mix(uint64_t k)
 
 struct slot { uint64_t key; uint32_t count, used; };
 
-/* Exact counts in two cache-friendly steps: the keys are partitioned by 8 bits of their hash (a
- * counting sort: sequential reads, 256 write streams), then each part is counted in its own small
- * open-addressing table (it fits the cache). Memory: 12 bytes per key, plus one part's table. */
-static int count_exact(const uint64_t *k, Py_ssize_t n, uint32_t *out)
+/* The key of element i: its bits (2, 4 or 8 bytes), -0 as +0. */
+static inline uint64_t key_at(const void *k, int width, Py_ssize_t i)
+{
+    uint64_t v;
+    if (width == 8) {
+        v = ((const uint64_t *)k)[i];
+        return v == 0x8000000000000000ULL ? 0 : v;
+    }
+    if (width == 4) {
+        v = ((const uint32_t *)k)[i];
+        return v == 0x80000000u ? 0 : v;
+    }
+    v = ((const uint16_t *)k)[i];
+    return v == 0x8000u ? 0 : v;
+}
+
+/* Exact counts in two cache-friendly steps: the element indices are partitioned by 8 bits of their
+ * key's hash (a counting sort: 256 write streams), then each part is counted in its own small
+ * open-addressing table (it fits the cache). Memory: 4 bytes per key, plus one part's table. */
+static int count_exact(const void *k, int width, Py_ssize_t n, uint32_t *out)
 {
     enum { PARTS = 256 };
     Py_ssize_t start[PARTS + 1] = {0}, fill[PARTS];
-    uint64_t *pk = malloc(sizeof(uint64_t) * (n ? n : 1));
     uint32_t *pi = malloc(sizeof(uint32_t) * (n ? n : 1));
-    if (!pk || !pi) { free(pk); free(pi); return -1; }
+    if (!pi)
+        return -1;
     for (Py_ssize_t i = 0; i < n; i++)
-        start[(mix(k[i]) >> 56) + 1]++;
+        start[(mix(key_at(k, width, i)) >> 56) + 1]++;
     Py_ssize_t biggest = 0;
     for (int p = 0; p < PARTS; p++) {
         if (start[p + 1] > biggest)
@@ -336,37 +353,34 @@ static int count_exact(const uint64_t *k, Py_ssize_t n, uint32_t *out)
         start[p + 1] += start[p];
         fill[p] = start[p];
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t at = fill[mix(k[i]) >> 56]++;
-        pk[at] = k[i];
-        pi[at] = (uint32_t)i;
-    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        pi[fill[mix(key_at(k, width, i)) >> 56]++] = (uint32_t)i;
     Py_ssize_t slots = 1;
     while (slots < 2 * biggest)
         slots *= 2;
     struct slot *t = malloc(sizeof(struct slot) * slots);
-    if (!t) { free(pk); free(pi); return -1; }
-    uint64_t mask = (uint64_t)slots - 1;
+    if (!t) { free(pi); return -1; }
     for (int p = 0; p < PARTS; p++) {
         Py_ssize_t a = start[p], b = start[p + 1], size = 1;
         while (size < 2 * (b - a))
             size *= 2;
-        uint64_t m = (uint64_t)size - 1 < mask ? (uint64_t)size - 1 : mask;
-        memset(t, 0, sizeof(struct slot) * (m + 1));
+        uint64_t m = (uint64_t)size - 1;
+        memset(t, 0, sizeof(struct slot) * size);
         for (int pass = 0; pass < 2; pass++)
             for (Py_ssize_t i = a; i < b; i++) {
-                uint64_t h = mix(pk[i] ^ 0x9e3779b97f4a7c15ULL) & m;
-                while (t[h].used && t[h].key != pk[i])
+                uint64_t key = key_at(k, width, pi[i]);
+                uint64_t h = mix(key ^ 0x9e3779b97f4a7c15ULL) & m;
+                while (t[h].used && t[h].key != key)
                     h = (h + 1) & m;
                 if (pass == 0) {
                     t[h].used = 1;
-                    t[h].key = pk[i];
+                    t[h].key = key;
                     t[h].count++;
                 } else
                     out[pi[i]] = t[h].count;
             }
     }
-    free(t); free(pk); free(pi);
+    free(t); free(pi);
     return 0;
 }
 
@@ -377,16 +391,26 @@ static PyObject *py_value_counts(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOn:value_counts", &okeys, &oout, &exact_limit))
         return NULL;
     Py_buffer vk, vo;
-    if (get_buf(okeys, &vk, "keys", "QLK", 8, 0) < 0)
+    if (PyObject_GetBuffer(okeys, &vk, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
         return NULL;
+    int width = (int)vk.itemsize;
+    const char *f = vk.format ? vk.format : "B";
+    if (*f == '<' || *f == '=' || *f == '@')
+        f++;
+    if ((width != 2 && width != 4 && width != 8) || strchr("HILQK", *f) == NULL) {
+        PyErr_Format(PyExc_TypeError, "_judge: keys have format %s; expected unsigned 2, 4 or 8-byte integers",
+                     vk.format);
+        PyBuffer_Release(&vk);
+        return NULL;
+    }
     if (get_buf(oout, &vo, "out", "IL", 4, 1) < 0) { PyBuffer_Release(&vk); return NULL; }
-    Py_ssize_t n = vk.len / 8;
+    Py_ssize_t n = vk.len / width;
     if (vo.len / 4 != n || n > (Py_ssize_t)UINT32_MAX) {
         PyBuffer_Release(&vk); PyBuffer_Release(&vo);
         PyErr_SetString(PyExc_ValueError, "_judge: out must have as many values as keys (at most 2^32)");
         return NULL;
     }
-    const uint64_t *k = vk.buf;
+    const void *k = vk.buf;
     uint32_t *out = vo.buf;
     int exact = n <= exact_limit, failed = 0;
     uint32_t *cnt = exact ? NULL : calloc((size_t)1 << 24, sizeof(uint32_t));
@@ -396,12 +420,12 @@ static PyObject *py_value_counts(PyObject *self, PyObject *args)
     }
     Py_BEGIN_ALLOW_THREADS
     if (exact)
-        failed = count_exact(k, n, out) < 0;
+        failed = count_exact(k, width, n, out) < 0;
     else {
         for (Py_ssize_t i = 0; i < n; i++)
-            cnt[mix(k[i]) >> 40]++;
+            cnt[mix(key_at(k, width, i)) >> 40]++;
         for (Py_ssize_t i = 0; i < n; i++)
-            out[i] = cnt[mix(k[i]) >> 40];
+            out[i] = cnt[mix(key_at(k, width, i)) >> 40];
     }
     Py_END_ALLOW_THREADS
     free(cnt);

@@ -15,10 +15,10 @@ of bias.bias_test); ``refnorm.check._judge.compare`` (C, optional, REFNORM_NATIV
 the same in one pass (tests/test_compare.py checks they agree).
 
 Multiplicities for the bias test: how many elements of the whole returned array hold each element's
-value (+0 and -0 one value). 16-bit dtypes: a 65536-bin count of the bit patterns. Wider dtypes: an
-exact count (C: hash partitions) for up to EXACT_SLOTS values, else each value's count is that of its
-bucket among 2^24 (never below the exact count: a larger allowance, so never a false alarm the exact
-count would not raise); without the C module, ``np.unique`` (exact, n log n).
+value (+0 and -0 one value), counted on the bit patterns: exact (C: hash partitions, linear) for up
+to EXACT_SLOTS values, else each value's count is that of its bucket among 2^24 (never below the
+exact count: a larger allowance, so never a false alarm the exact count would not raise); without
+the C module, a 65536-bin count for 16-bit dtypes and ``np.unique`` (exact, n log n) for the others.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from .precision import NP, UNIT_ROUNDOFF, rounding_interval
 
 WORST_SHOWN = 3
 MAX_ARRAYS = 64        # the bias test's false-alarm budget P_CASE is split over this many arrays per case
-EXACT_SLOTS = 1 << 24  # exact counts for up to 16M values (12 bytes each: at most 192 MiB)
+EXACT_SLOTS = 1 << 25  # exact counts for up to 32M values (4 bytes of scratch each: at most 128 MiB)
 KIND = {"float64": 0, "float32": 1, "float16": 2, "bfloat16": 3}
 
 _UNSET = object()
@@ -55,25 +55,18 @@ def native():
 
 def multiplicities(got: np.ndarray) -> np.ndarray:
     """uint32 array of got's shape: how many elements of ``got`` hold each element's value."""
-    if got.itemsize == 2:
-        table = np.zeros(65536, dtype=np.int64)
-        flat = got.reshape(-1)
-        step = 1 << 22
-        for s in range(0, flat.size, step):          # chunks: no int64 copy of a large array
-            bits = np.ascontiguousarray(flat[s:s + step]).view(np.uint16)
-            table += np.bincount(bits, minlength=65536)
-        table[0] += table[0x8000]                   # -0 counts with +0
-        table[0x8000] = table[0]
-        return table.astype(np.uint32)[got.reshape(-1).view(np.uint16) if got.flags.c_contiguous
-                                       else np.ascontiguousarray(got).reshape(-1).view(np.uint16)].reshape(got.shape)
-    g64 = np.ascontiguousarray(got, dtype=np.float64)
-    with np.errstate(invalid="ignore"):
-        g64 = np.where(g64 == 0, 0.0, g64)                  # -0 -> +0
     mod = native()
+    bits = np.ascontiguousarray(got).view({2: np.uint16, 4: np.uint32, 8: np.uint64}[got.itemsize])
     if mod is not None:
-        out = np.empty(g64.size, dtype=np.uint32)
-        mod.value_counts(g64.reshape(-1).view(np.uint64), out, EXACT_SLOTS)
-        return out.reshape(got.shape)
+        out = np.empty(got.shape, dtype=np.uint32)
+        mod.value_counts(bits.reshape(-1), out.reshape(-1), EXACT_SLOTS)
+        return out
+    if got.itemsize == 2:
+        table = np.bincount(bits.reshape(-1), minlength=65536)
+        table[0] = table[0x8000] = table[0] + table[0x8000]       # -0 counts with +0
+        return table.astype(np.uint32)[bits]
+    g64 = got.astype(np.float64)
+    g64[g64 == 0] = 0.0                                         # -0 -> +0
     _, inv, counts = np.unique(g64, return_inverse=True, return_counts=True, equal_nan=False)
     return counts[inv.reshape(g64.shape)].astype(np.uint32)
 
