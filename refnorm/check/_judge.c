@@ -19,8 +19,9 @@
  *       (ratio, flat index in the whole array), ties to the lowest index.
  *   value_counts(keys, out, exact_limit) -> exact: out[i] (uint32) = how many keys equal keys[i]; keys:
  *       the bits of the values (unsigned 2, 4 or 8-byte integers; -0 counts as +0). Exact (hash
- *       partitions and small tables: 4 bytes a key) for at most exact_limit keys; beyond, each key's
- *       count is that of its bucket among 2^24 by a hash: never below the exact one.
+ *       partitions and small tables: the key's width of scratch a key) for at most exact_limit keys (16-bit
+ *       keys: always, by a table of every pattern); beyond, each key's count is that of its bucket
+ *       among 2^24 by a hash: never below the exact one.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -334,16 +335,31 @@ static inline uint64_t key_at(const void *k, int width, Py_ssize_t i)
     return v == 0x8000u ? 0 : v;
 }
 
-/* Exact counts in two cache-friendly steps: the element indices are partitioned by 8 bits of their
- * key's hash (a counting sort: 256 write streams), then each part is counted in its own small
- * open-addressing table (it fits the cache). Memory: 4 bytes per key, plus one part's table. */
+/* Exact counts, every pass sequential (256 streams at most): (1) a histogram of 8 bits of each key's
+ * hash; (2) the keys copied in that partition order; (3) each part counted in its own small
+ * open-addressing table (it fits the cache), its keys overwritten by their counts; (4) the counts read
+ * back in the original order, part by part. Memory: one key's width per key, plus one part's table. */
 static int count_exact(const void *k, int width, Py_ssize_t n, uint32_t *out)
 {
     enum { PARTS = 256 };
     Py_ssize_t start[PARTS + 1] = {0}, fill[PARTS];
-    uint32_t *pi = malloc(sizeof(uint32_t) * (n ? n : 1));
-    if (!pi)
+    if (width == 2) {                 /* 16-bit values: a table of every bit pattern */
+        uint32_t *table = calloc(65536, sizeof(uint32_t));
+        if (!table)
+            return -1;
+        for (Py_ssize_t i = 0; i < n; i++)
+            table[key_at(k, 2, i)]++;
+        for (Py_ssize_t i = 0; i < n; i++)
+            out[i] = table[key_at(k, 2, i)];
+        free(table);
+        return 0;
+    }
+    /* the scratch holds keys of the input's width, then their counts in place */
+    void *pk = malloc((size_t)width * (n ? n : 1));
+    if (!pk)
         return -1;
+    uint32_t *pk32 = pk;
+    uint64_t *pk64 = pk;
     for (Py_ssize_t i = 0; i < n; i++)
         start[(mix(key_at(k, width, i)) >> 56) + 1]++;
     Py_ssize_t biggest = 0;
@@ -353,13 +369,19 @@ static int count_exact(const void *k, int width, Py_ssize_t n, uint32_t *out)
         start[p + 1] += start[p];
         fill[p] = start[p];
     }
-    for (Py_ssize_t i = 0; i < n; i++)
-        pi[fill[mix(key_at(k, width, i)) >> 56]++] = (uint32_t)i;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t key = key_at(k, width, i);
+        Py_ssize_t at = fill[mix(key) >> 56]++;
+        if (width == 4)
+            pk32[at] = (uint32_t)key;
+        else
+            pk64[at] = key;
+    }
     Py_ssize_t slots = 1;
     while (slots < 2 * biggest)
         slots *= 2;
     struct slot *t = malloc(sizeof(struct slot) * slots);
-    if (!t) { free(pi); return -1; }
+    if (!t) { free(pk); return -1; }
     for (int p = 0; p < PARTS; p++) {
         Py_ssize_t a = start[p], b = start[p + 1], size = 1;
         while (size < 2 * (b - a))
@@ -368,7 +390,7 @@ static int count_exact(const void *k, int width, Py_ssize_t n, uint32_t *out)
         memset(t, 0, sizeof(struct slot) * size);
         for (int pass = 0; pass < 2; pass++)
             for (Py_ssize_t i = a; i < b; i++) {
-                uint64_t key = key_at(k, width, pi[i]);
+                uint64_t key = width == 4 ? pk32[i] : pk64[i];
                 uint64_t h = mix(key ^ 0x9e3779b97f4a7c15ULL) & m;
                 while (t[h].used && t[h].key != key)
                     h = (h + 1) & m;
@@ -376,11 +398,18 @@ static int count_exact(const void *k, int width, Py_ssize_t n, uint32_t *out)
                     t[h].used = 1;
                     t[h].key = key;
                     t[h].count++;
-                } else
-                    out[pi[i]] = t[h].count;
+                } else if (width == 4)
+                    pk32[i] = t[h].count;
+                else
+                    pk64[i] = t[h].count;
             }
+        fill[p] = start[p];
     }
-    free(t); free(pi);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t at = fill[mix(key_at(k, width, i)) >> 56]++;
+        out[i] = width == 4 ? pk32[at] : (uint32_t)pk64[at];
+    }
+    free(t); free(pk);
     return 0;
 }
 
@@ -412,7 +441,7 @@ static PyObject *py_value_counts(PyObject *self, PyObject *args)
     }
     const void *k = vk.buf;
     uint32_t *out = vo.buf;
-    int exact = n <= exact_limit, failed = 0;
+    int exact = n <= exact_limit || width == 2, failed = 0;
     uint32_t *cnt = exact ? NULL : calloc((size_t)1 << 24, sizeof(uint32_t));
     if (!exact && !cnt) {
         PyBuffer_Release(&vk); PyBuffer_Release(&vo);

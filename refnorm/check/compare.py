@@ -32,7 +32,7 @@ from .precision import NP, UNIT_ROUNDOFF, rounding_interval
 
 WORST_SHOWN = 3
 MAX_ARRAYS = 64        # the bias test's false-alarm budget P_CASE is split over this many arrays per case
-EXACT_SLOTS = 1 << 25  # exact counts for up to 32M values (4 bytes of scratch each: at most 128 MiB)
+EXACT_SLOTS = 1 << 24  # exact counts for up to 16M values (4 or 8 bytes of scratch each: at most 128 MiB)
 KIND = {"float64": 0, "float32": 1, "float16": 2, "bfloat16": 3}
 
 _UNSET = object()
@@ -199,15 +199,23 @@ class ArrayAccumulator:
         fn = self.mod.compare if self.mod is not None else compare_block
         maxr, over, unc, dmax, maxE, top = fn(g, ref, E, mult, self.kind, self.scale, self.shape, start, self.acc,
                                               -1 if axis is None else axis)
-        local = {i: j for j, i in enumerate(_block_index(self.shape, start, g.size, axis)[1])} if top and \
-            axis is not None else None
-        top = [(t, i, *(float(a[i - start if local is None else local[i]]) for a in (g, ref, E))) for t, i in top]
+        top = [(t, i, *(float(a[self._local(i, start, g.size, axis)]) for a in (g, ref, E))) for t, i in top]
         self.maxr = max(self.maxr, maxr)
         self.over += over
         self.unc += unc
         self.dmax = _max_nan(self.dmax, dmax)
         self.maxE = _max_nan(self.maxE, maxE)
         self.top = sorted(self.top + list(top), key=lambda t: (-t[0], t[1]))[:WORST_SHOWN]
+
+    def _local(self, i, start, n, axis):
+        """The position in the block of the element at flat index ``i`` of the whole array."""
+        if axis is None:
+            return i - start
+        idx = list(np.unravel_index(i, self.shape))
+        idx[axis] -= start
+        across = math.prod(self.shape) // self.shape[axis]
+        bshape = tuple(s if a != axis else n // across for a, s in enumerate(self.shape))
+        return int(np.ravel_multi_index(tuple(idx), bshape))
 
     def figures(self) -> dict:
         """The fields of ``core.ArrayResult`` for the whole array (after the last block)."""

@@ -6,7 +6,7 @@ weight_standardization over axis 0: "rows"), or channel by channel (batch_norm, 
 included: "channels", CHANNEL_AXES) is judged block by block: each block of rows gets its own float64
 reference, bounds and comparison, and only the figures are kept (compare.ArrayAccumulator). What is
 held at any time is the backend's own arrays plus one block's float64 temporaries (BLOCK_ELEMENTS
-elements of the activation per block, ~60 float64 arrays of that size at the peak: ~256 MiB).
+elements of the activation per block, at most ~60 float64 arrays of that size at a time: ~128 MiB).
 
 Exactly the same judgement as the whole-array path (core._judge), block by block:
 - outputs and gradients of the rows (y, mean, rstd, grad x) are judged by element, their figures
@@ -34,7 +34,7 @@ import numpy as np
 from . import bounds as B
 from .compare import ArrayAccumulator
 
-BLOCK_ELEMENTS = 1 << 19
+BLOCK_ELEMENTS = 1 << 18
 
 ROW_OPS = ("layer_norm", "rms_norm", "group_norm", "instance_norm", "weight_standardization")
 ROW_INPUTS = ("x",)       # the inputs of those ops that hold rows; the others (weight, bias) are shared
