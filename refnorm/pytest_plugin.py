@@ -93,8 +93,9 @@ class GoldenCase(pytest.Item):
             pytest.skip(f"backend {parent.backend_arg} is unavailable: {parent.unavailable}")
         recipe = getattr(self, "recipe", None)
         if recipe is not None:
+            from refnorm.check.core import too_big
             from refnorm.golden import generate
-            big = generate.too_big(recipe)
+            big = too_big(recipe)
             if big:
                 pytest.skip(big)
             case = generate.materialize(recipe)

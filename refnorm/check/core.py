@@ -733,6 +733,13 @@ def run_check(backend, golden_dir, *, ops=None, dtypes=None, case_ids=None, time
     return report
 
 
+def too_big(recipe) -> str | None:
+    """Why a generated case cannot be judged here (``generate.too_big`` with the bytes per element
+    this checker needs for it: fewer when it judges the case in blocks), or None."""
+    from ..golden import generate
+    return generate.too_big(recipe, stream.bytes_per_element(recipe.case.op) or generate.BYTES_PER_ELEMENT)
+
+
 def run_generated(backend, recipes, *, ops=None, dtypes=None, timeout=60.0, progress=None, diagnose=True,
                   layout=None, name="generated") -> Report:
     """Judge ``backend`` on generated cases (``refnorm.golden.generate.Recipe``s), each drawn when its
@@ -748,7 +755,7 @@ def run_generated(backend, recipes, *, ops=None, dtypes=None, timeout=60.0, prog
             r = generate.with_layout(r, layout)
         if progress:
             progress(j, len(todo), r.id)
-        big = generate.too_big(r)
+        big = too_big(r)
         if big:
             report.cases.append(CaseResult(r.id, r.case.op, r.case.dtype, "skipped", big, layout=r.layout))
             continue

@@ -38,6 +38,17 @@ BLOCK_ELEMENTS = 1 << 18
 
 ROW_OPS = ("layer_norm", "rms_norm", "group_norm", "instance_norm", "weight_standardization")
 ROW_INPUTS = ("x",)       # the inputs of those ops that hold rows; the others (weight, bias) are shared
+# what a generated case judged in blocks holds per element of its activation, at the peak: the drawn
+# inputs and cotangents, the backend's private copies and results, torch's own buffers, the bias
+# test's multiplicities (measured: layer_norm 4096x4096 float32 and bfloat16 through `refnorm check
+# --generate`, ~53 bytes; docs/performance.md), with a margin
+BYTES_PER_ELEMENT = 80
+
+
+def bytes_per_element(op) -> int | None:
+    """Bytes per activation element of judging a generated case of ``op`` in blocks (None: judged
+    whole, generate.BYTES_PER_ELEMENT)."""
+    return BYTES_PER_ELEMENT if op in ROW_OPS or op in CHANNEL_AXES else None
 
 
 CHANNEL_AXES = {    # batch_norm: every channel on its own; the axis of each array that holds the channels

@@ -53,7 +53,7 @@ MAKERS = {
     "weight_standardization": (T.weight_standardization, "x", {}),
 }
 COMMON = ("shape", "dtype", "regime", "layout", "seed", "expect")
-BYTES_PER_ELEMENT = 260     # what judging one element of the activation takes today (measured, docs)
+BYTES_PER_ELEMENT = 260     # what judging one element of the activation takes, judged whole (measured, docs)
 
 
 class RecipeError(RefnormError):
@@ -157,9 +157,10 @@ def parse(text: str) -> Recipe:
     return Recipe(text, case, layout, seed, expect == "error")
 
 
-def memory_needed(recipe: Recipe) -> int:
-    """Bytes judging the recipe takes (BYTES_PER_ELEMENT per element of its inputs, every step)."""
-    return recipe.elements * BYTES_PER_ELEMENT * len(recipe.case.steps)
+def memory_needed(recipe: Recipe, bytes_per_element: int = BYTES_PER_ELEMENT) -> int:
+    """Bytes judging the recipe takes (``bytes_per_element`` per element of its inputs, every step; the
+    checker says how many for a case it judges in blocks)."""
+    return recipe.elements * bytes_per_element * len(recipe.case.steps)
 
 
 def memory_available() -> int:
@@ -177,12 +178,12 @@ def memory_available() -> int:
         return 1 << 62
 
 
-def too_big(recipe: Recipe) -> str | None:
+def too_big(recipe: Recipe, bytes_per_element: int = BYTES_PER_ELEMENT) -> str | None:
     """Why the recipe cannot be judged here (the memory it needs and what is available), or None."""
-    need, have = memory_needed(recipe), memory_available()
+    need, have = memory_needed(recipe, bytes_per_element), memory_available()
     if need <= have:
         return None
-    return (f"needs ~{need / 2 ** 30:.1f} GiB to judge ({recipe.elements:,} elements x {BYTES_PER_ELEMENT} B x "
+    return (f"needs ~{need / 2 ** 30:.1f} GiB to judge ({recipe.elements:,} elements x {bytes_per_element} B x "
             f"{len(recipe.case.steps)} step(s)); {have / 2 ** 30:.1f} GiB available here: not attempted")
 
 
