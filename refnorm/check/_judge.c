@@ -341,7 +341,7 @@ static inline uint64_t key_at(const void *k, int width, Py_ssize_t i)
  * back in the original order, part by part. Memory: one key's width per key, plus one part's table. */
 static int count_exact(const void *k, int width, Py_ssize_t n, uint32_t *out)
 {
-    enum { PARTS = 256 };
+    enum { PARTS = 1024 };
     Py_ssize_t start[PARTS + 1] = {0}, fill[PARTS];
     if (width == 2) {                 /* 16-bit values: a table of every bit pattern */
         uint32_t *table = calloc(65536, sizeof(uint32_t));
@@ -361,7 +361,7 @@ static int count_exact(const void *k, int width, Py_ssize_t n, uint32_t *out)
     uint32_t *pk32 = pk;
     uint64_t *pk64 = pk;
     for (Py_ssize_t i = 0; i < n; i++)
-        start[(mix(key_at(k, width, i)) >> 56) + 1]++;
+        start[(mix(key_at(k, width, i)) >> 54) + 1]++;
     Py_ssize_t biggest = 0;
     for (int p = 0; p < PARTS; p++) {
         if (start[p + 1] > biggest)
@@ -371,7 +371,7 @@ static int count_exact(const void *k, int width, Py_ssize_t n, uint32_t *out)
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         uint64_t key = key_at(k, width, i);
-        Py_ssize_t at = fill[mix(key) >> 56]++;
+        Py_ssize_t at = fill[mix(key) >> 54]++;
         if (width == 4)
             pk32[at] = (uint32_t)key;
         else
@@ -406,7 +406,7 @@ static int count_exact(const void *k, int width, Py_ssize_t n, uint32_t *out)
         fill[p] = start[p];
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t at = fill[mix(key_at(k, width, i)) >> 56]++;
+        Py_ssize_t at = fill[mix(key_at(k, width, i)) >> 54]++;
         out[i] = width == 4 ? pk32[at] : (uint32_t)pk64[at];
     }
     free(t); free(pk);

@@ -169,14 +169,16 @@ def _max_nan(a, b):
 class ArrayAccumulator:
     """The figures of one returned array, accumulated over blocks of rows (module docstring)."""
 
-    def __init__(self, got: np.ndarray, scale: float, case_dtype: str, p_array: float = P_CASE / MAX_ARRAYS):
+    def __init__(self, got: np.ndarray, scale: float, case_dtype: str, p_array: float = P_CASE / MAX_ARRAYS,
+                 mult: np.ndarray | None = None):
         self.got = got
         self.shape = got.shape
         self.kind = KIND[case_dtype]
+        self.kind_name = case_dtype
         self.scale = scale
         self.p_array = p_array
         self.flat = got.reshape(-1)             # a view when got is contiguous (else one copy, in its dtype)
-        self.mult = multiplicities(got).reshape(-1)
+        self.mult = (multiplicities(got) if mult is None else mult).reshape(-1)   # shared between contracts
         self.acc = np.zeros(3 * _acc_len(self.shape))
         self.maxr, self.over, self.unc, self.dmax, self.maxE = 0.0, 0, 0, 0.0, 0.0
         self.top = []

@@ -165,9 +165,12 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
                 with np.errstate(invalid="ignore"):
                     aa = np.abs(a.astype(np.float64))
                 scale[(part, k)] = max(scale[(part, k)], float(np.max(np.where(np.isfinite(aa), aa, 0.0), initial=0.0)))
-    accs = {n: [ArrayAccumulator(got[n[0]][n[1]], scale[n], case_dtype if n[0] != "state"
-                                 else _dtype_name(got[n[0]][n[1]])) for _ in contracts]
-            for n in names if n not in whole}
+    accs = {}
+    for n in names:
+        if n not in whole:
+            a = got[n[0]][n[1]]
+            first = ArrayAccumulator(a, scale[n], case_dtype if n[0] != "state" else _dtype_name(a))
+            accs[n] = [first] + [ArrayAccumulator(a, scale[n], first.kind_name, mult=first.mult) for _ in contracts[1:]]
     E_whole = {n: [0.0 for _ in contracts] for n in whole}
     # pass 2: reference, bounds and comparison per block
     for lo, hi in zip(edges[:-1], edges[1:]):
