@@ -2,6 +2,7 @@
 figures of the same call judged whole (within rounding), for correct and for wrong results, for every
 array: outputs, row statistics, the input's gradient and the parameters' (summed) gradients."""
 import math
+import zlib
 
 import numpy as np
 import pytest
@@ -51,7 +52,9 @@ def _judge(op, cfg, dt, ins, cot, state, got, contract, blocks):
 
 
 def _close(x, y, rel=1e-9):
-    return (math.isnan(x) and math.isnan(y)) or x == y or abs(x - y) <= rel * max(abs(x), abs(y)) + 1e-12
+    """Equal within ``rel`` of the larger, or of 1 (the ratios are read against 1: a ratio of sums that
+    cancel, such as the bias test's, is small and moves more than its terms)."""
+    return (math.isnan(x) and math.isnan(y)) or x == y or abs(x - y) <= rel * max(abs(x), abs(y), 1.0)
 
 
 @pytest.mark.parametrize("op,shape,cfg,params", CASES)
@@ -59,7 +62,7 @@ def _close(x, y, rel=1e-9):
                                          ("bfloat16", Contract("stats_d", "block"))])
 @pytest.mark.parametrize("bug", [None, "row", "scale"])
 def test_blocks_judge_as_the_whole(monkeypatch, op, shape, cfg, params, dt, contract, bug):
-    rng = np.random.default_rng(hash((op, dt, bug)) % 2 ** 32)
+    rng = np.random.default_rng(zlib.crc32(f"{op} {dt} {bug}".encode()))
     ins, cot, got, state = _call(op, shape, cfg, params, dt, rng, shift=3.0)
     low = dt == "bfloat16"
     if bug == "row":          # one row (the middle one) off by 1% (bfloat16: 10%): beyond the bound of that row only
