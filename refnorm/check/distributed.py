@@ -1,6 +1,6 @@
 """The distributed runner: N processes on torch.distributed, one process group for the whole check.
 
-``run_distributed(backend, dcases, world_size=N)`` starts N rank processes (multiprocessing "spawn"),
+``run_distributed(backend, dcases, world_size=N)`` starts N rank processes (multiprocessing "forkserver", ``_context``),
 each of which joins one torch.distributed group (``backends/torch_group.py``: gloo on CPU, nccl where
 each rank has its own GPU) and then serves calls until told to stop. For every step of every distributed
 case (refnorm.golden.distributed) the runner sends each rank its shard (``ShardCall``), collects every
@@ -99,6 +99,18 @@ def _rank_main(rank, world, port, device, blob, conn):
         pass
 
 
+def _context():
+    """multiprocessing's "forkserver": the server imports torch once (torch_group.PRELOAD) and every rank
+    process, of every group the check starts, forks from it (no torch thread pool has run there yet); the
+    process start is paid once per check ("spawn" where there is no forkserver)."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    from .backends import torch_group
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(list(torch_group.PRELOAD))
+    return ctx
+
+
 class Pool:
     """N rank processes holding one process group; ``call`` runs one step on every rank."""
 
@@ -121,7 +133,7 @@ class Pool:
         port = self.fixed_port or free_port()
         if self.fixed_port and not port_free(port):
             raise DistError(f"--port {port}: already in use; expected a free TCP port on 127.0.0.1")
-        ctx = mp.get_context("spawn")
+        ctx = _context()
         for r in range(self.world):
             parent, child = ctx.Pipe()
             p = ctx.Process(target=_rank_main, args=(r, self.world, port, self.device, self.blob, child),

@@ -51,16 +51,17 @@ def _sync_bn(inputs, config, cot, dtype, state, training, *, sizes, stats="weigh
                 var = m2 / n
             else:                                               # E08: every rank's count taken as equal
                 n = sum(counts)
-                mr = [p[1] if p[0] else np.full(p[1].shape, np.nan) for p in parts]
-                mean = np.mean(mr, axis=0)
-                var = np.mean([p[2] / p[0] + m * m for p, m in zip(parts, mr)], axis=0) - mean * mean
+                mr = np.array([p[1] if p[0] else np.full(p[1].shape, np.nan) for p in parts])
+                mean = mr.mean(axis=0)
+                var = np.mean([p[2] / np.float64(p[0]) for p in parts], axis=0) + ((mr - mean) ** 2).mean(axis=0)
             if training and tracking:
                 rm, rv = state["running_mean"], state["running_var"]
                 nbt = np.asarray(int(state["num_batches_tracked"]) + 1, dtype=np.int64)
                 m = 1.0 / float(nbt) if momentum is None else momentum
                 n0, _, q0 = parts[0]
-                batch_var = {"global": var * (n / (n - 1)), "local_var": q0 / (n0 - 1),
-                             "local_count": var * (n0 / (n0 - 1))}[running]
+                n0 = np.float64(n0)
+                batch_var = (var * (n / (n - 1)) if running == "global" else q0 / (n0 - 1) if running == "local_var"
+                             else var * (n0 / (n0 - 1)))                   # local_count
                 new_state = {"running_mean": (1 - m) * rm + m * mean, "running_var": (1 - m) * rv + m * batch_var,
                              "num_batches_tracked": nbt}
             used = True

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import datetime
 
+PRELOAD = ("torch", "torch.distributed")     # what the runner's forkserver imports once for every rank
+
 
 def init(rank: int, world: int, port: int, device: str = "cpu", timeout_s: float = 600.0):
     import torch
