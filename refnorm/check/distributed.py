@@ -11,7 +11,7 @@ split. A replicated array (dweight under sequence parallelism, SyncBatchNorm's r
 judged as rank 0 returned it, and a rank whose copy is not bit for bit rank 0's fails the case.
 
 Faults. A rank that raises, does not answer within ``timeout`` seconds (per case: every step of it),
-or dies makes that case an error naming the rank; the group is then torn down (every rank process
+or dies makes that case an error naming the rank (starting a group has its own limit, 120 s); the group is then torn down (every rank process
 terminated, then killed, and joined) and a fresh one is started before the next case, so the
 remaining cases still run. A rank returning a wrongly shaped array is an error of the case too; every
 rank answered then, so the group is healthy and kept. Rank processes are daemonic, die with the
@@ -123,7 +123,7 @@ class Pool:
             raise DistError(f"backend {getattr(backend, 'name', backend)!r} cannot be sent to the rank processes: "
                             f"{type(e).__name__}: {e} (a distributed backend must be picklable: a module-level "
                             "class or instance)") from None
-        self.procs, self.conns, self.starts = [], [], 0
+        self.procs, self.conns, self.starts, self.pids = [], [], 0, []
 
     @property
     def up(self) -> bool:
@@ -139,6 +139,7 @@ class Pool:
             p = ctx.Process(target=_rank_main, args=(r, self.world, port, self.device, self.blob, child),
                             daemon=True, name=f"refnorm-rank{r}")
             p.start()
+            self.pids.append(p.pid)
             child.close()
             self.procs.append(p)
             self.conns.append(parent)
@@ -154,32 +155,48 @@ class Pool:
             raise DistError(f"the process group could not start on port {port}: {bad[0]}")
 
     def _collect(self, deadline, what):
-        """Every rank's reply, in rank order; RankFault at the first raise, death or the deadline."""
+        """Every rank's reply, in rank order; RankFault at the first raise, death or the deadline. A fault
+        is reported with what the other ranks did within a short grace (a rank's death makes its peers'
+        collectives fail: the death is named first, as the cause)."""
         replies = [None] * self.world
         pending = {c: r for r, c in enumerate(self.conns)}
         sentinels = {p.sentinel: r for r, p in enumerate(self.procs)}
+        faults, grace_end = {}, None
         while pending:
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            if grace_end is not None and now >= grace_end:
+                break
+            left = (grace_end if grace_end is not None else deadline) - now
             if left <= 0:
-                raise RankFault(f"rank(s) {sorted(pending.values())} did not {what} within the time limit (--timeout)")
-            ready = wait(list(pending) + list(sentinels), timeout=left)
+                faults.update({r: f"rank {r} did not {what} within the time limit (--timeout)"
+                               for r in sorted(pending.values())})
+                break
+            ready = wait(list(pending) + [s for s, r in sentinels.items() if r in pending.values()], timeout=left)
             for obj in ready:
-                if obj in pending:
-                    r = pending.pop(obj)
+                r = pending.get(obj, sentinels.get(obj))
+                if r is None or r not in pending.values():
+                    continue
+                conn = self.conns[r]
+                if conn.poll():
                     try:
-                        kind, payload = obj.recv()
+                        kind, payload = conn.recv()
                     except (EOFError, OSError):
-                        self.procs[r].join(1)
-                        raise RankFault(f"rank {r} died (exit code {self.procs[r].exitcode})") from None
-                    if kind == "raised":
-                        raise RankFault(f"rank {r} raised {payload}")
+                        kind, payload = "died", None
+                else:
+                    kind, payload = "died", None
+                del pending[conn]
+                if kind == "died":
+                    self.procs[r].join(1)
+                    faults[r] = f"rank {r} died (exit code {self.procs[r].exitcode})"
+                elif kind == "raised":
+                    faults[r] = f"rank {r} raised {payload}"
+                else:
                     replies[r] = (kind, payload)
-            for obj in ready:
-                if obj in sentinels and sentinels[obj] in pending.values():
-                    r = sentinels[obj]
-                    if not self.conns[r].poll():
-                        self.procs[r].join(1)
-                        raise RankFault(f"rank {r} died (exit code {self.procs[r].exitcode})")
+            if faults and grace_end is None:
+                grace_end = time.monotonic() + 0.5
+        if faults:
+            order = sorted(faults, key=lambda r: ("died" not in faults[r], "within" in faults[r], r))
+            raise RankFault("; ".join(faults[r] for r in order))
         return replies
 
     def call(self, calls, deadline):
@@ -190,18 +207,19 @@ class Pool:
                 c.send(call)
             replies = self._collect(deadline, "return")
         except BaseException:
-            self.stop()                             # a rank in a collective may wait for ever: tear down
+            self.stop(grace=0.2)                    # a rank in a collective may wait for ever: tear down
             raise
         return [payload for _, payload in replies]
 
-    def stop(self):
-        """Tear the group down: ask every rank to stop, then terminate, kill and join what is left."""
+    def stop(self, grace=2.0):
+        """Tear the group down: ask every rank to stop, give them ``grace`` seconds, then terminate, kill and
+        join what is left."""
         for c in self.conns:
             try:
                 c.send(None)
             except (OSError, ValueError):
                 pass
-        deadline = time.monotonic() + 2.0
+        deadline = time.monotonic() + grace
         for p in self.procs:
             p.join(max(0.0, deadline - time.monotonic()))
         for p in self.procs:
@@ -224,7 +242,7 @@ class _Gathered:
         self.backend, self.pool, self.d, self.sizes = backend, pool, dcase, sizes
         self.name = getattr(backend, "name", type(backend).__name__)
         self.forward_only = getattr(backend, "forward_only", False)
-        self.deadline = time.monotonic() + (timeout or 1e9)
+        self.timeout, self.deadline = timeout or 1e9, None
         self.disagree = []
 
     def _shards(self, call):
@@ -242,6 +260,10 @@ class _Gathered:
         return self.backend.contract(self._shards(call)[0])
 
     def run(self, call):
+        if not self.pool.up:
+            self.pool.start()                       # its own limit (start_timeout), not the case's
+        if self.deadline is None:                   # the case's limit runs from its first call
+            self.deadline = time.monotonic() + self.timeout
         rets = self.pool.call(self._shards(call), self.deadline)
         for r, ret in enumerate(rets):
             if not isinstance(ret, Returned):
@@ -259,50 +281,82 @@ def check_world_size(world) -> int:
     return world
 
 
-def run_distributed(backend, dcases, *, world_size, timeout=60.0, progress=None, diagnose=True, port=None,
-                    ops=None, dtypes=None, name="distributed cases") -> core.Report:
-    """Judge a distributed ``backend`` on ``dcases`` (refnorm.golden.distributed.DistRecipe) with
-    ``world_size`` ranks; the process group is started once and rebuilt only after a fault."""
-    from ..pitfalls import distributed as PD
-    check_world_size(world_size)
+def check_backend(backend) -> None:
     if not is_distributed(backend):
         raise DistError(f"backend {getattr(backend, 'name', backend)!r} is not distributed: --world-size needs a "
                         "backend with distributed = True and run(call, *, rank, group) "
                         "(refnorm/check/backends/dist.py), e.g. torch-dist-cpu")
-    if port is not None and not port_free(port):
-        raise DistError(f"--port {port}: already in use; expected a free TCP port on 127.0.0.1")
+
+
+class Session:
+    """One process group for many cases: ``check(dcase)`` judges one distributed case (the pytest plugin
+    judges one item at a time with it); ``close()`` tears the group down (a context manager too)."""
+
+    def __init__(self, backend, world_size, *, timeout=60.0, port=None, diagnose=True):
+        check_world_size(world_size)
+        check_backend(backend)
+        if port is not None and not port_free(port):
+            raise DistError(f"--port {port}: already in use; expected a free TCP port on 127.0.0.1")
+        self.backend, self.world, self.timeout, self.diagnose = backend, world_size, timeout, diagnose
+        self.pool = Pool(backend, world_size, port=port)
+
+    def check(self, d) -> core.CaseResult:
+        from ..pitfalls import distributed as PD
+        sizes = d.sizes(self.world)
+        case = dataclasses.replace(generate.materialize(d.recipe), id=d.id)
+        g = _Gathered(self.backend, self.pool, d, sizes, self.timeout)
+        variants = PD.bound(d.parallel, sizes) if self.diagnose else None
+        res = core.check_case(g, case, timeout=None, diagnose=self.diagnose, variants=variants)
+        if res.status == "error" and "RankFault" in res.message:
+            res.message = res.message.replace("backend raised RankFault: ", "")
+            res.message += "; the process group was torn down and rebuilt"
+        if g.disagree:
+            note = "the ranks disagree on replicated arrays (rank 0's judged): " + ", ".join(g.disagree[:6])
+            if res.status in ("passed", "partial"):
+                res.status, res.message = "failed", note
+            elif res.status == "failed":
+                res.message += "; " + note
+        res.recipe = f"{d.text}  (split {sizes})"
+        return res
+
+    @property
+    def starts(self) -> int:
+        """How many times a process group was started (1 + the rebuilds after faults)."""
+        return self.pool.starts
+
+    @property
+    def pids(self) -> list:
+        return list(self.pool.pids)
+
+    def close(self):
+        self.pool.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def run_distributed(backend, dcases, *, world_size, timeout=60.0, progress=None, diagnose=True, port=None,
+                    ops=None, dtypes=None, name="distributed cases") -> core.Report:
+    """Judge a distributed ``backend`` on ``dcases`` (refnorm.golden.distributed.DistRecipe) with
+    ``world_size`` ranks; the process group is started once and rebuilt only after a fault.
+    ``report.group_starts`` and ``report.rank_pids`` say how many groups were started and which processes
+    ran (every one of them has ended when this returns)."""
+    check_world_size(world_size)
+    check_backend(backend)
     todo = [d for d in dcases if (not ops or d.op in set(ops)) and (not dtypes or d.recipe.case.dtype in set(dtypes))]
     D.check_world(todo, world_size)
     t0 = time.perf_counter()
     report = core.Report(getattr(backend, "name", type(backend).__name__), f"{name}, world size {world_size}")
-    pool = Pool(backend, world_size, port=port)
-    try:
+    with Session(backend, world_size, timeout=timeout, port=port, diagnose=diagnose) as session:
         for j, d in enumerate(todo):
             if progress:
                 progress(j, len(todo), d.id)
-            sizes = d.sizes(world_size)
-            case = dataclasses.replace(generate.materialize(d.recipe), id=d.id)
-            g = _Gathered(backend, pool, d, sizes, timeout)
-            variants = PD.bound(d.parallel, sizes) if diagnose else None
-            try:
-                res = core.check_case(g, case, timeout=None, diagnose=diagnose, variants=variants)
-            except RankFault as e:                  # raised outside the backend call (never expected)
-                res = core.CaseResult(d.id, d.op, case.dtype, "error", str(e))
-            if res.status == "error" and "RankFault" in res.message:
-                res.message = res.message.replace("backend raised RankFault: ", "")
-                res.message += "; the process group was torn down and rebuilt"
-            if g.disagree:
-                note = ("the ranks disagree on replicated arrays (rank 0's judged): " + ", ".join(g.disagree[:6]))
-                if res.status in ("passed", "partial"):
-                    res.status, res.message = "failed", note
-                elif res.status == "failed":
-                    res.message += "; " + note
-            res.recipe = f"{d.text}  (split {sizes})"
-            report.cases.append(res)
-    finally:
-        pool.stop()
+            report.cases.append(session.check(d))
     if progress:
         progress(len(todo), len(todo), "")
     report.seconds = time.perf_counter() - t0
-    report.group_starts = pool.starts
+    report.group_starts, report.rank_pids = session.starts, session.pids
     return report

@@ -153,8 +153,11 @@ def gather(d: DistRecipe, part: str, per_rank: list) -> tuple:
             try:
                 out[k] = np.concatenate(vals, axis=axis)
             except ValueError:
-                raise ValueError(f"{part} {k!r}: the ranks' shards have shapes {[v.shape for v in vals]}, which "
-                                 f"do not join along axis {axis}") from None
+                odd = next((r for r, v in enumerate(vals) if v.ndim != vals[0].ndim or
+                            v.shape[:axis] + v.shape[axis + 1:] != vals[0].shape[:axis] + vals[0].shape[axis + 1:]), 0)
+                raise ValueError(f"rank {odd} returned {part[:-1] if part != 'state' else part} {k!r} of shape "
+                                 f"{vals[odd].shape}: the ranks' shards {[v.shape for v in vals]} do not join along "
+                                 f"axis {axis}") from None
         else:
             out[k] = vals[0]
             for r, v in enumerate(vals[1:], 1):

@@ -170,5 +170,5 @@ def tensor_parallel_rms_norm(x_shards, weight_shards=None, dy_shards=None, *, ep
                              for g, x, c in zip(gs, x_shards, counts)]) * m
     dxs = [rstd * (g - x * rstd * rstd * s / m) for g, x in zip(gs, x_shards)]
     dws = None if weight_shards is None else [
-        (dy * x * rstd).reshape(-1, x.shape[-1]).sum(axis=0) for dy, x in zip(dy_shards, x_shards)]
+        (dy * x * rstd).sum(axis=tuple(range(x.ndim - 1))) for dy, x in zip(dy_shards, x_shards)]
     return ys, rstd, dxs, dws
