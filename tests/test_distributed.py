@@ -266,3 +266,24 @@ def test_the_pytest_plugin_collects_distributed_cases(pytester, monkeypatch):
 
 
 pytest_plugins = ["pytester"]
+
+
+# ------------------------------------------------------------------------------- the derivation
+def test_the_merge_is_proven_with_sympy():
+    from refnorm.derivations import distributed as P
+    claims = P.prove(sizes=(1, 2, 3))      # the full prove() runs m = 1..5 (derivations/distributed.md)
+    assert len(claims) == 3 and "for any n_a, n_b > 0" in claims[0] and "splits of m" in claims[1]
+    with open(os.path.join(ROOT, P.DOC), encoding="utf-8") as f:
+        doc = f.read()
+    assert "refnorm/derivations/distributed.py" in doc and "Chan" in doc
+
+
+def test_the_proof_fails_for_a_merge_that_is_not_count_weighted(monkeypatch):
+    """The proof can fail: with every rank's count taken as 1 (E08's merge) it raises."""
+    from refnorm.derivations import _proof
+    from refnorm.derivations import distributed as P
+    real = P._merge
+    monkeypatch.setattr(P, "_merge", lambda parts: real([(1 if n else 0, a, b) for n, a, b in parts]))
+    with pytest.raises(_proof.ProofError, match=r"split \(1, 2\)"):
+        P._sync_bn(3, (1, 2))
+    P._sync_bn(2, (1, 1))              # equal shards: the same statistics, no error (E08 needs unequal counts)
