@@ -114,21 +114,35 @@ def run(backend, world_size=4, texts=(), timeout=60.0):
     return run_distributed(backend, D.cases(texts), world_size=world_size, timeout=timeout)
 
 
-def table(world_size=4) -> str:
-    """The markdown rows of docs/pitfall_detection.md, section 9."""
+def section(world_size=4) -> list:
+    """docs/pitfall_detection.md, section 9 (lines): every planted backend on every distributed case."""
     from refnorm.check.diagnosis import matched_ids
-    rows = ["| planted (tests/planted/distributed.py) | pitfall | cases judged | caught | named by the diagnosis |",
-            "|---|---|---|---|---|"]
+    L = ["## 9. Distributed normalizers: planted in torch-dist-cpu, judged across processes", "",
+         f"`refnorm check --backend BACKEND --world-size {world_size}` over every distributed case "
+         "(refnorm/golden/distributed.py: SyncBatchNorm, sequence-parallel layer_norm/rms_norm, tensor-parallel "
+         "rms_norm, each split equal, unequal, with a one-sample rank and with an empty rank; gloo on CPU, one "
+         "process group per run). BACKEND is torch-dist-cpu or one of `tests/planted/distributed.py`, each "
+         "torch-dist-cpu with one mistake in one collective step. \"caught\": cases failed or errored; \"named\": "
+         "caught cases whose diagnosis names the planted pitfall (the distributed variants of "
+         "refnorm/pitfalls/distributed.py, bound to the case's split). An equal split cannot show E08 or E09 "
+         "(equal counts weigh equally), so those pass there. Produced by `python tests/planted/distributed.py`.", "",
+         "| planted (tests/planted/distributed.py) | pitfall | cases judged | caught | named by the diagnosis | "
+         "catching cases, by split |", "|---|---|---|---|---|---|"]
     r = run(TorchDistBackend(), world_size)
     bad = [c for c in r.cases if c.status != "passed"]
-    rows.append(f"| torch-dist-cpu (correct) | none | {len(r.cases)} | {len(bad)} (false alarms) | - |")
+    L.append(f"| torch-dist-cpu (correct) | none | {len(r.cases)} | {len(bad)} (false alarms) | - | - |")
     for cls, pid, what in PLANTED:
         r = run(cls(), world_size)
         caught = [c for c in r.cases if c.status in ("failed", "error")]
         named = [c for c in caught if pid in matched_ids(c.diagnosis)]
-        rows.append(f"| {cls.__name__}: {what} | {pid} | {len(r.cases)} | {len(caught)} | {len(named)} |")
-    return "\n".join(rows)
+        splits = {}
+        for c in caught:
+            s = c.id.split("/dist_")[1].split("_")[1]
+            splits[s] = splits.get(s, 0) + 1
+        by = ", ".join(f"{k} {v}" for k, v in splits.items())
+        L.append(f"| `{cls.__name__}`: {what} | {pid} | {len(r.cases)} | {len(caught)} | {len(named)} | {by} |")
+    return L + [""]
 
 
 if __name__ == "__main__":
-    print(table())
+    print("\n".join(section()))
