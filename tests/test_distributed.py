@@ -184,7 +184,7 @@ def test_every_planted_distributed_pitfall_is_caught_twice_and_named(cls, pid):
     from refnorm.check.diagnosis import matched_ids
     parallel = {"E08": "batch", "E09": "batch", "DP-RS1": "batch", "DP-RS2": "batch", "DP-SP1": "sequence",
                 "DP-TP1": "tensor"}[pid]
-    rep = run(cls(), world_size=4, texts=[t for t, _ in D.CASES if t.startswith(parallel + " ")])
+    rep = run(cls(), world_size=3, texts=[t for t, _ in D.CASES if t.startswith(parallel + " ")])
     caught = [c for c in rep.cases if c.status in ("failed", "error")]
     named = [c.id for c in caught if pid in matched_ids(c.diagnosis)]
     assert len(named) >= 2, [(c.id, c.status, (c.diagnosis or {}).get("message")) for c in rep.cases]
@@ -233,6 +233,14 @@ def test_bad_input_is_a_clear_error_exit_2(capsys):
             assert _cli(*args) == 2, args
             err = capsys.readouterr().err
             assert want in err, (args, err)
+
+
+def test_a_distributed_backend_loads_by_import_path_like_any_other():
+    from refnorm.check import get_backend
+    from refnorm.check.backends.dist import DistributedBackend, is_distributed
+    b = get_backend("planted.distributed:E08")
+    assert is_distributed(b) and isinstance(b, DistributedBackend) and b.name == "torch-dist-cpu+E08"
+    assert not is_distributed(get_backend("numpy"))
 
 
 def test_json_and_junit_reports_carry_distributed_cases(tmp_path, capsys):

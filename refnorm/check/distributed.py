@@ -131,7 +131,7 @@ class Pool:
 
     def start(self):
         port = self.fixed_port or free_port()
-        if self.fixed_port and not port_free(port):
+        if self.fixed_port and not self.starts and not port_free(port):     # a rebuild reuses it (TIME_WAIT)
             raise DistError(f"--port {port}: already in use; expected a free TCP port on 127.0.0.1")
         ctx = _context()
         for r in range(self.world):

@@ -18,7 +18,13 @@ from refnorm.check.backends.base import Returned  # noqa: E402
 from refnorm.check.backends.torch_dist import TorchDistBackend  # noqa: E402
 
 
-class E08(TorchDistBackend):
+class _Planted(TorchDistBackend):
+    def __init__(self):
+        super().__init__("cpu")
+        self.name = f"torch-dist-cpu+{type(self).__name__}"
+
+
+class E08(_Planted):
     """Per-rank statistics averaged unweighted (every rank's count taken as equal)."""
     def merge_stats(self, n, mean, m2, group):
         import torch
@@ -33,7 +39,7 @@ class E08(TorchDistBackend):
         return n_all, mu, var * n_all
 
 
-class E09(TorchDistBackend):
+class E09(_Planted):
     """The backward's mean_dy / mean_dy_xmu: each rank's local means, averaged over ranks unweighted."""
     def backward_means(self, sum_dy, sum_dy_xmu, n_local, n_total, group):
         import torch
@@ -44,7 +50,7 @@ class E09(TorchDistBackend):
         return both[0] / dist.get_world_size(group), both[1] / dist.get_world_size(group)
 
 
-class RunningLocalVar(TorchDistBackend):
+class RunningLocalVar(_Planted):
     """running_var updated with the rank's local (unbiased) variance."""
     def running_update(self, rm, rv, mean, var, n_total, x_local, momentum, nbt):
         m = 1.0 / nbt if momentum is None else momentum
@@ -52,7 +58,7 @@ class RunningLocalVar(TorchDistBackend):
         return (1 - m) * rm + m * mean, (1 - m) * rv + m * local
 
 
-class RunningLocalCount(TorchDistBackend):
+class RunningLocalCount(_Planted):
     """running_var's unbiased correction n / (n - 1) with the rank's local count."""
     def running_update(self, rm, rv, mean, var, n_total, x_local, momentum, nbt):
         m = 1.0 / nbt if momentum is None else momentum
@@ -60,13 +66,13 @@ class RunningLocalCount(TorchDistBackend):
         return (1 - m) * rm + m * mean, (1 - m) * rv + m * var * n / (var.new_tensor(n) - 1)
 
 
-class NoGradAllReduce(TorchDistBackend):
+class NoGradAllReduce(_Planted):
     """Sequence parallelism: the weight/bias gradients left as the rank's partial sums."""
     def reduce_param_grads(self, grads, group):
         return grads
 
 
-class LocalSumSquares(TorchDistBackend):
+class LocalSumSquares(_Planted):
     """Tensor parallelism: each rank normalizes by the sum of squares of its own hidden slice."""
     def hidden_sum(self, t, group):
         return t
@@ -92,6 +98,7 @@ class Faulty(TorchDistBackend):
 
     def __init__(self, fault, rank=1, op="layer_norm"):
         super().__init__("cpu")
+        self.name = f"torch-dist-cpu+{fault}@rank{rank}"
         self.fault, self.bad_rank, self.bad_op = fault, rank, op
 
     def run(self, call, *, rank, group):
