@@ -139,14 +139,18 @@ def shard(d: DistRecipe, part: str, arrays: dict, sizes: list) -> list:
 def gather(d: DistRecipe, part: str, per_rank: list) -> tuple:
     """(arrays, disagreements): sharded arrays concatenated along their axis in rank order; a replicated
     array is rank 0's, and every other rank whose copy is not bit for bit rank 0's is named in
-    ``disagreements`` ("grad weight: rank 2"). A name some rank lacks is left out (the judge then says
-    it is missing); shards of different ranks that cannot be joined raise ValueError naming them."""
+    ``disagreements`` ("grads weight: rank 2"). A name some rank lacks, or shards that cannot be joined,
+    raise ValueError naming the rank; an array that is not a NumPy array raises TypeError."""
     out, bad = {}, []
     names = set().union(*(set(p) for p in per_rank))
     for k in sorted(names):
         if not all(k in p for p in per_rank):
             missing = [r for r, p in enumerate(per_rank) if k not in p]
             raise ValueError(f"{part} {k!r}: rank(s) {missing} returned none")
+        wrong = [r for r, p in enumerate(per_rank) if not isinstance(p[k], (np.ndarray, np.generic))]
+        if wrong:
+            raise TypeError(f"rank {wrong[0]} returned {part[:-1] if part != 'state' else part} {k!r} as a "
+                            f"{type(per_rank[wrong[0]][k]).__name__}, expected a numpy.ndarray")
         vals = [np.asarray(p[k]) for p in per_rank]
         if d.sharded(part, k) and vals[0].ndim:
             axis = d.axis(vals[0].ndim)

@@ -72,7 +72,7 @@ class TorchDistBackend:
     def run(self, call, *, rank, group):
         import torch
         wd = torch.float64 if call.dtype == "float64" else torch.float32
-        dev = torch.device(f"cuda:{rank}" if self.device == "cuda" else "cpu")
+        dev = self._dev = torch.device(f"cuda:{rank}" if self.device == "cuda" else "cpu")
         t = {k: torch.from_numpy(v.astype("float64")).to(dev, wd) for k, v in call.inputs.items()}
         dy = call.cotangents.get("y")
         dy = None if dy is None else torch.from_numpy(dy.astype("float64")).to(dev, wd)
@@ -136,7 +136,7 @@ class TorchDistBackend:
         """Tensor parallelism: the length of the whole hidden dimension (the ranks' slices summed)."""
         import torch
         import torch.distributed as dist
-        m = torch.tensor([m_local], dtype=torch.int64)
+        m = torch.tensor([m_local], dtype=torch.int64, device=getattr(self, "_dev", "cpu"))
         dist.all_reduce(m, group=group)
         return int(m.item())
 

@@ -22,6 +22,7 @@ def init(rank: int, world: int, port: int, device: str = "cpu", timeout_s: float
         torch.cuda.set_device(rank)
     dist.init_process_group("nccl" if device == "cuda" else "gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world, timeout=datetime.timedelta(seconds=timeout_s))
+    dist.barrier()          # the connections are made now, within the start's limit, not in the first case's
     return dist.group.WORLD
 
 
