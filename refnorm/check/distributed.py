@@ -203,8 +203,12 @@ class Pool:
         if not self.up:
             self.start()
         try:
-            for c, call in zip(self.conns, calls):
-                c.send(call)
+            for r, (c, call) in enumerate(zip(self.conns, calls)):
+                try:
+                    c.send(call)
+                except OSError:                     # BrokenPipeError: it died after its last answer
+                    self.procs[r].join(1)
+                    raise RankFault(f"rank {r} died (exit code {self.procs[r].exitcode})") from None
             replies = self._collect(deadline, "return")
         except BaseException:
             self.stop(grace=0.2)                    # a rank in a collective may wait for ever: tear down
