@@ -10,10 +10,10 @@ diagnosis tries the distributed pitfall variants (refnorm.pitfalls.distributed) 
 split. A replicated array (dweight under sequence parallelism, SyncBatchNorm's running statistics) is
 judged as rank 0 returned it, and a rank whose copy is not bit for bit rank 0's fails the case.
 
-Faults. A rank that raises, does not answer within ``timeout`` seconds (per case: every step of it),
-or dies makes that case an error naming the rank (starting a group has its own limit, 120 s); the group is then torn down (every rank process
-terminated, then killed, and joined) and a fresh one is started before the next case, so the
-remaining cases still run. A rank returning a wrongly shaped array is an error of the case too; every
+Faults. A rank that raises, does not answer within ``timeout`` seconds (per case: every step of it,
+from its first call; starting a group has its own limit, 120 s), or dies makes that case an error
+naming the rank; the group is then torn down (every rank process asked to stop, then terminated,
+killed, and joined) and a fresh one is started before the next case, so the remaining cases still run. A rank returning a wrongly shaped array is an error of the case too; every
 rank answered then, so the group is healthy and kept. Rank processes are daemonic, die with the
 runner (Linux: PR_SET_PDEATHSIG) and are always joined before ``run_distributed`` returns.
 Bad input (exit 2 at the command line): a world size below 2 or larger than a case can be split into,
