@@ -320,7 +320,9 @@ class Session:
                 res.status, res.message = "failed", note
             elif res.status == "failed":
                 res.message += "; " + note
-        res.recipe = f"{d.text}  (split {sizes})"
+        res.recipe, res.world_size = d.text, self.world      # reproduce: --world-size N --generate 'TEXT'
+        if res.status != "passed":
+            res.message += f" [split {sizes} over {self.world} ranks]"
         return res
 
     @property
