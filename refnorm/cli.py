@@ -10,6 +10,7 @@
     refnorm check --backend NAME|package.module:attr [--ops OP...] [--dtypes DT...] [--case ID]...
                   [--golden DIR] [--json FILE] [--junit-xml FILE] [--report DIR] [--timeout S]
                   [--no-progress] [--expect-failures FILE]
+    refnorm check --backend torch-dist-cpu --world-size N [--port P] [--generate 'PARALLEL SPLIT RECIPE']...
     refnorm golden verify [DIR] [--exact] [--op NAME]...
     refnorm golden list [DIR] [--ops OP...] [--dtypes DT...] [--regimes R...] [--match GLOB] [--long]
 
@@ -277,11 +278,14 @@ def _cmd_check(args):
     from .golden import layouts
     if args.layout is not None and args.layout not in layouts.LAYOUTS:
         raise CLIError(f"--layout {args.layout!r}: expected one of: {', '.join(layouts.LAYOUTS)}")
-    recipes = _recipes(args)
+    dist_cases = _dist_cases(args)
+    recipes = None if dist_cases is not None else _recipes(args)
     if recipes is not None and (args.case or args.golden or args.expect_failures):
         raise CLIError("--generate/--suite judge generated cases: --case, --golden and --expect-failures apply "
                        "to the golden set only")
-    if recipes is None:
+    if dist_cases is not None:
+        pass
+    elif recipes is None:
         golden_dir = args.golden or default_golden_dir()
         from .golden import commands as golden_commands, store as golden_store
         # an unknown --case, a --case the other filters exclude, or filters that select nothing: exit 2
@@ -295,6 +299,9 @@ def _cmd_check(args):
     if reason:
         print(f"refnorm check: backend {args.backend} is unavailable: {reason}", file=sys.stderr)
         return 3
+    from .check.backends.dist import is_distributed
+    if dist_cases is None and is_distributed(backend):
+        raise CLIError(f"--backend {args.backend}: a distributed backend: give --world-size N (N >= 2 processes)")
     for flag, path in (("--json", args.json), ("--junit-xml", args.junit_xml)):
         if path:
             _check_writable(path, flag)
@@ -306,7 +313,13 @@ def _cmd_check(args):
         from .check.core import read_expected_failures
         from .golden.store import find_expected_failures
         expected = read_expected_failures(find_expected_failures(args.expect_failures))
-    if recipes is None:
+    if dist_cases is not None:
+        from .check.distributed import run_distributed
+        report = run_distributed(backend, dist_cases, world_size=args.world_size, timeout=args.timeout,
+                                 progress=progress, diagnose=not args.no_diagnosis, port=args.port, ops=args.ops,
+                                 dtypes=args.dtypes, name=f"{len(args.generate)} distributed case(s)" if args.generate
+                                 else "distributed cases")
+    elif recipes is None:
         report = check.run_check(backend, golden_dir, ops=args.ops, dtypes=args.dtypes, case_ids=args.case,
                                  timeout=args.timeout, progress=progress, diagnose=not args.no_diagnosis,
                                  layout=args.layout or "contiguous")
@@ -373,6 +386,35 @@ def _recipes(args):
         return generate.recipes(args.suite, args.generate)
     except generate.RecipeError as e:
         raise CLIError(str(e)) from None
+
+
+def _dist_cases(args):
+    """The distributed cases of --world-size (every one of refnorm.golden.distributed.CASES, or the
+    --generate lines in its format), None without --world-size; bad input is a usage error (exit 2)
+    before any process starts."""
+    if args.world_size is None:
+        if args.port is not None:
+            raise CLIError(f"--port {args.port}: only with --world-size N (the distributed runner's group)")
+        return None
+    from .check.distributed import check_world_size
+    from .golden import distributed as D
+    check_world_size(args.world_size)
+    for flag, v in (("--suite", args.suite), ("--case", args.case), ("--golden", args.golden),
+                    ("--layout", args.layout), ("--expect-failures", args.expect_failures)):
+        if v:
+            raise CLIError(f"{flag} does not apply with --world-size: distributed cases are the lines of "
+                           "refnorm/golden/distributed.py (or --generate 'PARALLEL SPLIT RECIPE')")
+    if args.port is not None and not 0 < args.port < 65536:
+        raise CLIError(f"--port {args.port}: expected a TCP port number in 1..65535")
+    try:
+        cases = D.cases(args.generate or ())
+    except RefnormError as e:
+        raise CLIError(str(e)) from None
+    chosen = [d for d in cases if (not args.ops or d.op in args.ops) and (not args.dtypes or d.recipe.case.dtype in args.dtypes)]
+    if not chosen:
+        raise CLIError("--ops/--dtypes select none of the distributed cases")
+    D.check_world(chosen, args.world_size)
+    return cases
 
 
 def _check_writable(path, flag="--json"):
@@ -485,6 +527,11 @@ def build_parser():
     c.add_argument("--layout", metavar="LAYOUT",
                    help="hand every case's activations and cotangents to the backend in this memory layout: "
                         "contiguous, channels_last, transposed, strided, offset")
+    c.add_argument("--world-size", type=int, metavar="N",
+                   help="judge a distributed backend (torch-dist-cpu, ...) on the distributed cases with N rank "
+                        "processes on torch.distributed (gloo on CPU): one process group for the whole check")
+    c.add_argument("--port", type=int, metavar="P", help="with --world-size: the group's TCP port on 127.0.0.1 "
+                                                         "(default: a free one)")
     c.add_argument("--accept-partial", action="store_true",
                    help="exit 0 when nothing failed even if some case is partial (an array unconstrained or "
                         "unchecked); the default exits 4 then, and every report still counts them as partial")

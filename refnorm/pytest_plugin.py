@@ -3,6 +3,10 @@
     pytest --refnorm-backend NAME [--refnorm-golden DIR] [--refnorm-ops OP[,OP...]]
            [--refnorm-dtypes DT[,DT...]] [--refnorm-expect-failures FILE] [--refnorm-timeout S]
            [--refnorm-suite NAME]... [--refnorm-generate RECIPE]... [--refnorm-accept-partial]
+    pytest --refnorm-backend torch-dist-cpu --refnorm-world-size N [--refnorm-generate 'PARALLEL SPLIT RECIPE']...
+
+With ``--refnorm-world-size N`` the items are the distributed cases (refnorm/golden/distributed.py), judged
+by N rank processes that share one process group for the whole session (refnorm/check/distributed.py).
 
 With ``--refnorm-suite`` / ``--refnorm-generate`` the items are those generated cases (refnorm/golden/
 generate.py) instead of the golden set, one per recipe, judged the same way.
@@ -42,6 +46,8 @@ def pytest_addoption(parser):
                 help="judge a suite of generated cases instead of the golden set (as refnorm check --suite)")
     g.addoption("--refnorm-generate", action="append", metavar="RECIPE",
                 help="judge a generated case instead of the golden set (as refnorm check --generate)")
+    g.addoption("--refnorm-world-size", type=int, metavar="N",
+                help="judge a distributed backend on the distributed cases with N ranks (as refnorm check --world-size)")
     g.addoption("--refnorm-accept-partial", action="store_true",
                 help="let a partial case (an array unconstrained or unchecked, nothing failed) pass")
 
@@ -63,6 +69,15 @@ class GoldenCases(pytest.Collector):
 
     def collect(self):
         ops, dtypes = _split(self.config.getoption("refnorm_ops")), _split(self.config.getoption("refnorm_dtypes"))
+        if self.dcases is not None:
+            for d in self.dcases:
+                if (ops and d.op not in ops) or (dtypes and d.recipe.case.dtype not in dtypes):
+                    continue
+                item = GoldenCase.from_parent(self, name=d.id)
+                item.dcase = d
+                item.add_marker(pytest.mark.refnorm)
+                yield item
+            return
         if self.recipes is not None:
             for r in self.recipes:
                 if (ops and r.case.op not in ops) or (dtypes and r.case.dtype not in dtypes):
@@ -91,8 +106,15 @@ class GoldenCase(pytest.Item):
         parent = self.parent
         if parent.unavailable:
             pytest.skip(f"backend {parent.backend_arg} is unavailable: {parent.unavailable}")
-        recipe = getattr(self, "recipe", None)
-        if recipe is not None:
+        recipe, dcase = getattr(self, "recipe", None), getattr(self, "dcase", None)
+        if dcase is not None:
+            if parent.dist_session is None:
+                from refnorm.check.distributed import Session
+                parent.dist_session = Session(parent.backend, self.config.getoption("refnorm_world_size"),
+                                         timeout=self.config.getoption("refnorm_timeout"))
+                self.config.add_cleanup(parent.dist_session.close)
+            res = parent.dist_session.check(dcase)
+        elif recipe is not None:
             from refnorm.check.core import too_big
             from refnorm.golden import generate
             big = too_big(recipe)
@@ -101,7 +123,8 @@ class GoldenCase(pytest.Item):
             case = generate.materialize(recipe)
         else:
             case = load_case(parent.golden, self.name, manifest=parent.manifest)
-        res = check_case(parent.backend, case, timeout=self.config.getoption("refnorm_timeout"))
+        if dcase is None:
+            res = check_case(parent.backend, case, timeout=self.config.getoption("refnorm_timeout"))
         if self.name in parent.expected:
             expected_outcome(res, parent.expected[self.name])
         text = R.case_text(res, parent.backend_arg, self.config.getoption("refnorm_golden"))
@@ -139,10 +162,19 @@ def pytest_collection_modifyitems(session, config, items):
     from refnorm.errors import RefnormError
     from refnorm.golden import store
     expect = config.getoption("refnorm_expect_failures")
-    recipes = None
+    recipes = dcases = None
+    world = config.getoption("refnorm_world_size")
     try:
         backend = get_backend(name)
-        if config.getoption("refnorm_suite") or config.getoption("refnorm_generate"):
+        if world is not None:
+            from refnorm.check.distributed import check_backend, check_world_size
+            from refnorm.golden import distributed as D
+            check_world_size(world)
+            check_backend(backend)
+            dcases = D.cases(config.getoption("refnorm_generate") or ())
+            D.check_world(dcases, world)
+            golden, manifest, expected = None, {"cases": []}, {}
+        elif config.getoption("refnorm_suite") or config.getoption("refnorm_generate"):
             from refnorm.golden import generate
             recipes = generate.recipes(config.getoption("refnorm_suite"), config.getoption("refnorm_generate"))
             golden, manifest, expected = None, {"cases": []}, {}
@@ -152,11 +184,11 @@ def pytest_collection_modifyitems(session, config, items):
             expected = read_expected_failures(store.find_expected_failures(expect)) if expect else {}
     except RefnormError as e:
         raise pytest.UsageError(f"refnorm: {e}") from None
-    if recipes is None:
+    if recipes is None and dcases is None:
         _check_names(config, manifest, expected)
     col = GoldenCases.from_parent(session, name="refnorm", nodeid="refnorm")
     col.backend, col.backend_arg, col.golden, col.manifest, col.expected = backend, name, golden, manifest, expected
-    col.recipes = recipes
+    col.recipes, col.dcases, col.dist_session = recipes, dcases, None
     col.unavailable = backend.available()
     rep = col.ihook.pytest_make_collect_report(collector=col)
     col.ihook.pytest_collectreport(report=rep)

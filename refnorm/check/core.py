@@ -556,9 +556,10 @@ def partial_message(arrays, unchecked, why) -> str:
     return "; ".join(parts)
 
 
-def check_case(backend, case, *, timeout=60.0, diagnose=True) -> CaseResult:
+def check_case(backend, case, *, timeout=60.0, diagnose=True, variants=None) -> CaseResult:
     """Judge one golden case. ``diagnose``: on a failure, name the pitfall the backend matches
-    (diagnosis.py; never changes the verdict; a passing case costs nothing more)."""
+    (diagnosis.py; never changes the verdict; a passing case costs nothing more). ``variants``: the
+    pitfall variants the diagnosis tries (default: the op's; the distributed runner's are bound to a split)."""
     t0 = time.perf_counter()
     layout = getattr(case, "layout", "contiguous")
     out = CaseResult(case.id, case.op, case.dtype, "passed", layout=layout)
@@ -658,7 +659,7 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True) -> CaseResult:
                                  "(the diagnosis needs the whole arrays; judge a smaller case of the same recipe)"}
             elif diagnose:
                 try:
-                    out.diagnosis = diagnosis.diagnose(case, records, contract)
+                    out.diagnosis = diagnosis.diagnose(case, records, contract, variants)
                 except Exception as e:                               # noqa: BLE001 - never a verdict
                     out.diagnosis = {"matched": None, "error": f"{type(e).__name__}: {e}",
                                      "message": f"diagnosis failed: {type(e).__name__}: {e}"}

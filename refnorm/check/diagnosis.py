@@ -129,9 +129,10 @@ def _entry(v, dtype, worst=None):
     return e
 
 
-def diagnose(case, records, contract) -> dict:
-    """The diagnosis of one failing case (see the module docstring), as a JSON-able dict."""
-    cands = [v for v in pitfalls.variants(case.op)
+def diagnose(case, records, contract, variants=None) -> dict:
+    """The diagnosis of one failing case (see the module docstring), as a JSON-able dict. ``variants``:
+    the candidates (default: every variant of the op, ``pitfalls.variants``)."""
+    cands = [v for v in (pitfalls.variants(case.op) if variants is None else variants)
              if any(v.applies(case.config, r.training, r.inputs, r.state, r.cotangents, case.dtype) for r in records)]
     scored = []
     for v in cands:

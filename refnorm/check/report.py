@@ -103,10 +103,13 @@ def array_lines(arrays) -> list:
     return out
 
 
-def reproduce(case_id, backend_arg: str, golden_arg: str | None = None, *, layout="contiguous", recipe="") -> str:
-    """The command that judges one case again (a generated case by its recipe)."""
+def reproduce(case_id, backend_arg: str, golden_arg: str | None = None, *, layout="contiguous", recipe="",
+              world_size=None) -> str:
+    """The command that judges one case again (a generated case by its recipe; a distributed one with its
+    world size)."""
     if recipe:                                      # its text names its layout (generate.with_layout)
-        return f"refnorm check --backend {backend_arg} --generate '{recipe}'"
+        ws = f" --world-size {world_size}" if world_size else ""
+        return f"refnorm check --backend {backend_arg}{ws} --generate '{recipe}'"
     g = f" --golden {golden_arg}" if golden_arg else ""
     lay = f" --layout {layout}" if layout != "contiguous" else ""
     return f"refnorm check --backend {backend_arg}{g} --case {case_id}{lay}"
@@ -121,7 +124,7 @@ def case_text(c, backend_arg: str, golden_arg: str | None = None) -> str:
         out.append(diagnosis_line(c))
     out += array_lines(c.arrays)
     out.append("  reproduce: " + reproduce(c.id, backend_arg, golden_arg, layout=getattr(c, "layout", "contiguous"),
-                                           recipe=getattr(c, "recipe", "")))
+                                           recipe=getattr(c, "recipe", ""), world_size=getattr(c, "world_size", None)))
     return "\n".join(out)
 
 

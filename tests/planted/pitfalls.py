@@ -179,8 +179,10 @@ NOT_APPLICABLE = {
     "E04": "Bessel factor n/(n-1) with n = 1 (moving_variance NaN): refnorm's contract is that training "
            "with one value per channel raises (E12); the golden set holds value cases only, no call with "
            "n = 1 in training exists to judge",
-    "E08": "SyncBatchNorm across ranks with different N*H*W: a single-process Call has no ranks",
-    "E09": "SyncBatchNorm backward mean_dy / mean_dy_xmu not count-weighted across ranks: no ranks in a Call",
+    "E08": "SyncBatchNorm across ranks with different N*H*W: a single-process Call has no ranks (planted in the "
+           "distributed torch-dist-cpu instead: tests/planted/distributed.py, section 9)",
+    "E09": "SyncBatchNorm backward mean_dy / mean_dy_xmu not count-weighted across ranks: no ranks in a Call "
+           "(planted in the distributed torch-dist-cpu instead: tests/planted/distributed.py, section 9)",
     "E12": "error contract (training with 1 value per channel must raise): the checker judges values; "
            "no golden case is an expected-error case",
     "E13": "save_mean/save_invstd populated or empty in eval: a contract divergence; golden eval steps "

@@ -265,6 +265,8 @@ def render() -> str:
     L += ["## 6. Notes on the runs", "", *NOTES, ""]
     L += diagnosis_section()
     L += beyond_section()
+    from planted import distributed
+    L += [""] + distributed.section()
     return "\n".join(L)
 
 

@@ -11,6 +11,9 @@
     onnxruntime  a one-node ONNX model per call on onnxruntime's CPU execution provider, forward only
                  (optional: pip install onnx onnxruntime); onnxruntime-cuda: the CUDA execution
                  provider (reports unavailable without it)
+    torch-dist-cpu  distributed (``--world-size N``): torch ops and torch.distributed collectives on a gloo
+                 group (SyncBatchNorm, sequence- and tensor-parallel layer_norm/rms_norm; torch_dist.py);
+                 torch-dist-cuda: torch's nn.SyncBatchNorm, one GPU per rank (reports unavailable without)
 
 Frameworks are imported only inside the adapters' methods, never by ``import refnorm``.
 """
@@ -40,10 +43,16 @@ def _onnxruntime(provider="cpu"):
     return OnnxruntimeBackend(provider=provider)
 
 
+def _torch_dist(device):
+    from .torch_dist import TorchDistBackend
+    return TorchDistBackend(device)
+
+
 BUILTIN = {"numpy": _numpy, "torch-cpu": lambda: _torch("cpu"), "torch-cuda": lambda: _torch("cuda"),
            "torch-cpu-caseparams": lambda: _torch("cpu", "case"), "torch-cuda-caseparams": lambda: _torch("cuda", "case")}
 BUILTIN.update({"jax": _jax, "jax-stable": lambda: _jax(variance="stable"), "jax-gpu": lambda: _jax("gpu"),
                 "onnxruntime": _onnxruntime, "onnxruntime-cuda": lambda: _onnxruntime("cuda")})
+BUILTIN.update({"torch-dist-cpu": lambda: _torch_dist("cpu"), "torch-dist-cuda": lambda: _torch_dist("cuda")})
 
 
 def names():
