@@ -213,83 +213,103 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
         }
     }
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        double gi = g[i], ri = ref[i], Ei = E[i], lo, hi;
-        interval(&d, gi, &lo, &hi);
-        /* precision.excess */
-        double ex;
-        int gnan = isnan(gi), rnan = isnan(ri);
-        if (gnan || rnan)
-            ex = (gnan && rnan) ? 0.0 : INFINITY;
-        else if (isinf(ri))
-            ex = gi == ri ? 0.0 : INFINITY;
-        else {
-            double a = lo - ri, b = ri - hi;
-            ex = a > b ? a : b;
-            if (isnan(a) || isnan(b))
-                ex = INFINITY;
-            else if (ex < 0)
-                ex = 0;
-        }
-        /* core._judge's ratio */
-        int finE = isfinite(Ei);
-        double r;
-        if (finE)
-            r = ex == 0 ? 0.0 : (Ei == 0 ? INFINITY : ex / Ei);
-        else
-            r = (gnan && !rnan) ? INFINITY : 0.0;
-        if (isinf(gi) && isfinite(ri) && fabs(ri) < lo_inf)
-            r = INFINITY;
-        if (r > maxr)
-            maxr = r;
-        if (r > 1)
-            over++;
-        if (r > 0 && (top.n < 3 || r > top.r[2])) {
-            Py_ssize_t flat = base + i;
-            if (axis >= 0) {
-                flat = 0;
-                for (Py_ssize_t a = 0; a < nd; a++)
-                    flat = flat * shape[a] + idx[a];
+    /* segments of the last axis: within one, only the last index moves, so the sums of the groups of
+     * the other axes (and of "all") are kept in locals and added once per segment */
+    Py_ssize_t last = nd - 1, i = 0;
+    int per_last = nd > 1 && shape[last] > 1;
+    while (i < n) {
+        Py_ssize_t seg = nd ? bhi[last] - idx[last] : n;
+        if (seg > n - i)
+            seg = n - i;
+        double ls = 0, le = 0, lq = 0;
+        double *as = per_last ? acc + offs[last] + idx[last] : NULL;
+        for (Py_ssize_t j = 0; j < seg; j++, i++) {
+            double gi = g[i], ri = ref[i], Ei = E[i], lo, hi;
+            interval(&d, gi, &lo, &hi);
+            /* precision.excess */
+            double ex;
+            int gnan = isnan(gi), rnan = isnan(ri);
+            if (gnan || rnan)
+                ex = (gnan && rnan) ? 0.0 : INFINITY;
+            else if (isinf(ri))
+                ex = gi == ri ? 0.0 : INFINITY;
+            else {
+                double a = lo - ri, b = ri - hi;
+                ex = a > b ? a : b;
+                if (isnan(a) || isnan(b))
+                    ex = INFINITY;
+                else if (ex < 0)
+                    ex = 0;
             }
-            top_add(&top, r, flat);
+            /* core._judge's ratio */
+            int finE = isfinite(Ei);
+            double r;
+            if (finE)
+                r = ex == 0 ? 0.0 : (Ei == 0 ? INFINITY : ex / Ei);
+            else
+                r = (gnan && !rnan) ? INFINITY : 0.0;
+            if (isinf(gi) && isfinite(ri) && fabs(ri) < lo_inf)
+                r = INFINITY;
+            if (r > maxr)
+                maxr = r;
+            if (r > 1)
+                over++;
+            if (r > 0 && (top.n < 3 || r > top.r[2])) {
+                Py_ssize_t flat = base + i;
+                if (axis >= 0) {
+                    flat = 0;
+                    for (Py_ssize_t a = 0; a < nd; a++)
+                        flat = flat * shape[a] + (a == last ? idx[a] + j : idx[a]);
+                }
+                top_add(&top, r, flat);
+            }
+            if (isnan(Ei))
+                maxE_nan = 1;
+            else if (Ei > maxE)
+                maxE = Ei;
+            if (!finE || (Ei > 0 && Ei >= scale))
+                unc++;
+            else {
+                double diff = fabs(gi - ri);
+                if ((gnan && rnan) || gi == ri || (isinf(gi) && ex == 0))
+                    diff = 0;
+                if (isnan(diff))
+                    dmax_nan = 1;
+                else if (diff > dmax)
+                    dmax = diff;
+            }
+            /* bias.bias_test's element terms */
+            double err = gi - ri, width = hi - lo;
+            if (isfinite(err) && finE && isfinite(width) && isfinite(ri)) {
+                double sv = ri > 0 ? err : (ri < 0 ? -err : 0.0);
+                double q = width * width * (double)mult[i];
+                ls += sv;
+                le += Ei;
+                lq += q;
+                if (as) {
+                    as[j] += sv;
+                    as[acc_len + j] += Ei;
+                    as[2 * acc_len + j] += q;
+                }
+            }
         }
-        if (isnan(Ei))
-            maxE_nan = 1;
-        else if (Ei > maxE)
-            maxE = Ei;
-        int unconstrained = !finE || (Ei > 0 && Ei >= scale);
-        if (unconstrained)
-            unc++;
-        else {
-            double diff = fabs(gi - ri);
-            if ((gnan && rnan) || gi == ri || (isinf(gi) && ex == 0))
-                diff = 0;
-            if (isnan(diff))
-                dmax_nan = 1;
-            else if (diff > dmax)
-                dmax = diff;
-        }
-        /* bias.bias_test's element terms */
-        double err = gi - ri, width = hi - lo;
-        if (isfinite(err) && finE && isfinite(width) && isfinite(ri)) {
-            double s = ri > 0 ? err : (ri < 0 ? -err : 0.0);
-            double q = width * width * (double)mult[i];
-            acc[0] += s;
-            acc[acc_len] += Ei;
-            acc[2 * acc_len] += q;
-            if (nd > 1)
-                for (Py_ssize_t a = 0; a < nd; a++)
-                    if (shape[a] > 1) {
-                        Py_ssize_t k = offs[a] + idx[a];
-                        acc[k] += s;
-                        acc[acc_len + k] += Ei;
-                        acc[2 * acc_len + k] += q;
-                    }
-        }
-        for (Py_ssize_t a = nd - 1; a >= 0; a--) {     /* the next multi-index */
-            if (++idx[a] < bhi[a])
-                break;
-            idx[a] = blo[a];
+        acc[0] += ls;
+        acc[acc_len] += le;
+        acc[2 * acc_len] += lq;
+        if (nd > 1)
+            for (Py_ssize_t a = 0; a < last; a++)
+                if (shape[a] > 1) {
+                    Py_ssize_t k = offs[a] + idx[a];
+                    acc[k] += ls;
+                    acc[acc_len + k] += le;
+                    acc[2 * acc_len + k] += lq;
+                }
+        if (nd) {                                      /* the next segment's multi-index */
+            idx[last] += seg;
+            for (Py_ssize_t a = last; a > 0 && idx[a] >= bhi[a]; a--) {
+                idx[a] = blo[a];
+                idx[a - 1]++;
+            }
         }
     }
     Py_END_ALLOW_THREADS
