@@ -269,6 +269,26 @@ def _check_ops_dtypes(args):
             raise CLIError(f"--dtypes {dt!r}: expected one of: {', '.join(DTYPES)}")
 
 
+def _run(args, backend, golden_dir, recipes, dist_cases, progress):
+    """The check itself: distributed cases, the golden set, or generated cases."""
+    from . import check
+    if dist_cases is not None:
+        from .check.distributed import run_distributed
+        return run_distributed(backend, dist_cases, world_size=args.world_size, timeout=args.timeout,
+                               progress=progress, diagnose=not args.no_diagnosis, port=args.port, ops=args.ops,
+                               dtypes=args.dtypes, name=f"{len(args.generate)} distributed case(s)" if args.generate
+                               else "distributed cases")
+    if recipes is None:
+        return check.run_check(backend, golden_dir, ops=args.ops, dtypes=args.dtypes, case_ids=args.case,
+                               timeout=args.timeout, progress=progress, diagnose=not args.no_diagnosis,
+                               layout=args.layout or "contiguous")
+    from .check.core import run_generated
+    return run_generated(backend, recipes, ops=args.ops, dtypes=args.dtypes, timeout=args.timeout,
+                         progress=progress, diagnose=not args.no_diagnosis, layout=args.layout,
+                         name=" + ".join([f"suite {n}" for n in args.suite or ()] + (
+                             [f"{len(args.generate)} recipe(s)"] if args.generate else [])))
+
+
 def _cmd_check(args):
     from . import check
     from .check import report as R
@@ -283,6 +303,7 @@ def _cmd_check(args):
     if recipes is not None and (args.case or args.golden or args.expect_failures):
         raise CLIError("--generate/--suite judge generated cases: --case, --golden and --expect-failures apply "
                        "to the golden set only")
+    golden_dir = None
     if dist_cases is not None:
         pass
     elif recipes is None:
@@ -313,22 +334,18 @@ def _cmd_check(args):
         from .check.core import read_expected_failures
         from .golden.store import find_expected_failures
         expected = read_expected_failures(find_expected_failures(args.expect_failures))
-    if dist_cases is not None:
-        from .check.distributed import run_distributed
-        report = run_distributed(backend, dist_cases, world_size=args.world_size, timeout=args.timeout,
-                                 progress=progress, diagnose=not args.no_diagnosis, port=args.port, ops=args.ops,
-                                 dtypes=args.dtypes, name=f"{len(args.generate)} distributed case(s)" if args.generate
-                                 else "distributed cases")
-    elif recipes is None:
-        report = check.run_check(backend, golden_dir, ops=args.ops, dtypes=args.dtypes, case_ids=args.case,
-                                 timeout=args.timeout, progress=progress, diagnose=not args.no_diagnosis,
-                                 layout=args.layout or "contiguous")
-    else:
-        from .check.core import run_generated
-        report = run_generated(backend, recipes, ops=args.ops, dtypes=args.dtypes, timeout=args.timeout,
-                               progress=progress, diagnose=not args.no_diagnosis, layout=args.layout,
-                               name=" + ".join([f"suite {n}" for n in args.suite or ()] + (
-                                   [f"{len(args.generate)} recipe(s)"] if args.generate else [])))
+    isolated = None
+    if args.isolate:
+        if dist_cases is not None:
+            raise CLIError("--isolate with --world-size: the distributed runner already runs every rank in its own "
+                           "process")
+        from .check.isolate import Isolated
+        backend = isolated = Isolated(backend, args.timeout)
+    try:
+        report = _run(args, backend, golden_dir, recipes, dist_cases, progress)
+    finally:
+        if isolated is not None:
+            isolated.close()
     if expected is not None:
         from .check.core import apply_expected_failures
         from .golden import store
@@ -535,6 +552,9 @@ def build_parser():
     c.add_argument("--accept-partial", action="store_true",
                    help="exit 0 when nothing failed even if some case is partial (an array unconstrained or "
                         "unchecked); the default exits 4 then, and every report still counts them as partial")
+    c.add_argument("--isolate", action="store_true",
+                   help="run the backend in its own process: a crash (segfault, abort, out of memory) or a hang "
+                        "past --timeout is the error of that case, and the remaining cases still run")
     c.add_argument("--no-diagnosis", action="store_true",
                    help="do not diagnose failed cases (naming the known pitfall a failing backend matches)")
     c.add_argument("--expect-failures", metavar="FILE",
