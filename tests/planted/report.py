@@ -278,9 +278,10 @@ def beyond_section():
          "`examples/tiny_backend.py` (layer_norm and rms_norm; `tests/planted/beyond.py`), each judged on the "
          "golden set as it is and then by the generated suite (`refnorm check --suite NAME`) or the layout "
          "(`refnorm check --layout NAME`) named for it. \"caught / judged\": cases failed or errored / "
-         "cases judged. The `limits` suite's cases of numel > 2^31 and > 2^32 (F07) need ~520 GiB and ~1 TiB "
-         "to judge, more than this machine has: they are skipped there with the memory they need (F07 is "
-         "therefore not planted here, and no figure is given for it).", "",
+         "cases judged. F08's 2^23 + 1 rows are judged in blocks (the streaming judge); the `limits` suite's "
+         "cases of numel > 2^31 and > 2^32 (F07, F10) need more memory than this machine has: they are "
+         "skipped there with the memory they need (F07 is therefore not planted here, and no figure is "
+         "given for it).", "",
          "| id | planted bug | golden set: caught / judged | caught by | caught / judged | worst error / bound |",
          "|---|---|---|---|---|---|"]
     for pid, bug, g, where, r, worst in beyond.rows(GOLDEN):
