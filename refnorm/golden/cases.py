@@ -414,6 +414,13 @@ def _norm_quant_rows():
         nq("normal", "float16", (8, 256), norm="layer_norm", affine="wb", static=True),
         nq("normal", "float32", (8, 256), qd="int8", static=True),
         nq("normal", "bfloat16", (4, 256), qd="float8_e5m2", static=True),
+        nq("normal", "float16", (8, 256), qd="float8_e5m2"),
+        nq("normal", "bfloat16", (8, 256), qd="int8", static=True),
+        nq("normal", "bfloat16", (16, 64), norm="layer_norm", affine="wb"),
+        nq("normal", "float64", (4, 100), static=True),
+        nq("heavy_tail", "bfloat16", (2, 4, 64)),
+        nq("normal", "float16", (2, 1029), qd="int8", why="hidden 1029: a vector tail (vLLM's 1025-1029)"),
+        nq("tiny", "float16", (4, 256), qd="float8_e5m2", ub=8.0, why="float16 subnormal inputs; the floor scale"),
     ]
 
 
