@@ -263,3 +263,37 @@ def test_each_quantization_pitfall_fails_two_golden_cases_and_is_named(planted):
 
 def test_four_quantization_rows_are_planted():
     assert sorted(p.pitfall_id for p in QUANT_ROWS) == ["R-qnan", "R-qrcp16", "R-qround", "R-qub"]
+
+
+# ---------------------------------------------------------------------------- the bound and its derivation
+def test_the_checkers_bound_is_the_derived_one_and_holds_for_perturbations():
+    from refnorm.check.bounds import _one
+    from refnorm.check.bounds import norm_quant as NB
+    from refnorm.derivations import norm_quant as D
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((6, 40))
+    w = 1 + 0.5 * rng.standard_normal(40)
+    u = 2.0 ** -24
+    for qd in ("float8_e4m3fn", "int8"):
+        ub = 3.2 / QUANT_DTYPES[qd][2]                   # rows with an amax above 3.2 are capped
+        cfg = {**refnorm.get("norm_quant").options, "normalized_shape": [40], "quant_dtype": qd, "scale_ub": ub}
+        o, _, _ = NB.bound({"x": x, "weight": w}, cfg, True, None, u, "block", "strict", "float32")
+        E_y = _one("rms_norm", {"x": x, "weight": w}, {"normalized_shape": [40], "eps": 1e-5}, True, None, {}, None,
+                   u, "block", "strict", "float32")[0]["y"]
+        r = refnorm.evaluate("norm_quant", {"x": x, "weight": w}, config=cfg)
+        s, q = r.outputs["scale"], r.outputs["q"]
+        y = refnorm.evaluate("rms_norm", {"x": x, "weight": w}, config={"normalized_shape": [40], "eps": 1e-5}).outputs["y"]
+        np.testing.assert_allclose(o["amax"], E_y.max(axis=1, keepdims=True), rtol=1e-12)
+        dyn = s < ub                                      # rows whose scale is amax / qmax (not capped)
+        assert dyn.any() and (~dyn).any()
+        E_s = o["scale"]
+        np.testing.assert_allclose(E_s, o["amax"] / QUANT_DTYPES[qd][2] + u * s, rtol=1e-12)
+        np.testing.assert_allclose(o["q"], D.E_q(E_y, np.abs(y / s), s, E_s / s, u), rtol=1e-12)
+        # perturbations at the ends of the derived ranges stay within the bound
+        for _ in range(20):
+            eta = rng.choice([-1.0, 1.0], y.shape) * E_y / np.abs(y)
+            es = rng.choice([-1.0, 1.0], s.shape) * E_s / s
+            d1, d2 = (rng.choice([-u, u], y.shape) for _ in range(2))
+            qb = y * (1 + eta) / (s * (1 + es)) * (1 + d1) * (1 + d2)
+            lo, hi = QUANT_DTYPES[qd][1:]
+            assert (np.abs(np.clip(qb, lo, hi) - q) <= o["q"]).all()
