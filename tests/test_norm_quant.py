@@ -297,3 +297,24 @@ def test_the_checkers_bound_is_the_derived_one_and_holds_for_perturbations():
             qb = y * (1 + eta) / (s * (1 + es)) * (1 + d1) * (1 + d2)
             lo, hi = QUANT_DTYPES[qd][1:]
             assert (np.abs(np.clip(qb, lo, hi) - q) <= o["q"]).all()
+
+
+# ---------------------------------------------------------------------------------- generated cases
+def test_a_recipe_regenerates_a_golden_row_and_the_production_recipes_pass_torch():
+    from refnorm.check.core import run_generated
+    from refnorm.golden import cases as T
+    from refnorm.golden import generate as G
+    row = T.by_id()["norm_quant/outlier_rms_e4m3_dyn_ub8_bf16_8x256"]
+    r = G.parse(f"norm_quant shape=8x256 dtype=bfloat16 regime=outlier ub=8.0 seed={row.seed}")
+    got, want = G.materialize(r), commands.load_case(GOLDEN, row.id)
+    assert set(got.steps[0].inputs) == set(want.steps[0].inputs) == {"x", "weight"}
+    for k in want.steps[0].inputs:
+        assert np.asarray(got.steps[0].inputs[k]).tobytes() == np.asarray(want.steps[0].inputs[k]).tobytes()
+    assert dict(got.steps[0].cotangents) == {} and got.steps[0].compare["grads"] == ()
+    pytest.importorskip("torch")
+    from refnorm.check.backends.torch_backend import TorchBackend
+    from refnorm.golden.suites import PRODUCTION
+    recipes = [G.parse(t) for t, _ in PRODUCTION if t.startswith("norm_quant ")]
+    assert len(recipes) >= 5
+    rep = run_generated(TorchBackend(), recipes)
+    assert rep.verdict == "ok", [(c.id, c.status, c.message[:200]) for c in rep.cases if c.status != "passed"]
