@@ -309,7 +309,8 @@ def test_a_recipe_regenerates_a_golden_row_and_the_production_recipes_pass_torch
     got, want = G.materialize(r), commands.load_case(GOLDEN, row.id)
     assert set(got.steps[0].inputs) == set(want.steps[0].inputs) == {"x", "weight"}
     for k in want.steps[0].inputs:
-        assert np.asarray(got.steps[0].inputs[k]).tobytes() == np.asarray(want.steps[0].inputs[k]).tobytes()
+        assert np.array_equal(np.asarray(got.steps[0].inputs[k], dtype=np.float64),
+                              np.asarray(want.steps[0].inputs[k], dtype=np.float64))
     assert dict(got.steps[0].cotangents) == {} and got.steps[0].compare["grads"] == ()
     pytest.importorskip("torch")
     from refnorm.check.backends.torch_backend import TorchBackend
