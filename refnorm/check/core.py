@@ -58,7 +58,8 @@ from . import bounds as B
 from . import diagnosis
 from .backends.base import Call, Contract
 from .bias import P_CASE, bias_test
-from .precision import NP, RANK, UNIT_ROUNDOFF, dtype_name, excess, quant_excess, quant_name, ratio, rounding_interval
+from .precision import (NP, RANK, UNIT_ROUNDOFF, dtype_name, excess, quant_excess, quant_interval, quant_name, ratio,
+                        rounding_interval)
 
 WORST_SHOWN = 3
 MAX_ARRAYS = 64     # the bias test's false-alarm budget P_CASE is split over this many arrays per case
@@ -352,7 +353,8 @@ def _judge_quantized(step, part, name, got, ref, E, qdtype):
     ``qdtype``; ``ref`` is the exact pre-rounding value, ``E`` its bound. Pass iff the reals that a
     saturating quantizer rounds to ``got`` come within E of ``ref`` (precision.quant_excess): one step
     off only where ``ref`` is within E of a rounding boundary or the saturation point, exact elsewhere.
-    No bias test (the rounding steps of a quantized dtype are far coarser than any bias it could see)."""
+    No bias test (the rounding steps of a quantized dtype are far coarser than any bias it could see).
+    ``err_u``: the worst |got - ref| in half steps of the grid at ``got`` (<= 1 where correctly rounded)."""
     ref = np.asarray(ref, dtype=np.float64)
     what = SINGULAR[part]
     if got.shape != ref.shape:
@@ -369,9 +371,12 @@ def _judge_quantized(step, part, name, got, ref, E, qdtype):
     scale = float(np.max(np.abs(ref[np.isfinite(ref)]), initial=0.0))
     unconstrained = ~finite_E | ((E > 0) & (E >= scale))
     with np.errstate(all="ignore"):
-        diff = np.where(ex == 0, 0.0, np.abs(g64 - ref))
-        dmax = float(np.max(diff[~unconstrained], initial=0.0))
-    err_u = math.nan if (unconstrained.all() and ref.size) else dmax      # in units of the value (steps)
+        # the error in half steps of the quantized grid at the returned value (<= 1: correctly rounded)
+        lo, hi = quant_interval(got)
+        half = np.where(np.isfinite(hi) & np.isfinite(lo), (hi - lo) / 2, np.where(np.isfinite(lo), g64 - lo, hi - g64))
+        diff = np.where((g64 == ref) | (np.isnan(g64) & np.isnan(ref)), 0.0, np.abs(g64 - ref) / half)
+        dmax = float(np.max(np.where(np.isnan(diff), np.inf, diff)[~unconstrained], initial=0.0))
+    err_u = math.nan if (unconstrained.all() and ref.size) else dmax
     worst = []
     flat = np.argsort(-np.where(np.isnan(r), np.inf, r).ravel(), kind="stable")[:WORST_SHOWN]
     for f in flat:
