@@ -213,13 +213,25 @@ def _cases(**kw):
             if e["case"]["op"] == "norm_quant" and all(e["case"]["config"].get(k) == v for k, v in kw.items())]
 
 
+# constant rows (const; mean1e4 in float16 rounds the rows to constants): a float32 kernel's statistics are
+# noise amplified by rstd, every bound exceeds the values' scale: unconstrained, never verified
+ILL_POSED = ("const", "mean1e4")
+
+
+def _as_expected(r, case):
+    """A correct backend: passed, or on an ill-posed case partial with every array unconstrained."""
+    if case.regime in ILL_POSED:
+        return r.status == "partial" and all(a.verdict == "unconstrained" for a in r.arrays) and not r.unchecked
+    return r.status == "passed" and {a.name: a.verdict for a in r.arrays} == \
+        {"q": "verified", "scale": "verified", "amax": "verified"}
+
+
 def test_correct_quantization_is_verified_and_defects_are_not_passed():
     cases = _cases()
-    assert len(cases) >= 20
+    assert len(cases) >= 20 and sum(c.regime in ILL_POSED for c in cases) == 2
     for c in cases:
         r = check_case(_Ref(), c)
-        assert r.status == "passed" and {a.name: a.verdict for a in r.arrays} == \
-            {"q": "verified", "scale": "verified", "amax": "verified"}, (c.id, r.message)
+        assert _as_expected(r, c), (c.id, r.status, r.message)
     for c in _cases(quant_dtype="int8"):                      # round toward zero: one step off, far from a boundary
         r = check_case(_Ref("truncate"), c, diagnose=False)
         assert r.status == "failed" and r.failing_arrays() == ["output.q"], (c.id, r.message)
@@ -234,8 +246,10 @@ def test_torch_adapter_passes_every_golden_case():
     pytest.importorskip("torch")
     from refnorm.check.backends.torch_backend import TorchBackend
     rep = run_check(TorchBackend(), GOLDEN, ops=["norm_quant"])
-    assert rep.verdict == "ok" and rep.count("passed") == len(_cases()), \
-        [(c.id, c.status, c.message[:200]) for c in rep.cases if c.status != "passed"]
+    by_id = {c.id: c for c in _cases()}
+    assert len(rep.cases) == len(by_id) and rep.count("failed") == rep.count("error") == 0
+    assert all(_as_expected(r, by_id[r.id]) for r in rep.cases), \
+        [(c.id, c.status, c.message[:200]) for c in rep.cases if not _as_expected(c, by_id[c.id])]
 
 
 # ------------------------------------------------------------------------------------------ pitfalls
@@ -248,7 +262,8 @@ QUANT_ROWS = [p for p in SUPPLEMENTARY if p.ops == ("norm_quant",)]
 
 def test_the_emulated_fused_kernel_passes_every_golden_case():
     o = report.run(None, "norm_quant")
-    assert len(o.cases) >= 20 and all(c.status == "passed" for c in o.cases), \
+    ill = {c.id for c in _cases() if c.regime in ILL_POSED}
+    assert len(o.cases) >= 20 and all(c.status == ("partial" if c.id in ill else "passed") for c in o.cases), \
         [(c.id, c.status, c.message[:200]) for c in o.cases if c.status != "passed"]
 
 

@@ -419,8 +419,15 @@ def _norm_quant_rows():
         nq("normal", "bfloat16", (16, 64), norm="layer_norm", affine="wb"),
         nq("normal", "float64", (4, 100), static=True),
         nq("heavy_tail", "bfloat16", (2, 4, 64)),
-        nq("normal", "float16", (2, 1029), qd="int8", why="hidden 1029: a vector tail (vLLM's 1025-1029)"),
+        nq("normal", "float16", (1, 1029), qd="int8", why="one token, hidden 1029: a vector tail (vLLM's 1025-1029)"),
         nq("tiny", "float16", (4, 256), qd="float8_e5m2", ub=8.0, why="float16 subnormal inputs; the floor scale"),
+        nq("mean1e4", "float16", (4, 64), norm="layer_norm", affine="wb"),
+        nq("const", "float32", (4, 64), norm="layer_norm", affine="wb", eps=1e-12,
+           why="constant rows: y = bias, the scale from max|bias|"),
+        nq("std1e-3", "float32", (4, 64), norm="layer_norm", affine="wb", qd="int8"),
+        nq("one_std1e-3", "float32", (4, 64), norm="layer_norm", eps=1e-12, static=True),
+        nq("sq_overflow", "float16", (4, 64), qd="float8_e5m2", why="x^2 overflows float16: y from float32 sums"),
+        nq("normal", "bfloat16", (4, 64), eps=0.3, affine="", why="no weight; eps 0.3 shrinks y"),
     ]
 
 
