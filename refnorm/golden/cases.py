@@ -44,8 +44,8 @@ REGIMES = {
     "outlier": "N(0,1) with one x100 outlier per slice",
     "zero": "all zeros (norms of an all-zero slice)",
     "spike": "N(0,1) with one whole slice scaled by 25 (a channel outlier, for stateful filters)",
-    "tiny": "1e-6 * N(0,1): rows far below eps, so the norm's output is tiny and a dynamic quantization "
-            "scale amax/qmax falls below its floor min_scale (norm_quant; 1/scale overflows float16)",
+    "std1e-6": "1e-6 * N(0,1): tiny rows, far below eps, so the norm's output is tiny and a dynamic quantization "
+               "scale amax/qmax falls below its floor min_scale (norm_quant; 1/scale overflows float16)",
 }
 # state regimes (generators: build.STATE_GENERATORS)
 STATE_REGIMES = ("stat_mean", "stat_var", "zeros", "ones")  # plus "count:<k>" for integer counters
@@ -406,8 +406,8 @@ def _norm_quant_rows():
            "the outlier saturates"),
         nq("outlier", "float16", (8, 256), norm="layer_norm", affine="wb", qd="int8", ub=8.0),
         nq("outlier", "float32", (8, 256), qd="float8_e5m2", ub=8.0),
-        nq("tiny", "float32", (4, 256), why="tiny rows: the scale is the floor min_scale = 1/(qmax*512)"),
-        nq("tiny", "bfloat16", (4, 256), qd="int8"),
+        nq("std1e-6", "float32", (4, 256), why="tiny rows: the scale is the floor min_scale = 1/(qmax*512)"),
+        nq("std1e-6", "bfloat16", (4, 256), qd="int8"),
         nq("zero", "float32", (2, 64), why="all-zero rows: amax 0, the scale is the floor, q = 0"),
         nq("normal", "bfloat16", (8, 256), static=True, why="a static scale: values beyond 448 saturate (e4m3fn "
            "has no infinity: an unsaturated cast gives NaN)"),
@@ -420,7 +420,7 @@ def _norm_quant_rows():
         nq("normal", "float64", (4, 100), static=True),
         nq("heavy_tail", "bfloat16", (2, 4, 64)),
         nq("normal", "float16", (1, 1029), qd="int8", why="one token, hidden 1029: a vector tail (vLLM's 1025-1029)"),
-        nq("tiny", "float16", (4, 256), qd="float8_e5m2", ub=8.0, why="float16 subnormal inputs; the floor scale"),
+        nq("std1e-6", "float16", (4, 256), qd="float8_e5m2", ub=8.0, why="float16 subnormal inputs; the floor scale"),
         nq("mean1e4", "float16", (4, 64), norm="layer_norm", affine="wb"),
         nq("const", "float32", (4, 64), norm="layer_norm", affine="wb", eps=1e-12,
            why="constant rows: y = bias, the scale from max|bias|"),
