@@ -26,6 +26,7 @@ a = N.symbol("a", "a", "a", real=True)
 d1 = N.symbol("d1", r"\delta_1", "δ1", real=True)
 d2 = N.symbol("d2", r"\delta_2", "δ2", real=True)
 d3 = N.symbol("d3", r"\delta_3", "δ3", real=True)
+d4 = N.symbol("d4", r"\delta_4", "δ4", real=True)
 u = N.symbol("u", "u", "u", positive=True)
 amax = N.symbol("amax", r"a_{\max}", "amax", positive=True)
 da = N.symbol("da", r"\Delta a", "Δa", real=True)
@@ -38,7 +39,7 @@ sb = N.symbol("sb", r"s_b", "s_b", positive=True)
 Q_BACKEND = y[j] * (1 + eta[j]) / (s * (1 + e)) * (1 + d1) * (1 + d2)
 RATIO = (y[j] / s) * (eta[j] - e) / (1 + e)                       # y_b / s_b - y / s
 ROUNDED = a + (1 + a) * (d1 + d2 + d1 * d2)                        # (1 + a)(1 + d1)(1 + d2) - 1
-SCALE = da / qmax + (amax + da) / qmax * d3                        # fl((amax + da) / qmax) - amax / qmax
+SCALE = da / qmax + (amax + da) / qmax * (d3 + d4 + d3 * d4)      # (amax + da) fl(1 / qmax), rounded, - amax / qmax
 # the bound (e = E_s / s < 1): |y eta| <= E_y, |e| <= E_s / s, |d| <= u, 2u + u^2 <= 3u
 A = (Ey[j] / s + sp.Abs(q[j]) * e) / (1 - e)
 E_Q = A + 3 * u * (sp.Abs(q[j]) + A)
@@ -63,10 +64,12 @@ def document() -> Document:
              sp.Eq(y[j] * (1 + eta[j]) / (s * (1 + e)) - y[j] / s, RATIO), "ratio"),
         Step("The two roundings, on top of a relative error a.",
              sp.Eq((1 + a) * (1 + d1) * (1 + d2) - 1, ROUNDED), "rounded"),
-        Step("The dynamic scale: amax_b = amax + Δa with |Δa| ≤ max_i E_y,i (the max of |y| is exact), divided "
-             "by q_max and rounded once; min(·, scale_ub) and max(·, min_scale) are 1-Lipschitz.",
-             sp.Eq((amax + da) * (1 + d3) / qmax - amax / qmax, SCALE), "scale"),
-        Step("Hence E_s = E_a / q_max + u s (0 for a static scale), and with ε_s = E_s / s < 1, by 4 and 5 "
+        Step("The dynamic scale: amax_b = amax + Δa with |Δa| ≤ E_a = max_i E_y,i (the max of |y| is exact), "
+             "times the rounded 1 / q_max and rounded (a division rounds once: δ_4 = 0); min(·, scale_ub) and "
+             "max(·, min_scale) are 1-Lipschitz.",
+             sp.Eq((amax + da) * (1 + d3) * (1 + d4) / qmax - amax / qmax, SCALE), "scale"),
+        Step("Hence E_s = E_a / q_max + 3u (s + E_a / q_max) (0 for a static scale), and with ε_s = E_s / s < 1, "
+             "by 4 and 5 "
              "(2u + u² ≤ 3u), the bound on q; clip is 1-Lipschitz, so it bounds the clipped value too.",
              sp.Eq(Eq[j], E_Q)),
         "The rule (docs/tolerances.md, \"Quantized outputs\"): a backend's quantized value g passes iff the reals "
@@ -106,7 +109,7 @@ def prove(sizes=SIZES, general: bool = True) -> list[str]:
     ratio = lambda J: y[J] * (1 + eta[J]) / (s * (1 + e)) - y[J] / s - RATIO.xreplace({j: J})  # noqa: E731
     P.identity("ratio", ratio, m=m, j=j, sizes=sizes, general=general, simplify=True)
     P.identity("rounded", lambda J: (1 + a) * (1 + d1) * (1 + d2) - 1 - ROUNDED, m=m, sizes=sizes, general=general)
-    P.identity("scale", lambda J: (amax + da) * (1 + d3) / qmax - amax / qmax - SCALE, m=m, sizes=sizes,
+    P.identity("scale", lambda J: (amax + da) * (1 + d3) * (1 + d4) / qmax - amax / qmax - SCALE, m=m, sizes=sizes,
                general=general)
     return P.done()
 

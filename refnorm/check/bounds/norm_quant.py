@@ -6,8 +6,10 @@ per element, with the declared reduction model and contract); s = the reference 
 
     E_amax = max_A E_y                       |max|y_b| - max|y|| <= max |y_b - y|  (the max is exact)
     E_s    = 0                               static: the scale is an input, exact in float32
-    E_s    = E_amax / qmax + u s             dynamic: amax_b / qmax rounded once; min(., scale_ub) and
-                                             max(., min_scale) are 1-Lipschitz, so they keep the bound
+    E_s    = E_amax / qmax + 3u (s + E_amax / qmax)
+                                             dynamic: amax_b / qmax, or amax_b * fl(1 / qmax) (two roundings:
+                                             2u + u^2 <= 3u); min(., scale_ub) and max(., min_scale) are
+                                             1-Lipschitz, so they keep the bound
     e      = E_s / s                         (the relative error of the backend's scale; e >= 1: no bound)
     E_q    = (E_y / s + |y / s| e) / (1 - e) + 3u (|y / s| + that)
              |y_b / s_b - y / s| <= E_y / s_b + |y| |1/s_b - 1/s|, s_b >= s (1 - e); then the reciprocal
@@ -63,7 +65,7 @@ def bound(inputs, cfg, training, dy, u, red, contract, dt):
                 s = np.minimum(s, float(cfg["scale_ub"]))
             floor = cfg.get("min_scale")
             s = np.maximum(s, default_min_scale(qd) if floor is None else float(floor))
-            E_s = E_amax / qmax(qd) + u * s
+            E_s = E_amax / qmax(qd) + 3 * u * (s + E_amax / qmax(qd))
         e = E_s / s
         av = np.abs(y) / s
         E_q = np.where(e < 1, (E_y / s + av * e) / (1 - e), np.inf)
