@@ -13,8 +13,8 @@ A = the trailing len(normalized_shape) axes. Q and its range: float8_e4m3fn +-44
 unsaturated overflow is NaN), float8_e5m2 +-57344, int8 [-128, 127]; qmax = 448, 57344, 127.
 ``scale_ub`` (dynamic only, > 0, None = no bound) caps the scale (vLLM's ``scale_ub`` caps amax
 instead: pass vLLM's value / qmax); ``min_scale`` (dynamic only, > 0) keeps an all-zero or tiny row's
-scale positive: None = 1 / (qmax * 512), vLLM's float8 floor (its int8 floor is float32 eps, 2^-23:
-pass it). ``static_scale`` is per tensor: shape () or (1,), finite and > 0. eps defaults to 1e-5 for
+scale positive: None = 1 / (qmax * 512), vLLM's float8 floor (a kernel with another floor, e.g. for
+int8, passes its own). ``static_scale`` is per tensor: shape () or (1,), finite and > 0. eps defaults to 1e-5 for
 both norms (pass rms_norm's eps explicitly). rms_norm takes no bias.
 
 Outputs (every one float64; shapes: q like x, scale and amax (*, 1...) keepdims):
