@@ -35,6 +35,7 @@ NAMES: tuple[str, ...] = (
     "offline_batch_norm",
     "power_norm",
     "batch_renorm",
+    "norm_quant",
 )
 
 
@@ -207,7 +208,8 @@ def evaluate(name: str, inputs: Mapping[str, Any], *, config: Mapping[str, Any] 
                 why = (f"{', '.join(map(repr, stats))} are statistics, not differentiable outputs"
                        if stats else f"unknown output(s) {', '.join(map(repr, bad))}")
                 raise UnknownNameError(
-                    f"{spec.name}: grad_outputs: {why}; differentiable outputs: {', '.join(spec.differentiable)}")
+                    f"{spec.name}: grad_outputs: {why}; differentiable outputs: "
+                    f"{', '.join(spec.differentiable) or '(none: the op is forward-only)'}")
             cot = {}
             for k in spec.differentiable:
                 if k in grad_outputs and grad_outputs[k] is not None:
@@ -219,11 +221,12 @@ def evaluate(name: str, inputs: Mapping[str, Any], *, config: Mapping[str, Any] 
                     cot[k] = c
                 else:
                     cot[k] = np.zeros_like(outputs[k])
-            bwd = backward(fwd.ctx, cot)
-            grads = bwd.grads
-            assert set(grads) == set(arrays), (spec.name, sorted(grads), sorted(arrays))
-            if bwd.state is not None:
-                new_state = bwd.state
+            if spec.differentiable:             # a forward-only op (no differentiable output): no backward
+                bwd = backward(fwd.ctx, cot)
+                grads = bwd.grads
+                assert set(grads) == set(arrays), (spec.name, sorted(grads), sorted(arrays))
+                if bwd.state is not None:
+                    new_state = bwd.state
     views = [a for a in arrays.values() if not a.flags.owndata]
     if grad_outputs is not None:
         views += [c for c in cot.values() if not c.flags.owndata]

@@ -83,6 +83,11 @@ class NormSpec:
                     native_* ops, whose backward takes only the main output's gradient).
     options:        option name -> default (``REQUIRED``, ``DEFAULT`` or a JSON-able value).
     state:          state names accepted (stateful normalizers only).
+    returned:       outputs every backend must return besides the differentiable ones (a forward-only
+                    op's main outputs: norm_quant's q and scale).
+    output_dtypes:  (config, case dtype) -> {output: dtype name}: the dtype an output is returned and
+                    judged in where it is not the case dtype (norm_quant: q in its quantized dtype, the
+                    scale in float32); None: every output in the case dtype.
     """
 
     name: str
@@ -96,8 +101,11 @@ class NormSpec:
     differentiable: tuple[str, ...] = ("y",)
     state: tuple[str, ...] = ()
     integer_state: tuple[str, ...] = ()
+    returned: tuple[str, ...] = ()
+    output_dtypes: Callable[..., Mapping[str, str]] | None = None
 
     def __post_init__(self):
         assert set(self.required) <= set(self.inputs), self.name
         assert set(self.differentiable) <= set(self.outputs), self.name
+        assert set(self.returned) <= set(self.outputs), self.name
         object.__setattr__(self, "options", MappingProxyType(dict(self.options)))

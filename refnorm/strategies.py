@@ -71,6 +71,14 @@ def _rms_norm(draw, regime, dtype, m):
                       eps=_pick(draw, 1e-5, 1e-6, None, 0.3), affine=affine, **opts)
 
 
+def _norm_quant(draw, regime, dtype, m):
+    shape = _sides(draw, draw(st.integers(1, 3)), m)
+    static = draw(st.booleans())
+    return C.norm_quant(regime, dtype, shape, norm=_pick(draw, "rms_norm", "layer_norm"), qd=_pick(draw, *C.QSHORT),
+                        static=static, ub=None if static else _pick(draw, None, 2.0), eps=_pick(draw, 1e-5, 1e-6, 0.3),
+                        affine=_pick(draw, "wb", "w", ""))
+
+
 def _stateful(draw, regime, dtype, m, make, lead):
     """batch_norm / instance_norm: (N, C, *spatial); train with or without running stats, or eval."""
     shape = list(_sides(draw, draw(st.integers(2 if make is C.batch_norm else 3, 4)), m))
@@ -159,7 +167,7 @@ MAKERS = {"layer_norm": _layer_norm, "rms_norm": _rms_norm, "batch_norm": _batch
           "mean_variance_norm": _mean_variance_norm, "weight_norm": _weight_norm,
           "weight_standardization": _weight_standardization, "unified_norm": _unified_norm,
           "offline_batch_norm": _offline("offline_batch_norm", 2), "power_norm": _offline("power_norm", 1),
-          "batch_renorm": _offline("batch_renorm", 2)}
+          "batch_renorm": _offline("batch_renorm", 2), "norm_quant": _norm_quant}
 
 
 def _names(value, known, what):

@@ -89,6 +89,8 @@ NO_BIG_REDUCTION = {
     **{op: "an offline framework instance: its batch statistics are the same two-pass sums over rows as "
            "batch_norm's / unified_norm's, which have 65536-value cases; no backend runs it, and such a case "
            "costs ~0.7 MB of the golden budget" for op in ("offline_batch_norm", "power_norm", "batch_renorm")},
+    "norm_quant": "its statistics are layer_norm's and rms_norm's (their 65536-value cases check those sums); its "
+                  "float64 q of 65536 values would cost ~0.5 MB: the production suite's recipes run long rows",
 }
 
 

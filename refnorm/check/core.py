@@ -58,7 +58,7 @@ from . import bounds as B
 from . import diagnosis, stream
 from .backends.base import Call, Contract
 from .compare import ArrayAccumulator
-from .precision import NP, RANK, dtype_name
+from .precision import NP, RANK, dtype_name, quant_excess, quant_interval, quant_name, ratio
 
 WORST_SHOWN = 3
 MAX_ARRAYS = 64     # the bias test's false-alarm budget P_CASE is split over this many arrays per case
@@ -324,6 +324,46 @@ def array_scale(ref) -> float:
     return float(np.max(np.where(np.isfinite(a), a, 0.0), initial=0.0))
 
 
+def _judge_quantized(step, part, name, got, ref, E, qdtype):
+    """A quantized output (docs/tolerances.md, "Quantized outputs"): ``got`` must have the quantized dtype
+    ``qdtype``; ``ref`` is the exact pre-rounding value, ``E`` its bound. Pass iff the reals that a
+    saturating quantizer rounds to ``got`` come within E of ``ref`` (precision.quant_excess): one step
+    off only where ``ref`` is within E of a rounding boundary or the saturation point, exact elsewhere.
+    No bias test (the rounding steps of a quantized dtype are far coarser than any bias it could see).
+    ``err_u``: the worst |got - ref| in half steps of the grid at ``got`` (<= 1 where correctly rounded)."""
+    ref = np.asarray(ref, dtype=np.float64)
+    what = SINGULAR[part]
+    if got.shape != ref.shape:
+        raise ValueError(f"step {step}: {what} {name!r} has shape {got.shape}, expected {ref.shape}")
+    if quant_name(got.dtype) != qdtype:
+        raise TypeError(f"step {step}: {what} {name!r} has dtype {got.dtype}, expected the quantized dtype "
+                        f"{qdtype} (ml_dtypes' float8 types, numpy int8)")
+    E = np.broadcast_to(np.asarray(E, dtype=np.float64), ref.shape)
+    ex = quant_excess(got, ref)
+    finite_E = np.isfinite(E)
+    r = np.where(finite_E, ratio(ex, np.where(finite_E, E, 0.0)), 0.0)
+    g64 = got.astype(np.float64)
+    r = np.where(~finite_E & np.isnan(g64) & ~np.isnan(ref), np.inf, r)
+    scale = float(np.max(np.abs(ref[np.isfinite(ref)]), initial=0.0))
+    unconstrained = ~finite_E | ((E > 0) & (E >= scale))
+    with np.errstate(all="ignore"):
+        # the error in half steps of the quantized grid at the returned value (<= 1: correctly rounded)
+        lo, hi = quant_interval(got)
+        half = np.where(np.isfinite(hi) & np.isfinite(lo), (hi - lo) / 2, np.where(np.isfinite(lo), g64 - lo, hi - g64))
+        diff = np.where((g64 == ref) | (np.isnan(g64) & np.isnan(ref)), 0.0, np.abs(g64 - ref) / half)
+        dmax = float(np.max(np.where(np.isnan(diff), np.inf, diff)[~unconstrained], initial=0.0))
+    err_u = math.nan if (unconstrained.all() and ref.size) else dmax
+    worst = []
+    flat = np.argsort(-np.where(np.isnan(r), np.inf, r).ravel(), kind="stable")[:WORST_SHOWN]
+    for f in flat:
+        idx = np.unravel_index(f, r.shape)
+        if r[idx] > 0:
+            worst.append((tuple(int(i) for i in idx), float(g64[idx]), float(ref[idx]), float(E[idx])))
+    return ArrayResult(step, part, name, qdtype, got.size, float(np.max(r, initial=0.0)), err_u,
+                       int(unconstrained.sum()), worst, int((r > 1).sum()), scale=scale,
+                       max_bound=float(np.max(E, initial=0.0)))
+
+
 def _exact_bounds(res, cond):
     """Contract "exact" (the reference rounded once): the golden reproducibility bound per array."""
     tol = golden_commands.VERIFY_RTOL * (1 + cond)
@@ -365,12 +405,17 @@ def reference(op, config, training, inputs, cotangents, state):
 def derive_bounds(op, case_dtype, config, training, inputs, cotangents, state, ref, contract, cond=0.0):
     """{"outputs"|"grads"|"state": {name: E}}: the bound of every array of one call under ``contract``
     (``bounds.NotBounded`` when none is derived for the op; ``cond`` is used by the exact contract only)."""
+    spec = registry.get(op)
+    dtypes = {} if spec.output_dtypes is None else dict(spec.output_dtypes(config, case_dtype))
     if contract.kind == "exact":
-        return _exact_bounds(ref, cond)
-    return B.bounds(op, inputs={k: _f64(v) for k, v in inputs.items()}, config=config, training=training,
+        E = _exact_bounds(ref, cond)
+    else:
+        E = B.bounds(op, inputs={k: _f64(v) for k, v in inputs.items()}, config=config, training=training,
                     cotangents={k: _f64(v) for k, v in cotangents.items()},
                     state={k: _f64(v) for k, v in state.items()}, ref_state=ref.state,
-                    contract=contract, case_dtype=case_dtype)
+                     contract=contract, case_dtype=case_dtype)
+    # "dtypes": {output: the dtype it is returned and judged in} where that is not the case dtype
+    return {**E, "dtypes": dtypes} if dtypes else E
 
 
 def unknown_names(op, got) -> list:
@@ -405,7 +450,7 @@ def judge_returned(step, op, compare, backward, got, ref, E, case_dtype, arrays,
         raise ValueError(f"step {step}: the backend returned unknown name(s): {'; '.join(bad)}")
     why = {} if why is None else why
     for part in ("outputs", "grads", "state"):
-        required = {"outputs": spec.differentiable, "grads": compare["grads"] if backward else (),
+        required = {"outputs": spec.differentiable + spec.returned, "grads": compare["grads"] if backward else (),
                     "state": compare["state"] if spec.state else ()}[part]
         for k in compare[part]:
             key = f"step{step}.{part}.{k}"
@@ -423,7 +468,11 @@ def judge_returned(step, op, compare, backward, got, ref, E, case_dtype, arrays,
                 unchecked.append(key)
                 why[key] = "no bound is derived for it"
                 continue
-            res = judge(step, part, k, a, getattr(ref, part)[k], E[part][k], case_dtype,
+            dt = E.get("dtypes", {}).get(k, case_dtype) if part == "outputs" else case_dtype
+            if dt not in NP:                         # a quantized output (norm_quant's q)
+                arrays.append(_judge_quantized(step, part, k, a, getattr(ref, part)[k], E[part][k], dt))
+                continue
+            res = judge(step, part, k, a, getattr(ref, part)[k], E[part][k], dt,
                         integer=part == "state" and k in spec.integer_state)
             if res is not None:
                 arrays.append(res)

@@ -129,3 +129,51 @@ def round_to(a, dtype: str) -> np.ndarray:
         f = np.where(too_big, np.nextafter(f, np.float32(0)), f)     # truncation toward zero
         bits = f.view(np.uint32) | np.where(inexact, np.uint32(1), np.uint32(0))
         return np.asarray(np.asarray(bits).view(np.float32).astype(ml_dtypes.bfloat16))
+
+
+# ------------------------------------------------------------------------------ quantized outputs
+def quant_name(dt) -> str | None:
+    """refnorm's name of a quantized NumPy dtype (float8_e4m3fn, float8_e5m2, int8), else None."""
+    from ..norms.norm_quant import QUANT_DTYPES
+    dt = np.dtype(dt)
+    return next((name for name, (d, _, _) in QUANT_DTYPES.items() if dt == d), None)
+
+
+def quant_interval(got: np.ndarray):
+    """(lo, hi) float64: the reals a SATURATING quantizer rounds (to nearest, ties to even) to ``got``,
+    an array of a quantized dtype. Between grid neighbours the boundaries are the midpoints; the largest
+    value takes everything above it and the lowest everything below (a saturating quantizer never
+    overflows). NaN: (NaN, NaN); +-inf (float8_e5m2 only, never produced by saturation): (+-inf, +-inf)."""
+    from ..norms.norm_quant import QUANT_DTYPES
+    name = quant_name(got.dtype)
+    if name is None:
+        raise TypeError(f"quant_interval: dtype {got.dtype} is not a quantized dtype")
+    dt, qmin, qmax = QUANT_DTYPES[name]
+    if dt.kind == "i":
+        grid = np.arange(int(qmin), int(qmax) + 1, dtype=np.float64)
+    else:
+        allv = np.arange(256, dtype=np.uint8).view(dt).astype(np.float64)
+        grid = np.unique(allv[np.isfinite(allv)])                     # sorted, -0 and 0 merged
+    g = got.astype(np.float64)
+    fin = np.isfinite(g)
+    i = np.clip(np.searchsorted(grid, np.where(fin, g, 0.0)), 0, grid.size - 1)
+    lo = np.where(i > 0, (grid[i] + grid[np.maximum(i - 1, 0)]) / 2, -np.inf)
+    hi = np.where(i < grid.size - 1, (grid[i] + grid[np.minimum(i + 1, grid.size - 1)]) / 2, np.inf)
+    lo = np.where(fin, lo, g)
+    hi = np.where(fin, hi, g)
+    return lo, hi
+
+
+def quant_excess(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """Distance from ``ref`` (the exact pre-rounding value) to the saturating rounding interval of ``got``
+    (a quantized array); NaN rules as ``excess``: both NaN -> 0, exactly one NaN -> inf; an infinite
+    ``got`` passes only an equal infinite ``ref``."""
+    lo, hi = quant_interval(got)
+    ref = np.asarray(ref, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        ex = np.maximum(0.0, np.maximum(lo - ref, ref - hi))
+    gnan, rnan = np.isnan(lo), np.isnan(ref)
+    ex = np.where(gnan | rnan, np.where(gnan & rnan, 0.0, np.inf), ex)
+    ginf = np.isinf(got.astype(np.float64))
+    ex = np.where(ginf & ~rnan, np.where(got.astype(np.float64) == ref, 0.0, np.inf), ex)
+    return np.where(np.isnan(ex), np.inf, ex)

@@ -37,6 +37,7 @@ FAMILIES: tuple[str, ...] = (
     "z_score",
     "mean_variance_norm",
     "local_response_norm",
+    "norm_quant",
 )
 
 # normalizer -> (the family whose document derives it, the line printed above that document)

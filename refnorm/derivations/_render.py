@@ -237,7 +237,7 @@ _TEX_CHARS = {
     "→": r"\to", "…": r"\ldots", "⋆": r"\star", "Ŵ": r"\hat{W}", "§": r"\S",
     "Γ": r"\Gamma", "Λ": r"\Lambda", "Θ": r"\Theta",
     "δ": r"\delta", "∞": r"\infty", "ŷ": r"\hat{y}", "ᵀ": r"^{\top}", "⌊": r"\lfloor", "⌋": r"\rfloor",
-    "₁": "_1", "₂": "_2",
+    "₁": "_1", "₂": "_2", "Δ": r"\Delta", "η": r"\eta",
 }
 _LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 

@@ -101,11 +101,13 @@ GENERATORS = {  # regime -> (rng, m slices, n values per slice) -> (m, n) float6
     "outlier": _outlier,
     "zero": lambda rng, m, n: np.zeros((m, n)),
     "spike": _spike,
+    "std1e-6": lambda rng, m, n: 1e-6 * rng.standard_normal((m, n)),
 }
 PARAM_GENERATORS = {
     "weight": lambda rng, shape: 1.0 + 0.5 * rng.standard_normal(shape),
     "bias": lambda rng, shape: 0.5 * rng.standard_normal(shape),
     "mask": lambda rng, shape: (rng.random(shape) < 0.25).astype(np.float64),   # 1 = padding, ~25%
+    "qscale": lambda rng, shape: 2.0 + 2.0 * rng.random(shape),   # an amplitude in [2, 4), / qmax (_param)
 }
 STATE_GENERATORS = {
     "stat_mean": lambda rng, shape: 0.5 * rng.standard_normal(shape),
@@ -164,7 +166,7 @@ def draw(case: Case, seed: int | None = None, output_shapes: dict | None = None)
     call of the reference gives them (the same draws either way)."""
     spec = refnorm.get(case.op)
     rng = np.random.default_rng(case.seed if seed is None else seed)
-    params = {k: round_to(PARAM_GENERATORS[PARAM_REGIMES[k]](rng, shape), case.dtype, f"{case.id}: {k}")
+    params = {k: round_to(_param(case, k, rng, shape), case.dtype, f"{case.id}: {k}")
               for k, shape in case.inputs.items() if k in PARAM_REGIMES}
     init = {}
     for k, (shape, regime) in case.state.items():
@@ -188,6 +190,16 @@ def draw(case: Case, seed: int | None = None, output_shapes: dict | None = None)
                      for k in spec.differentiable})
         inputs.append(step_inputs)
     return Drawn(init, inputs, cots)
+
+
+def _param(case: Case, k: str, rng, shape) -> np.ndarray:
+    """A parameter drawn by its regime; a static quantization scale (regime "qscale") is the drawn
+    amplitude over the qmax of the case's quant_dtype, so the values beyond the amplitude saturate."""
+    v = PARAM_GENERATORS[PARAM_REGIMES[k]](rng, shape)
+    if PARAM_REGIMES[k] == "qscale":
+        from ..norms.norm_quant import qmax
+        v = v / qmax(case.config.get("quant_dtype", "float8_e4m3fn"))
+    return v
 
 
 def _f64(arrays: dict) -> dict:

@@ -44,13 +44,15 @@ REGIMES = {
     "outlier": "N(0,1) with one x100 outlier per slice",
     "zero": "all zeros (norms of an all-zero slice)",
     "spike": "N(0,1) with one whole slice scaled by 25 (a channel outlier, for stateful filters)",
+    "std1e-6": "1e-6 * N(0,1): tiny rows, far below eps, so the norm's output is tiny and a dynamic quantization "
+               "scale amax/qmax falls below its floor min_scale (norm_quant; 1/scale overflows float16)",
 }
 # state regimes (generators: build.STATE_GENERATORS)
 STATE_REGIMES = ("stat_mean", "stat_var", "zeros", "ones")  # plus "count:<k>" for integer counters
 
 # inputs that are parameters (drawn once per case) draw from these regimes; every other input is an
 # activation (drawn per step, by the case regime)
-PARAM_REGIMES = {"weight": "weight", "g": "weight", "bias": "bias", "pad_mask": "mask"}
+PARAM_REGIMES = {"weight": "weight", "g": "weight", "bias": "bias", "pad_mask": "mask", "static_scale": "qscale"}
 
 _ID = re.compile(r"^[a-z][a-z0-9_]*/[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
@@ -368,6 +370,65 @@ def _rms_norm_rows():
              rms_norm("zero", "float64", (2, 7), eps=1e-3, tag="outside", eps_placement="outside"),
              rms_norm("heavy_tail", "float32", (2, 3, 5, 6), k=2)]
     return rows
+
+
+# --------------------------------------------------------------------------------- norm_quant
+QSHORT = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2", "int8": "i8"}
+QMAX = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0, "int8": 127.0}
+
+
+def norm_quant(regime, dtype, shape, *, norm="rms_norm", qd="float8_e4m3fn", static=False, ub=None, eps=1e-5,
+               affine="w", why=""):
+    """``ub``: the dynamic scale's upper bound as an amplitude (scale_ub = ub / qmax: rows whose amax
+    exceeds ub saturate). ``static``: a per-tensor static_scale input (drawn: an amplitude in [2, 4) / qmax,
+    so the values beyond it saturate)."""
+    ns = tuple(shape[-1:])
+    variant = "_".join(v for v in ("ln" if norm == "layer_norm" else "rms", QSHORT[qd],
+                                   "static" if static else "dyn", f"ub{ub:g}" if ub else "",
+                                   "" if affine == "w" else AFFINE_VARIANT[affine] or "wb") if v)
+    cfg = {"normalized_shape": list(ns), "norm": norm, "eps": eps, "quant_dtype": qd,
+           **({"scale_ub": ub / QMAX[qd]} if ub else {})}
+    inputs = {"x": tuple(shape), **_affine_inputs(affine if norm == "layer_norm" else affine.replace("b", ""), ns),
+              **({"static_scale": (1,)} if static else {})}
+    return Case("norm_quant", name_for(regime, dtype, shape, eps=eps, default_eps=1e-5, variant=variant), dtype,
+                inputs, regime, cfg, axes=(len(shape) - 1,), centered=norm == "layer_norm", why=why)
+
+
+def _norm_quant_rows():
+    nq = norm_quant
+    return [
+        nq("normal", "float32", (8, 256), why="dynamic per-token float8 e4m3fn scale: each row's amax lands on 448"),
+        nq("normal", "bfloat16", (8, 256), why="the scale from the float32 output, not the bfloat16-rounded one"),
+        nq("normal", "float16", (8, 256), norm="layer_norm", affine="wb"),
+        nq("normal", "float64", (4, 100), qd="int8"),
+        nq("mean1e3", "float16", (8, 256), norm="layer_norm", qd="int8", why="a mean-shifted residual stream"),
+        nq("outlier", "bfloat16", (8, 256), ub=8.0, why="rows with a x100 outlier: scale_ub caps their scale, "
+           "the outlier saturates"),
+        nq("outlier", "float16", (8, 256), norm="layer_norm", affine="wb", qd="int8", ub=8.0),
+        nq("outlier", "float32", (8, 256), qd="float8_e5m2", ub=8.0),
+        nq("std1e-6", "float32", (4, 256), why="tiny rows: the scale is the floor min_scale = 1/(qmax*512)"),
+        nq("std1e-6", "bfloat16", (4, 256), qd="int8"),
+        nq("zero", "float32", (2, 64), why="all-zero rows: amax 0, the scale is the floor, q = 0"),
+        nq("normal", "bfloat16", (8, 256), static=True, why="a static scale: values beyond 448 saturate (e4m3fn "
+           "has no infinity: an unsaturated cast gives NaN)"),
+        nq("normal", "float16", (8, 256), norm="layer_norm", affine="wb", static=True),
+        nq("normal", "float32", (8, 256), qd="int8", static=True),
+        nq("normal", "bfloat16", (4, 256), qd="float8_e5m2", static=True),
+        nq("normal", "float16", (8, 256), qd="float8_e5m2"),
+        nq("normal", "bfloat16", (8, 256), qd="int8", static=True),
+        nq("normal", "bfloat16", (16, 64), norm="layer_norm", affine="wb"),
+        nq("normal", "float64", (4, 100), static=True),
+        nq("heavy_tail", "bfloat16", (2, 4, 64)),
+        nq("normal", "float16", (1, 1029), qd="int8", why="one token, hidden 1029: a vector tail (vLLM's 1025-1029)"),
+        nq("std1e-6", "float16", (4, 256), qd="float8_e5m2", ub=8.0, why="float16 subnormal inputs; the floor scale"),
+        nq("mean1e4", "float16", (4, 64), norm="layer_norm", affine="wb"),
+        nq("const", "float32", (4, 64), norm="layer_norm", affine="wb", eps=1e-12,
+           why="constant rows: y = bias, the scale from max|bias|"),
+        nq("std1e-3", "float32", (4, 64), norm="layer_norm", affine="wb", qd="int8"),
+        nq("one_std1e-3", "float32", (4, 64), norm="layer_norm", eps=1e-12, static=True),
+        nq("sq_overflow", "float16", (4, 64), qd="float8_e5m2", why="x^2 overflows float16: y from float32 sums"),
+        nq("normal", "bfloat16", (4, 64), eps=0.3, affine="", why="no weight; eps 0.3 shrinks y"),
+    ]
 
 
 # --------------------------------------------------------------------------------- lp_normalize
@@ -726,6 +787,7 @@ ROW_MAKERS = {
     "offline_batch_norm": _offline_batch_norm_rows,
     "power_norm": _power_norm_rows,
     "batch_renorm": _batch_renorm_rows,
+    "norm_quant": _norm_quant_rows,
 }
 
 CASES: tuple[Case, ...] = _rows()

@@ -51,6 +51,7 @@ MAKERS = {
     "mean_variance_norm": (T.mean_variance_norm, "x", {}),
     "weight_norm": (T.weight_norm, "v", {}),
     "weight_standardization": (T.weight_standardization, "x", {}),
+    "norm_quant": (T.norm_quant, "x", {}),
 }
 COMMON = ("shape", "dtype", "regime", "layout", "seed", "expect")
 BYTES_PER_ELEMENT = 260     # what judging one element of the activation takes, judged whole (measured, docs)
@@ -197,7 +198,7 @@ def materialize(recipe: Recipe) -> GoldenCase:
     for i, step in enumerate(case.steps):
         kind = step.partition(":")[0]
         outputs = [k for k in spec.outputs if kind != "eval" or case.eval_outputs is None or k in case.eval_outputs]
-        grads = [k for k in drawn.inputs[i] if k not in case.ignore_grads]
+        grads = [k for k in drawn.inputs[i] if k not in case.ignore_grads] if spec.differentiable else []
         steps.append(GoldenStep(kind == "train", drawn.inputs[i], drawn.cotangents[i], {}, {}, {},
                                 {"outputs": tuple(outputs), "grads": tuple(grads),
                                  "state": tuple(spec.state) if case.state else ()}, 0.0))
@@ -211,8 +212,8 @@ def _draw(recipe: Recipe):
     input's shape, so no forward call is needed for the cotangents' shapes (an expected-error case could
     not make one: the reference raises on it)."""
     case = recipe.case
-    out = registry.get(case.op).differentiable[0]
-    return B.draw(case, seed=recipe.seed, output_shapes={out: case.inputs[MAKERS[case.op][1]]})
+    diff = registry.get(case.op).differentiable          # () for a forward-only op: no cotangents
+    return B.draw(case, seed=recipe.seed, output_shapes={out: case.inputs[MAKERS[case.op][1]] for out in diff[:1]})
 
 
 # ---------------------------------------------------------------------------------------- suites

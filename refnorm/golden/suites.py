@@ -33,6 +33,16 @@ PRODUCTION = [
     _r("batch_norm shape=8x64x56x56 dtype=float16", "ResNet stem BatchNorm, NCHW"),
     _r("batch_norm shape=8x64x56x56 dtype=float16 layout=channels_last", "ResNet stem BatchNorm, channels_last"),
     _r("instance_norm shape=4x64x64x64 dtype=float32 layout=channels_last", "style-transfer InstanceNorm, NHWC"),
+    # quantized outputs (vLLM's rms_norm_*_quant, TransformerEngine's fp8 LayerNorm): hidden sizes with vector tails
+    *[_r(f"norm_quant shape=64x{h} dtype=bfloat16", f"RMSNorm + dynamic per-token fp8 e4m3fn, hidden {h}")
+      for h in (1029, 4096, 5137)],
+    _r("norm_quant shape=128x4096 dtype=bfloat16 qd=int8", "RMSNorm + dynamic per-token int8 (vLLM's int8 path)"),
+    _r("norm_quant shape=128x5120 dtype=float16 norm=layer_norm affine=wb static=true",
+       "LayerNorm + a static per-tensor fp8 scale (TransformerEngine), values beyond it saturate"),
+    _r("norm_quant shape=64x4096 dtype=bfloat16 regime=outlier ub=8.0",
+       "dynamic fp8 with scale_ub capping the rows with an outlier (vLLM's scale_ub)"),
+    _r("norm_quant shape=32x4096 dtype=bfloat16 regime=mean1e3 qd=float8_e5m2",
+       "a mean-shifted residual stream, fp8 e5m2"),
 ]
 
 BOUNDARIES = [

@@ -34,7 +34,7 @@ import numpy as np
 from refnorm.check.backends.base import Call, Contract, Returned
 from refnorm.check.precision import NP, round_to
 
-OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm")
+OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "norm_quant")
 CENTERED = ("layer_norm", "group_norm", "batch_norm", "instance_norm")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 FLOAT64_EPS = float(np.finfo(np.float64).eps)
@@ -111,6 +111,11 @@ MUTATIONS = {
     "ln_as_rms": "layer_norm computed as rms_norm (no mean removed; T5LayerNorm)",
     "gn1_as_ln": "group_norm with G = 1 computed as layer_norm over C at every position",
     "gn_unbiased": "group_norm normalizes with the unbiased variance",
+    # quantized outputs (norm_quant)
+    "q_scale_rounded": "norm_quant: y rounded to the case dtype, the dynamic scale from its amax, q from it",
+    "q_e4m3_nan": "norm_quant: float8 e4m3fn cast without the saturating clamp (overflow gives NaN)",
+    "q_ub_ignored": "norm_quant: scale_ub ignored",
+    "q_rcp_f16": "norm_quant: 1 / scale rounded to float16 before the multiply",
 }
 
 
@@ -471,6 +476,48 @@ class EmulatedBackend:
                 grads["weight"] = k.param_sum(T.reshape(x.shape), tuple(range(len(lead), x.ndim)), ns,
                                               is_weight=True)
         return self._finish(k, outs, grads)
+
+    # ------------------------------------------------------------------ norm_quant
+    def _norm_quant(self, call, k):
+        """The fused kernel: y in A (as _layer_norm / _rms_norm, never rounded to d), amax, the scale
+        amax / qmax capped by scale_ub and floored by min_scale in A (or the static scale), y * (1 / scale)
+        in A, clamped to the quantized range, then one rounding to the quantized dtype (ml_dtypes' float8
+        casts from float32/float64 round to nearest even; int8: np.rint). scale and amax come back in A."""
+        from refnorm.norms.norm_quant import QUANT_DTYPES, default_min_scale, qmax
+        M, cfg = k.mut, call.config
+        ns = cfg["normalized_shape"]
+        ns = (ns,) if isinstance(ns, int) else tuple(ns)
+        x = k.a(call.inputs["x"])
+        w, b = k.a(call.inputs.get("weight")), k.a(call.inputs.get("bias"))
+        lead = x.shape[:x.ndim - len(ns)]
+        m, n = int(np.prod(lead, dtype=np.int64)), int(np.prod(ns, dtype=np.int64))
+        r = k.standardize(x.reshape(m, n), centered=cfg.get("norm", "rms_norm") == "layer_norm",
+                          eps=cfg.get("eps", 1e-5), w=None if w is None else w.reshape(1, n),
+                          b=None if b is None else b.reshape(1, n))
+        y = r["y"]
+        if M == "q_scale_rounded" and "static_scale" not in call.inputs:
+            y = k.q(y)
+        qd = cfg.get("quant_dtype", "float8_e4m3fn")
+        amax = np.max(np.abs(y), axis=1, keepdims=True)
+        if "static_scale" in call.inputs:
+            scale = np.full((m, 1), k.a(call.inputs["static_scale"]).reshape(()))
+        else:
+            scale = amax / k.A(qmax(qd))
+            if cfg.get("scale_ub") is not None and M != "q_ub_ignored":
+                scale = np.minimum(scale, k.A(cfg["scale_ub"]))
+            floor = cfg.get("min_scale")
+            scale = np.maximum(scale, k.A(default_min_scale(qd) if floor is None else floor))
+        with np.errstate(over="ignore", invalid="ignore"):
+            rcp = k.A(1) / scale
+            if M == "q_rcp_f16":
+                rcp = rcp.astype(np.float16).astype(k.A)
+            v = y * rcp
+        dt, lo, hi = QUANT_DTYPES[qd]
+        if not (M == "q_e4m3_nan" and qd == "float8_e4m3fn"):
+            v = np.clip(v, k.A(lo), k.A(hi))
+        q = np.rint(v).astype(dt) if dt.kind == "i" else v.astype(dt)
+        stat = lead + (1,) * len(ns)
+        return Returned({"q": q.reshape(x.shape), "scale": scale.reshape(stat), "amax": amax.reshape(stat)})
 
     # ------------------------------------------------------------------ group_norm
     def _group_norm(self, call, k):

@@ -21,6 +21,7 @@ from typing import Callable
 from refnorm.golden import cases as G
 
 LN, RMS, GN, BN, IN = "layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm"
+NQ = "norm_quant"
 CENTERED = (LN, GN, BN, IN)
 
 ALL_ROWS = (
@@ -170,6 +171,11 @@ SUPPLEMENTARY = (
     P("R-axes", "dweight/dbias summed over the batch axis but averaged over the spatial axes (wrong "
                 "reduction)", "param_mean_spatial", (GN, BN, IN)),
     P("R-1pw", "Gemma's (1 + w) rounded to the case dtype before the multiply", "one_plus_in_d", (RMS,)),
+    P("R-qround", "norm_quant: the dynamic scale from the output rounded to the case dtype, not the float32 one",
+      "q_scale_rounded", (NQ,)),
+    P("R-qnan", "norm_quant: float8 e4m3fn overflow gives NaN instead of saturating", "q_e4m3_nan", (NQ,)),
+    P("R-qub", "norm_quant: the scale's upper bound scale_ub ignored", "q_ub_ignored", (NQ,)),
+    P("R-qrcp16", "norm_quant: the reciprocal of the scale multiplied in float16", "q_rcp_f16", (NQ,)),
 )
 
 NOT_APPLICABLE = {

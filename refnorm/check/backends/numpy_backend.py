@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ... import registry
-from ..precision import round_to
+from ...norms.norm_quant import quantize
+from ..precision import NP, round_to
 from .base import Call, Contract, Returned
 
 
@@ -16,6 +17,8 @@ def _round(a, dtype):
     a = np.asarray(a)
     if a.dtype.kind in "iub":
         return a.copy()
+    if dtype not in NP:                  # a quantized dtype (norm_quant's q): saturate, round to nearest even
+        return quantize(a, dtype)
     return round_to(a, dtype)        # correctly rounded (ml_dtypes' float64 -> bfloat16 cast rounds twice)
 
 
@@ -39,6 +42,7 @@ class NumpyBackend:
         res = registry.evaluate(call.op, {k: np.asarray(v, dtype=np.float64) for k, v in call.inputs.items()},
                                 config=dict(call.config), grad_outputs=cot, state=state, training=call.training)
         d = call.dtype
-        return Returned({k: _round(v, d) for k, v in res.outputs.items()},
+        dts = {} if spec.output_dtypes is None else spec.output_dtypes(call.config, d)
+        return Returned({k: _round(v, dts.get(k, d)) for k, v in res.outputs.items()},
                         {k: _round(v, d) for k, v in res.grads.items()} if cot else {},
                         {k: _round(v, d) for k, v in res.state.items()} if spec.state else {})

@@ -42,6 +42,10 @@ the running statistics, in every dtype and both layouts (tests/test_torch_backen
                          flat g of shape (v.shape[dim],) is reshaped to torch's weight_g shape and
                          its gradient reshaped back. v.shape[dim] == 0 raises here: torch 2.13 dies
                          with SIGFPE on it (reproduced), which would kill the checker.
+    norm_quant           no torch op fuses a norm and a quantization: composed (``_norm_quant``) as a fused
+                         kernel computes it: F.layer_norm / F.rms_norm in float32 (float64 for float64
+                         cases), amax, the scale, y * (1 / scale) clamped, then .to(torch.float8_e4m3fn /
+                         float8_e5m2) or torch.round(.).to(torch.int8); q comes back as ml_dtypes' float8.
     mean_variance_norm, weight_standardization, min_max_scale, z_score, unified_norm, offline_batch_norm,
     power_norm, batch_renorm: skipped,
                          torch has no native op.
@@ -125,7 +129,7 @@ from .base import Call, Contract, Returned
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 LOW = ("float16", "bfloat16")
 SUPPORTED = ("batch_norm", "instance_norm", "layer_norm", "group_norm", "rms_norm", "local_response_norm",
-             "lp_normalize", "weight_norm")
+             "lp_normalize", "weight_norm", "norm_quant")
 NO_TORCH = {
     "mean_variance_norm": "torch has no native mean_variance_norm; ONNX MeanVarianceNormalization has no torch "
                           "op (it would have to be composed from torch.mean/var, a re-implementation)",
@@ -317,9 +321,9 @@ class TorchBackend:
                 raise
             except Exception as e:
                 raise RuntimeError(f"torch's forward of {call.op} raised {type(e).__name__}: {e}") from e
-            dkey = spec.differentiable[0]
             grads = {}
-            if want_grad:
+            if want_grad and spec.differentiable:
+                dkey = spec.differentiable[0]
                 out = outputs[dkey]
                 if dkey not in call.cotangents:
                     raise KeyError(f"{call.op}: cotangents given without one for the differentiable output {dkey!r}")
@@ -413,6 +417,38 @@ class TorchBackend:
         eps = RMS_EPS_NONE if cfg["eps"] is None else float(cfg["eps"])
         y = F.rms_norm(t["x"], T.int_list(cfg["normalized_shape"]), t.get("weight"), eps=eps)
         return {"y": y}, {}
+
+    def _norm_quant(self, torch, t, cfg, st, training):
+        """torch has no fused norm + quantize op: the composition a fused kernel computes, in torch ops.
+        F.layer_norm / F.rms_norm on float32 copies (float64 for a float64 case: exact upcasts), amax =
+        |y|.amax per token, the dynamic scale amax / qmax clamped to [min_scale, scale_ub] (or the static
+        scale), y * (1 / scale), clamped to the quantized range, then .to(torch.float8_e4m3fn /
+        float8_e5m2) (round to nearest even) or torch.round (ties to even) .to(torch.int8)."""
+        import torch.nn.functional as F
+        from ...norms.norm_quant import QUANT_DTYPES, default_min_scale, qmax
+        x = t["x"]
+        W = torch.float64 if x.dtype == torch.float64 else torch.float32
+        ns = T.int_list(cfg["normalized_shape"])
+        w, b = (None if t.get(k) is None else t[k].to(W) for k in ("weight", "bias"))
+        if cfg["norm"] == "layer_norm":
+            y = F.layer_norm(x.to(W), ns, w, b, float(cfg["eps"]))
+        else:
+            y = F.rms_norm(x.to(W), ns, w, eps=float(cfg["eps"]))
+        axes = tuple(range(x.dim() - len(ns), x.dim()))
+        amax = y.abs().amax(dim=axes, keepdim=True)
+        qd = cfg["quant_dtype"]
+        if t.get("static_scale") is not None:
+            scale = t["static_scale"].to(W).reshape(()).expand(amax.shape)
+        else:
+            scale = amax / qmax(qd)
+            if cfg["scale_ub"] is not None:
+                scale = scale.clamp(max=float(cfg["scale_ub"]))
+            floor = default_min_scale(qd) if cfg["min_scale"] is None else float(cfg["min_scale"])
+            scale = scale.clamp(min=floor)
+        _, lo, hi = QUANT_DTYPES[qd]
+        v = (y * scale.reciprocal()).clamp(lo, hi)
+        q = torch.round(v).to(torch.int8) if qd == "int8" else v.to(getattr(torch, qd))
+        return {"q": q, "scale": scale.contiguous(), "amax": amax}, {}
 
     def _local_response_norm(self, torch, t, cfg, st, training):
         import torch.nn.functional as F
@@ -531,6 +567,9 @@ def _with_layout(torch, t, a: np.ndarray):
 
 def _to_numpy(torch, t) -> np.ndarray:
     t = t.detach().cpu()
+    if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):      # no NumPy float8: the bits, as ml_dtypes'
+        import ml_dtypes
+        return t.view(torch.uint8).numpy().copy().view(getattr(ml_dtypes, str(t.dtype).split(".")[1]))
     if t.dtype == torch.bfloat16:
         import ml_dtypes
         return t.to(torch.float32).numpy().astype(ml_dtypes.bfloat16)     # exact both ways

@@ -175,14 +175,15 @@ def _one(op, inputs, cfg, training, dy, st, ref_state, u, red, contract, dt):
                                    u=u, reduction=red, contract=contract, case_dtype=dt, ddof=int(cfg.get("ddof", 1)),
                                    stat_shape=stat, stat_names=("mean", "std"))
         return o, g, {}
-    if op in ("lp_normalize", "local_response_norm", "weight_norm", "min_max_scale"):
+    if op in ("lp_normalize", "local_response_norm", "weight_norm", "min_max_scale", "norm_quant"):
         import importlib
         return importlib.import_module(f".{op}", __name__).bound(inputs, cfg, training, dy, u, red, contract, dt)
     raise NotBounded(f"no derived tolerance for {op!r} yet: its cases are skipped, not passed")
 
 
 BOUNDED = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "weight_standardization",
-           "mean_variance_norm", "z_score", "lp_normalize", "local_response_norm", "weight_norm", "min_max_scale")
+           "mean_variance_norm", "z_score", "lp_normalize", "local_response_norm", "weight_norm", "min_max_scale",
+           "norm_quant")
 
 
 def bounds(op, *, inputs, config, training, cotangents, state, ref_state, contract, case_dtype):
@@ -196,8 +197,8 @@ def bounds(op, *, inputs, config, training, cotangents, state, ref_state, contra
     for k, v in spec.options.items():
         if k not in config and not isinstance(v, (int, float, str, list, tuple, type(None))):
             cfg[k] = "default"
-    dyk = spec.differentiable[0]
-    dy = _f64(cotangents.get(dyk)) if cotangents else None
+    dyk = spec.differentiable[0] if spec.differentiable else None       # None: a forward-only op
+    dy = _f64(cotangents.get(dyk)) if cotangents and dyk else None
     st = {k: _f64(v) for k, v in (state or {}).items()}
     u = UNIT_ROUNDOFF[acc_dtype(case_dtype, contract.acc)]
     acc = _one(op, inputs, cfg, training, dy, st, ref_state, u, contract.reduction, contract.kind, case_dtype)
