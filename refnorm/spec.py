@@ -83,6 +83,11 @@ class NormSpec:
                     native_* ops, whose backward takes only the main output's gradient).
     options:        option name -> default (``REQUIRED``, ``DEFAULT`` or a JSON-able value).
     state:          state names accepted (stateful normalizers only).
+    masks:          inputs that are masks (0/1 values, not differentiable); ``evaluate`` accepts them as
+                    booleans too (True = 1).
+    resolve:        None, or option values -> the same with every ``DEFAULT`` replaced by the value the
+                    module picks (batch_norm: momentum 0.1 or 0.9 by convention); used by
+                    ``refnorm.check.backends.base.complete_config`` so a backend never sees ``DEFAULT``.
     """
 
     name: str
@@ -96,8 +101,11 @@ class NormSpec:
     differentiable: tuple[str, ...] = ("y",)
     state: tuple[str, ...] = ()
     integer_state: tuple[str, ...] = ()
+    masks: tuple[str, ...] = ()
+    resolve: Callable[[dict], dict] | None = None
 
     def __post_init__(self):
         assert set(self.required) <= set(self.inputs), self.name
+        assert set(self.masks) <= set(self.inputs), self.name
         assert set(self.differentiable) <= set(self.outputs), self.name
         object.__setattr__(self, "options", MappingProxyType(dict(self.options)))

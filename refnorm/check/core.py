@@ -56,7 +56,7 @@ from ..golden import layouts
 from ..golden.store import GoldenError
 from . import bounds as B
 from . import diagnosis
-from .backends.base import Call, Contract
+from .backends.base import Call, Contract, complete_config
 from .bias import P_CASE, bias_test
 from .precision import NP, RANK, UNIT_ROUNDOFF, dtype_name, excess, ratio, rounding_interval
 
@@ -492,7 +492,8 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True) -> CaseResult:
         except RefnormError as e:
             out.status, out.message = "skipped", str(e)
             return out
-        probes = [Call(case.op, case.dtype, dict(case.config), st.training, laid(st.inputs), laid(st.cotangents),
+        cfg = complete_config(case.op, case.config)     # every option, defaults filled in (base.py)
+        probes = [Call(case.op, case.dtype, dict(cfg), st.training, laid(st.inputs), laid(st.cotangents),
                        {k: np.array(v) for k, v in case.init_state.items()}) for st in case.steps]
         for probe in probes:
             reason = backend.supports(probe)
@@ -517,7 +518,7 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True) -> CaseResult:
             # from the golden arrays, and a backend that writes into its inputs is told so
             ref = reference(case.op, case.config, st.training, st.inputs, st.cotangents, state)
             given = (laid(st.inputs), laid(st.cotangents), {k: np.array(v) for k, v in state.items()})
-            call = Call(case.op, case.dtype, dict(case.config), st.training, *given)
+            call = Call(case.op, case.dtype, dict(cfg), st.training, *given)
             try:
                 with _time_limit(timeout):
                     ret = backend.run(call)
