@@ -12,6 +12,10 @@
                  (optional: pip install onnx onnxruntime); onnxruntime-cuda: the CUDA execution
                  provider (reports unavailable without it)
 
+A user's kernel: ``package.module:attr`` or an entry point (``plugin.py``), with ``--backend-option
+KEY=VALUE`` for its factory; a torch callable or ``torch.autograd.Function`` in one line:
+``from_torch(fn, op, contract=...)`` (``torch_function.py``).
+
 Frameworks are imported only inside the adapters' methods, never by ``import refnorm``.
 """
 from __future__ import annotations
@@ -73,9 +77,9 @@ def get_backend(name: str, options=None):
 
 
 def from_torch(fn, op, **kw):
-    """A backend from a torch callable or ``torch.autograd.Function`` (``from_torch.py``, imported lazily:
+    """A backend from a torch callable or ``torch.autograd.Function`` (``torch_function.py``, imported lazily:
     ``import refnorm`` never imports torch)."""
-    from .from_torch import from_torch as make
+    from .torch_function import from_torch as make
     return make(fn, op, **kw)
 
 
