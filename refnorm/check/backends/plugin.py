@@ -1,7 +1,8 @@
 """User backends: load a kernel under test by import path or by entry point.
 
     refnorm check --backend package.module:attr       attr: a backend object, a class, or a
-                                                       zero-argument factory returning one
+                                                       factory returning one (called with no arguments,
+                                                       or with the --backend-option keywords)
     refnorm check --backend NAME                       NAME registered in the entry-point group
                                                        ``refnorm.backends`` of an installed package
     refnorm check --backend X --backend-option K=V     keyword arguments for X's factory or class
