@@ -258,7 +258,11 @@ class JaxBackend:
         """(forward, forward + ``jax.vjp`` pullback), each ``jax.jit``-ed once per (op, options, mode,
         running-statistics factor) and kept, so that jax traces and XLA compiles once per shape and dtype
         signature, not on every call (a fresh ``jax.jit`` per call recompiled forward and backward every
-        time: 194 s for the golden set). The backward is ``jax.vjp`` of the same forward, inside one jit."""
+        time). The backward is ``jax.vjp`` of the same forward, inside one jit. Measured, ``refnorm check
+        --backend jax`` on the shared 2-core machine: 182 s and 202 s of CPU before, 112 s and 113 s after,
+        every verdict unchanged (all 138 entries of known_failures/jax.txt still fail exactly as listed).
+        What remains is XLA compiling once per distinct (op, options, shapes, dtype): the golden set holds
+        322 of them for the ops jax implements, at ~0.2 s each."""
         key = (op, _frozen(cfg), bool(training), bool(tracking), nbt_after)
         cache = self.__dict__.setdefault("_jit_cache", {})
         if key not in cache:
