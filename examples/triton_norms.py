@@ -5,8 +5,10 @@ for float64 tensors), two-pass statistics (the mean, then the centred mean squar
 gradients as per-program partial sums in float32, added by torch at the end. Wrapped in
 ``torch.autograd.Function``s, then made refnorm backends in one line each (``from_torch``):
 
-    refnorm check --backend examples.triton_norms:layer_norm_backend --ops layer_norm
-    refnorm check --backend examples.triton_norms:rms_norm_backend --ops rms_norm
+    refnorm check --backend examples.triton_norms:layer_norm_backend --ops layer_norm --timeout 900
+    refnorm check --backend examples.triton_norms:rms_norm_backend --ops rms_norm --timeout 900
+
+(``--timeout``: interpreted, the golden 65537-row case takes longer than the default 60 s per case.)
 
 Without a CUDA device the kernels run in Triton's interpreter (``TRITON_INTERPRET=1``, set below when
 torch sees no GPU and the variable is unset; it must be set before triton is first imported) on CPU
