@@ -7,7 +7,7 @@
     refnorm derive NAME [--format text|markdown|latex] [--prove]
     refnorm derive --all (--write | --check) [--dir DIR]
     refnorm golden build [DIR]
-    refnorm check --backend NAME|package.module:attr [--ops OP...] [--dtypes DT...] [--case ID]...
+    refnorm check --backend NAME|package.module:attr [--backend-option KEY=VALUE]... [--ops OP...] [--dtypes DT...] [--case ID]...
                   [--golden DIR] [--json FILE] [--junit-xml FILE] [--report DIR] [--timeout S]
                   [--no-progress] [--expect-failures FILE]
     refnorm check --backend torch-dist-cpu --world-size N [--port P] [--generate 'PARALLEL SPLIT RECIPE']...
@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import tempfile
 
@@ -315,7 +316,11 @@ def _cmd_check(args):
     elif not [r for r in recipes if (not args.ops or r.case.op in args.ops)
               and (not args.dtypes or r.case.dtype in args.dtypes)]:
         raise CLIError("--ops/--dtypes select none of the generated cases")
-    backend = check.get_backend(args.backend)
+    from .check.backends import plugin
+    options = plugin.parse_options(args.backend_option)
+    backend = check.get_backend(args.backend, options)
+    # the backend as the reproduce commands name it: with its options
+    backend_arg = args.backend + "".join(f" --backend-option {shlex.quote(o)}" for o in args.backend_option or ())
     reason = backend.available()
     if reason:
         print(f"refnorm check: backend {args.backend} is unavailable: {reason}", file=sys.stderr)
@@ -358,7 +363,7 @@ def _cmd_check(args):
     wn = R.warnings(report)
     if wn:
         print(wn)
-    for text in (R.conversions(report), R.partials(report), R.failures(report, args.backend, args.golden)):
+    for text in (R.conversions(report), R.partials(report), R.failures(report, backend_arg, args.golden)):
         if text:
             print(text)
     hr = R.headroom_table(report)
@@ -371,11 +376,11 @@ def _cmd_check(args):
         print(f"wrote {args.json}")
     if args.junit_xml:
         from .check.junit import junit_xml
-        _write_atomically(args.junit_xml, junit_xml(report, args.backend, args.golden, args.accept_partial))
+        _write_atomically(args.junit_xml, junit_xml(report, backend_arg, args.golden, args.accept_partial))
         print(f"wrote {args.junit_xml}")
     if args.report:
         from .check.markdown import SUMMARY, report_files
-        files, note = report_files(report, args.backend, args.golden, args.accept_partial)
+        files, note = report_files(report, backend_arg, args.golden, args.accept_partial)
         os.makedirs(args.report, exist_ok=True)
         for name, data in files.items():
             _write_atomically(os.path.join(args.report, name), data)
@@ -524,6 +529,10 @@ def build_parser():
     c.add_argument("--backend", required=True,
                    help="numpy, torch-cpu, torch-cuda, ...; a user's kernel as package.module:attr (a backend "
                         "object, class or factory) or a name in the 'refnorm.backends' entry-point group")
+    c.add_argument("--backend-option", action="append", metavar="KEY=VALUE",
+                   help="a keyword argument for the backend's factory or class (repeatable; VALUE is read as "
+                        "JSON when it parses, else as a string), e.g. --backend torch-cpu --backend-option "
+                        "param_dtype=case, or --backend mypkg.kernels:make --backend-option block=128")
     c.add_argument("--ops", nargs="+", metavar="OP", help="only these normalizers")
     c.add_argument("--dtypes", nargs="+", metavar="DT", help="only these dtypes (float64 float32 float16 bfloat16)")
     c.add_argument("--case", action="append", metavar="ID", help="only this golden case (repeatable)")

@@ -1,6 +1,6 @@
 """pytest plugin: the golden cases as test items of a user's own test suite.
 
-    pytest --refnorm-backend NAME [--refnorm-golden DIR] [--refnorm-ops OP[,OP...]]
+    pytest --refnorm-backend NAME [--refnorm-backend-option KEY=VALUE]... [--refnorm-golden DIR] [--refnorm-ops OP[,OP...]]
            [--refnorm-dtypes DT[,DT...]] [--refnorm-expect-failures FILE] [--refnorm-timeout S]
            [--refnorm-suite NAME]... [--refnorm-generate RECIPE]... [--refnorm-accept-partial]
     pytest --refnorm-backend torch-dist-cpu --refnorm-world-size N [--refnorm-generate 'PARALLEL SPLIT RECIPE']...
@@ -29,6 +29,8 @@ without ``--refnorm-backend`` it collects nothing and imports nothing but pytest
 """
 from __future__ import annotations
 
+import shlex
+
 import pytest
 
 
@@ -36,6 +38,8 @@ def pytest_addoption(parser):
     g = parser.getgroup("refnorm", "refnorm: judge a backend on the golden cases")
     g.addoption("--refnorm-backend", metavar="NAME",
                 help="collect the golden cases as tests of this backend (as refnorm check --backend)")
+    g.addoption("--refnorm-backend-option", action="append", metavar="KEY=VALUE",
+                help="a keyword argument for the backend's factory or class (as refnorm check --backend-option)")
     g.addoption("--refnorm-golden", metavar="DIR", help="golden set (default: as refnorm check)")
     g.addoption("--refnorm-ops", action="append", metavar="OP[,OP...]", help="only these normalizers")
     g.addoption("--refnorm-dtypes", action="append", metavar="DT[,DT...]", help="only these dtypes")
@@ -165,7 +169,10 @@ def pytest_collection_modifyitems(session, config, items):
     recipes = dcases = None
     world = config.getoption("refnorm_world_size")
     try:
-        backend = get_backend(name)
+        from refnorm.check.backends.plugin import parse_options
+        opts = config.getoption("refnorm_backend_option") or []
+        backend = get_backend(name, parse_options(opts))
+        name = name + "".join(f" --backend-option {shlex.quote(o)}" for o in opts)
         if world is not None:
             from refnorm.check.distributed import check_backend, check_world_size
             from refnorm.golden import distributed as D

@@ -80,6 +80,16 @@ def as_float64(what: str, value: Any, *, view: bool = False) -> np.ndarray:
     return np.array(arr, dtype=np.float64, copy=True)
 
 
+def _mask_as_float(spec: NormSpec, name: str, value: Any) -> Any:
+    """A boolean array given for a mask input (``spec.masks``, e.g. unified_norm's ``pad_mask``) as
+    float64 0/1 (True = 1); anything else unchanged (then checked as every input is)."""
+    if name in spec.masks:
+        arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+        if arr.dtype == np.bool_:
+            return arr.astype(np.float64)
+    return value
+
+
 def _bases(a) -> list:
     """``a`` and the chain of objects whose memory it views (ndarray.base, base.base, ...)."""
     chain = []
@@ -170,8 +180,8 @@ def evaluate(name: str, inputs: Mapping[str, Any], *, config: Mapping[str, Any] 
     missing = [k for k in spec.required if k not in inputs or inputs[k] is None]
     if missing:
         raise RefnormError(f"{spec.name}: missing required input(s) {', '.join(map(repr, missing))}")
-    arrays = {k: as_float64(f"{spec.name}: input {k!r}", v, view=True) for k, v in inputs.items()
-              if v is not None}
+    arrays = {k: as_float64(f"{spec.name}: input {k!r}", _mask_as_float(spec, k, v), view=True)
+              for k, v in inputs.items() if v is not None}
 
     _check_names(spec, "option", config, tuple(spec.options))
     for k, v in config.items():

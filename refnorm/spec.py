@@ -88,6 +88,11 @@ class NormSpec:
     output_dtypes:  (config, case dtype) -> {output: dtype name}: the dtype an output is returned and
                     judged in where it is not the case dtype (norm_quant: q in its quantized dtype, the
                     scale in float32); None: every output in the case dtype.
+    masks:          inputs that are masks (0/1 values, not differentiable); ``evaluate`` accepts them as
+                    booleans too (True = 1).
+    resolve:        None, or option values -> the same with every ``DEFAULT`` replaced by the value the
+                    module picks (batch_norm: momentum 0.1 or 0.9 by convention); used by
+                    ``refnorm.check.backends.base.complete_config`` so a backend never sees ``DEFAULT``.
     """
 
     name: str
@@ -103,9 +108,12 @@ class NormSpec:
     integer_state: tuple[str, ...] = ()
     returned: tuple[str, ...] = ()
     output_dtypes: Callable[..., Mapping[str, str]] | None = None
+    masks: tuple[str, ...] = ()
+    resolve: Callable[[dict], dict] | None = None
 
     def __post_init__(self):
         assert set(self.required) <= set(self.inputs), self.name
+        assert set(self.masks) <= set(self.inputs), self.name
         assert set(self.differentiable) <= set(self.outputs), self.name
         assert set(self.returned) <= set(self.outputs), self.name
         object.__setattr__(self, "options", MappingProxyType(dict(self.options)))

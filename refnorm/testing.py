@@ -22,6 +22,8 @@ returned in a more precise dtype than the case dtype is rounded to the case dtyp
 (refnorm.check.core). An array whose bound is infinite or at least its own scale everywhere verifies
 nothing ("unconstrained"): AssertionError naming it, unless ``allow_partial=True`` (then it is returned
 with ``verdict == "unconstrained"``).
+``assert_backend_passes(backend, ops=..., dtypes=...)`` judges a whole backend (your kernel wrapped by
+``refnorm.check.backends.from_torch``) on the golden set, as ``refnorm check`` does, in one assertion.
 Never imports pytest, hypothesis or a framework.
 """
 from __future__ import annotations
@@ -98,3 +100,32 @@ def assert_generated_case_passes(backend, recipe: str, *, allow_partial=False, t
     if res.status == "passed" or (allow_partial and res.status == "partial"):
         return res
     raise AssertionError(R.case_text(res, getattr(backend, "name", type(backend).__name__)))
+
+
+def assert_backend_passes(backend, *, ops=None, dtypes=None, case_ids=None, golden=None, layout="contiguous",
+                          allow_partial=False, expect_failures=None, timeout=60.0):
+    """Judge ``backend`` (a backend object, e.g. ``refnorm.check.backends.from_torch(fn, op, contract=...)``)
+    on the golden set, as ``refnorm check`` does: ``golden`` defaults as for ``refnorm check``; ``ops``,
+    ``dtypes``, ``case_ids`` and ``layout`` select as its ``--ops``, ``--dtypes``, ``--case`` and
+    ``--layout``; ``expect_failures`` is a known-failures file (or a list's bare name). Returns the
+    ``Report``. AssertionError with the check's text (every failed or errored case, its worst elements
+    and reproduce command) unless every judged case passed (partial ones too with ``allow_partial``);
+    also when nothing was judged (every case skipped: the skip reasons are in the message) and when the
+    backend is unavailable."""
+    from .check.core import apply_expected_failures, read_expected_failures, run_check
+    from .golden import store
+    name = getattr(backend, "name", type(backend).__name__)
+    reason = backend.available()
+    if reason:
+        raise AssertionError(f"backend {name} is unavailable: {reason}")
+    golden = golden or store.find_golden()
+    report = run_check(backend, golden, ops=ops, dtypes=dtypes, case_ids=case_ids, timeout=timeout, layout=layout)
+    if expect_failures is not None:
+        expected = read_expected_failures(store.find_expected_failures(expect_failures))
+        apply_expected_failures(report, expected, [e["id"] for e in store.read_manifest(golden)["cases"]])
+    if report.verdict == "ok" or (allow_partial and report.verdict == "partial"):
+        return report
+    parts = [R.summary_line(report, accept_partial=allow_partial), R.table(report)]
+    parts += [t for t in (R.failures(report, name, golden), "" if allow_partial else R.partials(report),
+                          R.skips(report)) if t]
+    raise AssertionError("\n".join(parts))

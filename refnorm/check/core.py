@@ -56,7 +56,7 @@ from ..golden import layouts
 from ..golden.store import GoldenError
 from . import bounds as B
 from . import diagnosis, stream
-from .backends.base import Call, Contract
+from .backends.base import Call, Contract, complete_config
 from .compare import ArrayAccumulator
 from .precision import NP, RANK, dtype_name, quant_excess, quant_interval, quant_name, ratio
 
@@ -622,7 +622,8 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True, variants=None) -> 
         except RefnormError as e:
             out.status, out.message = "skipped", str(e)
             return out
-        probes = [Call(case.op, case.dtype, dict(case.config), st.training, laid(st.inputs), laid(st.cotangents),
+        cfg = complete_config(case.op, case.config)     # every option, defaults filled in (base.py)
+        probes = [Call(case.op, case.dtype, dict(cfg), st.training, laid(st.inputs), laid(st.cotangents),
                        {k: np.array(v) for k, v in case.init_state.items()}) for st in case.steps]
         for probe in probes:
             reason = backend.supports(probe)
@@ -647,7 +648,7 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True, variants=None) -> 
             # the backend gets private copies: whatever it does to them, the reference below is computed
             # from the golden arrays, and a backend that writes into its inputs is told so
             given = (laid(st.inputs), laid(st.cotangents), {k: np.array(v) for k, v in state.items()})
-            call = Call(case.op, case.dtype, dict(case.config), st.training, *given)
+            call = Call(case.op, case.dtype, dict(cfg), st.training, *given)
             try:
                 with _time_limit(timeout):
                     ret = backend.run(call)

@@ -82,6 +82,14 @@ def _check_state(state) -> None:
         raise RefnormError(f"{NAME}: state needs both 'running_mean' and 'running_var', got {sorted(state)}")
 
 
+def resolve_options(cfg: dict) -> dict:
+    """``cfg`` with momentum=DEFAULT replaced by the convention's default (0.1 torch, 0.9 onnx); an
+    unknown convention is left for ``check`` to refuse."""
+    if cfg.get("momentum") is DEFAULT and cfg.get("convention") in DEFAULT_MOMENTUM:
+        return {**cfg, "momentum": DEFAULT_MOMENTUM[cfg["convention"]]}
+    return cfg
+
+
 def check(x, weight, bias, running_mean, running_var, num_batches_tracked, momentum, eps, convention,
           training, state=None):
     """The argument checks (shared with the specification, refnorm/specs/batch_norm.py): (momentum, eps,
@@ -227,5 +235,5 @@ SPEC = NormSpec(
     outputs=("y", "mean", "rstd"),
     options={"momentum": DEFAULT, "eps": 1e-5, "convention": "torch"},
     forward=_forward, backward=_backward,
-    state=STATE, integer_state=("num_batches_tracked",),
+    state=STATE, integer_state=("num_batches_tracked",), resolve=resolve_options,
 )

@@ -5,8 +5,8 @@
 Input ``x`` is (B, N, C) or (N, C) (= B 1). Every statistic is per channel c, pooled over all batch
 and token positions (b, n) (BatchNorm-like, not LayerNorm-like): the "variance" is the UNCENTRED
 mean square s_c = mean_K(x^2) over the non-padded positions K. eps sits inside the sqrt.
-``pad_mask`` (optional, shape x.shape[:-1]) is a FLOAT array holding only 0 and 1, 1 = padding (the
-registry refuses bool inputs); padded positions are left out of the forward statistic only and are
+``pad_mask`` (optional, shape x.shape[:-1]) holds only 0 and 1, 1 = padding: a floating array, or a
+boolean one as the official code passes (True = padding; ``SPEC.masks``, converted by the registry); padded positions are left out of the forward statistic only and are
 still normalized. Its "gradient" is zeros (it is not differentiable; the contract wants an entry).
 ``weight`` and ``bias`` have shape (C,) and are optional (then 1 and 0, and no gradient for them).
 Outputs: ``y``; ``var`` (C,) = the sig2 used to normalize; ``r`` (C,) = the gradient-compensation
@@ -204,5 +204,5 @@ SPEC = NormSpec(
     options={"window": 4, "warmup": 4000, "outlier_filtration": False, "eps": 1e-5, "momentum": 0.9,
              "preset": "official"},
     forward=_forward, backward=_backward,
-    state=STATE, integer_state=("iters", "skip_counter"),
+    state=STATE, integer_state=("iters", "skip_counter"), masks=("pad_mask",),
 )

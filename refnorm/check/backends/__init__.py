@@ -15,12 +15,18 @@
                  group (SyncBatchNorm, sequence- and tensor-parallel layer_norm/rms_norm; torch_dist.py);
                  torch-dist-cuda: torch's nn.SyncBatchNorm, one GPU per rank (reports unavailable without)
 
+A user's kernel: ``package.module:attr`` or an entry point (``plugin.py``), with ``--backend-option
+KEY=VALUE`` for its factory; a torch callable or ``torch.autograd.Function`` in one line:
+``from_torch(fn, op, contract=...)`` (``torch_function.py``).
+
 Frameworks are imported only inside the adapters' methods, never by ``import refnorm``.
 """
 from __future__ import annotations
 
+from functools import partial
+
 from ...errors import UnknownNameError
-from .base import Backend, Call, Contract, Returned
+from .base import Backend, Call, Contract, Returned, complete_config
 
 
 def _torch(device, param_dtype="float32"):
@@ -48,26 +54,30 @@ def _torch_dist(device):
     return TorchDistBackend(device)
 
 
-BUILTIN = {"numpy": _numpy, "torch-cpu": lambda: _torch("cpu"), "torch-cuda": lambda: _torch("cuda"),
-           "torch-cpu-caseparams": lambda: _torch("cpu", "case"), "torch-cuda-caseparams": lambda: _torch("cuda", "case")}
-BUILTIN.update({"jax": _jax, "jax-stable": lambda: _jax(variance="stable"), "jax-gpu": lambda: _jax("gpu"),
-                "onnxruntime": _onnxruntime, "onnxruntime-cuda": lambda: _onnxruntime("cuda")})
-BUILTIN.update({"torch-dist-cpu": lambda: _torch_dist("cpu"), "torch-dist-cuda": lambda: _torch_dist("cuda")})
+BUILTIN = {"numpy": _numpy, "torch-cpu": partial(_torch, "cpu"), "torch-cuda": partial(_torch, "cuda"),
+           "torch-cpu-caseparams": partial(_torch, "cpu", "case"),
+           "torch-cuda-caseparams": partial(_torch, "cuda", "case")}
+BUILTIN.update({"jax": _jax, "jax-stable": partial(_jax, variance="stable"), "jax-gpu": partial(_jax, "gpu"),
+                "onnxruntime": _onnxruntime, "onnxruntime-cuda": partial(_onnxruntime, "cuda")})
+BUILTIN.update({"torch-dist-cpu": partial(_torch_dist, "cpu"), "torch-dist-cuda": partial(_torch_dist, "cuda")})
 
 
 def names():
     return tuple(BUILTIN)
 
 
-def get_backend(name: str):
+def get_backend(name: str, options=None):
     """The backend called ``name``: a built-in (see the module docstring), ``package.module:attr`` or a
-    name in the ``refnorm.backends`` entry-point group (a user's kernel: ``plugin.py``)."""
-    if name in BUILTIN:
-        return BUILTIN[name]()
+    name in the ``refnorm.backends`` entry-point group (a user's kernel: ``plugin.py``). ``options``
+    (``--backend-option KEY=VALUE``): keyword arguments for the factory or class that makes it, e.g.
+    ``get_backend("torch-cpu", {"param_dtype": "case"})``; a wrong one is a ``BackendLoadError``."""
     from . import plugin
+    options = dict(options or {})
+    if name in BUILTIN:
+        return plugin.build(BUILTIN[name], repr(name), options)
     if ":" in name:
-        return plugin.load_import_path(name)
-    backend = plugin.load_entry_point(name)
+        return plugin.load_import_path(name, options)
+    backend = plugin.load_entry_point(name, options)
     if backend is not None:
         return backend
     known = ", ".join((*BUILTIN, *plugin.entry_point_names()))
@@ -75,4 +85,11 @@ def get_backend(name: str):
                            "or package.module:attr (a backend object, class or factory)")
 
 
-__all__ = ["Backend", "Call", "Contract", "Returned", "get_backend", "names"]
+def from_torch(fn, op, **kw):
+    """A backend from a torch callable or ``torch.autograd.Function`` (``torch_function.py``, imported lazily:
+    ``import refnorm`` never imports torch)."""
+    from .torch_function import from_torch as make
+    return make(fn, op, **kw)
+
+
+__all__ = ["Backend", "Call", "Contract", "Returned", "complete_config", "from_torch", "get_backend", "names"]

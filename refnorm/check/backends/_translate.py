@@ -7,21 +7,14 @@ from typing import Mapping
 import numpy as np
 
 from ... import registry
-from ...spec import DEFAULT, REQUIRED
+from ...spec import DEFAULT
+from .base import complete_config
 
 
 def config(op: str, cfg: Mapping) -> dict:
-    """refnorm's options of ``op`` with the defaults filled in; KeyError on unknown or missing ones."""
-    spec = registry.get(op)
-    unknown = [k for k in cfg if k not in spec.options]
-    if unknown:
-        raise KeyError(f"{op}: unknown option(s) {', '.join(map(repr, unknown))}; "
-                       f"expected: {', '.join(spec.options)}")
-    out = {**spec.options, **dict(cfg)}
-    missing = [k for k, v in out.items() if v is REQUIRED]
-    if missing:
-        raise KeyError(f"{op}: missing required option(s) {', '.join(map(repr, missing))}")
-    return out
+    """refnorm's options of ``op`` with the defaults filled in; KeyError on unknown or missing ones
+    (``base.complete_config``, the public helper)."""
+    return complete_config(op, cfg)
 
 
 def preamble(op: str, dtype: str, cfg: Mapping, *, supported, unsupported: Mapping, dtypes,

@@ -31,6 +31,13 @@ Names and conventions are refnorm's (``refnorm.get(op)``: input, output, option 
 options with refnorm's meaning, e.g. ``batch_norm``'s ``momentum`` under ``convention``). A backend
 translates names, layouts, dtypes and conventions to its framework and back, and nothing else.
 
+``Call.config`` is complete: the checker hands every option of the op, the case's values over the
+defaults of ``refnorm.get(op).options`` (``complete_config`` below, public for a backend's own use), so
+a backend reads ``call.config["eps"]`` without knowing which options a golden case sets. A default the
+module picks (batch_norm's momentum: 0.1 under convention "torch", 0.9 under "onnx") is resolved to
+that value. Mask inputs (unified_norm's ``pad_mask``, 1 = padding) come as 0/1 arrays in the case
+dtype; refnorm also accepts them as booleans.
+
 Multi-step cases (running statistics, unified_norm's history): the checker calls ``run`` once per
 step and passes, as ``Call.state``, the state the backend itself returned from the previous step
 (the golden initial state for the first), so a backend keeps no hidden state between calls.
@@ -42,8 +49,35 @@ from typing import Mapping, Protocol, runtime_checkable
 
 import numpy as np
 
+from ... import registry
+from ...errors import ConfigError
+from ...spec import REQUIRED
+
 CONTRACTS = ("exact", "strict", "stats_d", "epi_d")
 REDUCTIONS = ("tree", "block", "serial")
+
+
+def complete_config(op: str, config: Mapping) -> dict:
+    """Every option of ``op``: the values of ``config`` over the defaults of ``refnorm.get(op).options``,
+    with a module-picked default (``DEFAULT``) resolved to its value. This is what ``Call.config``
+    holds. ``ConfigError`` (a ``KeyError`` too) naming the option on an unknown or missing one."""
+    spec = registry.get(op)
+    unknown = [k for k in config if k not in spec.options]
+    if unknown:
+        raise _OptionError(f"{op}: unknown option(s) {', '.join(map(repr, unknown))}; "
+                           f"expected: {', '.join(spec.options)}")
+    out = {**spec.options, **dict(config)}
+    missing = [k for k, v in out.items() if v is REQUIRED]
+    if missing:
+        raise _OptionError(f"{op}: missing required option(s) {', '.join(map(repr, missing))}")
+    return dict(spec.resolve(out)) if spec.resolve is not None else out
+
+
+class _OptionError(ConfigError, KeyError):
+    """An unknown or missing option: a ConfigError, and a KeyError for the adapters that catch one."""
+
+    def __str__(self):
+        return str(self.args[0])
 
 
 @dataclass(frozen=True)
@@ -80,7 +114,7 @@ class Call:
     """One call of an op. ``cotangents`` is empty when no backward is wanted (then grads are not read)."""
     op: str
     dtype: str                                  # the case dtype: float64, float32, float16, bfloat16
-    config: Mapping                             # refnorm option names and values (JSON-able)
+    config: Mapping                             # every option of the op, by refnorm's names (complete_config)
     training: bool
     inputs: Mapping[str, np.ndarray]            # refnorm input names; absent optional inputs left out
     cotangents: Mapping[str, np.ndarray] = field(default_factory=dict)   # output name -> dL/d(output)

@@ -1,0 +1,282 @@
+"""Triton LayerNorm and RMSNorm, forward and backward, checked by refnorm with or without a GPU.
+
+The kernels are what a user writes: tiles of BLOCK_M rows x BLOCK_N columns, float32 internals (float64
+for float64 tensors), two-pass statistics (the mean, then the centred mean square), the parameter
+gradients as per-program partial sums in float32, added by torch at the end. Wrapped in
+``torch.autograd.Function``s, then made refnorm backends in one line each (``from_torch``):
+
+    refnorm check --backend examples.triton_norms:layer_norm_backend --ops layer_norm --timeout 900
+    refnorm check --backend examples.triton_norms:rms_norm_backend --ops rms_norm --timeout 900
+
+(``--timeout``: interpreted, the golden 65537-row case takes longer than the default 60 s per case.)
+
+Without a CUDA device the kernels run in Triton's interpreter (``TRITON_INTERPRET=1``, set below when
+torch sees no GPU and the variable is unset; it must be set before triton is first imported) on CPU
+tensors, so CI checks them on a CPU machine; on a GPU the same code runs compiled.
+
+bfloat16 and the interpreter. triton 3.9.0's interpreter keeps bfloat16 values as 16-bit integers and
+converts float32 to bfloat16 by TRUNCATION (for ``.to(tl.bfloat16)`` and for stores into bfloat16
+pointers, even with ``fp_downcast_rounding="rtne"``), where a GPU rounds to nearest even. A kernel
+that relies on that conversion is off by up to one bfloat16 ulp, always towards zero, and refnorm
+rightly fails it (the bias test sees the one-sided error). So these kernels never convert to or from
+bfloat16 themselves: bfloat16 tensors are passed as their int16 bit patterns, widened exactly
+(``bits << 16``) and rounded to nearest even with integer arithmetic (``_store``), which gives the same
+bits in the interpreter and compiled. float16 conversions are correct in both.
+
+``bug=`` plants a defect for the tests (tests/test_triton_examples.py shows refnorm catches each):
+"masked_variance": the masked lanes of the last column block enter the variance (layer_norm: x - mean
+is not re-masked, so each padded lane adds mean^2; rms_norm: the mean square divides by the padded
+width); "dw_input_dtype": the per-program partial weight (and bias) gradients are accumulated in the
+input dtype (float16/bfloat16) instead of float32.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import torch
+
+if not torch.cuda.is_available():
+    # triton reads TRITON_INTERPRET when it decorates a function, its own library functions (tl.sum,
+    # tl.cdiv, ...) included, i.e. when triton is first imported: set it before that (or export it)
+    if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+        raise RuntimeError("no CUDA device, and triton was imported before TRITON_INTERPRET=1 was set: its "
+                           "kernels cannot run; run with TRITON_INTERPRET=1 in the environment")
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import triton                                            # noqa: E402
+import triton.language as tl                             # noqa: E402
+
+from refnorm.check.backends import from_torch            # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+BUGS = (None, "masked_variance", "dw_input_dtype")
+KINDS = {torch.float64: 0, torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+
+
+@triton.jit
+def _load(ptr, offs, mask, KIND: tl.constexpr, F64: tl.constexpr):
+    """Values at ``ptr + offs`` widened exactly to the accumulation dtype; KIND 2: bfloat16 bit patterns
+    (an int16 view), widened by hand (the interpreter's bfloat16 conversions are not to be relied on)."""
+    v = tl.load(ptr + offs, mask=mask, other=0)
+    if KIND == 2:
+        v = (v.to(tl.int32) << 16).to(tl.float32, bitcast=True)
+    if F64:
+        return v.to(tl.float64)
+    return v.to(tl.float32)
+
+
+@triton.jit
+def _store(ptr, offs, v, mask, KIND: tl.constexpr):
+    """Store ``v`` (the accumulation dtype) rounded ONCE to nearest even in the pointer's dtype; KIND 2:
+    bfloat16 rounded with integer arithmetic and stored as its bit pattern (NaN kept quiet)."""
+    if KIND == 2:
+        u = v.to(tl.float32).to(tl.uint32, bitcast=True)
+        r = u + 0x7FFF + ((u >> 16) & 1)
+        r = tl.where(v != v, u | 0x400000, r)
+        tl.store(ptr + offs, (r >> 16).to(tl.uint16).to(tl.int16, bitcast=True), mask=mask)
+    elif KIND == 1:
+        tl.store(ptr + offs, v.to(tl.float16), mask=mask)
+    else:
+        tl.store(ptr + offs, v, mask=mask)
+
+
+@triton.jit
+def _rsqrt(v, F64: tl.constexpr):
+    """1 / sqrt(v) with a correctly rounded square root (tl.sqrt is approximate for float32 on a GPU)."""
+    if F64:
+        return 1.0 / tl.sqrt(v)
+    return 1.0 / tl.sqrt_rn(v)
+
+
+@triton.jit
+def _fwd(X, W, B, Y, MEAN, RSTD, EPS, M, N, RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+         KIND: tl.constexpr, PKIND: tl.constexpr, F64: tl.constexpr, BLOCK_M: tl.constexpr,
+         BLOCK_N: tl.constexpr, BUG_MASKED: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rmask = rows < M
+    eps = tl.load(EPS)
+    acc = tl.zeros([BLOCK_M], dtype=eps.dtype)
+    mean = tl.zeros([BLOCK_M], dtype=eps.dtype)
+    if not RMS:
+        for start in range(0, N, BLOCK_N):
+            cols = start + tl.arange(0, BLOCK_N)
+            m = rmask[:, None] & (cols < N)[None, :]
+            acc += tl.sum(_load(X, rows[:, None] * N + cols[None, :], m, KIND, F64), axis=1)
+        mean = acc / N
+    ss = tl.zeros([BLOCK_M], dtype=eps.dtype)
+    lanes = 0
+    for start in range(0, N, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        m = rmask[:, None] & (cols < N)[None, :]
+        xc = _load(X, rows[:, None] * N + cols[None, :], m, KIND, F64) - mean[:, None]
+        if not BUG_MASKED:
+            xc = tl.where(m, xc, 0.0)             # the padded lanes hold -mean: keep them out
+        ss += tl.sum(xc * xc, axis=1)
+        lanes += BLOCK_N
+    if BUG_MASKED and RMS:
+        rstd = _rsqrt(ss / lanes + eps, F64)        # planted: the padded width as the count
+    else:
+        rstd = _rsqrt(ss / N + eps, F64)
+    tl.store(MEAN + rows, mean, mask=rmask)
+    tl.store(RSTD + rows, rstd, mask=rmask)
+    for start in range(0, N, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        cmask = cols < N
+        m = rmask[:, None] & cmask[None, :]
+        offs = rows[:, None] * N + cols[None, :]
+        y = (_load(X, offs, m, KIND, F64) - mean[:, None]) * rstd[:, None]
+        if HAS_W:
+            y = y * _load(W, cols, cmask, PKIND, F64)[None, :]
+        if HAS_B:
+            y = y + _load(B, cols, cmask, PKIND, F64)[None, :]
+        _store(Y, offs, y, m, KIND)
+
+
+@triton.jit
+def _bwd(X, W, DY, DX, MEAN, RSTD, DWP, DBP, M, N, RMS: tl.constexpr, HAS_W: tl.constexpr,
+         HAS_B: tl.constexpr, KIND: tl.constexpr, PKIND: tl.constexpr, F64: tl.constexpr,
+         PART_KIND: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """dx per row; program p adds sum(dy * xhat) and sum(dy) of its row blocks into row p of the partial
+    buffers DWP / DBP (PART_KIND: their dtype; float32 unless the planted bug)."""
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    for rb in range(pid, tl.cdiv(M, BLOCK_M), nprog):
+        rows = rb * BLOCK_M + tl.arange(0, BLOCK_M)
+        rmask = rows < M
+        mean = tl.load(MEAN + rows, mask=rmask, other=0.0)
+        rstd = tl.load(RSTD + rows, mask=rmask, other=0.0)
+        c1 = tl.zeros([BLOCK_M], dtype=mean.dtype)       # sum(g * xhat)
+        c2 = tl.zeros([BLOCK_M], dtype=mean.dtype)       # sum(g)
+        for start in range(0, N, BLOCK_N):
+            cols = start + tl.arange(0, BLOCK_N)
+            cmask = cols < N
+            m = rmask[:, None] & cmask[None, :]
+            offs = rows[:, None] * N + cols[None, :]
+            xhat = tl.where(m, (_load(X, offs, m, KIND, F64) - mean[:, None]) * rstd[:, None], 0.0)
+            g = _load(DY, offs, m, KIND, F64)
+            if HAS_W:
+                g = g * _load(W, cols, cmask, PKIND, F64)[None, :]
+            c1 += tl.sum(g * xhat, axis=1)
+            c2 += tl.sum(g, axis=1)
+        c1 = c1 / N
+        c2 = c2 / N
+        for start in range(0, N, BLOCK_N):
+            cols = start + tl.arange(0, BLOCK_N)
+            cmask = cols < N
+            m = rmask[:, None] & cmask[None, :]
+            offs = rows[:, None] * N + cols[None, :]
+            xhat = tl.where(m, (_load(X, offs, m, KIND, F64) - mean[:, None]) * rstd[:, None], 0.0)
+            dy = _load(DY, offs, m, KIND, F64)
+            g = dy
+            if HAS_W:
+                g = g * _load(W, cols, cmask, PKIND, F64)[None, :]
+            if RMS:
+                dx = (g - xhat * c1[:, None]) * rstd[:, None]
+            else:
+                dx = (g - c2[:, None] - xhat * c1[:, None]) * rstd[:, None]
+            _store(DX, offs, dx, m, KIND)
+            if HAS_W:
+                p = pid * N + cols
+                part = _load(DWP, p, cmask, PART_KIND, F64) + tl.sum(dy * xhat, axis=0)
+                _store(DWP, p, part, cmask, PART_KIND)
+            if HAS_B:
+                p = pid * N + cols
+                part = _load(DBP, p, cmask, PART_KIND, F64) + tl.sum(dy, axis=0)
+                _store(DBP, p, part, cmask, PART_KIND)
+
+
+def _bits(t):
+    """What the kernels get for ``t``: bfloat16 as its int16 bit pattern (see the module docstring)."""
+    return None if t is None else (t.view(torch.int16) if t.dtype == torch.bfloat16 else t)
+
+
+def _tiles(M, N):
+    block_n = min(triton.next_power_of_2(max(N, 1)), 1024)
+    block_m = max(1, min(64, 4096 // block_n))
+    return block_m, block_n
+
+
+class _Norm(torch.autograd.Function):
+    """y = (x - mean) * rstd * weight + bias over the trailing ``normalized_shape`` (rms: mean = 0, no bias)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, normalized_shape, eps, rms, bug):
+        if bug not in BUGS:
+            raise ValueError(f"bug={bug!r}; expected one of {BUGS}")
+        ns = tuple(normalized_shape)
+        if tuple(x.shape[x.dim() - len(ns):]) != ns:
+            raise ValueError(f"normalized_shape {ns} is not the trailing shape of x {tuple(x.shape)}")
+        N = int(np.prod(ns, dtype=np.int64))
+        M = x.numel() // N if N else 0
+        x2 = x.contiguous().reshape(M, N)
+        acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+        y = torch.empty_like(x2)
+        mean = torch.empty(M, dtype=acc, device=x.device)
+        rstd = torch.empty(M, dtype=acc, device=x.device)
+        w = None if weight is None else weight.contiguous().reshape(N)
+        b = None if bias is None else bias.contiguous().reshape(N)
+        pk = KINDS[(w if w is not None else b if b is not None else x2).dtype]
+        bm, bn = _tiles(M, N)
+        if M and N:
+            with np.errstate(all="ignore"):              # the interpreter's NumPy casts may overflow, as on a GPU
+                _fwd[(triton.cdiv(M, bm),)](
+                    _bits(x2), _bits(w), _bits(b), _bits(y), mean, rstd, torch.tensor([eps], dtype=acc, device=x.device),
+                    M, N, RMS=rms, HAS_W=w is not None, HAS_B=b is not None, KIND=KINDS[x.dtype], PKIND=pk,
+                    F64=acc == torch.float64, BLOCK_M=bm, BLOCK_N=bn, BUG_MASKED=bug == "masked_variance")
+        ctx.save_for_backward(x2, w, b, mean, rstd)
+        ctx.meta = (x.shape, M, N, rms, bug, None if weight is None else weight.shape,
+                    None if bias is None else bias.shape)
+        return y.reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x2, w, b, mean, rstd = ctx.saved_tensors
+        shape, M, N, rms, bug, wshape, bshape = ctx.meta
+        pk = KINDS[(w if w is not None else b if b is not None else x2).dtype]
+        dy2 = dy.contiguous().reshape(M, N)
+        dx = torch.empty_like(x2)
+        bm, bn = _tiles(M, N)
+        nprog = max(1, min(triton.cdiv(M, bm), 16))
+        acc = mean.dtype
+        part_dt = x2.dtype if bug == "dw_input_dtype" else acc      # planted: partials in the input dtype
+        dwp = torch.zeros((nprog, N), dtype=part_dt, device=x2.device) if w is not None else None
+        dbp = torch.zeros((nprog, N), dtype=part_dt, device=x2.device) if b is not None else None
+        if M and N:
+            with np.errstate(all="ignore"):
+                _bwd[(nprog,)](_bits(x2), _bits(w), _bits(dy2), _bits(dx), mean, rstd, _bits(dwp), _bits(dbp), M, N,
+                               RMS=rms, HAS_W=w is not None, HAS_B=b is not None, KIND=KINDS[x2.dtype], PKIND=pk,
+                               F64=acc == torch.float64, PART_KIND=KINDS[part_dt], BLOCK_M=bm, BLOCK_N=bn)
+        dw = None if w is None else dwp.to(acc).sum(0).to(w.dtype).reshape(wshape)
+        db = None if b is None else dbp.to(acc).sum(0).to(b.dtype).reshape(bshape)
+        return dx.reshape(shape), dw, db, None, None, None, None
+
+
+def layer_norm(x, weight=None, bias=None, *, normalized_shape, eps=1e-5, bug=None):
+    """Triton LayerNorm over the trailing ``normalized_shape`` (refnorm's layer_norm, torch's F.layer_norm)."""
+    return _Norm.apply(x, weight, bias, normalized_shape, float(eps), False, bug)
+
+
+def rms_norm(x, weight=None, *, normalized_shape, eps=None, bug=None):
+    """Triton RMSNorm: x / sqrt(mean(x^2) + eps) * weight; eps=None is refnorm's (and torch's F.rms_norm's
+    float64) machine epsilon."""
+    eps = float(np.finfo(np.float64).eps) if eps is None else float(eps)
+    return _Norm.apply(x, weight, None, normalized_shape, eps, True, bug)
+
+
+# refnorm backends, one line each: strict = float32 internals, one rounding per output
+layer_norm_backend = from_torch(layer_norm, "layer_norm", contract="strict", device=DEVICE, name="triton-layer_norm")
+rms_norm_backend = from_torch(rms_norm, "rms_norm", contract="strict", device=DEVICE, name="triton-rms_norm")
+
+
+def buggy(op, bug):
+    """The backend of ``op`` ("layer_norm" | "rms_norm") with a planted ``bug`` (module docstring)."""
+    fn = layer_norm if op == "layer_norm" else rms_norm
+
+    def kernel(x, weight=None, bias=None, *, normalized_shape, eps=None):
+        kw = {"eps": eps} if op == "rms_norm" else {"eps": eps, "bias": bias}
+        return fn(x, weight, normalized_shape=normalized_shape, bug=bug, **kw)
+    sig = ("x", "weight", "bias") if op == "layer_norm" else ("x", "weight")
+    return from_torch(kernel, op, contract="strict", device=DEVICE, name=f"triton-{op}-{bug}", signature=sig,
+                      options=("normalized_shape", "eps"))

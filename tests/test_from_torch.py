@@ -1,0 +1,359 @@
+"""Issue 19: a torch kernel as a backend in one line (from_torch), and the frictions a new user met:
+complete configs handed to backends, --backend-option, boolean masks, the jax adapter's jit cache."""
+from __future__ import annotations
+
+import os
+import re
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import refnorm
+from refnorm.check import Contract, Returned, run_check
+from refnorm.check.backends import complete_config, from_torch, get_backend
+from refnorm.check.backends.plugin import BackendLoadError, parse_options
+from refnorm.cli import main
+from refnorm.errors import ConfigError, InputTypeError
+from refnorm.spec import DEFAULT
+from refnorm.testing import assert_backend_passes
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOLDEN = os.path.join(ROOT, "golden")
+
+
+def _ids(op, dtype=None, match=None):
+    from refnorm.golden import store
+    return [e["id"] for e in store.read_manifest(GOLDEN)["cases"] if e["case"]["op"] == op
+            and (dtype is None or e["case"]["dtype"] == dtype) and (match is None or match in e["id"])]
+
+
+# ---------------------------------------------------------------- complete configs
+class Recorder:
+    """Records the config of every call it is asked about; implements nothing (skips every case)."""
+    name = "recorder"
+
+    def __init__(self):
+        self.configs = []
+
+    def available(self):
+        return None
+
+    def supports(self, call):
+        self.configs.append((call.op, dict(call.config)))
+        return "recording only"
+
+    def contract(self, call):
+        return Contract()
+
+    def run(self, call):
+        raise NotImplementedError
+
+
+def test_backends_get_every_option_with_defaults_filled_in():
+    rec = Recorder()
+    ids = _ids("batch_norm")[:5] + _ids("rms_norm")[:3] + _ids("lp_normalize")[:2]
+    run_check(rec, GOLDEN, case_ids=ids)
+    assert len(rec.configs) >= len(ids)
+    for op, cfg in rec.configs:
+        assert set(cfg) == set(refnorm.get(op).options), (op, cfg)
+        assert not any(v is DEFAULT for v in cfg.values()), (op, cfg)       # resolved, never the marker
+    bn = [cfg for op, cfg in rec.configs if op == "batch_norm"]
+    assert all(cfg["momentum"] == {"torch": 0.1, "onnx": 0.9}[cfg["convention"]] or cfg["momentum"] is None
+               or isinstance(cfg["momentum"], float) for cfg in bn)
+    assert any(cfg["eps_placement"] == "inside" for op, cfg in rec.configs if op == "rms_norm")
+
+
+def test_complete_config_is_public_and_refuses_bad_names():
+    assert complete_config("batch_norm", {})["momentum"] == 0.1
+    assert complete_config("batch_norm", {"convention": "onnx"})["momentum"] == 0.9
+    assert complete_config("batch_norm", {"momentum": None})["momentum"] is None
+    assert complete_config("rms_norm", {"normalized_shape": [4]}) == {
+        "normalized_shape": [4], "eps": None, "eps_placement": "inside", "weight_offset": 0.0}
+    with pytest.raises(ConfigError, match="unknown option.*'epsilon'.*expected: normalized_shape, eps"):
+        complete_config("layer_norm", {"normalized_shape": [4], "epsilon": 1e-5})
+    with pytest.raises(KeyError, match="missing required option.*'normalized_shape'"):
+        complete_config("layer_norm", {})
+
+
+# ---------------------------------------------------------------- boolean masks
+def test_unified_norm_takes_a_boolean_pad_mask():
+    rng = np.random.default_rng(19)
+    x, dy = rng.standard_normal((2, 9, 4)), rng.standard_normal((2, 9, 4))
+    mask = rng.random((2, 9)) < 0.3
+    assert mask.any() and not mask.all()
+    for engine in ("fast", "spec"):
+        b = refnorm.evaluate("unified_norm", {"x": x, "pad_mask": mask}, grad_outputs={"y": dy}, engine=engine)
+        f = refnorm.evaluate("unified_norm", {"x": x, "pad_mask": mask.astype(np.float64)}, grad_outputs={"y": dy},
+                             engine=engine)
+        for part in ("outputs", "grads", "state"):
+            for k, v in getattr(f, part).items():
+                assert np.array_equal(getattr(b, part)[k], v), (engine, part, k)
+    # the mask matters (padding leaves the statistic), so the boolean one was not ignored
+    none = refnorm.evaluate("unified_norm", {"x": x})
+    assert not np.array_equal(none.outputs["var"], b.outputs["var"])
+    assert refnorm.get("unified_norm").masks == ("pad_mask",)
+    # integers are still refused, and a boolean x is no mask
+    with pytest.raises(InputTypeError, match="'pad_mask' has dtype int8; expected a floating dtype"):
+        refnorm.evaluate("unified_norm", {"x": x, "pad_mask": mask.astype(np.int8)})
+    with pytest.raises(InputTypeError, match="'x' has dtype bool"):
+        refnorm.evaluate("unified_norm", {"x": x > 0})
+
+
+# ---------------------------------------------------------------- --backend-option
+FACTORY = textwrap.dedent('''
+    from examples.tiny_backend import TinyBackend
+
+    class Scaled(TinyBackend):
+        """tiny, with its outputs times ``scale`` (1.0: correct)."""
+        def __init__(self, scale, label="scaled"):
+            self.scale, self.name = scale, f"{label}-{scale}"
+        def run(self, call):
+            r = super().run(call)
+            return type(r)({k: (v.astype("float64") * self.scale).astype(v.dtype) for k, v in r.outputs.items()}, r.grads)
+
+    def make(scale=1.0):
+        return Scaled(scale)
+''')
+
+
+@pytest.fixture
+def user_module(tmp_path, monkeypatch):
+    (tmp_path / "kernels_19.py").write_text(FACTORY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(ROOT)
+    yield "kernels_19"
+    sys.modules.pop("kernels_19", None)
+
+
+def test_backend_options_reach_the_factory(user_module, capsys):
+    case = _ids("layer_norm", "float32", "normal_f32_6x100")[0]
+    assert main(["check", "--backend", f"{user_module}:Scaled", "--backend-option", "scale=1.0",
+                 "--backend-option", "label=mine", "--case", case, "--no-progress"]) == 0
+    assert "backend mine-1.0" in capsys.readouterr().out
+    # a wrong scale fails, and the reproduce command carries the option
+    assert main(["check", "--backend", f"{user_module}:make", "--backend-option", "scale=1.01", "--case", case,
+                 "--no-progress", "--no-diagnosis"]) == 1
+    out = capsys.readouterr().out
+    assert f"reproduce: refnorm check --backend {user_module}:make --backend-option scale=1.01" in out
+    # built-ins take them too
+    assert get_backend("torch-cpu", {"param_dtype": "case"}).name == "torch-cpu-caseparams"
+    assert get_backend("jax", parse_options(["variance=stable"])).name == "jax-stable"
+
+
+def test_bad_backend_options_are_usage_errors(user_module, capsys):
+    case = _ids("layer_norm", "float32")[0]
+    for argv, msg in (
+            (["--backend", f"{user_module}:Scaled", "--backend-option", "scale"], "expected KEY=VALUE"),
+            (["--backend", f"{user_module}:Scaled", "--backend-option", "speed=3"],
+             "the class 'Scaled' does not take the options speed=3"),
+            (["--backend", f"{user_module}:Scaled", "--backend-option", "scale=1", "--backend-option", "scale=2"],
+             "given twice"),
+            (["--backend", "numpy", "--backend-option", "x=1"], "does not take the options x=1"),
+            (["--backend", "examples.tiny_backend:TinyBackend", "--backend-option", "x=1"],
+             "does not take the options x=1")):
+        assert main(["check", *argv, "--case", case, "--no-progress"]) == 2, argv
+        assert msg in capsys.readouterr().err, (argv, msg)
+    assert parse_options(["a=1e-6", "b=[1, 2]", "c=cpu", "d=true", "e=null"]) == {
+        "a": 1e-6, "b": [1, 2], "c": "cpu", "d": True, "e": None}
+    with pytest.raises(BackendLoadError, match="backend object, not a class or factory"):
+        from refnorm.check.backends import plugin
+        plugin.build(Recorder(), "'obj'", {"x": 1})
+
+
+def test_pytest_plugin_takes_backend_options(user_module, tmp_path):
+    import subprocess
+    case = _ids("layer_norm", "float32", "normal_f32_6x100")[0]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), ROOT, os.environ.get("PYTHONPATH", "")])}
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--refnorm-backend", f"{user_module}:make",
+            f"--refnorm-golden={GOLDEN}", "--refnorm-ops", "layer_norm", "-k", case.split("/")[1], str(tmp_path)]
+    ok = subprocess.run(args + ["--refnorm-backend-option", "scale=1.0"], capture_output=True, text=True, env=env,
+                        cwd=str(tmp_path))
+    assert ok.returncode == 0 and "1 passed" in ok.stdout and "failed" not in ok.stdout, ok.stdout + ok.stderr
+    bad = subprocess.run(args + ["--refnorm-backend-option", "scale=1.01"], capture_output=True, text=True, env=env,
+                         cwd=str(tmp_path))
+    assert bad.returncode == 1 and "1 failed" in bad.stdout and "--backend-option scale=1.01" in bad.stdout, bad.stdout
+
+
+# ---------------------------------------------------------------- the jax adapter compiles once per signature
+def test_jax_compiles_once_per_shape_signature():
+    pytest.importorskip("jax")
+    from refnorm.check import Call
+    b = get_backend("jax")
+    rng = np.random.default_rng(0)
+
+    def call(shape, seed):
+        x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+        return Call("layer_norm", "float32", complete_config("layer_norm", {"normalized_shape": [shape[-1]]}), True,
+                    {"x": x, "weight": np.ones(shape[-1], np.float32)},
+                    {"y": rng.standard_normal(shape).astype(np.float32)})
+    for seed in range(3):
+        b.run(call((6, 10), seed))
+    cache = b._jit_cache
+    assert len(cache) == 1
+    (f, fb), = cache.values()
+    assert fb._cache_size() == 1                     # three calls, one trace and compile
+    b.run(call((7, 10), 9))                          # a new shape: a new compile, same jitted function
+    assert len(cache) == 1 and fb._cache_size() == 2
+
+
+# ---------------------------------------------------------------- from_torch
+def _torch():
+    return pytest.importorskip("torch")
+
+
+def test_from_torch_wraps_f_layer_norm_and_passes():
+    F = _torch().nn.functional
+    b = from_torch(F.layer_norm, "layer_norm", contract={"float64": "strict", "float32": "strict",
+                                                           "float16": "stats_d", "bfloat16": "stats_d"},
+                   signature=("x", "normalized_shape", "weight", "bias", "eps"), param_dtype="float32")
+    rep = assert_backend_passes(b, ops=["layer_norm"], dtypes=["float32", "bfloat16"], golden=GOLDEN,
+                                allow_partial=True)
+    assert rep.summary()["passed"] >= 15
+
+
+def test_from_torch_judges_what_it_wraps():
+    """A wrong kernel fails: the variance with ddof=1 (a classic) is caught through from_torch."""
+    torch = _torch()
+
+    def bad_layer_norm(x, weight=None, bias=None, *, normalized_shape, eps=1e-5):
+        dims = tuple(range(-len(normalized_shape), 0))
+        xf = x.float()
+        y = (xf - xf.mean(dims, keepdim=True)) / torch.sqrt(xf.var(dims, keepdim=True, unbiased=True) + eps)
+        y = y * weight if weight is not None else y
+        return (y + bias if bias is not None else y).to(x.dtype)
+    with pytest.raises(AssertionError, match="FAILED layer_norm/normal_f32"):
+        assert_backend_passes(from_torch(bad_layer_norm, "layer_norm", contract="strict"), ops=["layer_norm"],
+                              dtypes=["float32"], golden=GOLDEN)
+
+
+def test_from_torch_maps_options_keeps_strides_and_skips_what_it_does_not_pass():
+    torch = _torch()
+    seen = []
+
+    def my_rms(x, w, *, shape, epsilon):
+        seen.append((x.is_contiguous(), epsilon))
+        return torch.nn.functional.rms_norm(x, shape, w, eps=epsilon)
+    b = from_torch(my_rms, "rms_norm", contract="strict", signature=("x", "weight"), dtypes=["float32"],
+                   options={"eps": "epsilon", "normalized_shape": "shape"})
+    rep = run_check(b, GOLDEN, ops=["rms_norm"], dtypes=["float32"], layout="transposed")
+    bad = [(c.id, c.status, c.message) for c in rep.cases if c.status not in ("passed", "partial", "skipped")]
+    assert not bad, bad
+    assert sum(c.status == "passed" for c in rep.cases) >= 5
+    assert any(not contig for contig, _ in seen), "the transposed layout must reach the kernel"
+    assert {e for _, e in seen} >= {None, 1e-5}                 # refnorm's eps, under the kernel's keyword
+    # an option the kernel does not take, at a non-default value: skipped with the reason, never judged
+    outside = [c for c in rep.cases if "outside" in c.id]
+    assert outside and all(c.status == "skipped" and "eps_placement='outside' is not passed" in c.message
+                           for c in outside), [(c.id, c.status, c.message) for c in outside]
+    # a required option not passed at all: every case skipped, saying which
+    nb = from_torch(lambda x, w: x * w, "rms_norm", contract="strict", signature=("x", "weight"))
+    rep = run_check(nb, GOLDEN, ops=["rms_norm"], dtypes=["float32"])
+    assert {c.status for c in rep.cases} == {"skipped"}
+    assert all("normalized_shape" in c.message and "not passed" in c.message for c in rep.cases)
+
+
+def test_from_torch_takes_an_autograd_function_and_masks_as_bool():
+    torch = _torch()
+
+    class LN(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, weight, bias, normalized_shape, eps):
+            y, mean, rstd = torch.native_layer_norm(x, normalized_shape, weight, bias, eps)
+            ctx.save_for_backward(x, weight, bias, mean, rstd)
+            ctx.ns = normalized_shape
+            return y
+
+        @staticmethod
+        def backward(ctx, dy):
+            x, weight, bias, mean, rstd = ctx.saved_tensors
+            dx, dw, db = torch.ops.aten.native_layer_norm_backward(
+                dy, x, ctx.ns, mean, rstd, weight, bias, [True, weight is not None, bias is not None])
+            return dx, dw, db, None, None
+    b = from_torch(LN, "layer_norm", contract="strict", signature=("x", "weight", "bias", "normalized_shape", "eps"))
+    assert b.keywords == {}                          # apply() takes positional arguments only
+    rep = run_check(b, GOLDEN, ops=["layer_norm"], dtypes=["float32", "float64"])
+    assert rep.verdict in ("ok", "partial") and rep.summary()["passed"] >= 15, rep.summary()
+
+    got = {}
+
+    def un(x, pad_mask=None):
+        got["mask"] = pad_mask
+        return x * 1.0
+    ub = from_torch(un, "unified_norm", contract="strict", signature=("x", "pad_mask"), dtypes=["float32"],
+                    outputs=("y",))
+    from refnorm.check import Call
+    x = np.ones((2, 3, 4), np.float32)
+    ub.run(Call("unified_norm", "float32", complete_config("unified_norm", {}), True,
+                {"x": x, "pad_mask": np.array([[0, 1, 0], [1, 0, 0]], np.float32)}))
+    assert got["mask"].dtype == torch.bool and got["mask"].tolist() == [[False, True, False], [True, False, False]]
+
+
+def test_from_torch_refuses_bad_arguments_by_name():
+    F = _torch().nn.functional
+    with pytest.raises(ValueError, match="contract 'loose'; expected one of strict, stats_d, epi_d"):
+        from_torch(F.layer_norm, "layer_norm", contract="loose")
+    with pytest.raises(ValueError, match="'epsilon' is not an input, option or state of layer_norm"):
+        from_torch(F.layer_norm, "layer_norm", contract="strict", signature=("x", "epsilon"))
+    with pytest.raises(ValueError, match="outputs"):
+        from_torch(F.layer_norm, "layer_norm", contract="strict", outputs=("mean",))
+    with pytest.raises(refnorm.errors.UnknownNameError):
+        from_torch(F.layer_norm, "layer_nrom", contract="strict")
+    with pytest.raises(TypeError, match="not callable"):
+        from_torch(3, "layer_norm", contract="strict")
+
+
+def _readme_block(tag):
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(rf"<!-- {tag} -->\s*```python\n(.+?)\n```", text, flags=re.S)
+    assert m, f"README.md must hold a ```python block after <!-- {tag} -->"
+    return m.group(1)
+
+
+def test_readme_three_line_torch_kernel_check_runs(monkeypatch):
+    """The README's script: a user's torch kernel, wrapped and judged in three lines (after the imports)."""
+    torch = _torch()
+    code = _readme_block("torch-kernel-example")
+    lines = [ln for ln in code.splitlines() if ln.strip() and not ln.lstrip().startswith(("#", "import", "from"))]
+    assert len(lines) <= 3, lines
+    monkeypatch.chdir(ROOT)
+    mod = type(sys)("my_kernels")
+
+    def my_rms_norm(x, weight=None, *, normalized_shape, eps=None):
+        dims = tuple(range(-len(normalized_shape), 0))
+        eps = torch.finfo(torch.float64).eps if eps is None else eps
+        xf = x.float() if x.dtype != torch.float64 else x
+        y = xf * torch.rsqrt(xf.pow(2).mean(dims, keepdim=True) + eps)
+        return (y * weight if weight is not None else y).to(x.dtype)
+    mod.my_rms_norm = my_rms_norm
+    monkeypatch.setitem(sys.modules, "my_kernels", mod)
+    ns = {}
+    exec(compile(code, "README.md:torch-kernel-example", "exec"), ns)
+    # and it judged something: the same script with a wrong kernel fails
+    mod.my_rms_norm = lambda x, weight=None, *, normalized_shape, eps=None: my_rms_norm(x, weight, normalized_shape=normalized_shape, eps=1e-3)
+    with pytest.raises(AssertionError, match="FAILED rms_norm/"):
+        exec(compile(code, "README.md:torch-kernel-example", "exec"), {})
+
+
+def test_assert_backend_passes_refuses_a_check_that_judged_nothing():
+    with pytest.raises(AssertionError, match="recording only"):
+        assert_backend_passes(Recorder(), ops=["layer_norm"], golden=GOLDEN)
+
+
+def test_gpu_run_script_without_a_gpu_writes_nothing(tmp_path):
+    """benchmarks/gpu_run.sh is the one command of a GPU pass; without a GPU it exits 3 and writes nothing,
+    and no GPU figure or torch-cuda known-failure list is in the repository before it has run."""
+    import subprocess
+    torch = _torch()
+    assert not os.path.exists(os.path.join(ROOT, "docs", "gpu.md"))
+    assert not os.path.exists(os.path.join(ROOT, "known_failures", "torch-cuda.txt"))
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present: run benchmarks/gpu_run.sh itself")
+    env = {**os.environ, "PYTHON": sys.executable}
+    r = subprocess.run(["bash", os.path.join(ROOT, "benchmarks", "gpu_run.sh"), str(tmp_path / "out")],
+                       capture_output=True, text=True, env=env, cwd=ROOT)
+    assert r.returncode == 3 and "no CUDA device" in r.stderr, (r.returncode, r.stdout, r.stderr)
+    assert not (tmp_path / "out").exists()
+    assert not os.path.exists(os.path.join(ROOT, "docs", "gpu.md"))
