@@ -32,6 +32,8 @@ from .. import pitfalls, registry
 from .precision import gamma
 
 FLOOR = 0.05     # ratios below this are not told apart (a correct kernel's own rounding reaches about this)
+SCREEN_MIN = 1 << 18   # elements of x from which a layer_norm/rms_norm case is screened on a few rows first
+SCREEN_ROWS = 32
 MARGIN = 4.0     # "clearly": the named variant fits at least MARGIN x better (floored ratios) than the best
 #                  variant of every other mechanism and than no pitfall, on every failing array (tuned on
 #                  fold A of the planted rows, measured on fold B: docs/pitfall_detection.md, section 9)
@@ -62,11 +64,12 @@ def _num(v):
     return v if math.isfinite(v) else ("nan" if math.isnan(v) else "inf")
 
 
-def _judge_variant(variant, case, records, contract):
-    """(arrays judged, worst ratio, widened) of the backend against ``variant``; None when it cannot be
+def _judge_variant(variant, case, records, contract, only=None):
+    """(arrays judged, worst ratio, widened, the bounds used per record) of the backend against ``variant``; None when it cannot be
     compared on some failing array or nothing was compared. A variant with a ``spread`` is judged within
     the check's own bounds first and, only if that fails, within the bounds widened by its own rounding
-    interval (``widened`` says which)."""
+    interval (``widened`` says which). ``only``: judge just these (part, name) arrays (a lower bound
+    of the ratio, for the screening; the failing arrays need not be among them)."""
     from .core import derive_bounds, judge_returned           # core imports this module lazily
     spec = registry.get(case.op)
     arrays, wide, used, used_w = [], [], [], []
@@ -86,25 +89,27 @@ def _judge_variant(variant, case, records, contract):
             E = {**E, **{part: {**E[part], **Et[part]} for part in variant.bounds_training}}
         compare = {part: [k for k in r.compare[part] if k in getattr(res, part) and k in r.got[part]
                           and k in E[part]] for part in ("outputs", "grads", "state")}
-        if any(name not in compare[part] for part, name in r.failing):
+        if only is not None:
+            compare = {part: [k for k in names if (part, k) in only] for part, names in compare.items()}
+        elif any(name not in compare[part] for part, name in r.failing):
             return None
         judge_returned(r.step, case.op, compare, False, r.got, res, E, case.dtype, arrays, [])
-        used.append(E)
-        used_w.append(E)
-        if variant.spread is not None:
+        used.append((r, res, E, compare))
+    widened = variant.spread is not None and not all(a.passed for a in arrays)
+    if widened:                                 # only now: the spread costs two more evaluations per step
+        for r, res, E, compare in used:
             Ew = _widened(E, res, [variant.evaluate(_f64(r.inputs), case.config, _f64(r.state), r.training,
                                                     _f64(r.cotangents), case.dtype, mods=m)
                                    for m in variant.spread(lambda n: gamma(n, contract.reduction))])
             judge_returned(r.step, case.op, compare, False, r.got, res, Ew, case.dtype, wide, [])
-            used_w[-1] = Ew
+            used_w.append(Ew)
     if not arrays:
         return None
-    widened = variant.spread is not None and not all(a.passed for a in arrays)
     use = wide if widened else arrays
     for a in use:
         if math.isnan(a.ratio):                             # NaN where a number was due: as bad as it gets
             a.ratio = math.inf
-    return use, max(max(a.ratio, a.bias) for a in use), widened, used_w if widened else used
+    return use, max(max(a.ratio, a.bias) for a in use), widened, used_w if widened else [u[2] for u in used]
 
 
 def _widened(E, res, alternatives):
@@ -165,22 +170,118 @@ def _vs_unknown(case, records, contract, arrays, variant):
     return worst
 
 
+def _try(v, case, records, contract, only=None):
+    try:
+        with np.errstate(all="ignore"):
+            return _judge_variant(v, case, records, contract, only)
+    except Exception:                                       # noqa: BLE001 - a variant that cannot run
+        return None
+
+
+def _screen_records(case, records):
+    """For a large layer_norm or rms_norm case, the records cut to SCREEN_ROWS rows (half the rows where
+    the failing arrays exceed their bound most, half evenly spread), with y, the statistics and dx only.
+    A variant that does not fit these rows cannot fit the case (its rows are computed row by row, and
+    the bound of an element is the case's), so it is ruled out on them, with the ratio it reaches there
+    (a lower bound of its ratio on the whole case); only the rest is judged on the whole case. None
+    when the case is small or of another op."""
+    from .core import reference
+    if case.op not in ("layer_norm", "rms_norm"):
+        return None
+    x = np.asarray(records[0].inputs["x"])
+    ns = case.config["normalized_shape"]
+    k = 1 if np.ndim(ns) == 0 else len(ns)
+    lead = x.shape[:x.ndim - k]
+    m = int(np.prod(lead, dtype=np.int64))
+    if x.size < SCREEN_MIN or m <= SCREEN_ROWS:
+        return None
+    out = []
+    for r in records:
+        ref = r.ref if r.ref is not None else reference(case.op, case.config, r.training, r.inputs, r.cotangents,
+                                                         r.state)
+        worst = np.zeros(m)
+        for part, name in r.failing:
+            g, e = r.got[part].get(name), r.E[part].get(name)
+            want = getattr(ref, part).get(name)
+            if g is None or e is None or want is None or np.shape(want)[:len(lead)] != lead:
+                continue
+            d = np.abs(np.asarray(g, dtype=np.float64) - want) / np.broadcast_to(e, np.shape(want))
+            worst = np.maximum(worst, np.nan_to_num(d, nan=np.inf).reshape(m, -1).max(axis=1))
+        rows = np.unique(np.concatenate([np.argsort(-worst, kind="stable")[:SCREEN_ROWS // 2],
+                                         np.linspace(0, m - 1, SCREEN_ROWS // 2).astype(np.int64)]))
+
+        def take(a, full=None):
+            a = np.asarray(a)
+            a = np.broadcast_to(a, full) if full is not None else a
+            return a.reshape(m, -1)[rows].reshape((len(rows),) + a.shape[len(lead):])
+        rowwise = lambda a: np.ndim(a) >= len(lead) and np.shape(a)[:len(lead)] == lead   # noqa: E731
+        outs = {n: take(v) for n, v in ref.outputs.items() if rowwise(v)}
+        grads = {"x": take(ref.grads["x"])} if "x" in ref.grads else {}
+        got = {"outputs": {n: take(v) for n, v in r.got["outputs"].items() if n in outs and rowwise(v)},
+               "grads": {"x": take(r.got["grads"]["x"])} if "x" in grads and "x" in r.got["grads"] else {},
+               "state": {}}
+        compare = {"outputs": [n for n in r.compare["outputs"] if n in got["outputs"] and n in r.E["outputs"]],
+                   "grads": [n for n in r.compare["grads"] if n in got["grads"] and n in r.E["grads"]],
+                   "state": []}
+        E = {"outputs": {n: take(r.E["outputs"][n], np.shape(ref.outputs[n])) for n in compare["outputs"]},
+             "grads": {n: take(r.E["grads"][n], np.shape(ref.grads[n])) for n in compare["grads"]}, "state": {}}
+        inputs = {n: (take(v) if n == "x" else v) for n, v in r.inputs.items()}
+        cot = {n: take(v) for n, v in r.cotangents.items()}
+        out.append(StepRecord(r.step, r.training, inputs, cot, {}, got, compare, E, (),
+                              type(ref)(outs, grads, {})))
+    return out
+
+
 def diagnose(case, records, contract) -> dict:
     """The diagnosis of one failing case (see the module docstring), as a JSON-able dict."""
     from ..pitfalls.mechanisms import MECHANISMS
     cands = [v for v in pitfalls.variants(case.op)
              if any(v.applies(case.config, r.training, r.inputs, r.state, r.cotangents, case.dtype) for r in records)]
     scored = []
+    with np.errstate(all="ignore"):
+        sub = _screen_records(case, records)
+    def add(got, v):
+        arrays, worst, widened, bounds = got
+        scored.append({"worst": worst, "v": v, "ok": all(a.passed for a in arrays), "arrays": arrays,
+                       "ratios": tuple(a.ratio for a in arrays), "widened": widened, "bounds": bounds})
+        return scored[-1]
+    survivors = []
     for v in cands:
-        try:
-            with np.errstate(all="ignore"):
-                got = _judge_variant(v, case, records, contract)
-        except Exception:                                   # noqa: BLE001 - a variant that cannot run
-            got = None
+        got = None
+        if sub is not None and not v.mods.repeat_rows:      # rows >= 65536 depend on others: never screened
+            got = _try(v, case, sub, contract)
+            if got is not None and all(a.passed for a in got[0]):
+                survivors.append((got[1], v.id, v))         # fits the screened rows: judged on the whole case
+                continue
+        if got is None:
+            got = _try(v, case, records, contract)
         if got is not None:
-            arrays, worst, widened, bounds = got
-            scored.append({"worst": worst, "v": v, "ok": all(a.passed for a in arrays), "arrays": arrays,
-                           "ratios": tuple(a.ratio for a in arrays), "widened": widened, "bounds": bounds})
+            add(got, v)
+    # the survivors by their ratio on the screened rows (a lower bound of their ratio on the case): one
+    # whose lower bound is MARGIN x the best whole-case fit so far can neither be the best nor stop it
+    # being named, so it keeps that lower bound ("ok" False) instead of a judgement of the whole case
+    if survivors:            # the arrays the screened rows leave out (dweight, dbias): judged alone first
+        rest = {(p, n) for r in records for p in ("outputs", "grads") for n in r.compare[p]
+                if n not in sub[0].compare[p]}
+        kept = []
+        for lb, vid, v in survivors:
+            got = _try(v, case, records, contract, rest) if rest else None
+            lb = lb if got is None else max(lb, got[1])
+            if got is not None and not all(a.passed for a in got[0]):
+                scored.append({"worst": lb, "v": v, "ok": False, "arrays": [], "ratios": (), "widened": False,
+                               "bounds": None, "lower_bound": True})
+            else:
+                kept.append((lb, vid, v))
+        survivors = kept
+    best_full = min((s["worst"] for s in scored if s["ok"]), default=math.inf)
+    for lb, _, v in sorted(survivors, key=lambda t: (t[0], t[1])):
+        if lb >= MARGIN * _fl(best_full):
+            scored.append({"worst": lb, "v": v, "ok": False, "arrays": [], "ratios": (), "widened": False,
+                           "bounds": None, "lower_bound": True})
+            continue
+        got = _try(v, case, records, contract)
+        if got is not None and add(got, v)["ok"]:
+            best_full = min(best_full, got[1])
     scored.sort(key=lambda t: (t["worst"], t["v"].id))
     out = {"matched": None, "pitfalls": [], "title": None, "worst_ratio": None, "indistinguishable": [],
            "also_matching": [], "closest": None, "tried": len(scored), "widened": False, "mechanism": None,
@@ -190,7 +291,7 @@ def diagnose(case, records, contract) -> dict:
     fams = {}
     for s in scored:
         fams.setdefault(s["v"].mechanism, s)
-    out["ruled_out"] = sorted(k for k, s in fams.items() if not s["ok"])
+    out["ruled_out"] = sorted(k for k, s in fams.items() if not s["ok"] and (s["worst"] > 1 or not s.get("lower_bound")))
     best = scored[0] if scored and scored[0]["ok"] else None
     if best is not None:
         others = [s for k, s in fams.items() if k != best["v"].mechanism]
