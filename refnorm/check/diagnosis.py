@@ -12,13 +12,20 @@ arrays are judged against them with ``judge_returned``. A variant **matches** wh
   failing array cannot explain it).
 
 A variant whose value is set by the kernel's summation order (the one-pass variance:
-``Variant.spread``) is judged within bounds widened by its own rounding interval, and such a widened
-match is named only when no variant matches within the check's own bounds (docs/tolerances.md, section
-9). The matching variant with the smallest worst ratio is named; matches with the very same per-array
-ratios (the case cannot tell them apart: e.g. the clamped and the unclamped one-pass variance when no
-variance went negative) are listed as ``indistinguishable``; other matches as ``also_matching``.
-When none matches: "no known pitfall matches", with the closest variant (smallest worst ratio) given
-as such, never as a match. The diagnosis never changes a verdict, and a failure inside it is reported
+``Variant.spread``) is judged within bounds widened by its own rounding interval when it does not fit
+within the check's own.
+
+Naming (issue 21): every variant belongs to a mechanism (refnorm/pitfalls/mechanisms.py). The variant
+with the smallest worst ratio that fits is named, by its mechanism, only when it fits **clearly**: its
+confidence, the smaller of (a) the worst ratio of the best variant of every other mechanism over its
+own and (b) over every failing array, the backend's ratio against the reference over its ratio against
+the variant, both within the variant's (possibly widened) bounds, is at least MARGIN (ratios floored at
+FLOOR). (b) is "better than no pitfall": a widened interval that holds the reference too explains
+nothing. Fitting variants of the named mechanism are ``indistinguishable``, fitting ones of others
+``also_matching``. Otherwise "no known pitfall matches", with the best fit and its confidence, or the
+closest variant, never as a match, and the mechanisms ruled out (none of their variants fits).
+Large layer_norm/rms_norm cases are screened on a few rows first (``_screen_records``).
+The diagnosis never changes a verdict, and a failure inside it is reported
 in the diagnosis (``error``), not as a case error.
 """
 from __future__ import annotations
