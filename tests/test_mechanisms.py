@@ -90,8 +90,8 @@ def test_the_report_line_says_how_sure_and_what_was_ruled_out(torch_kernel):
     assert d["matched"] == "eps_outside" and d["confidence"] == min(d["vs_runner_up"], d["vs_unknown"])
     assert "better than the next mechanism" in d["message"] and "better than no pitfall" in d["message"]
     assert d["runner_up"]["mechanism"] != "eps"
-    r = _failed(torch_kernel("ln_eps_twice"), _load(["layer_norm/normal_eps0.3_f32_9x7"]))[0]
-    d = r.diagnosis                          # eps added twice: no variant models it
+    r = _failed(torch_kernel("rms_dw_rows_half"), _load(["rms_norm/normal_eps1e-05_f32_260x3"]))[0]
+    d = r.diagnosis                          # dweight over half the rows: no variant models it
     assert d["matched"] is None and "ruled out: " in d["message"] and d["ruled_out"], d["message"]
     assert all(m in d["message"] for m in d["ruled_out"])
 

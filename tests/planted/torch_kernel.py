@@ -25,7 +25,7 @@ BUGS = {
     "ln_dw_sum_dy": ("layer_norm", "backward", "hand-written dweight = sum(dy)"),
     "ln_one_pass": ("layer_norm", "one_pass", "one-pass variance E[x^2] - E[x]^2 in float32, clamped"),
     "ln_stats_in_d": ("layer_norm", "precision", "mean and variance computed in the input dtype"),
-    "ln_eps_twice": ("layer_norm", None, "eps added twice: var + 2 eps (no variant)"),
+    "ln_eps_twice": ("layer_norm", "eps", "eps added twice: var + 2 eps (an eps value no variant has)"),
     "rms_eps_outside": ("rms_norm", "eps", "eps outside the sqrt"),
     "rms_sq_in_d": ("rms_norm", "precision", "x*x computed in the input dtype before the float32 mean"),
     "rms_centered": ("rms_norm", "semantics", "the mean subtracted (layer_norm without bias)"),
