@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,7 +23,7 @@ def main():
     from planted.torch_kernel import TorchKernel
     from refnorm.check import diagnosis
     from refnorm.check.core import check_case
-    from refnorm.golden import cases, commands, store
+    from refnorm.golden import generate
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", nargs="+", default=["4096x4096"])
     p.add_argument("--bugs", nargs="+", default=["ln_eps_outside", "ln_no_mean_g", "ln_one_pass", "ln_dw_sum_dy"])
@@ -33,36 +32,32 @@ def main():
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     for text in a.shapes:
-        shape = tuple(int(s) for s in text.split("x"))
-        with tempfile.TemporaryDirectory() as tmp:
-            case = cases.layer_norm("normal", "float32", shape)
-            commands.build(tmp, cases=[case])
-            man = store.read_manifest(tmp)
-            loaded = commands.load_case(tmp, man["cases"][0]["id"], manifest=man)
-            for bug in a.bugs:
-                k = TorchKernel(bug)
-                original = diagnosis.diagnose
-                runs = []
-                for _ in range(a.repeat):       # the judgement = the whole check_case less the diagnosis in it
-                    spent = []
+        loaded = generate.materialize(generate.parse(f"layer_norm shape={text} dtype=float32 regime=normal"))
+        for bug in a.bugs:
+            k = TorchKernel(bug)
+            original = diagnosis.diagnose
+            runs = []
+            for _ in range(a.repeat):       # the judgement = the whole check_case less the diagnosis in it
+                spent = []
 
-                    def timed(*args):
-                        t0 = time.perf_counter()
-                        try:
-                            return original(*args)
-                        finally:
-                            spent.append(time.perf_counter() - t0)
-                    diagnosis.diagnose = timed
-                    t = time.perf_counter()
-                    r = check_case(k, loaded, diagnose=True)
-                    full = time.perf_counter() - t
-                    diagnosis.diagnose = original
-                    runs.append((full - sum(spent), sum(spent)))
-                judge, diag = min(j for j, _ in runs), min(d for _, d in runs)
-                d = r.diagnosis or {}
-                print(f"{text} {bug}: {r.status}, judge {judge:.2f} s, diagnosis {diag:.2f} s "
-                      f"({diag / judge:.2f}x the judgement; best of {a.repeat}); named: {d.get('matched')} "
-                      f"(confidence {d.get('confidence')})", flush=True)
+                def timed(*args):
+                    t0 = time.perf_counter()
+                    try:
+                        return original(*args)
+                    finally:
+                        spent.append(time.perf_counter() - t0)
+                diagnosis.diagnose = timed
+                t = time.perf_counter()
+                r = check_case(k, loaded, diagnose=True)
+                full = time.perf_counter() - t
+                diagnosis.diagnose = original
+                runs.append((full - sum(spent), sum(spent)))
+            judge, diag = min(j for j, _ in runs), min(d for _, d in runs)
+            d = r.diagnosis or {}
+            print(f"{text} {bug}: {r.status}, judge {judge:.2f} s, diagnosis {diag:.2f} s "
+                  f"({diag / judge:.2f}x the judgement; best of {a.repeat}); named: {d.get('matched')} "
+                  f"(confidence {d.get('confidence')})", flush=True)
+
 
 if __name__ == "__main__":
     main()
