@@ -281,14 +281,17 @@ def diagnose(case, records, contract) -> dict:
                 kept.append((lb, vid, v))
         survivors = kept
     best_full = min((s["worst"] for s in scored if s["ok"]), default=math.inf)
+    fitted = {s["v"].mechanism for s in scored if s["ok"]}
     for lb, _, v in sorted(survivors, key=lambda t: (t[0], t[1])):
-        if lb >= MARGIN * _fl(best_full):
+        # nor is one whose mechanism already has a whole-case fit (it could only be another instance of it)
+        if lb >= MARGIN * _fl(best_full) or v.mechanism in fitted:
             scored.append({"worst": lb, "v": v, "ok": False, "arrays": [], "ratios": (), "widened": False,
                            "bounds": None, "lower_bound": True})
             continue
         got = _try(v, case, records, contract)
         if got is not None and add(got, v)["ok"]:
             best_full = min(best_full, got[1])
+            fitted.add(v.mechanism)
     scored.sort(key=lambda t: (t["worst"], t["v"].id))
     out = {"matched": None, "pitfalls": [], "title": None, "worst_ratio": None, "indistinguishable": [],
            "also_matching": [], "closest": None, "tried": len(scored), "widened": False, "mechanism": None,
