@@ -72,10 +72,10 @@ def _num(v):
 
 
 def _judge_variant(variant, case, records, contract, only=None):
-    """(arrays judged, worst ratio, widened, the bounds used per record) of the backend against ``variant``; None when it cannot be
-    compared on some failing array or nothing was compared. A variant with a ``spread`` is judged within
-    the check's own bounds first and, only if that fails, within the bounds widened by its own rounding
-    interval (``widened`` says which). ``only``: judge just these (part, name) arrays (a lower bound
+    """(arrays judged, worst ratio, widened, the bounds used per record) of the backend against
+    ``variant``; None when it cannot be compared on some failing array or nothing was compared. A
+    variant with a ``spread`` is judged within the check's own bounds first and, only if that fails,
+    within the bounds widened by its own rounding interval (``widened`` says which). ``only``: judge just these (part, name) arrays (a lower bound
     of the ratio, for the screening; the failing arrays need not be among them)."""
     from .core import derive_bounds, judge_returned           # core imports this module lazily
     spec = registry.get(case.op)
@@ -301,7 +301,8 @@ def diagnose(case, records, contract) -> dict:
     fams = {}
     for s in scored:
         fams.setdefault(s["v"].mechanism, s)
-    out["ruled_out"] = sorted(k for k, s in fams.items() if not s["ok"] and (s["worst"] > 1 or not s.get("lower_bound")))
+    out["ruled_out"] = sorted(k for k, s in fams.items()
+                              if not s["ok"] and (s["worst"] > 1 or not s.get("lower_bound")))
     best = scored[0] if scored and scored[0]["ok"] else None
     if best is not None:
         others = [s for k, s in fams.items() if k != best["v"].mechanism]

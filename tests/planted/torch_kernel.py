@@ -124,7 +124,6 @@ class TorchKernel:
 
     def _centred(self, call, ins, acc, axes, x, pshape=None):
         """y = (x - mean) * rstd (* w + b); ``extra`` patches a hand-written backward bug."""
-        T = self.torch
         eps = float(call.config.get("eps", 1e-5))
         mean, rstd = self._stats(x, axes, acc, call.dtype, eps)
         xhat = (x - mean) * rstd
