@@ -75,8 +75,9 @@ def _judge_variant(variant, case, records, contract, only=None):
     """(arrays judged, worst ratio, widened, the bounds used per record) of the backend against
     ``variant``; None when it cannot be compared on some failing array or nothing was compared. A
     variant with a ``spread`` is judged within the check's own bounds first and, only if that fails,
-    within the bounds widened by its own rounding interval (``widened`` says which). ``only``: judge just these (part, name) arrays (a lower bound
-    of the ratio, for the screening; the failing arrays need not be among them)."""
+    within the bounds widened by its own rounding interval (``widened`` says which). ``only``: judge
+    just these (part, name) arrays (a lower bound of the ratio, for the screening; the failing arrays
+    need not be among them)."""
     from .core import derive_bounds, judge_returned           # core imports this module lazily
     spec = registry.get(case.op)
     arrays, wide, used, used_w = [], [], [], []
