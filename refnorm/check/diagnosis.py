@@ -304,7 +304,7 @@ def diagnose(case, records, contract) -> dict:
         fams.setdefault(s["v"].mechanism, s)
     out["ruled_out"] = sorted(k for k, s in fams.items()
                               if not s["ok"] and (s["worst"] > 1 or not s.get("lower_bound")))
-    best = scored[0] if scored and scored[0]["ok"] else None
+    best = next((s for s in scored if s["ok"]), None)          # (a lower bound may sort before it)
     if best is not None:
         others = [s for k, s in fams.items() if k != best["v"].mechanism]
         runner = others[0] if others else None
