@@ -695,7 +695,7 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True, variants=None) -> 
             elif diagnose:
                 records.append(diagnosis.StepRecord(
                     i, st.training, st.inputs, st.cotangents, state, got, st.compare, E,
-                    tuple((a.part, a.name) for a in out.arrays[first:] if not a.passed)))
+                    tuple((a.part, a.name) for a in out.arrays[first:] if not a.passed), ref))
             if spec.state:
                 state = {k: got["state"][k] for k in spec.state if k in got["state"]}
                 missing = [k for k in case.init_state if k not in state]

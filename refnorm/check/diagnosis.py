@@ -12,13 +12,20 @@ arrays are judged against them with ``judge_returned``. A variant **matches** wh
   failing array cannot explain it).
 
 A variant whose value is set by the kernel's summation order (the one-pass variance:
-``Variant.spread``) is judged within bounds widened by its own rounding interval, and such a widened
-match is named only when no variant matches within the check's own bounds (docs/tolerances.md, section
-9). The matching variant with the smallest worst ratio is named; matches with the very same per-array
-ratios (the case cannot tell them apart: e.g. the clamped and the unclamped one-pass variance when no
-variance went negative) are listed as ``indistinguishable``; other matches as ``also_matching``.
-When none matches: "no known pitfall matches", with the closest variant (smallest worst ratio) given
-as such, never as a match. The diagnosis never changes a verdict, and a failure inside it is reported
+``Variant.spread``) is judged within bounds widened by its own rounding interval when it does not fit
+within the check's own.
+
+Naming (issue 21): every variant belongs to a mechanism (refnorm/pitfalls/mechanisms.py). The variant
+with the smallest worst ratio that fits is named, by its mechanism, only when it fits **clearly**: its
+confidence, the smaller of (a) the worst ratio of the best variant of every other mechanism over its
+own and (b) over every failing array, the backend's ratio against the reference over its ratio against
+the variant, both within the variant's (possibly widened) bounds, is at least MARGIN (ratios floored at
+FLOOR). (b) is "better than no pitfall": a widened interval that holds the reference too explains
+nothing. Fitting variants of the named mechanism are ``indistinguishable``, fitting ones of others
+``also_matching``. Otherwise "no known pitfall matches", with the best fit and its confidence, or the
+closest variant, never as a match, and the mechanisms ruled out (none of their variants fits).
+Large layer_norm/rms_norm cases are screened on a few rows first (``_screen_records``).
+The diagnosis never changes a verdict, and a failure inside it is reported
 in the diagnosis (``error``), not as a case error.
 """
 from __future__ import annotations
@@ -30,6 +37,13 @@ import numpy as np
 
 from .. import pitfalls, registry
 from .precision import gamma
+
+FLOOR = 0.05     # ratios below this are not told apart (a correct kernel's own rounding reaches about this)
+SCREEN_MIN = 1 << 18   # elements of x from which a layer_norm/rms_norm case is screened on a few rows first
+SCREEN_ROWS = 32
+MARGIN = 4.0     # "clearly": the named variant fits at least MARGIN x better (floored ratios) than the best
+#                  variant of every other mechanism and than no pitfall, on every failing array (tuned on
+#                  fold A of the planted rows, measured on fold B: docs/pitfall_detection.md, section 9)
 
 
 @dataclass
@@ -44,6 +58,7 @@ class StepRecord:
     compare: dict
     E: dict              # the check's bounds (around the reference)
     failing: tuple       # (part, name) of the arrays beyond their bound at this step
+    ref: object = None   # the reference's Result at this step (None: recomputed when needed)
 
 
 def _f64(d):
@@ -56,14 +71,16 @@ def _num(v):
     return v if math.isfinite(v) else ("nan" if math.isnan(v) else "inf")
 
 
-def _judge_variant(variant, case, records, contract):
-    """(arrays judged, worst ratio, widened) of the backend against ``variant``; None when it cannot be
-    compared on some failing array or nothing was compared. A variant with a ``spread`` is judged within
-    the check's own bounds first and, only if that fails, within the bounds widened by its own rounding
-    interval (``widened`` says which)."""
+def _judge_variant(variant, case, records, contract, only=None):
+    """(arrays judged, worst ratio, widened, the bounds used per record) of the backend against
+    ``variant``; None when it cannot be compared on some failing array or nothing was compared. A
+    variant with a ``spread`` is judged within the check's own bounds first and, only if that fails,
+    within the bounds widened by its own rounding interval (``widened`` says which). ``only``: judge
+    just these (part, name) arrays (a lower bound of the ratio, for the screening; the failing arrays
+    need not be among them)."""
     from .core import derive_bounds, judge_returned           # core imports this module lazily
     spec = registry.get(case.op)
-    arrays, wide = [], []
+    arrays, wide, used, used_w = [], [], [], []
     for r in records:
         res = variant.evaluate(_f64(r.inputs), case.config, _f64(r.state), r.training, _f64(r.cotangents),
                                case.dtype)
@@ -80,22 +97,27 @@ def _judge_variant(variant, case, records, contract):
             E = {**E, **{part: {**E[part], **Et[part]} for part in variant.bounds_training}}
         compare = {part: [k for k in r.compare[part] if k in getattr(res, part) and k in r.got[part]
                           and k in E[part]] for part in ("outputs", "grads", "state")}
-        if any(name not in compare[part] for part, name in r.failing):
+        if only is not None:
+            compare = {part: [k for k in names if (part, k) in only] for part, names in compare.items()}
+        elif any(name not in compare[part] for part, name in r.failing):
             return None
         judge_returned(r.step, case.op, compare, False, r.got, res, E, case.dtype, arrays, [])
-        if variant.spread is not None:
+        used.append((r, res, E, compare))
+    widened = variant.spread is not None and not all(a.passed for a in arrays)
+    if widened:                                 # only now: the spread costs two more evaluations per step
+        for r, res, E, compare in used:
             Ew = _widened(E, res, [variant.evaluate(_f64(r.inputs), case.config, _f64(r.state), r.training,
                                                     _f64(r.cotangents), case.dtype, mods=m)
                                    for m in variant.spread(lambda n: gamma(n, contract.reduction))])
             judge_returned(r.step, case.op, compare, False, r.got, res, Ew, case.dtype, wide, [])
+            used_w.append(Ew)
     if not arrays:
         return None
-    widened = variant.spread is not None and not all(a.passed for a in arrays)
     use = wide if widened else arrays
     for a in use:
         if math.isnan(a.ratio):                             # NaN where a number was due: as bad as it gets
             a.ratio = math.inf
-    return use, max(max(a.ratio, a.bias) for a in use), widened
+    return use, max(max(a.ratio, a.bias) for a in use), widened, used_w if widened else [u[2] for u in used]
 
 
 def _widened(E, res, alternatives):
@@ -123,60 +145,215 @@ def _widened(E, res, alternatives):
 
 
 def _entry(v, dtype, worst=None):
-    e = {"variant": v.id, "pitfalls": list(v.pitfall_ids), "title": v.title_for(dtype)}
+    e = {"variant": v.id, "pitfalls": list(v.pitfall_ids), "title": v.title_for(dtype), "mechanism": v.mechanism}
     if worst is not None:
         e["worst_ratio"] = _num(worst)
     return e
 
 
+def _fl(r):
+    """A ratio floored at FLOOR (NaN: infinite): fits below FLOOR are not told apart."""
+    return math.inf if r != r else max(float(r), FLOOR)
+
+
+def _vs_unknown(case, records, contract, arrays, variant):
+    """How much better the variant explains each failing array than "unknown" (the reference) does,
+    both judged within the SAME bounds (the variant's, widened where the variant was): the smallest,
+    over the failing arrays, of ratio(backend vs reference) / ratio(backend vs variant), each floored
+    at FLOOR. A variant whose widened interval holds the reference's results too explains nothing
+    (about 1 here), however small its own ratio."""
+    from .core import judge_returned, reference
+    mine = {(a.step, a.part, a.name): _fl(max(a.ratio, a.bias)) for a in arrays}
+    worst = math.inf
+    for r, E in zip(records, variant["bounds"]):
+        if not r.failing:
+            continue
+        ref = r.ref if r.ref is not None else reference(case.op, case.config, r.training, r.inputs, r.cotangents,
+                                                         r.state)
+        compare = {part: [n for p, n in r.failing if p == part] for part in ("outputs", "grads", "state")}
+        judged = []
+        judge_returned(r.step, case.op, compare, False, r.got, ref, E, case.dtype, judged, [])
+        for a in judged:
+            worst = min(worst, _fl(max(a.ratio, a.bias)) / mine.get((a.step, a.part, a.name), math.inf))
+    return worst
+
+
+def _try(v, case, records, contract, only=None):
+    try:
+        with np.errstate(all="ignore"):
+            return _judge_variant(v, case, records, contract, only)
+    except Exception:                                       # noqa: BLE001 - a variant that cannot run
+        return None
+
+
+def _screen_records(case, records):
+    """For a large layer_norm or rms_norm case, the records cut to SCREEN_ROWS rows (half the rows where
+    the failing arrays exceed their bound most, half evenly spread), with y, the statistics and dx only.
+    A variant that does not fit these rows cannot fit the case (its rows are computed row by row, and
+    the bound of an element is the case's), so it is ruled out on them, with the ratio it reaches there
+    (a lower bound of its ratio on the whole case); only the rest is judged on the whole case. None
+    when the case is small or of another op."""
+    from .core import reference
+    if case.op not in ("layer_norm", "rms_norm"):
+        return None
+    x = np.asarray(records[0].inputs["x"])
+    ns = case.config["normalized_shape"]
+    k = 1 if np.ndim(ns) == 0 else len(ns)
+    lead = x.shape[:x.ndim - k]
+    m = int(np.prod(lead, dtype=np.int64))
+    if x.size < SCREEN_MIN or m <= SCREEN_ROWS:
+        return None
+    out = []
+    for r in records:
+        ref = r.ref if r.ref is not None else reference(case.op, case.config, r.training, r.inputs, r.cotangents,
+                                                         r.state)
+        worst = np.zeros(m)
+        for part, name in r.failing:
+            g, e = r.got[part].get(name), r.E[part].get(name)
+            want = getattr(ref, part).get(name)
+            if g is None or e is None or want is None or np.shape(want)[:len(lead)] != lead:
+                continue
+            d = np.abs(np.asarray(g, dtype=np.float64) - want) / np.broadcast_to(e, np.shape(want))
+            worst = np.maximum(worst, np.nan_to_num(d, nan=np.inf).reshape(m, -1).max(axis=1))
+        rows = np.unique(np.concatenate([np.argsort(-worst, kind="stable")[:SCREEN_ROWS // 2],
+                                         np.linspace(0, m - 1, SCREEN_ROWS // 2).astype(np.int64)]))
+
+        def take(a, full=None):
+            a = np.asarray(a)
+            a = np.broadcast_to(a, full) if full is not None else a
+            return a.reshape(m, -1)[rows].reshape((len(rows),) + a.shape[len(lead):])
+        rowwise = lambda a: np.ndim(a) >= len(lead) and np.shape(a)[:len(lead)] == lead   # noqa: E731
+        outs = {n: take(v) for n, v in ref.outputs.items() if rowwise(v)}
+        grads = {"x": take(ref.grads["x"])} if "x" in ref.grads else {}
+        got = {"outputs": {n: take(v) for n, v in r.got["outputs"].items() if n in outs and rowwise(v)},
+               "grads": {"x": take(r.got["grads"]["x"])} if "x" in grads and "x" in r.got["grads"] else {},
+               "state": {}}
+        compare = {"outputs": [n for n in r.compare["outputs"] if n in got["outputs"] and n in r.E["outputs"]],
+                   "grads": [n for n in r.compare["grads"] if n in got["grads"] and n in r.E["grads"]],
+                   "state": []}
+        E = {"outputs": {n: take(r.E["outputs"][n], np.shape(ref.outputs[n])) for n in compare["outputs"]},
+             "grads": {n: take(r.E["grads"][n], np.shape(ref.grads[n])) for n in compare["grads"]}, "state": {}}
+        inputs = {n: (take(v) if n == "x" else v) for n, v in r.inputs.items()}
+        cot = {n: take(v) for n, v in r.cotangents.items()}
+        out.append(StepRecord(r.step, r.training, inputs, cot, {}, got, compare, E, (),
+                              type(ref)(outs, grads, {})))
+    return out
+
+
 def diagnose(case, records, contract, variants=None) -> dict:
     """The diagnosis of one failing case (see the module docstring), as a JSON-able dict. ``variants``:
     the candidates (default: every variant of the op, ``pitfalls.variants``)."""
+    from ..pitfalls.mechanisms import MECHANISMS
     cands = [v for v in (pitfalls.variants(case.op) if variants is None else variants)
              if any(v.applies(case.config, r.training, r.inputs, r.state, r.cotangents, case.dtype) for r in records)]
     scored = []
+    with np.errstate(all="ignore"):
+        sub = _screen_records(case, records)
+    def add(got, v):
+        arrays, worst, widened, bounds = got
+        scored.append({"worst": worst, "v": v, "ok": all(a.passed for a in arrays), "arrays": arrays,
+                       "ratios": tuple(a.ratio for a in arrays), "widened": widened, "bounds": bounds})
+        return scored[-1]
+    survivors = []
     for v in cands:
-        try:
-            with np.errstate(all="ignore"):
-                got = _judge_variant(v, case, records, contract)
-        except Exception:                                   # noqa: BLE001 - a variant that cannot run
-            got = None
+        got = None
+        if sub is not None and not v.mods.repeat_rows:      # rows >= 65536 depend on others: never screened
+            got = _try(v, case, sub, contract)
+            if got is not None and all(a.passed for a in got[0]):
+                survivors.append((got[1], v.id, v))         # fits the screened rows: judged on the whole case
+                continue
+        if got is None:
+            got = _try(v, case, records, contract)
         if got is not None:
-            arrays, worst, widened = got
-            scored.append((worst, v, all(a.passed for a in arrays), tuple(a.ratio for a in arrays), widened))
-    scored.sort(key=lambda t: (t[0], t[1].id))
-    # a sharp match (within the check's own bounds) is named before a widened one (a variant judged within
-    # bounds widened by its own rounding interval, Variant.spread): on an ill-conditioned case the widened
-    # interval can hold the results of other pitfalls too, so it names only what no sharp variant explains
-    matches = sorted((s for s in scored if s[2]), key=lambda t: (t[4], t[0], t[1].id))
+            add(got, v)
+    # the survivors by their ratio on the screened rows (a lower bound of their ratio on the case): one
+    # whose lower bound is MARGIN x the best whole-case fit so far can neither be the best nor stop it
+    # being named, so it keeps that lower bound ("ok" False) instead of a judgement of the whole case
+    if survivors:            # the arrays the screened rows leave out (dweight, dbias): judged alone first
+        rest = {(p, n) for r in records for p in ("outputs", "grads") for n in r.compare[p]
+                if n not in sub[0].compare[p]}
+        kept = []
+        for lb, vid, v in survivors:
+            got = _try(v, case, records, contract, rest) if rest else None
+            lb = lb if got is None else max(lb, got[1])
+            if got is not None and not all(a.passed for a in got[0]):
+                scored.append({"worst": lb, "v": v, "ok": False, "arrays": [], "ratios": (), "widened": False,
+                               "bounds": None, "lower_bound": True})
+            else:
+                kept.append((lb, vid, v))
+        survivors = kept
+    best_full = min((s["worst"] for s in scored if s["ok"]), default=math.inf)
+    fitted = {s["v"].mechanism for s in scored if s["ok"]}
+    for lb, _, v in sorted(survivors, key=lambda t: (t[0], t[1])):
+        # nor is one whose mechanism already has a whole-case fit (it could only be another instance of it)
+        if lb >= MARGIN * _fl(best_full) or v.mechanism in fitted:
+            scored.append({"worst": lb, "v": v, "ok": False, "arrays": [], "ratios": (), "widened": False,
+                           "bounds": None, "lower_bound": True})
+            continue
+        got = _try(v, case, records, contract)
+        if got is not None and add(got, v)["ok"]:
+            best_full = min(best_full, got[1])
+            fitted.add(v.mechanism)
+    scored.sort(key=lambda t: (t["worst"], t["v"].id))
     out = {"matched": None, "pitfalls": [], "title": None, "worst_ratio": None, "indistinguishable": [],
-           "also_matching": [], "closest": None, "tried": len(scored), "widened": False}
-    if matches:
-        best = matches[0]
-        same = [s for s in matches[1:] if s[3] == best[3]]
-        other = [s for s in matches[1:] if s[3] != best[3]]
-        out.update(matched=best[1].id, pitfalls=list(best[1].pitfall_ids), title=best[1].title_for(case.dtype),
-                   worst_ratio=_num(best[0]), indistinguishable=[_entry(s[1], case.dtype) for s in same],
-                   also_matching=[_entry(s[1], case.dtype, s[0]) for s in other], widened=best[4])
-        ids = "/".join(best[1].pitfall_ids)
-        msg = f"matches pitfall {ids}: {out['title']}"
-        if best[4]:
-            msg += " (within the variant's own rounding interval: its value depends on the summation order)"
-        if same:
-            msg += " (indistinguishable on this case from " + ", ".join(
-                f"{'/'.join(s[1].pitfall_ids)}" for s in same) + ")"
-        out["message"] = msg
+           "also_matching": [], "closest": None, "tried": len(scored), "widened": False, "mechanism": None,
+           "instance": None, "confidence": None, "vs_runner_up": None, "vs_unknown": None, "runner_up": None,
+           "ruled_out": []}
+    # per mechanism, its best-fitting variant; a mechanism is ruled out when none of its variants fits
+    fams = {}
+    for s in scored:
+        fams.setdefault(s["v"].mechanism, s)
+    out["ruled_out"] = sorted(k for k, s in fams.items()
+                              if not s["ok"] and (s["worst"] > 1 or not s.get("lower_bound")))
+    best = next((s for s in scored if s["ok"]), None)          # (a lower bound may sort before it)
+    if best is not None:
+        others = [s for k, s in fams.items() if k != best["v"].mechanism]
+        runner = others[0] if others else None
+        vs_runner = math.inf if runner is None else _fl(runner["worst"]) / _fl(best["worst"])
+        with np.errstate(all="ignore"):
+            vs_unknown = _vs_unknown(case, records, contract, best["arrays"], best)
+        conf = min(vs_runner, vs_unknown)
+        out.update(confidence=_num(conf), vs_runner_up=_num(vs_runner), vs_unknown=_num(vs_unknown),
+                   runner_up=None if runner is None else _entry(runner["v"], case.dtype, runner["worst"]))
+        if conf >= MARGIN:
+            v = best["v"]
+            same = [s for s in scored[1:] if s["ok"] and s["v"].mechanism == v.mechanism]
+            other = [s for s in scored[1:] if s["ok"] and s["v"].mechanism != v.mechanism]
+            out.update(matched=v.id, pitfalls=list(v.pitfall_ids), title=v.title_for(case.dtype),
+                       worst_ratio=_num(best["worst"]), mechanism=v.mechanism, instance=v.title_for(case.dtype),
+                       indistinguishable=[_entry(s["v"], case.dtype) for s in same],
+                       also_matching=[_entry(s["v"], case.dtype, s["worst"]) for s in other],
+                       widened=best["widened"])
+            msg = (f"matches pitfall {'/'.join(v.pitfall_ids)}: {out['title']} [mechanism: {MECHANISMS[v.mechanism]}; "
+                   f"{_times(vs_runner)} better than the next mechanism"
+                   + (f" ({runner['v'].id}, {runner['worst']:.3g} x bound)" if runner else "")
+                   + f", {_times(vs_unknown)} better than no pitfall]")
+            if best["widened"]:
+                msg += " (within the variant's own rounding interval: its value depends on the summation order)"
+            out["message"] = msg
+            return out
+    if best is not None:
+        why = (f"the best fit, {'/'.join(best['v'].pitfall_ids)}: {best['v'].title_for(case.dtype)} "
+               f"({best['worst']:.3g} x bound), is only {_times(min(vs_runner, vs_unknown))} better than "
+               + ("no pitfall" if vs_unknown <= vs_runner else f"{runner['v'].id} ({runner['v'].mechanism})")
+               + f", not the {MARGIN:g}x that names it")
+        out["closest"] = _entry(best["v"], case.dtype, best["worst"])
+        out["message"] = f"no known pitfall matches clearly ({why}; ruled out: {', '.join(out['ruled_out']) or '-'})"
+    elif scored:
+        out["closest"] = _entry(scored[0]["v"], case.dtype, scored[0]["worst"])
+        c = scored[0]["v"]
+        out["message"] = (f"no known pitfall matches (closest, not a match: {'/'.join(c.pitfall_ids)}: "
+                          f"{c.title_for(case.dtype)}, {scored[0]['worst']:.3g} x bound; ruled out: "
+                          f"{', '.join(out['ruled_out'])})")
+    elif not pitfalls.variants(case.op):
+        out["message"] = f"no known pitfall matches (refnorm has no pitfall variants of {case.op})"
     else:
-        if scored:
-            out["closest"] = _entry(scored[0][1], case.dtype, scored[0][0])
-            c = scored[0][1]
-            out["message"] = (f"no known pitfall matches (closest, not a match: {'/'.join(c.pitfall_ids)}: "
-                              f"{c.title_for(case.dtype)}, {scored[0][0]:.3g} x bound)")
-        elif not pitfalls.variants(case.op):
-            out["message"] = f"no known pitfall matches (refnorm has no pitfall variants of {case.op})"
-        else:
-            out["message"] = "no known pitfall matches (no variant could be compared on this case)"
+        out["message"] = "no known pitfall matches (no variant could be compared on this case)"
     return out
+
+
+def _times(r):
+    return "inf x" if r == math.inf else f"{r:.3g}x"
 
 
 def matched_ids(diag) -> set:

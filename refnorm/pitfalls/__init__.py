@@ -25,7 +25,7 @@ from ._engine import OPS as _OPS
 from ._engine import Mods, wname
 
 MODULES = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "local_response_norm",
-           "lp_normalize", "norm_quant")
+           "lp_normalize", "norm_quant", "weight_standardization", "weight_norm")
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,12 @@ class Variant:
     # gfun -> [Mods, ...]: the variant at the ends of its OWN rounding interval, where the pitfall makes the
     # result depend on the kernel's summation order (gfun(n): the reduction multiplier of the backend's
     # declared model); the diagnosis widens the match's bound by how far these move each result
+
+    @property
+    def mechanism(self) -> str:
+        """The key of the mechanism (family) this variant is an instance of (mechanisms.MECHANISMS)."""
+        from .mechanisms import FAMILY
+        return FAMILY[self.id]
 
     def title_for(self, dtype: str) -> str:
         return self.title.format(W=wname(dtype), d=dtype)

@@ -228,5 +228,14 @@ def common(op, V, *, skip=()):
           low_precision=True),
         V("rstd_bf16", ("R-rstd16",), "rstd rounded to bfloat16 before the multiply", op, Mods(rstd=rstd_bf16)),
         V("no_B_term", ("R-noB",), "dx without the -x_hat*mean(g*x_hat) term", op, Mods(no_B=True), when=_grads),
+        V("no_A_term", ("R-noA",), "dx without the -mean(g) term", op, Mods(no_A=True), when=_grads),
+        V("dweight_from_dy", ("R-dwdy",), "dweight = sum(dy): the x_hat factor missing", op, Mods(dweight_dy=True),
+          when=_has_w),
+        V("ddof1", ("H06", "E02"), "normalized with the unbiased variance (n - 1), backward of the biased formula",
+          op, Mods(unbiased=True)),
+        V("ddof1_exact", ("H06", "E02"), "normalized with the unbiased variance (n - 1), its exact backward", op,
+          Mods(unbiased=True, unbiased_bwd=True)),
+        V("eps_outside", ("B01",), "eps outside the sqrt: (x - mean)/(sqrt(var) + eps)", op,
+          Mods(placement="outside"), when=_has_eps),
     ]
     return [v for v in out if v.id not in skip]

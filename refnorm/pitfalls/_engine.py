@@ -94,13 +94,16 @@ class Mods:
     centered: bool | None = None           # force the mean removed (True) or not (False): H10's swap
     eps: Callable | None = None            # (eps, dtype) -> the eps used
     rstd: Callable | None = None           # (var, eps, dtype) -> rstd (eps inside)
-    placement: str | None = None           # rms_norm: force eps_placement
+    placement: str | None = None           # force eps_placement ("outside": 1 / (sqrt(var) + eps))
     unbiased: bool = False                 # normalize with var * n / (n - 1)
+    unbiased_bwd: bool = False             # ... and dx its exact derivative (mean(g * xhat) over n - 1)
     y: Callable | None = None              # (xhat, w, b, dtype) -> y
     xhat_in_d: bool = False                # x_hat rounded to d (used by the forward and the backward)
     offset: str = "ok"                     # rms_norm (1 + w): ok | ignored | rounded | dx_plain
     drop_weight_without_bias: bool = False  # layer_norm: weight unused when bias is None
     no_B: bool = False                     # centred dx without -xhat * mean(g * xhat)
+    no_A: bool = False                     # centred dx without -mean(g)
+    dweight_dy: bool = False               # dweight summed from dy alone (the x_hat factor missing)
     dweight: Callable | None = None        # (terms (m, n), dtype) -> row-sums: dweight's reduction
     rows_mask: Callable | None = None      # (m, n) -> (m,) bool: rows entering dweight/dbias
     repeat_rows: int = 0                   # layer_norm: rows >= this repeat row r mod this
@@ -139,6 +142,7 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
     """The forward (and given dy, backward terms) of rows x (m, n); w, b broadcastable to (m, n)."""
     m, n = x.shape
     eps = _eps(mods, eps, dtype)
+    placement = mods.placement or placement
     centered = centered if mods.centered is None else mods.centered
     dev = None
     with np.errstate(all="ignore"):
@@ -176,8 +180,14 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
         cnt = n if mask is None else mask.sum(axis=1, keepdims=True)
         if centered:
             a = sel(g).sum(axis=1, keepdims=True) / cnt
-            bm = sel(g * xhat).sum(axis=1, keepdims=True) / cnt
-            dx = r * (g - a) if mods.no_B else r * (g - a - xhat * bm)
+            bm = sel(g * xhat).sum(axis=1, keepdims=True) / (cnt - 1 if mods.unbiased_bwd and n > 1 else cnt)
+            a = 0.0 if mods.no_A else a
+            if placement == "outside":          # d/dx of (x - mean) / (sqrt(var) + eps): u = (x - mean) / sqrt(var)
+                s = np.sqrt(var)
+                u = np.where(s == 0, 0.0, xhat / np.where(s == 0, 1.0, r * s))
+            else:
+                u = xhat
+            dx = r * (g - a) if mods.no_B else r * (g - a - u * bm)
         else:
             bm = (g * xhat).sum(axis=1, keepdims=True) / max(n, 1)
             if placement == "outside":
@@ -186,7 +196,7 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
             else:
                 u = xhat
             dx = r * (g - u * bm)
-        res.update(dx=dx, pw=sel(dy * xhat), pb=sel(dy))
+        res.update(dx=dx, pw=sel(dy if mods.dweight_dy else dy * xhat), pb=sel(dy))
     return res
 
 

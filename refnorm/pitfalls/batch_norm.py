@@ -33,7 +33,7 @@ def _conv(name):
     return lambda c, t, i, s, cot: _train_tracking(c, t, i, s, cot) and c.get("convention", "torch") == name
 
 
-VARIANTS = tuple(common(OP, V)) + (
+VARIANTS = tuple(common(OP, V, skip=("ddof1",))) + (
     V("running_var_biased", ("E01",), "running_var updated with the biased batch variance", OP,
       Mods(running_bessel=False), when=_conv("torch")),
     V("normalize_unbiased", ("E02",), "normalized with the unbiased variance (the biased/unbiased asymmetry "

@@ -33,7 +33,7 @@ def _params(c, t, i, s, cot):
     return bool(cot) and (i.get("weight") is not None or i.get("bias") is not None)
 
 
-VARIANTS = tuple(common(OP, V)) + (
+VARIANTS = tuple(common(OP, V, skip=("ddof1",))) + (
     V("gn_dgamma_layout", ("F05",), "dweight reduced from an NHWC buffer read with NCHW indexing", OP,
       Mods(dweight_nhwc=True), when=lambda c, t, i, s, cot: _grads_4d(c, t, i, s, cot) and i.get("weight") is not None),
     V("dy_layout", ("F06",), "dy's channels-last memory read with x's (NCHW) indexing", OP, Mods(dy_nhwc=True),

@@ -1,0 +1,57 @@
+"""Mechanisms: the families the pitfall variants belong to (issue 21).
+
+A catalogue row is one instance of a mechanism (where the statistics are computed and in which dtype,
+one-pass vs two-pass, eps placement, the affine convention, which reduction dropped a block, ...); a
+variant is that mechanism with its parameters fixed (its title says which). The diagnosis names the
+*mechanism* of the variant that explains a failure, with the variant as the instance and its rows as
+examples, and it separates only mechanisms: two variants of one mechanism that fit a case alike are
+the same answer, two of different mechanisms that fit alike are no answer (diagnosis.py).
+
+``MECHANISMS``: key -> what the mechanism is. ``FAMILY``: variant id -> key (every variant has one:
+tests/test_pitfalls.py checks it).
+"""
+from __future__ import annotations
+
+MECHANISMS = {
+    "one_pass": "one-pass variance E[x^2] - E[x]^2 (cancellation)",
+    "precision": "a statistic computed, accumulated or stored in a lower precision",
+    "block": "the reduction's block: padded lanes, the block length or per-lane counts",
+    "eps": "eps: its placement or its value",
+    "bessel": "the Bessel (n - 1) convention of the variance",
+    "running": "the running-statistics update rule (momentum, what is updated)",
+    "mode": "which statistics a call uses (batch or running, the mode)",
+    "backward": "the backward formula: a term missing or the wrong product",
+    "reduction": "a parameter-gradient reduction dropping or repeating blocks, or on the wrong axes",
+    "layout": "a layout, stride or index misread",
+    "affine": "the affine convention (which weight, the offset, the cast order)",
+    "semantics": "another normalizer's equation or axes",
+    "window": "the window rule (position of the window, alpha's scaling)",
+    "quant_scale": "the quantization scale: computed from the rounded output, or its upper bound ignored",
+    "saturation": "saturation of the quantized dtype: overflow to NaN/inf instead of the largest value",
+    "merge": "the cross-rank merge: counts not weighted, or a rank's local count or statistic used for the "
+             "global one",
+    "collective": "a missing all-reduce: a rank's partial sums returned for the global ones",
+}
+
+_BY = {
+    "one_pass": "one_pass_clamp one_pass_thresh one_pass_noclamp one_pass_in_d ws_one_pass",
+    "precision": "sq_in_d var_in_d stats_in_d serial_acc sumsq_in_d ms_rstd_in_d rstd_bf16 all_in_d lrn_sq_in_d "
+                 "lp_norm_in_d dw_acc_in_d ws_stats_in_d wn_norm_in_d reciprocal_f16",
+    "block": "pad_lanes pow2_divisor welford_lanes",
+    "eps": "eps_in_d eps_min eps_square eps_outside ws_eps_outside",
+    "bessel": "ddof1 ddof1_exact gn_unbiased normalize_unbiased running_var_biased onnx_bessel ws_ddof1 "
+              "ws_authors",
+    "running": "momentum_flip rv_not_updated nbt_not_incremented",
+    "mode": "eval_bwd_batch in_eval_instance",
+    "backward": "no_B_term no_A_term dweight_from_dy ws_no_B_term ws_no_A_term wn_dv_no_projection",
+    "reduction": "dgamma_warp32 lost_partial gn_wave64 param_mean_spatial gn_bwd_W",
+    "layout": "nhwc_param_index gn_dgamma_layout dy_layout row_index_2_16",
+    "affine": "no_bias_drops_weight no_offset llama_cast dx_no_offset one_plus_in_d",
+    "semantics": "ln_as_rms rms_as_ln rms_centered_var gn1_as_ln wn_other_axis",
+    "window": "lrn_window_shift lrn_alpha_not_divided lrn_alpha_divided_twice",
+    "quant_scale": "scale_from_rounded scale_ub_ignored",
+    "saturation": "e4m3_overflow_nan",
+    "merge": "E08 E09 DP-RS1 DP-RS2 DP-TP1",
+    "collective": "DP-SP1-layer_norm DP-SP1-rms_norm",
+}
+FAMILY = {vid: key for key, ids in _BY.items() for vid in ids.split()}

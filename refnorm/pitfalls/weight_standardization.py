@@ -1,0 +1,55 @@
+"""Pitfall variants of weight_standardization (issue 21). WS is layer_norm over the fan-in (x.shape[1:])
+without weight and bias (refnorm/norms/weight_standardization.py), so each variant is _engine's
+layer_norm on that view with one change. No catalogue row is about WS; its mechanisms are the centred
+normalizers' (mechanisms.py):
+
+* ws_authors: the authors' code (joe-siyuan-qiao/WeightStandardization): (x - mean) / (std + eps) with
+  the unbiased std, eps added to the std (the docstring of refnorm.norms.weight_standardization);
+* ws_ddof1: the unbiased variance (torch.var's default), eps inside; ws_eps_outside: eps added to the
+  biased std;
+* ws_one_pass: E[x^2] - E[x]^2 in W, clamped; ws_stats_in_d: the statistics accumulated in d;
+* ws_no_A_term, ws_no_B_term: a hand-written dx missing -mean(g), or -x_hat * mean(g * x_hat).
+The backward of each is the exact derivative of its forward where that is what autograd would give
+(ws_authors, ws_ddof1, ws_eps_outside), else the reference's formula at the variant's statistics.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import Variant as V
+from ._centered import one_pass, stats_in_d
+from ._engine import Mods
+from ._engine import layer_norm as _ln
+
+OP = "weight_standardization"
+
+
+def _as_ln(mods):
+    def fn(inputs, config, cot, dtype, state, training):
+        x = np.asarray(inputs["x"], dtype=np.float64)
+        r = _ln({"x": x}, {"normalized_shape": x.shape[1:], "eps": config.get("eps", 1e-5)}, cot, dtype, mods)
+        return type(r)(r.outputs, r.grads, {})
+    return fn
+
+
+def _grads(c, t, i, s, cot):
+    return bool(cot)
+
+
+def _v(vid, ids, title, mods, **kw):
+    return V(vid, ids, title, OP, fn=_as_ln(mods), **kw)
+
+
+VARIANTS = (
+    _v("ws_authors", ("WS-authors",), "(x - mean)/(std + eps) with the unbiased std (the authors' code)",
+       Mods(unbiased=True, unbiased_bwd=True, placement="outside")),
+    _v("ws_ddof1", ("H06", "E02"), "normalized with the unbiased variance (n - 1)",
+       Mods(unbiased=True, unbiased_bwd=True)),
+    _v("ws_eps_outside", ("B01",), "eps outside the sqrt: (x - mean)/(sqrt(var) + eps)", Mods(placement="outside"),
+       when=lambda c, *a: float(c.get("eps", 1e-5)) > 0),
+    _v("ws_one_pass", ("A01", "A02"), "variance as E[x^2]-E[x]^2 in {W}, clamped at 0", Mods(stats=one_pass)),
+    _v("ws_stats_in_d", ("C06", "C09"), "mean and variance accumulated in the input dtype {d}",
+       Mods(stats=stats_in_d), low_precision=True),
+    _v("ws_no_A_term", ("R-noA",), "dx without the -mean(g) term", Mods(no_A=True), when=_grads),
+    _v("ws_no_B_term", ("R-noB",), "dx without the -x_hat*mean(g*x_hat) term", Mods(no_B=True), when=_grads),
+)
