@@ -35,6 +35,8 @@ NAMES: tuple[str, ...] = (
     "offline_batch_norm",
     "power_norm",
     "batch_renorm",
+    "add_norm",
+    "adaptive_layer_norm",
 )
 
 
