@@ -389,11 +389,16 @@ def derive_bounds(op, case_dtype, config, training, inputs, cotangents, state, r
     """{"outputs"|"grads"|"state": {name: E}}: the bound of every array of one call under ``contract``
     (``bounds.NotBounded`` when none is derived for the op; ``cond`` is used by the exact contract only)."""
     if contract.kind == "exact":
-        return _exact_bounds(ref, cond)
-    return B.bounds(op, inputs={k: _f64(v) for k, v in inputs.items()}, config=config, training=training,
-                    cotangents={k: _f64(v) for k, v in cotangents.items()},
-                    state={k: _f64(v) for k, v in state.items()}, ref_state=ref.state,
-                    contract=contract, case_dtype=case_dtype)
+        E = _exact_bounds(ref, cond)
+    else:
+        E = B.bounds(op, inputs={k: _f64(v) for k, v in inputs.items()}, config=config, training=training,
+                     cotangents={k: _f64(v) for k, v in cotangents.items()},
+                     state={k: _f64(v) for k, v in state.items()}, ref_state=ref.state,
+                     contract=contract, case_dtype=case_dtype)
+    dtypes = B.array_dtypes(op, config, case_dtype)
+    if dtypes:      # arrays judged in another dtype than the case's (add_norm's float32 residual_out)
+        E["dtypes"] = dtypes
+    return E
 
 
 def unknown_names(op, got) -> list:
@@ -444,7 +449,8 @@ def judge_returned(step, op, compare, backward, got, ref, E, case_dtype, arrays,
                 unchecked.append(key)
                 why[key] = "no bound is derived for it"
                 continue
-            arrays.append(_judge(step, part, k, a, getattr(ref, part)[k], E[part][k], case_dtype,
+            arrays.append(_judge(step, part, k, a, getattr(ref, part)[k], E[part][k],
+                                 E.get("dtypes", {}).get((part, k), case_dtype),
                                  integer=part == "state" and k in spec.integer_state))
 
 
@@ -563,7 +569,8 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True) -> CaseResult:
                         if a.name in E_strict[a.part] and a.dtype in NP and a.verdict != "unconstrained":
                             a.strict_ratio = _judge(i, a.part, a.name, np.asarray(got[a.part][a.name]),
                                                     getattr(ref, a.part)[a.name], E_strict[a.part][a.name],
-                                                    case.dtype).ratio
+                                                    E_strict.get("dtypes", {}).get((a.part, a.name),
+                                                                                   case.dtype)).ratio
             except (ValueError, TypeError) as e:
                 out.status, out.message = "error", str(e)
                 return out
