@@ -226,7 +226,7 @@ def _layer_norm_rows():
                         why="more than 65536 rows with a 2-D normalized_shape (F12: dgamma shape)"),
              layer_norm("normal", "float16", (4, 128), tag="zc", weight_offset=1.0,
                         why="zero-centred gamma (TransformerEngine): x_hat * (1 + weight) + bias"),
-             layer_norm("mean1e3", "bfloat16", (64, 40), tag="zc", weight_offset=1.0,
+             layer_norm("normal", "bfloat16", (64, 40), tag="zc", weight_offset=1.0,
                         why="zero-centred gamma in bfloat16: (1 + weight) is not a bfloat16 product")]
     return rows
 

@@ -25,6 +25,8 @@ the running statistics, in every dtype and both layouts (tests/test_torch_backen
                          meaning); num_batches_tracked is returned unchanged (torch never touches
                          it). No statistics (torch's instance_norm returns none).
     layer_norm           torch.native_layer_norm (F.layer_norm's kernel): y, mean, rstd (keepdims).
+                         weight_offset (zero-centred gamma, not in torch): weight + offset, in the
+                         parameter dtype, is passed as the weight.
     group_norm           torch.native_group_norm (F.group_norm's kernel): y, mean, rstd (N, G).
                          F.group_norm's Python check (more than one value per channel) is kept.
     rms_norm             F.rms_norm. refnorm's eps=None means finfo(float64).eps for every dtype;
@@ -403,7 +405,10 @@ class TorchBackend:
     def _layer_norm(self, torch, t, cfg, st, training):
         x = t["x"]
         ns = T.int_list(cfg["normalized_shape"])
-        y, mean, rstd = torch.native_layer_norm(x, ns, t.get("weight"), t.get("bias"), float(cfg["eps"]))
+        w = t.get("weight")
+        if w is not None and float(cfg["weight_offset"]) != 0.0:
+            w = w + float(cfg["weight_offset"])        # zero-centred gamma: torch has none, the offset is added
+        y, mean, rstd = torch.native_layer_norm(x, ns, w, t.get("bias"), float(cfg["eps"]))
         k = len(ns)
         want = tuple(x.shape[:x.dim() - k]) + (1,) * k
         for name, s in (("mean", mean), ("rstd", rstd)):
