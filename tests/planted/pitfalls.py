@@ -20,7 +20,7 @@ from typing import Callable
 
 from refnorm.golden import cases as G
 
-LN, RMS, GN, BN, IN = "layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm"
+LN, RMS, GN, BN, IN, AN = "layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "add_norm"
 CENTERED = (LN, GN, BN, IN)
 
 ALL_ROWS = (
@@ -170,6 +170,14 @@ SUPPLEMENTARY = (
     P("R-axes", "dweight/dbias summed over the batch axis but averaged over the spatial axes (wrong "
                 "reduction)", "param_mean_spatial", (GN, BN, IN)),
     P("R-1pw", "Gemma's (1 + w) rounded to the case dtype before the multiply", "one_plus_in_d", (RMS,)),
+    # fused residual add (issue 18): flash-attention / vLLM / Liger add + norm kernels
+    P("R-resadd", "the residual added in the activation dtype (the sum rounded to it, then normalized and "
+                  "returned)", "residual_add_in_d", (AN,)),
+    P("R-resround", "residual_out rounded to the activation dtype where residual_in_fp32 asks for the float32 "
+                    "sum", "residual_out_in_d", (AN,)),
+    P("R-dropscale", "dropout without the 1/(1 - p) scale", "dropout_unscaled", (AN,)),
+    P("R-dresout", "the residual's gradient without the gradient through the returned residual",
+      "no_dresidual_out", (AN,)),
 )
 
 NOT_APPLICABLE = {
