@@ -37,6 +37,7 @@ FAMILIES: tuple[str, ...] = (
     "z_score",
     "mean_variance_norm",
     "local_response_norm",
+    "add_norm",
 )
 
 # normalizer -> (the family whose document derives it, the line printed above that document)
@@ -49,6 +50,8 @@ ALIASES: dict[str, tuple[str, str]] = {
                      "document below, in its section on Batch Renormalization."),
     "power_norm": ("offline", "`power_norm` (PowerNorm) is derived in the offline framework's document below, "
                    "in its section on PowerNorm."),
+    "adaptive_layer_norm": ("add_norm", "`adaptive_layer_norm` (adaLN) is derived in the fused-kernels document "
+                            "below, in its section on adaptive LayerNorm."),
 }
 
 __all__ = ["ALIASES", "FAMILIES", "FORMATS", "ProofError", "default_directory", "document", "expected_directory",
