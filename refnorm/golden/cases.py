@@ -203,12 +203,13 @@ def _affine_inputs(affine: str, shape) -> dict:
 
 
 # --------------------------------------------------------------------------------- layer_norm
-def layer_norm(regime, dtype, shape, *, k=1, eps=1e-5, affine="wb", tag="", why="", **options):
+def layer_norm(regime, dtype, shape, *, k=1, eps=1e-5, affine="wb", weight_offset=0.0, why=""):
     ns = tuple(shape[len(shape) - k:])
-    variant = "_".join(v for v in (AFFINE_VARIANT[affine], f"k{k}" if k > 1 else "", tag) if v)
+    variant = "_".join(v for v in (AFFINE_VARIANT[affine], f"k{k}" if k > 1 else "", "zc" if weight_offset else "")
+                       if v)
     return Case("layer_norm", name_for(regime, dtype, shape, eps=eps, variant=variant), dtype,
                 {"x": tuple(shape), **_affine_inputs(affine, ns)}, regime,
-                {"normalized_shape": list(ns), "eps": eps, **options},
+                {"normalized_shape": list(ns), "eps": eps, **({"weight_offset": weight_offset} if weight_offset else {})},
                 axes=tuple(range(len(shape) - k, len(shape))), why=why)
 
 
@@ -224,9 +225,9 @@ def _layer_norm_rows():
              layer_norm("normal", "float16", (65537, 2), why="more than 65536 rows (F09: grid limits)"),
              layer_norm("normal", "float16", (65537, 1, 2), k=2,
                         why="more than 65536 rows with a 2-D normalized_shape (F12: dgamma shape)"),
-             layer_norm("normal", "float16", (4, 128), tag="zc", weight_offset=1.0,
+             layer_norm("normal", "float16", (4, 128), weight_offset=1.0,
                         why="zero-centred gamma (TransformerEngine): x_hat * (1 + weight) + bias"),
-             layer_norm("normal", "bfloat16", (64, 40), tag="zc", weight_offset=1.0,
+             layer_norm("normal", "bfloat16", (64, 40), weight_offset=1.0,
                         why="zero-centred gamma in bfloat16: (1 + weight) is not a bfloat16 product")]
     return rows
 
@@ -237,11 +238,12 @@ ADD_NORM_DEFAULTS = {"norm": "layer_norm", "dropout_p": 0.0, "prenorm": True, "r
 KEEP_P = 0.25          # the keep-mask regime ("keep") keeps ~75%: dropout_p = 0.25 matches it
 
 
-def add_norm(regime, dtype, shape, *, x_regime="", affine="wb", dropout=False, rowscale=False, why="",
-             **options):
+def add_norm(regime, dtype, shape, *, x_regime="", affine="wb", dropout=False, rowscale=False, norm="layer_norm",
+             prenorm=True, residual_in_fp32=False, weight_offset=0.0, eps=1e-5, why=""):
     """A row of add_norm: residual drawn from ``regime``, x from ``x_regime`` (default: the same); the
     name lists every option that differs from the default (rms, p, rs, fp32res, noprenorm, zc)."""
-    cfg = {**ADD_NORM_DEFAULTS, **options, "normalized_shape": [shape[-1]]}
+    cfg = {**ADD_NORM_DEFAULTS, "norm": norm, "prenorm": bool(prenorm), "residual_in_fp32": bool(residual_in_fp32),
+           "weight_offset": weight_offset, **({} if eps == 1e-5 else {"eps": eps}), "normalized_shape": [shape[-1]]}
     if dropout:
         cfg["dropout_p"] = KEEP_P
     tags = [AFFINE_VARIANT[affine], "rms" if cfg["norm"] == "rms_norm" else "", "p" if dropout else "",
@@ -253,7 +255,8 @@ def add_norm(regime, dtype, shape, *, x_regime="", affine="wb", dropout=False, r
         inputs["mask"] = tuple(shape)
     if rowscale:
         inputs["rowscale"] = tuple(shape[:-1])
-    return Case("add_norm", name_for(regime, dtype, shape, variant="_".join(t for t in tags if t)), dtype, inputs,
+    return Case("add_norm", name_for(regime, dtype, shape, eps=eps, variant="_".join(t for t in tags if t)), dtype,
+                inputs,
                 regime, cfg, axes=(len(shape) - 1,), ignore_grads=("mask",) if dropout else (), why=why,
                 input_regimes={"x": x_regime} if x_regime else {})
 

@@ -51,6 +51,8 @@ MAKERS = {
     "mean_variance_norm": (T.mean_variance_norm, "x", {}),
     "weight_norm": (T.weight_norm, "v", {}),
     "weight_standardization": (T.weight_standardization, "x", {}),
+    "add_norm": (T.add_norm, "x", {}),
+    "adaptive_layer_norm": (T.adaptive_layer_norm, "x", {}),
 }
 COMMON = ("shape", "dtype", "regime", "layout", "seed", "expect")
 BYTES_PER_ELEMENT = 260     # what judging one element of the activation takes today (measured, docs)
@@ -206,12 +208,12 @@ def materialize(recipe: Recipe) -> GoldenCase:
 
 
 def _draw(recipe: Recipe):
-    """``build.draw`` with the recipe's seed. The differentiable output of every op here has its main
-    input's shape, so no forward call is needed for the cotangents' shapes (an expected-error case could
-    not make one: the reference raises on it)."""
+    """``build.draw`` with the recipe's seed. Every differentiable output of every op here has its main
+    input's shape (add_norm's y and residual_out both), so no forward call is needed for the cotangents'
+    shapes (an expected-error case could not make one: the reference raises on it)."""
     case = recipe.case
-    out = registry.get(case.op).differentiable[0]
-    return B.draw(case, seed=recipe.seed, output_shapes={out: case.inputs[MAKERS[case.op][1]]})
+    shape = case.inputs[MAKERS[case.op][1]]
+    return B.draw(case, seed=recipe.seed, output_shapes={out: shape for out in registry.get(case.op).differentiable})
 
 
 # ---------------------------------------------------------------------------------------- suites
