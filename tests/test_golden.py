@@ -89,6 +89,9 @@ NO_BIG_REDUCTION = {
     **{op: "an offline framework instance: its batch statistics are the same two-pass sums over rows as "
            "batch_norm's / unified_norm's, which have 65536-value cases; no backend runs it, and such a case "
            "costs ~0.7 MB of the golden budget" for op in ("offline_batch_norm", "power_norm", "batch_renorm")},
+    **{op: "its reduction is layer_norm's (rms_norm's) own, which have 65536-value cases; the residual add and "
+           "the per-sample affine are element-wise, and such a case (inputs, two cotangents, two outputs, four "
+           "gradients) costs ~2 MB of the golden budget" for op in ("add_norm", "adaptive_layer_norm")},
 }
 
 

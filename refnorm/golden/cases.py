@@ -278,6 +278,12 @@ def _add_norm_rows():
         add_norm("mean1e4", "float32", (260, 3), x_regime="normal", rowscale=True,
                  why="a residual stream of 1e4 in float32, parameter gradients over 260 rows"),
         add_norm("normal", "float16", (2, 3, 16), norm="rms_norm", affine="", why="3-D input, no affine"),
+        add_norm("const", "float16", (3, 16), eps=1e-12, why="constant sums: y = bias, rstd = 1e6"),
+        add_norm("std1e-3", "bfloat16", (4, 32), dropout=True),
+        add_norm("one_std1e-3", "float32", (6, 20), eps=1e-12),
+        add_norm("sq_overflow", "float16", (4, 32), norm="rms_norm", why="x^2 of the sum overflows float16"),
+        add_norm("heavy_tail", "float32", (5, 24), norm="rms_norm", rowscale=True),
+        add_norm("normal", "bfloat16", (1, 50), eps=0.3, affine="b", residual_in_fp32=True, why="one row"),
     ]
 
 
@@ -299,7 +305,12 @@ def _adaptive_layer_norm_rows():
         adaptive_layer_norm("normal", "bfloat16", (4, 8, 32)),
         adaptive_layer_norm("mean1e4_std16", "bfloat16", (2, 6, 40)),
         adaptive_layer_norm("heavy_tail", "float32", (2, 4, 3, 16), affine="s", why="two token axes"),
-        adaptive_layer_norm("const", "float16", (2, 3, 9), eps=1e-5),
+        adaptive_layer_norm("const", "float16", (2, 3, 9), eps=1e-12),
+        adaptive_layer_norm("mean1e4", "float32", (2, 4, 16)),
+        adaptive_layer_norm("one_std1e-3", "float32", (2, 3, 20), eps=1e-12),
+        adaptive_layer_norm("sq_overflow", "float16", (2, 4, 32)),
+        adaptive_layer_norm("std1e-3", "bfloat16", (2, 5, 24), affine=""),
+        adaptive_layer_norm("normal", "float32", (1, 10, 24), eps=0.3, why="one sample"),
     ]
 
 
