@@ -96,7 +96,7 @@ def check(inputs, config):
     if mask is not None:
         bad = ~((mask == 0) | (mask == 1))
         if bad.any():
-            v = mask[bad].flat[0]
+            v = float(mask[bad].flat[0])
             raise ConfigError(f"{NAME}: input 'mask' holds {v!r}; expected a keep-mask of 0s and 1s")
     elif p > 0:
         raise ConfigError(f"{NAME}: dropout_p={p!r} needs a 'mask' input (the keep-mask is given, never drawn); "
