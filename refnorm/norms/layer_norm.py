@@ -56,7 +56,7 @@ def _view(a: np.ndarray, rows: int, n: int):
     return lambda s, e: a[s:e]
 
 
-def check_offset(weight, weight_offset) -> float:
+def _check_offset(weight, weight_offset) -> float:
     """``weight_offset``: a finite number, non-zero only with a weight (there is nothing to offset)."""
     offset = C.check_real(NAME, "weight_offset", weight_offset)
     if weight is None and offset != 0.0:
@@ -65,8 +65,10 @@ def check_offset(weight, weight_offset) -> float:
     return offset
 
 
-def check(x, weight, bias, normalized_shape, eps):
-    """The argument checks (shared with the specification, refnorm/specs/layer_norm.py): (shape, eps)."""
+def check(x, weight, bias, normalized_shape, eps, weight_offset=0.0):
+    """The argument checks (shared with the specification, refnorm/specs/layer_norm.py): (shape, eps).
+    ``weight_offset`` must be a finite number, non-zero only with a weight."""
+    _check_offset(weight, weight_offset)
     shape = _shape(normalized_shape)
     eps = C.check_eps(NAME, eps)
     k = len(shape)
@@ -84,8 +86,8 @@ def forward(x, weight=None, bias=None, *, normalized_shape, eps=1e-5, weight_off
     ``_centre``: a list that receives (m0, c), the first-pass mean and its correction per row, which
     ``backward`` uses to recompute the forward's deviations bit for bit.
     """
-    shape, eps = check(x, weight, bias, normalized_shape, eps)
-    offset = check_offset(weight, weight_offset)
+    shape, eps = check(x, weight, bias, normalized_shape, eps, weight_offset)
+    offset = float(weight_offset)
     if offset != 0.0:
         weight = weight + offset                # the effective weight (a new array: the input is not touched)
     k = len(shape)

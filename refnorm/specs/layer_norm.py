@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..norms.layer_norm import check, check_offset
+from ..norms.layer_norm import check
 from ..spec import Backward, Forward
 from ._math import centered_backward, moments
 
@@ -43,8 +43,8 @@ def layer_norm_backward(dy, xhat, rstd, weight, has_bias, normalized_ndim):
 def forward(inputs, config, state, training):
     # x in C order (no copy when it is): NumPy then sums each row in the order the fast path does
     x, w, b = np.ascontiguousarray(inputs["x"]), inputs.get("weight"), inputs.get("bias")
-    ns, eps = check(x, w, b, config["normalized_shape"], config["eps"])
-    offset = check_offset(w, config["weight_offset"])
+    ns, eps = check(x, w, b, config["normalized_shape"], config["eps"], config["weight_offset"])
+    offset = float(config["weight_offset"])
     w = w if w is None or offset == 0.0 else w + offset             # the effective weight
     y, mean, rstd, xhat = layer_norm(x, w, b, ns, eps)
     return Forward({"y": y, "mean": mean, "rstd": rstd}, {}, (xhat, rstd, w, "bias" in inputs, len(ns)))
