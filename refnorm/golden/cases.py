@@ -284,6 +284,14 @@ def _add_norm_rows():
         add_norm("sq_overflow", "float16", (4, 32), norm="rms_norm", why="x^2 of the sum overflows float16"),
         add_norm("heavy_tail", "float32", (5, 24), norm="rms_norm", rowscale=True),
         add_norm("normal", "bfloat16", (1, 50), eps=0.3, affine="b", residual_in_fp32=True, why="one row"),
+        add_norm("mean1e3", "float32", (6, 40), x_regime="normal", dropout=True, rowscale=True, prenorm=False),
+        add_norm("mean1e4_std16", "float16", (4, 24), norm="rms_norm", affine="w"),
+        add_norm("outlier", "bfloat16", (4, 32)),
+        add_norm("normal", "float64", (3, 1), why="one value per row: y = bias"),
+        add_norm("normal", "float32", (2, 3, 5), residual_in_fp32=True, weight_offset=1.0,
+                 why="residual_in_fp32 on a float32 case changes nothing"),
+        add_norm("mean1e3", "bfloat16", (8, 16), x_regime="normal", norm="rms_norm", residual_in_fp32=True,
+                 weight_offset=1.0, affine="w", dropout=True, why=shifted.format("bfloat16") + " (Gemma's (1 + w))"),
     ]
 
 
