@@ -104,6 +104,8 @@ statistics; weight_norm dim 0 / middle / None):
   - weight_norm: stats_d. dim=0 and the last axis use torch's fused kernel (strict passes); dim=None
     and middle axes use the composite v * (g / norm_except_dim(v)), whose norm is rounded to the
     case dtype: strict fails (up to 4.9e3 x), stats_d passes.
+  - add_norm, adaptive_layer_norm: strict. The compositions upcast to float32 and cast once (every
+    golden case and the production suite's recipes pass strict in both layouts).
   - lp_normalize: epi_d. F.normalize is a composite: ||x|| is rounded to the case dtype, then the
     division, and autograd's backward rounds every intermediate; stats_d fails (up to 6 x on
     grad x), epi_d passes - except where ||x|| overflows fp16 (e.g. 128 values of 1e4) and y
