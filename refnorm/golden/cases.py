@@ -292,6 +292,8 @@ def _add_norm_rows():
                  why="residual_in_fp32 on a float32 case changes nothing"),
         add_norm("mean1e3", "bfloat16", (8, 16), x_regime="normal", norm="rms_norm", residual_in_fp32=True,
                  weight_offset=1.0, affine="w", dropout=True, why=shifted.format("bfloat16") + " (Gemma's (1 + w))"),
+        add_norm("mean1e3", "float64", (4, 16), x_regime="normal", norm="rms_norm"),
+        add_norm("heavy_tail", "float64", (3, 12), dropout=True),
     ]
 
 
@@ -319,6 +321,10 @@ def _adaptive_layer_norm_rows():
         adaptive_layer_norm("sq_overflow", "float16", (2, 4, 32)),
         adaptive_layer_norm("std1e-3", "bfloat16", (2, 5, 24), affine=""),
         adaptive_layer_norm("normal", "float32", (1, 10, 24), eps=0.3, why="one sample"),
+        adaptive_layer_norm("mean1e3", "float64", (2, 3, 8)),
+        adaptive_layer_norm("outlier", "float64", (2, 4, 10)),
+        adaptive_layer_norm("std1e-3", "float64", (1, 3, 6), affine="s"),
+        adaptive_layer_norm("normal", "float32", (2, 6, 9), affine="s"),
     ]
 
 

@@ -441,8 +441,8 @@ class TorchBackend:
         ns = T.int_list(cfg["normalized_shape"])
         k = len(ns)
         s = x.to(acc)
-        if "mask" in t:
-            s = s * t["mask"].to(acc)
+        if "mask" in t:                    # a 0/1 sample, not differentiable: its gradient is zeros (refnorm's)
+            s = s * t["mask"].detach().to(acc)
         if "rowscale" in t:
             rs = t["rowscale"].to(acc)
             s = s * rs.reshape(tuple(rs.shape) + (1,) * k)
