@@ -227,7 +227,7 @@ def _layer_norm_rows():
                         why="more than 65536 rows with a 2-D normalized_shape (F12: dgamma shape)"),
              layer_norm("normal", "float16", (4, 128), weight_offset=1.0,
                         why="zero-centred gamma (TransformerEngine): x_hat * (1 + weight) + bias"),
-             layer_norm("normal", "bfloat16", (64, 40), weight_offset=1.0,
+             layer_norm("normal", "bfloat16", (24, 40), weight_offset=1.0,
                         why="zero-centred gamma in bfloat16: (1 + weight) is not a bfloat16 product")]
     return rows
 
@@ -275,8 +275,8 @@ def _add_norm_rows():
         add_norm("normal", "bfloat16", (6, 100), norm="rms_norm", residual_in_fp32=True, weight_offset=1.0,
                  dropout=True, affine="w", why="vLLM/Gemma: fused add + RMSNorm with (1 + weight)"),
         add_norm("normal", "float32", (9, 7), dropout=True, prenorm=False, why="prenorm=False: no dresidual_out"),
-        add_norm("mean1e4", "float32", (260, 3), x_regime="normal", rowscale=True,
-                 why="a residual stream of 1e4 in float32, parameter gradients over 260 rows"),
+        add_norm("mean1e4", "float32", (130, 3), x_regime="normal", rowscale=True,
+                 why="a residual stream of 1e4 in float32, parameter gradients over 130 rows"),
         add_norm("normal", "float16", (2, 3, 16), norm="rms_norm", affine="", why="3-D input, no affine"),
         add_norm("const", "float16", (3, 16), eps=1e-12, why="constant sums: y = bias, rstd = 1e6"),
         add_norm("std1e-3", "bfloat16", (4, 32), dropout=True),
@@ -310,9 +310,9 @@ def adaptive_layer_norm(regime, dtype, shape, *, eps=1e-6, affine="ss", why=""):
 def _adaptive_layer_norm_rows():
     return [
         adaptive_layer_norm("normal", "float64", (2, 5, 7)),
-        adaptive_layer_norm("normal", "float32", (3, 40, 12), why="dscale/dshift summed over 40 tokens"),
-        adaptive_layer_norm("mean1e3", "float16", (2, 16, 64)),
-        adaptive_layer_norm("normal", "bfloat16", (4, 8, 32)),
+        adaptive_layer_norm("normal", "float32", (3, 20, 12), why="dscale/dshift summed over 20 tokens"),
+        adaptive_layer_norm("mean1e3", "float16", (2, 8, 64)),
+        adaptive_layer_norm("normal", "bfloat16", (2, 8, 32)),
         adaptive_layer_norm("mean1e4_std16", "bfloat16", (2, 6, 40)),
         adaptive_layer_norm("heavy_tail", "float32", (2, 4, 3, 16), affine="s", why="two token axes"),
         adaptive_layer_norm("const", "float16", (2, 3, 9), eps=1e-12),
