@@ -36,6 +36,8 @@ NAMES: tuple[str, ...] = (
     "power_norm",
     "batch_renorm",
     "norm_quant",
+    "add_norm",
+    "adaptive_layer_norm",
 )
 
 

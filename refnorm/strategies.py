@@ -55,8 +55,27 @@ def _pick(draw, *values):
 
 def _layer_norm(draw, regime, dtype, m):
     shape = _sides(draw, draw(st.integers(1, 3)), m)
+    affine = _pick(draw, *AFFINE)
+    offset = 1.0 if "w" in affine and draw(st.booleans()) else 0.0      # zero-centred gamma
     return C.layer_norm(regime, dtype, shape, k=draw(st.integers(1, min(2, len(shape)))),
-                        eps=_pick(draw, 1e-5, 1e-12, 0.3), affine=_pick(draw, *AFFINE))
+                        eps=_pick(draw, 1e-5, 1e-12, 0.3), affine=affine, weight_offset=offset)
+
+
+def _add_norm(draw, regime, dtype, m):
+    shape = _sides(draw, draw(st.integers(1, 3)), m)
+    affine = _pick(draw, *AFFINE)
+    return C.add_norm(regime, dtype, shape, x_regime=_pick(draw, "", "normal"), affine=affine,
+                      dropout=draw(st.booleans()), rowscale=draw(st.booleans()),
+                      norm=_pick(draw, "layer_norm", "rms_norm"), prenorm=draw(st.booleans()),
+                      residual_in_fp32=draw(st.booleans()),
+                      weight_offset=1.0 if "w" in affine and draw(st.booleans()) else 0.0,
+                      eps=_pick(draw, 1e-5, 1e-12, 0.3))
+
+
+def _adaptive_layer_norm(draw, regime, dtype, m):
+    shape = _sides(draw, draw(st.integers(2, 4)), m)
+    return C.adaptive_layer_norm(regime, dtype, shape, eps=_pick(draw, 1e-6, 1e-12, 0.3),
+                                 affine=_pick(draw, "ss", "s", ""))
 
 
 def _rms_norm(draw, regime, dtype, m):
@@ -167,7 +186,8 @@ MAKERS = {"layer_norm": _layer_norm, "rms_norm": _rms_norm, "batch_norm": _batch
           "mean_variance_norm": _mean_variance_norm, "weight_norm": _weight_norm,
           "weight_standardization": _weight_standardization, "unified_norm": _unified_norm,
           "offline_batch_norm": _offline("offline_batch_norm", 2), "power_norm": _offline("power_norm", 1),
-          "batch_renorm": _offline("batch_renorm", 2), "norm_quant": _norm_quant}
+          "batch_renorm": _offline("batch_renorm", 2), "norm_quant": _norm_quant, "add_norm": _add_norm,
+          "adaptive_layer_norm": _adaptive_layer_norm}
 
 
 def _names(value, known, what):

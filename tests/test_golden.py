@@ -91,6 +91,9 @@ NO_BIG_REDUCTION = {
            "costs ~0.7 MB of the golden budget" for op in ("offline_batch_norm", "power_norm", "batch_renorm")},
     "norm_quant": "its statistics are layer_norm's and rms_norm's (their 65536-value cases check those sums); its "
                   "float64 q of 65536 values would cost ~0.5 MB: the production suite's recipes run long rows",
+    **{op: "its reduction is layer_norm's (rms_norm's) own, which have 65536-value cases; the residual add and "
+           "the per-sample affine are element-wise, and such a case (inputs, two cotangents, two outputs, four "
+           "gradients) costs ~2 MB of the golden budget" for op in ("add_norm", "adaptive_layer_norm")},
 }
 
 

@@ -153,7 +153,8 @@ def test_adapter_preamble_refuses_ops_it_does_not_implement():
     kw = dict(supported=("layer_norm",), unsupported={"rms_norm": "no rms here"}, dtypes=("float32",),
               backend="toy")
     cfg = {"normalized_shape": [3]}
-    assert T.preamble("layer_norm", "float32", cfg, **kw) == (None, {"normalized_shape": [3], "eps": 1e-5})
+    assert T.preamble("layer_norm", "float32", cfg, **kw) == (None, {"normalized_shape": [3], "eps": 1e-5,
+                                                                      "weight_offset": 0.0})
     assert T.preamble("group_norm", "float32", {}, **kw)[0] == "the toy backend has no implementation of group_norm"
     assert T.preamble("rms_norm", "float32", {}, **kw)[0] == "no rms here"
     assert T.preamble("nope", "float32", {}, **kw)[0] == "unknown op 'nope'"

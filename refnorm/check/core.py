@@ -414,7 +414,10 @@ def derive_bounds(op, case_dtype, config, training, inputs, cotangents, state, r
                     cotangents={k: _f64(v) for k, v in cotangents.items()},
                     state={k: _f64(v) for k, v in state.items()}, ref_state=ref.state,
                      contract=contract, case_dtype=case_dtype)
-    # "dtypes": {output: the dtype it is returned and judged in} where that is not the case dtype
+    # "dtypes": {(part, name): the dtype it is returned and judged in} where that is not the case dtype
+    # (norm_quant's q in its quantized dtype and scale in float32; add_norm's float32 residual_out)
+    dtypes = {("outputs", k): t for k, t in dtypes.items() if t != case_dtype}
+    dtypes.update(B.array_dtypes(op, config, case_dtype))
     return {**E, "dtypes": dtypes} if dtypes else E
 
 
@@ -468,7 +471,7 @@ def judge_returned(step, op, compare, backward, got, ref, E, case_dtype, arrays,
                 unchecked.append(key)
                 why[key] = "no bound is derived for it"
                 continue
-            dt = E.get("dtypes", {}).get(k, case_dtype) if part == "outputs" else case_dtype
+            dt = E.get("dtypes", {}).get((part, k), case_dtype)
             if dt not in NP:                         # a quantized output (norm_quant's q)
                 arrays.append(_judge_quantized(step, part, k, a, getattr(ref, part)[k], E[part][k], dt))
                 continue
@@ -504,7 +507,8 @@ def judge_call(step, op, case_dtype, config, training, inputs, cotangents, state
         for a in arrays[first:]:
             if a.name in E_strict[a.part] and a.dtype in NP and a.verdict != "unconstrained":
                 a.strict_ratio = _judge(step, a.part, a.name, np.asarray(got[a.part][a.name]),
-                                        getattr(ref, a.part)[a.name], E_strict[a.part][a.name], case_dtype).ratio
+                                        getattr(ref, a.part)[a.name], E_strict[a.part][a.name],
+                                        E_strict.get("dtypes", {}).get((a.part, a.name), case_dtype)).ratio
     return ref, E, compare
 
 

@@ -38,6 +38,7 @@ FAMILIES: tuple[str, ...] = (
     "mean_variance_norm",
     "local_response_norm",
     "norm_quant",
+    "add_norm",
 )
 
 # normalizer -> (the family whose document derives it, the line printed above that document)
@@ -50,6 +51,8 @@ ALIASES: dict[str, tuple[str, str]] = {
                      "document below, in its section on Batch Renormalization."),
     "power_norm": ("offline", "`power_norm` (PowerNorm) is derived in the offline framework's document below, "
                    "in its section on PowerNorm."),
+    "adaptive_layer_norm": ("add_norm", "`adaptive_layer_norm` (adaLN) is derived in the fused-kernels document "
+                            "below, in its section on adaptive LayerNorm."),
 }
 
 __all__ = ["ALIASES", "FAMILIES", "FORMATS", "ProofError", "default_directory", "document", "expected_directory",

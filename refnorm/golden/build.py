@@ -108,6 +108,7 @@ PARAM_GENERATORS = {
     "bias": lambda rng, shape: 0.5 * rng.standard_normal(shape),
     "mask": lambda rng, shape: (rng.random(shape) < 0.25).astype(np.float64),   # 1 = padding, ~25%
     "qscale": lambda rng, shape: 2.0 + 2.0 * rng.random(shape),   # an amplitude in [2, 4), / qmax (_param)
+    "keep": lambda rng, shape: (rng.random(shape) >= 0.25).astype(np.float64),  # a dropout keep-mask, ~75% ones
 }
 STATE_GENERATORS = {
     "stat_mean": lambda rng, shape: 0.5 * rng.standard_normal(shape),
@@ -177,8 +178,8 @@ def draw(case: Case, seed: int | None = None, output_shapes: dict | None = None)
     inputs, cots = [], []
     for step in case.steps:
         kind, _, regime = step.partition(":")
-        acts = {k: round_to(draw_activation(rng, regime or case.regime, shape, case.axes, case.view), case.dtype,
-                            f"{case.id}: {k}")
+        acts = {k: round_to(draw_activation(rng, case.input_regimes.get(k, regime or case.regime), shape, case.axes,
+                                            case.view), case.dtype, f"{case.id}: {k}")
                 for k, shape in case.inputs.items() if k not in PARAM_REGIMES}
         step_inputs = {k: acts[k] if k in acts else params[k] for k in case.inputs}
         shapes = output_shapes
@@ -227,6 +228,8 @@ def expected(case: Case, drawn: Drawn, engine: str = "fast") -> list[dict]:
         if kind == "eval" and case.eval_outputs is not None:
             outputs = [k for k in outputs if k in case.eval_outputs]
         act = next((v for k, v in drawn.inputs[i].items() if k not in PARAM_REGIMES), None)
+        if "residual_out" in res.outputs:       # add_norm normalizes the sum: its conditioning is the sum's
+            act = res.outputs["residual_out"]
         if act is not None and case.view is not None:
             act = act.reshape(case.view)
         cond = slice_cond(act, case.axes, default_eps(case)) if case.centered and act is not None else 0.0

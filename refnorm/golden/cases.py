@@ -52,7 +52,8 @@ STATE_REGIMES = ("stat_mean", "stat_var", "zeros", "ones")  # plus "count:<k>" f
 
 # inputs that are parameters (drawn once per case) draw from these regimes; every other input is an
 # activation (drawn per step, by the case regime)
-PARAM_REGIMES = {"weight": "weight", "g": "weight", "bias": "bias", "pad_mask": "mask", "static_scale": "qscale"}
+PARAM_REGIMES = {"weight": "weight", "g": "weight", "bias": "bias", "pad_mask": "mask", "static_scale": "qscale",
+                 "mask": "keep", "rowscale": "weight", "scale": "bias", "shift": "bias"}
 
 _ID = re.compile(r"^[a-z][a-z0-9_]*/[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
@@ -82,6 +83,9 @@ class Case:
     ignore_grads: inputs whose gradient is stored but not compared (unified_norm's pad_mask: a
               0/1 mask, not differentiable; the reference returns zeros to fill the contract).
     why:      extra words for the manifest; the regime's description is always included.
+    input_regimes: activation input -> the regime it is drawn from instead of ``regime`` (add_norm's
+              small branch x drawn "normal" on a "mean1e3" residual stream); absent from the manifest
+              row when empty.
     """
 
     op: str
@@ -98,6 +102,7 @@ class Case:
     eval_outputs: tuple[str, ...] | None = None
     ignore_grads: tuple[str, ...] = ()
     why: str = ""
+    input_regimes: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -118,6 +123,8 @@ class Case:
              "eval_outputs": None if self.eval_outputs is None else list(self.eval_outputs),
              "ignore_grads": list(self.ignore_grads),
              "why": "; ".join(w for w in (REGIMES.get(self.regime, ""), self.why) if w)}
+        if self.input_regimes:
+            d["input_regimes"] = dict(self.input_regimes)
         return json.loads(json.dumps(d, allow_nan=False))  # canonical: tuples -> lists
 
 
@@ -198,11 +205,13 @@ def _affine_inputs(affine: str, shape) -> dict:
 
 
 # --------------------------------------------------------------------------------- layer_norm
-def layer_norm(regime, dtype, shape, *, k=1, eps=1e-5, affine="wb", why=""):
+def layer_norm(regime, dtype, shape, *, k=1, eps=1e-5, affine="wb", weight_offset=0.0, why=""):
     ns = tuple(shape[len(shape) - k:])
-    variant = "_".join(v for v in (AFFINE_VARIANT[affine], f"k{k}" if k > 1 else "") if v)
+    variant = "_".join(v for v in (AFFINE_VARIANT[affine], f"k{k}" if k > 1 else "", "zc" if weight_offset else "")
+                       if v)
     return Case("layer_norm", name_for(regime, dtype, shape, eps=eps, variant=variant), dtype,
-                {"x": tuple(shape), **_affine_inputs(affine, ns)}, regime, {"normalized_shape": list(ns), "eps": eps},
+                {"x": tuple(shape), **_affine_inputs(affine, ns)}, regime,
+                {"normalized_shape": list(ns), "eps": eps, **({"weight_offset": weight_offset} if weight_offset else {})},
                 axes=tuple(range(len(shape) - k, len(shape))), why=why)
 
 
@@ -217,8 +226,108 @@ def _layer_norm_rows():
              layer_norm("normal", "float64", (3, 1), why="one value per row: y = bias"),
              layer_norm("normal", "float16", (65537, 2), why="more than 65536 rows (F09: grid limits)"),
              layer_norm("normal", "float16", (65537, 1, 2), k=2,
-                        why="more than 65536 rows with a 2-D normalized_shape (F12: dgamma shape)")]
+                        why="more than 65536 rows with a 2-D normalized_shape (F12: dgamma shape)"),
+             layer_norm("normal", "float16", (4, 128), weight_offset=1.0,
+                        why="zero-centred gamma (TransformerEngine): x_hat * (1 + weight) + bias"),
+             layer_norm("normal", "bfloat16", (24, 40), weight_offset=1.0,
+                        why="zero-centred gamma in bfloat16: (1 + weight) is not a bfloat16 product")]
     return rows
+
+
+# ------------------------------------------------------------------------------------ add_norm
+ADD_NORM_DEFAULTS = {"norm": "layer_norm", "dropout_p": 0.0, "prenorm": True, "residual_in_fp32": False,
+                     "weight_offset": 0.0}
+KEEP_P = 0.25          # the keep-mask regime ("keep") keeps ~75%: dropout_p = 0.25 matches it
+
+
+def add_norm(regime, dtype, shape, *, x_regime="", affine="wb", dropout=False, rowscale=False, norm="layer_norm",
+             prenorm=True, residual_in_fp32=False, weight_offset=0.0, eps=1e-5, why=""):
+    """A row of add_norm: residual drawn from ``regime``, x from ``x_regime`` (default: the same); the
+    name lists every option that differs from the default (rms, p, rs, fp32res, noprenorm, zc)."""
+    cfg = {**ADD_NORM_DEFAULTS, "norm": norm, "prenorm": bool(prenorm), "residual_in_fp32": bool(residual_in_fp32),
+           "weight_offset": weight_offset, **({} if eps == 1e-5 else {"eps": eps}), "normalized_shape": [shape[-1]]}
+    if dropout:
+        cfg["dropout_p"] = KEEP_P
+    tags = [AFFINE_VARIANT[affine], "rms" if cfg["norm"] == "rms_norm" else "", "p" if dropout else "",
+            "rs" if rowscale else "", "fp32res" if cfg["residual_in_fp32"] else "",
+            "" if cfg["prenorm"] else "noprenorm", "zc" if cfg["weight_offset"] else "",
+            f"x{x_regime}" if x_regime else ""]
+    inputs = {"x": tuple(shape), "residual": tuple(shape), **_affine_inputs(affine, shape[-1:])}
+    if dropout:
+        inputs["mask"] = tuple(shape)
+    if rowscale:
+        inputs["rowscale"] = tuple(shape[:-1])
+    return Case("add_norm", name_for(regime, dtype, shape, eps=eps, variant="_".join(t for t in tags if t)), dtype,
+                inputs,
+                regime, cfg, axes=(len(shape) - 1,), ignore_grads=("mask",) if dropout else (), why=why,
+                input_regimes={"x": x_regime} if x_regime else {})
+
+
+def _add_norm_rows():
+    shifted = "a mean-shifted residual stream (1e3 + N(0,1)) plus a N(0,1) branch: the sum rounded to {} loses the branch"
+    return [
+        add_norm("normal", "float64", (9, 7), dropout=True, rowscale=True, why="every option at once"),
+        add_norm("normal", "float32", (6, 100)),
+        add_norm("mean1e3", "float16", (6, 100), x_regime="normal", residual_in_fp32=True,
+                 why=shifted.format("float16")),
+        add_norm("mean1e3", "bfloat16", (4, 128), x_regime="normal", norm="rms_norm", residual_in_fp32=True,
+                 dropout=True, why=shifted.format("bfloat16")),
+        add_norm("mean1e3", "float16", (4, 128), x_regime="normal", dropout=True, rowscale=True,
+                 why=shifted.format("float16") + "; the residual returned in float16"),
+        add_norm("normal", "bfloat16", (6, 100), norm="rms_norm", residual_in_fp32=True, weight_offset=1.0,
+                 dropout=True, affine="w", why="vLLM/Gemma: fused add + RMSNorm with (1 + weight)"),
+        add_norm("normal", "float32", (9, 7), dropout=True, prenorm=False, why="prenorm=False: no dresidual_out"),
+        add_norm("mean1e4", "float32", (130, 3), x_regime="normal", rowscale=True,
+                 why="a residual stream of 1e4 in float32, parameter gradients over 130 rows"),
+        add_norm("normal", "float16", (2, 3, 16), norm="rms_norm", affine="", why="3-D input, no affine"),
+        add_norm("const", "float16", (3, 16), eps=1e-12, why="constant sums: y = bias, rstd = 1e6"),
+        add_norm("std1e-3", "bfloat16", (4, 32), dropout=True),
+        add_norm("one_std1e-3", "float32", (6, 20), eps=1e-12),
+        add_norm("sq_overflow", "float16", (4, 32), norm="rms_norm", why="x^2 of the sum overflows float16"),
+        add_norm("heavy_tail", "float32", (5, 24), norm="rms_norm", rowscale=True),
+        add_norm("normal", "bfloat16", (1, 50), eps=0.3, affine="b", residual_in_fp32=True, why="one row"),
+        add_norm("mean1e3", "float32", (6, 40), x_regime="normal", dropout=True, rowscale=True, prenorm=False),
+        add_norm("mean1e4_std16", "float16", (4, 24), norm="rms_norm", affine="w"),
+        add_norm("outlier", "bfloat16", (4, 32)),
+        add_norm("normal", "float64", (3, 1), why="one value per row: y = bias"),
+        add_norm("normal", "float32", (2, 3, 5), residual_in_fp32=True, weight_offset=1.0,
+                 why="residual_in_fp32 on a float32 case changes nothing"),
+        add_norm("mean1e3", "bfloat16", (8, 16), x_regime="normal", norm="rms_norm", residual_in_fp32=True,
+                 weight_offset=1.0, affine="w", dropout=True, why=shifted.format("bfloat16") + " (Gemma's (1 + w))"),
+        add_norm("mean1e3", "float64", (4, 16), x_regime="normal", norm="rms_norm"),
+        add_norm("heavy_tail", "float64", (3, 12), dropout=True),
+    ]
+
+
+# ------------------------------------------------------------------------------- adaptive_layer_norm
+def adaptive_layer_norm(regime, dtype, shape, *, eps=1e-6, affine="ss", why=""):
+    """x: (B, T, H); scale and shift (B, H) per sample ("ss": both, "s": scale only, "": neither)."""
+    variant = {"ss": "", "s": "noshift", "": "noaffine"}[affine]
+    inputs = {"x": tuple(shape), **{k: (shape[0], shape[-1]) for k, f in (("scale", "s"), ("shift", "ss"))
+                                    if affine.startswith(f) or (f == "s" and affine)}}
+    return Case("adaptive_layer_norm", name_for(regime, dtype, shape, eps=eps, default_eps=1e-6, variant=variant),
+                dtype, inputs, regime, {"eps": eps}, axes=(len(shape) - 1,), why=why)
+
+
+def _adaptive_layer_norm_rows():
+    return [
+        adaptive_layer_norm("normal", "float64", (2, 5, 7)),
+        adaptive_layer_norm("normal", "float32", (3, 20, 12), why="dscale/dshift summed over 20 tokens"),
+        adaptive_layer_norm("mean1e3", "float16", (2, 8, 64)),
+        adaptive_layer_norm("normal", "bfloat16", (2, 8, 32)),
+        adaptive_layer_norm("mean1e4_std16", "bfloat16", (2, 6, 40)),
+        adaptive_layer_norm("heavy_tail", "float32", (2, 4, 3, 16), affine="s", why="two token axes"),
+        adaptive_layer_norm("const", "float16", (2, 3, 9), eps=1e-12),
+        adaptive_layer_norm("mean1e4", "float32", (2, 4, 16)),
+        adaptive_layer_norm("one_std1e-3", "float32", (2, 3, 20), eps=1e-12),
+        adaptive_layer_norm("sq_overflow", "float16", (2, 4, 32)),
+        adaptive_layer_norm("std1e-3", "bfloat16", (2, 5, 24), affine=""),
+        adaptive_layer_norm("normal", "float32", (1, 10, 24), eps=0.3, why="one sample"),
+        adaptive_layer_norm("mean1e3", "float64", (2, 3, 8)),
+        adaptive_layer_norm("outlier", "float64", (2, 4, 10)),
+        adaptive_layer_norm("std1e-3", "float64", (1, 3, 6), affine="s"),
+        adaptive_layer_norm("normal", "float32", (2, 6, 9), affine="s"),
+    ]
 
 
 # --------------------------------------------------------------------------------- batch_norm
@@ -762,6 +871,7 @@ def _rows() -> tuple[Case, ...]:
     for c in rows:
         assert _ID.match(c.id), c.id
         assert c.dtype in DTYPES and c.regime in REGIMES, c.id
+        assert all(k in c.inputs and r in REGIMES for k, r in c.input_regimes.items()), c.id
         assert c.steps and all(s.partition(":")[0] in ("train", "eval") and s.partition(":")[2] in ("", *REGIMES)
                                for s in c.steps), c.id
         assert all(r in STATE_REGIMES or r.startswith("count:") for _, r in c.state.values()), c.id
@@ -788,6 +898,8 @@ ROW_MAKERS = {
     "power_norm": _power_norm_rows,
     "batch_renorm": _batch_renorm_rows,
     "norm_quant": _norm_quant_rows,
+    "add_norm": _add_norm_rows,
+    "adaptive_layer_norm": _adaptive_layer_norm_rows,
 }
 
 CASES: tuple[Case, ...] = _rows()

@@ -52,6 +52,8 @@ MAKERS = {
     "weight_norm": (T.weight_norm, "v", {}),
     "weight_standardization": (T.weight_standardization, "x", {}),
     "norm_quant": (T.norm_quant, "x", {}),
+    "add_norm": (T.add_norm, "x", {}),
+    "adaptive_layer_norm": (T.adaptive_layer_norm, "x", {}),
 }
 COMMON = ("shape", "dtype", "regime", "layout", "seed", "expect")
 BYTES_PER_ELEMENT = 260     # what judging one element of the activation takes, judged whole (measured, docs)
@@ -208,9 +210,9 @@ def materialize(recipe: Recipe) -> GoldenCase:
 
 
 def _draw(recipe: Recipe):
-    """``build.draw`` with the recipe's seed. The differentiable output of every op here has its main
-    input's shape, so no forward call is needed for the cotangents' shapes (an expected-error case could
-    not make one: the reference raises on it)."""
+    """``build.draw`` with the recipe's seed. Every differentiable output of every op here has its main
+    input's shape (add_norm's y and residual_out both), so no forward call is needed for the cotangents'
+    shapes (an expected-error case could not make one: the reference raises on it)."""
     case = recipe.case
     diff = registry.get(case.op).differentiable          # () for a forward-only op: no cotangents
     return B.draw(case, seed=recipe.seed, output_shapes={out: case.inputs[MAKERS[case.op][1]] for out in diff[:1]})

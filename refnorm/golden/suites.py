@@ -43,6 +43,17 @@ PRODUCTION = [
        "dynamic fp8 with scale_ub capping the rows with an outlier (vLLM's scale_ub)"),
     _r("norm_quant shape=32x4096 dtype=bfloat16 regime=mean1e3 qd=float8_e5m2",
        "a mean-shifted residual stream, fp8 e5m2"),
+    # fused residual add + norm (flash-attention layer_norm_fn, vLLM fused_add_rms_norm), adaptive LayerNorm
+    _r("add_norm shape=128x4096 dtype=bfloat16 regime=mean1e3 x_regime=normal residual_in_fp32=true",
+       "prenorm add + LayerNorm on a mean-shifted residual stream, the residual kept in float32"),
+    _r("add_norm shape=64x5120 dtype=float16 regime=mean1e3 x_regime=normal",
+       "the same with a float16 residual (the sum must still be normalized before rounding)"),
+    _r("add_norm shape=300x1029 dtype=bfloat16 norm=rms_norm affine=w", "fused_add_rms_norm, hidden 1029 (a vector tail)"),
+    _r("add_norm shape=64x5137 dtype=float16 norm=rms_norm affine=w", "fused_add_rms_norm, hidden 5137"),
+    _r("add_norm shape=32x2048 dtype=bfloat16 dropout=true rowscale=true", "dropout keep-mask and rowscale"),
+    _r("adaptive_layer_norm shape=2x256x1152 dtype=bfloat16", "DiT-XL adaLN: 256 tokens, hidden 1152"),
+    _r("adaptive_layer_norm shape=2x1024x1536 dtype=float16 regime=mean1e3", "adaLN, hidden 1536, shifted rows"),
+    _r("layer_norm shape=64x4096 dtype=bfloat16 weight_offset=1.0", "TransformerEngine zero-centred gamma"),
 ]
 
 BOUNDARIES = [

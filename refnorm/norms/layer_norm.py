@@ -1,13 +1,15 @@
 """LayerNorm (Ba, Kiros & Hinton 2016, arXiv:1607.06450), as torch.nn.functional.layer_norm.
 
-    y = (x - mean_A(x)) * rstd * weight + bias,     rstd = (var_A(x) + eps) ** -1/2
+    y = (x - mean_A(x)) * rstd * (weight + weight_offset) + bias,     rstd = (var_A(x) + eps) ** -1/2
 
 A = the trailing ``len(normalized_shape)`` axes; biased variance (ddof=0); eps inside the sqrt.
-``weight`` and ``bias`` have shape ``normalized_shape`` and are each optional.
+``weight`` and ``bias`` have shape ``normalized_shape`` and are each optional. ``weight_offset``
+(default 0.0) is added to the weight: 1.0 is TransformerEngine's zero-centred gamma (``zero_centered_gamma``:
+the stored parameter is gamma - 1); a non-zero offset without a weight is a ConfigError.
 Outputs ``y``, and ``mean`` and ``rstd`` with keepdims shape ``x.shape[:-k] + (1,) * k`` (torch's
 native_layer_norm, ONNX LayerNormalization's Mean and InvStdDev).
 
-Backward (derivations/layer_norm.md), with xhat = (x - mean) * rstd and g = dy * weight:
+Backward (derivations/layer_norm.md), with xhat = (x - mean) * rstd and g = dy * (weight + weight_offset):
     dx = rstd * (g - mean_A(g) - xhat * mean_A(g * xhat))
     dweight = sum over the leading axes of dy * xhat,    dbias = sum over the leading axes of dy
 NaN/Inf in a row reach only that row. An empty row gives mean 0 and rstd NaN, as torch.
@@ -54,8 +56,19 @@ def _view(a: np.ndarray, rows: int, n: int):
     return lambda s, e: a[s:e]
 
 
-def check(x, weight, bias, normalized_shape, eps):
-    """The argument checks (shared with the specification, refnorm/specs/layer_norm.py): (shape, eps)."""
+def _check_offset(weight, weight_offset) -> float:
+    """``weight_offset``: a finite number, non-zero only with a weight (there is nothing to offset)."""
+    offset = C.check_real(NAME, "weight_offset", weight_offset)
+    if weight is None and offset != 0.0:
+        raise ConfigError(f"{NAME}: weight_offset={weight_offset!r} needs a 'weight' input; expected "
+                          "weight_offset=0.0 when no weight is given")
+    return offset
+
+
+def check(x, weight, bias, normalized_shape, eps, weight_offset=0.0):
+    """The argument checks (shared with the specification, refnorm/specs/layer_norm.py): (shape, eps).
+    ``weight_offset`` must be a finite number, non-zero only with a weight."""
+    _check_offset(weight, weight_offset)
     shape = _shape(normalized_shape)
     eps = C.check_eps(NAME, eps)
     k = len(shape)
@@ -67,13 +80,16 @@ def check(x, weight, bias, normalized_shape, eps):
     return shape, eps
 
 
-def forward(x, weight=None, bias=None, *, normalized_shape, eps=1e-5, _centre=None):
+def forward(x, weight=None, bias=None, *, normalized_shape, eps=1e-5, weight_offset=0.0, _centre=None):
     """Returns (y, mean, rstd). See the module docstring for the equation and shapes.
 
     ``_centre``: a list that receives (m0, c), the first-pass mean and its correction per row, which
     ``backward`` uses to recompute the forward's deviations bit for bit.
     """
-    shape, eps = check(x, weight, bias, normalized_shape, eps)
+    shape, eps = check(x, weight, bias, normalized_shape, eps, weight_offset)
+    offset = float(weight_offset)
+    if offset != 0.0:
+        weight = weight + offset                # the effective weight (a new array: the input is not touched)
     k = len(shape)
     stat_shape = x.shape[:x.ndim - k] + (1,) * k
     rows, n = _rows(x, k)
@@ -196,6 +212,8 @@ def _forward(inputs, config, state, training):
     x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
     centre = []
     y, mean, rstd = forward(x, w, b, **config, _centre=centre)
+    if w is not None and float(config["weight_offset"]) != 0.0:
+        w = w + float(config["weight_offset"])      # the backward's g = dy * (weight + weight_offset)
     ctx = (x, w, b is not None, mean, rstd, len(_shape(config["normalized_shape"])), centre)
     return Forward({"y": y, "mean": mean, "rstd": rstd}, {}, ctx)
 
@@ -214,9 +232,9 @@ def _backward(ctx, cot):
 
 SPEC = NormSpec(
     name=NAME,
-    summary="y = (x - mean) / sqrt(var + eps) * weight + bias over the trailing normalized_shape",
+    summary="y = (x - mean) / sqrt(var + eps) * (weight + weight_offset) + bias over the trailing normalized_shape",
     inputs=("x", "weight", "bias"), required=("x",),
     outputs=("y", "mean", "rstd"),
-    options={"normalized_shape": REQUIRED, "eps": 1e-5},
+    options={"normalized_shape": REQUIRED, "eps": 1e-5, "weight_offset": 0.0},
     forward=_forward, backward=_backward,
 )

@@ -241,6 +241,8 @@ def layer_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, train
     x, w, b = _f(inputs["x"]), _f(inputs.get("weight")), _f(inputs.get("bias"))
     ns = _ns(config)
     wf = None if (mods.drop_weight_without_bias and b is None) else w
+    if wf is not None and mods.offset != "ignored":
+        wf = wf + float(config.get("weight_offset", 0.0))     # zero-centred gamma: weight + weight_offset
     k = len(ns)
     lead = x.shape[:x.ndim - k]
     m, n = int(np.prod(lead, dtype=np.int64)), int(np.prod(ns, dtype=np.int64))

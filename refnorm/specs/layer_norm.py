@@ -1,8 +1,9 @@
 """LayerNorm, the specification (module docstring of refnorm/norms/layer_norm.py for the conventions).
 
-    y = (x - mean_A(x)) * rstd * weight + bias,     rstd = (var_A(x) + eps)^(-1/2)
+    y = (x - mean_A(x)) * rstd * (weight + weight_offset) + bias,     rstd = (var_A(x) + eps)^(-1/2)
 
-A = the trailing len(normalized_shape) axes; biased variance; eps inside the sqrt.
+A = the trailing len(normalized_shape) axes; biased variance; eps inside the sqrt; weight_offset 1.0 is
+the zero-centred gamma (the backward's weight is weight + weight_offset; dweight is unchanged).
 Agreement with the fast path: the same bits (the fast path sums each row pairwise as NumPy does here).
 """
 from __future__ import annotations
@@ -42,10 +43,11 @@ def layer_norm_backward(dy, xhat, rstd, weight, has_bias, normalized_ndim):
 def forward(inputs, config, state, training):
     # x in C order (no copy when it is): NumPy then sums each row in the order the fast path does
     x, w, b = np.ascontiguousarray(inputs["x"]), inputs.get("weight"), inputs.get("bias")
-    ns, eps = check(x, w, b, config["normalized_shape"], config["eps"])
+    ns, eps = check(x, w, b, config["normalized_shape"], config["eps"], config["weight_offset"])
+    offset = float(config["weight_offset"])
+    w = w if w is None or offset == 0.0 else w + offset             # the effective weight
     y, mean, rstd, xhat = layer_norm(x, w, b, ns, eps)
-    return Forward({"y": y, "mean": mean, "rstd": rstd}, {},
-                   (xhat, rstd, inputs.get("weight"), "bias" in inputs, len(ns)))
+    return Forward({"y": y, "mean": mean, "rstd": rstd}, {}, (xhat, rstd, w, "bias" in inputs, len(ns)))
 
 
 def backward(ctx, cot):

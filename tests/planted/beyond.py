@@ -71,7 +71,8 @@ class SquareInDtype(TinyBackend):
         sq[sq > 65504] = np.inf
         y = d / np.sqrt(sq.mean(axis=-1, keepdims=True) + np.float32(call.config["eps"]))
         w, b = call.inputs.get("weight"), call.inputs.get("bias")
-        y = y * (1 if w is None else w.astype(np.float32)) + (0 if b is None else b.astype(np.float32))
+        w = None if w is None else w.astype(np.float32) + np.float32(call.config.get("weight_offset", 0.0))
+        y = y * (1 if w is None else w) + (0 if b is None else b.astype(np.float32))
         return Returned({**r.outputs, "y": y.astype(np.float16)}, r.grads)
 
 

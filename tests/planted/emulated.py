@@ -34,7 +34,7 @@ import numpy as np
 from refnorm.check.backends.base import Call, Contract, Returned
 from refnorm.check.precision import NP, round_to
 
-OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "norm_quant")
+OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "norm_quant", "add_norm")
 CENTERED = ("layer_norm", "group_norm", "batch_norm", "instance_norm")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 FLOAT64_EPS = float(np.finfo(np.float64).eps)
@@ -105,6 +105,11 @@ MUTATIONS = {
     "dgamma_shape_huge_m": "layer_norm, M > 65536: dgamma scratch sized normalized_shape[-1] (wrong shape)",
     "gn_wave64": "group_norm, N > 128 and C > 32: dgamma of channel c also sums the tile column c + 32",
     "dx_into_dy": "rms_norm backward: dx written in place into the caller's dy buffer",
+    # fused residual add (add_norm)
+    "residual_add_in_d": "add_norm: the residual sum rounded to the case dtype before the norm (and returned so)",
+    "residual_out_in_d": "add_norm: residual_out rounded to the case dtype although residual_in_fp32 asks float32",
+    "dropout_unscaled": "add_norm: dropout without the 1/(1 - p) scale",
+    "no_dresidual_out": "add_norm backward: dresidual without the cotangent of the returned residual",
     # semantic conventions
     "rms_centered_var": "rms_norm: x * rsqrt(var(x) + eps) with the centred variance in place of mean(x^2)",
     "rms_as_ln": "rms_norm computed as layer_norm (the mean removed)",
@@ -396,6 +401,8 @@ class EmulatedBackend:
         ns = (ns,) if isinstance(ns, int) else tuple(ns)
         x = k.a(call.inputs["x"])
         w, b = k.a(call.inputs.get("weight")), k.a(call.inputs.get("bias"))
+        if w is not None and float(call.config.get("weight_offset", 0.0)):
+            w = w + k.A(call.config["weight_offset"])          # zero-centred gamma
         if M == "no_bias_drops_weight" and w is not None and b is None:
             w = None
         nd = len(ns)
@@ -518,6 +525,64 @@ class EmulatedBackend:
         q = np.rint(v).astype(dt) if dt.kind == "i" else v.astype(dt)
         stat = lead + (1,) * len(ns)
         return Returned({"q": q.reshape(x.shape), "scale": scale.reshape(stat), "amax": amax.reshape(stat)})
+
+    # ------------------------------------------------------------------ add_norm
+    def _add_norm(self, call, k):
+        """s = x * mask * rowscale * (1/(1 - p)) + residual in A, then the layer/rms kernel above on s;
+        residual_out = s rounded once to its dtype (float32 under residual_in_fp32 for 16-bit cases)."""
+        M, cfg = k.mut, call.config
+        A = k.A
+        ns = cfg["normalized_shape"]
+        ns = (ns,) if isinstance(ns, int) else tuple(ns)
+        nd = len(ns)
+        x = k.a(call.inputs["x"])
+        lead = x.shape[:x.ndim - nd]
+        m, n = int(np.prod(lead, dtype=np.int64)), int(np.prod(ns, dtype=np.int64))
+        res, mask, rs = (k.a(call.inputs.get(key)) for key in ("residual", "mask", "rowscale"))
+        c = np.ones(x.shape, A)
+        if mask is not None:
+            c = c * mask
+        if rs is not None:
+            c = c * rs.reshape(rs.shape + (1,) * nd)
+        p = float(cfg.get("dropout_p", 0.0))
+        if p and M != "dropout_unscaled":
+            c = c * A(1.0 / (1.0 - p))
+        s = x * c if (mask is not None or rs is not None or p) else x
+        if res is not None:
+            s = s + res
+        if M == "residual_add_in_d":
+            s = k.q(s)
+        w, b = k.a(call.inputs.get("weight")), k.a(call.inputs.get("bias"))
+        if w is not None:
+            w = w + A(cfg.get("weight_offset", 0.0))
+        dy = self._dy(call, k)
+        r = k.standardize(s.reshape(m, n), centered=cfg.get("norm", "layer_norm") == "layer_norm",
+                          eps=cfg.get("eps", 1e-5), w=None if w is None else w.reshape(1, n),
+                          b=None if b is None else b.reshape(1, n), dy=None if dy is None else dy.reshape(m, n))
+        res_dt = "float32" if cfg.get("residual_in_fp32", False) and k.d in ("float16", "bfloat16") else k.d
+        ro = k.q(s) if M == "residual_out_in_d" else s
+        outs = {"y": k.out(r["y"].reshape(x.shape)), "residual_out": round_to(ro.astype(np.float64), res_dt)}
+        grads = {}
+        if dy is not None:
+            ds = r["dx"].reshape(x.shape)
+            dro = call.cotangents.get("residual_out")
+            if cfg.get("prenorm", True) and dro is not None and M != "no_dresidual_out":
+                ds = ds + k.a(dro)
+            grads["x"] = ds * c
+            if res is not None:
+                grads["residual"] = ds
+            keep = tuple(range(len(lead), x.ndim))
+            if w is not None:
+                grads["weight"] = k.param_sum(r["pw"].reshape(x.shape), keep, ns, is_weight=True)
+            if b is not None:
+                grads["bias"] = k.param_sum(r["pb"].reshape(x.shape), keep, ns, is_weight=False)
+            if rs is not None:
+                t = ds * x * (1 if mask is None else mask)
+                if p and M != "dropout_unscaled":
+                    t = t * A(1.0 / (1.0 - p))
+                grads["rowscale"] = k.sum(t.reshape(m, n)).reshape(lead)
+            grads = {name: k.out(v) for name, v in grads.items()}
+        return Returned(outs, grads, {})
 
     # ------------------------------------------------------------------ group_norm
     def _group_norm(self, call, k):

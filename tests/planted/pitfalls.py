@@ -20,7 +20,7 @@ from typing import Callable
 
 from refnorm.golden import cases as G
 
-LN, RMS, GN, BN, IN = "layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm"
+LN, RMS, GN, BN, IN, AN = "layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "add_norm"
 NQ = "norm_quant"
 CENTERED = (LN, GN, BN, IN)
 
@@ -176,6 +176,14 @@ SUPPLEMENTARY = (
     P("R-qnan", "norm_quant: float8 e4m3fn overflow gives NaN instead of saturating", "q_e4m3_nan", (NQ,)),
     P("R-qub", "norm_quant: the scale's upper bound scale_ub ignored", "q_ub_ignored", (NQ,)),
     P("R-qrcp16", "norm_quant: the reciprocal of the scale multiplied in float16", "q_rcp_f16", (NQ,)),
+    # fused residual add (issue 18): flash-attention / vLLM / Liger add + norm kernels
+    P("R-resadd", "the residual added in the activation dtype (the sum rounded to it, then normalized and "
+                  "returned)", "residual_add_in_d", (AN,)),
+    P("R-resround", "residual_out rounded to the activation dtype where residual_in_fp32 asks for the float32 "
+                    "sum", "residual_out_in_d", (AN,)),
+    P("R-dropscale", "dropout without the 1/(1 - p) scale", "dropout_unscaled", (AN,)),
+    P("R-dresout", "the residual's gradient without the gradient through the returned residual",
+      "no_dresidual_out", (AN,)),
 )
 
 NOT_APPLICABLE = {

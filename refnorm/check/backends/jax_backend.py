@@ -121,6 +121,10 @@ NO_JAX = {
     "offline_batch_norm": "jax has no offline_batch_norm op (refnorm's framework instance of batch_norm)",
     "power_norm": "jax has no power_norm op (PowerNorm exists only as the authors' torch module)",
     "batch_renorm": "jax has no batch_renorm op (flax has no Batch Renormalization layer)",
+    "add_norm": "jax has no fused residual add + norm op (flax composes x + residual and LayerNorm: refnorm's "
+                "formula re-typed, not a jax implementation)",
+    "adaptive_layer_norm": "jax has no adaptive_layer_norm op (DiT's adaLN is LayerNorm composed with a "
+                           "per-sample scale and shift in model code)",
 }
 RMS_EPS_NONE = float(np.finfo(np.float64).eps)
 INSTALL = "pip install jax (or pip install 'refnorm[jax]')"
@@ -179,6 +183,9 @@ class JaxBackend:
                                  backend="jax")
         if reason:
             return reason
+        if op == "layer_norm" and float(cfg["weight_offset"]) != 0.0:
+            return (f"layer_norm weight_offset={cfg['weight_offset']!r}: jax.nn.standardize with refnorm's affine "
+                    "has no zero-centred gamma (TransformerEngine's)")
         if op == "lp_normalize" and cfg["zero_rule"] == "onnx":
             return ("lp_normalize zero_rule='onnx' (y = 0 on an all-zero slice, no eps) is ONNX's rule; the jax "
                     "idiom x / max(||x||, eps) has torch's")

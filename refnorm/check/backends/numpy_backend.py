@@ -9,6 +9,7 @@ import numpy as np
 
 from ... import registry
 from ...norms.norm_quant import quantize
+from ..bounds import array_dtypes
 from ..precision import NP, round_to
 from .base import Call, Contract, Returned
 
@@ -42,7 +43,9 @@ class NumpyBackend:
         res = registry.evaluate(call.op, {k: np.asarray(v, dtype=np.float64) for k, v in call.inputs.items()},
                                 config=dict(call.config), grad_outputs=cot, state=state, training=call.training)
         d = call.dtype
-        dts = {} if spec.output_dtypes is None else spec.output_dtypes(call.config, d)
+        dts = {} if spec.output_dtypes is None else dict(spec.output_dtypes(call.config, d))
+        # an output the contract returns in another dtype (add_norm's float32 residual_out) is rounded to that
+        dts.update({k: t for (part, k), t in array_dtypes(call.op, call.config, d).items() if part == "outputs"})
         return Returned({k: _round(v, dts.get(k, d)) for k, v in res.outputs.items()},
                         {k: _round(v, d) for k, v in res.grads.items()} if cot else {},
                         {k: _round(v, d) for k, v in res.state.items()} if spec.state else {})

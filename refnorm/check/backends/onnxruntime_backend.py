@@ -117,6 +117,10 @@ NO_ONNX = {
     "weight_standardization": "ONNX has no weight-standardization operator",
     "z_score": "ONNX has no z_score operator (MeanVarianceNormalization adds eps to the std and has ddof 0)",
     "min_max_scale": "ONNX has no min-max scaling operator",
+    "add_norm": "ONNX has no residual add + norm operator (onnxruntime's contrib SkipLayerNormalization / "
+                "SkipSimplifiedLayerNormalization, com.microsoft, computes one; not wired into this adapter)",
+    "adaptive_layer_norm": "ONNX has no adaptive LayerNorm operator (LayerNormalization's scale and bias are "
+                           "per-feature, not per-sample)",
     "unified_norm": "ONNX has no unified_norm operator",
     "offline_batch_norm": "ONNX has no offline_batch_norm operator (refnorm's framework instance of batch_norm)",
     "power_norm": "ONNX has no power_norm operator",
@@ -204,6 +208,9 @@ class OnnxruntimeBackend:
             if training and has_state:
                 return ("instance_norm with running statistics in training: ONNX InstanceNormalization has no "
                         "running statistics")
+        elif op == "layer_norm" and float(cfg["weight_offset"]) != 0.0:
+            return (f"layer_norm weight_offset={cfg['weight_offset']!r}: ONNX LayerNormalization scales by Scale "
+                    "itself (a zero-centred gamma would be a separate Add node)")
         elif op == "rms_norm":
             if cfg["eps_placement"] != "inside":
                 return (f"rms_norm eps_placement={cfg['eps_placement']!r}: ONNX RMSNormalization has eps inside the "

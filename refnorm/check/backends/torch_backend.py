@@ -25,6 +25,8 @@ the running statistics, in every dtype and both layouts (tests/test_torch_backen
                          meaning); num_batches_tracked is returned unchanged (torch never touches
                          it). No statistics (torch's instance_norm returns none).
     layer_norm           torch.native_layer_norm (F.layer_norm's kernel): y, mean, rstd (keepdims).
+                         weight_offset (zero-centred gamma, not in torch): weight + offset, in the
+                         parameter dtype, is passed as the weight.
     group_norm           torch.native_group_norm (F.group_norm's kernel): y, mean, rstd (N, G).
                          F.group_norm's Python check (more than one value per channel) is kept.
     rms_norm             F.rms_norm. refnorm's eps=None means finfo(float64).eps for every dtype;
@@ -46,6 +48,16 @@ the running statistics, in every dtype and both layouts (tests/test_torch_backen
                          kernel computes it: F.layer_norm / F.rms_norm in float32 (float64 for float64
                          cases), amax, the scale, y * (1 / scale) clamped, then .to(torch.float8_e4m3fn /
                          float8_e5m2) or torch.round(.).to(torch.int8); q comes back as ml_dtypes' float8.
+    add_norm             a composition of torch ops, as flash-attention's upcast reference (layer_norm_ref,
+                         upcast=True): s = x * mask * rowscale / (1 - p) + residual in float32 (float64 for
+                         float64 cases), then F.layer_norm or F.rms_norm (+ bias) of s in that precision, y
+                         cast to the case dtype once; residual_out = s cast once to float32 when
+                         residual_in_fp32 on a float16/bfloat16 case, to the case dtype otherwise. Gradients
+                         by autograd from both cotangents (prenorm=False: from y's only). weight_offset is
+                         added to the upcast weight.
+    adaptive_layer_norm  a composition: torch.native_layer_norm of x in float32 (float64 for float64 cases),
+                         times (1 + scale), plus shift (both (B, H), broadcast over the tokens), cast once;
+                         mean and rstd are native_layer_norm's.
     mean_variance_norm, weight_standardization, min_max_scale, z_score, unified_norm, offline_batch_norm,
     power_norm, batch_renorm: skipped,
                          torch has no native op.
@@ -96,6 +108,8 @@ statistics; weight_norm dim 0 / middle / None):
   - weight_norm: stats_d. dim=0 and the last axis use torch's fused kernel (strict passes); dim=None
     and middle axes use the composite v * (g / norm_except_dim(v)), whose norm is rounded to the
     case dtype: strict fails (up to 4.9e3 x), stats_d passes.
+  - add_norm, adaptive_layer_norm: strict. The compositions upcast to float32 and cast once (every
+    golden case and the production suite's recipes pass strict in both layouts).
   - lp_normalize: epi_d. F.normalize is a composite: ||x|| is rounded to the case dtype, then the
     division, and autograd's backward rounds every intermediate; stats_d fails (up to 6 x on
     grad x), epi_d passes - except where ||x|| overflows fp16 (e.g. 128 values of 1e4) and y
@@ -129,7 +143,7 @@ from .base import Call, Contract, Returned
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 LOW = ("float16", "bfloat16")
 SUPPORTED = ("batch_norm", "instance_norm", "layer_norm", "group_norm", "rms_norm", "local_response_norm",
-             "lp_normalize", "weight_norm", "norm_quant")
+             "lp_normalize", "weight_norm", "norm_quant", "add_norm", "adaptive_layer_norm")
 NO_TORCH = {
     "mean_variance_norm": "torch has no native mean_variance_norm; ONNX MeanVarianceNormalization has no torch "
                           "op (it would have to be composed from torch.mean/var, a re-implementation)",
@@ -148,7 +162,8 @@ NO_TORCH = {
     "batch_renorm": "torch has no native batch_renorm; torch.nn has no Batch Renormalization layer",
 }
 # the inputs of each op that are activations (case dtype in every layout); the others are parameters
-ACTIVATIONS = {"weight_norm": ("v", "g")}
+ACTIVATIONS = {"weight_norm": ("v", "g"), "add_norm": ("x", "residual", "mask", "rowscale"),
+               "adaptive_layer_norm": ("x", "scale", "shift")}
 # the contract of float16/bfloat16 calls (module docstring, "Contracts"); unlisted ops: strict
 LOW_CONTRACT = {"batch_norm": "stats_d", "instance_norm": "stats_d", "group_norm": "stats_d",
                 "layer_norm": "stats_d", "weight_norm": "stats_d", "lp_normalize": "epi_d",
@@ -332,9 +347,17 @@ class TorchBackend:
                     raise ValueError(f"{call.op}: cotangent {dkey!r} has shape {tuple(cot.shape)}; torch's output "
                                      f"has shape {tuple(out.shape)}")
                 names = list(leaves)
+                outs, cots = [out], [cot]
+                # the further differentiable outputs with a cotangent (add_norm's residual_out, unless
+                # prenorm=False: then it is not returned to the model and no gradient flows through it)
+                for k2 in spec.differentiable[1:]:
+                    if k2 in call.cotangents and k2 in outputs and not (call.op == "add_norm" and not cfg["prenorm"]):
+                        outs.append(outputs[k2])
+                        cots.append(_to_torch(torch, f"cotangent {k2!r}", call.cotangents[k2], outputs[k2].dtype,
+                                              self.device))
                 # materialize_grads: an input the output does not depend on gets torch's zero gradient
                 try:
-                    res = torch.autograd.grad([out], [leaves[k] for k in names], [cot], allow_unused=True,
+                    res = torch.autograd.grad(outs, [leaves[k] for k in names], cots, allow_unused=True,
                                               materialize_grads=True)
                 except Exception as e:
                     raise RuntimeError(f"torch's backward of {call.op} (gradients of {', '.join(names)}) raised "
@@ -388,7 +411,10 @@ class TorchBackend:
     def _layer_norm(self, torch, t, cfg, st, training):
         x = t["x"]
         ns = T.int_list(cfg["normalized_shape"])
-        y, mean, rstd = torch.native_layer_norm(x, ns, t.get("weight"), t.get("bias"), float(cfg["eps"]))
+        w = t.get("weight")
+        if w is not None and float(cfg["weight_offset"]) != 0.0:
+            w = w + float(cfg["weight_offset"])        # zero-centred gamma: torch has none, the offset is added
+        y, mean, rstd = torch.native_layer_norm(x, ns, w, t.get("bias"), float(cfg["eps"]))
         k = len(ns)
         want = tuple(x.shape[:x.dim() - k]) + (1,) * k
         for name, s in (("mean", mean), ("rstd", rstd)):
@@ -411,6 +437,48 @@ class TorchBackend:
                 raise Refused(f"torch.native_group_norm returned {name} of shape {tuple(s.shape)}; "
                                  f"refnorm's is {(N, G)}")
         return {"y": y, "mean": mean, "rstd": rstd}, {}
+
+    def _add_norm(self, torch, t, cfg, st, training):
+        import torch.nn.functional as F
+        x = t["x"]
+        acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+        ns = T.int_list(cfg["normalized_shape"])
+        k = len(ns)
+        s = x.to(acc)
+        if "mask" in t:                    # a 0/1 sample, not differentiable: its gradient is zeros (refnorm's)
+            s = s * t["mask"].detach().to(acc)
+        if "rowscale" in t:
+            rs = t["rowscale"].to(acc)
+            s = s * rs.reshape(tuple(rs.shape) + (1,) * k)
+        p = float(cfg["dropout_p"])
+        if p:
+            s = s / (1.0 - p)
+        if "residual" in t:
+            s = s + t["residual"].to(acc)
+        w = t.get("weight")
+        w = None if w is None else w.to(acc) + float(cfg["weight_offset"])
+        b = t.get("bias")
+        b = None if b is None else b.to(acc)
+        if cfg["norm"] == "layer_norm":
+            y = F.layer_norm(s, ns, w, b, float(cfg["eps"]))
+        else:
+            y = F.rms_norm(s, ns, w, eps=float(cfg["eps"]))
+            y = y if b is None else y + b
+        low = x.dtype in (torch.float16, torch.bfloat16)
+        res_dt = torch.float32 if (cfg["residual_in_fp32"] and low) else x.dtype
+        return {"y": y.to(x.dtype), "residual_out": s.to(res_dt)}, {}
+
+    def _adaptive_layer_norm(self, torch, t, cfg, st, training):
+        x = t["x"]
+        acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+        H = int(x.shape[-1])
+        y, mean, rstd = torch.native_layer_norm(x.to(acc), [H], None, None, float(cfg["eps"]))
+        shape = (int(x.shape[0]),) + (1,) * (x.dim() - 2) + (H,)
+        if "scale" in t:
+            y = y * (1.0 + t["scale"].to(acc).reshape(shape))
+        if "shift" in t:
+            y = y + t["shift"].to(acc).reshape(shape)
+        return {"y": y.to(x.dtype), "mean": mean, "rstd": rstd}, {}
 
     def _rms_norm(self, torch, t, cfg, st, training):
         import torch.nn.functional as F

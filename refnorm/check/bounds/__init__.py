@@ -43,9 +43,9 @@ def _layer_like(op, x, cfg, w, b, dy, u, red, contract, dt, centered):
         names = (None, "rstd")
         if cfg.get("eps_placement", "inside") == "outside":
             kw["eps_mode"] = "std"
-        off = float(cfg.get("weight_offset", 0.0))
-        if off and w is not None:
-            w = w + off
+    off = float(cfg.get("weight_offset", 0.0))       # rms_norm's (1 + w), layer_norm's zero-centred gamma
+    if off and w is not None:
+        w = w + off
     o, g, _, _ = S.standardize(x, axes, weight=w, bias=b, pshape_bcast=pb, dy=dy, eps=eps, u=u, reduction=red,
                                contract=contract, case_dtype=dt, centered=centered, stat_shape=stat_shape,
                                stat_names=names, **kw)
@@ -138,7 +138,10 @@ def _batch_like(op, x, cfg, w, b, dy, st, training, ref_state, u, red, contract,
     return o, g, sb
 
 
-def _one(op, inputs, cfg, training, dy, st, ref_state, u, red, contract, dt):
+def _one(op, inputs, cfg, training, dy, st, ref_state, u, red, contract, dt, cots=None):
+    if op in ("add_norm", "adaptive_layer_norm"):
+        from . import add_norm as AN
+        return getattr(AN, op)(inputs, cfg, cots or {}, u, red, contract, dt)
     x = _f64(inputs.get("x"))
     w, b = _f64(inputs.get("weight")), _f64(inputs.get("bias"))
     if op == "layer_norm":
@@ -183,7 +186,18 @@ def _one(op, inputs, cfg, training, dy, st, ref_state, u, red, contract, dt):
 
 BOUNDED = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "weight_standardization",
            "mean_variance_norm", "z_score", "lp_normalize", "local_response_norm", "weight_norm", "min_max_scale",
-           "norm_quant")
+           "norm_quant", "add_norm", "adaptive_layer_norm")
+
+
+def array_dtypes(op, config, case_dtype) -> dict:
+    """{(part, name): dtype} for the arrays judged in a dtype other than the case dtype: add_norm's
+    residual_out with residual_in_fp32 on a float16/bfloat16 case is a float32 output."""
+    if op == "add_norm":
+        from .add_norm import residual_dtype
+        dt = residual_dtype(config, case_dtype)
+        if dt != case_dtype:
+            return {("outputs", "residual_out"): dt}
+    return {}
 
 
 def bounds(op, *, inputs, config, training, cotangents, state, ref_state, contract, case_dtype):
@@ -201,8 +215,10 @@ def bounds(op, *, inputs, config, training, cotangents, state, ref_state, contra
     dy = _f64(cotangents.get(dyk)) if cotangents and dyk else None
     st = {k: _f64(v) for k, v in (state or {}).items()}
     u = UNIT_ROUNDOFF[acc_dtype(case_dtype, contract.acc)]
-    acc = _one(op, inputs, cfg, training, dy, st, ref_state, u, contract.reduction, contract.kind, case_dtype)
-    ref = _one(op, inputs, cfg, training, dy, st, ref_state, UNIT_ROUNDOFF["float64"], "tree", "strict", "float64")
+    cots = {k: _f64(v) for k, v in (cotangents or {}).items()}
+    acc = _one(op, inputs, cfg, training, dy, st, ref_state, u, contract.reduction, contract.kind, case_dtype, cots)
+    ref = _one(op, inputs, cfg, training, dy, st, ref_state, UNIT_ROUNDOFF["float64"], "tree", "strict", "float64",
+               cots)
     out = {}
     for part, a, r in zip(("outputs", "grads", "state"), acc, ref):
         out[part] = {k: np.asarray(a[k], dtype=np.float64) + np.asarray(r[k], dtype=np.float64) for k in a}

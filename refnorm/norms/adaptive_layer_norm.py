@@ -1,0 +1,60 @@
+"""Adaptive LayerNorm (adaLN: DiT, Peebles & Xie 2023, arXiv:2212.09748; FiLM-style conditioning).
+
+    y = LN(x) * (1 + scale) + shift,     LN(x) = (x - mean_H(x)) * rstd,  rstd = (var_H(x) + eps) ** -1/2
+
+x: (B, *, H), normalized over its last axis H (biased variance, eps inside the sqrt, default 1e-6 as
+DiT's ``nn.LayerNorm(hidden, elementwise_affine=False, eps=1e-6)``). ``scale`` and ``shift``: (B, H),
+one vector per sample, broadcast over every token (the middle axes); each optional. No elementwise
+affine of its own: DiT's norm has none (elementwise_affine=False), and a model that has one folds it
+into the conditioning (w * (1 + scale) is another scale); layer_norm covers the plain affine.
+Outputs ``y`` (x.shape), and ``mean`` and ``rstd`` (B, *, 1).
+
+Backward (derivations/adaptive_layer_norm.md), xhat = LN(x), g = dy * (1 + scale):
+    dx = rstd * (g - mean_H(g) - xhat * mean_H(g * xhat))
+    dscale = sum over the tokens of dy * xhat  (B, H),     dshift = sum over the tokens of dy  (B, H)
+This module checks the arguments; the equations are the specification's (refnorm/specs/
+adaptive_layer_norm.py, whole-array NumPy: no separate fast path).
+"""
+from __future__ import annotations
+
+from ..errors import ShapeError
+from ..spec import NormSpec
+from . import _common as C
+
+NAME = "adaptive_layer_norm"
+
+
+def check(inputs, config):
+    """The argument checks: eps. x must be (B, *, H) with at least 2 dimensions; scale/shift (B, H)."""
+    x = inputs["x"]
+    eps = C.check_eps(NAME, config["eps"])
+    if x.ndim < 2:
+        raise ShapeError(f"{NAME}: input 'x' has shape {x.shape}; expected (batch, *tokens, hidden), "
+                         "at least 2 dimensions")
+    want = (x.shape[0], x.shape[-1])
+    for key in ("scale", "shift"):
+        a = inputs.get(key)
+        if a is not None and a.shape != want:
+            raise ShapeError(f"{NAME}: input {key!r} has shape {a.shape}; expected (batch, hidden) = {want}, "
+                             "one vector per sample")
+    return eps
+
+
+def _forward(inputs, config, state, training):
+    from ..specs import adaptive_layer_norm as S
+    return S.forward(inputs, config, state, training)
+
+
+def _backward(ctx, cot):
+    from ..specs import adaptive_layer_norm as S
+    return S.backward(ctx, cot)
+
+
+SPEC = NormSpec(
+    name=NAME,
+    summary="y = layer_norm(x) * (1 + scale) + shift, scale and shift per sample (B, H) broadcast over the tokens",
+    inputs=("x", "scale", "shift"), required=("x",),
+    outputs=("y", "mean", "rstd"),
+    options={"eps": 1e-6},
+    forward=_forward, backward=_backward,
+)

@@ -1,0 +1,131 @@
+"""Residual add + LayerNorm or RMSNorm, fused (flash-attention's ``layer_norm_fn``, vLLM's ``fused_add_rms_norm``).
+
+    c            = mask * rowscale / (1 - dropout_p)          (each factor 1 when absent; rowscale per row)
+    residual_out = x * c + residual                           (the new residual stream, s)
+    y            = norm(residual_out) * (weight + weight_offset) + bias
+
+norm = ``layer_norm`` (mean removed, biased variance, eps inside the sqrt) or ``rms_norm`` (no mean
+removed, eps inside the sqrt), over the trailing ``len(normalized_shape)`` axes (A); both as the plain
+ops (refnorm/norms/layer_norm.py, rms_norm.py). ``mask`` (x.shape) is the dropout keep-mask, 0/1, given
+(the reference draws nothing); ``dropout_p`` in [0, 1) scales the kept values by 1/(1 - p) (inverted
+dropout); a ``dropout_p`` > 0 without a mask is a ConfigError. ``rowscale`` has the leading shape
+x.shape[:-k] (one factor per token: stochastic depth). ``residual`` (x.shape) is optional: without it
+residual_out = x * c. ``weight``/``bias`` have shape normalized_shape, each optional; ``weight_offset``
+1.0 is the zero-centred weight.
+
+Outputs ``y`` and ``residual_out`` (x.shape), both differentiable. ``prenorm=True`` (default) is the
+call that returns the new residual to the model: its cotangent ``dresidual_out`` flows back,
+    dresidual = d norm / d s (dy) + dresidual_out,     dx = dresidual * c,
+    drowscale = sum_A(dresidual * x * mask) / (1 - p),  dweight, dbias as the plain op (at s).
+``prenorm=False``: residual_out is not returned to the model; the reference still gives its value (the
+kernel saves it for the backward) and ignores a cotangent given for it. ``mask`` is a 0/1 sample, not
+differentiable: its gradient is zeros (filling the evaluate contract; golden cases do not compare it).
+
+Precision contract (``residual_in_fp32``). The reference is the exact function above in float64: the
+option does not change one value it computes. It is a dtype contract the checker applies: with
+``residual_in_fp32=True`` and a float16/bfloat16 case, residual_out is a float32 output (the exact sum
+rounded once to float32, judged in float32); otherwise it is returned in the case dtype (the exact sum
+rounded once to it). Either way ``y`` is the norm of the EXACT sum: a kernel holds the sum in its float32
+accumulator and normalizes that; normalizing the sum after rounding it to float16/bfloat16 (adding "in
+the activation dtype") loses the small branch on a mean-shifted residual stream and is a pitfall, not the
+contract. The checker's declared ``epi_d`` contract (a few pointwise roundings to the case dtype) admits
+the sum rounded to the residual dtype once, in the forward or the backward: flash-attention's prenorm
+with a float16 residual (the forward normalizes the float32 sum, the backward recomputes x_hat from the
+stored float16 residual) is judged against the gradient of the exact function under the default
+``strict`` contract (it fails on mean-shifted rows), and passes only under a declared ``epi_d``; the
+report names the contract applied. docs/tolerances.md section "Fused residual add".
+
+The parallel second branch (x1, weight1, bias1) of flash-attention is not modelled.
+This module checks the arguments; the equations are the specification's (refnorm/specs/add_norm.py,
+whole-array NumPy, which is fast enough: no separate fast path).
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ..errors import ConfigError, ShapeError
+from ..spec import REQUIRED, NormSpec
+from . import _common as C
+
+NAME = "add_norm"
+NORMS = ("layer_norm", "rms_norm")
+
+
+def _shape(normalized_shape) -> tuple[int, ...]:
+    if isinstance(normalized_shape, numbers.Integral) and not isinstance(normalized_shape, bool):
+        normalized_shape = (normalized_shape,)
+    try:
+        shape = tuple(normalized_shape)
+    except TypeError:
+        shape = None
+    if not shape or any(isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 0 for s in shape):
+        raise ConfigError(f"{NAME}: normalized_shape={normalized_shape!r}; expected a non-empty list "
+                          "of non-negative ints")
+    return tuple(int(s) for s in shape)
+
+
+def check(inputs, config):
+    """The argument checks: (normalized_shape, eps, p, weight_offset). Every bad value is named."""
+    x = inputs["x"]
+    shape = _shape(config["normalized_shape"])
+    eps = C.check_eps(NAME, config["eps"])
+    C.check_choice(NAME, "norm", config["norm"], NORMS)
+    p = config["dropout_p"]
+    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= float(p) < 1.0:
+        raise ConfigError(f"{NAME}: dropout_p={p!r}; expected a number in [0, 1)")
+    p = float(p)
+    for key in ("prenorm", "residual_in_fp32"):
+        if not isinstance(config[key], (bool, np.bool_)):
+            raise ConfigError(f"{NAME}: {key}={config[key]!r}; expected True or False")
+    offset = C.check_real(NAME, "weight_offset", config["weight_offset"])
+    k = len(shape)
+    if x.ndim < k or x.shape[x.ndim - k:] != shape:
+        raise ShapeError(f"{NAME}: input 'x' has shape {x.shape}; expected trailing dimensions "
+                         f"equal to normalized_shape {list(shape)}")
+    for key in ("residual", "mask"):
+        a = inputs.get(key)
+        if a is not None and a.shape != x.shape:
+            raise ShapeError(f"{NAME}: input {key!r} has shape {a.shape}; expected the shape of 'x', {x.shape}")
+    rs = inputs.get("rowscale")
+    if rs is not None and rs.shape != x.shape[:x.ndim - k]:
+        raise ShapeError(f"{NAME}: input 'rowscale' has shape {rs.shape}; expected one value per row, "
+                         f"x.shape[:-{k}] = {x.shape[:x.ndim - k]}")
+    mask = inputs.get("mask")
+    if mask is not None:
+        bad = ~((mask == 0) | (mask == 1))
+        if bad.any():
+            v = float(mask[bad].flat[0])
+            raise ConfigError(f"{NAME}: input 'mask' holds {v!r}; expected a keep-mask of 0s and 1s")
+    elif p > 0:
+        raise ConfigError(f"{NAME}: dropout_p={p!r} needs a 'mask' input (the keep-mask is given, never drawn); "
+                          "expected a mask or dropout_p=0.0")
+    C.check_param(NAME, "weight", inputs.get("weight"), shape)
+    C.check_param(NAME, "bias", inputs.get("bias"), shape)
+    if inputs.get("weight") is None and offset != 0.0:
+        raise ConfigError(f"{NAME}: weight_offset={config['weight_offset']!r} needs a 'weight' input; expected "
+                          "weight_offset=0.0 when no weight is given")
+    return shape, eps, p, offset
+
+
+def _forward(inputs, config, state, training):
+    from ..specs import add_norm as S
+    return S.forward(inputs, config, state, training)
+
+
+def _backward(ctx, cot):
+    from ..specs import add_norm as S
+    return S.backward(ctx, cot)
+
+
+SPEC = NormSpec(
+    name=NAME,
+    summary="residual_out = x * mask * rowscale / (1 - p) + residual; y = layer_norm or rms_norm of residual_out",
+    inputs=("x", "residual", "weight", "bias", "mask", "rowscale"), required=("x",),
+    outputs=("y", "residual_out"),
+    options={"normalized_shape": REQUIRED, "norm": "layer_norm", "eps": 1e-5, "dropout_p": 0.0, "prenorm": True,
+             "residual_in_fp32": False, "weight_offset": 0.0},
+    forward=_forward, backward=_backward,
+    differentiable=("y", "residual_out"),
+)
