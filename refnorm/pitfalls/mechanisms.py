@@ -31,19 +31,22 @@ MECHANISMS = {
     "merge": "the cross-rank merge: counts not weighted, or a rank's local count or statistic used for the "
              "global one",
     "collective": "a missing all-reduce: a rank's partial sums returned for the global ones",
+    "dropout": "the dropout scale: the kept values not scaled by 1/(1 - p)",
 }
 
 _BY = {
     "one_pass": "one_pass_clamp one_pass_thresh one_pass_noclamp one_pass_in_d ws_one_pass",
     "precision": "sq_in_d var_in_d stats_in_d serial_acc sumsq_in_d ms_rstd_in_d rstd_bf16 all_in_d lrn_sq_in_d "
-                 "lp_norm_in_d dw_acc_in_d ws_stats_in_d wn_norm_in_d reciprocal_f16",
+                 "lp_norm_in_d dw_acc_in_d ws_stats_in_d wn_norm_in_d reciprocal_f16 residual_add_in_d "
+                 "residual_out_in_d bwd_from_stored_residual",
     "block": "pad_lanes pow2_divisor welford_lanes",
     "eps": "eps_in_d eps_min eps_square eps_outside ws_eps_outside",
     "bessel": "ddof1 ddof1_exact gn_unbiased normalize_unbiased running_var_biased onnx_bessel ws_ddof1 "
               "ws_authors",
     "running": "momentum_flip rv_not_updated nbt_not_incremented",
     "mode": "eval_bwd_batch in_eval_instance",
-    "backward": "no_B_term no_A_term dweight_from_dy ws_no_B_term ws_no_A_term wn_dv_no_projection",
+    "backward": "no_B_term no_A_term dweight_from_dy ws_no_B_term ws_no_A_term wn_dv_no_projection "
+                "no_dresidual_out",
     "reduction": "dgamma_warp32 lost_partial gn_wave64 param_mean_spatial gn_bwd_W",
     "layout": "nhwc_param_index gn_dgamma_layout dy_layout row_index_2_16",
     "affine": "no_bias_drops_weight no_offset llama_cast dx_no_offset one_plus_in_d",
@@ -53,5 +56,6 @@ _BY = {
     "saturation": "e4m3_overflow_nan",
     "merge": "E08 E09 DP-RS1 DP-RS2 DP-TP1",
     "collective": "DP-SP1-layer_norm DP-SP1-rms_norm",
+    "dropout": "dropout_unscaled",
 }
 FAMILY = {vid: key for key, ids in _BY.items() for vid in ids.split()}
