@@ -62,8 +62,9 @@ def test_example_passes_the_golden_cases(E, op):
     assert judged == {"float64", "float32", "float16", "bfloat16"}, judged
     assert s["passed"] >= 35, s
     skipped = [c for c in rep.cases if c.status == "skipped"]
-    # rms_norm's eps outside the sqrt and weight_offset are options the kernel does not take: skipped, by name
-    assert all("not passed to triton-rms_norm" in c.message for c in skipped), [c.message for c in skipped]
+    # rms_norm's eps outside the sqrt and (both ops) weight_offset are options the kernels do not take:
+    # skipped, by name, never judged against a kernel that ignored them
+    assert all(f"not passed to triton-{op}" in c.message for c in skipped), [c.message for c in skipped]
 
 
 def test_example_keeps_working_on_strided_inputs(E):
