@@ -104,3 +104,24 @@ def test_plan_needs_rows_and_size(monkeypatch):
     assert stream.plan("batch_norm", {}, True, {"x": x}, {}, block_elements=10).kind == "channels"
     assert stream.plan("instance_norm", {}, True, {"x": x}, {"running_mean": np.zeros(300)}, block_elements=10) is None
     assert stream.plan("layer_norm", {"normalized_shape": [300]}, True, {"x": x}, {}) is None     # small: whole
+
+
+@pytest.mark.parametrize("bug", ["ln_no_mean_g", "ln_ddof1"])
+def test_a_case_judged_in_blocks_is_diagnosed_on_its_failing_rows(monkeypatch, bug):
+    """A failing case judged in blocks is diagnosed on DIAGNOSED_UNITS of its rows (those of the worst
+    elements, and rows spread over the rest), and names what the whole-case diagnosis names."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(__file__))
+    from planted.torch_kernel import BUGS, TorchKernel
+    from refnorm.check.core import check_case
+    from refnorm.golden import generate
+    if bug not in BUGS:
+        pytest.skip(f"no planted bug {bug}")
+    case = generate.materialize(generate.parse("layer_norm shape=300x256 dtype=float32 regime=normal"))
+    whole = check_case(TorchKernel(bug), case)
+    monkeypatch.setattr(stream, "BLOCK_ELEMENTS", 256 * 40)
+    blocked = check_case(TorchKernel(bug), case)
+    assert whole.status == blocked.status == "failed"
+    assert whole.diagnosis["matched"] is not None, whole.diagnosis
+    assert blocked.diagnosis["matched"] == whole.diagnosis["matched"], (blocked.diagnosis, whole.diagnosis)

@@ -696,6 +696,18 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True, variants=None) -> 
                 _check_golden_agrees(case, ref, st)
             if ref is None:
                 blocked = True
+                if diagnose and any(not a.passed for a in out.arrays[first:]):
+                    rec = _block_record(case, i, st, state, got, contract, out.arrays[first:])
+                    if rec is None and np.size(st.inputs["x"]) <= WHOLE_DIAGNOSIS_ELEMENTS:
+                        # only a sum over every row failed (a parameter gradient): the whole arrays
+                        ref = reference(case.op, case.config, st.training, st.inputs, st.cotangents, state)
+                        E = derive_bounds(case.op, case.dtype, case.config, st.training, st.inputs, st.cotangents,
+                                          state, ref, contract)
+                        rec = diagnosis.StepRecord(
+                            i, st.training, st.inputs, st.cotangents, state, got, st.compare, E,
+                            tuple((a.part, a.name) for a in out.arrays[first:] if not a.passed), ref)
+                    if rec is not None:
+                        records.append(rec)
             elif diagnose:
                 records.append(diagnosis.StepRecord(
                     i, st.training, st.inputs, st.cotangents, state, got, st.compare, E,
@@ -708,9 +720,10 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True, variants=None) -> 
                     return out
         if any(not a.passed for a in out.arrays):
             out.status, out.message = "failed", failure_message(out.arrays)
-            if diagnose and blocked:
-                out.diagnosis = {"matched": None, "message": "not diagnosed: the case was judged in blocks of rows "
-                                 "(the diagnosis needs the whole arrays; judge a smaller case of the same recipe)"}
+            if diagnose and blocked and not records:
+                out.diagnosis = {"matched": None, "message": "not diagnosed: the case was judged in blocks, only "
+                                 "arrays summed over its rows (parameter gradients) failed, and it is too large "
+                                 "to diagnose on the whole arrays (judge a smaller case of the same recipe)"}
             elif diagnose:
                 try:
                     out.diagnosis = diagnosis.diagnose(case, records, contract, variants)
@@ -733,6 +746,60 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True, variants=None) -> 
         return out
     finally:
         out.seconds = time.perf_counter() - t0
+
+
+DIAGNOSED_UNITS = 32     # rows (channels) of a case judged in blocks that its diagnosis is made on
+# a case judged in blocks whose only failing arrays are sums over every row is diagnosed on the whole
+# arrays up to this many activation elements (~230 bytes each, only when it failed); beyond, not diagnosed
+WHOLE_DIAGNOSIS_ELEMENTS = 1 << 25
+
+
+def _block_record(case, step, st, state, got, contract, arrays):
+    """The diagnosis record of a step judged in blocks (stream.py): the call cut to DIAGNOSED_UNITS of
+    its rows (channels): the ones holding the worst elements of the failing arrays, and rows spread
+    evenly over the rest. Only the arrays of those rows are compared (a parameter gradient summed over
+    every row is left out). A variant is computed row by row, so a variant that explains the failing
+    rows is judged on exactly those rows. None when no failing array has rows."""
+    p = stream.plan(case.op, case.config, st.training, st.inputs, state)
+    if p is None:
+        return None
+    units, rowwise = set(), False
+    for a in arrays:
+        ax = p.axis(a.part, a.name)
+        if a.passed or ax is None:
+            continue
+        rowwise = True
+        for idx, *_ in a.worst:
+            units.add(int(np.ravel_multi_index(idx[:p.lead], np.shape(st.inputs["x"])[:p.lead]))
+                      if p.kind == "rows" else int(idx[ax]))
+    if not rowwise:
+        return None
+    spread = np.linspace(0, p.units - 1, max(DIAGNOSED_UNITS - len(units), 2)).astype(np.int64)
+    pick = np.unique(np.concatenate([np.fromiter(units, np.int64), spread]))
+
+    def cut(part, name, a):
+        ax = p.axis(part, name)
+        if ax is None:
+            return a
+        if p.kind == "rows":
+            rows = stream._rows_view(a, p.lead, p.units)
+            rows = np.reshape(a, (p.units, -1)) if rows is None else rows
+            return rows[pick].reshape((pick.size,) + np.shape(a)[p.lead:])
+        return np.take(np.asarray(a), pick, axis=ax)
+    ins = {k: cut("inputs", k, v) for k, v in st.inputs.items()}
+    cots = {k: cut("cotangents", k, v) for k, v in st.cotangents.items()}
+    sub_state = {k: cut("state", k, v) for k, v in state.items()}
+    per_unit = {part: tuple(k for k in st.compare[part] if k in got[part] and p.axis(part, k) is not None)
+                for part in ("outputs", "grads", "state")}
+    sub_got = {part: {k: cut(part, k, got[part][k]) for k in per_unit[part]} for part in per_unit}
+    ref = reference(case.op, case.config, st.training, ins, cots, sub_state)
+    E = derive_bounds(case.op, case.dtype, case.config, st.training, ins, cots, sub_state, ref, contract)
+    judged = []
+    judge_returned(step, case.op, per_unit, False, sub_got, ref, E, case.dtype, judged, [])
+    failing = tuple((a.part, a.name) for a in judged if not a.passed)
+    if not failing:
+        return None
+    return diagnosis.StepRecord(step, st.training, ins, cots, sub_state, sub_got, per_unit, E, failing, ref)
 
 
 def _check_raises(backend, case, probes, out, timeout):
