@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+from refnorm import registry
 from refnorm.check import Returned, run_check, stream
 from refnorm.check.core import run_generated
 from refnorm.cli import main
@@ -240,3 +241,18 @@ def test_a_layout_override_reproduces_with_one_layout_key():
     from refnorm.check.report import reproduce
     cmd = reproduce(c.id, "x", layout=c.layout, recipe=c.recipe)
     assert G.parse(cmd.split("--generate ")[1].strip("'")).layout == "strided"
+
+
+def test_every_op_of_the_suites_can_be_drawn():
+    """Every op a suite holds gets a case drawn (cotangents for every differentiable output: add_norm's
+    residual_out too), at the suites' own keywords, its first axis cut to 2."""
+    seen = {}
+    for name in ("production", "boundaries", "overflow"):
+        for text, _ in G.suite(name):
+            r = G.parse(text)
+            seen.setdefault(r.case.op, r)
+    for op, r in seen.items():              # the first axis (tokens, batch) cut to 2
+        small = G.parse(" ".join(w if not w.startswith("shape=") else
+                                 "shape=" + "x".join(["2"] + w[6:].split("x")[1:]) for w in r.text.split()))
+        case = G.materialize(small)
+        assert set(case.steps[0].cotangents) == set(registry.get(op).differentiable), op

@@ -887,6 +887,11 @@ def run_generated(backend, recipes, *, ops=None, dtypes=None, timeout=60.0, prog
             report.cases.append(CaseResult(r.id, r.case.op, r.case.dtype, "skipped",
                                            "out of memory while drawing the inputs", layout=r.layout))
             continue
+        except Exception as e:                                       # noqa: BLE001 - a checker bug: say so
+            report.cases.append(CaseResult(r.id, r.case.op, r.case.dtype, "error",
+                                           f"checker error while drawing the case: {type(e).__name__}: {e}",
+                                           layout=r.layout, recipe=r.text))
+            continue
         res = check_case(backend, case, timeout=timeout, diagnose=diagnose)
         res.recipe = r.text
         report.cases.append(res)

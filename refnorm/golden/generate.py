@@ -215,7 +215,8 @@ def _draw(recipe: Recipe):
     shapes (an expected-error case could not make one: the reference raises on it)."""
     case = recipe.case
     diff = registry.get(case.op).differentiable          # () for a forward-only op: no cotangents
-    return B.draw(case, seed=recipe.seed, output_shapes={out: case.inputs[MAKERS[case.op][1]] for out in diff[:1]})
+    # every differentiable output has the main input's shape (add_norm's y and residual_out too)
+    return B.draw(case, seed=recipe.seed, output_shapes={out: case.inputs[MAKERS[case.op][1]] for out in diff})
 
 
 # ---------------------------------------------------------------------------------------- suites
