@@ -42,6 +42,21 @@ import numpy as np
 from ..errors import ConfigError, ShapeError
 
 
+def normalized_shape(name: str, value) -> tuple[int, ...]:
+    """``normalized_shape`` (an int or a non-empty sequence of non-negative ints) as a tuple; anything else
+    is a ConfigError naming ``name`` and the value (layer_norm, rms_norm and the ops built on them)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = (value,)
+    try:
+        shape = tuple(value)
+    except TypeError:
+        shape = None
+    if not shape or any(isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 0 for s in shape):
+        raise ConfigError(f"{name}: normalized_shape={value!r}; expected a non-empty list "
+                          "of non-negative ints")
+    return tuple(int(s) for s in shape)
+
+
 def check_eps(name: str, eps, *, what: str = "eps") -> float:
     """``eps`` must be a finite number >= 0."""
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not np.isfinite(eps) or eps < 0:

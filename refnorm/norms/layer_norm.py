@@ -20,7 +20,6 @@ The backward recomputes xhat from x and the forward's first-pass mean and its co
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
@@ -33,16 +32,7 @@ NAME = "layer_norm"
 
 
 def _shape(normalized_shape) -> tuple[int, ...]:
-    if isinstance(normalized_shape, numbers.Integral) and not isinstance(normalized_shape, bool):
-        normalized_shape = (normalized_shape,)
-    try:
-        shape = tuple(normalized_shape)
-    except TypeError:
-        shape = None
-    if not shape or any(isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 0 for s in shape):
-        raise ConfigError(f"{NAME}: normalized_shape={normalized_shape!r}; expected a non-empty list "
-                          "of non-negative ints")
-    return tuple(int(s) for s in shape)
+    return C.normalized_shape(NAME, normalized_shape)
 
 
 def _rows(x: np.ndarray, k: int) -> tuple[int, int]:

@@ -34,7 +34,7 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import ConfigError, ShapeError
-from ..spec import REQUIRED, Backward, Forward, NormSpec
+from ..spec import REQUIRED, Forward, NormSpec
 from . import _common as C
 from . import layer_norm as _ln
 from . import rms_norm as _rms
@@ -75,7 +75,7 @@ def check(x, weight, bias, static_scale, normalized_shape, norm, eps, quant_dtyp
     """The argument checks (shared with the specification): (shape, eps, min_scale)."""
     C.check_choice(NAME, "norm", norm, NORMS)
     C.check_choice(NAME, "quant_dtype", quant_dtype, tuple(QUANT_DTYPES))
-    shape = _rms._shape(normalized_shape)
+    shape = C.normalized_shape(NAME, normalized_shape)
     eps = C.check_eps(NAME, eps)
     k = len(shape)
     if x.ndim < k or x.shape[x.ndim - k:] != shape:

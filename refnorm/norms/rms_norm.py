@@ -38,7 +38,6 @@ dweight is summed per block, then over the blocks).
 """
 from __future__ import annotations
 
-import numbers
 
 import numpy as np
 
@@ -52,16 +51,7 @@ FLOAT64_EPS = float(np.finfo(np.float64).eps)
 
 
 def _shape(normalized_shape) -> tuple[int, ...]:
-    if isinstance(normalized_shape, numbers.Integral) and not isinstance(normalized_shape, bool):
-        normalized_shape = (normalized_shape,)
-    try:
-        shape = tuple(normalized_shape)
-    except TypeError:
-        shape = None
-    if not shape or any(isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 0 for s in shape):
-        raise ConfigError(f"{NAME}: normalized_shape={normalized_shape!r}; expected a non-empty list "
-                          "of non-negative ints")
-    return tuple(int(s) for s in shape)
+    return C.normalized_shape(NAME, normalized_shape)
 
 
 def _eps(eps) -> float:
