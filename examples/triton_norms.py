@@ -63,8 +63,10 @@ def _load(ptr, offs, mask, KIND: tl.constexpr, F64: tl.constexpr):
     if KIND == 2:
         v = (v.to(tl.int32) << 16).to(tl.float32, bitcast=True)
     if F64:
-        return v.to(tl.float64)
-    return v.to(tl.float32)
+        r = v.to(tl.float64)
+    else:
+        r = v.to(tl.float32)
+    return r
 
 
 @triton.jit
@@ -86,8 +88,10 @@ def _store(ptr, offs, v, mask, KIND: tl.constexpr):
 def _rsqrt(v, F64: tl.constexpr):
     """1 / sqrt(v) with a correctly rounded square root (tl.sqrt is approximate for float32 on a GPU)."""
     if F64:
-        return 1.0 / tl.sqrt(v)
-    return 1.0 / tl.sqrt_rn(v)
+        r = 1.0 / tl.sqrt(v)
+    else:
+        r = 1.0 / tl.sqrt_rn(v)
+    return r
 
 
 @triton.jit

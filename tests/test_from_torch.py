@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import refnorm
-from refnorm.check import Contract, Returned, run_check
+from refnorm.check import Contract, run_check
 from refnorm.check.backends import complete_config, from_torch, get_backend
 from refnorm.check.backends.plugin import BackendLoadError, parse_options
 from refnorm.cli import main
@@ -348,7 +348,8 @@ def test_gpu_run_script_without_a_gpu_writes_nothing(tmp_path):
     the GPU figures and torch-cuda known-failure lists of the run that made them stay as they are."""
     import subprocess
     torch = _torch()
-    made = [os.path.join(ROOT, "docs", "gpu.md"), os.path.join(ROOT, "known_failures", "torch-cuda.txt"),
+    made = [os.path.join(ROOT, "docs", "gpu.md"), os.path.join(ROOT, "docs", "gpu_probe.md"),
+            os.path.join(ROOT, "known_failures", "torch-cuda.txt"),
             os.path.join(ROOT, "known_failures", "torch-cuda-caseparams.txt")]
     def contents():
         return {p: pathlib.Path(p).read_text() if os.path.exists(p) else None for p in made}
@@ -361,3 +362,41 @@ def test_gpu_run_script_without_a_gpu_writes_nothing(tmp_path):
     assert r.returncode == 3 and "no CUDA device" in r.stderr, (r.returncode, r.stdout, r.stderr)
     assert not (tmp_path / "out").exists()
     assert before == contents()
+
+
+def test_gpu_known_failure_lists_are_parseable_and_explain_only_what_their_rules_fit(tmp_path, monkeypatch):
+    """benchmarks/gpu_known_failures.py writes lists the checker reads; a reviewed rule explains only the
+    cases it names, anything else keeps the measured message marked "not reviewed"."""
+    import importlib.util
+    import json
+    from refnorm.check.core import read_expected_failures
+    spec = importlib.util.spec_from_file_location("gkf", os.path.join(ROOT, "benchmarks", "gpu_known_failures.py"))
+    gkf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gkf)
+
+    def case(cid, status, arrays=(), diag=None, message="step 0 grad x: 2.5 x bound"):
+        return {"id": cid, "status": status, "message": message, "diagnosis": {"matched": diag} if diag else None,
+                "arrays": [{"part": p, "name": n, "verdict": "failed"} for p, n in arrays]}
+    report = {"cases": [
+        case("batch_norm/normal_bf16_6x4x25", "failed", [("grads", "x")]),
+        case("weight_norm/normal_f64_3x7", "failed", [("outputs", "w"), ("grads", "v")],
+             message="step 0 output w: 1.6e+07 x bound"),
+        case("instance_norm/normal_noweight_f32_3x2x7", "error",
+             message="step 0: backend raised RuntimeError: torch's backward of instance_norm (gradients of bias, x) "
+                     "raised RuntimeError: tensor does not have a device"),
+        case("layer_norm/normal_f16_4x128", "failed", [("grads", "x"), ("outputs", "y")], message="y: 3 x bound #1"),
+        case("rms_norm/normal_f32_4x128", "passed"),
+    ]}
+    rows = gkf.lines_for(report)
+    assert len(rows) == 4
+    assert "beyond stats_d" in rows[0] and "up to 2.5 x bound" in rows[0]
+    assert "computes in float32 for float64" in rows[1]
+    assert "bias and no weight raises" in rows[2]
+    assert "not reviewed" in rows[3] and "#" not in rows[3]      # no rule fits layer_norm: the message stays
+    (tmp_path / "known_failures").mkdir()
+    for name in ("torch-cuda", "torch-cuda-caseparams"):
+        (tmp_path / f"{name}.json").write_text(json.dumps(report))
+    monkeypatch.chdir(tmp_path)
+    gkf.main(str(tmp_path), "torch test")
+    parsed = read_expected_failures(str(tmp_path / "known_failures" / "torch-cuda.txt"))
+    assert sorted(parsed) == sorted(c["id"] for c in report["cases"] if c["status"] != "passed")

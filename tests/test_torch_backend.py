@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed; the torch b
 
 import refnorm  # noqa: E402
 import refnorm.golden as golden  # noqa: E402
-from refnorm.check.backends.base import Backend, Call, Contract  # noqa: E402
+from refnorm.check.backends.base import Backend, Call, Contract, complete_config  # noqa: E402
 from refnorm.check.backends.torch_backend import (CUDA_UNAVAILABLE, NO_TORCH, SUPPORTED, Refused,  # noqa: E402
                                                   TorchBackend, _to_numpy, _to_torch, onnx_momentum_to_torch)
 from refnorm.check.precision import round_to  # noqa: E402
@@ -411,6 +411,34 @@ def test_contract_table():
             for op, kind in want.items():
                 red = "serial" if op in ("lp_normalize", "weight_norm") else "block"
                 assert be.contract_for(op, dt) == Contract(kind, red), (be.name, op, dt)
+
+
+def test_cuda_contracts_and_refusals_follow_the_gpu_measurements():
+    """On CUDA (docs/gpu_probe.md): 16-bit batch_norm/instance_norm are stats_d in both layouts, even with
+    float32 parameters (strict on CPU); layer_norm/group_norm with float32 parameters are refused (torch's
+    CUDA kernels raise), the case-dtype layout and parameter-free calls are not. Needs no GPU: the
+    declarations are pure."""
+    x = np.zeros((2, 3, 4), np.float32)
+    w = np.ones(3, np.float32)
+    for layout in ("float32", "case"):
+        cuda = TorchBackend("cuda", param_dtype=layout)
+        for op in ("batch_norm", "instance_norm"):
+            for dt in ("float16", "bfloat16"):
+                assert cuda.contract_for(op, dt, {"x": x, "weight": w}) == Contract("stats_d", "block")
+            assert cuda.contract_for(op, "float32", {"x": x, "weight": w}) == Contract("strict", "block")
+    assert CPU.contract_for("batch_norm", "bfloat16", {"x": x, "weight": w}) == Contract("strict", "block")
+
+    def call(be, op, inputs, dt="bfloat16"):
+        cfg = {"layer_norm": {"normalized_shape": [4]}, "group_norm": {"num_groups": 3}}[op]
+        return be.supports(Call(op, dt, complete_config(op, cfg), True, inputs))
+    mixed, case = TorchBackend("cuda"), TorchBackend("cuda", param_dtype="case")
+    lw = {"x": x, "weight": np.ones(4, np.float32)}
+    assert "torch-cuda-caseparams" in call(mixed, "layer_norm", lw)
+    assert "torch-cuda-caseparams" in call(mixed, "group_norm", {"x": x, "bias": w})
+    assert call(mixed, "layer_norm", {"x": x}) is None                  # nothing to mix
+    assert call(mixed, "layer_norm", lw, "float32") is None
+    assert call(case, "layer_norm", lw) is None
+    assert call(CPU, "layer_norm", lw) is None
 
 
 def test_fact_layer_norm_accumulates_parameter_gradients_in_the_input_dtype():
