@@ -291,6 +291,39 @@ def test_from_torch_takes_an_autograd_function_and_masks_as_bool():
     assert got["mask"].dtype == torch.bool and got["mask"].tolist() == [[False, True, False], [True, False, False]]
 
 
+def _composite_add_norm(torch, F, lose_residual_grad=False):
+    def add_norm(x, residual, weight, bias, *, normalized_shape, eps, norm, prenorm, residual_in_fp32):
+        acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+        s = x.to(acc) + (residual.to(acc) if residual is not None else 0)
+        w = None if weight is None else weight.to(acc)
+        if norm == "layer_norm":
+            y = F.layer_norm(s, normalized_shape, w, None if bias is None else bias.to(acc), eps)
+        else:
+            y = F.rms_norm(s, normalized_shape, w, eps)
+            y = y if bias is None else y + bias.to(acc)
+        res = s.to(acc if residual_in_fp32 and x.dtype != torch.float64 else x.dtype)
+        return y.to(x.dtype), (res.detach().requires_grad_() if lose_residual_grad else res)
+    return add_norm
+
+
+def test_from_torch_backpropagates_through_every_returned_differentiable_output():
+    """add_norm returns y and the new residual; with prenorm=True the residual's cotangent flows back:
+    a composite add + norm wrapped by from_torch passes every golden add_norm case it takes, and the same
+    kernel whose residual_out is cut from the graph fails (dx and dresidual miss dresidual_out)."""
+    torch = _torch()
+    import torch.nn.functional as F
+    sig = ("x", "residual", "weight", "bias")
+    good = from_torch(_composite_add_norm(torch, F), "add_norm", contract="strict", signature=sig)
+    rep = run_check(good, GOLDEN, ops=["add_norm"])
+    judged = [c for c in rep.cases if c.status != "skipped"]
+    assert len(judged) >= 8 and all(c.status in ("passed", "partial") for c in judged), \
+        [(c.id, c.message[:120]) for c in judged if c.status not in ("passed", "partial")]
+    cut = from_torch(_composite_add_norm(torch, F, lose_residual_grad=True), "add_norm", contract="strict",
+                     signature=sig)
+    failed = [c for c in run_check(cut, GOLDEN, ops=["add_norm"], diagnose=False).cases if c.status == "failed"]
+    assert failed and all(any(a.part == "grads" and a.verdict == "failed" for a in c.arrays) for c in failed)
+
+
 def test_from_torch_refuses_bad_arguments_by_name():
     F = _torch().nn.functional
     with pytest.raises(ValueError, match="contract 'loose'; expected one of strict, stats_d, epi_d"):

@@ -178,8 +178,7 @@ NO_TORCH = {
     "batch_renorm": "torch has no native batch_renorm; torch.nn has no Batch Renormalization layer",
 }
 # the inputs of each op that are activations (case dtype in every layout); the others are parameters
-ACTIVATIONS = {"weight_norm": ("v", "g"), "add_norm": ("x", "residual", "mask", "rowscale"),
-               "adaptive_layer_norm": ("x", "scale", "shift")}
+ACTIVATIONS = T.ACTIVATIONS
 # the contract of float16/bfloat16 calls (module docstring, "Contracts"); unlisted ops: strict
 LOW_CONTRACT = {"batch_norm": "stats_d", "instance_norm": "stats_d", "group_norm": "stats_d",
                 "layer_norm": "stats_d", "weight_norm": "stats_d", "lp_normalize": "epi_d",
@@ -372,13 +371,10 @@ class TorchBackend:
                                      f"has shape {tuple(out.shape)}")
                 names = list(leaves)
                 outs, cots = [out], [cot]
-                # the further differentiable outputs with a cotangent (add_norm's residual_out, unless
-                # prenorm=False: then it is not returned to the model and no gradient flows through it)
-                for k2 in spec.differentiable[1:]:
-                    if k2 in call.cotangents and k2 in outputs and not (call.op == "add_norm" and not cfg["prenorm"]):
-                        outs.append(outputs[k2])
-                        cots.append(_to_torch(torch, f"cotangent {k2!r}", call.cotangents[k2], outputs[k2].dtype,
-                                              self.device))
+                for k2 in T.flowing_outputs(spec, cfg, call.cotangents, outputs)[1:]:     # add_norm's residual_out
+                    outs.append(outputs[k2])
+                    cots.append(_to_torch(torch, f"cotangent {k2!r}", call.cotangents[k2], outputs[k2].dtype,
+                                          self.device))
                 # materialize_grads: an input the output does not depend on gets torch's zero gradient
                 try:
                     res = torch.autograd.grad(outs, [leaves[k] for k in names], cots, allow_unused=True,

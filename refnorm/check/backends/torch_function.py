@@ -58,7 +58,6 @@ from .base import CONTRACTS, Call, Contract, Returned
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 LOW = ("float16", "bfloat16")
-ACTIVATIONS = {"weight_norm": ("v", "g")}        # the inputs of an op that are activations (default: x)
 
 
 def from_torch(fn, op: str, *, contract, reduction: str = "block", name: str | None = None, device: str = "cpu",
@@ -207,7 +206,7 @@ class TorchFunctionBackend:
         cfg = T.start_run(self, call)
         act_dt = _torch_dtype(torch, call.dtype)
         par_dt = torch.float32 if (self.param_dtype == "float32" and call.dtype in LOW) else act_dt
-        acts = ACTIVATIONS.get(call.op, ("x",))
+        acts = T.ACTIVATIONS.get(call.op, ("x",))
         want_grad = bool(call.cotangents) and not self.forward_only
         values, leaves = {}, {}
         for k, a in call.inputs.items():
@@ -259,8 +258,15 @@ class TorchFunctionBackend:
                 if tuple(cot.shape) != tuple(y.shape):
                     raise ValueError(f"{call.op}: cotangent {dkey!r} has shape {tuple(cot.shape)}; {self.name} "
                                      f"returned {dkey!r} of shape {tuple(y.shape)}")
+                outs, cots = [y], [cot]
+                for k2 in T.flowing_outputs(self.spec, cfg, call.cotangents, out)[1:]:   # add_norm's residual_out
+                    if not out[k2].requires_grad:
+                        raise RuntimeError(f"{self.name}: output {k2!r} does not require grad, but its cotangent "
+                                           "flows back (add_norm prenorm=True)")
+                    outs.append(out[k2])
+                    cots.append(_to_torch(torch, f"cotangent {k2!r}", call.cotangents[k2], out[k2].dtype, self.device))
                 names = list(leaves)
-                res = torch.autograd.grad([y], [leaves[k] for k in names], [cot], allow_unused=True,
+                res = torch.autograd.grad(outs, [leaves[k] for k in names], cots, allow_unused=True,
                                           materialize_grads=True)
                 grads = {k: _to_numpy(torch, g) for k, g in zip(names, res)}
         new_state = {k: _to_numpy(torch, v) for k, v in state.items()}
