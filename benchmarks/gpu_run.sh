@@ -5,7 +5,8 @@
 #     bash benchmarks/gpu_run.sh [OUT_DIR]        # default OUT_DIR: gpu-run/ (raw reports, logs)
 #
 # 1. refnorm check --backend torch-cuda and torch-cuda-caseparams (both parameter layouts), golden set;
-# 2. the Triton examples (examples/triton_norms.py) compiled (TRITON_INTERPRET unset), layer_norm, rms_norm;
+# 2. the Triton examples (examples/triton_norms.py) compiled (TRITON_INTERPRET unset), layer_norm, rms_norm,
+#    add_norm;
 # 3. refnorm check --backend torch-cuda --suite production.
 # Each run writes OUT_DIR/<name>.json and .log and its wall time. Then, from what was measured (never by
 # hand): docs/gpu.md (device, driver, CUDA, torch and triton versions, the table of each run, its time)
@@ -45,6 +46,7 @@ run torch-cuda            --backend torch-cuda
 run torch-cuda-caseparams --backend torch-cuda-caseparams
 run triton-layer_norm     --backend examples.triton_norms:layer_norm_backend --ops layer_norm
 run triton-rms_norm       --backend examples.triton_norms:rms_norm_backend --ops rms_norm
+run triton-add_norm       --backend examples.triton_norms:add_norm_backend --ops add_norm
 run production            --backend torch-cuda --suite production
 
 "$PY" - "$OUT" <<'EOF'

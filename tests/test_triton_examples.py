@@ -1,5 +1,5 @@
-"""examples/triton_norms.py: Triton LayerNorm and RMSNorm kernels, wrapped with from_torch, pass refnorm's
-check in Triton's interpreter (TRITON_INTERPRET=1, no GPU), and a planted bug in each fails it.
+"""examples/triton_norms.py: Triton LayerNorm, RMSNorm and residual add + norm kernels, wrapped with from_torch,
+pass refnorm's check in Triton's interpreter (TRITON_INTERPRET=1, no GPU), and a planted bug in each fails it.
 
 Kept fast for CI: the golden cases of at most 1000 elements (the 65537-row and 65536-wide ones take
 minutes in the interpreter) and one generated case per planted bug. Needs triton (CI: triton==3.9.0);
@@ -103,6 +103,26 @@ def test_planted_weight_gradient_partials_in_the_input_dtype_fail(E, op):
         weak = from_torch(b.fn, op, contract="stats_d", signature=b.signature, options=b.keywords, device=E.DEVICE)
         res = run_generated(weak, [recipe], diagnose=False).cases[0]
         assert res.status == "passed", (res.status, res.message)
+
+
+def test_residual_add_example_passes_and_its_planted_bugs_fail_and_are_named(E):
+    """The fused add + norm (add_norm: x + residual held in float32, normalized; the new residual returned,
+    its cotangent joining the residual's gradient under prenorm) passes every golden add_norm case it takes
+    in all four dtypes; the residual added in the activation dtype and a backward that drops the returned
+    residual's gradient each fail, and the diagnosis names them."""
+    rep = assert_backend_passes(E.add_norm_backend, ops=["add_norm"], golden=GOLDEN, allow_partial=True)
+    s = rep.summary()
+    judged = {c.dtype for c in rep.cases if c.status in ("passed", "partial")}
+    assert s["failed"] == 0 and s["errors"] == 0 and s["passed"] >= 8 and len(judged) == 4, (s, judged)
+    assert all("not passed to triton-add_norm" in c.message for c in rep.cases if c.status == "skipped")
+    for bug, mechanism, array in (("sum_in_d", "residual_add_in_d", "output y"),
+                                  ("no_dresidual_out", "no_dresidual_out", "grad residual")):
+        failed = [c for c in run_check(E.buggy("add_norm", bug), GOLDEN, ops=["add_norm"]).cases
+                  if c.status == "failed"]
+        assert len(failed) >= 4, bug
+        assert any(array in c.message for c in failed), (bug, [c.message for c in failed])
+        named = [(c.diagnosis or {}).get("matched") for c in failed]
+        assert all(n == mechanism for n in named), (bug, named)
 
 
 def test_bfloat16_rounding_is_to_nearest_even(E):
