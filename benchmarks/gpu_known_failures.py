@@ -41,8 +41,9 @@ def explain(cid: str, status: str, arrays: list, diag: str, message: str) -> str
                     "gamma and the dbias output requested); on CPU group_norm raises the same way")
         return None
     if op == "weight_norm" and dt == "f64":
-        return ("torch's CUDA _weight_norm (the fused kernel, dim 0 or the last) computes in float32 for float64 "
-                f"tensors: w is ~5e8 u64 (~u32) off the float64 formula in docs/gpu_probe.md; dim=None is exact{ratio}")
+        return ("torch's CUDA _weight_norm (the fused kernel, dim 0 or the last) is only float32-accurate on float64 "
+                f"tensors: w is ~5e8 u64 (~2^-24 relative) off the float64 formula in docs/gpu_probe.md; dim=None "
+                f"(the composite) is exact{ratio}")
     if op == "batch_norm" and "const_eps1e-12" in cid and dt == "f16" and arrays == ["grad.x"]:
         return ("grad x of a constant channel with eps=1e-12 (rstd = 1e6) fails every contract (inf x bound) in "
                 "docs/gpu_probe.md; the CPU kernels pass it; mechanism not established")
