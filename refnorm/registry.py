@@ -224,6 +224,12 @@ def evaluate(name: str, inputs: Mapping[str, Any], *, config: Mapping[str, Any] 
                     f"{', '.join(spec.differentiable) or '(none: the op is forward-only)'}")
             cot = {}
             for k in spec.differentiable:
+                if k not in outputs:            # an output this call does not produce (NormSpec.produced_by)
+                    if grad_outputs.get(k) is not None:
+                        raise RefnormError(f"{spec.name}: grad_outputs[{k!r}] is given, but output {k!r} is "
+                                           f"produced only with input {spec.produced_by[k]!r}; expected no "
+                                           f"cotangent for it")
+                    continue
                 if k in grad_outputs and grad_outputs[k] is not None:
                     c = as_float64(f"{spec.name}: grad_outputs[{k!r}]", grad_outputs[k], view=True)
                     if c.shape != outputs[k].shape:

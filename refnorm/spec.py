@@ -90,6 +90,8 @@ class NormSpec:
                     scale in float32); None: every output in the case dtype.
     masks:          inputs that are masks (0/1 values, not differentiable); ``evaluate`` accepts them as
                     booleans too (True = 1).
+    produced_by:    output -> the input it needs: an output produced only when that input is given
+                    (add_norm's y1 with weight1); the others are always produced.
     resolve:        None, or option values -> the same with every ``DEFAULT`` replaced by the value the
                     module picks (batch_norm: momentum 0.1 or 0.9 by convention); used by
                     ``refnorm.check.backends.base.complete_config`` so a backend never sees ``DEFAULT``.
@@ -110,10 +112,19 @@ class NormSpec:
     output_dtypes: Callable[..., Mapping[str, str]] | None = None
     masks: tuple[str, ...] = ()
     resolve: Callable[[dict], dict] | None = None
+    produced_by: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         assert set(self.required) <= set(self.inputs), self.name
         assert set(self.masks) <= set(self.inputs), self.name
         assert set(self.differentiable) <= set(self.outputs), self.name
         assert set(self.returned) <= set(self.outputs), self.name
+        assert set(self.produced_by) <= set(self.outputs) and set(self.produced_by.values()) <= set(self.inputs), \
+            self.name
         object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
+        object.__setattr__(self, "produced_by", MappingProxyType(dict(self.produced_by)))
+
+    def produced(self, input_names) -> tuple[str, ...]:
+        """The outputs a call with these inputs produces (``produced_by``), in ``outputs`` order."""
+        given = set(input_names)
+        return tuple(k for k in self.outputs if k not in self.produced_by or self.produced_by[k] in given)

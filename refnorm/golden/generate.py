@@ -199,7 +199,8 @@ def materialize(recipe: Recipe) -> GoldenCase:
     steps = []
     for i, step in enumerate(case.steps):
         kind = step.partition(":")[0]
-        outputs = [k for k in spec.outputs if kind != "eval" or case.eval_outputs is None or k in case.eval_outputs]
+        outputs = [k for k in spec.produced(case.inputs)
+                   if kind != "eval" or case.eval_outputs is None or k in case.eval_outputs]
         grads = [k for k in drawn.inputs[i] if k not in case.ignore_grads] if spec.differentiable else []
         steps.append(GoldenStep(kind == "train", drawn.inputs[i], drawn.cotangents[i], {}, {}, {},
                                 {"outputs": tuple(outputs), "grads": tuple(grads),
@@ -211,11 +212,11 @@ def materialize(recipe: Recipe) -> GoldenCase:
 
 def _draw(recipe: Recipe):
     """``build.draw`` with the recipe's seed. Every differentiable output of every op here has its main
-    input's shape (add_norm's y and residual_out both), so no forward call is needed for the cotangents'
+    input's shape (add_norm's y, residual_out and y1), so no forward call is needed for the cotangents'
     shapes (an expected-error case could not make one: the reference raises on it)."""
     case = recipe.case
     diff = registry.get(case.op).differentiable          # () for a forward-only op: no cotangents
-    # every differentiable output has the main input's shape (add_norm's y and residual_out too)
+    # every differentiable output has the main input's shape (add_norm's y, residual_out and y1 too)
     return B.draw(case, seed=recipe.seed, output_shapes={out: case.inputs[MAKERS[case.op][1]] for out in diff})
 
 

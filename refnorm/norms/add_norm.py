@@ -3,6 +3,10 @@
     c            = mask * rowscale / (1 - dropout_p)          (each factor 1 when absent; rowscale per row)
     residual_out = x * c + residual                           (the new residual stream, s)
     y            = norm(residual_out) * (weight + weight_offset) + bias
+The parallel branch (flash-attention's x1, weight1, bias1: GPT-J / PaLM parallel blocks), each part optional:
+    c1           = mask1 / (1 - dropout_p)                    (x1's own keep-mask; no rowscale)
+    residual_out = x * c + x1 * c1 + residual
+    y1           = norm(residual_out) * (weight1 + weight_offset) + bias1      (the same x_hat as y)
 
 norm = ``layer_norm`` (mean removed, biased variance, eps inside the sqrt) or ``rms_norm`` (no mean
 removed, eps inside the sqrt), over the trailing ``len(normalized_shape)`` axes (A); both as the plain
@@ -13,7 +17,7 @@ x.shape[:-k] (one factor per token: stochastic depth). ``residual`` (x.shape) is
 residual_out = x * c. ``weight``/``bias`` have shape normalized_shape, each optional; ``weight_offset``
 1.0 is the zero-centred weight.
 
-Outputs ``y`` and ``residual_out`` (x.shape), both differentiable. ``prenorm=True`` (default) is the
+Outputs ``y`` and ``residual_out`` (x.shape), and ``y1`` (x.shape) when weight1 is given, all differentiable. ``prenorm=True`` (default) is the
 call that returns the new residual to the model: its cotangent ``dresidual_out`` flows back,
     dresidual = d norm / d s (dy) + dresidual_out,     dx = dresidual * c,
     drowscale = sum_A(dresidual * x * mask) / (1 - p),  dweight, dbias as the plain op (at s).
@@ -35,7 +39,18 @@ stored float16 residual) is judged against the gradient of the exact function un
 ``strict`` contract (it fails on mean-shifted rows), and passes only under a declared ``epi_d``; the
 report names the contract applied. docs/tolerances.md section "Fused residual add".
 
-The parallel second branch (x1, weight1, bias1) of flash-attention is not modelled.
+Parallel branch (flash-attention's ``layer_norm_fn`` x1/weight1/bias1, followed where it asserts). ``x1``
+(x.shape) is a second branch summed into the residual stream with its own keep-mask ``mask1`` (x.shape;
+flash-attention draws a separate mask for x1) and the same ``dropout_p``; a ``dropout_p`` > 0 with x1 needs
+mask1, and mask1 without x1 is a ConfigError. ``rowscale`` with x1 is a ConfigError (flash-attention
+asserts "rowscale is not supported with parallel LayerNorm"). ``weight1``/``bias1`` (normalized_shape)
+give the second output ``y1`` from the same x_hat; weight1 works with or without x1 (as in
+flash-attention); ``weight_offset`` applies to weight1 too (flash-attention adds 1 to both with
+zero_centered_weight). ``bias1`` without ``weight1`` is a ConfigError: y1 exists only when weight1 is
+given (flash-attention silently ignores such a bias1 in the forward). Backward: the norm's backward is
+linear in its cotangent, so y1's adds to y's,
+    ds += d norm / d s (dy1; weight1),   dx1 = ds * c1,   dweight1 = sum dy1 * xhat,   dbias1 = sum dy1,
+and dmask1 is zeros like dmask.
 This module checks the arguments; the equations are the specification's (refnorm/specs/add_norm.py,
 whole-array NumPy, which is fast enough: no separate fast path).
 """
@@ -75,7 +90,7 @@ def check(inputs, config):
     if x.ndim < k or x.shape[x.ndim - k:] != shape:
         raise ShapeError(f"{NAME}: input 'x' has shape {x.shape}; expected trailing dimensions "
                          f"equal to normalized_shape {list(shape)}")
-    for key in ("residual", "mask"):
+    for key in ("residual", "mask", "x1", "mask1"):
         a = inputs.get(key)
         if a is not None and a.shape != x.shape:
             raise ShapeError(f"{NAME}: input {key!r} has shape {a.shape}; expected the shape of 'x', {x.shape}")
@@ -85,19 +100,46 @@ def check(inputs, config):
                          f"x.shape[:-{k}] = {x.shape[:x.ndim - k]}")
     mask = inputs.get("mask")
     if mask is not None:
-        bad = ~((mask == 0) | (mask == 1))
-        if bad.any():
-            v = float(mask[bad].flat[0])
-            raise ConfigError(f"{NAME}: input 'mask' holds {v!r}; expected a keep-mask of 0s and 1s")
+        _check_keep(mask, "mask")
     elif p > 0:
         raise ConfigError(f"{NAME}: dropout_p={p!r} needs a 'mask' input (the keep-mask is given, never drawn); "
                           "expected a mask or dropout_p=0.0")
     C.check_param(NAME, "weight", inputs.get("weight"), shape)
     C.check_param(NAME, "bias", inputs.get("bias"), shape)
+    _check_parallel(inputs, p, shape)
     if inputs.get("weight") is None and offset != 0.0:
         raise ConfigError(f"{NAME}: weight_offset={config['weight_offset']!r} needs a 'weight' input; expected "
                           "weight_offset=0.0 when no weight is given")
     return shape, eps, p, offset
+
+
+def _check_keep(mask, key):
+    bad = ~((mask == 0) | (mask == 1))
+    if bad.any():
+        v = float(mask[bad].flat[0])
+        raise ConfigError(f"{NAME}: input {key!r} holds {v!r}; expected a keep-mask of 0s and 1s")
+
+
+def _check_parallel(inputs, p, shape):
+    """The parallel branch's rules (module docstring): flash-attention's asserts as ConfigErrors."""
+    x1, mask1 = inputs.get("x1"), inputs.get("mask1")
+    if x1 is None and mask1 is not None:
+        raise ConfigError(f"{NAME}: input 'mask1' is given without 'x1'; expected mask1 (x1's keep-mask) only "
+                          "with x1")
+    if x1 is not None:
+        if inputs.get("rowscale") is not None:
+            raise ConfigError(f"{NAME}: input 'rowscale' is given with 'x1'; expected no rowscale with the parallel "
+                              "branch (flash-attention: rowscale is not supported with parallel LayerNorm)")
+        if mask1 is not None:
+            _check_keep(mask1, "mask1")
+        elif p > 0:
+            raise ConfigError(f"{NAME}: dropout_p={p!r} with 'x1' needs a 'mask1' input (x1's own keep-mask, "
+                              "given, never drawn); expected mask1 or dropout_p=0.0")
+    C.check_param(NAME, "weight1", inputs.get("weight1"), shape)
+    C.check_param(NAME, "bias1", inputs.get("bias1"), shape)
+    if inputs.get("bias1") is not None and inputs.get("weight1") is None:
+        raise ConfigError(f"{NAME}: input 'bias1' is given without 'weight1'; expected weight1 with bias1 (the "
+                          "output y1 exists only when weight1 is given)")
 
 
 def _forward(inputs, config, state, training):
@@ -113,10 +155,11 @@ def _backward(ctx, cot):
 SPEC = NormSpec(
     name=NAME,
     summary="residual_out = x * mask * rowscale / (1 - p) + residual; y = layer_norm or rms_norm of residual_out",
-    inputs=("x", "residual", "weight", "bias", "mask", "rowscale"), required=("x",),
-    outputs=("y", "residual_out"),
+    inputs=("x", "residual", "weight", "bias", "mask", "rowscale", "x1", "mask1", "weight1", "bias1"),
+    required=("x",),
+    outputs=("y", "residual_out", "y1"),
     options={"normalized_shape": REQUIRED, "norm": "layer_norm", "eps": 1e-5, "dropout_p": 0.0, "prenorm": True,
              "residual_in_fp32": False, "weight_offset": 0.0},
     forward=_forward, backward=_backward,
-    differentiable=("y", "residual_out"),
+    differentiable=("y", "residual_out", "y1"), produced_by={"y1": "weight1"},
 )
