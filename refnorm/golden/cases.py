@@ -53,7 +53,8 @@ STATE_REGIMES = ("stat_mean", "stat_var", "zeros", "ones")  # plus "count:<k>" f
 # inputs that are parameters (drawn once per case) draw from these regimes; every other input is an
 # activation (drawn per step, by the case regime)
 PARAM_REGIMES = {"weight": "weight", "g": "weight", "bias": "bias", "pad_mask": "mask", "static_scale": "qscale",
-                 "mask": "keep", "rowscale": "weight", "scale": "bias", "shift": "bias"}
+                 "mask": "keep", "rowscale": "weight", "scale": "bias", "shift": "bias", "mask1": "keep",
+                 "weight1": "weight", "bias1": "bias"}
 
 _ID = re.compile(r"^[a-z][a-z0-9_]*/[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
@@ -240,10 +241,15 @@ ADD_NORM_DEFAULTS = {"norm": "layer_norm", "dropout_p": 0.0, "prenorm": True, "r
 KEEP_P = 0.25          # the keep-mask regime ("keep") keeps ~75%: dropout_p = 0.25 matches it
 
 
+PARALLEL_TAG = {"": "", "x1": "parx1", "w1": "parw1", "x1w1": "par"}
+
+
 def add_norm(regime, dtype, shape, *, x_regime="", affine="wb", dropout=False, rowscale=False, norm="layer_norm",
-             prenorm=True, residual_in_fp32=False, weight_offset=0.0, eps=1e-5, why=""):
+             prenorm=True, residual_in_fp32=False, weight_offset=0.0, eps=1e-5, parallel="", why=""):
     """A row of add_norm: residual drawn from ``regime``, x from ``x_regime`` (default: the same); the
-    name lists every option that differs from the default (rms, p, rs, fp32res, noprenorm, zc)."""
+    name lists every option that differs from the default (rms, p, rs, fp32res, noprenorm, zc, par).
+    ``parallel``: the parallel branch, "x1" (x1, and mask1 with dropout), "w1" (weight1, and bias1 when
+    ``affine`` has a bias: the output y1) or "x1w1" (both); x1 is drawn as x."""
     cfg = {**ADD_NORM_DEFAULTS, "norm": norm, "prenorm": bool(prenorm), "residual_in_fp32": bool(residual_in_fp32),
            "weight_offset": weight_offset, **({} if eps == 1e-5 else {"eps": eps}), "normalized_shape": [shape[-1]]}
     if dropout:
@@ -251,16 +257,24 @@ def add_norm(regime, dtype, shape, *, x_regime="", affine="wb", dropout=False, r
     tags = [AFFINE_VARIANT[affine], "rms" if cfg["norm"] == "rms_norm" else "", "p" if dropout else "",
             "rs" if rowscale else "", "fp32res" if cfg["residual_in_fp32"] else "",
             "" if cfg["prenorm"] else "noprenorm", "zc" if cfg["weight_offset"] else "",
-            f"x{x_regime}" if x_regime else ""]
+            f"x{x_regime}" if x_regime else "", PARALLEL_TAG[parallel]]
     inputs = {"x": tuple(shape), "residual": tuple(shape), **_affine_inputs(affine, shape[-1:])}
     if dropout:
         inputs["mask"] = tuple(shape)
     if rowscale:
         inputs["rowscale"] = tuple(shape[:-1])
+    if "x1" in parallel:
+        inputs["x1"] = tuple(shape)
+        if dropout:
+            inputs["mask1"] = tuple(shape)
+    if "w1" in parallel:
+        inputs.update({k + "1": v for k, v in _affine_inputs("w" + ("b" if "b" in affine else ""),
+                                                              shape[-1:]).items()})
+    masks = tuple(k for k in ("mask", "mask1") if k in inputs)
     return Case("add_norm", name_for(regime, dtype, shape, eps=eps, variant="_".join(t for t in tags if t)), dtype,
                 inputs,
-                regime, cfg, axes=(len(shape) - 1,), ignore_grads=("mask",) if dropout else (), why=why,
-                input_regimes={"x": x_regime} if x_regime else {})
+                regime, cfg, axes=(len(shape) - 1,), ignore_grads=masks, why=why,
+                input_regimes={k: x_regime for k in ("x", "x1") if k in inputs} if x_regime else {})
 
 
 def _add_norm_rows():
@@ -296,6 +310,17 @@ def _add_norm_rows():
                  weight_offset=1.0, affine="w", dropout=True, why=shifted.format("bfloat16") + " (Gemma's (1 + w))"),
         add_norm("mean1e3", "float64", (4, 16), x_regime="normal", norm="rms_norm"),
         add_norm("heavy_tail", "float64", (3, 12), dropout=True),
+        # the parallel branch (flash-attention's x1, weight1, bias1; GPT-J parallel blocks)
+        add_norm("normal", "float64", (5, 12), dropout=True, parallel="x1w1",
+                 why="the parallel branch: x1 with its own keep-mask, y1 = x_hat * weight1 + bias1"),
+        add_norm("mean1e3", "float32", (6, 40), x_regime="normal", norm="rms_norm", parallel="x1w1",
+                 why="the parallel branch on a residual stream of 1e3 in float32"),
+        add_norm("mean1e3", "float16", (4, 64), x_regime="normal", residual_in_fp32=True, dropout=True,
+                 parallel="x1w1", why=shifted.format("float16") + " (two branches)"),
+        add_norm("mean1e3", "bfloat16", (4, 64), x_regime="normal", norm="rms_norm", weight_offset=1.0, affine="w",
+                 dropout=True, parallel="x1w1", why=shifted.format("bfloat16") + " (two branches, (1 + weight1))"),
+        add_norm("normal", "float16", (3, 32), prenorm=False, parallel="w1", why="y1 without x1, prenorm=False"),
+        add_norm("normal", "bfloat16", (4, 24), dropout=True, parallel="x1", why="x1 without y1"),
     ]
 
 

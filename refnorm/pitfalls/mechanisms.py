@@ -31,7 +31,7 @@ MECHANISMS = {
     "merge": "the cross-rank merge: counts not weighted, or a rank's local count or statistic used for the "
              "global one",
     "collective": "a missing all-reduce: a rank's partial sums returned for the global ones",
-    "dropout": "the dropout scale: the kept values not scaled by 1/(1 - p)",
+    "dropout": "dropout: the kept values not scaled by 1/(1 - p), or a branch dropped with another's keep-mask",
 }
 
 _BY = {
@@ -46,7 +46,7 @@ _BY = {
     "running": "momentum_flip rv_not_updated nbt_not_incremented",
     "mode": "eval_bwd_batch in_eval_instance",
     "backward": "no_B_term no_A_term dweight_from_dy ws_no_B_term ws_no_A_term wn_dv_no_projection "
-                "no_dresidual_out",
+                "no_dresidual_out no_dy1",
     "reduction": "dgamma_warp32 lost_partial gn_wave64 param_mean_spatial gn_bwd_W",
     "layout": "nhwc_param_index gn_dgamma_layout dy_layout row_index_2_16",
     "affine": "no_bias_drops_weight no_offset llama_cast dx_no_offset one_plus_in_d",
@@ -56,6 +56,6 @@ _BY = {
     "saturation": "e4m3_overflow_nan",
     "merge": "E08 E09 DP-RS1 DP-RS2 DP-TP1",
     "collective": "DP-SP1-layer_norm DP-SP1-rms_norm",
-    "dropout": "dropout_unscaled",
+    "dropout": "dropout_unscaled parallel_shared_mask",
 }
 FAMILY = {vid: key for key, ids in _BY.items() for vid in ids.split()}

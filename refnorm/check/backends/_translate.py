@@ -54,17 +54,18 @@ def start_run(backend, call) -> dict:
 
 # the inputs of each op that are activations (held in the case dtype in every parameter layout); the
 # other floating inputs are parameters (weight, bias: float32 under param_dtype="float32"). Default: x
-ACTIVATIONS = {"weight_norm": ("v", "g"), "add_norm": ("x", "residual", "mask", "rowscale"),
+ACTIVATIONS = {"weight_norm": ("v", "g"), "add_norm": ("x", "residual", "mask", "rowscale", "x1", "mask1"),
                "adaptive_layer_norm": ("x", "scale", "shift")}
 
 
 def flowing_outputs(spec, cfg: Mapping, cotangents: Mapping, returned) -> list:
     """The differentiable outputs whose cotangents flow back, in the spec's order: the first always; a
-    further one (add_norm's residual_out) when it was returned and has a cotangent, unless the call
-    does not return it to the model (add_norm prenorm=False: the reference ignores its cotangent)."""
+    further one (add_norm's residual_out, y1) when it was returned and has a cotangent, unless the call
+    does not return it to the model (add_norm's residual_out with prenorm=False: the reference ignores
+    its cotangent)."""
     first, *rest = spec.differentiable
     if spec.name == "add_norm" and not cfg.get("prenorm", True):
-        rest = []
+        rest = [k for k in rest if k != "residual_out"]
     return [first] + [k for k in rest if k in cotangents and k in returned]
 
 

@@ -51,7 +51,9 @@ the running statistics, in every dtype and both layouts (tests/test_torch_backen
     add_norm             a composition of torch ops, as flash-attention's upcast reference (layer_norm_ref,
                          upcast=True): s = x * mask * rowscale / (1 - p) + residual in float32 (float64 for
                          float64 cases), then F.layer_norm or F.rms_norm (+ bias) of s in that precision, y
-                         cast to the case dtype once; residual_out = s cast once to float32 when
+                         cast to the case dtype once (the parallel branch: + x1 * mask1 / (1 - p) before
+                         the residual, y1 = the same norm of s with weight1, bias1, as layer_norm_ref
+                         computes out1); residual_out = s cast once to float32 when
                          residual_in_fp32 on a float16/bfloat16 case, to the case dtype otherwise. Gradients
                          by autograd from both cotangents (prenorm=False: from y's only). weight_offset is
                          added to the upcast weight.
@@ -473,20 +475,29 @@ class TorchBackend:
         p = float(cfg["dropout_p"])
         if p:
             s = s / (1.0 - p)
+        if "x1" in t:                      # the parallel branch, its own keep-mask (flash-attention's order)
+            s1 = t["x1"].to(acc)
+            if "mask1" in t:
+                s1 = s1 * t["mask1"].detach().to(acc)
+            s = s + (s1 / (1.0 - p) if p else s1)
         if "residual" in t:
             s = s + t["residual"].to(acc)
-        w = t.get("weight")
-        w = None if w is None else w.to(acc) + float(cfg["weight_offset"])
-        b = t.get("bias")
-        b = None if b is None else b.to(acc)
-        if cfg["norm"] == "layer_norm":
-            y = F.layer_norm(s, ns, w, b, float(cfg["eps"]))
-        else:
+
+        def norm(wk, bk):                  # as layer_norm_ref: F.layer_norm / F.rms_norm of s once per output
+            w = t.get(wk)
+            w = None if w is None else w.to(acc) + float(cfg["weight_offset"])
+            b = t.get(bk)
+            b = None if b is None else b.to(acc)
+            if cfg["norm"] == "layer_norm":
+                return F.layer_norm(s, ns, w, b, float(cfg["eps"])).to(x.dtype)
             y = F.rms_norm(s, ns, w, eps=float(cfg["eps"]))
-            y = y if b is None else y + b
+            return (y if b is None else y + b).to(x.dtype)
         low = x.dtype in (torch.float16, torch.bfloat16)
         res_dt = torch.float32 if (cfg["residual_in_fp32"] and low) else x.dtype
-        return {"y": y.to(x.dtype), "residual_out": s.to(res_dt)}, {}
+        outs = {"y": norm("weight", "bias"), "residual_out": s.to(res_dt)}
+        if "weight1" in t:
+            outs["y1"] = norm("weight1", "bias1")
+        return outs, {}
 
     def _adaptive_layer_norm(self, torch, t, cfg, st, training):
         x = t["x"]

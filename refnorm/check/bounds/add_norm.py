@@ -14,6 +14,12 @@ since d xh = r (d s - mean(d s) - xh mean(xh d s)) and d r / r = -r mean(xh d s)
     E_ds  += D |dx| + r (e |B| + |xh| mean(|g| e)) + u (|dx| + |dresidual_out|)    (g = dy w, B = mean(g xh))
     E_dresidual = E_ds,   E_dx = |c| E_ds + 2 u |c ds|,   E_dweight += sum over rows |dy| e
     E_drowscale = sum_row |x mask / (1 - p)| E_ds + u (g(n) + 3) sum_row |ds x c / rowscale|
+The parallel branch: s = x * c + x1 * c1 + residual adds u (k_c1 |x1 c1| + |x c + x1 c1|) to delta (the
+second branch's roundings and one more addition); y1 is bounded as y with weight1/bias1 (the plain op's
+bound plus |w1| e); its cotangent joins the norm's backward, which is linear in the cotangent: E_ds is the
+sum of the plain bounds for dy (weight) and dy1 (weight1), the perturbation terms with |g| = |dy w| + |dy1 w1|
+and |B| + |B1|, and u |ds_n| for the one addition of the two paths;
+    E_dx1 = |c1| E_ds + 2 u |c1 ds|,   E_dweight1 += sum over rows |dy1| e,   E_dbias1 as the plain op's.
 adaptive_layer_norm is layer_norm with a per-sample weight (1 + scale) and bias shift, shared over the
 tokens: the _rows bound with those parameters, their gradients summed over the tokens (the rounding of
 1 + scale is one of the pointwise roundings the bound counts).
@@ -56,6 +62,7 @@ def add_norm(inputs, cfg, cots, u, red, contract, dt):
     x, res = _f64(inputs["x"]), _f64(inputs.get("residual"))
     w, b = _f64(inputs.get("weight")), _f64(inputs.get("bias"))
     mask, rs = _f64(inputs.get("mask")), _f64(inputs.get("rowscale"))
+    x1, w1, b1 = _f64(inputs.get("x1")), _f64(inputs.get("weight1")), _f64(inputs.get("bias1"))
     ns = cfg["normalized_shape"]
     ns = (ns,) if isinstance(ns, int) else tuple(ns)
     k = len(ns)
@@ -68,14 +75,25 @@ def add_norm(inputs, cfg, cots, u, red, contract, dt):
     we = None if w is None else w + off
     c, n_mul = _scale(x, mask, rs, p, k)
     xc = x * c
-    s = xc if res is None else xc + res
-    delta = u * (n_mul * np.abs(xc) + np.abs(s))
+    if x1 is not None:                                      # the parallel branch and one more addition
+        c1, n_mul1 = _scale(x1, _f64(inputs.get("mask1")), None, p, k)
+        x1c = x1 * c1
+        s = xc + x1c if res is None else xc + x1c + res
+        delta = u * (n_mul * np.abs(xc) + n_mul1 * np.abs(x1c) + np.abs(xc + x1c) + np.abs(s))
+    else:
+        s = xc if res is None else xc + res
+        delta = u * (n_mul * np.abs(xc) + np.abs(s))
     if contract == "epi_d" and residual_dtype(cfg, dt) == dt and dt in LOW:
         delta = delta + UNIT_ROUNDOFF[dt] * np.abs(s)       # the sum held in the stored residual's dtype
     dy = _f64(cots.get("y")) if cots else None
     pb = (1,) * (x.ndim - k) + ns
     o, g, _, _ = S.standardize(s, A, weight=we, bias=b, pshape_bcast=pb, dy=dy, eps=eps, u=u, reduction=red,
                                contract=contract, case_dtype=dt, centered=centered)
+    we1 = None if w1 is None else w1 + off
+    dy1 = _f64(cots.get("y1")) if cots and w1 is not None else None
+    if w1 is not None:                                      # y1: the plain op's bound with weight1, bias1
+        o1, g1, _, _ = S.standardize(s, A, weight=we1, bias=b1, pshape_bcast=pb, dy=dy1, eps=eps, u=u,
+                                     reduction=red, contract=contract, case_dtype=dt, centered=centered)
     with np.errstate(all="ignore"):
         mu = s.mean(axis=A, keepdims=True) if centered else 0.0
         var = ((s - mu) ** 2).mean(axis=A, keepdims=True)
@@ -85,6 +103,8 @@ def add_norm(inputs, cfg, cots, u, red, contract, dt):
         e = r * (delta + (delta.mean(axis=A, keepdims=True) if centered else 0.0)) + np.abs(xh) * D
         aw = 1.0 if we is None else np.abs(we)
         outs = {"y": o["y"] + aw * e, "residual_out": delta}
+        if w1 is not None:
+            outs["y1"] = o1["y"] + np.abs(we1) * e
         grads = {}
         if dy is None:
             return outs, grads, {}
@@ -93,7 +113,16 @@ def add_norm(inputs, cfg, cots, u, red, contract, dt):
         dx_n = r * (gw - (gw.mean(axis=A, keepdims=True) if centered else 0.0) - xh * B)
         prenorm = bool(cfg.get("prenorm", True))
         dro = _f64(cots.get("residual_out")) if prenorm else None
-        E_ds = g["x"] + D * np.abs(dx_n) + r * (e * np.abs(B) + np.abs(xh) * (np.abs(gw) * e).mean(axis=A, keepdims=True))
+        if dy1 is None:
+            E_ds = g["x"] + D * np.abs(dx_n) + r * (e * np.abs(B) + np.abs(xh) * (np.abs(gw) * e).mean(axis=A,
+                                                                                                    keepdims=True))
+        else:                                               # both paths (module docstring)
+            gw1 = dy1 * we1
+            B1 = (gw1 * xh).mean(axis=A, keepdims=True)
+            dx_n = dx_n + r * (gw1 - (gw1.mean(axis=A, keepdims=True) if centered else 0.0) - xh * B1)
+            ag = np.abs(gw) + np.abs(gw1)
+            E_ds = g["x"] + g1["x"] + u * np.abs(dx_n) + D * np.abs(dx_n) \
+                + r * (e * (np.abs(B) + np.abs(B1)) + np.abs(xh) * (ag * e).mean(axis=A, keepdims=True))
         ds = dx_n
         if dro is not None:
             E_ds = E_ds + u * (np.abs(dx_n) + np.abs(dro))
@@ -105,6 +134,12 @@ def add_norm(inputs, cfg, cots, u, red, contract, dt):
             grads["weight"] = g["weight"] + (np.abs(dy) * e).sum(axis=lead).reshape(ns)
         if b is not None:
             grads["bias"] = g["bias"]
+        if x1 is not None:
+            grads["x1"] = np.abs(c1) * E_ds + 2 * u * np.abs(c1 * ds)
+        if dy1 is not None:
+            grads["weight1"] = g1["weight"] + (np.abs(dy1) * e).sum(axis=lead).reshape(ns)
+            if b1 is not None:
+                grads["bias1"] = g1["bias"]
         if rs is not None:
             n = int(np.prod(ns))
             xm = np.abs(x * (1.0 if mask is None else mask)) / (1.0 - p)
