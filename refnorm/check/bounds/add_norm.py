@@ -18,7 +18,11 @@ The parallel branch: s = x * c + x1 * c1 + residual adds u (k_c1 |x1 c1| + |x c 
 second branch's roundings and one more addition); y1 is bounded as y with weight1/bias1 (the plain op's
 bound plus |w1| e); its cotangent joins the norm's backward, which is linear in the cotangent: E_ds is the
 sum of the plain bounds for dy (weight) and dy1 (weight1), the perturbation terms with |g| = |dy w| + |dy1 w1|
-and |B| + |B1|, and u |ds_n| for the one addition of the two paths;
+and |B| + |B1|, and the additions of the paths' contributions: an autograd composition (torch's two
+F.rms_norm calls) accumulates ds from up to five terms (per norm the path through x_hat and the one
+through the statistic, and the returned residual's), in the order they arrive, so each of the 3 additions
+beyond the one counted for dresidual_out rounds at most u (P + |dresidual_out|), P = r (|g| + |g1| +
+|xh| (|B| + |B1|) (+ |mean g| + |mean g1| centred)), the sum of the terms' magnitudes;
     E_dx1 = |c1| E_ds + 2 u |c1 ds|,   E_dweight1 += sum over rows |dy1| e,   E_dbias1 as the plain op's.
 adaptive_layer_norm is layer_norm with a per-sample weight (1 + scale) and bias shift, shared over the
 tokens: the _rows bound with those parameters, their gradients summed over the tokens (the rounding of
@@ -121,7 +125,10 @@ def add_norm(inputs, cfg, cots, u, red, contract, dt):
             B1 = (gw1 * xh).mean(axis=A, keepdims=True)
             dx_n = dx_n + r * (gw1 - (gw1.mean(axis=A, keepdims=True) if centered else 0.0) - xh * B1)
             ag = np.abs(gw) + np.abs(gw1)
-            E_ds = g["x"] + g1["x"] + u * np.abs(dx_n) + D * np.abs(dx_n) \
+            P = r * (ag + np.abs(xh) * (np.abs(B) + np.abs(B1)))    # the magnitudes of the paths' terms
+            if centered:
+                P = P + r * (np.abs(gw.mean(axis=A, keepdims=True)) + np.abs(gw1.mean(axis=A, keepdims=True)))
+            E_ds = g["x"] + g1["x"] + 3 * u * (P + (0.0 if dro is None else np.abs(dro))) + D * np.abs(dx_n) \
                 + r * (e * (np.abs(B) + np.abs(B1)) + np.abs(xh) * (ag * e).mean(axis=A, keepdims=True))
         ds = dx_n
         if dro is not None:
