@@ -33,6 +33,15 @@ do = N.indexed("do", r"\frac{{\partial \ell}}{{\partial o_{{{i}}}}}", "∂ℓ/�
 dX = N.indexed("dxin", r"\frac{{\partial \ell}}{{\partial u_{{{i}}}}}", "∂ℓ/∂u[{i}]")
 dR = N.indexed("dres", r"\frac{{\partial \ell}}{{\partial r_{{{i}}}}}", "∂ℓ/∂r[{i}]")
 drho = N.symbol("drowscale", r"\frac{\partial \ell}{\partial \rho}", "∂ℓ/∂ρ")
+X1 = N.indexed("xin1", "v_{{{i}}}", "v[{i}]")               # the parallel branch (refnorm's x1)
+c1 = N.indexed("cone", "c'_{{{i}}}", "c'[{i}]")
+keep1 = N.indexed("keepone", "k'_{{{i}}}", "k'[{i}]")
+gamma1 = N.indexed("gammaone", r"\gamma'_{{{i}}}", "γ'[{i}]")
+beta1 = N.indexed("betaone", r"\beta'_{{{i}}}", "β'[{i}]")
+y1 = N.indexed("yone", "y'_{{{i}}}", "y'[{i}]")
+dy1 = N.indexed("dyone", r"\frac{{\partial \ell}}{{\partial y'_{{{i}}}}}", "∂ℓ/∂y'[{i}]")
+dX1 = N.indexed("dxinone", r"\frac{{\partial \ell}}{{\partial v_{{{i}}}}}", "∂ℓ/∂v[{i}]")
+dgamma1 = N.indexed("dgammaone", r"\frac{{\partial \ell}}{{\partial \gamma'_{{{i}}}}}", "∂ℓ/∂γ'[{i}]")
 sc = N.indexed("scale", "a_{{{i}}}", "a[{i}]")               # adaptive: per-sample scale
 sh = N.indexed("shift", "b_{{{i}}}", "b[{i}]")               # adaptive: per-sample shift
 dsc = N.indexed("dscale", r"\frac{{\partial \ell}}{{\partial a_{{{i}}}}}", "∂ℓ/∂a[{i}]")
@@ -45,6 +54,12 @@ B_DS = sp.Add(bn.C_DX, do[j], evaluate=False)                # LayerNorm's dx at
 B_DX = c[j] * dx[j]
 B_DR = dx[j]
 B_DRHO = sp.Sum(dx[i] * keep[i] * X[i], (i, 1, m)) / (1 - p)
+P_C1 = keep1[j] / (1 - p)
+P_S = sp.Add(c[j] * X[j], c1[j] * X1[j], R[j], evaluate=False)
+P_Y1 = sp.Add(gamma1[j] * xhat[j], beta1[j], evaluate=False)
+P_G = gamma[j] * dy[j] + gamma1[j] * dy1[j]
+P_DX1 = c1[j] * dx[j]
+P_DGAMMA1 = dy1[j] * xhat[j]
 A_Y = sp.Add((1 + sc[j]) * xhat[j], sh[j], evaluate=False)
 A_G = (1 + sc[j]) * dy[j]
 A_DSC = dy[j] * xhat[j]
@@ -72,6 +87,18 @@ def document() -> Document:
         Step("ρ scales the whole row's branch.", sp.Eq(drho, B_DRHO), "drowscale"),
         Step("γ and β: LayerNorm's, at the sum (x̂ of x).", sp.Eq(ln.dgamma[j], ln.B_DGAMMA), "dgamma"),
     ))
+    par = Section("The parallel branch (x1, weight1, bias1)", (
+        "flash-attention's second branch v (refnorm's x1, with its own keep-mask k'; no rowscale) joins the sum, "
+        "and a second output y' (y1) is taken from the same x̂ with its own γ' (weight1 + weight_offset) and β' "
+        "(bias1).",
+        Step("The second branch's scale.", sp.Eq(c1[j], P_C1)),
+        Step("The sum of both branches and the residual.", sp.Eq(x[j], P_S)),
+        Step("The second output, from the same x̂.", sp.Eq(y1[j], P_Y1)),
+        Step("The norm's backward is linear in its cotangent: y' adds γ'_j ∂ℓ/∂y'_j to g, then steps 5 and 6 "
+             "as before (proven as ∂ℓ/∂r_j).", sp.Eq(g[j], P_G), "par_dres"),
+        Step("The second branch enters with coefficient c'_j.", sp.Eq(dX1[j], P_DX1), "par_dxin1"),
+        Step("γ' from y' as γ from y; β': the sum of ∂ℓ/∂y'_j.", sp.Eq(dgamma1[j], P_DGAMMA1), "par_dgamma1"),
+    ))
     ada = Section("Adaptive LayerNorm (`adaptive_layer_norm`)", (
         "One token's row of a sample whose scale a and shift b (one vector per sample) are shared by all its "
         "tokens; x̂ as in [layer_norm](layer_norm.md).",
@@ -89,14 +116,17 @@ def document() -> Document:
                "the sum, returning the sum as the new residual; DiT's adaptive LayerNorm modulates LayerNorm by a "
                "per-sample scale and shift. Both are LayerNorm (or RMSNorm) composed with an element-wise map, so "
                "the backward is the chain rule around [layer_norm](layer_norm.md)'s closed form.",),
-        sections=(fwd, bwd, ada),
+        sections=(fwd, bwd, par, ada),
         checks=(
             "`prove()` (with t standing for 1/(1 − p)): ∂ℓ/∂u, ∂ℓ/∂r, ∂ℓ/∂ρ and ∂ℓ/∂γ against the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i + "
             "Σ ∂ℓ/∂o_i · o_i, with LayerNorm (m = 2, 3 and general m) and with RMSNorm (m = 2, 3); adaptive "
-            "LayerNorm's ∂ℓ/∂a, ∂ℓ/∂b, ∂ℓ/∂x for m = 2, 3 and general m.",
+            "LayerNorm's ∂ℓ/∂a, ∂ℓ/∂b, ∂ℓ/∂x for m = 2, 3 and general m; the parallel branch's ∂ℓ/∂r, ∂ℓ/∂v "
+            "and ∂ℓ/∂γ' against the derivative of ℓ + Σ ∂ℓ/∂y'_i · y'_i with both branches in the sum, with "
+            "LayerNorm (m = 2, 3 and general m) and RMSNorm (m = 2, 3).",
             "`check_numeric()`: against `refnorm.evaluate('add_norm' | 'adaptive_layer_norm', ..., engine='spec')` "
             "(the specifications refnorm/specs/add_norm.py, adaptive_layer_norm.py): y, residual_out and every "
-            "gradient, with LayerNorm and RMSNorm, dropout, rowscale and weight_offset, prenorm on and off.",
+            "gradient, with LayerNorm and RMSNorm, dropout, rowscale and weight_offset, prenorm on and off; "
+            "the parallel branch (x1 with its own mask, y1, dx1, dweight1, dbias1) likewise.",
         ),
         links=(("index", "README.md"), ("LayerNorm", "layer_norm.md"), ("RMSNorm", "rms_norm.md"),
                ("code: refnorm/specs/add_norm.py", "../refnorm/specs/add_norm.py"),
@@ -140,6 +170,31 @@ def _claims(P, L_norm, closed, base, *, sizes, general, prefix, back=None):
                m=m, sizes=sizes, general=general, base=b, back=bk)
 
 
+def _par_sum_of(q):
+    """s_q with the parallel branch: c_q u_q + c'_q v_q + r_q (c = k t, c' = k' t; no rowscale)."""
+    return keep[q] * T * X[q] + keep1[q] * T * X1[q] + R[q]
+
+
+def _par_claims(P, L_norm, L1_norm, closed, base, *, sizes, general, prefix, xh):
+    """The parallel branch around a norm: ℓ = L_norm (y's) + L1_norm (y1's) + Σ do s; closed(q): dℓ/dx_q of
+    the norm with g = γ dy + γ' dy1; xh(q): x̂_q (all as functions of x, the sum)."""
+    ins = lambda e: subs_all(e, by_index(x, _par_sum_of))  # noqa: E731
+    L = ins(L_norm + L1_norm) + sp.Sum(do[i] * _par_sum_of(i), (i, 1, m))
+    ds = lambda q: ins(closed(q)) + do[q]  # noqa: E731
+    b = {ins(a): v for a, v in base.items()}
+    P.identity(prefix + "par_dres", lambda J: sp.diff(L, R[J]) - ds(J), m=m, j=j, sizes=sizes, general=general,
+               base=b)
+    P.identity(prefix + "par_dxin1", lambda J: sp.diff(L, X1[J]) - keep1[J] * T * ds(J), m=m, j=j, sizes=sizes,
+               general=general, base=b)
+    P.identity(prefix + "par_dgamma1", lambda J: sp.diff(L, gamma1[J]) - ins(dy1[J] * xh(J)), m=m, j=j,
+               sizes=sizes, general=general, base=b)
+
+
+def _y1_loss(XH):
+    """Σ ∂ℓ/∂y'_i · y'_i with y'_i = γ'_i x̂_i + β'_i."""
+    return sp.Sum(dy1[i] * (gamma1[i] * XH(i) + beta1[i]), (i, 1, m))
+
+
 def prove(sizes=SIZES, general: bool = True) -> list[str]:
     """Concrete m up to 3 (the general-m claims cover every m; the compositions expand slowly)."""
     P = Prover(NAME)
@@ -158,6 +213,13 @@ def prove(sizes=SIZES, general: bool = True) -> list[str]:
     sub_gr = by_index(g, lambda q: (rn.gamma[q] + rn.off) * dy[q])
     closed_r = lambda q: subs_all(rn.C_DX.xreplace({j: q}), sub_gr, by_index(xhat, XHr), {rn.nu: NU})  # noqa: E731
     _claims(P, Lr, closed_r, {NU + eps: s}, sizes=sizes, general=False, prefix="rms_")
+    # the parallel branch: g = γ dy + γ' dy1 in the closed forms
+    sub_gp = by_index(g, lambda q: gamma[q] * dy[q] + gamma1[q] * dy1[q])
+    closed_p = lambda q: subs_all(bn.C_DX.xreplace({j: q}), sub_gp, by_index(xhat, XH), stats)  # noqa: E731
+    _par_claims(P, L, _y1_loss(XH), closed_p, {VAR + eps: s}, sizes=sizes, general=general, prefix="", xh=XH)
+    sub_gpr = by_index(g, lambda q: (rn.gamma[q] + rn.off) * dy[q] + gamma1[q] * dy1[q])
+    closed_pr = lambda q: subs_all(rn.C_DX.xreplace({j: q}), sub_gpr, by_index(xhat, XHr), {rn.nu: NU})  # noqa: E731
+    _par_claims(P, Lr, _y1_loss(XHr), closed_pr, {NU + eps: s}, sizes=sizes, general=False, prefix="rms_", xh=XHr)
     # adaptive LayerNorm: LayerNorm with gain 1 + a and bias b
     MU, VAR, XH, La = ln.defs(lambda q: 1 + sc[q], lambda q: sh[q])
     base = {VAR + eps: s}
@@ -212,6 +274,40 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
             chk.compare(f"drowscale {tag}", res.grads["rowscale"], (dsv * kp * u).sum(-1) / (1 - pv))
             chk.compare(f"dweight {tag}", res.grads["weight"], (dyv * xhv).sum(0))
             chk.compare(f"dbias {tag}", res.grads["bias"], dyv.sum(0))
+    # the parallel branch: x1 with its own mask, y1 from weight1/bias1 (no rowscale, flash-attention's rule)
+    u1, kp1, w1, b1 = rng.standard_normal((R_, M)), (rng.random((R_, M)) < 0.7).astype(float), \
+        rng.standard_normal(M), rng.standard_normal(M)
+    dy1v = rng.standard_normal((R_, M))
+    for norm in ("layer_norm", "rms_norm"):
+        res = spec_evaluate(NAME, {"x": u, "residual": r, "weight": w, "bias": b, "mask": kp, "x1": u1, "mask1": kp1,
+                                   "weight1": w1, "bias1": b1},
+                            config={"normalized_shape": [M], "eps": ev, "norm": norm, "dropout_p": pv,
+                                    "weight_offset": off},
+                            grad_outputs={"y": dyv, "residual_out": dov, "y1": dy1v})
+        sv = (u * kp + u1 * kp1) / (1 - pv) + r
+        if norm == "layer_norm":
+            XHn, Cn, sub = XH, bn.C_DX, {mu: MU, var: VAR}
+            gsub = by_index(g, lambda q: gamma[q] * dy[q] + gamma1[q] * dy1[q])
+            gm, sym = {gamma: np.broadcast_to(w + off, sv.shape)}, {eps: ev}
+        else:
+            XHn, Cn, sub = XHr, rn.C_DX, {rn.nu: NU}
+            gsub = by_index(g, lambda q: (rn.gamma[q] + rn.off) * dy[q] + gamma1[q] * dy1[q])
+            gm, sym = {rn.gamma: np.broadcast_to(w, sv.shape)}, {eps: ev, rn.off: off}
+        xh = [XHn(J).xreplace({m: M}).doit() for J in range(1, M + 1)]
+        dxs = [subs_all(Cn.xreplace({j: J}), gsub, by_index(xhat, XHn), sub).xreplace({m: M}).doit()
+               for J in range(1, M + 1)]
+        vals = lambdify_slices(xh + dxs, {x: sv, dy: dyv, dy1: dy1v, gamma1: np.broadcast_to(w1 + off, sv.shape),
+                                          **gm}, sym, M)
+        xhv, dsv = (np.stack(vals[a * M:(a + 1) * M], -1) for a in range(2))
+        dsv = dsv + dov
+        tag = f"{norm} parallel"
+        chk.compare(f"y1 {tag}", res.outputs["y1"], xhv * (w1 + off) + b1)
+        chk.compare(f"residual_out {tag}", res.outputs["residual_out"], sv)
+        chk.compare(f"dresidual {tag}", res.grads["residual"], dsv)
+        chk.compare(f"dx {tag}", res.grads["x"], dsv * kp / (1 - pv))
+        chk.compare(f"dx1 {tag}", res.grads["x1"], dsv * kp1 / (1 - pv))
+        chk.compare(f"dweight1 {tag}", res.grads["weight1"], (dy1v * xhv).sum(0))
+        chk.compare(f"dbias1 {tag}", res.grads["bias1"], dy1v.sum(0))
     # adaptive LayerNorm: x (B, T, H), scale and shift (B, H)
     B_, T_, H = 2, 3, 5
     xv = rng.standard_normal((B_, T_, H)) * 2 - 1
