@@ -84,8 +84,9 @@ def _judge_variant(variant, case, records, contract, only=None):
     for r in records:
         res = variant.evaluate(_f64(r.inputs), case.config, _f64(r.state), r.training, _f64(r.cotangents),
                                case.dtype)
-        if spec.state:
-            E = derive_bounds(case.op, case.dtype, case.config, r.training, r.inputs, r.cotangents, r.state, res,
+        if spec.state or variant.bounds_inputs is not None:
+            ins = r.inputs if variant.bounds_inputs is None else variant.bounds_inputs(r.inputs)
+            E = derive_bounds(case.op, case.dtype, case.config, r.training, ins, r.cotangents, r.state, res,
                               contract)
         else:
             E = r.E

@@ -47,6 +47,9 @@ class Variant:
     #                                 float32/float64 cases d is the working precision: no distinct pitfall)
     fn: Callable | None = field(default=None, compare=False)   # (inputs, config, cotangents, dtype, state,
     #                                                              training) -> Result, in place of _engine
+    bounds_inputs: Callable | None = field(default=None, compare=False)
+    # inputs -> the inputs the bounds are derived from when the variant computes with one input in place of
+    # another (add_norm's x1 dropped with x's mask: dx1's bound is zero where mask1 drops, not where mask does)
     spread: Callable | None = field(default=None, compare=False)
     # gfun -> [Mods, ...]: the variant at the ends of its OWN rounding interval, where the pitfall makes the
     # result depend on the kernel's summation order (gfun(n): the reduction multiplier of the backend's

@@ -138,7 +138,8 @@ VARIANTS = (
       "{d} (flash-attention prenorm)", OP, fn=_fn(bwd_stored=True),
       when=lambda c, t, i, s, cot: _grad(c, t, i, s, cot) and not _fp32res(c, t, i, s, cot), low_precision=True),
     V("parallel_shared_mask", ("R-par-mask",), "the parallel branch x1 dropped with x's keep-mask (mask1 "
-      "ignored)", OP, fn=_fn(shared_mask=True), when=_parallel_dropout),
+      "ignored)", OP, fn=_fn(shared_mask=True), when=_parallel_dropout,
+      bounds_inputs=lambda i: {**i, "mask1": i["mask"]}),
     V("no_dy1", ("R-par-dy1",), "the backward without the gradient through y1 (dx, dresidual, dx1 from dy only)",
       OP, fn=_fn(no_dy1=True), when=_y1_grad),
 )

@@ -110,6 +110,8 @@ MUTATIONS = {
     "residual_out_in_d": "add_norm: residual_out rounded to the case dtype although residual_in_fp32 asks float32",
     "dropout_unscaled": "add_norm: dropout without the 1/(1 - p) scale",
     "no_dresidual_out": "add_norm backward: dresidual without the cotangent of the returned residual",
+    "parallel_shared_mask": "add_norm: the parallel branch x1 dropped with x's keep-mask (mask1 ignored)",
+    "no_dy1": "add_norm backward: ds without y1's path (dx, dresidual, dx1 from dy and dresidual_out only)",
     # semantic conventions
     "rms_centered_var": "rms_norm: x * rsqrt(var(x) + eps) with the centred variance in place of mean(x^2)",
     "rms_as_ln": "rms_norm computed as layer_norm (the mean removed)",
@@ -528,7 +530,8 @@ class EmulatedBackend:
 
     # ------------------------------------------------------------------ add_norm
     def _add_norm(self, call, k):
-        """s = x * mask * rowscale * (1/(1 - p)) + residual in A, then the layer/rms kernel above on s;
+        """s = x * mask * rowscale * (1/(1 - p)) (+ x1 * mask1 * (1/(1 - p))) + residual in A, then the
+        layer/rms kernel above on s (once more with weight1, bias1, dy1 for y1: its dx joins ds);
         residual_out = s rounded once to its dtype (float32 under residual_in_fp32 for 16-bit cases)."""
         M, cfg = k.mut, call.config
         A = k.A
@@ -548,6 +551,13 @@ class EmulatedBackend:
         if p and M != "dropout_unscaled":
             c = c * A(1.0 / (1.0 - p))
         s = x * c if (mask is not None or rs is not None or p) else x
+        x1 = k.a(call.inputs.get("x1"))
+        if x1 is not None:
+            m1 = k.a(call.inputs.get("mask" if M == "parallel_shared_mask" else "mask1"))
+            c1 = np.ones(x.shape, A) if m1 is None else m1
+            if p:
+                c1 = c1 * A(1.0 / (1.0 - p))
+            s = s + (x1 * c1 if (m1 is not None or p) else x1)
         if res is not None:
             s = s + res
         if M == "residual_add_in_d":
@@ -556,15 +566,26 @@ class EmulatedBackend:
         if w is not None:
             w = w + A(cfg.get("weight_offset", 0.0))
         dy = self._dy(call, k)
-        r = k.standardize(s.reshape(m, n), centered=cfg.get("norm", "layer_norm") == "layer_norm",
-                          eps=cfg.get("eps", 1e-5), w=None if w is None else w.reshape(1, n),
-                          b=None if b is None else b.reshape(1, n), dy=None if dy is None else dy.reshape(m, n))
+        def norm(w, b, dy):
+            return k.standardize(s.reshape(m, n), centered=cfg.get("norm", "layer_norm") == "layer_norm",
+                                 eps=cfg.get("eps", 1e-5), w=None if w is None else w.reshape(1, n),
+                                 b=None if b is None else b.reshape(1, n), dy=None if dy is None else dy.reshape(m, n))
+        r = norm(w, b, dy)
         res_dt = "float32" if cfg.get("residual_in_fp32", False) and k.d in ("float16", "bfloat16") else k.d
         ro = k.q(s) if M == "residual_out_in_d" else s
         outs = {"y": k.out(r["y"].reshape(x.shape)), "residual_out": round_to(ro.astype(np.float64), res_dt)}
+        w1, b1 = k.a(call.inputs.get("weight1")), k.a(call.inputs.get("bias1"))
+        dy1 = None
+        if w1 is not None:
+            w1 = w1 + A(cfg.get("weight_offset", 0.0))
+            dy1 = None if dy is None or call.cotangents.get("y1") is None else k.a(call.cotangents["y1"])
+            r1 = norm(w1, b1, dy1)
+            outs["y1"] = k.out(r1["y"].reshape(x.shape))
         grads = {}
         if dy is not None:
             ds = r["dx"].reshape(x.shape)
+            if dy1 is not None and M != "no_dy1":
+                ds = ds + r1["dx"].reshape(x.shape)
             dro = call.cotangents.get("residual_out")
             if cfg.get("prenorm", True) and dro is not None and M != "no_dresidual_out":
                 ds = ds + k.a(dro)
@@ -576,6 +597,12 @@ class EmulatedBackend:
                 grads["weight"] = k.param_sum(r["pw"].reshape(x.shape), keep, ns, is_weight=True)
             if b is not None:
                 grads["bias"] = k.param_sum(r["pb"].reshape(x.shape), keep, ns, is_weight=False)
+            if x1 is not None:
+                grads["x1"] = ds * c1
+            if dy1 is not None:
+                grads["weight1"] = k.param_sum(r1["pw"].reshape(x.shape), keep, ns, is_weight=True)
+                if b1 is not None:
+                    grads["bias1"] = k.param_sum(r1["pb"].reshape(x.shape), keep, ns, is_weight=False)
             if rs is not None:
                 t = ds * x * (1 if mask is None else mask)
                 if p and M != "dropout_unscaled":
