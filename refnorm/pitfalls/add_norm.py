@@ -12,9 +12,9 @@
 * R-fa-prenorm: flash-attention's prenorm with a residual stored in d: the forward normalizes the exact
   (float32) sum, the backward recomputes x_hat from the stored, d-rounded residual with the forward's
   statistics (issue 18's finding; the declared epi_d contract admits it, strict does not).
-* R-par-mask: the parallel branch x1 dropped with x's keep-mask (mask) instead of its own (mask1): one
+* R-parmask: the parallel branch x1 dropped with x's keep-mask (mask) instead of its own (mask1): one
   seed reused for both branches.
-* R-par-dy1: the backward without y1's path: ds takes d norm/d s of dy only, so dx, dresidual and dx1
+* R-pardy1: the backward without y1's path: ds takes d norm/d s of dy only, so dx, dresidual and dx1
   miss the gradient through the second output (dweight1, dbias1 stay right).
 """
 from __future__ import annotations
@@ -137,9 +137,9 @@ VARIANTS = (
     V("bwd_from_stored_residual", ("R-fa-prenorm",), "the backward recomputes x_hat from the residual stored in "
       "{d} (flash-attention prenorm)", OP, fn=_fn(bwd_stored=True),
       when=lambda c, t, i, s, cot: _grad(c, t, i, s, cot) and not _fp32res(c, t, i, s, cot), low_precision=True),
-    V("parallel_shared_mask", ("R-par-mask",), "the parallel branch x1 dropped with x's keep-mask (mask1 "
+    V("parallel_shared_mask", ("R-parmask",), "the parallel branch x1 dropped with x's keep-mask (mask1 "
       "ignored)", OP, fn=_fn(shared_mask=True), when=_parallel_dropout,
       bounds_inputs=lambda i: {**i, "mask1": i["mask"]}),
-    V("no_dy1", ("R-par-dy1",), "the backward without the gradient through y1 (dx, dresidual, dx1 from dy only)",
+    V("no_dy1", ("R-pardy1",), "the backward without the gradient through y1 (dx, dresidual, dx1 from dy only)",
       OP, fn=_fn(no_dy1=True), when=_y1_grad),
 )

@@ -162,3 +162,105 @@ def test_residual_out_is_judged_in_float32_under_residual_in_fp32():
     assert bad.status == "failed" and bad.message.startswith("step 0 output residual_out"), bad.message
     assert bad.worst_ratio > 1e3
     assert by["add_norm/mean1e3_p_rs_xnormal_f16_4x128"].status == "passed"
+
+
+# ----------------------------------------------------------------- the parallel branch (x1, weight1, bias1)
+PARALLEL = [c for c in ("normal_p_par_f64_5x12", "mean1e3_rms_xnormal_par_f32_6x40",
+                        "mean1e3_p_fp32res_xnormal_par_f16_4x64", "mean1e3_nobias_rms_p_zc_xnormal_par_bf16_4x64",
+                        "normal_noprenorm_parw1_f16_3x32", "normal_p_parx1_bf16_4x24")]
+
+
+def _parallel_inputs(rng, R=3, M=6):
+    return {"x": rng.standard_normal((R, M)), "residual": rng.standard_normal((R, M)) + 2,
+            "weight": rng.standard_normal(M), "bias": rng.standard_normal(M),
+            "mask": (rng.random((R, M)) > 0.3).astype(float), "x1": rng.standard_normal((R, M)),
+            "mask1": (rng.random((R, M)) > 0.3).astype(float), "weight1": rng.standard_normal(M),
+            "bias1": rng.standard_normal(M)}
+
+
+@pytest.mark.parametrize("norm", ["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("prenorm", [True, False])
+def test_parallel_branch_gradients_are_the_derivatives(norm, prenorm):
+    rng = np.random.default_rng(1801)
+    inputs = _parallel_inputs(rng)
+    cfg = {"normalized_shape": [6], "norm": norm, "dropout_p": 0.25, "prenorm": prenorm, "weight_offset": 0.5}
+    cots = {k: rng.standard_normal((3, 6)) for k in ("y", "residual_out", "y1")}
+    r = refnorm.evaluate("add_norm", inputs, config=cfg, grad_outputs=cots)
+    keys = ["x", "residual", "weight", "bias", "x1", "weight1", "bias1"]
+
+    def loss(a):                      # y1's cotangent always; residual_out's only with prenorm
+        o = refnorm.evaluate("add_norm", a, config=cfg).outputs
+        return sum(float((o[k] * c).sum()) for k, c in cots.items() if k != "residual_out" or prenorm)
+    for k in keys:
+        fd = np.zeros_like(inputs[k])
+        for idx in np.ndindex(inputs[k].shape):
+            hi, lo = dict(inputs), dict(inputs)
+            hi[k], lo[k] = inputs[k].copy(), inputs[k].copy()
+            hi[k][idx] += 1e-6
+            lo[k][idx] -= 1e-6
+            fd[idx] = (loss(hi) - loss(lo)) / 2e-6
+        np.testing.assert_allclose(r.grads[k], fd, rtol=1e-6, atol=1e-7, err_msg=k)
+    np.testing.assert_array_equal(r.grads["mask1"], 0.0)
+    s = inputs["x"] * (inputs["mask"] / 0.75) + inputs["x1"] * (inputs["mask1"] / 0.75) + inputs["residual"]
+    np.testing.assert_allclose(r.outputs["residual_out"], s, rtol=1e-15)
+    # y1 is the plain op of the same sum with weight1, bias1 (the same x_hat as y)
+    plain = refnorm.evaluate(norm, {"x": s, "weight": inputs["weight1"] + 0.5},
+                             config={"normalized_shape": [6], "eps": 1e-5})
+    np.testing.assert_allclose(r.outputs["y1"], plain.outputs["y"] + inputs["bias1"], rtol=1e-13, atol=1e-14)
+
+
+def test_without_the_branch_nothing_changes():
+    """x1 = 0 and no weight1: the call of the single branch, bit for bit (the sum adds an exact zero)."""
+    rng = np.random.default_rng(1802)
+    inputs = _parallel_inputs(rng)
+    single = {k: v for k, v in inputs.items() if k not in ("x1", "mask1", "weight1", "bias1")}
+    cfg = {"normalized_shape": [6], "dropout_p": 0.25}
+    cots = {k: rng.standard_normal((3, 6)) for k in ("y", "residual_out")}
+    a = refnorm.evaluate("add_norm", single, config=cfg, grad_outputs=cots)
+    b = refnorm.evaluate("add_norm", {**single, "x1": np.zeros((3, 6)), "mask1": inputs["mask1"]}, config=cfg,
+                         grad_outputs=cots)
+    assert "y1" not in a.outputs and "y1" not in b.outputs
+    for k in a.outputs:
+        np.testing.assert_array_equal(a.outputs[k], b.outputs[k])
+    for k in a.grads:
+        np.testing.assert_array_equal(a.grads[k], b.grads[k])
+    np.testing.assert_array_equal(b.grads["x1"], b.grads["residual"] * (inputs["mask1"] / 0.75))
+
+
+@pytest.mark.parametrize("inputs,config,err,match", [
+    ({"x1": np.ones((2, 4))}, {}, ShapeError, r"'x1' has shape \(2, 4\); expected the shape of 'x'"),
+    ({"x1": np.ones((2, 3)), "rowscale": np.ones(2)}, {}, ConfigError,
+     r"'rowscale' is given with 'x1'; expected no rowscale with the parallel branch"),
+    ({"mask1": np.ones((2, 3))}, {}, ConfigError, r"'mask1' is given without 'x1'"),
+    ({"x1": np.ones((2, 3)), "mask": np.ones((2, 3))}, {"dropout_p": 0.1}, ConfigError,
+     r"dropout_p=0.1 with 'x1' needs a 'mask1' input"),
+    ({"x1": np.ones((2, 3)), "mask1": np.full((2, 3), 2.0)}, {}, ConfigError, r"'mask1' holds 2.0"),
+    ({"weight1": np.ones(4)}, {}, ShapeError, r"'weight1' has shape \(4,\); expected \(3,\)"),
+    ({"bias1": np.ones(3)}, {}, ConfigError, r"'bias1' is given without 'weight1'"),
+])
+def test_parallel_bad_input_is_named(inputs, config, err, match):
+    with pytest.raises(err, match=match):
+        refnorm.evaluate("add_norm", {"x": np.ones((2, 3)), **inputs}, config={"normalized_shape": [3], **config})
+
+
+def test_a_cotangent_for_y1_without_weight1_is_an_error():
+    with pytest.raises(refnorm.RefnormError, match=r"grad_outputs\['y1'\] is given, but output 'y1' is produced "
+                                                   r"only with input 'weight1'"):
+        refnorm.evaluate("add_norm", {"x": np.ones((2, 3))}, config={"normalized_shape": [3]},
+                         grad_outputs={"y": np.ones((2, 3)), "y1": np.ones((2, 3))})
+
+
+@pytest.mark.parametrize("vid,pid", [("no_dy1", "R-pardy1"), ("parallel_shared_mask", "R-parmask")])
+def test_parallel_pitfalls_fail_and_are_named(vid, pid):
+    """Each parallel-branch pitfall, as its float64 variant and planted in the emulated float32 kernel,
+    fails some golden case with the branch, and the diagnosis names it on every case it fails."""
+    from planted.emulated import EmulatedBackend
+    ids = ["add_norm/" + c for c in PARALLEL]
+    for backend in (_VariantBackend(vid, "strict"), EmulatedBackend(vid)):
+        rep = run_check(backend, GOLDEN, case_ids=ids)
+        failed = [c for c in rep.cases if c.status == "failed"]
+        assert len(failed) >= 3, [(c.id, c.status) for c in rep.cases]
+        for c in failed:
+            assert c.diagnosis["matched"] == vid and c.diagnosis["pitfalls"] == [pid], (c.id, c.diagnosis["message"])
+        # the cases the pitfall cannot touch pass (no dropout: one mask; no y1: no dy1)
+        assert all(c.status in ("passed", "partial") for c in rep.cases if c not in failed)

@@ -184,9 +184,9 @@ SUPPLEMENTARY = (
     P("R-dropscale", "dropout without the 1/(1 - p) scale", "dropout_unscaled", (AN,)),
     P("R-dresout", "the residual's gradient without the gradient through the returned residual",
       "no_dresidual_out", (AN,)),
-    P("R-par-mask", "the parallel branch x1 dropped with x's keep-mask instead of its own", "parallel_shared_mask",
+    P("R-parmask", "the parallel branch x1 dropped with x's keep-mask instead of its own", "parallel_shared_mask",
       (AN,)),
-    P("R-par-dy1", "the backward without the gradient through the parallel output y1", "no_dy1", (AN,)),
+    P("R-pardy1", "the backward without the gradient through the parallel output y1", "no_dy1", (AN,)),
 )
 
 NOT_APPLICABLE = {
