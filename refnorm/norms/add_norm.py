@@ -98,12 +98,7 @@ def check(inputs, config):
     if rs is not None and rs.shape != x.shape[:x.ndim - k]:
         raise ShapeError(f"{NAME}: input 'rowscale' has shape {rs.shape}; expected one value per row, "
                          f"x.shape[:-{k}] = {x.shape[:x.ndim - k]}")
-    mask = inputs.get("mask")
-    if mask is not None:
-        _check_keep(mask, "mask")
-    elif p > 0:
-        raise ConfigError(f"{NAME}: dropout_p={p!r} needs a 'mask' input (the keep-mask is given, never drawn); "
-                          "expected a mask or dropout_p=0.0")
+    _check_keep(inputs, "mask", p)
     C.check_param(NAME, "weight", inputs.get("weight"), shape)
     C.check_param(NAME, "bias", inputs.get("bias"), shape)
     _check_parallel(inputs, p, shape)
@@ -113,11 +108,17 @@ def check(inputs, config):
     return shape, eps, p, offset
 
 
-def _check_keep(mask, key):
-    bad = ~((mask == 0) | (mask == 1))
-    if bad.any():
-        v = float(mask[bad].flat[0])
-        raise ConfigError(f"{NAME}: input {key!r} holds {v!r}; expected a keep-mask of 0s and 1s")
+def _check_keep(inputs, key, p, branch=""):
+    """A keep-mask holds 0s and 1s; dropout_p > 0 needs one (given, never drawn)."""
+    mask = inputs.get(key)
+    if mask is not None:
+        bad = ~((mask == 0) | (mask == 1))
+        if bad.any():
+            v = float(mask[bad].flat[0])
+            raise ConfigError(f"{NAME}: input {key!r} holds {v!r}; expected a keep-mask of 0s and 1s")
+    elif p > 0:
+        raise ConfigError(f"{NAME}: dropout_p={p!r}{branch} needs a {key!r} input (the keep-mask is given, never "
+                          f"drawn); expected a {key} or dropout_p=0.0")
 
 
 def _check_parallel(inputs, p, shape):
@@ -130,11 +131,7 @@ def _check_parallel(inputs, p, shape):
         if inputs.get("rowscale") is not None:
             raise ConfigError(f"{NAME}: input 'rowscale' is given with 'x1'; expected no rowscale with the parallel "
                               "branch (flash-attention: rowscale is not supported with parallel LayerNorm)")
-        if mask1 is not None:
-            _check_keep(mask1, "mask1")
-        elif p > 0:
-            raise ConfigError(f"{NAME}: dropout_p={p!r} with 'x1' needs a 'mask1' input (x1's own keep-mask, "
-                              "given, never drawn); expected mask1 or dropout_p=0.0")
+        _check_keep(inputs, "mask1", p, " with 'x1'")
     C.check_param(NAME, "weight1", inputs.get("weight1"), shape)
     C.check_param(NAME, "bias1", inputs.get("bias1"), shape)
     if inputs.get("bias1") is not None and inputs.get("weight1") is None:
