@@ -145,7 +145,7 @@ def test_strategies_draw_valid_calls_that_the_rounded_reference_passes(op):
             assert a.dtype == NP[d["dtype"]]
         res = refnorm.evaluate(op, d["inputs"], config=d["config"], grad_outputs=d["cotangents"] or None,
                                state=d["state"], training=d["training"])
-        assert set(d["cotangents"]) == set(refnorm.get(op).differentiable) and res.outputs
+        assert set(d["cotangents"]) == set(refnorm.get(op).differentiable) & set(res.outputs) and res.outputs
         if op in BOUNDED:
             ret = numpy_backend.run(Call(**d))
             assert_close_to_reference(op, d["inputs"], ret.outputs, config=d["config"], cotangents=d["cotangents"],
