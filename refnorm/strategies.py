@@ -64,12 +64,14 @@ def _layer_norm(draw, regime, dtype, m):
 def _add_norm(draw, regime, dtype, m):
     shape = _sides(draw, draw(st.integers(1, 3)), m)
     affine = _pick(draw, *AFFINE)
-    return C.add_norm(regime, dtype, shape, x_regime=_pick(draw, "", "normal"), affine=affine,
-                      dropout=draw(st.booleans()), rowscale=draw(st.booleans()),
-                      norm=_pick(draw, "layer_norm", "rms_norm"), prenorm=draw(st.booleans()),
-                      residual_in_fp32=draw(st.booleans()),
-                      weight_offset=1.0 if "w" in affine and draw(st.booleans()) else 0.0,
-                      eps=_pick(draw, 1e-5, 1e-12, 0.3))
+    x_regime, dropout, rowscale = _pick(draw, "", "normal"), draw(st.booleans()), draw(st.booleans())
+    kw = dict(norm=_pick(draw, "layer_norm", "rms_norm"), prenorm=draw(st.booleans()),
+              residual_in_fp32=draw(st.booleans()), weight_offset=1.0 if "w" in affine and draw(st.booleans()) else 0.0,
+              eps=_pick(draw, 1e-5, 1e-12, 0.3))
+    # the parallel branch: x1 never with rowscale (flash-attention refuses it)
+    parallel = _pick(draw, "", "w1") if rowscale else _pick(draw, "", "x1", "w1", "x1w1")
+    return C.add_norm(regime, dtype, shape, x_regime=x_regime, affine=affine, dropout=dropout, rowscale=rowscale,
+                      parallel=parallel, **kw)
 
 
 def _adaptive_layer_norm(draw, regime, dtype, m):
