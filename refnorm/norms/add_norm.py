@@ -17,8 +17,9 @@ x.shape[:-k] (one factor per token: stochastic depth). ``residual`` (x.shape) is
 residual_out = x * c. ``weight``/``bias`` have shape normalized_shape, each optional; ``weight_offset``
 1.0 is the zero-centred weight.
 
-Outputs ``y`` and ``residual_out`` (x.shape), and ``y1`` (x.shape) when weight1 is given, all differentiable. ``prenorm=True`` (default) is the
-call that returns the new residual to the model: its cotangent ``dresidual_out`` flows back,
+Outputs ``y`` and ``residual_out`` (x.shape), and ``y1`` (x.shape) when weight1 is given, all
+differentiable. ``prenorm=True`` (default) is the call that returns the new residual to the model: its
+cotangent ``dresidual_out`` flows back,
     dresidual = d norm / d s (dy) + dresidual_out,     dx = dresidual * c,
     drowscale = sum_A(dresidual * x * mask) / (1 - p),  dweight, dbias as the plain op (at s).
 ``prenorm=False``: residual_out is not returned to the model; the reference still gives its value (the
@@ -51,6 +52,7 @@ given (flash-attention silently ignores such a bias1 in the forward). Backward: 
 linear in its cotangent, so y1's adds to y's,
     ds += d norm / d s (dy1; weight1),   dx1 = ds * c1,   dweight1 = sum dy1 * xhat,   dbias1 = sum dy1,
 and dmask1 is zeros like dmask.
+
 This module checks the arguments; the equations are the specification's (refnorm/specs/add_norm.py,
 whole-array NumPy, which is fast enough: no separate fast path).
 """

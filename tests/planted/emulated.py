@@ -555,7 +555,7 @@ class EmulatedBackend:
         if x1 is not None:
             m1 = k.a(call.inputs.get("mask" if M == "parallel_shared_mask" else "mask1"))
             c1 = np.ones(x.shape, A) if m1 is None else m1
-            if p:
+            if p and M != "dropout_unscaled":      # a kernel without the scale drops it on both branches
                 c1 = c1 * A(1.0 / (1.0 - p))
             s = s + (x1 * c1 if (m1 is not None or p) else x1)
         if res is not None:
