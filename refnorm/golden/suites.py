@@ -51,6 +51,8 @@ PRODUCTION = [
     _r("add_norm shape=300x1029 dtype=bfloat16 norm=rms_norm affine=w", "fused_add_rms_norm, hidden 1029 (a vector tail)"),
     _r("add_norm shape=64x5137 dtype=float16 norm=rms_norm affine=w", "fused_add_rms_norm, hidden 5137"),
     _r("add_norm shape=32x2048 dtype=bfloat16 dropout=true rowscale=true", "dropout keep-mask and rowscale"),
+    _r("add_norm shape=64x2048 dtype=bfloat16 regime=mean1e3 x_regime=normal dropout=true parallel=x1w1",
+       "flash-attention's parallel branch (GPT-J blocks): x1 with its own keep-mask, y1 from weight1/bias1"),
     _r("adaptive_layer_norm shape=2x256x1152 dtype=bfloat16", "DiT-XL adaLN: 256 tokens, hidden 1152"),
     _r("adaptive_layer_norm shape=2x1024x1536 dtype=float16 regime=mean1e3", "adaLN, hidden 1536, shifted rows"),
     _r("layer_norm shape=64x4096 dtype=bfloat16 weight_offset=1.0", "TransformerEngine zero-centred gamma"),
