@@ -89,6 +89,26 @@ static inline void interval(const struct dt *d, double g, double *lo, double *hi
     else { *lo = g - away / 2; *hi = g + toward / 2; }
 }
 
+/* x when c, else +0, without a branch (gcc makes one of `c ? x : 0.0` when it is followed by others) */
+static inline double keep_if(double x, int c)
+{
+    union { double d; uint64_t u; } v;
+    v.d = x;
+    v.u &= -(uint64_t)(c != 0);
+    return v.d;
+}
+
+/* 1 when every value of the three blocks is finite */
+static int all_finite(const double *a, const double *b, const double *c, Py_ssize_t n)
+{
+    const uint64_t *x = (const uint64_t *)a, *y = (const uint64_t *)b, *z = (const uint64_t *)c;
+    const uint64_t ex = 0x7ff0000000000000ULL;
+    uint64_t bad = 0;
+    for (Py_ssize_t j = 0; j < n; j++)          /* an all-ones exponent: inf or NaN */
+        bad |= ((x[j] & ex) == ex) | ((y[j] & ex) == ex) | ((z[j] & ex) == ex);
+    return bad == 0;
+}
+
 struct top3 { double r[3]; Py_ssize_t i[3]; int n; };
 
 static inline void top_add(struct top3 *t, double r, Py_ssize_t i)
@@ -223,6 +243,64 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
             seg = n - i;
         double ls = 0, le = 0, lq = 0;
         double *as = per_last ? acc + offs[last] + idx[last] : NULL;
+        if (all_finite(g + i, ref + i, E + i, seg)) {
+            /* the same figures as the loop below when every value is finite, without its branches on
+             * special values (the selects compile to blends: ~10x faster on random signs) */
+            double thr = top.n < 3 ? 0.0 : top.r[2];
+            for (Py_ssize_t j = 0; j < seg; j++, i++) {
+                double gi = g[i], ri = ref[i], Ei = E[i], lo, hi;
+                if (d.kind == 0)
+                    lo = hi = gi;
+                else {
+                    /* interval() without branches: the spacing away from zero and toward it (half of
+                     * it at a power of two), each side picked by the sign bit (exact: powers of two) */
+                    union { double d; uint64_t u; } v;
+                    v.d = gi;
+                    double neg = (double)(v.u >> 63);            /* -0 too: for 0, toward = away */
+                    int e = (int)((v.u >> 52) & 0x7ff) - 1023;    /* gi = 0: e = -1023, the zero case */
+                    int ee = e > d.emin ? e : d.emin;
+                    double away = pow2(ee - d.p + 1);
+                    double toward = away * (1.0 - 0.5 * (double)((v.u & 0xfffffffffffffULL) == 0 && e > d.emin));
+                    double dl = toward + (away - toward) * neg, dh = away - (away - toward) * neg;
+                    lo = gi - dl / 2;
+                    hi = gi + dh / 2;
+                }
+                double a = lo - ri, b = ri - hi;
+                double ex = a > b ? a : b;
+                ex = keep_if(ex, ex > 0);                       /* max(ex, 0), no branch */
+                double r = Ei == 0 ? (ex > 0 ? INFINITY : 0.0) : ex / Ei;   /* 0 / Ei = 0 */
+                maxr = r > maxr ? r : maxr;
+                over += r > 1;
+                if (r > thr) {
+                    Py_ssize_t flat = base + i;
+                    if (axis >= 0) {
+                        flat = 0;
+                        for (Py_ssize_t a2 = 0; a2 < nd; a2++)
+                            flat = flat * shape[a2] + (a2 == last ? idx[a2] + j : idx[a2]);
+                    }
+                    top_add(&top, r, flat);
+                    thr = top.n < 3 ? 0.0 : top.r[2];
+                }
+                maxE = Ei > maxE ? Ei : maxE;
+                int uc = Ei > 0 && Ei >= scale;
+                unc += uc;
+                double diff = fabs(gi - ri);
+                dmax = (!uc && diff > dmax) ? diff : dmax;
+                double err = gi - ri, width = hi - lo;
+                if (isfinite(err)) {
+                    double sv = err * (double)((ri > 0) - (ri < 0));
+                    double q = width * width * (double)mult[i];
+                    ls += sv;
+                    le += Ei;
+                    lq += q;
+                    if (as) {
+                        as[j] += sv;
+                        as[acc_len + j] += Ei;
+                        as[2 * acc_len + j] += q;
+                    }
+                }
+            }
+        } else
         for (Py_ssize_t j = 0; j < seg; j++, i++) {
             double gi = g[i], ri = ref[i], Ei = E[i], lo, hi;
             interval(&d, gi, &lo, &hi);
