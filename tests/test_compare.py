@@ -93,3 +93,55 @@ def test_multiplicities_exact_and_bucketed(dt, monkeypatch):
     if C.native() is not None and got.itemsize > 2:
         monkeypatch.setattr(C, "EXACT_SLOTS", 16)           # too small: bucket counts, never below exact
         assert (C.multiplicities(got) >= exact).all()
+
+
+def _growing(dt, rng):
+    """Rows whose reference grows row by row (the running scale grows block by block), with bounds
+    planted above the early running scale but below the final one, above the final one, infinite and
+    zero, and errors at them (the largest constrained error sits at a planted element)."""
+    rows, n = 40, 9
+    ref = rng.standard_normal((rows, n)) * (2.0 ** (np.arange(rows) / 4))[:, None]
+    got = ref.astype(NP[dt])
+    E = np.abs(ref) * 1e-2
+    final = float(np.max(np.abs(ref)))
+    E[1, 2] = 0.5 * final                       # above the running scale then, constrained in the end
+    E[2, 3] = 0.9 * final
+    E[3, 0] = 2.0 * final                       # unconstrained
+    E[0, 5], E[4, 4] = np.inf, 0.0
+    got[1, 2] = (ref[1, 2] + 0.25 * final)      # the largest error of a constrained element
+    got[3, 0] = (ref[3, 0] + 0.5 * final)       # larger, but unconstrained
+    return got, ref, E
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("native", [False, True])
+def test_running_scale_gives_the_known_scale_figures(dt, native):
+    """scale=None (the streaming judge's one pass): the figures of the scale known in advance, exactly."""
+    if native and C.native() is None:
+        pytest.skip("refnorm.check._judge is not built")
+    rng = np.random.default_rng(11 + DTYPES.index(dt))
+    for got, ref, E in (_growing(dt, rng), _special(dt, rng, (30, 7))):
+        scale = float(np.max(np.where(np.isfinite(ref), np.abs(ref), 0.0)))
+        figs = []
+        for s in (scale, None):
+            acc = C.ArrayAccumulator(got, s, dt)
+            if not native:
+                acc.mod = None
+            for lo in range(0, got.shape[0], 4):
+                acc.add(ref[lo:lo + 4], E[lo:lo + 4], lo * got.shape[1])
+            figs.append(acc.figures())
+        assert figs[1]["scale"] == scale
+        _same(figs[1], figs[0], rel=0.0)
+    assert figs[0]["unconstrained"] >= 1
+
+
+def test_too_many_candidates_are_refused(monkeypatch):
+    """Beyond MAX_CANDIDATES the running scale gives no figures (the caller judges again, stream.py)."""
+    got, ref, E = _growing("float32", np.random.default_rng(5))
+    monkeypatch.setattr(C, "MAX_CANDIDATES", 1)
+    acc = C.ArrayAccumulator(got, None, "float32")
+    for lo in range(0, got.shape[0], 4):
+        acc.add(ref[lo:lo + 4], E[lo:lo + 4], lo * got.shape[1])
+    assert acc.overflowed
+    with pytest.raises(RuntimeError, match="too many candidates"):
+        acc.figures()

@@ -125,3 +125,35 @@ def test_a_case_judged_in_blocks_is_diagnosed_on_its_failing_rows(monkeypatch, b
     assert whole.status == blocked.status == "failed"
     assert whole.diagnosis["matched"] is not None, whole.diagnosis
     assert blocked.diagnosis["matched"] == whole.diagnosis["matched"], (blocked.diagnosis, whole.diagnosis)
+
+
+def test_too_many_candidates_judge_again_with_the_scales(monkeypatch):
+    """The one pass with running scales keeps the elements it cannot decide; when they are too many,
+    the call is judged again with the scales known: the same verdicts and figures as the whole path."""
+    from refnorm.check import compare
+    op, shape, cfg, params = CASES[0]
+    rng = np.random.default_rng(2)
+    ins, cot, got, state = _call(op, shape, cfg, params, "float32", rng)
+    contract = Contract("strict", "block")
+    monkeypatch.setattr(stream, "BLOCK_ELEMENTS", math.prod(shape) // 5)
+    _, whole = _judge(op, cfg, "float32", ins, cot, state, got, contract, blocks=False)
+    made = []
+    real = compare.ArrayAccumulator
+
+    class Spy(real):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            made.append(self)
+    monkeypatch.setattr(stream, "ArrayAccumulator", Spy)
+
+    def overflow(self, g, ref, E):                              # as if every block had too many candidates
+        self.overflowed = True
+    monkeypatch.setattr(real, "_candidates", overflow)
+    _, blocked = _judge(op, cfg, "float32", ins, cot, state, got, contract, blocks=True)
+    assert any(a.overflowed for a in made) and any(not a.running for a in made)
+    assert whole.keys() == blocked.keys()
+    for key, a in whole.items():
+        b = blocked[key]
+        assert (a.verdict, a.unconstrained, a.over) == (b.verdict, b.unconstrained, b.over), key
+        for f in ("ratio", "err_u", "scale"):
+            assert _close(getattr(a, f), getattr(b, f), 1e-7), (key, f)
