@@ -157,3 +157,34 @@ def test_too_many_candidates_judge_again_with_the_scales(monkeypatch):
         assert (a.verdict, a.unconstrained, a.over) == (b.verdict, b.unconstrained, b.over), key
         for f in ("ratio", "err_u", "scale"):
             assert _close(getattr(a, f), getattr(b, f), 1e-7), (key, f)
+
+
+@pytest.mark.parametrize("op,shape,cfg,params", [
+    ("layer_norm", (7, 33), {"normalized_shape": [33]}, True),
+    ("layer_norm", (6, 20), {"normalized_shape": [20]}, False),            # no parameters: two calls
+    ("rms_norm", (5, 4, 17), {"normalized_shape": [17], "eps": 1e-6}, True),
+    ("group_norm", (3, 8, 5), {"num_groups": 4}, True)])
+@pytest.mark.parametrize("contract,dt", [(Contract("strict", "block"), "float32"),
+                                         (Contract("stats_d", "block"), "bfloat16"),
+                                         (Contract("epi_d", "serial"), "float16")])
+def test_bounds_in_one_pass_are_the_two_contracts_summed(monkeypatch, op, shape, cfg, params, contract, dt):
+    """bounds.ONE_PASS (E_acc + E_ref from one compiled pass over the rows) gives, bit for bit, the sum
+    of the two calls."""
+    from refnorm.check import bounds as B
+    rng = np.random.default_rng(zlib.crc32(f"{op} {dt} {params}".encode()))
+    ins = {"x": rng.standard_normal(shape) + 2}
+    if params:
+        n = shape[1] if op == "group_norm" else shape[-1]
+        ins["weight"] = rng.standard_normal(n)
+        if op != "rms_norm":
+            ins["bias"] = rng.standard_normal(n)
+    kw = dict(inputs=ins, config=cfg, training=True, cotangents={"y": rng.standard_normal(shape)}, state={},
+              ref_state={}, contract=contract, case_dtype=dt)
+    assert op in B.ONE_PASS
+    one = B.bounds(op, **kw)
+    monkeypatch.setattr(B, "ONE_PASS", ())
+    two = B.bounds(op, **kw)
+    assert {p: set(d) for p, d in one.items()} == {p: set(d) for p, d in two.items()}
+    for part, d in two.items():
+        for k, v in d.items():
+            assert np.array_equal(one[part][k], v), (part, k)

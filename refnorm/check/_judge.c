@@ -648,24 +648,48 @@ static PyObject *py_value_counts(PyObject *self, PyObject *args)
  * one value per row; wcols n: one per element); row i uses pattern row i % wrows (layer_norm: 1 x n;
  * group_norm: G x n; batch_norm: C x 1). Writes E_y and E_dx (m*n), adds the parameter-gradient terms
  * into tw, tb (the pattern's shape: summed over the rows that share a pattern element), and per row
- * (mean bound, rstd bound, S, K, var, mu) into stats (m*6). */
+ * (mean bound, rstd bound, S, K, var, mu) into stats (m*6). With u2 > 0: the bounds of a second,
+ * strict contract (unit roundoff u2, multipliers gn2, gm2: bounds.bounds' E_ref) added to E_y, E_dx
+ * and the statistics' bounds as bounds.bounds adds them, its parameter terms into tw2, tb2. */
+/* The strict contract's terms (the bracket of unit roundoff u and the second-order term q2); the
+ * relaxed contracts add theirs to them. */
+static inline double ey_strict(double u, double gn, double q2, double aw, double ab, double K, double rho,
+                               double axh, double kap, double y)
+{
+    return u * (gn * aw * (K + rho * axh) + 4 * (aw * kap + ab + fabs(y))) + q2 * aw * (axh + 1);
+}
+
+static inline double edx_strict(double u, double gn, double q2, double r, double Ag, double aB, double Bg,
+                                double Kg, double K, double rho, double axh, double adx, double pw)
+{
+    return u * (gn * (r * (Ag + axh * ((1 + rho) * Bg + Kg) + aB * (K + 3 * rho * axh)) + rho * adx) + 4 * pw)
+           + q2 * (adx + r * (aB + Ag) * (axh + 1));
+}
+
+static inline double tw_strict(double u, double gn, double gm, double q2, double ag, double K, double rho,
+                               double axh, double kap)
+{
+    return u * (gm * ag * kap + gn * ag * (K + rho * axh) + 4 * ag * kap) + q2 * ag * (axh + 1);
+}
+
 static PyObject *py_row_bounds(PyObject *self, PyObject *args)
 {
     PyObject *ox, *ow, *ob, *og, *oEy, *oEdx, *otw, *otb, *ost;
-    double eps, u, gn, gm, ud, eta;
+    double eps, u, gn, gm, ud, eta, u2 = 0, gn2 = 0, gm2 = 0;
     int centered, ddof, eps_std, lowp, epi;
     Py_ssize_t wrows, wcols;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOdddddiiiiidnn:row_bounds", &ox, &ow, &ob, &og, &oEy, &oEdx, &otw, &otb,
-                          &ost, &eps, &u, &gn, &gm, &ud, &centered, &ddof, &eps_std, &lowp, &epi, &eta, &wrows,
-                          &wcols))
+    PyObject *otw2 = Py_None, *otb2 = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOdddddiiiiidnn|dddOO:row_bounds", &ox, &ow, &ob, &og, &oEy, &oEdx, &otw,
+                          &otb, &ost, &eps, &u, &gn, &gm, &ud, &centered, &ddof, &eps_std, &lowp, &epi, &eta, &wrows,
+                          &wcols, &u2, &gn2, &gm2, &otw2, &otb2))
         return NULL;
-    Py_buffer v[9];
-    PyObject *o[9] = {ox, ow, ob, og, oEy, oEdx, otw, otb, ost};
-    const char *names[9] = {"x", "w", "b", "g", "E_y", "E_dx", "tw", "tb", "stats"};
-    int writable[9] = {0, 0, 0, 0, 1, 1, 1, 1, 1};
-    int held[9] = {0};
-    double *p[9] = {NULL};
-    for (int i = 0; i < 9; i++) {
+    Py_buffer v[11];
+    PyObject *o[11] = {ox, ow, ob, og, oEy, oEdx, otw, otb, ost, otw2, otb2};
+    const char *names[11] = {"x", "w", "b", "g", "E_y", "E_dx", "tw", "tb", "stats", "tw2", "tb2"};
+    int writable[11] = {0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1};
+    int held[11] = {0};
+    double *p[11] = {NULL};
+    for (int i = 0; i < 11; i++) {
         if (o[i] == Py_None)
             continue;
         if (get_buf(o[i], &v[i], names[i], "d", 8, writable[i]) < 0) {
@@ -686,20 +710,22 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
         Py_XDECREF(sh);
     }
     Py_ssize_t np_ = wrows * wcols;
-    Py_ssize_t len[9] = {m * n, np_, np_, m * n, m * n, m * n, np_, np_, 6 * m};
+    Py_ssize_t len[11] = {m * n, np_, np_, m * n, m * n, m * n, np_, np_, 6 * m, np_, np_};
     int bad = m < 0 || n < 1 || !p[0] || !p[4] || !p[8] || (p[3] && (!p[5] || !p[6] || !p[7]))
-              || wrows < 1 || (wcols != 1 && wcols != n);
-    for (int i = 0; i < 9 && !bad; i++)
+              || wrows < 1 || (wcols != 1 && wcols != n) || (u2 > 0 && p[3] && (!p[9] || !p[10]));
+    for (int i = 0; i < 11 && !bad; i++)
         if (held[i] && v[i].len / 8 != len[i])
             bad = 1;
     if (bad) {
-        for (int j = 0; j < 9; j++) if (held[j]) PyBuffer_Release(&v[j]);
+        for (int j = 0; j < 11; j++) if (held[j]) PyBuffer_Release(&v[j]);
         PyErr_SetString(PyExc_ValueError, "_judge.row_bounds: x must be (m, n) with n >= 1, and the other "
-                        "arrays sized to match (w, b, tw, tb: wrows*wcols with wcols 1 or n; g, E_y, E_dx: m*n; stats: 6*m)");
+                        "arrays sized to match (w, b, tw, tb, tw2, tb2: wrows*wcols with wcols 1 or n; g, E_y, E_dx: "
+                        "m*n; stats: 6*m; with u2 > 0 and g: tw2 and tb2)");
         return NULL;
     }
     const double *X = p[0], *W = p[1], *B = p[2], *G = p[3];
-    double *Ey = p[4], *Edx = p[5], *TW = p[6], *TB = p[7], *ST = p[8];
+    double *Ey = p[4], *Edx = p[5], *TW = p[6], *TB = p[7], *ST = p[8], *TW2 = p[9], *TB2 = p[10];
+    int two = u2 > 0;                 /* a second (strict) contract, its bounds added to the first's */
     Py_BEGIN_ALLOW_THREADS
     double dn = (double)n, dd = (double)(n - ddof > 1 ? n - ddof : 1);
     for (Py_ssize_t i = 0; i < m; i++) {
@@ -728,6 +754,7 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
         double S = sa / dn, amu = fabs(mu);
         double K = centered ? r * S : 0.0, rho = (1.0 + K) / 2, Kmu = r * amu;
         double q2 = (gn * u) * (gn * u) * K * K / 2, ud2 = 2 * ud * ud * Kmu * Kmu;
+        double q2b = (gn2 * u2) * (gn2 * u2) * K * K / 2;
         double Dc = r * (amu + eta / ud);
         double *ey = Ey + i * n;
         for (Py_ssize_t j = 0; j < n; j++) {
@@ -736,18 +763,22 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
             double aw = fabs(wj), ab = fabs(bj);
             double y = xh * wj + bj;
             double kap = centered ? r * (fabs(x[j]) + amu) : axh;
-            double e = u * (gn * aw * (K + rho * axh) + 4 * (aw * kap + ab + fabs(y))) + q2 * aw * (axh + 1);
+            double e = ey_strict(u, gn, q2, aw, ab, K, rho, axh, kap, y);
             if (lowp) {
                 e += 2 * ud * aw * (Dc + axh) + ud2 * aw * (axh + 1);
                 if (epi)
                     e += 2 * ud * (aw * kap + ab + fabs(y)) + 2 * eta * (1 + aw);
             }
-            ey[j] = e;
+            ey[j] = two ? e + ey_strict(u2, gn2, q2b, aw, ab, K, rho, axh, kap, y) : e;
         }
         double Em = u * (gn * S + 4 * amu), Er = u * r * (gn * rho + 4);
         if (lowp) {
             Em += 2 * ud * amu;
             Er += 2 * ud * r + 2 * ud * ud * r * Kmu * Kmu;
+        }
+        if (two) {
+            Em = Em + u2 * (gn2 * S + 4 * amu);
+            Er = Er + u2 * r * (gn2 * rho + 4);
         }
         double *st = ST + 6 * i;
         st[0] = Em; st[1] = Er; st[2] = S; st[3] = K; st[4] = var; st[5] = mu;
@@ -770,9 +801,8 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
             double kap = centered ? r * (fabs(x[j]) + amu) : axh;
             double dx = r * (gw - A - xh * Bv), adx = fabs(dx);
             double pw = r * (agw + aA + axh * aB + aB * kap + axh * Kg);
-            double e = u * (gn * (r * (Ag + axh * ((1 + rho) * Bg + Kg) + aB * (K + 3 * rho * axh)) + rho * adx)
-                            + 4 * pw) + q2 * (adx + r * (aB + Ag) * (axh + 1));
-            double tw = u * (gm * ag * kap + gn * ag * (K + rho * axh) + 4 * ag * kap) + q2 * ag * (axh + 1);
+            double e = edx_strict(u, gn, q2, r, Ag, aB, Bg, Kg, K, rho, axh, adx, pw);
+            double tw = tw_strict(u, gn, gm, q2, ag, K, rho, axh, kap);
             double tb = u * gm * ag;
             if (lowp) {
                 double D = Dc + axh;
@@ -784,13 +814,17 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
                     tw += 2 * ud * ag * kap;
                 }
             }
-            edx[j] = e;
+            edx[j] = two ? e + edx_strict(u2, gn2, q2b, r, Ag, aB, Bg, Kg, K, rho, axh, adx, pw) : e;
             TW[po + pj * j] += tw;
             TB[po + pj * j] += tb;
+            if (two) {
+                TW2[po + pj * j] += tw_strict(u2, gn2, gm2, q2b, ag, K, rho, axh, kap);
+                TB2[po + pj * j] += u2 * gm2 * ag;
+            }
         }
     }
     Py_END_ALLOW_THREADS
-    for (int j = 0; j < 9; j++) if (held[j]) PyBuffer_Release(&v[j]);
+    for (int j = 0; j < 11; j++) if (held[j]) PyBuffer_Release(&v[j]);
     Py_RETURN_NONE;
 }
 
@@ -798,7 +832,7 @@ static PyMethodDef methods[] = {
     {"compare", py_compare, METH_VARARGS, "compare(g, ref, E, mult, kind, scale, shape, start, acc[, axis])"},
     {"row_bounds", py_row_bounds, METH_VARARGS,
      "row_bounds(x, w, b, g, E_y, E_dx, tw, tb, stats, eps, u, gn, gm, ud, centered, ddof, eps_std, lowp, epi, eta, "
-     "wrows, wcols)"},
+     "wrows, wcols[, u2, gn2, gm2, tw2, tb2])"},
     {"value_counts", py_value_counts, METH_VARARGS, "value_counts(keys, out, exact_limit) -> exact"},
     {NULL, NULL, 0, NULL}
 };
