@@ -433,11 +433,14 @@ static inline uint64_t key_at(const void *k, int width, Py_ssize_t i)
     return v == 0x8000u ? 0 : v;
 }
 
-/* 32-bit keys (float32 values), exact: a 32-bit hash; (1) a histogram of its top bits (parts of at
- * least 8K keys, at most 512 parts: few write streams for steps 2 and 4); (2) the keys copied in that
- * partition order; (3) each part counted in a table of 64-bit slots (key, count; count 0: empty) at
- * most half full, in L2, its keys then overwritten by their counts; (4) the counts read back in the
- * original order. Memory: 4 bytes a key, plus one table. */
+/* 32-bit keys (float32 values), exact. mix32 is a bijection, so counting the hashes h = mix32(key)
+ * counts the keys. Two radix levels on h's top bits split the hashes into sub-parts whose top 18 bits
+ * are equal: within one, the low DIRECT = 14 bits tell the hashes apart, and a direct table of 2^14
+ * counts (64 KiB, in L1; no probing, no branch) counts them. Steps: (1) histogram of h's top b1 bits
+ * (parts of ~256K hashes, at most 256 streams); (2) h scattered into A by them; (3) per part of A:
+ * histogram of the next 18 - b1 bits, h scattered into T (the part fits L2), each sub-part counted in
+ * the direct table (then cleared), the counts into U, gathered back into A in A's order; (4) out[i]
+ * read from A in the original order. Memory: A (4 bytes a key), T and U (one part each), the tables. */
 static inline uint32_t mix32(uint32_t k)
 {
     k ^= k >> 16;
@@ -448,25 +451,16 @@ static inline uint32_t mix32(uint32_t k)
     return k;
 }
 
-static inline uint32_t key32(const uint32_t *k, Py_ssize_t i)
+static inline uint32_t hash32(const uint32_t *k, Py_ssize_t i)
 {
     uint32_t v = k[i];
-    return v == 0x80000000u ? 0 : v;
+    return mix32(v == 0x80000000u ? 0 : v);         /* -0 as +0 */
 }
 
-static int count_exact32(const uint32_t *k, Py_ssize_t n, uint32_t *out)
+/* the prefix sums of a histogram of `parts` counts into start (parts + 1), fill = start; returns the
+ * largest count */
+static Py_ssize_t prefix(Py_ssize_t *start, Py_ssize_t *fill, Py_ssize_t parts)
 {
-    int bits = 0;
-    while (bits < 9 && ((Py_ssize_t)8192 << bits) < n)
-        bits++;
-    Py_ssize_t parts = (Py_ssize_t)1 << bits;
-    int shift = 32 - bits;
-    Py_ssize_t *start = calloc(parts + 1, sizeof(Py_ssize_t)), *fill = malloc(parts * sizeof(Py_ssize_t));
-    uint32_t *pk = malloc(sizeof(uint32_t) * (n ? n : 1));
-    if (!start || !fill || !pk) { free(start); free(fill); free(pk); return -1; }
-#define PART(key) (bits ? (Py_ssize_t)(mix32(key) >> shift) : 0)
-    for (Py_ssize_t i = 0; i < n; i++)
-        start[PART(key32(k, i)) + 1]++;
     Py_ssize_t biggest = 0;
     for (Py_ssize_t p = 0; p < parts; p++) {
         if (start[p + 1] > biggest)
@@ -474,39 +468,62 @@ static int count_exact32(const uint32_t *k, Py_ssize_t n, uint32_t *out)
         start[p + 1] += start[p];
         fill[p] = start[p];
     }
+    return biggest;
+}
+
+static int count_exact32(const uint32_t *k, Py_ssize_t n, uint32_t *out)
+{
+    enum { DIRECT = 14, FIXED = 32 - DIRECT };
+    int b1 = 0;
+    while (b1 < 8 && ((Py_ssize_t)1 << (18 + b1)) < n)
+        b1++;
+    int b2 = FIXED - b1;
+    Py_ssize_t p1n = (Py_ssize_t)1 << b1, p2n = (Py_ssize_t)1 << b2;
+    Py_ssize_t s1[257] = {0}, f1[256];
+#define P1(h) (b1 ? (Py_ssize_t)((h) >> (32 - b1)) : 0)
+#define P2(h) ((Py_ssize_t)(((h) << b1) >> (DIRECT + b1)))       /* the next b2 = FIXED - b1 bits */
+    uint32_t *A = malloc(sizeof(uint32_t) * (n ? n : 1));
+    Py_ssize_t *s2 = malloc(sizeof(Py_ssize_t) * (p2n + 1)), *f2 = malloc(sizeof(Py_ssize_t) * p2n);
+    uint32_t *cnt = calloc((size_t)1 << DIRECT, sizeof(uint32_t));
+    if (!A || !s2 || !f2 || !cnt) { free(A); free(s2); free(f2); free(cnt); return -1; }
+    for (Py_ssize_t i = 0; i < n; i++)
+        s1[P1(hash32(k, i)) + 1]++;
+    Py_ssize_t big1 = prefix(s1, f1, p1n);
     for (Py_ssize_t i = 0; i < n; i++) {
-        uint32_t key = key32(k, i);
-        pk[fill[PART(key)]++] = key;
+        uint32_t h = hash32(k, i);
+        A[f1[P1(h)]++] = h;
     }
-    Py_ssize_t slots = 2;
-    while (slots < 2 * biggest)
-        slots *= 2;
-    uint64_t *t = malloc(sizeof(uint64_t) * slots);
-    if (!t) { free(start); free(fill); free(pk); return -1; }
-    for (Py_ssize_t p = 0; p < parts; p++) {
-        Py_ssize_t a = start[p], b = start[p + 1], size = 2;
-        while (size < 2 * (b - a))
-            size *= 2;
-        uint32_t m = (uint32_t)size - 1;
-        memset(t, 0, sizeof(uint64_t) * size);
-        for (Py_ssize_t i = a; i < b; i++) {           /* count */
-            uint32_t key = pk[i], h = mix32(key ^ 0x9e3779b9u) & m;
-            while (t[h] && (uint32_t)t[h] != key)
-                h = (h + 1) & m;
-            t[h] = (t[h] + ((uint64_t)1 << 32)) | key;
+    uint32_t *T = malloc(sizeof(uint32_t) * (big1 ? big1 : 1)), *U = malloc(sizeof(uint32_t) * (big1 ? big1 : 1));
+    if (!T || !U) { free(T); free(U); free(A); free(s2); free(f2); free(cnt); return -1; }
+    const uint32_t low = ((uint32_t)1 << DIRECT) - 1;
+    for (Py_ssize_t q = 0; q < p1n; q++) {
+        uint32_t *a = A + s1[q];
+        Py_ssize_t na = s1[q + 1] - s1[q];
+        memset(s2, 0, sizeof(Py_ssize_t) * (p2n + 1));
+        for (Py_ssize_t i = 0; i < na; i++)
+            s2[P2(a[i]) + 1]++;
+        prefix(s2, f2, p2n);
+        for (Py_ssize_t i = 0; i < na; i++)
+            T[f2[P2(a[i])]++] = a[i];
+        for (Py_ssize_t r = 0; r < p2n; r++) {
+            Py_ssize_t lo = s2[r], hi = s2[r + 1];
+            for (Py_ssize_t i = lo; i < hi; i++)
+                cnt[T[i] & low]++;
+            for (Py_ssize_t i = lo; i < hi; i++)
+                U[i] = cnt[T[i] & low];
+            for (Py_ssize_t i = lo; i < hi; i++)
+                cnt[T[i] & low] = 0;
+            f2[r] = lo;
         }
-        for (Py_ssize_t i = a; i < b; i++) {           /* each key's count, in place */
-            uint32_t key = pk[i], h = mix32(key ^ 0x9e3779b9u) & m;
-            while ((uint32_t)t[h] != key)
-                h = (h + 1) & m;
-            pk[i] = (uint32_t)(t[h] >> 32);
-        }
-        fill[p] = start[p];
+        for (Py_ssize_t i = 0; i < na; i++)                  /* back in A's order */
+            a[i] = U[f2[P2(a[i])]++];
+        f1[q] = s1[q];
     }
     for (Py_ssize_t i = 0; i < n; i++)
-        out[i] = pk[fill[PART(key32(k, i))]++];
-#undef PART
-    free(t); free(pk); free(start); free(fill);
+        out[i] = A[f1[P1(hash32(k, i))]++];
+#undef P1
+#undef P2
+    free(T); free(U); free(A); free(s2); free(f2); free(cnt);
     return 0;
 }
 
@@ -518,7 +535,7 @@ static int count_exact(const void *k, int width, Py_ssize_t n, uint32_t *out)
 {
     enum { PARTS = 1024 };
     Py_ssize_t start[PARTS + 1] = {0}, fill[PARTS];
-    if (width == 4)
+    if (width == 4 && n >= (1 << 16))          /* smaller: the tables below are cheaper */
         return count_exact32(k, n, out);
     if (width == 2) {                 /* 16-bit values: a table of every bit pattern */
         uint32_t *table = calloc(65536, sizeof(uint32_t));

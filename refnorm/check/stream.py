@@ -189,10 +189,14 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
     return out
 
 
+PARALLEL_COUNT_BYTES = 1 << 24    # counts of arrays this small run two at a time (their scratch is small)
+
+
 def _multiplicities(arrays):
-    """compare.multiplicities of each array, two at a time in threads (the compiled count releases the
-    GIL; the NumPy one mostly does too)."""
-    if len(arrays) < 2:
+    """compare.multiplicities of each array; two at a time in threads (the compiled count releases the
+    GIL) when each is at most PARALLEL_COUNT_BYTES, since each count holds a scratch copy of its array's
+    bits: two at once would add one more to the peak memory."""
+    if len(arrays) < 2 or max(np.asarray(a).nbytes for a in arrays) > PARALLEL_COUNT_BYTES:
         return [multiplicities(a) for a in arrays]
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(2) as ex:
