@@ -145,3 +145,20 @@ def test_too_many_candidates_are_refused(monkeypatch):
     assert acc.overflowed
     with pytest.raises(RuntimeError, match="too many candidates"):
         acc.figures()
+
+
+@pytest.mark.parametrize("n", [1 << 16, 300_007])
+def test_multiplicities_of_many_float32_values(n):
+    """From 2^16 32-bit values the compiled count takes its radix path: exact, -0 with +0, against
+    np.unique."""
+    if C.native() is None:
+        pytest.skip("refnorm.check._judge is not built")
+    rng = np.random.default_rng(n)
+    got = rng.standard_normal(n).astype(np.float32)
+    got[::5] = np.round(got[::5] * 16) / 16          # many repeated values
+    got[1::97], got[2::89] = 0.0, -0.0
+    got[3::1001] = np.nan                             # NaN: one bit pattern, counted like any value
+    bits = got.view(np.uint32).copy()
+    bits[bits == 0x80000000] = 0
+    _, inv, cnt = np.unique(bits, return_inverse=True, return_counts=True)
+    assert np.array_equal(C.multiplicities(got), cnt[inv.reshape(-1)])
