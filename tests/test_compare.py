@@ -162,3 +162,29 @@ def test_multiplicities_of_many_float32_values(n):
     bits[bits == 0x80000000] = 0
     _, inv, cnt = np.unique(bits, return_inverse=True, return_counts=True)
     assert np.array_equal(C.multiplicities(got), cnt[inv.reshape(-1)])
+
+
+@pytest.mark.parametrize("dt", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("n", [1000, 70_000])
+def test_multiplicities_uint16_unless_a_count_does_not_fit(dt, n):
+    """Counts come back as uint16 when they all fit; a value held by more than 65535 elements gives
+    uint32 counts (the compiled count refuses the uint16 array and counts again), exact either way;
+    the comparison's figures do not depend on the width."""
+    if C.native() is None:
+        pytest.skip("refnorm.check._judge is not built")
+    rng = np.random.default_rng(n)
+    got = rng.standard_normal(n).astype(NP[dt])
+    m = C.multiplicities(got)
+    assert m.dtype == np.uint16
+    big = np.concatenate([got, np.full(65536, 1.5, dtype=NP[dt])])
+    mb = C.multiplicities(big)
+    assert mb.dtype == np.uint32 and int(mb[-1]) == 65536 + int((got == 1.5).sum())
+    assert np.array_equal(mb[:n].astype(np.int64), m.astype(np.int64) + 65536 * (got == 1.5))
+    ref = got.astype(np.float64) * (1 + 1e-3)
+    E = np.abs(ref) * 1e-4
+    figs = []
+    for mult in (m, m.astype(np.uint32)):
+        acc = C.ArrayAccumulator(got, float(np.max(np.abs(ref))), dt, mult=mult)
+        acc.add(ref, E, 0)
+        figs.append(acc.figures())
+    _same(figs[0], figs[1], rel=0.0)

@@ -10,14 +10,15 @@
  *   compare(g, ref, E, mult, kind, scale, shape, start, acc) -> (max_ratio, over, unconstrained,
  *           dmax, max_bound, top)
  *       g, ref, E: C-contiguous float64 blocks of n values (g: the returned values, exactly
- *       representable in the dtype `kind`: 0 float64, 1 float32, 2 float16, 3 bfloat16); mult: uint32
+ *       representable in the dtype `kind`: 0 float64, 1 float32, 2 float16, 3 bfloat16); mult: uint16 or uint32
  *       multiplicities of the returned values (bias.py); scale: max|ref| over the whole array; shape:
  *       the WHOLE array's shape; the block is its elements start..start+n-1 in C order, or, with
  *       axis >= 0, the sub-array whose index along that axis is start.. (its elements in C order). acc (float64, updated in place)
  *       holds the bias sums (S, sum E, Q) of the group "all" then of every index along every axis, in
  *       that order; elements outside the test add nothing (bias.py's `ok`). top: the 3 largest ratios
  *       (ratio, flat index in the whole array), ties to the lowest index.
- *   value_counts(keys, out, exact_limit) -> exact: out[i] (uint32) = how many keys equal keys[i]; keys:
+ *   value_counts(keys, out, exact_limit) -> exact: out[i] (uint32, or uint16: None when a count does not
+ *       fit, and out is left as it was) = how many keys equal keys[i]; keys:
  *       the bits of the values (unsigned 2, 4 or 8-byte integers; -0 counts as +0). Exact (hash
  *       partitions and small tables: the key's width of scratch a key) for at most exact_limit keys (16-bit
  *       keys: always, by a table of every pattern); beyond, each key's count is that of its bucket
@@ -183,9 +184,12 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
         return NULL;
     if (get_buf(oref, &vr, "ref", "d", 8, 0) < 0) { PyBuffer_Release(&vg); return NULL; }
     if (get_buf(oE, &vE, "E", "d", 8, 0) < 0) { PyBuffer_Release(&vg); PyBuffer_Release(&vr); return NULL; }
-    if (get_buf(omult, &vm, "mult", "IL", 4, 0) < 0) {
-        PyBuffer_Release(&vg); PyBuffer_Release(&vr); PyBuffer_Release(&vE);
-        return NULL;
+    if (get_buf(omult, &vm, "mult", "H", 2, 0) < 0) {          /* uint16, or else uint32 */
+        PyErr_Clear();
+        if (get_buf(omult, &vm, "mult", "IL", 4, 0) < 0) {
+            PyBuffer_Release(&vg); PyBuffer_Release(&vr); PyBuffer_Release(&vE);
+            return NULL;
+        }
     }
     if (get_buf(oacc, &va, "acc", "d", 8, 1) < 0) {
         PyBuffer_Release(&vg); PyBuffer_Release(&vr); PyBuffer_Release(&vE); PyBuffer_Release(&vm);
@@ -194,7 +198,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
     Py_ssize_t n = vg.len / 8;
     /* axis >= 0: the block is the elements whose index along `axis` is start..start+k-1 (in C order) */
     Py_ssize_t across = axis >= 0 && axis < nd && shape[axis] ? total / shape[axis] : 1;
-    int bad = vr.len / 8 != n || vE.len / 8 != n || vm.len / 4 != n || va.len / 8 != 3 * acc_len
+    int bad = vr.len / 8 != n || vE.len / 8 != n || vm.len / vm.itemsize != n || va.len / 8 != 3 * acc_len
               || (axis >= nd) || start < 0
               || (axis < 0 ? start + n > total : (n % (across ? across : 1) != 0
                                                   || start + (across ? n / across : 0) > shape[axis]));
@@ -206,7 +210,9 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
         return NULL;
     }
     const double *g = vg.buf, *ref = vr.buf, *E = vE.buf;
-    const uint32_t *mult = vm.buf;
+    const uint32_t *m32 = vm.itemsize == 4 ? vm.buf : NULL;
+    const uint16_t *m16 = vm.itemsize == 2 ? vm.buf : NULL;
+#define MULT(i) (m16 ? (double)m16[i] : (double)m32[i])
     double *acc = va.buf;
     double maxr = 0, dmax = 0, maxE = 0;
     Py_ssize_t over = 0, unc = 0;
@@ -289,7 +295,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
                 double err = gi - ri, width = hi - lo;
                 if (isfinite(err)) {
                     double sv = err * (double)((ri > 0) - (ri < 0));
-                    double q = width * width * (double)mult[i];
+                    double q = width * width * MULT(i);
                     ls += sv;
                     le += Ei;
                     lq += q;
@@ -360,7 +366,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
             double err = gi - ri, width = hi - lo;
             if (isfinite(err) && finE && isfinite(width) && isfinite(ri)) {
                 double sv = ri > 0 ? err : (ri < 0 ? -err : 0.0);
-                double q = width * width * (double)mult[i];
+                double q = width * width * MULT(i);
                 ls += sv;
                 le += Ei;
                 lq += q;
@@ -391,6 +397,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
         }
     }
     Py_END_ALLOW_THREADS
+#undef MULT
     PyBuffer_Release(&vg); PyBuffer_Release(&vr); PyBuffer_Release(&vE); PyBuffer_Release(&vm);
     PyBuffer_Release(&va);
     PyObject *t = PyList_New(0);
@@ -441,6 +448,24 @@ static inline uint64_t key_at(const void *k, int width, Py_ssize_t i)
  * histogram of the next 18 - b1 bits, h scattered into T (the part fits L2), each sub-part counted in
  * the direct table (then cleared), the counts into U, gathered back into A in A's order; (4) out[i]
  * read from A in the original order. Memory: A (4 bytes a key), T and U (one part each), the tables. */
+/* where the counts go: uint32, or uint16 when every count fits (COUNTS_DO_NOT_FIT otherwise, and
+ * nothing is written) */
+struct sink { uint32_t *o32; uint16_t *o16; };
+enum { COUNTS_DO_NOT_FIT = 1 };
+
+static inline void put(struct sink o, Py_ssize_t i, uint32_t v)
+{
+    if (o.o16)
+        o.o16[i] = (uint16_t)v;
+    else
+        o.o32[i] = v;
+}
+
+static inline int fits(struct sink o, uint64_t most)
+{
+    return !o.o16 || most <= 0xffff;
+}
+
 static inline uint32_t mix32(uint32_t k)
 {
     k ^= k >> 16;
@@ -471,7 +496,7 @@ static Py_ssize_t prefix(Py_ssize_t *start, Py_ssize_t *fill, Py_ssize_t parts)
     return biggest;
 }
 
-static int count_exact32(const uint32_t *k, Py_ssize_t n, uint32_t *out)
+static int count_exact32(const uint32_t *k, Py_ssize_t n, struct sink out)
 {
     enum { DIRECT = 14, FIXED = 32 - DIRECT };
     int b1 = 0;
@@ -496,6 +521,7 @@ static int count_exact32(const uint32_t *k, Py_ssize_t n, uint32_t *out)
     uint32_t *T = malloc(sizeof(uint32_t) * (big1 ? big1 : 1)), *U = malloc(sizeof(uint32_t) * (big1 ? big1 : 1));
     if (!T || !U) { free(T); free(U); free(A); free(s2); free(f2); free(cnt); return -1; }
     const uint32_t low = ((uint32_t)1 << DIRECT) - 1;
+    uint32_t most = 0;
     for (Py_ssize_t q = 0; q < p1n; q++) {
         uint32_t *a = A + s1[q];
         Py_ssize_t na = s1[q + 1] - s1[q];
@@ -509,8 +535,10 @@ static int count_exact32(const uint32_t *k, Py_ssize_t n, uint32_t *out)
             Py_ssize_t lo = s2[r], hi = s2[r + 1];
             for (Py_ssize_t i = lo; i < hi; i++)
                 cnt[T[i] & low]++;
-            for (Py_ssize_t i = lo; i < hi; i++)
+            for (Py_ssize_t i = lo; i < hi; i++) {
                 U[i] = cnt[T[i] & low];
+                most = U[i] > most ? U[i] : most;
+            }
             for (Py_ssize_t i = lo; i < hi; i++)
                 cnt[T[i] & low] = 0;
             f2[r] = lo;
@@ -519,19 +547,20 @@ static int count_exact32(const uint32_t *k, Py_ssize_t n, uint32_t *out)
             a[i] = U[f2[P2(a[i])]++];
         f1[q] = s1[q];
     }
-    for (Py_ssize_t i = 0; i < n; i++)
-        out[i] = A[f1[P1(hash32(k, i))]++];
+    int ok = fits(out, most);
+    for (Py_ssize_t i = 0; ok && i < n; i++)
+        put(out, i, A[f1[P1(hash32(k, i))]++]);
 #undef P1
 #undef P2
     free(T); free(U); free(A); free(s2); free(f2); free(cnt);
-    return 0;
+    return ok ? 0 : COUNTS_DO_NOT_FIT;
 }
 
 /* Exact counts, every pass sequential (256 streams at most): (1) a histogram of 8 bits of each key's
  * hash; (2) the keys copied in that partition order; (3) each part counted in its own small
  * open-addressing table (it fits the cache), its keys overwritten by their counts; (4) the counts read
  * back in the original order, part by part. Memory: one key's width per key, plus one part's table. */
-static int count_exact(const void *k, int width, Py_ssize_t n, uint32_t *out)
+static int count_exact(const void *k, int width, Py_ssize_t n, struct sink out)
 {
     enum { PARTS = 1024 };
     Py_ssize_t start[PARTS + 1] = {0}, fill[PARTS];
@@ -543,10 +572,14 @@ static int count_exact(const void *k, int width, Py_ssize_t n, uint32_t *out)
             return -1;
         for (Py_ssize_t i = 0; i < n; i++)
             table[key_at(k, 2, i)]++;
-        for (Py_ssize_t i = 0; i < n; i++)
-            out[i] = table[key_at(k, 2, i)];
+        uint32_t most = 0;
+        for (Py_ssize_t j = 0; j < 65536; j++)
+            most = table[j] > most ? table[j] : most;
+        int ok = fits(out, most);
+        for (Py_ssize_t i = 0; ok && i < n; i++)
+            put(out, i, table[key_at(k, 2, i)]);
         free(table);
-        return 0;
+        return ok ? 0 : COUNTS_DO_NOT_FIT;
     }
     /* the scratch holds keys of the input's width, then their counts in place */
     void *pk = malloc((size_t)width * (n ? n : 1));
@@ -576,6 +609,7 @@ static int count_exact(const void *k, int width, Py_ssize_t n, uint32_t *out)
         slots *= 2;
     struct slot *t = malloc(sizeof(struct slot) * slots);
     if (!t) { free(pk); return -1; }
+    uint64_t most = 0;
     for (int p = 0; p < PARTS; p++) {
         Py_ssize_t a = start[p], b = start[p + 1], size = 1;
         while (size < 2 * (b - a))
@@ -592,6 +626,7 @@ static int count_exact(const void *k, int width, Py_ssize_t n, uint32_t *out)
                     t[h].used = 1;
                     t[h].key = key;
                     t[h].count++;
+                    most = t[h].count > most ? t[h].count : most;
                 } else if (width == 4)
                     pk32[i] = t[h].count;
                 else
@@ -599,12 +634,13 @@ static int count_exact(const void *k, int width, Py_ssize_t n, uint32_t *out)
             }
         fill[p] = start[p];
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
+    int ok = fits(out, most);
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
         Py_ssize_t at = fill[mix(key_at(k, width, i)) >> 54]++;
-        out[i] = width == 4 ? pk32[at] : (uint32_t)pk64[at];
+        put(out, i, width == 4 ? pk32[at] : (uint32_t)pk64[at]);
     }
     free(t); free(pk);
-    return 0;
+    return ok ? 0 : COUNTS_DO_NOT_FIT;
 }
 
 static PyObject *py_value_counts(PyObject *self, PyObject *args)
@@ -626,15 +662,26 @@ static PyObject *py_value_counts(PyObject *self, PyObject *args)
         PyBuffer_Release(&vk);
         return NULL;
     }
-    if (get_buf(oout, &vo, "out", "IL", 4, 1) < 0) { PyBuffer_Release(&vk); return NULL; }
+    if (PyObject_GetBuffer(oout, &vo, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&vk);
+        return NULL;
+    }
+    const char *fo = vo.format ? vo.format : "B";
+    if (*fo == '<' || *fo == '=' || *fo == '@')
+        fo++;
+    if (!((vo.itemsize == 4 && strchr("IL", *fo)) || (vo.itemsize == 2 && *fo == 'H')) || fo[1] != 0) {
+        PyErr_Format(PyExc_TypeError, "_judge: out has format %s; expected uint32 or uint16", vo.format);
+        PyBuffer_Release(&vk); PyBuffer_Release(&vo);
+        return NULL;
+    }
     Py_ssize_t n = vk.len / width;
-    if (vo.len / 4 != n || n > (Py_ssize_t)UINT32_MAX) {
+    if (vo.len / vo.itemsize != n || n > (Py_ssize_t)UINT32_MAX) {
         PyBuffer_Release(&vk); PyBuffer_Release(&vo);
         PyErr_SetString(PyExc_ValueError, "_judge: out must have as many values as keys (at most 2^32)");
         return NULL;
     }
     const void *k = vk.buf;
-    uint32_t *out = vo.buf;
+    struct sink out = {vo.itemsize == 4 ? vo.buf : NULL, vo.itemsize == 2 ? vo.buf : NULL};
     int exact = n <= exact_limit || width == 2, failed = 0;
     uint32_t *cnt = exact ? NULL : calloc((size_t)1 << 24, sizeof(uint32_t));
     if (!exact && !cnt) {
@@ -643,18 +690,24 @@ static PyObject *py_value_counts(PyObject *self, PyObject *args)
     }
     Py_BEGIN_ALLOW_THREADS
     if (exact)
-        failed = count_exact(k, width, n, out) < 0;
+        failed = count_exact(k, width, n, out);
     else {
         for (Py_ssize_t i = 0; i < n; i++)
             cnt[mix(key_at(k, width, i)) >> 40]++;
-        for (Py_ssize_t i = 0; i < n; i++)
-            out[i] = cnt[mix(key_at(k, width, i)) >> 40];
+        uint64_t most = 0;
+        for (Py_ssize_t j = 0; j < ((Py_ssize_t)1 << 24); j++)
+            most = cnt[j] > most ? cnt[j] : most;
+        failed = fits(out, most) ? 0 : COUNTS_DO_NOT_FIT;
+        for (Py_ssize_t i = 0; !failed && i < n; i++)
+            put(out, i, cnt[mix(key_at(k, width, i)) >> 40]);
     }
     Py_END_ALLOW_THREADS
     free(cnt);
     PyBuffer_Release(&vk); PyBuffer_Release(&vo);
-    if (failed)
+    if (failed < 0)
         return PyErr_NoMemory();
+    if (failed == COUNTS_DO_NOT_FIT)
+        Py_RETURN_NONE;
     return PyBool_FromLong(exact);
 }
 
@@ -850,7 +903,8 @@ static PyMethodDef methods[] = {
     {"row_bounds", py_row_bounds, METH_VARARGS,
      "row_bounds(x, w, b, g, E_y, E_dx, tw, tb, stats, eps, u, gn, gm, ud, centered, ddof, eps_std, lowp, epi, eta, "
      "wrows, wcols[, u2, gn2, gm2, tw2, tb2])"},
-    {"value_counts", py_value_counts, METH_VARARGS, "value_counts(keys, out, exact_limit) -> exact"},
+    {"value_counts", py_value_counts, METH_VARARGS, "value_counts(keys, out, exact_limit) -> exact (None: out is "
+     "uint16 and a count does not fit)"},
     {NULL, NULL, 0, NULL}
 };
 

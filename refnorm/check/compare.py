@@ -61,13 +61,15 @@ def native():
 
 
 def multiplicities(got: np.ndarray) -> np.ndarray:
-    """uint32 array of got's shape: how many elements of ``got`` hold each element's value."""
+    """Array of got's shape: how many elements of ``got`` hold each element's value (uint16 when every
+    count fits, which halves the memory the streaming judge holds, else uint32)."""
     mod = native()
     bits = np.ascontiguousarray(got).view({2: np.uint16, 4: np.uint32, 8: np.uint64}[got.itemsize])
     if mod is not None:
-        out = np.empty(got.shape, dtype=np.uint32)
-        mod.value_counts(bits.reshape(-1), out.reshape(-1), EXACT_SLOTS)
-        return out
+        for dt in (np.uint16, np.uint32):
+            out = np.empty(got.shape, dtype=dt)
+            if mod.value_counts(bits.reshape(-1), out.reshape(-1), EXACT_SLOTS) is not None:
+                return out
     if got.itemsize == 2:
         table = np.bincount(bits.reshape(-1), minlength=65536)
         table[0] = table[0x8000] = table[0] + table[0x8000]       # -0 counts with +0
@@ -99,7 +101,7 @@ def _block_index(shape, start, n, axis):
 
 def compare_block(g, ref, E, mult, kind, scale, shape, start, acc, axis=-1):
     """NumPy definition of one block (``_judge.compare``'s contract, module docstring): ``g``, ``ref``,
-    ``E`` float64 and ``mult`` uint32 (flat) blocks of the elements start.. (C order) of an array of
+    ``E`` float64 and ``mult`` uint16 or uint32 (flat) blocks of the elements start.. (C order) of an array of
     ``shape``; adds the bias sums to ``acc`` and returns (max_ratio, over, unconstrained, dmax, max_bound,
     [(ratio, flat index)])."""
     name = next(k for k, v in KIND.items() if v == kind)

@@ -28,6 +28,7 @@ structure (every judged array a view of rows); otherwise the whole-array path ru
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -157,28 +158,36 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
             first = ArrayAccumulator(a, s, case_dtype if n[0] != "state" else _dtype_name(a), mult=mult)
             accs[n] = [first] + [ArrayAccumulator(a, s, first.kind_name, mult=mult) for _ in contracts[1:]]
         ref_whole, E_whole = {}, {n: [0.0 for _ in contracts] for n in whole}
-        for lo, hi in zip(edges[:-1], edges[1:]):
-            ins, cots, st = block(lo, hi)
-            ref = reference(op, config, training, ins, cots, st)
-            with B.standardize.param_rows(p.units / (hi - lo) if p.kind == "rows" else 1.0):
-                Es = [derive_bounds(op, case_dtype, config, training, ins, cots, st, ref, c) for c in contracts]
-            for part, k in names:
-                a = getattr(ref, part)[k]
-                if (part, k) in whole:
-                    if part == "grads":
-                        ref_whole[(part, k)] = ref_whole.get((part, k), 0.0) + np.asarray(a, dtype=np.float64)
-                    else:
-                        ref_whole[(part, k)] = np.asarray(a)      # shared state: the same in every block
+        with ThreadPoolExecutor(1) as pool:     # block k compared while block k + 1's reference is computed
+            pending = None
+            for lo, hi in zip(edges[:-1], edges[1:]):
+                ins, cots, st = block(lo, hi)
+                ref = reference(op, config, training, ins, cots, st)
+                with B.standardize.param_rows(p.units / (hi - lo) if p.kind == "rows" else 1.0):
+                    Es = [derive_bounds(op, case_dtype, config, training, ins, cots, st, ref, c) for c in contracts]
+                jobs = []
+                for part, k in names:
+                    a = getattr(ref, part)[k]
+                    if (part, k) in whole:
+                        if part == "grads":
+                            ref_whole[(part, k)] = ref_whole.get((part, k), 0.0) + np.asarray(a, dtype=np.float64)
+                        else:
+                            ref_whole[(part, k)] = np.asarray(a)      # shared state: the same in every block
+                        for j, E in enumerate(Es):
+                            e = np.asarray(E[part][k], dtype=np.float64)
+                            E_whole[(part, k)][j] = E_whole[(part, k)][j] + e if part == "grads" else e
+                        continue
                     for j, E in enumerate(Es):
-                        e = np.asarray(E[part][k], dtype=np.float64)
-                        E_whole[(part, k)][j] = E_whole[(part, k)][j] + e if part == "grads" else e
-                    continue
-                for j, E in enumerate(Es):
-                    if p.kind == "rows":
-                        accs[(part, k)][j].add(a, E[part][k], lo * (int(np.size(a)) // (hi - lo)))
-                    else:
-                        accs[(part, k)][j].add(a, E[part][k], lo, axis=p.axis(part, k))
-            del ref, Es
+                        if p.kind == "rows":
+                            jobs.append((accs[(part, k)][j], a, E[part][k], lo * (int(np.size(a)) // (hi - lo)), None))
+                        else:
+                            jobs.append((accs[(part, k)][j], a, E[part][k], lo, p.axis(part, k)))
+                del ref, Es
+                if pending is not None:
+                    pending.result()
+                pending = pool.submit(_compare, jobs)
+            if pending is not None:
+                pending.result()
         if scale is None and any(acc.overflowed for n in judged for acc in accs[n]):
             scale = {n: accs[n][0].scale for n in judged}     # the scales known: judge again with them
             continue
@@ -189,16 +198,24 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
     return out
 
 
-PARALLEL_COUNT_BYTES = 1 << 24    # counts of arrays this small run two at a time (their scratch is small)
+def _compare(jobs):
+    """ArrayAccumulator.add for one block's arrays, in order (one worker: each accumulator sees its
+    blocks in order, so the sums are those of the sequential loop)."""
+    for acc, ref, E, start, axis in jobs:
+        acc.add(ref, E, start, axis=axis)
+
+
+PARALLEL_COUNT_BYTES = 1 << 27   # two counts at a time when the two arrays hold at most this together
 
 
 def _multiplicities(arrays):
     """compare.multiplicities of each array; two at a time in threads (the compiled count releases the
-    GIL) when each is at most PARALLEL_COUNT_BYTES, since each count holds a scratch copy of its array's
-    bits: two at once would add one more to the peak memory."""
-    if len(arrays) < 2 or max(np.asarray(a).nbytes for a in arrays) > PARALLEL_COUNT_BYTES:
+    GIL) when the two largest hold at most PARALLEL_COUNT_BYTES together: each count holds a scratch
+    copy of its array's bits (float32 4096x4096: 64 MiB each, their counts 32 MiB each as uint16), so
+    counting two at once keeps the judgement's peak under 256 MiB above the arrays."""
+    sizes = sorted((np.asarray(a).nbytes for a in arrays), reverse=True)
+    if len(arrays) < 2 or sum(sizes[:2]) > PARALLEL_COUNT_BYTES:
         return [multiplicities(a) for a in arrays]
-    from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(2) as ex:
         return list(ex.map(multiplicities, arrays))
 
