@@ -17,13 +17,22 @@ from ..precision import ETA, UNIT_ROUNDOFF, gamma
 from ._rows import row_bounds
 
 
+def _resolve(view, shape):
+    """``view`` with its -1 (at most one, as in reshape) replaced by the size it stands for."""
+    view = [int(v) for v in view]
+    if -1 in view:
+        known = math.prod(v for v in view if v != -1)
+        view[view.index(-1)] = math.prod(shape) // known if known else 0
+    return tuple(view)
+
+
 class Layout:
     """Rows of ``shape`` (optionally viewed as ``view``) reducing over ``axes`` of the view; row
     order is the C order of the kept axes, so per-row values reshape to any keepdims stat shape."""
 
     def __init__(self, shape, axes, view=None):
         self.shape = tuple(shape)
-        self.view = tuple(view) if view is not None else self.shape
+        self.view = _resolve(view, self.shape) if view is not None else self.shape
         self.axes = tuple(a % len(self.view) for a in axes)
         keep = [i for i in range(len(self.view)) if i not in self.axes]
         self.perm = keep + list(self.axes)
