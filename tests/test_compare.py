@@ -54,11 +54,23 @@ def _same(a, b, rel=1e-12):
             assert repr(x) == repr(y), (k, x, y)      # repr: NaN equals NaN
 
 
-@pytest.mark.parametrize("dt", DTYPES)
-@pytest.mark.parametrize("shape", [(37, 5), (6, 4, 9), (200,)])
-def test_native_blocks_and_numpy_agree(dt, shape):
-    if C.native() is None:
+@pytest.fixture(params=["avx2", "base"])
+def isa(request):
+    """The compiled comparison's element loop in each instruction set this CPU runs."""
+    mod = C.native()
+    if mod is None:
         pytest.skip("refnorm.check._judge is not built")
+    was = mod.set_isa()
+    if request.param == "avx2" and was != "avx2":
+        pytest.skip("no avx2 here")
+    mod.set_isa(request.param)
+    yield request.param
+    mod.set_isa(was)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("shape", [(37, 5), (6, 4, 9), (200,), (3, 700)])
+def test_native_blocks_and_numpy_agree(dt, shape, isa):
     rng = np.random.default_rng(len(shape) * 10 + DTYPES.index(dt))
     got, ref, E = _special(dt, rng, shape)
     whole = _run(got, ref, E, dt, 1, native=False)
