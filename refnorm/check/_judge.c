@@ -780,25 +780,211 @@ static PyObject *py_value_counts(PyObject *self, PyObject *args)
  * (mean bound, rstd bound, S, K, var, mu) into stats (m*6). With u2 > 0: the bounds of a second,
  * strict contract (unit roundoff u2, multipliers gn2, gm2: bounds.bounds' E_ref) added to E_y, E_dx
  * and the statistics' bounds as bounds.bounds adds them, its parameter terms into tw2, tb2. */
+#if defined(__GNUC__)
+#define ALWAYS_INLINE __attribute__((always_inline))     /* also into the NO_TRAPS loops below */
+#else
+#define ALWAYS_INLINE
+#endif
+
 /* The strict contract's terms (the bracket of unit roundoff u and the second-order term q2); the
  * relaxed contracts add theirs to them. */
-static inline double ey_strict(double u, double gn, double q2, double aw, double ab, double K, double rho,
+static inline ALWAYS_INLINE double ey_strict(double u, double gn, double q2, double aw, double ab, double K, double rho,
                                double axh, double kap, double y)
 {
     return u * (gn * aw * (K + rho * axh) + 4 * (aw * kap + ab + fabs(y))) + q2 * aw * (axh + 1);
 }
 
-static inline double edx_strict(double u, double gn, double q2, double r, double Ag, double aB, double Bg,
+static inline ALWAYS_INLINE double edx_strict(double u, double gn, double q2, double r, double Ag, double aB, double Bg,
                                 double Kg, double K, double rho, double axh, double adx, double pw)
 {
     return u * (gn * (r * (Ag + axh * ((1 + rho) * Bg + Kg) + aB * (K + 3 * rho * axh)) + rho * adx) + 4 * pw)
            + q2 * (adx + r * (aB + Ag) * (axh + 1));
 }
 
-static inline double tw_strict(double u, double gn, double gm, double q2, double ag, double K, double rho,
+static inline ALWAYS_INLINE double tw_strict(double u, double gn, double gm, double q2, double ag, double K, double rho,
                                double axh, double kap)
 {
     return u * (gm * ag * kap + gn * ag * (K + rho * axh) + 4 * ag * kap) + q2 * ag * (axh + 1);
+}
+
+struct rows_args {
+    const double *X, *W, *B, *G;
+    double *Ey, *Edx, *TW, *TB, *ST, *TW2, *TB2;
+    Py_ssize_t m, n, wrows, wcols;
+    double eps, u, gn, gm, ud, eta, u2, gn2, gm2;
+    int centered, ddof, eps_std, lowp, epi, two;
+    double *scratch;                  /* 6 n: the row's w and b, the parameter terms of its elements */
+};
+
+/* the statement (last argument) with LOWP, EPI, TWO constants equal to the flags lowp, epi, two
+ * (the compiler drops the terms of the other contracts) */
+#define FLAGS(lowp, epi, two, LOWP, EPI, TWO, ...)                                                         \
+    do {                                                                                                  \
+        if (lowp && epi && two) { enum { LOWP = 1, EPI = 1, TWO = 1 }; __VA_ARGS__ }                      \
+        else if (lowp && epi) { enum { LOWP = 1, EPI = 1, TWO = 0 }; __VA_ARGS__ }                        \
+        else if (lowp && two) { enum { LOWP = 1, EPI = 0, TWO = 1 }; __VA_ARGS__ }                        \
+        else if (lowp) { enum { LOWP = 1, EPI = 0, TWO = 0 }; __VA_ARGS__ }                               \
+        else if (two) { enum { LOWP = 0, EPI = 0, TWO = 1 }; __VA_ARGS__ }                                \
+        else { enum { LOWP = 0, EPI = 0, TWO = 0 }; __VA_ARGS__ }                                         \
+    } while (0);
+
+/* The rows: the row sums in a plain loop (in element order), the element bounds in loops without a
+ * branch (selects on the contract's flags; vectorized), the parameter terms summed per pattern element
+ * in element order. Compiled for AVX2 and the base ISA (the same operations element by element: the
+ * same bits). */
+#define ROWS_BODY                                                                                         \
+    const Py_ssize_t m = A->m, n = A->n, wcols = A->wcols, wrows = A->wrows;                              \
+    const double u = A->u, gn = A->gn, gm = A->gm, ud = A->ud, eta = A->eta, u2 = A->u2, gn2 = A->gn2;    \
+    const double gm2 = A->gm2;                                                                            \
+    const int centered = A->centered, lowp = A->lowp, epi = A->epi, two = A->two;                         \
+    double *restrict wbuf = A->scratch, *restrict bbuf = A->scratch + n, *restrict twb = A->scratch + 2 * n; \
+    double *restrict tbb = A->scratch + 3 * n, *restrict tw2b = A->scratch + 4 * n;                       \
+    double *restrict tb2b = A->scratch + 5 * n;                                                           \
+    double dn = (double)n, dd = (double)(n - A->ddof > 1 ? n - A->ddof : 1);                              \
+    for (Py_ssize_t i = 0; i < m; i++) {                                                                  \
+        const double *restrict x = A->X + i * n;                                                          \
+        const double *restrict g = A->G ? A->G + i * n : NULL;                                            \
+        Py_ssize_t po = (i % wrows) * wcols;                  /* pattern element: po + j, or po */        \
+        const double *wr = wbuf, *br = bbuf;                                                              \
+        if (A->W && wcols == n)                                                                           \
+            wr = A->W + po;                                                                               \
+        else                                                                                              \
+            for (Py_ssize_t j = 0; j < n; j++)                                                            \
+                wbuf[j] = A->W ? A->W[po] : 1.0;                                                          \
+        if (A->B && wcols == n)                                                                           \
+            br = A->B + po;                                                                               \
+        else                                                                                              \
+            for (Py_ssize_t j = 0; j < n; j++)                                                            \
+                bbuf[j] = A->B ? A->B[po] : 0.0;                                                          \
+        double s1 = 0, sa = 0, sq = 0;                                                                    \
+        for (Py_ssize_t j = 0; j < n; j++) {                                                              \
+            s1 += x[j];                                                                                   \
+            sa += fabs(x[j]);                                                                             \
+            sq += x[j] * x[j];                                                                            \
+        }                                                                                                 \
+        double mu = 0, var;                                                                               \
+        if (centered) {                                                                                   \
+            mu = s1 / dn;                                                                                 \
+            double s2 = 0;                                                                                \
+            for (Py_ssize_t j = 0; j < n; j++) {                                                          \
+                double d = x[j] - mu;                                                                     \
+                s2 += d * d;                                                                              \
+            }                                                                                             \
+            var = s2 / dd;                                                                                \
+        } else                                                                                            \
+            var = sq / dn;                                                                                \
+        double r = A->eps_std ? 1.0 / (sqrt(var) + A->eps) : 1.0 / sqrt(var + A->eps);                    \
+        double S = sa / dn, amu = fabs(mu);                                                               \
+        double K = centered ? r * S : 0.0, rho = (1.0 + K) / 2, Kmu = r * amu;                            \
+        double q2 = (gn * u) * (gn * u) * K * K / 2, ud2 = 2 * ud * ud * Kmu * Kmu;                       \
+        double q2b = (gn2 * u2) * (gn2 * u2) * K * K / 2;                                                 \
+        double Dc = r * (amu + eta / ud);                                                                 \
+        double *restrict ey = A->Ey + i * n;                                                              \
+        FLAGS(lowp, epi, two, LOWP, EPI, TWO,                                                             \
+        for (Py_ssize_t j = 0; j < n; j++) {                                                              \
+            double xh = (x[j] - mu) * r, axh = fabs(xh);                                                  \
+            double wj = wr[j], bj = br[j];                                                                \
+            double aw = fabs(wj), ab = fabs(bj);                                                          \
+            double y = xh * wj + bj;                                                                      \
+            double kap = centered ? r * (fabs(x[j]) + amu) : axh;                                         \
+            double e = ey_strict(u, gn, q2, aw, ab, K, rho, axh, kap, y);                                 \
+            double el = e + (2 * ud * aw * (Dc + axh) + ud2 * aw * (axh + 1));                            \
+            double ee = el + (2 * ud * (aw * kap + ab + fabs(y)) + 2 * eta * (1 + aw));                   \
+            e = LOWP ? (EPI ? ee : el) : e;                                                               \
+            ey[j] = TWO ? e + ey_strict(u2, gn2, q2b, aw, ab, K, rho, axh, kap, y) : e;                   \
+        })                                                                                                \
+        double Em = u * (gn * S + 4 * amu), Er = u * r * (gn * rho + 4);                                  \
+        if (lowp) {                                                                                       \
+            Em += 2 * ud * amu;                                                                           \
+            Er += 2 * ud * r + 2 * ud * ud * r * Kmu * Kmu;                                               \
+        }                                                                                                 \
+        if (two) {                                                                                        \
+            Em = Em + u2 * (gn2 * S + 4 * amu);                                                           \
+            Er = Er + u2 * r * (gn2 * rho + 4);                                                           \
+        }                                                                                                 \
+        double *st = A->ST + 6 * i;                                                                       \
+        st[0] = Em; st[1] = Er; st[2] = S; st[3] = K; st[4] = var; st[5] = mu;                            \
+        if (!g)                                                                                           \
+            continue;                                                                                     \
+        double sgw = 0, sagw = 0, sgx = 0, sbg = 0, skg = 0, sgd = 0;                                     \
+        for (Py_ssize_t j = 0; j < n; j++) {                                                              \
+            double xh = (x[j] - mu) * r, axh = fabs(xh);                                                  \
+            double gw = g[j] * wr[j], agw = fabs(gw);                                                     \
+            double kap = centered ? r * (fabs(x[j]) + amu) : axh;                                         \
+            sgw += gw; sagw += agw; sgx += gw * xh; sbg += agw * axh; skg += agw * kap; sgd += agw * (Dc + axh); \
+        }                                                                                                 \
+        double Am = centered ? sgw / dn : 0.0, Bv = sgx / (centered ? dd : dn);                           \
+        double aA = fabs(Am), aB = fabs(Bv), Ag = centered ? sagw / dn : 0.0;                             \
+        double Bg = sbg / dn, Kg = skg / dn, Dg = sgd / dn;                                               \
+        double *restrict edx = A->Edx + i * n;                                                            \
+        FLAGS(lowp, epi, two, LOWP, EPI, TWO,                                                             \
+        for (Py_ssize_t j = 0; j < n; j++) {                                                              \
+            double xh = (x[j] - mu) * r, axh = fabs(xh);                                                  \
+            double gw = g[j] * wr[j], agw = fabs(gw), ag = fabs(g[j]);                                    \
+            double kap = centered ? r * (fabs(x[j]) + amu) : axh;                                         \
+            double dx = r * (gw - Am - xh * Bv), adx = fabs(dx);                                          \
+            double pw = r * (agw + aA + axh * aB + aB * kap + axh * Kg);                                  \
+            double e = edx_strict(u, gn, q2, r, Ag, aB, Bg, Kg, K, rho, axh, adx, pw);                    \
+            double tw = tw_strict(u, gn, gm, q2, ag, K, rho, axh, kap);                                   \
+            double tb = u * gm * ag;                                                                      \
+            double D = Dc + axh;                                                                          \
+            double el = e + (2 * ud * (r * (aB * D + axh * Dg) + adx) + ud2 * (adx + r * (aB + Ag) * (axh + 1))); \
+            double twl = tw + (ud * (2 * ag * D + gm * ag * axh) + ud2 * ag * (axh + 1));                 \
+            double tbl = tb + ud * gm * ag;                                                               \
+            double ee = el + 2 * ud * pw, twe = twl + 2 * ud * ag * kap;                                  \
+            e = LOWP ? (EPI ? ee : el) : e;                                                               \
+            tw = LOWP ? (EPI ? twe : twl) : tw;                                                           \
+            tb = LOWP ? tbl : tb;                                                                         \
+            edx[j] = TWO ? e + edx_strict(u2, gn2, q2b, r, Ag, aB, Bg, Kg, K, rho, axh, adx, pw) : e;     \
+            twb[j] = tw;                                                                                  \
+            tbb[j] = tb;                                                                                  \
+            if (TWO) {                                                                                    \
+                tw2b[j] = tw_strict(u2, gn2, gm2, q2b, ag, K, rho, axh, kap);                             \
+                tb2b[j] = u2 * gm2 * ag;                                                                  \
+            }                                                                                             \
+        })                                                                                                \
+        double *restrict TWr = A->TW + po, *restrict TBr = A->TB + po;                                    \
+        if (wcols == n) {                                                                                 \
+            for (Py_ssize_t j = 0; j < n; j++) {                                                          \
+                TWr[j] += twb[j];                                                                         \
+                TBr[j] += tbb[j];                                                                         \
+            }                                                                                             \
+        } else                                                                                            \
+            for (Py_ssize_t j = 0; j < n; j++) {                                                          \
+                TWr[0] += twb[j];                                                                         \
+                TBr[0] += tbb[j];                                                                         \
+            }                                                                                             \
+        if (two) {                                                                                        \
+            double *restrict TW2r = A->TW2 + po, *restrict TB2r = A->TB2 + po;                            \
+            if (wcols == n) {                                                                             \
+                for (Py_ssize_t j = 0; j < n; j++) {                                                      \
+                    TW2r[j] += tw2b[j];                                                                   \
+                    TB2r[j] += tb2b[j];                                                                   \
+                }                                                                                         \
+            } else                                                                                        \
+                for (Py_ssize_t j = 0; j < n; j++) {                                                      \
+                    TW2r[0] += tw2b[j];                                                                   \
+                    TB2r[0] += tb2b[j];                                                                   \
+                }                                                                                         \
+        }                                                                                                 \
+    }
+
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2"))) NO_TRAPS static void rows_avx2(const struct rows_args *A) { ROWS_BODY }
+#endif
+NO_TRAPS static void rows_base(const struct rows_args *A) { ROWS_BODY }
+
+static void rows(const struct rows_args *A)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (avx2 < 0)
+        avx2 = have_avx2();
+    if (avx2) {
+        rows_avx2(A);
+        return;
+    }
+#endif
+    rows_base(A);
 }
 
 static PyObject *py_row_bounds(PyObject *self, PyObject *args)
@@ -855,104 +1041,17 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
     const double *X = p[0], *W = p[1], *B = p[2], *G = p[3];
     double *Ey = p[4], *Edx = p[5], *TW = p[6], *TB = p[7], *ST = p[8], *TW2 = p[9], *TB2 = p[10];
     int two = u2 > 0;                 /* a second (strict) contract, its bounds added to the first's */
-    Py_BEGIN_ALLOW_THREADS
-    double dn = (double)n, dd = (double)(n - ddof > 1 ? n - ddof : 1);
-    for (Py_ssize_t i = 0; i < m; i++) {
-        const double *x = X + i * n;
-        const double *g = G ? G + i * n : NULL;
-        Py_ssize_t po = (i % wrows) * wcols, pj = wcols == 1 ? 0 : 1;     /* pattern element: po + pj * j */
-        const double *Wr = W ? W + po : NULL, *Br = B ? B + po : NULL;
-        double s1 = 0, sa = 0, sq = 0;
-        for (Py_ssize_t j = 0; j < n; j++) {
-            s1 += x[j];
-            sa += fabs(x[j]);
-            sq += x[j] * x[j];
-        }
-        double mu = 0, var;
-        if (centered) {
-            mu = s1 / dn;
-            double s2 = 0;
-            for (Py_ssize_t j = 0; j < n; j++) {
-                double d = x[j] - mu;
-                s2 += d * d;
-            }
-            var = s2 / dd;
-        } else
-            var = sq / dn;
-        double r = eps_std ? 1.0 / (sqrt(var) + eps) : 1.0 / sqrt(var + eps);
-        double S = sa / dn, amu = fabs(mu);
-        double K = centered ? r * S : 0.0, rho = (1.0 + K) / 2, Kmu = r * amu;
-        double q2 = (gn * u) * (gn * u) * K * K / 2, ud2 = 2 * ud * ud * Kmu * Kmu;
-        double q2b = (gn2 * u2) * (gn2 * u2) * K * K / 2;
-        double Dc = r * (amu + eta / ud);
-        double *ey = Ey + i * n;
-        for (Py_ssize_t j = 0; j < n; j++) {
-            double xh = (x[j] - mu) * r, axh = fabs(xh);
-            double wj = Wr ? Wr[pj * j] : 1.0, bj = Br ? Br[pj * j] : 0.0;
-            double aw = fabs(wj), ab = fabs(bj);
-            double y = xh * wj + bj;
-            double kap = centered ? r * (fabs(x[j]) + amu) : axh;
-            double e = ey_strict(u, gn, q2, aw, ab, K, rho, axh, kap, y);
-            if (lowp) {
-                e += 2 * ud * aw * (Dc + axh) + ud2 * aw * (axh + 1);
-                if (epi)
-                    e += 2 * ud * (aw * kap + ab + fabs(y)) + 2 * eta * (1 + aw);
-            }
-            ey[j] = two ? e + ey_strict(u2, gn2, q2b, aw, ab, K, rho, axh, kap, y) : e;
-        }
-        double Em = u * (gn * S + 4 * amu), Er = u * r * (gn * rho + 4);
-        if (lowp) {
-            Em += 2 * ud * amu;
-            Er += 2 * ud * r + 2 * ud * ud * r * Kmu * Kmu;
-        }
-        if (two) {
-            Em = Em + u2 * (gn2 * S + 4 * amu);
-            Er = Er + u2 * r * (gn2 * rho + 4);
-        }
-        double *st = ST + 6 * i;
-        st[0] = Em; st[1] = Er; st[2] = S; st[3] = K; st[4] = var; st[5] = mu;
-        if (!g)
-            continue;
-        double sgw = 0, sagw = 0, sgx = 0, sbg = 0, skg = 0, sgd = 0;
-        for (Py_ssize_t j = 0; j < n; j++) {
-            double xh = (x[j] - mu) * r, axh = fabs(xh);
-            double gw = g[j] * (Wr ? Wr[pj * j] : 1.0), agw = fabs(gw);
-            double kap = centered ? r * (fabs(x[j]) + amu) : axh;
-            sgw += gw; sagw += agw; sgx += gw * xh; sbg += agw * axh; skg += agw * kap; sgd += agw * (Dc + axh);
-        }
-        double A = centered ? sgw / dn : 0.0, Bv = sgx / (centered ? dd : dn);
-        double aA = fabs(A), aB = fabs(Bv), Ag = centered ? sagw / dn : 0.0;
-        double Bg = sbg / dn, Kg = skg / dn, Dg = sgd / dn;
-        double *edx = Edx + i * n;
-        for (Py_ssize_t j = 0; j < n; j++) {
-            double xh = (x[j] - mu) * r, axh = fabs(xh);
-            double gw = g[j] * (Wr ? Wr[pj * j] : 1.0), agw = fabs(gw), ag = fabs(g[j]);
-            double kap = centered ? r * (fabs(x[j]) + amu) : axh;
-            double dx = r * (gw - A - xh * Bv), adx = fabs(dx);
-            double pw = r * (agw + aA + axh * aB + aB * kap + axh * Kg);
-            double e = edx_strict(u, gn, q2, r, Ag, aB, Bg, Kg, K, rho, axh, adx, pw);
-            double tw = tw_strict(u, gn, gm, q2, ag, K, rho, axh, kap);
-            double tb = u * gm * ag;
-            if (lowp) {
-                double D = Dc + axh;
-                e += 2 * ud * (r * (aB * D + axh * Dg) + adx) + ud2 * (adx + r * (aB + Ag) * (axh + 1));
-                tw += ud * (2 * ag * D + gm * ag * axh) + ud2 * ag * (axh + 1);
-                tb += ud * gm * ag;
-                if (epi) {
-                    e += 2 * ud * pw;
-                    tw += 2 * ud * ag * kap;
-                }
-            }
-            edx[j] = two ? e + edx_strict(u2, gn2, q2b, r, Ag, aB, Bg, Kg, K, rho, axh, adx, pw) : e;
-            TW[po + pj * j] += tw;
-            TB[po + pj * j] += tb;
-            if (two) {
-                TW2[po + pj * j] += tw_strict(u2, gn2, gm2, q2b, ag, K, rho, axh, kap);
-                TB2[po + pj * j] += u2 * gm2 * ag;
-            }
-        }
+    struct rows_args ra = {X, W, B, G, Ey, Edx, TW, TB, ST, TW2, TB2, m, n, wrows, wcols, eps, u, gn, gm, ud, eta,
+                           u2, gn2, gm2, centered, ddof, eps_std, lowp, epi, two, NULL};
+    ra.scratch = malloc(sizeof(double) * 6 * (size_t)n);
+    if (!ra.scratch) {
+        for (int j = 0; j < 11; j++) if (held[j]) PyBuffer_Release(&v[j]);
+        return PyErr_NoMemory();
     }
+    Py_BEGIN_ALLOW_THREADS
+    rows(&ra);
     Py_END_ALLOW_THREADS
+    free(ra.scratch);
     for (int j = 0; j < 11; j++) if (held[j]) PyBuffer_Release(&v[j]);
     Py_RETURN_NONE;
 }
