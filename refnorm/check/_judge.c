@@ -816,6 +816,22 @@ struct rows_args {
     double *scratch;                  /* 6 n: the row's w and b, the parameter terms of its elements */
 };
 
+/* a row's parameter terms a, b added into tw, tb: per element, or all into tw[0], tb[0] (element order) */
+static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict tb, const double *restrict a,
+                                           const double *restrict b, Py_ssize_t n, int per_element)
+{
+    if (per_element)
+        for (Py_ssize_t j = 0; j < n; j++) {
+            tw[j] += a[j];
+            tb[j] += b[j];
+        }
+    else
+        for (Py_ssize_t j = 0; j < n; j++) {
+            tw[0] += a[j];
+            tb[0] += b[j];
+        }
+}
+
 /* the statement (last argument) with LOWP, EPI, TWO constants equal to the flags lowp, epi, two
  * (the compiler drops the terms of the other contracts) */
 #define FLAGS(lowp, epi, two, LOWP, EPI, TWO, ...)                                                         \
@@ -943,30 +959,9 @@ struct rows_args {
                 tb2b[j] = u2 * gm2 * ag;                                                                  \
             }                                                                                             \
         })                                                                                                \
-        double *restrict TWr = A->TW + po, *restrict TBr = A->TB + po;                                    \
-        if (wcols == n) {                                                                                 \
-            for (Py_ssize_t j = 0; j < n; j++) {                                                          \
-                TWr[j] += twb[j];                                                                         \
-                TBr[j] += tbb[j];                                                                         \
-            }                                                                                             \
-        } else                                                                                            \
-            for (Py_ssize_t j = 0; j < n; j++) {                                                          \
-                TWr[0] += twb[j];                                                                         \
-                TBr[0] += tbb[j];                                                                         \
-            }                                                                                             \
-        if (two) {                                                                                        \
-            double *restrict TW2r = A->TW2 + po, *restrict TB2r = A->TB2 + po;                            \
-            if (wcols == n) {                                                                             \
-                for (Py_ssize_t j = 0; j < n; j++) {                                                      \
-                    TW2r[j] += tw2b[j];                                                                   \
-                    TB2r[j] += tb2b[j];                                                                   \
-                }                                                                                         \
-            } else                                                                                        \
-                for (Py_ssize_t j = 0; j < n; j++) {                                                      \
-                    TW2r[0] += tw2b[j];                                                                   \
-                    TB2r[0] += tb2b[j];                                                                   \
-                }                                                                                         \
-        }                                                                                                 \
+        add_terms(A->TW + po, A->TB + po, twb, tbb, n, wcols == n);                                      \
+        if (two)                                                                                          \
+            add_terms(A->TW2 + po, A->TB2 + po, tw2b, tb2b, n, wcols == n);                               \
     }
 
 #if defined(__GNUC__) && defined(__x86_64__)

@@ -5,8 +5,10 @@ before ``normalized_shape``; group_norm, instance_norm without running statistic
 weight_standardization over axis 0: "rows"), or channel by channel (batch_norm, its running statistics
 included: "channels", CHANNEL_AXES) is judged block by block: each block of rows gets its own float64
 reference, bounds and comparison, and only the figures are kept (compare.ArrayAccumulator). What is
-held at any time is the backend's own arrays plus one block's float64 temporaries (BLOCK_ELEMENTS
-elements of the activation per block, at most ~60 float64 arrays of that size at a time: ~128 MiB).
+held at any time is the backend's own arrays, the multiplicities of the judged arrays (bias test: 2
+or 4 bytes an element) and two blocks' float64 temporaries (BLOCK_ELEMENTS elements of the activation
+per block): block k is compared in a worker thread while block k + 1's reference and bounds are
+computed (the compiled loops release the GIL: the judge uses two cores, as torch does).
 
 Exactly the same judgement as the whole-array path (core._judge), block by block:
 - outputs and gradients of the rows (y, mean, rstd, grad x) are judged by element, their figures
