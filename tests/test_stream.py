@@ -196,6 +196,8 @@ def test_bounds_in_one_pass_are_the_two_contracts_summed(monkeypatch, op, shape,
     ("group_norm", (3, 8, 5, 2), {"num_groups": 4}),              # its view (N, G, -1): the compiled path too
     ("batch_norm", (6, 5, 3), {})])
 @pytest.mark.parametrize("contract,dt", [(Contract("strict", "block"), "float32"),
+                                         (Contract("strict", "tree"), "float64"),
+                                         (Contract("stats_d", "block"), "float16"),
                                          (Contract("epi_d", "serial"), "bfloat16")])
 def test_compiled_bounds_are_the_numpy_definition(monkeypatch, op, shape, cfg, contract, dt):
     """The compiled row bounds (sums in a plain loop) equal the NumPy definition within rounding, for
