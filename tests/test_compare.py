@@ -54,11 +54,23 @@ def _same(a, b, rel=1e-12):
             assert repr(x) == repr(y), (k, x, y)      # repr: NaN equals NaN
 
 
-@pytest.mark.parametrize("dt", DTYPES)
-@pytest.mark.parametrize("shape", [(37, 5), (6, 4, 9), (200,)])
-def test_native_blocks_and_numpy_agree(dt, shape):
-    if C.native() is None:
+@pytest.fixture(params=["avx2", "base"])
+def isa(request):
+    """The compiled comparison's element loop in each instruction set this CPU runs."""
+    mod = C.native()
+    if mod is None:
         pytest.skip("refnorm.check._judge is not built")
+    was = mod.set_isa()
+    if request.param == "avx2" and was != "avx2":
+        pytest.skip("no avx2 here")
+    mod.set_isa(request.param)
+    yield request.param
+    mod.set_isa(was)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("shape", [(37, 5), (6, 4, 9), (200,), (3, 700)])
+def test_native_blocks_and_numpy_agree(dt, shape, isa):
     rng = np.random.default_rng(len(shape) * 10 + DTYPES.index(dt))
     got, ref, E = _special(dt, rng, shape)
     whole = _run(got, ref, E, dt, 1, native=False)
@@ -93,3 +105,98 @@ def test_multiplicities_exact_and_bucketed(dt, monkeypatch):
     if C.native() is not None and got.itemsize > 2:
         monkeypatch.setattr(C, "EXACT_SLOTS", 16)           # too small: bucket counts, never below exact
         assert (C.multiplicities(got) >= exact).all()
+
+
+def _growing(dt, rng):
+    """Rows whose reference grows row by row (the running scale grows block by block), with bounds
+    planted above the early running scale but below the final one, above the final one, infinite and
+    zero, and errors at them (the largest constrained error sits at a planted element)."""
+    rows, n = 40, 9
+    ref = rng.standard_normal((rows, n)) * (2.0 ** (np.arange(rows) / 4))[:, None]
+    got = ref.astype(NP[dt])
+    E = np.abs(ref) * 1e-2
+    final = float(np.max(np.abs(ref)))
+    E[1, 2] = 0.5 * final                       # above the running scale then, constrained in the end
+    E[2, 3] = 0.9 * final
+    E[3, 0] = 2.0 * final                       # unconstrained
+    E[0, 5], E[4, 4] = np.inf, 0.0
+    got[1, 2] = (ref[1, 2] + 0.25 * final)      # the largest error of a constrained element
+    got[3, 0] = (ref[3, 0] + 0.5 * final)       # larger, but unconstrained
+    return got, ref, E
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("native", [False, True])
+def test_running_scale_gives_the_known_scale_figures(dt, native):
+    """scale=None (the streaming judge's one pass): the figures of the scale known in advance, exactly."""
+    if native and C.native() is None:
+        pytest.skip("refnorm.check._judge is not built")
+    rng = np.random.default_rng(11 + DTYPES.index(dt))
+    for got, ref, E in (_growing(dt, rng), _special(dt, rng, (30, 7))):
+        scale = float(np.max(np.where(np.isfinite(ref), np.abs(ref), 0.0)))
+        figs = []
+        for s in (scale, None):
+            acc = C.ArrayAccumulator(got, s, dt)
+            if not native:
+                acc.mod = None
+            for lo in range(0, got.shape[0], 4):
+                acc.add(ref[lo:lo + 4], E[lo:lo + 4], lo * got.shape[1])
+            figs.append(acc.figures())
+        assert figs[1]["scale"] == scale
+        _same(figs[1], figs[0], rel=0.0)
+    assert figs[0]["unconstrained"] >= 1
+
+
+def test_too_many_candidates_are_refused(monkeypatch):
+    """Beyond MAX_CANDIDATES the running scale gives no figures (the caller judges again, stream.py)."""
+    got, ref, E = _growing("float32", np.random.default_rng(5))
+    monkeypatch.setattr(C, "MAX_CANDIDATES", 1)
+    acc = C.ArrayAccumulator(got, None, "float32")
+    for lo in range(0, got.shape[0], 4):
+        acc.add(ref[lo:lo + 4], E[lo:lo + 4], lo * got.shape[1])
+    assert acc.overflowed
+    with pytest.raises(RuntimeError, match="too many candidates"):
+        acc.figures()
+
+
+@pytest.mark.parametrize("n", [1 << 16, 300_007])
+def test_multiplicities_of_many_float32_values(n):
+    """From 2^16 32-bit values the compiled count takes its radix path: exact, -0 with +0, against
+    np.unique."""
+    if C.native() is None:
+        pytest.skip("refnorm.check._judge is not built")
+    rng = np.random.default_rng(n)
+    got = rng.standard_normal(n).astype(np.float32)
+    got[::5] = np.round(got[::5] * 16) / 16          # many repeated values
+    got[1::97], got[2::89] = 0.0, -0.0
+    got[3::1001] = np.nan                             # NaN: one bit pattern, counted like any value
+    bits = got.view(np.uint32).copy()
+    bits[bits == 0x80000000] = 0
+    _, inv, cnt = np.unique(bits, return_inverse=True, return_counts=True)
+    assert np.array_equal(C.multiplicities(got), cnt[inv.reshape(-1)])
+
+
+@pytest.mark.parametrize("dt", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("n", [1000, 70_000])
+def test_multiplicities_uint16_unless_a_count_does_not_fit(dt, n):
+    """Counts come back as uint16 when they all fit; a value held by more than 65535 elements gives
+    uint32 counts (the compiled count refuses the uint16 array and counts again), exact either way;
+    the comparison's figures do not depend on the width."""
+    if C.native() is None:
+        pytest.skip("refnorm.check._judge is not built")
+    rng = np.random.default_rng(n)
+    got = rng.standard_normal(n).astype(NP[dt])
+    m = C.multiplicities(got)
+    assert m.dtype == np.uint16
+    big = np.concatenate([got, np.full(65536, 1.5, dtype=NP[dt])])
+    mb = C.multiplicities(big)
+    assert mb.dtype == np.uint32 and int(mb[-1]) == 65536 + int((got == 1.5).sum())
+    assert np.array_equal(mb[:n].astype(np.int64), m.astype(np.int64) + 65536 * (got == 1.5))
+    ref = got.astype(np.float64) * (1 + 1e-3)
+    E = np.abs(ref) * 1e-4
+    figs = []
+    for mult in (m, m.astype(np.uint32)):
+        acc = C.ArrayAccumulator(got, float(np.max(np.abs(ref))), dt, mult=mult)
+        acc.add(ref, E, 0)
+        figs.append(acc.figures())
+    _same(figs[0], figs[1], rel=0.0)

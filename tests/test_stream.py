@@ -125,3 +125,109 @@ def test_a_case_judged_in_blocks_is_diagnosed_on_its_failing_rows(monkeypatch, b
     assert whole.status == blocked.status == "failed"
     assert whole.diagnosis["matched"] is not None, whole.diagnosis
     assert blocked.diagnosis["matched"] == whole.diagnosis["matched"], (blocked.diagnosis, whole.diagnosis)
+
+
+def test_too_many_candidates_judge_again_with_the_scales(monkeypatch):
+    """The one pass with running scales keeps the elements it cannot decide; when they are too many,
+    the call is judged again with the scales known: the same verdicts and figures as the whole path."""
+    from refnorm.check import compare
+    op, shape, cfg, params = CASES[0]
+    rng = np.random.default_rng(2)
+    ins, cot, got, state = _call(op, shape, cfg, params, "float32", rng)
+    contract = Contract("strict", "block")
+    monkeypatch.setattr(stream, "BLOCK_ELEMENTS", math.prod(shape) // 5)
+    _, whole = _judge(op, cfg, "float32", ins, cot, state, got, contract, blocks=False)
+    made = []
+    real = compare.ArrayAccumulator
+
+    class Spy(real):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            made.append(self)
+    monkeypatch.setattr(stream, "ArrayAccumulator", Spy)
+
+    def overflow(self, g, ref, E):                              # as if every block had too many candidates
+        self.overflowed = True
+    monkeypatch.setattr(real, "_candidates", overflow)
+    _, blocked = _judge(op, cfg, "float32", ins, cot, state, got, contract, blocks=True)
+    assert any(a.overflowed for a in made) and any(not a.running for a in made)
+    assert whole.keys() == blocked.keys()
+    for key, a in whole.items():
+        b = blocked[key]
+        assert (a.verdict, a.unconstrained, a.over) == (b.verdict, b.unconstrained, b.over), key
+        for f in ("ratio", "err_u", "scale"):
+            assert _close(getattr(a, f), getattr(b, f), 1e-7), (key, f)
+
+
+@pytest.mark.parametrize("op,shape,cfg,params", [
+    ("layer_norm", (7, 33), {"normalized_shape": [33]}, True),
+    ("layer_norm", (6, 20), {"normalized_shape": [20]}, False),            # no parameters: two calls
+    ("rms_norm", (5, 4, 17), {"normalized_shape": [17], "eps": 1e-6}, True),
+    ("group_norm", (3, 8, 5), {"num_groups": 4}, True)])
+@pytest.mark.parametrize("contract,dt", [(Contract("strict", "block"), "float32"),
+                                         (Contract("stats_d", "block"), "bfloat16"),
+                                         (Contract("epi_d", "serial"), "float16")])
+def test_bounds_in_one_pass_are_the_two_contracts_summed(monkeypatch, op, shape, cfg, params, contract, dt):
+    """bounds.ONE_PASS (E_acc + E_ref from one compiled pass over the rows) gives, bit for bit, the sum
+    of the two calls."""
+    from refnorm.check import bounds as B
+    rng = np.random.default_rng(zlib.crc32(f"{op} {dt} {params}".encode()))
+    ins = {"x": rng.standard_normal(shape) + 2}
+    if params:
+        n = shape[1] if op == "group_norm" else shape[-1]
+        ins["weight"] = rng.standard_normal(n)
+        if op != "rms_norm":
+            ins["bias"] = rng.standard_normal(n)
+    kw = dict(inputs=ins, config=cfg, training=True, cotangents={"y": rng.standard_normal(shape)}, state={},
+              ref_state={}, contract=contract, case_dtype=dt)
+    assert op in B.ONE_PASS
+    one = B.bounds(op, **kw)
+    monkeypatch.setattr(B, "ONE_PASS", ())
+    two = B.bounds(op, **kw)
+    assert {p: set(d) for p, d in one.items()} == {p: set(d) for p, d in two.items()}
+    for part, d in two.items():
+        for k, v in d.items():
+            assert np.array_equal(one[part][k], v), (part, k)
+
+
+@pytest.mark.parametrize("op,shape,cfg", [
+    ("layer_norm", (7, 33), {"normalized_shape": [33]}),
+    ("rms_norm", (5, 4, 17), {"normalized_shape": [17], "eps": 1e-6}),
+    ("group_norm", (3, 8, 5, 2), {"num_groups": 4}),              # its view (N, G, -1): the compiled path too
+    ("batch_norm", (6, 5, 3), {})])
+@pytest.mark.parametrize("contract,dt", [(Contract("strict", "block"), "float32"),
+                                         (Contract("strict", "tree"), "float64"),
+                                         (Contract("stats_d", "block"), "float16"),
+                                         (Contract("epi_d", "serial"), "bfloat16")])
+def test_compiled_bounds_are_the_numpy_definition(monkeypatch, op, shape, cfg, contract, dt):
+    """The compiled row bounds (sums in a plain loop) equal the NumPy definition within rounding, for
+    every op whose parameters have a pattern; REFNORM_NATIVE=0 runs the definition."""
+    from refnorm.check import bounds as B
+    from refnorm.check import compare
+    if compare.native() is None:
+        pytest.skip("refnorm.check._judge is not built")
+    rng = np.random.default_rng(zlib.crc32(f"{op} {dt}".encode()))
+    n = shape[1] if op in ("group_norm", "batch_norm") else shape[-1]
+    ins = {"x": rng.standard_normal(shape) + 2, "weight": rng.standard_normal(n)}
+    if op != "rms_norm":
+        ins["bias"] = rng.standard_normal(n)
+    kw = dict(inputs=ins, config=cfg, training=True, cotangents={"y": rng.standard_normal(shape)}, state={},
+              ref_state={}, contract=contract, case_dtype=dt)
+    mod = compare.native()
+    was = mod.set_isa()
+    try:                    # the compiled rows in every instruction set this CPU runs: the same bits
+        fasts = [B.bounds(op, **kw) for isa in dict.fromkeys([was, "base"]) if mod.set_isa(isa)]
+    finally:
+        mod.set_isa(was)
+    fast = fasts[0]
+    for other in fasts[1:]:
+        for part, d in fast.items():
+            for k, v in d.items():
+                assert np.array_equal(other[part][k], v), (part, k)
+    monkeypatch.setenv("REFNORM_NATIVE", "0")
+    assert compare.native() is None
+    slow = B.bounds(op, **kw)
+    assert {p: set(d) for p, d in fast.items()} == {p: set(d) for p, d in slow.items()}
+    for part, d in slow.items():
+        for k, v in d.items():
+            np.testing.assert_allclose(fast[part][k], v, rtol=1e-12, atol=0, err_msg=f"{part}.{k}")

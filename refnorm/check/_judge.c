@@ -10,14 +10,15 @@
  *   compare(g, ref, E, mult, kind, scale, shape, start, acc) -> (max_ratio, over, unconstrained,
  *           dmax, max_bound, top)
  *       g, ref, E: C-contiguous float64 blocks of n values (g: the returned values, exactly
- *       representable in the dtype `kind`: 0 float64, 1 float32, 2 float16, 3 bfloat16); mult: uint32
+ *       representable in the dtype `kind`: 0 float64, 1 float32, 2 float16, 3 bfloat16); mult: uint16 or uint32
  *       multiplicities of the returned values (bias.py); scale: max|ref| over the whole array; shape:
  *       the WHOLE array's shape; the block is its elements start..start+n-1 in C order, or, with
  *       axis >= 0, the sub-array whose index along that axis is start.. (its elements in C order). acc (float64, updated in place)
  *       holds the bias sums (S, sum E, Q) of the group "all" then of every index along every axis, in
  *       that order; elements outside the test add nothing (bias.py's `ok`). top: the 3 largest ratios
  *       (ratio, flat index in the whole array), ties to the lowest index.
- *   value_counts(keys, out, exact_limit) -> exact: out[i] (uint32) = how many keys equal keys[i]; keys:
+ *   value_counts(keys, out, exact_limit) -> exact: out[i] (uint32, or uint16: None when a count does not
+ *       fit, and out is left as it was) = how many keys equal keys[i]; keys:
  *       the bits of the values (unsigned 2, 4 or 8-byte integers; -0 counts as +0). Exact (hash
  *       partitions and small tables: the key's width of scratch a key) for at most exact_limit keys (16-bit
  *       keys: always, by a table of every pattern); beyond, each key's count is that of its bucket
@@ -25,6 +26,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -89,6 +91,26 @@ static inline void interval(const struct dt *d, double g, double *lo, double *hi
     else { *lo = g - away / 2; *hi = g + toward / 2; }
 }
 
+/* x when c, else +0, without a branch (gcc makes one of `c ? x : 0.0` when it is followed by others) */
+static inline double keep_if(double x, int c)
+{
+    union { double d; uint64_t u; } v;
+    v.d = x;
+    v.u &= -(uint64_t)(c != 0);
+    return v.d;
+}
+
+/* 1 when every value of the three blocks is finite */
+static int all_finite(const double *a, const double *b, const double *c, Py_ssize_t n)
+{
+    const uint64_t *x = (const uint64_t *)a, *y = (const uint64_t *)b, *z = (const uint64_t *)c;
+    const uint64_t ex = 0x7ff0000000000000ULL;
+    uint64_t bad = 0;
+    for (Py_ssize_t j = 0; j < n; j++)          /* an all-ones exponent: inf or NaN */
+        bad |= ((x[j] & ex) == ex) | ((y[j] & ex) == ex) | ((z[j] & ex) == ex);
+    return bad == 0;
+}
+
 struct top3 { double r[3]; Py_ssize_t i[3]; int n; };
 
 static inline void top_add(struct top3 *t, double r, Py_ssize_t i)
@@ -122,6 +144,83 @@ static int get_buf(PyObject *o, Py_buffer *v, const char *name, const char *fmt,
 }
 
 #define MAXDIM 32
+enum { CHUNK = 256 };
+
+/* The element terms of n finite elements, without a branch (the compare loop's, for finite values):
+ * r: the ratio; s, e, w2: the bias test's err * sign(ref), E and width^2 (0 where err overflows: the
+ * test leaves the element out); dm: |g - ref| of a constrained element, -1 for an unconstrained one.
+ * Compiled for AVX2 and for the base ISA (the same IEEE operations, element by element: the same
+ * bits); terms() is the one the CPU has. */
+#define TERMS_BODY                                                                                        \
+    const int64_t emin = d->emin, sh = 1 - d->p + 1023, k0 = d->kind == 0;                                \
+    for (Py_ssize_t j = 0; j < n; j++) {                                                                  \
+        double gi = g[j], ri = ref[j], Ei = E[j];                                                         \
+        /* interval(): the spacing away from zero and toward it, each side picked by the sign */         \
+        uint64_t u;                                                                                       \
+        memcpy(&u, &gi, 8);                                                                               \
+        int64_t e = (int64_t)((u >> 52) & 0x7ff) - 1023;        /* gi = 0: e = -1023, the zero case */   \
+        int64_t ee = e > emin ? e : emin;                                                                 \
+        uint64_t pb = (uint64_t)(ee + sh) << 52;                                                          \
+        double away;                                                                                      \
+        memcpy(&away, &pb, 8);                                                                            \
+        double half = ((u & 0xfffffffffffffULL) == 0 && e > emin) ? 0.5 : 1.0;                           \
+        double toward = away * half;                                                                      \
+        int neg = (int64_t)u < 0;                                /* -0 too: for 0, toward = away */       \
+        double dl = neg ? away : toward, dh = neg ? toward : away;                                        \
+        double lo = k0 ? gi : gi - dl / 2, hi = k0 ? gi : gi + dh / 2;    /* float64: the value itself */ \
+        double a = lo - ri, b = ri - hi;                                                                  \
+        double ex = a > b ? a : b;                                                                        \
+        ex = ex > 0 ? ex : 0.0;                                                                           \
+        double q = ex / (Ei == 0 ? 1.0 : Ei);                                                             \
+        r[j] = Ei == 0 ? (ex > 0 ? INFINITY : 0.0) : q;                   /* 0 / Ei = 0 */                \
+        double err = gi - ri, width = hi - lo;                                                            \
+        int ok = fabs(err) <= DBL_MAX;                                                                    \
+        double sg = ri > 0 ? 1.0 : (ri < 0 ? -1.0 : 0.0);                                                 \
+        s[j] = ok ? err * sg : 0.0;                                                                       \
+        e_[j] = ok ? Ei : 0.0;                                                                            \
+        w2[j] = ok ? width * width : 0.0;                                                                 \
+        dm[j] = (Ei > 0 && Ei >= scale) ? -1.0 : fabs(gi - ri);                                           \
+    }
+
+#define TERMS_ARGS const struct dt *d, const double *restrict g, const double *restrict ref,                \
+    const double *restrict E, Py_ssize_t n, double scale, double *restrict r, double *restrict s,          \
+    double *restrict e_, double *restrict w2, double *restrict dm
+
+/* no-trapping-math: selects of comparisons become blends (no value changes; no FP trap is enabled) */
+#if defined(__GNUC__) && !defined(__clang__)
+#define NO_TRAPS __attribute__((optimize("no-trapping-math")))
+#else
+#define NO_TRAPS
+#endif
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2"))) NO_TRAPS static void terms_avx2(TERMS_ARGS) { TERMS_BODY }
+#endif
+NO_TRAPS static void terms_base(TERMS_ARGS) { TERMS_BODY }
+
+static int avx2 = -1;          /* terms_avx2 in use: -1 not decided yet (the CPU decides; set_isa) */
+
+static int have_avx2(void)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") ? 1 : 0;
+#else
+    return 0;
+#endif
+}
+
+static void terms(TERMS_ARGS)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (avx2 < 0)
+        avx2 = have_avx2();
+    if (avx2) {
+        terms_avx2(d, g, ref, E, n, scale, r, s, e_, w2, dm);
+        return;
+    }
+#endif
+    terms_base(d, g, ref, E, n, scale, r, s, e_, w2, dm);
+}
 
 static PyObject *py_compare(PyObject *self, PyObject *args)
 {
@@ -163,9 +262,12 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
         return NULL;
     if (get_buf(oref, &vr, "ref", "d", 8, 0) < 0) { PyBuffer_Release(&vg); return NULL; }
     if (get_buf(oE, &vE, "E", "d", 8, 0) < 0) { PyBuffer_Release(&vg); PyBuffer_Release(&vr); return NULL; }
-    if (get_buf(omult, &vm, "mult", "IL", 4, 0) < 0) {
-        PyBuffer_Release(&vg); PyBuffer_Release(&vr); PyBuffer_Release(&vE);
-        return NULL;
+    if (get_buf(omult, &vm, "mult", "H", 2, 0) < 0) {          /* uint16, or else uint32 */
+        PyErr_Clear();
+        if (get_buf(omult, &vm, "mult", "IL", 4, 0) < 0) {
+            PyBuffer_Release(&vg); PyBuffer_Release(&vr); PyBuffer_Release(&vE);
+            return NULL;
+        }
     }
     if (get_buf(oacc, &va, "acc", "d", 8, 1) < 0) {
         PyBuffer_Release(&vg); PyBuffer_Release(&vr); PyBuffer_Release(&vE); PyBuffer_Release(&vm);
@@ -174,7 +276,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
     Py_ssize_t n = vg.len / 8;
     /* axis >= 0: the block is the elements whose index along `axis` is start..start+k-1 (in C order) */
     Py_ssize_t across = axis >= 0 && axis < nd && shape[axis] ? total / shape[axis] : 1;
-    int bad = vr.len / 8 != n || vE.len / 8 != n || vm.len / 4 != n || va.len / 8 != 3 * acc_len
+    int bad = vr.len / 8 != n || vE.len / 8 != n || vm.len / vm.itemsize != n || va.len / 8 != 3 * acc_len
               || (axis >= nd) || start < 0
               || (axis < 0 ? start + n > total : (n % (across ? across : 1) != 0
                                                   || start + (across ? n / across : 0) > shape[axis]));
@@ -186,7 +288,9 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
         return NULL;
     }
     const double *g = vg.buf, *ref = vr.buf, *E = vE.buf;
-    const uint32_t *mult = vm.buf;
+    const uint32_t *m32 = vm.itemsize == 4 ? vm.buf : NULL;
+    const uint16_t *m16 = vm.itemsize == 2 ? vm.buf : NULL;
+#define MULT(i) (m16 ? (double)m16[i] : (double)m32[i])
     double *acc = va.buf;
     double maxr = 0, dmax = 0, maxE = 0;
     Py_ssize_t over = 0, unc = 0;
@@ -223,6 +327,45 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
             seg = n - i;
         double ls = 0, le = 0, lq = 0;
         double *as = per_last ? acc + offs[last] + idx[last] : NULL;
+        if (all_finite(g + i, ref + i, E + i, seg)) {
+            /* the same figures as the loop below when every value is finite, without its branches on
+             * special values: per chunk, the element terms without a branch (chunk_terms, vectorized),
+             * then the sums and maxima in the element order */
+            double thr = top.n < 3 ? 0.0 : top.r[2];
+            double rb[CHUNK], sb[CHUNK], eb[CHUNK], wb[CHUNK], db[CHUNK];
+            for (Py_ssize_t c0 = 0; c0 < seg; c0 += CHUNK) {
+                Py_ssize_t cn = seg - c0 < CHUNK ? seg - c0 : CHUNK;
+                terms(&d, g + i, ref + i, E + i, cn, scale, rb, sb, eb, wb, db);
+                for (Py_ssize_t jj = 0; jj < cn; jj++, i++) {
+                    Py_ssize_t j = c0 + jj;
+                    double r = rb[jj], Ei = E[i];
+                    maxr = r > maxr ? r : maxr;
+                    over += r > 1;
+                    if (r > thr) {
+                        Py_ssize_t flat = base + i;
+                        if (axis >= 0) {
+                            flat = 0;
+                            for (Py_ssize_t a2 = 0; a2 < nd; a2++)
+                                flat = flat * shape[a2] + (a2 == last ? idx[a2] + j : idx[a2]);
+                        }
+                        top_add(&top, r, flat);
+                        thr = top.n < 3 ? 0.0 : top.r[2];
+                    }
+                    maxE = Ei > maxE ? Ei : maxE;
+                    unc += db[jj] < 0;
+                    dmax = db[jj] > dmax ? db[jj] : dmax;
+                    double sv = sb[jj], e = eb[jj], q = wb[jj] * MULT(i);
+                    ls += sv;
+                    le += e;
+                    lq += q;
+                    if (as) {
+                        as[j] += sv;
+                        as[acc_len + j] += e;
+                        as[2 * acc_len + j] += q;
+                    }
+                }
+            }
+        } else
         for (Py_ssize_t j = 0; j < seg; j++, i++) {
             double gi = g[i], ri = ref[i], Ei = E[i], lo, hi;
             interval(&d, gi, &lo, &hi);
@@ -282,7 +425,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
             double err = gi - ri, width = hi - lo;
             if (isfinite(err) && finE && isfinite(width) && isfinite(ri)) {
                 double sv = ri > 0 ? err : (ri < 0 ? -err : 0.0);
-                double q = width * width * (double)mult[i];
+                double q = width * width * MULT(i);
                 ls += sv;
                 le += Ei;
                 lq += q;
@@ -313,6 +456,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
         }
     }
     Py_END_ALLOW_THREADS
+#undef MULT
     PyBuffer_Release(&vg); PyBuffer_Release(&vr); PyBuffer_Release(&vE); PyBuffer_Release(&vm);
     PyBuffer_Release(&va);
     PyObject *t = PyList_New(0);
@@ -355,24 +499,146 @@ static inline uint64_t key_at(const void *k, int width, Py_ssize_t i)
     return v == 0x8000u ? 0 : v;
 }
 
+/* 32-bit keys (float32 values), exact. mix32 is a bijection, so counting the hashes h = mix32(key)
+ * counts the keys. Two radix levels on h's top bits split the hashes into sub-parts whose top 18 bits
+ * are equal: within one, the low DIRECT = 14 bits tell the hashes apart, and a direct table of 2^14
+ * counts (64 KiB, in L1; no probing, no branch) counts them. Steps: (1) histogram of h's top b1 bits
+ * (parts of ~256K hashes, at most 256 streams); (2) h scattered into A by them; (3) per part of A:
+ * histogram of the next 18 - b1 bits, h scattered into T (the part fits L2), each sub-part counted in
+ * the direct table (then cleared), the counts into U, gathered back into A in A's order; (4) out[i]
+ * read from A in the original order. Memory: A (4 bytes a key), T and U (one part each), the tables. */
+/* where the counts go: uint32, or uint16 when every count fits (COUNTS_DO_NOT_FIT otherwise, and
+ * nothing is written) */
+struct sink { uint32_t *o32; uint16_t *o16; };
+enum { COUNTS_DO_NOT_FIT = 1 };
+
+static inline void put(struct sink o, Py_ssize_t i, uint32_t v)
+{
+    if (o.o16)
+        o.o16[i] = (uint16_t)v;
+    else
+        o.o32[i] = v;
+}
+
+static inline int fits(struct sink o, uint64_t most)
+{
+    return !o.o16 || most <= 0xffff;
+}
+
+static inline uint32_t mix32(uint32_t k)
+{
+    k ^= k >> 16;
+    k *= 0x85ebca6bu;
+    k ^= k >> 13;
+    k *= 0xc2b2ae35u;
+    k ^= k >> 16;
+    return k;
+}
+
+static inline uint32_t hash32(const uint32_t *k, Py_ssize_t i)
+{
+    uint32_t v = k[i];
+    return mix32(v == 0x80000000u ? 0 : v);         /* -0 as +0 */
+}
+
+/* the prefix sums of a histogram of `parts` counts into start (parts + 1), fill = start; returns the
+ * largest count */
+static Py_ssize_t prefix(Py_ssize_t *start, Py_ssize_t *fill, Py_ssize_t parts)
+{
+    Py_ssize_t biggest = 0;
+    for (Py_ssize_t p = 0; p < parts; p++) {
+        if (start[p + 1] > biggest)
+            biggest = start[p + 1];
+        start[p + 1] += start[p];
+        fill[p] = start[p];
+    }
+    return biggest;
+}
+
+static int count_exact32(const uint32_t *k, Py_ssize_t n, struct sink out)
+{
+    enum { DIRECT = 14, FIXED = 32 - DIRECT };
+    int b1 = 0;
+    while (b1 < 8 && ((Py_ssize_t)1 << (18 + b1)) < n)
+        b1++;
+    int b2 = FIXED - b1;
+    Py_ssize_t p1n = (Py_ssize_t)1 << b1, p2n = (Py_ssize_t)1 << b2;
+    Py_ssize_t s1[257] = {0}, f1[256];
+#define P1(h) (b1 ? (Py_ssize_t)((h) >> (32 - b1)) : 0)
+#define P2(h) ((Py_ssize_t)(((h) << b1) >> (DIRECT + b1)))       /* the next b2 = FIXED - b1 bits */
+    uint32_t *A = malloc(sizeof(uint32_t) * (n ? n : 1));
+    Py_ssize_t *s2 = malloc(sizeof(Py_ssize_t) * (p2n + 1)), *f2 = malloc(sizeof(Py_ssize_t) * p2n);
+    uint32_t *cnt = calloc((size_t)1 << DIRECT, sizeof(uint32_t));
+    if (!A || !s2 || !f2 || !cnt) { free(A); free(s2); free(f2); free(cnt); return -1; }
+    for (Py_ssize_t i = 0; i < n; i++)
+        s1[P1(hash32(k, i)) + 1]++;
+    Py_ssize_t big1 = prefix(s1, f1, p1n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t h = hash32(k, i);
+        A[f1[P1(h)]++] = h;
+    }
+    uint32_t *T = malloc(sizeof(uint32_t) * (big1 ? big1 : 1)), *U = malloc(sizeof(uint32_t) * (big1 ? big1 : 1));
+    if (!T || !U) { free(T); free(U); free(A); free(s2); free(f2); free(cnt); return -1; }
+    const uint32_t low = ((uint32_t)1 << DIRECT) - 1;
+    uint32_t most = 0;
+    for (Py_ssize_t q = 0; q < p1n; q++) {
+        uint32_t *a = A + s1[q];
+        Py_ssize_t na = s1[q + 1] - s1[q];
+        memset(s2, 0, sizeof(Py_ssize_t) * (p2n + 1));
+        for (Py_ssize_t i = 0; i < na; i++)
+            s2[P2(a[i]) + 1]++;
+        prefix(s2, f2, p2n);
+        for (Py_ssize_t i = 0; i < na; i++)
+            T[f2[P2(a[i])]++] = a[i];
+        for (Py_ssize_t r = 0; r < p2n; r++) {
+            Py_ssize_t lo = s2[r], hi = s2[r + 1];
+            for (Py_ssize_t i = lo; i < hi; i++)
+                cnt[T[i] & low]++;
+            for (Py_ssize_t i = lo; i < hi; i++) {
+                U[i] = cnt[T[i] & low];
+                most = U[i] > most ? U[i] : most;
+            }
+            for (Py_ssize_t i = lo; i < hi; i++)
+                cnt[T[i] & low] = 0;
+            f2[r] = lo;
+        }
+        for (Py_ssize_t i = 0; i < na; i++)                  /* back in A's order */
+            a[i] = U[f2[P2(a[i])]++];
+        f1[q] = s1[q];
+    }
+    int ok = fits(out, most);
+    for (Py_ssize_t i = 0; ok && i < n; i++)
+        put(out, i, A[f1[P1(hash32(k, i))]++]);
+#undef P1
+#undef P2
+    free(T); free(U); free(A); free(s2); free(f2); free(cnt);
+    return ok ? 0 : COUNTS_DO_NOT_FIT;
+}
+
 /* Exact counts, every pass sequential (256 streams at most): (1) a histogram of 8 bits of each key's
  * hash; (2) the keys copied in that partition order; (3) each part counted in its own small
  * open-addressing table (it fits the cache), its keys overwritten by their counts; (4) the counts read
  * back in the original order, part by part. Memory: one key's width per key, plus one part's table. */
-static int count_exact(const void *k, int width, Py_ssize_t n, uint32_t *out)
+static int count_exact(const void *k, int width, Py_ssize_t n, struct sink out)
 {
     enum { PARTS = 1024 };
     Py_ssize_t start[PARTS + 1] = {0}, fill[PARTS];
+    if (width == 4 && n >= (1 << 16))          /* smaller: the tables below are cheaper */
+        return count_exact32(k, n, out);
     if (width == 2) {                 /* 16-bit values: a table of every bit pattern */
         uint32_t *table = calloc(65536, sizeof(uint32_t));
         if (!table)
             return -1;
         for (Py_ssize_t i = 0; i < n; i++)
             table[key_at(k, 2, i)]++;
-        for (Py_ssize_t i = 0; i < n; i++)
-            out[i] = table[key_at(k, 2, i)];
+        uint32_t most = 0;
+        for (Py_ssize_t j = 0; j < 65536; j++)
+            most = table[j] > most ? table[j] : most;
+        int ok = fits(out, most);
+        for (Py_ssize_t i = 0; ok && i < n; i++)
+            put(out, i, table[key_at(k, 2, i)]);
         free(table);
-        return 0;
+        return ok ? 0 : COUNTS_DO_NOT_FIT;
     }
     /* the scratch holds keys of the input's width, then their counts in place */
     void *pk = malloc((size_t)width * (n ? n : 1));
@@ -402,6 +668,7 @@ static int count_exact(const void *k, int width, Py_ssize_t n, uint32_t *out)
         slots *= 2;
     struct slot *t = malloc(sizeof(struct slot) * slots);
     if (!t) { free(pk); return -1; }
+    uint64_t most = 0;
     for (int p = 0; p < PARTS; p++) {
         Py_ssize_t a = start[p], b = start[p + 1], size = 1;
         while (size < 2 * (b - a))
@@ -418,6 +685,7 @@ static int count_exact(const void *k, int width, Py_ssize_t n, uint32_t *out)
                     t[h].used = 1;
                     t[h].key = key;
                     t[h].count++;
+                    most = t[h].count > most ? t[h].count : most;
                 } else if (width == 4)
                     pk32[i] = t[h].count;
                 else
@@ -425,12 +693,13 @@ static int count_exact(const void *k, int width, Py_ssize_t n, uint32_t *out)
             }
         fill[p] = start[p];
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
+    int ok = fits(out, most);
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
         Py_ssize_t at = fill[mix(key_at(k, width, i)) >> 54]++;
-        out[i] = width == 4 ? pk32[at] : (uint32_t)pk64[at];
+        put(out, i, width == 4 ? pk32[at] : (uint32_t)pk64[at]);
     }
     free(t); free(pk);
-    return 0;
+    return ok ? 0 : COUNTS_DO_NOT_FIT;
 }
 
 static PyObject *py_value_counts(PyObject *self, PyObject *args)
@@ -452,15 +721,26 @@ static PyObject *py_value_counts(PyObject *self, PyObject *args)
         PyBuffer_Release(&vk);
         return NULL;
     }
-    if (get_buf(oout, &vo, "out", "IL", 4, 1) < 0) { PyBuffer_Release(&vk); return NULL; }
+    if (PyObject_GetBuffer(oout, &vo, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&vk);
+        return NULL;
+    }
+    const char *fo = vo.format ? vo.format : "B";
+    if (*fo == '<' || *fo == '=' || *fo == '@')
+        fo++;
+    if (!((vo.itemsize == 4 && strchr("IL", *fo)) || (vo.itemsize == 2 && *fo == 'H')) || fo[1] != 0) {
+        PyErr_Format(PyExc_TypeError, "_judge: out has format %s; expected uint32 or uint16", vo.format);
+        PyBuffer_Release(&vk); PyBuffer_Release(&vo);
+        return NULL;
+    }
     Py_ssize_t n = vk.len / width;
-    if (vo.len / 4 != n || n > (Py_ssize_t)UINT32_MAX) {
+    if (vo.len / vo.itemsize != n || n > (Py_ssize_t)UINT32_MAX) {
         PyBuffer_Release(&vk); PyBuffer_Release(&vo);
         PyErr_SetString(PyExc_ValueError, "_judge: out must have as many values as keys (at most 2^32)");
         return NULL;
     }
     const void *k = vk.buf;
-    uint32_t *out = vo.buf;
+    struct sink out = {vo.itemsize == 4 ? vo.buf : NULL, vo.itemsize == 2 ? vo.buf : NULL};
     int exact = n <= exact_limit || width == 2, failed = 0;
     uint32_t *cnt = exact ? NULL : calloc((size_t)1 << 24, sizeof(uint32_t));
     if (!exact && !cnt) {
@@ -469,18 +749,24 @@ static PyObject *py_value_counts(PyObject *self, PyObject *args)
     }
     Py_BEGIN_ALLOW_THREADS
     if (exact)
-        failed = count_exact(k, width, n, out) < 0;
+        failed = count_exact(k, width, n, out);
     else {
         for (Py_ssize_t i = 0; i < n; i++)
             cnt[mix(key_at(k, width, i)) >> 40]++;
-        for (Py_ssize_t i = 0; i < n; i++)
-            out[i] = cnt[mix(key_at(k, width, i)) >> 40];
+        uint64_t most = 0;
+        for (Py_ssize_t j = 0; j < ((Py_ssize_t)1 << 24); j++)
+            most = cnt[j] > most ? cnt[j] : most;
+        failed = fits(out, most) ? 0 : COUNTS_DO_NOT_FIT;
+        for (Py_ssize_t i = 0; !failed && i < n; i++)
+            put(out, i, cnt[mix(key_at(k, width, i)) >> 40]);
     }
     Py_END_ALLOW_THREADS
     free(cnt);
     PyBuffer_Release(&vk); PyBuffer_Release(&vo);
-    if (failed)
+    if (failed < 0)
         return PyErr_NoMemory();
+    if (failed == COUNTS_DO_NOT_FIT)
+        Py_RETURN_NONE;
     return PyBool_FromLong(exact);
 }
 
@@ -491,24 +777,229 @@ static PyObject *py_value_counts(PyObject *self, PyObject *args)
  * one value per row; wcols n: one per element); row i uses pattern row i % wrows (layer_norm: 1 x n;
  * group_norm: G x n; batch_norm: C x 1). Writes E_y and E_dx (m*n), adds the parameter-gradient terms
  * into tw, tb (the pattern's shape: summed over the rows that share a pattern element), and per row
- * (mean bound, rstd bound, S, K, var, mu) into stats (m*6). */
+ * (mean bound, rstd bound, S, K, var, mu) into stats (m*6). With u2 > 0: the bounds of a second,
+ * strict contract (unit roundoff u2, multipliers gn2, gm2: bounds.bounds' E_ref) added to E_y, E_dx
+ * and the statistics' bounds as bounds.bounds adds them, its parameter terms into tw2, tb2. */
+#if defined(__GNUC__)
+#define ALWAYS_INLINE __attribute__((always_inline))     /* also into the NO_TRAPS loops below */
+#else
+#define ALWAYS_INLINE
+#endif
+
+/* The strict contract's terms (the bracket of unit roundoff u and the second-order term q2); the
+ * relaxed contracts add theirs to them. */
+static inline ALWAYS_INLINE double ey_strict(double u, double gn, double q2, double aw, double ab, double K, double rho,
+                               double axh, double kap, double y)
+{
+    return u * (gn * aw * (K + rho * axh) + 4 * (aw * kap + ab + fabs(y))) + q2 * aw * (axh + 1);
+}
+
+static inline ALWAYS_INLINE double edx_strict(double u, double gn, double q2, double r, double Ag, double aB, double Bg,
+                                double Kg, double K, double rho, double axh, double adx, double pw)
+{
+    return u * (gn * (r * (Ag + axh * ((1 + rho) * Bg + Kg) + aB * (K + 3 * rho * axh)) + rho * adx) + 4 * pw)
+           + q2 * (adx + r * (aB + Ag) * (axh + 1));
+}
+
+static inline ALWAYS_INLINE double tw_strict(double u, double gn, double gm, double q2, double ag, double K, double rho,
+                               double axh, double kap)
+{
+    return u * (gm * ag * kap + gn * ag * (K + rho * axh) + 4 * ag * kap) + q2 * ag * (axh + 1);
+}
+
+struct rows_args {
+    const double *X, *W, *B, *G;
+    double *Ey, *Edx, *TW, *TB, *ST, *TW2, *TB2;
+    Py_ssize_t m, n, wrows, wcols;
+    double eps, u, gn, gm, ud, eta, u2, gn2, gm2;
+    int centered, ddof, eps_std, lowp, epi, two;
+    double *scratch;                  /* 6 n: the row's w and b, the parameter terms of its elements */
+};
+
+/* a row's parameter terms a, b added into tw, tb: per element, or all into tw[0], tb[0] (element order) */
+static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict tb, const double *restrict a,
+                                           const double *restrict b, Py_ssize_t n, int per_element)
+{
+    if (per_element)
+        for (Py_ssize_t j = 0; j < n; j++) {
+            tw[j] += a[j];
+            tb[j] += b[j];
+        }
+    else
+        for (Py_ssize_t j = 0; j < n; j++) {
+            tw[0] += a[j];
+            tb[0] += b[j];
+        }
+}
+
+/* the statement (last argument) with LOWP, EPI, TWO constants equal to the flags lowp, epi, two
+ * (the compiler drops the terms of the other contracts) */
+#define FLAGS(lowp, epi, two, LOWP, EPI, TWO, ...)                                                         \
+    do {                                                                                                  \
+        if (lowp && epi && two) { enum { LOWP = 1, EPI = 1, TWO = 1 }; __VA_ARGS__ }                      \
+        else if (lowp && epi) { enum { LOWP = 1, EPI = 1, TWO = 0 }; __VA_ARGS__ }                        \
+        else if (lowp && two) { enum { LOWP = 1, EPI = 0, TWO = 1 }; __VA_ARGS__ }                        \
+        else if (lowp) { enum { LOWP = 1, EPI = 0, TWO = 0 }; __VA_ARGS__ }                               \
+        else if (two) { enum { LOWP = 0, EPI = 0, TWO = 1 }; __VA_ARGS__ }                                \
+        else { enum { LOWP = 0, EPI = 0, TWO = 0 }; __VA_ARGS__ }                                         \
+    } while (0);
+
+/* The rows: the row sums in a plain loop (in element order), the element bounds in loops without a
+ * branch (selects on the contract's flags; vectorized), the parameter terms summed per pattern element
+ * in element order. Compiled for AVX2 and the base ISA (the same operations element by element: the
+ * same bits). */
+#define ROWS_BODY                                                                                         \
+    const Py_ssize_t m = A->m, n = A->n, wcols = A->wcols, wrows = A->wrows;                              \
+    const double u = A->u, gn = A->gn, gm = A->gm, ud = A->ud, eta = A->eta, u2 = A->u2, gn2 = A->gn2;    \
+    const double gm2 = A->gm2;                                                                            \
+    const int centered = A->centered, lowp = A->lowp, epi = A->epi, two = A->two;                         \
+    double *restrict wbuf = A->scratch, *restrict bbuf = A->scratch + n, *restrict twb = A->scratch + 2 * n; \
+    double *restrict tbb = A->scratch + 3 * n, *restrict tw2b = A->scratch + 4 * n;                       \
+    double *restrict tb2b = A->scratch + 5 * n;                                                           \
+    double dn = (double)n, dd = (double)(n - A->ddof > 1 ? n - A->ddof : 1);                              \
+    for (Py_ssize_t i = 0; i < m; i++) {                                                                  \
+        const double *restrict x = A->X + i * n;                                                          \
+        const double *restrict g = A->G ? A->G + i * n : NULL;                                            \
+        Py_ssize_t po = (i % wrows) * wcols;                  /* pattern element: po + j, or po */        \
+        const double *wr = wbuf, *br = bbuf;                                                              \
+        if (A->W && wcols == n)                                                                           \
+            wr = A->W + po;                                                                               \
+        else                                                                                              \
+            for (Py_ssize_t j = 0; j < n; j++)                                                            \
+                wbuf[j] = A->W ? A->W[po] : 1.0;                                                          \
+        if (A->B && wcols == n)                                                                           \
+            br = A->B + po;                                                                               \
+        else                                                                                              \
+            for (Py_ssize_t j = 0; j < n; j++)                                                            \
+                bbuf[j] = A->B ? A->B[po] : 0.0;                                                          \
+        double s1 = 0, sa = 0, sq = 0;                                                                    \
+        for (Py_ssize_t j = 0; j < n; j++) {                                                              \
+            s1 += x[j];                                                                                   \
+            sa += fabs(x[j]);                                                                             \
+            sq += x[j] * x[j];                                                                            \
+        }                                                                                                 \
+        double mu = 0, var;                                                                               \
+        if (centered) {                                                                                   \
+            mu = s1 / dn;                                                                                 \
+            double s2 = 0;                                                                                \
+            for (Py_ssize_t j = 0; j < n; j++) {                                                          \
+                double d = x[j] - mu;                                                                     \
+                s2 += d * d;                                                                              \
+            }                                                                                             \
+            var = s2 / dd;                                                                                \
+        } else                                                                                            \
+            var = sq / dn;                                                                                \
+        double r = A->eps_std ? 1.0 / (sqrt(var) + A->eps) : 1.0 / sqrt(var + A->eps);                    \
+        double S = sa / dn, amu = fabs(mu);                                                               \
+        double K = centered ? r * S : 0.0, rho = (1.0 + K) / 2, Kmu = r * amu;                            \
+        double q2 = (gn * u) * (gn * u) * K * K / 2, ud2 = 2 * ud * ud * Kmu * Kmu;                       \
+        double q2b = (gn2 * u2) * (gn2 * u2) * K * K / 2;                                                 \
+        double Dc = r * (amu + eta / ud);                                                                 \
+        double *restrict ey = A->Ey + i * n;                                                              \
+        FLAGS(lowp, epi, two, LOWP, EPI, TWO,                                                             \
+        for (Py_ssize_t j = 0; j < n; j++) {                                                              \
+            double xh = (x[j] - mu) * r, axh = fabs(xh);                                                  \
+            double wj = wr[j], bj = br[j];                                                                \
+            double aw = fabs(wj), ab = fabs(bj);                                                          \
+            double y = xh * wj + bj;                                                                      \
+            double kap = centered ? r * (fabs(x[j]) + amu) : axh;                                         \
+            double e = ey_strict(u, gn, q2, aw, ab, K, rho, axh, kap, y);                                 \
+            double el = e + (2 * ud * aw * (Dc + axh) + ud2 * aw * (axh + 1));                            \
+            double ee = el + (2 * ud * (aw * kap + ab + fabs(y)) + 2 * eta * (1 + aw));                   \
+            e = LOWP ? (EPI ? ee : el) : e;                                                               \
+            ey[j] = TWO ? e + ey_strict(u2, gn2, q2b, aw, ab, K, rho, axh, kap, y) : e;                   \
+        })                                                                                                \
+        double Em = u * (gn * S + 4 * amu), Er = u * r * (gn * rho + 4);                                  \
+        if (lowp) {                                                                                       \
+            Em += 2 * ud * amu;                                                                           \
+            Er += 2 * ud * r + 2 * ud * ud * r * Kmu * Kmu;                                               \
+        }                                                                                                 \
+        if (two) {                                                                                        \
+            Em = Em + u2 * (gn2 * S + 4 * amu);                                                           \
+            Er = Er + u2 * r * (gn2 * rho + 4);                                                           \
+        }                                                                                                 \
+        double *st = A->ST + 6 * i;                                                                       \
+        st[0] = Em; st[1] = Er; st[2] = S; st[3] = K; st[4] = var; st[5] = mu;                            \
+        if (!g)                                                                                           \
+            continue;                                                                                     \
+        double sgw = 0, sagw = 0, sgx = 0, sbg = 0, skg = 0, sgd = 0;                                     \
+        for (Py_ssize_t j = 0; j < n; j++) {                                                              \
+            double xh = (x[j] - mu) * r, axh = fabs(xh);                                                  \
+            double gw = g[j] * wr[j], agw = fabs(gw);                                                     \
+            double kap = centered ? r * (fabs(x[j]) + amu) : axh;                                         \
+            sgw += gw; sagw += agw; sgx += gw * xh; sbg += agw * axh; skg += agw * kap; sgd += agw * (Dc + axh); \
+        }                                                                                                 \
+        double Am = centered ? sgw / dn : 0.0, Bv = sgx / (centered ? dd : dn);                           \
+        double aA = fabs(Am), aB = fabs(Bv), Ag = centered ? sagw / dn : 0.0;                             \
+        double Bg = sbg / dn, Kg = skg / dn, Dg = sgd / dn;                                               \
+        double *restrict edx = A->Edx + i * n;                                                            \
+        FLAGS(lowp, epi, two, LOWP, EPI, TWO,                                                             \
+        for (Py_ssize_t j = 0; j < n; j++) {                                                              \
+            double xh = (x[j] - mu) * r, axh = fabs(xh);                                                  \
+            double gw = g[j] * wr[j], agw = fabs(gw), ag = fabs(g[j]);                                    \
+            double kap = centered ? r * (fabs(x[j]) + amu) : axh;                                         \
+            double dx = r * (gw - Am - xh * Bv), adx = fabs(dx);                                          \
+            double pw = r * (agw + aA + axh * aB + aB * kap + axh * Kg);                                  \
+            double e = edx_strict(u, gn, q2, r, Ag, aB, Bg, Kg, K, rho, axh, adx, pw);                    \
+            double tw = tw_strict(u, gn, gm, q2, ag, K, rho, axh, kap);                                   \
+            double tb = u * gm * ag;                                                                      \
+            double D = Dc + axh;                                                                          \
+            double el = e + (2 * ud * (r * (aB * D + axh * Dg) + adx) + ud2 * (adx + r * (aB + Ag) * (axh + 1))); \
+            double twl = tw + (ud * (2 * ag * D + gm * ag * axh) + ud2 * ag * (axh + 1));                 \
+            double tbl = tb + ud * gm * ag;                                                               \
+            double ee = el + 2 * ud * pw, twe = twl + 2 * ud * ag * kap;                                  \
+            e = LOWP ? (EPI ? ee : el) : e;                                                               \
+            tw = LOWP ? (EPI ? twe : twl) : tw;                                                           \
+            tb = LOWP ? tbl : tb;                                                                         \
+            edx[j] = TWO ? e + edx_strict(u2, gn2, q2b, r, Ag, aB, Bg, Kg, K, rho, axh, adx, pw) : e;     \
+            twb[j] = tw;                                                                                  \
+            tbb[j] = tb;                                                                                  \
+            if (TWO) {                                                                                    \
+                tw2b[j] = tw_strict(u2, gn2, gm2, q2b, ag, K, rho, axh, kap);                             \
+                tb2b[j] = u2 * gm2 * ag;                                                                  \
+            }                                                                                             \
+        })                                                                                                \
+        add_terms(A->TW + po, A->TB + po, twb, tbb, n, wcols == n);                                      \
+        if (two)                                                                                          \
+            add_terms(A->TW2 + po, A->TB2 + po, tw2b, tb2b, n, wcols == n);                               \
+    }
+
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2"))) NO_TRAPS static void rows_avx2(const struct rows_args *A) { ROWS_BODY }
+#endif
+NO_TRAPS static void rows_base(const struct rows_args *A) { ROWS_BODY }
+
+static void rows(const struct rows_args *A)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (avx2 < 0)
+        avx2 = have_avx2();
+    if (avx2) {
+        rows_avx2(A);
+        return;
+    }
+#endif
+    rows_base(A);
+}
+
 static PyObject *py_row_bounds(PyObject *self, PyObject *args)
 {
     PyObject *ox, *ow, *ob, *og, *oEy, *oEdx, *otw, *otb, *ost;
-    double eps, u, gn, gm, ud, eta;
+    double eps, u, gn, gm, ud, eta, u2 = 0, gn2 = 0, gm2 = 0;
     int centered, ddof, eps_std, lowp, epi;
     Py_ssize_t wrows, wcols;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOdddddiiiiidnn:row_bounds", &ox, &ow, &ob, &og, &oEy, &oEdx, &otw, &otb,
-                          &ost, &eps, &u, &gn, &gm, &ud, &centered, &ddof, &eps_std, &lowp, &epi, &eta, &wrows,
-                          &wcols))
+    PyObject *otw2 = Py_None, *otb2 = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOdddddiiiiidnn|dddOO:row_bounds", &ox, &ow, &ob, &og, &oEy, &oEdx, &otw,
+                          &otb, &ost, &eps, &u, &gn, &gm, &ud, &centered, &ddof, &eps_std, &lowp, &epi, &eta, &wrows,
+                          &wcols, &u2, &gn2, &gm2, &otw2, &otb2))
         return NULL;
-    Py_buffer v[9];
-    PyObject *o[9] = {ox, ow, ob, og, oEy, oEdx, otw, otb, ost};
-    const char *names[9] = {"x", "w", "b", "g", "E_y", "E_dx", "tw", "tb", "stats"};
-    int writable[9] = {0, 0, 0, 0, 1, 1, 1, 1, 1};
-    int held[9] = {0};
-    double *p[9] = {NULL};
-    for (int i = 0; i < 9; i++) {
+    Py_buffer v[11];
+    PyObject *o[11] = {ox, ow, ob, og, oEy, oEdx, otw, otb, ost, otw2, otb2};
+    const char *names[11] = {"x", "w", "b", "g", "E_y", "E_dx", "tw", "tb", "stats", "tw2", "tb2"};
+    int writable[11] = {0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1};
+    int held[11] = {0};
+    double *p[11] = {NULL};
+    for (int i = 0; i < 11; i++) {
         if (o[i] == Py_None)
             continue;
         if (get_buf(o[i], &v[i], names[i], "d", 8, writable[i]) < 0) {
@@ -529,120 +1020,70 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
         Py_XDECREF(sh);
     }
     Py_ssize_t np_ = wrows * wcols;
-    Py_ssize_t len[9] = {m * n, np_, np_, m * n, m * n, m * n, np_, np_, 6 * m};
+    Py_ssize_t len[11] = {m * n, np_, np_, m * n, m * n, m * n, np_, np_, 6 * m, np_, np_};
     int bad = m < 0 || n < 1 || !p[0] || !p[4] || !p[8] || (p[3] && (!p[5] || !p[6] || !p[7]))
-              || wrows < 1 || (wcols != 1 && wcols != n);
-    for (int i = 0; i < 9 && !bad; i++)
+              || wrows < 1 || (wcols != 1 && wcols != n) || (u2 > 0 && p[3] && (!p[9] || !p[10]));
+    for (int i = 0; i < 11 && !bad; i++)
         if (held[i] && v[i].len / 8 != len[i])
             bad = 1;
     if (bad) {
-        for (int j = 0; j < 9; j++) if (held[j]) PyBuffer_Release(&v[j]);
+        for (int j = 0; j < 11; j++) if (held[j]) PyBuffer_Release(&v[j]);
         PyErr_SetString(PyExc_ValueError, "_judge.row_bounds: x must be (m, n) with n >= 1, and the other "
-                        "arrays sized to match (w, b, tw, tb: wrows*wcols with wcols 1 or n; g, E_y, E_dx: m*n; stats: 6*m)");
+                        "arrays sized to match (w, b, tw, tb, tw2, tb2: wrows*wcols with wcols 1 or n; g, E_y, E_dx: "
+                        "m*n; stats: 6*m; with u2 > 0 and g: tw2 and tb2)");
         return NULL;
     }
     const double *X = p[0], *W = p[1], *B = p[2], *G = p[3];
-    double *Ey = p[4], *Edx = p[5], *TW = p[6], *TB = p[7], *ST = p[8];
-    Py_BEGIN_ALLOW_THREADS
-    double dn = (double)n, dd = (double)(n - ddof > 1 ? n - ddof : 1);
-    for (Py_ssize_t i = 0; i < m; i++) {
-        const double *x = X + i * n;
-        const double *g = G ? G + i * n : NULL;
-        Py_ssize_t po = (i % wrows) * wcols, pj = wcols == 1 ? 0 : 1;     /* pattern element: po + pj * j */
-        const double *Wr = W ? W + po : NULL, *Br = B ? B + po : NULL;
-        double s1 = 0, sa = 0, sq = 0;
-        for (Py_ssize_t j = 0; j < n; j++) {
-            s1 += x[j];
-            sa += fabs(x[j]);
-            sq += x[j] * x[j];
-        }
-        double mu = 0, var;
-        if (centered) {
-            mu = s1 / dn;
-            double s2 = 0;
-            for (Py_ssize_t j = 0; j < n; j++) {
-                double d = x[j] - mu;
-                s2 += d * d;
-            }
-            var = s2 / dd;
-        } else
-            var = sq / dn;
-        double r = eps_std ? 1.0 / (sqrt(var) + eps) : 1.0 / sqrt(var + eps);
-        double S = sa / dn, amu = fabs(mu);
-        double K = centered ? r * S : 0.0, rho = (1.0 + K) / 2, Kmu = r * amu;
-        double q2 = (gn * u) * (gn * u) * K * K / 2, ud2 = 2 * ud * ud * Kmu * Kmu;
-        double Dc = r * (amu + eta / ud);
-        double *ey = Ey + i * n;
-        for (Py_ssize_t j = 0; j < n; j++) {
-            double xh = (x[j] - mu) * r, axh = fabs(xh);
-            double wj = Wr ? Wr[pj * j] : 1.0, bj = Br ? Br[pj * j] : 0.0;
-            double aw = fabs(wj), ab = fabs(bj);
-            double y = xh * wj + bj;
-            double kap = centered ? r * (fabs(x[j]) + amu) : axh;
-            double e = u * (gn * aw * (K + rho * axh) + 4 * (aw * kap + ab + fabs(y))) + q2 * aw * (axh + 1);
-            if (lowp) {
-                e += 2 * ud * aw * (Dc + axh) + ud2 * aw * (axh + 1);
-                if (epi)
-                    e += 2 * ud * (aw * kap + ab + fabs(y)) + 2 * eta * (1 + aw);
-            }
-            ey[j] = e;
-        }
-        double Em = u * (gn * S + 4 * amu), Er = u * r * (gn * rho + 4);
-        if (lowp) {
-            Em += 2 * ud * amu;
-            Er += 2 * ud * r + 2 * ud * ud * r * Kmu * Kmu;
-        }
-        double *st = ST + 6 * i;
-        st[0] = Em; st[1] = Er; st[2] = S; st[3] = K; st[4] = var; st[5] = mu;
-        if (!g)
-            continue;
-        double sgw = 0, sagw = 0, sgx = 0, sbg = 0, skg = 0, sgd = 0;
-        for (Py_ssize_t j = 0; j < n; j++) {
-            double xh = (x[j] - mu) * r, axh = fabs(xh);
-            double gw = g[j] * (Wr ? Wr[pj * j] : 1.0), agw = fabs(gw);
-            double kap = centered ? r * (fabs(x[j]) + amu) : axh;
-            sgw += gw; sagw += agw; sgx += gw * xh; sbg += agw * axh; skg += agw * kap; sgd += agw * (Dc + axh);
-        }
-        double A = centered ? sgw / dn : 0.0, Bv = sgx / (centered ? dd : dn);
-        double aA = fabs(A), aB = fabs(Bv), Ag = centered ? sagw / dn : 0.0;
-        double Bg = sbg / dn, Kg = skg / dn, Dg = sgd / dn;
-        double *edx = Edx + i * n;
-        for (Py_ssize_t j = 0; j < n; j++) {
-            double xh = (x[j] - mu) * r, axh = fabs(xh);
-            double gw = g[j] * (Wr ? Wr[pj * j] : 1.0), agw = fabs(gw), ag = fabs(g[j]);
-            double kap = centered ? r * (fabs(x[j]) + amu) : axh;
-            double dx = r * (gw - A - xh * Bv), adx = fabs(dx);
-            double pw = r * (agw + aA + axh * aB + aB * kap + axh * Kg);
-            double e = u * (gn * (r * (Ag + axh * ((1 + rho) * Bg + Kg) + aB * (K + 3 * rho * axh)) + rho * adx)
-                            + 4 * pw) + q2 * (adx + r * (aB + Ag) * (axh + 1));
-            double tw = u * (gm * ag * kap + gn * ag * (K + rho * axh) + 4 * ag * kap) + q2 * ag * (axh + 1);
-            double tb = u * gm * ag;
-            if (lowp) {
-                double D = Dc + axh;
-                e += 2 * ud * (r * (aB * D + axh * Dg) + adx) + ud2 * (adx + r * (aB + Ag) * (axh + 1));
-                tw += ud * (2 * ag * D + gm * ag * axh) + ud2 * ag * (axh + 1);
-                tb += ud * gm * ag;
-                if (epi) {
-                    e += 2 * ud * pw;
-                    tw += 2 * ud * ag * kap;
-                }
-            }
-            edx[j] = e;
-            TW[po + pj * j] += tw;
-            TB[po + pj * j] += tb;
-        }
+    double *Ey = p[4], *Edx = p[5], *TW = p[6], *TB = p[7], *ST = p[8], *TW2 = p[9], *TB2 = p[10];
+    int two = u2 > 0;                 /* a second (strict) contract, its bounds added to the first's */
+    struct rows_args ra = {X, W, B, G, Ey, Edx, TW, TB, ST, TW2, TB2, m, n, wrows, wcols, eps, u, gn, gm, ud, eta,
+                           u2, gn2, gm2, centered, ddof, eps_std, lowp, epi, two, NULL};
+    ra.scratch = malloc(sizeof(double) * 6 * (size_t)n);
+    if (!ra.scratch) {
+        for (int j = 0; j < 11; j++) if (held[j]) PyBuffer_Release(&v[j]);
+        return PyErr_NoMemory();
     }
+    Py_BEGIN_ALLOW_THREADS
+    rows(&ra);
     Py_END_ALLOW_THREADS
-    for (int j = 0; j < 9; j++) if (held[j]) PyBuffer_Release(&v[j]);
+    free(ra.scratch);
+    for (int j = 0; j < 11; j++) if (held[j]) PyBuffer_Release(&v[j]);
     Py_RETURN_NONE;
 }
 
+/* set_isa("avx2" | "base") -> the one in use before; set_isa(None): just that (tests run both) */
+static PyObject *py_set_isa(PyObject *self, PyObject *args)
+{
+    const char *name = NULL;
+    if (!PyArg_ParseTuple(args, "|z:set_isa", &name))
+        return NULL;
+    if (avx2 < 0)
+        avx2 = have_avx2();
+    const char *was = avx2 ? "avx2" : "base";
+    if (name && strcmp(name, "base") == 0)
+        avx2 = 0;
+    else if (name && strcmp(name, "avx2") == 0) {
+        if (!have_avx2()) {
+            PyErr_SetString(PyExc_ValueError, "_judge.set_isa: this CPU has no avx2; expected 'base'");
+            return NULL;
+        }
+        avx2 = 1;
+    } else if (name) {
+        PyErr_Format(PyExc_ValueError, "_judge.set_isa: isa=%s; expected 'avx2' or 'base'", name);
+        return NULL;
+    }
+    return PyUnicode_FromString(was);
+}
+
 static PyMethodDef methods[] = {
+    {"set_isa", py_set_isa, METH_VARARGS, "set_isa(name=None) -> the ISA of compare's element loop before ('avx2' "
+     "or 'base')"},
     {"compare", py_compare, METH_VARARGS, "compare(g, ref, E, mult, kind, scale, shape, start, acc[, axis])"},
     {"row_bounds", py_row_bounds, METH_VARARGS,
      "row_bounds(x, w, b, g, E_y, E_dx, tw, tb, stats, eps, u, gn, gm, ud, centered, ddof, eps_std, lowp, epi, eta, "
-     "wrows, wcols)"},
-    {"value_counts", py_value_counts, METH_VARARGS, "value_counts(keys, out, exact_limit) -> exact"},
+     "wrows, wcols[, u2, gn2, gm2, tw2, tb2])"},
+    {"value_counts", py_value_counts, METH_VARARGS, "value_counts(keys, out, exact_limit) -> exact (None: out is "
+     "uint16 and a count does not fit)"},
     {NULL, NULL, 0, NULL}
 };
 

@@ -7,8 +7,14 @@ more than one block of float64 temporaries is ever held (the streaming judge, do
     for each block (elements start.. of the array in C order):  acc.add(ref_block, E_block, start)
     acc.figures() -> the fields of core.ArrayResult (ratio, over, unconstrained, worst, bias, ...)
 
-``scale`` (max |reference| over the whole array) must be known before the first block: an element is
-unconstrained when its bound is at least that scale (core.py, "Verdicts").
+An element is unconstrained when its bound is at least ``scale``, max |reference| over the whole array
+(core.py, "Verdicts"). ``scale=None``: it is not known yet (the streaming judge computes each block's
+reference once): each block is judged against the running scale, the max |reference| of the blocks so
+far, which can only grow. An element whose bound is below it is constrained whatever comes later; one
+whose (positive, finite) bound is at least the running scale is a candidate, kept with its error, and
+decided in ``figures()`` against the final scale (the definition's verdict, exactly). More than
+MAX_CANDIDATES candidates (a reference that is zero for many rows, say): ``overflowed`` is set, and the
+caller judges again with the scale known.
 
 Per block, ``compare_block`` is the definition (NumPy: precision.excess, precision.ratio and the terms
 of bias.bias_test); ``refnorm.check._judge.compare`` (C, optional, REFNORM_NATIVE=0 turns it off) does
@@ -33,6 +39,7 @@ from .precision import NP, UNIT_ROUNDOFF, rounding_interval
 WORST_SHOWN = 3
 MAX_ARRAYS = 64        # the bias test's false-alarm budget P_CASE is split over this many arrays per case
 EXACT_SLOTS = 1 << 24  # exact counts for up to 16M values (4 or 8 bytes of scratch each: at most 128 MiB)
+MAX_CANDIDATES = 1 << 16   # elements kept per array whose verdict waits for the final scale (scale=None)
 KIND = {"float64": 0, "float32": 1, "float16": 2, "bfloat16": 3}
 
 _UNSET = object()
@@ -54,13 +61,15 @@ def native():
 
 
 def multiplicities(got: np.ndarray) -> np.ndarray:
-    """uint32 array of got's shape: how many elements of ``got`` hold each element's value."""
+    """Array of got's shape: how many elements of ``got`` hold each element's value (uint16 when every
+    count fits, which halves the memory the streaming judge holds, else uint32)."""
     mod = native()
     bits = np.ascontiguousarray(got).view({2: np.uint16, 4: np.uint32, 8: np.uint64}[got.itemsize])
     if mod is not None:
-        out = np.empty(got.shape, dtype=np.uint32)
-        mod.value_counts(bits.reshape(-1), out.reshape(-1), EXACT_SLOTS)
-        return out
+        for dt in (np.uint16, np.uint32):
+            out = np.empty(got.shape, dtype=dt)
+            if mod.value_counts(bits.reshape(-1), out.reshape(-1), EXACT_SLOTS) is not None:
+                return out
     if got.itemsize == 2:
         table = np.bincount(bits.reshape(-1), minlength=65536)
         table[0] = table[0x8000] = table[0] + table[0x8000]       # -0 counts with +0
@@ -92,19 +101,12 @@ def _block_index(shape, start, n, axis):
 
 def compare_block(g, ref, E, mult, kind, scale, shape, start, acc, axis=-1):
     """NumPy definition of one block (``_judge.compare``'s contract, module docstring): ``g``, ``ref``,
-    ``E`` float64 and ``mult`` uint32 (flat) blocks of the elements start.. (C order) of an array of
+    ``E`` float64 and ``mult`` uint16 or uint32 (flat) blocks of the elements start.. (C order) of an array of
     ``shape``; adds the bias sums to ``acc`` and returns (max_ratio, over, unconstrained, dmax, max_bound,
     [(ratio, flat index)])."""
     name = next(k for k, v in KIND.items() if v == kind)
-    got = g.astype(NP[name])                        # exact: g holds values of that dtype
-    lo, hi = rounding_interval(got)
-    with np.errstate(invalid="ignore"):
-        ex = np.maximum(0.0, np.maximum(lo - ref, ref - hi))
+    lo, hi, ex = _excess(g, ref, kind)
     gnan, rnan = np.isnan(g), np.isnan(ref)
-    ex = np.where(gnan | rnan, np.where(gnan & rnan, 0.0, np.inf), ex)
-    rinf = np.isinf(ref) & ~rnan
-    ex = np.where(rinf, np.where(g == ref, 0.0, np.inf), ex)
-    ex = np.where(np.isnan(ex), np.inf, ex)
     finite_E = np.isfinite(E)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         r = np.where(ex == 0, 0.0, np.where(E == 0, np.inf, ex / np.where(finite_E, E, 1.0)))
@@ -114,9 +116,7 @@ def compare_block(g, ref, E, mult, kind, scale, shape, start, acc, axis=-1):
     with np.errstate(invalid="ignore"):
         r = np.where(np.isinf(g) & np.isfinite(ref) & (np.abs(ref) < lo_inf), np.inf, r)
         unconstrained = ~finite_E | ((E > 0) & (E >= scale))
-        diff = np.abs(g - ref)
-        diff = np.where((gnan & rnan) | (g == ref) | (np.isinf(g) & (ex == 0)), 0.0, diff)
-    dmax = float(np.max(diff[~unconstrained], initial=0.0))
+    dmax = float(np.max(_diff(g, ref, ex)[~unconstrained], initial=0.0))
     idx, flat_index = _block_index(shape, start, g.size, axis)
     top = []
     if r.size:
@@ -144,6 +144,27 @@ def compare_block(g, ref, E, mult, kind, scale, shape, start, acc, axis=-1):
             float(np.max(E, initial=0.0)), top)
 
 
+@np.errstate(invalid="ignore", over="ignore")
+def _diff(g, ref, ex):
+    """|g - ref|, the error of a constrained element that err_u reads (0 where both are NaN, where they
+    are equal, and for an infinite g whose excess ``ex`` is 0)."""
+    diff = np.abs(g - ref)
+    return np.where((np.isnan(g) & np.isnan(ref)) | (g == ref) | (np.isinf(g) & (ex == 0)), 0.0, diff)
+
+
+def _excess(g, ref, kind):
+    """(lo, hi, excess): the rounding interval of float64 values ``g`` of the dtype ``kind`` (KIND;
+    the conversion is exact) and precision.excess of ``ref`` over it."""
+    name = next(k for k, v in KIND.items() if v == kind)
+    lo, hi = rounding_interval(g.astype(NP[name]))
+    with np.errstate(invalid="ignore"):
+        ex = np.maximum(0.0, np.maximum(lo - ref, ref - hi))
+    gnan, rnan = np.isnan(g), np.isnan(ref)
+    ex = np.where(gnan | rnan, np.where(gnan & rnan, 0.0, np.inf), ex)
+    ex = np.where(np.isinf(ref) & ~rnan, np.where(g == ref, 0.0, np.inf), ex)
+    return lo, hi, np.where(np.isnan(ex), np.inf, ex)
+
+
 @np.errstate(over="ignore", invalid="ignore")
 def _add_sums(acc, at, t, shape, idx):
     """Add the group sums of one element term ``t`` (the elements at multi-index ``idx``, or the
@@ -169,13 +190,17 @@ def _max_nan(a, b):
 class ArrayAccumulator:
     """The figures of one returned array, accumulated over blocks of rows (module docstring)."""
 
-    def __init__(self, got: np.ndarray, scale: float, case_dtype: str, p_array: float = P_CASE / MAX_ARRAYS,
+    def __init__(self, got: np.ndarray, scale: float | None, case_dtype: str, p_array: float = P_CASE / MAX_ARRAYS,
                  mult: np.ndarray | None = None):
         self.got = got
         self.shape = got.shape
         self.kind = KIND[case_dtype]
         self.kind_name = case_dtype
-        self.scale = scale
+        self.running = scale is None            # the running scale (module docstring)
+        self.scale = 0.0 if scale is None else scale
+        self.cand = []                          # (bounds, errors) of the candidates, per block
+        self.n_cand = 0
+        self.overflowed = False
         self.p_array = p_array
         self.flat = got.reshape(-1)             # a view when got is contiguous (else one copy, in its dtype)
         self.mult = (multiplicities(got) if mult is None else mult).reshape(-1)   # shared between contracts
@@ -198,6 +223,10 @@ class ArrayAccumulator:
             mult = np.ascontiguousarray(self.mult.reshape(self.shape)[sl]).reshape(-1)
             ref = np.ascontiguousarray(ref, dtype=np.float64).reshape(-1)
         E = np.ascontiguousarray(E).reshape(-1)
+        if self.running:
+            with np.errstate(invalid="ignore"):
+                self.scale = max(self.scale, float(np.max(np.abs(ref), where=np.isfinite(ref), initial=0.0)))
+            self._candidates(g, ref, E)
         fn = self.mod.compare if self.mod is not None else compare_block
         maxr, over, unc, dmax, maxE, top = fn(g, ref, E, mult, self.kind, self.scale, self.shape, start, self.acc,
                                               -1 if axis is None else axis)
@@ -208,6 +237,33 @@ class ArrayAccumulator:
         self.dmax = _max_nan(self.dmax, dmax)
         self.maxE = _max_nan(self.maxE, maxE)
         self.top = sorted(self.top + list(top), key=lambda t: (-t[0], t[1]))[:WORST_SHOWN]
+
+    def _candidates(self, g, ref, E):
+        """Keep the elements of this block that the running scale counts unconstrained and the final
+        scale may not: bound positive, finite and at least the running scale (module docstring)."""
+        if self.overflowed:
+            return
+        with np.errstate(invalid="ignore"):
+            c = np.flatnonzero(E >= self.scale)
+            c = c[(E[c] > 0) & np.isfinite(E[c])]
+        if not c.size:
+            return
+        self.n_cand += c.size
+        if self.n_cand > MAX_CANDIDATES:
+            self.overflowed, self.cand = True, []
+            return
+        gc, rc = g[c], ref[c]
+        self.cand.append((E[c], _diff(gc, rc, _excess(gc, rc, self.kind)[2])))
+
+    def _settle(self):
+        """The candidates under the final scale: those whose bound is below it are constrained after
+        all (counted out of ``unc``, their errors into ``dmax``)."""
+        for e, d in self.cand:
+            keep = e < self.scale
+            self.unc -= int(keep.sum())
+            if keep.any():
+                self.dmax = _max_nan(self.dmax, float(np.max(d[keep])))
+        self.cand, self.running = [], False
 
     def _local(self, i, start, n, axis):
         """The position in the block of the element at flat index ``i`` of the whole array."""
@@ -221,6 +277,11 @@ class ArrayAccumulator:
 
     def figures(self) -> dict:
         """The fields of ``core.ArrayResult`` for the whole array (after the last block)."""
+        if self.overflowed:
+            raise RuntimeError("ArrayAccumulator: too many candidates for the running scale; judge again with "
+                               "the scale known")
+        if self.running:
+            self._settle()
         name_d = next(k for k, v in KIND.items() if v == self.kind)
         size = self.got.size
         if self.unc >= size and size:

@@ -5,8 +5,10 @@ before ``normalized_shape``; group_norm, instance_norm without running statistic
 weight_standardization over axis 0: "rows"), or channel by channel (batch_norm, its running statistics
 included: "channels", CHANNEL_AXES) is judged block by block: each block of rows gets its own float64
 reference, bounds and comparison, and only the figures are kept (compare.ArrayAccumulator). What is
-held at any time is the backend's own arrays plus one block's float64 temporaries (BLOCK_ELEMENTS
-elements of the activation per block, at most ~60 float64 arrays of that size at a time: ~128 MiB).
+held at any time is the backend's own arrays, the multiplicities of the judged arrays (bias test: 2
+or 4 bytes an element) and two blocks' float64 temporaries (BLOCK_ELEMENTS elements of the activation
+per block): block k is compared in a worker thread while block k + 1's reference and bounds are
+computed (the compiled loops release the GIL: the judge uses two cores, as torch does).
 
 Exactly the same judgement as the whole-array path (core._judge), block by block:
 - outputs and gradients of the rows (y, mean, rstd, grad x) are judged by element, their figures
@@ -15,9 +17,10 @@ Exactly the same judgement as the whole-array path (core._judge), block by block
   bound are summed over the blocks, and the sum is judged at the end; the bound's reduction term
   g(m) is that of all m rows (``bounds.standardize.param_rows``), not of a block's; a state entry
   shared by the channels (num_batches_tracked) is judged whole;
-- the scale of "unconstrained" (max |reference| of an array) must be known before its first element
-  is judged, so the reference is computed twice: a first pass for the scales (the reference costs a
-  small part of the judgement), a second for the judgement.
+- the scale of "unconstrained" (max |reference| of an array) is known only after the last block: each
+  block is judged against the running scale, and the few elements it cannot decide are kept and
+  decided at the end (compare.ArrayAccumulator with scale=None), so the reference is computed once;
+  when they are too many, the call is judged again with the scales known.
 The figures equal the whole-array path's within rounding (the parameter sums are added in another
 order); tests/test_stream.py checks verdicts and figures against it.
 
@@ -27,12 +30,13 @@ structure (every judged array a view of rows); otherwise the whole-array path ru
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import bounds as B
-from .compare import ArrayAccumulator
+from .compare import ArrayAccumulator, multiplicities
 
 BLOCK_ELEMENTS = 1 << 18
 
@@ -144,57 +148,78 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
     def block(lo, hi):
         return ({k: p.take(part, k, v, lo, hi) for k, v in d.items()} for part, d in given.items())
 
-    def ref_of(lo, hi):
-        ins, cots, st = block(lo, hi)
-        return (ins, cots, st), reference(op, config, training, ins, cots, st)
-
     edges = list(range(0, p.units, p.per_block)) + [p.units]
-    # pass 1: the reference's scales, and the arrays judged whole
-    scale = {n: 0.0 for n in names}
-    ref_whole = {}
-    for lo, hi in zip(edges[:-1], edges[1:]):
-        _, ref = ref_of(lo, hi)
-        for part, k in names:
-            a = np.asarray(getattr(ref, part)[k])
-            if (part, k) in whole:
-                if part == "grads":
-                    ref_whole[(part, k)] = ref_whole.get((part, k), 0.0) + a.astype(np.float64)
-                else:
-                    ref_whole[(part, k)] = a                  # shared state: the same in every block
-            else:
-                with np.errstate(invalid="ignore"):
-                    aa = np.abs(a.astype(np.float64))
-                scale[(part, k)] = max(scale[(part, k)], float(np.max(np.where(np.isfinite(aa), aa, 0.0), initial=0.0)))
-    accs = {}
-    for n in names:
-        if n not in whole:
+    judged = [n for n in names if n not in whole]
+    mults = _multiplicities([got[part][k] for part, k in judged])
+    scale = None                                  # one pass, the running scale (compare.ArrayAccumulator)
+    while True:
+        accs = {}
+        for n, mult in zip(judged, mults):
             a = got[n[0]][n[1]]
-            first = ArrayAccumulator(a, scale[n], case_dtype if n[0] != "state" else _dtype_name(a))
-            accs[n] = [first] + [ArrayAccumulator(a, scale[n], first.kind_name, mult=first.mult) for _ in contracts[1:]]
-    E_whole = {n: [0.0 for _ in contracts] for n in whole}
-    # pass 2: reference, bounds and comparison per block
-    for lo, hi in zip(edges[:-1], edges[1:]):
-        (ins, cots, st), ref = ref_of(lo, hi)
-        with B.standardize.param_rows(p.units / (hi - lo) if p.kind == "rows" else 1.0):
-            Es = [derive_bounds(op, case_dtype, config, training, ins, cots, st, ref, c) for c in contracts]
-        for part, k in names:
-            if (part, k) in whole:
-                for j, E in enumerate(Es):
-                    e = np.asarray(E[part][k], dtype=np.float64)
-                    E_whole[(part, k)][j] = E_whole[(part, k)][j] + e if part == "grads" else e
-                continue
-            a = getattr(ref, part)[k]
-            ax = p.axis(part, k)
-            for j, E in enumerate(Es):
-                if p.kind == "rows":
-                    accs[(part, k)][j].add(a, E[part][k], lo * (int(np.size(a)) // (hi - lo)))
-                else:
-                    accs[(part, k)][j].add(a, E[part][k], lo, axis=ax)
-        del ref, Es
+            s = None if scale is None else scale[n]
+            first = ArrayAccumulator(a, s, case_dtype if n[0] != "state" else _dtype_name(a), mult=mult)
+            accs[n] = [first] + [ArrayAccumulator(a, s, first.kind_name, mult=mult) for _ in contracts[1:]]
+        ref_whole, E_whole = {}, {n: [0.0 for _ in contracts] for n in whole}
+        with ThreadPoolExecutor(1) as pool:     # block k compared while block k + 1's reference is computed
+            pending = None
+            for lo, hi in zip(edges[:-1], edges[1:]):
+                ins, cots, st = block(lo, hi)
+                ref = reference(op, config, training, ins, cots, st)
+                with B.standardize.param_rows(p.units / (hi - lo) if p.kind == "rows" else 1.0):
+                    Es = [derive_bounds(op, case_dtype, config, training, ins, cots, st, ref, c) for c in contracts]
+                jobs = []
+                for part, k in names:
+                    a = getattr(ref, part)[k]
+                    if (part, k) in whole:
+                        if part == "grads":
+                            ref_whole[(part, k)] = ref_whole.get((part, k), 0.0) + np.asarray(a, dtype=np.float64)
+                        else:
+                            ref_whole[(part, k)] = np.asarray(a)      # shared state: the same in every block
+                        for j, E in enumerate(Es):
+                            e = np.asarray(E[part][k], dtype=np.float64)
+                            E_whole[(part, k)][j] = E_whole[(part, k)][j] + e if part == "grads" else e
+                        continue
+                    for j, E in enumerate(Es):
+                        if p.kind == "rows":
+                            jobs.append((accs[(part, k)][j], a, E[part][k], lo * (int(np.size(a)) // (hi - lo)), None))
+                        else:
+                            jobs.append((accs[(part, k)][j], a, E[part][k], lo, p.axis(part, k)))
+                del ref, Es
+                if pending is not None:
+                    pending.result()
+                pending = pool.submit(_compare, jobs)
+            if pending is not None:
+                pending.result()
+        if scale is None and any(acc.overflowed for n in judged for acc in accs[n]):
+            scale = {n: accs[n][0].scale for n in judged}     # the scales known: judge again with them
+            continue
+        break
     out = {n: [acc.figures() for acc in accs[n]] for n in accs}
     for n in whole:
         out[n] = ("whole", ref_whole[n], E_whole[n])
     return out
+
+
+def _compare(jobs):
+    """ArrayAccumulator.add for one block's arrays, in order (one worker: each accumulator sees its
+    blocks in order, so the sums are those of the sequential loop)."""
+    for acc, ref, E, start, axis in jobs:
+        acc.add(ref, E, start, axis=axis)
+
+
+PARALLEL_COUNT_BYTES = 1 << 27   # two counts at a time when the two arrays hold at most this together
+
+
+def _multiplicities(arrays):
+    """compare.multiplicities of each array; two at a time in threads (the compiled count releases the
+    GIL) when the two largest hold at most PARALLEL_COUNT_BYTES together: each count holds a scratch
+    copy of its array's bits (float32 4096x4096: 64 MiB each, their counts 32 MiB each as uint16), so
+    counting two at once keeps the judgement's peak under 256 MiB above the arrays."""
+    sizes = sorted((np.asarray(a).nbytes for a in arrays), reverse=True)
+    if len(arrays) < 2 or sum(sizes[:2]) > PARALLEL_COUNT_BYTES:
+        return [multiplicities(a) for a in arrays]
+    with ThreadPoolExecutor(2) as ex:
+        return list(ex.map(multiplicities, arrays))
 
 
 def _dtype_name(a):

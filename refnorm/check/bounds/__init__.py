@@ -200,6 +200,11 @@ def array_dtypes(op, config, case_dtype) -> dict:
     return {}
 
 
+# the ops whose bounds come from standardize alone (mean and rstd statistics): bounds() asks for
+# E_acc + E_ref in one call (standardize.plus_strict)
+ONE_PASS = ("layer_norm", "rms_norm", "group_norm")
+
+
 def bounds(op, *, inputs, config, training, cotangents, state, ref_state, contract, case_dtype):
     """E for every judged array of one call (module docstring). ``ref_state``: the reference's new state."""
     if op not in BOUNDED:
@@ -216,6 +221,12 @@ def bounds(op, *, inputs, config, training, cotangents, state, ref_state, contra
     st = {k: _f64(v) for k, v in (state or {}).items()}
     u = UNIT_ROUNDOFF[acc_dtype(case_dtype, contract.acc)]
     cots = {k: _f64(v) for k, v in (cotangents or {}).items()}
+    if op in ONE_PASS:              # E_acc + E_ref from one pass over the rows (the same sums)
+        with S.plus_strict(UNIT_ROUNDOFF["float64"], "tree"):
+            both = _one(op, inputs, cfg, training, dy, st, ref_state, u, contract.reduction, contract.kind,
+                        case_dtype, cots)
+        return {part: {k: np.asarray(v, dtype=np.float64) for k, v in d.items()}
+                for part, d in zip(("outputs", "grads", "state"), both)}
     acc = _one(op, inputs, cfg, training, dy, st, ref_state, u, contract.reduction, contract.kind, case_dtype, cots)
     ref = _one(op, inputs, cfg, training, dy, st, ref_state, UNIT_ROUNDOFF["float64"], "tree", "strict", "float64",
                cots)

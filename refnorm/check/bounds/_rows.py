@@ -55,9 +55,11 @@ class RowBounds:
     mu: np.ndarray
     t_w_pat: np.ndarray | None = None    # the compiled path: t_w, t_b summed per element of the parameter
     t_b_pat: np.ndarray | None = None    # pattern (row_bounds' ``pattern``) instead of per element
+    t_w2_pat: np.ndarray | None = None   # ``second``: the second contract's t_w, t_b per pattern element
+    t_b2_pat: np.ndarray | None = None
 
 
-def _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contract, ud, eta):
+def _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contract, ud, eta, second=None):
     """The compiled row_bounds (refnorm.check._judge.row_bounds: the formulas below, the row sums in a
     plain loop) for parameters given as a ``pattern`` (w, b: None or (wrows, wcols) arrays; row i uses
     pattern row i % wrows; wcols 1 or n), or None when the compiled module is not built."""
@@ -71,31 +73,39 @@ def _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contra
     x = np.ascontiguousarray(x)
     E_y = np.empty((m, n))
     stats = np.empty((m, 6))
-    E_dx = tw = tb = None
+    E_dx = tw = tb = tw2 = tb2 = None
     if g is not None:
         g = np.ascontiguousarray(g, dtype=np.float64)
         E_dx, tw, tb = np.empty((m, n)), np.zeros(shp), np.zeros(shp)
+        if second is not None:
+            tw2, tb2 = np.zeros(shp), np.zeros(shp)
     lowp = contract in ("stats_d", "epi_d")
+    u2, gn2, gm2 = (0.0, 0.0, 0.0) if second is None else (float(v) for v in second)
     mod.row_bounds(x, wp, bp, g, E_y, E_dx, tw, tb, stats, float(eps), float(u), float(gn), float(gm), float(ud),
                    int(centered), int(ddof), int(eps_mode == "std"), int(lowp), int(contract == "epi_d"), float(eta),
-                   shp[0], shp[1])
+                   shp[0], shp[1], u2, gn2, gm2, tw2, tb2)
     st = stats.T
     return RowBounds(E_y, E_dx, None, None, st[0].copy(), st[1].copy(), st[2].copy(), st[3].copy(), st[4].copy(),
-                     st[5].copy(), tw, tb)
+                     st[5].copy(), tw, tb, tw2, tb2)
 
 
 def row_bounds(x, w=None, b=None, g=None, *, eps, u, reduction, m_param=1, centered=True, ddof=0,
-               eps_mode="inside", contract="strict", case_dtype="float32", pattern=None) -> RowBounds:
+               eps_mode="inside", contract="strict", case_dtype="float32", pattern=None, second=None) -> RowBounds:
     """Bounds for rows ``x`` (m, n); ``w``, ``b``, ``g`` broadcast to (m, n) or None (see module doc).
     ``pattern``: (w, b) as (wrows, wcols) patterns (row i uses pattern row i % wrows; wcols 1: one value
     per row, n: per element), when the caller has them: then the compiled path (when built) runs, and
-    returns t_w, t_b summed per pattern element (``t_w_pat``, ``t_b_pat``); ``w`` and ``b`` may then be None."""
+    returns t_w, t_b summed per pattern element (``t_w_pat``, ``t_b_pat``); ``w`` and ``b`` may then be None.
+    ``second`` (u2, gn2, gm2), compiled path only: the bounds of the strict contract of unit roundoff u2
+    and multipliers gn2 = g(n), gm2 = g(m) added to y, dx, mean and rstd's, its parameter terms in
+    ``t_w2_pat``, ``t_b2_pat`` (standardize.plus_strict)."""
     x = np.asarray(x, dtype=np.float64)
     m, n = x.shape
     gn, gm = gamma(n, reduction), gamma(m_param, reduction)
+    if second is not None and pattern is None:
+        raise ValueError("row_bounds: a second contract needs the compiled path (a parameter pattern)")
     if pattern is not None:
         fast = _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contract,
-                            UNIT_ROUNDOFF[case_dtype], ETA[case_dtype])
+                            UNIT_ROUNDOFF[case_dtype], ETA[case_dtype], second)
         if fast is None:
             raise RuntimeError("row_bounds: a parameter pattern needs the compiled module (refnorm.check._judge)")
         return fast

@@ -17,13 +17,22 @@ from ..precision import ETA, UNIT_ROUNDOFF, gamma
 from ._rows import row_bounds
 
 
+def _resolve(view, shape):
+    """``view`` with its -1 (at most one, as in reshape) replaced by the size it stands for."""
+    view = [int(v) for v in view]
+    if -1 in view:
+        known = math.prod(v for v in view if v != -1)
+        view[view.index(-1)] = math.prod(shape) // known if known else 0
+    return tuple(view)
+
+
 class Layout:
     """Rows of ``shape`` (optionally viewed as ``view``) reducing over ``axes`` of the view; row
     order is the C order of the kept axes, so per-row values reshape to any keepdims stat shape."""
 
     def __init__(self, shape, axes, view=None):
         self.shape = tuple(shape)
-        self.view = tuple(view) if view is not None else self.shape
+        self.view = _resolve(view, self.shape) if view is not None else self.shape
         self.axes = tuple(a % len(self.view) for a in axes)
         keep = [i for i in range(len(self.view)) if i not in self.axes]
         self.perm = keep + list(self.axes)
@@ -60,6 +69,21 @@ def param_rows(factor: float):
         yield
     finally:
         _ROWS_FACTOR.reset(token)
+
+
+_SECOND = contextvars.ContextVar("second_contract", default=None)
+
+
+@contextlib.contextmanager
+def plus_strict(u: float, reduction: str):
+    """Within: ``standardize`` returns its contract's bounds plus those of the strict contract of unit
+    roundoff ``u`` and ``reduction`` (bounds.bounds' E_acc + E_ref), the same sums as two calls added
+    (the compiled row bounds compute both in one pass; otherwise two calls)."""
+    token = _SECOND.set((float(u), reduction))
+    try:
+        yield
+    finally:
+        _SECOND.reset(token)
 
 
 def _m_param(layout, pshape_bcast):
@@ -105,7 +129,46 @@ def standardize(x, axes, *, view=None, weight=None, bias=None, pshape_bcast=None
                 contract, case_dtype, centered=True, ddof=0, eps_mode="inside", stat_shape=None,
                 stat_names=("mean", "rstd"), groups=None):
     """Bounds {outputs, grads} for a slice standardization; also returns the RowBounds. ``groups``:
-    group_norm's G (its parameters' pattern within a row)."""
+    group_norm's G (its parameters' pattern within a row). Under ``plus_strict``: plus the strict
+    contract's bounds (the RowBounds returned are then those of the first contract, or of both summed)."""
+    second = _SECOND.get()
+    if second is not None:
+        token = _SECOND.set(None)
+        try:
+            return _standardize_plus(second, x, axes, view=view, weight=weight, bias=bias, pshape_bcast=pshape_bcast,
+                                     dy=dy, eps=eps, u=u, reduction=reduction, contract=contract,
+                                     case_dtype=case_dtype, centered=centered, ddof=ddof, eps_mode=eps_mode,
+                                     stat_shape=stat_shape, stat_names=stat_names, groups=groups)
+        finally:
+            _SECOND.reset(token)
+    return _standardize(x, axes, view=view, weight=weight, bias=bias, pshape_bcast=pshape_bcast, dy=dy, eps=eps,
+                        u=u, reduction=reduction, contract=contract, case_dtype=case_dtype, centered=centered,
+                        ddof=ddof, eps_mode=eps_mode, stat_shape=stat_shape, stat_names=stat_names, groups=groups)
+
+
+def _standardize_plus(second, x, axes, **kw):
+    """standardize(...) + standardize(..., u=u2, reduction=red2, contract=strict, case_dtype=float64),
+    array by array: in one compiled pass when the parameters have a pattern and no "std" statistic is
+    asked for (the same sums), else as two calls."""
+    u2, red2 = second
+    if kw["stat_names"][1] != "std":
+        kw["_second"] = second
+        fused = _standardize(x, axes, **kw)
+        if fused is not None:
+            return fused
+        del kw["_second"]
+    a = _standardize(x, axes, **kw)
+    b = _standardize(x, axes, **{**kw, "u": u2, "reduction": red2, "contract": "strict", "case_dtype": "float64"})
+    add = lambda d, e: {k: np.asarray(v, dtype=np.float64) + np.asarray(e[k], dtype=np.float64)   # noqa: E731
+                        for k, v in d.items()}
+    return add(a[0], b[0]), add(a[1], b[1]), a[2], a[3]
+
+
+def _standardize(x, axes, *, view=None, weight=None, bias=None, pshape_bcast=None, dy=None, eps, u, reduction,
+                 contract, case_dtype, centered=True, ddof=0, eps_mode="inside", stat_shape=None,
+                 stat_names=("mean", "rstd"), groups=None, _second=None):
+    """standardize's body; ``_second`` (u2, red2): both contracts in one compiled pass, or None when
+    that pass cannot run (no parameter pattern, or the module is not built)."""
     L = Layout(x.shape, axes, view)
     pb = pshape_bcast
     wb = None if weight is None else np.asarray(weight, dtype=np.float64).reshape(pb)
@@ -113,9 +176,12 @@ def standardize(x, axes, *, view=None, weight=None, bias=None, pshape_bcast=None
     m_param = _m_param(L, pb) if pb is not None else 1
     from ..compare import native
     pat = _pattern(L, pb, wb, bb, weight, bias, groups) if native() is not None and L.n >= 1 and L.m >= 1 else None
+    if _second is not None and pat is None:
+        return None
+    second = None if _second is None else (_second[0], gamma(L.n, _second[1]), gamma(m_param, _second[1]))
     rb = row_bounds(L.rows(x), None if pat else L.rows(wb), None if pat else L.rows(bb), L.rows(dy), eps=eps, u=u,
                     reduction=reduction, m_param=m_param, centered=centered, ddof=ddof, eps_mode=eps_mode,
-                    contract=contract, case_dtype=case_dtype, pattern=pat and pat[:2])
+                    contract=contract, case_dtype=case_dtype, pattern=pat and pat[:2], second=second)
     outs = {"y": L.back(rb.y)}
     if stat_shape is not None:
         mean_name, r_name = stat_names
@@ -131,12 +197,14 @@ def standardize(x, axes, *, view=None, weight=None, bias=None, pshape_bcast=None
     if dy is not None:
         grads["x"] = L.back(rb.dx)
         # the compiled row bounds sum the parameter terms per element of the pattern already
-        if weight is not None:
-            grads["weight"] = (pat[2](rb.t_w_pat).reshape(np.shape(weight)) if rb.t_w_pat is not None
-                               else _param_sum(L, rb.t_w, pb, np.shape(weight)))
-        if bias is not None:
-            grads["bias"] = (pat[2](rb.t_b_pat).reshape(np.shape(bias)) if rb.t_b_pat is not None
-                             else _param_sum(L, rb.t_b, pb, np.shape(bias)))
+        for name, given, t, t_pat, t2_pat in (("weight", weight, rb.t_w, rb.t_w_pat, rb.t_w2_pat),
+                                              ("bias", bias, rb.t_b, rb.t_b_pat, rb.t_b2_pat)):
+            if given is None:
+                continue
+            grads[name] = (pat[2](t_pat).reshape(np.shape(given)) if t_pat is not None
+                           else _param_sum(L, t, pb, np.shape(given)))
+            if t2_pat is not None:      # the second contract's terms, added as bounds.bounds adds them
+                grads[name] = grads[name] + pat[2](t2_pat).reshape(np.shape(given))
     return outs, grads, rb, L
 
 
