@@ -4,7 +4,7 @@
  * when a C compiler is present at install time (setup.py, optional=True), does in one pass over a block
  * of elements what the NumPy path does in ~40: the rounding interval of each returned value, its excess
  * over the reference, the ratio to its bound, the unconstrained elements, the largest constrained error,
- * the worst elements, and the bias test's per-group sums. tests/test_judge_fast.py checks it against the
+ * the worst elements, and the bias test's per-group sums. tests/test_compare.py checks it against the
  * NumPy path; REFNORM_NATIVE=0 runs the NumPy path.
  *
  *   compare(g, ref, E, mult, kind, scale, shape, start, acc) -> (max_ratio, over, unconstrained,
