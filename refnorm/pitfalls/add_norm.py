@@ -23,6 +23,7 @@ from ..specs import add_norm as S
 from ..specs.layer_norm import layer_norm_backward
 from ..specs.rms_norm import rms_norm_backward
 from . import Variant as V
+from ._rounding import truncate_out
 from ._engine import in_w, to_d
 
 OP = "add_norm"
@@ -115,4 +116,5 @@ VARIANTS = (
     V("bwd_from_stored_residual", ("R-fa-prenorm",), "the backward recomputes x_hat from the residual stored in "
       "{d} (flash-attention prenorm)", OP, fn=_fn(bwd_stored=True),
       when=lambda c, t, i, s, cot: _grad(c, t, i, s, cot) and not _fp32res(c, t, i, s, cot), low_precision=True),
+    truncate_out(OP),
 )

@@ -32,6 +32,7 @@ MECHANISMS = {
              "global one",
     "collective": "a missing all-reduce: a rank's partial sums returned for the global ones",
     "dropout": "the dropout scale: the kept values not scaled by 1/(1 - p)",
+    "rounding": "output rounding mode: the conversion to the case dtype rounds toward zero, not to nearest even",
 }
 
 _BY = {
@@ -57,5 +58,6 @@ _BY = {
     "merge": "E08 E09 DP-RS1 DP-RS2 DP-TP1",
     "collective": "DP-SP1-layer_norm DP-SP1-rms_norm",
     "dropout": "dropout_unscaled",
+    "rounding": "truncate_out",
 }
 FAMILY = {vid: key for key, ids in _BY.items() for vid in ids.split()}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import Variant as V
+from ._rounding import truncate_out
 from ._centered import _next_pow2, dw_in_d, rstd_bf16
 from ._engine import Mods, in_w, sum_d, sum_w, to_d, working
 
@@ -91,4 +92,5 @@ VARIANTS = (
     V("one_plus_in_d", ("R-1pw",), "(1 + w) rounded to {d} before the multiply", OP, Mods(offset="rounded"),
       when=_offset, low_precision=True),
     V("rstd_bf16", ("R-rstd16",), "rstd rounded to bfloat16 before the multiply", OP, Mods(rstd=rstd_bf16)),
+    truncate_out(OP),
 )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import Variant as V
+from ._rounding import truncate_out
 from ._centered import one_pass, stats_in_d
 from ._engine import Mods
 from ._engine import layer_norm as _ln
@@ -52,4 +53,5 @@ VARIANTS = (
        Mods(stats=stats_in_d), low_precision=True),
     _v("ws_no_A_term", ("R-noA",), "dx without the -mean(g) term", Mods(no_A=True), when=_grads),
     _v("ws_no_B_term", ("R-noB",), "dx without the -x_hat*mean(g*x_hat) term", Mods(no_B=True), when=_grads),
+    truncate_out(OP),
 )
