@@ -71,14 +71,17 @@ class Variant:
             return False
         return self.when is None or bool(self.when(config, training, inputs, state or {}, cotangents or {}))
 
-    def evaluate(self, inputs, config, state, training, cotangents, dtype, mods=None):
+    def evaluate(self, inputs, config, state, training, cotangents, dtype, mods=None, params_only=False):
         """What refnorm.evaluate returns (a refnorm.spec.Result), for the variant, on one call whose
         arrays hold case-dtype values (``dtype``: the case dtype, for the precision it emulates).
-        ``mods``: in place of the variant's own change (one of ``spread``'s)."""
+        ``mods``: in place of the variant's own change (one of ``spread``'s). ``params_only``: a result
+        that may hold only the statistics and the parameter gradients (layer_norm and rms_norm variants
+        of the engine skip y and dx then; every other variant computes everything)."""
         if self.fn is not None:
             return self.fn(inputs, dict(config), cotangents or {}, dtype, state or {}, training)
+        extra = {"params_only": True} if params_only and self.op in PARAMS_ONLY else {}
         return _OPS[self.op](inputs, dict(config), cotangents or {}, dtype, mods or self.mods, state or {},
-                             training)
+                             training, **extra)
 
 
 def variants(op: str | None = None) -> tuple:
@@ -91,6 +94,7 @@ def variants(op: str | None = None) -> tuple:
 
 
 ENGINE_OPS = tuple(_OPS)
+PARAMS_ONLY = ("layer_norm", "rms_norm")      # engine ops that can compute their parameter gradients alone
 
 
 def reference(op, inputs, config, state, training, cotangents, dtype):
