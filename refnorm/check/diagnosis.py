@@ -349,6 +349,10 @@ def diagnose(case, records, contract, variants=None) -> dict:
                f"({best['worst']:.3g} x bound), is only {_times(min(vs_runner, vs_unknown))} better than "
                + ("no pitfall" if vs_unknown <= vs_runner else f"{runner['v'].id} ({runner['v'].mechanism})")
                + f", not the {MARGIN:g}x that names it")
+        if best["widened"] and vs_unknown < MARGIN:
+            why += ("; it fits only within its own rounding interval (its value is the kernel's summation "
+                    "order's), which holds the reference's results too: an error of that size has other causes "
+                    "as well")
         out["closest"] = _entry(best["v"], case.dtype, best["worst"])
         out["message"] = f"no known pitfall matches clearly ({why}; ruled out: {', '.join(out['ruled_out']) or '-'})"
     elif scored:

@@ -25,7 +25,7 @@ from ._engine import OPS as _OPS
 from ._engine import Mods, wname
 
 MODULES = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "local_response_norm",
-           "lp_normalize", "norm_quant", "add_norm", "weight_standardization", "weight_norm")
+           "lp_normalize", "norm_quant", "add_norm", "weight_standardization", "weight_norm", "offline_batch_norm")
 
 
 @dataclass(frozen=True)
@@ -77,8 +77,9 @@ class Variant:
         ``mods``: in place of the variant's own change (one of ``spread``'s). ``params_only``: a result
         that may hold only the statistics and the parameter gradients (layer_norm and rms_norm variants
         of the engine skip y and dx then; every other variant computes everything)."""
-        if self.fn is not None:
-            return self.fn(inputs, dict(config), cotangents or {}, dtype, state or {}, training)
+        if self.fn is not None:     # (a fn that takes ``mods``: a variant of another op's, run on its translation)
+            return self.fn(inputs, dict(config), cotangents or {}, dtype, state or {}, training,
+                           **({} if mods is None else {"mods": mods}))
         extra = {"params_only": True} if params_only and self.op in PARAMS_ONLY else {}
         return _OPS[self.op](inputs, dict(config), cotangents or {}, dtype, mods or self.mods, state or {},
                              training, **extra)

@@ -23,8 +23,8 @@ from ..specs import add_norm as S
 from ..specs.layer_norm import layer_norm_backward
 from ..specs.rms_norm import rms_norm_backward
 from . import Variant as V
-from ._rounding import truncate_out
 from ._engine import in_w, to_d
+from ._rounding import truncate_out
 
 OP = "add_norm"
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import Variant as V
-from ._rounding import truncate_out
 from ._centered import common
 from ._engine import Mods
+from ._rounding import truncate_out
 
 OP = "batch_norm"
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import Variant as V
-from ._rounding import truncate_out
 from ._centered import common, stats_in_d
 from ._engine import Mods, in_w, to_d, working
+from ._rounding import truncate_out
 
 OP = "instance_norm"
 

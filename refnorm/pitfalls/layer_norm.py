@@ -23,9 +23,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import Variant as V
-from ._rounding import truncate_out
 from ._centered import common
 from ._engine import Mods
+from ._rounding import truncate_out
 
 
 def _no_bias_with_w(c, t, i, s, cot):

@@ -17,8 +17,8 @@ from .. import registry
 from ..norms import local_response_norm as L
 from ..spec import Result
 from . import Variant as V
-from ._rounding import truncate_out
 from ._engine import in_w, to_d
+from ._rounding import truncate_out
 
 OP = "local_response_norm"
 DEFAULTS = {"alpha": 1e-4, "beta": 0.75, "k": 1.0, "window": "torch"}

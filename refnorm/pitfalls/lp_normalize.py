@@ -12,8 +12,8 @@ import numpy as np
 from ..norms import lp_normalize as LP
 from ..spec import Result
 from . import Variant as V
-from ._rounding import truncate_out
 from ._engine import in_w, to_d
+from ._rounding import truncate_out
 
 OP = "lp_normalize"
 DEFAULTS = {"p": 2.0, "dim": 1, "eps": LP.DEFAULT_EPS, "zero_rule": "torch"}

@@ -19,9 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import Variant as V
-from ._rounding import truncate_out
 from ._centered import _next_pow2, dw_in_d, rstd_bf16
 from ._engine import Mods, in_w, sum_d, sum_w, to_d, working
+from ._rounding import truncate_out
 
 
 def pow2_ms(x, dtype):

@@ -15,8 +15,8 @@ import numpy as np
 from ..norms import weight_norm as WN
 from ..spec import Result
 from . import Variant as V
-from ._rounding import truncate_out
 from ._engine import in_w, to_d
+from ._rounding import truncate_out
 
 OP = "weight_norm"
 

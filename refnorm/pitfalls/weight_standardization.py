@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import Variant as V
-from ._rounding import truncate_out
 from ._centered import one_pass, stats_in_d
 from ._engine import Mods
 from ._engine import layer_norm as _ln
+from ._rounding import truncate_out
 
 OP = "weight_standardization"
 
