@@ -36,7 +36,7 @@ MECHANISMS = {
 }
 
 _BY = {
-    "one_pass": "one_pass_clamp one_pass_thresh one_pass_noclamp one_pass_in_d ws_one_pass",
+    "one_pass": "one_pass_clamp one_pass_thresh one_pass_noclamp one_pass_in_d ws_one_pass ws_one_pass_in_d",
     "precision": "sq_in_d var_in_d stats_in_d serial_acc sumsq_in_d ms_rstd_in_d rstd_bf16 all_in_d lrn_sq_in_d "
                  "lp_norm_in_d dw_acc_in_d ws_stats_in_d wn_norm_in_d reciprocal_f16 residual_add_in_d "
                  "residual_out_in_d bwd_from_stored_residual",
