@@ -209,6 +209,11 @@ def sel_rows(mask, t):
     return t if mask is None else t * mask
 
 
+def _kept_rows(mods, T):
+    """The terms T (m, n) of the rows that reach dweight/dbias (``mods.rows_mask``; all: T itself)."""
+    return T if mods.rows_mask is None else T * mods.rows_mask(*T.shape)[:, None].astype(float)
+
+
 def param_sum(mods, T, keep, shape, dtype, *, is_weight):
     """Sum the x-shaped terms T over every axis but ``keep`` (float64, or ``mods.dweight``)."""
     other = tuple(i for i in range(T.ndim) if i not in keep)
@@ -270,13 +275,12 @@ def layer_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, train
     if dy is not None:
         if not params_only:
             grads["x"] = r["dx"].reshape(x.shape)
-        keep = np.ones((m, 1)) if mods.rows_mask is None else mods.rows_mask(m, n)[:, None].astype(float)
         if w is not None:
-            grads["weight"] = param_sum(mods, (r["pw"] * keep).reshape(x.shape), tuple(range(len(lead), x.ndim)),
-                                        ns, dtype, is_weight=True)
+            grads["weight"] = param_sum(mods, _kept_rows(mods, r["pw"]).reshape(x.shape),
+                                        tuple(range(len(lead), x.ndim)), ns, dtype, is_weight=True)
         if b is not None:
-            grads["bias"] = param_sum(mods, (r["pb"] * keep).reshape(x.shape), tuple(range(len(lead), x.ndim)),
-                                      ns, dtype, is_weight=False)
+            grads["bias"] = param_sum(mods, _kept_rows(mods, r["pb"]).reshape(x.shape),
+                                      tuple(range(len(lead), x.ndim)), ns, dtype, is_weight=False)
     return Result(outs, grads, {})
 
 
@@ -308,8 +312,8 @@ def rms_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, trainin
         if not params_only:
             grads["x"] = r["dx"].reshape(x.shape)
         if w is not None:
-            keep = np.ones((m, 1)) if mods.rows_mask is None else mods.rows_mask(m, n)[:, None].astype(float)
-            grads["weight"] = param_sum(mods, (r["pw"] * keep).reshape(x.shape), tuple(range(len(lead), x.ndim)),
+            grads["weight"] = param_sum(mods, _kept_rows(mods, r["pw"]).reshape(x.shape),
+                                        tuple(range(len(lead), x.ndim)),
                                         ns, dtype, is_weight=True)
     return Result(outs, grads, {})
 
