@@ -85,12 +85,13 @@ def _judge_variant(variant, case, records, contract, only=None):
     variant with a ``spread`` is judged within the check's own bounds first and, only if that fails,
     within the bounds widened by its own rounding interval (``widened`` says which). ``only``: judge
     just these (part, name) arrays (a lower bound of the ratio, for the screening; the failing arrays
-    need not be among them). When ``only`` holds parameter gradients alone, the variant is asked for
-    those alone (``Variant.evaluate``'s params_only: no y and dx of a large case)."""
+    need not be among them). When ``only`` holds statistics and parameter gradients alone, the variant
+    is asked for those alone (``Variant.evaluate``'s params_only, pitfalls.PARAMS_ONLY: no y and dx of
+    a large case)."""
     from .core import derive_bounds, judge_returned           # core imports this module lazily
     spec = registry.get(case.op)
     arrays, wide, used, used_w = [], [], [], []
-    params = only is not None and all(p == "grads" and n != "x" for p, n in only)
+    params = only is not None and set(only) <= pitfalls.PARAMS_ONLY.get(case.op, set())
 
     def evaluate(r, mods=None):
         inputs, state, cot = _args(r)

@@ -76,7 +76,7 @@ class Variant:
         arrays hold case-dtype values (``dtype``: the case dtype, for the precision it emulates).
         ``mods``: in place of the variant's own change (one of ``spread``'s). ``params_only``: a result
         that may hold only the statistics and the parameter gradients (layer_norm and rms_norm variants
-        of the engine skip y and dx then; every other variant computes everything)."""
+        of the engine skip y and dx then, PARAMS_ONLY; every other variant computes everything)."""
         if self.fn is not None:     # (a fn that takes ``mods``: a variant of another op's, run on its translation)
             return self.fn(inputs, dict(config), cotangents or {}, dtype, state or {}, training,
                            **({} if mods is None else {"mods": mods}))
@@ -95,7 +95,10 @@ def variants(op: str | None = None) -> tuple:
 
 
 ENGINE_OPS = tuple(_OPS)
-PARAMS_ONLY = ("layer_norm", "rms_norm")      # engine ops that can compute their parameter gradients alone
+# engine ops whose variants can compute their statistics and parameter gradients alone (``params_only``):
+# the (part, name) arrays such a result holds
+PARAMS_ONLY = {"layer_norm": {("outputs", "mean"), ("outputs", "rstd"), ("grads", "weight"), ("grads", "bias")},
+               "rms_norm": {("outputs", "rstd"), ("grads", "weight")}}
 
 
 def reference(op, inputs, config, state, training, cotangents, dtype):
