@@ -31,6 +31,8 @@ from refnorm.check.backends.base import Contract, Returned
 from refnorm.check.precision import round_to
 from refnorm.norms import local_response_norm as lrn_ref
 
+from helpers import StrictTestBackend
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "golden")
 OPS = ("lp_normalize", "local_response_norm", "weight_norm", "min_max_scale")
@@ -547,7 +549,7 @@ def test_min_max_full_mass_to_every_tie_is_invisible_per_element():
 
 
 # ------------------------------------------------------------------------- offline_batch_norm
-class _OfflineAsBatchNorm:
+class _OfflineAsBatchNorm(StrictTestBackend):
     """offline_batch_norm computed by the planted float32 kernel's batch_norm (tests/planted/emulated.py):
     the call read as batch_norm's (torch convention; iters -> num_batches_tracked), r = 1 returned."""
 
@@ -557,15 +559,6 @@ class _OfflineAsBatchNorm:
         from planted.emulated import EmulatedBackend
         self.inner = EmulatedBackend(mutation)
         self.name = "offline-as-" + self.inner.name
-
-    def available(self):
-        return None
-
-    def supports(self, call):
-        return None
-
-    def contract(self, call):
-        return Contract("strict", "block")
 
     def run(self, call):
         from refnorm.check.backends.base import Call

@@ -20,6 +20,8 @@ from refnorm.check import diagnosis
 from refnorm.check.core import check_case
 from refnorm.golden import commands, store
 
+from helpers import StrictTestBackend
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "golden")
 sys.path.insert(0, os.path.join(ROOT, "tests"))
@@ -111,23 +113,13 @@ def test_screening_on_a_few_rows_changes_no_diagnosis(bug, torch_kernel, monkeyp
         assert (a or {}).get("mechanism") == (b or {}).get("mechanism"), (a, b)
 
 
-class _Rounded:
+class _Rounded(StrictTestBackend):
     """The reference, rounded to float32 (a float32 kernel's result) and then converted to the case dtype
     toward zero (``mode`` "zero": the R-trunc bug) or away from zero ("away": no pitfall refnorm models)."""
     name = "rounded-test"
 
     def __init__(self, mode):
         self.mode = mode
-
-    def available(self):
-        return None
-
-    def supports(self, call):
-        return None
-
-    def contract(self, call):
-        from refnorm.check.backends.base import Contract
-        return Contract("strict", "block")
 
     def _conv(self, v, dtype):
         import numpy as np

@@ -24,9 +24,6 @@ from .. import registry
 from ..spec import Result
 from ._engine import NP
 
-LOW = ("float16", "bfloat16")
-
-
 def toward_zero_shift(v, dtype):
     """v (float64) mapped onto the value whose rounding to nearest in ``dtype`` is RZ_dtype(v), continuously:
     the truncation cell [t, t + ulp) of |v| (t = RZ(|v|)) linearly onto t's rounding-to-nearest interval
