@@ -218,3 +218,19 @@ def cond_number(x, axes, eps=0.0):
         c = np.abs(m) / np.sqrt(v + eps)
     c = c[np.isfinite(c)]
     return float(c.max()) if c.size else 0.0
+
+
+class StrictTestBackend:
+    """The parts of a test backend that say nothing (refnorm.check.backends.base.Backend): always
+    available, supports every call, the strict contract with the block reduction model. A subclass
+    gives ``name`` and ``run``."""
+
+    def available(self):
+        return None
+
+    def supports(self, call):
+        return None
+
+    def contract(self, call):
+        from refnorm.check.backends.base import Contract
+        return Contract("strict", "block")

@@ -1,5 +1,5 @@
-"""Derived bounds for lp_normalize, local_response_norm, weight_norm and min_max_scale
-(refnorm/check/bounds/<op>.py), validated on the golden set:
+"""Derived bounds for lp_normalize, local_response_norm, weight_norm, min_max_scale and offline_batch_norm
+(refnorm/check/bounds/<op>.py, bounds/__init__.py), validated on the golden set:
 
 * correct implementations pass every golden case of the op, in every dtype: a straightforward
   float32 NumPy kernel (float16/bfloat16 inputs upcast to float32, np.sum, one final rounding to the
@@ -11,7 +11,9 @@
 * kernels holding the norm / scale / range in the case dtype pass stats_d (epi_d) but not strict, and
   torch's own float16/bfloat16 kernels pass epi_d, except where a d-held value overflows;
 * lp_normalize's eps clamp: near norm == eps either gradient branch passes, elsewhere only the right one;
-* min_max_scale's documented blind spot (full gradient mass to every tied element) stays documented.
+* min_max_scale's documented blind spot (full gradient mass to every tied element) stays documented;
+* offline_batch_norm, bounded as batch_norm: the planted float32 kernel's batch_norm passes, its planted
+  batch_norm bugs fail and are named by their mechanism.
 
 ``python tests/test_bounds_more.py`` prints the per-op/dtype worst-ratio table and the cases that
 catch each planted bug.
@@ -28,6 +30,8 @@ from refnorm.check import run_check
 from refnorm.check.backends.base import Contract, Returned
 from refnorm.check.precision import round_to
 from refnorm.norms import local_response_norm as lrn_ref
+
+from helpers import StrictTestBackend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "golden")
@@ -544,6 +548,52 @@ def test_min_max_full_mass_to_every_tie_is_invisible_per_element():
     assert rep.count("failed") == 0
 
 
+# ------------------------------------------------------------------------- offline_batch_norm
+class _OfflineAsBatchNorm(StrictTestBackend):
+    """offline_batch_norm computed by the planted float32 kernel's batch_norm (tests/planted/emulated.py):
+    the call read as batch_norm's (torch convention; iters -> num_batches_tracked), r = 1 returned."""
+
+    def __init__(self, mutation=None):
+        import sys
+        sys.path.insert(0, os.path.join(ROOT, "tests"))
+        from planted.emulated import EmulatedBackend
+        self.inner = EmulatedBackend(mutation)
+        self.name = "offline-as-" + self.inner.name
+
+    def run(self, call):
+        from refnorm.check.backends.base import Call
+        st = {k: v for k, v in call.state.items() if k != "iters"}
+        if "iters" in call.state:
+            st["num_batches_tracked"] = np.asarray(call.state["iters"]).reshape(())
+        cfg = {"momentum": call.config["momentum"], "eps": call.config["eps"], "convention": "torch"}
+        r = self.inner.run(Call("batch_norm", call.dtype, cfg, call.training, call.inputs, call.cotangents, st))
+        state = {k: v for k, v in r.state.items() if k != "num_batches_tracked"}
+        if "num_batches_tracked" in r.state:
+            state["iters"] = np.asarray(r.state["num_batches_tracked"]).reshape(np.shape(call.state["iters"]))
+        y = np.asarray(r.outputs["y"])
+        outs = {**r.outputs, "r": np.ones(np.shape(call.inputs["x"])[1], dtype=y.dtype)}
+        return Returned(outs, r.grads, state)
+
+
+def test_offline_batch_norm_is_judged_with_batch_norms_bounds_and_diagnosed_with_its_variants():
+    """offline_batch_norm (batch_norm in the offline framework's terms) is bounded as batch_norm: a correct
+    float32 kernel passes every golden case, every array verified or reported unconstrained, none
+    unchecked; planted batch_norm bugs fail and are named by their mechanism."""
+    rep = run_check(_OfflineAsBatchNorm(), GOLDEN, ops=["offline_batch_norm"])
+    assert rep.cases and all(c.status in ("passed", "partial") for c in rep.cases), [
+        (c.id, c.message) for c in rep.cases if c.status not in ("passed", "partial")]
+    assert sum(c.status == "passed" for c in rep.cases) > len(rep.cases) // 2
+    judged = [a for c in rep.cases for a in c.arrays]
+    assert {a.name for a in judged} >= {"y", "mean", "rstd", "r", "x", "weight", "running_mean", "running_var",
+                                         "iters"}
+    for mutation, mech in (("running_var_biased", "bessel"), ("no_B_term", "backward"), ("one_pass_clamp", "one_pass")):
+        bad = run_check(_OfflineAsBatchNorm(mutation), GOLDEN, ops=["offline_batch_norm"])
+        failed = [c for c in bad.cases if c.status == "failed"]
+        assert failed, mutation
+        named = [c.diagnosis["mechanism"] for c in failed if c.diagnosis and c.diagnosis["matched"]]
+        assert named and set(named) == {mech}, (mutation, [(c.id, c.diagnosis["message"]) for c in failed])
+
+
 # ------------------------------------------------------------------------------------ the table
 def main():
     rows = []
@@ -585,3 +635,4 @@ def main():
 
 if __name__ == "__main__":
     main()
+

@@ -20,6 +20,8 @@ from refnorm.check import diagnosis
 from refnorm.check.core import check_case
 from refnorm.golden import commands, store
 
+from helpers import StrictTestBackend
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "golden")
 sys.path.insert(0, os.path.join(ROOT, "tests"))
@@ -109,3 +111,49 @@ def test_screening_on_a_few_rows_changes_no_diagnosis(bug, torch_kernel, monkeyp
     assert any(d and d["mechanism"] for d in full), full
     for a, b in zip(full, screened):         # the same mechanism named (the instance may be another of it)
         assert (a or {}).get("mechanism") == (b or {}).get("mechanism"), (a, b)
+
+
+class _Rounded(StrictTestBackend):
+    """The reference, rounded to float32 (a float32 kernel's result) and then converted to the case dtype
+    toward zero (``mode`` "zero": the R-trunc bug) or away from zero ("away": no pitfall refnorm models)."""
+    name = "rounded-test"
+
+    def __init__(self, mode):
+        self.mode = mode
+
+    def _conv(self, v, dtype):
+        import numpy as np
+        from refnorm.pitfalls._engine import NP
+        v = np.asarray(v, dtype=np.float64).astype(np.float32).astype(np.float64)
+        r = v.astype(NP[dtype])
+        r64 = r.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            fix = (np.abs(r64) > np.abs(v)) if self.mode == "zero" else (np.abs(r64) < np.abs(v))
+        step = np.zeros((), r.dtype) if self.mode == "zero" else np.copysign(np.array(np.inf, r.dtype), r)
+        return np.where(fix, np.nextafter(r, step), r)
+
+    def run(self, call):
+        from refnorm.check.backends.base import Returned
+        from refnorm.check.core import reference
+        r = reference(call.op, call.config, call.training, call.inputs, call.cotangents, call.state)
+        conv = lambda d: {k: self._conv(v, call.dtype) for k, v in d.items()}       # noqa: E731
+        return Returned(conv(r.outputs), conv(r.grads), conv(r.state))
+
+
+ROUNDING_CASES = ["layer_norm/normal_bf16_260x3", "layer_norm/mean1e3_f16_260x3", "batch_norm/normal_bf16_16x3x4x5",
+                  "weight_norm/normal_f16_4x128", "lp_normalize/mean1e4_std16_bf16_260x3"]
+
+
+def test_output_rounding_toward_zero_is_named_by_its_mechanism_and_away_from_zero_is_not():
+    """R-trunc (the float32 -> d conversion truncates): named "rounding" on a kernel written apart from the
+    planted one; the same results rounded away from zero (a bias no variant models) named nothing."""
+    cases = _load(ROUNDING_CASES)
+    failed = _failed(_Rounded("zero"), cases)
+    assert len(failed) >= 4, [r.id for r in failed]
+    for r in failed:
+        assert r.diagnosis["mechanism"] == "rounding" and r.diagnosis["matched"] == "truncate_out", (
+            r.id, r.diagnosis["message"])
+    away = _failed(_Rounded("away"), cases)
+    assert away
+    for r in away:
+        assert r.diagnosis["matched"] is None, (r.id, r.diagnosis["message"])

@@ -59,11 +59,19 @@ class StepRecord:
     E: dict              # the check's bounds (around the reference)
     failing: tuple       # (part, name) of the arrays beyond their bound at this step
     ref: object = None   # the reference's Result at this step (None: recomputed when needed)
+    f64: tuple = None    # (inputs, state, cotangents) as float64, converted once for every variant (_args)
 
 
 def _f64(d):
     return {k: (np.asarray(v) if np.asarray(v).dtype.kind in "iu" else np.asarray(v, dtype=np.float64))
             for k, v in d.items()}
+
+
+def _args(r):
+    """The record's inputs, state and cotangents as float64 (converted on first use, then kept)."""
+    if r.f64 is None:
+        r.f64 = (_f64(r.inputs), _f64(r.state), _f64(r.cotangents))
+    return r.f64
 
 
 def _num(v):
@@ -77,13 +85,20 @@ def _judge_variant(variant, case, records, contract, only=None):
     variant with a ``spread`` is judged within the check's own bounds first and, only if that fails,
     within the bounds widened by its own rounding interval (``widened`` says which). ``only``: judge
     just these (part, name) arrays (a lower bound of the ratio, for the screening; the failing arrays
-    need not be among them)."""
+    need not be among them). When ``only`` holds statistics and parameter gradients alone, the variant
+    is asked for those alone (``Variant.evaluate``'s params_only, pitfalls.PARAMS_ONLY: no y and dx of
+    a large case)."""
     from .core import derive_bounds, judge_returned           # core imports this module lazily
     spec = registry.get(case.op)
     arrays, wide, used, used_w = [], [], [], []
+    params = only is not None and set(only) <= pitfalls.PARAMS_ONLY.get(case.op, set())
+
+    def evaluate(r, mods=None):
+        inputs, state, cot = _args(r)
+        return variant.evaluate(inputs, case.config, state, r.training, cot, case.dtype, mods=mods,
+                                params_only=params)
     for r in records:
-        res = variant.evaluate(_f64(r.inputs), case.config, _f64(r.state), r.training, _f64(r.cotangents),
-                               case.dtype)
+        res = evaluate(r)
         if spec.state or variant.bounds_inputs is not None:
             ins = r.inputs if variant.bounds_inputs is None else variant.bounds_inputs(r.inputs)
             E = derive_bounds(case.op, case.dtype, case.config, r.training, ins, r.cotangents, r.state, res,
@@ -107,9 +122,7 @@ def _judge_variant(variant, case, records, contract, only=None):
     widened = variant.spread is not None and not all(a.passed for a in arrays)
     if widened:                                 # only now: the spread costs two more evaluations per step
         for r, res, E, compare in used:
-            Ew = _widened(E, res, [variant.evaluate(_f64(r.inputs), case.config, _f64(r.state), r.training,
-                                                    _f64(r.cotangents), case.dtype, mods=m)
-                                   for m in variant.spread(lambda n: gamma(n, contract.reduction))])
+            Ew = _widened(E, res, [evaluate(r, m) for m in variant.spread(lambda n: gamma(n, contract.reduction))])
             judge_returned(r.step, case.op, compare, False, r.got, res, Ew, case.dtype, wide, [])
             used_w.append(Ew)
     if not arrays:
@@ -338,6 +351,10 @@ def diagnose(case, records, contract, variants=None) -> dict:
                f"({best['worst']:.3g} x bound), is only {_times(min(vs_runner, vs_unknown))} better than "
                + ("no pitfall" if vs_unknown <= vs_runner else f"{runner['v'].id} ({runner['v'].mechanism})")
                + f", not the {MARGIN:g}x that names it")
+        if best["widened"] and vs_unknown < MARGIN:
+            why += ("; it fits only within its own rounding interval (its value is the kernel's summation "
+                    "order's), which holds the reference's results too: an error of that size has other causes "
+                    "as well")
         out["closest"] = _entry(best["v"], case.dtype, best["worst"])
         out["message"] = f"no known pitfall matches clearly ({why}; ruled out: {', '.join(out['ruled_out']) or '-'})"
     elif scored:

@@ -25,7 +25,7 @@ from ._engine import OPS as _OPS
 from ._engine import Mods, wname
 
 MODULES = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "local_response_norm",
-           "lp_normalize", "norm_quant", "add_norm", "weight_standardization", "weight_norm")
+           "lp_normalize", "norm_quant", "add_norm", "weight_standardization", "weight_norm", "offline_batch_norm")
 
 
 @dataclass(frozen=True)
@@ -74,14 +74,18 @@ class Variant:
             return False
         return self.when is None or bool(self.when(config, training, inputs, state or {}, cotangents or {}))
 
-    def evaluate(self, inputs, config, state, training, cotangents, dtype, mods=None):
+    def evaluate(self, inputs, config, state, training, cotangents, dtype, mods=None, params_only=False):
         """What refnorm.evaluate returns (a refnorm.spec.Result), for the variant, on one call whose
         arrays hold case-dtype values (``dtype``: the case dtype, for the precision it emulates).
-        ``mods``: in place of the variant's own change (one of ``spread``'s)."""
-        if self.fn is not None:
-            return self.fn(inputs, dict(config), cotangents or {}, dtype, state or {}, training)
+        ``mods``: in place of the variant's own change (one of ``spread``'s). ``params_only``: a result
+        that may hold only the statistics and the parameter gradients (layer_norm and rms_norm variants
+        of the engine skip y and dx then, PARAMS_ONLY; every other variant computes everything)."""
+        if self.fn is not None:     # (a fn that takes ``mods``: a variant of another op's, run on its translation)
+            return self.fn(inputs, dict(config), cotangents or {}, dtype, state or {}, training,
+                           **({} if mods is None else {"mods": mods}))
+        extra = {"params_only": True} if params_only and self.op in PARAMS_ONLY else {}
         return _OPS[self.op](inputs, dict(config), cotangents or {}, dtype, mods or self.mods, state or {},
-                             training)
+                             training, **extra)
 
 
 def variants(op: str | None = None) -> tuple:
@@ -94,6 +98,10 @@ def variants(op: str | None = None) -> tuple:
 
 
 ENGINE_OPS = tuple(_OPS)
+# engine ops whose variants can compute their statistics and parameter gradients alone (``params_only``):
+# the (part, name) arrays such a result holds
+PARAMS_ONLY = {"layer_norm": {("outputs", "mean"), ("outputs", "rstd"), ("grads", "weight"), ("grads", "bias")},
+               "rms_norm": {("outputs", "rstd"), ("grads", "weight")}}
 
 
 def reference(op, inputs, config, state, training, cotangents, dtype):

@@ -138,8 +138,9 @@ def _rstd(mods, var, eps, dtype, placement="inside"):
 
 
 def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same", placement="inside",
-         mask=None):
-    """The forward (and given dy, backward terms) of rows x (m, n); w, b broadcastable to (m, n)."""
+         mask=None, params_only=False):
+    """The forward (and given dy, backward terms) of rows x (m, n); w, b broadcastable to (m, n).
+    ``params_only``: the statistics and the parameter-gradient terms only (no y, no dx)."""
     m, n = x.shape
     eps = _eps(mods, eps, dtype)
     placement = mods.placement or placement
@@ -165,6 +166,10 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
         xhat = ((x - mean) if dev is None else dev) * r
         if mods.xhat_in_d:
             xhat = to_d(in_w(xhat, dtype), dtype).astype(np.float64)
+        if params_only:
+            return {"mean": mean, "rstd": r, "var": var, "xhat": xhat,
+                    **({} if dy is None else {"pw": sel_rows(mask, dy if mods.dweight_dy else dy * xhat),
+                                              "pb": sel_rows(mask, dy)})}
         if mods.y is not None:
             y = np.asarray(mods.y(xhat, w, b, dtype), dtype=np.float64)
         else:
@@ -176,11 +181,10 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
             return res
         wb = w if isinstance(w_bwd, str) else w_bwd
         g = dy if wb is None else dy * wb
-        sel = (lambda t: t) if mask is None else (lambda t: t * mask)
         cnt = n if mask is None else mask.sum(axis=1, keepdims=True)
         if centered:
-            a = sel(g).sum(axis=1, keepdims=True) / cnt
-            bm = sel(g * xhat).sum(axis=1, keepdims=True) / (cnt - 1 if mods.unbiased_bwd and n > 1 else cnt)
+            a = sel_rows(mask, g).sum(axis=1, keepdims=True) / cnt
+            bm = sel_rows(mask, g * xhat).sum(axis=1, keepdims=True) / (cnt - 1 if mods.unbiased_bwd and n > 1 else cnt)
             a = 0.0 if mods.no_A else a
             if placement == "outside":          # d/dx of (x - mean) / (sqrt(var) + eps): u = (x - mean) / sqrt(var)
                 s = np.sqrt(var)
@@ -196,8 +200,18 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
             else:
                 u = xhat
             dx = r * (g - u * bm)
-        res.update(dx=dx, pw=sel(dy if mods.dweight_dy else dy * xhat), pb=sel(dy))
+        res.update(dx=dx, pw=sel_rows(mask, dy if mods.dweight_dy else dy * xhat), pb=sel_rows(mask, dy))
     return res
+
+
+def sel_rows(mask, t):
+    """The terms t of the rows (columns) ``mask`` selects (None: all)."""
+    return t if mask is None else t * mask
+
+
+def _kept_rows(mods, T):
+    """The terms T (m, n) of the rows that reach dweight/dbias (``mods.rows_mask``; all: T itself)."""
+    return T if mods.rows_mask is None else T * mods.rows_mask(*T.shape)[:, None].astype(float)
 
 
 def param_sum(mods, T, keep, shape, dtype, *, is_weight):
@@ -237,7 +251,8 @@ def _ns(config):
 
 
 # ----------------------------------------------------------------------------------- layer_norm
-def layer_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, training=True):
+def layer_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, training=True, params_only=False):
+    """``params_only``: dweight and dbias only (the diagnosis of a case whose other arrays fit: rows())."""
     x, w, b = _f(inputs["x"]), _f(inputs.get("weight")), _f(inputs.get("bias"))
     ns = _ns(config)
     wf = None if (mods.drop_weight_without_bias and b is None) else w
@@ -249,27 +264,29 @@ def layer_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, train
     dy = _f((cotangents or {}).get("y"))
     r = rows(x.reshape(m, n), mods=mods, dtype=dtype, centered=True, eps=config.get("eps", 1e-5),
              w=None if wf is None else wf.reshape(1, n), b=None if b is None else b.reshape(1, n),
-             dy=None if dy is None else dy.reshape(m, n))
-    y = r["y"]
-    if mods.repeat_rows and m > mods.repeat_rows:
-        y = y[np.arange(m) % mods.repeat_rows]
+             dy=None if dy is None else dy.reshape(m, n), params_only=params_only)
     stat = lead + (1,) * k
-    outs = {"y": y.reshape(x.shape), "mean": r["mean"].reshape(stat), "rstd": r["rstd"].reshape(stat)}
-    grads = {}
+    outs, grads = {"mean": r["mean"].reshape(stat), "rstd": r["rstd"].reshape(stat)}, {}
+    if not params_only:
+        y = r["y"]
+        if mods.repeat_rows and m > mods.repeat_rows:
+            y = y[np.arange(m) % mods.repeat_rows]
+        outs["y"] = y.reshape(x.shape)
     if dy is not None:
-        grads["x"] = r["dx"].reshape(x.shape)
-        keep = np.ones((m, 1)) if mods.rows_mask is None else mods.rows_mask(m, n)[:, None].astype(float)
+        if not params_only:
+            grads["x"] = r["dx"].reshape(x.shape)
         if w is not None:
-            grads["weight"] = param_sum(mods, (r["pw"] * keep).reshape(x.shape), tuple(range(len(lead), x.ndim)),
-                                        ns, dtype, is_weight=True)
+            grads["weight"] = param_sum(mods, _kept_rows(mods, r["pw"]).reshape(x.shape),
+                                        tuple(range(len(lead), x.ndim)), ns, dtype, is_weight=True)
         if b is not None:
-            grads["bias"] = param_sum(mods, (r["pb"] * keep).reshape(x.shape), tuple(range(len(lead), x.ndim)),
-                                      ns, dtype, is_weight=False)
+            grads["bias"] = param_sum(mods, _kept_rows(mods, r["pb"]).reshape(x.shape),
+                                      tuple(range(len(lead), x.ndim)), ns, dtype, is_weight=False)
     return Result(outs, grads, {})
 
 
 # ------------------------------------------------------------------------------------- rms_norm
-def rms_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, training=True):
+def rms_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, training=True, params_only=False):
+    """``params_only``: as layer_norm's."""
     x, w = _f(inputs["x"]), _f(inputs.get("weight"))
     ns = _ns(config)
     eps = config.get("eps", None)
@@ -287,14 +304,16 @@ def rms_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, trainin
         w_bwd = w.reshape(1, n) if mods.offset == "dx_plain" else w_eff
     dy = _f((cotangents or {}).get("y"))
     r = rows(x.reshape(m, n), mods=mods, dtype=dtype, centered=False, eps=eps, placement=placement, w=w_eff,
-             dy=None if dy is None else dy.reshape(m, n), w_bwd=w_bwd)
-    outs = {"y": r["y"].reshape(x.shape), "rstd": r["rstd"].reshape(lead + (1,) * k)}
-    grads = {}
+             dy=None if dy is None else dy.reshape(m, n), w_bwd=w_bwd, params_only=params_only)
+    outs, grads = {"rstd": r["rstd"].reshape(lead + (1,) * k)}, {}
+    if not params_only:
+        outs["y"] = r["y"].reshape(x.shape)
     if dy is not None:
-        grads["x"] = r["dx"].reshape(x.shape)
+        if not params_only:
+            grads["x"] = r["dx"].reshape(x.shape)
         if w is not None:
-            keep = np.ones((m, 1)) if mods.rows_mask is None else mods.rows_mask(m, n)[:, None].astype(float)
-            grads["weight"] = param_sum(mods, (r["pw"] * keep).reshape(x.shape), tuple(range(len(lead), x.ndim)),
+            grads["weight"] = param_sum(mods, _kept_rows(mods, r["pw"]).reshape(x.shape),
+                                        tuple(range(len(lead), x.ndim)),
                                         ns, dtype, is_weight=True)
     return Result(outs, grads, {})
 

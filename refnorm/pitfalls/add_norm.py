@@ -26,6 +26,7 @@ from ..spec import Result
 from ..specs import add_norm as S
 from . import Variant as V
 from ._engine import in_w, to_d
+from ._rounding import truncate_out
 
 OP = "add_norm"
 
@@ -142,4 +143,5 @@ VARIANTS = (
       bounds_inputs=lambda i: {**i, "mask1": i["mask"]}),
     V("no_dy1", ("R-pardy1",), "the backward without the gradient through y1 (dx, dresidual, dx1 from dy only)",
       OP, fn=_fn(no_dy1=True), when=_y1_grad),
+    truncate_out(OP),
 )

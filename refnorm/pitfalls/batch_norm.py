@@ -21,6 +21,7 @@ import numpy as np
 from . import Variant as V
 from ._centered import common
 from ._engine import Mods
+from ._rounding import truncate_out
 
 OP = "batch_norm"
 
@@ -55,4 +56,5 @@ VARIANTS = tuple(common(OP, V, skip=("ddof1",))) + (
     V("param_mean_spatial", ("R-axes",), "dweight, dbias averaged (not summed) over the spatial axes", OP,
       Mods(param_mean_spatial=True), when=lambda c, t, i, s, cot: bool(cot) and np.ndim(i["x"]) > 2
       and (i.get("weight") is not None or i.get("bias") is not None)),
+    truncate_out(OP),
 )

@@ -21,6 +21,7 @@ import numpy as np
 from . import Variant as V
 from ._centered import common
 from ._engine import Mods
+from ._rounding import truncate_out
 
 OP = "group_norm"
 
@@ -48,4 +49,5 @@ VARIANTS = tuple(common(OP, V, skip=("ddof1",))) + (
     V("gn_unbiased", ("H06",), "normalized with the unbiased variance (n - 1)", OP, Mods(unbiased=True)),
     V("param_mean_spatial", ("R-axes",), "dweight, dbias averaged (not summed) over the spatial axes", OP,
       Mods(param_mean_spatial=True), when=lambda c, t, i, s, cot: _params(c, t, i, s, cot) and np.ndim(i["x"]) > 2),
+    truncate_out(OP),
 )

@@ -16,6 +16,7 @@ import numpy as np
 from . import Variant as V
 from ._centered import common, stats_in_d
 from ._engine import Mods, in_w, to_d, working
+from ._rounding import truncate_out
 
 OP = "instance_norm"
 
@@ -54,4 +55,5 @@ VARIANTS = tuple(common(OP, V, skip=("serial_acc",))) + (
     V("param_mean_spatial", ("R-axes",), "dweight, dbias averaged (not summed) over the spatial axes", OP,
       Mods(param_mean_spatial=True), when=lambda c, t, i, s, cot: bool(cot) and np.ndim(i["x"]) > 2
       and (i.get("weight") is not None or i.get("bias") is not None)),
+    truncate_out(OP),
 )

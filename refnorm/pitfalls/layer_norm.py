@@ -25,6 +25,7 @@ import numpy as np
 from . import Variant as V
 from ._centered import common
 from ._engine import Mods
+from ._rounding import truncate_out
 
 
 def _no_bias_with_w(c, t, i, s, cot):
@@ -58,4 +59,5 @@ VARIANTS = tuple(common("layer_norm", V, skip=("serial_acc",))) + (
           i.get("weight") is not None or i.get("bias") is not None)),
     V("ln_as_rms", ("H10",), "layer_norm computed as rms_norm (the mean not subtracted)", "layer_norm",
       Mods(centered=False)),
+    truncate_out("layer_norm"),
 )

@@ -18,6 +18,7 @@ from ..norms import local_response_norm as L
 from ..spec import Result
 from . import Variant as V
 from ._engine import in_w, to_d
+from ._rounding import truncate_out
 
 OP = "local_response_norm"
 DEFAULTS = {"alpha": 1e-4, "beta": 0.75, "k": 1.0, "window": "torch"}
@@ -60,4 +61,5 @@ VARIANTS = (
       fn=_with(lambda c: {**c, "alpha": float(c["alpha"]) / int(c["size"])}),
       when=lambda c, *a: int(c["size"]) > 1 and float(c.get("alpha", 1e-4)) > 0),
     V("lrn_sq_in_d", ("C05",), "x^2 computed in {d} before the window sum", OP, fn=_sq_in_d, low_precision=True),
+    truncate_out(OP),
 )

@@ -13,6 +13,7 @@ from ..norms import lp_normalize as LP
 from ..spec import Result
 from . import Variant as V
 from ._engine import in_w, to_d
+from ._rounding import truncate_out
 
 OP = "lp_normalize"
 DEFAULTS = {"p": 2.0, "dim": 1, "eps": LP.DEFAULT_EPS, "zero_rule": "torch"}
@@ -34,4 +35,5 @@ def _norm_in_d(inputs, config, cot, dtype, state, training):
 
 VARIANTS = (
     V("lp_norm_in_d", ("C02",), "the norm stored in {d} before the division", OP, fn=_norm_in_d, low_precision=True),
+    truncate_out(OP),
 )

@@ -32,10 +32,11 @@ MECHANISMS = {
              "global one",
     "collective": "a missing all-reduce: a rank's partial sums returned for the global ones",
     "dropout": "dropout: the kept values not scaled by 1/(1 - p), or a branch dropped with another's keep-mask",
+    "rounding": "output rounding mode: the conversion to the case dtype rounds toward zero, not to nearest even",
 }
 
 _BY = {
-    "one_pass": "one_pass_clamp one_pass_thresh one_pass_noclamp one_pass_in_d ws_one_pass",
+    "one_pass": "one_pass_clamp one_pass_thresh one_pass_noclamp one_pass_in_d ws_one_pass ws_one_pass_in_d",
     "precision": "sq_in_d var_in_d stats_in_d serial_acc sumsq_in_d ms_rstd_in_d rstd_bf16 all_in_d lrn_sq_in_d "
                  "lp_norm_in_d dw_acc_in_d ws_stats_in_d wn_norm_in_d reciprocal_f16 residual_add_in_d "
                  "residual_out_in_d bwd_from_stored_residual",
@@ -57,5 +58,6 @@ _BY = {
     "merge": "E08 E09 DP-RS1 DP-RS2 DP-TP1",
     "collective": "DP-SP1-layer_norm DP-SP1-rms_norm",
     "dropout": "dropout_unscaled parallel_shared_mask",
+    "rounding": "truncate_out",
 }
 FAMILY = {vid: key for key, ids in _BY.items() for vid in ids.split()}

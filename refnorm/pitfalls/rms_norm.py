@@ -21,6 +21,7 @@ import numpy as np
 from . import Variant as V
 from ._centered import _next_pow2, dw_in_d, rstd_bf16
 from ._engine import Mods, in_w, sum_d, sum_w, to_d, working
+from ._rounding import truncate_out
 
 
 def pow2_ms(x, dtype):
@@ -91,4 +92,5 @@ VARIANTS = (
     V("one_plus_in_d", ("R-1pw",), "(1 + w) rounded to {d} before the multiply", OP, Mods(offset="rounded"),
       when=_offset, low_precision=True),
     V("rstd_bf16", ("R-rstd16",), "rstd rounded to bfloat16 before the multiply", OP, Mods(rstd=rstd_bf16)),
+    truncate_out(OP),
 )

@@ -16,6 +16,7 @@ from ..norms import weight_norm as WN
 from ..spec import Result
 from . import Variant as V
 from ._engine import in_w, to_d
+from ._rounding import truncate_out
 
 OP = "weight_norm"
 
@@ -73,4 +74,5 @@ VARIANTS = (
     V("wn_norm_in_d", ("C02",), "the norm stored in {d} before the division", OP, fn=_norm_in_d, low_precision=True),
     V("wn_dv_no_projection", ("R-noB",), "dv = g/||v|| * dw: the projection -u*sum(dw*u) missing", OP,
       fn=_no_projection, when=lambda c, t, i, s, cot: bool(cot)),
+    truncate_out(OP),
 )

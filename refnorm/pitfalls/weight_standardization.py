@@ -8,6 +8,7 @@ normalizers' (mechanisms.py):
 * ws_ddof1: the unbiased variance (torch.var's default), eps inside; ws_eps_outside: eps added to the
   biased std;
 * ws_one_pass: E[x^2] - E[x]^2 in W, clamped; ws_stats_in_d: the statistics accumulated in d;
+  ws_one_pass_in_d: E[x^2] - E[x]^2 with both sums in d (C08's, as jax.nn.standardize's default on float16);
 * ws_no_A_term, ws_no_B_term: a hand-written dx missing -mean(g), or -x_hat * mean(g * x_hat).
 The backward of each is the exact derivative of its forward where that is what autograd would give
 (ws_authors, ws_ddof1, ws_eps_outside), else the reference's formula at the variant's statistics.
@@ -17,9 +18,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import Variant as V
-from ._centered import one_pass, stats_in_d
+from ._centered import one_pass, one_pass_in_d, stats_in_d
 from ._engine import Mods
 from ._engine import layer_norm as _ln
+from ._rounding import truncate_out
 
 OP = "weight_standardization"
 
@@ -50,6 +52,9 @@ VARIANTS = (
     _v("ws_one_pass", ("A01", "A02"), "variance as E[x^2]-E[x]^2 in {W}, clamped at 0", Mods(stats=one_pass)),
     _v("ws_stats_in_d", ("C06", "C09"), "mean and variance accumulated in the input dtype {d}",
        Mods(stats=stats_in_d), low_precision=True),
+    _v("ws_one_pass_in_d", ("C08",), "sum and sum of squares accumulated in {d}, one-pass variance",
+       Mods(stats=one_pass_in_d), low_precision=True),
     _v("ws_no_A_term", ("R-noA",), "dx without the -mean(g) term", Mods(no_A=True), when=_grads),
     _v("ws_no_B_term", ("R-noB",), "dx without the -x_hat*mean(g*x_hat) term", Mods(no_B=True), when=_grads),
+    truncate_out(OP),
 )

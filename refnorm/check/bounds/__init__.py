@@ -138,6 +138,20 @@ def _batch_like(op, x, cfg, w, b, dy, st, training, ref_state, u, red, contract,
     return o, g, sb
 
 
+def _offline_batch_norm(x, cfg, w, b, dy, st, training, ref_state, u, red, contract, dt):
+    """offline_batch_norm is batch_norm (refnorm/norms/offline_batch_norm.py; tests/norms/test_offline.py: equal
+    in both modes, outputs, gradients and running statistics), torch convention (momentum weighs the new
+    value, running_var unbiased): batch_norm's bounds, with its state's ``iters`` in place of
+    num_batches_tracked (exact, as that is) and the output r (the compensation factor, exactly 1) exact."""
+    bn = {"eps": cfg.get("eps", 1e-5), "momentum": cfg.get("momentum", 0.1), "convention": "torch"}
+    o, g, sb = _batch_like("batch_norm", x, bn, w, b, dy, {k: v for k, v in st.items() if k != "iters"}, training,
+                           ref_state, u, red, contract, dt)
+    o["r"] = np.zeros(x.shape[1])
+    if "iters" in st:
+        sb["iters"] = np.zeros(np.shape(st["iters"]))
+    return o, g, sb
+
+
 def _one(op, inputs, cfg, training, dy, st, ref_state, u, red, contract, dt, cots=None):
     if op in ("add_norm", "adaptive_layer_norm"):
         from . import add_norm as AN
@@ -157,6 +171,8 @@ def _one(op, inputs, cfg, training, dy, st, ref_state, u, red, contract, dt, cot
         return o, g, {}
     if op in ("batch_norm", "instance_norm"):
         return _batch_like(op, x, cfg, w, b, dy, st, training, ref_state, u, red, contract, dt)
+    if op == "offline_batch_norm":
+        return _offline_batch_norm(x, cfg, w, b, dy, st, training, ref_state, u, red, contract, dt)
     if op == "weight_standardization":
         axes = tuple(range(1, x.ndim))
         o, g, _, _ = S.standardize(x, axes, dy=dy, eps=float(cfg.get("eps", 1e-5)), u=u, reduction=red,
@@ -186,7 +202,7 @@ def _one(op, inputs, cfg, training, dy, st, ref_state, u, red, contract, dt, cot
 
 BOUNDED = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "weight_standardization",
            "mean_variance_norm", "z_score", "lp_normalize", "local_response_norm", "weight_norm", "min_max_scale",
-           "norm_quant", "add_norm", "adaptive_layer_norm")
+           "norm_quant", "add_norm", "adaptive_layer_norm", "offline_batch_norm")
 
 
 def array_dtypes(op, config, case_dtype) -> dict:
