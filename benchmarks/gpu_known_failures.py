@@ -37,16 +37,19 @@ def explain(cid: str, status: str, arrays: list, diag: str, message: str) -> str
                     "and autograd rejects it; the only golden case with 65537 rows and a 2-D normalized_shape "
                     "(the same case passes on CPU)")
         if "gradients of bias, x" in message:
-            return (f"torch's CUDA {op} backward with a bias and no weight raises (native backward with an undefined "
-                    "gamma and the dbias output requested); on CPU group_norm raises the same way")
+            said = message.rsplit("RuntimeError: ", 1)[-1][:90]
+            return (f"torch's CUDA {op} backward with a bias and no weight raises ('{said}'): its native backward "
+                    "with an undefined gamma and the dbias output requested; on CPU group_norm raises the same way")
         return None
     if op == "weight_norm" and dt == "f64":
         return ("torch's CUDA _weight_norm (the fused kernel, dim 0 or the last) is only float32-accurate on float64 "
                 f"tensors: w is ~5e8 u64 (~2^-24 relative) off the float64 formula in docs/gpu_probe.md; dim=None "
                 f"(the composite) is exact{ratio}")
     if op == "batch_norm" and "const_eps1e-12" in cid and dt == "f16" and arrays == ["grad.x"]:
-        return ("grad x of a constant channel with eps=1e-12 (rstd = 1e6) fails every contract (inf x bound) in "
-                "docs/gpu_probe.md; the CPU kernels pass it; mechanism not established")
+        return ("grad x of a constant channel with eps=1e-12 (rstd = 1e6): torch's CUDA backward returns -inf where "
+                "the exact gradient is finite and representable (e.g. 1.76e4), in every contract of docs/gpu_probe.md: "
+                "an intermediate of rstd's size or its square overflows float16, so it is held in the input dtype; "
+                "the CPU kernels pass it")
     if "const_eps1e-12" in cid and dt == "f16" and op in ("group_norm", "instance_norm", "batch_norm") \
             and "grad.x" in arrays and "grad.weight" in arrays:
         return "rstd = 1e6 held in float16 overflows to inf: y, dx, dweight inf/NaN (as on CPU with case-dtype parameters)"
