@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -321,6 +322,9 @@ def test_prepare_compiles_ahead_what_run_then_uses():
     r = b.run(_ln(1e-4, 24, shape=(2, 9)))
     assert r.outputs["y"].tobytes() == fresh.run(_ln(1e-4, 24, shape=(2, 9))).outputs["y"].tobytes()
     b.prepare([Call("z_score", "float32", {}, True, {"x": np.ones((2, 3), np.float32)})])   # unsupported: ignored
+    c = pickle.loads(pickle.dumps(b))                # --isolate pickles it: without programs and threads
+    assert c.variance == b.variance and "_ahead" not in c.__dict__
+    assert c.run(calls[0]).outputs["y"].tobytes() == got[0].outputs["y"].tobytes()
 
 
 # ----------------------------------------------------------------------- what is refused, and why
