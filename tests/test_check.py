@@ -218,6 +218,33 @@ def test_everything_skipped_is_not_a_pass():
     assert not rep.ok
 
 
+def test_prepare_is_a_hint_given_ahead_that_changes_no_verdict():
+    """A backend's optional ``prepare`` gets each case's calls (every step, shapes of the case) before
+    the case is run, in order; one that raises, or is absent, changes no verdict."""
+    from refnorm.check import core
+    ids = [BN] + _some_ids("layer_norm", 4)
+    events = []
+
+    class Hinted(NumpyBackend):
+        def prepare(self, calls):
+            events.append(("prepare", calls[0].op, len(calls), calls[0].inputs["x"].shape))
+            if len(events) % 2:
+                raise RuntimeError("a failing hint")
+
+        def run(self, call):
+            events.append(("run", call.op))
+            return super().run(call)
+    plain = run_check(NumpyBackend(), GOLDEN, case_ids=ids)
+    hinted = run_check(Hinted(), GOLDEN, case_ids=ids)
+    assert [(c.id, c.status, c.verdicts(), c.worst_ratio) for c in hinted.cases] == \
+        [(c.id, c.status, c.verdicts(), c.worst_ratio) for c in plain.cases]
+    hints = [e for e in events if e[0] == "prepare"]
+    assert [h[1] for h in hints] == [c.op for c in plain.cases] and len(hints) == len(ids)
+    assert [h[2] for h in hints if h[1] == "batch_norm"] == [3]                           # BN: three steps
+    first_run = next(i for i, e in enumerate(events) if e[0] == "run")
+    assert first_run == min(len(ids), core.PREPARE_AHEAD + 1)         # the next cases are hinted before
+
+
 def test_an_op_without_a_derived_bound_is_skipped_under_strict():
     from refnorm.check import bounds
     unbounded = [n for n in ("unified_norm",) if n not in bounds.BOUNDED]

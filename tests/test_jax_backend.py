@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,7 @@ jax = pytest.importorskip("jax", reason="jax is not installed; the jax backend's
 import refnorm  # noqa: E402
 import refnorm.golden as golden  # noqa: E402
 from refnorm.check.backends import get_backend  # noqa: E402
-from refnorm.check.backends.base import Backend, Call, Contract  # noqa: E402
+from refnorm.check.backends.base import Backend, Call, Contract, complete_config  # noqa: E402
 from refnorm.check.backends.jax_backend import NO_JAX, SUPPORTED, JaxBackend  # noqa: E402
 from refnorm.check.core import check_case  # noqa: E402
 from refnorm.cli import main  # noqa: E402
@@ -214,6 +215,116 @@ def test_enabling_x64_leaves_float32_results_alone():
                         {"x": x, "weight": np.full(33, 1.5, np.float32), "bias": np.full(33, 0.25, np.float32)}))
     assert jax.config.jax_enable_x64
     assert ret.outputs["y"].tobytes().hex() == r.stdout.strip()
+
+
+# ------------------------------------------------------------- compiled once per program, not per call
+class _Compiles:
+    """Counts XLA compilations (jax.monitoring's backend-compile events, from any thread) in a with block."""
+    EVENT = "/jax/core/compile/backend_compile_duration"
+
+    def __enter__(self):
+        self.n = 0
+        jax.monitoring.register_event_duration_secs_listener(self._seen)
+        return self
+
+    def _seen(self, event, secs, **kw):
+        self.n += event == self.EVENT
+
+    def __exit__(self, *exc):
+        jax.monitoring.unregister_event_duration_listener(self._seen)
+
+
+def _ln(eps, seed, dtype="float32", shape=(5, 12)):
+    d = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(d)
+    return Call("layer_norm", dtype, complete_config("layer_norm", {"normalized_shape": [shape[-1]],
+                                                                               "eps": eps}),
+                True, {"x": x, "weight": rng.standard_normal(shape[-1]).astype(d)},
+                {"y": rng.standard_normal(shape).astype(d)})
+
+
+def test_one_compilation_per_program_over_values_and_eps():
+    """Two calls of one signature with different values compile once; so do two calls differing only in
+    eps (eps is an argument of the program); a new shape compiles again. eps = 0 is a constant of its own
+    program (XLA drops x + 0)."""
+    b = JaxBackend()
+    with _Compiles() as c:
+        b.run(_ln(1e-5, 0))
+    assert c.n == 1, c.n                                  # forward and vjp: one program
+    with _Compiles() as c:
+        b.run(_ln(1e-5, 1))
+        b.run(_ln(1e-3, 2))
+        b.run(_ln(0.25, 3))
+    assert c.n == 0, c.n
+    with _Compiles() as c:
+        b.run(_ln(1e-5, 4, shape=(5, 13)))
+        b.run(_ln(0.0, 5))
+    assert c.n == 2, c.n
+
+
+def test_batch_norm_steps_share_a_program_unless_momentum_is_none():
+    """The running update's factors key the program: momentum=0.1 over num_batches_tracked 0, 1, 2 is one
+    program; momentum=None (the cumulative average 1/n) one per n."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((4, 3, 5)).astype(np.float32)
+    for momentum, want in ((0.1, 1), (None, 3)):
+        b = JaxBackend()
+        with _Compiles() as c:
+            for n in range(3):
+                st = {"running_mean": np.zeros(3, np.float32), "running_var": np.ones(3, np.float32),
+                      "num_batches_tracked": np.asarray(n, np.int64)}
+                ret = b.run(Call("batch_norm", "float32", complete_config("batch_norm", {"momentum": momentum}),
+                                 True, {"x": x}, {"y": x}, st))
+                assert int(ret.state["num_batches_tracked"]) == n + 1
+                p = 0.1 if momentum is not None else 1 / (n + 1)
+                want_mean = (p * x.astype(np.float64).mean((0, 2))).astype(np.float32)
+                assert np.allclose(ret.state["running_mean"], want_mean, rtol=1e-5, atol=1e-7), (momentum, n)
+        assert c.n == want, (momentum, c.n)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+def test_traced_eps_gives_the_bits_of_a_constant_eps(dtype):
+    """eps passed as an argument computes what a user's ``jax.jit`` with eps written in (a constant)
+    computes, bit for bit: outputs and gradients, for eps values that round in every dtype."""
+    for eps in (1e-5, 1e-6, 0.1, 3e-3, 1e-12):
+        call = _ln(eps, 11, dtype)
+        x, w, g = call.inputs["x"], call.inputs["weight"], call.cotangents["y"]
+
+        def user(x, w, g):
+            y, pull = jax.vjp(lambda x, w: jax.nn.standardize(x, axis=(1,), epsilon=eps) * w, x, w)
+            return (y,) + pull(g)
+        want = [np.asarray(a) for a in jax.jit(user)(x, w, g)]
+        got = FAST.run(call)
+        for a, b in zip((got.outputs["y"], got.grads["x"], got.grads["weight"]), want):
+            assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), (dtype, eps)
+
+
+def test_prepare_compiles_ahead_what_run_then_uses():
+    """``prepare`` (the checker's hint) compiles a case's programs in its threads; the run that follows
+    compiles nothing and returns the bits of an adapter that had no hint. A wrong hint changes nothing."""
+    calls = [_ln(1e-4, 21, shape=(3, 17)), _ln(2e-4, 22, shape=(3, 17))]
+    b = JaxBackend()
+    with _Compiles() as c:
+        b.prepare(calls)
+        for fut in b._ahead.values():
+            fut.result()
+    assert c.n == 1 and len(b._ahead) == 1, (c.n, len(b._ahead))
+    with _Compiles() as c:
+        got = [b.run(call) for call in calls]
+    assert c.n == 0, c.n
+    fresh = JaxBackend()
+    for call, r in zip(calls, got):
+        want = fresh.run(call)
+        assert r.outputs["y"].tobytes() == want.outputs["y"].tobytes()
+        assert all(r.grads[k].tobytes() == want.grads[k].tobytes() for k in want.grads)
+    b.prepare([_ln(1e-4, 23, shape=(2, 9))])         # hinted, then run with other values: still right
+    r = b.run(_ln(1e-4, 24, shape=(2, 9)))
+    assert r.outputs["y"].tobytes() == fresh.run(_ln(1e-4, 24, shape=(2, 9))).outputs["y"].tobytes()
+    b.prepare([Call("z_score", "float32", {}, True, {"x": np.ones((2, 3), np.float32)})])   # unsupported: ignored
+    c = pickle.loads(pickle.dumps(b))                # --isolate pickles it: without programs and threads
+    assert c.variance == b.variance and "_ahead" not in c.__dict__
+    assert c.run(calls[0]).outputs["y"].tobytes() == got[0].outputs["y"].tobytes()
 
 
 # ----------------------------------------------------------------------- what is refused, and why

@@ -37,6 +37,7 @@ golden set and the installed reference disagree: a GoldenError, never a pass).
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import difflib
 import math
@@ -823,6 +824,26 @@ def _check_raises(backend, case, probes, out, timeout):
     return out
 
 
+PREPARE_AHEAD = 16     # cases loaded and hinted to a backend's ``prepare`` before their turn (run_check)
+
+
+def _hint(backend, case) -> None:
+    """Hand ``backend.prepare`` (optional, base.py) the calls of ``case`` as ``check_case`` will make them
+    (the golden initial state in every step: ``prepare`` chains its own bookkeeping). A hint only: an
+    exception here is ignored, ``check_case`` makes the same calls and reports what they raise."""
+    try:
+        cfg = complete_config(case.op, case.config)
+        layout = getattr(case, "layout", "contiguous")
+        if getattr(case, "expect_error", False):
+            return
+        calls = [Call(case.op, case.dtype, dict(cfg), st.training,
+                      {k: layouts.apply(layout, v) if np.ndim(v) >= 2 else v for k, v in st.inputs.items()},
+                      dict(st.cotangents), dict(case.init_state)) for st in case.steps]
+        backend.prepare(calls)
+    except Exception:                                                # noqa: BLE001 - a hint, never a verdict
+        pass
+
+
 def run_check(backend, golden_dir, *, ops=None, dtypes=None, case_ids=None, timeout=60.0, progress=None,
               diagnose=True, layout="contiguous") -> Report:
     """Judge ``backend`` on the golden set at ``golden_dir`` (optionally some ops/dtypes/case ids);
@@ -842,12 +863,22 @@ def run_check(backend, golden_dir, *, ops=None, dtypes=None, case_ids=None, time
         entries = [e for e in entries if e["case"]["op"] in set(ops)]
     if dtypes:
         entries = [e for e in entries if e["case"]["dtype"] in set(dtypes)]
+    def load(e):
+        case = golden_commands.load_case(golden_dir, e["id"], manifest=manifest)
+        return dataclasses.replace(case, layout=layout) if layout != "contiguous" else case
+
+    ahead = collections.deque()               # the next cases, loaded, already hinted to backend.prepare
     for j, e in enumerate(entries):
         if progress:
             progress(j, len(entries), e["id"])
-        case = golden_commands.load_case(golden_dir, e["id"], manifest=manifest)
-        if layout != "contiguous":
-            case = dataclasses.replace(case, layout=layout)
+        if getattr(backend, "prepare", None) is None:
+            case = load(e)
+        else:
+            while len(ahead) <= PREPARE_AHEAD and j + len(ahead) < len(entries):
+                nxt = load(entries[j + len(ahead)])
+                _hint(backend, nxt)
+                ahead.append(nxt)
+            case = ahead.popleft()
         report.cases.append(check_case(backend, case, timeout=timeout, diagnose=diagnose))
     if progress:
         progress(len(entries), len(entries), "")

@@ -12,12 +12,18 @@ user's kernel plugs in without importing anything from refnorm but the dataclass
     run(call: Call) -> Returned                 one call of the op; raising NotImplementedError means
                                                 "not supported" (the case is SKIPPED with the message)
 
-Optional member:
+Optional members:
 
     forward_only: bool = False                  True: the backend computes no gradients (it may ignore
                                                 ``Call.cotangents``); the checker then lists the golden
                                                 case's gradients it does not return as unchecked, never
                                                 as passed, instead of making the case an error
+    prepare(calls: list[Call]) -> None          a hint: ``run_check`` hands it the calls of each case a
+                                                few cases before their turn (every step with the golden
+                                                initial state), so a backend that compiles per shape can
+                                                compile them meanwhile (the jax adapter, in threads). It
+                                                must never change what ``run`` returns; what it raises
+                                                is ignored (``run`` raises it again in its place)
 
 ``supports`` and ``contract`` see the whole call (shapes, which inputs are present), because what a
 kernel supports, and how precisely, can depend on them: torch CPU has no float16 avg_pool3d for
