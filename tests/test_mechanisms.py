@@ -113,6 +113,26 @@ def test_screening_on_a_few_rows_changes_no_diagnosis(bug, torch_kernel, monkeyp
         assert (a or {}).get("mechanism") == (b or {}).get("mechanism"), (a, b)
 
 
+@pytest.mark.parametrize("bug", ["ln_dw_sum_dy", "ln_eps_outside"])
+def test_the_diagnosis_memos_change_nothing(bug, torch_kernel, monkeypatch):
+    """The terms the variants share and the backend's counts are computed once per diagnosis (two
+    variants at a time): every figure of the diagnosis equals the one computed without any memo, and
+    nothing is held after it."""
+    import contextlib
+    from refnorm.check import compare
+    from refnorm.pitfalls import _engine
+    cases = _load(["layer_norm/normal_f32_260x3", "layer_norm/mean1e4_f32_260x3"])
+    monkeypatch.setattr(diagnosis, "SCREEN_MIN", 1)          # the screened path, with its survivors
+    monkeypatch.setattr(diagnosis, "SCREEN_ROWS", 8)
+    remembered = [check_case(torch_kernel(bug), c).diagnosis for c in cases]
+    assert _engine._MEMO is None and compare._MEMO is None
+    monkeypatch.setattr(_engine, "remembered", contextlib.nullcontext)
+    monkeypatch.setattr(compare, "remembered_counts", contextlib.nullcontext)
+    plain = [check_case(torch_kernel(bug), c).diagnosis for c in cases]
+    assert any(d and d["matched"] for d in plain), plain
+    assert remembered == plain
+
+
 class _Rounded(StrictTestBackend):
     """The reference, rounded to float32 (a float32 kernel's result) and then converted to the case dtype
     toward zero (``mode`` "zero": the R-trunc bug) or away from zero ("away": no pitfall refnorm models)."""

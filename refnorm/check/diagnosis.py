@@ -31,6 +31,7 @@ in the diagnosis (``error``), not as a case error.
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -256,7 +257,16 @@ def _screen_records(case, records):
 
 def diagnose(case, records, contract, variants=None) -> dict:
     """The diagnosis of one failing case (see the module docstring), as a JSON-able dict. ``variants``:
-    the candidates (default: every variant of the op, ``pitfalls.variants``)."""
+    the candidates (default: every variant of the op, ``pitfalls.variants``). The bias test's counts of
+    the backend's arrays, and the terms the variants share, are computed once for all the variants
+    (compare.remembered_counts, pitfalls._engine.remembered)."""
+    from ..pitfalls._engine import remembered
+    from .compare import remembered_counts
+    with remembered_counts(), remembered():
+        return _diagnose(case, records, contract, variants)
+
+
+def _diagnose(case, records, contract, variants):
     from ..pitfalls.mechanisms import MECHANISMS
     cands = [v for v in (pitfalls.variants(case.op) if variants is None else variants)
              if any(v.applies(case.config, r.training, r.inputs, r.state, r.cotangents, case.dtype) for r in records)]
@@ -287,8 +297,11 @@ def diagnose(case, records, contract, variants=None) -> dict:
         rest = {(p, n) for r in records for p in ("outputs", "grads") for n in r.compare[p]
                 if n not in sub[0].compare[p]}
         kept = []
-        for lb, vid, v in survivors:
-            got = _try(v, case, records, contract, rest) if rest else None
+        # each survivor on its own, two at a time (NumPy and the compiled loops release the GIL; the
+        # results are taken in the survivors' order, so nothing depends on which finished first)
+        with ThreadPoolExecutor(2) as pool:
+            alone = list(pool.map(lambda t: _try(t[2], case, records, contract, rest) if rest else None, survivors))
+        for (lb, vid, v), got in zip(survivors, alone):
             lb = lb if got is None else max(lb, got[1])
             if got is not None and not all(a.passed for a in got[0]):
                 scored.append({"worst": lb, "v": v, "ok": False, "arrays": [], "ratios": (), "widened": False,

@@ -21,6 +21,8 @@ the reference does).
 """
 from __future__ import annotations
 
+import contextlib
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -137,6 +139,61 @@ def _rstd(mods, var, eps, dtype, placement="inside"):
         return 1.0 / np.sqrt(var + eps)
 
 
+_MEMO = None     # {kind: [(key, arrays the key names, value), ...]} while ``remembered`` is active
+_KEEP = 2        # entries kept per kind (each may hold an array of the case's size)
+_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def remembered():
+    """Within it, the terms many variants share (x_hat of the same statistics, dy * x_hat, the column
+    sums of the same terms) are computed once: the diagnosis evaluates dozens of variants on one case,
+    and most differ from the reference in one place only. The values are those computed without it.
+    Arrays are named by their memory (address, shape, strides) and each entry holds them, so that
+    memory cannot be reused by another array while the entry lives; the _KEEP latest entries of each
+    kind are kept."""
+    global _MEMO
+    outer, _MEMO = _MEMO, ({} if _MEMO is None else _MEMO)
+    try:
+        yield
+    finally:
+        _MEMO = outer
+
+
+def _where(a):
+    i = a.__array_interface__
+    return (i["data"][0], a.shape, a.strides, a.dtype.str)
+
+
+def _once(kind, held, extra, make):
+    """make() once per (``held`` arrays' memory, ``extra``) within ``remembered``."""
+    if _MEMO is None:
+        return make()
+    key = (tuple(_where(a) for a in held), extra)
+    with _LOCK:                              # the diagnosis judges variants in two threads
+        entries = _MEMO.setdefault(kind, [])
+        for k, _, value in entries:
+            if k == key:
+                return value
+    value = make()
+    with _LOCK:
+        entries.append((key, held, value))
+        del entries[:-_KEEP]
+    return value
+
+
+def _shared_xhat(x, mean, r):
+    """(x - mean) * r, once per (x, statistics) within ``remembered``."""
+    return _once("xhat", (x,), (mean.shape, mean.tobytes(), r.shape, r.tobytes()), lambda: (x - mean) * r)
+
+
+def _shared_pw(dy, xhat, mask, dweight_dy):
+    """The dweight terms of the rows (dy, or dy * x_hat), once per (dy, x_hat) within ``remembered``."""
+    if dweight_dy or mask is not None:
+        return sel_rows(mask, dy if dweight_dy else dy * xhat)
+    return _once("pw", (dy, xhat), (), lambda: dy * xhat)
+
+
 def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same", placement="inside",
          mask=None, params_only=False):
     """The forward (and given dy, backward terms) of rows x (m, n); w, b broadcastable to (m, n).
@@ -163,12 +220,12 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
         if mods.unbiased and n > 1:
             var = var * (n / (n - 1))
         r = _rstd(mods, var, eps, dtype, placement)
-        xhat = ((x - mean) if dev is None else dev) * r
+        xhat = _shared_xhat(x, mean, r) if dev is None else dev * r
         if mods.xhat_in_d:
             xhat = to_d(in_w(xhat, dtype), dtype).astype(np.float64)
         if params_only:
             return {"mean": mean, "rstd": r, "var": var, "xhat": xhat,
-                    **({} if dy is None else {"pw": sel_rows(mask, dy if mods.dweight_dy else dy * xhat),
+                    **({} if dy is None else {"pw": _shared_pw(dy, xhat, mask, mods.dweight_dy),
                                               "pb": sel_rows(mask, dy)})}
         if mods.y is not None:
             y = np.asarray(mods.y(xhat, w, b, dtype), dtype=np.float64)
@@ -200,7 +257,7 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
             else:
                 u = xhat
             dx = r * (g - u * bm)
-        res.update(dx=dx, pw=sel_rows(mask, dy if mods.dweight_dy else dy * xhat), pb=sel_rows(mask, dy))
+        res.update(dx=dx, pw=_shared_pw(dy, xhat, mask, mods.dweight_dy), pb=sel_rows(mask, dy))
     return res
 
 
@@ -222,6 +279,17 @@ def param_sum(mods, T, keep, shape, dtype, *, is_weight):
     if mods.dweight is not None and is_weight:
         return np.asarray(mods.dweight(Tt, dtype), dtype=np.float64).reshape(shape)
     return Tt.sum(axis=1).reshape(shape)
+
+
+def _row_sum(mods, T, shape, lead, ns, dtype, *, is_weight):
+    """layer_norm's and rms_norm's parameter gradient: the terms T (rows, n) of the kept rows summed over
+    the leading axes; the plain sum once per T within ``remembered``."""
+    def make():
+        return param_sum(mods, _kept_rows(mods, T).reshape(shape), tuple(range(len(lead), len(shape))), ns, dtype,
+                         is_weight=is_weight)
+    if mods.rows_mask is not None or (is_weight and mods.dweight is not None):
+        return make()
+    return _once("rowsum", (T,), shape, make)
 
 
 def perm_rows(x, axes):
@@ -276,11 +344,9 @@ def layer_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, train
         if not params_only:
             grads["x"] = r["dx"].reshape(x.shape)
         if w is not None:
-            grads["weight"] = param_sum(mods, _kept_rows(mods, r["pw"]).reshape(x.shape),
-                                        tuple(range(len(lead), x.ndim)), ns, dtype, is_weight=True)
+            grads["weight"] = _row_sum(mods, r["pw"], x.shape, lead, ns, dtype, is_weight=True)
         if b is not None:
-            grads["bias"] = param_sum(mods, _kept_rows(mods, r["pb"]).reshape(x.shape),
-                                      tuple(range(len(lead), x.ndim)), ns, dtype, is_weight=False)
+            grads["bias"] = _row_sum(mods, r["pb"], x.shape, lead, ns, dtype, is_weight=False)
     return Result(outs, grads, {})
 
 
@@ -312,9 +378,7 @@ def rms_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, trainin
         if not params_only:
             grads["x"] = r["dx"].reshape(x.shape)
         if w is not None:
-            grads["weight"] = param_sum(mods, _kept_rows(mods, r["pw"]).reshape(x.shape),
-                                        tuple(range(len(lead), x.ndim)),
-                                        ns, dtype, is_weight=True)
+            grads["weight"] = _row_sum(mods, r["pw"], x.shape, lead, ns, dtype, is_weight=True)
     return Result(outs, grads, {})
 
 
