@@ -7,7 +7,8 @@
 # 1. refnorm check --backend torch-cuda and torch-cuda-caseparams (both parameter layouts), golden set;
 # 2. the Triton examples (examples/triton_norms.py) compiled (TRITON_INTERPRET unset), layer_norm, rms_norm,
 #    add_norm;
-# 3. refnorm check --backend torch-cuda --suite production.
+# 3. refnorm check --suite production, torch-cuda and torch-cuda-caseparams (the latter judges the
+#    16-bit layer_norm/group_norm recipes that torch-cuda skips: CUDA takes no float32 parameters there).
 # Each run writes OUT_DIR/<name>.json and .log and its wall time. Then, from what was measured (never by
 # hand): docs/gpu.md (device, driver, CUDA, torch and triton versions, the table of each run, its time)
 # and known_failures/torch-cuda.txt, known_failures/torch-cuda-caseparams.txt (one line per failing or
@@ -48,6 +49,7 @@ run triton-layer_norm     --backend examples.triton_norms:layer_norm_backend --o
 run triton-rms_norm       --backend examples.triton_norms:rms_norm_backend --ops rms_norm
 run triton-add_norm       --backend examples.triton_norms:add_norm_backend --ops add_norm
 run production            --backend torch-cuda --suite production
+run production-caseparams --backend torch-cuda-caseparams --suite production
 
 "$PY" - "$OUT" <<'EOF'
 import json, os, platform, subprocess, sys, time

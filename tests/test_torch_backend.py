@@ -428,6 +428,12 @@ def test_cuda_contracts_and_refusals_follow_the_gpu_measurements():
                 assert cuda.contract_for(op, dt, {"x": x, "weight": w}) == Contract("stats_d", "block")
             assert cuda.contract_for(op, "float32", {"x": x, "weight": w}) == Contract("strict", "block")
     assert CPU.contract_for("batch_norm", "bfloat16", {"x": x, "weight": w}) == Contract("strict", "block")
+    # zero-centred gamma in the case-dtype layout: the adapter itself rounds weight + offset to d (epi_d)
+    for be in (TorchBackend(param_dtype="case"), TorchBackend("cuda", param_dtype="case")):
+        assert be.contract_for("layer_norm", "bfloat16", {"x": x}, config={"weight_offset": 1.0}).kind == "epi_d"
+        assert be.contract_for("layer_norm", "bfloat16", {"x": x}, config={"weight_offset": 0.0}).kind == "stats_d"
+        assert be.contract_for("layer_norm", "float32", {"x": x}, config={"weight_offset": 1.0}).kind == "strict"
+    assert CPU.contract_for("layer_norm", "bfloat16", {"x": x}, config={"weight_offset": 1.0}).kind == "stats_d"
 
     def call(be, op, inputs, dt="bfloat16"):
         cfg = {"layer_norm": {"normalized_shape": [4]}, "group_norm": {"num_groups": 3}}[op]

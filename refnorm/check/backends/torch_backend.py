@@ -26,7 +26,10 @@ the running statistics, in every dtype and both layouts (tests/test_torch_backen
                          it). No statistics (torch's instance_norm returns none).
     layer_norm           torch.native_layer_norm (F.layer_norm's kernel): y, mean, rstd (keepdims).
                          weight_offset (zero-centred gamma, not in torch): weight + offset, in the
-                         parameter dtype, is passed as the weight.
+                         parameter dtype, is passed as the weight; in the case-dtype layout that sum is
+                         rounded to float16/bfloat16 by the adapter itself, so those calls are epi_d
+                         (production layer_norm 64x4096 bf16 weight_offset=1: grad x 1.68 x the stats_d
+                         bound, on CPU and CUDA alike).
     group_norm           torch.native_group_norm (F.group_norm's kernel): y, mean, rstd (N, G).
                          F.group_norm's Python check (more than one value per channel) is kept.
     rms_norm             F.rms_norm. refnorm's eps=None means finfo(float64).eps for every dtype;
@@ -312,6 +315,10 @@ class TorchBackend:
         kind = LOW_CONTRACT.get(op, "strict")
         if op in ("batch_norm", "instance_norm") and self.device == "cuda":
             return Contract("stats_d", red)      # CUDA: parameter-gradient accumulators in d (module docstring)
+        if op == "layer_norm" and self.param_dtype == "case" and float((config or {}).get("weight_offset", 0.0)):
+            # torch has no zero-centred gamma: this adapter passes weight + offset, rounded to the case
+            # dtype by its own tensor addition, a pointwise rounding to d before the affine: epi_d
+            return Contract("epi_d", red)
         if op in ("batch_norm", "group_norm", "instance_norm") and self.param_dtype == "float32":
             has_params = any(k in inputs for k in ("weight", "bias"))
             has_stats = op == "batch_norm" and "running_mean" in state
@@ -447,6 +454,11 @@ class TorchBackend:
 
     def _group_norm(self, torch, t, cfg, st, training):
         x = t["x"]
+        if x.is_cuda and not x.is_contiguous():
+            # what F.group_norm runs on CUDA: native_group_norm raises on a channels_last input there
+            # ("Expected X.is_contiguous(memory_format)"), F.group_norm returns an NCHW-contiguous result
+            # (measured on an H200, torch 2.11): the kernel sees a contiguous copy
+            x = x.contiguous()
         if x.dim() < 2:
             raise Refused(f"F.group_norm: expected at least 2 dimensions for input tensor but received {x.dim()}")
         G = int(cfg["num_groups"])
