@@ -119,15 +119,13 @@ def test_the_diagnosis_memos_change_nothing(bug, torch_kernel, monkeypatch):
     variants at a time): every figure of the diagnosis equals the one computed without any memo, and
     nothing is held after it."""
     import contextlib
-    from refnorm.check import compare
-    from refnorm.pitfalls import _engine
+    from refnorm import _memo
     cases = _load(["layer_norm/normal_f32_260x3", "layer_norm/mean1e4_f32_260x3"])
     monkeypatch.setattr(diagnosis, "SCREEN_MIN", 1)          # the screened path, with its survivors
     monkeypatch.setattr(diagnosis, "SCREEN_ROWS", 8)
     remembered = [check_case(torch_kernel(bug), c).diagnosis for c in cases]
-    assert _engine._MEMO is None and compare._MEMO is None
-    monkeypatch.setattr(_engine, "remembered", contextlib.nullcontext)
-    monkeypatch.setattr(compare, "remembered_counts", contextlib.nullcontext)
+    assert not _memo.active()
+    monkeypatch.setattr(_memo, "scope", contextlib.nullcontext)
     plain = [check_case(torch_kernel(bug), c).diagnosis for c in cases]
     assert any(d and d["matched"] for d in plain), plain
     assert remembered == plain

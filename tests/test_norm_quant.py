@@ -19,12 +19,14 @@ import numpy as np
 import pytest
 
 import refnorm
-from refnorm.check.backends.base import Contract, Returned
+from refnorm.check.backends.base import Returned
 from refnorm.check.core import _judge_quantized, check_case, reference, run_check
 from refnorm.check.diagnosis import matched_ids
 from refnorm.cli import main
 from refnorm.golden import commands, store
 from refnorm.norms.norm_quant import QUANT_DTYPES, quantize
+
+from helpers import StrictTestBackend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "golden")
@@ -174,21 +176,12 @@ def test_q_in_another_dtype_is_an_error():
         _judge_quantized(0, "outputs", "q", np.array([1], dtype=np.int16), np.array([1.0]), np.array([0.0]), "int8")
 
 
-class _Ref:
+class _Ref(StrictTestBackend):
     """The reference, rounded once per output dtype, with an optional defect."""
     name = "nq-test"
 
     def __init__(self, defect=None):
         self.defect = defect
-
-    def available(self):
-        return None
-
-    def supports(self, call):
-        return None
-
-    def contract(self, call):
-        return Contract("strict", "block")
 
     def run(self, call):
         r = reference(call.op, call.config, call.training, call.inputs, {}, {})

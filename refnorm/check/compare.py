@@ -28,12 +28,12 @@ the C module, a 65536-bin count for 16-bit dtypes and ``np.unique`` (exact, n lo
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 
 import numpy as np
 
+from .. import _memo
 from .bias import P_CASE, group_count
 from .precision import NP, UNIT_ROUNDOFF, rounding_interval
 
@@ -61,32 +61,11 @@ def native():
     return _module
 
 
-_MEMO = None     # {id(got): (got, counts)} while ``remembered_counts`` is active, else None
-
-
-@contextlib.contextmanager
-def remembered_counts():
-    """Within it, ``multiplicities`` of the same array object is computed once: the diagnosis judges one
-    backend's arrays against many variants' references, and the counts depend on the returned values
-    only. Each entry holds its array, so an id is never reused while the memo lives; left, it is gone."""
-    global _MEMO
-    outer, _MEMO = _MEMO, ({} if _MEMO is None else _MEMO)
-    try:
-        yield
-    finally:
-        _MEMO = outer
-
-
 def multiplicities(got: np.ndarray) -> np.ndarray:
     """Array of got's shape: how many elements of ``got`` hold each element's value (uint16 when every
     count fits, which halves the memory the streaming judge holds, else uint32)."""
-    memo = _MEMO
-    if memo is not None:
-        hit = memo.get(id(got))                 # dict reads and writes are atomic: two threads may count
-        if hit is None or hit[0] is not got:    # the same array twice, never get another's counts
-            hit = memo[id(got)] = (got, _count(got))
-        return hit[1]
-    return _count(got)
+    # within a memo scope (the diagnosis: one backend's arrays judged against many variants) once per array
+    return _memo.once("counts", (got,), (), lambda: _count(got), keep=16)
 
 
 def _count(got):

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import pitfalls, registry
+from .. import _memo, pitfalls, registry
 from .precision import gamma
 
 FLOOR = 0.05     # ratios below this are not told apart (a correct kernel's own rounding reaches about this)
@@ -259,10 +259,8 @@ def diagnose(case, records, contract, variants=None) -> dict:
     """The diagnosis of one failing case (see the module docstring), as a JSON-able dict. ``variants``:
     the candidates (default: every variant of the op, ``pitfalls.variants``). The bias test's counts of
     the backend's arrays, and the terms the variants share, are computed once for all the variants
-    (compare.remembered_counts, pitfalls._engine.remembered)."""
-    from ..pitfalls._engine import remembered
-    from .compare import remembered_counts
-    with remembered_counts(), remembered():
+    (``refnorm._memo``)."""
+    with _memo.scope():
         return _diagnose(case, records, contract, variants)
 
 

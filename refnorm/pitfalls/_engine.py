@@ -21,14 +21,13 @@ the reference does).
 """
 from __future__ import annotations
 
-import contextlib
-import threading
 from dataclasses import dataclass
 from typing import Callable
 
 import ml_dtypes
 import numpy as np
 
+from .. import _memo
 from ..spec import Result
 
 NP = {"float64": np.float64, "float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
@@ -139,59 +138,18 @@ def _rstd(mods, var, eps, dtype, placement="inside"):
         return 1.0 / np.sqrt(var + eps)
 
 
-_MEMO = None     # {kind: [(key, arrays the key names, value), ...]} while ``remembered`` is active
-_KEEP = 2        # entries kept per kind (each may hold an array of the case's size)
-_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def remembered():
-    """Within it, the terms many variants share (x_hat of the same statistics, dy * x_hat, the column
-    sums of the same terms) are computed once: the diagnosis evaluates dozens of variants on one case,
-    and most differ from the reference in one place only. The values are those computed without it.
-    Arrays are named by their memory (address, shape, strides) and each entry holds them, so that
-    memory cannot be reused by another array while the entry lives; the _KEEP latest entries of each
-    kind are kept."""
-    global _MEMO
-    outer, _MEMO = _MEMO, ({} if _MEMO is None else _MEMO)
-    try:
-        yield
-    finally:
-        _MEMO = outer
-
-
-def _where(a):
-    i = a.__array_interface__
-    return (i["data"][0], a.shape, a.strides, a.dtype.str)
-
-
-def _once(kind, held, extra, make):
-    """make() once per (``held`` arrays' memory, ``extra``) within ``remembered``."""
-    if _MEMO is None:
-        return make()
-    key = (tuple(_where(a) for a in held), extra)
-    with _LOCK:                              # the diagnosis judges variants in two threads
-        entries = _MEMO.setdefault(kind, [])
-        for k, _, value in entries:
-            if k == key:
-                return value
-    value = make()
-    with _LOCK:
-        entries.append((key, held, value))
-        del entries[:-_KEEP]
-    return value
-
-
 def _shared_xhat(x, mean, r):
-    """(x - mean) * r, once per (x, statistics) within ``remembered``."""
-    return _once("xhat", (x,), (mean.shape, mean.tobytes(), r.shape, r.tobytes()), lambda: (x - mean) * r)
+    """(x - mean) * r, once per (x, statistics) within a ``refnorm._memo`` scope (the diagnosis)."""
+    if not _memo.active():
+        return (x - mean) * r
+    return _memo.once("xhat", (x,), (mean.shape, mean.tobytes(), r.shape, r.tobytes()), lambda: (x - mean) * r)
 
 
 def _shared_pw(dy, xhat, mask, dweight_dy):
-    """The dweight terms of the rows (dy, or dy * x_hat), once per (dy, x_hat) within ``remembered``."""
+    """The dweight terms of the rows (dy, or dy * x_hat), once per (dy, x_hat) within a memo scope."""
     if dweight_dy or mask is not None:
         return sel_rows(mask, dy if dweight_dy else dy * xhat)
-    return _once("pw", (dy, xhat), (), lambda: dy * xhat)
+    return _memo.once("pw", (dy, xhat), (), lambda: dy * xhat)
 
 
 def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same", placement="inside",
@@ -283,13 +241,13 @@ def param_sum(mods, T, keep, shape, dtype, *, is_weight):
 
 def _row_sum(mods, T, shape, lead, ns, dtype, *, is_weight):
     """layer_norm's and rms_norm's parameter gradient: the terms T (rows, n) of the kept rows summed over
-    the leading axes; the plain sum once per T within ``remembered``."""
+    the leading axes; the plain sum once per T within a memo scope."""
     def make():
         return param_sum(mods, _kept_rows(mods, T).reshape(shape), tuple(range(len(lead), len(shape))), ns, dtype,
                          is_weight=is_weight)
     if mods.rows_mask is not None or (is_weight and mods.dweight is not None):
         return make()
-    return _once("rowsum", (T,), shape, make)
+    return _memo.once("rowsum", (T,), shape, make)
 
 
 def perm_rows(x, axes):
