@@ -4,6 +4,9 @@ import sys
 from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, os.path.dirname(__file__))
+# the jax backend's persistent compilation cache stays off in the tests (hermetic: nothing written under
+# ~/.cache); tests/test_jax_backend.py turns it on, in subprocesses, where it tests it
+os.environ.setdefault("REFNORM_JAX_CACHE", "off")
 
 settings.register_profile("default", max_examples=30, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])

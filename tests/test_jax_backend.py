@@ -98,6 +98,69 @@ def test_importing_the_adapter_does_not_import_jax():
     assert r.returncode == 0, r.stderr
 
 
+_CACHE_RUN = """
+import hashlib, json, sys
+import jax
+import refnorm.golden as golden
+from refnorm.check.backends import get_backend
+from refnorm.check.backends.base import Call
+hits = []
+jax.monitoring.register_event_listener(lambda e, **kw: hits.append(e) if e.endswith("cache_hits") else None)
+b = get_backend("jax", json.loads(sys.argv[1]))
+h = hashlib.sha256()
+for cid in ("layer_norm/normal_f32_6x100", "batch_norm/normal_f16_8x2x4x4"):
+    case = golden.load_case("golden", cid)
+    st = case.steps[0]
+    r = b.run(Call(case.op, case.dtype, dict(case.config), st.training, dict(st.inputs), dict(st.cotangents),
+                   dict(case.init_state)))
+    for part in (r.outputs, r.grads, r.state):
+        for k in sorted(part):
+            h.update(k.encode() + part[k].tobytes())
+print(json.dumps({"digest": h.hexdigest(), "hits": len(hits), "dir": jax.config.jax_compilation_cache_dir}))
+"""
+
+
+def _cache_run(options, env=None):
+    r = subprocess.run([sys.executable, "-c", _CACHE_RUN, json.dumps(options)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300, env=dict(os.environ, **(env or {})))
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.splitlines()[-1])
+
+
+def test_compilation_cache_reuses_the_same_programs(tmp_path):
+    """A second process loads the programs the first compiled (jax's persistent compilation cache) and
+    returns the same bits as without the cache; "off" and $REFNORM_JAX_CACHE=off keep jax's setting."""
+    d = tmp_path / "cache"
+    off = _cache_run({"compilation_cache": "off"})
+    assert off["dir"] is None and off["hits"] == 0
+    cold = _cache_run({"compilation_cache": str(d)})
+    assert cold["dir"] == str(d) and cold["hits"] == 0 and len(list(d.iterdir())) >= 2
+    warm = _cache_run({}, env={"REFNORM_JAX_CACHE": str(d)})        # the default: $REFNORM_JAX_CACHE
+    assert warm["dir"] == str(d) and warm["hits"] >= 2
+    assert off["digest"] == cold["digest"] == warm["digest"]
+    assert _cache_run({}, env={"REFNORM_JAX_CACHE": "off"})["dir"] is None
+    mine = tmp_path / "mine"                      # a directory the process set itself is left alone
+    assert _cache_run({}, env={"JAX_COMPILATION_CACHE_DIR": str(mine), "REFNORM_JAX_CACHE": str(d)})["dir"] == str(mine)
+
+
+def test_compilation_cache_bad_settings(tmp_path, monkeypatch):
+    f = tmp_path / "a_file"
+    f.write_text("")
+    with pytest.raises(ValueError, match="compilation_cache '.*a_file' exists and is not a directory"):
+        JaxBackend(compilation_cache=str(f))
+    monkeypatch.setenv("REFNORM_JAX_CACHE", str(f))
+    with pytest.raises(ValueError, match="REFNORM_JAX_CACHE '.*a_file' exists and is not a directory"):
+        JaxBackend(compilation_cache="default")
+    with pytest.raises(TypeError, match="compilation_cache 3"):
+        JaxBackend(compilation_cache=3)
+    with pytest.raises(ValueError, match="compilation_cache '  '"):
+        JaxBackend(compilation_cache="  ")
+    assert main(["check", "--backend", "jax", "--backend-option", f"compilation_cache={f}", "--ops", "rms_norm"]) == 2
+    monkeypatch.setenv("REFNORM_JAX_CACHE", "")
+    assert JaxBackend(compilation_cache="default").compilation_cache == ""
+    assert JaxBackend().compilation_cache is None
+
+
 def test_names_availability_and_protocol():
     assert FAST.name == "jax" and FAST.available() is None and FAST.forward_only is False
     assert get_backend("jax-stable").name == "jax-stable" and get_backend("jax").variance == "fast"

@@ -7,7 +7,9 @@
                  the case dtype too (default: float32 parameters for float16/bfloat16 activations)
     jax          jax.nn.standardize and jax.numpy normalizers with jax.vjp, CPU (optional: pip install jax);
                  jax-stable: the same with jax.nn.standardize's two-pass variance (algorithm="stable");
-                 jax-gpu: on jax's GPU device (reports unavailable without one)
+                 jax-gpu: on jax's GPU device (reports unavailable without one); compiled programs are kept
+                 in jax's persistent compilation cache, ~/.cache/refnorm/jax (``--backend-option
+                 compilation_cache=DIR|off``, or $REFNORM_JAX_CACHE; jax_backend.py, "Compilation cache")
     onnxruntime  a one-node ONNX model per call on onnxruntime's CPU execution provider, forward only
                  (optional: pip install onnx onnxruntime); onnxruntime-cuda: the CUDA execution
                  provider (reports unavailable without it)
@@ -39,9 +41,9 @@ def _numpy():
     return NumpyBackend()
 
 
-def _jax(platform="cpu", variance="fast"):
+def _jax(platform="cpu", variance="fast", compilation_cache="default"):
     from .jax_backend import JaxBackend
-    return JaxBackend(platform=platform, variance=variance)
+    return JaxBackend(platform=platform, variance=variance, compilation_cache=compilation_cache)
 
 
 def _onnxruntime(provider="cpu"):

@@ -92,6 +92,25 @@ explained there and reproduced in tests/test_jax_backend.py): the reference is r
   overflows on rows constant in float16.
 * float16/bfloat16 autodiff roundings beyond epi_d on 5 cases (1.0-4.5x the bound).
 
+Compilation cache. XLA compiles one program per shape signature: the golden set has 267 (250 distinct
+(op, shapes) alone), at 0.1-0.3 s of CPU each with jax.jit's default options, so a first ``refnorm check
+--backend jax`` is ~75 s of CPU, ~42 s on 2 cores, and no refnorm code can cut it without compiling
+something else: XLA at --xla_backend_optimization_level=0 compiles in 60% of the time, and its
+float32 layer_norm gradients differ in the last bits (measured), i.e. it is not the program users run.
+So the programs are kept in jax's own persistent compilation cache, which stores the very executable
+XLA compiled, keyed by the program, the compile options, the jax/XLA versions and the device: a later
+run (another process, another day) loads it instead of compiling, and returns the same bits (test).
+``compilation_cache`` (the registered backends: "default"; ``--backend-option compilation_cache=...``):
+"default" is $REFNORM_JAX_CACHE when set ("off" or empty: off), else $XDG_CACHE_HOME/refnorm/jax or
+~/.cache/refnorm/jax; "off" (and None, a plain ``JaxBackend()``'s default) leaves jax's configuration
+alone; anything else is that directory. The setting is jax's, so process-wide: it is made on the first
+run, and only when the process has no cache directory of its own (JAX_COMPILATION_CACHE_DIR or
+``jax.config``), which is then used as it is; with refnorm's directory, jax's threshold for caching a
+program (1 s of compile time) is set to 0. A cache is trusted code (jax's warning): keep it in a
+directory only you can write. Measured (``refnorm check --backend jax --expect-failures
+known_failures/jax.txt``, 2 cores, idle): 43.2 s with an empty cache (79 s CPU), 16.2 s and 16.5 s
+with it filled (3.5 MB), 42.8 s with "off"; the same report in all four.
+
 What is not judged: flax's layers (flax.linen LayerNorm/GroupNorm/BatchNorm/RMSNorm/WeightNorm) - not
 installed here. Their source (flax/linen/normalization.py, _compute_stats) computes the statistics
 in float32 for half-precision input and, by default (use_fast_variance=True), with the same one-pass
@@ -140,14 +159,52 @@ def _contract_kind(op: str, dtype: str) -> str:
     return "strict" if dtype not in LOW else "epi_d"
 
 
-def _import_jax():
+def _import_jax(compilation_cache: str | None = None):
     try:
         import jax
     except ImportError as e:             # pragma: no cover - depends on the environment
         raise RuntimeError(f"jax is not installed ({e}); {INSTALL}") from e
     if not jax.config.jax_enable_x64:
         jax.config.update("jax_enable_x64", True)       # float64 cases (module docstring)
+    if compilation_cache and not jax.config.jax_compilation_cache_dir:
+        _use_compilation_cache(jax, compilation_cache)
     return jax
+
+
+CACHE_ENV = "REFNORM_JAX_CACHE"
+
+
+def cache_dir(setting: str) -> str:
+    """The directory of jax's persistent compilation cache that ``compilation_cache=setting`` asks for
+    ("": off). "default": $REFNORM_JAX_CACHE when set (empty or "off": off), else
+    $XDG_CACHE_HOME/refnorm/jax, else ~/.cache/refnorm/jax; "off": none; anything else: that directory,
+    which must not be a file."""
+    if setting == "default":
+        env = os.environ.get(CACHE_ENV)
+        if env is None:
+            base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+            return os.path.join(base, "refnorm", "jax")
+        what, setting = f"${CACHE_ENV}", env.strip() or "off"
+    else:
+        what = "compilation_cache"
+        if not setting.strip():
+            raise ValueError(f"compilation_cache {setting!r}: expected a directory, 'default' or 'off'")
+    if setting == "off":
+        return ""
+    path = os.path.abspath(os.path.expanduser(setting))
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{what} {path!r} exists and is not a directory; expected a directory, 'default' or 'off'")
+    return path
+
+
+def _use_compilation_cache(jax, path: str) -> None:
+    """Point jax's persistent compilation cache at ``path`` (module docstring, "Compilation cache"); the
+    caller leaves a directory the process set itself (JAX_COMPILATION_CACHE_DIR, ``jax.config``, an
+    earlier backend) as it is."""
+    os.makedirs(path, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", path)
+    # refnorm's programs compile in 0.1-0.3 s, under jax's default threshold of 1 s for caching one
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 class JaxBackend:
@@ -155,13 +212,16 @@ class JaxBackend:
 
     forward_only = False
 
-    def __init__(self, platform: str = "cpu", variance: str = "fast"):
+    def __init__(self, platform: str = "cpu", variance: str = "fast", compilation_cache: str | None = None):
         if platform not in ("cpu", "gpu"):
             raise ValueError(f"platform {platform!r}: expected 'cpu' or 'gpu'")
         if variance not in VARIANCES:
             raise ValueError(f"variance {variance!r}: expected one of {', '.join(VARIANCES)}")
+        if compilation_cache is not None and not isinstance(compilation_cache, str):
+            raise TypeError(f"compilation_cache {compilation_cache!r}: expected a directory, 'default', 'off' or None")
         self.platform = platform
         self.variance = variance
+        self.compilation_cache = None if compilation_cache is None else cache_dir(compilation_cache)
         self.name = "jax" + ("" if platform == "cpu" else f"-{platform}") + ("" if variance == "fast" else "-stable")
 
     # ------------------------------------------------------------------ protocol
@@ -210,7 +270,7 @@ class JaxBackend:
 
     def run(self, call: Call) -> Returned:
         cfg = T.start_run(self, call)
-        jax = _import_jax()
+        jax = _import_jax(self.compilation_cache)
         spec = registry.get(call.op)
         dt = T.np_dtype(call.dtype)
         dev = jax.devices(self.platform)[0]
@@ -262,7 +322,7 @@ class JaxBackend:
         earlier cases. What is compiled is ``jax.jit(f).lower(args).compile()`` of the very function and
         argument shapes ``run`` calls, i.e. the program ``jax.jit(f)(args)`` compiles; ``run`` falls back
         to calling ``jax.jit(f)`` when a hint was wrong or failed, so a hint never changes a result."""
-        jax = _import_jax()
+        jax = _import_jax(self.compilation_cache)
         dev = jax.devices(self.platform)[0]
         ahead = self.__dict__.setdefault("_ahead", {})
         nbt = None                           # num_batches_tracked before each call, as run() will see it
