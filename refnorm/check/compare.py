@@ -188,6 +188,18 @@ def _add_sums(acc, at, t, shape, idx):
                 o += n
 
 
+def _abs_max_finite(a) -> float:
+    """max |a| over the finite values of ``a`` (0 when none): two passes without temporaries when every
+    value is finite, else with the mask."""
+    if not a.size:
+        return 0.0
+    hi, lo = float(a.max()), float(a.min())
+    if math.isfinite(hi) and math.isfinite(lo):
+        return max(hi, -lo, 0.0)
+    with np.errstate(invalid="ignore"):
+        return float(np.max(np.abs(a), where=np.isfinite(a), initial=0.0))
+
+
 def _max_nan(a, b):
     """max propagating NaN, as np.max does."""
     return math.nan if math.isnan(a) or math.isnan(b) else max(a, b)
@@ -230,8 +242,7 @@ class ArrayAccumulator:
             ref = np.ascontiguousarray(ref, dtype=np.float64).reshape(-1)
         E = np.ascontiguousarray(E).reshape(-1)
         if self.running:
-            with np.errstate(invalid="ignore"):
-                self.scale = max(self.scale, float(np.max(np.abs(ref), where=np.isfinite(ref), initial=0.0)))
+            self.scale = max(self.scale, _abs_max_finite(ref))
             self._candidates(g, ref, E)
         fn = self.mod.compare if self.mod is not None else compare_block
         maxr, over, unc, dmax, maxE, top = fn(g, ref, E, mult, self.kind, self.scale, self.shape, start, self.acc,
@@ -247,7 +258,7 @@ class ArrayAccumulator:
     def _candidates(self, g, ref, E):
         """Keep the elements of this block that the running scale counts unconstrained and the final
         scale may not: bound positive, finite and at least the running scale (module docstring)."""
-        if self.overflowed:
+        if self.overflowed or not E.size or float(E.max()) < self.scale:     # no candidate (a NaN: looked at)
             return
         with np.errstate(invalid="ignore"):
             c = np.flatnonzero(E >= self.scale)
