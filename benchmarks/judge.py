@@ -2,12 +2,14 @@
 comparison, bias test) against torch float64 autograd forward + backward on the same shape, in one run,
 and the judgement's peak memory above the backend's own arrays.
 
-    python benchmarks/judge.py [--cases layer_norm:1024x4096 ...] [--threads 2] [--big]
+    python benchmarks/judge.py [--cases layer_norm:1024x4096 ...] [--threads 2] [--big] [--processes 3]
 
-Each case runs in its own process (a clean peak-memory figure): the kernel judged is torch's own
+Each case runs in processes of its own (a clean peak-memory figure), ``--processes`` of them, one after
+the other, and each figure is the best over them (a fresh process's times vary by 10-20% on this VM from
+one process to the next, more than within one: docs/performance.md, round 6): the kernel judged is torch's own
 forward and backward in the case dtype (float32 unless the case says otherwise); the judge is
 ``refnorm.testing.assert_close_to_reference``. Printed per case: torch float64 fwd+bwd (best of 3, after
-a warm-up; run after the judgement), the judgement (best of 2), their ratio, and the peak resident
+a warm-up; run after the judgement), the judgement (best of 5), their ratio, and the peak resident
 memory of the judgement above what the process held before it (the inputs, the backend's results,
 torch; "<=" when the backend's own run had peaked higher, so only a bound is known). ``--big`` adds
 layer_norm 16384x8192 bfloat16, judged once. Issue 16's targets: ratio <= 1.0, growth <= 4.5x for 4x
@@ -120,6 +122,7 @@ def main():
     p.add_argument("--cases", nargs="+", default=DEFAULT)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--big", action="store_true")
+    p.add_argument("--processes", type=int, default=3, help="fresh processes per case; the best of them")
     p.add_argument("--one", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.one:
@@ -127,15 +130,27 @@ def main():
         return
     import numpy
     import torch
-    print(f"torch {torch.__version__}, numpy {numpy.__version__}, {args.threads} threads")
+    print(f"torch {torch.__version__}, numpy {numpy.__version__}, {args.threads} threads, best of {args.processes} "
+          "processes a case (peak: the largest)")
     rows = []
+    if args.processes < 1:
+        p.error(f"--processes {args.processes}: expected at least 1")
     for text in args.cases + ([BIG] if args.big else []):
-        r = subprocess.run([sys.executable, __file__, "--one", text, "--threads", str(args.threads)],
-                           capture_output=True, text=True)
-        if r.returncode:
-            print(f"{text}: failed\n{r.stderr[-2000:]}")
+        runs = []
+        for _ in range(1 if text == BIG else args.processes):
+            r = subprocess.run([sys.executable, __file__, "--one", text, "--threads", str(args.threads)],
+                               capture_output=True, text=True)
+            if r.returncode:
+                print(f"{text}: failed\n{r.stderr[-2000:]}")
+                break
+            runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
+        if not runs:
             continue
-        f = json.loads(r.stdout.strip().splitlines()[-1])
+        f = dict(min(runs, key=lambda f: f["judge_ms"]))
+        f["torch64_ms"] = min(g["torch64_ms"] for g in runs)
+        f["ratio"] = f["judge_ms"] / f["torch64_ms"]
+        f["peak_mib"] = max(g["peak_mib"] for g in runs)
+        f["peak_exact"] = all(g["peak_exact"] for g in runs)
         rows.append(f)
         print(f"{f['case']:32s} torch float64 fwd+bwd {f['torch64_ms']:8.0f} ms   judge {f['judge_ms']:8.0f} ms   "
               f"ratio {f['ratio']:6.2f}x   judge peak {'' if f['peak_exact'] else '<= '}+{f['peak_mib']:.0f} MiB "
