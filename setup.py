@@ -5,6 +5,9 @@ optional=True: without a C compiler the install still succeeds and refnorm runs 
 which gives the same bits (docs/performance.md). -ffp-contract=off: no fused multiply-add, so every
 operation rounds as NumPy's does.
 
+refnorm/check/_reuse.c (the streaming judge's temporaries reused, no values involved) needs NumPy's
+headers: numpy is a build requirement (pyproject.toml).
+
 The data: build_py copies the golden set (golden/MANIFEST.json and exactly the files it lists, each
 checked against its sha256) and known_failures/*.txt into the built package as refnorm/_data/golden and
 refnorm/_data/known_failures, so a wheel carries them (refnorm.golden.store.find_golden and
@@ -54,6 +57,15 @@ def _data_files():
     return out
 
 
+def _numpy_include():
+    """NumPy's C headers, for refnorm/check/_reuse.c (none without NumPy: that extension is then skipped)."""
+    try:
+        import numpy
+    except ImportError:
+        return []
+    return [numpy.get_include()]
+
+
 class build_py_with_data(build_py):
     """build_py, plus the golden set and known-failure lists as refnorm/_data/ (not in editable mode)."""
 
@@ -86,4 +98,7 @@ setup(cmdclass={"build_py": build_py_with_data}, ext_modules=[Extension(
     "refnorm.check._judge", ["refnorm/check/_judge.c"],
     extra_compile_args=["-O3", "-std=gnu11", "-ffp-contract=off", "-fno-fast-math"],
     optional=True,
+), Extension(   # a NumPy memory handler (NumPy's headers: pyproject's build requirements)
+    "refnorm.check._reuse", ["refnorm/check/_reuse.c"], include_dirs=_numpy_include(),
+    extra_compile_args=["-O2", "-std=gnu11"], optional=True,
 )])

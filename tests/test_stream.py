@@ -231,3 +231,51 @@ def test_compiled_bounds_are_the_numpy_definition(monkeypatch, op, shape, cfg, c
     for part, d in slow.items():
         for k, v in d.items():
             np.testing.assert_allclose(fast[part][k], v, rtol=1e-12, atol=0, err_msg=f"{part}.{k}")
+
+
+def test_reuse_blocks_recycles_memory_and_nothing_else():
+    """stream.reuse_blocks (refnorm/check/_reuse.c): inside, a freed large NumPy block is handed to the next
+    array of its size (kept, then taken), small ones are not kept; values are the program's; the handler in
+    use before comes back on leaving, and every kept block is freed once no thread is inside any more."""
+    import threading
+
+    try:
+        from refnorm.check import _reuse
+    except ImportError:
+        if __import__("os").environ.get("CI"):
+            pytest.fail("refnorm.check._reuse is not built; under CI it must be")
+        pytest.skip("refnorm.check._reuse is not built")
+    try:
+        from numpy._core.multiarray import get_handler_name
+    except ImportError:                                 # NumPy 1.x
+        from numpy.core.multiarray import get_handler_name
+    before = get_handler_name()
+    with stream.reuse_blocks():
+        assert get_handler_name() == "refnorm_reuse"
+        a = np.arange(1 << 17, dtype=np.float64)          # 1 MiB
+        addr = a.ctypes.data
+        del a
+        assert _reuse.kept() == (1, 1 << 20)
+        b = np.empty(1 << 17)
+        assert b.ctypes.data == addr and _reuse.kept() == (0, 0)
+        b[:] = 2.5
+        assert float(b.sum()) == 2.5 * (1 << 17)
+        del b
+        small = np.ones(1000)
+        del small
+        assert _reuse.kept() == (1, 1 << 20)            # only blocks of 256 KiB and more
+        seen = []
+
+        def worker():                                   # another thread inside and out: nothing is freed
+            with stream.reuse_blocks():
+                c = np.empty(1 << 16)
+                del c
+            seen.append(_reuse.kept())
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+        assert seen == [(2, (1 << 20) + (1 << 19))]
+        kept_array = np.zeros(1 << 16)                  # calloc'd: never taken from, freed after the scope
+    assert get_handler_name() == before and _reuse.kept() == (0, 0)
+    del kept_array
+    assert _reuse.kept() == (0, 0)

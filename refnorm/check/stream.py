@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import math
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import bounds as B
-from .compare import ArrayAccumulator, multiplicities
+from .compare import ArrayAccumulator, multiplicities, native
 
 BLOCK_ELEMENTS = 1 << 18
 
@@ -144,7 +145,13 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
     if any(part == "outputs" and p.axis(part, k) is None for part, k in names):
         return None
     whole = {n for n in names if p.axis(*n) is None}          # summed gradients, shared state
+    with reuse_blocks():
+        return _judge_blocks(p, op, case_dtype, config, training, got, compare, contracts, reference, derive_bounds,
+                             given, names, whole)
 
+
+def _judge_blocks(p, op, case_dtype, config, training, got, compare, contracts, reference, derive_bounds, given,
+                  names, whole):
     def block(lo, hi):
         return ({k: p.take(part, k, v, lo, hi) for k, v in d.items()} for part, d in given.items())
 
@@ -203,8 +210,36 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
 def _compare(jobs):
     """ArrayAccumulator.add for one block's arrays, in order (one worker: each accumulator sees its
     blocks in order, so the sums are those of the sequential loop)."""
-    for acc, ref, E, start, axis in jobs:
-        acc.add(ref, E, start, axis=axis)
+    with reuse_blocks():
+        for acc, ref, E, start, axis in jobs:
+            acc.add(ref, E, start, axis=axis)
+
+
+@contextmanager
+def reuse_blocks():
+    """Within: this thread's NumPy arrays of 256 KiB and more reuse the blocks freed by earlier ones
+    (refnorm/check/_reuse.c) instead of being faulted in afresh by glibc, page by page; the values are
+    the same, only their memory is recycled (at most 64 MiB kept, all freed when the last thread leaves).
+    Without the compiled module (or with REFNORM_NATIVE=0): nothing changes."""
+    mod = _reuse_module()
+    if mod is None:
+        yield
+        return
+    previous = mod.enter()
+    try:
+        yield
+    finally:
+        mod.leave(previous)
+
+
+def _reuse_module():
+    if native() is None:                # REFNORM_NATIVE=0: no compiled code at all
+        return None
+    try:
+        from . import _reuse
+    except ImportError:
+        return None
+    return _reuse
 
 
 PARALLEL_COUNT_BYTES = 1 << 27   # two counts at a time when the two arrays hold at most this together
