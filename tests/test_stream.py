@@ -279,3 +279,73 @@ def test_reuse_blocks_recycles_memory_and_nothing_else():
     assert get_handler_name() == before and _reuse.kept() == (0, 0)
     del kept_array
     assert _reuse.kept() == (0, 0)
+
+@pytest.mark.parametrize("op,shape,cfg,params", CASES)
+@pytest.mark.parametrize("bug", [None, "scale"])
+def test_multiplicities_taken_as_one_first(monkeypatch, op, shape, cfg, params, bug):
+    """stream.py, "Multiplicities": with every count taken as 1 first, every verdict is the exact counts'
+    one; a passing bias figure is an upper bound of the exact figure (and says so); an array whose figure
+    exceeds 1 is counted and judged again, and its figures are exactly those of the exact counts."""
+    class HalfRepeated:       # x's first half along axis 0 one repeated slice: values that repeat, correctly
+        def __init__(self, seed):
+            self.rng, self.first = np.random.default_rng(seed), True
+
+        def standard_normal(self, shape):
+            a = self.rng.standard_normal(shape)
+            if self.first:
+                self.first = False
+                a[: shape[0] // 2] = a[0]
+            return a
+
+        def random(self, n):
+            return self.rng.random(n)
+    dt, contract = "float32", Contract("strict", "block")
+    ins, cot, got, state = _call(op, shape, cfg, params, dt, HalfRepeated(zlib.crc32(f"{op} unit {bug}".encode())),
+                                 shift=3.0)
+    if bug:                   # every input gradient scaled by (1 + 2^-9): the bias test fails it too
+        got["grads"]["x"] = round_to(got["grads"]["x"].astype(np.float64) * (1 + 2.0 ** -9), dt)
+    monkeypatch.setattr(stream, "BLOCK_ELEMENTS", math.prod(shape) // 5)
+    _, exact = _judge(op, cfg, dt, ins, cot, state, got, contract, blocks=True)
+    assert not any(a.bias_bound for a in exact.values())
+    monkeypatch.setattr(stream, "UNIT_FIRST_ELEMENTS", 1)
+    calls = []
+    real = stream._multiplicities
+    monkeypatch.setattr(stream, "_multiplicities", lambda arrays: calls.append(len(arrays)) or real(arrays))
+    _, unit = _judge(op, cfg, dt, ins, cot, state, got, contract, blocks=True)
+    assert exact.keys() == unit.keys()
+    recounted = 0
+    for key, a in exact.items():
+        b = unit[key]
+        assert a.verdict == b.verdict, key
+        assert (a.ratio, a.over, a.unconstrained, a.err_u) == (b.ratio, b.over, b.unconstrained, b.err_u), key
+        if not b.bias_bound:          # counted (a failing figure), or judged whole (a summed parameter gradient)
+            assert b.bias == a.bias, key
+            recounted += b.bias > 1
+        else:
+            assert b.bias <= 1.0 and b.bias >= a.bias * (1 - 1e-12), (key, a.bias, b.bias)
+    if bug:
+        assert recounted and exact[("grads", "x")].bias > 1 and calls[-1] >= 1
+    else:
+        assert recounted == 0 and all(n == 0 for n in calls)
+    assert any(b.bias_bound for b in unit.values())
+
+
+def test_unit_counts_bound_the_exact_figure():
+    """compare.ArrayAccumulator(unit_counts=True): the bias figure with every multiplicity 1 is above the
+    exact one, strictly when values repeat (a 1-d array: the group "all" only)."""
+    from refnorm.check.compare import ArrayAccumulator
+    rng = np.random.default_rng(5)
+    got = round_to(rng.standard_normal(5000), "float32")
+    got[:2500] = got[0]                                   # one value held 2501 times
+    ref = got.astype(np.float64) * (1 - 2.0 ** -26)       # a small systematic error
+    E = np.full(got.shape, 2.0 ** -30)
+    figs = []
+    for unit in (False, True):
+        acc = ArrayAccumulator(got.astype(np.float32), None, "float32", unit_counts=unit)
+        acc.add(ref, E, 0)
+        figs.append(acc.figures())
+    exact, bound = figs
+    assert bound["bias_bound"] and not exact["bias_bound"]
+    assert bound["bias"] > exact["bias"] > 0
+    assert {k: v for k, v in bound.items() if k not in ("bias", "bias_bound")} == \
+        {k: v for k, v in exact.items() if k not in ("bias", "bias_bound")}

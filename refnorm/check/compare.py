@@ -188,6 +188,17 @@ def _add_sums(acc, at, t, shape, idx):
                 o += n
 
 
+_ONES = np.ones(0, dtype=np.uint16)
+
+
+def _ones(n):
+    """n multiplicities of 1 (uint16; a view of one array kept for the blocks)."""
+    global _ONES
+    if _ONES.size < n:
+        _ONES = np.ones(max(n, 1 << 18), dtype=np.uint16)
+    return _ONES[:n]
+
+
 def _abs_max_finite(a) -> float:
     """max |a| over the finite values of ``a`` (0 when none): two passes without temporaries when every
     value is finite, else with the mask."""
@@ -209,7 +220,7 @@ class ArrayAccumulator:
     """The figures of one returned array, accumulated over blocks of rows (module docstring)."""
 
     def __init__(self, got: np.ndarray, scale: float | None, case_dtype: str, p_array: float = P_CASE / MAX_ARRAYS,
-                 mult: np.ndarray | None = None):
+                 mult: np.ndarray | None = None, unit_counts: bool = False):
         self.got = got
         self.shape = got.shape
         self.kind = KIND[case_dtype]
@@ -221,7 +232,9 @@ class ArrayAccumulator:
         self.overflowed = False
         self.p_array = p_array
         self.flat = got.reshape(-1)             # a view when got is contiguous (else one copy, in its dtype)
-        self.mult = (multiplicities(got) if mult is None else mult).reshape(-1)   # shared between contracts
+        # unit_counts: every multiplicity taken as 1 (the bias figure is then an upper bound: stream.py)
+        self.unit = unit_counts
+        self.mult = None if unit_counts else (multiplicities(got) if mult is None else mult).reshape(-1)
         self.acc = np.zeros(3 * _acc_len(self.shape))
         self.maxr, self.over, self.unc, self.dmax, self.maxE = 0.0, 0, 0, 0.0, 0.0
         self.top = []
@@ -234,12 +247,14 @@ class ArrayAccumulator:
         if axis is None:
             ref = np.ascontiguousarray(ref, dtype=np.float64).reshape(-1)
             g = np.asarray(self.flat[start:start + ref.size], dtype=np.float64)
-            mult = self.mult[start:start + ref.size]
+            mult = None if self.unit else self.mult[start:start + ref.size]
         else:
             sl = (slice(None),) * axis + (slice(start, start + np.shape(ref)[axis]),)
             g = np.ascontiguousarray(self.got[sl], dtype=np.float64).reshape(-1)
-            mult = np.ascontiguousarray(self.mult.reshape(self.shape)[sl]).reshape(-1)
+            mult = None if self.unit else np.ascontiguousarray(self.mult.reshape(self.shape)[sl]).reshape(-1)
             ref = np.ascontiguousarray(ref, dtype=np.float64).reshape(-1)
+        if mult is None:
+            mult = _ones(ref.size)
         E = np.ascontiguousarray(E).reshape(-1)
         if self.running:
             self.scale = max(self.scale, _abs_max_finite(ref))
@@ -310,7 +325,8 @@ class ArrayAccumulator:
         worst = [(tuple(int(k) for k in np.unravel_index(i, self.shape)), g, r, e) for _, i, g, r, e in self.top]
         bias, where = self.bias()
         return dict(dtype=name_d, size=size, ratio=self.maxr, err_u=err_u, unconstrained=self.unc, worst=worst,
-                    over=self.over, bias=float(bias), bias_where=where, scale=self.scale, max_bound=self.maxE)
+                    over=self.over, bias=float(bias), bias_where=where, scale=self.scale, max_bound=self.maxE,
+                    bias_bound=self.unit)
 
     def bias(self):
         """(bias_ratio, worst group label): bias.bias_test's figures from the accumulated sums."""

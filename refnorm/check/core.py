@@ -106,6 +106,8 @@ class ArrayResult:
     returned_dtype: str = ""            # the dtype the backend returned, when it differs from ``dtype`` (judged)
     scale: float = 0.0                  # max |reference| over its finite elements
     max_bound: float = 0.0              # the largest bound (inf when some element's bound is infinite)
+    bias_bound: bool = False            # ``bias`` is an upper bound of the bias test's figure, which passed
+                                        # (multiplicities taken as 1: stream.py, "Multiplicities")
 
     @property
     def passed(self):
@@ -128,7 +130,7 @@ class ArrayResult:
         return {"step": self.step, "part": self.part, "name": self.name, "verdict": self.verdict,
                 "dtype": self.dtype, "returned_dtype": self.returned_dtype or self.dtype, "size": self.size,
                 "scale": _num(self.scale), "max_bound": _num(self.max_bound), "ratio": _num(self.ratio), "err_u": _num(self.err_u), "unconstrained": self.unconstrained, "over": self.over,
-                "bias": _num(self.bias), "bias_where": self.bias_where,
+                "bias": _num(self.bias), "bias_where": self.bias_where, "bias_is_upper_bound": self.bias_bound,
                 "strict_ratio": None if self.strict_ratio is None else _num(self.strict_ratio),
                 "worst": [{"index": list(i), "got": _num(g), "expected": _num(e), "bound": _num(b)}
                           for i, g, e, b in self.worst]}

@@ -24,6 +24,18 @@ Exactly the same judgement as the whole-array path (core._judge), block by block
 The figures equal the whole-array path's within rounding (the parameter sums are added in another
 order); tests/test_stream.py checks verdicts and figures against it.
 
+Multiplicities. The bias test (bias.py) needs, for every returned value, how many elements of the whole
+array hold it: an exact count of 16M float32 values costs ~250 ms of CPU (two such arrays: ~45% of a
+layer_norm 4096x4096 judgement, docs/performance.md round 6), where the rest of the test costs a few
+ns an element. A count c >= 1 only enlarges the allowance (sum E + sqrt(c * sum w^2 * count)), so the
+figure computed with every count taken as 1 bounds the exact figure from above. An array of 4M or more
+32- or 64-bit values (UNIT_FIRST_ELEMENTS) is judged that way first: when that figure is at most 1, the
+test passes with the exact counts too (the same verdict), and the figure is reported as an upper bound
+(``ArrayResult.bias_bound``; on 16M-value float32 layer_norm and rms_norm outputs it is within 1e-4
+of the exact one); when it exceeds 1, the array's values are counted and the call judged again, and
+the exact figure is reported. Smaller arrays and 16-bit dtypes are counted exactly from the start, so
+no stored golden case is affected.
+
 Used for a call when its activation has more than BLOCK_ELEMENTS elements and ``plan`` finds a row
 structure (every judged array a view of rows); otherwise the whole-array path runs.
 """
@@ -157,15 +169,18 @@ def _judge_blocks(p, op, case_dtype, config, training, got, compare, contracts, 
 
     edges = list(range(0, p.units, p.per_block)) + [p.units]
     judged = [n for n in names if n not in whole]
-    mults = _multiplicities([got[part][k] for part, k in judged])
+    unit = {n for n in judged if _unit_first(got[n[0]][n[1]])}       # multiplicities taken as 1 first
+    mults = dict(zip([n for n in judged if n not in unit], _multiplicities([got[n[0]][n[1]] for n in judged
+                                                                             if n not in unit])))
     scale = None                                  # one pass, the running scale (compare.ArrayAccumulator)
     while True:
         accs = {}
-        for n, mult in zip(judged, mults):
+        for n in judged:
             a = got[n[0]][n[1]]
             s = None if scale is None else scale[n]
-            first = ArrayAccumulator(a, s, case_dtype if n[0] != "state" else _dtype_name(a), mult=mult)
-            accs[n] = [first] + [ArrayAccumulator(a, s, first.kind_name, mult=mult) for _ in contracts[1:]]
+            kw = dict(unit_counts=True) if n in unit else dict(mult=mults[n])
+            first = ArrayAccumulator(a, s, case_dtype if n[0] != "state" else _dtype_name(a), **kw)
+            accs[n] = [first] + [ArrayAccumulator(a, s, first.kind_name, **kw) for _ in contracts[1:]]
         ref_whole, E_whole = {}, {n: [0.0 for _ in contracts] for n in whole}
         with ThreadPoolExecutor(1) as pool:     # block k compared while block k + 1's reference is computed
             pending = None
@@ -197,7 +212,11 @@ def _judge_blocks(p, op, case_dtype, config, training, got, compare, contracts, 
                 pending = pool.submit(_compare, jobs)
             if pending is not None:
                 pending.result()
-        if scale is None and any(acc.overflowed for n in judged for acc in accs[n]):
+        # an array whose bias test fails with every multiplicity 1 is judged again with its exact counts
+        recount = [n for n in sorted(unit) if any(acc.bias()[0] > 1.0 for acc in accs[n])]
+        if recount or (scale is None and any(acc.overflowed for n in judged for acc in accs[n])):
+            unit -= set(recount)
+            mults.update(zip(recount, _multiplicities([got[n[0]][n[1]] for n in recount])))
             scale = {n: accs[n][0].scale for n in judged}     # the scales known: judge again with them
             continue
         break
@@ -240,6 +259,17 @@ def _reuse_module():
     except ImportError:
         return None
     return _reuse
+
+
+UNIT_FIRST_ELEMENTS = 1 << 22   # arrays of 32/64-bit values from this size on: multiplicities taken as 1 first
+
+
+def _unit_first(a) -> bool:
+    """Whether the bias test of the returned array ``a`` takes every multiplicity as 1 first (module
+    docstring, "Multiplicities"): 4M values or more, of a 32- or 64-bit dtype (16-bit values are counted
+    by a table of their 65536 patterns, which costs next to nothing)."""
+    a = np.asarray(a)
+    return a.size >= UNIT_FIRST_ELEMENTS and a.dtype.itemsize >= 4
 
 
 PARALLEL_COUNT_BYTES = 1 << 27   # two counts at a time when the two arrays hold at most this together
