@@ -773,9 +773,10 @@ static PyObject *py_value_counts(PyObject *self, PyObject *args)
 /* ------------------------------------------------------------------ row bounds */
 /* bounds/_rows.row_bounds for rows of a C-contiguous (m, n) float64 x and cotangent g (m, n, or None):
  * the same formulas, the row sums in a plain loop instead of NumPy's pairwise sums (the same values
- * within rounding). The parameters w, b (or None) are a PATTERN of wrows rows of wcols values (wcols 1:
- * one value per row; wcols n: one per element); row i uses pattern row i % wrows (layer_norm: 1 x n;
- * group_norm: G x n; batch_norm: C x 1). Writes E_y and E_dx (m*n), adds the parameter-gradient terms
+ * within rounding). The parameters w, b (or None) are a PATTERN of wrows rows of wcols values, wcols
+ * dividing n: element j of a row uses value j / (n / wcols) of its pattern row (wcols 1: one value per
+ * row; n: one per element); row i uses pattern row i % wrows (layer_norm: 1 x n; group_norm: G x Cg,
+ * each value over its channel's spatial run; batch_norm: C x 1). Writes E_y and E_dx (m*n), adds the parameter-gradient terms
  * into tw, tb (the pattern's shape: summed over the rows that share a pattern element), and per row
  * (mean bound, rstd bound, S, K, var, mu) into stats (m*6). With u2 > 0: the bounds of a second,
  * strict contract (unit roundoff u2, multipliers gn2, gm2: bounds.bounds' E_ref) added to E_y, E_dx
@@ -816,19 +817,25 @@ struct rows_args {
     double *scratch;                  /* 6 n: the row's w and b, the parameter terms of its elements */
 };
 
-/* a row's parameter terms a, b added into tw, tb: per element, or all into tw[0], tb[0] (element order) */
+/* a row's parameter terms a, b added into tw, tb: element j into pattern element j / rep (rep = n / wcols:
+ * 1, per element; n, all into tw[0], tb[0]), each pattern element's terms in element order */
 static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict tb, const double *restrict a,
-                                           const double *restrict b, Py_ssize_t n, int per_element)
+                                           const double *restrict b, Py_ssize_t n, Py_ssize_t rep)
 {
-    if (per_element)
+    if (rep == 1)
         for (Py_ssize_t j = 0; j < n; j++) {
             tw[j] += a[j];
             tb[j] += b[j];
         }
     else
-        for (Py_ssize_t j = 0; j < n; j++) {
-            tw[0] += a[j];
-            tb[0] += b[j];
+        for (Py_ssize_t k = 0; k < n / rep; k++) {
+            double sw = tw[k], sb = tb[k];
+            for (Py_ssize_t j = k * rep; j < (k + 1) * rep; j++) {
+                sw += a[j];
+                sb += b[j];
+            }
+            tw[k] = sw;
+            tb[k] = sb;
         }
 }
 
@@ -860,18 +867,20 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
     for (Py_ssize_t i = 0; i < m; i++) {                                                                  \
         const double *restrict x = A->X + i * n;                                                          \
         const double *restrict g = A->G ? A->G + i * n : NULL;                                            \
-        Py_ssize_t po = (i % wrows) * wcols;                  /* pattern element: po + j, or po */        \
+        Py_ssize_t po = (i % wrows) * wcols, rep = n / wcols;   /* element j: pattern element po + j / rep */ \
         const double *wr = wbuf, *br = bbuf;                                                              \
         if (A->W && wcols == n)                                                                           \
             wr = A->W + po;                                                                               \
         else                                                                                              \
-            for (Py_ssize_t j = 0; j < n; j++)                                                            \
-                wbuf[j] = A->W ? A->W[po] : 1.0;                                                          \
+            for (Py_ssize_t k = 0; k < wcols; k++)                                                        \
+                for (Py_ssize_t j = k * rep; j < (k + 1) * rep; j++)                                      \
+                    wbuf[j] = A->W ? A->W[po + k] : 1.0;                                                  \
         if (A->B && wcols == n)                                                                           \
             br = A->B + po;                                                                               \
         else                                                                                              \
-            for (Py_ssize_t j = 0; j < n; j++)                                                            \
-                bbuf[j] = A->B ? A->B[po] : 0.0;                                                          \
+            for (Py_ssize_t k = 0; k < wcols; k++)                                                        \
+                for (Py_ssize_t j = k * rep; j < (k + 1) * rep; j++)                                      \
+                    bbuf[j] = A->B ? A->B[po + k] : 0.0;                                                  \
         double s1 = 0, sa = 0, sq = 0;                                                                    \
         for (Py_ssize_t j = 0; j < n; j++) {                                                              \
             s1 += x[j];                                                                                   \
@@ -959,9 +968,9 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
                 tb2b[j] = u2 * gm2 * ag;                                                                  \
             }                                                                                             \
         })                                                                                                \
-        add_terms(A->TW + po, A->TB + po, twb, tbb, n, wcols == n);                                      \
+        add_terms(A->TW + po, A->TB + po, twb, tbb, n, rep);                                             \
         if (two)                                                                                          \
-            add_terms(A->TW2 + po, A->TB2 + po, tw2b, tb2b, n, wcols == n);                               \
+            add_terms(A->TW2 + po, A->TB2 + po, tw2b, tb2b, n, rep);                                      \
     }
 
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -1022,14 +1031,14 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
     Py_ssize_t np_ = wrows * wcols;
     Py_ssize_t len[11] = {m * n, np_, np_, m * n, m * n, m * n, np_, np_, 6 * m, np_, np_};
     int bad = m < 0 || n < 1 || !p[0] || !p[4] || !p[8] || (p[3] && (!p[5] || !p[6] || !p[7]))
-              || wrows < 1 || (wcols != 1 && wcols != n) || (u2 > 0 && p[3] && (!p[9] || !p[10]));
+              || wrows < 1 || wcols < 1 || n % wcols || (u2 > 0 && p[3] && (!p[9] || !p[10]));
     for (int i = 0; i < 11 && !bad; i++)
         if (held[i] && v[i].len / 8 != len[i])
             bad = 1;
     if (bad) {
         for (int j = 0; j < 11; j++) if (held[j]) PyBuffer_Release(&v[j]);
         PyErr_SetString(PyExc_ValueError, "_judge.row_bounds: x must be (m, n) with n >= 1, and the other "
-                        "arrays sized to match (w, b, tw, tb, tw2, tb2: wrows*wcols with wcols 1 or n; g, E_y, E_dx: "
+                        "arrays sized to match (w, b, tw, tb, tw2, tb2: wrows*wcols with wcols dividing n; g, E_y, E_dx: "
                         "m*n; stats: 6*m; with u2 > 0 and g: tw2 and tb2)");
         return NULL;
     }

@@ -62,7 +62,8 @@ class RowBounds:
 def _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contract, ud, eta, second=None):
     """The compiled row_bounds (refnorm.check._judge.row_bounds: the formulas below, the row sums in a
     plain loop) for parameters given as a ``pattern`` (w, b: None or (wrows, wcols) arrays; row i uses
-    pattern row i % wrows; wcols 1 or n), or None when the compiled module is not built."""
+    pattern row i % wrows; wcols dividing n: element j uses value j // (n // wcols) of it), or None when the
+    compiled module is not built."""
     from ..compare import native
     mod = native()
     if mod is None or x.ndim != 2 or x.shape[1] < 1:
@@ -92,7 +93,8 @@ def _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contra
 def row_bounds(x, w=None, b=None, g=None, *, eps, u, reduction, m_param=1, centered=True, ddof=0,
                eps_mode="inside", contract="strict", case_dtype="float32", pattern=None, second=None) -> RowBounds:
     """Bounds for rows ``x`` (m, n); ``w``, ``b``, ``g`` broadcast to (m, n) or None (see module doc).
-    ``pattern``: (w, b) as (wrows, wcols) patterns (row i uses pattern row i % wrows; wcols 1: one value
+    ``pattern``: (w, b) as (wrows, wcols) patterns (row i uses pattern row i % wrows; wcols dividing n: element
+    j uses value j // (n // wcols); wcols 1: one value
     per row, n: per element), when the caller has them: then the compiled path (when built) runs, and
     returns t_w, t_b summed per pattern element (``t_w_pat``, ``t_b_pat``); ``w`` and ``b`` may then be None.
     ``second`` (u2, gn2, gm2), compiled path only: the bounds of the strict contract of unit roundoff u2

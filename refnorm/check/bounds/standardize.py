@@ -95,7 +95,8 @@ def _pattern(L, pb, wb, bb, weight, bias, groups):
     """The parameters as row_bounds' pattern (w, b, back: pattern sums -> parameter-shaped sums), or
     None: rows over the leading axes with parameters on the trailing ones (layer_norm: one pattern
     row, a value per column); parameters constant within a row, varying along the last kept axes
-    (batch_norm, instance_norm: a value per row, period C); group_norm's (G, Cg * spatial) pattern."""
+    (batch_norm, instance_norm: a value per row, period C); group_norm's (G, Cg) pattern, each value over
+    its channel's run of spatial elements in the row."""
     if pb is None or (weight is None and bias is None):
         return None
     given = wb if wb is not None else bb
@@ -104,11 +105,9 @@ def _pattern(L, pb, wb, bb, weight, bias, groups):
         C, G = shape[1], groups
         if C % G or L.view[:2] != (shape[0], G):
             return None
-        spatial = L.n // (C // G)
-
-        def rep(a):
-            return None if a is None else np.repeat(np.asarray(a, dtype=np.float64).reshape(G, C // G), spatial, axis=1)
-        return rep(wb), rep(bb), lambda t: t.reshape(G, C // G, spatial).sum(axis=2)
+        def per_group(a):          # (G, Cg): value k of group row i is channel i * Cg + k, over its spatial run
+            return None if a is None else np.asarray(a, dtype=np.float64).reshape(G, C // G)
+        return per_group(wb), per_group(bb), lambda t: t.reshape(G, C // G)
     if L.view != shape:
         return None
     keep = L.perm[:nd - len(L.axes)]
