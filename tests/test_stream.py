@@ -163,7 +163,10 @@ def test_too_many_candidates_judge_again_with_the_scales(monkeypatch):
     ("layer_norm", (7, 33), {"normalized_shape": [33]}, True),
     ("layer_norm", (6, 20), {"normalized_shape": [20]}, False),            # no parameters: two calls
     ("rms_norm", (5, 4, 17), {"normalized_shape": [17], "eps": 1e-6}, True),
-    ("group_norm", (3, 8, 5), {"num_groups": 4}, True)])
+    ("group_norm", (3, 8, 5), {"num_groups": 4}, True),
+    ("batch_norm", (6, 4, 5), {}, True),                                   # without running statistics
+    ("batch_norm", (6, 4, 5), {}, False),
+    ("instance_norm", (3, 4, 7), {}, True)])
 @pytest.mark.parametrize("contract,dt", [(Contract("strict", "block"), "float32"),
                                          (Contract("stats_d", "block"), "bfloat16"),
                                          (Contract("epi_d", "serial"), "float16")])
@@ -174,15 +177,16 @@ def test_bounds_in_one_pass_are_the_two_contracts_summed(monkeypatch, op, shape,
     rng = np.random.default_rng(zlib.crc32(f"{op} {dt} {params}".encode()))
     ins = {"x": rng.standard_normal(shape) + 2}
     if params:
-        n = shape[1] if op == "group_norm" else shape[-1]
+        n = shape[1] if op in ("group_norm", "batch_norm", "instance_norm") else shape[-1]
         ins["weight"] = rng.standard_normal(n)
         if op != "rms_norm":
             ins["bias"] = rng.standard_normal(n)
     kw = dict(inputs=ins, config=cfg, training=True, cotangents={"y": rng.standard_normal(shape)}, state={},
               ref_state={}, contract=contract, case_dtype=dt)
-    assert op in B.ONE_PASS
+    assert B.one_pass(op, {}) and not B.one_pass("batch_norm", {"running_mean": np.zeros(1)})
     one = B.bounds(op, **kw)
     monkeypatch.setattr(B, "ONE_PASS", ())
+    monkeypatch.setattr(B, "ONE_PASS_STATELESS", ())
     two = B.bounds(op, **kw)
     assert {p: set(d) for p, d in one.items()} == {p: set(d) for p, d in two.items()}
     for part, d in two.items():

@@ -217,8 +217,15 @@ def array_dtypes(op, config, case_dtype) -> dict:
 
 
 # the ops whose bounds come from standardize alone (mean and rstd statistics): bounds() asks for
-# E_acc + E_ref in one call (standardize.plus_strict)
+# E_acc + E_ref in one call (standardize.plus_strict); batch_norm and instance_norm too when the call has
+# no running statistics (their update's bounds are computed apart: one_pass)
 ONE_PASS = ("layer_norm", "rms_norm", "group_norm")
+ONE_PASS_STATELESS = ("batch_norm", "instance_norm")
+
+
+def one_pass(op, state) -> bool:
+    """Whether bounds() computes E_acc + E_ref of ``op`` in one call (ONE_PASS, ONE_PASS_STATELESS)."""
+    return op in ONE_PASS or (op in ONE_PASS_STATELESS and (state or {}).get("running_mean") is None)
 
 
 def bounds(op, *, inputs, config, training, cotangents, state, ref_state, contract, case_dtype):
@@ -237,7 +244,7 @@ def bounds(op, *, inputs, config, training, cotangents, state, ref_state, contra
     st = {k: _f64(v) for k, v in (state or {}).items()}
     u = UNIT_ROUNDOFF[acc_dtype(case_dtype, contract.acc)]
     cots = {k: _f64(v) for k, v in (cotangents or {}).items()}
-    if op in ONE_PASS:              # E_acc + E_ref from one pass over the rows (the same sums)
+    if one_pass(op, st):            # E_acc + E_ref from one pass over the rows (the same sums)
         with S.plus_strict(UNIT_ROUNDOFF["float64"], "tree"):
             both = _one(op, inputs, cfg, training, dy, st, ref_state, u, contract.reduction, contract.kind,
                         case_dtype, cots)
