@@ -222,6 +222,20 @@ static void terms(TERMS_ARGS)
     terms_base(d, g, ref, E, n, scale, r, s, e_, w2, dm);
 }
 
+/* The flat index in the whole array of the element j of the current segment: `flat` (start + its
+ * position in the block) for a block of whole rows; along `axis`, from the segment's multi-index idx
+ * (the last index moved on by j) */
+static inline Py_ssize_t flat_index(Py_ssize_t flat, Py_ssize_t axis, Py_ssize_t nd, const Py_ssize_t *shape,
+                                    const Py_ssize_t *idx, Py_ssize_t j)
+{
+    if (axis < 0)
+        return flat;
+    flat = 0;
+    for (Py_ssize_t a = 0; a < nd; a++)
+        flat = flat * shape[a] + (a == nd - 1 ? idx[a] + j : idx[a]);
+    return flat;
+}
+
 static PyObject *py_compare(PyObject *self, PyObject *args)
 {
     PyObject *og, *oref, *oE, *omult, *oshape, *oacc;
@@ -342,13 +356,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
                     maxr = r > maxr ? r : maxr;
                     over += r > 1;
                     if (r > thr) {
-                        Py_ssize_t flat = base + i;
-                        if (axis >= 0) {
-                            flat = 0;
-                            for (Py_ssize_t a2 = 0; a2 < nd; a2++)
-                                flat = flat * shape[a2] + (a2 == last ? idx[a2] + j : idx[a2]);
-                        }
-                        top_add(&top, r, flat);
+                        top_add(&top, r, flat_index(base + i, axis, nd, shape, idx, j));
                         thr = top.n < 3 ? 0.0 : top.r[2];
                     }
                     maxE = Ei > maxE ? Ei : maxE;
@@ -397,15 +405,8 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
                 maxr = r;
             if (r > 1)
                 over++;
-            if (r > 0 && (top.n < 3 || r > top.r[2])) {
-                Py_ssize_t flat = base + i;
-                if (axis >= 0) {
-                    flat = 0;
-                    for (Py_ssize_t a = 0; a < nd; a++)
-                        flat = flat * shape[a] + (a == last ? idx[a] + j : idx[a]);
-                }
-                top_add(&top, r, flat);
-            }
+            if (r > 0 && (top.n < 3 || r > top.r[2]))
+                top_add(&top, r, flat_index(base + i, axis, nd, shape, idx, j));
             if (isnan(Ei))
                 maxE_nan = 1;
             else if (Ei > maxE)
