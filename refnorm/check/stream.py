@@ -157,73 +157,69 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
     if any(part == "outputs" and p.axis(part, k) is None for part, k in names):
         return None
     whole = {n for n in names if p.axis(*n) is None}          # summed gradients, shared state
-    with reuse_blocks():
-        return _judge_blocks(p, op, case_dtype, config, training, got, compare, contracts, reference, derive_bounds,
-                             given, names, whole)
 
-
-def _judge_blocks(p, op, case_dtype, config, training, got, compare, contracts, reference, derive_bounds, given,
-                  names, whole):
     def block(lo, hi):
         return ({k: p.take(part, k, v, lo, hi) for k, v in d.items()} for part, d in given.items())
 
     edges = list(range(0, p.units, p.per_block)) + [p.units]
-    judged = [n for n in names if n not in whole]
-    unit = {n for n in judged if _unit_first(got[n[0]][n[1]])}       # multiplicities taken as 1 first
-    mults = dict(zip([n for n in judged if n not in unit], _multiplicities([got[n[0]][n[1]] for n in judged
-                                                                             if n not in unit])))
-    scale = None                                  # one pass, the running scale (compare.ArrayAccumulator)
-    while True:
-        accs = {}
-        for n in judged:
-            a = got[n[0]][n[1]]
-            s = None if scale is None else scale[n]
-            kw = dict(unit_counts=True) if n in unit else dict(mult=mults[n])
-            first = ArrayAccumulator(a, s, case_dtype if n[0] != "state" else _dtype_name(a), **kw)
-            accs[n] = [first] + [ArrayAccumulator(a, s, first.kind_name, **kw) for _ in contracts[1:]]
-        ref_whole, E_whole = {}, {n: [0.0 for _ in contracts] for n in whole}
-        with ThreadPoolExecutor(1) as pool:     # block k compared while block k + 1's reference is computed
-            pending = None
-            for lo, hi in zip(edges[:-1], edges[1:]):
-                ins, cots, st = block(lo, hi)
-                ref = reference(op, config, training, ins, cots, st)
-                with B.standardize.param_rows(p.units / (hi - lo) if p.kind == "rows" else 1.0):
-                    Es = [derive_bounds(op, case_dtype, config, training, ins, cots, st, ref, c) for c in contracts]
-                jobs = []
-                for part, k in names:
-                    a = getattr(ref, part)[k]
-                    if (part, k) in whole:
-                        if part == "grads":
-                            ref_whole[(part, k)] = ref_whole.get((part, k), 0.0) + np.asarray(a, dtype=np.float64)
-                        else:
-                            ref_whole[(part, k)] = np.asarray(a)      # shared state: the same in every block
+    with reuse_blocks():              # freed block temporaries reused, not faulted in afresh
+        judged = [n for n in names if n not in whole]
+        unit = {n for n in judged if _unit_first(got[n[0]][n[1]])}       # multiplicities taken as 1 first
+        mults = dict(zip([n for n in judged if n not in unit], _multiplicities([got[n[0]][n[1]] for n in judged
+                                                                                 if n not in unit])))
+        scale = None                                  # one pass, the running scale (compare.ArrayAccumulator)
+        while True:
+            accs = {}
+            for n in judged:
+                a = got[n[0]][n[1]]
+                s = None if scale is None else scale[n]
+                kw = dict(unit_counts=True) if n in unit else dict(mult=mults[n])
+                first = ArrayAccumulator(a, s, case_dtype if n[0] != "state" else _dtype_name(a), **kw)
+                accs[n] = [first] + [ArrayAccumulator(a, s, first.kind_name, **kw) for _ in contracts[1:]]
+            ref_whole, E_whole = {}, {n: [0.0 for _ in contracts] for n in whole}
+            with ThreadPoolExecutor(1) as pool:     # block k compared while block k + 1's reference is computed
+                pending = None
+                for lo, hi in zip(edges[:-1], edges[1:]):
+                    ins, cots, st = block(lo, hi)
+                    ref = reference(op, config, training, ins, cots, st)
+                    with B.standardize.param_rows(p.units / (hi - lo) if p.kind == "rows" else 1.0):
+                        Es = [derive_bounds(op, case_dtype, config, training, ins, cots, st, ref, c) for c in contracts]
+                    jobs = []
+                    for part, k in names:
+                        a = getattr(ref, part)[k]
+                        if (part, k) in whole:
+                            if part == "grads":
+                                ref_whole[(part, k)] = ref_whole.get((part, k), 0.0) + np.asarray(a, dtype=np.float64)
+                            else:
+                                ref_whole[(part, k)] = np.asarray(a)      # shared state: the same in every block
+                            for j, E in enumerate(Es):
+                                e = np.asarray(E[part][k], dtype=np.float64)
+                                E_whole[(part, k)][j] = E_whole[(part, k)][j] + e if part == "grads" else e
+                            continue
                         for j, E in enumerate(Es):
-                            e = np.asarray(E[part][k], dtype=np.float64)
-                            E_whole[(part, k)][j] = E_whole[(part, k)][j] + e if part == "grads" else e
-                        continue
-                    for j, E in enumerate(Es):
-                        if p.kind == "rows":
-                            jobs.append((accs[(part, k)][j], a, E[part][k], lo * (int(np.size(a)) // (hi - lo)), None))
-                        else:
-                            jobs.append((accs[(part, k)][j], a, E[part][k], lo, p.axis(part, k)))
-                del ref, Es
+                            if p.kind == "rows":
+                                start = lo * (int(np.size(a)) // (hi - lo))
+                                jobs.append((accs[(part, k)][j], a, E[part][k], start, None))
+                            else:
+                                jobs.append((accs[(part, k)][j], a, E[part][k], lo, p.axis(part, k)))
+                    del ref, Es
+                    if pending is not None:
+                        pending.result()
+                    pending = pool.submit(_compare, jobs)
                 if pending is not None:
                     pending.result()
-                pending = pool.submit(_compare, jobs)
-            if pending is not None:
-                pending.result()
-        # an array whose bias test fails with every multiplicity 1 is judged again with its exact counts
-        recount = [n for n in sorted(unit) if any(acc.bias()[0] > 1.0 for acc in accs[n])]
-        if recount or (scale is None and any(acc.overflowed for n in judged for acc in accs[n])):
-            unit -= set(recount)
-            mults.update(zip(recount, _multiplicities([got[n[0]][n[1]] for n in recount])))
-            scale = {n: accs[n][0].scale for n in judged}     # the scales known: judge again with them
-            continue
-        break
-    out = {n: [acc.figures() for acc in accs[n]] for n in accs}
-    for n in whole:
-        out[n] = ("whole", ref_whole[n], E_whole[n])
-    return out
+            # an array whose bias test fails with every multiplicity 1 is judged again with its exact counts
+            recount = [n for n in sorted(unit) if any(acc.bias()[0] > 1.0 for acc in accs[n])]
+            if recount or (scale is None and any(acc.overflowed for n in judged for acc in accs[n])):
+                unit -= set(recount)
+                mults.update(zip(recount, _multiplicities([got[n[0]][n[1]] for n in recount])))
+                scale = {n: accs[n][0].scale for n in judged}     # the scales known: judge again with them
+                continue
+            break
+        out = {n: [acc.figures() for acc in accs[n]] for n in accs}
+        for n in whole:
+            out[n] = ("whole", ref_whole[n], E_whole[n])
+        return out
 
 
 def _compare(jobs):
