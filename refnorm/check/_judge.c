@@ -32,6 +32,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__GNUC__)
+#define ALWAYS_INLINE __attribute__((always_inline))     /* also into the NO_TRAPS loops below */
+#else
+#define ALWAYS_INLINE
+#endif
+
+/* Sums in LANES interleaved partial sums (element j into lane j % LANES, the lanes added in a fixed
+ * tree): independent chains the compiler vectorizes, the same additions whatever the instruction set.
+ * LANE_LOOP(n, j, l, body) runs body for j = 0..n-1 with l = j % LANES. */
+enum { LANES = 8 };
+#define LANE_LOOP(n, j, l, ...) LANE_LOOP_OF(LANES, n, j, l, __VA_ARGS__)
+#define LANE_LOOP_OF(lanes, n, j, l, ...)                                                                 \
+    do {                                                                                                  \
+        Py_ssize_t j0_ = 0;                                                                               \
+        for (; j0_ + (lanes) <= (n); j0_ += (lanes))                                                      \
+            for (int l = 0; l < (lanes); l++) { const Py_ssize_t j = j0_ + l; __VA_ARGS__ }               \
+        for (int l = 0; j0_ + l < (n); l++) { const Py_ssize_t j = j0_ + l; __VA_ARGS__ }                 \
+    } while (0)
+
+static inline ALWAYS_INLINE double lanes_sum(const double *v)
+{
+    return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+}
+
+
 static const int P_BITS[4] = {53, 24, 11, 8};         /* significand bits, the implicit one included */
 static const int E_MIN[4] = {-1022, -126, -14, -126};  /* the smallest normal is 2^E_MIN */
 static const int E_MAX[4] = {1023, 127, 15, 127};      /* the largest finite value is below 2^(E_MAX+1) */
@@ -98,17 +123,6 @@ static inline double keep_if(double x, int c)
     v.d = x;
     v.u &= -(uint64_t)(c != 0);
     return v.d;
-}
-
-/* 1 when every value of the three blocks is finite */
-static int all_finite(const double *a, const double *b, const double *c, Py_ssize_t n)
-{
-    const uint64_t *x = (const uint64_t *)a, *y = (const uint64_t *)b, *z = (const uint64_t *)c;
-    const uint64_t ex = 0x7ff0000000000000ULL;
-    uint64_t bad = 0;
-    for (Py_ssize_t j = 0; j < n; j++)          /* an all-ones exponent: inf or NaN */
-        bad |= ((x[j] & ex) == ex) | ((y[j] & ex) == ex) | ((z[j] & ex) == ex);
-    return bad == 0;
 }
 
 struct top3 { double r[3]; Py_ssize_t i[3]; int n; };
@@ -222,6 +236,88 @@ static void terms(TERMS_ARGS)
     terms_base(d, g, ref, E, n, scale, r, s, e_, w2, dm);
 }
 
+/* The reductions of a chunk's element terms (finite elements, terms() above; q: width^2 times the
+ * multiplicity): the maxima and counts of the call and the bias sums of the segment, each in RLANES
+ * partial results; returns the chunk's largest ratio (top-3 candidates are looked for only in
+ * a chunk whose largest ratio qualifies). Vectorized, the same operations whatever the instruction set. */
+enum { RLANES = LANES };
+struct lanes_acc {
+    double maxr[RLANES], maxE[RLANES], dmax[RLANES], over[RLANES], unc[RLANES];   /* the call's */
+    double s[RLANES], e[RLANES], q[RLANES];                                         /* the segment's */
+};
+
+#define REDUCE_ARGS const double *restrict r, const double *restrict E, const double *restrict sv,          \
+    const double *restrict ev, const double *restrict q, const double *restrict dm, Py_ssize_t n,          \
+    struct lanes_acc *restrict L, double *restrict a0, double *restrict a1, double *restrict a2
+#define REDUCE_BODY                                                                                       \
+    double maxr[RLANES], maxE[RLANES], dmax[RLANES], over[RLANES], unc[RLANES], s[RLANES], e[RLANES], qq[RLANES]; \
+    double cmax[RLANES] = {0};                                                                             \
+    memcpy(maxr, L->maxr, sizeof maxr); memcpy(maxE, L->maxE, sizeof maxE); memcpy(dmax, L->dmax, sizeof dmax); \
+    memcpy(over, L->over, sizeof over); memcpy(unc, L->unc, sizeof unc); memcpy(s, L->s, sizeof s);       \
+    memcpy(e, L->e, sizeof e); memcpy(qq, L->q, sizeof qq);                                               \
+    if (a0)                     /* the groups of the last axis: element j's own (acc's per-index sums) */ \
+        for (Py_ssize_t j = 0; j < n; j++) {                                                              \
+            a0[j] += sv[j];                                                                               \
+            a1[j] += ev[j];                                                                               \
+            a2[j] += q[j];                                                                                \
+        }                                                                                                 \
+    LANE_LOOP_OF(RLANES, n, j, l,                                                                                    \
+        double rj = r[j], Ej = E[j], dj = dm[j];                                                          \
+        cmax[l] = rj > cmax[l] ? rj : cmax[l];                                                            \
+        over[l] += rj > 1 ? 1.0 : 0.0;                                                                    \
+        maxE[l] = Ej > maxE[l] ? Ej : maxE[l];                                                            \
+        unc[l] += dj < 0 ? 1.0 : 0.0;                                                                     \
+        dmax[l] = dj > dmax[l] ? dj : dmax[l];                                                            \
+        s[l] += sv[j]; e[l] += ev[j]; qq[l] += q[j];);                                                    \
+    double c = 0;                                                                                         \
+    for (int l = 0; l < RLANES; l++) {                                                                     \
+        maxr[l] = cmax[l] > maxr[l] ? cmax[l] : maxr[l];                                                  \
+        c = cmax[l] > c ? cmax[l] : c;                                                                    \
+    }                                                                                                     \
+    memcpy(L->maxr, maxr, sizeof maxr); memcpy(L->maxE, maxE, sizeof maxE); memcpy(L->dmax, dmax, sizeof dmax); \
+    memcpy(L->over, over, sizeof over); memcpy(L->unc, unc, sizeof unc); memcpy(L->s, s, sizeof s);       \
+    memcpy(L->e, e, sizeof e); memcpy(L->q, qq, sizeof qq);                                               \
+    return c;
+
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2"))) NO_TRAPS static double reduce_avx2(REDUCE_ARGS) { REDUCE_BODY }
+#endif
+NO_TRAPS static double reduce_base(REDUCE_ARGS) { REDUCE_BODY }
+
+static double reduce(REDUCE_ARGS)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (avx2 < 0)
+        avx2 = have_avx2();
+    if (avx2)
+        return reduce_avx2(r, E, sv, ev, q, dm, n, L, a0, a1, a2);
+#endif
+    return reduce_base(r, E, sv, ev, q, dm, n, L, a0, a1, a2);
+}
+
+/* 1 when every value of the three blocks is finite (x - x is 0 for a finite x, NaN for inf or NaN) */
+#define FINITE_ARGS const double *restrict a, const double *restrict b, const double *restrict c, Py_ssize_t n
+#define FINITE_BODY                                                                                       \
+    double z[LANES] = {0};                                                                                \
+    LANE_LOOP(n, j, l, z[l] += ((a[j] - a[j]) + (b[j] - b[j])) + (c[j] - c[j]););                         \
+    return lanes_sum(z) == 0;
+
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2"))) static int all_finite_avx2(FINITE_ARGS) { FINITE_BODY }
+#endif
+static int all_finite_base(FINITE_ARGS) { FINITE_BODY }
+
+static int all_finite(FINITE_ARGS)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (avx2 < 0)
+        avx2 = have_avx2();
+    if (avx2)
+        return all_finite_avx2(a, b, c, n);
+#endif
+    return all_finite_base(a, b, c, n);
+}
+
 /* The flat index in the whole array of the element j of the current segment: `flat` (start + its
  * position in the block) for a block of whole rows; along `axis`, from the segment's multi-index idx
  * (the last index moved on by j) */
@@ -330,6 +426,8 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
             f = shape[a] ? f / shape[a] : 0;
         }
     }
+    struct lanes_acc lacc;
+    memset(&lacc, 0, sizeof lacc);
     Py_BEGIN_ALLOW_THREADS
     /* segments of the last axis: within one, only the last index moves, so the sums of the groups of
      * the other axes (and of "all") are kept in locals and added once per segment */
@@ -343,36 +441,35 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
         double *as = per_last ? acc + offs[last] + idx[last] : NULL;
         if (all_finite(g + i, ref + i, E + i, seg)) {
             /* the same figures as the loop below when every value is finite, without its branches on
-             * special values: per chunk, the element terms without a branch (chunk_terms, vectorized),
-             * then the sums and maxima in the element order */
-            double thr = top.n < 3 ? 0.0 : top.r[2];
+             * special values: per chunk, the element terms without a branch (terms, vectorized), their
+             * reductions (reduce, vectorized), the top-3 candidates of a chunk whose largest ratio
+             * qualifies, in the element order */
             double rb[CHUNK], sb[CHUNK], eb[CHUNK], wb[CHUNK], db[CHUNK];
+            struct lanes_acc *L = &lacc;
+            memset(L->s, 0, sizeof L->s); memset(L->e, 0, sizeof L->e); memset(L->q, 0, sizeof L->q);
             for (Py_ssize_t c0 = 0; c0 < seg; c0 += CHUNK) {
                 Py_ssize_t cn = seg - c0 < CHUNK ? seg - c0 : CHUNK;
                 terms(&d, g + i, ref + i, E + i, cn, scale, rb, sb, eb, wb, db);
-                for (Py_ssize_t jj = 0; jj < cn; jj++, i++) {
-                    Py_ssize_t j = c0 + jj;
-                    double r = rb[jj], Ei = E[i];
-                    maxr = r > maxr ? r : maxr;
-                    over += r > 1;
-                    if (r > thr) {
-                        top_add(&top, r, flat_index(base + i, axis, nd, shape, idx, j));
-                        thr = top.n < 3 ? 0.0 : top.r[2];
-                    }
-                    maxE = Ei > maxE ? Ei : maxE;
-                    unc += db[jj] < 0;
-                    dmax = db[jj] > dmax ? db[jj] : dmax;
-                    double sv = sb[jj], e = eb[jj], q = wb[jj] * MULT(i);
-                    ls += sv;
-                    le += e;
-                    lq += q;
-                    if (as) {
-                        as[j] += sv;
-                        as[acc_len + j] += e;
-                        as[2 * acc_len + j] += q;
-                    }
-                }
+                if (m16)
+                    for (Py_ssize_t jj = 0; jj < cn; jj++)
+                        wb[jj] *= (double)m16[i + jj];
+                else if (m32)
+                    for (Py_ssize_t jj = 0; jj < cn; jj++)
+                        wb[jj] *= (double)m32[i + jj];
+                double thr = top.n < 3 ? 0.0 : top.r[2];
+                double *a0 = as ? as + c0 : NULL, *a1 = as ? as + acc_len + c0 : NULL;
+                double *a2 = as ? as + 2 * acc_len + c0 : NULL;
+                if (reduce(rb, E + i, sb, eb, wb, db, cn, L, a0, a1, a2) > thr)
+                    for (Py_ssize_t jj = 0; jj < cn; jj++)
+                        if (rb[jj] > thr) {
+                            top_add(&top, rb[jj], flat_index(base + i + jj, axis, nd, shape, idx, c0 + jj));
+                            thr = top.n < 3 ? 0.0 : top.r[2];
+                        }
+                i += cn;
             }
+            ls = lanes_sum(L->s);
+            le = lanes_sum(L->e);
+            lq = lanes_sum(L->q);
         } else
         for (Py_ssize_t j = 0; j < seg; j++, i++) {
             double gi = g[i], ri = ref[i], Ei = E[i], lo, hi;
@@ -458,6 +555,15 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
     }
     Py_END_ALLOW_THREADS
 #undef MULT
+    {   /* the finite chunks' partial maxima and counts (reduce) */
+        for (int l = 0; l < RLANES; l++) {
+            maxr = lacc.maxr[l] > maxr ? lacc.maxr[l] : maxr;
+            maxE = lacc.maxE[l] > maxE ? lacc.maxE[l] : maxE;
+            dmax = lacc.dmax[l] > dmax ? lacc.dmax[l] : dmax;
+            over += (Py_ssize_t)lacc.over[l];
+            unc += (Py_ssize_t)lacc.unc[l];
+        }
+    }
     PyBuffer_Release(&vg); PyBuffer_Release(&vr); PyBuffer_Release(&vE); PyBuffer_Release(&vm);
     PyBuffer_Release(&va);
     PyObject *t = PyList_New(0);
@@ -773,7 +879,7 @@ static PyObject *py_value_counts(PyObject *self, PyObject *args)
 
 /* ------------------------------------------------------------------ row bounds */
 /* bounds/_rows.row_bounds for rows of a C-contiguous (m, n) float64 x and cotangent g (m, n, or None):
- * the same formulas, the row sums in a plain loop instead of NumPy's pairwise sums (the same values
+ * the same formulas, the row sums in 8 interleaved partial sums instead of NumPy's pairwise sums (the same values
  * within rounding). The parameters w, b (or None) are a PATTERN of wrows rows of wcols values, wcols
  * dividing n: element j of a row uses value j / (n / wcols) of its pattern row (wcols 1: one value per
  * row; n: one per element); row i uses pattern row i % wrows (layer_norm: 1 x n; group_norm: G x Cg,
@@ -782,11 +888,6 @@ static PyObject *py_value_counts(PyObject *self, PyObject *args)
  * (mean bound, rstd bound, S, K, var, mu) into stats (m*6). With u2 > 0: the bounds of a second,
  * strict contract (unit roundoff u2, multipliers gn2, gm2: bounds.bounds' E_ref) added to E_y, E_dx
  * and the statistics' bounds as bounds.bounds adds them, its parameter terms into tw2, tb2. */
-#if defined(__GNUC__)
-#define ALWAYS_INLINE __attribute__((always_inline))     /* also into the NO_TRAPS loops below */
-#else
-#define ALWAYS_INLINE
-#endif
 
 /* The strict contract's terms (the bracket of unit roundoff u and the second-order term q2); the
  * relaxed contracts add theirs to them. */
@@ -852,7 +953,7 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
         else { enum { LOWP = 0, EPI = 0, TWO = 0 }; __VA_ARGS__ }                                         \
     } while (0);
 
-/* The rows: the row sums in a plain loop (in element order), the element bounds in loops without a
+/* The rows: the row sums in LANES partial sums, the element bounds in loops without a
  * branch (selects on the contract's flags; vectorized), the parameter terms summed per pattern element
  * in element order. Compiled for AVX2 and the base ISA (the same operations element by element: the
  * same bits). */
@@ -869,7 +970,7 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
         const double *restrict x = A->X + i * n;                                                          \
         const double *restrict g = A->G ? A->G + i * n : NULL;                                            \
         Py_ssize_t po = (i % wrows) * wcols, rep = n / wcols;   /* element j: pattern element po + j / rep */ \
-        const double *wr = wbuf, *br = bbuf;                                                              \
+        const double *restrict wr = wbuf, *restrict br = bbuf;                                                        \
         if (A->W && wcols == n)                                                                           \
             wr = A->W + po;                                                                               \
         else                                                                                              \
@@ -882,21 +983,15 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
             for (Py_ssize_t k = 0; k < wcols; k++)                                                        \
                 for (Py_ssize_t j = k * rep; j < (k + 1) * rep; j++)                                      \
                     bbuf[j] = A->B ? A->B[po + k] : 0.0;                                                  \
-        double s1 = 0, sa = 0, sq = 0;                                                                    \
-        for (Py_ssize_t j = 0; j < n; j++) {                                                              \
-            s1 += x[j];                                                                                   \
-            sa += fabs(x[j]);                                                                             \
-            sq += x[j] * x[j];                                                                            \
-        }                                                                                                 \
+        double v1[LANES] = {0}, va[LANES] = {0}, vq[LANES] = {0};                                         \
+        LANE_LOOP(n, j, l, v1[l] += x[j]; va[l] += fabs(x[j]); vq[l] += x[j] * x[j];);                    \
+        double s1 = lanes_sum(v1), sa = lanes_sum(va), sq = lanes_sum(vq);                                \
         double mu = 0, var;                                                                               \
         if (centered) {                                                                                   \
             mu = s1 / dn;                                                                                 \
-            double s2 = 0;                                                                                \
-            for (Py_ssize_t j = 0; j < n; j++) {                                                          \
-                double d = x[j] - mu;                                                                     \
-                s2 += d * d;                                                                              \
-            }                                                                                             \
-            var = s2 / dd;                                                                                \
+            double v2[LANES] = {0};                                                                       \
+            LANE_LOOP(n, j, l, double d = x[j] - mu; v2[l] += d * d;);                                    \
+            var = lanes_sum(v2) / dd;                                                                     \
         } else                                                                                            \
             var = sq / dn;                                                                                \
         double r = A->eps_std ? 1.0 / (sqrt(var) + A->eps) : 1.0 / sqrt(var + A->eps);                    \
@@ -907,12 +1002,13 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
         double Dc = r * (amu + eta / ud);                                                                 \
         double *restrict ey = A->Ey + i * n;                                                              \
         FLAGS(lowp, epi, two, LOWP, EPI, TWO,                                                             \
+        _Pragma("GCC ivdep")            /* the outputs do not overlap: no run-time alias tests */          \
         for (Py_ssize_t j = 0; j < n; j++) {                                                              \
             double xh = (x[j] - mu) * r, axh = fabs(xh);                                                  \
             double wj = wr[j], bj = br[j];                                                                \
             double aw = fabs(wj), ab = fabs(bj);                                                          \
             double y = xh * wj + bj;                                                                      \
-            double kap = centered ? r * (fabs(x[j]) + amu) : axh;                                         \
+            double kr = r * (fabs(x[j]) + amu), kap = centered ? kr : axh;                                            \
             double e = ey_strict(u, gn, q2, aw, ab, K, rho, axh, kap, y);                                 \
             double el = e + (2 * ud * aw * (Dc + axh) + ud2 * aw * (axh + 1));                            \
             double ee = el + (2 * ud * (aw * kap + ab + fabs(y)) + 2 * eta * (1 + aw));                   \
@@ -932,22 +1028,26 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
         st[0] = Em; st[1] = Er; st[2] = S; st[3] = K; st[4] = var; st[5] = mu;                            \
         if (!g)                                                                                           \
             continue;                                                                                     \
-        double sgw = 0, sagw = 0, sgx = 0, sbg = 0, skg = 0, sgd = 0;                                     \
-        for (Py_ssize_t j = 0; j < n; j++) {                                                              \
+        double vgw[LANES] = {0}, vagw[LANES] = {0}, vgx[LANES] = {0}, vbg[LANES] = {0}, vkg[LANES] = {0}; \
+        double vgd[LANES] = {0};                                                                          \
+        LANE_LOOP(n, j, l,                                                                                \
             double xh = (x[j] - mu) * r, axh = fabs(xh);                                                  \
             double gw = g[j] * wr[j], agw = fabs(gw);                                                     \
-            double kap = centered ? r * (fabs(x[j]) + amu) : axh;                                         \
-            sgw += gw; sagw += agw; sgx += gw * xh; sbg += agw * axh; skg += agw * kap; sgd += agw * (Dc + axh); \
-        }                                                                                                 \
+            double kr = r * (fabs(x[j]) + amu), kap = centered ? kr : axh;                                            \
+            vgw[l] += gw; vagw[l] += agw; vgx[l] += gw * xh; vbg[l] += agw * axh; vkg[l] += agw * kap;    \
+            vgd[l] += agw * (Dc + axh););                                                                 \
+        double sgw = lanes_sum(vgw), sagw = lanes_sum(vagw), sgx = lanes_sum(vgx), sbg = lanes_sum(vbg);  \
+        double skg = lanes_sum(vkg), sgd = lanes_sum(vgd);                                                \
         double Am = centered ? sgw / dn : 0.0, Bv = sgx / (centered ? dd : dn);                           \
         double aA = fabs(Am), aB = fabs(Bv), Ag = centered ? sagw / dn : 0.0;                             \
         double Bg = sbg / dn, Kg = skg / dn, Dg = sgd / dn;                                               \
         double *restrict edx = A->Edx + i * n;                                                            \
         FLAGS(lowp, epi, two, LOWP, EPI, TWO,                                                             \
+        _Pragma("GCC ivdep")            /* the outputs do not overlap: no run-time alias tests */          \
         for (Py_ssize_t j = 0; j < n; j++) {                                                              \
             double xh = (x[j] - mu) * r, axh = fabs(xh);                                                  \
             double gw = g[j] * wr[j], agw = fabs(gw), ag = fabs(g[j]);                                    \
-            double kap = centered ? r * (fabs(x[j]) + amu) : axh;                                         \
+            double kr = r * (fabs(x[j]) + amu), kap = centered ? kr : axh;                                            \
             double dx = r * (gw - Am - xh * Bv), adx = fabs(dx);                                          \
             double pw = r * (agw + aA + axh * aB + aB * kap + axh * Kg);                                  \
             double e = edx_strict(u, gn, q2, r, Ag, aB, Bg, Kg, K, rho, axh, adx, pw);                    \
