@@ -200,3 +200,21 @@ def test_multiplicities_uint16_unless_a_count_does_not_fit(dt, n):
         acc.add(ref, E, 0)
         figs.append(acc.figures())
     _same(figs[0], figs[1], rel=0.0)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_native_abs_max_finite_and_widened_values(dt, isa):
+    """The compiled running scale (abs_max_finite) is compare._abs_max_finite; float32 values read as
+    they are give the figures of their float64 widening, and mult None those of multiplicities 1."""
+    rng = np.random.default_rng(11 + DTYPES.index(dt))
+    got, ref, E = _special(dt, rng, (5, 300))
+    mod = C.native()
+    for a in (ref.reshape(-1), E.reshape(-1), np.array([]), np.array([np.nan, -np.inf]), -np.abs(ref).reshape(-1)):
+        assert mod.abs_max_finite(np.ascontiguousarray(a)) == C._abs_max_finite(a)
+    if got.dtype != np.float32:
+        return
+    shape, acc1, acc2 = got.shape, np.zeros(3 * (1 + 5 + 300)), np.zeros(3 * (1 + 5 + 300))
+    flat, r, e = got.reshape(-1), ref.reshape(-1), E.reshape(-1)
+    a = mod.compare(flat, r, e, None, C.KIND[dt], 2.0, shape, 0, acc1)
+    b = mod.compare(flat.astype(np.float64), r, e, np.ones(flat.size, np.uint16), C.KIND[dt], 2.0, shape, 0, acc2)
+    assert repr(a) == repr(b) and np.array_equal(acc1, acc2)

@@ -144,11 +144,12 @@ def test_too_many_candidates_judge_again_with_the_scales(monkeypatch):
         def __init__(self, *a, **k):
             super().__init__(*a, **k)
             made.append(self)
-    monkeypatch.setattr(stream, "ArrayAccumulator", Spy)
 
-    def overflow(self, g, ref, E):                              # as if every block had too many candidates
-        self.overflowed = True
-    monkeypatch.setattr(real, "_candidates", overflow)
+        def add(self, *a, **k):
+            super().add(*a, **k)
+            if self.running:                    # as if every block had too many candidates
+                self.overflowed = True
+    monkeypatch.setattr(stream, "ArrayAccumulator", Spy)
     _, blocked = _judge(op, cfg, "float32", ins, cot, state, got, contract, blocks=True)
     assert any(a.overflowed for a in made) and any(not a.running for a in made)
     assert whole.keys() == blocked.keys()

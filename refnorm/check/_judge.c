@@ -9,14 +9,15 @@
  *
  *   compare(g, ref, E, mult, kind, scale, shape, start, acc) -> (max_ratio, over, unconstrained,
  *           dmax, max_bound, top)
- *       g, ref, E: C-contiguous float64 blocks of n values (g: the returned values, exactly
- *       representable in the dtype `kind`: 0 float64, 1 float32, 2 float16, 3 bfloat16); mult: uint16 or uint32
- *       multiplicities of the returned values (bias.py); scale: max|ref| over the whole array; shape:
+ *       g, ref, E: C-contiguous blocks of n values, float64 (g may be float32: the returned values,
+ *       exactly representable in the dtype `kind`: 0 float64, 1 float32, 2 float16, 3 bfloat16); mult: uint16
+ *       or uint32 multiplicities of the returned values (bias.py), or None: every one 1; scale: max|ref| over the whole array; shape:
  *       the WHOLE array's shape; the block is its elements start..start+n-1 in C order, or, with
  *       axis >= 0, the sub-array whose index along that axis is start.. (its elements in C order). acc (float64, updated in place)
  *       holds the bias sums (S, sum E, Q) of the group "all" then of every index along every axis, in
  *       that order; elements outside the test add nothing (bias.py's `ok`). top: the 3 largest ratios
  *       (ratio, flat index in the whole array), ties to the lowest index.
+ *   abs_max_finite(a) -> max |a| over the finite values of a float64 buffer (0.0 when none).
  *   value_counts(keys, out, exact_limit) -> exact: out[i] (uint32, or uint16: None when a count does not
  *       fit, and out is left as it was) = how many keys equal keys[i]; keys:
  *       the bits of the values (unsigned 2, 4 or 8-byte integers; -0 counts as +0). Exact (hash
@@ -368,11 +369,17 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
         acc_len += (nd > 1 && shape[a] > 1) ? shape[a] : 0;
     }
     Py_buffer vg, vr, vE, vm, va;
-    if (get_buf(og, &vg, "g", "d", 8, 0) < 0)
-        return NULL;
+    if (get_buf(og, &vg, "g", "d", 8, 0) < 0) {               /* float64, or else float32 */
+        PyErr_Clear();
+        if (get_buf(og, &vg, "g", "f", 4, 0) < 0)
+            return NULL;
+    }
     if (get_buf(oref, &vr, "ref", "d", 8, 0) < 0) { PyBuffer_Release(&vg); return NULL; }
     if (get_buf(oE, &vE, "E", "d", 8, 0) < 0) { PyBuffer_Release(&vg); PyBuffer_Release(&vr); return NULL; }
-    if (get_buf(omult, &vm, "mult", "H", 2, 0) < 0) {          /* uint16, or else uint32 */
+    int no_mult = omult == Py_None;                            /* None: every multiplicity 1 */
+    if (no_mult)
+        memset(&vm, 0, sizeof vm);
+    else if (get_buf(omult, &vm, "mult", "H", 2, 0) < 0) {     /* uint16, or else uint32 */
         PyErr_Clear();
         if (get_buf(omult, &vm, "mult", "IL", 4, 0) < 0) {
             PyBuffer_Release(&vg); PyBuffer_Release(&vr); PyBuffer_Release(&vE);
@@ -380,27 +387,29 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
         }
     }
     if (get_buf(oacc, &va, "acc", "d", 8, 1) < 0) {
-        PyBuffer_Release(&vg); PyBuffer_Release(&vr); PyBuffer_Release(&vE); PyBuffer_Release(&vm);
+        PyBuffer_Release(&vg); PyBuffer_Release(&vr); PyBuffer_Release(&vE); if (!no_mult) PyBuffer_Release(&vm);
         return NULL;
     }
-    Py_ssize_t n = vg.len / 8;
+    Py_ssize_t n = vg.len / vg.itemsize;
     /* axis >= 0: the block is the elements whose index along `axis` is start..start+k-1 (in C order) */
     Py_ssize_t across = axis >= 0 && axis < nd && shape[axis] ? total / shape[axis] : 1;
-    int bad = vr.len / 8 != n || vE.len / 8 != n || vm.len / vm.itemsize != n || va.len / 8 != 3 * acc_len
+    int bad = vr.len / 8 != n || vE.len / 8 != n || (!no_mult && vm.len / vm.itemsize != n) || va.len / 8 != 3 * acc_len
               || (axis >= nd) || start < 0
               || (axis < 0 ? start + n > total : (n % (across ? across : 1) != 0
                                                   || start + (across ? n / across : 0) > shape[axis]));
     if (bad) {
-        PyBuffer_Release(&vg); PyBuffer_Release(&vr); PyBuffer_Release(&vE); PyBuffer_Release(&vm);
+        PyBuffer_Release(&vg); PyBuffer_Release(&vr); PyBuffer_Release(&vE); if (!no_mult) PyBuffer_Release(&vm);
         PyBuffer_Release(&va);
         PyErr_Format(PyExc_ValueError, "_judge: block of %zd values from %zd does not fit the shape, or acc",
                      n, start);
         return NULL;
     }
-    const double *g = vg.buf, *ref = vr.buf, *E = vE.buf;
-    const uint32_t *m32 = vm.itemsize == 4 ? vm.buf : NULL;
-    const uint16_t *m16 = vm.itemsize == 2 ? vm.buf : NULL;
-#define MULT(i) (m16 ? (double)m16[i] : (double)m32[i])
+    const double *g64 = vg.itemsize == 8 ? vg.buf : NULL, *ref = vr.buf, *E = vE.buf;
+    const float *g32 = vg.itemsize == 4 ? vg.buf : NULL;
+    const uint32_t *m32 = !no_mult && vm.itemsize == 4 ? vm.buf : NULL;
+    const uint16_t *m16 = !no_mult && vm.itemsize == 2 ? vm.buf : NULL;
+    double rb[CHUNK], sb[CHUNK], eb[CHUNK], wb[CHUNK], db[CHUNK], gb[CHUNK];
+#define MULT(i) (m16 ? (double)m16[i] : m32 ? (double)m32[i] : 1.0)
     double *acc = va.buf;
     double maxr = 0, dmax = 0, maxE = 0;
     Py_ssize_t over = 0, unc = 0;
@@ -439,17 +448,20 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
             seg = n - i;
         double ls = 0, le = 0, lq = 0;
         double *as = per_last ? acc + offs[last] + idx[last] : NULL;
-        if (all_finite(g + i, ref + i, E + i, seg)) {
-            /* the same figures as the loop below when every value is finite, without its branches on
-             * special values: per chunk, the element terms without a branch (terms, vectorized), their
-             * reductions (reduce, vectorized), the top-3 candidates of a chunk whose largest ratio
-             * qualifies, in the element order */
-            double rb[CHUNK], sb[CHUNK], eb[CHUNK], wb[CHUNK], db[CHUNK];
-            struct lanes_acc *L = &lacc;
-            memset(L->s, 0, sizeof L->s); memset(L->e, 0, sizeof L->e); memset(L->q, 0, sizeof L->q);
-            for (Py_ssize_t c0 = 0; c0 < seg; c0 += CHUNK) {
-                Py_ssize_t cn = seg - c0 < CHUNK ? seg - c0 : CHUNK;
-                terms(&d, g + i, ref + i, E + i, cn, scale, rb, sb, eb, wb, db);
+        struct lanes_acc *L = &lacc;
+        memset(L->s, 0, sizeof L->s); memset(L->e, 0, sizeof L->e); memset(L->q, 0, sizeof L->q);
+        for (Py_ssize_t c0 = 0; c0 < seg; c0 += CHUNK) {
+            Py_ssize_t cn = seg - c0 < CHUNK ? seg - c0 : CHUNK;
+            const double *gc = g64 ? g64 + i : gb;
+            if (!g64)                           /* float32 values, widened (exactly) */
+                for (Py_ssize_t jj = 0; jj < cn; jj++)
+                    gb[jj] = (double)g32[i + jj];
+            if (all_finite(gc, ref + i, E + i, cn)) {
+                /* the same figures as the loop below when every value is finite, without its branches
+                 * on special values: the element terms without a branch (terms, vectorized), their
+                 * reductions (reduce, vectorized), the top-3 candidates of a chunk whose largest ratio
+                 * qualifies, in the element order */
+                terms(&d, gc, ref + i, E + i, cn, scale, rb, sb, eb, wb, db);
                 if (m16)
                     for (Py_ssize_t jj = 0; jj < cn; jj++)
                         wb[jj] *= (double)m16[i + jj];
@@ -466,74 +478,76 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
                             thr = top.n < 3 ? 0.0 : top.r[2];
                         }
                 i += cn;
+                continue;
             }
-            ls = lanes_sum(L->s);
-            le = lanes_sum(L->e);
-            lq = lanes_sum(L->q);
-        } else
-        for (Py_ssize_t j = 0; j < seg; j++, i++) {
-            double gi = g[i], ri = ref[i], Ei = E[i], lo, hi;
-            interval(&d, gi, &lo, &hi);
-            /* precision.excess */
-            double ex;
-            int gnan = isnan(gi), rnan = isnan(ri);
-            if (gnan || rnan)
-                ex = (gnan && rnan) ? 0.0 : INFINITY;
-            else if (isinf(ri))
-                ex = gi == ri ? 0.0 : INFINITY;
-            else {
-                double a = lo - ri, b = ri - hi;
-                ex = a > b ? a : b;
-                if (isnan(a) || isnan(b))
-                    ex = INFINITY;
-                else if (ex < 0)
-                    ex = 0;
-            }
-            /* core._judge's ratio */
-            int finE = isfinite(Ei);
-            double r;
-            if (finE)
-                r = ex == 0 ? 0.0 : (Ei == 0 ? INFINITY : ex / Ei);
-            else
-                r = (gnan && !rnan) ? INFINITY : 0.0;
-            if (isinf(gi) && isfinite(ri) && fabs(ri) < lo_inf)
-                r = INFINITY;
-            if (r > maxr)
-                maxr = r;
-            if (r > 1)
-                over++;
-            if (r > 0 && (top.n < 3 || r > top.r[2]))
-                top_add(&top, r, flat_index(base + i, axis, nd, shape, idx, j));
-            if (isnan(Ei))
-                maxE_nan = 1;
-            else if (Ei > maxE)
-                maxE = Ei;
-            if (!finE || (Ei > 0 && Ei >= scale))
-                unc++;
-            else {
-                double diff = fabs(gi - ri);
-                if ((gnan && rnan) || gi == ri || (isinf(gi) && ex == 0))
-                    diff = 0;
-                if (isnan(diff))
-                    dmax_nan = 1;
-                else if (diff > dmax)
-                    dmax = diff;
-            }
-            /* bias.bias_test's element terms */
-            double err = gi - ri, width = hi - lo;
-            if (isfinite(err) && finE && isfinite(width) && isfinite(ri)) {
-                double sv = ri > 0 ? err : (ri < 0 ? -err : 0.0);
-                double q = width * width * MULT(i);
-                ls += sv;
-                le += Ei;
-                lq += q;
-                if (as) {
-                    as[j] += sv;
-                    as[acc_len + j] += Ei;
-                    as[2 * acc_len + j] += q;
+            for (Py_ssize_t jj = 0; jj < cn; jj++, i++) {
+                Py_ssize_t j = c0 + jj;
+                double gi = gc[jj], ri = ref[i], Ei = E[i], lo, hi;
+                interval(&d, gi, &lo, &hi);
+                /* precision.excess */
+                double ex;
+                int gnan = isnan(gi), rnan = isnan(ri);
+                if (gnan || rnan)
+                    ex = (gnan && rnan) ? 0.0 : INFINITY;
+                else if (isinf(ri))
+                    ex = gi == ri ? 0.0 : INFINITY;
+                else {
+                    double a = lo - ri, b = ri - hi;
+                    ex = a > b ? a : b;
+                    if (isnan(a) || isnan(b))
+                        ex = INFINITY;
+                    else if (ex < 0)
+                        ex = 0;
+                }
+                /* core._judge's ratio */
+                int finE = isfinite(Ei);
+                double r;
+                if (finE)
+                    r = ex == 0 ? 0.0 : (Ei == 0 ? INFINITY : ex / Ei);
+                else
+                    r = (gnan && !rnan) ? INFINITY : 0.0;
+                if (isinf(gi) && isfinite(ri) && fabs(ri) < lo_inf)
+                    r = INFINITY;
+                if (r > maxr)
+                    maxr = r;
+                if (r > 1)
+                    over++;
+                if (r > 0 && (top.n < 3 || r > top.r[2]))
+                    top_add(&top, r, flat_index(base + i, axis, nd, shape, idx, j));
+                if (isnan(Ei))
+                    maxE_nan = 1;
+                else if (Ei > maxE)
+                    maxE = Ei;
+                if (!finE || (Ei > 0 && Ei >= scale))
+                    unc++;
+                else {
+                    double diff = fabs(gi - ri);
+                    if ((gnan && rnan) || gi == ri || (isinf(gi) && ex == 0))
+                        diff = 0;
+                    if (isnan(diff))
+                        dmax_nan = 1;
+                    else if (diff > dmax)
+                        dmax = diff;
+                }
+                /* bias.bias_test's element terms */
+                double err = gi - ri, width = hi - lo;
+                if (isfinite(err) && finE && isfinite(width) && isfinite(ri)) {
+                    double sv = ri > 0 ? err : (ri < 0 ? -err : 0.0);
+                    double q = width * width * MULT(i);
+                    ls += sv;
+                    le += Ei;
+                    lq += q;
+                    if (as) {
+                        as[j] += sv;
+                        as[acc_len + j] += Ei;
+                        as[2 * acc_len + j] += q;
+                    }
                 }
             }
         }
+        ls += lanes_sum(L->s);
+        le += lanes_sum(L->e);
+        lq += lanes_sum(L->q);
         acc[0] += ls;
         acc[acc_len] += le;
         acc[2 * acc_len] += lq;
@@ -564,7 +578,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
             unc += (Py_ssize_t)lacc.unc[l];
         }
     }
-    PyBuffer_Release(&vg); PyBuffer_Release(&vr); PyBuffer_Release(&vE); PyBuffer_Release(&vm);
+    PyBuffer_Release(&vg); PyBuffer_Release(&vr); PyBuffer_Release(&vE); if (!no_mult) PyBuffer_Release(&vm);
     PyBuffer_Release(&va);
     PyObject *t = PyList_New(0);
     if (!t)
@@ -575,6 +589,41 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
         Py_DECREF(p);
     }
     return Py_BuildValue("(dnnddN)", maxr, over, unc, dmax_nan ? NAN : dmax, maxE_nan ? NAN : maxE, t);
+}
+
+/* abs_max_finite(a) -> max |a| over the finite values of the float64 buffer a (0.0 when none): the
+ * running scale of "unconstrained" (compare.ArrayAccumulator), one vectorized pass */
+#define ABSMAX_ARGS const double *restrict a, Py_ssize_t n
+#define ABSMAX_BODY                                                                                       \
+    double m[LANES] = {0};                                                                                \
+    LANE_LOOP(n, j, l, double v = fabs(a[j]); m[l] = (v <= DBL_MAX && v > m[l]) ? v : m[l];);             \
+    double r = 0;                                                                                         \
+    for (int l = 0; l < LANES; l++)                                                                       \
+        r = m[l] > r ? m[l] : r;                                                                          \
+    return r;
+
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2"))) NO_TRAPS static double absmax_avx2(ABSMAX_ARGS) { ABSMAX_BODY }
+#endif
+NO_TRAPS static double absmax_base(ABSMAX_ARGS) { ABSMAX_BODY }
+
+static PyObject *py_abs_max_finite(PyObject *self, PyObject *arg)
+{
+    Py_buffer v;
+    if (get_buf(arg, &v, "a", "d", 8, 0) < 0)
+        return NULL;
+    double r;
+    Py_BEGIN_ALLOW_THREADS
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (avx2 < 0)
+        avx2 = have_avx2();
+    r = avx2 ? absmax_avx2(v.buf, v.len / 8) : absmax_base(v.buf, v.len / 8);
+#else
+    r = absmax_base(v.buf, v.len / 8);
+#endif
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&v);
+    return PyFloat_FromDouble(r);
 }
 
 /* ------------------------------------------------------------------ value counts */
@@ -1189,6 +1238,8 @@ static PyMethodDef methods[] = {
     {"set_isa", py_set_isa, METH_VARARGS, "set_isa(name=None) -> the ISA of compare's element loop before ('avx2' "
      "or 'base')"},
     {"compare", py_compare, METH_VARARGS, "compare(g, ref, E, mult, kind, scale, shape, start, acc[, axis])"},
+    {"abs_max_finite", py_abs_max_finite, METH_O, "abs_max_finite(a) -> max |a| over the finite values of float64 a "
+     "(0.0 when none)"},
     {"row_bounds", py_row_bounds, METH_VARARGS,
      "row_bounds(x, w, b, g, E_y, E_dx, tw, tb, stats, eps, u, gn, gm, ud, centered, ddof, eps_std, lowp, epi, eta, "
      "wrows, wcols[, u2, gn2, gm2, tw2, tb2])"},

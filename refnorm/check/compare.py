@@ -191,6 +191,9 @@ def _add_sums(acc, at, t, shape, idx):
 _ONES = np.ones(0, dtype=np.uint16)
 
 
+_NATIVE_G = (np.dtype(np.float64), np.dtype(np.float32))   # the returned values' dtypes _judge.compare reads
+
+
 def _ones(n):
     """n multiplicities of 1 (uint16; a view of one array kept for the blocks)."""
     global _ONES
@@ -244,24 +247,29 @@ class ArrayAccumulator:
         """Judge the elements start.. (C order; as many as ``ref`` has) of the returned array; with
         ``axis``, the sub-array ``ref`` is, whose index along ``axis`` starts at ``start``."""
         E = np.broadcast_to(np.asarray(E, dtype=np.float64), np.shape(ref))
+        # the returned values as they are when the compiled loop reads them (float64, float32), else widened
+        gdt = self.flat.dtype if self.mod is not None and self.flat.dtype in _NATIVE_G else np.float64
         if axis is None:
             ref = np.ascontiguousarray(ref, dtype=np.float64).reshape(-1)
-            g = np.asarray(self.flat[start:start + ref.size], dtype=np.float64)
+            g = np.ascontiguousarray(self.flat[start:start + ref.size], dtype=gdt)
             mult = None if self.unit else self.mult[start:start + ref.size]
         else:
             sl = (slice(None),) * axis + (slice(start, start + np.shape(ref)[axis]),)
-            g = np.ascontiguousarray(self.got[sl], dtype=np.float64).reshape(-1)
+            g = np.ascontiguousarray(self.got[sl], dtype=gdt).reshape(-1)
             mult = None if self.unit else np.ascontiguousarray(self.mult.reshape(self.shape)[sl]).reshape(-1)
             ref = np.ascontiguousarray(ref, dtype=np.float64).reshape(-1)
-        if mult is None:
-            mult = _ones(ref.size)
         E = np.ascontiguousarray(E).reshape(-1)
         if self.running:
-            self.scale = max(self.scale, _abs_max_finite(ref))
+            self.scale = max(self.scale, _abs_max_finite(ref) if self.mod is None else self.mod.abs_max_finite(ref))
+        if self.mod is not None:
+            maxr, over, unc, dmax, maxE, top = self.mod.compare(g, ref, E, mult, self.kind, self.scale, self.shape,
+                                                                start, self.acc, -1 if axis is None else axis)
+        else:
+            maxr, over, unc, dmax, maxE, top = compare_block(g, ref, E, _ones(ref.size) if mult is None else mult,
+                                                             self.kind, self.scale, self.shape, start, self.acc,
+                                                             -1 if axis is None else axis)
+        if self.running and not maxE < self.scale:        # a bound at least the running scale (or NaN)
             self._candidates(g, ref, E)
-        fn = self.mod.compare if self.mod is not None else compare_block
-        maxr, over, unc, dmax, maxE, top = fn(g, ref, E, mult, self.kind, self.scale, self.shape, start, self.acc,
-                                              -1 if axis is None else axis)
         top = [(t, i, *(float(a[self._local(i, start, g.size, axis)]) for a in (g, ref, E))) for t, i in top]
         self.maxr = max(self.maxr, maxr)
         self.over += over
@@ -273,7 +281,7 @@ class ArrayAccumulator:
     def _candidates(self, g, ref, E):
         """Keep the elements of this block that the running scale counts unconstrained and the final
         scale may not: bound positive, finite and at least the running scale (module docstring)."""
-        if self.overflowed or not E.size or float(E.max()) < self.scale:     # no candidate (a NaN: looked at)
+        if self.overflowed or not E.size:
             return
         with np.errstate(invalid="ignore"):
             c = np.flatnonzero(E >= self.scale)
@@ -284,7 +292,7 @@ class ArrayAccumulator:
         if self.n_cand > MAX_CANDIDATES:
             self.overflowed, self.cand = True, []
             return
-        gc, rc = g[c], ref[c]
+        gc, rc = g[c].astype(np.float64), ref[c]
         self.cand.append((E[c], _diff(gc, rc, _excess(gc, rc, self.kind)[2])))
 
     def _settle(self):
