@@ -237,53 +237,56 @@ static void terms(TERMS_ARGS)
     terms_base(d, g, ref, E, n, scale, r, s, e_, w2, dm);
 }
 
-/* The reductions of a chunk's element terms (finite elements, terms() above; q: width^2 times the
- * multiplicity): the maxima and counts of the call and the bias sums of the segment, each in RLANES
- * partial results; returns the chunk's largest ratio (top-3 candidates are looked for only in
- * a chunk whose largest ratio qualifies). Vectorized, the same operations whatever the instruction set. */
-enum { RLANES = LANES };
-struct lanes_acc {
-    double maxr[RLANES], maxE[RLANES], dmax[RLANES], over[RLANES], unc[RLANES];   /* the call's */
-    double s[RLANES], e[RLANES], q[RLANES];                                         /* the segment's */
-};
+/* The maxima and counts of a chunk's element terms (finite elements, terms() above), each in LANES
+ * partial results; returns the chunk's largest ratio (top-3 candidates are looked for only in a chunk
+ * whose largest ratio qualifies). Vectorized. */
+struct lanes_acc { double maxr[LANES], maxE[LANES], dmax[LANES], over[LANES], unc[LANES]; };
 
-#define REDUCE_ARGS const double *restrict r, const double *restrict E, const double *restrict sv,          \
-    const double *restrict ev, const double *restrict q, const double *restrict dm, Py_ssize_t n,          \
-    struct lanes_acc *restrict L, double *restrict a0, double *restrict a1, double *restrict a2
+#define REDUCE_ARGS const double *restrict r, const double *restrict E, const double *restrict dm, Py_ssize_t n, \
+    struct lanes_acc *restrict L
 #define REDUCE_BODY                                                                                       \
-    double maxr[RLANES], maxE[RLANES], dmax[RLANES], over[RLANES], unc[RLANES], s[RLANES], e[RLANES], qq[RLANES]; \
-    double cmax[RLANES] = {0};                                                                             \
-    memcpy(maxr, L->maxr, sizeof maxr); memcpy(maxE, L->maxE, sizeof maxE); memcpy(dmax, L->dmax, sizeof dmax); \
-    memcpy(over, L->over, sizeof over); memcpy(unc, L->unc, sizeof unc); memcpy(s, L->s, sizeof s);       \
-    memcpy(e, L->e, sizeof e); memcpy(qq, L->q, sizeof qq);                                               \
-    if (a0)                     /* the groups of the last axis: element j's own (acc's per-index sums) */ \
-        for (Py_ssize_t j = 0; j < n; j++) {                                                              \
-            a0[j] += sv[j];                                                                               \
-            a1[j] += ev[j];                                                                               \
-            a2[j] += q[j];                                                                                \
-        }                                                                                                 \
-    LANE_LOOP_OF(RLANES, n, j, l,                                                                                    \
+    double maxE[LANES], dmax[LANES], over[LANES], unc[LANES], cmax[LANES] = {0};                          \
+    memcpy(maxE, L->maxE, sizeof maxE); memcpy(dmax, L->dmax, sizeof dmax);                               \
+    memcpy(over, L->over, sizeof over); memcpy(unc, L->unc, sizeof unc);                                  \
+    LANE_LOOP(n, j, l,                                                                                    \
         double rj = r[j], Ej = E[j], dj = dm[j];                                                          \
         cmax[l] = rj > cmax[l] ? rj : cmax[l];                                                            \
         over[l] += rj > 1 ? 1.0 : 0.0;                                                                    \
         maxE[l] = Ej > maxE[l] ? Ej : maxE[l];                                                            \
         unc[l] += dj < 0 ? 1.0 : 0.0;                                                                     \
-        dmax[l] = dj > dmax[l] ? dj : dmax[l];                                                            \
-        s[l] += sv[j]; e[l] += ev[j]; qq[l] += q[j];);                                                    \
+        dmax[l] = dj > dmax[l] ? dj : dmax[l];);                                                          \
     double c = 0;                                                                                         \
-    for (int l = 0; l < RLANES; l++) {                                                                     \
-        maxr[l] = cmax[l] > maxr[l] ? cmax[l] : maxr[l];                                                  \
+    for (int l = 0; l < LANES; l++) {                                                                     \
+        L->maxr[l] = cmax[l] > L->maxr[l] ? cmax[l] : L->maxr[l];                                         \
         c = cmax[l] > c ? cmax[l] : c;                                                                    \
     }                                                                                                     \
-    memcpy(L->maxr, maxr, sizeof maxr); memcpy(L->maxE, maxE, sizeof maxE); memcpy(L->dmax, dmax, sizeof dmax); \
-    memcpy(L->over, over, sizeof over); memcpy(L->unc, unc, sizeof unc); memcpy(L->s, s, sizeof s);       \
-    memcpy(L->e, e, sizeof e); memcpy(L->q, qq, sizeof qq);                                               \
+    memcpy(L->maxE, maxE, sizeof maxE); memcpy(L->dmax, dmax, sizeof dmax);                               \
+    memcpy(L->over, over, sizeof over); memcpy(L->unc, unc, sizeof unc);                                  \
     return c;
+
+/* The bias sums of a piece (n elements of one segment): into *ls, *le, *lq (LANES partial sums), and
+ * each element's own into a0, a1, a2 (the groups of the last axis; NULL: none). Vectorized. */
+#define PIECE_ARGS const double *restrict sv, const double *restrict ev, const double *restrict q, Py_ssize_t n,   \
+    double *restrict a0, double *restrict a1, double *restrict a2, double *ls, double *le, double *lq
+#define PIECE_BODY                                                                                        \
+    double s[LANES] = {0}, e[LANES] = {0}, qq[LANES] = {0};                                               \
+    LANE_LOOP(n, j, l, s[l] += sv[j]; e[l] += ev[j]; qq[l] += q[j];);                                      \
+    *ls = lanes_sum(s);                                                                                   \
+    *le = lanes_sum(e);                                                                                   \
+    *lq = lanes_sum(qq);                                                                                  \
+    if (a0)                                                                                               \
+        for (Py_ssize_t j = 0; j < n; j++) {                                                              \
+            a0[j] += sv[j];                                                                               \
+            a1[j] += ev[j];                                                                               \
+            a2[j] += q[j];                                                                                \
+        }
 
 #if defined(__GNUC__) && defined(__x86_64__)
 __attribute__((target("avx2"))) NO_TRAPS static double reduce_avx2(REDUCE_ARGS) { REDUCE_BODY }
+__attribute__((target("avx2"))) static void piece_sums_avx2(PIECE_ARGS) { PIECE_BODY }
 #endif
 NO_TRAPS static double reduce_base(REDUCE_ARGS) { REDUCE_BODY }
+static void piece_sums_base(PIECE_ARGS) { PIECE_BODY }
 
 static double reduce(REDUCE_ARGS)
 {
@@ -291,9 +294,20 @@ static double reduce(REDUCE_ARGS)
     if (avx2 < 0)
         avx2 = have_avx2();
     if (avx2)
-        return reduce_avx2(r, E, sv, ev, q, dm, n, L, a0, a1, a2);
+        return reduce_avx2(r, E, dm, n, L);
 #endif
-    return reduce_base(r, E, sv, ev, q, dm, n, L, a0, a1, a2);
+    return reduce_base(r, E, dm, n, L);
+}
+
+static void piece_sums(PIECE_ARGS)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (avx2) {
+        piece_sums_avx2(sv, ev, q, n, a0, a1, a2, ls, le, lq);
+        return;
+    }
+#endif
+    piece_sums_base(sv, ev, q, n, a0, a1, a2, ls, le, lq);
 }
 
 /* 1 when every value of the three blocks is finite (x - x is 0 for a finite x, NaN for inf or NaN) */
@@ -438,51 +452,47 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
     struct lanes_acc lacc;
     memset(&lacc, 0, sizeof lacc);
     Py_BEGIN_ALLOW_THREADS
-    /* segments of the last axis: within one, only the last index moves, so the sums of the groups of
-     * the other axes (and of "all") are kept in locals and added once per segment */
+    /* chunks of CHUNK elements; each walked in pieces, a piece within one segment of the last axis
+     * (there only the last index moves, so the bias sums of the groups of the other axes, and of "all",
+     * are summed over the piece and added once) */
     Py_ssize_t last = nd - 1, i = 0;
     int per_last = nd > 1 && shape[last] > 1;
     while (i < n) {
-        Py_ssize_t seg = nd ? bhi[last] - idx[last] : n;
-        if (seg > n - i)
-            seg = n - i;
-        double ls = 0, le = 0, lq = 0;
-        double *as = per_last ? acc + offs[last] + idx[last] : NULL;
-        struct lanes_acc *L = &lacc;
-        memset(L->s, 0, sizeof L->s); memset(L->e, 0, sizeof L->e); memset(L->q, 0, sizeof L->q);
-        for (Py_ssize_t c0 = 0; c0 < seg; c0 += CHUNK) {
-            Py_ssize_t cn = seg - c0 < CHUNK ? seg - c0 : CHUNK;
-            const double *gc = g64 ? g64 + i : gb;
-            if (!g64)                           /* float32 values, widened (exactly) */
+        Py_ssize_t cn = n - i < CHUNK ? n - i : CHUNK;
+        const double *gc = g64 ? g64 + i : gb, *rc = ref + i, *Ec = E + i;
+        if (!g64)                               /* float32 values, widened (exactly) */
+            for (Py_ssize_t jj = 0; jj < cn; jj++)
+                gb[jj] = (double)g32[i + jj];
+        /* every value finite: the element terms without a branch (terms, vectorized), their maxima and
+         * counts (reduce, vectorized); top-3 candidates only in a chunk whose largest ratio qualifies */
+        int fin = all_finite(gc, rc, Ec, cn), scan = 0;
+        if (fin) {
+            terms(&d, gc, rc, Ec, cn, scale, rb, sb, eb, wb, db);
+            if (m16)
                 for (Py_ssize_t jj = 0; jj < cn; jj++)
-                    gb[jj] = (double)g32[i + jj];
-            if (all_finite(gc, ref + i, E + i, cn)) {
-                /* the same figures as the loop below when every value is finite, without its branches
-                 * on special values: the element terms without a branch (terms, vectorized), their
-                 * reductions (reduce, vectorized), the top-3 candidates of a chunk whose largest ratio
-                 * qualifies, in the element order */
-                terms(&d, gc, ref + i, E + i, cn, scale, rb, sb, eb, wb, db);
-                if (m16)
-                    for (Py_ssize_t jj = 0; jj < cn; jj++)
-                        wb[jj] *= (double)m16[i + jj];
-                else if (m32)
-                    for (Py_ssize_t jj = 0; jj < cn; jj++)
-                        wb[jj] *= (double)m32[i + jj];
-                double thr = top.n < 3 ? 0.0 : top.r[2];
-                double *a0 = as ? as + c0 : NULL, *a1 = as ? as + acc_len + c0 : NULL;
-                double *a2 = as ? as + 2 * acc_len + c0 : NULL;
-                if (reduce(rb, E + i, sb, eb, wb, db, cn, L, a0, a1, a2) > thr)
-                    for (Py_ssize_t jj = 0; jj < cn; jj++)
-                        if (rb[jj] > thr) {
-                            top_add(&top, rb[jj], flat_index(base + i + jj, axis, nd, shape, idx, c0 + jj));
-                            thr = top.n < 3 ? 0.0 : top.r[2];
-                        }
-                i += cn;
-                continue;
-            }
-            for (Py_ssize_t jj = 0; jj < cn; jj++, i++) {
-                Py_ssize_t j = c0 + jj;
-                double gi = gc[jj], ri = ref[i], Ei = E[i], lo, hi;
+                    wb[jj] *= (double)m16[i + jj];
+            else if (m32)
+                for (Py_ssize_t jj = 0; jj < cn; jj++)
+                    wb[jj] *= (double)m32[i + jj];
+            scan = reduce(rb, Ec, db, cn, &lacc) > (top.n < 3 ? 0.0 : top.r[2]);
+        }
+        for (Py_ssize_t p = 0; p < cn;) {
+            Py_ssize_t pn = nd ? bhi[last] - idx[last] : cn - p;      /* what is left of the segment */
+            if (pn > cn - p)
+                pn = cn - p;
+            double *as = per_last ? acc + offs[last] + idx[last] : NULL;
+            double ls = 0, le = 0, lq = 0;
+            if (fin) {
+                piece_sums(sb + p, eb + p, wb + p, pn, as, as ? as + acc_len : NULL, as ? as + 2 * acc_len : NULL,
+                           &ls, &le, &lq);
+                if (scan)
+                    for (Py_ssize_t j = 0; j < pn; j++)
+                        if (rb[p + j] > (top.n < 3 ? 0.0 : top.r[2]))
+                            top_add(&top, rb[p + j], flat_index(base + i + p + j, axis, nd, shape, idx, j));
+            } else
+            for (Py_ssize_t j = 0; j < pn; j++) {
+                Py_ssize_t k = p + j;
+                double gi = gc[k], ri = rc[k], Ei = Ec[k], lo, hi;
                 interval(&d, gi, &lo, &hi);
                 /* precision.excess */
                 double ex;
@@ -513,7 +523,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
                 if (r > 1)
                     over++;
                 if (r > 0 && (top.n < 3 || r > top.r[2]))
-                    top_add(&top, r, flat_index(base + i, axis, nd, shape, idx, j));
+                    top_add(&top, r, flat_index(base + i + k, axis, nd, shape, idx, j));
                 if (isnan(Ei))
                     maxE_nan = 1;
                 else if (Ei > maxE)
@@ -533,7 +543,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
                 double err = gi - ri, width = hi - lo;
                 if (isfinite(err) && finE && isfinite(width) && isfinite(ri)) {
                     double sv = ri > 0 ? err : (ri < 0 ? -err : 0.0);
-                    double q = width * width * MULT(i);
+                    double q = width * width * MULT(i + k);
                     ls += sv;
                     le += Ei;
                     lq += q;
@@ -544,33 +554,32 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
                     }
                 }
             }
-        }
-        ls += lanes_sum(L->s);
-        le += lanes_sum(L->e);
-        lq += lanes_sum(L->q);
-        acc[0] += ls;
-        acc[acc_len] += le;
-        acc[2 * acc_len] += lq;
-        if (nd > 1)
-            for (Py_ssize_t a = 0; a < last; a++)
-                if (shape[a] > 1) {
-                    Py_ssize_t k = offs[a] + idx[a];
-                    acc[k] += ls;
-                    acc[acc_len + k] += le;
-                    acc[2 * acc_len + k] += lq;
+            acc[0] += ls;
+            acc[acc_len] += le;
+            acc[2 * acc_len] += lq;
+            if (nd > 1)
+                for (Py_ssize_t a = 0; a < last; a++)
+                    if (shape[a] > 1) {
+                        Py_ssize_t k = offs[a] + idx[a];
+                        acc[k] += ls;
+                        acc[acc_len + k] += le;
+                        acc[2 * acc_len + k] += lq;
+                    }
+            if (nd) {                                  /* the next piece's multi-index */
+                idx[last] += pn;
+                for (Py_ssize_t a = last; a > 0 && idx[a] >= bhi[a]; a--) {
+                    idx[a] = blo[a];
+                    idx[a - 1]++;
                 }
-        if (nd) {                                      /* the next segment's multi-index */
-            idx[last] += seg;
-            for (Py_ssize_t a = last; a > 0 && idx[a] >= bhi[a]; a--) {
-                idx[a] = blo[a];
-                idx[a - 1]++;
             }
+            p += pn;
         }
+        i += cn;
     }
     Py_END_ALLOW_THREADS
 #undef MULT
     {   /* the finite chunks' partial maxima and counts (reduce) */
-        for (int l = 0; l < RLANES; l++) {
+        for (int l = 0; l < LANES; l++) {
             maxr = lacc.maxr[l] > maxr ? lacc.maxr[l] : maxr;
             maxE = lacc.maxE[l] > maxE ? lacc.maxE[l] : maxE;
             dmax = lacc.dmax[l] > dmax ? lacc.dmax[l] : dmax;
