@@ -947,25 +947,27 @@ static PyObject *py_value_counts(PyObject *self, PyObject *args)
  * strict contract (unit roundoff u2, multipliers gn2, gm2: bounds.bounds' E_ref) added to E_y, E_dx
  * and the statistics' bounds as bounds.bounds adds them, its parameter terms into tw2, tb2. */
 
-/* The strict contract's terms (the bracket of unit roundoff u and the second-order term q2); the
- * relaxed contracts add theirs to them. */
-static inline ALWAYS_INLINE double ey_strict(double u, double gn, double q2, double aw, double ab, double K, double rho,
-                               double axh, double kap, double y)
+/* The strict contract's terms as coefficients times the formula's brackets: cG = u gn, c4 = 4 u,
+ * cQ = q2 (the second-order term), cK = u (gm + 4); with a second strict contract (E_ref) added to y's
+ * and dx's, the sums of both contracts' coefficients (the two bounds added, within rounding). The
+ * relaxed contracts add their terms to these. */
+static inline ALWAYS_INLINE double ey_strict(double cG, double c4, double cQ, double aw, double ab, double K, double rho,
+                                             double axh, double kap, double y)
 {
-    return u * (gn * aw * (K + rho * axh) + 4 * (aw * kap + ab + fabs(y))) + q2 * aw * (axh + 1);
+    return cG * (aw * (K + rho * axh)) + c4 * (aw * kap + ab + fabs(y)) + cQ * (aw * (axh + 1));
 }
 
-static inline ALWAYS_INLINE double edx_strict(double u, double gn, double q2, double r, double Ag, double aB, double Bg,
-                                double Kg, double K, double rho, double axh, double adx, double pw)
+static inline ALWAYS_INLINE double edx_strict(double cG, double c4, double cQ, double r, double Ag, double aB, double Bg,
+                                              double Kg, double K, double rho, double axh, double adx, double pw)
 {
-    return u * (gn * (r * (Ag + axh * ((1 + rho) * Bg + Kg) + aB * (K + 3 * rho * axh)) + rho * adx) + 4 * pw)
-           + q2 * (adx + r * (aB + Ag) * (axh + 1));
+    return cG * (r * (Ag + axh * ((1 + rho) * Bg + Kg) + aB * (K + 3 * rho * axh)) + rho * adx) + c4 * pw
+           + cQ * (adx + r * (aB + Ag) * (axh + 1));
 }
 
-static inline ALWAYS_INLINE double tw_strict(double u, double gn, double gm, double q2, double ag, double K, double rho,
-                               double axh, double kap)
+static inline ALWAYS_INLINE double tw_strict(double cK, double cG, double cQ, double ag, double K, double rho,
+                                             double axh, double kap)
 {
-    return u * (gm * ag * kap + gn * ag * (K + rho * axh) + 4 * ag * kap) + q2 * ag * (axh + 1);
+    return cK * (ag * kap) + cG * (ag * (K + rho * axh)) + cQ * (ag * (axh + 1));
 }
 
 struct rows_args {
@@ -1058,6 +1060,10 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
         double q2 = (gn * u) * (gn * u) * K * K / 2, ud2 = 2 * ud * ud * Kmu * Kmu;                       \
         double q2b = (gn2 * u2) * (gn2 * u2) * K * K / 2;                                                 \
         double Dc = r * (amu + eta / ud);                                                                 \
+        /* the strict brackets' coefficients (ey_strict): y's and dx's of both contracts, the parameters' \
+         * of each */                                                                                     \
+        double cG1 = u * gn, cK1 = u * (gm + 4), cG2 = u2 * gn2, cK2 = u2 * (gm2 + 4);                    \
+        double cG = two ? cG1 + cG2 : cG1, c4 = two ? 4 * u + 4 * u2 : 4 * u, cQ = two ? q2 + q2b : q2;   \
         double *restrict ey = A->Ey + i * n;                                                              \
         FLAGS(lowp, epi, two, LOWP, EPI, TWO,                                                             \
         _Pragma("GCC ivdep")            /* the outputs do not overlap: no run-time alias tests */          \
@@ -1067,11 +1073,10 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
             double aw = fabs(wj), ab = fabs(bj);                                                          \
             double y = xh * wj + bj;                                                                      \
             double kr = r * (fabs(x[j]) + amu), kap = centered ? kr : axh;                                            \
-            double e = ey_strict(u, gn, q2, aw, ab, K, rho, axh, kap, y);                                 \
+            double e = ey_strict(cG, c4, cQ, aw, ab, K, rho, axh, kap, y);                                \
             double el = e + (2 * ud * aw * (Dc + axh) + ud2 * aw * (axh + 1));                            \
             double ee = el + (2 * ud * (aw * kap + ab + fabs(y)) + 2 * eta * (1 + aw));                   \
-            e = LOWP ? (EPI ? ee : el) : e;                                                               \
-            ey[j] = TWO ? e + ey_strict(u2, gn2, q2b, aw, ab, K, rho, axh, kap, y) : e;                   \
+            ey[j] = LOWP ? (EPI ? ee : el) : e;                                                           \
         })                                                                                                \
         double Em = u * (gn * S + 4 * amu), Er = u * r * (gn * rho + 4);                                  \
         if (lowp) {                                                                                       \
@@ -1100,6 +1105,13 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
         double aA = fabs(Am), aB = fabs(Bv), Ag = centered ? sagw / dn : 0.0;                             \
         double Bg = sbg / dn, Kg = skg / dn, Dg = sgd / dn;                                               \
         double *restrict edx = A->Edx + i * n;                                                            \
+        /* the parameter terms: one per pattern element (rep 1), added in place; else each element's into \
+         * the scratch (zeroed), summed per pattern element by add_terms */                               \
+        double *restrict tw_ = rep == 1 ? A->TW + po : twb, *restrict tb_ = rep == 1 ? A->TB + po : tbb;  \
+        double *restrict tw2_ = rep == 1 && two ? A->TW2 + po : tw2b;                                     \
+        double *restrict tb2_ = rep == 1 && two ? A->TB2 + po : tb2b;                                     \
+        if (rep > 1)                                                                                      \
+            memset(A->scratch + 2 * n, 0, (two ? 4 : 2) * n * sizeof(double));                            \
         FLAGS(lowp, epi, two, LOWP, EPI, TWO,                                                             \
         _Pragma("GCC ivdep")            /* the outputs do not overlap: no run-time alias tests */          \
         for (Py_ssize_t j = 0; j < n; j++) {                                                              \
@@ -1108,28 +1120,27 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
             double kr = r * (fabs(x[j]) + amu), kap = centered ? kr : axh;                                            \
             double dx = r * (gw - Am - xh * Bv), adx = fabs(dx);                                          \
             double pw = r * (agw + aA + axh * aB + aB * kap + axh * Kg);                                  \
-            double e = edx_strict(u, gn, q2, r, Ag, aB, Bg, Kg, K, rho, axh, adx, pw);                    \
-            double tw = tw_strict(u, gn, gm, q2, ag, K, rho, axh, kap);                                   \
+            double e = edx_strict(cG, c4, cQ, r, Ag, aB, Bg, Kg, K, rho, axh, adx, pw);                   \
+            double tw = tw_strict(cK1, cG1, q2, ag, K, rho, axh, kap);                                    \
             double tb = u * gm * ag;                                                                      \
             double D = Dc + axh;                                                                          \
             double el = e + (2 * ud * (r * (aB * D + axh * Dg) + adx) + ud2 * (adx + r * (aB + Ag) * (axh + 1))); \
             double twl = tw + (ud * (2 * ag * D + gm * ag * axh) + ud2 * ag * (axh + 1));                 \
             double tbl = tb + ud * gm * ag;                                                               \
             double ee = el + 2 * ud * pw, twe = twl + 2 * ud * ag * kap;                                  \
-            e = LOWP ? (EPI ? ee : el) : e;                                                               \
-            tw = LOWP ? (EPI ? twe : twl) : tw;                                                           \
-            tb = LOWP ? tbl : tb;                                                                         \
-            edx[j] = TWO ? e + edx_strict(u2, gn2, q2b, r, Ag, aB, Bg, Kg, K, rho, axh, adx, pw) : e;     \
-            twb[j] = tw;                                                                                  \
-            tbb[j] = tb;                                                                                  \
+            edx[j] = LOWP ? (EPI ? ee : el) : e;                                                          \
+            tw_[j] += LOWP ? (EPI ? twe : twl) : tw;                                                      \
+            tb_[j] += LOWP ? tbl : tb;                                                                    \
             if (TWO) {                                                                                    \
-                tw2b[j] = tw_strict(u2, gn2, gm2, q2b, ag, K, rho, axh, kap);                             \
-                tb2b[j] = u2 * gm2 * ag;                                                                  \
+                tw2_[j] += tw_strict(cK2, cG2, q2b, ag, K, rho, axh, kap);                                \
+                tb2_[j] += u2 * gm2 * ag;                                                                 \
             }                                                                                             \
         })                                                                                                \
-        add_terms(A->TW + po, A->TB + po, twb, tbb, n, rep);                                             \
-        if (two)                                                                                          \
-            add_terms(A->TW2 + po, A->TB2 + po, tw2b, tb2b, n, rep);                                      \
+        if (rep > 1) {                                                                                    \
+            add_terms(A->TW + po, A->TB + po, twb, tbb, n, rep);                                         \
+            if (two)                                                                                      \
+                add_terms(A->TW2 + po, A->TB2 + po, tw2b, tb2b, n, rep);                                  \
+        }                                                                                                 \
     }
 
 #if defined(__GNUC__) && defined(__x86_64__)
