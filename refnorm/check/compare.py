@@ -295,6 +295,23 @@ class ArrayAccumulator:
         gc, rc = g[c].astype(np.float64), ref[c]
         self.cand.append((E[c], _diff(gc, rc, _excess(gc, rc, self.kind)[2])))
 
+    def merge(self, other: "ArrayAccumulator"):
+        """Add the figures of ``other``, the same array's other blocks (stream.py's partitions): maxima and
+        counts combined, the bias sums added, the worst elements and the candidates pooled."""
+        self.maxr = max(self.maxr, other.maxr)
+        self.over += other.over
+        self.unc += other.unc
+        self.dmax = _max_nan(self.dmax, other.dmax)
+        self.maxE = _max_nan(self.maxE, other.maxE)
+        self.top = sorted(self.top + other.top, key=lambda t: (-t[0], t[1]))[:WORST_SHOWN]
+        self.acc += other.acc
+        self.scale = max(self.scale, other.scale)
+        self.cand += other.cand
+        self.n_cand += other.n_cand
+        self.overflowed = self.overflowed or other.overflowed or self.n_cand > MAX_CANDIDATES
+        if self.overflowed:
+            self.cand = []
+
     def _settle(self):
         """The candidates under the final scale: those whose bound is below it are constrained after
         all (counted out of ``unc``, their errors into ``dmax``)."""

@@ -41,6 +41,7 @@ structure (every judged array a view of rows); otherwise the whole-array path ru
 """
 from __future__ import annotations
 
+import contextvars
 import math
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -48,6 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..norms._common import num_threads, one_thread
 from . import bounds as B
 from .compare import ArrayAccumulator, multiplicities, native
 
@@ -162,52 +164,60 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
         return ({k: p.take(part, k, v, lo, hi) for k, v in d.items()} for part, d in given.items())
 
     edges = list(range(0, p.units, p.per_block)) + [p.units]
+    spans = list(zip(edges[:-1], edges[1:]))
+    judged = [n for n in names if n not in whole]
+
+    def judge_part(k, scale, unit, mults):
+        """Partition k: the blocks k, k + PARTS, ... judged in order into accumulators of its own; returns
+        (accumulators, summed references of the arrays judged whole, their summed bounds)."""
+        accs = {}
+        for n in judged:
+            a = got[n[0]][n[1]]
+            s = None if scale is None else scale[n]
+            kw = dict(unit_counts=True) if n in unit else dict(mult=mults[n])
+            first = ArrayAccumulator(a, s, case_dtype if n[0] != "state" else _dtype_name(a), **kw)
+            accs[n] = [first] + [ArrayAccumulator(a, s, first.kind_name, **kw) for _ in contracts[1:]]
+        ref_whole, E_whole = {}, {n: [0.0 for _ in contracts] for n in whole}
+        with reuse_blocks(), one_thread():      # freed block temporaries reused; the reference in this thread
+            for lo, hi in spans[k::PARTS]:
+                ins, cots, st = block(lo, hi)
+                ref = reference(op, config, training, ins, cots, st)
+                with B.standardize.param_rows(p.units / (hi - lo) if p.kind == "rows" else 1.0):
+                    Es = [derive_bounds(op, case_dtype, config, training, ins, cots, st, ref, c) for c in contracts]
+                for part, name in names:
+                    a = getattr(ref, part)[name]
+                    if (part, name) in whole:
+                        if part == "grads":
+                            ref_whole[(part, name)] = ref_whole.get((part, name), 0.0) + np.asarray(a, dtype=np.float64)
+                        else:
+                            ref_whole[(part, name)] = np.asarray(a)      # shared state: the same in every block
+                        for j, E in enumerate(Es):
+                            e = np.asarray(E[part][name], dtype=np.float64)
+                            E_whole[(part, name)][j] = E_whole[(part, name)][j] + e if part == "grads" else e
+                        continue
+                    for j, E in enumerate(Es):
+                        if p.kind == "rows":
+                            accs[(part, name)][j].add(a, E[part][name], lo * (int(np.size(a)) // (hi - lo)))
+                        else:
+                            accs[(part, name)][j].add(a, E[part][name], lo, axis=p.axis(part, name))
+                del ref, Es
+        return accs, ref_whole, E_whole
+
     with reuse_blocks():              # freed block temporaries reused, not faulted in afresh
-        judged = [n for n in names if n not in whole]
         unit = {n for n in judged if _unit_first(got[n[0]][n[1]])}       # multiplicities taken as 1 first
         mults = dict(zip([n for n in judged if n not in unit], _multiplicities([got[n[0]][n[1]] for n in judged
                                                                                  if n not in unit])))
         scale = None                                  # one pass, the running scale (compare.ArrayAccumulator)
         while True:
-            accs = {}
-            for n in judged:
-                a = got[n[0]][n[1]]
-                s = None if scale is None else scale[n]
-                kw = dict(unit_counts=True) if n in unit else dict(mult=mults[n])
-                first = ArrayAccumulator(a, s, case_dtype if n[0] != "state" else _dtype_name(a), **kw)
-                accs[n] = [first] + [ArrayAccumulator(a, s, first.kind_name, **kw) for _ in contracts[1:]]
-            ref_whole, E_whole = {}, {n: [0.0 for _ in contracts] for n in whole}
-            with ThreadPoolExecutor(1) as pool:     # block k compared while block k + 1's reference is computed
-                pending = None
-                for lo, hi in zip(edges[:-1], edges[1:]):
-                    ins, cots, st = block(lo, hi)
-                    ref = reference(op, config, training, ins, cots, st)
-                    with B.standardize.param_rows(p.units / (hi - lo) if p.kind == "rows" else 1.0):
-                        Es = [derive_bounds(op, case_dtype, config, training, ins, cots, st, ref, c) for c in contracts]
-                    jobs = []
-                    for part, k in names:
-                        a = getattr(ref, part)[k]
-                        if (part, k) in whole:
-                            if part == "grads":
-                                ref_whole[(part, k)] = ref_whole.get((part, k), 0.0) + np.asarray(a, dtype=np.float64)
-                            else:
-                                ref_whole[(part, k)] = np.asarray(a)      # shared state: the same in every block
-                            for j, E in enumerate(Es):
-                                e = np.asarray(E[part][k], dtype=np.float64)
-                                E_whole[(part, k)][j] = E_whole[(part, k)][j] + e if part == "grads" else e
-                            continue
-                        for j, E in enumerate(Es):
-                            if p.kind == "rows":
-                                start = lo * (int(np.size(a)) // (hi - lo))
-                                jobs.append((accs[(part, k)][j], a, E[part][k], start, None))
-                            else:
-                                jobs.append((accs[(part, k)][j], a, E[part][k], lo, p.axis(part, k)))
-                    del ref, Es
-                    if pending is not None:
-                        pending.result()
-                    pending = pool.submit(_compare, jobs)
-                if pending is not None:
-                    pending.result()
+            parts = _run_parts(judge_part, min(PARTS, len(spans)), scale, unit, mults)
+            accs, ref_whole, E_whole = parts[0]
+            for other, rw, ew in parts[1:]:          # partition 0's figures, then 1's added: a fixed order
+                for n in judged:
+                    for acc, o in zip(accs[n], other[n]):
+                        acc.merge(o)
+                for n in whole:
+                    ref_whole[n] = ref_whole[n] + rw[n] if n[0] == "grads" else ref_whole[n]
+                    E_whole[n] = [e + f for e, f in zip(E_whole[n], ew[n])] if n[0] == "grads" else E_whole[n]
             # an array whose bias test fails with every multiplicity 1 is judged again with its exact counts
             recount = [n for n in sorted(unit) if any(acc.bias()[0] > 1.0 for acc in accs[n])]
             if recount or (scale is None and any(acc.overflowed for n in judged for acc in accs[n])):
@@ -222,12 +232,26 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
         return out
 
 
-def _compare(jobs):
-    """ArrayAccumulator.add for one block's arrays, in order (one worker: each accumulator sees its
-    blocks in order, so the sums are those of the sequential loop)."""
-    with reuse_blocks():
-        for acc, ref, E, start, axis in jobs:
-            acc.add(ref, E, start, axis=axis)
+PARTS = 2   # the blocks dealt out to two partitions (even, odd), whatever the thread count: the same figures
+
+
+def _run_parts(fn, parts, *args):
+    """[fn(k, *args) for k in range(parts)]: partition 0 in this thread, the others each in a thread of its
+    own when num_threads() allows (in this thread's context: its context variables and NumPy error state),
+    else one after the other here. An exception in any is raised after all have stopped."""
+    threads = min(parts, num_threads())
+    if threads <= 1:
+        return [fn(k, *args) for k in range(parts)]
+    with ThreadPoolExecutor(threads - 1) as pool:
+        futures = [pool.submit(contextvars.copy_context().run, fn, k, *args) for k in range(1, parts)]
+        try:
+            first = fn(0, *args)
+        finally:
+            done = [f.exception() for f in futures]       # waits for every thread
+        for e in done:
+            if e is not None:
+                raise e
+        return [first] + [f.result() for f in futures]
 
 
 @contextmanager

@@ -216,8 +216,27 @@ arithmetic."""
 MAX_THREADS = 8
 
 
+_one = threading.local()
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Within: this thread's blocked passes run in this thread alone (num_threads() is 1 in it), for a
+    caller that keeps the other cores busy itself (the streaming judge's partitions); the results are
+    the same bits, since the partition never depends on the thread count."""
+    was = getattr(_one, "on", False)
+    _one.on = True
+    try:
+        yield
+    finally:
+        _one.on = was
+
+
 def num_threads() -> int:
-    """Threads for the blocked passes: REFNORM_NUM_THREADS, else the CPUs this process may use (<= 8)."""
+    """Threads for the blocked passes: REFNORM_NUM_THREADS, else the CPUs this process may use (<= 8);
+    1 within ``one_thread``."""
+    if getattr(_one, "on", False):
+        return 1
     env = os.environ.get("REFNORM_NUM_THREADS", "").strip()
     if env:
         try:
