@@ -204,8 +204,9 @@ def test_multiplicities_uint16_unless_a_count_does_not_fit(dt, n):
 
 @pytest.mark.parametrize("dt", DTYPES)
 def test_native_abs_max_finite_and_widened_values(dt, isa):
-    """The compiled running scale (abs_max_finite) is compare._abs_max_finite; float32 values read as
-    they are give the figures of their float64 widening, and mult None those of multiplicities 1."""
+    """The compiled running scale (abs_max_finite, and compare's last figure) is compare._abs_max_finite;
+    float32 values read as they are give the figures of their float64 widening, and mult None those of
+    multiplicities 1."""
     rng = np.random.default_rng(11 + DTYPES.index(dt))
     got, ref, E = _special(dt, rng, (5, 300))
     mod = C.native()
@@ -218,3 +219,4 @@ def test_native_abs_max_finite_and_widened_values(dt, isa):
     a = mod.compare(flat, r, e, None, C.KIND[dt], 2.0, shape, 0, acc1)
     b = mod.compare(flat.astype(np.float64), r, e, np.ones(flat.size, np.uint16), C.KIND[dt], 2.0, shape, 0, acc2)
     assert repr(a) == repr(b) and np.array_equal(acc1, acc2)
+    assert a[-1] == C._abs_max_finite(r)          # the block's max |ref| (the next block's running scale)

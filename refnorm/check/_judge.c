@@ -8,7 +8,7 @@
  * NumPy path; REFNORM_NATIVE=0 runs the NumPy path.
  *
  *   compare(g, ref, E, mult, kind, scale, shape, start, acc) -> (max_ratio, over, unconstrained,
- *           dmax, max_bound, top)
+ *           dmax, max_bound, top, max_abs_ref): max_abs_ref, max |ref| over the finite values of the block
  *       g, ref, E: C-contiguous blocks of n values, float64 (g may be float32: the returned values,
  *       exactly representable in the dtype `kind`: 0 float64, 1 float32, 2 float16, 3 bfloat16); mult: uint16
  *       or uint32 multiplicities of the returned values (bias.py), or None: every one 1; scale: max|ref| over the whole array; shape:
@@ -240,16 +240,17 @@ static void terms(TERMS_ARGS)
 /* The maxima and counts of a chunk's element terms (finite elements, terms() above), each in LANES
  * partial results; returns the chunk's largest ratio (top-3 candidates are looked for only in a chunk
  * whose largest ratio qualifies). Vectorized. */
-struct lanes_acc { double maxr[LANES], maxE[LANES], dmax[LANES], over[LANES], unc[LANES]; };
+struct lanes_acc { double maxr[LANES], maxE[LANES], dmax[LANES], over[LANES], unc[LANES], mref[LANES]; };
 
-#define REDUCE_ARGS const double *restrict r, const double *restrict E, const double *restrict dm, Py_ssize_t n, \
-    struct lanes_acc *restrict L
+#define REDUCE_ARGS const double *restrict r, const double *restrict E, const double *restrict dm,              \
+    const double *restrict ref, Py_ssize_t n, struct lanes_acc *restrict L
 #define REDUCE_BODY                                                                                       \
-    double maxE[LANES], dmax[LANES], over[LANES], unc[LANES], cmax[LANES] = {0};                          \
+    double maxE[LANES], dmax[LANES], over[LANES], unc[LANES], mref[LANES], cmax[LANES] = {0};             \
     memcpy(maxE, L->maxE, sizeof maxE); memcpy(dmax, L->dmax, sizeof dmax);                               \
-    memcpy(over, L->over, sizeof over); memcpy(unc, L->unc, sizeof unc);                                  \
+    memcpy(over, L->over, sizeof over); memcpy(unc, L->unc, sizeof unc); memcpy(mref, L->mref, sizeof mref); \
     LANE_LOOP(n, j, l,                                                                                    \
-        double rj = r[j], Ej = E[j], dj = dm[j];                                                          \
+        double rj = r[j], Ej = E[j], dj = dm[j], aj = fabs(ref[j]);                                       \
+        mref[l] = aj > mref[l] ? aj : mref[l];                                                            \
         cmax[l] = rj > cmax[l] ? rj : cmax[l];                                                            \
         over[l] += rj > 1 ? 1.0 : 0.0;                                                                    \
         maxE[l] = Ej > maxE[l] ? Ej : maxE[l];                                                            \
@@ -261,7 +262,7 @@ struct lanes_acc { double maxr[LANES], maxE[LANES], dmax[LANES], over[LANES], un
         c = cmax[l] > c ? cmax[l] : c;                                                                    \
     }                                                                                                     \
     memcpy(L->maxE, maxE, sizeof maxE); memcpy(L->dmax, dmax, sizeof dmax);                               \
-    memcpy(L->over, over, sizeof over); memcpy(L->unc, unc, sizeof unc);                                  \
+    memcpy(L->over, over, sizeof over); memcpy(L->unc, unc, sizeof unc); memcpy(L->mref, mref, sizeof mref); \
     return c;
 
 /* The bias sums of a piece (n elements of one segment): into *ls, *le, *lq (LANES partial sums), and
@@ -294,9 +295,9 @@ static double reduce(REDUCE_ARGS)
     if (avx2 < 0)
         avx2 = have_avx2();
     if (avx2)
-        return reduce_avx2(r, E, dm, n, L);
+        return reduce_avx2(r, E, dm, ref, n, L);
 #endif
-    return reduce_base(r, E, dm, n, L);
+    return reduce_base(r, E, dm, ref, n, L);
 }
 
 static void piece_sums(PIECE_ARGS)
@@ -425,7 +426,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
     double rb[CHUNK], sb[CHUNK], eb[CHUNK], wb[CHUNK], db[CHUNK], gb[CHUNK];
 #define MULT(i) (m16 ? (double)m16[i] : m32 ? (double)m32[i] : 1.0)
     double *acc = va.buf;
-    double maxr = 0, dmax = 0, maxE = 0;
+    double maxr = 0, dmax = 0, maxE = 0, mref = 0;
     Py_ssize_t over = 0, unc = 0;
     int dmax_nan = 0, maxE_nan = 0;
     struct top3 top = {{0, 0, 0}, {0, 0, 0}, 0};
@@ -465,16 +466,16 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
                 gb[jj] = (double)g32[i + jj];
         /* every value finite: the element terms without a branch (terms, vectorized), their maxima and
          * counts (reduce, vectorized); top-3 candidates only in a chunk whose largest ratio qualifies */
+        terms(&d, gc, rc, Ec, cn, scale, rb, sb, eb, wb, db);   /* first: the finiteness test then reads L1 */
         int fin = all_finite(gc, rc, Ec, cn), scan = 0;
         if (fin) {
-            terms(&d, gc, rc, Ec, cn, scale, rb, sb, eb, wb, db);
             if (m16)
                 for (Py_ssize_t jj = 0; jj < cn; jj++)
                     wb[jj] *= (double)m16[i + jj];
             else if (m32)
                 for (Py_ssize_t jj = 0; jj < cn; jj++)
                     wb[jj] *= (double)m32[i + jj];
-            scan = reduce(rb, Ec, db, cn, &lacc) > (top.n < 3 ? 0.0 : top.r[2]);
+            scan = reduce(rb, Ec, db, rc, cn, &lacc) > (top.n < 3 ? 0.0 : top.r[2]);
         }
         for (Py_ssize_t p = 0; p < cn;) {
             Py_ssize_t pn = nd ? bhi[last] - idx[last] : cn - p;      /* what is left of the segment */
@@ -493,6 +494,8 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
             for (Py_ssize_t j = 0; j < pn; j++) {
                 Py_ssize_t k = p + j;
                 double gi = gc[k], ri = rc[k], Ei = Ec[k], lo, hi;
+                if (fabs(ri) <= DBL_MAX && fabs(ri) > mref)
+                    mref = fabs(ri);
                 interval(&d, gi, &lo, &hi);
                 /* precision.excess */
                 double ex;
@@ -583,6 +586,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
             maxr = lacc.maxr[l] > maxr ? lacc.maxr[l] : maxr;
             maxE = lacc.maxE[l] > maxE ? lacc.maxE[l] : maxE;
             dmax = lacc.dmax[l] > dmax ? lacc.dmax[l] : dmax;
+            mref = lacc.mref[l] > mref ? lacc.mref[l] : mref;
             over += (Py_ssize_t)lacc.over[l];
             unc += (Py_ssize_t)lacc.unc[l];
         }
@@ -597,7 +601,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
         if (!p || PyList_Append(t, p) < 0) { Py_XDECREF(p); Py_DECREF(t); return NULL; }
         Py_DECREF(p);
     }
-    return Py_BuildValue("(dnnddN)", maxr, over, unc, dmax_nan ? NAN : dmax, maxE_nan ? NAN : maxE, t);
+    return Py_BuildValue("(dnnddNd)", maxr, over, unc, dmax_nan ? NAN : dmax, maxE_nan ? NAN : maxE, t, mref);
 }
 
 /* abs_max_finite(a) -> max |a| over the finite values of the float64 buffer a (0.0 when none): the

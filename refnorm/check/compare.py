@@ -259,17 +259,23 @@ class ArrayAccumulator:
             mult = None if self.unit else np.ascontiguousarray(self.mult.reshape(self.shape)[sl]).reshape(-1)
             ref = np.ascontiguousarray(ref, dtype=np.float64).reshape(-1)
         E = np.ascontiguousarray(E).reshape(-1)
-        if self.running:
+        # the running scale: the compiled loop judges a block against the scale of the blocks before it
+        # (elements it counts unconstrained become candidates, settled at the end) and returns the block's
+        # own max |ref|, except for the first block (scale 0: every element would be a candidate)
+        if self.running and (self.mod is None or self.scale == 0):
             self.scale = max(self.scale, _abs_max_finite(ref) if self.mod is None else self.mod.abs_max_finite(ref))
+        used = self.scale
         if self.mod is not None:
-            maxr, over, unc, dmax, maxE, top = self.mod.compare(g, ref, E, mult, self.kind, self.scale, self.shape,
-                                                                start, self.acc, -1 if axis is None else axis)
+            maxr, over, unc, dmax, maxE, top, ref_max = self.mod.compare(
+                g, ref, E, mult, self.kind, used, self.shape, start, self.acc, -1 if axis is None else axis)
+            if self.running:
+                self.scale = max(self.scale, ref_max)
         else:
             maxr, over, unc, dmax, maxE, top = compare_block(g, ref, E, _ones(ref.size) if mult is None else mult,
-                                                             self.kind, self.scale, self.shape, start, self.acc,
+                                                             self.kind, used, self.shape, start, self.acc,
                                                              -1 if axis is None else axis)
-        if self.running and not maxE < self.scale:        # a bound at least the running scale (or NaN)
-            self._candidates(g, ref, E)
+        if self.running and not maxE < used:             # a bound at least the scale it was judged with (or NaN)
+            self._candidates(g, ref, E, used)
         top = [(t, i, *(float(a[self._local(i, start, g.size, axis)]) for a in (g, ref, E))) for t, i in top]
         self.maxr = max(self.maxr, maxr)
         self.over += over
@@ -278,13 +284,14 @@ class ArrayAccumulator:
         self.maxE = _max_nan(self.maxE, maxE)
         self.top = sorted(self.top + list(top), key=lambda t: (-t[0], t[1]))[:WORST_SHOWN]
 
-    def _candidates(self, g, ref, E):
-        """Keep the elements of this block that the running scale counts unconstrained and the final
-        scale may not: bound positive, finite and at least the running scale (module docstring)."""
+    def _candidates(self, g, ref, E, scale):
+        """Keep the elements of this block that ``scale`` (the running scale it was judged with) counts
+        unconstrained and the final scale may not: bound positive, finite and at least ``scale`` (module
+        docstring)."""
         if self.overflowed or not E.size:
             return
         with np.errstate(invalid="ignore"):
-            c = np.flatnonzero(E >= self.scale)
+            c = np.flatnonzero(E >= scale)
             c = c[(E[c] > 0) & np.isfinite(E[c])]
         if not c.size:
             return
