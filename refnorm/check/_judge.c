@@ -5,7 +5,9 @@
  * of elements what the NumPy path does in ~40: the rounding interval of each returned value, its excess
  * over the reference, the ratio to its bound, the unconstrained elements, the largest constrained error,
  * the worst elements, and the bias test's per-group sums. tests/test_compare.py checks it against the
- * NumPy path; REFNORM_NATIVE=0 runs the NumPy path.
+ * NumPy path; REFNORM_NATIVE=0 runs the NumPy path. Maxima and counts are exact; sums (the bias test's,
+ * the row bounds') are taken in LANES interleaved partial sums, so they equal NumPy's within rounding,
+ * and the loops vectorize (the same additions whatever the instruction set: the same bits on every CPU).
  *
  *   compare(g, ref, E, mult, kind, scale, shape, start, acc) -> (max_ratio, over, unconstrained,
  *           dmax, max_bound, top, max_abs_ref): max_abs_ref, max |ref| over the finite values of the block

@@ -10,11 +10,13 @@ more than one block of float64 temporaries is ever held (the streaming judge, do
 An element is unconstrained when its bound is at least ``scale``, max |reference| over the whole array
 (core.py, "Verdicts"). ``scale=None``: it is not known yet (the streaming judge computes each block's
 reference once): each block is judged against the running scale, the max |reference| of the blocks so
-far, which can only grow. An element whose bound is below it is constrained whatever comes later; one
-whose (positive, finite) bound is at least the running scale is a candidate, kept with its error, and
-decided in ``figures()`` against the final scale (the definition's verdict, exactly). More than
-MAX_CANDIDATES candidates (a reference that is zero for many rows, say): ``overflowed`` is set, and the
-caller judges again with the scale known.
+far (the compiled comparison returns each block's own, so that it is not read twice; the NumPy path and
+the first block take it first), which can only grow. An element whose bound is below it is constrained
+whatever comes later; one whose (positive, finite) bound is at least the running scale is a candidate,
+kept with its error, and decided in ``figures()`` against the final scale (the definition's verdict,
+exactly). More than MAX_CANDIDATES candidates (a reference that is zero for many rows, say):
+``overflowed`` is set, and the caller judges again with the scale known. ``merge`` adds another
+accumulator's blocks of the same array (the streaming judge's two partitions).
 
 Per block, ``compare_block`` is the definition (NumPy: precision.excess, precision.ratio and the terms
 of bias.bias_test); ``refnorm.check._judge.compare`` (C, optional, REFNORM_NATIVE=0 turns it off) does

@@ -269,8 +269,10 @@ def _as_np(name, what, a):
 
 
 def _f64(v):
+    """``v`` in float64 (integers as they are); a float64 array is used as it is, not copied: the
+    reference and the bounds only read their inputs (evaluate hands normalizers read-only views)."""
     v = np.asarray(v)
-    return v if v.dtype.kind in "iu" else v.astype(np.float64)
+    return v if v.dtype.kind in "iu" else np.asarray(v, dtype=np.float64)
 
 
 SINGULAR = {"outputs": "output", "grads": "grad", "state": "state"}

@@ -7,8 +7,11 @@ included: "channels", CHANNEL_AXES) is judged block by block: each block of rows
 reference, bounds and comparison, and only the figures are kept (compare.ArrayAccumulator). What is
 held at any time is the backend's own arrays, the multiplicities of the judged arrays (bias test: 2
 or 4 bytes an element) and two blocks' float64 temporaries (BLOCK_ELEMENTS elements of the activation
-per block): block k is compared in a worker thread while block k + 1's reference and bounds are
-computed (the compiled loops release the GIL: the judge uses two cores, as torch does).
+per block): the blocks are dealt out to two partitions (even and odd blocks, PARTS), each judged whole,
+block after block, in a thread of its own (the compiled loops release the GIL: the judge uses two
+cores, as torch does; the reference runs single-threaded inside, _common.one_thread), and the two
+partitions' figures are merged at the end in a fixed order (ArrayAccumulator.merge), so they do not
+depend on the thread count.
 
 Exactly the same judgement as the whole-array path (core._judge), block by block:
 - outputs and gradients of the rows (y, mean, rstd, grad x) are judged by element, their figures
@@ -18,11 +21,12 @@ Exactly the same judgement as the whole-array path (core._judge), block by block
   g(m) is that of all m rows (``bounds.standardize.param_rows``), not of a block's; a state entry
   shared by the channels (num_batches_tracked) is judged whole;
 - the scale of "unconstrained" (max |reference| of an array) is known only after the last block: each
-  block is judged against the running scale, and the few elements it cannot decide are kept and
-  decided at the end (compare.ArrayAccumulator with scale=None), so the reference is computed once;
-  when they are too many, the call is judged again with the scales known.
-The figures equal the whole-array path's within rounding (the parameter sums are added in another
-order); tests/test_stream.py checks verdicts and figures against it.
+  block is judged against the running scale (of the blocks before it, in its partition), and the few
+  elements it cannot decide are kept and decided at the end (compare.ArrayAccumulator with
+  scale=None), so the reference is computed once; when they are too many, the call is judged again
+  with the scales known.
+The figures equal the whole-array path's within rounding (the parameter sums and the bias test's sums
+are added in another order); tests/test_stream.py checks verdicts and figures against it.
 
 Multiplicities. The bias test (bias.py) needs, for every returned value, how many elements of the whole
 array hold it: an exact count of 16M float32 values costs ~250 ms of CPU (two such arrays: ~45% of a
@@ -180,7 +184,8 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
         ref_whole, E_whole = {}, {n: [0.0 for _ in contracts] for n in whole}
         with reuse_blocks(), one_thread():      # freed block temporaries reused; the reference in this thread
             for lo, hi in spans[k::PARTS]:
-                ins, cots, st = block(lo, hi)
+                # widened to float64 once for the reference and the bounds, read-only (neither writes)
+                ins, cots, st = ({name: _f64_block(v) for name, v in d.items()} for d in block(lo, hi))
                 ref = reference(op, config, training, ins, cots, st)
                 with B.standardize.param_rows(p.units / (hi - lo) if p.kind == "rows" else 1.0):
                     Es = [derive_bounds(op, case_dtype, config, training, ins, cots, st, ref, c) for c in contracts]
@@ -230,6 +235,18 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
         for n in whole:
             out[n] = ("whole", ref_whole[n], E_whole[n])
         return out
+
+
+def _f64_block(v):
+    """A block's array in float64, read-only (integers as they are)."""
+    v = np.asarray(v)
+    if v.dtype.kind in "iu":
+        return v
+    out = np.asarray(v, dtype=np.float64)
+    if out is v:
+        out = v.view()
+    out.flags.writeable = False
+    return out
 
 
 PARTS = 2   # the blocks dealt out to two partitions (even, odd), whatever the thread count: the same figures
