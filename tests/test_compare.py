@@ -220,3 +220,17 @@ def test_native_abs_max_finite_and_widened_values(dt, isa):
     b = mod.compare(flat.astype(np.float64), r, e, np.ones(flat.size, np.uint16), C.KIND[dt], 2.0, shape, 0, acc2)
     assert repr(a) == repr(b) and np.array_equal(acc1, acc2)
     assert a[-1] == C._abs_max_finite(r)          # the block's max |ref| (the next block's running scale)
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_pattern_counts_are_the_multiplicities(dt, monkeypatch):
+    """16-bit arrays' multiplicities as a table of bit-pattern counts (the streaming judge's, looked up
+    per block) equal the per-element ones, -0 with +0, NaN patterns each their own."""
+    rng = np.random.default_rng(5)
+    got = (rng.integers(-40, 40, size=(70, 9)) / 4).astype(NP[dt])
+    flat = got.reshape(-1)
+    flat[:6] = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, -0.0]).astype(NP[dt])
+    monkeypatch.setattr(C.PatternCounts, "CHUNK", 100)           # the counts summed over chunks
+    pc = C.PatternCounts(got)
+    assert np.array_equal(pc.take(got), C.multiplicities(got).reshape(-1))
+    assert np.array_equal(pc.take(got[:, 3:5]), C.multiplicities(got)[:, 3:5].reshape(-1))

@@ -6,7 +6,8 @@ weight_standardization over axis 0: "rows"), or channel by channel (batch_norm, 
 included: "channels", CHANNEL_AXES) is judged block by block: each block of rows gets its own float64
 reference, bounds and comparison, and only the figures are kept (compare.ArrayAccumulator). What is
 held at any time is the backend's own arrays, the multiplicities of the judged arrays (bias test: 2
-or 4 bytes an element) and two blocks' float64 temporaries (BLOCK_ELEMENTS elements of the activation
+or 4 bytes an element; for 16-bit dtypes a table of their 65536 bit patterns' counts, compare.PatternCounts;
+none at first for large 32/64-bit arrays, "Multiplicities" below) and two blocks' float64 temporaries (BLOCK_ELEMENTS elements of the activation
 per block): the blocks are dealt out to two partitions (even and odd blocks, PARTS), each judged whole,
 block after block, in a thread of its own (the compiled loops release the GIL: the judge uses two
 cores, as torch does; the reference runs single-threaded inside, _common.one_thread), and the two
@@ -55,7 +56,7 @@ import numpy as np
 
 from ..norms._common import num_threads, one_thread
 from . import bounds as B
-from .compare import ArrayAccumulator, multiplicities, native
+from .compare import ArrayAccumulator, PatternCounts, multiplicities, native
 
 BLOCK_ELEMENTS = 1 << 18
 
@@ -313,6 +314,14 @@ PARALLEL_COUNT_BYTES = 1 << 27   # two counts at a time when the two arrays hold
 
 
 def _multiplicities(arrays):
+    """The multiplicities of each array for the accumulators: a table of bit-pattern counts for 16-bit
+    arrays (compare.PatternCounts: 256 KiB, not 4 bytes an element), else compare.multiplicities."""
+    wide = [a for a in arrays if np.asarray(a).itemsize != 2]
+    counted = iter(_counts(wide))
+    return [PatternCounts(a) if np.asarray(a).itemsize == 2 else next(counted) for a in arrays]
+
+
+def _counts(arrays):
     """compare.multiplicities of each array; two at a time in threads (the compiled count releases the
     GIL) when the two largest hold at most PARALLEL_COUNT_BYTES together: each count holds a scratch
     copy of its array's bits (float32 4096x4096: 64 MiB each, their counts 32 MiB each as uint16), so
