@@ -355,3 +355,21 @@ def test_unit_counts_bound_the_exact_figure():
     assert bound["bias"] > exact["bias"] > 0
     assert {k: v for k, v in bound.items() if k not in ("bias", "bias_bound")} == \
         {k: v for k, v in exact.items() if k not in ("bias", "bias_bound")}
+
+
+@pytest.mark.parametrize("op,shape,cfg,params", CASES)
+def test_blocked_figures_do_not_depend_on_the_thread_count(monkeypatch, op, shape, cfg, params):
+    """The blocks go to two fixed partitions (even, odd) whose figures are merged in a fixed order:
+    one thread or two, every figure of every array is the same, bit for bit."""
+    rng = np.random.default_rng(zlib.crc32(f"{op} threads".encode()))
+    ins, cot, got, state = _call(op, shape, cfg, params, "float32", rng, shift=1.0)
+    got["grads"]["x"] = round_to(got["grads"]["x"].astype(np.float64) * (1 + 2.0 ** -9), "float32")
+    monkeypatch.setattr(stream, "BLOCK_ELEMENTS", math.prod(shape) // 7)
+    runs = []
+    for threads in ("1", "2"):
+        monkeypatch.setenv("REFNORM_NUM_THREADS", threads)
+        ref, res = _judge(op, cfg, "float32", ins, cot, state, got, Contract("strict", "block"), blocks=True)
+        assert ref is None                                   # judged in blocks
+        runs.append({k: repr(vars(a)) for k, a in res.items()})
+    assert runs[0] == runs[1]
+    assert stream.num_threads() == 2
