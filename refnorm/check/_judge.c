@@ -226,17 +226,22 @@ static int have_avx2(void)
 #endif
 }
 
-static void terms(TERMS_ARGS)
-{
+/* ISA(fn, args...): fn_avx2(args) when the CPU has AVX2 (set_isa may force the base ISA), else fn_base */
 #if defined(__GNUC__) && defined(__x86_64__)
+static inline int use_avx2(void)
+{
     if (avx2 < 0)
         avx2 = have_avx2();
-    if (avx2) {
-        terms_avx2(d, g, ref, E, n, scale, r, s, e_, w2, dm);
-        return;
-    }
+    return avx2;
+}
+#define ISA(fn, ...) (use_avx2() ? fn##_avx2(__VA_ARGS__) : fn##_base(__VA_ARGS__))
+#else
+#define ISA(fn, ...) fn##_base(__VA_ARGS__)
 #endif
-    terms_base(d, g, ref, E, n, scale, r, s, e_, w2, dm);
+
+static void terms(TERMS_ARGS)
+{
+    ISA(terms, d, g, ref, E, n, scale, r, s, e_, w2, dm);
 }
 
 /* The maxima and counts of a chunk's element terms (finite elements, terms() above), each in LANES
@@ -293,24 +298,12 @@ static void piece_sums_base(PIECE_ARGS) { PIECE_BODY }
 
 static double reduce(REDUCE_ARGS)
 {
-#if defined(__GNUC__) && defined(__x86_64__)
-    if (avx2 < 0)
-        avx2 = have_avx2();
-    if (avx2)
-        return reduce_avx2(r, E, dm, ref, n, L);
-#endif
-    return reduce_base(r, E, dm, ref, n, L);
+    return ISA(reduce, r, E, dm, ref, n, L);
 }
 
 static void piece_sums(PIECE_ARGS)
 {
-#if defined(__GNUC__) && defined(__x86_64__)
-    if (avx2) {
-        piece_sums_avx2(sv, ev, q, n, a0, a1, a2, ls, le, lq);
-        return;
-    }
-#endif
-    piece_sums_base(sv, ev, q, n, a0, a1, a2, ls, le, lq);
+    ISA(piece_sums, sv, ev, q, n, a0, a1, a2, ls, le, lq);
 }
 
 /* 1 when every value of the three blocks is finite (x - x is 0 for a finite x, NaN for inf or NaN) */
@@ -327,13 +320,7 @@ static int all_finite_base(FINITE_ARGS) { FINITE_BODY }
 
 static int all_finite(FINITE_ARGS)
 {
-#if defined(__GNUC__) && defined(__x86_64__)
-    if (avx2 < 0)
-        avx2 = have_avx2();
-    if (avx2)
-        return all_finite_avx2(a, b, c, n);
-#endif
-    return all_finite_base(a, b, c, n);
+    return ISA(all_finite, a, b, c, n);
 }
 
 /* The flat index in the whole array of the element j of the current segment: `flat` (start + its
@@ -629,13 +616,7 @@ static PyObject *py_abs_max_finite(PyObject *self, PyObject *arg)
         return NULL;
     double r;
     Py_BEGIN_ALLOW_THREADS
-#if defined(__GNUC__) && defined(__x86_64__)
-    if (avx2 < 0)
-        avx2 = have_avx2();
-    r = avx2 ? absmax_avx2(v.buf, v.len / 8) : absmax_base(v.buf, v.len / 8);
-#else
-    r = absmax_base(v.buf, v.len / 8);
-#endif
+    r = ISA(absmax, v.buf, v.len / 8);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&v);
     return PyFloat_FromDouble(r);
@@ -1156,15 +1137,7 @@ NO_TRAPS static void rows_base(const struct rows_args *A) { ROWS_BODY }
 
 static void rows(const struct rows_args *A)
 {
-#if defined(__GNUC__) && defined(__x86_64__)
-    if (avx2 < 0)
-        avx2 = have_avx2();
-    if (avx2) {
-        rows_avx2(A);
-        return;
-    }
-#endif
-    rows_base(A);
+    ISA(rows, A);
 }
 
 static PyObject *py_row_bounds(PyObject *self, PyObject *args)
