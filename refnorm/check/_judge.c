@@ -60,6 +60,135 @@ static inline ALWAYS_INLINE double lanes_sum(const double *v)
 }
 
 
+/* The row sums of the row bounds, their lanes held in registers: GCC's vector extensions (four doubles
+ * a vector; a pair of SSE2 registers on the base ISA), the same lane-by-lane additions whatever the
+ * instruction set. Lanes of LANE_LOOP: element j into lane j % 8 (x's sums, two vectors each) or
+ * j % 4 (the six sums with the cotangent, one vector each: twelve would not fit the registers). */
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wpsabi"     /* v4d helpers are always inlined: no call passes a vector */
+typedef double v4d __attribute__((vector_size(32)));
+typedef long long v4i __attribute__((vector_size(32)));
+static inline ALWAYS_INLINE v4d ld4(const double *p) { v4d v; memcpy(&v, p, sizeof v); return v; }
+static inline ALWAYS_INLINE void st4(double *p, v4d v) { memcpy(p, &v, sizeof v); }
+static inline ALWAYS_INLINE v4d vabs4(v4d v) { return (v4d)((v4i)v & 0x7fffffffffffffffLL); }
+#endif
+
+/* x's sums: v1 of x, va of |x|, vq of x^2 (8 lanes each) */
+static inline ALWAYS_INLINE void sums_x(const double *restrict x, Py_ssize_t n, double *v1, double *va, double *vq)
+{
+    Py_ssize_t j = 0;
+#if defined(__GNUC__)
+    v4d a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0}, c0 = {0}, c1 = {0};
+    for (; j + 8 <= n; j += 8) {
+        v4d x0 = ld4(x + j), x1 = ld4(x + j + 4);
+        a0 += x0; a1 += x1;
+        b0 += vabs4(x0); b1 += vabs4(x1);
+        c0 += x0 * x0; c1 += x1 * x1;
+    }
+    st4(v1, a0); st4(v1 + 4, a1); st4(va, b0); st4(va + 4, b1); st4(vq, c0); st4(vq + 4, c1);
+#else
+    for (int l = 0; l < 8; l++)
+        v1[l] = va[l] = vq[l] = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) {
+            v1[l] += x[j + l];
+            va[l] += fabs(x[j + l]);
+            vq[l] += x[j + l] * x[j + l];
+        }
+#endif
+    for (int l = 0; j < n; j++, l++) {
+        v1[l] += x[j];
+        va[l] += fabs(x[j]);
+        vq[l] += x[j] * x[j];
+    }
+}
+
+/* the sum of (x - mu)^2 (8 lanes) */
+static inline ALWAYS_INLINE void sum_d2(const double *restrict x, Py_ssize_t n, double mu, double *v2)
+{
+    Py_ssize_t j = 0;
+#if defined(__GNUC__)
+    v4d a0 = {0}, a1 = {0};
+    for (; j + 8 <= n; j += 8) {
+        v4d d0 = ld4(x + j) - mu, d1 = ld4(x + j + 4) - mu;
+        a0 += d0 * d0;
+        a1 += d1 * d1;
+    }
+    st4(v2, a0); st4(v2 + 4, a1);
+#else
+    for (int l = 0; l < 8; l++)
+        v2[l] = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) {
+            double d = x[j + l] - mu;
+            v2[l] += d * d;
+        }
+#endif
+    for (int l = 0; j < n; j++, l++) {
+        double d = x[j] - mu;
+        v2[l] += d * d;
+    }
+}
+
+/* the sums of a, b, c (8 lanes each) */
+static inline ALWAYS_INLINE void sums3(const double *restrict a, const double *restrict b, const double *restrict c,
+                                       Py_ssize_t n, double *va, double *vb, double *vc)
+{
+    Py_ssize_t j = 0;
+#if defined(__GNUC__)
+    v4d a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0}, c0 = {0}, c1 = {0};
+    for (; j + 8 <= n; j += 8) {
+        a0 += ld4(a + j); a1 += ld4(a + j + 4);
+        b0 += ld4(b + j); b1 += ld4(b + j + 4);
+        c0 += ld4(c + j); c1 += ld4(c + j + 4);
+    }
+    st4(va, a0); st4(va + 4, a1); st4(vb, b0); st4(vb + 4, b1); st4(vc, c0); st4(vc + 4, c1);
+#else
+    for (int l = 0; l < 8; l++)
+        va[l] = vb[l] = vc[l] = 0;
+#endif
+    for (int l = (int)(j % 8); j < n; j++, l = (l + 1) % 8) {
+        va[l] += a[j];
+        vb[l] += b[j];
+        vc[l] += c[j];
+    }
+}
+
+/* the six sums with the cotangent (4 lanes each, o[k][lane]): g w, |g w|, g w xh, |g w| |xh|, |g w| kap,
+ * |g w| (Dc + |xh|), where xh = (x - mu) r and kap = r (|x| + |mu|) (centered) or |xh| */
+static inline ALWAYS_INLINE void sums_g(const double *restrict x, const double *restrict g, const double *restrict w,
+                                        Py_ssize_t n, double mu, double r, double amu, int centered, double Dc,
+                                        double o[6][4])
+{
+    Py_ssize_t j = 0;
+#if defined(__GNUC__)
+    v4d s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0}, s5 = {0};
+    for (; j + 4 <= n; j += 4) {
+        v4d xv = ld4(x + j), xh = (xv - mu) * r, axh = vabs4(xh);
+        v4d gw = ld4(g + j) * ld4(w + j), agw = vabs4(gw);
+        v4d kap = centered ? r * (vabs4(xv) + amu) : axh;
+        s0 += gw; s1 += agw; s2 += gw * xh; s3 += agw * axh; s4 += agw * kap; s5 += agw * (Dc + axh);
+    }
+    st4(o[0], s0); st4(o[1], s1); st4(o[2], s2); st4(o[3], s3); st4(o[4], s4); st4(o[5], s5);
+#else
+    for (int k = 0; k < 6; k++)
+        for (int l = 0; l < 4; l++)
+            o[k][l] = 0;
+#endif
+    for (int l = 0; j < n; j++, l = (l + 1) & 3) {
+        double xh = (x[j] - mu) * r, axh = fabs(xh);
+        double gw = g[j] * w[j], agw = fabs(gw);
+        double kap = centered ? r * (fabs(x[j]) + amu) : axh;
+        o[0][l] += gw; o[1][l] += agw; o[2][l] += gw * xh; o[3][l] += agw * axh; o[4][l] += agw * kap;
+        o[5][l] += agw * (Dc + axh);
+    }
+}
+
+static inline ALWAYS_INLINE double lanes4_sum(const double *v)
+{
+    return (v[0] + v[2]) + (v[1] + v[3]);
+}
+
 static const int P_BITS[4] = {53, 24, 11, 8};         /* significand bits, the implicit one included */
 static const int E_MIN[4] = {-1022, -126, -14, -126};  /* the smallest normal is 2^E_MIN */
 static const int E_MAX[4] = {1023, 127, 15, 127};      /* the largest finite value is below 2^(E_MAX+1) */
@@ -247,29 +376,61 @@ static void terms(TERMS_ARGS)
 /* The maxima and counts of a chunk's element terms (finite elements, terms() above), each in LANES
  * partial results; returns the chunk's largest ratio (top-3 candidates are looked for only in a chunk
  * whose largest ratio qualifies). Vectorized. */
-struct lanes_acc { double maxr[LANES], maxE[LANES], dmax[LANES], over[LANES], unc[LANES], mref[LANES]; };
+enum { RL = 4 };    /* the lanes of the maxima and counts (exact whatever their number) */
+struct lanes_acc { double maxr[RL], maxE[RL], dmax[RL], mref[RL]; long long over[RL], unc[RL]; };
 
 #define REDUCE_ARGS const double *restrict r, const double *restrict E, const double *restrict dm,              \
     const double *restrict ref, Py_ssize_t n, struct lanes_acc *restrict L
+#if defined(__GNUC__)
+static inline ALWAYS_INLINE v4d vmax4(v4d a, v4d b)      /* a > b ? a : b, lane by lane */
+{
+    v4i m = a > b;
+    return (v4d)(((v4i)a & m) | ((v4i)b & ~m));
+}
+
+static inline ALWAYS_INLINE v4i ld4i(const long long *p) { v4i v; memcpy(&v, p, sizeof v); return v; }
+static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeof v); }
+
 #define REDUCE_BODY                                                                                       \
-    double maxE[LANES], dmax[LANES], over[LANES], unc[LANES], mref[LANES], cmax[LANES] = {0};             \
-    memcpy(maxE, L->maxE, sizeof maxE); memcpy(dmax, L->dmax, sizeof dmax);                               \
-    memcpy(over, L->over, sizeof over); memcpy(unc, L->unc, sizeof unc); memcpy(mref, L->mref, sizeof mref); \
-    LANE_LOOP(n, j, l,                                                                                    \
-        double rj = r[j], Ej = E[j], dj = dm[j], aj = fabs(ref[j]);                                       \
-        mref[l] = aj > mref[l] ? aj : mref[l];                                                            \
-        cmax[l] = rj > cmax[l] ? rj : cmax[l];                                                            \
-        over[l] += rj > 1 ? 1.0 : 0.0;                                                                    \
-        maxE[l] = Ej > maxE[l] ? Ej : maxE[l];                                                            \
-        unc[l] += dj < 0 ? 1.0 : 0.0;                                                                     \
-        dmax[l] = dj > dmax[l] ? dj : dmax[l];);                                                          \
-    double c = 0;                                                                                         \
-    for (int l = 0; l < LANES; l++) {                                                                     \
-        L->maxr[l] = cmax[l] > L->maxr[l] ? cmax[l] : L->maxr[l];                                         \
-        c = cmax[l] > c ? cmax[l] : c;                                                                    \
+    v4d maxE = ld4(L->maxE), dmax = ld4(L->dmax), mref = ld4(L->mref), cmax = {0};                        \
+    v4i over = ld4i(L->over), unc = ld4i(L->unc);                                                         \
+    Py_ssize_t j = 0;                                                                                     \
+    for (; j + RL <= n; j += RL) {                                                                        \
+        v4d rj = ld4(r + j), dj = ld4(dm + j);                                                            \
+        mref = vmax4(vabs4(ld4(ref + j)), mref);                                                          \
+        cmax = vmax4(rj, cmax);                                                                           \
+        over -= rj > 1.0;                     /* a true comparison is -1 */                              \
+        maxE = vmax4(ld4(E + j), maxE);                                                                   \
+        unc -= dj < 0.0;                                                                                  \
+        dmax = vmax4(dj, dmax);                                                                           \
     }                                                                                                     \
-    memcpy(L->maxE, maxE, sizeof maxE); memcpy(L->dmax, dmax, sizeof dmax);                               \
-    memcpy(L->over, over, sizeof over); memcpy(L->unc, unc, sizeof unc); memcpy(L->mref, mref, sizeof mref); \
+    double cm[RL];                                                                                        \
+    st4(L->maxE, maxE); st4(L->dmax, dmax); st4(L->mref, mref); st4(cm, cmax);                            \
+    st4i(L->over, over); st4i(L->unc, unc);                                                               \
+    REDUCE_TAIL
+#else
+#define REDUCE_BODY                                                                                       \
+    double cm[RL] = {0};                                                                                  \
+    Py_ssize_t j = 0;                                                                                     \
+    REDUCE_TAIL
+#endif
+/* the elements j.. one by one (element j into lane j % RL), then the chunk's largest ratio */
+#define REDUCE_TAIL                                                                                       \
+    for (; j < n; j++) {                                                                                  \
+        int l = (int)(j % RL);                                                                            \
+        double rj = r[j], Ej = E[j], dj = dm[j], aj = fabs(ref[j]);                                       \
+        L->mref[l] = aj > L->mref[l] ? aj : L->mref[l];                                                   \
+        cm[l] = rj > cm[l] ? rj : cm[l];                                                                  \
+        L->over[l] += rj > 1;                                                                             \
+        L->maxE[l] = Ej > L->maxE[l] ? Ej : L->maxE[l];                                                   \
+        L->unc[l] += dj < 0;                                                                              \
+        L->dmax[l] = dj > L->dmax[l] ? dj : L->dmax[l];                                                   \
+    }                                                                                                     \
+    double c = 0;                                                                                         \
+    for (int l = 0; l < RL; l++) {                                                                        \
+        L->maxr[l] = cm[l] > L->maxr[l] ? cm[l] : L->maxr[l];                                             \
+        c = cm[l] > c ? cm[l] : c;                                                                        \
+    }                                                                                                     \
     return c;
 
 /* The bias sums of a piece (n elements of one segment): into *ls, *le, *lq (LANES partial sums), and
@@ -277,8 +438,8 @@ struct lanes_acc { double maxr[LANES], maxE[LANES], dmax[LANES], over[LANES], un
 #define PIECE_ARGS const double *restrict sv, const double *restrict ev, const double *restrict q, Py_ssize_t n,   \
     double *restrict a0, double *restrict a1, double *restrict a2, double *ls, double *le, double *lq
 #define PIECE_BODY                                                                                        \
-    double s[LANES] = {0}, e[LANES] = {0}, qq[LANES] = {0};                                               \
-    LANE_LOOP(n, j, l, s[l] += sv[j]; e[l] += ev[j]; qq[l] += q[j];);                                      \
+    double s[LANES], e[LANES], qq[LANES];                                                                 \
+    sums3(sv, ev, q, n, s, e, qq);                                                                        \
     *ls = lanes_sum(s);                                                                                   \
     *le = lanes_sum(e);                                                                                   \
     *lq = lanes_sum(qq);                                                                                  \
@@ -308,10 +469,27 @@ static void piece_sums(PIECE_ARGS)
 
 /* 1 when every value of the three blocks is finite (x - x is 0 for a finite x, NaN for inf or NaN) */
 #define FINITE_ARGS const double *restrict a, const double *restrict b, const double *restrict c, Py_ssize_t n
+#if defined(__GNUC__)
+#define FINITE_BODY                                                                                       \
+    v4d z0 = {0}, z1 = {0};                                                                               \
+    Py_ssize_t j = 0;                                                                                     \
+    for (; j + 8 <= n; j += 8) {                                                                          \
+        v4d a0 = ld4(a + j), a1 = ld4(a + j + 4), b0 = ld4(b + j), b1 = ld4(b + j + 4);                  \
+        v4d c0 = ld4(c + j), c1 = ld4(c + j + 4);                                                         \
+        z0 += ((a0 - a0) + (b0 - b0)) + (c0 - c0);                                                        \
+        z1 += ((a1 - a1) + (b1 - b1)) + (c1 - c1);                                                        \
+    }                                                                                                     \
+    double z[LANES];                                                                                      \
+    st4(z, z0); st4(z + 4, z1);                                                                           \
+    for (int l = 0; j < n; j++, l++)                                                                      \
+        z[l] += ((a[j] - a[j]) + (b[j] - b[j])) + (c[j] - c[j]);                                          \
+    return lanes_sum(z) == 0;
+#else
 #define FINITE_BODY                                                                                       \
     double z[LANES] = {0};                                                                                \
     LANE_LOOP(n, j, l, z[l] += ((a[j] - a[j]) + (b[j] - b[j])) + (c[j] - c[j]););                         \
     return lanes_sum(z) == 0;
+#endif
 
 #if defined(__GNUC__) && defined(__x86_64__)
 __attribute__((target("avx2"))) static int all_finite_avx2(FINITE_ARGS) { FINITE_BODY }
@@ -571,7 +749,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
 #undef MULT
     {   /* the finite chunks' partial maxima and counts (reduce) */
-        for (int l = 0; l < LANES; l++) {
+        for (int l = 0; l < RL; l++) {
             maxr = lacc.maxr[l] > maxr ? lacc.maxr[l] : maxr;
             maxE = lacc.maxE[l] > maxE ? lacc.maxE[l] : maxE;
             dmax = lacc.dmax[l] > dmax ? lacc.dmax[l] : dmax;
@@ -1030,14 +1208,14 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
             for (Py_ssize_t k = 0; k < wcols; k++)                                                        \
                 for (Py_ssize_t j = k * rep; j < (k + 1) * rep; j++)                                      \
                     bbuf[j] = A->B ? A->B[po + k] : 0.0;                                                  \
-        double v1[LANES] = {0}, va[LANES] = {0}, vq[LANES] = {0};                                         \
-        LANE_LOOP(n, j, l, v1[l] += x[j]; va[l] += fabs(x[j]); vq[l] += x[j] * x[j];);                    \
+        double v1[LANES], va[LANES], vq[LANES];                                                           \
+        sums_x(x, n, v1, va, vq);                                                                         \
         double s1 = lanes_sum(v1), sa = lanes_sum(va), sq = lanes_sum(vq);                                \
         double mu = 0, var;                                                                               \
         if (centered) {                                                                                   \
             mu = s1 / dn;                                                                                 \
-            double v2[LANES] = {0};                                                                       \
-            LANE_LOOP(n, j, l, double d = x[j] - mu; v2[l] += d * d;);                                    \
+            double v2[LANES];                                                                             \
+            sum_d2(x, n, mu, v2);                                                                         \
             var = lanes_sum(v2) / dd;                                                                     \
         } else                                                                                            \
             var = sq / dn;                                                                                \
@@ -1078,16 +1256,10 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
         st[0] = Em; st[1] = Er; st[2] = S; st[3] = K; st[4] = var; st[5] = mu;                            \
         if (!g)                                                                                           \
             continue;                                                                                     \
-        double vgw[LANES] = {0}, vagw[LANES] = {0}, vgx[LANES] = {0}, vbg[LANES] = {0}, vkg[LANES] = {0}; \
-        double vgd[LANES] = {0};                                                                          \
-        LANE_LOOP(n, j, l,                                                                                \
-            double xh = (x[j] - mu) * r, axh = fabs(xh);                                                  \
-            double gw = g[j] * wr[j], agw = fabs(gw);                                                     \
-            double kr = r * (fabs(x[j]) + amu), kap = centered ? kr : axh;                                            \
-            vgw[l] += gw; vagw[l] += agw; vgx[l] += gw * xh; vbg[l] += agw * axh; vkg[l] += agw * kap;    \
-            vgd[l] += agw * (Dc + axh););                                                                 \
-        double sgw = lanes_sum(vgw), sagw = lanes_sum(vagw), sgx = lanes_sum(vgx), sbg = lanes_sum(vbg);  \
-        double skg = lanes_sum(vkg), sgd = lanes_sum(vgd);                                                \
+        double o6[6][4];                                                                                  \
+        sums_g(x, g, wr, n, mu, r, amu, centered, Dc, o6);                                                \
+        double sgw = lanes4_sum(o6[0]), sagw = lanes4_sum(o6[1]), sgx = lanes4_sum(o6[2]);                \
+        double sbg = lanes4_sum(o6[3]), skg = lanes4_sum(o6[4]), sgd = lanes4_sum(o6[5]);                 \
         double Am = centered ? sgw / dn : 0.0, Bv = sgx / (centered ? dd : dn);                           \
         double aA = fabs(Am), aB = fabs(Bv), Ag = centered ? sagw / dn : 0.0;                             \
         double Bg = sbg / dn, Kg = skg / dn, Dg = sgd / dn;                                               \
