@@ -1145,7 +1145,7 @@ struct rows_args {
 };
 
 /* a row's parameter terms a, b added into tw, tb: element j into pattern element j / rep (rep = n / wcols:
- * 1, per element; n, all into tw[0], tb[0]), each pattern element's terms in element order */
+ * 1, per element; n, all into tw[0], tb[0]), each pattern element's run of terms summed in 8 lanes */
 static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict tb, const double *restrict a,
                                            const double *restrict b, Py_ssize_t n, Py_ssize_t rep)
 {
@@ -1156,13 +1156,10 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
         }
     else
         for (Py_ssize_t k = 0; k < n / rep; k++) {
-            double sw = tw[k], sb = tb[k];
-            for (Py_ssize_t j = k * rep; j < (k + 1) * rep; j++) {
-                sw += a[j];
-                sb += b[j];
-            }
-            tw[k] = sw;
-            tb[k] = sb;
+            double va[LANES], vb[LANES], vc[LANES];
+            sums3(a + k * rep, b + k * rep, b + k * rep, rep, va, vb, vc);      /* vc unused: two sums */
+            tw[k] += lanes_sum(va);
+            tb[k] += lanes_sum(vb);
         }
 }
 
