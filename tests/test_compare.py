@@ -234,3 +234,33 @@ def test_pattern_counts_are_the_multiplicities(dt, monkeypatch):
     pc = C.PatternCounts(got)
     assert np.array_equal(pc.take(got), C.multiplicities(got).reshape(-1))
     assert np.array_equal(pc.take(got[:, 3:5]), C.multiplicities(got)[:, 3:5].reshape(-1))
+
+
+@pytest.mark.parametrize("high", [True, False])
+@pytest.mark.parametrize("blocks", [1, 5])
+def test_ratios_taken_only_where_they_matter(blocks, high, isa):
+    """The compiled comparison divides only for the elements whose ratio can exceed the running
+    threshold (min of the largest so far, the third worst, 1): with ratios that tie exactly, sit at 1,
+    just above and below it, and a bound of 0, the maximum, the count over 1 and the worst three (ties
+    to the lowest index) are the NumPy definition's."""
+    rng = np.random.default_rng(17)
+    n = 3000
+    ref = np.zeros(n)
+    E = 2.0 ** rng.integers(-30, -10, size=n)
+    k = rng.choice([0.0, 0.25, 0.5, 1.0, 1.0 + 2.0 ** -52, 1.0 - 2.0 ** -53, 3.0], size=n)
+    k[[100, 900, 2500]] = 7.0                           # three equal worst, after smaller ones
+    k[[50, 2999]] = 7.0 - 2.0 ** -50
+    if not high:                                        # every ratio below 1: the worst three decide
+        k = k / 8
+    got = k * E                                         # float64: the excess is |got|, the ratio k exactly
+    if high:
+        E[[10, 20]] = 0.0                               # ratio inf (got > 0) or 0 (got = 0)
+        got[10], got[20] = 1e-9, 0.0
+        k[10], k[20] = math.inf, 0.0
+    got = got.reshape(60, 50)
+    fig = _run(got, ref.reshape(60, 50), E.reshape(60, 50), "float64", blocks, native=True)
+    want = _run(got, ref.reshape(60, 50), E.reshape(60, 50), "float64", blocks, native=False)
+    _same(fig, want)
+    assert fig["ratio"] == k.max() and fig["over"] == int(np.sum(k > 1))
+    worst = [(0, 10), (2, 0), (18, 0)] if high else [(2, 0), (18, 0), (50, 0)]   # inf, then the first 7s
+    assert [w[0] for w in fig["worst"]] == worst

@@ -292,8 +292,15 @@ static int get_buf(PyObject *o, Py_buffer *v, const char *name, const char *fmt,
 #define MAXDIM 32
 enum { CHUNK = 256 };
 
+/* core._judge's ratio of a finite excess ex to a finite bound Ei (0 / 0 = 0, ex / 0 = inf) */
+static inline double ratio_of(double ex, double Ei)
+{
+    return Ei == 0 ? (ex > 0 ? INFINITY : 0.0) : ex / Ei;
+}
+
 /* The element terms of n finite elements, without a branch (the compare loop's, for finite values):
- * r: the ratio; s, e, w2: the bias test's err * sign(ref), E and width^2 (0 where err overflows: the
+ * r: the excess ex where the ratio ex / E may exceed T (below), else -1 (no division: the ratio is taken
+ * element by element only there, ratio_of); s, e, w2: the bias test's err * sign(ref), E and width^2 (0 where err overflows: the
  * test leaves the element out); dm: |g - ref| of a constrained element, -1 for an unconstrained one.
  * Compiled for AVX2 and for the base ISA (the same IEEE operations, element by element: the same
  * bits); terms() is the one the CPU has. */
@@ -317,8 +324,10 @@ enum { CHUNK = 256 };
         double a = lo - ri, b = ri - hi;                                                                  \
         double ex = a > b ? a : b;                                                                        \
         ex = ex > 0 ? ex : 0.0;                                                                           \
-        double q = ex / (Ei == 0 ? 1.0 : Ei);                                                             \
-        r[j] = Ei == 0 ? (ex > 0 ? INFINITY : 0.0) : q;                   /* 0 / Ei = 0 */                \
+        /* the ratio only where it can matter (hot: r[j] = ex, else -1; ratio_of): where ex <= t Ei, a  \
+         * normal product, ex / Ei rounds to at most T (t = T (1 - 2^-50), py_compare) */                 \
+        double tE = t * Ei;                                                                               \
+        r[j] = (ex > tE || (ex > 0 && tE < 0x1p-1000)) ? ex : -1.0;                                       \
         double err = gi - ri, width = hi - lo;                                                            \
         int ok = fabs(err) <= DBL_MAX;                                                                    \
         double sg = ri > 0 ? 1.0 : (ri < 0 ? -1.0 : 0.0);                                                 \
@@ -329,7 +338,7 @@ enum { CHUNK = 256 };
     }
 
 #define TERMS_ARGS const struct dt *d, const double *restrict g, const double *restrict ref,                \
-    const double *restrict E, Py_ssize_t n, double scale, double *restrict r, double *restrict s,          \
+    const double *restrict E, Py_ssize_t n, double scale, double t, double *restrict r, double *restrict s, \
     double *restrict e_, double *restrict w2, double *restrict dm
 
 /* no-trapping-math: selects of comparisons become blends (no value changes; no FP trap is enabled) */
@@ -370,14 +379,14 @@ static inline int use_avx2(void)
 
 static void terms(TERMS_ARGS)
 {
-    ISA(terms, d, g, ref, E, n, scale, r, s, e_, w2, dm);
+    ISA(terms, d, g, ref, E, n, scale, t, r, s, e_, w2, dm);
 }
 
-/* The maxima and counts of a chunk's element terms (finite elements, terms() above), each in LANES
- * partial results; returns the chunk's largest ratio (top-3 candidates are looked for only in a chunk
- * whose largest ratio qualifies). Vectorized. */
-enum { RL = 4 };    /* the lanes of the maxima and counts (exact whatever their number) */
-struct lanes_acc { double maxr[RL], maxE[RL], dmax[RL], mref[RL]; long long over[RL], unc[RL]; };
+/* The maxima and counts of a chunk's element terms that need no ratio (finite elements, terms() above),
+ * each in RL partial results: max E, max |g - ref| of the constrained, the unconstrained, max |ref|;
+ * returns how many elements are hot. Vectorized; exact whatever the lanes. */
+enum { RL = 4 };
+struct lanes_acc { double maxE[RL], dmax[RL], mref[RL]; long long unc[RL]; };
 
 #define REDUCE_ARGS const double *restrict r, const double *restrict E, const double *restrict dm,              \
     const double *restrict ref, Py_ssize_t n, struct lanes_acc *restrict L
@@ -392,46 +401,39 @@ static inline ALWAYS_INLINE v4i ld4i(const long long *p) { v4i v; memcpy(&v, p, 
 static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeof v); }
 
 #define REDUCE_BODY                                                                                       \
-    v4d maxE = ld4(L->maxE), dmax = ld4(L->dmax), mref = ld4(L->mref), cmax = {0};                        \
-    v4i over = ld4i(L->over), unc = ld4i(L->unc);                                                         \
+    v4d maxE = ld4(L->maxE), dmax = ld4(L->dmax), mref = ld4(L->mref);                                    \
+    v4i unc = ld4i(L->unc), hot = {0};                                                                    \
     Py_ssize_t j = 0;                                                                                     \
     for (; j + RL <= n; j += RL) {                                                                        \
-        v4d rj = ld4(r + j), dj = ld4(dm + j);                                                            \
+        v4d dj = ld4(dm + j);                                                                             \
+        hot -= ld4(r + j) >= 0.0;                                                                         \
         mref = vmax4(vabs4(ld4(ref + j)), mref);                                                          \
-        cmax = vmax4(rj, cmax);                                                                           \
-        over -= rj > 1.0;                     /* a true comparison is -1 */                              \
         maxE = vmax4(ld4(E + j), maxE);                                                                   \
-        unc -= dj < 0.0;                                                                                  \
+        unc -= dj < 0.0;                      /* a true comparison is -1 */                              \
         dmax = vmax4(dj, dmax);                                                                           \
     }                                                                                                     \
-    double cm[RL];                                                                                        \
-    st4(L->maxE, maxE); st4(L->dmax, dmax); st4(L->mref, mref); st4(cm, cmax);                            \
-    st4i(L->over, over); st4i(L->unc, unc);                                                               \
+    st4(L->maxE, maxE); st4(L->dmax, dmax); st4(L->mref, mref); st4i(L->unc, unc);                        \
+    long long h[RL];                                                                                      \
+    st4i(h, hot);                                                                                         \
+    Py_ssize_t nhot = (h[0] + h[1]) + (h[2] + h[3]);                                                      \
     REDUCE_TAIL
 #else
 #define REDUCE_BODY                                                                                       \
-    double cm[RL] = {0};                                                                                  \
-    Py_ssize_t j = 0;                                                                                     \
+    Py_ssize_t j = 0, nhot = 0;                                                                           \
     REDUCE_TAIL
 #endif
-/* the elements j.. one by one (element j into lane j % RL), then the chunk's largest ratio */
+/* the elements j.. one by one (element j into lane j % RL); returns how many are hot (terms()) */
 #define REDUCE_TAIL                                                                                       \
     for (; j < n; j++) {                                                                                  \
         int l = (int)(j % RL);                                                                            \
-        double rj = r[j], Ej = E[j], dj = dm[j], aj = fabs(ref[j]);                                       \
+        double Ej = E[j], dj = dm[j], aj = fabs(ref[j]);                                                  \
         L->mref[l] = aj > L->mref[l] ? aj : L->mref[l];                                                   \
-        cm[l] = rj > cm[l] ? rj : cm[l];                                                                  \
-        L->over[l] += rj > 1;                                                                             \
         L->maxE[l] = Ej > L->maxE[l] ? Ej : L->maxE[l];                                                   \
         L->unc[l] += dj < 0;                                                                              \
         L->dmax[l] = dj > L->dmax[l] ? dj : L->dmax[l];                                                   \
+        nhot += r[j] >= 0;                                                                                \
     }                                                                                                     \
-    double c = 0;                                                                                         \
-    for (int l = 0; l < RL; l++) {                                                                        \
-        L->maxr[l] = cm[l] > L->maxr[l] ? cm[l] : L->maxr[l];                                             \
-        c = cm[l] > c ? cm[l] : c;                                                                        \
-    }                                                                                                     \
-    return c;
+    return nhot;
 
 /* The bias sums of a piece (n elements of one segment): into *ls, *le, *lq (LANES partial sums), and
  * each element's own into a0, a1, a2 (the groups of the last axis; NULL: none). Vectorized. */
@@ -451,13 +453,13 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
         }
 
 #if defined(__GNUC__) && defined(__x86_64__)
-__attribute__((target("avx2"))) NO_TRAPS static double reduce_avx2(REDUCE_ARGS) { REDUCE_BODY }
+__attribute__((target("avx2"))) NO_TRAPS static Py_ssize_t reduce_avx2(REDUCE_ARGS) { REDUCE_BODY }
 __attribute__((target("avx2"))) static void piece_sums_avx2(PIECE_ARGS) { PIECE_BODY }
 #endif
-NO_TRAPS static double reduce_base(REDUCE_ARGS) { REDUCE_BODY }
+NO_TRAPS static Py_ssize_t reduce_base(REDUCE_ARGS) { REDUCE_BODY }
 static void piece_sums_base(PIECE_ARGS) { PIECE_BODY }
 
-static double reduce(REDUCE_ARGS)
+static Py_ssize_t reduce(REDUCE_ARGS)
 {
     return ISA(reduce, r, E, dm, ref, n, L);
 }
@@ -631,10 +633,15 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
         if (!g64)                               /* float32 values, widened (exactly) */
             for (Py_ssize_t jj = 0; jj < cn; jj++)
                 gb[jj] = (double)g32[i + jj];
-        /* every value finite: the element terms without a branch (terms, vectorized), their maxima and
-         * counts (reduce, vectorized); top-3 candidates only in a chunk whose largest ratio qualifies */
-        terms(&d, gc, rc, Ec, cn, scale, rb, sb, eb, wb, db);   /* first: the finiteness test then reads L1 */
-        int fin = all_finite(gc, rc, Ec, cn), scan = 0;
+        /* every value finite: the element terms without a branch (terms, vectorized), the maxima and
+         * counts that need no ratio (reduce, vectorized); the ratio is taken, in element order, only for
+         * the elements whose ratio can exceed T = min(max ratio so far, the third worst, 1) ("hot"):
+         * the others change neither the maximum, nor the count over 1, nor the worst three */
+        double T = top.n < 3 ? 0.0 : top.r[2];
+        T = maxr < T ? maxr : T;
+        T = T < 1.0 ? T : 1.0;
+        terms(&d, gc, rc, Ec, cn, scale, T * (1.0 - 0x1p-50), rb, sb, eb, wb, db);
+        int fin = all_finite(gc, rc, Ec, cn), hot = 0;   /* after the terms: it reads the chunk from L1 */
         if (fin) {
             if (m16)
                 for (Py_ssize_t jj = 0; jj < cn; jj++)
@@ -642,7 +649,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
             else if (m32)
                 for (Py_ssize_t jj = 0; jj < cn; jj++)
                     wb[jj] *= (double)m32[i + jj];
-            scan = reduce(rb, Ec, db, rc, cn, &lacc) > (top.n < 3 ? 0.0 : top.r[2]);
+            hot = reduce(rb, Ec, db, rc, cn, &lacc) > 0;
         }
         for (Py_ssize_t p = 0; p < cn;) {
             Py_ssize_t pn = nd ? bhi[last] - idx[last] : cn - p;      /* what is left of the segment */
@@ -653,10 +660,14 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
             if (fin) {
                 piece_sums(sb + p, eb + p, wb + p, pn, as, as ? as + acc_len : NULL, as ? as + 2 * acc_len : NULL,
                            &ls, &le, &lq);
-                if (scan)
-                    for (Py_ssize_t j = 0; j < pn; j++)
-                        if (rb[p + j] > (top.n < 3 ? 0.0 : top.r[2]))
-                            top_add(&top, rb[p + j], flat_index(base + i + p + j, axis, nd, shape, idx, j));
+                for (Py_ssize_t j = 0; hot && j < pn; j++)
+                    if (rb[p + j] >= 0) {                      /* hot: its ratio, in element order */
+                        double r = ratio_of(rb[p + j], Ec[p + j]);
+                        maxr = r > maxr ? r : maxr;
+                        over += r > 1;
+                        if (r > (top.n < 3 ? 0.0 : top.r[2]))
+                            top_add(&top, r, flat_index(base + i + p + j, axis, nd, shape, idx, j));
+                    }
             } else
             for (Py_ssize_t j = 0; j < pn; j++) {
                 Py_ssize_t k = p + j;
@@ -750,11 +761,9 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
 #undef MULT
     {   /* the finite chunks' partial maxima and counts (reduce) */
         for (int l = 0; l < RL; l++) {
-            maxr = lacc.maxr[l] > maxr ? lacc.maxr[l] : maxr;
             maxE = lacc.maxE[l] > maxE ? lacc.maxE[l] : maxE;
             dmax = lacc.dmax[l] > dmax ? lacc.dmax[l] : dmax;
             mref = lacc.mref[l] > mref ? lacc.mref[l] : mref;
-            over += (Py_ssize_t)lacc.over[l];
             unc += (Py_ssize_t)lacc.unc[l];
         }
     }
