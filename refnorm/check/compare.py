@@ -310,13 +310,16 @@ class ArrayAccumulator:
                                                              -1 if axis is None else axis)
         if self.running and not maxE < used:             # a bound at least the scale it was judged with (or NaN)
             self._candidates(g, ref, E, used)
-        top = [(t, i, *(float(a[self._local(i, start, g.size, axis)]) for a in (g, ref, E))) for t, i in top]
         self.maxr = max(self.maxr, maxr)
         self.over += over
         self.unc += unc
         self.dmax = _max_nan(self.dmax, dmax)
         self.maxE = _max_nan(self.maxE, maxE)
-        self.top = sorted(self.top + list(top), key=lambda t: (-t[0], t[1]))[:WORST_SHOWN]
+        # the worst elements so far; the values of this block's that stay among them, looked up
+        worst = sorted(self.top + [(t, i, None, None, None) for t, i in top], key=lambda t: (-t[0], t[1]))
+        self.top = [w if w[2] is not None else
+                    (w[0], w[1], *(float(a[self._local(w[1], start, g.size, axis)]) for a in (g, ref, E)))
+                    for w in worst[:WORST_SHOWN]]
 
     def _candidates(self, g, ref, E, scale):
         """Keep the elements of this block that ``scale`` (the running scale it was judged with) counts
