@@ -264,3 +264,49 @@ def test_ratios_taken_only_where_they_matter(blocks, high, isa):
     assert fig["ratio"] == k.max() and fig["over"] == int(np.sum(k > 1))
     worst = [(0, 10), (2, 0), (18, 0)] if high else [(2, 0), (18, 0), (50, 0)]   # inf, then the first 7s
     assert [w[0] for w in fig["worst"]] == worst
+
+
+@pytest.fixture(scope="module")
+def plain_judge(tmp_path_factory):
+    """refnorm/check/_judge.c built with -DREFNORM_NO_VECTOR_EXT: the plain-C loops a compiler without
+    GCC's vector extensions gets (skipped without a C compiler, or without the installed module)."""
+    import importlib.util
+    import pathlib
+    import shutil
+    import subprocess
+    import sysconfig
+    if C.native() is None:
+        pytest.skip("refnorm.check._judge is not built")
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    src = pathlib.Path(C.__file__).with_name("_judge.c")
+    out = tmp_path_factory.mktemp("plain") / ("_judge" + sysconfig.get_config_var("EXT_SUFFIX"))
+    subprocess.run([cc, "-O1", "-std=gnu11", "-shared", "-fPIC", "-ffp-contract=off", "-DREFNORM_NO_VECTOR_EXT",
+                    "-I" + sysconfig.get_paths()["include"], str(src), "-o", str(out)], check=True)
+    spec = importlib.util.spec_from_file_location("_judge", out)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_plain_c_loops_give_the_same_bits(dt, plain_judge, monkeypatch):
+    """The plain-C loops (no vector extensions) take the same lanes in the same order: the same
+    figures and the same row bounds, bit for bit, as the vectorized build."""
+    from refnorm.check import bounds as B
+    from refnorm.check.backends.base import Contract
+    rng = np.random.default_rng(23 + DTYPES.index(dt))
+    got, ref, E = _special(dt, rng, (37, 203))
+    fast = _run(got, ref, E, dt, 3, native=True)
+    ins = {"x": rng.standard_normal((6, 4, 33)) + 2, "weight": rng.standard_normal(4), "bias": rng.standard_normal(4)}
+    kw = dict(inputs=ins, config={}, training=True, cotangents={"y": rng.standard_normal((6, 4, 33))}, state={},
+              ref_state={}, contract=Contract("stats_d", "block"), case_dtype="bfloat16")
+    fast_b = {op: B.bounds(op, **kw) for op in ("batch_norm", "instance_norm")}
+    monkeypatch.setattr(C, "native", lambda: plain_judge)
+    assert repr(_run(got, ref, E, dt, 3, native=True)) == repr(fast)
+    for op, want in fast_b.items():
+        plain = B.bounds(op, **kw)
+        for part, d in want.items():
+            for k, v in d.items():
+                assert np.array_equal(plain[part][k], v), (op, part, k)

@@ -45,12 +45,11 @@
  * tree): independent chains the compiler vectorizes, the same additions whatever the instruction set.
  * LANE_LOOP(n, j, l, body) runs body for j = 0..n-1 with l = j % LANES. */
 enum { LANES = 8 };
-#define LANE_LOOP(n, j, l, ...) LANE_LOOP_OF(LANES, n, j, l, __VA_ARGS__)
-#define LANE_LOOP_OF(lanes, n, j, l, ...)                                                                 \
+#define LANE_LOOP(n, j, l, ...)                                                                           \
     do {                                                                                                  \
         Py_ssize_t j0_ = 0;                                                                               \
-        for (; j0_ + (lanes) <= (n); j0_ += (lanes))                                                      \
-            for (int l = 0; l < (lanes); l++) { const Py_ssize_t j = j0_ + l; __VA_ARGS__ }               \
+        for (; j0_ + LANES <= (n); j0_ += LANES)                                                          \
+            for (int l = 0; l < LANES; l++) { const Py_ssize_t j = j0_ + l; __VA_ARGS__ }                 \
         for (int l = 0; j0_ + l < (n); l++) { const Py_ssize_t j = j0_ + l; __VA_ARGS__ }                 \
     } while (0)
 
@@ -60,11 +59,19 @@ static inline ALWAYS_INLINE double lanes_sum(const double *v)
 }
 
 
+/* VECTOR_EXT: GCC's vector extensions (below); -DREFNORM_NO_VECTOR_EXT builds the plain-C loops instead
+ * (what other compilers get; tests/test_compare.py builds and runs them) */
+#if defined(__GNUC__) && !defined(REFNORM_NO_VECTOR_EXT)
+#define VECTOR_EXT 1
+#else
+#define VECTOR_EXT 0
+#endif
+
 /* The row sums of the row bounds, their lanes held in registers: GCC's vector extensions (four doubles
  * a vector; a pair of SSE2 registers on the base ISA), the same lane-by-lane additions whatever the
  * instruction set. Lanes of LANE_LOOP: element j into lane j % 8 (x's sums, two vectors each) or
  * j % 4 (the six sums with the cotangent, one vector each: twelve would not fit the registers). */
-#if defined(__GNUC__)
+#if VECTOR_EXT
 #pragma GCC diagnostic ignored "-Wpsabi"     /* v4d helpers are always inlined: no call passes a vector */
 typedef double v4d __attribute__((vector_size(32)));
 typedef long long v4i __attribute__((vector_size(32)));
@@ -77,7 +84,7 @@ static inline ALWAYS_INLINE v4d vabs4(v4d v) { return (v4d)((v4i)v & 0x7ffffffff
 static inline ALWAYS_INLINE void sums_x(const double *restrict x, Py_ssize_t n, double *v1, double *va, double *vq)
 {
     Py_ssize_t j = 0;
-#if defined(__GNUC__)
+#if VECTOR_EXT
     v4d a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0}, c0 = {0}, c1 = {0};
     for (; j + 8 <= n; j += 8) {
         v4d x0 = ld4(x + j), x1 = ld4(x + j + 4);
@@ -107,7 +114,7 @@ static inline ALWAYS_INLINE void sums_x(const double *restrict x, Py_ssize_t n, 
 static inline ALWAYS_INLINE void sum_d2(const double *restrict x, Py_ssize_t n, double mu, double *v2)
 {
     Py_ssize_t j = 0;
-#if defined(__GNUC__)
+#if VECTOR_EXT
     v4d a0 = {0}, a1 = {0};
     for (; j + 8 <= n; j += 8) {
         v4d d0 = ld4(x + j) - mu, d1 = ld4(x + j + 4) - mu;
@@ -135,7 +142,7 @@ static inline ALWAYS_INLINE void sums3(const double *restrict a, const double *r
                                        Py_ssize_t n, double *va, double *vb, double *vc)
 {
     Py_ssize_t j = 0;
-#if defined(__GNUC__)
+#if VECTOR_EXT
     v4d a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0}, c0 = {0}, c1 = {0};
     for (; j + 8 <= n; j += 8) {
         a0 += ld4(a + j); a1 += ld4(a + j + 4);
@@ -161,7 +168,7 @@ static inline ALWAYS_INLINE void sums_g(const double *restrict x, const double *
                                         double o[6][4])
 {
     Py_ssize_t j = 0;
-#if defined(__GNUC__)
+#if VECTOR_EXT
     v4d s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0}, s5 = {0};
     for (; j + 4 <= n; j += 4) {
         v4d xv = ld4(x + j), xh = (xv - mu) * r, axh = vabs4(xh);
@@ -390,7 +397,7 @@ struct lanes_acc { double maxE[RL], dmax[RL], mref[RL]; long long unc[RL]; };
 
 #define REDUCE_ARGS const double *restrict r, const double *restrict E, const double *restrict dm,              \
     const double *restrict ref, Py_ssize_t n, struct lanes_acc *restrict L
-#if defined(__GNUC__)
+#if VECTOR_EXT
 static inline ALWAYS_INLINE v4d vmax4(v4d a, v4d b)      /* a > b ? a : b, lane by lane */
 {
     v4i m = a > b;
@@ -471,7 +478,7 @@ static void piece_sums(PIECE_ARGS)
 
 /* 1 when every value of the three blocks is finite (x - x is 0 for a finite x, NaN for inf or NaN) */
 #define FINITE_ARGS const double *restrict a, const double *restrict b, const double *restrict c, Py_ssize_t n
-#if defined(__GNUC__)
+#if VECTOR_EXT
 #define FINITE_BODY                                                                                       \
     v4d z0 = {0}, z1 = {0};                                                                               \
     Py_ssize_t j = 0;                                                                                     \
