@@ -372,4 +372,5 @@ def test_blocked_figures_do_not_depend_on_the_thread_count(monkeypatch, op, shap
         assert ref is None                                   # judged in blocks
         runs.append({k: repr(vars(a)) for k, a in res.items()})
     assert runs[0] == runs[1]
-    assert stream.num_threads() == 2
+    from refnorm.norms._common import num_threads
+    assert num_threads() == 2                          # the second run had two threads

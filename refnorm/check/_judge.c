@@ -255,15 +255,6 @@ static inline void interval(const struct dt *d, double g, double *lo, double *hi
     else { *lo = g - away / 2; *hi = g + toward / 2; }
 }
 
-/* x when c, else +0, without a branch (gcc makes one of `c ? x : 0.0` when it is followed by others) */
-static inline double keep_if(double x, int c)
-{
-    union { double d; uint64_t u; } v;
-    v.d = x;
-    v.u &= -(uint64_t)(c != 0);
-    return v.d;
-}
-
 struct top3 { double r[3]; Py_ssize_t i[3]; int n; };
 
 static inline void top_add(struct top3 *t, double r, Py_ssize_t i)
@@ -699,11 +690,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
                 }
                 /* core._judge's ratio */
                 int finE = isfinite(Ei);
-                double r;
-                if (finE)
-                    r = ex == 0 ? 0.0 : (Ei == 0 ? INFINITY : ex / Ei);
-                else
-                    r = (gnan && !rnan) ? INFINITY : 0.0;
+                double r = finE ? ratio_of(ex, Ei) : ((gnan && !rnan) ? INFINITY : 0.0);
                 if (isinf(gi) && isfinite(ri) && fabs(ri) < lo_inf)
                     r = INFINITY;
                 if (r > maxr)

@@ -277,21 +277,20 @@ class ArrayAccumulator:
         E = np.broadcast_to(np.asarray(E, dtype=np.float64), np.shape(ref))
         # the returned values as they are when the compiled loop reads them (float64, float32), else widened
         gdt = self.flat.dtype if self.mod is not None and self.flat.dtype in _NATIVE_G else np.float64
+        # the block's returned values and per-element multiplicities (flat, or the sub-array along axis)
+        per = self.mult if isinstance(self.mult, np.ndarray) else None
         if axis is None:
-            ref = np.ascontiguousarray(ref, dtype=np.float64).reshape(-1)
-            g = np.ascontiguousarray(self.flat[start:start + ref.size], dtype=gdt)
-            if isinstance(self.mult, PatternCounts):
-                mult = self.mult.take(self.flat[start:start + ref.size])
-            else:
-                mult = None if self.unit else self.mult[start:start + ref.size]
+            sl = slice(start, start + int(np.size(ref)))
+            vals = self.flat[sl]
         else:
             sl = (slice(None),) * axis + (slice(start, start + np.shape(ref)[axis]),)
-            g = np.ascontiguousarray(self.got[sl], dtype=gdt).reshape(-1)
-            if isinstance(self.mult, PatternCounts):
-                mult = self.mult.take(self.got[sl])
-            else:
-                mult = None if self.unit else np.ascontiguousarray(self.mult.reshape(self.shape)[sl]).reshape(-1)
-            ref = np.ascontiguousarray(ref, dtype=np.float64).reshape(-1)
+            vals, per = self.got[sl], None if per is None else per.reshape(self.shape)
+        ref = np.ascontiguousarray(ref, dtype=np.float64).reshape(-1)
+        g = np.ascontiguousarray(vals, dtype=gdt).reshape(-1)
+        if isinstance(self.mult, PatternCounts):
+            mult = self.mult.take(vals)
+        else:                                   # None: every multiplicity 1 (unit_counts)
+            mult = None if per is None else np.ascontiguousarray(per[sl]).reshape(-1)
         E = np.ascontiguousarray(E).reshape(-1)
         # the running scale: the compiled loop judges a block against the scale of the blocks before it
         # (elements it counts unconstrained become candidates, settled at the end) and returns the block's

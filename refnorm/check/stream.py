@@ -46,7 +46,6 @@ structure (every judged array a view of rows); otherwise the whole-array path ru
 """
 from __future__ import annotations
 
-import contextvars
 import math
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -54,7 +53,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..norms._common import num_threads, one_thread
+from ..norms._common import one_thread, run_blocks
 from . import bounds as B
 from .compare import ArrayAccumulator, PatternCounts, multiplicities, native
 
@@ -215,7 +214,10 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
                                                                                  if n not in unit])))
         scale = None                                  # one pass, the running scale (compare.ArrayAccumulator)
         while True:
-            parts = _run_parts(judge_part, min(PARTS, len(spans)), scale, unit, mults)
+            # partition 0 here, 1 in the reference's helper thread (run_blocks: the caller's NumPy error state;
+            # judge_part sets the bounds' context itself); one after the other with one thread
+            parts = run_blocks(lambda k, _: judge_part(k, scale, unit, mults),
+                               [(k, k + 1) for k in range(min(PARTS, len(spans)))])
             accs, ref_whole, E_whole = parts[0]
             for other, rw, ew in parts[1:]:          # partition 0's figures, then 1's added: a fixed order
                 for n in judged:
@@ -251,25 +253,6 @@ def _f64_block(v):
 
 
 PARTS = 2   # the blocks dealt out to two partitions (even, odd), whatever the thread count: the same figures
-
-
-def _run_parts(fn, parts, *args):
-    """[fn(k, *args) for k in range(parts)]: partition 0 in this thread, the others each in a thread of its
-    own when num_threads() allows (in this thread's context: its context variables and NumPy error state),
-    else one after the other here. An exception in any is raised after all have stopped."""
-    threads = min(parts, num_threads())
-    if threads <= 1:
-        return [fn(k, *args) for k in range(parts)]
-    with ThreadPoolExecutor(threads - 1) as pool:
-        futures = [pool.submit(contextvars.copy_context().run, fn, k, *args) for k in range(1, parts)]
-        try:
-            first = fn(0, *args)
-        finally:
-            done = [f.exception() for f in futures]       # waits for every thread
-        for e in done:
-            if e is not None:
-                raise e
-        return [first] + [f.result() for f in futures]
 
 
 @contextmanager
