@@ -60,8 +60,8 @@ class RowBounds:
 
 
 def _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contract, ud, eta, second=None):
-    """The compiled row_bounds (refnorm.check._judge.row_bounds: the formulas below, the row sums in a
-    plain loop) for parameters given as a ``pattern`` (w, b: None or (wrows, wcols) arrays; row i uses
+    """The compiled row_bounds (refnorm.check._judge.row_bounds: the formulas below, the row sums in
+    interleaved partial sums, equal within rounding) for parameters given as a ``pattern`` (w, b: None or (wrows, wcols) arrays; row i uses
     pattern row i % wrows; wcols dividing n: element j uses value j // (n // wcols) of it), or None when the
     compiled module is not built."""
     from ..compare import native
