@@ -296,48 +296,179 @@ static inline double ratio_of(double ex, double Ei)
     return Ei == 0 ? (ex > 0 ? INFINITY : 0.0) : ex / Ei;
 }
 
-/* The element terms of n finite elements, without a branch (the compare loop's, for finite values):
- * r: the excess ex where the ratio ex / E may exceed T (below), else -1 (no division: the ratio is taken
- * element by element only there, ratio_of); s, e, w2: the bias test's err * sign(ref), E and width^2 (0 where err overflows: the
- * test leaves the element out); dm: |g - ref| of a constrained element, -1 for an unconstrained one.
- * Compiled for AVX2 and for the base ISA (the same IEEE operations, element by element: the same
- * bits); terms() is the one the CPU has. */
-#define TERMS_BODY                                                                                        \
-    const int64_t emin = d->emin, sh = 1 - d->p + 1023, k0 = d->kind == 0;                                \
-    for (Py_ssize_t j = 0; j < n; j++) {                                                                  \
-        double gi = g[j], ri = ref[j], Ei = E[j];                                                         \
-        /* interval(): the spacing away from zero and toward it, each side picked by the sign */         \
-        uint64_t u;                                                                                       \
-        memcpy(&u, &gi, 8);                                                                               \
-        int64_t e = (int64_t)((u >> 52) & 0x7ff) - 1023;        /* gi = 0: e = -1023, the zero case */   \
-        int64_t ee = e > emin ? e : emin;                                                                 \
-        uint64_t pb = (uint64_t)(ee + sh) << 52;                                                          \
-        double away;                                                                                      \
-        memcpy(&away, &pb, 8);                                                                            \
-        double half = ((u & 0xfffffffffffffULL) == 0 && e > emin) ? 0.5 : 1.0;                           \
-        double toward = away * half;                                                                      \
-        int neg = (int64_t)u < 0;                                /* -0 too: for 0, toward = away */       \
-        double dl = neg ? away : toward, dh = neg ? toward : away;                                        \
-        double lo = k0 ? gi : gi - dl / 2, hi = k0 ? gi : gi + dh / 2;    /* float64: the value itself */ \
-        double a = lo - ri, b = ri - hi;                                                                  \
-        double ex = a > b ? a : b;                                                                        \
-        ex = ex > 0 ? ex : 0.0;                                                                           \
-        /* the ratio only where it can matter (hot: r[j] = ex, else -1; ratio_of): where ex <= t Ei, a  \
-         * normal product, ex / Ei rounds to at most T (t = T (1 - 2^-50), py_compare) */                 \
-        double tE = t * Ei;                                                                               \
-        r[j] = (ex > tE || (ex > 0 && tE < 0x1p-1000)) ? ex : -1.0;                                       \
-        double err = gi - ri, width = hi - lo;                                                            \
-        int ok = fabs(err) <= DBL_MAX;                                                                    \
-        double sg = ri > 0 ? 1.0 : (ri < 0 ? -1.0 : 0.0);                                                 \
-        s[j] = ok ? err * sg : 0.0;                                                                       \
-        e_[j] = ok ? Ei : 0.0;                                                                            \
-        w2[j] = ok ? width * width : 0.0;                                                                 \
-        dm[j] = (Ei > 0 && Ei >= scale) ? -1.0 : fabs(gi - ri);                                           \
-    }
+/* One piece of finite elements (n elements of one segment of the last axis), in one pass: each element's
+ * terms, reduced at once (nothing but r is stored):
+ *   - r[j]: the excess ex where the ratio ex / E may exceed T, else -1 ("hot": the ratio is then taken
+ *     element by element, ratio_of, in py_compare; where ex <= t E, a normal product, ex / E rounds to at
+ *     most T, with t = T (1 - 2^-50));
+ *   - the maxima and counts that need no ratio, in RL lanes (L): max E, max |g - ref| of the constrained
+ *     (an element is unconstrained where 0 < E and E >= scale), their count, max |ref|;
+ *   - the bias test's terms: err * sign(ref), E and width^2 (times the multiplicity m16 or m32, when
+ *     given), 0 where err overflows (the test leaves the element out); their sums over the piece in
+ *     LANES lanes (element j into lane j % 8, the lanes added by lanes_sum) into *ls, *le, *lq, and each
+ *     element's own into a0, a1, a2 (the groups of the last axis; NULL: none).
+ * interval(): the spacing away from zero and toward it, each side picked by the sign (for 0, toward =
+ * away); float64 (kind 0): the value itself. Returns how many elements are hot. The vector loop (GCC's
+ * vector extensions, two vectors of four a step: lanes 0-3 and 4-7) and the element one (its tail, and
+ * the whole piece without the extensions) do the same operations on every element, in the same lanes:
+ * the same bits. Compiled for AVX2 and for the base ISA. */
+#define PIECE_ARGS const struct dt *restrict d, const double *restrict g, const double *restrict ref,           \
+    const double *restrict E, const uint16_t *restrict m16, const uint32_t *restrict m32, Py_ssize_t n,          \
+    double scale, double t, double *restrict r, struct lanes_acc *restrict L, double *restrict a0,               \
+    double *restrict a1, double *restrict a2, double *ls, double *le, double *lq
 
-#define TERMS_ARGS const struct dt *d, const double *restrict g, const double *restrict ref,                \
-    const double *restrict E, Py_ssize_t n, double scale, double t, double *restrict r, double *restrict s, \
-    double *restrict e_, double *restrict w2, double *restrict dm
+enum { RL = 4 };
+struct lanes_acc { double maxE[RL], dmax[RL], mref[RL]; long long unc[RL]; };
+
+/* element j of a piece: its terms into lane l (of 8) of s, e, q and lane l % RL of L; returns 1 if hot */
+static inline ALWAYS_INLINE int piece_elem(const struct dt *restrict d, const double *restrict g,
+                                           const double *restrict ref, const double *restrict E,
+                                           const uint16_t *restrict m16, const uint32_t *restrict m32,
+                                           Py_ssize_t j, int l, double scale, double t, double *restrict r,
+                                           struct lanes_acc *restrict L, double *restrict a0, double *restrict a1,
+                                           double *restrict a2, double *s, double *e_, double *q)
+{
+    const int64_t emin = d->emin, sh = 1 - d->p + 1023;
+    double gi = g[j], ri = ref[j], Ei = E[j];
+    uint64_t u;
+    memcpy(&u, &gi, 8);
+    int64_t e = (int64_t)((u >> 52) & 0x7ff) - 1023;        /* gi = 0: e = -1023, the zero case */
+    int64_t ee = e > emin ? e : emin;
+    uint64_t pb = (uint64_t)(ee + sh) << 52;
+    double away;
+    memcpy(&away, &pb, 8);
+    double half = ((u & 0xfffffffffffffULL) == 0 && e > emin) ? 0.5 : 1.0;
+    double toward = away * half;
+    int neg = (int64_t)u < 0;                                /* -0 too: for 0, toward = away */
+    double dl = neg ? away : toward, dh = neg ? toward : away;
+    double lo = d->kind == 0 ? gi : gi - dl / 2, hi = d->kind == 0 ? gi : gi + dh / 2;
+    double a = lo - ri, b = ri - hi;
+    double ex = a > b ? a : b;
+    ex = ex > 0 ? ex : 0.0;
+    double tE = t * Ei;
+    int hot = ex > tE || (ex > 0 && tE < 0x1p-1000);
+    r[j] = hot ? ex : -1.0;
+    double err = gi - ri, width = hi - lo;
+    int ok = fabs(err) <= DBL_MAX;
+    double sg = ri > 0 ? 1.0 : (ri < 0 ? -1.0 : 0.0);
+    double sv = ok ? err * sg : 0.0, ev = ok ? Ei : 0.0, w2 = ok ? width * width : 0.0;
+    if (m16)
+        w2 *= (double)m16[j];
+    else if (m32)
+        w2 *= (double)m32[j];
+    s[l] += sv;
+    e_[l] += ev;
+    q[l] += w2;
+    if (a0) {
+        a0[j] += sv;
+        a1[j] += ev;
+        a2[j] += w2;
+    }
+    double dm = (Ei > 0 && Ei >= scale) ? -1.0 : fabs(gi - ri);
+    int k = l % RL;
+    L->mref[k] = fabs(ri) > L->mref[k] ? fabs(ri) : L->mref[k];
+    L->maxE[k] = Ei > L->maxE[k] ? Ei : L->maxE[k];
+    L->unc[k] += dm < 0;
+    L->dmax[k] = dm > L->dmax[k] ? dm : L->dmax[k];
+    return hot;
+}
+
+#if VECTOR_EXT
+static inline ALWAYS_INLINE v4d vmax4(v4d a, v4d b)      /* a > b ? a : b, lane by lane */
+{
+    v4i m = a > b;
+    return (v4d)(((v4i)a & m) | ((v4i)b & ~m));
+}
+
+static inline ALWAYS_INLINE v4d vsel4(v4i m, v4d a, v4d b)   /* m ? a : b, lane by lane */
+{
+    return (v4d)(((v4i)a & m) | ((v4i)b & ~m));
+}
+
+static inline ALWAYS_INLINE v4i ld4i(const long long *p) { v4i v; memcpy(&v, p, sizeof v); return v; }
+static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeof v); }
+
+/* piece_elem for elements J..J+3 (lanes 0-3 of the vectors SV, EV, QV) */
+#define PIECE4(J, SV, EV, QV)                                                                             \
+    do {                                                                                                  \
+        v4d gi = ld4(g + (J)), ri = ld4(ref + (J)), Ei = ld4(E + (J));                                    \
+        v4i u = (v4i)gi;                                                                                  \
+        v4i e = ((u >> 52) & 0x7ff) - 1023;                                                               \
+        v4i gt = e > emin;                                                                                \
+        v4i ee = (e & gt) | (emin & ~gt);                                                                 \
+        v4d away = (v4d)((ee + sh) << 52);                                                                \
+        v4d toward = away * vsel4(((u & 0xfffffffffffffLL) == 0) & gt, half, one);                        \
+        v4i neg = u < 0;                                                                                  \
+        v4d dl = vsel4(neg, away, toward), dh = vsel4(neg, toward, away);                                 \
+        v4d lo = k0 ? gi : gi - dl / 2, hi = k0 ? gi : gi + dh / 2;                                       \
+        v4d a = lo - ri, b = ri - hi;                                                                     \
+        v4d ex = vmax4(a, b);                                                                             \
+        ex = vsel4(ex > 0, ex, zero);                                                                     \
+        v4d tE = t * Ei;                                                                                  \
+        v4i hv = (ex > tE) | ((ex > 0) & (tE < 0x1p-1000));                                               \
+        st4(r + (J), vsel4(hv, ex, mone));                                                                \
+        hot -= hv;                                                                                        \
+        v4d err = gi - ri, width = hi - lo;                                                               \
+        v4i ok = vabs4(err) <= DBL_MAX;                                                                   \
+        v4d sg = vsel4(ri > 0, one, vsel4(ri < 0, mone, zero));                                           \
+        v4d sv = (v4d)(ok & (v4i)(err * sg)), ev = (v4d)(ok & (v4i)Ei);                                   \
+        v4d w2 = (v4d)(ok & (v4i)(width * width));                                                        \
+        if (m16)                                                                                          \
+            w2 *= (v4d){m16[(J)], m16[(J) + 1], m16[(J) + 2], m16[(J) + 3]};                              \
+        else if (m32)                                                                                     \
+            w2 *= (v4d){m32[(J)], m32[(J) + 1], m32[(J) + 2], m32[(J) + 3]};                              \
+        SV += sv;                                                                                         \
+        EV += ev;                                                                                         \
+        QV += w2;                                                                                         \
+        if (a0) {                                                                                         \
+            st4(a0 + (J), ld4(a0 + (J)) + sv);                                                            \
+            st4(a1 + (J), ld4(a1 + (J)) + ev);                                                            \
+            st4(a2 + (J), ld4(a2 + (J)) + w2);                                                            \
+        }                                                                                                 \
+        v4d dm = vsel4((Ei > 0) & (Ei >= scale), mone, vabs4(gi - ri));                                   \
+        mref = vmax4(vabs4(ri), mref);                                                                    \
+        maxE = vmax4(Ei, maxE);                                                                           \
+        unc -= dm < 0;                                                                                    \
+        dmax = vmax4(dm, dmax);                                                                           \
+    } while (0)
+
+#define PIECE_BODY                                                                                        \
+    const long long emin = d->emin, sh = 1 - d->p + 1023;                                                 \
+    const int k0 = d->kind == 0;                                                                          \
+    const v4d zero = {0}, one = zero + 1.0, mone = zero - 1.0, half = zero + 0.5;                          \
+    v4d s0 = {0}, s1 = {0}, e0 = {0}, e1 = {0}, q0 = {0}, q1 = {0};                                       \
+    v4d maxE = ld4(L->maxE), dmax = ld4(L->dmax), mref = ld4(L->mref);                                    \
+    v4i unc = ld4i(L->unc), hot = {0};                                                                    \
+    Py_ssize_t j = 0;                                                                                     \
+    for (; j + 8 <= n; j += 8) {                                                                          \
+        PIECE4(j, s0, e0, q0);                                                                            \
+        PIECE4(j + 4, s1, e1, q1);                                                                        \
+    }                                                                                                     \
+    if (j + 4 <= n) {                   /* lanes 0-3 once more (W = 28: no element left to the tail) */  \
+        PIECE4(j, s0, e0, q0);                                                                            \
+        j += 4;                                                                                           \
+    }                                                                                                     \
+    st4(L->maxE, maxE); st4(L->dmax, dmax); st4(L->mref, mref); st4i(L->unc, unc);                        \
+    long long h[RL];                                                                                      \
+    st4i(h, hot);                                                                                         \
+    Py_ssize_t nhot = (h[0] + h[1]) + (h[2] + h[3]);                                                      \
+    double s[LANES], e[LANES], q[LANES];                                                                  \
+    st4(s, s0); st4(s + 4, s1); st4(e, e0); st4(e + 4, e1); st4(q, q0); st4(q + 4, q1);                   \
+    PIECE_TAIL
+#else
+#define PIECE_BODY                                                                                        \
+    Py_ssize_t j = 0, nhot = 0;                                                                           \
+    double s[LANES] = {0}, e[LANES] = {0}, q[LANES] = {0};                                                \
+    PIECE_TAIL
+#endif
+/* the elements j.. one by one (element j into lane j % 8) */
+#define PIECE_TAIL                                                                                        \
+    for (int l = (int)(j % LANES); j < n; j++, l = (l + 1) % LANES)                                       \
+        nhot += piece_elem(d, g, ref, E, m16, m32, j, l, scale, t, r, L, a0, a1, a2, s, e, q);           \
+    *ls = lanes_sum(s);                                                                                   \
+    *le = lanes_sum(e);                                                                                   \
+    *lq = lanes_sum(q);                                                                                   \
+    return nhot;
 
 /* no-trapping-math: selects of comparisons become blends (no value changes; no FP trap is enabled) */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -346,11 +477,11 @@ static inline double ratio_of(double ex, double Ei)
 #define NO_TRAPS
 #endif
 #if defined(__GNUC__) && defined(__x86_64__)
-__attribute__((target("avx2"))) NO_TRAPS static void terms_avx2(TERMS_ARGS) { TERMS_BODY }
+__attribute__((target("avx2"))) NO_TRAPS static Py_ssize_t piece_avx2(PIECE_ARGS) { PIECE_BODY }
 #endif
-NO_TRAPS static void terms_base(TERMS_ARGS) { TERMS_BODY }
+NO_TRAPS static Py_ssize_t piece_base(PIECE_ARGS) { PIECE_BODY }
 
-static int avx2 = -1;          /* terms_avx2 in use: -1 not decided yet (the CPU decides; set_isa) */
+static int avx2 = -1;          /* the AVX2 loops in use: -1 not decided yet (the CPU decides; set_isa) */
 
 static int have_avx2(void)
 {
@@ -375,96 +506,9 @@ static inline int use_avx2(void)
 #define ISA(fn, ...) fn##_base(__VA_ARGS__)
 #endif
 
-static void terms(TERMS_ARGS)
+static Py_ssize_t piece(PIECE_ARGS)
 {
-    ISA(terms, d, g, ref, E, n, scale, t, r, s, e_, w2, dm);
-}
-
-/* The maxima and counts of a chunk's element terms that need no ratio (finite elements, terms() above),
- * each in RL partial results: max E, max |g - ref| of the constrained, the unconstrained, max |ref|;
- * returns how many elements are hot. Vectorized; exact whatever the lanes. */
-enum { RL = 4 };
-struct lanes_acc { double maxE[RL], dmax[RL], mref[RL]; long long unc[RL]; };
-
-#define REDUCE_ARGS const double *restrict r, const double *restrict E, const double *restrict dm,              \
-    const double *restrict ref, Py_ssize_t n, struct lanes_acc *restrict L
-#if VECTOR_EXT
-static inline ALWAYS_INLINE v4d vmax4(v4d a, v4d b)      /* a > b ? a : b, lane by lane */
-{
-    v4i m = a > b;
-    return (v4d)(((v4i)a & m) | ((v4i)b & ~m));
-}
-
-static inline ALWAYS_INLINE v4i ld4i(const long long *p) { v4i v; memcpy(&v, p, sizeof v); return v; }
-static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeof v); }
-
-#define REDUCE_BODY                                                                                       \
-    v4d maxE = ld4(L->maxE), dmax = ld4(L->dmax), mref = ld4(L->mref);                                    \
-    v4i unc = ld4i(L->unc), hot = {0};                                                                    \
-    Py_ssize_t j = 0;                                                                                     \
-    for (; j + RL <= n; j += RL) {                                                                        \
-        v4d dj = ld4(dm + j);                                                                             \
-        hot -= ld4(r + j) >= 0.0;                                                                         \
-        mref = vmax4(vabs4(ld4(ref + j)), mref);                                                          \
-        maxE = vmax4(ld4(E + j), maxE);                                                                   \
-        unc -= dj < 0.0;                      /* a true comparison is -1 */                              \
-        dmax = vmax4(dj, dmax);                                                                           \
-    }                                                                                                     \
-    st4(L->maxE, maxE); st4(L->dmax, dmax); st4(L->mref, mref); st4i(L->unc, unc);                        \
-    long long h[RL];                                                                                      \
-    st4i(h, hot);                                                                                         \
-    Py_ssize_t nhot = (h[0] + h[1]) + (h[2] + h[3]);                                                      \
-    REDUCE_TAIL
-#else
-#define REDUCE_BODY                                                                                       \
-    Py_ssize_t j = 0, nhot = 0;                                                                           \
-    REDUCE_TAIL
-#endif
-/* the elements j.. one by one (element j into lane j % RL); returns how many are hot (terms()) */
-#define REDUCE_TAIL                                                                                       \
-    for (; j < n; j++) {                                                                                  \
-        int l = (int)(j % RL);                                                                            \
-        double Ej = E[j], dj = dm[j], aj = fabs(ref[j]);                                                  \
-        L->mref[l] = aj > L->mref[l] ? aj : L->mref[l];                                                   \
-        L->maxE[l] = Ej > L->maxE[l] ? Ej : L->maxE[l];                                                   \
-        L->unc[l] += dj < 0;                                                                              \
-        L->dmax[l] = dj > L->dmax[l] ? dj : L->dmax[l];                                                   \
-        nhot += r[j] >= 0;                                                                                \
-    }                                                                                                     \
-    return nhot;
-
-/* The bias sums of a piece (n elements of one segment): into *ls, *le, *lq (LANES partial sums), and
- * each element's own into a0, a1, a2 (the groups of the last axis; NULL: none). Vectorized. */
-#define PIECE_ARGS const double *restrict sv, const double *restrict ev, const double *restrict q, Py_ssize_t n,   \
-    double *restrict a0, double *restrict a1, double *restrict a2, double *ls, double *le, double *lq
-#define PIECE_BODY                                                                                        \
-    double s[LANES], e[LANES], qq[LANES];                                                                 \
-    sums3(sv, ev, q, n, s, e, qq);                                                                        \
-    *ls = lanes_sum(s);                                                                                   \
-    *le = lanes_sum(e);                                                                                   \
-    *lq = lanes_sum(qq);                                                                                  \
-    if (a0)                                                                                               \
-        for (Py_ssize_t j = 0; j < n; j++) {                                                              \
-            a0[j] += sv[j];                                                                               \
-            a1[j] += ev[j];                                                                               \
-            a2[j] += q[j];                                                                                \
-        }
-
-#if defined(__GNUC__) && defined(__x86_64__)
-__attribute__((target("avx2"))) NO_TRAPS static Py_ssize_t reduce_avx2(REDUCE_ARGS) { REDUCE_BODY }
-__attribute__((target("avx2"))) static void piece_sums_avx2(PIECE_ARGS) { PIECE_BODY }
-#endif
-NO_TRAPS static Py_ssize_t reduce_base(REDUCE_ARGS) { REDUCE_BODY }
-static void piece_sums_base(PIECE_ARGS) { PIECE_BODY }
-
-static Py_ssize_t reduce(REDUCE_ARGS)
-{
-    return ISA(reduce, r, E, dm, ref, n, L);
-}
-
-static void piece_sums(PIECE_ARGS)
-{
-    ISA(piece_sums, sv, ev, q, n, a0, a1, a2, ls, le, lq);
+    return ISA(piece, d, g, ref, E, m16, m32, n, scale, t, r, L, a0, a1, a2, ls, le, lq);
 }
 
 /* 1 when every value of the three blocks is finite (x - x is 0 for a finite x, NaN for inf or NaN) */
@@ -590,7 +634,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
     const float *g32 = vg.itemsize == 4 ? vg.buf : NULL;
     const uint32_t *m32 = !no_mult && vm.itemsize == 4 ? vm.buf : NULL;
     const uint16_t *m16 = !no_mult && vm.itemsize == 2 ? vm.buf : NULL;
-    double rb[CHUNK], sb[CHUNK], eb[CHUNK], wb[CHUNK], db[CHUNK], gb[CHUNK];
+    double rb[CHUNK], gb[CHUNK];
 #define MULT(i) (m16 ? (double)m16[i] : m32 ? (double)m32[i] : 1.0)
     double *acc = va.buf;
     double maxr = 0, dmax = 0, maxE = 0, mref = 0;
@@ -631,24 +675,15 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
         if (!g64)                               /* float32 values, widened (exactly) */
             for (Py_ssize_t jj = 0; jj < cn; jj++)
                 gb[jj] = (double)g32[i + jj];
-        /* every value finite: the element terms without a branch (terms, vectorized), the maxima and
-         * counts that need no ratio (reduce, vectorized); the ratio is taken, in element order, only for
-         * the elements whose ratio can exceed T = min(max ratio so far, the third worst, 1) ("hot"):
-         * the others change neither the maximum, nor the count over 1, nor the worst three */
+        /* every value finite: each piece's terms in one pass (piece, vectorized), the maxima and counts
+         * that need no ratio with them; the ratio is taken, in element order, only for the elements
+         * whose ratio can exceed T = min(max ratio so far, the third worst, 1) ("hot"): the others
+         * change neither the maximum, nor the count over 1, nor the worst three */
         double T = top.n < 3 ? 0.0 : top.r[2];
         T = maxr < T ? maxr : T;
         T = T < 1.0 ? T : 1.0;
-        terms(&d, gc, rc, Ec, cn, scale, T * (1.0 - 0x1p-50), rb, sb, eb, wb, db);
-        int fin = all_finite(gc, rc, Ec, cn), hot = 0;   /* after the terms: it reads the chunk from L1 */
-        if (fin) {
-            if (m16)
-                for (Py_ssize_t jj = 0; jj < cn; jj++)
-                    wb[jj] *= (double)m16[i + jj];
-            else if (m32)
-                for (Py_ssize_t jj = 0; jj < cn; jj++)
-                    wb[jj] *= (double)m32[i + jj];
-            hot = reduce(rb, Ec, db, rc, cn, &lacc) > 0;
-        }
+        const double t = T * (1.0 - 0x1p-50);
+        int fin = all_finite(gc, rc, Ec, cn);    /* first: it brings the chunk into L1 for the pieces */
         for (Py_ssize_t p = 0; p < cn;) {
             Py_ssize_t pn = nd ? bhi[last] - idx[last] : cn - p;      /* what is left of the segment */
             if (pn > cn - p)
@@ -656,8 +691,9 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
             double *as = per_last ? acc + offs[last] + idx[last] : NULL;
             double ls = 0, le = 0, lq = 0;
             if (fin) {
-                piece_sums(sb + p, eb + p, wb + p, pn, as, as ? as + acc_len : NULL, as ? as + 2 * acc_len : NULL,
-                           &ls, &le, &lq);
+                Py_ssize_t hot = piece(&d, gc + p, rc + p, Ec + p, m16 ? m16 + i + p : NULL, m32 ? m32 + i + p : NULL,
+                                       pn, scale, t, rb + p, &lacc, as, as ? as + acc_len : NULL,
+                                       as ? as + 2 * acc_len : NULL, &ls, &le, &lq);
                 for (Py_ssize_t j = 0; hot && j < pn; j++)
                     if (rb[p + j] >= 0) {                      /* hot: its ratio, in element order */
                         double r = ratio_of(rb[p + j], Ec[p + j]);
