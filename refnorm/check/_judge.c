@@ -388,27 +388,39 @@ static inline ALWAYS_INLINE v4d vsel4(v4i m, v4d a, v4d b)   /* m ? a : b, lane 
 static inline ALWAYS_INLINE v4i ld4i(const long long *p) { v4i v; memcpy(&v, p, sizeof v); return v; }
 static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeof v); }
 
-/* piece_elem for elements J..J+3 (lanes 0-3 of the vectors SV, EV, QV) */
+/* piece_elem for elements J..J+3 (lanes 0-3 of the vectors SV, EV, QV), with two shortcuts that give
+ * the same values:
+ *   - the excess ex (the distance from ref to g's rounding interval [lo, hi], which holds g) is at most
+ *     |g - ref|, in floating point too (rounding is monotonic), so an element is hot only where
+ *     |g - ref| passes the same test: the interval is formed only for a vector with such an element;
+ *   - the interval's width hi - lo is (away + toward) / 2, exactly (g has p significant bits, so g +-
+ *     half a spacing is a float64): the spacing away from zero, times 3/4 where g is a power of two
+ *     above the smallest normal (toward = away / 2), else times 1; 0 for float64 (lo = hi = g). */
 #define PIECE4(J, SV, EV, QV)                                                                             \
     do {                                                                                                  \
         v4d gi = ld4(g + (J)), ri = ld4(ref + (J)), Ei = ld4(E + (J));                                    \
+        v4d err = gi - ri, aerr = vabs4(err), tE = t * Ei;                                                \
+        v4i cand = (aerr > tE) | ((aerr > 0) & (tE < 0x1p-1000));      /* every hot element, and more */  \
         v4i u = (v4i)gi;                                                                                  \
-        v4i e = ((u >> 52) & 0x7ff) - 1023;                                                               \
-        v4i gt = e > emin;                                                                                \
-        v4i ee = (e & gt) | (emin & ~gt);                                                                 \
-        v4d away = (v4d)((ee + sh) << 52);                                                                \
-        v4d toward = away * vsel4(((u & 0xfffffffffffffLL) == 0) & gt, half, one);                        \
-        v4i neg = u < 0;                                                                                  \
-        v4d dl = vsel4(neg, away, toward), dh = vsel4(neg, toward, away);                                 \
-        v4d lo = k0 ? gi : gi - dl / 2, hi = k0 ? gi : gi + dh / 2;                                       \
-        v4d a = lo - ri, b = ri - hi;                                                                     \
-        v4d ex = vmax4(a, b);                                                                             \
-        ex = vsel4(ex > 0, ex, zero);                                                                     \
-        v4d tE = t * Ei;                                                                                  \
-        v4i hv = (ex > tE) | ((ex > 0) & (tE < 0x1p-1000));                                               \
-        st4(r + (J), vsel4(hv, ex, mone));                                                                \
-        hot -= hv;                                                                                        \
-        v4d err = gi - ri, width = hi - lo;                                                               \
+        v4i eb = (u >> 52) & 0x7ff;                                  /* the biased exponent */            \
+        v4i gt = eb > eminb;                                                                              \
+        v4i ee = (eb & gt) | (eminb & ~gt);                                                               \
+        v4d away = (v4d)((ee + shb) << 52);                                                               \
+        v4i pow2 = ((u & 0xfffffffffffffLL) == 0) & gt;                                                   \
+        v4d width = k0 ? zero : away * vsel4(pow2, three4, one);                                          \
+        if (__builtin_expect((cand[0] | cand[1]) | (cand[2] | cand[3]), 0)) {                             \
+            v4d toward = away * vsel4(pow2, half, one);                                                   \
+            v4i neg = u < 0;                                                                              \
+            v4d dl = vsel4(neg, away, toward), dh = vsel4(neg, toward, away);                             \
+            v4d lo = k0 ? gi : gi - dl / 2, hi = k0 ? gi : gi + dh / 2;                                   \
+            v4d a = lo - ri, b = ri - hi;                                                                 \
+            v4d ex = vmax4(a, b);                                                                         \
+            ex = vsel4(ex > 0, ex, zero);                                                                 \
+            v4i hv = (ex > tE) | ((ex > 0) & (tE < 0x1p-1000));                                           \
+            st4(r + (J), vsel4(hv, ex, mone));                                                            \
+            hot -= hv;                                                                                    \
+        } else                                                                                            \
+            st4(r + (J), mone);                                                                           \
         v4i ok = vabs4(err) <= DBL_MAX;                                                                   \
         v4d sg = vsel4(ri > 0, one, vsel4(ri < 0, mone, zero));                                           \
         v4d sv = (v4d)(ok & (v4i)(err * sg)), ev = (v4d)(ok & (v4i)Ei);                                   \
@@ -425,7 +437,7 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
             st4(a1 + (J), ld4(a1 + (J)) + ev);                                                            \
             st4(a2 + (J), ld4(a2 + (J)) + w2);                                                            \
         }                                                                                                 \
-        v4d dm = vsel4((Ei > 0) & (Ei >= scale), mone, vabs4(gi - ri));                                   \
+        v4d dm = vsel4((Ei > 0) & (Ei >= scale), mone, aerr);                                   \
         mref = vmax4(vabs4(ri), mref);                                                                    \
         maxE = vmax4(Ei, maxE);                                                                           \
         unc -= dm < 0;                                                                                    \
@@ -433,9 +445,9 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
     } while (0)
 
 #define PIECE_BODY                                                                                        \
-    const long long emin = d->emin, sh = 1 - d->p + 1023;                                                 \
+    const long long eminb = d->emin + 1023, shb = 1 - d->p;                                               \
     const int k0 = d->kind == 0;                                                                          \
-    const v4d zero = {0}, one = zero + 1.0, mone = zero - 1.0, half = zero + 0.5;                          \
+    const v4d zero = {0}, one = zero + 1.0, mone = zero - 1.0, half = zero + 0.5, three4 = zero + 0.75;    \
     v4d s0 = {0}, s1 = {0}, e0 = {0}, e1 = {0}, q0 = {0}, q1 = {0};                                       \
     v4d maxE = ld4(L->maxE), dmax = ld4(L->dmax), mref = ld4(L->mref);                                    \
     v4i unc = ld4i(L->unc), hot = {0};                                                                    \
