@@ -557,130 +557,94 @@ static int all_finite(FINITE_ARGS)
     return ISA(all_finite, a, b, c, n);
 }
 
-/* The flat index in the whole array of the element j of the current segment: `flat` (start + its
- * position in the block) for a block of whole rows; along `axis`, from the segment's multi-index idx
- * (the last index moved on by j) */
-static inline Py_ssize_t flat_index(Py_ssize_t flat, Py_ssize_t axis, Py_ssize_t nd, const Py_ssize_t *shape,
-                                    const Py_ssize_t *idx, Py_ssize_t j)
+/* The comparison of one returned array with its reference (compare.compare_block is the definition): its
+ * figures accumulated over runs of elements (cmp_run), each run consecutive in the C order of the whole
+ * array (shape), with the bias sums of the groups ("all", then each axis's indices: compare._acc_len)
+ * added into acc (3 * acc_len: sums of err * sign(ref), of E, of width^2 * multiplicity). With `cand`:
+ * the elements unconstrained under `scale` whose bound is positive and finite are kept (their bound and
+ * error |g - ref|, compare.ArrayAccumulator's candidates), at most cand_cap of them (more: n_cand =
+ * cand_cap + 1, the caller judges again). top: the three worst (ratio, flat index), with E. */
+struct cmp {
+    struct dt d;
+    double lo_inf, scale;
+    Py_ssize_t nd, shape[MAXDIM], offs[MAXDIM + 1], acc_len;
+    double *acc;
+    double maxr, dmax, maxE, mref;
+    Py_ssize_t over, unc;
+    int dmax_nan, maxE_nan;
+    struct top3 top;
+    double topE[3];
+    struct lanes_acc lacc;
+    double *cand;                 /* pairs (E, |g - ref|), or NULL */
+    Py_ssize_t cand_cap, n_cand;
+};
+
+/* top_add with the element's bound kept beside it */
+static inline void top_add_E(struct cmp *c, double r, Py_ssize_t i, double E)
 {
-    if (axis < 0)
-        return flat;
-    flat = 0;
-    for (Py_ssize_t a = 0; a < nd; a++)
-        flat = flat * shape[a] + (a == nd - 1 ? idx[a] + j : idx[a]);
-    return flat;
+    struct top3 *t = &c->top;
+    if (t->n == 3 && !(r > t->r[2]))
+        return;
+    int j = t->n < 3 ? t->n++ : 2;
+    while (j > 0 && r > t->r[j - 1]) {
+        t->r[j] = t->r[j - 1];
+        t->i[j] = t->i[j - 1];
+        c->topE[j] = c->topE[j - 1];
+        j--;
+    }
+    t->r[j] = r;
+    t->i[j] = i;
+    c->topE[j] = E;
 }
 
-static PyObject *py_compare(PyObject *self, PyObject *args)
+/* shape: nd sizes (checked >= 0 by the caller); acc: 3 * acc_len doubles (cmp_acc_len) */
+static Py_ssize_t cmp_acc_len(Py_ssize_t nd, const Py_ssize_t *shape, Py_ssize_t *offs)
 {
-    PyObject *og, *oref, *oE, *omult, *oshape, *oacc;
-    int kind;
-    double scale;
-    Py_ssize_t start, axis = -1;
-    if (!PyArg_ParseTuple(args, "OOOOidOnO|n:compare", &og, &oref, &oE, &omult, &kind, &scale, &oshape, &start,
-                          &oacc, &axis))
-        return NULL;
-    if (kind < 0 || kind > 3) {
-        PyErr_Format(PyExc_ValueError, "_judge: kind=%d; expected 0..3", kind);
-        return NULL;
-    }
-    Py_ssize_t shape[MAXDIM], nd = PySequence_Size(oshape);
-    if (nd < 0 || nd > MAXDIM) {
-        PyErr_SetString(PyExc_ValueError, "_judge: shape must be a sequence of at most 32 sizes");
-        return NULL;
-    }
-    Py_ssize_t total = 1, offs[MAXDIM + 1], acc_len = 1;
+    Py_ssize_t acc_len = 1;          /* group offsets in acc (in units of groups): "all" at 0, axis a's from offs[a] */
     for (Py_ssize_t a = 0; a < nd; a++) {
-        PyObject *it = PySequence_GetItem(oshape, a);
-        shape[a] = it ? PyLong_AsSsize_t(it) : -1;
-        Py_XDECREF(it);
-        if (shape[a] < 0) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_ValueError, "_judge: negative size in shape");
-            return NULL;
-        }
-        total *= shape[a];
-    }
-    /* group offsets in acc (in units of groups): "all" at 0, axis a's indices from offs[a] */
-    for (Py_ssize_t a = 0; a < nd; a++) {
-        offs[a] = acc_len;
+        if (offs)
+            offs[a] = acc_len;
         acc_len += (nd > 1 && shape[a] > 1) ? shape[a] : 0;
     }
-    Py_buffer vg, vr, vE, vm, va;
-    if (get_buf(og, &vg, "g", "d", 8, 0) < 0) {               /* float64, or else float32 */
-        PyErr_Clear();
-        if (get_buf(og, &vg, "g", "f", 4, 0) < 0)
-            return NULL;
-    }
-    if (get_buf(oref, &vr, "ref", "d", 8, 0) < 0) { PyBuffer_Release(&vg); return NULL; }
-    if (get_buf(oE, &vE, "E", "d", 8, 0) < 0) { PyBuffer_Release(&vg); PyBuffer_Release(&vr); return NULL; }
-    int no_mult = omult == Py_None;                            /* None: every multiplicity 1 */
-    if (no_mult)
-        memset(&vm, 0, sizeof vm);
-    else if (get_buf(omult, &vm, "mult", "H", 2, 0) < 0) {     /* uint16, or else uint32 */
-        PyErr_Clear();
-        if (get_buf(omult, &vm, "mult", "IL", 4, 0) < 0) {
-            PyBuffer_Release(&vg); PyBuffer_Release(&vr); PyBuffer_Release(&vE);
-            return NULL;
-        }
-    }
-    if (get_buf(oacc, &va, "acc", "d", 8, 1) < 0) {
-        PyBuffer_Release(&vg); PyBuffer_Release(&vr); PyBuffer_Release(&vE); if (!no_mult) PyBuffer_Release(&vm);
-        return NULL;
-    }
-    Py_ssize_t n = vg.len / vg.itemsize;
-    /* axis >= 0: the block is the elements whose index along `axis` is start..start+k-1 (in C order) */
-    Py_ssize_t across = axis >= 0 && axis < nd && shape[axis] ? total / shape[axis] : 1;
-    int bad = vr.len / 8 != n || vE.len / 8 != n || (!no_mult && vm.len / vm.itemsize != n) || va.len / 8 != 3 * acc_len
-              || (axis >= nd) || start < 0
-              || (axis < 0 ? start + n > total : (n % (across ? across : 1) != 0
-                                                  || start + (across ? n / across : 0) > shape[axis]));
-    if (bad) {
-        PyBuffer_Release(&vg); PyBuffer_Release(&vr); PyBuffer_Release(&vE); if (!no_mult) PyBuffer_Release(&vm);
-        PyBuffer_Release(&va);
-        PyErr_Format(PyExc_ValueError, "_judge: block of %zd values from %zd does not fit the shape, or acc",
-                     n, start);
-        return NULL;
-    }
-    const double *g64 = vg.itemsize == 8 ? vg.buf : NULL, *ref = vr.buf, *E = vE.buf;
-    const float *g32 = vg.itemsize == 4 ? vg.buf : NULL;
-    const uint32_t *m32 = !no_mult && vm.itemsize == 4 ? vm.buf : NULL;
-    const uint16_t *m16 = !no_mult && vm.itemsize == 2 ? vm.buf : NULL;
+    return acc_len;
+}
+
+static void cmp_init(struct cmp *c, int kind, double scale, Py_ssize_t nd, const Py_ssize_t *shape, double *acc)
+{
+    memset(c, 0, sizeof *c);
+    c->d = dtype_of(kind);
+    c->lo_inf = c->d.kind == 0 ? INFINITY : c->d.fmax + c->d.top_half;
+    c->scale = scale;
+    c->nd = nd;
+    memcpy(c->shape, shape, sizeof(Py_ssize_t) * (size_t)nd);
+    c->acc_len = cmp_acc_len(nd, shape, c->offs);
+    c->acc = acc;
+}
+
+/* The run of n elements from flat index flat0 (C order of the whole array): returned values g64 (float64)
+ * or g32 (float32), reference ref, bounds E and multiplicities m16 or m32 (or neither: 1), each pointing
+ * at the run's first element. Walked in chunks of CHUNK elements, each in pieces within one segment of
+ * the last axis (there only the last index moves, so the bias sums of the groups of the other axes, and
+ * of "all", are summed over the piece and added once). */
+static void cmp_run(struct cmp *c, Py_ssize_t flat0, const double *g64, const float *g32, const double *ref,
+                    const double *E, const uint16_t *m16, const uint32_t *m32, Py_ssize_t n)
+{
     double rb[CHUNK], gb[CHUNK];
 #define MULT(i) (m16 ? (double)m16[i] : m32 ? (double)m32[i] : 1.0)
-    double *acc = va.buf;
-    double maxr = 0, dmax = 0, maxE = 0, mref = 0;
-    Py_ssize_t over = 0, unc = 0;
-    int dmax_nan = 0, maxE_nan = 0;
-    struct top3 top = {{0, 0, 0}, {0, 0, 0}, 0};
-    struct dt d = dtype_of(kind);
-    double lo_inf = d.kind == 0 ? INFINITY : d.fmax + d.top_half;
-    Py_ssize_t base = start;
-    Py_ssize_t idx[MAXDIM], blo[MAXDIM], bhi[MAXDIM];
-    for (Py_ssize_t a = 0; a < nd; a++) {       /* the block: a range of whole rows, or along `axis` */
-        blo[a] = 0;
-        bhi[a] = shape[a];
-    }
-    if (axis >= 0) {
-        blo[axis] = start;
-        bhi[axis] = start + (across ? n / across : 0);
-        for (Py_ssize_t a = 0; a < nd; a++)
-            idx[a] = blo[a];
-    } else {   /* the multi-index of the block's first element */
-        Py_ssize_t f = base;
+    const struct dt *d = &c->d;
+    const Py_ssize_t nd = c->nd, *shape = c->shape, acc_len = c->acc_len, last = nd - 1;
+    const double scale = c->scale;
+    double *acc = c->acc;
+    Py_ssize_t idx[MAXDIM];
+    {   /* the multi-index of the run's first element */
+        Py_ssize_t f = flat0;
         for (Py_ssize_t a = nd - 1; a >= 0; a--) {
             idx[a] = shape[a] ? f % shape[a] : 0;
             f = shape[a] ? f / shape[a] : 0;
         }
     }
-    struct lanes_acc lacc;
-    memset(&lacc, 0, sizeof lacc);
-    Py_BEGIN_ALLOW_THREADS
-    /* chunks of CHUNK elements; each walked in pieces, a piece within one segment of the last axis
-     * (there only the last index moves, so the bias sums of the groups of the other axes, and of "all",
-     * are summed over the piece and added once) */
-    Py_ssize_t last = nd - 1, i = 0;
     int per_last = nd > 1 && shape[last] > 1;
+    Py_ssize_t i = 0;
     while (i < n) {
         Py_ssize_t cn = n - i < CHUNK ? n - i : CHUNK;
         const double *gc = g64 ? g64 + i : gb, *rc = ref + i, *Ec = E + i;
@@ -691,36 +655,37 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
          * that need no ratio with them; the ratio is taken, in element order, only for the elements
          * whose ratio can exceed T = min(max ratio so far, the third worst, 1) ("hot"): the others
          * change neither the maximum, nor the count over 1, nor the worst three */
-        double T = top.n < 3 ? 0.0 : top.r[2];
-        T = maxr < T ? maxr : T;
+        double T = c->top.n < 3 ? 0.0 : c->top.r[2];
+        T = c->maxr < T ? c->maxr : T;
         T = T < 1.0 ? T : 1.0;
         const double t = T * (1.0 - 0x1p-50);
         int fin = all_finite(gc, rc, Ec, cn);    /* first: it brings the chunk into L1 for the pieces */
         for (Py_ssize_t p = 0; p < cn;) {
-            Py_ssize_t pn = nd ? bhi[last] - idx[last] : cn - p;      /* what is left of the segment */
+            Py_ssize_t pn = nd ? shape[last] - idx[last] : cn - p;      /* what is left of the segment */
             if (pn > cn - p)
                 pn = cn - p;
-            double *as = per_last ? acc + offs[last] + idx[last] : NULL;
+            double *as = per_last ? acc + c->offs[last] + idx[last] : NULL;
             double ls = 0, le = 0, lq = 0;
+            const Py_ssize_t fp = flat0 + i + p;                /* the piece's first flat index */
             if (fin) {
-                Py_ssize_t hot = piece(&d, gc + p, rc + p, Ec + p, m16 ? m16 + i + p : NULL, m32 ? m32 + i + p : NULL,
-                                       pn, scale, t, rb + p, &lacc, as, as ? as + acc_len : NULL,
+                Py_ssize_t hot = piece(d, gc + p, rc + p, Ec + p, m16 ? m16 + i + p : NULL, m32 ? m32 + i + p : NULL,
+                                       pn, scale, t, rb + p, &c->lacc, as, as ? as + acc_len : NULL,
                                        as ? as + 2 * acc_len : NULL, &ls, &le, &lq);
                 for (Py_ssize_t j = 0; hot && j < pn; j++)
                     if (rb[p + j] >= 0) {                      /* hot: its ratio, in element order */
                         double r = ratio_of(rb[p + j], Ec[p + j]);
-                        maxr = r > maxr ? r : maxr;
-                        over += r > 1;
-                        if (r > (top.n < 3 ? 0.0 : top.r[2]))
-                            top_add(&top, r, flat_index(base + i + p + j, axis, nd, shape, idx, j));
+                        c->maxr = r > c->maxr ? r : c->maxr;
+                        c->over += r > 1;
+                        if (r > (c->top.n < 3 ? 0.0 : c->top.r[2]))
+                            top_add_E(c, r, fp + j, Ec[p + j]);
                     }
             } else
             for (Py_ssize_t j = 0; j < pn; j++) {
                 Py_ssize_t k = p + j;
                 double gi = gc[k], ri = rc[k], Ei = Ec[k], lo, hi;
-                if (fabs(ri) <= DBL_MAX && fabs(ri) > mref)
-                    mref = fabs(ri);
-                interval(&d, gi, &lo, &hi);
+                if (fabs(ri) <= DBL_MAX && fabs(ri) > c->mref)
+                    c->mref = fabs(ri);
+                interval(d, gi, &lo, &hi);
                 /* precision.excess */
                 double ex;
                 int gnan = isnan(gi), rnan = isnan(ri);
@@ -739,28 +704,28 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
                 /* core._judge's ratio */
                 int finE = isfinite(Ei);
                 double r = finE ? ratio_of(ex, Ei) : ((gnan && !rnan) ? INFINITY : 0.0);
-                if (isinf(gi) && isfinite(ri) && fabs(ri) < lo_inf)
+                if (isinf(gi) && isfinite(ri) && fabs(ri) < c->lo_inf)
                     r = INFINITY;
-                if (r > maxr)
-                    maxr = r;
+                if (r > c->maxr)
+                    c->maxr = r;
                 if (r > 1)
-                    over++;
-                if (r > 0 && (top.n < 3 || r > top.r[2]))
-                    top_add(&top, r, flat_index(base + i + k, axis, nd, shape, idx, j));
+                    c->over++;
+                if (r > 0 && (c->top.n < 3 || r > c->top.r[2]))
+                    top_add_E(c, r, fp + j, Ei);
                 if (isnan(Ei))
-                    maxE_nan = 1;
-                else if (Ei > maxE)
-                    maxE = Ei;
+                    c->maxE_nan = 1;
+                else if (Ei > c->maxE)
+                    c->maxE = Ei;
                 if (!finE || (Ei > 0 && Ei >= scale))
-                    unc++;
+                    c->unc++;
                 else {
                     double diff = fabs(gi - ri);
                     if ((gnan && rnan) || gi == ri || (isinf(gi) && ex == 0))
                         diff = 0;
                     if (isnan(diff))
-                        dmax_nan = 1;
-                    else if (diff > dmax)
-                        dmax = diff;
+                        c->dmax_nan = 1;
+                    else if (diff > c->dmax)
+                        c->dmax = diff;
                 }
                 /* bias.bias_test's element terms */
                 double err = gi - ri, width = hi - lo;
@@ -783,15 +748,31 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
             if (nd > 1)
                 for (Py_ssize_t a = 0; a < last; a++)
                     if (shape[a] > 1) {
-                        Py_ssize_t k = offs[a] + idx[a];
+                        Py_ssize_t k = c->offs[a] + idx[a];
                         acc[k] += ls;
                         acc[acc_len + k] += le;
                         acc[2 * acc_len + k] += lq;
                     }
+            if (c->cand && c->n_cand <= c->cand_cap)   /* the candidates: bound positive, finite, >= scale */
+                for (Py_ssize_t j = 0; j < pn; j++) {
+                    double Ei = Ec[p + j];
+                    if (Ei >= scale && Ei > 0 && Ei <= DBL_MAX) {
+                        if (c->n_cand++ == c->cand_cap)
+                            break;
+                        double gi = gc[p + j], ri = rc[p + j], lo, hi, diff = fabs(gi - ri);
+                        interval(d, gi, &lo, &hi);
+                        int exact = isnan(gi) ? isnan(ri) : gi == ri;
+                        /* compare._diff: 0 where both are NaN, equal, or g infinite within its interval */
+                        if (exact || (isinf(gi) && !isnan(ri) && ri >= lo && ri <= hi))
+                            diff = 0;
+                        c->cand[2 * (c->n_cand - 1)] = Ei;
+                        c->cand[2 * (c->n_cand - 1) + 1] = diff;
+                    }
+                }
             if (nd) {                                  /* the next piece's multi-index */
                 idx[last] += pn;
-                for (Py_ssize_t a = last; a > 0 && idx[a] >= bhi[a]; a--) {
-                    idx[a] = blo[a];
+                for (Py_ssize_t a = last; a > 0 && idx[a] >= shape[a]; a--) {
+                    idx[a] = 0;
                     idx[a - 1]++;
                 }
             }
@@ -799,27 +780,146 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
         }
         i += cn;
     }
-    Py_END_ALLOW_THREADS
 #undef MULT
-    {   /* the finite chunks' partial maxima and counts (reduce) */
-        for (int l = 0; l < RL; l++) {
-            maxE = lacc.maxE[l] > maxE ? lacc.maxE[l] : maxE;
-            dmax = lacc.dmax[l] > dmax ? lacc.dmax[l] : dmax;
-            mref = lacc.mref[l] > mref ? lacc.mref[l] : mref;
-            unc += (Py_ssize_t)lacc.unc[l];
-        }
+}
+
+/* The figures as compare() returns them: (max ratio, over, unconstrained, max |g - ref| of the
+ * constrained, max E, [(ratio, flat index)], max |ref|) */
+static PyObject *cmp_result(struct cmp *c, int with_E)
+{
+    double maxE = c->maxE, dmax = c->dmax, mref = c->mref;
+    Py_ssize_t unc = c->unc;
+    for (int l = 0; l < RL; l++) {   /* the finite chunks' partial maxima and counts (piece) */
+        maxE = c->lacc.maxE[l] > maxE ? c->lacc.maxE[l] : maxE;
+        dmax = c->lacc.dmax[l] > dmax ? c->lacc.dmax[l] : dmax;
+        mref = c->lacc.mref[l] > mref ? c->lacc.mref[l] : mref;
+        unc += (Py_ssize_t)c->lacc.unc[l];
     }
-    PyBuffer_Release(&vg); PyBuffer_Release(&vr); PyBuffer_Release(&vE); if (!no_mult) PyBuffer_Release(&vm);
-    PyBuffer_Release(&va);
     PyObject *t = PyList_New(0);
     if (!t)
         return NULL;
-    for (int j = 0; j < top.n; j++) {
-        PyObject *p = Py_BuildValue("(dn)", top.r[j], top.i[j]);
+    for (int j = 0; j < c->top.n; j++) {
+        PyObject *p = with_E ? Py_BuildValue("(dnd)", c->top.r[j], c->top.i[j], c->topE[j])
+                             : Py_BuildValue("(dn)", c->top.r[j], c->top.i[j]);
         if (!p || PyList_Append(t, p) < 0) { Py_XDECREF(p); Py_DECREF(t); return NULL; }
         Py_DECREF(p);
     }
-    return Py_BuildValue("(dnnddNd)", maxr, over, unc, dmax_nan ? NAN : dmax, maxE_nan ? NAN : maxE, t, mref);
+    return Py_BuildValue("(dnnddNd)", c->maxr, c->over, unc, c->dmax_nan ? NAN : dmax, c->maxE_nan ? NAN : maxE, t,
+                         mref);
+}
+
+/* the sizes of a Python sequence `o` (at most MAXDIM, each >= 0) into shape; returns nd, or -1 */
+static Py_ssize_t get_shape(PyObject *o, Py_ssize_t *shape, Py_ssize_t *total)
+{
+    Py_ssize_t nd = PySequence_Size(o);
+    if (nd < 0 || nd > MAXDIM) {
+        PyErr_SetString(PyExc_ValueError, "_judge: shape must be a sequence of at most 32 sizes");
+        return -1;
+    }
+    *total = 1;
+    for (Py_ssize_t a = 0; a < nd; a++) {
+        PyObject *it = PySequence_GetItem(o, a);
+        shape[a] = it ? PyLong_AsSsize_t(it) : -1;
+        Py_XDECREF(it);
+        if (shape[a] < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "_judge: negative size in shape");
+            return -1;
+        }
+        *total *= shape[a];
+    }
+    return nd;
+}
+
+/* the returned values (float64, or else float32) and the multiplicities (None; uint16, or else uint32) */
+static int get_g(PyObject *o, Py_buffer *v)
+{
+    if (get_buf(o, v, "g", "d", 8, 0) == 0)
+        return 0;
+    PyErr_Clear();
+    return get_buf(o, v, "g", "f", 4, 0);
+}
+
+static int get_mult(PyObject *o, Py_buffer *v)
+{
+    if (o == Py_None) {
+        memset(v, 0, sizeof *v);
+        return 0;
+    }
+    if (get_buf(o, v, "mult", "H", 2, 0) == 0)
+        return 0;
+    PyErr_Clear();
+    return get_buf(o, v, "mult", "IL", 4, 0);
+}
+
+static void release(Py_buffer *v)
+{
+    if (v->obj)
+        PyBuffer_Release(v);
+}
+
+static PyObject *py_compare(PyObject *self, PyObject *args)
+{
+    PyObject *og, *oref, *oE, *omult, *oshape, *oacc;
+    int kind;
+    double scale;
+    Py_ssize_t start, axis = -1;
+    if (!PyArg_ParseTuple(args, "OOOOidOnO|n:compare", &og, &oref, &oE, &omult, &kind, &scale, &oshape, &start,
+                          &oacc, &axis))
+        return NULL;
+    if (kind < 0 || kind > 3) {
+        PyErr_Format(PyExc_ValueError, "_judge: kind=%d; expected 0..3", kind);
+        return NULL;
+    }
+    Py_ssize_t shape[MAXDIM], total;
+    Py_ssize_t nd = get_shape(oshape, shape, &total);
+    if (nd < 0)
+        return NULL;
+    Py_ssize_t acc_len = cmp_acc_len(nd, shape, NULL);
+    Py_buffer vg = {0}, vr = {0}, vE = {0}, vm = {0}, va = {0};
+    if (get_g(og, &vg) < 0 || get_buf(oref, &vr, "ref", "d", 8, 0) < 0 || get_buf(oE, &vE, "E", "d", 8, 0) < 0
+        || get_mult(omult, &vm) < 0 || get_buf(oacc, &va, "acc", "d", 8, 1) < 0) {
+        release(&vg); release(&vr); release(&vE); release(&vm); release(&va);
+        return NULL;
+    }
+    Py_ssize_t n = vg.len / vg.itemsize;
+    /* axis >= 0: the block is the elements whose index along `axis` is start..start+k-1 (in C order) */
+    Py_ssize_t across = axis >= 0 && axis < nd && shape[axis] ? total / shape[axis] : 1;
+    int bad = vr.len / 8 != n || vE.len / 8 != n || (vm.obj && vm.len / vm.itemsize != n) || va.len / 8 != 3 * acc_len
+              || (axis >= nd) || start < 0
+              || (axis < 0 ? start + n > total : (n % (across ? across : 1) != 0
+                                                  || start + (across ? n / across : 0) > shape[axis]));
+    if (bad) {
+        release(&vg); release(&vr); release(&vE); release(&vm); release(&va);
+        PyErr_Format(PyExc_ValueError, "_judge: block of %zd values from %zd does not fit the shape, or acc",
+                     n, start);
+        return NULL;
+    }
+    const double *g64 = vg.itemsize == 8 ? vg.buf : NULL, *ref = vr.buf, *E = vE.buf;
+    const float *g32 = vg.itemsize == 4 ? vg.buf : NULL;
+    const uint32_t *m32 = vm.obj && vm.itemsize == 4 ? vm.buf : NULL;
+    const uint16_t *m16 = vm.obj && vm.itemsize == 2 ? vm.buf : NULL;
+    struct cmp c;
+    cmp_init(&c, kind, scale, nd, shape, va.buf);
+    Py_BEGIN_ALLOW_THREADS
+    if (axis < 0)                     /* a range of whole rows: one run */
+        cmp_run(&c, start, g64, g32, ref, E, m16, m32, n);
+    else {                            /* along axis: for each index of the axes before it, k * inner elements */
+        Py_ssize_t inner = 1, outer = 1, k = across ? n / across : 0;
+        for (Py_ssize_t a = axis + 1; a < nd; a++)
+            inner *= shape[a];
+        for (Py_ssize_t a = 0; a < axis; a++)
+            outer *= shape[a];
+        Py_ssize_t run = k * inner;
+        for (Py_ssize_t o = 0; o < outer && run; o++) {
+            Py_ssize_t b = o * run;
+            cmp_run(&c, (o * shape[axis] + start) * inner, g64 ? g64 + b : NULL, g32 ? g32 + b : NULL, ref + b, E + b,
+                    m16 ? m16 + b : NULL, m32 ? m32 + b : NULL, run);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    release(&vg); release(&vr); release(&vE); release(&vm); release(&va);
+    return cmp_result(&c, 0);
 }
 
 /* abs_max_finite(a) -> max |a| over the finite values of the float64 buffer a (0.0 when none): the
