@@ -390,9 +390,11 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
 
 /* piece_elem for elements J..J+3 (lanes 0-3 of the vectors SV, EV, QV), with two shortcuts that give
  * the same values:
- *   - the excess ex (the distance from ref to g's rounding interval [lo, hi], which holds g) is at most
- *     |g - ref|, in floating point too (rounding is monotonic), so an element is hot only where
- *     |g - ref| passes the same test: the interval is formed only for a vector with such an element;
+ *   - the excess ex (the distance from ref to g's rounding interval [lo, hi], which holds g and reaches
+ *     at least a quarter spacing a4 = away / 4 to each side; float64: a4 = 0) is at most |g - ref| - a4.
+ *     An element is hot only where fl(ex) > tE (or ex > 0 with tE < 2^-1000), so where g - ref, say,
+ *     exceeds tE + a4 as reals, so where |g - ref| >= fl(tE + a4) (rounding is monotonic) > (tE + a4)
+ *     0.999 as computed: the interval is formed only for a vector with an element past that test;
  *   - the interval's width hi - lo is (away + toward) / 2, exactly (g has p significant bits, so g +-
  *     half a spacing is a float64): the spacing away from zero, times 3/4 where g is a power of two
  *     above the smallest normal (toward = away / 2), else times 1; 0 for float64 (lo = hi = g). */
@@ -400,12 +402,13 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
     do {                                                                                                  \
         v4d gi = ld4(g + (J)), ri = ld4(ref + (J)), Ei = ld4(E + (J));                                    \
         v4d err = gi - ri, aerr = vabs4(err), tE = t * Ei;                                                \
-        v4i cand = (aerr > tE) | ((aerr > 0) & (tE < 0x1p-1000));      /* every hot element, and more */  \
         v4i u = (v4i)gi;                                                                                  \
         v4i eb = (u >> 52) & 0x7ff;                                  /* the biased exponent */            \
         v4i gt = eb > eminb;                                                                              \
         v4i ee = (eb & gt) | (eminb & ~gt);                                                               \
         v4d away = (v4d)((ee + shb) << 52);                                                               \
+        v4d a4 = k0 ? zero : away * 0.25;                                                                 \
+        v4i cand = (aerr > (tE + a4) * 0.999) | ((aerr > 0) & (tE < 0x1p-1000));  /* every hot one */     \
         v4i pow2 = ((u & 0xfffffffffffffLL) == 0) & gt;                                                   \
         v4d width = k0 ? zero : away * vsel4(pow2, three4, one);                                          \
         if (__builtin_expect((cand[0] | cand[1]) | (cand[2] | cand[3]), 0)) {                             \
@@ -560,10 +563,8 @@ static int all_finite(FINITE_ARGS)
 /* The comparison of one returned array with its reference (compare.compare_block is the definition): its
  * figures accumulated over runs of elements (cmp_run), each run consecutive in the C order of the whole
  * array (shape), with the bias sums of the groups ("all", then each axis's indices: compare._acc_len)
- * added into acc (3 * acc_len: sums of err * sign(ref), of E, of width^2 * multiplicity). With `cand`:
- * the elements unconstrained under `scale` whose bound is positive and finite are kept (their bound and
- * error |g - ref|, compare.ArrayAccumulator's candidates), at most cand_cap of them (more: n_cand =
- * cand_cap + 1, the caller judges again). top: the three worst (ratio, flat index), with E. */
+ * added into acc (3 * acc_len: sums of err * sign(ref), of E, of width^2 * multiplicity). top: the three
+ * worst (ratio, flat index). */
 struct cmp {
     struct dt d;
     double lo_inf, scale;
@@ -573,29 +574,8 @@ struct cmp {
     Py_ssize_t over, unc;
     int dmax_nan, maxE_nan;
     struct top3 top;
-    double topE[3];
     struct lanes_acc lacc;
-    double *cand;                 /* pairs (E, |g - ref|), or NULL */
-    Py_ssize_t cand_cap, n_cand;
 };
-
-/* top_add with the element's bound kept beside it */
-static inline void top_add_E(struct cmp *c, double r, Py_ssize_t i, double E)
-{
-    struct top3 *t = &c->top;
-    if (t->n == 3 && !(r > t->r[2]))
-        return;
-    int j = t->n < 3 ? t->n++ : 2;
-    while (j > 0 && r > t->r[j - 1]) {
-        t->r[j] = t->r[j - 1];
-        t->i[j] = t->i[j - 1];
-        c->topE[j] = c->topE[j - 1];
-        j--;
-    }
-    t->r[j] = r;
-    t->i[j] = i;
-    c->topE[j] = E;
-}
 
 /* shape: nd sizes (checked >= 0 by the caller); acc: 3 * acc_len doubles (cmp_acc_len) */
 static Py_ssize_t cmp_acc_len(Py_ssize_t nd, const Py_ssize_t *shape, Py_ssize_t *offs)
@@ -677,7 +657,7 @@ static void cmp_run(struct cmp *c, Py_ssize_t flat0, const double *g64, const fl
                         c->maxr = r > c->maxr ? r : c->maxr;
                         c->over += r > 1;
                         if (r > (c->top.n < 3 ? 0.0 : c->top.r[2]))
-                            top_add_E(c, r, fp + j, Ec[p + j]);
+                            top_add(&c->top, r, fp + j);
                     }
             } else
             for (Py_ssize_t j = 0; j < pn; j++) {
@@ -711,7 +691,7 @@ static void cmp_run(struct cmp *c, Py_ssize_t flat0, const double *g64, const fl
                 if (r > 1)
                     c->over++;
                 if (r > 0 && (c->top.n < 3 || r > c->top.r[2]))
-                    top_add_E(c, r, fp + j, Ei);
+                    top_add(&c->top, r, fp + j);
                 if (isnan(Ei))
                     c->maxE_nan = 1;
                 else if (Ei > c->maxE)
@@ -753,22 +733,6 @@ static void cmp_run(struct cmp *c, Py_ssize_t flat0, const double *g64, const fl
                         acc[acc_len + k] += le;
                         acc[2 * acc_len + k] += lq;
                     }
-            if (c->cand && c->n_cand <= c->cand_cap)   /* the candidates: bound positive, finite, >= scale */
-                for (Py_ssize_t j = 0; j < pn; j++) {
-                    double Ei = Ec[p + j];
-                    if (Ei >= scale && Ei > 0 && Ei <= DBL_MAX) {
-                        if (c->n_cand++ == c->cand_cap)
-                            break;
-                        double gi = gc[p + j], ri = rc[p + j], lo, hi, diff = fabs(gi - ri);
-                        interval(d, gi, &lo, &hi);
-                        int exact = isnan(gi) ? isnan(ri) : gi == ri;
-                        /* compare._diff: 0 where both are NaN, equal, or g infinite within its interval */
-                        if (exact || (isinf(gi) && !isnan(ri) && ri >= lo && ri <= hi))
-                            diff = 0;
-                        c->cand[2 * (c->n_cand - 1)] = Ei;
-                        c->cand[2 * (c->n_cand - 1) + 1] = diff;
-                    }
-                }
             if (nd) {                                  /* the next piece's multi-index */
                 idx[last] += pn;
                 for (Py_ssize_t a = last; a > 0 && idx[a] >= shape[a]; a--) {
@@ -785,7 +749,7 @@ static void cmp_run(struct cmp *c, Py_ssize_t flat0, const double *g64, const fl
 
 /* The figures as compare() returns them: (max ratio, over, unconstrained, max |g - ref| of the
  * constrained, max E, [(ratio, flat index)], max |ref|) */
-static PyObject *cmp_result(struct cmp *c, int with_E)
+static PyObject *cmp_result(struct cmp *c)
 {
     double maxE = c->maxE, dmax = c->dmax, mref = c->mref;
     Py_ssize_t unc = c->unc;
@@ -799,8 +763,7 @@ static PyObject *cmp_result(struct cmp *c, int with_E)
     if (!t)
         return NULL;
     for (int j = 0; j < c->top.n; j++) {
-        PyObject *p = with_E ? Py_BuildValue("(dnd)", c->top.r[j], c->top.i[j], c->topE[j])
-                             : Py_BuildValue("(dn)", c->top.r[j], c->top.i[j]);
+        PyObject *p = Py_BuildValue("(dn)", c->top.r[j], c->top.i[j]);
         if (!p || PyList_Append(t, p) < 0) { Py_XDECREF(p); Py_DECREF(t); return NULL; }
         Py_DECREF(p);
     }
@@ -919,7 +882,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
     }
     Py_END_ALLOW_THREADS
     release(&vg); release(&vr); release(&vE); release(&vm); release(&va);
-    return cmp_result(&c, 0);
+    return cmp_result(&c);
 }
 
 /* abs_max_finite(a) -> max |a| over the finite values of the float64 buffer a (0.0 when none): the
