@@ -236,6 +236,31 @@ def test_pattern_counts_are_the_multiplicities(dt, monkeypatch):
     assert np.array_equal(pc.take(got[:, 3:5]), C.multiplicities(got)[:, 3:5].reshape(-1))
 
 
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+def test_bucket_counts_are_the_multiplicities_beyond_the_exact_limit(dt, monkeypatch):
+    """An array of more than EXACT_SLOTS 32/64-bit values: its multiplicities as a table of 2^24 bucket
+    counts (the streaming judge's, looked up per block) equal the per-element ones, which count those
+    same buckets (never below the exact counts), -0 with +0; and the stream takes the table for it."""
+    if C.native() is None:
+        pytest.skip("refnorm.check._judge is not built")
+    from refnorm.check import stream
+    rng = np.random.default_rng(6)
+    got = (rng.integers(-40, 40, size=(70, 9)) / 4).astype(NP[dt])
+    flat = got.reshape(-1)
+    flat[:6] = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, -0.0]).astype(NP[dt])
+    exact = C._count(got)
+    monkeypatch.setattr(C, "EXACT_SLOTS", 100)                   # 630 values: bucketed
+    monkeypatch.setattr(stream, "EXACT_SLOTS", 100)
+    monkeypatch.setattr(C.PatternCounts, "CHUNK", 100)           # the counts summed over chunks
+    want = C._count(got)
+    assert np.all(want >= exact) and want[0, 0] == want[0, 1] == want[0, 5]
+    bc = C.BucketCounts(got)
+    assert np.array_equal(bc.take(got), want.reshape(-1))
+    assert np.array_equal(bc.take(got[:, 3:5]), want[:, 3:5].reshape(-1))
+    tables = stream._multiplicities([got, got[:10]])
+    assert isinstance(tables[0], C.BucketCounts) and not isinstance(tables[1], C.TABLES)
+
+
 @pytest.mark.parametrize("high", [True, False])
 @pytest.mark.parametrize("blocks", [1, 5])
 def test_ratios_taken_only_where_they_matter(blocks, high, isa):

@@ -286,25 +286,27 @@ def test_reuse_blocks_recycles_memory_and_nothing_else():
     del kept_array
     assert _reuse.kept() == (0, 0)
 
+class HalfRepeated:       # x's first half along axis 0 one repeated slice: values that repeat, correctly
+    def __init__(self, seed):
+        self.rng, self.first = np.random.default_rng(seed), True
+
+    def standard_normal(self, shape):
+        a = self.rng.standard_normal(shape)
+        if self.first:
+            self.first = False
+            a[: shape[0] // 2] = a[0]
+        return a
+
+    def random(self, n):
+        return self.rng.random(n)
+
+
 @pytest.mark.parametrize("op,shape,cfg,params", CASES)
 @pytest.mark.parametrize("bug", [None, "scale"])
 def test_multiplicities_taken_as_one_first(monkeypatch, op, shape, cfg, params, bug):
     """stream.py, "Multiplicities": with every count taken as 1 first, every verdict is the exact counts'
     one; a passing bias figure is an upper bound of the exact figure (and says so); an array whose figure
     exceeds 1 is counted and judged again, and its figures are exactly those of the exact counts."""
-    class HalfRepeated:       # x's first half along axis 0 one repeated slice: values that repeat, correctly
-        def __init__(self, seed):
-            self.rng, self.first = np.random.default_rng(seed), True
-
-        def standard_normal(self, shape):
-            a = self.rng.standard_normal(shape)
-            if self.first:
-                self.first = False
-                a[: shape[0] // 2] = a[0]
-            return a
-
-        def random(self, n):
-            return self.rng.random(n)
     dt, contract = "float32", Contract("strict", "block")
     ins, cot, got, state = _call(op, shape, cfg, params, dt, HalfRepeated(zlib.crc32(f"{op} unit {bug}".encode())),
                                  shift=3.0)
@@ -334,6 +336,33 @@ def test_multiplicities_taken_as_one_first(monkeypatch, op, shape, cfg, params, 
     else:
         assert recounted == 0 and all(n == 0 for n in calls)
     assert any(b.bias_bound for b in unit.values())
+
+
+@pytest.mark.parametrize("bug", [None, "scale"])
+def test_bucket_count_tables_judge_as_the_counts_per_element(monkeypatch, bug):
+    """Arrays of more than EXACT_SLOTS 32-bit values: the stream keeps their bucket counts as a table
+    (compare.BucketCounts, looked up per block) instead of per element; the figures are bit for bit those
+    of the same counts held per element, the failing array counted again as well."""
+    from refnorm.check import compare as C
+    if C.native() is None:
+        pytest.skip("refnorm.check._judge is not built")
+    op, shape, cfg, params = CASES[1]             # 64 rows, 32 of them one repeated row: values that repeat
+    ins, cot, got, state = _call(op, shape, cfg, params, "float32", HalfRepeated(8), shift=3.0)
+    if bug:                   # y (whose values repeat) scaled: counted again
+        got["outputs"]["y"] = round_to(got["outputs"]["y"].astype(np.float64) * (1 + 2.0 ** -9), "float32")
+    monkeypatch.setattr(stream, "BLOCK_ELEMENTS", math.prod(shape) // 5)
+    monkeypatch.setattr(stream, "UNIT_FIRST_ELEMENTS", 1)
+    monkeypatch.setattr(C, "EXACT_SLOTS", 1000)
+    monkeypatch.setattr(stream, "EXACT_SLOTS", 1000)
+    kinds = []
+    real = stream._multiplicities
+    monkeypatch.setattr(stream, "_multiplicities", lambda arrays: kinds.extend(map(type, real(arrays))) or real(arrays))
+    _, tables = _judge(op, cfg, "float32", ins, cot, state, got, Contract("strict", "block"), blocks=True)
+    assert (C.BucketCounts in kinds) == bool(bug)
+    monkeypatch.setattr(stream, "_multiplicities", lambda arrays: [C.multiplicities(a) for a in arrays])
+    _, per_element = _judge(op, cfg, "float32", ins, cot, state, got, Contract("strict", "block"), blocks=True)
+    assert repr(tables) == repr(per_element)
+    assert (tables[("outputs", "y")].verdict == "failed") == bool(bug)
 
 
 def test_unit_counts_bound_the_exact_figure():

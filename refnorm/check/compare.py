@@ -72,7 +72,7 @@ def multiplicities(got: np.ndarray) -> np.ndarray:
 
 def _count(got):
     mod = native()
-    bits = np.ascontiguousarray(got).view({2: np.uint16, 4: np.uint32, 8: np.uint64}[got.itemsize])
+    bits = _bits(got)
     if mod is not None:
         for dt in (np.uint16, np.uint32):
             out = np.empty(got.shape, dtype=dt)
@@ -97,7 +97,7 @@ class PatternCounts:
     CHUNK = 1 << 22
 
     def __init__(self, got: np.ndarray):
-        bits = np.ascontiguousarray(got).view(np.uint16).reshape(-1)
+        bits = _bits(got).reshape(-1)
         table = np.zeros(65536, dtype=np.int64)
         for s in range(0, bits.size, self.CHUNK):         # bincount widens its input: in chunks
             table += np.bincount(bits[s:s + self.CHUNK], minlength=65536)
@@ -106,7 +106,35 @@ class PatternCounts:
 
     def take(self, values: np.ndarray) -> np.ndarray:
         """The multiplicities of ``values`` (elements of the array, its dtype), flat."""
-        return self.table[np.ascontiguousarray(values).view(np.uint16).reshape(-1)]
+        return self.table[_bits(values).reshape(-1)]
+
+
+class BucketCounts:
+    """The multiplicities of an array of more than EXACT_SLOTS 32- or 64-bit values as ``multiplicities``
+    counts them (each value's count is that of its bucket among 2^24 by a hash: never below the exact
+    count), kept as the table of the 2^24 buckets' counts (64 MiB) and looked up block by block
+    (``take``), so the streaming judge does not hold 2 or 4 bytes an element. Needs the compiled module."""
+
+    def __init__(self, got: np.ndarray):
+        self.table = np.zeros(1 << 24, dtype=np.uint32)
+        bits = _bits(got).reshape(-1)
+        for s in range(0, bits.size, PatternCounts.CHUNK):
+            native().bucket_counts(bits[s:s + PatternCounts.CHUNK], self.table)
+
+    def take(self, values: np.ndarray) -> np.ndarray:
+        """The multiplicities of ``values`` (elements of the array, its dtype), flat."""
+        bits = _bits(values).reshape(-1)
+        out = np.empty(bits.size, dtype=np.uint32)
+        native().bucket_counts(bits, self.table, out)
+        return out
+
+
+def _bits(a):
+    """The bit patterns of ``a``'s values (unsigned integers of its width), C order."""
+    return np.ascontiguousarray(a).view({2: np.uint16, 4: np.uint32, 8: np.uint64}[a.itemsize])
+
+
+TABLES = (PatternCounts, BucketCounts)     # multiplicities looked up block by block
 
 
 def _acc_len(shape) -> int:
@@ -262,7 +290,7 @@ class ArrayAccumulator:
         self.unit = unit_counts
         if unit_counts:
             self.mult = None
-        elif isinstance(mult, PatternCounts):     # looked up per block
+        elif isinstance(mult, TABLES):            # looked up per block
             self.mult = mult
         else:
             self.mult = (multiplicities(got) if mult is None else mult).reshape(-1)
@@ -287,7 +315,7 @@ class ArrayAccumulator:
             vals, per = self.got[sl], None if per is None else per.reshape(self.shape)
         ref = np.ascontiguousarray(ref, dtype=np.float64).reshape(-1)
         g = np.ascontiguousarray(vals, dtype=gdt).reshape(-1)
-        if isinstance(self.mult, PatternCounts):
+        if isinstance(self.mult, TABLES):
             mult = self.mult.take(vals)
         else:                                   # None: every multiplicity 1 (unit_counts)
             mult = None if per is None else np.ascontiguousarray(per[sl]).reshape(-1)

@@ -6,7 +6,8 @@ weight_standardization over axis 0: "rows"), or channel by channel (batch_norm, 
 included: "channels", CHANNEL_AXES) is judged block by block: each block of rows gets its own float64
 reference, bounds and comparison, and only the figures are kept (compare.ArrayAccumulator). What is
 held at any time is the backend's own arrays, the multiplicities of the judged arrays (bias test: 2
-or 4 bytes an element; for 16-bit dtypes a table of their 65536 bit patterns' counts, compare.PatternCounts;
+or 4 bytes an element up to EXACT_SLOTS values; for 16-bit dtypes a table of their 65536 bit patterns'
+counts, compare.PatternCounts; beyond EXACT_SLOTS, a table of 2^24 bucket counts, compare.BucketCounts;
 none at first for large 32/64-bit arrays, "Multiplicities" below) and two blocks' float64 temporaries (BLOCK_ELEMENTS elements of the activation
 per block): the blocks are dealt out to two partitions (even and odd blocks, PARTS), each judged whole,
 block after block, in a thread of its own (the compiled loops release the GIL: the judge uses two
@@ -55,7 +56,7 @@ import numpy as np
 
 from ..norms._common import one_thread, run_blocks
 from . import bounds as B
-from .compare import ArrayAccumulator, PatternCounts, multiplicities, native
+from .compare import EXACT_SLOTS, ArrayAccumulator, BucketCounts, PatternCounts, multiplicities, native
 
 BLOCK_ELEMENTS = 1 << 18
 
@@ -297,11 +298,19 @@ PARALLEL_COUNT_BYTES = 1 << 27   # two counts at a time when the two arrays hold
 
 
 def _multiplicities(arrays):
-    """The multiplicities of each array for the accumulators: a table of bit-pattern counts for 16-bit
-    arrays (compare.PatternCounts: 256 KiB, not 4 bytes an element), else compare.multiplicities."""
-    wide = [a for a in arrays if np.asarray(a).itemsize != 2]
+    """The multiplicities of each array for the accumulators, as tables looked up block by block where
+    holding them per element would cost more: the counts of the 65536 bit patterns of a 16-bit array
+    (compare.PatternCounts, 256 KiB), the counts of the 2^24 buckets of an array of more than
+    EXACT_SLOTS 32- or 64-bit values (compare.BucketCounts, 64 MiB; compare.multiplicities counts those
+    by the same buckets); else compare.multiplicities (2 or 4 bytes an element: at most 64 MiB)."""
+    def table(a):
+        a = np.asarray(a)
+        if a.itemsize == 2:
+            return PatternCounts
+        return BucketCounts if a.size > EXACT_SLOTS and native() is not None else None
+    wide = [a for a in arrays if table(a) is None]
     counted = iter(_counts(wide))
-    return [PatternCounts(a) if np.asarray(a).itemsize == 2 else next(counted) for a in arrays]
+    return [table(a)(a) if table(a) is not None else next(counted) for a in arrays]
 
 
 def _counts(arrays):
