@@ -494,10 +494,8 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
 #else
 #define NO_TRAPS
 #endif
-#if defined(__GNUC__) && defined(__x86_64__)
-__attribute__((target("avx2"))) NO_TRAPS static Py_ssize_t piece_avx2(PIECE_ARGS) { PIECE_BODY }
-#endif
-NO_TRAPS static Py_ssize_t piece_base(PIECE_ARGS) { PIECE_BODY }
+/* inlined into cmp_run's instances (one per instruction set, below) */
+static inline ALWAYS_INLINE Py_ssize_t piece(PIECE_ARGS) { PIECE_BODY }
 
 static int avx2 = -1;          /* the AVX2 loops in use: -1 not decided yet (the CPU decides; set_isa) */
 
@@ -524,10 +522,6 @@ static inline int use_avx2(void)
 #define ISA(fn, ...) fn##_base(__VA_ARGS__)
 #endif
 
-static Py_ssize_t piece(PIECE_ARGS)
-{
-    return ISA(piece, d, g, ref, E, m16, m32, n, scale, t, r, L, a0, a1, a2, ls, le, lq);
-}
 
 /* 1 when every value of the three blocks is finite (x - x is 0 for a finite x, NaN for inf or NaN) */
 #define FINITE_ARGS const double *restrict a, const double *restrict b, const double *restrict c, Py_ssize_t n
@@ -553,14 +547,32 @@ static Py_ssize_t piece(PIECE_ARGS)
     return lanes_sum(z) == 0;
 #endif
 
-#if defined(__GNUC__) && defined(__x86_64__)
-__attribute__((target("avx2"))) static int all_finite_avx2(FINITE_ARGS) { FINITE_BODY }
-#endif
-static int all_finite_base(FINITE_ARGS) { FINITE_BODY }
+static inline ALWAYS_INLINE int all_finite(FINITE_ARGS) { FINITE_BODY }
 
-static int all_finite(FINITE_ARGS)
+/* b[j] = a[j] (float32 widened, exactly) for n values; 1 when these and those of r and E are all finite */
+static inline ALWAYS_INLINE int widen_finite(const float *restrict a, double *restrict b, const double *restrict r,
+                                             const double *restrict E, Py_ssize_t n)
 {
-    return ISA(all_finite, a, b, c, n);
+    Py_ssize_t j = 0;
+#if VECTOR_EXT
+    typedef float v4f __attribute__((vector_size(16)));
+    v4d z = {0};
+    for (; j + 4 <= n; j += 4) {
+        v4f f;
+        memcpy(&f, a + j, sizeof f);
+        v4d g = __builtin_convertvector(f, v4d), rv = ld4(r + j), ev = ld4(E + j);
+        st4(b + j, g);
+        z += ((g - g) + (rv - rv)) + (ev - ev);
+    }
+    double zs = (z[0] + z[1]) + (z[2] + z[3]);
+#else
+    double zs = 0;
+#endif
+    for (; j < n; j++) {
+        b[j] = (double)a[j];
+        zs += ((b[j] - b[j]) + (r[j] - r[j])) + (E[j] - E[j]);
+    }
+    return zs == 0;
 }
 
 /* The comparison of one returned array with its reference (compare.compare_block is the definition): its
@@ -609,8 +621,9 @@ static void cmp_init(struct cmp *c, int kind, double scale, Py_ssize_t nd, const
  * at the run's first element. Walked in chunks of CHUNK elements, each in pieces within one segment of
  * the last axis (there only the last index moves, so the bias sums of the groups of the other axes, and
  * of "all", are summed over the piece and added once). */
-static void cmp_run(struct cmp *c, Py_ssize_t flat0, const double *g64, const float *g32, const double *ref,
-                    const double *E, const uint16_t *m16, const uint32_t *m32, Py_ssize_t n)
+#define CMP_RUN_ARGS struct cmp *c, Py_ssize_t flat0, const double *g64, const float *g32, const double *ref,        \
+    const double *E, const uint16_t *m16, const uint32_t *m32, Py_ssize_t n
+static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
 {
     double rb[CHUNK], gb[CHUNK];
 #define MULT(i) (m16 ? (double)m16[i] : m32 ? (double)m32[i] : 1.0)
@@ -631,9 +644,8 @@ static void cmp_run(struct cmp *c, Py_ssize_t flat0, const double *g64, const fl
     while (i < n) {
         Py_ssize_t cn = n - i < CHUNK ? n - i : CHUNK;
         const double *gc = g64 ? g64 + i : gb, *rc = ref + i, *Ec = E + i;
-        if (!g64)                               /* float32 values, widened (exactly) */
-            for (Py_ssize_t jj = 0; jj < cn; jj++)
-                gb[jj] = (double)g32[i + jj];
+        /* first (float32 values widened, exactly): it brings the chunk into L1 for the pieces */
+        int fin = g64 ? all_finite(gc, rc, Ec, cn) : widen_finite(g32 + i, gb, rc, Ec, cn);
         /* every value finite: each piece's terms in one pass (piece, vectorized), the maxima and counts
          * that need no ratio with them; the ratio is taken, in element order, only for the elements
          * whose ratio can exceed T = min(max ratio so far, the third worst, 1) ("hot"): the others
@@ -642,7 +654,6 @@ static void cmp_run(struct cmp *c, Py_ssize_t flat0, const double *g64, const fl
         T = c->maxr < T ? c->maxr : T;
         T = T < 1.0 ? T : 1.0;
         const double t = T * (1.0 - 0x1p-50);
-        int fin = all_finite(gc, rc, Ec, cn);    /* first: it brings the chunk into L1 for the pieces */
         for (Py_ssize_t p = 0; p < cn;) {
             Py_ssize_t pn = nd ? shape[last] - idx[last] : cn - p;      /* what is left of the segment */
             if (pn > cn - p)
@@ -748,6 +759,19 @@ static void cmp_run(struct cmp *c, Py_ssize_t flat0, const double *g64, const fl
         i += cn;
     }
 #undef MULT
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2"))) NO_TRAPS static void cmp_run_avx2(CMP_RUN_ARGS)
+{
+    cmp_run_body(c, flat0, g64, g32, ref, E, m16, m32, n);
+}
+#endif
+NO_TRAPS static void cmp_run_base(CMP_RUN_ARGS) { cmp_run_body(c, flat0, g64, g32, ref, E, m16, m32, n); }
+
+static void cmp_run(CMP_RUN_ARGS)
+{
+    ISA(cmp_run, c, flat0, g64, g32, ref, E, m16, m32, n);
 }
 
 /* The figures as compare() returns them: (max ratio, over, unconstrained, max |g - ref| of the
