@@ -1296,8 +1296,8 @@ static PyObject *py_bucket_counts(PyObject *self, PyObject *args)
  * each value over its channel's spatial run; batch_norm: C x 1). Writes E_y and E_dx (m*n), adds the parameter-gradient terms
  * into tw, tb (the pattern's shape: summed over the rows that share a pattern element), and per row
  * (mean bound, rstd bound, S, K, var, mu) into stats (m*6). With u2 > 0: the bounds of a second,
- * strict contract (unit roundoff u2, multipliers gn2, gm2: bounds.bounds' E_ref) added to E_y, E_dx
- * and the statistics' bounds as bounds.bounds adds them, its parameter terms into tw2, tb2. */
+ * strict contract (unit roundoff u2, multipliers gn2, gm2: bounds.bounds' E_ref) added to E_y, E_dx,
+ * the statistics' bounds and the parameter terms as bounds.bounds adds them. */
 
 /* The strict contract's terms as coefficients times the formula's brackets: cG = u gn, c4 = 4 u,
  * cQ = q2 (the second-order term), cK = u (gm + 4); with a second strict contract (E_ref) added to y's
@@ -1324,11 +1324,11 @@ static inline ALWAYS_INLINE double tw_strict(double cK, double cG, double cQ, do
 
 struct rows_args {
     const double *X, *W, *B, *G;
-    double *Ey, *Edx, *TW, *TB, *ST, *TW2, *TB2;
+    double *Ey, *Edx, *TW, *TB, *ST;
     Py_ssize_t m, n, wrows, wcols;
     double eps, u, gn, gm, ud, eta, u2, gn2, gm2;
     int centered, ddof, eps_std, lowp, epi, two;
-    double *scratch;                  /* 6 n: the row's w and b, the parameter terms of its elements */
+    double *scratch;                  /* 4 n: the row's w and b, the parameter terms of its elements */
 };
 
 /* a row's parameter terms a, b added into tw, tb: element j into pattern element j / rep (rep = n / wcols:
@@ -1350,16 +1350,13 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
         }
 }
 
-/* the statement (last argument) with LOWP, EPI, TWO constants equal to the flags lowp, epi, two
- * (the compiler drops the terms of the other contracts) */
-#define FLAGS(lowp, epi, two, LOWP, EPI, TWO, ...)                                                         \
+/* the statement (last argument) with LOWP, EPI constants equal to the flags lowp, epi (the compiler
+ * drops the terms of the other contracts) */
+#define FLAGS(lowp, epi, LOWP, EPI, ...)                                                                  \
     do {                                                                                                  \
-        if (lowp && epi && two) { enum { LOWP = 1, EPI = 1, TWO = 1 }; __VA_ARGS__ }                      \
-        else if (lowp && epi) { enum { LOWP = 1, EPI = 1, TWO = 0 }; __VA_ARGS__ }                        \
-        else if (lowp && two) { enum { LOWP = 1, EPI = 0, TWO = 1 }; __VA_ARGS__ }                        \
-        else if (lowp) { enum { LOWP = 1, EPI = 0, TWO = 0 }; __VA_ARGS__ }                               \
-        else if (two) { enum { LOWP = 0, EPI = 0, TWO = 1 }; __VA_ARGS__ }                                \
-        else { enum { LOWP = 0, EPI = 0, TWO = 0 }; __VA_ARGS__ }                                         \
+        if (lowp && epi) { enum { LOWP = 1, EPI = 1 }; __VA_ARGS__ }                                      \
+        else if (lowp) { enum { LOWP = 1, EPI = 0 }; __VA_ARGS__ }                                        \
+        else { enum { LOWP = 0, EPI = 0 }; __VA_ARGS__ }                                                  \
     } while (0);
 
 /* The rows: the row sums in LANES partial sums, the element bounds in loops without a
@@ -1372,8 +1369,7 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
     const double gm2 = A->gm2;                                                                            \
     const int centered = A->centered, lowp = A->lowp, epi = A->epi, two = A->two;                         \
     double *restrict wbuf = A->scratch, *restrict bbuf = A->scratch + n, *restrict twb = A->scratch + 2 * n; \
-    double *restrict tbb = A->scratch + 3 * n, *restrict tw2b = A->scratch + 4 * n;                       \
-    double *restrict tb2b = A->scratch + 5 * n;                                                           \
+    double *restrict tbb = A->scratch + 3 * n;                                                            \
     double dn = (double)n, dd = (double)(n - A->ddof > 1 ? n - A->ddof : 1);                              \
     for (Py_ssize_t i = 0; i < m; i++) {                                                                  \
         const double *restrict x = A->X + i * n;                                                          \
@@ -1414,7 +1410,7 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
         double cG1 = u * gn, cK1 = u * (gm + 4), cG2 = u2 * gn2, cK2 = u2 * (gm2 + 4);                    \
         double cG = two ? cG1 + cG2 : cG1, c4 = two ? 4 * u + 4 * u2 : 4 * u, cQ = two ? q2 + q2b : q2;   \
         double *restrict ey = A->Ey + i * n;                                                              \
-        FLAGS(lowp, epi, two, LOWP, EPI, TWO,                                                             \
+        FLAGS(lowp, epi, LOWP, EPI,                                                             \
         _Pragma("GCC ivdep")            /* the outputs do not overlap: no run-time alias tests */          \
         for (Py_ssize_t j = 0; j < n; j++) {                                                              \
             double xh = (x[j] - mu) * r, axh = fabs(xh);                                                  \
@@ -1451,11 +1447,12 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
         /* the parameter terms: one per pattern element (rep 1), added in place; else each element's into \
          * the scratch (zeroed), summed per pattern element by add_terms */                               \
         double *restrict tw_ = rep == 1 ? A->TW + po : twb, *restrict tb_ = rep == 1 ? A->TB + po : tbb;  \
-        double *restrict tw2_ = rep == 1 && two ? A->TW2 + po : tw2b;                                     \
-        double *restrict tb2_ = rep == 1 && two ? A->TB2 + po : tb2b;                                     \
         if (rep > 1)                                                                                      \
-            memset(A->scratch + 2 * n, 0, (two ? 4 : 2) * n * sizeof(double));                            \
-        FLAGS(lowp, epi, two, LOWP, EPI, TWO,                                                             \
+            memset(A->scratch + 2 * n, 0, 2 * n * sizeof(double));                                        \
+        /* the parameter terms' coefficients, both contracts' added (tw_strict is linear in them) */      \
+        double cKt = two ? cK1 + cK2 : cK1, cGt = two ? cG1 + cG2 : cG1, cQt = two ? q2 + q2b : q2;       \
+        double cBt = two ? u * gm + u2 * gm2 : u * gm;                                                    \
+        FLAGS(lowp, epi, LOWP, EPI,                                                             \
         _Pragma("GCC ivdep")            /* the outputs do not overlap: no run-time alias tests */          \
         for (Py_ssize_t j = 0; j < n; j++) {                                                              \
             double xh = (x[j] - mu) * r, axh = fabs(xh);                                                  \
@@ -1464,8 +1461,8 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
             double dx = r * (gw - Am - xh * Bv), adx = fabs(dx);                                          \
             double pw = r * (agw + aA + axh * aB + aB * kap + axh * Kg);                                  \
             double e = edx_strict(cG, c4, cQ, r, Ag, aB, Bg, Kg, K, rho, axh, adx, pw);                   \
-            double tw = tw_strict(cK1, cG1, q2, ag, K, rho, axh, kap);                                    \
-            double tb = u * gm * ag;                                                                      \
+            double tw = tw_strict(cKt, cGt, cQt, ag, K, rho, axh, kap);                                   \
+            double tb = cBt * ag;                                                                         \
             double D = Dc + axh;                                                                          \
             double el = e + (2 * ud * (r * (aB * D + axh * Dg) + adx) + ud2 * (adx + r * (aB + Ag) * (axh + 1))); \
             double twl = tw + (ud * (2 * ag * D + gm * ag * axh) + ud2 * ag * (axh + 1));                 \
@@ -1474,16 +1471,9 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
             edx[j] = LOWP ? (EPI ? ee : el) : e;                                                          \
             tw_[j] += LOWP ? (EPI ? twe : twl) : tw;                                                      \
             tb_[j] += LOWP ? tbl : tb;                                                                    \
-            if (TWO) {                                                                                    \
-                tw2_[j] += tw_strict(cK2, cG2, q2b, ag, K, rho, axh, kap);                                \
-                tb2_[j] += u2 * gm2 * ag;                                                                 \
-            }                                                                                             \
         })                                                                                                \
-        if (rep > 1) {                                                                                    \
+        if (rep > 1)                                                                                      \
             add_terms(A->TW + po, A->TB + po, twb, tbb, n, rep);                                         \
-            if (two)                                                                                      \
-                add_terms(A->TW2 + po, A->TB2 + po, tw2b, tb2b, n, rep);                                  \
-        }                                                                                                 \
     }
 
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -1502,18 +1492,17 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
     double eps, u, gn, gm, ud, eta, u2 = 0, gn2 = 0, gm2 = 0;
     int centered, ddof, eps_std, lowp, epi;
     Py_ssize_t wrows, wcols;
-    PyObject *otw2 = Py_None, *otb2 = Py_None;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOdddddiiiiidnn|dddOO:row_bounds", &ox, &ow, &ob, &og, &oEy, &oEdx, &otw,
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOdddddiiiiidnn|ddd:row_bounds", &ox, &ow, &ob, &og, &oEy, &oEdx, &otw,
                           &otb, &ost, &eps, &u, &gn, &gm, &ud, &centered, &ddof, &eps_std, &lowp, &epi, &eta, &wrows,
-                          &wcols, &u2, &gn2, &gm2, &otw2, &otb2))
+                          &wcols, &u2, &gn2, &gm2))
         return NULL;
-    Py_buffer v[11];
-    PyObject *o[11] = {ox, ow, ob, og, oEy, oEdx, otw, otb, ost, otw2, otb2};
-    const char *names[11] = {"x", "w", "b", "g", "E_y", "E_dx", "tw", "tb", "stats", "tw2", "tb2"};
-    int writable[11] = {0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1};
-    int held[11] = {0};
-    double *p[11] = {NULL};
-    for (int i = 0; i < 11; i++) {
+    Py_buffer v[9];
+    PyObject *o[9] = {ox, ow, ob, og, oEy, oEdx, otw, otb, ost};
+    const char *names[9] = {"x", "w", "b", "g", "E_y", "E_dx", "tw", "tb", "stats"};
+    int writable[9] = {0, 0, 0, 0, 1, 1, 1, 1, 1};
+    int held[9] = {0};
+    double *p[9] = {NULL};
+    for (int i = 0; i < 9; i++) {
         if (o[i] == Py_None)
             continue;
         if (get_buf(o[i], &v[i], names[i], "d", 8, writable[i]) < 0) {
@@ -1534,34 +1523,34 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
         Py_XDECREF(sh);
     }
     Py_ssize_t np_ = wrows * wcols;
-    Py_ssize_t len[11] = {m * n, np_, np_, m * n, m * n, m * n, np_, np_, 6 * m, np_, np_};
+    Py_ssize_t len[9] = {m * n, np_, np_, m * n, m * n, m * n, np_, np_, 6 * m};
     int bad = m < 0 || n < 1 || !p[0] || !p[4] || !p[8] || (p[3] && (!p[5] || !p[6] || !p[7]))
-              || wrows < 1 || wcols < 1 || n % wcols || (u2 > 0 && p[3] && (!p[9] || !p[10]));
-    for (int i = 0; i < 11 && !bad; i++)
+              || wrows < 1 || wcols < 1 || n % wcols;
+    for (int i = 0; i < 9 && !bad; i++)
         if (held[i] && v[i].len / 8 != len[i])
             bad = 1;
     if (bad) {
-        for (int j = 0; j < 11; j++) if (held[j]) PyBuffer_Release(&v[j]);
+        for (int j = 0; j < 9; j++) if (held[j]) PyBuffer_Release(&v[j]);
         PyErr_SetString(PyExc_ValueError, "_judge.row_bounds: x must be (m, n) with n >= 1, and the other "
-                        "arrays sized to match (w, b, tw, tb, tw2, tb2: wrows*wcols with wcols dividing n; g, E_y, E_dx: "
-                        "m*n; stats: 6*m; with u2 > 0 and g: tw2 and tb2)");
+                        "arrays sized to match (w, b, tw, tb: wrows*wcols with wcols dividing n; g, E_y, E_dx: m*n; "
+                        "stats: 6*m)");
         return NULL;
     }
     const double *X = p[0], *W = p[1], *B = p[2], *G = p[3];
-    double *Ey = p[4], *Edx = p[5], *TW = p[6], *TB = p[7], *ST = p[8], *TW2 = p[9], *TB2 = p[10];
+    double *Ey = p[4], *Edx = p[5], *TW = p[6], *TB = p[7], *ST = p[8];
     int two = u2 > 0;                 /* a second (strict) contract, its bounds added to the first's */
-    struct rows_args ra = {X, W, B, G, Ey, Edx, TW, TB, ST, TW2, TB2, m, n, wrows, wcols, eps, u, gn, gm, ud, eta,
+    struct rows_args ra = {X, W, B, G, Ey, Edx, TW, TB, ST, m, n, wrows, wcols, eps, u, gn, gm, ud, eta,
                            u2, gn2, gm2, centered, ddof, eps_std, lowp, epi, two, NULL};
-    ra.scratch = malloc(sizeof(double) * 6 * (size_t)n);
+    ra.scratch = malloc(sizeof(double) * 4 * (size_t)n);
     if (!ra.scratch) {
-        for (int j = 0; j < 11; j++) if (held[j]) PyBuffer_Release(&v[j]);
+        for (int j = 0; j < 9; j++) if (held[j]) PyBuffer_Release(&v[j]);
         return PyErr_NoMemory();
     }
     Py_BEGIN_ALLOW_THREADS
     rows(&ra);
     Py_END_ALLOW_THREADS
     free(ra.scratch);
-    for (int j = 0; j < 11; j++) if (held[j]) PyBuffer_Release(&v[j]);
+    for (int j = 0; j < 9; j++) if (held[j]) PyBuffer_Release(&v[j]);
     Py_RETURN_NONE;
 }
 
@@ -1598,7 +1587,7 @@ static PyMethodDef methods[] = {
      "(0.0 when none)"},
     {"row_bounds", py_row_bounds, METH_VARARGS,
      "row_bounds(x, w, b, g, E_y, E_dx, tw, tb, stats, eps, u, gn, gm, ud, centered, ddof, eps_std, lowp, epi, eta, "
-     "wrows, wcols[, u2, gn2, gm2, tw2, tb2])"},
+     "wrows, wcols[, u2, gn2, gm2])"},
     {"value_counts", py_value_counts, METH_VARARGS, "value_counts(keys, out, exact_limit) -> exact (None: out is "
      "uint16 and a count does not fit)"},
     {NULL, NULL, 0, NULL}

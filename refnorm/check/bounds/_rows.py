@@ -54,9 +54,8 @@ class RowBounds:
     var: np.ndarray
     mu: np.ndarray
     t_w_pat: np.ndarray | None = None    # the compiled path: t_w, t_b summed per element of the parameter
-    t_b_pat: np.ndarray | None = None    # pattern (row_bounds' ``pattern``) instead of per element
-    t_w2_pat: np.ndarray | None = None   # ``second``: the second contract's t_w, t_b per pattern element
-    t_b2_pat: np.ndarray | None = None
+    t_b_pat: np.ndarray | None = None    # pattern (row_bounds' ``pattern``) instead of per element (with
+                                         # ``second``, both contracts' terms)
 
 
 def _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contract, ud, eta, second=None):
@@ -74,20 +73,18 @@ def _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contra
     x = np.ascontiguousarray(x)
     E_y = np.empty((m, n))
     stats = np.empty((m, 6))
-    E_dx = tw = tb = tw2 = tb2 = None
+    E_dx = tw = tb = None
     if g is not None:
         g = np.ascontiguousarray(g, dtype=np.float64)
         E_dx, tw, tb = np.empty((m, n)), np.zeros(shp), np.zeros(shp)
-        if second is not None:
-            tw2, tb2 = np.zeros(shp), np.zeros(shp)
     lowp = contract in ("stats_d", "epi_d")
     u2, gn2, gm2 = (0.0, 0.0, 0.0) if second is None else (float(v) for v in second)
     mod.row_bounds(x, wp, bp, g, E_y, E_dx, tw, tb, stats, float(eps), float(u), float(gn), float(gm), float(ud),
                    int(centered), int(ddof), int(eps_mode == "std"), int(lowp), int(contract == "epi_d"), float(eta),
-                   shp[0], shp[1], u2, gn2, gm2, tw2, tb2)
+                   shp[0], shp[1], u2, gn2, gm2)
     st = stats.T
     return RowBounds(E_y, E_dx, None, None, st[0].copy(), st[1].copy(), st[2].copy(), st[3].copy(), st[4].copy(),
-                     st[5].copy(), tw, tb, tw2, tb2)
+                     st[5].copy(), tw, tb)
 
 
 def row_bounds(x, w=None, b=None, g=None, *, eps, u, reduction, m_param=1, centered=True, ddof=0,
@@ -98,8 +95,8 @@ def row_bounds(x, w=None, b=None, g=None, *, eps, u, reduction, m_param=1, cente
     per row, n: per element), when the caller has them: then the compiled path (when built) runs, and
     returns t_w, t_b summed per pattern element (``t_w_pat``, ``t_b_pat``); ``w`` and ``b`` may then be None.
     ``second`` (u2, gn2, gm2), compiled path only: the bounds of the strict contract of unit roundoff u2
-    and multipliers gn2 = g(n), gm2 = g(m) added to y, dx, mean and rstd's, its parameter terms in
-    ``t_w2_pat``, ``t_b2_pat`` (standardize.plus_strict)."""
+    and multipliers gn2 = g(n), gm2 = g(m) added to y, dx, mean and rstd's and to the parameter terms
+    (standardize.plus_strict)."""
     x = np.asarray(x, dtype=np.float64)
     m, n = x.shape
     gn, gm = gamma(n, reduction), gamma(m_param, reduction)

@@ -196,14 +196,11 @@ def _standardize(x, axes, *, view=None, weight=None, bias=None, pshape_bcast=Non
     if dy is not None:
         grads["x"] = L.back(rb.dx)
         # the compiled row bounds sum the parameter terms per element of the pattern already
-        for name, given, t, t_pat, t2_pat in (("weight", weight, rb.t_w, rb.t_w_pat, rb.t_w2_pat),
-                                              ("bias", bias, rb.t_b, rb.t_b_pat, rb.t_b2_pat)):
+        for name, given, t, t_pat in (("weight", weight, rb.t_w, rb.t_w_pat), ("bias", bias, rb.t_b, rb.t_b_pat)):
             if given is None:
                 continue
             grads[name] = (pat[2](t_pat).reshape(np.shape(given)) if t_pat is not None
                            else _param_sum(L, t, pb, np.shape(given)))
-            if t2_pat is not None:      # the second contract's terms, added as bounds.bounds adds them
-                grads[name] = grads[name] + pat[2](t2_pat).reshape(np.shape(given))
     return outs, grads, rb, L
 
 
