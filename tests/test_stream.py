@@ -97,6 +97,42 @@ def test_blocks_judge_as_the_whole(monkeypatch, op, shape, cfg, params, dt, cont
         assert all(a.verdict != "failed" for a in blocked.values())
 
 
+@pytest.mark.parametrize("bug", [None, "row", "scale"])
+def test_channel_blocks_read_as_they_lie(monkeypatch, bug):
+    """batch_norm's blocks of channels: the compiled comparison reads the returned array's slice and the
+    bounds (laid out by channel) as they lie, run by run (compare.STRIDED_RUN), and judges as it does with
+    contiguous copies: the same figures (the bias sums within rounding: the runs split otherwise) and the
+    same worst elements, their values included."""
+    from refnorm.check import compare as C
+    if C.native() is None:
+        pytest.skip("refnorm.check._judge is not built")
+    op, shape, cfg, params = CASES[4]
+    ins, cot, got, state = _call(op, shape, cfg, params, "float32", np.random.default_rng(9), shift=3.0)
+    if bug == "row":
+        y = got["outputs"]["y"].astype(np.float64)
+        y[2] *= 1.01
+        got["outputs"]["y"] = round_to(y, "float32")
+    elif bug == "scale":
+        got["grads"]["x"] = round_to(got["grads"]["x"].astype(np.float64) * (1 + 2.0 ** -9), "float32")
+    monkeypatch.setattr(stream, "BLOCK_ELEMENTS", math.prod(shape) // 5)
+    strided_calls = []
+    real = C._inner_contiguous
+    monkeypatch.setattr(C, "_inner_contiguous", lambda a, axis: strided_calls.append(a.flags.c_contiguous) or
+                        real(a, axis))
+    monkeypatch.setattr(C, "STRIDED_RUN", 1)
+    _, views = _judge(op, cfg, "float32", ins, cot, state, got, Contract("strict", "block"), blocks=True)
+    assert strided_calls and not all(strided_calls)           # some views were not contiguous, and were read so
+    monkeypatch.setattr(C, "STRIDED_RUN", 1 << 60)
+    _, copies = _judge(op, cfg, "float32", ins, cot, state, got, Contract("strict", "block"), blocks=True)
+    assert views.keys() == copies.keys()
+    for key, a in copies.items():
+        b = views[key]
+        assert (a.verdict, a.ratio, a.over, a.unconstrained, a.err_u, a.worst, a.scale, a.max_bound) == \
+            (b.verdict, b.ratio, b.over, b.unconstrained, b.err_u, b.worst, b.scale, b.max_bound), key
+        assert _close(a.bias, b.bias, 1e-12), key
+    assert any(a.verdict == "failed" for a in views.values()) == bool(bug)
+
+
 def test_plan_needs_rows_and_size(monkeypatch):
     x = np.zeros((4, 300))
     assert stream.plan("layer_norm", {"normalized_shape": [300]}, True, {"x": x}, {}, block_elements=1000)

@@ -15,7 +15,9 @@
  *       exactly representable in the dtype `kind`: 0 float64, 1 float32, 2 float16, 3 bfloat16); mult: uint16
  *       or uint32 multiplicities of the returned values (bias.py), or None: every one 1; scale: max|ref| over the whole array; shape:
  *       the WHOLE array's shape; the block is its elements start..start+n-1 in C order, or, with
- *       axis >= 0, the sub-array whose index along that axis is start.. (its elements in C order). acc (float64, updated in place)
+ *       axis >= 0, the sub-array whose index along that axis is start.. (its elements in C order; g, ref
+ *       and E may then be views of the block's shape whose axes after `axis` are contiguous, read as they
+ *       lie, run by run: batch_norm's bounds laid out by channel). acc (float64, updated in place)
  *       holds the bias sums (S, sum E, Q) of the group "all" then of every index along every axis, in
  *       that order; elements outside the test add nothing (bias.py's `ok`). top: the 3 largest ratios
  *       (ratio, flat index in the whole array), ties to the lowest index.
@@ -821,15 +823,7 @@ static Py_ssize_t get_shape(PyObject *o, Py_ssize_t *shape, Py_ssize_t *total)
     return nd;
 }
 
-/* the returned values (float64, or else float32) and the multiplicities (None; uint16, or else uint32) */
-static int get_g(PyObject *o, Py_buffer *v)
-{
-    if (get_buf(o, v, "g", "d", 8, 0) == 0)
-        return 0;
-    PyErr_Clear();
-    return get_buf(o, v, "g", "f", 4, 0);
-}
-
+/* the multiplicities: None, uint16, or else uint32 */
 static int get_mult(PyObject *o, Py_buffer *v)
 {
     if (o == Py_None) {
@@ -846,6 +840,41 @@ static void release(Py_buffer *v)
 {
     if (v->obj)
         PyBuffer_Release(v);
+}
+
+/* o's buffer in any layout (its strides), of float64 values ('d') or, where fmts allows, float32 ('f') */
+static int get_view(PyObject *o, Py_buffer *v, const char *name, const char *fmts)
+{
+    if (PyObject_GetBuffer(o, v, PyBUF_STRIDES | PyBUF_FORMAT) < 0)
+        return -1;
+    const char *f = v->format ? v->format : "B";
+    if (*f == '<' || *f == '=' || *f == '@')
+        f++;
+    if (strchr(fmts, *f) == NULL || f[1] != 0 || v->itemsize != (*f == 'd' ? 8 : 4)) {
+        PyErr_Format(PyExc_TypeError, "_judge: '%s' has format %s; expected %s", name, v->format, fmts);
+        PyBuffer_Release(v);
+        return -1;
+    }
+    return 0;
+}
+
+/* The strides (st, nd of them) of view v as the block of shape bshape: v itself of that shape with its axes
+ * after `axis` contiguous (any strides before), or v C-contiguous of as many values (its C strides).
+ * Returns 0 when v is neither. */
+static int block_strides(const Py_buffer *v, Py_ssize_t nd, const Py_ssize_t *bshape, Py_ssize_t axis,
+                         Py_ssize_t *st)
+{
+    int c = PyBuffer_IsContiguous(v, 'C');
+    if (!c && v->ndim != nd)
+        return 0;
+    Py_ssize_t want = v->itemsize;
+    for (Py_ssize_t a = nd - 1; a >= 0; a--) {
+        st[a] = c ? want : v->strides[a];
+        if ((!c && v->shape[a] != bshape[a]) || (a > axis && st[a] != want && bshape[a] > 1))
+            return 0;
+        want *= bshape[a];
+    }
+    return 1;
 }
 
 static PyObject *py_compare(PyObject *self, PyObject *args)
@@ -867,44 +896,69 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
         return NULL;
     Py_ssize_t acc_len = cmp_acc_len(nd, shape, NULL);
     Py_buffer vg = {0}, vr = {0}, vE = {0}, vm = {0}, va = {0};
-    if (get_g(og, &vg) < 0 || get_buf(oref, &vr, "ref", "d", 8, 0) < 0 || get_buf(oE, &vE, "E", "d", 8, 0) < 0
+    if (get_view(og, &vg, "g", "df") < 0 || get_view(oref, &vr, "ref", "d") < 0 || get_view(oE, &vE, "E", "d") < 0
         || get_mult(omult, &vm) < 0 || get_buf(oacc, &va, "acc", "d", 8, 1) < 0) {
         release(&vg); release(&vr); release(&vE); release(&vm); release(&va);
         return NULL;
     }
     Py_ssize_t n = vg.len / vg.itemsize;
-    /* axis >= 0: the block is the elements whose index along `axis` is start..start+k-1 (in C order) */
+    /* axis >= 0: the block is the elements whose index along `axis` is start..start+k-1 (in C order); g, ref
+     * and E may then be views of its shape whose axes after `axis` are contiguous (batch_norm's bounds,
+     * laid out by channel; the returned array's slice), mult is C-contiguous; else all are C-contiguous */
     Py_ssize_t across = axis >= 0 && axis < nd && shape[axis] ? total / shape[axis] : 1;
+    Py_ssize_t k = axis >= 0 && across ? n / across : 0, bshape[MAXDIM];
+    for (Py_ssize_t a = 0; a < nd; a++)
+        bshape[a] = a == axis ? k : shape[a];
     int bad = vr.len / 8 != n || vE.len / 8 != n || (vm.obj && vm.len / vm.itemsize != n) || va.len / 8 != 3 * acc_len
               || (axis >= nd) || start < 0
-              || (axis < 0 ? start + n > total : (n % (across ? across : 1) != 0
-                                                  || start + (across ? n / across : 0) > shape[axis]));
+              || (axis < 0 ? start + n > total : (n % (across ? across : 1) != 0 || start + k > shape[axis]));
+    Py_ssize_t sg[MAXDIM], sr[MAXDIM], sE[MAXDIM];            /* along axis: the views' strides as the block */
+    if (!bad && axis < 0)
+        bad = !PyBuffer_IsContiguous(&vg, 'C') || !PyBuffer_IsContiguous(&vr, 'C') || !PyBuffer_IsContiguous(&vE, 'C');
+    else if (!bad)
+        bad = !block_strides(&vg, nd, bshape, axis, sg) || !block_strides(&vr, nd, bshape, axis, sr)
+              || !block_strides(&vE, nd, bshape, axis, sE);
     if (bad) {
         release(&vg); release(&vr); release(&vE); release(&vm); release(&va);
-        PyErr_Format(PyExc_ValueError, "_judge: block of %zd values from %zd does not fit the shape, or acc",
-                     n, start);
+        PyErr_Format(PyExc_ValueError, "_judge: block of %zd values from %zd does not fit the shape, or acc, or its "
+                     "arrays are not C-contiguous (along an axis: contiguous after it)", n, start);
         return NULL;
     }
-    const double *g64 = vg.itemsize == 8 ? vg.buf : NULL, *ref = vr.buf, *E = vE.buf;
-    const float *g32 = vg.itemsize == 4 ? vg.buf : NULL;
+    const int f64 = vg.itemsize == 8;
     const uint32_t *m32 = vm.obj && vm.itemsize == 4 ? vm.buf : NULL;
     const uint16_t *m16 = vm.obj && vm.itemsize == 2 ? vm.buf : NULL;
     struct cmp c;
     cmp_init(&c, kind, scale, nd, shape, va.buf);
     Py_BEGIN_ALLOW_THREADS
     if (axis < 0)                     /* a range of whole rows: one run */
-        cmp_run(&c, start, g64, g32, ref, E, m16, m32, n);
-    else {                            /* along axis: for each index of the axes before it, k * inner elements */
-        Py_ssize_t inner = 1, outer = 1, k = across ? n / across : 0;
+        cmp_run(&c, start, f64 ? vg.buf : NULL, f64 ? NULL : vg.buf, vr.buf, vE.buf, m16, m32, n);
+    else {                            /* along axis: a run of `inner` elements per index of the axes up to it */
+        Py_ssize_t inner = 1, outer = 1, idx[MAXDIM] = {0};
         for (Py_ssize_t a = axis + 1; a < nd; a++)
             inner *= shape[a];
         for (Py_ssize_t a = 0; a < axis; a++)
             outer *= shape[a];
-        Py_ssize_t run = k * inner;
-        for (Py_ssize_t o = 0; o < outer && run; o++) {
-            Py_ssize_t b = o * run;
-            cmp_run(&c, (o * shape[axis] + start) * inner, g64 ? g64 + b : NULL, g32 ? g32 + b : NULL, ref + b, E + b,
-                    m16 ? m16 + b : NULL, m32 ? m32 + b : NULL, run);
+        for (Py_ssize_t o = 0; o < outer && inner; o++) {
+            Py_ssize_t og_ = 0, or_ = 0, oE_ = 0;         /* the byte offsets of index o of the axes before */
+            for (Py_ssize_t a = 0, f = o, d = outer; a < axis; a++) {
+                d /= shape[a];
+                idx[a] = f / d;
+                f %= d;
+                og_ += idx[a] * sg[a];
+                or_ += idx[a] * sr[a];
+                oE_ += idx[a] * sE[a];
+            }
+            /* the k indices along axis in one run where the three views hold them one after the other */
+            Py_ssize_t step = inner * vg.itemsize == sg[axis] && inner * 8 == sr[axis] && inner * 8 == sE[axis] ? k : 1;
+            for (Py_ssize_t j = 0; j < k; j += step) {
+                const char *gp = (const char *)vg.buf + og_ + j * sg[axis];
+                const char *rp = (const char *)vr.buf + or_ + j * sr[axis];
+                const char *Ep = (const char *)vE.buf + oE_ + j * sE[axis];
+                Py_ssize_t b = (o * k + j) * inner;          /* the multiplicities: the block in C order */
+                cmp_run(&c, (o * shape[axis] + start + j) * inner, f64 ? (const double *)gp : NULL,
+                        f64 ? NULL : (const float *)gp, (const double *)rp, (const double *)Ep, m16 ? m16 + b : NULL,
+                        m32 ? m32 + b : NULL, step * inner);
+            }
         }
     }
     Py_END_ALLOW_THREADS

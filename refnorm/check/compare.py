@@ -253,6 +253,24 @@ def _ones(n):
     return _ONES[:n]
 
 
+STRIDED_RUN = 64    # along an axis, the block's views are read as they lie when its runs hold this many values
+
+
+def _inner_contiguous(a, axis) -> bool:
+    """Whether the axes of ``a`` after ``axis`` are contiguous (what _judge.compare reads run by run)."""
+    want = a.itemsize
+    for k in range(a.ndim - 1, axis, -1):
+        if a.shape[k] > 1 and a.strides[k] != want:
+            return False
+        want *= a.shape[k]
+    return True
+
+
+def _at(a, i) -> float:
+    """Element ``i`` (C order) of ``a``, whatever its layout."""
+    return float(a.reshape(-1)[i] if a.ndim == 1 else a[np.unravel_index(i, a.shape)])
+
+
 def _abs_max_finite(a) -> float:
     """max |a| over the finite values of ``a`` (0 when none): two passes without temporaries when every
     value is finite, else with the mask."""
@@ -314,12 +332,18 @@ class ArrayAccumulator:
             sl = (slice(None),) * axis + (slice(start, start + np.shape(ref)[axis]),)
             vals, per = self.got[sl], None if per is None else per.reshape(self.shape)
         ref = np.ascontiguousarray(ref, dtype=np.float64).reshape(-1)
-        g = np.ascontiguousarray(vals, dtype=gdt).reshape(-1)
         if isinstance(self.mult, TABLES):
             mult = self.mult.take(vals)
         else:                                   # None: every multiplicity 1 (unit_counts)
             mult = None if per is None else np.ascontiguousarray(per[sl]).reshape(-1)
-        E = np.ascontiguousarray(E).reshape(-1)
+        if axis is not None and self.mod is not None and math.prod(self.shape[axis + 1:]) >= STRIDED_RUN:
+            # the compiled loop reads the block's slice of the returned array and the bounds as they lie (their
+            # axes after `axis` contiguous: batch_norm's, laid out by channel), run by run, without a copy
+            g = vals if vals.dtype == gdt and _inner_contiguous(vals, axis) else np.ascontiguousarray(vals, dtype=gdt)
+            E = E if _inner_contiguous(E, axis) else np.ascontiguousarray(E)
+        else:
+            g = np.ascontiguousarray(vals, dtype=gdt).reshape(-1)
+            E = np.ascontiguousarray(E).reshape(-1)
         # the running scale: the compiled loop judges a block against the scale of the blocks before it
         # (elements it counts unconstrained become candidates, settled at the end) and returns the block's
         # own max |ref|, except for the first block (scale 0: every element would be a candidate)
@@ -345,7 +369,7 @@ class ArrayAccumulator:
         # the worst elements so far; the values of this block's that stay among them, looked up
         worst = sorted(self.top + [(t, i, None, None, None) for t, i in top], key=lambda t: (-t[0], t[1]))
         self.top = [w if w[2] is not None else
-                    (w[0], w[1], *(float(a[self._local(w[1], start, g.size, axis)]) for a in (g, ref, E)))
+                    (w[0], w[1], *(_at(a, self._local(w[1], start, g.size, axis)) for a in (g, ref, E)))
                     for w in worst[:WORST_SHOWN]]
 
     def _candidates(self, g, ref, E, scale):
@@ -354,6 +378,7 @@ class ArrayAccumulator:
         docstring)."""
         if self.overflowed or not E.size:
             return
+        g, E = g.reshape(-1), E.reshape(-1)         # views laid out otherwise: copied (a rare path)
         with np.errstate(invalid="ignore"):
             c = np.flatnonzero(E >= scale)
             c = c[(E[c] > 0) & np.isfinite(E[c])]
