@@ -1349,7 +1349,9 @@ static PyObject *py_bucket_counts(PyObject *self, PyObject *args)
  * row; n: one per element); row i uses pattern row i % wrows (layer_norm: 1 x n; group_norm: G x Cg,
  * each value over its channel's spatial run; batch_norm: C x 1). Writes E_y and E_dx (m*n), adds the parameter-gradient terms
  * into tw, tb (the pattern's shape: summed over the rows that share a pattern element), and per row
- * (mean bound, rstd bound, S, K, var, mu) into stats (m*6). With u2 > 0: the bounds of a second,
+ * (mean bound, rstd bound, S, K, var, mu) into stats (m*6). With P > 1, x and g hold (P, m, n / P) values
+ * instead (batch_norm's block (N, C, spatial) as it lies: row i, channel i, gathered from its P runs); E_y and
+ * E_dx are still (m, n). With u2 > 0: the bounds of a second,
  * strict contract (unit roundoff u2, multipliers gn2, gm2: bounds.bounds' E_ref) added to E_y, E_dx,
  * the statistics' bounds and the parameter terms as bounds.bounds adds them. */
 
@@ -1380,9 +1382,11 @@ struct rows_args {
     const double *X, *W, *B, *G;
     double *Ey, *Edx, *TW, *TB, *ST;
     Py_ssize_t m, n, wrows, wcols;
+    Py_ssize_t P;                     /* > 1: X and G hold (P, m, n / P) values, row i gathered from them */
     double eps, u, gn, gm, ud, eta, u2, gn2, gm2;
     int centered, ddof, eps_std, lowp, epi, two;
-    double *scratch;                  /* 4 n: the row's w and b, the parameter terms of its elements */
+    double *scratch;                  /* 6 n: the row's w and b, the parameter terms of its elements, its x and g
+                                       * gathered (P > 1) */
 };
 
 /* a row's parameter terms a, b added into tw, tb: element j into pattern element j / rep (rep = n / wcols:
@@ -1428,6 +1432,16 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
     for (Py_ssize_t i = 0; i < m; i++) {                                                                  \
         const double *restrict x = A->X + i * n;                                                          \
         const double *restrict g = A->G ? A->G + i * n : NULL;                                            \
+        if (A->P > 1) {              /* row i: run p of Q values at (p * m + i) * Q, gathered */          \
+            const Py_ssize_t Q = n / A->P;                                                                \
+            for (Py_ssize_t p = 0; p < A->P; p++) {                                                       \
+                memcpy(A->scratch + 4 * n + p * Q, A->X + (p * m + i) * Q, sizeof(double) * (size_t)Q);   \
+                if (A->G)                                                                                 \
+                    memcpy(A->scratch + 5 * n + p * Q, A->G + (p * m + i) * Q, sizeof(double) * (size_t)Q); \
+            }                                                                                             \
+            x = A->scratch + 4 * n;                                                                       \
+            g = A->G ? A->scratch + 5 * n : NULL;                                                         \
+        }                                                                                                 \
         Py_ssize_t po = (i % wrows) * wcols, rep = n / wcols;   /* element j: pattern element po + j / rep */ \
         const double *restrict wr = wbuf, *restrict br = bbuf;                                                        \
         if (A->W && wcols == n)                                                                           \
@@ -1546,9 +1560,10 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
     double eps, u, gn, gm, ud, eta, u2 = 0, gn2 = 0, gm2 = 0;
     int centered, ddof, eps_std, lowp, epi;
     Py_ssize_t wrows, wcols;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOdddddiiiiidnn|ddd:row_bounds", &ox, &ow, &ob, &og, &oEy, &oEdx, &otw,
+    Py_ssize_t P = 1;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOdddddiiiiidnn|dddn:row_bounds", &ox, &ow, &ob, &og, &oEy, &oEdx, &otw,
                           &otb, &ost, &eps, &u, &gn, &gm, &ud, &centered, &ddof, &eps_std, &lowp, &epi, &eta, &wrows,
-                          &wcols, &u2, &gn2, &gm2))
+                          &wcols, &u2, &gn2, &gm2, &P))
         return NULL;
     Py_buffer v[9];
     PyObject *o[9] = {ox, ow, ob, og, oEy, oEdx, otw, otb, ost};
@@ -1579,7 +1594,7 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
     Py_ssize_t np_ = wrows * wcols;
     Py_ssize_t len[9] = {m * n, np_, np_, m * n, m * n, m * n, np_, np_, 6 * m};
     int bad = m < 0 || n < 1 || !p[0] || !p[4] || !p[8] || (p[3] && (!p[5] || !p[6] || !p[7]))
-              || wrows < 1 || wcols < 1 || n % wcols;
+              || wrows < 1 || wcols < 1 || n % wcols || P < 1 || n % P;
     for (int i = 0; i < 9 && !bad; i++)
         if (held[i] && v[i].len / 8 != len[i])
             bad = 1;
@@ -1587,15 +1602,15 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
         for (int j = 0; j < 9; j++) if (held[j]) PyBuffer_Release(&v[j]);
         PyErr_SetString(PyExc_ValueError, "_judge.row_bounds: x must be (m, n) with n >= 1, and the other "
                         "arrays sized to match (w, b, tw, tb: wrows*wcols with wcols dividing n; g, E_y, E_dx: m*n; "
-                        "stats: 6*m)");
+                        "stats: 6*m), P >= 1 dividing n");
         return NULL;
     }
     const double *X = p[0], *W = p[1], *B = p[2], *G = p[3];
     double *Ey = p[4], *Edx = p[5], *TW = p[6], *TB = p[7], *ST = p[8];
     int two = u2 > 0;                 /* a second (strict) contract, its bounds added to the first's */
-    struct rows_args ra = {X, W, B, G, Ey, Edx, TW, TB, ST, m, n, wrows, wcols, eps, u, gn, gm, ud, eta,
+    struct rows_args ra = {X, W, B, G, Ey, Edx, TW, TB, ST, m, n, wrows, wcols, P, eps, u, gn, gm, ud, eta,
                            u2, gn2, gm2, centered, ddof, eps_std, lowp, epi, two, NULL};
-    ra.scratch = malloc(sizeof(double) * 4 * (size_t)n);
+    ra.scratch = malloc(sizeof(double) * 6 * (size_t)n);
     if (!ra.scratch) {
         for (int j = 0; j < 9; j++) if (held[j]) PyBuffer_Release(&v[j]);
         return PyErr_NoMemory();
@@ -1641,7 +1656,7 @@ static PyMethodDef methods[] = {
      "(0.0 when none)"},
     {"row_bounds", py_row_bounds, METH_VARARGS,
      "row_bounds(x, w, b, g, E_y, E_dx, tw, tb, stats, eps, u, gn, gm, ud, centered, ddof, eps_std, lowp, epi, eta, "
-     "wrows, wcols[, u2, gn2, gm2])"},
+     "wrows, wcols[, u2, gn2, gm2, P])"},
     {"value_counts", py_value_counts, METH_VARARGS, "value_counts(keys, out, exact_limit) -> exact (None: out is "
      "uint16 and a count does not fit)"},
     {NULL, NULL, 0, NULL}

@@ -58,7 +58,7 @@ class RowBounds:
                                          # ``second``, both contracts' terms)
 
 
-def _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contract, ud, eta, second=None):
+def _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contract, ud, eta, second=None, runs=1):
     """The compiled row_bounds (refnorm.check._judge.row_bounds: the formulas below, the row sums in
     interleaved partial sums, equal within rounding) for parameters given as a ``pattern`` (w, b: None or (wrows, wcols) arrays; row i uses
     pattern row i % wrows; wcols dividing n: element j uses value j // (n // wcols) of it), or None when the
@@ -81,14 +81,15 @@ def _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contra
     u2, gn2, gm2 = (0.0, 0.0, 0.0) if second is None else (float(v) for v in second)
     mod.row_bounds(x, wp, bp, g, E_y, E_dx, tw, tb, stats, float(eps), float(u), float(gn), float(gm), float(ud),
                    int(centered), int(ddof), int(eps_mode == "std"), int(lowp), int(contract == "epi_d"), float(eta),
-                   shp[0], shp[1], u2, gn2, gm2)
+                   shp[0], shp[1], u2, gn2, gm2, int(runs))
     st = stats.T
     return RowBounds(E_y, E_dx, None, None, st[0].copy(), st[1].copy(), st[2].copy(), st[3].copy(), st[4].copy(),
                      st[5].copy(), tw, tb)
 
 
 def row_bounds(x, w=None, b=None, g=None, *, eps, u, reduction, m_param=1, centered=True, ddof=0,
-               eps_mode="inside", contract="strict", case_dtype="float32", pattern=None, second=None) -> RowBounds:
+               eps_mode="inside", contract="strict", case_dtype="float32", pattern=None, second=None,
+               runs=1) -> RowBounds:
     """Bounds for rows ``x`` (m, n); ``w``, ``b``, ``g`` broadcast to (m, n) or None (see module doc).
     ``pattern``: (w, b) as (wrows, wcols) patterns (row i uses pattern row i % wrows; wcols dividing n: element
     j uses value j // (n // wcols); wcols 1: one value
@@ -96,15 +97,16 @@ def row_bounds(x, w=None, b=None, g=None, *, eps, u, reduction, m_param=1, cente
     returns t_w, t_b summed per pattern element (``t_w_pat``, ``t_b_pat``); ``w`` and ``b`` may then be None.
     ``second`` (u2, gn2, gm2), compiled path only: the bounds of the strict contract of unit roundoff u2
     and multipliers gn2 = g(n), gm2 = g(m) added to y, dx, mean and rstd's and to the parameter terms
-    (standardize.plus_strict)."""
+    (standardize.plus_strict). ``runs`` P > 1 (compiled path only): ``x`` and ``g`` are given as they lie
+    in a (P, m, n / P) array, row i being the P runs [p, i] (batch_norm's channels), not as rows."""
     x = np.asarray(x, dtype=np.float64)
     m, n = x.shape
     gn, gm = gamma(n, reduction), gamma(m_param, reduction)
-    if second is not None and pattern is None:
-        raise ValueError("row_bounds: a second contract needs the compiled path (a parameter pattern)")
+    if (second is not None or runs > 1) and pattern is None:
+        raise ValueError("row_bounds: a second contract or rows in runs need the compiled path (a parameter pattern)")
     if pattern is not None:
         fast = _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contract,
-                            UNIT_ROUNDOFF[case_dtype], ETA[case_dtype], second)
+                            UNIT_ROUNDOFF[case_dtype], ETA[case_dtype], second, runs)
         if fast is None:
             raise RuntimeError("row_bounds: a parameter pattern needs the compiled module (refnorm.check._judge)")
         return fast

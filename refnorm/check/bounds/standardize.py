@@ -178,9 +178,17 @@ def _standardize(x, axes, *, view=None, weight=None, bias=None, pshape_bcast=Non
     if _second is not None and pat is None:
         return None
     second = None if _second is None else (_second[0], gamma(L.n, _second[1]), gamma(m_param, _second[1]))
-    rb = row_bounds(L.rows(x), None if pat else L.rows(wb), None if pat else L.rows(bb), L.rows(dy), eps=eps, u=u,
-                    reduction=reduction, m_param=m_param, centered=centered, ddof=ddof, eps_mode=eps_mode,
-                    contract=contract, case_dtype=case_dtype, pattern=pat and pat[:2], second=second)
+    kw = dict(eps=eps, u=u, reduction=reduction, m_param=m_param, centered=centered, ddof=ddof, eps_mode=eps_mode,
+              contract=contract, case_dtype=case_dtype, pattern=pat and pat[:2], second=second)
+    nd = len(L.view)
+    if pat and nd >= 3 and L.perm == [1, 0] + list(range(2, nd)) and L.view[0] > 1:
+        # rows over axis 1 of (P, m, rest) (batch_norm's channels): the compiled loop gathers each row from
+        # its P runs as x and dy lie, instead of a transposed copy of each
+        lie = lambda a: None if a is None else np.ascontiguousarray(   # noqa: E731
+            np.broadcast_to(np.asarray(a, dtype=np.float64), L.shape)).reshape(L.m, L.n)
+        rb = row_bounds(lie(x), None, None, lie(dy), runs=L.view[0], **kw)
+    else:
+        rb = row_bounds(L.rows(x), None if pat else L.rows(wb), None if pat else L.rows(bb), L.rows(dy), **kw)
     outs = {"y": L.back(rb.y)}
     if stat_shape is not None:
         mean_name, r_name = stat_names
