@@ -1227,6 +1227,23 @@ static int count_exact(const void *k, int width, Py_ssize_t n, struct sink out)
     return ok ? 0 : COUNTS_DO_NOT_FIT;
 }
 
+/* the keys of value_counts and bucket_counts: C-contiguous unsigned integers of 2, 4 or 8 bytes */
+static int get_keys(PyObject *o, Py_buffer *v)
+{
+    if (PyObject_GetBuffer(o, v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    const char *f = v->format ? v->format : "B";
+    if (*f == '<' || *f == '=' || *f == '@')
+        f++;
+    if ((v->itemsize != 2 && v->itemsize != 4 && v->itemsize != 8) || strchr("HILQK", *f) == NULL) {
+        PyErr_Format(PyExc_TypeError, "_judge: keys have format %s; expected unsigned 2, 4 or 8-byte integers",
+                     v->format);
+        PyBuffer_Release(v);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *py_value_counts(PyObject *self, PyObject *args)
 {
     PyObject *okeys, *oout;
@@ -1234,18 +1251,9 @@ static PyObject *py_value_counts(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOn:value_counts", &okeys, &oout, &exact_limit))
         return NULL;
     Py_buffer vk, vo;
-    if (PyObject_GetBuffer(okeys, &vk, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+    if (get_keys(okeys, &vk) < 0)
         return NULL;
     int width = (int)vk.itemsize;
-    const char *f = vk.format ? vk.format : "B";
-    if (*f == '<' || *f == '=' || *f == '@')
-        f++;
-    if ((width != 2 && width != 4 && width != 8) || strchr("HILQK", *f) == NULL) {
-        PyErr_Format(PyExc_TypeError, "_judge: keys have format %s; expected unsigned 2, 4 or 8-byte integers",
-                     vk.format);
-        PyBuffer_Release(&vk);
-        return NULL;
-    }
     if (PyObject_GetBuffer(oout, &vo, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
         PyBuffer_Release(&vk);
         return NULL;
@@ -1305,18 +1313,9 @@ static PyObject *py_bucket_counts(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OO|O:bucket_counts", &okeys, &otab, &oout))
         return NULL;
     Py_buffer vk = {0}, vt = {0}, vo = {0};
-    if (PyObject_GetBuffer(okeys, &vk, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+    if (get_keys(okeys, &vk) < 0)
         return NULL;
     int width = (int)vk.itemsize;
-    const char *f = vk.format ? vk.format : "B";
-    if (*f == '<' || *f == '=' || *f == '@')
-        f++;
-    if ((width != 2 && width != 4 && width != 8) || strchr("HILQK", *f) == NULL) {
-        PyErr_Format(PyExc_TypeError, "_judge: keys have format %s; expected unsigned 2, 4 or 8-byte integers",
-                     vk.format);
-        release(&vk);
-        return NULL;
-    }
     if (get_buf(otab, &vt, "table", "IL", 4, 1) < 0 || (oout != Py_None && get_buf(oout, &vo, "out", "IL", 4, 1) < 0)) {
         release(&vk); release(&vt);
         return NULL;
