@@ -28,6 +28,8 @@
  *       partitions and small tables: the key's width of scratch a key) for at most exact_limit keys (16-bit
  *       keys: always, by a table of every pattern); beyond, each key's count is that of its bucket
  *       among 2^24 by a hash: never below the exact one.
+ *       With saturate (uint16 out): counts above 65535 are written as 65535 instead of failing;
+ *       saturated_counts(keys, counts) gives those keys' exact counts.
  *   bucket_counts(keys, table[, out]): those bucket counts kept as a table of 2^24 (filled from the keys;
  *       with out, looked up for them), so that a large array's counts need not be held per element.
  *   row_bounds(...): bounds/_rows.py's row bounds (below).
@@ -1031,23 +1033,25 @@ static inline uint64_t key_at(const void *k, int width, Py_ssize_t i)
  * (parts of ~256K hashes, at most 256 streams); (2) h scattered into A by them; (3) per part of A:
  * histogram of the next 18 - b1 bits, h scattered into T (the part fits L2), each sub-part counted in
  * the direct table (then cleared), the counts into U, gathered back into A in A's order; (4) out[i]
- * read from A in the original order. Memory: A (4 bytes a key), T and U (one part each), the tables. */
+ * read from A in the original order. Memory: A (4 bytes a key), T and U (one part each, at most PART_CAP
+ * keys: a part swollen by repeated keys is counted by count_swollen_part), the tables. */
 /* where the counts go: uint32, or uint16 when every count fits (COUNTS_DO_NOT_FIT otherwise, and
- * nothing is written) */
-struct sink { uint32_t *o32; uint16_t *o16; };
+ * nothing is written), or with `saturate` uint16 counts capped at 65535 (saturated_counts gives the
+ * exact count of the keys there) */
+struct sink { uint32_t *o32; uint16_t *o16; int saturate; };
 enum { COUNTS_DO_NOT_FIT = 1 };
 
 static inline void put(struct sink o, Py_ssize_t i, uint32_t v)
 {
     if (o.o16)
-        o.o16[i] = (uint16_t)v;
+        o.o16[i] = (uint16_t)(v > 0xffff ? 0xffff : v);
     else
         o.o32[i] = v;
 }
 
 static inline int fits(struct sink o, uint64_t most)
 {
-    return !o.o16 || most <= 0xffff;
+    return !o.o16 || o.saturate || most <= 0xffff;
 }
 
 static inline uint32_t mix32(uint32_t k)
@@ -1080,6 +1084,56 @@ static Py_ssize_t prefix(Py_ssize_t *start, Py_ssize_t *fill, Py_ssize_t parts)
     return biggest;
 }
 
+/* A part of count_exact32 swollen by repeated keys (more than PART_CAP hashes: its distinct hashes are
+ * no more than an ordinary part's): its hashes a[0..na-1] replaced by their counts, counted in an
+ * open-addressing table of its distinct hashes (grown as they come), so that no scratch the size of the
+ * part is needed. Returns the largest count, or -1 without memory. */
+enum { PART_CAP = 1 << 20 };
+struct hcount { uint32_t h, c; };     /* c == 0: empty */
+
+static int64_t count_swollen_part(uint32_t *a, Py_ssize_t na)
+{
+    Py_ssize_t size = 1 << 16, used = 0;
+    struct hcount *t = calloc((size_t)size, sizeof *t);
+    if (!t)
+        return -1;
+    for (Py_ssize_t i = 0; i < na; i++) {
+        Py_ssize_t j = a[i] & (size - 1);
+        while (t[j].c && t[j].h != a[i])
+            j = (j + 1) & (size - 1);
+        if (!t[j].c) {
+            t[j].h = a[i];
+            if (2 * ++used > size) {          /* grow: the entries rehashed into twice the slots */
+                struct hcount *g = calloc((size_t)size * 2, sizeof *g);
+                if (!g) { free(t); return -1; }
+                t[j].c = 1;
+                for (Py_ssize_t s_ = 0; s_ < size; s_++)
+                    if (t[s_].c) {
+                        Py_ssize_t r = t[s_].h & (2 * size - 1);
+                        while (g[r].c)
+                            r = (r + 1) & (2 * size - 1);
+                        g[r] = t[s_];
+                    }
+                free(t);
+                t = g;
+                size *= 2;
+                continue;
+            }
+        }
+        t[j].c++;
+    }
+    uint32_t most = 0;
+    for (Py_ssize_t i = 0; i < na; i++) {
+        Py_ssize_t j = a[i] & (size - 1);
+        while (t[j].h != a[i])
+            j = (j + 1) & (size - 1);
+        a[i] = t[j].c;
+        most = a[i] > most ? a[i] : most;
+    }
+    free(t);
+    return most;
+}
+
 static int count_exact32(const uint32_t *k, Py_ssize_t n, struct sink out)
 {
     enum { DIRECT = 14, FIXED = 32 - DIRECT };
@@ -1102,13 +1156,21 @@ static int count_exact32(const uint32_t *k, Py_ssize_t n, struct sink out)
         uint32_t h = hash32(k, i);
         A[f1[P1(h)]++] = h;
     }
-    uint32_t *T = malloc(sizeof(uint32_t) * (big1 ? big1 : 1)), *U = malloc(sizeof(uint32_t) * (big1 ? big1 : 1));
+    Py_ssize_t tn = big1 < PART_CAP ? big1 : PART_CAP;       /* T and U: one ordinary part */
+    uint32_t *T = malloc(sizeof(uint32_t) * (tn ? tn : 1)), *U = malloc(sizeof(uint32_t) * (tn ? tn : 1));
     if (!T || !U) { free(T); free(U); free(A); free(s2); free(f2); free(cnt); return -1; }
     const uint32_t low = ((uint32_t)1 << DIRECT) - 1;
     uint32_t most = 0;
     for (Py_ssize_t q = 0; q < p1n; q++) {
         uint32_t *a = A + s1[q];
         Py_ssize_t na = s1[q + 1] - s1[q];
+        if (na > tn) {                              /* swollen by repeated keys */
+            int64_t m = count_swollen_part(a, na);
+            if (m < 0) { free(T); free(U); free(A); free(s2); free(f2); free(cnt); return -1; }
+            most = (uint32_t)m > most ? (uint32_t)m : most;
+            f1[q] = s1[q];
+            continue;
+        }
         memset(s2, 0, sizeof(Py_ssize_t) * (p2n + 1));
         for (Py_ssize_t i = 0; i < na; i++)
             s2[P2(a[i]) + 1]++;
@@ -1248,7 +1310,8 @@ static PyObject *py_value_counts(PyObject *self, PyObject *args)
 {
     PyObject *okeys, *oout;
     Py_ssize_t exact_limit;
-    if (!PyArg_ParseTuple(args, "OOn:value_counts", &okeys, &oout, &exact_limit))
+    int saturate = 0;
+    if (!PyArg_ParseTuple(args, "OOn|p:value_counts", &okeys, &oout, &exact_limit, &saturate))
         return NULL;
     Py_buffer vk, vo;
     if (get_keys(okeys, &vk) < 0)
@@ -1273,7 +1336,7 @@ static PyObject *py_value_counts(PyObject *self, PyObject *args)
         return NULL;
     }
     const void *k = vk.buf;
-    struct sink out = {vo.itemsize == 4 ? vo.buf : NULL, vo.itemsize == 2 ? vo.buf : NULL};
+    struct sink out = {vo.itemsize == 4 ? vo.buf : NULL, vo.itemsize == 2 ? vo.buf : NULL, saturate};
     int exact = n <= exact_limit || width == 2, failed = 0;
     uint32_t *cnt = exact ? NULL : calloc((size_t)1 << 24, sizeof(uint32_t));
     if (!exact && !cnt) {
@@ -1301,6 +1364,76 @@ static PyObject *py_value_counts(PyObject *self, PyObject *args)
     if (failed == COUNTS_DO_NOT_FIT)
         Py_RETURN_NONE;
     return PyBool_FromLong(exact);
+}
+
+/* saturated_counts(keys, counts) -> (sorted keys, their counts): the exact counts of the keys whose count in
+ * `counts` (uint16, value_counts with saturate) is 65535, the cap: at most n / 65535 distinct keys, counted
+ * in a small open-addressing table in one pass (-0 as +0). compare.SaturatedCounts looks them up. */
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static PyObject *py_saturated_counts(PyObject *self, PyObject *args)
+{
+    PyObject *okeys, *ocnt;
+    if (!PyArg_ParseTuple(args, "OO:saturated_counts", &okeys, &ocnt))
+        return NULL;
+    Py_buffer vk = {0}, vc = {0};
+    if (get_keys(okeys, &vk) < 0)
+        return NULL;
+    if (get_buf(ocnt, &vc, "counts", "H", 2, 0) < 0) {
+        release(&vk);
+        return NULL;
+    }
+    int width = (int)vk.itemsize;
+    Py_ssize_t n = vk.len / width;
+    if (vc.len / 2 != n) {
+        release(&vk); release(&vc);
+        PyErr_SetString(PyExc_ValueError, "_judge.saturated_counts: counts must have as many values as keys");
+        return NULL;
+    }
+    Py_ssize_t most = n / 0xffff + 1, slots = 16;
+    while (slots < 2 * most)
+        slots *= 2;
+    struct slot *t = calloc((size_t)slots, sizeof(struct slot));
+    uint64_t *keys = malloc(sizeof(uint64_t) * (size_t)most);
+    if (!t || !keys) {
+        free(t); free(keys); release(&vk); release(&vc);
+        return PyErr_NoMemory();
+    }
+    const uint16_t *c = vc.buf;
+    Py_ssize_t found = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (c[i] == 0xffff) {
+            uint64_t key = key_at(vk.buf, width, i), h = mix(key) & (uint64_t)(slots - 1);
+            while (t[h].used && t[h].key != key)
+                h = (h + 1) & (uint64_t)(slots - 1);
+            if (!t[h].used && found < most) {
+                t[h].used = 1;
+                t[h].key = key;
+                keys[found++] = key;
+            }
+            t[h].count++;
+        }
+    qsort(keys, (size_t)found, sizeof(uint64_t), cmp_u64);
+    Py_END_ALLOW_THREADS
+    PyObject *ok = PyList_New(found), *oc = PyList_New(found);
+    for (Py_ssize_t j = 0; ok && oc && j < found; j++) {
+        uint64_t h = mix(keys[j]) & (uint64_t)(slots - 1);
+        while (t[h].key != keys[j])
+            h = (h + 1) & (uint64_t)(slots - 1);
+        PyList_SET_ITEM(ok, j, PyLong_FromUnsignedLongLong(keys[j]));
+        PyList_SET_ITEM(oc, j, PyLong_FromUnsignedLong(t[h].count));
+    }
+    free(t); free(keys); release(&vk); release(&vc);
+    if (!ok || !oc) {
+        Py_XDECREF(ok); Py_XDECREF(oc);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", ok, oc);
 }
 
 /* bucket_counts(keys, table[, out]): the bucketed counts of value_counts beyond its exact limit, kept as
@@ -1650,6 +1783,7 @@ static PyMethodDef methods[] = {
     {"set_isa", py_set_isa, METH_VARARGS, "set_isa(name=None) -> the ISA of compare's element loop before ('avx2' "
      "or 'base')"},
     {"bucket_counts", py_bucket_counts, METH_VARARGS, "bucket_counts(keys, table[, out])"},
+    {"saturated_counts", py_saturated_counts, METH_VARARGS, "saturated_counts(keys, counts) -> (keys, counts)"},
     {"compare", py_compare, METH_VARARGS, "compare(g, ref, E, mult, kind, scale, shape, start, acc[, axis])"},
     {"abs_max_finite", py_abs_max_finite, METH_O, "abs_max_finite(a) -> max |a| over the finite values of float64 a "
      "(0.0 when none)"},

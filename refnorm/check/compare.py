@@ -134,6 +134,38 @@ def _bits(a):
     return np.ascontiguousarray(a).view({2: np.uint16, 4: np.uint32, 8: np.uint64}[a.itemsize])
 
 
+class SaturatedCounts:
+    """The exact multiplicities of an array of 32- or 64-bit values (at most EXACT_SLOTS of them) held in 2
+    bytes an element: uint16 counts capped at 65535 (``per``, the array's shape) and the exact counts of
+    the few values at the cap (at most size / 65535 of them: ``keys``, their bit patterns sorted, and
+    ``counts``), so that the streaming judge never holds 4 bytes an element (a value repeated more than
+    65535 times would make every count uint32). ``fix`` puts the exact counts back into a block's. The same
+    counts as ``multiplicities``. Needs the compiled module."""
+
+    def __init__(self, got: np.ndarray):
+        bits = _bits(got).reshape(-1)
+        self.per = np.empty(got.shape, dtype=np.uint16)
+        native().value_counts(bits, self.per.reshape(-1), EXACT_SLOTS, True)
+        keys, counts = native().saturated_counts(bits, self.per.reshape(-1))
+        self.keys = np.array(keys, dtype=bits.dtype)
+        self.counts = np.array(counts, dtype=np.uint32)
+
+    def fix(self, mult: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """A block's counts ``mult`` (taken from ``per``) with the exact count where it is capped;
+        ``values``: the block's elements (the array's dtype, in the order of ``mult``)."""
+        at = np.flatnonzero(mult == 0xffff)
+        if not at.size:
+            return mult
+        bits = _bits(values).reshape(-1)[at]
+        if bits.dtype.itemsize == 4:
+            bits = np.where(bits == 0x80000000, 0, bits)               # -0 counts with +0
+        else:
+            bits = np.where(bits == 0x8000000000000000, 0, bits)
+        out = mult.astype(np.uint32)
+        out[at] = self.counts[np.searchsorted(self.keys, bits)]
+        return out
+
+
 TABLES = (PatternCounts, BucketCounts)     # multiplicities looked up block by block
 
 
@@ -308,7 +340,7 @@ class ArrayAccumulator:
         self.unit = unit_counts
         if unit_counts:
             self.mult = None
-        elif isinstance(mult, TABLES):            # looked up per block
+        elif isinstance(mult, (TABLES, SaturatedCounts)):     # looked up per block
             self.mult = mult
         else:
             self.mult = (multiplicities(got) if mult is None else mult).reshape(-1)
@@ -324,7 +356,8 @@ class ArrayAccumulator:
         # the returned values as they are when the compiled loop reads them (float64, float32), else widened
         gdt = self.flat.dtype if self.mod is not None and self.flat.dtype in _NATIVE_G else np.float64
         # the block's returned values and per-element multiplicities (flat, or the sub-array along axis)
-        per = self.mult if isinstance(self.mult, np.ndarray) else None
+        per = self.mult.per.reshape(-1) if isinstance(self.mult, SaturatedCounts) else (
+            self.mult if isinstance(self.mult, np.ndarray) else None)
         if axis is None:
             sl = slice(start, start + int(np.size(ref)))
             vals = self.flat[sl]
@@ -336,6 +369,8 @@ class ArrayAccumulator:
             mult = self.mult.take(vals)
         else:                                   # None: every multiplicity 1 (unit_counts)
             mult = None if per is None else np.ascontiguousarray(per[sl]).reshape(-1)
+        if isinstance(self.mult, SaturatedCounts):
+            mult = self.mult.fix(mult, vals)
         if axis is not None and self.mod is not None and math.prod(self.shape[axis + 1:]) >= STRIDED_RUN:
             # the compiled loop reads the block's slice of the returned array and the bounds as they lie (their
             # axes after `axis` contiguous: batch_norm's, laid out by channel), run by run, without a copy

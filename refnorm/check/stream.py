@@ -6,7 +6,7 @@ weight_standardization over axis 0: "rows"), or channel by channel (batch_norm, 
 included: "channels", CHANNEL_AXES) is judged block by block: each block of rows gets its own float64
 reference, bounds and comparison, and only the figures are kept (compare.ArrayAccumulator). What is
 held at any time is the backend's own arrays, the multiplicities of the judged arrays (bias test: 2
-or 4 bytes an element up to EXACT_SLOTS values; for 16-bit dtypes a table of their 65536 bit patterns'
+bytes an element up to EXACT_SLOTS values, compare.SaturatedCounts; for 16-bit dtypes a table of their 65536 bit patterns'
 counts, compare.PatternCounts; beyond EXACT_SLOTS, a table of 2^24 bucket counts, compare.BucketCounts;
 none at first for large 32/64-bit arrays, "Multiplicities" below) and two blocks' float64 temporaries (BLOCK_ELEMENTS elements of the activation
 per block): the blocks are dealt out to two partitions (even and odd blocks, PARTS), each judged whole,
@@ -56,7 +56,8 @@ import numpy as np
 
 from ..norms._common import one_thread, run_blocks
 from . import bounds as B
-from .compare import EXACT_SLOTS, ArrayAccumulator, BucketCounts, PatternCounts, multiplicities, native
+from .compare import (EXACT_SLOTS, ArrayAccumulator, BucketCounts, PatternCounts, SaturatedCounts, multiplicities,
+                      native)
 
 BLOCK_ELEMENTS = 1 << 18
 
@@ -294,7 +295,7 @@ def _unit_first(a) -> bool:
     return a.size >= UNIT_FIRST_ELEMENTS and a.dtype.itemsize >= 4
 
 
-PARALLEL_COUNT_BYTES = 1 << 27   # two counts at a time when the two arrays hold at most this together
+PARALLEL_COUNT_BYTES = 1 << 26   # two counts at a time when the two arrays hold at most this together
 
 
 def _multiplicities(arrays):
@@ -302,27 +303,31 @@ def _multiplicities(arrays):
     holding them per element would cost more: the counts of the 65536 bit patterns of a 16-bit array
     (compare.PatternCounts, 256 KiB), the counts of the 2^24 buckets of an array of more than
     EXACT_SLOTS 32- or 64-bit values (compare.BucketCounts, 64 MiB; compare.multiplicities counts those
-    by the same buckets); else compare.multiplicities (2 or 4 bytes an element: at most 64 MiB)."""
+    by the same buckets); else 2 bytes an element (compare.SaturatedCounts: at most 32 MiB)."""
     def table(a):
         a = np.asarray(a)
         if a.itemsize == 2:
             return PatternCounts
-        return BucketCounts if a.size > EXACT_SLOTS and native() is not None else None
-    wide = [a for a in arrays if table(a) is None]
+        if native() is None:
+            return None
+        return BucketCounts if a.size > EXACT_SLOTS else SaturatedCounts
+    wide = [a for a in arrays if table(a) in (None, SaturatedCounts)]
     counted = iter(_counts(wide))
-    return [table(a)(a) if table(a) is not None else next(counted) for a in arrays]
+    return [next(counted) if table(a) in (None, SaturatedCounts) else table(a)(a) for a in arrays]
 
 
 def _counts(arrays):
-    """compare.multiplicities of each array; two at a time in threads (the compiled count releases the
-    GIL) when the two largest hold at most PARALLEL_COUNT_BYTES together: each count holds a scratch
-    copy of its array's bits (float32 4096x4096: 64 MiB each, their counts 32 MiB each as uint16), so
-    counting two at once keeps the judgement's peak under 256 MiB above the arrays."""
+    """The exact multiplicities of each array (at most EXACT_SLOTS 32/64-bit values): 2 bytes an element
+    (compare.SaturatedCounts) with the compiled module, else compare.multiplicities; two at a time in
+    threads (the compiled count releases the GIL) when the two largest hold at most PARALLEL_COUNT_BYTES
+    together: each count holds a scratch copy of its array's bits (float32 4096x4096: 64 MiB each, their
+    counts 32 MiB each), so counting two at once keeps the judgement's peak under 256 MiB above the arrays."""
+    count = SaturatedCounts if native() is not None else multiplicities
     sizes = sorted((np.asarray(a).nbytes for a in arrays), reverse=True)
     if len(arrays) < 2 or sum(sizes[:2]) > PARALLEL_COUNT_BYTES:
-        return [multiplicities(a) for a in arrays]
+        return [count(a) for a in arrays]
     with ThreadPoolExecutor(2) as ex:
-        return list(ex.map(multiplicities, arrays))
+        return list(ex.map(count, arrays))
 
 
 def _dtype_name(a):
