@@ -305,9 +305,10 @@ static inline double ratio_of(double ex, double Ei)
 
 /* One piece of finite elements (n elements of one segment of the last axis), in one pass: each element's
  * terms, reduced at once (nothing but r is stored):
- *   - r[j]: the excess ex where the ratio ex / E may exceed T, else -1 ("hot": the ratio is then taken
- *     element by element, ratio_of, in py_compare; where ex <= t E, a normal product, ex / E rounds to at
- *     most T, with t = T (1 - 2^-50));
+ *   - the ratio ex / E (ratio_of) only where it may exceed T ("hot"; where ex <= t E, a normal product,
+ *     ex / E rounds to at most T, with t = T (1 - 2^-50)): its maximum and the count over 1 in RL lanes
+ *     (L: exact whatever the lanes), and r[j] = the ratio where it exceeds thr (the third worst so far:
+ *     it may join the worst three, which cmp_run decides in element order), else -1;
  *   - the maxima and counts that need no ratio, in RL lanes (L): max E, max |g - ref| of the constrained
  *     (an element is unconstrained where 0 < E and E >= scale), their count, max |ref|;
  *   - the bias test's terms: err * sign(ref), E and width^2 (times the multiplicity m16 or m32, when
@@ -315,23 +316,23 @@ static inline double ratio_of(double ex, double Ei)
  *     LANES lanes (element j into lane j % 8, the lanes added by lanes_sum) into *ls, *le, *lq, and each
  *     element's own into a0, a1, a2 (the groups of the last axis; NULL: none).
  * interval(): the spacing away from zero and toward it, each side picked by the sign (for 0, toward =
- * away); float64 (kind 0): the value itself. Returns how many elements are hot. The vector loop (GCC's
+ * away); float64 (kind 0): the value itself. Returns how many r[j] are set. The vector loop (GCC's
  * vector extensions, two vectors of four a step: lanes 0-3 and 4-7) and the element one (its tail, and
  * the whole piece without the extensions) do the same operations on every element, in the same lanes:
  * the same bits. Compiled for AVX2 and for the base ISA. */
 #define PIECE_ARGS const struct dt *restrict d, const double *restrict g, const double *restrict ref,           \
     const double *restrict E, const uint16_t *restrict m16, const uint32_t *restrict m32, Py_ssize_t n,          \
-    double scale, double t, double *restrict r, struct lanes_acc *restrict L, double *restrict a0,               \
+    double scale, double t, double thr, double *restrict r, struct lanes_acc *restrict L, double *restrict a0,   \
     double *restrict a1, double *restrict a2, double *ls, double *le, double *lq
 
 enum { RL = 4 };
-struct lanes_acc { double maxE[RL], dmax[RL], mref[RL]; long long unc[RL]; };
+struct lanes_acc { double maxE[RL], dmax[RL], mref[RL], rmax[RL]; long long unc[RL], over[RL]; };
 
 /* element j of a piece: its terms into lane l (of 8) of s, e, q and lane l % RL of L; returns 1 if hot */
 static inline ALWAYS_INLINE int piece_elem(const struct dt *restrict d, const double *restrict g,
                                            const double *restrict ref, const double *restrict E,
                                            const uint16_t *restrict m16, const uint32_t *restrict m32,
-                                           Py_ssize_t j, int l, double scale, double t, double *restrict r,
+                                           Py_ssize_t j, int l, double scale, double t, double thr, double *restrict r,
                                            struct lanes_acc *restrict L, double *restrict a0, double *restrict a1,
                                            double *restrict a2, double *s, double *e_, double *q)
 {
@@ -354,7 +355,9 @@ static inline ALWAYS_INLINE int piece_elem(const struct dt *restrict d, const do
     ex = ex > 0 ? ex : 0.0;
     double tE = t * Ei;
     int hot = ex > tE || (ex > 0 && tE < 0x1p-1000);
-    r[j] = hot ? ex : -1.0;
+    double rr = hot ? ratio_of(ex, Ei) : 0.0;
+    int top = rr > thr;
+    r[j] = top ? rr : -1.0;
     double err = gi - ri, width = hi - lo;
     int ok = fabs(err) <= DBL_MAX;
     double sg = ri > 0 ? 1.0 : (ri < 0 ? -1.0 : 0.0);
@@ -377,7 +380,9 @@ static inline ALWAYS_INLINE int piece_elem(const struct dt *restrict d, const do
     L->maxE[k] = Ei > L->maxE[k] ? Ei : L->maxE[k];
     L->unc[k] += dm < 0;
     L->dmax[k] = dm > L->dmax[k] ? dm : L->dmax[k];
-    return hot;
+    L->rmax[k] = rr > L->rmax[k] ? rr : L->rmax[k];
+    L->over[k] += rr > 1;
+    return top;
 }
 
 #if VECTOR_EXT
@@ -427,8 +432,12 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
             v4d ex = vmax4(a, b);                                                                         \
             ex = vsel4(ex > 0, ex, zero);                                                                 \
             v4i hv = (ex > tE) | ((ex > 0) & (tE < 0x1p-1000));                                           \
-            st4(r + (J), vsel4(hv, ex, mone));                                                            \
-            hot -= hv;                                                                                    \
+            v4d rr = (v4d)(hv & (v4i)vsel4(Ei == 0, vsel4(ex > 0, inf4, zero), ex / Ei));  /* ratio_of */ \
+            rmax = vmax4(rr, rmax);                                                                       \
+            rover -= rr > 1;                                                                              \
+            v4i tm = rr > thr;                                                                            \
+            st4(r + (J), vsel4(tm, rr, mone));                                                            \
+            hot -= tm;                                                                                    \
         } else                                                                                            \
             st4(r + (J), mone);                                                                           \
         v4i ok = vabs4(err) <= DBL_MAX;                                                                   \
@@ -458,9 +467,10 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
     const long long eminb = d->emin + 1023, shb = 1 - d->p;                                               \
     const int k0 = d->kind == 0;                                                                          \
     const v4d zero = {0}, one = zero + 1.0, mone = zero - 1.0, half = zero + 0.5, three4 = zero + 0.75;    \
+    const v4d inf4 = zero + INFINITY;                                                                     \
     v4d s0 = {0}, s1 = {0}, e0 = {0}, e1 = {0}, q0 = {0}, q1 = {0};                                       \
-    v4d maxE = ld4(L->maxE), dmax = ld4(L->dmax), mref = ld4(L->mref);                                    \
-    v4i unc = ld4i(L->unc), hot = {0};                                                                    \
+    v4d maxE = ld4(L->maxE), dmax = ld4(L->dmax), mref = ld4(L->mref), rmax = ld4(L->rmax);               \
+    v4i unc = ld4i(L->unc), rover = ld4i(L->over), hot = {0};                                             \
     Py_ssize_t j = 0;                                                                                     \
     for (; j + 8 <= n; j += 8) {                                                                          \
         PIECE4(j, s0, e0, q0);                                                                            \
@@ -471,6 +481,7 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
         j += 4;                                                                                           \
     }                                                                                                     \
     st4(L->maxE, maxE); st4(L->dmax, dmax); st4(L->mref, mref); st4i(L->unc, unc);                        \
+    st4(L->rmax, rmax); st4i(L->over, rover);                                                             \
     long long h[RL];                                                                                      \
     st4i(h, hot);                                                                                         \
     Py_ssize_t nhot = (h[0] + h[1]) + (h[2] + h[3]);                                                      \
@@ -486,7 +497,7 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
 /* the elements j.. one by one (element j into lane j % 8) */
 #define PIECE_TAIL                                                                                        \
     for (int l = (int)(j % LANES); j < n; j++, l = (l + 1) % LANES)                                       \
-        nhot += piece_elem(d, g, ref, E, m16, m32, j, l, scale, t, r, L, a0, a1, a2, s, e, q);           \
+        nhot += piece_elem(d, g, ref, E, m16, m32, j, l, scale, t, thr, r, L, a0, a1, a2, s, e, q);      \
     *ls = lanes_sum(s);                                                                                   \
     *le = lanes_sum(e);                                                                                   \
     *lq = lanes_sum(q);                                                                                   \
@@ -657,7 +668,7 @@ static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
         double T = c->top.n < 3 ? 0.0 : c->top.r[2];
         T = c->maxr < T ? c->maxr : T;
         T = T < 1.0 ? T : 1.0;
-        const double t = T * (1.0 - 0x1p-50);
+        const double t = T * (1.0 - 0x1p-50), thr = c->top.n < 3 ? 0.0 : c->top.r[2];
         for (Py_ssize_t p = 0; p < cn;) {
             Py_ssize_t pn = nd ? shape[last] - idx[last] : cn - p;      /* what is left of the segment */
             if (pn > cn - p)
@@ -666,17 +677,12 @@ static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
             double ls = 0, le = 0, lq = 0;
             const Py_ssize_t fp = flat0 + i + p;                /* the piece's first flat index */
             if (fin) {
-                Py_ssize_t hot = piece(d, gc + p, rc + p, Ec + p, m16 ? m16 + i + p : NULL, m32 ? m32 + i + p : NULL,
-                                       pn, scale, t, rb + p, &c->lacc, as, as ? as + acc_len : NULL,
-                                       as ? as + 2 * acc_len : NULL, &ls, &le, &lq);
-                for (Py_ssize_t j = 0; hot && j < pn; j++)
-                    if (rb[p + j] >= 0) {                      /* hot: its ratio, in element order */
-                        double r = ratio_of(rb[p + j], Ec[p + j]);
-                        c->maxr = r > c->maxr ? r : c->maxr;
-                        c->over += r > 1;
-                        if (r > (c->top.n < 3 ? 0.0 : c->top.r[2]))
-                            top_add(&c->top, r, fp + j);
-                    }
+                Py_ssize_t tops = piece(d, gc + p, rc + p, Ec + p, m16 ? m16 + i + p : NULL,
+                                        m32 ? m32 + i + p : NULL, pn, scale, t, thr, rb + p, &c->lacc, as,
+                                        as ? as + acc_len : NULL, as ? as + 2 * acc_len : NULL, &ls, &le, &lq);
+                for (Py_ssize_t j = 0; tops && j < pn; j++)    /* may join the worst three: in element order */
+                    if (rb[p + j] >= 0 && rb[p + j] > (c->top.n < 3 ? 0.0 : c->top.r[2]))
+                        top_add(&c->top, rb[p + j], fp + j);
             } else
             for (Py_ssize_t j = 0; j < pn; j++) {
                 Py_ssize_t k = p + j;
@@ -760,6 +766,8 @@ static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
             }
             p += pn;
         }
+        for (int l = 0; fin && l < RL; l++)          /* the ratios' maximum so far, for the next chunk's T */
+            c->maxr = c->lacc.rmax[l] > c->maxr ? c->lacc.rmax[l] : c->maxr;
         i += cn;
     }
 #undef MULT
@@ -782,13 +790,15 @@ static void cmp_run(CMP_RUN_ARGS)
  * constrained, max E, [(ratio, flat index)], max |ref|) */
 static PyObject *cmp_result(struct cmp *c)
 {
-    double maxE = c->maxE, dmax = c->dmax, mref = c->mref;
-    Py_ssize_t unc = c->unc;
+    double maxE = c->maxE, dmax = c->dmax, mref = c->mref, maxr = c->maxr;
+    Py_ssize_t unc = c->unc, over = c->over;
     for (int l = 0; l < RL; l++) {   /* the finite chunks' partial maxima and counts (piece) */
         maxE = c->lacc.maxE[l] > maxE ? c->lacc.maxE[l] : maxE;
         dmax = c->lacc.dmax[l] > dmax ? c->lacc.dmax[l] : dmax;
         mref = c->lacc.mref[l] > mref ? c->lacc.mref[l] : mref;
         unc += (Py_ssize_t)c->lacc.unc[l];
+        maxr = c->lacc.rmax[l] > maxr ? c->lacc.rmax[l] : maxr;
+        over += (Py_ssize_t)c->lacc.over[l];
     }
     PyObject *t = PyList_New(0);
     if (!t)
@@ -798,8 +808,7 @@ static PyObject *cmp_result(struct cmp *c)
         if (!p || PyList_Append(t, p) < 0) { Py_XDECREF(p); Py_DECREF(t); return NULL; }
         Py_DECREF(p);
     }
-    return Py_BuildValue("(dnnddNd)", c->maxr, c->over, unc, c->dmax_nan ? NAN : dmax, c->maxE_nan ? NAN : maxE, t,
-                         mref);
+    return Py_BuildValue("(dnnddNd)", maxr, over, unc, c->dmax_nan ? NAN : dmax, c->maxE_nan ? NAN : maxE, t, mref);
 }
 
 /* the sizes of a Python sequence `o` (at most MAXDIM, each >= 0) into shape; returns nd, or -1 */
