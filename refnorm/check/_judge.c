@@ -403,7 +403,8 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
 /* piece_elem for elements J..J+3 (lanes 0-3 of the vectors SV, EV, QV), with two shortcuts that give
  * the same values:
  *   - the excess ex (the distance from ref to g's rounding interval [lo, hi], which holds g and reaches
- *     at least a quarter spacing a4 = away / 4 to each side; float64: a4 = 0) is at most |g - ref| - a4.
+ *     at least half the spacing toward zero to each side, a4 = toward / 2; float64: a4 = 0) is at most
+ *     |g - ref| - a4.
  *     An element is hot only where fl(ex) > tE (or ex > 0 with tE < 2^-1000), so where g - ref, say,
  *     exceeds tE + a4 as reals, so where |g - ref| >= fl(tE + a4) (rounding is monotonic) > (tE + a4)
  *     0.999 as computed: the interval is formed only for a vector with an element past that test;
@@ -419,12 +420,13 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
         v4i gt = eb > eminb;                                                                              \
         v4i ee = (eb & gt) | (eminb & ~gt);                                                               \
         v4d away = (v4d)((ee + shb) << 52);                                                               \
-        v4d a4 = k0 ? zero : away * 0.25;                                                                 \
-        v4i cand = (aerr > (tE + a4) * 0.999) | ((aerr > 0) & (tE < 0x1p-1000));  /* every hot one */     \
         v4i pow2 = ((u & 0xfffffffffffffLL) == 0) & gt;                                                   \
+        v4d tw = vsel4(pow2, half, one);                             /* toward / away */                  \
+        v4d a4 = k0 ? zero : away * tw * 0.5;                        /* toward / 2 */                     \
+        v4i cand = (aerr > (tE + a4) * 0.999) | ((aerr > 0) & (tE < 0x1p-1000));  /* every hot one */     \
         v4d width = k0 ? zero : away * vsel4(pow2, three4, one);                                          \
         if (__builtin_expect((cand[0] | cand[1]) | (cand[2] | cand[3]), 0)) {                             \
-            v4d toward = away * vsel4(pow2, half, one);                                                   \
+            v4d toward = away * tw;                                                                       \
             v4i neg = u < 0;                                                                              \
             v4d dl = vsel4(neg, away, toward), dh = vsel4(neg, toward, away);                             \
             v4d lo = k0 ? gi : gi - dl / 2, hi = k0 ? gi : gi + dh / 2;                                   \
@@ -433,8 +435,8 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
             ex = vsel4(ex > 0, ex, zero);                                                                 \
             v4i hv = (ex > tE) | ((ex > 0) & (tE < 0x1p-1000));                                           \
             v4d rr = (v4d)(hv & (v4i)vsel4(Ei == 0, vsel4(ex > 0, inf4, zero), ex / Ei));  /* ratio_of */ \
-            rmax = vmax4(rr, rmax);                                                                       \
-            rover -= rr > 1;                                                                              \
+            st4(L->rmax, vmax4(rr, ld4(L->rmax)));          /* in memory: no register held by the loop */ \
+            st4i(L->over, ld4i(L->over) - (rr > 1));                                                      \
             v4i tm = rr > thr;                                                                            \
             st4(r + (J), vsel4(tm, rr, mone));                                                            \
             hot -= tm;                                                                                    \
@@ -469,8 +471,8 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
     const v4d zero = {0}, one = zero + 1.0, mone = zero - 1.0, half = zero + 0.5, three4 = zero + 0.75;    \
     const v4d inf4 = zero + INFINITY;                                                                     \
     v4d s0 = {0}, s1 = {0}, e0 = {0}, e1 = {0}, q0 = {0}, q1 = {0};                                       \
-    v4d maxE = ld4(L->maxE), dmax = ld4(L->dmax), mref = ld4(L->mref), rmax = ld4(L->rmax);               \
-    v4i unc = ld4i(L->unc), rover = ld4i(L->over), hot = {0};                                             \
+    v4d maxE = ld4(L->maxE), dmax = ld4(L->dmax), mref = ld4(L->mref);                                    \
+    v4i unc = ld4i(L->unc), hot = {0};                                                                    \
     Py_ssize_t j = 0;                                                                                     \
     for (; j + 8 <= n; j += 8) {                                                                          \
         PIECE4(j, s0, e0, q0);                                                                            \
@@ -481,7 +483,6 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
         j += 4;                                                                                           \
     }                                                                                                     \
     st4(L->maxE, maxE); st4(L->dmax, dmax); st4(L->mref, mref); st4i(L->unc, unc);                        \
-    st4(L->rmax, rmax); st4i(L->over, rover);                                                             \
     long long h[RL];                                                                                      \
     st4i(h, hot);                                                                                         \
     Py_ssize_t nhot = (h[0] + h[1]) + (h[2] + h[3]);                                                      \

@@ -285,6 +285,13 @@ def _ones(n):
     return _ONES[:n]
 
 
+def _once(memo, key, make):
+    """make(), once per key of ``memo`` (ArrayAccumulator.add's)."""
+    if key not in memo:
+        memo[key] = make()
+    return memo[key]
+
+
 STRIDED_RUN = 64    # along an axis, the block's views are read as they lie when its runs hold this many values
 
 
@@ -349,9 +356,12 @@ class ArrayAccumulator:
         self.top = []
         self.mod = native()
 
-    def add(self, ref, E, start=0, axis=None):
+    def add(self, ref, E, start=0, axis=None, memo=None):
         """Judge the elements start.. (C order; as many as ``ref`` has) of the returned array; with
-        ``axis``, the sub-array ``ref`` is, whose index along ``axis`` starts at ``start``."""
+        ``axis``, the sub-array ``ref`` is, whose index along ``axis`` starts at ``start``. ``memo``: a
+        dict shared by the accumulators of one block (the streaming judge's, one per contract), in which
+        the block's widened values and multiplicities are made once."""
+        memo = {} if memo is None else memo
         E = np.broadcast_to(np.asarray(E, dtype=np.float64), np.shape(ref))
         # the returned values as they are when the compiled loop reads them (float64, float32), else widened
         gdt = self.flat.dtype if self.mod is not None and self.flat.dtype in _NATIVE_G else np.float64
@@ -366,18 +376,18 @@ class ArrayAccumulator:
             vals, per = self.got[sl], None if per is None else per.reshape(self.shape)
         ref = np.ascontiguousarray(ref, dtype=np.float64).reshape(-1)
         if isinstance(self.mult, TABLES):
-            mult = self.mult.take(vals)
+            mult = _once(memo, ("mult", id(self.mult), start), lambda: self.mult.take(vals))
         else:                                   # None: every multiplicity 1 (unit_counts)
             mult = None if per is None else np.ascontiguousarray(per[sl]).reshape(-1)
         if isinstance(self.mult, SaturatedCounts):
-            mult = self.mult.fix(mult, vals)
+            mult = _once(memo, ("fix", id(self.mult), start), lambda: self.mult.fix(mult, vals))
         if axis is not None and self.mod is not None and math.prod(self.shape[axis + 1:]) >= STRIDED_RUN:
             # the compiled loop reads the block's slice of the returned array and the bounds as they lie (their
             # axes after `axis` contiguous: batch_norm's, laid out by channel), run by run, without a copy
             g = vals if vals.dtype == gdt and _inner_contiguous(vals, axis) else np.ascontiguousarray(vals, dtype=gdt)
             E = E if _inner_contiguous(E, axis) else np.ascontiguousarray(E)
         else:
-            g = np.ascontiguousarray(vals, dtype=gdt).reshape(-1)
+            g = _once(memo, ("g", id(self.got), start), lambda: np.ascontiguousarray(vals, dtype=gdt).reshape(-1))
             E = np.ascontiguousarray(E).reshape(-1)
         # the running scale: the compiled loop judges a block against the scale of the blocks before it
         # (elements it counts unconstrained become candidates, settled at the end) and returns the block's

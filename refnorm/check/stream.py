@@ -191,6 +191,7 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
                 ref = reference(op, config, training, ins, cots, st)
                 with B.standardize.param_rows(p.units / (hi - lo) if p.kind == "rows" else 1.0):
                     Es = [derive_bounds(op, case_dtype, config, training, ins, cots, st, ref, c) for c in contracts]
+                memo = {}                     # the block's widened values and counts, made once for all contracts
                 for part, name in names:
                     a = getattr(ref, part)[name]
                     if (part, name) in whole:
@@ -204,10 +205,10 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
                         continue
                     for j, E in enumerate(Es):
                         if p.kind == "rows":
-                            accs[(part, name)][j].add(a, E[part][name], lo * (int(np.size(a)) // (hi - lo)))
+                            accs[(part, name)][j].add(a, E[part][name], lo * (int(np.size(a)) // (hi - lo)), memo=memo)
                         else:
-                            accs[(part, name)][j].add(a, E[part][name], lo, axis=p.axis(part, name))
-                del ref, Es
+                            accs[(part, name)][j].add(a, E[part][name], lo, axis=p.axis(part, name), memo=memo)
+                del ref, Es, memo
         return accs, ref_whole, E_whole
 
     with reuse_blocks():              # freed block temporaries reused, not faulted in afresh
