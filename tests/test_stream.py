@@ -401,6 +401,35 @@ def test_bucket_count_tables_judge_as_the_counts_per_element(monkeypatch, bug):
     assert (tables[("outputs", "y")].verdict == "failed") == bool(bug)
 
 
+@pytest.mark.parametrize("bug", [None, "scale"])
+def test_capped_counts_judge_as_the_counts_per_element(monkeypatch, bug):
+    """Exact counts held in 2 bytes an element (compare.SaturatedCounts: capped at 65535, the capped
+    values' exact counts beside): with y = 1.5 on 7 of 8 columns (a value held ~115K times) the figures
+    are bit for bit those of the uint32 counts per element."""
+    from refnorm.check import compare as C
+    if C.native() is None:
+        pytest.skip("refnorm.check._judge is not built")
+    op, shape, cfg = "layer_norm", (512, 256), {"normalized_shape": [256]}
+    rng = np.random.default_rng(12)
+    x = round_to(rng.standard_normal(shape) + 3.0, "float32")
+    w = np.zeros(256)
+    w[::8] = round_to(rng.standard_normal(32), "float32")
+    ins = {"x": x, "weight": w, "bias": np.full(256, 1.5)}
+    cot = {"y": round_to(rng.standard_normal(shape), "float32")}
+    r = refnorm.evaluate(op, ins, config=cfg, grad_outputs=cot)
+    got = {"outputs": {"y": round_to(r.outputs["y"], "float32")},
+           "grads": {k: round_to(v, "float32") for k, v in r.grads.items()}, "state": {}}
+    if bug:
+        got["outputs"]["y"] = round_to(r.outputs["y"] * (1 + 2.0 ** -9), "float32")
+    assert C.multiplicities(got["outputs"]["y"]).max() > 65535
+    monkeypatch.setattr(stream, "BLOCK_ELEMENTS", math.prod(shape) // 5)
+    _, capped = _judge(op, cfg, "float32", ins, cot, {}, got, Contract("strict", "block"), blocks=True)
+    monkeypatch.setattr(stream, "_multiplicities", lambda arrays: [C.multiplicities(a) for a in arrays])
+    _, per_element = _judge(op, cfg, "float32", ins, cot, {}, got, Contract("strict", "block"), blocks=True)
+    assert repr(capped) == repr(per_element)
+    assert (capped[("outputs", "y")].verdict == "failed") == bool(bug)
+
+
 def test_unit_counts_bound_the_exact_figure():
     """compare.ArrayAccumulator(unit_counts=True): the bias figure with every multiplicity 1 is above the
     exact one, strictly when values repeat (a 1-d array: the group "all" only)."""
