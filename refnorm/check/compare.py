@@ -147,8 +147,11 @@ class SaturatedCounts:
         self.per = np.empty(got.shape, dtype=np.uint16)
         native().value_counts(bits, self.per.reshape(-1), EXACT_SLOTS, True)
         keys, counts = native().saturated_counts(bits, self.per.reshape(-1))
-        self.keys = np.array(keys, dtype=bits.dtype)
-        self.counts = np.array(counts, dtype=np.uint32)
+        if 0 in keys:                           # -0 counts with +0: its pattern looked up as well
+            keys, counts = keys + [1 << (8 * bits.itemsize - 1)], counts + [counts[keys.index(0)]]
+        order = np.argsort(np.array(keys, dtype=bits.dtype))
+        self.keys = np.array(keys, dtype=bits.dtype)[order]
+        self.counts = np.array(counts, dtype=np.uint32)[order]
 
     def fix(self, mult: np.ndarray, values: np.ndarray) -> np.ndarray:
         """A block's counts ``mult`` (taken from ``per``) with the exact count where it is capped;
@@ -156,13 +159,8 @@ class SaturatedCounts:
         at = np.flatnonzero(mult == 0xffff)
         if not at.size:
             return mult
-        bits = _bits(values).reshape(-1)[at]
-        if bits.dtype.itemsize == 4:
-            bits = np.where(bits == 0x80000000, 0, bits)               # -0 counts with +0
-        else:
-            bits = np.where(bits == 0x8000000000000000, 0, bits)
         out = mult.astype(np.uint32)
-        out[at] = self.counts[np.searchsorted(self.keys, bits)]
+        out[at] = self.counts[np.searchsorted(self.keys, _bits(values).reshape(-1)[at])]
         return out
 
 

@@ -305,16 +305,14 @@ def _multiplicities(arrays):
     (compare.PatternCounts, 256 KiB), the counts of the 2^24 buckets of an array of more than
     EXACT_SLOTS 32- or 64-bit values (compare.BucketCounts, 64 MiB; compare.multiplicities counts those
     by the same buckets); else 2 bytes an element (compare.SaturatedCounts: at most 32 MiB)."""
-    def table(a):
+    def table(a):                # None: counted exactly (_counts)
         a = np.asarray(a)
         if a.itemsize == 2:
             return PatternCounts
-        if native() is None:
-            return None
-        return BucketCounts if a.size > EXACT_SLOTS else SaturatedCounts
-    wide = [a for a in arrays if table(a) in (None, SaturatedCounts)]
-    counted = iter(_counts(wide))
-    return [next(counted) if table(a) in (None, SaturatedCounts) else table(a)(a) for a in arrays]
+        return BucketCounts if a.size > EXACT_SLOTS and native() is not None else None
+    kinds = [table(a) for a in arrays]
+    counted = iter(_counts([a for a, k in zip(arrays, kinds) if k is None]))
+    return [next(counted) if k is None else k(a) for a, k in zip(arrays, kinds)]
 
 
 def _counts(arrays):
