@@ -54,15 +54,15 @@ def _same(a, b, rel=1e-12):
             assert repr(x) == repr(y), (k, x, y)      # repr: NaN equals NaN
 
 
-@pytest.fixture(params=["avx2", "base"])
+@pytest.fixture(params=["avx512", "avx2", "base"])
 def isa(request):
     """The compiled comparison's element loop in each instruction set this CPU runs."""
     mod = C.native()
     if mod is None:
         pytest.skip("refnorm.check._judge is not built")
     was = mod.set_isa()
-    if request.param == "avx2" and was != "avx2":
-        pytest.skip("no avx2 here")
+    if request.param not in mod.isas():
+        pytest.skip(f"this CPU does not run {request.param}")
     mod.set_isa(request.param)
     yield request.param
     mod.set_isa(was)
@@ -226,6 +226,22 @@ def test_multiplicities_uint16_unless_a_count_does_not_fit(dt, n):
         acc.add(ref, E, 0)
         figs.append(acc.figures())
     _same(figs[0], figs[1], rel=0.0)
+
+
+def test_set_isa_names_its_choices():
+    """An unknown instruction set, or one this CPU does not run, is refused with the choices named; the
+    one in use stays."""
+    mod = C.native()
+    if mod is None:
+        pytest.skip("refnorm.check._judge is not built")
+    was = mod.set_isa()
+    assert mod.isas()[-1] == "base" and was == mod.isas()[0]
+    with pytest.raises(ValueError, match="isa=sse9; expected 'avx512', 'avx2' or 'base'"):
+        mod.set_isa("sse9")
+    for name in {"avx512", "avx2"} - set(mod.isas()):
+        with pytest.raises(ValueError, match=f"does not run {name}"):
+            mod.set_isa(name)
+    assert mod.set_isa() == was
 
 
 @pytest.mark.parametrize("dt", DTYPES)

@@ -258,7 +258,7 @@ def test_compiled_bounds_are_the_numpy_definition(monkeypatch, op, shape, cfg, c
     mod = compare.native()
     was = mod.set_isa()
     try:                    # the compiled rows in every instruction set this CPU runs: the same bits
-        fasts = [B.bounds(op, **kw) for isa in dict.fromkeys([was, "base"]) if mod.set_isa(isa)]
+        fasts = [B.bounds(op, **kw) for isa in mod.isas() if mod.set_isa(isa)]
     finally:
         mod.set_isa(was)
     fast = fasts[0]

@@ -319,7 +319,7 @@ static inline double ratio_of(double ex, double Ei)
  * away); float64 (kind 0): the value itself. Returns how many r[j] are set. The vector loop (GCC's
  * vector extensions, two vectors of four a step: lanes 0-3 and 4-7) and the element one (its tail, and
  * the whole piece without the extensions) do the same operations on every element, in the same lanes:
- * the same bits. Compiled for AVX2 and for the base ISA. */
+ * the same bits. Compiled for AVX-512, AVX2 and the base ISA (INSTANCES). */
 #define PIECE_ARGS const struct dt *restrict d, const double *restrict g, const double *restrict ref,           \
     const double *restrict E, const uint16_t *restrict m16, const uint32_t *restrict m32, Py_ssize_t n,          \
     double scale, double t, double thr, double *restrict r, struct lanes_acc *restrict L, double *restrict a0,   \
@@ -513,29 +513,47 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
 /* inlined into cmp_run's instances (one per instruction set, below) */
 static inline ALWAYS_INLINE Py_ssize_t piece(PIECE_ARGS) { PIECE_BODY }
 
-static int avx2 = -1;          /* the AVX2 loops in use: -1 not decided yet (the CPU decides; set_isa) */
+/* The instruction sets the vector loops are compiled for, best first: AVX-512 (F, VL, DQ, BW: the same
+ * 256-bit vectors, with mask registers for the compares and selects and 32 vector registers), AVX2, and
+ * the base ISA. Every instance does the same operations in the same order (no fused multiply-add:
+ * -ffp-contract=off): the same bits (tests/test_compare.py, tests/test_stream.py run each). */
+enum { ISA_BASE, ISA_AVX2, ISA_AVX512 };
+static const char *const ISA_NAMES[] = {"base", "avx2", "avx512"};
+static int isa = -1;           /* the loops in use: -1 not decided yet (the CPU decides; set_isa) */
 
-static int have_avx2(void)
+static int best_isa(void)
 {
 #if defined(__GNUC__) && defined(__x86_64__)
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") ? 1 : 0;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw"))
+        return ISA_AVX512;
+    return __builtin_cpu_supports("avx2") ? ISA_AVX2 : ISA_BASE;
 #else
-    return 0;
+    return ISA_BASE;
 #endif
 }
 
-/* ISA(fn, args...): fn_avx2(args) when the CPU has AVX2 (set_isa may force the base ISA), else fn_base */
+/* ISA(fn, args...): fn_avx512, fn_avx2 or fn_base (args), the best the CPU runs (set_isa may force a lower one) */
 #if defined(__GNUC__) && defined(__x86_64__)
-static inline int use_avx2(void)
+#define TARGET_AVX2 __attribute__((target("avx2")))
+#define TARGET_AVX512 __attribute__((target("avx2,avx512f,avx512vl,avx512dq,avx512bw")))
+static inline int use_isa(void)
 {
-    if (avx2 < 0)
-        avx2 = have_avx2();
-    return avx2;
+    if (isa < 0)
+        isa = best_isa();
+    return isa;
 }
-#define ISA(fn, ...) (use_avx2() ? fn##_avx2(__VA_ARGS__) : fn##_base(__VA_ARGS__))
+#define ISA(fn, ...) (use_isa() == ISA_AVX512 ? fn##_avx512(__VA_ARGS__)                                    \
+                      : use_isa() == ISA_AVX2 ? fn##_avx2(__VA_ARGS__) : fn##_base(__VA_ARGS__))
+/* the instances of a function: INSTANCES(static void, name, (ARGS), body) */
+#define INSTANCES(ret, fn, args, ...)                                                                     \
+    TARGET_AVX512 NO_TRAPS ret fn##_avx512 args { __VA_ARGS__ }                                           \
+    TARGET_AVX2 NO_TRAPS ret fn##_avx2 args { __VA_ARGS__ }                                               \
+    NO_TRAPS ret fn##_base args { __VA_ARGS__ }
 #else
 #define ISA(fn, ...) fn##_base(__VA_ARGS__)
+#define INSTANCES(ret, fn, args, ...) NO_TRAPS ret fn##_base args { __VA_ARGS__ }
 #endif
 
 
@@ -774,13 +792,7 @@ static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
 #undef MULT
 }
 
-#if defined(__GNUC__) && defined(__x86_64__)
-__attribute__((target("avx2"))) NO_TRAPS static void cmp_run_avx2(CMP_RUN_ARGS)
-{
-    cmp_run_body(c, flat0, g64, g32, ref, E, m16, m32, n);
-}
-#endif
-NO_TRAPS static void cmp_run_base(CMP_RUN_ARGS) { cmp_run_body(c, flat0, g64, g32, ref, E, m16, m32, n); }
+INSTANCES(static void, cmp_run, (CMP_RUN_ARGS), cmp_run_body(c, flat0, g64, g32, ref, E, m16, m32, n);)
 
 static void cmp_run(CMP_RUN_ARGS)
 {
@@ -989,10 +1001,7 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
         r = m[l] > r ? m[l] : r;                                                                          \
     return r;
 
-#if defined(__GNUC__) && defined(__x86_64__)
-__attribute__((target("avx2"))) NO_TRAPS static double absmax_avx2(ABSMAX_ARGS) { ABSMAX_BODY }
-#endif
-NO_TRAPS static double absmax_base(ABSMAX_ARGS) { ABSMAX_BODY }
+INSTANCES(static double, absmax, (ABSMAX_ARGS), ABSMAX_BODY)
 
 static PyObject *py_abs_max_finite(PyObject *self, PyObject *arg)
 {
@@ -1561,7 +1570,7 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
 
 /* The rows: the row sums in LANES partial sums, the element bounds in loops without a
  * branch (selects on the contract's flags; vectorized), the parameter terms summed per pattern element
- * in element order. Compiled for AVX2 and the base ISA (the same operations element by element: the
+ * in element order. Compiled for AVX-512, AVX2 and the base ISA (the same operations element by element: the
  * same bits). */
 #define ROWS_BODY                                                                                         \
     const Py_ssize_t m = A->m, n = A->n, wcols = A->wcols, wrows = A->wrows;                              \
@@ -1686,10 +1695,7 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
             add_terms(A->TW + po, A->TB + po, twb, tbb, n, rep);                                         \
     }
 
-#if defined(__GNUC__) && defined(__x86_64__)
-__attribute__((target("avx2"))) NO_TRAPS static void rows_avx2(const struct rows_args *A) { ROWS_BODY }
-#endif
-NO_TRAPS static void rows_base(const struct rows_args *A) { ROWS_BODY }
+INSTANCES(static void, rows, (const struct rows_args *A), ROWS_BODY)
 
 static void rows(const struct rows_args *A)
 {
@@ -1765,33 +1771,47 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* set_isa("avx2" | "base") -> the one in use before; set_isa(None): just that (tests run both) */
+/* set_isa("avx512" | "avx2" | "base") -> the one in use before; set_isa(None): just that (tests run each) */
 static PyObject *py_set_isa(PyObject *self, PyObject *args)
 {
     const char *name = NULL;
     if (!PyArg_ParseTuple(args, "|z:set_isa", &name))
         return NULL;
-    if (avx2 < 0)
-        avx2 = have_avx2();
-    const char *was = avx2 ? "avx2" : "base";
-    if (name && strcmp(name, "base") == 0)
-        avx2 = 0;
-    else if (name && strcmp(name, "avx2") == 0) {
-        if (!have_avx2()) {
-            PyErr_SetString(PyExc_ValueError, "_judge.set_isa: this CPU has no avx2; expected 'base'");
-            return NULL;
-        }
-        avx2 = 1;
-    } else if (name) {
-        PyErr_Format(PyExc_ValueError, "_judge.set_isa: isa=%s; expected 'avx2' or 'base'", name);
+    if (isa < 0)
+        isa = best_isa();
+    const char *was = ISA_NAMES[isa];
+    if (!name)
+        return PyUnicode_FromString(was);
+    int k = ISA_BASE;
+    while (k <= ISA_AVX512 && strcmp(name, ISA_NAMES[k]) != 0)
+        k++;
+    if (k > ISA_AVX512) {
+        PyErr_Format(PyExc_ValueError, "_judge.set_isa: isa=%s; expected 'avx512', 'avx2' or 'base'", name);
         return NULL;
     }
+    if (k > best_isa()) {
+        PyErr_Format(PyExc_ValueError, "_judge.set_isa: this CPU does not run %s; it runs up to '%s'", name,
+                     ISA_NAMES[best_isa()]);
+        return NULL;
+    }
+    isa = k;
     return PyUnicode_FromString(was);
 }
 
+/* isas() -> the instruction sets this CPU runs, best first */
+static PyObject *py_isas(PyObject *self, PyObject *unused)
+{
+    int best = best_isa();
+    PyObject *t = PyTuple_New(best + 1);
+    for (int k = best; t && k >= 0; k--)
+        PyTuple_SET_ITEM(t, best - k, PyUnicode_FromString(ISA_NAMES[k]));
+    return t;
+}
+
 static PyMethodDef methods[] = {
-    {"set_isa", py_set_isa, METH_VARARGS, "set_isa(name=None) -> the ISA of compare's element loop before ('avx2' "
-     "or 'base')"},
+    {"set_isa", py_set_isa, METH_VARARGS, "set_isa(name=None) -> the ISA of the vector loops before ('avx512', "
+     "'avx2' or 'base')"},
+    {"isas", py_isas, METH_NOARGS, "isas() -> the ISAs this CPU runs, best first"},
     {"bucket_counts", py_bucket_counts, METH_VARARGS, "bucket_counts(keys, table[, out])"},
     {"saturated_counts", py_saturated_counts, METH_VARARGS, "saturated_counts(keys, counts) -> (keys, counts)"},
     {"compare", py_compare, METH_VARARGS, "compare(g, ref, E, mult, kind, scale, shape, start, acc[, axis])"},
