@@ -79,6 +79,26 @@ def test_native_blocks_and_numpy_agree(dt, shape, isa):
     _same(_run(got, ref, E, dt, 3, native=False), whole)
 
 
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+def test_native_finite_values_whose_error_overflows(dt, isa):
+    """Finite values only, but in one chunk |g - ref| overflows (float64: g, ref near +-max, opposite
+    signs): the vector loop's shortcut (no finiteness mask on the bias terms) must not take that chunk
+    (float32: a float32 g never makes it overflow; ref near float64's max goes the slow way all the
+    same). A chunk whose reference is 0 must sum its signed errors as 0 whatever their sign. The same
+    figures as the NumPy path."""
+    rng = np.random.default_rng(5)
+    ref = rng.standard_normal((8, 600))
+    got = (ref * (1 + rng.standard_normal(ref.shape) * 1e-6)).astype(NP[dt])
+    big = float(np.finfo(np.float64).max) * 0.75
+    if dt == "float64":
+        got[2, 10], ref[2, 10] = big, -big
+    else:
+        ref[2, 10] = -big
+    ref[5, :300] = 0.0                       # sign(ref) = 0: err * 0 is -0 where err < 0
+    E = np.abs(ref) * 1e-5 + 1e-9
+    _same(_run(got, ref, E, dt, 3, native=True), _run(got, ref, E, dt, 1, native=False))
+
+
 @pytest.mark.parametrize("dt", DTYPES)
 def test_figures_are_those_of_excess_and_the_bias_test(dt):
     """The whole-array definitions (precision.excess, precision.ratio, bias.bias_test) on finite data."""

@@ -397,6 +397,13 @@ static inline ALWAYS_INLINE v4d vsel4(v4i m, v4d a, v4d b)   /* m ? a : b, lane 
     return (v4d)(((v4i)a & m) | ((v4i)b & ~m));
 }
 
+/* 1 when some lane of the mask m is set */
+static inline ALWAYS_INLINE int any4(v4i m)
+{
+    v4i o = m | __builtin_shuffle(m, (v4i){2, 3, 0, 1});
+    return (o[0] | o[1]) != 0;
+}
+
 static inline ALWAYS_INLINE v4i ld4i(const long long *p) { v4i v; memcpy(&v, p, sizeof v); return v; }
 static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeof v); }
 
@@ -425,7 +432,7 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
         v4d a4 = k0 ? zero : away * tw * 0.5;                        /* toward / 2 */                     \
         v4i cand = (aerr > (tE + a4) * 0.999) | ((aerr > 0) & (tE < 0x1p-1000));  /* every hot one */     \
         v4d width = k0 ? zero : away * vsel4(pow2, three4, one);                                          \
-        if (__builtin_expect((cand[0] | cand[1]) | (cand[2] | cand[3]), 0)) {                             \
+        if (__builtin_expect(any4(cand), 0)) {                             \
             v4d toward = away * tw;                                                                       \
             v4i neg = u < 0;                                                                              \
             v4d dl = vsel4(neg, away, toward), dh = vsel4(neg, toward, away);                             \
@@ -442,10 +449,7 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
             hot -= tm;                                                                                    \
         } else                                                                                            \
             st4(r + (J), mone);                                                                           \
-        v4i ok = vabs4(err) <= DBL_MAX;                                                                   \
-        v4d sg = vsel4(ri > 0, one, vsel4(ri < 0, mone, zero));                                           \
-        v4d sv = (v4d)(ok & (v4i)(err * sg)), ev = (v4d)(ok & (v4i)Ei);                                   \
-        v4d w2 = (v4d)(ok & (v4i)(width * width));                                                        \
+        v4d sv = (v4d)((((v4i)err) ^ ((v4i)ri & signb)) & (ri != 0)), ev = Ei, w2 = width * width;         \
         if (m16)                                                                                          \
             w2 *= (v4d){m16[(J)], m16[(J) + 1], m16[(J) + 2], m16[(J) + 3]};                              \
         else if (m32)                                                                                     \
@@ -470,6 +474,7 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
     const int k0 = d->kind == 0;                                                                          \
     const v4d zero = {0}, one = zero + 1.0, mone = zero - 1.0, half = zero + 0.5, three4 = zero + 0.75;    \
     const v4d inf4 = zero + INFINITY;                                                                     \
+    const v4i signb = (v4i){0} + (long long)0x8000000000000000ULL;                                       \
     v4d s0 = {0}, s1 = {0}, e0 = {0}, e1 = {0}, q0 = {0}, q1 = {0};                                       \
     v4d maxE = ld4(L->maxE), dmax = ld4(L->dmax), mref = ld4(L->mref);                                    \
     v4i unc = ld4i(L->unc), hot = {0};                                                                    \
@@ -557,7 +562,9 @@ static inline int use_isa(void)
 #endif
 
 
-/* 1 when every value of the three blocks is finite (x - x is 0 for a finite x, NaN for inf or NaN) */
+/* 1 when every value of the three blocks is finite and those of a and b (returned values, reference) are
+ * also "tame": a + a finite (x - x is 0 for a finite x, NaN for inf or NaN). Then g - ref is finite: |g - ref|
+ * <= |g| + |ref| <= 2 max(|g|, |ref|), and rounding is monotonic. */
 #define FINITE_ARGS const double *restrict a, const double *restrict b, const double *restrict c, Py_ssize_t n
 #if VECTOR_EXT
 #define FINITE_BODY                                                                                       \
@@ -566,24 +573,26 @@ static inline int use_isa(void)
     for (; j + 8 <= n; j += 8) {                                                                          \
         v4d a0 = ld4(a + j), a1 = ld4(a + j + 4), b0 = ld4(b + j), b1 = ld4(b + j + 4);                  \
         v4d c0 = ld4(c + j), c1 = ld4(c + j + 4);                                                         \
+        a0 += a0; a1 += a1; b0 += b0; b1 += b1;                                                              \
         z0 += ((a0 - a0) + (b0 - b0)) + (c0 - c0);                                                        \
         z1 += ((a1 - a1) + (b1 - b1)) + (c1 - c1);                                                        \
     }                                                                                                     \
     double z[LANES];                                                                                      \
     st4(z, z0); st4(z + 4, z1);                                                                           \
     for (int l = 0; j < n; j++, l++)                                                                      \
-        z[l] += ((a[j] - a[j]) + (b[j] - b[j])) + (c[j] - c[j]);                                          \
+        z[l] += (((a[j] + a[j]) - (a[j] + a[j])) + ((b[j] + b[j]) - (b[j] + b[j]))) + (c[j] - c[j]);        \
     return lanes_sum(z) == 0;
 #else
 #define FINITE_BODY                                                                                       \
     double z[LANES] = {0};                                                                                \
-    LANE_LOOP(n, j, l, z[l] += ((a[j] - a[j]) + (b[j] - b[j])) + (c[j] - c[j]););                         \
+    LANE_LOOP(n, j, l, z[l] += (((a[j] + a[j]) - (a[j] + a[j])) + ((b[j] + b[j]) - (b[j] + b[j]))) + (c[j] - c[j]);); \
     return lanes_sum(z) == 0;
 #endif
 
 static inline ALWAYS_INLINE int all_finite(FINITE_ARGS) { FINITE_BODY }
 
-/* b[j] = a[j] (float32 widened, exactly) for n values; 1 when these and those of r and E are all finite */
+/* b[j] = a[j] (float32 widened, exactly) for n values; 1 when these and those of r and E are all finite and r's
+ * tame (all_finite; a float32 value is) */
 static inline ALWAYS_INLINE int widen_finite(const float *restrict a, double *restrict b, const double *restrict r,
                                              const double *restrict E, Py_ssize_t n)
 {
@@ -596,6 +605,7 @@ static inline ALWAYS_INLINE int widen_finite(const float *restrict a, double *re
         memcpy(&f, a + j, sizeof f);
         v4d g = __builtin_convertvector(f, v4d), rv = ld4(r + j), ev = ld4(E + j);
         st4(b + j, g);
+        rv += rv;
         z += ((g - g) + (rv - rv)) + (ev - ev);
     }
     double zs = (z[0] + z[1]) + (z[2] + z[3]);
@@ -604,7 +614,7 @@ static inline ALWAYS_INLINE int widen_finite(const float *restrict a, double *re
 #endif
     for (; j < n; j++) {
         b[j] = (double)a[j];
-        zs += ((b[j] - b[j]) + (r[j] - r[j])) + (E[j] - E[j]);
+        zs += ((b[j] - b[j]) + ((r[j] + r[j]) - (r[j] + r[j]))) + (E[j] - E[j]);
     }
     return zs == 0;
 }

@@ -244,7 +244,7 @@ def _excess(g, ref, kind):
     the conversion is exact) and precision.excess of ``ref`` over it."""
     name = next(k for k, v in KIND.items() if v == kind)
     lo, hi = rounding_interval(g.astype(NP[name]))
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):     # a huge |g - ref| is inf: a failure
         ex = np.maximum(0.0, np.maximum(lo - ref, ref - hi))
     gnan, rnan = np.isnan(g), np.isnan(ref)
     ex = np.where(gnan | rnan, np.where(gnan & rnan, 0.0, np.inf), ex)

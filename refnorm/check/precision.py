@@ -92,7 +92,7 @@ def excess(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
     both NaN -> 0, exactly one NaN -> inf. ``ref`` = +-inf needs ``got`` = the same infinity."""
     lo, hi = rounding_interval(got)
     ref = np.asarray(ref, dtype=np.float64)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):     # a huge |g - ref| is inf: a failure
         ex = np.maximum(0.0, np.maximum(lo - ref, ref - hi))
     gnan, rnan = np.isnan(lo), np.isnan(ref)
     ex = np.where(gnan | rnan, np.where(gnan & rnan, 0.0, np.inf), ex)
