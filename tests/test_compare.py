@@ -293,9 +293,31 @@ def test_pattern_counts_are_the_multiplicities(dt, monkeypatch):
     flat = got.reshape(-1)
     flat[:6] = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, -0.0]).astype(NP[dt])
     monkeypatch.setattr(C.PatternCounts, "CHUNK", 100)           # the counts summed over chunks
-    pc = C.PatternCounts(got)
-    assert np.array_equal(pc.take(got), C.multiplicities(got).reshape(-1))
-    assert np.array_equal(pc.take(got[:, 3:5]), C.multiplicities(got)[:, 3:5].reshape(-1))
+    for compiled in dict.fromkeys([C.native() is not None, False]):
+        if not compiled:                                          # NumPy's bincount
+            monkeypatch.setattr(C, "native", lambda: None)
+        pc = C.PatternCounts(got)
+        assert np.array_equal(pc.take(got), C.multiplicities(got).reshape(-1))
+        assert np.array_equal(pc.take(got[:, 3:5]), C.multiplicities(got)[:, 3:5].reshape(-1))
+
+
+def test_compiled_pattern_counts():
+    """_judge.pattern_counts adds the counts of 16-bit patterns (any length, a run of one pattern
+    included) into a table of 65536 uint64, and names a wrong table."""
+    mod = C.native()
+    if mod is None:
+        pytest.skip("refnorm.check._judge is not built")
+    rng = np.random.default_rng(8)
+    for n in (0, 1, 7, 4099):
+        bits = rng.integers(0, 65536, size=n).astype(np.uint16)
+        bits[: n // 2] = 123                                      # a run of one pattern
+        table = np.full(65536, 5, dtype=np.uint64)
+        mod.pattern_counts(bits, table)
+        assert np.array_equal(table, np.bincount(bits, minlength=65536) + 5)
+    with pytest.raises(ValueError, match="holds 100 counts; expected 65536"):
+        mod.pattern_counts(np.zeros(3, np.uint16), np.zeros(100, np.uint64))
+    with pytest.raises(TypeError, match="'bits' has format"):
+        mod.pattern_counts(np.zeros(3, np.uint32), np.zeros(65536, np.uint64))
 
 
 @pytest.mark.parametrize("dt", ["float32", "float64"])

@@ -1469,6 +1469,56 @@ static PyObject *py_saturated_counts(PyObject *self, PyObject *args)
  * a table: without out, table (uint32, 2^24) += how many keys fall in each bucket (mix(key) >> 40, -0
  * as +0); with out (uint32, one per key), out[i] = table[the bucket of keys[i]] (compare.BucketCounts:
  * the streaming judge looks them up block by block instead of holding 4 bytes an element). */
+/* pattern_counts(bits, table): table[b] += the number of elements of bits (uint16) equal to b; table holds
+ * 65536 uint64 counts (compare.PatternCounts: the counts of a 16-bit array's bit patterns). Four partial
+ * tables, so that a run of equal patterns does not wait on one counter. */
+static PyObject *py_pattern_counts(PyObject *self, PyObject *args)
+{
+    PyObject *obits, *otab;
+    if (!PyArg_ParseTuple(args, "OO:pattern_counts", &obits, &otab))
+        return NULL;
+    Py_buffer vb = {0}, vt = {0};
+    if (get_buf(obits, &vb, "bits", "H", 2, 0) < 0)
+        return NULL;
+    if (get_buf(otab, &vt, "table", "LQ", 8, 1) < 0) {
+        release(&vb);
+        return NULL;
+    }
+    if (vt.len / 8 != 65536) {
+        release(&vb); release(&vt);
+        PyErr_Format(PyExc_ValueError, "_judge.pattern_counts: table holds %zd counts; expected 65536", vt.len / 8);
+        return NULL;
+    }
+    uint32_t *part = calloc(4 * 65536, sizeof *part);
+    if (!part) {
+        release(&vb); release(&vt);
+        return PyErr_NoMemory();
+    }
+    const uint16_t *b = vb.buf;
+    uint64_t *table = vt.buf;
+    Py_ssize_t n = vb.len / 2;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t s = 0; s < n; s += (Py_ssize_t)1 << 30) {     /* a part's counts stay below 2^32 */
+        Py_ssize_t e = n - s < ((Py_ssize_t)1 << 30) ? n : s + ((Py_ssize_t)1 << 30), i = s;
+        for (; i + 4 <= e; i += 4) {
+            part[b[i]]++;
+            part[65536 + b[i + 1]]++;
+            part[2 * 65536 + b[i + 2]]++;
+            part[3 * 65536 + b[i + 3]]++;
+        }
+        for (; i < e; i++)
+            part[b[i]]++;
+        for (Py_ssize_t k = 0; k < 65536; k++) {
+            table[k] += (uint64_t)part[k] + part[65536 + k] + part[2 * 65536 + k] + part[3 * 65536 + k];
+            part[k] = part[65536 + k] = part[2 * 65536 + k] = part[3 * 65536 + k] = 0;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    free(part);
+    release(&vb); release(&vt);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_bucket_counts(PyObject *self, PyObject *args)
 {
     PyObject *okeys, *otab, *oout = Py_None;
@@ -1823,6 +1873,7 @@ static PyMethodDef methods[] = {
      "'avx2' or 'base')"},
     {"isas", py_isas, METH_NOARGS, "isas() -> the ISAs this CPU runs, best first"},
     {"bucket_counts", py_bucket_counts, METH_VARARGS, "bucket_counts(keys, table[, out])"},
+    {"pattern_counts", py_pattern_counts, METH_VARARGS, "pattern_counts(bits, table): 16-bit patterns counted"},
     {"saturated_counts", py_saturated_counts, METH_VARARGS, "saturated_counts(keys, counts) -> (keys, counts)"},
     {"compare", py_compare, METH_VARARGS, "compare(g, ref, E, mult, kind, scale, shape, start, acc[, axis])"},
     {"abs_max_finite", py_abs_max_finite, METH_O, "abs_max_finite(a) -> max |a| over the finite values of float64 a "

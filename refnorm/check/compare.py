@@ -98,11 +98,18 @@ class PatternCounts:
 
     def __init__(self, got: np.ndarray):
         bits = _bits(got).reshape(-1)
-        table = np.zeros(65536, dtype=np.int64)
-        for s in range(0, bits.size, self.CHUNK):         # bincount widens its input: in chunks
-            table += np.bincount(bits[s:s + self.CHUNK], minlength=65536)
+        mod = native()
+        if mod is not None:                               # compiled: ~0.5 ns a value (bincount: ~2)
+            table = np.zeros(65536, dtype=np.uint64)
+            mod.pattern_counts(bits, table)
+        else:
+            table = np.zeros(65536, dtype=np.int64)
+            for s in range(0, bits.size, self.CHUNK):     # bincount widens its input: in chunks
+                table += np.bincount(bits[s:s + self.CHUNK], minlength=65536)
         table[0] = table[0x8000] = table[0] + table[0x8000]
-        self.table = table.astype(np.uint32)
+        # uint32 as the compiled comparison reads them; a count of 2^32 or more (one value held by most of
+        # an array of > 2^32 elements) saturates instead of wrapping to a small one
+        self.table = np.minimum(table, np.uint64(np.iinfo(np.uint32).max)).astype(np.uint32)
 
     def take(self, values: np.ndarray) -> np.ndarray:
         """The multiplicities of ``values`` (elements of the array, its dtype), flat."""
