@@ -301,6 +301,40 @@ def test_pattern_counts_are_the_multiplicities(dt, monkeypatch):
         assert np.array_equal(pc.take(got[:, 3:5]), C.multiplicities(got)[:, 3:5].reshape(-1))
 
 
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_compiled_16bit_patterns_read_as_numpy_widens_them(dt, isa):
+    """The compiled comparison reads 16-bit values as their bit patterns, through a table of the 65536
+    values built from integers: every finite pattern is NumPy's float64 widening exactly (max |g - ref|
+    is 0 against it, with bounds 0, subnormals and -0 included); and the multiplicities looked up by
+    pattern (mtab, the streaming judge's PatternCounts) give the figures of the per-element ones, whole
+    and along an axis."""
+    mod = C.native()
+    bits = np.arange(65536, dtype=np.uint16)
+    vals = bits.view(NP[dt])
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(vals.astype(np.float64))
+    b, ref = bits[ok], vals[ok].astype(np.float64)
+    acc = np.zeros(3)
+    res = mod.compare(b, ref, np.zeros(b.size), None, C.KIND[dt], 1.0, (b.size,), 0, acc)
+    assert res[0] == 0.0 and res[3] == 0.0 and res[2] == 0          # ratio, max |g - ref|, unconstrained
+    rng = np.random.default_rng(12)
+    got, ref, E = _special(dt, rng, (6, 40, 7))
+    pc = C.PatternCounts(got)
+    for axis, blocks in ((None, 1), (None, 3), (1, 4)):
+        figs = []
+        for mult in (C.multiplicities(got), pc):
+            acc = C.ArrayAccumulator(got, float(np.nanmax(np.where(np.isinf(ref), np.nan, np.abs(ref)))), dt, mult=mult)
+            edges = np.linspace(0, got.shape[1] if axis else got.size, blocks + 1).astype(int)
+            for s, e in zip(edges[:-1], edges[1:]):
+                if axis is None:
+                    acc.add(ref.reshape(-1)[s:e], E.reshape(-1)[s:e], int(s))
+                else:
+                    acc.add(ref[:, s:e], E[:, s:e], int(s), axis=axis)
+            figs.append((acc.figures(), acc.acc.copy()))
+        _same(figs[0][0], figs[1][0], rel=0.0)
+        assert np.array_equal(figs[0][1], figs[1][1])            # the bias test's sums, multiplicities in them
+
+
 def test_compiled_pattern_counts():
     """_judge.pattern_counts adds the counts of 16-bit patterns (any length, a run of one pattern
     included) into a table of 65536 uint64, and names a wrong table."""

@@ -619,6 +619,68 @@ static inline ALWAYS_INLINE int widen_finite(const float *restrict a, double *re
     return zs == 0;
 }
 
+/* The value of each of the 65536 bit patterns of a 16-bit dtype (kind 2: float16, 3: bfloat16), exactly, from
+ * integers only (no float32 step: a flush-denormals mode could not change a subnormal's value); made once, under
+ * the GIL (value_table). */
+static double *v16_tables[4];
+
+static double pattern_value(int kind, uint16_t h)
+{
+    const int mb = kind == 2 ? 10 : 7, eb = 15 - mb, bias = (1 << (eb - 1)) - 1;
+    const int e = (h >> mb) & ((1 << eb) - 1), m = h & ((1 << mb) - 1);
+    double v;
+    if (e == 0)
+        v = ldexp((double)m, 1 - bias - mb);                       /* zero, subnormal */
+    else if (e == (1 << eb) - 1)
+        v = m ? NAN : INFINITY;
+    else
+        v = ldexp((double)(m | (1 << mb)), e - bias - mb);
+    return (h >> 15) ? -v : v;
+}
+
+static const double *value_table(int kind)
+{
+    if (!v16_tables[kind]) {
+        double *t = PyMem_RawMalloc(65536 * sizeof *t);
+        if (!t)
+            return NULL;
+        for (int h = 0; h < 65536; h++)
+            t[h] = pattern_value(kind, (uint16_t)h);
+        v16_tables[kind] = t;
+    }
+    return v16_tables[kind];
+}
+
+/* widen_finite for 16-bit patterns a: b[j] = vt[a[j]] (their values), and mb[j] = mt[a[j]] (their
+ * multiplicities: the counts of the array's patterns) when mt is given */
+static inline ALWAYS_INLINE int widen16_finite(const uint16_t *restrict a, const double *restrict vt,
+                                               const uint32_t *restrict mt, double *restrict b,
+                                               uint32_t *restrict mb, const double *restrict r,
+                                               const double *restrict E, Py_ssize_t n)
+{
+    Py_ssize_t j = 0;
+    if (mt)
+        for (Py_ssize_t k = 0; k < n; k++)
+            mb[k] = mt[a[k]];
+#if VECTOR_EXT
+    v4d z = {0};
+    for (; j + 4 <= n; j += 4) {
+        v4d g = {vt[a[j]], vt[a[j + 1]], vt[a[j + 2]], vt[a[j + 3]]}, rv = ld4(r + j), ev = ld4(E + j);
+        st4(b + j, g);
+        rv += rv;
+        z += ((g - g) + (rv - rv)) + (ev - ev);
+    }
+    double zs = (z[0] + z[1]) + (z[2] + z[3]);
+#else
+    double zs = 0;
+#endif
+    for (; j < n; j++) {
+        b[j] = vt[a[j]];
+        zs += ((b[j] - b[j]) + ((r[j] + r[j]) - (r[j] + r[j]))) + (E[j] - E[j]);
+    }
+    return zs == 0;
+}
+
 /* The comparison of one returned array with its reference (compare.compare_block is the definition): its
  * figures accumulated over runs of elements (cmp_run), each run consecutive in the C order of the whole
  * array (shape), with the bias sums of the groups ("all", then each axis's indices: compare._acc_len)
@@ -660,17 +722,20 @@ static void cmp_init(struct cmp *c, int kind, double scale, Py_ssize_t nd, const
     c->acc = acc;
 }
 
-/* The run of n elements from flat index flat0 (C order of the whole array): returned values g64 (float64)
- * or g32 (float32), reference ref, bounds E and multiplicities m16 or m32 (or neither: 1), each pointing
- * at the run's first element. Walked in chunks of CHUNK elements, each in pieces within one segment of
+/* The run of n elements from flat index flat0 (C order of the whole array): returned values g64 (float64),
+ * g32 (float32) or g16 (16-bit patterns, their values in the table vt: value_table), reference ref, bounds E
+ * and multiplicities m16 or m32 (or neither: 1), each pointing at the run's first element, or mtab (with
+ * g16: the counts of the whole array's 65536 patterns, looked up by each element's). Walked in chunks of CHUNK elements, each in pieces within one segment of
  * the last axis (there only the last index moves, so the bias sums of the groups of the other axes, and
  * of "all", are summed over the piece and added once). */
-#define CMP_RUN_ARGS struct cmp *c, Py_ssize_t flat0, const double *g64, const float *g32, const double *ref,        \
-    const double *E, const uint16_t *m16, const uint32_t *m32, Py_ssize_t n
+#define CMP_RUN_ARGS struct cmp *c, Py_ssize_t flat0, const double *g64, const float *g32, const uint16_t *g16,      \
+    const double *vt, const double *ref, const double *E, const uint16_t *m16, const uint32_t *m32,                \
+    const uint32_t *mtab, Py_ssize_t n
 static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
 {
     double rb[CHUNK], gb[CHUNK];
-#define MULT(i) (m16 ? (double)m16[i] : m32 ? (double)m32[i] : 1.0)
+    uint32_t mb[CHUNK];
+#define MULT(k) (mc16 ? (double)mc16[k] : mc32 ? (double)mc32[k] : 1.0)
     const struct dt *d = &c->d;
     const Py_ssize_t nd = c->nd, *shape = c->shape, acc_len = c->acc_len, last = nd - 1;
     const double scale = c->scale;
@@ -688,8 +753,12 @@ static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
     while (i < n) {
         Py_ssize_t cn = n - i < CHUNK ? n - i : CHUNK;
         const double *gc = g64 ? g64 + i : gb, *rc = ref + i, *Ec = E + i;
-        /* first (float32 values widened, exactly): it brings the chunk into L1 for the pieces */
-        int fin = g64 ? all_finite(gc, rc, Ec, cn) : widen_finite(g32 + i, gb, rc, Ec, cn);
+        /* the chunk's multiplicities: per element (m16, m32), or the counts of its 16-bit patterns (mtab) */
+        const uint16_t *mc16 = m16 ? m16 + i : NULL;
+        const uint32_t *mc32 = mtab ? mb : m32 ? m32 + i : NULL;
+        /* first (float32 values and 16-bit patterns widened, exactly): it brings the chunk into L1 for the pieces */
+        int fin = g64 ? all_finite(gc, rc, Ec, cn)
+                  : g32 ? widen_finite(g32 + i, gb, rc, Ec, cn) : widen16_finite(g16 + i, vt, mtab, gb, mb, rc, Ec, cn);
         /* every value finite: each piece's terms in one pass (piece, vectorized), the maxima and counts
          * that need no ratio with them; the ratio is taken, in element order, only for the elements
          * whose ratio can exceed T = min(max ratio so far, the third worst, 1) ("hot"): the others
@@ -706,8 +775,8 @@ static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
             double ls = 0, le = 0, lq = 0;
             const Py_ssize_t fp = flat0 + i + p;                /* the piece's first flat index */
             if (fin) {
-                Py_ssize_t tops = piece(d, gc + p, rc + p, Ec + p, m16 ? m16 + i + p : NULL,
-                                        m32 ? m32 + i + p : NULL, pn, scale, t, thr, rb + p, &c->lacc, as,
+                Py_ssize_t tops = piece(d, gc + p, rc + p, Ec + p, mc16 ? mc16 + p : NULL,
+                                        mc32 ? mc32 + p : NULL, pn, scale, t, thr, rb + p, &c->lacc, as,
                                         as ? as + acc_len : NULL, as ? as + 2 * acc_len : NULL, &ls, &le, &lq);
                 for (Py_ssize_t j = 0; tops && j < pn; j++)    /* may join the worst three: in element order */
                     if (rb[p + j] >= 0 && rb[p + j] > (c->top.n < 3 ? 0.0 : c->top.r[2]))
@@ -764,7 +833,7 @@ static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
                 double err = gi - ri, width = hi - lo;
                 if (isfinite(err) && finE && isfinite(width) && isfinite(ri)) {
                     double sv = ri > 0 ? err : (ri < 0 ? -err : 0.0);
-                    double q = width * width * MULT(i + k);
+                    double q = width * width * MULT(k);
                     ls += sv;
                     le += Ei;
                     lq += q;
@@ -802,11 +871,11 @@ static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
 #undef MULT
 }
 
-INSTANCES(static void, cmp_run, (CMP_RUN_ARGS), cmp_run_body(c, flat0, g64, g32, ref, E, m16, m32, n);)
+INSTANCES(static void, cmp_run, (CMP_RUN_ARGS), cmp_run_body(c, flat0, g64, g32, g16, vt, ref, E, m16, m32, mtab, n);)
 
 static void cmp_run(CMP_RUN_ARGS)
 {
-    ISA(cmp_run, c, flat0, g64, g32, ref, E, m16, m32, n);
+    ISA(cmp_run, c, flat0, g64, g32, g16, vt, ref, E, m16, m32, mtab, n);
 }
 
 /* The figures as compare() returns them: (max ratio, over, unconstrained, max |g - ref| of the
@@ -884,7 +953,7 @@ static int get_view(PyObject *o, Py_buffer *v, const char *name, const char *fmt
     const char *f = v->format ? v->format : "B";
     if (*f == '<' || *f == '=' || *f == '@')
         f++;
-    if (strchr(fmts, *f) == NULL || f[1] != 0 || v->itemsize != (*f == 'd' ? 8 : 4)) {
+    if (strchr(fmts, *f) == NULL || f[1] != 0 || v->itemsize != (*f == 'd' ? 8 : *f == 'H' ? 2 : 4)) {
         PyErr_Format(PyExc_TypeError, "_judge: '%s' has format %s; expected %s", name, v->format, fmts);
         PyBuffer_Release(v);
         return -1;
@@ -913,12 +982,12 @@ static int block_strides(const Py_buffer *v, Py_ssize_t nd, const Py_ssize_t *bs
 
 static PyObject *py_compare(PyObject *self, PyObject *args)
 {
-    PyObject *og, *oref, *oE, *omult, *oshape, *oacc;
+    PyObject *og, *oref, *oE, *omult, *oshape, *oacc, *omtab = Py_None;
     int kind;
     double scale;
     Py_ssize_t start, axis = -1;
-    if (!PyArg_ParseTuple(args, "OOOOidOnO|n:compare", &og, &oref, &oE, &omult, &kind, &scale, &oshape, &start,
-                          &oacc, &axis))
+    if (!PyArg_ParseTuple(args, "OOOOidOnO|nO:compare", &og, &oref, &oE, &omult, &kind, &scale, &oshape, &start,
+                          &oacc, &axis, &omtab))
         return NULL;
     if (kind < 0 || kind > 3) {
         PyErr_Format(PyExc_ValueError, "_judge: kind=%d; expected 0..3", kind);
@@ -929,12 +998,27 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
     if (nd < 0)
         return NULL;
     Py_ssize_t acc_len = cmp_acc_len(nd, shape, NULL);
-    Py_buffer vg = {0}, vr = {0}, vE = {0}, vm = {0}, va = {0};
-    if (get_view(og, &vg, "g", "df") < 0 || get_view(oref, &vr, "ref", "d") < 0 || get_view(oE, &vE, "E", "d") < 0
-        || get_mult(omult, &vm) < 0 || get_buf(oacc, &va, "acc", "d", 8, 1) < 0) {
-        release(&vg); release(&vr); release(&vE); release(&vm); release(&va);
+    Py_buffer vg = {0}, vr = {0}, vE = {0}, vm = {0}, va = {0}, vt = {0};
+    if (get_view(og, &vg, "g", "dfH") < 0 || get_view(oref, &vr, "ref", "d") < 0 || get_view(oE, &vE, "E", "d") < 0
+        || get_mult(omult, &vm) < 0 || get_buf(oacc, &va, "acc", "d", 8, 1) < 0
+        || (omtab != Py_None && get_buf(omtab, &vt, "mtab", "IL", 4, 0) < 0)) {
+        release(&vg); release(&vr); release(&vE); release(&vm); release(&va); release(&vt);
         return NULL;
     }
+    /* g of 16-bit patterns (uint16; kind 2, 3), read through the table of their values; mtab: the counts of
+     * the array's 65536 patterns (compare.PatternCounts), instead of per-element multiplicities */
+    const double *vtab = NULL;
+    if ((vg.itemsize == 2 && kind != 2 && kind != 3) || (vt.obj && (vg.itemsize != 2 || vm.obj || vt.len / 4 != 65536))) {
+        release(&vg); release(&vr); release(&vE); release(&vm); release(&va); release(&vt);
+        PyErr_Format(PyExc_ValueError, "_judge.compare: 16-bit patterns need kind 2 or 3 (kind=%d), and mtab (65536 "
+                     "counts, not with mult) 16-bit patterns", kind);
+        return NULL;
+    }
+    if (vg.itemsize == 2 && !(vtab = value_table(kind))) {
+        release(&vg); release(&vr); release(&vE); release(&vm); release(&va); release(&vt);
+        return PyErr_NoMemory();
+    }
+    const uint32_t *mtab = vt.obj ? vt.buf : NULL;
     Py_ssize_t n = vg.len / vg.itemsize;
     /* axis >= 0: the block is the elements whose index along `axis` is start..start+k-1 (in C order); g, ref
      * and E may then be views of its shape whose axes after `axis` are contiguous (batch_norm's bounds,
@@ -953,19 +1037,20 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
         bad = !block_strides(&vg, nd, bshape, axis, sg) || !block_strides(&vr, nd, bshape, axis, sr)
               || !block_strides(&vE, nd, bshape, axis, sE);
     if (bad) {
-        release(&vg); release(&vr); release(&vE); release(&vm); release(&va);
+        release(&vg); release(&vr); release(&vE); release(&vm); release(&va); release(&vt);
         PyErr_Format(PyExc_ValueError, "_judge: block of %zd values from %zd does not fit the shape, or acc, or its "
                      "arrays are not C-contiguous (along an axis: contiguous after it)", n, start);
         return NULL;
     }
-    const int f64 = vg.itemsize == 8;
+    const int f64 = vg.itemsize == 8, f32 = vg.itemsize == 4;
     const uint32_t *m32 = vm.obj && vm.itemsize == 4 ? vm.buf : NULL;
     const uint16_t *m16 = vm.obj && vm.itemsize == 2 ? vm.buf : NULL;
     struct cmp c;
     cmp_init(&c, kind, scale, nd, shape, va.buf);
     Py_BEGIN_ALLOW_THREADS
     if (axis < 0)                     /* a range of whole rows: one run */
-        cmp_run(&c, start, f64 ? vg.buf : NULL, f64 ? NULL : vg.buf, vr.buf, vE.buf, m16, m32, n);
+        cmp_run(&c, start, f64 ? vg.buf : NULL, f32 ? vg.buf : NULL, f64 || f32 ? NULL : vg.buf, vtab, vr.buf, vE.buf,
+                m16, m32, mtab, n);
     else {                            /* along axis: a run of `inner` elements per index of the axes up to it */
         Py_ssize_t inner = 1, outer = 1, idx[MAXDIM] = {0};
         for (Py_ssize_t a = axis + 1; a < nd; a++)
@@ -990,13 +1075,14 @@ static PyObject *py_compare(PyObject *self, PyObject *args)
                 const char *Ep = (const char *)vE.buf + oE_ + j * sE[axis];
                 Py_ssize_t b = (o * k + j) * inner;          /* the multiplicities: the block in C order */
                 cmp_run(&c, (o * shape[axis] + start + j) * inner, f64 ? (const double *)gp : NULL,
-                        f64 ? NULL : (const float *)gp, (const double *)rp, (const double *)Ep, m16 ? m16 + b : NULL,
-                        m32 ? m32 + b : NULL, step * inner);
+                        f32 ? (const float *)gp : NULL, f64 || f32 ? NULL : (const uint16_t *)gp, vtab,
+                        (const double *)rp, (const double *)Ep, m16 ? m16 + b : NULL, m32 ? m32 + b : NULL, mtab,
+                        step * inner);
             }
         }
     }
     Py_END_ALLOW_THREADS
-    release(&vg); release(&vr); release(&vE); release(&vm); release(&va);
+    release(&vg); release(&vr); release(&vE); release(&vm); release(&va); release(&vt);
     return cmp_result(&c);
 }
 
@@ -1875,7 +1961,7 @@ static PyMethodDef methods[] = {
     {"bucket_counts", py_bucket_counts, METH_VARARGS, "bucket_counts(keys, table[, out])"},
     {"pattern_counts", py_pattern_counts, METH_VARARGS, "pattern_counts(bits, table): 16-bit patterns counted"},
     {"saturated_counts", py_saturated_counts, METH_VARARGS, "saturated_counts(keys, counts) -> (keys, counts)"},
-    {"compare", py_compare, METH_VARARGS, "compare(g, ref, E, mult, kind, scale, shape, start, acc[, axis])"},
+    {"compare", py_compare, METH_VARARGS, "compare(g, ref, E, mult, kind, scale, shape, start, acc[, axis[, mtab]])"},
     {"abs_max_finite", py_abs_max_finite, METH_O, "abs_max_finite(a) -> max |a| over the finite values of float64 a "
      "(0.0 when none)"},
     {"row_bounds", py_row_bounds, METH_VARARGS,

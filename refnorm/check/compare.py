@@ -90,9 +90,9 @@ def _count(got):
 
 class PatternCounts:
     """The multiplicities of a 16-bit array kept as the counts of its 65536 bit patterns (-0 counted
-    with +0): an element's multiplicity is ``table[its bits]``, looked up block by block (``take``), so
-    the streaming judge holds 256 KiB per array instead of 4 bytes an element. The same counts as
-    ``multiplicities``."""
+    with +0): an element's multiplicity is ``table[its bits]``, looked up block by block (``take``; the
+    compiled comparison looks them up itself, given the table), so the streaming judge holds 256 KiB per
+    array instead of 4 bytes an element. The same counts as ``multiplicities``."""
 
     CHUNK = 1 << 22
 
@@ -368,8 +368,10 @@ class ArrayAccumulator:
         the block's widened values and multiplicities are made once."""
         memo = {} if memo is None else memo
         E = np.broadcast_to(np.asarray(E, dtype=np.float64), np.shape(ref))
-        # the returned values as they are when the compiled loop reads them (float64, float32), else widened
-        gdt = self.flat.dtype if self.mod is not None and self.flat.dtype in _NATIVE_G else np.float64
+        # the returned values as they are when the compiled loop reads them (float64, float32; 16-bit dtypes as
+        # their bit patterns, widened there through the table of the 65536 values), else widened
+        bits16 = self.mod is not None and self.flat.dtype.itemsize == 2
+        gdt = self.flat.dtype if self.mod is not None and (self.flat.dtype in _NATIVE_G or bits16) else np.float64
         # the block's returned values and per-element multiplicities (flat, or the sub-array along axis)
         per = self.mult.per.reshape(-1) if isinstance(self.mult, SaturatedCounts) else (
             self.mult if isinstance(self.mult, np.ndarray) else None)
@@ -380,7 +382,10 @@ class ArrayAccumulator:
             sl = (slice(None),) * axis + (slice(start, start + np.shape(ref)[axis]),)
             vals, per = self.got[sl], None if per is None else per.reshape(self.shape)
         ref = np.ascontiguousarray(ref, dtype=np.float64).reshape(-1)
-        if isinstance(self.mult, TABLES):
+        mtab = None
+        if bits16 and isinstance(self.mult, PatternCounts):       # looked up by the compiled loop, by pattern
+            mult, mtab = None, self.mult.table
+        elif isinstance(self.mult, TABLES):
             mult = _once(memo, ("mult", id(self.mult), start), lambda: self.mult.take(vals))
         else:                                   # None: every multiplicity 1 (unit_counts)
             mult = None if per is None else np.ascontiguousarray(per[sl]).reshape(-1)
@@ -402,7 +407,8 @@ class ArrayAccumulator:
         used = self.scale
         if self.mod is not None:
             maxr, over, unc, dmax, maxE, top, ref_max = self.mod.compare(
-                g, ref, E, mult, self.kind, used, self.shape, start, self.acc, -1 if axis is None else axis)
+                g.view(np.uint16) if bits16 else g, ref, E, mult, self.kind, used, self.shape, start, self.acc,
+                -1 if axis is None else axis, mtab)
             if self.running:
                 self.scale = max(self.scale, ref_max)
         else:
