@@ -174,6 +174,56 @@ def test_malformed_results_are_errors_not_passes(change, match):
     assert not rep.ok
 
 
+@pytest.mark.parametrize("where,how", [("run", "value"), ("supports", "value"), ("state", "value"), ("run", "nan")])
+def test_a_backend_that_writes_into_its_inputs_is_an_error(where, how):
+    """Any bit of an input, cotangent or state array changed by the backend (in run, or in supports on the
+    copies it is then given) is an error naming the array (test_unchanged_compares_bits_whatever_the_layout:
+    down to a zero's sign or a NaN's payload). The same case passes where nothing is written."""
+    def poke(a):
+        i = np.unravel_index(0, a.shape)
+        a[i] = {"value": a[i] + 1.0, "nan": np.nan}[how]
+
+    class Writer(NumpyBackend):
+        name = "writer"
+
+        def supports(self, call):
+            if where == "supports":
+                poke(call.inputs["x"])
+            return super().supports(call)
+
+        def run(self, call):
+            r = super().run(call)
+            if where == "run":
+                poke(call.cotangents["y"])
+            if where == "state":
+                poke(call.state["running_mean"])
+            return r
+    case = BN if where == "state" else LN
+    base, _ = _one(NumpyBackend(), case)
+    rep, c = _one(Writer(), case)
+    what = {"run": "cotangent", "supports": "input", "state": "state"}[where]
+    assert base.ok and c.status == "error" and f"modified its {what} array(s)" in c.message, c.message
+
+
+def test_unchanged_compares_bits_whatever_the_layout():
+    from refnorm.check.core import _unchanged
+    from refnorm.golden import layouts
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((2, 3, 4, 5)).astype(ml_dtypes.bfloat16)
+    a.reshape(-1)[:3] = np.array([np.nan, -0.0, 0.0]).astype(ml_dtypes.bfloat16)
+    for layout in layouts.LAYOUTS:
+        mine = layouts.apply(layout, a)
+        assert _unchanged(mine, a)
+        mine[np.unravel_index(1, a.shape)] = ml_dtypes.bfloat16(0.0)     # -0 -> +0: equal values, another bit
+        assert not _unchanged(mine, a)
+    nan = np.array([np.nan, 1.0])
+    other = nan.copy()
+    other.view(np.uint64)[0] |= 1                                # another NaN payload
+    assert _unchanged(nan.copy(), nan) and not _unchanged(other, nan)
+    assert _unchanged(a.astype(np.float32), a.astype(np.float32))
+    assert not _unchanged(a[:1], a)                              # a replaced entry of another shape
+
+
 def test_missing_state_is_an_error():
     rep, c = _one(_Mutant(lambda o, g, s: s.clear()), BN)
     assert c.status == "error" and "state" in c.message
