@@ -197,12 +197,19 @@ def test_bfloat16_crosses_the_boundary_exactly():
     rng = np.random.default_rng(0)
     vals = np.concatenate([vals, round_to(rng.standard_normal(1000) * 10.0 ** rng.integers(-30, 30, 1000),
                                           "bfloat16")])
+    vals = np.concatenate([vals, np.array([0x7FC1, 0xFFC0], np.uint16).view(ml_dtypes.bfloat16)])  # NaN payloads
     t = _to_torch(torch, "x", vals, torch.bfloat16, "cpu")
     back = _to_numpy(torch, t)
     assert back.dtype == vals.dtype
-    nan = np.isnan(vals.astype(np.float32))
-    assert np.array_equal(np.isnan(back.astype(np.float32)), nan)          # a NaN stays a NaN (sign bit aside)
-    assert np.array_equal(back.view(np.uint16)[~nan], vals.view(np.uint16)[~nan])   # everything else bit for bit
+    assert np.array_equal(back.view(np.uint16), vals.view(np.uint16))      # bit for bit, NaNs included
+    from refnorm.golden import layouts
+    grid = vals[:1008].reshape(2, 3, 12, 14)
+    for layout in layouts.LAYOUTS:                                # any layout: its strides kept, the same bits
+        a = layouts.apply(layout, grid)
+        t = _to_torch(torch, "x", a, torch.bfloat16, "cpu")
+        assert t.stride() == tuple(st // 2 for st in a.strides)
+        back = _to_numpy(torch, t)
+        assert np.array_equal(back.view(np.uint16), grid.view(np.uint16)), layout
     t32 = _to_torch(torch, "x", vals, torch.float32, "cpu")       # the float32 layout's upcast is exact
     assert np.array_equal(t32.numpy(), vals.astype(np.float32), equal_nan=True)
     with pytest.raises(ValueError, match="not exactly representable"):

@@ -640,8 +640,8 @@ def _to_torch(torch, what: str, a, dtype, device):
     """A fresh tensor holding exactly the values of NumPy array ``a``, in ``dtype`` (never a rounding)."""
     a = np.asarray(a)
     name = a.dtype.name
-    if name == "bfloat16":
-        src = torch.from_numpy(np.array(a.astype(np.float32), copy=True)).to(torch.bfloat16)   # exact
+    if name == "bfloat16":                  # the same bits (as int16: NumPy has no bfloat16 torch knows)
+        src = torch.from_numpy(np.array(a.view(np.int16), copy=True)).view(torch.bfloat16)
     elif name in ("float16", "float32", "float64"):
         src = torch.from_numpy(np.array(a, copy=True))
     else:
@@ -681,7 +681,7 @@ def _to_numpy(torch, t) -> np.ndarray:
     if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):      # no NumPy float8: the bits, as ml_dtypes'
         import ml_dtypes
         return t.view(torch.uint8).numpy().copy().view(getattr(ml_dtypes, str(t.dtype).split(".")[1]))
-    if t.dtype == torch.bfloat16:
+    if t.dtype == torch.bfloat16:                                 # the bits, as ml_dtypes' (its layout kept)
         import ml_dtypes
-        return t.to(torch.float32).numpy().astype(ml_dtypes.bfloat16)     # exact both ways
+        return t.view(torch.int16).numpy().copy(order="K").view(ml_dtypes.bfloat16)
     return t.numpy().copy()
