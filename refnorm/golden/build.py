@@ -43,7 +43,8 @@ def round_to(values: np.ndarray, dtype: str, what: str = "value") -> np.ndarray:
     # C order: refnorm's float64 sums depend (at the last bit) on the memory layout of the input,
     # so build and verify must evaluate identically laid-out arrays to agree bit for bit
     if dtype == "bfloat16":
-        out = np.asarray(values, dtype=np.float64).astype(ml_dtypes.bfloat16, order="C").astype(np.float32)
+        bits = np.asarray(values, dtype=np.float64).astype(ml_dtypes.bfloat16, order="C").view(np.uint16)
+        out = (bits.astype(np.uint32) << 16).view(np.float32)    # widened exactly: its bits, 16 zeros appended
     else:
         out = np.asarray(values, dtype=np.float64).astype(STORAGE[dtype], order="C")
     if not np.all(np.isfinite(out)):
