@@ -236,7 +236,9 @@ def test_bounds_in_one_pass_are_the_two_contracts_summed(monkeypatch, op, shape,
     ("layer_norm", (7, 33), {"normalized_shape": [33]}),
     ("rms_norm", (5, 4, 17), {"normalized_shape": [17], "eps": 1e-6}),
     ("group_norm", (3, 8, 5, 2), {"num_groups": 4}),              # its view (N, G, -1): the compiled path too
-    ("batch_norm", (6, 5, 3), {})])
+    ("batch_norm", (6, 5, 3), {}),
+    ("adaptive_layer_norm", (3, 4, 17), {}),                     # per-sample parameters: a pattern row a sample
+    ("adaptive_layer_norm", (2, 3, 2, 9), {})])
 @pytest.mark.parametrize("contract,dt", [(Contract("strict", "block"), "float32"),
                                          (Contract("strict", "tree"), "float64"),
                                          (Contract("stats_d", "block"), "float16"),
@@ -253,6 +255,8 @@ def test_compiled_bounds_are_the_numpy_definition(monkeypatch, op, shape, cfg, c
     ins = {"x": rng.standard_normal(shape) + 2, "weight": rng.standard_normal(n)}
     if op != "rms_norm":
         ins["bias"] = rng.standard_normal(n)
+    if op == "adaptive_layer_norm":
+        ins = {"x": ins["x"], "scale": rng.standard_normal((shape[0], n)), "shift": rng.standard_normal((shape[0], n))}
     kw = dict(inputs=ins, config=cfg, training=True, cotangents={"y": rng.standard_normal(shape)}, state={},
               ref_state={}, contract=contract, case_dtype=dt)
     mod = compare.native()

@@ -1643,8 +1643,9 @@ static PyObject *py_bucket_counts(PyObject *self, PyObject *args)
  * the same formulas, the row sums in 8 interleaved partial sums instead of NumPy's pairwise sums (the same values
  * within rounding). The parameters w, b (or None) are a PATTERN of wrows rows of wcols values, wcols
  * dividing n: element j of a row uses value j / (n / wcols) of its pattern row (wcols 1: one value per
- * row; n: one per element); row i uses pattern row i % wrows (layer_norm: 1 x n; group_norm: G x Cg,
- * each value over its channel's spatial run; batch_norm: C x 1). Writes E_y and E_dx (m*n), adds the parameter-gradient terms
+ * row; n: one per element); row i uses pattern row (i / wdiv) % wrows, wdiv 1 unless given (layer_norm: 1 x n;
+ * group_norm: G x Cg, each value over its channel's spatial run; batch_norm: C x 1; adaptive_layer_norm's
+ * per-sample parameters: N x n, wdiv the rows of a sample). Writes E_y and E_dx (m*n), adds the parameter-gradient terms
  * into tw, tb (the pattern's shape: summed over the rows that share a pattern element), and per row
  * (mean bound, rstd bound, S, K, var, mu) into stats (m*6). With P > 1, x and g hold (P, m, n / P) values
  * instead (batch_norm's block (N, C, spatial) as it lies: row i, channel i, gathered from its P runs); E_y and
@@ -1679,6 +1680,7 @@ struct rows_args {
     const double *X, *W, *B, *G;
     double *Ey, *Edx, *TW, *TB, *ST;
     Py_ssize_t m, n, wrows, wcols;
+    Py_ssize_t wdiv;                  /* rows per pattern row: row i uses pattern row (i / wdiv) % wrows */
     Py_ssize_t P;                     /* > 1: X and G hold (P, m, n / P) values, row i gathered from them */
     double eps, u, gn, gm, ud, eta, u2, gn2, gm2;
     int centered, ddof, eps_std, lowp, epi, two;
@@ -1739,7 +1741,7 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
             x = A->scratch + 4 * n;                                                                       \
             g = A->G ? A->scratch + 5 * n : NULL;                                                         \
         }                                                                                                 \
-        Py_ssize_t po = (i % wrows) * wcols, rep = n / wcols;   /* element j: pattern element po + j / rep */ \
+        Py_ssize_t po = ((i / A->wdiv) % wrows) * wcols, rep = n / wcols;   /* element j: pattern po + j / rep */ \
         const double *restrict wr = wbuf, *restrict br = bbuf;                                                        \
         if (A->W && wcols == n)                                                                           \
             wr = A->W + po;                                                                               \
@@ -1854,10 +1856,10 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
     double eps, u, gn, gm, ud, eta, u2 = 0, gn2 = 0, gm2 = 0;
     int centered, ddof, eps_std, lowp, epi;
     Py_ssize_t wrows, wcols;
-    Py_ssize_t P = 1;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOdddddiiiiidnn|dddn:row_bounds", &ox, &ow, &ob, &og, &oEy, &oEdx, &otw,
+    Py_ssize_t P = 1, wdiv = 1;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOdddddiiiiidnn|dddnn:row_bounds", &ox, &ow, &ob, &og, &oEy, &oEdx, &otw,
                           &otb, &ost, &eps, &u, &gn, &gm, &ud, &centered, &ddof, &eps_std, &lowp, &epi, &eta, &wrows,
-                          &wcols, &u2, &gn2, &gm2, &P))
+                          &wcols, &u2, &gn2, &gm2, &P, &wdiv))
         return NULL;
     Py_buffer v[9];
     PyObject *o[9] = {ox, ow, ob, og, oEy, oEdx, otw, otb, ost};
@@ -1888,7 +1890,7 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
     Py_ssize_t np_ = wrows * wcols;
     Py_ssize_t len[9] = {m * n, np_, np_, m * n, m * n, m * n, np_, np_, 6 * m};
     int bad = m < 0 || n < 1 || !p[0] || !p[4] || !p[8] || (p[3] && (!p[5] || !p[6] || !p[7]))
-              || wrows < 1 || wcols < 1 || n % wcols || P < 1 || n % P;
+              || wrows < 1 || wcols < 1 || n % wcols || P < 1 || n % P || wdiv < 1;
     for (int i = 0; i < 9 && !bad; i++)
         if (held[i] && v[i].len / 8 != len[i])
             bad = 1;
@@ -1896,13 +1898,13 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
         for (int j = 0; j < 9; j++) if (held[j]) PyBuffer_Release(&v[j]);
         PyErr_SetString(PyExc_ValueError, "_judge.row_bounds: x must be (m, n) with n >= 1, and the other "
                         "arrays sized to match (w, b, tw, tb: wrows*wcols with wcols dividing n; g, E_y, E_dx: m*n; "
-                        "stats: 6*m), P >= 1 dividing n");
+                        "stats: 6*m), P >= 1 dividing n, wdiv >= 1");
         return NULL;
     }
     const double *X = p[0], *W = p[1], *B = p[2], *G = p[3];
     double *Ey = p[4], *Edx = p[5], *TW = p[6], *TB = p[7], *ST = p[8];
     int two = u2 > 0;                 /* a second (strict) contract, its bounds added to the first's */
-    struct rows_args ra = {X, W, B, G, Ey, Edx, TW, TB, ST, m, n, wrows, wcols, P, eps, u, gn, gm, ud, eta,
+    struct rows_args ra = {X, W, B, G, Ey, Edx, TW, TB, ST, m, n, wrows, wcols, wdiv, P, eps, u, gn, gm, ud, eta,
                            u2, gn2, gm2, centered, ddof, eps_std, lowp, epi, two, NULL};
     ra.scratch = malloc(sizeof(double) * 6 * (size_t)n);
     if (!ra.scratch) {

@@ -92,11 +92,12 @@ def _m_param(layout, pshape_bcast):
 
 
 def _pattern(L, pb, wb, bb, weight, bias, groups):
-    """The parameters as row_bounds' pattern (w, b, back: pattern sums -> parameter-shaped sums), or
-    None: rows over the leading axes with parameters on the trailing ones (layer_norm: one pattern
-    row, a value per column); parameters constant within a row, varying along the last kept axes
-    (batch_norm, instance_norm: a value per row, period C); group_norm's (G, Cg) pattern, each value over
-    its channel's run of spatial elements in the row."""
+    """The parameters as row_bounds' pattern (w, b, back: pattern sums -> parameter-shaped sums, wdiv: rows
+    per pattern row), or None: rows over the leading axes with parameters on the trailing ones (layer_norm:
+    one pattern row, a value per column); the same per sample (adaptive_layer_norm's (N, n) parameters, a
+    pattern row for each sample's rows); parameters constant within a row, varying along the last kept
+    axes (batch_norm, instance_norm: a value per row, period C); group_norm's (G, Cg) pattern, each value
+    over its channel's run of spatial elements in the row."""
     if pb is None or (weight is None and bias is None):
         return None
     given = wb if wb is not None else bb
@@ -107,13 +108,18 @@ def _pattern(L, pb, wb, bb, weight, bias, groups):
             return None
         def per_group(a):          # (G, Cg): value k of group row i is channel i * Cg + k, over its spatial run
             return None if a is None else np.asarray(a, dtype=np.float64).reshape(G, C // G)
-        return per_group(wb), per_group(bb), lambda t: t.reshape(G, C // G)
+        return per_group(wb), per_group(bb), lambda t: t.reshape(G, C // G), 1
     if L.view != shape:
         return None
     keep = L.perm[:nd - len(L.axes)]
     if L.perm == list(range(nd)) and math.prod(pb) == L.n and np.size(given) == L.n:     # per column
         return (None if wb is None else wb.reshape(1, -1), None if bb is None else bb.reshape(1, -1),
-                lambda t: t.reshape(-1))
+                lambda t: t.reshape(-1), 1)
+    k = nd - len(L.axes)                                  # per sample and column: (N, 1, ..., 1, *reduced)
+    if (L.perm == list(range(nd)) and k >= 1 and pb[0] == shape[0] > 1 and all(p == 1 for p in pb[1:k])
+            and tuple(pb[k:]) == tuple(shape[k:]) and np.size(given) == shape[0] * L.n):
+        return (None if wb is None else wb.reshape(shape[0], L.n), None if bb is None else bb.reshape(shape[0], L.n),
+                lambda t: t.reshape(-1), L.m // shape[0])
     varying = [i for i in keep if pb[i] != 1]
     if any(pb[i] != 1 for i in L.axes) or varying != keep[len(keep) - len(varying):]:
         return None
@@ -121,7 +127,7 @@ def _pattern(L, pb, wb, bb, weight, bias, groups):
     if np.size(given) != period:
         return None
     return (None if wb is None else wb.reshape(period, 1), None if bb is None else bb.reshape(period, 1),
-            lambda t: t.reshape(-1))
+            lambda t: t.reshape(-1), 1)
 
 
 def standardize(x, axes, *, view=None, weight=None, bias=None, pshape_bcast=None, dy=None, eps, u, reduction,
@@ -179,7 +185,7 @@ def _standardize(x, axes, *, view=None, weight=None, bias=None, pshape_bcast=Non
         return None
     second = None if _second is None else (_second[0], gamma(L.n, _second[1]), gamma(m_param, _second[1]))
     kw = dict(eps=eps, u=u, reduction=reduction, m_param=m_param, centered=centered, ddof=ddof, eps_mode=eps_mode,
-              contract=contract, case_dtype=case_dtype, pattern=pat and pat[:2], second=second)
+              contract=contract, case_dtype=case_dtype, pattern=pat and (pat[0], pat[1], pat[3]), second=second)
     nd = len(L.view)
     if pat and nd >= 3 and L.perm == [1, 0] + list(range(2, nd)) and L.view[0] > 1:
         # rows over axis 1 of (P, m, rest) (batch_norm's channels): the compiled loop gathers each row from
