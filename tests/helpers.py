@@ -9,8 +9,6 @@ oracle_check   -- compare refnorm's outputs and gradients with the oracle, error
 """
 from __future__ import annotations
 
-import math
-
 import mpmath
 import numpy as np
 import pytest

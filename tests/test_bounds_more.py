@@ -596,7 +596,6 @@ def test_offline_batch_norm_is_judged_with_batch_norms_bounds_and_diagnosed_with
 
 # ------------------------------------------------------------------------------------ the table
 def main():
-    rows = []
     impls = [("numpy-f32", lambda op: FnBackend(op, NUMPY[op], "np32"))]
     try:
         import torch  # noqa: F401

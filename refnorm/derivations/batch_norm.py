@@ -226,7 +226,6 @@ def _concrete(expr, M, J=None):
 
 def check_numeric(rng=None, tol: float = 1e-12) -> float:
     """The closed forms (lambdified) against the specification; returns the worst relative error."""
-    import refnorm
     rng = np.random.default_rng(20261122) if rng is None else rng
     Nb, C, S = 3, 2, 2
     M = Nb * S

@@ -180,7 +180,6 @@ def _closed_numeric(K_, S_):
 
 
 def check_numeric(rng=None, tol: float = 1e-12) -> float:
-    import refnorm
     rng = np.random.default_rng(20261125) if rng is None else rng
     chk = NumericCheck(NAME, tol)
     ev = 1e-2

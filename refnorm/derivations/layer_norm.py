@@ -151,7 +151,6 @@ def closed_forms(M: int, gain):
 
 
 def check_numeric(rng=None, tol: float = 1e-12) -> float:
-    import refnorm
     rng = np.random.default_rng(20261123) if rng is None else rng
     chk = NumericCheck(NAME, tol)
     for shape in ((4, 5), (2, 2, 3)):

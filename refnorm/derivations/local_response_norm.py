@@ -17,8 +17,6 @@ every size and channel count up to 7 under both conventions.
 """
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import sympy as sp
 
@@ -191,7 +189,6 @@ def _forms(M: int):
 
 
 def check_numeric(rng=None, tol: float = 1e-12) -> float:
-    import refnorm
     rng = np.random.default_rng(20261201) if rng is None else rng
     chk = NumericCheck(NAME, tol)
     Nb, H = 2, 3

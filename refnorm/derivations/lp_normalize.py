@@ -133,7 +133,6 @@ def prove(sizes=SIZES, general: bool = True) -> list[str]:
 
 
 def check_numeric(rng=None, tol: float = 1e-12) -> float:
-    import refnorm
     rng = np.random.default_rng(20261128) if rng is None else rng
     chk = NumericCheck(NAME, tol)
     M, R = 4, 3

@@ -170,7 +170,6 @@ def closed_forms(M: int):
 
 
 def check_numeric(rng=None, tol: float = 1e-12) -> float:
-    import refnorm
     rng = np.random.default_rng(20261131) if rng is None else rng
     chk = NumericCheck(NAME, tol)
     # (shape, axes, slices): the slices as rows of a (rows, n) view

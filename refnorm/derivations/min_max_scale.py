@@ -247,7 +247,6 @@ def _tie_forms(M: int):
 
 
 def check_numeric(rng=None, tol: float = 1e-12) -> float:
-    import refnorm
     rng = np.random.default_rng(20261129) if rng is None else rng
     chk = NumericCheck(NAME, tol)
     ties = np.array([[3.0, 1.0, 3.0, 0.0, 0.0, 2.0], [-1.0, 4.0, 4.0, 4.0, -1.0, 0.5],

@@ -202,7 +202,6 @@ def _closed(expr_j, M, arrays, scalars):
 
 
 def check_numeric(rng=None, tol: float = 1e-12) -> float:
-    import refnorm
     rng = np.random.default_rng(20261123) if rng is None else rng
     chk = NumericCheck(NAME, tol)
     Nb, C, S = 3, 2, 2

@@ -174,7 +174,6 @@ def _official(xs, dys, mask, gam, eps_, sig2, rr, pcoef_fn):
 
 
 def check_numeric(rng=None, tol: float = 1e-12) -> float:
-    import refnorm
     rng = np.random.default_rng(20261129) if rng is None else rng
     chk = NumericCheck(NAME, tol)
     B, T, Cc = 2, 3, 2

@@ -98,7 +98,6 @@ def _g_shape(shape, dim):
 
 
 def check_numeric(rng=None, tol: float = 1e-12) -> float:
-    import refnorm
     rng = np.random.default_rng(20261126) if rng is None else rng
     chk = NumericCheck(NAME, tol)
     shape = (3, 2, 2)

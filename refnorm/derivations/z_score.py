@@ -189,7 +189,6 @@ def closed_forms(M: int, dd: int):
 
 
 def check_numeric(rng=None, tol: float = 1e-12) -> float:
-    import refnorm
     rng = np.random.default_rng(20261130) if rng is None else rng
     chk = NumericCheck(NAME, tol)
     for shape, dim in (((4, 5), -1), ((2, 3, 2), [1, 2])):

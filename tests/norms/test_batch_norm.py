@@ -6,7 +6,7 @@ from hypothesis import given, strategies as st
 
 import refnorm
 from helpers import (assert_close_rel, check_vjp, cond_number, mp_sqrt, oracle_check,
-                     require_torch, torch_vjp)
+                     require_torch)
 from strategies import shapes, well_spread
 
 NAME = "batch_norm"

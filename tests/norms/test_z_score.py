@@ -8,8 +8,8 @@ import pytest
 from hypothesis import assume, given, strategies as st
 
 import refnorm
-from helpers import (MP_DPS, assert_close_rel, check_vjp, mp_sqrt, oracle_check, record, rel_error,
-                     require_torch, to_mp, torch_vjp)
+from helpers import (MP_DPS, assert_close_rel, check_vjp, oracle_check, record, rel_error, require_torch,
+                     to_mp, torch_vjp)
 from strategies import shapes, well_spread
 
 NAME = "z_score"

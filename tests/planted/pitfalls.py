@@ -18,8 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from refnorm.golden import cases as G
-
 LN, RMS, GN, BN, IN, AN = "layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "add_norm"
 NQ = "norm_quant"
 CENTERED = (LN, GN, BN, IN)
