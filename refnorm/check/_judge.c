@@ -591,34 +591,6 @@ static inline int use_isa(void)
 
 static inline ALWAYS_INLINE int all_finite(FINITE_ARGS) { FINITE_BODY }
 
-/* b[j] = a[j] (float32 widened, exactly) for n values; 1 when these and those of r and E are all finite and r's
- * tame (all_finite; a float32 value is) */
-static inline ALWAYS_INLINE int widen_finite(const float *restrict a, double *restrict b, const double *restrict r,
-                                             const double *restrict E, Py_ssize_t n)
-{
-    Py_ssize_t j = 0;
-#if VECTOR_EXT
-    typedef float v4f __attribute__((vector_size(16)));
-    v4d z = {0};
-    for (; j + 4 <= n; j += 4) {
-        v4f f;
-        memcpy(&f, a + j, sizeof f);
-        v4d g = __builtin_convertvector(f, v4d), rv = ld4(r + j), ev = ld4(E + j);
-        st4(b + j, g);
-        rv += rv;
-        z += ((g - g) + (rv - rv)) + (ev - ev);
-    }
-    double zs = (z[0] + z[1]) + (z[2] + z[3]);
-#else
-    double zs = 0;
-#endif
-    for (; j < n; j++) {
-        b[j] = (double)a[j];
-        zs += ((b[j] - b[j]) + ((r[j] + r[j]) - (r[j] + r[j]))) + (E[j] - E[j]);
-    }
-    return zs == 0;
-}
-
 /* The value of each of the 65536 bit patterns of a 16-bit dtype (kind 2: float16, 3: bfloat16), exactly, from
  * integers only (no float32 step: a flush-denormals mode could not change a subnormal's value); made once, under
  * the GIL (value_table). */
@@ -651,21 +623,31 @@ static const double *value_table(int kind)
     return v16_tables[kind];
 }
 
-/* widen_finite for 16-bit patterns a: b[j] = vt[a[j]] (their values), and mb[j] = mt[a[j]] (their
- * multiplicities: the counts of the array's patterns) when mt is given */
-static inline ALWAYS_INLINE int widen16_finite(const uint16_t *restrict a, const double *restrict vt,
-                                               const uint32_t *restrict mt, double *restrict b,
-                                               uint32_t *restrict mb, const double *restrict r,
-                                               const double *restrict E, Py_ssize_t n)
+/* b[j] = the value of element j: float32 a32[j] widened (exactly), or the value vt[a16[j]] of 16-bit pattern
+ * a16[j] (a32 NULL), for n values, and mb[j] = mt[a16[j]] (the multiplicities: the counts of the array's
+ * patterns) when mt is given; 1 when these values and those of r and E are all finite and r's tame
+ * (all_finite; a float32 or 16-bit value is) */
+static inline ALWAYS_INLINE int widen_finite(const float *restrict a32, const uint16_t *restrict a16,
+                                             const double *restrict vt, const uint32_t *restrict mt,
+                                             double *restrict b, uint32_t *restrict mb, const double *restrict r,
+                                             const double *restrict E, Py_ssize_t n)
 {
     Py_ssize_t j = 0;
     if (mt)
         for (Py_ssize_t k = 0; k < n; k++)
-            mb[k] = mt[a[k]];
+            mb[k] = mt[a16[k]];
 #if VECTOR_EXT
+    typedef float v4f __attribute__((vector_size(16)));
     v4d z = {0};
     for (; j + 4 <= n; j += 4) {
-        v4d g = {vt[a[j]], vt[a[j + 1]], vt[a[j + 2]], vt[a[j + 3]]}, rv = ld4(r + j), ev = ld4(E + j);
+        v4d g;
+        if (a32) {
+            v4f f;
+            memcpy(&f, a32 + j, sizeof f);
+            g = __builtin_convertvector(f, v4d);
+        } else
+            g = (v4d){vt[a16[j]], vt[a16[j + 1]], vt[a16[j + 2]], vt[a16[j + 3]]};
+        v4d rv = ld4(r + j), ev = ld4(E + j);
         st4(b + j, g);
         rv += rv;
         z += ((g - g) + (rv - rv)) + (ev - ev);
@@ -675,7 +657,7 @@ static inline ALWAYS_INLINE int widen16_finite(const uint16_t *restrict a, const
     double zs = 0;
 #endif
     for (; j < n; j++) {
-        b[j] = vt[a[j]];
+        b[j] = a32 ? (double)a32[j] : vt[a16[j]];
         zs += ((b[j] - b[j]) + ((r[j] + r[j]) - (r[j] + r[j]))) + (E[j] - E[j]);
     }
     return zs == 0;
@@ -758,7 +740,7 @@ static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
         const uint32_t *mc32 = mtab ? mb : m32 ? m32 + i : NULL;
         /* first (float32 values and 16-bit patterns widened, exactly): it brings the chunk into L1 for the pieces */
         int fin = g64 ? all_finite(gc, rc, Ec, cn)
-                  : g32 ? widen_finite(g32 + i, gb, rc, Ec, cn) : widen16_finite(g16 + i, vt, mtab, gb, mb, rc, Ec, cn);
+                  : widen_finite(g32 ? g32 + i : NULL, g16 ? g16 + i : NULL, vt, mtab, gb, mb, rc, Ec, cn);
         /* every value finite: each piece's terms in one pass (piece, vectorized), the maxima and counts
          * that need no ratio with them; the ratio is taken, in element order, only for the elements
          * whose ratio can exceed T = min(max ratio so far, the third worst, 1) ("hot"): the others
