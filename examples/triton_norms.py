@@ -148,6 +148,23 @@ def _fwd(X, W, B, Y, MEAN, RSTD, EPS, M, N, RMS: tl.constexpr, HAS_W: tl.constex
 
 
 @triton.jit
+def _bwd_tile(X, W, DY, rows, rmask, start, mean, rstd, N, HAS_W: tl.constexpr, KIND: tl.constexpr,
+              PKIND: tl.constexpr, F64: tl.constexpr, XKIND: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One (rows, BLOCK_N) tile of _bwd from column ``start``: (cols, cmask, mask, offsets, xhat, dy,
+    g = dy * w), both of _bwd's passes over a row reading it the same way."""
+    cols = start + tl.arange(0, BLOCK_N)
+    cmask = cols < N
+    m = rmask[:, None] & cmask[None, :]
+    offs = rows[:, None] * N + cols[None, :]
+    xhat = tl.where(m, (_load(X, offs, m, XKIND, F64) - mean[:, None]) * rstd[:, None], 0.0)
+    dy = _load(DY, offs, m, KIND, F64)
+    g = dy
+    if HAS_W:
+        g = g * _load(W, cols, cmask, PKIND, F64)[None, :]
+    return cols, cmask, m, offs, xhat, dy, g
+
+
+@triton.jit
 def _bwd(X, W, DY, DX, MEAN, RSTD, DWP, DBP, M, N, RMS: tl.constexpr, HAS_W: tl.constexpr,
          HAS_B: tl.constexpr, KIND: tl.constexpr, PKIND: tl.constexpr, F64: tl.constexpr,
          PART_KIND: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, XKIND: tl.constexpr,
@@ -165,28 +182,15 @@ def _bwd(X, W, DY, DX, MEAN, RSTD, DWP, DBP, M, N, RMS: tl.constexpr, HAS_W: tl.
         c1 = tl.zeros([BLOCK_M], dtype=mean.dtype)       # sum(g * xhat)
         c2 = tl.zeros([BLOCK_M], dtype=mean.dtype)       # sum(g)
         for start in range(0, N, BLOCK_N):
-            cols = start + tl.arange(0, BLOCK_N)
-            cmask = cols < N
-            m = rmask[:, None] & cmask[None, :]
-            offs = rows[:, None] * N + cols[None, :]
-            xhat = tl.where(m, (_load(X, offs, m, XKIND, F64) - mean[:, None]) * rstd[:, None], 0.0)
-            g = _load(DY, offs, m, KIND, F64)
-            if HAS_W:
-                g = g * _load(W, cols, cmask, PKIND, F64)[None, :]
+            cols, cmask, m, offs, xhat, dy, g = _bwd_tile(X, W, DY, rows, rmask, start, mean, rstd, N, HAS_W, KIND,
+                                                          PKIND, F64, XKIND, BLOCK_N)
             c1 += tl.sum(g * xhat, axis=1)
             c2 += tl.sum(g, axis=1)
         c1 = c1 / N
         c2 = c2 / N
         for start in range(0, N, BLOCK_N):
-            cols = start + tl.arange(0, BLOCK_N)
-            cmask = cols < N
-            m = rmask[:, None] & cmask[None, :]
-            offs = rows[:, None] * N + cols[None, :]
-            xhat = tl.where(m, (_load(X, offs, m, XKIND, F64) - mean[:, None]) * rstd[:, None], 0.0)
-            dy = _load(DY, offs, m, KIND, F64)
-            g = dy
-            if HAS_W:
-                g = g * _load(W, cols, cmask, PKIND, F64)[None, :]
+            cols, cmask, m, offs, xhat, dy, g = _bwd_tile(X, W, DY, rows, rmask, start, mean, rstd, N, HAS_W, KIND,
+                                                          PKIND, F64, XKIND, BLOCK_N)
             if RMS:
                 dx = (g - xhat * c1[:, None]) * rstd[:, None]
             else:
