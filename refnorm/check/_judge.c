@@ -400,7 +400,11 @@ static inline ALWAYS_INLINE v4d vsel4(v4i m, v4d a, v4d b)   /* m ? a : b, lane 
 /* 1 when some lane of the mask m is set */
 static inline ALWAYS_INLINE int any4(v4i m)
 {
+#if defined(__clang__)
+    v4i o = m | __builtin_shufflevector(m, m, 2, 3, 0, 1);
+#else
     v4i o = m | __builtin_shuffle(m, (v4i){2, 3, 0, 1});
+#endif
     return (o[0] | o[1]) != 0;
 }
 
