@@ -26,7 +26,6 @@ import multiprocessing as mp
 import pickle
 import socket
 import time
-import traceback
 from multiprocessing.connection import wait
 
 from ..errors import RefnormError
@@ -80,19 +79,12 @@ def _rank_main(rank, world, port, device, blob, conn):
     except BaseException as e:                      # noqa: BLE001
         conn.send(("raised", f"rank {rank} could not join the group: {type(e).__name__}: {e}"))
         return
-    while True:
-        try:
-            call = conn.recv()
-        except (EOFError, OSError):
-            break
-        if call is None:
-            break
-        try:
-            ret = backend.run(call, rank=rank, group=group)
-            conn.send(("ok", ret))
-        except BaseException as e:                  # noqa: BLE001 - reported to the runner, never hidden
-            tb = traceback.format_exc(limit=2).strip().splitlines()[-1]
-            conn.send(("raised", f"{type(e).__name__}: {e}".strip() + ("" if tb.startswith(type(e).__name__) else f" ({tb})")))
+    from .isolate import _last_line, serve
+
+    def failed(e):
+        tb = _last_line()
+        return ("raised", f"{type(e).__name__}: {e}".strip() + ("" if tb.startswith(type(e).__name__) else f" ({tb})"))
+    serve(conn, lambda call: backend.run(call, rank=rank, group=group), failed)
     try:
         torch_group.destroy()
     except Exception:                               # noqa: BLE001

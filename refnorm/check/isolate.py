@@ -39,10 +39,10 @@ def _describe(exitcode) -> str:
     return f"exit status {exitcode}"
 
 
-def _worker(blob, conn):
-    from .distributed import _die_with_parent
-    _die_with_parent()
-    backend = pickle.loads(blob)
+def serve(conn, run, failed) -> None:
+    """A worker's loop: answer each call from ``conn`` with ("ok", run(call)), or with ``failed(e)`` when
+    it raises (any exception: reported to the parent, never hidden), until None or the pipe closes. The
+    last line of the exception's traceback is ``traceback.format_exc`` within ``failed``."""
     while True:
         try:
             call = conn.recv()
@@ -51,12 +51,21 @@ def _worker(blob, conn):
         if call is None:
             break
         try:
-            conn.send(("ok", backend.run(call)))
-        except NotImplementedError as e:
-            conn.send(("notimpl", str(e)))
+            conn.send(("ok", run(call)))
         except BaseException as e:                   # noqa: BLE001 - reported to the parent, never hidden
-            tb = traceback.format_exc(limit=2).strip().splitlines()[-1]
-            conn.send(("raised", (type(e).__name__, f"{e}".strip(), tb)))
+            conn.send(failed(e))
+
+
+def _last_line() -> str:
+    return traceback.format_exc(limit=2).strip().splitlines()[-1]
+
+
+def _worker(blob, conn):
+    from .distributed import _die_with_parent
+    _die_with_parent()
+    backend = pickle.loads(blob)
+    serve(conn, backend.run, lambda e: ("notimpl", str(e)) if isinstance(e, NotImplementedError)
+          else ("raised", (type(e).__name__, f"{e}".strip(), _last_line())))
 
 
 def _context():
