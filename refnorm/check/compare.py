@@ -37,7 +37,7 @@ import numpy as np
 
 from .. import _memo
 from .bias import P_CASE, group_count
-from .precision import NP, UNIT_ROUNDOFF, rounding_interval
+from .precision import NP, UNIT_ROUNDOFF, interval_excess, rounding_interval
 
 WORST_SHOWN = 3
 MAX_ARRAYS = 64        # the bias test's false-alarm budget P_CASE is split over this many arrays per case
@@ -251,12 +251,7 @@ def _excess(g, ref, kind):
     the conversion is exact) and precision.excess of ``ref`` over it."""
     name = next(k for k, v in KIND.items() if v == kind)
     lo, hi = rounding_interval(g.astype(NP[name]))
-    with np.errstate(invalid="ignore", over="ignore"):     # a huge |g - ref| is inf: a failure
-        ex = np.maximum(0.0, np.maximum(lo - ref, ref - hi))
-    gnan, rnan = np.isnan(g), np.isnan(ref)
-    ex = np.where(gnan | rnan, np.where(gnan & rnan, 0.0, np.inf), ex)
-    ex = np.where(np.isinf(ref) & ~rnan, np.where(g == ref, 0.0, np.inf), ex)
-    return lo, hi, np.where(np.isnan(ex), np.inf, ex)
+    return lo, hi, interval_excess(lo, hi, g, ref)
 
 
 @np.errstate(over="ignore", invalid="ignore")

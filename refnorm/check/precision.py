@@ -91,13 +91,17 @@ def excess(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
     """Distance (float64, >= 0) from ``ref`` to the rounding interval of ``got``; NaN rules:
     both NaN -> 0, exactly one NaN -> inf. ``ref`` = +-inf needs ``got`` = the same infinity."""
     lo, hi = rounding_interval(got)
+    return interval_excess(lo, hi, got.astype(np.float64), ref)
+
+
+def interval_excess(lo, hi, g64, ref) -> np.ndarray:
+    """``excess`` given got's rounding interval [lo, hi] (NaN for a NaN) and its values ``g64`` in float64."""
     ref = np.asarray(ref, dtype=np.float64)
     with np.errstate(invalid="ignore", over="ignore"):     # a huge |g - ref| is inf: a failure
         ex = np.maximum(0.0, np.maximum(lo - ref, ref - hi))
     gnan, rnan = np.isnan(lo), np.isnan(ref)
     ex = np.where(gnan | rnan, np.where(gnan & rnan, 0.0, np.inf), ex)
     rinf = np.isinf(ref) & ~rnan
-    g64 = got.astype(np.float64)
     ex = np.where(rinf, np.where(g64 == ref, 0.0, np.inf), ex)
     return np.where(np.isnan(ex), np.inf, ex)
 

@@ -60,16 +60,15 @@ class RowBounds:
 
 def _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contract, ud, eta, second=None, runs=1):
     """The compiled row_bounds (refnorm.check._judge.row_bounds: the formulas below, the row sums in
-    interleaved partial sums, equal within rounding) for parameters given as a ``pattern`` (w, b: None or
-    (wrows, wcols) arrays; row i uses pattern row (i // wdiv) % wrows, wdiv the pattern's third entry when
-    given, else 1; wcols dividing n: element j uses value j // (n // wcols) of it), or None when the
-    compiled module is not built."""
+    interleaved partial sums, equal within rounding) for parameters given as a ``pattern`` (w, b, wdiv): w, b
+    None or (wrows, wcols) arrays; row i uses pattern row (i // wdiv) % wrows; wcols dividing n: element j
+    uses value j // (n // wcols) of it), or None when the compiled module is not built."""
     from ..compare import native
     mod = native()
     if mod is None or x.ndim != 2 or x.shape[1] < 1:
         return None
-    wp, bp = (None if a is None else np.ascontiguousarray(a, dtype=np.float64) for a in pattern[:2])
-    wdiv = int(pattern[2]) if len(pattern) > 2 else 1
+    w, b, wdiv = pattern
+    wp, bp = (None if a is None else np.ascontiguousarray(a, dtype=np.float64) for a in (w, b))
     shp = next((a.shape for a in (wp, bp) if a is not None), (1, 1))
     m, n = x.shape
     x = np.ascontiguousarray(x)
@@ -83,7 +82,7 @@ def _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contra
     u2, gn2, gm2 = (0.0, 0.0, 0.0) if second is None else (float(v) for v in second)
     mod.row_bounds(x, wp, bp, g, E_y, E_dx, tw, tb, stats, float(eps), float(u), float(gn), float(gm), float(ud),
                    int(centered), int(ddof), int(eps_mode == "std"), int(lowp), int(contract == "epi_d"), float(eta),
-                   shp[0], shp[1], u2, gn2, gm2, int(runs), wdiv)
+                   shp[0], shp[1], u2, gn2, gm2, int(runs), int(wdiv))
     st = stats.T
     return RowBounds(E_y, E_dx, None, None, st[0].copy(), st[1].copy(), st[2].copy(), st[3].copy(), st[4].copy(),
                      st[5].copy(), tw, tb)
@@ -93,7 +92,7 @@ def row_bounds(x, w=None, b=None, g=None, *, eps, u, reduction, m_param=1, cente
                eps_mode="inside", contract="strict", case_dtype="float32", pattern=None, second=None,
                runs=1) -> RowBounds:
     """Bounds for rows ``x`` (m, n); ``w``, ``b``, ``g`` broadcast to (m, n) or None (see module doc).
-    ``pattern``: (w, b[, wdiv]) as (wrows, wcols) patterns (row i uses pattern row (i // wdiv) % wrows; wcols
+    ``pattern``: (w, b, wdiv): w, b as (wrows, wcols) patterns (row i uses pattern row (i // wdiv) % wrows; wcols
     dividing n: element j uses value j // (n // wcols); wcols 1: one value
     per row, n: per element), when the caller has them: then the compiled path (when built) runs, and
     returns t_w, t_b summed per pattern element (``t_w_pat``, ``t_b_pat``); ``w`` and ``b`` may then be None.
