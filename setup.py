@@ -91,11 +91,11 @@ class build_py_with_data(build_py):
 
 setup(cmdclass={"build_py": build_py_with_data}, ext_modules=[Extension(
     "refnorm.norms._fused", ["refnorm/norms/_fused.c"],
-    depends=["refnorm/norms/_fused_kernels.h"],
+    depends=["refnorm/norms/_fused_kernels.h", "refnorm/norms/_fused_api.h"],
     extra_compile_args=["-O3", "-std=gnu11", "-ffp-contract=off", "-fno-fast-math"],
     optional=True,
 ), Extension(
-    "refnorm.check._judge", ["refnorm/check/_judge.c"],
+    "refnorm.check._judge", ["refnorm/check/_judge.c"], depends=["refnorm/norms/_fused_api.h"],
     extra_compile_args=["-O3", "-std=gnu11", "-ffp-contract=off", "-fno-fast-math"],
     optional=True,
 ), Extension(   # a NumPy memory handler (NumPy's headers: pyproject's build requirements)

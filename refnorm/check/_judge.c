@@ -42,6 +42,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../norms/_fused_api.h"     /* judge_rows calls the reference's row kernels */
+
 #if defined(__GNUC__)
 #define ALWAYS_INLINE __attribute__((always_inline))     /* also into the NO_TRAPS loops below */
 #else
@@ -262,9 +264,10 @@ static inline void interval(const struct dt *d, double g, double *lo, double *hi
     else { *lo = g - away / 2; *hi = g + toward / 2; }
 }
 
-struct top3 { double r[3]; Py_ssize_t i[3]; int n; };
+/* the three worst elements: ratio, flat index, and the element's returned value, reference and bound */
+struct top3 { double r[3], g[3], ref[3], E[3]; Py_ssize_t i[3]; int n; };
 
-static inline void top_add(struct top3 *t, double r, Py_ssize_t i)
+static inline void top_add(struct top3 *t, double r, Py_ssize_t i, double g, double ref, double E)
 {
     /* larger ratio first, then the lower index; the elements arrive in increasing index */
     if (t->n == 3 && !(r > t->r[2]))
@@ -273,10 +276,32 @@ static inline void top_add(struct top3 *t, double r, Py_ssize_t i)
     while (j > 0 && r > t->r[j - 1]) {
         t->r[j] = t->r[j - 1];
         t->i[j] = t->i[j - 1];
+        t->g[j] = t->g[j - 1];
+        t->ref[j] = t->ref[j - 1];
+        t->E[j] = t->E[j - 1];
         j--;
     }
     t->r[j] = r;
     t->i[j] = i;
+    t->g[j] = g;
+    t->ref[j] = ref;
+    t->E[j] = E;
+}
+
+/* precision.excess: the distance from ri to the rounding interval [lo, hi] of gi (interval(), also set) */
+static inline double excess_at(const struct dt *d, double gi, double ri, double *lo, double *hi)
+{
+    interval(d, gi, lo, hi);
+    int gnan = isnan(gi), rnan = isnan(ri);
+    if (gnan || rnan)
+        return (gnan && rnan) ? 0.0 : INFINITY;
+    if (isinf(ri))
+        return gi == ri ? 0.0 : INFINITY;
+    double a = *lo - ri, b = ri - *hi;
+    if (isnan(a) || isnan(b))
+        return INFINITY;
+    double ex = a > b ? a : b;
+    return ex < 0 ? 0.0 : ex;
 }
 
 static int get_buf(PyObject *o, Py_buffer *v, const char *name, const char *fmt, Py_ssize_t item, int writable)
@@ -766,29 +791,15 @@ static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
                                         as ? as + acc_len : NULL, as ? as + 2 * acc_len : NULL, &ls, &le, &lq);
                 for (Py_ssize_t j = 0; tops && j < pn; j++)    /* may join the worst three: in element order */
                     if (rb[p + j] >= 0 && rb[p + j] > (c->top.n < 3 ? 0.0 : c->top.r[2]))
-                        top_add(&c->top, rb[p + j], fp + j);
+                        top_add(&c->top, rb[p + j], fp + j, gc[p + j], rc[p + j], Ec[p + j]);
             } else
             for (Py_ssize_t j = 0; j < pn; j++) {
                 Py_ssize_t k = p + j;
                 double gi = gc[k], ri = rc[k], Ei = Ec[k], lo, hi;
                 if (fabs(ri) <= DBL_MAX && fabs(ri) > c->mref)
                     c->mref = fabs(ri);
-                interval(d, gi, &lo, &hi);
-                /* precision.excess */
-                double ex;
+                double ex = excess_at(d, gi, ri, &lo, &hi);
                 int gnan = isnan(gi), rnan = isnan(ri);
-                if (gnan || rnan)
-                    ex = (gnan && rnan) ? 0.0 : INFINITY;
-                else if (isinf(ri))
-                    ex = gi == ri ? 0.0 : INFINITY;
-                else {
-                    double a = lo - ri, b = ri - hi;
-                    ex = a > b ? a : b;
-                    if (isnan(a) || isnan(b))
-                        ex = INFINITY;
-                    else if (ex < 0)
-                        ex = 0;
-                }
                 /* core._judge's ratio */
                 int finE = isfinite(Ei);
                 double r = finE ? ratio_of(ex, Ei) : ((gnan && !rnan) ? INFINITY : 0.0);
@@ -799,7 +810,7 @@ static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
                 if (r > 1)
                     c->over++;
                 if (r > 0 && (c->top.n < 3 || r > c->top.r[2]))
-                    top_add(&c->top, r, fp + j);
+                    top_add(&c->top, r, fp + j, gi, ri, Ei);
                 if (isnan(Ei))
                     c->maxE_nan = 1;
                 else if (Ei > c->maxE)
@@ -882,7 +893,7 @@ static PyObject *cmp_result(struct cmp *c)
     if (!t)
         return NULL;
     for (int j = 0; j < c->top.n; j++) {
-        PyObject *p = Py_BuildValue("(dn)", c->top.r[j], c->top.i[j]);
+        PyObject *p = Py_BuildValue("(dnddd)", c->top.r[j], c->top.i[j], c->top.g[j], c->top.ref[j], c->top.E[j]);
         if (!p || PyList_Append(t, p) < 0) { Py_XDECREF(p); Py_DECREF(t); return NULL; }
         Py_DECREF(p);
     }
@@ -1905,6 +1916,261 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------------ the compiled block pipeline
+ * judge_rows(api, x, dy, xkind, w, b, eps, bargs, sxy, sy, tw, tb, jy, jdx) -> (figures of y, figures of dx)
+ *
+ * One block of layer_norm rows judged in one call (stream.py, "the compiled block pipeline"), a few rows
+ * at a time (SUB_ELEMENTS values, so that their float64 temporaries stay in the L2 cache from one stage to
+ * the next instead of going out to memory between them), each stage the very code of the path it replaces:
+ *   - x and dy widened to float64 (exactly; 16-bit patterns through value_table);
+ *   - the reference: _fused's forward and backward kernels (the capsule `api`, _fused_api.h), so y, dx and
+ *     the column sums sxy, sy (started at 0.0 by the first rows, added to row after row) are the bits
+ *     _fused.forward / _fused.backward give on the whole block;
+ *   - the row bounds: rows(), as row_bounds (bargs: its eps, u, gn, gm, ud, centered, ddof, eps_std, lowp,
+ *     epi, eta, u2, gn2, gm2; the pattern w, b of one row; tw, tb added to, row after row, as one call);
+ *   - the comparison of the returned y and dx: cmp_run, as compare on the whole block (the same figures:
+ *     compare walks a block in pieces within rows, whatever the calls).
+ * x, dy: the block's (m, n) values, C-contiguous, float64, float32, or 16-bit patterns of xkind 2 or 3;
+ * w, b: (n,) float64 or None; sxy, sy, tw, tb: (n,) float64 or None (sxy with w, sy with b);
+ * jy, jdx: (g, kind, scale, shape, start, acc, mult, mtab, room): compare's arguments for the block of
+ * the returned array (g: its m * n values, flat), and room: how many candidates to keep (the elements
+ * whose bound is at least the running scale, compare.ArrayAccumulator._candidates; < 0: none, the scale
+ * is final). Each figures tuple: compare's, then (candidate bounds, candidate errors: bytes of float64;
+ * the candidates' count, which may exceed room: then only room are kept). */
+enum { SUB_ELEMENTS = 1 << 13 };
+
+struct judged {
+    Py_buffer g, acc, mult, mtab;
+    int kind;
+    double scale;
+    Py_ssize_t shape[MAXDIM], nd, total, start, room;
+    const double *vt;
+    struct cmp c;
+    double *candE, *candD;
+    Py_ssize_t ncand;
+};
+
+static void judged_release(struct judged *J)
+{
+    release(&J->g); release(&J->acc); release(&J->mult); release(&J->mtab);
+    free(J->candE); free(J->candD);
+}
+
+/* J <- the tuple o (judge_rows' jy, jdx) for a block of count values; -1 with an exception */
+static int judged_get(PyObject *o, struct judged *J, Py_ssize_t count, const char *name)
+{
+    memset(J, 0, sizeof *J);
+    PyObject *og, *oshape, *oacc, *omult, *omtab;
+    if (!PyArg_ParseTuple(o, "OidOnOOOn", &og, &J->kind, &J->scale, &oshape, &J->start, &oacc, &omult, &omtab,
+                          &J->room))
+        return -1;
+    if (J->kind < 0 || J->kind > 3) {
+        PyErr_Format(PyExc_ValueError, "_judge.judge_rows: %s kind=%d; expected 0..3", name, J->kind);
+        return -1;
+    }
+    if ((J->nd = get_shape(oshape, J->shape, &J->total)) < 0)
+        return -1;
+    if (get_view(og, &J->g, "g", "dfH") < 0 || get_buf(oacc, &J->acc, "acc", "d", 8, 1) < 0
+        || get_mult(omult, &J->mult) < 0 || (omtab != Py_None && get_buf(omtab, &J->mtab, "mtab", "IL", 4, 0) < 0))
+        return -1;
+    Py_ssize_t isz = J->g.itemsize;
+    if (!PyBuffer_IsContiguous(&J->g, 'C') || J->g.len / isz != count || J->start < 0 || J->start + count > J->total
+        || J->acc.len / 8 != 3 * cmp_acc_len(J->nd, J->shape, NULL) || (J->mult.obj && J->mult.len / J->mult.itemsize != count)
+        || (isz == 2 && J->kind != 2 && J->kind != 3)
+        || (J->mtab.obj && (isz != 2 || J->mult.obj || J->mtab.len / 4 != 65536))) {
+        PyErr_Format(PyExc_ValueError, "_judge.judge_rows: %s: the returned block (C-contiguous, %zd values from "
+                     "flat index %zd of the shape), acc, mult or mtab do not fit", name, count, J->start);
+        return -1;
+    }
+    if (isz == 2 && !(J->vt = value_table(J->kind))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    cmp_init(&J->c, J->kind, J->scale, J->nd, J->shape, J->acc.buf);
+    if (J->room > 0) {
+        J->candE = malloc(sizeof(double) * (size_t)J->room);
+        J->candD = malloc(sizeof(double) * (size_t)J->room);
+        if (!J->candE || !J->candD) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* element j of a returned block, widened */
+static inline double value_at(const Py_buffer *g, const double *vt, Py_ssize_t j)
+{
+    return g->itemsize == 8 ? ((const double *)g->buf)[j]
+           : g->itemsize == 4 ? (double)((const float *)g->buf)[j] : vt[((const uint16_t *)g->buf)[j]];
+}
+
+/* the largest bound the comparison has seen so far (NaN: one was NaN) */
+static double cmp_max_bound(const struct cmp *c)
+{
+    double m = c->maxE;
+    for (int l = 0; l < RL; l++)
+        m = c->lacc.maxE[l] > m ? c->lacc.maxE[l] : m;
+    return c->maxE_nan ? NAN : m;
+}
+
+/* the values o..o+k-1 of the block compared (ref, E), then, while the scale is running, its candidates
+ * (ArrayAccumulator._candidates: bound finite, positive and at least the scale; their errors as _diff) */
+static void judged_run(struct judged *J, Py_ssize_t o, Py_ssize_t k, const double *ref, const double *E)
+{
+    const Py_buffer *g = &J->g;
+    const char *gp = (const char *)g->buf + o * g->itemsize;
+    const Py_ssize_t mi = J->mult.obj ? J->mult.itemsize : 0;
+    cmp_run(&J->c, J->start + o, g->itemsize == 8 ? (const double *)gp : NULL,
+            g->itemsize == 4 ? (const float *)gp : NULL, g->itemsize == 2 ? (const uint16_t *)gp : NULL, J->vt, ref, E,
+            mi == 2 ? (const uint16_t *)J->mult.buf + o : NULL, mi == 4 ? (const uint32_t *)J->mult.buf + o : NULL,
+            J->mtab.obj ? J->mtab.buf : NULL, k);
+    if (J->room < 0 || cmp_max_bound(&J->c) < J->scale)
+        return;
+    for (Py_ssize_t j = 0; j < k; j++) {
+        double Ei = E[j];
+        if (!(Ei >= J->scale && Ei > 0 && isfinite(Ei)))
+            continue;
+        if (J->ncand < J->room) {
+            double gi = value_at(g, J->vt, o + j), ri = ref[j], lo, hi, d = fabs(gi - ri);
+            if ((isnan(gi) && isnan(ri)) || gi == ri || (isinf(gi) && excess_at(&J->c.d, gi, ri, &lo, &hi) == 0))
+                d = 0;
+            J->candE[J->ncand] = Ei;
+            J->candD[J->ncand] = d;
+        }
+        J->ncand++;
+    }
+}
+
+static PyObject *judged_result(struct judged *J)
+{
+    Py_ssize_t kept = J->ncand < J->room ? J->ncand : (J->room > 0 ? J->room : 0);
+    return Py_BuildValue("(Ny#y#n)", cmp_result(&J->c), (const char *)J->candE, kept * 8, (const char *)J->candD,
+                         kept * 8, J->ncand);
+}
+
+/* dst[0..k-1] = the values of src (float64, float32, or 16-bit patterns of the table vt), widened */
+static void widen(const void *src, int isz, const double *vt, double *dst, Py_ssize_t k)
+{
+    if (isz == 4)
+        for (Py_ssize_t j = 0; j < k; j++)
+            dst[j] = (double)((const float *)src)[j];
+    else if (isz == 2)
+        for (Py_ssize_t j = 0; j < k; j++)
+            dst[j] = vt[((const uint16_t *)src)[j]];
+    else
+        memcpy(dst, src, sizeof(double) * (size_t)k);
+}
+
+static PyObject *py_judge_rows(PyObject *self, PyObject *args)
+{
+    PyObject *ocap, *ox, *ody, *ow, *ob, *osxy, *osy, *otw, *otb, *ojy, *ojdx;
+    int xkind;
+    double eps, be, u, gn, gm, ud, eta, u2, gn2, gm2;
+    int centered, ddof, eps_std, lowp, epi;
+    if (!PyArg_ParseTuple(args, "OOOiOOd(ddddddiiiiiddd)OOOOOO:judge_rows", &ocap, &ox, &ody, &xkind, &ow, &ob, &eps,
+                          &be, &u, &gn, &gm, &ud, &eta, &centered, &ddof, &eps_std, &lowp, &epi, &u2, &gn2, &gm2,
+                          &osxy, &osy, &otw, &otb, &ojy, &ojdx))
+        return NULL;
+    const struct fused_api *api = PyCapsule_GetPointer(ocap, FUSED_API_NAME);
+    if (!api)
+        return NULL;
+    if (api->version != FUSED_API_VERSION) {
+        PyErr_Format(PyExc_RuntimeError, "_judge.judge_rows: _fused's api is version %d; expected %d", api->version,
+                     FUSED_API_VERSION);
+        return NULL;
+    }
+    Py_buffer vx = {0}, vdy = {0}, vp[6] = {{0}};
+    struct judged jy, jdx;
+    memset(&jy, 0, sizeof jy);
+    memset(&jdx, 0, sizeof jdx);
+    PyObject *out = NULL, *ry = NULL, *rdx = NULL;
+    double *scratch = NULL;
+    PyObject *po[6] = {ow, ob, osxy, osy, otw, otb};
+    const char *pn[6] = {"w", "b", "sxy", "sy", "tw", "tb"};
+    Py_ssize_t m = -1, n = -1;
+    if (get_view(ox, &vx, "x", "dfH") < 0 || get_view(ody, &vdy, "dy", "dfH") < 0)
+        goto done;
+    for (int i = 0; i < 6; i++)
+        if (po[i] != Py_None && get_buf(po[i], &vp[i], pn[i], "d", 8, i >= 2) < 0)
+            goto done;
+    if (vx.ndim == 2) {
+        m = vx.shape[0];
+        n = vx.shape[1];
+    }
+    int bad = m < 1 || n < 2 || !PyBuffer_IsContiguous(&vx, 'C') || !PyBuffer_IsContiguous(&vdy, 'C')
+              || vdy.len != vx.len || vdy.itemsize != vx.itemsize
+              || (vx.itemsize == 2 ? (xkind != 2 && xkind != 3) : xkind != (vx.itemsize == 8 ? 0 : 1))
+              || (vp[0].obj != NULL) != (vp[2].obj != NULL) || (vp[1].obj != NULL) != (vp[3].obj != NULL)
+              || !vp[4].obj || !vp[5].obj || vp[4].len != vp[5].len
+              || (vp[4].len / 8 != n && vp[4].len / 8 != 1) || (vp[4].len / 8 == 1 && (vp[0].obj || vp[1].obj));
+    for (int i = 0; i < 4 && !bad; i++)
+        if (vp[i].obj && vp[i].len / 8 != n)
+            bad = 1;
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "_judge.judge_rows: x and dy must be C-contiguous (m, n) blocks of one "
+                        "dtype (xkind: 0 float64, 1 float32, 2 or 3 16-bit), n >= 2; w, b, sxy, sy, tw, tb (n,) float64 "
+                        "(sxy with w, sy with b; tw, tb of one value when there is neither)");
+        goto done;
+    }
+    if (judged_get(ojy, &jy, m * n, "y") < 0 || judged_get(ojdx, &jdx, m * n, "dx") < 0)
+        goto done;
+    const double *vt = vx.itemsize == 2 ? value_table(xkind) : NULL;
+    if (vx.itemsize == 2 && !vt) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const Py_ssize_t sub = SUB_ELEMENTS / n > 1 ? SUB_ELEMENTS / n : 1, sn = sub * n;
+    const size_t need = (size_t)6 * sn + (size_t)9 * sub + (size_t)6 * n;
+    if (!(scratch = malloc(sizeof(double) * need))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    double *xs = scratch, *dys = xs + sn, *ys = dys + sn, *dxs = ys + sn, *Ey = dxs + sn, *Edx = Ey + sn;
+    double *m0 = Edx + sn, *cc = m0 + sub, *rstd = cc + sub, *st = rstd + sub;
+    const double *W = vp[0].buf, *B = vp[1].buf;
+    double *SXY = vp[2].buf, *SY = vp[3].buf;
+    const Py_ssize_t wcols = vp[4].len / 8;
+    struct rows_args ra = {NULL, W, B, NULL, Ey, Edx, vp[4].buf, vp[5].buf, st, 0, n, 1, wcols, 1, 1, be, u, gn, gm,
+                           ud, eta, u2, gn2, gm2, centered, ddof, eps_std, lowp, epi, u2 > 0, st + 6 * sub};
+    const int isz = (int)vx.itemsize;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r0 = 0; r0 < m; r0 += sub) {
+        const Py_ssize_t k = m - r0 < sub ? m - r0 : sub, o = r0 * n;
+        const double *xr = xs, *dyr = dys;
+        if (isz == 8) {                                /* float64: read where it lies */
+            xr = (const double *)vx.buf + o;
+            dyr = (const double *)vdy.buf + o;
+        } else {
+            widen((const char *)vx.buf + o * isz, isz, vt, xs, k * n);
+            widen((const char *)vdy.buf + o * isz, isz, vt, dys, k * n);
+        }
+        struct geom gmt = {k, 1, n, 0, 2, 1};
+        api->forward(&gmt, xr, ys, W, B, m0, cc, NULL, rstd, 0, k, eps);
+        api->backward(&gmt, xr, dyr, dxs, W, m0, cc, rstd, SXY, SY, r0 == 0 ? 1 : 2, 0, k);
+        ra.X = xr;
+        ra.G = dyr;
+        ra.m = k;
+        rows(&ra);
+        judged_run(&jy, o, k * n, ys, Ey);
+        judged_run(&jdx, o, k * n, dxs, Edx);
+    }
+    Py_END_ALLOW_THREADS
+    if ((ry = judged_result(&jy)) && (rdx = judged_result(&jdx)))
+        out = PyTuple_Pack(2, ry, rdx);
+done:
+    Py_XDECREF(ry);
+    Py_XDECREF(rdx);
+    free(scratch);
+    release(&vx);
+    release(&vdy);
+    for (int i = 0; i < 6; i++)
+        release(&vp[i]);
+    judged_release(&jy);
+    judged_release(&jdx);
+    return out;
+}
+
 /* set_isa("avx512" | "avx2" | "base") -> the one in use before; set_isa(None): just that (tests run each) */
 static PyObject *py_set_isa(PyObject *self, PyObject *args)
 {
@@ -1955,6 +2221,8 @@ static PyMethodDef methods[] = {
     {"row_bounds", py_row_bounds, METH_VARARGS,
      "row_bounds(x, w, b, g, E_y, E_dx, tw, tb, stats, eps, u, gn, gm, ud, centered, ddof, eps_std, lowp, epi, eta, "
      "wrows, wcols[, u2, gn2, gm2, P])"},
+    {"judge_rows", py_judge_rows, METH_VARARGS, "judge_rows(api, x, dy, xkind, w, b, eps, bargs, sxy, sy, tw, tb, jy, "
+     "jdx) -> (figures of y, figures of dx): a block of layer_norm rows judged in one call"},
     {"value_counts", py_value_counts, METH_VARARGS, "value_counts(keys, out, exact_limit) -> exact (None: out is "
      "uint16 and a count does not fit)"},
     {NULL, NULL, 0, NULL}

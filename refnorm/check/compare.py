@@ -363,10 +363,7 @@ class ArrayAccumulator:
         the block's widened values and multiplicities are made once."""
         memo = {} if memo is None else memo
         E = np.broadcast_to(np.asarray(E, dtype=np.float64), np.shape(ref))
-        # the returned values as they are when the compiled loop reads them (float64, float32; 16-bit dtypes as
-        # their bit patterns, widened there through the table of the 65536 values), else widened
-        bits16 = self.mod is not None and self.flat.dtype.itemsize == 2
-        gdt = self.flat.dtype if self.mod is not None and (self.flat.dtype in _NATIVE_G or bits16) else np.float64
+        gdt = self._gdt()
         # the block's returned values and per-element multiplicities (flat, or the sub-array along axis)
         per = self.mult.per.reshape(-1) if isinstance(self.mult, SaturatedCounts) else (
             self.mult if isinstance(self.mult, np.ndarray) else None)
@@ -377,15 +374,7 @@ class ArrayAccumulator:
             sl = (slice(None),) * axis + (slice(start, start + np.shape(ref)[axis]),)
             vals, per = self.got[sl], None if per is None else per.reshape(self.shape)
         ref = np.ascontiguousarray(ref, dtype=np.float64).reshape(-1)
-        mtab = None
-        if bits16 and isinstance(self.mult, PatternCounts):       # looked up by the compiled loop, by pattern
-            mult, mtab = None, self.mult.table
-        elif isinstance(self.mult, TABLES):
-            mult = _once(memo, ("mult", id(self.mult), start), lambda: self.mult.take(vals))
-        else:                                   # None: every multiplicity 1 (unit_counts)
-            mult = None if per is None else np.ascontiguousarray(per[sl]).reshape(-1)
-        if isinstance(self.mult, SaturatedCounts):
-            mult = _once(memo, ("fix", id(self.mult), start), lambda: self.mult.fix(mult, vals))
+        mult, mtab = self._mults(vals, per, sl, start, memo)
         if axis is not None and self.mod is not None and math.prod(self.shape[axis + 1:]) >= STRIDED_RUN:
             # the compiled loop reads the block's slice of the returned array and the bounds as they lie (their
             # axes after `axis` contiguous: batch_norm's, laid out by channel), run by run, without a copy
@@ -402,8 +391,8 @@ class ArrayAccumulator:
         used = self.scale
         if self.mod is not None:
             maxr, over, unc, dmax, maxE, top, ref_max = self.mod.compare(
-                g.view(np.uint16) if bits16 else g, ref, E, mult, self.kind, used, self.shape, start, self.acc,
-                -1 if axis is None else axis, mtab)
+                g.view(np.uint16) if g.dtype.itemsize == 2 else g, ref, E, mult, self.kind, used, self.shape, start,
+                self.acc, -1 if axis is None else axis, mtab)
             if self.running:
                 self.scale = max(self.scale, ref_max)
         else:
@@ -412,16 +401,67 @@ class ArrayAccumulator:
                                                              -1 if axis is None else axis)
         if self.running and not maxE < used:             # a bound at least the scale it was judged with (or NaN)
             self._candidates(g, ref, E, used)
+        self._absorb(maxr, over, unc, dmax, maxE, top,
+                     lambda i: tuple(_at(a, self._local(i, start, g.size, axis)) for a in (g, ref, E)))
+
+    def _gdt(self):
+        """The dtype of the returned values as the compiled loop reads them (float64, float32; 16-bit dtypes
+        as their bit patterns, widened there through the table of the 65536 values), else float64."""
+        dt = self.flat.dtype
+        return dt if self.mod is not None and (dt in _NATIVE_G or dt.itemsize == 2) else np.dtype(np.float64)
+
+    def _mults(self, vals, per, sl, start, memo):
+        """(mult, mtab): the block's per-element multiplicities (None: every one 1), or the table of the
+        counts of its 16-bit patterns that the compiled loop looks them up in."""
+        if self.mod is not None and self.flat.dtype.itemsize == 2 and isinstance(self.mult, PatternCounts):
+            return None, self.mult.table
+        if isinstance(self.mult, TABLES):
+            mult = _once(memo, ("mult", id(self.mult), start), lambda: self.mult.take(vals))
+        else:                                   # None: every multiplicity 1 (unit_counts)
+            mult = None if per is None else np.ascontiguousarray(per[sl]).reshape(-1)
+        if isinstance(self.mult, SaturatedCounts):
+            mult = _once(memo, ("fix", id(self.mult), start), lambda: self.mult.fix(mult, vals))
+        return mult, None
+
+    def block_args(self, start, count):
+        """The arguments of _judge.judge_rows for the elements start..start+count-1 (C order) of the
+        returned array: (g, kind, scale, shape, start, acc, mult, mtab, room), room the candidates it may
+        keep (-1: the scale is final; stream.py's compiled block pipeline; its figures go to ``absorb``)."""
+        sl = slice(start, start + count)
+        vals = self.flat[sl]
+        per = self.mult.per.reshape(-1) if isinstance(self.mult, SaturatedCounts) else (
+            self.mult if isinstance(self.mult, np.ndarray) else None)
+        mult, mtab = self._mults(vals, per, sl, start, {})
+        g = np.ascontiguousarray(vals, dtype=self._gdt())
+        room = -1 if not self.running else (0 if self.overflowed else MAX_CANDIDATES - self.n_cand)
+        return (g.view(np.uint16) if g.dtype.itemsize == 2 else g, self.kind, self.scale, self.shape, start,
+                self.acc, mult, mtab, room)
+
+    def absorb(self, res):
+        """The figures _judge.judge_rows returned for a block of ``block_args``: compare's, and the block's
+        candidates (their bounds and errors, their count), as ``add`` takes them."""
+        (maxr, over, unc, dmax, maxE, top, ref_max), cand_E, cand_d, n = res
+        if self.running:
+            self.scale = max(self.scale, ref_max)
+            if n and not self.overflowed:
+                self.n_cand += n
+                if self.n_cand > MAX_CANDIDATES:
+                    self.overflowed, self.cand = True, []
+                else:
+                    self.cand.append((np.frombuffer(cand_E, dtype=np.float64), np.frombuffer(cand_d, dtype=np.float64)))
+        self._absorb(maxr, over, unc, dmax, maxE, top, None)
+
+    def _absorb(self, maxr, over, unc, dmax, maxE, top, lookup):
+        """A block's figures added; the worst elements so far kept with their values (the compiled loop's
+        come with them; ``lookup(i)``: (g, ref, E) of the element at flat index i of the block, for the others)."""
         self.maxr = max(self.maxr, maxr)
         self.over += over
         self.unc += unc
         self.dmax = _max_nan(self.dmax, dmax)
         self.maxE = _max_nan(self.maxE, maxE)
-        # the worst elements so far; the values of this block's that stay among them, looked up
-        worst = sorted(self.top + [(t, i, None, None, None) for t, i in top], key=lambda t: (-t[0], t[1]))
-        self.top = [w if w[2] is not None else
-                    (w[0], w[1], *(_at(a, self._local(w[1], start, g.size, axis)) for a in (g, ref, E)))
-                    for w in worst[:WORST_SHOWN]]
+        worst = sorted(self.top + [tuple(t) if len(t) == 5 else (t[0], t[1], None, None, None) for t in top],
+                       key=lambda t: (-t[0], t[1]))
+        self.top = [w if w[2] is not None else (w[0], w[1], *lookup(w[1])) for w in worst[:WORST_SHOWN]]
 
     def _candidates(self, g, ref, E, scale):
         """Keep the elements of this block that ``scale`` (the running scale it was judged with) counts

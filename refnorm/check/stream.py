@@ -56,10 +56,13 @@ import numpy as np
 
 from ..norms._common import one_thread, run_blocks
 from . import bounds as B
+from . import pipeline
+from .bounds._rows import seen_calls
 from .compare import (EXACT_SLOTS, ArrayAccumulator, BucketCounts, PatternCounts, SaturatedCounts, multiplicities,
                       native)
 
 BLOCK_ELEMENTS = 1 << 18
+PIPELINE = True     # the compiled block pipeline for the blocks it takes (pipeline.py); False: stage by stage
 
 ROW_OPS = ("layer_norm", "rms_norm", "group_norm", "instance_norm", "weight_standardization")
 ROW_INPUTS = ("x",)       # the inputs of those ops that hold rows; the others (weight, bias) are shared
@@ -184,13 +187,21 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
             first = ArrayAccumulator(a, s, case_dtype if n[0] != "state" else _dtype_name(a), **kw)
             accs[n] = [first] + [ArrayAccumulator(a, s, first.kind_name, **kw) for _ in contracts[1:]]
         ref_whole, E_whole = {}, {n: [0.0 for _ in contracts] for n in whole}
+        pipe = None
         with reuse_blocks(), one_thread():      # freed block temporaries reused; the reference in this thread
             for lo, hi in spans[k::PARTS]:
+                if pipe is not None:            # the compiled block pipeline (pipeline.py)
+                    pipe.run(lo, hi, accs, ref_whole, E_whole)
+                    continue
                 # widened to float64 once for the reference and the bounds, read-only (neither writes)
                 ins, cots, st = ({name: _f64_block(v) for name, v in d.items()} for d in block(lo, hi))
                 ref = reference(op, config, training, ins, cots, st)
-                with B.standardize.param_rows(p.units / (hi - lo) if p.kind == "rows" else 1.0):
+                with B.standardize.param_rows(p.units / (hi - lo) if p.kind == "rows" else 1.0), \
+                        seen_calls() as seen:
                     Es = [derive_bounds(op, case_dtype, config, training, ins, cots, st, ref, c) for c in contracts]
+                if PIPELINE and hi - lo == p.per_block:
+                    pipe = pipeline.prepare(p, op, config, inputs, cotangents, state, names, contracts, ins, seen,
+                                            lambda a: _rows_view(a, p.lead, p.units))
                 memo = {}                     # the block's widened values and counts, made once for all contracts
                 for part, name in names:
                     a = getattr(ref, part)[name]

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include <stdint.h>
+#include "_fused_api.h"      /* struct geom */
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -36,12 +37,6 @@ struct args {
     Py_ssize_t wo;              /* the offset of the row's first element */
     double m0, c, r;            /* first-pass mean, its correction, rstd */
     double ws;                  /* one weight for the row (g = a * ws) */
-};
-
-struct geom {
-    Py_ssize_t R, P, Q;
-    int row_axis, wkind;
-    Py_ssize_t wrows;           /* wkind 2: the weight holds wrows rows of P * Q; row r uses r % wrows */
 };
 
 /* The leaves of NumPy's pairwise sum of n values (8 <= n <= MAX_GATHER) starting at o, in order:
@@ -433,6 +428,24 @@ static PyObject *py_set_isa(PyObject *self, PyObject *arg)
     return NULL;
 }
 
+/* the kernels for other extensions (_fused_api.h): those of the instruction set in use at each call */
+static void api_forward(const struct geom *g, const double *x, double *y, const double *w, const double *b,
+                        double *m0, double *c, double *var, double *rstd, Py_ssize_t s, Py_ssize_t e, double eps)
+{
+    current->fwd(g, x, y, w, b, m0, c, var, rstd, s, e, eps);
+    FENCE();
+}
+
+static void api_backward(const struct geom *g, const double *x, const double *dy, double *dx, const double *w,
+                         const double *m0, const double *c, const double *rstd, double *sxy, double *sy, int colsum,
+                         Py_ssize_t s, Py_ssize_t e)
+{
+    current->bwd(g, x, dy, dx, w, m0, c, rstd, sxy, sy, colsum, s, e);
+    FENCE();
+}
+
+static const struct fused_api API = {FUSED_API_VERSION, api_forward, api_backward};
+
 static PyMethodDef methods[] = {
     {"forward", py_forward, METH_VARARGS, "forward(x, y, w, b, m0, c, var, rstd, s, e, R, P, Q, row_axis, wkind, eps)"},
     {"backward", py_backward, METH_VARARGS, "backward(x, dy, dx, w, m0, c, rstd, sxy, sy, colsum, s, e, R, P, Q, row_axis, wkind[, wrows])"},
@@ -451,5 +464,14 @@ PyMODINIT_FUNC PyInit__fused(void)
     for (int i = 0; i < N_ISAS && !current; i++)
         if (isa_supported(&ISAS[i]))
             current = &ISAS[i];
-    return PyModule_Create(&moduledef);
+    PyObject *m = PyModule_Create(&moduledef);
+    if (!m)
+        return NULL;
+    PyObject *cap = PyCapsule_New((void *)&API, FUSED_API_NAME, NULL);
+    if (!cap || PyModule_AddObject(m, "api", cap) < 0) {
+        Py_XDECREF(cap);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

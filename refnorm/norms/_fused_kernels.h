@@ -553,7 +553,8 @@ static void F(backward_rows_merged)(const struct geom *gm, const double *x, cons
 
 /* dx for rows s..e-1; and either per-segment sums of dy * xhat and dy (sxy, sy, indexed like the
  * segments: (R, P) for row_axis 0, (P, R) for row_axis 1), or (colsum) column sums over the rows of
- * dy * xhat and dy, each of Q values, started at 0.0 and added row after row (layer_norm's block). */
+ * dy * xhat and dy, each of Q values, started at 0.0 (colsum 1; 2: at what they hold) and added row after
+ * row (layer_norm's block). */
 static void F(backward_rows)(const struct geom *gm, const double *x, const double *dy, double *dx,
                              const double *w, const double *m0s, const double *cs, const double *rstds,
                              double *sxy, double *sy, int colsum, Py_ssize_t s, Py_ssize_t e)
@@ -563,7 +564,7 @@ static void F(backward_rows)(const struct geom *gm, const double *x, const doubl
      * (wkind 2). g = dy * w is formed on the fly. */
     const double n = (double)(gm->P * gm->Q);
     const Py_ssize_t Q = gm->Q;
-    if (colsum) {
+    if (colsum == 1) {                                  /* colsum 2: added to what sxy and sy hold */
         if (sxy)
             for (Py_ssize_t q = 0; q < Q; q++)
                 sxy[q] = 0.0;

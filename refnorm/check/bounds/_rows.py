@@ -32,6 +32,8 @@ Contract extensions (u_d, eta_d of the case dtype; D = r(|mu| + eta_d/u_d) + |xh
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,6 +60,23 @@ class RowBounds:
                                          # ``second``, both contracts' terms)
 
 
+_SEEN = contextvars.ContextVar("row_bounds_seen", default=None)
+
+
+@contextlib.contextmanager
+def seen_calls():
+    """Within: every call of the compiled row bounds appends its arguments to the list this yields (its
+    scalars in _judge.judge_rows' order, the parameter pattern, wdiv, runs, the rows' shape): the
+    streaming judge's compiled block pipeline runs the very bounds the bounds layer chose for its first
+    block on the others (stream.py)."""
+    calls = []
+    token = _SEEN.set(calls)
+    try:
+        yield calls
+    finally:
+        _SEEN.reset(token)
+
+
 def _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contract, ud, eta, second=None, runs=1):
     """The compiled row_bounds (refnorm.check._judge.row_bounds: the formulas below, the row sums in
     interleaved partial sums, equal within rounding) for parameters given as a ``pattern`` (w, b, wdiv): w, b
@@ -80,8 +99,13 @@ def _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contra
         E_dx, tw, tb = np.empty((m, n)), np.zeros(shp), np.zeros(shp)
     lowp = contract in ("stats_d", "epi_d")
     u2, gn2, gm2 = (0.0, 0.0, 0.0) if second is None else (float(v) for v in second)
-    mod.row_bounds(x, wp, bp, g, E_y, E_dx, tw, tb, stats, float(eps), float(u), float(gn), float(gm), float(ud),
-                   int(centered), int(ddof), int(eps_mode == "std"), int(lowp), int(contract == "epi_d"), float(eta),
+    scalars = (float(eps), float(u), float(gn), float(gm), float(ud), float(eta), int(centered), int(ddof),
+               int(eps_mode == "std"), int(lowp), int(contract == "epi_d"), u2, gn2, gm2)
+    seen = _SEEN.get()
+    if seen is not None:
+        seen.append(dict(scalars=scalars, w=wp, b=bp, pattern=shp, wdiv=int(wdiv), runs=int(runs), shape=(m, n),
+                         with_g=g is not None))
+    mod.row_bounds(x, wp, bp, g, E_y, E_dx, tw, tb, stats, *scalars[:5], *scalars[6:11], scalars[5],
                    shp[0], shp[1], u2, gn2, gm2, int(runs), int(wdiv))
     st = stats.T
     return RowBounds(E_y, E_dx, None, None, st[0].copy(), st[1].copy(), st[2].copy(), st[3].copy(), st[4].copy(),
