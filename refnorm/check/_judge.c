@@ -1917,7 +1917,7 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
 }
 
 /* ------------------------------------------------------------------ the compiled block pipeline
- * judge_rows(api, x, dy, xkind, w, b, eps, bargs, sxy, sy, tw, tb, jy, jdx) -> (figures of y, figures of dx)
+ * judge_rows(api, x, dy, xkind, w, b, eps, sxy, sy, contracts) -> ((figures of y, of dx) for each contract)
  *
  * One block of layer_norm rows judged in one call (stream.py, "the compiled block pipeline"), a few rows
  * at a time (SUB_ELEMENTS values, so that their float64 temporaries stay in the L2 cache from one stage to
@@ -1926,16 +1926,19 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
  *   - the reference: _fused's forward and backward kernels (the capsule `api`, _fused_api.h), so y, dx and
  *     the column sums sxy, sy (started at 0.0 by the first rows, added to row after row) are the bits
  *     _fused.forward / _fused.backward give on the whole block;
- *   - the row bounds: rows(), as row_bounds (bargs: its eps, u, gn, gm, ud, centered, ddof, eps_std, lowp,
- *     epi, eta, u2, gn2, gm2; the pattern w, b of one row; tw, tb added to, row after row, as one call);
- *   - the comparison of the returned y and dx: cmp_run, as compare on the whole block (the same figures:
- *     compare walks a block in pieces within rows, whatever the calls).
+ *   - for each contract, the row bounds: rows(), as row_bounds (tw, tb added to, row after row, as by one
+ *     call); then the comparison of the returned y and dx: cmp_run, as compare on the whole block (the
+ *     counts, maxima and worst elements the same; the sums within rounding: compare's pieces end at the
+ *     calls' ends too).
  * x, dy: the block's (m, n) values, C-contiguous, float64, float32, or 16-bit patterns of xkind 2 or 3;
- * w, b: (n,) float64 or None; sxy, sy, tw, tb: (n,) float64 or None (sxy with w, sy with b);
- * jy, jdx: (g, kind, scale, shape, start, acc, mult, mtab, room): compare's arguments for the block of
- * the returned array (g: its m * n values, flat), and room: how many candidates to keep (the elements
- * whose bound is at least the running scale, compare.ArrayAccumulator._candidates; < 0: none, the scale
- * is final). Each figures tuple: compare's, then (candidate bounds, candidate errors: bytes of float64;
+ * w, b: (n,) float64 or None; sxy, sy: (n,) float64 or None (sxy with w, sy with b); contracts: a tuple of
+ * (bargs, tw, tb, stats, jy, jdx): bargs row_bounds' (eps, u, gn, gm, ud, eta, centered, ddof, eps_std, lowp,
+ * epi, u2, gn2, gm2); tw, tb (n,) float64 (one value when there is neither w nor b), added to; stats (4, m)
+ * float64 or None, set to the rows' mean (m0 + c, as layer_norm's forward forms it), rstd and their bounds
+ * (row_bounds' stats); jy, jdx: (g, kind, scale, shape, start, acc, mult, mtab, room): compare's arguments for
+ * the block of the returned array (g: its m * n values, flat), and room, how many candidates to keep (the
+ * elements whose bound is at least the running scale, compare.ArrayAccumulator._candidates; < 0: none, the
+ * scale is final). Each figures tuple: compare's, then (candidate bounds, candidate errors: bytes of float64;
  * the candidates' count, which may exceed room: then only room are kept). */
 enum { SUB_ELEMENTS = 1 << 13 };
 
@@ -2062,15 +2065,28 @@ static void widen(const void *src, int isz, const double *vt, double *dst, Py_ss
         memcpy(dst, src, sizeof(double) * (size_t)k);
 }
 
+/* one contract of judge_rows: its bounds' arguments and buffers, and its two comparisons */
+struct contract_run {
+    Py_buffer tw, tb, stats;
+    struct rows_args ra;
+    struct judged jy, jdx;
+};
+
+static void contract_release(struct contract_run *K)
+{
+    release(&K->tw); release(&K->tb); release(&K->stats);
+    judged_release(&K->jy);
+    judged_release(&K->jdx);
+}
+
+enum { MAX_CONTRACTS = 4 };
+
 static PyObject *py_judge_rows(PyObject *self, PyObject *args)
 {
-    PyObject *ocap, *ox, *ody, *ow, *ob, *osxy, *osy, *otw, *otb, *ojy, *ojdx;
+    PyObject *ocap, *ox, *ody, *ow, *ob, *osxy, *osy, *ok;
     int xkind;
-    double eps, be, u, gn, gm, ud, eta, u2, gn2, gm2;
-    int centered, ddof, eps_std, lowp, epi;
-    if (!PyArg_ParseTuple(args, "OOOiOOd(ddddddiiiiiddd)OOOOOO:judge_rows", &ocap, &ox, &ody, &xkind, &ow, &ob, &eps,
-                          &be, &u, &gn, &gm, &ud, &eta, &centered, &ddof, &eps_std, &lowp, &epi, &u2, &gn2, &gm2,
-                          &osxy, &osy, &otw, &otb, &ojy, &ojdx))
+    double eps;
+    if (!PyArg_ParseTuple(args, "OOOiOOdOOO:judge_rows", &ocap, &ox, &ody, &xkind, &ow, &ob, &eps, &osxy, &osy, &ok))
         return NULL;
     const struct fused_api *api = PyCapsule_GetPointer(ocap, FUSED_API_NAME);
     if (!api)
@@ -2080,18 +2096,22 @@ static PyObject *py_judge_rows(PyObject *self, PyObject *args)
                      FUSED_API_VERSION);
         return NULL;
     }
-    Py_buffer vx = {0}, vdy = {0}, vp[6] = {{0}};
-    struct judged jy, jdx;
-    memset(&jy, 0, sizeof jy);
-    memset(&jdx, 0, sizeof jdx);
-    PyObject *out = NULL, *ry = NULL, *rdx = NULL;
+    Py_ssize_t nk = PyTuple_Check(ok) ? PyTuple_Size(ok) : -1;
+    if (nk < 1 || nk > MAX_CONTRACTS) {
+        PyErr_Format(PyExc_ValueError, "_judge.judge_rows: contracts must be a tuple of 1 to %d", (int)MAX_CONTRACTS);
+        return NULL;
+    }
+    Py_buffer vx = {0}, vdy = {0}, vp[4] = {{0}};
+    struct contract_run K[MAX_CONTRACTS];
+    memset(K, 0, sizeof K);
+    PyObject *out = NULL;
     double *scratch = NULL;
-    PyObject *po[6] = {ow, ob, osxy, osy, otw, otb};
-    const char *pn[6] = {"w", "b", "sxy", "sy", "tw", "tb"};
+    PyObject *po[4] = {ow, ob, osxy, osy};
+    const char *pn[4] = {"w", "b", "sxy", "sy"};
     Py_ssize_t m = -1, n = -1;
     if (get_view(ox, &vx, "x", "dfH") < 0 || get_view(ody, &vdy, "dy", "dfH") < 0)
         goto done;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 4; i++)
         if (po[i] != Py_None && get_buf(po[i], &vp[i], pn[i], "d", 8, i >= 2) < 0)
             goto done;
     if (vx.ndim == 2) {
@@ -2101,23 +2121,14 @@ static PyObject *py_judge_rows(PyObject *self, PyObject *args)
     int bad = m < 1 || n < 2 || !PyBuffer_IsContiguous(&vx, 'C') || !PyBuffer_IsContiguous(&vdy, 'C')
               || vdy.len != vx.len || vdy.itemsize != vx.itemsize
               || (vx.itemsize == 2 ? (xkind != 2 && xkind != 3) : xkind != (vx.itemsize == 8 ? 0 : 1))
-              || (vp[0].obj != NULL) != (vp[2].obj != NULL) || (vp[1].obj != NULL) != (vp[3].obj != NULL)
-              || !vp[4].obj || !vp[5].obj || vp[4].len != vp[5].len
-              || (vp[4].len / 8 != n && vp[4].len / 8 != 1) || (vp[4].len / 8 == 1 && (vp[0].obj || vp[1].obj));
+              || (vp[0].obj != NULL) != (vp[2].obj != NULL) || (vp[1].obj != NULL) != (vp[3].obj != NULL);
     for (int i = 0; i < 4 && !bad; i++)
         if (vp[i].obj && vp[i].len / 8 != n)
             bad = 1;
     if (bad) {
         PyErr_SetString(PyExc_ValueError, "_judge.judge_rows: x and dy must be C-contiguous (m, n) blocks of one "
-                        "dtype (xkind: 0 float64, 1 float32, 2 or 3 16-bit), n >= 2; w, b, sxy, sy, tw, tb (n,) float64 "
-                        "(sxy with w, sy with b; tw, tb of one value when there is neither)");
-        goto done;
-    }
-    if (judged_get(ojy, &jy, m * n, "y") < 0 || judged_get(ojdx, &jdx, m * n, "dx") < 0)
-        goto done;
-    const double *vt = vx.itemsize == 2 ? value_table(xkind) : NULL;
-    if (vx.itemsize == 2 && !vt) {
-        PyErr_NoMemory();
+                        "dtype (xkind: 0 float64, 1 float32, 2 or 3 16-bit), n >= 2; w, b, sxy, sy (n,) float64 "
+                        "(sxy with w, sy with b)");
         goto done;
     }
     const Py_ssize_t sub = SUB_ELEMENTS / n > 1 ? SUB_ELEMENTS / n : 1, sn = sub * n;
@@ -2130,9 +2141,36 @@ static PyObject *py_judge_rows(PyObject *self, PyObject *args)
     double *m0 = Edx + sn, *cc = m0 + sub, *rstd = cc + sub, *st = rstd + sub;
     const double *W = vp[0].buf, *B = vp[1].buf;
     double *SXY = vp[2].buf, *SY = vp[3].buf;
-    const Py_ssize_t wcols = vp[4].len / 8;
-    struct rows_args ra = {NULL, W, B, NULL, Ey, Edx, vp[4].buf, vp[5].buf, st, 0, n, 1, wcols, 1, 1, be, u, gn, gm,
-                           ud, eta, u2, gn2, gm2, centered, ddof, eps_std, lowp, epi, u2 > 0, st + 6 * sub};
+    for (Py_ssize_t j = 0; j < nk; j++) {
+        struct contract_run *C = &K[j];
+        PyObject *ojy, *ojdx, *otw, *otb, *ostats;
+        double be, u, gn, gm, ud, eta, u2, gn2, gm2;
+        int centered, ddof, eps_std, lowp, epi;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(ok, j), "(ddddddiiiiiddd)OOOOO:judge_rows contract", &be, &u, &gn,
+                              &gm, &ud, &eta, &centered, &ddof, &eps_std, &lowp, &epi, &u2, &gn2, &gm2, &otw, &otb,
+                              &ostats, &ojy, &ojdx))
+            goto done;
+        if (get_buf(otw, &C->tw, "tw", "d", 8, 1) < 0 || get_buf(otb, &C->tb, "tb", "d", 8, 1) < 0
+            || (ostats != Py_None && get_buf(ostats, &C->stats, "stats", "d", 8, 1) < 0))
+            goto done;
+        Py_ssize_t wcols = C->tw.len / 8;
+        if (C->tw.len != C->tb.len || (wcols != n && wcols != 1) || (wcols == 1 && (W || B))
+            || (C->stats.obj && C->stats.len / 8 != 4 * m)) {
+            PyErr_SetString(PyExc_ValueError, "_judge.judge_rows: a contract's tw, tb must be (n,) float64 (of one "
+                            "value when there is neither w nor b), its stats (4, m) float64 or None");
+            goto done;
+        }
+        if (judged_get(ojy, &C->jy, m * n, "y") < 0 || judged_get(ojdx, &C->jdx, m * n, "dx") < 0)
+            goto done;
+        struct rows_args ra = {NULL, W, B, NULL, Ey, Edx, C->tw.buf, C->tb.buf, st, 0, n, 1, wcols, 1, 1, be, u, gn,
+                               gm, ud, eta, u2, gn2, gm2, centered, ddof, eps_std, lowp, epi, u2 > 0, st + 6 * sub};
+        C->ra = ra;
+    }
+    const double *vt = vx.itemsize == 2 ? value_table(xkind) : NULL;
+    if (vx.itemsize == 2 && !vt) {
+        PyErr_NoMemory();
+        goto done;
+    }
     const int isz = (int)vx.itemsize;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t r0 = 0; r0 < m; r0 += sub) {
@@ -2148,26 +2186,45 @@ static PyObject *py_judge_rows(PyObject *self, PyObject *args)
         struct geom gmt = {k, 1, n, 0, 2, 1};
         api->forward(&gmt, xr, ys, W, B, m0, cc, NULL, rstd, 0, k, eps);
         api->backward(&gmt, xr, dyr, dxs, W, m0, cc, rstd, SXY, SY, r0 == 0 ? 1 : 2, 0, k);
-        ra.X = xr;
-        ra.G = dyr;
-        ra.m = k;
-        rows(&ra);
-        judged_run(&jy, o, k * n, ys, Ey);
-        judged_run(&jdx, o, k * n, dxs, Edx);
+        for (Py_ssize_t j = 0; j < nk; j++) {         /* each contract's bounds, then its comparisons */
+            struct contract_run *C = &K[j];
+            C->ra.X = xr;
+            C->ra.G = dyr;
+            C->ra.m = k;
+            rows(&C->ra);
+            if (C->stats.obj) {        /* the rows' mean (as the forward's m0 + c) and rstd, and their bounds */
+                double *so = C->stats.buf;
+                for (Py_ssize_t i = 0; i < k; i++) {
+                    so[r0 + i] = m0[i] + cc[i];
+                    so[m + r0 + i] = rstd[i];
+                    so[2 * m + r0 + i] = st[6 * i];
+                    so[3 * m + r0 + i] = st[6 * i + 1];
+                }
+            }
+            judged_run(&C->jy, o, k * n, ys, Ey);
+            judged_run(&C->jdx, o, k * n, dxs, Edx);
+        }
     }
     Py_END_ALLOW_THREADS
-    if ((ry = judged_result(&jy)) && (rdx = judged_result(&jdx)))
-        out = PyTuple_Pack(2, ry, rdx);
+    out = PyTuple_New(nk);
+    for (Py_ssize_t j = 0; out && j < nk; j++) {
+        PyObject *ry = judged_result(&K[j].jy), *rdx = ry ? judged_result(&K[j].jdx) : NULL;
+        PyObject *pair = rdx ? PyTuple_Pack(2, ry, rdx) : NULL;
+        Py_XDECREF(ry);
+        Py_XDECREF(rdx);
+        if (!pair)
+            Py_CLEAR(out);
+        else
+            PyTuple_SET_ITEM(out, j, pair);
+    }
 done:
-    Py_XDECREF(ry);
-    Py_XDECREF(rdx);
     free(scratch);
     release(&vx);
     release(&vdy);
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 4; i++)
         release(&vp[i]);
-    judged_release(&jy);
-    judged_release(&jdx);
+    for (int j = 0; j < MAX_CONTRACTS; j++)
+        contract_release(&K[j]);
     return out;
 }
 
@@ -2221,8 +2278,8 @@ static PyMethodDef methods[] = {
     {"row_bounds", py_row_bounds, METH_VARARGS,
      "row_bounds(x, w, b, g, E_y, E_dx, tw, tb, stats, eps, u, gn, gm, ud, centered, ddof, eps_std, lowp, epi, eta, "
      "wrows, wcols[, u2, gn2, gm2, P])"},
-    {"judge_rows", py_judge_rows, METH_VARARGS, "judge_rows(api, x, dy, xkind, w, b, eps, bargs, sxy, sy, tw, tb, jy, "
-     "jdx) -> (figures of y, figures of dx): a block of layer_norm rows judged in one call"},
+    {"judge_rows", py_judge_rows, METH_VARARGS, "judge_rows(api, x, dy, xkind, w, b, eps, sxy, sy, contracts) -> "
+     "((figures of y, of dx) per contract): a block of layer_norm rows judged in one call"},
     {"value_counts", py_value_counts, METH_VARARGS, "value_counts(keys, out, exact_limit) -> exact (None: out is "
      "uint16 and a count does not fit)"},
     {NULL, NULL, 0, NULL}

@@ -1,0 +1,202 @@
+"""The compiled block pipeline (refnorm/check/pipeline.py, _judge.judge_rows): the blocks it judges get the
+figures the stage-by-stage path gives them, for correct and for wrong results, in every instruction set:
+the counts, maxima and worst elements equal, the sums (bias test, parameter gradients) within rounding."""
+import math
+
+import numpy as np
+import pytest
+
+from refnorm.check import _judge, pipeline, stream
+from refnorm.check.backends.base import Contract
+from test_stream import _call, _close, _judge as judge
+
+pytestmark = pytest.mark.skipif(getattr(_judge, "judge_rows", None) is None, reason="no compiled judge")
+
+STRICT, STATS_D, EPI_D = Contract("strict", "block"), Contract("stats_d", "block"), Contract("epi_d", "tree")
+
+
+def _both(monkeypatch, cfg, dt, ins, cot, got, contract, block_elements):
+    """(figures stage by stage, figures through the pipeline, how many blocks the pipeline judged)"""
+    monkeypatch.setattr(stream, "BLOCK_ELEMENTS", block_elements)
+    monkeypatch.setattr(stream, "PIPELINE", False)
+    ref, plain = judge("layer_norm", cfg, dt, ins, cot, {}, got, contract, blocks=True)
+    assert ref is None                                  # judged in blocks
+    runs = []
+    real = pipeline.Pipeline.run
+    monkeypatch.setattr(pipeline.Pipeline, "run", lambda self, *a: (runs.append(a[:2]), real(self, *a))[1])
+    monkeypatch.setattr(stream, "PIPELINE", True)
+    _, piped = judge("layer_norm", cfg, dt, ins, cot, {}, got, contract, blocks=True)
+    return plain, piped, len(runs)
+
+
+def _same(plain, piped):
+    assert plain.keys() == piped.keys()
+    for key, a in plain.items():
+        b = piped[key]
+        assert (a.verdict, a.unconstrained, a.over, a.size, a.dtype, a.bias_where) == \
+            (b.verdict, b.unconstrained, b.over, b.size, b.dtype, b.bias_where), key
+        for f in ("ratio", "err_u", "scale", "max_bound"):
+            assert getattr(a, f) == getattr(b, f) or (math.isnan(getattr(a, f)) and math.isnan(getattr(b, f))), (key, f)
+        assert _close(a.bias, b.bias, 1e-9), (key, a.bias, b.bias)
+        assert [w[:2] for w in a.worst] == [w[:2] for w in b.worst], key
+        for u, v in zip(a.worst, b.worst):
+            assert u[2:] == v[2:] or np.allclose(u[2:], v[2:], rtol=0, atol=0, equal_nan=True), key
+
+
+def _plant(got, bug, dt, shape):
+    from refnorm.check.precision import round_to
+    rows = math.prod(shape[:-1])
+    if bug == "late":           # one element of a late row off: a block the pipeline judges
+        y = got["outputs"]["y"].astype(np.float64)
+        y.reshape(rows, -1)[rows - 2, -1] += 0.5
+        got["outputs"]["y"] = round_to(y, dt)
+    elif bug == "scale":        # every input gradient scaled by (1 + 2^-9) (16-bit: 2^-4)
+        low = dt != "float32"
+        got["grads"]["x"] = round_to(got["grads"]["x"].astype(np.float64) * (1 + 2.0 ** (-4 if low else -9)), dt)
+    elif bug == "dweight":      # the weight gradient's last element off by 10% of the largest
+        dw = got["grads"]["weight"].astype(np.float64)
+        dw[-1] += 0.1 * np.abs(dw).max()
+        got["grads"]["weight"] = round_to(dw, dt)
+
+
+@pytest.mark.parametrize("shape", [(300, 48), (3, 40, 48), (24, 5137), (900, 2)])
+@pytest.mark.parametrize("dt,contract", [("float32", STRICT), ("bfloat16", STATS_D), ("float16", EPI_D)])
+@pytest.mark.parametrize("bug", [None, "late", "scale", "dweight"])
+def test_pipeline_judges_as_the_stages(monkeypatch, shape, dt, contract, bug):
+    rng = np.random.default_rng(abs(hash((shape, dt, bug))) % 2 ** 32)
+    cfg = {"normalized_shape": [shape[-1]]}
+    ins, cot, got, _ = _call("layer_norm", shape, cfg, True, dt, rng, shift=2.0)
+    _plant(got, bug, dt, shape)
+    plain, piped, runs = _both(monkeypatch, cfg, dt, ins, cot, got, contract, math.prod(shape) // 7)
+    assert runs >= 3                     # 7 or 8 blocks: all but each partition's first
+    _same(plain, piped)
+    failed = {k for k, a in piped.items() if a.verdict == "failed"}
+    want = {None: set(), "late": {("outputs", "y")}, "scale": {("grads", "x")}, "dweight": {("grads", "weight")}}[bug]
+    if shape[-1] == 2 and bug == "scale":     # rows of two values: dx is 0 up to rounding, and so is a scaled one
+        want = set()
+    if dt != "float32" and bug == "dweight":  # stats_d, epi_d: 16-bit accumulators allowed, the bound is vacuous
+        want = set()
+    assert want <= failed and (bug is not None or not failed)
+
+
+@pytest.mark.parametrize("params", ["weight", "bias", None])
+def test_pipeline_without_some_parameters(monkeypatch, params):
+    rng = np.random.default_rng(7)
+    shape, cfg = (200, 64), {"normalized_shape": [64]}
+    ins, cot, got, _ = _call("layer_norm", shape, cfg, True, "float32", rng, shift=1.0)
+    for k in ("weight", "bias"):
+        if k != params:
+            del ins[k]
+    import refnorm
+    r = refnorm.evaluate("layer_norm", {k: v.astype(np.float64) for k, v in ins.items()}, config=cfg,
+                         grad_outputs={"y": cot["y"].astype(np.float64)})
+    got = {"outputs": {"y": r.outputs["y"].astype(np.float32)},
+           "grads": {k: v.astype(np.float32) for k, v in r.grads.items()}, "state": {}}
+    plain, piped, runs = _both(monkeypatch, cfg, "float32", ins, cot, got, STRICT, 200 * 64 // 6)
+    # without parameters the bounds layer computes its row bounds in NumPy: nothing for the pipeline to run
+    assert runs >= 3 if params else runs == 0
+    _same(plain, piped)
+
+
+@pytest.mark.parametrize("isa", _judge.isas())
+def test_pipeline_in_every_instruction_set(monkeypatch, isa):
+    """The pipeline's loops run in the ISA the judge uses (and the reference's in _fused's): each gives
+    the figures of the stages."""
+    from refnorm.norms import _common
+    fused = _common.native()
+    before, fbefore = _judge.set_isa(isa), fused.isa()
+    try:
+        if isa in fused.isas():
+            fused.set_isa(isa)
+        rng = np.random.default_rng(3)
+        shape, cfg = (120, 200), {"normalized_shape": [200]}
+        ins, cot, got, _ = _call("layer_norm", shape, cfg, True, "float32", rng, shift=2.0)
+        _plant(got, "late", "float32", shape)
+        plain, piped, runs = _both(monkeypatch, cfg, "float32", ins, cot, got, STRICT, math.prod(shape) // 6)
+        assert runs >= 3
+        _same(plain, piped)
+    finally:
+        _judge.set_isa(before)
+        fused.set_isa(fbefore)
+
+
+def test_pipeline_keeps_the_candidates_of_the_running_scale(monkeypatch):
+    """Late rows whose bounds exceed the running scale (ill-conditioned: a large mean, a tiny spread): the
+    pipeline keeps those elements for the final scale as the stages do, and the verdicts agree."""
+    rng = np.random.default_rng(11)
+    shape, cfg = (240, 64), {"normalized_shape": [64]}
+    ins, cot, got, _ = _call("layer_norm", shape, cfg, True, "float32", rng)
+    from refnorm.check.precision import round_to
+    x = ins["x"].astype(np.float64)
+    x[200:] = 1e5 + 4e-3 * rng.standard_normal((40, 64))
+    ins["x"] = round_to(x, "float32")
+    import refnorm
+    r = refnorm.evaluate("layer_norm", {k: v.astype(np.float64) for k, v in ins.items()}, config=cfg,
+                         grad_outputs={"y": cot["y"].astype(np.float64)})
+    got = {"outputs": {"y": round_to(r.outputs["y"], "float32")},
+           "grads": {k: round_to(v, "float32") for k, v in r.grads.items()}, "state": {}}
+    got["outputs"]["y"][230, 5] += 40.0          # beyond its own (large) bound
+    kept = []
+    real = pipeline.Pipeline.run
+
+    def spy(self, lo, hi, accs, *a):
+        n0 = accs[("outputs", "y")][0].n_cand
+        real(self, lo, hi, accs, *a)
+        kept.append(accs[("outputs", "y")][0].n_cand - n0)
+    plain, _, _ = _both(monkeypatch, cfg, "float32", ins, cot, got, STRICT, math.prod(shape) // 6)
+    monkeypatch.setattr(pipeline.Pipeline, "run", spy)
+    _, piped = judge("layer_norm", cfg, "float32", ins, cot, {}, got, STRICT, blocks=True)
+    assert sum(kept) > 0                          # the pipeline did keep candidates
+    _same(plain, piped)
+    assert piped[("outputs", "y")].unconstrained > 0
+
+
+def test_pipeline_only_where_it_applies(monkeypatch):
+    """Another op, a layout that is not C-contiguous rows, two contracts: every block stage by stage."""
+    rng = np.random.default_rng(5)
+    shape, cfg = (200, 64), {"normalized_shape": [64]}
+    ins, cot, got, _ = _call("layer_norm", shape, cfg, True, "float32", rng)
+    ins["x"] = np.asfortranarray(ins["x"])
+    plain, piped, runs = _both(monkeypatch, cfg, "float32", ins, cot, got, STRICT, 200 * 64 // 6)
+    assert runs == 0
+    _same(plain, piped)
+
+
+@pytest.mark.parametrize("dt", ["float32", "bfloat16", "float64"])
+def test_pipeline_reference_and_bounds_are_the_stages_bits(dt):
+    """Over rows given in several pieces (SUB_ELEMENTS), judge_rows' reference statistics and parameter
+    sums are the bits of refnorm.evaluate on the whole block, and its bounds those of row_bounds."""
+    import ml_dtypes
+
+    import refnorm
+    from refnorm.check.bounds._rows import row_bounds, seen_calls
+    from refnorm.check.compare import ArrayAccumulator
+    from refnorm.norms import _common
+    rng = np.random.default_rng(9)
+    m, n = 50, 1000
+    ndt = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float64": np.float64}[dt]
+    x, dy = ((rng.standard_normal((m, n)) + 3).astype(ndt) for _ in range(2))
+    w, b = (rng.standard_normal(n).astype(ndt).astype(np.float64) for _ in range(2))
+    x64, dy64 = x.astype(np.float64), dy.astype(np.float64)
+    r = refnorm.evaluate("layer_norm", {"x": x64, "weight": w, "bias": b}, config={"normalized_shape": [n]},
+                         grad_outputs={"y": dy64})
+    with seen_calls() as seen:
+        rb = row_bounds(x64, g=dy64, eps=1e-5, u=2.0 ** -24, reduction="block", m_param=m, contract="strict",
+                        case_dtype="float32", pattern=(w.reshape(1, -1), b.reshape(1, -1), 1),
+                        second=(2.0 ** -53, 3.0, 7.0))
+    got_y, got_dx = r.outputs["y"].astype(np.float32), r.grads["x"].astype(np.float32)
+    ay, adx = (ArrayAccumulator(a, None, "float32", unit_counts=True) for a in (got_y, got_dx))
+    sxy, sy, tw, tb, st = np.empty(n), np.empty(n), np.zeros(n), np.zeros(n), np.empty((4, m))
+    bits = (lambda a: a.view(np.uint16)) if x.dtype.itemsize == 2 else (lambda a: a)
+    kind = {"float32": 1, "bfloat16": 3, "float64": 0}[dt]
+    ay.scale = adx.scale = 1.0
+    (fy, fdx), = _judge.judge_rows(_common.native().api, bits(x), bits(dy), kind, w, b, 1e-5, sxy, sy,
+                                   ((seen[0]["scalars"], tw, tb, st, ay.block_args(0, m * n),
+                                     adx.block_args(0, m * n)),))
+    same = lambda a, c: np.array_equal(np.asarray(a).reshape(-1).view(np.uint64),       # noqa: E731
+                                       np.asarray(c, dtype=np.float64).reshape(-1).view(np.uint64))
+    assert same(st[0], r.outputs["mean"]) and same(st[1], r.outputs["rstd"])
+    assert same(sxy, r.grads["weight"]) and same(sy, r.grads["bias"])
+    assert same(st[2], rb.mean) and same(st[3], rb.rstd)
+    assert same(tw, rb.t_w_pat) and same(tb, rb.t_b_pat)
+    assert fy[0][1] == 0 and fdx[0][1] == 0            # the reference rounded: nothing over its bound
