@@ -1683,6 +1683,7 @@ struct rows_args {
     int centered, ddof, eps_std, lowp, epi, two;
     double *scratch;                  /* 6 n: the row's w and b, the parameter terms of its elements, its x and g
                                        * gathered (P > 1) */
+    Py_ssize_t i0;                    /* the rows are rows i0.. of the parameters' pattern (judge_rows' pieces) */
 };
 
 /* a row's parameter terms a, b added into tw, tb: element j into pattern element j / rep (rep = n / wcols:
@@ -1738,7 +1739,7 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
             x = A->scratch + 4 * n;                                                                       \
             g = A->G ? A->scratch + 5 * n : NULL;                                                         \
         }                                                                                                 \
-        Py_ssize_t po = ((i / A->wdiv) % wrows) * wcols, rep = n / wcols;   /* element j: pattern po + j / rep */ \
+        Py_ssize_t po = (((A->i0 + i) / A->wdiv) % wrows) * wcols, rep = n / wcols;   /* element j: po + j / rep */ \
         const double *restrict wr = wbuf, *restrict br = bbuf;                                                        \
         if (A->W && wcols == n)                                                                           \
             wr = A->W + po;                                                                               \
@@ -1902,7 +1903,7 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
     double *Ey = p[4], *Edx = p[5], *TW = p[6], *TB = p[7], *ST = p[8];
     int two = u2 > 0;                 /* a second (strict) contract, its bounds added to the first's */
     struct rows_args ra = {X, W, B, G, Ey, Edx, TW, TB, ST, m, n, wrows, wcols, wdiv, P, eps, u, gn, gm, ud, eta,
-                           u2, gn2, gm2, centered, ddof, eps_std, lowp, epi, two, NULL};
+                           u2, gn2, gm2, centered, ddof, eps_std, lowp, epi, two, NULL, 0};
     ra.scratch = malloc(sizeof(double) * 6 * (size_t)n);
     if (!ra.scratch) {
         for (int j = 0; j < 9; j++) if (held[j]) PyBuffer_Release(&v[j]);
@@ -1917,29 +1918,33 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
 }
 
 /* ------------------------------------------------------------------ the compiled block pipeline
- * judge_rows(api, x, dy, xkind, w, b, eps, sxy, sy, contracts) -> ((figures of y, of dx) for each contract)
+ * judge_rows(api, x, dy, xkind, P, merged, kw, kb, eps, sxy, sy, bw, bb, wrows, wcols, contracts)
+ *     -> ((figures of y, figures of dx) for each contract)
  *
- * One block of layer_norm rows judged in one call (stream.py, "the compiled block pipeline"), a few rows
- * at a time (SUB_ELEMENTS values, so that their float64 temporaries stay in the L2 cache from one stage to
- * the next instead of going out to memory between them), each stage the very code of the path it replaces:
+ * One block of rows of layer_norm or group_norm judged in one call (stream.py, pipeline.py: "the compiled
+ * block pipeline"), a few rows at a time (SUB_ELEMENTS values, so that their float64 temporaries stay in the
+ * L2 cache from one stage to the next instead of going out to memory between them), each stage the very code
+ * of the path it replaces:
  *   - x and dy widened to float64 (exactly; 16-bit patterns through value_table);
- *   - the reference: _fused's forward and backward kernels (the capsule `api`, _fused_api.h), so y, dx and
- *     the column sums sxy, sy (started at 0.0 by the first rows, added to row after row) are the bits
- *     _fused.forward / _fused.backward give on the whole block;
- *   - for each contract, the row bounds: rows(), as row_bounds (tw, tb added to, row after row, as by one
- *     call); then the comparison of the returned y and dx: cmp_run, as compare on the whole block (the
- *     counts, maxima and worst elements the same; the sums within rounding: compare's pieces end at the
- *     calls' ends too).
- * x, dy: the block's (m, n) values, C-contiguous, float64, float32, or 16-bit patterns of xkind 2 or 3;
- * w, b: (n,) float64 or None; sxy, sy: (n,) float64 or None (sxy with w, sy with b); contracts: a tuple of
+ *   - the reference: _fused's forward and backward kernels (the capsule `api`, _fused_api.h), on the rows of
+ *     the geometry (rows, P, Q) (row_axis 0): layer_norm's (merged 0: P = 1, kw, kb a value per element, the
+ *     column sums sxy, sy started at 0.0 by the first rows and added to row after row), or group_norm's
+ *     (merged 1: kw, kb a value per segment, rows * P, as the sums sxy, sy; the merged backward), so y, dx
+ *     and the sums are the bits _fused.forward / _fused.backward give on the whole block;
+ *   - for each contract, the row bounds: rows(), as row_bounds with the parameter pattern bw, bb (wrows x
+ *     wcols; the block's row i uses pattern row i % wrows; tw, tb added to, row after row, as by one call);
+ *     then the comparison of the returned y and dx: cmp_run, as compare on the whole block (the counts, maxima
+ *     and worst elements the same; the sums within rounding: compare's pieces end at the calls' ends too).
+ * x, dy: the block's (rows, n) values, C-contiguous, float64, float32, or 16-bit patterns of xkind 2 or 3;
+ * kw, kb, sxy, sy, bw, bb: float64 or None (sxy and bw with kw, sy and bb with kb). contracts: a tuple of
  * (bargs, tw, tb, stats, jy, jdx): bargs row_bounds' (eps, u, gn, gm, ud, eta, centered, ddof, eps_std, lowp,
- * epi, u2, gn2, gm2); tw, tb (n,) float64 (one value when there is neither w nor b), added to; stats (4, m)
- * float64 or None, set to the rows' mean (m0 + c, as layer_norm's forward forms it), rstd and their bounds
- * (row_bounds' stats); jy, jdx: (g, kind, scale, shape, start, acc, mult, mtab, room): compare's arguments for
- * the block of the returned array (g: its m * n values, flat), and room, how many candidates to keep (the
- * elements whose bound is at least the running scale, compare.ArrayAccumulator._candidates; < 0: none, the
- * scale is final). Each figures tuple: compare's, then (candidate bounds, candidate errors: bytes of float64;
- * the candidates' count, which may exceed room: then only room are kept). */
+ * epi, u2, gn2, gm2); tw, tb float64 of wrows * wcols values, added to; stats (4, rows) float64 or None, set to
+ * the rows' mean (m0 + c, as the forwards form it), rstd and their bounds (row_bounds' stats); jy, jdx: (g,
+ * kind, scale, shape, start, acc, mult, mtab, room): compare's arguments for the block of the returned array
+ * (g: its rows * n values, flat), and room, how many candidates to keep (the elements whose bound is at least
+ * the running scale, compare.ArrayAccumulator._candidates; < 0: none, the scale is final). Each figures
+ * tuple: compare's, then (candidate bounds, candidate errors: bytes of float64; the candidates' count, which
+ * may exceed room: then only room are kept). */
 enum { SUB_ELEMENTS = 1 << 13 };
 
 struct judged {
@@ -2083,10 +2088,12 @@ enum { MAX_CONTRACTS = 4 };
 
 static PyObject *py_judge_rows(PyObject *self, PyObject *args)
 {
-    PyObject *ocap, *ox, *ody, *ow, *ob, *osxy, *osy, *ok;
-    int xkind;
+    PyObject *ocap, *ox, *ody, *okw, *okb, *osxy, *osy, *obw, *obb, *ok;
+    int xkind, merged;
+    Py_ssize_t P, wrows, wcols;
     double eps;
-    if (!PyArg_ParseTuple(args, "OOOiOOdOOO:judge_rows", &ocap, &ox, &ody, &xkind, &ow, &ob, &eps, &osxy, &osy, &ok))
+    if (!PyArg_ParseTuple(args, "OOOinpOOdOOOOnnO:judge_rows", &ocap, &ox, &ody, &xkind, &P, &merged, &okw, &okb, &eps,
+                          &osxy, &osy, &obw, &obb, &wrows, &wcols, &ok))
         return NULL;
     const struct fused_api *api = PyCapsule_GetPointer(ocap, FUSED_API_NAME);
     if (!api)
@@ -2101,45 +2108,52 @@ static PyObject *py_judge_rows(PyObject *self, PyObject *args)
         PyErr_Format(PyExc_ValueError, "_judge.judge_rows: contracts must be a tuple of 1 to %d", (int)MAX_CONTRACTS);
         return NULL;
     }
-    Py_buffer vx = {0}, vdy = {0}, vp[4] = {{0}};
+    Py_buffer vx = {0}, vdy = {0}, vp[6] = {{0}};
     struct contract_run K[MAX_CONTRACTS];
     memset(K, 0, sizeof K);
     PyObject *out = NULL;
     double *scratch = NULL;
-    PyObject *po[4] = {ow, ob, osxy, osy};
-    const char *pn[4] = {"w", "b", "sxy", "sy"};
+    PyObject *po[6] = {okw, okb, osxy, osy, obw, obb};
+    const char *pn[6] = {"kw", "kb", "sxy", "sy", "bw", "bb"};
     Py_ssize_t m = -1, n = -1;
     if (get_view(ox, &vx, "x", "dfH") < 0 || get_view(ody, &vdy, "dy", "dfH") < 0)
         goto done;
-    for (int i = 0; i < 4; i++)
-        if (po[i] != Py_None && get_buf(po[i], &vp[i], pn[i], "d", 8, i >= 2) < 0)
+    for (int i = 0; i < 6; i++)
+        if (po[i] != Py_None && get_buf(po[i], &vp[i], pn[i], "d", 8, i == 2 || i == 3) < 0)
             goto done;
     if (vx.ndim == 2) {
         m = vx.shape[0];
         n = vx.shape[1];
     }
-    int bad = m < 1 || n < 2 || !PyBuffer_IsContiguous(&vx, 'C') || !PyBuffer_IsContiguous(&vdy, 'C')
+    /* the kernel's parameters and sums: per element of a row (merged 0: layer_norm, P = 1, column sums), or per
+     * segment of each row (merged 1: group_norm's (rows, P)) */
+    const Py_ssize_t plen = merged ? m * P : n, pat = wrows * wcols;
+    int bad = m < 1 || n < 2 || P < 1 || n % P || (!merged && P != 1) || wrows < 1 || wcols < 1 || n % wcols
+              || !PyBuffer_IsContiguous(&vx, 'C') || !PyBuffer_IsContiguous(&vdy, 'C')
               || vdy.len != vx.len || vdy.itemsize != vx.itemsize
               || (vx.itemsize == 2 ? (xkind != 2 && xkind != 3) : xkind != (vx.itemsize == 8 ? 0 : 1))
-              || (vp[0].obj != NULL) != (vp[2].obj != NULL) || (vp[1].obj != NULL) != (vp[3].obj != NULL);
-    for (int i = 0; i < 4 && !bad; i++)
-        if (vp[i].obj && vp[i].len / 8 != n)
+              || (vp[0].obj != NULL) != (vp[2].obj != NULL) || (vp[1].obj != NULL) != (vp[3].obj != NULL)
+              || (vp[0].obj != NULL) != (vp[4].obj != NULL) || (vp[1].obj != NULL) != (vp[5].obj != NULL);
+    for (int i = 0; i < 6 && !bad; i++)
+        if (vp[i].obj && vp[i].len / 8 != (i < 4 ? plen : pat))
             bad = 1;
     if (bad) {
         PyErr_SetString(PyExc_ValueError, "_judge.judge_rows: x and dy must be C-contiguous (m, n) blocks of one "
-                        "dtype (xkind: 0 float64, 1 float32, 2 or 3 16-bit), n >= 2; w, b, sxy, sy (n,) float64 "
-                        "(sxy with w, sy with b)");
+                        "dtype (xkind: 0 float64, 1 float32, 2 or 3 16-bit), n >= 2 a multiple of P and of wcols; "
+                        "kw, kb, sxy, sy float64 of n values (merged 0, P 1) or m * P (merged 1), bw, bb of "
+                        "wrows * wcols (sxy and bw with kw, sy and bb with kb)");
         goto done;
     }
+    const Py_ssize_t Q = n / P;
     const Py_ssize_t sub = SUB_ELEMENTS / n > 1 ? SUB_ELEMENTS / n : 1, sn = sub * n;
-    const size_t need = (size_t)6 * sn + (size_t)9 * sub + (size_t)6 * n;
+    const size_t need = (size_t)6 * sn + (size_t)9 * sub + (size_t)6 * n + (size_t)2 * P;
     if (!(scratch = malloc(sizeof(double) * need))) {
         PyErr_NoMemory();
         goto done;
     }
     double *xs = scratch, *dys = xs + sn, *ys = dys + sn, *dxs = ys + sn, *Ey = dxs + sn, *Edx = Ey + sn;
-    double *m0 = Edx + sn, *cc = m0 + sub, *rstd = cc + sub, *st = rstd + sub;
-    const double *W = vp[0].buf, *B = vp[1].buf;
+    double *m0 = Edx + sn, *cc = m0 + sub, *rstd = cc + sub, *st = rstd + sub, *segs = st + 6 * sub + 6 * n;
+    const double *KW = vp[0].buf, *KB = vp[1].buf, *BW = vp[4].buf, *BB = vp[5].buf;
     double *SXY = vp[2].buf, *SY = vp[3].buf;
     for (Py_ssize_t j = 0; j < nk; j++) {
         struct contract_run *C = &K[j];
@@ -2153,17 +2167,15 @@ static PyObject *py_judge_rows(PyObject *self, PyObject *args)
         if (get_buf(otw, &C->tw, "tw", "d", 8, 1) < 0 || get_buf(otb, &C->tb, "tb", "d", 8, 1) < 0
             || (ostats != Py_None && get_buf(ostats, &C->stats, "stats", "d", 8, 1) < 0))
             goto done;
-        Py_ssize_t wcols = C->tw.len / 8;
-        if (C->tw.len != C->tb.len || (wcols != n && wcols != 1) || (wcols == 1 && (W || B))
-            || (C->stats.obj && C->stats.len / 8 != 4 * m)) {
-            PyErr_SetString(PyExc_ValueError, "_judge.judge_rows: a contract's tw, tb must be (n,) float64 (of one "
-                            "value when there is neither w nor b), its stats (4, m) float64 or None");
+        if (C->tw.len / 8 != pat || C->tb.len / 8 != pat || (C->stats.obj && C->stats.len / 8 != 4 * m)) {
+            PyErr_SetString(PyExc_ValueError, "_judge.judge_rows: a contract's tw, tb must be float64 of wrows * wcols "
+                            "values, its stats (4, m) float64 or None");
             goto done;
         }
         if (judged_get(ojy, &C->jy, m * n, "y") < 0 || judged_get(ojdx, &C->jdx, m * n, "dx") < 0)
             goto done;
-        struct rows_args ra = {NULL, W, B, NULL, Ey, Edx, C->tw.buf, C->tb.buf, st, 0, n, 1, wcols, 1, 1, be, u, gn,
-                               gm, ud, eta, u2, gn2, gm2, centered, ddof, eps_std, lowp, epi, u2 > 0, st + 6 * sub};
+        struct rows_args ra = {NULL, BW, BB, NULL, Ey, Edx, C->tw.buf, C->tb.buf, st, 0, n, wrows, wcols, 1, 1, be, u,
+                               gn, gm, ud, eta, u2, gn2, gm2, centered, ddof, eps_std, lowp, epi, u2 > 0, st + 6 * sub, 0};
         C->ra = ra;
     }
     const double *vt = vx.itemsize == 2 ? value_table(xkind) : NULL;
@@ -2183,14 +2195,21 @@ static PyObject *py_judge_rows(PyObject *self, PyObject *args)
             widen((const char *)vx.buf + o * isz, isz, vt, xs, k * n);
             widen((const char *)vdy.buf + o * isz, isz, vt, dys, k * n);
         }
-        struct geom gmt = {k, 1, n, 0, 2, 1};
-        api->forward(&gmt, xr, ys, W, B, m0, cc, NULL, rstd, 0, k, eps);
-        api->backward(&gmt, xr, dyr, dxs, W, m0, cc, rstd, SXY, SY, r0 == 0 ? 1 : 2, 0, k);
+        /* the rows r0..r0+k-1 as the rows of a geometry of their own: their parameters and sums from r0 * P */
+        struct geom gmt = {k, P, Q, 0, merged ? 1 : 2, 1};
+        const Py_ssize_t po_ = merged ? r0 * P : 0;
+        const double *kw = KW ? KW + po_ : NULL, *kb = KB ? KB + po_ : NULL;
+        api->forward(&gmt, xr, ys, kw, kb, m0, cc, NULL, rstd, 0, k, eps);
+        if (merged)
+            api->merged(&gmt, xr, dyr, dxs, kw, m0, cc, rstd, SXY ? SXY + po_ : NULL, SY ? SY + po_ : NULL, 0, k, segs);
+        else
+            api->backward(&gmt, xr, dyr, dxs, kw, m0, cc, rstd, SXY, SY, r0 == 0 ? 1 : 2, 0, k);
         for (Py_ssize_t j = 0; j < nk; j++) {         /* each contract's bounds, then its comparisons */
             struct contract_run *C = &K[j];
             C->ra.X = xr;
             C->ra.G = dyr;
             C->ra.m = k;
+            C->ra.i0 = r0;
             rows(&C->ra);
             if (C->stats.obj) {        /* the rows' mean (as the forward's m0 + c) and rstd, and their bounds */
                 double *so = C->stats.buf;
@@ -2221,7 +2240,7 @@ done:
     free(scratch);
     release(&vx);
     release(&vdy);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 6; i++)
         release(&vp[i]);
     for (int j = 0; j < MAX_CONTRACTS; j++)
         contract_release(&K[j]);
@@ -2278,8 +2297,8 @@ static PyMethodDef methods[] = {
     {"row_bounds", py_row_bounds, METH_VARARGS,
      "row_bounds(x, w, b, g, E_y, E_dx, tw, tb, stats, eps, u, gn, gm, ud, centered, ddof, eps_std, lowp, epi, eta, "
      "wrows, wcols[, u2, gn2, gm2, P])"},
-    {"judge_rows", py_judge_rows, METH_VARARGS, "judge_rows(api, x, dy, xkind, w, b, eps, sxy, sy, contracts) -> "
-     "((figures of y, of dx) per contract): a block of layer_norm rows judged in one call"},
+    {"judge_rows", py_judge_rows, METH_VARARGS, "judge_rows(api, x, dy, xkind, P, merged, kw, kb, eps, sxy, sy, bw, "
+     "bb, wrows, wcols, contracts) -> ((figures of y, of dx) per contract): a block of rows judged in one call"},
     {"value_counts", py_value_counts, METH_VARARGS, "value_counts(keys, out, exact_limit) -> exact (None: out is "
      "uint16 and a count does not fit)"},
     {NULL, NULL, 0, NULL}

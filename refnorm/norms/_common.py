@@ -35,6 +35,7 @@ import numbers
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import numpy as np
@@ -381,6 +382,28 @@ def native():
             _fused = None
         _native_module = _fused
     return _native_module
+
+
+@dataclass(frozen=True)
+class RowKernel:
+    """How a normalizer's forward and backward run the compiled row kernels on its rows, for a caller that
+    runs those kernels itself on rows of its own choosing (the streaming judge's compiled block pipeline,
+    refnorm/check/_judge.c: the same kernels on the same rows, so the same bits). The caller's "units" are
+    the leading axes it cuts x along (layer_norm: its rows; group_norm: its samples).
+
+    ``P``: segments per kernel row (rows of P * Q contiguous values, row_axis 0); ``merged``: False, a weight
+    and bias per element of the row and the column sums of the block (layer_norm, P = 1), True, one per
+    segment and the merged per-segment sums (group_norm); ``w``, ``b``: the kernel's weight and bias for one
+    unit (flat float64, None where absent; tiled for several units); ``eps``; ``rows_per_unit``: kernel rows
+    per unit; ``fold(sums, units)``: the parameter gradient from the kernel's sums over ``units`` units, as
+    the backward forms it."""
+    P: int
+    merged: bool
+    w: np.ndarray | None
+    b: np.ndarray | None
+    eps: float
+    rows_per_unit: int
+    fold: Callable[[np.ndarray, int], np.ndarray]
 
 
 def flat(a: np.ndarray | None) -> np.ndarray | None:

@@ -444,7 +444,15 @@ static void api_backward(const struct geom *g, const double *x, const double *dy
     FENCE();
 }
 
-static const struct fused_api API = {FUSED_API_VERSION, api_forward, api_backward};
+static void api_merged(const struct geom *g, const double *x, const double *dy, double *dx, const double *w,
+                       const double *m0, const double *c, const double *rstd, double *sxy, double *sy, Py_ssize_t s,
+                       Py_ssize_t e, double *segs)
+{
+    current->merged(g, x, dy, dx, w, m0, c, rstd, sxy, sy, s, e, segs);
+    FENCE();
+}
+
+static const struct fused_api API = {FUSED_API_VERSION, api_forward, api_backward, api_merged};
 
 static PyMethodDef methods[] = {
     {"forward", py_forward, METH_VARARGS, "forward(x, y, w, b, m0, c, var, rstd, s, e, R, P, Q, row_axis, wkind, eps)"},

@@ -15,7 +15,7 @@ struct geom {
 };
 
 #define FUSED_API_NAME "refnorm.norms._fused.api"
-#define FUSED_API_VERSION 1
+#define FUSED_API_VERSION 2
 
 struct fused_api {
     int version;                /* FUSED_API_VERSION */
@@ -28,6 +28,12 @@ struct fused_api {
     void (*backward)(const struct geom *, const double *x, const double *dy, double *dx, const double *w,
                      const double *m0, const double *c, const double *rstd, double *sxy, double *sy, int colsum,
                      Py_ssize_t s, Py_ssize_t e);
+    /* _fused.backward's kernel for rows whose segments are nodes of the row's pairwise tree, with one weight
+     * per segment or none (group_norm's): the per-segment sums sxy, sy (indexed r * P + p), dx; segs: room
+     * for 2 * P doubles */
+    void (*merged)(const struct geom *, const double *x, const double *dy, double *dx, const double *w,
+                   const double *m0, const double *c, const double *rstd, double *sxy, double *sy, Py_ssize_t s,
+                   Py_ssize_t e, double *segs);
 };
 
 #endif

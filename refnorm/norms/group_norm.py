@@ -110,11 +110,33 @@ def backward(dy, x, weight, rstd, *, num_groups: int, with_bias: bool, centre=No
     dx = _pool.empty(x.shape)
     sxy, sy = lay.backward(x, dy, dx, _per_group(weight, nb, g), m0, c, rstd.reshape(-1, 1, 1),
                            want_dw=weight is not None, want_db=with_bias)
-    # sums over the spatial axes per (n, channel), then over n: the order of sum(axis=(0, 2, ...))
-    fold = (lambda p: p.reshape(1)) if lay.one_block else (lambda p: p.reshape(nb, nc).sum(axis=0))
+    fold = (lambda p: p.reshape(1)) if lay.one_block else (lambda p: _fold(p, nb, nc))
     dweight = None if weight is None else fold(sxy)
     dbias = fold(sy) if with_bias else None
     return dx, dweight, dbias
+
+
+def _fold(sums, nb, nc):
+    """The parameter gradient from the per-(n, channel) sums over the spatial axes: summed over n, the order
+    of sum(axis=(0, 2, ...))."""
+    return sums.reshape(nb, nc).sum(axis=0)
+
+
+def row_kernel(inputs, config) -> C.RowKernel | None:
+    """The compiled row kernels as ``forward`` and ``backward`` run them for this call (_common.RowKernel:
+    rows of (sample, group), C/G segments of the spatial values each, a weight and bias per segment, the
+    merged per-segment sums), or None where they would not run them so (no compiled module, one channel, a
+    weight with segments that are not nodes of the row's pairwise tree: Grouped.backward)."""
+    x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
+    g, m, eps = check(x, w, b, config["num_groups"], config.get("eps", SPEC.options["eps"]))
+    nc = x.shape[1]
+    fused = C.native()
+    if fused is None or nc == 1 or m < 2:
+        return None
+    p, q = nc // g, m // (nc // g)
+    if p > 1 and not fused.segments_aligned(p * q, q):
+        return None
+    return C.RowKernel(p, True, C.flat(w), C.flat(b), eps, g, lambda sums, units: _fold(sums, units, nc))
 
 
 def _forward(inputs, config, state, training):

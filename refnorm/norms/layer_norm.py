@@ -198,18 +198,16 @@ def backward(dy, x, weight, mean, rstd, *, normalized_ndim: int, with_bias: bool
     return dx, dweight, dbias
 
 
-def row_kernel(inputs, config):
-    """(w, b, eps): the weight, bias (flat float64, None where absent) and eps that ``forward`` and
-    ``backward`` give the compiled row kernels for this call, for a caller that runs those kernels on rows of
-    its own (the streaming judge's compiled block pipeline, refnorm/check/_judge.c: the same kernels, so the
-    same bits); None where these functions would not run them (no compiled module, rows of one value) or the
-    weight is offset."""
+def row_kernel(inputs, config) -> C.RowKernel | None:
+    """The compiled row kernels as ``forward`` and ``backward`` run them for this call (_common.RowKernel:
+    rows of n values, a weight and bias per element, the column sums of a block of rows), or None where these
+    functions would not run them (no compiled module, rows of one value) or the weight is offset."""
     x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
     offset = config.get("weight_offset", SPEC.options["weight_offset"])
     shape, eps = check(x, w, b, config["normalized_shape"], config.get("eps", SPEC.options["eps"]), offset)
     if C.native() is None or float(offset) != 0.0 or math.prod(shape) < 2:
         return None
-    return C.flat(w), C.flat(b), eps
+    return C.RowKernel(1, False, C.flat(w), C.flat(b), eps, 1, lambda sums, units: sums)
 
 
 def _forward(inputs, config, state, training):
