@@ -65,7 +65,10 @@ CASES = [("layer_norm", (300, 48), {"normalized_shape": [48]}),
          ("layer_norm", (900, 2), {"normalized_shape": [2]}),
          ("group_norm", (21, 8, 16, 16), {"num_groups": 4}),               # two channels of 256 values a group
          ("group_norm", (14, 4, 16), {"num_groups": 4}),                   # a channel a group
-         ("group_norm", (5, 4, 64, 64), {"num_groups": 2})]                # rows longer than a piece
+         ("group_norm", (5, 4, 64, 64), {"num_groups": 2}),                # rows longer than a piece
+         ("batch_norm", (6, 12, 5, 4), {}),                                # channels, from N runs each
+         ("batch_norm", (3, 10, 2000), {}),                                # a channel longer than a piece
+         ("batch_norm", (60, 8), {})]                                      # one value a run
 
 
 @pytest.mark.parametrize("op,shape,cfg", CASES)
@@ -74,9 +77,13 @@ CASES = [("layer_norm", (300, 48), {"normalized_shape": [48]}),
 def test_pipeline_judges_as_the_stages(monkeypatch, op, shape, cfg, dt, contract, bug):
     rng = np.random.default_rng(zlib.crc32(f"{op} {shape} {dt} {bug}".encode()))
     ins, cot, got, _ = _call(op, shape, cfg, True, dt, rng, shift=2.0)
+    got["state"] = {}                   # batch_norm: batch statistics only (no running statistics)
     _plant(got, bug, dt, shape)
-    plain, piped, runs = _both(monkeypatch, cfg, dt, ins, cot, got, contract, math.prod(shape) // 7, op)
-    assert runs >= 2                     # 5 to 8 blocks: all but each partition's first
+    # batch_norm: blocks of two channels (a block of one channel is, stage by stage, judged against the
+    # reference of a one-channel array, which NumPy sums in one run: the whole call's within rounding)
+    block = 2 * math.prod(shape) // shape[1] if op == "batch_norm" else math.prod(shape) // 7
+    plain, piped, runs = _both(monkeypatch, cfg, dt, ins, cot, got, contract, block, op)
+    assert runs >= 2                     # 4 to 8 blocks: all but each partition's first
     _same(plain, piped)
     failed = {k for k, a in piped.items() if a.verdict == "failed"}
     want = {None: set(), "late": {("outputs", "y")}, "scale": {("grads", "x")}, "dweight": {("grads", "weight")}}[bug]

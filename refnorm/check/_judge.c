@@ -1964,8 +1964,9 @@ static void judged_release(struct judged *J)
     free(J->candE); free(J->candD);
 }
 
-/* J <- the tuple o (judge_rows' jy, jdx) for a block of count values; -1 with an exception */
-static int judged_get(PyObject *o, struct judged *J, Py_ssize_t count, const char *name)
+/* J <- the tuple o (judge_rows' jy, jdx) for a block of count values (chan: a block of channels, g the
+ * (N, channels, S) view of them, its two inner axes contiguous, start the first channel); -1 with an exception */
+static int judged_get(PyObject *o, struct judged *J, Py_ssize_t count, const char *name, int chan)
 {
     memset(J, 0, sizeof *J);
     PyObject *og, *oshape, *oacc, *omult, *omtab;
@@ -1982,12 +1983,16 @@ static int judged_get(PyObject *o, struct judged *J, Py_ssize_t count, const cha
         || get_mult(omult, &J->mult) < 0 || (omtab != Py_None && get_buf(omtab, &J->mtab, "mtab", "IL", 4, 0) < 0))
         return -1;
     Py_ssize_t isz = J->g.itemsize;
-    if (!PyBuffer_IsContiguous(&J->g, 'C') || J->g.len / isz != count || J->start < 0 || J->start + count > J->total
+    int laid = chan ? J->g.ndim == 3 && J->g.strides[2] == isz && J->g.strides[1] == J->g.shape[2] * isz && J->nd >= 2
+                      && J->start + J->g.shape[1] <= J->shape[1] && J->g.shape[0] == J->shape[0]
+                    : PyBuffer_IsContiguous(&J->g, 'C') && J->start + count <= J->total;
+    if (!laid || J->g.len / isz != count || J->start < 0
         || J->acc.len / 8 != 3 * cmp_acc_len(J->nd, J->shape, NULL) || (J->mult.obj && J->mult.len / J->mult.itemsize != count)
         || (isz == 2 && J->kind != 2 && J->kind != 3)
         || (J->mtab.obj && (isz != 2 || J->mult.obj || J->mtab.len / 4 != 65536))) {
         PyErr_Format(PyExc_ValueError, "_judge.judge_rows: %s: the returned block (C-contiguous, %zd values from "
-                     "flat index %zd of the shape), acc, mult or mtab do not fit", name, count, J->start);
+                     "flat index %zd of the shape; of channels: an (N, channels, S) view from channel %zd, its inner "
+                     "axes contiguous), acc, mult or mtab do not fit", name, count, J->start, J->start);
         return -1;
     }
     if (isz == 2 && !(J->vt = value_table(J->kind))) {
@@ -2006,11 +2011,11 @@ static int judged_get(PyObject *o, struct judged *J, Py_ssize_t count, const cha
     return 0;
 }
 
-/* element j of a returned block, widened */
-static inline double value_at(const Py_buffer *g, const double *vt, Py_ssize_t j)
+/* the returned value at byte offset b of a block, widened */
+static inline double value_at(const Py_buffer *g, const double *vt, Py_ssize_t b)
 {
-    return g->itemsize == 8 ? ((const double *)g->buf)[j]
-           : g->itemsize == 4 ? (double)((const float *)g->buf)[j] : vt[((const uint16_t *)g->buf)[j]];
+    const char *p = (const char *)g->buf + b;
+    return g->itemsize == 8 ? *(const double *)p : g->itemsize == 4 ? (double)*(const float *)p : vt[*(const uint16_t *)p];
 }
 
 /* the largest bound the comparison has seen so far (NaN: one was NaN) */
@@ -2022,16 +2027,19 @@ static double cmp_max_bound(const struct cmp *c)
     return c->maxE_nan ? NAN : m;
 }
 
-/* the values o..o+k-1 of the block compared (ref, E), then, while the scale is running, its candidates
- * (ArrayAccumulator._candidates: bound finite, positive and at least the scale; their errors as _diff) */
-static void judged_run(struct judged *J, Py_ssize_t o, Py_ssize_t k, const double *ref, const double *E)
+/* k consecutive values of the returned array compared (ref, E): the first at flat index flat of the whole
+ * array, at byte offset gb in the block g, at mo in its multiplicities; then, while the scale is running,
+ * the candidates (ArrayAccumulator._candidates: bound finite, positive and at least the scale; their errors
+ * as _diff) */
+static void judged_run(struct judged *J, Py_ssize_t flat, Py_ssize_t gb, Py_ssize_t mo, Py_ssize_t k,
+                       const double *ref, const double *E)
 {
     const Py_buffer *g = &J->g;
-    const char *gp = (const char *)g->buf + o * g->itemsize;
+    const char *gp = (const char *)g->buf + gb;
     const Py_ssize_t mi = J->mult.obj ? J->mult.itemsize : 0;
-    cmp_run(&J->c, J->start + o, g->itemsize == 8 ? (const double *)gp : NULL,
+    cmp_run(&J->c, flat, g->itemsize == 8 ? (const double *)gp : NULL,
             g->itemsize == 4 ? (const float *)gp : NULL, g->itemsize == 2 ? (const uint16_t *)gp : NULL, J->vt, ref, E,
-            mi == 2 ? (const uint16_t *)J->mult.buf + o : NULL, mi == 4 ? (const uint32_t *)J->mult.buf + o : NULL,
+            mi == 2 ? (const uint16_t *)J->mult.buf + mo : NULL, mi == 4 ? (const uint32_t *)J->mult.buf + mo : NULL,
             J->mtab.obj ? J->mtab.buf : NULL, k);
     if (J->room < 0 || cmp_max_bound(&J->c) < J->scale)
         return;
@@ -2040,7 +2048,7 @@ static void judged_run(struct judged *J, Py_ssize_t o, Py_ssize_t k, const doubl
         if (!(Ei >= J->scale && Ei > 0 && isfinite(Ei)))
             continue;
         if (J->ncand < J->room) {
-            double gi = value_at(g, J->vt, o + j), ri = ref[j], lo, hi, d = fabs(gi - ri);
+            double gi = value_at(g, J->vt, gb + j * g->itemsize), ri = ref[j], lo, hi, d = fabs(gi - ri);
             if ((isnan(gi) && isnan(ri)) || gi == ri || (isinf(gi) && excess_at(&J->c.d, gi, ri, &lo, &hi) == 0))
                 d = 0;
             J->candE[J->ncand] = Ei;
@@ -2089,12 +2097,13 @@ enum { MAX_CONTRACTS = 4 };
 static PyObject *py_judge_rows(PyObject *self, PyObject *args)
 {
     PyObject *ocap, *ox, *ody, *okw, *okb, *osxy, *osy, *obw, *obb, *ok;
-    int xkind, merged;
+    int xkind, mode;
     Py_ssize_t P, wrows, wcols;
     double eps;
-    if (!PyArg_ParseTuple(args, "OOOinpOOdOOOOnnO:judge_rows", &ocap, &ox, &ody, &xkind, &P, &merged, &okw, &okb, &eps,
+    if (!PyArg_ParseTuple(args, "OOOiniOOdOOOOnnO:judge_rows", &ocap, &ox, &ody, &xkind, &P, &mode, &okw, &okb, &eps,
                           &osxy, &osy, &obw, &obb, &wrows, &wcols, &ok))
         return NULL;
+    const int merged = mode >= 1, chan = mode == 2;
     const struct fused_api *api = PyCapsule_GetPointer(ocap, FUSED_API_NAME);
     if (!api)
         return NULL;
@@ -2121,38 +2130,50 @@ static PyObject *py_judge_rows(PyObject *self, PyObject *args)
     for (int i = 0; i < 6; i++)
         if (po[i] != Py_None && get_buf(po[i], &vp[i], pn[i], "d", 8, i == 2 || i == 3) < 0)
             goto done;
-    if (vx.ndim == 2) {
+    if (!chan && vx.ndim == 2) {
         m = vx.shape[0];
         n = vx.shape[1];
     }
-    /* the kernel's parameters and sums: per element of a row (merged 0: layer_norm, P = 1, column sums), or per
-     * segment of each row (merged 1: group_norm's (rows, P)) */
-    const Py_ssize_t plen = merged ? m * P : n, pat = wrows * wcols;
-    int bad = m < 1 || n < 2 || P < 1 || n % P || (!merged && P != 1) || wrows < 1 || wcols < 1 || n % wcols
-              || !PyBuffer_IsContiguous(&vx, 'C') || !PyBuffer_IsContiguous(&vdy, 'C')
+    /* channels: x and dy are (N, channels, S) views, their inner axes contiguous; a row is a channel's N runs */
+    int laid = chan ? vx.ndim == 3 && vdy.ndim == 3 && vx.shape[0] == P && vdy.shape[0] == P
+                      && vx.shape[1] == vdy.shape[1] && vx.shape[2] == vdy.shape[2]
+                      && vx.strides[2] == vx.itemsize && vx.strides[1] == vx.shape[2] * vx.itemsize
+                      && vdy.strides[2] == vdy.itemsize && vdy.strides[1] == vdy.shape[2] * vdy.itemsize
+                    : PyBuffer_IsContiguous(&vx, 'C') && PyBuffer_IsContiguous(&vdy, 'C');
+    if (chan && laid) {
+        m = vx.shape[1];
+        n = P * vx.shape[2];
+    }
+    /* the kernel's parameters and sums: per element of a row (mode 0: layer_norm, P = 1, column sums), per
+     * segment of each row (mode 1: group_norm's (rows, P)), or per channel, the sums per (n, channel) (mode 2) */
+    const Py_ssize_t plen = merged ? m * P : n, klen = chan ? m : plen, pat = wrows * wcols;
+    int bad = !laid || m < 1 || n < 2 || P < 1 || n % P || (!merged && P != 1) || wrows < 1 || wcols < 1 || n % wcols
+              || (chan && wcols != 1) || mode < 0 || mode > 2
               || vdy.len != vx.len || vdy.itemsize != vx.itemsize
               || (vx.itemsize == 2 ? (xkind != 2 && xkind != 3) : xkind != (vx.itemsize == 8 ? 0 : 1))
               || (vp[0].obj != NULL) != (vp[2].obj != NULL) || (vp[1].obj != NULL) != (vp[3].obj != NULL)
               || (vp[0].obj != NULL) != (vp[4].obj != NULL) || (vp[1].obj != NULL) != (vp[5].obj != NULL);
     for (int i = 0; i < 6 && !bad; i++)
-        if (vp[i].obj && vp[i].len / 8 != (i < 4 ? plen : pat))
+        if (vp[i].obj && vp[i].len / 8 != (i < 2 ? klen : i < 4 ? plen : pat))
             bad = 1;
     if (bad) {
         PyErr_SetString(PyExc_ValueError, "_judge.judge_rows: x and dy must be C-contiguous (m, n) blocks of one "
-                        "dtype (xkind: 0 float64, 1 float32, 2 or 3 16-bit), n >= 2 a multiple of P and of wcols; "
-                        "kw, kb, sxy, sy float64 of n values (merged 0, P 1) or m * P (merged 1), bw, bb of "
-                        "wrows * wcols (sxy and bw with kw, sy and bb with kb)");
+                        "dtype (xkind: 0 float64, 1 float32, 2 or 3 16-bit), n >= 2 a multiple of P and of wcols, or "
+                        "(mode 2) (P, m, S) views with contiguous inner axes; kw, kb, sxy, sy float64 of n values "
+                        "(mode 0, P 1), m * P (mode 1), or m and m * P (mode 2), bw, bb of wrows * wcols (mode 2: "
+                        "wcols 1; sxy and bw with kw, sy and bb with kb); mode 0, 1 or 2");
         goto done;
     }
     const Py_ssize_t Q = n / P;
     const Py_ssize_t sub = SUB_ELEMENTS / n > 1 ? SUB_ELEMENTS / n : 1, sn = sub * n;
-    const size_t need = (size_t)6 * sn + (size_t)9 * sub + (size_t)6 * n + (size_t)2 * P;
+    const size_t need = (size_t)6 * sn + (size_t)9 * sub + (size_t)6 * n + (size_t)2 * P + (size_t)2 * P * sub;
     if (!(scratch = malloc(sizeof(double) * need))) {
         PyErr_NoMemory();
         goto done;
     }
     double *xs = scratch, *dys = xs + sn, *ys = dys + sn, *dxs = ys + sn, *Ey = dxs + sn, *Edx = Ey + sn;
     double *m0 = Edx + sn, *cc = m0 + sub, *rstd = cc + sub, *st = rstd + sub, *segs = st + 6 * sub + 6 * n;
+    double *sxs = segs + 2 * P, *sys = sxs + P * sub;          /* mode 2: a piece's sums per (n, channel) */
     const double *KW = vp[0].buf, *KB = vp[1].buf, *BW = vp[4].buf, *BB = vp[5].buf;
     double *SXY = vp[2].buf, *SY = vp[3].buf;
     for (Py_ssize_t j = 0; j < nk; j++) {
@@ -2172,9 +2193,10 @@ static PyObject *py_judge_rows(PyObject *self, PyObject *args)
                             "values, its stats (4, m) float64 or None");
             goto done;
         }
-        if (judged_get(ojy, &C->jy, m * n, "y") < 0 || judged_get(ojdx, &C->jdx, m * n, "dx") < 0)
+        if (judged_get(ojy, &C->jy, m * n, "y", chan) < 0 || judged_get(ojdx, &C->jdx, m * n, "dx", chan) < 0)
             goto done;
-        struct rows_args ra = {NULL, BW, BB, NULL, Ey, Edx, C->tw.buf, C->tb.buf, st, 0, n, wrows, wcols, 1, 1, be, u,
+        struct rows_args ra = {NULL, BW, BB, NULL, Ey, Edx, C->tw.buf, C->tb.buf, st, 0, n, wrows, wcols, 1,
+                               chan ? P : 1, be, u,
                                gn, gm, ud, eta, u2, gn2, gm2, centered, ddof, eps_std, lowp, epi, u2 > 0, st + 6 * sub, 0};
         C->ra = ra;
     }
@@ -2188,19 +2210,34 @@ static PyObject *py_judge_rows(PyObject *self, PyObject *args)
     for (Py_ssize_t r0 = 0; r0 < m; r0 += sub) {
         const Py_ssize_t k = m - r0 < sub ? m - r0 : sub, o = r0 * n;
         const double *xr = xs, *dyr = dys;
-        if (isz == 8) {                                /* float64: read where it lies */
+        if (chan)                                      /* channels r0..: their N runs gathered, (N, k, S) */
+            for (Py_ssize_t p = 0; p < P; p++) {
+                widen((const char *)vx.buf + p * vx.strides[0] + r0 * Q * isz, isz, vt, xs + p * k * Q, k * Q);
+                widen((const char *)vdy.buf + p * vdy.strides[0] + r0 * Q * isz, isz, vt, dys + p * k * Q, k * Q);
+            }
+        else if (isz == 8) {                           /* float64: read where it lies */
             xr = (const double *)vx.buf + o;
             dyr = (const double *)vdy.buf + o;
         } else {
             widen((const char *)vx.buf + o * isz, isz, vt, xs, k * n);
             widen((const char *)vdy.buf + o * isz, isz, vt, dys, k * n);
         }
-        /* the rows r0..r0+k-1 as the rows of a geometry of their own: their parameters and sums from r0 * P */
-        struct geom gmt = {k, P, Q, 0, merged ? 1 : 2, 1};
-        const Py_ssize_t po_ = merged ? r0 * P : 0;
+        /* the rows r0..r0+k-1 as the rows of a geometry of their own: their parameters and sums from r0 * P
+         * (mode 2: the parameters from r0, the sums into (N, m) from column r0) */
+        struct geom gmt = {k, P, Q, chan, merged ? 1 : 2, 1};
+        const Py_ssize_t po_ = chan ? r0 : merged ? r0 * P : 0;
         const double *kw = KW ? KW + po_ : NULL, *kb = KB ? KB + po_ : NULL;
         api->forward(&gmt, xr, ys, kw, kb, m0, cc, NULL, rstd, 0, k, eps);
-        if (merged)
+        if (chan) {
+            api->merged(&gmt, xr, dyr, dxs, kw, m0, cc, rstd, SXY ? sxs : NULL, SY ? sys : NULL, 0, k, segs);
+            for (Py_ssize_t p = 0; p < P; p++)
+                for (Py_ssize_t i = 0; i < k; i++) {
+                    if (SXY)
+                        SXY[p * m + r0 + i] = sxs[p * k + i];
+                    if (SY)
+                        SY[p * m + r0 + i] = sys[p * k + i];
+                }
+        } else if (merged)
             api->merged(&gmt, xr, dyr, dxs, kw, m0, cc, rstd, SXY ? SXY + po_ : NULL, SY ? SY + po_ : NULL, 0, k, segs);
         else
             api->backward(&gmt, xr, dyr, dxs, kw, m0, cc, rstd, SXY, SY, r0 == 0 ? 1 : 2, 0, k);
@@ -2220,8 +2257,23 @@ static PyObject *py_judge_rows(PyObject *self, PyObject *args)
                     so[3 * m + r0 + i] = st[6 * i + 1];
                 }
             }
-            judged_run(&C->jy, o, k * n, ys, Ey);
-            judged_run(&C->jdx, o, k * n, dxs, Edx);
+            if (!chan) {
+                judged_run(&C->jy, C->jy.start + o, o * C->jy.g.itemsize, o, k * n, ys, Ey);
+                judged_run(&C->jdx, C->jdx.start + o, o * C->jdx.g.itemsize, o, k * n, dxs, Edx);
+                continue;
+            }
+            /* channel r0 + i, run p: S values; the reference laid out (N, k, S), the bounds by row (k, N * S) */
+            for (Py_ssize_t i = 0; i < k; i++)
+                for (Py_ssize_t p = 0; p < P; p++) {
+                    struct judged *J2[2] = {&C->jy, &C->jdx};
+                    const double *R2[2] = {ys, dxs}, *E2[2] = {Ey, Edx};
+                    for (int a = 0; a < 2; a++) {
+                        struct judged *J = J2[a];
+                        const Py_ssize_t ch = J->start + r0 + i;       /* in the whole array */
+                        judged_run(J, (p * J->shape[1] + ch) * Q, p * J->g.strides[0] + (r0 + i) * J->g.strides[1],
+                                   (p * m + r0 + i) * Q, Q, R2[a] + (p * k + i) * Q, E2[a] + i * n + p * Q);
+                    }
+                }
         }
     }
     Py_END_ALLOW_THREADS

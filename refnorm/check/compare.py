@@ -423,16 +423,23 @@ class ArrayAccumulator:
             mult = _once(memo, ("fix", id(self.mult), start), lambda: self.mult.fix(mult, vals))
         return mult, None
 
-    def block_args(self, start, count):
+    def block_args(self, start, count, channels=False):
         """The arguments of _judge.judge_rows for the elements start..start+count-1 (C order) of the
-        returned array: (g, kind, scale, shape, start, acc, mult, mtab, room), room the candidates it may
-        keep (-1: the scale is final; stream.py's compiled block pipeline; its figures go to ``absorb``)."""
-        sl = slice(start, start + count)
-        vals = self.flat[sl]
+        returned array, or (``channels``) for its channels start..start+count-1 (axis 1), as an (N,
+        channels, rest) view: (g, kind, scale, shape, start, acc, mult, mtab, room), room the candidates it
+        may keep (-1: the scale is final; stream.py's compiled block pipeline; its figures go to ``absorb``)."""
         per = self.mult.per.reshape(-1) if isinstance(self.mult, SaturatedCounts) else (
             self.mult if isinstance(self.mult, np.ndarray) else None)
+        if channels:
+            sl = (slice(None), slice(start, start + count))
+            vals, per = self.got[sl], None if per is None else per.reshape(self.shape)
+            g = self.flat.reshape(self.shape[0], self.shape[1], -1)[sl]
+            g = g if g.dtype == self._gdt() else np.ascontiguousarray(g, dtype=self._gdt())
+        else:
+            sl = slice(start, start + count)
+            vals = self.flat[sl]
+            g = np.ascontiguousarray(vals, dtype=self._gdt())
         mult, mtab = self._mults(vals, per, sl, start, {})
-        g = np.ascontiguousarray(vals, dtype=self._gdt())
         room = -1 if not self.running else (0 if self.overflowed else MAX_CANDIDATES - self.n_cand)
         return (g.view(np.uint16) if g.dtype.itemsize == 2 else g, self.kind, self.scale, self.shape, start,
                 self.acc, mult, mtab, room)

@@ -29,7 +29,7 @@ import numpy as np
 from ..norms import _common
 from .compare import KIND, native
 
-OPS = ("layer_norm", "group_norm")     # the normalizers with a row_kernel
+OPS = ("layer_norm", "group_norm")     # the normalizers with a row_kernel over rows (batch_norm's: channels)
 JUDGED = {("outputs", "y"), ("grads", "x")}
 STATS = {("outputs", "mean"), ("outputs", "rstd")}        # judged from the rows' values judge_rows returns
 SUMMED = {("grads", "weight"), ("grads", "bias")}
@@ -38,9 +38,10 @@ SUMMED = {("grads", "weight"), ("grads", "bias")}
 class Pipeline:
     """judge_rows' fixed arguments for the blocks of one call (``prepare``)."""
 
-    def __init__(self, mod, api, x, dy, kind, kernel, seen, pshapes):
+    def __init__(self, mod, api, x, dy, kind, kernel, seen, pshapes, channels=False):
         self.mod, self.api = mod, api
-        self.x, self.dy, self.kind = x, dy, kind            # (units, rest) views of the returned arrays' inputs
+        # x, dy: (units, rest) views of the inputs, or (channels) (N, C, S) views of them
+        self.x, self.dy, self.kind, self.channels = x, dy, kind, channels
         self.k = kernel                                     # _common.RowKernel
         self.seen = seen                  # per contract: its row_bounds call's scalars and parameter pattern
         self.pshapes = pshapes            # {"weight"|"bias": the parameter's shape}
@@ -52,6 +53,8 @@ class Pipeline:
         """Units lo..hi-1 judged: y's and dx's figures (and mean's and rstd's) into their accumulators, one per
         contract; the parameter gradients' reference and bounds added to ref_whole and E_whole as the
         stage-by-stage path adds them."""
+        if self.channels:
+            return self._channels(lo, hi, accs)
         k, units = self.k, hi - lo
         rows = units * k.rows_per_unit
         x, dy = (a[lo:hi].reshape(rows, -1) for a in (self.x, self.dy))
@@ -86,12 +89,43 @@ class Pipeline:
                 ref_whole[key] = ref_whole.get(key, 0.0) + k.fold(ref, units).reshape(self.pshapes[name])
 
 
+    def _channels(self, lo, hi, accs):
+        """Channels lo..hi-1 judged (batch_norm's blocks): every array by channel, as the stage-by-stage path
+        judges them along their channel axis."""
+        k, units = self.k, hi - lo
+        x, dy = self.x[:, lo:hi], self.dy[:, lo:hi]
+        kw, kb = (None if a is None else a[lo:hi] for a in (k.w, k.b))
+        sxy = None if k.w is None else np.empty(k.P * units)
+        sy = None if k.b is None else np.empty(k.P * units)
+        stats = any(key in accs for key in STATS)
+        runs = []
+        for j, s in enumerate(self.seen):
+            tw, tb = np.zeros(units), np.zeros(units)
+            runs.append((s["scalars"], tw, tb, np.empty((4, units)) if stats else None,
+                         accs[("outputs", "y")][j].block_args(lo, units, channels=True),
+                         accs[("grads", "x")][j].block_args(lo, units, channels=True)))
+        figures = self.mod.judge_rows(self.api, x, dy, self.kind, k.P, 2, kw, kb, k.eps, sxy, sy, kw, kb, units, 1,
+                                      tuple(runs))
+        dw, db = (None if a is None else k.fold(a, units) for a in (sxy, sy))
+        for j, ((_, tw, tb, st, _, _), (ry, rdx)) in enumerate(zip(runs, figures)):
+            accs[("outputs", "y")][j].absorb(ry)
+            accs[("grads", "x")][j].absorb(rdx)
+            for i, name in enumerate(("mean", "rstd")):
+                if ("outputs", name) in accs:
+                    accs[("outputs", name)][j].add(st[i], st[2 + i], lo, axis=0)
+            for name, ref, E in (("weight", dw, tw), ("bias", db, tb)):
+                if ("grads", name) in accs:
+                    accs[("grads", name)][j].add(ref, E, lo, axis=0)
+
+
 def prepare(p, op, config, inputs, cotangents, state, names, contracts, ins, seen, rows_view):
     """The Pipeline for the blocks of this call after each partition's first, or None (module docstring).
     ``ins``: the first block's float64 inputs; ``seen``: the compiled row_bounds calls its bounds made (one
     per contract, in their order); ``rows_view(a)``: array ``a`` as (units, rest) without a copy, or None."""
     mod = native()
     fused = _common.native()
+    if op == "batch_norm" and p.kind == "channels":
+        return _prepare_channels(p, config, inputs, cotangents, state, names, contracts, ins, seen, mod, fused)
     if op not in OPS or p.kind != "rows" or state or mod is None or fused is None:
         return None
     api, judge_rows = getattr(fused, "api", None), getattr(mod, "judge_rows", None)
@@ -117,3 +151,33 @@ def prepare(p, op, config, inputs, cotangents, state, names, contracts, ins, see
         x, dy = x.view(np.uint16), dy.view(np.uint16)
     pshapes = {k: np.shape(inputs[k]) for k in ("weight", "bias") if inputs.get(k) is not None}
     return Pipeline(mod, api, x, dy, KIND[np.asarray(inputs["x"]).dtype.name], kernel, seen, pshapes)
+
+
+def _prepare_channels(p, config, inputs, cotangents, state, names, contracts, ins, seen, mod, fused):
+    """prepare for batch_norm's blocks of channels (batch statistics, no running statistics)."""
+    if state or mod is None or fused is None or getattr(fused, "api", None) is None:
+        return None
+    names = set(names)
+    if getattr(mod, "judge_rows", None) is None or not JUDGED <= names or not names <= JUDGED | STATS | SUMMED:
+        return None
+    if len(seen) != len(contracts) or "y" not in cotangents:
+        return None
+    x, dy = np.asarray(inputs["x"]), np.asarray(cotangents["y"])
+    if x.ndim < 2 or x.dtype != dy.dtype or x.dtype.name not in KIND or x.shape != dy.shape:
+        return None
+    # the kernel of the whole call (its N, its per-channel parameters), cut by channel here
+    kernel = importlib.import_module("..norms.batch_norm", __package__).row_kernel(inputs, config)
+    if kernel is None or not (x.flags.c_contiguous and dy.flags.c_contiguous):
+        return None
+    N, C = x.shape[:2]
+    n = x.size // C
+    # the bounds' rows gathered from the N runs of each channel (x of two axes: runs of one value, which the
+    # bounds layer transposes instead; the same values in the same order)
+    runs = (N, 1) if x.ndim == 2 else (N,)
+    if not all(s["runs"] in runs and s["wdiv"] == 1 and s["with_g"] and s["shape"] == (p.per_block, n)
+               and s["pattern"] == (p.per_block, 1) for s in seen):
+        return None
+    x3, dy3 = x.reshape(N, C, -1), dy.reshape(N, C, -1)
+    if x.dtype.itemsize == 2:
+        x3, dy3 = x3.view(np.uint16), dy3.view(np.uint16)
+    return Pipeline(mod, fused.api, x3, dy3, KIND[x.dtype.name], kernel, seen, {}, channels=True)

@@ -205,6 +205,19 @@ def backward(dy, x, weight, mean, rstd, *, used_batch_stats: bool, with_bias: bo
     return dx, dweight, dbias
 
 
+def row_kernel(inputs, config) -> C.RowKernel | None:
+    """The compiled row kernels as ``forward`` and ``backward`` run them on the batch statistics of this call
+    (_common.RowKernel: a channel's N runs of the spatial values, a weight and bias per channel, the merged
+    per-(n, channel) sums), or None where they would not run them so (no compiled module, one channel)."""
+    x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
+    opts = {k: config.get(k, v) for k, v in SPEC.options.items()}
+    _, eps, _ = check(x, w, b, None, None, 0, opts["momentum"], opts["eps"], opts["convention"], True)
+    nb, nc = x.shape[:2]
+    if C.native() is None or nc == 1 or x.size // nc < 2:
+        return None
+    return C.RowKernel(nb, True, C.flat(w), C.flat(b), eps, 1, lambda sums, units: sums.reshape(nb, units).sum(axis=0))
+
+
 def _forward(inputs, config, state, training):
     x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
     _check_state(state)
