@@ -2037,6 +2037,8 @@ static void judged_run(struct judged *J, Py_ssize_t flat, Py_ssize_t gb, Py_ssiz
     const Py_buffer *g = &J->g;
     const char *gp = (const char *)g->buf + gb;
     const Py_ssize_t mi = J->mult.obj ? J->mult.itemsize : 0;
+    if (J->room >= 0 && J->c.scale == 0)     /* the running scale not started: the reference's own (as add()) */
+        J->scale = J->c.scale = ISA(absmax, ref, k);
     cmp_run(&J->c, flat, g->itemsize == 8 ? (const double *)gp : NULL,
             g->itemsize == 4 ? (const float *)gp : NULL, g->itemsize == 2 ? (const uint16_t *)gp : NULL, J->vt, ref, E,
             mi == 2 ? (const uint16_t *)J->mult.buf + mo : NULL, mi == 4 ? (const uint32_t *)J->mult.buf + mo : NULL,

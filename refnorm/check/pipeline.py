@@ -174,8 +174,8 @@ def _prepare_channels(p, config, inputs, cotangents, state, names, contracts, in
     # the bounds' rows gathered from the N runs of each channel (x of two axes: runs of one value, which the
     # bounds layer transposes instead; the same values in the same order)
     runs = (N, 1) if x.ndim == 2 else (N,)
-    if not all(s["runs"] in runs and s["wdiv"] == 1 and s["with_g"] and s["shape"] == (p.per_block, n)
-               and s["pattern"] == (p.per_block, 1) for s in seen):
+    if not all(s["runs"] in runs and s["wdiv"] == 1 and s["with_g"] and s["shape"][1] == n
+               and s["pattern"] == (s["shape"][0], 1) for s in seen):
         return None
     x3, dy3 = x.reshape(N, C, -1), dy.reshape(N, C, -1)
     if x.dtype.itemsize == 2:

@@ -194,21 +194,32 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
             first = ArrayAccumulator(a, s, case_dtype if n[0] != "state" else _dtype_name(a), **kw)
             accs[n] = [first] + [ArrayAccumulator(a, s, first.kind_name, **kw) for _ in contracts[1:]]
         ref_whole, E_whole = {}, {n: [0.0 for _ in contracts] for n in whole}
-        pipe = None
+
+        def stages(lo, hi):
+            """The block's reference and bounds, stage by stage, and the compiled row_bounds calls made."""
+            # widened to float64 once for the reference and the bounds, read-only (neither writes)
+            ins, cots, st = ({name: _f64_block(v) for name, v in d.items()} for d in block(lo, hi))
+            ref = reference(op, config, training, ins, cots, st)
+            with B.standardize.param_rows(p.units / (hi - lo) if p.kind == "rows" else 1.0), seen_calls() as seen:
+                Es = [derive_bounds(op, case_dtype, config, training, ins, cots, st, ref, c) for c in contracts]
+            return ins, ref, Es, seen
+
+        pipe, tried = None, not PIPELINE
         with reuse_blocks(), one_thread():      # freed block temporaries reused; the reference in this thread
             for lo, hi in spans[k::PARTS]:
                 if pipe is not None:            # the compiled block pipeline (pipeline.py)
                     pipe.run(lo, hi, accs, ref_whole, E_whole)
                     continue
-                # widened to float64 once for the reference and the bounds, read-only (neither writes)
-                ins, cots, st = ({name: _f64_block(v) for name, v in d.items()} for d in block(lo, hi))
-                ref = reference(op, config, training, ins, cots, st)
-                with B.standardize.param_rows(p.units / (hi - lo) if p.kind == "rows" else 1.0), \
-                        seen_calls() as seen:
-                    Es = [derive_bounds(op, case_dtype, config, training, ins, cots, st, ref, c) for c in contracts]
-                if PIPELINE and hi - lo == p.per_block:
-                    pipe = pipeline.prepare(p, op, config, inputs, cotangents, state, names, contracts, ins, seen,
-                                            lambda a: _rows_view(a, p.lead, p.units))
+                done = None
+                if not tried:       # the first unit, stage by stage, shows whether the pipeline runs and with what
+                    tried = True
+                    done = stages(lo, lo + 1)
+                    pipe = pipeline.prepare(p, op, config, inputs, cotangents, state, names, contracts, done[0],
+                                            done[3], lambda a: _rows_view(a, p.lead, p.units))
+                    if pipe is not None and hi > lo + 1:
+                        pipe.run(lo, hi, accs, ref_whole, E_whole)
+                        continue
+                ins, ref, Es, _ = done if done is not None and hi == lo + 1 else stages(lo, hi)
                 memo = {}                     # the block's widened values and counts, made once for all contracts
                 for part, name in names:
                     a = getattr(ref, part)[name]
