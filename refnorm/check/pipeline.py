@@ -11,14 +11,22 @@ replaces (the reference: _fused's kernels, through its capsule ``api``, as the n
 chose; the comparison: compare's loop), so the reference is the same bits, and the figures are the same
 (the sums of the bias test within rounding: compare's pieces also end where judge_rows' pieces do).
 
-Used for a block of a partition after its first, when the normalizer has a ``row_kernel`` (layer_norm,
-group_norm: the compiled kernels in use), the arrays judged are y and grad x (and, if returned, the rows'
-mean and rstd, and the parameter gradients, summed over the blocks), under any contracts, with x and dy laid
-out as C-contiguous rows; the first block of each partition takes the stage-by-stage path, which fixes the
-running scale of "unconstrained" (compare.ArrayAccumulator) and shows which bounds the bounds layer computes
+Used when the normalizer has a ``row_kernel`` (layer_norm, group_norm over rows; batch_norm with batch
+statistics over blocks of channels, each channel gathered from its N runs: the compiled kernels in use), the
+arrays judged are y and grad x (and, if returned, the rows' mean and rstd, and the parameter gradients),
+under any contracts, with x and dy laid out C-contiguous. The first unit (row, sample or channel) of each
+partition's first block is judged stage by stage first, only to see which bounds the bounds layer computes
 (``bounds._rows.seen_calls``: one compiled row_bounds call per contract, its scalars and parameter pattern,
-which the pipeline then runs itself). Any other call, or a build without the compiled modules, takes the
-stage-by-stage path for every block.
+which the pipeline then runs itself) and that the reference accepts the call; then the whole block goes
+through the pipeline (a block of one unit: its stage-by-stage figures are kept), and so do the blocks
+after it. The running scale of "unconstrained" (compare.ArrayAccumulator) starts, as ``add`` starts it
+from a first block's reference, from the reference of the first piece. Any other call, or a build without
+the compiled modules, takes the stage-by-stage path for every block.
+
+One difference, within rounding: a batch_norm block of a single channel is judged stage by stage against
+the reference of a one-channel array, whose sums NumPy takes in one run over the N runs; the pipeline sums
+each channel as the whole call does (the running sum of the runs' sums), the bits of the whole-array
+reference.
 """
 from __future__ import annotations
 

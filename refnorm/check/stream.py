@@ -46,11 +46,12 @@ Used for a call when its activation has more than BLOCK_ELEMENTS elements and ``
 structure (every judged array a view of rows); otherwise the whole-array path runs.
 
 The compiled block pipeline (pipeline.py). Stage after stage over a block (the reference, the bounds, then
-the comparison), the block's float64 temporaries go out to memory between the stages. For layer_norm and
-group_norm, each block of a partition after its first is judged by one compiled call instead
+the comparison), the block's float64 temporaries go out to memory between the stages. For layer_norm,
+group_norm and batch_norm (batch statistics), each block is judged by one compiled call instead
 (``_judge.judge_rows``), a few rows at a time, with the same kernels, bounds and comparison: the same
-reference bits and the same figures (the sums of the bias test within rounding). PIPELINE = False judges
-every block stage by stage.
+reference bits and the same figures (the sums of the bias test within rounding); the first unit of each
+partition is judged stage by stage first, to see which bounds to run. PIPELINE = False judges every block
+stage by stage.
 """
 from __future__ import annotations
 
