@@ -348,7 +348,7 @@ static inline double ratio_of(double ex, double Ei)
 #define PIECE_ARGS const struct dt *restrict d, const double *restrict g, const double *restrict ref,           \
     const double *restrict E, const uint16_t *restrict m16, const uint32_t *restrict m32, Py_ssize_t n,          \
     double scale, double t, double thr, double *restrict r, struct lanes_acc *restrict L, double *restrict a0,   \
-    double *restrict a1, double *restrict a2, double *ls, double *le, double *lq
+    double *restrict a1, double *restrict a2, double *ls, double *le, double *lq, int plain
 
 enum { RL = 4 };
 struct lanes_acc { double maxE[RL], dmax[RL], mref[RL], rmax[RL]; long long unc[RL], over[RL]; };
@@ -417,6 +417,24 @@ static inline ALWAYS_INLINE v4d vmax4(v4d a, v4d b)      /* a > b ? a : b, lane 
     return (v4d)(((v4i)a & m) | ((v4i)b & ~m));
 }
 
+static inline ALWAYS_INLINE v4d vmin4(v4d a, v4d b)      /* a < b ? a : b, lane by lane */
+{
+    v4i m = a < b;
+    return (v4d)(((v4i)a & m) | ((v4i)b & ~m));
+}
+
+static inline ALWAYS_INLINE double hmin4(v4d v)
+{
+    double a = v[0] < v[1] ? v[0] : v[1], b = v[2] < v[3] ? v[2] : v[3];
+    return a < b ? a : b;
+}
+
+static inline ALWAYS_INLINE double hmax4(v4d v)
+{
+    double a = v[0] > v[1] ? v[0] : v[1], b = v[2] > v[3] ? v[2] : v[3];
+    return a > b ? a : b;
+}
+
 static inline ALWAYS_INLINE v4d vsel4(v4i m, v4d a, v4d b)   /* m ? a : b, lane by lane */
 {
     return (v4d)(((v4i)a & m) | ((v4i)b & ~m));
@@ -447,7 +465,7 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
  *   - the interval's width hi - lo is (away + toward) / 2, exactly (g has p significant bits, so g +-
  *     half a spacing is a float64): the spacing away from zero, times 3/4 where g is a power of two
  *     above the smallest normal (toward = away / 2), else times 1; 0 for float64 (lo = hi = g). */
-#define PIECE4(J, SV, EV, QV)                                                                             \
+#define PIECE4(J, SV, EV, QV, PLAIN)                                                                      \
     do {                                                                                                  \
         v4d gi = ld4(g + (J)), ri = ld4(ref + (J)), Ei = ld4(E + (J));                                    \
         v4d err = gi - ri, aerr = vabs4(err), tE = t * Ei;                                                \
@@ -459,7 +477,8 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
         v4i pow2 = ((u & 0xfffffffffffffLL) == 0) & gt;                                                   \
         v4d tw = vsel4(pow2, half, one);                             /* toward / away */                  \
         v4d a4 = k0 ? zero : away * tw * 0.5;                        /* toward / 2 */                     \
-        v4i cand = (aerr > (tE + a4) * 0.999) | ((aerr > 0) & (tE < 0x1p-1000));  /* every hot one */     \
+        v4i cand = PLAIN ? aerr > (tE + a4) * 0.999                               /* every hot one */     \
+                         : (aerr > (tE + a4) * 0.999) | ((aerr > 0) & (tE < 0x1p-1000));                    \
         v4d width = k0 ? zero : away * vsel4(pow2, three4, one);                                          \
         if (__builtin_expect(any4(cand), 0)) {                             \
             v4d toward = away * tw;                                                                       \
@@ -491,11 +510,15 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
             st4(a1 + (J), ld4(a1 + (J)) + ev);                                                            \
             st4(a2 + (J), ld4(a2 + (J)) + w2);                                                            \
         }                                                                                                 \
-        v4d dm = vsel4((Ei > 0) & (Ei >= scale), mone, aerr);                                   \
         mref = vmax4(vabs4(ri), mref);                                                                    \
-        maxE = vmax4(Ei, maxE);                                                                           \
-        unc -= dm < 0;                                                                                    \
-        dmax = vmax4(dm, dmax);                                                                           \
+        if (PLAIN)                      /* no element unconstrained; the chunk's largest bound: cmp_run */ \
+            dmax = vmax4(aerr, dmax);                                                                     \
+        else {                                                                                            \
+            v4d dm = vsel4((Ei > 0) & (Ei >= scale), mone, aerr);                                         \
+            maxE = vmax4(Ei, maxE);                                                                       \
+            unc -= dm < 0;                                                                                \
+            dmax = vmax4(dm, dmax);                                                                       \
+        }                                                                                                 \
     } while (0)
 
 #define PIECE_BODY                                                                                        \
@@ -508,13 +531,24 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
     v4d maxE = ld4(L->maxE), dmax = ld4(L->dmax), mref = ld4(L->mref);                                    \
     v4i unc = ld4i(L->unc), hot = {0};                                                                    \
     Py_ssize_t j = 0;                                                                                     \
-    for (; j + 8 <= n; j += 8) {                                                                          \
-        PIECE4(j, s0, e0, q0);                                                                            \
-        PIECE4(j + 4, s1, e1, q1);                                                                        \
-    }                                                                                                     \
-    if (j + 4 <= n) {                   /* lanes 0-3 once more (W = 28: no element left to the tail) */  \
-        PIECE4(j, s0, e0, q0);                                                                            \
-        j += 4;                                                                                           \
+    if (plain) {                                                                                          \
+        for (; j + 8 <= n; j += 8) {                                                                      \
+            PIECE4(j, s0, e0, q0, 1);                                                                     \
+            PIECE4(j + 4, s1, e1, q1, 1);                                                                 \
+        }                                                                                                 \
+        if (j + 4 <= n) {               /* lanes 0-3 once more (W = 28: no element left to the tail) */  \
+            PIECE4(j, s0, e0, q0, 1);                                                                     \
+            j += 4;                                                                                       \
+        }                                                                                                 \
+    } else {                                                                                              \
+        for (; j + 8 <= n; j += 8) {                                                                      \
+            PIECE4(j, s0, e0, q0, 0);                                                                     \
+            PIECE4(j + 4, s1, e1, q1, 0);                                                                 \
+        }                                                                                                 \
+        if (j + 4 <= n) {                                                                                 \
+            PIECE4(j, s0, e0, q0, 0);                                                                     \
+            j += 4;                                                                                       \
+        }                                                                                                 \
     }                                                                                                     \
     st4(L->maxE, maxE); st4(L->dmax, dmax); st4(L->mref, mref); st4i(L->unc, unc);                        \
     long long h[RL];                                                                                      \
@@ -527,6 +561,7 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
 #define PIECE_BODY                                                                                        \
     Py_ssize_t j = 0, nhot = 0;                                                                           \
     double s[LANES] = {0}, e[LANES] = {0}, q[LANES] = {0};                                                \
+    (void)plain;                        /* every element by piece_elem */                                 \
     PIECE_TAIL
 #endif
 /* the elements j.. one by one (element j into lane j % 8) */
@@ -594,27 +629,40 @@ static inline int use_isa(void)
 /* 1 when every value of the three blocks is finite and those of a and b (returned values, reference) are
  * also "tame": a + a finite (x - x is 0 for a finite x, NaN for inf or NaN). Then g - ref is finite: |g - ref|
  * <= |g| + |ref| <= 2 max(|g|, |ref|), and rounding is monotonic. */
-#define FINITE_ARGS const double *restrict a, const double *restrict b, const double *restrict c, Py_ssize_t n
+#define FINITE_ARGS const double *restrict a, const double *restrict b, const double *restrict c, Py_ssize_t n,   \
+    double *restrict cmm
 #if VECTOR_EXT
 #define FINITE_BODY                                                                                       \
-    v4d z0 = {0}, z1 = {0};                                                                               \
+    v4d z0 = {0}, z1 = {0}, mn = {0}, mx = {0};                                                           \
+    mn += INFINITY;                                                                                       \
+    mx -= INFINITY;                                                                                       \
     Py_ssize_t j = 0;                                                                                     \
     for (; j + 8 <= n; j += 8) {                                                                          \
         v4d a0 = ld4(a + j), a1 = ld4(a + j + 4), b0 = ld4(b + j), b1 = ld4(b + j + 4);                  \
         v4d c0 = ld4(c + j), c1 = ld4(c + j + 4);                                                         \
+        mn = vmin4(vmin4(c0, c1), mn);                                                                    \
+        mx = vmax4(vmax4(c0, c1), mx);                                                                    \
         a0 += a0; a1 += a1; b0 += b0; b1 += b1;                                                              \
         z0 += ((a0 - a0) + (b0 - b0)) + (c0 - c0);                                                        \
         z1 += ((a1 - a1) + (b1 - b1)) + (c1 - c1);                                                        \
     }                                                                                                     \
     double z[LANES];                                                                                      \
     st4(z, z0); st4(z + 4, z1);                                                                           \
-    for (int l = 0; j < n; j++, l++)                                                                      \
+    cmm[0] = hmin4(mn);                                                                                   \
+    cmm[1] = hmax4(mx);                                                                                   \
+    for (int l = 0; j < n; j++, l++) {                                                                    \
         z[l] += (((a[j] + a[j]) - (a[j] + a[j])) + ((b[j] + b[j]) - (b[j] + b[j]))) + (c[j] - c[j]);        \
+        cmm[0] = c[j] < cmm[0] ? c[j] : cmm[0];                                                           \
+        cmm[1] = c[j] > cmm[1] ? c[j] : cmm[1];                                                           \
+    }                                                                                                     \
     return lanes_sum(z) == 0;
 #else
 #define FINITE_BODY                                                                                       \
     double z[LANES] = {0};                                                                                \
-    LANE_LOOP(n, j, l, z[l] += (((a[j] + a[j]) - (a[j] + a[j])) + ((b[j] + b[j]) - (b[j] + b[j]))) + (c[j] - c[j]);); \
+    cmm[0] = INFINITY;                                                                                    \
+    cmm[1] = -INFINITY;                                                                                   \
+    LANE_LOOP(n, j, l, z[l] += (((a[j] + a[j]) - (a[j] + a[j])) + ((b[j] + b[j]) - (b[j] + b[j]))) + (c[j] - c[j]); \
+              cmm[0] = c[j] < cmm[0] ? c[j] : cmm[0]; cmm[1] = c[j] > cmm[1] ? c[j] : cmm[1];);               \
     return lanes_sum(z) == 0;
 #endif
 
@@ -655,19 +703,23 @@ static const double *value_table(int kind)
 /* b[j] = the value of element j: float32 a32[j] widened (exactly), or the value vt[a16[j]] of 16-bit pattern
  * a16[j] (a32 NULL), for n values, and mb[j] = mt[a16[j]] (the multiplicities: the counts of the array's
  * patterns) when mt is given; 1 when these values and those of r and E are all finite and r's tame
- * (all_finite; a float32 or 16-bit value is) */
+ * (all_finite; a float32 or 16-bit value is); emm: the least and the largest of E (meaningful when finite) */
 static inline ALWAYS_INLINE int widen_finite(const float *restrict a32, const uint16_t *restrict a16,
                                              const double *restrict vt, const uint32_t *restrict mt,
                                              double *restrict b, uint32_t *restrict mb, const double *restrict r,
-                                             const double *restrict E, Py_ssize_t n)
+                                             const double *restrict E, Py_ssize_t n, double *restrict emm)
 {
     Py_ssize_t j = 0;
     if (mt)
         for (Py_ssize_t k = 0; k < n; k++)
             mb[k] = mt[a16[k]];
+    emm[0] = INFINITY;
+    emm[1] = -INFINITY;
 #if VECTOR_EXT
     typedef float v4f __attribute__((vector_size(16)));
-    v4d z = {0};
+    v4d z = {0}, mn = {0}, mx = {0};
+    mn += INFINITY;
+    mx -= INFINITY;
     for (; j + 4 <= n; j += 4) {
         v4d g;
         if (a32) {
@@ -678,16 +730,22 @@ static inline ALWAYS_INLINE int widen_finite(const float *restrict a32, const ui
             g = (v4d){vt[a16[j]], vt[a16[j + 1]], vt[a16[j + 2]], vt[a16[j + 3]]};
         v4d rv = ld4(r + j), ev = ld4(E + j);
         st4(b + j, g);
+        mn = vmin4(ev, mn);
+        mx = vmax4(ev, mx);
         rv += rv;
         z += ((g - g) + (rv - rv)) + (ev - ev);
     }
     double zs = (z[0] + z[1]) + (z[2] + z[3]);
+    emm[0] = hmin4(mn);
+    emm[1] = hmax4(mx);
 #else
     double zs = 0;
 #endif
     for (; j < n; j++) {
         b[j] = a32 ? (double)a32[j] : vt[a16[j]];
         zs += ((b[j] - b[j]) + ((r[j] + r[j]) - (r[j] + r[j]))) + (E[j] - E[j]);
+        emm[0] = E[j] < emm[0] ? E[j] : emm[0];
+        emm[1] = E[j] > emm[1] ? E[j] : emm[1];
     }
     return zs == 0;
 }
@@ -768,8 +826,9 @@ static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
         const uint16_t *mc16 = m16 ? m16 + i : NULL;
         const uint32_t *mc32 = mtab ? mb : m32 ? m32 + i : NULL;
         /* first (float32 values and 16-bit patterns widened, exactly): it brings the chunk into L1 for the pieces */
-        int fin = g64 ? all_finite(gc, rc, Ec, cn)
-                  : widen_finite(g32 ? g32 + i : NULL, g16 ? g16 + i : NULL, vt, mtab, gb, mb, rc, Ec, cn);
+        double emm[2];                 /* the chunk's least and largest bound */
+        int fin = g64 ? all_finite(gc, rc, Ec, cn, emm)
+                  : widen_finite(g32 ? g32 + i : NULL, g16 ? g16 + i : NULL, vt, mtab, gb, mb, rc, Ec, cn, emm);
         /* every value finite: each piece's terms in one pass (piece, vectorized), the maxima and counts
          * that need no ratio with them; the ratio is taken, in element order, only for the elements
          * whose ratio can exceed T = min(max ratio so far, the third worst, 1) ("hot"): the others
@@ -778,6 +837,11 @@ static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
         T = c->maxr < T ? c->maxr : T;
         T = T < 1.0 ? T : 1.0;
         const double t = T * (1.0 - 0x1p-50), thr = c->top.n < 3 ? 0.0 : c->top.r[2];
+        /* a "plain" chunk: every bound below the scale (no element unconstrained) and t E >= 2^-1000 (no
+         * candidate for want of a normal product): the pieces skip those tests (the same figures) */
+        const int plain = fin && emm[1] < scale && t * emm[0] >= 0x1p-1000;
+        if (plain)
+            c->lacc.maxE[0] = emm[1] > c->lacc.maxE[0] ? emm[1] : c->lacc.maxE[0];
         for (Py_ssize_t p = 0; p < cn;) {
             Py_ssize_t pn = nd ? shape[last] - idx[last] : cn - p;      /* what is left of the segment */
             if (pn > cn - p)
@@ -788,7 +852,8 @@ static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
             if (fin) {
                 Py_ssize_t tops = piece(d, gc + p, rc + p, Ec + p, mc16 ? mc16 + p : NULL,
                                         mc32 ? mc32 + p : NULL, pn, scale, t, thr, rb + p, &c->lacc, as,
-                                        as ? as + acc_len : NULL, as ? as + 2 * acc_len : NULL, &ls, &le, &lq);
+                                        as ? as + acc_len : NULL, as ? as + 2 * acc_len : NULL, &ls, &le, &lq,
+                                        plain);
                 for (Py_ssize_t j = 0; tops && j < pn; j++)    /* may join the worst three: in element order */
                     if (rb[p + j] >= 0 && rb[p + j] > (c->top.n < 3 ? 0.0 : c->top.r[2]))
                         top_add(&c->top, rb[p + j], fp + j, gc[p + j], rc[p + j], Ec[p + j]);
