@@ -2012,6 +2012,31 @@ static PyObject *py_row_bounds(PyObject *self, PyObject *args)
  * may exceed room: then only room are kept). */
 enum { SUB_ELEMENTS = 1 << 13 };
 
+/* judge_rows' scratch, kept by each thread from one call to the next (a fresh buffer would be faulted in,
+ * page by page, at every block) when it holds at most KEEP_SCRATCH doubles */
+enum { KEEP_SCRATCH = 1 << 20 };
+static _Thread_local double *tl_scratch;
+static _Thread_local size_t tl_len;
+
+static double *scratch_get(size_t need)
+{
+    if (tl_len >= need)
+        return tl_scratch;
+    free(tl_scratch);
+    tl_scratch = malloc(sizeof(double) * need);
+    tl_len = tl_scratch ? need : 0;
+    return tl_scratch;
+}
+
+static void scratch_put(void)
+{
+    if (tl_len > KEEP_SCRATCH) {
+        free(tl_scratch);
+        tl_scratch = NULL;
+        tl_len = 0;
+    }
+}
+
 struct judged {
     Py_buffer g, acc, mult, mtab;
     int kind;
@@ -2020,7 +2045,8 @@ struct judged {
     const double *vt;
     struct cmp c;
     double *candE, *candD;
-    Py_ssize_t ncand;
+    Py_ssize_t ncand, cap;
+    int oom;                          /* no memory for a candidate: judged_result raises MemoryError */
 };
 
 static void judged_release(struct judged *J)
@@ -2065,15 +2091,24 @@ static int judged_get(PyObject *o, struct judged *J, Py_ssize_t count, const cha
         return -1;
     }
     cmp_init(&J->c, J->kind, J->scale, J->nd, J->shape, J->acc.buf);
-    if (J->room > 0) {
-        J->candE = malloc(sizeof(double) * (size_t)J->room);
-        J->candD = malloc(sizeof(double) * (size_t)J->room);
-        if (!J->candE || !J->candD) {
-            PyErr_NoMemory();
-            return -1;
-        }
-    }
     return 0;
+}
+
+/* room for more candidates (up to J->room; grown as they come: most blocks have none); 0 when out of memory */
+static int judged_grow(struct judged *J)
+{
+    Py_ssize_t cap = J->cap ? 2 * J->cap : 1024;
+    cap = cap < J->room ? cap : J->room;
+    double *e = realloc(J->candE, sizeof(double) * (size_t)cap);
+    if (e)
+        J->candE = e;
+    double *d = e ? realloc(J->candD, sizeof(double) * (size_t)cap) : NULL;
+    if (d)
+        J->candD = d;
+    if (!e || !d)
+        return 0;
+    J->cap = cap;
+    return 1;
 }
 
 /* the returned value at byte offset b of a block, widened */
@@ -2114,19 +2149,22 @@ static void judged_run(struct judged *J, Py_ssize_t flat, Py_ssize_t gb, Py_ssiz
         double Ei = E[j];
         if (!(Ei >= J->scale && Ei > 0 && isfinite(Ei)))
             continue;
-        if (J->ncand < J->room) {
+        if (J->ncand < J->room && (J->ncand < J->cap || judged_grow(J))) {
             double gi = value_at(g, J->vt, gb + j * g->itemsize), ri = ref[j], lo, hi, d = fabs(gi - ri);
             if ((isnan(gi) && isnan(ri)) || gi == ri || (isinf(gi) && excess_at(&J->c.d, gi, ri, &lo, &hi) == 0))
                 d = 0;
             J->candE[J->ncand] = Ei;
             J->candD[J->ncand] = d;
-        }
+        } else if (J->ncand < J->room)
+            J->oom = 1;
         J->ncand++;
     }
 }
 
 static PyObject *judged_result(struct judged *J)
 {
+    if (J->oom)
+        return PyErr_NoMemory();
     Py_ssize_t kept = J->ncand < J->room ? J->ncand : (J->room > 0 ? J->room : 0);
     return Py_BuildValue("(Ny#y#n)", cmp_result(&J->c), (const char *)J->candE, kept * 8, (const char *)J->candD,
                          kept * 8, J->ncand);
@@ -2234,7 +2272,7 @@ static PyObject *py_judge_rows(PyObject *self, PyObject *args)
     const Py_ssize_t Q = n / P;
     const Py_ssize_t sub = SUB_ELEMENTS / n > 1 ? SUB_ELEMENTS / n : 1, sn = sub * n;
     const size_t need = (size_t)6 * sn + (size_t)9 * sub + (size_t)6 * n + (size_t)2 * P + (size_t)2 * P * sub;
-    if (!(scratch = malloc(sizeof(double) * need))) {
+    if (!(scratch = scratch_get(need))) {
         PyErr_NoMemory();
         goto done;
     }
@@ -2356,7 +2394,7 @@ static PyObject *py_judge_rows(PyObject *self, PyObject *args)
             PyTuple_SET_ITEM(out, j, pair);
     }
 done:
-    free(scratch);
+    scratch_put();
     release(&vx);
     release(&vdy);
     for (int i = 0; i < 6; i++)
