@@ -96,7 +96,6 @@ class Pipeline:
             if key in E_whole:
                 ref_whole[key] = ref_whole.get(key, 0.0) + k.fold(ref, units).reshape(self.pshapes[name])
 
-
     def _channels(self, lo, hi, accs):
         """Channels lo..hi-1 judged (batch_norm's blocks): every array by channel, as the stage-by-stage path
         judges them along their channel axis."""
@@ -127,9 +126,9 @@ class Pipeline:
 
 
 def prepare(p, op, config, inputs, cotangents, state, names, contracts, ins, seen, rows_view):
-    """The Pipeline for the blocks of this call after each partition's first, or None (module docstring).
-    ``ins``: the first block's float64 inputs; ``seen``: the compiled row_bounds calls its bounds made (one
-    per contract, in their order); ``rows_view(a)``: array ``a`` as (units, rest) without a copy, or None."""
+    """The Pipeline for the blocks of this call, or None (module docstring). ``ins``: the float64 inputs of
+    the unit judged stage by stage first; ``seen``: the compiled row_bounds calls its bounds made (one per
+    contract, in their order); ``rows_view(a)``: array ``a`` as (units, rest) without a copy, or None."""
     mod = native()
     fused = _common.native()
     if op == "batch_norm" and p.kind == "channels":
