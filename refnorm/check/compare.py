@@ -163,6 +163,8 @@ class SaturatedCounts:
     def fix(self, mult: np.ndarray, values: np.ndarray) -> np.ndarray:
         """A block's counts ``mult`` (taken from ``per``) with the exact count where it is capped;
         ``values``: the block's elements (the array's dtype, in the order of ``mult``)."""
+        if not self.keys.size:                  # no value of the array at the cap: nothing to put back
+            return mult
         at = np.flatnonzero(mult == 0xffff)
         if not at.size:
             return mult
