@@ -259,3 +259,21 @@ def test_pipeline_with_values_that_are_not_finite(monkeypatch, op, shape, cfg, w
     assert runs >= 2
     _same(plain, piped)
     assert any(a.verdict == "failed" for a in piped.values()) == (where == "returned")
+
+
+def test_calls_the_pipeline_cannot_take_are_not_probed(monkeypatch):
+    """rms_norm (no compiled reference) and batch_norm with running statistics: no first unit judged apart,
+    every block stage by stage."""
+    probed = []
+    monkeypatch.setattr(pipeline, "prepare", lambda *a: probed.append(a) or None)
+    monkeypatch.setattr(stream, "PIPELINE", True)
+    rng = np.random.default_rng(13)
+    for op, shape, cfg, keep_state in [("rms_norm", (200, 64), {"normalized_shape": [64], "eps": 1e-6}, False),
+                                       ("batch_norm", (6, 12, 5, 4), {}, True)]:
+        ins, cot, got, state = _call(op, shape, cfg, True, "float32", rng)
+        if not keep_state:
+            state = {}
+        monkeypatch.setattr(stream, "BLOCK_ELEMENTS", math.prod(shape) // 4)
+        ref, figures = judge(op, cfg, "float32", ins, cot, state, got, STRICT, blocks=True)
+        assert ref is None and figures
+    assert probed == []

@@ -125,6 +125,12 @@ class Pipeline:
                     accs[("grads", name)][j].add(ref, E, lo, axis=0)
 
 
+def applies(p, op, state) -> bool:
+    """Whether the pipeline may judge the blocks of plan ``p`` of this call (``prepare`` decides): the other
+    calls are not probed at all."""
+    return not state and ((op in OPS and p.kind == "rows") or (op == "batch_norm" and p.kind == "channels"))
+
+
 def prepare(p, op, config, inputs, cotangents, state, names, contracts, ins, seen, rows_view):
     """The Pipeline for the blocks of this call, or None (module docstring). ``ins``: the float64 inputs of
     the unit judged stage by stage first; ``seen``: the compiled row_bounds calls its bounds made (one per

@@ -205,7 +205,7 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
                 Es = [derive_bounds(op, case_dtype, config, training, ins, cots, st, ref, c) for c in contracts]
             return ins, ref, Es, seen
 
-        pipe, tried = None, not PIPELINE
+        pipe, tried = None, not (PIPELINE and pipeline.applies(p, op, state))
         with reuse_blocks(), one_thread():      # freed block temporaries reused; the reference in this thread
             for lo, hi in spans[k::PARTS]:
                 if pipe is not None:            # the compiled block pipeline (pipeline.py)
