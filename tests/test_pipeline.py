@@ -277,3 +277,32 @@ def test_calls_the_pipeline_cannot_take_are_not_probed(monkeypatch):
         ref, figures = judge(op, cfg, "float32", ins, cot, state, got, STRICT, blocks=True)
         assert ref is None and figures
     assert probed == []
+
+
+def test_judge_rows_refuses_arguments_that_do_not_fit():
+    """judge_rows checks what it is given (never trusts a size): wrong modes, parameter lengths, a returned
+    block of channels of the wrong shape are ValueErrors."""
+    from refnorm.check.compare import ArrayAccumulator
+    from refnorm.norms import _common
+    api = _common.native().api
+    x = np.ones((4, 16))
+    acc = ArrayAccumulator(np.ones((4, 16), np.float32), 1.0, "float32", unit_counts=True)
+    scalars = (1e-5, 2.0 ** -24, 1.0, 1.0, 2.0 ** -24, 1e-45, 1, 0, 0, 0, 0, 0.0, 0.0, 0.0)
+    one = lambda: (scalars, np.zeros(16), np.zeros(16), None, acc.block_args(0, 64), acc.block_args(0, 64))  # noqa: E731
+    w = np.ones(16)
+    with pytest.raises(ValueError):      # mode 3
+        _judge.judge_rows(api, x, x, 0, 1, 3, w, w, 1e-5, np.empty(16), np.empty(16), w, w, 1, 16, (one(),))
+    with pytest.raises(ValueError):      # a weight of 15 values for rows of 16
+        _judge.judge_rows(api, x, x, 0, 1, 0, w[:15], w, 1e-5, np.empty(16), np.empty(16), w, w, 1, 16, (one(),))
+    with pytest.raises(ValueError):      # xkind 1 (float32) for float64 rows
+        _judge.judge_rows(api, x, x, 1, 1, 0, w, w, 1e-5, np.empty(16), np.empty(16), w, w, 1, 16, (one(),))
+    assert len(_judge.judge_rows(api, x + np.arange(16), x, 0, 1, 0, w, w, 1e-5, np.empty(16), np.empty(16), w, w,
+                                 1, 16, (one(),))) == 1          # the same arguments, fitting: one contract judged
+    # channels: a returned block that is not the (N, m, S) view of the whole array
+    x3 = np.ones((2, 4, 8)) + np.arange(8)
+    got = ArrayAccumulator(np.ones((2, 4, 8), np.float32), 1.0, "float32", unit_counts=True)
+    bad = got.block_args(0, 4, channels=True)
+    bad = (bad[0].reshape(2, 8, 4),) + bad[1:]
+    with pytest.raises(ValueError):
+        _judge.judge_rows(api, x3, x3, 0, 2, 2, np.ones(4), np.ones(4), 1e-5, np.empty(8), np.empty(8),
+                          np.ones(4), np.ones(4), 4, 1, ((scalars, np.zeros(4), np.zeros(4), None, bad, bad),))

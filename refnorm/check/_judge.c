@@ -2300,9 +2300,17 @@ static PyObject *py_judge_rows(PyObject *self, PyObject *args)
         }
         if (judged_get(ojy, &C->jy, m * n, "y", chan) < 0 || judged_get(ojdx, &C->jdx, m * n, "dx", chan) < 0)
             goto done;
+        for (int a = 0; chan && a < 2; a++) {      /* the returned blocks: (N, m, S) views of (N, C, S...) arrays */
+            const struct judged *J = a ? &C->jdx : &C->jy;
+            if (J->g.shape[1] != m || J->g.shape[2] != Q || J->total != J->shape[0] * J->shape[1] * Q) {
+                PyErr_SetString(PyExc_ValueError, "_judge.judge_rows: a returned block of channels must be the (N, m, "
+                                "S) view of an array of N * C * S values");
+                goto done;
+            }
+        }
         struct rows_args ra = {NULL, BW, BB, NULL, Ey, Edx, C->tw.buf, C->tb.buf, st, 0, n, wrows, wcols, 1,
-                               chan ? P : 1, be, u,
-                               gn, gm, ud, eta, u2, gn2, gm2, centered, ddof, eps_std, lowp, epi, u2 > 0, st + 6 * sub, 0};
+                               chan ? P : 1, be, u, gn, gm, ud, eta, u2, gn2, gm2, centered, ddof, eps_std, lowp, epi,
+                               u2 > 0, st + 6 * sub, 0};
         C->ra = ra;
     }
     const double *vt = vx.itemsize == 2 ? value_table(xkind) : NULL;
