@@ -367,8 +367,7 @@ class ArrayAccumulator:
         E = np.broadcast_to(np.asarray(E, dtype=np.float64), np.shape(ref))
         gdt = self._gdt()
         # the block's returned values and per-element multiplicities (flat, or the sub-array along axis)
-        per = self.mult.per.reshape(-1) if isinstance(self.mult, SaturatedCounts) else (
-            self.mult if isinstance(self.mult, np.ndarray) else None)
+        per = self._per()
         if axis is None:
             sl = slice(start, start + int(np.size(ref)))
             vals = self.flat[sl]
@@ -406,6 +405,13 @@ class ArrayAccumulator:
         self._absorb(maxr, over, unc, dmax, maxE, top,
                      lambda i: tuple(_at(a, self._local(i, start, g.size, axis)) for a in (g, ref, E)))
 
+    def _per(self):
+        """The per-element multiplicities of the whole array, flat (None: a table looks them up, or every
+        one is 1)."""
+        if isinstance(self.mult, SaturatedCounts):
+            return self.mult.per.reshape(-1)
+        return self.mult if isinstance(self.mult, np.ndarray) else None
+
     def _gdt(self):
         """The dtype of the returned values as the compiled loop reads them (float64, float32; 16-bit dtypes
         as their bit patterns, widened there through the table of the 65536 values), else float64."""
@@ -430,8 +436,7 @@ class ArrayAccumulator:
         returned array, or (``channels``) for its channels start..start+count-1 (axis 1), as an (N,
         channels, rest) view: (g, kind, scale, shape, start, acc, mult, mtab, room), room the candidates it
         may keep (-1: the scale is final; stream.py's compiled block pipeline; its figures go to ``absorb``)."""
-        per = self.mult.per.reshape(-1) if isinstance(self.mult, SaturatedCounts) else (
-            self.mult if isinstance(self.mult, np.ndarray) else None)
+        per = self._per()
         if channels:
             sl = (slice(None), slice(start, start + count))
             vals, per = self.got[sl], None if per is None else per.reshape(self.shape)

@@ -82,12 +82,8 @@ class Pipeline:
                          accs[("grads", "x")][j].block_args(start, x.size)))
         figures = self.mod.judge_rows(self.api, x, dy, self.kind, k.P, k.merged, kw, kb, k.eps, sxy, sy, self.bw,
                                       self.bb, self.wrows, self.wcols, tuple(runs))
-        for j, ((_, tw, tb, st, _, _), (ry, rdx)) in enumerate(zip(runs, figures)):
-            accs[("outputs", "y")][j].absorb(ry)
-            accs[("grads", "x")][j].absorb(rdx)
-            for i, name in enumerate(("mean", "rstd")):
-                if ("outputs", name) in accs:
-                    accs[("outputs", name)][j].add(st[i], st[2 + i], lo * k.rows_per_unit)
+        for j, ((_, tw, tb, st, _, _), figs) in enumerate(zip(runs, figures)):
+            _absorb(accs, j, figs, st, lo * k.rows_per_unit)
             for name, E in (("weight", tw), ("bias", tb)):
                 if ("grads", name) in E_whole:
                     E_whole[("grads", name)][j] = E_whole[("grads", name)][j] + E.reshape(self.pshapes[name])
@@ -114,15 +110,21 @@ class Pipeline:
         figures = self.mod.judge_rows(self.api, x, dy, self.kind, k.P, 2, kw, kb, k.eps, sxy, sy, kw, kb, units, 1,
                                       tuple(runs))
         dw, db = (None if a is None else k.fold(a, units) for a in (sxy, sy))
-        for j, ((_, tw, tb, st, _, _), (ry, rdx)) in enumerate(zip(runs, figures)):
-            accs[("outputs", "y")][j].absorb(ry)
-            accs[("grads", "x")][j].absorb(rdx)
-            for i, name in enumerate(("mean", "rstd")):
-                if ("outputs", name) in accs:
-                    accs[("outputs", name)][j].add(st[i], st[2 + i], lo, axis=0)
+        for j, ((_, tw, tb, st, _, _), figs) in enumerate(zip(runs, figures)):
+            _absorb(accs, j, figs, st, lo, axis=0)
             for name, ref, E in (("weight", dw, tw), ("bias", db, tb)):
                 if ("grads", name) in accs:
                     accs[("grads", name)][j].add(ref, E, lo, axis=0)
+
+
+def _absorb(accs, j, figures, stats, start, **axis):
+    """Contract j's figures of y and dx from judge_rows into their accumulators, and the rows' mean and rstd
+    (``stats``: their values and bounds, the first at ``start``) judged where they are returned."""
+    for name, res in zip((("outputs", "y"), ("grads", "x")), figures):
+        accs[name][j].absorb(res)
+    for i, name in enumerate(("mean", "rstd")):
+        if ("outputs", name) in accs:
+            accs[("outputs", name)][j].add(stats[i], stats[2 + i], start, **axis)
 
 
 def applies(p, op, state) -> bool:
