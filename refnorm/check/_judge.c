@@ -465,39 +465,47 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
  *   - the interval's width hi - lo is (away + toward) / 2, exactly (g has p significant bits, so g +-
  *     half a spacing is a float64): the spacing away from zero, times 3/4 where g is a power of two
  *     above the smallest normal (toward = away / 2), else times 1; 0 for float64 (lo = hi = g). */
-#define PIECE4(J, SV, EV, QV, PLAIN)                                                                      \
+/* PIECE4 in three parts, for elements J..J+3 (X: the vectors' suffix): PIECE4_A the element's values and the
+ * candidate test, PIECE4_HOT the ratios (run for a vector with a candidate; for a vector without one it
+ * sets r to -1 and changes nothing else: hv is 0 in every lane), PIECE4_B the sums and maxima. The loops
+ * below test the candidates of two vectors (eight elements) at once. */
+#define PIECE4_A(J, X, PLAIN)                                                                             \
+        v4d gi##X = ld4(g + (J)), ri##X = ld4(ref + (J)), Ei##X = ld4(E + (J));                           \
+        v4d err##X = gi##X - ri##X, aerr##X = vabs4(err##X), tE##X = t * Ei##X;                           \
+        v4i u##X = (v4i)gi##X;                                                                            \
+        v4i eb##X = (u##X >> 52) & 0x7ff;                             /* the biased exponent */           \
+        v4i gt##X = eb##X > eminb;                                                                        \
+        v4i ee##X = (eb##X & gt##X) | (eminb & ~gt##X);                                                   \
+        v4d away##X = (v4d)((ee##X + shb) << 52);                                                         \
+        v4i pow2##X = ((u##X & 0xfffffffffffffLL) == 0) & gt##X;                                          \
+        v4d tw##X = vsel4(pow2##X, half, one);                        /* toward / away */                 \
+        v4d a4##X = k0 ? zero : away##X * tw##X * 0.5;                /* toward / 2 */                    \
+        v4i cand##X = PLAIN ? aerr##X > (tE##X + a4##X) * 0.999                    /* every hot one */    \
+                            : (aerr##X > (tE##X + a4##X) * 0.999) | ((aerr##X > 0) & (tE##X < 0x1p-1000));   \
+        v4d width##X = k0 ? zero : away##X * vsel4(pow2##X, three4, one);
+
+#define PIECE4_HOT(J, X)                                                                                  \
     do {                                                                                                  \
-        v4d gi = ld4(g + (J)), ri = ld4(ref + (J)), Ei = ld4(E + (J));                                    \
-        v4d err = gi - ri, aerr = vabs4(err), tE = t * Ei;                                                \
-        v4i u = (v4i)gi;                                                                                  \
-        v4i eb = (u >> 52) & 0x7ff;                                  /* the biased exponent */            \
-        v4i gt = eb > eminb;                                                                              \
-        v4i ee = (eb & gt) | (eminb & ~gt);                                                               \
-        v4d away = (v4d)((ee + shb) << 52);                                                               \
-        v4i pow2 = ((u & 0xfffffffffffffLL) == 0) & gt;                                                   \
-        v4d tw = vsel4(pow2, half, one);                             /* toward / away */                  \
-        v4d a4 = k0 ? zero : away * tw * 0.5;                        /* toward / 2 */                     \
-        v4i cand = PLAIN ? aerr > (tE + a4) * 0.999                               /* every hot one */     \
-                         : (aerr > (tE + a4) * 0.999) | ((aerr > 0) & (tE < 0x1p-1000));                    \
-        v4d width = k0 ? zero : away * vsel4(pow2, three4, one);                                          \
-        if (__builtin_expect(any4(cand), 0)) {                             \
-            v4d toward = away * tw;                                                                       \
-            v4i neg = u < 0;                                                                              \
-            v4d dl = vsel4(neg, away, toward), dh = vsel4(neg, toward, away);                             \
-            v4d lo = k0 ? gi : gi - dl / 2, hi = k0 ? gi : gi + dh / 2;                                   \
-            v4d a = lo - ri, b = ri - hi;                                                                 \
-            v4d ex = vmax4(a, b);                                                                         \
-            ex = vsel4(ex > 0, ex, zero);                                                                 \
-            v4i hv = (ex > tE) | ((ex > 0) & (tE < 0x1p-1000));                                           \
-            v4d rr = (v4d)(hv & (v4i)vsel4(Ei == 0, vsel4(ex > 0, inf4, zero), ex / Ei));  /* ratio_of */ \
-            st4(L->rmax, vmax4(rr, ld4(L->rmax)));          /* in memory: no register held by the loop */ \
-            st4i(L->over, ld4i(L->over) - (rr > 1));                                                      \
-            v4i tm = rr > thr;                                                                            \
-            st4(r + (J), vsel4(tm, rr, mone));                                                            \
-            hot -= tm;                                                                                    \
-        } else                                                                                            \
-            st4(r + (J), mone);                                                                           \
-        v4d sv = (v4d)((((v4i)err) ^ ((v4i)ri & signb)) & (ri != 0)), ev = Ei, w2 = width * width;         \
+        v4d toward = away##X * tw##X;                                                                     \
+        v4i neg = u##X < 0;                                                                               \
+        v4d dl = vsel4(neg, away##X, toward), dh = vsel4(neg, toward, away##X);                           \
+        v4d lo = k0 ? gi##X : gi##X - dl / 2, hi = k0 ? gi##X : gi##X + dh / 2;                           \
+        v4d a = lo - ri##X, b = ri##X - hi;                                                               \
+        v4d ex = vmax4(a, b);                                                                             \
+        ex = vsel4(ex > 0, ex, zero);                                                                     \
+        v4i hv = (ex > tE##X) | ((ex > 0) & (tE##X < 0x1p-1000));                                         \
+        v4d rr = (v4d)(hv & (v4i)vsel4(Ei##X == 0, vsel4(ex > 0, inf4, zero), ex / Ei##X));  /* ratio_of */ \
+        st4(L->rmax, vmax4(rr, ld4(L->rmax)));              /* in memory: no register held by the loop */ \
+        st4i(L->over, ld4i(L->over) - (rr > 1));                                                          \
+        v4i tm = rr > thr;                                                                                \
+        st4(r + (J), vsel4(tm, rr, mone));                                                                \
+        hot -= tm;                                                                                        \
+    } while (0)
+
+#define PIECE4_B(J, X, SV, EV, QV, PLAIN)                                                                 \
+    do {                                                                                                  \
+        v4d sv = (v4d)((((v4i)err##X) ^ ((v4i)ri##X & signb)) & (ri##X != 0)), ev = Ei##X;                \
+        v4d w2 = width##X * width##X;                                                                     \
         if (m16)                                                                                          \
             w2 *= (v4d){m16[(J)], m16[(J) + 1], m16[(J) + 2], m16[(J) + 3]};                              \
         else if (m32)                                                                                     \
@@ -510,15 +518,42 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
             st4(a1 + (J), ld4(a1 + (J)) + ev);                                                            \
             st4(a2 + (J), ld4(a2 + (J)) + w2);                                                            \
         }                                                                                                 \
-        mref = vmax4(vabs4(ri), mref);                                                                    \
+        mref = vmax4(vabs4(ri##X), mref);                                                                 \
         if (PLAIN)                      /* no element unconstrained; the chunk's largest bound: cmp_run */ \
-            dmax = vmax4(aerr, dmax);                                                                     \
+            dmax = vmax4(aerr##X, dmax);                                                                  \
         else {                                                                                            \
-            v4d dm = vsel4((Ei > 0) & (Ei >= scale), mone, aerr);                                         \
-            maxE = vmax4(Ei, maxE);                                                                       \
+            v4d dm = vsel4((Ei##X > 0) & (Ei##X >= scale), mone, aerr##X);                                \
+            maxE = vmax4(Ei##X, maxE);                                                                    \
             unc -= dm < 0;                                                                                \
             dmax = vmax4(dm, dmax);                                                                       \
         }                                                                                                 \
+    } while (0)
+
+/* elements J..J+7 (lanes 0-3 into S0, E0, Q0, lanes 4-7 into S1, E1, Q1) */
+#define PIECE8(J, PLAIN)                                                                                  \
+    do {                                                                                                  \
+        PIECE4_A(J, _0, PLAIN)                                                                            \
+        PIECE4_A((J) + 4, _1, PLAIN)                                                                      \
+        if (__builtin_expect(any4(cand_0 | cand_1), 0)) {                                                 \
+            PIECE4_HOT(J, _0);                                                                            \
+            PIECE4_HOT((J) + 4, _1);                                                                      \
+        } else {                                                                                          \
+            st4(r + (J), mone);                                                                           \
+            st4(r + (J) + 4, mone);                                                                       \
+        }                                                                                                 \
+        PIECE4_B(J, _0, s0, e0, q0, PLAIN);                                                               \
+        PIECE4_B((J) + 4, _1, s1, e1, q1, PLAIN);                                                         \
+    } while (0)
+
+/* elements J..J+3 into lanes 0-3 */
+#define PIECE4(J, PLAIN)                                                                                  \
+    do {                                                                                                  \
+        PIECE4_A(J, _0, PLAIN)                                                                            \
+        if (__builtin_expect(any4(cand_0), 0))                                                            \
+            PIECE4_HOT(J, _0);                                                                            \
+        else                                                                                              \
+            st4(r + (J), mone);                                                                           \
+        PIECE4_B(J, _0, s0, e0, q0, PLAIN);                                                               \
     } while (0)
 
 #define PIECE_BODY                                                                                        \
@@ -532,21 +567,17 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
     v4i unc = ld4i(L->unc), hot = {0};                                                                    \
     Py_ssize_t j = 0;                                                                                     \
     if (plain) {                                                                                          \
-        for (; j + 8 <= n; j += 8) {                                                                      \
-            PIECE4(j, s0, e0, q0, 1);                                                                     \
-            PIECE4(j + 4, s1, e1, q1, 1);                                                                 \
-        }                                                                                                 \
+        for (; j + 8 <= n; j += 8)                                                                        \
+            PIECE8(j, 1);                                                                                 \
         if (j + 4 <= n) {               /* lanes 0-3 once more (W = 28: no element left to the tail) */  \
-            PIECE4(j, s0, e0, q0, 1);                                                                     \
+            PIECE4(j, 1);                                                                                 \
             j += 4;                                                                                       \
         }                                                                                                 \
     } else {                                                                                              \
-        for (; j + 8 <= n; j += 8) {                                                                      \
-            PIECE4(j, s0, e0, q0, 0);                                                                     \
-            PIECE4(j + 4, s1, e1, q1, 0);                                                                 \
-        }                                                                                                 \
+        for (; j + 8 <= n; j += 8)                                                                        \
+            PIECE8(j, 0);                                                                                 \
         if (j + 4 <= n) {                                                                                 \
-            PIECE4(j, s0, e0, q0, 0);                                                                     \
+            PIECE4(j, 0);                                                                                 \
             j += 4;                                                                                       \
         }                                                                                                 \
     }                                                                                                     \
@@ -818,6 +849,8 @@ static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
         }
     }
     int per_last = nd > 1 && shape[last] > 1;
+    /* the sums of the group "all", held here over the run (the same additions, in the same order) */
+    double all_s = acc[0], all_e = acc[acc_len], all_q = acc[2 * acc_len];
     Py_ssize_t i = 0;
     while (i < n) {
         Py_ssize_t cn = n - i < CHUNK ? n - i : CHUNK;
@@ -906,9 +939,9 @@ static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
                     }
                 }
             }
-            acc[0] += ls;
-            acc[acc_len] += le;
-            acc[2 * acc_len] += lq;
+            all_s += ls;
+            all_e += le;
+            all_q += lq;
             if (nd > 1)
                 for (Py_ssize_t a = 0; a < last; a++)
                     if (shape[a] > 1) {
@@ -930,6 +963,9 @@ static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
             c->maxr = c->lacc.rmax[l] > c->maxr ? c->lacc.rmax[l] : c->maxr;
         i += cn;
     }
+    acc[0] = all_s;
+    acc[acc_len] = all_e;
+    acc[2 * acc_len] = all_q;
 #undef MULT
 }
 
@@ -1779,6 +1815,13 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
         else { enum { LOWP = 0, EPI = 0 }; __VA_ARGS__ }                                                  \
     } while (0);
 
+/* FLAGS with a third flag, add (ADD) */
+#define FLAGS3(lowp, epi, add, LOWP, EPI, ADD, ...)                                                       \
+    do {                                                                                                  \
+        if (add) { enum { ADD = 1 }; FLAGS(lowp, epi, LOWP, EPI, __VA_ARGS__) }                           \
+        else { enum { ADD = 0 }; FLAGS(lowp, epi, LOWP, EPI, __VA_ARGS__) }                               \
+    } while (0);
+
 /* The rows: the row sums in LANES partial sums, the element bounds in loops without a
  * branch (selects on the contract's flags; vectorized), the parameter terms summed per pattern element
  * in element order. Compiled for AVX-512, AVX2 and the base ISA (the same operations element by element: the
@@ -1794,7 +1837,8 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
     for (Py_ssize_t i = 0; i < m; i++) {                                                                  \
         const double *restrict x = A->X + i * n;                                                          \
         const double *restrict g = A->G ? A->G + i * n : NULL;                                            \
-        if (A->P > 1) {              /* row i: run p of Q values at (p * m + i) * Q, gathered */          \
+        if (A->P > 1 && m > 1) {     /* row i: run p of Q values at (p * m + i) * Q, gathered (one row: \
+                                      * already in place) */                                              \
             const Py_ssize_t Q = n / A->P;                                                                \
             for (Py_ssize_t p = 0; p < A->P; p++) {                                                       \
                 memcpy(A->scratch + 4 * n + p * Q, A->X + (p * m + i) * Q, sizeof(double) * (size_t)Q);   \
@@ -1875,14 +1919,14 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
         double Bg = sbg / dn, Kg = skg / dn, Dg = sgd / dn;                                               \
         double *restrict edx = A->Edx + i * n;                                                            \
         /* the parameter terms: one per pattern element (rep 1), added in place; else each element's into \
-         * the scratch (zeroed), summed per pattern element by add_terms */                               \
+         * the scratch (as 0 + the term: what adding it to a zeroed scratch gave), summed per pattern      \
+         * element by add_terms */                                                                        \
         double *restrict tw_ = rep == 1 ? A->TW + po : twb, *restrict tb_ = rep == 1 ? A->TB + po : tbb;  \
-        if (rep > 1)                                                                                      \
-            memset(A->scratch + 2 * n, 0, 2 * n * sizeof(double));                                        \
+        const int in_place = rep == 1;                                                                    \
         /* the parameter terms' coefficients, both contracts' added (tw_strict is linear in them) */      \
         double cKt = two ? cK1 + cK2 : cK1, cGt = two ? cG1 + cG2 : cG1, cQt = two ? q2 + q2b : q2;       \
         double cBt = two ? u * gm + u2 * gm2 : u * gm;                                                    \
-        FLAGS(lowp, epi, LOWP, EPI,                                                             \
+        FLAGS3(lowp, epi, in_place, LOWP, EPI, ADD,                                                       \
         _Pragma("GCC ivdep")            /* the outputs do not overlap: no run-time alias tests */          \
         for (Py_ssize_t j = 0; j < n; j++) {                                                              \
             double xh = (x[j] - mu) * r, axh = fabs(xh);                                                  \
@@ -1899,8 +1943,8 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
             double tbl = tb + ud * gm * ag;                                                               \
             double ee = el + 2 * ud * pw, twe = twl + 2 * ud * ag * kap;                                  \
             edx[j] = LOWP ? (EPI ? ee : el) : e;                                                          \
-            tw_[j] += LOWP ? (EPI ? twe : twl) : tw;                                                      \
-            tb_[j] += LOWP ? tbl : tb;                                                                    \
+            tw_[j] = (ADD ? tw_[j] : 0.0) + (LOWP ? (EPI ? twe : twl) : tw);                              \
+            tb_[j] = (ADD ? tb_[j] : 0.0) + (LOWP ? tbl : tb);                                            \
         })                                                                                                \
         if (rep > 1)                                                                                      \
             add_terms(A->TW + po, A->TB + po, twb, tbb, n, rep);                                         \
@@ -2170,9 +2214,10 @@ static PyObject *judged_result(struct judged *J)
                          kept * 8, J->ncand);
 }
 
-/* dst[0..k-1] = the values of src (float64, float32, or 16-bit patterns of the table vt), widened */
-static void widen(const void *src, int isz, const double *vt, double *dst, Py_ssize_t k)
-{
+/* dst[0..k-1] = the values of src (float64, float32, or 16-bit patterns of the table vt), widened (exactly;
+ * compiled per instruction set: the float32 loop is a vector conversion) */
+#define WIDEN_ARGS const void *restrict src, int isz, const double *restrict vt, double *restrict dst, Py_ssize_t k
+INSTANCES(static void, widen, (WIDEN_ARGS),
     if (isz == 4)
         for (Py_ssize_t j = 0; j < k; j++)
             dst[j] = (double)((const float *)src)[j];
@@ -2180,7 +2225,11 @@ static void widen(const void *src, int isz, const double *vt, double *dst, Py_ss
         for (Py_ssize_t j = 0; j < k; j++)
             dst[j] = vt[((const uint16_t *)src)[j]];
     else
-        memcpy(dst, src, sizeof(double) * (size_t)k);
+        memcpy(dst, src, sizeof(double) * (size_t)k);)
+
+static void widen(WIDEN_ARGS)
+{
+    ISA(widen, src, isz, vt, dst, k);
 }
 
 /* one contract of judge_rows: its bounds' arguments and buffers, and its two comparisons */
