@@ -833,7 +833,7 @@ static void cmp_init(struct cmp *c, int kind, double scale, Py_ssize_t nd, const
     const uint32_t *mtab, Py_ssize_t n
 static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
 {
-    double rb[CHUNK], gb[CHUNK];
+    double rb[CHUNK], gb[CHUNK], segs[3 * CHUNK];      /* segs: the pieces' sums (ls, le, lq) */
     uint32_t mb[CHUNK];
 #define MULT(k) (mc16 ? (double)mc16[k] : mc32 ? (double)mc32[k] : 1.0)
     const struct dt *d = &c->d;
@@ -851,6 +851,7 @@ static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
     int per_last = nd > 1 && shape[last] > 1;
     /* the sums of the group "all", held here over the run (the same additions, in the same order) */
     double all_s = acc[0], all_e = acc[acc_len], all_q = acc[2 * acc_len];
+    struct lanes_acc lacc = c->lacc;        /* the lanes, held here too: no store into acc can change them */
     Py_ssize_t i = 0;
     while (i < n) {
         Py_ssize_t cn = n - i < CHUNK ? n - i : CHUNK;
@@ -874,20 +875,27 @@ static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
          * candidate for want of a normal product): the pieces skip those tests (the same figures) */
         const int plain = fin && emm[1] < scale && t * emm[0] >= 0x1p-1000;
         if (plain)
-            c->lacc.maxE[0] = emm[1] > c->lacc.maxE[0] ? emm[1] : c->lacc.maxE[0];
+            lacc.maxE[0] = emm[1] > lacc.maxE[0] ? emm[1] : lacc.maxE[0];
         for (Py_ssize_t p = 0; p < cn;) {
             Py_ssize_t pn = nd ? shape[last] - idx[last] : cn - p;      /* what is left of the segment */
             if (pn > cn - p)
                 pn = cn - p;
             double *as = per_last ? acc + c->offs[last] + idx[last] : NULL;
+            /* whole segments of a short last axis, one after the other (each a piece of its own, with its
+             * own sums: the same operations as one piece a call, with less around each) */
+            const Py_ssize_t nseg = fin && nd && pn == shape[last] && pn <= CHUNK / 2 ? (cn - p) / pn : 1;
             double ls = 0, le = 0, lq = 0;
             const Py_ssize_t fp = flat0 + i + p;                /* the piece's first flat index */
             if (fin) {
-                Py_ssize_t tops = piece(d, gc + p, rc + p, Ec + p, mc16 ? mc16 + p : NULL,
-                                        mc32 ? mc32 + p : NULL, pn, scale, t, thr, rb + p, &c->lacc, as,
-                                        as ? as + acc_len : NULL, as ? as + 2 * acc_len : NULL, &ls, &le, &lq,
-                                        plain);
-                for (Py_ssize_t j = 0; tops && j < pn; j++)    /* may join the worst three: in element order */
+                Py_ssize_t tops = 0;
+                for (Py_ssize_t k = 0; k < nseg; k++) {
+                    const Py_ssize_t q = p + k * pn;
+                    tops += piece(d, gc + q, rc + q, Ec + q, mc16 ? mc16 + q : NULL, mc32 ? mc32 + q : NULL, pn,
+                                  scale, t, thr, rb + q, &lacc, as, as ? as + acc_len : NULL,
+                                  as ? as + 2 * acc_len : NULL, segs + k, segs + CHUNK + k, segs + 2 * CHUNK + k,
+                                  plain);
+                }
+                for (Py_ssize_t j = 0; tops && j < nseg * pn; j++)   /* may join the worst three: in element order */
                     if (rb[p + j] >= 0 && rb[p + j] > (c->top.n < 3 ? 0.0 : c->top.r[2]))
                         top_add(&c->top, rb[p + j], fp + j, gc[p + j], rc[p + j], Ec[p + j]);
             } else
@@ -939,33 +947,44 @@ static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
                     }
                 }
             }
-            all_s += ls;
-            all_e += le;
-            all_q += lq;
-            if (nd > 1)
-                for (Py_ssize_t a = 0; a < last; a++)
-                    if (shape[a] > 1) {
-                        Py_ssize_t k = c->offs[a] + idx[a];
-                        acc[k] += ls;
-                        acc[acc_len + k] += le;
-                        acc[2 * acc_len + k] += lq;
+            if (!fin) {
+                segs[0] = ls;
+                segs[CHUNK] = le;
+                segs[2 * CHUNK] = lq;
+            }
+            for (Py_ssize_t k = 0; k < nseg; k++) {    /* each piece's sums into its groups, piece after piece */
+                ls = segs[k];
+                le = segs[CHUNK + k];
+                lq = segs[2 * CHUNK + k];
+                all_s += ls;
+                all_e += le;
+                all_q += lq;
+                if (nd > 1)
+                    for (Py_ssize_t a = 0; a < last; a++)
+                        if (shape[a] > 1) {
+                            Py_ssize_t o = c->offs[a] + idx[a];
+                            acc[o] += ls;
+                            acc[acc_len + o] += le;
+                            acc[2 * acc_len + o] += lq;
+                        }
+                if (nd) {                              /* the next piece's multi-index */
+                    idx[last] += pn;
+                    for (Py_ssize_t a = last; a > 0 && idx[a] >= shape[a]; a--) {
+                        idx[a] = 0;
+                        idx[a - 1]++;
                     }
-            if (nd) {                                  /* the next piece's multi-index */
-                idx[last] += pn;
-                for (Py_ssize_t a = last; a > 0 && idx[a] >= shape[a]; a--) {
-                    idx[a] = 0;
-                    idx[a - 1]++;
                 }
             }
-            p += pn;
+            p += nseg * pn;
         }
         for (int l = 0; fin && l < RL; l++)          /* the ratios' maximum so far, for the next chunk's T */
-            c->maxr = c->lacc.rmax[l] > c->maxr ? c->lacc.rmax[l] : c->maxr;
+            c->maxr = lacc.rmax[l] > c->maxr ? lacc.rmax[l] : c->maxr;
         i += cn;
     }
     acc[0] = all_s;
     acc[acc_len] = all_e;
     acc[2 * acc_len] = all_q;
+    c->lacc = lacc;
 #undef MULT
 }
 
