@@ -340,6 +340,9 @@ static inline double ratio_of(double ex, double Ei)
  *     given), 0 where err overflows (the test leaves the element out); their sums over the piece in
  *     LANES lanes (element j into lane j % 8, the lanes added by lanes_sum) into *ls, *le, *lq, and each
  *     element's own into a0, a1, a2 (the groups of the last axis; NULL: none).
+ * nseg pieces of n elements, one after the other (whole segments of a short last axis: the same a0, a1, a2
+ * for each), each with its own sums ls[k], le[k], lq[k]: the same operations as nseg calls of one piece,
+ * with the constants and the maxima's lanes held in registers from one piece to the next.
  * interval(): the spacing away from zero and toward it, each side picked by the sign (for 0, toward =
  * away); float64 (kind 0): the value itself. Returns how many r[j] are set. The vector loop (GCC's
  * vector extensions, two vectors of four a step: lanes 0-3 and 4-7) and the element one (its tail, and
@@ -348,7 +351,7 @@ static inline double ratio_of(double ex, double Ei)
 #define PIECE_ARGS const struct dt *restrict d, const double *restrict g, const double *restrict ref,           \
     const double *restrict E, const uint16_t *restrict m16, const uint32_t *restrict m32, Py_ssize_t n,          \
     double scale, double t, double thr, double *restrict r, struct lanes_acc *restrict L, double *restrict a0,   \
-    double *restrict a1, double *restrict a2, double *ls, double *le, double *lq, int plain
+    double *restrict a1, double *restrict a2, double *ls, double *le, double *lq, int plain, Py_ssize_t nseg
 
 enum { RL = 4 };
 struct lanes_acc { double maxE[RL], dmax[RL], mref[RL], rmax[RL]; long long unc[RL], over[RL]; };
@@ -502,7 +505,7 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
         hot -= tm;                                                                                        \
     } while (0)
 
-#define PIECE4_B(J, X, SV, EV, QV, PLAIN)                                                                 \
+#define PIECE4_B(J, JA, X, SV, EV, QV, PLAIN)                                                             \
     do {                                                                                                  \
         v4d sv = (v4d)((((v4i)err##X) ^ ((v4i)ri##X & signb)) & (ri##X != 0)), ev = Ei##X;                \
         v4d w2 = width##X * width##X;                                                                     \
@@ -514,9 +517,9 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
         EV += ev;                                                                                         \
         QV += w2;                                                                                         \
         if (a0) {                                                                                         \
-            st4(a0 + (J), ld4(a0 + (J)) + sv);                                                            \
-            st4(a1 + (J), ld4(a1 + (J)) + ev);                                                            \
-            st4(a2 + (J), ld4(a2 + (J)) + w2);                                                            \
+            st4(a0 + (JA), ld4(a0 + (JA)) + sv);                                                          \
+            st4(a1 + (JA), ld4(a1 + (JA)) + ev);                                                          \
+            st4(a2 + (JA), ld4(a2 + (JA)) + w2);                                                          \
         }                                                                                                 \
         mref = vmax4(vabs4(ri##X), mref);                                                                 \
         if (PLAIN)                      /* no element unconstrained; the chunk's largest bound: cmp_run */ \
@@ -529,8 +532,8 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
         }                                                                                                 \
     } while (0)
 
-/* elements J..J+7 (lanes 0-3 into S0, E0, Q0, lanes 4-7 into S1, E1, Q1) */
-#define PIECE8(J, PLAIN)                                                                                  \
+/* elements J..J+7 (lanes 0-3 into S0, E0, Q0, lanes 4-7 into S1, E1, Q1; JA: their index in the segment) */
+#define PIECE8(J, JA, PLAIN)                                                                              \
     do {                                                                                                  \
         PIECE4_A(J, _0, PLAIN)                                                                            \
         PIECE4_A((J) + 4, _1, PLAIN)                                                                      \
@@ -541,19 +544,19 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
             st4(r + (J), mone);                                                                           \
             st4(r + (J) + 4, mone);                                                                       \
         }                                                                                                 \
-        PIECE4_B(J, _0, s0, e0, q0, PLAIN);                                                               \
-        PIECE4_B((J) + 4, _1, s1, e1, q1, PLAIN);                                                         \
+        PIECE4_B(J, JA, _0, s0, e0, q0, PLAIN);                                                           \
+        PIECE4_B((J) + 4, (JA) + 4, _1, s1, e1, q1, PLAIN);                                               \
     } while (0)
 
 /* elements J..J+3 into lanes 0-3 */
-#define PIECE4(J, PLAIN)                                                                                  \
+#define PIECE4(J, JA, PLAIN)                                                                              \
     do {                                                                                                  \
         PIECE4_A(J, _0, PLAIN)                                                                            \
         if (__builtin_expect(any4(cand_0), 0))                                                            \
             PIECE4_HOT(J, _0);                                                                            \
         else                                                                                              \
             st4(r + (J), mone);                                                                           \
-        PIECE4_B(J, _0, s0, e0, q0, PLAIN);                                                               \
+        PIECE4_B(J, JA, _0, s0, e0, q0, PLAIN);                                                           \
     } while (0)
 
 #define PIECE_BODY                                                                                        \
@@ -562,47 +565,64 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
     const v4d zero = {0}, one = zero + 1.0, mone = zero - 1.0, half = zero + 0.5, three4 = zero + 0.75;    \
     const v4d inf4 = zero + INFINITY;                                                                     \
     const v4i signb = (v4i){0} + (long long)0x8000000000000000ULL;                                       \
-    v4d s0 = {0}, s1 = {0}, e0 = {0}, e1 = {0}, q0 = {0}, q1 = {0};                                       \
     v4d maxE = ld4(L->maxE), dmax = ld4(L->dmax), mref = ld4(L->mref);                                    \
     v4i unc = ld4i(L->unc), hot = {0};                                                                    \
-    Py_ssize_t j = 0;                                                                                     \
-    if (plain) {                                                                                          \
-        for (; j + 8 <= n; j += 8)                                                                        \
-            PIECE8(j, 1);                                                                                 \
-        if (j + 4 <= n) {               /* lanes 0-3 once more (W = 28: no element left to the tail) */  \
-            PIECE4(j, 1);                                                                                 \
-            j += 4;                                                                                       \
+    Py_ssize_t nhot = 0;                                                                                  \
+    for (Py_ssize_t k = 0; k < nseg; k++) {                                                               \
+        const Py_ssize_t o = k * n;                 /* segment k: elements o..o+n-1 */                   \
+        v4d s0 = {0}, s1 = {0}, e0 = {0}, e1 = {0}, q0 = {0}, q1 = {0};                                   \
+        Py_ssize_t j = 0;                                                                                 \
+        if (plain) {                                                                                      \
+            for (; j + 8 <= n; j += 8)                                                                    \
+                PIECE8(o + j, j, 1);                                                                      \
+            if (j + 4 <= n) {           /* lanes 0-3 once more (W = 28: no element left to the tail) */  \
+                PIECE4(o + j, j, 1);                                                                      \
+                j += 4;                                                                                   \
+            }                                                                                             \
+        } else {                                                                                          \
+            for (; j + 8 <= n; j += 8)                                                                    \
+                PIECE8(o + j, j, 0);                                                                      \
+            if (j + 4 <= n) {                                                                             \
+                PIECE4(o + j, j, 0);                                                                      \
+                j += 4;                                                                                   \
+            }                                                                                             \
         }                                                                                                 \
-    } else {                                                                                              \
-        for (; j + 8 <= n; j += 8)                                                                        \
-            PIECE8(j, 0);                                                                                 \
-        if (j + 4 <= n) {                                                                                 \
-            PIECE4(j, 0);                                                                                 \
-            j += 4;                                                                                       \
+        if (j < n) {                    /* the tail, element by element, its lanes in memory */           \
+            st4(L->maxE, maxE); st4(L->dmax, dmax); st4(L->mref, mref); st4i(L->unc, unc);                \
+            double s[LANES], e[LANES], q[LANES];                                                          \
+            st4(s, s0); st4(s + 4, s1); st4(e, e0); st4(e + 4, e1); st4(q, q0); st4(q + 4, q1);           \
+            PIECE_TAIL(o, k)                                                                              \
+            maxE = ld4(L->maxE); dmax = ld4(L->dmax); mref = ld4(L->mref); unc = ld4i(L->unc);            \
+        } else {                        /* lanes_sum of the lanes in s0 (0-3) and s1 (4-7), in registers */ \
+            v4d ts = s0 + s1, te = e0 + e1, tq = q0 + q1;                                                 \
+            ls[k] = (ts[0] + ts[2]) + (ts[1] + ts[3]);                                                    \
+            le[k] = (te[0] + te[2]) + (te[1] + te[3]);                                                    \
+            lq[k] = (tq[0] + tq[2]) + (tq[1] + tq[3]);                                                    \
         }                                                                                                 \
     }                                                                                                     \
     st4(L->maxE, maxE); st4(L->dmax, dmax); st4(L->mref, mref); st4i(L->unc, unc);                        \
     long long h[RL];                                                                                      \
     st4i(h, hot);                                                                                         \
-    Py_ssize_t nhot = (h[0] + h[1]) + (h[2] + h[3]);                                                      \
-    double s[LANES], e[LANES], q[LANES];                                                                  \
-    st4(s, s0); st4(s + 4, s1); st4(e, e0); st4(e + 4, e1); st4(q, q0); st4(q + 4, q1);                   \
-    PIECE_TAIL
+    return nhot + (h[0] + h[1]) + (h[2] + h[3]);
 #else
 #define PIECE_BODY                                                                                        \
-    Py_ssize_t j = 0, nhot = 0;                                                                           \
-    double s[LANES] = {0}, e[LANES] = {0}, q[LANES] = {0};                                                \
+    Py_ssize_t nhot = 0;                                                                                  \
     (void)plain;                        /* every element by piece_elem */                                 \
-    PIECE_TAIL
-#endif
-/* the elements j.. one by one (element j into lane j % 8) */
-#define PIECE_TAIL                                                                                        \
-    for (int l = (int)(j % LANES); j < n; j++, l = (l + 1) % LANES)                                       \
-        nhot += piece_elem(d, g, ref, E, m16, m32, j, l, scale, t, thr, r, L, a0, a1, a2, s, e, q);      \
-    *ls = lanes_sum(s);                                                                                   \
-    *le = lanes_sum(e);                                                                                   \
-    *lq = lanes_sum(q);                                                                                   \
+    for (Py_ssize_t k = 0; k < nseg; k++) {                                                               \
+        const Py_ssize_t o = k * n, j = 0;                                                                \
+        double s[LANES] = {0}, e[LANES] = {0}, q[LANES] = {0};                                            \
+        PIECE_TAIL(o, k)                                                                                  \
+    }                                                                                                     \
     return nhot;
+#endif
+/* segment k's elements j.. (from element o) one by one (element j into lane j % 8), and its sums */
+#define PIECE_TAIL(o, k)                                                                                  \
+    for (Py_ssize_t jj = j; jj < n; jj++)                                                                 \
+        nhot += piece_elem(d, g + o, ref + o, E + o, m16 ? m16 + o : NULL, m32 ? m32 + o : NULL, jj,      \
+                           (int)(jj % LANES), scale, t, thr, r + o, L, a0, a1, a2, s, e, q);              \
+    ls[k] = lanes_sum(s);                                                                                 \
+    le[k] = lanes_sum(e);                                                                                 \
+    lq[k] = lanes_sum(q);
 
 /* no-trapping-math: selects of comparisons become blends (no value changes; no FP trap is enabled) */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -887,14 +907,10 @@ static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
             double ls = 0, le = 0, lq = 0;
             const Py_ssize_t fp = flat0 + i + p;                /* the piece's first flat index */
             if (fin) {
-                Py_ssize_t tops = 0;
-                for (Py_ssize_t k = 0; k < nseg; k++) {
-                    const Py_ssize_t q = p + k * pn;
-                    tops += piece(d, gc + q, rc + q, Ec + q, mc16 ? mc16 + q : NULL, mc32 ? mc32 + q : NULL, pn,
-                                  scale, t, thr, rb + q, &lacc, as, as ? as + acc_len : NULL,
-                                  as ? as + 2 * acc_len : NULL, segs + k, segs + CHUNK + k, segs + 2 * CHUNK + k,
-                                  plain);
-                }
+                Py_ssize_t tops = piece(d, gc + p, rc + p, Ec + p, mc16 ? mc16 + p : NULL, mc32 ? mc32 + p : NULL,
+                                        pn, scale, t, thr, rb + p, &lacc, as, as ? as + acc_len : NULL,
+                                        as ? as + 2 * acc_len : NULL, segs, segs + CHUNK, segs + 2 * CHUNK, plain,
+                                        nseg);
                 for (Py_ssize_t j = 0; tops && j < nseg * pn; j++)   /* may join the worst three: in element order */
                     if (rb[p + j] >= 0 && rb[p + j] > (c->top.n < 3 ? 0.0 : c->top.r[2]))
                         top_add(&c->top, rb[p + j], fp + j, gc[p + j], rc[p + j], Ec[p + j]);
