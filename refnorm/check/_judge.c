@@ -516,7 +516,7 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
         SV += sv;                                                                                         \
         EV += ev;                                                                                         \
         QV += w2;                                                                                         \
-        if (a0) {                                                                                         \
+        if (HAS_A || a0) {                                                                                \
             st4(a0 + (JA), ld4(a0 + (JA)) + sv);                                                          \
             st4(a1 + (JA), ld4(a1 + (JA)) + ev);                                                          \
             st4(a2 + (JA), ld4(a2 + (JA)) + w2);                                                          \
@@ -568,11 +568,25 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
     v4d maxE = ld4(L->maxE), dmax = ld4(L->dmax), mref = ld4(L->mref);                                    \
     v4i unc = ld4i(L->unc), hot = {0};                                                                    \
     Py_ssize_t nhot = 0;                                                                                  \
+    enum { HAS_A = 0 };                 /* 1 in the loop of the common case: a0 is known to be given */   \
+    const int common = plain && !k0 && !m16 && !m32 && a0;                                                \
     for (Py_ssize_t k = 0; k < nseg; k++) {                                                               \
         const Py_ssize_t o = k * n;                 /* segment k: elements o..o+n-1 */                   \
         v4d s0 = {0}, s1 = {0}, e0 = {0}, e1 = {0}, q0 = {0}, q1 = {0};                                   \
         Py_ssize_t j = 0;                                                                                 \
-        if (plain) {                                                                                      \
+        if (common) {                   /* the common case's loop, its conditions known when compiled:     \
+                                         * float32 or 16-bit values, no multiplicities, the last axis's    \
+                                         * sums (the same operations as below) */                         \
+            enum { k0 = 0, HAS_A = 1 };                                                                   \
+            const uint16_t *const m16 = NULL;                                                             \
+            const uint32_t *const m32 = NULL;                                                             \
+            for (; j + 8 <= n; j += 8)                                                                    \
+                PIECE8(o + j, j, 1);                                                                      \
+            if (j + 4 <= n) {                                                                             \
+                PIECE4(o + j, j, 1);                                                                      \
+                j += 4;                                                                                   \
+            }                                                                                             \
+        } else if (plain) {                                                                               \
             for (; j + 8 <= n; j += 8)                                                                    \
                 PIECE8(o + j, j, 1);                                                                      \
             if (j + 4 <= n) {           /* lanes 0-3 once more (W = 28: no element left to the tail) */  \
