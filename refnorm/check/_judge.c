@@ -200,6 +200,42 @@ static inline ALWAYS_INLINE void sums_g(const double *restrict x, const double *
     }
 }
 
+/* sums_g with the weight of each run of rep elements (rep a multiple of 4, wcols runs) read once: w[k] for
+ * run k (w NULL: 1); the same lanes and operations as sums_g over the weights spread per element */
+static inline ALWAYS_INLINE void sums_g_runs(const double *restrict x, const double *restrict g,
+                                             const double *restrict w, Py_ssize_t rep, Py_ssize_t wcols, double mu,
+                                             double r, double amu, int centered, double Dc, double o[6][4])
+{
+#if VECTOR_EXT
+    v4d s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0}, s5 = {0};
+    for (Py_ssize_t k = 0; k < wcols; k++) {
+        const double wk = w ? w[k] : 1.0;
+        for (Py_ssize_t j = k * rep; j < (k + 1) * rep; j += 4) {
+            v4d xv = ld4(x + j), xh = (xv - mu) * r, axh = vabs4(xh);
+            v4d gw = ld4(g + j) * wk, agw = vabs4(gw);
+            v4d kap = centered ? r * (vabs4(xv) + amu) : axh;
+            s0 += gw; s1 += agw; s2 += gw * xh; s3 += agw * axh; s4 += agw * kap; s5 += agw * (Dc + axh);
+        }
+    }
+    st4(o[0], s0); st4(o[1], s1); st4(o[2], s2); st4(o[3], s3); st4(o[4], s4); st4(o[5], s5);
+#else
+    for (int k = 0; k < 6; k++)
+        for (int l = 0; l < 4; l++)
+            o[k][l] = 0;
+    for (Py_ssize_t k = 0; k < wcols; k++) {
+        const double wk = w ? w[k] : 1.0;
+        for (Py_ssize_t j = k * rep; j < (k + 1) * rep; j++) {
+            const int l = (int)(j & 3);
+            double xh = (x[j] - mu) * r, axh = fabs(xh);
+            double gw = g[j] * wk, agw = fabs(gw);
+            double kap = centered ? r * (fabs(x[j]) + amu) : axh;
+            o[0][l] += gw; o[1][l] += agw; o[2][l] += gw * xh; o[3][l] += agw * axh; o[4][l] += agw * kap;
+            o[5][l] += agw * (Dc + axh);
+        }
+    }
+#endif
+}
+
 static inline ALWAYS_INLINE double lanes4_sum(const double *v)
 {
     return (v[0] + v[2]) + (v[1] + v[3]);
@@ -1875,6 +1911,41 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
  * branch (selects on the contract's flags; vectorized), the parameter terms summed per pattern element
  * in element order. Compiled for AVX-512, AVX2 and the base ISA (the same operations element by element: the
  * same bits). */
+/* element j's bound of y (ROWS_Y) and of dx with its parameter terms (ROWS_DX), its weight WJ and bias BJ
+ * (ROWS_BODY's variables) */
+#define ROWS_Y(j, WJ, BJ)                                                                                 \
+    do {                                                                                                  \
+        double xh = (x[j] - mu) * r, axh = fabs(xh);                                                      \
+        double wj = (WJ), bj = (BJ);                                                                      \
+        double aw = fabs(wj), ab = fabs(bj);                                                              \
+        double y = xh * wj + bj;                                                                          \
+        double kr = r * (fabs(x[j]) + amu), kap = centered ? kr : axh;                                    \
+        double e = ey_strict(cG, c4, cQ, aw, ab, K, rho, axh, kap, y);                                    \
+        double el = e + (2 * ud * aw * (Dc + axh) + ud2 * aw * (axh + 1));                                \
+        double ee = el + (2 * ud * (aw * kap + ab + fabs(y)) + 2 * eta * (1 + aw));                       \
+        ey[j] = LOWP ? (EPI ? ee : el) : e;                                                               \
+    } while (0)
+
+#define ROWS_DX(j, WJ)                                                                                    \
+    do {                                                                                                  \
+        double xh = (x[j] - mu) * r, axh = fabs(xh);                                                      \
+        double gw = g[j] * (WJ), agw = fabs(gw), ag = fabs(g[j]);                                         \
+        double kr = r * (fabs(x[j]) + amu), kap = centered ? kr : axh;                                    \
+        double dx = r * (gw - Am - xh * Bv), adx = fabs(dx);                                              \
+        double pw = r * (agw + aA + axh * aB + aB * kap + axh * Kg);                                      \
+        double e = edx_strict(cG, c4, cQ, r, Ag, aB, Bg, Kg, K, rho, axh, adx, pw);                       \
+        double tw = tw_strict(cKt, cGt, cQt, ag, K, rho, axh, kap);                                       \
+        double tb = cBt * ag;                                                                             \
+        double D = Dc + axh;                                                                              \
+        double el = e + (2 * ud * (r * (aB * D + axh * Dg) + adx) + ud2 * (adx + r * (aB + Ag) * (axh + 1))); \
+        double twl = tw + (ud * (2 * ag * D + gm * ag * axh) + ud2 * ag * (axh + 1));                     \
+        double tbl = tb + ud * gm * ag;                                                                   \
+        double ee = el + 2 * ud * pw, twe = twl + 2 * ud * ag * kap;                                      \
+        edx[j] = LOWP ? (EPI ? ee : el) : e;                                                              \
+        tw_[j] = (ADD ? tw_[j] : 0.0) + (LOWP ? (EPI ? twe : twl) : tw);                                  \
+        tb_[j] = (ADD ? tb_[j] : 0.0) + (LOWP ? tbl : tb);                                                \
+    } while (0)
+
 #define ROWS_BODY                                                                                         \
     const Py_ssize_t m = A->m, n = A->n, wcols = A->wcols, wrows = A->wrows;                              \
     const double u = A->u, gn = A->gn, gm = A->gm, ud = A->ud, eta = A->eta, u2 = A->u2, gn2 = A->gn2;    \
@@ -1898,16 +1969,20 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
             g = A->G ? A->scratch + 5 * n : NULL;                                                         \
         }                                                                                                 \
         Py_ssize_t po = (((A->i0 + i) / A->wdiv) % wrows) * wcols, rep = n / wcols;   /* element j: po + j / rep */ \
+        /* runs: each pattern element's run of rep elements, its w and b read once (runs of whole vectors: \
+         * sums_g's lanes as in one loop over the row); else w and b per element (the row's own, or      \
+         * spread into the scratch) */                                                                    \
+        const int runs = rep > 1 && rep % 4 == 0;                                                         \
         const double *restrict wr = wbuf, *restrict br = bbuf;                                                        \
         if (A->W && wcols == n)                                                                           \
             wr = A->W + po;                                                                               \
-        else                                                                                              \
+        else if (!runs)                                                                                   \
             for (Py_ssize_t k = 0; k < wcols; k++)                                                        \
                 for (Py_ssize_t j = k * rep; j < (k + 1) * rep; j++)                                      \
                     wbuf[j] = A->W ? A->W[po + k] : 1.0;                                                  \
         if (A->B && wcols == n)                                                                           \
             br = A->B + po;                                                                               \
-        else                                                                                              \
+        else if (!runs)                                                                                   \
             for (Py_ssize_t k = 0; k < wcols; k++)                                                        \
                 for (Py_ssize_t j = k * rep; j < (k + 1) * rep; j++)                                      \
                     bbuf[j] = A->B ? A->B[po + k] : 0.0;                                                  \
@@ -1933,18 +2008,18 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
         double cG1 = u * gn, cK1 = u * (gm + 4), cG2 = u2 * gn2, cK2 = u2 * (gm2 + 4);                    \
         double cG = two ? cG1 + cG2 : cG1, c4 = two ? 4 * u + 4 * u2 : 4 * u, cQ = two ? q2 + q2b : q2;   \
         double *restrict ey = A->Ey + i * n;                                                              \
-        FLAGS(lowp, epi, LOWP, EPI,                                                             \
-        _Pragma("GCC ivdep")            /* the outputs do not overlap: no run-time alias tests */          \
-        for (Py_ssize_t j = 0; j < n; j++) {                                                              \
-            double xh = (x[j] - mu) * r, axh = fabs(xh);                                                  \
-            double wj = wr[j], bj = br[j];                                                                \
-            double aw = fabs(wj), ab = fabs(bj);                                                          \
-            double y = xh * wj + bj;                                                                      \
-            double kr = r * (fabs(x[j]) + amu), kap = centered ? kr : axh;                                            \
-            double e = ey_strict(cG, c4, cQ, aw, ab, K, rho, axh, kap, y);                                \
-            double el = e + (2 * ud * aw * (Dc + axh) + ud2 * aw * (axh + 1));                            \
-            double ee = el + (2 * ud * (aw * kap + ab + fabs(y)) + 2 * eta * (1 + aw));                   \
-            ey[j] = LOWP ? (EPI ? ee : el) : e;                                                           \
+        FLAGS(lowp, epi, LOWP, EPI,                                                                       \
+        if (runs)                                                                                         \
+            for (Py_ssize_t k = 0; k < wcols; k++) {                                                      \
+                const double wk = A->W ? A->W[po + k] : 1.0, bk = A->B ? A->B[po + k] : 0.0;              \
+                _Pragma("GCC ivdep")    /* the outputs do not overlap: no run-time alias tests */          \
+                for (Py_ssize_t j = k * rep; j < (k + 1) * rep; j++)                                      \
+                    ROWS_Y(j, wk, bk);                                                                    \
+            }                                                                                             \
+        else {                                                                                            \
+            _Pragma("GCC ivdep")                                                                          \
+            for (Py_ssize_t j = 0; j < n; j++)                                                            \
+                ROWS_Y(j, wr[j], br[j]);                                                                  \
         })                                                                                                \
         double Em = u * (gn * S + 4 * amu), Er = u * r * (gn * rho + 4);                                  \
         if (lowp) {                                                                                       \
@@ -1960,7 +2035,10 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
         if (!g)                                                                                           \
             continue;                                                                                     \
         double o6[6][4];                                                                                  \
-        sums_g(x, g, wr, n, mu, r, amu, centered, Dc, o6);                                                \
+        if (runs)                                                                                         \
+            sums_g_runs(x, g, A->W ? A->W + po : NULL, rep, wcols, mu, r, amu, centered, Dc, o6);         \
+        else                                                                                              \
+            sums_g(x, g, wr, n, mu, r, amu, centered, Dc, o6);                                            \
         double sgw = lanes4_sum(o6[0]), sagw = lanes4_sum(o6[1]), sgx = lanes4_sum(o6[2]);                \
         double sbg = lanes4_sum(o6[3]), skg = lanes4_sum(o6[4]), sgd = lanes4_sum(o6[5]);                 \
         double Am = centered ? sgw / dn : 0.0, Bv = sgx / (centered ? dd : dn);                           \
@@ -1976,24 +2054,17 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
         double cKt = two ? cK1 + cK2 : cK1, cGt = two ? cG1 + cG2 : cG1, cQt = two ? q2 + q2b : q2;       \
         double cBt = two ? u * gm + u2 * gm2 : u * gm;                                                    \
         FLAGS3(lowp, epi, in_place, LOWP, EPI, ADD,                                                       \
-        _Pragma("GCC ivdep")            /* the outputs do not overlap: no run-time alias tests */          \
-        for (Py_ssize_t j = 0; j < n; j++) {                                                              \
-            double xh = (x[j] - mu) * r, axh = fabs(xh);                                                  \
-            double gw = g[j] * wr[j], agw = fabs(gw), ag = fabs(g[j]);                                    \
-            double kr = r * (fabs(x[j]) + amu), kap = centered ? kr : axh;                                            \
-            double dx = r * (gw - Am - xh * Bv), adx = fabs(dx);                                          \
-            double pw = r * (agw + aA + axh * aB + aB * kap + axh * Kg);                                  \
-            double e = edx_strict(cG, c4, cQ, r, Ag, aB, Bg, Kg, K, rho, axh, adx, pw);                   \
-            double tw = tw_strict(cKt, cGt, cQt, ag, K, rho, axh, kap);                                   \
-            double tb = cBt * ag;                                                                         \
-            double D = Dc + axh;                                                                          \
-            double el = e + (2 * ud * (r * (aB * D + axh * Dg) + adx) + ud2 * (adx + r * (aB + Ag) * (axh + 1))); \
-            double twl = tw + (ud * (2 * ag * D + gm * ag * axh) + ud2 * ag * (axh + 1));                 \
-            double tbl = tb + ud * gm * ag;                                                               \
-            double ee = el + 2 * ud * pw, twe = twl + 2 * ud * ag * kap;                                  \
-            edx[j] = LOWP ? (EPI ? ee : el) : e;                                                          \
-            tw_[j] = (ADD ? tw_[j] : 0.0) + (LOWP ? (EPI ? twe : twl) : tw);                              \
-            tb_[j] = (ADD ? tb_[j] : 0.0) + (LOWP ? tbl : tb);                                            \
+        if (runs)                                                                                         \
+            for (Py_ssize_t k = 0; k < wcols; k++) {                                                      \
+                const double wk = A->W ? A->W[po + k] : 1.0;                                              \
+                _Pragma("GCC ivdep")                                                                      \
+                for (Py_ssize_t j = k * rep; j < (k + 1) * rep; j++)                                      \
+                    ROWS_DX(j, wk);                                                                       \
+            }                                                                                             \
+        else {                                                                                            \
+            _Pragma("GCC ivdep")                                                                          \
+            for (Py_ssize_t j = 0; j < n; j++)                                                            \
+                ROWS_DX(j, wr[j]);                                                                        \
         })                                                                                                \
         if (rep > 1)                                                                                      \
             add_terms(A->TW + po, A->TB + po, twb, tbb, n, rep);                                         \
