@@ -306,3 +306,53 @@ def test_judge_rows_refuses_arguments_that_do_not_fit():
     with pytest.raises(ValueError):
         _judge.judge_rows(api, x3, x3, 0, 2, 2, np.ones(4), np.ones(4), 1e-5, np.empty(8), np.empty(8),
                           np.ones(4), np.ones(4), 4, 1, ((scalars, np.zeros(4), np.zeros(4), None, bad, bad),))
+
+
+def test_the_first_unit_is_made_once_and_probed_once(monkeypatch):
+    """The first unit's reference and bounds serve both the names judged (core) and the pipeline's probe, made
+    once; partition 0 probes, partition 1 waits for it and judges all its blocks with the same Pipeline (two
+    threads): one unit stage by stage, every other block through the pipeline, the figures those of the
+    stages."""
+    rng = np.random.default_rng(17)
+    op, shape, cfg = "group_norm", (12, 8, 16, 16), {"num_groups": 4}
+    ins, cot, got, _ = _call(op, shape, cfg, True, "float32", rng)
+    monkeypatch.setenv("REFNORM_NUM_THREADS", "2")
+    plain, _, _ = _both(monkeypatch, cfg, "float32", ins, cot, got, STRICT, 8 * 16 * 16, op=op)
+    made, probes, runs = [], [], []
+    real_stages, real_prepare, real_run = stream.block_stages, pipeline.prepare, pipeline.Pipeline.run
+    monkeypatch.setattr(stream, "block_stages", lambda *a: made.append(a[-2:]) or real_stages(*a))
+    monkeypatch.setattr(pipeline, "prepare", lambda *a: probes.append(1) or real_prepare(*a))
+    monkeypatch.setattr(pipeline.Pipeline, "run", lambda self, *a: runs.append(a[:2]) or real_run(self, *a))
+    _, piped = judge(op, cfg, "float32", ins, cot, {}, got, STRICT, blocks=True)
+    assert made == [(0, 1)] and probes == [1]
+    assert sorted(runs) == [(u, u + 1) for u in range(1, 12)]     # one unit a block: all but unit 0
+    _same(plain, piped)
+
+
+def test_a_probe_that_fails_leaves_no_partition_waiting(monkeypatch):
+    """Partition 0's probe raising: partition 1 (in the other thread) stops waiting and judges its blocks
+    stage by stage; the error reaches the caller, nothing hangs."""
+    import threading
+    rng = np.random.default_rng(19)
+    op, shape, cfg = "layer_norm", (400, 32), {"normalized_shape": [32]}
+    ins, cot, got, _ = _call(op, shape, cfg, True, "float32", rng)
+    monkeypatch.setenv("REFNORM_NUM_THREADS", "2")
+    monkeypatch.setattr(stream, "BLOCK_ELEMENTS", 400 * 32 // 6)
+    monkeypatch.setattr(stream, "PIPELINE", True)
+
+    def broken(*a):
+        raise RuntimeError("probe failed")
+    monkeypatch.setattr(pipeline, "prepare", broken)
+    out = []
+
+    def run():
+        try:
+            judge(op, cfg, "float32", ins, cot, {}, got, STRICT, blocks=True)
+            out.append(None)
+        except RuntimeError as e:
+            out.append(e)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(120)
+    assert not t.is_alive(), "the judgement hung"
+    assert len(out) == 1 and isinstance(out[0], RuntimeError) and "probe failed" in str(out[0])

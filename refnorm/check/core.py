@@ -521,11 +521,12 @@ def _judge_in_blocks(p, step, op, case_dtype, config, training, inputs, cotangen
                      contracts, arrays, unchecked, why, optional):
     """``judge_call`` in blocks (stream.py): the names compared, or None when some array cannot be cut
     into blocks (nothing is appended then)."""
-    # the names, shapes and bounds judged: from the call on the first unit (one row or channel)
-    one = [{k: p.take(part, k, v, 0, 1) for k, v in d.items()}
-           for part, d in (("inputs", inputs), ("cotangents", cotangents), ("state", state))]
-    ref1 = reference(op, config, training, *one)
-    E1 = derive_bounds(op, case_dtype, config, training, *one, ref1, contracts[0])
+    # the names, shapes and bounds judged: from the call on the first unit (one row or channel), made as the
+    # blocks' stages make it (judge_blocked reuses it)
+    first = stream.block_stages(p, op, case_dtype, config, training,
+                                {"inputs": inputs, "cotangents": cotangents, "state": state}, contracts, reference,
+                                derive_bounds, 0, 1)
+    ref1, E1 = first[1], first[2][0]
     compare = compare(ref1) if callable(compare) else compare
 
     class Shapes:                                   # zero-memory stand-ins with the whole call's shapes
@@ -561,7 +562,7 @@ def _judge_in_blocks(p, step, op, case_dtype, config, training, inputs, cotangen
             for part in ("outputs", "grads", "state")}
     mine["state"].update(dict(integer_state))
     res = stream.judge_blocked(p, op, case_dtype, config, training, inputs, cotangents, state, mine, judged,
-                               contracts, reference, derive_bounds)
+                               contracts, reference, derive_bounds, first=first)
     if res is None:                              # the whole-array path will list them again
         del unchecked[n_unc:]
         if optional is not None:

@@ -14,12 +14,13 @@ chose; the comparison: compare's loop), so the reference is the same bits, and t
 Used when the normalizer has a ``row_kernel`` (layer_norm, group_norm over rows; batch_norm with batch
 statistics over blocks of channels, each channel gathered from its N runs: the compiled kernels in use), the
 arrays judged are y and grad x (and, if returned, the rows' mean and rstd, and the parameter gradients),
-under any contracts, with x and dy laid out C-contiguous. The first unit (row, sample or channel) of each
-partition's first block is judged stage by stage first, only to see which bounds the bounds layer computes
-(``bounds._rows.seen_calls``: one compiled row_bounds call per contract, its scalars and parameter pattern,
-which the pipeline then runs itself) and that the reference accepts the call; then the whole block goes
-through the pipeline (a block of one unit: its stage-by-stage figures are kept), and so do the blocks
-after it. The running scale of "unconstrained" (compare.ArrayAccumulator) starts, as ``add`` starts it
+under any contracts, with x and dy laid out C-contiguous. The call's first unit (row, sample or channel),
+made stage by stage once (stream.block_stages, which core also reads the names judged from), shows which
+bounds the bounds layer computes (``bounds._rows.seen_calls``: one compiled row_bounds call per contract,
+its scalars and parameter pattern, which the pipeline then runs itself) and that the reference accepts the
+call; partition 0 makes the Pipeline from it (``prepare``) and the other partitions wait for it and share it.
+Partition 0's first block then goes through the pipeline (a block of one unit: the figures of its stages
+are kept), and so does every other block. The running scale of "unconstrained" (compare.ArrayAccumulator) starts, as ``add`` starts it
 from a first block's reference, from the reference of the first piece. Any other call, or a build without
 the compiled modules, takes the stage-by-stage path for every block.
 

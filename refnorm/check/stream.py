@@ -49,13 +49,15 @@ The compiled block pipeline (pipeline.py). Stage after stage over a block (the r
 the comparison), the block's float64 temporaries go out to memory between the stages. For layer_norm,
 group_norm and batch_norm (batch statistics), each block is judged by one compiled call instead
 (``_judge.judge_rows``), a few rows at a time, with the same kernels, bounds and comparison: the same
-reference bits and the same figures (the sums of the bias test within rounding); the first unit of each
-partition is judged stage by stage first, to see which bounds to run. PIPELINE = False judges every block
-stage by stage.
+reference bits and the same figures (the sums of the bias test within rounding); the call's first unit,
+made stage by stage once (``block_stages``: core reads from it the names judged), shows which bounds to run
+(partition 0 probes; the other partitions wait for it and use the same Pipeline). PIPELINE = False judges
+every block stage by stage.
 """
 from __future__ import annotations
 
 import math
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -159,15 +161,28 @@ def plan(op, config, training, inputs, state, block_elements=None) -> Plan | Non
     return Plan("rows", rows, max(1, block_elements // per_row), lead=lead)
 
 
+def block_stages(p: Plan, op, case_dtype, config, training, given, contracts, reference, derive_bounds, lo, hi):
+    """Units lo..hi-1's reference and bounds, stage by stage (``given``: {"inputs"|"cotangents"|"state":
+    {name: array}} of the call): (float64 inputs, reference, [bounds per contract], the compiled row_bounds
+    calls made)."""
+    # widened to float64 once for the reference and the bounds, read-only (neither writes)
+    ins, cots, st = ({k: _f64_block(p.take(part, k, v, lo, hi)) for k, v in d.items()} for part, d in given.items())
+    ref = reference(op, config, training, ins, cots, st)
+    with B.standardize.param_rows(p.units / (hi - lo) if p.kind == "rows" else 1.0), seen_calls() as seen:
+        Es = [derive_bounds(op, case_dtype, config, training, ins, cots, st, ref, c) for c in contracts]
+    return ins, ref, Es, seen
+
+
 def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents, state, got, compare, contracts,
-                  reference, derive_bounds):
+                  reference, derive_bounds, first=None):
     """Judge one call in blocks (module docstring). ``got``: {"outputs"|"grads"|"state": {name: array}} as
     the backend returned them (already checked for names, shapes and dtypes, and in the case dtype);
     ``compare``: the names to judge; ``contracts``: the declared contract first, then any other whose
     ratio is reported (the strict one under a relaxed contract). Returns {(part, name): [figures of
     core.ArrayResult, one per contract]}, where an array judged whole at the end (a parameter gradient
     summed over the blocks; a shared state entry) has instead ("whole", reference, [bound per
-    contract]); or None when some array cannot be cut into blocks (the caller judges whole arrays)."""
+    contract]); or None when some array cannot be cut into blocks (the caller judges whole arrays).
+    ``first``: ``block_stages`` of unit 0, when the caller made it (not made again)."""
     given = {"inputs": inputs, "cotangents": cotangents, "state": state}
     if p.axis("inputs", "x") is None or not all(p.viewable(part, k, v) for part, d in given.items()
                                                   for k, v in d.items()):
@@ -177,12 +192,13 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
         return None
     whole = {n for n in names if p.axis(*n) is None}          # summed gradients, shared state
 
-    def block(lo, hi):
-        return ({k: p.take(part, k, v, lo, hi) for k, v in d.items()} for part, d in given.items())
-
     edges = list(range(0, p.units, p.per_block)) + [p.units]
     spans = list(zip(edges[:-1], edges[1:]))
     judged = [n for n in names if n not in whole]
+
+    # the pipeline's probe (below): made once, in partition 0, on its first unit; the other partitions wait for
+    # it and judge all their blocks with the Pipeline it made (or stage by stage if it made none)
+    probe = {"done": threading.Event(), "pipe": None}
 
     def judge_part(k, scale, unit, mults):
         """Partition k: the blocks k, k + PARTS, ... judged in order into accumulators of its own; returns
@@ -192,20 +208,20 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
             a = got[n[0]][n[1]]
             s = None if scale is None else scale[n]
             kw = dict(unit_counts=True) if n in unit else dict(mult=mults[n])
-            first = ArrayAccumulator(a, s, case_dtype if n[0] != "state" else _dtype_name(a), **kw)
-            accs[n] = [first] + [ArrayAccumulator(a, s, first.kind_name, **kw) for _ in contracts[1:]]
+            acc0 = ArrayAccumulator(a, s, case_dtype if n[0] != "state" else _dtype_name(a), **kw)
+            accs[n] = [acc0] + [ArrayAccumulator(a, s, acc0.kind_name, **kw) for _ in contracts[1:]]
         ref_whole, E_whole = {}, {n: [0.0 for _ in contracts] for n in whole}
 
         def stages(lo, hi):
-            """The block's reference and bounds, stage by stage, and the compiled row_bounds calls made."""
-            # widened to float64 once for the reference and the bounds, read-only (neither writes)
-            ins, cots, st = ({name: _f64_block(v) for name, v in d.items()} for d in block(lo, hi))
-            ref = reference(op, config, training, ins, cots, st)
-            with B.standardize.param_rows(p.units / (hi - lo) if p.kind == "rows" else 1.0), seen_calls() as seen:
-                Es = [derive_bounds(op, case_dtype, config, training, ins, cots, st, ref, c) for c in contracts]
-            return ins, ref, Es, seen
+            if lo == 0 and hi == 1 and first is not None:      # made by the caller already
+                return first
+            return block_stages(p, op, case_dtype, config, training, given, contracts, reference, derive_bounds,
+                                lo, hi)
 
         pipe, tried = None, not (PIPELINE and pipeline.applies(p, op, state))
+        if not tried and (k > 0 or probe["done"].is_set()):      # partition 0's probe decides for every partition
+            probe["done"].wait()
+            pipe, tried = probe["pipe"], True
         with reuse_blocks(), one_thread():      # freed block temporaries reused; the reference in this thread
             for lo, hi in spans[k::PARTS]:
                 if pipe is not None:            # the compiled block pipeline (pipeline.py)
@@ -214,9 +230,13 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
                 done = None
                 if not tried:       # the first unit, stage by stage, shows whether the pipeline runs and with what
                     tried = True
-                    done = stages(lo, lo + 1)
-                    pipe = pipeline.prepare(p, op, config, inputs, cotangents, state, names, contracts, done[0],
-                                            done[3], lambda a: _rows_view(a, p.lead, p.units))
+                    try:
+                        done = stages(lo, lo + 1)
+                        pipe = pipeline.prepare(p, op, config, inputs, cotangents, state, names, contracts, done[0],
+                                                done[3], lambda a: _rows_view(a, p.lead, p.units))
+                    finally:                    # the other partitions wait for this (or for its failure)
+                        probe["pipe"] = pipe
+                        probe["done"].set()
                     if pipe is not None and hi > lo + 1:
                         pipe.run(lo, hi, accs, ref_whole, E_whole)
                         continue
