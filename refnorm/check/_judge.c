@@ -1872,6 +1872,27 @@ struct rows_args {
     Py_ssize_t i0;                    /* the rows are rows i0.. of the parameters' pattern (judge_rows' pieces) */
 };
 
+/* the terms a, b of the next n elements of a run (n a multiple of 8 but for the run's last) added into the
+ * run's 8 lanes va, vb: the run's element jj into lane jj % 8, as sums3 adds them over the whole run */
+enum { TERM_BLOCK = 256 };
+static inline ALWAYS_INLINE void sums2_more(const double *restrict a, const double *restrict b, Py_ssize_t n,
+                                            double *va, double *vb)
+{
+    Py_ssize_t j = 0;
+#if VECTOR_EXT
+    v4d a0 = ld4(va), a1 = ld4(va + 4), b0 = ld4(vb), b1 = ld4(vb + 4);
+    for (; j + 8 <= n; j += 8) {
+        a0 += ld4(a + j); a1 += ld4(a + j + 4);
+        b0 += ld4(b + j); b1 += ld4(b + j + 4);
+    }
+    st4(va, a0); st4(va + 4, a1); st4(vb, b0); st4(vb + 4, b1);
+#endif
+    for (int l = (int)(j % 8); j < n; j++, l = (l + 1) % 8) {
+        va[l] += a[j];
+        vb[l] += b[j];
+    }
+}
+
 /* a row's parameter terms a, b added into tw, tb: element j into pattern element j / rep (rep = n / wcols:
  * 1, per element; n, all into tw[0], tb[0]), each pattern element's run of terms summed in 8 lanes */
 static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict tb, const double *restrict a,
@@ -1926,8 +1947,8 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
         ey[j] = LOWP ? (EPI ? ee : el) : e;                                                               \
     } while (0)
 
-#define ROWS_DX(j, WJ)                                                                                    \
-    do {                                                                                                  \
+/* element j's bound of dx (into EDX_) and its parameter terms (TWT_, TBT_), declared in the caller's scope */
+#define ROWS_DX_TERMS(j, WJ)                                                                              \
         double xh = (x[j] - mu) * r, axh = fabs(xh);                                                      \
         double gw = g[j] * (WJ), agw = fabs(gw), ag = fabs(g[j]);                                         \
         double kr = r * (fabs(x[j]) + amu), kap = centered ? kr : axh;                                    \
@@ -1941,10 +1962,18 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
         double twl = tw + (ud * (2 * ag * D + gm * ag * axh) + ud2 * ag * (axh + 1));                     \
         double tbl = tb + ud * gm * ag;                                                                   \
         double ee = el + 2 * ud * pw, twe = twl + 2 * ud * ag * kap;                                      \
-        edx[j] = LOWP ? (EPI ? ee : el) : e;                                                              \
-        tw_[j] = (ADD ? tw_[j] : 0.0) + (LOWP ? (EPI ? twe : twl) : tw);                                  \
-        tb_[j] = (ADD ? tb_[j] : 0.0) + (LOWP ? tbl : tb);                                                \
+        const double EDX_ = LOWP ? (EPI ? ee : el) : e, TWT_ = LOWP ? (EPI ? twe : twl) : tw;             \
+        const double TBT_ = LOWP ? tbl : tb;
+
+/* element j: its dx bound into edx, its parameter terms into tw_, tb_ (added in place, or as 0 + the term) */
+#define ROWS_DX(j, WJ)                                                                                    \
+    do {                                                                                                  \
+        ROWS_DX_TERMS(j, WJ)                                                                              \
+        edx[j] = EDX_;                                                                                    \
+        tw_[j] = (ADD ? tw_[j] : 0.0) + TWT_;                                                             \
+        tb_[j] = (ADD ? tb_[j] : 0.0) + TBT_;                                                             \
     } while (0)
+
 
 #define ROWS_BODY                                                                                         \
     const Py_ssize_t m = A->m, n = A->n, wcols = A->wcols, wrows = A->wrows;                              \
@@ -2054,19 +2083,32 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
         double cKt = two ? cK1 + cK2 : cK1, cGt = two ? cG1 + cG2 : cG1, cQt = two ? q2 + q2b : q2;       \
         double cBt = two ? u * gm + u2 * gm2 : u * gm;                                                    \
         FLAGS3(lowp, epi, in_place, LOWP, EPI, ADD,                                                       \
-        if (runs)                                                                                         \
+        if (runs)                       /* each run's parameter terms summed in 8 lanes as add_terms sums \
+                                         * them (the same additions), into TW, TB at the run's end */      \
             for (Py_ssize_t k = 0; k < wcols; k++) {                                                      \
                 const double wk = A->W ? A->W[po + k] : 1.0;                                              \
-                _Pragma("GCC ivdep")                                                                      \
-                for (Py_ssize_t j = k * rep; j < (k + 1) * rep; j++)                                      \
-                    ROWS_DX(j, wk);                                                                       \
+                double sw[LANES] = {0}, sb[LANES] = {0};                                                  \
+                for (Py_ssize_t jb = 0; jb < rep; jb += TERM_BLOCK) {                                     \
+                    const Py_ssize_t nb = rep - jb < TERM_BLOCK ? rep - jb : TERM_BLOCK, j0 = k * rep + jb; \
+                    double tws[TERM_BLOCK], tbs[TERM_BLOCK];                                              \
+                    _Pragma("GCC ivdep")                                                                  \
+                    for (Py_ssize_t j = j0; j < j0 + nb; j++) {                                           \
+                        ROWS_DX_TERMS(j, wk)                                                              \
+                        edx[j] = EDX_;                                                                    \
+                        tws[j - j0] = TWT_;                                                               \
+                        tbs[j - j0] = TBT_;                                                               \
+                    }                                                                                     \
+                    sums2_more(tws, tbs, nb, sw, sb);                                                     \
+                }                                                                                         \
+                A->TW[po + k] += lanes_sum(sw);                                                           \
+                A->TB[po + k] += lanes_sum(sb);                                                           \
             }                                                                                             \
         else {                                                                                            \
             _Pragma("GCC ivdep")                                                                          \
             for (Py_ssize_t j = 0; j < n; j++)                                                            \
                 ROWS_DX(j, wr[j]);                                                                        \
         })                                                                                                \
-        if (rep > 1)                                                                                      \
+        if (rep > 1 && !runs)                                                                             \
             add_terms(A->TW + po, A->TB + po, twb, tbb, n, rep);                                         \
     }
 
