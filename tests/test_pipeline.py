@@ -309,10 +309,10 @@ def test_judge_rows_refuses_arguments_that_do_not_fit():
 
 
 def test_the_first_unit_is_made_once_and_probed_once(monkeypatch):
-    """The first unit's reference and bounds serve both the names judged (core) and the pipeline's probe, made
-    once; partition 0 probes, partition 1 waits for it and judges all its blocks with the same Pipeline (two
-    threads): one unit stage by stage, every other block through the pipeline, the figures those of the
-    stages."""
+    """The first unit's reference and (dry: seen, not computed) row bounds serve both the names judged (core)
+    and the pipeline's probe, made once; partition 0 probes, partition 1 waits for it and judges all its
+    blocks with the same Pipeline (two threads): every block, unit 0's too, through the pipeline, the
+    figures those of the stages."""
     rng = np.random.default_rng(17)
     op, shape, cfg = "group_norm", (12, 8, 16, 16), {"num_groups": 4}
     ins, cot, got, _ = _call(op, shape, cfg, True, "float32", rng)
@@ -320,12 +320,13 @@ def test_the_first_unit_is_made_once_and_probed_once(monkeypatch):
     plain, _, _ = _both(monkeypatch, cfg, "float32", ins, cot, got, STRICT, 8 * 16 * 16, op=op)
     made, probes, runs = [], [], []
     real_stages, real_prepare, real_run = stream.block_stages, pipeline.prepare, pipeline.Pipeline.run
-    monkeypatch.setattr(stream, "block_stages", lambda *a: made.append(a[-2:]) or real_stages(*a))
+    monkeypatch.setattr(stream, "block_stages",
+                        lambda *a, **k: made.append((*a[-2:], k.get("dry"))) or real_stages(*a, **k))
     monkeypatch.setattr(pipeline, "prepare", lambda *a: probes.append(1) or real_prepare(*a))
     monkeypatch.setattr(pipeline.Pipeline, "run", lambda self, *a: runs.append(a[:2]) or real_run(self, *a))
     _, piped = judge(op, cfg, "float32", ins, cot, {}, got, STRICT, blocks=True)
-    assert made == [(0, 1)] and probes == [1]
-    assert sorted(runs) == [(u, u + 1) for u in range(1, 12)]     # one unit a block: all but unit 0
+    assert made == [(0, 1, True)] and probes == [1]
+    assert sorted(runs) == [(u, u + 1) for u in range(12)]        # one unit a block, every one
     _same(plain, piped)
 
 

@@ -161,20 +161,28 @@ def plan(op, config, training, inputs, state, block_elements=None) -> Plan | Non
     return Plan("rows", rows, max(1, block_elements // per_row), lead=lead)
 
 
-def block_stages(p: Plan, op, case_dtype, config, training, given, contracts, reference, derive_bounds, lo, hi):
+def pipelined(p: Plan, op, state) -> bool:
+    """Whether the compiled block pipeline may judge this call's blocks (its probe decides)."""
+    return PIPELINE and pipeline.applies(p, op, state)
+
+
+def block_stages(p: Plan, op, case_dtype, config, training, given, contracts, reference, derive_bounds, lo, hi,
+                 dry=False):
     """Units lo..hi-1's reference and bounds, stage by stage (``given``: {"inputs"|"cotangents"|"state":
     {name: array}} of the call): (float64 inputs, reference, [bounds per contract], the compiled row_bounds
-    calls made)."""
+    calls made). ``dry``: the compiled row bounds only seen, not computed (``bounds._rows.seen_calls``):
+    the bounds' names and the calls are right, the values they hold are not (for the names judged and the
+    pipeline's probe only)."""
     # widened to float64 once for the reference and the bounds, read-only (neither writes)
     ins, cots, st = ({k: _f64_block(p.take(part, k, v, lo, hi)) for k, v in d.items()} for part, d in given.items())
     ref = reference(op, config, training, ins, cots, st)
-    with B.standardize.param_rows(p.units / (hi - lo) if p.kind == "rows" else 1.0), seen_calls() as seen:
+    with B.standardize.param_rows(p.units / (hi - lo) if p.kind == "rows" else 1.0), seen_calls(dry) as seen:
         Es = [derive_bounds(op, case_dtype, config, training, ins, cots, st, ref, c) for c in contracts]
     return ins, ref, Es, seen
 
 
 def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents, state, got, compare, contracts,
-                  reference, derive_bounds, first=None):
+                  reference, derive_bounds, first=None, first_dry=False):
     """Judge one call in blocks (module docstring). ``got``: {"outputs"|"grads"|"state": {name: array}} as
     the backend returned them (already checked for names, shapes and dtypes, and in the case dtype);
     ``compare``: the names to judge; ``contracts``: the declared contract first, then any other whose
@@ -182,7 +190,8 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
     core.ArrayResult, one per contract]}, where an array judged whole at the end (a parameter gradient
     summed over the blocks; a shared state entry) has instead ("whole", reference, [bound per
     contract]); or None when some array cannot be cut into blocks (the caller judges whole arrays).
-    ``first``: ``block_stages`` of unit 0, when the caller made it (not made again)."""
+    ``first``: ``block_stages`` of unit 0, when the caller made it (not made again; ``first_dry``: made dry,
+    for the probe only: unit 0 is then judged by the pipeline, or stage by stage anew where none runs)."""
     given = {"inputs": inputs, "cotangents": cotangents, "state": state}
     if p.axis("inputs", "x") is None or not all(p.viewable(part, k, v) for part, d in given.items()
                                                   for k, v in d.items()):
@@ -213,12 +222,12 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
         ref_whole, E_whole = {}, {n: [0.0 for _ in contracts] for n in whole}
 
         def stages(lo, hi):
-            if lo == 0 and hi == 1 and first is not None:      # made by the caller already
+            if lo == 0 and hi == 1 and first is not None and not first_dry:      # made by the caller already
                 return first
             return block_stages(p, op, case_dtype, config, training, given, contracts, reference, derive_bounds,
                                 lo, hi)
 
-        pipe, tried = None, not (PIPELINE and pipeline.applies(p, op, state))
+        pipe, tried = None, not pipelined(p, op, state)
         if not tried and (k > 0 or probe["done"].is_set()):      # partition 0's probe decides for every partition
             probe["done"].wait()
             pipe, tried = probe["pipe"], True
@@ -231,13 +240,15 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
                 if not tried:       # the first unit, stage by stage, shows whether the pipeline runs and with what
                     tried = True
                     try:
-                        done = stages(lo, lo + 1)
+                        done = first if lo == 0 and first is not None else stages(lo, lo + 1)
                         pipe = pipeline.prepare(p, op, config, inputs, cotangents, state, names, contracts, done[0],
                                                 done[3], lambda a: _rows_view(a, p.lead, p.units))
                     finally:                    # the other partitions wait for this (or for its failure)
                         probe["pipe"] = pipe
                         probe["done"].set()
-                    if pipe is not None and hi > lo + 1:
+                    if done is first and first_dry:        # its bounds not computed: judged anew below
+                        done = None
+                    if pipe is not None and (hi > lo + 1 or done is None):
                         pipe.run(lo, hi, accs, ref_whole, E_whole)
                         continue
                 ins, ref, Es, _ = done if done is not None and hi == lo + 1 else stages(lo, hi)

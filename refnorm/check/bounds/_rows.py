@@ -64,13 +64,14 @@ _SEEN = contextvars.ContextVar("row_bounds_seen", default=None)
 
 
 @contextlib.contextmanager
-def seen_calls():
+def seen_calls(dry=False):
     """Within: every call of the compiled row bounds appends its arguments to the list this yields (its
     scalars in _judge.judge_rows' order, the parameter pattern, wdiv, runs, the rows' shape): the
     streaming judge's compiled block pipeline runs the very bounds the bounds layer chose for its first
-    block on the others (stream.py)."""
+    block on the others (stream.py). ``dry``: the calls are only seen, not made: their bounds are zeros
+    (lazily zeroed memory, nothing computed), for a caller that wants the calls and the names only."""
     calls = []
-    token = _SEEN.set(calls)
+    token = _SEEN.set((calls, dry))
     try:
         yield calls
     finally:
@@ -101,10 +102,16 @@ def _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contra
     u2, gn2, gm2 = (0.0, 0.0, 0.0) if second is None else (float(v) for v in second)
     scalars = (float(eps), float(u), float(gn), float(gm), float(ud), float(eta), int(centered), int(ddof),
                int(eps_mode == "std"), int(lowp), int(contract == "epi_d"), u2, gn2, gm2)
-    seen = _SEEN.get()
+    seen, dry = _SEEN.get() or (None, False)
     if seen is not None:
         seen.append(dict(scalars=scalars, w=wp, b=bp, pattern=shp, wdiv=int(wdiv), runs=int(runs), shape=(m, n),
                          with_g=g is not None))
+    if dry:                                     # seen only (seen_calls): zeros, no memory touched
+        E_y, stats = np.zeros((m, n)), np.zeros((m, 6))
+        if g is not None:
+            E_dx = np.zeros((m, n))
+        st = stats.T
+        return RowBounds(E_y, E_dx, None, None, st[0], st[1], st[2], st[3], st[4], st[5], tw, tb)
     mod.row_bounds(x, wp, bp, g, E_y, E_dx, tw, tb, stats, *scalars[:5], *scalars[6:11], scalars[5],
                    shp[0], shp[1], u2, gn2, gm2, int(runs), int(wdiv))
     st = stats.T
