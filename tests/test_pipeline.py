@@ -357,3 +357,20 @@ def test_a_probe_that_fails_leaves_no_partition_waiting(monkeypatch):
     t.join(120)
     assert not t.is_alive(), "the judgement hung"
     assert len(out) == 1 and isinstance(out[0], RuntimeError) and "probe failed" in str(out[0])
+
+
+def test_a_dry_first_unit_is_never_judged(monkeypatch):
+    """Unit 0's row bounds were only seen (dry, zeros): when the probe makes no Pipeline, unit 0 is judged
+    stage by stage anew, with real bounds: the figures are those of the stage-by-stage path, a planted bug in
+    unit 0 is found as there."""
+    rng = np.random.default_rng(23)
+    op, shape, cfg = "group_norm", (6, 8, 16, 16), {"num_groups": 4}
+    ins, cot, got, _ = _call(op, shape, cfg, True, "float32", rng)
+    y = got["outputs"]["y"].astype(np.float64)
+    y[0, 0, 0, :3] += 0.25                                      # in unit 0
+    got["outputs"]["y"] = y.astype(np.float32)
+    plain, _, _ = _both(monkeypatch, cfg, "float32", ins, cot, got, STRICT, 8 * 16 * 16, op=op)
+    monkeypatch.setattr(pipeline, "prepare", lambda *a: None)
+    _, none = judge(op, cfg, "float32", ins, cot, {}, got, STRICT, blocks=True)
+    _same(plain, none)
+    assert none[("outputs", "y")].verdict == "failed" and none[("outputs", "y")].over == 3
