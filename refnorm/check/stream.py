@@ -173,8 +173,12 @@ def block_stages(p: Plan, op, case_dtype, config, training, given, contracts, re
     calls made). ``dry``: the compiled row bounds only seen, not computed (``bounds._rows.seen_calls``):
     the bounds' names and the calls are right, the values they hold are not (for the names judged and the
     pipeline's probe only)."""
-    # widened to float64 once for the reference and the bounds, read-only (neither writes)
-    ins, cots, st = ({k: _f64_block(p.take(part, k, v, lo, hi)) for k, v in d.items()} for part, d in given.items())
+    # widened to float64 once for the reference and the bounds, read-only (neither writes); the arrays shared
+    # out over the threads (run_blocks: one at a time inside one_thread), their fresh memory faulted in at once
+    keys = [(part, k) for part, d in given.items() for k in d]
+    wide = run_blocks(lambda i, _: _f64_block(p.take(keys[i][0], keys[i][1], given[keys[i][0]][keys[i][1]], lo, hi)),
+                      [(i, i + 1) for i in range(len(keys))])
+    ins, cots, st = ({k: w for (q, k), w in zip(keys, wide) if q == part} for part in given)
     ref = reference(op, config, training, ins, cots, st)
     with B.standardize.param_rows(p.units / (hi - lo) if p.kind == "rows" else 1.0), seen_calls(dry) as seen:
         Es = [derive_bounds(op, case_dtype, config, training, ins, cots, st, ref, c) for c in contracts]

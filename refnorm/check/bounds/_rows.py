@@ -106,10 +106,10 @@ def _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contra
     if seen is not None:
         seen.append(dict(scalars=scalars, w=wp, b=bp, pattern=shp, wdiv=int(wdiv), runs=int(runs), shape=(m, n),
                          with_g=g is not None))
-    if dry:                                     # seen only (seen_calls): zeros, no memory touched
-        E_y, stats = np.zeros((m, n)), np.zeros((m, 6))
+    if dry:                                     # seen only (seen_calls): zeros, read-only, no memory at all
+        E_y, stats = np.broadcast_to(0.0, (m, n)), np.zeros((m, 6))
         if g is not None:
-            E_dx = np.zeros((m, n))
+            E_dx = np.broadcast_to(0.0, (m, n))
         st = stats.T
         return RowBounds(E_y, E_dx, None, None, st[0], st[1], st[2], st[3], st[4], st[5], tw, tb)
     mod.row_bounds(x, wp, bp, g, E_y, E_dx, tw, tb, stats, *scalars[:5], *scalars[6:11], scalars[5],
