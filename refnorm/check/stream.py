@@ -176,8 +176,11 @@ def block_stages(p: Plan, op, case_dtype, config, training, given, contracts, re
     # widened to float64 once for the reference and the bounds, read-only (neither writes); the arrays shared
     # out over the threads (run_blocks: one at a time inside one_thread), their fresh memory faulted in at once
     keys = [(part, k) for part, d in given.items() for k in d]
-    wide = run_blocks(lambda i, _: _f64_block(p.take(keys[i][0], keys[i][1], given[keys[i][0]][keys[i][1]], lo, hi)),
-                      [(i, i + 1) for i in range(len(keys))])
+    one = lambda i: _f64_block(p.take(keys[i][0], keys[i][1], given[keys[i][0]][keys[i][1]], lo, hi))   # noqa: E731
+    if (hi - lo) * sum(np.size(v) for d in given.values() for v in d.values()) // p.units >= 1 << 17:
+        wide = run_blocks(lambda i, _: one(i), [(i, i + 1) for i in range(len(keys))])
+    else:                               # small: not worth a thread
+        wide = [one(i) for i in range(len(keys))]
     ins, cots, st = ({k: w for (q, k), w in zip(keys, wide) if q == part} for part in given)
     ref = reference(op, config, training, ins, cots, st)
     with B.standardize.param_rows(p.units / (hi - lo) if p.kind == "rows" else 1.0), seen_calls(dry) as seen:
