@@ -170,70 +170,51 @@ static inline ALWAYS_INLINE void sums3(const double *restrict a, const double *r
     }
 }
 
-/* the six sums with the cotangent (4 lanes each, o[k][lane]): g w, |g w|, g w xh, |g w| |xh|, |g w| kap,
- * |g w| (Dc + |xh|), where xh = (x - mu) r and kap = r (|x| + |mu|) (centered) or |xh| */
+/* sums_g's terms of elements j..j+3 (vectors; GW: their g w) and of element j alone into lane l */
+#define SUMS_G4(j, GW)                                                                                    \
+    do {                                                                                                  \
+        v4d xv = ld4(x + (j)), xh = (xv - mu) * r, axh = vabs4(xh);                                       \
+        v4d gw = (GW), agw = vabs4(gw);                                                                   \
+        v4d kap = centered ? r * (vabs4(xv) + amu) : axh;                                                 \
+        s0 += gw; s1 += agw; s2 += gw * xh; s3 += agw * axh; s4 += agw * kap; s5 += agw * (Dc + axh);     \
+    } while (0)
+#define SUMS_G1(j, GW, l)                                                                                 \
+    do {                                                                                                  \
+        double xh = (x[j] - mu) * r, axh = fabs(xh);                                                      \
+        double gw = (GW), agw = fabs(gw);                                                                 \
+        double kap = centered ? r * (fabs(x[j]) + amu) : axh;                                             \
+        o[0][l] += gw; o[1][l] += agw; o[2][l] += gw * xh; o[3][l] += agw * axh; o[4][l] += agw * kap;    \
+        o[5][l] += agw * (Dc + axh);                                                                      \
+    } while (0)
+
+/* the six sums with the cotangent (4 lanes each, o[k][lane]; element j into lane j % 4): g w, |g w|, g w xh,
+ * |g w| |xh|, |g w| kap, |g w| (Dc + |xh|), where xh = (x - mu) r and kap = r (|x| + |mu|) (centered) or
+ * |xh|. rep 0: a weight per element, w[j]; rep > 0 (a multiple of 4, n = rep * runs): a weight per run of
+ * rep elements, w[j / rep] read once a run (w NULL: 1), the same lanes and operations */
 static inline ALWAYS_INLINE void sums_g(const double *restrict x, const double *restrict g, const double *restrict w,
-                                        Py_ssize_t n, double mu, double r, double amu, int centered, double Dc,
-                                        double o[6][4])
+                                        Py_ssize_t rep, Py_ssize_t n, double mu, double r, double amu, int centered,
+                                        double Dc, double o[6][4])
 {
     Py_ssize_t j = 0;
 #if VECTOR_EXT
     v4d s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0}, s5 = {0};
-    for (; j + 4 <= n; j += 4) {
-        v4d xv = ld4(x + j), xh = (xv - mu) * r, axh = vabs4(xh);
-        v4d gw = ld4(g + j) * ld4(w + j), agw = vabs4(gw);
-        v4d kap = centered ? r * (vabs4(xv) + amu) : axh;
-        s0 += gw; s1 += agw; s2 += gw * xh; s3 += agw * axh; s4 += agw * kap; s5 += agw * (Dc + axh);
-    }
+    if (rep)
+        for (Py_ssize_t k = 0; k < n / rep; k++) {
+            const double wk = w ? w[k] : 1.0;
+            for (j = k * rep; j < (k + 1) * rep; j += 4)
+                SUMS_G4(j, ld4(g + j) * wk);
+        }
+    else
+        for (; j + 4 <= n; j += 4)
+            SUMS_G4(j, ld4(g + j) * ld4(w + j));
     st4(o[0], s0); st4(o[1], s1); st4(o[2], s2); st4(o[3], s3); st4(o[4], s4); st4(o[5], s5);
 #else
     for (int k = 0; k < 6; k++)
         for (int l = 0; l < 4; l++)
             o[k][l] = 0;
 #endif
-    for (int l = 0; j < n; j++, l = (l + 1) & 3) {
-        double xh = (x[j] - mu) * r, axh = fabs(xh);
-        double gw = g[j] * w[j], agw = fabs(gw);
-        double kap = centered ? r * (fabs(x[j]) + amu) : axh;
-        o[0][l] += gw; o[1][l] += agw; o[2][l] += gw * xh; o[3][l] += agw * axh; o[4][l] += agw * kap;
-        o[5][l] += agw * (Dc + axh);
-    }
-}
-
-/* sums_g with the weight of each run of rep elements (rep a multiple of 4, wcols runs) read once: w[k] for
- * run k (w NULL: 1); the same lanes and operations as sums_g over the weights spread per element */
-static inline ALWAYS_INLINE void sums_g_runs(const double *restrict x, const double *restrict g,
-                                             const double *restrict w, Py_ssize_t rep, Py_ssize_t wcols, double mu,
-                                             double r, double amu, int centered, double Dc, double o[6][4])
-{
-#if VECTOR_EXT
-    v4d s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0}, s5 = {0};
-    for (Py_ssize_t k = 0; k < wcols; k++) {
-        const double wk = w ? w[k] : 1.0;
-        for (Py_ssize_t j = k * rep; j < (k + 1) * rep; j += 4) {
-            v4d xv = ld4(x + j), xh = (xv - mu) * r, axh = vabs4(xh);
-            v4d gw = ld4(g + j) * wk, agw = vabs4(gw);
-            v4d kap = centered ? r * (vabs4(xv) + amu) : axh;
-            s0 += gw; s1 += agw; s2 += gw * xh; s3 += agw * axh; s4 += agw * kap; s5 += agw * (Dc + axh);
-        }
-    }
-    st4(o[0], s0); st4(o[1], s1); st4(o[2], s2); st4(o[3], s3); st4(o[4], s4); st4(o[5], s5);
-#else
-    for (int k = 0; k < 6; k++)
-        for (int l = 0; l < 4; l++)
-            o[k][l] = 0;
-    for (Py_ssize_t k = 0; k < wcols; k++) {
-        const double wk = w ? w[k] : 1.0;
-        for (Py_ssize_t j = k * rep; j < (k + 1) * rep; j++) {
-            const int l = (int)(j & 3);
-            double xh = (x[j] - mu) * r, axh = fabs(xh);
-            double gw = g[j] * wk, agw = fabs(gw);
-            double kap = centered ? r * (fabs(x[j]) + amu) : axh;
-            o[0][l] += gw; o[1][l] += agw; o[2][l] += gw * xh; o[3][l] += agw * axh; o[4][l] += agw * kap;
-            o[5][l] += agw * (Dc + axh);
-        }
-    }
-#endif
+    for (; j < n; j++)                  /* rep 0: the tail; without the vector extensions: every element */
+        SUMS_G1(j, g[j] * (rep ? (w ? w[j / rep] : 1.0) : w[j]), (int)(j & 3));
 }
 
 static inline ALWAYS_INLINE double lanes4_sum(const double *v)
@@ -595,6 +576,18 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
         PIECE4_B(J, JA, _0, s0, e0, q0, PLAIN);                                                           \
     } while (0)
 
+/* segment o..o+n-1's whole vectors: eight elements a step, then lanes 0-3 once more where four are left (W =
+ * 28: no element left to the tail) */
+#define SEGMENT_VECTORS(PLAIN)                                                                            \
+    do {                                                                                                  \
+        for (; j + 8 <= n; j += 8)                                                                        \
+            PIECE8(o + j, j, PLAIN);                                                                      \
+        if (j + 4 <= n) {                                                                                 \
+            PIECE4(o + j, j, PLAIN);                                                                      \
+            j += 4;                                                                                       \
+        }                                                                                                 \
+    } while (0)
+
 #define PIECE_BODY                                                                                        \
     const long long eminb = d->emin + 1023, shb = 1 - d->p;                                               \
     const int k0 = d->kind == 0;                                                                          \
@@ -616,27 +609,11 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
             enum { k0 = 0, HAS_A = 1 };                                                                   \
             const uint16_t *const m16 = NULL;                                                             \
             const uint32_t *const m32 = NULL;                                                             \
-            for (; j + 8 <= n; j += 8)                                                                    \
-                PIECE8(o + j, j, 1);                                                                      \
-            if (j + 4 <= n) {                                                                             \
-                PIECE4(o + j, j, 1);                                                                      \
-                j += 4;                                                                                   \
-            }                                                                                             \
-        } else if (plain) {                                                                               \
-            for (; j + 8 <= n; j += 8)                                                                    \
-                PIECE8(o + j, j, 1);                                                                      \
-            if (j + 4 <= n) {           /* lanes 0-3 once more (W = 28: no element left to the tail) */  \
-                PIECE4(o + j, j, 1);                                                                      \
-                j += 4;                                                                                   \
-            }                                                                                             \
-        } else {                                                                                          \
-            for (; j + 8 <= n; j += 8)                                                                    \
-                PIECE8(o + j, j, 0);                                                                      \
-            if (j + 4 <= n) {                                                                             \
-                PIECE4(o + j, j, 0);                                                                      \
-                j += 4;                                                                                   \
-            }                                                                                             \
-        }                                                                                                 \
+            SEGMENT_VECTORS(1);                                                                           \
+        } else if (plain)                                                                                 \
+            SEGMENT_VECTORS(1);                                                                           \
+        else                                                                                              \
+            SEGMENT_VECTORS(0);                                                                           \
         if (j < n) {                    /* the tail, element by element, its lanes in memory */           \
             st4(L->maxE, maxE); st4(L->dmax, dmax); st4(L->mref, mref); st4i(L->unc, unc);                \
             double s[LANES], e[LANES], q[LANES];                                                          \
@@ -2065,9 +2042,9 @@ static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict
             continue;                                                                                     \
         double o6[6][4];                                                                                  \
         if (runs)                                                                                         \
-            sums_g_runs(x, g, A->W ? A->W + po : NULL, rep, wcols, mu, r, amu, centered, Dc, o6);         \
+            sums_g(x, g, A->W ? A->W + po : NULL, rep, n, mu, r, amu, centered, Dc, o6);                  \
         else                                                                                              \
-            sums_g(x, g, wr, n, mu, r, amu, centered, Dc, o6);                                            \
+            sums_g(x, g, wr, 0, n, mu, r, amu, centered, Dc, o6);                                         \
         double sgw = lanes4_sum(o6[0]), sagw = lanes4_sum(o6[1]), sgx = lanes4_sum(o6[2]);                \
         double sbg = lanes4_sum(o6[3]), skg = lanes4_sum(o6[4]), sgd = lanes4_sum(o6[5]);                 \
         double Am = centered ? sgw / dn : 0.0, Bv = sgx / (centered ? dd : dn);                           \
