@@ -374,3 +374,32 @@ def test_a_dry_first_unit_is_never_judged(monkeypatch):
     _, none = judge(op, cfg, "float32", ins, cot, {}, got, STRICT, blocks=True)
     _same(plain, none)
     assert none[("outputs", "y")].verdict == "failed" and none[("outputs", "y")].over == 3
+
+
+@pytest.mark.parametrize("op,shape,cfg", [("layer_norm", (6, 40), {"normalized_shape": [40]}),
+                                          ("group_norm", (3, 8, 4, 4), {"num_groups": 4}),
+                                          ("batch_norm", (5, 6, 3, 4), {})])
+@pytest.mark.parametrize("contract", [STRICT, STATS_D])
+def test_dry_row_bounds_see_the_calls_and_compute_nothing(op, shape, cfg, contract):
+    """seen_calls(dry=True): the same calls seen, the same names and shapes of bounds, every bound zero (read-only:
+    nothing was computed, nothing can be written into)."""
+    from refnorm.check import bounds as B
+    from refnorm.check.bounds._rows import seen_calls
+    rng = np.random.default_rng(29)
+    ins, cot, _, _ = _call(op, shape, cfg, True, "float32", rng)
+    ins = {k: v.astype(np.float64) for k, v in ins.items()}
+    cot = {k: v.astype(np.float64) for k, v in cot.items()}
+    kw = dict(inputs=ins, config=cfg, training=True, cotangents=cot, state={}, ref_state={}, contract=contract,
+              case_dtype="float32")
+    with seen_calls() as real_calls:
+        real = B.bounds(op, **kw)
+    with seen_calls(dry=True) as dry_calls:
+        dry = B.bounds(op, **kw)
+    assert len(real_calls) == len(dry_calls) >= 1
+    for a, b in zip(real_calls, dry_calls):
+        assert a["scalars"] == b["scalars"] and a["pattern"] == b["pattern"] and a["shape"] == b["shape"]
+    assert {p: set(d) for p, d in real.items()} == {p: set(d) for p, d in dry.items()}
+    for part, d in real.items():
+        for k, v in d.items():
+            assert np.shape(dry[part][k]) == np.shape(v) and not np.any(dry[part][k]), (part, k)
+            assert np.any(v), (part, k)                     # the real bounds are not zero

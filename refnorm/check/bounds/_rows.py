@@ -69,7 +69,8 @@ def seen_calls(dry=False):
     scalars in _judge.judge_rows' order, the parameter pattern, wdiv, runs, the rows' shape): the
     streaming judge's compiled block pipeline runs the very bounds the bounds layer chose for its first
     block on the others (stream.py). ``dry``: the calls are only seen, not made: their bounds are zeros
-    (lazily zeroed memory, nothing computed), for a caller that wants the calls and the names only."""
+    (read-only broadcast zeros: no memory, nothing computed), for a caller that wants the calls and the
+    names only."""
     calls = []
     token = _SEEN.set((calls, dry))
     try:
@@ -92,12 +93,10 @@ def _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contra
     shp = next((a.shape for a in (wp, bp) if a is not None), (1, 1))
     m, n = x.shape
     x = np.ascontiguousarray(x)
-    E_y = np.empty((m, n))
-    stats = np.empty((m, 6))
-    E_dx = tw = tb = None
+    tw = tb = None
     if g is not None:
         g = np.ascontiguousarray(g, dtype=np.float64)
-        E_dx, tw, tb = np.empty((m, n)), np.zeros(shp), np.zeros(shp)
+        tw, tb = np.zeros(shp), np.zeros(shp)
     lowp = contract in ("stats_d", "epi_d")
     u2, gn2, gm2 = (0.0, 0.0, 0.0) if second is None else (float(v) for v in second)
     scalars = (float(eps), float(u), float(gn), float(gm), float(ud), float(eta), int(centered), int(ddof),
@@ -107,11 +106,10 @@ def _native_rows(x, pattern, g, eps, u, gn, gm, centered, ddof, eps_mode, contra
         seen.append(dict(scalars=scalars, w=wp, b=bp, pattern=shp, wdiv=int(wdiv), runs=int(runs), shape=(m, n),
                          with_g=g is not None))
     if dry:                                     # seen only (seen_calls): zeros, read-only, no memory at all
-        E_y, stats = np.broadcast_to(0.0, (m, n)), np.zeros((m, 6))
-        if g is not None:
-            E_dx = np.broadcast_to(0.0, (m, n))
-        st = stats.T
-        return RowBounds(E_y, E_dx, None, None, st[0], st[1], st[2], st[3], st[4], st[5], tw, tb)
+        st = np.zeros((6, m))
+        zero = np.broadcast_to(0.0, (m, n))
+        return RowBounds(zero, None if g is None else zero, None, None, *st, tw, tb)
+    E_y, E_dx, stats = np.empty((m, n)), None if g is None else np.empty((m, n)), np.empty((m, 6))
     mod.row_bounds(x, wp, bp, g, E_y, E_dx, tw, tb, stats, *scalars[:5], *scalars[6:11], scalars[5],
                    shp[0], shp[1], u2, gn2, gm2, int(runs), int(wdiv))
     st = stats.T
