@@ -436,19 +436,25 @@ def plain_judge(tmp_path_factory):
 @pytest.mark.parametrize("dt", DTYPES)
 def test_plain_c_loops_give_the_same_bits(dt, plain_judge, monkeypatch):
     """The plain-C loops (no vector extensions) take the same lanes in the same order: the same
-    figures and the same row bounds, bit for bit, as the vectorized build."""
+    figures and the same row bounds, bit for bit, as the vectorized build. Compared: a long last axis and a
+    short one (whole segments in one loop, W = 28), rows whose parameter runs are whole vectors (33 values
+    a channel: not; 32: read once a run) and not."""
     from refnorm.check import bounds as B
     from refnorm.check.backends.base import Contract
     rng = np.random.default_rng(23 + DTYPES.index(dt))
-    got, ref, E = _special(dt, rng, (37, 203))
-    fast = _run(got, ref, E, dt, 3, native=True)
-    ins = {"x": rng.standard_normal((6, 4, 33)) + 2, "weight": rng.standard_normal(4), "bias": rng.standard_normal(4)}
-    kw = dict(inputs=ins, config={}, training=True, cotangents={"y": rng.standard_normal((6, 4, 33))}, state={},
-              ref_state={}, contract=Contract("stats_d", "block"), case_dtype="bfloat16")
-    fast_b = {op: B.bounds(op, **kw) for op in ("batch_norm", "instance_norm")}
+    cases = [_special(dt, rng, shape) for shape in ((37, 203), (3, 2, 40, 28))]
+    fast = [repr(_run(got, ref, E, dt, 3, native=True)) for got, ref, E in cases]
+    calls = []
+    for op, shape, cfg in [("batch_norm", (6, 4, 33), {}), ("instance_norm", (6, 4, 33), {}),
+                           ("batch_norm", (6, 4, 32), {}), ("group_norm", (6, 8, 4, 8), {"num_groups": 4})]:
+        ins = {"x": rng.standard_normal(shape) + 2, "weight": rng.standard_normal(shape[1]),
+               "bias": rng.standard_normal(shape[1])}
+        kw = dict(inputs=ins, config=cfg, training=True, cotangents={"y": rng.standard_normal(shape)}, state={},
+                  ref_state={}, contract=Contract("stats_d", "block"), case_dtype="bfloat16")
+        calls.append((op, kw, B.bounds(op, **kw)))
     monkeypatch.setattr(C, "native", lambda: plain_judge)
-    assert repr(_run(got, ref, E, dt, 3, native=True)) == repr(fast)
-    for op, want in fast_b.items():
+    assert [repr(_run(got, ref, E, dt, 3, native=True)) for got, ref, E in cases] == fast
+    for op, kw, want in calls:
         plain = B.bounds(op, **kw)
         for part, d in want.items():
             for k, v in d.items():
