@@ -146,30 +146,6 @@ static inline ALWAYS_INLINE void sum_d2(const double *restrict x, Py_ssize_t n, 
     }
 }
 
-/* the sums of a, b, c (8 lanes each) */
-static inline ALWAYS_INLINE void sums3(const double *restrict a, const double *restrict b, const double *restrict c,
-                                       Py_ssize_t n, double *va, double *vb, double *vc)
-{
-    Py_ssize_t j = 0;
-#if VECTOR_EXT
-    v4d a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0}, c0 = {0}, c1 = {0};
-    for (; j + 8 <= n; j += 8) {
-        a0 += ld4(a + j); a1 += ld4(a + j + 4);
-        b0 += ld4(b + j); b1 += ld4(b + j + 4);
-        c0 += ld4(c + j); c1 += ld4(c + j + 4);
-    }
-    st4(va, a0); st4(va + 4, a1); st4(vb, b0); st4(vb + 4, b1); st4(vc, c0); st4(vc + 4, c1);
-#else
-    for (int l = 0; l < 8; l++)
-        va[l] = vb[l] = vc[l] = 0;
-#endif
-    for (int l = (int)(j % 8); j < n; j++, l = (l + 1) % 8) {
-        va[l] += a[j];
-        vb[l] += b[j];
-        vc[l] += c[j];
-    }
-}
-
 /* sums_g's terms of elements j..j+3 (vectors; GW: their g w) and of element j alone into lane l */
 #define SUMS_G4(j, GW)                                                                                    \
     do {                                                                                                  \
@@ -1850,7 +1826,8 @@ struct rows_args {
 };
 
 /* the terms a, b of the next n elements of a run (n a multiple of 8 but for the run's last) added into the
- * run's 8 lanes va, vb: the run's element jj into lane jj % 8, as sums3 adds them over the whole run */
+ * run's 8 lanes va, vb: the run's element jj into lane jj % 8, in order (whether the run comes in one call
+ * or in several) */
 enum { TERM_BLOCK = 256 };
 static inline ALWAYS_INLINE void sums2_more(const double *restrict a, const double *restrict b, Py_ssize_t n,
                                             double *va, double *vb)
@@ -1870,23 +1847,17 @@ static inline ALWAYS_INLINE void sums2_more(const double *restrict a, const doub
     }
 }
 
-/* a row's parameter terms a, b added into tw, tb: element j into pattern element j / rep (rep = n / wcols:
- * 1, per element; n, all into tw[0], tb[0]), each pattern element's run of terms summed in 8 lanes */
+/* a row's parameter terms a, b added into tw, tb: element j into pattern element j / rep (rep = n / wcols > 1),
+ * each pattern element's run of terms summed in 8 lanes (sums2_more) */
 static inline ALWAYS_INLINE void add_terms(double *restrict tw, double *restrict tb, const double *restrict a,
                                            const double *restrict b, Py_ssize_t n, Py_ssize_t rep)
 {
-    if (rep == 1)
-        for (Py_ssize_t j = 0; j < n; j++) {
-            tw[j] += a[j];
-            tb[j] += b[j];
-        }
-    else
-        for (Py_ssize_t k = 0; k < n / rep; k++) {
-            double va[LANES], vb[LANES], vc[LANES];
-            sums3(a + k * rep, b + k * rep, b + k * rep, rep, va, vb, vc);      /* vc unused: two sums */
-            tw[k] += lanes_sum(va);
-            tb[k] += lanes_sum(vb);
-        }
+    for (Py_ssize_t k = 0; k < n / rep; k++) {
+        double va[LANES] = {0}, vb[LANES] = {0};
+        sums2_more(a + k * rep, b + k * rep, rep, va, vb);
+        tw[k] += lanes_sum(va);
+        tb[k] += lanes_sum(vb);
+    }
 }
 
 /* the statement (last argument) with LOWP, EPI constants equal to the flags lowp, epi (the compiler
