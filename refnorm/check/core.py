@@ -524,10 +524,9 @@ def _judge_in_blocks(p, step, op, case_dtype, config, training, inputs, cotangen
     # the names, shapes and bounds judged: from the call on the first unit (one row or channel), made as the
     # blocks' stages make it (judge_blocked reuses it); where the compiled pipeline may judge the blocks, its
     # row bounds only seen (dry: the probe needs the calls, this the names), not computed
-    dry = stream.pipelined(p, op, state)
-    first = stream.block_stages(p, op, case_dtype, config, training,
-                                {"inputs": inputs, "cotangents": cotangents, "state": state}, contracts, reference,
-                                derive_bounds, 0, 1, dry=dry)
+    first = stream.first_unit(p, op, case_dtype, config, training,
+                              {"inputs": inputs, "cotangents": cotangents, "state": state}, contracts, reference,
+                              derive_bounds)
     ref1, E1 = first[1], first[2][0]
     compare = compare(ref1) if callable(compare) else compare
 
@@ -564,7 +563,7 @@ def _judge_in_blocks(p, step, op, case_dtype, config, training, inputs, cotangen
             for part in ("outputs", "grads", "state")}
     mine["state"].update(dict(integer_state))
     res = stream.judge_blocked(p, op, case_dtype, config, training, inputs, cotangents, state, mine, judged,
-                               contracts, reference, derive_bounds, first=first, first_dry=dry)
+                               contracts, reference, derive_bounds, first)
     if res is None:                              # the whole-array path will list them again
         del unchecked[n_unc:]
         if optional is not None:

@@ -15,7 +15,7 @@ Used when the normalizer has a ``row_kernel`` (layer_norm, group_norm over rows;
 statistics over blocks of channels, each channel gathered from its N runs: the compiled kernels in use), the
 arrays judged are y and grad x (and, if returned, the rows' mean and rstd, and the parameter gradients),
 under any contracts, with x and dy laid out C-contiguous. The call's first unit (row, sample or channel),
-made stage by stage once (stream.block_stages, which core also reads the names judged from), shows which
+made stage by stage once (stream.first_unit, which core also reads the names judged from), shows which
 bounds the bounds layer computes (``bounds._rows.seen_calls``: one compiled row_bounds call per contract,
 its scalars and parameter pattern, which the pipeline then runs itself) and that the reference accepts the
 call; partition 0 makes the Pipeline from it (``prepare``) and the other partitions wait for it and share it.

@@ -50,7 +50,7 @@ the comparison), the block's float64 temporaries go out to memory between the st
 group_norm and batch_norm (batch statistics), each block is judged by one compiled call instead
 (``_judge.judge_rows``), a few rows at a time, with the same kernels, bounds and comparison: the same
 reference bits and the same figures (the sums of the bias test within rounding); the call's first unit,
-made stage by stage once (``block_stages``: core reads from it the names judged), shows which bounds to run
+made stage by stage once (``first_unit``: core reads from it the names judged), shows which bounds to run
 (partition 0 probes; the other partitions wait for it and use the same Pipeline). PIPELINE = False judges
 every block stage by stage.
 """
@@ -188,8 +188,15 @@ def block_stages(p: Plan, op, case_dtype, config, training, given, contracts, re
     return ins, ref, Es, seen
 
 
+def first_unit(p: Plan, op, case_dtype, config, training, given, contracts, reference, derive_bounds):
+    """``block_stages`` of unit 0, as ``judge_blocked`` takes it: dry where the pipeline may judge the blocks
+    (the names and the probe's calls are all it is needed for there)."""
+    return block_stages(p, op, case_dtype, config, training, given, contracts, reference, derive_bounds, 0, 1,
+                        dry=pipelined(p, op, given["state"]))
+
+
 def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents, state, got, compare, contracts,
-                  reference, derive_bounds, first=None, first_dry=False):
+                  reference, derive_bounds, first):
     """Judge one call in blocks (module docstring). ``got``: {"outputs"|"grads"|"state": {name: array}} as
     the backend returned them (already checked for names, shapes and dtypes, and in the case dtype);
     ``compare``: the names to judge; ``contracts``: the declared contract first, then any other whose
@@ -197,8 +204,8 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
     core.ArrayResult, one per contract]}, where an array judged whole at the end (a parameter gradient
     summed over the blocks; a shared state entry) has instead ("whole", reference, [bound per
     contract]); or None when some array cannot be cut into blocks (the caller judges whole arrays).
-    ``first``: ``block_stages`` of unit 0, when the caller made it (not made again; ``first_dry``: made dry,
-    for the probe only: unit 0 is then judged by the pipeline, or stage by stage anew where none runs)."""
+    ``first``: ``first_unit`` of this call (made by the caller, not made again; where it is dry, unit 0 is
+    judged by the pipeline, or stage by stage anew where none runs)."""
     given = {"inputs": inputs, "cotangents": cotangents, "state": state}
     if p.axis("inputs", "x") is None or not all(p.viewable(part, k, v) for part, d in given.items()
                                                   for k, v in d.items()):
@@ -212,9 +219,23 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
     spans = list(zip(edges[:-1], edges[1:]))
     judged = [n for n in names if n not in whole]
 
-    # the pipeline's probe (below): made once, in partition 0, on its first unit; the other partitions wait for
-    # it and judge all their blocks with the Pipeline it made (or stage by stage if it made none)
+    # the pipeline's probe: made once, by partition 0, from the first unit; the other partitions wait for it and
+    # judge all their blocks with the Pipeline it made (or stage by stage if it made none; a failed probe
+    # releases them too)
+    dry = pipelined(p, op, state)                  # first_unit made unit 0 dry then
     probe = {"done": threading.Event(), "pipe": None}
+
+    def pipeline_for(k):
+        if not dry:
+            return None
+        if k == 0 and not probe["done"].is_set():
+            try:
+                probe["pipe"] = pipeline.prepare(p, op, config, inputs, cotangents, state, names, contracts, first[0],
+                                                 first[3], lambda a: _rows_view(a, p.lead, p.units))
+            finally:
+                probe["done"].set()
+        probe["done"].wait()
+        return probe["pipe"]
 
     def judge_part(k, scale, unit, mults):
         """Partition k: the blocks k, k + PARTS, ... judged in order into accumulators of its own; returns
@@ -228,37 +249,17 @@ def judge_blocked(p: Plan, op, case_dtype, config, training, inputs, cotangents,
             accs[n] = [acc0] + [ArrayAccumulator(a, s, acc0.kind_name, **kw) for _ in contracts[1:]]
         ref_whole, E_whole = {}, {n: [0.0 for _ in contracts] for n in whole}
 
-        def stages(lo, hi):
-            if lo == 0 and hi == 1 and first is not None and not first_dry:      # made by the caller already
-                return first
-            return block_stages(p, op, case_dtype, config, training, given, contracts, reference, derive_bounds,
-                                lo, hi)
-
-        pipe, tried = None, not pipelined(p, op, state)
-        if not tried and (k > 0 or probe["done"].is_set()):      # partition 0's probe decides for every partition
-            probe["done"].wait()
-            pipe, tried = probe["pipe"], True
+        pipe = pipeline_for(k)
         with reuse_blocks(), one_thread():      # freed block temporaries reused; the reference in this thread
             for lo, hi in spans[k::PARTS]:
                 if pipe is not None:            # the compiled block pipeline (pipeline.py)
                     pipe.run(lo, hi, accs, ref_whole, E_whole)
                     continue
-                done = None
-                if not tried:       # the first unit, stage by stage, shows whether the pipeline runs and with what
-                    tried = True
-                    try:
-                        done = first if lo == 0 and first is not None else stages(lo, lo + 1)
-                        pipe = pipeline.prepare(p, op, config, inputs, cotangents, state, names, contracts, done[0],
-                                                done[3], lambda a: _rows_view(a, p.lead, p.units))
-                    finally:                    # the other partitions wait for this (or for its failure)
-                        probe["pipe"] = pipe
-                        probe["done"].set()
-                    if done is first and first_dry:        # its bounds not computed: judged anew below
-                        done = None
-                    if pipe is not None and (hi > lo + 1 or done is None):
-                        pipe.run(lo, hi, accs, ref_whole, E_whole)
-                        continue
-                ins, ref, Es, _ = done if done is not None and hi == lo + 1 else stages(lo, hi)
+                if (lo, hi) == (0, 1) and not dry:          # made by the caller already
+                    ins, ref, Es, _ = first
+                else:
+                    ins, ref, Es, _ = block_stages(p, op, case_dtype, config, training, given, contracts, reference,
+                                                   derive_bounds, lo, hi)
                 memo = {}                     # the block's widened values and counts, made once for all contracts
                 for part, name in names:
                     a = getattr(ref, part)[name]
