@@ -73,14 +73,7 @@ class Pipeline:
         slen = rows * k.P if k.merged else n
         sxy = None if k.w is None else np.empty(slen)
         sy = None if k.b is None else np.empty(slen)
-        stats = any(key in accs for key in STATS)
-        start = lo * (x.size // units)
-        runs = []
-        for j, s in enumerate(self.seen):
-            tw, tb = np.zeros(s["pattern"]), np.zeros(s["pattern"])
-            runs.append((s["scalars"], tw.reshape(-1), tb.reshape(-1), np.empty((4, rows)) if stats else None,
-                         accs[("outputs", "y")][j].block_args(start, x.size),
-                         accs[("grads", "x")][j].block_args(start, x.size)))
+        runs = self._runs(accs, self.wrows * self.wcols, rows, lo * (x.size // units), x.size)
         figures = self.mod.judge_rows(self.api, x, dy, self.kind, k.P, k.merged, kw, kb, k.eps, sxy, sy, self.bw,
                                       self.bb, self.wrows, self.wcols, tuple(runs))
         for j, ((_, tw, tb, st, _, _), figs) in enumerate(zip(runs, figures)):
@@ -101,13 +94,7 @@ class Pipeline:
         kw, kb = (None if a is None else a[lo:hi] for a in (k.w, k.b))
         sxy = None if k.w is None else np.empty(k.P * units)
         sy = None if k.b is None else np.empty(k.P * units)
-        stats = any(key in accs for key in STATS)
-        runs = []
-        for j, s in enumerate(self.seen):
-            tw, tb = np.zeros(units), np.zeros(units)
-            runs.append((s["scalars"], tw, tb, np.empty((4, units)) if stats else None,
-                         accs[("outputs", "y")][j].block_args(lo, units, channels=True),
-                         accs[("grads", "x")][j].block_args(lo, units, channels=True)))
+        runs = self._runs(accs, units, units, lo, units, channels=True)
         figures = self.mod.judge_rows(self.api, x, dy, self.kind, k.P, 2, kw, kb, k.eps, sxy, sy, kw, kb, units, 1,
                                       tuple(runs))
         dw, db = (None if a is None else k.fold(a, units) for a in (sxy, sy))
@@ -116,6 +103,16 @@ class Pipeline:
             for name, ref, E in (("weight", dw, tw), ("bias", db, tb)):
                 if ("grads", name) in accs:
                     accs[("grads", name)][j].add(ref, E, lo, axis=0)
+
+
+    def _runs(self, accs, terms, rows, *block, **channels):
+        """judge_rows' contracts: per contract its bounds' scalars, its parameter terms (``terms`` zeros each for
+        the weight and the bias), room for the rows' mean and rstd and their bounds if judged, and y's and dx's
+        ``block_args`` of ``block``."""
+        stats = any(key in accs for key in STATS)
+        return [(s["scalars"], np.zeros(terms), np.zeros(terms), np.empty((4, rows)) if stats else None,
+                 *(accs[name][j].block_args(*block, **channels) for name in (("outputs", "y"), ("grads", "x"))))
+                for j, s in enumerate(self.seen)]
 
 
 def _absorb(accs, j, figures, stats, start, **axis):

@@ -406,6 +406,12 @@ class RowKernel:
     fold: Callable[[np.ndarray, int], np.ndarray]
 
 
+def sum_over_batch(sums: np.ndarray, nb: int, nc: int) -> np.ndarray:
+    """A per-channel parameter gradient from its sums per (n, channel) (n-major): summed over n, the order
+    of sum(axis=(0, 2, ...))."""
+    return sums.reshape(nb, nc).sum(axis=0)
+
+
 def flat(a: np.ndarray | None) -> np.ndarray | None:
     """A small parameter or statistic as a flat C-contiguous float64 array (no copy when it is one)."""
     return None if a is None else np.ascontiguousarray(a, dtype=np.float64).reshape(-1)

@@ -215,7 +215,7 @@ def row_kernel(inputs, config) -> C.RowKernel | None:
     nb, nc = x.shape[:2]
     if C.native() is None or nc == 1 or x.size // nc < 2:
         return None
-    return C.RowKernel(nb, True, C.flat(w), C.flat(b), eps, 1, lambda sums, units: sums.reshape(nb, units).sum(axis=0))
+    return C.RowKernel(nb, True, C.flat(w), C.flat(b), eps, 1, lambda sums, units: C.sum_over_batch(sums, nb, units))
 
 
 def _forward(inputs, config, state, training):

@@ -110,16 +110,10 @@ def backward(dy, x, weight, rstd, *, num_groups: int, with_bias: bool, centre=No
     dx = _pool.empty(x.shape)
     sxy, sy = lay.backward(x, dy, dx, _per_group(weight, nb, g), m0, c, rstd.reshape(-1, 1, 1),
                            want_dw=weight is not None, want_db=with_bias)
-    fold = (lambda p: p.reshape(1)) if lay.one_block else (lambda p: _fold(p, nb, nc))
+    fold = (lambda p: p.reshape(1)) if lay.one_block else (lambda p: C.sum_over_batch(p, nb, nc))
     dweight = None if weight is None else fold(sxy)
     dbias = fold(sy) if with_bias else None
     return dx, dweight, dbias
-
-
-def _fold(sums, nb, nc):
-    """The parameter gradient from the per-(n, channel) sums over the spatial axes: summed over n, the order
-    of sum(axis=(0, 2, ...))."""
-    return sums.reshape(nb, nc).sum(axis=0)
 
 
 def row_kernel(inputs, config) -> C.RowKernel | None:
@@ -136,7 +130,7 @@ def row_kernel(inputs, config) -> C.RowKernel | None:
     p, q = nc // g, m // (nc // g)
     if p > 1 and not fused.segments_aligned(p * q, q):
         return None
-    return C.RowKernel(p, True, C.flat(w), C.flat(b), eps, g, lambda sums, units: _fold(sums, units, nc))
+    return C.RowKernel(p, True, C.flat(w), C.flat(b), eps, g, lambda sums, units: C.sum_over_batch(sums, units, nc))
 
 
 def _forward(inputs, config, state, training):
