@@ -9,6 +9,9 @@ oracle_check   -- compare refnorm's outputs and gradients with the oracle, error
 """
 from __future__ import annotations
 
+import os
+import sys
+
 import mpmath
 import numpy as np
 import pytest
@@ -232,3 +235,72 @@ class StrictTestBackend:
     def contract(self, call):
         from refnorm.check.backends.base import Contract
         return Contract("strict", "block")
+
+
+# ------------------------------------------------------------------ runners that never leak a process
+def descendants(pid) -> set:
+    """Every process below ``pid`` (its children, theirs, ...), read from /proc."""
+    out, changed = {pid}, True
+    while changed:
+        changed = False
+        for p in os.listdir("/proc"):
+            if not p.isdigit() or int(p) in out:
+                continue
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid in out:
+                out.add(int(p))
+                changed = True
+    return out - {pid}
+
+
+def living(pids) -> list:
+    """The processes of ``pids`` still running (a zombie has ended)."""
+    alive = []
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    alive.append(p)
+        except OSError:
+            pass
+    return alive
+
+
+def kill_runner_and_count_survivors(code, *, cwd, workers, sig, within=5.0, start_limit=120.0):
+    """Run the Python ``code`` in a child process (the runner), wait until it has at least ``workers``
+    descendant processes and they have settled (a hung worker), send the runner ``sig``, and return the
+    descendants still running ``within`` seconds later (each is then killed, so a failing test leaves
+    nothing either). The runner's own output goes to a pipe that is drained."""
+    import signal
+    import subprocess
+    import time
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=cwd, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    seen = set()
+    try:
+        deadline = time.monotonic() + start_limit
+        while time.monotonic() < deadline and proc.poll() is None:
+            seen = descendants(proc.pid)
+            if len(seen) >= workers:
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, f"the runner ended before its workers started (exit {proc.returncode})"
+        assert len(seen) >= workers, f"only {len(seen)} worker processes started within {start_limit} s"
+        time.sleep(3.0)                                  # the call is sent and the worker hangs in it
+        seen |= descendants(proc.pid)
+        os.kill(proc.pid, sig)
+        proc.wait(30)
+        time.sleep(within)
+        return living(seen)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for p in seen:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass

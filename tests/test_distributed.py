@@ -295,3 +295,19 @@ def test_the_proof_fails_for_a_merge_that_is_not_count_weighted(monkeypatch):
     with pytest.raises(_proof.ProofError, match=r"split \(1, 2\)"):
         P._sync_bn(3, (1, 2))
     P._sync_bn(2, (1, 1))              # equal shards: the same statistics, no error (E08 needs unequal counts)
+
+
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+def test_no_rank_outlives_a_killed_runner(sig):
+    """Issue 35: the runner killed while a rank hangs (and its peer waits in a collective) leaves no
+    process behind within 5 s: not the ranks, the fork server nor the resource tracker (before: all four
+    lived on until gloo's own timeout, the ranks holding the fork server's "alive" pipe)."""
+    import signal
+
+    from helpers import kill_runner_and_count_survivors
+    code = ("import sys; sys.path.insert(0, 'tests')\n"
+            "from planted.distributed import Faulty, run\n"
+            "run(Faulty('hang', rank=1, op='layer_norm'), world_size=2,"
+            " texts=['sequence unequal layer_norm shape=12x16'], timeout=600.0)\n")
+    left = kill_runner_and_count_survivors(code, cwd=ROOT, workers=4, sig=getattr(signal, sig))
+    assert left == [], f"processes left 5 s after the runner got {sig}: {left}"

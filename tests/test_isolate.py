@@ -69,3 +69,21 @@ def test_isolate_refuses_what_cannot_reach_a_worker():
         pass
     with pytest.raises(Exception, match="cannot be sent to a worker process"):
         Isolated(Local())
+
+
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+def test_no_worker_outlives_a_killed_runner(sig):
+    """Issue 35: the runner killed (SIGKILL: an OOM kill; SIGTERM: subprocess.run's timeout) while its
+    worker hangs in a call leaves no process behind within 5 s (the fork server, the resource tracker
+    and the worker: refnorm/check/supervise.py)."""
+    from helpers import kill_runner_and_count_survivors
+    code = ("import sys; sys.path[:0] = ['tests', '.']\n"
+            "from test_isolate import Fragile\n"
+            "from refnorm.check.core import run_generated\n"
+            "from refnorm.check.isolate import Isolated\n"
+            "from refnorm.golden import generate as G\n"
+            "run_generated(Isolated(Fragile(), timeout=600.0), [G.parse('layer_norm shape=6x16 dtype=float32')],"
+            " timeout=600.0)\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    left = kill_runner_and_count_survivors(code, cwd=root, workers=2, sig=getattr(signal, sig))
+    assert left == [], f"processes left 5 s after the runner got {sig}: {left}"

@@ -15,7 +15,8 @@ from its first call; starting a group has its own limit, 120 s), or dies makes t
 naming the rank; the group is then torn down (every rank process asked to stop, then terminated,
 killed, and joined) and a fresh one is started before the next case, so the remaining cases still run. A rank returning a wrongly shaped array is an error of the case too; every
 rank answered then, so the group is healthy and kept. Rank processes are daemonic, die with the
-runner (Linux: PR_SET_PDEATHSIG) and are always joined before ``run_distributed`` returns.
+runner, even a hung rank of a SIGKILLed runner (``supervise.worker_setup``), and are always joined
+before ``run_distributed`` returns.
 Bad input (exit 2 at the command line): a world size below 2 or larger than a case can be split into,
 a port already in use, a backend that is not distributed (``DistError``, ``SplitError``).
 """
@@ -34,6 +35,7 @@ from ..golden import generate
 from . import core
 from .backends.base import Returned
 from .backends.dist import ShardCall, is_distributed
+from .supervise import last_line, runner_pid, serve, worker_setup
 
 
 class DistError(RefnormError):
@@ -59,18 +61,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent():
-    try:                                            # Linux: SIGKILL this process when the runner dies
-        import ctypes
-        import signal
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG = 1
-    except Exception:                               # noqa: BLE001 - best effort elsewhere
-        pass
-
-
-def _rank_main(rank, world, port, device, blob, conn):
+def _rank_main(rank, world, port, device, blob, conn, parent_pid=None):
     """One rank: join the group, then run calls from ``conn`` until None (or the pipe closes)."""
-    _die_with_parent()
+    worker_setup(parent_pid)
     try:
         from .backends import torch_group
         group = torch_group.init(rank, world, port, device)
@@ -79,10 +72,8 @@ def _rank_main(rank, world, port, device, blob, conn):
     except BaseException as e:                      # noqa: BLE001
         conn.send(("raised", f"rank {rank} could not join the group: {type(e).__name__}: {e}"))
         return
-    from .isolate import _last_line, serve
-
     def failed(e):
-        tb = _last_line()
+        tb = last_line()
         return ("raised", f"{type(e).__name__}: {e}".strip() + ("" if tb.startswith(type(e).__name__) else f" ({tb})"))
     serve(conn, lambda call: backend.run(call, rank=rank, group=group), failed)
     try:
@@ -128,7 +119,7 @@ class Pool:
         ctx = _context()
         for r in range(self.world):
             parent, child = ctx.Pipe()
-            p = ctx.Process(target=_rank_main, args=(r, self.world, port, self.device, self.blob, child),
+            p = ctx.Process(target=_rank_main, args=(r, self.world, port, self.device, self.blob, child, runner_pid()),
                             daemon=True, name=f"refnorm-rank{r}")
             p.start()
             self.pids.append(p.pid)

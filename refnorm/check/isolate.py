@@ -7,8 +7,9 @@ backend and waits at most ``timeout`` seconds for the result. When the worker di
 fault, an abort, the kernel's out-of-memory killer) the call raises ``BackendCrashed`` naming the
 signal or exit status; when it does not answer in time the worker is killed and the call raises
 ``core.CaseTimeout``. ``check_case`` makes either an error of that case, and the next call starts a
-fresh worker, so the remaining cases still run. A worker dies with this process (Linux:
-PR_SET_PDEATHSIG) and ``close`` joins it; no process is left behind.
+fresh worker, so the remaining cases still run. A worker dies with this process, even when it hangs
+and this process is SIGKILLed (``supervise.worker_setup``), and ``close`` joins it; no process is left
+behind.
 
 Workers start from multiprocessing's "forkserver" with torch imported once (every later start forks
 from it: no torch thread pool has run there), "spawn" where there is no forkserver. The backend object
@@ -18,54 +19,20 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import pickle
-import signal
-import traceback
 
 from ..errors import RefnormError
+from .supervise import describe_exit, last_line, runner_pid, serve, worker_setup
 
 
 class BackendCrashed(Exception):
     """The backend's process died while it ran a call."""
 
 
-def _describe(exitcode) -> str:
-    if exitcode is None:
-        return "it did not exit"
-    if exitcode < 0:
-        try:
-            return f"killed by {signal.Signals(-exitcode).name}"
-        except ValueError:
-            return f"killed by signal {-exitcode}"
-    return f"exit status {exitcode}"
-
-
-def serve(conn, run, failed) -> None:
-    """A worker's loop: answer each call from ``conn`` with ("ok", run(call)), or with ``failed(e)`` when
-    it raises (any exception: reported to the parent, never hidden), until None or the pipe closes. The
-    last line of the exception's traceback is ``traceback.format_exc`` within ``failed``."""
-    while True:
-        try:
-            call = conn.recv()
-        except (EOFError, OSError):
-            break
-        if call is None:
-            break
-        try:
-            conn.send(("ok", run(call)))
-        except BaseException as e:                   # noqa: BLE001 - reported to the parent, never hidden
-            conn.send(failed(e))
-
-
-def _last_line() -> str:
-    return traceback.format_exc(limit=2).strip().splitlines()[-1]
-
-
-def _worker(blob, conn):
-    from .distributed import _die_with_parent
-    _die_with_parent()
+def _worker(blob, conn, parent_pid=None):
+    worker_setup(parent_pid)
     backend = pickle.loads(blob)
     serve(conn, backend.run, lambda e: ("notimpl", str(e)) if isinstance(e, NotImplementedError)
-          else ("raised", (type(e).__name__, f"{e}".strip(), _last_line())))
+          else ("raised", (type(e).__name__, f"{e}".strip(), last_line())))
 
 
 def _context():
@@ -101,7 +68,7 @@ class Isolated:
     def _start(self):
         ctx = _context()
         parent, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker, args=(self._blob, child), daemon=True)
+        self.proc = ctx.Process(target=_worker, args=(self._blob, child, runner_pid()), daemon=True)
         self.proc.start()
         child.close()
         self.conn = parent
@@ -121,7 +88,7 @@ class Isolated:
             except (EOFError, OSError):
                 self.proc.join(5)
                 raise BackendCrashed(f"the backend's process died while it ran the call "
-                                     f"({_describe(self.proc.exitcode)})") from None
+                                     f"({describe_exit(self.proc.exitcode)})") from None
             done = True
         finally:
             if not done:
