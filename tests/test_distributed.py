@@ -203,8 +203,23 @@ def test_a_faulty_rank_errors_its_case_and_the_rest_still_run(fault):
             "die": "rank 1 died (exit code 7)",
             "shape": "rank 1 returned output 'y' of shape (3,): the ranks' shards [(4, 16), (3,)] do not join"}[fault]
     assert want in msg and msg.endswith("[split [4, 8] over 2 ranks]"), msg
+    if fault == "hang":                     # the hung rank named first, where it hangs; its peer waits for it
+        assert msg.startswith("step 0: rank 1 did not return within the time limit (--timeout): it is in run, "
+                              "planted/distributed.py:"), msg
+        assert "rank 0 waits for a peer in a collective: all_reduce" in msg, msg
+        assert st["layer_norm"].seconds < 5.0 + 2.0     # the time limit, not the group's (re)start
     assert rep.group_starts == (1 if fault == "shape" else 2)
     assert _all_gone(rep.rank_pids), rep.rank_pids
+
+
+def test_ranks_disagreeing_on_a_replicated_array_fail_the_case_naming_the_step():
+    from planted.distributed import Faulty, run
+    rep = run(Faulty("disagree", rank=1, op="layer_norm"), world_size=2,
+              texts=["sequence unequal layer_norm shape=12x16"], timeout=30.0)
+    (c,) = rep.cases
+    assert c.status == "failed", (c.status, c.message)
+    assert "the ranks disagree on replicated arrays (rank 0's judged): step 0: grads weight: rank 1" in c.message
+    assert _all_gone(rep.rank_pids)
 
 
 # --------------------------------------------------------------------------------- bad input

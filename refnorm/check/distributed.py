@@ -24,8 +24,11 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing as mp
+import os
 import pickle
+import shutil
 import socket
+import tempfile
 import time
 from multiprocessing.connection import wait
 
@@ -35,7 +38,7 @@ from ..golden import generate
 from . import core
 from .backends.base import Returned
 from .backends.dist import ShardCall, is_distributed
-from .supervise import last_line, runner_pid, serve, worker_setup
+from .supervise import ask_stack, last_line, runner_pid, serve, stack_file, where, worker_setup
 
 
 class DistError(RefnormError):
@@ -61,9 +64,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank_main(rank, world, port, device, blob, conn, parent_pid=None):
+def _rank_main(rank, world, port, device, blob, conn, parent_pid=None, stack_path=None):
     """One rank: join the group, then run calls from ``conn`` until None (or the pipe closes)."""
     worker_setup(parent_pid)
+    keep = stack_file(stack_path)                   # noqa: F841 - faulthandler writes to it on request
     try:
         from .backends import torch_group
         group = torch_group.init(rank, world, port, device)
@@ -107,6 +111,7 @@ class Pool:
                             f"{type(e).__name__}: {e} (a distributed backend must be picklable: a module-level "
                             "class or instance)") from None
         self.procs, self.conns, self.starts, self.pids = [], [], 0, []
+        self.stacks = None                          # the ranks' stack files (supervise.stack_file)
 
     @property
     def up(self) -> bool:
@@ -117,9 +122,11 @@ class Pool:
         if self.fixed_port and not self.starts and not port_free(port):     # a rebuild reuses it (TIME_WAIT)
             raise DistError(f"--port {port}: already in use; expected a free TCP port on 127.0.0.1")
         ctx = _context()
+        self.stacks = tempfile.mkdtemp(prefix="refnorm-ranks-")
         for r in range(self.world):
             parent, child = ctx.Pipe()
-            p = ctx.Process(target=_rank_main, args=(r, self.world, port, self.device, self.blob, child, runner_pid()),
+            p = ctx.Process(target=_rank_main, args=(r, self.world, port, self.device, self.blob, child, runner_pid(),
+                                                     os.path.join(self.stacks, f"rank{r}.stack")),
                             daemon=True, name=f"refnorm-rank{r}")
             p.start()
             self.pids.append(p.pid)
@@ -151,8 +158,7 @@ class Pool:
                 break
             left = (grace_end if grace_end is not None else deadline) - now
             if left <= 0:
-                faults.update({r: f"rank {r} did not {what} within the time limit (--timeout)"
-                               for r in sorted(pending.values())})
+                faults.update(self._late(sorted(pending.values()), what))
                 break
             ready = wait(list(pending) + [s for s, r in sentinels.items() if r in pending.values()], timeout=left)
             for obj in ready:
@@ -178,9 +184,25 @@ class Pool:
             if faults and grace_end is None:
                 grace_end = time.monotonic() + 0.5
         if faults:
-            order = sorted(faults, key=lambda r: ("died" not in faults[r], "within" in faults[r], r))
+            order = sorted(faults, key=lambda r: ("died" not in faults[r], "in a collective" in faults[r],
+                                                  "within" in faults[r], r))
             raise RankFault("; ".join(faults[r] for r in order))
         return replies
+
+    def _late(self, ranks, what) -> dict:
+        """The ranks that did not answer in time, each with where it is (``supervise.where``): the rank
+        hung in the backend's own code is told from the ranks waiting for it in a collective."""
+        for r in ranks:
+            ask_stack(self.procs[r].pid)
+        time.sleep(0.3)
+        out = {}
+        for r in ranks:
+            at = where(os.path.join(self.stacks, f"rank{r}.stack")) if self.stacks else None
+            if at and at.startswith("waits"):
+                out[r] = f"rank {r} {at} (the time limit passed)"
+            else:
+                out[r] = f"rank {r} did not {what} within the time limit (--timeout)" + (f": {at}" if at else "")
+        return out
 
     def call(self, calls, deadline):
         if not self.up:
@@ -219,6 +241,9 @@ class Pool:
         for c in self.conns:
             c.close()
         self.procs, self.conns = [], []
+        if self.stacks:
+            shutil.rmtree(self.stacks, ignore_errors=True)
+            self.stacks = None
 
 
 class _Gathered:
@@ -230,7 +255,7 @@ class _Gathered:
         self.name = getattr(backend, "name", type(backend).__name__)
         self.forward_only = getattr(backend, "forward_only", False)
         self.timeout, self.deadline = timeout or 1e9, None
-        self.disagree = []
+        self.disagree, self.steps, self.start_seconds = [], 0, 0.0
 
     def _shards(self, call):
         parts = {p: D.shard(self.d, p, getattr(call, a), self.sizes)
@@ -248,7 +273,9 @@ class _Gathered:
 
     def run(self, call):
         if not self.pool.up:
+            t0 = time.perf_counter()
             self.pool.start()                       # its own limit (start_timeout), not the case's
+            self.start_seconds += time.perf_counter() - t0      # nor its time
         if self.deadline is None:                   # the case's limit runs from its first call
             self.deadline = time.monotonic() + self.timeout
         rets = self.pool.call(self._shards(call), self.deadline)
@@ -258,7 +285,8 @@ class _Gathered:
         out = {}
         for part in ("outputs", "grads", "state"):
             out[part], bad = D.gather(self.d, part, [dict(getattr(ret, part)) for ret in rets])
-            self.disagree += bad
+            self.disagree += [f"step {self.steps}: {b}" for b in bad]
+        self.steps += 1
         return Returned(out["outputs"], out["grads"], out["state"])
 
 
@@ -294,6 +322,7 @@ class Session:
         g = _Gathered(self.backend, self.pool, d, sizes, self.timeout)
         variants = PD.bound(d.parallel, sizes) if self.diagnose else None
         res = core.check_case(g, case, timeout=None, diagnose=self.diagnose, variants=variants)
+        res.seconds = max(0.0, res.seconds - g.start_seconds)     # a case's time excludes starting its group
         if res.status == "error" and "RankFault" in res.message:
             res.message = res.message.replace("backend raised RankFault: ", "")
             res.message += "; the process group was torn down and rebuilt"

@@ -16,12 +16,18 @@ What a worker process does (``worker_setup``, first thing in the worker):
   worker's parent is. tests/test_isolate.py and tests/test_distributed.py SIGKILL a runner with a hung
   worker and find no process left within 5 s.
 * **It answers calls** (``serve``) until told to stop or until its pipe closes.
+* **It says where it is** when asked (``stack_file``, ``where``): a worker that did not answer in time
+  is sent SIGUSR1, Python's ``faulthandler`` writes its main thread's stack to a file the runner reads,
+  and the runner tells a rank hung in the backend's own code from a rank waiting in a collective for
+  it ("rank 1 did not return ...: it is in run, planted/distributed.py:109; rank 0 waits for a peer
+  in a collective: all_reduce, torch/distributed/distributed_c10d.py:3252").
 
 Nothing here imports a framework.
 """
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -122,3 +128,67 @@ def serve(conn, run, failed) -> None:
             conn.send(answer)
         except OSError:                              # the runner has gone (its end of the pipe closed)
             break
+
+
+# ------------------------------------------------------------------ where is a worker?
+STACK_SIGNAL = getattr(signal, "SIGUSR1", None)
+COLLECTIVE = ("torch/distributed/", "torch\\distributed\\")     # a frame there: waiting for a peer
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+
+
+def stack_file(path):
+    """In a worker: write this process's main thread's stack to ``path`` when it gets STACK_SIGNAL
+    (``faulthandler``, from its C signal handler, so a worker stuck in C code holding the GIL still
+    answers). Returns the open file, which the worker must keep; None where there is no such signal."""
+    if STACK_SIGNAL is None or path is None:
+        return None
+    import faulthandler
+    f = open(path, "w")                               # noqa: SIM115 - kept open for the worker's life
+    f.write(f"main 0x{threading.main_thread().ident:016x}\n")
+    f.flush()
+    faulthandler.register(STACK_SIGNAL, file=f, all_threads=True, chain=False)
+    return f
+
+
+def ask_stack(pid) -> None:
+    """In the runner: ask the worker ``pid`` for its stack (``stack_file``)."""
+    if STACK_SIGNAL is not None:
+        try:
+            os.kill(pid, STACK_SIGNAL)
+        except OSError:
+            pass
+
+
+def where(path) -> str | None:
+    """What the worker's stack file at ``path`` says of its main thread, in words: "waits for a peer in a
+    collective: FUNC, FILE:LINE" when its innermost frame is in torch.distributed, else "it is in FUNC,
+    FILE:LINE" (the innermost frame of the code it hangs in). None when nothing was written."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return None
+    head, _, dumps = text.partition("\n")
+    main = head.split()[-1] if head.startswith("main ") else None
+    block = None
+    for chunk in re.split(r"\n(?=(?:Current thread|Thread) 0x)", dumps):
+        first = chunk.strip().splitlines()[:1]
+        if first and main and main in first[0]:
+            block = chunk
+    if block is None:
+        return None
+    frames = [m for m in map(_FRAME.match, block.splitlines()) if m]
+    if not frames:
+        return None
+    inner = frames[0]
+    spot = f"{inner['func']}, {_short(inner['file'])}:{inner['line']}"
+    if any(c in inner["file"] for c in COLLECTIVE):
+        return f"waits for a peer in a collective: {spot}"
+    own = next((m for m in frames if not any(c in m["file"] for c in COLLECTIVE) and "/threading.py" not in m["file"]
+                and "/multiprocessing/" not in m["file"]), inner)
+    return f"it is in {own['func']}, {_short(own['file'])}:{own['line']}"
+
+
+def _short(path: str) -> str:
+    parts = path.replace("\\", "/").split("/")
+    return "/".join(parts[-3:]) if "site-packages" in parts else "/".join(parts[-2:])

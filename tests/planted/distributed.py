@@ -112,6 +112,11 @@ class Faulty(TorchDistBackend):
             if self.fault == "shape":
                 ret = super().run(call, rank=rank, group=group)
                 return Returned({**ret.outputs, "y": np.zeros((3,), dtype=np.float32)}, ret.grads, ret.state)
+            if self.fault == "disagree":                # a replicated array one ulp off rank 0's copy
+                ret = super().run(call, rank=rank, group=group)
+                w = np.asarray(ret.grads["weight"])
+                return Returned(ret.outputs, {**ret.grads, "weight": np.nextafter(w, np.inf).astype(w.dtype)},
+                                ret.state)
         return super().run(call, rank=rank, group=group)
 
 
