@@ -25,6 +25,8 @@ Frameworks are imported only inside the adapters' methods, never by ``import ref
 """
 from __future__ import annotations
 
+import shlex
+import weakref
 from functools import partial
 
 from ...errors import UnknownNameError
@@ -76,15 +78,45 @@ def get_backend(name: str, options=None):
     from . import plugin
     options = dict(options or {})
     if name in BUILTIN:
-        return plugin.build(BUILTIN[name], repr(name), options)
-    if ":" in name:
-        return plugin.load_import_path(name, options)
-    backend = plugin.load_entry_point(name, options)
+        backend = plugin.build(BUILTIN[name], repr(name), options)
+    elif ":" in name:
+        backend = plugin.load_import_path(name, options)
+    else:
+        backend = plugin.load_entry_point(name, options)
     if backend is not None:
+        _remember(backend, name, options)
         return backend
     known = ", ".join((*BUILTIN, *plugin.entry_point_names()))
     raise UnknownNameError(f"unknown backend {name!r}; expected one of: {known}, "
                            "or package.module:attr (a backend object, class or factory)")
+
+
+_LOADED = weakref.WeakValueDictionary()       # id -> a backend get_backend made (while it lives)
+_LOADED_AS = {}                                # id -> the --backend argument that loads it again
+
+
+def _remember(backend, name, options) -> None:
+    import json
+    def text(v):                               # as parse_options reads it back
+        if isinstance(v, str):
+            try:
+                json.loads(v)
+            except ValueError:
+                return v
+        return json.dumps(v)
+    arg = name + "".join(f" --backend-option {shlex.quote(f'{k}={text(v)}')}" for k, v in options.items())
+    try:
+        _LOADED[id(backend)] = backend
+    except TypeError:                          # not weak-referenceable: reproduced in Python instead
+        return
+    _LOADED_AS[id(backend)] = arg
+
+
+def loaded_as(backend) -> str | None:
+    """The ``refnorm check --backend`` argument (with its ``--backend-option``s) that loads ``backend``
+    again when ``get_backend`` made it; None for a backend built in Python (``from_torch`` in a script),
+    which no command line can name."""
+    return _LOADED_AS.get(id(backend)) if _LOADED.get(id(backend)) is backend else None
 
 
 def from_torch(fn, op, **kw):
