@@ -19,7 +19,8 @@
 
 A user's kernel: ``package.module:attr`` or an entry point (``plugin.py``), with ``--backend-option
 KEY=VALUE`` for its factory; a torch callable or ``torch.autograd.Function`` in one line:
-``from_torch(fn, op, contract=...)`` (``torch_function.py``).
+``from_torch(fn, op, contract=...)`` (``torch_function.py``); an ``nn.Module`` instance:
+``from_module(module, op, contract=...)`` (``torch_module.py``).
 
 Frameworks are imported only inside the adapters' methods, never by ``import refnorm``.
 """
@@ -126,4 +127,12 @@ def from_torch(fn, op, **kw):
     return make(fn, op, **kw)
 
 
-__all__ = ["Backend", "Call", "Contract", "Returned", "complete_config", "from_torch", "get_backend", "names"]
+def from_module(module, op, **kw):
+    """A backend from a torch ``nn.Module`` instance, its parameters set from each case (``torch_module.py``,
+    imported lazily)."""
+    from .torch_module import from_module as make
+    return make(module, op, **kw)
+
+
+__all__ = ["Backend", "Call", "Contract", "Returned", "complete_config", "from_module", "from_torch", "get_backend",
+           "names"]
