@@ -262,20 +262,7 @@ def test_from_torch_maps_options_keeps_strides_and_skips_what_it_does_not_pass()
 def test_from_torch_takes_an_autograd_function_and_masks_as_bool():
     torch = _torch()
 
-    class LN(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, weight, bias, normalized_shape, eps):
-            y, mean, rstd = torch.native_layer_norm(x, normalized_shape, weight, bias, eps)
-            ctx.save_for_backward(x, weight, bias, mean, rstd)
-            ctx.ns = normalized_shape
-            return y
-
-        @staticmethod
-        def backward(ctx, dy):
-            x, weight, bias, mean, rstd = ctx.saved_tensors
-            dx, dw, db = torch.ops.aten.native_layer_norm_backward(
-                dy, x, ctx.ns, mean, rstd, weight, bias, [True, weight is not None, bias is not None])
-            return dx, dw, db, None, None
+    LN = _kernels().LayerNormFunction                # torch.native_layer_norm and its backward
     b = from_torch(LN, "layer_norm", contract="strict", signature=("x", "weight", "bias", "normalized_shape", "eps"))
     assert b.keywords == {}                          # apply() takes positional arguments only
     rep = run_check(b, GOLDEN, ops=["layer_norm"], dtypes=["float32", "float64"])

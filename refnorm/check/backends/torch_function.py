@@ -13,8 +13,9 @@ exactly its values (never a rounding) and keeping its memory layout (strides and
 hands strided, transposed and channels_last arrays, refnorm/golden/layouts.py), the activations (``x``;
 ``v`` and ``g`` of weight_norm) in the case dtype, the parameters (``weight``, ``bias``) in the case dtype
 or, with ``param_dtype="float32"``, in float32 for float16/bfloat16 cases (mixed precision), masks
-(unified_norm's ``pad_mask``) as ``torch.bool`` (``mask_dtype="case"``: 0/1 in the case dtype). ``fn``
-is called with them and with the options, then the gradient of every floating input is taken by
+(``spec.masks``: unified_norm's ``pad_mask``, add_norm's keep-masks ``mask``/``mask1``) as ``torch.bool``
+(``mask_dtype="case"``: 0/1 in the case dtype), never differentiated. ``fn`` is called with them
+and with the options, then the gradient of every floating input is taken by
 ``torch.autograd.grad`` with the case's cotangent, and outputs and gradients come back as NumPy arrays
 in the dtype ``fn`` returned them in.
 

@@ -48,14 +48,15 @@ def from_module(module, op: str, *, contract, params: Mapping[str, str] | None =
     params = dict(params) if params is not None else {k: k for k in PARAMS if k in spec.inputs and k in own}
     bad = [f"{k!r} -> {p!r}" for k, p in params.items() if k not in spec.inputs or p not in own]
     if bad:
-        raise ValueError(f"from_module: params {', '.join(bad)}: expected {op}'s input names ({', '.join(spec.inputs)}) "
-                         f"mapped to the module's parameters ({', '.join(own) or 'none'})")
+        raise ValueError(f"from_module: params {', '.join(bad)}: expected {op}'s input names "
+                         f"({', '.join(spec.inputs)}) mapped to the module's parameters ({', '.join(own) or 'none'})")
     bad = [k for k in inputs if k not in spec.inputs or k in params]
     if bad:
         raise ValueError(f"from_module: inputs {bad}: expected {op}'s inputs other than the parameters {list(params)}")
     fixed = _fixed_options(module, spec, own.get(params.get("weight", "")), fixed)
     names = (*inputs, *params)
     label = kw.pop("name", None) or f"torch:{type(module).__name__}"
+    user = kw.pop("supports", None)
 
     def fn(*args, **options):                 # options: checked against ``fixed`` by supports, never used
         given = dict(zip(names, args))
@@ -70,7 +71,6 @@ def from_module(module, op: str, *, contract, params: Mapping[str, str] | None =
         if absent:
             return f"input(s) {absent} not given: {label} always applies its own parameter(s) {absent}"
         return user(call) if user is not None else None
-    user = kw.pop("supports", None)
     return from_torch(fn, op, contract=contract, name=label, signature=names, options=tuple(fixed),
                       supports=supports, **kw)
 
