@@ -30,13 +30,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import registry
 from .check import report as R
+from .check.backends import loaded_as
 from .check.backends.base import Contract
 from .check.core import failure_message, judge_call, partial_message
 from .check.precision import RANK, dtype_name
 from .errors import RefnormError
 
-NOT_DIFFERENTIABLE = ("pad_mask",)         # inputs whose gradient is not part of the contract (a 0/1 mask)
+
+def not_differentiable(op) -> tuple:
+    """The inputs of ``op`` whose gradient is not part of the contract: its masks (``NormSpec.masks``:
+    unified_norm's pad_mask, add_norm's keep-masks mask and mask1; 0/1 samples)."""
+    return tuple(registry.get(op).masks)
 
 
 def case_dtype(inputs) -> str:
@@ -62,9 +68,11 @@ def assert_close_to_reference(op, inputs, outputs, *, config=None, grads=None, c
     config, cotangents, state = dict(config or {}), dict(cotangents or {}), dict(state or {})
     inputs = {k: np.asarray(v) for k, v in inputs.items()}
     dtype = dtype or case_dtype(inputs)
+    masks = not_differentiable(op)
+
     def compare(ref):        # what the reference returns for this call (of its first row, in blocks)
         return {"outputs": tuple(ref.outputs),
-                "grads": tuple(k for k in ref.grads if k not in NOT_DIFFERENTIABLE) if grads is not None else (),
+                "grads": tuple(k for k in ref.grads if k not in masks) if grads is not None else (),
                 "state": tuple(ref.state) if new_state is not None else ()}
     got = {"outputs": dict(outputs), "grads": dict(grads or {}), "state": dict(new_state or {})}
     arrays, unchecked = [], []
@@ -77,7 +85,7 @@ def assert_close_to_reference(op, inputs, outputs, *, config=None, grads=None, c
     except (ValueError, TypeError) as e:
         raise AssertionError(f"{where}: {e}") from None
     unknown = sorted(f"{part} {k!r}" for part, d in got.items() for k in d
-                     if k not in compare[part] and k not in NOT_DIFFERENTIABLE)
+                     if k not in compare[part] and not (part == "grads" and k in masks))
     if unknown:
         raise AssertionError(f"{where}: {op} has no {', '.join(unknown)} for this call")
     if any(not a.passed for a in arrays):
@@ -99,7 +107,7 @@ def assert_generated_case_passes(backend, recipe: str, *, allow_partial=False, t
     res = run_generated(backend, [generate.parse(recipe)], timeout=timeout).cases[0]
     if res.status == "passed" or (allow_partial and res.status == "partial"):
         return res
-    raise AssertionError(R.case_text(res, getattr(backend, "name", type(backend).__name__)))
+    raise AssertionError(R.case_text(res, loaded_as(backend)))
 
 
 def assert_backend_passes(backend, *, ops=None, dtypes=None, case_ids=None, golden=None, layout="contiguous",
@@ -109,7 +117,8 @@ def assert_backend_passes(backend, *, ops=None, dtypes=None, case_ids=None, gold
     ``dtypes``, ``case_ids`` and ``layout`` select as its ``--ops``, ``--dtypes``, ``--case`` and
     ``--layout``; ``expect_failures`` is a known-failures file (or a list's bare name). Returns the
     ``Report``. AssertionError with the check's text (every failed or errored case, its worst elements
-    and reproduce command) unless every judged case passed (partial ones too with ``allow_partial``);
+    and how to reproduce it: ``refnorm check --backend ...`` for a backend ``get_backend`` loaded, else
+    this call with ``case_ids=[...]``) unless every judged case passed (partial ones too with ``allow_partial``);
     also when nothing was judged (every case skipped: the skip reasons are in the message) and when the
     backend is unavailable."""
     from .check.core import apply_expected_failures, read_expected_failures, run_check
@@ -118,7 +127,7 @@ def assert_backend_passes(backend, *, ops=None, dtypes=None, case_ids=None, gold
     reason = backend.available()
     if reason:
         raise AssertionError(f"backend {name} is unavailable: {reason}")
-    golden = golden or store.find_golden()
+    given, golden = golden, golden or store.find_golden()
     report = run_check(backend, golden, ops=ops, dtypes=dtypes, case_ids=case_ids, timeout=timeout, layout=layout)
     if expect_failures is not None:
         expected = read_expected_failures(store.find_expected_failures(expect_failures))
@@ -126,6 +135,6 @@ def assert_backend_passes(backend, *, ops=None, dtypes=None, case_ids=None, gold
     if report.verdict == "ok" or (allow_partial and report.verdict == "partial"):
         return report
     parts = [R.summary_line(report, accept_partial=allow_partial), R.table(report)]
-    parts += [t for t in (R.failures(report, name, golden), "" if allow_partial else R.partials(report),
+    parts += [t for t in (R.failures(report, loaded_as(backend), given), "" if allow_partial else R.partials(report),
                           R.skips(report)) if t]
     raise AssertionError("\n".join(parts))

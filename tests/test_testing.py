@@ -182,3 +182,30 @@ def test_strategy_arguments_are_checked():
 def test_forward_only_and_small(d):
     assert d["cotangents"] == {} and d["inputs"]["x"].dtype == ml_dtypes.bfloat16
     assert max(d["inputs"]["x"].shape) <= 9                  # C = groups * per-group, each <= 3
+
+
+def test_add_norm_keep_masks_need_no_gradient_the_spec_says_so():
+    """Which inputs are differentiable comes from the spec (NormSpec.masks): add_norm's dropout keep-masks
+    (mask, mask1) are 0/1 samples, so a kernel's gradients of x, residual, x1 and the parameters are the
+    whole result; a gradient given for a mask is accepted (and not judged), a wrong dx still fails."""
+    assert refnorm.get("add_norm").masks == ("mask", "mask1")
+    rng = np.random.default_rng(3)
+    shape, p = (6, 32), 0.25
+    ins = {"x": rng.standard_normal(shape), "residual": rng.standard_normal(shape),
+           "weight": 1 + 0.5 * rng.standard_normal(32), "bias": rng.standard_normal(32),
+           "mask": (rng.random(shape) >= p).astype(np.float64), "x1": rng.standard_normal(shape),
+           "mask1": (rng.random(shape) >= p).astype(np.float64)}
+    ins = {k: v.astype(np.float32) for k, v in ins.items()}
+    cfg = {"normalized_shape": [32], "dropout_p": p}
+    cot = {"y": rng.standard_normal(shape).astype(np.float32),
+           "residual_out": rng.standard_normal(shape).astype(np.float32)}
+    r = refnorm.evaluate("add_norm", ins, config=cfg, grad_outputs=cot)
+    out = {k: round_to(v, "float32") for k, v in r.outputs.items()}
+    grads = {k: round_to(v, "float32") for k, v in r.grads.items() if k not in ("mask", "mask1")}
+    arrays = assert_close_to_reference("add_norm", ins, out, config=cfg, cotangents=cot, grads=grads)
+    assert {a.name for a in arrays if a.part == "grads"} == {"x", "residual", "weight", "bias", "x1"}
+    assert_close_to_reference("add_norm", ins, out, config=cfg, cotangents=cot,
+                              grads={**grads, "mask": np.zeros(shape, np.float32)})
+    bad = dict(grads, x=grads["x"] * np.float32(1.01))
+    with pytest.raises(AssertionError, match="grad x"):
+        assert_close_to_reference("add_norm", ins, out, config=cfg, cotangents=cot, grads=bad)

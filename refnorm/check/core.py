@@ -10,7 +10,8 @@ Every array of a golden case gets one of four verdicts (``ArrayResult.verdict`` 
 * ``failed``         some element beyond its bound, or the bias test failed;
 * ``unconstrained``  judged and within its bound, but every element's bound is infinite or at least
                      the array's scale: any value of that size would have passed, so nothing is verified;
-* ``unchecked``      not judged: the backend did not return it (a forward-only backend's gradients) or
+* ``unchecked``      not judged: the backend did not return it (a forward-only backend's gradients),
+                     declared it not computed (``Returned.not_computed``, with its reason), or
                      no bound is derived for it.
 
 Statistics outputs (mean, rstd, norm, ...) are optional parts of a backend's result (``Returned``): one
@@ -441,7 +442,7 @@ def unknown_names(op, got) -> list:
 
 
 def judge_returned(step, op, compare, backward, got, ref, E, case_dtype, arrays, unchecked, why=None,
-                   optional=None, judge=None):
+                   optional=None, judge=None, not_computed=None):
     """Judge what a backend returned for one call (``got``: {"outputs"|"grads"|"state": {name: array}})
     against ``ref`` within ``E``, for the names in ``compare`` (same keys). Appends an ``ArrayResult``
     per judged array to ``arrays`` and "step<i>.<part>.<name>" to ``unchecked`` for arrays not returned
@@ -450,18 +451,28 @@ def judge_returned(step, op, compare, backward, got, ref, E, case_dtype, arrays,
     are optional parts of a backend's result (``Returned``), listed but not unchecked. Raises ValueError
     for a name the op does not have, for a missing differentiable output, gradient (when ``backward``)
     or state, or a misshapen array; TypeError for a wrongly typed one. ``judge``: called instead of
-    ``_judge`` for each array (same arguments); what it returns is appended unless None."""
+    ``_judge`` for each array (same arguments); what it returns is appended unless None.
+    ``not_computed``: the backend's ``Returned.not_computed`` ("grad.NAME"/"output.NAME" -> why): each is
+    neither required nor judged but unchecked with that reason (``declared_not_computed``)."""
     spec = registry.get(op)
     judge = judge or _judge
     bad = unknown_names(op, got)
     if bad:
         raise ValueError(f"step {step}: the backend returned unknown name(s): {'; '.join(bad)}")
     why = {} if why is None else why
+    declared = declared_not_computed(op, got, not_computed)
     for part in ("outputs", "grads", "state"):
         required = {"outputs": spec.differentiable + spec.returned, "grads": compare["grads"] if backward else (),
                     "state": compare["state"] if spec.state else ()}[part]
         for k in compare[part]:
             key = f"step{step}.{part}.{k}"
+            if (part, k) in declared:
+                if part == "outputs" and k not in required and optional is not None:
+                    optional.append(key)        # a statistic: an optional part of the result anyway
+                    continue
+                unchecked.append(key)
+                why[key] = f"not computed by the backend: {declared[(part, k)]}"
+                continue
             if k not in got[part]:
                 if k in required:
                     raise ValueError(f"step {step}: the backend returned no {SINGULAR[part]} {k!r}")
@@ -486,12 +497,34 @@ def judge_returned(step, op, compare, backward, got, ref, E, case_dtype, arrays,
                 arrays.append(res)
 
 
+def declared_not_computed(op, got, not_computed) -> dict:
+    """``Returned.not_computed`` ({"grad.NAME"|"output.NAME": why}) as {(part, name): why}. ValueError
+    for a malformed key, a name ``op`` does not have, an empty reason, or an array also returned."""
+    have = {"output": ("outputs", registry.get(op).outputs), "grad": ("grads", registry.get(op).inputs)}
+    out = {}
+    for key, reason in dict(not_computed or {}).items():
+        kind, _, name = str(key).partition(".")
+        if kind not in have or name not in have[kind][1]:
+            raise ValueError(f"the backend declared {key!r} not computed; expected 'grad.NAME' or 'output.NAME' "
+                             f"with NAME one of {op}'s inputs ({', '.join(have['grad'][1])}) or outputs "
+                             f"({', '.join(have['output'][1])})")
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError(f"the backend declared {key!r} not computed with reason {reason!r}; expected a "
+                             "non-empty string saying why")
+        part = have[kind][0]
+        if name in got[part]:
+            raise ValueError(f"the backend returned {kind} {name!r} and declared it not computed ({reason})")
+        out[(part, name)] = reason
+    return out
+
+
 def judge_call(step, op, case_dtype, config, training, inputs, cotangents, state, got, compare, backward,
-               contract, arrays, unchecked, why=None, optional=None, cond=0.0, blocks=True):
+               contract, arrays, unchecked, why=None, optional=None, cond=0.0, blocks=True, not_computed=None):
     """Reference, bounds and judgement of one call (what ``check_case`` and ``refnorm.testing`` do per
     step): appends to ``arrays`` / ``unchecked`` as ``judge_returned`` does, and under a relaxed
     contract sets each array's ``strict_ratio``. A large call of a row-wise op is judged in blocks of
-    rows with bounded memory (stream.py; ``blocks=False`` never). ``compare`` may be a function of
+    rows with bounded memory (stream.py; ``blocks=False`` never). ``not_computed``: as for
+    ``judge_returned``. ``compare`` may be a function of
     the reference (of the call, or of its first row) that returns the names to judge. Returns
     (reference, bounds, compare) of the whole-array path, or (None, None, compare) in blocks."""
     relaxed = contract.kind in ("stats_d", "epi_d")
@@ -499,14 +532,15 @@ def judge_call(step, op, case_dtype, config, training, inputs, cotangents, state
     p = stream.plan(op, config, training, inputs, state) if blocks and contract.kind != "exact" else None
     if p is not None:
         done = _judge_in_blocks(p, step, op, case_dtype, config, training, inputs, cotangents, state, got, compare,
-                                backward, contracts, arrays, unchecked, why, optional)
+                                backward, contracts, arrays, unchecked, why, optional, not_computed)
         if done:
             return None, None, done
     ref = reference(op, config, training, inputs, cotangents, state)
     compare = compare(ref) if callable(compare) else compare
     E = derive_bounds(op, case_dtype, config, training, inputs, cotangents, state, ref, contract, cond=cond)
     first = len(arrays)
-    judge_returned(step, op, compare, backward, got, ref, E, case_dtype, arrays, unchecked, why, optional)
+    judge_returned(step, op, compare, backward, got, ref, E, case_dtype, arrays, unchecked, why, optional,
+                   not_computed=not_computed)
     if relaxed:
         E_strict = derive_bounds(op, case_dtype, config, training, inputs, cotangents, state, ref, contracts[1])
         for a in arrays[first:]:
@@ -518,7 +552,7 @@ def judge_call(step, op, case_dtype, config, training, inputs, cotangents, state
 
 
 def _judge_in_blocks(p, step, op, case_dtype, config, training, inputs, cotangents, state, got, compare, backward,
-                     contracts, arrays, unchecked, why, optional):
+                     contracts, arrays, unchecked, why, optional, not_computed=None):
     """``judge_call`` in blocks (stream.py): the names compared, or None when some array cannot be cut
     into blocks (nothing is appended then)."""
     # the names, shapes and bounds judged: from the call on the first unit (one row or channel), made as the
@@ -555,7 +589,7 @@ def _judge_in_blocks(p, step, op, case_dtype, config, training, inputs, cotangen
         return None
     n_unc, n_opt = len(unchecked), len(optional) if optional is not None else 0
     judge_returned(step, op, compare, backward, got, shapes, E1, case_dtype, [], unchecked, why, optional,
-                   judge=record)
+                   judge=record, not_computed=not_computed)
     judged = {part: tuple(k for q, k in prepared if q == part) + (tuple(k for k, _ in integer_state)
                                                                    if part == "state" else ())
               for part in ("outputs", "grads", "state")}
@@ -697,7 +731,8 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True, variants=None) -> 
                 stored = bool(st.outputs or st.grads or st.state)
                 ref, E, _ = judge_call(i, case.op, case.dtype, case.config, st.training, st.inputs, st.cotangents,
                                     state, got, st.compare, backward, contract, out.arrays, out.unchecked,
-                                    out.unchecked_why, out.not_returned, cond=st.cond, blocks=not stored)
+                                    out.unchecked_why, out.not_returned, cond=st.cond, blocks=not stored,
+                                    not_computed=getattr(ret, "not_computed", None))
             except (ValueError, TypeError) as e:
                 out.status, out.message = "error", str(e)
                 return out

@@ -103,10 +103,17 @@ def array_lines(arrays) -> list:
     return out
 
 
-def reproduce(case_id, backend_arg: str, golden_arg: str | None = None, *, layout="contiguous", recipe="",
+def reproduce(case_id, backend_arg: str | None, golden_arg: str | None = None, *, layout="contiguous", recipe="",
               world_size=None) -> str:
     """The command that judges one case again (a generated case by its recipe; a distributed one with its
-    world size)."""
+    world size). ``backend_arg`` None: the backend is an object built in Python (``from_torch`` in a
+    script), which no command line can load: the ``refnorm.testing`` call that judges it again."""
+    if backend_arg is None:
+        if recipe:
+            return f"refnorm.testing.assert_generated_case_passes(backend, {recipe!r})"
+        extra = "".join(f", {k}={v!r}" for k, v in (("golden", golden_arg), ("layout", layout))
+                        if v and v != "contiguous")
+        return f"refnorm.testing.assert_backend_passes(backend, case_ids=[{case_id!r}]{extra})"
     if recipe:                                      # its text names its layout (generate.with_layout)
         ws = f" --world-size {world_size}" if world_size else ""
         return f"refnorm check --backend {backend_arg}{ws} --generate '{recipe}'"
@@ -115,7 +122,7 @@ def reproduce(case_id, backend_arg: str, golden_arg: str | None = None, *, layou
     return f"refnorm check --backend {backend_arg}{g} --case {case_id}{lay}"
 
 
-def case_text(c, backend_arg: str, golden_arg: str | None = None) -> str:
+def case_text(c, backend_arg: str | None, golden_arg: str | None = None) -> str:
     """One failed, errored, partial or expected-failure case: its message, worst elements and reproduce
     command."""
     lay = "" if getattr(c, "layout", "contiguous") == "contiguous" else f", layout {c.layout}"
@@ -128,7 +135,7 @@ def case_text(c, backend_arg: str, golden_arg: str | None = None) -> str:
     return "\n".join(out)
 
 
-def failures(report, backend_arg: str, golden_arg: str | None = None, limit: int = 50) -> str:
+def failures(report, backend_arg: str | None, golden_arg: str | None = None, limit: int = 50) -> str:
     """Each failed or errored case: what failed, the worst elements, and the command to reproduce it."""
     out = []
     bad = [c for c in report.cases if c.status in ("failed", "error", "xfail")]

@@ -160,5 +160,5 @@ SPEC = NormSpec(
     options={"normalized_shape": REQUIRED, "norm": "layer_norm", "eps": 1e-5, "dropout_p": 0.0, "prenorm": True,
              "residual_in_fp32": False, "weight_offset": 0.0},
     forward=_forward, backward=_backward,
-    differentiable=("y", "residual_out", "y1"), produced_by={"y1": "weight1"},
+    differentiable=("y", "residual_out", "y1"), produced_by={"y1": "weight1"}, masks=("mask", "mask1"),
 )

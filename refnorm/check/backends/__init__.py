@@ -19,12 +19,15 @@
 
 A user's kernel: ``package.module:attr`` or an entry point (``plugin.py``), with ``--backend-option
 KEY=VALUE`` for its factory; a torch callable or ``torch.autograd.Function`` in one line:
-``from_torch(fn, op, contract=...)`` (``torch_function.py``).
+``from_torch(fn, op, contract=...)`` (``torch_function.py``); an ``nn.Module`` instance:
+``from_module(module, op, contract=...)`` (``torch_module.py``).
 
 Frameworks are imported only inside the adapters' methods, never by ``import refnorm``.
 """
 from __future__ import annotations
 
+import shlex
+import weakref
 from functools import partial
 
 from ...errors import UnknownNameError
@@ -76,15 +79,45 @@ def get_backend(name: str, options=None):
     from . import plugin
     options = dict(options or {})
     if name in BUILTIN:
-        return plugin.build(BUILTIN[name], repr(name), options)
-    if ":" in name:
-        return plugin.load_import_path(name, options)
-    backend = plugin.load_entry_point(name, options)
+        backend = plugin.build(BUILTIN[name], repr(name), options)
+    elif ":" in name:
+        backend = plugin.load_import_path(name, options)
+    else:
+        backend = plugin.load_entry_point(name, options)
     if backend is not None:
+        _remember(backend, name, options)
         return backend
     known = ", ".join((*BUILTIN, *plugin.entry_point_names()))
     raise UnknownNameError(f"unknown backend {name!r}; expected one of: {known}, "
                            "or package.module:attr (a backend object, class or factory)")
+
+
+_LOADED = weakref.WeakValueDictionary()       # id -> a backend get_backend made (while it lives)
+_LOADED_AS = {}                                # id -> the --backend argument that loads it again
+
+
+def _remember(backend, name, options) -> None:
+    import json
+    def text(v):                               # as parse_options reads it back
+        if isinstance(v, str):
+            try:
+                json.loads(v)
+            except ValueError:
+                return v
+        return json.dumps(v)
+    arg = name + "".join(f" --backend-option {shlex.quote(f'{k}={text(v)}')}" for k, v in options.items())
+    try:
+        _LOADED[id(backend)] = backend
+    except TypeError:                          # not weak-referenceable: reproduced in Python instead
+        return
+    _LOADED_AS[id(backend)] = arg
+
+
+def loaded_as(backend) -> str | None:
+    """The ``refnorm check --backend`` argument (with its ``--backend-option``s) that loads ``backend``
+    again when ``get_backend`` made it; None for a backend built in Python (``from_torch`` in a script),
+    which no command line can name."""
+    return _LOADED_AS.get(id(backend)) if _LOADED.get(id(backend)) is backend else None
 
 
 def from_torch(fn, op, **kw):
@@ -94,4 +127,12 @@ def from_torch(fn, op, **kw):
     return make(fn, op, **kw)
 
 
-__all__ = ["Backend", "Call", "Contract", "Returned", "complete_config", "from_torch", "get_backend", "names"]
+def from_module(module, op, **kw):
+    """A backend from a torch ``nn.Module`` instance, its parameters set from each case (``torch_module.py``,
+    imported lazily)."""
+    from .torch_module import from_module as make
+    return make(module, op, **kw)
+
+
+__all__ = ["Backend", "Call", "Contract", "Returned", "complete_config", "from_module", "from_torch", "get_backend",
+           "names"]

@@ -17,7 +17,8 @@ Optional members:
     forward_only: bool = False                  True: the backend computes no gradients (it may ignore
                                                 ``Call.cotangents``); the checker then lists the golden
                                                 case's gradients it does not return as unchecked, never
-                                                as passed, instead of making the case an error
+                                                as passed, instead of making the case an error.
+                                                Per array: ``Returned.not_computed`` (below)
     prepare(calls: list[Call]) -> None          a hint: ``run_check`` hands it the calls of each case a
                                                 few cases before their turn (every step with the golden
                                                 initial state), so a backend that compiles per shape can
@@ -132,10 +133,15 @@ class Returned:
     """What a backend computed. ``outputs`` must hold every differentiable output of the op (``y``;
     ``w`` for weight_norm); statistics outputs (mean, rstd, ...) are optional and checked when given.
     ``grads``: input name -> gradient, for every floating input of the call when cotangents were
-    given. ``state``: the new state, every key of the op's state, for stateful ops."""
+    given. ``state``: the new state, every key of the op's state, for stateful ops.
+    ``not_computed``: "grad.NAME" or "output.NAME" -> why, for each array the kernel does not compute
+    (a fused add+norm without rowscale's gradient): the checker lists it as unchecked with that reason
+    (the case is partial, never passed), never requires or judges it. Declaring an array that is also
+    returned, or a name the op does not have, makes the case an error."""
     outputs: Mapping[str, np.ndarray]
     grads: Mapping[str, np.ndarray] = field(default_factory=dict)
     state: Mapping[str, np.ndarray] = field(default_factory=dict)
+    not_computed: Mapping[str, str] = field(default_factory=dict)
 
 
 @runtime_checkable

@@ -13,28 +13,42 @@ exactly its values (never a rounding) and keeping its memory layout (strides and
 hands strided, transposed and channels_last arrays, refnorm/golden/layouts.py), the activations (``x``;
 ``v`` and ``g`` of weight_norm) in the case dtype, the parameters (``weight``, ``bias``) in the case dtype
 or, with ``param_dtype="float32"``, in float32 for float16/bfloat16 cases (mixed precision), masks
-(unified_norm's ``pad_mask``) as ``torch.bool`` (``mask_dtype="case"``: 0/1 in the case dtype). ``fn``
-is called with them and with the options, then the gradient of every floating input is taken by
+(``spec.masks``: unified_norm's ``pad_mask``, add_norm's keep-masks ``mask``/``mask1``) as ``torch.bool``
+(``mask_dtype="case"``: 0/1 in the case dtype), never differentiated. ``fn`` is called with them
+and with the options, then the gradient of every floating input is taken by
 ``torch.autograd.grad`` with the case's cotangent, and outputs and gradients come back as NumPy arrays
 in the dtype ``fn`` returned them in.
 
 How ``fn`` is called:
 * ``signature``: the names passed positionally, in order: refnorm input names (an absent optional
-  input is passed as None), option names, state names, or ``"training"``. Default: the op's inputs in
-  refnorm's order (``refnorm.get(op).inputs``: x, weight, bias for layer_norm).
+  input is passed as None), option names, state names, or ``"training"``. Default: the op's inputs
+  that ``fn``'s own positional parameters name, in ``fn``'s order (``def add_ln(x, residual, weight,
+  bias, *, eps)``: those four; a case with an input ``fn`` does not take, e.g. rowscale, is skipped,
+  saying so), read by ``inspect.signature`` when it names the op's required inputs and every other
+  positional parameter without a default is an option; otherwise (an autograd Function's ``apply``, an
+  unreadable signature) the op's inputs in refnorm's order (``refnorm.get(op).inputs``).
 * ``options``: the options passed as keywords: a mapping {refnorm option name: fn's keyword}, or a
   sequence of names passed under their own name. Default: every option of the op that ``fn``'s
   signature names (``inspect.signature``; none for an autograd Function, whose ``apply`` takes
   positional arguments only). A list option (normalized_shape) is passed as a tuple of ints.
 * An option neither in ``signature`` nor in ``options`` is not passed: ``fn`` implements its default
   only, so a case that sets another value is SKIPPED, with the reason (never judged against a
-  computation that ignored it).
+  computation that ignored it). A required ``normalized_shape`` not passed means ``fn`` normalizes the
+  last axis: the cases with ``normalized_shape == [x.shape[-1]]`` run, the others are skipped.
 * State (batch_norm's running statistics): each state name in ``signature``/``options`` gets a fresh
   tensor that ``fn`` may update in place (as F.batch_norm does); it is returned as the new state. A
   call with state that ``fn`` does not take is skipped.
 * ``outputs``: the names of what ``fn`` returns, in order (a tensor or a tuple). Default: as many of
   the op's outputs, in refnorm's order, as ``fn`` returns (one tensor: ``y``; three for layer_norm:
   ``y``, ``mean``, ``rstd``); statistics returned are judged too.
+
+Arrays ``fn`` does not compute (``not_computed``): {"grad.NAME" or "output.NAME": why}, e.g.
+``{"grad.rowscale": "the fused kernel does not compute it"}``: never taken from autograd, never
+zero-filled, reported unchecked with that reason (``Returned.not_computed``; the case is partial, never
+passed). An undeclared gradient for which autograd returns None (fn does not compute it, or cut it from
+the graph) makes the case an ERROR naming it: a None can be a bug (a detached weight), and a zero fill
+would be judged as a false failure, so the kernel's author states it instead. An op without
+differentiable outputs (norm_quant) takes no gradient.
 
 The precision contract is declared here, never guessed: ``contract`` is a kind ("strict", "stats_d",
 "epi_d"; with ``reduction``: "block" by default, "tree", "serial"), a ``Contract``, a mapping from the
@@ -63,13 +77,14 @@ LOW = ("float16", "bfloat16")
 def from_torch(fn, op: str, *, contract, reduction: str = "block", name: str | None = None, device: str = "cpu",
                param_dtype: str = "case", mask_dtype: str = "bool", signature: Sequence[str] | None = None,
                options=None, outputs: Sequence[str] | None = None, dtypes: Sequence[str] = DTYPES,
-               supports: Callable[[Call], str | None] | None = None, backward: bool = True) -> "TorchFunctionBackend":
+               supports: Callable[[Call], str | None] | None = None, backward: bool = True,
+               not_computed: Mapping[str, str] | None = None) -> "TorchFunctionBackend":
     """A refnorm backend (base.py) running the torch callable or ``torch.autograd.Function`` ``fn`` as
     refnorm's ``op`` (module docstring). A bad argument is a ``ValueError``/``TypeError`` naming it."""
     return TorchFunctionBackend(fn, op, contract=contract, reduction=reduction, name=name, device=device,
                                 param_dtype=param_dtype, mask_dtype=mask_dtype, signature=signature,
                                 options=options, outputs=outputs, dtypes=dtypes, supports=supports,
-                                backward=backward)
+                                backward=backward, not_computed=not_computed)
 
 
 def _contract_of(value, reduction, where):
@@ -92,7 +107,7 @@ class TorchFunctionBackend:
 
     def __init__(self, fn, op, *, contract, reduction="block", name=None, device="cpu", param_dtype="case",
                  mask_dtype="bool", signature=None, options=None, outputs=None, dtypes=DTYPES, supports=None,
-                 backward=True):
+                 backward=True, not_computed=None):
         import torch
         spec = registry.get(op)                                     # UnknownNameError naming the choices
         self.op, self.spec, self.device = op, spec, str(device)
@@ -114,7 +129,9 @@ class TorchFunctionBackend:
             raise ValueError(f"from_torch: dtypes {list(dtypes)!r}; expected a non-empty list of {', '.join(DTYPES)}")
         self.dtypes = tuple(dtypes)
         known = (*spec.inputs, *spec.options, *spec.state, "training")
-        self.signature = tuple(spec.inputs if signature is None else signature)
+        if signature is None:
+            signature = (None if is_function else _named_inputs(self.fn, spec)) or spec.inputs
+        self.signature = tuple(signature)
         if isinstance(options, Mapping):
             self.keywords = dict(options)
         elif options is not None:
@@ -150,6 +167,7 @@ class TorchFunctionBackend:
             self._contracts, self._contract = None, _contract_of(contract, reduction, "from_torch")
         self._supports = supports
         self.forward_only = not backward
+        self.not_computed = _not_computed(spec, not_computed)
 
     # ------------------------------------------------------------------ protocol
     def available(self) -> str | None:
@@ -174,6 +192,12 @@ class TorchFunctionBackend:
         defaults = dict(self.spec.resolve(defaults)) if self.spec.resolve is not None else defaults
         for k, v in cfg.items():
             if k in passed:
+                continue
+            if defaults[k] is REQUIRED and k == "normalized_shape" and "x" in call.inputs:
+                last = list(np.shape(call.inputs["x"])[-1:])
+                if T.int_list(v) != last:
+                    return (f"option normalized_shape={v!r} is not passed to {self.name} (from_torch signature/"
+                            f"options), taken to normalize the last axis only ({last})")
                 continue
             if defaults[k] is REQUIRED:
                 return (f"option {k}={v!r}: {call.op} requires it, and it is not passed to {self.name} (from_torch "
@@ -239,38 +263,89 @@ class TorchFunctionBackend:
             except Exception as e:
                 raise RuntimeError(f"{self.name} raised {type(e).__name__}: {e}") from e
             res = (res,) if isinstance(res, torch.Tensor) else tuple(res)
-            names = self.outputs or self.spec.outputs[:len(res)]
+            names = self.outputs or [k for k in self.spec.outputs
+                                     if f"output.{k}" not in self.not_computed][:len(res)]
             if len(res) != len(names) or not all(isinstance(r, torch.Tensor) for r in res):
                 raise TypeError(f"{self.name} returned {len(res)} value(s) of type(s) "
                                 f"{[type(r).__name__ for r in res]}; expected {len(names)} tensor(s) named "
                                 f"{list(names)} (from_torch outputs=)")
             out = dict(zip(names, res))
-            grads = {}
-            dkey = self.spec.differentiable[0]
-            if want_grad:
-                y = out[dkey]
-                if dkey not in call.cotangents:
-                    raise KeyError(f"{call.op}: cotangents given without one for {dkey!r}")
-                if not y.requires_grad:
-                    raise RuntimeError(f"{self.name}: output {dkey!r} does not require grad: fn is not differentiable "
-                                       "by autograd (from_torch(..., backward=False) for a forward-only kernel)")
-                cot = _to_torch(torch, f"cotangent {dkey!r}", call.cotangents[dkey], y.dtype, self.device)
-                if tuple(cot.shape) != tuple(y.shape):
-                    raise ValueError(f"{call.op}: cotangent {dkey!r} has shape {tuple(cot.shape)}; {self.name} "
-                                     f"returned {dkey!r} of shape {tuple(y.shape)}")
-                outs, cots = [y], [cot]
-                for k2 in T.flowing_outputs(self.spec, cfg, call.cotangents, out)[1:]:   # add_norm's residual_out
-                    if not out[k2].requires_grad:
-                        raise RuntimeError(f"{self.name}: output {k2!r} does not require grad, but its cotangent "
-                                           "flows back (add_norm prenorm=True)")
-                    outs.append(out[k2])
-                    cots.append(_to_torch(torch, f"cotangent {k2!r}", call.cotangents[k2], out[k2].dtype, self.device))
-                names = list(leaves)
-                res = torch.autograd.grad(outs, [leaves[k] for k in names], cots, allow_unused=True,
-                                          materialize_grads=True)
-                grads = {k: _to_numpy(torch, g) for k, g in zip(names, res)}
+            grads = self._grads(torch, call, cfg, out, leaves) if want_grad and self.spec.differentiable else {}
         new_state = {k: _to_numpy(torch, v) for k, v in state.items()}
-        return Returned({k: _to_numpy(torch, v) for k, v in out.items()}, grads, new_state)
+        return Returned({k: _to_numpy(torch, v) for k, v in out.items()}, grads, new_state,
+                        {k: why for k, why in self.not_computed.items() if k.startswith("output.")
+                         or k[len("grad."):] in call.inputs})
+
+    def _grads(self, torch, call, cfg, out, leaves) -> dict:
+        """The gradients of ``leaves`` by autograd, from the cotangents of every flowing output, as NumPy
+        arrays; the declared not-computed ones left out; an undeclared None is an error (module docstring)."""
+        from .torch_backend import _to_numpy, _to_torch
+        outs, cots = [], []
+        for k in T.flowing_outputs(self.spec, cfg, call.cotangents, out):      # y first; add_norm's residual_out
+            if k not in call.cotangents:
+                raise KeyError(f"{call.op}: cotangents given without one for {k!r}")
+            if not out[k].requires_grad:
+                raise RuntimeError(f"{self.name}: output {k!r} does not require grad: fn is not differentiable by "
+                                   "autograd (from_torch(..., backward=False) for a forward-only kernel)" if not outs
+                                   else f"{self.name}: output {k!r} does not require grad, but its cotangent flows "
+                                   "back (add_norm prenorm=True)")
+            cot = _to_torch(torch, f"cotangent {k!r}", call.cotangents[k], out[k].dtype, self.device)
+            if tuple(cot.shape) != tuple(out[k].shape):
+                raise ValueError(f"{call.op}: cotangent {k!r} has shape {tuple(cot.shape)}; {self.name} "
+                                 f"returned {k!r} of shape {tuple(out[k].shape)}")
+            outs.append(out[k])
+            cots.append(cot)
+        names = [k for k in leaves if f"grad.{k}" not in self.not_computed]
+        res = torch.autograd.grad(outs, [leaves[k] for k in names], cots, allow_unused=True)
+        missing = [k for k, g in zip(names, res) if g is None]
+        if missing:
+            raise RuntimeError(f"{self.name}: autograd returned no gradient for input(s) {missing} (fn does not "
+                               "compute them, or cuts them from the graph); a kernel that does not compute one "
+                               f"declares it: from_torch(..., not_computed={{'grad.{missing[0]}': 'why'}}), and it "
+                               "is reported unchecked with that reason")
+        return {k: _to_numpy(torch, g) for k, g in zip(names, res)}
+
+
+def _not_computed(spec, declared) -> dict:
+    """``from_torch(not_computed=)`` checked: {"grad.NAME"|"output.NAME": non-empty reason}, NAME the
+    op's input or a non-main output (ValueError naming the key otherwise)."""
+    out = {}
+    for key, why in dict(declared or {}).items():
+        kind, _, name = str(key).partition(".")
+        ok = name in spec.inputs if kind == "grad" else kind == "output" and name in spec.outputs[1:]
+        if not ok:
+            raise ValueError(f"from_torch: not_computed key {key!r}; expected 'grad.NAME' with NAME one of "
+                             f"{', '.join(spec.inputs)} or 'output.NAME' with NAME one of "
+                             f"{', '.join(spec.outputs[1:]) or '(none)'} ({spec.outputs[0]!r} is always computed)")
+        if not isinstance(why, str) or not why.strip():
+            raise ValueError(f"from_torch: not_computed[{key!r}] = {why!r}; expected a non-empty reason")
+        out[key] = why
+    return out
+
+
+def _named_inputs(fn, spec) -> tuple | None:
+    """The op's inputs that ``fn``'s leading positional parameters name, in ``fn``'s order, or None when
+    its signature cannot be read, takes ``*args``, lacks a required input, or has another positional
+    parameter without a default that is not an option it can take by keyword."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    P = inspect.Parameter
+    positional = [p for p in params if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind == P.VAR_POSITIONAL for p in params):
+        return None
+    names = []
+    for p in positional:
+        if p.name not in spec.inputs:
+            break
+        names.append(p.name)
+    rest = positional[len(names):]
+    if not set(spec.required) <= set(names) or any(
+            p.default is P.empty and (p.kind == P.POSITIONAL_ONLY or p.name not in (*spec.options, "training"))
+            for p in rest):
+        return None
+    return tuple(names)
 
 
 def _accepted_options(fn, spec, signature) -> dict:
