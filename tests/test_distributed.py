@@ -222,6 +222,16 @@ def test_ranks_disagreeing_on_a_replicated_array_fail_the_case_naming_the_step()
     assert _all_gone(rep.rank_pids)
 
 
+def test_a_gradient_the_ranks_declare_not_computed_is_unchecked_with_their_reason():
+    from planted.distributed import NoWeightGrad, run
+    rep = run(NoWeightGrad("cpu"), world_size=2, texts=["sequence unequal layer_norm shape=12x16"], timeout=30.0)
+    (c,) = rep.cases
+    assert c.status == "partial", (c.status, c.message)
+    text = json.dumps(c.to_json())
+    assert "grad" in text and "dweight is left to the optimizer's kernel" in text and "rank 0" in text, text
+    assert not any(a.name == "weight" and a.part == "grads" for a in c.arrays)
+
+
 # --------------------------------------------------------------------------------- bad input
 def _cli(*args):
     from refnorm.cli import main

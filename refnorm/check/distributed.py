@@ -287,7 +287,11 @@ class _Gathered:
             out[part], bad = D.gather(self.d, part, [dict(getattr(ret, part)) for ret in rets])
             self.disagree += [f"step {self.steps}: {b}" for b in bad]
         self.steps += 1
-        return Returned(out["outputs"], out["grads"], out["state"])
+        not_computed = {}                           # an array some rank declares not computed (any rank's reason)
+        for r, ret in enumerate(rets):
+            for k, why in dict(getattr(ret, "not_computed", None) or {}).items():
+                not_computed.setdefault(k, f"rank {r}: {why}")
+        return Returned(out["outputs"], out["grads"], out["state"], not_computed)
 
 
 def check_world_size(world) -> int:

@@ -120,6 +120,16 @@ class Faulty(TorchDistBackend):
         return super().run(call, rank=rank, group=group)
 
 
+class NoWeightGrad(TorchDistBackend):
+    """torch-dist-cpu whose kernel does not compute dweight, and says so on every rank
+    (``Returned.not_computed``): the gradient is unchecked with that reason, never zero-filled."""
+
+    def run(self, call, *, rank, group):
+        ret = super().run(call, rank=rank, group=group)
+        grads = {k: v for k, v in ret.grads.items() if k != "weight"}
+        return Returned(ret.outputs, grads, ret.state, {"grad.weight": "dweight is left to the optimizer's kernel"})
+
+
 def run(backend, world_size=4, texts=(), timeout=60.0):
     from refnorm.check.distributed import run_distributed
     from refnorm.golden import distributed as D
