@@ -453,12 +453,13 @@ class TorchBackend:
         return {"y": y, "mean": mean, "rstd": rstd}, {}
 
     def _group_norm(self, torch, t, cfg, st, training):
+        # what F.group_norm (aten's group_norm) hands native_group_norm: on CPU the input made contiguous in
+        # its suggested memory format (a 4-D/5-D channels_last tensor stays channels_last and runs the
+        # channels_last kernel; a transposed, strided or 3-D channels-last view becomes C order), elsewhere
+        # C order (native_group_norm raises "Expected X.is_contiguous(memory_format)" on any other input:
+        # calling it on the view as handed was this adapter's error, not torch's)
         x = t["x"]
-        if x.is_cuda and not x.is_contiguous():
-            # what F.group_norm runs on CUDA: native_group_norm raises on a channels_last input there
-            # ("Expected X.is_contiguous(memory_format)"), F.group_norm returns an NCHW-contiguous result
-            # (measured on an H200, torch 2.11): the kernel sees a contiguous copy
-            x = x.contiguous()
+        x = x.contiguous(memory_format=_suggested_format(torch, x)) if x.device.type == "cpu" else x.contiguous()
         if x.dim() < 2:
             raise Refused(f"F.group_norm: expected at least 2 dimensions for input tensor but received {x.dim()}")
         G = int(cfg["num_groups"])
@@ -685,3 +686,13 @@ def _to_numpy(torch, t) -> np.ndarray:
         import ml_dtypes
         return t.view(torch.int16).numpy().copy(order="K").view(ml_dtypes.bfloat16)
     return t.numpy().copy()
+
+
+def _suggested_format(torch, x):
+    """aten's ``Tensor::suggest_memory_format`` (not exposed in Python) for the dense layouts refnorm hands
+    (refnorm/golden/layouts.py): channels_last (channels_last_3d) for a 4-D (5-D) tensor in that memory
+    order and not C-contiguous, else C order."""
+    for ndim, fmt in ((4, torch.channels_last), (5, torch.channels_last_3d)):
+        if x.dim() == ndim and not x.is_contiguous() and x.is_contiguous(memory_format=fmt):
+            return fmt
+    return torch.contiguous_format
