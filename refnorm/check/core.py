@@ -57,7 +57,7 @@ from ..golden import layouts
 from ..golden.store import GoldenError
 from . import bounds as B
 from . import diagnosis, stream
-from .backends.base import Call, Contract, complete_config
+from .backends.base import Call, Contract, declared_config
 from .compare import ArrayAccumulator
 from .precision import NP, RANK, dtype_name, quant_excess, quant_interval, quant_name, ratio
 
@@ -633,7 +633,11 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True, variants=None) -> 
         except RefnormError as e:
             out.status, out.message = "skipped", str(e)
             return out
-        cfg = complete_config(case.op, case.config)     # every option, defaults filled in (base.py)
+        # every option, defaults filled in; only the declared ones for a backend declaring its options (base.py)
+        cfg, undeclared = declared_config(case.op, case.config, getattr(backend, "options", None))
+        if undeclared:
+            out.status, out.message = "skipped", undeclared
+            return out
         probes = [Call(case.op, case.dtype, dict(cfg), st.training, laid(st.inputs), laid(st.cotangents),
                        {k: np.array(v) for k, v in case.init_state.items()}) for st in case.steps]
         for probe in probes:
@@ -852,9 +856,9 @@ def _hint(backend, case) -> None:
     (the golden initial state in every step: ``prepare`` chains its own bookkeeping). A hint only: an
     exception here is ignored, ``check_case`` makes the same calls and reports what they raise."""
     try:
-        cfg = complete_config(case.op, case.config)
+        cfg, undeclared = declared_config(case.op, case.config, getattr(backend, "options", None))
         layout = getattr(case, "layout", "contiguous")
-        if getattr(case, "expect_error", False):
+        if getattr(case, "expect_error", False) or undeclared:
             return
         calls = [Call(case.op, case.dtype, dict(cfg), st.training,
                       {k: layouts.apply(layout, v) if np.ndim(v) >= 2 else v for k, v in st.inputs.items()},
