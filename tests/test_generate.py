@@ -257,3 +257,54 @@ def test_every_op_of_the_suites_can_be_drawn():
         case = G.materialize(small)
         spec = registry.get(op)             # every output the call produces (add_norm's y1 only with weight1)
         assert set(case.steps[0].cotangents) == set(spec.differentiable) & set(spec.produced(case.steps[0].inputs)), op
+
+
+# ------------------------------------- expected failures name generated and suite cases (issue 34, item 7)
+OVERFLOW_LN = "layer_norm/gen_dev_overflow_f16_64x512"       # the overflow suite's layer_norm case
+
+
+def _check_suite(tmp_path, capsys, lines, *extra):
+    f = tmp_path / "known.txt"
+    f.write_text("".join(line + "\n" for line in lines))
+    rc = main(["check", "--backend", f"{MOD}:SQUARE", "--suite", "overflow", "--ops", "layer_norm",
+               "--no-progress", "--expect-failures", str(f), *extra])
+    out = capsys.readouterr()
+    return rc, out.out + out.err
+
+
+SQUARE = SquareInDtype()
+
+
+def test_a_suite_case_listed_as_it_fails_is_an_expected_failure(tmp_path, capsys):
+    rc, out = _check_suite(tmp_path, capsys, [f"{OVERFLOW_LN}  fails=output.y  x^2 in float16 overflows"])
+    assert rc == 0 and "1 expected failures" in out, out[-2000:]
+    # listed as failing otherwise: the check fails, saying how
+    rc, out = _check_suite(tmp_path, capsys, [f"{OVERFLOW_LN}  fails=output.y,output.rstd  x^2 overflows"])
+    assert rc == 1 and "other arrays fail: fails=output.y" in out, out[-2000:]
+    # a golden id in the same list is left alone when the golden set is not judged
+    rc, out = _check_suite(tmp_path, capsys, [f"{OVERFLOW_LN}  fails=output.y  x^2 overflows",
+                                              "layer_norm/normal_f32_6x100  fails=output.y  a golden entry"])
+    assert rc == 0 and "1 expected failures" in out, out[-2000:]
+
+
+def test_a_listed_generated_case_that_passes_fails_the_check(tmp_path, capsys):
+    r = G.parse("rms_norm shape=8x40 dtype=float16")
+    f = tmp_path / "known.txt"
+    f.write_text(f"{r.id}  fails=output.y  listed, but the numpy backend passes it\n")
+    rc = main(["check", "--backend", "numpy", "--generate", r.text, "--no-progress", "--expect-failures", str(f)])
+    out = capsys.readouterr().out
+    assert rc == 1 and f"FAILED {r.id}" in out and "but it passed: remove it from the list" in out, out[-2000:]
+
+
+def test_an_expected_failure_naming_no_known_case_is_an_error(tmp_path, capsys):
+    gen = G.parse("rms_norm shape=8x40 dtype=float16").id
+    for line in ("layer_norm/gen_nothing_f16_1x1  fails=output.y  a typo", f"{gen}  fails=output.y  not this run"):
+        rc, out = _check_suite(tmp_path, capsys, [line])
+        assert rc == 2 and "expected failures name case(s) not in the golden set, a suite or the generated " \
+                           f"cases: {line.split()[0]}" in out, out[-2000:]
+    # a generated id listed while the golden set is judged: as any id not in the golden set
+    f = tmp_path / "known.txt"
+    f.write_text(f"{gen}  fails=output.y  not this run\n")
+    assert main(["check", "--backend", "numpy", "--golden", GOLDEN, "--case", "layer_norm/normal_f32_6x100",
+                 "--no-progress", "--expect-failures", str(f)]) == 2
+    assert f"not in the golden set, a suite or the generated cases: {gen}" in capsys.readouterr().err

@@ -1074,10 +1074,12 @@ def expected_outcome(c: CaseResult, entry: ExpectedFailure, diagnosed=True) -> N
 
 def apply_expected_failures(report: Report, expected: dict, known_ids, diagnosed=True) -> None:
     """Apply ``expected`` ({case id: ExpectedFailure}) to every listed case of ``report``
-    (``expected_outcome``); an id not in the golden set is an error."""
+    (``expected_outcome``); an id not in ``known_ids`` (the golden set's; the CLI adds the suites' and the
+    generated cases') is an error. Generated and suite cases are matched by their ids as golden ones are."""
     unknown = [c for c in expected if c not in set(known_ids)]
     if unknown:
-        raise GoldenError(f"expected failures name case(s) not in the golden set: {', '.join(unknown)}")
+        raise GoldenError(f"expected failures name case(s) not in the golden set, a suite or the generated "
+                          f"cases: {', '.join(unknown)}")
     for c in report.cases:
         if c.id in expected:
             expected_outcome(c, expected[c.id], diagnosed)
