@@ -400,8 +400,7 @@ def _listable_ids(report, golden_dir) -> set:
         except RefnormError:
             pass
     ids = {e["id"] for e in store.read_manifest(golden_dir)["cases"]} if golden_dir else set()
-    ids |= {generate.parse(text).id for name in generate.SUITES for text, _ in generate.suite(name)}
-    return ids | {c.id for c in report.cases}
+    return ids | generate.known_ids() | {c.id for c in report.cases}
 
 
 def exit_status(report, accept_partial=False) -> int:

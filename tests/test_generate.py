@@ -214,6 +214,22 @@ def test_generated_cases_in_the_pytest_plugin(pytester, monkeypatch):
     assert r.ret == pytest.ExitCode.USAGE_ERROR
 
 
+def test_generated_cases_listed_as_expected_failures_in_the_pytest_plugin(pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([ROOT, os.path.join(ROOT, "tests"),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    pytester.makepyfile(test_mine="def test_x():\n    assert True\n")
+    pytester.path.joinpath("known.txt").write_text(f"{OVERFLOW_LN}  fails=output.y  x^2 in float16 overflows\n")
+    args = ("--refnorm-backend", "planted.beyond:SquareInDtype", "--refnorm-suite", "overflow", "--refnorm-ops",
+            "layer_norm", "--refnorm-expect-failures", "known.txt")
+    r = pytester.runpytest_subprocess(*args)
+    r.assert_outcomes(passed=1, xfailed=1)
+    pytester.path.joinpath("known.txt").write_text("layer_norm/gen_nothing_f16_1x1  fails=output.y  a typo\n")
+    r = pytester.runpytest_subprocess(*args)
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["*expected failures name case(s) not in the golden set, a suite or the generated "
+                            "cases: layer_norm/gen_nothing_f16_1x1*"])
+
+
 def test_a_channels_last_reading_error_is_caught_under_the_channels_last_layout():
     assert _golden(ChannelsLastMisread()) == []
     rep = run_check(ChannelsLastMisread(), GOLDEN, ops=["layer_norm", "rms_norm"], layout="channels_last")

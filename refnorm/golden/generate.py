@@ -422,6 +422,12 @@ def recipes(suites=(), texts=()) -> list[Recipe]:
     return [parse(t) for n in suites or () for t, _ in suite(n)] + [parse(t) for t in texts or ()]
 
 
+def known_ids(recipes=()) -> set:
+    """The generated case ids an expected-failures file may name besides the golden set's: every named
+    suite's and those of ``recipes`` (a run's own --generate lines, in its layout)."""
+    return {parse(t).id for name in SUITES for t, _ in suite(name)} | {r.id for r in recipes}
+
+
 def with_layout(recipe: Recipe, layout: str) -> Recipe:
     """``recipe`` in another layout, its text saying so (one ``layout=``), so that it reproduces."""
     words = [w for w in recipe.text.split() if not w.startswith("layout=")]
