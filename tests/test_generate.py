@@ -380,6 +380,11 @@ def test_the_option_table_covers_every_option_of_every_op():
     assert sorted((op, k) for op, (_, opts) in OPTIONS.items() for k in opts) == sorted(EVERY_OPTION)
     assert sorted((op, k) for op, kinds in G.OPTION_KINDS.items() for k in kinds) == sorted(EVERY_OPTION)
     assert set(G.MAKERS) == set(registry.names())
+    import inspect
+    for op, (make, _, _) in G.MAKERS.items():    # every row maker keyword a recipe takes has a kind too
+        for p, v in inspect.signature(make).parameters.items():
+            if v.kind == v.KEYWORD_ONLY and p not in G.NOT_KEYS + G.IGNORED.get(op, ()) + tuple(registry.get(op).options):
+                assert p in G.MAKER_KINDS, (op, p)
 
 
 @pytest.mark.parametrize("op, key", EVERY_OPTION)
@@ -417,7 +422,8 @@ def test_every_option_is_settable_in_a_recipe_and_part_of_the_id(op, key):
     ("add_norm shape=4x8 dropout_p=0.1 dropout=false", "dropout_p=0.1 and dropout=false disagree"),
     ("lp_normalize shape=4x8 dim=2", "dim=2; expected an axis or a non-empty list of distinct axes of the 2-D "
                                      "activation (-2 .. 1)"),
-    ("mean_variance_norm shape=2x3x4 axes=[1,-2]", "axes=[1,-2]; expected an axis or a non-empty list of distinct"),
+    ("mean_variance_norm shape=2x3x4 axes=[1,-2]", "axes=[1,-2]; expected a non-empty list of distinct axes of the 3-D"),
+    ("mean_variance_norm shape=2x3x4 axes=2", "axes=2; expected a non-empty list of distinct axes"),
     ("group_norm shape=2x6x4 num_groups=4", "groups=4; expected a divisor of the 6 channels"),
     ("group_norm shape=2x6x4 num_groups=0", "num_groups=0; expected an integer >= 1"),
     ("group_norm shape=2x6x4 num_groups=2 groups=3", "num_groups=2 and groups=3 disagree"),
@@ -425,6 +431,12 @@ def test_every_option_is_settable_in_a_recipe_and_part_of_the_id(op, key):
     ("batch_norm shape=4x3 convention=keras", "convention=keras; expected one of: torch, onnx"),
     ("rms_norm shape=4x8 options=1", "unknown key 'options'; expected one of: shape, dtype, regime, layout, seed, "
                                      "expect, normalized_shape, eps, eps_placement, weight_offset, k, affine"),
+    ("local_response_norm shape=2x4x5 eps=0.3", "unknown key 'eps'"),       # not an option of the op
+    ("layer_norm shape=4x8 k=3", "k=3; expected an integer in 1 .. 2"),
+    ("batch_norm shape=4x3 steps=train", 'steps=train; expected a non-empty list of "train" or "eval"'),
+    ("norm_quant shape=4x8 qd=fp8", "qd=fp8; expected one of: float8_e4m3fn, float8_e5m2, int8"),
+    ("adaptive_layer_norm shape=2x3x8 affine=w", "affine='w'; expected one of: ss, s, none"),
+    ("add_norm shape=4x8 rowscale=maybe", "rowscale=maybe; expected true or false"),
 ])
 def test_bad_option_values_name_the_key_the_value_and_what_was_expected(text, what, capsys):
     with pytest.raises(G.RecipeError) as e:

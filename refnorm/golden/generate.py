@@ -86,7 +86,7 @@ OPTION_KINDS = {
     "local_response_norm": {"size": "int>=1", "alpha": "number>=0", "beta": "number", "k": "number",
                             "window": _TORCH_ONNX},
     "lp_normalize": {"p": "number>0", "dim": "axes", "eps": "eps", "zero_rule": _TORCH_ONNX},
-    "mean_variance_norm": {"axes": "axes", "eps": "eps"},
+    "mean_variance_norm": {"axes": "axes-list", "eps": "eps"},
     "weight_norm": {"dim": "axis|null"},
     "weight_standardization": {"eps": "eps"},
     "min_max_scale": {"dim": "axes", "eps": "eps"},
@@ -103,6 +103,17 @@ OPTION_KINDS = {
                  "dropout_p": "[0,1)", "prenorm": "bool", "residual_in_fp32": "bool", "weight_offset": "number"},
     "adaptive_layer_norm": {"eps": "eps"},
 }
+# the row makers' own keywords (not options): what each may be. affine: AFFINE's words (adaptive_layer_norm's:
+# AFFINE_ADALN's), mapped before the maker sees them
+MAKER_KINDS = {"k": "ndims", "affine": None, "steps": "steps", "stats": "bool", "nbt": "int>=0", "groups": "int>=1",
+               "flat_g": "bool", "qd": tuple(T.QSHORT), "static": "bool", "ub": "number>0",
+               "x_regime": tuple(T.REGIMES), "dropout": "bool", "rowscale": "bool",
+               "parallel": tuple(p for p in T.PARALLEL_TAG if p), "mask": "bool", "state": ("init", "warm"),
+               "iters": "int>=0"}
+AFFINE_ADALN = {"ss": "ss", "s": "s", "none": ""}
+# row maker keywords a maker takes for the shared grid and ignores: not recipe keys
+IGNORED = {"local_response_norm": ("eps", "affine"), "weight_norm": ("eps", "affine"), "lp_normalize": ("affine",),
+           "mean_variance_norm": ("affine",), "weight_standardization": ("affine",)}
 # option -> the row maker keyword that makes it (the maker derives the option, and the inputs it needs)
 ALIASES = {"group_norm": {"num_groups": "groups"}, "norm_quant": {"quant_dtype": "qd"},
            "add_norm": {"dropout_p": "dropout"}}
@@ -197,6 +208,12 @@ def _expected(kind, v, ndim: int) -> str | None:
         "window": (lambda: (_is_int(v) and v >= 1) or (isinstance(v, list) and len(v) == 2
                                                          and all(_is_int(a) and a >= 1 for a in v)),
                    "an integer >= 1 or a list of two (forward, backward)"),
+        "axes-list": (lambda: isinstance(v, list) and v and all(map(axis, v)) and len({a % ndim for a in v}) == len(v),
+                      f"a non-empty list of distinct axes of the {ndim}-D activation (-{ndim} .. {ndim - 1})"),
+        "ndims": (lambda: _is_int(v) and 1 <= v <= ndim, f"an integer in 1 .. {ndim} (the activation's dimensions)"),
+        "steps": (lambda: isinstance(v, list) and v and all(
+            isinstance(st, str) and st.partition(":")[0] in ("train", "eval") and st.partition(":")[2] in ("", *T.REGIMES)
+            for st in v), 'a non-empty list of "train" or "eval" (or "train:REGIME"), e.g. ["train","eval"]'),
         "shape": (lambda: isinstance(v, list) and v and all(_is_int(a) for a in v), "a list of sizes"),
     }[base]
     if ok():
@@ -235,7 +252,7 @@ def parse(text: str) -> Recipe:
     make, main_input, fixed = MAKERS[op]
     options = tuple(registry.get(op).options)
     sig = inspect.signature(make).parameters
-    params = [p for p, v in sig.items() if p not in NOT_KEYS and v.kind == v.KEYWORD_ONLY]
+    params = [p for p, v in sig.items() if p not in NOT_KEYS + IGNORED.get(op, ()) and v.kind == v.KEYWORD_ONLY]
     free = any(v.kind == v.VAR_KEYWORD for v in sig.values())      # the maker takes any option as a keyword
     keys = COMMON + options + tuple(p for p in params if p not in options)
     aliases = ALIASES.get(op, {})
@@ -272,9 +289,14 @@ def parse(text: str) -> Recipe:
             raise RecipeError(f"recipe {text!r}: {k}={fields[k]}; expected {what}")
     kw = {k: v for k, v in given.items() if k not in options}           # the row maker's own keywords
     if "affine" in kw:
-        if kw["affine"] not in AFFINE:
-            raise RecipeError(f"recipe {text!r}: affine={kw['affine']!r}; expected one of: {', '.join(AFFINE)}")
-        kw["affine"] = AFFINE[kw["affine"]]
+        words = AFFINE_ADALN if op == "adaptive_layer_norm" else AFFINE
+        if kw["affine"] not in words:
+            raise RecipeError(f"recipe {text!r}: affine={kw['affine']!r}; expected one of: {', '.join(words)}")
+        kw["affine"] = words[kw["affine"]]
+    for k, v in kw.items():
+        what = MAKER_KINDS[k] and _expected(MAKER_KINDS[k], v, len(shape))
+        if what:
+            raise RecipeError(f"recipe {text!r}: {k}={fields[k]}; expected {what}")
     for k, v in opts.items():                                         # options the maker makes, or takes
         if k == "normalized_shape":
             kw.update(_normalized_shape(text, op, shape, v, kw, "k" in params))
@@ -311,7 +333,7 @@ def parse(text: str) -> Recipe:
         base = {}
     base = {**registry.get(op).options, **base}
     extra = [(k, v) for k, v in opts.items() if not _spelled(op, k, v, made.get(k)) and v != base.get(k)]
-    defaults = {p: sig[p].default for p in params}
+    defaults = {**{p: sig[p].default for p in params}, **fixed}
     extra += [(k, given[k]) for k in params if k in given and k not in options
               and not _spelled(op, k, given[k], None) and given[k] != defaults[k]]
     extra += [("seed", seed)] if seed_text is not None else []
