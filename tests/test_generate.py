@@ -473,3 +473,18 @@ def test_the_suites_ids_are_unchanged_by_the_option_keys():
             "channels_last", "add_norm/gen_mean1e3_fp32res_xnormal_bf16_128x4096",
             "rms_norm/gen_normal_eps1e-05_bf16_300x1029"} <= ids, sorted(ids)
     assert not any("=" in i for i in ids), sorted(i for i in ids if "=" in i)
+
+
+CHOICES = [(op, k, v) for op, kinds in G.OPTION_KINDS.items() for k, kind in kinds.items() if isinstance(kind, tuple)
+           for v in kind]
+
+
+@pytest.mark.parametrize("op, key, value", CHOICES)
+def test_every_choice_a_recipe_offers_is_one_the_reference_takes(op, key, value):
+    keys, _ = OPTIONS[op]
+    r = G.parse(f"{op} {keys} {key}={value}")
+    rep = run_generated(get_numpy(), [r])
+    assert rep.cases[0].status in ("passed", "partial"), (r.id, rep.cases[0].message)
+    with pytest.raises(Exception, match=f"{key}='nonsense'"):      # and a word outside them it refuses
+        registry.evaluate(op, {"x": np.ones(G.materialize(r).steps[0].inputs[G.MAKERS[op][1]].shape)},
+                          config={**r.case.config, key: "nonsense"})

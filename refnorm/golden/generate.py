@@ -42,6 +42,8 @@ import zlib
 
 from .. import registry
 from ..errors import RefnormError
+from ..norms import add_norm as _add_norm, batch_norm as _batch_norm, norm_quant as _norm_quant
+from ..norms import unified_norm as _unified_norm
 from . import build as B
 from . import cases as T
 from . import layouts as L
@@ -74,10 +76,11 @@ COMMON = ("shape", "dtype", "regime", "layout", "seed", "expect")
 NOT_KEYS = ("regime", "dtype", "shape", "why", "tag")       # row maker parameters a recipe does not set
 
 # What each option may be: a tuple of choices, or a kind (``_expected``). Every option of every op has one
-# (tests/test_generate.py); the reference checks the rest (ranges that depend on the op) when the case runs.
+# (tests/test_generate.py, which also runs every choice through the reference); the reference checks the rest
+# (what depends on other options or the inputs, e.g. norm_quant's scale_ub with a static scale) when the case runs.
 _TORCH_ONNX = ("torch", "onnx")
 OPTION_KINDS = {
-    "batch_norm": {"momentum": "number|null", "eps": "eps", "convention": _TORCH_ONNX},
+    "batch_norm": {"momentum": "number|null", "eps": "eps", "convention": tuple(_batch_norm.DEFAULT_MOMENTUM)},
     "layer_norm": {"normalized_shape": "shape", "eps": "eps", "weight_offset": "number"},
     "instance_norm": {"momentum": "number|null", "eps": "eps"},
     "group_norm": {"num_groups": "int>=1", "eps": "eps"},
@@ -92,14 +95,14 @@ OPTION_KINDS = {
     "min_max_scale": {"dim": "axes", "eps": "eps"},
     "z_score": {"dim": "axes", "ddof": "int>=0", "eps": "eps"},
     "unified_norm": {"window": "window", "warmup": "int>=0", "outlier_filtration": "bool", "eps": "eps",
-                     "momentum": "number", "preset": ("official", "paper")},
+                     "momentum": "number", "preset": tuple(_unified_norm.PRESETS)},
     "offline_batch_norm": {"momentum": "number", "eps": "eps"},
     "power_norm": {"alpha_fwd": "number", "alpha_bkw": "number", "eps": "eps"},
     "batch_renorm": {"momentum": "number", "r_max": "number>=1", "d_max": "number>=0", "eps": "eps"},
-    "norm_quant": {"normalized_shape": "shape", "norm": ("rms_norm", "layer_norm"), "eps": "eps",
-                   "quant_dtype": ("float8_e4m3fn", "float8_e5m2", "int8"), "scale_ub": "number>0|null",
+    "norm_quant": {"normalized_shape": "shape", "norm": _norm_quant.NORMS, "eps": "eps",
+                   "quant_dtype": tuple(_norm_quant.QUANT_DTYPES), "scale_ub": "number>0|null",
                    "min_scale": "number>0|null"},
-    "add_norm": {"normalized_shape": "shape", "norm": ("layer_norm", "rms_norm"), "eps": "eps",
+    "add_norm": {"normalized_shape": "shape", "norm": _add_norm.NORMS, "eps": "eps",
                  "dropout_p": "[0,1)", "prenorm": "bool", "residual_in_fp32": "bool", "weight_offset": "number"},
     "adaptive_layer_norm": {"eps": "eps"},
 }
@@ -229,6 +232,12 @@ def _fmt(v) -> str:
     return v if isinstance(v, str) else json.dumps(v)
 
 
+def _same(a, b) -> bool:
+    """Equal as option values: tuples as lists ((8,) is [8]), 1 and 1.0 alike."""
+    plain = lambda v: [plain(x) for x in v] if isinstance(v, (list, tuple)) else v      # noqa: E731
+    return plain(a) == plain(b)
+
+
 def _spelled(op, key, value, made) -> bool:
     """Whether the row maker's case name spells ``key=value`` (``SPELLED``; a float eps only where the name's
     %g gives it back, and only when the maker kept it: ``made`` is what the maker's config holds)."""
@@ -236,7 +245,7 @@ def _spelled(op, key, value, made) -> bool:
     if key not in spelled or (spelled[key] is not _ALL and value not in spelled[key]):
         return False
     if key == "eps":
-        return made == value and (value is None or float(f"{value:g}") == value)
+        return _same(made, value) and (value is None or float(f"{value:g}") == value)
     return True
 
 
@@ -332,10 +341,10 @@ def parse(text: str) -> Recipe:
     except Exception:                                                 # noqa: BLE001 - then the defaults
         base = {}
     base = {**registry.get(op).options, **base}
-    extra = [(k, v) for k, v in opts.items() if not _spelled(op, k, v, made.get(k)) and v != base.get(k)]
+    extra = [(k, v) for k, v in opts.items() if not _spelled(op, k, v, made.get(k)) and not _same(v, base.get(k))]
     defaults = {**{p: sig[p].default for p in params}, **fixed}
     extra += [(k, given[k]) for k in params if k in given and k not in options
-              and not _spelled(op, k, given[k], None) and given[k] != defaults[k]]
+              and not _spelled(op, k, given[k], None) and not _same(given[k], defaults[k])]
     extra += [("seed", seed)] if seed_text is not None else []
     name = case.name + "".join(f"_{k}={_fmt(v)}" for k, v in extra)
     return Recipe(text, dataclasses.replace(case, name=name), layout, seed, expect == "error")
