@@ -352,7 +352,6 @@ def _cmd_check(args):
             isolated.close()
     if expected is not None:
         from .check.core import apply_expected_failures
-        from .golden import store
         apply_expected_failures(report, expected, _listable_ids(report, golden_dir),
                                 diagnosed=not args.no_diagnosis)
     print(R.table(report))

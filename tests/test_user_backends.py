@@ -248,6 +248,10 @@ def test_a_case_setting_an_undeclared_option_is_skipped_with_the_reason(knob, mo
     # the default, given explicitly, is the default
     res = check_case(Recording(declare=True), dataclasses.replace(case, config={**case.config, "knob": 0.0}))
     assert res.status == "passed" and "knob" not in seen[-1]
+    # the wrappers that stand between the checker and a backend (--isolate, the distributed runner) pass
+    # its declaration on
+    from refnorm.check.isolate import Isolated
+    assert Isolated(Strict(declare=True)).options == Strict(declare=True).options
 
 
 def test_a_required_option_must_be_declared(monkeypatch):
