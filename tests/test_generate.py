@@ -464,6 +464,14 @@ def test_recipes_differing_only_in_an_option_get_different_ids():
     assert G.parse("group_norm shape=2x4x3 groups=2").id == G.parse("group_norm shape=2x4x3 num_groups=2").id
 
 
+def test_a_recipes_seed_is_derived_from_its_own_words():
+    """Whatever keys it sets (affine, options): the crc32 of its sorted words, so it regenerates bit for bit."""
+    import zlib
+    for name in G.SUITES:
+        for text, _ in G.suite(name):
+            assert G.parse(text).seed == zlib.crc32(("gen:" + " ".join(sorted(text.split()))).encode()), text
+
+
 def test_the_suites_ids_are_unchanged_by_the_option_keys():
     """Recipes that set no option the name does not spell keep the plain name (known_failures and tests
     name such ids): a few suite ids as they were before options entered the id."""

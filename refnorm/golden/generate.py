@@ -298,10 +298,10 @@ def parse(text: str) -> Recipe:
             raise RecipeError(f"recipe {text!r}: {k}={fields[k]}; expected {what}")
     kw = {k: v for k, v in given.items() if k not in options}           # the row maker's own keywords
     if "affine" in kw:
-        words = AFFINE_ADALN if op == "adaptive_layer_norm" else AFFINE
-        if kw["affine"] not in words:
-            raise RecipeError(f"recipe {text!r}: affine={kw['affine']!r}; expected one of: {', '.join(words)}")
-        kw["affine"] = words[kw["affine"]]
+        affine = AFFINE_ADALN if op == "adaptive_layer_norm" else AFFINE
+        if kw["affine"] not in affine:
+            raise RecipeError(f"recipe {text!r}: affine={kw['affine']!r}; expected one of: {', '.join(affine)}")
+        kw["affine"] = affine[kw["affine"]]
     for k, v in kw.items():
         what = MAKER_KINDS[k] and _expected(MAKER_KINDS[k], v, len(shape))
         if what:
@@ -311,10 +311,10 @@ def parse(text: str) -> Recipe:
             kw.update(_normalized_shape(text, op, shape, v, kw, "k" in params))
         elif k in aliases:
             alias = aliases[k]
-            made = v > 0 if alias == "dropout" else v
-            if alias in kw and kw[alias] != made:
+            value = v > 0 if alias == "dropout" else v
+            if alias in kw and kw[alias] != value:
                 raise RecipeError(f"recipe {text!r}: {k}={fields[k]} and {alias}={fields[alias]} disagree")
-            kw[alias] = made
+            kw[alias] = value
         elif k in params or free:
             kw[k] = v
     if op == "group_norm" and "groups" not in kw:
