@@ -460,6 +460,8 @@ def test_recipes_differing_only_in_an_option_get_different_ids():
         assert ra.case.config != rb.case.config or ra.seed != rb.seed or ra.case.steps != rb.case.steps, (a, b)
         assert ra.id != rb.id, (a, b, ra.id)
     # the same case spelt two ways is one id; a default given explicitly changes nothing
+    assert G.parse("rms_norm shape=4x8 weight_offset=1.0 eps_placement=outside seed=3").id == \
+        G.parse("rms_norm shape=4x8 seed=3 eps_placement=outside weight_offset=1.0").id
     assert G.parse("layer_norm shape=4x8 eps=1e-5").id == G.parse("layer_norm shape=4x8").id
     assert G.parse("group_norm shape=2x4x3 groups=2").id == G.parse("group_norm shape=2x4x3 num_groups=2").id
 

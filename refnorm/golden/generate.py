@@ -260,9 +260,7 @@ def parse(text: str) -> Recipe:
         raise RecipeError(f"recipe {text!r}: {known}{op!r} cannot be generated; expected one of: {', '.join(MAKERS)}")
     make, main_input, fixed = MAKERS[op]
     options = tuple(registry.get(op).options)
-    sig = inspect.signature(make).parameters
-    params = [p for p, v in sig.items() if p not in NOT_KEYS + IGNORED.get(op, ()) and v.kind == v.KEYWORD_ONLY]
-    free = any(v.kind == v.VAR_KEYWORD for v in sig.values())      # the maker takes any option as a keyword
+    params, free = _maker_params(op)
     keys = COMMON + options + tuple(p for p in params if p not in options)
     aliases = ALIASES.get(op, {})
     for w in words[1:]:
@@ -334,20 +332,38 @@ def parse(text: str) -> Recipe:
         L.check(layout, case.inputs[main_input], f"recipe {text!r}")
     except RefnormError as e:
         raise RecipeError(str(e)) from None
-    # the id: what the name does not spell, where it differs from the case without it
-    plain = {k: v for k, v in kw.items() if k not in options and (k in ("k", "groups") or k in given)}
-    try:
-        base = dict(make(regime, dtype, shape, **{**fixed, **plain}).config)
-    except Exception:                                                 # noqa: BLE001 - then the defaults
-        base = {}
-    base = {**registry.get(op).options, **base}
-    extra = [(k, v) for k, v in opts.items() if not _spelled(op, k, v, made.get(k)) and not _same(v, base.get(k))]
-    defaults = {**{p: sig[p].default for p in params}, **fixed}
-    extra += [(k, given[k]) for k in params if k in given and k not in options
-              and not _spelled(op, k, given[k], None) and not _same(given[k], defaults[k])]
-    extra += [("seed", seed)] if seed_text is not None else []
+    extra = _unspelled(op, (regime, dtype, shape), given, kw, made) + ([("seed", seed)] if seed_text else [])
     name = case.name + "".join(f"_{k}={_fmt(v)}" for k, v in extra)
     return Recipe(text, dataclasses.replace(case, name=name), layout, seed, expect == "error")
+
+
+def _maker_params(op) -> tuple[list, bool]:
+    """The keywords of ``op``'s row maker a recipe may set, and whether it takes any option as a keyword."""
+    sig = inspect.signature(MAKERS[op][0]).parameters
+    params = [p for p, v in sig.items() if p not in NOT_KEYS + IGNORED.get(op, ()) and v.kind == v.KEYWORD_ONLY]
+    return params, any(v.kind == v.VAR_KEYWORD for v in sig.values())
+
+
+def _unspelled(op, args, given, kw, made) -> list:
+    """[(key, value)] the case id adds to the row maker's name: each key ``given`` (options, then the maker's
+    own keywords) whose value the name does not spell (``SPELLED``) and that differs from the value the case
+    has without it. ``args``: (regime, dtype, shape); ``kw``: the maker's keywords; ``made``: its config."""
+    make, _, fixed = MAKERS[op]
+    options = registry.get(op).options
+    plain = {k: v for k, v in kw.items() if k not in options and (k in ("k", "groups") or k in given)}
+    try:
+        base = dict(make(*args, **{**fixed, **plain}).config)        # the case without the options given
+    except Exception:                                                 # noqa: BLE001 - then the defaults
+        base = {}
+    base = {**options, **base}
+    extra = [(k, given[k]) for k in options                          # in the op's order, not the recipe's
+             if k in given and not _spelled(op, k, given[k], made.get(k)) and not _same(given[k], base.get(k))]
+    sig = inspect.signature(make).parameters
+    for k in _maker_params(op)[0]:
+        if k in given and k not in options and not _spelled(op, k, given[k], None) \
+                and not _same(given[k], fixed.get(k, sig[k].default)):
+            extra.append((k, given[k]))
+    return extra
 
 
 def _normalized_shape(text, op, shape, value, kw, has_k) -> dict:
