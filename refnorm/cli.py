@@ -301,9 +301,8 @@ def _cmd_check(args):
         raise CLIError(f"--layout {args.layout!r}: expected one of: {', '.join(layouts.LAYOUTS)}")
     dist_cases = _dist_cases(args)
     recipes = None if dist_cases is not None else _recipes(args)
-    if recipes is not None and (args.case or args.golden or args.expect_failures):
-        raise CLIError("--generate/--suite judge generated cases: --case, --golden and --expect-failures apply "
-                       "to the golden set only")
+    if recipes is not None and (args.case or args.golden):
+        raise CLIError("--generate/--suite judge generated cases: --case and --golden apply to the golden set only")
     golden_dir = None
     if dist_cases is not None:
         pass
@@ -353,8 +352,7 @@ def _cmd_check(args):
             isolated.close()
     if expected is not None:
         from .check.core import apply_expected_failures
-        from .golden import store
-        apply_expected_failures(report, expected, [e["id"] for e in store.read_manifest(golden_dir)["cases"]],
+        apply_expected_failures(report, expected, _listable_ids(report, golden_dir),
                                 diagnosed=not args.no_diagnosis)
     print(R.table(report))
     sk = R.skips(report)
@@ -388,6 +386,20 @@ def _cmd_check(args):
             print(f"refnorm check: --report: {note}; wrote only {os.path.join(args.report, SUMMARY)}", file=sys.stderr)
         print(f"wrote {os.path.join(args.report, SUMMARY)}" + (f" and {len(files) - 1} plot(s)" if not note else ""))
     return exit_status(report, args.accept_partial)
+
+
+def _listable_ids(report, golden_dir) -> set:
+    """The case ids an expected-failures file may name: the golden set's, every named suite's, and this run's
+    (its --generate recipes, in any --layout). A listed id in none of them is an error (a typo or a stale
+    entry), as a golden id not in the golden set always was; one that is not in this run is left alone."""
+    from .golden import generate, store
+    if golden_dir is None:                  # generated cases: the golden set, where there is one, still counts
+        try:
+            golden_dir = default_golden_dir()
+        except RefnormError:
+            pass
+    ids = {e["id"] for e in store.read_manifest(golden_dir)["cases"]} if golden_dir else set()
+    return ids | generate.known_ids() | {c.id for c in report.cases}
 
 
 def exit_status(report, accept_partial=False) -> int:
@@ -567,7 +579,8 @@ def build_parser():
     c.add_argument("--no-diagnosis", action="store_true",
                    help="do not diagnose failed cases (naming the known pitfall a failing backend matches)")
     c.add_argument("--expect-failures", metavar="FILE",
-                   help="'CASE-ID reason' lines: known defects of the backend, reported as expected failures; "
+                   help="'CASE-ID reason' lines: known defects of the backend, reported as expected failures "
+                        "(golden, suite and --generate case ids); "
                         "a listed case that passes fails the check; a bare name (torch-cpu, jax, ...) is "
                         "known_failures/NAME.txt of the checkout, else of the wheel")
     c.set_defaults(func=_cmd_check)

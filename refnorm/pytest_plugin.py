@@ -184,7 +184,9 @@ def pytest_collection_modifyitems(session, config, items):
         elif config.getoption("refnorm_suite") or config.getoption("refnorm_generate"):
             from refnorm.golden import generate
             recipes = generate.recipes(config.getoption("refnorm_suite"), config.getoption("refnorm_generate"))
-            golden, manifest, expected = None, {"cases": []}, {}
+            golden, manifest = None, {"cases": []}
+            expected = read_expected_failures(store.find_expected_failures(expect)) if expect else {}
+            _check_expected(expected, generate.known_ids(recipes) | _golden_ids(config))
         else:
             golden = config.getoption("refnorm_golden") or default_golden_dir()
             manifest = store.read_manifest(golden)
@@ -202,6 +204,26 @@ def pytest_collection_modifyitems(session, config, items):
     items.extend(x for x in rep.result if isinstance(x, pytest.Item))
 
 
+def _golden_ids(config) -> set:
+    """The golden set's case ids (none where there is no golden set)."""
+    from refnorm.cli import default_golden_dir
+    from refnorm.errors import RefnormError
+    from refnorm.golden import store
+    try:
+        return {e["id"] for e in store.read_manifest(config.getoption("refnorm_golden") or default_golden_dir())["cases"]}
+    except RefnormError:
+        return set()
+
+
+def _check_expected(expected, known):
+    """Generated and suite cases may be listed as expected failures (as refnorm check's); an id that is in
+    neither the golden set, a suite nor this run is a usage error."""
+    bad = sorted(c for c in expected if c not in known)
+    if bad:
+        raise pytest.UsageError(f"refnorm: expected failures name case(s) not in the golden set, a suite or the "
+                                f"generated cases: {', '.join(bad)}")
+
+
 def _check_names(config, manifest, expected):
     """Unknown ops, dtypes or expected-failure ids are usage errors, never an empty (passing) selection."""
     known = {"op": {e["case"]["op"] for e in manifest["cases"]}, "dtype": {e["case"]["dtype"] for e in manifest["cases"]}}
@@ -216,10 +238,8 @@ def _check_names(config, manifest, expected):
                flags={"ops": "--refnorm-ops", "dtypes": "--refnorm-dtypes"})
     except SelectionError as e:
         raise pytest.UsageError(f"refnorm: {e}") from None
-    ids = {e["id"] for e in manifest["cases"]}
-    bad = sorted(c for c in expected if c not in ids)
-    if bad:
-        raise pytest.UsageError(f"refnorm: expected failures name case(s) not in the golden set: {', '.join(bad)}")
+    from refnorm.golden import generate
+    _check_expected(expected, {e["id"] for e in manifest["cases"]} | generate.known_ids())
 
 
 def pytest_report_collectionfinish(config, start_path, items):

@@ -160,3 +160,123 @@ def test_adapter_preamble_refuses_ops_it_does_not_implement():
     assert T.preamble("nope", "float32", {}, **kw)[0] == "unknown op 'nope'"
     assert "handles float32" in T.preamble("layer_norm", "float16", cfg, **kw)[0]
     assert "missing required option" in T.preamble("layer_norm", "float32", {}, **kw)[0]
+
+
+# ------------------------------------------------- plug-ins that declare their options (issue 34, item 6)
+class Strict:
+    """A plug-in written as the README's pattern invites: it refuses any option key it does not know."""
+    KNOWN = ("normalized_shape", "eps", "weight_offset")
+
+    def __init__(self, declare):
+        from examples.tiny_backend import TinyBackend
+        self.tiny, self.name = TinyBackend(), "strict"
+        if declare:
+            self.options = {"normalized_shape": None, "eps": None, "weight_offset": (0.0,)}
+
+    def available(self):
+        return None
+
+    def supports(self, call):
+        unknown = [k for k in call.config if k not in self.KNOWN]
+        if call.op != "layer_norm" or unknown:
+            return f"strict: {call.op} with options {unknown} is not implemented"
+        return None
+
+    def contract(self, call):
+        return self.tiny.contract(call)
+
+    def run(self, call):
+        return self.tiny.run(call)
+
+
+@pytest.fixture
+def knob(monkeypatch):
+    """layer_norm with an option added "later", with a default (0.0): the reference ignores it at its
+    default and refuses another value (the checker must never get that far for a plug-in that does not
+    declare it)."""
+    import dataclasses
+
+    from refnorm import registry
+    spec = registry.get("layer_norm")
+
+    def forward(inputs, config, state, training):
+        config = dict(config)
+        assert config.pop("knob") == 0.0, "the reference was run with knob set"
+        return spec.forward(inputs, config, state, training)
+    new = dataclasses.replace(spec, options={**spec.options, "knob": 0.0}, forward=forward)
+    monkeypatch.setattr(__import__("refnorm.norms.layer_norm", fromlist=["SPEC"]), "SPEC", new)
+    return new
+
+
+def _cases(report):
+    return {c.id: (c.status, c.message) for c in report.cases}
+
+
+def test_a_plug_in_declaring_its_options_survives_an_option_added_later(knob, monkeypatch):
+    from refnorm.check import run_check
+    monkeypatch.syspath_prepend(ROOT)
+    ids = ["layer_norm/normal_f32_6x100", "layer_norm/normal_zc_f16_4x128"]
+    old = run_check(Strict(declare=False), GOLDEN, case_ids=ids)          # the failure mode: all skipped
+    assert [c.status for c in old.cases] == ["skipped", "skipped"] and "knob" in old.cases[0].message
+    assert old.verdict == "failed"
+    rep = run_check(Strict(declare=True), GOLDEN, case_ids=ids)
+    got = _cases(rep)
+    assert got[ids[0]][0] == "passed", got
+    # weight_offset is declared for 0.0 only: the zero-centred case is skipped, saying why
+    assert got[ids[1]] == ("skipped", "layer_norm: the case sets weight_offset=1.0; the backend implements "
+                                      "weight_offset only for 0.0"), got
+
+
+def test_a_case_setting_an_undeclared_option_is_skipped_with_the_reason(knob, monkeypatch):
+    from refnorm.check.core import check_case
+    from refnorm.golden.commands import load_case
+    monkeypatch.syspath_prepend(ROOT)
+    case = load_case(GOLDEN, "layer_norm/normal_f32_6x100")
+    import dataclasses
+    seen = []
+
+    class Recording(Strict):
+        def run(self, call):
+            seen.append(dict(call.config))
+            return super().run(call)
+    res = check_case(Recording(declare=True), case)
+    assert res.status == "passed" and seen == [{"normalized_shape": [100], "eps": 1e-5, "weight_offset": 0.0}]
+    res = check_case(Recording(declare=True), dataclasses.replace(case, config={**case.config, "knob": 0.5}))
+    assert res.status == "skipped" and len(seen) == 1
+    assert res.message == ("layer_norm: the case sets knob=0.5 (default 0.0), an option the backend does not "
+                           "declare (its options: normalized_shape, eps, weight_offset)")
+    # the default, given explicitly, is the default
+    res = check_case(Recording(declare=True), dataclasses.replace(case, config={**case.config, "knob": 0.0}))
+    assert res.status == "passed" and "knob" not in seen[-1]
+    # the wrappers that stand between the checker and a backend (--isolate, the distributed runner) pass
+    # its declaration on
+    from refnorm.check.isolate import Isolated
+    assert Isolated(Strict(declare=True)).options == Strict(declare=True).options
+
+
+def test_a_required_option_must_be_declared(monkeypatch):
+    from refnorm.check.backends.base import declared_config
+    cfg, why = declared_config("layer_norm", {"normalized_shape": [4]}, {"eps": None})
+    assert cfg is None and why == ("layer_norm: the backend does not declare the required option "
+                                   "'normalized_shape' (its options: eps)")
+    # an option with a module-picked default: batch_norm's momentum is 0.9 under convention onnx
+    assert declared_config("batch_norm", {"convention": "onnx"}, {"eps": None, "convention": None}) == \
+        ({"eps": 1e-5, "convention": "onnx"}, None)
+    assert declared_config("batch_norm", {"convention": "onnx", "momentum": 0.5},
+                           {"eps": None, "convention": None})[1].startswith("batch_norm: the case sets momentum=0.5")
+    assert declared_config("layer_norm", {"normalized_shape": (4,)}, None)[0] == \
+        {"normalized_shape": (4,), "eps": 1e-5, "weight_offset": 0.0}
+
+
+def test_a_backend_whose_every_case_is_skipped_does_not_look_like_success(monkeypatch, capsys):
+    monkeypatch.syspath_prepend(ROOT)
+
+    class Nothing(Strict):
+        def supports(self, call):
+            return "nothing: not implemented"
+    monkeypatch.setitem(globals(), "NOTHING", Nothing(declare=True))
+    rc = main(["check", "--backend", f"{__name__}:NOTHING", "--golden", GOLDEN, "--ops", "layer_norm",
+               "--no-progress"])
+    out = capsys.readouterr().out
+    assert rc == 1, out[-2000:]
+    assert "refnorm check: FAILED" in out and "(no case was judged: nothing is verified)" in out

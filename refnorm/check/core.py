@@ -58,7 +58,7 @@ from ..golden import layouts
 from ..golden.store import GoldenError
 from . import bounds as B
 from . import diagnosis, stream
-from .backends.base import Call, Contract, complete_config
+from .backends.base import Call, Contract, declared_config
 from .compare import ArrayAccumulator
 from .precision import NP, RANK, dtype_name, quant_excess, quant_interval, quant_name, ratio
 
@@ -667,7 +667,11 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True, variants=None) -> 
         except RefnormError as e:
             out.status, out.message = "skipped", str(e)
             return out
-        cfg = complete_config(case.op, case.config)     # every option, defaults filled in (base.py)
+        # every option, defaults filled in; only the declared ones for a backend declaring its options (base.py)
+        cfg, undeclared = declared_config(case.op, case.config, getattr(backend, "options", None))
+        if undeclared:
+            out.status, out.message = "skipped", undeclared
+            return out
         probes = [Call(case.op, case.dtype, dict(cfg), st.training, laid(st.inputs), laid(st.cotangents),
                        {k: np.array(v) for k, v in case.init_state.items()}) for st in case.steps]
         for probe in probes:
@@ -887,9 +891,9 @@ def _hint(backend, case) -> None:
     (the golden initial state in every step: ``prepare`` chains its own bookkeeping). A hint only: an
     exception here is ignored, ``check_case`` makes the same calls and reports what they raise."""
     try:
-        cfg = complete_config(case.op, case.config)
+        cfg, undeclared = declared_config(case.op, case.config, getattr(backend, "options", None))
         layout = getattr(case, "layout", "contiguous")
-        if getattr(case, "expect_error", False):
+        if getattr(case, "expect_error", False) or undeclared:
             return
         calls = [Call(case.op, case.dtype, dict(cfg), st.training,
                       {k: layouts.apply(layout, v) if np.ndim(v) >= 2 else v for k, v in st.inputs.items()},
@@ -1105,10 +1109,12 @@ def expected_outcome(c: CaseResult, entry: ExpectedFailure, diagnosed=True) -> N
 
 def apply_expected_failures(report: Report, expected: dict, known_ids, diagnosed=True) -> None:
     """Apply ``expected`` ({case id: ExpectedFailure}) to every listed case of ``report``
-    (``expected_outcome``); an id not in the golden set is an error."""
+    (``expected_outcome``); an id not in ``known_ids`` (the golden set's; the CLI adds the suites' and the
+    generated cases') is an error. Generated and suite cases are matched by their ids as golden ones are."""
     unknown = [c for c in expected if c not in set(known_ids)]
     if unknown:
-        raise GoldenError(f"expected failures name case(s) not in the golden set: {', '.join(unknown)}")
+        raise GoldenError(f"expected failures name case(s) not in the golden set, a suite or the generated "
+                          f"cases: {', '.join(unknown)}")
     for c in report.cases:
         if c.id in expected:
             expected_outcome(c, expected[c.id], diagnosed)

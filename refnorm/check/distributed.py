@@ -254,6 +254,7 @@ class _Gathered:
         self.backend, self.pool, self.d, self.sizes = backend, pool, dcase, sizes
         self.name = getattr(backend, "name", type(backend).__name__)
         self.forward_only = getattr(backend, "forward_only", False)
+        self.options = getattr(backend, "options", None)      # declared options (base.py), if any
         self.timeout, self.deadline = timeout or 1e9, None
         self.disagree, self.steps, self.start_seconds = [], 0, 0.0
 

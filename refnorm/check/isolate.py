@@ -56,6 +56,7 @@ class Isolated:
         self.timeout = float(timeout)
         self.name = getattr(backend, "name", type(backend).__name__)
         self.forward_only = getattr(backend, "forward_only", False)
+        self.options = getattr(backend, "options", None)      # declared options (base.py), if any
         self.proc = self.conn = None
         self.starts = 0
 

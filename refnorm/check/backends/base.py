@@ -25,6 +25,16 @@ Optional members:
                                                 compile them meanwhile (the jax adapter, in threads). It
                                                 must never change what ``run`` returns; what it raises
                                                 is ignored (``run`` raises it again in its place)
+    options: Mapping[str, tuple | None]         the options the backend implements, any op's: name -> None
+                                                (any value) or a tuple of the values it implements, e.g.
+                                                {"eps": None, "normalized_shape": None, "weight_offset": (0.0,)}.
+                                                Declared, a case that sets an undeclared option to other
+                                                than its default (or a declared one to a value outside its
+                                                tuple) is SKIPPED with the reason, and ``Call.config`` holds
+                                                only the declared options: an option refnorm adds later,
+                                                with a default, never reaches the backend
+                                                (``declared_config``). Absent (None): every option is handed
+                                                over (``complete_config``)
 
 ``supports`` and ``contract`` see the whole call (shapes, which inputs are present), because what a
 kernel supports, and how precisely, can depend on them: torch CPU has no float16 avg_pool3d for
@@ -38,8 +48,8 @@ Names and conventions are refnorm's (``refnorm.get(op)``: input, output, option 
 options with refnorm's meaning, e.g. ``batch_norm``'s ``momentum`` under ``convention``). A backend
 translates names, layouts, dtypes and conventions to its framework and back, and nothing else.
 
-``Call.config`` is complete: the checker hands every option of the op, the case's values over the
-defaults of ``refnorm.get(op).options`` (``complete_config`` below, public for a backend's own use), so
+``Call.config`` is complete (a backend that declares ``options`` gets those only): the checker hands
+every option of the op, the case's values over the defaults of ``refnorm.get(op).options`` (``complete_config`` below, public for a backend's own use), so
 a backend reads ``call.config["eps"]`` without knowing which options a golden case sets. A default the
 module picks (batch_norm's momentum: 0.1 under convention "torch", 0.9 under "onnx") is resolved to
 that value. Mask inputs (unified_norm's ``pad_mask``, 1 = padding) come as 0/1 arrays in the case
@@ -78,6 +88,41 @@ def complete_config(op: str, config: Mapping) -> dict:
     if missing:
         raise _OptionError(f"{op}: missing required option(s) {', '.join(map(repr, missing))}")
     return dict(spec.resolve(out)) if spec.resolve is not None else out
+
+
+def _plain(v):
+    """An option value for comparison: tuples as lists (JSON's view: (8,) and [8] are the same value)."""
+    return [_plain(x) for x in v] if isinstance(v, (list, tuple)) else v
+
+
+def declared_config(op: str, config: Mapping, declared: Mapping | None) -> tuple[dict | None, str | None]:
+    """(what ``Call.config`` holds, None), or (None, why the case is skipped), for a backend that declares
+    ``declared`` (its ``options`` member: option name -> None for any value, or a tuple of the values it
+    implements; None: nothing declared, every option handed over). ``config`` is the case's own options
+    (not completed). A case is skipped when it sets an undeclared option to other than its default (the
+    value ``complete_config`` gives without it; a required option, having none, must be declared) or a
+    declared option to a value outside its tuple; otherwise the backend gets the declared options only."""
+    full = complete_config(op, config)
+    if declared is None:
+        return full, None
+    if not isinstance(declared, Mapping):
+        raise ConfigError(f"the backend's options={declared!r}; expected a mapping of option name -> None "
+                          "(any value) or a tuple of the values it implements")
+    spec = registry.get(op)
+    for k, v in full.items():
+        allowed = declared.get(k, ...)
+        if allowed is ...:
+            if spec.options[k] is REQUIRED:
+                return None, f"{op}: the backend does not declare the required option {k!r} (its options: " \
+                             f"{', '.join(declared) or 'none'})"
+            default = complete_config(op, {j: w for j, w in config.items() if j != k})[k]
+            if _plain(v) != _plain(default):
+                return None, (f"{op}: the case sets {k}={v!r} (default {default!r}), an option the backend does "
+                              f"not declare (its options: {', '.join(declared) or 'none'})")
+        elif allowed is not None and _plain(v) not in [_plain(a) for a in allowed]:
+            return None, (f"{op}: the case sets {k}={v!r}; the backend implements {k} only for "
+                          f"{', '.join(map(repr, allowed))}")
+    return {k: v for k, v in full.items() if k in declared}, None
 
 
 class _OptionError(ConfigError, KeyError):
