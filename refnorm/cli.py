@@ -369,6 +369,7 @@ def _cmd_check(args):
     hr = R.headroom_table(report)
     if hr:
         print(hr)
+    print(R.platform_line(report))
     print(R.summary_line(report, accept_partial=args.accept_partial))
     if args.json:
         data = json.dumps(report.to_json(), indent=1).encode()

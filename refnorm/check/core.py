@@ -1054,6 +1054,8 @@ def read_expected_failures(path, flags=None) -> dict:
         if not words:
             raise GoldenError(f"{path}:{n}: {cid!r} has no reason; expected {EXPECT_FORMAT}")
         late = [w for w in words if w.startswith("platform=")]
+        if late == ["platform="] and words[0] == "platform=":
+            raise GoldenError(f"{path}:{n}: platform= has no value; expected {EXPECT_FORMAT}")
         if late:                                 # it would silently scope nothing: the fields come first
             raise GoldenError(f"{path}:{n}: {late[0]!r} is in the reason (after {words[0]!r}): the fields, "
                               f"platform= among them, come before the reason; expected {EXPECT_FORMAT}")

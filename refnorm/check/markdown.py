@@ -34,6 +34,7 @@ def markdown(report, backend_arg: str, golden_arg: str | None, plots: dict, note
              accept_partial=False) -> str:
     """The summary as Markdown; ``plots``: the PNG file names to show, ``note``: why there are none."""
     out = [f"# refnorm check: backend {backend_arg}", "", R.summary_line(report, accept_partial), "",
+           R.platform_line(report), "",
            f"Golden set: `{report.golden}`. The worst error is a fraction of its derived bound (below 1 passes) "
            "and in units of the dtype's unit roundoff (docs/tolerances.md). Every array is verified, failed, "
            "unconstrained (its bound is at least its own scale: nothing verified) or unchecked (not returned, "

@@ -183,6 +183,12 @@ def skips(report) -> str:
     return "\n".join(f"SKIPPED {n} case(s): {r}" for r, n in reasons.most_common())
 
 
+def platform_line(report) -> str:
+    """'platform: CPU (arch; numeric flags: ...); GPU ...; numpy X, jax Y' (check/platform.py)."""
+    from .platform import describe
+    return describe(report.platform_info())
+
+
 def summary_line(report, accept_partial=False) -> str:
     """The last line: the verdict (OK, PARTIAL, FAILED; "OK (partial accepted)" with --accept-partial),
     the case counts and the arrays by verdict."""
