@@ -356,19 +356,10 @@ def _cmd_check(args):
         from .golden import store
         apply_expected_failures(report, expected, [e["id"] for e in store.read_manifest(golden_dir)["cases"]],
                                 diagnosed=not args.no_diagnosis)
-    print(R.table(report))
-    sk = R.skips(report)
-    if sk:
-        print(sk)
-    wn = R.warnings(report)
-    if wn:
-        print(wn)
-    for text in (R.conversions(report), R.partials(report), R.failures(report, backend_arg, args.golden)):
-        if text:
-            print(text)
-    hr = R.headroom_table(report)
-    if hr:
-        print(hr)
+    if args.verbose:
+        _print_details(report, backend_arg, args.golden)
+    else:
+        print(R.compact(report, backend_arg, args.golden))
     print(R.platform_line(report))
     print(R.summary_line(report, accept_partial=args.accept_partial))
     if args.json:
@@ -389,6 +380,16 @@ def _cmd_check(args):
             print(f"refnorm check: --report: {note}; wrote only {os.path.join(args.report, SUMMARY)}", file=sys.stderr)
         print(f"wrote {os.path.join(args.report, SUMMARY)}" + (f" and {len(files) - 1} plot(s)" if not note else ""))
     return exit_status(report, args.accept_partial)
+
+
+def _print_details(report, backend_arg, golden_arg):
+    """--verbose: every section in full (the compact default is report.compact)."""
+    from .check import report as R
+    print(R.table(report))
+    for text in (R.skips(report), R.warnings(report), R.conversions(report), R.partials(report),
+                 R.failures(report, backend_arg, golden_arg), R.headroom_table(report)):
+        if text:
+            print(text)
 
 
 def exit_status(report, accept_partial=False) -> int:
@@ -545,6 +546,10 @@ def build_parser():
                                                    "(plots need matplotlib: pip install 'refnorm[report]')")
     c.add_argument("--timeout", type=float, default=60.0, help="per-case time limit in seconds (default 60)")
     c.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    c.add_argument("-v", "--verbose", action="store_true",
+                   help="print every detail: each partial, failed and expected-failure case with its worst elements "
+                        "and reproduce command, every skip reason, warning and note, and the HEADROOM table (default: "
+                        "the table, skips grouped by reason, one line per failure, one line per kind of note)")
     c.add_argument("--generate", action="append", metavar="RECIPE",
                    help="judge a generated case instead of the golden set, e.g. 'layer_norm shape=16384x5137 "
                         "dtype=bfloat16 regime=mean1e3 layout=channels_last' (repeatable; refnorm/golden/generate.py)")

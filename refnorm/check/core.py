@@ -248,10 +248,17 @@ class Report:
 
     def headroom(self) -> list:
         """How tight the check is, per (op, dtype): over the verified arrays of the PASSED and PARTIAL
-        cases, the worst error as a fraction of its bound (``worst_ratio``, <= 1) and the headroom
-        1 / worst_ratio (how many times larger the worst error could be and still pass; "inf" when every
-        error was 0, e.g. a backend returning the correctly rounded reference). Rows with no such case
-        are left out."""
+        cases, the worst ratio excess / bound (``worst_ratio``, <= 1) and the headroom 1 / worst_ratio;
+        "exact" when every ratio was 0. Rows with no such case are left out.
+
+        What it measures (docs/tolerances.md, section 9, "Headroom"): the excess is the distance from the
+        reference to the returned value's rounding interval (precision.excess), 0 for any result inside
+        it (a correctly rounded one among them), so "exact" means every element was inside its rounding
+        interval, and a headroom h means the worst element could have been h times further OUTSIDE its
+        interval and still pass: not that an error h times larger than |got - ref| passes. A result one
+        ulp off lands about half an ulp outside its interval, i.e. ulp / (2 * bound) times the bound:
+        where the bound is far below the dtype's ulp (float16/bfloat16 outputs computed in float32,
+        rms_norm bfloat16: ~3e3x) one ulp off fails although the headroom is huge or "exact"."""
         rows = {}
         for c in self.cases:
             if c.status not in ("passed", "partial"):
@@ -260,7 +267,8 @@ class Report:
             n, w = rows.get(key, (0, 0.0))
             rows[key] = (n + 1, max([w] + [a.ratio for a in c.arrays if a.verdict == "verified"]))
         order = {"float64": 0, "float32": 1, "float16": 2, "bfloat16": 3}
-        return [{"op": op, "dtype": dt, "passed": n, "worst_ratio": _num(w), "headroom": _num(1 / w) if w > 0 else "inf"}
+        return [{"op": op, "dtype": dt, "passed": n, "worst_ratio": _num(w),
+                 "headroom": _num(1 / w) if w > 0 else "exact"}
                 for (op, dt), (n, w) in sorted(rows.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 9)))]
 
     def to_json(self):

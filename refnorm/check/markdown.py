@@ -46,8 +46,11 @@ def markdown(report, backend_arg: str, golden_arg: str | None, plots: dict, note
     hr = report.headroom()
     if hr:
         out += ["## Headroom (passed cases)", "",
-                "The worst error of the passed cases as a fraction of its bound, and the headroom 1 / that: how "
-                "many times larger the worst error could be and still pass (docs/tolerances.md, \"Headroom\").", "",
+                "The worst excess (the distance from the reference to the returned value's rounding interval) of "
+                "the passed cases as a fraction of its bound, and the headroom 1 / that: how many times further "
+                "outside its interval the worst element could be and still pass; *exact* when every element was "
+                "inside it. Not a bound on |error|: a result one ulp off scores ulp / (2 bound), often above 1 "
+                "in float16/bfloat16 (docs/tolerances.md, section 9, \"Headroom\").", "",
                 "| op | dtype | passed | worst / bound | headroom |", "|---|---|---:|---:|---:|"]
         out += [f"| {r['op']} | {r['dtype']} | {r['passed']} | {R._fmt(r['worst_ratio'])} | "
                 f"{r['headroom'] if isinstance(r['headroom'], str) else R._fmt(r['headroom'])} |" for r in hr] + [""]
