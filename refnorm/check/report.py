@@ -246,28 +246,49 @@ def grouped_skips(report, width: int = 200) -> str:
     return "\n".join(lines)
 
 
-def short_failures(report, limit: int = 20, width: int = 220) -> str:
-    """One line per failed or errored case (its message cut at ``width``), at most ``limit``; the
-    expected failures as one count."""
+def short_failures(report, backend_arg: str, golden_arg: str | None = None, limit: int = 20, width: int = 220) -> str:
+    """Per failed or errored case (at most ``limit``): one line with its message cut at ``width``, and the
+    command that reproduces it (--verbose adds the worst elements and the diagnosis)."""
     bad = [c for c in report.cases if c.status in ("failed", "error")]
     out = []
     for c in bad[:limit]:
         msg = c.message if len(c.message) <= width else c.message[:width - 3] + "..."
         out.append(f"{c.status.upper()} {c.id} [{c.dtype}]: {msg}")
+        out.append("  reproduce: " + reproduce(c.id, backend_arg, golden_arg, layout=getattr(c, "layout", "contiguous"),
+                                               recipe=getattr(c, "recipe", ""),
+                                               world_size=getattr(c, "world_size", None)))
     if len(bad) > limit:
         out.append(f"... and {len(bad) - limit} more failed or errored cases (--verbose, --json)")
     return "\n".join(out)
 
 
-def compact_notes(report) -> str:
-    """One line each, where there is something: the partial cases by op, the expected failures, the
-    precision warnings and dtype conversions (counts; --verbose lists them) and the tightest headroom."""
+def unverified_groups(report) -> list:
+    """[(what, cases)] over the partial cases, most cases first: each array left unverified, by part,
+    name and why ("unchecked grads.x: not returned (the backend is forward-only)", "unconstrained
+    grads.weight"), counted once per case."""
+    n = Counter()
+    for c in report.cases:
+        if c.status != "partial":
+            continue
+        seen = {f"unconstrained {a.part}.{a.name}" for a in c.arrays if a.verdict == "unconstrained"}
+        for key in c.unchecked:
+            step, _, name = key.partition(".")
+            seen.add(f"unchecked {name}: {c.unchecked_why.get(key, 'not judged')}")
+        n.update(seen)
+    return sorted(n.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def compact_notes(report, limit: int = 8) -> str:
+    """One line each, where there is something: the partial cases by op, with the arrays left unverified
+    and why (at most ``limit`` lines, unverified_groups), the expected failures, the precision warnings
+    and dtype conversions (counts; --verbose lists them) and the tightest headroom."""
     out = []
     partial = Counter(c.op for c in report.cases if c.status == "partial")
     if partial:
         by_op = ", ".join(f"{op} {n}" for op, n in sorted(partial.items()))
         out.append(f"PARTIAL {sum(partial.values())} case(s) (nothing failed, some array unconstrained or unchecked): "
                    f"{by_op}")
+        out += [f"  {what} in {n} case(s)" for what, n in unverified_groups(report)[:limit]]
     xf = [c for c in report.cases if c.status == "xfail"]
     if xf:
         out.append(f"XFAIL {len(xf)} expected failure(s), each failing exactly as its list entry records")
@@ -275,10 +296,14 @@ def compact_notes(report) -> str:
     if wn:
         out.append(f"PRECISION WARNING {len(wn)} array(s) (op, dtype, name) beyond the strict contract, within the "
                    f"declared relaxed one, in {len({(o, d) for o, d, _ in wn})} op/dtype row(s)")
-    conv = [(c.op, c.dtype) for c in report.cases for a in c.arrays if a.returned_dtype]
-    if conv:
-        out.append(f"NOTE {len(conv)} array(s) in {len(set(conv))} op/dtype row(s) returned in a more precise dtype, "
-                   "judged after rounding to the case dtype")
+    conv = {}
+    for c in report.cases:
+        for a in c.arrays:
+            if a.returned_dtype:
+                conv.setdefault((a.returned_dtype, c.dtype), []).append(c.op)
+    for (rd, dt), ops in sorted(conv.items()):
+        out.append(f"NOTE {len(ops)} array(s) returned as {rd}, judged as {dt} after rounding to nearest "
+                   f"({len(set(ops))} op(s))")
     rows = [r for r in report.headroom() if not isinstance(r["headroom"], str)]
     if rows:
         r = min(rows, key=lambda r: r["headroom"])
@@ -307,5 +332,6 @@ def compact(report, backend_arg: str, golden_arg: str | None = None) -> str:
     """The default text of ``refnorm check`` (--verbose prints every detail instead): the per op/dtype
     table, the skips grouped by reason, the failures one line each, one line per kind of note. The
     platform and summary lines follow it (cli)."""
-    parts = [compact_table(report), grouped_skips(report), short_failures(report), compact_notes(report)]
+    parts = [compact_table(report), grouped_skips(report), short_failures(report, backend_arg, golden_arg),
+             compact_notes(report)]
     return "\n".join(p for p in parts if p)
