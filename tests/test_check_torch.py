@@ -37,6 +37,8 @@ def test_torch_cpu_passes_every_supported_case_but_its_known_defects(tmp_path, c
     assert main(["check", "--backend", "torch-cpu", "--golden", GOLDEN, "--expect-failures", KNOWN,
                  "--no-progress", "--ops", "layer_norm", "--accept-partial"]) == 0
     _the_default_output_is_compact(text)
+    import figures                          # issue 34 item 14: README/docs torch-cpu figures, from this run
+    assert figures.mismatches({"torch_cpu": s}, only="torch_cpu") == []
 
 
 def _the_default_output_is_compact(text):
