@@ -147,3 +147,21 @@ def test_every_shipped_list_parses_for_cpus_with_and_without_avx512_fp16(path):
     assert with_ or without
     for entries, flags in ((with_, {"avx512_fp16"}), (without, set())):
         assert all(P.scope_matches(e.platform, flags) for e in entries.values())
+
+
+def test_a_gpu_in_use_is_recorded_with_its_name_and_driver(monkeypatch):
+    """torch's CUDA initialized in this process (a GPU backend ran): its device name, the runtime and the
+    kernel driver's version (/proc/driver/nvidia/version, "" where there is none) are recorded."""
+    import types
+    fake = types.SimpleNamespace(
+        __version__="0.0-fake",
+        cuda=types.SimpleNamespace(is_initialized=lambda: True, current_device=lambda: 0,
+                                   get_device_name=lambda i: "Fake GPU 80GB"),
+        version=types.SimpleNamespace(cuda="12.4"))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setattr(P, "_nvidia_driver", lambda: "550.54.15")
+    p = P.probe()
+    assert p["gpu"] == {"name": "Fake GPU 80GB", "driver": "550.54.15", "runtime": "CUDA 12.4"}
+    assert "GPU Fake GPU 80GB (driver 550.54.15, CUDA 12.4)" in P.describe(p) and "torch 0.0-fake" in P.describe(p)
+    fake.cuda.is_initialized = lambda: False                  # torch imported, CUDA never used: no GPU
+    assert P.probe()["gpu"] is None
