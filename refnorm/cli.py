@@ -354,19 +354,11 @@ def _cmd_check(args):
         from .check.core import apply_expected_failures
         apply_expected_failures(report, expected, _listable_ids(report, golden_dir),
                                 diagnosed=not args.no_diagnosis)
-    print(R.table(report))
-    sk = R.skips(report)
-    if sk:
-        print(sk)
-    wn = R.warnings(report)
-    if wn:
-        print(wn)
-    for text in (R.conversions(report), R.partials(report), R.failures(report, backend_arg, args.golden)):
-        if text:
-            print(text)
-    hr = R.headroom_table(report)
-    if hr:
-        print(hr)
+    if args.verbose:
+        _print_details(report, backend_arg, args.golden)
+    else:
+        print(R.compact(report, backend_arg, args.golden))
+    print(R.platform_line(report))
     print(R.summary_line(report, accept_partial=args.accept_partial))
     if args.json:
         data = json.dumps(report.to_json(), indent=1).encode()
@@ -400,6 +392,16 @@ def _listable_ids(report, golden_dir) -> set:
             pass
     ids = {e["id"] for e in store.read_manifest(golden_dir)["cases"]} if golden_dir else set()
     return ids | generate.known_ids() | {c.id for c in report.cases}
+
+
+def _print_details(report, backend_arg, golden_arg):
+    """--verbose: every section in full (the compact default is report.compact)."""
+    from .check import report as R
+    print(R.table(report))
+    for text in (R.skips(report), R.warnings(report), R.conversions(report), R.partials(report),
+                 R.failures(report, backend_arg, golden_arg), R.headroom_table(report)):
+        if text:
+            print(text)
 
 
 def exit_status(report, accept_partial=False) -> int:
@@ -556,6 +558,10 @@ def build_parser():
                                                    "(plots need matplotlib: pip install 'refnorm[report]')")
     c.add_argument("--timeout", type=float, default=60.0, help="per-case time limit in seconds (default 60)")
     c.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    c.add_argument("-v", "--verbose", action="store_true",
+                   help="print every detail: each partial, failed and expected-failure case with its worst elements "
+                        "and reproduce command, every skip reason, warning and note, and the HEADROOM table (default: "
+                        "the table, skips grouped by reason, one line per failure, one line per kind of note)")
     c.add_argument("--generate", action="append", metavar="RECIPE",
                    help="judge a generated case instead of the golden set, e.g. 'layer_norm shape=16384x5137 "
                         "dtype=bfloat16 regime=mean1e3 layout=channels_last' (repeatable; refnorm/golden/generate.py)")

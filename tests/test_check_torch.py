@@ -36,6 +36,26 @@ def test_torch_cpu_passes_every_supported_case_but_its_known_defects(tmp_path, c
     assert all(c["unconstrained"] and c["verdicts"]["failed"] == 0 and not c["unchecked"] for c in partial)
     assert main(["check", "--backend", "torch-cpu", "--golden", GOLDEN, "--expect-failures", KNOWN,
                  "--no-progress", "--ops", "layer_norm", "--accept-partial"]) == 0
+    _the_default_output_is_compact(text)
+    import figures                          # issue 34 item 14: README/docs torch-cpu figures, from this run
+    assert figures.mismatches({"torch_cpu": s}, only="torch_cpu") == []
+
+
+def _the_default_output_is_compact(text):
+    """Issue 34 item 13: the main command's default text (288 lines before) is the table of the op/dtype
+    rows with a judged case, the skips grouped by reason, one line per kind of note: no line twice, no
+    two skip lines differing only in a dtype or a number, and bounded."""
+    from refnorm.check.report import reason_key
+    lines = text.splitlines()
+    skips = [ln for ln in lines if ln.startswith("SKIPPED ")]
+    assert skips and len(set(lines)) == len(lines), [ln for ln in lines if lines.count(ln) > 1]
+    keys = [reason_key(ln.split(": ", 1)[1].split(" [and ")[0]) for ln in skips]
+    assert len(set(keys)) == len(keys), skips
+    rule = next(i for i, ln in enumerate(lines) if ln.startswith("-----"))
+    rows = next(i for i, ln in enumerate(lines) if ln.startswith("arrays ok/unc/unch:")) - rule - 1
+    assert 0 < rows and len(lines) - rows <= 40, lines[rule + rows:]     # besides the table: 40 lines at most
+    end = next(i for i, ln in enumerate(lines) if ln.startswith("refnorm check: PARTIAL"))
+    assert lines[end - 1].startswith("platform: ")
 
 
 def test_torch_cpu_defects_fail_without_the_list(capsys):

@@ -227,14 +227,14 @@ def test_headroom_is_the_worst_ratio_of_the_passed_cases():
         assert r["passed"] == len(passed)
         w = max(a.ratio for c in passed for a in c.arrays if a.verdict == "verified")
         assert r["worst_ratio"] == w <= 1
-        assert r["headroom"] == (1 / w if w > 0 else "inf")
+        assert r["headroom"] == (1 / w if w > 0 else "exact")
     assert rep.to_json()["headroom"] == rows
     assert "HEADROOM" in R.headroom_table(rep)
     from refnorm.check.markdown import markdown
     assert "## Headroom (passed cases)" in markdown(rep, "x", None, {}, None)
     exact = run_check(_Numpy(), GOLDEN, ops=["rms_norm"], dtypes=["float64"])     # the reference itself: 0 error
     assert exact.headroom() == [{"op": "rms_norm", "dtype": "float64", "passed": exact.count("passed"),
-                                 "worst_ratio": 0.0, "headroom": "inf"}]
+                                 "worst_ratio": 0.0, "headroom": "exact"}]
 
 
 def test_a_diagnosis_failure_never_changes_the_verdict(monkeypatch):

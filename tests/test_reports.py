@@ -143,3 +143,84 @@ def test_plot_ratios_take_judged_arrays_of_passed_and_failed_cases():
                             CaseResult("a/3", "a", "float16", "xfail", arrays=[arr(5.0)]),
                             CaseResult("b/1", "b", "float32", "skipped")])
     assert ratios_by_op(rep) == {"a": {"float32": [0.1, 0.0], "float16": [np.inf]}}
+
+
+# ------------------------------------------- issue 34 item 13: a compact default, details with --verbose
+def _skipped(cid, op, dtype, message):
+    from refnorm.check.core import CaseResult
+    return CaseResult(cid, op, dtype, "skipped", message)
+
+
+def test_skips_differing_only_in_a_dtype_or_number_are_one_line_with_their_count():
+    from refnorm.check import report as R
+    from refnorm.check.core import Report
+    cases = [_skipped(f"lrn/{i}_f16", "lrn", "float16", "torch CPU has no float16 avg_pool3d") for i in range(3)]
+    cases += [_skipped(f"lrn/{i}_bf16", "lrn", "bfloat16", "torch CPU has no bfloat16 avg_pool3d") for i in range(2)]
+    cases += [_skipped(f"rms/{i}", "rms", "float32", f"option weight_offset={v} is not implemented")
+              for i, v in enumerate(["1.0", "0.5", "2", "1e-3"] * 3)]              # 12 near-identical reasons
+    cases += [_skipped("un/1", "un", "float32", "no derived tolerance")]
+    text = R.grouped_skips(Report("b", "g", cases))
+    lines = text.splitlines()
+    assert lines == [
+        "SKIPPED 12 case(s): option weight_offset=1.0 is not implemented [and 3 variant(s) of this reason "
+        "differing in a dtype or number]",
+        "SKIPPED 5 case(s): torch CPU has no float16 avg_pool3d [and 1 variant(s) of this reason differing in a "
+        "dtype or number]",
+        "SKIPPED 1 case(s): no derived tolerance"], lines
+    assert len(set(lines)) == len(lines)
+
+
+def test_the_default_output_is_compact_and_verbose_prints_every_detail(mixed, capsys):
+    assert main(mixed) == 1
+    short = capsys.readouterr().out
+    assert main(mixed + ["--verbose"]) == 1
+    full = capsys.readouterr().out
+    # the failure: one line and its reproduce command by default; its worst elements with --verbose
+    repro = f"  reproduce: refnorm check --backend mixed --golden {GOLDEN} --case {LN_FAIL}"
+    assert f"FAILED {LN_FAIL} [" in short and repro in short.splitlines()
+    assert "at [" not in short and "elements over" not in short and "at [" in full and "elements over" in full
+    assert f"XFAIL {LN_XFAIL}" not in short and "XFAIL 1 expected failure(s)" in short and f"XFAIL {LN_XFAIL}" in full
+    assert "HEADROOM op" not in short and "HEADROOM op" in full
+    # the table leaves out the rows whose every case was skipped; --verbose keeps them
+    assert not any(ln.startswith("unified_norm ") for ln in short.splitlines())
+    assert any(ln.startswith("unified_norm ") for ln in full.splitlines())
+    assert "row(s) whose every case was skipped are left out: --verbose shows them" in short
+    for text in (short, full):
+        assert "SKIPPED 1 case(s): no derived tolerance" in text
+        assert text.splitlines()[-1].startswith("refnorm check: FAILED") and "platform: " in text
+    assert len(short.splitlines()) < len(full.splitlines())
+
+
+def test_headroom_exact_means_inside_the_rounding_interval_and_one_ulp_off_still_fails(monkeypatch):
+    """rms_norm bfloat16 through the reference: headroom "exact" (every element inside its rounding
+    interval), yet one element one ulp off fails: the headroom is not a bound on |error| (Report.headroom)."""
+    from refnorm.check import report as R
+    from refnorm.check.core import run_check
+    cid = next(i for i in _ids("rms_norm") if "_bf16_" in i)
+
+    class OneUlp(NumpyBackend):
+        name = "one-ulp"
+
+        def run(self, call):
+            r = super().run(call)
+            y = np.array(r.outputs["y"], copy=True)
+            k = int(np.argmax(np.abs(y.astype(np.float64)).ravel()))
+            y.flat[k] = _next_bf16(y.flat[k])
+            return Returned({**r.outputs, "y": y}, r.grads, r.state)
+
+    exact = run_check(NumpyBackend(), GOLDEN, case_ids=[cid])
+    assert exact.cases[0].status == "passed"
+    assert exact.headroom() == [{"op": "rms_norm", "dtype": "bfloat16", "passed": 1, "worst_ratio": 0.0,
+                                 "headroom": "exact"}]
+    assert "exact" in R.headroom_table(exact) and R.HEADROOM_NOTE in R.headroom_table(exact)
+    off = run_check(OneUlp(), GOLDEN, case_ids=[cid])
+    c = off.cases[0]
+    assert c.status == "failed" and c.failing_arrays() == ["output.y"], c.message
+    assert next(a for a in c.arrays if a.name == "y").ratio > 1
+
+
+def _next_bf16(v):
+    """The bfloat16 value one ulp above ``v`` (away from zero for positive v, toward zero for negative)."""
+    import ml_dtypes
+    bits = np.array(v, dtype=ml_dtypes.bfloat16).view(np.uint16)
+    return (bits + np.uint16(1)).view(ml_dtypes.bfloat16)

@@ -115,6 +115,11 @@ def test_forward_only_cases_are_partial_in_every_format(tmp_path, capsys):
     last = [ln for ln in out.splitlines() if ln.startswith("refnorm check:")][-1]
     assert "PARTIAL" in last and "0 passed" in last and "OK" not in last, last
     assert "unchecked" in last
+    # the default text groups the partial cases with why their arrays are unverified; --verbose lists each
+    assert "PARTIAL layer_norm/" not in out and "unchecked grads.x: not returned (the backend is forward-only) in " in out
+    assert main(["check", "--backend", f"{MOD}:FwdOnly", "--golden", GOLDEN, "--ops", "layer_norm", "--no-progress",
+                 "--verbose"]) == 4
+    out = capsys.readouterr().out
     assert "PARTIAL layer_norm/" in out and "grads.x (not returned (the backend is forward-only))" in out
     s = json.loads(js.read_text())["summary"]
     assert s["passed"] == 0 and s["partial"] == s["judged"] > 40 and s["verdict"] == "partial" and not s["ok"]

@@ -203,6 +203,15 @@ class Report:
     golden: str
     cases: list = field(default_factory=list)
     seconds: float = 0.0
+    platform: dict | None = None     # where it ran (platform.probe): set by platform_info(), at the first report
+
+    def platform_info(self) -> dict:
+        """The platform record (CPU model and numeric flags, GPU, library versions: check/platform.py),
+        probed once, when first asked for (after the run: the backend's framework is imported by then)."""
+        if self.platform is None:
+            from . import platform
+            self.platform = platform.probe()
+        return self.platform
 
     def count(self, status):
         return sum(c.status == status for c in self.cases)
@@ -240,10 +249,17 @@ class Report:
 
     def headroom(self) -> list:
         """How tight the check is, per (op, dtype): over the verified arrays of the PASSED and PARTIAL
-        cases, the worst error as a fraction of its bound (``worst_ratio``, <= 1) and the headroom
-        1 / worst_ratio (how many times larger the worst error could be and still pass; "inf" when every
-        error was 0, e.g. a backend returning the correctly rounded reference). Rows with no such case
-        are left out."""
+        cases, the worst ratio excess / bound (``worst_ratio``, <= 1) and the headroom 1 / worst_ratio;
+        "exact" when every ratio was 0. Rows with no such case are left out.
+
+        What it measures (docs/tolerances.md, section 9, "Headroom"): the excess is the distance from the
+        reference to the returned value's rounding interval (precision.excess), 0 for any result inside
+        it (a correctly rounded one among them), so "exact" means every element was inside its rounding
+        interval, and a headroom h means the worst element could have been h times further OUTSIDE its
+        interval and still pass: not that an error h times larger than |got - ref| passes. A result one
+        ulp off lands about half an ulp outside its interval, i.e. ulp / (2 * bound) times the bound:
+        where the bound is far below the dtype's ulp (float16/bfloat16 outputs computed in float32,
+        rms_norm bfloat16: ~3e3x) one ulp off fails although the headroom is huge or "exact"."""
         rows = {}
         for c in self.cases:
             if c.status not in ("passed", "partial"):
@@ -252,11 +268,13 @@ class Report:
             n, w = rows.get(key, (0, 0.0))
             rows[key] = (n + 1, max([w] + [a.ratio for a in c.arrays if a.verdict == "verified"]))
         order = {"float64": 0, "float32": 1, "float16": 2, "bfloat16": 3}
-        return [{"op": op, "dtype": dt, "passed": n, "worst_ratio": _num(w), "headroom": _num(1 / w) if w > 0 else "inf"}
+        return [{"op": op, "dtype": dt, "passed": n, "worst_ratio": _num(w),
+                 "headroom": _num(1 / w) if w > 0 else "exact"}
                 for (op, dt), (n, w) in sorted(rows.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 9)))]
 
     def to_json(self):
-        return {"summary": self.summary(), "headroom": self.headroom(), "cases": [c.to_json() for c in self.cases]}
+        return {"summary": self.summary(), "platform": self.platform_info(), "headroom": self.headroom(),
+                "cases": [c.to_json() for c in self.cases]}
 
 
 # ------------------------------------------------------------------------------------ one case
@@ -1000,33 +1018,48 @@ class ExpectedFailure:
     ``fails``: the arrays that fail ("output.y", "grad.x", "state.running_var"; any step), exactly;
     ``error``: instead of ``fails``, a text the case's error message must contain;
     ``diagnosis``: the variant the diagnosis must name (``none``: no known pitfall may match), or None
-    (not compared); ``reason``: why, in words."""
+    (not compared); ``reason``: why, in words; ``platform``: the CPUs it holds on (platform.parse_scope:
+    ((flag, wanted), ...); () = every CPU)."""
     fails: frozenset | None
     error: str | None
     diagnosis: str | None
     reason: str
+    platform: tuple = ()
 
     def describe(self) -> str:
+        from .platform import describe_scope
         what = f"error containing {self.error!r}" if self.error is not None else f"fails={','.join(sorted(self.fails))}"
-        return what + (f" diagnosis={self.diagnosis}" if self.diagnosis is not None else "")
+        return (what + (f" diagnosis={self.diagnosis}" if self.diagnosis is not None else "")
+                + (f" platform={describe_scope(self.platform)}" if self.platform else ""))
 
 
-FIELDS = ("fails", "error", "diagnosis")
-EXPECT_FORMAT = ("'CASE-ID fails=ARRAY[,ARRAY...] [diagnosis=VARIANT|none] reason' or 'CASE-ID error=\"TEXT\" "
-                 "reason' (ARRAY: output.y, grad.x, state.running_var, ...)")
+FIELDS = ("fails", "error", "diagnosis", "platform")
+EXPECT_FORMAT = ("'CASE-ID fails=ARRAY[,ARRAY...] [diagnosis=VARIANT|none] [platform=[!]FLAG[,...]] reason' or "
+                 "'CASE-ID error=\"TEXT\" reason' (ARRAY: output.y, grad.x, state.running_var, ...; FLAG: a CPU "
+                 "flag such as avx512_fp16)")
 
 
-def read_expected_failures(path) -> dict:
+def read_expected_failures(path, flags=None) -> dict:
     """Parse an expected-failures file (docs: README, "Expected failures"): one listed case per line,
     ``#`` starts a comment; the fields come first (a value may be quoted), the rest is the reason:
 
-        CASE-ID  fails=output.y,grad.x  [diagnosis=VARIANT|none]  why it fails, in words
+        CASE-ID  fails=output.y,grad.x  [diagnosis=VARIANT|none]  [platform=[!]FLAG,...]  why, in words
         CASE-ID  error="text the error message contains"  why
 
-    Returns {case id: ExpectedFailure}. A line without ``fails=`` or ``error=``, without a reason, with
-    a misspelt field name, or a case listed twice is a GoldenError naming the line. The first word that
-    is not a field begins the reason (it may itself contain "=")."""
+    ``platform=`` scopes an entry to the CPUs with (``avx512_fp16``) or without (``!avx512_fp16``) a
+    numeric flag (check/platform.py); an entry whose scope does not match ``flags`` (default: this
+    machine's, platform.cpu()) is left out of the result: ignored for this run. A case may be listed
+    more than once only with scopes no CPU matches together.
+
+    Returns {case id: ExpectedFailure} of the entries that apply. A line without ``fails=`` or
+    ``error=``, without a reason, with a misspelt field name or an unknown platform flag, or a case
+    listed twice for one platform is a GoldenError naming the line. The first word that is not a field
+    begins the reason (it may itself contain "=")."""
     import re
+    from . import platform as P
+    if flags is None:
+        flags = P.cpu()["flags"]
+    lines = {}                                   # case id -> line number of each entry (all platforms)
     field_re = re.compile(r"""([A-Za-z_]\w*)=("([^"]*)"|'([^']*)'|(\S+))(\s+|$)""")
     out = {}
     try:
@@ -1067,9 +1100,23 @@ def read_expected_failures(path) -> dict:
                                   "output.NAME, grad.NAME or state.NAME")
         if not words:
             raise GoldenError(f"{path}:{n}: {cid!r} has no reason; expected {EXPECT_FORMAT}")
-        if cid in out:
-            raise GoldenError(f"{path}:{n}: {cid!r} is listed twice")
-        out[cid] = ExpectedFailure(fails, fields.get("error"), fields.get("diagnosis"), " ".join(words))
+        late = [w for w in words if w.startswith("platform=")]
+        if late == ["platform="] and words[0] == "platform=":
+            raise GoldenError(f"{path}:{n}: platform= has no value; expected {EXPECT_FORMAT}")
+        if late:                                 # it would silently scope nothing: the fields come first
+            raise GoldenError(f"{path}:{n}: {late[0]!r} is in the reason (after {words[0]!r}): the fields, "
+                              f"platform= among them, come before the reason; expected {EXPECT_FORMAT}")
+        try:
+            scope = P.parse_scope(fields["platform"]) if "platform" in fields else ()
+        except P.ScopeError as e:
+            raise GoldenError(f"{path}:{n}: {e}") from None
+        for m_, other in lines.get(cid, ()):
+            if not P.scopes_exclusive(scope, other):
+                raise GoldenError(f"{path}:{n}: {cid!r} is listed twice (line {m_}) for the same platform: "
+                                  "scope both entries with platform= so that no CPU matches both")
+        lines.setdefault(cid, []).append((n, scope))
+        if P.scope_matches(scope, flags):
+            out[cid] = ExpectedFailure(fails, fields.get("error"), fields.get("diagnosis"), " ".join(words), scope)
     return out
 
 

@@ -7,7 +7,9 @@ unconstrained or unchecked, nothing failed) -> ``<failure type="refnorm.partial"
 not verified, or, with ``accept_partial``, ``<skipped message="partial (accepted): ...">``: never a
 plain pass; skipped ->
 ``<skipped message="reason">``; an expected failure (``--expect-failures``) -> ``<skipped
-message="expected failure: why">`` with the failure as its text. Characters XML 1.0 cannot hold
+message="expected failure: why">`` with the failure as its text. The suite's properties record
+the platform (``platform_cpu``, ``platform_flags``, ``platform_gpu``, ``version_numpy``, ...:
+check/platform.py). Characters XML 1.0 cannot hold
 (control characters from an exception message) are replaced by U+FFFD.
 """
 from __future__ import annotations
@@ -39,6 +41,13 @@ def junit_xml(report, backend_arg: str, golden_arg: str | None = None, accept_pa
         ET.SubElement(props, "property", name=k, value=_clean(s[k]))
     for k in ("verified", "failed", "unconstrained", "unchecked"):
         ET.SubElement(props, "property", name=f"arrays_{k}", value=str(s["arrays"][k]))
+    plat = report.platform_info()
+    for k, v in (("platform_cpu", plat["cpu"]), ("platform_arch", plat["arch"]),
+                 ("platform_flags", ",".join(plat["flags"]) if plat["flags_known"] else "unknown"),
+                 ("platform_gpu", f"{plat['gpu']['name']} (driver {plat['gpu']['driver'] or '?'}, "
+                                  f"{plat['gpu']['runtime']})" if plat["gpu"] else "none"),
+                 *((f"version_{lib}", ver) for lib, ver in plat["versions"].items())):
+        ET.SubElement(props, "property", name=k, value=_clean(v))
     for c in report.cases:
         tc = ET.SubElement(suite, "testcase", classname=_clean(c.op), name=_clean(c.id), time=f"{c.seconds:.4f}")
         if c.status in ("failed", "error"):

@@ -34,6 +34,7 @@ def markdown(report, backend_arg: str, golden_arg: str | None, plots: dict, note
              accept_partial=False) -> str:
     """The summary as Markdown; ``plots``: the PNG file names to show, ``note``: why there are none."""
     out = [f"# refnorm check: backend {backend_arg}", "", R.summary_line(report, accept_partial), "",
+           R.platform_line(report), "",
            f"Golden set: `{report.golden}`. The worst error is a fraction of its derived bound (below 1 passes) "
            "and in units of the dtype's unit roundoff (docs/tolerances.md). Every array is verified, failed, "
            "unconstrained (its bound is at least its own scale: nothing verified) or unchecked (not returned, "
@@ -45,8 +46,11 @@ def markdown(report, backend_arg: str, golden_arg: str | None, plots: dict, note
     hr = report.headroom()
     if hr:
         out += ["## Headroom (passed cases)", "",
-                "The worst error of the passed cases as a fraction of its bound, and the headroom 1 / that: how "
-                "many times larger the worst error could be and still pass (docs/tolerances.md, \"Headroom\").", "",
+                "The worst excess (the distance from the reference to the returned value's rounding interval) of "
+                "the passed cases as a fraction of its bound, and the headroom 1 / that: how many times further "
+                "outside its interval the worst element could be and still pass; *exact* when every element was "
+                "inside it. Not a bound on |error|: a result one ulp off scores ulp / (2 bound), often above 1 "
+                "in float16/bfloat16 (docs/tolerances.md, section 9, \"Headroom\").", "",
                 "| op | dtype | passed | worst / bound | headroom |", "|---|---|---:|---:|---:|"]
         out += [f"| {r['op']} | {r['dtype']} | {r['passed']} | {R._fmt(r['worst_ratio'])} | "
                 f"{r['headroom'] if isinstance(r['headroom'], str) else R._fmt(r['headroom'])} |" for r in hr] + [""]

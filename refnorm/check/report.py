@@ -3,6 +3,7 @@ reproduces it, and the skip reasons. (JSON: ``Report.to_json()``.)"""
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter, defaultdict
 
 import numpy as np
@@ -63,9 +64,14 @@ def table(report) -> str:
     return "\n".join(lines)
 
 
+HEADROOM_NOTE = ("headroom: how many times further outside its rounding interval the worst element could be and "
+                 "still pass (exact: every element inside it); not a bound on |error|: one ulp off is ulp/(2 bound) "
+                 "x the bound, often > 1 in float16/bfloat16 (docs/tolerances.md, section 9, Headroom)")
+
+
 def headroom_table(report) -> str:
-    """Per op and dtype, over the passed cases: the worst error as a fraction of its bound and the
-    headroom (1 / that: how many times larger the worst error could be and still pass)."""
+    """Per op and dtype, over the passed cases: the worst ratio excess / bound and the headroom (1 / that;
+    "exact" when every element was inside its rounding interval: Report.headroom says what it means)."""
     rows = report.headroom()
     if not rows:
         return ""
@@ -74,6 +80,7 @@ def headroom_table(report) -> str:
     for r in rows:
         h = r["headroom"] if isinstance(r["headroom"], str) else _fmt(r["headroom"])
         lines.append(f"{r['op']:24s} {r['dtype']:9s} {r['passed']:6d} {_fmt(r['worst_ratio']):>11s} {h:>9s}")
+    lines.append(HEADROOM_NOTE)
     return "\n".join(lines)
 
 
@@ -190,6 +197,12 @@ def skips(report) -> str:
     return "\n".join(f"SKIPPED {n} case(s): {r}" for r, n in reasons.most_common())
 
 
+def platform_line(report) -> str:
+    """'platform: CPU (arch; numeric flags: ...); GPU ...; numpy X, jax Y' (check/platform.py)."""
+    from .platform import describe
+    return describe(report.platform_info())
+
+
 def summary_line(report, accept_partial=False) -> str:
     """The last line: the verdict (OK, PARTIAL, FAILED; "OK (partial accepted)" with --accept-partial),
     the case counts and the arrays by verdict."""
@@ -205,3 +218,127 @@ def summary_line(report, accept_partial=False) -> str:
     return (f"refnorm check: {verdict}: backend {s['backend']}: {s['passed']} passed, {s['partial']} partial, "
             f"{s['failed']} failed, {s['errors']} errors{xf}, {s['skipped']} skipped of {s['cases']} cases"
             f"{arrays} in {s['seconds']:.1f} s{extra}")
+
+
+# --------------------------------------------------------------- the compact default (refnorm check)
+_VARIES = re.compile(r"\b(?:float64|float32|float16|bfloat16)\b|[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+def reason_key(message: str) -> str:
+    """A skip reason with its dtype names and numbers blanked: reasons that differ only in those (the
+    same missing feature for float16 and bfloat16, for size=2 and size=4, for eps=1e-5 and 1e-6) share
+    one key."""
+    return _VARIES.sub("#", message)
+
+
+def skip_groups(report) -> list:
+    """The skipped cases grouped by reason_key, most cases first: [(cases, distinct reasons, the most
+    frequent reason of the group)]."""
+    groups = {}
+    for c in report.cases:
+        if c.status == "skipped":
+            groups.setdefault(reason_key(c.message), Counter())[c.message] += 1
+    out = [(sum(g.values()), len(g), g.most_common(1)[0][0]) for g in groups.values()]
+    return sorted(out, key=lambda t: (-t[0], t[2]))
+
+
+def grouped_skips(report, width: int = 200) -> str:
+    """One line per group of skip reasons (skip_groups): its case count and one reason, cut at ``width``
+    characters, with how many variants it stands for (``--verbose`` lists every reason)."""
+    lines = []
+    for n, variants, reason in skip_groups(report):
+        more = f" [and {variants - 1} variant(s) of this reason differing in a dtype or number]" if variants > 1 else ""
+        text = reason if len(reason) <= width else reason[:width - 3] + "..."
+        lines.append(f"SKIPPED {n} case(s): {text}{more}")
+    return "\n".join(lines)
+
+
+def short_failures(report, backend_arg: str, golden_arg: str | None = None, limit: int = 20, width: int = 220) -> str:
+    """Per failed or errored case (at most ``limit``): one line with its message cut at ``width``, and the
+    command that reproduces it (--verbose adds the worst elements and the diagnosis)."""
+    bad = [c for c in report.cases if c.status in ("failed", "error")]
+    out = []
+    for c in bad[:limit]:
+        msg = c.message if len(c.message) <= width else c.message[:width - 3] + "..."
+        out.append(f"{c.status.upper()} {c.id} [{c.dtype}]: {msg}")
+        out.append("  reproduce: " + reproduce(c.id, backend_arg, golden_arg, layout=getattr(c, "layout", "contiguous"),
+                                               recipe=getattr(c, "recipe", ""),
+                                               world_size=getattr(c, "world_size", None)))
+    if len(bad) > limit:
+        out.append(f"... and {len(bad) - limit} more failed or errored cases (--verbose, --json)")
+    return "\n".join(out)
+
+
+def unverified_groups(report) -> list:
+    """[(what, cases)] over the partial cases, most cases first: each array left unverified, by part,
+    name and why ("unchecked grads.x: not returned (the backend is forward-only)", "unconstrained
+    grads.weight"), counted once per case."""
+    n = Counter()
+    for c in report.cases:
+        if c.status != "partial":
+            continue
+        seen = {f"unconstrained {a.part}.{a.name}" for a in c.arrays if a.verdict == "unconstrained"}
+        for key in c.unchecked:
+            step, _, name = key.partition(".")
+            seen.add(f"unchecked {name}: {c.unchecked_why.get(key, 'not judged')}")
+        n.update(seen)
+    return sorted(n.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def compact_notes(report, limit: int = 8) -> str:
+    """One line each, where there is something: the partial cases by op, with the arrays left unverified
+    and why (at most ``limit`` lines, unverified_groups), the expected failures, the precision warnings
+    and dtype conversions (counts; --verbose lists them) and the tightest headroom."""
+    out = []
+    partial = Counter(c.op for c in report.cases if c.status == "partial")
+    if partial:
+        by_op = ", ".join(f"{op} {n}" for op, n in sorted(partial.items()))
+        out.append(f"PARTIAL {sum(partial.values())} case(s) (nothing failed, some array unconstrained or unchecked): "
+                   f"{by_op}")
+        out += [f"  {what} in {n} case(s)" for what, n in unverified_groups(report)[:limit]]
+    xf = [c for c in report.cases if c.status == "xfail"]
+    if xf:
+        out.append(f"XFAIL {len(xf)} expected failure(s), each failing exactly as its list entry records")
+    wn = {(c.op, c.dtype, a.name) for c in report.cases for a in c.warnings}
+    if wn:
+        out.append(f"PRECISION WARNING {len(wn)} array(s) (op, dtype, name) beyond the strict contract, within the "
+                   f"declared relaxed one, in {len({(o, d) for o, d, _ in wn})} op/dtype row(s)")
+    conv = {}
+    for c in report.cases:
+        for a in c.arrays:
+            if a.returned_dtype:
+                conv.setdefault((a.returned_dtype, c.dtype), []).append(c.op)
+    for (rd, dt), ops in sorted(conv.items()):
+        out.append(f"NOTE {len(ops)} array(s) returned as {rd}, judged as {dt} after rounding to nearest "
+                   f"({len(set(ops))} op(s))")
+    rows = [r for r in report.headroom() if not isinstance(r["headroom"], str)]
+    if rows:
+        r = min(rows, key=lambda r: r["headroom"])
+        out.append(f"HEADROOM smallest {_fmt(r['headroom'])} ({r['op']} {r['dtype']}): worst/bound {_fmt(r['worst_ratio'])}")
+    if out:
+        out.append("details: --verbose (each partial case, failure with its worst elements and reproduce command, "
+                   "expected failure, warning, note, skip reason and the HEADROOM table), --json")
+    return "\n".join(out)
+
+
+def compact_table(report) -> str:
+    """``table`` without the rows whose every case was skipped (the SKIPPED lines give their reasons),
+    with a line saying how many rows it left out."""
+    full = table(report).split("\n")
+    head, rule, body, legend = full[0], full[1], full[2:-1], full[-1]
+    rows = table_rows(report)
+    kept = [line for line, r in zip(body, rows) if r["skipped"] < r["cases"]]
+    out = [head, rule] + kept + [legend]
+    if len(kept) < len(rows):
+        out.append(f"({len(rows) - len(kept)} op/dtype row(s) whose every case was skipped are left out: --verbose "
+                   "shows them)")
+    return "\n".join(out)
+
+
+def compact(report, backend_arg: str, golden_arg: str | None = None) -> str:
+    """The default text of ``refnorm check`` (--verbose prints every detail instead): the per op/dtype
+    table, the skips grouped by reason, the failures one line each, one line per kind of note. The
+    platform and summary lines follow it (cli)."""
+    parts = [compact_table(report), grouped_skips(report), short_failures(report, backend_arg, golden_arg),
+             compact_notes(report)]
+    return "\n".join(p for p in parts if p)
