@@ -270,8 +270,8 @@ def _check_ops_dtypes(args):
             raise CLIError(f"--dtypes {dt!r}: expected one of: {', '.join(DTYPES)}")
 
 
-def _run(args, backend, golden_dir, recipes, dist_cases, progress):
-    """The check itself: distributed cases, the golden set, or generated cases."""
+def _run(args, backend, golden_dir, recipes, dist_cases, progress, layout=None):
+    """The check itself: distributed cases, the golden set, or generated cases (in ``layout``)."""
     from . import check
     if dist_cases is not None:
         from .check.distributed import run_distributed
@@ -282,10 +282,10 @@ def _run(args, backend, golden_dir, recipes, dist_cases, progress):
     if recipes is None:
         return check.run_check(backend, golden_dir, ops=args.ops, dtypes=args.dtypes, case_ids=args.case,
                                timeout=args.timeout, progress=progress, diagnose=not args.no_diagnosis,
-                               layout=args.layout or "contiguous")
+                               layout=layout or "contiguous")
     from .check.core import run_generated
     return run_generated(backend, recipes, ops=args.ops, dtypes=args.dtypes, timeout=args.timeout,
-                         progress=progress, diagnose=not args.no_diagnosis, layout=args.layout,
+                         progress=progress, diagnose=not args.no_diagnosis, layout=layout,
                          name=" + ".join([f"suite {n}" for n in args.suite or ()] + (
                              [f"{len(args.generate)} recipe(s)"] if args.generate else [])))
 
@@ -297,8 +297,9 @@ def _cmd_check(args):
     if args.timeout is not None and not args.timeout > 0:
         raise CLIError(f"--timeout {args.timeout!r}: expected a positive number of seconds")
     from .golden import layouts
-    if args.layout is not None and args.layout not in layouts.LAYOUTS:
-        raise CLIError(f"--layout {args.layout!r}: expected one of: {', '.join(layouts.LAYOUTS)}")
+    if args.layout is not None and args.layout not in (*layouts.LAYOUTS, "all"):
+        raise CLIError(f"--layout {args.layout!r}: expected one of: {', '.join(layouts.LAYOUTS)}, or all")
+    sweep = list(layouts.LAYOUTS) if args.layout == "all" else [args.layout]
     dist_cases = _dist_cases(args)
     recipes = None if dist_cases is not None else _recipes(args)
     if recipes is not None and (args.case or args.golden):
@@ -337,7 +338,8 @@ def _cmd_check(args):
     if args.expect_failures:
         from .check.core import read_expected_failures
         from .golden.store import find_expected_failures
-        expected = read_expected_failures(find_expected_failures(args.expect_failures))
+        expected_path = find_expected_failures(args.expect_failures)
+        expected = read_expected_failures(expected_path, layout=sweep[0] or "contiguous")   # bad lines: exit 2 now
     isolated = None
     if args.isolate:
         if dist_cases is not None:
@@ -345,15 +347,20 @@ def _cmd_check(args):
                            "process")
         from .check.isolate import Isolated
         backend = isolated = Isolated(backend, args.timeout)
+    reports = []
     try:
-        report = _run(args, backend, golden_dir, recipes, dist_cases, progress)
+        for lay in sweep:                       # one layout, or every one (--layout all)
+            report = _run(args, backend, golden_dir, recipes, dist_cases, progress, lay)
+            if expected is not None:
+                from .check.core import apply_expected_failures, read_expected_failures
+                apply_expected_failures(report, read_expected_failures(expected_path, layout=lay or "contiguous"),
+                                        _listable_ids(report, golden_dir), diagnosed=not args.no_diagnosis)
+            reports.append(report)
     finally:
         if isolated is not None:
             isolated.close()
-    if expected is not None:
-        from .check.core import apply_expected_failures
-        apply_expected_failures(report, expected, _listable_ids(report, golden_dir),
-                                diagnosed=not args.no_diagnosis)
+    report = reports[0] if len(reports) == 1 else check.merge_reports(reports, "golden set in every layout"
+                                                                      if recipes is None else "every layout")
     if args.verbose:
         _print_details(report, backend_arg, args.golden)
     else:
@@ -570,7 +577,8 @@ def build_parser():
                         "(repeatable; refnorm/golden/suites.py says why each shape is there)")
     c.add_argument("--layout", metavar="LAYOUT",
                    help="hand every case's activations and cotangents to the backend in this memory layout: "
-                        "contiguous, channels_last, transposed, strided, offset")
+                        "contiguous, channels_last, transposed, strided, offset; or all: every case in each of them, "
+                        "one report (known-failure entries scoped with layout= apply to their layouts)")
     c.add_argument("--world-size", type=int, metavar="N",
                    help="judge a distributed backend (torch-dist-cpu, ...) on the distributed cases with N rank "
                         "processes on torch.distributed (gloo on CPU): one process group for the whole check")

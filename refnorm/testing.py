@@ -130,7 +130,7 @@ def assert_backend_passes(backend, *, ops=None, dtypes=None, case_ids=None, gold
     given, golden = golden, golden or store.find_golden()
     report = run_check(backend, golden, ops=ops, dtypes=dtypes, case_ids=case_ids, timeout=timeout, layout=layout)
     if expect_failures is not None:
-        expected = read_expected_failures(store.find_expected_failures(expect_failures))
+        expected = read_expected_failures(store.find_expected_failures(expect_failures), layout=layout)
         apply_expected_failures(report, expected, [e["id"] for e in store.read_manifest(golden)["cases"]])
     if report.verdict == "ok" or (allow_partial and report.verdict == "partial"):
         return report

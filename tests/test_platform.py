@@ -165,3 +165,47 @@ def test_a_gpu_in_use_is_recorded_with_its_name_and_driver(monkeypatch):
     assert "GPU Fake GPU 80GB (driver 550.54.15, CUDA 12.4)" in P.describe(p) and "torch 0.0-fake" in P.describe(p)
     fake.cuda.is_initialized = lambda: False                  # torch imported, CUDA never used: no GPU
     assert P.probe()["gpu"] is None
+
+
+# ------------------------------------------------------------------ layout= scopes (issue 35)
+def test_a_layout_scoped_entry_applies_only_in_its_layouts(tmp_path):
+    f = _write(tmp_path, "a/b  fails=output.y layout=channels_last  the channels_last kernel\n"
+                         "a/b  fails=grad.x layout=!channels_last  the other kernels\n"
+                         "c/d  fails=grad.x layout=strided,transposed  non-contiguous only\n"
+                         "e/f  fails=grad.x  every layout\n")
+    cl = read_expected_failures(f, [], layout="channels_last")
+    assert set(cl) == {"a/b", "e/f"} and cl["a/b"].fails == {"output.y"}
+    assert "layout=channels_last" in cl["a/b"].describe() and "layout" not in cl["e/f"].describe()
+    st = read_expected_failures(f, [], layout="strided")
+    assert set(st) == {"a/b", "c/d", "e/f"} and st["a/b"].fails == {"grad.x"}
+    assert set(read_expected_failures(f, [])) == {"a/b", "e/f"}          # the default: the contiguous run
+
+
+@pytest.mark.parametrize("line, message", [
+    ("a/b  fails=output.y layout=channel_last  misspelt", "unknown layout 'channel_last'"),
+    ("a/b  fails=output.y layout=  empty", "layout= has no value"),
+    ("a/b  fails=output.y layout=strided,!offset  mixed", "expected LAYOUT"),
+    ("a/b  fails=output.y  reason first layout=strided", "come before the reason"),
+])
+def test_a_bad_layout_scope_is_a_clear_error(tmp_path, line, message):
+    with pytest.raises(GoldenError, match=message) as e:
+        read_expected_failures(_write(tmp_path, line + "\n"), [])
+    assert "xf.txt:1" in str(e.value)
+
+
+def test_a_case_listed_twice_for_one_layout_is_an_error(tmp_path):
+    f = _write(tmp_path, "a/b  fails=output.y layout=channels_last,strided  first\n"
+                         "a/b  fails=grad.x layout=!contiguous  overlaps\n")
+    with pytest.raises(GoldenError, match=r"listed twice .*channels_last, strided"):
+        read_expected_failures(f, [])
+
+
+def test_an_entry_applies_to_a_case_only_in_its_layouts():
+    from refnorm.check.core import CaseResult, Report, apply_expected_failures
+    entry = read_expected_failures.__globals__["ExpectedFailure"](frozenset({"output.y"}), None, None, "why",
+                                                                   (), frozenset({"channels_last"}))
+    rep = Report("b", "g", [CaseResult("a/b", "layer_norm", "float32", "error", "boom", layout="contiguous"),
+                            CaseResult("a/b", "layer_norm", "float32", "error", "boom", layout="channels_last")])
+    apply_expected_failures(rep, {"a/b": entry}, ["a/b"])
+    assert not rep.cases[0].expected and rep.cases[0].message == "boom"
+    assert "listed as an expected failure" in rep.cases[1].message

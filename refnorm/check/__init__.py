@@ -6,6 +6,6 @@ derived tolerances (``bounds``, ``precision``; docs/tolerances.md).
     report.ok, report.summary(), report.to_json()
 """
 from .backends import Call, Contract, Returned, get_backend
-from .core import CaseResult, Report, check_case, run_check
+from .core import CaseResult, Report, check_case, merge_reports, run_check
 
 __all__ = ["run_check", "check_case", "get_backend", "Report", "CaseResult", "Call", "Contract", "Returned"]

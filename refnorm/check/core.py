@@ -1010,7 +1010,20 @@ def run_generated(backend, recipes, *, ops=None, dtypes=None, timeout=60.0, prog
     return report
 
 
+def merge_reports(reports, name) -> Report:
+    """One report of several runs of the same backend (``refnorm check --layout all``: a run per layout;
+    each case keeps its ``layout``)."""
+    out = Report(reports[0].backend, name, platform=reports[0].platform)
+    for r in reports:
+        out.cases.extend(r.cases)
+        out.seconds += r.seconds
+    return out
+
+
 # ----------------------------------------------------------------------- expected failures
+LAYOUT_NAMES = tuple(layouts.LAYOUTS)
+
+
 @dataclass(frozen=True)
 class ExpectedFailure:
     """One line of an expected-failures file: what a listed case must fail with to count as expected.
@@ -1019,27 +1032,46 @@ class ExpectedFailure:
     ``error``: instead of ``fails``, a text the case's error message must contain;
     ``diagnosis``: the variant the diagnosis must name (``none``: no known pitfall may match), or None
     (not compared); ``reason``: why, in words; ``platform``: the CPUs it holds on (platform.parse_scope:
-    ((flag, wanted), ...); () = every CPU)."""
+    ((flag, wanted), ...); () = every CPU); ``layouts``: the memory layouts it holds in
+    (refnorm/golden/layouts.py; every layout unless the line has ``layout=``)."""
     fails: frozenset | None
     error: str | None
     diagnosis: str | None
     reason: str
     platform: tuple = ()
+    layouts: frozenset = frozenset(LAYOUT_NAMES)
 
     def describe(self) -> str:
         from .platform import describe_scope
         what = f"error containing {self.error!r}" if self.error is not None else f"fails={','.join(sorted(self.fails))}"
         return (what + (f" diagnosis={self.diagnosis}" if self.diagnosis is not None else "")
-                + (f" platform={describe_scope(self.platform)}" if self.platform else ""))
+                + (f" platform={describe_scope(self.platform)}" if self.platform else "")
+                + (f" layout={','.join(sorted(self.layouts))}" if self.layouts != frozenset(LAYOUT_NAMES) else ""))
 
 
-FIELDS = ("fails", "error", "diagnosis", "platform")
-EXPECT_FORMAT = ("'CASE-ID fails=ARRAY[,ARRAY...] [diagnosis=VARIANT|none] [platform=[!]FLAG[,...]] reason' or "
+FIELDS = ("fails", "error", "diagnosis", "platform", "layout")
+EXPECT_FORMAT = ("'CASE-ID fails=ARRAY[,ARRAY...] [diagnosis=VARIANT|none] [platform=[!]FLAG[,...]] "
+                 "[layout=[!]LAYOUT[,...]] reason' or "
                  "'CASE-ID error=\"TEXT\" reason' (ARRAY: output.y, grad.x, state.running_var, ...; FLAG: a CPU "
-                 "flag such as avx512_fp16)")
+                 "flag such as avx512_fp16; LAYOUT: " + ", ".join(LAYOUT_NAMES) + ")")
 
 
-def read_expected_failures(path, flags=None) -> dict:
+def parse_layouts(text: str) -> frozenset:
+    """The layouts of a ``layout=`` field: ``channels_last,strided`` (these), ``!contiguous`` (every other
+    one). A ValueError names an unknown layout or a mix of both forms."""
+    words = [w.strip() for w in text.split(",") if w.strip()]
+    neg = [w[1:] for w in words if w.startswith("!")]
+    pos = [w for w in words if not w.startswith("!")]
+    if not words or (neg and pos):
+        raise ValueError(f"layout={text!r}: expected LAYOUT[,LAYOUT...] or !LAYOUT[,!LAYOUT...] with LAYOUT one of "
+                         f"{', '.join(LAYOUT_NAMES)}")
+    bad = [w for w in neg + pos if w not in LAYOUT_NAMES]
+    if bad:
+        raise ValueError(f"layout={text!r}: unknown layout {bad[0]!r}; expected one of {', '.join(LAYOUT_NAMES)}")
+    return frozenset(LAYOUT_NAMES) - frozenset(neg) if neg else frozenset(pos)
+
+
+def read_expected_failures(path, flags=None, layout="contiguous") -> dict:
     """Parse an expected-failures file (docs: README, "Expected failures"): one listed case per line,
     ``#`` starts a comment; the fields come first (a value may be quoted), the rest is the reason:
 
@@ -1048,8 +1080,10 @@ def read_expected_failures(path, flags=None) -> dict:
 
     ``platform=`` scopes an entry to the CPUs with (``avx512_fp16``) or without (``!avx512_fp16``) a
     numeric flag (check/platform.py); an entry whose scope does not match ``flags`` (default: this
-    machine's, platform.cpu()) is left out of the result: ignored for this run. A case may be listed
-    more than once only with scopes no CPU matches together.
+    machine's, platform.cpu()) is left out of the result: ignored for this run. ``layout=`` scopes it to
+    memory layouts the same way (``layout=channels_last``, ``layout=!channels_last``; no field: every
+    layout); the entries kept are those of ``layout``, the run's (``refnorm check --layout``). A case may
+    be listed more than once only with scopes no (CPU, layout) matches together.
 
     Returns {case id: ExpectedFailure} of the entries that apply. A line without ``fails=`` or
     ``error=``, without a reason, with a misspelt field name or an unknown platform flag, or a case
@@ -1100,23 +1134,29 @@ def read_expected_failures(path, flags=None) -> dict:
                                   "output.NAME, grad.NAME or state.NAME")
         if not words:
             raise GoldenError(f"{path}:{n}: {cid!r} has no reason; expected {EXPECT_FORMAT}")
-        late = [w for w in words if w.startswith("platform=")]
-        if late == ["platform="] and words[0] == "platform=":
-            raise GoldenError(f"{path}:{n}: platform= has no value; expected {EXPECT_FORMAT}")
+        late = [w for w in words if w.startswith(("platform=", "layout="))]
+        if late and late[0] == words[0] and late[0].endswith("="):
+            raise GoldenError(f"{path}:{n}: {late[0]} has no value; expected {EXPECT_FORMAT}")
         if late:                                 # it would silently scope nothing: the fields come first
             raise GoldenError(f"{path}:{n}: {late[0]!r} is in the reason (after {words[0]!r}): the fields, "
-                              f"platform= among them, come before the reason; expected {EXPECT_FORMAT}")
+                              f"platform= and layout= among them, come before the reason; expected {EXPECT_FORMAT}")
         try:
             scope = P.parse_scope(fields["platform"]) if "platform" in fields else ()
         except P.ScopeError as e:
             raise GoldenError(f"{path}:{n}: {e}") from None
-        for m_, other in lines.get(cid, ()):
-            if not P.scopes_exclusive(scope, other):
-                raise GoldenError(f"{path}:{n}: {cid!r} is listed twice (line {m_}) for the same platform: "
-                                  "scope both entries with platform= so that no CPU matches both")
-        lines.setdefault(cid, []).append((n, scope))
-        if P.scope_matches(scope, flags):
-            out[cid] = ExpectedFailure(fails, fields.get("error"), fields.get("diagnosis"), " ".join(words), scope)
+        try:
+            lays = parse_layouts(fields["layout"]) if "layout" in fields else frozenset(LAYOUT_NAMES)
+        except ValueError as e:
+            raise GoldenError(f"{path}:{n}: {e}") from None
+        for m_, other, other_lays in lines.get(cid, ()):
+            if not P.scopes_exclusive(scope, other) and lays & other_lays:
+                raise GoldenError(f"{path}:{n}: {cid!r} is listed twice (line {m_}) for the same platform and layout "
+                                  f"({', '.join(sorted(lays & other_lays))}): scope the entries with platform= or "
+                                  "layout= so that no run matches both")
+        lines.setdefault(cid, []).append((n, scope, lays))
+        if P.scope_matches(scope, flags) and (layout is None or layout in lays):
+            out[cid] = ExpectedFailure(fails, fields.get("error"), fields.get("diagnosis"), " ".join(words), scope,
+                                       lays)
     return out
 
 
@@ -1163,5 +1203,5 @@ def apply_expected_failures(report: Report, expected: dict, known_ids, diagnosed
         raise GoldenError(f"expected failures name case(s) not in the golden set, a suite or the generated "
                           f"cases: {', '.join(unknown)}")
     for c in report.cases:
-        if c.id in expected:
+        if c.id in expected and (getattr(c, "layout", None) or "contiguous") in expected[c.id].layouts:
             expected_outcome(c, expected[c.id], diagnosed)
