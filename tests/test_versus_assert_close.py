@@ -75,3 +75,19 @@ def test_the_reference_itself_passes_every_judge():
 def test_trial_rejects_an_unknown_override():
     with pytest.raises(ValueError, match="unknown override"):
         V.trial(0, shape=3)
+
+
+@pytest.mark.xfail(strict=True, reason="refnorm's bias test (refnorm/check/bias.py) rejects the correctly rounded "
+                   "reference on bfloat16 rms_norm rows with |mean|/std ~ 180-360: x takes a handful of values there "
+                   "(bfloat16's spacing is 1-8 at those magnitudes), so x_hat does too, and the rounding errors of "
+                   "y = x_hat * weight (dweight = dy * x_hat) are correlated across elements of different values, "
+                   "against the test's independence model (reported to the lead; docs/versus_assert_close.md)")
+@pytest.mark.parametrize("seed", [100980, 101169])
+def test_refnorm_accepts_the_correctly_rounded_reference(seed):
+    """The float64 reference rounded once to bfloat16 (what the correct kernel returns here, bit for bit)
+    is the best answer there is: refnorm must not fail it."""
+    from refnorm.check.precision import round_to
+    t = V.trial(seed)
+    ref64, _ = V.torch_reference(t)
+    out = {k: round_to(v, t["dtype"]) for k, v in ref64.items()}
+    assert V.refnorm_verdict(out, t) != "failed"
