@@ -292,7 +292,9 @@ def judge_trial(t, bugs=tuple(BUGS)):
 # ---------------------------------------------------------------------------------------- tables
 def tally(results):
     """results: [(trial, judge_trial(...))] -> {(kernel, judge, group): [alarms, judged]} for the groups
-    "all", each dtype and each regime; and {(kernel, group): trials where it did not manifest}; refnorm's
+    "all", each dtype and each regime, and "clean": all dtypes, only the trials on which that judge
+    raised no alarm on the correct kernel (a bug flagged where the correct kernel is flagged too tells
+    nothing); and {(kernel, group): trials where it did not manifest}; refnorm's
     "unverified" counts under (kernel, "refnorm unverified", group)."""
     counts, silent = {}, {}
     for t, res in results:
@@ -304,9 +306,10 @@ def tally(results):
                 for j in ("refnorm",) + tuple(JUDGES):
                     if row[j] is None:
                         continue
-                    c = counts.setdefault((kern, j, dt), [0, 0])
-                    c[0] += bool(row[j])
-                    c[1] += 1
+                    for g in (dt, "clean") if dt == "all" and not res["correct"][j] else (dt,):
+                        c = counts.setdefault((kern, j, g), [0, 0])
+                        c[0] += bool(row[j])
+                        c[1] += 1
                 c = counts.setdefault((kern, "refnorm unverified", dt), [0, 0])
                 c[0] += row["refnorm verdict"] == "unverified"
                 c[1] += 1
@@ -314,9 +317,13 @@ def tally(results):
 
 
 def _pct(c):
+    """[alarms, judged] -> "12.3% (37/300)" ("0.067%" below 1%, "0%" and "100%" exact); "-": none judged."""
     if not c or not c[1]:
         return "-"
-    return f"{100 * c[0] / c[1]:.1f}% ({c[0]}/{c[1]})" if c[0] not in (0, c[1]) else f"{100 * c[0] // c[1]}% ({c[0]}/{c[1]})"
+    a, n = c
+    p = 100 * a / n
+    text = f"{p:.0f}%" if a in (0, n) else f"{p:.2g}%" if p < 1 else f"{p:.1f}%"
+    return f"{text} ({a}/{n})"
 
 
 def regime_table(counts, kern="correct"):
@@ -374,6 +381,8 @@ def report(results, seconds, args):
            "", "All dtypes:", "", markdown_table(counts)]
     for dt in DTYPES:
         out += ["", f"{dt}:", "", markdown_table(counts, dt)]
+    out += ["", "Detection on the trials where that judge passed the correct kernel (all dtypes; the first "
+            "column: the correct kernel's alarms there, 0 by construction):", "", markdown_table(counts, "clean")]
     out += ["", "False alarms on the correct kernel per regime (all dtypes):", "", regime_table(counts)]
     sizes = {}
     for _, res in results:
