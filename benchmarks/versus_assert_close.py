@@ -412,6 +412,12 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--write", help="a Markdown file: the tables go between its BEGIN/END RESULTS markers")
     a = p.parse_args(argv)
+    begin, end = "<!-- BEGIN RESULTS -->", "<!-- END RESULTS -->"
+    if a.write:                       # checked before the run, not after it
+        with open(a.write) as f:
+            doc = f.read()
+        if begin not in doc or end not in doc:
+            raise SystemExit(f"{a.write}: no {begin} ... {end} markers to write the results between")
     import torch
     torch.set_num_threads(a.threads)
     results, seconds = run(range(a.first_seed, a.first_seed + a.trials), a.max_elements, progress=True)
@@ -420,9 +426,6 @@ def main(argv=None):
     if a.write:
         with open(a.write) as f:
             doc = f.read()
-        begin, end = "<!-- BEGIN RESULTS -->", "<!-- END RESULTS -->"
-        if begin not in doc or end not in doc:
-            raise SystemExit(f"{a.write}: no {begin} ... {end} markers to write the results between")
         cmd = "python benchmarks/versus_assert_close.py " + " ".join(argv if argv is not None else sys.argv[1:])
         doc = doc[:doc.index(begin) + len(begin)] + f"\n`{cmd}`\n\n{text}\n" + doc[doc.index(end):]
         with open(a.write, "w") as f:

@@ -13,7 +13,8 @@ torch = pytest.importorskip("torch")
 V = pytest.importorskip("versus_assert_close")
 
 
-@pytest.mark.parametrize("op,dtype", [("layer_norm", "float32"), ("rms_norm", "bfloat16"), ("layer_norm", "float16")])
+@pytest.mark.parametrize("op,dtype", [("layer_norm", "float32"), ("rms_norm", "bfloat16"),
+                                      ("layer_norm", "float16")])
 def test_kernel_is_the_planted_correct_kernel(op, dtype):
     """The benchmark's correct kernel computes what tests/planted/emulated.py's does, bit for bit."""
     from planted.emulated import EmulatedBackend
@@ -91,3 +92,23 @@ def test_refnorm_accepts_the_correctly_rounded_reference(seed):
     ref64, _ = V.torch_reference(t)
     out = {k: round_to(v, t["dtype"]) for k, v in ref64.items()}
     assert V.refnorm_verdict(out, t) != "failed"
+
+
+def test_main_writes_between_the_markers(tmp_path, capsys):
+    threads = torch.get_num_threads()
+    doc = tmp_path / "page.md"
+    doc.write_text("# Page\n\n<!-- BEGIN RESULTS -->\nold\n<!-- END RESULTS -->\n\nafter\n")
+    try:
+        V.main(["--trials", "2", "--first-seed", "0", "--max-elements", "2048", "--write", str(doc)])
+        text = doc.read_text()
+        assert text.startswith("# Page\n\n<!-- BEGIN RESULTS -->\n"
+                               "`python benchmarks/versus_assert_close.py --trials 2")
+        assert "Trials: 2 (seeds 0..1)" in text and "old" not in text
+        assert text.endswith("<!-- END RESULTS -->\n\nafter\n")
+        bare = tmp_path / "bare.md"
+        bare.write_text("no markers\n")
+        with pytest.raises(SystemExit, match="no <!-- BEGIN RESULTS -->"):
+            V.main(["--trials", "1", "--max-elements", "2048", "--write", str(bare)])
+    finally:
+        torch.set_num_threads(threads)
+    capsys.readouterr()
