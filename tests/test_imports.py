@@ -1,6 +1,6 @@
-"""The import graph of ``refnorm`` has no circles (issue 37): as an import-graph tool draws it (grimp,
-the library import-linter is built on), function-level (lazy) imports included, every module of
-``refnorm`` reaches no module that reaches it back."""
+"""The import graph of ``refnorm`` as an import-graph tool draws it (grimp, the library import-linter is
+built on), function-level (lazy) imports included (issue 37): no circles (no module reaches a module that
+reaches it back), and each layer imports only the layers beneath it (LAYERS)."""
 import pytest
 
 grimp = pytest.importorskip("grimp", reason="grimp (the `test` extra) draws the import graph")
@@ -75,6 +75,25 @@ def describe(graph, cycle: list) -> str:
     return "\n".join(lines)
 
 
+# top to bottom, as the developers' guide draws them: the user-facing entry points; the checker (bounds,
+# comparison, verdicts, reports, diagnosis, backend adapters, runners); golden cases and recipes,
+# derivations, pitfall variants; the registry (evaluate); the reference core; its shared definitions
+LAYERS = (("cli", "pytest_plugin", "testing", "strategies"), ("check",),
+          ("golden", "derivations", "pitfalls", "fold"), ("registry",), ("norms", "specs"),
+          ("spec", "errors", "_memo"))
+
+
+def illegal_imports(graph) -> list:
+    """Every import of a higher layer by a lower one (LAYERS), as "lower -> higher: a -> ... -> b"."""
+    layers = tuple(grimp.Layer(*names, independent=False) for names in LAYERS)
+    out = []
+    for d in graph.find_illegal_dependencies_for_layers(layers=layers, containers={"refnorm"}):
+        for r in sorted(d.routes, key=repr):
+            chain = [" | ".join(sorted(r.heads)), *r.middle, " | ".join(sorted(r.tails))]
+            out.append(f"{d.importer} -> {d.imported}: {' -> '.join(chain)}")
+    return sorted(out)
+
+
 def import_graph():
     graph = grimp.build_graph("refnorm", cache_dir=None)
     return graph, {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
@@ -102,3 +121,20 @@ def test_no_import_circles():
                        for c in components)
     print(report)
     assert not components, f"import circles in refnorm:\n{report}"
+
+
+def test_each_layer_imports_only_the_layers_beneath():
+    graph, _ = import_graph()
+    bad = illegal_imports(graph)
+    assert not bad, "imports of a higher layer:\n" + "\n".join(bad)
+
+
+def test_the_checks_find_a_circle_and_an_upward_import():
+    """Neither check passes vacuously: one import added to the real graph (a reference module reaching the
+    checker) is both a circle and an import of a higher layer."""
+    graph, _ = import_graph()
+    graph.add_import(importer="refnorm.specs.layer_norm", imported="refnorm.check.core")
+    adjacency = {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+    circles = strongly_connected(adjacency)
+    assert any({"refnorm.specs.layer_norm", "refnorm.check.core"} <= set(c) for c in circles)
+    assert "refnorm.specs -> refnorm.check: refnorm.specs.layer_norm -> refnorm.check.core" in illegal_imports(graph)
