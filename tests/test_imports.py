@@ -77,7 +77,8 @@ def describe(graph, cycle: list) -> str:
 
 # top to bottom, as the developers' guide draws them: the user-facing entry points; the checker (bounds,
 # comparison, verdicts, reports, diagnosis, backend adapters, runners); golden cases and recipes,
-# derivations, pitfall variants; the registry (evaluate); the reference core; its shared definitions
+# derivations, pitfall variants; the registry (evaluate); the reference core; its shared definitions.
+# The package itself (refnorm/__init__.py: evaluate and the names users import) is the container, unlayered.
 LAYERS = (("cli", "pytest_plugin", "testing", "strategies"), ("check",),
           ("golden", "derivations", "pitfalls", "fold"), ("registry",), ("norms", "specs"),
           ("spec", "errors", "_memo"))
@@ -138,3 +139,14 @@ def test_the_checks_find_a_circle_and_an_upward_import():
     circles = strongly_connected(adjacency)
     assert any({"refnorm.specs.layer_norm", "refnorm.check.core"} <= set(c) for c in circles)
     assert "refnorm.specs -> refnorm.check: refnorm.specs.layer_norm -> refnorm.check.core" in illegal_imports(graph)
+
+
+def test_the_judge_knows_nothing_of_the_diagnosis_which_knows_nothing_of_the_runner():
+    """check/judge.py judges one call; diagnosis.py reads what it produced; core.py runs a case and calls
+    the diagnosis on a failure: the judge reaches neither, the diagnosis not the runner."""
+    graph, _ = import_graph()
+    assert graph.direct_import_exists(importer="refnorm.check.diagnosis", imported="refnorm.check.judge")
+    assert graph.direct_import_exists(importer="refnorm.check.core", imported="refnorm.check.diagnosis")
+    assert not graph.chain_exists(importer="refnorm.check.judge", imported="refnorm.check.diagnosis")
+    assert not graph.chain_exists(importer="refnorm.check.judge", imported="refnorm.check.core")
+    assert not graph.chain_exists(importer="refnorm.check.diagnosis", imported="refnorm.check.core")

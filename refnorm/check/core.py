@@ -58,7 +58,7 @@ from ..golden.store import GoldenError
 from . import bounds as B
 from . import diagnosis, stream
 from .backends.base import Call, Contract, declared_config
-# one call's judgement (judge.py), re-exported here where refnorm.testing, diagnosis users and tests found it
+# one call's judgement (judge.py), re-exported: refnorm.testing, users and tests import these from here
 from .judge import (SINGULAR, WORST_SHOWN, ArrayResult, _judge, _judge_quantized, _num,  # noqa: F401
                     array_scale, declared_not_computed, derive_bounds, judge_call, judge_returned, reference,
                     unknown_names)

@@ -1,11 +1,13 @@
-"""Judge one call: the float64 reference recomputed from the arrays the backend was given, the bound of
-every array under the contract, and each returned array judged within its bound (``ArrayResult``), whole
-or in blocks (stream.py). The verdicts, the dtype rule (an array returned more precise than the case dtype
-is judged as the case dtype) and the errors a returned array can raise are those of the checker's
-docstring (refnorm/check/core.py, which runs a case: each step's call judged here, then, on a failure,
-its diagnosis, diagnosis.py, which judges the pitfall variants here too). Nothing here imports a framework.
+"""One call judged: the float64 reference recomputed from the arrays the backend was given (``reference``),
+the bound of every array under the contract (``derive_bounds``), and every returned array judged within
+its bound (``judge_returned``: an ``ArrayResult`` each); ``judge_call`` does the three, on the whole
+arrays or in blocks of rows (stream.py). The verdicts, the dtype rule and the errors a returned array
+raises: refnorm/check/core.py's docstring. Nothing here imports a framework.
 
-Shared by core.check_case, diagnosis.py and refnorm.testing; re-exported by core.py, where they were.
+Within the checker, this module knows nothing of the diagnosis: diagnosis.py reads what it produces (and
+judges the pitfall variants with it), and core.py runs a case: each step's call judged here, then, on a
+failure, the diagnosis (core's one call into diagnosis.py). core.py re-exports these names, where
+refnorm.testing and users import them.
 """
 from __future__ import annotations
 
