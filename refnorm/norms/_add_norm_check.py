@@ -68,7 +68,7 @@ def _check_keep(inputs, key, p, branch=""):
 
 
 def _check_parallel(inputs, p, shape):
-    """The parallel branch's rules (refnorm/norms/add_norm.py's module docstring): flash-attention's asserts as ConfigErrors."""
+    """The parallel branch's rules (add_norm.py's module docstring): flash-attention's asserts as ConfigErrors."""
     x1, mask1 = inputs.get("x1"), inputs.get("mask1")
     if x1 is None and mask1 is not None:
         raise ConfigError(f"{NAME}: input 'mask1' is given without 'x1'; expected mask1 (x1's keep-mask) only "
