@@ -30,6 +30,7 @@ the C module, a 65536-bin count for 16-bit dtypes and ``np.unique`` (exact, n lo
 """
 from __future__ import annotations
 
+import importlib
 import math
 import os
 
@@ -49,6 +50,15 @@ _UNSET = object()
 _module = _UNSET
 
 
+def compiled(name):
+    """The compiled extension ``refnorm.check.<name>`` (``_judge``, ``_reuse``: C, importing nothing of
+    refnorm), loaded by its full name. ``from . import <name>`` would do the same, but import-graph tools
+    (grimp, import-linter) see no module in a .so and draw it as an import of the package ``refnorm.check``,
+    whose __init__ imports the whole checker: a circle that is not there (tests/test_imports.py).
+    ImportError when it is not built."""
+    return importlib.import_module(f"{__package__}.{name}")
+
+
 def native():
     """``refnorm.check._judge`` (compiled at install when a C compiler is present), or None."""
     global _module
@@ -56,7 +66,7 @@ def native():
         return None
     if _module is _UNSET:
         try:
-            from . import _judge
+            _judge = compiled("_judge")
         except ImportError:
             _judge = None
         _module = _judge

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _memo, pitfalls, registry
+from .judge import derive_bounds, judge_returned, reference
 from .precision import gamma
 
 FLOOR = 0.05     # ratios below this are not told apart (a correct kernel's own rounding reaches about this)
@@ -89,7 +90,6 @@ def _judge_variant(variant, case, records, contract, only=None):
     need not be among them). When ``only`` holds statistics and parameter gradients alone, the variant
     is asked for those alone (``Variant.evaluate``'s params_only, pitfalls.PARAMS_ONLY: no y and dx of
     a large case)."""
-    from .core import derive_bounds, judge_returned           # core imports this module lazily
     spec = registry.get(case.op)
     arrays, wide, used, used_w = [], [], [], []
     params = only is not None and set(only) <= pitfalls.PARAMS_ONLY.get(case.op, set())
@@ -177,7 +177,6 @@ def _vs_unknown(case, records, contract, arrays, variant):
     over the failing arrays, of ratio(backend vs reference) / ratio(backend vs variant), each floored
     at FLOOR. A variant whose widened interval holds the reference's results too explains nothing
     (about 1 here), however small its own ratio."""
-    from .core import judge_returned, reference
     mine = {(a.step, a.part, a.name): _fl(max(a.ratio, a.bias)) for a in arrays}
     worst = math.inf
     for r, E in zip(records, variant["bounds"]):
@@ -208,7 +207,6 @@ def _screen_records(case, records):
     the bound of an element is the case's), so it is ruled out on them, with the ratio it reaches there
     (a lower bound of its ratio on the whole case); only the rest is judged on the whole case. None
     when the case is small or of another op."""
-    from .core import reference
     if case.op not in ("layer_norm", "rms_norm"):
         return None
     x = np.asarray(records[0].inputs["x"])

@@ -68,8 +68,8 @@ from ..norms._common import one_thread, run_blocks
 from . import bounds as B
 from . import pipeline
 from .bounds._rows import seen_calls
-from .compare import (EXACT_SLOTS, ArrayAccumulator, BucketCounts, PatternCounts, SaturatedCounts, multiplicities,
-                      native)
+from .compare import (EXACT_SLOTS, ArrayAccumulator, BucketCounts, PatternCounts, SaturatedCounts, compiled,
+                      multiplicities, native)
 
 BLOCK_ELEMENTS = 1 << 18
 PIPELINE = True     # the compiled block pipeline for the blocks it takes (pipeline.py); False: stage by stage
@@ -348,10 +348,9 @@ def _reuse_module():
     if native() is None:                # REFNORM_NATIVE=0: no compiled code at all
         return None
     try:
-        from . import _reuse
+        return compiled("_reuse")
     except ImportError:
         return None
-    return _reuse
 
 
 UNIT_FIRST_ELEMENTS = 1 << 22   # arrays of 32/64-bit values from this size on: multiplicities taken as 1 first

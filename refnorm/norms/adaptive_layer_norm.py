@@ -12,32 +12,14 @@ Outputs ``y`` (x.shape), and ``mean`` and ``rstd`` (B, *, 1).
 Backward (derivations/adaptive_layer_norm.md), xhat = LN(x), g = dy * (1 + scale):
     dx = rstd * (g - mean_H(g) - xhat * mean_H(g * xhat))
     dscale = sum over the tokens of dy * xhat  (B, H),     dshift = sum over the tokens of dy  (B, H)
-This module checks the arguments; the equations are the specification's (refnorm/specs/
-adaptive_layer_norm.py, whole-array NumPy: no separate fast path).
+The arguments are checked in _adaptive_layer_norm_check.py (imported here and by the specification);
+the equations are the specification's (refnorm/specs/adaptive_layer_norm.py, whole-array NumPy: no
+separate fast path).
 """
 from __future__ import annotations
 
-from ..errors import ShapeError
 from ..spec import NormSpec
-from . import _common as C
-
-NAME = "adaptive_layer_norm"
-
-
-def check(inputs, config):
-    """The argument checks: eps. x must be (B, *, H) with at least 2 dimensions; scale/shift (B, H)."""
-    x = inputs["x"]
-    eps = C.check_eps(NAME, config["eps"])
-    if x.ndim < 2:
-        raise ShapeError(f"{NAME}: input 'x' has shape {x.shape}; expected (batch, *tokens, hidden), "
-                         "at least 2 dimensions")
-    want = (x.shape[0], x.shape[-1])
-    for key in ("scale", "shift"):
-        a = inputs.get(key)
-        if a is not None and a.shape != want:
-            raise ShapeError(f"{NAME}: input {key!r} has shape {a.shape}; expected (batch, hidden) = {want}, "
-                             "one vector per sample")
-    return eps
+from ._adaptive_layer_norm_check import NAME, check  # noqa: F401 (check: the argument checks, re-exported)
 
 
 def _forward(inputs, config, state, training):

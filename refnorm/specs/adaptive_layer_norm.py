@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..norms.adaptive_layer_norm import check
+from ..norms._adaptive_layer_norm_check import check
 from ..spec import Backward, Forward
 from ._math import centered_backward, moments
 

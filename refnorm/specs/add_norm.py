@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..norms.add_norm import check
+from ..norms._add_norm_check import check
 from ..spec import Backward, Forward
 from .layer_norm import layer_norm, layer_norm_backward
 from .rms_norm import rms_norm, rms_norm_backward
