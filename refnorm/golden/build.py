@@ -103,6 +103,7 @@ GENERATORS = {  # regime -> (rng, m slices, n values per slice) -> (m, n) float6
     "zero": lambda rng, m, n: np.zeros((m, n)),
     "spike": _spike,
     "std1e-6": lambda rng, m, n: 1e-6 * rng.standard_normal((m, n)),
+    "std1e-4": lambda rng, m, n: 1e-4 * rng.standard_normal((m, n)),
 }
 PARAM_GENERATORS = {
     "weight": lambda rng, shape: 1.0 + 0.5 * rng.standard_normal(shape),

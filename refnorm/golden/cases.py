@@ -44,6 +44,8 @@ REGIMES = {
     "outlier": "N(0,1) with one x100 outlier per slice",
     "zero": "all zeros (norms of an all-zero slice)",
     "spike": "N(0,1) with one whole slice scaled by 25 (a channel outlier, for stateful filters)",
+    "std1e-4": "1e-4 * N(0,1): with eps 1e-12, var + eps ~ 1e-8 lies below float16's smallest normal (6.1e-5) and "
+               "rounds to 0 there: a kernel taking rsqrt of var + eps rounded to float16 gives inf (rstd ~ 1e4)",
     "std1e-6": "1e-6 * N(0,1): tiny rows, far below eps, so the norm's output is tiny and a dynamic quantization "
                "scale amax/qmax falls below its floor min_scale (norm_quant; 1/scale overflows float16)",
 }
@@ -201,6 +203,12 @@ def grid(make, shapes: Mapping[str, tuple[int, ...]], entries=GRID) -> list[Case
     return out
 
 
+# why of the float16 rows whose var + eps lies below float16's smallest normal (issue 35: a kernel taking
+# rsqrt(half(var + eps)) passed every other golden case)
+F16_SUBNORMAL = ("var + eps ~ 1e-8 below float16's smallest normal (6.1e-5) and smallest subnormal: rounded to "
+                 "float16 before the rsqrt it is 0 (rstd inf); statistics must stay in float32")
+
+
 def _affine_inputs(affine: str, shape) -> dict:
     return {k: tuple(shape) for k, flag in (("weight", "w"), ("bias", "b")) if flag in affine}
 
@@ -231,7 +239,11 @@ def _layer_norm_rows():
              layer_norm("normal", "float16", (4, 128), weight_offset=1.0,
                         why="zero-centred gamma (TransformerEngine): x_hat * (1 + weight) + bias"),
              layer_norm("normal", "bfloat16", (24, 40), weight_offset=1.0,
-                        why="zero-centred gamma in bfloat16: (1 + weight) is not a bfloat16 product")]
+                        why="zero-centred gamma in bfloat16: (1 + weight) is not a bfloat16 product"),
+             layer_norm("std1e-4", "float16", (6, 100), eps=1e-12, why=F16_SUBNORMAL),
+             layer_norm("std1e-3", "float16", (4, 128), eps=1e-12,
+                        why="var + eps ~ 1e-6 is a float16 subnormal with 4 significant bits: rsqrt(half(var + eps)) "
+                            "is off by up to 3%")]
     return rows
 
 
@@ -403,6 +415,7 @@ def _batch_norm_rows():
            why="two values per channel: unbiased factor n/(n-1) = 2 (E01-E04)"),
         bn("const", "float32", (5, 3, 2, 2), eps=1e-12, steps=("train", "eval"), tag="train_eval",
            why="zero batch variance into running_var"),
+        bn("std1e-4", "float16", (6, 4, 25), eps=1e-12, why=F16_SUBNORMAL),
     ]
     return rows
 
@@ -436,7 +449,8 @@ def _group_norm_rows():
                         why="one constant group of 65792 values: correlated rounding errors of a serial "
                             "fp32 sum (A11)"),
              group_norm("normal", "float32", (130, 64, 2, 2), groups=16,
-                        why="N > 128 and C > 32: the wave64 dgamma path (F14)")]
+                        why="N > 128 and C > 32: the wave64 dgamma path (F14)"),
+             group_norm("std1e-4", "float16", (2, 8, 5, 7), groups=4, eps=1e-12, why=F16_SUBNORMAL)]
     return rows
 
 
@@ -475,6 +489,7 @@ def _instance_norm_rows():
         inn("normal", "bfloat16", (3, 4), stats=True, steps=("eval",), tag="eval_2d",
             why="eval accepts an (N, C) input"),
         inn("normal", "float16", (2, 3, 2), eps=0.3, tag="s2", why="two spatial values per instance"),
+        inn("std1e-4", "float16", (2, 3, 100), eps=1e-12, why=F16_SUBNORMAL),
     ]
     return rows
 
@@ -502,7 +517,10 @@ def _rms_norm_rows():
                       why="eps outside the sqrt (B01)"),
              rms_norm("std1e-3", "float32", (6, 100), eps=1e-5, tag="outside", eps_placement="outside"),
              rms_norm("zero", "float64", (2, 7), eps=1e-3, tag="outside", eps_placement="outside"),
-             rms_norm("heavy_tail", "float32", (2, 3, 5, 6), k=2)]
+             rms_norm("heavy_tail", "float32", (2, 3, 5, 6), k=2),
+             rms_norm("std1e-4", "float16", (6, 100), eps=1e-12, why=F16_SUBNORMAL.replace("var", "mean(x^2)")),
+             rms_norm("std1e-4", "float16", (4, 128), eps=None,
+                      why="eps=None (2.2e-16): mean(x^2) + eps ~ 1e-8 rounds to 0 in float16")]
     return rows
 
 
