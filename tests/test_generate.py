@@ -411,7 +411,7 @@ def test_every_option_is_settable_in_a_recipe_and_part_of_the_id(op, key):
     ("rms_norm shape=4x8 eps=tiny", "eps=tiny; expected a finite number >= 0, or null"),
     ("rms_norm shape=4x8 eps_placement=between", "eps_placement=between; expected one of: inside, outside"),
     ("rms_norm shape=4x8 weight_offset=one", "weight_offset=one; expected a finite number"),
-    ("norm_quant shape=4x8 min_scale=0", "min_scale=0; expected a finite number > 0, or null"),
+    ("norm_quant shape=4x8 min_scale=-1", "min_scale=-1; expected a finite number >= 0, or null"),
     ("norm_quant shape=4x8 quant_dtype=fp4", "quant_dtype=fp4; expected one of: float8_e4m3fn, float8_e5m2, int8"),
     ("norm_quant shape=4x8 normalized_shape=[4,8]", "normalized_shape=[4,8]; expected the activation's trailing "
                                                     "sizes: [8]"),

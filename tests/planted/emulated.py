@@ -125,6 +125,12 @@ MUTATIONS = {
     "q_e4m3_nan": "norm_quant: float8 e4m3fn cast without the saturating clamp (overflow gives NaN)",
     "q_ub_ignored": "norm_quant: scale_ub ignored",
     "q_rcp_f16": "norm_quant: 1 / scale rounded to float16 before the multiply",
+    "q_floor_default": "norm_quant: the case's min_scale ignored, the scale floored at 1/(qmax*512) (refnorm's and "
+                       "vLLM's float8 default)",
+    "q_floor_flt_eps": "norm_quant: the scale floored at FLT_EPSILON = 2^-23 whatever min_scale asks (vLLM's fused "
+                       "int8 kernels)",
+    "q_ties_away": "norm_quant int8: round half away from zero (C's roundf / llrintf-free casts) instead of half to "
+                   "even",
 }
 
 
@@ -525,16 +531,20 @@ class EmulatedBackend:
             if cfg.get("scale_ub") is not None and M != "q_ub_ignored":
                 scale = np.minimum(scale, k.A(cfg["scale_ub"]))
             floor = cfg.get("min_scale")
-            scale = np.maximum(scale, k.A(default_min_scale(qd) if floor is None else floor))
-        with np.errstate(over="ignore", invalid="ignore"):
+            floor = default_min_scale(qd) if floor is None or M == "q_floor_default" else floor
+            scale = np.maximum(scale, k.A(2.0 ** -23 if M == "q_floor_flt_eps" else floor))
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             rcp = k.A(1) / scale
             if M == "q_rcp_f16":
                 rcp = rcp.astype(np.float16).astype(k.A)
-            v = y * rcp
+            v = np.where(scale == 0, k.A(0), y * rcp)    # min_scale=0, an all-zero row: 0, not 0 * inf
         dt, lo, hi = QUANT_DTYPES[qd]
         if not (M == "q_e4m3_nan" and qd == "float8_e4m3fn"):
             v = np.clip(v, k.A(lo), k.A(hi))
-        q = np.rint(v).astype(dt) if dt.kind == "i" else v.astype(dt)
+        if dt.kind == "i":
+            q = (np.sign(v) * np.floor(np.abs(v) + k.A(0.5)) if M == "q_ties_away" else np.rint(v)).astype(dt)
+        else:
+            q = v.astype(dt)
         stat = lead + (1,) * len(ns)
         return Returned({"q": q.reshape(x.shape), "scale": scale.reshape(stat), "amax": amax.reshape(stat)})
 
