@@ -360,7 +360,7 @@ OPTIONS = {
     # normalized_shape: the maker normalizes the last axis only, so [64] is the one valid value (below)
     "norm_quant": ("shape=4x64", {"normalized_shape": ([64], None), "norm": ("layer_norm", "_ln_"),
                                   "eps": (0.3, "_eps0.3_"), "quant_dtype": ("int8", "_i8_"),
-                                  "scale_ub": (0.01, "_scale_ub=0.01"), "min_scale": (0.001, "_min_scale=0.001")}),
+                                  "scale_ub": (0.01, "_scale_ub=0.01"), "min_scale": (0.001, "_floor0.001_")}),
     "add_norm": ("shape=4x8", {"normalized_shape": ([8], None), "norm": ("rms_norm", "_rms_"),
                                "eps": (0.3, "_eps0.3_"), "dropout_p": (0.1, "_dropout_p=0.1"),
                                "prenorm": (False, "_noprenorm_"), "residual_in_fp32": (True, "_fp32res_"),
