@@ -16,8 +16,9 @@ instead: pass vLLM's value / qmax); ``min_scale`` (dynamic only, >= 0) floors th
 row: None = 1 / (qmax * 512), vLLM's float8 floor; a kernel with another floor passes its own (vLLM's fused
 int8 kernels: FLT_EPSILON = 2^-23; docs/conventions.md). ``min_scale=0``: no floor (vLLM's unfused
 ``dynamic_scaled_int8_quant``): an all-zero row has scale 0, and its q is 0 (0 / 0 taken as 0, what that
-kernel's saturating int8 conversion makes of 0 * (127 / 0) = NaN). ``static_scale`` is per tensor: shape () or (1,), finite and > 0. eps defaults to 1e-5 for
-both norms (pass rms_norm's eps explicitly). rms_norm takes no bias.
+kernel's saturating int8 conversion makes of 0 * (127 / 0) = NaN). ``static_scale`` is per tensor: shape
+() or (1,), finite and > 0. eps defaults to 1e-5 for both norms (pass rms_norm's eps explicitly). rms_norm
+takes no bias.
 
 Outputs (every one float64; shapes: q like x, scale and amax (*, 1...) keepdims):
     q      the pre-rounding value clip(y / scale): like every refnorm output, the exact value before

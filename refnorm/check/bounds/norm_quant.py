@@ -77,7 +77,7 @@ def exact_rows(x, w, s, eps, axes, pb, case_dtype, in_d):
         xhat = x * rstd
         y = xhat * wb
         each = (_exact(sq) & _exact(sq / n) & _exact(xhat) & (x / r == xhat) & _exact(y) & _exact(x * wb)
-                & _exact(rstd * wb) & _exact(y * inv) & (y * inv == y / s))
+                & _exact(rstd * wb) & _exact(wb * inv) & _exact(y * inv) & (y * inv == y / s))
         if in_d:
             each &= _exact(xhat, case_dtype) & _exact(y, case_dtype) & _exact(rstd * np.ones(pb), case_dtype)
         ok = np.all(each, axis=axes, keepdims=True) & _any_order_sum_exact(sq, axes)
