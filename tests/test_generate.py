@@ -360,7 +360,7 @@ OPTIONS = {
     # normalized_shape: the maker normalizes the last axis only, so [64] is the one valid value (below)
     "norm_quant": ("shape=4x64", {"normalized_shape": ([64], None), "norm": ("layer_norm", "_ln_"),
                                   "eps": (0.3, "_eps0.3_"), "quant_dtype": ("int8", "_i8_"),
-                                  "scale_ub": (0.01, "_scale_ub=0.01"), "min_scale": (0.001, "_min_scale=0.001")}),
+                                  "scale_ub": (0.01, "_scale_ub=0.01"), "min_scale": (0.001, "_floor0.001_")}),
     "add_norm": ("shape=4x8", {"normalized_shape": ([8], None), "norm": ("rms_norm", "_rms_"),
                                "eps": (0.3, "_eps0.3_"), "dropout_p": (0.1, "_dropout_p=0.1"),
                                "prenorm": (False, "_noprenorm_"), "residual_in_fp32": (True, "_fp32res_"),
@@ -411,7 +411,7 @@ def test_every_option_is_settable_in_a_recipe_and_part_of_the_id(op, key):
     ("rms_norm shape=4x8 eps=tiny", "eps=tiny; expected a finite number >= 0, or null"),
     ("rms_norm shape=4x8 eps_placement=between", "eps_placement=between; expected one of: inside, outside"),
     ("rms_norm shape=4x8 weight_offset=one", "weight_offset=one; expected a finite number"),
-    ("norm_quant shape=4x8 min_scale=0", "min_scale=0; expected a finite number > 0, or null"),
+    ("norm_quant shape=4x8 min_scale=-1", "min_scale=-1; expected a finite number >= 0, or null"),
     ("norm_quant shape=4x8 quant_dtype=fp4", "quant_dtype=fp4; expected one of: float8_e4m3fn, float8_e5m2, int8"),
     ("norm_quant shape=4x8 normalized_shape=[4,8]", "normalized_shape=[4,8]; expected the activation's trailing "
                                                     "sizes: [8]"),

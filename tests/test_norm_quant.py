@@ -91,7 +91,7 @@ def test_quantize_is_one_saturating_round_to_nearest_even():
     ({"quant_dtype": "uint8"}, {}, "quant_dtype='uint8'"),
     ({"scale_ub": 0.0}, {}, "scale_ub=0.0; expected a number > 0"),
     ({"scale_ub": -1.0}, {}, "scale_ub=-1.0"),
-    ({"min_scale": 0}, {}, "min_scale=0"),
+    ({"min_scale": -1e-9}, {}, "min_scale=-1e-09; expected a number >= 0 (0: no floor)"),
     ({}, {"static_scale": np.array([0.0])}, "static_scale=0.0; expected a finite number > 0"),
     ({}, {"static_scale": np.array([-0.5])}, "static_scale=-0.5"),
     ({}, {"static_scale": np.array([0.5, 0.5])}, "'static_scale' has shape (2,)"),

@@ -168,14 +168,33 @@ def quant_interval(got: np.ndarray):
     return lo, hi
 
 
+def quant_even(got: np.ndarray) -> np.ndarray:
+    """Whether each value of ``got`` (a quantized array) is "even" for round-half-to-even: int8 values
+    divisible by 2, float8 values whose last significand bit is 0 (the last bit of the byte)."""
+    from ..norms.norm_quant import QUANT_DTYPES
+    dt = QUANT_DTYPES[quant_name(got.dtype)][0]
+    if dt.kind == "i":
+        return np.asarray(got).astype(np.int64) % 2 == 0
+    return (np.asarray(got).view(np.uint8) & 1) == 0
+
+
 def quant_excess(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
     """Distance from ``ref`` (the exact pre-rounding value) to the saturating rounding interval of ``got``
     (a quantized array); NaN rules as ``excess``: both NaN -> 0, exactly one NaN -> inf; an infinite
-    ``got`` passes only an equal infinite ``ref``."""
+    ``got`` passes only an equal infinite ``ref``.
+
+    Ties: the midpoint between two grid neighbours belongs to the even one (round half to even), so an
+    odd ``got`` does not contain the midpoints that bound it. A ``ref`` exactly on such a midpoint is
+    outside ``got``'s interval by no finite distance; its excess is the smallest positive amount there
+    (np.spacing(ref)): it fails only under a bound of 0 (a pre-quantizer value every kernel computes
+    exactly: bounds/norm_quant.py), and passes any positive bound (the kernel's value may lie on either
+    side of the tie)."""
     lo, hi = quant_interval(got)
     ref = np.asarray(ref, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         ex = np.maximum(0.0, np.maximum(lo - ref, ref - hi))
+        odd_tie = ~quant_even(got) & (((ref == lo) & np.isfinite(lo)) | ((ref == hi) & np.isfinite(hi)))
+        ex = np.where(odd_tie, np.abs(np.spacing(np.where(odd_tie, ref, 1.0))), ex)
     gnan, rnan = np.isnan(lo), np.isnan(ref)
     ex = np.where(gnan | rnan, np.where(gnan & rnan, 0.0, np.inf), ex)
     ginf = np.isinf(got.astype(np.float64))

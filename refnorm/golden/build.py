@@ -103,6 +103,8 @@ GENERATORS = {  # regime -> (rng, m slices, n values per slice) -> (m, n) float6
     "zero": lambda rng, m, n: np.zeros((m, n)),
     "spike": _spike,
     "std1e-6": lambda rng, m, n: 1e-6 * rng.standard_normal((m, n)),
+    "std1e-4": lambda rng, m, n: 1e-4 * rng.standard_normal((m, n)),
+    "pm1": lambda rng, m, n: np.where(rng.random((m, n)) < 0.5, -1.0, 1.0),
 }
 PARAM_GENERATORS = {
     "weight": lambda rng, shape: 1.0 + 0.5 * rng.standard_normal(shape),
@@ -110,6 +112,8 @@ PARAM_GENERATORS = {
     "mask": lambda rng, shape: (rng.random(shape) < 0.25).astype(np.float64),   # 1 = padding, ~25%
     "qscale": lambda rng, shape: 2.0 + 2.0 * rng.random(shape),   # an amplitude in [2, 4), / qmax (_param)
     "keep": lambda rng, shape: (rng.random(shape) >= 0.25).astype(np.float64),  # a dropout keep-mask, ~75% ones
+    "ties": lambda rng, shape: (rng.integers(-30, 30, size=shape) + 0.5) / 8,   # (k + 0.5) / 8: ties over 1/8
+    "eighth": lambda rng, shape: np.full(shape, 0.125),                          # a static scale of 1/8
 }
 STATE_GENERATORS = {
     "stat_mean": lambda rng, shape: 0.5 * rng.standard_normal(shape),
@@ -199,8 +203,9 @@ def draw(case: Case, seed: int | None = None, output_shapes: dict | None = None)
 def _param(case: Case, k: str, rng, shape) -> np.ndarray:
     """A parameter drawn by its regime; a static quantization scale (regime "qscale") is the drawn
     amplitude over the qmax of the case's quant_dtype, so the values beyond the amplitude saturate."""
-    v = PARAM_GENERATORS[PARAM_REGIMES[k]](rng, shape)
-    if PARAM_REGIMES[k] == "qscale":
+    regime = case.param_regimes.get(k, PARAM_REGIMES[k])
+    v = PARAM_GENERATORS[regime](rng, shape)
+    if regime == "qscale":
         from ..norms.norm_quant import qmax
         v = v / qmax(case.config.get("quant_dtype", "float8_e4m3fn"))
     return v

@@ -44,6 +44,10 @@ REGIMES = {
     "outlier": "N(0,1) with one x100 outlier per slice",
     "zero": "all zeros (norms of an all-zero slice)",
     "spike": "N(0,1) with one whole slice scaled by 25 (a channel outlier, for stateful filters)",
+    "std1e-4": "1e-4 * N(0,1): with eps 1e-12, var + eps ~ 1e-8 lies below float16's smallest normal (6.1e-5) and "
+               "rounds to 0 there: a kernel taking rsqrt of var + eps rounded to float16 gives inf (rstd ~ 1e4)",
+    "pm1": "+1 or -1, signs at random: every mean of squares is exactly 1 (with eps 0, rstd = 1 in every "
+           "precision: norm_quant's exact ties)",
     "std1e-6": "1e-6 * N(0,1): tiny rows, far below eps, so the norm's output is tiny and a dynamic quantization "
                "scale amax/qmax falls below its floor min_scale (norm_quant; 1/scale overflows float16)",
 }
@@ -87,6 +91,9 @@ class Case:
     input_regimes: activation input -> the regime it is drawn from instead of ``regime`` (add_norm's
               small branch x drawn "normal" on a "mean1e3" residual stream); absent from the manifest
               row when empty.
+    param_regimes: parameter input -> the parameter regime (build.PARAM_GENERATORS) it is drawn from instead
+              of ``PARAM_REGIMES``'s (norm_quant's exact ties: weight "ties", static_scale "eighth"); absent
+              from the manifest row when empty.
     """
 
     op: str
@@ -104,6 +111,7 @@ class Case:
     ignore_grads: tuple[str, ...] = ()
     why: str = ""
     input_regimes: Mapping[str, str] = field(default_factory=dict)
+    param_regimes: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -126,6 +134,8 @@ class Case:
              "why": "; ".join(w for w in (REGIMES.get(self.regime, ""), self.why) if w)}
         if self.input_regimes:
             d["input_regimes"] = dict(self.input_regimes)
+        if self.param_regimes:
+            d["param_regimes"] = dict(self.param_regimes)
         return json.loads(json.dumps(d, allow_nan=False))  # canonical: tuples -> lists
 
 
@@ -201,6 +211,12 @@ def grid(make, shapes: Mapping[str, tuple[int, ...]], entries=GRID) -> list[Case
     return out
 
 
+# why of the float16 rows whose var + eps lies below float16's smallest normal (issue 35: a kernel taking
+# rsqrt(half(var + eps)) passed every other golden case)
+F16_SUBNORMAL = ("var + eps ~ 1e-8 below float16's smallest normal (6.1e-5) and smallest subnormal: rounded to "
+                 "float16 before the rsqrt it is 0 (rstd inf); statistics must stay in float32")
+
+
 def _affine_inputs(affine: str, shape) -> dict:
     return {k: tuple(shape) for k, flag in (("weight", "w"), ("bias", "b")) if flag in affine}
 
@@ -231,7 +247,11 @@ def _layer_norm_rows():
              layer_norm("normal", "float16", (4, 128), weight_offset=1.0,
                         why="zero-centred gamma (TransformerEngine): x_hat * (1 + weight) + bias"),
              layer_norm("normal", "bfloat16", (24, 40), weight_offset=1.0,
-                        why="zero-centred gamma in bfloat16: (1 + weight) is not a bfloat16 product")]
+                        why="zero-centred gamma in bfloat16: (1 + weight) is not a bfloat16 product"),
+             layer_norm("std1e-4", "float16", (6, 100), eps=1e-12, why=F16_SUBNORMAL),
+             layer_norm("std1e-3", "float16", (4, 128), eps=1e-12,
+                        why="var + eps ~ 1e-6 is a float16 subnormal with 4 significant bits: rsqrt(half(var + eps)) "
+                            "is off by up to 3%")]
     return rows
 
 
@@ -403,6 +423,7 @@ def _batch_norm_rows():
            why="two values per channel: unbiased factor n/(n-1) = 2 (E01-E04)"),
         bn("const", "float32", (5, 3, 2, 2), eps=1e-12, steps=("train", "eval"), tag="train_eval",
            why="zero batch variance into running_var"),
+        bn("std1e-4", "float16", (6, 4, 25), eps=1e-12, why=F16_SUBNORMAL),
     ]
     return rows
 
@@ -436,7 +457,8 @@ def _group_norm_rows():
                         why="one constant group of 65792 values: correlated rounding errors of a serial "
                             "fp32 sum (A11)"),
              group_norm("normal", "float32", (130, 64, 2, 2), groups=16,
-                        why="N > 128 and C > 32: the wave64 dgamma path (F14)")]
+                        why="N > 128 and C > 32: the wave64 dgamma path (F14)"),
+             group_norm("std1e-4", "float16", (2, 8, 5, 7), groups=4, eps=1e-12, why=F16_SUBNORMAL)]
     return rows
 
 
@@ -475,6 +497,7 @@ def _instance_norm_rows():
         inn("normal", "bfloat16", (3, 4), stats=True, steps=("eval",), tag="eval_2d",
             why="eval accepts an (N, C) input"),
         inn("normal", "float16", (2, 3, 2), eps=0.3, tag="s2", why="two spatial values per instance"),
+        inn("std1e-4", "float16", (2, 3, 100), eps=1e-12, why=F16_SUBNORMAL),
     ]
     return rows
 
@@ -502,30 +525,49 @@ def _rms_norm_rows():
                       why="eps outside the sqrt (B01)"),
              rms_norm("std1e-3", "float32", (6, 100), eps=1e-5, tag="outside", eps_placement="outside"),
              rms_norm("zero", "float64", (2, 7), eps=1e-3, tag="outside", eps_placement="outside"),
-             rms_norm("heavy_tail", "float32", (2, 3, 5, 6), k=2)]
+             rms_norm("heavy_tail", "float32", (2, 3, 5, 6), k=2),
+             rms_norm("std1e-4", "float16", (6, 100), eps=1e-12, why=F16_SUBNORMAL.replace("var", "mean(x^2)")),
+             rms_norm("std1e-4", "float16", (4, 128), eps=None,
+                      why="eps=None (2.2e-16): mean(x^2) + eps ~ 1e-8 rounds to 0 in float16")]
     return rows
 
 
 # --------------------------------------------------------------------------------- norm_quant
 QSHORT = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2", "int8": "i8"}
+FLT_EPSILON = 2.0 ** -23           # vLLM's min_scaling_factor<int8_t>: std::numeric_limits<float>::epsilon()
+EXACT_TIES = ("q = +-(k + 0.5) exactly in every precision: round half to even (2.5 -> 2, -1.5 -> -2) enforced; "
+              "half away from zero fails")
+VLLM_FUSED_INT8 = ("vLLM's fused int8 kernels (rms_norm_dynamic_per_token_quant, csrc/quantization/utils.cuh "
+                   "min_scaling_factor<int8_t>): the scale floored at FLT_EPSILON = 2^-23")
+VLLM_UNFUSED_INT8 = ("vLLM's unfused dynamic_scaled_int8_quant: scale = amax/127 with no floor; a zero row has "
+                     "scale 0 and q 0 (0 * (127/0) = NaN, converted to 0 by cvt.rni.sat.s8.f32)")
 QMAX = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0, "int8": 127.0}
 
 
 def norm_quant(regime, dtype, shape, *, norm="rms_norm", qd="float8_e4m3fn", static=False, ub=None, eps=1e-5,
-               affine="w", why=""):
+               affine="w", min_scale=None, ties=False, why=""):
     """``ub``: the dynamic scale's upper bound as an amplitude (scale_ub = ub / qmax: rows whose amax
     exceeds ub saturate). ``static``: a per-tensor static_scale input (drawn: an amplitude in [2, 4) / qmax,
-    so the values beyond it saturate)."""
+    so the values beyond it saturate). ``min_scale``: the dynamic scale's floor (None: refnorm's default
+    1/(qmax*512); 0: none; the name spells it exactly: ``nofloor``, ``floor<repr>``). ``ties``: exact ties
+    before the quantizer (with regime "pm1" and rms_norm: rstd = 1 exactly): eps 0, a static scale 1/8 and a
+    weight of (k + 0.5) / 8, so q = +-(k + 0.5), |q| < 30, in every precision (int8: every element a tie;
+    float8 e4m3fn: those with 8 <= |q| < 16)."""
     ns = tuple(shape[-1:])
+    if ties:
+        static, eps = True, 0.0
+    floor = "" if min_scale is None else "nofloor" if min_scale == 0 else f"floor{float(min_scale)!r}"
     variant = "_".join(v for v in ("ln" if norm == "layer_norm" else "rms", QSHORT[qd],
-                                   "static" if static else "dyn", f"ub{ub:g}" if ub else "",
+                                   "static" if static else "dyn", f"ub{ub:g}" if ub else "", floor,
+                                   "ties" if ties else "",
                                    "" if affine == "w" else AFFINE_VARIANT[affine] or "wb") if v)
     cfg = {"normalized_shape": list(ns), "norm": norm, "eps": eps, "quant_dtype": qd,
-           **({"scale_ub": ub / QMAX[qd]} if ub else {})}
+           **({"scale_ub": ub / QMAX[qd]} if ub else {}), **({} if min_scale is None else {"min_scale": min_scale})}
     inputs = {"x": tuple(shape), **_affine_inputs(affine if norm == "layer_norm" else affine.replace("b", ""), ns),
               **({"static_scale": (1,)} if static else {})}
     return Case("norm_quant", name_for(regime, dtype, shape, eps=eps, default_eps=1e-5, variant=variant), dtype,
-                inputs, regime, cfg, axes=(len(shape) - 1,), centered=norm == "layer_norm", why=why)
+                inputs, regime, cfg, axes=(len(shape) - 1,), centered=norm == "layer_norm", why=why,
+                param_regimes={"weight": "ties", "static_scale": "eighth"} if ties else {})
 
 
 def _norm_quant_rows():
@@ -562,6 +604,19 @@ def _norm_quant_rows():
         nq("one_std1e-3", "float32", (4, 64), norm="layer_norm", eps=1e-12, static=True),
         nq("sq_overflow", "float16", (4, 64), qd="float8_e5m2", why="x^2 overflows float16: y from float32 sums"),
         nq("normal", "bfloat16", (4, 64), eps=0.3, affine="", why="no weight; eps 0.3 shrinks y"),
+        # the scale floors users run (docs/conventions.md): vLLM's fused int8 kernels floor at FLT_EPSILON, its
+        # unfused dynamic_scaled_int8_quant not at all, refnorm's default is 1/(qmax*512); on zero and tiny rows
+        nq("zero", "float32", (2, 64), qd="int8", min_scale=FLT_EPSILON, why=VLLM_FUSED_INT8),
+        nq("std1e-6", "bfloat16", (4, 256), qd="int8", min_scale=FLT_EPSILON,
+           why=VLLM_FUSED_INT8 + "; amax/127 ~ 8e-6 lies between it and refnorm's default 1.5e-5"),
+        nq("zero", "float32", (2, 64), qd="int8", min_scale=0, why=VLLM_UNFUSED_INT8),
+        nq("std1e-6", "float16", (4, 256), qd="int8", min_scale=0,
+           why=VLLM_UNFUSED_INT8 + "; tiny rows keep their own amax/127"),
+        nq("zero", "bfloat16", (2, 64), qd="int8", why="refnorm's default floor for int8, 1/(127*512), on zero rows"),
+        # exact ties before the quantizer: round half to even enforced (bounds/norm_quant.py exact_rows)
+        nq("pm1", "float32", (4, 64), qd="int8", ties=True, why=EXACT_TIES),
+        nq("pm1", "bfloat16", (4, 64), qd="int8", ties=True, why=EXACT_TIES),
+        nq("pm1", "float16", (3, 48), qd="float8_e4m3fn", ties=True, why=EXACT_TIES + " (e4m3fn: 8 <= |q| < 16)"),
     ]
 
 
@@ -897,6 +952,7 @@ def _rows() -> tuple[Case, ...]:
         assert _ID.match(c.id), c.id
         assert c.dtype in DTYPES and c.regime in REGIMES, c.id
         assert all(k in c.inputs and r in REGIMES for k, r in c.input_regimes.items()), c.id
+        assert all(k in c.inputs and k in PARAM_REGIMES for k in c.param_regimes), c.id
         assert c.steps and all(s.partition(":")[0] in ("train", "eval") and s.partition(":")[2] in ("", *REGIMES)
                                for s in c.steps), c.id
         assert all(r in STATE_REGIMES or r.startswith("count:") for _, r in c.state.values()), c.id

@@ -184,7 +184,33 @@ _EXTRA = [
     ("sequence", "unequal", "layer_norm shape=40x96 dtype=float16 regime=mean1e3", "float16, mean-shifted"),
     ("tensor", "unequal", "rms_norm shape=6x4x80 eps=1e-06 dtype=bfloat16", "QK-norm, head_dim sharded, bfloat16"),
 ]
-CASES = [(f"{p} {s} {r}", why) for p, r, why in _BASE for s in SPLITS] + [(f"{p} {s} {r}", why) for p, s, r, why in _EXTRA]
+# float16 and bfloat16 for every parallel kind, and the options a 16-bit or stateful kernel gets wrong, each
+# in every split (issue 35): PARALLEL, recipe, why
+_SIXTEEN = [
+    ("batch", f"batch_norm shape=20x3x4x4 dtype=float16 {_T3E}", "SyncBatchNorm in float16, running statistics"),
+    ("batch", "batch_norm shape=24x5 dtype=bfloat16 regime=mean1e3", "SyncBatchNorm (N, C) in bfloat16, mean-shifted"),
+    ("sequence", "layer_norm shape=24x64 dtype=float16", "sequence-parallel LayerNorm in float16"),
+    ("sequence", "layer_norm shape=24x64 dtype=bfloat16", "sequence-parallel LayerNorm in bfloat16"),
+    ("sequence", "rms_norm shape=24x64 eps=1e-05 dtype=float16", "sequence-parallel RMSNorm in float16"),
+    ("sequence", "rms_norm shape=24x64 eps=1e-05 dtype=bfloat16", "sequence-parallel RMSNorm in bfloat16"),
+    ("tensor", "rms_norm shape=8x64 eps=1e-05 dtype=float16", "tensor-parallel RMSNorm in float16"),
+    ("tensor", "rms_norm shape=8x64 eps=1e-05 dtype=bfloat16", "tensor-parallel RMSNorm in bfloat16"),
+]
+_OPTIONS = [
+    ("batch", 'batch_norm shape=20x3x5 momentum=null nbt=2 steps=["train","train","eval"]',
+     "SyncBatchNorm with momentum=None: the cumulative average 1/num_batches_tracked"),
+    ("batch", 'batch_norm shape=20x3x5 stats=false steps=["train","eval"]',
+     "SyncBatchNorm without running statistics: eval normalizes with the global batch statistics"),
+    ("batch", "batch_norm shape=20x3x5 affine=none dtype=bfloat16", "SyncBatchNorm without weight and bias"),
+    ("batch", 'batch_norm shape=20x3x5 steps=["eval","train","eval"]',
+     "SyncBatchNorm starting in eval: the running statistics before any training step"),
+    ("sequence", "rms_norm shape=24x64 eps=null dtype=bfloat16", "sequence-parallel RMSNorm, eps=None"),
+    ("tensor", "rms_norm shape=8x64 eps=null", "tensor-parallel RMSNorm, eps=None (finfo eps)"),
+    ("sequence", "layer_norm shape=24x64 affine=w", "sequence-parallel LayerNorm without bias"),
+]
+CASES = ([(f"{p} {s} {r}", why) for p, r, why in _BASE for s in SPLITS]
+         + [(f"{p} {s} {r}", why) for p, s, r, why in _EXTRA]
+         + [(f"{p} {s} {r}", why) for p, r, why in _SIXTEEN + _OPTIONS for s in SPLITS])
 
 
 def cases(texts=()) -> list:

@@ -101,7 +101,7 @@ OPTION_KINDS = {
     "batch_renorm": {"momentum": "number", "r_max": "number>=1", "d_max": "number>=0", "eps": "eps"},
     "norm_quant": {"normalized_shape": "shape", "norm": _norm_quant.NORMS, "eps": "eps",
                    "quant_dtype": tuple(_norm_quant.QUANT_DTYPES), "scale_ub": "number>0|null",
-                   "min_scale": "number>0|null"},
+                   "min_scale": "number>=0|null"},
     "add_norm": {"normalized_shape": "shape", "norm": _add_norm.NORMS, "eps": "eps",
                  "dropout_p": "[0,1)", "prenorm": "bool", "residual_in_fp32": "bool", "weight_offset": "number"},
     "adaptive_layer_norm": {"eps": "eps"},
@@ -109,7 +109,7 @@ OPTION_KINDS = {
 # the row makers' own keywords (not options): what each may be. affine: AFFINE's words (adaptive_layer_norm's:
 # AFFINE_ADALN's), mapped before the maker sees them
 MAKER_KINDS = {"k": "ndims", "affine": None, "steps": "steps", "stats": "bool", "nbt": "int>=0", "groups": "int>=1",
-               "flat_g": "bool", "qd": tuple(T.QSHORT), "static": "bool", "ub": "number>0",
+               "flat_g": "bool", "qd": tuple(T.QSHORT), "static": "bool", "ub": "number>0", "ties": "bool",
                "x_regime": tuple(T.REGIMES), "dropout": "bool", "rowscale": "bool",
                "parallel": tuple(p for p in T.PARALLEL_TAG if p), "mask": "bool", "state": ("init", "warm"),
                "iters": "int>=0"}
@@ -129,7 +129,8 @@ for _op in ("local_response_norm", "weight_norm"):
 SPELLED["group_norm"].update(num_groups=_ALL, groups=_ALL)
 SPELLED["layer_norm"].update(k=_ALL, weight_offset=(0.0, 1.0))
 SPELLED["rms_norm"].update(k=_ALL)
-SPELLED["norm_quant"].update(norm=_ALL, quant_dtype=_ALL, qd=_ALL, ub=_ALL, static=(True, False))
+SPELLED["norm_quant"].update(norm=_ALL, quant_dtype=_ALL, qd=_ALL, ub=_ALL, static=(True, False), min_scale=_ALL,
+                              ties=(True, False))
 SPELLED["add_norm"].update(norm=_ALL, prenorm=_ALL, residual_in_fp32=_ALL, weight_offset=(0.0, 1.0),
                            dropout_p=(0.0, T.KEEP_P), dropout=(True, False), rowscale=(True, False),
                            parallel=_ALL, x_regime=_ALL)

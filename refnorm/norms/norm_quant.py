@@ -12,10 +12,13 @@ saturating round to float8 e4m3fn, float8 e5m2 or int8. Forward only.
 A = the trailing len(normalized_shape) axes. Q and its range: float8_e4m3fn +-448 (no infinities; an
 unsaturated overflow is NaN), float8_e5m2 +-57344, int8 [-128, 127]; qmax = 448, 57344, 127.
 ``scale_ub`` (dynamic only, > 0, None = no bound) caps the scale (vLLM's ``scale_ub`` caps amax
-instead: pass vLLM's value / qmax); ``min_scale`` (dynamic only, > 0) keeps an all-zero or tiny row's
-scale positive: None = 1 / (qmax * 512), vLLM's float8 floor (a kernel with another floor, e.g. for
-int8, passes its own). ``static_scale`` is per tensor: shape () or (1,), finite and > 0. eps defaults to 1e-5 for
-both norms (pass rms_norm's eps explicitly). rms_norm takes no bias.
+instead: pass vLLM's value / qmax); ``min_scale`` (dynamic only, >= 0) floors the scale of an all-zero or tiny
+row: None = 1 / (qmax * 512), vLLM's float8 floor; a kernel with another floor passes its own (vLLM's fused
+int8 kernels: FLT_EPSILON = 2^-23; docs/conventions.md). ``min_scale=0``: no floor (vLLM's unfused
+``dynamic_scaled_int8_quant``): an all-zero row has scale 0, and its q is 0 (0 / 0 taken as 0, what that
+kernel's saturating int8 conversion makes of 0 * (127 / 0) = NaN). ``static_scale`` is per tensor: shape
+() or (1,), finite and > 0. eps defaults to 1e-5 for both norms (pass rms_norm's eps explicitly). rms_norm
+takes no bias.
 
 Outputs (every one float64; shapes: q like x, scale and amax (*, 1...) keepdims):
     q      the pre-rounding value clip(y / scale): like every refnorm output, the exact value before
@@ -87,7 +90,9 @@ def check(x, weight, bias, static_scale, normalized_shape, norm, eps, quant_dtyp
         raise ConfigError(f"{NAME}: norm='rms_norm' takes no 'bias' input; expected norm='layer_norm' "
                           "or no bias")
     ub = C.check_real(NAME, "scale_ub", scale_ub, positive=True, allow_none=True)
-    floor = C.check_real(NAME, "min_scale", min_scale, positive=True, allow_none=True)
+    floor = C.check_real(NAME, "min_scale", min_scale, allow_none=True)
+    if floor is not None and floor < 0:
+        raise ConfigError(f"{NAME}: min_scale={min_scale!r}; expected a number >= 0 (0: no floor), or None")
     if static_scale is not None:
         if static_scale.shape not in ((), (1,)):
             raise ShapeError(f"{NAME}: 'static_scale' has shape {static_scale.shape}; expected () or (1,) "
@@ -118,8 +123,13 @@ def quantized(y, axes, static_scale, quant_dtype, scale_ub, min_scale):
         scale = np.full(stat_shape, float(static_scale.reshape(())))
     else:
         scale = dynamic_scale(amax, quant_dtype, scale_ub, min_scale)
-    q = np.clip(y / scale, lo, hi)
-    return q, scale, amax
+    return np.clip(divide(y, scale), lo, hi), scale, amax
+
+
+def divide(y, scale):
+    """y / scale, with 0 where the scale is 0 (min_scale=0 on an all-zero row: every y there is 0)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(scale == 0, 0.0 * y, y / np.where(scale == 0, 1.0, scale))
 
 
 def forward(x, weight=None, bias=None, static_scale=None, *, normalized_shape, norm="rms_norm", eps=1e-5,

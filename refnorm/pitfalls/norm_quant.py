@@ -47,7 +47,7 @@ def scale_from_rounded(inputs, config, cot, dtype, state, training):
 def e4m3_nan(inputs, config, cot, dtype, state, training):
     y, axes, s, qd, ub, floor = _parts(inputs, config)
     q, scale, amax = NQ.quantized(y, axes, s, qd, ub, floor)
-    v = y / scale                                                           # not saturated
+    v = NQ.divide(y, scale)                                                 # not saturated
     nan = np.isnan(v.astype(ml_dtypes.float8_e4m3fn).astype(np.float64))   # the cast's overflow
     return _result(np.where(nan, np.nan, q), scale, amax)
 
@@ -60,7 +60,7 @@ def ub_ignored(inputs, config, cot, dtype, state, training):
 def reciprocal_f16(inputs, config, cot, dtype, state, training):
     y, axes, s, qd, ub, floor = _parts(inputs, config)
     _, scale, amax = NQ.quantized(y, axes, s, qd, ub, floor)
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", divide="ignore"):
         r = (1.0 / scale).astype(np.float16).astype(np.float64)             # 1/scale in float16
     _, lo, hi = NQ.QUANT_DTYPES[qd]
     with np.errstate(invalid="ignore"):

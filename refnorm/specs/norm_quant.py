@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..norms.norm_quant import QUANT_DTYPES, check, qmax
+from ..norms.norm_quant import QUANT_DTYPES, check, divide, qmax
 from ..spec import Backward, Forward
 from .layer_norm import layer_norm
 from .rms_norm import rms_norm
@@ -35,7 +35,7 @@ def norm_quant(x, weight, bias, static_scale, normalized_shape, norm, eps, quant
             scale = np.minimum(scale, scale_ub)
         scale = np.maximum(scale, min_scale)
     _, lo, hi = QUANT_DTYPES[quant_dtype]
-    q = np.clip(y / scale, lo, hi)                                   # x.shape
+    q = np.clip(divide(y, scale), lo, hi)                            # x.shape (0 where scale = 0: min_scale=0)
     return q, scale, amax
 
 

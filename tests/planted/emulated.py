@@ -62,6 +62,8 @@ MUTATIONS = {
     # precision
     "sq_in_d": "squares (x^2, or (x - mean)^2) rounded to the case dtype before the float32 sum",
     "var_in_d": "the variance stored in the case dtype before rstd",
+    "var_eps_in_d": "rstd = rsqrt(var + eps) with var + eps rounded to the case dtype (float16: below its smallest "
+                    "normal 6.1e-5 it keeps few bits, below 3e-8 it is 0 and rstd inf)",
     "sumsq_in_d": "rms_norm: sum of squares accumulated in the case dtype (squares and pairwise sums in d)",
     "ms_rstd_in_d": "rms_norm: mean of squares accumulated in the case dtype and rsqrt rounded to it",
     "stats_in_d": "mean and variance accumulated in the case dtype (pairwise in d, deviations in d)",
@@ -123,7 +125,19 @@ MUTATIONS = {
     "q_e4m3_nan": "norm_quant: float8 e4m3fn cast without the saturating clamp (overflow gives NaN)",
     "q_ub_ignored": "norm_quant: scale_ub ignored",
     "q_rcp_f16": "norm_quant: 1 / scale rounded to float16 before the multiply",
+    "q_floor_default": "norm_quant: the case's min_scale ignored, the scale floored at 1/(qmax*512) (refnorm's and "
+                       "vLLM's float8 default)",
+    "q_floor_flt_eps": "norm_quant: the scale floored at FLT_EPSILON = 2^-23 whatever min_scale asks (vLLM's fused "
+                       "int8 kernels)",
+    "q_ties_away": "norm_quant int8: round half away from zero (C's roundf / llrintf-free casts) instead of half to "
+                   "even",
 }
+
+
+# mutations a kernel would ship with an honest relaxed contract: a kernel that keeps its statistics in the case
+# dtype declares "stats_d" (its rounding of var + eps to the dtype is then within contract wherever the dtype
+# holds var + eps to its relative precision, i.e. above its smallest normal)
+CONTRACT_OF = {"var_eps_in_d": "stats_d"}
 
 
 def _next_pow2(n):
@@ -262,6 +276,8 @@ class _K:
                 r = one / (var + A(eps)) ** 2
             elif placement == "outside":
                 r = one / (np.sqrt(var) + A(eps))
+            elif self.mut == "var_eps_in_d":
+                r = one / np.sqrt(self.q(var + A(eps)))
             else:
                 r = one / np.sqrt(var + A(eps))
         if self.mut == "rstd_bf16":
@@ -379,11 +395,12 @@ class EmulatedBackend:
         return None if call.op in OPS else f"the emulated kernel implements {', '.join(OPS)} only"
 
     def contract(self, call):
-        return Contract("strict", "block")
+        return Contract(CONTRACT_OF.get(self.mutation, "strict"), "block")
 
     def run(self, call: Call) -> Returned:
         k = _K(call.dtype, self.mutation)
-        return getattr(self, "_" + call.op)(call, k)
+        with np.errstate(all="ignore"):         # a kernel's inf/NaN is a value to judge, never a Python warning
+            return getattr(self, "_" + call.op)(call, k)
 
     # ------------------------------------------------------------------ helpers
     @staticmethod
@@ -515,16 +532,20 @@ class EmulatedBackend:
             if cfg.get("scale_ub") is not None and M != "q_ub_ignored":
                 scale = np.minimum(scale, k.A(cfg["scale_ub"]))
             floor = cfg.get("min_scale")
-            scale = np.maximum(scale, k.A(default_min_scale(qd) if floor is None else floor))
-        with np.errstate(over="ignore", invalid="ignore"):
+            floor = default_min_scale(qd) if floor is None or M == "q_floor_default" else floor
+            scale = np.maximum(scale, k.A(2.0 ** -23 if M == "q_floor_flt_eps" else floor))
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             rcp = k.A(1) / scale
             if M == "q_rcp_f16":
                 rcp = rcp.astype(np.float16).astype(k.A)
-            v = y * rcp
+            v = np.where(scale == 0, k.A(0), y * rcp)    # min_scale=0, an all-zero row: 0, not 0 * inf
         dt, lo, hi = QUANT_DTYPES[qd]
         if not (M == "q_e4m3_nan" and qd == "float8_e4m3fn"):
             v = np.clip(v, k.A(lo), k.A(hi))
-        q = np.rint(v).astype(dt) if dt.kind == "i" else v.astype(dt)
+        if dt.kind == "i":
+            q = (np.sign(v) * np.floor(np.abs(v) + k.A(0.5)) if M == "q_ties_away" else np.rint(v)).astype(dt)
+        else:
+            q = v.astype(dt)
         stat = lead + (1,) * len(ns)
         return Returned({"q": q.reshape(x.shape), "scale": scale.reshape(stat), "amax": amax.reshape(stat)})
 

@@ -164,6 +164,8 @@ SUPPLEMENTARY = (
     P("R-trunc", "fp32 -> d conversion by truncation instead of round-to-nearest", "truncate_out",
       (LN, RMS, GN, BN, IN)),
     P("R-rstd16", "rstd rounded to bfloat16 before the multiply", "rstd_bf16", (LN, RMS, GN, BN, IN)),
+    P("R-veps16", "rsqrt(var + eps) with var + eps rounded to the case dtype (float16: below its smallest normal "
+                  "it keeps few bits, below 3e-8 it is 0)", "var_eps_in_d", (LN, RMS, GN, BN, IN)),
     P("R-nbt", "num_batches_tracked not incremented by a training call", "nbt_not_incremented", (BN,)),
     P("R-mom", "torch convention with the momentum applied to the old value", "torch_momentum_flip", (BN, IN)),
     P("R-axes", "dweight/dbias summed over the batch axis but averaged over the spatial axes (wrong "

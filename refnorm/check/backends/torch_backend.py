@@ -558,7 +558,8 @@ class TorchBackend:
             floor = default_min_scale(qd) if cfg["min_scale"] is None else float(cfg["min_scale"])
             scale = scale.clamp(min=floor)
         _, lo, hi = QUANT_DTYPES[qd]
-        v = (y * scale.reciprocal()).clamp(lo, hi)
+        # min_scale=0 on an all-zero row: scale 0, and q 0 (refnorm's convention), not 0 * inf = NaN
+        v = torch.where(scale == 0, torch.zeros_like(y), y * scale.reciprocal()).clamp(lo, hi)
         q = torch.round(v).to(torch.int8) if qd == "int8" else v.to(getattr(torch, qd))
         return {"q": q, "scale": scale.contiguous(), "amax": amax}, {}
 
