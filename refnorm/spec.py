@@ -90,6 +90,9 @@ class NormSpec:
                     scale in float32); None: every output in the case dtype.
     masks:          inputs that are masks (0/1 values, not differentiable); ``evaluate`` accepts them as
                     booleans too (True = 1).
+    dtype_options:  None, or (option values, {input name: the dtype it was given in}) -> the same with the
+                    defaults that depend on the input dtype resolved (rms_norm's eps=None: the machine
+                    epsilon of torch's opmath dtype for x's dtype); ``refnorm.registry.resolve_options``.
     produced_by:    output -> the input it needs: an output produced only when that input is given
                     (add_norm's y1 with weight1); the others are always produced.
     resolve:        None, or option values -> the same with every ``DEFAULT`` replaced by the value the
@@ -112,6 +115,7 @@ class NormSpec:
     output_dtypes: Callable[..., Mapping[str, str]] | None = None
     masks: tuple[str, ...] = ()
     resolve: Callable[[dict], dict] | None = None
+    dtype_options: Callable[[dict, Mapping[str, Any]], dict] | None = None
     produced_by: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self):

@@ -33,11 +33,12 @@ import numpy as np
 
 from refnorm.check.backends.base import Call, Contract, Returned
 from refnorm.check.precision import NP, round_to
+from refnorm.norms.rms_norm import default_eps
 
 OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "norm_quant", "add_norm")
 CENTERED = ("layer_norm", "group_norm", "batch_norm", "instance_norm")
 BF16 = np.dtype(ml_dtypes.bfloat16)
-FLOAT64_EPS = float(np.finfo(np.float64).eps)
+
 
 # every mutation the kernel knows: name -> what it changes (pitfalls.py says which real bug each is)
 MUTATIONS = {
@@ -453,7 +454,7 @@ class EmulatedBackend:
         ns = cfg["normalized_shape"]
         ns = (ns,) if isinstance(ns, int) else tuple(ns)
         eps = cfg.get("eps", None)
-        eps = FLOAT64_EPS if eps is None else float(eps)
+        eps = default_eps(call.dtype) if eps is None else float(eps)
         placement = cfg.get("eps_placement", "inside")
         if M == "eps_outside":
             placement = "outside"
