@@ -132,10 +132,14 @@ class Returned:
     """What a backend computed. ``outputs`` must hold every differentiable output of the op (``y``;
     ``w`` for weight_norm); statistics outputs (mean, rstd, ...) are optional and checked when given.
     ``grads``: input name -> gradient, for every floating input of the call when cotangents were
-    given. ``state``: the new state, every key of the op's state, for stateful ops."""
+    given. ``state``: the new state, every key of the op's state, for stateful ops. ``masks``: the dropout
+    keep-masks the backend drew itself, from its own seed, instead of using the call's (add_norm's ``mask``,
+    ``mask1``: 1 = kept): the checker validates each (shape, 0/1 values, a keep rate consistent with
+    dropout_p) and judges the call against the reference computed with it (refnorm/check/masks.py)."""
     outputs: Mapping[str, np.ndarray]
     grads: Mapping[str, np.ndarray] = field(default_factory=dict)
     state: Mapping[str, np.ndarray] = field(default_factory=dict)
+    masks: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
 @runtime_checkable
