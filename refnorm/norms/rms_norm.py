@@ -13,15 +13,15 @@ RMSNormalization has one; a model that adds a bias adds it after the norm (gradi
 eps: default None = the machine epsilon of torch's opmath (compute) dtype for the input's dtype, as torch's
 F.rms_norm: finfo(float32).eps = 1.1920928955078125e-07 for float32, float16 and bfloat16 (and any
 narrower float) input, finfo(float64).eps = 2.220446049250313e-16 for float64 input (``default_eps``).
-Evidence: aten/src/ATen/native/layer_norm.cpp (rms_norm_composite: ``eps.value_or(
-std::numeric_limits<opmath_t>::epsilon())``, opmath_t = toOpMathType(input dtype), float for
-Half/BFloat16/Float, double for Double; _fused_rms_norm follows it); and by experiment on torch 2.13 CPU,
-F.rms_norm(x, eps=None) gives the same bits as eps=1.1920928955078125e-07 for float32, float16 and
-bfloat16 x, and as eps=2.220446049250313e-16 for float64 x (tests/norms/test_rms_norm.py checks it
-when torch is installed). The dtype is the one of ``x`` as given to ``refnorm.evaluate`` (or to
-``forward`` here), before refnorm widens it to float64: pass float32 values as float32 (not widened)
-to get float32's eps, as torch would for ``x.double()``. The checker and the golden builder resolve
-None with the case dtype (``refnorm.registry.resolve_options``), never from a widened copy.
+Evidence: aten/src/ATen/native/layer_norm.cpp, rms_norm_composite: ``eps.value_or(
+std::numeric_limits<opmath_t>::epsilon())`` with opmath_t = toOpMathType(input dtype), float for
+Half/BFloat16/Float, double for Double; and by experiment on torch 2.13 CPU: F.rms_norm(x, eps=None)
+gives the bits of eps=2**-23 for float32, float16 and bfloat16 x and of eps=2**-52 for float64 x, with
+and without autograd (tests/test_rms_eps_none.py checks it when torch is installed). The dtype is x's as given to
+``refnorm.evaluate`` (or to ``forward`` here), read before refnorm widens it to float64: float32 values
+given as float32 get float32's eps, the same values widened to float64 get float64's (as torch's
+``x.double()``). The checker and the golden builder resolve None with the case dtype
+(``refnorm.registry.resolve_options``), never from a widened copy.
 Negative eps is refused (torch accepts it and may take the sqrt of a negative number).
 
 Outputs ``y``, and ``rstd`` = 1 / (the divisor) with keepdims shape ``x.shape[:-k] + (1,) * k``, as
