@@ -125,6 +125,8 @@ def test_float64_eps_on_a_bfloat16_case_fails_std1e3():
     res = check_case(TorchConventionKernel(eps_none=FLOAT64_EPS), case)
     assert res.status == "failed"
     assert "output y" in res.message
+    # and the diagnosis names it (it once said "ruled out: eps" for the other direction)
+    assert res.diagnosis["message"].startswith("matches pitfall R-eps64"), res.diagnosis["message"]
 
 
 def test_judged_in_blocks_eps_none_is_the_case_dtypes(monkeypatch):
