@@ -45,7 +45,7 @@ class TinyBackend:
         w = None if w is None else w.astype(acc) + acc(call.config.get("weight_offset", 0.0))
         b = call.inputs.get("bias")
         eps = call.config.get("eps")
-        eps = acc(np.finfo(np.float64).eps if eps is None else eps)
+        eps = acc(np.finfo(acc).eps if eps is None else eps)   # eps=None: the eps of the compute dtype (torch's)
 
         if call.op == "layer_norm":
             mean = x.mean(axis=axes, keepdims=True)

@@ -364,10 +364,15 @@ def layer_norm(x, weight=None, bias=None, *, normalized_shape, eps=1e-5, bug=Non
     return _Norm.apply(x, weight, bias, normalized_shape, float(eps), False, bug)
 
 
+def _default_eps(x) -> float:
+    """eps=None as torch's F.rms_norm (and refnorm): float32's machine epsilon, float64's for float64 x."""
+    return float(np.finfo(np.float64 if x.dtype == torch.float64 else np.float32).eps)
+
+
 def rms_norm(x, weight=None, *, normalized_shape, eps=None, bug=None):
-    """Triton RMSNorm: x / sqrt(mean(x^2) + eps) * weight; eps=None is refnorm's (and torch's F.rms_norm's
-    float64) machine epsilon."""
-    eps = float(np.finfo(np.float64).eps) if eps is None else float(eps)
+    """Triton RMSNorm: x / sqrt(mean(x^2) + eps) * weight; eps=None is refnorm's and torch's F.rms_norm's
+    default: the machine epsilon of the compute dtype (float32's, float64's for float64 x)."""
+    eps = _default_eps(x) if eps is None else float(eps)
     return _Norm.apply(x, weight, None, normalized_shape, eps, True, bug)
 
 
@@ -376,10 +381,10 @@ def add_norm(x, residual=None, weight=None, bias=None, *, normalized_shape, eps=
     """Triton residual add + LayerNorm/RMSNorm: returns (y, residual_out) (refnorm's add_norm with
     dropout_p=0, no rowscale, weight_offset=0). ``prenorm`` says whether the model uses residual_out; the
     kernel computes the same either way, and when the loss uses residual_out its gradient joins the
-    residual's (autograd passes it to backward). eps=None (rms_norm): refnorm's float64 machine epsilon."""
+    residual's (autograd passes it to backward). eps=None (rms_norm): the compute dtype's machine epsilon."""
     if norm not in ("layer_norm", "rms_norm"):
         raise ValueError(f"norm={norm!r}; expected 'layer_norm' or 'rms_norm'")
-    eps = float(np.finfo(np.float64).eps) if eps is None else float(eps)
+    eps = _default_eps(x) if eps is None else float(eps)
     return _AddNorm.apply(x, residual, weight, bias, normalized_shape, eps, norm == "rms_norm",
                           bool(residual_in_fp32), bug)
 

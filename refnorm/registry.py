@@ -155,6 +155,22 @@ def engine_functions(spec: NormSpec, engine: str):
     raise UnknownNameError(f"engine {engine!r}; expected one of: {', '.join(ENGINES)}")
 
 
+def resolve_options(name: str, config: Mapping[str, Any], dtype) -> dict:
+    """``config`` with the options whose default depends on the input dtype resolved for inputs of the
+    (case) ``dtype`` (a NumPy dtype or a name: "float32", "bfloat16", ...), as ``evaluate`` resolves them
+    from the dtype its input x is given in (rms_norm's eps=None: finfo(float32).eps for float32,
+    float16 and bfloat16, finfo(float64).eps for float64, torch's rule). Options already set are kept;
+    the other options are left as given (defaults are not filled in). A caller that widens a case's
+    arrays to float64 before ``evaluate`` resolves the config with the case dtype first."""
+    spec = get(name)
+    config = dict(config)
+    if spec.dtype_options is None:
+        return config
+    full = {**spec.options, **config}
+    resolved = spec.dtype_options(full, {k: dtype for k in spec.inputs})
+    return {**config, **{k: v for k, v in resolved.items() if v is not full[k] and v != full[k]}}
+
+
 def evaluate(name: str, inputs: Mapping[str, Any], *, config: Mapping[str, Any] | None = None,
              grad_outputs: Mapping[str, Any] | None = None,
              state: Mapping[str, Any] | None = None, training: bool = True, engine: str = "fast") -> Result:
@@ -164,7 +180,9 @@ def evaluate(name: str, inputs: Mapping[str, Any], *, config: Mapping[str, Any] 
                   activation (the weight tensor for weight_standardization, ``v`` and ``g`` for
                   weight_norm), ``weight`` and ``bias`` the affine parameters.
     config:       option name -> JSON-able value; torch's keyword names and defaults where torch
-                  has the op. An unknown option is an error.
+                  has the op. An unknown option is an error. A default that depends on the input
+                  dtype (rms_norm's eps=None) is resolved from the dtype x is given in, before it is
+                  widened to float64 (``resolve_options``).
     grad_outputs: output name -> cotangent. Then ``Result.grads`` has the gradient of
                   sum(cotangent * output) for every input given, keyed by input name.
     state:        stateful normalizers only (batch_norm, instance_norm: ``running_mean``,
@@ -192,6 +210,8 @@ def evaluate(name: str, inputs: Mapping[str, Any], *, config: Mapping[str, Any] 
     absent = [k for k, v in cfg.items() if v is REQUIRED]
     if absent:
         raise RefnormError(f"{spec.name}: missing required option(s) {', '.join(map(repr, absent))}")
+    if spec.dtype_options is not None:           # defaults that depend on the dtype the inputs were given in
+        cfg = dict(spec.dtype_options(cfg, {k: np.asarray(v).dtype for k, v in inputs.items() if v is not None}))
 
     if state and not spec.state:
         raise RefnormError(f"{spec.name} is stateless, but state {', '.join(map(repr, state))} was given")

@@ -90,6 +90,12 @@ class NormSpec:
                     scale in float32); None: every output in the case dtype.
     masks:          inputs that are masks (0/1 values, not differentiable); ``evaluate`` accepts them as
                     booleans too (True = 1).
+    dtype_options:  None, or (option values, {input name: the dtype it was given in}) -> the same with the
+                    defaults that depend on the input dtype resolved (rms_norm's eps=None: the machine
+                    epsilon of torch's opmath dtype for x's dtype); ``refnorm.registry.resolve_options``.
+    drawn_masks:    mask input -> (the input it drops, the option holding the drop probability): the
+                    dropout keep-masks a backend may draw itself and return (``Returned.masks``; add_norm's
+                    mask and mask1, 1 = kept, drop probability ``dropout_p``); refnorm/check/masks.py.
     produced_by:    output -> the input it needs: an output produced only when that input is given
                     (add_norm's y1 with weight1); the others are always produced.
     resolve:        None, or option values -> the same with every ``DEFAULT`` replaced by the value the
@@ -112,6 +118,8 @@ class NormSpec:
     output_dtypes: Callable[..., Mapping[str, str]] | None = None
     masks: tuple[str, ...] = ()
     resolve: Callable[[dict], dict] | None = None
+    dtype_options: Callable[[dict, Mapping[str, Any]], dict] | None = None
+    drawn_masks: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     produced_by: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -121,8 +129,11 @@ class NormSpec:
         assert set(self.returned) <= set(self.outputs), self.name
         assert set(self.produced_by) <= set(self.outputs) and set(self.produced_by.values()) <= set(self.inputs), \
             self.name
+        assert all(k in self.inputs and v[0] in self.inputs and v[1] in self.options
+                   for k, v in self.drawn_masks.items()), self.name
         object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
         object.__setattr__(self, "produced_by", MappingProxyType(dict(self.produced_by)))
+        object.__setattr__(self, "drawn_masks", MappingProxyType(dict(self.drawn_masks)))
 
     def produced(self, input_names) -> tuple[str, ...]:
         """The outputs a call with these inputs produces (``produced_by``), in ``outputs`` order."""

@@ -348,8 +348,8 @@ def test_readme_three_line_torch_kernel_check_runs(monkeypatch):
 
     def my_rms_norm(x, weight=None, *, normalized_shape, eps=None):
         dims = tuple(range(-len(normalized_shape), 0))
-        eps = torch.finfo(torch.float64).eps if eps is None else eps
         xf = x.float() if x.dtype != torch.float64 else x
+        eps = torch.finfo(xf.dtype).eps if eps is None else eps      # torch's eps=None: the compute dtype's
         y = xf * torch.rsqrt(xf.pow(2).mean(dims, keepdim=True) + eps)
         return (y * weight if weight is not None else y).to(x.dtype)
     mod.my_rms_norm = my_rms_norm

@@ -130,6 +130,25 @@ def test_coverage_per_normalizer(op):
     assert any(c.inputs[next(iter(c.inputs))][0] == 1 for c in rows), f"{op}: batch size 1"
 
 
+def _add_norm_features(c):
+    """Every feature of an add_norm case but dropout, its dtype, regimes and shape."""
+    cfg = c.config
+    return (cfg["norm"], tuple(sorted(k for k in ("weight", "bias") if k in c.inputs)), "rowscale" in c.inputs,
+            bool(cfg["residual_in_fp32"]), bool(cfg["prenorm"]), float(cfg["weight_offset"]) != 0.0,
+            "x1" in c.inputs, "weight1" in c.inputs, "bias1" in c.inputs, "residual" in c.inputs)
+
+
+def test_every_add_norm_feature_combination_with_dropout_is_also_without_it():
+    """A kernel without dropout is judged on every combination of the other features the dropout cases
+    have (rowscale, prenorm, the parallel branch, rms or layer norm, residual_in_fp32, the weight offset)."""
+    rows = [c for c in golden.CASES if c.op == "add_norm"]
+    plain = {_add_norm_features(c) for c in rows if c.config["dropout_p"] == 0}
+    dropped = [c for c in rows if c.config["dropout_p"] > 0]
+    assert dropped and plain
+    missing = [c.id for c in dropped if _add_norm_features(c) not in plain]
+    assert not missing, f"add_norm feature combinations only with dropout (add a row without it): {missing}"
+
+
 def test_case_ids_say_what_they_test():
     for c in golden.CASES:
         assert c.id.startswith(f"{c.op}/{c.regime}_"), c.id

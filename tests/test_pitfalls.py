@@ -187,7 +187,7 @@ def test_no_diagnosis_leaves_the_verdicts_unchanged():
     assert any(c.diagnosis for c in a1.cases) and not any(c.diagnosis for c in a2.cases)
 
 
-@pytest.mark.parametrize("vid", ["eps_outside", "no_offset", "sq_in_d"])
+@pytest.mark.parametrize("vid", ["eps_outside", "no_offset", "sq_in_d", "eps_none_f64"])
 def test_a_backend_computing_a_variant_is_named_by_it(vid):
     v = [v for v in P.variants("rms_norm") if v.id == vid][0]
     rep = run_check(_Variant(v), GOLDEN, ops=["rms_norm"])

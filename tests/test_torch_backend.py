@@ -322,14 +322,18 @@ def test_instance_norm_momentum_none_and_eval_on_2d():
     _close(ret.grads["weight"], ref.grads["weight"], 1e-12)
 
 
-def test_rms_norm_eps_none_is_refnorms_not_torchs():
-    """refnorm's eps=None is finfo(float64).eps in every dtype; torch's None would be finfo(float32).eps
-    for float32 input, which changes y by ~40% for rows with mean(x^2) ~ 1e-7."""
+def test_rms_norm_eps_none_is_passed_to_torch_as_none():
+    """refnorm's eps=None is torch's (the opmath dtype's machine epsilon: float32's for float32 input), so the
+    adapter hands None to F.rms_norm: its result is torch's own default, and refnorm's reference for the
+    float32 input; float64's eps would change y by ~40% on rows with mean(x^2) ~ 1e-7."""
     x = round_to(np.random.default_rng(5).standard_normal((4, 8)) * 3e-4, "float32")
-    ret, ref = _probe("rms_norm", {"x": x}, {"normalized_shape": [8]}, dtype="float32")
-    _close(ret.outputs["y"], ref.outputs["y"], 1e-5)
+    ret = CPU.run(Call("rms_norm", "float32", complete_config("rms_norm", {"normalized_shape": [8]}), True, {"x": x}))
     torch_none = torch.nn.functional.rms_norm(torch.from_numpy(x), [8], eps=None).numpy()
-    assert np.max(np.abs(torch_none - ref.outputs["y"])) > 0.1 * np.max(np.abs(ref.outputs["y"]))
+    np.testing.assert_array_equal(ret.outputs["y"], torch_none)
+    ref = refnorm.evaluate("rms_norm", {"x": x}, config={"normalized_shape": [8]})           # float32 x: float32's eps
+    _close(ret.outputs["y"], ref.outputs["y"], 1e-6)
+    f64 = refnorm.evaluate("rms_norm", {"x": x}, config={"normalized_shape": [8], "eps": 2.0 ** -52})
+    assert np.max(np.abs(torch_none - f64.outputs["y"])) > 0.1 * np.max(np.abs(f64.outputs["y"]))
 
 
 @pytest.mark.parametrize("shape,dim,gshape", [((5, 4, 3), 0, (5,)), ((5, 4, 3), 1, (4,)), ((5, 4, 3), 1, (1, 4, 1)),

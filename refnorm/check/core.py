@@ -56,8 +56,8 @@ from ..golden import commands as golden_commands
 from ..golden import layouts
 from ..golden.store import GoldenError
 from . import bounds as B
-from . import diagnosis, stream
-from .backends.base import Call, Contract, declared_config
+from . import diagnosis, masks, stream
+from .backends.base import Call, Contract, complete_config, declared_config
 # one call's judgement (judge.py), re-exported: refnorm.testing, users and tests import these from here
 from .judge import (SINGULAR, WORST_SHOWN, ArrayResult, _judge, _judge_quantized, _num,  # noqa: F401
                     array_scale, declared_not_computed, derive_bounds, judge_call, judge_returned, reference,
@@ -106,6 +106,7 @@ class CaseResult:
     diagnosis: dict | None = None                   # failed cases: the pitfall the backend matches (diagnosis.py)
     layout: str = "contiguous"                      # the memory layout the backend was handed
     recipe: str = ""                                # a generated case: its recipe (refnorm.golden.generate)
+    own_masks: list = field(default_factory=list)   # "step<i>.input.<name>": keep-masks the backend drew (masks.py)
 
     @property
     def worst_ratio(self):
@@ -136,7 +137,7 @@ class CaseResult:
                 "worst_bias": _num(max((a.bias for a in self.arrays), default=0.0)),
                 "precision_warnings": [f"step {a.step} {SINGULAR[a.part]} {a.name}: {a.strict_ratio:.3g} x the strict "
                                        "bound" for a in self.warnings],
-                "expected": self.expected, "diagnosis": self.diagnosis,
+                "expected": self.expected, "diagnosis": self.diagnosis, "masks_drawn_by_backend": self.own_masks,
                 "arrays": [a.to_json() for a in self.arrays]}
 
 
@@ -344,6 +345,14 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True, variants=None) -> 
                     return out
             try:
                 got = {"outputs": dict(ret.outputs), "grads": dict(ret.grads), "state": dict(ret.state)}
+                # keep-masks the backend drew itself (masks.py): checked, then the reference is computed with
+                # them in place of the case's (a mask the case does not have is all ones, p = 0: nothing to use)
+                drawn = masks.drawn_masks(i, case.op, complete_config(case.op, case.config), st.inputs,
+                                          getattr(ret, "masks", None) or {})
+                drawn = {k: v for k, v in drawn.items() if k in st.inputs}
+                if drawn:
+                    st = dataclasses.replace(st, inputs={**st.inputs, **drawn})
+                    out.own_masks += [f"step{i}.input.{k}" for k in drawn]
                 # forward_only (base.py): a backend that declares it computes no gradients, so the golden
                 # case's grads are not required: those it does not return are listed as unchecked (never
                 # passed); any it does return are judged as usual
@@ -358,7 +367,7 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True, variants=None) -> 
             except (ValueError, TypeError) as e:
                 out.status, out.message = "error", str(e)
                 return out
-            if i == 0 and ref is not None:
+            if i == 0 and ref is not None and not drawn:     # the golden values hold for the case's own masks
                 _check_golden_agrees(case, ref, st)
             if ref is None:
                 blocked = True
@@ -400,6 +409,9 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True, variants=None) -> 
             out.status, out.message = "error", "nothing was judged in this case"
         elif out.unchecked or any(a.verdict == "unconstrained" for a in out.arrays):
             out.status, out.message = "partial", partial_message(out.arrays, out.unchecked, out.unchecked_why)
+        if out.own_masks:
+            note = f"judged with the backend's own dropout mask(s) {', '.join(out.own_masks)}"
+            out.message = f"{note}; {out.message}" if out.message else note
         return out
     except B.NotBounded as e:
         out.status, out.message = "skipped", str(e)

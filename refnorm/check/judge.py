@@ -207,8 +207,11 @@ def _exact_bounds(res, cond):
 
 # ------------------------------------------------------------ one call (shared with refnorm.testing)
 def reference(op, config, training, inputs, cotangents, state):
-    """The float64 reference of one call, computed from the (case-dtype) arrays the backend is given."""
-    return registry.evaluate(op, {k: _f64(v) for k, v in inputs.items()}, config=dict(config),
+    """The float64 reference of one call, computed from the (case-dtype) arrays the backend is given.
+    The inputs reach ``evaluate`` in their own dtype (it widens them), so a default that depends on the
+    input dtype (rms_norm's eps=None) is resolved from it; a caller holding widened arrays resolves the
+    config with the case dtype first (``judge_call``)."""
+    return registry.evaluate(op, {k: np.asarray(v) for k, v in inputs.items()}, config=dict(config),
                              grad_outputs={k: _f64(v) for k, v in cotangents.items()} or None,
                              state={k: _f64(v) for k, v in state.items()}, training=training)
 
@@ -332,6 +335,8 @@ def judge_call(step, op, case_dtype, config, training, inputs, cotangents, state
     ``judge_returned``. ``compare`` may be a function of
     the reference (of the call, or of its first row) that returns the names to judge. Returns
     (reference, bounds, compare) of the whole-array path, or (None, None, compare) in blocks."""
+    # the dtype-dependent defaults (rms_norm's eps=None) for the case dtype: the blocks below widen the arrays
+    config = registry.resolve_options(op, config, case_dtype)
     relaxed = contract.kind in ("stats_d", "epi_d")
     contracts = [contract] + ([Contract("strict", contract.reduction, contract.acc)] if relaxed else [])
     p = stream.plan(op, config, training, inputs, state) if blocks and contract.kind != "exact" else None

@@ -9,7 +9,8 @@ exactly representable in it, and the reference sees exactly what a backend sees.
 only standard_normal/random/integers and IEEE-exact arithmetic (+, *, /, sqrt), so a redraw is bit
 for bit the same on every platform with the same NumPy random streams (verify checks this).
 
-Expected values (``expected``): ``refnorm.evaluate`` in float64 from the rounded inputs; a stateful
+Expected values (``expected``): ``refnorm.evaluate`` in float64 from the rounded inputs, with the config's
+dtype-dependent defaults resolved for the case dtype (``_config``: rms_norm's eps=None); a stateful
 case chains ``Result.state`` from step to step in float64 (never rounded to the case dtype).
 
 Storage dtypes: float64, float32 and float16 values are stored natively. bfloat16 values are stored
@@ -32,6 +33,7 @@ import numpy as np
 
 import refnorm
 
+from ..registry import resolve_options
 from .cases import PARAM_REGIMES, Case
 
 STORAGE = {"float64": np.dtype("<f8"), "float32": np.dtype("<f4"), "float16": np.dtype("<f2"),
@@ -189,7 +191,7 @@ def draw(case: Case, seed: int | None = None, output_shapes: dict | None = None)
         step_inputs = {k: acts[k] if k in acts else params[k] for k in case.inputs}
         shapes = output_shapes
         if shapes is None:
-            probe = refnorm.evaluate(case.op, _f64(step_inputs), config=dict(case.config), state=_f64(init),
+            probe = refnorm.evaluate(case.op, _f64(step_inputs), config=_config(case), state=_f64(init),
                                      training=kind == "train")
             shapes = {k: probe.outputs[k].shape for k in spec.differentiable if k in probe.outputs}
         # an output the call does not produce (add_norm's y1 without weight1) has no cotangent
@@ -211,6 +213,13 @@ def _param(case: Case, k: str, rng, shape) -> np.ndarray:
     return v
 
 
+def _config(case: Case) -> dict:
+    """The case's config for ``refnorm.evaluate`` on its widened (float64) arrays: the defaults that depend
+    on the input dtype resolved for the case dtype (rms_norm's eps=None: float32's eps for a float32,
+    float16 or bfloat16 case), as the backend's own framework resolves them from the case-dtype arrays."""
+    return resolve_options(case.op, case.config, case.dtype)
+
+
 def _f64(arrays: dict) -> dict:
     return {k: (v if v.dtype.kind in "iu" else v.astype(np.float64)) for k, v in arrays.items()}
 
@@ -228,7 +237,7 @@ def expected(case: Case, drawn: Drawn, engine: str = "fast") -> list[dict]:
     steps = []
     for i, step in enumerate(case.steps):
         kind = step.partition(":")[0]
-        res = refnorm.evaluate(case.op, _f64(drawn.inputs[i]), config=dict(case.config),
+        res = refnorm.evaluate(case.op, _f64(drawn.inputs[i]), config=_config(case),
                                grad_outputs=_f64(drawn.cotangents[i]), state=state, training=kind == "train",
                                engine=engine)
         state = {k: np.asarray(v) for k, v in res.state.items()}

@@ -341,6 +341,21 @@ def _add_norm_rows():
                  dropout=True, parallel="x1w1", why=shifted.format("bfloat16") + " (two branches, (1 + weight1))"),
         add_norm("normal", "float16", (3, 32), prenorm=False, parallel="w1", why="y1 without x1, prenorm=False"),
         add_norm("normal", "bfloat16", (4, 24), dropout=True, parallel="x1", why="x1 without y1"),
+        # every feature combination above that has dropout, also without it (a kernel without dropout is
+        # judged on each): tests/test_golden.py checks that none is left with dropout only
+        add_norm("mean1e3", "bfloat16", (4, 128), x_regime="normal", norm="rms_norm", residual_in_fp32=True,
+                 why=shifted.format("bfloat16") + ", without dropout"),
+        add_norm("normal", "bfloat16", (6, 100), norm="rms_norm", residual_in_fp32=True, weight_offset=1.0,
+                 affine="w", why="vLLM/Gemma: fused add + RMSNorm with (1 + weight), without dropout"),
+        add_norm("normal", "float32", (9, 7), prenorm=False, why="prenorm=False without dropout"),
+        add_norm("mean1e3", "float32", (6, 40), x_regime="normal", rowscale=True, prenorm=False,
+                 why="rowscale, prenorm=False, without dropout"),
+        add_norm("normal", "float64", (5, 12), parallel="x1w1", why="the parallel branch without dropout"),
+        add_norm("mean1e3", "float16", (4, 64), x_regime="normal", residual_in_fp32=True, parallel="x1w1",
+                 why=shifted.format("float16") + " (two branches, without dropout)"),
+        add_norm("mean1e3", "bfloat16", (4, 64), x_regime="normal", norm="rms_norm", weight_offset=1.0, affine="w",
+                 parallel="x1w1", why=shifted.format("bfloat16") + " (two branches, (1 + weight1), without dropout)"),
+        add_norm("normal", "bfloat16", (4, 24), parallel="x1", why="x1 without y1, without dropout"),
     ]
 
 
@@ -514,8 +529,10 @@ def rms_norm(regime, dtype, shape, *, k=1, eps=1e-5, affine="w", tag="", why="",
 
 def _rms_norm_rows():
     rows = grid(rms_norm, LAYER_NORM_SHAPES)
-    rows += [rms_norm("normal", "float32", (6, 100), eps=None, why="eps=None: finfo(float64).eps, torch's rule"),
-             rms_norm("std1e-3", "bfloat16", (6, 100), eps=None),
+    rows += [rms_norm("normal", "float32", (6, 100), eps=None,
+                      why="eps=None: finfo(float32).eps for a float32 input, torch's opmath rule"),
+             rms_norm("std1e-3", "bfloat16", (6, 100), eps=None,
+                      why="eps=None on bfloat16: finfo(float32).eps = 1.19e-7 (torch's opmath rule), ~10% of mean(x^2)"),
              rms_norm("zero", "float32", (3, 10), eps=1e-6, why="all-zero rows: y = 0, dx = g / sqrt(eps)"),
              rms_norm("normal", "float16", (4, 128), tag="gemma", weight_offset=1.0,
                       why="Gemma: x * rstd * (1 + weight) (D01, D02, D04)"),

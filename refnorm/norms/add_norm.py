@@ -11,7 +11,8 @@ The parallel branch (flash-attention's x1, weight1, bias1: GPT-J / PaLM parallel
 norm = ``layer_norm`` (mean removed, biased variance, eps inside the sqrt) or ``rms_norm`` (no mean
 removed, eps inside the sqrt), over the trailing ``len(normalized_shape)`` axes (A); both as the plain
 ops (refnorm/norms/layer_norm.py, rms_norm.py). ``mask`` (x.shape) is the dropout keep-mask, 0/1, given
-(the reference draws nothing); ``dropout_p`` in [0, 1) scales the kept values by 1/(1 - p) (inverted
+(the reference draws nothing; a backend that draws its own, from a seed, returns it and is judged with it:
+refnorm/check/masks.py); ``dropout_p`` in [0, 1) scales the kept values by 1/(1 - p) (inverted
 dropout); a ``dropout_p`` > 0 without a mask is a ConfigError. ``rowscale`` has the leading shape
 x.shape[:-k] (one factor per token: stochastic depth). ``residual`` (x.shape) is optional: without it
 residual_out = x * c. ``weight``/``bias`` have shape normalized_shape, each optional; ``weight_offset``
@@ -83,4 +84,5 @@ SPEC = NormSpec(
              "residual_in_fp32": False, "weight_offset": 0.0},
     forward=_forward, backward=_backward,
     differentiable=("y", "residual_out", "y1"), produced_by={"y1": "weight1"}, masks=("mask", "mask1"),
+    drawn_masks={"mask": ("x", "dropout_p"), "mask1": ("x1", "dropout_p")},
 )

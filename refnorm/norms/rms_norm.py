@@ -10,12 +10,18 @@ is added to it, 1.0 giving Gemma's (1 + weight) scale; a non-zero offset without
 ConfigError (there is nothing to offset). No ``bias`` input: neither torch nor ONNX
 RMSNormalization has one; a model that adds a bias adds it after the norm (gradient = sum of dy).
 
-eps: default None = finfo(float64).eps = 2.22e-16, which is what torch's ``eps=None`` means for
-float64 input. refnorm always computes in float64, and eps=None means 2.22e-16 for every input dtype.
-torch's eps=None means the eps of its opmath type instead (finfo(float32).eps = 1.19e-7 for
-float16/bfloat16/float32 input, docs/conventions.md §5), so to compute what refnorm computes a torch caller
-passes eps=2.220446049250313e-16 explicitly (the torch adapter does); to reproduce torch's own default
-on float32 input, pass eps=1.1920928955078125e-07 to refnorm.
+eps: default None = the machine epsilon of torch's opmath (compute) dtype for the input's dtype, as torch's
+F.rms_norm: finfo(float32).eps = 1.1920928955078125e-07 for float32, float16 and bfloat16 (and any
+narrower float) input, finfo(float64).eps = 2.220446049250313e-16 for float64 input (``default_eps``).
+Evidence: aten/src/ATen/native/layer_norm.cpp, rms_norm_composite: ``eps.value_or(
+std::numeric_limits<opmath_t>::epsilon())`` with opmath_t = toOpMathType(input dtype), float for
+Half/BFloat16/Float, double for Double; and by experiment on torch 2.13 CPU: F.rms_norm(x, eps=None)
+gives the bits of eps=2**-23 for float32, float16 and bfloat16 x and of eps=2**-52 for float64 x, with
+and without autograd (tests/test_rms_eps_none.py checks it when torch is installed). The dtype is x's as given to
+``refnorm.evaluate`` (or to ``forward`` here), read before refnorm widens it to float64: float32 values
+given as float32 get float32's eps, the same values widened to float64 get float64's (as torch's
+``x.double()``). The checker and the golden builder resolve None with the case dtype
+(``refnorm.registry.resolve_options``), never from a widened copy.
 Negative eps is refused (torch accepts it and may take the sqrt of a negative number).
 
 Outputs ``y``, and ``rstd`` = 1 / (the divisor) with keepdims shape ``x.shape[:-k] + (1,) * k``, as
@@ -48,14 +54,31 @@ from . import _pool
 
 NAME = "rms_norm"
 FLOAT64_EPS = float(np.finfo(np.float64).eps)
+FLOAT32_EPS = float(np.finfo(np.float32).eps)
+
+
+def default_eps(dtype) -> float:
+    """eps=None's value for an input of ``dtype`` (a NumPy dtype, ml_dtypes' bfloat16 or a name such as
+    "bfloat16"): torch's rule, the machine epsilon of the opmath dtype: float64's for float64 (or a wider
+    float), float32's for float32 and every narrower float (float16, bfloat16, float8)."""
+    name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    return FLOAT64_EPS if name in ("float64", "float96", "float128") else FLOAT32_EPS
+
+
+def resolve_dtype_options(config, dtypes):
+    """``config`` (every option) with eps=None replaced by ``default_eps`` of input x's dtype
+    (``dtypes``: input name -> the dtype it was given in); the NormSpec's ``dtype_options``."""
+    if config.get("eps") is not None or "x" not in dtypes:
+        return config
+    return {**config, "eps": default_eps(dtypes["x"])}
 
 
 def _shape(normalized_shape) -> tuple[int, ...]:
     return C.normalized_shape(NAME, normalized_shape)
 
 
-def _eps(eps) -> float:
-    return FLOAT64_EPS if eps is None else C.check_eps(NAME, eps)
+def _eps(eps, dtype) -> float:
+    return default_eps(dtype) if eps is None else C.check_eps(NAME, eps)
 
 
 def root_mean_square(x: np.ndarray, axes: tuple[int, ...], work: np.ndarray | None = None,
@@ -84,7 +107,7 @@ def _view(a: np.ndarray, rows: int, n: int):
 def check(x, weight, normalized_shape, eps, eps_placement, weight_offset):
     """The argument checks (shared with the specification, refnorm/specs/rms_norm.py): (shape, eps, offset)."""
     shape = _shape(normalized_shape)
-    eps = _eps(eps)
+    eps = _eps(eps, x.dtype)
     C.check_choice(NAME, "eps_placement", eps_placement, ("inside", "outside"))
     offset = C.check_real(NAME, "weight_offset", weight_offset)
     k = len(shape)
@@ -219,5 +242,5 @@ SPEC = NormSpec(
     inputs=("x", "weight"), required=("x",),
     outputs=("y", "rstd"),
     options={"normalized_shape": REQUIRED, "eps": None, "eps_placement": "inside", "weight_offset": 0.0},
-    forward=_forward, backward=_backward,
+    forward=_forward, backward=_backward, dtype_options=resolve_dtype_options,
 )

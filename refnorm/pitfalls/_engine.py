@@ -28,10 +28,10 @@ import ml_dtypes
 import numpy as np
 
 from .. import _memo
+from ..norms.rms_norm import default_eps
 from ..spec import Result
 
 NP = {"float64": np.float64, "float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
-FLOAT64_EPS = float(np.finfo(np.float64).eps)
 MOMENTUM = {"torch": 0.1, "onnx": 0.9}
 
 
@@ -314,7 +314,7 @@ def rms_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, trainin
     x, w = _f(inputs["x"]), _f(inputs.get("weight"))
     ns = _ns(config)
     eps = config.get("eps", None)
-    eps = FLOAT64_EPS if eps is None else float(eps)
+    eps = default_eps(dtype) if eps is None else float(eps)           # eps=None: by the case dtype (torch's rule)
     placement = mods.placement or config.get("eps_placement", "inside")
     off = float(config.get("weight_offset", 0.0))
     k = len(ns)

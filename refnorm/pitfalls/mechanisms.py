@@ -41,7 +41,7 @@ _BY = {
                  "lp_norm_in_d dw_acc_in_d ws_stats_in_d wn_norm_in_d reciprocal_f16 residual_add_in_d "
                  "residual_out_in_d bwd_from_stored_residual",
     "block": "pad_lanes pow2_divisor welford_lanes",
-    "eps": "eps_in_d eps_min eps_square eps_outside ws_eps_outside",
+    "eps": "eps_in_d eps_min eps_square eps_outside ws_eps_outside eps_none_f64",
     "bessel": "ddof1 ddof1_exact gn_unbiased normalize_unbiased running_var_biased onnx_bessel ws_ddof1 "
               "ws_authors",
     "running": "momentum_flip rv_not_updated nbt_not_incremented",

@@ -13,11 +13,14 @@
 * H04 (keras #21234): the centred var(x) in place of mean(x^2).
 * H10 (transformers #14772, the other direction): rms_norm computed as layer_norm (mean removed).
 * R-1pw: (1 + w) rounded to d before the multiply. R-rstd16: rstd rounded to bfloat16.
+* R-eps64: eps=None read as float64's machine epsilon (2^-52) where torch's rule (refnorm's) gives the
+  compute dtype's, float32's 2^-23 for float32/float16/bfloat16 input (refnorm's own convention before).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..norms.rms_norm import default_eps
 from . import Variant as V
 from ._centered import _next_pow2, dw_in_d, rstd_bf16
 from ._engine import Mods, in_w, sum_d, sum_w, to_d, working
@@ -49,6 +52,15 @@ def llama_y(xhat, w, b, dtype):
     if w is None:
         return xhat
     return to_d(to_d(in_w(xhat, dtype), dtype) * to_d(in_w(w, dtype), dtype), dtype).astype(np.float64)
+
+
+def eps_f64(eps, dtype):
+    """float64's eps where the engine resolved eps=None to the compute dtype's (``when``: eps=None calls)."""
+    return 2.0 ** -52 if eps == default_eps(dtype) else eps
+
+
+def _eps_none(c, *a):
+    return c.get("eps") is None and c.get("eps_placement", "inside") == "inside"
 
 
 def _offset(c, t, i, s, cot):
@@ -92,5 +104,7 @@ VARIANTS = (
     V("one_plus_in_d", ("R-1pw",), "(1 + w) rounded to {d} before the multiply", OP, Mods(offset="rounded"),
       when=_offset, low_precision=True),
     V("rstd_bf16", ("R-rstd16",), "rstd rounded to bfloat16 before the multiply", OP, Mods(rstd=rstd_bf16)),
+    V("eps_none_f64", ("R-eps64",), "eps=None taken as float64's machine epsilon 2^-52, not the {W} compute "
+      "dtype's (torch's rule)", OP, Mods(eps=eps_f64), when=_eps_none),
     truncate_out(OP),
 )

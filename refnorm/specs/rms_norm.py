@@ -5,7 +5,9 @@
     rstd = 1 / (rms + eps)                     eps_placement="outside"
     rms  = s * sqrt(mean_A((x / s)^2)),  s = max_A |x|  (1 on an all-zero, empty or non-finite row)
 
-A = the trailing len(normalized_shape) axes; no mean removed; eps None = finfo(float64).eps.
+A = the trailing len(normalized_shape) axes; no mean removed; eps None = the machine epsilon of torch's opmath
+dtype for x's dtype as given to evaluate (finfo(float32).eps for float32/float16/bfloat16, finfo(float64).eps
+for float64; resolved before this module is called: refnorm/norms/rms_norm.py, default_eps).
 Backward, g = dy * (weight + weight_offset), xhat = x * rstd:
     dx = rstd * (g - u * mean_A(g * xhat)),    u = xhat (inside), x / rms (outside; 0 where rms == 0)
     dweight = sum over the leading axes of dy * xhat

@@ -33,11 +33,12 @@ import numpy as np
 
 from refnorm.check.backends.base import Call, Contract, Returned
 from refnorm.check.precision import NP, round_to
+from refnorm.norms.rms_norm import default_eps
 
 OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "norm_quant", "add_norm")
 CENTERED = ("layer_norm", "group_norm", "batch_norm", "instance_norm")
 BF16 = np.dtype(ml_dtypes.bfloat16)
-FLOAT64_EPS = float(np.finfo(np.float64).eps)
+
 
 # every mutation the kernel knows: name -> what it changes (pitfalls.py says which real bug each is)
 MUTATIONS = {
@@ -56,6 +57,8 @@ MUTATIONS = {
     "welford_merge_counts": "4 lane partials (count, mean, M2) merged as if every lane held ceil(n/4) values",
     # eps
     "eps_outside": "rms_norm: rstd = 1/(sqrt(mean x^2) + eps) where eps belongs inside the sqrt",
+    "eps_none_f64": "rms_norm: eps=None taken as float64's machine epsilon 2^-52 for every dtype, where torch's rule "
+                    "gives the float32 compute dtype's 2^-23 for float32/float16/bfloat16 input",
     "eps_in_d": "eps rounded to the case dtype before use (float16: 1e-12 -> 0)",
     "eps_min": "eps silently raised to max(eps, 1.001e-5)",
     "eps_square": "rstd = 1/(var + eps)^2: a square where the square root belongs",
@@ -470,7 +473,7 @@ class EmulatedBackend:
         ns = cfg["normalized_shape"]
         ns = (ns,) if isinstance(ns, int) else tuple(ns)
         eps = cfg.get("eps", None)
-        eps = FLOAT64_EPS if eps is None else float(eps)
+        eps = (2.0 ** -52 if M == "eps_none_f64" else default_eps(call.dtype)) if eps is None else float(eps)
         placement = cfg.get("eps_placement", "inside")
         if M == "eps_outside":
             placement = "outside"

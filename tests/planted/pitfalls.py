@@ -171,6 +171,8 @@ SUPPLEMENTARY = (
     P("R-axes", "dweight/dbias summed over the batch axis but averaged over the spatial axes (wrong "
                 "reduction)", "param_mean_spatial", (GN, BN, IN)),
     P("R-1pw", "Gemma's (1 + w) rounded to the case dtype before the multiply", "one_plus_in_d", (RMS,)),
+    P("R-eps64", "rms_norm eps=None taken as float64's machine epsilon where torch's rule gives the compute "
+                 "dtype's (float32's for float32/float16/bfloat16 input)", "eps_none_f64", (RMS,)),
     P("R-qround", "norm_quant: the dynamic scale from the output rounded to the case dtype, not the float32 one",
       "q_scale_rounded", (NQ,)),
     P("R-qnan", "norm_quant: float8 e4m3fn overflow gives NaN instead of saturating", "q_e4m3_nan", (NQ,)),

@@ -189,7 +189,7 @@ class TorchKernel:
         x = ins["x"]
         axes = tuple(range(x.ndim - k, x.ndim))
         eps = call.config.get("eps")
-        eps = float(np.finfo(np.float64).eps) if eps is None else float(eps)
+        eps = float(np.finfo(np.float64 if call.dtype == "float64" else np.float32).eps) if eps is None else float(eps)
         if self.bug == "rms_sq_in_d":
             ms = self._d(x * x, acc, call.dtype).mean(dim=axes, keepdim=True)
         elif self.bug == "rms_centered":

@@ -182,11 +182,15 @@ class Returned:
     ``not_computed``: "grad.NAME" or "output.NAME" -> why, for each array the kernel does not compute
     (a fused add+norm without rowscale's gradient): the checker lists it as unchecked with that reason
     (the case is partial, never passed), never requires or judges it. Declaring an array that is also
-    returned, or a name the op does not have, makes the case an error."""
+    returned, or a name the op does not have, makes the case an error. ``masks``: the dropout
+    keep-masks the backend drew itself, from its own seed, instead of using the call's (add_norm's ``mask``,
+    ``mask1``: 1 = kept): the checker validates each (shape, 0/1 values, a keep rate consistent with
+    dropout_p) and judges the call against the reference computed with it (refnorm/check/masks.py)."""
     outputs: Mapping[str, np.ndarray]
     grads: Mapping[str, np.ndarray] = field(default_factory=dict)
     state: Mapping[str, np.ndarray] = field(default_factory=dict)
     not_computed: Mapping[str, str] = field(default_factory=dict)
+    masks: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
 @runtime_checkable

@@ -42,7 +42,8 @@ Ops and what is called (``variance`` is jax.nn.standardize's ``algorithm``):
     rms_norm             jax.numpy: ms = jnp.mean(jnp.square(x), axes); x * lax.rsqrt(ms + eps)
                          (eps_placement "inside") or x / (jnp.sqrt(ms) + eps) ("outside"), times
                          weight (or weight + weight_offset, computed in the case dtype as Gemma's
-                         ``1 + scale``). refnorm's eps=None is passed as finfo(float64).eps.
+                         ``1 + scale``). eps=None is refnorm's (torch's) default for the case dtype:
+                         finfo(float32).eps for fp16/bf16/fp32, finfo(float64).eps for float64.
     local_response_norm  jax.numpy: lax.reduce_window sum of jnp.square(x) over the channel window
                          (zero padded; torch's or ONNX's window per ``window``), then
                          x / (k + alpha / size * sum) ** beta.
@@ -149,7 +150,6 @@ NO_JAX = {
     "adaptive_layer_norm": "jax has no adaptive_layer_norm op (DiT's adaLN is LayerNorm composed with a "
                            "per-sample scale and shift in model code)",
 }
-RMS_EPS_NONE = float(np.finfo(np.float64).eps)
 INSTALL = "pip install jax (or pip install 'refnorm[jax]')"
 
 
@@ -247,6 +247,7 @@ class JaxBackend:
                                  backend="jax")
         if reason:
             return reason
+        cfg = registry.resolve_options(op, cfg, dtype)
         if op == "layer_norm" and float(cfg["weight_offset"]) != 0.0:
             return (f"layer_norm weight_offset={cfg['weight_offset']!r}: jax.nn.standardize with refnorm's affine "
                     "has no zero-centred gamma (TransformerEngine's)")
@@ -269,7 +270,7 @@ class JaxBackend:
         return Contract(_contract_kind(op, dtype), "serial")
 
     def run(self, call: Call) -> Returned:
-        cfg = T.start_run(self, call)
+        cfg = registry.resolve_options(call.op, T.start_run(self, call), call.dtype)   # eps=None: by the dtype
         jax = _import_jax(self.compilation_cache)
         spec = registry.get(call.op)
         dt = T.np_dtype(call.dtype)
@@ -329,7 +330,7 @@ class JaxBackend:
         for i, call in enumerate(calls):
             if self.supports(call):
                 return
-            cfg = T.config(call.op, call.config)
+            cfg = registry.resolve_options(call.op, T.config(call.op, call.config), call.dtype)
             dt = T.np_dtype(call.dtype)
             spec = registry.get(call.op)
             const = {k: a for k, a in call.state.items() if k not in spec.integer_state}
@@ -583,10 +584,11 @@ class _CotangentShape(ValueError):
 
 
 def _eps_value(op: str, cfg) -> float | None:
-    """The eps the forward of ``op`` adds (refnorm's rms_norm eps=None: finfo(float64).eps), or None."""
+    """The eps the forward of ``op`` adds, or None (``cfg``: rms_norm's eps=None already resolved for the
+    case dtype, ``registry.resolve_options``)."""
     if op in ("local_response_norm", "weight_norm"):
         return None
-    return RMS_EPS_NONE if op == "rms_norm" and cfg["eps"] is None else float(cfg["eps"])
+    return float(cfg["eps"])
 
 
 def _traced_eps(op: str, cfg) -> float | None:

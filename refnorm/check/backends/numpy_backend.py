@@ -41,7 +41,8 @@ class NumpyBackend:
         state = {k: (np.asarray(v) if np.asarray(v).dtype.kind in "iu" else np.asarray(v, dtype=np.float64))
                  for k, v in call.state.items()}
         res = registry.evaluate(call.op, {k: np.asarray(v, dtype=np.float64) for k, v in call.inputs.items()},
-                                config=dict(call.config), grad_outputs=cot, state=state, training=call.training)
+                                config=registry.resolve_options(call.op, call.config, call.dtype),  # eps=None
+                                grad_outputs=cot, state=state, training=call.training)
         d = call.dtype
         dts = {} if spec.output_dtypes is None else dict(spec.output_dtypes(call.config, d))
         # an output the contract returns in another dtype (add_norm's float32 residual_out) is rounded to that

@@ -36,7 +36,8 @@ Ops and the ONNX node (opset in brackets):
                          batch_norm over the per-channel statistics); state returned unchanged.
                          Training with running statistics: skipped (ONNX has none for instance norm).
     rms_norm             RMSNormalization [23], axis = -len(normalized_shape), epsilon (refnorm's
-                         eps=None is finfo(float64).eps = 2^-52), stash_type 1 (11 for float64).
+                         eps=None is torch's: finfo(float32).eps = 2^-23 for fp16/bf16/fp32, 2^-52 for
+                         float64), stash_type 1 (11 for float64).
                          eps_placement="outside" and weight_offset != 0 are not in ONNX: skipped.
     local_response_norm  LRN [13], size, alpha, beta, bias = k. onnxruntime's kernel takes 4-D input
                          only: x (N, C, *) is passed as (N, C, prod(*), 1) (LRN works across channels
@@ -103,6 +104,7 @@ from typing import Mapping
 import numpy as np
 
 from ... import registry
+from ...norms.rms_norm import default_eps
 from ...spec import DEFAULT
 from . import _translate as T
 from .base import Call, Contract, Returned
@@ -129,7 +131,6 @@ NO_ONNX = {
 OPSET = {"layer_norm": 17, "group_norm": 21, "batch_norm": 15, "instance_norm": 22, "rms_norm": 23,
          "local_response_norm": 13, "lp_normalize": 22, "mean_variance_norm": 13}
 MVN_EPS = (1e-9, float(np.float32(1e-9)))        # ONNX's constant (a float32 tensor) and its decimal name
-RMS_EPS_NONE = float(np.finfo(np.float64).eps)
 INSTALL = "pip install onnx onnxruntime (or pip install 'refnorm[onnx]')"
 ONNX_TORCH_TRAINING = ("batch_norm convention='torch' in training with running statistics is not expressible in "
                        "ONNX: BatchNormalization's running_var takes the BIASED batch variance (torch's the "
@@ -218,7 +219,7 @@ class OnnxruntimeBackend:
             if float(cfg["weight_offset"]) != 0.0:
                 return (f"rms_norm weight_offset={cfg['weight_offset']!r}: ONNX RMSNormalization scales by Scale "
                         "itself (an offset scale would be a separate Add node)")
-            floats["epsilon"] = RMS_EPS_NONE if cfg["eps"] is None else cfg["eps"]
+            floats["epsilon"] = default_eps(dtype) if cfg["eps"] is None else cfg["eps"]
         elif op == "local_response_norm":
             size = cfg["size"]
             if not T.is_int(size) or size < 1:
@@ -403,7 +404,7 @@ class OnnxruntimeBackend:
         x = ins["x"]
         k = len(T.int_list(cfg["normalized_shape"]))
         w = ins.get("weight", np.ones(x.shape[x.ndim - k:], dt))
-        eps = RMS_EPS_NONE if cfg["eps"] is None else float(cfg["eps"])
+        eps = default_eps(call.dtype) if cfg["eps"] is None else float(cfg["eps"])   # torch's rule, refnorm's
         r = self._run_node("RMSNormalization", 23, [("x", x), ("scale", w)], [("y", dt, x.shape)],
                            dict(axis=-k, epsilon=eps, stash_type=11 if call.dtype == "float64" else 1), dt, "rms_norm")
         return r, {}

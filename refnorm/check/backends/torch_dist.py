@@ -22,6 +22,7 @@ reported unavailable here and has not been run.
 """
 from __future__ import annotations
 
+from ...norms.rms_norm import default_eps
 from .base import Contract, Returned
 
 OPS = {"batch": ("batch_norm",), "sequence": ("layer_norm", "rms_norm"), "tensor": ("rms_norm",)}
@@ -214,7 +215,7 @@ class TorchDistBackend:
             y, mean, rstd = torch.native_layer_norm(x, ns, w, b, eps)
             outputs = {"y": y, "mean": mean, "rstd": rstd}
         else:
-            eps = float(torch.finfo(torch.float64).eps) if eps is None else eps
+            eps = default_eps(call.dtype) if eps is None else eps          # torch's rule, refnorm's
             y = torch.nn.functional.rms_norm(x, ns, w, eps)
             rstd = torch.rsqrt((x.detach() ** 2).mean(dim=-1, keepdim=True) + eps)
             outputs = {"y": y, "rstd": rstd}
@@ -232,7 +233,7 @@ class TorchDistBackend:
         import torch
         x, w = t["x"], t.get("weight")
         eps = call.config.get("eps")
-        eps = float(torch.finfo(torch.float64).eps) if eps is None else float(eps)
+        eps = default_eps(call.dtype) if eps is None else float(eps)   # torch's rule, refnorm's
         m_local = x.shape[-1]
         m_total = self.hidden_count(m_local, group)
         rstd = torch.rsqrt(self.hidden_sum((x * x).sum(dim=-1, keepdim=True), group) / m_total + eps)

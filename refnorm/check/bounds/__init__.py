@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import RefnormError
+from ...norms.rms_norm import default_eps
 from ..precision import UNIT_ROUNDOFF, acc_dtype, gamma
 from . import standardize as S
 
@@ -39,7 +40,7 @@ def _layer_like(op, x, cfg, w, b, dy, u, red, contract, dt, centered):
         names = ("mean", "rstd")
     else:
         eps = cfg.get("eps", None)
-        eps = float(np.finfo(np.float64).eps) if eps is None else float(eps)
+        eps = default_eps(dt) if eps is None else float(eps)          # rms_norm's eps=None: by the case dtype
         names = (None, "rstd")
         if cfg.get("eps_placement", "inside") == "outside":
             kw["eps_mode"] = "std"
