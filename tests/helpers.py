@@ -304,3 +304,17 @@ def kill_runner_and_count_survivors(code, *, cwd, workers, sig, within=5.0, star
                 os.kill(p, signal.SIGKILL)
             except OSError:
                 pass
+
+
+class Wrapping:
+    """A test backend around another one (``self.inner``): available, supports and contract are the inner
+    backend's; a subclass sets ``name`` and ``inner`` and writes ``run``."""
+
+    def available(self):
+        return None
+
+    def supports(self, call):
+        return self.inner.supports(call)
+
+    def contract(self, call):
+        return self.inner.contract(call)

@@ -14,6 +14,8 @@ from refnorm.check.backends.base import Returned
 from refnorm.check.core import check_case
 from refnorm.check.masks import ALPHA, drawn_mask, keep_rate_bound
 
+from helpers import Wrapping
+
 torch = pytest.importorskip("torch", reason="the own-mask kernels are torch composites")
 from refnorm.check.backends.torch_backend import TorchBackend  # noqa: E402
 
@@ -24,7 +26,7 @@ DROPOUT_IDS = [e["id"] for e in MANIFEST["cases"]
                if e["id"].startswith("add_norm/") and e["case"]["config"].get("dropout_p", 0) > 0]
 
 
-class OwnMaskKernel:
+class OwnMaskKernel(Wrapping):
     """torch's add_norm composite (the torch-cpu adapter) with a dropout that draws its keep-masks itself,
     with torch.rand from a seeded generator, ignoring the call's; it returns what ``report`` makes of the
     masks it used (by default the masks themselves)."""
@@ -33,15 +35,6 @@ class OwnMaskKernel:
     def __init__(self, report=None, draw=None, seed=1234):
         self.inner, self.report, self.seed = TorchBackend(), report, seed
         self.draw = draw or (lambda shape, p, gen: torch.rand(shape, generator=gen, dtype=torch.float64) >= p)
-
-    def available(self):
-        return None
-
-    def supports(self, call):
-        return self.inner.supports(call)
-
-    def contract(self, call):
-        return self.inner.contract(call)
 
     def run(self, call):
         gen = torch.Generator().manual_seed(self.seed)

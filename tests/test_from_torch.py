@@ -492,22 +492,16 @@ def test_a_gradient_the_kernel_does_not_compute_is_unchecked_with_its_reason_nev
         from_torch(K.fused_add_layer_norm, "add_norm", contract="strict", not_computed={"grad.rowscale": ""})
 
 
-class _Dropping:
+from helpers import Wrapping  # noqa: E402
+
+
+class _Dropping(Wrapping):
     """A plug-in (refnorm's numpy backend) that drops some arrays and declares them not computed."""
 
     def __init__(self, drop, declare):
         from refnorm.check.backends.numpy_backend import NumpyBackend
         self.inner, self.drop, self.declare = NumpyBackend(), drop, declare
         self.name = "dropping"
-
-    def available(self):
-        return None
-
-    def supports(self, call):
-        return self.inner.supports(call)
-
-    def contract(self, call):
-        return self.inner.contract(call)
 
     def run(self, call):
         from refnorm.check import Returned
