@@ -1,6 +1,7 @@
 import os
 import sys
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -13,6 +14,26 @@ settings.register_profile("default", max_examples=30, deadline=None,
 settings.register_profile("thorough", max_examples=300, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("REFNORM_HYPOTHESIS_PROFILE", "default"))
+
+# Two test profiles (README, "Running the tests"): "quick", the default a contributor runs, and "thorough",
+# what .ci/run runs: every test. A test marked ``thorough`` (slow, and covered in kind by a quicker test of
+# the quick profile) is skipped in the quick profile, saying so.
+PROFILES = ("quick", "thorough")
+PROFILE = os.environ.get("REFNORM_TESTS", "quick")
+
+
+def pytest_configure(config):
+    if PROFILE not in PROFILES:
+        raise pytest.UsageError(f"REFNORM_TESTS={PROFILE!r}: expected one of {', '.join(PROFILES)}")
+
+
+def pytest_collection_modifyitems(config, items):
+    if PROFILE == "thorough":
+        return
+    skip = pytest.mark.skip(reason="thorough profile only (REFNORM_TESTS=thorough, as .ci/run runs the suite)")
+    for item in items:
+        if "thorough" in item.keywords:
+            item.add_marker(skip)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -225,7 +225,8 @@ def test_correct_quantization_is_verified_and_defects_are_not_passed():
     for c in cases:
         r = check_case(_Ref(), c)
         assert _as_expected(r, c), (c.id, r.status, r.message)
-    for c in _cases(quant_dtype="int8"):                      # round toward zero: one step off, far from a boundary
+    for c in [c for c in _cases(quant_dtype="int8") if c.regime != "zero"]:   # (all-zero rows: q = 0 either way)
+        # round toward zero: one step off, far from a boundary
         r = check_case(_Ref("truncate"), c, diagnose=False)
         assert r.status == "failed" and r.failing_arrays() == ["output.q"], (c.id, r.message)
     c = cases[0]

@@ -62,9 +62,12 @@ def reciprocal_f16(inputs, config, cot, dtype, state, training):
     _, scale, amax = NQ.quantized(y, axes, s, qd, ub, floor)
     with np.errstate(over="ignore", divide="ignore"):
         r = (1.0 / scale).astype(np.float16).astype(np.float64)             # 1/scale in float16
-    _, lo, hi = NQ.QUANT_DTYPES[qd]
+    dt, lo, hi = NQ.QUANT_DTYPES[qd]
     with np.errstate(invalid="ignore"):
-        q = np.clip(y * r, lo, hi)                                           # 0 * inf = NaN stays NaN
+        q = y * r
+        if dt.kind == "i":                       # 0 * inf = NaN: an integer conversion gives 0 (cvt.rni.sat)
+            q = np.where(np.isnan(q), 0.0, q)
+        q = np.clip(q, lo, hi)                   # float8: NaN stays NaN
     return _result(q, scale, amax)
 
 

@@ -545,7 +545,8 @@ class EmulatedBackend:
         dt, lo, hi = QUANT_DTYPES[qd]
         if not (M == "q_e4m3_nan" and qd == "float8_e4m3fn"):
             v = np.clip(v, k.A(lo), k.A(hi))
-        if dt.kind == "i":
+        if dt.kind == "i":                       # a NaN (0 * inf) converts to 0, as a saturating cvt does
+            v = np.where(np.isnan(v), k.A(0), v)
             q = (np.sign(v) * np.floor(np.abs(v) + k.A(0.5)) if M == "q_ties_away" else np.rint(v)).astype(dt)
         else:
             q = v.astype(dt)
