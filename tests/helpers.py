@@ -318,3 +318,16 @@ class Wrapping:
 
     def contract(self, call):
         return self.inner.contract(call)
+
+
+# ------------------------------------------------------------------ the quick and thorough test profiles
+def thorough() -> bool:
+    """True in the thorough profile (REFNORM_TESTS=thorough: what .ci/run runs; tests/conftest.py)."""
+    return os.environ.get("REFNORM_TESTS", "quick") == "thorough"
+
+
+def sample(items, every: int) -> list:
+    """``items`` in the thorough profile; every ``every``-th of them (from the first, in their order) in the
+    quick one: the same property checked on a fixed, spread-out part of the cases."""
+    items = list(items)
+    return items if thorough() else items[::every]

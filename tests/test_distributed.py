@@ -322,7 +322,7 @@ def test_the_proof_fails_for_a_merge_that_is_not_count_weighted(monkeypatch):
     P._sync_bn(2, (1, 1))              # equal shards: the same statistics, no error (E08 needs unequal counts)
 
 
-@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+@pytest.mark.parametrize("sig", ["SIGKILL", pytest.param("SIGTERM", marks=pytest.mark.thorough)])
 def test_no_rank_outlives_a_killed_runner(sig):
     """Issue 35: the runner killed while a rank hangs (and its peer waits in a collective) leaves no
     process behind within 5 s: not the ranks, the fork server nor the resource tracker (before: all four

@@ -239,6 +239,7 @@ def test_a_channels_last_reading_error_is_caught_under_the_channels_last_layout(
     assert rep.cases[0].status == "failed"
 
 
+@pytest.mark.thorough          # slow: the thorough profile only (tests/conftest.py)
 def test_rows_beyond_2_to_the_23_are_caught_by_the_limits_suite():
     """F08: the last rows of a kernel with an indexing limit at 2^23 rows; the limits suite's 2^23 + 1
     rows are judged here (in blocks: ~10 s, under 1 GiB), its numel > 2^31 cases are skipped with the

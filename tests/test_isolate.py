@@ -71,7 +71,7 @@ def test_isolate_refuses_what_cannot_reach_a_worker():
         Isolated(Local())
 
 
-@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+@pytest.mark.parametrize("sig", ["SIGKILL", pytest.param("SIGTERM", marks=pytest.mark.thorough)])
 def test_no_worker_outlives_a_killed_runner(sig):
     """Issue 35: the runner killed (SIGKILL: an OOM kill; SIGTERM: subprocess.run's timeout) while its
     worker hangs in a call leaves no process behind within 5 s (the fork server, the resource tracker

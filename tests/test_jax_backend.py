@@ -501,6 +501,7 @@ def test_jax_passes_every_case_but_its_known_defects(tmp_path, capsys):
     assert s["passed"] >= 280 and s["arrays"]["unchecked"] == 0, s
 
 
+@pytest.mark.thorough          # slow: the thorough profile only (tests/conftest.py)
 def test_the_one_pass_entries_pass_with_the_two_pass_variance(capsys):
     """Every entry of this CPU blamed on the fast variance ("passes with 'stable'") passes under jax-stable
     (the only difference)."""
@@ -513,6 +514,7 @@ def test_the_one_pass_entries_pass_with_the_two_pass_variance(capsys):
     assert main(args + ["--accept-partial"]) == 0, capsys.readouterr().out[-3000:]   # nothing fails
 
 
+@pytest.mark.thorough          # slow: the thorough profile only (tests/conftest.py)
 def test_jax_defects_fail_without_the_list(tmp_path, capsys):
     out = tmp_path / "known.json"
     args = ["check", "--backend", "jax", "--golden", GOLDEN, "--no-progress", "--json", str(out)]

@@ -94,6 +94,7 @@ def _in_venv(inst, args, ok=True):
     return _run(args, ok=ok, env=inst["env"], cwd=inst["cwd"])
 
 
+@pytest.mark.thorough          # slow: the thorough profile only (tests/conftest.py)
 def test_wheel_carries_the_golden_set_and_the_known_failure_lists(installed):
     names = set(zipfile.ZipFile(installed["wheel"]).namelist())
     want = {"refnorm/_data/golden/" + f for f in [store.MANIFEST] + _manifest_files()}
@@ -102,6 +103,7 @@ def test_wheel_carries_the_golden_set_and_the_known_failure_lists(installed):
     assert not {n for n in names if n.startswith("refnorm/_data/")} - want, "nothing else in refnorm/_data"
 
 
+@pytest.mark.thorough          # slow: the thorough profile only (tests/conftest.py)
 def test_installed_refnorm_comes_from_the_venv_and_finds_the_packaged_data(installed):
     script = ("import json, refnorm; from refnorm.golden import store; from refnorm.cli import default_golden_dir; "
               "print(json.dumps({'file': refnorm.__file__, 'golden': default_golden_dir(), "
@@ -124,6 +126,7 @@ def test_installed_refnorm_comes_from_the_venv_and_finds_the_packaged_data(insta
             assert a.read() == b.read(), n
 
 
+@pytest.mark.thorough          # slow: the thorough profile only (tests/conftest.py)
 def test_installed_check_runs_on_the_packaged_set(installed):
     refnorm = installed["bin"] / "refnorm"
     r = _in_venv(installed, [refnorm, "check", "--backend", "numpy", "--ops", "layer_norm", "--no-progress"])
@@ -136,6 +139,7 @@ def test_installed_check_runs_on_the_packaged_set(installed):
     assert r.returncode == 2 and "'no-such-list' does not exist" in r.stderr and "torch-cpu" in r.stderr, r.stderr
 
 
+@pytest.mark.thorough          # slow: the thorough profile only (tests/conftest.py)
 def test_packaged_set_is_verified_on_load(installed):
     """The packaged copy goes through the same checks as any set: one flipped byte is an error (exit 2)."""
     case = next(f for f in _manifest_files() if f.startswith("layer_norm/"))
@@ -152,6 +156,7 @@ def test_packaged_set_is_verified_on_load(installed):
             f.write(data)
 
 
+@pytest.mark.thorough          # slow: the thorough profile only (tests/conftest.py)
 def test_sdist_carries_golden_and_known_failures(source, tmp_path):
     _run([sys.executable, "-c", f"from setuptools import build_meta; build_meta.build_sdist({str(tmp_path)!r})"],
          cwd=source)
