@@ -13,7 +13,11 @@ settings.register_profile("default", max_examples=30, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("thorough", max_examples=300, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile(os.environ.get("REFNORM_HYPOTHESIS_PROFILE", "default"))
+settings.register_profile("quick", max_examples=15, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+# hypothesis: "default" (30 examples) in the thorough test profile (CI), "quick" (15) in the quick one
+settings.load_profile(os.environ.get("REFNORM_HYPOTHESIS_PROFILE") or
+                      ("default" if os.environ.get("REFNORM_TESTS") == "thorough" else "quick"))
 
 # Two test profiles (README, "Running the tests"): "quick", the default a contributor runs, and "thorough",
 # what .ci/run runs: every test. A test marked ``thorough`` (slow, and covered in kind by a quicker test of

@@ -491,14 +491,17 @@ def test_the_checker_accepts_jax_under_its_contracts():
 
 # ------------------------------------------------------------------------------------ the full check
 def test_jax_passes_every_case_but_its_known_defects(tmp_path, capsys):
+    from helpers import thorough
+    ops = None if thorough() else ["layer_norm", "rms_norm", "batch_norm"]      # the quick profile: three ops
     out = tmp_path / "jax.json"
     rc = main(["check", "--backend", "jax", "--golden", GOLDEN, "--expect-failures", KNOWN,
-               "--json", str(out), "--no-progress"])
+               "--json", str(out), "--no-progress"] + (["--ops", *ops] if ops else []))
     text = capsys.readouterr().out
     assert rc == 4, text[-3000:]                       # partial: ill-posed arrays verify nothing
     s = json.loads(out.read_text())["summary"]
-    assert s["failed"] == 0 and s["errors"] == 0 and s["expected_failures"] == len(_known())
-    assert s["passed"] >= 280 and s["arrays"]["unchecked"] == 0, s
+    listed = [i for i in _known() if ops is None or i.split("/")[0] in ops]
+    assert s["failed"] == 0 and s["errors"] == 0 and s["expected_failures"] == len(listed)
+    assert s["passed"] >= (280 if ops is None else 60) and s["arrays"]["unchecked"] == 0, s
 
 
 @pytest.mark.thorough          # slow: the thorough profile only (tests/conftest.py)

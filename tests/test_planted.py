@@ -22,9 +22,9 @@ from planted.pitfalls import ALL_ROWS, NOT_APPLICABLE, PLANTED, SUPPLEMENTARY, a
 from helpers import thorough  # noqa: E402
 
 PAIRS = pairs()
-# the quick profile plants each pitfall in its first op only; the thorough one in every op it applies to
+# the quick profile plants every third pitfall, in its first op; the thorough one each in every op it applies to
 JUDGED_PAIRS = PAIRS if thorough() else [pp for i, pp in enumerate(PAIRS)
-                                         if pp[0].pitfall_id not in {q.pitfall_id for q, _ in PAIRS[:i]}]
+                                         if pp[0].pitfall_id not in {q.pitfall_id for q, _ in PAIRS[:i]}][::3]
 
 
 @pytest.mark.parametrize("op", OPS)

@@ -42,6 +42,14 @@ def test_ci_runs_the_readme_test_command():
     assert m.group(1).strip() in ci_lines, f".ci/run must run the README's test command {m.group(1)!r}"
 
 
+def test_the_readme_gives_the_quick_profile_as_the_same_command_without_the_thorough_variable():
+    readme = Path(os.path.join(ROOT, "README.md")).read_text()
+    section = readme[readme.index("## Running the tests"):readme.index("<!-- test-command -->")]
+    thorough = re.search(r"<!-- test-command -->\s*```sh\n(.+?)\n```", readme).group(1).strip()
+    quick = re.findall(r"```sh\n(.+?)\n```", section)
+    assert quick == [thorough.replace("REFNORM_TESTS=thorough ", "")] and "REFNORM_TESTS=thorough" in thorough
+
+
 def test_every_registered_normalizer_has_a_documented_spec():
     for name in refnorm.names():
         spec = refnorm.get(name)
