@@ -291,6 +291,7 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True, variants=None) -> 
         if undeclared:
             out.status, out.message = "skipped", undeclared
             return out
+        full_cfg = complete_config(case.op, case.config)       # every option: what a drawn mask is checked with
         probes = [Call(case.op, case.dtype, dict(cfg), st.training, laid(st.inputs), laid(st.cotangents),
                        {k: np.array(v) for k, v in case.init_state.items()}) for st in case.steps]
         for probe in probes:
@@ -347,8 +348,8 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True, variants=None) -> 
                 got = {"outputs": dict(ret.outputs), "grads": dict(ret.grads), "state": dict(ret.state)}
                 # keep-masks the backend drew itself (masks.py): checked, then the reference is computed with
                 # them in place of the case's (a mask the case does not have is all ones, p = 0: nothing to use)
-                drawn = masks.drawn_masks(i, case.op, complete_config(case.op, case.config), st.inputs,
-                                          getattr(ret, "masks", None) or {})
+                told = getattr(ret, "masks", None)
+                drawn = {} if not told else masks.drawn_masks(i, case.op, full_cfg, st.inputs, told)
                 drawn = {k: v for k, v in drawn.items() if k in st.inputs}
                 if drawn:
                     st = dataclasses.replace(st, inputs={**st.inputs, **drawn})
