@@ -159,13 +159,14 @@ import numpy as np
 
 from ... import registry
 from . import _translate as T
+from . import torch_composites as TC
 from ...spec import DEFAULT
 from .base import Call, Contract, Returned
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 LOW = ("float16", "bfloat16")
 SUPPORTED = ("batch_norm", "instance_norm", "layer_norm", "group_norm", "rms_norm", "local_response_norm",
-             "lp_normalize", "weight_norm", "norm_quant", "add_norm", "adaptive_layer_norm")
+             "lp_normalize", "weight_norm", "norm_quant", "add_norm", "adaptive_layer_norm") + tuple(TC.COMPOSITES)
 NO_TORCH = {
     "mean_variance_norm": "torch has no native mean_variance_norm; ONNX MeanVarianceNormalization has no torch "
                           "op (it would have to be composed from torch.mean/var, a re-implementation)",
@@ -188,7 +189,7 @@ ACTIVATIONS = T.ACTIVATIONS
 # the contract of float16/bfloat16 calls (module docstring, "Contracts"); unlisted ops: strict
 LOW_CONTRACT = {"batch_norm": "stats_d", "instance_norm": "stats_d", "group_norm": "stats_d",
                 "layer_norm": "stats_d", "weight_norm": "stats_d", "lp_normalize": "epi_d",
-                "local_response_norm": "epi_d"}
+                "local_response_norm": "epi_d", **TC.LOW_CONTRACT}
 CUDA_UNAVAILABLE = "CUDA is not available on this machine (torch.cuda.is_available() is False)"
 ONNX_TRAINING = ("batch_norm convention='onnx' in training is not expressible in torch: ONNX's running_var "
                  "stores the biased batch variance, torch's the unbiased one (var * n / (n - 1)), and no torch "
@@ -363,7 +364,7 @@ class TorchBackend:
             # expected in the float32-parameter layout (the composite path is torch's mixed-dtype rms_norm)
             warnings.filterwarnings("ignore", message="Mismatch dtype between input and weight")
             try:
-                outputs, new_state = getattr(self, "_" + call.op)(torch, leaves, cfg, state, call.training)
+                outputs, new_state = self._op(call.op)(torch, leaves, cfg, state, call.training)
             except Refused:
                 raise
             except Exception as e:
@@ -394,6 +395,12 @@ class TorchBackend:
                 grads = {k: _to_numpy(torch, g) for k, g in zip(names, res)}
         return Returned({k: _to_numpy(torch, v) for k, v in outputs.items()}, grads,
                         {k: _to_numpy(torch, v) for k, v in new_state.items()})
+
+    def _op(self, op: str):
+        """The method computing ``op``: ``_<op>`` here, or its composite (torch_composites.COMPOSITES)."""
+        if op in TC.COMPOSITES:
+            return lambda *a: TC.COMPOSITES[op](self, *a)
+        return getattr(self, "_" + op)
 
     # ------------------------------------------------------------------ ops
     # each returns (outputs: name -> tensor, new state: name -> tensor); gradients are taken with respect
