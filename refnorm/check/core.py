@@ -56,7 +56,7 @@ from ..golden import commands as golden_commands
 from ..golden import layouts
 from ..golden.store import GoldenError
 from . import bounds as B
-from . import diagnosis, masks, stream
+from . import contracts, diagnosis, masks, stream
 from .backends.base import Call, Contract, complete_config, declared_config
 # one call's judgement (judge.py), re-exported: refnorm.testing, users and tests import these from here
 from .judge import (SINGULAR, WORST_SHOWN, ArrayResult, _judge, _judge_quantized, _num,  # noqa: F401
@@ -96,7 +96,8 @@ class CaseResult:
     dtype: str
     status: str                      # passed | partial | failed | error | skipped | xfail
     message: str = ""
-    contract: str = ""
+    contract: str = ""                               # the contract in one line (Contract.describe)
+    contract_points: dict | None = None             # the same as JSON values (Contract.as_dict)
     seconds: float = 0.0
     arrays: list = field(default_factory=list)
     unchecked: list = field(default_factory=list)   # "step<i>.<part>.<name>" of the arrays not judged
@@ -130,7 +131,8 @@ class CaseResult:
 
     def to_json(self):
         return {"id": self.id, "op": self.op, "dtype": self.dtype, "status": self.status, "message": self.message,
-                "layout": self.layout, "recipe": self.recipe, "contract": self.contract, "seconds": round(self.seconds, 4), "worst_ratio": _num(self.worst_ratio),
+                "layout": self.layout, "recipe": self.recipe, "contract": self.contract,
+                "contract_points": self.contract_points, "seconds": round(self.seconds, 4), "worst_ratio": _num(self.worst_ratio),
                 "verdicts": self.verdicts(), "unchecked": self.unchecked,
                 "unchecked_why": self.unchecked_why, "statistics_not_returned": self.not_returned, "unconstrained": [
                     f"step{a.step}.{a.part}.{a.name}" for a in self.arrays if a.verdict == "unconstrained"],
@@ -302,7 +304,9 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True, variants=None) -> 
         contract = backend.contract(probes[0])
         if not isinstance(contract, Contract):
             raise TypeError(f"backend.contract returned {type(contract).__name__}, expected a Contract")
-        out.contract = f"{contract.kind}/{contract.reduction}"
+        out.contract = contract.describe()          # "strict/block" for a preset, else its points
+        out.contract_points = contract.as_dict()
+        contracts.validate(case.op, contract)       # a point the op has no bound for: a ConfigError naming it
         if contract.kind != "exact" and case.op not in B.BOUNDED:
             out.status = "skipped"
             out.message = f"no derived tolerance for {case.op!r} yet (only the exact contract can be judged)"

@@ -337,8 +337,10 @@ def judge_call(step, op, case_dtype, config, training, inputs, cotangents, state
     (reference, bounds, compare) of the whole-array path, or (None, None, compare) in blocks."""
     # the dtype-dependent defaults (rms_norm's eps=None) for the case dtype: the blocks below widen the arrays
     config = registry.resolve_options(op, config, case_dtype)
-    relaxed = contract.kind in ("stats_d", "epi_d")
+    relaxed = contract.relaxed
     contracts = [contract] + ([Contract("strict", contract.reduction, contract.acc)] if relaxed else [])
+    # a contract beyond the presets: its points' terms are NumPy (bounds/points.py), judged whole
+    blocks = blocks and not contract.custom
     p = stream.plan(op, config, training, inputs, state) if blocks and contract.kind != "exact" else None
     if p is not None:
         done = _judge_in_blocks(p, step, op, case_dtype, config, training, inputs, cotangents, state, got, compare,

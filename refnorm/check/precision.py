@@ -47,10 +47,15 @@ def acc_dtype(case_dtype: str, acc: str | None = None) -> str:
     return "float64" if case_dtype == "float64" else "float32"
 
 
-def gamma(n, reduction: str = "block"):
+def gamma(n, reduction: str = "block", block: int | None = None):
     """Reduction-error multiplier: a sum of n terms errs by at most gamma(n) * u * sum|terms|
-    (first order). tree: ceil(log2 n) + 2; block: 2 sqrt(n) + 2; serial: n + 2."""
+    (first order). tree: ceil(log2 n) + 2; block: 2 sqrt(n) + 2 (chunks of b = sqrt(n)); serial: n + 2.
+    ``block`` b (the "block" order only, where the kernel's chunk is known): b + ceil(n / b) + 2 (serial
+    chunks of b, their sums added serially)."""
     n = max(int(n), 1)
+    if block is not None and reduction == "block":
+        b = max(1, min(int(block), n))
+        return b + math.ceil(n / b) + 2.0
     if reduction == "tree":
         return math.ceil(math.log2(n)) + 2 if n > 1 else 2
     if reduction == "block":

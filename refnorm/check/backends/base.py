@@ -134,31 +134,82 @@ class _OptionError(ConfigError, KeyError):
 
 @dataclass(frozen=True)
 class Contract:
-    """The precision a backend promises for one (op, dtype); tolerances are derived from it.
+    """The precision a backend promises for one (op, dtype): which intermediates of the op's
+    specification it rounds, to which dtype, and how it accumulates each reduction; tolerances are
+    derived from exactly that (docs/tolerances.md, "Contracts as rounding points"; the names:
+    ``refnorm.check.contracts``).
 
-    kind:      "exact"   the float64 reference rounded once to the output dtype (the numpy backend);
-               "strict"  float32 internals (float64 for float64 cases) and one final rounding;
-               "stats_d" as strict, but saved statistics (mean/rstd), parameter-gradient
-                         accumulators and the variance's centre may be held in the case dtype;
-               "epi_d"   stats_d plus a few pointwise roundings to the case dtype (e.g. x_hat
-                         rounded before the affine epilogue).
-    reduction: how sums are accumulated: "tree" (pairwise, gamma(n) = ceil(log2 n) + 2), "block"
-               (serial chunks then a tree, gamma(n) = 2 sqrt(n) + 2; the default) or "serial"
-               (gamma(n) = n + 2).
-    acc:       the accumulation dtype name; None means float32 for float32/float16/bfloat16 cases and
-               float64 for float64 cases.
+    kind:      a named preset: "exact" (the float64 reference rounded once to the output dtype, the
+               numpy backend), or one of three lists of rounding points (``contracts.PRESETS``):
+               "strict"  nothing rounded but the outputs: float32 internals (float64 for float64 cases);
+               "stats_d" the saved statistics (mean, rstd; the variance about the rounded mean) held in
+                         the case dtype, the parameter-gradient partial sums accumulated in it;
+               "epi_d"   stats_d plus the pointwise intermediates (x_hat, the affine product, g = dy * w,
+                         dy * x_hat, dx's terms) rounded to it.
+    reduction: the default order model of every reduction: "tree" (pairwise, gamma(n) = ceil(log2 n)
+               + 2), "block" (serial chunks then a tree, gamma(n) = 2 sqrt(n) + 2; the default) or
+               "serial" (gamma(n) = n + 2).
+    acc:       the default accumulation dtype name (None: float32 for float32/float16/bfloat16 cases,
+               float64 for float64 cases); or a mapping reduction -> (dtype, order, block) for the
+               reductions accumulated otherwise (any of the three may be None: the default; a bare
+               dtype string stands for (dtype, None, None)), e.g. {"dweight": ("float16", "serial", None)}.
+    rounds:    point -> dtype: the intermediates rounded ("input" = the case dtype, or float16, bfloat16,
+               float32), e.g. {"xhat": "input", "dy_xhat": "input"} (Llama-casting RMSNorm).
+    recompute: point -> source: what the backward recomputes from a stored value, e.g.
+               {"xhat": "residual_out"} (a prenorm add+norm recomputing x_hat from the rounded residual).
+
+    ``Contract(rounds=..., acc=...)`` equal to a preset's lists IS that preset (``kind`` is set to it, and
+    its bounds run on the compiled path); otherwise ``kind`` is the largest preset it contains (the base
+    whose bound it extends) and ``custom`` is True. Names are checked here against every op's points;
+    ``contracts.validate(op, contract)`` checks them against one op's (a ``ConfigError`` naming the bad
+    point and the op's valid ones).
     """
     kind: str = "strict"
     reduction: str = "block"
-    acc: str | None = None
+    acc: object = None
+    rounds: Mapping | None = None
+    recompute: Mapping | None = None
+    accs: Mapping | None = field(default=None, compare=False, repr=False)    # acc's per-reduction part
 
     def __post_init__(self):
+        from .. import contracts as K
         if self.kind not in CONTRACTS:
             raise ValueError(f"contract kind {self.kind!r}: expected one of {', '.join(CONTRACTS)}")
         if self.reduction not in REDUCTIONS:
             raise ValueError(f"contract reduction {self.reduction!r}: expected one of {', '.join(REDUCTIONS)}")
-        if self.acc not in (None, "float32", "float64"):
-            raise ValueError(f"contract acc {self.acc!r}: expected None, 'float32' or 'float64'")
+        acc, accs = self.acc, None
+        if isinstance(acc, Mapping):
+            acc, accs = None, acc
+        if acc not in (None, "float32", "float64"):
+            raise ValueError(f"contract acc {acc!r}: expected None, 'float32', 'float64' or a mapping "
+                             "reduction -> (dtype, order, block)")
+        kind, rounds, recompute, accs = K.normalize(self.kind, self.rounds, self.recompute, accs)
+        for name, v in (("kind", kind), ("acc", acc), ("rounds", rounds), ("recompute", recompute), ("accs", accs)):
+            object.__setattr__(self, name, v)
+
+    @property
+    def custom(self) -> bool:
+        """Whether the contract declares points beyond its preset ``kind`` (its bounds then add theirs)."""
+        from .. import contracts as K
+        return K.extras(self) != ({}, {}, {})
+
+    @property
+    def relaxed(self) -> bool:
+        """Whether it declares any rounding or low-precision accumulation beyond strict (the judge then
+        reports each array's strict ratio too: a precision warning when only the declared contract passes)."""
+        return self.kind in ("stats_d", "epi_d") or bool(self.rounds or self.accs or self.recompute)
+
+    def describe(self) -> str:
+        """One readable line: "strict/block" for a preset, else its points (``contracts.parse`` reads it
+        back), e.g. "rounds xhat=input, dy_xhat=input; reduction block"."""
+        from .. import contracts as K
+        return K.describe(self)
+
+    def as_dict(self) -> dict:
+        """The contract as plain JSON values (the JSON report's ``contract_points``)."""
+        return {"kind": self.kind, "reduction": self.reduction, "acc": self.acc,
+                "rounds": dict(self.rounds), "recompute": dict(self.recompute),
+                "accumulate": {k: list(v) for k, v in self.accs.items()}}
 
 
 @dataclass(frozen=True)

@@ -230,7 +230,28 @@ def one_pass(op, state) -> bool:
 
 
 def bounds(op, *, inputs, config, training, cotangents, state, ref_state, contract, case_dtype):
-    """E for every judged array of one call (module docstring). ``ref_state``: the reference's new state."""
+    """E for every judged array of one call (module docstring). ``ref_state``: the reference's new state.
+    A contract declaring points beyond its preset (``contract.custom``): the preset's bound plus their
+    terms (points.py), for the ops ``contracts.OP_POINTS`` names (a ``ConfigError`` for another)."""
+    E = _bounds(op, inputs=inputs, config=config, training=training, cotangents=cotangents, state=state,
+                ref_state=ref_state, contract=contract, case_dtype=case_dtype)
+    if getattr(contract, "custom", False):
+        from .. import contracts
+        from .points import add_extras
+        contracts.validate(op, contract)
+        E = add_extras(op, E, contract, inputs=inputs, config=_config(op, config), cotangents=cotangents,
+                       case_dtype=case_dtype)
+    return E
+
+
+def _config(op, config):
+    from ... import registry
+    spec = registry.get(op)
+    return {**{k: v for k, v in spec.options.items() if isinstance(v, (int, float, str, list, tuple)) or v is None},
+            **dict(config)}
+
+
+def _bounds(op, *, inputs, config, training, cotangents, state, ref_state, contract, case_dtype):
     if op not in BOUNDED:
         raise NotBounded(f"no derived tolerance for {op!r} yet: its cases are skipped, not passed")
     from ... import registry
