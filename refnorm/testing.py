@@ -9,7 +9,8 @@
 float16 or ml_dtypes.bfloat16; the case dtype is the least precise floating input unless ``dtype`` is
 given); ``outputs``, ``grads`` and ``new_state`` are what it returned, as NumPy arrays in their own
 dtype (no less precise than the case dtype). The float64 reference is computed from the very inputs,
-the per-element bound E is derived under ``contract`` (docs/tolerances.md), and every element must
+the per-element bound E is derived under ``contract`` (a ``Contract``, or its one-line string, e.g.
+"rounds xhat=input, dy_xhat=input": refnorm/check/contracts.py; docs/tolerances.md), and every element must
 pass the rounding-interval test. On failure: AssertionError with the check's text (how far beyond the
 bound, how many elements, the worst ones with got / expected / bound).
 
@@ -60,6 +61,9 @@ def assert_close_to_reference(op, inputs, outputs, *, config=None, grads=None, c
                               allow_partial=False):
     """Assert that one call of a kernel is within the derived bound of the float64 reference (module
     docstring). Returns the list of judged ``ArrayResult`` (ratio = error / bound, ``verdict``) when it is."""
+    if isinstance(contract, str):              # the one-line syntax (refnorm.check.contracts.parse)
+        from .check.contracts import parse
+        contract = parse(contract)
     if contract.kind == "exact":
         raise ValueError("contract 'exact' judges refnorm's own rounded reference (the numpy backend); "
                          "a kernel declares strict, stats_d or epi_d")
@@ -76,7 +80,7 @@ def assert_close_to_reference(op, inputs, outputs, *, config=None, grads=None, c
                 "state": tuple(ref.state) if new_state is not None else ()}
     got = {"outputs": dict(outputs), "grads": dict(grads or {}), "state": dict(new_state or {})}
     arrays, unchecked = [], []
-    where = f"{op} [{dtype}, contract {contract.kind}/{contract.reduction}]"
+    where = f"{op} [{dtype}, contract {contract.describe()}]"
     try:
         _, _, compare = judge_call(0, op, dtype, config, training, inputs, cotangents, state, got, compare,
                                    grads is not None, contract, arrays, unchecked)

@@ -6,8 +6,9 @@ w the gain, g = dy * w, A = mean(g) (rms: 0), B = mean(g xh), dn = r (g - A - xh
 A value v rounded to dtype d becomes v (1 + delta) + eta, |delta| <= u_d, |eta| <= eta_d (subnormals);
 each declared point adds |d out / d v| (u_d |v| + eta_d) to each array it reaches (first order):
 
-    mean      e = r (u_d |mu| + eta_d), a constant shift of xh:      y |w| e,  dx r e (|B| + |xh||A|),
-              dweight |dy| e                    (the variance about the rounded mean: second order)
+    mean      e = r (u_d |mu| + eta_d), a constant shift of xh:      y |w| e,  dx r (e |B| + |xh| mean(|g|) e),
+              dweight |dy| e; and the variance about the rounded mean, var + (e / r)^2, moves r by at most
+              e^2 / 2 relative (1 - (1 + t)^-1/2 <= t / 2): the rstd terms below with u_d -> e^2 / 2
     rstd      relative u_d on r and xh:         y u_d |w xh|,  dx u_d (|dn| + 2 r |xh||B|),  dweight u_d |dy xh|
     xhat      e_j = u_d |xh_j| + eta_d:         y |w| e,  dx r (e |B| + |xh| mean(|g| e)),  dweight |dy| e
     xhat_w    y u_d |xh w| + eta_d
@@ -96,7 +97,9 @@ def extra_rows(R: _Rows, rounds, accs, case_dtype, u, reduction, m_param, recomp
             d = _dt(d, case_dtype)
             ud, eta = UNIT_ROUNDOFF[d], ETA[d]
             if p == "mean" and R.centered:
-                shift(R.r * (ud * np.abs(R.mu) + eta))
+                e = R.r * (ud * np.abs(R.mu) + eta)
+                shift(e)
+                rel_r(e * e / 2)         # the variance about the rounded mean: var + delta^2 (exact to t/2)
                 out["mean"] += (ud * np.abs(R.mu) + eta)[:, 0]
             elif p == "rstd":
                 rel_r(ud + eta / R.r)    # r rounded: relative u_d, absolute eta_d (a subnormal r)

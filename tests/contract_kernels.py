@@ -1,0 +1,92 @@
+"""NumPy emulations of layer_norm / rms_norm kernels that round exactly where told (tests/test_contracts.py).
+
+``run(op, x, w, b, dy, rounds, accs)``: float32 internals (as a Triton kernel: x loaded and widened, the
+row sums in float32), the values named in ``rounds`` (point -> dtype, "input" = x's dtype) rounded where
+contracts.py's points say, the reductions named in ``accs`` (reduction -> dtype) accumulated in that dtype,
+serially, one element at a time (the dweight/dbias partial sums over the rows); the outputs rounded to
+x's dtype. Returns (outputs, grads) as NumPy arrays in x's dtype.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from refnorm.check.precision import NP, dtype_name
+
+f32 = np.float32
+
+
+def _rd(a, d):
+    """float32 values rounded to dtype ``d`` (one correct rounding), back in float32."""
+    return np.asarray(a, dtype=f32).astype(NP[d]).astype(f32)
+
+
+def _serial(terms, d):
+    """The sum over axis 0 of ``terms`` (float32), accumulated serially in dtype ``d``."""
+    acc = np.zeros(terms.shape[1:], dtype=NP[d])
+    for t in terms:
+        acc = (acc.astype(f32) + t).astype(NP[d])          # one rounding to d per addition
+    return acc.astype(f32)
+
+
+def run(op, x, w, b, dy, rounds=None, accs=None, eps=1e-5):
+    """(outputs, grads) of the emulated kernel (module docstring); x (m, n), w, b (n,) or None."""
+    rounds, accs = dict(rounds or {}), dict(accs or {})
+    dt = dtype_name(x.dtype)
+    D = {k: (dt if v == "input" else v) for k, v in rounds.items()}
+    A = {k: (dt if v == "input" else v) for k, v in accs.items()}
+    rd = lambda name, a: _rd(a, D[name]) if name in D else a        # noqa: E731
+    n = x.shape[1]
+    X = x.astype(f32)
+    W = np.ones(n, f32) if w is None else w.astype(f32)
+    centered = op == "layer_norm"
+    with np.errstate(all="ignore"):
+        if centered:
+            mean = rd("mean", X.sum(axis=1, keepdims=True, dtype=f32) / f32(n))
+            xc = X - mean
+            var = (xc * xc).sum(axis=1, keepdims=True, dtype=f32) / f32(n)
+        else:
+            mean = None
+            xc = X
+            var = (X * X).sum(axis=1, keepdims=True, dtype=f32) / f32(n)
+        rstd = rd("rstd", f32(1) / np.sqrt(var + f32(eps)))
+        xh = rd("xhat", xc * rstd)
+        yw = rd("xhat_w", xh * W)
+        y = yw if b is None else yw + b.astype(f32)
+        outs = {"y": y.astype(x.dtype), "rstd": rstd.astype(x.dtype)}
+        if centered:
+            outs["mean"] = mean.astype(x.dtype)
+        if dy is None:
+            return outs, {}
+        DY = dy.astype(f32)
+        g = rd("g", DY * W)
+        c1 = (xh * g).sum(axis=1, keepdims=True, dtype=f32) / f32(n)
+        c2 = g.sum(axis=1, keepdims=True, dtype=f32) / f32(n) if centered else f32(0)
+        if "dx_terms" in D:
+            dx = rd("dx_terms", g * rstd) - rd("dx_terms", rd("dx_terms", xh * c1 + c2) * rstd)
+        else:
+            dx = (g - (xh * c1 + c2)) * rstd
+        grads = {"x": dx.astype(x.dtype)}
+        tw = rd("dy_xhat", DY * xh)
+        if w is not None:
+            grads["weight"] = (_serial(tw, A["dweight"]) if "dweight" in A else tw.sum(axis=0, dtype=f32)).astype(x.dtype)
+        if b is not None:
+            grads["bias"] = (_serial(DY, A["dbias"]) if "dbias" in A else DY.sum(axis=0, dtype=f32)).astype(x.dtype)
+    outs = {k: v for k, v in outs.items()}
+    return outs, grads
+
+
+def draw(rng, m, n, dtype, regime):
+    """Inputs (x, w, b, dy) of one case in ``dtype``: regime "normal", "shifted" (|mean|/std ~ 1e3 x
+    the 16-bit resolution allows: 30 for 16-bit, 1e3 for float32), "small" (std 1e-3) or "outliers"."""
+    d = NP[dtype]
+    x = rng.standard_normal((m, n))
+    if regime == "shifted":
+        x = x + (30.0 if dtype in ("float16", "bfloat16") else 1e3) * rng.choice([-1, 1], (m, 1))
+    elif regime == "small":
+        x = 1e-3 * x + rng.standard_normal((m, 1))
+    elif regime == "outliers":
+        x[rng.random(x.shape) < 0.01] *= 50
+    w = 1 + 0.5 * rng.standard_normal(n)
+    b = 0.1 * rng.standard_normal(n)
+    dy = rng.standard_normal((m, n))
+    return x.astype(d), w.astype(d), b.astype(d), dy.astype(d)
