@@ -187,7 +187,8 @@ def warnings(report) -> str:
             n, cases, worst = agg.get(key, (0, set(), 0.0))
             agg[key] = (n + 1, cases | {c.id}, max(worst, a.strict_ratio))
     lines = [f"PRECISION WARNING {op} {dt} {name}: beyond the strict contract by up to {_fmt(w)} x in "
-             f"{len(cs)} case(s); within the declared {contract.split('/')[0]} contract (intermediates held in {dt})"
+             f"{len(cs)} case(s); within the declared "
+             f"{contract.split('/')[0] if ';' not in contract else '(' + contract + ')'} contract (intermediates held in {dt})"
              for (op, dt, name, contract), (n, cs, w) in sorted(agg.items())]
     return "\n".join(lines)
 
@@ -296,6 +297,8 @@ def compact_notes(report, limit: int = 8) -> str:
         out.append(f"PARTIAL {sum(partial.values())} case(s) (nothing failed, some array unconstrained or unchecked): "
                    f"{by_op}")
         out += [f"  {what} in {n} case(s)" for what, n in unverified_groups(report)[:limit]]
+    declared = Counter(c.contract for c in report.cases if c.contract and ";" in c.contract)
+    out += [f"CONTRACT {text}: {n} case(s)" for text, n in sorted(declared.items())]   # beyond the presets
     xf = [c for c in report.cases if c.status == "xfail"]
     if xf:
         out.append(f"XFAIL {len(xf)} expected failure(s), each failing exactly as its list entry records")

@@ -78,6 +78,8 @@ def get_backend(name: str, options=None):
     ``get_backend("torch-cpu", {"param_dtype": "case"})``; a wrong one is a ``BackendLoadError``."""
     from . import plugin
     options = dict(options or {})
+    given = dict(options)
+    declared = options.pop("contract", None)       # refnorm's own option: the contract, for any backend
     if name in BUILTIN:
         backend = plugin.build(BUILTIN[name], repr(name), options)
     elif ":" in name:
@@ -85,11 +87,47 @@ def get_backend(name: str, options=None):
     else:
         backend = plugin.load_entry_point(name, options)
     if backend is not None:
-        _remember(backend, name, options)
+        if declared is not None:
+            backend = with_contract(backend, declared)
+        _remember(backend, name, given)
         return backend
     known = ", ".join((*BUILTIN, *plugin.entry_point_names()))
     raise UnknownNameError(f"unknown backend {name!r}; expected one of: {known}, "
                            "or package.module:attr (a backend object, class or factory)")
+
+
+class DeclaredContract:
+    """A backend with the contract the user declared for it (``--backend-option contract=...``,
+    ``with_contract``) in place of its own; every other member is the backend's."""
+
+    def __init__(self, backend, contract):
+        self._backend, self._contract = backend, contract
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def contract(self, call):
+        return self._contract
+
+
+def with_contract(backend, contract):
+    """``backend`` declaring ``contract`` (a ``Contract`` or its one-line string, refnorm/check/contracts.py,
+    e.g. "rounds xhat=input, dy_xhat=input") for every call: what ``--backend-option contract=...`` does for
+    any backend. A malformed string is a ``BackendLoadError`` naming the bad part."""
+    from .base import Contract
+    if not isinstance(contract, Contract):
+        from ...errors import ConfigError
+        from ..contracts import parse
+        try:
+            contract = parse(contract)
+        except ConfigError as e:
+            raise plugin_error(f"--backend-option contract={contract!r}: {e}") from None
+    return DeclaredContract(backend, contract)
+
+
+def plugin_error(message):
+    from .plugin import BackendLoadError
+    return BackendLoadError(message)
 
 
 _LOADED = weakref.WeakValueDictionary()       # id -> a backend get_backend made (while it lives)

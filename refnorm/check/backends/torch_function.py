@@ -95,8 +95,13 @@ def _contract_of(value, reduction, where):
             raise ValueError(f"{where}: contract 'exact' is refnorm's own rounded reference; a kernel declares "
                              "strict, stats_d or epi_d")
         if value not in CONTRACTS:
-            raise ValueError(f"{where}: contract {value!r}; expected one of strict, stats_d, epi_d, a Contract, "
-                             "a mapping dtype -> contract, or a function call -> Contract")
+            from ..contracts import parse              # the one-line syntax: "rounds xhat=input, dy_xhat=input"
+            try:
+                return parse(value, reduction)
+            except ValueError as e:
+                raise ValueError(f"{where}: contract {value!r}; expected one of strict, stats_d, epi_d, clauses such "
+                                 "as 'rounds xhat=input, dy_xhat=input', a Contract, a mapping dtype -> contract, "
+                                 f"or a function call -> Contract ({e})") from None
         return Contract(value, reduction)
     raise TypeError(f"{where}: contract {value!r} ({type(value).__name__}); expected one of strict, stats_d, "
                     "epi_d, a Contract, a mapping dtype -> contract, or a function call -> Contract")
