@@ -28,15 +28,16 @@ def _serial(terms, d):
     return acc.astype(f32)
 
 
-def run(op, x, w, b, dy, rounds=None, accs=None, eps=1e-5):
-    """(outputs, grads) of the emulated kernel (module docstring); x (m, n), w, b (n,) or None."""
+def run(op, x, w, b, dy, rounds=None, accs=None, eps=1e-5, X=None):
+    """(outputs, grads) of the emulated kernel (module docstring); x (m, n), w, b (n,) or None; ``X``: the
+    float32 values to normalize in place of x's (add_norm's residual sum)."""
     rounds, accs = dict(rounds or {}), dict(accs or {})
     dt = dtype_name(x.dtype)
     D = {k: (dt if v == "input" else v) for k, v in rounds.items()}
     A = {k: (dt if v == "input" else v) for k, v in accs.items()}
     rd = lambda name, a: _rd(a, D[name]) if name in D else a        # noqa: E731
     n = x.shape[1]
-    X = x.astype(f32)
+    X = x.astype(f32) if X is None else X
     W = np.ones(n, f32) if w is None else w.astype(f32)
     centered = op == "layer_norm"
     with np.errstate(all="ignore"):
@@ -90,3 +91,23 @@ def draw(rng, m, n, dtype, regime):
     b = 0.1 * rng.standard_normal(n)
     dy = rng.standard_normal((m, n))
     return x.astype(d), w.astype(d), b.astype(d), dy.astype(d)
+
+
+def run_add_norm(x, res, w, b, dy, dro, rounds=None, accs=None, forward_rounded=True, backward_rounded=True,
+                 eps=1e-5):
+    """A prenorm residual add + LayerNorm kernel (flash-attention's shape): s = x + res in float32,
+    residual_out = s stored in x's dtype; the forward normalizes the rounded s (``forward_rounded``) or the
+    float32 one, the backward recomputes x_hat from the stored residual_out (``backward_rounded``) or from
+    the float32 s; ds = the norm's dx + d residual_out; dx = dresidual = ds. Returns (outputs, grads)."""
+    s = x.astype(f32) + res.astype(f32)
+    sr = s.astype(x.dtype).astype(f32)
+    outs, _ = run("layer_norm", x, w, b, None, rounds, accs, eps, X=sr if forward_rounded else s)
+    _, grads = run("layer_norm", x, w, b, dy, rounds, accs, eps, X=sr if backward_rounded else s)
+    dt = dtype_name(x.dtype)                             # the norm's dx kept in float32 (not rounded to dt)
+    _, g32 = run("layer_norm", x.astype(np.float32), w, b, dy, {k: (dt if v == "input" else v) for k, v in (rounds or {}).items()},
+                 {k: (dt if v == "input" else v) for k, v in (accs or {}).items()}, eps,
+                 X=sr if backward_rounded else s)
+    ds = g32["x"] + dro.astype(f32)                      # dx of the norm in float32, plus d residual_out
+    grads = {"x": ds.astype(x.dtype), "residual": ds.astype(x.dtype), "weight": grads["weight"],
+             "bias": grads["bias"]}
+    return {"y": outs["y"], "residual_out": sr.astype(x.dtype)}, grads
