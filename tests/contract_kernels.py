@@ -28,9 +28,15 @@ def _serial(terms, d):
     return acc.astype(f32)
 
 
-def run(op, x, w, b, dy, rounds=None, accs=None, eps=1e-5, X=None):
+def _rowsum(a, serial):
+    """Row sums of float32 ``a``: NumPy's pairwise sum, or serial (cumsum: one rounding per addition)."""
+    return np.cumsum(a, axis=1, dtype=f32)[:, -1:] if serial else a.sum(axis=1, keepdims=True, dtype=f32)
+
+
+def run(op, x, w, b, dy, rounds=None, accs=None, eps=1e-5, X=None, serial=False):
     """(outputs, grads) of the emulated kernel (module docstring); x (m, n), w, b (n,) or None; ``X``: the
-    float32 values to normalize in place of x's (add_norm's residual sum)."""
+    float32 values to normalize in place of x's (add_norm's residual sum); ``serial``: the statistics'
+    row sums serial (else NumPy's pairwise sum)."""
     rounds, accs = dict(rounds or {}), dict(accs or {})
     dt = dtype_name(x.dtype)
     D = {k: (dt if v == "input" else v) for k, v in rounds.items()}
@@ -42,13 +48,13 @@ def run(op, x, w, b, dy, rounds=None, accs=None, eps=1e-5, X=None):
     centered = op == "layer_norm"
     with np.errstate(all="ignore"):
         if centered:
-            mean = rd("mean", X.sum(axis=1, keepdims=True, dtype=f32) / f32(n))
+            mean = rd("mean", _rowsum(X, serial) / f32(n))
             xc = X - mean
-            var = (xc * xc).sum(axis=1, keepdims=True, dtype=f32) / f32(n)
+            var = _rowsum(xc * xc, serial) / f32(n)
         else:
             mean = None
             xc = X
-            var = (X * X).sum(axis=1, keepdims=True, dtype=f32) / f32(n)
+            var = _rowsum(X * X, serial) / f32(n)
         rstd = rd("rstd", f32(1) / np.sqrt(var + f32(eps)))
         xh = rd("xhat", xc * rstd)
         yw = rd("xhat_w", xh * W)

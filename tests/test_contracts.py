@@ -184,3 +184,50 @@ def test_a_prenorm_add_norm_recomputing_from_the_stored_residual(dtype):
     assert not all(_add_norm(dtype, s, r, False, "strict") for s, r in runs)
     assert not all(_add_norm(dtype, s, r, True, PRENORM) for s, r in runs)
     assert all(_add_norm(dtype, s, r, True, "rounds residual_out=input") for s, r in runs)
+
+
+PLAIN = "acc mean=float32/serial, var=float32/serial"     # two-pass plain sums (the Triton tutorial's kernel)
+
+
+def _shifted_layer_norm(seed, m, n, dtype, accs, contract, serial=True):
+    """Passed, on rows with |mean| / std ~ 1e3 (float16 inputs: the sum of the row is exact in float32)."""
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((m, n)) + 1e3 * rng.choice([-1, 1], (m, 1))).astype(CK.NP[dtype])
+    w = (1 + 0.5 * rng.standard_normal(n)).astype(x.dtype)
+    b = (0.1 * rng.standard_normal(n)).astype(x.dtype)
+    dy = rng.standard_normal((m, n)).astype(x.dtype)
+    outs, grads = CK.run("layer_norm", x, w, b, dy, {}, accs, serial=serial)
+    try:
+        assert_close_to_reference("layer_norm", {"x": x, "weight": w, "bias": b}, outs,
+                                  config={"normalized_shape": [n]}, cotangents={"y": dy}, grads=grads,
+                                  contract=contract, allow_partial=True)
+    except AssertionError:
+        return False
+    return True
+
+
+def test_plain_statistics_catch_float16_dweight_partials_on_mean_shifted_rows():
+    """A layer_norm kernel accumulating dweight in float16, rows with |mean|/std ~ 1e3: the strict preset
+    admits it (it bounds a Welford or merge kernel's mean, whose error may reach g(n) u sum|x|, and a sum of
+    dy (x - mu) r split at magnitude r |x|); a kernel declaring its statistics plain two-pass sums (PLAIN) is
+    bounded by their exact arithmetic (the float32 sum of float16 values on one grid is exact) and the bug
+    fails, while the correct kernel passes."""
+    seeds = range(50) if thorough() else range(5)
+    assert all(_shifted_layer_norm(s, 64, 1024, "float16", {}, PLAIN) for s in seeds)
+    caught = sum(not _shifted_layer_norm(s, 64, 1024, "float16", {"dweight": "float16"}, PLAIN) for s in seeds)
+    assert caught >= 0.9 * len(seeds), f"caught {caught} of {len(seeds)}"
+    assert all(_shifted_layer_norm(s, 64, 1024, "float16", {"dweight": "float16"}, "strict") for s in seeds[:2])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_plain_statistics_pass_plain_kernels_at_every_regime(dtype):
+    """No false alarm of the exact-sum refinement: rows whose sum is exact and rows whose sum is not
+    (n up to 9000 float16 values near 1e3 exceed 2^24 of their grid), serial and pairwise sums."""
+    for seed in SEEDS:
+        rng = np.random.default_rng(seed)
+        for n in (3, 777, 4096, 9000):
+            m = int(rng.integers(1, 9))
+            for serial, contract in ((True, PLAIN), (False, "acc mean=float32/block, var=float32/block")):
+                assert _shifted_layer_norm(seed, m, n, dtype, {}, contract, serial), (dtype, seed, n, serial)
+        for regime in REGIMES:
+            assert _judge("layer_norm", dtype, {}, {}, K.parse(PLAIN), seed, regime)[0], (dtype, seed, regime)

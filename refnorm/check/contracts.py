@@ -236,6 +236,14 @@ def parse(text: str, reduction: str = "block"):
         raise ConfigError(f"contract {text!r}: {e}") from None
 
 
+def plain_statistics(contract) -> bool:
+    """Whether ``contract`` declares its statistics as plain two-pass sums: acc entries for both "mean" and
+    "var" with an order and the float32 (or default) accumulation dtype. A Welford or merge-based kernel must
+    not declare them (its mean errs like a sum of |x|, where a plain sum of few-bit inputs is exact)."""
+    a = contract.accs
+    return all(k in a and a[k][1] is not None and a[k][0] in (None, "float32") for k in ("mean", "var"))
+
+
 def validate(op: str, contract) -> None:
     """A ConfigError naming the first point ``contract`` declares that ``op`` has no bound for, with the
     op's valid points; presets are valid for every op."""

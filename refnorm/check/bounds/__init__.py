@@ -19,6 +19,9 @@ from ..precision import UNIT_ROUNDOFF, acc_dtype, gamma
 from . import standardize as S
 
 
+BITS = {"float64": 53, "float32": 24, "float16": 11, "bfloat16": 8}     # significand bits
+
+
 class NotBounded(RefnormError):
     """No tolerance is derived for this op or configuration (the case is skipped with this reason)."""
 
@@ -233,15 +236,23 @@ def bounds(op, *, inputs, config, training, cotangents, state, ref_state, contra
     """E for every judged array of one call (module docstring). ``ref_state``: the reference's new state.
     A contract declaring points beyond its preset (``contract.custom``): the preset's bound plus their
     terms (points.py), for the ops ``contracts.OP_POINTS`` names (a ``ConfigError`` for another)."""
-    E = _bounds(op, inputs=inputs, config=config, training=training, cotangents=cotangents, state=state,
-                ref_state=ref_state, contract=contract, case_dtype=case_dtype)
-    if getattr(contract, "custom", False):
-        from .. import contracts
-        from .points import add_extras
-        contracts.validate(op, contract)
-        E = add_extras(op, E, contract, inputs=inputs, config=_config(op, config), cotangents=cotangents,
-                       case_dtype=case_dtype)
-    return E
+    kw = dict(op=op, inputs=inputs, config=config, training=training, cotangents=cotangents, state=state,
+              ref_state=ref_state, contract=contract, case_dtype=case_dtype)
+    if not getattr(contract, "custom", False):
+        return _bounds(**kw)
+    from .. import contracts
+    from .points import add_extras
+    contracts.validate(op, contract)
+    if contracts.plain_statistics(contract):      # two-pass plain sums declared: the mean's exact-sum refinement
+        from ._rows import plain_statistics
+        acc = acc_dtype(case_dtype, contract.acc)
+        orders = [contract.accs[k][1:] for k in ("mean", "var")]
+        with plain_statistics(UNIT_ROUNDOFF[acc], BITS[case_dtype], BITS[acc], orders):
+            E = _bounds(**kw)
+    else:
+        E = _bounds(**kw)
+    return add_extras(op, E, contract, inputs=inputs, config=_config(op, config), cotangents=cotangents,
+                      case_dtype=case_dtype)
 
 
 def _config(op, config):

@@ -61,6 +61,43 @@ class RowBounds:
 
 
 _SEEN = contextvars.ContextVar("row_bounds_seen", default=None)
+_PLAIN = contextvars.ContextVar("plain_statistics", default=None)
+
+
+@contextlib.contextmanager
+def plain_statistics(u: float, input_bits: int, acc_bits: int, orders=(("block", None),)):
+    """Within: rows bounded with unit roundoff ``u`` (the contract's, not the reference's) take the
+    statistics as plain two-pass sums of the widened inputs (a contract declaring acc "mean" and "var"):
+    the mean's error is that of its sum, 0 where the sum is exact (``exact_rows``), plus the division's
+    u |mu|, instead of the g(n) u S a Welford or merge kernel may commit; K (= r S, the mean's error
+    amplification) becomes K_eff = r err_mean / (g(n) u) in every term (docs/tolerances.md); ``orders``: the
+    sums' declared (order, block) pairs (g(n) the largest of theirs and the contract's). NumPy path only (the compiled row
+    bounds do not take it)."""
+    token = _PLAIN.set((float(u), int(input_bits), int(acc_bits), tuple(orders)))
+    try:
+        yield
+    finally:
+        _PLAIN.reset(token)
+
+
+def plain_active(u) -> bool:
+    p = _PLAIN.get()
+    return p is not None and p[0] == float(u)
+
+
+def exact_rows(x, input_bits: int, acc_bits: int) -> np.ndarray:
+    """(m, 1) bools: whether a row's plain sum in any order is exact in a float of ``acc_bits`` significand
+    bits: every value a multiple of q (the smallest ulp among the row's nonzero values, in a float of
+    ``input_bits`` bits: the inputs are on that grid) and sum |x| <= 2^acc_bits q, so that every partial sum
+    is an integer multiple of q below 2^acc_bits q: representable, each addition exact."""
+    ax = np.abs(x)
+    nz = ax > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.where(nz, np.floor(np.log2(np.where(nz, ax, 1.0))), np.inf)
+    q = np.exp2(np.min(e, axis=1, keepdims=True) - (input_bits - 1))
+    q = np.where(np.isfinite(q), q, 1.0)
+    on_grid = np.all(np.where(nz, np.mod(x, q) == 0, True), axis=1, keepdims=True)
+    return on_grid & (ax.sum(axis=1, keepdims=True) <= np.exp2(acc_bits) * q) & np.isfinite(ax).all(axis=1, keepdims=True)
 
 
 @contextlib.contextmanager
@@ -132,6 +169,8 @@ def row_bounds(x, w=None, b=None, g=None, *, eps, u, reduction, m_param=1, cente
     x = np.asarray(x, dtype=np.float64)
     m, n = x.shape
     gn, gm = gamma(n, reduction), gamma(m_param, reduction)
+    if plain_active(u):
+        gn = max([gn] + [gamma(n, o, b) for o, b in _PLAIN.get()[3]])
     if (second is not None or runs > 1) and pattern is None:
         raise ValueError("row_bounds: a second contract or rows in runs need the compiled path (a parameter pattern)")
     if pattern is not None:
@@ -154,7 +193,13 @@ def row_bounds(x, w=None, b=None, g=None, *, eps, u, reduction, m_param=1, cente
         y = xh * (1.0 if w is None else np.broadcast_to(w, x.shape)) + (0.0 if b is None else b)
         S = np.abs(x).mean(axis=1, keepdims=True)
         axh = np.abs(xh)
-        if centered:
+        plain = plain_active(u)
+        if centered and plain and gn > 0:
+            _, ib, ab_, _ = _PLAIN.get()
+            err_mean = np.where(exact_rows(x, ib, ab_), 0.0, gn * u * S) + u * np.abs(mu)
+            K = r * err_mean / (gn * u)
+            kap = r * (np.abs(x) + np.abs(mu))
+        elif centered:
             K = r * S
             kap = r * (np.abs(x) + np.abs(mu))
         else:
@@ -187,7 +232,10 @@ def row_bounds(x, w=None, b=None, g=None, *, eps, u, reduction, m_param=1, cente
             E_dx = u * (gn * (r * (Ag + axh * ((1 + rho) * Bg + Kg) + aB * (K + 3 * rho * axh)) + rho * adx)
                         + 4 * pw_dx) + (gn * u) ** 2 * (adx + r * (aB + Ag) * (axh + 1)) * K ** 2 / 2
             ag = np.abs(g)
-            t_w = u * (gm * ag * kap + gn * ag * (K + rho * axh) + 4 * ag * kap) \
+            # the terms summed over the rows: dy (x - mu) r at magnitude kap (a kernel may split the sum), or,
+            # declared plain (plain_statistics: x_hat formed per element first), |dy| (|x_hat| + its 4 u kap)
+            kap_sum = axh + 4 * u * kap if plain else kap
+            t_w = u * (gm * ag * kap_sum + gn * ag * (K + rho * axh) + 4 * ag * kap) \
                 + (gn * u) ** 2 * ag * (axh + 1) * K ** 2 / 2
             t_b = u * gm * ag
             if lowp:

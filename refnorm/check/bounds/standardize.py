@@ -180,7 +180,9 @@ def _standardize(x, axes, *, view=None, weight=None, bias=None, pshape_bcast=Non
     bb = None if bias is None else np.asarray(bias, dtype=np.float64).reshape(pb)
     m_param = _m_param(L, pb) if pb is not None else 1
     from ..compare import native
-    pat = _pattern(L, pb, wb, bb, weight, bias, groups) if native() is not None and L.n >= 1 and L.m >= 1 else None
+    from ._rows import _PLAIN
+    pat = _pattern(L, pb, wb, bb, weight, bias, groups) \
+        if native() is not None and L.n >= 1 and L.m >= 1 and _PLAIN.get() is None else None
     if _second is not None and pat is None:
         return None
     second = None if _second is None else (_second[0], gamma(L.n, _second[1]), gamma(m_param, _second[1]))
