@@ -62,8 +62,8 @@ def assert_close_to_reference(op, inputs, outputs, *, config=None, grads=None, c
     """Assert that one call of a kernel is within the derived bound of the float64 reference (module
     docstring). Returns the list of judged ``ArrayResult`` (ratio = error / bound, ``verdict``) when it is."""
     if isinstance(contract, str):              # the one-line syntax (refnorm.check.contracts.parse)
-        from .check.contracts import parse
-        contract = parse(contract)
+        from .check.backends.base import parse_contract
+        contract = parse_contract(contract)
     if contract.kind == "exact":
         raise ValueError("contract 'exact' judges refnorm's own rounded reference (the numpy backend); "
                          "a kernel declares strict, stats_d or epi_d")

@@ -22,7 +22,7 @@ gradients' partial sums over the rows), dx_sums (the backward's row sums mean(g)
 Recompute: {"xhat": "residual_out"}: the backward recomputes x_hat from the stored (rounded)
 residual_out; add_norm only.
 
-The one-line syntax (``parse``, ``describe``; ``--backend-option contract=...``): a preset name
+The one-line syntax (``backends.base.parse_contract``, ``describe``; ``--backend-option contract=...``): a preset name
 ("strict", "stats_d", "epi_d", optionally "/tree" etc. for its reduction), or clauses separated by ";":
     rounds xhat=input, dy_xhat=input; acc dweight=float16/serial/128; recompute xhat=residual_out;
     reduction block
@@ -184,9 +184,9 @@ def _pairs(text, clause):
     return out
 
 
-def parse(text: str, reduction: str = "block"):
-    """The Contract a one-line string declares (module docstring); a ConfigError naming the bad part."""
-    from .backends.base import Contract
+def parse_fields(text: str, reduction: str = "block") -> dict:
+    """The keyword arguments of the Contract a one-line string declares (module docstring; ``Contract``
+    itself: ``backends.base.parse_contract``); a ConfigError naming the bad part."""
     text = str(text).strip()
     if not text:
         raise ConfigError("contract '': expected a preset (strict, stats_d, epi_d) or clauses such as "
@@ -196,7 +196,7 @@ def parse(text: str, reduction: str = "block"):
         if name not in PRESETS:
             raise ConfigError(f"contract {text!r}: expected a preset (strict, stats_d, epi_d) or clauses such as "
                               "'rounds xhat=input, dy_xhat=input'")
-        return Contract(name, red or reduction)
+        return {"kind": name, "reduction": red or reduction}
     kind, rounds, accs, recompute, acc = "strict", {}, {}, {}, None
     for clause in (c.strip() for c in text.split(";")):
         if not clause:
@@ -230,10 +230,7 @@ def parse(text: str, reduction: str = "block"):
     if accs and acc:
         raise ConfigError(f"contract {text!r}: give either 'accumulate DTYPE' (every reduction's default) or "
                           "per-reduction 'acc' entries, not both")
-    try:
-        return Contract(kind, reduction, accs or acc, rounds=rounds, recompute=recompute)
-    except ValueError as e:
-        raise ConfigError(f"contract {text!r}: {e}") from None
+    return {"kind": kind, "reduction": reduction, "acc": accs or acc, "rounds": rounds, "recompute": recompute}
 
 
 def plain_statistics(contract) -> bool:

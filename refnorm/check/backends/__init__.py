@@ -114,12 +114,11 @@ def with_contract(backend, contract):
     """``backend`` declaring ``contract`` (a ``Contract`` or its one-line string, refnorm/check/contracts.py,
     e.g. "rounds xhat=input, dy_xhat=input") for every call: what ``--backend-option contract=...`` does for
     any backend. A malformed string is a ``BackendLoadError`` naming the bad part."""
-    from .base import Contract
+    from .base import Contract, parse_contract
     if not isinstance(contract, Contract):
         from ...errors import ConfigError
-        from ..contracts import parse
         try:
-            contract = parse(contract)
+            contract = parse_contract(contract)
         except ConfigError as e:
             raise plugin_error(f"--backend-option contract={contract!r}: {e}") from None
     return DeclaredContract(backend, contract)

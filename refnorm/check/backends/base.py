@@ -200,7 +200,7 @@ class Contract:
         return self.kind in ("stats_d", "epi_d") or bool(self.rounds or self.accs or self.recompute)
 
     def describe(self) -> str:
-        """One readable line: "strict/block" for a preset, else its points (``contracts.parse`` reads it
+        """One readable line: "strict/block" for a preset, else its points (``parse_contract`` reads it
         back), e.g. "rounds xhat=input, dy_xhat=input; reduction block"."""
         from .. import contracts as K
         return K.describe(self)
@@ -210,6 +210,17 @@ class Contract:
         return {"kind": self.kind, "reduction": self.reduction, "acc": self.acc,
                 "rounds": dict(self.rounds), "recompute": dict(self.recompute),
                 "accumulate": {k: list(v) for k, v in self.accs.items()}}
+
+
+def parse_contract(text: str, reduction: str = "block") -> Contract:
+    """The Contract a one-line string declares ("strict", "stats_d/serial", "rounds xhat=input, dy_xhat=input",
+    ...: refnorm/check/contracts.py); a ``ConfigError`` naming the bad part."""
+    from ..contracts import parse_fields
+    fields = parse_fields(text, reduction)
+    try:
+        return Contract(**fields)
+    except ValueError as e:
+        raise ConfigError(f"contract {text!r}: {e}") from None
 
 
 @dataclass(frozen=True)

@@ -95,9 +95,9 @@ def _contract_of(value, reduction, where):
             raise ValueError(f"{where}: contract 'exact' is refnorm's own rounded reference; a kernel declares "
                              "strict, stats_d or epi_d")
         if value not in CONTRACTS:
-            from ..contracts import parse              # the one-line syntax: "rounds xhat=input, dy_xhat=input"
+            from .base import parse_contract           # the one-line syntax: "rounds xhat=input, dy_xhat=input"
             try:
-                return parse(value, reduction)
+                return parse_contract(value, reduction)
             except ValueError as e:
                 raise ValueError(f"{where}: contract {value!r}; expected one of strict, stats_d, epi_d, clauses such "
                                  "as 'rounds xhat=input, dy_xhat=input', a Contract, a mapping dtype -> contract, "

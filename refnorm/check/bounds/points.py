@@ -204,10 +204,6 @@ def add_extras(op, E, contract, *, inputs, config, cotangents, case_dtype):
     if op == "add_norm":
         from .add_norm import _scale
         x = inputs["x"]
-        if "x1" in inputs:
-            from . import NotBounded
-            raise NotBounded("add_norm with the parallel branch (x1): a contract beyond the presets is not derived "
-                             "for it yet; the case is skipped, not passed")
         ns = config["normalized_shape"]
         ns = (ns,) if isinstance(ns, int) else tuple(ns)
         k = len(ns)
