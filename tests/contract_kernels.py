@@ -117,3 +117,22 @@ def run_add_norm(x, res, w, b, dy, dro, rounds=None, accs=None, forward_rounded=
     grads = {"x": ds.astype(x.dtype), "residual": ds.astype(x.dtype), "weight": grads["weight"],
              "bias": grads["bias"]}
     return {"y": outs["y"], "residual_out": sr.astype(x.dtype)}, grads
+
+
+def run_norm_quant(x, w, quant_dtype, rounds=None, eps=1e-5):
+    """RMSNorm + dynamic per-token quantization (vLLM's shape): y = the emulated rms_norm's x_hat * w before
+    its final rounding (``rounds`` as ``run``'s: xhat, xhat_w), amax = max |y|, scale = amax / qmax in
+    float32, q = y / scale quantized (saturating, to nearest even). Returns {"q", "scale", "amax"}."""
+    from refnorm.norms.norm_quant import QUANT_DTYPES, qmax, quantize
+    dt = dtype_name(x.dtype)
+    D = {k: (dt if v == "input" else v) for k, v in (rounds or {}).items()}
+    rd = lambda name, a: _rd(a, D[name]) if name in D else a        # noqa: E731
+    X = x.astype(f32)
+    n = x.shape[1]
+    rstd = rd("rstd", f32(1) / np.sqrt((X * X).sum(axis=1, keepdims=True, dtype=f32) / f32(n) + f32(eps)))
+    y = rd("xhat_w", rd("xhat", X * rstd) * w.astype(f32))
+    amax = np.abs(y).max(axis=1, keepdims=True)
+    scale = np.maximum(amax / f32(qmax(quant_dtype)), f32(1.0 / (qmax(quant_dtype) * 512.0)))
+    _, lo, hi = QUANT_DTYPES[quant_dtype]
+    q = quantize(np.clip((y / scale).astype(np.float64), lo, hi), quant_dtype)
+    return {"q": q, "scale": scale, "amax": amax}

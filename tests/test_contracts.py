@@ -231,3 +231,30 @@ def test_plain_statistics_pass_plain_kernels_at_every_regime(dtype):
                 assert _shifted_layer_norm(seed, m, n, dtype, {}, contract, serial), (dtype, seed, n, serial)
         for regime in REGIMES:
             assert _judge("layer_norm", dtype, {}, {}, parse_contract(PLAIN), seed, regime)[0], (dtype, seed, regime)
+
+
+QUANT_IN = {"xhat": "input", "xhat_w": "input"}                # x_hat, then x_hat * w, rounded before the quantizer
+
+
+def _norm_quant(dtype, qd, rounds, contract, seed, regime):
+    rng = np.random.default_rng(seed)
+    m, n = int(rng.integers(1, 20)), int(rng.integers(8, 260))
+    x, w, _, _ = CK.draw(rng, m, n, dtype, regime)
+    outs = CK.run_norm_quant(x, w, qd, rounds)
+    try:
+        assert_close_to_reference("norm_quant", {"x": x, "weight": w}, outs,
+                                  config={"normalized_shape": [n], "quant_dtype": qd}, contract=contract,
+                                  allow_partial=True)
+    except AssertionError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("qd", ["float8_e4m3fn", "int8"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_an_rms_norm_quantizer_rounding_its_input_twice_passes_its_contract(dtype, qd):
+    """The issue's RMSNorm + dynamic per-token quantization: x_hat and x_hat * w rounded to the input dtype
+    before the amax and the quantizer. Declared, it passes; strict fails it."""
+    runs = [(s, r) for s in SEEDS for r in REGIMES]
+    assert all(_norm_quant(dtype, qd, QUANT_IN, "rounds xhat=input, xhat_w=input", s, r) for s, r in runs)
+    assert not all(_norm_quant(dtype, qd, QUANT_IN, "strict", s, r) for s, r in runs)

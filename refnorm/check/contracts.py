@@ -47,6 +47,8 @@ OP_POINTS = {
     "rms_norm": {"rounds": _NORM, "acc": ("var", "dweight", "dbias", "dx_sums"), "recompute": ()},
     "add_norm": {"rounds": ("mean",) + _NORM + ("residual_out",), "acc": REDUCTION_POINTS,
                  "recompute": ("xhat",)},
+    # forward only: the points before the quantizer (its input: xhat_w plus the bias, or y)
+    "norm_quant": {"rounds": ("mean", "rstd", "xhat", "xhat_w"), "acc": ("mean", "var"), "recompute": ()},
 }
 
 

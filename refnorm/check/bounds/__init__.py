@@ -246,6 +246,12 @@ def bounds(op, *, inputs, config, training, cotangents, state, ref_state, contra
     if op == "add_norm" and "x1" in inputs:
         raise NotBounded("add_norm with the parallel branch (x1): a contract beyond the presets is not derived "
                          "for it yet; the case is skipped, not passed")
+    if op == "norm_quant":                        # the points' terms on y, carried through the quantizer
+        from .norm_quant import extra_y
+        from .points import y_extra
+        terms, factor = y_extra(op, contract, inputs=inputs, config=_config(op, config), case_dtype=case_dtype)
+        with extra_y(terms, factor):
+            return _bounds(**kw)
     if contracts.plain_statistics(contract):      # two-pass plain sums declared: the mean's exact-sum refinement
         from ._rows import plain_statistics
         acc = acc_dtype(case_dtype, contract.acc)

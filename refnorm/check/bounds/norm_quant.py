@@ -32,6 +32,9 @@ boundary (or of the saturation point, whose interval is the last one); elsewhere
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import numpy as np
 
 from ...norms.norm_quant import default_min_scale, qmax
@@ -39,6 +42,18 @@ from ..precision import round_to
 from . import standardize as S
 
 F32_BITS = 24
+_EXTRA = contextvars.ContextVar("norm_quant_extra", default=None)
+
+
+@contextlib.contextmanager
+def extra_y(terms, factor: float):
+    """Within: ``bound`` takes y's bound as factor * E_y + ``terms`` (x's shape): the terms of a contract's
+    rounding points before the quantizer (bounds/points.py), so that amax, the scale and q carry them."""
+    token = _EXTRA.set((terms, float(factor)))
+    try:
+        yield
+    finally:
+        _EXTRA.reset(token)
 
 
 def _exact(v, dtype="float32"):
@@ -103,6 +118,9 @@ def bound(inputs, cfg, training, dy, u, red, contract, dt):
                                 u=u, reduction=red, contract=contract, case_dtype=dt, centered=centered,
                                 stat_shape=stat_shape, stat_names=(None, "rstd"))
     E_y = o["y"]
+    extra = _EXTRA.get()
+    if extra is not None:                             # a contract's points before the quantizer
+        E_y = extra[1] * E_y + extra[0]
     with np.errstate(all="ignore"):
         r = (1.0 / np.sqrt(rb.var + float(cfg.get("eps", 1e-5)))).reshape(stat_shape)
         mu = rb.mu.reshape(stat_shape) if centered else 0.0
@@ -133,5 +151,6 @@ def bound(inputs, cfg, training, dy, u, red, contract, dt):
         E_q = np.where(zero, 0.0 * E_y, E_q)
         if inputs.get("static_scale") is not None and not centered:
             E_q = np.where(exact_rows(x, w, s, float(cfg.get("eps", 1e-5)), axes, pb, dt,
-                                      getattr(contract, "kind", contract) in ("stats_d", "epi_d")), 0.0, E_q)
+                                      getattr(contract, "kind", contract) in ("stats_d", "epi_d")
+                                      or extra is not None), 0.0, E_q)
     return {"q": E_q, "scale": E_s, "amax": E_amax}, {}, {}

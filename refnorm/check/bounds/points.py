@@ -219,7 +219,22 @@ def add_extras(op, E, contract, *, inputs, config, cotangents, case_dtype):
             A = tuple(range(x.ndim - k, x.ndim))
             out["grads"]["rowscale"] = out["grads"]["rowscale"] + (1 + U) * (xm * L.back(t["dx"])).sum(axis=A)
         return out
+    if op == "norm_quant":
+        return E                                      # its points are in already (bounds: y_extra)
     raise AssertionError(f"add_extras: {op}")        # contracts.validate admits no other op
+
+
+def y_extra(op, contract, *, inputs, config, case_dtype):
+    """(terms on y in x's shape, the factor 1 + U on the preset's E_y) of ``contract``'s points for norm_quant
+    (its norm's y before the quantizer: layer_norm or rms_norm per ``config["norm"]``)."""
+    rounds, accs, recompute = K.extras(contract)
+    u = UNIT_ROUNDOFF[acc_dtype(case_dtype, contract.acc)]
+    U = total_u(contract, case_dtype)
+    inputs = {k: np.asarray(v, dtype=np.float64) for k, v in inputs.items()}
+    L, R, ns = _layer_rows(inputs, {**config, "eps": float(config.get("eps", 1e-5))}, {}, case_dtype,
+                           config.get("norm", "rms_norm") == "layer_norm")
+    t = extra_rows(R, rounds, accs, case_dtype, u, contract.reduction, L.m, recompute)
+    return (1 + U) * L.back(t["y"]), 1 + U
 
 
 def _put(out, L, t, ns, f, dx_to, inputs):
