@@ -4,6 +4,7 @@ the report's CONTRACT line and the JSON's contract and contract_points."""
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -78,3 +79,12 @@ def test_refnorm_testing_takes_the_one_line_syntax_and_names_it():
     with pytest.raises(AssertionError, match=r"rms_norm \[float16, contract rounds xhat=input; reduction block\]"):
         assert_close_to_reference("rms_norm", {"x": x, "weight": w}, {"y": yb}, config=cfg,
                                   contract="rounds xhat=input")
+
+
+def test_a_case_whose_op_has_no_bound_for_the_declared_points_is_skipped_naming_them():
+    from refnorm.check.core import run_check
+    golden = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "golden")
+    rep = run_check(get_backend("numpy", {"contract": "rounds xhat=input"}), golden, ops=["group_norm"],
+                    dtypes=["float32"])
+    assert rep.cases and all(c.status == "skipped" and "group_norm: a contract beyond the presets" in c.message
+                             for c in rep.cases)

@@ -169,7 +169,7 @@ class Contract:
     acc: object = None
     rounds: Mapping | None = None
     recompute: Mapping | None = None
-    accs: Mapping | None = field(default=None, compare=False, repr=False)    # acc's per-reduction part
+    accs: Mapping | None = None                 # acc's per-reduction part (set from a mapping ``acc``)
 
     def __post_init__(self):
         from .. import contracts as K
@@ -177,9 +177,9 @@ class Contract:
             raise ValueError(f"contract kind {self.kind!r}: expected one of {', '.join(CONTRACTS)}")
         if self.reduction not in REDUCTIONS:
             raise ValueError(f"contract reduction {self.reduction!r}: expected one of {', '.join(REDUCTIONS)}")
-        acc, accs = self.acc, None
+        acc, accs = self.acc, self.accs
         if isinstance(acc, Mapping):
-            acc, accs = None, acc
+            acc, accs = None, {**(accs or {}), **acc}
         if acc not in (None, "float32", "float64"):
             raise ValueError(f"contract acc {acc!r}: expected None, 'float32', 'float64' or a mapping "
                              "reduction -> (dtype, order, block)")
