@@ -11,6 +11,8 @@ no tolerance has been derived for the op or configuration, and the case is skipp
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from ...errors import RefnormError
@@ -246,19 +248,17 @@ def bounds(op, *, inputs, config, training, cotangents, state, ref_state, contra
     if op == "add_norm" and "x1" in inputs:
         raise NotBounded("add_norm with the parallel branch (x1): a contract beyond the presets is not derived "
                          "for it yet; the case is skipped, not passed")
-    if op == "norm_quant":                        # the points' terms on y, carried through the quantizer
-        from .norm_quant import extra_y
-        from .points import y_extra
-        terms, factor = y_extra(op, contract, inputs=inputs, config=_config(op, config), case_dtype=case_dtype)
-        with extra_y(terms, factor):
-            return _bounds(**kw)
-    if contracts.plain_statistics(contract):      # two-pass plain sums declared: the mean's exact-sum refinement
-        from ._rows import plain_statistics
-        acc = acc_dtype(case_dtype, contract.acc)
-        orders = [contract.accs[k][1:] for k in ("mean", "var")]
-        with plain_statistics(UNIT_ROUNDOFF[acc], BITS[case_dtype], BITS[acc], orders):
-            E = _bounds(**kw)
-    else:
+    with contextlib.ExitStack() as stack:
+        if contracts.plain_statistics(contract):  # two-pass plain sums declared: the mean's exact-sum refinement
+            from ._rows import plain_statistics
+            acc = acc_dtype(case_dtype, contract.acc)
+            orders = [contract.accs[k][1:] for k in ("mean", "var")]
+            stack.enter_context(plain_statistics(UNIT_ROUNDOFF[acc], BITS[case_dtype], BITS[acc], orders))
+        if op == "norm_quant":                    # the points' terms on y, carried through the quantizer
+            from .norm_quant import extra_y
+            from .points import y_extra
+            terms, factor = y_extra(op, contract, inputs=inputs, config=_config(op, config), case_dtype=case_dtype)
+            stack.enter_context(extra_y(terms, factor))
         E = _bounds(**kw)
     return add_extras(op, E, contract, inputs=inputs, config=_config(op, config), cotangents=cotangents,
                       case_dtype=case_dtype)

@@ -68,9 +68,12 @@ def _mean(a):
     return a.mean(axis=1, keepdims=True)
 
 
-def extra_rows(R: _Rows, rounds, accs, case_dtype, u, reduction, m_param, recompute=None, forward_residual=True):
+def extra_rows(R: _Rows, rounds, accs, case_dtype, u, reduction, m_param, recompute=None, forward_residual=True,
+               plain=False):
     """{"y", "dx", "t_w", "t_b", "mean", "rstd"}: the extra per-element terms (rows) of the declared
-    points (module docstring); t_w, t_b per element, to be summed per parameter element."""
+    points (module docstring); t_w, t_b per element, to be summed per parameter element. ``plain``: the
+    contract declares plain statistics (contracts.plain_statistics): its mean and var entries are in the
+    preset's bound already (_rows.plain_statistics)."""
     recompute = recompute or {}
     z = np.zeros_like(R.x)
     out = {"y": z.copy(), "mean": np.zeros(R.x.shape[0]), "rstd": np.zeros(R.x.shape[0])}
@@ -125,7 +128,6 @@ def extra_rows(R: _Rows, rounds, accs, case_dtype, u, reduction, m_param, recomp
                     out["dx"] += Rr * np.abs(R.dn) + R.r * (X * np.abs(R.B) + axh * _mean(ag * X))
                     out["t_w"] += np.abs(R.dy) * X
         u0 = u
-        plain = K.plain_statistics(contract_of_accs(accs))
         for red, (d, order, block) in accs.items():
             if plain and red in ("mean", "var"):
                 continue                 # in the preset's bound already (bounds/_rows.py, plain_statistics)
@@ -145,13 +147,6 @@ def extra_rows(R: _Rows, rounds, accs, case_dtype, u, reduction, m_param, recomp
             elif red == "dx_sums" and bwd:
                 out["dx"] += R.r * (c * (_mean(np.abs(R.g)) if R.centered else 0) + axh * c * _mean(np.abs(R.g) * axh))
     return out
-
-
-class contract_of_accs:
-    """The accs as K.plain_statistics reads them (``.accs``)."""
-
-    def __init__(self, accs):
-        self.accs = accs
 
 
 def total_u(contract, case_dtype) -> float:
@@ -198,7 +193,8 @@ def add_extras(op, E, contract, *, inputs, config, cotangents, case_dtype):
     if op in ("layer_norm", "rms_norm"):
         L, R, ns = _layer_rows(inputs, config, cots, case_dtype, op == "layer_norm")
         m = L.m
-        t = extra_rows(R, rounds, accs, case_dtype, u, contract.reduction, m, recompute)
+        t = extra_rows(R, rounds, accs, case_dtype, u, contract.reduction, m, recompute,
+                       plain=K.plain_statistics(contract))
         _put(out, L, t, ns, (1 + U), {"x": 1.0}, inputs)
         return out
     if op == "add_norm":
@@ -212,7 +208,8 @@ def add_extras(op, E, contract, *, inputs, config, cotangents, case_dtype):
         centered = config.get("norm", "layer_norm") == "layer_norm"
         cfg = {**config, "eps": float(config.get("eps", 1e-5))}
         L, R, _ = _layer_rows({**inputs, "x": s}, cfg, cots, case_dtype, centered)
-        t = extra_rows(R, rounds, accs, case_dtype, u, contract.reduction, L.m, recompute)
+        t = extra_rows(R, rounds, accs, case_dtype, u, contract.reduction, L.m, recompute,
+                       plain=K.plain_statistics(contract))
         _put(out, L, t, ns, (1 + U), {"x": np.abs(c), "residual": 1.0}, inputs)
         if "rowscale" in out["grads"] and "dx" in t:     # drowscale = sum_A(ds x mask) / (1 - p)
             xm = np.abs(x * (1.0 if "mask" not in inputs else inputs["mask"])) / (1.0 - float(config.get("dropout_p", 0.0)))
@@ -233,7 +230,8 @@ def y_extra(op, contract, *, inputs, config, case_dtype):
     inputs = {k: np.asarray(v, dtype=np.float64) for k, v in inputs.items()}
     L, R, ns = _layer_rows(inputs, {**config, "eps": float(config.get("eps", 1e-5))}, {}, case_dtype,
                            config.get("norm", "rms_norm") == "layer_norm")
-    t = extra_rows(R, rounds, accs, case_dtype, u, contract.reduction, L.m, recompute)
+    t = extra_rows(R, rounds, accs, case_dtype, u, contract.reduction, L.m, recompute,
+                   plain=K.plain_statistics(contract))
     return (1 + U) * L.back(t["y"]), 1 + U
 
 
