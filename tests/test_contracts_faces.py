@@ -88,3 +88,19 @@ def test_a_case_whose_op_has_no_bound_for_the_declared_points_is_skipped_naming_
                     dtypes=["float32"])
     assert rep.cases and all(c.status == "skipped" and "group_norm: a contract beyond the presets" in c.message
                              for c in rep.cases)
+
+
+pytest_plugins = ["pytester"]
+
+
+def test_the_pytest_plugin_takes_the_contract_option(pytester, monkeypatch):
+    import importlib.metadata
+    if not any(ep.name == "refnorm" for ep in importlib.metadata.entry_points(group="pytest11")):
+        pytest.skip("the pytest11 entry point is not installed: run pip install -e .")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    r = pytester.runpytest_subprocess("--refnorm-backend", "numpy", f"--refnorm-golden={os.path.join(root, 'golden')}",
+                                      "--refnorm-ops", "group_norm", "--refnorm-dtypes", "float32",
+                                      "--refnorm-backend-option", "contract=rounds xhat=input", "-rs")
+    r.stdout.fnmatch_lines(["*group_norm: a contract beyond the presets (rounds xhat=input; reduction block)*"])
+    assert r.parseoutcomes().get("skipped", 0) > 0 and "failed" not in r.parseoutcomes()
