@@ -99,3 +99,18 @@ def test_the_residual_sum_rounded_before_the_norm_fails_the_precise_contract_not
     assert bad, "the residual sum rounded to the input dtype before the forward passed the precise contract"
     _, bad_epi = _run(E.prenorm_backend("epi_d", bug="sum_in_d"), ids)
     assert not bad_epi, "epi_d was expected to admit it (what the precise contract is for)"
+
+
+def test_the_tutorial_layer_norm_declares_plain_statistics_and_passes_tighter_bounds():
+    """examples/triton_norms.py's LayerNorm computes two-pass plain sums (tiles summed as trees, the tiles
+    serially: within the block model) and forms x_hat per element before dweight's sum: declared so
+    (``acc mean=float32/block, var=float32/block``), it passes every small golden case, and the tighter
+    bounds leave no more arrays unconstrained than strict does."""
+    from examples import triton_norms as TN
+    from refnorm.check.backends import with_contract
+    ids = _small("layer_norm")
+    plain, bad = _run(with_contract(TN.layer_norm_backend, "acc mean=float32/block, var=float32/block"), ids)
+    assert not bad, [(c.id, c.message) for c in bad]
+    strict, _ = _run(TN.layer_norm_backend, ids)
+    n_unc = lambda rep: sum(c.verdicts()["unconstrained"] for c in rep.cases)     # noqa: E731
+    assert n_unc(plain) <= n_unc(strict) and plain.summary()["passed"] >= strict.summary()["passed"]
