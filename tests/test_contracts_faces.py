@@ -28,6 +28,9 @@ def test_a_backend_option_declares_the_contract_of_any_backend():
     assert isinstance(b, DeclaredContract) and b.name == "numpy"          # every other member is the backend's
     assert b.contract(_call()) == parse_contract(LLAMA) == Contract(rounds={"xhat": "input", "dy_xhat": "input"})
     assert get_backend("numpy", {"contract": "stats_d/serial"}).contract(_call()) == Contract("stats_d", "serial")
+    import pickle
+    again = pickle.loads(pickle.dumps(b))          # --isolate and process pools hand backends over
+    assert again.name == "numpy" and again.contract(_call()) == b.contract(_call())
 
 
 def test_a_bad_contract_option_is_a_load_error_naming_the_bad_part():

@@ -104,6 +104,8 @@ class DeclaredContract:
         self._backend, self._contract = backend, contract
 
     def __getattr__(self, name):
+        if name.startswith("__") or name in ("_backend", "_contract"):   # copy/pickle probing a bare instance
+            raise AttributeError(name)
         return getattr(self._backend, name)
 
     def contract(self, call):
