@@ -75,10 +75,10 @@ def run(op, x, w, b, dy, rounds=None, accs=None, eps=1e-5, X=None, serial=False)
         grads = {"x": dx.astype(x.dtype)}
         tw = rd("dy_xhat", DY * xh)
         if w is not None:
-            grads["weight"] = (_serial(tw, A["dweight"]) if "dweight" in A else tw.sum(axis=0, dtype=f32)).astype(x.dtype)
+            dw = _serial(tw, A["dweight"]) if "dweight" in A else tw.sum(axis=0, dtype=f32)
+            grads["weight"] = dw.astype(x.dtype)
         if b is not None:
             grads["bias"] = (_serial(DY, A["dbias"]) if "dbias" in A else DY.sum(axis=0, dtype=f32)).astype(x.dtype)
-    outs = {k: v for k, v in outs.items()}
     return outs, grads
 
 
@@ -110,8 +110,8 @@ def run_add_norm(x, res, w, b, dy, dro, rounds=None, accs=None, forward_rounded=
     outs, _ = run("layer_norm", x, w, b, None, rounds, accs, eps, X=sr if forward_rounded else s)
     _, grads = run("layer_norm", x, w, b, dy, rounds, accs, eps, X=sr if backward_rounded else s)
     dt = dtype_name(x.dtype)                             # the norm's dx kept in float32 (not rounded to dt)
-    _, g32 = run("layer_norm", x.astype(np.float32), w, b, dy, {k: (dt if v == "input" else v) for k, v in (rounds or {}).items()},
-                 {k: (dt if v == "input" else v) for k, v in (accs or {}).items()}, eps,
+    named = lambda d: {k: (dt if v == "input" else v) for k, v in (d or {}).items()}     # noqa: E731
+    _, g32 = run("layer_norm", x.astype(np.float32), w, b, dy, named(rounds), named(accs), eps,
                  X=sr if backward_rounded else s)
     ds = g32["x"] + dro.astype(f32)                      # dx of the norm in float32, plus d residual_out
     grads = {"x": ds.astype(x.dtype), "residual": ds.astype(x.dtype), "weight": grads["weight"],

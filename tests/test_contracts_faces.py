@@ -9,7 +9,6 @@ import os
 import numpy as np
 import pytest
 
-from refnorm.check import contracts as K
 from refnorm.check.backends import DeclaredContract, get_backend, with_contract
 from refnorm.check.backends.base import Call, Contract, parse_contract
 from refnorm.check.backends.plugin import BackendLoadError

@@ -188,7 +188,8 @@ def warnings(report) -> str:
             agg[key] = (n + 1, cases | {c.id}, max(worst, a.strict_ratio))
     lines = [f"PRECISION WARNING {op} {dt} {name}: beyond the strict contract by up to {_fmt(w)} x in "
              f"{len(cs)} case(s); within the declared "
-             f"{contract.split('/')[0] if ';' not in contract else '(' + contract + ')'} contract (intermediates held in {dt})"
+             f"{contract.split('/')[0] if ';' not in contract else '(' + contract + ')'} contract "
+             f"(intermediates held in {dt})"
              for (op, dt, name, contract), (n, cs, w) in sorted(agg.items())]
     return "\n".join(lines)
 

@@ -71,8 +71,8 @@ def plain_statistics(u: float, input_bits: int, acc_bits: int, orders=(("block",
     the mean's error is that of its sum, 0 where the sum is exact (``exact_rows``), plus the division's
     u |mu|, instead of the g(n) u S a Welford or merge kernel may commit; K (= r S, the mean's error
     amplification) becomes K_eff = r err_mean / (g(n) u) in every term (docs/tolerances.md); ``orders``: the
-    sums' declared (order, block) pairs (g(n) the largest of theirs and the contract's). NumPy path only (the compiled row
-    bounds do not take it)."""
+    sums' declared (order, block) pairs (g(n) the largest of theirs and the contract's). NumPy path only
+    (the compiled row bounds do not take it)."""
     token = _PLAIN.set((float(u), int(input_bits), int(acc_bits), tuple(orders)))
     try:
         yield
@@ -97,7 +97,8 @@ def exact_rows(x, input_bits: int, acc_bits: int) -> np.ndarray:
     q = np.exp2(np.min(e, axis=1, keepdims=True) - (input_bits - 1))
     q = np.where(np.isfinite(q), q, 1.0)
     on_grid = np.all(np.where(nz, np.mod(x, q) == 0, True), axis=1, keepdims=True)
-    return on_grid & (ax.sum(axis=1, keepdims=True) <= np.exp2(acc_bits) * q) & np.isfinite(ax).all(axis=1, keepdims=True)
+    small = ax.sum(axis=1, keepdims=True) <= np.exp2(acc_bits) * q
+    return on_grid & small & np.isfinite(ax).all(axis=1, keepdims=True)
 
 
 @contextlib.contextmanager

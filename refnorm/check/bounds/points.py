@@ -212,7 +212,8 @@ def add_extras(op, E, contract, *, inputs, config, cotangents, case_dtype):
                        plain=K.plain_statistics(contract))
         _put(out, L, t, ns, (1 + U), {"x": np.abs(c), "residual": 1.0}, inputs)
         if "rowscale" in out["grads"] and "dx" in t:     # drowscale = sum_A(ds x mask) / (1 - p)
-            xm = np.abs(x * (1.0 if "mask" not in inputs else inputs["mask"])) / (1.0 - float(config.get("dropout_p", 0.0)))
+            keep = 1.0 if "mask" not in inputs else inputs["mask"]
+            xm = np.abs(x * keep) / (1.0 - float(config.get("dropout_p", 0.0)))
             A = tuple(range(x.ndim - k, x.ndim))
             out["grads"]["rowscale"] = out["grads"]["rowscale"] + (1 + U) * (xm * L.back(t["dx"])).sum(axis=A)
         return out
