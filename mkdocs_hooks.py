@@ -12,7 +12,8 @@ MkDocs knows only ``docs/``, so:
   repository becomes its text in code (``refnorm/check/distributed.py``: no page to link to), and one to
   nothing is left as written, so that ``mkdocs build --strict`` fails on it;
 * ``on_nav``: a page of ``docs/`` that mkdocs.yml's nav does not list (a page just added) is appended
-  to the section "More pages", so that no page is unreachable.
+  to the section "More pages", and every derivation to the section of the derivations' index, so that no
+  page is unreachable from the navigation.
 """
 from __future__ import annotations
 
@@ -88,15 +89,24 @@ def on_page_markdown(markdown, page, config, files):
     return rewrite_links(markdown, src, page.file.src_uri, _root(config), os.path.abspath(config.docs_dir))
 
 
+def _append(section, pages, nav):
+    for p in pages:
+        p.parent = section
+    section.children.extend(pages)
+    nav.pages.extend(pages)
+
+
 def on_nav(nav, config, files):
     listed = {p.file.src_uri for p in nav.pages}
-    extra = [f.page for f in files.documentation_pages()
-             if f.src_uri not in listed and f.page is not None and not f.src_uri.startswith(DERIVATIONS + "/")
-             and f.src_uri != README[1]]
+    missing = [f.page for f in files.documentation_pages() if f.src_uri not in listed and f.page is not None]
+    derivations = sorted((p for p in missing if p.file.src_uri.startswith(DERIVATIONS + "/")),
+                         key=lambda p: p.file.src_uri)
+    index = next((p for p in nav.pages if p.file.src_uri == f"{DERIVATIONS}/README.md"), None)
+    if derivations and index is not None and isinstance(index.parent, Section):
+        _append(index.parent, derivations, nav)        # each derivation under the index's section
+    extra = [p for p in missing if not p.file.src_uri.startswith(DERIVATIONS + "/") and p.file.src_uri != README[1]]
     if extra:
-        section = Section("More pages", extra)
-        for p in extra:
-            p.parent = section
+        section = Section("More pages", [])
         nav.items.append(section)
-        nav.pages.extend(extra)
+        _append(section, extra, nav)
     return nav
