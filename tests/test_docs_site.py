@@ -80,3 +80,25 @@ def test_the_build_fails_on_each_broken_link_and_keeps_a_page_missing_from_the_n
         assert any(name in w and "verdicts.md" in w for w in warned), (target, warned)
     assert (tmp_path / "site" / "new_op.html").is_file()
     assert 'href="new_op.html"' in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+
+
+def test_the_hook_rewrites_links_out_of_docs_and_leaves_code_alone():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("mkdocs_hooks", os.path.join(ROOT, "mkdocs_hooks.py"))
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    docs = os.path.join(ROOT, "docs")
+    md = ("[the runner](../refnorm/check/distributed.py), [`refnorm/specs/`](../refnorm/specs/), "
+          "[merge](../derivations/distributed.md#merge), [pitfalls](pitfalls.md), [x](https://example.org), "
+          "[none](../no_such_file.py), `[code](../refnorm/fold.py)`\n"
+          "```\n[fenced](../refnorm/fold.py)\n```\n")
+    out = hooks.rewrite_links(md, os.path.join(docs, "distributed.md"), "distributed.md", ROOT, docs)
+    assert out == ("the runner (`refnorm/check/distributed.py`), `refnorm/specs/`, "
+                   "[merge](derivations/distributed.md#merge), [pitfalls](pitfalls.md), [x](https://example.org), "
+                   "[none](../no_such_file.py), `[code](../refnorm/fold.py)`\n"
+                   "```\n[fenced](../refnorm/fold.py)\n```\n")
+    # from a derivation (shown as derivations/NAME.md): siblings stay, docs/ pages and the README are reached
+    der = os.path.join(ROOT, "derivations", "layer_norm.md")
+    out = hooks.rewrite_links("[bn](batch_norm.md) [tol](../docs/tolerances.md) [readme](../README.md)", der,
+                              "derivations/layer_norm.md", ROOT, docs)
+    assert out == "[bn](batch_norm.md) [tol](../tolerances.md) [readme](../readme.md)"
