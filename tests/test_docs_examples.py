@@ -259,6 +259,7 @@ def test_pinned_installs_of_the_docs_are_the_ci_pins():
         assert ci.get(name) == version, f"{page}: {w}, but .ci/run installs {name}=={ci.get(name)}"
 
 
+@pytest.mark.thorough          # the whole golden set (~3-6 s); tests/test_figures.py judges the same backend
 def test_the_plugin_command_runs_with_the_exit_status_its_comment_states(monkeypatch, capsys):
     from refnorm import cli
     (page, _, argv), = [c for c in _commands("refnorm") if "examples.tiny_backend:TinyBackend" in c[2]]
