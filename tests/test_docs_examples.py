@@ -1,12 +1,13 @@
-"""Issue 37, item 1: every code block of the README and of the documentation pages the README's manual
-moved to (PAGES: figures.MANUAL) is run by a test, as the README's were.
+"""Issue 37, item 1: every code block of the README and of the documentation site is run by a test.
 
-* A ```python block carries a marker, ``<!-- NAME -->`` on the line before it; the block is run here
+* Every ```python block of README.md and docs/*.md (SITE) carries a marker, ``<!-- NAME -->`` on the line before it; the block is run here
   (RUNNERS: each runner executes it in a namespace with the arrays its text assumes and checks what the
   text says it does) or by the test named in ELSEWHERE. A block without a marker, or a marker with no
-  runner, fails. A marker on two pages (the README's one-liners, repeated in docs/kernels.md) must hold
+  runner, fails; docs/framework_defects.md's blocks are each run by tests/test_framework_defects.py
+  (WHOLE_PAGE). A marker on two pages (the README's one-liners, repeated in docs/kernels.md) must hold
   the same code there.
-* A ```sh block's `refnorm ...` commands are parsed by the CLI's own parser (an option that does not
+* A ```sh block's `refnorm ...` commands of the README and the pages its manual moved to (PAGES:
+  figures.MANUAL) are parsed by the CLI's own parser (an option that does not
   exist fails), its `pytest --refnorm-...` options must be the plugin's, and its `pip install X==V` pins
   must be those .ci/run installs; the plug-in command of docs/kernels.md is run, with the exit status its
   comment states. (The long checks of the other commands run elsewhere: test_check_torch.py, the torch-cpu
@@ -15,9 +16,11 @@ moved to (PAGES: figures.MANUAL) is run by a test, as the README's were.
 """
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shlex
+import sys
 
 import numpy as np
 import pytest
@@ -28,6 +31,8 @@ import refnorm
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "golden")
 PAGES = F.MANUAL
+SITE = ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
+WHOLE_PAGE = {"docs/framework_defects.md": "tests/test_framework_defects.py"}   # page -> the test running its blocks
 _BLOCK = re.compile(r"(?:<!-- ([\w-]+) -->[ \t]*\n)?^```(\w*)[ \t]*\n(.*?)^```", re.S | re.M)
 # marker -> the test file that runs the block (it reads it from README.md or from the page)
 ELSEWHERE = {"torch-kernel-example": "tests/test_from_torch.py",
@@ -35,10 +40,10 @@ ELSEWHERE = {"torch-kernel-example": "tests/test_from_torch.py",
              "offline-example": "tests/test_offline_readme.py"}
 
 
-def blocks(lang=None):
-    """[(page, marker or None, language, code, line)] of every fenced block of PAGES."""
+def blocks(lang=None, pages=None):
+    """[(page, marker or None, language, code, line)] of every fenced block of ``pages`` (default PAGES)."""
     out = []
-    for page in PAGES:
+    for page in PAGES if pages is None else pages:
         with open(os.path.join(ROOT, page), encoding="utf-8") as f:
             text = f.read()
         for m in _BLOCK.finditer(text):
@@ -48,7 +53,7 @@ def blocks(lang=None):
 
 
 def code(marker):
-    found = {c for _, mk, _, c, _ in blocks("python") if mk == marker}
+    found = {c for _, mk, _, c, _ in blocks("python", SITE) if mk == marker}
     assert len(found) == 1, f"<!-- {marker} -->: {len(found)} different blocks"
     return found.pop()
 
@@ -188,17 +193,59 @@ def run_fold_example():
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
+def run_fold_examples():
+    """docs/folding.md: a batch_norm folded into the next grouped 1x1 conv, then a unified_norm's affine
+    into the previous Linear, each equal to the unfolded pair (the block reuses w2, b2: judged in turn)."""
+    rng = np.random.default_rng(6)
+    C, O, K = 4, 6, 3
+    arrays = dict(g=rng.uniform(0.5, 2, C), beta=rng.standard_normal(C), rm=rng.standard_normal(C),
+                  rv=rng.uniform(0.5, 2, C), v=rng.uniform(0.5, 2, C),
+                  conv_w=rng.standard_normal((O, C // 2, 1, 1)), conv_b=rng.standard_normal(O),
+                  linear_w=rng.standard_normal((C, K)), linear_b=rng.standard_normal(C))
+    text = code("fold-examples")
+    first = text[:text.index("scale, shift =")]
+    ns = dict(arrays)
+    exec(compile(first, "docs/folding.md:fold-examples", "exec"), ns)
+
+    def conv1x1(w, b, x):                        # groups=2
+        return np.concatenate([np.einsum("oc,nchw->nohw", w[i * (O // 2):(i + 1) * (O // 2), :, 0, 0],
+                                         x[:, i * (C // 2):(i + 1) * (C // 2)]) for i in range(2)],
+                              axis=1) + b[None, :, None, None]
+    x = rng.standard_normal((2, C, 3, 3))
+    bn = refnorm.evaluate("batch_norm", {"x": x, "weight": arrays["g"], "bias": arrays["beta"]},
+                          config={"eps": 1e-5}, state={"running_mean": arrays["rm"], "running_var": arrays["rv"]},
+                          training=False).outputs["y"]
+    np.testing.assert_allclose(conv1x1(ns["w2"], ns["b2"], x), conv1x1(arrays["conv_w"], arrays["conv_b"], bn),
+                               rtol=1e-12, atol=1e-12)
+    ns = run("fold-examples", **arrays)
+    h = rng.standard_normal((5, K))
+    np.testing.assert_allclose(h @ ns["w2"].T + ns["b2"],
+                               (h @ arrays["linear_w"].T + arrays["linear_b"]) * ns["scale"] + ns["shift"],
+                               rtol=1e-12, atol=1e-12)
+
+
+def run_versus_example(capsys):
+    pytest.importorskip("torch", reason="the reproduction draws its trial with torch")
+    text = code("versus-example")
+    claimed = re.search(r'#\s*"(\w+)"', text).group(1)
+    run("versus-example")
+    assert capsys.readouterr().out.split() == [claimed]
+
+
 RUNNERS = {"evaluate-quick-example": run_evaluate_quick_example, "evaluate-example": run_evaluate_example,
            "spec-engine-example": run_spec_engine_example, "plugin-protocol": run_plugin_protocol,
            "assert-close-example": run_assert_close_example, "hypothesis-example": run_hypothesis_example,
            "norm-quant-example": run_norm_quant_example, "unified-norm-example": run_unified_norm_example,
-           "fold-example": run_fold_example}
+           "fold-example": run_fold_example, "fold-examples": run_fold_examples,
+           "versus-example": run_versus_example}
 
 
 # -------------------------------------------------------------------------------------- the tests
 def test_every_python_block_is_marked_and_run():
     bad = []
-    for page, marker, _, _, line in blocks("python"):
+    for page, marker, _, _, line in blocks("python", SITE):
+        if page in WHOLE_PAGE:
+            continue
         if marker is None:
             bad.append(f"{page}:{line}: a python block without a <!-- NAME --> marker")
         elif marker not in RUNNERS and marker not in ELSEWHERE:
@@ -208,13 +255,18 @@ def test_every_python_block_is_marked_and_run():
         with open(os.path.join(ROOT, test), encoding="utf-8") as f:
             assert marker in f.read(), f"{test} does not run <!-- {marker} -->"
         code(marker)                            # present, and one text wherever it is repeated
+    for page, test in WHOLE_PAGE.items():
+        with open(os.path.join(ROOT, test), encoding="utf-8") as f:
+            assert os.path.basename(page) in f.read(), f"{test} does not run the blocks of {page}"
 
 
 @pytest.mark.parametrize("marker", sorted(RUNNERS))
-def test_python_block_runs(marker, monkeypatch):
-    assert any(mk == marker for _, mk, _, _, _ in blocks("python")), f"no block <!-- {marker} --> any more"
+def test_python_block_runs(marker, monkeypatch, capsys):
+    assert any(mk == marker for _, mk, _, _, _ in blocks("python", SITE)), f"no block <!-- {marker} --> any more"
     monkeypatch.chdir(ROOT)
-    RUNNERS[marker]()
+    monkeypatch.setattr(sys, "path", list(sys.path))     # a block may prepend to it (docs/versus_assert_close.md)
+    runner = RUNNERS[marker]
+    runner(capsys) if runner.__code__.co_argcount else runner()
 
 
 def _commands(prog):
