@@ -60,4 +60,10 @@ def _gated_norm_rows():
         gated_norm("sq_overflow", "float16", (4, 64), norm_before_gate=True, group_size=32,
                    why="x^2 overflows float16 (C01-C03)"),
         gated_norm("normal", "float64", (5, 6), norm="layer_norm", group_size=2, why="groups of 2"),
+        gated_norm("mean1e4", "float32", (4, 64), norm="layer_norm", norm_before_gate=True, group_size=32,
+                   why="|mean|/std = 1e4 in each group, normalized before the gate (A01-A09)"),
+        gated_norm("one_std1e-3", "float32", (4, 48), norm="layer_norm", norm_before_gate=True, group_size=16,
+                   eps=1e-12, why="tiny variance on an offset, eps 1e-12"),
+        gated_norm("normal", "bfloat16", (3, 40), eps=0.3, group_size=8, why="eps 0.3 dominates small groups"),
+        gated_norm("normal", "float16", (1, 4, 48), norm_before_gate=True, group_size=12, why="batch size 1"),
     ]
