@@ -94,6 +94,9 @@ NO_BIG_REDUCTION = {
     **{op: "its reduction is layer_norm's (rms_norm's) own, which have 65536-value cases; the residual add and "
            "the per-sample affine are element-wise, and such a case (inputs, two cotangents, two outputs, four "
            "gradients) costs ~2 MB of the golden budget" for op in ("add_norm", "adaptive_layer_norm")},
+    "gated_norm": "its reduction is rms_norm's (layer_norm's) own per group, which have 65536-value cases; the gate "
+                  "is element-wise, and such a case (x, z, the cotangent, y and four gradients) costs ~4 MB of the "
+                  "golden budget: the production suite's recipes run rows of 5120 and 8192",
 }
 
 

@@ -107,6 +107,7 @@ GENERATORS = {  # regime -> (rng, m slices, n values per slice) -> (m, n) float6
     "std1e-6": lambda rng, m, n: 1e-6 * rng.standard_normal((m, n)),
     "std1e-4": lambda rng, m, n: 1e-4 * rng.standard_normal((m, n)),
     "pm1": lambda rng, m, n: np.where(rng.random((m, n)) < 0.5, -1.0, 1.0),
+    "gate_sat": lambda rng, m, n: np.where(rng.random((m, n)) < 0.5, -1.0, 1.0) * (5.0 + 95.0 * rng.random((m, n))),
 }
 PARAM_GENERATORS = {
     "weight": lambda rng, shape: 1.0 + 0.5 * rng.standard_normal(shape),

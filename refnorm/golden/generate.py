@@ -67,6 +67,7 @@ MAKERS = {
     "norm_quant": (T.norm_quant, "x", {}),
     "add_norm": (T.add_norm, "x", {}),
     "adaptive_layer_norm": (T.adaptive_layer_norm, "x", {}),
+    "gated_norm": (T.gated_norm, "x", {}),
     "unified_norm": (T.unified_norm, "x", {}),
     "offline_batch_norm": (functools.partial(T.offline, "offline_batch_norm"), "x", {"steps": ("train",)}),
     "power_norm": (functools.partial(T.offline, "power_norm"), "x", {"steps": ("train",)}),
@@ -105,6 +106,8 @@ OPTION_KINDS = {
     "add_norm": {"normalized_shape": "shape", "norm": _add_norm.NORMS, "eps": "eps",
                  "dropout_p": "[0,1)", "prenorm": "bool", "residual_in_fp32": "bool", "weight_offset": "number"},
     "adaptive_layer_norm": {"eps": "eps"},
+    "gated_norm": {"norm": ("rms_norm", "layer_norm"), "norm_before_gate": "bool", "group_size": "int>=1|null",
+                   "eps": "eps"},
 }
 # the row makers' own keywords (not options): what each may be. affine: AFFINE's words (adaptive_layer_norm's:
 # AFFINE_ADALN's), mapped before the maker sees them
@@ -112,7 +115,7 @@ MAKER_KINDS = {"k": "ndims", "affine": None, "steps": "steps", "stats": "bool", 
                "flat_g": "bool", "qd": tuple(T.QSHORT), "static": "bool", "ub": "number>0", "ties": "bool",
                "x_regime": tuple(T.REGIMES), "dropout": "bool", "rowscale": "bool",
                "parallel": tuple(p for p in T.PARALLEL_TAG if p), "mask": "bool", "state": ("init", "warm"),
-               "iters": "int>=0"}
+               "iters": "int>=0", "z_regime": tuple(T.REGIMES), "bias": "bool"}
 AFFINE_ADALN = {"ss": "ss", "s": "s", "none": ""}
 # row maker keywords a maker takes for the shared grid and ignores: not recipe keys
 IGNORED = {"local_response_norm": ("eps", "affine"), "weight_norm": ("eps", "affine"), "lp_normalize": ("affine",),
@@ -136,6 +139,7 @@ SPELLED["add_norm"].update(norm=_ALL, prenorm=_ALL, residual_in_fp32=_ALL, weigh
                            parallel=_ALL, x_regime=_ALL)
 SPELLED["weight_norm"].update(flat_g=(True, False))
 SPELLED["unified_norm"].update(mask=(True, False))
+SPELLED["gated_norm"].update(norm=_ALL, norm_before_gate=_ALL, group_size=_ALL, bias=_ALL, z_regime=_ALL)
 BYTES_PER_ELEMENT = 260     # what judging one element of the activation takes, judged whole (measured, docs)
 
 
@@ -320,6 +324,9 @@ def parse(text: str) -> Recipe:
         raise RecipeError(f"recipe {text!r}: group_norm needs groups=G (or num_groups=G)")
     if op == "group_norm" and len(shape) >= 2 and shape[1] % kw["groups"]:
         raise RecipeError(f"recipe {text!r}: groups={kw['groups']}; expected a divisor of the {shape[1]} channels")
+    if op == "gated_norm" and kw.get("group_size") is not None and len(shape) and shape[-1] % kw["group_size"]:
+        raise RecipeError(f"recipe {text!r}: group_size={kw['group_size']}; expected a divisor of the hidden "
+                          f"dimension {shape[-1]} (or null: one group)")
     case = _make(text, op, make, regime, dtype, shape, {**fixed, **kw})
     made = dict(case.config)
     case = dataclasses.replace(case, config={**case.config, **opts})  # the values given, whatever the maker's

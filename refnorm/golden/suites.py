@@ -56,6 +56,16 @@ PRODUCTION = [
     _r("adaptive_layer_norm shape=2x256x1152 dtype=bfloat16", "DiT-XL adaLN: 256 tokens, hidden 1152"),
     _r("adaptive_layer_norm shape=2x1024x1536 dtype=float16 regime=mean1e3", "adaLN, hidden 1536, shifted rows"),
     _r("layer_norm shape=64x4096 dtype=bfloat16 weight_offset=1.0", "TransformerEngine zero-centred gamma"),
+    # gated norms (Mamba2's RMSNormGated, gated-delta-net output norms: the layernorm_gated kernels)
+    _r("gated_norm shape=64x5120 dtype=bfloat16", "Mamba2-2.7B: RMSNormGated over d_ssm 5120, one group, the gate "
+                                                  "before the norm"),
+    _r("gated_norm shape=128x8192 dtype=bfloat16 group_size=1024", "Mamba-Codestral-7B: ngroups 8, groups of 1024"),
+    _r("gated_norm shape=256x16x128 dtype=bfloat16 norm_before_gate=true",
+       "gated-delta-net output norm: RMSNorm over head_dim 128, times silu(gate)"),
+    _r("gated_norm shape=64x4096 dtype=float16 group_size=512 z_regime=gate_sat",
+       "a saturated gate (|z| up to 100), 8 groups"),
+    _r("gated_norm shape=32x2048 dtype=bfloat16 norm=layer_norm norm_before_gate=true regime=mean1e3 group_size=256",
+       "gated LayerNorm on mean-shifted groups"),
 ]
 
 BOUNDARIES = [

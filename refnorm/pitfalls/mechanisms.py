@@ -33,6 +33,8 @@ MECHANISMS = {
     "collective": "a missing all-reduce: a rank's partial sums returned for the global ones",
     "dropout": "dropout: the kept values not scaled by 1/(1 - p), or a branch dropped with another's keep-mask",
     "rounding": "output rounding mode: the conversion to the case dtype rounds toward zero, not to nearest even",
+    "gate": "the gate: on which side of the norm it multiplies, or its factor in the backward (silu'(z), silu(z))",
+    "group": "the group a statistic or a backward reduction spans (group_size, ngroups)",
 }
 
 _BY = {
@@ -59,5 +61,7 @@ _BY = {
     "collective": "DP-SP1-layer_norm DP-SP1-rms_norm",
     "dropout": "dropout_unscaled parallel_shared_mask",
     "rounding": "truncate_out",
+    "gate": "gate_wrong_side no_dsilu dweight_no_gate",
+    "group": "bwd_group_size",
 }
 FAMILY = {vid: key for key, ids in _BY.items() for vid in ids.split()}

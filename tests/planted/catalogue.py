@@ -53,7 +53,7 @@ def ids() -> list[str]:
 
 def _ops(ops) -> str:
     order = list(SHORT)
-    return ", ".join(SHORT.get(o, o) for o in sorted(set(ops), key=lambda o: order.index(o) if o in order else 99))
+    return ", ".join(SHORT.get(o, o) for o in sorted(set(ops), key=lambda o: (order.index(o) if o in order else 99, o)))
 
 
 def golden_column() -> dict:

@@ -149,6 +149,8 @@ NO_JAX = {
                 "formula re-typed, not a jax implementation)",
     "adaptive_layer_norm": "jax has no adaptive_layer_norm op (DiT's adaLN is LayerNorm composed with a "
                            "per-sample scale and shift in model code)",
+    "gated_norm": "jax has no gated norm op (Mamba2's RMSNormGated in jax ports is x * silu(z) and an RMSNorm "
+                  "composed in model code: refnorm's formula re-typed, not a jax implementation)",
 }
 INSTALL = "pip install jax (or pip install 'refnorm[jax]')"
 

@@ -11,3 +11,32 @@ from __future__ import annotations
 
 COMPOSITES: dict = {}
 LOW_CONTRACT: dict[str, str] = {}
+
+
+def _gated_norm(backend, torch, t, cfg, st, training):
+    """gated_norm as mamba_ssm's reference of its layernorm_gated kernels (rms_norm_ref, upcast=True): x, z,
+    weight and bias upcast to float32 (float64 for a float64 case; exact), s = F.silu(z); norm_before_gate=False:
+    v = x * s, else v = x; v viewed as (*, H / group_size, group_size); rstd = torch.rsqrt(mean(v^2) + eps)
+    (rms_norm) or of the biased variance about the mean (layer_norm, v - mean first); y = vhat * weight + bias,
+    times s when norm_before_gate; cast once to the case dtype. Gradients by autograd. Contract: strict (every
+    intermediate in the float32 accumulator, one rounding at the end)."""
+    import torch.nn.functional as F
+    x = t["x"]
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+    H = int(x.shape[-1])
+    K = H if cfg["group_size"] is None else int(cfg["group_size"])
+    s = F.silu(t["z"].to(acc))
+    v = x.to(acc) if cfg["norm_before_gate"] else x.to(acc) * s
+    vg = v.reshape(tuple(v.shape[:-1]) + (H // K, K))
+    if cfg["norm"] == "layer_norm":
+        vg = vg - vg.mean(dim=-1, keepdim=True)
+    vhat = (vg * torch.rsqrt(vg.square().mean(dim=-1, keepdim=True) + float(cfg["eps"]))).reshape(v.shape)
+    y = vhat * t["weight"].to(acc)
+    if t.get("bias") is not None:
+        y = y + t["bias"].to(acc)
+    if cfg["norm_before_gate"]:
+        y = y * s
+    return {"y": y.to(x.dtype)}, {}
+
+
+COMPOSITES["gated_norm"] = _gated_norm

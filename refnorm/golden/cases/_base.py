@@ -33,6 +33,8 @@ REGIMES = {
            "precision: norm_quant's exact ties)",
     "std1e-6": "1e-6 * N(0,1): tiny rows, far below eps, so the norm's output is tiny and a dynamic quantization "
                "scale amax/qmax falls below its floor min_scale (norm_quant; 1/scale overflows float16)",
+    "gate_sat": "+-(5 + 95 U(0,1)): a SiLU gate far into saturation, silu(z) ~ z above and ~ -|z| e^-|z| below "
+                "(exp(-z) overflows float32 past z = -88.7)",
 }
 # state regimes (generators: build.STATE_GENERATORS)
 STATE_REGIMES = ("stat_mean", "stat_var", "zeros", "ones")  # plus "count:<k>" for integer counters
