@@ -38,6 +38,8 @@ NAMES: tuple[str, ...] = (
     "norm_quant",
     "add_norm",
     "adaptive_layer_norm",
+    "dyt",
+    "poly_norm",
 )
 
 
