@@ -149,6 +149,10 @@ NO_JAX = {
                 "formula re-typed, not a jax implementation)",
     "adaptive_layer_norm": "jax has no adaptive_layer_norm op (DiT's adaLN is LayerNorm composed with a "
                            "per-sample scale and shift in model code)",
+    "dyt": "jax has no dynamic-tanh op (DyT is jnp.tanh composed with a learnable scalar and an affine in model "
+           "code: refnorm's formula re-typed, not a jax implementation)",
+    "poly_norm": "jax has no PolyNorm op (PolyCom's norm is composed from jnp powers and means in model code: "
+                 "refnorm's formula re-typed, not a jax implementation)",
 }
 INSTALL = "pip install jax (or pip install 'refnorm[jax]')"
 
