@@ -39,6 +39,8 @@ FAMILIES: tuple[str, ...] = (
     "local_response_norm",
     "norm_quant",
     "add_norm",
+    "dyt",
+    "poly_norm",
 )
 
 # normalizer -> (the family whose document derives it, the line printed above that document)
