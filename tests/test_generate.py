@@ -367,6 +367,8 @@ OPTIONS = {
                                "prenorm": (False, "_noprenorm_"), "residual_in_fp32": (True, "_fp32res_"),
                                "weight_offset": (1.0, "_zc_")}),
     "adaptive_layer_norm": ("shape=2x3x8", {"eps": (0.3, "_eps0.3_")}),
+    "dyt": ("shape=4x8", {}),
+    "poly_norm": ("shape=4x8", {"eps": (0.3, "_eps0.3_")}),
 }
 EVERY_OPTION = [(op, k) for op in registry.names() for k in registry.get(op).options]
 

@@ -18,7 +18,7 @@ A recipe is one line, ``OP key=value ...``:
              ("onnx"); each is checked (OPTION_KINDS: a bad value is a RecipeError naming the key, the
              value and what was expected). normalized_shape must be the activation's trailing sizes
     others   the op's row maker's keywords (refnorm.golden.cases: affine wb|w|b|none, k, groups, qd, ub,
-             dropout, rowscale, parallel, steps, ...)
+             dropout, rowscale, parallel, steps, dyt's alpha init|big|tiny, poly_norm's bias, ...)
 
 The case id is ``OP/gen_NAME[_KEY=VALUE...][@LAYOUT][_raises]``: NAME as the row maker names the case (as a
 golden row's), then every option or maker keyword the recipe sets that NAME does not spell (``SPELLED``),
@@ -67,6 +67,8 @@ MAKERS = {
     "norm_quant": (T.norm_quant, "x", {}),
     "add_norm": (T.add_norm, "x", {}),
     "adaptive_layer_norm": (T.adaptive_layer_norm, "x", {}),
+    "dyt": (T.dyt, "x", {}),
+    "poly_norm": (T.poly_norm, "x", {}),
     "unified_norm": (T.unified_norm, "x", {}),
     "offline_batch_norm": (functools.partial(T.offline, "offline_batch_norm"), "x", {"steps": ("train",)}),
     "power_norm": (functools.partial(T.offline, "power_norm"), "x", {"steps": ("train",)}),
@@ -105,6 +107,8 @@ OPTION_KINDS = {
     "add_norm": {"normalized_shape": "shape", "norm": _add_norm.NORMS, "eps": "eps",
                  "dropout_p": "[0,1)", "prenorm": "bool", "residual_in_fp32": "bool", "weight_offset": "number"},
     "adaptive_layer_norm": {"eps": "eps"},
+    "dyt": {},
+    "poly_norm": {"eps": "eps"},
 }
 # the row makers' own keywords (not options): what each may be. affine: AFFINE's words (adaptive_layer_norm's:
 # AFFINE_ADALN's), mapped before the maker sees them
@@ -112,7 +116,7 @@ MAKER_KINDS = {"k": "ndims", "affine": None, "steps": "steps", "stats": "bool", 
                "flat_g": "bool", "qd": tuple(T.QSHORT), "static": "bool", "ub": "number>0", "ties": "bool",
                "x_regime": tuple(T.REGIMES), "dropout": "bool", "rowscale": "bool",
                "parallel": tuple(p for p in T.PARALLEL_TAG if p), "mask": "bool", "state": ("init", "warm"),
-               "iters": "int>=0"}
+               "iters": "int>=0", "alpha": tuple(T.ALPHA), "bias": "bool"}
 AFFINE_ADALN = {"ss": "ss", "s": "s", "none": ""}
 # row maker keywords a maker takes for the shared grid and ignores: not recipe keys
 IGNORED = {"local_response_norm": ("eps", "affine"), "weight_norm": ("eps", "affine"), "lp_normalize": ("affine",),
@@ -136,6 +140,8 @@ SPELLED["add_norm"].update(norm=_ALL, prenorm=_ALL, residual_in_fp32=_ALL, weigh
                            parallel=_ALL, x_regime=_ALL)
 SPELLED["weight_norm"].update(flat_g=(True, False))
 SPELLED["unified_norm"].update(mask=(True, False))
+SPELLED["dyt"].update(alpha=_ALL)
+SPELLED["poly_norm"].update(bias=(True, False))
 BYTES_PER_ELEMENT = 260     # what judging one element of the activation takes, judged whole (measured, docs)
 
 

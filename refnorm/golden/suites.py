@@ -56,6 +56,12 @@ PRODUCTION = [
     _r("adaptive_layer_norm shape=2x256x1152 dtype=bfloat16", "DiT-XL adaLN: 256 tokens, hidden 1152"),
     _r("adaptive_layer_norm shape=2x1024x1536 dtype=float16 regime=mean1e3", "adaLN, hidden 1536, shifted rows"),
     _r("layer_norm shape=64x4096 dtype=bfloat16 weight_offset=1.0", "TransformerEngine zero-centred gamma"),
+    # element-wise replacements of a norm: DyT (Transformers without Normalization), PolyNorm (vLLM's poly_norm)
+    _r("dyt shape=4x256x4096 dtype=bfloat16", "DyT in an LLM block: 1024 tokens, hidden 4096 (dalpha sums 4M terms)"),
+    _r("dyt shape=2x197x768 dtype=float16 alpha=big", "DyT in a ViT-B block, alpha * x saturating tanh"),
+    _r("poly_norm shape=128x4096 dtype=bfloat16", "vLLM's poly_norm: 128 tokens, hidden 4096"),
+    _r("poly_norm shape=64x5137 dtype=float16 regime=dev_overflow",
+       "float16 activations whose x^3 overflows float16, hidden 5137 (a vector tail)"),
 ]
 
 BOUNDARIES = [

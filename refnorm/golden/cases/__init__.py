@@ -29,7 +29,7 @@ from .quant import (  # noqa: F401  (the package's names, as before the split)
 from .others import (  # noqa: F401  (the package's names, as before the split)
     lp_normalize, _lp_normalize_rows, LRN_CONFIG, local_response_norm, LRN_SHAPES, _local_response_norm_rows, min_max_scale, _min_max_scale_rows, z_score, _z_score_rows, mean_variance_norm, MVN_SHAPES, _mean_variance_norm_rows, weight_norm, WEIGHT_NORM_SHAPES, _weight_norm_rows, weight_standardization, WS_SHAPES, _weight_standardization_rows)
 from .pointwise import (  # noqa: F401
-    dyt, _dyt_rows, poly_norm, _poly_norm_rows)
+    ALPHA, dyt, _dyt_rows, poly_norm, _poly_norm_rows)
 from .stateful import (  # noqa: F401  (the package's names, as before the split)
     unified_norm, UN_SHAPES, _unified_norm_rows, OFFLINE_STATE, CHANNELS_FIRST, OFFLINE_GRID, OFFLINE_SHAPES, offline, _offline_batch_norm_rows, _power_norm_rows, _batch_renorm_rows)
 

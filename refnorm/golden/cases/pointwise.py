@@ -1,8 +1,8 @@
 """Golden rows of the element-wise replacements of a norm: dyt (dynamic tanh) and poly_norm (PolyCom).
 
-dyt's hard regimes: alpha * x saturating tanh (a large alpha, param regime "alpha_big", or mean-shifted
+dyt's hard regimes: alpha * x saturating tanh (a large alpha, alpha="big", or mean-shifted
 x), where tanh' = 1 - t^2 is tiny and a kernel computing it from a rounded t loses it; a tiny alpha
-("alpha_tiny"), where t ~ alpha x; and many elements, since dalpha sums g * tanh' * x over EVERY element
+(alpha="tiny"), where t ~ alpha x; and many elements, since dalpha sums g * tanh' * x over EVERY element
 of x (a full reduction, 131072 terms in the largest row). poly_norm's: x^3 overflowing float16
 (|x| > 40.3: the sq_overflow and dev_overflow regimes), tiny rows (eps dominates every power's mean
 square), mean-shifted rows (each power nearly constant along the row: its rms backward cancels), zero
@@ -12,20 +12,21 @@ from __future__ import annotations
 
 from ._base import Case, name_for
 
-ALPHA_VARIANT = {"alpha": "", "alpha_big": "abig", "alpha_tiny": "atiny"}
-DYT_AFFINE = {"wb": "", "w": "nobias", "": "noaffine"}
+ALPHA = {"init": ("alpha", ""), "big": ("alpha_big", "abig"), "tiny": ("alpha_tiny", "atiny")}  # param regime, tag
+DYT_AFFINE = {"wb": "", "w": "nobias", "b": "noweight", "": "noaffine"}
 
 
 # -------------------------------------------------------------------------------------------- dyt
-def dyt(regime, dtype, shape, *, alpha="alpha", affine="wb", why=""):
-    """x: (*, C); alpha (1,) drawn from the param regime ``alpha`` (build.PARAM_GENERATORS: "alpha" ~ 0.5,
-    "alpha_big" 4..12, "alpha_tiny" ~ 1e-3); weight and bias (C,) per ``affine`` ("wb", "w" or "")."""
-    variant = "_".join(v for v in (ALPHA_VARIANT[alpha], DYT_AFFINE[affine]) if v)
+def dyt(regime, dtype, shape, *, alpha="init", affine="wb", why=""):
+    """x: (*, C); alpha (1,) drawn from the param regime ``ALPHA[alpha]`` (build.PARAM_GENERATORS: "init" ~ 0.5,
+    "big" 4..12, "tiny" ~ 1e-3); weight and bias (C,) per ``affine`` ("wb", "w", "b" or "")."""
+    regime_a, tag = ALPHA[alpha]
+    variant = "_".join(v for v in (tag, DYT_AFFINE[affine]) if v)
     inputs = {"x": tuple(shape), "alpha": (1,),
               **{k: (shape[-1],) for k, f in (("weight", "w"), ("bias", "b")) if f in affine}}
     return Case("dyt", name_for(regime, dtype, shape, variant=variant), dtype, inputs, regime, {},
                 axes=(len(shape) - 1,), centered=False, why=why,
-                param_regimes={} if alpha == "alpha" else {"alpha": alpha})
+                param_regimes={} if alpha == "init" else {"alpha": regime_a})
 
 
 SAT = "alpha * x saturates tanh: tanh' = 1 - t^2 tiny, lost by a kernel that forms it from a rounded t"
@@ -40,20 +41,20 @@ def _dyt_rows():
         dyt("normal", "float16", (8, 64)),
         dyt("normal", "bfloat16", (6, 96)),
         dyt("normal", "float32", (7,), why="one row, x of one dimension"),
-        dyt("normal", "float64", (4, 9), alpha="alpha_big", why=SAT),
-        dyt("normal", "float32", (16, 64), alpha="alpha_big", why=SAT),
-        dyt("normal", "float16", (16, 64), alpha="alpha_big", why=SAT),
-        dyt("normal", "bfloat16", (16, 64), alpha="alpha_big", why=SAT),
+        dyt("normal", "float64", (4, 9), alpha="big", why=SAT),
+        dyt("normal", "float32", (16, 64), alpha="big", why=SAT),
+        dyt("normal", "float16", (16, 64), alpha="big", why=SAT),
+        dyt("normal", "bfloat16", (16, 64), alpha="big", why=SAT),
         dyt("mean1e3", "float32", (4, 32), why="every alpha * x ~ 500: tanh' ~ 1e-434, 0 in every precision"),
         dyt("sq_overflow", "float16", (4, 32), why="alpha * x ~ 150: saturated, x^2 would overflow float16"),
-        dyt("heavy_tail", "float32", (8, 40), alpha="alpha_big", why=SAT + ", with heavy tails"),
-        dyt("normal", "float32", (8, 48), alpha="alpha_tiny", why=TINY),
-        dyt("normal", "float16", (8, 48), alpha="alpha_tiny", why=TINY),
-        dyt("normal", "bfloat16", (8, 48), alpha="alpha_tiny", why=TINY),
+        dyt("heavy_tail", "float32", (8, 40), alpha="big", why=SAT + ", with heavy tails"),
+        dyt("normal", "float32", (8, 48), alpha="tiny", why=TINY),
+        dyt("normal", "float16", (8, 48), alpha="tiny", why=TINY),
+        dyt("normal", "bfloat16", (8, 48), alpha="tiny", why=TINY),
         dyt("std1e-3", "float32", (6, 32), why="tiny x: tanh in its linear range"),
         dyt("outlier", "float16", (8, 32), why="one x100 outlier per row saturates"),
         dyt("normal", "float32", (256, 512), why=MANY + " of 131072 terms"),
-        dyt("normal", "bfloat16", (256, 256), alpha="alpha_big", why=MANY + " of 65536 terms; " + SAT),
+        dyt("normal", "bfloat16", (256, 256), alpha="big", why=MANY + " of 65536 terms; " + SAT),
         dyt("normal", "float16", (4, 16, 24), affine="w", why="no bias"),
         dyt("normal", "float32", (5, 24), affine="", why="neither weight nor bias (dweight, dbias absent)"),
         dyt("zero", "float64", (3, 8), why="x = 0: t = 0, tanh' = 1"),
