@@ -94,6 +94,8 @@ NO_BIG_REDUCTION = {
     **{op: "its reduction is layer_norm's (rms_norm's) own, which have 65536-value cases; the residual add and "
            "the per-sample affine are element-wise, and such a case (inputs, two cotangents, two outputs, four "
            "gradients) costs ~2 MB of the golden budget" for op in ("add_norm", "adaptive_layer_norm")},
+    "dyt": "element-wise: nothing is reduced along an axis; its one reduction, alpha's gradient over every element of "
+           "x, has a case of 65536 terms (dyt/normal_f32_128x512)",
 }
 
 

@@ -3,7 +3,7 @@
 dyt's hard regimes: alpha * x saturating tanh (a large alpha, alpha="big", or mean-shifted
 x), where tanh' = 1 - t^2 is tiny and a kernel computing it from a rounded t loses it; a tiny alpha
 (alpha="tiny"), where t ~ alpha x; and many elements, since dalpha sums g * tanh' * x over EVERY element
-of x (a full reduction, 131072 terms in the largest row). poly_norm's: x^3 overflowing float16
+of x (a full reduction, 65536 terms in the largest case). poly_norm's: x^3 overflowing float16
 (|x| > 40.3: the sq_overflow and dev_overflow regimes), tiny rows (eps dominates every power's mean
 square), mean-shifted rows (each power nearly constant along the row: its rms backward cancels), zero
 rows, and many rows for the weight's three full-reduction gradients.
@@ -53,11 +53,15 @@ def _dyt_rows():
         dyt("normal", "bfloat16", (8, 48), alpha="tiny", why=TINY),
         dyt("std1e-3", "float32", (6, 32), why="tiny x: tanh in its linear range"),
         dyt("outlier", "float16", (8, 32), why="one x100 outlier per row saturates"),
-        dyt("normal", "float32", (256, 512), why=MANY + " of 131072 terms"),
-        dyt("normal", "bfloat16", (256, 256), alpha="big", why=MANY + " of 65536 terms; " + SAT),
+        dyt("normal", "float32", (128, 512), why=MANY + " of 65536 terms"),
+        dyt("normal", "bfloat16", (64, 256), alpha="big", why=MANY + " of 16384 terms; " + SAT),
         dyt("normal", "float16", (4, 16, 24), affine="w", why="no bias"),
         dyt("normal", "float32", (5, 24), affine="", why="neither weight nor bias (dweight, dbias absent)"),
         dyt("zero", "float64", (3, 8), why="x = 0: t = 0, tanh' = 1"),
+        dyt("mean1e4", "float16", (4, 16), alpha="tiny", why="alpha * x ~ 15: saturating from a tiny alpha"),
+        dyt("const", "float32", (4, 12), why="constant rows of N(0, 1e3) values: saturated"),
+        dyt("one_std1e-3", "float32", (4, 24), why="alpha * x ~ 0.6: every element near one point of tanh"),
+        dyt("normal", "float32", (1, 10, 24), affine="b", why="batch size 1, no weight"),
     ]
 
 
@@ -101,6 +105,8 @@ def _poly_norm_rows():
         poly_norm("outlier", "float64", (4, 20)),
         poly_norm("normal", "float32", (6, 30), eps=0.3, why="a large eps, visible in every power"),
         poly_norm("normal", "float16", (6, 32), bias=False, why="no bias"),
-        poly_norm("normal", "float32", (256, 256), why="dweight and dbias sum 65536 terms each"),
-        poly_norm("normal", "bfloat16", (256, 512), why="dweight and dbias sum 131072 terms each"),
+        poly_norm("normal", "float16", (1, 65536), why="one row of 65536: each power's mean square and dweight, "
+                  "dbias sum 65536 terms"),
+        poly_norm("normal", "bfloat16", (64, 256), why="dweight and dbias sum 16384 terms each"),
+        poly_norm("mean1e4", "float32", (4, 32), why=SHIFT + "; x^6 ~ 1e24"),
     ]
