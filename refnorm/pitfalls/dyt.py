@@ -1,12 +1,12 @@
 """Pitfall variants of dyt (the specification, refnorm/specs/dyt.py, with one change each).
 
-* R-dyt-arow: alpha's gradient reduced over the last dimension only: each row's partial sum of
+* R-dytrow: alpha's gradient reduced over the last dimension only: each row's partial sum of
   g * tanh' * x written to alpha's one slot, the last row's kept (a kernel that reduces dalpha per program
   like a row statistic and stores it without the reduction over the rows, or an atomic add).
-* R-dyt-amean: alpha's gradient averaged over the elements instead of summed (the partials divided by
+* R-dytmean: alpha's gradient averaged over the elements instead of summed (the partials divided by
   their count, as for a mean statistic).
-* R-dyt-dxalpha: dx without alpha, the inner derivative of tanh(alpha x): dx = g * tanh'.
-* R-dyt-sech16: tanh' formed as 1 - t^2 from t rounded to the case dtype d (t saved in d for the backward):
+* R-dytdx: dx without alpha, the inner derivative of tanh(alpha x): dx = g * tanh'.
+* R-dyt16: tanh' formed as 1 - t^2 from t rounded to the case dtype d (t saved in d for the backward):
   where alpha x saturates, 1 - t^2 loses every bit (t = 1 in d) and elsewhere errs by ~2 u_d.
 """
 from __future__ import annotations
@@ -65,13 +65,13 @@ def _rows(c, t, i, s, cot):
 
 
 VARIANTS = (
-    V("dyt_dalpha_row", ("R-dyt-arow",), "alpha's gradient reduced over the last dimension only (the last row's "
+    V("dyt_dalpha_row", ("R-dytrow",), "alpha's gradient reduced over the last dimension only (the last row's "
       "partial kept, the rows not summed)", OP, fn=_fn(dalpha="row"), when=_rows),
-    V("dyt_dalpha_mean", ("R-dyt-amean",), "alpha's gradient averaged over the elements instead of summed", OP,
+    V("dyt_dalpha_mean", ("R-dytmean",), "alpha's gradient averaged over the elements instead of summed", OP,
       fn=_fn(dalpha="mean"), when=_grad),
-    V("dyt_dx_no_alpha", ("R-dyt-dxalpha",), "dx without alpha (tanh(alpha x)'s inner derivative dropped)", OP,
+    V("dyt_dx_no_alpha", ("R-dytdx",), "dx without alpha (tanh(alpha x)'s inner derivative dropped)", OP,
       fn=_fn(dx_alpha=False), when=_grad),
-    V("dyt_sech_in_d", ("R-dyt-sech16",), "tanh' as 1 - t^2 from t rounded to {d}", OP, fn=_fn(t_in_d=True),
+    V("dyt_sech_in_d", ("R-dyt16",), "tanh' as 1 - t^2 from t rounded to {d}", OP, fn=_fn(t_in_d=True),
       when=_grad, low_precision=True),
     truncate_out(OP),
 )

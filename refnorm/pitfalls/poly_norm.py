@@ -1,11 +1,11 @@
 """Pitfall variants of poly_norm (the specification, refnorm/specs/poly_norm.py, with one change each).
 
-* R-pn-eps: eps outside the square root: h_p = x^p / (sqrt(mean(x^(2p))) + eps) (and its backward).
-* R-pn-pow16: the powers x^2, x^3 formed in the input dtype d (rounded once to d, as a tensor power of a
+* R-pneps: eps outside the square root: h_p = x^p / (sqrt(mean(x^(2p))) + eps) (and its backward).
+* R-pnpow16: the powers x^2, x^3 formed in the input dtype d (rounded once to d, as a tensor power of a
   float16 tensor does) before the float32 statistics: float16's x^3 overflows to inf beyond |x| = 40.3 and
   the row becomes NaN (inf / inf).
-* R-pn-wrev: the weight read in the reverse order: weight[0] on the linear term, weight[2] on the cubic one.
-* R-pn-chain: dx without the chain rule through the powers: du_3 + du_2 + du_1 instead of
+* R-pnwrev: the weight read in the reverse order: weight[0] on the linear term, weight[2] on the cubic one.
+* R-pnchain: dx without the chain rule through the powers: du_3 + du_2 + du_1 instead of
   3 x^2 du_3 + 2 x du_2 + du_1.
 """
 from __future__ import annotations
@@ -70,14 +70,14 @@ def _grad(c, t, i, s, cot):
 
 
 VARIANTS = (
-    V("pn_eps_outside", ("R-pn-eps",), "eps outside the square root: x^p / (sqrt(mean(x^2p)) + eps)", OP,
+    V("pn_eps_outside", ("R-pneps",), "eps outside the square root: x^p / (sqrt(mean(x^2p)) + eps)", OP,
       fn=_fn(eps_outside=True), when=lambda c, t, i, s, cot: float(c.get("eps", 1e-6)) > 0),
-    V("pn_pow_in_d", ("R-pn-pow16",), "x^2 and x^3 formed in {d} before the statistics (float16's x^3 overflows "
+    V("pn_pow_in_d", ("R-pnpow16",), "x^2 and x^3 formed in {d} before the statistics (float16's x^3 overflows "
       "beyond |x| = 40.3)", OP, fn=_fn(pow_in_d=True), low_precision=True),
-    V("pn_w_reversed", ("R-pn-wrev",), "the weight in reverse order (weight[0] on x, weight[2] on x^3)", OP,
+    V("pn_w_reversed", ("R-pnwrev",), "the weight in reverse order (weight[0] on x, weight[2] on x^3)", OP,
       fn=_fn(reverse=True), when=lambda c, t, i, s, cot: float(i["weight"][0]) != float(i["weight"][2]),
       bounds_inputs=lambda i: {**i, "weight": np.asarray(i["weight"])[::-1].copy()}),
-    V("pn_no_chain", ("R-pn-chain",), "dx without the chain rule through the powers (du_3 + du_2 + du_1)", OP,
+    V("pn_no_chain", ("R-pnchain",), "dx without the chain rule through the powers (du_3 + du_2 + du_1)", OP,
       fn=_fn(chain=False), when=_grad),
     truncate_out(OP),
 )
