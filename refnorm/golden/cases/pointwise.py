@@ -62,6 +62,7 @@ def _dyt_rows():
         dyt("const", "float32", (4, 12), why="constant rows of N(0, 1e3) values: saturated"),
         dyt("one_std1e-3", "float32", (4, 24), why="alpha * x ~ 0.6: every element near one point of tanh"),
         dyt("normal", "float32", (1, 10, 24), affine="b", why="batch size 1, no weight"),
+        dyt("heavy_tail", "float64", (3, 10), why="heavy tails: some elements saturate"),
     ]
 
 
@@ -109,4 +110,5 @@ def _poly_norm_rows():
                   "dbias sum 65536 terms"),
         poly_norm("normal", "bfloat16", (64, 256), why="dweight and dbias sum 16384 terms each"),
         poly_norm("mean1e4", "float32", (4, 32), why=SHIFT + "; x^6 ~ 1e24"),
+        poly_norm("one_std1e-3", "float64", (2, 12), eps=1e-12, why=SHIFT),
     ]
