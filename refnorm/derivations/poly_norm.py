@@ -23,8 +23,8 @@ b = N.symbol("b", "b", "b")
 nu = {p: N.symbol(f"nu{p}", rf"\nu_{p}", f"ν{p}") for p in P3}
 h = {p: N.indexed(f"h{p}", rf"h_{{{{{p},{{i}}}}}}", f"h{p}[{{i}}]") for p in P3}
 U = {p: N.indexed(f"u{p}", rf"u_{{{{{p},{{i}}}}}}", f"u{p}[{{i}}]") for p in P3}
-du = {p: N.indexed(f"du{p}", rf"\frac{{{{\partial \ell}}}}{{{{\partial u_{{{{{p},{{i}}}}}}}}}}", f"∂ℓ/∂u{p}[{{i}}]")
-      for p in P3}
+du = {p: N.indexed(f"du{p}", rf"\frac{{{{\partial \ell}}}}{{{{\partial u_{{{{{p},{{i}}}}}}}}}}",
+                   f"∂ℓ/∂u{p}[{{i}}]") for p in P3}
 dw = {p: N.symbol(f"dw{3 - p}", rf"\frac{{\partial \ell}}{{\partial w_{3 - p}}}", f"∂ℓ/∂w{3 - p}") for p in P3}
 db = N.symbol("db", r"\frac{\partial \ell}{\partial b}", "∂ℓ/∂b")
 s = {p: sp.Symbol(f"s{p}", positive=True) for p in P3}          # stand for nu_p + eps in the proofs
