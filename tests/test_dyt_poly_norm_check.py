@@ -128,3 +128,22 @@ def test_poly_norm_bounds_cover_each_array_and_grow_with_the_reduction():
         assert all(np.all(np.isfinite(v)) and np.all(v > 0) for part in b.values() for v in part.values())
         E[n] = b["grads"]["bias"][0] / np.abs(dy).sum()
     assert E[4096] > E[16]                  # g(N): the bias gradient sums every element
+
+
+@pytest.mark.parametrize("kind", ["strict", "stats_d", "epi_d"])
+@pytest.mark.parametrize("op", OPS)
+def test_bounds_in_every_contract_widen_monotonically_and_forward_only_has_y_alone(op, kind):
+    rng = np.random.default_rng(2)
+    x, dy = rng.standard_normal((3, 8)), rng.standard_normal((3, 8))
+    inputs = {"x": x, "alpha": np.array([2.0])} if op == "dyt" else {"x": x, "weight": np.array([1.0, -0.5, 2.0])}
+
+    def bounds(kind, cots):
+        return B.bounds(op, inputs=inputs, config={}, training=True, cotangents=cots, state={}, ref_state={},
+                        contract=Contract(kind, "block"), case_dtype="bfloat16")
+    fwd = bounds(kind, {})
+    assert set(fwd["outputs"]) == {"y"} and fwd["grads"] == {}
+    both, strict = bounds(kind, {"y": dy}), bounds("strict", {"y": dy})
+    for part in ("outputs", "grads"):
+        for k, E in both[part].items():
+            assert np.all(np.asarray(E) >= np.asarray(strict[part][k])), (part, k)
+            assert np.all(np.isfinite(E)), (part, k)
