@@ -39,6 +39,8 @@ NAMES: tuple[str, ...] = (
     "add_norm",
     "adaptive_layer_norm",
     "gated_norm",
+    "dyt",
+    "poly_norm",
 )
 
 

@@ -87,6 +87,14 @@ def _gated_norm(draw, regime, dtype, m):
     return C.gated_norm(regime, dtype, shape, z_regime=_pick(draw, "normal", "gate_sat"),
                         norm=_pick(draw, "rms_norm", "layer_norm"), norm_before_gate=draw(st.booleans()),
                         group_size=_pick(draw, None, K), bias=draw(st.booleans()), eps=_pick(draw, 1e-5, 1e-12, 0.3))
+def _dyt(draw, regime, dtype, m):
+    shape = _sides(draw, draw(st.integers(1, 3)), m)
+    return C.dyt(regime, dtype, shape, alpha=_pick(draw, *C.ALPHA), affine=_pick(draw, "wb", "w", "b", ""))
+
+
+def _poly_norm(draw, regime, dtype, m):
+    shape = _sides(draw, draw(st.integers(1, 3)), m)
+    return C.poly_norm(regime, dtype, shape, eps=_pick(draw, 1e-6, 1e-12, 0.3), bias=draw(st.booleans()))
 
 
 def _rms_norm(draw, regime, dtype, m):
@@ -198,7 +206,8 @@ MAKERS = {"layer_norm": _layer_norm, "rms_norm": _rms_norm, "batch_norm": _batch
           "weight_standardization": _weight_standardization, "unified_norm": _unified_norm,
           "offline_batch_norm": _offline("offline_batch_norm", 2), "power_norm": _offline("power_norm", 1),
           "batch_renorm": _offline("batch_renorm", 2), "norm_quant": _norm_quant, "add_norm": _add_norm,
-          "adaptive_layer_norm": _adaptive_layer_norm, "gated_norm": _gated_norm}
+          "adaptive_layer_norm": _adaptive_layer_norm, "gated_norm": _gated_norm,
+          "dyt": _dyt, "poly_norm": _poly_norm}
 
 
 def _names(value, known, what):

@@ -31,6 +31,7 @@ NORMALIZERS = {
     "local_response_norm": ["local_response_norm"], "norm_quant": ["norm_quant"],
     "add_norm": ["add_norm", "adaptive_layer_norm"],
     "gated_norm": ["gated_norm"],
+    "dyt": ["dyt"], "poly_norm": ["poly_norm"],
 }
 
 

@@ -369,6 +369,8 @@ OPTIONS = {
     "adaptive_layer_norm": ("shape=2x3x8", {"eps": (0.3, "_eps0.3_")}),
     "gated_norm": ("shape=4x12", {"norm": ("layer_norm", "_ln_"), "norm_before_gate": (True, "_nbg_"),
                                   "group_size": (4, "_gs4_"), "eps": (0.3, "_eps0.3_")}),
+    "dyt": ("shape=4x8", {}),
+    "poly_norm": ("shape=4x8", {"eps": (0.3, "_eps0.3_")}),
 }
 EVERY_OPTION = [(op, k) for op in registry.names() for k in registry.get(op).options]
 

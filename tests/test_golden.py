@@ -97,6 +97,8 @@ NO_BIG_REDUCTION = {
     "gated_norm": "its reduction is rms_norm's (layer_norm's) own per group, which have 65536-value cases; the gate "
                   "is element-wise, and such a case (x, z, the cotangent, y and four gradients) costs ~4 MB of the "
                   "golden budget: the production suite's recipes run rows of 5120 and 8192",
+    "dyt": "element-wise: nothing is reduced along an axis; its one reduction, alpha's gradient over every element of "
+           "x, has a case of 65536 terms (dyt/normal_f32_128x512)",
 }
 
 

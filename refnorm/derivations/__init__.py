@@ -40,6 +40,8 @@ FAMILIES: tuple[str, ...] = (
     "norm_quant",
     "add_norm",
     "gated_norm",
+    "dyt",
+    "poly_norm",
 )
 
 # normalizer -> (the family whose document derives it, the line printed above that document)

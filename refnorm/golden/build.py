@@ -117,6 +117,9 @@ PARAM_GENERATORS = {
     "keep": lambda rng, shape: (rng.random(shape) >= 0.25).astype(np.float64),  # a dropout keep-mask, ~75% ones
     "ties": lambda rng, shape: (rng.integers(-30, 30, size=shape) + 0.5) / 8,   # (k + 0.5) / 8: ties over 1/8
     "eighth": lambda rng, shape: np.full(shape, 0.125),                          # a static scale of 1/8
+    "alpha": lambda rng, shape: 0.5 + 0.25 * rng.random(shape),                  # dyt's alpha near its init 0.5
+    "alpha_big": lambda rng, shape: 4.0 + 8.0 * rng.random(shape),               # dyt: alpha * x saturates tanh
+    "alpha_tiny": lambda rng, shape: 1e-3 * (1.0 + rng.random(shape)),           # dyt: t ~ alpha * x
 }
 STATE_GENERATORS = {
     "stat_mean": lambda rng, shape: 0.5 * rng.standard_normal(shape),

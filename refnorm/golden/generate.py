@@ -18,7 +18,7 @@ A recipe is one line, ``OP key=value ...``:
              ("onnx"); each is checked (OPTION_KINDS: a bad value is a RecipeError naming the key, the
              value and what was expected). normalized_shape must be the activation's trailing sizes
     others   the op's row maker's keywords (refnorm.golden.cases: affine wb|w|b|none, k, groups, qd, ub,
-             dropout, rowscale, parallel, steps, ...)
+             dropout, rowscale, parallel, steps, dyt's alpha init|big|tiny, poly_norm's bias, ...)
 
 The case id is ``OP/gen_NAME[_KEY=VALUE...][@LAYOUT][_raises]``: NAME as the row maker names the case (as a
 golden row's), then every option or maker keyword the recipe sets that NAME does not spell (``SPELLED``),
@@ -68,6 +68,8 @@ MAKERS = {
     "add_norm": (T.add_norm, "x", {}),
     "adaptive_layer_norm": (T.adaptive_layer_norm, "x", {}),
     "gated_norm": (T.gated_norm, "x", {}),
+    "dyt": (T.dyt, "x", {}),
+    "poly_norm": (T.poly_norm, "x", {}),
     "unified_norm": (T.unified_norm, "x", {}),
     "offline_batch_norm": (functools.partial(T.offline, "offline_batch_norm"), "x", {"steps": ("train",)}),
     "power_norm": (functools.partial(T.offline, "power_norm"), "x", {"steps": ("train",)}),
@@ -108,6 +110,8 @@ OPTION_KINDS = {
     "adaptive_layer_norm": {"eps": "eps"},
     "gated_norm": {"norm": ("rms_norm", "layer_norm"), "norm_before_gate": "bool", "group_size": "int>=1|null",
                    "eps": "eps"},
+    "dyt": {},
+    "poly_norm": {"eps": "eps"},
 }
 # the row makers' own keywords (not options): what each may be. affine: AFFINE's words (adaptive_layer_norm's:
 # AFFINE_ADALN's), mapped before the maker sees them
@@ -115,7 +119,7 @@ MAKER_KINDS = {"k": "ndims", "affine": None, "steps": "steps", "stats": "bool", 
                "flat_g": "bool", "qd": tuple(T.QSHORT), "static": "bool", "ub": "number>0", "ties": "bool",
                "x_regime": tuple(T.REGIMES), "dropout": "bool", "rowscale": "bool",
                "parallel": tuple(p for p in T.PARALLEL_TAG if p), "mask": "bool", "state": ("init", "warm"),
-               "iters": "int>=0", "z_regime": tuple(T.REGIMES), "bias": "bool"}
+               "iters": "int>=0", "z_regime": tuple(T.REGIMES), "bias": "bool", "alpha": tuple(T.ALPHA)}
 AFFINE_ADALN = {"ss": "ss", "s": "s", "none": ""}
 # row maker keywords a maker takes for the shared grid and ignores: not recipe keys
 IGNORED = {"local_response_norm": ("eps", "affine"), "weight_norm": ("eps", "affine"), "lp_normalize": ("affine",),
@@ -140,6 +144,8 @@ SPELLED["add_norm"].update(norm=_ALL, prenorm=_ALL, residual_in_fp32=_ALL, weigh
 SPELLED["weight_norm"].update(flat_g=(True, False))
 SPELLED["unified_norm"].update(mask=(True, False))
 SPELLED["gated_norm"].update(norm=_ALL, norm_before_gate=_ALL, group_size=_ALL, bias=_ALL, z_regime=_ALL)
+SPELLED["dyt"].update(alpha=_ALL)
+SPELLED["poly_norm"].update(bias=(True, False))
 BYTES_PER_ELEMENT = 260     # what judging one element of the activation takes, judged whole (measured, docs)
 
 

@@ -66,6 +66,12 @@ PRODUCTION = [
        "a saturated gate (|z| up to 100), 8 groups"),
     _r("gated_norm shape=32x2048 dtype=bfloat16 norm=layer_norm norm_before_gate=true regime=mean1e3 group_size=256",
        "gated LayerNorm on mean-shifted groups"),
+    # element-wise replacements of a norm: DyT (Transformers without Normalization), PolyNorm (vLLM's poly_norm)
+    _r("dyt shape=4x256x4096 dtype=bfloat16", "DyT in an LLM block: 1024 tokens, hidden 4096 (dalpha sums 4M terms)"),
+    _r("dyt shape=2x197x768 dtype=float16 alpha=big", "DyT in a ViT-B block, alpha * x saturating tanh"),
+    _r("poly_norm shape=128x4096 dtype=bfloat16", "vLLM's poly_norm: 128 tokens, hidden 4096"),
+    _r("poly_norm shape=64x5137 dtype=float16 regime=dev_overflow",
+       "float16 activations whose x^3 overflows float16, hidden 5137 (a vector tail)"),
 ]
 
 BOUNDARIES = [

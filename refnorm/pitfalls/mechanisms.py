@@ -41,18 +41,18 @@ _BY = {
     "one_pass": "one_pass_clamp one_pass_thresh one_pass_noclamp one_pass_in_d ws_one_pass ws_one_pass_in_d",
     "precision": "sq_in_d var_in_d stats_in_d serial_acc sumsq_in_d ms_rstd_in_d rstd_bf16 all_in_d lrn_sq_in_d "
                  "lp_norm_in_d dw_acc_in_d ws_stats_in_d wn_norm_in_d reciprocal_f16 residual_add_in_d "
-                 "residual_out_in_d bwd_from_stored_residual",
+                 "residual_out_in_d bwd_from_stored_residual dyt_sech_in_d pn_pow_in_d",
     "block": "pad_lanes pow2_divisor welford_lanes",
-    "eps": "eps_in_d eps_min eps_square eps_outside ws_eps_outside eps_none_f64",
+    "eps": "eps_in_d eps_min eps_square eps_outside ws_eps_outside eps_none_f64 pn_eps_outside",
     "bessel": "ddof1 ddof1_exact gn_unbiased normalize_unbiased running_var_biased onnx_bessel ws_ddof1 "
               "ws_authors",
     "running": "momentum_flip rv_not_updated nbt_not_incremented",
     "mode": "eval_bwd_batch in_eval_instance",
     "backward": "no_B_term no_A_term dweight_from_dy ws_no_B_term ws_no_A_term wn_dv_no_projection "
-                "no_dresidual_out no_dy1",
-    "reduction": "dgamma_warp32 lost_partial gn_wave64 param_mean_spatial gn_bwd_W",
+                "no_dresidual_out no_dy1 dyt_dx_no_alpha pn_no_chain",
+    "reduction": "dgamma_warp32 lost_partial gn_wave64 param_mean_spatial gn_bwd_W dyt_dalpha_row dyt_dalpha_mean",
     "layout": "nhwc_param_index gn_dgamma_layout dy_layout row_index_2_16",
-    "affine": "no_bias_drops_weight no_offset llama_cast dx_no_offset one_plus_in_d",
+    "affine": "no_bias_drops_weight no_offset llama_cast dx_no_offset one_plus_in_d pn_w_reversed",
     "semantics": "ln_as_rms rms_as_ln rms_centered_var gn1_as_ln wn_other_axis",
     "window": "lrn_window_shift lrn_alpha_not_divided lrn_alpha_divided_twice",
     "quant_scale": "scale_from_rounded scale_ub_ignored",

@@ -35,7 +35,8 @@ from refnorm.check.backends.base import Call, Contract, Returned
 from refnorm.check.precision import NP, round_to
 from refnorm.norms.rms_norm import default_eps
 
-OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "norm_quant", "add_norm")
+OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "norm_quant", "add_norm", "dyt",
+       "poly_norm")
 CENTERED = ("layer_norm", "group_norm", "batch_norm", "instance_norm")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -134,6 +135,16 @@ MUTATIONS = {
                        "int8 kernels)",
     "q_ties_away": "norm_quant int8: round half away from zero (C's roundf / llrintf-free casts) instead of half to "
                    "even",
+    # dyt (dynamic tanh)
+    "dyt_dalpha_row": "dyt: dalpha reduced over the last dimension only, the last row's partial kept",
+    "dyt_dalpha_mean": "dyt: dalpha averaged over the elements instead of summed",
+    "dyt_dx_no_alpha": "dyt backward: dx = g * (1 - t^2), alpha (the inner derivative) dropped",
+    "dyt_sech_in_d": "dyt backward: 1 - t^2 from t rounded to the case dtype",
+    # poly_norm (PolyCom)
+    "pn_eps_outside": "poly_norm: r_p = 1 / (sqrt(mean(x^2p)) + eps), eps outside the square root",
+    "pn_pow_in_d": "poly_norm: x^2 and x^3 rounded to the case dtype before the statistics",
+    "pn_w_reversed": "poly_norm: weight[0] on x, weight[2] on x^3 (the order reversed)",
+    "pn_no_chain": "poly_norm backward: dx = du_3 + du_2 + du_1 (the powers' derivatives dropped)",
 }
 
 
@@ -635,6 +646,86 @@ class EmulatedBackend:
                 grads["rowscale"] = k.sum(t.reshape(m, n)).reshape(lead)
             grads = {name: k.out(v) for name, v in grads.items()}
         return Returned(outs, grads, {})
+
+    # ------------------------------------------------------------------ dyt
+    def _dyt(self, call, k):
+        """t = tanh(alpha * x) in A, y = t * w + b rounded once; backward: D = 1 - t * t (autograd's tanh
+        backward), dx = g * D * alpha, dalpha = the pairwise sum of g * D * x over every element, dweight and
+        dbias pairwise over the rows."""
+        M = k.mut
+        x = k.a(call.inputs["x"])
+        alpha = call.inputs["alpha"]
+        a = k.a(alpha).reshape(())
+        w, b = k.a(call.inputs.get("weight")), k.a(call.inputs.get("bias"))
+        t = np.tanh(a * x)
+        y = t if w is None else t * w
+        y = y if b is None else y + b
+        grads = {}
+        dy = self._dy(call, k)
+        if dy is not None:
+            C = x.shape[-1]
+            rows = lambda v: v.reshape(-1, C)                               # noqa: E731
+            g = dy if w is None else dy * w
+            tb = k.q(t) if M == "dyt_sech_in_d" else t
+            gd = g * (k.A(1.0) - tb * tb)
+            grads["x"] = gd if M == "dyt_dx_no_alpha" else gd * a
+            terms = gd * x
+            if M == "dyt_dalpha_row":
+                da = k.sum(rows(terms))[-1, 0]
+            else:
+                da = k.sum(terms.reshape(1, -1))[0, 0]
+                if M == "dyt_dalpha_mean":
+                    da = da / k.A(max(x.size, 1))
+            grads["alpha"] = np.full(np.shape(alpha), da, dtype=k.A)
+            if w is not None:
+                grads["weight"] = k.sum(np.ascontiguousarray(rows(dy * t).T))[:, 0]
+            if b is not None:
+                grads["bias"] = k.sum(np.ascontiguousarray(rows(dy).T))[:, 0]
+        return self._finish(k, {"y": y}, grads)
+
+    # ------------------------------------------------------------------ poly_norm
+    def _poly_norm(self, call, k):
+        """Per power p = 3, 2, 1: U = x*x*x, x*x, x in A, r = 1 / sqrt(sum(U*U)/n + eps), h = U * r (rms_norm's
+        kernel); y = w0 h_3 + w1 h_2 + w2 h_1 + b rounded once; backward: du = r * (g - h * sum(g * h)/n),
+        g = dy * w_p, dx = 3 x^2 du_3 + 2 x du_2 + du_1, dweight and dbias pairwise over every element."""
+        M = k.mut
+        x = k.a(call.inputs["x"])
+        n = x.shape[-1]
+        X = x.reshape(-1, n)
+        A = k.A
+        w, b = k.a(call.inputs["weight"]), k.a(call.inputs.get("bias"))
+        if M == "pn_w_reversed":
+            w = w[::-1].copy()
+        eps = A(call.config.get("eps", 1e-6))
+        dy = self._dy(call, k)
+        G = None if dy is None else dy.reshape(-1, n)
+        y = np.zeros(X.shape, A) + (A(0) if b is None else b.reshape(()))
+        dx = np.zeros(X.shape, A)
+        dw = np.zeros(3, A)
+        for j, U in enumerate((X * X * X, X * X, X)):
+            p = 3 - j
+            if M == "pn_pow_in_d" and p > 1:
+                U = k.q(U)
+            ms = k.sum(U * U) / A(n)
+            rms = np.sqrt(ms)
+            r = A(1) / (rms + eps) if M == "pn_eps_outside" else A(1) / np.sqrt(ms + eps)
+            h = U * r
+            y = y + w[j] * h
+            if G is not None:
+                g = G * w[j]
+                B = k.sum(g * h) / A(n)
+                uh = np.where(rms == 0, A(0), U / np.where(rms == 0, A(1), rms)) if M == "pn_eps_outside" else h
+                du = r * (g - uh * B)
+                q = A(3) * X * X if p == 3 else (A(2) * X if p == 2 else None)
+                dx = dx + (du if (q is None or M == "pn_no_chain") else q * du)
+                dw[j] = k.sum((G * h).reshape(1, -1))[0, 0]
+        grads = {}
+        if G is not None:
+            grads["x"] = dx.reshape(x.shape)
+            grads["weight"] = dw[::-1].copy() if M == "pn_w_reversed" else dw
+            if b is not None:
+                grads["bias"] = np.full(np.shape(call.inputs["bias"]), k.sum(G.reshape(1, -1))[0, 0], dtype=A)
+        return self._finish(k, {"y": y.reshape(x.shape)}, grads)
 
     # ------------------------------------------------------------------ group_norm
     def _group_norm(self, call, k):

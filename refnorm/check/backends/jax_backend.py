@@ -151,6 +151,10 @@ NO_JAX = {
                            "per-sample scale and shift in model code)",
     "gated_norm": "jax has no gated norm op (Mamba2's RMSNormGated in jax ports is x * silu(z) and an RMSNorm "
                   "composed in model code: refnorm's formula re-typed, not a jax implementation)",
+    "dyt": "jax has no dynamic-tanh op (DyT is jnp.tanh composed with a learnable scalar and an affine in model "
+           "code: refnorm's formula re-typed, not a jax implementation)",
+    "poly_norm": "jax has no PolyNorm op (PolyCom's norm is composed from jnp powers and means in model code: "
+                 "refnorm's formula re-typed, not a jax implementation)",
 }
 INSTALL = "pip install jax (or pip install 'refnorm[jax]')"
 

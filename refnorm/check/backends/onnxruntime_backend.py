@@ -129,6 +129,10 @@ NO_ONNX = {
     "batch_renorm": "ONNX has no batch_renorm operator",
     "gated_norm": "ONNX has no gated norm operator (Mamba2's RMSNormGated exports as Sigmoid/Mul and "
                   "RMSNormalization or a decomposition; no single operator to wire)",
+    "dyt": "ONNX has no dynamic-tanh operator (an exporter writes Tanh, Mul and Add: no normalization op to "
+           "check)",
+    "poly_norm": "ONNX has no PolyNorm operator (an exporter writes Pow, ReduceMean, Sqrt and Div: no "
+                 "normalization op to check)",
 }
 OPSET = {"layer_norm": 17, "group_norm": 21, "batch_norm": 15, "instance_norm": 22, "rms_norm": 23,
          "local_response_norm": 13, "lp_normalize": 22, "mean_variance_norm": 13}

@@ -64,6 +64,8 @@ the running statistics, in every dtype and both layouts (tests/test_torch_backen
     adaptive_layer_norm  a composition: torch.native_layer_norm of x in float32 (float64 for float64 cases),
                          times (1 + scale), plus shift (both (B, H), broadcast over the tokens), cast once;
                          mean and rstd are native_layer_norm's.
+    dyt, poly_norm       compositions (torch_composites.dyt / .poly_norm: the paper's DyT module, vLLM's
+                         polynorm_naive), upcast to float32 (float64 for float64 cases), cast once; strict.
     mean_variance_norm, weight_standardization, min_max_scale, z_score, unified_norm, offline_batch_norm,
     power_norm, batch_renorm: skipped,
                          torch has no native op.

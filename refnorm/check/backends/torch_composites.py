@@ -40,3 +40,43 @@ def _gated_norm(backend, torch, t, cfg, st, training):
 
 
 COMPOSITES["gated_norm"] = _gated_norm
+def _acc(torch, x):
+    """The compute dtype of a user's torch reference: float32 for float32/float16/bfloat16 x, float64 for float64."""
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def dyt(backend, torch, t, cfg, st, training):
+    """DyT as the paper's module computes it (``weight * torch.tanh(alpha * x) + bias``), with x, alpha, weight
+    and bias upcast to float32 (float64 for a float64 case) and y cast to the case dtype once; every gradient
+    (alpha's included: autograd sums it over the broadcast, all of x) by autograd. Contract: strict."""
+    x = t["x"]
+    acc = _acc(torch, x)
+    y = torch.tanh(t["alpha"].to(acc) * x.to(acc))
+    if "weight" in t:
+        y = y * t["weight"].to(acc)
+    if "bias" in t:
+        y = y + t["bias"].to(acc)
+    return {"y": y.to(x.dtype)}, {}
+
+
+def poly_norm(backend, torch, t, cfg, st, training):
+    """PolyNorm as vLLM's ``polynorm_naive`` (its test reference) writes it: x upcast to float32 (float64 for a
+    float64 case), ``norm(u) = u / torch.sqrt(u.pow(2).mean(-1, keepdim=True) + eps)``, ``weight[0] *
+    norm(x**3) + weight[1] * norm(x**2) + weight[2] * norm(x) + bias``, cast to the case dtype once; the
+    gradients by autograd. Contract: strict (the powers and every statistic in float32)."""
+    x = t["x"]
+    acc = _acc(torch, x)
+    xf = x.to(acc)
+    w = t["weight"].to(acc)
+    eps = float(cfg["eps"])
+
+    def norm(u):
+        return u / torch.sqrt(u.pow(2).mean(-1, keepdim=True) + eps)
+
+    y = w[0] * norm(xf ** 3) + w[1] * norm(xf ** 2) + w[2] * norm(xf)
+    if "bias" in t:
+        y = y + t["bias"].to(acc)
+    return {"y": y.to(x.dtype)}, {}
+
+
+COMPOSITES.update({"dyt": dyt, "poly_norm": poly_norm})

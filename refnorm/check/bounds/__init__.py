@@ -160,6 +160,9 @@ def _one(op, inputs, cfg, training, dy, st, ref_state, u, red, contract, dt, cot
     if op == "gated_norm":
         from .gated_norm import gated_norm
         return gated_norm(inputs, cfg, cots or {}, u, red, contract, dt)
+    if op in ("dyt", "poly_norm"):
+        from . import pointwise as PW
+        return getattr(PW, op)(inputs, cfg, cots or {}, u, red, contract, dt)
     x = _f64(inputs.get("x"))
     w, b = _f64(inputs.get("weight")), _f64(inputs.get("bias"))
     if op == "layer_norm":
@@ -206,7 +209,7 @@ def _one(op, inputs, cfg, training, dy, st, ref_state, u, red, contract, dt, cot
 
 BOUNDED = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "weight_standardization",
            "mean_variance_norm", "z_score", "lp_normalize", "local_response_norm", "weight_norm", "min_max_scale",
-           "norm_quant", "add_norm", "adaptive_layer_norm", "offline_batch_norm", "gated_norm")
+           "norm_quant", "add_norm", "adaptive_layer_norm", "offline_batch_norm", "gated_norm", "dyt", "poly_norm")
 
 
 def array_dtypes(op, config, case_dtype) -> dict:

@@ -29,6 +29,8 @@ from .quant import (  # noqa: F401  (the package's names, as before the split)
 from .others import (  # noqa: F401  (the package's names, as before the split)
     lp_normalize, _lp_normalize_rows, LRN_CONFIG, local_response_norm, LRN_SHAPES, _local_response_norm_rows, min_max_scale, _min_max_scale_rows, z_score, _z_score_rows, mean_variance_norm, MVN_SHAPES, _mean_variance_norm_rows, weight_norm, WEIGHT_NORM_SHAPES, _weight_norm_rows, weight_standardization, WS_SHAPES, _weight_standardization_rows)
 from .gated import GATED_DEFAULTS, gated_norm, _gated_norm_rows  # noqa: F401
+from .pointwise import (  # noqa: F401
+    ALPHA, dyt, _dyt_rows, poly_norm, _poly_norm_rows)
 from .stateful import (  # noqa: F401  (the package's names, as before the split)
     unified_norm, UN_SHAPES, _unified_norm_rows, OFFLINE_STATE, CHANNELS_FIRST, OFFLINE_GRID, OFFLINE_SHAPES, offline, _offline_batch_norm_rows, _power_norm_rows, _batch_renorm_rows)
 
@@ -75,6 +77,8 @@ ROW_MAKERS = {
     "add_norm": _add_norm_rows,
     "adaptive_layer_norm": _adaptive_layer_norm_rows,
     "gated_norm": _gated_norm_rows,
+    "dyt": _dyt_rows,
+    "poly_norm": _poly_norm_rows,
 }
 
 CASES: tuple[Case, ...] = _rows()
