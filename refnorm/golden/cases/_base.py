@@ -33,6 +33,8 @@ REGIMES = {
            "precision: norm_quant's exact ties)",
     "std1e-6": "1e-6 * N(0,1): tiny rows, far below eps, so the norm's output is tiny and a dynamic quantization "
                "scale amax/qmax falls below its floor min_scale (norm_quant; 1/scale overflows float16)",
+    "zero_runs": "N(0,1) with the first 128 values of every slice and each aligned run of 16 values with "
+                 "probability 1/2 set to 0: all-zero quantization blocks (norm_quant_block)",
 }
 # state regimes (generators: build.STATE_GENERATORS)
 STATE_REGIMES = ("stat_mean", "stat_var", "zeros", "ones")  # plus "count:<k>" for integer counters
