@@ -22,7 +22,7 @@ from . import bounds as B
 from . import stream
 from .backends.base import Contract
 from .compare import ArrayAccumulator
-from .precision import NP, RANK, dtype_name, quant_accepts, quant_excess, quant_interval, ratio
+from .precision import DIRECTED, NP, RANK, dtype_name, quant_accepts, quant_excess, quant_interval, ratio
 
 WORST_SHOWN = 3
 
@@ -177,6 +177,8 @@ def _judge_quantized(step, part, name, got, ref, E, qdtype):
         # the error in half steps of the quantized grid at the returned value (<= 1: correctly rounded)
         lo, hi = quant_interval(got, qdtype)
         half = np.where(np.isfinite(hi) & np.isfinite(lo), (hi - lo) / 2, np.where(np.isfinite(lo), g64 - lo, hi - g64))
+        if qdtype in DIRECTED:              # a power-of-two grid: the step at got (its end intervals are open)
+            half = np.where(g64 > 0, g64 / 2, np.inf)
         diff = np.where((g64 == ref) | (np.isnan(g64) & np.isnan(ref)), 0.0, np.abs(g64 - ref) / half)
         dmax = float(np.max(np.where(np.isnan(diff), np.inf, diff)[~unconstrained], initial=0.0))
     err_u = math.nan if (unconstrained.all() and ref.size) else dmax
