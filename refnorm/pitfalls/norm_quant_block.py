@@ -1,15 +1,15 @@
 """Pitfall variants of norm_quant_block (refnorm.norms.norm_quant_block with one change each; forward only).
 
-* R-bprenorm: the block scales (and amax) from the pre-norm value s = x (+ residual), not from the norm's
+* R-bq-prenorm: the block scales (and amax) from the pre-norm value s = x (+ residual), not from the norm's
   output y: a kernel that reads its amax from the input tile before normalizing it.
-* R-bround: the exponent of a power-of-two scale rounded DOWN (floor) where the rule promises round-up
+* R-bq-round: the exponent of a power-of-two scale rounded DOWN (floor) where the rule promises round-up
   (MXFP8 round_up, the fp8_group pow2 scale): the block's largest values saturate.
-* R-bdrop: the partial last block dropped: its q left 0 and its scale that of an empty block.
-* R-bpad: the partial last block padded wrongly: its amax taken over a full block of B values, the missing
+* R-bq-drop: the partial last block dropped: its q left 0 and its scale that of an empty block.
+* R-bq-pad: the partial last block padded wrongly: its amax taken over a full block of B values, the missing
   ones read on into the next row (the last row reads zeros), as an unmasked vector load does.
-* R-b240: the float8 e4m3 maximum taken as 240 (e4m3fnuz's / an IEEE-style e4m3's) instead of 448: the scales
+* R-bq-240: the float8 e4m3 maximum taken as 240 (e4m3fnuz's / an IEEE-style e4m3's) instead of 448: the scales
   amax / 240 (NVFP4: 240 * 6 / g), every q at most 240.
-* R-bglobal: NVFP4 without its tensor scale: S_enc = 1, the E4M3 block scale amax / 6 itself (it saturates
+* R-bq-global: NVFP4 without its tensor scale: S_enc = 1, the E4M3 block scale amax / 6 itself (it saturates
   at 448 and underflows to 0 where the block's amax is small), tensor_scale 1.
 """
 from __future__ import annotations
@@ -144,17 +144,17 @@ def _e4m3(c, t, i, s, cot):
 
 
 VARIANTS = (
-    V("block_scale_from_prenorm", ("R-bprenorm",), "the block scales from the pre-norm value x (+ residual), not "
+    V("block_scale_from_prenorm", ("R-bq-prenorm",), "the block scales from the pre-norm value x (+ residual), not "
       "from the norm's output", OP, fn=scale_from_prenorm),
-    V("scale_exponent_rounded_down", ("R-bround",), "the power-of-two scale's exponent rounded down (floor) where "
+    V("scale_exponent_rounded_down", ("R-bq-round",), "the power-of-two scale's exponent rounded down (floor) where "
       "the rule promises round-up: the block's largest values saturate", OP, fn=exponent_rounded_down,
       when=_rounds_up),
-    V("partial_block_dropped", ("R-bdrop",), "the partial last block dropped (its q 0, its scale an empty "
+    V("partial_block_dropped", ("R-bq-drop",), "the partial last block dropped (its q 0, its scale an empty "
       "block's)", OP, fn=partial_block_dropped, when=_partial),
-    V("partial_block_misread", ("R-bpad",), "the partial last block's amax over a full block, read on into the "
+    V("partial_block_misread", ("R-bq-pad",), "the partial last block's amax over a full block, read on into the "
       "next row", OP, fn=partial_block_misread, when=_partial),
-    V("e4m3_max_240", ("R-b240",), "the float8 e4m3 maximum taken as 240 instead of 448", OP, fn=e4m3_max_240,
+    V("e4m3_max_240", ("R-bq-240",), "the float8 e4m3 maximum taken as 240 instead of 448", OP, fn=e4m3_max_240,
       when=_e4m3),
-    V("nvfp4_no_tensor_scale", ("R-bglobal",), "NVFP4 without its float32 tensor scale: the E4M3 block scale "
+    V("nvfp4_no_tensor_scale", ("R-bq-global",), "NVFP4 without its float32 tensor scale: the E4M3 block scale "
       "amax / 6 itself", OP, fn=nvfp4_no_tensor_scale, when=_fmt("nvfp4")),
 )

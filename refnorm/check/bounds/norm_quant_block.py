@@ -27,8 +27,9 @@ Per block j (values y_j, the padded lanes of a partial last block are zeros with
           + E_y / D_pos + 3u (|y| / D_pos + E_y / D_pos)          y's error at the smallest positive one
                                                                   (the division or the reciprocal and the
                                                                   product, rounded)
-      (y / 0 taken as 0: a zero scale gives q = 0; no positive admissible scale: E_q = inf unless y and
-      E_y are 0, then E_q = 0.) The spread is 0 wherever the scale is unambiguous (v not within E_v of
+      (y / 0 taken as 0: a zero scale gives q = 0. Every admissible scale 0 (an NVFP4 block scale that
+      rounds to 0 wherever v may lie): q = 0 exactly, E_q = 0. A continuous scale range reaching 0 (exact
+      fp8_group, v <= E_v): E_q = inf unless y and E_y are 0.) The spread is 0 wherever the scale is unambiguous (v not within E_v of
       a rounding boundary of its rule): a one-step-off scale is accepted only there, and only with the
       q it implies.
 q is judged in its element dtype by the rounding-interval test (one element step off only within E_q of
@@ -132,7 +133,7 @@ def bound(inputs, cfg, training, dy, u, red, contract, dt):
         Dp = D_pos[..., None]
         prop = np.where(Dp > 0, Eb / np.where(Dp > 0, Dp, 1.0), np.inf)
         prop = prop + 3 * u * np.where(Dp > 0, np.abs(yb) / np.where(Dp > 0, Dp, 1.0), np.inf) + 3 * u * prop
-        prop = np.where((yb == 0) & (Eb == 0), 0.0, prop)
+        prop = np.where(((yb == 0) & (Eb == 0)) | (D_hi[..., None] == 0), 0.0, prop)     # every admissible S 0: q = 0
         E_q = np.where(np.isnan(spread), np.inf, spread) + prop
         out["q"] = E_q.reshape(x.shape[:-1] + (-1,))[..., :H]
         if res is not None:
