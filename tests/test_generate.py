@@ -367,6 +367,11 @@ OPTIONS = {
                                "prenorm": (False, "_noprenorm_"), "residual_in_fp32": (True, "_fp32res_"),
                                "weight_offset": (1.0, "_zc_")}),
     "adaptive_layer_norm": ("shape=2x3x8", {"eps": (0.3, "_eps0.3_")}),
+    "norm_quant_block": ("shape=4x64", {"normalized_shape": ([64], None), "norm": ("layer_norm", "_ln_"),
+                                        "eps": (0.3, "_eps0.3_"), "format": ("mxfp8", "_mx_"),
+                                        "block_size": (32, "_g32_"), "element_dtype": ("float8_e5m2", "_e5m2_"),
+                                        "scale_rule": ("pow2", "_pow2_"), "min_scale": (0.001, "_floor0.001_"),
+                                        "residual_in_fp32": (True, "_fp32res_")}),
 }
 EVERY_OPTION = [(op, k) for op in registry.names() for k in registry.get(op).options]
 
