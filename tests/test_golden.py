@@ -94,6 +94,8 @@ NO_BIG_REDUCTION = {
     **{op: "its reduction is layer_norm's (rms_norm's) own, which have 65536-value cases; the residual add and "
            "the per-sample affine are element-wise, and such a case (inputs, two cotangents, two outputs, four "
            "gradients) costs ~2 MB of the golden budget" for op in ("add_norm", "adaptive_layer_norm")},
+    "norm_quant_block": "its statistics are layer_norm's and rms_norm's (their 65536-value cases check those sums), "
+                        "its blocks at most 128 values; the production suite's recipes run long rows",
 }
 
 

@@ -67,5 +67,16 @@ def _norm_quant_block_rows():
            why="all-zero rows with vLLM's group floor (amax clamped at 1e-10): the scale 1e-10/448"),
         nb("std1e-6", "bfloat16", (4, 256), format="fp8_group", min_scale=VLLM_GROUP_EPS),
         nb("normal", "bfloat16", (2, 8, 256), format="nvfp4", residual=True, why="a 3-D activation, one tensor scale"),
+        # the shared regimes (tests/test_golden.py: every op meets them)
+        nb("mean1e4", "float16", (4, 256), format="mxfp8", norm="layer_norm", affine="wb"),
+        nb("const", "float32", (4, 64), format="fp8_group", block_size=32, norm="layer_norm", affine="wb", eps=1e-12,
+           why="constant rows: y = bias, each block's scale from max|bias| over it"),
+        nb("std1e-3", "float32", (4, 128), format="mxfp8", scale_rule="round_up", why="eps dominates: small y"),
+        nb("one_std1e-3", "float32", (4, 64), format="nvfp4", norm="layer_norm", eps=1e-12),
+        nb("sq_overflow", "float16", (4, 256), format="mxfp8", element_dtype="float8_e5m2",
+           why="x^2 overflows float16: y from float32 sums"),
+        nb("heavy_tail", "bfloat16", (2, 4, 256), format="fp8_group", scale_rule="pow2"),
+        nb("normal", "bfloat16", (4, 64), format="mxfp8", eps=0.3, affine="", why="no weight; eps 0.3 shrinks y"),
+        nb("normal", "float16", (1, 1040), format="nvfp4", residual=True, why="one token, hidden 1040 = 65 x 16"),
     ]
     return rows
