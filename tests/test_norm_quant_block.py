@@ -32,6 +32,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "golden")
 OP = "norm_quant_block"
 E8M0 = ml_dtypes.float8_e8m0fnu
+# rows of 1e4 + N(0,1) in float16 round to a few levels, and constant rows with eps 1e-12 have rstd 1e6: the
+# norm's bound exceeds y's own size, so q and the scale are unconstrained there for a kernel under the strict
+# contract (verdict "partial", never "passed"), as for norm_quant; the numpy backend (exact contract) passes them
+ILL_POSED = {"mean1e4", "const"}
+
+
+def _want(case_id):
+    return "partial" if G.by_id()[case_id].regime in ILL_POSED else "passed"
 
 
 def _q(y, **cfg):
@@ -186,18 +194,21 @@ def test_the_numpy_backend_and_a_correct_kernel_pass_every_golden_case():
     from refnorm.check.backends import get_backend
     for b in (get_backend("numpy"), VariantKernel(None)):
         rep = run_check(b, GOLDEN, ops=[OP])
-        assert len(rep.cases) >= 40 and all(c.status == "passed" for c in rep.cases), \
-            [(c.id, c.message[:200]) for c in rep.cases if c.status != "passed"]
+        want = {c.id: "passed" if b.name == "numpy" else _want(c.id) for c in rep.cases}
+        assert len(rep.cases) >= 40 and all(c.status == want[c.id] for c in rep.cases), \
+            [(c.id, c.message[:200]) for c in rep.cases if c.status != want[c.id]]
 
 
 def test_the_torch_composite_passes_every_golden_case():
     pytest.importorskip("torch")
     from refnorm.check.backends import get_backend
     rep = run_check(get_backend("torch-cpu"), GOLDEN, ops=[OP])
-    assert len(rep.cases) >= 40 and all(c.status == "passed" for c in rep.cases), \
-        [(c.id, c.message[:300]) for c in rep.cases if c.status != "passed"]
+    assert len(rep.cases) >= 40 and all(c.status == _want(c.id) for c in rep.cases), \
+        [(c.id, c.message[:300]) for c in rep.cases if c.status != _want(c.id)]
     # every array judged and verified (none unconstrained, none unchecked), q and scale in each case
     for c in rep.cases:
+        if _want(c.id) == "partial":
+            continue
         assert c.verdicts()["unconstrained"] == 0 and not c.unchecked, (c.id, c.verdicts(), c.unchecked)
         assert {"q", "scale", "amax", "tensor_scale"} <= {a.name for a in c.arrays if a.verdict == "verified"}
 
