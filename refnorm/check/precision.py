@@ -180,11 +180,10 @@ def quantize_to(a, qdtype: str) -> np.ndarray:
         return NB.pow2_ceil(a, *NB.E8M0_EXP).astype(ml_dtypes.float8_e8m0fnu)
     if qdtype == "pow2:round_up":
         return NB.pow2_ceil(a, *NB.F32_POW2_EXP, zero=0.0).astype(np.float32)
-    dt, lo, hi = _nearest_table()[qdtype]
-    v = np.clip(a, lo, hi)
-    if dt.kind == "i":
-        return np.rint(v).astype(dt)
-    return v.astype(dt)
+    from ..norms.norm_quant import QUANT_DTYPES, quantize
+    if qdtype in QUANT_DTYPES:
+        return quantize(a, qdtype)                       # int8 refuses NaN there
+    return NB.quantize(a, qdtype)
 
 
 def _directed_interval(got: np.ndarray, qdtype: str):
