@@ -78,5 +78,7 @@ def _norm_quant_block_rows():
         nb("heavy_tail", "bfloat16", (2, 4, 256), format="fp8_group", scale_rule="pow2"),
         nb("normal", "bfloat16", (4, 64), format="mxfp8", eps=0.3, affine="", why="no weight; eps 0.3 shrinks y"),
         nb("normal", "float16", (1, 1040), format="nvfp4", residual=True, why="one token, hidden 1040 = 65 x 16"),
+        nb("mean1e3", "bfloat16", (4, 256), format="mxfp8", scale_rule="round_up", residual=True,
+           residual_in_fp32=True, why="the residual stream kept in float32 (residual_out judged in float32)"),
     ]
     return rows
