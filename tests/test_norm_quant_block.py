@@ -260,3 +260,92 @@ def test_one_step_off_away_from_a_boundary_fails(how):
     rep = run_check(_OneOff(how), GOLDEN, case_ids=ids)
     assert rep.cases and all(c.status == "failed" for c in rep.cases), \
         [(c.id, c.status) for c in rep.cases if c.status != "failed"]
+
+
+class _Perturbed(VariantKernel):
+    """A float32 kernel at the edge of the bounds: y moved by +-0.999 E_y (the norm's bound, random signs), the
+    block amaxes, the tensor amax and the pre-rounding scales taken from that y with every division or product
+    off by a relative u, each scale rounded by its own rule, q = y / S off by 2u: every admissible kernel
+    value the derivation allows. The checker must pass it (the bounds are sound where the rules' boundaries
+    make the scale ambiguous too)."""
+
+    def __init__(self, seed):
+        super().__init__(None)
+        self.rng, self.name = np.random.default_rng(seed), f"perturbed-{seed}"
+
+    def run(self, call):
+        from refnorm.check.bounds import norm_quant_block as BQ
+        i = {k: np.asarray(v, dtype=np.float64) for k, v in call.inputs.items()}
+        x, res, w, b = i["x"], i.get("residual"), i.get("weight"), i.get("bias")
+        c, H, eps = NB.check(x, res, w, b, {**NB.SPEC.options, **call.config})
+        u = 2.0 ** -53 if call.dtype == "float64" else 2.0 ** -24          # the accumulation dtype's
+        E_y, _ = BQ._norm_bound(x, res, w, b, c, H, eps, u, "block", "strict", call.dtype)
+        s = x if res is None else x + res
+        y = NB.norm_of(s, w, b, c, H, eps)
+        y = y + 0.999 * np.broadcast_to(E_y, y.shape) * self.rng.choice([-1.0, 1.0], size=y.shape)
+        off = lambda a: a * (1 + u * self.rng.uniform(-1, 1, size=np.shape(a)))      # noqa: E731
+        yb = NB.blocked(y, c["block_size"])
+        amax = np.max(np.abs(yb), axis=-1, initial=0.0)
+        fmt, rule, qm = c["format"], c["scale_rule"], NB.qmax(c["element_dtype"])
+        ts = 1.0
+        if fmt == "fp8_group":
+            v = np.maximum(off(off(amax / qm)), c["min_scale"])
+            S = v if rule == "exact" else NB.pow2_ceil(v, *NB.F32_POW2_EXP, zero=0.0)
+        elif fmt == "mxfp8":
+            if rule == "floor":
+                v = amax / 2.0 ** NB.ELEMENTS[c["element_dtype"]][2]
+                S = NB.pow2_floor(v, *NB.E8M0_EXP)
+            else:
+                v = off(off(amax / qm))
+                S = NB.pow2_ceil(v, *NB.E8M0_EXP)
+        else:
+            g = float(np.max(amax, initial=0.0))
+            enc = float(off(NB.nvfp4_tensor(g)[0]))
+            ts = float(off(1.0 / enc))
+            v = off(off(off(off(amax / 6.0) * enc)))
+            S = NB.round_e4m3(v) * ts
+        q = off(off(NB.divide_clip(yb, S[..., None], qm))).reshape(y.shape[:-1] + (-1,))[..., :H]
+        out = {"q": q, "scale": S if (fmt, rule) == ("fp8_group", "exact") else v, "amax": amax,
+               "tensor_scale": np.full((1,) * x.ndim, ts)}
+        if res is not None:
+            out["residual_out"] = s
+        from planted.block_quant import stored
+        return type(super().run(call))(stored(call.op, out, call.config, call.dtype), {}, {})
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_kernel_at_the_edge_of_the_bounds_passes(seed):
+    rep = run_check(_Perturbed(seed), GOLDEN, ops=[OP], diagnose=False)
+    bad = [(c.id, c.status, c.message[:300]) for c in rep.cases if c.status != _want(c.id)]
+    assert len(rep.cases) >= 40 and not bad, bad
+
+
+def test_a_scale_on_its_rules_boundary_may_round_either_way_and_q_follows():
+    """rms_norm of +-1 with eps 0 is exactly the weight; a weight of 56 puts the block's amax / 448 on 2^-3,
+    the boundary of E8M0's round-up: a float32 kernel may return 2^-3 or 2^-2 (amax * fl(1/448) rounds either
+    way), with the q either implies; 2^-1 is no rounding of any value within the bound."""
+    from refnorm.check.backends.base import Contract
+    from refnorm.check.bounds import bounds
+    x = np.where(np.arange(32) % 2 == 0, 1.0, -1.0)[None, :]
+    w = np.full(32, 0.75)
+    w[0] = 56.0
+    cfg = {"normalized_shape": [32], "eps": 0.0, "format": "mxfp8", "scale_rule": "round_up"}
+    inputs = {"x": x, "weight": w}
+    ref = refnorm.evaluate(OP, inputs, config=cfg).outputs
+    assert ref["scale"][0, 0] == 2.0 ** -3
+    E = bounds(OP, inputs=inputs, config=cfg, training=False, cotangents={}, state={}, ref_state={},
+               contract=Contract("strict", "block"), case_dtype="float32")["outputs"]
+    up = "float8_e8m0fnu:round_up"
+    for S, ok in ((2.0 ** -3, True), (2.0 ** -2, True), (2.0 ** -1, False)):
+        got_s = np.array([[S]]).astype(E8M0)
+        got_q = NB.quantize(np.clip(x * w / S, -448, 448), "float8_e4m3fn")
+        rs = _judge_quantized(0, "outputs", "scale", got_s, ref["scale"], E["scale"], up)
+        rq = _judge_quantized(0, "outputs", "q", got_q, ref["q"], E["q"], "float8_e4m3fn")
+        assert (rs.over == 0) == ok and (rq.over == 0 or not ok), (S, rs.ratio, rq.ratio)
+    # away from a boundary (a weight of 50: amax / 448 = 0.1116, well inside (2^-4, 2^-3]) only 2^-3 passes
+    w[0] = 50.0
+    ref = refnorm.evaluate(OP, inputs, config=cfg).outputs
+    E = bounds(OP, inputs=inputs, config=cfg, training=False, cotangents={}, state={}, ref_state={},
+               contract=Contract("strict", "block"), case_dtype="float32")["outputs"]
+    bad = _judge_quantized(0, "outputs", "scale", np.array([[2.0 ** -2]]).astype(E8M0), ref["scale"], E["scale"], up)
+    assert bad.over == 1 and np.all(E["q"] < 0.01)

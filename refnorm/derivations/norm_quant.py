@@ -101,8 +101,8 @@ def document() -> Document:
         "Hence E_q = spread + (E_y + 3u (|y| + E_y)) / D_pos, D_pos the smallest positive admissible scale "
         "(a zero scale gives q = 0 exactly; every admissible scale zero: E_q = 0). The spread is 0 wherever v "
         "is not within E_v of a rounding boundary of its rule: there the scale must be exact and q is judged as "
-        "in step 7; a scale one step off is accepted only where the rule's boundary is that close, and only "
-        "with the q it implies.",
+        "in step 7; a scale one step off is accepted only where the rule's boundary is that close, and there q "
+        "may be the one computed with any admissible scale (the check does not pair q with the returned scale).",
     ))
     return Document(
         name=NAME, title="norm_quant: the bound on the quantized output", notation=N,

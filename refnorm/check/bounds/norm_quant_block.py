@@ -29,9 +29,10 @@ Per block j (values y_j, the padded lanes of a partial last block are zeros with
                                                                   product, rounded)
       (y / 0 taken as 0: a zero scale gives q = 0. Every admissible scale 0 (an NVFP4 block scale that
       rounds to 0 wherever v may lie): q = 0 exactly, E_q = 0. A continuous scale range reaching 0 (exact
-      fp8_group, v <= E_v): E_q = inf unless y and E_y are 0.) The spread is 0 wherever the scale is unambiguous (v not within E_v of
-      a rounding boundary of its rule): a one-step-off scale is accepted only there, and only with the
-      q it implies.
+      fp8_group, v <= E_v): E_q = inf unless y and E_y are 0.) The spread is 0 wherever the scale is
+      unambiguous (v not within E_v of a rounding boundary of its rule): a one-step-off scale is accepted only
+      where it is not, and there q may be the one computed with any admissible scale (q is not paired with
+      the returned scale).
 q is judged in its element dtype by the rounding-interval test (one element step off only within E_q of
 an element rounding boundary or of the saturation point).
 """
