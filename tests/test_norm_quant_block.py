@@ -97,6 +97,12 @@ def test_nvfp4_two_level_recipe():
     assert NB.quantize(q, "float4_e2m1fn").astype(np.float64)[0, 16] == 6.0
     _, _, _, ts = _q(np.zeros((2, 16)), format="nvfp4")
     assert ts[0, 0] == 1.0                                                    # g = 0: S_enc 1 (TransformerEngine)
+    # a static encode scale (vLLM's input_global_scale) of a calibrated amax 6: the block of amax 12 has the
+    # block scale 896, saturated to 448, and its values saturate at 6 (y = 12 -> 12 * 448 / 448)
+    q, v, _, ts = NB.quantized(y, NB.resolve({"format": "nvfp4"}), np.array([448.0]))
+    assert v[0, 0] == 896.0 and NB.encode_scale(v, {"format": "nvfp4"}).astype(np.float64)[0, 0] == 448.0
+    assert q[0, 15] == 6.0 and q[0, 14] == 6.0 and ts[0, 0] == 1 / 448.0
+    np.testing.assert_allclose(q[0, 7], y[0, 7], rtol=1e-15)                # |y| < 6: y * 448 / 448
 
 
 def test_partial_last_block_is_its_values_present():
@@ -149,6 +155,9 @@ def test_the_specification_gives_the_fast_paths_bits_on_every_golden_case():
     ({"format": "mxfp4"}, {}, ConfigError, "format='mxfp4'"),
     ({"normalized_shape": [2, 8]}, {}, ConfigError, "normalized_shape=[2, 8]"),
     ({}, {"residual": np.zeros((2, 8))}, ShapeError, "'residual' has shape (2, 8)"),
+    ({"format": "mxfp8"}, {"global_scale": np.array([1.0])}, ConfigError, "format='mxfp8'"),
+    ({"format": "nvfp4"}, {"global_scale": np.array([-1.0])}, ConfigError, "global_scale=-1.0"),
+    ({"format": "nvfp4"}, {"global_scale": np.ones(2)}, ShapeError, "'global_scale' has shape (2,)"),
 ])
 def test_bad_input_is_refused_naming_the_value(cfg, inputs, err, words):
     with pytest.raises(err, match=None) as e:
@@ -277,7 +286,7 @@ class _Perturbed(VariantKernel):
         from refnorm.check.bounds import norm_quant_block as BQ
         i = {k: np.asarray(v, dtype=np.float64) for k, v in call.inputs.items()}
         x, res, w, b = i["x"], i.get("residual"), i.get("weight"), i.get("bias")
-        c, H, eps = NB.check(x, res, w, b, {**NB.SPEC.options, **call.config})
+        c, H, eps = NB.check(x, res, w, b, {**NB.SPEC.options, **call.config}, i.get("global_scale"))
         u = 2.0 ** -53 if call.dtype == "float64" else 2.0 ** -24          # the accumulation dtype's
         E_y, _ = BQ._norm_bound(x, res, w, b, c, H, eps, u, "block", "strict", call.dtype)
         s = x if res is None else x + res
@@ -300,7 +309,7 @@ class _Perturbed(VariantKernel):
                 S = NB.pow2_ceil(v, *NB.E8M0_EXP)
         else:
             g = float(np.max(amax, initial=0.0))
-            enc = float(off(NB.nvfp4_tensor(g)[0]))
+            enc = float(off(NB.nvfp4_tensor(g)[0])) if "global_scale" not in i else float(i["global_scale"][0])
             ts = float(off(1.0 / enc))
             v = off(off(off(off(amax / 6.0) * enc)))
             S = NB.round_e4m3(v) * ts

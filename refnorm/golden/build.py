@@ -134,6 +134,9 @@ PARAM_GENERATORS = {
     "ties": lambda rng, shape: (rng.integers(-30, 30, size=shape) + 0.5) / 8,   # (k + 0.5) / 8: ties over 1/8
     "eighth": lambda rng, shape: np.full(shape, 0.125),                          # a static scale of 1/8
     "decades": lambda rng, shape: _decades(rng, shape),
+    # NVFP4's static encode scale 2688 / a (vLLM's input_global_scale), a calibrated amax a in [3, 6): the
+    # blocks whose amax exceeds it have block scales above 448, which saturate
+    "nvfp4_enc": lambda rng, shape: 2688.0 / (3.0 + 3.0 * rng.random(shape)),
 }
 STATE_GENERATORS = {
     "stat_mean": lambda rng, shape: 0.5 * rng.standard_normal(shape),

@@ -145,7 +145,7 @@ SPELLED["weight_norm"].update(flat_g=(True, False))
 SPELLED["unified_norm"].update(mask=(True, False))
 SPELLED["norm_quant_block"].update(norm=_ALL, format=_ALL, block_size=_ALL, element_dtype=_ALL, scale_rule=_ALL,
                                    min_scale=_ALL, residual_in_fp32=(True, False), residual=(True, False),
-                                   w_regime=_ALL)
+                                   w_regime=_ALL, static=(True, False))
 BYTES_PER_ELEMENT = 260     # what judging one element of the activation takes, judged whole (measured, docs)
 
 

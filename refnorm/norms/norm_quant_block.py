@@ -26,7 +26,9 @@ is a DECODE scale: y ~ round_Q(q) * scale):
                k clamped to [-127, 127]; an all-zero block (v = 0) has the lowest scale 2^-127
     nvfp4      B = 16, Q float4_e2m1fn (qmax 6), an E4M3 block scale and a float32 tensor scale
                (TransformerEngine's recipe): g = max |y| over the whole tensor,
-               S_enc = min(448 * 6 / g, FLT_MAX) (1 where g = 0), tensor_scale = 1 / S_enc = g / 2688,
+               S_enc = min(448 * 6 / g, FLT_MAX) (1 where g = 0), tensor_scale = 1 / S_enc = g / 2688;
+               or static: S_enc = the input ``global_scale`` (vLLM's input_global_scale, 2688 / a calibrated
+               amax: block scales above 448 saturate there, and with them the block's values),
                v = amax_j / 6 * S_enc, S_b = round_e4m3(v) (to nearest even, saturating at 448),
                S = S_b * tensor_scale (the decode scale of the block)
 
@@ -110,9 +112,19 @@ def resolve(config: dict) -> dict:
     return c
 
 
-def check(x, residual, weight, bias, config):
+def check(x, residual, weight, bias, config, global_scale=None):
     """The argument checks (shared with the specification): (resolved config, H, eps)."""
     c = resolve(config)
+    if global_scale is not None:
+        if c["format"] != "nvfp4":
+            raise ConfigError(f"{NAME}: a 'global_scale' input with format={c['format']!r}; expected "
+                              "format='nvfp4' (the static NVFP4 tensor encode scale) or no global_scale")
+        if np.shape(global_scale) not in ((), (1,)):
+            raise ShapeError(f"{NAME}: 'global_scale' has shape {np.shape(global_scale)}; expected () or (1,) "
+                             "(one encode scale per tensor)")
+        gs = float(np.asarray(global_scale).reshape(()))
+        if not (np.isfinite(gs) and gs > 0):
+            raise ConfigError(f"{NAME}: global_scale={gs!r}; expected a finite number > 0")
     C.check_choice(NAME, "norm", c.get("norm", "rms_norm"), NORMS)
     shape = C.normalized_shape(NAME, c["normalized_shape"])
     if len(shape) != 1:
@@ -177,10 +189,20 @@ def nvfp4_tensor(g):
     return enc, 1.0 / enc
 
 
-def block_scales(amax, c, g=None):
+def tensor_encode(amax, c, global_scale=None):
+    """nvfp4's S_enc: the input ``global_scale`` (a static encode scale) or nvfp4_tensor of the tensor's
+    amax (the max of the per-block ``amax``); None for the one-level formats."""
+    if c["format"] != "nvfp4":
+        return None
+    if global_scale is not None:
+        return float(np.asarray(global_scale, dtype=np.float64).reshape(()))
+    return float(nvfp4_tensor(np.max(amax, initial=0.0))[0])
+
+
+def block_scales(amax, c, enc=None):
     """(v, S, tensor_scale): the pre-rounding scale v of each block, the decode scale S that q divides by,
-    the tensor scale, from the per-block ``amax`` (any shape) and the resolved config ``c``; ``g``: the
-    global amax (nvfp4)."""
+    the tensor scale, from the per-block ``amax`` (any shape) and the resolved config ``c``; ``enc``: nvfp4's
+    S_enc (``tensor_encode``)."""
     fmt, rule, el = c["format"], c["scale_rule"], c["element_dtype"]
     qm, emax = ELEMENTS[el][1], ELEMENTS[el][2]
     one = np.ones(())
@@ -194,7 +216,7 @@ def block_scales(amax, c, g=None):
             return v, pow2_floor(v, *E8M0_EXP), one
         v = amax / qm
         return v, pow2_ceil(v, *E8M0_EXP), one
-    enc, ts = nvfp4_tensor(g)
+    ts = 1.0 / enc
     v = amax / 6.0 * enc
     return v, round_e4m3(v) * ts, ts
 
@@ -238,13 +260,12 @@ def blocked(y, B):
     return y.reshape(y.shape[:-1] + (nb, B))
 
 
-def quantized(y, c):
+def quantized(y, c, global_scale=None):
     """(q, scale, amax, tensor_scale) from the float64 norm output ``y`` (module docstring)."""
     B, H = c["block_size"], y.shape[-1]
     yb = blocked(y, B)                                                    # (..., nb, B)
     amax = np.max(np.abs(yb), axis=-1, initial=0.0)                       # (..., nb); NaN propagates
-    g = np.max(amax, initial=0.0) if c["format"] == "nvfp4" else None
-    v, S, ts = block_scales(amax, c, g)
+    v, S, ts = block_scales(amax, c, tensor_encode(amax, c, global_scale))
     q = divide_clip(yb, S[..., None], qmax(c["element_dtype"]))
     q = q.reshape(y.shape[:-1] + (-1,))[..., :H]
     return q, v, amax, np.full((1,) * y.ndim, float(ts))
@@ -257,11 +278,11 @@ def norm_of(s, weight, bias, c, H, eps):
     return _rms.forward(s, weight, normalized_shape=(H,), eps=eps)[0]
 
 
-def forward(x, residual=None, weight=None, bias=None, **config):
+def forward(x, residual=None, weight=None, bias=None, global_scale=None, **config):
     """{"q", "scale", "amax", "tensor_scale"} (+ "residual_out" with ``residual``). Module docstring."""
-    c, H, eps = check(x, residual, weight, bias, config)
+    c, H, eps = check(x, residual, weight, bias, config, global_scale)
     s = x if residual is None else x + residual
-    q, scale, amax, ts = quantized(norm_of(s, weight, bias, c, H, eps), c)
+    q, scale, amax, ts = quantized(norm_of(s, weight, bias, c, H, eps), c, global_scale)
     out = {"q": q, "scale": scale, "amax": amax, "tensor_scale": ts}
     if residual is not None:
         out["residual_out"] = s
@@ -287,7 +308,8 @@ def output_dtypes(config, case_dtype):
 
 
 def _forward(inputs, config, state, training):
-    out = forward(inputs["x"], inputs.get("residual"), inputs.get("weight"), inputs.get("bias"), **config)
+    out = forward(inputs["x"], inputs.get("residual"), inputs.get("weight"), inputs.get("bias"),
+                  inputs.get("global_scale"), **config)
     return Forward(out, {}, None)
 
 
@@ -299,7 +321,7 @@ SPEC = NormSpec(
     name=NAME,
     summary="q = clip(norm(x [+ residual]) / S) per block of the hidden dim: fp8 groups, MXFP8 (E8M0), NVFP4 "
             "(E4M3 + tensor scale) (forward only)",
-    inputs=("x", "residual", "weight", "bias"), required=("x",),
+    inputs=("x", "residual", "weight", "bias", "global_scale"), required=("x",),
     outputs=("q", "scale", "amax", "tensor_scale", "residual_out"),
     options={"normalized_shape": REQUIRED, "norm": "rms_norm", "eps": 1e-5, "format": "fp8_group",
              "block_size": None, "element_dtype": None, "scale_rule": None, "min_scale": None,

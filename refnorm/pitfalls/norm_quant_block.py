@@ -26,7 +26,7 @@ OP = "norm_quant_block"
 def _parts(inputs, config):
     """(s, y, resolved config, H) of one call."""
     x, r, w, b = inputs["x"], inputs.get("residual"), inputs.get("weight"), inputs.get("bias")
-    c, H, eps = NB.check(x, r, w, b, {**NB.SPEC.options, **config})
+    c, H, eps = NB.check(x, r, w, b, {**NB.SPEC.options, **config}, inputs.get("global_scale"))
     s = x if r is None else x + r
     return s, NB.norm_of(s, w, b, c, H, eps), c, H
 
@@ -38,9 +38,9 @@ def _result(q, scale, amax, ts, s, inputs):
     return Result(out)
 
 
-def _from_amax(y, amax, c, qm=None, g=None):
+def _from_amax(y, amax, c, qm=None, enc=None):
     """(q, v) from the blocks of y with the given per-block amax (the scale rules of the reference)."""
-    v, S, _ = NB.block_scales(amax, c, g)
+    v, S, _ = NB.block_scales(amax, c, enc)
     q = NB.divide_clip(NB.blocked(y, c["block_size"]), S[..., None], NB.qmax(c["element_dtype"]) if qm is None
                        else qm)
     return q.reshape(y.shape[:-1] + (-1,))[..., :y.shape[-1]], v
@@ -49,10 +49,9 @@ def _from_amax(y, amax, c, qm=None, g=None):
 def scale_from_prenorm(inputs, config, cot, dtype, state, training):
     s, y, c, H = _parts(inputs, config)
     amax = np.max(np.abs(NB.blocked(s, c["block_size"])), axis=-1, initial=0.0)    # of s, not of y
-    g = np.max(amax, initial=0.0) if c["format"] == "nvfp4" else None
-    q, v = _from_amax(y, amax, c, g=g)
-    _, ts = NB.nvfp4_tensor(g) if g is not None else (None, 1.0)
-    return _result(q, v, amax, np.full((1,) * y.ndim, float(ts)), s, inputs)
+    enc = NB.tensor_encode(amax, c, inputs.get("global_scale"))
+    q, v = _from_amax(y, amax, c, enc=enc)
+    return _result(q, v, amax, np.full((1,) * y.ndim, 1.0 if enc is None else 1.0 / enc), s, inputs)
 
 
 def exponent_rounded_down(inputs, config, cot, dtype, state, training):
@@ -71,7 +70,7 @@ def partial_block_dropped(inputs, config, cot, dtype, state, training):
     s, y, c, H = _parts(inputs, config)
     full = (H // c["block_size"]) * c["block_size"]
     y0 = np.concatenate([y[..., :full], np.zeros(y.shape[:-1] + (H - full,))], axis=-1)   # the tail never read
-    q, v, amax, ts = NB.quantized(y0, c)
+    q, v, amax, ts = NB.quantized(y0, c, inputs.get("global_scale"))
     return _result(q, v, amax, ts, s, inputs)
 
 
@@ -86,10 +85,9 @@ def partial_block_misread(inputs, config, cot, dtype, state, training):
     last = np.abs(flat[start[:, None] + np.arange(B)]).max(axis=-1, initial=0.0)   # B values, on into the next row
     amax[:, -1] = last
     amax = amax.reshape(y.shape[:-1] + (nb,))
-    g = np.max(amax, initial=0.0) if c["format"] == "nvfp4" else None
-    q, v = _from_amax(y, amax, c, g=g)
-    _, ts = NB.nvfp4_tensor(g) if g is not None else (None, 1.0)
-    return _result(q, v, amax, np.full((1,) * y.ndim, float(ts)), s, inputs)
+    enc = NB.tensor_encode(amax, c, inputs.get("global_scale"))
+    q, v = _from_amax(y, amax, c, enc=enc)
+    return _result(q, v, amax, np.full((1,) * y.ndim, 1.0 if enc is None else 1.0 / enc), s, inputs)
 
 
 def e4m3_max_240(inputs, config, cot, dtype, state, training):
@@ -99,6 +97,8 @@ def e4m3_max_240(inputs, config, cot, dtype, state, training):
     if c["format"] == "nvfp4":                          # the block scale's e4m3: 240 * 6 / g, saturating at 240
         g = np.max(amax, initial=0.0)
         enc = 1.0 if g == 0 else 240.0 * 6.0 / g
+        if inputs.get("global_scale") is not None:                  # a static encode scale: given
+            enc = NB.tensor_encode(amax, c, inputs["global_scale"])
         v = amax / 6.0 * enc
         S = np.clip(NB.round_e4m3(v), 0, 240.0) / enc
         qm, ts = 6.0, 1.0 / enc

@@ -5,7 +5,7 @@ conventions), written block by block:
     y      = layer_norm(s) or rms_norm(s)                  (refnorm/specs/layer_norm.py, rms_norm.py)
     for each block j of the last axis, the values y[..., j B : min((j + 1) B, H)]:
         amax_j = max |y_j|
-    g      = max_j amax_j over the whole tensor            (nvfp4 only)
+    S_enc  = 2688 / max_j amax_j over the whole tensor, or the input global_scale          (nvfp4 only)
     v_j, S_j = the format's rule (norms.norm_quant_block.block_scales: one line per rule)
     q_j    = clip(y_j / S_j, -qmax, qmax)                  (0 where S_j = 0)
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..norms.norm_quant_block import block_scales, check, divide_clip, num_blocks, qmax
+from ..norms.norm_quant_block import block_scales, check, divide_clip, num_blocks, qmax, tensor_encode
 from ..spec import Backward, Forward
 from .layer_norm import layer_norm
 from .rms_norm import rms_norm
@@ -24,7 +24,7 @@ from .rms_norm import rms_norm
 AGREEMENT = {}          # every array: the same bits
 
 
-def norm_quant_block(x, residual, weight, bias, c, H, eps):
+def norm_quant_block(x, residual, weight, bias, c, H, eps, global_scale=None):
     """x: (*, H). Returns (q: x.shape, scale and amax: (*, nb), tensor_scale: (1,)*x.ndim, s: x.shape)."""
     s = x if residual is None else x + residual                              # x.shape
     if c.get("norm", "rms_norm") == "layer_norm":
@@ -34,8 +34,7 @@ def norm_quant_block(x, residual, weight, bias, c, H, eps):
     B = c["block_size"]
     cols = [slice(j * B, min((j + 1) * B, H)) for j in range(num_blocks(H, B))]
     amax = np.stack([np.max(np.abs(y[..., sl]), axis=-1, initial=0.0) for sl in cols], axis=-1)   # (*, nb)
-    g = np.max(amax, initial=0.0) if c["format"] == "nvfp4" else None
-    v, S, ts = block_scales(amax, c, g)                                      # (*, nb) each
+    v, S, ts = block_scales(amax, c, tensor_encode(amax, c, global_scale))   # (*, nb) each
     q = np.concatenate([divide_clip(y[..., sl], S[..., j:j + 1], qmax(c["element_dtype"]))
                         for j, sl in enumerate(cols)], axis=-1)             # x.shape
     return q, v, amax, np.full((1,) * x.ndim, float(ts)), s
@@ -45,8 +44,9 @@ def norm_quant_block(x, residual, weight, bias, c, H, eps):
 def forward(inputs, config, state, training):
     x, r, w, b = (np.ascontiguousarray(inputs["x"]), inputs.get("residual"), inputs.get("weight"),
                   inputs.get("bias"))
-    c, H, eps = check(x, r, w, b, config)
-    q, v, amax, ts, s = norm_quant_block(x, r, w, b, c, H, eps)
+    gs = inputs.get("global_scale")
+    c, H, eps = check(x, r, w, b, config, gs)
+    q, v, amax, ts, s = norm_quant_block(x, r, w, b, c, H, eps, gs)
     out = {"q": q, "scale": v, "amax": amax, "tensor_scale": ts}
     if r is not None:
         out["residual_out"] = s

@@ -39,7 +39,7 @@ def norm_quant_block(backend, torch, t, cfg, st, training):
     q = y * (1 / scale) clamped, .to(float8); mxfp8: the E8M0 exponent from torch.frexp of amax (floor:
     floor(log2 amax) - emax) or of amax * (1 / qmax) (round_up: the exponent rounded up, TransformerEngine's
     cvt.rp), clamped to [-127, 127], q = y * 2^-k clamped, .to(float8), scale .to(float8_e8m0fnu) (exact: a
-    power of two); nvfp4: S_enc = 2688 / max amax (1 for 0), the block scale (amax / 6 * S_enc) clamped to 448
+    power of two); nvfp4: S_enc = 2688 / max amax (1 for 0) or the input global_scale, the block scale (amax / 6 * S_enc) clamped to 448
     .to(float8_e4m3fn), q = y * (S_enc / block scale) clamped to 6 and rounded to e2m1 (_e2m1_codes), packed
     two per byte as torch.float4_e2m1fn_x2 (element 2i in the low nibble)."""
     import torch.nn.functional as F
@@ -80,9 +80,12 @@ def norm_quant_block(backend, torch, t, cfg, st, training):
         q = (yb * _pow2(torch, -k, W)[..., None]).clamp(-qm, qm).to(getattr(torch, el))
         scale_out = _pow2(torch, k, torch.float32).to(torch.float8_e8m0fnu)
     else:
-        g = amax.amax() if amax.numel() else torch.zeros((), dtype=W)
-        enc = (NB.NVFP4_GLOBAL / g).clamp(max=NB.FLT_MAX)
-        enc = torch.where((g == 0) | (enc == 0), torch.ones_like(enc), enc)
+        if t.get("global_scale") is not None:                     # a static encode scale (vLLM's)
+            enc = t["global_scale"].to(W).reshape(())
+        else:
+            g = amax.amax() if amax.numel() else torch.zeros((), dtype=W)
+            enc = (NB.NVFP4_GLOBAL / g).clamp(max=NB.FLT_MAX)
+            enc = torch.where((g == 0) | (enc == 0), torch.ones_like(enc), enc)
         sb = (amax / 6.0 * enc).clamp(max=NB.E4M3_MAX).to(torch.float8_e4m3fn)
         sbf = sb.to(W)
         rec = torch.where(sbf == 0, torch.zeros_like(sbf), enc / torch.where(sbf == 0, torch.ones_like(sbf), sbf))

@@ -18,6 +18,8 @@ Per block j (values y_j, the padded lanes of a partial last block are zeros with
                   E_v = 448 (E_amax g + amax E_g) / (g (g - E_g)) + 4u (v + that)   (2688 / g, the product
                   with fl(1/6) and with S_enc: four roundings); g <= E_g: no bound
                   tensor_scale ts = g / 2688, E_ts = E_g / 2688 + 3u (ts + E_g / 2688)
+      nvfp4 static  v = amax S_enc / 6 (S_enc the input global_scale, exact)  E_v = E_amax S_enc / 6 + 3u (v + that);
+                  E_ts = u ts (its reciprocal), the decode scale's range from the block scale's alone
     The backend's scale must be its rule's rounding of some value within E_v of v (the judge's directed
     or nearest interval test with bound E_v); so its decode scale D' lies in [D_lo, D_hi]:
       D_lo = rule(v - E_v), D_hi = rule(v + E_v)  (every rule is monotone; exact: the values themselves;
@@ -90,9 +92,9 @@ def smallest_positive(D_lo, D_hi, c):
 
 def bound(inputs, cfg, training, dy, u, red, contract, dt):
     x = np.asarray(inputs["x"], dtype=np.float64)
-    res, w, b = (None if inputs.get(k) is None else np.asarray(inputs[k], dtype=np.float64)
-                 for k in ("residual", "weight", "bias"))
-    c, H, eps = NB.check(x, res, w, b, cfg)
+    res, w, b, gs = (None if inputs.get(k) is None else np.asarray(inputs[k], dtype=np.float64)
+                     for k in ("residual", "weight", "bias", "global_scale"))
+    c, H, eps = NB.check(x, res, w, b, cfg, gs)
     E_y, E_res = _norm_bound(x, res, w, b, c, H, eps, u, red, contract, dt)
     E_y = np.broadcast_to(E_y, x.shape)
     s = x if res is None else x + res
@@ -104,7 +106,13 @@ def bound(inputs, cfg, training, dy, u, red, contract, dt):
         E_amax = np.max(Eb, axis=-1, initial=0.0)
         out = {"amax": E_amax}
         ts_lo = ts_hi = 1.0
-        if fmt == "nvfp4":
+        if fmt == "nvfp4" and gs is not None:            # a static encode scale: exact, an input
+            enc = NB.tensor_encode(amax, c, gs)
+            ts = ts_lo = ts_hi = 1.0 / enc
+            v = amax / 6.0 * enc
+            E_v = E_amax / 6.0 * enc + 3 * u * (v + E_amax / 6.0 * enc)
+            out["tensor_scale"] = np.full((1,) * x.ndim, u * ts)
+        elif fmt == "nvfp4":
             g, E_g = float(np.max(amax, initial=0.0)), float(np.max(E_amax, initial=0.0))
             _, ts = NB.nvfp4_tensor(g)
             ts = float(ts)
@@ -125,7 +133,7 @@ def bound(inputs, cfg, training, dy, u, red, contract, dt):
             E_v = E_amax / div + (u * v if div != qm else 3 * u * (v + E_amax / div))
             out["tensor_scale"] = np.zeros((1,) * x.ndim)
         out["scale"] = E_v
-        _, D, _ = NB.block_scales(amax, c, float(np.max(amax, initial=0.0)) if fmt == "nvfp4" else None)
+        _, D, _ = NB.block_scales(amax, c, NB.tensor_encode(amax, c, gs))
         lo, hi = scale_range(v, E_v, c)
         D_lo, D_hi = lo * ts_lo, hi * ts_hi
         D_pos = smallest_positive(lo, hi, c) * ts_lo

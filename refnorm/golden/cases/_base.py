@@ -43,7 +43,7 @@ STATE_REGIMES = ("stat_mean", "stat_var", "zeros", "ones")  # plus "count:<k>" f
 # activation (drawn per step, by the case regime)
 PARAM_REGIMES = {"weight": "weight", "g": "weight", "bias": "bias", "pad_mask": "mask", "static_scale": "qscale",
                  "mask": "keep", "rowscale": "weight", "scale": "bias", "shift": "bias", "mask1": "keep",
-                 "weight1": "weight", "bias1": "bias"}
+                 "weight1": "weight", "bias1": "bias", "global_scale": "nvfp4_enc"}
 
 _ID = re.compile(r"^[a-z][a-z0-9_]*/[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 

@@ -14,15 +14,16 @@ DECADES = ("a weight across 36 decades per run of 128 (1, 1e-5, 1e-36, 1e-3): NV
 
 def norm_quant_block(regime, dtype, shape, *, format="fp8_group", scale_rule=None, element_dtype=None,
                      block_size=None, norm="rms_norm", residual=False, residual_in_fp32=False, affine="w",
-                     min_scale=None, eps=1e-5, w_regime=None, why=""):
+                     min_scale=None, eps=1e-5, w_regime=None, static=False, why=""):
     """A row: the op's options by name (None: the format's default), ``residual`` the fused add (an
-    activation input drawn by the regime), ``w_regime`` a parameter regime for the weight ("decades")."""
+    activation input drawn by the regime), ``w_regime`` a parameter regime for the weight ("decades"),
+    ``static`` NVFP4's static encode scale (the input global_scale, 2688 / a calibrated amax in [3, 6))."""
     fmt, rule = format, scale_rule
     ns = tuple(shape[-1:])
     variant = "_".join(v for v in (
         "ln" if norm == "layer_norm" else "rms", FSHORT[fmt] + (str(block_size) if block_size else ""),
         rule if rule and rule != DEFAULT_RULE[fmt] else "", BSHORT[element_dtype] if element_dtype else "",
-        "res" if residual else "", "fp32res" if residual_in_fp32 else "",
+        "res" if residual else "", "fp32res" if residual_in_fp32 else "", "static" if static else "",
         "" if min_scale is None else f"floor{float(min_scale)!r}",
         "w" + w_regime if w_regime else "", "" if affine == "w" else AFFINE_VARIANT[affine] or "wb") if v)
     cfg = {"normalized_shape": list(ns), "norm": norm, "eps": eps, "format": fmt,
@@ -31,6 +32,7 @@ def norm_quant_block(regime, dtype, shape, *, format="fp8_group", scale_rule=Non
            **({} if min_scale is None else {"min_scale": min_scale}),
            **({"residual_in_fp32": True} if residual_in_fp32 else {})}
     inputs = {"x": tuple(shape), **({"residual": tuple(shape)} if residual else {}),
+              **({"global_scale": (1,)} if static else {}),
               **_affine_inputs(affine if norm == "layer_norm" else affine.replace("b", ""), ns)}
     return Case("norm_quant_block", name_for(regime, dtype, shape, eps=eps, default_eps=1e-5, variant=variant),
                 dtype, inputs, regime, cfg, axes=(len(shape) - 1,), centered=norm == "layer_norm", why=why,
@@ -78,6 +80,10 @@ def _norm_quant_block_rows():
         nb("heavy_tail", "bfloat16", (2, 4, 256), format="fp8_group", scale_rule="pow2"),
         nb("normal", "bfloat16", (4, 64), format="mxfp8", eps=0.3, affine="", why="no weight; eps 0.3 shrinks y"),
         nb("normal", "float16", (1, 1040), format="nvfp4", residual=True, why="one token, hidden 1040 = 65 x 16"),
+        nb("normal", "bfloat16", (8, 256), format="nvfp4", static=True, why="a static NVFP4 encode scale "
+           "(vLLM's input_global_scale) from an amax below the rows': block scales above 448 saturate, and their "
+           "values with them"),
+        nb("outlier", "float32", (4, 256), format="nvfp4", static=True, residual=True),
         nb("mean1e3", "bfloat16", (4, 256), format="mxfp8", scale_rule="round_up", residual=True,
            residual_in_fp32=True, why="the residual stream kept in float32 (residual_out judged in float32)"),
     ]
