@@ -149,6 +149,8 @@ NO_JAX = {
                 "formula re-typed, not a jax implementation)",
     "adaptive_layer_norm": "jax has no adaptive_layer_norm op (DiT's adaLN is LayerNorm composed with a "
                            "per-sample scale and shift in model code)",
+    "norm_quant_block": "jax has no norm with a block-scaled quantized output (fp8 groups, MXFP8, NVFP4 are kernel "
+                        "library ops; the torch composite checks the convention)",
 }
 INSTALL = "pip install jax (or pip install 'refnorm[jax]')"
 

@@ -127,6 +127,8 @@ NO_ONNX = {
     "offline_batch_norm": "ONNX has no offline_batch_norm operator (refnorm's framework instance of batch_norm)",
     "power_norm": "ONNX has no power_norm operator",
     "batch_renorm": "ONNX has no batch_renorm operator",
+    "norm_quant_block": "ONNX has no norm with a block-scaled quantized output (QuantizeLinear's blocked mode "
+                        "takes its scales as an input: no amax-derived, E8M0 or two-level NVFP4 scales)",
 }
 OPSET = {"layer_norm": 17, "group_norm": 21, "batch_norm": 15, "instance_norm": 22, "rms_norm": 23,
          "local_response_norm": 13, "lp_normalize": 22, "mean_variance_norm": 13}
