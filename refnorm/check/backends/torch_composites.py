@@ -39,9 +39,10 @@ def norm_quant_block(backend, torch, t, cfg, st, training):
     q = y * (1 / scale) clamped, .to(float8); mxfp8: the E8M0 exponent from torch.frexp of amax (floor:
     floor(log2 amax) - emax) or of amax * (1 / qmax) (round_up: the exponent rounded up, TransformerEngine's
     cvt.rp), clamped to [-127, 127], q = y * 2^-k clamped, .to(float8), scale .to(float8_e8m0fnu) (exact: a
-    power of two); nvfp4: S_enc = 2688 / max amax (1 for 0) or the input global_scale, the block scale (amax / 6 * S_enc) clamped to 448
-    .to(float8_e4m3fn), q = y * (S_enc / block scale) clamped to 6 and rounded to e2m1 (_e2m1_codes), packed
-    two per byte as torch.float4_e2m1fn_x2 (element 2i in the low nibble)."""
+    power of two); nvfp4: S_enc = 2688 / max amax (1 for 0) or the input global_scale, the block scale (amax / 6 *
+    S_enc) clamped to 448 .to(float8_e4m3fn), q = y * (S_enc / block scale) clamped to 6 and rounded to e2m1
+    (_e2m1_codes), packed two per byte as torch.float4_e2m1fn_x2 (element 2i in the low nibble).
+    """
     import torch.nn.functional as F
     from ...norms import norm_quant_block as NB
     c = NB.resolve(cfg)

@@ -60,7 +60,8 @@ def _norm_quant_block_rows():
                 nb("normal", "float64", (2, 96), format=fmt, scale_rule=r, residual=True),
             ]
     rows += [
-        nb("normal", "bfloat16", (8, 256), format="mxfp8", element_dtype="float8_e5m2", why="MXFP8 with e5m2 elements (emax 15)"),
+        nb("normal", "bfloat16", (8, 256), format="mxfp8", element_dtype="float8_e5m2",
+           why="MXFP8 with e5m2 elements (emax 15)"),
         nb("normal", "bfloat16", (8, 256), format="mxfp8", scale_rule="round_up", element_dtype="float8_e5m2"),
         nb("mean1e3", "float16", (4, 256), format="fp8_group", norm="layer_norm", affine="wb", residual=True,
            why="a mean-shifted residual stream"),
