@@ -41,6 +41,7 @@ NAMES: tuple[str, ...] = (
     "gated_norm",
     "dyt",
     "poly_norm",
+    "norm_quant_block",
 )
 
 

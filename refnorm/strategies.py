@@ -117,6 +117,18 @@ def _norm_quant(draw, regime, dtype, m):
                         affine=_pick(draw, "wb", "w", ""))
 
 
+def _norm_quant_block(draw, regime, dtype, m):
+    """Rows of at most m values: fp8 groups of 1..4 (partial last blocks), MXFP8 and NVFP4 (one partial block)."""
+    shape = _sides(draw, draw(st.integers(1, 3)), m)
+    fmt = _pick(draw, "fp8_group", "mxfp8", "nvfp4")
+    rule = _pick(draw, None, "pow2") if fmt == "fp8_group" else _pick(draw, None, "round_up") if fmt == "mxfp8" \
+        else None
+    return C.norm_quant_block(regime, dtype, shape, format=fmt, scale_rule=rule,
+                              block_size=draw(st.integers(1, 4)) if fmt == "fp8_group" else None,
+                              norm=_pick(draw, "rms_norm", "layer_norm"), residual=draw(st.booleans()),
+                              eps=_pick(draw, 1e-5, 1e-6, 0.3), affine=_pick(draw, "wb", "w", ""))
+
+
 def _stateful(draw, regime, dtype, m, make, lead):
     """batch_norm / instance_norm: (N, C, *spatial); train with or without running stats, or eval."""
     shape = list(_sides(draw, draw(st.integers(2 if make is C.batch_norm else 3, 4)), m))
@@ -207,7 +219,7 @@ MAKERS = {"layer_norm": _layer_norm, "rms_norm": _rms_norm, "batch_norm": _batch
           "offline_batch_norm": _offline("offline_batch_norm", 2), "power_norm": _offline("power_norm", 1),
           "batch_renorm": _offline("batch_renorm", 2), "norm_quant": _norm_quant, "add_norm": _add_norm,
           "adaptive_layer_norm": _adaptive_layer_norm, "gated_norm": _gated_norm,
-          "dyt": _dyt, "poly_norm": _poly_norm}
+          "dyt": _dyt, "poly_norm": _poly_norm, "norm_quant_block": _norm_quant_block}
 
 
 def _names(value, known, what):

@@ -371,6 +371,11 @@ OPTIONS = {
                                   "group_size": (4, "_gs4_"), "eps": (0.3, "_eps0.3_")}),
     "dyt": ("shape=4x8", {}),
     "poly_norm": ("shape=4x8", {"eps": (0.3, "_eps0.3_")}),
+    "norm_quant_block": ("shape=4x64", {"normalized_shape": ([64], None), "norm": ("layer_norm", "_ln_"),
+                                        "eps": (0.3, "_eps0.3_"), "format": ("mxfp8", "_mx_"),
+                                        "block_size": (32, "_g32_"), "element_dtype": ("float8_e5m2", "_e5m2_"),
+                                        "scale_rule": ("pow2", "_pow2_"), "min_scale": (0.001, "_floor0.001_"),
+                                        "residual_in_fp32": (True, "_fp32res_")}),
 }
 EVERY_OPTION = [(op, k) for op in registry.names() for k in registry.get(op).options]
 
@@ -498,10 +503,19 @@ CHOICES = [(op, k, v) for op, kinds in G.OPTION_KINDS.items() for k, kind in kin
            for v in kind]
 
 
+def _context(op, key, value):
+    """The other option a choice needs: norm_quant_block's scale rules and element dtypes belong to a format."""
+    if op == "norm_quant_block" and key in ("scale_rule", "element_dtype"):
+        from refnorm.norms import norm_quant_block as NB
+        table = NB.FORMAT_RULES if key == "scale_rule" else NB.FORMAT_ELEMENTS
+        return " format=" + next(f for f, vs in table.items() if value in vs)
+    return ""
+
+
 @pytest.mark.parametrize("op, key, value", CHOICES)
 def test_every_choice_a_recipe_offers_is_one_the_reference_takes(op, key, value):
     keys, _ = OPTIONS[op]
-    r = G.parse(f"{op} {keys} {key}={value}")
+    r = G.parse(f"{op} {keys} {key}={value}{_context(op, key, value)}")
     rep = run_generated(get_numpy(), [r])
     assert rep.cases[0].status in ("passed", "partial"), (r.id, rep.cases[0].message)
     with pytest.raises(Exception, match=f"{key}='nonsense'"):      # and a word outside them it refuses

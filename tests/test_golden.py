@@ -99,6 +99,8 @@ NO_BIG_REDUCTION = {
                   "golden budget: the production suite's recipes run rows of 5120 and 8192",
     "dyt": "element-wise: nothing is reduced along an axis; its one reduction, alpha's gradient over every element of "
            "x, has a case of 65536 terms (dyt/normal_f32_128x512)",
+    "norm_quant_block": "its statistics are layer_norm's and rms_norm's (their 65536-value cases check those sums), "
+                        "its blocks at most 128 values; the production suite's recipes run long rows",
 }
 
 

@@ -22,7 +22,7 @@ from . import bounds as B
 from . import stream
 from .backends.base import Contract
 from .compare import ArrayAccumulator
-from .precision import NP, RANK, dtype_name, quant_excess, quant_interval, quant_name, ratio
+from .precision import DIRECTED, NP, RANK, dtype_name, quant_accepts, quant_excess, quant_interval, ratio
 
 WORST_SHOWN = 3
 
@@ -162,11 +162,11 @@ def _judge_quantized(step, part, name, got, ref, E, qdtype):
     what = SINGULAR[part]
     if got.shape != ref.shape:
         raise ValueError(f"step {step}: {what} {name!r} has shape {got.shape}, expected {ref.shape}")
-    if quant_name(got.dtype) != qdtype:
+    if not quant_accepts(got.dtype, qdtype):
         raise TypeError(f"step {step}: {what} {name!r} has dtype {got.dtype}, expected the quantized dtype "
-                        f"{qdtype} (ml_dtypes' float8 types, numpy int8)")
+                        f"{qdtype} (ml_dtypes' float8/float4 types, numpy int8; 'pow2:...': float32)")
     E = np.broadcast_to(np.asarray(E, dtype=np.float64), ref.shape)
-    ex = quant_excess(got, ref)
+    ex = quant_excess(got, ref, qdtype)
     finite_E = np.isfinite(E)
     r = np.where(finite_E, ratio(ex, np.where(finite_E, E, 0.0)), 0.0)
     g64 = got.astype(np.float64)
@@ -175,8 +175,10 @@ def _judge_quantized(step, part, name, got, ref, E, qdtype):
     unconstrained = ~finite_E | ((E > 0) & (E >= scale))
     with np.errstate(all="ignore"):
         # the error in half steps of the quantized grid at the returned value (<= 1: correctly rounded)
-        lo, hi = quant_interval(got)
+        lo, hi = quant_interval(got, qdtype)
         half = np.where(np.isfinite(hi) & np.isfinite(lo), (hi - lo) / 2, np.where(np.isfinite(lo), g64 - lo, hi - g64))
+        if qdtype in DIRECTED:              # a power-of-two grid: the step at got (its end intervals are open)
+            half = np.where(g64 > 0, g64 / 2, np.inf)
         diff = np.where((g64 == ref) | (np.isnan(g64) & np.isnan(ref)), 0.0, np.abs(g64 - ref) / half)
         dmax = float(np.max(np.where(np.isnan(diff), np.inf, diff)[~unconstrained], initial=0.0))
     err_u = math.nan if (unconstrained.all() and ref.size) else dmax

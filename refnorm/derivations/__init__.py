@@ -56,6 +56,8 @@ ALIASES: dict[str, tuple[str, str]] = {
                    "in its section on PowerNorm."),
     "adaptive_layer_norm": ("add_norm", "`adaptive_layer_norm` (adaLN) is derived in the fused-kernels document "
                             "below, in its section on adaptive LayerNorm."),
+    "norm_quant_block": ("norm_quant", "`norm_quant_block` (block-scaled quantized outputs) is derived in the "
+                         "quantized-output document below, in its section on block scales."),
 }
 
 __all__ = ["ALIASES", "FAMILIES", "FORMATS", "ProofError", "default_directory", "document", "expected_directory",

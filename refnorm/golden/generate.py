@@ -43,6 +43,7 @@ import zlib
 from .. import registry
 from ..errors import RefnormError
 from ..norms import add_norm as _add_norm, batch_norm as _batch_norm, norm_quant as _norm_quant
+from ..norms import norm_quant_block as _norm_quant_block
 from ..norms import unified_norm as _unified_norm
 from . import build as B
 from . import cases as T
@@ -74,6 +75,7 @@ MAKERS = {
     "offline_batch_norm": (functools.partial(T.offline, "offline_batch_norm"), "x", {"steps": ("train",)}),
     "power_norm": (functools.partial(T.offline, "power_norm"), "x", {"steps": ("train",)}),
     "batch_renorm": (functools.partial(T.offline, "batch_renorm"), "x", {"steps": ("train",)}),
+    "norm_quant_block": (T.norm_quant_block, "x", {}),
 }
 COMMON = ("shape", "dtype", "regime", "layout", "seed", "expect")
 NOT_KEYS = ("regime", "dtype", "shape", "why", "tag")       # row maker parameters a recipe does not set
@@ -112,6 +114,11 @@ OPTION_KINDS = {
                    "eps": "eps"},
     "dyt": {},
     "poly_norm": {"eps": "eps"},
+    "norm_quant_block": {"normalized_shape": "shape", "norm": _norm_quant_block.NORMS, "eps": "eps",
+                         "format": _norm_quant_block.FORMATS, "block_size": "int>=1|null",
+                         "element_dtype": tuple(_norm_quant_block.ELEMENTS),
+                         "scale_rule": tuple(r for rs in _norm_quant_block.FORMAT_RULES.values() for r in rs),
+                         "min_scale": "number>=0|null", "residual_in_fp32": "bool"},
 }
 # the row makers' own keywords (not options): what each may be. affine: AFFINE's words (adaptive_layer_norm's:
 # AFFINE_ADALN's), mapped before the maker sees them
@@ -119,7 +126,8 @@ MAKER_KINDS = {"k": "ndims", "affine": None, "steps": "steps", "stats": "bool", 
                "flat_g": "bool", "qd": tuple(T.QSHORT), "static": "bool", "ub": "number>0", "ties": "bool",
                "x_regime": tuple(T.REGIMES), "dropout": "bool", "rowscale": "bool",
                "parallel": tuple(p for p in T.PARALLEL_TAG if p), "mask": "bool", "state": ("init", "warm"),
-               "iters": "int>=0", "z_regime": tuple(T.REGIMES), "bias": "bool", "alpha": tuple(T.ALPHA)}
+               "iters": "int>=0", "z_regime": tuple(T.REGIMES), "bias": "bool", "alpha": tuple(T.ALPHA),
+               "residual": "bool", "w_regime": ("decades",)}
 AFFINE_ADALN = {"ss": "ss", "s": "s", "none": ""}
 # row maker keywords a maker takes for the shared grid and ignores: not recipe keys
 IGNORED = {"local_response_norm": ("eps", "affine"), "weight_norm": ("eps", "affine"), "lp_normalize": ("affine",),
@@ -146,6 +154,9 @@ SPELLED["unified_norm"].update(mask=(True, False))
 SPELLED["gated_norm"].update(norm=_ALL, norm_before_gate=_ALL, group_size=_ALL, bias=_ALL, z_regime=_ALL)
 SPELLED["dyt"].update(alpha=_ALL)
 SPELLED["poly_norm"].update(bias=(True, False))
+SPELLED["norm_quant_block"].update(norm=_ALL, format=_ALL, block_size=_ALL, element_dtype=_ALL, scale_rule=_ALL,
+                                   min_scale=_ALL, residual_in_fp32=(True, False), residual=(True, False),
+                                   w_regime=_ALL, static=(True, False))
 BYTES_PER_ELEMENT = 260     # what judging one element of the activation takes, judged whole (measured, docs)
 
 

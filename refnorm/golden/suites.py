@@ -72,6 +72,20 @@ PRODUCTION = [
     _r("poly_norm shape=128x4096 dtype=bfloat16", "vLLM's poly_norm: 128 tokens, hidden 4096"),
     _r("poly_norm shape=64x5137 dtype=float16 regime=dev_overflow",
        "float16 activations whose x^3 overflows float16, hidden 5137 (a vector tail)"),
+    # block-scaled quantized outputs (issue 36): DeepSeek-style 1 x 128 fp8 groups, MXFP8, NVFP4, fused residual
+    _r("norm_quant_block shape=64x7168 dtype=bfloat16 residual=true",
+       "add + RMSNorm + 1 x 128 fp8 e4m3 group scales (DeepSeek-V3 hidden 7168, vLLM per_token_group_quant_fp8)"),
+    _r("norm_quant_block shape=64x4096 dtype=bfloat16 scale_rule=pow2 regime=outlier",
+       "1 x 128 groups with power-of-two scales (rounded up) and an outlier block"),
+    _r("norm_quant_block shape=128x4096 dtype=bfloat16 format=mxfp8 scale_rule=round_up residual=true",
+       "MXFP8 as NVIDIA's kernels (E8M0 exponent rounded up), fused add"),
+    _r("norm_quant_block shape=128x4096 dtype=bfloat16 format=mxfp8",
+       "MXFP8 with the OCP spec's floor rule (the block's largest values may saturate)"),
+    _r("norm_quant_block shape=64x5120 dtype=bfloat16 format=nvfp4 residual=true",
+       "NVFP4: E2M1 blocks of 16, E4M3 block scales, the float32 tensor scale amax / 2688"),
+    _r("norm_quant_block shape=64x2056 dtype=float16 format=nvfp4 w_regime=decades",
+       "NVFP4 with block scales across decades (E4M3-subnormal and zero block scales); 2056: a partial 1 x 128 "
+       "tail for the group formats, 16-aligned"),
 ]
 
 BOUNDARIES = [

@@ -27,7 +27,7 @@ from ._engine import Mods, wname
 
 MODULES = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "local_response_norm",
            "lp_normalize", "norm_quant", "add_norm", "weight_standardization", "weight_norm", "offline_batch_norm", "gated_norm",
-           "dyt", "poly_norm")
+           "dyt", "poly_norm", "norm_quant_block")
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,8 @@ def start_run(backend, call) -> dict:
 # the inputs of each op that are activations (held in the case dtype in every parameter layout); the
 # other floating inputs are parameters (weight, bias: float32 under param_dtype="float32"). Default: x
 ACTIVATIONS = {"weight_norm": ("v", "g"), "add_norm": ("x", "residual", "mask", "rowscale", "x1", "mask1"),
-               "adaptive_layer_norm": ("x", "scale", "shift"), "gated_norm": ("x", "z")}
+               "adaptive_layer_norm": ("x", "scale", "shift"), "gated_norm": ("x", "z"),
+               "norm_quant_block": ("x", "residual")}
 
 
 def flowing_outputs(spec, cfg: Mapping, cotangents: Mapping, returned) -> list:

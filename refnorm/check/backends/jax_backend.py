@@ -155,6 +155,8 @@ NO_JAX = {
            "code: refnorm's formula re-typed, not a jax implementation)",
     "poly_norm": "jax has no PolyNorm op (PolyCom's norm is composed from jnp powers and means in model code: "
                  "refnorm's formula re-typed, not a jax implementation)",
+    "norm_quant_block": "jax has no norm with a block-scaled quantized output (fp8 groups, MXFP8, NVFP4 are kernel "
+                        "library ops; the torch composite checks the convention)",
 }
 INSTALL = "pip install jax (or pip install 'refnorm[jax]')"
 

@@ -133,6 +133,8 @@ NO_ONNX = {
            "check)",
     "poly_norm": "ONNX has no PolyNorm operator (an exporter writes Pow, ReduceMean, Sqrt and Div: no "
                  "normalization op to check)",
+    "norm_quant_block": "ONNX has no norm with a block-scaled quantized output (QuantizeLinear's blocked mode "
+                        "takes its scales as an input: no amax-derived, E8M0 or two-level NVFP4 scales)",
 }
 OPSET = {"layer_norm": 17, "group_norm": 21, "batch_norm": 15, "instance_norm": 22, "rms_norm": 23,
          "local_response_norm": 13, "lp_normalize": 22, "mean_variance_norm": 13}

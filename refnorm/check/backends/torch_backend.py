@@ -689,9 +689,14 @@ def _with_layout(torch, t, a: np.ndarray):
 
 def _to_numpy(torch, t) -> np.ndarray:
     t = t.detach().cpu()
-    if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):      # no NumPy float8: the bits, as ml_dtypes'
-        import ml_dtypes
+    if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e8m0fnu):   # no NumPy float8: the bits,
+        import ml_dtypes                                                            # as ml_dtypes'
         return t.view(torch.uint8).numpy().copy().view(getattr(ml_dtypes, str(t.dtype).split(".")[1]))
+    if t.dtype == torch.float4_e2m1fn_x2:     # two e2m1 per byte, element 2i in the low nibble: unpacked
+        import ml_dtypes
+        b = t.view(torch.uint8).numpy()
+        return np.stack([b & 15, b >> 4], axis=-1).reshape(b.shape[:-1] + (-1,)).astype(np.uint8).view(
+            ml_dtypes.float4_e2m1fn)
     if t.dtype == torch.bfloat16:                                 # the bits, as ml_dtypes' (its layout kept)
         import ml_dtypes
         return t.view(torch.int16).numpy().copy(order="K").view(ml_dtypes.bfloat16)

@@ -201,7 +201,7 @@ def _one(op, inputs, cfg, training, dy, st, ref_state, u, red, contract, dt, cot
                                    u=u, reduction=red, contract=contract, case_dtype=dt, ddof=int(cfg.get("ddof", 1)),
                                    stat_shape=stat, stat_names=("mean", "std"))
         return o, g, {}
-    if op in ("lp_normalize", "local_response_norm", "weight_norm", "min_max_scale", "norm_quant"):
+    if op in ("lp_normalize", "local_response_norm", "weight_norm", "min_max_scale", "norm_quant", "norm_quant_block"):
         import importlib
         return importlib.import_module(f".{op}", __name__).bound(inputs, cfg, training, dy, u, red, contract, dt)
     raise NotBounded(f"no derived tolerance for {op!r} yet: its cases are skipped, not passed")
@@ -209,7 +209,8 @@ def _one(op, inputs, cfg, training, dy, st, ref_state, u, red, contract, dt, cot
 
 BOUNDED = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "weight_standardization",
            "mean_variance_norm", "z_score", "lp_normalize", "local_response_norm", "weight_norm", "min_max_scale",
-           "norm_quant", "add_norm", "adaptive_layer_norm", "offline_batch_norm", "gated_norm", "dyt", "poly_norm")
+           "norm_quant", "add_norm", "adaptive_layer_norm", "offline_batch_norm", "gated_norm", "dyt", "poly_norm",
+           "norm_quant_block")
 
 
 def array_dtypes(op, config, case_dtype) -> dict:
