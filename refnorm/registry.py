@@ -38,6 +38,7 @@ NAMES: tuple[str, ...] = (
     "norm_quant",
     "add_norm",
     "adaptive_layer_norm",
+    "group_norm_silu",
 )
 
 
