@@ -116,6 +116,10 @@ PARAM_GENERATORS = {
     "keep": lambda rng, shape: (rng.random(shape) >= 0.25).astype(np.float64),  # a dropout keep-mask, ~75% ones
     "ties": lambda rng, shape: (rng.integers(-30, 30, size=shape) + 0.5) / 8,   # (k + 0.5) / 8: ties over 1/8
     "eighth": lambda rng, shape: np.full(shape, 0.125),                          # a static scale of 1/8
+    # group_norm_silu's far-negative pre-activations: silu(-20) = -4e-8 (float16 subnormals), silu(-90) = -7e-38
+    # (exp(90) overflows float32: a kernel's x / (1 + exp(-x)) returns -0 there)
+    "neg20": lambda rng, shape: -20.0 + rng.standard_normal(shape),
+    "neg90": lambda rng, shape: -90.0 + rng.standard_normal(shape),
 }
 STATE_GENERATORS = {
     "stat_mean": lambda rng, shape: 0.5 * rng.standard_normal(shape),
