@@ -25,7 +25,8 @@ from ._engine import OPS as _OPS
 from ._engine import Mods, wname
 
 MODULES = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "local_response_norm",
-           "lp_normalize", "norm_quant", "add_norm", "weight_standardization", "weight_norm", "offline_batch_norm")
+           "lp_normalize", "norm_quant", "add_norm", "weight_standardization", "weight_norm", "offline_batch_norm",
+           "group_norm_silu")
 
 
 @dataclass(frozen=True)

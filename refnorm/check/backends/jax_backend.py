@@ -149,6 +149,9 @@ NO_JAX = {
                 "formula re-typed, not a jax implementation)",
     "adaptive_layer_norm": "jax has no adaptive_layer_norm op (DiT's adaLN is LayerNorm composed with a "
                            "per-sample scale and shift in model code)",
+    "group_norm_silu": "jax has no fused GroupNorm + SiLU op and no group_norm function of its own (flax's "
+                       "nn.GroupNorm is a module built from jnp reductions, then jax.nn.silu in model code: a "
+                       "re-implementation, not a jax kernel)",
 }
 INSTALL = "pip install jax (or pip install 'refnorm[jax]')"
 

@@ -127,6 +127,9 @@ NO_ONNX = {
     "offline_batch_norm": "ONNX has no offline_batch_norm operator (refnorm's framework instance of batch_norm)",
     "power_norm": "ONNX has no power_norm operator",
     "batch_renorm": "ONNX has no batch_renorm operator",
+    "group_norm_silu": "ONNX has no GroupNorm + SiLU operator (GroupNormalization then Sigmoid and Mul in the "
+                       "graph); onnxruntime's contrib com.microsoft GroupNorm (activation=1: SiLU) takes NHWC input and "
+                       "is a CUDA/ROCm kernel, not wired into this adapter",
 }
 OPSET = {"layer_norm": 17, "group_norm": 21, "batch_norm": 15, "instance_norm": 22, "rms_norm": 23,
          "local_response_norm": 13, "lp_normalize": 22, "mean_variance_norm": 13}
