@@ -20,6 +20,7 @@ from typing import Callable
 
 LN, RMS, GN, BN, IN, AN = "layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "add_norm"
 NQ = "norm_quant"
+GNS = "group_norm_silu"
 CENTERED = (LN, GN, BN, IN)
 
 ALL_ROWS = (
@@ -189,6 +190,15 @@ SUPPLEMENTARY = (
     P("R-parmask", "the parallel branch x1 dropped with x's keep-mask instead of its own", "parallel_shared_mask",
       (AN,)),
     P("R-pardy1", "the backward without the gradient through the parallel output y1", "no_dy1", (AN,)),
+    # GroupNorm + SiLU fused (issue 36): diffusion UNet/VAE kernels
+    P("R-siluaff", "SiLU applied before the affine: silu(x_hat) * weight + bias", "silu_before_affine", (GNS,)),
+    P("R-silugrad", "silu' evaluated at the normalized value x_hat, without the affine", "silu_grad_at_xhat",
+      (GNS,)),
+    P("R-silugrady", "silu' evaluated at the output y = silu(p)", "silu_grad_at_output", (GNS,)),
+    P("R-gnstride", "groups over the wrong channel order: group g holds the channels c % G == g (a channels_last "
+                    "kernel's group index)", "gns_strided_groups", (GNS,)),
+    P("R-gns1pass", "the fused GroupNorm + SiLU kernel's variance as E[x^2]-E[x]^2 in fp32, clamped at 0 "
+                    "(A01's mechanism in the fused kernel)", "one_pass_clamp", (GNS,)),
 )
 
 NOT_APPLICABLE = {
