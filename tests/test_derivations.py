@@ -30,6 +30,7 @@ NORMALIZERS = {
     "min_max_scale": ["min_max_scale"], "z_score": ["z_score"], "mean_variance_norm": ["mean_variance_norm"],
     "local_response_norm": ["local_response_norm"], "norm_quant": ["norm_quant"],
     "add_norm": ["add_norm", "adaptive_layer_norm"],
+    "group_norm_silu": ["group_norm_silu"],
 }
 
 

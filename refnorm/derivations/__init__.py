@@ -39,6 +39,7 @@ FAMILIES: tuple[str, ...] = (
     "local_response_norm",
     "norm_quant",
     "add_norm",
+    "group_norm_silu",
 )
 
 # normalizer -> (the family whose document derives it, the line printed above that document)
