@@ -367,6 +367,7 @@ OPTIONS = {
                                "prenorm": (False, "_noprenorm_"), "residual_in_fp32": (True, "_fp32res_"),
                                "weight_offset": (1.0, "_zc_")}),
     "adaptive_layer_norm": ("shape=2x3x8", {"eps": (0.3, "_eps0.3_")}),
+    "group_norm_silu": ("shape=2x4x5 num_groups=2", {"num_groups": (4, "_g4_"), "eps": (0.3, "_eps0.3_")}),
 }
 EVERY_OPTION = [(op, k) for op in registry.names() for k in registry.get(op).options]
 
@@ -438,6 +439,9 @@ def test_every_option_is_settable_in_a_recipe_and_part_of_the_id(op, key):
     ("norm_quant shape=4x8 qd=fp8", "qd=fp8; expected one of: float8_e4m3fn, float8_e5m2, int8"),
     ("adaptive_layer_norm shape=2x3x8 affine=w", "affine='w'; expected one of: ss, s, none"),
     ("add_norm shape=4x8 rowscale=maybe", "rowscale=maybe; expected true or false"),
+    ("group_norm_silu shape=2x6x4", "group_norm_silu needs groups=G"),
+    ("group_norm_silu shape=2x6x4 num_groups=4", "groups=4; expected a divisor of the 6 channels"),
+    ("group_norm_silu shape=2x6x4 groups=2 bias=neg5", "bias=neg5; expected one of: neg20, neg90"),
 ])
 def test_bad_option_values_name_the_key_the_value_and_what_was_expected(text, what, capsys):
     with pytest.raises(G.RecipeError) as e:

@@ -71,6 +71,7 @@ MAKERS = {
     "offline_batch_norm": (functools.partial(T.offline, "offline_batch_norm"), "x", {"steps": ("train",)}),
     "power_norm": (functools.partial(T.offline, "power_norm"), "x", {"steps": ("train",)}),
     "batch_renorm": (functools.partial(T.offline, "batch_renorm"), "x", {"steps": ("train",)}),
+    "group_norm_silu": (T.group_norm_silu, "x", {}),
 }
 COMMON = ("shape", "dtype", "regime", "layout", "seed", "expect")
 NOT_KEYS = ("regime", "dtype", "shape", "why", "tag")       # row maker parameters a recipe does not set
@@ -105,6 +106,7 @@ OPTION_KINDS = {
     "add_norm": {"normalized_shape": "shape", "norm": _add_norm.NORMS, "eps": "eps",
                  "dropout_p": "[0,1)", "prenorm": "bool", "residual_in_fp32": "bool", "weight_offset": "number"},
     "adaptive_layer_norm": {"eps": "eps"},
+    "group_norm_silu": {"num_groups": "int>=1", "eps": "eps"},
 }
 # the row makers' own keywords (not options): what each may be. affine: AFFINE's words (adaptive_layer_norm's:
 # AFFINE_ADALN's), mapped before the maker sees them
@@ -112,14 +114,14 @@ MAKER_KINDS = {"k": "ndims", "affine": None, "steps": "steps", "stats": "bool", 
                "flat_g": "bool", "qd": tuple(T.QSHORT), "static": "bool", "ub": "number>0", "ties": "bool",
                "x_regime": tuple(T.REGIMES), "dropout": "bool", "rowscale": "bool",
                "parallel": tuple(p for p in T.PARALLEL_TAG if p), "mask": "bool", "state": ("init", "warm"),
-               "iters": "int>=0"}
+               "iters": "int>=0", "bias": ("neg20", "neg90")}
 AFFINE_ADALN = {"ss": "ss", "s": "s", "none": ""}
 # row maker keywords a maker takes for the shared grid and ignores: not recipe keys
 IGNORED = {"local_response_norm": ("eps", "affine"), "weight_norm": ("eps", "affine"), "lp_normalize": ("affine",),
            "mean_variance_norm": ("affine",), "weight_standardization": ("affine",)}
 # option -> the row maker keyword that makes it (the maker derives the option, and the inputs it needs)
 ALIASES = {"group_norm": {"num_groups": "groups"}, "norm_quant": {"quant_dtype": "qd"},
-           "add_norm": {"dropout_p": "dropout"}}
+           "add_norm": {"dropout_p": "dropout"}, "group_norm_silu": {"num_groups": "groups"}}
 # key -> the values the row maker's name spells (None: every value): such a key adds nothing to the id.
 # eps is spelled by every maker that names its eps (cases.name_for), when it keeps the value given
 _ALL = None
@@ -136,6 +138,7 @@ SPELLED["add_norm"].update(norm=_ALL, prenorm=_ALL, residual_in_fp32=_ALL, weigh
                            parallel=_ALL, x_regime=_ALL)
 SPELLED["weight_norm"].update(flat_g=(True, False))
 SPELLED["unified_norm"].update(mask=(True, False))
+SPELLED["group_norm_silu"].update(num_groups=_ALL, groups=_ALL, bias=_ALL)
 BYTES_PER_ELEMENT = 260     # what judging one element of the activation takes, judged whole (measured, docs)
 
 
@@ -316,9 +319,9 @@ def parse(text: str) -> Recipe:
             kw[alias] = value
         elif k in params or free:
             kw[k] = v
-    if op == "group_norm" and "groups" not in kw:
-        raise RecipeError(f"recipe {text!r}: group_norm needs groups=G (or num_groups=G)")
-    if op == "group_norm" and len(shape) >= 2 and shape[1] % kw["groups"]:
+    if op in ("group_norm", "group_norm_silu") and "groups" not in kw:
+        raise RecipeError(f"recipe {text!r}: {op} needs groups=G (or num_groups=G)")
+    if op in ("group_norm", "group_norm_silu") and len(shape) >= 2 and shape[1] % kw["groups"]:
         raise RecipeError(f"recipe {text!r}: groups={kw['groups']}; expected a divisor of the {shape[1]} channels")
     case = _make(text, op, make, regime, dtype, shape, {**fixed, **kw})
     made = dict(case.config)

@@ -56,6 +56,16 @@ PRODUCTION = [
     _r("adaptive_layer_norm shape=2x256x1152 dtype=bfloat16", "DiT-XL adaLN: 256 tokens, hidden 1152"),
     _r("adaptive_layer_norm shape=2x1024x1536 dtype=float16 regime=mean1e3", "adaLN, hidden 1536, shifted rows"),
     _r("layer_norm shape=64x4096 dtype=bfloat16 weight_offset=1.0", "TransformerEngine zero-centred gamma"),
+    # GroupNorm + SiLU fused (diffusion UNet/VAE ResnetBlock2D: GroupNorm(32, C) then SiLU), NCHW and NHWC
+    _r("group_norm_silu shape=2x320x32x32 groups=32 dtype=float16", "SD UNet ResnetBlock2D GroupNorm(32, 320) + SiLU, NCHW"),
+    _r("group_norm_silu shape=2x320x32x32 groups=32 dtype=float16 layout=channels_last",
+       "the same in channels_last memory (NHWC fused GroupNorm + SiLU kernels)"),
+    _r("group_norm_silu shape=1x512x32x32 groups=32 dtype=bfloat16 layout=channels_last",
+       "SD VAE decoder GroupNorm(32, 512) + SiLU, NHWC"),
+    _r("group_norm_silu shape=2x640x16x16 groups=32 dtype=bfloat16 regime=mean1e3",
+       "mean-shifted groups (20 channels a group), bfloat16"),
+    _r("group_norm_silu shape=2x128x64x64 groups=32 dtype=float32 bias=neg20",
+       "far-negative pre-activations (silu ~ 0) over 16384-value groups"),
 ]
 
 BOUNDARIES = [
