@@ -1,0 +1,109 @@
+"""group_norm_silu in the checker (issue 36): its derived bounds hold a correct fused float32 kernel (the
+emulated one, tests/planted/emulated.py) and torch's composite F.silu(F.group_norm(x)) with 0 false alarms,
+are not vacuous where the SiLU is flat (a kernel flushing silu(-20) to zero fails), and every planted SiLU
+pitfall fails at least one golden case and is named by the diagnosis."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from planted import report
+from refnorm.check import run_check
+from refnorm.check.backends.base import Call, Returned
+from refnorm.check.core import read_expected_failures
+from refnorm.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOLDEN = os.path.join(ROOT, "golden")
+OP = "group_norm_silu"
+OWN = ("silu_before_affine", "silu_grad_at_xhat", "silu_grad_at_output", "gns_strided_groups", "one_pass_clamp")
+
+
+@pytest.mark.parametrize("mutation", OWN)
+def test_each_planted_pitfall_fails_and_is_named(mutation):
+    o = report.run(mutation, OP)
+    assert o.caught, f"{mutation} passes every golden case of {OP}"
+    named = [c for c in o.caught if c.diagnosis and c.diagnosis.get("matched") == mutation]
+    wrong = [c.id for c in o.caught if c.diagnosis and c.diagnosis.get("matched") not in (None, mutation)]
+    assert not wrong, f"{mutation} misnamed on {wrong}"
+    assert len(named) >= 0.6 * len(o.caught), (mutation, len(named), len(o.caught))
+
+
+def test_the_strided_groups_kernel_fails_in_channels_last_memory():
+    """The wrong channel order of a channels_last kernel's groups, judged with the activations handed in
+    channels_last memory (refnorm check --layout channels_last)."""
+    from planted.emulated import EmulatedBackend
+    rep = run_check(EmulatedBackend("gns_strided_groups"), GOLDEN, ops=[OP], layout="channels_last")
+    failed = [c for c in rep.cases if c.status == "failed"]
+    assert failed and all(c.diagnosis and c.diagnosis.get("matched") in ("gns_strided_groups", None) for c in failed)
+    assert any(c.diagnosis and c.diagnosis.get("matched") == "gns_strided_groups" for c in failed)
+    good = run_check(EmulatedBackend(None), GOLDEN, ops=[OP], layout="channels_last")
+    assert all(c.status in ("passed", "partial", "skipped") for c in good.cases), \
+        [(c.id, c.status) for c in good.cases if c.status not in ("passed", "partial", "skipped")]
+
+
+class _Flush:
+    """The correct emulated kernel, but y flushed to zero where the pre-activation p < ``below`` (a kernel
+    that treats the SiLU's tail as zero)."""
+    name = "flush-tail"
+
+    def __init__(self, below):
+        from planted.emulated import EmulatedBackend
+        self.inner = EmulatedBackend(None)
+        self.below = below
+
+    def available(self):
+        return None
+
+    def supports(self, call):
+        return self.inner.supports(call)
+
+    def contract(self, call):
+        return self.inner.contract(call)
+
+    def run(self, call: Call) -> Returned:
+        import refnorm
+        r = self.inner.run(call)
+        x = {k: np.asarray(v, dtype=np.float64) for k, v in call.inputs.items()}
+        gn = refnorm.evaluate("group_norm", x, config={k: call.config[k] for k in ("num_groups", "eps")})
+        tail = gn.outputs["y"] < self.below
+        y = np.where(tail, np.zeros_like(r.outputs["y"]), r.outputs["y"])
+        return Returned({**r.outputs, "y": y}, r.grads)
+
+
+def test_a_kernel_flushing_the_tail_fails_where_the_sigmoid_does_not_overflow():
+    """silu(-20) = -4e-8 is a float32 number to be computed to its relative precision: returning 0 there
+    fails (the bound is |silu'(p)| E_p plus the SiLU's own relative error, not an absolute floor), while at
+    p ~ -90 (exp(-p) overflows float32) the same zero is what a correct kernel returns, and passes."""
+    ids = [f"{OP}/normal_g4_neg20_f32_2x8x5x7", f"{OP}/normal_g2_neg90_f32_2x4x6x5"]
+    for below, want in ((-15.0, ["failed", "failed"]), (-88.8, ["passed", "passed"])):   # exp(88.8) > FLT_MAX
+        rep = run_check(_Flush(below), GOLDEN, case_ids=ids)
+        got = {c.id: c.status for c in rep.cases}
+        assert [got[i] for i in ids] == want, (below, [(c.id, c.status, c.message[:120]) for c in rep.cases])
+
+
+def test_torch_cpu_composite_passes_every_case_but_its_known_defects(capsys):
+    known = os.path.join(ROOT, "known_failures", "torch-cpu.txt")
+    rc = main(["check", "--backend", "torch-cpu", "--golden", GOLDEN, "--ops", OP, "--expect-failures", known,
+               "--no-progress"])
+    text = capsys.readouterr().out
+    assert rc in (0, 4), text[-3000:]
+    assert " 0 failed, 0 errors" in text and "1 expected failures" in text, text[-1500:]
+    entries = [i for i in read_expected_failures(known) if i.startswith(OP + "/")]
+    assert entries == [f"{OP}/normal_noweight_g3_f32_3x6x7"]
+
+
+def test_torch_contract_and_the_cuda_refusal():
+    from refnorm.check.backends.torch_backend import TorchBackend
+    cpu = TorchBackend("cpu")
+    assert cpu.contract_for(OP, "bfloat16", {"x": 0, "weight": 0}).kind == "epi_d"
+    assert cpu.contract_for(OP, "float32", {"x": 0, "weight": 0}).kind == "strict"
+    call = Call(OP, "float16", {"num_groups": 2, "eps": 1e-5}, True,
+                {"x": np.zeros((2, 4, 3), np.float16), "weight": np.ones(4, np.float16)})
+    reason = TorchBackend("cuda").supports(call)
+    assert reason is None or "torch-cuda-caseparams" in reason or "CUDA" in reason
+    from refnorm.check.backends.jax_backend import NO_JAX
+    from refnorm.check.backends.onnxruntime_backend import NO_ONNX
+    assert "GroupNorm + SiLU" in NO_JAX[OP] and "GroupNorm + SiLU" in NO_ONNX[OP]
