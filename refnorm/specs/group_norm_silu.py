@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..norms.group_norm_silu import check
+from ..norms.group_norm import check as group_norm_check
 from ..spec import Backward, Forward
 from .group_norm import group_norm, group_norm_backward
 
@@ -53,7 +53,7 @@ def group_norm_silu_backward(dy, p, xhat, rstd, weight, has_bias, num_groups):
 # ---------------------------------------------------------------- the evaluate() contract
 def forward(inputs, config, state, training):
     x, w, b = np.ascontiguousarray(inputs["x"]), inputs.get("weight"), inputs.get("bias")
-    G, _, eps = check(x, w, b, config["num_groups"], config["eps"])
+    G, _, eps = group_norm_check(x, w, b, config["num_groups"], config["eps"], name="group_norm_silu")
     y, mean, rstd, xhat, p = group_norm_silu(x, w, b, G, eps)
     return Forward({"y": y, "mean": mean, "rstd": rstd}, {}, (p, xhat, rstd, w, b is not None, G))
 
