@@ -1,5 +1,5 @@
-"""Bounds for group_norm_silu: y = silu(p), p = group_norm(x) * weight + bias (docs/tolerances.md, section
-"GroupNorm + SiLU"; derivations/group_norm_silu.md for the derivatives used here).
+"""Bounds for group_norm_silu: y = silu(p), p = group_norm(x) * weight + bias (docs/group_norm_silu.md, "Bounds";
+derivations/group_norm_silu.md for the derivatives used here).
 
 The pre-activation p is group_norm's output: its bound E_p is group_norm's y bound (standardize, the same
 contract; under ``plus_strict`` E_acc + E_ref of both contracts). A kernel then evaluates silu at its p~,
