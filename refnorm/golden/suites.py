@@ -97,7 +97,8 @@ OVERFLOW = [
                                ("batch_norm", "16x8x8x8", ""), ("group_norm", "4x32x8x8", " groups=8"),
                                ("instance_norm", "4x8x16x16", ""), ("z_score", "64x512", ""),
                                ("mean_variance_norm", "4x8x16x16", ""), ("weight_standardization", "64x3x3x3", ""),
-                               ("lp_normalize", "64x512", ""), ("local_response_norm", "4x16x8x8", ""))],
+                               ("lp_normalize", "64x512", ""), ("local_response_norm", "4x16x8x8", ""),
+                               ("group_norm_silu", "4x32x8x8", " groups=8"))],
 ]
 
 LIMITS = [
