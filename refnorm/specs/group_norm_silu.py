@@ -21,10 +21,17 @@ from .group_norm import group_norm, group_norm_backward
 AGREEMENT = {}          # every array: the same bits
 
 
+def sigmoids(p):
+    """(sigmoid(p), 1 - sigmoid(p)), each without overflow or cancellation: e = exp(-|p|) <= 1 (the larger of
+    the two is 1 / (1 + e), the smaller e / (1 + e)), so both keep full relative accuracy in the tails."""
+    e = np.exp(-np.abs(p))
+    big, small = 1.0 / (1.0 + e), e / (1.0 + e)
+    return np.where(p >= 0, big, small), np.where(p >= 0, small, big)
+
+
 def sigmoid(p):
-    """1 / (1 + exp(-p)), evaluated without overflow: exp(p) / (1 + exp(p)) for p < 0."""
-    e = np.exp(-np.abs(p))                                           # in (0, 1]
-    return np.where(p >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    """1 / (1 + exp(-p))."""
+    return sigmoids(p)[0]
 
 
 def silu(p):
@@ -34,8 +41,8 @@ def silu(p):
 
 def silu_grad(p):
     """d silu / dp = s * (1 + p * (1 - s)), s = sigmoid(p)."""
-    s = sigmoid(p)
-    return s * (1.0 + p * (1.0 - s))
+    s, rest = sigmoids(p)
+    return s * (1.0 + p * rest)
 
 
 def group_norm_silu(x, weight, bias, num_groups, eps):
