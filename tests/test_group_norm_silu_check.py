@@ -107,3 +107,22 @@ def test_torch_contract_and_the_cuda_refusal():
     from refnorm.check.backends.jax_backend import NO_JAX
     from refnorm.check.backends.onnxruntime_backend import NO_ONNX
     assert "GroupNorm + SiLU" in NO_JAX[OP] and "GroupNorm + SiLU" in NO_ONNX[OP]
+
+
+def test_the_variants_unchanged_are_the_reference():
+    """The pitfall module's two ways of computing (its own equations, group_norm's engine on the pre-activation)
+    give the reference when nothing is changed, so a match is the change's and nothing else's."""
+    import refnorm
+    from refnorm.pitfalls import group_norm_silu as V
+    from refnorm.pitfalls._engine import Mods
+    rng = np.random.default_rng(36)
+    ins = {"x": rng.standard_normal((2, 6, 3, 2)) + 3, "weight": rng.standard_normal(6), "bias": rng.standard_normal(6)}
+    cfg, cot = {"num_groups": 3, "eps": 1e-5}, {"y": rng.standard_normal((2, 6, 3, 2))}
+    ref = refnorm.evaluate(OP, ins, config=cfg, grad_outputs=cot)
+    for res in (V._evaluate(ins, cfg, cot, "float64"),
+                V._on_pre_activation(Mods())(ins, cfg, cot, "float64", {}, True)):
+        for part in ("outputs", "grads"):
+            for k, want in getattr(ref, part).items():
+                np.testing.assert_allclose(getattr(res, part)[k], want, rtol=1e-12, atol=1e-14, err_msg=k)
+    order = V.strided_order(6, 3)
+    assert order.tolist() == [0, 3, 1, 4, 2, 5]          # group g: the channels c % 3 == g

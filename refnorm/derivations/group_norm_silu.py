@@ -83,7 +83,8 @@ def document() -> Document:
         errata_source="", errata=(),
         checks=(
             "`prove()`: silu' and silu'' against SymPy's derivatives of z σ(z); the chain-rule steps against the "
-            "derivative of ℓ = Σ ∂ℓ/∂y_{a,p} · act(γ_a x̂_{a,p} + β_a) with an opaque activation, for every "
+            "derivative of ℓ = Σ ∂ℓ/∂y_{a,p} · act(γ_a x̂_{a,p} + β_a) with an opaque activation, for "
+            "every "
             "(K, S) with K S = 2..5 and, for ∂ℓ/∂p, for general K and S.",
             "`check_numeric()`: against `refnorm.evaluate('group_norm_silu', ..., engine='spec')` (the "
             "specification, refnorm/specs/group_norm_silu.py): y, dx, dweight, dbias, the SiLU derivatives "

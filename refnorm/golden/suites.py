@@ -57,7 +57,8 @@ PRODUCTION = [
     _r("adaptive_layer_norm shape=2x1024x1536 dtype=float16 regime=mean1e3", "adaLN, hidden 1536, shifted rows"),
     _r("layer_norm shape=64x4096 dtype=bfloat16 weight_offset=1.0", "TransformerEngine zero-centred gamma"),
     # GroupNorm + SiLU fused (diffusion UNet/VAE ResnetBlock2D: GroupNorm(32, C) then SiLU), NCHW and NHWC
-    _r("group_norm_silu shape=2x320x32x32 groups=32 dtype=float16", "SD UNet ResnetBlock2D GroupNorm(32, 320) + SiLU, NCHW"),
+    _r("group_norm_silu shape=2x320x32x32 groups=32 dtype=float16",
+       "SD UNet ResnetBlock2D GroupNorm(32, 320) + SiLU, NCHW"),
     _r("group_norm_silu shape=2x320x32x32 groups=32 dtype=float16 layout=channels_last",
        "the same in channels_last memory (NHWC fused GroupNorm + SiLU kernels)"),
     _r("group_norm_silu shape=1x512x32x32 groups=32 dtype=bfloat16 layout=channels_last",

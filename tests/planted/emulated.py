@@ -35,7 +35,8 @@ from refnorm.check.backends.base import Call, Contract, Returned
 from refnorm.check.precision import NP, round_to
 from refnorm.norms.rms_norm import default_eps
 
-OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "norm_quant", "add_norm", "group_norm_silu")
+OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "norm_quant", "add_norm",
+       "group_norm_silu")
 CENTERED = ("layer_norm", "group_norm", "batch_norm", "instance_norm")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -757,7 +758,8 @@ class EmulatedBackend:
             grads["x"] = back(rb["dx"])
             for name, v, t in (("weight", w, pw), ("bias", b, pb_)):
                 if v is not None:
-                    grads[name] = k.param_sum(np.asarray(t).reshape(x.shape), (1,), (C,), is_weight=name == "weight")[inv]
+                    T = np.asarray(t).reshape(x.shape)
+                    grads[name] = k.param_sum(T, (1,), (C,), is_weight=name == "weight")[inv]
         return self._finish(k, outs, grads)
 
     # ------------------------------------------------------------------ batch_norm, instance_norm

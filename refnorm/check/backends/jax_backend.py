@@ -149,9 +149,10 @@ NO_JAX = {
                 "formula re-typed, not a jax implementation)",
     "adaptive_layer_norm": "jax has no adaptive_layer_norm op (DiT's adaLN is LayerNorm composed with a "
                            "per-sample scale and shift in model code)",
-    "group_norm_silu": "jax has no fused GroupNorm + SiLU op and no group_norm function of its own (flax's "
-                       "nn.GroupNorm is a module built from jnp reductions, then jax.nn.silu in model code: a "
-                       "re-implementation, not a jax kernel)",
+    "group_norm_silu": "jax has no GroupNorm + SiLU op: jax.nn.silu of this adapter's group_norm "
+                       "(jax.nn.standardize) would be a composition whose float16/bfloat16 SiLU runs in the case "
+                       "dtype (its exp, add and division each rounded to it), a rounding model the group_norm_silu "
+                       "bounds do not define (their epi_d rounds only p and dp to the case dtype)",
 }
 INSTALL = "pip install jax (or pip install 'refnorm[jax]')"
 

@@ -18,9 +18,11 @@ The SiLU's own evaluation in the accumulation dtype (u; and the float64 referenc
     backward: C_B u |dy| s (1 + 2 |p|),  C_B = 12: s (exp, the add, the division: 7 u), 1 - s, p (1 - s),
               1 + p (1 - s), s * (...), dy * silu': the terms' magnitudes are at most s (1 + 2|p|) |dy|
               (silu' itself cancels at p = -1.278, so the bound is on the magnitudes, not on |silu'|)
-and where exp(-p) may overflow the accumulation dtype (p - E_p < -ln(max)), a kernel's p / (1 + exp(-p))
-is -0 and its dp too: the whole |y| (|dy silu'|) is added there (silu(-90) = -7e-38 in float32). eta_A: half the accumulation
-dtype's smallest subnormal (the sigmoid's gradual underflow, times |p|).
+Where exp(-p) may overflow the accumulation dtype (p - E_p < -ln(max)), a kernel's p / (1 + exp(-p)) is -0
+and its dp too: the whole |y| (|dy silu'|) is added there (silu(-90) = -7e-38 in float32). eta_A: half the
+accumulation dtype's smallest subnormal (the sigmoid's gradual underflow, times |p|). Not covered, by design
+(float32 holds silu's far-negative tail to its full relative precision): a sigmoid through tanh,
+0.5 (1 + tanh(p / 2)), which errs by u absolute where s << 1, and fast-math exp (2 + 1.16 |p| ulp).
 epi_d: the pointwise intermediates held in the case dtype d (a composition F.silu(F.group_norm(x)) in
 float16/bfloat16: p rounded to d, then dp = dy * silu'(p) rounded to d): p's rounding is in E_p already
 (standardize's epi_d terms: 2 u_d |p| + 2 eta_d (1 + |w|)); dp's adds u_d (|dp| + delta) + eta_d to delta.
