@@ -12,7 +12,9 @@ One module per normalizer (``layer_norm``, ``rms_norm``, ``group_norm``, ``batch
 variants the four centred ones share), each exporting ``VARIANTS``, a tuple of ``Variant``. The
 equations of the five row normalizers live in ``_engine`` (the reference written over rows, with one
 ``Mods`` change at a time); the local_response_norm and lp_normalize variants call their reference
-module with the one change, and the add_norm variants its specification with the one change. Layer: beside the reference core; imports refnorm.norms, refnorm.spec
+module with the one change, and the add_norm variants its specification with the one change; the group_norm_silu
+variants are its specification with the one change, or group_norm's engine variants on its pre-activation.
+Layer: beside the reference core; imports refnorm.norms, refnorm.spec
 and refnorm.registry only (tests/test_pitfalls.py checks that no checker, golden or CLI module loads).
 """
 from __future__ import annotations
