@@ -157,3 +157,32 @@ def test_random_calls_of_a_correct_kernel_and_of_torch_are_within_their_bounds()
                                       cotangents=d["cotangents"], dtype=d["dtype"], contract=be.contract(call),
                                       allow_partial=True)
     check()
+
+
+@pytest.mark.parametrize("dtype,layout", [("float32", "contiguous"), ("bfloat16", "channels_last"),
+                                          ("float16", "contiguous"), ("float64", "channels_last")])
+def test_the_torch_composite_is_what_a_user_writes_bit_for_bit(dtype, layout):
+    """The adapter's composite (native_group_norm for its statistics, then F.silu) returns the very bits of
+    F.silu(F.group_norm(x, G, w, b, eps)), y and every gradient, in C order and in channels_last memory."""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+
+    from refnorm.check.backends.torch_backend import TorchBackend
+    from refnorm.check.precision import round_to
+    from refnorm.golden.layouts import apply
+    rng = np.random.default_rng(7)
+    x = round_to(3 + rng.standard_normal((2, 8, 5, 3)), dtype)
+    w, b = round_to(1 + rng.standard_normal(8) / 2, dtype), round_to(rng.standard_normal(8), dtype)
+    dy = round_to(rng.standard_normal(x.shape), dtype)
+    call = Call(OP, dtype, {"num_groups": 4, "eps": 1e-5}, True, {"x": apply(layout, x), "weight": w, "bias": b},
+                {"y": apply(layout, dy)})
+    ret = TorchBackend("cpu", param_dtype="case").run(call)
+    tdt = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+    tt = lambda a: torch.tensor(np.asarray(a, dtype=np.float64), dtype=tdt[dtype])          # noqa: E731
+    xt, wt, bt = (tt(a).requires_grad_(True) for a in (x, w, b))
+    cl = (lambda t: t.contiguous(memory_format=torch.channels_last)) if layout == "channels_last" else (lambda t: t)
+    y = F.silu(F.group_norm(cl(xt), 4, wt, bt, 1e-5))
+    gx, gw, gb = torch.autograd.grad(y, (xt, wt, bt), cl(tt(dy)))      # the cotangent in the output's memory order
+    as64 = lambda v: np.asarray(v, dtype=np.float64)                                          # noqa: E731
+    for got, want in ((ret.outputs["y"], y), (ret.grads["x"], gx), (ret.grads["weight"], gw), (ret.grads["bias"], gb)):
+        np.testing.assert_array_equal(as64(got), want.detach().double().numpy())
