@@ -42,6 +42,7 @@ NAMES: tuple[str, ...] = (
     "dyt",
     "poly_norm",
     "norm_quant_block",
+    "group_norm_silu",
 )
 
 

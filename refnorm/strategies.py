@@ -158,6 +158,13 @@ def _group_norm(draw, regime, dtype, m):
                         eps=_pick(draw, 1e-5, 0.3), affine=_pick(draw, *AFFINE))
 
 
+def _group_norm_silu(draw, regime, dtype, m):
+    n, groups, per_group = _sides(draw, 3, m)
+    spatial = _sides(draw, draw(st.integers(0, 2)), m)
+    return C.group_norm_silu(regime, dtype, (n, groups * per_group, *spatial), groups=groups,
+                             eps=_pick(draw, 1e-5, 0.3), affine=_pick(draw, *AFFINE), bias_regime=_pick(draw, "", "neg20"))
+
+
 def _lp_normalize(draw, regime, dtype, m):
     shape = _sides(draw, draw(st.integers(1, 3)), m)
     p = _pick(draw, 2.0, 1.0, 3.0)
@@ -219,7 +226,8 @@ MAKERS = {"layer_norm": _layer_norm, "rms_norm": _rms_norm, "batch_norm": _batch
           "offline_batch_norm": _offline("offline_batch_norm", 2), "power_norm": _offline("power_norm", 1),
           "batch_renorm": _offline("batch_renorm", 2), "norm_quant": _norm_quant, "add_norm": _add_norm,
           "adaptive_layer_norm": _adaptive_layer_norm, "gated_norm": _gated_norm,
-          "dyt": _dyt, "poly_norm": _poly_norm, "norm_quant_block": _norm_quant_block}
+          "dyt": _dyt, "poly_norm": _poly_norm, "norm_quant_block": _norm_quant_block,
+          "group_norm_silu": _group_norm_silu}
 
 
 def _names(value, known, what):

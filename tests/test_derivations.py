@@ -32,6 +32,7 @@ NORMALIZERS = {
     "add_norm": ["add_norm", "adaptive_layer_norm"],
     "gated_norm": ["gated_norm"],
     "dyt": ["dyt"], "poly_norm": ["poly_norm"],
+    "group_norm_silu": ["group_norm_silu"],
 }
 
 

@@ -376,6 +376,7 @@ OPTIONS = {
                                         "block_size": (32, "_g32_"), "element_dtype": ("float8_e5m2", "_e5m2_"),
                                         "scale_rule": ("pow2", "_pow2_"), "min_scale": (0.001, "_floor0.001_"),
                                         "residual_in_fp32": (True, "_fp32res_")}),
+    "group_norm_silu": ("shape=2x4x5 num_groups=2", {"num_groups": (4, "_g4_"), "eps": (0.3, "_eps0.3_")}),
 }
 EVERY_OPTION = [(op, k) for op in registry.names() for k in registry.get(op).options]
 
@@ -451,6 +452,9 @@ def test_every_option_is_settable_in_a_recipe_and_part_of_the_id(op, key):
     ("gated_norm shape=4x12 group_size=0", "group_size=0; expected an integer >= 1, or null"),
     ("gated_norm shape=4x12 norm=group_norm", "norm=group_norm; expected one of: rms_norm, layer_norm"),
     ("gated_norm shape=4x12 z_regime=huge", "z_regime=huge; expected one of:"),
+    ("group_norm_silu shape=2x6x4", "group_norm_silu needs groups=G"),
+    ("group_norm_silu shape=2x6x4 num_groups=4", "groups=4; expected a divisor of the 6 channels"),
+    ("group_norm_silu shape=2x6x4 groups=2 bias_regime=neg5", "bias_regime=neg5; expected one of: neg20, neg90"),
 ])
 def test_bad_option_values_name_the_key_the_value_and_what_was_expected(text, what, capsys):
     with pytest.raises(G.RecipeError) as e:

@@ -131,7 +131,7 @@ def test_coverage_per_normalizer(op):
     if spec.state:
         assert any(len(c.steps) >= 3 and c.state for c in rows), f"{op}: multi-step running statistics"
         assert any("eval" in c.steps for c in rows), f"{op}: eval mode"
-    if op in ("batch_norm", "group_norm", "instance_norm"):
+    if op in ("batch_norm", "group_norm", "instance_norm", "group_norm_silu"):
         ndims = {len(c.inputs["x"]) for c in rows}
         assert {4, 5} <= ndims, f"{op}: 4-D and 5-D inputs"
     assert any(c.inputs[next(iter(c.inputs))][0] == 1 for c in rows), f"{op}: batch size 1"

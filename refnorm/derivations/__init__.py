@@ -42,6 +42,7 @@ FAMILIES: tuple[str, ...] = (
     "gated_norm",
     "dyt",
     "poly_norm",
+    "group_norm_silu",
 )
 
 # normalizer -> (the family whose document derives it, the line printed above that document)

@@ -141,6 +141,10 @@ PARAM_GENERATORS = {
     # NVFP4's static encode scale 2688 / a (vLLM's input_global_scale), a calibrated amax a in [3, 6): the
     # blocks whose amax exceeds it have block scales above 448, which saturate
     "nvfp4_enc": lambda rng, shape: 2688.0 / (3.0 + 3.0 * rng.random(shape)),
+    # group_norm_silu's far-negative pre-activations: silu(-20) = -4e-8 (float16 subnormals), silu(-90) = -7e-38
+    # (exp(90) overflows float32: a kernel's x / (1 + exp(-x)) returns -0 there)
+    "neg20": lambda rng, shape: -20.0 + rng.standard_normal(shape),
+    "neg90": lambda rng, shape: -90.0 + rng.standard_normal(shape),
 }
 STATE_GENERATORS = {
     "stat_mean": lambda rng, shape: 0.5 * rng.standard_normal(shape),

@@ -76,6 +76,7 @@ MAKERS = {
     "power_norm": (functools.partial(T.offline, "power_norm"), "x", {"steps": ("train",)}),
     "batch_renorm": (functools.partial(T.offline, "batch_renorm"), "x", {"steps": ("train",)}),
     "norm_quant_block": (T.norm_quant_block, "x", {}),
+    "group_norm_silu": (T.group_norm_silu, "x", {}),
 }
 COMMON = ("shape", "dtype", "regime", "layout", "seed", "expect")
 NOT_KEYS = ("regime", "dtype", "shape", "why", "tag")       # row maker parameters a recipe does not set
@@ -119,6 +120,7 @@ OPTION_KINDS = {
                          "element_dtype": tuple(_norm_quant_block.ELEMENTS),
                          "scale_rule": tuple(r for rs in _norm_quant_block.FORMAT_RULES.values() for r in rs),
                          "min_scale": "number>=0|null", "residual_in_fp32": "bool"},
+    "group_norm_silu": {"num_groups": "int>=1", "eps": "eps"},
 }
 # the row makers' own keywords (not options): what each may be. affine: AFFINE's words (adaptive_layer_norm's:
 # AFFINE_ADALN's), mapped before the maker sees them
@@ -127,14 +129,14 @@ MAKER_KINDS = {"k": "ndims", "affine": None, "steps": "steps", "stats": "bool", 
                "x_regime": tuple(T.REGIMES), "dropout": "bool", "rowscale": "bool",
                "parallel": tuple(p for p in T.PARALLEL_TAG if p), "mask": "bool", "state": ("init", "warm"),
                "iters": "int>=0", "z_regime": tuple(T.REGIMES), "bias": "bool", "alpha": tuple(T.ALPHA),
-               "residual": "bool", "w_regime": ("decades",)}
+               "residual": "bool", "w_regime": ("decades",), "bias_regime": ("neg20", "neg90")}
 AFFINE_ADALN = {"ss": "ss", "s": "s", "none": ""}
 # row maker keywords a maker takes for the shared grid and ignores: not recipe keys
 IGNORED = {"local_response_norm": ("eps", "affine"), "weight_norm": ("eps", "affine"), "lp_normalize": ("affine",),
            "mean_variance_norm": ("affine",), "weight_standardization": ("affine",)}
 # option -> the row maker keyword that makes it (the maker derives the option, and the inputs it needs)
 ALIASES = {"group_norm": {"num_groups": "groups"}, "norm_quant": {"quant_dtype": "qd"},
-           "add_norm": {"dropout_p": "dropout"}}
+           "add_norm": {"dropout_p": "dropout"}, "group_norm_silu": {"num_groups": "groups"}}
 # key -> the values the row maker's name spells (None: every value): such a key adds nothing to the id.
 # eps is spelled by every maker that names its eps (cases.name_for), when it keeps the value given
 _ALL = None
@@ -157,6 +159,7 @@ SPELLED["poly_norm"].update(bias=(True, False))
 SPELLED["norm_quant_block"].update(norm=_ALL, format=_ALL, block_size=_ALL, element_dtype=_ALL, scale_rule=_ALL,
                                    min_scale=_ALL, residual_in_fp32=(True, False), residual=(True, False),
                                    w_regime=_ALL, static=(True, False))
+SPELLED["group_norm_silu"].update(num_groups=_ALL, groups=_ALL, bias=_ALL)
 BYTES_PER_ELEMENT = 260     # what judging one element of the activation takes, judged whole (measured, docs)
 
 
@@ -337,9 +340,9 @@ def parse(text: str) -> Recipe:
             kw[alias] = value
         elif k in params or free:
             kw[k] = v
-    if op == "group_norm" and "groups" not in kw:
-        raise RecipeError(f"recipe {text!r}: group_norm needs groups=G (or num_groups=G)")
-    if op == "group_norm" and len(shape) >= 2 and shape[1] % kw["groups"]:
+    if op in ("group_norm", "group_norm_silu") and "groups" not in kw:
+        raise RecipeError(f"recipe {text!r}: {op} needs groups=G (or num_groups=G)")
+    if op in ("group_norm", "group_norm_silu") and len(shape) >= 2 and shape[1] % kw["groups"]:
         raise RecipeError(f"recipe {text!r}: groups={kw['groups']}; expected a divisor of the {shape[1]} channels")
     if op == "gated_norm" and kw.get("group_size") is not None and len(shape) and shape[-1] % kw["group_size"]:
         raise RecipeError(f"recipe {text!r}: group_size={kw['group_size']}; expected a divisor of the hidden "

@@ -86,6 +86,17 @@ PRODUCTION = [
     _r("norm_quant_block shape=64x2056 dtype=float16 format=nvfp4 w_regime=decades",
        "NVFP4 with block scales across decades (E4M3-subnormal and zero block scales); 2056: a partial 1 x 128 "
        "tail for the group formats, 16-aligned"),
+    # GroupNorm + SiLU fused (diffusion UNet/VAE ResnetBlock2D: GroupNorm(32, C) then SiLU), NCHW and NHWC
+    _r("group_norm_silu shape=2x320x32x32 groups=32 dtype=float16",
+       "SD UNet ResnetBlock2D GroupNorm(32, 320) + SiLU, NCHW"),
+    _r("group_norm_silu shape=2x320x32x32 groups=32 dtype=float16 layout=channels_last",
+       "the same in channels_last memory (NHWC fused GroupNorm + SiLU kernels)"),
+    _r("group_norm_silu shape=1x512x32x32 groups=32 dtype=bfloat16 layout=channels_last",
+       "SD VAE decoder GroupNorm(32, 512) + SiLU, NHWC"),
+    _r("group_norm_silu shape=2x640x16x16 groups=32 dtype=bfloat16 regime=mean1e3",
+       "mean-shifted groups (20 channels a group), bfloat16"),
+    _r("group_norm_silu shape=2x128x64x64 groups=32 dtype=float32 bias_regime=neg20",
+       "far-negative pre-activations (silu ~ 0) over 16384-value groups"),
 ]
 
 BOUNDARIES = [
@@ -117,7 +128,8 @@ OVERFLOW = [
                                ("batch_norm", "16x8x8x8", ""), ("group_norm", "4x32x8x8", " groups=8"),
                                ("instance_norm", "4x8x16x16", ""), ("z_score", "64x512", ""),
                                ("mean_variance_norm", "4x8x16x16", ""), ("weight_standardization", "64x3x3x3", ""),
-                               ("lp_normalize", "64x512", ""), ("local_response_norm", "4x16x8x8", ""))],
+                               ("lp_normalize", "64x512", ""), ("local_response_norm", "4x16x8x8", ""),
+                               ("group_norm_silu", "4x32x8x8", " groups=8"))],
 ]
 
 LIMITS = [

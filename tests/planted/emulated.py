@@ -37,6 +37,8 @@ from refnorm.norms.rms_norm import default_eps
 
 OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "norm_quant", "add_norm", "dyt",
        "poly_norm")
+OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "norm_quant", "add_norm",
+       "group_norm_silu")
 CENTERED = ("layer_norm", "group_norm", "batch_norm", "instance_norm")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -118,6 +120,12 @@ MUTATIONS = {
     "no_dresidual_out": "add_norm backward: dresidual without the cotangent of the returned residual",
     "parallel_shared_mask": "add_norm: the parallel branch x1 dropped with x's keep-mask (mask1 ignored)",
     "no_dy1": "add_norm backward: ds without y1's path (dx, dresidual, dx1 from dy and dresidual_out only)",
+    # GroupNorm + SiLU fused (group_norm_silu)
+    "silu_before_affine": "group_norm_silu: SiLU applied before the affine (silu(x_hat) * w + b)",
+    "silu_grad_at_xhat": "group_norm_silu backward: silu' evaluated at x_hat, without the affine",
+    "silu_grad_at_output": "group_norm_silu backward: silu' evaluated at the output y = silu(p)",
+    "gns_strided_groups": "group_norm_silu: group g over the channels c % G == g (the NHWC kernel's group index) "
+                          "instead of the C/G consecutive channels",
     # semantic conventions
     "rms_centered_var": "rms_norm: x * rsqrt(var(x) + eps) with the centred variance in place of mean(x^2)",
     "rms_as_ln": "rms_norm computed as layer_norm (the mean removed)",
@@ -786,6 +794,64 @@ class EmulatedBackend:
                     partner = np.where(c % 64 < 32, c + 32, c)
                     g = g + np.where((partner < C) & (partner != c), g[np.minimum(partner, C - 1)], 0)
                 grads[name] = g
+        return self._finish(k, outs, grads)
+
+    # ------------------------------------------------------------------ group_norm_silu
+    def _group_norm_silu(self, call, k):
+        """group_norm's rows in A (every statistics mutation of k.standardize applies), y = p * sigmoid(p) in A
+        (sigmoid as 1 / (1 + exp(-p)): -0 where exp(-p) overflows), the backward dp = dy * s (1 + p (1 - s)) in
+        A, then group_norm's backward with dp; one final rounding of each array."""
+        from refnorm.pitfalls.group_norm_silu import strided_order
+        M, A = k.mut, k.A
+        G = int(call.config["num_groups"])
+        eps = call.config.get("eps", 1e-5)
+        x = k.a(call.inputs["x"])
+        w, b = k.a(call.inputs.get("weight")), k.a(call.inputs.get("bias"))
+        dy = self._dy(call, k)
+        N, C = x.shape[:2]
+        perm = strided_order(C, G) if M == "gns_strided_groups" else np.arange(C)
+        inv = np.argsort(perm)
+        x = x[:, perm]
+        w, b = (None if v is None else v[perm] for v in (w, b))
+        dy = None if dy is None else dy[:, perm]
+        view = (N * G, x.size // (N * G) if N * G else 0)
+        pb = (1, C) + (1,) * (x.ndim - 2)
+        wv, bv = (None if v is None else np.broadcast_to(v.reshape(pb), x.shape).reshape(view) for v in (w, b))
+        one = A(1)
+
+        def sig(t):
+            return one / (one + np.exp(-t))
+
+        def silu_grad(t):
+            s = sig(t)
+            return s * (one + t * (one - s))
+        before = M == "silu_before_affine"
+        r = k.standardize(x.reshape(view), centered=True, eps=eps, w=None if before else wv, b=None if before else bv)
+        xhat, p = r["xhat"], r["y"]
+        if before:
+            y = xhat * sig(xhat)
+            y = y if wv is None else y * wv
+            y = y if bv is None else y + bv
+        else:
+            y = p * sig(p)
+        back = lambda t: np.asarray(t).reshape(x.shape)[:, inv]          # noqa: E731
+        outs = {"y": back(y), "mean": r["mean"].reshape(N, G), "rstd": r["rstd"].reshape(N, G)}
+        grads = {}
+        if dy is not None:
+            dyv = dy.reshape(view)
+            if before:
+                g = dyv if wv is None else dyv * wv
+                rb = k.standardize(x.reshape(view), centered=True, eps=eps, dy=g * silu_grad(xhat))
+                pw, pb_ = dyv * (xhat * sig(xhat)), dyv
+            else:
+                at = {"silu_grad_at_xhat": xhat, "silu_grad_at_output": y}.get(M, p)
+                rb = k.standardize(x.reshape(view), centered=True, eps=eps, w=wv, b=bv, dy=dyv * silu_grad(at))
+                pw, pb_ = rb["pw"], rb["pb"]
+            grads["x"] = back(rb["dx"])
+            for name, v, t in (("weight", w, pw), ("bias", b, pb_)):
+                if v is not None:
+                    T = np.asarray(t).reshape(x.shape)
+                    grads[name] = k.param_sum(T, (1,), (C,), is_weight=name == "weight")[inv]
         return self._finish(k, outs, grads)
 
     # ------------------------------------------------------------------ batch_norm, instance_norm

@@ -21,6 +21,7 @@ from typing import Callable
 LN, RMS, GN, BN, IN, AN = "layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "add_norm"
 NQ = "norm_quant"
 DYT, PN = "dyt", "poly_norm"
+GNS = "group_norm_silu"
 CENTERED = (LN, GN, BN, IN)
 
 ALL_ROWS = (
@@ -201,6 +202,15 @@ SUPPLEMENTARY = (
       "pn_pow_in_d", (PN,)),
     P("R-pnwrev", "PolyNorm: the weight read in reverse order (w0 on x, w2 on x^3)", "pn_w_reversed", (PN,)),
     P("R-pnchain", "PolyNorm: dx without the chain rule through the powers", "pn_no_chain", (PN,)),
+    # GroupNorm + SiLU fused (issue 36): diffusion UNet/VAE kernels
+    P("R-siluaff", "SiLU applied before the affine: silu(x_hat) * weight + bias", "silu_before_affine", (GNS,)),
+    P("R-silugrad", "silu' evaluated at the normalized value x_hat, without the affine", "silu_grad_at_xhat",
+      (GNS,)),
+    P("R-silugrady", "silu' evaluated at the output y = silu(p)", "silu_grad_at_output", (GNS,)),
+    P("R-gnstride", "groups over the wrong channel order: group g holds the channels c % G == g (a channels_last "
+                    "kernel's group index)", "gns_strided_groups", (GNS,)),
+    P("R-gns1pass", "the fused GroupNorm + SiLU kernel's variance as E[x^2]-E[x]^2 in fp32, clamped at 0 "
+                    "(A01's mechanism in the fused kernel)", "one_pass_clamp", (GNS,)),
 )
 
 NOT_APPLICABLE = {

@@ -157,6 +157,10 @@ NO_JAX = {
                  "refnorm's formula re-typed, not a jax implementation)",
     "norm_quant_block": "jax has no norm with a block-scaled quantized output (fp8 groups, MXFP8, NVFP4 are kernel "
                         "library ops; the torch composite checks the convention)",
+    "group_norm_silu": "jax has no GroupNorm + SiLU op: jax.nn.silu of this adapter's group_norm "
+                       "(jax.nn.standardize) would be a composition whose float16/bfloat16 SiLU runs in the case "
+                       "dtype (its exp, add and division each rounded to it), a rounding model the group_norm_silu "
+                       "bounds do not define (their epi_d rounds only p and dp to the case dtype)",
 }
 INSTALL = "pip install jax (or pip install 'refnorm[jax]')"
 

@@ -135,6 +135,9 @@ NO_ONNX = {
                  "normalization op to check)",
     "norm_quant_block": "ONNX has no norm with a block-scaled quantized output (QuantizeLinear's blocked mode "
                         "takes its scales as an input: no amax-derived, E8M0 or two-level NVFP4 scales)",
+    "group_norm_silu": "ONNX has no GroupNorm + SiLU operator (GroupNormalization then Sigmoid and Mul in the "
+                       "graph); onnxruntime's contrib com.microsoft GroupNorm (activation=1: SiLU) takes NHWC input and "
+                       "is a CUDA/ROCm kernel, not wired into this adapter",
 }
 OPSET = {"layer_norm": 17, "group_norm": 21, "batch_norm": 15, "instance_norm": 22, "rms_norm": 23,
          "local_response_norm": 13, "lp_normalize": 22, "mean_variance_norm": 13}

@@ -66,6 +66,9 @@ the running statistics, in every dtype and both layouts (tests/test_torch_backen
                          mean and rstd are native_layer_norm's.
     dyt, poly_norm       compositions (torch_composites.dyt / .poly_norm: the paper's DyT module, vLLM's
                          polynorm_naive), upcast to float32 (float64 for float64 cases), cast once; strict.
+    group_norm_silu      a composite (torch_composites.py): F.silu of group_norm above (native_group_norm,
+                         F.group_norm's kernel), in the case dtype; float16/bfloat16: epi_d (p and dp
+                         rounded to the case dtype between the two ops).
     mean_variance_norm, weight_standardization, min_max_scale, z_score, unified_norm, offline_batch_norm,
     power_norm, batch_renorm: skipped,
                          torch has no native op.
@@ -249,7 +252,8 @@ class TorchBackend:
         if reason:
             return reason
         if (self.device == "cuda" and self.param_dtype == "float32" and call.dtype in LOW
-                and call.op in ("layer_norm", "group_norm") and any(k in call.inputs for k in ("weight", "bias"))):
+                and call.op in ("layer_norm", "group_norm", "group_norm_silu")
+                and any(k in call.inputs for k in ("weight", "bias"))):
             return (f"torch's CUDA {call.op} takes its weight and bias in the input's dtype only (float32 "
                     f"parameters with {call.dtype} input raise 'expected scalar type ... but found Float'; the "
                     "mixed-dtype kernel is CPU-only): judge these cases with --backend torch-cuda-caseparams")
