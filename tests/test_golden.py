@@ -28,7 +28,7 @@ from refnorm.golden.store import GoldenError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECKED_IN = os.path.join(ROOT, "golden")
-BUDGET_BYTES = 30 * 2**20
+BUDGET_BYTES = 36 * 2**20      # 30 MiB until issue 36 added five ops (gated, DyT, PolyNorm, GN+SiLU, block quant)
 
 
 def _implemented_ops():
@@ -48,7 +48,7 @@ def test_checked_in_set_verifies():
 
 def test_checked_in_set_is_within_budget():
     total = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(CHECKED_IN) for f in fs)
-    assert total < BUDGET_BYTES, f"golden/ holds {total / 2**20:.1f} MiB; the budget is 30 MiB"
+    assert total < BUDGET_BYTES, f"golden/ holds {total / 2**20:.1f} MiB; the budget is {BUDGET_BYTES / 2**20:g} MiB"
 
 
 def test_loaded_case_matches_evaluate_on_its_case_dtype_inputs():
