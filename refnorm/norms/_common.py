@@ -37,3 +37,14 @@ from ._checks import (check_choice, check_eps, check_int, check_ndim, check_para
                       normalize_axes, normalized_shape)
 from ._stats import (block_sum, centered, centered_backward, centered_moments, count, elementwise, mean,  # noqa: F401
                      moments, reduce_to)
+
+
+def affine_grads(dx, dw, db, has_weight: bool, has_bias: bool) -> dict:
+    """The gradients of an affine normalizer's backward: {"x": dx, "weight": dw, "bias": db}, without the
+    entry of a parameter the call was not given (its contract: a gradient for each input given)."""
+    grads = {"x": dx}
+    if has_weight:
+        grads["weight"] = dw
+    if has_bias:
+        grads["bias"] = db
+    return grads

@@ -210,12 +210,7 @@ def _backward(ctx, cot):
     x, w, has_bias, mean, rstd, use_input, centre = ctx
     dx, dw, db = backward(cot["y"], x, w, mean, rstd, used_instance_stats=use_input, with_bias=has_bias,
                           centre=centre)
-    grads = {"x": dx}
-    if w is not None:
-        grads["weight"] = dw
-    if has_bias:
-        grads["bias"] = db
-    return Backward(grads)
+    return Backward(C.affine_grads(dx, dw, db, w is not None, has_bias))
 
 
 SPEC = NormSpec(

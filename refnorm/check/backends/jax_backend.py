@@ -278,18 +278,10 @@ class JaxBackend:
         dt = T.np_dtype(call.dtype)
         dev = jax.devices(self.platform)[0]
 
-        diff, const = {}, {}
+        diff = {}
         for k, a in call.inputs.items():
             diff[k] = jax.device_put(_exact(f"input {k!r}", a, dt), dev)
-        nbt = None
-        for k, a in call.state.items():
-            if k in spec.integer_state:
-                arr = np.asarray(a)
-                if arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
-                    raise ValueError(f"{call.op}: state {k!r} must hold whole numbers, got {arr!r}")
-                nbt = arr.astype(np.int64)
-            else:
-                const[k] = jax.device_put(_exact(f"state {k!r}", a, dt), dev)
+        const, nbt = T.split_state(call, spec, lambda what, a: jax.device_put(_exact(what, a, dt), dev))
         if const and not {"running_mean", "running_var"} <= set(const):
             raise ValueError(f"{call.op}: state needs both 'running_mean' and 'running_var', got {sorted(call.state)}")
 
