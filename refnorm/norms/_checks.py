@@ -9,7 +9,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..errors import ConfigError, ShapeError
+from ..errors import ConfigError, RefnormError, ShapeError
 
 
 def normalized_shape(name: str, value) -> tuple[int, ...]:
@@ -88,3 +88,23 @@ def normalize_axes(name: str, axes, ndim: int, key: str = "dim") -> tuple[int, .
     if len(set(out)) != len(out):
         raise ConfigError(f"{name}: {key}={list(axes)!r} repeats an axis")
     return tuple(sorted(out))
+
+
+def check_state_pair(name: str, state) -> None:
+    """evaluate()'s state of a normalizer with running statistics: both of them, or none."""
+    if state and not {"running_mean", "running_var"} <= set(state):
+        raise RefnormError(f"{name}: state needs both 'running_mean' and 'running_var', got {sorted(state)}")
+
+
+def check_channels(name: str, x: np.ndarray, weight, bias, running_mean, running_var, num_batches_tracked) -> None:
+    """x of shape (N, C, *) with a (C,) weight, bias and running statistics (each optional; the two
+    statistics both or neither) and a scalar num_batches_tracked (batch_norm, instance_norm)."""
+    check_ndim(name, x, 2, "(N, C, *)")
+    nc = x.shape[1]
+    for key, p in (("weight", weight), ("bias", bias), ("running_mean", running_mean),
+                   ("running_var", running_var)):
+        check_param(name, key, p, (nc,))
+    if (running_mean is None) != (running_var is None):
+        raise RefnormError(f"{name}: state needs both 'running_mean' and 'running_var' (or neither)")
+    if np.ndim(num_batches_tracked) != 0:
+        raise ShapeError(f"{name}: 'num_batches_tracked' has shape {np.shape(num_batches_tracked)}; expected ()")

@@ -33,8 +33,8 @@ from __future__ import annotations
 from ._blocks import (BLOCK_BYTES, FUSED_BLOCK_BYTES, MAX_THREADS, Grouped, RowKernel, block_moments,  # noqa: F401
                       block_xhat, blocks, contiguous, flat, native, num_threads, one_thread, run_blocks, scratch,
                       shaped, sum_over_batch)
-from ._checks import (check_choice, check_eps, check_int, check_ndim, check_param, check_real,  # noqa: F401
-                      normalize_axes, normalized_shape)
+from ._checks import (check_channels, check_choice, check_eps, check_int, check_ndim, check_param,  # noqa: F401
+                      check_real, check_state_pair, normalize_axes, normalized_shape)
 from ._stats import (block_sum, centered, centered_backward, centered_moments, count, elementwise, mean,  # noqa: F401
                      moments, reduce_to)
 
