@@ -424,3 +424,16 @@ def steps_against_torch_module(name, mod, shape, momentum, affine) -> list:
         counts.append((int(res.state["num_batches_tracked"]), int(mod.num_batches_tracked)))
         state = res.state
     return counts
+
+
+def listed_cases_fail(backend: str, ids, golden_dir, json_path) -> dict:
+    """``refnorm check`` of ``backend`` on the cases ``ids`` alone, without their expected-failures list:
+    it fails (exit status 1). Returns the summary of the JSON report written to ``json_path``."""
+    import json
+    from refnorm.cli import main
+    args = ["check", "--backend", backend, "--golden", str(golden_dir), "--no-progress", "--json", str(json_path)]
+    for i in ids:
+        args += ["--case", i]
+    assert main(args) == 1
+    with open(json_path, encoding="utf-8") as f:
+        return json.load(f)["summary"]

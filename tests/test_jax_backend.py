@@ -29,7 +29,7 @@ from refnorm.check.backends.base import Backend, Call, Contract, complete_config
 from refnorm.check.backends.jax_backend import NO_JAX, SUPPORTED, JaxBackend  # noqa: E402
 from refnorm.check.core import check_case  # noqa: E402
 from refnorm.cli import main  # noqa: E402
-from helpers import assert_agrees, run_case  # noqa: E402
+from helpers import assert_agrees, listed_cases_fail, run_case  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "golden")
@@ -476,14 +476,10 @@ def test_the_one_pass_entries_pass_with_the_two_pass_variance(capsys):
 
 @pytest.mark.thorough          # slow: the thorough profile only (tests/conftest.py)
 def test_jax_defects_fail_without_the_list(tmp_path, capsys):
-    out = tmp_path / "known.json"
-    args = ["check", "--backend", "jax", "--golden", GOLDEN, "--no-progress", "--json", str(out)]
-    for i in _known():
-        args += ["--case", i]
-    assert main(args) == 1
+    known = _known()
+    s = listed_cases_fail("jax", known, GOLDEN, tmp_path / "known.json")
     capsys.readouterr()
-    s = json.loads(out.read_text())["summary"]
-    assert s["failed"] + s["errors"] == len(_known()) == s["cases"], s
+    assert s["failed"] + s["errors"] == len(known) == s["cases"], s
 
 
 def test_the_platform_scope_of_the_list_is_what_decides_xla_float16():
