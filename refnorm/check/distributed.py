@@ -23,7 +23,6 @@ a port already in use, a backend that is not distributed (``DistError``, ``Split
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing as mp
 import os
 import pickle
 import shutil
@@ -38,7 +37,7 @@ from ..golden import generate
 from . import core
 from .backends.base import Returned
 from .backends.dist import ShardCall, is_distributed
-from .supervise import ask_stack, last_line, runner_pid, serve, stack_file, where, worker_setup
+from .supervise import ask_stack, last_line, runner_pid, serve, stack_file, where, worker_context, worker_setup
 
 
 class DistError(RefnormError):
@@ -87,15 +86,10 @@ def _rank_main(rank, world, port, device, blob, conn, parent_pid=None, stack_pat
 
 
 def _context():
-    """multiprocessing's "forkserver": the server imports torch once (torch_group.PRELOAD) and every rank
-    process, of every group the check starts, forks from it (no torch thread pool has run there yet); the
-    process start is paid once per check ("spawn" where there is no forkserver)."""
-    if "forkserver" not in mp.get_all_start_methods():
-        return mp.get_context("spawn")
+    """The rank processes' context (supervise.worker_context): every rank process, of every group the
+    check starts, forks from one forkserver that imported torch once (torch_group.PRELOAD)."""
     from .backends import torch_group
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(list(torch_group.PRELOAD))
-    return ctx
+    return worker_context(torch_group.PRELOAD)
 
 
 class Pool:

@@ -9,7 +9,7 @@ import numpy as np
 import sympy as sp
 
 from ._proof import SIZES, NumericCheck, Prover, spec_evaluate
-from ._render import Document, Notation, Section, Step, render as _render
+from ._render import Document, Notation, Section, Step, family_functions, navigation
 
 NAME = "norm_quant"
 N = Notation()
@@ -119,17 +119,11 @@ def document() -> Document:
             "formulas; tests/test_norm_quant.py checks that refnorm/check/bounds/norm_quant.py computes "
             "step 7's E_q, and that perturbations within E_y, E_s and u stay within it.",
         ),
-        links=(("index", "README.md"), ("previous: local_response_norm", "local_response_norm.md"),
-               ("code: refnorm/norms/norm_quant.py", "../refnorm/norms/norm_quant.py")),
+        links=navigation("norm_quant", "local_response_norm"),
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 def prove(sizes=SIZES, general: bool = True) -> list[str]:

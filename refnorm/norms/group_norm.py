@@ -146,12 +146,7 @@ def _forward(inputs, config, state, training):
 def _backward(ctx, cot):
     x, w, has_bias, rstd, num_groups, centre = ctx
     dx, dw, db = backward(cot["y"], x, w, rstd, num_groups=num_groups, with_bias=has_bias, centre=centre)
-    grads = {"x": dx}
-    if w is not None:
-        grads["weight"] = dw
-    if has_bias:
-        grads["bias"] = db
-    return Backward(grads)
+    return Backward(C.affine_grads(dx, dw, db, w is not None, has_bias))
 
 
 SPEC = NormSpec(

@@ -70,6 +70,21 @@ def flowing_outputs(spec, cfg: Mapping, cotangents: Mapping, returned) -> list:
     return [first] + [k for k in rest if k in cotangents and k in returned]
 
 
+def split_state(call, spec, convert) -> tuple[dict, np.ndarray | None]:
+    """The call's state as (its float entries, each ``convert(what, array)``; its integer entry, the
+    count num_batches_tracked, as int64, or None). An integer entry holding a fraction is a ValueError."""
+    floats, count = {}, None
+    for k, a in call.state.items():
+        if k in spec.integer_state:
+            arr = np.asarray(a)
+            if arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
+                raise ValueError(f"{call.op}: state {k!r} must hold whole numbers, got {arr!r}")
+            count = arr.astype(np.int64)
+        else:
+            floats[k] = convert(f"state {k!r}", a)
+    return floats, count
+
+
 def int_list(v) -> list[int]:
     return [int(v)] if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else [int(s) for s in v]
 

@@ -274,16 +274,7 @@ class OnnxruntimeBackend:
         spec = registry.get(call.op)
         dt = T.np_dtype(call.dtype)
         ins = {k: _exact(f"input {k!r}", a, dt) for k, a in call.inputs.items()}
-        st = {}
-        nbt = None
-        for k, a in call.state.items():
-            if k in spec.integer_state:
-                arr = np.asarray(a)
-                if arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
-                    raise ValueError(f"{call.op}: state {k!r} must hold whole numbers, got {arr!r}")
-                nbt = arr.astype(np.int64)
-            else:
-                st[k] = _exact(f"state {k!r}", a, dt)
+        st, nbt = T.split_state(call, spec, lambda what, a: _exact(what, a, dt))
         if st and not {"running_mean", "running_var"} <= set(st):
             raise ValueError(f"{call.op}: state needs both 'running_mean' and 'running_var', got {sorted(call.state)}")
         outputs, new_state = getattr(self, "_" + call.op)(cfg, call, ins, st, dt)
