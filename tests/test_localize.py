@@ -119,3 +119,19 @@ def test_torch_channels_last_group_norm_named_one_pass():
     for c in rep.cases:
         assert c.status == "failed", c.id
         assert c.diagnosis["mechanism"] == "one_pass", (c.id, c.diagnosis["message"])
+
+
+def test_distributed_runs_try_the_ordinary_variants():
+    """A SyncBatchNorm updating running_var with the biased variance (E01, the ordinary mistake) is
+    named in a distributed run (issue 33: only the distributed variants were tried)."""
+    from refnorm.check.distributed import run_distributed
+    from refnorm.golden import distributed as D
+    from tests.planted.distributed import RunningBiased
+    cases = [c for c in D.cases(()) if c.id.startswith("batch_norm/dist_batch_unequal_normal_f32")]
+    rep = run_distributed(RunningBiased(), cases, world_size=2, timeout=120.0)
+    failed = [c for c in rep.cases if c.status == "failed"]
+    assert failed
+    for c in failed:
+        assert c.diagnosis["mechanism"] == "bessel", c.diagnosis["message"]
+        assert "E01" in c.diagnosis["pitfalls"], c.diagnosis["message"]
+        assert any(w["name"] == "running_var" for w in c.diagnosis["where"])

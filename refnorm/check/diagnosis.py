@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _memo, pitfalls, registry
-from . import localize
+from . import explain, localize
 from .judge import derive_bounds, judge_returned, reference
 from .precision import gamma
 
@@ -270,6 +270,9 @@ def diagnose(case, records, contract, variants=None) -> dict:
     (``refnorm._memo``)."""
     with _memo.scope():
         out = _diagnose(case, records, contract, variants)
+    if not out.get("matched"):
+        with np.errstate(all="ignore"):
+            _explain(case, records, out)
     with np.errstate(all="ignore"):
         out["where"] = where(case, records)
     first = localize.first_nonfinite(out["where"])
@@ -279,6 +282,35 @@ def diagnose(case, records, contract, variants=None) -> dict:
     if lines:
         out["message"] = out["message"] + "; where: " + " | ".join(([first] if first else []) + lines)
     return out
+
+
+def _explain(case, records, out):
+    """No catalogue variant named: search the specification's arithmetic (explain.py). The failure is
+    named by the explanations' mechanism when they explain every failing array of every step and
+    agree on one mechanism; otherwise what they explain is reported, unnamed."""
+    found, failing = [], 0
+    for r in records:
+        if not r.failing:
+            continue
+        failing += len(r.failing)
+        ref = r.ref if r.ref is not None else reference(case.op, case.config, r.training, r.inputs, r.cotangents,
+                                                         r.state)
+        found += explain.explain(case, r, ref)
+    if not found:
+        return
+    out["explained"] = found
+    mechs = {e["mechanism"] for e in found}
+    texts = list(dict.fromkeys(e["text"] for e in found))
+    if len(found) == failing and len(mechs) == 1:
+        from ..pitfalls.mechanisms import ARITHMETIC, MECHANISMS
+        mech = mechs.pop()
+        out.update(mechanism=mech, explained_by="arithmetic")
+        out["ruled_out"] = [m for m in out["ruled_out"] if m != mech]
+        out["message"] = (f"explained by the arithmetic [mechanism: {({**MECHANISMS, **ARITHMETIC})[mech]}]: "
+                          + "; ".join(texts) + f"; no catalogue pitfall fits (ruled out: "
+                          + (", ".join(out["ruled_out"]) or "-") + ")")
+    else:
+        out["message"] += "; partly explained by the arithmetic: " + "; ".join(texts)
 
 
 def _x_axes(case, x):

@@ -34,6 +34,8 @@ MECHANISMS = {
     "dropout": "dropout: the kept values not scaled by 1/(1 - p), or a branch dropped with another's keep-mask",
     "rounding": "output rounding mode: the conversion to the case dtype rounds toward zero, not to nearest even",
 }
+# mechanisms the diagnosis's arithmetic search (refnorm/check/explain.py) names that no catalogue variant has
+ARITHMETIC = {"constant": "a constant factor: a value counted twice or halved"}
 
 _BY = {
     "one_pass": "one_pass_clamp one_pass_thresh one_pass_noclamp one_pass_in_d ws_one_pass ws_one_pass_in_d",
