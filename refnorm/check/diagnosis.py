@@ -270,7 +270,7 @@ def diagnose(case, records, contract, variants=None) -> dict:
     (``refnorm._memo``)."""
     with _memo.scope():
         out = _diagnose(case, records, contract, variants)
-    if not out.get("matched"):
+    if not out.get("matched") or out.get("widened"):
         with np.errstate(all="ignore"):
             _explain(case, records, out)
     with np.errstate(all="ignore"):
@@ -295,22 +295,39 @@ def _explain(case, records, out):
         failing += len(r.failing)
         ref = r.ref if r.ref is not None else reference(case.op, case.config, r.training, r.inputs, r.cotangents,
                                                          r.state)
-        found += explain.explain(case, r, ref)
+        found += explain.explain(case, r, ref, reference)
     if not found:
         return
-    out["explained"] = found
     mechs = {e["mechanism"] for e in found}
     texts = list(dict.fromkeys(e["text"] for e in found))
-    if len(found) == failing and len(mechs) == 1:
+    full = len(found) == failing and len(mechs) == 1
+    if out.get("matched"):
+        # the named variant fits only within its summation order's spread: an explanation of another
+        # mechanism that reproduces the result within the check's own bounds is the better answer; a
+        # partial one, or one of the same mechanism, leaves the name as it is
+        if not full or next(iter(mechs)) == out["mechanism"]:
+            return
+        out.update(matched=None, pitfalls=[], title=None, instance=None, indistinguishable=[], also_matching=[],
+                   closest=_closest_of(out), widened=False)
+        out["message"] = "no known pitfall matches (its best fit holds only within its own rounding interval)"
+    out["explained"] = found
+    if full:
         from ..pitfalls.mechanisms import ARITHMETIC, MECHANISMS
         mech = mechs.pop()
         out.update(mechanism=mech, explained_by="arithmetic")
         out["ruled_out"] = [m for m in out["ruled_out"] if m != mech]
         out["message"] = (f"explained by the arithmetic [mechanism: {({**MECHANISMS, **ARITHMETIC})[mech]}]: "
-                          + "; ".join(texts) + f"; no catalogue pitfall fits (ruled out: "
+                          + "; ".join(texts) + "; no catalogue pitfall fits (ruled out: "
                           + (", ".join(out["ruled_out"]) or "-") + ")")
     else:
         out["message"] += "; partly explained by the arithmetic: " + "; ".join(texts)
+
+
+def _closest_of(out):
+    """The named variant, demoted to "closest" (an arithmetic explanation fits exactly where it fits
+    only within its rounding interval)."""
+    return {"variant": out["matched"], "pitfalls": out["pitfalls"], "title": out["title"],
+            "mechanism": out["mechanism"], "worst_ratio": out["worst_ratio"]}
 
 
 def _x_axes(case, x):
@@ -334,29 +351,6 @@ def _x_axes(case, x):
     return np.shape(x), (nd - 1,) if nd else ()
 
 
-def _missing_rows(case, r, ref, part, name, got, want) -> str:
-    """layer_norm / rms_norm dweight and dbias: which rows' terms dy * x_hat (dy) the backend left out
-    or counted twice (localize.missing_rows); "" for other ops and arrays."""
-    if case.op not in ("layer_norm", "rms_norm") or part != "grads" or name not in ("weight", "bias"):
-        return ""
-    x, dy = r.inputs.get("x"), r.cotangents.get("y")
-    if x is None or dy is None or "rstd" not in ref.outputs:
-        return ""
-    wshape = np.shape(want)
-    lead = np.shape(x)[:np.ndim(x) - len(wshape)]
-    m = int(np.prod(lead, dtype=np.int64))
-    dy = np.asarray(dy, dtype=np.float64).reshape(m, -1)
-    if name == "bias":
-        contrib = dy
-    else:
-        xs = np.asarray(x, dtype=np.float64).reshape(m, -1)
-        mean = np.asarray(ref.outputs.get("mean", 0.0), dtype=np.float64).reshape(m, -1) if "mean" in ref.outputs else 0.0
-        contrib = dy * (xs - mean) * np.asarray(ref.outputs["rstd"], dtype=np.float64).reshape(m, -1)
-        if case.config.get("weight_offset"):
-            return ""
-    return localize.missing_rows(np.asarray(got, dtype=np.float64) - want, contrib)
-
-
 def where(case, records) -> list:
     """The localization (localize.py) of every failing array of every recorded step."""
     out = []
@@ -372,7 +366,8 @@ def where(case, records) -> list:
             if got is None or want is None or E is None:
                 continue
             d = localize.localize(part, name, got, want, E, x_shape, axes)
-            rows = _missing_rows(case, r, ref, part, name, got, want)
+            terms = explain.row_terms(case, r, ref, part, name)
+            rows = "" if terms is None else localize.missing_rows(np.asarray(got, dtype=np.float64) - want, terms)
             if rows:
                 d["rows"] = rows
                 d["text"] += f"; {rows}"

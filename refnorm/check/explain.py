@@ -7,6 +7,10 @@ over the explained value, divided by the bound, is at most 1 on every element):
 * **a recognizable factor** on the whole array: got ~ f * ref with f one of the constants the case
   defines (n / (n - 1) and its square root: the Bessel convention; 1 / (1 - p): dropout's scale; the
   ratios of the quantized dtypes' maxima, 448 / 240: float8 e4m3fn vs e4m3fnuz; 2 and 1/2);
+* **a configuration value off** (eps missing, added twice, squared; group_norm's group count; the
+  weight offset): the specification re-evaluated with it reproduces every failing array of the step;
+* **rows missing from a sum** (layer_norm / rms_norm dweight, dbias): the terms of the last / first k
+  rows or of part of every tile of 2^k rows left out or counted twice (localize.missing_rows);
 * **dx's terms** for the centred and uncentred norms (layer_norm, rms_norm, group_norm, batch_norm and
   instance_norm in training): with g = dy * w and x_hat the normalized input of one slice of n values,
       dx = rstd (a g + b mean(g) + c x_hat mean(g x_hat))
@@ -171,8 +175,95 @@ def dx_terms(case, training, inputs, cotangents, got, E):
                     f"{', '.join(f'{s:g}' for s in spec)})"}
 
 
-def explain(case, record, ref) -> list:
-    """The explanations of every failing array of one recorded step."""
+CONFIG_SIZE = 1 << 20     # the configuration search re-evaluates the reference: cases up to this many elements
+
+
+def _config_candidates(case):
+    """(changed config, what, mechanism) for the structured configuration deviations of the case."""
+    cfg = dict(case.config)
+    out = []
+    eps = cfg.get("eps")
+    if isinstance(eps, (int, float)) and not isinstance(eps, bool) and eps > 0:
+        for e, what in ((0.0, "eps missing (0 where eps belongs)"), (2 * eps, "eps added twice (2 eps)"),
+                        (eps * eps, "eps squared"), (math.sqrt(eps), "the square root of eps used as eps")):
+            out.append(({**cfg, "eps": e}, what, "eps"))
+    G = cfg.get("num_groups")
+    if case.op == "group_norm" and isinstance(G, int):
+        for g2 in (1, 2 * G, G // 2):
+            if g2 >= 1 and g2 != G:
+                out.append(({**cfg, "num_groups": g2}, f"the statistics taken over {g2} groups where "
+                                                       f"{G} belong (the group size misread)", "semantics"))
+    off = cfg.get("weight_offset")
+    if isinstance(off, (int, float)) and not isinstance(off, bool):
+        out.append(({**cfg, "weight_offset": 1.0 if off == 0 else 0.0},
+                    f"weight_offset {1.0 if off == 0 else 0.0:g} where {off:g} belongs", "affine"))
+    return out
+
+
+def config_deviation(case, record, reference):
+    """A configuration value off (eps missing, twice, squared; the group count; the weight offset)
+    that explains every failing array of the step, and keeps every passing one within its bound (``reference(op, config, training, inputs,
+    cotangents, state)`` re-evaluates the specification), or None."""
+    x = record.inputs.get("x")
+    if x is None or np.size(x) > CONFIG_SIZE or not record.failing:
+        return None
+    for cfg, what, mech in _config_candidates(case):
+        try:
+            with np.errstate(all="ignore"):
+                res = reference(case.op, cfg, record.training, record.inputs, record.cotangents, record.state)
+        except Exception:                                   # noqa: BLE001 - a deviation the spec refuses
+            continue
+        ok = True      # every compared array within its bound: the failing ones and those that passed
+        for part, name in [(p, n) for p in ("outputs", "grads", "state") for n in record.compare[p]]:
+            got, alt, E = record.got[part].get(name), getattr(res, part).get(name), record.E[part].get(name)
+            if got is None or E is None:
+                continue
+            if alt is None or np.shape(alt) != np.shape(got) or fit_ratio(got, alt, E) > 1:
+                ok = False
+                break
+        if ok:
+            return {"mechanism": mech, "text": f"the specification with {what} reproduces every failing array"}
+    return None
+
+
+def row_terms(case, record, ref, part, name):
+    """layer_norm / rms_norm dweight and dbias: the per-row terms (rows, n) they sum (dy * x_hat, dy),
+    or None for other ops and arrays."""
+    if case.op not in ("layer_norm", "rms_norm") or part != "grads" or name not in ("weight", "bias"):
+        return None
+    x, dy, want = record.inputs.get("x"), record.cotangents.get("y"), getattr(ref, part).get(name)
+    if x is None or dy is None or want is None or "rstd" not in ref.outputs or case.config.get("weight_offset"):
+        return None
+    m = int(np.prod(np.shape(x)[:np.ndim(x) - np.ndim(want)], dtype=np.int64))
+    dy = np.asarray(dy, dtype=np.float64).reshape(m, -1)
+    if name == "bias":
+        return dy
+    xs = np.asarray(x, dtype=np.float64).reshape(m, -1)
+    mean = np.asarray(ref.outputs["mean"], dtype=np.float64).reshape(m, -1) if "mean" in ref.outputs else 0.0
+    return dy * (xs - mean) * np.asarray(ref.outputs["rstd"], dtype=np.float64).reshape(m, -1)
+
+
+def reduction_rows(case, record, ref, part, name):
+    """The rows whose terms are missing from (or counted twice in) a parameter gradient
+    (localize.missing_rows), when that explains the array within its bound; else None."""
+    from .localize import missing_rows
+    terms = row_terms(case, record, ref, part, name)
+    got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
+    if terms is None or got is None or E is None:
+        return None
+    text, explained = missing_rows(np.asarray(got, dtype=np.float64) - want, terms, want)
+    if not text or fit_ratio(got, explained.reshape(np.shape(want)), E) > 1:
+        return None
+    return {"mechanism": "reduction", "text": f"d{name} is the sum with {text}"}
+
+
+def explain(case, record, ref, reference=None) -> list:
+    """The explanations of every failing array of one recorded step: a configuration deviation that
+    explains them all, else per array a recognizable factor, dx's terms, or rows missing from a sum."""
+    if reference is not None:
+        e = config_deviation(case, record, reference)
+        if e is not None:
+            return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
     out = []
     x = record.inputs.get("x")
     x_shape = np.shape(x) if x is not None else ()
@@ -184,6 +275,8 @@ def explain(case, record, ref) -> list:
             e = factor(case, part, name, got, want, E, x_shape)
             if e is None and (part, name) == ("grads", "x"):
                 e = dx_terms(case, record.training, record.inputs, record.cotangents, got, E)
+            if e is None:
+                e = reduction_rows(case, record, ref, part, name)
         if e is not None:
             out.append({"part": part, "name": name, "step": record.step, **e})
     return out

@@ -161,20 +161,21 @@ def localize(part, name, got, ref, E, x_shape, axes) -> dict:
             "shape": shape, "text": text}
 
 
-def missing_rows(err, contrib) -> str:
+def missing_rows(err, contrib, ref=None):
     """For a sum over rows (a parameter gradient: ``err`` (columns,) = got - ref, ``contrib`` (rows,
     columns) the reference's per-row terms), the set of rows whose terms are missing (err ~ -sum) or
     counted twice (err ~ +sum), among structured candidates: the last k rows, the first k rows, and
     rows a..b-1 of every period P (P a power of two, the tile of a kernel's row loop); "" when none
-    fits within FIT."""
+    fits within FIT. With ``ref`` (the expected sum), returns (text, the sum it describes) instead."""
+    miss = ("", None) if ref is not None else ""
     err = np.asarray(err, dtype=np.float64).ravel()
     c = np.asarray(contrib, dtype=np.float64).reshape(len(contrib), -1)
     if not np.all(np.isfinite(err)) or not np.all(np.isfinite(c)) or c.shape[1] != err.size:
-        return ""
+        return miss
     tot = np.sqrt(np.sum(err * err))
     R = c.shape[0]
     if tot == 0 or R < 2:
-        return ""
+        return miss
     pre = np.concatenate([np.zeros((1, c.shape[1])), np.cumsum(c, axis=0)])
     cands = [(f"the last {k} rows ({R - k}-{R - 1})", pre[R] - pre[R - k]) for k in range(1, R)]
     cands += [(f"the first {k} rows (0-{k - 1})", pre[k]) for k in range(1, R)]
@@ -190,8 +191,10 @@ def missing_rows(err, contrib) -> str:
         for sign, what in ((-1.0, "missing"), (1.0, "counted twice")):
             r = np.sqrt(np.sum((err - sign * s) ** 2))
             if r <= FIT * tot and (best is None or r < best[0]):
-                best = (r, f"the terms of {text} {what}")
-    return "" if best is None else best[1]
+                best = (r, f"the terms of {text} {what}", sign * s)
+    if best is None:
+        return miss
+    return best[1] if ref is None else (best[1], np.asarray(ref, dtype=np.float64).ravel() + best[2])
 
 
 def computation_order(part, name):

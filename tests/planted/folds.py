@@ -53,11 +53,26 @@ def expected(p, op):
 
 def _row(d):
     """(confidence, best-fitting mechanism) of a diagnosis; (None, None) when no variant fits."""
+    if d and d.get("explained_by") == "arithmetic":      # named by the arithmetic search (explain.py)
+        return float("inf"), d.get("mechanism")
     if not d or d.get("confidence") is None:
         return None, None
     best = d if d.get("matched") else (d.get("closest") or {})
     c = d["confidence"]
     return (float("inf") if c == "inf" else float(c)), best.get("mechanism")
+
+
+def localized(c) -> bool:
+    """Every failing array of the case has its localization in the diagnosis (a CheckResult's arrays,
+    or a report.CaseOutcome's ``over`` names: "y", "dx", "dweight", "running_var", ...)."""
+    where = (c.diagnosis or {}).get("where", ())
+    if not where:
+        return False
+    if hasattr(c, "arrays"):
+        have = {(w["part"], w["name"]) for w in where}
+        return all((a.part, a.name) in have for a in c.arrays if not a.passed)
+    have = {report._PART[w["part"]] + w["name"] for w in where}
+    return all(n in have for n in c.over)
 
 
 def emulated_rows():
@@ -72,7 +87,7 @@ def emulated_rows():
             if c.status == "failed":
                 conf, mech = _row(c.diagnosis)
                 out.append({"src": "emulated", "fold": fold[p.mutation], "bug": p.mutation, "op": op, "case": c.id,
-                            "expected": expected(p, op), "conf": conf, "mech": mech})
+                            "expected": expected(p, op), "conf": conf, "mech": mech, "localized": localized(c)})
     return out
 
 
@@ -87,7 +102,7 @@ def torch_rows(golden=report.GOLDEN):
             if r.status == "failed":
                 conf, got = _row(r.diagnosis)
                 out.append({"src": "torch", "fold": "T", "bug": bug, "op": op, "case": r.id,
-                            "expected": [mech] if mech else [], "conf": conf, "mech": got})
+                            "expected": [mech] if mech else [], "conf": conf, "mech": got, "localized": localized(r)})
     return out
 
 
@@ -116,8 +131,9 @@ def _pct(a, b):
 
 def line(name, rows, M):
     n, right, wrong, runs, runs_ok = score(rows, M)
+    loc = sum(bool(r.get("localized")) for r in rows)
     return (f"| {name} | {M:g} | {n} | {right} ({_pct(right, n)}) | {wrong} ({_pct(wrong, right + wrong)}) | "
-            f"{runs_ok} / {runs} ({_pct(runs_ok, runs)}) |")
+            f"{runs_ok} / {runs} ({_pct(runs_ok, runs)}) | {loc} ({_pct(loc, n)}) |")
 
 
 def render(rows, seconds):
@@ -131,7 +147,11 @@ def render(rows, seconds):
          "diagnosis names a *mechanism* (refnorm/pitfalls/mechanisms.py) when its best-fitting variant fits every "
          "compared array within the bound and its worst ratio, floored at 0.05, is at least M times smaller than "
          "that of the best variant of every other mechanism and, on every failing array, than the reference's "
-         "(\"no pitfall\") judged within the same (possibly widened) bounds. \"named right\": the mechanism of "
+         "(\"no pitfall\", judged within the check's own bounds; issue 33), or when no variant is named and the "
+         "arithmetic search (refnorm/check/explain.py: a recognizable factor, a configuration value off, dx's "
+         "term coefficients, rows missing from a parameter-gradient sum) explains every failing array with one "
+         "mechanism. \"localized\": every failing array of the case has its rows / channels / columns in the "
+         "diagnosis (refnorm/check/localize.py). \"named right\": the mechanism of "
          "the planted bug; \"named wrong\": any other (its share is of the named cases). A run (bug, op) is "
          "named right when more than half of its failed cases are. M is tuned on one fold (the smallest M of "
          f"{', '.join(f'{g:g}' for g in GRID)} with at most {100 * TUNE_WRONG:g}% wrong names there) and "
@@ -147,8 +167,8 @@ def render(rows, seconds):
          "emulated.py; never used for tuning): " + "; ".join(f"`{b}` ({BUGS[b][0]}: {BUGS[b][2]}; mechanism "
                                                                f"{BUGS[b][1] or 'none modelled'})" for b in BUGS) + ".",
          "",
-         "| measured on | M | failed cases | named right | named wrong (of named) | runs named right |",
-         "|---|---|---|---|---|---|",
+         "| measured on | M | failed cases | named right | named wrong (of named) | runs named right | localized |",
+         "|---|---|---|---|---|---|---|",
          line(f"fold A (tuning fold: M tuned here = {mA:g})", A, mA),
          line("fold B, held out (M tuned on A)", B, mA),
          line("fold B, held out (M = MARGIN)", B, MARGIN),
