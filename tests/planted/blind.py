@@ -45,18 +45,10 @@ BUGS = {
         "layer_norm", "block",
         "row loaded into a power-of-two block with other=0; the padded lanes' (0 - mean)^2 enter the variance",
         "triton-lang/triton#9838; linkedin/Liger-Kernel#518"),
-    "ln_eps_outside_sqrt": (
-        "layer_norm", "eps",
-        "rstd = 1 / (sqrt(var) + eps) instead of 1 / sqrt(var + eps)",
-        "harvardnlp annotated-transformer LayerNorm: a_2 * (x - mean) / (std + eps) + b_2"),
     "ln_bwd_mean_detached": (
         "layer_norm", "backward",
         "dx drops the -mean(g) term (the mean treated as a constant in a hand-written backward)",
         "pattern: custom LayerNorm autograd with x - x.mean(-1, keepdim=True).detach()"),
-    "ln_dweight_dy_x": (
-        "layer_norm", "backward",
-        "dweight = sum(dy * x) over rows instead of sum(dy * x_hat)",
-        "pattern: fused backward reusing the loaded x instead of recomputing x_hat = (x - mean) * rstd"),
     "ln_dweight_drops_tail_rows": (
         "layer_norm", "reduction",
         "dweight/dbias partial sums over blocks of 64 rows; the last partial block of rows is never added",
@@ -82,10 +74,6 @@ BUGS = {
         "rms_norm", "backward",
         "dx's projection term multiplied by the weight twice: rstd * (g - w * x_hat * mean(g * x_hat))",
         "NVIDIA/Megatron-LM PR #6859 (BatchInvariantRMSNormFn input gradient)"),
-    "rms_divide_by_block": (
-        "rms_norm", "block",
-        "mean of squares divided by the power-of-two block length instead of the row length",
-        "pattern: tl.sum(x * x) / BLOCK_SIZE in Triton RMSNorm ports (cf. triton-lang/triton#9838)"),
     "rms_bf16_truncation": (
         "rms_norm", "rounding",
         "the float32 result stored to bfloat16 by truncation (dropping the low 16 bits)",
@@ -112,10 +100,6 @@ BUGS = {
         "group_norm", "layout",
         "channels assigned to groups interleaved (c % G) by a (N, C/G, G, *) view instead of (N, G, C/G, *)",
         "pattern: rearrange 'b (c g) h w' vs 'b (g c) h w' in NHWC GroupNorm kernels"),
-    "gn_dweight_first_block_only": (
-        "group_norm", "reduction",
-        "dweight/dbias accumulated per block of 64 samples; only the first block's partial reaches the output",
-        "pattern: partial-sum buffer of a two-stage parameter-gradient reduction read with a grid of 1"),
     # ------------------------------------------------------------------ batch_norm
     "bn_running_var_biased": (
         "batch_norm", "bessel",
@@ -133,10 +117,6 @@ BUGS = {
         "batch_norm", "backward",
         "training backward dx = g * rstd: the batch statistics' gradient terms missing",
         "pattern: custom BatchNorm computing mean/var under .detach() or torch.no_grad()"),
-    "bn_cumavg_count_before_increment": (
-        "batch_norm", "running",
-        "momentum=None: the cumulative factor 1 / num_batches_tracked taken before the increment",
-        "pattern: torch's _BatchNorm increments num_batches_tracked first; ports that swap the two lines"),
     # ------------------------------------------------------------------ add_norm
     "an_residual_out_in_input_dtype": (
         "add_norm", "precision",
@@ -179,10 +159,6 @@ BUGS = {
         "norm_quant", "quant_scale",
         "amax and q taken from y already rounded to the 16-bit input dtype (an unfused norm then quant)",
         "pattern: vLLM's unfused rms_norm + dynamic_scaled_fp8_quant path used as the fused kernel"),
-    "nq_no_min_scale": (
-        "norm_quant", "quant_scale",
-        "no floor on the dynamic scale: an all-zero row gets scale 0 and q = 0 / 0 = NaN",
-        "pattern: vLLM added min_scaling_factor = 1 / (FP8_MAX * 512) against this division by zero"),
 }
 
 _QUANT = {"float8_e4m3fn": (np.dtype(ml_dtypes.float8_e4m3fn), -448.0, 448.0),
@@ -241,7 +217,8 @@ class BlindKernel:
 
     def run(self, call):
         acc = np.float64 if call.dtype == "float64" else np.float32
-        return getattr(self, "_" + call.op)(call, acc)
+        with np.errstate(all="ignore"):      # a planted bug may overflow or divide by zero: judged, not raised
+            return getattr(self, "_" + call.op)(call, acc)
 
     # ------------------------------------------------------------ shared row kernels (2-D: rows x n)
     def _ln_rows(self, x, eps, bug_pad=False):
@@ -258,10 +235,7 @@ class BlindKernel:
                 var = (_rsum(d * d) + pad * mean * mean) / n
             else:
                 var = _rsum(d * d) / (n - 1 if b == "ln_unbiased_var" and n > 1 else n)
-        if b == "ln_eps_outside_sqrt":
-            rstd = 1 / (np.sqrt(var) + eps)
-        else:
-            rstd = 1 / np.sqrt(var + eps)
+        rstd = 1 / np.sqrt(var + eps)
         return mean, rstd, (x - mean) * rstd
 
     def _ln_dx(self, g, xhat, rstd):
@@ -274,7 +248,7 @@ class BlindKernel:
         sq = x * x
         if b == "rms_sq_in_half" and dtype in ("float16", "bfloat16"):
             sq = _store(sq, dtype).astype(x.dtype)            # x.pow(2) in the input dtype
-        ms = _rsum(sq) / (_pow2(n) if b == "rms_divide_by_block" else n)
+        ms = _rsum(sq) / n
         rms = np.sqrt(ms)
         if placement == "outside" or b == "rms_eps_outside":
             rstd = 1 / (rms + eps)
@@ -324,8 +298,7 @@ class BlindKernel:
             rows = dy.shape[0]
             keep = rows - rows % 64 if b == "ln_dweight_drops_tail_rows" and rows > 64 else rows
             if w is not None:
-                prod = dy * (x if b == "ln_dweight_dy_x" else xhat)
-                grads["weight"] = _store(prod[:keep].sum(axis=0).reshape(ns), d)
+                grads["weight"] = _store((dy * xhat)[:keep].sum(axis=0).reshape(ns), d)
             if bias is not None:
                 grads["bias"] = _store(dy[:keep].sum(axis=0).reshape(ns), d)
         return Returned(out, grads)
@@ -397,13 +370,12 @@ class BlindKernel:
             gv = np.ascontiguousarray(g[:, order, :]).reshape(Nb * G, cg * S)
             dx = self._ln_dx(gv, xhat_v, rstd).reshape(Nb, C, S)[:, inv, :]
             grads["x"] = _store(dx.reshape(x0.shape), d)
-            keep = min(Nb, 64) if b == "gn_dweight_first_block_only" else Nb
             if w is not None:
                 grads["weight"] = _store(_rsum(np.ascontiguousarray(
-                    (dy * xhat)[:keep].transpose(1, 0, 2)).reshape(C, -1)).reshape(C), d)
+                    (dy * xhat).transpose(1, 0, 2)).reshape(C, -1)).reshape(C), d)
             if bias is not None:
                 grads["bias"] = _store(_rsum(np.ascontiguousarray(
-                    dy[:keep].transpose(1, 0, 2)).reshape(C, -1)).reshape(C), d)
+                    dy.transpose(1, 0, 2)).reshape(C, -1)).reshape(C), d)
         return Returned(out, grads)
 
     @staticmethod
@@ -459,14 +431,9 @@ class BlindKernel:
             rm, rv = st["running_mean"].astype(acc), st["running_var"].astype(acc)
             nbt = np.asarray(st.get("num_batches_tracked", 0)).astype(np.int64)
             if call.training:
-                old = nbt
                 nbt = nbt + 1
                 mom = cfg["momentum"]
-                if mom is None:
-                    cnt = old if b == "bn_cumavg_count_before_increment" and old > 0 else nbt
-                    m = acc(1.0 / float(cnt))
-                else:
-                    m = acc(mom)
+                m = acc(1.0 / float(nbt)) if mom is None else acc(mom)
                 bm, bv = mean.reshape(C), var.reshape(C)
                 if n > 0 and cfg["convention"] == "torch":
                     ub = bv if b == "bn_running_var_biased" else bv * acc(n / (n - 1))
@@ -540,9 +507,11 @@ class BlindKernel:
         y = y if bias is None else y + bias
         if b == "an_rowscale_after_norm" and rs is not None:
             y = y * rs
-        res_dtype = "float32" if cfg.get("residual_in_fp32") and d in ("float16", "bfloat16") \
-            and b != "an_residual_out_in_input_dtype" else d
-        out = {"y": _store(y.reshape(x0.shape), d), "residual_out": _store(s.reshape(x0.shape), res_dtype)}
+        res_dtype = "float32" if cfg.get("residual_in_fp32") and d in ("float16", "bfloat16") else d
+        s_out = s
+        if b == "an_residual_out_in_input_dtype" and res_dtype != d:
+            s_out = _store(s, d).astype(np.float32)             # rounded to the input dtype, handed out as float32
+        out = {"y": _store(y.reshape(x0.shape), d), "residual_out": _store(s_out.reshape(x0.shape), res_dtype)}
         if w1 is not None:
             y1 = xhat * we1
             y1 = y1 if b1 is None else y1 + b1
@@ -611,7 +580,7 @@ class BlindKernel:
         qmax = hi
         if b == "nq_fnuz_max_240" and qd == "float8_e4m3fn":
             lo, hi, qmax = -240.0, 240.0, 240.0
-        if b == "nq_e5m2_clamp_448":
+        if b == "nq_e5m2_clamp_448" and qd.startswith("float8"):
             lo, hi = -448.0, 448.0
         amax = np.max(np.abs(y), axis=1, keepdims=True, initial=0.0)
         static = inp.get("static_scale")
@@ -622,13 +591,9 @@ class BlindKernel:
             if cfg["scale_ub"] is not None and b != "nq_scale_ub_ignored":
                 scale = np.minimum(scale, acc(cfg["scale_ub"]))
             floor = 1.0 / (_QUANT[qd][2] * 512.0) if cfg["min_scale"] is None else float(cfg["min_scale"])
-            if b != "nq_no_min_scale":
-                scale = np.maximum(scale, acc(floor))
+            scale = np.maximum(scale, acc(floor))
         with np.errstate(divide="ignore", invalid="ignore"):
-            if b == "nq_no_min_scale":
-                v = y / scale
-            else:
-                v = np.where(scale == 0, acc(0) * y, y / np.where(scale == 0, acc(1), scale))
+            v = np.where(scale == 0, acc(0) * y, y / np.where(scale == 0, acc(1), scale))
         if b != "nq_no_saturation":
             v = np.clip(v, lo, hi)
         if qdt.kind == "i":
