@@ -28,6 +28,9 @@ import numpy as np
 
 from refnorm.check.backends.base import Contract, Returned
 
+MECHANISMS = ("one_pass", "precision", "block", "eps", "bessel", "running", "mode", "backward", "reduction",
+              "layout", "affine", "semantics", "window", "quant_scale", "saturation", "merge", "collective",
+              "dropout", "rounding")
 OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "add_norm", "norm_quant")
 
 BUGS = {
@@ -196,7 +199,14 @@ def _eps(value, acc, dtype, bug):
 
 
 class BlindKernel:
-    """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct)."""
+    """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct).
+
+    ``options`` declares the options it implements (any value), so a case setting an option added to
+    one of these ops later is skipped with the reason instead of judged against a kernel that ignores it."""
+
+    options = {k: None for k in ("normalized_shape", "eps", "weight_offset", "eps_placement", "num_groups",
+                                 "momentum", "convention", "norm", "dropout_p", "prenorm", "residual_in_fp32",
+                                 "quant_dtype", "scale_ub", "min_scale")}
 
     def __init__(self, bug=None):
         if bug is not None and bug not in BUGS:
