@@ -51,7 +51,8 @@ BUGS = {
     "ln_bwd_mean_detached": (
         "layer_norm", "backward",
         "dx drops the -mean(g) term (the mean treated as a constant in a hand-written backward)",
-        "pattern: custom LayerNorm autograd with x - x.mean(-1, keepdim=True).detach()"),
+        "keras-team/keras PR #19102 (the torch backend's moments returned mean.detach(), cutting the "
+        "mean's gradient from the normalizations built on it)"),
     "ln_dweight_drops_tail_rows": (
         "layer_norm", "reduction",
         "dweight/dbias partial sums over blocks of 64 rows; the last partial block of rows is never added",
@@ -119,7 +120,8 @@ BUGS = {
     "bn_bwd_stats_detached": (
         "batch_norm", "backward",
         "training backward dx = g * rstd: the batch statistics' gradient terms missing",
-        "pattern: custom BatchNorm computing mean/var under .detach() or torch.no_grad()"),
+        "facebookresearch/CrypTen PR #143 (batchnorm backward ignored that mean and variance depend on the "
+        "input); keras-team/keras PR #19102"),
     # ------------------------------------------------------------------ add_norm
     "an_residual_out_in_input_dtype": (
         "add_norm", "precision",
@@ -128,7 +130,8 @@ BUGS = {
     "an_dropout_not_rescaled": (
         "add_norm", "dropout",
         "the kept values of x not scaled by 1 / (1 - p)",
-        "pattern: dropout written as x * mask in fused dropout-add-norm kernels"),
+        "pattern: dropout written as x * mask; cf. NVIDIA/apex PR #816 and kaldi-asr/kaldi#2814 (dropout "
+        "scaled by the wrong factor)"),
     "an_rowscale_after_norm": (
         "add_norm", None,
         "rowscale applied to the normalized output instead of to x before the residual add",
@@ -157,7 +160,8 @@ BUGS = {
     "nq_scale_ub_ignored": (
         "norm_quant", "quant_scale",
         "the dynamic scale's upper bound scale_ub never applied",
-        "pattern: vLLM rms_norm_dynamic_per_token_quant's scale_ub dropped in ports"),
+        "sgl-project/sglang PR #9880 (per_token_quant_fp8 had no scale_ub, which fbgemm_fp8 checkpoints "
+        "need; vLLM's is vllm-project/vllm PR #6593)"),
     "nq_scale_from_rounded_y": (
         "norm_quant", "quant_scale",
         "amax and q taken from y already rounded to the 16-bit input dtype (an unfused norm then quant)",
