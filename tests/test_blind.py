@@ -8,7 +8,7 @@ import os
 import pytest
 
 from refnorm.check.core import run_check
-from tests.planted.blind import BUGS, MECHANISMS, OPS, BlindKernel
+from planted.blind import BUGS, MECHANISMS, OPS, BlindKernel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "golden")
