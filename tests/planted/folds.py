@@ -35,6 +35,7 @@ if __package__ in (None, ""):
 
 from planted import report                                              # noqa: E402
 from planted.pitfalls import all_planted, pairs                         # noqa: E402
+from planted.blind import BUGS as BLIND, BlindKernel                    # noqa: E402
 from planted.torch_kernel import BUGS, TorchKernel                      # noqa: E402
 from refnorm import pitfalls as P                                       # noqa: E402
 from refnorm.check.core import check_case                               # noqa: E402
@@ -106,6 +107,23 @@ def torch_rows(golden=report.GOLDEN):
     return out
 
 
+def blind_rows(golden=report.GOLDEN):
+    """The blind kernel (tests/planted/blind.py: 30 bugs from public kernels, written by someone who had not
+    seen the diagnosis's rules, with the mechanism they chose) on every golden case of its bug's op."""
+    man = store.read_manifest(golden)
+    out = []
+    for bug, (op, mech, _, _) in BLIND.items():
+        for e in man["cases"]:
+            if e["case"]["op"] != op:
+                continue
+            r = check_case(BlindKernel(bug), commands.load_case(golden, e["id"], manifest=man))
+            if r.status == "failed":
+                conf, got = _row(r.diagnosis)
+                out.append({"src": "blind", "fold": "X", "bug": bug, "op": op, "case": r.id,
+                            "expected": [mech] if mech else [], "conf": conf, "mech": got, "localized": localized(r)})
+    return out
+
+
 def score(rows, M):
     """(failed cases, named right, named wrong, runs, runs named right (a majority of their cases))."""
     named = [r for r in rows if r["conf"] is not None and r["conf"] >= M]
@@ -140,6 +158,7 @@ def render(rows, seconds):
     A = [r for r in rows if r["fold"] == "A"]
     B = [r for r in rows if r["fold"] == "B"]
     T = [r for r in rows if r["fold"] == "T"]
+    X = [r for r in rows if r["fold"] == "X"]
     mA, mB = tune(A), tune(B)
     muts = lambda f: ", ".join(f"`{m}`" for m in dict.fromkeys(r["bug"] for r in rows if r["fold"] == f))  # noqa: E731
     L = [BEGIN, "",
@@ -181,14 +200,23 @@ def render(rows, seconds):
               MARGIN),
          line("second kernel, held out (M = MARGIN)", T, MARGIN),
          line("second kernel, only bugs with a modelled mechanism", [r for r in T if r["expected"]], MARGIN),
+         line("blind kernel, held out (M = MARGIN)", X, MARGIN),
+         line("blind kernel, only bugs with a mechanism label", [r for r in X if r["expected"]], MARGIN),
          "",
-         "Per bug of the second kernel at M = MARGIN (failed cases: named right / named wrong / not named):", ""]
-    for b in BUGS:
-        rs = [r for r in T if r["bug"] == b]
+         "Blind kernel (tests/planted/blind.py, written by a helper who was not shown the diagnosis, the pitfall "
+         "variants or this document; each bug from a public kernel's history, labelled with its mechanism by "
+         "its author): " + "; ".join(f"`{b}` ({BLIND[b][0]}: {BLIND[b][2]}; {BLIND[b][1] or 'no label'})"
+                                     for b in BLIND) + ".",
+         "",
+         "Per bug of the second and blind kernels at M = MARGIN (failed cases: named right / named wrong / not "
+         "named; localized):", ""]
+    for b in list(BUGS) + list(BLIND):
+        rs = [r for r in T + X if r["bug"] == b]
         n, right, wrong, *_ = score(rs, MARGIN)
         wrong_as = sorted({r["mech"] for r in rs if r["conf"] is not None and r["conf"] >= MARGIN
                            and r["mech"] not in r["expected"]})
-        L.append(f"* `{b}`: {n} failed; {right} / {wrong} / {n - right - wrong}"
+        loc = sum(bool(r.get("localized")) for r in rs)
+        L.append(f"* `{b}`: {n} failed; {right} / {wrong} / {n - right - wrong}; {loc}"
                  + (f" (wrongly named: {', '.join(wrong_as)})" if wrong_as else ""))
     L += ["", f"Measured in {seconds:.0f} s on this machine.", "", END]
     return "\n".join(L)
@@ -218,7 +246,7 @@ if __name__ == "__main__":
     a = ap.parse_args()
     t = time.time()
     if a.torch_only:
-        json.dump({"rows": torch_rows(), "seconds": time.time() - t}, open(a.cache, "w"))
+        json.dump({"rows": torch_rows() + blind_rows(), "seconds": time.time() - t}, open(a.cache, "w"))
         sys.exit(0)
     if a.cache and os.path.exists(a.cache):      # {"rows", "seconds"}, or torch rows of --torch-only
         got = json.load(open(a.cache))
@@ -231,7 +259,7 @@ if __name__ == "__main__":
             got = json.load(open(part))
             rows, secs = rows + got["rows"], time.time() - t + got["seconds"]
         else:
-            rows += torch_rows()
+            rows += torch_rows() + blind_rows()
             secs = time.time() - t
         if a.cache:
             json.dump({"rows": rows, "seconds": secs}, open(a.cache, "w"))
