@@ -7,7 +7,7 @@ case (refnorm.golden.distributed) the runner sends each rank its shard (``ShardC
 rank's ``Returned`` and joins them (``distributed.gather``) into the arrays of one call of the global
 op, which ``core.check_case`` judges with the existing bounds, as any single-process call; the
 diagnosis tries the distributed pitfall variants (refnorm.pitfalls.distributed) bound to the case's
-split. A replicated array (dweight under sequence parallelism, SyncBatchNorm's running statistics) is
+split, and the op's ordinary variants (a mistake every rank makes alike is the global op's). A replicated array (dweight under sequence parallelism, SyncBatchNorm's running statistics) is
 judged as rank 0 returned it, and a rank whose copy is not bit for bit rank 0's fails the case.
 
 Faults. A rank that raises, does not answer within ``timeout`` seconds (per case: every step of it,
@@ -31,6 +31,7 @@ import tempfile
 import time
 from multiprocessing.connection import wait
 
+from .. import pitfalls
 from ..errors import RefnormError
 from ..golden import distributed as D
 from ..golden import generate
@@ -319,7 +320,9 @@ class Session:
         sizes = d.sizes(self.world)
         case = dataclasses.replace(generate.materialize(d.recipe), id=d.id)
         g = _Gathered(self.backend, self.pool, d, sizes, self.timeout)
-        variants = PD.bound(d.parallel, sizes) if self.diagnose else None
+        # the distributed variants bound to the split, and the op's ordinary ones (a mistake every rank
+        # makes alike, e.g. running_var updated with the biased variance, is the global op's mistake)
+        variants = PD.bound(d.parallel, sizes) + pitfalls.variants(case.op) if self.diagnose else None
         res = core.check_case(g, case, timeout=None, diagnose=self.diagnose, variants=variants)
         res.seconds = max(0.0, res.seconds - g.start_seconds)     # a case's time excludes starting its group
         if res.status == "error" and "RankFault" in res.message:

@@ -39,6 +39,8 @@ MECHANISMS = {
     "group": "the group a statistic or a backward reduction spans (group_size, ngroups)",
     "scale_rounding": "a block scale's own rounding rule: a power-of-two exponent rounded down where up is promised",
 }
+# mechanisms the diagnosis's arithmetic search (refnorm/check/explain.py) names that no catalogue variant has
+ARITHMETIC = {"constant": "a constant factor: a value counted twice or halved"}
 
 _BY = {
     "one_pass": "one_pass_clamp one_pass_thresh one_pass_noclamp one_pass_in_d ws_one_pass ws_one_pass_in_d",
