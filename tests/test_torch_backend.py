@@ -85,15 +85,16 @@ def test_cuda_agrees_with_golden_float64():
 @pytest.mark.parametrize("op", AGREE)
 def test_float64_golden_cases_agree(op):
     """Every float64 golden case of the op (state chained step to step) within 1e-10 relative."""
-    ran = 0
+    ran = total = 0
     for case in golden.iter_cases(GOLDEN, ops=[op], dtypes=["float64"]):
+        total += 1
         res = run_case(CPU, case)
         if isinstance(res, str):
             assert res.strip(), case.id
             continue
         assert_agrees(case, res, 1e-10)
         ran += 1
-    assert ran >= 4, f"only {ran} float64 {op} cases ran"
+    assert ran >= min(4, total) and total >= 3, f"only {ran} of {total} float64 {op} cases ran"
 
 
 @pytest.mark.parametrize("op", AGREE)

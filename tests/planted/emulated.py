@@ -36,9 +36,7 @@ from refnorm.check.precision import NP, round_to
 from refnorm.norms.rms_norm import default_eps
 
 OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "norm_quant", "add_norm", "dyt",
-       "poly_norm")
-OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "norm_quant", "add_norm",
-       "group_norm_silu")
+       "poly_norm", "group_norm_silu")
 CENTERED = ("layer_norm", "group_norm", "batch_norm", "instance_norm")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 

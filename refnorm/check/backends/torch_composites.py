@@ -3,7 +3,7 @@ block-scaled quantization, ...): each is written from torch's own ops exactly as
 reference of that layer would be, and documented with the op.
 
 ``COMPOSITES`` maps an op name to ``fn(backend, torch, t, cfg, st, training) -> (outputs, new_state)``,
-the same signature as ``TorchBackend._<op>`` (``t``: the input tensors, leaves for autograd; ``cfg``: the
+the same signature as torch_ops.OPS' functions (``t``: the input tensors, leaves for autograd; ``cfg``: the
 completed configuration; ``st``: the state tensors). ``LOW_CONTRACT`` gives a composite's contract for
 float16/bfloat16 calls where it is not "strict". torch is never imported here: the adapter passes it in.
 """
@@ -174,13 +174,14 @@ COMPOSITES["norm_quant_block"] = norm_quant_block
 def group_norm_silu(backend, torch, t, cfg, st, training):
     """F.silu(F.group_norm(x, num_groups, weight, bias, eps)), as a diffusion UNet/VAE block writes it
     (diffusers' ResnetBlock2D: self.norm1 then self.nonlinearity). F.group_norm is the adapter's group_norm
-    (``TorchBackend._group_norm``: torch.native_group_norm, F.group_norm's kernel with its memory-format
+    (``torch_ops.group_norm``: torch.native_group_norm, F.group_norm's kernel with its memory-format
     choice and its Python check, bit for bit F.group_norm's y and gradients; it also returns mean and rstd);
     F.silu then runs on its output in the case dtype (float16/bfloat16: computed in float32 and rounded once,
     after group_norm's output was rounded to the case dtype), and autograd chains silu_backward (dp rounded to
     the case dtype) into native_group_norm_backward."""
     import torch.nn.functional as F
-    out, _ = backend._group_norm(torch, t, cfg, st, training)
+    from .torch_ops import group_norm
+    out, _ = group_norm(backend, torch, t, cfg, st, training)
     return {"y": F.silu(out["y"]), "mean": out["mean"], "rstd": out["rstd"]}, {}
 
 
