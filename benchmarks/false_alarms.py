@@ -56,16 +56,21 @@ def trial(seed, max_elements=1 << 20):
     return t
 
 
-def rounded(t):
-    """refnorm's float64 reference of the trial rounded once to its dtype."""
-    from refnorm.check.judge import reference
-    from refnorm.check.precision import round_to
+def reference(t):
+    """refnorm's float64 reference of the trial: {"y", "dx", "dweight"[, "dbias"]}."""
+    from refnorm.check.judge import reference as ref_of
     inputs = {k: t[k] for k in ("x", "weight", "bias") if k in t}
-    ref = reference(t["op"], {"normalized_shape": [t["n"]], "eps": t["eps"]}, True, inputs, {"y": t["dy"]}, {})
+    ref = ref_of(t["op"], {"normalized_shape": [t["n"]], "eps": t["eps"]}, True, inputs, {"y": t["dy"]}, {})
     out = {"y": ref.outputs["y"], "dx": ref.grads["x"], "dweight": ref.grads["weight"]}
     if "bias" in t:
         out["dbias"] = ref.grads["bias"]
-    return {k: round_to(np.asarray(v, np.float64), t["dtype"]) for k, v in out.items()}
+    return {k: np.asarray(v, np.float64) for k, v in out.items()}
+
+
+def rounded(t):
+    """refnorm's float64 reference of the trial rounded once to its dtype."""
+    from refnorm.check.precision import round_to
+    return {k: round_to(v, t["dtype"]) for k, v in reference(t).items()}
 
 
 def emulated(t):
