@@ -1,11 +1,12 @@
 /* refnorm.check._judge: optional compiled loops of the judge, the same figures as its NumPy path.
  *
- * The definition is NumPy (refnorm/check/precision.py, bias.py, core.py's _judge); this module, built
+ * The definition is NumPy (refnorm/check/plain.py: the judgement of one array as its formulas, with
+ * precision.py's intervals and bias.py's test); this module, built
  * when a C compiler is present at install time (setup.py, optional=True), does in one pass over a block
  * of elements what the NumPy path does in ~40: the rounding interval of each returned value, its excess
  * over the reference, the ratio to its bound, the unconstrained elements, the largest constrained error,
- * the worst elements, and the bias test's per-group sums. tests/test_compare.py checks it against the
- * NumPy path; REFNORM_NATIVE=0 runs the NumPy path. Maxima and counts are exact; sums (the bias test's,
+ * the worst elements, and the bias test's per-group sums. tests/test_plain.py holds it to plain.py (each
+ * element's terms bit for bit) and tests/test_compare.py to the NumPy path of blocks; REFNORM_NATIVE=0 runs the NumPy path. Maxima and counts are exact; sums (the bias test's,
  * the row bounds') are taken in LANES interleaved partial sums, so they equal NumPy's within rounding,
  * and the loops vectorize (the same additions whatever the instruction set: the same bits on every CPU).
  *

@@ -18,8 +18,8 @@ exactly). More than MAX_CANDIDATES candidates (a reference that is zero for many
 ``overflowed`` is set, and the caller judges again with the scale known. ``merge`` adds another
 accumulator's blocks of the same array (the streaming judge's two partitions).
 
-Per block, ``compare_block`` is the definition (NumPy: precision.excess, precision.ratio and the terms
-of bias.bias_test); ``refnorm.check._judge.compare`` (C, optional, REFNORM_NATIVE=0 turns it off) does
+Per block, ``compare_block`` is the definition (NumPy: the terms of plain.py, the judgement of one array
+as its formulas, and bias.bias_terms); ``refnorm.check._judge.compare`` (C, optional, REFNORM_NATIVE=0 turns it off) does
 the same in one pass (tests/test_compare.py checks they agree).
 
 Multiplicities for the bias test: how many elements of the whole returned array hold each element's
