@@ -22,7 +22,8 @@ from . import bounds as B
 from . import stream
 from .backends.base import Contract
 from .compare import ArrayAccumulator
-from .precision import DIRECTED, NP, RANK, dtype_name, quant_accepts, quant_excess, quant_interval, ratio
+from .plain import FRACTION_WEAK, constrained_fraction
+from .precision import DIRECTED, NP, RANK, dtype_name, quant_accepts, quant_excess, quant_interval, quant_name, ratio
 
 WORST_SHOWN = 3
 
@@ -61,6 +62,23 @@ class ArrayResult:
         return "unconstrained" if self.size and self.unconstrained >= self.size else "verified"
 
     @property
+    def constrained_fraction(self):
+        """The fraction of the elements whose bound is below the array's scale max|ref| (or 0): where the
+        array verifies something (1 for an empty array; plain.constrained_fraction)."""
+        return constrained_fraction(self.unconstrained, self.size)
+
+    @property
+    def weak(self):
+        """Verified, but fewer than half its elements constrained (plain.FRACTION_WEAK): the report says
+        "verified (weakly: 12% constrained)". Not a fifth verdict: the verdict stays "verified"."""
+        return self.verdict == "verified" and self.constrained_fraction < FRACTION_WEAK
+
+    @property
+    def shown_verdict(self):
+        """The verdict as the reports print it: "verified (weakly: 12% constrained)" for a weak one."""
+        return f"verified (weakly: {percent(self.constrained_fraction)} constrained)" if self.weak else self.verdict
+
+    @property
     def warning(self):
         """Passes its declared (relaxed) contract but not the strict one: a precision warning."""
         return self.strict_ratio is not None and self.strict_ratio > 1.0
@@ -69,10 +87,18 @@ class ArrayResult:
         return {"step": self.step, "part": self.part, "name": self.name, "verdict": self.verdict,
                 "dtype": self.dtype, "returned_dtype": self.returned_dtype or self.dtype, "size": self.size,
                 "scale": _num(self.scale), "max_bound": _num(self.max_bound), "ratio": _num(self.ratio), "err_u": _num(self.err_u), "unconstrained": self.unconstrained, "over": self.over,
+                "constrained_fraction": self.constrained_fraction, "weakly_verified": self.weak,
                 "bias": _num(self.bias), "bias_where": self.bias_where, "bias_is_upper_bound": self.bias_bound,
                 "strict_ratio": None if self.strict_ratio is None else _num(self.strict_ratio),
                 "worst": [{"index": list(i), "got": _num(g), "expected": _num(e), "bound": _num(b)}
                           for i, g, e, b in self.worst]}
+
+
+def percent(f) -> str:
+    """A fraction as a percentage that never rounds to 0% or 100% unless it is exactly that."""
+    if f in (0.0, 1.0) or 0.01 <= f <= 0.99:
+        return f"{100 * f:.0f}%"
+    return f"{100 * f:.2g}%" if f < 0.01 else f"{100 * f:.4g}%"
 
 
 def _num(v):

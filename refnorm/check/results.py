@@ -55,6 +55,7 @@ class CaseResult:
                 "verdicts": self.verdicts(), "unchecked": self.unchecked,
                 "unchecked_why": self.unchecked_why, "statistics_not_returned": self.not_returned, "unconstrained": [
                     f"step{a.step}.{a.part}.{a.name}" for a in self.arrays if a.verdict == "unconstrained"],
+                "weakly_verified": [f"step{a.step}.{a.part}.{a.name}" for a in self.arrays if a.weak],
                 "worst_bias": _num(max((a.bias for a in self.arrays), default=0.0)),
                 "precision_warnings": [f"step {a.step} {SINGULAR[a.part]} {a.name}: {a.strict_ratio:.3g} x the strict "
                                        "bound" for a in self.warnings],
@@ -108,12 +109,17 @@ class Report:
                     n[k] += v
         return n
 
+    def weak_count(self) -> int:
+        """Verified arrays of the judged cases with fewer than half their elements constrained (ArrayResult.weak)."""
+        return sum(a.weak for c in self.cases if c.status in JUDGED for a in c.arrays)
+
     def summary(self):
         return {"backend": self.backend, "golden": self.golden, "cases": len(self.cases),
                 "passed": self.count("passed"), "partial": self.count("partial"), "failed": self.count("failed"),
                 "skipped": self.count("skipped"), "errors": self.count("error"),
                 "expected_failures": self.count("xfail"), "judged": sum(self.count(s) for s in JUDGED),
-                "arrays": self.array_counts(), "seconds": round(self.seconds, 2), "ok": self.ok,
+                "arrays": self.array_counts(), "weakly_verified": self.weak_count(),
+                "seconds": round(self.seconds, 2), "ok": self.ok,
                 "verdict": self.verdict}
 
     def headroom(self) -> list:

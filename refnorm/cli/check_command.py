@@ -169,7 +169,7 @@ def _print_details(report, backend_arg, golden_arg):
     """--verbose: every section in full (the compact default is report.compact)."""
     from ..check import report as R
     print(R.table(report))
-    for text in (R.skips(report), R.warnings(report), R.conversions(report), R.partials(report),
+    for text in (R.skips(report), R.warnings(report), R.weak(report), R.conversions(report), R.partials(report),
                  R.failures(report, backend_arg, golden_arg), R.headroom_table(report)):
         if text:
             print(text)
