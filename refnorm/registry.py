@@ -38,6 +38,11 @@ NAMES: tuple[str, ...] = (
     "norm_quant",
     "add_norm",
     "adaptive_layer_norm",
+    "gated_norm",
+    "dyt",
+    "poly_norm",
+    "norm_quant_block",
+    "group_norm_silu",
 )
 
 

@@ -80,6 +80,23 @@ def _adaptive_layer_norm(draw, regime, dtype, m):
                                  affine=_pick(draw, "ss", "s", ""))
 
 
+def _gated_norm(draw, regime, dtype, m):
+    shape = _sides(draw, draw(st.integers(1, 2)), m) + (0,)
+    K = draw(st.integers(1, max(1, m)))
+    shape = shape[:-1] + (K * draw(st.integers(1, 4)),)                  # hidden: 1..4 groups of K
+    return C.gated_norm(regime, dtype, shape, z_regime=_pick(draw, "normal", "gate_sat"),
+                        norm=_pick(draw, "rms_norm", "layer_norm"), norm_before_gate=draw(st.booleans()),
+                        group_size=_pick(draw, None, K), bias=draw(st.booleans()), eps=_pick(draw, 1e-5, 1e-12, 0.3))
+def _dyt(draw, regime, dtype, m):
+    shape = _sides(draw, draw(st.integers(1, 3)), m)
+    return C.dyt(regime, dtype, shape, alpha=_pick(draw, *C.ALPHA), affine=_pick(draw, "wb", "w", "b", ""))
+
+
+def _poly_norm(draw, regime, dtype, m):
+    shape = _sides(draw, draw(st.integers(1, 3)), m)
+    return C.poly_norm(regime, dtype, shape, eps=_pick(draw, 1e-6, 1e-12, 0.3), bias=draw(st.booleans()))
+
+
 def _rms_norm(draw, regime, dtype, m):
     shape = _sides(draw, draw(st.integers(1, 3)), m)
     affine = _pick(draw, "w", "")
@@ -98,6 +115,18 @@ def _norm_quant(draw, regime, dtype, m):
     return C.norm_quant(regime, dtype, shape, norm=_pick(draw, "rms_norm", "layer_norm"), qd=_pick(draw, *C.QSHORT),
                         static=static, ub=None if static else _pick(draw, None, 2.0), eps=_pick(draw, 1e-5, 1e-6, 0.3),
                         affine=_pick(draw, "wb", "w", ""))
+
+
+def _norm_quant_block(draw, regime, dtype, m):
+    """Rows of at most m values: fp8 groups of 1..4 (partial last blocks), MXFP8 and NVFP4 (one partial block)."""
+    shape = _sides(draw, draw(st.integers(1, 3)), m)
+    fmt = _pick(draw, "fp8_group", "mxfp8", "nvfp4")
+    rule = _pick(draw, None, "pow2") if fmt == "fp8_group" else _pick(draw, None, "round_up") if fmt == "mxfp8" \
+        else None
+    return C.norm_quant_block(regime, dtype, shape, format=fmt, scale_rule=rule,
+                              block_size=draw(st.integers(1, 4)) if fmt == "fp8_group" else None,
+                              norm=_pick(draw, "rms_norm", "layer_norm"), residual=draw(st.booleans()),
+                              eps=_pick(draw, 1e-5, 1e-6, 0.3), affine=_pick(draw, "wb", "w", ""))
 
 
 def _stateful(draw, regime, dtype, m, make, lead):
@@ -127,6 +156,13 @@ def _group_norm(draw, regime, dtype, m):
     spatial = _sides(draw, draw(st.integers(0, 2)), m)
     return C.group_norm(regime, dtype, (n, groups * per_group, *spatial), groups=groups,
                         eps=_pick(draw, 1e-5, 0.3), affine=_pick(draw, *AFFINE))
+
+
+def _group_norm_silu(draw, regime, dtype, m):
+    n, groups, per_group = _sides(draw, 3, m)
+    spatial = _sides(draw, draw(st.integers(0, 2)), m)
+    return C.group_norm_silu(regime, dtype, (n, groups * per_group, *spatial), groups=groups,
+                             eps=_pick(draw, 1e-5, 0.3), affine=_pick(draw, *AFFINE), bias_regime=_pick(draw, "", "neg20"))
 
 
 def _lp_normalize(draw, regime, dtype, m):
@@ -189,7 +225,9 @@ MAKERS = {"layer_norm": _layer_norm, "rms_norm": _rms_norm, "batch_norm": _batch
           "weight_standardization": _weight_standardization, "unified_norm": _unified_norm,
           "offline_batch_norm": _offline("offline_batch_norm", 2), "power_norm": _offline("power_norm", 1),
           "batch_renorm": _offline("batch_renorm", 2), "norm_quant": _norm_quant, "add_norm": _add_norm,
-          "adaptive_layer_norm": _adaptive_layer_norm}
+          "adaptive_layer_norm": _adaptive_layer_norm, "gated_norm": _gated_norm,
+          "dyt": _dyt, "poly_norm": _poly_norm, "norm_quant_block": _norm_quant_block,
+          "group_norm_silu": _group_norm_silu}
 
 
 def _names(value, known, what):

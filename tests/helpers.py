@@ -18,6 +18,7 @@ import pytest
 import scipy.differentiate
 
 import refnorm
+from refnorm.check.backends.base import Call
 
 MP_DPS = 80
 
@@ -331,3 +332,108 @@ def sample(items, every: int) -> list:
     quick one: the same property checked on a fixed, spread-out part of the cases."""
     items = list(items)
     return items if thorough() else items[::every]
+
+
+# ------------------------------------------------------------------ a framework adapter against golden values
+def f64(a):
+    a = np.asarray(a)
+    return a if a.dtype.kind in "iu" else a.astype(np.float64)
+
+
+def run_case(backend, case):
+    """Every step of a golden case through ``backend``, chaining the state it returns (as the checker
+    does). Returns [(step, Returned)], or the skip reason."""
+    for st in case.steps:
+        reason = backend.supports_config(case.op, case.dtype, dict(case.config), st.training)
+        if reason:
+            return reason
+    state, out = dict(case.init_state), []
+    for st in case.steps:
+        ret = backend.run(Call(case.op, case.dtype, dict(case.config), st.training, dict(st.inputs),
+                               dict(st.cotangents), dict(state)))
+        out.append((st, ret))
+        state = dict(ret.state)
+    return out
+
+
+def assert_agrees(case, results, rtol):
+    """Every returned array agrees with the golden float64 value to rtol * (its largest magnitude); an
+    all-zero expected array (e.g. dx of a one-element layer_norm row) is compared at the scale of the
+    step's largest expected value instead. NaN and inf must sit where the reference has them."""
+    spec = refnorm.get(case.op)
+    for i, (st, ret) in enumerate(results):
+        made = spec.produced(st.inputs)      # add_norm's y1 only with weight1
+        assert set(spec.differentiable) & set(made) <= set(ret.outputs), (case.id, i, sorted(ret.outputs))
+        assert set(ret.outputs) <= set(made), (case.id, i, sorted(ret.outputs))
+        if st.cotangents:
+            assert set(ret.grads) == set(st.inputs), (case.id, i, sorted(ret.grads))
+        if spec.state and case.init_state:
+            assert set(ret.state) == set(spec.state), (case.id, i, sorted(ret.state))
+        every = [np.abs(f64(w)[np.isfinite(f64(w))]) for part in (st.outputs, st.grads, st.state)
+                 for w in part.values()]
+        step_scale = max((float(a.max()) for a in every if a.size), default=0.0)
+        for part, want in (("outputs", st.outputs), ("grads", st.grads), ("state", st.state)):
+            got = getattr(ret, part)
+            for k, w in want.items():
+                if k not in got:
+                    assert part == "outputs" and k not in spec.differentiable, (case.id, i, part, k)
+                    continue
+                g, w = f64(got[k]), f64(w)
+                assert g.shape == w.shape, (case.id, i, part, k, g.shape, w.shape)
+                assert np.array_equal(np.isnan(g), np.isnan(w)), (case.id, i, part, k, "NaN pattern")
+                assert np.array_equal(np.isposinf(g), np.isposinf(w)), (case.id, i, part, k, "+inf pattern")
+                assert np.array_equal(np.isneginf(g), np.isneginf(w)), (case.id, i, part, k, "-inf pattern")
+                fin = np.isfinite(w)
+                scale = float(np.max(np.abs(w[fin]), initial=0.0)) or step_scale
+                err = float(np.max(np.abs(g[fin] - w[fin]), initial=0.0))
+                assert err <= rtol * scale, (f"{case.id} step {i} {part} {k}: max |returned - golden| = {err:.3g}, "
+                                             f"{err / scale if scale else np.inf:.3g} of the scale {scale:.3g}")
+
+
+def steps_against_torch_module(name, mod, shape, momentum, affine) -> list:
+    """Three training steps then one eval step of ``name`` (batch_norm, instance_norm) against the float64
+    torch module ``mod`` holding running statistics, the state chained: y, every gradient, running_mean
+    and running_var within 1e-13 relative at each step. Returns (refnorm's, torch's) num_batches_tracked
+    after each step."""
+    torch = require_torch()
+    rng = np.random.default_rng(11)
+    c = shape[1]
+    inputs_p = {}
+    if affine:
+        with torch.no_grad():
+            mod.weight.copy_(torch.tensor(rng.standard_normal(c)))
+            mod.bias.copy_(torch.tensor(rng.standard_normal(c)))
+        inputs_p = {"weight": mod.weight.detach().numpy().copy(), "bias": mod.bias.detach().numpy().copy()}
+    state = {"running_mean": np.zeros(c), "running_var": np.ones(c), "num_batches_tracked": np.asarray(0)}
+    counts = []
+    for step, training in enumerate([True, True, True, False]):
+        mod.train(training)
+        x = 3 * rng.standard_normal(shape) + step
+        dy = rng.standard_normal(shape)
+        xt = torch.tensor(x, requires_grad=True)
+        yt = mod(xt)
+        params = [xt] + ([mod.weight, mod.bias] if affine else [])
+        gt = torch.autograd.grad((yt * torch.tensor(dy)).sum(), params)
+        res = refnorm.evaluate(name, {"x": x, **inputs_p}, config={"momentum": momentum}, state=state,
+                               training=training, grad_outputs={"y": dy})
+        assert_close_rel(res.outputs["y"], yt.detach().numpy(), 1e-13, f"step {step} y", name)
+        for k, g in zip(["x", "weight", "bias"], gt):
+            assert_close_rel(res.grads[k], g.numpy(), 1e-13, f"step {step} grad {k}", name)
+        assert_close_rel(res.state["running_mean"], mod.running_mean.numpy(), 1e-13, "running_mean", name)
+        assert_close_rel(res.state["running_var"], mod.running_var.numpy(), 1e-13, "running_var", name)
+        counts.append((int(res.state["num_batches_tracked"]), int(mod.num_batches_tracked)))
+        state = res.state
+    return counts
+
+
+def listed_cases_fail(backend: str, ids, golden_dir, json_path) -> dict:
+    """``refnorm check`` of ``backend`` on the cases ``ids`` alone, without their expected-failures list:
+    it fails (exit status 1). Returns the summary of the JSON report written to ``json_path``."""
+    import json
+    from refnorm.cli import main
+    args = ["check", "--backend", backend, "--golden", str(golden_dir), "--no-progress", "--json", str(json_path)]
+    for i in ids:
+        args += ["--case", i]
+    assert main(args) == 1
+    with open(json_path, encoding="utf-8") as f:
+        return json.load(f)["summary"]

@@ -28,8 +28,11 @@ NORMALIZERS = {
     "unified_norm": ["unified_norm"],
     "offline": ["offline_batch_norm", "batch_renorm", "power_norm"],
     "min_max_scale": ["min_max_scale"], "z_score": ["z_score"], "mean_variance_norm": ["mean_variance_norm"],
-    "local_response_norm": ["local_response_norm"], "norm_quant": ["norm_quant"],
+    "local_response_norm": ["local_response_norm"], "norm_quant": ["norm_quant", "norm_quant_block"],
     "add_norm": ["add_norm", "adaptive_layer_norm"],
+    "gated_norm": ["gated_norm"],
+    "dyt": ["dyt"], "poly_norm": ["poly_norm"],
+    "group_norm_silu": ["group_norm_silu"],
 }
 
 

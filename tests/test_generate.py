@@ -367,6 +367,16 @@ OPTIONS = {
                                "prenorm": (False, "_noprenorm_"), "residual_in_fp32": (True, "_fp32res_"),
                                "weight_offset": (1.0, "_zc_")}),
     "adaptive_layer_norm": ("shape=2x3x8", {"eps": (0.3, "_eps0.3_")}),
+    "gated_norm": ("shape=4x12", {"norm": ("layer_norm", "_ln_"), "norm_before_gate": (True, "_nbg_"),
+                                  "group_size": (4, "_gs4_"), "eps": (0.3, "_eps0.3_")}),
+    "dyt": ("shape=4x8", {}),
+    "poly_norm": ("shape=4x8", {"eps": (0.3, "_eps0.3_")}),
+    "norm_quant_block": ("shape=4x64", {"normalized_shape": ([64], None), "norm": ("layer_norm", "_ln_"),
+                                        "eps": (0.3, "_eps0.3_"), "format": ("mxfp8", "_mx_"),
+                                        "block_size": (32, "_g32_"), "element_dtype": ("float8_e5m2", "_e5m2_"),
+                                        "scale_rule": ("pow2", "_pow2_"), "min_scale": (0.001, "_floor0.001_"),
+                                        "residual_in_fp32": (True, "_fp32res_")}),
+    "group_norm_silu": ("shape=2x4x5 num_groups=2", {"num_groups": (4, "_g4_"), "eps": (0.3, "_eps0.3_")}),
 }
 EVERY_OPTION = [(op, k) for op in registry.names() for k in registry.get(op).options]
 
@@ -438,6 +448,13 @@ def test_every_option_is_settable_in_a_recipe_and_part_of_the_id(op, key):
     ("norm_quant shape=4x8 qd=fp8", "qd=fp8; expected one of: float8_e4m3fn, float8_e5m2, int8"),
     ("adaptive_layer_norm shape=2x3x8 affine=w", "affine='w'; expected one of: ss, s, none"),
     ("add_norm shape=4x8 rowscale=maybe", "rowscale=maybe; expected true or false"),
+    ("gated_norm shape=4x12 group_size=5", "group_size=5; expected a divisor of the hidden dimension 12"),
+    ("gated_norm shape=4x12 group_size=0", "group_size=0; expected an integer >= 1, or null"),
+    ("gated_norm shape=4x12 norm=group_norm", "norm=group_norm; expected one of: rms_norm, layer_norm"),
+    ("gated_norm shape=4x12 z_regime=huge", "z_regime=huge; expected one of:"),
+    ("group_norm_silu shape=2x6x4", "group_norm_silu needs groups=G"),
+    ("group_norm_silu shape=2x6x4 num_groups=4", "groups=4; expected a divisor of the 6 channels"),
+    ("group_norm_silu shape=2x6x4 groups=2 bias_regime=neg5", "bias_regime=neg5; expected one of: neg20, neg90"),
 ])
 def test_bad_option_values_name_the_key_the_value_and_what_was_expected(text, what, capsys):
     with pytest.raises(G.RecipeError) as e:
@@ -490,12 +507,21 @@ CHOICES = [(op, k, v) for op, kinds in G.OPTION_KINDS.items() for k, kind in kin
            for v in kind]
 
 
+def _context(op, key, value):
+    """The other option a choice needs: norm_quant_block's scale rules and element dtypes belong to a format."""
+    if op == "norm_quant_block" and key in ("scale_rule", "element_dtype"):
+        from refnorm.norms import norm_quant_block as NB
+        table = NB.FORMAT_RULES if key == "scale_rule" else NB.FORMAT_ELEMENTS
+        return " format=" + next(f for f, vs in table.items() if value in vs)
+    return ""
+
+
 @pytest.mark.parametrize("op, key, value", CHOICES)
 def test_every_choice_a_recipe_offers_is_one_the_reference_takes(op, key, value):
     keys, _ = OPTIONS[op]
-    r = G.parse(f"{op} {keys} {key}={value}")
+    r = G.parse(f"{op} {keys} {key}={value}{_context(op, key, value)}")
     rep = run_generated(get_numpy(), [r])
     assert rep.cases[0].status in ("passed", "partial"), (r.id, rep.cases[0].message)
     with pytest.raises(Exception, match=f"{key}='nonsense'"):      # and a word outside them it refuses
-        registry.evaluate(op, {"x": np.ones(G.materialize(r).steps[0].inputs[G.MAKERS[op][1]].shape)},
+        registry.evaluate(op, {k: np.ones(v.shape) for k, v in G.materialize(r).steps[0].inputs.items()},
                           config={**r.case.config, key: "nonsense"})

@@ -28,7 +28,7 @@ from refnorm.golden.store import GoldenError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECKED_IN = os.path.join(ROOT, "golden")
-BUDGET_BYTES = 30 * 2**20
+BUDGET_BYTES = 36 * 2**20      # 30 MiB until issue 36 added five ops (gated, DyT, PolyNorm, GN+SiLU, block quant)
 
 
 def _implemented_ops():
@@ -48,7 +48,7 @@ def test_checked_in_set_verifies():
 
 def test_checked_in_set_is_within_budget():
     total = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(CHECKED_IN) for f in fs)
-    assert total < BUDGET_BYTES, f"golden/ holds {total / 2**20:.1f} MiB; the budget is 30 MiB"
+    assert total < BUDGET_BYTES, f"golden/ holds {total / 2**20:.1f} MiB; the budget is {BUDGET_BYTES / 2**20:g} MiB"
 
 
 def test_loaded_case_matches_evaluate_on_its_case_dtype_inputs():
@@ -94,6 +94,13 @@ NO_BIG_REDUCTION = {
     **{op: "its reduction is layer_norm's (rms_norm's) own, which have 65536-value cases; the residual add and "
            "the per-sample affine are element-wise, and such a case (inputs, two cotangents, two outputs, four "
            "gradients) costs ~2 MB of the golden budget" for op in ("add_norm", "adaptive_layer_norm")},
+    "gated_norm": "its reduction is rms_norm's (layer_norm's) own per group, which have 65536-value cases; the gate "
+                  "is element-wise, and such a case (x, z, the cotangent, y and four gradients) costs ~4 MB of the "
+                  "golden budget: the production suite's recipes run rows of 5120 and 8192",
+    "dyt": "element-wise: nothing is reduced along an axis; its one reduction, alpha's gradient over every element of "
+           "x, has a case of 65536 terms (dyt/normal_f32_128x512)",
+    "norm_quant_block": "its statistics are layer_norm's and rms_norm's (their 65536-value cases check those sums), "
+                        "its blocks at most 128 values; the production suite's recipes run long rows",
 }
 
 
@@ -124,7 +131,7 @@ def test_coverage_per_normalizer(op):
     if spec.state:
         assert any(len(c.steps) >= 3 and c.state for c in rows), f"{op}: multi-step running statistics"
         assert any("eval" in c.steps for c in rows), f"{op}: eval mode"
-    if op in ("batch_norm", "group_norm", "instance_norm"):
+    if op in ("batch_norm", "group_norm", "instance_norm", "group_norm_silu"):
         ndims = {len(c.inputs["x"]) for c in rows}
         assert {4, 5} <= ndims, f"{op}: 4-D and 5-D inputs"
     assert any(c.inputs[next(iter(c.inputs))][0] == 1 for c in rows), f"{op}: batch size 1"

@@ -29,56 +29,13 @@ from refnorm.check.backends.base import Backend, Call, Contract, complete_config
 from refnorm.check.backends.jax_backend import NO_JAX, SUPPORTED, JaxBackend  # noqa: E402
 from refnorm.check.core import check_case  # noqa: E402
 from refnorm.cli import main  # noqa: E402
+from helpers import assert_agrees, listed_cases_fail, run_case  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "golden")
 KNOWN = os.path.join(ROOT, "known_failures", "jax.txt")
 FAST = JaxBackend()
 STABLE = JaxBackend(variance="stable")
-
-
-def _f64(a):
-    a = np.asarray(a)
-    return a if a.dtype.kind in "iu" else a.astype(np.float64)
-
-
-def _run(backend, case):
-    for st in case.steps:
-        reason = backend.supports_config(case.op, case.dtype, dict(case.config), st.training)
-        if reason:
-            return reason
-    state, out = dict(case.init_state), []
-    for st in case.steps:
-        ret = backend.run(Call(case.op, case.dtype, dict(case.config), st.training, dict(st.inputs),
-                               dict(st.cotangents), dict(state)))
-        out.append((st, ret))
-        state = dict(ret.state)
-    return out
-
-
-def _assert_agrees(case, results, rtol):
-    spec = refnorm.get(case.op)
-    for i, (st, ret) in enumerate(results):
-        if st.cotangents:
-            assert set(ret.grads) == set(st.inputs), (case.id, i, sorted(ret.grads))
-        if spec.state and case.init_state:
-            assert set(ret.state) == set(spec.state), (case.id, i, sorted(ret.state))
-        every = [np.abs(_f64(w)[np.isfinite(_f64(w))]) for part in (st.outputs, st.grads, st.state)
-                 for w in part.values()]
-        step_scale = max((float(a.max()) for a in every if a.size), default=0.0)
-        for part in ("outputs", "grads", "state"):
-            got = getattr(ret, part)
-            for k, w in getattr(st, part).items():
-                if k not in got:
-                    assert part == "outputs" and k not in spec.differentiable, (case.id, i, part, k)
-                    continue
-                g, w = _f64(got[k]), _f64(w)
-                assert g.shape == w.shape, (case.id, i, part, k, g.shape, w.shape)
-                assert np.array_equal(np.isnan(g), np.isnan(w)), (case.id, i, part, k, "NaN pattern")
-                fin = np.isfinite(w)
-                scale = float(np.max(np.abs(w[fin]), initial=0.0)) or step_scale
-                err = float(np.max(np.abs(g[fin] - w[fin]), initial=0.0))
-                assert err <= rtol * scale, f"{case.id} step {i} {part} {k}: {err:.3g} of the scale {scale:.3g}"
 
 
 def _known(flags=None):
@@ -201,10 +158,10 @@ def test_float64_golden_cases_agree(op):
     for case in golden.iter_cases(GOLDEN, ops=[op], dtypes=["float64"]):
         if case.regime == "zero":
             continue
-        res = _run(STABLE, case)
+        res = run_case(STABLE, case)
         if isinstance(res, str):
             continue
-        _assert_agrees(case, res, 1e-10)
+        assert_agrees(case, res, 1e-10)
         ran += 1
     assert ran >= 4, f"only {ran} float64 {op} cases ran"
 
@@ -215,10 +172,10 @@ def test_float32_normal_cases_roughly_agree(op):
     for case in golden.iter_cases(GOLDEN, ops=[op], dtypes=["float32"]):
         if case.regime != "normal":
             continue
-        res = _run(STABLE, case)           # "normal" cases may have a shifted step (one-pass: known failures)
+        res = run_case(STABLE, case)           # "normal" cases may have a shifted step (one-pass: known failures)
         if isinstance(res, str):
             continue
-        _assert_agrees(case, res, 1e-3)
+        assert_agrees(case, res, 1e-3)
         ran += 1
     assert ran >= 3, f"only {ran} float32 {op} cases ran"
 
@@ -249,7 +206,7 @@ def test_low_precision_stays_in_the_case_dtype(dtype):
     d = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(np.float16)
     case = next(c for c in golden.iter_cases(GOLDEN, ops=["batch_norm"], dtypes=[dtype])
                 if len(c.steps) == 1 and {"weight", "bias"} <= set(c.steps[0].inputs) and c.init_state)
-    (st, ret), = _run(FAST, case)
+    (st, ret), = run_case(FAST, case)
     assert ret.outputs["y"].dtype == d and ret.grads["x"].dtype == d and ret.grads["weight"].dtype == d
     assert ret.state["running_mean"].dtype == d and ret.state["num_batches_tracked"].dtype == np.int64
     for part in (ret.outputs, ret.grads, ret.state):
@@ -519,14 +476,10 @@ def test_the_one_pass_entries_pass_with_the_two_pass_variance(capsys):
 
 @pytest.mark.thorough          # slow: the thorough profile only (tests/conftest.py)
 def test_jax_defects_fail_without_the_list(tmp_path, capsys):
-    out = tmp_path / "known.json"
-    args = ["check", "--backend", "jax", "--golden", GOLDEN, "--no-progress", "--json", str(out)]
-    for i in _known():
-        args += ["--case", i]
-    assert main(args) == 1
+    known = _known()
+    s = listed_cases_fail("jax", known, GOLDEN, tmp_path / "known.json")
     capsys.readouterr()
-    s = json.loads(out.read_text())["summary"]
-    assert s["failed"] + s["errors"] == len(_known()) == s["cases"], s
+    assert s["failed"] + s["errors"] == len(known) == s["cases"], s
 
 
 def test_the_platform_scope_of_the_list_is_what_decides_xla_float16():

@@ -1,4 +1,5 @@
-"""The README's "Defining a new offline normalizer" example runs as written, and does what it says."""
+"""The "Defining a new offline normalizer" example (docs/ops.md, moved there from the README) runs as written,
+and does what it says."""
 import os
 import re
 
@@ -10,10 +11,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _example() -> str:
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+    with open(os.path.join(ROOT, "docs", "ops.md"), encoding="utf-8") as f:
         text = f.read()
     m = re.search(r"<!-- offline-example -->\s*```python\n(.+?)\n```", text, flags=re.S)
-    assert m, "README.md must hold the offline example in a ```python block after <!-- offline-example -->"
+    assert m, "docs/ops.md must hold the offline example in a ```python block after <!-- offline-example -->"
     return m.group(1)
 
 
@@ -26,7 +27,7 @@ def test_readme_offline_example_runs_and_smooths_the_variance():
     rng = np.random.default_rng(11)
     batches = _batches(rng, 6)
     ns = {"batches": batches}
-    exec(compile(_example(), "README.md:offline-example", "exec"), ns)
+    exec(compile(_example(), "docs/ops.md:offline-example", "exec"), ns)
     st, out, norm = ns["st"], ns["out"], ns["windowed_bn"]
     assert int(st["iters"][0]) == 6
     # call 6 normalized with the mean of the variances of calls 3..6 (window 4, current included)
@@ -41,7 +42,7 @@ def test_readme_offline_example_runs_and_smooths_the_variance():
 def test_readme_offline_example_with_window_1_and_no_memory_is_batch_norm():
     rng = np.random.default_rng(12)
     ns = {"batches": []}
-    exec(compile(_example(), "README.md:offline-example", "exec"), ns)
+    exec(compile(_example(), "docs/ops.md:offline-example", "exec"), ns)
     norm = ns["windowed_bn"]
     st = None
     for x, dy in _batches(rng, 3):

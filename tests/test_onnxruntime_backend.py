@@ -30,6 +30,7 @@ from refnorm.check.backends.base import Backend, Call, Returned  # noqa: E402
 from refnorm.check.backends.onnxruntime_backend import NO_ONNX, SUPPORTED, OnnxruntimeBackend  # noqa: E402
 from refnorm.check.core import check_case  # noqa: E402
 from refnorm.cli import main  # noqa: E402
+from helpers import listed_cases_fail  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "golden")
@@ -368,11 +369,7 @@ def test_onnxruntime_passes_every_case_but_its_known_defects(tmp_path, capsys):
 
 
 def test_onnxruntime_defects_fail_without_the_list(tmp_path, capsys):
-    out = tmp_path / "known.json"
-    args = ["check", "--backend", "onnxruntime", "--golden", GOLDEN, "--no-progress", "--json", str(out)]
-    for i in _known():
-        args += ["--case", i]
-    assert main(args) == 1
+    known = _known()
+    s = listed_cases_fail("onnxruntime", known, GOLDEN, tmp_path / "known.json")
     capsys.readouterr()
-    s = json.loads(out.read_text())["summary"]
-    assert s["failed"] + s["errors"] == len(_known()) == s["cases"], s
+    assert s["failed"] + s["errors"] == len(known) == s["cases"], s

@@ -8,6 +8,7 @@ up ($REFNORM_GOLDEN, ./golden, the checkout's, the packaged copy), the same in t
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -244,14 +245,16 @@ def test_expect_failures_names_a_known_failures_list(places, monkeypatch):
             store.find_expected_failures(bad)
 
 
-def test_readme_states_the_lookup_order_of_the_code():
-    """Every README paragraph naming the default golden locations names them in the code's order."""
+def test_the_docs_state_the_lookup_order_of_the_code():
+    """Every paragraph of README.md and docs/*.md naming the default golden locations names them in the
+    code's order (docs/check.md, "Options", states it)."""
     order = ["`$REFNORM_GOLDEN`", "`./golden`", "the checkout's", "packaged"]
-    text = Path(os.path.join(ROOT, "README.md")).read_text(encoding="utf-8")
     found = 0
-    for para in re.split(r"\n\s*\n", text):
-        if "`$REFNORM_GOLDEN`" in para and "`./golden`" in para:
-            found += 1
-            at = [para.find(w) for w in order]
-            assert -1 not in at and at == sorted(at), f"README lists the golden lookup out of order:\n{para}"
-    assert found, "README.md does not state where the default golden set is looked up"
+    for path in [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))):
+        text = Path(path).read_text(encoding="utf-8")
+        for para in re.split(r"\n\s*\n", text):
+            if "`$REFNORM_GOLDEN`" in para and "`./golden`" in para:
+                found += 1
+                at = [para.find(w) for w in order]
+                assert -1 not in at and at == sorted(at), f"{path} lists the golden lookup out of order:\n{para}"
+    assert found, "neither README.md nor docs/ states where the default golden set is looked up"

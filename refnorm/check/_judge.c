@@ -1,11 +1,12 @@
 /* refnorm.check._judge: optional compiled loops of the judge, the same figures as its NumPy path.
  *
- * The definition is NumPy (refnorm/check/precision.py, bias.py, core.py's _judge); this module, built
+ * The definition is NumPy (refnorm/check/plain.py: the judgement of one array as its formulas, with
+ * precision.py's intervals and bias.py's test); this module, built
  * when a C compiler is present at install time (setup.py, optional=True), does in one pass over a block
  * of elements what the NumPy path does in ~40: the rounding interval of each returned value, its excess
  * over the reference, the ratio to its bound, the unconstrained elements, the largest constrained error,
- * the worst elements, and the bias test's per-group sums. tests/test_compare.py checks it against the
- * NumPy path; REFNORM_NATIVE=0 runs the NumPy path. Maxima and counts are exact; sums (the bias test's,
+ * the worst elements, and the bias test's per-group sums. tests/test_plain.py holds it to plain.py (each
+ * element's terms bit for bit) and tests/test_compare.py to the NumPy path of blocks; REFNORM_NATIVE=0 runs the NumPy path. Maxima and counts are exact; sums (the bias test's,
  * the row bounds') are taken in LANES interleaved partial sums, so they equal NumPy's within rounding,
  * and the loops vectorize (the same additions whatever the instruction set: the same bits on every CPU).
  *
@@ -257,6 +258,24 @@ static inline void interval(const struct dt *d, double g, double *lo, double *hi
     else { *lo = g - away / 2; *hi = g + toward / 2; }
 }
 
+/* x (finite) correctly rounded to the dtype, to nearest, ties to even, as precision.round_to: +-inf where that
+ * rounds beyond the largest finite value (NaN for a non-finite x); float64: x. The spacing s of the dtype at
+ * x's binade (2^(max(e, emin) - p + 1)) and C = 1.5 2^52 s: x + C lies in [2^52 s, 2^53 s), whose float64
+ * spacing is s, so the addition rounds x to a multiple of s, ties to even, and subtracting C is exact. */
+static inline ALWAYS_INLINE double round_dt(const struct dt *d, double x)
+{
+    if (d->kind == 0)
+        return x;
+    uint64_t u;
+    memcpy(&u, &x, 8);
+    int64_t eb = (int64_t)((u >> 52) & 0x7ff), eminb = d->emin + 1023;
+    uint64_t sb = (uint64_t)((eb > eminb ? eb : eminb) + 1 - d->p) << 52;
+    double s;
+    memcpy(&s, &sb, 8);
+    double C = s * 0x1.8p52, R = (x + C) - C;
+    return fabs(R) <= d->fmax ? R : (isnan(R) ? R : copysign(INFINITY, x));
+}
+
 /* the three worst elements: ratio, flat index, and the element's returned value, reference and bound */
 struct top3 { double r[3], g[3], ref[3], E[3]; Py_ssize_t i[3]; int n; };
 
@@ -329,8 +348,9 @@ static inline double ratio_of(double ex, double Ei)
  *     it may join the worst three, which cmp_run decides in element order), else -1;
  *   - the maxima and counts that need no ratio, in RL lanes (L): max E, max |g - ref| of the constrained
  *     (an element is unconstrained where 0 < E and E >= scale), their count, max |ref|;
- *   - the bias test's terms: err * sign(ref), E and width^2 (times the multiplicity m16 or m32, when
- *     given), 0 where err overflows (the test leaves the element out); their sums over the piece in
+ *   - the bias test's terms: (g - R) * sign(ref), R = round_dt(ref) the correctly rounded reference, E
+ *     and width^2 (times the multiplicity m16 or m32, when given), 0 where g - R overflows or R is not
+ *     finite (the test leaves the element out); their sums over the piece in
  *     LANES lanes (element j into lane j % 8, the lanes added by lanes_sum) into *ls, *le, *lq, and each
  *     element's own into a0, a1, a2 (the groups of the last axis; NULL: none).
  * nseg pieces of n elements, one after the other (whole segments of a short last axis: the same a0, a1, a2
@@ -379,7 +399,7 @@ static inline ALWAYS_INLINE int piece_elem(const struct dt *restrict d, const do
     double rr = hot ? ratio_of(ex, Ei) : 0.0;
     int top = rr > thr;
     r[j] = top ? rr : -1.0;
-    double err = gi - ri, width = hi - lo;
+    double err = gi - round_dt(d, ri), width = hi - lo;    /* against the correctly rounded reference */
     int ok = fabs(err) <= DBL_MAX;
     double sg = ri > 0 ? 1.0 : (ri < 0 ? -1.0 : 0.0);
     double sv = ok ? err * sg : 0.0, ev = ok ? Ei : 0.0, w2 = ok ? width * width : 0.0;
@@ -500,8 +520,13 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
 
 #define PIECE4_B(J, JA, X, SV, EV, QV, PLAIN)                                                             \
     do {                                                                                                  \
-        v4d sv = (v4d)((((v4i)err##X) ^ ((v4i)ri##X & signb)) & (ri##X != 0)), ev = Ei##X;                \
-        v4d w2 = width##X * width##X;                                                                     \
+        v4i rb = ((v4i)ri##X >> 52) & 0x7ff, rg = rb > eminb;     /* round_dt(ri): R, and okr: R finite */ \
+        v4d cm = (v4d)((((rb & rg) | (eminb & ~rg)) + shb) << 52) * 0x1.8p52;                             \
+        v4d R = k0 ? ri##X : (ri##X + cm) - cm;                                                           \
+        v4i okr = vabs4(R) <= fmax4;                                                                      \
+        v4d D = gi##X - R;                                                                                \
+        v4d sv = (v4d)((((v4i)D) ^ ((v4i)ri##X & signb)) & (ri##X != 0) & okr), ev = (v4d)((v4i)Ei##X & okr); \
+        v4d w2 = (v4d)((v4i)(width##X * width##X) & okr);                                                 \
         if (m16)                                                                                          \
             w2 *= (v4d){m16[(J)], m16[(J) + 1], m16[(J) + 2], m16[(J) + 3]};                              \
         else if (m32)                                                                                     \
@@ -568,7 +593,7 @@ static inline ALWAYS_INLINE void st4i(long long *p, v4i v) { memcpy(p, &v, sizeo
     const long long eminb = d->emin + 1023, shb = 1 - d->p;                                               \
     const int k0 = d->kind == 0;                                                                          \
     const v4d zero = {0}, one = zero + 1.0, mone = zero - 1.0, half = zero + 0.5, three4 = zero + 0.75;    \
-    const v4d inf4 = zero + INFINITY;                                                                     \
+    const v4d inf4 = zero + INFINITY, fmax4 = zero + d->fmax;                                             \
     const v4i signb = (v4i){0} + (long long)0x8000000000000000ULL;                                       \
     v4d maxE = ld4(L->maxE), dmax = ld4(L->dmax), mref = ld4(L->mref);                                    \
     v4i unc = ld4i(L->unc), hot = {0};                                                                    \
@@ -807,7 +832,7 @@ static inline ALWAYS_INLINE int widen_finite(const float *restrict a32, const ui
 /* The comparison of one returned array with its reference (compare.compare_block is the definition): its
  * figures accumulated over runs of elements (cmp_run), each run consecutive in the C order of the whole
  * array (shape), with the bias sums of the groups ("all", then each axis's indices: compare._acc_len)
- * added into acc (3 * acc_len: sums of err * sign(ref), of E, of width^2 * multiplicity). top: the three
+ * added into acc (3 * acc_len: sums of (g - round_dt(ref)) * sign(ref), of E, of width^2 * multiplicity). top: the three
  * worst (ratio, flat index). */
 struct cmp {
     struct dt d;
@@ -952,7 +977,7 @@ static inline ALWAYS_INLINE void cmp_run_body(CMP_RUN_ARGS)
                         c->dmax = diff;
                 }
                 /* bias.bias_test's element terms */
-                double err = gi - ri, width = hi - lo;
+                double err = gi - round_dt(d, ri), width = hi - lo;   /* against the correctly rounded reference */
                 if (isfinite(err) && finE && isfinite(width) && isfinite(ri)) {
                     double sv = ri > 0 ? err : (ri < 0 ? -err : 0.0);
                     double q = width * width * MULT(k);

@@ -18,8 +18,8 @@ exactly). More than MAX_CANDIDATES candidates (a reference that is zero for many
 ``overflowed`` is set, and the caller judges again with the scale known. ``merge`` adds another
 accumulator's blocks of the same array (the streaming judge's two partitions).
 
-Per block, ``compare_block`` is the definition (NumPy: precision.excess, precision.ratio and the terms
-of bias.bias_test); ``refnorm.check._judge.compare`` (C, optional, REFNORM_NATIVE=0 turns it off) does
+Per block, ``compare_block`` is the definition (NumPy: the terms of plain.py, the judgement of one array
+as its formulas, and bias.bias_terms); ``refnorm.check._judge.compare`` (C, optional, REFNORM_NATIVE=0 turns it off) does
 the same in one pass (tests/test_compare.py checks they agree).
 
 Multiplicities for the bias test: how many elements of the whole returned array hold each element's
@@ -37,8 +37,9 @@ import os
 import numpy as np
 
 from .. import _memo
-from .bias import P_CASE, group_count
-from .precision import NP, UNIT_ROUNDOFF, interval_excess, rounding_interval
+from . import plain
+from .bias import P_CASE, bias_ratio, bias_terms, group_count
+from .precision import interval_excess
 
 WORST_SHOWN = 3
 MAX_ARRAYS = 64        # the bias test's false-alarm budget P_CASE is split over this many arrays per case
@@ -206,63 +207,30 @@ def _block_index(shape, start, n, axis):
 
 
 def compare_block(g, ref, E, mult, kind, scale, shape, start, acc, axis=-1):
-    """NumPy definition of one block (``_judge.compare``'s contract, module docstring): ``g``, ``ref``,
-    ``E`` float64 and ``mult`` uint16 or uint32 (flat) blocks of the elements start.. (C order) of an array of
-    ``shape``; adds the bias sums to ``acc`` and returns (max_ratio, over, unconstrained, dmax, max_bound,
-    [(ratio, flat index)])."""
+    """NumPy definition of one block (``_judge.compare``'s contract, module docstring), in the terms of
+    plain.py: ``g``, ``ref``, ``E`` float64 and ``mult`` uint16 or uint32 (flat) blocks of the elements
+    start.. (C order) of an array of ``shape``; adds the bias sums to ``acc`` and returns (max_ratio, over,
+    unconstrained, dmax, max_bound, [(ratio, flat index)])."""
     name = next(k for k, v in KIND.items() if v == kind)
-    lo, hi, ex = _excess(g, ref, kind)
-    gnan, rnan = np.isnan(g), np.isnan(ref)
-    finite_E = np.isfinite(E)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        r = np.where(ex == 0, 0.0, np.where(E == 0, np.inf, ex / np.where(finite_E, E, 1.0)))
-    r = np.where(finite_E, r, 0.0)
-    r = np.where(~finite_E & gnan & ~rnan, np.inf, r)
-    lo_inf = rounding_interval(np.array([np.inf], dtype=NP[name]))[0][0] if kind else np.inf
-    with np.errstate(invalid="ignore"):
-        r = np.where(np.isinf(g) & np.isfinite(ref) & (np.abs(ref) < lo_inf), np.inf, r)
-        unconstrained = ~finite_E | ((E > 0) & (E >= scale))
-    dmax = float(np.max(_diff(g, ref, ex)[~unconstrained], initial=0.0))
+    lo, hi = plain.interval(g, name)
+    ex = interval_excess(lo, hi, g, ref)
+    r = plain.ratio(g, ref, E, ex, name)
+    unc = plain.unconstrained(E, scale)
+    dmax = float(np.max(plain.error(g, ref, ex)[~unc], initial=0.0))
     idx, flat_index = _block_index(shape, start, g.size, axis)
-    top = []
-    if r.size:
-        key = -r.reshape(-1)
-        k = min(WORST_SHOWN, key.size)
-        kth = np.partition(key, k - 1)[k - 1]
-        better = np.flatnonzero(key < kth)
-        pick = np.concatenate([better, np.flatnonzero(key == kth)[:k - better.size]])
-        pick = pick[np.lexsort((pick, key[pick]))]
-        where = (lambda f: int(start + f)) if flat_index is None else (lambda f: int(flat_index[f]))
-        top = [(float(r.reshape(-1)[f]), where(f)) for f in pick if r.reshape(-1)[f] > 0]
-        top.sort(key=lambda t: (-t[0], t[1]))
-    # the bias test's element terms (bias.py)
-    with np.errstate(invalid="ignore", over="ignore"):
-        err = g - ref
-        width = hi - lo
-    ok = np.isfinite(err) & finite_E & np.isfinite(width) & np.isfinite(ref)
-    s_el = np.where(ok, err * np.sign(ref), 0.0)
-    e_el = np.where(ok, E, 0.0)
-    q_el = np.where(ok, width * width * mult, 0.0)
+    where = (lambda f: int(start + f)) if flat_index is None else (lambda f: int(flat_index[f]))
+    top = sorted(((float(r.reshape(-1)[f]), where(f)) for f in plain.worst(r)), key=lambda t: (-t[0], t[1]))
     n_groups = acc.size // 3
-    for j, t in enumerate((s_el, e_el, q_el)):
+    for j, t in enumerate(bias_terms(g, ref, E, lo, hi, mult, name)):
         _add_sums(acc, j * n_groups, t, shape, idx)
-    return (float(np.max(r, initial=0.0)), int((r > 1).sum()), int(unconstrained.sum()), dmax,
+    return (float(np.max(r, initial=0.0)), int((r > 1).sum()), int(unc.sum()), dmax,
             float(np.max(E, initial=0.0)), top)
-
-
-@np.errstate(invalid="ignore", over="ignore")
-def _diff(g, ref, ex):
-    """|g - ref|, the error of a constrained element that err_u reads (0 where both are NaN, where they
-    are equal, and for an infinite g whose excess ``ex`` is 0)."""
-    diff = np.abs(g - ref)
-    return np.where((np.isnan(g) & np.isnan(ref)) | (g == ref) | (np.isinf(g) & (ex == 0)), 0.0, diff)
 
 
 def _excess(g, ref, kind):
     """(lo, hi, excess): the rounding interval of float64 values ``g`` of the dtype ``kind`` (KIND;
     the conversion is exact) and precision.excess of ``ref`` over it."""
-    name = next(k for k, v in KIND.items() if v == kind)
-    lo, hi = rounding_interval(g.astype(NP[name]))
+    lo, hi = plain.interval(g, next(k for k, v in KIND.items() if v == kind))
     return lo, hi, interval_excess(lo, hi, g, ref)
 
 
@@ -504,7 +472,7 @@ class ArrayAccumulator:
             self.overflowed, self.cand = True, []
             return
         gc, rc = g[c].astype(np.float64), ref[c]
-        self.cand.append((E[c], _diff(gc, rc, _excess(gc, rc, self.kind)[2])))
+        self.cand.append((E[c], plain.error(gc, rc, _excess(gc, rc, self.kind)[2])))
 
     def merge(self, other: "ArrayAccumulator"):
         """Add the figures of ``other``, the same array's other blocks (stream.py's partitions): maxima and
@@ -552,12 +520,7 @@ class ArrayAccumulator:
             self._settle()
         name_d = next(k for k, v in KIND.items() if v == self.kind)
         size = self.got.size
-        if self.unc >= size and size:
-            err_u = math.nan
-        elif self.scale > 0:
-            err_u = self.dmax / (UNIT_ROUNDOFF[name_d] * self.scale)
-        else:
-            err_u = 0.0 if self.dmax == 0 else math.inf
+        err_u = plain.err_u(self.dmax, self.unc, size, self.scale, name_d)
         worst = [(tuple(int(k) for k in np.unravel_index(i, self.shape)), g, r, e) for _, i, g, r, e in self.top]
         bias, where = self.bias()
         return dict(dtype=name_d, size=size, ratio=self.maxr, err_u=err_u, unconstrained=self.unc, worst=worst,
@@ -565,23 +528,8 @@ class ArrayAccumulator:
                     bias_bound=self.unit)
 
     def bias(self):
-        """(bias_ratio, worst group label): bias.bias_test's figures from the accumulated sums."""
+        """(bias_ratio, worst group label): bias.bias_ratio of the accumulated sums."""
         if self.got.size <= 1:
             return 0.0, ""
         n = self.acc.size // 3
-        S, sumE, Q = self.acc[:n], self.acc[n:2 * n], self.acc[2 * n:]
-        c = math.log(2.0 * group_count(self.shape) / self.p_array) / 2.0
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            allow = sumE + np.sqrt(c * Q)
-            r = np.where(allow > 0, np.abs(S) / allow, np.where(S != 0, np.inf, 0.0))
-        best, label, o = 0.0, "", 1
-        if r[0] > best:
-            best, label = float(r[0]), "all"
-        if len(self.shape) > 1:
-            for ax, k in enumerate(self.shape):
-                if k > 1:
-                    j = int(np.argmax(r[o:o + k]))
-                    if r[o + j] > best:
-                        best, label = float(r[o + j]), f"axis {ax} = {j}"
-                    o += k
-        return best, label
+        return bias_ratio(self.acc[:n], self.acc[n:2 * n], self.acc[2 * n:], self.shape, self.p_array)[:2]

@@ -35,18 +35,21 @@ Multi-step cases: step 0 starts from the golden initial state; step k > 0 from t
 returned at step k-1, so each step is judged on its own (errors do not compound across steps). Step
 0's recomputed reference is checked against the golden expected values first (a mismatch means the
 golden set and the installed reference disagree: a GoldenError, never a pass).
+
+The checker by what it does: this module runs a case (``check_case``: the calls, the in-place and state
+checks, the golden agreement, the diagnosis hook on a failure) and a set of cases (``run_check``,
+``run_generated``); judge.py judges the arrays one call returned; results.py builds the case result and
+the report; expected.py applies an expected-failures file. Their names are re-exported here.
 """
 from __future__ import annotations
 
 import collections
 import dataclasses
-import difflib
 import signal
 import threading
 import time
 import traceback
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -62,6 +65,11 @@ from .backends.base import Call, Contract, complete_config, declared_config
 from .judge import (SINGULAR, WORST_SHOWN, ArrayResult, _judge, _judge_quantized, _num,  # noqa: F401
                     array_scale, declared_not_computed, derive_bounds, judge_call, judge_returned, reference,
                     unknown_names)
+# the case report (results.py) and expected failures (expected.py), re-exported: imported from here too
+from .expected import (EXPECT_FORMAT, FIELDS, LAYOUT_NAMES, ExpectedFailure, apply_expected_failures,  # noqa: F401
+                       expected_outcome, parse_layouts, read_expected_failures)
+from .results import (JUDGED, VERDICTS, CaseResult, Report, failure_message, merge_reports,  # noqa: F401
+                      partial_message)
 
 MAX_ARRAYS = 64     # the bias test's false-alarm budget P_CASE is split over this many arrays per case
 
@@ -89,144 +97,6 @@ def _time_limit(seconds):
         signal.signal(signal.SIGALRM, old)
 
 
-@dataclass
-class CaseResult:
-    id: str
-    op: str
-    dtype: str
-    status: str                      # passed | partial | failed | error | skipped | xfail
-    message: str = ""
-    contract: str = ""                               # the contract in one line (Contract.describe)
-    contract_points: dict | None = None             # the same as JSON values (Contract.as_dict)
-    seconds: float = 0.0
-    arrays: list = field(default_factory=list)
-    unchecked: list = field(default_factory=list)   # "step<i>.<part>.<name>" of the arrays not judged
-    unchecked_why: dict = field(default_factory=dict)   # the same keys -> why (not returned, no bound)
-    not_returned: list = field(default_factory=list)    # optional statistics outputs the backend does not return
-    expected: str = ""                              # why it is an expected failure (--expect-failures), if listed
-    diagnosis: dict | None = None                   # failed cases: the pitfall the backend matches (diagnosis.py)
-    layout: str = "contiguous"                      # the memory layout the backend was handed
-    recipe: str = ""                                # a generated case: its recipe (refnorm.golden.generate)
-    own_masks: list = field(default_factory=list)   # "step<i>.input.<name>": keep-masks the backend drew (masks.py)
-
-    @property
-    def worst_ratio(self):
-        return max((a.ratio for a in self.arrays), default=0.0)
-
-    @property
-    def warnings(self):
-        return [a for a in self.arrays if a.warning]
-
-    def verdicts(self) -> dict:
-        """{verified, failed, unconstrained, unchecked: count of arrays} of this case."""
-        n = {v: 0 for v in VERDICTS}
-        for a in self.arrays:
-            n[a.verdict] += 1
-        n["unchecked"] = len(self.unchecked)
-        return n
-
-    def failing_arrays(self) -> list:
-        """Sorted "output.y", "grad.x", ... of the arrays that failed (at any step)."""
-        return sorted({f"{SINGULAR[a.part]}.{a.name}" for a in self.arrays if a.verdict == "failed"})
-
-    def to_json(self):
-        return {"id": self.id, "op": self.op, "dtype": self.dtype, "status": self.status, "message": self.message,
-                "layout": self.layout, "recipe": self.recipe, "contract": self.contract,
-                "contract_points": self.contract_points, "seconds": round(self.seconds, 4), "worst_ratio": _num(self.worst_ratio),
-                "verdicts": self.verdicts(), "unchecked": self.unchecked,
-                "unchecked_why": self.unchecked_why, "statistics_not_returned": self.not_returned, "unconstrained": [
-                    f"step{a.step}.{a.part}.{a.name}" for a in self.arrays if a.verdict == "unconstrained"],
-                "worst_bias": _num(max((a.bias for a in self.arrays), default=0.0)),
-                "precision_warnings": [f"step {a.step} {SINGULAR[a.part]} {a.name}: {a.strict_ratio:.3g} x the strict "
-                                       "bound" for a in self.warnings],
-                "expected": self.expected, "diagnosis": self.diagnosis, "masks_drawn_by_backend": self.own_masks,
-                "arrays": [a.to_json() for a in self.arrays]}
-
-
-VERDICTS = ("verified", "failed", "unconstrained", "unchecked")
-JUDGED = ("passed", "partial", "failed", "xfail")      # statuses of cases whose arrays were judged
-
-
-@dataclass
-class Report:
-    backend: str
-    golden: str
-    cases: list = field(default_factory=list)
-    seconds: float = 0.0
-    platform: dict | None = None     # where it ran (platform.probe): set by platform_info(), at the first report
-
-    def platform_info(self) -> dict:
-        """The platform record (CPU model and numeric flags, GPU, library versions: check/platform.py),
-        probed once, when first asked for (after the run: the backend's framework is imported by then)."""
-        if self.platform is None:
-            from . import platform
-            self.platform = platform.probe()
-        return self.platform
-
-    def count(self, status):
-        return sum(c.status == status for c in self.cases)
-
-    @property
-    def ok(self):
-        """No case failed or errored, at least one was judged, and every judged case passed (every array
-        verified) or failed exactly as its expected-failure entry records."""
-        return self.verdict == "ok"
-
-    @property
-    def verdict(self):
-        """"ok" | "partial" (no failure, but some case left an array unconstrained or unchecked) | "failed"
-        (some case failed or errored, or no case was judged at all)."""
-        if self.count("failed") or self.count("error") or not sum(self.count(s) for s in JUDGED):
-            return "failed"
-        return "partial" if self.count("partial") else "ok"
-
-    def array_counts(self) -> dict:
-        """Arrays by verdict over the judged cases (expected failures included, skipped/errored cases not)."""
-        n = {v: 0 for v in VERDICTS}
-        for c in self.cases:
-            if c.status in JUDGED:
-                for k, v in c.verdicts().items():
-                    n[k] += v
-        return n
-
-    def summary(self):
-        return {"backend": self.backend, "golden": self.golden, "cases": len(self.cases),
-                "passed": self.count("passed"), "partial": self.count("partial"), "failed": self.count("failed"),
-                "skipped": self.count("skipped"), "errors": self.count("error"),
-                "expected_failures": self.count("xfail"), "judged": sum(self.count(s) for s in JUDGED),
-                "arrays": self.array_counts(), "seconds": round(self.seconds, 2), "ok": self.ok,
-                "verdict": self.verdict}
-
-    def headroom(self) -> list:
-        """How tight the check is, per (op, dtype): over the verified arrays of the PASSED and PARTIAL
-        cases, the worst ratio excess / bound (``worst_ratio``, <= 1) and the headroom 1 / worst_ratio;
-        "exact" when every ratio was 0. Rows with no such case are left out.
-
-        What it measures (docs/tolerances.md, section 9, "Headroom"): the excess is the distance from the
-        reference to the returned value's rounding interval (precision.excess), 0 for any result inside
-        it (a correctly rounded one among them), so "exact" means every element was inside its rounding
-        interval, and a headroom h means the worst element could have been h times further OUTSIDE its
-        interval and still pass: not that an error h times larger than |got - ref| passes. A result one
-        ulp off lands about half an ulp outside its interval, i.e. ulp / (2 * bound) times the bound:
-        where the bound is far below the dtype's ulp (float16/bfloat16 outputs computed in float32,
-        rms_norm bfloat16: ~3e3x) one ulp off fails although the headroom is huge or "exact"."""
-        rows = {}
-        for c in self.cases:
-            if c.status not in ("passed", "partial"):
-                continue
-            key = (c.op, c.dtype)
-            n, w = rows.get(key, (0, 0.0))
-            rows[key] = (n + 1, max([w] + [a.ratio for a in c.arrays if a.verdict == "verified"]))
-        order = {"float64": 0, "float32": 1, "float16": 2, "bfloat16": 3}
-        return [{"op": op, "dtype": dt, "passed": n, "worst_ratio": _num(w),
-                 "headroom": _num(1 / w) if w > 0 else "exact"}
-                for (op, dt), (n, w) in sorted(rows.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 9)))]
-
-    def to_json(self):
-        return {"summary": self.summary(), "platform": self.platform_info(), "headroom": self.headroom(),
-                "cases": [c.to_json() for c in self.cases]}
-
-
 def _check_golden_agrees(case, res, step):
     tol = golden_commands.VERIFY_RTOL * (1 + step.cond)
     for part, want in (("outputs", step.outputs), ("grads", step.grads), ("state", step.state)):
@@ -241,34 +111,6 @@ def _check_golden_agrees(case, res, step):
             if not same_nan or float(np.max(d, initial=0.0)) > tol * scale:
                 raise GoldenError(f"{case.id}: the installed reference's {SINGULAR[part]} {k!r} differs from the golden "
                                   "value: the golden set and this refnorm disagree (run `refnorm golden verify`)")
-
-
-def failure_message(arrays) -> str:
-    """One line naming the arrays beyond their bound (the first four) and by how much."""
-    bad = [a for a in arrays if not a.passed]
-
-    def one(a):
-        if a.ratio > 1:
-            return f"step {a.step} {SINGULAR[a.part]} {a.name}: {a.ratio:.3g} x bound"
-        return (f"step {a.step} {SINGULAR[a.part]} {a.name}: systematic bias {a.bias:.3g} x its allowance "
-                f"({a.bias_where})")
-    return "; ".join(one(a) for a in bad[:4])
-
-
-def partial_message(arrays, unchecked, why) -> str:
-    """Why a case is partial: how many arrays were verified, and which were not and why."""
-    unc = [a for a in arrays if a.verdict == "unconstrained"]
-    ver = sum(a.verdict == "verified" for a in arrays)
-    total = len(arrays) + len(unchecked)
-    parts = [f"{ver} of {total} arrays verified"]
-    if unc:
-        parts.append("unconstrained (every element's bound is infinite or >= the array's own scale max|ref|, so "
-                     "any value of that size would pass): " + ", ".join(
-                         f"step {a.step} {SINGULAR[a.part]} {a.name} (bound up to {a.max_bound:.3g}, scale "
-                         f"{a.scale:.3g})" for a in unc))
-    if unchecked:
-        parts.append("unchecked: " + ", ".join(f"{k} ({why.get(k, 'not judged')})" for k in unchecked))
-    return "; ".join(parts)
 
 
 def check_case(backend, case, *, timeout=60.0, diagnose=True, variants=None) -> CaseResult:
@@ -630,199 +472,3 @@ def run_generated(backend, recipes, *, ops=None, dtypes=None, timeout=60.0, prog
     report.seconds = time.perf_counter() - t0
     return report
 
-
-def merge_reports(reports, name) -> Report:
-    """One report of several runs of the same backend (``refnorm check --layout all``: a run per layout;
-    each case keeps its ``layout``)."""
-    out = Report(reports[0].backend, name, platform=reports[0].platform)
-    for r in reports:
-        out.cases.extend(r.cases)
-        out.seconds += r.seconds
-    return out
-
-
-# ----------------------------------------------------------------------- expected failures
-LAYOUT_NAMES = tuple(layouts.LAYOUTS)
-
-
-@dataclass(frozen=True)
-class ExpectedFailure:
-    """One line of an expected-failures file: what a listed case must fail with to count as expected.
-
-    ``fails``: the arrays that fail ("output.y", "grad.x", "state.running_var"; any step), exactly;
-    ``error``: instead of ``fails``, a text the case's error message must contain;
-    ``diagnosis``: the variant the diagnosis must name (``none``: no known pitfall may match), or None
-    (not compared); ``reason``: why, in words; ``platform``: the CPUs it holds on (platform.parse_scope:
-    ((flag, wanted), ...); () = every CPU); ``layouts``: the memory layouts it holds in
-    (refnorm/golden/layouts.py; every layout unless the line has ``layout=``)."""
-    fails: frozenset | None
-    error: str | None
-    diagnosis: str | None
-    reason: str
-    platform: tuple = ()
-    layouts: frozenset = frozenset(LAYOUT_NAMES)
-
-    def describe(self) -> str:
-        from .platform import describe_scope
-        what = f"error containing {self.error!r}" if self.error is not None else f"fails={','.join(sorted(self.fails))}"
-        return (what + (f" diagnosis={self.diagnosis}" if self.diagnosis is not None else "")
-                + (f" platform={describe_scope(self.platform)}" if self.platform else "")
-                + (f" layout={','.join(sorted(self.layouts))}" if self.layouts != frozenset(LAYOUT_NAMES) else ""))
-
-
-FIELDS = ("fails", "error", "diagnosis", "platform", "layout")
-EXPECT_FORMAT = ("'CASE-ID fails=ARRAY[,ARRAY...] [diagnosis=VARIANT|none] [platform=[!]FLAG[,...]] "
-                 "[layout=[!]LAYOUT[,...]] reason' or "
-                 "'CASE-ID error=\"TEXT\" reason' (ARRAY: output.y, grad.x, state.running_var, ...; FLAG: a CPU "
-                 "flag such as avx512_fp16; LAYOUT: " + ", ".join(LAYOUT_NAMES) + ")")
-
-
-def parse_layouts(text: str) -> frozenset:
-    """The layouts of a ``layout=`` field: ``channels_last,strided`` (these), ``!contiguous`` (every other
-    one). A ValueError names an unknown layout or a mix of both forms."""
-    words = [w.strip() for w in text.split(",") if w.strip()]
-    neg = [w[1:] for w in words if w.startswith("!")]
-    pos = [w for w in words if not w.startswith("!")]
-    if not words or (neg and pos):
-        raise ValueError(f"layout={text!r}: expected LAYOUT[,LAYOUT...] or !LAYOUT[,!LAYOUT...] with LAYOUT one of "
-                         f"{', '.join(LAYOUT_NAMES)}")
-    bad = [w for w in neg + pos if w not in LAYOUT_NAMES]
-    if bad:
-        raise ValueError(f"layout={text!r}: unknown layout {bad[0]!r}; expected one of {', '.join(LAYOUT_NAMES)}")
-    return frozenset(LAYOUT_NAMES) - frozenset(neg) if neg else frozenset(pos)
-
-
-def read_expected_failures(path, flags=None, layout="contiguous") -> dict:
-    """Parse an expected-failures file (docs: README, "Expected failures"): one listed case per line,
-    ``#`` starts a comment; the fields come first (a value may be quoted), the rest is the reason:
-
-        CASE-ID  fails=output.y,grad.x  [diagnosis=VARIANT|none]  [platform=[!]FLAG,...]  why, in words
-        CASE-ID  error="text the error message contains"  why
-
-    ``platform=`` scopes an entry to the CPUs with (``avx512_fp16``) or without (``!avx512_fp16``) a
-    numeric flag (check/platform.py); an entry whose scope does not match ``flags`` (default: this
-    machine's, platform.cpu()) is left out of the result: ignored for this run. ``layout=`` scopes it to
-    memory layouts the same way (``layout=channels_last``, ``layout=!channels_last``; no field: every
-    layout); the entries kept are those of ``layout``, the run's (``refnorm check --layout``). A case may
-    be listed more than once only with scopes no (CPU, layout) matches together.
-
-    Returns {case id: ExpectedFailure} of the entries that apply. A line without ``fails=`` or
-    ``error=``, without a reason, with a misspelt field name or an unknown platform flag, or a case
-    listed twice for one platform is a GoldenError naming the line. The first word that is not a field
-    begins the reason (it may itself contain "=")."""
-    import re
-    from . import platform as P
-    if flags is None:
-        flags = P.cpu()["flags"]
-    lines = {}                                   # case id -> line number of each entry (all platforms)
-    field_re = re.compile(r"""([A-Za-z_]\w*)=("([^"]*)"|'([^']*)'|(\S+))(\s+|$)""")
-    out = {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise GoldenError(f"expected-failures file {path!r}: {e.strerror or e}") from None
-    for n, line in enumerate(text.splitlines(), 1):
-        body = line.split("#", 1)[0].strip()
-        if not body:
-            continue
-        cid, _, rest = body.partition(" ")
-        rest, fields = rest.strip(), {}
-        while (m := field_re.match(rest)):
-            key = m.group(1)
-            if key not in FIELDS:             # the reason begins here ("eps=1e-12 rounds to 0 ..."), unless
-                near = difflib.get_close_matches(key, FIELDS, n=1, cutoff=0.6)    # a misspelt field
-                if near:
-                    raise GoldenError(f"{path}:{n}: unknown field {key!r} (did you mean {near[0]!r}?); "
-                                      f"expected {EXPECT_FORMAT}")
-                break
-            if key in fields:
-                raise GoldenError(f"{path}:{n}: field {key!r} given twice")
-            fields[key] = next(g for g in m.group(3, 4, 5) if g is not None)
-            rest = rest[m.end():]
-        if rest[:1] in ("'", '"'):
-            raise GoldenError(f"{path}:{n}: unclosed quote in {rest!r}; expected {EXPECT_FORMAT}")
-        words = rest.split()
-        if ("fails" in fields) == ("error" in fields):
-            raise GoldenError(f"{path}:{n}: {cid!r} must record what fails with exactly one of fails= or error=; "
-                              f"expected {EXPECT_FORMAT}")
-        fails = None
-        if "fails" in fields:
-            fails = frozenset(f for f in fields["fails"].split(",") if f)
-            bad = sorted(f for f in fails if f.partition(".")[0] not in SINGULAR.values() or not f.partition(".")[2])
-            if not fails or bad:
-                raise GoldenError(f"{path}:{n}: fails={fields['fails']!r}: expected ARRAY[,ARRAY...] with ARRAY "
-                                  "output.NAME, grad.NAME or state.NAME")
-        if not words:
-            raise GoldenError(f"{path}:{n}: {cid!r} has no reason; expected {EXPECT_FORMAT}")
-        late = [w for w in words if w.startswith(("platform=", "layout="))]
-        if late and late[0] == words[0] and late[0].endswith("="):
-            raise GoldenError(f"{path}:{n}: {late[0]} has no value; expected {EXPECT_FORMAT}")
-        if late:                                 # it would silently scope nothing: the fields come first
-            raise GoldenError(f"{path}:{n}: {late[0]!r} is in the reason (after {words[0]!r}): the fields, "
-                              f"platform= and layout= among them, come before the reason; expected {EXPECT_FORMAT}")
-        try:
-            scope = P.parse_scope(fields["platform"]) if "platform" in fields else ()
-        except P.ScopeError as e:
-            raise GoldenError(f"{path}:{n}: {e}") from None
-        try:
-            lays = parse_layouts(fields["layout"]) if "layout" in fields else frozenset(LAYOUT_NAMES)
-        except ValueError as e:
-            raise GoldenError(f"{path}:{n}: {e}") from None
-        for m_, other, other_lays in lines.get(cid, ()):
-            if not P.scopes_exclusive(scope, other) and lays & other_lays:
-                raise GoldenError(f"{path}:{n}: {cid!r} is listed twice (line {m_}) for the same platform and layout "
-                                  f"({', '.join(sorted(lays & other_lays))}): scope the entries with platform= or "
-                                  "layout= so that no run matches both")
-        lines.setdefault(cid, []).append((n, scope, lays))
-        if P.scope_matches(scope, flags) and (layout is None or layout in lays):
-            out[cid] = ExpectedFailure(fails, fields.get("error"), fields.get("diagnosis"), " ".join(words), scope,
-                                       lays)
-    return out
-
-
-def expected_outcome(c: CaseResult, entry: ExpectedFailure, diagnosed=True) -> None:
-    """Apply one expected-failure entry to one case result: ``xfail`` when the case fails exactly as
-    recorded (the same failing arrays, or an error containing the recorded text, and the recorded
-    diagnosis); otherwise ``failed`` with a message saying how it differs (a new failure of a listed
-    case is never hidden by the old entry; a listed case that passes means the list is stale).
-    ``diagnosed``: False when the run made no diagnosis (the diagnosis field is then not compared)."""
-    c.expected = entry.reason
-    listed = f"listed as an expected failure ({entry.describe()}: {entry.reason})"
-    if c.status in ("skipped",):
-        return
-    if c.status in ("passed", "partial"):
-        c.status, c.message = "failed", f"{listed} but it {c.status}: remove it from the list"
-        return
-    diff = []
-    if entry.error is not None:
-        if c.status != "error":
-            diff.append(f"it failed instead of raising (fails={','.join(c.failing_arrays())})")
-        elif entry.error not in c.message:
-            diff.append("its error differs")
-    else:
-        if c.status == "error":
-            diff.append("it errored instead of failing")
-        elif frozenset(c.failing_arrays()) != entry.fails:
-            diff.append(f"other arrays fail: fails={','.join(c.failing_arrays())}")
-        if not diff and entry.diagnosis is not None and diagnosed:
-            got = (c.diagnosis or {}).get("matched") or "none"
-            if got != entry.diagnosis:
-                diff.append(f"the diagnosis names {got}")
-    if diff:                                     # the status stays failed / error: counted as such
-        c.message = f"{listed}, but {'; '.join(diff)}: {c.message}"
-    else:
-        c.status, c.message = "xfail", f"expected failure ({entry.reason}): {c.message}"
-
-
-def apply_expected_failures(report: Report, expected: dict, known_ids, diagnosed=True) -> None:
-    """Apply ``expected`` ({case id: ExpectedFailure}) to every listed case of ``report``
-    (``expected_outcome``); an id not in ``known_ids`` (the golden set's; the CLI adds the suites' and the
-    generated cases') is an error. Generated and suite cases are matched by their ids as golden ones are."""
-    unknown = [c for c in expected if c not in set(known_ids)]
-    if unknown:
-        raise GoldenError(f"expected failures name case(s) not in the golden set, a suite or the generated "
-                          f"cases: {', '.join(unknown)}")
-    for c in report.cases:
-        if c.id in expected and (getattr(c, "layout", None) or "contiguous") in expected[c.id].layouts:
-            expected_outcome(c, expected[c.id], diagnosed)

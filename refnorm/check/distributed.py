@@ -7,7 +7,7 @@ case (refnorm.golden.distributed) the runner sends each rank its shard (``ShardC
 rank's ``Returned`` and joins them (``distributed.gather``) into the arrays of one call of the global
 op, which ``core.check_case`` judges with the existing bounds, as any single-process call; the
 diagnosis tries the distributed pitfall variants (refnorm.pitfalls.distributed) bound to the case's
-split. A replicated array (dweight under sequence parallelism, SyncBatchNorm's running statistics) is
+split, and the op's ordinary variants (a mistake every rank makes alike is the global op's). A replicated array (dweight under sequence parallelism, SyncBatchNorm's running statistics) is
 judged as rank 0 returned it, and a rank whose copy is not bit for bit rank 0's fails the case.
 
 Faults. A rank that raises, does not answer within ``timeout`` seconds (per case: every step of it,
@@ -23,7 +23,6 @@ a port already in use, a backend that is not distributed (``DistError``, ``Split
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing as mp
 import os
 import pickle
 import shutil
@@ -32,13 +31,14 @@ import tempfile
 import time
 from multiprocessing.connection import wait
 
+from .. import pitfalls
 from ..errors import RefnormError
 from ..golden import distributed as D
 from ..golden import generate
 from . import core
 from .backends.base import Returned
 from .backends.dist import ShardCall, is_distributed
-from .supervise import ask_stack, last_line, runner_pid, serve, stack_file, where, worker_setup
+from .supervise import ask_stack, last_line, runner_pid, serve, stack_file, where, worker_context, worker_setup
 
 
 class DistError(RefnormError):
@@ -87,15 +87,10 @@ def _rank_main(rank, world, port, device, blob, conn, parent_pid=None, stack_pat
 
 
 def _context():
-    """multiprocessing's "forkserver": the server imports torch once (torch_group.PRELOAD) and every rank
-    process, of every group the check starts, forks from it (no torch thread pool has run there yet); the
-    process start is paid once per check ("spawn" where there is no forkserver)."""
-    if "forkserver" not in mp.get_all_start_methods():
-        return mp.get_context("spawn")
+    """The rank processes' context (supervise.worker_context): every rank process, of every group the
+    check starts, forks from one forkserver that imported torch once (torch_group.PRELOAD)."""
     from .backends import torch_group
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(list(torch_group.PRELOAD))
-    return ctx
+    return worker_context(torch_group.PRELOAD)
 
 
 class Pool:
@@ -325,7 +320,9 @@ class Session:
         sizes = d.sizes(self.world)
         case = dataclasses.replace(generate.materialize(d.recipe), id=d.id)
         g = _Gathered(self.backend, self.pool, d, sizes, self.timeout)
-        variants = PD.bound(d.parallel, sizes) if self.diagnose else None
+        # the distributed variants bound to the split, and the op's ordinary ones (a mistake every rank
+        # makes alike, e.g. running_var updated with the biased variance, is the global op's mistake)
+        variants = PD.bound(d.parallel, sizes) + pitfalls.variants(case.op) if self.diagnose else None
         res = core.check_case(g, case, timeout=None, diagnose=self.diagnose, variants=variants)
         res.seconds = max(0.0, res.seconds - g.start_seconds)     # a case's time excludes starting its group
         if res.status == "error" and "RankFault" in res.message:

@@ -17,11 +17,10 @@ is pickled to the worker; calls and results cross as pickles (each array is copi
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import pickle
 
 from ..errors import RefnormError
-from .supervise import describe_exit, last_line, runner_pid, serve, worker_setup
+from .supervise import describe_exit, last_line, runner_pid, serve, worker_context, worker_setup
 
 
 class BackendCrashed(Exception):
@@ -36,11 +35,8 @@ def _worker(blob, conn, parent_pid=None):
 
 
 def _context():
-    if "forkserver" not in mp.get_all_start_methods():
-        return mp.get_context("spawn")
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch"])
-    return ctx
+    """The worker's context (supervise.worker_context): a forkserver that imported torch once."""
+    return worker_context(["torch"])
 
 
 class Isolated:

@@ -7,7 +7,9 @@ unconstrained or unchecked, nothing failed) -> ``<failure type="refnorm.partial"
 not verified, or, with ``accept_partial``, ``<skipped message="partial (accepted): ...">``: never a
 plain pass; skipped ->
 ``<skipped message="reason">``; an expected failure (``--expect-failures``) -> ``<skipped
-message="expected failure: why">`` with the failure as its text. The suite's properties record
+message="expected failure: why">`` with the failure as its text. A passed or partial case with weakly
+verified arrays (fewer than half their elements constrained) says so in ``<system-out>``, and the suite's
+property ``arrays_weakly_verified`` counts them. The suite's properties record
 the platform (``platform_cpu``, ``platform_flags``, ``platform_gpu``, ``version_numpy``, ...:
 check/platform.py). Characters XML 1.0 cannot hold
 (control characters from an exception message) are replaced by U+FFFD.
@@ -41,6 +43,7 @@ def junit_xml(report, backend_arg: str, golden_arg: str | None = None, accept_pa
         ET.SubElement(props, "property", name=k, value=_clean(s[k]))
     for k in ("verified", "failed", "unconstrained", "unchecked"):
         ET.SubElement(props, "property", name=f"arrays_{k}", value=str(s["arrays"][k]))
+    ET.SubElement(props, "property", name="arrays_weakly_verified", value=str(s["weakly_verified"]))
     plat = report.platform_info()
     for k, v in (("platform_cpu", plat["cpu"]), ("platform_arch", plat["arch"]),
                  ("platform_flags", ",".join(plat["flags"]) if plat["flags_known"] else "unknown"),
@@ -64,6 +67,10 @@ def junit_xml(report, backend_arg: str, golden_arg: str | None = None, accept_pa
             el.text = _clean(R.case_text(c, backend_arg, golden_arg))
         elif c.status == "skipped":
             ET.SubElement(tc, "skipped", message=_clean(c.message))
+        weak = [a for a in c.arrays if a.weak]
+        if weak and c.status in ("passed", "partial"):       # a pass still, with what it verified weakly said
+            ET.SubElement(tc, "system-out").text = _clean("; ".join(
+                f"step {a.step} {R._WHAT[a.part]} {a.name}: {a.shown_verdict}" for a in weak))
         elif c.status == "xfail":
             el = ET.SubElement(tc, "skipped", message=_clean(f"expected failure: {c.expected or c.message}"))
             el.text = _clean(R.case_text(c, backend_arg, golden_arg))

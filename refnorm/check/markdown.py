@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from . import report as R
+from .judge import percent
 
 SUMMARY = "summary.md"
 NO_MATPLOTLIB = "plots skipped: matplotlib is not installed (pip install 'refnorm[report]')"
@@ -38,7 +39,8 @@ def markdown(report, backend_arg: str, golden_arg: str | None, plots: dict, note
            f"Golden set: `{report.golden}`. The worst error is a fraction of its derived bound (below 1 passes) "
            "and in units of the dtype's unit roundoff (docs/tolerances.md). Every array is verified, failed, "
            "unconstrained (its bound is at least its own scale: nothing verified) or unchecked (not returned, "
-           "no bound); a case is passed only when every array of it is verified, partial when none failed "
+           "no bound); a verified array with fewer than half its elements constrained is marked *weakly* "
+           "(section \"Weakly verified\"); a case is passed only when every array of it is verified, partial when none failed "
            "but some array was not verified.", ""]
     if note:
         out += [f"**Note: {note}.**", ""]
@@ -67,6 +69,11 @@ def markdown(report, backend_arg: str, golden_arg: str | None, plots: dict, note
         if cases:
             out += [f"## {title} ({len(cases)})", "", "```text"]
             out += [R.case_text(c, backend_arg, golden_arg) for c in cases] + ["```", ""]
+    wk = R.weak_groups(report)
+    if wk:
+        out += [f"## Weakly verified ({sum(g[3] for g in wk)} arrays)", "", f"Each array here was {R.WEAK_NOTE}.", "",
+                "| op | dtype | array | cases | least constrained |", "|---|---|---|---:|---:|"]
+        out += [f"| {op} | {dt} | {name} | {n} | {percent(f)} |" for op, dt, name, n, f in wk] + [""]
     reasons = Counter(c.message for c in report.cases if c.status == "skipped")
     if reasons:
         out += [f"## Skipped ({sum(reasons.values())})", "", "| cases | reason |", "|---:|---|"]

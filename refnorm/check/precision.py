@@ -141,23 +141,96 @@ def round_to(a, dtype: str) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------ quantized outputs
-def quant_name(dt) -> str | None:
-    """refnorm's name of a quantized NumPy dtype (float8_e4m3fn, float8_e5m2, int8), else None."""
+# Quantized dtypes are judged on their grid: a plain name (float8_e4m3fn, float8_e5m2, int8, float4_e2m1fn)
+# rounds to nearest even and saturates; "NAME:RULE" is a grid of powers of two rounded by a DIRECTED rule
+# (norm_quant_block's scales): "float8_e8m0fnu:floor" ([S, 2S) rounds to S), "float8_e8m0fnu:round_up"
+# ((S/2, S] rounds to S), both saturating at 2^-127 and 2^127; "pow2:round_up", a float32 (float64) array of
+# powers of two or 0 ((S/2, S] rounds to S; 0 only from 0).
+def _nearest_table() -> dict:
+    """{name: (NumPy dtype, lowest, highest)} of the round-to-nearest quantized dtypes."""
     from ..norms.norm_quant import QUANT_DTYPES
+    from ..norms.norm_quant_block import ELEMENTS
+    return {**QUANT_DTYPES, "float4_e2m1fn": (ELEMENTS["float4_e2m1fn"][0], -6.0, 6.0)}
+
+
+DIRECTED = ("float8_e8m0fnu:floor", "float8_e8m0fnu:round_up", "pow2:round_up")
+
+
+def quant_name(dt) -> str | None:
+    """refnorm's name of a quantized NumPy dtype (float8_e4m3fn, float8_e5m2, int8, float4_e2m1fn,
+    float8_e8m0fnu), else None."""
+    import ml_dtypes
     dt = np.dtype(dt)
-    return next((name for name, (d, _, _) in QUANT_DTYPES.items() if dt == d), None)
+    if dt == np.dtype(ml_dtypes.float8_e8m0fnu):
+        return "float8_e8m0fnu"
+    return next((name for name, (d, _, _) in _nearest_table().items() if dt == d), None)
 
 
-def quant_interval(got: np.ndarray):
+def quant_accepts(dt, qdtype: str) -> bool:
+    """Whether an array of NumPy dtype ``dt`` can be judged on the grid ``qdtype``."""
+    base = qdtype.partition(":")[0]
+    if base == "pow2":
+        return np.dtype(dt) in (np.dtype(np.float32), np.dtype(np.float64))
+    return quant_name(dt) == base
+
+
+def quantize_to(a, qdtype: str) -> np.ndarray:
+    """The float64 values ``a`` rounded onto the grid ``qdtype`` (by its own rule) as an array of its dtype."""
+    import ml_dtypes
+    from ..norms import norm_quant_block as NB
+    a = np.asarray(a, dtype=np.float64)
+    if qdtype == "float8_e8m0fnu:floor":
+        return NB.pow2_floor(a, *NB.E8M0_EXP).astype(ml_dtypes.float8_e8m0fnu)
+    if qdtype == "float8_e8m0fnu:round_up":
+        return NB.pow2_ceil(a, *NB.E8M0_EXP).astype(ml_dtypes.float8_e8m0fnu)
+    if qdtype == "pow2:round_up":
+        return NB.pow2_ceil(a, *NB.F32_POW2_EXP, zero=0.0).astype(np.float32)
+    from ..norms.norm_quant import QUANT_DTYPES, quantize
+    if qdtype in QUANT_DTYPES:
+        return quantize(a, qdtype)                       # int8 refuses NaN there
+    return NB.quantize(a, qdtype)
+
+
+def _directed_interval(got: np.ndarray, qdtype: str):
+    """(lo, hi, lo_open, hi_open) of a directed power-of-two grid (module comment above); a value that is
+    not on the grid gets the empty interval (lo = inf, hi = -inf): it matches nothing."""
+    g = np.asarray(got).astype(np.float64)
+    with np.errstate(all="ignore"):
+        if qdtype.startswith("pow2"):
+            bottom = 2.0 ** (-149 if np.asarray(got).dtype == np.float32 else -1074)
+            top = 2.0 ** (127 if np.asarray(got).dtype == np.float32 else 1023)
+        else:
+            bottom, top = 2.0 ** -127, 2.0 ** 127
+        m, _ = np.frexp(np.where(np.isfinite(g), g, 1.0))
+        on = np.isfinite(g) & (g > 0) & (m == 0.5)
+        if qdtype.endswith(":floor"):
+            lo, hi, lo_open, hi_open = g, 2 * g, np.zeros(g.shape, bool), np.ones(g.shape, bool)
+        else:
+            lo, hi, lo_open, hi_open = g / 2, g, np.ones(g.shape, bool), np.zeros(g.shape, bool)
+        lo = np.where(on & (g == bottom), -np.inf if not qdtype.startswith("pow2") else 0.0, lo)
+        hi = np.where(on & (g == top), np.inf, hi)
+        zero = (g == 0) & qdtype.startswith("pow2")
+        lo = np.where(zero, 0.0, np.where(on, lo, np.inf))
+        hi = np.where(zero, 0.0, np.where(on, hi, -np.inf))
+        lo_open, hi_open = lo_open & on, hi_open & on
+        nan = np.isnan(g)
+        lo, hi = np.where(nan, np.nan, lo), np.where(nan, np.nan, hi)
+    return lo, hi, lo_open, hi_open
+
+
+def quant_interval(got: np.ndarray, qdtype: str | None = None):
     """(lo, hi) float64: the reals a SATURATING quantizer rounds (to nearest, ties to even) to ``got``,
     an array of a quantized dtype. Between grid neighbours the boundaries are the midpoints; the largest
     value takes everything above it and the lowest everything below (a saturating quantizer never
-    overflows). NaN: (NaN, NaN); +-inf (float8_e5m2 only, never produced by saturation): (+-inf, +-inf)."""
-    from ..norms.norm_quant import QUANT_DTYPES
+    overflows). NaN: (NaN, NaN); +-inf (float8_e5m2 only, never produced by saturation): (+-inf, +-inf).
+    ``qdtype`` one of DIRECTED: that grid's interval (its open ends are ``_directed_interval``'s)."""
+    if qdtype in DIRECTED:
+        return _directed_interval(got, qdtype)[:2]
     name = quant_name(got.dtype)
-    if name is None:
+    table = _nearest_table()
+    if name not in table:
         raise TypeError(f"quant_interval: dtype {got.dtype} is not a quantized dtype")
-    dt, qmin, qmax = QUANT_DTYPES[name]
+    dt, qmin, qmax = table[name]
     if dt.kind == "i":
         grid = np.arange(int(qmin), int(qmax) + 1, dtype=np.float64)
     else:
@@ -175,15 +248,14 @@ def quant_interval(got: np.ndarray):
 
 def quant_even(got: np.ndarray) -> np.ndarray:
     """Whether each value of ``got`` (a quantized array) is "even" for round-half-to-even: int8 values
-    divisible by 2, float8 values whose last significand bit is 0 (the last bit of the byte)."""
-    from ..norms.norm_quant import QUANT_DTYPES
-    dt = QUANT_DTYPES[quant_name(got.dtype)][0]
+    divisible by 2, float8 and float4 values whose last significand bit is 0 (the last bit of the byte)."""
+    dt = _nearest_table()[quant_name(got.dtype)][0]
     if dt.kind == "i":
         return np.asarray(got).astype(np.int64) % 2 == 0
     return (np.asarray(got).view(np.uint8) & 1) == 0
 
 
-def quant_excess(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
+def quant_excess(got: np.ndarray, ref: np.ndarray, qdtype: str | None = None) -> np.ndarray:
     """Distance from ``ref`` (the exact pre-rounding value) to the saturating rounding interval of ``got``
     (a quantized array); NaN rules as ``excess``: both NaN -> 0, exactly one NaN -> inf; an infinite
     ``got`` passes only an equal infinite ``ref``.
@@ -193,13 +265,20 @@ def quant_excess(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
     outside ``got``'s interval by no finite distance; its excess is the smallest positive amount there
     (np.spacing(ref)): it fails only under a bound of 0 (a pre-quantizer value every kernel computes
     exactly: bounds/norm_quant.py), and passes any positive bound (the kernel's value may lie on either
-    side of the tie)."""
-    lo, hi = quant_interval(got)
+    side of the tie). A directed grid (``qdtype`` in DIRECTED) treats its open ends alike."""
     ref = np.asarray(ref, dtype=np.float64)
-    with np.errstate(invalid="ignore"):
-        ex = np.maximum(0.0, np.maximum(lo - ref, ref - hi))
-        odd_tie = ~quant_even(got) & (((ref == lo) & np.isfinite(lo)) | ((ref == hi) & np.isfinite(hi)))
-        ex = np.where(odd_tie, np.abs(np.spacing(np.where(odd_tie, ref, 1.0))), ex)
+    if qdtype in DIRECTED:
+        lo, hi, lo_open, hi_open = _directed_interval(got, qdtype)
+        with np.errstate(invalid="ignore"):
+            ex = np.maximum(0.0, np.maximum(lo - ref, ref - hi))
+            edge = (lo_open & (ref == lo)) | (hi_open & (ref == hi))
+            ex = np.where(edge, np.abs(np.spacing(np.where(edge, ref, 1.0))), ex)
+    else:
+        lo, hi = quant_interval(got)
+        with np.errstate(invalid="ignore"):
+            ex = np.maximum(0.0, np.maximum(lo - ref, ref - hi))
+            odd_tie = ~quant_even(got) & (((ref == lo) & np.isfinite(lo)) | ((ref == hi) & np.isfinite(hi)))
+            ex = np.where(odd_tie, np.abs(np.spacing(np.where(odd_tie, ref, 1.0))), ex)
     gnan, rnan = np.isnan(lo), np.isnan(ref)
     ex = np.where(gnan | rnan, np.where(gnan & rnan, 0.0, np.inf), ex)
     ginf = np.isinf(got.astype(np.float64))

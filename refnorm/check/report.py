@@ -194,6 +194,31 @@ def warnings(report) -> str:
     return "\n".join(lines)
 
 
+_WHAT = {"outputs": "output", "grads": "grad", "state": "state"}
+WEAK_NOTE = ("verified, but fewer than half its elements constrained (their bound below the array's scale "
+             "max|ref|): what it verifies, it verifies on those elements only")
+
+
+def weak_groups(report) -> list:
+    """[(op, dtype, array, cases, least constrained fraction)] of the weakly verified arrays (ArrayResult.weak)
+    of the judged cases, sorted."""
+    agg = {}
+    for c in report.cases:
+        for a in c.arrays:
+            if a.weak and c.status in ("passed", "partial", "failed", "xfail"):
+                key = (c.op, c.dtype, f"{_WHAT[a.part]} {a.name}")
+                n, f = agg.get(key, (0, 1.0))
+                agg[key] = (n + 1, min(f, a.constrained_fraction))
+    return [(*k, n, f) for k, (n, f) in sorted(agg.items())]
+
+
+def weak(report) -> str:
+    """One line per op, dtype and array verified weakly (WEAK_NOTE), with its least constrained fraction."""
+    from .judge import percent
+    return "\n".join(f"WEAKLY VERIFIED {op} {dt} {name}: in {n} case(s), down to {percent(f)} of its elements "
+                     f"constrained ({WEAK_NOTE})" for op, dt, name, n, f in weak_groups(report))
+
+
 def skips(report) -> str:
     reasons = Counter(c.message for c in report.cases if c.status == "skipped")
     return "\n".join(f"SKIPPED {n} case(s): {r}" for r, n in reasons.most_common())
@@ -215,7 +240,8 @@ def summary_line(report, accept_partial=False) -> str:
     extra = "" if s["judged"] else " (no case was judged: nothing is verified)"
     xf = f", {s['expected_failures']} expected failures" if s["expected_failures"] else ""
     a = s["arrays"]
-    arrays = (f"; arrays: {a['verified']} verified, {a['failed']} failed, {a['unconstrained']} unconstrained, "
+    weak = f" ({s['weakly_verified']} weakly)" if s["weakly_verified"] else ""
+    arrays = (f"; arrays: {a['verified']} verified{weak}, {a['failed']} failed, {a['unconstrained']} unconstrained, "
               f"{a['unchecked']} unchecked")
     return (f"refnorm check: {verdict}: backend {s['backend']}: {s['passed']} passed, {s['partial']} partial, "
             f"{s['failed']} failed, {s['errors']} errors{xf}, {s['skipped']} skipped of {s['cases']} cases"
@@ -289,7 +315,7 @@ def unverified_groups(report) -> list:
 
 def compact_notes(report, limit: int = 8) -> str:
     """One line each, where there is something: the partial cases by op, with the arrays left unverified
-    and why (at most ``limit`` lines, unverified_groups), the expected failures, the precision warnings
+    and why (at most ``limit`` lines, unverified_groups), the weakly verified arrays, the expected failures, the precision warnings
     and dtype conversions (counts; --verbose lists them) and the tightest headroom."""
     out = []
     partial = Counter(c.op for c in report.cases if c.status == "partial")
@@ -300,6 +326,9 @@ def compact_notes(report, limit: int = 8) -> str:
         out += [f"  {what} in {n} case(s)" for what, n in unverified_groups(report)[:limit]]
     declared = Counter(c.contract for c in report.cases if c.contract and ";" in c.contract)
     out += [f"CONTRACT {text}: {n} case(s)" for text, n in sorted(declared.items())]   # beyond the presets
+    wk = weak_groups(report)
+    if wk:
+        out.append(f"WEAKLY VERIFIED {sum(g[3] for g in wk)} array(s) ({len(wk)} op/dtype/array): {WEAK_NOTE}")
     xf = [c for c in report.cases if c.status == "xfail"]
     if xf:
         out.append(f"XFAIL {len(xf)} expected failure(s), each failing exactly as its list entry records")

@@ -1,7 +1,7 @@
 """The streaming judge: one call judged in blocks of rows, with bounded memory.
 
 A normalizer whose call is independent along its leading axes (layer_norm and rms_norm over the axes
-before ``normalized_shape``; group_norm, instance_norm without running statistics and
+before ``normalized_shape``; group_norm, group_norm_silu, instance_norm without running statistics and
 weight_standardization over axis 0: "rows"), or channel by channel (batch_norm, its running statistics
 included: "channels", CHANNEL_AXES) is judged block by block: each block of rows gets its own float64
 reference, bounds and comparison, and only the figures are kept (compare.ArrayAccumulator). What is
@@ -74,7 +74,7 @@ from .compare import (EXACT_SLOTS, ArrayAccumulator, BucketCounts, PatternCounts
 BLOCK_ELEMENTS = 1 << 18
 PIPELINE = True     # the compiled block pipeline for the blocks it takes (pipeline.py); False: stage by stage
 
-ROW_OPS = ("layer_norm", "rms_norm", "group_norm", "instance_norm", "weight_standardization")
+ROW_OPS = ("layer_norm", "rms_norm", "group_norm", "instance_norm", "weight_standardization", "group_norm_silu")
 ROW_INPUTS = ("x",)       # the inputs of those ops that hold rows; the others (weight, bias) are shared
 # what a generated case judged in blocks holds per element of its activation, at the peak: the drawn
 # inputs and cotangents, the backend's private copies and results, torch's own buffers, the bias

@@ -15,6 +15,7 @@ What a worker process does (``worker_setup``, first thing in the worker):
   (its process id, handed down by ``runner_pid``) and kills the worker when it has gone, whoever the
   worker's parent is. tests/test_isolate.py and tests/test_distributed.py SIGKILL a runner with a hung
   worker and find no process left within 5 s.
+* **It starts from a fork server** (``worker_context``) that imported the framework once.
 * **It answers calls** (``serve``) until told to stop or until its pipe closes.
 * **It says where it is** when asked (``stack_file``, ``where``): a worker that did not answer in time
   is sent SIGUSR1, Python's ``faulthandler`` writes its main thread's stack to a file the runner reads,
@@ -26,6 +27,7 @@ Nothing here imports a framework.
 """
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import re
 import signal
@@ -99,6 +101,17 @@ def _watch(pid: int) -> None:
     while _alive(pid):
         time.sleep(WATCH_INTERVAL)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def worker_context(preload):
+    """The multiprocessing context the workers start from: "forkserver", whose server imports the modules
+    ``preload`` once and every worker of the check forks from it (no torch thread pool has run there yet),
+    so the process start is paid once per check; "spawn" where there is no forkserver."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(list(preload))
+    return ctx
 
 
 def worker_setup(parent_pid: int | None) -> None:

@@ -39,6 +39,10 @@ FAMILIES: tuple[str, ...] = (
     "local_response_norm",
     "norm_quant",
     "add_norm",
+    "gated_norm",
+    "dyt",
+    "poly_norm",
+    "group_norm_silu",
 )
 
 # normalizer -> (the family whose document derives it, the line printed above that document)
@@ -53,6 +57,8 @@ ALIASES: dict[str, tuple[str, str]] = {
                    "in its section on PowerNorm."),
     "adaptive_layer_norm": ("add_norm", "`adaptive_layer_norm` (adaLN) is derived in the fused-kernels document "
                             "below, in its section on adaptive LayerNorm."),
+    "norm_quant_block": ("norm_quant", "`norm_quant_block` (block-scaled quantized outputs) is derived in the "
+                         "quantized-output document below, in its section on block scales."),
 }
 
 __all__ = ["ALIASES", "FAMILIES", "FORMATS", "ProofError", "default_directory", "document", "expected_directory",

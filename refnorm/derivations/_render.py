@@ -153,6 +153,29 @@ def render(doc: Document, fmt: str = "text") -> str:
     return {"text": _text, "markdown": _markdown, "latex": _latex_doc}[fmt](doc)
 
 
+def navigation(code: str, previous: str | None = None, following: str | None = None) -> tuple:
+    """A family document's ``links``: the index, the previous document, the fast path's code
+    (refnorm/norms/<code>.py) and the next document, as (label, path from derivations/)."""
+    out = [("index", "README.md")]
+    if previous:
+        out.append((f"previous: {previous}", f"{previous}.md"))
+    out.append((f"code: refnorm/norms/{code}.py", f"../refnorm/norms/{code}.py"))
+    if following:
+        out.append((f"next: {following}", f"{following}.md"))
+    return tuple(out)
+
+
+def family_functions(document):
+    """``steps()`` and ``render(fmt)`` of a family module (refnorm/derivations/__init__.py), both read from
+    its ``document()``: ``steps, render = family_functions(document)``."""
+    def steps() -> list[tuple[str, sp.Basic]]:
+        return document().steps()
+
+    def render_document(fmt: str = "text") -> str:
+        return render(document(), fmt)
+    return steps, render_document
+
+
 def markdown_sections(doc: Document, titles=None, level: int = 2) -> list[str]:
     """Markdown lines of the sections of ``doc`` whose title is in ``titles`` (all when None), each under a
     heading of ``level``; the steps keep the numbers they have in the whole document."""

@@ -15,7 +15,7 @@ from . import batch_norm as bn
 from . import layer_norm as ln
 from . import rms_norm as rn
 from ._proof import SIZES, NumericCheck, Prover, by_index, lambdify_slices, spec_evaluate, subs_all
-from ._render import Document, Section, Step, render as _render
+from ._render import Document, Section, Step, family_functions
 
 NAME = "add_norm"
 N = ln.N.copy()
@@ -134,12 +134,7 @@ def document() -> Document:
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 # ------------------------------------------------------------------------------------------ proofs

@@ -10,7 +10,7 @@ import numpy as np
 import sympy as sp
 
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
-from ._render import Document, Erratum, Notation, Section, Step, render as _render
+from ._render import Document, Erratum, Notation, Section, Step, family_functions, navigation
 
 NAME = "batch_norm"
 N = Notation()
@@ -147,17 +147,11 @@ def document() -> Document:
             "in float64 (outputs, dx, dweight, dbias; eval mode; running statistics with `momentum=None` "
             "and with ρ = 0.1).",
         ),
-        links=(("index", "README.md"), ("code: refnorm/norms/batch_norm.py", "../refnorm/norms/batch_norm.py"),
-               ("next: layer_norm", "layer_norm.md")),
+        links=navigation("batch_norm", None, "layer_norm"),
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 # ------------------------------------------------------------------------------------------ proofs

@@ -13,7 +13,7 @@ import sympy as sp
 
 from . import batch_norm as bn
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices, subs_all
-from ._render import Document, Erratum, Section, Step, render as _render
+from ._render import Document, Erratum, Section, Step, family_functions, navigation
 
 NAME = "group_norm"
 N = bn.N.copy()
@@ -110,18 +110,11 @@ def document() -> Document:
             "`check_numeric()`: against `refnorm.evaluate('group_norm', ..., engine='spec')` (the specification, refnorm/specs/group_norm.py) and "
             "`refnorm.evaluate('instance_norm', ..., engine='spec')` (the specification, refnorm/specs/instance_norm.py) (y, dx, dweight, dbias; instance_norm in eval mode too).",
         ),
-        links=(("index", "README.md"), ("previous: rms_norm", "rms_norm.md"),
-               ("code: refnorm/norms/group_norm.py", "../refnorm/norms/group_norm.py"),
-               ("next: weight_norm", "weight_norm.md")),
+        links=navigation("group_norm", "rms_norm", "weight_norm"),
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 def _defs():

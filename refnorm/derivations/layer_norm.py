@@ -11,7 +11,7 @@ import sympy as sp
 
 from . import batch_norm as bn
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
-from ._render import Document, Erratum, Section, Step, render as _render
+from ._render import Document, Erratum, Section, Step, family_functions, navigation
 
 NAME = "layer_norm"
 N = bn.N.copy()
@@ -77,18 +77,11 @@ def document() -> Document:
             "`check_numeric()`: the closed forms against `refnorm.evaluate('layer_norm', ..., engine='spec')` (the specification, refnorm/specs/layer_norm.py) "
             "(y, dx, dweight, dbias; one and two normalized axes).",
         ),
-        links=(("index", "README.md"), ("previous: batch_norm", "batch_norm.md"),
-               ("code: refnorm/norms/layer_norm.py", "../refnorm/norms/layer_norm.py"),
-               ("next: rms_norm", "rms_norm.md")),
+        links=navigation("layer_norm", "batch_norm", "rms_norm"),
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 # ------------------------------------------------------------------------------------------ proofs

@@ -21,7 +21,7 @@ import numpy as np
 import sympy as sp
 
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices
-from ._render import Document, Notation, Section, Step, render as _render
+from ._render import Document, Notation, Section, Step, family_functions, navigation
 
 NAME = "local_response_norm"
 N = Notation()
@@ -98,17 +98,11 @@ def document() -> Document:
             "(y, scale, dx) for odd and even sizes, a size larger than C, both window conventions and β of "
             "either sign.",
         ),
-        links=(("index", "README.md"), ("previous: mean_variance_norm", "mean_variance_norm.md"),
-               ("code: refnorm/norms/local_response_norm.py", "../refnorm/norms/local_response_norm.py")),
+        links=navigation("local_response_norm", "mean_variance_norm"),
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 # ------------------------------------------------------------------------------------------ proofs

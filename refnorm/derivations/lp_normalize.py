@@ -9,7 +9,7 @@ import numpy as np
 import sympy as sp
 
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices
-from ._render import Document, Notation, Section, Step, render as _render
+from ._render import Document, Notation, Section, Step, family_functions, navigation
 
 NAME = "lp_normalize"
 N = Notation()
@@ -71,18 +71,11 @@ def document() -> Document:
             "`check_numeric()`: against `refnorm.evaluate('lp_normalize', ..., engine='spec')` (the specification, refnorm/specs/lp_normalize.py) for p = 1, 2, 3, 0.5 and a "
             "slice whose norm is below ε.",
         ),
-        links=(("index", "README.md"), ("previous: weight_standardization", "weight_standardization.md"),
-               ("code: refnorm/norms/lp_normalize.py", "../refnorm/norms/lp_normalize.py"),
-               ("next: unified_norm", "unified_norm.md")),
+        links=navigation("lp_normalize", "weight_standardization", "unified_norm"),
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 def _x_sign_x(e):

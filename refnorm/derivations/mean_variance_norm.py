@@ -21,7 +21,7 @@ import sympy as sp
 
 from . import batch_norm as bn
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
-from ._render import Document, Section, Step, render as _render
+from ._render import Document, Section, Step, family_functions, navigation
 
 NAME = "mean_variance_norm"
 N = bn.N.copy()
@@ -101,18 +101,11 @@ def document() -> Document:
             "axes of an NCHW tensor and one other axis, ε = 1e-9, 0.1 and 0; a constant slice with ε > 0 "
             "(step 12) and with ε = 0 (NaN).",
         ),
-        links=(("index", "README.md"), ("previous: z_score", "z_score.md"),
-               ("code: refnorm/norms/mean_variance_norm.py", "../refnorm/norms/mean_variance_norm.py"),
-               ("next: local_response_norm", "local_response_norm.md")),
+        links=navigation("mean_variance_norm", "z_score", "local_response_norm"),
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 # ------------------------------------------------------------------------------------------ proofs

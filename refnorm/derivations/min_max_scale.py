@@ -24,7 +24,7 @@ import sympy as sp
 
 from . import batch_norm as bn
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
-from ._render import Document, Section, Step, render as _render
+from ._render import Document, Section, Step, family_functions, navigation
 
 NAME = "min_max_scale"
 N = bn.N.copy()
@@ -132,18 +132,11 @@ def document() -> Document:
             "ε = 0 and ε > 0, one and two `dim` axes; slices with tied maxima and minima; constant slices with "
             "ε > 0 (step 18) and ε = 0 (y = β, ∂ℓ/∂x = 0).",
         ),
-        links=(("index", "README.md"), ("previous: offline", "offline.md"),
-               ("code: refnorm/norms/min_max_scale.py", "../refnorm/norms/min_max_scale.py"),
-               ("next: z_score", "z_score.md")),
+        links=navigation("min_max_scale", "offline", "z_score"),
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 # ------------------------------------------------------------------------------------------ proofs

@@ -4,11 +4,12 @@ judges a quantized value with it (docs/tolerances.md, "Quantized outputs"). Prov
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import sympy as sp
 
 from ._proof import SIZES, NumericCheck, Prover, spec_evaluate
-from ._render import Document, Notation, Section, Step, render as _render
+from ._render import Document, Notation, Section, Step, family_functions, navigation
 
 NAME = "norm_quant"
 N = Notation()
@@ -34,6 +35,9 @@ qmax = N.symbol("qmax", r"q_{\max}", "qmax", positive=True)
 Es = N.symbol("Es", "E_s", "E_s", positive=True)
 Eamax = N.symbol("Eamax", r"E_{a}", "E_a", positive=True)
 sb = N.symbol("sb", r"s_b", "s_b", positive=True)
+g = N.symbol("g", "g", "g", positive=True)
+dg = N.symbol("dg", r"\Delta g", "Δg", real=True)
+D = N.symbol("D", "D", "D", positive=True)
 
 # the backend's value before its final rounding: y_b = y (1 + eta), s_b = s (1 + e), 1/s_b and the product rounded
 Q_BACKEND = y[j] * (1 + eta[j]) / (s * (1 + e)) * (1 + d1) * (1 + d2)
@@ -43,6 +47,8 @@ SCALE = da / qmax + (amax + da) / qmax * (d3 + d4 + d3 * d4)      # (amax + da) 
 # the bound (e = E_s / s < 1): |y eta| <= E_y, |e| <= E_s / s, |d| <= u, 2u + u^2 <= 3u
 A = (Ey[j] / s + sp.Abs(q[j]) * e) / (1 - e)
 E_Q = A + 3 * u * (sp.Abs(q[j]) + A)
+# norm_quant_block: NVFP4's pre-rounding block scale v = 448 a / g (a the block's amax, g the tensor's)
+NVFP4_V = 448 * (da * g - amax * dg) / (g * (g + dg))             # 448 (a + Δa) / (g + Δg) - 448 a / g
 
 
 def document() -> Document:
@@ -78,30 +84,46 @@ def document() -> Document:
         "step from the correct rounding only where q lies within E_q of a rounding boundary or of the saturation "
         "point; elsewhere it must be exact. The scale and amax are judged as float32 values with E_s and E_a.",
     ))
+    blk = Section("Block scales (norm_quant_block, refnorm/check/bounds/norm_quant_block.py)", (
+        "norm_quant_block quantizes blocks of the hidden axis, each with its own scale, and the scale is itself "
+        "rounded by its rule (float32; a power of two rounded up; E8M0 floor or round-up; E4M3 to nearest). The "
+        "pre-rounding scale v of a block (amax / q_max, amax / 2^emax, or NVFP4's 448 amax / g) has the bound E_v "
+        "of step 7's E_s (NVFP4: below); the backend's scale must be its rule's rounding of a value within E_v of "
+        "v, so its decode scale D' lies in [D_lo, D_hi] = [rule(v - E_v), rule(v + E_v)] (every rule is "
+        "monotone), times the tensor scale's own range for NVFP4.",
+        Step("NVFP4: the block's amax a and the tensor's g = max amax, each within its bound (|Δa| ≤ E_a, "
+             "|Δg| ≤ E_g), move v = 448 a / g by this; so |Δv| ≤ 448 (E_a g + a E_g) / (g (g - E_g)) for "
+             "E_g < g, plus four roundings (2688 / g, the products with fl(1/6) and S_enc).",
+             sp.Eq(448 * (amax + da) / (g + dg) - 448 * amax / g, NVFP4_V), "nvfp4"),
+        Step("y / D' is monotone in D' > 0, so over [D_lo, D_hi] the quotient moves at most to its value at an "
+             "end: the spread max(|clip(y / D_lo) - q|, |clip(y / D_hi) - q|) (clip is monotone too).",
+             sp.Eq(sp.diff(y[j] / D, D), -y[j] / D ** 2), "monotone"),
+        "Hence E_q = spread + (E_y + 3u (|y| + E_y)) / D_pos, D_pos the smallest positive admissible scale "
+        "(a zero scale gives q = 0 exactly; every admissible scale zero: E_q = 0). The spread is 0 wherever v "
+        "is not within E_v of a rounding boundary of its rule: there the scale must be exact and q is judged as "
+        "in step 7; a scale one step off is accepted only where the rule's boundary is that close, and there q "
+        "may be the one computed with any admissible scale (the check does not pair q with the returned scale).",
+    ))
     return Document(
         name=NAME, title="norm_quant: the bound on the quantized output", notation=N,
         intro=("A norm with a quantized output ([refnorm/norms/norm_quant.py](../refnorm/norms/norm_quant.py)): "
                "layer_norm or rms_norm, a static or dynamic per-token scale, a saturating round to float8 "
                "e4m3fn, e5m2 or int8. Forward only; the derivation is of the tolerance.",),
-        sections=(fwd, err),
+        sections=(fwd, err, blk),
         checks=(
             "`prove()`: the identities 4-6 for every element j of rows of m = 2..5 values and for general j.",
+            "`prove()`: the identities 9 and 10 (norm_quant_block).",
             "`check_numeric()`: q = y / (amax / q_max) and the static q = clip(y / s) against "
             "`refnorm.evaluate('norm_quant', ..., engine='spec')` with y from the layer_norm and rms_norm "
-            "specifications; tests/test_norm_quant.py checks that refnorm/check/bounds/norm_quant.py computes "
+            "specifications; norm_quant_block's exact group, MXFP8 round-up and NVFP4 scales and q against their "
+            "formulas; tests/test_norm_quant.py checks that refnorm/check/bounds/norm_quant.py computes "
             "step 7's E_q, and that perturbations within E_y, E_s and u stay within it.",
         ),
-        links=(("index", "README.md"), ("previous: local_response_norm", "local_response_norm.md"),
-               ("code: refnorm/norms/norm_quant.py", "../refnorm/norms/norm_quant.py")),
+        links=navigation("norm_quant", "local_response_norm"),
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 def prove(sizes=SIZES, general: bool = True) -> list[str]:
@@ -111,6 +133,9 @@ def prove(sizes=SIZES, general: bool = True) -> list[str]:
     P.identity("rounded", lambda J: (1 + a) * (1 + d1) * (1 + d2) - 1 - ROUNDED, m=m, sizes=sizes, general=general)
     P.identity("scale", lambda J: (amax + da) * (1 + d3) * (1 + d4) / qmax - amax / qmax - SCALE, m=m, sizes=sizes,
                general=general)
+    P.identity("nvfp4", lambda J: 448 * (amax + da) / (g + dg) - 448 * amax / g - NVFP4_V, m=m, sizes=sizes,
+               general=general, simplify=True)
+    P.identity("monotone", lambda J: sp.diff(y[J] / D, D) + y[J] / D ** 2, m=m, j=j, sizes=sizes, general=general)
     return P.done()
 
 
@@ -136,4 +161,21 @@ def check_numeric(rng=None, tol: float = 1e-12) -> float:
         res = spec_evaluate(NAME, {"x": x, "weight": w, "static_scale": st}, config={**cfg, "norm": norm,
                                                                                      "quant_dtype": qd})
         chk.compare(f"{norm} {qd} static q", res.outputs["q"], np.clip(yv / st[0], low, top))
+    # norm_quant_block: the block rules against their formulas (blocks of 8 in rows of 16)
+    cfg = {"normalized_shape": [16], "eps": 1e-5}
+    yv = spec_evaluate("rms_norm", {"x": x, "weight": w}, config=cfg).outputs["y"]
+    am = np.abs(yv).reshape(5, 2, 8).max(axis=2)
+    res = spec_evaluate("norm_quant_block", {"x": x, "weight": w}, config={**cfg, "format": "fp8_group",
+                                                                           "block_size": 8})
+    chk.compare("block exact scale", res.outputs["scale"], am / 448)
+    chk.compare("block exact q", res.outputs["q"], yv / np.repeat(am / 448, 8, axis=1))
+    res = spec_evaluate("norm_quant_block", {"x": x, "weight": w}, config={**cfg, "format": "mxfp8",
+                                                                           "scale_rule": "round_up"})
+    am = np.abs(yv).max(axis=1, keepdims=True)
+    chk.compare("mxfp8 round-up q", res.outputs["q"], yv / 2.0 ** np.ceil(np.log2(am / 448)))
+    res = spec_evaluate("norm_quant_block", {"x": x, "weight": w}, config={**cfg, "format": "nvfp4"})
+    g = float(np.abs(yv).max())
+    chk.compare("nvfp4 block scale", res.outputs["scale"], 448 * am / g)
+    sb = np.clip(448 * am / g, 0, 448).astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    chk.compare("nvfp4 q", res.outputs["q"], np.clip(yv / (sb * g / 2688), -6, 6))
     return chk.done()

@@ -13,7 +13,7 @@ import sympy as sp
 
 from . import batch_norm as bn
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
-from ._render import Document, Section, Step, render as _render
+from ._render import Document, Section, Step, family_functions, navigation
 
 NAME = "offline"
 N = bn.N.copy()
@@ -135,18 +135,11 @@ def document() -> Document:
             "`check_numeric()`: the framework's formulas against the specification (`refnorm.evaluate(..., engine='spec')`) for offline_batch_norm, "
             "batch_renorm (r and d inside and at their clips) and power_norm (ν ≠ 0).",
         ),
-        links=(("index", "README.md"), ("previous: unified_norm", "unified_norm.md"),
-               ("code: refnorm/norms/offline.py", "../refnorm/norms/offline.py"),
-               ("next: min_max_scale", "min_max_scale.md")),
+        links=navigation("offline", "unified_norm", "min_max_scale"),
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 def prove(sizes=SIZES, general: bool = True) -> list[str]:

@@ -11,7 +11,7 @@ import sympy as sp
 
 from . import batch_norm as bn
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
-from ._render import Document, Section, Step, render as _render
+from ._render import Document, Section, Step, family_functions, navigation
 
 NAME = "rms_norm"
 N = bn.N.copy()
@@ -78,18 +78,11 @@ def document() -> Document:
             "`check_numeric()`: against `refnorm.evaluate('rms_norm', ..., engine='spec')` (the specification, refnorm/specs/rms_norm.py) (y, dx, dweight), with the "
             "offset and the ε-outside variant where the module offers them.",
         ),
-        links=(("index", "README.md"), ("previous: layer_norm", "layer_norm.md"),
-               ("code: refnorm/norms/rms_norm.py", "../refnorm/norms/rms_norm.py"),
-               ("next: group_norm", "group_norm.md")),
+        links=navigation("rms_norm", "layer_norm", "group_norm"),
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 def _defs():

@@ -11,7 +11,7 @@ import numpy as np
 import sympy as sp
 
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
-from ._render import Document, Section, Step, render as _render
+from ._render import Document, Section, Step, family_functions
 from . import batch_norm as bn
 
 NAME = "unified_norm"
@@ -117,12 +117,7 @@ def document() -> Document:
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 def prove(sizes=SIZES, general: bool = True) -> list[str]:

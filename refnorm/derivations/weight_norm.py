@@ -9,7 +9,7 @@ import numpy as np
 import sympy as sp
 
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices, subs_all
-from ._render import Document, Notation, Section, Step, render as _render
+from ._render import Document, Notation, Section, Step, family_functions, navigation
 
 NAME = "weight_norm"
 N = Notation()
@@ -60,18 +60,11 @@ def document() -> Document:
             "`prove()`: every step against the derivative of ℓ = Σ ∂ℓ/∂w_i · w_i, for m = 2..5 and general m.",
             "`check_numeric()`: against `refnorm.evaluate('weight_norm', ..., engine='spec')` (the specification, refnorm/specs/weight_norm.py) (w, dv, dg; dim 0, 1 and None).",
         ),
-        links=(("index", "README.md"), ("previous: group_norm", "group_norm.md"),
-               ("code: refnorm/norms/weight_norm.py", "../refnorm/norms/weight_norm.py"),
-               ("next: weight_standardization", "weight_standardization.md")),
+        links=navigation("weight_norm", "group_norm", "weight_standardization"),
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 def prove(sizes=SIZES, general: bool = True) -> list[str]:

@@ -11,7 +11,7 @@ import sympy as sp
 from . import batch_norm as bn
 from . import layer_norm as ln
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices
-from ._render import Document, Section, Step, render as _render
+from ._render import Document, Section, Step, family_functions, navigation
 
 NAME = "weight_standardization"
 N = bn.N.copy()
@@ -50,18 +50,11 @@ def document() -> Document:
             "against the derivative of ℓ = Σ ∂ℓ/∂Ŵ_i · Ŵ_i, for m = 2..5 and general m.",
             "`check_numeric()`: against `refnorm.evaluate('weight_standardization', ..., engine='spec')` (the specification, refnorm/specs/weight_standardization.py) (Ŵ and ∂ℓ/∂W).",
         ),
-        links=(("index", "README.md"), ("previous: weight_norm", "weight_norm.md"),
-               ("code: refnorm/norms/weight_standardization.py", "../refnorm/norms/weight_standardization.py"),
-               ("next: lp_normalize", "lp_normalize.md")),
+        links=navigation("weight_standardization", "weight_norm", "lp_normalize"),
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 def prove(sizes=SIZES, general: bool = True) -> list[str]:

@@ -21,7 +21,7 @@ import sympy as sp
 
 from . import batch_norm as bn
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
-from ._render import Document, Section, Step, render as _render
+from ._render import Document, Section, Step, family_functions, navigation
 
 NAME = "z_score"
 N = bn.N.copy()
@@ -107,18 +107,11 @@ def document() -> Document:
             "dbias) for ddof = 0, 1, 2, ε = 0 and ε > 0, one and two `dim` axes; a constant slice with ε > 0 "
             "(the formula) and with ε = 0 (the convention y = β, ∂ℓ/∂x = 0).",
         ),
-        links=(("index", "README.md"), ("previous: min_max_scale", "min_max_scale.md"),
-               ("code: refnorm/norms/z_score.py", "../refnorm/norms/z_score.py"),
-               ("next: mean_variance_norm", "mean_variance_norm.md")),
+        links=navigation("z_score", "min_max_scale", "mean_variance_norm"),
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 # ------------------------------------------------------------------------------------------ proofs

@@ -76,6 +76,22 @@ def _heavy_tail(rng, m, n):
     return z / np.sqrt(chi2 / 2)                  # Student t, 2 degrees of freedom
 
 
+def _zero_runs(rng, m, n):
+    """N(0,1); the first 128 values of each slice and each aligned run of 16 with probability 1/2 zeroed."""
+    v = rng.standard_normal((m, n))
+    keep = np.repeat(rng.random((m, -(-n // 16))) >= 0.5, 16, axis=1)[:, :n]
+    keep[:, :128] = False
+    return np.where(keep, v, 0.0)
+
+
+def _decades(rng, shape):
+    """A weight whose aligned runs of 128 values have magnitudes 1, 1e-5, 1e-36, 1e-3 in turn (times
+    1 + 0.5 N(0,1)): block scales across 36 decades (E4M3 subnormal and zero block scales of NVFP4, float32
+    subnormal group scales, E8M0's lowest scale 2^-127)."""
+    mag = np.array([1.0, 1e-5, 1e-36, 1e-3])[(np.arange(shape[-1]) // 128) % 4]
+    return (1.0 + 0.5 * rng.standard_normal(shape)) * mag
+
+
 def _outlier(rng, m, n):
     v = rng.standard_normal((m, n))
     if n:
@@ -107,6 +123,8 @@ GENERATORS = {  # regime -> (rng, m slices, n values per slice) -> (m, n) float6
     "std1e-6": lambda rng, m, n: 1e-6 * rng.standard_normal((m, n)),
     "std1e-4": lambda rng, m, n: 1e-4 * rng.standard_normal((m, n)),
     "pm1": lambda rng, m, n: np.where(rng.random((m, n)) < 0.5, -1.0, 1.0),
+    "gate_sat": lambda rng, m, n: np.where(rng.random((m, n)) < 0.5, -1.0, 1.0) * (5.0 + 95.0 * rng.random((m, n))),
+    "zero_runs": lambda rng, m, n: _zero_runs(rng, m, n),
 }
 PARAM_GENERATORS = {
     "weight": lambda rng, shape: 1.0 + 0.5 * rng.standard_normal(shape),
@@ -116,6 +134,17 @@ PARAM_GENERATORS = {
     "keep": lambda rng, shape: (rng.random(shape) >= 0.25).astype(np.float64),  # a dropout keep-mask, ~75% ones
     "ties": lambda rng, shape: (rng.integers(-30, 30, size=shape) + 0.5) / 8,   # (k + 0.5) / 8: ties over 1/8
     "eighth": lambda rng, shape: np.full(shape, 0.125),                          # a static scale of 1/8
+    "alpha": lambda rng, shape: 0.5 + 0.25 * rng.random(shape),                  # dyt's alpha near its init 0.5
+    "alpha_big": lambda rng, shape: 4.0 + 8.0 * rng.random(shape),               # dyt: alpha * x saturates tanh
+    "alpha_tiny": lambda rng, shape: 1e-3 * (1.0 + rng.random(shape)),           # dyt: t ~ alpha * x
+    "decades": lambda rng, shape: _decades(rng, shape),
+    # NVFP4's static encode scale 2688 / a (vLLM's input_global_scale), a calibrated amax a in [3, 6): the
+    # blocks whose amax exceeds it have block scales above 448, which saturate
+    "nvfp4_enc": lambda rng, shape: 2688.0 / (3.0 + 3.0 * rng.random(shape)),
+    # group_norm_silu's far-negative pre-activations: silu(-20) = -4e-8 (float16 subnormals), silu(-90) = -7e-38
+    # (exp(90) overflows float32: a kernel's x / (1 + exp(-x)) returns -0 there)
+    "neg20": lambda rng, shape: -20.0 + rng.standard_normal(shape),
+    "neg90": lambda rng, shape: -90.0 + rng.standard_normal(shape),
 }
 STATE_GENERATORS = {
     "stat_mean": lambda rng, shape: 0.5 * rng.standard_normal(shape),

@@ -18,7 +18,7 @@ A recipe is one line, ``OP key=value ...``:
              ("onnx"); each is checked (OPTION_KINDS: a bad value is a RecipeError naming the key, the
              value and what was expected). normalized_shape must be the activation's trailing sizes
     others   the op's row maker's keywords (refnorm.golden.cases: affine wb|w|b|none, k, groups, qd, ub,
-             dropout, rowscale, parallel, steps, ...)
+             dropout, rowscale, parallel, steps, dyt's alpha init|big|tiny, poly_norm's bias, ...)
 
 The case id is ``OP/gen_NAME[_KEY=VALUE...][@LAYOUT][_raises]``: NAME as the row maker names the case (as a
 golden row's), then every option or maker keyword the recipe sets that NAME does not spell (``SPELLED``),
@@ -43,6 +43,7 @@ import zlib
 from .. import registry
 from ..errors import RefnormError
 from ..norms import add_norm as _add_norm, batch_norm as _batch_norm, norm_quant as _norm_quant
+from ..norms import norm_quant_block as _norm_quant_block
 from ..norms import unified_norm as _unified_norm
 from . import build as B
 from . import cases as T
@@ -67,10 +68,15 @@ MAKERS = {
     "norm_quant": (T.norm_quant, "x", {}),
     "add_norm": (T.add_norm, "x", {}),
     "adaptive_layer_norm": (T.adaptive_layer_norm, "x", {}),
+    "gated_norm": (T.gated_norm, "x", {}),
+    "dyt": (T.dyt, "x", {}),
+    "poly_norm": (T.poly_norm, "x", {}),
     "unified_norm": (T.unified_norm, "x", {}),
     "offline_batch_norm": (functools.partial(T.offline, "offline_batch_norm"), "x", {"steps": ("train",)}),
     "power_norm": (functools.partial(T.offline, "power_norm"), "x", {"steps": ("train",)}),
     "batch_renorm": (functools.partial(T.offline, "batch_renorm"), "x", {"steps": ("train",)}),
+    "norm_quant_block": (T.norm_quant_block, "x", {}),
+    "group_norm_silu": (T.group_norm_silu, "x", {}),
 }
 COMMON = ("shape", "dtype", "regime", "layout", "seed", "expect")
 NOT_KEYS = ("regime", "dtype", "shape", "why", "tag")       # row maker parameters a recipe does not set
@@ -105,6 +111,16 @@ OPTION_KINDS = {
     "add_norm": {"normalized_shape": "shape", "norm": _add_norm.NORMS, "eps": "eps",
                  "dropout_p": "[0,1)", "prenorm": "bool", "residual_in_fp32": "bool", "weight_offset": "number"},
     "adaptive_layer_norm": {"eps": "eps"},
+    "gated_norm": {"norm": ("rms_norm", "layer_norm"), "norm_before_gate": "bool", "group_size": "int>=1|null",
+                   "eps": "eps"},
+    "dyt": {},
+    "poly_norm": {"eps": "eps"},
+    "norm_quant_block": {"normalized_shape": "shape", "norm": _norm_quant_block.NORMS, "eps": "eps",
+                         "format": _norm_quant_block.FORMATS, "block_size": "int>=1|null",
+                         "element_dtype": tuple(_norm_quant_block.ELEMENTS),
+                         "scale_rule": tuple(r for rs in _norm_quant_block.FORMAT_RULES.values() for r in rs),
+                         "min_scale": "number>=0|null", "residual_in_fp32": "bool"},
+    "group_norm_silu": {"num_groups": "int>=1", "eps": "eps"},
 }
 # the row makers' own keywords (not options): what each may be. affine: AFFINE's words (adaptive_layer_norm's:
 # AFFINE_ADALN's), mapped before the maker sees them
@@ -112,14 +128,15 @@ MAKER_KINDS = {"k": "ndims", "affine": None, "steps": "steps", "stats": "bool", 
                "flat_g": "bool", "qd": tuple(T.QSHORT), "static": "bool", "ub": "number>0", "ties": "bool",
                "x_regime": tuple(T.REGIMES), "dropout": "bool", "rowscale": "bool",
                "parallel": tuple(p for p in T.PARALLEL_TAG if p), "mask": "bool", "state": ("init", "warm"),
-               "iters": "int>=0"}
+               "iters": "int>=0", "z_regime": tuple(T.REGIMES), "bias": "bool", "alpha": tuple(T.ALPHA),
+               "residual": "bool", "w_regime": ("decades",), "bias_regime": ("neg20", "neg90")}
 AFFINE_ADALN = {"ss": "ss", "s": "s", "none": ""}
 # row maker keywords a maker takes for the shared grid and ignores: not recipe keys
 IGNORED = {"local_response_norm": ("eps", "affine"), "weight_norm": ("eps", "affine"), "lp_normalize": ("affine",),
            "mean_variance_norm": ("affine",), "weight_standardization": ("affine",)}
 # option -> the row maker keyword that makes it (the maker derives the option, and the inputs it needs)
 ALIASES = {"group_norm": {"num_groups": "groups"}, "norm_quant": {"quant_dtype": "qd"},
-           "add_norm": {"dropout_p": "dropout"}}
+           "add_norm": {"dropout_p": "dropout"}, "group_norm_silu": {"num_groups": "groups"}}
 # key -> the values the row maker's name spells (None: every value): such a key adds nothing to the id.
 # eps is spelled by every maker that names its eps (cases.name_for), when it keeps the value given
 _ALL = None
@@ -136,6 +153,13 @@ SPELLED["add_norm"].update(norm=_ALL, prenorm=_ALL, residual_in_fp32=_ALL, weigh
                            parallel=_ALL, x_regime=_ALL)
 SPELLED["weight_norm"].update(flat_g=(True, False))
 SPELLED["unified_norm"].update(mask=(True, False))
+SPELLED["gated_norm"].update(norm=_ALL, norm_before_gate=_ALL, group_size=_ALL, bias=_ALL, z_regime=_ALL)
+SPELLED["dyt"].update(alpha=_ALL)
+SPELLED["poly_norm"].update(bias=(True, False))
+SPELLED["norm_quant_block"].update(norm=_ALL, format=_ALL, block_size=_ALL, element_dtype=_ALL, scale_rule=_ALL,
+                                   min_scale=_ALL, residual_in_fp32=(True, False), residual=(True, False),
+                                   w_regime=_ALL, static=(True, False))
+SPELLED["group_norm_silu"].update(num_groups=_ALL, groups=_ALL, bias=_ALL)
 BYTES_PER_ELEMENT = 260     # what judging one element of the activation takes, judged whole (measured, docs)
 
 
@@ -316,10 +340,13 @@ def parse(text: str) -> Recipe:
             kw[alias] = value
         elif k in params or free:
             kw[k] = v
-    if op == "group_norm" and "groups" not in kw:
-        raise RecipeError(f"recipe {text!r}: group_norm needs groups=G (or num_groups=G)")
-    if op == "group_norm" and len(shape) >= 2 and shape[1] % kw["groups"]:
+    if op in ("group_norm", "group_norm_silu") and "groups" not in kw:
+        raise RecipeError(f"recipe {text!r}: {op} needs groups=G (or num_groups=G)")
+    if op in ("group_norm", "group_norm_silu") and len(shape) >= 2 and shape[1] % kw["groups"]:
         raise RecipeError(f"recipe {text!r}: groups={kw['groups']}; expected a divisor of the {shape[1]} channels")
+    if op == "gated_norm" and kw.get("group_size") is not None and len(shape) and shape[-1] % kw["group_size"]:
+        raise RecipeError(f"recipe {text!r}: group_size={kw['group_size']}; expected a divisor of the hidden "
+                          f"dimension {shape[-1]} (or null: one group)")
     case = _make(text, op, make, regime, dtype, shape, {**fixed, **kw})
     made = dict(case.config)
     case = dataclasses.replace(case, config={**case.config, **opts})  # the values given, whatever the maker's

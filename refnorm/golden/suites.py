@@ -56,6 +56,47 @@ PRODUCTION = [
     _r("adaptive_layer_norm shape=2x256x1152 dtype=bfloat16", "DiT-XL adaLN: 256 tokens, hidden 1152"),
     _r("adaptive_layer_norm shape=2x1024x1536 dtype=float16 regime=mean1e3", "adaLN, hidden 1536, shifted rows"),
     _r("layer_norm shape=64x4096 dtype=bfloat16 weight_offset=1.0", "TransformerEngine zero-centred gamma"),
+    # gated norms (Mamba2's RMSNormGated, gated-delta-net output norms: the layernorm_gated kernels)
+    _r("gated_norm shape=64x5120 dtype=bfloat16", "Mamba2-2.7B: RMSNormGated over d_ssm 5120, one group, the gate "
+                                                  "before the norm"),
+    _r("gated_norm shape=128x8192 dtype=bfloat16 group_size=1024", "Mamba-Codestral-7B: ngroups 8, groups of 1024"),
+    _r("gated_norm shape=256x16x128 dtype=bfloat16 norm_before_gate=true",
+       "gated-delta-net output norm: RMSNorm over head_dim 128, times silu(gate)"),
+    _r("gated_norm shape=64x4096 dtype=float16 group_size=512 z_regime=gate_sat",
+       "a saturated gate (|z| up to 100), 8 groups"),
+    _r("gated_norm shape=32x2048 dtype=bfloat16 norm=layer_norm norm_before_gate=true regime=mean1e3 group_size=256",
+       "gated LayerNorm on mean-shifted groups"),
+    # element-wise replacements of a norm: DyT (Transformers without Normalization), PolyNorm (vLLM's poly_norm)
+    _r("dyt shape=4x256x4096 dtype=bfloat16", "DyT in an LLM block: 1024 tokens, hidden 4096 (dalpha sums 4M terms)"),
+    _r("dyt shape=2x197x768 dtype=float16 alpha=big", "DyT in a ViT-B block, alpha * x saturating tanh"),
+    _r("poly_norm shape=128x4096 dtype=bfloat16", "vLLM's poly_norm: 128 tokens, hidden 4096"),
+    _r("poly_norm shape=64x5137 dtype=float16 regime=dev_overflow",
+       "float16 activations whose x^3 overflows float16, hidden 5137 (a vector tail)"),
+    # block-scaled quantized outputs (issue 36): DeepSeek-style 1 x 128 fp8 groups, MXFP8, NVFP4, fused residual
+    _r("norm_quant_block shape=64x7168 dtype=bfloat16 residual=true",
+       "add + RMSNorm + 1 x 128 fp8 e4m3 group scales (DeepSeek-V3 hidden 7168, vLLM per_token_group_quant_fp8)"),
+    _r("norm_quant_block shape=64x4096 dtype=bfloat16 scale_rule=pow2 regime=outlier",
+       "1 x 128 groups with power-of-two scales (rounded up) and an outlier block"),
+    _r("norm_quant_block shape=128x4096 dtype=bfloat16 format=mxfp8 scale_rule=round_up residual=true",
+       "MXFP8 as NVIDIA's kernels (E8M0 exponent rounded up), fused add"),
+    _r("norm_quant_block shape=128x4096 dtype=bfloat16 format=mxfp8",
+       "MXFP8 with the OCP spec's floor rule (the block's largest values may saturate)"),
+    _r("norm_quant_block shape=64x5120 dtype=bfloat16 format=nvfp4 residual=true",
+       "NVFP4: E2M1 blocks of 16, E4M3 block scales, the float32 tensor scale amax / 2688"),
+    _r("norm_quant_block shape=64x2056 dtype=float16 format=nvfp4 w_regime=decades",
+       "NVFP4 with block scales across decades (E4M3-subnormal and zero block scales); 2056: a partial 1 x 128 "
+       "tail for the group formats, 16-aligned"),
+    # GroupNorm + SiLU fused (diffusion UNet/VAE ResnetBlock2D: GroupNorm(32, C) then SiLU), NCHW and NHWC
+    _r("group_norm_silu shape=2x320x32x32 groups=32 dtype=float16",
+       "SD UNet ResnetBlock2D GroupNorm(32, 320) + SiLU, NCHW"),
+    _r("group_norm_silu shape=2x320x32x32 groups=32 dtype=float16 layout=channels_last",
+       "the same in channels_last memory (NHWC fused GroupNorm + SiLU kernels)"),
+    _r("group_norm_silu shape=1x512x32x32 groups=32 dtype=bfloat16 layout=channels_last",
+       "SD VAE decoder GroupNorm(32, 512) + SiLU, NHWC"),
+    _r("group_norm_silu shape=2x640x16x16 groups=32 dtype=bfloat16 regime=mean1e3",
+       "mean-shifted groups (20 channels a group), bfloat16"),
+    _r("group_norm_silu shape=2x128x64x64 groups=32 dtype=float32 bias_regime=neg20",
+       "far-negative pre-activations (silu ~ 0) over 16384-value groups"),
 ]
 
 BOUNDARIES = [
@@ -87,7 +128,8 @@ OVERFLOW = [
                                ("batch_norm", "16x8x8x8", ""), ("group_norm", "4x32x8x8", " groups=8"),
                                ("instance_norm", "4x8x16x16", ""), ("z_score", "64x512", ""),
                                ("mean_variance_norm", "4x8x16x16", ""), ("weight_standardization", "64x3x3x3", ""),
-                               ("lp_normalize", "64x512", ""), ("local_response_norm", "4x16x8x8", ""))],
+                               ("lp_normalize", "64x512", ""), ("local_response_norm", "4x16x8x8", ""),
+                               ("group_norm_silu", "4x32x8x8", " groups=8"))],
 ]
 
 LIMITS = [

@@ -77,11 +77,6 @@ def update_running_stats(running_mean, running_var, num_batches_tracked, mean, v
     return momentum * running_mean + (1 - momentum) * mean, momentum * running_var + (1 - momentum) * var, nbt
 
 
-def _check_state(state) -> None:
-    if state and not {"running_mean", "running_var"} <= set(state):
-        raise RefnormError(f"{NAME}: state needs both 'running_mean' and 'running_var', got {sorted(state)}")
-
-
 def resolve_options(cfg: dict) -> dict:
     """``cfg`` with momentum=DEFAULT replaced by the convention's default (0.1 torch, 0.9 onnx); an
     unknown convention is left for ``check`` to refuse."""
@@ -96,7 +91,7 @@ def check(x, weight, bias, running_mean, running_var, num_batches_tracked, momen
     convention), momentum DEFAULT resolved. ``state``: evaluate()'s state dict, checked first.
     """
     if state is not None:
-        _check_state(state)
+        C.check_state_pair(NAME, state)
     convention = C.check_choice(NAME, "convention", convention, DEFAULT_MOMENTUM)
     if momentum is DEFAULT:
         momentum = DEFAULT_MOMENTUM[convention]
@@ -104,15 +99,7 @@ def check(x, weight, bias, running_mean, running_var, num_batches_tracked, momen
         raise RefnormError(f"{NAME}: momentum=None (cumulative average) exists only with convention='torch'")
     momentum = C.check_real(NAME, "momentum", momentum, allow_none=True)
     eps = C.check_eps(NAME, eps)
-    C.check_ndim(NAME, x, 2, "(N, C, *)")
-    nc = x.shape[1]
-    for key, p in (("weight", weight), ("bias", bias), ("running_mean", running_mean),
-                   ("running_var", running_var)):
-        C.check_param(NAME, key, p, (nc,))
-    if (running_mean is None) != (running_var is None):
-        raise RefnormError(f"{NAME}: state needs both 'running_mean' and 'running_var' (or neither)")
-    if np.ndim(num_batches_tracked) != 0:
-        raise ShapeError(f"{NAME}: 'num_batches_tracked' has shape {np.shape(num_batches_tracked)}; expected ()")
+    C.check_channels(NAME, x, weight, bias, running_mean, running_var, num_batches_tracked)
     if (training or running_mean is None) and C.count(x, _axes(x)) == 1:
         raise ShapeError(f"{NAME}: expected more than 1 value per channel when training, got input of "
                          f"shape {x.shape}")
@@ -220,7 +207,7 @@ def row_kernel(inputs, config) -> C.RowKernel | None:
 
 def _forward(inputs, config, state, training):
     x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
-    _check_state(state)
+    C.check_state_pair(NAME, state)
     centre = []
     y, mean, rstd, new_state, use_batch = forward(
         x, w, b, state.get("running_mean"), state.get("running_var"), state.get("num_batches_tracked", 0),
@@ -233,12 +220,7 @@ def _backward(ctx, cot):
     x, w, has_bias, mean, rstd, use_batch, centre = ctx
     dx, dw, db = backward(cot["y"], x, w, mean, rstd, used_batch_stats=use_batch, with_bias=has_bias,
                           centre=centre)
-    grads = {"x": dx}
-    if w is not None:
-        grads["weight"] = dw
-    if has_bias:
-        grads["bias"] = db
-    return Backward(grads)
+    return Backward(C.affine_grads(dx, dw, db, w is not None, has_bias))
 
 
 SPEC = NormSpec(

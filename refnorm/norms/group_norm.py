@@ -39,23 +39,25 @@ from . import _pool
 NAME = "group_norm"
 
 
-def _groups(x: np.ndarray, num_groups) -> tuple[int, int]:
-    """(G, m): the validated number of groups and the number of values in one (n, group) slice."""
-    C.check_ndim(NAME, x, 2, "(N, C, *)")
-    g = C.check_int(NAME, "num_groups", num_groups, minimum=1)
+def _groups(x: np.ndarray, num_groups, name: str = NAME) -> tuple[int, int]:
+    """(G, m): the validated number of groups and the number of values in one (n, group) slice
+    (``name``: the op named in the errors; group_norm_silu shares these checks)."""
+    C.check_ndim(name, x, 2, "(N, C, *)")
+    g = C.check_int(name, "num_groups", num_groups, minimum=1)
     nc = x.shape[1]
     if nc % g:
-        raise ConfigError(f"{NAME}: num_groups={g} does not divide the number of channels C={nc} "
+        raise ConfigError(f"{name}: num_groups={g} does not divide the number of channels C={nc} "
                           f"(input shape {x.shape}); expected a divisor of {nc}")
     return g, (nc // g) * int(np.prod(x.shape[2:], dtype=np.int64))
 
 
-def check(x, weight, bias, num_groups, eps):
-    """The argument checks (shared with the specification, refnorm/specs/group_norm.py): (G, m, eps)."""
-    g, m = _groups(x, num_groups)
-    eps = C.check_eps(NAME, eps)
-    C.check_param(NAME, "weight", weight, (x.shape[1],))
-    C.check_param(NAME, "bias", bias, (x.shape[1],))
+def check(x, weight, bias, num_groups, eps, name: str = NAME):
+    """The argument checks (shared with the specification, refnorm/specs/group_norm.py, and with
+    group_norm_silu, whose errors say ``name``): (G, m, eps)."""
+    g, m = _groups(x, num_groups, name)
+    eps = C.check_eps(name, eps)
+    C.check_param(name, "weight", weight, (x.shape[1],))
+    C.check_param(name, "bias", bias, (x.shape[1],))
     return g, m, eps
 
 
@@ -144,12 +146,7 @@ def _forward(inputs, config, state, training):
 def _backward(ctx, cot):
     x, w, has_bias, rstd, num_groups, centre = ctx
     dx, dw, db = backward(cot["y"], x, w, rstd, num_groups=num_groups, with_bias=has_bias, centre=centre)
-    grads = {"x": dx}
-    if w is not None:
-        grads["weight"] = dw
-    if has_bias:
-        grads["bias"] = db
-    return Backward(grads)
+    return Backward(C.affine_grads(dx, dw, db, w is not None, has_bias))
 
 
 SPEC = NormSpec(

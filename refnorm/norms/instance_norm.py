@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import RefnormError, ShapeError
+from ..errors import ShapeError
 from ..spec import Backward, Forward, NormSpec
 from . import _common as C
 from . import _pool
@@ -70,31 +70,17 @@ def update_running_stats(running_mean, running_var, mean, var, s: int, *, moment
     return rm.mean(axis=0), rv.mean(axis=0)
 
 
-def _check_state(state) -> None:
-    if state and not {"running_mean", "running_var"} <= set(state):
-        raise RefnormError(f"{NAME}: state needs both 'running_mean' and 'running_var', got {sorted(state)}")
-
-
 def check(x, weight, bias, running_mean, running_var, num_batches_tracked, momentum, eps, training,
           state=None):
     """The argument checks (shared with the specification, refnorm/specs/instance_norm.py): (momentum, eps),
     momentum None -> 0. ``state``: evaluate()'s state dict, checked first (both running statistics or neither).
     """
     if state is not None:
-        _check_state(state)
+        C.check_state_pair(NAME, state)
     momentum = C.check_real(NAME, "momentum", momentum, allow_none=True)
     momentum = 0.0 if momentum is None else momentum
     eps = C.check_eps(NAME, eps)
-    C.check_ndim(NAME, x, 2, "(N, C, *)")
-    nc = x.shape[1]
-    for key, p in (("weight", weight), ("bias", bias), ("running_mean", running_mean),
-                   ("running_var", running_var)):
-        C.check_param(NAME, key, p, (nc,))
-    if (running_mean is None) != (running_var is None):
-        raise RefnormError(f"{NAME}: state needs both 'running_mean' and 'running_var' (or neither)")
-    if np.ndim(num_batches_tracked) != 0:
-        raise ShapeError(f"{NAME}: 'num_batches_tracked' has shape {np.shape(num_batches_tracked)}; "
-                         "expected ()")
+    C.check_channels(NAME, x, weight, bias, running_mean, running_var, num_batches_tracked)
     if (training or running_mean is None) and C.count(x, tuple(range(2, x.ndim))) == 1:
         raise ShapeError(f"{NAME}: expected more than 1 spatial element per instance when normalizing "
                          f"with instance statistics (training, or no running statistics), got input of "
@@ -197,7 +183,7 @@ def backward(dy, x, weight, mean, rstd, *, used_instance_stats: bool, with_bias:
 
 def _forward(inputs, config, state, training):
     x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
-    _check_state(state)
+    C.check_state_pair(NAME, state)
     centre = []
     y, mean, rstd, new_state, use_input = forward(
         x, w, b, state.get("running_mean"), state.get("running_var"), state.get("num_batches_tracked", 0),
@@ -210,12 +196,7 @@ def _backward(ctx, cot):
     x, w, has_bias, mean, rstd, use_input, centre = ctx
     dx, dw, db = backward(cot["y"], x, w, mean, rstd, used_instance_stats=use_input, with_bias=has_bias,
                           centre=centre)
-    grads = {"x": dx}
-    if w is not None:
-        grads["weight"] = dw
-    if has_bias:
-        grads["bias"] = db
-    return Backward(grads)
+    return Backward(C.affine_grads(dx, dw, db, w is not None, has_bias))
 
 
 SPEC = NormSpec(

@@ -224,12 +224,7 @@ def _backward(ctx, cot):
     x, w, has_bias, mean, rstd, k, centre = ctx
     dx, dw, db = backward(cot["y"], x, w, mean, rstd, normalized_ndim=k, with_bias=has_bias,
                           centre=centre)
-    grads = {"x": dx}
-    if w is not None:
-        grads["weight"] = dw
-    if has_bias:
-        grads["bias"] = db
-    return Backward(grads)
+    return Backward(C.affine_grads(dx, dw, db, w is not None, has_bias))
 
 
 SPEC = NormSpec(

@@ -120,12 +120,7 @@ def _forward(inputs, config, state, training):
 def _backward(ctx, cot):
     x, w, has_bias, lo, hi, fctx = ctx
     dx, dw, db = backward(cot["y"], x, w, lo, hi, fctx, with_bias=has_bias)
-    grads = {"x": dx}
-    if w is not None:
-        grads["weight"] = dw
-    if has_bias:
-        grads["bias"] = db
-    return Backward(grads)
+    return Backward(C.affine_grads(dx, dw, db, w is not None, has_bias))
 
 
 SPEC = NormSpec(

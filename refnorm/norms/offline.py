@@ -520,12 +520,7 @@ class OfflineNorm:
 
         def _backward(ctx, cot):
             dx, dw, db, new = self.backward(cot["y"], ctx)
-            grads = {"x": dx}
-            if dw is not None:
-                grads["weight"] = dw
-            if db is not None:
-                grads["bias"] = db
-            return Backward(grads, new)
+            return Backward(C.affine_grads(dx, dw, db, dw is not None, db is not None), new)
 
         return NormSpec(name=self.name, summary=self.summary, inputs=("x", "weight", "bias"), required=("x",),
                         outputs=("y", "mean", "rstd", "r"), options=self.options, forward=_forward,

@@ -185,11 +185,7 @@ def _forward(inputs, config, state, training):
 
 def _backward(ctx, cot):
     dx, dw, db, new = backward(cot["y"], ctx)
-    grads = {"x": dx}
-    if dw is not None:
-        grads["weight"] = dw
-    if db is not None:
-        grads["bias"] = db
+    grads = C.affine_grads(dx, dw, db, dw is not None, db is not None)
     if ctx["has_pad"]:  # not differentiable (a 0/1 mask): the contract wants an entry, so zeros
         grads["pad_mask"] = np.zeros(ctx["shape"][:-1])
     return Backward(grads, new)

@@ -7,12 +7,22 @@ change, and, where the pitfall is about precision, only the step it names emulat
 cases; ``d``, the case dtype). ``refnorm.check.diagnosis`` evaluates them on a failing case and names
 the one the backend matches within its derived bound.
 
+One module per normalizer (``layer_norm``, ``rms_norm``, ``group_norm``, ``batch_norm``, ``instance_norm``,
+``local_response_norm``, ``lp_normalize``, ``norm_quant``, ``add_norm``, ``dyt``, ``poly_norm``; ``_centered``
+holds the statistic variants the four centred ones share), each exporting ``VARIANTS``, a tuple of ``Variant``.
+The equations of the five row normalizers live in ``_engine`` (the reference written over rows, with one
+``Mods`` change at a time); the local_response_norm and lp_normalize variants call their reference module
+with the one change, and the add_norm, dyt and poly_norm variants their specification with the one change.
+Layer: beside the reference core; imports refnorm.norms, refnorm.spec and refnorm.registry only
+(tests/test_pitfalls.py checks that no checker, golden or CLI module loads).
 One module per normalizer (``layer_norm``, ``rms_norm``, ``group_norm``, ``batch_norm``,
 ``instance_norm``, ``local_response_norm``, ``lp_normalize``, ``norm_quant``, ``add_norm``; ``_centered`` holds the statistic
 variants the four centred ones share), each exporting ``VARIANTS``, a tuple of ``Variant``. The
 equations of the five row normalizers live in ``_engine`` (the reference written over rows, with one
 ``Mods`` change at a time); the local_response_norm and lp_normalize variants call their reference
-module with the one change, and the add_norm variants its specification with the one change. Layer: beside the reference core; imports refnorm.norms, refnorm.spec
+module with the one change, and the add_norm variants its specification with the one change; the group_norm_silu
+variants are its specification with the one change, or group_norm's engine variants on its pre-activation.
+Layer: beside the reference core; imports refnorm.norms, refnorm.spec
 and refnorm.registry only (tests/test_pitfalls.py checks that no checker, golden or CLI module loads).
 """
 from __future__ import annotations
@@ -25,7 +35,8 @@ from ._engine import OPS as _OPS
 from ._engine import Mods, wname
 
 MODULES = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "local_response_norm",
-           "lp_normalize", "norm_quant", "add_norm", "weight_standardization", "weight_norm", "offline_batch_norm")
+           "lp_normalize", "norm_quant", "add_norm", "weight_standardization", "weight_norm", "offline_batch_norm", "gated_norm",
+           "dyt", "poly_norm", "norm_quant_block", "group_norm_silu")
 
 
 @dataclass(frozen=True)

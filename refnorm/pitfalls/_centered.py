@@ -46,11 +46,18 @@ def one_pass_spread(guard="clamp"):
     bound of the two sums and the subtraction, for a sum of n terms erring by at most g(n) u sum|terms|
     (g: the reduction model the backend declares, refnorm.check.precision.gamma):
         |delta var| <= u_W (g(n) (mean(x^2) + 2 |mean| mean|x|) + 2 |var|)
-    Returns gfun -> [Mods at var - delta, Mods at var + delta] (each guarded as the variant is), for
-    the diagnosis to widen the bound of the match by how far those move the results."""
+    Returns gfun -> [Mods at var - delta, Mods at var + delta, and two at var +- delta with a random
+    sign per row] (each guarded as the variant is), for the diagnosis to widen the bound of the match by
+    how far those move the results. The mixed signs matter for sums over rows (a parameter gradient sums
+    rows whose variances err independently, in either direction: all-minus and all-plus do not reach
+    its extremes)."""
     def spread(gfun):
         def at(sign):
             def stats(x, dtype):
+                if isinstance(sign, int):          # a seeded random sign per row (deterministic)
+                    s = np.random.default_rng([sign, x.shape[0]]).choice([-1.0, 1.0], size=(x.shape[0], 1))
+                else:
+                    s = sign
                 W = working(dtype)
                 u = float(np.finfo(W).eps) / 2
                 xw = in_w(x, dtype).astype(np.float64)
@@ -59,10 +66,10 @@ def one_pass_spread(guard="clamp"):
                 with np.errstate(all="ignore"):
                     delta = u * (g * ((xw * xw).mean(axis=1, keepdims=True)
                                       + 2 * np.abs(mean) * np.abs(xw).mean(axis=1, keepdims=True)) + 2 * np.abs(var))
-                    v = _guarded(var + sign * delta, guard, np.float64)
+                    v = _guarded(var + s * delta, guard, np.float64)
                 return mean, v
             return Mods(stats=stats)
-        return [at(-1.0), at(1.0)]
+        return [at(-1.0), at(1.0), at(1), at(2)]
     return spread
 
 

@@ -6,7 +6,7 @@ from hypothesis import given, strategies as st
 
 import refnorm
 from helpers import (assert_close_rel, check_vjp, cond_number, mp_sqrt, oracle_check,
-                     require_torch)
+                     require_torch, steps_against_torch_module)
 from strategies import shapes, well_spread
 
 NAME = "batch_norm"
@@ -156,34 +156,10 @@ def test_batch_norm_matches_mpmath_oracle(label, x, eps, mode):
 def test_batch_norm_matches_torch_float64_over_steps(shape, momentum, affine):
     """Three training steps then one eval step, against torch's BatchNorm module in float64."""
     torch = require_torch()
-    rng = np.random.default_rng(11)
-    c = shape[1]
     mod = {2: torch.nn.BatchNorm1d, 3: torch.nn.BatchNorm1d, 4: torch.nn.BatchNorm2d,
-           5: torch.nn.BatchNorm3d}[len(shape)](c, momentum=momentum, affine=affine).double()
-    inputs_p = {}
-    if affine:
-        with torch.no_grad():
-            mod.weight.copy_(torch.tensor(rng.standard_normal(c)))
-            mod.bias.copy_(torch.tensor(rng.standard_normal(c)))
-        inputs_p = {"weight": mod.weight.detach().numpy().copy(), "bias": mod.bias.detach().numpy().copy()}
-    state = {"running_mean": np.zeros(c), "running_var": np.ones(c), "num_batches_tracked": np.asarray(0)}
-    for step, training in enumerate([True, True, True, False]):
-        mod.train(training)
-        x = 3 * rng.standard_normal(shape) + step
-        dy = rng.standard_normal(shape)
-        xt = torch.tensor(x, requires_grad=True)
-        yt = mod(xt)
-        params = [xt] + ([mod.weight, mod.bias] if affine else [])
-        gt = torch.autograd.grad((yt * torch.tensor(dy)).sum(), params)
-        res = refnorm.evaluate(NAME, {"x": x, **inputs_p}, config={"momentum": momentum}, state=state,
-                               training=training, grad_outputs={"y": dy})
-        assert_close_rel(res.outputs["y"], yt.detach().numpy(), 1e-13, f"step {step} y", NAME)
-        for k, g in zip(["x", "weight", "bias"], gt):
-            assert_close_rel(res.grads[k], g.numpy(), 1e-13, f"step {step} grad {k}", NAME)
-        assert_close_rel(res.state["running_mean"], mod.running_mean.numpy(), 1e-13, "running_mean", NAME)
-        assert_close_rel(res.state["running_var"], mod.running_var.numpy(), 1e-13, "running_var", NAME)
-        assert int(res.state["num_batches_tracked"]) == int(mod.num_batches_tracked)
-        state = res.state
+           5: torch.nn.BatchNorm3d}[len(shape)](shape[1], momentum=momentum, affine=affine).double()
+    counts = steps_against_torch_module(NAME, mod, shape, momentum, affine)
+    assert all(mine == torchs for mine, torchs in counts) and counts[-1][0] == 3, counts
 
 
 def test_batch_norm_onnx_convention_is_torch_with_flipped_momentum_and_biased_var():

@@ -66,6 +66,14 @@ class RunningLocalCount(_Planted):
         return (1 - m) * rm + m * mean, (1 - m) * rv + m * var * n / (var.new_tensor(n) - 1)
 
 
+class RunningBiased(_Planted):
+    """SyncBatchNorm updating running_var with the global biased variance (the ordinary E01 mistake, made
+    by every rank alike: named by the op's ordinary variants, which distributed runs try too)."""
+    def running_update(self, rm, rv, mean, var, n_total, x_local, momentum, nbt):
+        m = 1.0 / nbt if momentum is None else momentum
+        return (1 - m) * rm + m * mean, (1 - m) * rv + m * var
+
+
 class NoGradAllReduce(_Planted):
     """Sequence parallelism: the weight/bias gradients left as the rank's partial sums."""
     def reduce_param_grads(self, grads, group):

@@ -35,7 +35,8 @@ from refnorm.check.backends.base import Call, Contract, Returned
 from refnorm.check.precision import NP, round_to
 from refnorm.norms.rms_norm import default_eps
 
-OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "norm_quant", "add_norm")
+OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "norm_quant", "add_norm", "dyt",
+       "poly_norm", "group_norm_silu")
 CENTERED = ("layer_norm", "group_norm", "batch_norm", "instance_norm")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -117,6 +118,12 @@ MUTATIONS = {
     "no_dresidual_out": "add_norm backward: dresidual without the cotangent of the returned residual",
     "parallel_shared_mask": "add_norm: the parallel branch x1 dropped with x's keep-mask (mask1 ignored)",
     "no_dy1": "add_norm backward: ds without y1's path (dx, dresidual, dx1 from dy and dresidual_out only)",
+    # GroupNorm + SiLU fused (group_norm_silu)
+    "silu_before_affine": "group_norm_silu: SiLU applied before the affine (silu(x_hat) * w + b)",
+    "silu_grad_at_xhat": "group_norm_silu backward: silu' evaluated at x_hat, without the affine",
+    "silu_grad_at_output": "group_norm_silu backward: silu' evaluated at the output y = silu(p)",
+    "gns_strided_groups": "group_norm_silu: group g over the channels c % G == g (the NHWC kernel's group index) "
+                          "instead of the C/G consecutive channels",
     # semantic conventions
     "rms_centered_var": "rms_norm: x * rsqrt(var(x) + eps) with the centred variance in place of mean(x^2)",
     "rms_as_ln": "rms_norm computed as layer_norm (the mean removed)",
@@ -134,6 +141,16 @@ MUTATIONS = {
                        "int8 kernels)",
     "q_ties_away": "norm_quant int8: round half away from zero (C's roundf / llrintf-free casts) instead of half to "
                    "even",
+    # dyt (dynamic tanh)
+    "dyt_dalpha_row": "dyt: dalpha reduced over the last dimension only, the last row's partial kept",
+    "dyt_dalpha_mean": "dyt: dalpha averaged over the elements instead of summed",
+    "dyt_dx_no_alpha": "dyt backward: dx = g * (1 - t^2), alpha (the inner derivative) dropped",
+    "dyt_sech_in_d": "dyt backward: 1 - t^2 from t rounded to the case dtype",
+    # poly_norm (PolyCom)
+    "pn_eps_outside": "poly_norm: r_p = 1 / (sqrt(mean(x^2p)) + eps), eps outside the square root",
+    "pn_pow_in_d": "poly_norm: x^2 and x^3 rounded to the case dtype before the statistics",
+    "pn_w_reversed": "poly_norm: weight[0] on x, weight[2] on x^3 (the order reversed)",
+    "pn_no_chain": "poly_norm backward: dx = du_3 + du_2 + du_1 (the powers' derivatives dropped)",
 }
 
 
@@ -636,6 +653,86 @@ class EmulatedBackend:
             grads = {name: k.out(v) for name, v in grads.items()}
         return Returned(outs, grads, {})
 
+    # ------------------------------------------------------------------ dyt
+    def _dyt(self, call, k):
+        """t = tanh(alpha * x) in A, y = t * w + b rounded once; backward: D = 1 - t * t (autograd's tanh
+        backward), dx = g * D * alpha, dalpha = the pairwise sum of g * D * x over every element, dweight and
+        dbias pairwise over the rows."""
+        M = k.mut
+        x = k.a(call.inputs["x"])
+        alpha = call.inputs["alpha"]
+        a = k.a(alpha).reshape(())
+        w, b = k.a(call.inputs.get("weight")), k.a(call.inputs.get("bias"))
+        t = np.tanh(a * x)
+        y = t if w is None else t * w
+        y = y if b is None else y + b
+        grads = {}
+        dy = self._dy(call, k)
+        if dy is not None:
+            C = x.shape[-1]
+            rows = lambda v: v.reshape(-1, C)                               # noqa: E731
+            g = dy if w is None else dy * w
+            tb = k.q(t) if M == "dyt_sech_in_d" else t
+            gd = g * (k.A(1.0) - tb * tb)
+            grads["x"] = gd if M == "dyt_dx_no_alpha" else gd * a
+            terms = gd * x
+            if M == "dyt_dalpha_row":
+                da = k.sum(rows(terms))[-1, 0]
+            else:
+                da = k.sum(terms.reshape(1, -1))[0, 0]
+                if M == "dyt_dalpha_mean":
+                    da = da / k.A(max(x.size, 1))
+            grads["alpha"] = np.full(np.shape(alpha), da, dtype=k.A)
+            if w is not None:
+                grads["weight"] = k.sum(np.ascontiguousarray(rows(dy * t).T))[:, 0]
+            if b is not None:
+                grads["bias"] = k.sum(np.ascontiguousarray(rows(dy).T))[:, 0]
+        return self._finish(k, {"y": y}, grads)
+
+    # ------------------------------------------------------------------ poly_norm
+    def _poly_norm(self, call, k):
+        """Per power p = 3, 2, 1: U = x*x*x, x*x, x in A, r = 1 / sqrt(sum(U*U)/n + eps), h = U * r (rms_norm's
+        kernel); y = w0 h_3 + w1 h_2 + w2 h_1 + b rounded once; backward: du = r * (g - h * sum(g * h)/n),
+        g = dy * w_p, dx = 3 x^2 du_3 + 2 x du_2 + du_1, dweight and dbias pairwise over every element."""
+        M = k.mut
+        x = k.a(call.inputs["x"])
+        n = x.shape[-1]
+        X = x.reshape(-1, n)
+        A = k.A
+        w, b = k.a(call.inputs["weight"]), k.a(call.inputs.get("bias"))
+        if M == "pn_w_reversed":
+            w = w[::-1].copy()
+        eps = A(call.config.get("eps", 1e-6))
+        dy = self._dy(call, k)
+        G = None if dy is None else dy.reshape(-1, n)
+        y = np.zeros(X.shape, A) + (A(0) if b is None else b.reshape(()))
+        dx = np.zeros(X.shape, A)
+        dw = np.zeros(3, A)
+        for j, U in enumerate((X * X * X, X * X, X)):
+            p = 3 - j
+            if M == "pn_pow_in_d" and p > 1:
+                U = k.q(U)
+            ms = k.sum(U * U) / A(n)
+            rms = np.sqrt(ms)
+            r = A(1) / (rms + eps) if M == "pn_eps_outside" else A(1) / np.sqrt(ms + eps)
+            h = U * r
+            y = y + w[j] * h
+            if G is not None:
+                g = G * w[j]
+                B = k.sum(g * h) / A(n)
+                uh = np.where(rms == 0, A(0), U / np.where(rms == 0, A(1), rms)) if M == "pn_eps_outside" else h
+                du = r * (g - uh * B)
+                q = A(3) * X * X if p == 3 else (A(2) * X if p == 2 else None)
+                dx = dx + (du if (q is None or M == "pn_no_chain") else q * du)
+                dw[j] = k.sum((G * h).reshape(1, -1))[0, 0]
+        grads = {}
+        if G is not None:
+            grads["x"] = dx.reshape(x.shape)
+            grads["weight"] = dw[::-1].copy() if M == "pn_w_reversed" else dw
+            if b is not None:
+                grads["bias"] = np.full(np.shape(call.inputs["bias"]), k.sum(G.reshape(1, -1))[0, 0], dtype=A)
+        return self._finish(k, {"y": y.reshape(x.shape)}, grads)
+
     # ------------------------------------------------------------------ group_norm
     def _group_norm(self, call, k):
         M = k.mut
@@ -695,6 +792,64 @@ class EmulatedBackend:
                     partner = np.where(c % 64 < 32, c + 32, c)
                     g = g + np.where((partner < C) & (partner != c), g[np.minimum(partner, C - 1)], 0)
                 grads[name] = g
+        return self._finish(k, outs, grads)
+
+    # ------------------------------------------------------------------ group_norm_silu
+    def _group_norm_silu(self, call, k):
+        """group_norm's rows in A (every statistics mutation of k.standardize applies), y = p * sigmoid(p) in A
+        (sigmoid as 1 / (1 + exp(-p)): -0 where exp(-p) overflows), the backward dp = dy * s (1 + p (1 - s)) in
+        A, then group_norm's backward with dp; one final rounding of each array."""
+        from refnorm.pitfalls.group_norm_silu import strided_order
+        M, A = k.mut, k.A
+        G = int(call.config["num_groups"])
+        eps = call.config.get("eps", 1e-5)
+        x = k.a(call.inputs["x"])
+        w, b = k.a(call.inputs.get("weight")), k.a(call.inputs.get("bias"))
+        dy = self._dy(call, k)
+        N, C = x.shape[:2]
+        perm = strided_order(C, G) if M == "gns_strided_groups" else np.arange(C)
+        inv = np.argsort(perm)
+        x = x[:, perm]
+        w, b = (None if v is None else v[perm] for v in (w, b))
+        dy = None if dy is None else dy[:, perm]
+        view = (N * G, x.size // (N * G) if N * G else 0)
+        pb = (1, C) + (1,) * (x.ndim - 2)
+        wv, bv = (None if v is None else np.broadcast_to(v.reshape(pb), x.shape).reshape(view) for v in (w, b))
+        one = A(1)
+
+        def sig(t):
+            return one / (one + np.exp(-t))
+
+        def silu_grad(t):
+            s = sig(t)
+            return s * (one + t * (one - s))
+        before = M == "silu_before_affine"
+        r = k.standardize(x.reshape(view), centered=True, eps=eps, w=None if before else wv, b=None if before else bv)
+        xhat, p = r["xhat"], r["y"]
+        if before:
+            y = xhat * sig(xhat)
+            y = y if wv is None else y * wv
+            y = y if bv is None else y + bv
+        else:
+            y = p * sig(p)
+        back = lambda t: np.asarray(t).reshape(x.shape)[:, inv]          # noqa: E731
+        outs = {"y": back(y), "mean": r["mean"].reshape(N, G), "rstd": r["rstd"].reshape(N, G)}
+        grads = {}
+        if dy is not None:
+            dyv = dy.reshape(view)
+            if before:
+                g = dyv if wv is None else dyv * wv
+                rb = k.standardize(x.reshape(view), centered=True, eps=eps, dy=g * silu_grad(xhat))
+                pw, pb_ = dyv * (xhat * sig(xhat)), dyv
+            else:
+                at = {"silu_grad_at_xhat": xhat, "silu_grad_at_output": y}.get(M, p)
+                rb = k.standardize(x.reshape(view), centered=True, eps=eps, w=wv, b=bv, dy=dyv * silu_grad(at))
+                pw, pb_ = rb["pw"], rb["pb"]
+            grads["x"] = back(rb["dx"])
+            for name, v, t in (("weight", w, pw), ("bias", b, pb_)):
+                if v is not None:
+                    T = np.asarray(t).reshape(x.shape)
+                    grads[name] = k.param_sum(T, (1,), (C,), is_weight=name == "weight")[inv]
         return self._finish(k, outs, grads)
 
     # ------------------------------------------------------------------ batch_norm, instance_norm

@@ -20,6 +20,8 @@ from typing import Callable
 
 LN, RMS, GN, BN, IN, AN = "layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "add_norm"
 NQ = "norm_quant"
+DYT, PN = "dyt", "poly_norm"
+GNS = "group_norm_silu"
 CENTERED = (LN, GN, BN, IN)
 
 ALL_ROWS = (
@@ -189,6 +191,26 @@ SUPPLEMENTARY = (
     P("R-parmask", "the parallel branch x1 dropped with x's keep-mask instead of its own", "parallel_shared_mask",
       (AN,)),
     P("R-pardy1", "the backward without the gradient through the parallel output y1", "no_dy1", (AN,)),
+    # element-wise replacements of a norm (issue 36): DyT, PolyNorm
+    P("R-dytrow", "DyT: alpha's gradient reduced over the last dimension only (the rows not summed)",
+      "dyt_dalpha_row", (DYT,)),
+    P("R-dytmean", "DyT: alpha's gradient averaged over the elements instead of summed", "dyt_dalpha_mean", (DYT,)),
+    P("R-dytdx", "DyT: dx without alpha, tanh(alpha x)'s inner derivative", "dyt_dx_no_alpha", (DYT,)),
+    P("R-dyt16", "DyT: tanh' as 1 - t^2 from t rounded to the activation dtype", "dyt_sech_in_d", (DYT,)),
+    P("R-pneps", "PolyNorm: eps outside the square root", "pn_eps_outside", (PN,)),
+    P("R-pnpow16", "PolyNorm: x^2 and x^3 formed in the activation dtype (float16's x^3 overflows beyond 40.3)",
+      "pn_pow_in_d", (PN,)),
+    P("R-pnwrev", "PolyNorm: the weight read in reverse order (w0 on x, w2 on x^3)", "pn_w_reversed", (PN,)),
+    P("R-pnchain", "PolyNorm: dx without the chain rule through the powers", "pn_no_chain", (PN,)),
+    # GroupNorm + SiLU fused (issue 36): diffusion UNet/VAE kernels
+    P("R-siluaff", "SiLU applied before the affine: silu(x_hat) * weight + bias", "silu_before_affine", (GNS,)),
+    P("R-silugrad", "silu' evaluated at the normalized value x_hat, without the affine", "silu_grad_at_xhat",
+      (GNS,)),
+    P("R-silugrady", "silu' evaluated at the output y = silu(p)", "silu_grad_at_output", (GNS,)),
+    P("R-gnstride", "groups over the wrong channel order: group g holds the channels c % G == g (a channels_last "
+                    "kernel's group index)", "gns_strided_groups", (GNS,)),
+    P("R-gns1pass", "the fused GroupNorm + SiLU kernel's variance as E[x^2]-E[x]^2 in fp32, clamped at 0 "
+                    "(A01's mechanism in the fused kernel)", "one_pass_clamp", (GNS,)),
 )
 
 NOT_APPLICABLE = {

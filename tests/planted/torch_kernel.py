@@ -29,7 +29,7 @@ BUGS = {
     "rms_eps_outside": ("rms_norm", "eps", "eps outside the sqrt"),
     "rms_sq_in_d": ("rms_norm", "precision", "x*x computed in the input dtype before the float32 mean"),
     "rms_centered": ("rms_norm", "semantics", "the mean subtracted (layer_norm without bias)"),
-    "rms_dw_rows_half": ("rms_norm", None, "dweight summed over the first half of the rows only (no variant)"),
+    "rms_dw_rows_half": ("rms_norm", "reduction", "dweight summed over the first half of the rows only (no catalogue variant: named by the arithmetic search, issue 33)"),
     "gn_ddof1": ("group_norm", "bessel", "variance with ddof=1"),
     "gn_eps_outside": ("group_norm", "eps", "eps outside the sqrt"),
     "gn_one_pass": ("group_norm", "one_pass", "one-pass variance in float32, clamped"),

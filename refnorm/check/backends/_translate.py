@@ -55,7 +55,8 @@ def start_run(backend, call) -> dict:
 # the inputs of each op that are activations (held in the case dtype in every parameter layout); the
 # other floating inputs are parameters (weight, bias: float32 under param_dtype="float32"). Default: x
 ACTIVATIONS = {"weight_norm": ("v", "g"), "add_norm": ("x", "residual", "mask", "rowscale", "x1", "mask1"),
-               "adaptive_layer_norm": ("x", "scale", "shift")}
+               "adaptive_layer_norm": ("x", "scale", "shift"), "gated_norm": ("x", "z"),
+               "norm_quant_block": ("x", "residual")}
 
 
 def flowing_outputs(spec, cfg: Mapping, cotangents: Mapping, returned) -> list:
@@ -67,6 +68,21 @@ def flowing_outputs(spec, cfg: Mapping, cotangents: Mapping, returned) -> list:
     if spec.name == "add_norm" and not cfg.get("prenorm", True):
         rest = [k for k in rest if k != "residual_out"]
     return [first] + [k for k in rest if k in cotangents and k in returned]
+
+
+def split_state(call, spec, convert) -> tuple[dict, np.ndarray | None]:
+    """The call's state as (its float entries, each ``convert(what, array)``; its integer entry, the
+    count num_batches_tracked, as int64, or None). An integer entry holding a fraction is a ValueError."""
+    floats, count = {}, None
+    for k, a in call.state.items():
+        if k in spec.integer_state:
+            arr = np.asarray(a)
+            if arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
+                raise ValueError(f"{call.op}: state {k!r} must hold whole numbers, got {arr!r}")
+            count = arr.astype(np.int64)
+        else:
+            floats[k] = convert(f"state {k!r}", a)
+    return floats, count
 
 
 def int_list(v) -> list[int]:

@@ -128,6 +128,8 @@ import numpy as np
 
 from ... import registry
 from . import _translate as T
+from . import jax_ops
+from .jax_ops import _eps_value
 from .base import Call, Contract, Returned
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
@@ -149,6 +151,18 @@ NO_JAX = {
                 "formula re-typed, not a jax implementation)",
     "adaptive_layer_norm": "jax has no adaptive_layer_norm op (DiT's adaLN is LayerNorm composed with a "
                            "per-sample scale and shift in model code)",
+    "gated_norm": "jax has no gated norm op (Mamba2's RMSNormGated in jax ports is x * silu(z) and an RMSNorm "
+                  "composed in model code: refnorm's formula re-typed, not a jax implementation)",
+    "dyt": "jax has no dynamic-tanh op (DyT is jnp.tanh composed with a learnable scalar and an affine in model "
+           "code: refnorm's formula re-typed, not a jax implementation)",
+    "poly_norm": "jax has no PolyNorm op (PolyCom's norm is composed from jnp powers and means in model code: "
+                 "refnorm's formula re-typed, not a jax implementation)",
+    "norm_quant_block": "jax has no norm with a block-scaled quantized output (fp8 groups, MXFP8, NVFP4 are kernel "
+                        "library ops; the torch composite checks the convention)",
+    "group_norm_silu": "jax has no GroupNorm + SiLU op: jax.nn.silu of this adapter's group_norm "
+                       "(jax.nn.standardize) would be a composition whose float16/bfloat16 SiLU runs in the case "
+                       "dtype (its exp, add and division each rounded to it), a rounding model the group_norm_silu "
+                       "bounds do not define (their epi_d rounds only p and dp to the case dtype)",
 }
 INSTALL = "pip install jax (or pip install 'refnorm[jax]')"
 
@@ -276,18 +290,10 @@ class JaxBackend:
         dt = T.np_dtype(call.dtype)
         dev = jax.devices(self.platform)[0]
 
-        diff, const = {}, {}
+        diff = {}
         for k, a in call.inputs.items():
             diff[k] = jax.device_put(_exact(f"input {k!r}", a, dt), dev)
-        nbt = None
-        for k, a in call.state.items():
-            if k in spec.integer_state:
-                arr = np.asarray(a)
-                if arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
-                    raise ValueError(f"{call.op}: state {k!r} must hold whole numbers, got {arr!r}")
-                nbt = arr.astype(np.int64)
-            else:
-                const[k] = jax.device_put(_exact(f"state {k!r}", a, dt), dev)
+        const, nbt = T.split_state(call, spec, lambda what, a: jax.device_put(_exact(what, a, dt), dev))
         if const and not {"running_mean", "running_var"} <= set(const):
             raise ValueError(f"{call.op}: state needs both 'running_mean' and 'running_var', got {sorted(call.state)}")
 
@@ -425,170 +431,14 @@ class JaxBackend:
         """Pickled (``refnorm check --isolate``) without its programs and compile pool."""
         return {k: v for k, v in self.__dict__.items() if k not in ("_jit_cache", "_ahead", "_pool")}
 
-    # ------------------------------------------------------------------ ops
     def _forward(self, jax, op, cfg, training, tracking, nbt_after, traced_eps):
-        """The forward f(diff, const, e) -> (differentiable output, new float state) of one call; ``e`` is
-        eps as a traced 0-d array when ``traced_eps`` (``_key``), else unused (eps is a constant)."""
-        import jax.numpy as jnp
-        from jax import lax
-        alg = self.variance
-        eps0 = _eps_value(op, cfg)
-
-        def eps(e):
-            return e if traced_eps else eps0
-
-        def affine(y, d, pshape):
-            if "weight" in d:
-                y = y * d["weight"].reshape(pshape)
-            if "bias" in d:
-                y = y + d["bias"].reshape(pshape)
-            return y
-
-        if op == "layer_norm":
-            ns = T.int_list(cfg["normalized_shape"])
-
-            def f(d, c, e):
-                x = d["x"]
-                axes = tuple(range(x.ndim - len(ns), x.ndim))
-                y = jax.nn.standardize(x, axis=axes, epsilon=eps(e), algorithm=alg)
-                return affine(y, d, tuple(ns)), {}
-            return f
-
-        if op == "group_norm":
-            G = int(cfg["num_groups"])
-
-            def f(d, c, e):
-                x = d["x"]
-                N, C = x.shape[0], x.shape[1]
-                y = jax.nn.standardize(x.reshape(N, G, -1), axis=-1, epsilon=eps(e), algorithm=alg).reshape(x.shape)
-                return affine(y, d, (1, C) + (1,) * (x.ndim - 2)), {}
-            return f
-
-        if op == "weight_standardization":
-            def f(d, c, e):
-                x = d["x"]
-                return jax.nn.standardize(x, axis=tuple(range(1, x.ndim)), epsilon=eps(e), algorithm=alg), {}
-            return f
-
-        if op in ("batch_norm", "instance_norm"):
-            use_batch = training or not tracking
-            if training and tracking:
-                a, p, unbiased = T.momentum_rule(op, cfg, nbt_after)
-            else:
-                a = p = unbiased = None
-
-            def f(d, c, e):
-                x = d["x"]
-                C = x.shape[1]
-                pb = (1, C) + (1,) * (x.ndim - 2)
-                axes = ((0,) if op == "batch_norm" else ()) + tuple(range(2, x.ndim))
-                if not use_batch:            # eval with running statistics: the per-channel affine map
-                    y = jax.nn.standardize(x, axis=axes, mean=c["running_mean"].reshape(pb),
-                                           variance=c["running_var"].reshape(pb), epsilon=eps(e))
-                    return affine(y, d, pb), {"running_mean": c["running_mean"], "running_var": c["running_var"]}
-                y = jax.nn.standardize(x, axis=axes, epsilon=eps(e), algorithm=alg)
-                new = {}
-                if tracking:
-                    new = {"running_mean": c["running_mean"], "running_var": c["running_var"]}
-                    if training:
-                        # re-implemented (no jax op has running statistics): the statistics standardize
-                        # computes, by the same formulas, then refnorm's update rule
-                        xs = lax.stop_gradient(x)
-                        mean = jnp.mean(xs, axis=axes, keepdims=True)
-                        if alg == "fast":
-                            var = jnp.clip(jnp.mean(jnp.square(xs), axis=axes, keepdims=True) - jnp.square(mean), 0)
-                        else:
-                            var = jnp.mean(jnp.square(xs - mean), axis=axes, keepdims=True)
-                        n = math.prod(x.shape[i] for i in axes)
-                        if unbiased:
-                            var = var * (n / (n - 1)) if n > 1 else var
-                        if op == "instance_norm":            # the N per-instance updates, averaged
-                            mean_c, var_c = jnp.mean(mean.reshape(x.shape[:2]), axis=0), jnp.mean(var.reshape(x.shape[:2]), axis=0)
-                        else:
-                            mean_c, var_c = mean.reshape(C), var.reshape(C)
-                        if n > 0:
-                            new = {"running_mean": a * c["running_mean"] + p * mean_c,
-                                   "running_var": a * c["running_var"] + p * var_c}
-                return affine(y, d, pb), new
-            return f
-
-        if op == "rms_norm":
-            ns = T.int_list(cfg["normalized_shape"])
-            inside = cfg["eps_placement"] == "inside"
-            off = float(cfg["weight_offset"])
-
-            def f(d, c, e):
-                x = d["x"]
-                axes = tuple(range(x.ndim - len(ns), x.ndim))
-                ms = jnp.mean(jnp.square(x), axis=axes, keepdims=True)
-                y = x * lax.rsqrt(ms + eps(e)) if inside else x / (jnp.sqrt(ms) + eps(e))
-                if "weight" in d:
-                    y = y * ((d["weight"] + off) if off else d["weight"])
-                return y, {}
-            return f
-
-        if op == "local_response_norm":
-            size, alpha, beta, k = int(cfg["size"]), float(cfg["alpha"]), float(cfg["beta"]), float(cfg["k"])
-            pad = (size // 2, (size - 1) // 2) if cfg["window"] == "torch" else ((size - 1) // 2, size // 2)
-
-            def f(d, c, e):
-                x = d["x"]
-                nd = x.ndim
-                s = lax.reduce_window(jnp.square(x), 0.0, lax.add, (1, size) + (1,) * (nd - 2),
-                                      (1,) * nd, [(0, 0), pad] + [(0, 0)] * (nd - 2))
-                return x / (k + alpha / size * s) ** beta, {}
-            return f
-
-        if op == "lp_normalize":
-            p = float(cfg["p"])
-            dim = cfg["dim"]
-            dims = int(dim) if T.is_int(dim) else tuple(int(a) for a in dim)
-            ordp = int(p) if p in (1.0, 2.0) else p
-
-            def f(d, c, e):
-                x = d["x"]
-                nrm = jnp.linalg.vector_norm(x, ord=ordp, axis=dims, keepdims=True)
-                return x / jnp.maximum(nrm, eps(e)), {}
-            return f
-
-        if op == "weight_norm":
-            dim = cfg["dim"]
-
-            def f(d, c, e):
-                v, g = d["v"], d["g"]
-                if dim is None:
-                    axes, keep = tuple(range(v.ndim)), (1,) * v.ndim
-                else:
-                    dd = int(dim) % v.ndim
-                    axes = tuple(i for i in range(v.ndim) if i != dd)
-                    keep = tuple(s if i == dd else 1 for i, s in enumerate(v.shape))
-                nrm = jnp.linalg.vector_norm(v, axis=axes, keepdims=True)
-                return v * (g.reshape(keep) / nrm), {}
-            return f
-
-        if op == "mean_variance_norm":
-            axes0 = tuple(int(a) for a in cfg["axes"])
-
-            def f(d, c, e):
-                x = d["x"]
-                axes = tuple(a % x.ndim for a in axes0)
-                return (x - jnp.mean(x, axis=axes, keepdims=True)) / (jnp.std(x, axis=axes, keepdims=True) + eps(e)), {}
-            return f
-
-        raise NotImplementedError(f"the jax backend has no implementation of {op!r}")   # pragma: no cover
+        """The forward of one call (jax_ops.forward, with this backend's variance algorithm)."""
+        return jax_ops.forward(jax, op, cfg, training, tracking, nbt_after, traced_eps, self.variance)
 
 
 # ---------------------------------------------------------------------- helpers
 class _CotangentShape(ValueError):
     """A cotangent whose shape is not the output's (raised while tracing the pullback)."""
-
-
-def _eps_value(op: str, cfg) -> float | None:
-    """The eps the forward of ``op`` adds, or None (``cfg``: rms_norm's eps=None already resolved for the
-    case dtype, ``registry.resolve_options``)."""
-    if op in ("local_response_norm", "weight_norm"):
-        return None
-    return float(cfg["eps"])
 
 
 def _traced_eps(op: str, cfg) -> float | None:

@@ -8,9 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ... import registry
-from ...norms.norm_quant import quantize
 from ..bounds import array_dtypes
-from ..precision import NP, round_to
+from ..precision import NP, quantize_to, round_to
 from .base import Call, Contract, Returned
 
 
@@ -18,8 +17,8 @@ def _round(a, dtype):
     a = np.asarray(a)
     if a.dtype.kind in "iub":
         return a.copy()
-    if dtype not in NP:                  # a quantized dtype (norm_quant's q): saturate, round to nearest even
-        return quantize(a, dtype)
+    if dtype not in NP:                  # a quantized dtype (norm_quant's q): saturate, round by the grid's rule
+        return quantize_to(a, dtype)
     return round_to(a, dtype)        # correctly rounded (ml_dtypes' float64 -> bfloat16 cast rounds twice)
 
 

@@ -127,6 +127,17 @@ NO_ONNX = {
     "offline_batch_norm": "ONNX has no offline_batch_norm operator (refnorm's framework instance of batch_norm)",
     "power_norm": "ONNX has no power_norm operator",
     "batch_renorm": "ONNX has no batch_renorm operator",
+    "gated_norm": "ONNX has no gated norm operator (Mamba2's RMSNormGated exports as Sigmoid/Mul and "
+                  "RMSNormalization or a decomposition; no single operator to wire)",
+    "dyt": "ONNX has no dynamic-tanh operator (an exporter writes Tanh, Mul and Add: no normalization op to "
+           "check)",
+    "poly_norm": "ONNX has no PolyNorm operator (an exporter writes Pow, ReduceMean, Sqrt and Div: no "
+                 "normalization op to check)",
+    "norm_quant_block": "ONNX has no norm with a block-scaled quantized output (QuantizeLinear's blocked mode "
+                        "takes its scales as an input: no amax-derived, E8M0 or two-level NVFP4 scales)",
+    "group_norm_silu": "ONNX has no GroupNorm + SiLU operator (GroupNormalization then Sigmoid and Mul in the "
+                       "graph); onnxruntime's contrib com.microsoft GroupNorm (activation=1: SiLU) takes NHWC input and "
+                       "is a CUDA/ROCm kernel, not wired into this adapter",
 }
 OPSET = {"layer_norm": 17, "group_norm": 21, "batch_norm": 15, "instance_norm": 22, "rms_norm": 23,
          "local_response_norm": 13, "lp_normalize": 22, "mean_variance_norm": 13}
@@ -263,16 +274,7 @@ class OnnxruntimeBackend:
         spec = registry.get(call.op)
         dt = T.np_dtype(call.dtype)
         ins = {k: _exact(f"input {k!r}", a, dt) for k, a in call.inputs.items()}
-        st = {}
-        nbt = None
-        for k, a in call.state.items():
-            if k in spec.integer_state:
-                arr = np.asarray(a)
-                if arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
-                    raise ValueError(f"{call.op}: state {k!r} must hold whole numbers, got {arr!r}")
-                nbt = arr.astype(np.int64)
-            else:
-                st[k] = _exact(f"state {k!r}", a, dt)
+        st, nbt = T.split_state(call, spec, lambda what, a: _exact(what, a, dt))
         if st and not {"running_mean", "running_var"} <= set(st):
             raise ValueError(f"{call.op}: state needs both 'running_mean' and 'running_var', got {sorted(call.state)}")
         outputs, new_state = getattr(self, "_" + call.op)(cfg, call, ins, st, dt)

@@ -64,6 +64,11 @@ the running statistics, in every dtype and both layouts (tests/test_torch_backen
     adaptive_layer_norm  a composition: torch.native_layer_norm of x in float32 (float64 for float64 cases),
                          times (1 + scale), plus shift (both (B, H), broadcast over the tokens), cast once;
                          mean and rstd are native_layer_norm's.
+    dyt, poly_norm       compositions (torch_composites.dyt / .poly_norm: the paper's DyT module, vLLM's
+                         polynorm_naive), upcast to float32 (float64 for float64 cases), cast once; strict.
+    group_norm_silu      a composite (torch_composites.py): F.silu of group_norm above (native_group_norm,
+                         F.group_norm's kernel), in the case dtype; float16/bfloat16: epi_d (p and dp
+                         rounded to the case dtype between the two ops).
     mean_variance_norm, weight_standardization, min_max_scale, z_score, unified_norm, offline_batch_norm,
     power_norm, batch_renorm: skipped,
                          torch has no native op.
@@ -150,9 +155,7 @@ torch defects found while measuring (raised, never worked around):
 """
 from __future__ import annotations
 
-import math
 import warnings
-from fractions import Fraction
 from typing import Mapping
 
 import numpy as np
@@ -160,6 +163,9 @@ import numpy as np
 from ... import registry
 from . import _translate as T
 from . import torch_composites as TC
+from . import torch_ops as OPS_
+from .torch_ops import (ONNX_TRAINING, Refused, _running, _suggested_format,  # noqa: F401  (re-exported)
+                        _verify_batch_size, onnx_momentum_to_torch)
 from ...spec import DEFAULT
 from .base import Call, Contract, Returned
 
@@ -191,32 +197,12 @@ LOW_CONTRACT = {"batch_norm": "stats_d", "instance_norm": "stats_d", "group_norm
                 "layer_norm": "stats_d", "weight_norm": "stats_d", "lp_normalize": "epi_d",
                 "local_response_norm": "epi_d", **TC.LOW_CONTRACT}
 CUDA_UNAVAILABLE = "CUDA is not available on this machine (torch.cuda.is_available() is False)"
-ONNX_TRAINING = ("batch_norm convention='onnx' in training is not expressible in torch: ONNX's running_var "
-                 "stores the biased batch variance, torch's the unbiased one (var * n / (n - 1)), and no torch "
-                 "option changes that")
-
-
-class Refused(ValueError):
-    """The adapter refuses a call (torch's own Python-level argument checks, inputs that would crash the
-    process) or cannot translate torch's answer back; the message says why."""
-
-
 def _import_torch():
     try:
         import torch
     except ImportError as e:             # pragma: no cover - depends on the environment
         raise RuntimeError(f"torch is not installed ({e}); pip install torch==2.13.0") from e
     return torch
-
-
-def onnx_momentum_to_torch(m_onnx) -> float | None:
-    """torch's momentum for ONNX's m (the weight of the OLD value): 1 - m, when that is exact in float64
-    (so that torch's (1 - momentum) is m again); None when it is not exactly expressible."""
-    m = float(m_onnx)
-    t = 1.0 - m
-    if Fraction(t) == 1 - Fraction(m) and Fraction(1.0 - t) == Fraction(m):
-        return t
-    return None
 
 
 class TorchBackend:
@@ -247,7 +233,8 @@ class TorchBackend:
         if reason:
             return reason
         if (self.device == "cuda" and self.param_dtype == "float32" and call.dtype in LOW
-                and call.op in ("layer_norm", "group_norm") and any(k in call.inputs for k in ("weight", "bias"))):
+                and call.op in ("layer_norm", "group_norm", "group_norm_silu")
+                and any(k in call.inputs for k in ("weight", "bias"))):
             return (f"torch's CUDA {call.op} takes its weight and bias in the input's dtype only (float32 "
                     f"parameters with {call.dtype} input raise 'expected scalar type ... but found Float'; the "
                     "mixed-dtype kernel is CPU-only): judge these cases with --backend torch-cuda-caseparams")
@@ -397,248 +384,9 @@ class TorchBackend:
                         {k: _to_numpy(torch, v) for k, v in new_state.items()})
 
     def _op(self, op: str):
-        """The method computing ``op``: ``_<op>`` here, or its composite (torch_composites.COMPOSITES)."""
-        if op in TC.COMPOSITES:
-            return lambda *a: TC.COMPOSITES[op](self, *a)
-        return getattr(self, "_" + op)
-
-    # ------------------------------------------------------------------ ops
-    # each returns (outputs: name -> tensor, new state: name -> tensor); gradients are taken with respect
-    # to the leaf tensors built in run(), so they come back in the shapes the inputs were given in
-
-    def _batch_norm(self, torch, t, cfg, st, training):
-        x, w, b = t["x"], t.get("weight"), t.get("bias")
-        rm, rv, nbt = _running(torch, "batch_norm", st, self.device)
-        tracking = rm is not None
-        use_batch = training or not tracking          # nn.BatchNorm: no running stats -> batch stats
-        eps = float(cfg["eps"])
-        if use_batch:                                 # F.batch_norm's checks (native_batch_norm has none)
-            _verify_batch_size(list(x.shape))
-            if eps <= 0:
-                raise Refused(f"F.batch_norm refuses eps={eps!r} when batch statistics are used "
-                              "('batch_norm eps must be positive during training')")
-        factor = 0.0                                  # not read by torch unless it updates running stats
-        if training and tracking:
-            nbt = nbt + 1                             # nn.BatchNorm: num_batches_tracked.add_(1)
-            mom = cfg["momentum"]
-            if cfg["convention"] != "torch":          # supports() refuses onnx training
-                raise Refused(ONNX_TRAINING)
-            mom = 0.1 if mom is DEFAULT else mom
-            factor = 1.0 / float(nbt.item()) if mom is None else float(mom)
-        y, save_mean, save_rstd = torch.native_batch_norm(x, w, b, rm, rv, use_batch, factor, eps)
-        out = {"y": y}
-        if use_batch:                                 # eval: torch returns empty save_mean / save_invstd
-            out["mean"], out["rstd"] = save_mean, save_rstd
-        new = {"running_mean": rm, "running_var": rv, "num_batches_tracked": nbt} if tracking else {}
-        return out, new
-
-    def _instance_norm(self, torch, t, cfg, st, training):
-        import torch.nn.functional as F
-        x, w, b = t["x"], t.get("weight"), t.get("bias")
-        rm, rv, nbt = _running(torch, "instance_norm", st, self.device)
-        tracking = rm is not None
-        mom = cfg["momentum"]
-        mom = 0.0 if mom is None else float(mom)      # nn.InstanceNorm passes momentum=None as 0.0
-        y = F.instance_norm(x, rm, rv, w, b, use_input_stats=training or not tracking, momentum=mom,
-                            eps=float(cfg["eps"]))
-        new = {"running_mean": rm, "running_var": rv, "num_batches_tracked": nbt} if tracking else {}
-        return {"y": y}, new
-
-    def _layer_norm(self, torch, t, cfg, st, training):
-        x = t["x"]
-        ns = T.int_list(cfg["normalized_shape"])
-        w = t.get("weight")
-        if w is not None and float(cfg["weight_offset"]) != 0.0:
-            w = w + float(cfg["weight_offset"])        # zero-centred gamma: torch has none, the offset is added
-        y, mean, rstd = torch.native_layer_norm(x, ns, w, t.get("bias"), float(cfg["eps"]))
-        k = len(ns)
-        want = tuple(x.shape[:x.dim() - k]) + (1,) * k
-        for name, s in (("mean", mean), ("rstd", rstd)):
-            if tuple(s.shape) != want:
-                raise Refused(f"torch.native_layer_norm returned {name} of shape {tuple(s.shape)}; "
-                                 f"refnorm's is {want}")
-        return {"y": y, "mean": mean, "rstd": rstd}, {}
-
-    def _group_norm(self, torch, t, cfg, st, training):
-        # what F.group_norm (aten's group_norm) hands native_group_norm: on CPU the input made contiguous in
-        # its suggested memory format (a 4-D/5-D channels_last tensor stays channels_last and runs the
-        # channels_last kernel; a transposed, strided or 3-D channels-last view becomes C order), elsewhere
-        # C order (native_group_norm raises "Expected X.is_contiguous(memory_format)" on any other input:
-        # calling it on the view as handed was this adapter's error, not torch's)
-        x = t["x"]
-        x = x.contiguous(memory_format=_suggested_format(torch, x)) if x.device.type == "cpu" else x.contiguous()
-        if x.dim() < 2:
-            raise Refused(f"F.group_norm: expected at least 2 dimensions for input tensor but received {x.dim()}")
-        G = int(cfg["num_groups"])
-        N, C = int(x.shape[0]), int(x.shape[1])
-        _verify_batch_size([N * C // G, G] + list(x.shape[2:]))          # F.group_norm's check
-        hxw = math.prod(int(s) for s in x.shape[2:])
-        y, mean, rstd = torch.native_group_norm(x, t.get("weight"), t.get("bias"), N, C, hxw, G, float(cfg["eps"]))
-        for name, s in (("mean", mean), ("rstd", rstd)):
-            if tuple(s.shape) != (N, G):
-                raise Refused(f"torch.native_group_norm returned {name} of shape {tuple(s.shape)}; "
-                                 f"refnorm's is {(N, G)}")
-        return {"y": y, "mean": mean, "rstd": rstd}, {}
-
-    def _add_norm(self, torch, t, cfg, st, training):
-        import torch.nn.functional as F
-        x = t["x"]
-        acc = torch.float64 if x.dtype == torch.float64 else torch.float32
-        ns = T.int_list(cfg["normalized_shape"])
-        k = len(ns)
-        s = x.to(acc)
-        if "mask" in t:                    # a 0/1 sample, not differentiable: its gradient is zeros (refnorm's)
-            s = s * t["mask"].detach().to(acc)
-        if "rowscale" in t:
-            rs = t["rowscale"].to(acc)
-            s = s * rs.reshape(tuple(rs.shape) + (1,) * k)
-        p = float(cfg["dropout_p"])
-        if p:
-            s = s / (1.0 - p)
-        if "x1" in t:                      # the parallel branch, its own keep-mask (flash-attention's order)
-            s1 = t["x1"].to(acc)
-            if "mask1" in t:
-                s1 = s1 * t["mask1"].detach().to(acc)
-            s = s + (s1 / (1.0 - p) if p else s1)
-        if "residual" in t:
-            s = s + t["residual"].to(acc)
-
-        def norm(wk, bk):                  # as layer_norm_ref: F.layer_norm / F.rms_norm of s once per output
-            w = t.get(wk)
-            w = None if w is None else w.to(acc) + float(cfg["weight_offset"])
-            b = t.get(bk)
-            b = None if b is None else b.to(acc)
-            if cfg["norm"] == "layer_norm":
-                return F.layer_norm(s, ns, w, b, float(cfg["eps"])).to(x.dtype)
-            y = F.rms_norm(s, ns, w, eps=float(cfg["eps"]))
-            return (y if b is None else y + b).to(x.dtype)
-        low = x.dtype in (torch.float16, torch.bfloat16)
-        res_dt = torch.float32 if (cfg["residual_in_fp32"] and low) else x.dtype
-        outs = {"y": norm("weight", "bias"), "residual_out": s.to(res_dt)}
-        if "weight1" in t:
-            outs["y1"] = norm("weight1", "bias1")
-        return outs, {}
-
-    def _adaptive_layer_norm(self, torch, t, cfg, st, training):
-        x = t["x"]
-        acc = torch.float64 if x.dtype == torch.float64 else torch.float32
-        H = int(x.shape[-1])
-        y, mean, rstd = torch.native_layer_norm(x.to(acc), [H], None, None, float(cfg["eps"]))
-        shape = (int(x.shape[0]),) + (1,) * (x.dim() - 2) + (H,)
-        if "scale" in t:
-            y = y * (1.0 + t["scale"].to(acc).reshape(shape))
-        if "shift" in t:
-            y = y + t["shift"].to(acc).reshape(shape)
-        return {"y": y.to(x.dtype), "mean": mean, "rstd": rstd}, {}
-
-    def _rms_norm(self, torch, t, cfg, st, training):
-        import torch.nn.functional as F
-        eps = None if cfg["eps"] is None else float(cfg["eps"])      # None: torch's own default, refnorm's too
-        y = F.rms_norm(t["x"], T.int_list(cfg["normalized_shape"]), t.get("weight"), eps=eps)
-        return {"y": y}, {}
-
-    def _norm_quant(self, torch, t, cfg, st, training):
-        """torch has no fused norm + quantize op: the composition a fused kernel computes, in torch ops.
-        F.layer_norm / F.rms_norm on float32 copies (float64 for a float64 case: exact upcasts), amax =
-        |y|.amax per token, the dynamic scale amax / qmax clamped to [min_scale, scale_ub] (or the static
-        scale), y * (1 / scale), clamped to the quantized range, then .to(torch.float8_e4m3fn /
-        float8_e5m2) (round to nearest even) or torch.round (ties to even) .to(torch.int8)."""
-        import torch.nn.functional as F
-        from ...norms.norm_quant import QUANT_DTYPES, default_min_scale, qmax
-        x = t["x"]
-        W = torch.float64 if x.dtype == torch.float64 else torch.float32
-        ns = T.int_list(cfg["normalized_shape"])
-        w, b = (None if t.get(k) is None else t[k].to(W) for k in ("weight", "bias"))
-        if cfg["norm"] == "layer_norm":
-            y = F.layer_norm(x.to(W), ns, w, b, float(cfg["eps"]))
-        else:
-            y = F.rms_norm(x.to(W), ns, w, eps=float(cfg["eps"]))
-        axes = tuple(range(x.dim() - len(ns), x.dim()))
-        amax = y.abs().amax(dim=axes, keepdim=True)
-        qd = cfg["quant_dtype"]
-        if t.get("static_scale") is not None:
-            scale = t["static_scale"].to(W).reshape(()).expand(amax.shape)
-        else:
-            scale = amax / qmax(qd)
-            if cfg["scale_ub"] is not None:
-                scale = scale.clamp(max=float(cfg["scale_ub"]))
-            floor = default_min_scale(qd) if cfg["min_scale"] is None else float(cfg["min_scale"])
-            scale = scale.clamp(min=floor)
-        _, lo, hi = QUANT_DTYPES[qd]
-        # min_scale=0 on an all-zero row: scale 0, and q 0 (refnorm's convention), not 0 * inf = NaN
-        v = torch.where(scale == 0, torch.zeros_like(y), y * scale.reciprocal()).clamp(lo, hi)
-        q = torch.round(v).to(torch.int8) if qd == "int8" else v.to(getattr(torch, qd))
-        return {"q": q, "scale": scale.contiguous(), "amax": amax}, {}
-
-    def _local_response_norm(self, torch, t, cfg, st, training):
-        import torch.nn.functional as F
-        size = cfg["size"]
-        if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
-            raise Refused(f"local_response_norm: size={size!r}; expected an int")
-        y = F.local_response_norm(t["x"], int(size), alpha=float(cfg["alpha"]), beta=float(cfg["beta"]),
-                                  k=float(cfg["k"]))
-        return {"y": y}, {}
-
-    def _lp_normalize(self, torch, t, cfg, st, training):
-        import torch.nn.functional as F
-        dim = cfg["dim"]
-        if isinstance(dim, (int, np.integer)) and not isinstance(dim, bool):
-            dim = int(dim)
-        else:
-            dim = tuple(int(d) for d in dim)
-        if dim == ():
-            raise Refused("lp_normalize: dim=[] (torch reads it as every axis; refnorm refuses it)")
-        y = F.normalize(t["x"], p=float(cfg["p"]), dim=dim, eps=float(cfg["eps"]))
-        return {"y": y}, {}
-
-    def _weight_norm(self, torch, t, cfg, st, training):
-        v, g = t["v"], t["g"]
-        dim = cfg["dim"]
-        nd = v.dim()
-        if dim is None:
-            tdim, keep = -1, ()                       # torch: dim=-1 is the whole tensor (v.norm())
-            flat = (1,) * nd
-        else:
-            if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not -nd <= dim < nd or dim == -1:
-                raise Refused(f"weight_norm: dim={dim!r} for v with {nd} dimensions")
-            tdim = int(dim) % nd
-            keep = tuple(int(s) if a == tdim else 1 for a, s in enumerate(v.shape))
-            flat = (int(v.shape[tdim]),)
-            if v.shape[tdim] == 0:
-                raise Refused(f"weight_norm: v.shape[{tdim}] == 0; torch 2.13's _weight_norm kills the process "
-                                 "with SIGFPE (or raises) on this input, so it is not called")
-        gshape = tuple(g.shape)
-        if gshape not in (keep, flat):
-            raise Refused(f"weight_norm: g has shape {gshape}; expected {keep} or {flat}")
-        gt = g.reshape(keep)                           # torch's weight_g layout; the gradient comes back in gshape
-        w = torch._weight_norm(v, gt, tdim)
-        return {"w": w}, {}
-
-
-# ---------------------------------------------------------------------- helpers
-def _verify_batch_size(size):
-    """torch.nn.functional._verify_batch_size (the check F.batch_norm and F.group_norm make)."""
-    prod = size[0]
-    for s in size[2:]:
-        prod *= s
-    if prod == 1:
-        raise Refused(f"Expected more than 1 value per channel when training, got input size {size} "
-                      "(the check F.batch_norm and F.group_norm make)")
-
-
-def _running(torch, op, st, device):
-    if not st:
-        return None, None, None
-    if not {"running_mean", "running_var"} <= set(st):
-        raise Refused(f"{op}: state needs both 'running_mean' and 'running_var', got {sorted(st)}")
-    nbt = st.get("num_batches_tracked")
-    if nbt is None:
-        nbt = torch.tensor(0, dtype=torch.int64, device=device)
-    if nbt.dim() != 0:
-        raise Refused(f"{op}: 'num_batches_tracked' has shape {tuple(nbt.shape)}; expected ()")
-    # fresh tensors: torch updates the running statistics in place
-    return st["running_mean"].clone(), st["running_var"].clone(), nbt.clone()
-
+        """The function computing ``op``: torch's own op (torch_ops.OPS) or a composite (torch_composites.COMPOSITES)."""
+        fn = OPS_.OPS.get(op) or TC.COMPOSITES[op]
+        return lambda *a: fn(self, *a)
 
 def _torch_dtype(torch, name: str):
     return {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
@@ -687,20 +435,15 @@ def _with_layout(torch, t, a: np.ndarray):
 
 def _to_numpy(torch, t) -> np.ndarray:
     t = t.detach().cpu()
-    if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):      # no NumPy float8: the bits, as ml_dtypes'
-        import ml_dtypes
+    if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e8m0fnu):   # no NumPy float8: the bits,
+        import ml_dtypes                                                            # as ml_dtypes'
         return t.view(torch.uint8).numpy().copy().view(getattr(ml_dtypes, str(t.dtype).split(".")[1]))
+    if t.dtype == torch.float4_e2m1fn_x2:     # two e2m1 per byte, element 2i in the low nibble: unpacked
+        import ml_dtypes
+        b = t.view(torch.uint8).numpy()
+        return np.stack([b & 15, b >> 4], axis=-1).reshape(b.shape[:-1] + (-1,)).astype(np.uint8).view(
+            ml_dtypes.float4_e2m1fn)
     if t.dtype == torch.bfloat16:                                 # the bits, as ml_dtypes' (its layout kept)
         import ml_dtypes
         return t.view(torch.int16).numpy().copy(order="K").view(ml_dtypes.bfloat16)
     return t.numpy().copy()
-
-
-def _suggested_format(torch, x):
-    """aten's ``Tensor::suggest_memory_format`` (not exposed in Python) for the dense layouts refnorm hands
-    (refnorm/golden/layouts.py): channels_last (channels_last_3d) for a 4-D (5-D) tensor in that memory
-    order and not C-contiguous, else C order."""
-    for ndim, fmt in ((4, torch.channels_last), (5, torch.channels_last_3d)):
-        if x.dim() == ndim and not x.is_contiguous() and x.is_contiguous(memory_format=fmt):
-            return fmt
-    return torch.contiguous_format

@@ -162,6 +162,12 @@ def _one(op, inputs, cfg, training, dy, st, ref_state, u, red, contract, dt, cot
     if op in ("add_norm", "adaptive_layer_norm"):
         from . import add_norm as AN
         return getattr(AN, op)(inputs, cfg, cots or {}, u, red, contract, dt)
+    if op == "gated_norm":
+        from .gated_norm import gated_norm
+        return gated_norm(inputs, cfg, cots or {}, u, red, contract, dt)
+    if op in ("dyt", "poly_norm"):
+        from . import pointwise as PW
+        return getattr(PW, op)(inputs, cfg, cots or {}, u, red, contract, dt)
     x = _f64(inputs.get("x"))
     w, b = _f64(inputs.get("weight")), _f64(inputs.get("bias"))
     if op == "layer_norm":
@@ -175,6 +181,9 @@ def _one(op, inputs, cfg, training, dy, st, ref_state, u, red, contract, dt, cot
                                    pshape_bcast=_channel_pb(x), dy=dy, eps=float(cfg.get("eps", 1e-5)), u=u,
                                    reduction=red, contract=contract, case_dtype=dt, stat_shape=(N, G), groups=G)
         return o, g, {}
+    if op == "group_norm_silu":
+        from .group_norm_silu import bound
+        return bound(inputs, cfg, training, dy, u, red, contract, dt)
     if op in ("batch_norm", "instance_norm"):
         return _batch_like(op, x, cfg, w, b, dy, st, training, ref_state, u, red, contract, dt)
     if op == "offline_batch_norm":
@@ -200,7 +209,7 @@ def _one(op, inputs, cfg, training, dy, st, ref_state, u, red, contract, dt, cot
                                    u=u, reduction=red, contract=contract, case_dtype=dt, ddof=int(cfg.get("ddof", 1)),
                                    stat_shape=stat, stat_names=("mean", "std"))
         return o, g, {}
-    if op in ("lp_normalize", "local_response_norm", "weight_norm", "min_max_scale", "norm_quant"):
+    if op in ("lp_normalize", "local_response_norm", "weight_norm", "min_max_scale", "norm_quant", "norm_quant_block"):
         import importlib
         return importlib.import_module(f".{op}", __name__).bound(inputs, cfg, training, dy, u, red, contract, dt)
     raise NotBounded(f"no derived tolerance for {op!r} yet: its cases are skipped, not passed")
@@ -208,7 +217,8 @@ def _one(op, inputs, cfg, training, dy, st, ref_state, u, red, contract, dt, cot
 
 BOUNDED = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "weight_standardization",
            "mean_variance_norm", "z_score", "lp_normalize", "local_response_norm", "weight_norm", "min_max_scale",
-           "norm_quant", "add_norm", "adaptive_layer_norm", "offline_batch_norm")
+           "norm_quant", "add_norm", "adaptive_layer_norm", "offline_batch_norm", "gated_norm", "dyt", "poly_norm",
+           "norm_quant_block", "group_norm_silu")
 
 
 def array_dtypes(op, config, case_dtype) -> dict:
@@ -222,10 +232,11 @@ def array_dtypes(op, config, case_dtype) -> dict:
     return {}
 
 
-# the ops whose bounds come from standardize alone (mean and rstd statistics): bounds() asks for
+# the ops whose bounds come from standardize alone (mean and rstd statistics; group_norm_silu: standardize
+# and its SiLU terms, computed from E_acc + E_ref of the pre-activation): bounds() asks for
 # E_acc + E_ref in one call (standardize.plus_strict); batch_norm and instance_norm too when the call has
 # no running statistics (their update's bounds are computed apart: one_pass)
-ONE_PASS = ("layer_norm", "rms_norm", "group_norm")
+ONE_PASS = ("layer_norm", "rms_norm", "group_norm", "group_norm_silu")
 ONE_PASS_STATELESS = ("batch_norm", "instance_norm")
 
 

@@ -86,6 +86,13 @@ def plus_strict(u: float, reduction: str):
         _SECOND.reset(token)
 
 
+def second_u() -> float:
+    """Within ``plus_strict``: the unit roundoff of the strict contract it adds (the float64 reference's);
+    0 outside it. For a bound that adds terms of its own to standardize's (group_norm_silu's SiLU)."""
+    second = _SECOND.get()
+    return 0.0 if second is None else second[0]
+
+
 def _m_param(layout, pshape_bcast):
     m = max(1, math.prod(s for p, s in zip(pshape_bcast, layout.shape) if p == 1))
     return max(1, round(m * _ROWS_FACTOR.get()))

@@ -26,8 +26,14 @@ from .fused import (  # noqa: F401  (the package's names, as before the split)
     ADD_NORM_DEFAULTS, KEEP_P, PARALLEL_TAG, add_norm, _add_norm_rows, adaptive_layer_norm, _adaptive_layer_norm_rows)
 from .quant import (  # noqa: F401  (the package's names, as before the split)
     QSHORT, FLT_EPSILON, EXACT_TIES, VLLM_FUSED_INT8, VLLM_UNFUSED_INT8, QMAX, norm_quant, _norm_quant_rows)
+from .quant_block import (  # noqa: F401
+    norm_quant_block, _norm_quant_block_rows)
+from .group_norm_silu import group_norm_silu, _group_norm_silu_rows  # noqa: F401
 from .others import (  # noqa: F401  (the package's names, as before the split)
     lp_normalize, _lp_normalize_rows, LRN_CONFIG, local_response_norm, LRN_SHAPES, _local_response_norm_rows, min_max_scale, _min_max_scale_rows, z_score, _z_score_rows, mean_variance_norm, MVN_SHAPES, _mean_variance_norm_rows, weight_norm, WEIGHT_NORM_SHAPES, _weight_norm_rows, weight_standardization, WS_SHAPES, _weight_standardization_rows)
+from .gated import GATED_DEFAULTS, gated_norm, _gated_norm_rows  # noqa: F401
+from .pointwise import (  # noqa: F401
+    ALPHA, dyt, _dyt_rows, poly_norm, _poly_norm_rows)
 from .stateful import (  # noqa: F401  (the package's names, as before the split)
     unified_norm, UN_SHAPES, _unified_norm_rows, OFFLINE_STATE, CHANNELS_FIRST, OFFLINE_GRID, OFFLINE_SHAPES, offline, _offline_batch_norm_rows, _power_norm_rows, _batch_renorm_rows)
 
@@ -73,6 +79,11 @@ ROW_MAKERS = {
     "norm_quant": _norm_quant_rows,
     "add_norm": _add_norm_rows,
     "adaptive_layer_norm": _adaptive_layer_norm_rows,
+    "gated_norm": _gated_norm_rows,
+    "dyt": _dyt_rows,
+    "poly_norm": _poly_norm_rows,
+    "norm_quant_block": _norm_quant_block_rows,
+    "group_norm_silu": _group_norm_silu_rows,
 }
 
 CASES: tuple[Case, ...] = _rows()

@@ -33,6 +33,10 @@ REGIMES = {
            "precision: norm_quant's exact ties)",
     "std1e-6": "1e-6 * N(0,1): tiny rows, far below eps, so the norm's output is tiny and a dynamic quantization "
                "scale amax/qmax falls below its floor min_scale (norm_quant; 1/scale overflows float16)",
+    "gate_sat": "+-(5 + 95 U(0,1)): a SiLU gate far into saturation, silu(z) ~ z above and ~ -|z| e^-|z| below "
+                "(exp(-z) overflows float32 past z = -88.7)",
+    "zero_runs": "N(0,1) with the first 128 values of every slice and each aligned run of 16 values with "
+                 "probability 1/2 set to 0: all-zero quantization blocks (norm_quant_block)",
 }
 # state regimes (generators: build.STATE_GENERATORS)
 STATE_REGIMES = ("stat_mean", "stat_var", "zeros", "ones")  # plus "count:<k>" for integer counters
@@ -41,7 +45,8 @@ STATE_REGIMES = ("stat_mean", "stat_var", "zeros", "ones")  # plus "count:<k>" f
 # activation (drawn per step, by the case regime)
 PARAM_REGIMES = {"weight": "weight", "g": "weight", "bias": "bias", "pad_mask": "mask", "static_scale": "qscale",
                  "mask": "keep", "rowscale": "weight", "scale": "bias", "shift": "bias", "mask1": "keep",
-                 "weight1": "weight", "bias1": "bias"}
+                 "weight1": "weight", "bias1": "bias", "alpha": "alpha",
+                 "global_scale": "nvfp4_enc"}
 
 _ID = re.compile(r"^[a-z][a-z0-9_]*/[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 

@@ -1,0 +1,282 @@
+"""Explaining a failure by the arithmetic of the specification, not by a list of known bugs (issue 33).
+
+For a failing array the diagnosis searches structured deviations of the op's own formula and keeps
+those that reproduce the backend's result within the check's own bound (``fits``: the excess of got
+over the explained value, divided by the bound, is at most 1 on every element):
+
+* **a recognizable factor** on the whole array: got ~ f * ref with f one of the constants the case
+  defines (n / (n - 1) and its square root: the Bessel convention; 1 / (1 - p): dropout's scale; the
+  ratios of the quantized dtypes' maxima, 448 / 240: float8 e4m3fn vs e4m3fnuz; 2 and 1/2);
+* **a configuration value off** (eps missing, added twice, squared; group_norm's group count; the
+  weight offset): the specification re-evaluated with it reproduces every failing array of the step;
+* **rows missing from a sum** (layer_norm / rms_norm dweight, dbias): the terms of the last / first k
+  rows or of part of every tile of 2^k rows left out or counted twice (localize.missing_rows);
+* **dx's terms** for the centred and uncentred norms (layer_norm, rms_norm, group_norm, batch_norm and
+  instance_norm in training): with g = dy * w and x_hat the normalized input of one slice of n values,
+      dx = rstd (a g + b mean(g) + c x_hat mean(g x_hat))
+  is fitted by least squares over the failing slices; the spec's (a, b, c) is (1, -1, -1) (rms_norm:
+  (1, 0, -1)); coefficients rounded to multiples of 1/2 that differ from it and fit within the bound
+  explain dx ("the mean(g) term counted twice: coefficients 1, -2, -1").
+
+Each explanation carries a mechanism (refnorm/pitfalls/mechanisms.py) so that the diagnosis can name
+it. Pure NumPy; never changes a verdict.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .precision import excess, quant_excess, quant_name, ratio
+
+CHANNEL_OPS = ("batch_norm", "instance_norm", "group_norm")
+TERMS = ("g", "mean(g)", "x_hat * mean(g x_hat)")
+
+
+def fit_ratio(got, explained, E) -> float:
+    """The check's ratio of got against an explained value (max excess / bound; inf when not finite)."""
+    got = np.asarray(got)
+    ex = quant_excess if quant_name(got.dtype) else excess
+    with np.errstate(all="ignore"):
+        r = ratio(ex(got, np.asarray(explained, dtype=np.float64)), np.broadcast_to(E, np.shape(got)))
+    r = np.asarray(r, dtype=np.float64)
+    return float(np.max(np.where(np.isnan(r), np.inf, r))) if r.size else math.inf
+
+
+def constants(case, x_shape) -> dict:
+    """The recognizable factors of a case: value -> (what it is, mechanism)."""
+    out = {2.0: ("2 (a value counted twice)", "constant"), 0.5: ("1/2 (half of the value)", "constant"),
+           448 / 240: ("448/240: float8 e4m3fn's maximum 448 where e4m3fnuz's 240 was used", "quant_scale"),
+           240 / 448: ("240/448: float8 e4m3fnuz's maximum 240 where e4m3fn's 448 belongs", "quant_scale"),
+           127 / 448: ("127/448: int8's maximum where float8 e4m3fn's belongs", "quant_scale"),
+           448 / 127: ("448/127: float8 e4m3fn's maximum where int8's belongs", "quant_scale")}
+    n = _slice_length(case, x_shape)
+    if n and n > 1:
+        for f, what in ((n / (n - 1), "n/(n-1)"), ((n - 1) / n, "(n-1)/n"), (math.sqrt(n / (n - 1)), "sqrt(n/(n-1))"),
+                        (math.sqrt((n - 1) / n), "sqrt((n-1)/n)")):
+            out[f] = (f"{what} with n = {n}: the Bessel (n - 1) convention", "bessel")
+    p = case.config.get("dropout_p")
+    if isinstance(p, (int, float)) and 0 < p < 1:
+        out[1 / (1 - p)] = (f"1/(1-p) with p = {p}: dropout's scale applied where it does not belong", "dropout")
+        out[1 - p] = (f"(1-p) with p = {p}: dropout's 1/(1-p) scale missing", "dropout")
+    return out
+
+
+def _slice_length(case, x_shape):
+    nd = len(x_shape)
+    if not nd:
+        return None
+    ns = case.config.get("normalized_shape")
+    if ns is not None:
+        return int(np.prod(x_shape[nd - (1 if np.ndim(ns) == 0 else len(ns)):]))
+    if case.op == "batch_norm":
+        return int(np.prod(x_shape)) // x_shape[1]
+    if case.op == "instance_norm":
+        return int(np.prod(x_shape[2:]))
+    if case.op == "group_norm":
+        return int(np.prod(x_shape[1:])) // int(case.config.get("num_groups", case.config.get("groups", 1)))
+    return int(x_shape[-1])
+
+
+def factor(case, part, name, got, ref, E, x_shape):
+    """A recognizable factor explaining the whole array (module docstring), or None."""
+    ref = np.asarray(ref, dtype=np.float64)
+    g = np.asarray(got, dtype=np.float64)
+    ok = np.isfinite(ref) & np.isfinite(g)
+    den = float(np.sum(ref[ok] ** 2))
+    if not ok.any() or den == 0:
+        return None
+    f = float(np.sum(g[ok] * ref[ok])) / den
+    for value, (what, mech) in constants(case, x_shape).items():
+        if abs(f / value - 1) < 1e-3 and fit_ratio(got, ref * value, E) <= 1:
+            return {"mechanism": mech, "text": f"{_label(part, name)} is the expected value times {what}"}
+    return None
+
+
+def _label(part, name):
+    return "dx" if (part, name) == ("grads", "x") else (f"d{name}" if part == "grads" else name)
+
+
+def _slices(case, x, a):
+    """``a`` (x's shape) as (slices, n): the op's normalized slices as rows."""
+    a = np.asarray(a, dtype=np.float64)
+    if case.op == "batch_norm":
+        return np.moveaxis(a, 1, 0).reshape(a.shape[1], -1)
+    if case.op == "instance_norm":
+        return a.reshape(a.shape[0] * a.shape[1], -1)
+    if case.op == "group_norm":
+        G = int(case.config.get("num_groups", case.config.get("groups", 1)))
+        return a.reshape(a.shape[0] * G, -1)
+    return a.reshape(-1, _slice_length(case, np.shape(x)))
+
+
+def _unslices(case, shape, r):
+    if case.op == "batch_norm":
+        moved = (shape[1], shape[0]) + tuple(shape[2:])
+        return np.moveaxis(r.reshape(moved), 0, 1)
+    return r.reshape(shape)
+
+
+def _weight_full(case, x, inputs):
+    w = inputs.get("weight")
+    w = np.ones(()) if w is None else np.asarray(w, dtype=np.float64)
+    w = w + float(case.config.get("weight_offset", 0.0) or 0.0)
+    if case.op in CHANNEL_OPS and np.ndim(w) == 1:
+        w = w.reshape((1, -1) + (1,) * (np.ndim(x) - 2))
+    return np.broadcast_to(w, np.shape(x))
+
+
+def dx_terms(case, training, inputs, cotangents, got, E):
+    """The coefficients of dx's terms that explain the backend's dx (module docstring), or None."""
+    op = case.op
+    if op not in ("layer_norm", "rms_norm") + CHANNEL_OPS or (op in CHANNEL_OPS and not training):
+        return None
+    if op == "batch_norm" and not training:
+        return None
+    x, dy = inputs.get("x"), cotangents.get("y")
+    if x is None or dy is None or np.shape(got) != np.shape(x):
+        return None
+    eps = float(case.config.get("eps", 1e-5) or 0.0)
+    xs = _slices(case, x, x)
+    centred = op != "rms_norm"
+    mean = xs.mean(axis=1, keepdims=True) if centred else 0.0
+    var = ((xs - mean) ** 2).mean(axis=1, keepdims=True)
+    rstd = 1.0 / np.sqrt(var + eps)
+    xhat = (xs - mean) * rstd
+    g = _slices(case, x, np.asarray(dy, dtype=np.float64) * _weight_full(case, x, inputs))
+    terms = [g, np.broadcast_to(g.mean(axis=1, keepdims=True), g.shape), xhat * (g * xhat).mean(axis=1, keepdims=True)]
+    spec = np.array([1.0, -1.0 if centred else 0.0, -1.0])
+    gd = _slices(case, x, got)
+    ok = np.all(np.isfinite(gd), axis=1) & np.all(np.isfinite(rstd), axis=1)
+    if ok.sum() == 0:
+        return None
+    A = np.stack([(rstd * t)[ok].ravel() for t in terms], axis=1)
+    if not centred:
+        A = A[:, [0, 2]]
+    coef, *_ = np.linalg.lstsq(A, gd[ok].ravel(), rcond=None)
+    if not centred:
+        coef = np.array([coef[0], 0.0, coef[1]])
+    near = np.round(coef * 2) / 2
+    if np.all(near == spec) or np.any(np.abs(coef - near) > 0.05):
+        return None
+    explained = _unslices(case, np.shape(x), rstd * sum(c * t for c, t in zip(near, terms)))
+    if fit_ratio(got, explained, E) > 1:
+        return None
+    what = []
+    for name, c, s in zip(TERMS, near, spec):
+        if c == s:
+            continue
+        what.append(f"the {name} term " + ("missing" if c == 0 else "counted twice" if c == 2 * s
+                                             else "with its sign flipped" if c == -s else f"times {c:g}"))
+    coefs = ", ".join(f"{c:.2f}" for c in coef)
+    return {"mechanism": "backward",
+            "text": f"dx matches the formula rstd (a g + b mean(g) + c x_hat mean(g x_hat)) with "
+                    f"{'; '.join(what)}: fitted coefficients {coefs} (the specification's "
+                    f"{', '.join(f'{s:g}' for s in spec)})"}
+
+
+CONFIG_SIZE = 1 << 20     # the configuration search re-evaluates the reference: cases up to this many elements
+
+
+def _config_candidates(case):
+    """(changed config, what, mechanism) for the structured configuration deviations of the case."""
+    cfg = dict(case.config)
+    out = []
+    eps = cfg.get("eps")
+    if isinstance(eps, (int, float)) and not isinstance(eps, bool) and eps > 0:
+        for e, what in ((0.0, "eps missing (0 where eps belongs)"), (2 * eps, "eps added twice (2 eps)"),
+                        (eps * eps, "eps squared"), (math.sqrt(eps), "the square root of eps used as eps")):
+            out.append(({**cfg, "eps": e}, what, "eps"))
+    G = cfg.get("num_groups")
+    if case.op == "group_norm" and isinstance(G, int):
+        for g2 in (1, 2 * G, G // 2):
+            if g2 >= 1 and g2 != G:
+                out.append(({**cfg, "num_groups": g2}, f"the statistics taken over {g2} groups where "
+                                                       f"{G} belong (the group size misread)", "semantics"))
+    off = cfg.get("weight_offset")
+    if isinstance(off, (int, float)) and not isinstance(off, bool):
+        out.append(({**cfg, "weight_offset": 1.0 if off == 0 else 0.0},
+                    f"weight_offset {1.0 if off == 0 else 0.0:g} where {off:g} belongs", "affine"))
+    return out
+
+
+def config_deviation(case, record, reference):
+    """A configuration value off (eps missing, twice, squared; the group count; the weight offset)
+    that explains every failing array of the step, and keeps every passing one within its bound (``reference(op, config, training, inputs,
+    cotangents, state)`` re-evaluates the specification), or None."""
+    x = record.inputs.get("x")
+    if x is None or np.size(x) > CONFIG_SIZE or not record.failing:
+        return None
+    for cfg, what, mech in _config_candidates(case):
+        try:
+            with np.errstate(all="ignore"):
+                res = reference(case.op, cfg, record.training, record.inputs, record.cotangents, record.state)
+        except Exception:                                   # noqa: BLE001 - a deviation the spec refuses
+            continue
+        ok = True      # every compared array within its bound: the failing ones and those that passed
+        for part, name in [(p, n) for p in ("outputs", "grads", "state") for n in record.compare[p]]:
+            got, alt, E = record.got[part].get(name), getattr(res, part).get(name), record.E[part].get(name)
+            if got is None or E is None:
+                continue
+            if alt is None or np.shape(alt) != np.shape(got) or fit_ratio(got, alt, E) > 1:
+                ok = False
+                break
+        if ok:
+            return {"mechanism": mech, "text": f"the specification with {what} reproduces every failing array"}
+    return None
+
+
+def row_terms(case, record, ref, part, name):
+    """layer_norm / rms_norm dweight and dbias: the per-row terms (rows, n) they sum (dy * x_hat, dy),
+    or None for other ops and arrays."""
+    if case.op not in ("layer_norm", "rms_norm") or part != "grads" or name not in ("weight", "bias"):
+        return None
+    x, dy, want = record.inputs.get("x"), record.cotangents.get("y"), getattr(ref, part).get(name)
+    if x is None or dy is None or want is None or "rstd" not in ref.outputs or case.config.get("weight_offset"):
+        return None
+    m = int(np.prod(np.shape(x)[:np.ndim(x) - np.ndim(want)], dtype=np.int64))
+    dy = np.asarray(dy, dtype=np.float64).reshape(m, -1)
+    if name == "bias":
+        return dy
+    xs = np.asarray(x, dtype=np.float64).reshape(m, -1)
+    mean = np.asarray(ref.outputs["mean"], dtype=np.float64).reshape(m, -1) if "mean" in ref.outputs else 0.0
+    return dy * (xs - mean) * np.asarray(ref.outputs["rstd"], dtype=np.float64).reshape(m, -1)
+
+
+def reduction_rows(case, record, ref, part, name):
+    """The rows whose terms are missing from (or counted twice in) a parameter gradient
+    (localize.missing_rows), when that explains the array within its bound; else None."""
+    from .localize import missing_rows
+    terms = row_terms(case, record, ref, part, name)
+    got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
+    if terms is None or got is None or E is None:
+        return None
+    text, explained = missing_rows(np.asarray(got, dtype=np.float64) - want, terms, want)
+    if not text or fit_ratio(got, explained.reshape(np.shape(want)), E) > 1:
+        return None
+    return {"mechanism": "reduction", "text": f"d{name} is the sum with {text}"}
+
+
+def explain(case, record, ref, reference=None) -> list:
+    """The explanations of every failing array of one recorded step: a configuration deviation that
+    explains them all, else per array a recognizable factor, dx's terms, or rows missing from a sum."""
+    if reference is not None:
+        e = config_deviation(case, record, reference)
+        if e is not None:
+            return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
+    out = []
+    x = record.inputs.get("x")
+    x_shape = np.shape(x) if x is not None else ()
+    for part, name in record.failing:
+        got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
+        if got is None or want is None or E is None or np.shape(got) != np.shape(want):
+            continue
+        with np.errstate(all="ignore"):
+            e = factor(case, part, name, got, want, E, x_shape)
+            if e is None and (part, name) == ("grads", "x"):
+                e = dx_terms(case, record.training, record.inputs, record.cotangents, got, E)
+            if e is None:
+                e = reduction_rows(case, record, ref, part, name)
+        if e is not None:
+            out.append({"part": part, "name": name, "step": record.step, **e})
+    return out

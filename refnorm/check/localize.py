@@ -1,0 +1,215 @@
+"""Where a failure is, named or not: which indices of a failing array carry the error, and its shape.
+
+For one failing array (the backend's ``got``, the float64 reference ``ref``, the bound ``E``), an
+element *fails* when it is beyond its bound (|got - ref| > E, or not finite where the reference is).
+
+* **where**: per axis of the array, the indices holding a failing element, as ranges named by what the
+  axis is in the case ("rows 4092-4095", "channels 320-383", "columns from 2048 on"); an axis whose
+  every index holds one is "all". Axes are named from the case's input x and its reduction axes
+  (``axis_names``): rows / columns for a row-wise norm (reducing trailing axes), samples / channels /
+  positions for a channel norm (reducing every axis but 1).
+* **shape** of the error err = got - ref on the failing rows, by least squares per row:
+  "constant per row" (err ~ c_r), "proportional to the expected value" (err ~ a_r * ref, a wrong scale:
+  rstd, a constant factor), "affine in the expected value" (both), or none of these. One factor for the
+  whole array (err ~ a * ref everywhere) is reported as such ("a factor 1 + a throughout").
+* **non-finite**: where got is NaN/inf and the reference is finite, the indices; ``first_nonfinite``
+  orders a step's arrays as the computation produces them (statistics, then the other outputs, then
+  gradients, then state) and names the first.
+
+Pure NumPy on the recorded arrays; never changes a verdict.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+FIT = 0.1          # a per-row model "fits" when its residual's RMS is at most FIT x the error's RMS
+STATISTICS = ("mean", "var", "rstd", "ms", "rms", "std", "scale", "amax", "mu", "sigma")
+
+
+def axis_names(shape, x_shape, axes) -> list[str]:
+    """A name per axis of an array of ``shape`` in a case whose input x has ``x_shape`` and reduces over
+    ``axes``: an axis is matched to x's axis in the same position (same ndim) or, for a 1-D array, to
+    x's axis of the same length (a per-channel or per-column parameter)."""
+    nd = len(x_shape)
+    red = {int(a) % nd for a in axes} if nd else set()
+    trailing = bool(red) and red == set(range(nd - len(red), nd))
+
+    def name(i):
+        if trailing:
+            return "column" if i in red else "row"
+        return {0: "sample", 1: "channel"}.get(i, "position")
+    if len(shape) == nd:
+        return [name(i) if shape[i] in (x_shape[i], 1) else "index" for i in range(nd)]
+    if len(shape) == 1:
+        for i in ([1] if not trailing and nd > 1 else []) + list(range(nd - 1, -1, -1)):
+            if shape[0] == x_shape[i]:
+                return [name(i)]
+    return ["index"] * len(shape)
+
+
+def ranges(idx, n) -> str:
+    """Sorted indices as readable ranges: "all", "from k on", "3", "320-383", "1, 5-7, 9" (at most four
+    ranges, then how many more indices)."""
+    idx = np.unique(np.asarray(idx, dtype=np.int64))
+    if idx.size == n:
+        return "all"
+    if idx.size and idx[0] > 0 and idx[-1] == n - 1 and idx.size == n - idx[0] and idx.size > 1:
+        return f"from {idx[0]} on"
+    breaks = np.flatnonzero(np.diff(idx) != 1) + 1
+    parts = [(g[0], g[-1]) for g in np.split(idx, breaks) if g.size]
+    text = [f"{a}" if a == b else f"{a}-{b}" for a, b in parts[:4]]
+    more = int(sum(b - a + 1 for a, b in parts[4:]))
+    return ", ".join(text) + (f" and {more} more" if more else "")
+
+
+def failing_mask(got, ref, E):
+    """Elements beyond their bound, or not finite where the reference is finite."""
+    got = np.asarray(got, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    E = np.broadcast_to(np.asarray(E, dtype=np.float64), ref.shape)
+    with np.errstate(all="ignore"):
+        bad = np.abs(got - ref) > E
+    bad |= np.isfinite(ref) & ~np.isfinite(got)
+    bad |= np.isnan(got) & ~np.isnan(ref)
+    return bad
+
+
+def error_shape(got, ref, bad, row_axes) -> str:
+    """The shape of err = got - ref over the failing rows (module docstring); "" when none is clear."""
+    got = np.asarray(got, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        err = got - ref
+    ok = np.isfinite(err) & np.isfinite(ref)
+    if not ok[bad].any():
+        return ""
+    e, r = np.where(ok, err, 0.0), np.where(ok, ref, 0.0)
+    # one factor for the whole array
+    den = float(np.sum(r * r))
+    if den > 0:
+        a = float(np.sum(e * r)) / den
+        if np.sqrt(np.sum((e - a * r) ** 2)) <= FIT * np.sqrt(np.sum(e * e)):
+            return f"proportional to the expected value throughout: a factor {1 + a:.6g}"
+    rows = [i for i in range(got.ndim) if i in row_axes]
+    cols = [i for i in range(got.ndim) if i not in row_axes]
+    if not rows or not cols:
+        return ""
+    perm = rows + cols
+    nr = int(np.prod([got.shape[i] for i in rows]))
+    E2, R2, K2, B2 = (np.transpose(a, perm).reshape(nr, -1) for a in (e, r, ok, bad))
+    fails = np.flatnonzero(B2.any(axis=1))
+    if fails.size == 0:
+        return ""
+    votes = {"const": 0, "prop": 0, "affine": 0}
+    for i in fails[:256]:
+        k = K2[i]
+        if k.sum() < 3:
+            continue
+        ei, ri = E2[i][k], R2[i][k]
+        tot = np.sqrt(np.sum(ei * ei))
+        if tot == 0:
+            continue
+        c = ei.mean()
+        const = np.sqrt(np.sum((ei - c) ** 2)) <= FIT * tot
+        rr = float(np.sum(ri * ri))
+        prop = rr > 0 and np.sqrt(np.sum((ei - (np.sum(ei * ri) / rr) * ri) ** 2)) <= FIT * tot
+        A = np.stack([ri, np.ones_like(ri)], axis=1)
+        coef, *_ = np.linalg.lstsq(A, ei, rcond=None)
+        affine = np.sqrt(np.sum((ei - A @ coef) ** 2)) <= FIT * tot
+        key = "const" if const else "prop" if prop else "affine" if affine else None
+        if key:
+            votes[key] += 1
+    n = min(fails.size, 256)
+    best = max(votes, key=votes.get)
+    if votes[best] * 2 <= n:
+        return ""
+    return {"const": "constant along each failing row",
+            "prop": "proportional to the expected value along each failing row (a wrong scale per row)",
+            "affine": "affine in the expected value along each failing row (a wrong scale and shift)"}[best]
+
+
+def localize(part, name, got, ref, E, x_shape, axes) -> dict:
+    """The localization of one failing array (module docstring) as a JSON-able dict with a one-line
+    ``text``."""
+    got = np.asarray(got)
+    ref = np.asarray(ref, dtype=np.float64)
+    if got.shape != ref.shape:
+        return {"part": part, "name": name, "text": f"{name}: shape {got.shape}, expected {ref.shape}"}
+    bad = failing_mask(got, ref, E)
+    names = axis_names(ref.shape, x_shape, axes)
+    where = []
+    for i, n in enumerate(ref.shape):
+        if n <= 1:
+            continue
+        other = tuple(j for j in range(ref.ndim) if j != i)
+        idx = np.flatnonzero(bad.any(axis=other) if other else bad)
+        where.append((names[i], ranges(idx, n), i))
+    gotf = np.asarray(got, dtype=np.float64)
+    nonfinite = np.isfinite(ref) & ~np.isfinite(gotf)
+    row_axes = {i for i, nm in enumerate(names) if nm in ("row", "sample", "channel")}
+    shape = error_shape(got, ref, bad, row_axes)
+    label = "dx" if (part, name) == ("grads", "x") else (f"d{name}" if part == "grads" else name)
+    text = f"{label}: {int(bad.sum())} of {bad.size} elements beyond their bound"
+    spots = [f"{nm}s {r}" for nm, r, _ in where if r != "all"]
+    text += " (" + "; ".join(spots) + ")" if spots else " (throughout)" if bad.all() else ""
+    if nonfinite.any():
+        text += f"; {int(nonfinite.sum())} not finite where the expected value is"
+    if shape:
+        text += f"; the error is {shape}"
+    return {"part": part, "name": name, "failing": int(bad.sum()), "size": int(bad.size),
+            "where": {f"{nm} (axis {i})": r for nm, r, i in where}, "nonfinite": int(nonfinite.sum()),
+            "shape": shape, "text": text}
+
+
+def missing_rows(err, contrib, ref=None):
+    """For a sum over rows (a parameter gradient: ``err`` (columns,) = got - ref, ``contrib`` (rows,
+    columns) the reference's per-row terms), the set of rows whose terms are missing (err ~ -sum) or
+    counted twice (err ~ +sum), among structured candidates: the last k rows, the first k rows, and
+    rows a..b-1 of every period P (P a power of two, the tile of a kernel's row loop); "" when none
+    fits within FIT. With ``ref`` (the expected sum), returns (text, the sum it describes) instead."""
+    miss = ("", None) if ref is not None else ""
+    err = np.asarray(err, dtype=np.float64).ravel()
+    c = np.asarray(contrib, dtype=np.float64).reshape(len(contrib), -1)
+    if not np.all(np.isfinite(err)) or not np.all(np.isfinite(c)) or c.shape[1] != err.size:
+        return miss
+    tot = np.sqrt(np.sum(err * err))
+    R = c.shape[0]
+    if tot == 0 or R < 2:
+        return miss
+    pre = np.concatenate([np.zeros((1, c.shape[1])), np.cumsum(c, axis=0)])
+    cands = [(f"the last {k} rows ({R - k}-{R - 1})", pre[R] - pre[R - k]) for k in range(1, R)]
+    cands += [(f"the first {k} rows (0-{k - 1})", pre[k]) for k in range(1, R)]
+    P = 2
+    while P < R:
+        rows = np.arange(R) % P
+        for a, b in ((P // 2, P), (0, P // 2), (P - 1, P)):
+            sel = (rows >= a) & (rows < b)
+            cands.append((f"rows {a}-{b - 1} of every {P}", c[sel].sum(axis=0)))
+        P *= 2
+    best = None
+    for text, s in cands:
+        for sign, what in ((-1.0, "missing"), (1.0, "counted twice")):
+            r = np.sqrt(np.sum((err - sign * s) ** 2))
+            if r <= FIT * tot and (best is None or r < best[0]):
+                best = (r, f"the terms of {text} {what}", sign * s)
+    if best is None:
+        return miss
+    return best[1] if ref is None else (best[1], np.asarray(ref, dtype=np.float64).ravel() + best[2])
+
+
+def computation_order(part, name):
+    """The order a kernel produces its arrays in: statistics, other outputs, gradients, state."""
+    if part == "outputs":
+        return (0 if name in STATISTICS else 1, name)
+    return ({"grads": 2, "state": 3}.get(part, 4), name)
+
+
+def first_nonfinite(locs) -> str:
+    """The first array (in computation order) holding a non-finite value where a number was due, or ""."""
+    hit = sorted((computation_order(d["part"], d["name"]), d) for d in locs if d.get("nonfinite"))
+    if not hit:
+        return ""
+    d = hit[0][1]
+    rows = [f"{k.split(' ')[0]}s {v}" for k, v in d.get("where", {}).items() if v != "all"]
+    return (f"the first non-finite values appear in {d['text'].split(':')[0]}"
+            + (f" ({'; '.join(rows)})" if rows else "") + ("; the later arrays inherit them" if len(hit) > 1 else ""))

@@ -1,0 +1,137 @@
+"""Localization of failures (refnorm/check/localize.py) and the diagnosis's report rules (issue 33)."""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from refnorm.check import localize as L  # noqa: E402
+from refnorm.check.core import check_case, run_check  # noqa: E402
+from refnorm.golden import load_case  # noqa: E402
+from tests.planted.emulated import EmulatedBackend  # noqa: E402
+
+GOLDEN = os.path.join(ROOT, "golden")
+
+
+def test_ranges():
+    assert L.ranges([0, 1, 2], 3) == "all"
+    assert L.ranges([5, 6, 7], 8) == "from 5 on"
+    assert L.ranges([3], 8) == "3"
+    assert L.ranges([320, 321, 322, 323, 400], 1000) == "320-323, 400"
+    assert L.ranges(list(range(0, 20, 2)), 100) == "0, 2, 4, 6 and 6 more"
+
+
+def test_axis_names():
+    assert L.axis_names((260, 3), (260, 3), (1,)) == ["row", "column"]
+    assert L.axis_names((3,), (260, 3), (1,)) == ["column"]
+    assert L.axis_names((2, 8, 5, 7), (2, 8, 5, 7), (0, 2, 3)) == ["sample", "channel", "position", "position"]
+    assert L.axis_names((8,), (2, 8, 5, 7), (0, 2, 3)) == ["channel"]
+
+
+def test_error_shape():
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal((16, 64))
+    bad = np.ones(ref.shape, bool)
+    assert "constant along each failing row" in L.error_shape(ref + rng.standard_normal((16, 1)), ref, bad, {0})
+    scale = 1 + 0.01 * rng.standard_normal((16, 1))
+    assert "proportional" in L.error_shape(ref * scale, ref, bad, {0})
+    assert "throughout: a factor 1.01" in L.error_shape(ref * 1.01, ref, bad, {0})
+    assert L.error_shape(ref + 0.1 * rng.standard_normal(ref.shape), ref, bad, {0}) == ""
+
+
+def test_missing_rows():
+    rng = np.random.default_rng(1)
+    c = rng.standard_normal((256, 5))
+    assert L.missing_rows(-c[-4:].sum(axis=0), c) == "the terms of the last 4 rows (252-255) missing"
+    sel = (np.arange(256) % 64) >= 32
+    assert L.missing_rows(-c[sel].sum(axis=0), c) == "the terms of rows 32-63 of every 64 missing"
+    assert L.missing_rows(c[:3].sum(axis=0), c) == "the terms of the first 3 rows (0-2) counted twice"
+    assert L.missing_rows(rng.standard_normal(5), c) == ""
+
+
+def test_nonfinite_first():
+    ref = np.ones((4, 3))
+    got = ref.copy()
+    got[2] = np.nan
+    locs = [L.localize("grads", "x", got, ref, 1e-6, (4, 3), (1,)),
+            L.localize("outputs", "rstd", got[:, :1], ref[:, :1], 1e-6, (4, 3), (1,))]
+    assert "rows 2" in locs[0]["text"] and locs[0]["nonfinite"] == 3
+    first = L.first_nonfinite(locs)
+    assert first.startswith("the first non-finite values appear in rstd (rows 2")
+
+
+@pytest.mark.parametrize("mutation, case_id, expect", [
+    ("dgamma_warp32", "layer_norm/normal_f32_260x3", "dweight: 3 of 3 elements beyond their bound (throughout); "
+                                                      "the terms of rows 32-63 of every 64 missing"),
+    ("eps_outside", "rms_norm/normal_eps1e-05_f64_9x7", "the error is proportional to the expected value"),
+    ("one_pass_noclamp", "layer_norm/normal_f32_260x3", "rstd: 4 of 260 elements beyond their bound (rows "),
+])
+def test_failures_are_localized(mutation, case_id, expect):
+    r = check_case(EmulatedBackend(mutation), load_case(GOLDEN, case_id))
+    assert r.status == "failed"
+    d = r.diagnosis
+    assert d["where"] and expect in d["message"], d["message"]
+    failing = {(a.part, a.name) for a in r.arrays if not a.passed}
+    assert {(w["part"], w["name"]) for w in d["where"]} == failing
+
+
+def test_nan_failure_says_where_it_starts():
+    """The one-pass variance without a guard goes negative on float16 rows of mean 1e3: dx gets NaN/inf
+    (rstd and y are wrong but finite), and the diagnosis says where the first non-finite values are."""
+    r = check_case(EmulatedBackend("one_pass_noclamp"), load_case(GOLDEN, "layer_norm/mean1e3_f16_260x3"))
+    d = r.diagnosis
+    assert r.status == "failed"
+    assert d["first_nonfinite"].startswith("the first non-finite values appear in dx (rows 0-20"), d["first_nonfinite"]
+    assert "where: the first non-finite values appear in dx" in d["message"]
+
+
+def test_report_never_contradicts_itself():
+    """'closest' is never listed as ruled out, and a named mechanism never is."""
+    for mutation, case_id in [("one_pass_clamp", "group_norm/mean1e3_g4_f32_2x8x5x7"),
+                              ("dgamma_warp32", "layer_norm/normal_f32_260x3"),
+                              ("folded_affine", "layer_norm/mean1e3_f32_6x100"), ("pad_lanes", "layer_norm/mean1e3_f16_260x3")]:
+        r = check_case(EmulatedBackend(mutation), load_case(GOLDEN, case_id))
+        d = r.diagnosis
+        if d is None:
+            continue
+        if d.get("mechanism"):
+            assert d["mechanism"] not in d["ruled_out"]
+        if d.get("closest"):
+            assert d["closest"]["mechanism"] not in d["ruled_out"]
+            assert d["closest"]["worst_ratio"] != "inf"
+
+
+torch = pytest.importorskip("torch")
+
+
+def test_torch_channels_last_group_norm_named_one_pass():
+    """torch 2.13 CPU's channels_last GroupNorm keeps running sums of x and x^2 (docs/framework_defects.md):
+    its failures on mean-shifted groups are named as the one-pass variance, float32 and float64."""
+    from refnorm.check.backends import get_backend
+    ids = ["group_norm/mean1e3_g4_f32_2x8x5x7", "group_norm/mean1e4_g4_f64_2x8x5x7"]
+    rep = run_check(get_backend("torch-cpu"), GOLDEN, case_ids=ids, layout="channels_last")
+    for c in rep.cases:
+        assert c.status == "failed", c.id
+        assert c.diagnosis["mechanism"] == "one_pass", (c.id, c.diagnosis["message"])
+
+
+def test_distributed_runs_try_the_ordinary_variants():
+    """A SyncBatchNorm updating running_var with the biased variance (E01, the ordinary mistake) is
+    named in a distributed run (issue 33: only the distributed variants were tried)."""
+    from refnorm.check.distributed import run_distributed
+    from refnorm.golden import distributed as D
+    from tests.planted.distributed import RunningBiased
+    cases = [c for c in D.cases(()) if c.id.startswith("batch_norm/dist_batch_unequal_normal_f32")]
+    rep = run_distributed(RunningBiased(), cases, world_size=2, timeout=120.0)
+    failed = [c for c in rep.cases if c.status == "failed"]
+    assert failed
+    for c in failed:
+        assert c.diagnosis["mechanism"] == "bessel", c.diagnosis["message"]
+        assert "E01" in c.diagnosis["pitfalls"], c.diagnosis["message"]
+        assert any(w["name"] == "running_var" for w in c.diagnosis["where"])
