@@ -232,12 +232,35 @@ def run_versus_example(capsys):
     assert capsys.readouterr().out.split() == [claimed]
 
 
+def run_group_norm_silu_example():
+    """docs/group_norm_silu.md: y is silu(group_norm(x)), and every gradient the text reads is there."""
+    ns = run("group-norm-silu-example")
+    x, r = ns["x"], ns["r"]
+    gn = refnorm.evaluate("group_norm", {"x": x, "weight": np.ones(64), "bias": np.zeros(64)},
+                          config={"num_groups": 32}).outputs["y"]
+    np.testing.assert_allclose(r.outputs["y"], gn / (1 + np.exp(-gn)), rtol=1e-12, atol=1e-15)
+    assert all(r.grads[k].shape == s for k, s in (("x", x.shape), ("weight", (64,)), ("bias", (64,))))
+
+
+def run_gated_norm_example():
+    """docs/ops_gated.md: with norm_before_gate False, y is the RMS norm of x * silu(z) per group of 1024."""
+    rng = np.random.default_rng(3)
+    x, z, dy = rng.standard_normal((3, 2048)), rng.standard_normal((3, 2048)), rng.standard_normal((3, 2048))
+    w = 1 + 0.1 * rng.standard_normal(2048)
+    r = run("gated-norm-example", x=x, z=z, w=w, dy=dy)["r"]
+    v = (x * z / (1 + np.exp(-z))).reshape(3, 2, 1024)
+    want = (v / np.sqrt((v * v).mean(axis=-1, keepdims=True) + 1e-5)).reshape(3, 2048) * w
+    np.testing.assert_allclose(r.outputs["y"], want, rtol=1e-12, atol=1e-14)
+    assert r.grads["z"].shape == z.shape and r.grads["weight"].shape == w.shape
+
+
 RUNNERS = {"evaluate-quick-example": run_evaluate_quick_example, "evaluate-example": run_evaluate_example,
            "spec-engine-example": run_spec_engine_example, "plugin-protocol": run_plugin_protocol,
            "assert-close-example": run_assert_close_example, "hypothesis-example": run_hypothesis_example,
            "norm-quant-example": run_norm_quant_example, "unified-norm-example": run_unified_norm_example,
            "fold-example": run_fold_example, "fold-examples": run_fold_examples,
-           "versus-example": run_versus_example}
+           "versus-example": run_versus_example, "group-norm-silu-example": run_group_norm_silu_example,
+           "gated-norm-example": run_gated_norm_example}
 
 
 # -------------------------------------------------------------------------------------- the tests
