@@ -258,7 +258,7 @@ _TEX_CHARS = {
     "μ": r"\mu", "ν": r"\nu", "ρ": r"\rho", "σ": r"\sigma", "ψ": r"\psi", "Σ": r"\Sigma", "²": "^2",
     "≤": r"\leq", "≥": r"\geq", "≠": r"\neq", "−": "-", "·": r"\cdot", "√": r"\surd", "‖": r"\|",
     "→": r"\to", "…": r"\ldots", "⋆": r"\star", "Ŵ": r"\hat{W}", "§": r"\S",
-    "Γ": r"\Gamma", "Λ": r"\Lambda", "Θ": r"\Theta",
+    "Γ": r"\Gamma", "Λ": r"\Lambda", "Θ": r"\Theta", "ζ": r"\zeta",
     "δ": r"\delta", "∞": r"\infty", "ŷ": r"\hat{y}", "ᵀ": r"^{\top}", "⌊": r"\lfloor", "⌋": r"\rfloor",
     "₁": "_1", "₂": "_2", "Δ": r"\Delta", "η": r"\eta",
 }
