@@ -329,3 +329,17 @@ def test_a_recipe_regenerates_a_golden_row_and_the_production_recipes_pass_torch
     assert len(recipes) >= 5
     rep = run_generated(TorchBackend(), recipes)
     assert rep.verdict == "ok", [(c.id, c.status, c.message[:200]) for c in rep.cases if c.status != "passed"]
+
+
+def test_quantize_rounds_once_from_float64():
+    """ml_dtypes casts float64 to float8 through float32, rounding twice: -151.99999999999997 became the
+    float32 midpoint -152 and then -160. refnorm's quantizers round once (refnorm/norms/_rounding.py)."""
+    import ml_dtypes
+    from refnorm.norms import norm_quant_block as NB
+    from refnorm.norms.norm_quant import quantize
+    v = np.array([-151.99999999999997, 151.99999999999997, 152.00000000000003, 152.0, 4.999999999999999])
+    assert list(quantize(v[:4], "float8_e4m3fn").astype(np.float64)) == [-144.0, 144.0, 160.0, 160.0]
+    assert list(NB.quantize(v[:4], "float8_e4m3fn").astype(np.float64)) == [-144.0, 144.0, 160.0, 160.0]
+    assert float(NB.quantize(v[4:], "float4_e2m1fn").astype(np.float64)[0]) == 4.0
+    assert list(NB.round_e4m3(v[:2])) == [-144.0, 144.0]
+    assert v[:1].astype(ml_dtypes.float8_e4m3fn).astype(np.float64)[0] == -160.0   # the double rounding avoided

@@ -21,6 +21,8 @@ import math
 import ml_dtypes
 import numpy as np
 
+from ..norms._rounding import float32_odd
+
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 NP = {"float64": np.dtype(np.float64), "float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
       "bfloat16": np.dtype(ml_dtypes.bfloat16)}
@@ -130,14 +132,7 @@ def round_to(a, dtype: str) -> np.ndarray:
     if dtype != "bfloat16":
         with np.errstate(over="ignore"):
             return np.asarray(a.astype(NP[dtype]))
-    with np.errstate(over="ignore", invalid="ignore"):
-        f = a.astype(np.float32)
-        back = f.astype(np.float64)
-        inexact = np.isfinite(a) & (back != a)
-        too_big = inexact & (np.abs(back) > np.abs(a))
-        f = np.where(too_big, np.nextafter(f, np.float32(0)), f)     # truncation toward zero
-        bits = f.view(np.uint32) | np.where(inexact, np.uint32(1), np.uint32(0))
-        return np.asarray(np.asarray(bits).view(np.float32).astype(ml_dtypes.bfloat16))
+    return np.asarray(float32_odd(a).astype(ml_dtypes.bfloat16))
 
 
 # ------------------------------------------------------------------------------ quantized outputs

@@ -159,7 +159,7 @@ SPELLED["poly_norm"].update(bias=(True, False))
 SPELLED["norm_quant_block"].update(norm=_ALL, format=_ALL, block_size=_ALL, element_dtype=_ALL, scale_rule=_ALL,
                                    min_scale=_ALL, residual_in_fp32=(True, False), residual=(True, False),
                                    w_regime=_ALL, static=(True, False))
-SPELLED["group_norm_silu"].update(num_groups=_ALL, groups=_ALL, bias=_ALL)
+SPELLED["group_norm_silu"].update(num_groups=_ALL, groups=_ALL, bias_regime=_ALL)
 BYTES_PER_ELEMENT = 260     # what judging one element of the activation takes, judged whole (measured, docs)
 
 

@@ -38,6 +38,7 @@ import numpy as np
 
 from ..errors import ConfigError, ShapeError
 from ..spec import REQUIRED, Forward, NormSpec
+from ._rounding import float32_odd
 from . import _common as C
 from . import layer_norm as _ln
 from . import rms_norm as _rms
@@ -71,7 +72,7 @@ def quantize(q: np.ndarray, quant_dtype: str) -> np.ndarray:
         if np.isnan(v).any():
             raise ConfigError(f"{NAME}: quantize: NaN has no int8 value; expected finite values")
         return np.rint(v).astype(dt)                 # rint: ties to even
-    return v.astype(dt)                              # ml_dtypes: one correct rounding, ties to even
+    return float32_odd(v).astype(dt)                 # one correct rounding, ties to even (_rounding.py)
 
 
 def check(x, weight, bias, static_scale, normalized_shape, norm, eps, quant_dtype, scale_ub, min_scale):

@@ -61,6 +61,7 @@ import numpy as np
 
 from ..errors import ConfigError, ShapeError
 from ..spec import REQUIRED, Forward, NormSpec
+from ._rounding import float32_odd
 from . import _common as C
 from . import layer_norm as _ln
 from . import rms_norm as _rms
@@ -174,7 +175,7 @@ def pow2_ceil(v, lo, hi, zero=None):
 def round_e4m3(v):
     """v rounded to nearest even in float8_e4m3fn, saturating at +-448, as float64 (NaN stays NaN)."""
     with np.errstate(invalid="ignore"):
-        return np.clip(np.asarray(v, dtype=np.float64), -E4M3_MAX, E4M3_MAX).astype(
+        return float32_odd(np.clip(np.asarray(v, dtype=np.float64), -E4M3_MAX, E4M3_MAX)).astype(
             ml_dtypes.float8_e4m3fn).astype(np.float64)
 
 
@@ -246,7 +247,7 @@ def quantize(q, element_dtype):
     """The quantized tensor: ``q`` (float64) saturated and rounded to nearest even in ``element_dtype``."""
     dt, qm, _ = ELEMENTS[element_dtype]
     with np.errstate(invalid="ignore"):
-        return np.clip(np.asarray(q, dtype=np.float64), -qm, qm).astype(dt)
+        return float32_odd(np.clip(np.asarray(q, dtype=np.float64), -qm, qm)).astype(dt)   # one rounding
 
 
 # ------------------------------------------------------------------------------ the fast path
