@@ -102,13 +102,13 @@ def test_float32_golden_cases_roughly_agree(op):
     """Sanity only: the well-conditioned ("normal" regime) float32 cases within 1e-3 relative."""
     ran = 0
     for case in golden.iter_cases(GOLDEN, ops=[op], dtypes=["float32"]):
-        if case.regime != "normal":
-            continue
+        if case.regime != "normal" or "_neg90_" in case.id:   # neg90: y ~ 1e-35, float32 subnormals (the
+            continue                                             # bounds judge it: test_group_norm_silu_check)
         try:
             res = run_case(CPU, case)
         except RuntimeError as e:
             # a torch defect, raised with a clear message, never worked around
-            assert op == "group_norm" and "weight" not in case.steps[0].inputs, (case.id, e)
+            assert op in ("group_norm", "group_norm_silu") and "weight" not in case.steps[0].inputs, (case.id, e)
             assert "torch's backward of group_norm" in str(e) and GN_NOWEIGHT_DEFECT in str(e), e
             continue
         if isinstance(res, str):
