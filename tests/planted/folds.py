@@ -97,36 +97,32 @@ def emulated_rows():
     return out
 
 
-def torch_rows(golden=report.GOLDEN):
+def kernel_rows(kernel, bugs, src, fold, golden=report.GOLDEN):
+    """``kernel(bug)`` for every bug of ``bugs`` ({bug: (op, mechanism or None, ...)}) on every golden case
+    of its op: one row per failed case."""
     man = store.read_manifest(golden)
     out = []
-    for bug, (op, mech, _) in BUGS.items():
+    for bug, (op, mech, *_) in bugs.items():
         for e in man["cases"]:
             if e["case"]["op"] != op:
                 continue
-            r = check_case(TorchKernel(bug), commands.load_case(golden, e["id"], manifest=man))
+            r = check_case(kernel(bug), commands.load_case(golden, e["id"], manifest=man))
             if r.status == "failed":
                 conf, got = _row(r.diagnosis)
-                out.append({"src": "torch", "fold": "T", "bug": bug, "op": op, "case": r.id,
+                out.append({"src": src, "fold": fold, "bug": bug, "op": op, "case": r.id,
                             "expected": [mech] if mech else [], "conf": conf, "mech": got, "localized": localized(r)})
     return out
+
+
+def torch_rows(golden=report.GOLDEN):
+    """The second kernel (tests/planted/torch_kernel.py) on every golden case of its bugs' ops."""
+    return kernel_rows(TorchKernel, BUGS, "torch", "T", golden)
 
 
 def blind_rows(golden=report.GOLDEN):
     """The blind kernel (tests/planted/blind.py: 30 bugs from public kernels, written by someone who had not
     seen the diagnosis's rules, with the mechanism they chose) on every golden case of its bug's op."""
-    man = store.read_manifest(golden)
-    out = []
-    for bug, (op, mech, _, _) in BLIND.items():
-        for e in man["cases"]:
-            if e["case"]["op"] != op:
-                continue
-            r = check_case(BlindKernel(bug), commands.load_case(golden, e["id"], manifest=man))
-            if r.status == "failed":
-                conf, got = _row(r.diagnosis)
-                out.append({"src": "blind", "fold": "X", "bug": bug, "op": op, "case": r.id,
-                            "expected": [mech] if mech else [], "conf": conf, "mech": got, "localized": localized(r)})
-    return out
+    return kernel_rows(BlindKernel, BLIND, "blind", "X", golden)
 
 
 def score(rows, M):

@@ -22,7 +22,7 @@ def _gated_norm(backend, torch, t, cfg, st, training):
     intermediate in the float32 accumulator, one rounding at the end)."""
     import torch.nn.functional as F
     x = t["x"]
-    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+    acc = _acc(torch, x)
     H = int(x.shape[-1])
     K = H if cfg["group_size"] is None else int(cfg["group_size"])
     s = F.silu(t["z"].to(acc))
