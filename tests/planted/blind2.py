@@ -447,6 +447,7 @@ class Blind2Kernel:
             return np.ascontiguousarray(a.reshape(Nb, S, C).transpose(0, 2, 1)) if swap else a
 
         def unview(a):                        # back to x's memory
+            a = a.reshape(Nb, C, S)
             return np.ascontiguousarray(a.transpose(0, 2, 1)).reshape(x0.shape) if swap else a.reshape(x0.shape)
         x = view(x0.astype(acc))
         xv = x.reshape(Nb * G, cg * S)
@@ -798,7 +799,7 @@ class Blind2Kernel:
         nb = -(-H // B)
         pad = nb * B - H
         if b == "nqb_tail_block_reads_next_row" and pad:
-            nxt = np.concatenate([y[1:], np.zeros((1, H), acc)], axis=1)[:, :pad] if R else np.zeros((0, pad), acc)
+            nxt = np.concatenate([y[1:], np.zeros((1, H), acc)], axis=0)[:, :pad] if R else np.zeros((0, pad), acc)
             yb = np.concatenate([y, nxt], axis=1).reshape(R, nb, B)
         else:
             yb = np.concatenate([y, np.zeros((R, pad), acc)], axis=1).reshape(R, nb, B)
