@@ -190,6 +190,11 @@ BUGS = {
         "group_norm_silu", "affine",
         "y = silu(x_hat) * weight + bias: the SiLU applied before the affine instead of after",
         "pattern: GroupNorm+SiLU fusion placing the activation inside the normalization"),
+    "gns_unfused_rounds_p": (
+        "group_norm_silu", "precision",
+        "the pre-activation p = x_hat * weight + bias stored in the 16-bit input dtype and the SiLU applied "
+        "to that (two roundings, the unfused group_norm then silu), forward and backward",
+        "pattern: F.silu(F.group_norm(x)) (diffusers' ResnetBlock) taken as the fused kernel's behaviour"),
     "gns_bwd_silu_grad_at_y": (
         "group_norm_silu", "backward",
         "the SiLU derivative evaluated at the output y = silu(p) instead of at the pre-activation p",
@@ -214,6 +219,10 @@ BUGS = {
         "nvfp4 without the tensor-level scale: block scale E4M3(amax_j / 6) (saturating at 448), "
         "tensor_scale 1",
         GH + "kekzl/imp/issues/1544 (NVFP4 activation quant has no global scale)"),
+    "nqb_nvfp4_scale_truncated": (
+        "norm_quant_block", "rounding",
+        "nvfp4: the block scale converted to E4M3 by truncating the mantissa instead of rounding to nearest",
+        GH + "1bit-MONSTER/1bit-MONSTER/issues/304 (fp32_to_fp8e4m3 truncates the block scale)"),
     "nqb_pow2_zero_floor": (
         "norm_quant_block", "quant_scale",
         "fp8_group pow2: the scale floored at 1e-10 before rounding up, so an all-zero group gets 2^-33 "
@@ -472,6 +481,8 @@ class Blind2Kernel:
         else:
             p = xhat if w is None else xhat * w
             p = p if bias is None else p + bias
+            if silu and b == "gns_unfused_rounds_p":
+                p = _half(p, d)
             y = p
             if silu:
                 s, _ = _sigmoids(p)
@@ -772,6 +783,13 @@ class Blind2Kernel:
         return Returned({"y": _store(y.reshape(x0.shape), d)}, grads)
 
     # ------------------------------------------------------------ norm_quant_block
+    @staticmethod
+    def _e4m3_truncate(v):
+        """float32 v >= 0 to float8_e4m3fn keeping the top 3 mantissa bits (normal range; subnormals and
+        zero through the exact conversion of the truncated value)."""
+        bits = v.view(np.uint32) & np.uint32(0xFFF00000)
+        return bits.view(np.float32).astype(ml_dtypes.float8_e4m3fn)
+
     def _norm_quant_block(self, call, acc):
         b, d = self.bug, call.dtype
         cfg, inp = call.config, call.inputs
@@ -821,7 +839,7 @@ class Blind2Kernel:
                 m, e = _frexp_exp(v)
                 k = e - 1
                 if b == "nqb_e8m0_round_nearest":
-                    k = np.where(m >= np.sqrt(0.5), e, e - 1)      # log2 rounded to nearest
+                    k = np.where(m >= 0.75, e, e - 1)              # to the nearest power of two (1.5 2^k up)
             else:
                 v = amax / acc(qmax)
                 m, e = _frexp_exp(v)
@@ -841,7 +859,10 @@ class Blind2Kernel:
                 enc = acc(1.0) if enc == 0 else enc
             ts = acc(1) / enc
             v = amax / acc(6.0) * enc
-            Sb = np.clip(v, -448.0, 448.0).astype(ml_dtypes.float8_e4m3fn)
+            if b == "nqb_nvfp4_scale_truncated":
+                Sb = self._e4m3_truncate(np.clip(v, -448.0, 448.0).astype(np.float32))
+            else:
+                Sb = np.clip(v, -448.0, 448.0).astype(ml_dtypes.float8_e4m3fn)
             S = Sb.astype(acc) * ts
             if b == "nqb_nvfp4_unrounded_block_scale":
                 S = amax / acc(6.0)
