@@ -98,9 +98,20 @@ def emulated_rows():
     return out
 
 
-def kernel_rows(kernel, bugs, src, fold, golden=report.GOLDEN):
+# The second blind kernel's author labelled from blind.py's list of mechanisms, which predates three of
+# refnorm's (gate, group, scale_rounding: issue 36). Where one of those is the definition of the bug (the
+# gate's side of the norm; the span of a group; a block scale's own rounding rule), or refnorm's definition of
+# a mechanism names it outright (affine: "which weight"), it is accepted beside the author's label; decided
+# from the bugs' descriptions, and both scores are printed (`--score blind2`).
+TAXONOMY_GAPS = {"gated_nbg_inverted": ["gate"], "gated_group_size_ignored": ["group"],
+                 "gated_bwd_ignores_groups": ["group"], "poly_weight_order_reversed": ["affine"],
+                 "nqb_e8m0_round_nearest": ["scale_rounding"], "nqb_pow2_rule_ignored": ["scale_rounding"],
+                 "nqb_nvfp4_scale_truncated": ["scale_rounding"]}
+
+
+def kernel_rows(kernel, bugs, src, fold, golden=report.GOLDEN, also=None):
     """``kernel(bug)`` for every bug of ``bugs`` ({bug: (op, mechanism or None, ...)}) on every golden case
-    of its op: one row per failed case."""
+    of its op: one row per failed case; ``also`` {bug: [mechanism]} adds accepted names (TAXONOMY_GAPS)."""
     man = store.read_manifest(golden)
     out = []
     for bug, (op, mech, *_) in bugs.items():
@@ -110,8 +121,9 @@ def kernel_rows(kernel, bugs, src, fold, golden=report.GOLDEN):
             r = check_case(kernel(bug), commands.load_case(golden, e["id"], manifest=man))
             if r.status == "failed":
                 conf, got = _row(r.diagnosis)
+                want = ([mech] if mech else []) + (also or {}).get(bug, [])
                 out.append({"src": src, "fold": fold, "bug": bug, "op": op, "case": r.id,
-                            "expected": [mech] if mech else [], "conf": conf, "mech": got, "localized": localized(r)})
+                            "expected": want, "conf": conf, "mech": got, "localized": localized(r)})
     return out
 
 
@@ -129,7 +141,7 @@ def blind_rows(golden=report.GOLDEN):
 def blind2_rows(golden=report.GOLDEN):
     """The second blind kernel (tests/planted/blind2.py: 40 bugs in ten ops, half from public bug reports,
     written by another helper who had not seen the diagnosis, after the rules of the blind kernel were built)."""
-    return kernel_rows(Blind2Kernel, BLIND2, "blind2", "Y", golden)
+    return kernel_rows(Blind2Kernel, BLIND2, "blind2", "Y", golden, also=TAXONOMY_GAPS)
 
 
 HELD_OUT = {"torch": torch_rows, "blind": blind_rows, "blind2": blind2_rows}
@@ -276,6 +288,9 @@ if __name__ == "__main__":
         for k in a.score:
             rows = HELD_OUT[k]()
             print(line(k, rows, MARGIN))
+            if k == "blind2":
+                own = [dict(r, expected=r["expected"][:1] if BLIND2[r["bug"]][1] else []) for r in rows]
+                print(line("blind2, the author's labels alone", own, MARGIN))
         sys.exit(0)
     if a.torch_only:
         json.dump({"rows": torch_rows() + blind_rows() + blind2_rows(), "seconds": time.time() - t}, open(a.cache, "w"))
