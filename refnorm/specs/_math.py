@@ -77,6 +77,14 @@ def sigmoids(z):
     return np.where(z >= 0, big, small), np.where(z >= 0, small, big)
 
 
+def offline_state(initial, state):
+    """An offline normalizer's state for one call: the call's ``state`` over ``initial`` (what it leaves out
+    starts there), the step counter ``iters`` as an int64 array of shape (1,)."""
+    st = {**initial, **state}
+    st["iters"] = np.asarray(st["iters"], dtype=np.int64).reshape(1)
+    return st
+
+
 def rows(x):
     """(N, C, *) -> (P, C): the channel last, every other position a row (the offline normalizers' view)."""
     return np.moveaxis(x, 1, -1).reshape(math.prod(x.shape[:1] + x.shape[2:]), x.shape[1])
