@@ -39,6 +39,7 @@ def _layer_norm_rows():
 
 # --------------------------------------------------------------------------------- batch_norm
 BN_STATE = {"running_mean": "stat_mean", "running_var": "stat_var"}
+T3E = ("train", "train", "train", "eval")         # three training steps, then eval
 
 
 def _running_state(c: int, stats: bool, nbt: int) -> dict:
@@ -66,14 +67,13 @@ BATCH_NORM_SHAPES = {"odd": (7, 3), "mid": (6, 4, 25), "pow2": (8, 2, 4, 4), "ro
 def _batch_norm_rows():
     bn = batch_norm
     rows = grid(bn, BATCH_NORM_SHAPES)
-    t3e = ("train", "train", "train", "eval")
     rows += [
-        bn("normal", "float32", (6, 3, 5), steps=t3e, tag="train3_eval",
+        bn("normal", "float32", (6, 3, 5), steps=T3E, tag="train3_eval",
            why="running statistics over 3 steps (torch momentum 0.1, unbiased running_var), then eval"),
-        bn("mean1e3", "bfloat16", (6, 3, 5), steps=t3e, tag="train3_eval"),
+        bn("mean1e3", "bfloat16", (6, 3, 5), steps=T3E, tag="train3_eval"),
         bn("normal", "float32", (6, 3, 5), steps=("train", "train:mean1e3", "train", "eval"), tag="shift_train3_eval",
            why="a batch from another distribution (mean 1e3) between two normal ones"),
-        bn("normal", "float16", (4, 2, 3, 3), steps=t3e, tag="onnx_train3_eval", convention="onnx",
+        bn("normal", "float16", (4, 2, 3, 3), steps=T3E, tag="onnx_train3_eval", convention="onnx",
            why="ONNX convention: momentum 0.9 weights the old value, biased running_var (E05)"),
         bn("normal", "float64", (5, 3, 4), steps=("train",) * 3, tag="mom0.5_train3", momentum=0.5),
         bn("normal", "float32", (5, 3, 4), steps=("train",) * 3, nbt=2, tag="cumavg_nbt2_train3",
@@ -146,11 +146,10 @@ INSTANCE_NORM_SHAPES = {"odd": (3, 2, 7), "mid": (2, 3, 100), "pow2": (2, 2, 8, 
 def _instance_norm_rows():
     inn = instance_norm
     rows = grid(inn, INSTANCE_NORM_SHAPES)
-    t3e = ("train", "train", "train", "eval")
     rows += [
-        inn("normal", "float32", (4, 3, 6), stats=True, steps=t3e, tag="train3_eval",
+        inn("normal", "float32", (4, 3, 6), stats=True, steps=T3E, tag="train3_eval",
             why="running statistics: torch's mean over n of the per-instance updates, unbiased var"),
-        inn("mean1e3", "float16", (2, 3, 4, 5), stats=True, steps=t3e, tag="train3_eval"),
+        inn("mean1e3", "float16", (2, 3, 4, 5), stats=True, steps=T3E, tag="train3_eval"),
         inn("heavy_tail", "bfloat16", (3, 2, 5, 2), stats=True, steps=("train", "eval", "train"),
             tag="mom0.5_alternate", momentum=0.5),
         inn("normal", "float64", (2, 3, 5), stats=True, steps=("train", "train"), nbt=5, tag="momNone_train2",
