@@ -1,4 +1,5 @@
-"""Shared pieces of the reference core: option checks, axes, two-pass moments, the centred backward.
+"""Shared pieces of the reference core: option checks, axes, two-pass moments, the centred backward, and
+the SPEC glue the modules share (affine_ctx / affine_backward, x_forward / x_backward, affine_grads).
 
 Conventions used throughout refnorm:
 * Everything is computed in float64. Statistics are two-pass (mean first, then the mean of squared
