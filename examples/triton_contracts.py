@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from examples import triton_norms as TN                  # sets TRITON_INTERPRET=1 without a GPU first
-from examples.triton_norms import KINDS, _bits, _flat, _load, _rows, _rsqrt, _store, _tiles
+from examples.triton_norms import KINDS, _bits, _flat, _load, _rows, _rsqrt, _store, _tile, _tiles
 import triton                                            # noqa: E402
 import triton.language as tl                             # noqa: E402
 
@@ -87,10 +87,7 @@ def _llama_fwd(X, W, Y, RSTD, eps, M, N, HAS_W: tl.constexpr, KIND: tl.constexpr
         rstd = _round(rstd, 1)
     tl.store(RSTD + rows, rstd, mask=rmask)
     for start in range(0, N, BLOCK_N):
-        cols = start + tl.arange(0, BLOCK_N)
-        cmask = cols < N
-        m = rmask[:, None] & cmask[None, :]
-        offs = rows[:, None] * N + cols[None, :]
+        cols, cmask, m, offs = _tile(rows, rmask, start, N, BLOCK_N)
         y = _round(_load(X, offs, m, KIND, False) * rstd[:, None], KIND)      # x_hat in the input dtype
         if HAS_W:
             y = y * _load(W, cols, cmask, PKIND, False)[None, :]
@@ -110,20 +107,14 @@ def _llama_bwd(X, W, DY, DX, RSTD, DWP, M, N, HAS_W: tl.constexpr, KIND: tl.cons
         rstd = tl.load(RSTD + rows, mask=rmask, other=0.0)
         c1 = tl.zeros([BLOCK_M], dtype=tl.float32)
         for start in range(0, N, BLOCK_N):
-            cols = start + tl.arange(0, BLOCK_N)
-            cmask = cols < N
-            m = rmask[:, None] & cmask[None, :]
-            offs = rows[:, None] * N + cols[None, :]
+            cols, cmask, m, offs = _tile(rows, rmask, start, N, BLOCK_N)
             g = _load(DY, offs, m, KIND, False)
             if HAS_W:
                 g = g * _load(W, cols, cmask, PKIND, False)[None, :]
             c1 += tl.sum(g * _load(X, offs, m, KIND, False) * rstd[:, None], axis=1)
         c1 = c1 / N
         for start in range(0, N, BLOCK_N):
-            cols = start + tl.arange(0, BLOCK_N)
-            cmask = cols < N
-            m = rmask[:, None] & cmask[None, :]
-            offs = rows[:, None] * N + cols[None, :]
+            cols, cmask, m, offs = _tile(rows, rmask, start, N, BLOCK_N)
             x = _load(X, offs, m, KIND, False)
             dy = _load(DY, offs, m, KIND, False)
             g = dy

@@ -92,6 +92,15 @@ def _store(ptr, offs, v, mask, KIND: tl.constexpr):
 
 
 @triton.jit
+def _tile(rows, rmask, start, N, BLOCK_N: tl.constexpr):
+    """The (rows, BLOCK_N) tile of an (M, N) row-major array from column ``start``: (cols, the column mask,
+    the tile's mask, the element offsets)."""
+    cols = start + tl.arange(0, BLOCK_N)
+    cmask = cols < N
+    return cols, cmask, rmask[:, None] & cmask[None, :], rows[:, None] * N + cols[None, :]
+
+
+@triton.jit
 def _rsqrt(v, F64: tl.constexpr):
     """1 / sqrt(v) with a correctly rounded square root (tl.sqrt is approximate for float32 on a GPU)."""
     if F64:
@@ -135,10 +144,7 @@ def _fwd(X, W, B, Y, MEAN, RSTD, EPS, M, N, RMS: tl.constexpr, HAS_W: tl.constex
     tl.store(MEAN + rows, mean, mask=rmask)
     tl.store(RSTD + rows, rstd, mask=rmask)
     for start in range(0, N, BLOCK_N):
-        cols = start + tl.arange(0, BLOCK_N)
-        cmask = cols < N
-        m = rmask[:, None] & cmask[None, :]
-        offs = rows[:, None] * N + cols[None, :]
+        cols, cmask, m, offs = _tile(rows, rmask, start, N, BLOCK_N)
         y = (_load(X, offs, m, XKIND, F64) - mean[:, None]) * rstd[:, None]
         if HAS_W:
             y = y * _load(W, cols, cmask, PKIND, F64)[None, :]
@@ -152,10 +158,7 @@ def _bwd_tile(X, W, DY, rows, rmask, start, mean, rstd, N, HAS_W: tl.constexpr, 
               PKIND: tl.constexpr, F64: tl.constexpr, XKIND: tl.constexpr, BLOCK_N: tl.constexpr):
     """One (rows, BLOCK_N) tile of _bwd from column ``start``: (cols, cmask, mask, offsets, xhat, dy,
     g = dy * w), both of _bwd's passes over a row reading it the same way."""
-    cols = start + tl.arange(0, BLOCK_N)
-    cmask = cols < N
-    m = rmask[:, None] & cmask[None, :]
-    offs = rows[:, None] * N + cols[None, :]
+    cols, cmask, m, offs = _tile(rows, rmask, start, N, BLOCK_N)
     xhat = tl.where(m, (_load(X, offs, m, XKIND, F64) - mean[:, None]) * rstd[:, None], 0.0)
     dy = _load(DY, offs, m, KIND, F64)
     g = dy

@@ -73,31 +73,23 @@ class GoldenCases(pytest.Collector):
 
     def collect(self):
         ops, dtypes = _split(self.config.getoption("refnorm_ops")), _split(self.config.getoption("refnorm_dtypes"))
-        if self.dcases is not None:
-            for d in self.dcases:
-                if (ops and d.op not in ops) or (dtypes and d.recipe.case.dtype not in dtypes):
-                    continue
-                item = GoldenCase.from_parent(self, name=d.id)
-                item.dcase = d
-                item.add_marker(pytest.mark.refnorm)
-                yield item
-            return
-        if self.recipes is not None:
-            for r in self.recipes:
-                if (ops and r.case.op not in ops) or (dtypes and r.case.dtype not in dtypes):
-                    continue
-                item = GoldenCase.from_parent(self, name=r.id)
-                item.recipe = r
-                item.add_marker(pytest.mark.refnorm)
-                yield item
-            return
-        for e in self.manifest["cases"]:
-            op, dt = e["case"]["op"], e["case"]["dtype"]
-            if (ops and op not in ops) or (dtypes and dt not in dtypes):
+        for name, op, dtype, (recipe, dcase) in self._entries():
+            if (ops and op not in ops) or (dtypes and dtype not in dtypes):
                 continue
-            item = GoldenCase.from_parent(self, name=e["id"])
+            item = GoldenCase.from_parent(self, name=name)
+            item.recipe, item.dcase = recipe, dcase
             item.add_marker(pytest.mark.refnorm)
             yield item
+
+    def _entries(self) -> list:
+        """(id, op, dtype, (recipe, distributed case)) of each case to judge: the distributed cases
+        (--refnorm-world-size), the generated recipes (--refnorm-suite, --refnorm-generate), or else the
+        golden set's cases."""
+        if self.dcases is not None:
+            return [(d.id, d.op, d.recipe.case.dtype, (None, d)) for d in self.dcases]
+        if self.recipes is not None:
+            return [(r.id, r.case.op, r.case.dtype, (r, None)) for r in self.recipes]
+        return [(e["id"], e["case"]["op"], e["case"]["dtype"], (None, None)) for e in self.manifest["cases"]]
 
 
 class GoldenCase(pytest.Item):

@@ -1,4 +1,5 @@
-"""Shared pieces of the reference core: option checks, axes, two-pass moments, the centred backward.
+"""Shared pieces of the reference core: option checks, axes, two-pass moments, the centred backward, and
+the SPEC glue the modules share (affine_ctx / affine_backward, x_forward / x_backward, affine_grads).
 
 Conventions used throughout refnorm:
 * Everything is computed in float64. Statistics are two-pass (mean first, then the mean of squared
@@ -28,6 +29,10 @@ tests/test_fused.py. This NumPy code stays the definition; REFNORM_NATIVE=0 runs
 """
 from __future__ import annotations
 
+from typing import Callable
+
+from ..spec import Backward, Forward
+
 # the argument checks, the moments and the blocked row passes, one module each; the normalizer modules
 # use them through this one (``from . import _common as C``)
 from ._blocks import (BLOCK_BYTES, FUSED_BLOCK_BYTES, MAX_THREADS, Grouped, RowKernel, block_moments,  # noqa: F401
@@ -48,3 +53,41 @@ def affine_grads(dx, dw, db, has_weight: bool, has_bias: bool) -> dict:
     if has_bias:
         grads["bias"] = db
     return grads
+
+
+def affine_ctx(x, weight, bias, *saved, **options) -> tuple:
+    """The ctx an affine normalizer's forward keeps for ``affine_backward``: x, the weight (or None), whether
+    a bias was given, then the other arguments of the module's ``backward`` (positional ``saved``, keyword
+    ``options``)."""
+    return x, weight, bias is not None, saved, options
+
+
+def affine_backward(backward: Callable) -> Callable:
+    """``SPEC.backward`` of a normalizer of x with an optional weight and bias, from the module's
+    ``backward(dy, x, weight, *saved, with_bias=..., **options) -> (dx, dweight or None, dbias or None)``
+    and a forward ctx made by ``affine_ctx``: the gradients of the inputs given (``affine_grads``)."""
+    def spec_backward(ctx, cot):
+        x, weight, has_bias, saved, options = ctx
+        dx, dw, db = backward(cot["y"], x, weight, *saved, with_bias=has_bias, **options)
+        return Backward(affine_grads(dx, dw, db, weight is not None, has_bias))
+    return spec_backward
+
+
+def x_forward(forward: Callable, stat: str) -> Callable:
+    """``SPEC.forward`` of a normalizer whose only input is x, from the module's ``forward(x, **config) ->
+    (y, s)``, s the one statistic its backward needs (output ``stat``); the ctx is ``x_backward``'s, for
+    ``backward(dy, x, s, **config)``."""
+    def spec_forward(inputs, config, state, training):
+        x = inputs["x"]
+        y, s = forward(x, **config)
+        return Forward({"y": y, stat: s}, {}, ((x, s), dict(config)))
+    return spec_forward
+
+
+def x_backward(backward: Callable) -> Callable:
+    """``SPEC.backward`` of a normalizer whose only input is x, from the module's
+    ``backward(dy, *saved, **options) -> dx`` and a forward ctx ``(saved, options)``."""
+    def spec_backward(ctx, cot):
+        saved, options = ctx
+        return Backward({"x": backward(cot["y"], *saved, **options)})
+    return spec_backward

@@ -19,17 +19,8 @@ separate fast path).
 from __future__ import annotations
 
 from ..spec import NormSpec
+from ..specs import adaptive_layer_norm as S
 from ._adaptive_layer_norm_check import NAME, check  # noqa: F401 (check: the argument checks, re-exported)
-
-
-def _forward(inputs, config, state, training):
-    from ..specs import adaptive_layer_norm as S
-    return S.forward(inputs, config, state, training)
-
-
-def _backward(ctx, cot):
-    from ..specs import adaptive_layer_norm as S
-    return S.backward(ctx, cot)
 
 
 SPEC = NormSpec(
@@ -38,5 +29,5 @@ SPEC = NormSpec(
     inputs=("x", "scale", "shift"), required=("x",),
     outputs=("y", "mean", "rstd"),
     options={"eps": 1e-6},
-    forward=_forward, backward=_backward,
+    forward=S.forward, backward=S.backward,
 )

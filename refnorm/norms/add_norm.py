@@ -61,17 +61,8 @@ fast path).
 from __future__ import annotations
 
 from ..spec import REQUIRED, NormSpec
+from ..specs import add_norm as S
 from ._add_norm_check import NAME, NORMS, check  # noqa: F401 (check: the argument checks, re-exported)
-
-
-def _forward(inputs, config, state, training):
-    from ..specs import add_norm as S
-    return S.forward(inputs, config, state, training)
-
-
-def _backward(ctx, cot):
-    from ..specs import add_norm as S
-    return S.backward(ctx, cot)
 
 
 SPEC = NormSpec(
@@ -82,7 +73,7 @@ SPEC = NormSpec(
     outputs=("y", "residual_out", "y1"),
     options={"normalized_shape": REQUIRED, "norm": "layer_norm", "eps": 1e-5, "dropout_p": 0.0, "prenorm": True,
              "residual_in_fp32": False, "weight_offset": 0.0},
-    forward=_forward, backward=_backward,
+    forward=S.forward, backward=S.backward,
     differentiable=("y", "residual_out", "y1"), produced_by={"y1": "weight1"}, masks=("mask", "mask1"),
     drawn_masks={"mask": ("x", "dropout_p"), "mask1": ("x1", "dropout_p")},
 )

@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import RefnormError, ShapeError
-from ..spec import DEFAULT, Backward, Forward, NormSpec
+from ..spec import DEFAULT, Forward, NormSpec
 from . import _common as C
 from . import _pool
 
@@ -213,14 +213,7 @@ def _forward(inputs, config, state, training):
         x, w, b, state.get("running_mean"), state.get("running_var"), state.get("num_batches_tracked", 0),
         training=training, **config, _centre=centre)
     return Forward({"y": y, "mean": mean, "rstd": rstd}, new_state,
-                   (x, w, b is not None, mean, rstd, use_batch, centre or None))
-
-
-def _backward(ctx, cot):
-    x, w, has_bias, mean, rstd, use_batch, centre = ctx
-    dx, dw, db = backward(cot["y"], x, w, mean, rstd, used_batch_stats=use_batch, with_bias=has_bias,
-                          centre=centre)
-    return Backward(C.affine_grads(dx, dw, db, w is not None, has_bias))
+                   C.affine_ctx(x, w, b, mean, rstd, used_batch_stats=use_batch, centre=centre or None))
 
 
 SPEC = NormSpec(
@@ -229,6 +222,6 @@ SPEC = NormSpec(
     inputs=("x", "weight", "bias"), required=("x",),
     outputs=("y", "mean", "rstd"),
     options={"momentum": DEFAULT, "eps": 1e-5, "convention": "torch"},
-    forward=_forward, backward=_backward,
+    forward=_forward, backward=C.affine_backward(backward),
     state=STATE, integer_state=("num_batches_tracked",), resolve=resolve_options,
 )

@@ -21,17 +21,8 @@ whole-array NumPy: no separate fast path; the op is element-wise, nothing to blo
 from __future__ import annotations
 
 from ..spec import NormSpec
+from ..specs import dyt as S
 from ._dyt_check import NAME, check  # noqa: F401 (check: the argument checks, re-exported)
-
-
-def _forward(inputs, config, state, training):
-    from ..specs import dyt as S
-    return S.forward(inputs, config, state, training)
-
-
-def _backward(ctx, cot):
-    from ..specs import dyt as S
-    return S.backward(ctx, cot)
 
 
 SPEC = NormSpec(
@@ -40,5 +31,5 @@ SPEC = NormSpec(
     inputs=("x", "alpha", "weight", "bias"), required=("x", "alpha"),
     outputs=("y",),
     options={},
-    forward=_forward, backward=_backward,
+    forward=S.forward, backward=S.backward,
 )

@@ -27,17 +27,8 @@ The arguments are checked in _gated_norm_check.py; the equations are the specifi
 from __future__ import annotations
 
 from ..spec import NormSpec
+from ..specs import gated_norm as S
 from ._gated_norm_check import NAME, check  # noqa: F401 (check: the argument checks, re-exported)
-
-
-def _forward(inputs, config, state, training):
-    from ..specs import gated_norm as S
-    return S.forward(inputs, config, state, training)
-
-
-def _backward(ctx, cot):
-    from ..specs import gated_norm as S
-    return S.backward(ctx, cot)
 
 
 SPEC = NormSpec(
@@ -47,5 +38,5 @@ SPEC = NormSpec(
     inputs=("x", "z", "weight", "bias"), required=("x", "z", "weight"),
     outputs=("y",),
     options={"norm": "rms_norm", "norm_before_gate": False, "group_size": None, "eps": 1e-5},
-    forward=_forward, backward=_backward,
+    forward=S.forward, backward=S.backward,
 )

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ConfigError
-from ..spec import REQUIRED, Backward, Forward, NormSpec
+from ..spec import REQUIRED, Forward, NormSpec
 from . import _common as C
 from . import _pool
 
@@ -140,13 +140,7 @@ def _forward(inputs, config, state, training):
     centre = []
     y, mean, rstd = forward(x, w, b, **config, _centre=centre)
     return Forward({"y": y, "mean": mean, "rstd": rstd}, {},
-                   (x, w, b is not None, rstd, config["num_groups"], centre or None))
-
-
-def _backward(ctx, cot):
-    x, w, has_bias, rstd, num_groups, centre = ctx
-    dx, dw, db = backward(cot["y"], x, w, rstd, num_groups=num_groups, with_bias=has_bias, centre=centre)
-    return Backward(C.affine_grads(dx, dw, db, w is not None, has_bias))
+                   C.affine_ctx(x, w, b, rstd, num_groups=config["num_groups"], centre=centre or None))
 
 
 SPEC = NormSpec(
@@ -155,5 +149,5 @@ SPEC = NormSpec(
     inputs=("x", "weight", "bias"), required=("x",),
     outputs=("y", "mean", "rstd"),
     options={"num_groups": REQUIRED, "eps": 1e-5},
-    forward=_forward, backward=_backward,
+    forward=_forward, backward=C.affine_backward(backward),
 )

@@ -23,7 +23,11 @@ specification (refnorm/specs/group_norm_silu.py): the same bits.
 """
 from __future__ import annotations
 
-from ..spec import REQUIRED, Backward, Forward, NormSpec
+from dataclasses import replace
+
+from ..spec import Forward
+from ..specs.group_norm_silu import silu, silu_grad
+from . import _common as C
 from . import group_norm as GN
 
 NAME = "group_norm_silu"
@@ -35,28 +39,24 @@ def check(x, weight, bias, num_groups, eps):
 
 
 def _forward(inputs, config, state, training):
-    from ..specs.group_norm_silu import silu
     x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
     check(x, w, b, config["num_groups"], config["eps"])
     centre = []
     p, mean, rstd = GN.forward(x, w, b, num_groups=config["num_groups"], eps=config["eps"], _centre=centre)
     return Forward({"y": silu(p), "mean": mean, "rstd": rstd}, {},
-                   (x, w, b is not None, rstd, config["num_groups"], centre or None, p))
+                   C.affine_ctx(x, w, b, rstd, p, num_groups=config["num_groups"], centre=centre or None))
 
 
-def _backward(ctx, cot):
-    from ..specs.group_norm_silu import silu_grad
-    x, w, has_bias, rstd, num_groups, centre, p = ctx
-    dp = cot["y"] * silu_grad(p)
-    dx, dw, db = GN.backward(dp, x, w, rstd, num_groups=num_groups, with_bias=has_bias, centre=centre)
-    return Backward.of(x=dx, weight=dw, bias=db)
+def backward(dy, x, weight, rstd, p, *, num_groups: int, with_bias: bool, centre=None):
+    """group_norm's backward with the pre-activation p's cotangent dp = dy * silu'(p): (dx, dweight or None,
+    dbias or None)."""
+    return GN.backward(dy * silu_grad(p), x, weight, rstd, num_groups=num_groups, with_bias=with_bias,
+                       centre=centre)
 
 
-SPEC = NormSpec(
-    name=NAME,
+# group_norm's inputs, outputs and options
+SPEC = replace(
+    GN.SPEC, name=NAME,
     summary="y = silu(group_norm(x) * weight_c + bias_c): GroupNorm, its affine, then SiLU (diffusion UNet/VAE)",
-    inputs=("x", "weight", "bias"), required=("x",),
-    outputs=("y", "mean", "rstd"),
-    options={"num_groups": REQUIRED, "eps": 1e-5},
-    forward=_forward, backward=_backward,
+    forward=_forward, backward=C.affine_backward(backward),
 )

@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from ..spec import Backward, Forward, NormSpec
+from ..spec import Forward, NormSpec
 from . import _common as C
 from . import _pool
 
@@ -189,14 +189,7 @@ def _forward(inputs, config, state, training):
         x, w, b, state.get("running_mean"), state.get("running_var"), state.get("num_batches_tracked", 0),
         training=training, **config, _centre=centre)
     return Forward({"y": y, "mean": mean, "rstd": rstd}, new_state,
-                   (x, w, b is not None, mean, rstd, use_input, centre or None))
-
-
-def _backward(ctx, cot):
-    x, w, has_bias, mean, rstd, use_input, centre = ctx
-    dx, dw, db = backward(cot["y"], x, w, mean, rstd, used_instance_stats=use_input, with_bias=has_bias,
-                          centre=centre)
-    return Backward(C.affine_grads(dx, dw, db, w is not None, has_bias))
+                   C.affine_ctx(x, w, b, mean, rstd, used_instance_stats=use_input, centre=centre or None))
 
 
 SPEC = NormSpec(
@@ -205,6 +198,6 @@ SPEC = NormSpec(
     inputs=("x", "weight", "bias"), required=("x",),
     outputs=("y", "mean", "rstd"),
     options={"momentum": 0.1, "eps": 1e-5},
-    forward=_forward, backward=_backward,
+    forward=_forward, backward=C.affine_backward(backward),
     state=STATE, integer_state=("num_batches_tracked",),
 )

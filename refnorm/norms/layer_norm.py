@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from ..errors import ConfigError, ShapeError
-from ..spec import REQUIRED, Backward, Forward, NormSpec
+from ..spec import REQUIRED, Forward, NormSpec
 from . import _common as C
 from . import _pool
 
@@ -216,15 +216,8 @@ def _forward(inputs, config, state, training):
     y, mean, rstd = forward(x, w, b, **config, _centre=centre)
     if w is not None and float(config["weight_offset"]) != 0.0:
         w = w + float(config["weight_offset"])      # the backward's g = dy * (weight + weight_offset)
-    ctx = (x, w, b is not None, mean, rstd, len(_shape(config["normalized_shape"])), centre)
+    ctx = C.affine_ctx(x, w, b, mean, rstd, normalized_ndim=len(_shape(config["normalized_shape"])), centre=centre)
     return Forward({"y": y, "mean": mean, "rstd": rstd}, {}, ctx)
-
-
-def _backward(ctx, cot):
-    x, w, has_bias, mean, rstd, k, centre = ctx
-    dx, dw, db = backward(cot["y"], x, w, mean, rstd, normalized_ndim=k, with_bias=has_bias,
-                          centre=centre)
-    return Backward(C.affine_grads(dx, dw, db, w is not None, has_bias))
 
 
 SPEC = NormSpec(
@@ -233,5 +226,5 @@ SPEC = NormSpec(
     inputs=("x", "weight", "bias"), required=("x",),
     outputs=("y", "mean", "rstd"),
     options={"normalized_shape": REQUIRED, "eps": 1e-5, "weight_offset": 0.0},
-    forward=_forward, backward=_backward,
+    forward=_forward, backward=C.affine_backward(backward),
 )

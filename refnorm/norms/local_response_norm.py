@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ConfigError
-from ..spec import REQUIRED, Backward, Forward, NormSpec
+from ..spec import REQUIRED, NormSpec
 from . import _common as C
 
 NAME = "local_response_norm"
@@ -95,22 +95,11 @@ def backward(dy, x, scale, *, size, alpha=1e-4, beta=0.75, k=1.0, window="torch"
     return dy * p - (2.0 * alpha * beta / size) * x * back
 
 
-def _forward(inputs, config, state, training):
-    x = inputs["x"]
-    y, scale = forward(x, **config)
-    return Forward({"y": y, "scale": scale}, {}, (x, scale, dict(config)))
-
-
-def _backward(ctx, cot):
-    x, scale, config = ctx
-    return Backward({"x": backward(cot["y"], x, scale, **config)})
-
-
 SPEC = NormSpec(
     name=NAME,
     summary="y = x / (k + alpha/size * sum of x^2 over a window of size channels) ** beta",
     inputs=("x",), required=("x",),
     outputs=("y", "scale"),
     options={"size": REQUIRED, "alpha": 1e-4, "beta": 0.75, "k": 1.0, "window": "torch"},
-    forward=_forward, backward=_backward,
+    forward=C.x_forward(forward, "scale"), backward=C.x_backward(backward),
 )

@@ -49,7 +49,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ConfigError
-from ..spec import Backward, Forward, NormSpec
+from ..spec import NormSpec
 from . import _common as C
 
 NAME = "lp_normalize"
@@ -125,22 +125,11 @@ def backward(dy, x, norm, *, p=2.0, dim=1, eps=DEFAULT_EPS, zero_rule="torch"):
     return np.where(big, proj, small)
 
 
-def _forward(inputs, config, state, training):
-    x = inputs["x"]
-    y, norm = forward(x, **config)
-    return Forward({"y": y, "norm": norm}, {}, (x, norm, dict(config)))
-
-
-def _backward(ctx, cot):
-    x, norm, config = ctx
-    return Backward({"x": backward(cot["y"], x, norm, **config)})
-
-
 SPEC = NormSpec(
     name=NAME,
     summary="y = x / max(||x||_p, eps) along dim (zero_rule='onnx': y = 0 where ||x||_p == 0, else x / ||x||_p)",
     inputs=("x",), required=("x",),
     outputs=("y", "norm"),
     options={"p": 2.0, "dim": 1, "eps": DEFAULT_EPS, "zero_rule": "torch"},
-    forward=_forward, backward=_backward,
+    forward=C.x_forward(forward, "norm"), backward=C.x_backward(backward),
 )

@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ConfigError
-from ..spec import Backward, Forward, NormSpec
+from ..spec import Forward, NormSpec
 from . import _common as C
 
 NAME = "mean_variance_norm"
@@ -98,12 +98,7 @@ def backward(dy, y, std, d, *, axes=(0, 2, 3), eps=1e-9):
 
 def _forward(inputs, config, state, training):
     y, mean, std, d = forward(inputs["x"], **config)
-    return Forward({"y": y, "mean": mean, "std": std}, {}, (y, std, d, dict(config)))
-
-
-def _backward(ctx, cot):
-    y, std, d, config = ctx
-    return Backward({"x": backward(cot["y"], y, std, d, **config)})
+    return Forward({"y": y, "mean": mean, "std": std}, {}, ((y, std, d), dict(config)))
 
 
 SPEC = NormSpec(
@@ -112,5 +107,5 @@ SPEC = NormSpec(
     inputs=("x",), required=("x",),
     outputs=("y", "mean", "std"),
     options={"axes": [0, 2, 3], "eps": 1e-9},
-    forward=_forward, backward=_backward,
+    forward=_forward, backward=C.x_backward(backward),
 )

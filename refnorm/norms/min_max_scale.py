@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ConfigError, ShapeError
-from ..spec import Backward, Forward, NormSpec
+from ..spec import Forward, NormSpec
 from . import _common as C
 
 NAME = "min_max_scale"
@@ -114,13 +114,7 @@ def backward(dy, x, weight, lo, hi, ctx, *, with_bias: bool):
 def _forward(inputs, config, state, training):
     x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
     y, lo, hi, ctx = forward(x, w, b, **config)
-    return Forward({"y": y, "min": lo, "max": hi}, {}, (x, w, b is not None, lo, hi, ctx))
-
-
-def _backward(ctx, cot):
-    x, w, has_bias, lo, hi, fctx = ctx
-    dx, dw, db = backward(cot["y"], x, w, lo, hi, fctx, with_bias=has_bias)
-    return Backward(C.affine_grads(dx, dw, db, w is not None, has_bias))
+    return Forward({"y": y, "min": lo, "max": hi}, {}, C.affine_ctx(x, w, b, lo, hi, ctx))
 
 
 SPEC = NormSpec(
@@ -129,5 +123,5 @@ SPEC = NormSpec(
     inputs=("x", "weight", "bias"), required=("x",),
     outputs=("y", "min", "max"),
     options={"dim": -1, "eps": 0.0},
-    forward=_forward, backward=_backward,
+    forward=_forward, backward=C.affine_backward(backward),
 )

@@ -24,17 +24,8 @@ The arguments are checked in _poly_norm_check.py; the equations are the specific
 from __future__ import annotations
 
 from ..spec import NormSpec
+from ..specs import poly_norm as S
 from ._poly_norm_check import NAME, check  # noqa: F401 (check: the argument checks, re-exported)
-
-
-def _forward(inputs, config, state, training):
-    from ..specs import poly_norm as S
-    return S.forward(inputs, config, state, training)
-
-
-def _backward(ctx, cot):
-    from ..specs import poly_norm as S
-    return S.backward(ctx, cot)
 
 
 SPEC = NormSpec(
@@ -43,5 +34,5 @@ SPEC = NormSpec(
     inputs=("x", "weight", "bias"), required=("x", "weight"),
     outputs=("y",),
     options={"eps": 1e-6},
-    forward=_forward, backward=_backward,
+    forward=S.forward, backward=S.backward,
 )

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..spec import Backward, Forward, NormSpec
+from ..spec import Forward, NormSpec
 from . import _common as C
 
 NAME = "weight_standardization"
@@ -73,12 +73,7 @@ def backward(dy, x, rstd):
 def _forward(inputs, config, state, training):
     x = inputs["x"]
     y, mean, rstd = forward(x, **config)
-    return Forward({"y": y, "mean": mean, "rstd": rstd}, {}, (x, rstd))
-
-
-def _backward(ctx, cot):
-    x, rstd = ctx
-    return Backward({"x": backward(cot["y"], x, rstd)})
+    return Forward({"y": y, "mean": mean, "rstd": rstd}, {}, ((x, rstd), {}))
 
 
 SPEC = NormSpec(
@@ -87,5 +82,5 @@ SPEC = NormSpec(
     inputs=("x",), required=("x",),
     outputs=("y", "mean", "rstd"),
     options={"eps": 1e-5},
-    forward=_forward, backward=_backward,
+    forward=_forward, backward=C.x_backward(backward),
 )

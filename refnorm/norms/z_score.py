@@ -47,7 +47,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ConfigError
-from ..spec import Backward, Forward, NormSpec
+from ..spec import Forward, NormSpec
 from . import _common as C
 
 NAME = "z_score"
@@ -121,14 +121,8 @@ def backward(dy, x, weight, std, xhat, axes, *, ddof: int, with_bias: bool):
 def _forward(inputs, config, state, training):
     x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
     y, mean, std, xhat, axes = forward(x, w, b, **config)
-    ctx = (x, w, b is not None, std, xhat, axes, int(config["ddof"]))
-    return Forward({"y": y, "mean": mean, "std": std}, {}, ctx)
-
-
-def _backward(ctx, cot):
-    x, w, has_bias, std, xhat, axes, ddof = ctx
-    dx, dw, db = backward(cot["y"], x, w, std, xhat, axes, ddof=ddof, with_bias=has_bias)
-    return Backward(C.affine_grads(dx, dw, db, w is not None, has_bias))
+    return Forward({"y": y, "mean": mean, "std": std}, {},
+                   C.affine_ctx(x, w, b, std, xhat, axes, ddof=int(config["ddof"])))
 
 
 SPEC = NormSpec(
@@ -137,5 +131,5 @@ SPEC = NormSpec(
     inputs=("x", "weight", "bias"), required=("x",),
     outputs=("y", "mean", "std"),
     options={"dim": -1, "ddof": 1, "eps": 0.0},
-    forward=_forward, backward=_backward,
+    forward=_forward, backward=C.affine_backward(backward),
 )

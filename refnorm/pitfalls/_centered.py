@@ -15,13 +15,18 @@ def _next_pow2(n):
     return 1 << max(0, (int(n) - 1).bit_length())
 
 
+def _mean_in_w(x, dtype):
+    """(x in W, the row length n in W, the row means summed in W, pairwise): where the W statistics start."""
+    xw = in_w(x, dtype)
+    nW = working(dtype)(max(x.shape[1], 1))
+    return xw, nW, sum_w(xw, dtype) / nW
+
+
 def one_pass(x, dtype, guard="clamp"):
     """A01, A02 (clamp), A03 (var < 1e-6 -> 0), A05-A09 (no guard: NaN from a negative variance):
     var = E[x^2] - E[x]^2 with both means summed in W (pairwise) and the subtraction in W."""
     W = working(dtype)
-    xw = in_w(x, dtype)
-    nW = W(max(x.shape[1], 1))
-    mean = sum_w(xw, dtype) / nW
+    xw, nW, mean = _mean_in_w(x, dtype)
     with np.errstate(all="ignore"):
         var = sum_w(xw * xw, dtype) / nW - mean * mean
     if guard == "clamp":
@@ -91,20 +96,14 @@ def pow2_divisor(x, dtype):
 
 def sq_in_d(x, dtype):
     """C01: the squares (x - mean)^2 rounded to d before the (W) sum; the mean in W."""
-    W = working(dtype)
-    xw = in_w(x, dtype)
-    nW = W(max(x.shape[1], 1))
-    mean = sum_w(xw, dtype) / nW
+    xw, nW, mean = _mean_in_w(x, dtype)
     dv = xw - mean
     return mean.astype(np.float64), (sum_w(to_d(dv * dv, dtype), dtype) / nW).astype(np.float64)
 
 
 def var_in_d(x, dtype):
     """C02: the variance (two-pass in W) stored in d before rstd."""
-    W = working(dtype)
-    xw = in_w(x, dtype)
-    nW = W(max(x.shape[1], 1))
-    mean = sum_w(xw, dtype) / nW
+    xw, nW, mean = _mean_in_w(x, dtype)
     dv = xw - mean
     return mean.astype(np.float64), to_d(sum_w(dv * dv, dtype) / nW, dtype).astype(np.float64)
 

@@ -3,6 +3,7 @@
     mean_A(x)      the mean over the axes A, keepdims, two-pass: m0 = mean(x), mean = m0 + mean(x - m0)
     deviations     d = (x - m0) - mean(x - m0): x - mean_A(x) without the rounding error of the mean
     var_A(x)       sum_A(d^2) / (n - ddof)
+    sigmoids(z)    (sigmoid(z), 1 - sigmoid(z)), each from e = exp(-|z|) without overflow or cancellation
 
 Why two passes: a float64 mean is off by up to half an ulp of |mean|, and x - mean would carry that
 error (|mean|/std times the unit roundoff, relative) into every normalized value; re-centring the
@@ -66,6 +67,22 @@ def pow2_scale(a, axes):
 def per_channel(p, x):
     """A per-channel (C,) array (or a per-(n, c) (N, C) one) shaped to broadcast against x (N, C, *)."""
     return p.reshape((1, -1) + (1,) * (x.ndim - 2) if p.ndim == 1 else p.shape + (1,) * (x.ndim - 2))
+
+
+def sigmoids(z):
+    """(sigmoid(z), 1 - sigmoid(z)), each without overflow or cancellation: e = exp(-|z|) <= 1 (the larger of
+    the two is 1 / (1 + e), the smaller e / (1 + e)), so both keep full relative accuracy in the tails."""
+    e = np.exp(-np.abs(z))
+    big, small = 1.0 / (1.0 + e), e / (1.0 + e)
+    return np.where(z >= 0, big, small), np.where(z >= 0, small, big)
+
+
+def offline_state(initial, state):
+    """An offline normalizer's state for one call: the call's ``state`` over ``initial`` (what it leaves out
+    starts there), the step counter ``iters`` as an int64 array of shape (1,)."""
+    st = {**initial, **state}
+    st["iters"] = np.asarray(st["iters"], dtype=np.int64).reshape(1)
+    return st
 
 
 def rows(x):

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..norms.batch_renorm import check
 from ..spec import Backward, Forward
-from ._math import moments, rows, unrows
+from ._math import moments, offline_state, rows, unrows
 
 AGREEMENT = {}          # every array: the same bits (see the docstring)
 
@@ -82,8 +82,7 @@ def batch_renorm_backward(dY, x_hat, ctx, weight, has_bias):
 def forward(inputs, config, state, training):
     x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
     o = check(x, w, b, state, training, config)
-    st = {**initial_state(x.shape[1]), **state}
-    st["iters"] = np.asarray(st["iters"], dtype=np.int64).reshape(1)
+    st = offline_state(initial_state(x.shape[1]), state)
     y, mean, rstd, st, x_hat, ctx = batch_renorm(rows(x), w, b, st, training, o["momentum"], o["r_max"], o["d_max"],
                                                  o["eps"])
     outputs = {"y": unrows(y, x.shape), "mean": mean, "rstd": rstd, "r": np.ones(x.shape[1])}
@@ -93,9 +92,4 @@ def forward(inputs, config, state, training):
 def backward(ctx, cot):
     shape, x_hat, fctx, w, has_bias = ctx
     dx, dw, db = batch_renorm_backward(rows(cot["y"]), x_hat, fctx, w, has_bias)
-    grads = {"x": unrows(dx, shape)}
-    if dw is not None:
-        grads["weight"] = dw
-    if db is not None:
-        grads["bias"] = db
-    return Backward(grads)
+    return Backward.of(x=unrows(dx, shape), weight=dw, bias=db)

@@ -19,16 +19,9 @@ import numpy as np
 
 from ..norms._gated_norm_check import check
 from ..spec import Backward, Forward
-from ._math import centered_backward, moments
+from ._math import centered_backward, moments, sigmoids
 
 AGREEMENT = {}          # the fast path is this module: the same bits
-
-
-def sigmoids(z):
-    """(sigmoid(z), 1 - sigmoid(z)), each without cancellation: e = exp(-|z|) <= 1."""
-    e = np.exp(-np.abs(z))
-    p, q = 1.0 / (1.0 + e), e / (1.0 + e)               # the larger and the smaller of the two
-    return np.where(z >= 0, p, q), np.where(z >= 0, q, p)
 
 
 def silu(z):

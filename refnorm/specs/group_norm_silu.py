@@ -16,17 +16,10 @@ import numpy as np
 
 from ..norms.group_norm import check as group_norm_check
 from ..spec import Backward, Forward
+from ._math import sigmoids
 from .group_norm import group_norm, group_norm_backward
 
 AGREEMENT = {}          # every array: the same bits
-
-
-def sigmoids(p):
-    """(sigmoid(p), 1 - sigmoid(p)), each without overflow or cancellation: e = exp(-|p|) <= 1 (the larger of
-    the two is 1 / (1 + e), the smaller e / (1 + e)), so both keep full relative accuracy in the tails."""
-    e = np.exp(-np.abs(p))
-    big, small = 1.0 / (1.0 + e), e / (1.0 + e)
-    return np.where(p >= 0, big, small), np.where(p >= 0, small, big)
 
 
 def sigmoid(p):

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..norms.offline_batch_norm import check
 from ..spec import Backward, Forward
-from ._math import moments, rows, unrows
+from ._math import moments, offline_state, rows, unrows
 
 AGREEMENT = {}          # every array: the same bits
 
@@ -62,8 +62,7 @@ def offline_batch_norm_backward(dY, z, D, weight, has_bias, training):
 def forward(inputs, config, state, training):
     x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
     opts = check(x, w, b, state, training, config)
-    st = {**initial_state(x.shape[1]), **state}
-    st["iters"] = np.asarray(st["iters"], dtype=np.int64).reshape(1)
+    st = offline_state(initial_state(x.shape[1]), state)
     y, mean, rstd, st, z, D = offline_batch_norm(rows(x), w, b, st, training, opts["momentum"], opts["eps"])
     outputs = {"y": unrows(y, x.shape), "mean": mean, "rstd": rstd, "r": np.ones(x.shape[1])}
     return Forward(outputs, st, (x.shape, z, D, w, b is not None, training))
@@ -72,9 +71,4 @@ def forward(inputs, config, state, training):
 def backward(ctx, cot):
     shape, z, D, w, has_bias, training = ctx
     dx, dw, db = offline_batch_norm_backward(rows(cot["y"]), z, D, w, has_bias, training)
-    grads = {"x": unrows(dx, shape)}
-    if dw is not None:
-        grads["weight"] = dw
-    if db is not None:
-        grads["bias"] = db
-    return Backward(grads)
+    return Backward.of(x=unrows(dx, shape), weight=dw, bias=db)

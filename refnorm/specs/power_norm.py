@@ -22,6 +22,7 @@ import numpy as np
 
 from ..norms.power_norm import check
 from ..spec import Backward, Forward
+from ._math import offline_state
 
 AGREEMENT = {}          # every array: the same bits
 
@@ -69,8 +70,7 @@ def forward(inputs, config, state, training):
     x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
     o = check(x, w, b, state, training, config)
     C = x.shape[-1]
-    st = {**initial_state(C), **state}
-    st["iters"] = np.asarray(st["iters"], dtype=np.int64).reshape(1)
+    st = offline_state(initial_state(C), state)
     y, rstd, new, z, D = power_norm(rows(x), w, b, st, training, o["alpha_fwd"], o["eps"])
     outputs = {"y": y.reshape(x.shape), "mean": np.zeros(C), "rstd": rstd, "r": np.ones(C)}
     return Forward(outputs, new, (z, D, w, b is not None, new, training, o["alpha_bkw"]))
@@ -79,9 +79,4 @@ def forward(inputs, config, state, training):
 def backward(ctx, cot):
     z, D, w, has_bias, st, training, alpha_bkw = ctx
     dx, dw, db, new = power_norm_backward(rows(cot["y"]), z, D, w, has_bias, st, training, alpha_bkw)
-    grads = {"x": dx.reshape(cot["y"].shape)}
-    if dw is not None:
-        grads["weight"] = dw
-    if db is not None:
-        grads["bias"] = db
-    return Backward(grads, new)
+    return Backward.of(new, x=dx.reshape(cot["y"].shape), weight=dw, bias=db)

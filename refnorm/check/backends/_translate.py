@@ -96,18 +96,19 @@ def is_int(v) -> bool:
 def check_names(call) -> None:
     """The call's input, state and cotangent names are refnorm's for the op (KeyError otherwise)."""
     spec = registry.get(call.op)
-    unknown = [k for k in call.inputs if k not in spec.inputs]
-    if unknown:
+    if unknown := _outside(call.inputs, spec.inputs):
         raise KeyError(f"{call.op}: unknown input(s) {unknown}; expected {spec.inputs}")
-    missing = [k for k in spec.required if k not in call.inputs]
-    if missing:
+    if missing := _outside(spec.required, call.inputs):
         raise KeyError(f"{call.op}: missing required input(s) {missing}")
-    bad = [k for k in call.state if k not in spec.state]
-    if bad:
+    if bad := _outside(call.state, spec.state):
         raise KeyError(f"{call.op}: unknown state {bad}; expected {spec.state or '(none)'}")
-    bad = [k for k in call.cotangents if k not in spec.differentiable]
-    if bad:
+    if bad := _outside(call.cotangents, spec.differentiable):
         raise KeyError(f"{call.op}: cotangents for {bad}; differentiable outputs: {spec.differentiable}")
+
+
+def _outside(names, allowed) -> list:
+    """The names that are not among ``allowed``, in order."""
+    return [k for k in names if k not in allowed]
 
 
 def momentum_rule(op: str, cfg: Mapping, nbt_after: int | None):

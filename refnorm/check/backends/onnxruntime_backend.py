@@ -154,6 +154,13 @@ def _f32_exact(v) -> bool:
     return not math.isfinite(v) or float(np.float32(v)) == v
 
 
+def _channel_affine(ins, x, dt):
+    """The per-channel (C,) scale and bias of an ONNX normalization node: the call's weight and bias, ones
+    and zeros (in dt) where it has none."""
+    C = x.shape[1]
+    return ins.get("weight", np.ones((C,), dt)), ins.get("bias", np.zeros((C,), dt))
+
+
 class OnnxruntimeBackend:
     """One-node ONNX models on onnxruntime (module docstring). Forward only."""
 
@@ -348,18 +355,14 @@ class OnnxruntimeBackend:
 
     def _group_norm(self, cfg, call, ins, st, dt):
         x = ins["x"]
-        C = x.shape[1]
-        w = ins.get("weight", np.ones((C,), dt))
-        b = ins.get("bias", np.zeros((C,), dt))
+        w, b = _channel_affine(ins, x, dt)
         r = self._run_node("GroupNormalization", 21, [("x", x), ("scale", w), ("bias", b)], [("y", dt, x.shape)],
                            dict(num_groups=int(cfg["num_groups"]), epsilon=float(cfg["eps"]),
                                 stash_type=11 if call.dtype == "float64" else 1), dt, "group_norm")
         return r, {}
 
     def _bn_eval(self, x, ins, st, eps, dt, what):
-        C = x.shape[1]
-        w = ins.get("weight", np.ones((C,), dt))
-        b = ins.get("bias", np.zeros((C,), dt))
+        w, b = _channel_affine(ins, x, dt)
         r = self._run_node("BatchNormalization", 15, [("x", x), ("scale", w), ("B", b),
                                                       ("input_mean", st["running_mean"]),
                                                       ("input_var", st["running_var"])],
@@ -371,9 +374,8 @@ class OnnxruntimeBackend:
         eps = float(cfg["eps"])
         if st and not call.training:
             return self._bn_eval(x, ins, st, eps, dt, "batch_norm")
+        w, b = _channel_affine(ins, x, dt)
         C = x.shape[1]
-        w = ins.get("weight", np.ones((C,), dt))
-        b = ins.get("bias", np.zeros((C,), dt))
         if st:                                        # convention onnx (supports refuses torch)
             m = 0.9 if cfg["momentum"] is DEFAULT else float(cfg["momentum"])
             r = self._run_node("BatchNormalization", 15,
@@ -395,9 +397,7 @@ class OnnxruntimeBackend:
         eps = float(cfg["eps"])
         if st and not call.training:
             return self._bn_eval(x, ins, st, eps, dt, "instance_norm")
-        C = x.shape[1]
-        w = ins.get("weight", np.ones((C,), dt))
-        b = ins.get("bias", np.zeros((C,), dt))
+        w, b = _channel_affine(ins, x, dt)
         r = self._run_node("InstanceNormalization", 22, [("x", x), ("scale", w), ("B", b)], [("y", dt, x.shape)],
                            dict(epsilon=eps), dt, "instance_norm")
         return r, {}

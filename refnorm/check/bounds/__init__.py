@@ -33,12 +33,7 @@ def _f64(a):
 
 
 def _layer_like(op, x, cfg, w, b, dy, u, red, contract, dt, centered):
-    ns = cfg["normalized_shape"]
-    ns = (ns,) if isinstance(ns, int) else tuple(ns)
-    k = len(ns)
-    axes = tuple(range(x.ndim - k, x.ndim))
-    pb = (1,) * (x.ndim - k) + ns
-    stat_shape = x.shape[:x.ndim - k] + (1,) * k
+    axes, pb, stat_shape = S.trailing(x.shape, cfg["normalized_shape"])
     kw = {}
     if centered:
         eps = float(cfg.get("eps", 1e-5))

@@ -45,7 +45,7 @@ def _acc_limits(u):
 
 def gate_bounds(z, u_p, u):
     """(s, s', E_s, E_s'): silu(z), silu'(z) in float64 and the bounds of a correct kernel's (module docstring)."""
-    from ...specs.gated_norm import sigmoids
+    from ...specs._math import sigmoids
     sig, rho = sigmoids(z)
     A = np.abs(z)
     s, ds = z * sig, sig * (1.0 + z * rho)

@@ -107,12 +107,7 @@ def bound(inputs, cfg, training, dy, u, red, contract, dt):
     w, b = inputs.get("weight"), inputs.get("bias")
     w = None if w is None else np.asarray(w, dtype=np.float64)
     b = None if b is None else np.asarray(b, dtype=np.float64)
-    ns = cfg["normalized_shape"]
-    ns = (ns,) if isinstance(ns, int) else tuple(ns)
-    k = len(ns)
-    axes = tuple(range(x.ndim - k, x.ndim))
-    pb = (1,) * (x.ndim - k) + ns
-    stat_shape = x.shape[:x.ndim - k] + (1,) * k
+    axes, pb, stat_shape = S.trailing(x.shape, cfg["normalized_shape"])
     centered = cfg.get("norm", "rms_norm") == "layer_norm"
     o, _, rb, L = S.standardize(x, axes, weight=w, bias=b, pshape_bcast=pb, dy=None, eps=float(cfg.get("eps", 1e-5)),
                                 u=u, reduction=red, contract=contract, case_dtype=dt, centered=centered,

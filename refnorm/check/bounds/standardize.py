@@ -26,6 +26,14 @@ def _resolve(view, shape):
     return tuple(view)
 
 
+def trailing(shape, normalized_shape):
+    """layer_norm's layout of an x of ``shape`` normalized over its trailing ``normalized_shape`` (an int or a
+    tuple): (the reduced axes, the parameters' broadcast shape, the statistics' keepdims shape)."""
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    lead = len(shape) - len(ns)
+    return tuple(range(lead, len(shape))), (1,) * lead + ns, tuple(shape[:lead]) + (1,) * len(ns)
+
+
 class Layout:
     """Rows of ``shape`` (optionally viewed as ``view``) reducing over ``axes`` of the view; row
     order is the C order of the kept axes, so per-row values reshape to any keepdims stat shape."""

@@ -140,6 +140,11 @@ def name_for(regime: str, dtype: str, shape, *, eps=None, default_eps=1e-5, vari
 
 AFFINE_VARIANT = {"wb": "", "w": "nobias", "b": "noweight", "": "noaffine"}
 
+
+def variant_of(affine: str, *tags: str) -> str:
+    """The variant part of a case name: the affine's (AFFINE_VARIANT) then the tags, the empty ones left out."""
+    return "_".join(v for v in (AFFINE_VARIANT[affine], *tags) if v)
+
 # The shared grid: (regime, dtype, shape kind, eps, affine). Each op maps it through its row maker;
 # together the rows give every op all four dtypes and every regime of issue 5.
 GRID = (

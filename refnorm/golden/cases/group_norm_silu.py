@@ -8,7 +8,7 @@ inputs (the channels_last and channels_last_3d layouts, ``refnorm check --layout
 """
 from __future__ import annotations
 
-from ._base import AFFINE_VARIANT, Case, _affine_inputs, grid, name_for
+from ._base import Case, _affine_inputs, grid, name_for, variant_of
 from .standard import GROUP_NORM_SHAPES
 
 BIAS_TAG = {"": "", "neg20": "neg20", "neg90": "neg90"}
@@ -18,7 +18,7 @@ def group_norm_silu(regime, dtype, shape, *, groups, eps=1e-5, affine="wb", bias
     """A row: x from ``regime``; ``bias_regime``: the bias's parameter regime ("neg20", "neg90"; default: N(0, 0.5))."""
     n, c = shape[:2]
     view = (n, groups, c // groups) + tuple(shape[2:])   # slices: one (sample, group) each
-    variant = "_".join(v for v in (AFFINE_VARIANT[affine], f"g{groups}", BIAS_TAG[bias_regime]) if v)
+    variant = variant_of(affine, f"g{groups}", BIAS_TAG[bias_regime])
     return Case("group_norm_silu", name_for(regime, dtype, shape, eps=eps, variant=variant), dtype,
                 {"x": tuple(shape), **_affine_inputs(affine, (c,))}, regime, {"num_groups": groups, "eps": eps},
                 axes=tuple(range(2, len(view))), view=view, why=why,

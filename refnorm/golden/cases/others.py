@@ -3,7 +3,7 @@ weight_norm and weight_standardization."""
 from __future__ import annotations
 
 from .standard import LAYER_NORM_SHAPES
-from ._base import Case, name_for, AFFINE_VARIANT, grid, _affine_inputs
+from ._base import Case, name_for, grid, _affine_inputs, variant_of
 
 
 # --------------------------------------------------------------------------------- lp_normalize
@@ -66,11 +66,16 @@ def _local_response_norm_rows():
 
 
 # ------------------------------------------------------------------------------ min_max_scale
-def min_max_scale(regime, dtype, shape, *, dim=-1, eps=1e-5, affine="wb", tag="", why=""):
+def _over_dim(shape, dim, eps):
+    """(axes, eps) of a min_max_scale or z_score row: the axes ``dim`` names (an int or a list), and eps with
+    the shared grid's default (1e-5) read as these ops' own default, 0."""
     dims = [dim] if isinstance(dim, int) else list(dim)
-    axes = tuple(sorted(d % len(shape) for d in dims))
-    eps = 0.0 if eps == 1e-5 else eps    # the shared grid's default eps: min_max_scale's default, 0
-    variant = "_".join(v for v in (AFFINE_VARIANT[affine], tag) if v)
+    return tuple(sorted(d % len(shape) for d in dims)), 0.0 if eps == 1e-5 else eps
+
+
+def min_max_scale(regime, dtype, shape, *, dim=-1, eps=1e-5, affine="wb", tag="", why=""):
+    axes, eps = _over_dim(shape, dim, eps)
+    variant = variant_of(affine, tag)
     return Case("min_max_scale", name_for(regime, dtype, shape, eps=eps, default_eps=0.0, variant=variant), dtype,
                 {"x": tuple(shape), **_affine_inputs(affine, tuple(shape[a] for a in axes))}, regime,
                 {"dim": dim, "eps": eps}, axes=axes,
@@ -89,10 +94,8 @@ def _min_max_scale_rows():
 
 # -------------------------------------------------------------------------------------- z_score
 def z_score(regime, dtype, shape, *, dim=-1, eps=1e-5, affine="wb", tag="", why="", **options):
-    dims = [dim] if isinstance(dim, int) else list(dim)
-    axes = tuple(sorted(d % len(shape) for d in dims))
-    eps = 0.0 if eps == 1e-5 else eps    # the shared grid's default eps: z_score's default, 0
-    variant = "_".join(v for v in (AFFINE_VARIANT[affine], tag) if v)
+    axes, eps = _over_dim(shape, dim, eps)
+    variant = variant_of(affine, tag)
     return Case("z_score", name_for(regime, dtype, shape, eps=eps, default_eps=0.0, variant=variant), dtype,
                 {"x": tuple(shape), **_affine_inputs(affine, tuple(shape[a] for a in axes))}, regime,
                 {"dim": dim, "eps": eps, **options}, axes=axes, why=why)

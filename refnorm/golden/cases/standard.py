@@ -1,14 +1,13 @@
 """Golden rows of the standard normalizers: layer_norm, batch_norm, group_norm, instance_norm, rms_norm."""
 from __future__ import annotations
 
-from ._base import F16_SUBNORMAL, Case, name_for, AFFINE_VARIANT, grid, _affine_inputs
+from ._base import F16_SUBNORMAL, Case, name_for, grid, _affine_inputs, variant_of
 
 
 # --------------------------------------------------------------------------------- layer_norm
 def layer_norm(regime, dtype, shape, *, k=1, eps=1e-5, affine="wb", weight_offset=0.0, why=""):
     ns = tuple(shape[len(shape) - k:])
-    variant = "_".join(v for v in (AFFINE_VARIANT[affine], f"k{k}" if k > 1 else "", "zc" if weight_offset else "")
-                       if v)
+    variant = variant_of(affine, f"k{k}" if k > 1 else "", "zc" if weight_offset else "")
     return Case("layer_norm", name_for(regime, dtype, shape, eps=eps, variant=variant), dtype,
                 {"x": tuple(shape), **_affine_inputs(affine, ns)}, regime,
                 {"normalized_shape": list(ns), "eps": eps, **({"weight_offset": weight_offset} if weight_offset else {})},
@@ -40,19 +39,24 @@ def _layer_norm_rows():
 
 # --------------------------------------------------------------------------------- batch_norm
 BN_STATE = {"running_mean": "stat_mean", "running_var": "stat_var"}
+T3E = ("train", "train", "train", "eval")         # three training steps, then eval
+
+
+def _running_state(c: int, stats: bool, nbt: int) -> dict:
+    """The state of a batch_norm / instance_norm row: running statistics of c channels and
+    num_batches_tracked = nbt, or none without ``stats``."""
+    if not stats:
+        return {}
+    return {**{k: ((c,), r) for k, r in BN_STATE.items()}, "num_batches_tracked": ((), f"count:{nbt}")}
 
 
 def batch_norm(regime, dtype, shape, *, eps=1e-5, affine="wb", steps=("train",), stats=True,
                nbt=0, tag="", why="", **options):
     """Rows of batch_norm; ``options`` (momentum, convention) go to the config as given."""
     c = shape[1]
-    state = {k: ((c,), r) for k, r in BN_STATE.items()} if stats else {}
-    if stats:
-        state["num_batches_tracked"] = ((), f"count:{nbt}")
-    variant = "_".join(v for v in (AFFINE_VARIANT[affine], tag) if v)
-    return Case("batch_norm", name_for(regime, dtype, shape, eps=eps, variant=variant), dtype,
+    return Case("batch_norm", name_for(regime, dtype, shape, eps=eps, variant=variant_of(affine, tag)), dtype,
                 {"x": tuple(shape), **_affine_inputs(affine, (c,))}, regime, {"eps": eps, **options},
-                axes=(0,) + tuple(range(2, len(shape))), state=state, steps=tuple(steps),
+                axes=(0,) + tuple(range(2, len(shape))), state=_running_state(c, stats, nbt), steps=tuple(steps),
                 eval_outputs=("y",), why=why)
 
 
@@ -63,14 +67,13 @@ BATCH_NORM_SHAPES = {"odd": (7, 3), "mid": (6, 4, 25), "pow2": (8, 2, 4, 4), "ro
 def _batch_norm_rows():
     bn = batch_norm
     rows = grid(bn, BATCH_NORM_SHAPES)
-    t3e = ("train", "train", "train", "eval")
     rows += [
-        bn("normal", "float32", (6, 3, 5), steps=t3e, tag="train3_eval",
+        bn("normal", "float32", (6, 3, 5), steps=T3E, tag="train3_eval",
            why="running statistics over 3 steps (torch momentum 0.1, unbiased running_var), then eval"),
-        bn("mean1e3", "bfloat16", (6, 3, 5), steps=t3e, tag="train3_eval"),
+        bn("mean1e3", "bfloat16", (6, 3, 5), steps=T3E, tag="train3_eval"),
         bn("normal", "float32", (6, 3, 5), steps=("train", "train:mean1e3", "train", "eval"), tag="shift_train3_eval",
            why="a batch from another distribution (mean 1e3) between two normal ones"),
-        bn("normal", "float16", (4, 2, 3, 3), steps=t3e, tag="onnx_train3_eval", convention="onnx",
+        bn("normal", "float16", (4, 2, 3, 3), steps=T3E, tag="onnx_train3_eval", convention="onnx",
            why="ONNX convention: momentum 0.9 weights the old value, biased running_var (E05)"),
         bn("normal", "float64", (5, 3, 4), steps=("train",) * 3, tag="mom0.5_train3", momentum=0.5),
         bn("normal", "float32", (5, 3, 4), steps=("train",) * 3, nbt=2, tag="cumavg_nbt2_train3",
@@ -95,7 +98,7 @@ def _batch_norm_rows():
 def group_norm(regime, dtype, shape, *, groups, eps=1e-5, affine="wb", why=""):
     n, c = shape[:2]
     view = (n, groups, c // groups) + tuple(shape[2:])   # slices: one (sample, group) each
-    variant = "_".join(v for v in (AFFINE_VARIANT[affine], f"g{groups}") if v)
+    variant = variant_of(affine, f"g{groups}")
     return Case("group_norm", name_for(regime, dtype, shape, eps=eps, variant=variant), dtype,
                 {"x": tuple(shape), **_affine_inputs(affine, (c,))}, regime, {"num_groups": groups, "eps": eps},
                 axes=tuple(range(2, len(view))), view=view, why=why)
@@ -129,13 +132,10 @@ def _group_norm_rows():
 def instance_norm(regime, dtype, shape, *, eps=1e-5, affine="wb", steps=("train",), stats=False,
                   nbt=0, tag="", why="", **options):
     c = shape[1]
-    state = {k: ((c,), r) for k, r in BN_STATE.items()} if stats else {}
-    if stats:
-        state["num_batches_tracked"] = ((), f"count:{nbt}")
-    variant = "_".join(v for v in (AFFINE_VARIANT[affine], tag) if v)
-    return Case("instance_norm", name_for(regime, dtype, shape, eps=eps, variant=variant), dtype,
+    return Case("instance_norm", name_for(regime, dtype, shape, eps=eps, variant=variant_of(affine, tag)), dtype,
                 {"x": tuple(shape), **_affine_inputs(affine, (c,))}, regime, {"eps": eps, **options},
-                axes=tuple(range(2, len(shape))), state=state, steps=tuple(steps), eval_outputs=("y",),
+                axes=tuple(range(2, len(shape))), state=_running_state(c, stats, nbt), steps=tuple(steps),
+                eval_outputs=("y",),
                 why=why)
 
 
@@ -146,11 +146,10 @@ INSTANCE_NORM_SHAPES = {"odd": (3, 2, 7), "mid": (2, 3, 100), "pow2": (2, 2, 8, 
 def _instance_norm_rows():
     inn = instance_norm
     rows = grid(inn, INSTANCE_NORM_SHAPES)
-    t3e = ("train", "train", "train", "eval")
     rows += [
-        inn("normal", "float32", (4, 3, 6), stats=True, steps=t3e, tag="train3_eval",
+        inn("normal", "float32", (4, 3, 6), stats=True, steps=T3E, tag="train3_eval",
             why="running statistics: torch's mean over n of the per-instance updates, unbiased var"),
-        inn("mean1e3", "float16", (2, 3, 4, 5), stats=True, steps=t3e, tag="train3_eval"),
+        inn("mean1e3", "float16", (2, 3, 4, 5), stats=True, steps=T3E, tag="train3_eval"),
         inn("heavy_tail", "bfloat16", (3, 2, 5, 2), stats=True, steps=("train", "eval", "train"),
             tag="mom0.5_alternate", momentum=0.5),
         inn("normal", "float64", (2, 3, 5), stats=True, steps=("train", "train"), nbt=5, tag="momNone_train2",

@@ -1,7 +1,7 @@
 """Golden rows of unified_norm and the offline framework instances (refnorm/norms/offline.py)."""
 from __future__ import annotations
 
-from ._base import Case, name_for, AFFINE_VARIANT, GRID, grid, _affine_inputs
+from ._base import Case, name_for, GRID, grid, _affine_inputs, variant_of
 
 
 # ----------------------------------------------------------------------------- unified_norm
@@ -19,7 +19,7 @@ def unified_norm(regime, dtype, shape, *, eps=1e-5, affine="wb", steps=("train",
           "buffer_x2": ((mf, c), "stat_var" if warm else "zeros"),
           "buffer_gz": ((mb, c), "stat_mean" if warm else "zeros"),
           "iters": ((1,), f"count:{iters}"), "skip_counter": ((1,), "count:0")}
-    variant = "_".join(v for v in (AFFINE_VARIANT[affine], "mask" if mask else "", tag) if v)
+    variant = variant_of(affine, "mask" if mask else "", tag)
     inputs = {"x": tuple(shape), **({"pad_mask": tuple(shape[:-1])} if mask else {}),
               **_affine_inputs(affine, (c,))}
     return Case("unified_norm", name_for(regime, dtype, shape, eps=eps, variant=variant), dtype, inputs, regime,
@@ -103,7 +103,7 @@ def offline(op, regime, dtype, shape, *, steps, eps=1e-5, affine="wb", state="in
     st = {k: ((c,), warm if state == "warm" else init) for k, (init, warm) in OFFLINE_STATE[op].items()}
     st["iters"] = ((1,), f"count:{iters}")
     axes = (0,) + tuple(range(2, len(shape))) if first else tuple(range(len(shape) - 1))
-    variant = "_".join(v for v in (AFFINE_VARIANT[affine], tag) if v)
+    variant = variant_of(affine, tag)
     return Case(op, name_for(regime, dtype, shape, eps=eps, variant=variant), dtype,
                 {"x": tuple(shape), **_affine_inputs(affine, (c,))}, regime, {"eps": eps, **options}, axes=axes,
                 centered=op != "power_norm", state=st, steps=tuple(steps), why=why)
