@@ -216,10 +216,11 @@ BUGS = {
         "nvfp4: the tensor scale handed out (and used in the dequantization) as the encode factor "
         "2688 / amax instead of its reciprocal",
         "pattern: global_scale vs global_scale_inv confusion in NVFP4 quantization"),
-    "nqb_block_size_ignored": (
-        "norm_quant_block", "block",
-        "the format's default block length used whatever block_size the call sets",
-        "pattern: a constexpr GROUP_SIZE = 128 not plumbed to the kernel's block_size argument"),
+    "nqb_pow2_rounded_down": (
+        "norm_quant_block", "scale_rounding",
+        "fp8_group scale_rule='pow2': the scale amax / qmax rounded down to a power of two (floor of the "
+        "exponent) instead of up, so y / scale reaches up to 2 qmax and is clipped",
+        "pattern: exp2(floor(log2(s))) where ceil is meant in a UE8M0 per-token-group quantizer"),
     # ------------------------------------------------------------------ adaptive_layer_norm
     "aln_scale_without_one": (
         "adaptive_layer_norm", "affine",
@@ -394,8 +395,9 @@ class Blind3Kernel:
         y = xhat if w is None else xhat * w
         y = y if bias is None else y + bias
         stat = x0.shape[:x0.ndim - len(ns)] + (1,) * len(ns)
-        out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(stat).astype(acc),
-               "rstd": rstd.reshape(stat).astype(acc)}
+        sdt = np.float64 if d == "float64" else np.float32              # the statistics' buffers
+        out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(stat).astype(sdt),
+               "rstd": rstd.reshape(stat).astype(sdt)}
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(-1, N)
@@ -775,7 +777,7 @@ class Blind3Kernel:
         cfg, inp = call.config, call.inputs
         fmt = cfg["format"] or "fp8_group"
         B0, el0, rule0 = _FORMAT_DEFAULTS[fmt]
-        B = B0 if b == "nqb_block_size_ignored" else int(cfg["block_size"] or B0)
+        B = int(cfg["block_size"] or B0)
         el = cfg["element_dtype"] or el0
         rule = cfg["scale_rule"] or rule0
         qdt, qmax, emax = _STD_ELEMENTS[el]
@@ -804,7 +806,7 @@ class Blind3Kernel:
             if rule == "pow2":
                 vv = v
                 m, e = _frexp_exp(vv)
-                k = np.where(m == 0.5, e - 1, e)
+                k = e - 1 if b == "nqb_pow2_rounded_down" else np.where(m == 0.5, e - 1, e)
                 S = np.where(vv > 0, np.ldexp(1.0, k.astype(np.int64)), 0.0).astype(acc)
             else:
                 S = v
