@@ -35,6 +35,7 @@ CAUGHT_BY = {
     "nq_int8_round_half_away": ("norm_quant/pm1_eps0_rms_i8_static_ties_f32_4x64", "output.q"),
     "nq_scale_is_reciprocal": ("norm_quant/normal_rms_i8_dyn_f64_4x100", "output.scale"),
     "nq_amax_before_affine": ("norm_quant/normal_rms_i8_dyn_f64_4x100", "output.amax"),
+    "nq_ln_one_pass_variance": ("norm_quant/one_std1e-3_eps1e-12_ln_e4m3_static_f32_4x64", "output.q"),
     "nq_min_scale_dropped": ("norm_quant/zero_rms_e4m3_dyn_f32_2x64", "output.scale"),
     "gn_spatial_tail_dropped": ("group_norm/normal_g3_f64_3x6x7", "output.mean"),
     "gn_bwd_count_per_channel": ("group_norm/normal_g3_f64_3x6x7", "grad.x"),
@@ -56,6 +57,7 @@ CAUGHT_BY = {
     "nqb_pow2_rounded_down": ("norm_quant_block/normal_rms_g_pow2_res_f64_2x96", "output.scale"),
     "aln_scale_without_one": ("adaptive_layer_norm/normal_f64_2x5x7", "output.y"),
     "aln_shift_scale_swapped": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.scale"),
+    "aln_modulation_row_mod_batch": ("adaptive_layer_norm/normal_f64_2x5x7", "output.y"),
     "aln_dscale_over_batch": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.shift"),
     "poly_shared_rms": ("poly_norm/normal_f64_3x7", "output.y"),
 }

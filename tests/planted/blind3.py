@@ -45,7 +45,8 @@ BUGS = {
         "layer_norm", "precision",
         "mean and rstd written to buffers of the 16-bit input dtype (and the normalization reads them back "
         "from there)",
-        "pattern: Mean/Rstd pointers declared with the input's element type in a fused LayerNorm kernel"),
+        GH + "flagos-ai/FlagGems/pull/221 (layer_norm: save mean and rstd in float32 when the inputs are "
+        "half-precision)"),
     "ln_dweight_unnormalized": (
         "layer_norm", "backward",
         "dweight = sum over rows of dy * (x - mean): the factor rstd of x_hat left out",
@@ -79,11 +80,13 @@ BUGS = {
     "rms_bwd_no_projection": (
         "rms_norm", "backward",
         "dx = g * rstd: the projection term - x_hat * mean(g * x_hat) missing (rstd treated as a constant)",
-        "pattern: rsqrt(mean(x^2)) detached in a hand-written RMSNorm backward"),
+        GH + "ooples/AiDotNet/pull/695 (review: RmsNormBackward ignores the dependency of rms on the input, "
+        "gradInput = go * g * invRms)"),
     "rms_eps_none_as_1e-6": (
         "rms_norm", "eps",
         "eps=None resolved to 1e-6 (the Llama default) instead of finfo(float32).eps",
-        "pattern: a kernel wrapper's eps: float = 1e-6 default substituted for torch.nn.RMSNorm's None"),
+        "cf. " + GH + "apache/tvm/pull/15856 (the CUTLASS RMS kernel hard-coded eps = 1e-6 instead of the "
+        "model's value)"),
     "rms_dweight_rows_in_half": (
         "rms_norm", "precision",
         "dweight's per-row-block partial sums (blocks of 4 rows) stored in the 16-bit input dtype before "
@@ -100,7 +103,8 @@ BUGS = {
     "an_prenorm_dresidual_dropped": (
         "add_norm", "backward",
         "prenorm=True: the cotangent of residual_out is not added to ds (dx and dresidual miss it)",
-        "pattern: the dresidual_out input of a fused add-norm backward left unconnected"),
+        "cf. " + GH + "Dao-AILab/quack/pull/53 (RMS prenorm backward combined dresidual_out wrongly) and "
+        "Dao-AILab/quack/pull/52 (no gradient returned for the residual)"),
     "an_dresidual_scaled": (
         "add_norm", "dropout",
         "dresidual = ds * c: the branch's dropout / rowscale factor applied to the residual's gradient too",
@@ -112,7 +116,7 @@ BUGS = {
     "an_mask_on_residual": (
         "add_norm", "dropout",
         "the dropout mask and 1 / (1 - p) applied to the sum x + residual instead of to x alone",
-        "pattern: dropout placed after the residual add in a fused dropout-add-norm"),
+        "cf. " + GH + "hyunwoongko/transformer/issues/8 (dropout must come before the residual add, not after)"),
     # ------------------------------------------------------------------ norm_quant
     "nq_int8_round_half_away": (
         "norm_quant", "rounding",
@@ -122,11 +126,17 @@ BUGS = {
     "nq_scale_is_reciprocal": (
         "norm_quant", "quant_scale",
         "the returned scale is qmax / amax (the multiplier the kernel applies) instead of amax / qmax",
-        "pattern: scale vs scale_inv confusion (TransformerEngine's scale and scale_inv)"),
+        "cf. " + GH + "meta-pytorch/tritonbench/pull/1145 (fp8 quantization scale in the wrong direction: "
+        "the quant multiplier returned where the dequant scale is meant)"),
     "nq_amax_before_affine": (
         "norm_quant", "quant_scale",
         "amax taken over x_hat before the weight and bias are applied; q = y / that scale",
         "pattern: the row's absmax computed in the statistics pass, before the affine"),
+    "nq_ln_one_pass_variance": (
+        "norm_quant", "one_pass",
+        "layer_norm + quant: the variance as E[x^2] - E[x]^2 from one pass of float32 sums (clamped at 0)",
+        GH + "tracel-ai/burn/issues/5607 (fused f32 layer_norm's E[x^2] - E[x]^2 loses rows with a large "
+        "mean); cf. pytorch/pytorch/pull/55044"),
     "nq_min_scale_dropped": (
         "norm_quant", "quant_scale",
         "the dynamic scale's floor (min_scale, default 1 / (qmax * 512)) never applied",
@@ -137,7 +147,8 @@ BUGS = {
         "group_norm", "block",
         "the spatial loop runs over whole blocks of 4 positions only: the last partial block of each "
         "channel never enters the sums (the count stays cg * S)",
-        "pattern: for off in range(0, HW - BLOCK + 1, BLOCK) in a GroupNorm statistics kernel"),
+        "cf. " + GH + "tenstorrent/tt-metal/issues/50682 (fused group_norm statistics wrong for a "
+        "non-tile-aligned H*W; fixed by PR #51159)"),
     "gn_bwd_count_per_channel": (
         "group_norm", "group",
         "the backward's mean(g) and mean(g * x_hat) divided by S (one channel's count) instead of "
@@ -152,7 +163,8 @@ BUGS = {
     "gated_sigmoid_gate": (
         "gated_norm", "gate",
         "the gate is sigmoid(z) instead of silu(z) = z * sigmoid(z), forward and backward",
-        "pattern: GLU-style sigmoid gate in a port of Mamba-2's RMSNormGated (silu gate)"),
+        "cf. " + GH + "vllm-project/vllm/pull/40245 (RMSNormGated's sigmoid vs silu gate differing between "
+        "its two implementations)"),
     "gated_bwd_dx_ungated": (
         "gated_norm", "gate",
         "norm_before_gate=False: dx = dv, the gate's factor silu(z) of d(x * silu(z))/dx left out",
@@ -170,11 +182,13 @@ BUGS = {
     "bn_running_var_not_updated": (
         "batch_norm", "running",
         "training updates running_mean only; running_var is returned unchanged",
-        "pattern: the second running buffer's store forgotten in a fused BatchNorm statistics kernel"),
+        GH + "keras-team/keras-core/pull/339 (Fix Batch Norm Variance: moving_variance not updated in "
+        "training, issue #338)"),
     "bn_eval_eps_missing": (
         "batch_norm", "eps",
         "eval with running statistics: rstd = 1 / sqrt(running_var) without eps",
-        "pattern: the folded inference BatchNorm (scale = weight / sqrt(running_var)) without eps"),
+        GH + "Tencent/ncnn/issues/303 (inference BatchNorm sqrt(var) without eps; PR #311) and "
+        "chainer/chainer/pull/2214 (eps added to fixed_batch_normalization's variance)"),
     # ------------------------------------------------------------------ instance_norm
     "in_eval_updates_running": (
         "instance_norm", "running",
@@ -184,7 +198,8 @@ BUGS = {
     "in_unbiased_normalization": (
         "instance_norm", "bessel",
         "each instance normalized with its unbiased variance (S - 1) instead of the biased one",
-        "pattern: x.var(dim=(2, 3)) (unbiased by default) in a hand-written InstanceNorm"),
+        "cf. " + GH + "pytorch/pytorch/issues/22617 (a normalization written with torch.var's default "
+        "unbiased estimator disagreeing with GroupNorm)"),
     # ------------------------------------------------------------------ dyt
     "dyt_tanh_in_input_dtype": (
         "dyt", "precision",
@@ -199,7 +214,8 @@ BUGS = {
     "gns_bwd_no_silu_grad": (
         "group_norm_silu", "backward",
         "the backward ignores the SiLU: dx, dweight and dbias are group_norm's gradients of dy",
-        "pattern: the fused GroupNorm+SiLU forward paired with the plain GroupNorm backward"),
+        "cf. " + GH + "ooples/AiDotNet.Tensors/pull/185 (fused norm/conv + activation backward: an "
+        "activation without a case passes the gradient through, '_ => gradOutput')"),
     "gns_silu_of_xhat_times_weight": (
         "group_norm_silu", "affine",
         "y = silu(x_hat * weight) + bias: the bias added after the SiLU",
@@ -215,12 +231,14 @@ BUGS = {
         "norm_quant_block", "quant_scale",
         "nvfp4: the tensor scale handed out (and used in the dequantization) as the encode factor "
         "2688 / amax instead of its reciprocal",
-        "pattern: global_scale vs global_scale_inv confusion in NVFP4 quantization"),
+        GH + "modular/modular/issues/6600 (NVFP4 per-tensor global scale not re-inverted: applied as its "
+        "reciprocal)"),
     "nqb_pow2_rounded_down": (
         "norm_quant_block", "scale_rounding",
         "fp8_group scale_rule='pow2': the scale amax / qmax rounded down to a power of two (floor of the "
         "exponent) instead of up, so y / scale reaches up to 2 qmax and is clipped",
-        "pattern: exp2(floor(log2(s))) where ceil is meant in a UE8M0 per-token-group quantizer"),
+        GH + "inclusionAI/humming/pull/39 (UE8M0 scale rounding: (bits & 0x7F800000) + 1 floored the "
+        "exponent; fixed to round up)"),
     # ------------------------------------------------------------------ adaptive_layer_norm
     "aln_scale_without_one": (
         "adaptive_layer_norm", "affine",
@@ -231,6 +249,11 @@ BUGS = {
         "adaptive_layer_norm", "affine",
         "shift and scale swapped: y = x_hat * (1 + shift) + scale",
         "pattern: adaLN's chunk order (shift, scale, gate) read as (scale, shift, gate)"),
+    "aln_modulation_row_mod_batch": (
+        "adaptive_layer_norm", "layout",
+        "x flattened to (B * T, H) rows and the per-sample scale and shift read at row % B instead of "
+        "row // T (the sample of a row taken from the wrong stride)",
+        "pattern: a per-row program indexing the (B, H) modulation with pid % B in a fused adaLN kernel"),
     "aln_dscale_over_batch": (
         "adaptive_layer_norm", "reduction",
         "dscale and dshift summed over the batch as well as the tokens (one vector broadcast to every "
@@ -563,7 +586,7 @@ class Blind3Kernel:
             rm, rv = st["running_mean"].astype(acc), st["running_var"].astype(acc)
             nbt = np.asarray(st.get("num_batches_tracked", 0)).astype(np.int64)
             if call.training:
-                nbt0 = nbt if b == "bn_nbt_not_incremented" else nbt + 1    # the count handed back
+                nbt_out = nbt if b == "bn_nbt_not_incremented" else nbt + 1    # the count handed back
                 nbt = nbt + 1
                 mom = cfg["momentum"]
                 m = acc(1.0 / float(nbt)) if mom is None else acc(mom)
@@ -574,7 +597,7 @@ class Blind3Kernel:
                     rm, rv = (1 - m) * rm + m * bm, (rv if b == "bn_running_var_not_updated" else (1 - m) * rv + m * ub)
                 elif n > 0:
                     rm, rv = m * rm + (1 - m) * bm, (rv if b == "bn_running_var_not_updated" else m * rv + (1 - m) * bv)
-                nbt = nbt0
+                nbt = nbt_out
             state = {"running_mean": _store(rm, d), "running_var": _store(rv, d),
                      "num_batches_tracked": np.asarray(nbt, dtype=np.int64)}
         grads = {}
@@ -971,7 +994,11 @@ class Blind3Kernel:
         x = x0.astype(acc).reshape(-1, N)
         eps = _eps(cfg["eps"], acc)
         w, bias = inp.get("weight"), inp.get("bias")
-        if cfg["norm"] == "layer_norm":
+        if cfg["norm"] == "layer_norm" and b == "nq_ln_one_pass_variance":
+            mean = _rsum(x) / N
+            var = np.maximum(_rsum(x * x) / N - mean * mean, 0)
+            xhat = (x - mean) / np.sqrt(var + eps)
+        elif cfg["norm"] == "layer_norm":
             _, _, xhat = self._ln_rows(x, eps)
         else:
             _, _, xhat = self._rms_rows(x, eps)
@@ -1020,6 +1047,8 @@ class Blind3Kernel:
         T = x.shape[0] // B if B else 0                     # tokens per sample
 
         def per_row(v):                                     # (B, H) -> (B * T, H)
+            if b == "aln_modulation_row_mod_batch":
+                return np.tile(v.astype(acc).reshape(B, H), (T, 1))       # row r reads sample r % B
             return np.repeat(v.astype(acc).reshape(B, H), T, axis=0)
         mean, rstd, xhat = self._ln_rows(x, _eps(call.config["eps"], acc))
         if scale is None:
