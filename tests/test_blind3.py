@@ -45,6 +45,7 @@ CAUGHT_BY = {
     "gated_dweight_ungated_dy": ("gated_norm/std1e-3_nbg_f16_4x32", "grad.weight"),
     "bn_nbt_not_incremented": ("batch_norm/normal_f64_7x3", "state.num_batches_tracked"),
     "bn_running_var_not_updated": ("batch_norm/normal_f64_7x3", "state.running_var"),
+    "bn_nostats_eval_unit_stats": ("batch_norm/normal_eval_nostats_f32_4x3x5", "output.y"),
     "bn_eval_eps_missing": ("batch_norm/mean1e4_eval_f32_2x3x4", "output.y"),
     "in_eval_updates_running": ("instance_norm/normal_eval_2d_bf16_3x4", "state.running_var"),
     "in_unbiased_normalization": ("instance_norm/normal_f64_3x2x7", "output.rstd"),

@@ -184,6 +184,12 @@ BUGS = {
         "training updates running_mean only; running_var is returned unchanged",
         GH + "keras-team/keras-core/pull/339 (Fix Batch Norm Variance: moving_variance not updated in "
         "training, issue #338)"),
+    "bn_nostats_eval_unit_stats": (
+        "batch_norm", "mode",
+        "eval without running statistics (track_running_stats=False): normalized with the buffers' initial "
+        "values (mean 0, var 1) instead of the batch statistics",
+        "cf. " + GH + "pytorch/pytorch/issues/37823 (which statistics BatchNorm uses in eval with "
+        "track_running_stats=False; fixed by PR #38084)"),
     "bn_eval_eps_missing": (
         "batch_norm", "eps",
         "eval with running statistics: rstd = 1 / sqrt(running_var) without eps",
@@ -564,9 +570,11 @@ class Blind3Kernel:
         cfg, st = call.config, call.state
         eps = _eps(cfg["eps"], acc)
         has_run = st.get("running_mean") is not None
-        batch = call.training or not has_run
+        batch = call.training or (not has_run and b != "bn_nostats_eval_unit_stats")
         if batch:
             mean, rstd = self._ln_stats(x, eps)
+        elif not has_run:                                        # the buffers' initial values
+            mean, rstd = np.zeros((C, 1), acc), np.full((C, 1), 1 / np.sqrt(acc(1) + eps), acc)
         else:
             mean = st["running_mean"].astype(acc).reshape(C, 1)
             e = acc(0) if b == "bn_eval_eps_missing" else eps
