@@ -1,0 +1,1090 @@
+"""A third held-out set of normalization-kernel bugs, written without reading refnorm's diagnosis rules.
+
+``Blind3Kernel(None)`` is a correct NumPy kernel for thirteen ops (layer_norm, rms_norm, add_norm, norm_quant,
+group_norm, gated_norm, batch_norm, instance_norm, dyt, group_norm_silu, norm_quant_block,
+adaptive_layer_norm, poly_norm) written the way a fused float32 GPU kernel computes them: inputs upcast to
+float32 (float64 for a float64 case), two-pass statistics, each row summed pairwise, one rounding to the
+output dtype at the end (round to nearest even), statistics (mean, rstd, amax, scales) returned in float32.
+It declares the "strict" contract and must pass refnorm's check on the golden cases of its ops
+(tests/test_blind3.py). Its arithmetic follows tests/planted/blind.py and blind2.py (the same conventions),
+written out again here so that each bug can be planted where a kernel author would make it.
+
+``Blind3Kernel(name)`` is the same kernel with ONE realistic mistake planted, ``name`` a key of ``BUGS``:
+
+    BUGS[name] = (op, mechanism, description, source)
+
+``mechanism`` is the label its author believes names the bug, one of ``LABELS`` (the project's taxonomy),
+or None where none fits. ``source`` is a public bug report or fix where the mistake really happened (a
+GitHub issue or pull request), "cf. ..." where a public report shows the same mistake in a neighbouring
+kernel, or "pattern: ..." for a mistake common in hand-written kernels.
+
+The set is held out: it was written from the specifications (refnorm/specs), the registry, the backend
+protocol and public bug reports only, by an author who did not read refnorm's diagnosis (issue 33). None
+of its bugs repeats one of tests/planted/blind.py or blind2.py.
+"""
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+from refnorm.check.backends.base import Contract, Returned
+
+LABELS = ("one_pass", "precision", "block", "eps", "bessel", "running", "mode", "backward", "reduction",
+          "layout", "affine", "semantics", "window", "quant_scale", "saturation", "merge", "collective",
+          "dropout", "rounding", "gate", "group", "scale_rounding")
+OPS = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm", "batch_norm",
+       "instance_norm", "dyt", "group_norm_silu", "norm_quant_block", "adaptive_layer_norm", "poly_norm")
+__all__ = ("BUGS", "LABELS", "OPS", "Blind3Kernel")
+
+GH = "https://github.com/"
+BUGS = {
+    # ------------------------------------------------------------------ layer_norm
+    "ln_stats_stored_in_input_dtype": (
+        "layer_norm", "precision",
+        "mean and rstd written to buffers of the 16-bit input dtype (and the normalization reads them back "
+        "from there)",
+        GH + "flagos-ai/FlagGems/pull/221 (layer_norm: save mean and rstd in float32 when the inputs are "
+        "half-precision)"),
+    "ln_dweight_unnormalized": (
+        "layer_norm", "backward",
+        "dweight = sum over rows of dy * (x - mean): the factor rstd of x_hat left out",
+        "pattern: the centred x kept in registers and reused for the weight gradient"),
+    "ln_bwd_proj_without_rstd": (
+        "layer_norm", "backward",
+        "dx = rstd * (g - mean(g)) - x_hat * mean(g * x_hat): rstd multiplies the first two terms only",
+        "pattern: a misplaced parenthesis in a hand-derived LayerNorm backward"),
+    "ln_float64_in_float32": (
+        "layer_norm", "precision",
+        "float64 inputs computed with float32 statistics and arithmetic (x.to(float32) whatever the input)",
+        "pattern: a Triton kernel casting every load with .to(tl.float32), float64 included"),
+    "ln_dweight_first_block_twice": (
+        "layer_norm", "reduction",
+        "dweight/dbias partial sums per block of 4 rows; the final reduction starts from block 0's partial "
+        "and then adds every block, block 0 included",
+        "pattern: a partial-sum buffer initialised with the first program's result and then summed whole"),
+    # ------------------------------------------------------------------ rms_norm
+    "rms_llama_cast_before_weight": (
+        "rms_norm", "affine",
+        "x_hat rounded to the 16-bit input dtype before the multiply by the weight (two roundings: "
+        "weight * x_hat.to(dtype)), the Llama order instead of one rounding of x_hat * weight",
+        GH + "huggingface/transformers/pull/29402 (Llama casts x_hat to half before the weight, Gemma "
+        "after; cf. InternLM/lmdeploy/pull/2842)"),
+    "rms_offset_added_in_input_dtype": (
+        "rms_norm", "affine",
+        "weight_offset (Gemma's 1 + weight) added in the 16-bit input dtype: (1 + weight) rounded to "
+        "bfloat16/float16 before the float32 multiply",
+        GH + "vllm-project/vllm/pull/29810 (review: weight_bias + weight must be added in fp32) and "
+        "vllm-project/vllm/pull/53203"),
+    "rms_bwd_no_projection": (
+        "rms_norm", "backward",
+        "dx = g * rstd: the projection term - x_hat * mean(g * x_hat) missing (rstd treated as a constant)",
+        GH + "ooples/AiDotNet/pull/695 (review: RmsNormBackward ignores the dependency of rms on the input, "
+        "gradInput = go * g * invRms)"),
+    "rms_eps_none_as_1e-6": (
+        "rms_norm", "eps",
+        "eps=None resolved to 1e-6 (the Llama default) instead of finfo(float32).eps",
+        "cf. " + GH + "apache/tvm/pull/15856 (the CUTLASS RMS kernel hard-coded eps = 1e-6 instead of the "
+        "model's value)"),
+    "rms_dweight_rows_in_half": (
+        "rms_norm", "precision",
+        "dweight's per-row-block partial sums (blocks of 4 rows) stored in the 16-bit input dtype before "
+        "the final float32 sum over blocks",
+        "pattern: the _dw partial buffer allocated with x's dtype (triton tutorial 05's DW buffer in "
+        "the input dtype)"),
+    # ------------------------------------------------------------------ add_norm
+    "an_stats_from_rounded_sum": (
+        "add_norm", "precision",
+        "the statistics and the normalization use s = x + residual rounded to the 16-bit input dtype, "
+        "while residual_out is the exact sum",
+        GH + "vllm-project/vllm/issues/52104 (fused_add_rms_norm rounds the residual sum before the "
+        "variance; fixed by PR #52151)"),
+    "an_prenorm_dresidual_dropped": (
+        "add_norm", "backward",
+        "prenorm=True: the cotangent of residual_out is not added to ds (dx and dresidual miss it)",
+        "cf. " + GH + "Dao-AILab/quack/pull/53 (RMS prenorm backward combined dresidual_out wrongly) and "
+        "Dao-AILab/quack/pull/52 (no gradient returned for the residual)"),
+    "an_dresidual_scaled": (
+        "add_norm", "dropout",
+        "dresidual = ds * c: the branch's dropout / rowscale factor applied to the residual's gradient too",
+        "pattern: one gradient buffer written for both x and residual in a fused dropout-add-norm backward"),
+    "an_y1_uses_weight": (
+        "add_norm", "affine",
+        "the parallel branch's output y1 = x_hat * weight + bias1: weight1 ignored (weight used twice)",
+        "pattern: flash-attention's parallel-residual LayerNorm port reading W instead of W1"),
+    "an_mask_on_residual": (
+        "add_norm", "dropout",
+        "the dropout mask and 1 / (1 - p) applied to the sum x + residual instead of to x alone",
+        "cf. " + GH + "hyunwoongko/transformer/issues/8 (dropout must come before the residual add, not after)"),
+    # ------------------------------------------------------------------ norm_quant
+    "nq_int8_round_half_away": (
+        "norm_quant", "rounding",
+        "int8: y / scale rounded half away from zero (roundf) instead of to nearest even",
+        GH + "hw-native-sys/pypto-lib/pull/279 (INT8 quant mode='round' half-away-from-zero, fixed to rint); "
+        "cf. tenstorrent/tt-metal/issues/56525"),
+    "nq_scale_is_reciprocal": (
+        "norm_quant", "quant_scale",
+        "the returned scale is qmax / amax (the multiplier the kernel applies) instead of amax / qmax",
+        "cf. " + GH + "meta-pytorch/tritonbench/pull/1145 (fp8 quantization scale in the wrong direction: "
+        "the quant multiplier returned where the dequant scale is meant)"),
+    "nq_amax_before_affine": (
+        "norm_quant", "quant_scale",
+        "amax taken over x_hat before the weight and bias are applied; q = y / that scale",
+        "pattern: the row's absmax computed in the statistics pass, before the affine"),
+    "nq_ln_one_pass_variance": (
+        "norm_quant", "one_pass",
+        "layer_norm + quant: the variance as E[x^2] - E[x]^2 from one pass of float32 sums (clamped at 0)",
+        GH + "tracel-ai/burn/issues/5607 (fused f32 layer_norm's E[x^2] - E[x]^2 loses rows with a large "
+        "mean); cf. pytorch/pytorch/pull/55044"),
+    "nq_min_scale_dropped": (
+        "norm_quant", "quant_scale",
+        "the dynamic scale's floor (min_scale, default 1 / (qmax * 512)) never applied",
+        "cf. vllm csrc/quantization/fp8/common.cuh (min_scaling_factor = 1 / (FP8_MAX * 512)) missing in "
+        "a port"),
+    # ------------------------------------------------------------------ group_norm
+    "gn_spatial_tail_dropped": (
+        "group_norm", "block",
+        "the spatial loop runs over whole blocks of 4 positions only: the last partial block of each "
+        "channel never enters the sums (the count stays cg * S)",
+        "cf. " + GH + "tenstorrent/tt-metal/issues/50682 (fused group_norm statistics wrong for a "
+        "non-tile-aligned H*W; fixed by PR #51159)"),
+    "gn_bwd_count_per_channel": (
+        "group_norm", "group",
+        "the backward's mean(g) and mean(g * x_hat) divided by S (one channel's count) instead of "
+        "cg * S (the group's)",
+        "pattern: the element count of the forward's per-channel loop reused for the group's mean"),
+    "gn_dweight_group_summed": (
+        "group_norm", "group",
+        "dweight and dbias reduced over the whole group's channels (one value per group, repeated over "
+        "its channels) instead of per channel",
+        "pattern: the per-(sample, group) partials of dx reused for the parameter gradients"),
+    # ------------------------------------------------------------------ gated_norm
+    "gated_sigmoid_gate": (
+        "gated_norm", "gate",
+        "the gate is sigmoid(z) instead of silu(z) = z * sigmoid(z), forward and backward",
+        "cf. " + GH + "vllm-project/vllm/pull/40245 (RMSNormGated's sigmoid vs silu gate differing between "
+        "its two implementations)"),
+    "gated_bwd_dx_ungated": (
+        "gated_norm", "gate",
+        "norm_before_gate=False: dx = dv, the gate's factor silu(z) of d(x * silu(z))/dx left out",
+        "pattern: the gate treated as applied after the norm in the backward only"),
+    "gated_dweight_ungated_dy": (
+        "gated_norm", "gate",
+        "norm_before_gate=True: dweight and dbias summed from dy instead of dy * silu(z)",
+        "pattern: the parameter reductions fed the incoming cotangent before the gate's product"),
+    # ------------------------------------------------------------------ batch_norm
+    "bn_nbt_not_incremented": (
+        "batch_norm", "running",
+        "training returns num_batches_tracked unchanged (the update itself uses the incremented count)",
+        "cf. " + GH + "NVIDIA/Fuser/pull/1206 (review: num_stats unused, momentum=None unsupported) and "
+        "Oneflow-Inc/oneflow/issues/7440 (num_batches_tracked missing)"),
+    "bn_running_var_not_updated": (
+        "batch_norm", "running",
+        "training updates running_mean only; running_var is returned unchanged",
+        GH + "keras-team/keras-core/pull/339 (Fix Batch Norm Variance: moving_variance not updated in "
+        "training, issue #338)"),
+    "bn_nostats_eval_unit_stats": (
+        "batch_norm", "mode",
+        "eval without running statistics (track_running_stats=False): normalized with the buffers' initial "
+        "values (mean 0, var 1) instead of the batch statistics",
+        "cf. " + GH + "pytorch/pytorch/issues/37823 (which statistics BatchNorm uses in eval with "
+        "track_running_stats=False; fixed by PR #38084)"),
+    "bn_eval_eps_missing": (
+        "batch_norm", "eps",
+        "eval with running statistics: rstd = 1 / sqrt(running_var) without eps",
+        GH + "Tencent/ncnn/issues/303 (inference BatchNorm sqrt(var) without eps; PR #311) and "
+        "chainer/chainer/pull/2214 (eps added to fixed_batch_normalization's variance)"),
+    # ------------------------------------------------------------------ instance_norm
+    "in_eval_updates_running": (
+        "instance_norm", "running",
+        "eval with running statistics: the output is right, but the running buffers are still updated "
+        "with the instances' statistics",
+        "cf. " + GH + "pytorch/pytorch/issues/20967 (running statistics tracked when they should not be)"),
+    "in_unbiased_normalization": (
+        "instance_norm", "bessel",
+        "each instance normalized with its unbiased variance (S - 1) instead of the biased one",
+        "cf. " + GH + "pytorch/pytorch/issues/22617 (a normalization written with torch.var's default "
+        "unbiased estimator disagreeing with GroupNorm)"),
+    # ------------------------------------------------------------------ dyt
+    "dyt_tanh_in_input_dtype": (
+        "dyt", "precision",
+        "tanh(alpha * x) evaluated on and rounded to the 16-bit input dtype before the float32 affine "
+        "(two roundings)",
+        "pattern: torch.tanh(self.alpha * x) on the half tensor, then the affine in float32"),
+    "dyt_dalpha_mean_over_rows": (
+        "dyt", "reduction",
+        "dalpha averaged over the rows (divided by the row count) instead of summed",
+        "pattern: .mean() instead of .sum() in the scalar parameter's reduction"),
+    # ------------------------------------------------------------------ group_norm_silu
+    "gns_bwd_no_silu_grad": (
+        "group_norm_silu", "backward",
+        "the backward ignores the SiLU: dx, dweight and dbias are group_norm's gradients of dy",
+        "cf. " + GH + "ooples/AiDotNet.Tensors/pull/185 (fused norm/conv + activation backward: an "
+        "activation without a case passes the gradient through, '_ => gradOutput')"),
+    "gns_silu_of_xhat_times_weight": (
+        "group_norm_silu", "affine",
+        "y = silu(x_hat * weight) + bias: the bias added after the SiLU",
+        "pattern: the epilogue's bias add placed after the activation"),
+    # ------------------------------------------------------------------ norm_quant_block
+    "nqb_mx_no_saturation": (
+        "norm_quant_block", "saturation",
+        "mxfp8 (floor rule): y / scale converted to float8_e4m3fn without a clamp at 448; a value in "
+        "(464, 512) becomes NaN",
+        GH + "uxlfoundation/oneDNN/pull/5626 (fp8: saturate the output after dynamic e8m0 scaling instead "
+        "of overflowing)"),
+    "nqb_tensor_scale_inverted": (
+        "norm_quant_block", "quant_scale",
+        "nvfp4: the tensor scale handed out (and used in the dequantization) as the encode factor "
+        "2688 / amax instead of its reciprocal",
+        GH + "modular/modular/issues/6600 (NVFP4 per-tensor global scale not re-inverted: applied as its "
+        "reciprocal)"),
+    "nqb_pow2_rounded_down": (
+        "norm_quant_block", "scale_rounding",
+        "fp8_group scale_rule='pow2': the scale amax / qmax rounded down to a power of two (floor of the "
+        "exponent) instead of up, so y / scale reaches up to 2 qmax and is clipped",
+        GH + "inclusionAI/humming/pull/39 (UE8M0 scale rounding: (bits & 0x7F800000) + 1 floored the "
+        "exponent; fixed to round up)"),
+    # ------------------------------------------------------------------ adaptive_layer_norm
+    "aln_scale_without_one": (
+        "adaptive_layer_norm", "affine",
+        "y = x_hat * scale + shift instead of x_hat * (1 + scale) + shift (and g = dy * scale)",
+        "cf. " + GH + "NVIDIA/TransformerEngine/issues/789 (adaLN's weight passed as scale vs 1 + scale); "
+        "DiT's modulate x * (1 + scale) + shift"),
+    "aln_shift_scale_swapped": (
+        "adaptive_layer_norm", "affine",
+        "shift and scale swapped: y = x_hat * (1 + shift) + scale",
+        "pattern: adaLN's chunk order (shift, scale, gate) read as (scale, shift, gate)"),
+    "aln_modulation_row_mod_batch": (
+        "adaptive_layer_norm", "layout",
+        "x flattened to (B * T, H) rows and the per-sample scale and shift read at row % B instead of "
+        "row // T (the sample of a row taken from the wrong stride)",
+        "pattern: a per-row program indexing the (B, H) modulation with pid % B in a fused adaLN kernel"),
+    "aln_dscale_over_batch": (
+        "adaptive_layer_norm", "reduction",
+        "dscale and dshift summed over the batch as well as the tokens (one vector broadcast to every "
+        "sample)",
+        "pattern: the reduction over all leading axes of a LayerNorm's dweight kept for per-sample "
+        "modulation"),
+    # ------------------------------------------------------------------ poly_norm
+    "poly_shared_rms": (
+        "poly_norm", "semantics",
+        "the three powers divided by one rms (that of x^3) instead of each by its own",
+        "pattern: one reduction reused for the three normalizations"),
+}
+
+_QUANT = {"float8_e4m3fn": (np.dtype(ml_dtypes.float8_e4m3fn), -448.0, 448.0),
+          "float8_e5m2": (np.dtype(ml_dtypes.float8_e5m2), -57344.0, 57344.0),
+          "int8": (np.dtype(np.int8), -128.0, 127.0)}
+
+
+
+_STD_ELEMENTS = {  # element dtype -> (NumPy dtype, qmax, emax)
+    "float8_e4m3fn": (np.dtype(ml_dtypes.float8_e4m3fn), 448.0, 8),
+    "float8_e5m2": (np.dtype(ml_dtypes.float8_e5m2), 57344.0, 15),
+    "float4_e2m1fn": (np.dtype(ml_dtypes.float4_e2m1fn), 6.0, 2),
+}
+_FORMAT_DEFAULTS = {"fp8_group": (128, "float8_e4m3fn", "exact"), "mxfp8": (32, "float8_e4m3fn", "floor"),
+                    "nvfp4": (16, "float4_e2m1fn", "e4m3")}
+
+
+# ---------------------------------------------------------------- helpers
+def _rsum(a):
+    """Row sums of a 2-D array, keepdims (NumPy sums a contiguous row pairwise)."""
+    return np.ascontiguousarray(a).sum(axis=1, keepdims=True)
+
+
+def _pow2(n):
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+def _np_dtype(dtype):
+    return np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+
+
+def _store(a, dtype):
+    """One rounding to ``dtype`` (a name: the case dtype, "float32", ...), nearest even."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(a).astype(_np_dtype(dtype))
+
+
+def _half(a, dtype):
+    """``a`` rounded to a 16-bit ``dtype`` and back to its own dtype (unchanged for 32/64-bit cases)."""
+    if dtype not in ("float16", "bfloat16"):
+        return a
+    return _store(a, dtype).astype(a.dtype)
+
+
+def _ns(config):
+    ns = config["normalized_shape"]
+    return (ns,) if isinstance(ns, int) else tuple(ns)
+
+
+def _eps(value, acc):
+    return acc(np.finfo(acc).eps) if value is None else acc(value)
+
+
+def _sigmoids(z):
+    """(sigmoid(z), 1 - sigmoid(z)) from e = exp(-|z|), without overflow or cancellation."""
+    e = np.exp(-np.abs(z))
+    big, small = 1 / (1 + e), e / (1 + e)
+    return np.where(z >= 0, big, small), np.where(z >= 0, small, big)
+
+
+def _centred_dx(g, xhat, rstd):
+    """rstd * (g - mean(g) - xhat * mean(g * xhat)) per row of 2-D arrays."""
+    n = g.shape[1]
+    return rstd * (g - _rsum(g) / n - xhat * (_rsum(g * xhat) / n))
+
+
+def _frexp_exp(v):
+    """e with v = m 2^e, m in [0.5, 1), for v > 0 (float64 arithmetic on the float32 values)."""
+    return np.frexp(np.where(v > 0, v, 1.0).astype(np.float64))
+
+
+class Blind3Kernel:
+    """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct).
+
+    ``options`` declares the options it implements (any value), so a case setting an option added to
+    one of these ops later is skipped with the reason instead of judged against a kernel that ignores it."""
+
+    options = {k: None for k in (
+        "normalized_shape", "eps", "weight_offset", "eps_placement", "num_groups", "momentum", "convention",
+        "norm", "norm_before_gate", "group_size", "format", "block_size", "element_dtype", "scale_rule",
+        "min_scale", "residual_in_fp32", "dropout_p", "prenorm", "quant_dtype", "scale_ub")}
+
+    def __init__(self, bug=None):
+        if bug is not None and bug not in BUGS:
+            raise ValueError(f"unknown bug {bug!r}; expected None or one of {', '.join(BUGS)}")
+        self.bug = bug
+        self.name = "blind3" if bug is None else f"blind3:{bug}"
+
+    def available(self):
+        return None
+
+    def supports(self, call):
+        if call.op not in OPS:
+            return f"blind3 kernel: {call.op} is not implemented (only {', '.join(OPS)})"
+        return None
+
+    def contract(self, call):
+        return Contract("strict")
+
+    def run(self, call):
+        acc = np.float64 if call.dtype == "float64" else np.float32
+        with np.errstate(all="ignore"):      # a planted bug may overflow or divide by zero: judged, not raised
+            return getattr(self, "_" + call.op)(call, acc)
+
+    # ------------------------------------------------------------ shared row statistics (2-D: rows x n)
+    @staticmethod
+    def _ln_stats(x, eps, ddof=0):
+        """mean, rstd (rows, 1), two-pass (``ddof``: 1 for the unbiased variance)."""
+        n = x.shape[1]
+        mean = _rsum(x) / n
+        d = x - mean
+        var = _rsum(d * d) / (n - ddof if n > ddof else n)
+        return mean, 1 / np.sqrt(var + eps)
+
+    @staticmethod
+    def _rms_stats(x, eps, placement="inside"):
+        """rms, rstd (rows, 1)."""
+        ms = _rsum(x * x) / x.shape[1]
+        rms = np.sqrt(ms)
+        return rms, (1 / (rms + eps) if placement == "outside" else 1 / np.sqrt(ms + eps))
+
+    @staticmethod
+    def _block_col_sums(t, block, dtype=None):
+        """Column sums of (rows, n) as partial sums over blocks of ``block`` rows, then over the blocks;
+        ``dtype``: the partials rounded to that 16-bit dtype."""
+        rows = t.shape[0]
+        parts = [t[i:i + block].sum(axis=0) for i in range(0, rows, block)] or [np.zeros(t.shape[1], t.dtype)]
+        parts = np.stack(parts)
+        if dtype is not None:
+            parts = _half(parts, dtype)
+        return parts
+
+    # ------------------------------------------------------------ layer_norm
+    def _layer_norm(self, call, acc):
+        b, d = self.bug, call.dtype
+        if b == "ln_float64_in_float32":
+            acc = np.float32
+        x0 = call.inputs["x"]
+        ns = _ns(call.config)
+        N = math.prod(ns)
+        x = x0.astype(acc).reshape(-1, N)
+        off = acc(call.config.get("weight_offset", 0.0) or 0.0)
+        w, bias = call.inputs.get("weight"), call.inputs.get("bias")
+        w = None if w is None else w.astype(acc).reshape(1, N) + off
+        bias = None if bias is None else bias.astype(acc).reshape(1, N)
+        mean, rstd = self._ln_stats(x, _eps(call.config["eps"], acc))
+        if b == "ln_stats_stored_in_input_dtype":
+            mean, rstd = _half(mean, d), _half(rstd, d)
+        xc = x - mean
+        xhat = xc * rstd
+        y = xhat if w is None else xhat * w
+        y = y if bias is None else y + bias
+        stat = x0.shape[:x0.ndim - len(ns)] + (1,) * len(ns)
+        sdt = np.float64 if d == "float64" else np.float32              # the statistics' buffers
+        out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(stat).astype(sdt),
+               "rstd": rstd.reshape(stat).astype(sdt)}
+        grads = {}
+        if "y" in call.cotangents:
+            dy = call.cotangents["y"].astype(acc).reshape(-1, N)
+            g = dy if w is None else dy * w
+            if b == "ln_bwd_proj_without_rstd":
+                dx = rstd * (g - _rsum(g) / N) - xhat * (_rsum(g * xhat) / N)
+            else:
+                dx = _centred_dx(g, xhat, rstd)
+            grads["x"] = _store(dx.reshape(x0.shape), d)
+            tw = dy * (xc if b == "ln_dweight_unnormalized" else xhat)
+
+            def colsum(t):
+                if b == "ln_dweight_first_block_twice":
+                    parts = self._block_col_sums(t, 4)
+                    return parts[0] + parts.sum(axis=0)
+                return t.sum(axis=0)
+            if w is not None:
+                grads["weight"] = _store(colsum(tw).reshape(ns), d)
+            if bias is not None:
+                grads["bias"] = _store(colsum(dy).reshape(ns), d)
+        return Returned(out, grads)
+
+    # ------------------------------------------------------------ rms_norm
+    def _rms_norm(self, call, acc):
+        b, d = self.bug, call.dtype
+        x0 = call.inputs["x"]
+        ns = _ns(call.config)
+        N = math.prod(ns)
+        placement = call.config.get("eps_placement", "inside")
+        x = x0.astype(acc).reshape(-1, N)
+        off = acc(call.config.get("weight_offset", 0.0) or 0.0)
+        w = call.inputs.get("weight")
+        if w is not None and b == "rms_offset_added_in_input_dtype" and off:
+            w = _store(w.astype(acc) + off, d).astype(acc).reshape(1, N)
+        elif w is not None:
+            w = w.astype(acc).reshape(1, N) + off
+        eps = call.config["eps"]
+        eps = acc(1e-6) if eps is None and b == "rms_eps_none_as_1e-6" else _eps(eps, acc)
+        rms, rstd = self._rms_stats(x, eps, placement)
+        xhat = x * rstd
+        if b == "rms_llama_cast_before_weight":
+            y = _half(xhat, d) if w is None else _half(xhat, d) * w
+        else:
+            y = xhat if w is None else xhat * w
+        lead = x0.shape[:x0.ndim - len(ns)]
+        out = {"y": _store(y.reshape(x0.shape), d), "rstd": rstd.reshape(lead + (1,) * len(ns)).astype(acc)}
+        grads = {}
+        if "y" in call.cotangents:
+            dy = call.cotangents["y"].astype(acc).reshape(-1, N)
+            g = dy if w is None else dy * w
+            proj = _rsum(g * xhat) / N
+            if placement == "outside":
+                u = np.where(rms == 0, 0, x / np.where(rms == 0, 1, rms))
+            else:
+                u = xhat
+            dx = g * rstd if b == "rms_bwd_no_projection" else rstd * (g - u * proj)
+            grads["x"] = _store(dx.reshape(x0.shape), d)
+            if w is not None:
+                t = dy * xhat
+                if b == "rms_dweight_rows_in_half" and d in ("float16", "bfloat16"):
+                    dw = self._block_col_sums(t, 4, d).sum(axis=0)
+                else:
+                    dw = t.sum(axis=0)
+                grads["weight"] = _store(dw.reshape(ns), d)
+        return Returned(out, grads)
+
+    # ------------------------------------------------------------ group_norm (and group_norm_silu)
+    def _gn_core(self, call, acc, silu):
+        """(out, grads) of group_norm, or of group_norm_silu when ``silu``."""
+        b, d = self.bug, call.dtype
+        x0 = call.inputs["x"]
+        Nb, C = x0.shape[0], x0.shape[1]
+        G = int(call.config["num_groups"])
+        S = math.prod(x0.shape[2:])
+        cg = C // G
+        x = x0.astype(acc).reshape(Nb, C, S)
+        xv = x.reshape(Nb * G, cg * S)
+        eps = _eps(call.config["eps"], acc)
+        if b == "gn_spatial_tail_dropped" and S % 4:
+            keep = x[:, :, :S - S % 4].reshape(Nb * G, -1)          # whole blocks of 4 positions only
+            mean = _rsum(keep) / (cg * S)
+            dk = keep - mean
+            rstd = 1 / np.sqrt(_rsum(dk * dk) / (cg * S) + eps)
+        else:
+            mean, rstd = self._ln_stats(xv, eps)
+        xhat = ((xv - mean) * rstd).reshape(Nb, C, S)
+        w, bias = call.inputs.get("weight"), call.inputs.get("bias")
+        w = None if w is None else w.astype(acc).reshape(1, C, 1)
+        bias = None if bias is None else bias.astype(acc).reshape(1, C, 1)
+        p = xhat if w is None else xhat * w
+        if silu and b == "gns_silu_of_xhat_times_weight":
+            s, _ = _sigmoids(p)
+            y = p * s if bias is None else p * s + bias
+            p = p if bias is None else p + bias
+        else:
+            p = p if bias is None else p + bias
+            y = p
+            if silu:
+                s, _ = _sigmoids(p)
+                y = p * s
+        out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(Nb, G).astype(acc),
+               "rstd": rstd.reshape(Nb, G).astype(acc)}
+        grads = {}
+        if "y" in call.cotangents:
+            dy = call.cotangents["y"].astype(acc).reshape(Nb, C, S)
+            if silu and b != "gns_bwd_no_silu_grad":
+                s, rest = _sigmoids(p)
+                dy = dy * (s * (1 + p * rest))
+            g = (dy if w is None else dy * w).reshape(Nb * G, cg * S)
+            xh = xhat.reshape(Nb * G, cg * S)
+            if b == "gn_bwd_count_per_channel":
+                dx = rstd * (g - _rsum(g) / S - xh * (_rsum(g * xh) / S))
+            else:
+                dx = _centred_dx(g, xh, rstd)
+            grads["x"] = _store(dx.reshape(x0.shape), d)
+
+            def per_channel(a):
+                v = _rsum(np.ascontiguousarray(a.transpose(1, 0, 2)).reshape(C, -1)).reshape(C)
+                if b == "gn_dweight_group_summed":
+                    v = np.repeat(v.reshape(G, cg).sum(axis=1), cg)
+                return v
+            if w is not None:
+                grads["weight"] = _store(per_channel(dy * xhat), d)
+            if bias is not None:
+                grads["bias"] = _store(per_channel(dy), d)
+        return out, grads
+
+    def _group_norm(self, call, acc):
+        return Returned(*self._gn_core(call, acc, silu=False))
+
+    def _group_norm_silu(self, call, acc):
+        return Returned(*self._gn_core(call, acc, silu=True))
+
+    # ------------------------------------------------------------ batch_norm
+    def _batch_norm(self, call, acc):
+        b, d = self.bug, call.dtype
+        x0 = call.inputs["x"]
+        C = x0.shape[1]
+        x = np.ascontiguousarray(np.moveaxis(x0.astype(acc), 1, 0)).reshape(C, -1)   # (C, n)
+        n = x.shape[1]
+        cfg, st = call.config, call.state
+        eps = _eps(cfg["eps"], acc)
+        has_run = st.get("running_mean") is not None
+        batch = call.training or (not has_run and b != "bn_nostats_eval_unit_stats")
+        if batch:
+            mean, rstd = self._ln_stats(x, eps)
+        elif not has_run:                                        # the buffers' initial values
+            mean, rstd = np.zeros((C, 1), acc), np.full((C, 1), 1 / np.sqrt(acc(1) + eps), acc)
+        else:
+            mean = st["running_mean"].astype(acc).reshape(C, 1)
+            e = acc(0) if b == "bn_eval_eps_missing" else eps
+            rstd = 1 / np.sqrt(st["running_var"].astype(acc).reshape(C, 1) + e)
+        xhat = (x - mean) * rstd
+        w, bias = call.inputs.get("weight"), call.inputs.get("bias")
+        w = None if w is None else w.astype(acc).reshape(C, 1)
+        bias = None if bias is None else bias.astype(acc).reshape(C, 1)
+        y = xhat if w is None else xhat * w
+        y = y if bias is None else y + bias
+
+        def back(a):                                             # (C, n) -> x's layout
+            return np.moveaxis(a.reshape((C, x0.shape[0]) + x0.shape[2:]), 0, 1)
+        out = {"y": _store(back(y), d), "mean": mean.reshape(C).astype(acc), "rstd": rstd.reshape(C).astype(acc)}
+        state = {}
+        if has_run:
+            rm, rv = st["running_mean"].astype(acc), st["running_var"].astype(acc)
+            nbt = np.asarray(st.get("num_batches_tracked", 0)).astype(np.int64)
+            if call.training:
+                nbt_out = nbt if b == "bn_nbt_not_incremented" else nbt + 1    # the count handed back
+                nbt = nbt + 1
+                mom = cfg["momentum"]
+                m = acc(1.0 / float(nbt)) if mom is None else acc(mom)
+                bm = mean.reshape(C)
+                bv = (_rsum((x - mean) ** 2) / n).reshape(C)
+                if n > 0 and cfg["convention"] == "torch":
+                    ub = bv * acc(n / (n - 1)) if n > 1 else bv * acc(np.inf)
+                    rm, rv = (1 - m) * rm + m * bm, (rv if b == "bn_running_var_not_updated" else (1 - m) * rv + m * ub)
+                elif n > 0:
+                    rm, rv = m * rm + (1 - m) * bm, (rv if b == "bn_running_var_not_updated" else m * rv + (1 - m) * bv)
+                nbt = nbt_out
+            state = {"running_mean": _store(rm, d), "running_var": _store(rv, d),
+                     "num_batches_tracked": np.asarray(nbt, dtype=np.int64)}
+        grads = {}
+        if "y" in call.cotangents:
+            dy = np.ascontiguousarray(np.moveaxis(call.cotangents["y"].astype(acc), 1, 0)).reshape(C, -1)
+            g = dy if w is None else dy * w
+            if batch:
+                dx = _centred_dx(g, xhat, rstd)
+            else:
+                dx = g * rstd
+            grads["x"] = _store(back(dx), d)
+            if w is not None:
+                grads["weight"] = _store(_rsum(dy * xhat).reshape(C), d)
+            if bias is not None:
+                grads["bias"] = _store(_rsum(dy).reshape(C), d)
+        return Returned(out, grads, state)
+
+    # ------------------------------------------------------------ instance_norm
+    def _instance_norm(self, call, acc):
+        b, d = self.bug, call.dtype
+        x0 = call.inputs["x"]
+        Nb, C = x0.shape[0], x0.shape[1]
+        S = math.prod(x0.shape[2:])
+        x = x0.astype(acc).reshape(Nb * C, S)
+        cfg, st = call.config, call.state
+        eps = _eps(cfg["eps"], acc)
+        has_run = st.get("running_mean") is not None
+        inst = call.training or not has_run
+        if inst:
+            mean, rstd = self._ln_stats(x, eps, ddof=1 if b == "in_unbiased_normalization" else 0)
+        else:
+            mean = np.tile(st["running_mean"].astype(acc), Nb).reshape(Nb * C, 1)
+            rstd = np.tile(1 / np.sqrt(st["running_var"].astype(acc) + eps), Nb).reshape(Nb * C, 1)
+        xhat = (x - mean) * rstd
+        w, bias = call.inputs.get("weight"), call.inputs.get("bias")
+        wr = None if w is None else np.tile(w.astype(acc), Nb).reshape(Nb * C, 1)
+        br = None if bias is None else np.tile(bias.astype(acc), Nb).reshape(Nb * C, 1)
+        y = xhat if wr is None else xhat * wr
+        y = y if br is None else y + br
+        out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(Nb, C).astype(acc),
+               "rstd": rstd.reshape(Nb, C).astype(acc)}
+        state = {}
+        if has_run:
+            rm, rv = st["running_mean"].astype(acc), st["running_var"].astype(acc)
+            nbt = np.asarray(st.get("num_batches_tracked", 0)).astype(np.int64)
+            if call.training and Nb == 0:
+                rm, rv = np.full(C, np.nan, acc), np.full(C, np.nan, acc)
+            elif (call.training or b == "in_eval_updates_running") and S > 0:
+                m = acc(0.0 if cfg["momentum"] is None else cfg["momentum"])
+                mi, _ = self._ln_stats(x, eps)                 # the instances' own statistics
+                var = _rsum((x - mi) ** 2) / S
+                ub = var * acc(S / (S - 1) if S > 1 else np.inf)
+                new_m = ((1 - m) * rm + m * mi.reshape(Nb, C))
+                new_v = ((1 - m) * rv + m * ub.reshape(Nb, C))
+                rm, rv = new_m.mean(axis=0), new_v.mean(axis=0)
+            state = {"running_mean": _store(rm, d), "running_var": _store(rv, d),
+                     "num_batches_tracked": np.asarray(nbt, dtype=np.int64)}
+        grads = {}
+        if "y" in call.cotangents:
+            dy = call.cotangents["y"].astype(acc).reshape(Nb * C, S)
+            g = dy if wr is None else dy * wr
+            dx = _centred_dx(g, xhat, rstd) if inst else g * rstd
+            grads["x"] = _store(dx.reshape(x0.shape), d)
+            if w is not None:
+                grads["weight"] = _store(_rsum(dy * xhat).reshape(Nb, C).sum(axis=0), d)
+            if bias is not None:
+                grads["bias"] = _store(_rsum(dy).reshape(Nb, C).sum(axis=0), d)
+        return Returned(out, grads, state)
+
+    # ------------------------------------------------------------ gated_norm
+    def _gated_norm(self, call, acc):
+        b, d = self.bug, call.dtype
+        cfg, inp = call.config, call.inputs
+        x0 = inp["x"]
+        H = x0.shape[-1]
+        R = x0.size // H if H else 0
+        K = H if cfg["group_size"] is None else int(cfg["group_size"])
+        nbg = bool(cfg["norm_before_gate"])
+        x, z = x0.astype(acc).reshape(R, H), inp["z"].astype(acc).reshape(R, H)
+        w = inp["weight"].astype(acc).reshape(1, H)
+        bias = inp.get("bias")
+        bias = None if bias is None else bias.astype(acc).reshape(1, H)
+        sig, rest = _sigmoids(z)
+        if b == "gated_sigmoid_gate":
+            s, ds = sig, sig * rest
+        else:
+            s, ds = z * sig, sig * (1 + z * rest)
+        v = x if nbg else x * s
+        eps = _eps(cfg["eps"], acc)
+        vg = v.reshape(-1, K)
+        if cfg["norm"] == "layer_norm":
+            mean, rstd = self._ln_stats(vg, eps)
+        else:
+            mean, rstd = 0, 1 / np.sqrt(_rsum(vg * vg) / K + eps)
+        vhat = ((vg - mean) * rstd).reshape(R, H)
+        nrm = vhat * w if bias is None else vhat * w + bias
+        y = nrm * s if nbg else nrm
+        grads = {}
+        if "y" in call.cotangents:
+            dy = call.cotangents["y"].astype(acc).reshape(R, H)
+            dn = dy * s if nbg else dy
+            g = (dn * w).reshape(-1, K)
+            vh = vhat.reshape(-1, K)
+            if cfg["norm"] == "layer_norm":
+                dv = _centred_dx(g, vh, rstd)
+            else:
+                dv = rstd * (g - vh * (_rsum(g * vh) / K))
+            dv = dv.reshape(R, H)
+            if nbg:
+                dx, dz = dv, dy * nrm * ds
+            else:
+                dx = dv if b == "gated_bwd_dx_ungated" else dv * s
+                dz = dv * x * ds
+            dp = dy if nbg and b == "gated_dweight_ungated_dy" else dn
+            grads = {"x": _store(dx.reshape(x0.shape), d), "z": _store(dz.reshape(x0.shape), d),
+                     "weight": _store((dp * vhat).sum(axis=0), d)}
+            if bias is not None:
+                grads["bias"] = _store(dp.sum(axis=0), d)
+        return Returned({"y": _store(y.reshape(x0.shape), d)}, grads)
+
+    # ------------------------------------------------------------ dyt
+    def _dyt(self, call, acc):
+        b, d = self.bug, call.dtype
+        inp = call.inputs
+        x0 = inp["x"]
+        C = x0.shape[-1] if x0.ndim else 1
+        x = x0.astype(acc).reshape(-1, C)
+        a = acc(np.asarray(inp["alpha"]).astype(acc).reshape(()))
+        w, bias = inp.get("weight"), inp.get("bias")
+        w = None if w is None else w.astype(acc).reshape(1, C)
+        bias = None if bias is None else bias.astype(acc).reshape(1, C)
+        t = np.tanh(a * x)
+        if b == "dyt_tanh_in_input_dtype":
+            t = _half(np.tanh(_half(a * x, d)), d)
+        y = t if w is None else t * w
+        y = y if bias is None else y + bias
+        grads = {}
+        if "y" in call.cotangents:
+            dy = call.cotangents["y"].astype(acc).reshape(-1, C)
+            g = dy if w is None else dy * w
+            r = 1 / np.cosh(a * x)
+            D = r * r
+            gd = g * D
+            grads["x"] = _store((gd * a).reshape(x0.shape), d)
+            part = _rsum(gd * x)                                  # (rows, 1)
+            da = part.sum()
+            if b == "dyt_dalpha_mean_over_rows" and part.shape[0]:
+                da = da / acc(part.shape[0])
+            alpha = np.asarray(inp["alpha"])
+            grads["alpha"] = _store(np.reshape(da, alpha.shape), d)
+            if w is not None:
+                grads["weight"] = _store((dy * t).sum(axis=0), d)
+            if bias is not None:
+                grads["bias"] = _store(dy.sum(axis=0), d)
+        return Returned({"y": _store(y.reshape(x0.shape), d)}, grads)
+
+    # ------------------------------------------------------------ poly_norm
+    def _poly_norm(self, call, acc):
+        b, d = self.bug, call.dtype
+        inp = call.inputs
+        x0 = inp["x"]
+        H = x0.shape[-1]
+        x = x0.astype(acc).reshape(-1, H)
+        wt = inp["weight"].astype(acc)
+        bias = inp.get("bias")
+        eps = _eps(call.config["eps"], acc)
+        powers = (3, 2, 1)
+        hs, rs, us = [], [], []
+        for p in powers:
+            u = x ** p
+            sc = np.max(np.abs(u), axis=1, keepdims=True, initial=0.0)
+            sc = np.where((sc > 0) & np.isfinite(sc), sc, acc(1))
+            rms = sc * np.sqrt(_rsum((u / sc) ** 2) / H)
+            r = 1 / np.hypot(rms, np.sqrt(eps))
+            hs.append(u * r)
+            rs.append(r)
+            us.append(u)
+        if b == "poly_shared_rms":
+            hs, rs = [u * rs[0] for u in us], [rs[0]] * 3
+        y = wt[0] * hs[0] + wt[1] * hs[1] + wt[2] * hs[2]
+        y = y if bias is None else y + acc(np.asarray(bias).astype(acc).reshape(()))
+        grads = {}
+        if "y" in call.cotangents:
+            dy = call.cotangents["y"].astype(acc).reshape(-1, H)
+            dx = np.zeros_like(x)
+            for k, p in enumerate(powers):
+                g = dy * wt[k]
+                du = rs[k] * (g - hs[k] * (_rsum(g * hs[k]) / H))
+                dx = dx + (du if p == 1 else p * x ** (p - 1) * du)
+            grads["x"] = _store(dx.reshape(x0.shape), d)
+            dw = np.array([_rsum(dy * h).sum() for h in hs], dtype=acc)
+            grads["weight"] = _store(dw, d)
+            if bias is not None:
+                grads["bias"] = _store(np.reshape(_rsum(dy).sum(), np.shape(bias)), d)
+        return Returned({"y": _store(y.reshape(x0.shape), d)}, grads)
+
+    # ------------------------------------------------------------ norm_quant_block
+    def _norm_quant_block(self, call, acc):
+        b, d = self.bug, call.dtype
+        cfg, inp = call.config, call.inputs
+        fmt = cfg["format"] or "fp8_group"
+        B0, el0, rule0 = _FORMAT_DEFAULTS[fmt]
+        B = int(cfg["block_size"] or B0)
+        el = cfg["element_dtype"] or el0
+        rule = cfg["scale_rule"] or rule0
+        qdt, qmax, emax = _STD_ELEMENTS[el]
+        x0 = inp["x"]
+        H = x0.shape[-1]
+        x = x0.astype(acc).reshape(-1, H)
+        res = inp.get("residual")
+        s = x if res is None else x + res.astype(acc).reshape(-1, H)
+        eps = _eps(cfg["eps"], acc)
+        w, bias = inp.get("weight"), inp.get("bias")
+        if cfg["norm"] == "layer_norm":
+            mean, rstd = self._ln_stats(s, eps)
+            y = (s - mean) * rstd
+        else:
+            y = s * (1 / np.sqrt(_rsum(s * s) / H + eps))
+        y = y if w is None else y * w.astype(acc).reshape(1, H)
+        y = y if bias is None else y + bias.astype(acc).reshape(1, H)
+        R = y.shape[0]
+        nb = -(-H // B)
+        pad = nb * B - H
+        yb = np.concatenate([y, np.zeros((R, pad), acc)], axis=1).reshape(R, nb, B)
+        amax = np.max(np.abs(yb), axis=-1, initial=0.0)                 # (R, nb)
+        ts = acc(1.0)
+        if fmt == "fp8_group":
+            v = np.maximum(amax / acc(qmax), acc(cfg["min_scale"] or 0.0))
+            if rule == "pow2":
+                vv = v
+                m, e = _frexp_exp(vv)
+                k = e - 1 if b == "nqb_pow2_rounded_down" else np.where(m == 0.5, e - 1, e)
+                S = np.where(vv > 0, np.ldexp(1.0, k.astype(np.int64)), 0.0).astype(acc)
+            else:
+                S = v
+            scale_out = S.astype(acc)
+        elif fmt == "mxfp8":
+            if rule == "floor":
+                v = amax / acc(2.0 ** emax)
+                m, e = _frexp_exp(v)
+                k = e - 1
+            else:
+                v = amax / acc(qmax)
+                m, e = _frexp_exp(v)
+                k = np.where(m == 0.5, e - 1, e)
+            k = np.clip(np.where(v > 0, k, -127), -127, 127)
+            S = np.ldexp(1.0, k.astype(np.int64)).astype(acc)
+            scale_out = S.astype(ml_dtypes.float8_e8m0fnu)
+        else:                                                            # nvfp4
+            gs = inp.get("global_scale")
+            if gs is not None:
+                enc = acc(np.asarray(gs).astype(acc).reshape(()))
+            else:
+                g = acc(np.max(amax, initial=0.0))
+                enc = acc(1.0) if g == 0 else acc(min(acc(2688.0) / g, np.finfo(np.float32).max))
+                enc = acc(1.0) if enc == 0 else enc
+            ts = enc if b == "nqb_tensor_scale_inverted" else acc(1) / enc
+            v = amax / acc(6.0) * enc
+            Sb = np.clip(v, -448.0, 448.0).astype(ml_dtypes.float8_e4m3fn)
+            S = Sb.astype(acc) * ts
+            scale_out = Sb
+        Sx = S[..., None]
+        q = np.where(Sx == 0, acc(0) * yb, yb / np.where(Sx == 0, acc(1), Sx))
+        if not (b == "nqb_mx_no_saturation" and fmt == "mxfp8"):
+            q = np.clip(q, -qmax, qmax)
+        q = q.reshape(R, nb * B)[:, :H]
+        lead = x0.shape[:-1]
+        out = {"q": q.astype(qdt).reshape(x0.shape), "scale": scale_out.reshape(lead + (nb,)),
+               "amax": amax.astype(acc).reshape(lead + (nb,)),
+               "tensor_scale": np.full((1,) * x0.ndim, ts, dtype=acc)}
+        if res is not None:
+            rd = "float32" if cfg.get("residual_in_fp32") and d in ("float16", "bfloat16") else d
+            out["residual_out"] = _store(s.reshape(x0.shape), rd)
+        return Returned(out)
+
+    # ------------------------------------------------------------ add_norm
+    def _ln_rows(self, x, eps):
+        mean, rstd = self._ln_stats(x, eps)
+        return mean, rstd, (x - mean) * rstd
+
+    def _rms_rows(self, x, eps):
+        rms, rstd = self._rms_stats(x, eps)
+        return rms, rstd, x * rstd
+
+    def _add_norm(self, call, acc):
+        b, d = self.bug, call.dtype
+        cfg, inp = call.config, call.inputs
+        x0 = inp["x"]
+        ns = _ns(cfg)
+        N = math.prod(ns)
+        R = x0.size // N if N else 0
+        p = float(cfg["dropout_p"] or 0.0)
+        keep = acc(1.0 / (1.0 - p))
+        off = acc(cfg.get("weight_offset", 0.0) or 0.0)
+
+        def f(name):
+            a = inp.get(name)
+            return None if a is None else a.astype(acc).reshape(R, N)
+
+        def par(name):
+            a = inp.get(name)
+            return None if a is None else a.astype(acc).reshape(1, N)
+        x, res, mask, x1, mask1 = f("x"), f("residual"), f("mask"), f("x1"), f("mask1")
+        rs = inp.get("rowscale")
+        rs = None if rs is None else rs.astype(acc).reshape(R, 1)
+        c = np.ones((R, N), acc) if mask is None else mask.copy()
+        if rs is not None:
+            c = c * rs
+        c = c * keep if p else c
+        c1 = None
+        if b == "an_mask_on_residual" and res is not None and (mask is not None or p):
+            md = np.ones((R, N), acc) if mask is None else mask
+            md = md * keep if p else md
+            s = x * (c / md if mask is None else np.where(md == 0, 0, c / np.where(md == 0, 1, md)))
+            s = s + res
+            if x1 is not None:
+                c1 = np.ones((R, N), acc) if mask1 is None else mask1.copy()
+                c1 = c1 * keep if p else c1
+                s = s + x1 * c1
+            s = s * md
+        else:
+            s = x * c
+            if x1 is not None:
+                c1 = np.ones((R, N), acc) if mask1 is None else mask1.copy()
+                c1 = c1 * keep if p else c1
+                s = s + x1 * c1
+            if res is not None:
+                s = s + res
+        eps = _eps(cfg["eps"], acc)
+        w, bias, w1, b1 = par("weight"), par("bias"), par("weight1"), par("bias1")
+        we = None if w is None else w + off
+        we1 = None if w1 is None else w1 + off
+        if b == "an_y1_uses_weight" and w1 is not None and we is not None:
+            we1 = we
+        sn = _half(s, d) if b == "an_stats_from_rounded_sum" else s     # the sum the norm reads
+        if cfg["norm"] == "layer_norm":
+            _, rstd, xhat = self._ln_rows(sn, eps)
+            rms = None
+        else:
+            rms, rstd, xhat = self._rms_rows(sn, eps)
+        y = xhat if we is None else xhat * we
+        y = y if bias is None else y + bias
+        res_dtype = "float32" if cfg.get("residual_in_fp32") and d in ("float16", "bfloat16") else d
+        out = {"y": _store(y.reshape(x0.shape), d), "residual_out": _store(s.reshape(x0.shape), res_dtype)}
+        if w1 is not None:
+            y1 = xhat * we1
+            y1 = y1 if b1 is None else y1 + b1
+            out["y1"] = _store(y1.reshape(x0.shape), d)
+        grads = {}
+        if "y" in call.cotangents:
+            def norm_bwd(dy, wgt):
+                g = dy if wgt is None else dy * wgt
+                if cfg["norm"] == "layer_norm":
+                    return _centred_dx(g, xhat, rstd)
+                return rstd * (g - xhat * (_rsum(g * xhat) / N))
+            dy = call.cotangents["y"].astype(acc).reshape(R, N)
+            ds = norm_bwd(dy, we)
+            dy1 = None
+            if w1 is not None and "y1" in call.cotangents:
+                dy1 = call.cotangents["y1"].astype(acc).reshape(R, N)
+                ds = ds + norm_bwd(dy1, we1)
+            if cfg["prenorm"] and "residual_out" in call.cotangents and b != "an_prenorm_dresidual_dropped":
+                ds = ds + call.cotangents["residual_out"].astype(acc).reshape(R, N)
+            shape = x0.shape
+            grads["x"] = _store((ds * c).reshape(shape), d)
+            if res is not None:
+                grads["residual"] = _store((ds * c if b == "an_dresidual_scaled" else ds).reshape(shape), d)
+            if x1 is not None:
+                grads["x1"] = _store((ds * c1).reshape(shape), d)
+            for name in ("mask", "mask1"):
+                if name in inp:
+                    grads[name] = _store(np.zeros(shape), d)
+            if w is not None:
+                grads["weight"] = _store((dy * xhat).sum(axis=0).reshape(ns), d)
+            if bias is not None:
+                grads["bias"] = _store(dy.sum(axis=0).reshape(ns), d)
+            if w1 is not None and dy1 is not None:
+                grads["weight1"] = _store((dy1 * xhat).sum(axis=0).reshape(ns), d)
+                if b1 is not None:
+                    grads["bias1"] = _store(dy1.sum(axis=0).reshape(ns), d)
+            if rs is not None:
+                t = ds * x if mask is None else ds * x * mask
+                drs = _rsum(t) * keep if p else _rsum(t)
+                grads["rowscale"] = _store(drs.reshape(inp["rowscale"].shape), d)
+        return Returned(out, grads)
+
+    # ------------------------------------------------------------ norm_quant
+    def _norm_quant(self, call, acc):
+        b = self.bug
+        cfg, inp = call.config, call.inputs
+        x0 = inp["x"]
+        ns = _ns(cfg)
+        N = math.prod(ns)
+        x = x0.astype(acc).reshape(-1, N)
+        eps = _eps(cfg["eps"], acc)
+        w, bias = inp.get("weight"), inp.get("bias")
+        if cfg["norm"] == "layer_norm" and b == "nq_ln_one_pass_variance":
+            mean = _rsum(x) / N
+            var = np.maximum(_rsum(x * x) / N - mean * mean, 0)
+            xhat = (x - mean) / np.sqrt(var + eps)
+        elif cfg["norm"] == "layer_norm":
+            _, _, xhat = self._ln_rows(x, eps)
+        else:
+            _, _, xhat = self._rms_rows(x, eps)
+        y = xhat if w is None else xhat * w.astype(acc).reshape(1, N)
+        y = y if bias is None else y + bias.astype(acc).reshape(1, N)
+        qd = cfg["quant_dtype"]
+        qdt, lo, hi = _QUANT[qd]
+        qmax = hi
+        amax = np.max(np.abs(xhat if b == "nq_amax_before_affine" else y), axis=1, keepdims=True, initial=0.0)
+        static = inp.get("static_scale")
+        if static is not None:
+            scale = np.full(amax.shape, acc(static.astype(acc).reshape(())))
+            scale_out = scale
+        else:
+            scale = amax / acc(qmax)
+            if cfg["scale_ub"] is not None:
+                scale = np.minimum(scale, acc(cfg["scale_ub"]))
+            if b != "nq_min_scale_dropped":
+                floor = 1.0 / (hi * 512.0) if cfg["min_scale"] is None else float(cfg["min_scale"])
+                scale = np.maximum(scale, acc(floor))
+            scale_out = 1 / scale if b == "nq_scale_is_reciprocal" else scale
+        v = np.where(scale == 0, acc(0) * y, y / np.where(scale == 0, acc(1), scale))
+        v = np.clip(v, lo, hi)
+        if qdt.kind == "i":
+            v = np.nan_to_num(v, nan=0.0)
+            if b == "nq_int8_round_half_away":
+                q = (np.sign(v) * np.floor(np.abs(v) + acc(0.5))).astype(np.int8)
+            else:
+                q = np.rint(v).astype(np.int8)
+        else:
+            q = v.astype(qdt)
+        stat = x0.shape[:x0.ndim - len(ns)] + (1,) * len(ns)
+        return Returned({"q": q.reshape(x0.shape), "scale": scale_out.reshape(stat).astype(acc),
+                         "amax": amax.reshape(stat).astype(acc)})
+
+    # ------------------------------------------------------------ adaptive_layer_norm
+    def _adaptive_layer_norm(self, call, acc):
+        b, d = self.bug, call.dtype
+        inp = call.inputs
+        x0 = inp["x"]
+        B, H = x0.shape[0], x0.shape[-1]
+        x = x0.astype(acc).reshape(-1, H)
+        scale, shift = inp.get("scale"), inp.get("shift")
+        if b == "aln_shift_scale_swapped" and scale is not None and shift is not None:
+            scale, shift = shift, scale
+        T = x.shape[0] // B if B else 0                     # tokens per sample
+
+        def per_row(v):                                     # (B, H) -> (B * T, H)
+            if b == "aln_modulation_row_mod_batch":
+                return np.tile(v.astype(acc).reshape(B, H), (T, 1))       # row r reads sample r % B
+            return np.repeat(v.astype(acc).reshape(B, H), T, axis=0)
+        mean, rstd, xhat = self._ln_rows(x, _eps(call.config["eps"], acc))
+        if scale is None:
+            gain = None
+        else:
+            gain = per_row(scale) if b == "aln_scale_without_one" else acc(1) + per_row(scale)
+        y = xhat if gain is None else xhat * gain
+        y = y if shift is None else y + per_row(shift)
+        stat = x0.shape[:-1] + (1,)
+        out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(stat).astype(acc),
+               "rstd": rstd.reshape(stat).astype(acc)}
+        grads = {}
+        if "y" in call.cotangents:
+            dy = call.cotangents["y"].astype(acc).reshape(-1, H)
+            g = dy if gain is None else dy * gain
+            grads["x"] = _store(_centred_dx(g, xhat, rstd).reshape(x0.shape), d)
+
+            def per_sample(t):                              # (B * T, H) -> (B, H), summed over the tokens
+                v = t.reshape(B, T, H).sum(axis=1)
+                if b == "aln_dscale_over_batch":
+                    v = np.broadcast_to(v.sum(axis=0, keepdims=True), v.shape)
+                return v
+            ds_, dsh = (per_sample(dy * xhat) if scale is not None else None,
+                        per_sample(dy) if shift is not None else None)
+            if b == "aln_shift_scale_swapped" and scale is not None and shift is not None:
+                ds_, dsh = dsh, ds_
+            if ds_ is not None:
+                grads["scale"] = _store(ds_, d)
+            if dsh is not None:
+                grads["shift"] = _store(dsh, d)
+        return Returned(out, grads)
