@@ -37,6 +37,7 @@ from planted import report                                              # noqa: 
 from planted.pitfalls import all_planted, pairs                         # noqa: E402
 from planted.blind import BUGS as BLIND, BlindKernel                    # noqa: E402
 from planted.blind2 import BUGS as BLIND2, Blind2Kernel                 # noqa: E402
+from planted.blind3 import BUGS as BLIND3, Blind3Kernel                 # noqa: E402
 from planted.torch_kernel import BUGS, TorchKernel                      # noqa: E402
 from refnorm import pitfalls as P                                       # noqa: E402
 from refnorm.check.core import check_case                               # noqa: E402
@@ -144,7 +145,13 @@ def blind2_rows(golden=report.GOLDEN):
     return kernel_rows(Blind2Kernel, BLIND2, "blind2", "Y", golden, also=TAXONOMY_GAPS)
 
 
-HELD_OUT = {"torch": torch_rows, "blind": blind_rows, "blind2": blind2_rows}
+def blind3_rows(golden=report.GOLDEN):
+    """The third blind kernel (tests/planted/blind3.py: 44 bugs in 13 ops, labelled with refnorm's whole list of
+    mechanisms, written by a third helper not shown the diagnosis; measured once, at the end of its session)."""
+    return kernel_rows(Blind3Kernel, BLIND3, "blind3", "Z", golden)
+
+
+HELD_OUT = {"torch": torch_rows, "blind": blind_rows, "blind2": blind2_rows, "blind3": blind3_rows}
 
 
 def score(rows, M):
@@ -183,6 +190,7 @@ def render(rows, seconds):
     T = [r for r in rows if r["fold"] == "T"]
     X = [r for r in rows if r["fold"] == "X"]
     Y = [r for r in rows if r["fold"] == "Y"]
+    Z = [r for r in rows if r["fold"] == "Z"]
     mA, mB = tune(A), tune(B)
     muts = lambda f: ", ".join(f"`{m}`" for m in dict.fromkeys(r["bug"] for r in rows if r["fold"] == f))  # noqa: E731
     L = [BEGIN, "",
@@ -235,6 +243,7 @@ def render(rows, seconds):
          line("blind kernel, held out (M = MARGIN)", X, MARGIN),
          line("blind kernel, only bugs with a mechanism label", [r for r in X if r["expected"]], MARGIN),
          line("second blind kernel, held out (M = MARGIN)", Y, MARGIN),
+         line("third blind kernel, held out (M = MARGIN)", Z, MARGIN),
          "",
          "Blind kernel (tests/planted/blind.py, written by a helper who was not shown the diagnosis, the pitfall "
          "variants or this document; each bug from a public kernel's history, labelled with its mechanism by "
@@ -245,10 +254,14 @@ def render(rows, seconds):
          "diagnosis, after the diagnosis's issue-33 rules were built; measured once, at the end): "
          + "; ".join(f"`{b}` ({BLIND2[b][0]}: {BLIND2[b][2]}; {BLIND2[b][1] or 'no label'})" for b in BLIND2) + ".",
          "",
-         "Per bug of the second and both blind kernels at M = MARGIN (failed cases: named right / named wrong / not "
+         "Third blind kernel (tests/planted/blind3.py, 13 ops, labels from refnorm's whole list of mechanisms, "
+         "written by a third helper not shown the diagnosis; measured once, at the end): "
+         + "; ".join(f"`{b}` ({BLIND3[b][0]}: {BLIND3[b][2]}; {BLIND3[b][1] or 'no label'})" for b in BLIND3) + ".",
+         "",
+         "Per bug of the second and the three blind kernels at M = MARGIN (failed cases: named right / named wrong / not "
          "named; localized):", ""]
-    for b in list(BUGS) + list(BLIND) + list(BLIND2):
-        rs = [r for r in T + X + Y if r["bug"] == b]
+    for b in list(BUGS) + list(BLIND) + list(BLIND2) + list(BLIND3):
+        rs = [r for r in T + X + Y + Z if r["bug"] == b]
         n, right, wrong, *_ = score(rs, MARGIN)
         wrong_as = sorted({r["mech"] for r in rs if r["conf"] is not None and r["conf"] >= MARGIN
                            and r["mech"] not in r["expected"]})
@@ -293,7 +306,7 @@ if __name__ == "__main__":
                 print(line("blind2, the author's labels alone", own, MARGIN))
         sys.exit(0)
     if a.torch_only:
-        json.dump({"rows": torch_rows() + blind_rows() + blind2_rows(), "seconds": time.time() - t}, open(a.cache, "w"))
+        json.dump({"rows": torch_rows() + blind_rows() + blind2_rows() + blind3_rows(), "seconds": time.time() - t}, open(a.cache, "w"))
         sys.exit(0)
     if a.cache and os.path.exists(a.cache):      # {"rows", "seconds"}, or torch rows of --torch-only
         got = json.load(open(a.cache))
@@ -306,7 +319,7 @@ if __name__ == "__main__":
             got = json.load(open(part))
             rows, secs = rows + got["rows"], time.time() - t + got["seconds"]
         else:
-            rows += torch_rows() + blind_rows() + blind2_rows()
+            rows += torch_rows() + blind_rows() + blind2_rows() + blind3_rows()
             secs = time.time() - t
         if a.cache:
             json.dump({"rows": rows, "seconds": secs}, open(a.cache, "w"))
