@@ -14,23 +14,14 @@ import sympy as sp
 from . import batch_norm as bn
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices, subs_all
 from ._render import Document, Erratum, Section, Step, family_functions, navigation
+from ._symbols import ROW, affine, dx, dy, eps, g, mu, s, var, x, xhat, y
 
 NAME = "group_norm"
-N = bn.N.copy()
-eps, mu, var, s = bn.eps, bn.mu, bn.var, bn.s
+N = ROW.copy()
 Kc = N.symbol("Kc", "K", "K", integer=True, positive=True)
 S = N.symbol("S", "S", "S", integer=True, positive=True)
 a, b, p, q, a2, p2 = (N.symbol(c, c.rstrip("2"), integer=True, positive=True) for c in ("a", "b", "p", "q", "a2", "p2"))
-x = N.indexed("x", "x_{{{i}}}")
-xhat = N.indexed("xhat", r"\hat{{x}}_{{{i}}}", "x̂[{i}]")
-y = N.indexed("y", "y_{{{i}}}")
-g = N.indexed("g", "g_{{{i}}}")
-dy = N.indexed("dy", r"\frac{{\partial \ell}}{{\partial y_{{{i}}}}}", "∂ℓ/∂y[{i}]")
-dx = N.indexed("dx", r"\frac{{\partial \ell}}{{\partial x_{{{i}}}}}", "∂ℓ/∂x[{i}]")
-gamma = N.indexed("gamma_c", r"\gamma_{{{i}}}", "γ[{i}]")
-beta = N.indexed("beta_c", r"\beta_{{{i}}}", "β[{i}]")
-dgamma = N.indexed("dgamma_c", r"\frac{{\partial \ell}}{{\partial \gamma_{{{i}}}}}", "∂ℓ/∂γ[{i}]")
-dbeta = N.indexed("dbeta_c", r"\frac{{\partial \ell}}{{\partial \beta_{{{i}}}}}", "∂ℓ/∂β[{i}]")
+gamma, beta, dgamma, dbeta = affine(N, "c")
 
 
 def _mean(f):

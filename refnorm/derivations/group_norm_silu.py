@@ -15,16 +15,15 @@ import sympy as sp
 from . import group_norm as gn
 from ._proof import SIZES, NumericCheck, Prover, lambdify_slices, spec_evaluate, subs_all
 from ._render import Document, Section, Step, render as _render
+from ._symbols import dx, dy, eps, g, mu, s, var, x, xhat, y
 
 NAME = "group_norm_silu"
 N = gn.N.copy()
-eps, mu, var, s = gn.eps, gn.mu, gn.var, gn.s
 Kc, S = gn.Kc, gn.S
 a, b, p, q, a2, p2 = gn.a, gn.b, gn.p, gn.q, gn.a2, gn.p2
-x, xhat, y, g, dy, dx = gn.x, gn.xhat, gn.y, gn.g, gn.dy, gn.dx
 gamma, beta, dgamma, dbeta = gn.gamma, gn.beta, gn.dgamma, gn.dbeta
 pre = N.indexed("pre", "p_{{{i}}}", "p[{i}]")
-dpre = N.indexed("dpre", r"\frac{{\partial \ell}}{{\partial p_{{{i}}}}}", "∂ℓ/∂p[{i}]")
+dpre = N.grad(pre, "dpre")
 z = N.symbol("z", "z", "z", real=True)
 sig = N.symbol("sigma_z", r"\sigma(z)", "σ(z)")
 silu_z = N.symbol("silu_z", r"\operatorname{silu}(z)", "silu(z)")

@@ -22,15 +22,14 @@ import sympy as sp
 from . import batch_norm as bn
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
 from ._render import Document, Section, Step, family_functions, navigation
+from ._symbols import ROW, dmu, dx, eps, i, j, k, l, mu, var, x, y
 
 NAME = "mean_variance_norm"
-N = bn.N.copy()
-i, j, k, l = bn.i, bn.j, bn.k, bn.l
-x, y, dx, mu, eps, dmu, var = bn.x, bn.y, bn.dx, bn.mu, bn.eps, bn.dmu, bn.var
+N = ROW.copy()
 n = N.symbol("n", "n", integer=True, positive=True)
 sigma = N.symbol("sigma", r"\sigma", "σ", positive=True)
 g = N.indexed("g", r"\frac{{\partial \ell}}{{\partial y_{{{i}}}}}", "∂ℓ/∂y[{i}]")
-dsig = N.symbol("dsig", r"\frac{\partial \ell}{\partial \sigma}", "∂ℓ/∂σ")
+dsig = N.grad(sigma, "dsig")
 dsigdx = N.symbol("dsig_dx", r"\frac{\partial \sigma}{\partial x_{j}}", "∂σ/∂x[j]")
 h = N.indexed("h", "h_{{{i}}}")
 dirder = N.symbol("dirder", r"\frac{d}{dt} \ell(c + t h) \Big|_{t=0}", "d/dt ℓ(c + t h) at t = 0")

@@ -9,19 +9,16 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from . import batch_norm as bn
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
 from ._render import Document, Section, Step, family_functions, navigation
+from ._symbols import ROW, affine, dx, dxhat, dy, eps, g, i, j, k, m, s, x, xhat, y
 
 NAME = "rms_norm"
-N = bn.N.copy()
-m, i, j, k, s = bn.m, bn.i, bn.j, bn.k, bn.s
-x, xhat, y, g, dy, dxhat, dx, eps = bn.x, bn.xhat, bn.y, bn.g, bn.dy, bn.dxhat, bn.dx, bn.eps
+N = ROW.copy()
 nu = N.symbol("nu", r"\nu", "ν")
-dnu = N.symbol("dnu", r"\frac{\partial \ell}{\partial \nu}", "∂ℓ/∂ν")
+dnu = N.grad(nu, "dnu")
 off = N.symbol("offset", "o", "o")
-gamma = N.indexed("gamma_e", r"\gamma_{{{i}}}", "γ[{i}]")
-dgamma = N.indexed("dgamma_e", r"\frac{{\partial \ell}}{{\partial \gamma_{{{i}}}}}", "∂ℓ/∂γ[{i}]")
+gamma, _, dgamma, _ = affine(N, "e")
 t = sp.Symbol("t", positive=True)       # stands for sqrt(nu) in the eps-outside proofs
 
 F_NU = sp.Sum(x[i] ** 2, (i, 1, m)) / m

@@ -13,11 +13,10 @@ import sympy as sp
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
 from ._render import Document, Section, Step, family_functions
 from . import batch_norm as bn
+from ._symbols import dx, dy, eps, g, i, j, k, m, s, x, y
 
 NAME = "unified_norm"
 N = bn.N.copy()
-m, i, j, k, s = bn.m, bn.i, bn.j, bn.k, bn.s
-x, y, g, dy, dx, eps = bn.x, bn.y, bn.g, bn.dy, bn.dx, bn.eps
 gamma, beta, dgamma = bn.gamma, bn.beta, bn.dgamma
 z = N.indexed("z", "z_{{{i}}}")
 kk = N.indexed("mask", "k_{{{i}}}", "k[{i}]")

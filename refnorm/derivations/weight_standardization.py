@@ -12,11 +12,10 @@ from . import batch_norm as bn
 from . import layer_norm as ln
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices
 from ._render import Document, Section, Step, family_functions, navigation
+from ._symbols import ROW, eps, j, m, mu, var
 
 NAME = "weight_standardization"
-N = bn.N.copy()
-m, j = bn.m, bn.j
-mu, var, eps = bn.mu, bn.var, bn.eps
+N = ROW.copy()
 W = N.indexed("x", "W_{{{i}}}")           # same base as batch_norm's x: the proofs reuse layer_norm's
 What = N.indexed("xhat", r"\hat{{W}}_{{{i}}}", "Ŵ[{i}]")
 g = N.indexed("g", r"\frac{{\partial \ell}}{{\partial \hat{{W}}_{{{i}}}}}", "∂ℓ/∂Ŵ[{i}]")
