@@ -174,6 +174,12 @@ def navigation(code: str, previous: str | None = None, following: str | None = N
     return tuple(out)
 
 
+def spec_ref(name: str) -> str:
+    """How a document's ``checks`` name what ``check_numeric()`` compares against: the specification of
+    normalizer ``name`` (refnorm/specs/<name>.py), run by ``refnorm.evaluate(..., engine='spec')``."""
+    return f"`refnorm.evaluate('{name}', ..., engine='spec')` (the specification, refnorm/specs/{name}.py)"
+
+
 def family_functions(document):
     """``steps()`` and ``render(fmt)`` of a family module (refnorm/derivations/__init__.py), both read from
     its ``document()``: ``steps, render = family_functions(document)``."""

@@ -10,7 +10,7 @@ import numpy as np
 import sympy as sp
 
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
-from ._render import Document, Erratum, Section, Step, family_functions, navigation
+from ._render import Document, Erratum, Section, Step, family_functions, navigation, spec_ref
 from ._symbols import ROW, dmu, dvar, dx, dxhat, dy, eps, g, i, j, k, l, m, mu, s, var, x, xhat, y
 
 NAME = "batch_norm"
@@ -128,7 +128,7 @@ def document() -> Document:
             "forward graph, for m = 2, 3, 4, 5 (explicit terms) and for general m (indexed sums, "
             "Kronecker deltas resolved for 1 ≤ j ≤ m); so do the closed form, the zero sum and eval mode.",
             "`prove()` also checks that the seed's ∂ℓ/∂x (with the sum) is not the gradient.",
-            "`check_numeric()`: the closed forms, lambdified, against `refnorm.evaluate('batch_norm', ..., engine='spec')` (the specification, refnorm/specs/batch_norm.py) "
+            f"`check_numeric()`: the closed forms, lambdified, against {spec_ref(NAME)} "
             "in float64 (outputs, dx, dweight, dbias; eval mode; running statistics with `momentum=None` "
             "and with ρ = 0.1).",
         ),

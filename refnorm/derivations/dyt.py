@@ -10,7 +10,7 @@ import numpy as np
 import sympy as sp
 
 from ._proof import SIZES, NumericCheck, Prover, by_index, lambdify_slices, spec_evaluate, subs_all
-from ._render import Document, Section, Step, render as _render
+from ._render import Document, Section, Step, family_functions, spec_ref
 from ._symbols import ROW, affine, dx, dy, i, j, m, x, y
 
 NAME = "dyt"
@@ -57,20 +57,14 @@ def document() -> Document:
         checks=(
             "`prove()`: ∂ℓ/∂γ_j, ∂ℓ/∂β_j, ∂ℓ/∂x_j and ∂ℓ/∂α against the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i, with a "
             "different γ_i and β_i at every position, for m = 2..5 and general m; the cosh identity likewise.",
-            "`check_numeric()`: against `refnorm.evaluate('dyt', ..., engine='spec')` (the specification, "
-            "refnorm/specs/dyt.py): y, dx, dalpha (summed over the rows), dweight and dbias.",
+            f"`check_numeric()`: against {spec_ref(NAME)}: y, dx, dalpha (summed over the rows), dweight and dbias.",
         ),
         links=(("index", "README.md"), ("code: refnorm/specs/dyt.py", "../refnorm/specs/dyt.py"),
                ("next: poly_norm", "poly_norm.md")),
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 def _T(q):

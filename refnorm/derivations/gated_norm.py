@@ -12,7 +12,7 @@ import sympy as sp
 
 from . import batch_norm as bn
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
-from ._render import Document, Section, Step, render as _render
+from ._render import Document, Section, Step, family_functions, spec_ref
 from ._symbols import ROW, affine, dx, dy, eps, g, i, j, k, l, m, mu, s, var, x, xhat, y
 
 NAME = "gated_norm"
@@ -100,8 +100,7 @@ def document() -> Document:
         checks=(
             "`prove()`: every step against the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i with a different γ_i, β_i and "
             "s_i at every position, for m = 2..5 and general m; silu' symbolically.",
-            "`check_numeric()`: against `refnorm.evaluate('gated_norm', ..., engine='spec')` (the specification, "
-            "refnorm/specs/gated_norm.py): y, dx, dz, dweight, dbias, both gate sides, RMSNorm and LayerNorm, "
+            f"`check_numeric()`: against {spec_ref(NAME)}: y, dx, dz, dweight, dbias, both gate sides, RMSNorm and LayerNorm, "
             "three groups per row.",
         ),
         links=(("index", "README.md"), ("RMSNorm", "rms_norm.md"), ("LayerNorm", "layer_norm.md"),
@@ -109,12 +108,7 @@ def document() -> Document:
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 def _rms(vq):

@@ -13,7 +13,7 @@ import sympy as sp
 
 from . import batch_norm as bn
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices, subs_all
-from ._render import Document, Erratum, Section, Step, family_functions, navigation
+from ._render import Document, Erratum, Section, Step, family_functions, navigation, spec_ref
 from ._symbols import ROW, affine, dx, dy, eps, g, mu, s, var, x, xhat, y
 
 NAME = "group_norm"
@@ -98,8 +98,8 @@ def document() -> Document:
         checks=(
             "`prove()`: every step against the derivative of ℓ = Σ ∂ℓ/∂y_{a,p} · y_{a,p} for every (K, S) "
             "with K S = 2..5 and for general K and S (double indexed sums).",
-            "`check_numeric()`: against `refnorm.evaluate('group_norm', ..., engine='spec')` (the specification, refnorm/specs/group_norm.py) and "
-            "`refnorm.evaluate('instance_norm', ..., engine='spec')` (the specification, refnorm/specs/instance_norm.py) (y, dx, dweight, dbias; instance_norm in eval mode too).",
+            f"`check_numeric()`: against {spec_ref(NAME)} and "
+            f"{spec_ref('instance_norm')} (y, dx, dweight, dbias; instance_norm in eval mode too).",
         ),
         links=navigation("group_norm", "rms_norm", "weight_norm"),
     )

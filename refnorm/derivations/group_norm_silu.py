@@ -14,7 +14,7 @@ import sympy as sp
 
 from . import group_norm as gn
 from ._proof import SIZES, NumericCheck, Prover, lambdify_slices, spec_evaluate, subs_all
-from ._render import Document, Section, Step, render as _render
+from ._render import Document, Section, Step, family_functions
 from ._symbols import dx, dy, eps, g, mu, s, var, x, xhat, y
 
 NAME = "group_norm_silu"
@@ -95,12 +95,7 @@ def document() -> Document:
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 def _sig_rule(e):

@@ -11,7 +11,7 @@ import sympy as sp
 
 from . import batch_norm as bn
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
-from ._render import Document, Erratum, Section, Step, family_functions, navigation
+from ._render import Document, Erratum, Section, Step, family_functions, navigation, spec_ref
 from ._symbols import ROW, affine, dmu, dvar, dx, dxhat, dy, eps, g, i, j, k, l, m, mu, s, var, x, xhat, y
 
 NAME = "layer_norm"
@@ -69,7 +69,7 @@ def document() -> Document:
         checks=(
             "`prove()`: every backward step against the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i with a "
             "different γ_i, β_i at every position, for m = 2..5 and for general m.",
-            "`check_numeric()`: the closed forms against `refnorm.evaluate('layer_norm', ..., engine='spec')` (the specification, refnorm/specs/layer_norm.py) "
+            f"`check_numeric()`: the closed forms against {spec_ref(NAME)} "
             "(y, dx, dweight, dbias; one and two normalized axes).",
         ),
         links=navigation("layer_norm", "batch_norm", "rms_norm"),

@@ -21,7 +21,7 @@ import numpy as np
 import sympy as sp
 
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices
-from ._render import Document, Section, Step, family_functions, navigation
+from ._render import Document, Section, Step, family_functions, navigation, spec_ref
 from ._symbols import ROW, dx, dy, i, j, l, x, y
 
 NAME = "local_response_norm"
@@ -91,7 +91,7 @@ def document() -> Document:
             "`prove()`: every backward step and the closed form against the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i "
             "for a symbolic window matrix w and symbolic α, β, k, size, for C = 2..5 and for general C; the "
             "transposed window (step 9) for every size 1..7 and C = 1..7 under both conventions.",
-            "`check_numeric()`: the closed forms against `refnorm.evaluate('local_response_norm', ..., engine='spec')` (the specification, refnorm/specs/local_response_norm.py) "
+            f"`check_numeric()`: the closed forms against {spec_ref(NAME)} "
             "(y, scale, dx) for odd and even sizes, a size larger than C, both window conventions and β of "
             "either sign.",
         ),

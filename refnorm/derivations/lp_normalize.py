@@ -9,7 +9,7 @@ import numpy as np
 import sympy as sp
 
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices
-from ._render import Document, Section, Step, family_functions, navigation
+from ._render import Document, Section, Step, family_functions, navigation, spec_ref
 from ._symbols import ROW, dx, dy, eps, i, j, k, m, y
 
 NAME = "lp_normalize"
@@ -63,7 +63,7 @@ def document() -> Document:
         checks=(
             "`prove()`: every step against the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i for symbolic p > 0 and "
             "real x_i (|x| and sign(x) exact), for m = 2..5 and general m; p = 2 separately; the ε regime.",
-            "`check_numeric()`: against `refnorm.evaluate('lp_normalize', ..., engine='spec')` (the specification, refnorm/specs/lp_normalize.py) for p = 1, 2, 3, 0.5 and a "
+            f"`check_numeric()`: against {spec_ref(NAME)} for p = 1, 2, 3, 0.5 and a "
             "slice whose norm is below ε.",
         ),
         links=navigation("lp_normalize", "weight_standardization", "unified_norm"),

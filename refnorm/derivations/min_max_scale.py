@@ -23,7 +23,7 @@ import numpy as np
 import sympy as sp
 
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
-from ._render import Document, Section, Step, family_functions, navigation
+from ._render import Document, Section, Step, family_functions, navigation, spec_ref
 from ._symbols import ROW, affine, dx, dy, eps, g, i, j, k, x, y
 
 NAME = "min_max_scale"
@@ -121,7 +121,7 @@ def document() -> Document:
             "with max = x_a and min = x_b, for n = 2..5 (every a ≠ b) and for general n, a, b; the zero sum and "
             "the x-component; the tie convention as the average over the choices of a and b, and the zero sum "
             "and x-component under every tie pattern (n = 2..5); the constant slice.",
-            "`check_numeric()`: against `refnorm.evaluate('min_max_scale', ..., engine='spec')` (the specification, refnorm/specs/min_max_scale.py) (y, dx, dweight, dbias) at "
+            f"`check_numeric()`: against {spec_ref(NAME)} (y, dx, dweight, dbias) at "
             "ε = 0 and ε > 0, one and two `dim` axes; slices with tied maxima and minima; constant slices with "
             "ε > 0 (step 18) and ε = 0 (y = β, ∂ℓ/∂x = 0).",
         ),

@@ -10,7 +10,7 @@ import numpy as np
 import sympy as sp
 
 from ._proof import NumericCheck, Prover, by_index, lambdify_slices, spec_evaluate, subs_all
-from ._render import Document, Section, Step, render as _render
+from ._render import Document, Section, Step, family_functions, spec_ref
 from ._symbols import ROW, dx, dy, eps, i, j, k, m, x, y
 
 NAME = "poly_norm"
@@ -62,20 +62,14 @@ def document() -> Document:
             "`prove()`: ∂ℓ/∂w_k, ∂ℓ/∂b, each ∂ℓ/∂u_p (the powers taken as independent inputs) and ∂ℓ/∂x_j (the "
             "powers as functions of x, all three statistics differentiated) against the derivative of "
             "ℓ = Σ ∂ℓ/∂y_i · y_i, for m = 2, 3 and general m.",
-            "`check_numeric()`: against `refnorm.evaluate('poly_norm', ..., engine='spec')` (the specification, "
-            "refnorm/specs/poly_norm.py): y, dx, dweight and dbias (summed over the rows).",
+            f"`check_numeric()`: against {spec_ref(NAME)}: y, dx, dweight and dbias (summed over the rows).",
         ),
         links=(("index", "README.md"), ("previous: dyt", "dyt.md"), ("RMSNorm", "rms_norm.md"),
                ("code: refnorm/specs/poly_norm.py", "../refnorm/specs/poly_norm.py")),
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 def _H_of(p, src):

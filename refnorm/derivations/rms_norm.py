@@ -10,7 +10,7 @@ import numpy as np
 import sympy as sp
 
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
-from ._render import Document, Section, Step, family_functions, navigation
+from ._render import Document, Section, Step, family_functions, navigation, spec_ref
 from ._symbols import ROW, affine, dx, dxhat, dy, eps, g, i, j, k, m, s, x, xhat, y
 
 NAME = "rms_norm"
@@ -72,7 +72,7 @@ def document() -> Document:
         checks=(
             "`prove()`: every step against the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i with a different γ_i at "
             "every position and a symbolic offset o, for m = 2..5 and general m; also the ε-outside variant.",
-            "`check_numeric()`: against `refnorm.evaluate('rms_norm', ..., engine='spec')` (the specification, refnorm/specs/rms_norm.py) (y, dx, dweight), with the "
+            f"`check_numeric()`: against {spec_ref(NAME)} (y, dx, dweight), with the "
             "offset and the ε-outside variant where the module offers them.",
         ),
         links=navigation("rms_norm", "layer_norm", "group_norm"),

@@ -9,7 +9,7 @@ import numpy as np
 import sympy as sp
 
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices, subs_all
-from ._render import Document, Section, Step, family_functions, navigation
+from ._render import Document, Section, Step, family_functions, navigation, spec_ref
 from ._symbols import ROW, i, j, k, m
 
 NAME = "weight_norm"
@@ -55,7 +55,7 @@ def document() -> Document:
         sections=(fwd, bwd, compact),
         checks=(
             "`prove()`: every step against the derivative of ℓ = Σ ∂ℓ/∂w_i · w_i, for m = 2..5 and general m.",
-            "`check_numeric()`: against `refnorm.evaluate('weight_norm', ..., engine='spec')` (the specification, refnorm/specs/weight_norm.py) (w, dv, dg; dim 0, 1 and None).",
+            f"`check_numeric()`: against {spec_ref(NAME)} (w, dv, dg; dim 0, 1 and None).",
         ),
         links=navigation("weight_norm", "group_norm", "weight_standardization"),
     )

@@ -11,7 +11,7 @@ import sympy as sp
 from . import batch_norm as bn
 from . import layer_norm as ln
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices
-from ._render import Document, Section, Step, family_functions, navigation
+from ._render import Document, Section, Step, family_functions, navigation, spec_ref
 from ._symbols import ROW, eps, j, m, mu, var
 
 NAME = "weight_standardization"
@@ -47,7 +47,7 @@ def document() -> Document:
         checks=(
             "`prove()`: LayerNorm's claims with γ = 1 (the chain-rule steps, the closed form, the zero sum) "
             "against the derivative of ℓ = Σ ∂ℓ/∂Ŵ_i · Ŵ_i, for m = 2..5 and general m.",
-            "`check_numeric()`: against `refnorm.evaluate('weight_standardization', ..., engine='spec')` (the specification, refnorm/specs/weight_standardization.py) (Ŵ and ∂ℓ/∂W).",
+            f"`check_numeric()`: against {spec_ref(NAME)} (Ŵ and ∂ℓ/∂W).",
         ),
         links=navigation("weight_standardization", "weight_norm", "lp_normalize"),
     )

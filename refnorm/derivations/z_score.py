@@ -20,7 +20,7 @@ import numpy as np
 import sympy as sp
 
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
-from ._render import Document, Section, Step, family_functions, navigation
+from ._render import Document, Section, Step, family_functions, navigation, spec_ref
 from ._symbols import ROW, affine, dmu, dx, dxhat, dy, eps, g, i, j, k, l, mu, s, x, xhat, y
 
 NAME = "z_score"
@@ -97,7 +97,7 @@ def document() -> Document:
             "`prove()`: every backward step, the closed form, the zero sum and the component along x against "
             "the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i, with a different γ_i, β_i at every position and the divisor "
             "n − δ a free symbol, for n = 2..5 and for general n; the constant-slice gradient at ε > 0.",
-            "`check_numeric()`: the closed forms against `refnorm.evaluate('z_score', ..., engine='spec')` (the specification, refnorm/specs/z_score.py) (y, dx, dweight, "
+            f"`check_numeric()`: the closed forms against {spec_ref(NAME)} (y, dx, dweight, "
             "dbias) for ddof = 0, 1, 2, ε = 0 and ε > 0, one and two `dim` axes; a constant slice with ε > 0 "
             "(the formula) and with ε = 0 (the convention y = β, ∂ℓ/∂x = 0).",
         ),
