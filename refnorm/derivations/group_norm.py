@@ -120,6 +120,20 @@ def _xhat_rule(XH):
     return lambda e: e.replace(lambda t: isinstance(t, sp.Indexed) and t.base == xhat, lambda t: XH(*t.indices))
 
 
+def slice_claims(P: Prover, claims: dict, sizes, base: dict, general=()) -> None:
+    """Each claim ``build(A, P_)`` (0 when it holds) at every position (a, p) of a slice of every shape
+    (K, S) with K S in ``sizes``, and for general K and S if its key is in ``general``."""
+    shapes = [(k_, m_ // k_) for m_ in sizes for k_ in range(1, m_ + 1) if m_ % k_ == 0]
+    for key, build in claims.items():
+        for K_, S_ in shapes:
+            for A, P_ in itertools.product(range(1, K_ + 1), range(1, S_ + 1)):
+                P.claim(key, f"{K_ * S_}: K = {K_}, S = {S_}, a = {A}, p = {P_}",
+                        build(A, P_).xreplace(base).xreplace({Kc: K_, S: S_}))
+        if key in general:
+            P.claim(key, "general K, S", build(a, p).xreplace(base), general=True,
+                    ranges={a: (1, Kc), p: (1, S)})
+
+
 def prove(sizes=SIZES, general: bool = True) -> list[str]:
     P = Prover(NAME)
     MU, VAR, XH, L = _defs()
@@ -134,15 +148,7 @@ def prove(sizes=SIZES, general: bool = True) -> list[str]:
         "compact": lambda A, P_: sp.diff(L, x[A, P_]) - closed(A, P_),
         "sum0": lambda A, P_: sp.Sum(sp.Sum(closed(b, q), (q, 1, S)), (b, 1, Kc)),
     }
-    shapes = [(k_, m_ // k_) for m_ in sizes for k_ in range(1, m_ + 1) if m_ % k_ == 0]
-    for key, build in claims.items():
-        for K_, S_ in shapes:
-            for A, P_ in itertools.product(range(1, K_ + 1), range(1, S_ + 1)):
-                P.claim(key, f"{K_ * S_}: K = {K_}, S = {S_}, a = {A}, p = {P_}",
-                        build(A, P_).xreplace(base).xreplace({Kc: K_, S: S_}))
-        if general:
-            P.claim(key, "general K, S", build(a, p).xreplace(base), general=True,
-                    ranges={a: (1, Kc), p: (1, S)})
+    slice_claims(P, claims, sizes, base, general=claims if general else ())
     # InstanceNorm's step is the K = 1 case of the same closed form
     for S_ in sizes:
         for P_ in range(1, S_ + 1):

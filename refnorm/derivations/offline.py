@@ -14,7 +14,7 @@ import sympy as sp
 from . import batch_norm as bn
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
 from ._render import Document, Section, Step, family_functions, navigation
-from ._symbols import dx, dy, eps, g, i, j, k, l, m, s, x, y
+from ._symbols import dx, dy, eps, g, i, j, k, l, m, s, x
 
 NAME = "offline"
 N = bn.N.copy()

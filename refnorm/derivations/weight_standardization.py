@@ -12,7 +12,7 @@ from . import batch_norm as bn
 from . import layer_norm as ln
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices
 from ._render import Document, Section, Step, family_functions, navigation, spec_ref
-from ._symbols import ROW, eps, j, m, mu, var
+from ._symbols import ROW, eps, j, mu, var
 
 NAME = "weight_standardization"
 N = ROW.copy()
