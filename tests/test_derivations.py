@@ -313,3 +313,40 @@ def test_derivations_never_import_torch():
             "for n in d.names(): d.get(n).document()\n"
             "assert 'torch' not in sys.modules and 'jax' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+# ------------------------------------------------------------------ the shared notation (_symbols)
+def test_grad_prints_dl_over_what_it_differentiates():
+    """Notation.grad: ∂ℓ/∂v printed from v's own display, per index for an indexed base."""
+    from refnorm.derivations import _render
+    N = _render.Notation()
+    v = N.indexed("v", r"\hat{{v}}_{{{i}}}", "v̂[{i}]")
+    sigma = N.symbol("sigma", r"\sigma", "σ")
+    dv, dsigma = N.grad(v, "dv"), N.grad(sigma, "dsigma")
+    j = sp.Symbol("j", integer=True, positive=True)
+    assert isinstance(dv, sp.IndexedBase) and isinstance(dsigma, sp.Symbol)
+    assert _render.latex(dv[j], N) == r"\frac{\partial \ell}{\partial \hat{v}_{j}}"
+    assert _render.pretty(dv[j], N) == "∂ℓ/∂v̂[j]"
+    assert _render.latex(dsigma, N) == r"\frac{\partial \ell}{\partial \sigma}"
+    assert _render.pretty(dsigma, N) == "∂ℓ/∂σ"
+
+
+def test_shared_symbols_are_the_families_symbols():
+    """The families take x, dy, ... from _symbols.ROW and γ, β from _symbols.affine: one object each, so a
+    formula of one family substitutes into another's (layer_norm reuses batch_norm's closed form)."""
+    from refnorm.derivations import _render, _symbols, batch_norm, group_norm, layer_norm, lp_normalize
+    assert batch_norm.x is _symbols.x and layer_norm.dy is _symbols.dy and group_norm.xhat is _symbols.xhat
+    assert lp_normalize.eps is _symbols.eps and layer_norm.C_DX is batch_norm.C_DX
+    N = _symbols.ROW.copy()
+    gamma, beta, dgamma, dbeta = _symbols.affine(N, "e")
+    assert gamma == layer_norm.gamma and dbeta == layer_norm.dbeta and gamma != group_norm.gamma
+    assert [_render.pretty(e[_symbols.j], N) for e in (gamma, beta, dgamma, dbeta)] == \
+        ["γ[j]", "β[j]", "∂ℓ/∂γ[j]", "∂ℓ/∂β[j]"]
+    assert gamma.label not in _symbols.ROW.text          # affine declares in the copy it is given, not in ROW
+
+
+def test_spec_ref_names_the_specification_module():
+    from refnorm.derivations import _render
+    ref = _render.spec_ref("z_score")
+    assert ref == "`refnorm.evaluate('z_score', ..., engine='spec')` (the specification, refnorm/specs/z_score.py)"
+    assert ref in derivations.render("z_score", "markdown")

@@ -8,6 +8,10 @@ One module per normalizer family; each exposes
     check_numeric(rng=None) -> worst relative error vs the specification, refnorm.evaluate(..., engine="spec")  (raises ProofError)
     render(fmt) -> str                       fmt: "text" | "markdown" | "latex"
 
+A family module declares its notation as a copy of ``_symbols.ROW`` (the symbols every family shares:
+x, x̂, y, the gradients, μ, σ², ε, the indices) or of the family it builds on, and adds its own;
+``_render`` holds the document's pieces, ``_proof`` the proof and numeric-check machinery.
+
 ``refnorm derive NAME`` prints one; ``refnorm derive --all --write`` regenerates derivations/*.md.
 A normalizer derived inside another family's document is an alias (``ALIASES``: instance_norm is
 group_norm with one channel per group); ``resolve`` maps every name ``refnorm derive`` accepts to its

@@ -45,6 +45,15 @@ class Notation:
         self.latex[b.label], self.text[b.label] = latex, text or (name + "[{i}]")
         return b
 
+    def grad(self, of, name: str):
+        """∂ℓ/∂``of``, named ``name``: a symbol for a symbol, an indexed base for an indexed base (then
+        ∂ℓ/∂of_i, per index), printed as ``of`` is in this notation with ∂ℓ/∂ before it."""
+        key = of.label if isinstance(of, sp.IndexedBase) else of
+        if isinstance(of, sp.IndexedBase):
+            return self.indexed(name, r"\frac{{\partial \ell}}{{\partial " + self.latex[key] + "}}",
+                                "∂ℓ/∂" + self.text[key])
+        return self.symbol(name, r"\frac{\partial \ell}{\partial " + self.latex[key] + "}", "∂ℓ/∂" + self.text[key])
+
 
 def _positive_first(terms):
     """Positive terms first; a bare ε last among them (σ² + ε, as the papers write it)."""
@@ -163,6 +172,12 @@ def navigation(code: str, previous: str | None = None, following: str | None = N
     if following:
         out.append((f"next: {following}", f"{following}.md"))
     return tuple(out)
+
+
+def spec_ref(name: str) -> str:
+    """How a document's ``checks`` name what ``check_numeric()`` compares against: the specification of
+    normalizer ``name`` (refnorm/specs/<name>.py), run by ``refnorm.evaluate(..., engine='spec')``."""
+    return f"`refnorm.evaluate('{name}', ..., engine='spec')` (the specification, refnorm/specs/{name}.py)"
 
 
 def family_functions(document):

@@ -16,11 +16,10 @@ from . import layer_norm as ln
 from . import rms_norm as rn
 from ._proof import SIZES, NumericCheck, Prover, by_index, lambdify_slices, spec_evaluate, subs_all
 from ._render import Document, Section, Step, family_functions
+from ._symbols import dx, dy, eps, g, i, j, k, m, mu, s, var, x, xhat, y
 
 NAME = "add_norm"
 N = ln.N.copy()
-m, i, j, k, s = bn.m, bn.i, bn.j, bn.k, bn.s
-x, xhat, y, g, dy, dx, eps, mu, var = bn.x, bn.xhat, bn.y, bn.g, bn.dy, bn.dx, bn.eps, bn.mu, bn.var
 gamma, beta = ln.gamma, ln.beta
 X = N.indexed("xin", "u_{{{i}}}", "u[{i}]")                  # the branch input (refnorm's x)
 R = N.indexed("res", "r_{{{i}}}", "r[{i}]")                  # the residual
@@ -29,23 +28,17 @@ keep = N.indexed("keep", "k_{{{i}}}", "k[{i}]")
 rho = N.symbol("rowscale", r"\rho", "ρ")
 p = N.symbol("p", "p", "p")
 o = N.indexed("o", "o_{{{i}}}", "o[{i}]")                    # residual_out
-do = N.indexed("do", r"\frac{{\partial \ell}}{{\partial o_{{{i}}}}}", "∂ℓ/∂o[{i}]")
-dX = N.indexed("dxin", r"\frac{{\partial \ell}}{{\partial u_{{{i}}}}}", "∂ℓ/∂u[{i}]")
-dR = N.indexed("dres", r"\frac{{\partial \ell}}{{\partial r_{{{i}}}}}", "∂ℓ/∂r[{i}]")
-drho = N.symbol("drowscale", r"\frac{\partial \ell}{\partial \rho}", "∂ℓ/∂ρ")
+do, dX, dR, drho = N.grad(o, "do"), N.grad(X, "dxin"), N.grad(R, "dres"), N.grad(rho, "drowscale")
 X1 = N.indexed("xin1", "v_{{{i}}}", "v[{i}]")               # the parallel branch (refnorm's x1)
 c1 = N.indexed("cone", "c'_{{{i}}}", "c'[{i}]")
 keep1 = N.indexed("keepone", "k'_{{{i}}}", "k'[{i}]")
 gamma1 = N.indexed("gammaone", r"\gamma'_{{{i}}}", "γ'[{i}]")
 beta1 = N.indexed("betaone", r"\beta'_{{{i}}}", "β'[{i}]")
 y1 = N.indexed("yone", "y'_{{{i}}}", "y'[{i}]")
-dy1 = N.indexed("dyone", r"\frac{{\partial \ell}}{{\partial y'_{{{i}}}}}", "∂ℓ/∂y'[{i}]")
-dX1 = N.indexed("dxinone", r"\frac{{\partial \ell}}{{\partial v_{{{i}}}}}", "∂ℓ/∂v[{i}]")
-dgamma1 = N.indexed("dgammaone", r"\frac{{\partial \ell}}{{\partial \gamma'_{{{i}}}}}", "∂ℓ/∂γ'[{i}]")
+dy1, dX1, dgamma1 = N.grad(y1, "dyone"), N.grad(X1, "dxinone"), N.grad(gamma1, "dgammaone")
 sc = N.indexed("scale", "a_{{{i}}}", "a[{i}]")               # adaptive: per-sample scale
 sh = N.indexed("shift", "b_{{{i}}}", "b[{i}]")               # adaptive: per-sample shift
-dsc = N.indexed("dscale", r"\frac{{\partial \ell}}{{\partial a_{{{i}}}}}", "∂ℓ/∂a[{i}]")
-dsh = N.indexed("dshift", r"\frac{{\partial \ell}}{{\partial b_{{{i}}}}}", "∂ℓ/∂b[{i}]")
+dsc, dsh = N.grad(sc, "dscale"), N.grad(sh, "dshift")
 
 F_C = keep[j] * rho / (1 - p)
 F_S = sp.Add(c[j] * X[j], R[j], evaluate=False)

@@ -10,28 +10,14 @@ import numpy as np
 import sympy as sp
 
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
-from ._render import Document, Erratum, Notation, Section, Step, family_functions, navigation
+from ._render import Document, Erratum, Section, Step, family_functions, navigation, spec_ref
+from ._symbols import ROW, dmu, dvar, dx, dxhat, dy, eps, g, i, j, k, l, m, mu, s, var, x, xhat, y
 
 NAME = "batch_norm"
-N = Notation()
-m = N.symbol("m", "m", integer=True, positive=True)
-i, j, k, l = (N.symbol(c, c, integer=True, positive=True) for c in "ijkl")
-x = N.indexed("x", "x_{{{i}}}")
-xhat = N.indexed("xhat", r"\hat{{x}}_{{{i}}}", "x̂[{i}]")
-y = N.indexed("y", "y_{{{i}}}")
-g = N.indexed("g", "g_{{{i}}}")
-dy = N.indexed("dy", r"\frac{{\partial \ell}}{{\partial y_{{{i}}}}}", "∂ℓ/∂y[{i}]")
-dxhat = N.indexed("dxhat", r"\frac{{\partial \ell}}{{\partial \hat{{x}}_{{{i}}}}}", "∂ℓ/∂x̂[{i}]")
-dx = N.indexed("dx", r"\frac{{\partial \ell}}{{\partial x_{{{i}}}}}", "∂ℓ/∂x[{i}]")
-mu = N.symbol("mu", r"\mu", "μ")
-var = N.symbol("var", r"\sigma^2", "σ²")
-eps = N.symbol("eps", r"\varepsilon", "ε", positive=True)
+N = ROW.copy()
 gamma = N.symbol("gamma", r"\gamma", "γ")
 beta = N.symbol("beta", r"\beta", "β")
-dgamma = N.symbol("dgamma", r"\frac{\partial \ell}{\partial \gamma}", "∂ℓ/∂γ")
-dbeta = N.symbol("dbeta", r"\frac{\partial \ell}{\partial \beta}", "∂ℓ/∂β")
-dvar = N.symbol("dvar", r"\frac{\partial \ell}{\partial \sigma^2}", "∂ℓ/∂σ²")
-dmu = N.symbol("dmu", r"\frac{\partial \ell}{\partial \mu}", "∂ℓ/∂μ")
+dgamma, dbeta = N.grad(gamma, "dgamma"), N.grad(beta, "dbeta")
 E = N.symbol("E", r"\operatorname{E}[x]", "E[x]")
 V = N.symbol("V", r"\operatorname{Var}[x]", "Var[x]", positive=True)
 K = N.symbol("K", "K", integer=True, positive=True)
@@ -39,7 +25,6 @@ mu_b = N.indexed("mu_b", r"\mu_{{\mathcal{{B}},{i}}}", "μ_B[{i}]")
 var_b = N.indexed("var_b", r"\sigma^2_{{\mathcal{{B}},{i}}}", "σ²_B[{i}]")
 rho = N.symbol("rho", r"\rho", "ρ")
 Vnew = N.symbol("Vnew", r"\operatorname{Var}[x]_{\mathrm{new}}", "Var[x]_new")
-s = sp.Symbol("s", positive=True)     # stands for var + eps in the proofs
 half = sp.Rational(1, 2)
 
 # ------------------------------------------------------------------------------------------- steps
@@ -143,7 +128,7 @@ def document() -> Document:
             "forward graph, for m = 2, 3, 4, 5 (explicit terms) and for general m (indexed sums, "
             "Kronecker deltas resolved for 1 ≤ j ≤ m); so do the closed form, the zero sum and eval mode.",
             "`prove()` also checks that the seed's ∂ℓ/∂x (with the sum) is not the gradient.",
-            "`check_numeric()`: the closed forms, lambdified, against `refnorm.evaluate('batch_norm', ..., engine='spec')` (the specification, refnorm/specs/batch_norm.py) "
+            f"`check_numeric()`: the closed forms, lambdified, against {spec_ref(NAME)} "
             "in float64 (outputs, dx, dweight, dbias; eval mode; running statistics with `momentum=None` "
             "and with ρ = 0.1).",
         ),

@@ -9,21 +9,16 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from . import batch_norm as bn
 from ._proof import SIZES, NumericCheck, Prover, by_index, lambdify_slices, spec_evaluate, subs_all
-from ._render import Document, Section, Step, render as _render
+from ._render import Document, Section, Step, family_functions, spec_ref
+from ._symbols import ROW, affine, dx, dy, i, j, m, x, y
 
 NAME = "dyt"
-N = bn.N.copy()
-m, i, j = bn.m, bn.i, bn.j
-x, y, dy, dx = bn.x, bn.y, bn.dy, bn.dx
+N = ROW.copy()
 alpha = N.symbol("alpha", r"\alpha", "α")
 t = N.indexed("t", "t_{{{i}}}", "t[{i}]")
-gamma = N.indexed("gamma_e", r"\gamma_{{{i}}}", "γ[{i}]")
-beta = N.indexed("beta_e", r"\beta_{{{i}}}", "β[{i}]")
-dalpha = N.symbol("dalpha", r"\frac{\partial \ell}{\partial \alpha}", "∂ℓ/∂α")
-dgamma = N.indexed("dgamma_e", r"\frac{{\partial \ell}}{{\partial \gamma_{{{i}}}}}", "∂ℓ/∂γ[{i}]")
-dbeta = N.indexed("dbeta_e", r"\frac{{\partial \ell}}{{\partial \beta_{{{i}}}}}", "∂ℓ/∂β[{i}]")
+gamma, beta, dgamma, dbeta = affine(N, "e")
+dalpha = N.grad(alpha, "dalpha")
 
 F_T = sp.tanh(alpha * x[j])
 F_Y = sp.Add(gamma[j] * t[j], beta[j], evaluate=False)
@@ -62,20 +57,14 @@ def document() -> Document:
         checks=(
             "`prove()`: ∂ℓ/∂γ_j, ∂ℓ/∂β_j, ∂ℓ/∂x_j and ∂ℓ/∂α against the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i, with a "
             "different γ_i and β_i at every position, for m = 2..5 and general m; the cosh identity likewise.",
-            "`check_numeric()`: against `refnorm.evaluate('dyt', ..., engine='spec')` (the specification, "
-            "refnorm/specs/dyt.py): y, dx, dalpha (summed over the rows), dweight and dbias.",
+            f"`check_numeric()`: against {spec_ref(NAME)}: y, dx, dalpha (summed over the rows), dweight and dbias.",
         ),
         links=(("index", "README.md"), ("code: refnorm/specs/dyt.py", "../refnorm/specs/dyt.py"),
                ("next: poly_norm", "poly_norm.md")),
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 def _T(q):

@@ -12,25 +12,19 @@ import sympy as sp
 
 from . import batch_norm as bn
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
-from ._render import Document, Section, Step, render as _render
+from ._render import Document, Section, Step, family_functions, spec_ref
+from ._symbols import ROW, affine, dx, dy, eps, g, i, j, k, l, m, mu, s, var, x, xhat, y
 
 NAME = "gated_norm"
-N = bn.N.copy()
-m, i, j, k, l, s = bn.m, bn.i, bn.j, bn.k, bn.l, bn.s
-x, xhat, y, g, dy, dx, eps = bn.x, bn.xhat, bn.y, bn.g, bn.dy, bn.dx, bn.eps
-mu, var = bn.mu, bn.var
+N = ROW.copy()
 nu = N.symbol("nu", r"\nu", "ν")
 zz = N.symbol("zeta", r"\zeta", "ζ")
 z = N.indexed("z", "z_{{{i}}}")
 sg = N.indexed("sg", "s_{{{i}}}")
 v = N.indexed("v", "v_{{{i}}}")
-gamma = N.indexed("gamma_e", r"\gamma_{{{i}}}", "γ[{i}]")
-beta = N.indexed("beta_e", r"\beta_{{{i}}}", "β[{i}]")
-dv = N.indexed("dv", r"\frac{{\partial \ell}}{{\partial v_{{{i}}}}}", "∂ℓ/∂v[{i}]")
+gamma, beta, dgamma, dbeta = affine(N, "e")
+dv, dz = N.grad(v, "dv"), N.grad(z, "dz")
 ds = N.indexed("ds", r"\frac{{\partial \ell}}{{\partial s_{{{i}}}}}", "∂ℓ/∂s[{i}]")
-dz = N.indexed("dz", r"\frac{{\partial \ell}}{{\partial z_{{{i}}}}}", "∂ℓ/∂z[{i}]")
-dgamma = N.indexed("dgamma_e", r"\frac{{\partial \ell}}{{\partial \gamma_{{{i}}}}}", "∂ℓ/∂γ[{i}]")
-dbeta = N.indexed("dbeta_e", r"\frac{{\partial \ell}}{{\partial \beta_{{{i}}}}}", "∂ℓ/∂β[{i}]")
 sig = N.symbol("sigma", r"\sigma", "σ")
 
 SIG = 1 / (1 + sp.exp(-zz))
@@ -106,8 +100,7 @@ def document() -> Document:
         checks=(
             "`prove()`: every step against the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i with a different γ_i, β_i and "
             "s_i at every position, for m = 2..5 and general m; silu' symbolically.",
-            "`check_numeric()`: against `refnorm.evaluate('gated_norm', ..., engine='spec')` (the specification, "
-            "refnorm/specs/gated_norm.py): y, dx, dz, dweight, dbias, both gate sides, RMSNorm and LayerNorm, "
+            f"`check_numeric()`: against {spec_ref(NAME)}: y, dx, dz, dweight, dbias, both gate sides, RMSNorm and LayerNorm, "
             "three groups per row.",
         ),
         links=(("index", "README.md"), ("RMSNorm", "rms_norm.md"), ("LayerNorm", "layer_norm.md"),
@@ -115,12 +108,7 @@ def document() -> Document:
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 def _rms(vq):

@@ -13,24 +13,15 @@ import sympy as sp
 
 from . import batch_norm as bn
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices, subs_all
-from ._render import Document, Erratum, Section, Step, family_functions, navigation
+from ._render import Document, Erratum, Section, Step, family_functions, navigation, spec_ref
+from ._symbols import ROW, affine, dx, dy, eps, g, mu, s, var, x, xhat, y
 
 NAME = "group_norm"
-N = bn.N.copy()
-eps, mu, var, s = bn.eps, bn.mu, bn.var, bn.s
+N = ROW.copy()
 Kc = N.symbol("Kc", "K", "K", integer=True, positive=True)
 S = N.symbol("S", "S", "S", integer=True, positive=True)
 a, b, p, q, a2, p2 = (N.symbol(c, c.rstrip("2"), integer=True, positive=True) for c in ("a", "b", "p", "q", "a2", "p2"))
-x = N.indexed("x", "x_{{{i}}}")
-xhat = N.indexed("xhat", r"\hat{{x}}_{{{i}}}", "x̂[{i}]")
-y = N.indexed("y", "y_{{{i}}}")
-g = N.indexed("g", "g_{{{i}}}")
-dy = N.indexed("dy", r"\frac{{\partial \ell}}{{\partial y_{{{i}}}}}", "∂ℓ/∂y[{i}]")
-dx = N.indexed("dx", r"\frac{{\partial \ell}}{{\partial x_{{{i}}}}}", "∂ℓ/∂x[{i}]")
-gamma = N.indexed("gamma_c", r"\gamma_{{{i}}}", "γ[{i}]")
-beta = N.indexed("beta_c", r"\beta_{{{i}}}", "β[{i}]")
-dgamma = N.indexed("dgamma_c", r"\frac{{\partial \ell}}{{\partial \gamma_{{{i}}}}}", "∂ℓ/∂γ[{i}]")
-dbeta = N.indexed("dbeta_c", r"\frac{{\partial \ell}}{{\partial \beta_{{{i}}}}}", "∂ℓ/∂β[{i}]")
+gamma, beta, dgamma, dbeta = affine(N, "c")
 
 
 def _mean(f):
@@ -107,8 +98,8 @@ def document() -> Document:
         checks=(
             "`prove()`: every step against the derivative of ℓ = Σ ∂ℓ/∂y_{a,p} · y_{a,p} for every (K, S) "
             "with K S = 2..5 and for general K and S (double indexed sums).",
-            "`check_numeric()`: against `refnorm.evaluate('group_norm', ..., engine='spec')` (the specification, refnorm/specs/group_norm.py) and "
-            "`refnorm.evaluate('instance_norm', ..., engine='spec')` (the specification, refnorm/specs/instance_norm.py) (y, dx, dweight, dbias; instance_norm in eval mode too).",
+            f"`check_numeric()`: against {spec_ref(NAME)} and "
+            f"{spec_ref('instance_norm')} (y, dx, dweight, dbias; instance_norm in eval mode too).",
         ),
         links=navigation("group_norm", "rms_norm", "weight_norm"),
     )
@@ -129,6 +120,20 @@ def _xhat_rule(XH):
     return lambda e: e.replace(lambda t: isinstance(t, sp.Indexed) and t.base == xhat, lambda t: XH(*t.indices))
 
 
+def slice_claims(P: Prover, claims: dict, sizes, base: dict, general=()) -> None:
+    """Each claim ``build(A, P_)`` (0 when it holds) at every position (a, p) of a slice of every shape
+    (K, S) with K S in ``sizes``, and for general K and S if its key is in ``general``."""
+    shapes = [(k_, m_ // k_) for m_ in sizes for k_ in range(1, m_ + 1) if m_ % k_ == 0]
+    for key, build in claims.items():
+        for K_, S_ in shapes:
+            for A, P_ in itertools.product(range(1, K_ + 1), range(1, S_ + 1)):
+                P.claim(key, f"{K_ * S_}: K = {K_}, S = {S_}, a = {A}, p = {P_}",
+                        build(A, P_).xreplace(base).xreplace({Kc: K_, S: S_}))
+        if key in general:
+            P.claim(key, "general K, S", build(a, p).xreplace(base), general=True,
+                    ranges={a: (1, Kc), p: (1, S)})
+
+
 def prove(sizes=SIZES, general: bool = True) -> list[str]:
     P = Prover(NAME)
     MU, VAR, XH, L = _defs()
@@ -143,15 +148,7 @@ def prove(sizes=SIZES, general: bool = True) -> list[str]:
         "compact": lambda A, P_: sp.diff(L, x[A, P_]) - closed(A, P_),
         "sum0": lambda A, P_: sp.Sum(sp.Sum(closed(b, q), (q, 1, S)), (b, 1, Kc)),
     }
-    shapes = [(k_, m_ // k_) for m_ in sizes for k_ in range(1, m_ + 1) if m_ % k_ == 0]
-    for key, build in claims.items():
-        for K_, S_ in shapes:
-            for A, P_ in itertools.product(range(1, K_ + 1), range(1, S_ + 1)):
-                P.claim(key, f"{K_ * S_}: K = {K_}, S = {S_}, a = {A}, p = {P_}",
-                        build(A, P_).xreplace(base).xreplace({Kc: K_, S: S_}))
-        if general:
-            P.claim(key, "general K, S", build(a, p).xreplace(base), general=True,
-                    ranges={a: (1, Kc), p: (1, S)})
+    slice_claims(P, claims, sizes, base, general=claims if general else ())
     # InstanceNorm's step is the K = 1 case of the same closed form
     for S_ in sizes:
         for P_ in range(1, S_ + 1):

@@ -7,24 +7,21 @@ closed form with the upstream gradient dp = dl/dy * silu'(p) at the pre-activati
 """
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import sympy as sp
 
 from . import group_norm as gn
 from ._proof import SIZES, NumericCheck, Prover, lambdify_slices, spec_evaluate, subs_all
-from ._render import Document, Section, Step, render as _render
+from ._render import Document, Section, Step, family_functions
+from ._symbols import dx, dy, eps, g, mu, s, var, x, xhat
 
 NAME = "group_norm_silu"
 N = gn.N.copy()
-eps, mu, var, s = gn.eps, gn.mu, gn.var, gn.s
 Kc, S = gn.Kc, gn.S
 a, b, p, q, a2, p2 = gn.a, gn.b, gn.p, gn.q, gn.a2, gn.p2
-x, xhat, y, g, dy, dx = gn.x, gn.xhat, gn.y, gn.g, gn.dy, gn.dx
 gamma, beta, dgamma, dbeta = gn.gamma, gn.beta, gn.dgamma, gn.dbeta
 pre = N.indexed("pre", "p_{{{i}}}", "p[{i}]")
-dpre = N.indexed("dpre", r"\frac{{\partial \ell}}{{\partial p_{{{i}}}}}", "∂ℓ/∂p[{i}]")
+dpre = N.grad(pre, "dpre")
 z = N.symbol("z", "z", "z", real=True)
 sig = N.symbol("sigma_z", r"\sigma(z)", "σ(z)")
 silu_z = N.symbol("silu_z", r"\operatorname{silu}(z)", "silu(z)")
@@ -96,12 +93,7 @@ def document() -> Document:
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 def _sig_rule(e):
@@ -137,14 +129,7 @@ def prove(sizes=SIZES, general: bool = True) -> list[str]:
         "dbeta": lambda A, P_: sp.diff(L, beta[A]) - subs_all(B_DBETA.xreplace({a: A}), sub_dpre),
         "compact": lambda A, P_: sp.diff(L, x[A, P_]) - closed(A, P_),
     }
-    shapes = [(k_, m_ // k_) for m_ in sizes for k_ in range(1, m_ + 1) if m_ % k_ == 0]
-    for key, build in claims.items():
-        for K_, S_ in shapes:
-            for A, P_ in itertools.product(range(1, K_ + 1), range(1, S_ + 1)):
-                P.claim(key, f"{K_ * S_}: K = {K_}, S = {S_}, a = {A}, p = {P_}",
-                        build(A, P_).xreplace(base).xreplace({Kc: K_, S: S_}))
-    if general:
-        P.claim("dpre", "general K, S", claims["dpre"](a, p), general=True, ranges={a: (1, Kc), p: (1, S)})
+    gn.slice_claims(P, claims, sizes, base, general=("dpre",) if general else ())
     return P.done()
 
 

@@ -11,17 +11,12 @@ import sympy as sp
 
 from . import batch_norm as bn
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
-from ._render import Document, Erratum, Section, Step, family_functions, navigation
+from ._render import Document, Erratum, Section, Step, family_functions, navigation, spec_ref
+from ._symbols import ROW, affine, dmu, dvar, dx, dxhat, dy, eps, g, i, j, k, l, m, mu, s, var, x, xhat, y
 
 NAME = "layer_norm"
-N = bn.N.copy()
-m, i, j, k, l, s = bn.m, bn.i, bn.j, bn.k, bn.l, bn.s
-x, xhat, y, g, dy, dxhat, dx = bn.x, bn.xhat, bn.y, bn.g, bn.dy, bn.dxhat, bn.dx
-mu, var, eps, dvar, dmu = bn.mu, bn.var, bn.eps, bn.dvar, bn.dmu
-gamma = N.indexed("gamma_e", r"\gamma_{{{i}}}", "γ[{i}]")
-beta = N.indexed("beta_e", r"\beta_{{{i}}}", "β[{i}]")
-dgamma = N.indexed("dgamma_e", r"\frac{{\partial \ell}}{{\partial \gamma_{{{i}}}}}", "∂ℓ/∂γ[{i}]")
-dbeta = N.indexed("dbeta_e", r"\frac{{\partial \ell}}{{\partial \beta_{{{i}}}}}", "∂ℓ/∂β[{i}]")
+N = ROW.copy()
+gamma, beta, dgamma, dbeta = affine(N, "e")
 
 F_Y = sp.Add(gamma[j] * xhat[j], beta[j], evaluate=False)
 B_DGAMMA = dy[j] * xhat[j]
@@ -74,7 +69,7 @@ def document() -> Document:
         checks=(
             "`prove()`: every backward step against the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i with a "
             "different γ_i, β_i at every position, for m = 2..5 and for general m.",
-            "`check_numeric()`: the closed forms against `refnorm.evaluate('layer_norm', ..., engine='spec')` (the specification, refnorm/specs/layer_norm.py) "
+            f"`check_numeric()`: the closed forms against {spec_ref(NAME)} "
             "(y, dx, dweight, dbias; one and two normalized axes).",
         ),
         links=navigation("layer_norm", "batch_norm", "rms_norm"),

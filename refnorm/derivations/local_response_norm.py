@@ -21,20 +21,17 @@ import numpy as np
 import sympy as sp
 
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices
-from ._render import Document, Notation, Section, Step, family_functions, navigation
+from ._render import Document, Section, Step, family_functions, navigation, spec_ref
+from ._symbols import ROW, dx, dy, i, j, l, x, y
 
 NAME = "local_response_norm"
-N = Notation()
+N = ROW.copy()
 C = N.symbol("C", "C", integer=True, positive=True)
-i, j, c, l = (N.symbol(q, q, integer=True, positive=True) for q in "ijcl")
-x = N.indexed("x", "x_{{{i}}}")
-y = N.indexed("y", "y_{{{i}}}")
+c = N.symbol("c", "c", integer=True, positive=True)
 w = N.indexed("w", "w_{{{i}}}", "w[{i}]")
 wt = N.indexed("wt", r"w^{{\top}}_{{{i}}}", "wᵀ[{i}]")
 sc = N.indexed("s", "s_{{{i}}}", "s[{i}]")
-dy = N.indexed("dy", r"\frac{{\partial \ell}}{{\partial y_{{{i}}}}}", "∂ℓ/∂y[{i}]")
-dx = N.indexed("dx", r"\frac{{\partial \ell}}{{\partial x_{{{i}}}}}", "∂ℓ/∂x[{i}]")
-ds = N.indexed("ds", r"\frac{{\partial \ell}}{{\partial s_{{{i}}}}}", "∂ℓ/∂s[{i}]")
+ds = N.grad(sc, "ds")
 dsdx = N.indexed("dsdx", r"\left(\frac{{\partial s}}{{\partial x}}\right)_{{{i}}}", "(∂s/∂x)[{i}]")
 alpha = N.symbol("alpha", r"\alpha", "α", positive=True)
 beta = N.symbol("beta", r"\beta", "β", real=True)
@@ -94,7 +91,7 @@ def document() -> Document:
             "`prove()`: every backward step and the closed form against the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i "
             "for a symbolic window matrix w and symbolic α, β, k, size, for C = 2..5 and for general C; the "
             "transposed window (step 9) for every size 1..7 and C = 1..7 under both conventions.",
-            "`check_numeric()`: the closed forms against `refnorm.evaluate('local_response_norm', ..., engine='spec')` (the specification, refnorm/specs/local_response_norm.py) "
+            f"`check_numeric()`: the closed forms against {spec_ref(NAME)} "
             "(y, scale, dx) for odd and even sizes, a size larger than C, both window conventions and β of "
             "either sign.",
         ),

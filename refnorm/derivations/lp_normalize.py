@@ -9,21 +9,16 @@ import numpy as np
 import sympy as sp
 
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices
-from ._render import Document, Notation, Section, Step, family_functions, navigation
+from ._render import Document, Section, Step, family_functions, navigation, spec_ref
+from ._symbols import ROW, dx, dy, eps, i, j, k, m, y
 
 NAME = "lp_normalize"
-N = Notation()
-m = N.symbol("m", "m", integer=True, positive=True)
-i, j, k = (N.symbol(c, c, integer=True, positive=True) for c in "ijk")
+N = ROW.copy()
 x = N.indexed("xr", "x_{{{i}}}", "x[{i}]")
-y = N.indexed("y", "y_{{{i}}}")
-dy = N.indexed("dy", r"\frac{{\partial \ell}}{{\partial y_{{{i}}}}}", "∂ℓ/∂y[{i}]")
-dx = N.indexed("dx", r"\frac{{\partial \ell}}{{\partial x_{{{i}}}}}", "∂ℓ/∂x[{i}]")
 p = N.symbol("p", "p", positive=True)
-eps = N.symbol("eps", r"\varepsilon", "ε", positive=True)
 nrm = N.symbol("nrm", r"\lVert x \rVert_p", "‖x‖_p", positive=True)
 dndx = N.symbol("dn_dx", r"\frac{\partial \lVert x \rVert_p}{\partial x_{j}}", "∂‖x‖_p/∂x[j]")
-dnrm = N.symbol("dnrm", r"\frac{\partial \ell}{\partial \lVert x \rVert_p}", "∂ℓ/∂‖x‖_p")
+dnrm = N.grad(nrm, "dnrm")
 u = sp.Symbol("u", positive=True)      # stands for sum |x_i|^p in the proofs
 xr = sp.IndexedBase("xr", real=True)   # the same base with real entries, for |x| and sign(x)
 
@@ -68,7 +63,7 @@ def document() -> Document:
         checks=(
             "`prove()`: every step against the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i for symbolic p > 0 and "
             "real x_i (|x| and sign(x) exact), for m = 2..5 and general m; p = 2 separately; the ε regime.",
-            "`check_numeric()`: against `refnorm.evaluate('lp_normalize', ..., engine='spec')` (the specification, refnorm/specs/lp_normalize.py) for p = 1, 2, 3, 0.5 and a "
+            f"`check_numeric()`: against {spec_ref(NAME)} for p = 1, 2, 3, 0.5 and a "
             "slice whose norm is below ε.",
         ),
         links=navigation("lp_normalize", "weight_standardization", "unified_norm"),

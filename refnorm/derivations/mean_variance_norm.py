@@ -21,16 +21,15 @@ import sympy as sp
 
 from . import batch_norm as bn
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
-from ._render import Document, Section, Step, family_functions, navigation
+from ._render import Document, Section, Step, family_functions, navigation, spec_ref
+from ._symbols import ROW, dmu, dx, eps, i, j, k, l, mu, var, x, y
 
 NAME = "mean_variance_norm"
-N = bn.N.copy()
-i, j, k, l = bn.i, bn.j, bn.k, bn.l
-x, y, dx, mu, eps, dmu, var = bn.x, bn.y, bn.dx, bn.mu, bn.eps, bn.dmu, bn.var
+N = ROW.copy()
 n = N.symbol("n", "n", integer=True, positive=True)
 sigma = N.symbol("sigma", r"\sigma", "σ", positive=True)
 g = N.indexed("g", r"\frac{{\partial \ell}}{{\partial y_{{{i}}}}}", "∂ℓ/∂y[{i}]")
-dsig = N.symbol("dsig", r"\frac{\partial \ell}{\partial \sigma}", "∂ℓ/∂σ")
+dsig = N.grad(sigma, "dsig")
 dsigdx = N.symbol("dsig_dx", r"\frac{\partial \sigma}{\partial x_{j}}", "∂σ/∂x[j]")
 h = N.indexed("h", "h_{{{i}}}")
 dirder = N.symbol("dirder", r"\frac{d}{dt} \ell(c + t h) \Big|_{t=0}", "d/dt ℓ(c + t h) at t = 0")
@@ -97,7 +96,7 @@ def document() -> Document:
             "`prove()`: every backward step and the closed form against the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i "
             "(σ > 0), the zero sum, the ε = 0 case, and the directional derivative at a constant slice, for "
             "n = 2..5 and for general n.",
-            "`check_numeric()`: against `refnorm.evaluate('mean_variance_norm', ..., engine='spec')` (the specification, refnorm/specs/mean_variance_norm.py) (y, dx) for the default "
+            f"`check_numeric()`: against {spec_ref(NAME)} (y, dx) for the default "
             "axes of an NCHW tensor and one other axis, ε = 1e-9, 0.1 and 0; a constant slice with ε > 0 "
             "(step 12) and with ε = 0 (NaN).",
         ),

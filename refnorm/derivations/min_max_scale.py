@@ -22,26 +22,19 @@ import itertools
 import numpy as np
 import sympy as sp
 
-from . import batch_norm as bn
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
-from ._render import Document, Section, Step, family_functions, navigation
+from ._render import Document, Section, Step, family_functions, navigation, spec_ref
+from ._symbols import ROW, affine, dx, dy, eps, g, i, j, k, x, y
 
 NAME = "min_max_scale"
-N = bn.N.copy()
-i, j, k = bn.i, bn.j, bn.k
-x, y, g, dy, dx, eps = bn.x, bn.y, bn.g, bn.dy, bn.dx, bn.eps
+N = ROW.copy()
 n = N.symbol("n", "n", integer=True, positive=True)
 a, b = N.symbol("a", "a", integer=True, positive=True), N.symbol("b", "b", integer=True, positive=True)
 yhat = N.indexed("yhat", r"\hat{{y}}_{{{i}}}", "ŷ[{i}]")
 mx, mn = N.symbol("xmax", r"\max", "max"), N.symbol("xmin", r"\min", "min")
 D = N.symbol("D", "D", "D", positive=True)
-gamma = N.indexed("gamma_e", r"\gamma_{{{i}}}", "γ[{i}]")
-beta = N.indexed("beta_e", r"\beta_{{{i}}}", "β[{i}]")
-dgamma = N.indexed("dgamma_e", r"\frac{{\partial \ell}}{{\partial \gamma_{{{i}}}}}", "∂ℓ/∂γ[{i}]")
-dbeta = N.indexed("dbeta_e", r"\frac{{\partial \ell}}{{\partial \beta_{{{i}}}}}", "∂ℓ/∂β[{i}]")
-dyhat = N.indexed("dyhat", r"\frac{{\partial \ell}}{{\partial \hat{{y}}_{{{i}}}}}", "∂ℓ/∂ŷ[{i}]")
-dmx = N.symbol("dmax", r"\frac{\partial \ell}{\partial \max}", "∂ℓ/∂max")
-dmn = N.symbol("dmin", r"\frac{\partial \ell}{\partial \min}", "∂ℓ/∂min")
+gamma, beta, dgamma, dbeta = affine(N, "e")
+dyhat, dmx, dmn = N.grad(yhat, "dyhat"), N.grad(mx, "dmax"), N.grad(mn, "dmin")
 S1, S2 = N.symbol("S1", "S_1", "S₁"), N.symbol("S2", "S_2", "S₂")
 at_max = N.indexed("at_max", r"[x_{{{i}}} = \max]", "[x[{i}] = max]")
 at_min = N.indexed("at_min", r"[x_{{{i}}} = \min]", "[x[{i}] = min]")
@@ -128,7 +121,7 @@ def document() -> Document:
             "with max = x_a and min = x_b, for n = 2..5 (every a ≠ b) and for general n, a, b; the zero sum and "
             "the x-component; the tie convention as the average over the choices of a and b, and the zero sum "
             "and x-component under every tie pattern (n = 2..5); the constant slice.",
-            "`check_numeric()`: against `refnorm.evaluate('min_max_scale', ..., engine='spec')` (the specification, refnorm/specs/min_max_scale.py) (y, dx, dweight, dbias) at "
+            f"`check_numeric()`: against {spec_ref(NAME)} (y, dx, dweight, dbias) at "
             "ε = 0 and ε > 0, one and two `dim` axes; slices with tied maxima and minima; constant slices with "
             "ε > 0 (step 18) and ε = 0 (y = β, ∂ℓ/∂x = 0).",
         ),

@@ -10,13 +10,11 @@ import sympy as sp
 
 from ..norms._rounding import float32_odd
 from ._proof import SIZES, NumericCheck, Prover, spec_evaluate
-from ._render import Document, Notation, Section, Step, family_functions, navigation
+from ._render import Document, Section, Step, family_functions, navigation
+from ._symbols import ROW, j, m, y
 
 NAME = "norm_quant"
-N = Notation()
-m = N.symbol("m", "m", integer=True, positive=True)
-j = N.symbol("j", "j", integer=True, positive=True)
-y = N.indexed("y", "y_{{{i}}}")
+N = ROW.copy()
 q = N.indexed("q", "q_{{{i}}}")
 eta = N.indexed("eta", r"\eta_{{{i}}}", "η[{i}]")
 Ey = N.indexed("Ey", r"E_{{y,{i}}}", "E_y[{i}]")

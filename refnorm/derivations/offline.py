@@ -14,11 +14,10 @@ import sympy as sp
 from . import batch_norm as bn
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
 from ._render import Document, Section, Step, family_functions, navigation
+from ._symbols import dx, dy, eps, g, i, j, k, l, m, s, x
 
 NAME = "offline"
 N = bn.N.copy()
-m, i, j, k, l, s = bn.m, bn.i, bn.j, bn.k, bn.l, bn.s
-x, y, g, dy, dx, eps = bn.x, bn.y, bn.g, bn.dy, bn.dx, bn.eps
 gamma, beta = bn.gamma, bn.beta
 z = N.indexed("z", "z_{{{i}}}")
 xt = N.indexed("xt", r"\tilde{{x}}_{{{i}}}", "x̃[{i}]")

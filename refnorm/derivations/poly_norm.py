@@ -9,24 +9,21 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from . import batch_norm as bn
 from ._proof import NumericCheck, Prover, by_index, lambdify_slices, spec_evaluate, subs_all
-from ._render import Document, Section, Step, render as _render
+from ._render import Document, Section, Step, family_functions, spec_ref
+from ._symbols import ROW, dx, dy, eps, i, j, k, m, x, y
 
 NAME = "poly_norm"
-N = bn.N.copy()
-m, i, j, k = bn.m, bn.i, bn.j, bn.k
-x, y, dy, dx, eps = bn.x, bn.y, bn.dy, bn.dx, bn.eps
+N = ROW.copy()
 P3 = (3, 2, 1)
 w = {p: N.symbol(f"w{3 - p}", f"w_{3 - p}", f"w{3 - p}") for p in P3}         # w0 on x^3, w1 on x^2, w2 on x
 b = N.symbol("b", "b", "b")
 nu = {p: N.symbol(f"nu{p}", rf"\nu_{p}", f"ν{p}") for p in P3}
 h = {p: N.indexed(f"h{p}", rf"h_{{{{{p},{{i}}}}}}", f"h{p}[{{i}}]") for p in P3}
 U = {p: N.indexed(f"u{p}", rf"u_{{{{{p},{{i}}}}}}", f"u{p}[{{i}}]") for p in P3}
-du = {p: N.indexed(f"du{p}", rf"\frac{{{{\partial \ell}}}}{{{{\partial u_{{{{{p},{{i}}}}}}}}}}",
-                   f"∂ℓ/∂u{p}[{{i}}]") for p in P3}
-dw = {p: N.symbol(f"dw{3 - p}", rf"\frac{{\partial \ell}}{{\partial w_{3 - p}}}", f"∂ℓ/∂w{3 - p}") for p in P3}
-db = N.symbol("db", r"\frac{\partial \ell}{\partial b}", "∂ℓ/∂b")
+du = {p: N.grad(U[p], f"du{p}") for p in P3}
+dw = {p: N.grad(w[p], f"dw{3 - p}") for p in P3}
+db = N.grad(b, "db")
 s = {p: sp.Symbol(f"s{p}", positive=True) for p in P3}          # stand for nu_p + eps in the proofs
 
 F_U = {p: x[j] ** p for p in P3}
@@ -65,20 +62,14 @@ def document() -> Document:
             "`prove()`: ∂ℓ/∂w_k, ∂ℓ/∂b, each ∂ℓ/∂u_p (the powers taken as independent inputs) and ∂ℓ/∂x_j (the "
             "powers as functions of x, all three statistics differentiated) against the derivative of "
             "ℓ = Σ ∂ℓ/∂y_i · y_i, for m = 2, 3 and general m.",
-            "`check_numeric()`: against `refnorm.evaluate('poly_norm', ..., engine='spec')` (the specification, "
-            "refnorm/specs/poly_norm.py): y, dx, dweight and dbias (summed over the rows).",
+            f"`check_numeric()`: against {spec_ref(NAME)}: y, dx, dweight and dbias (summed over the rows).",
         ),
         links=(("index", "README.md"), ("previous: dyt", "dyt.md"), ("RMSNorm", "rms_norm.md"),
                ("code: refnorm/specs/poly_norm.py", "../refnorm/specs/poly_norm.py")),
     )
 
 
-def steps():
-    return document().steps()
-
-
-def render(fmt: str = "text") -> str:
-    return _render(document(), fmt)
+steps, render = family_functions(document)
 
 
 def _H_of(p, src):

@@ -9,19 +9,16 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from . import batch_norm as bn
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
-from ._render import Document, Section, Step, family_functions, navigation
+from ._render import Document, Section, Step, family_functions, navigation, spec_ref
+from ._symbols import ROW, affine, dx, dxhat, dy, eps, g, i, j, k, m, s, x, xhat, y
 
 NAME = "rms_norm"
-N = bn.N.copy()
-m, i, j, k, s = bn.m, bn.i, bn.j, bn.k, bn.s
-x, xhat, y, g, dy, dxhat, dx, eps = bn.x, bn.xhat, bn.y, bn.g, bn.dy, bn.dxhat, bn.dx, bn.eps
+N = ROW.copy()
 nu = N.symbol("nu", r"\nu", "ν")
-dnu = N.symbol("dnu", r"\frac{\partial \ell}{\partial \nu}", "∂ℓ/∂ν")
+dnu = N.grad(nu, "dnu")
 off = N.symbol("offset", "o", "o")
-gamma = N.indexed("gamma_e", r"\gamma_{{{i}}}", "γ[{i}]")
-dgamma = N.indexed("dgamma_e", r"\frac{{\partial \ell}}{{\partial \gamma_{{{i}}}}}", "∂ℓ/∂γ[{i}]")
+gamma, _, dgamma, _ = affine(N, "e")
 t = sp.Symbol("t", positive=True)       # stands for sqrt(nu) in the eps-outside proofs
 
 F_NU = sp.Sum(x[i] ** 2, (i, 1, m)) / m
@@ -75,7 +72,7 @@ def document() -> Document:
         checks=(
             "`prove()`: every step against the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i with a different γ_i at "
             "every position and a symbolic offset o, for m = 2..5 and general m; also the ε-outside variant.",
-            "`check_numeric()`: against `refnorm.evaluate('rms_norm', ..., engine='spec')` (the specification, refnorm/specs/rms_norm.py) (y, dx, dweight), with the "
+            f"`check_numeric()`: against {spec_ref(NAME)} (y, dx, dweight), with the "
             "offset and the ε-outside variant where the module offers them.",
         ),
         links=navigation("rms_norm", "layer_norm", "group_norm"),

@@ -11,13 +11,12 @@ import numpy as np
 import sympy as sp
 
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
-from ._render import Document, Section, Step, family_functions
+from ._render import Document, Section, Step, family_functions, spec_ref
 from . import batch_norm as bn
+from ._symbols import dx, dy, eps, g, i, j, k, m, s, x, y
 
 NAME = "unified_norm"
 N = bn.N.copy()
-m, i, j, k, s = bn.m, bn.i, bn.j, bn.k, bn.s
-x, y, g, dy, dx, eps = bn.x, bn.y, bn.g, bn.dy, bn.dx, bn.eps
 gamma, beta, dgamma = bn.gamma, bn.beta, bn.dgamma
 z = N.indexed("z", "z_{{{i}}}")
 kk = N.indexed("mask", "k_{{{i}}}", "k[{i}]")
@@ -108,7 +107,7 @@ def document() -> Document:
             "`prove()`: the true gradients (with a symbolic 0/1-or-any mask k_i and a window of symbolic "
             "length M) against the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i, for m = 2..5 and general m; ∂G/∂s for "
             "general M; the three differences as identities between the official formulas and the true ones.",
-            "`check_numeric()`: the official formulas against `refnorm.evaluate('unified_norm', ..., engine='spec')` (the specification, refnorm/specs/unified_norm.py) on a "
+            f"`check_numeric()`: the official formulas against {spec_ref(NAME)} on a "
             "warm-up call, a window-1 (always filtered) call, a padded call and a smoothed call with r ≠ 1.",
         ),
         links=(("index", "README.md"), ("previous: lp_normalize", "lp_normalize.md"),

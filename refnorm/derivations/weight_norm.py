@@ -9,20 +9,17 @@ import numpy as np
 import sympy as sp
 
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices, subs_all
-from ._render import Document, Notation, Section, Step, family_functions, navigation
+from ._render import Document, Section, Step, family_functions, navigation, spec_ref
+from ._symbols import ROW, i, j, k, m
 
 NAME = "weight_norm"
-N = Notation()
-m = N.symbol("m", "m", integer=True, positive=True)
-i, j, k = (N.symbol(c, c, integer=True, positive=True) for c in "ijk")
+N = ROW.copy()
 v = N.indexed("v", "v_{{{i}}}")
 w = N.indexed("w", "w_{{{i}}}")
-dw = N.indexed("dw", r"\frac{{\partial \ell}}{{\partial w_{{{i}}}}}", "∂ℓ/∂w[{i}]")
-dv = N.indexed("dv", r"\frac{{\partial \ell}}{{\partial v_{{{i}}}}}", "∂ℓ/∂v[{i}]")
+dw, dv = N.grad(w, "dw"), N.grad(v, "dv")
 gn = N.symbol("gain", "g", "g")
 nrm = N.symbol("nrm", r"\lVert v \rVert", "‖v‖", positive=True)
-dg = N.symbol("dgain", r"\frac{\partial \ell}{\partial g}", "∂ℓ/∂g")
-dn = N.symbol("dnrm", r"\frac{\partial \ell}{\partial \lVert v \rVert}", "∂ℓ/∂‖v‖")
+dg, dn = N.grad(gn, "dgain"), N.grad(nrm, "dnrm")
 u = sp.Symbol("u", positive=True)       # stands for sum v_i^2 in the proofs
 
 F_N = sp.sqrt(sp.Sum(v[i] ** 2, (i, 1, m)))
@@ -58,7 +55,7 @@ def document() -> Document:
         sections=(fwd, bwd, compact),
         checks=(
             "`prove()`: every step against the derivative of ℓ = Σ ∂ℓ/∂w_i · w_i, for m = 2..5 and general m.",
-            "`check_numeric()`: against `refnorm.evaluate('weight_norm', ..., engine='spec')` (the specification, refnorm/specs/weight_norm.py) (w, dv, dg; dim 0, 1 and None).",
+            f"`check_numeric()`: against {spec_ref(NAME)} (w, dv, dg; dim 0, 1 and None).",
         ),
         links=navigation("weight_norm", "group_norm", "weight_standardization"),
     )

@@ -11,12 +11,11 @@ import sympy as sp
 from . import batch_norm as bn
 from . import layer_norm as ln
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, lambdify_slices
-from ._render import Document, Section, Step, family_functions, navigation
+from ._render import Document, Section, Step, family_functions, navigation, spec_ref
+from ._symbols import ROW, eps, j, mu, var
 
 NAME = "weight_standardization"
-N = bn.N.copy()
-m, j = bn.m, bn.j
-mu, var, eps = bn.mu, bn.var, bn.eps
+N = ROW.copy()
 W = N.indexed("x", "W_{{{i}}}")           # same base as batch_norm's x: the proofs reuse layer_norm's
 What = N.indexed("xhat", r"\hat{{W}}_{{{i}}}", "Ŵ[{i}]")
 g = N.indexed("g", r"\frac{{\partial \ell}}{{\partial \hat{{W}}_{{{i}}}}}", "∂ℓ/∂Ŵ[{i}]")
@@ -48,7 +47,7 @@ def document() -> Document:
         checks=(
             "`prove()`: LayerNorm's claims with γ = 1 (the chain-rule steps, the closed form, the zero sum) "
             "against the derivative of ℓ = Σ ∂ℓ/∂Ŵ_i · Ŵ_i, for m = 2..5 and general m.",
-            "`check_numeric()`: against `refnorm.evaluate('weight_standardization', ..., engine='spec')` (the specification, refnorm/specs/weight_standardization.py) (Ŵ and ∂ℓ/∂W).",
+            f"`check_numeric()`: against {spec_ref(NAME)} (Ŵ and ∂ℓ/∂W).",
         ),
         links=navigation("weight_standardization", "weight_norm", "lp_normalize"),
     )

@@ -19,23 +19,17 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from . import batch_norm as bn
 from ._proof import spec_evaluate, SIZES, NumericCheck, Prover, by_index, lambdify_slices, subs_all
-from ._render import Document, Section, Step, family_functions, navigation
+from ._render import Document, Section, Step, family_functions, navigation, spec_ref
+from ._symbols import ROW, affine, dmu, dx, dxhat, dy, eps, g, i, j, k, l, mu, s, x, xhat, y
 
 NAME = "z_score"
-N = bn.N.copy()
-i, j, k, l, s = bn.i, bn.j, bn.k, bn.l, bn.s
-x, xhat, y, g, dy, dxhat, dx = bn.x, bn.xhat, bn.y, bn.g, bn.dy, bn.dxhat, bn.dx
-mu, eps, dmu = bn.mu, bn.eps, bn.dmu
+N = ROW.copy()
 n = N.symbol("n", "n", integer=True, positive=True)
 ddof = N.symbol("ddof", r"\delta", "δ", integer=True, nonnegative=True)
 v = N.symbol("v", "v", "v")
-dv = N.symbol("dv", r"\frac{\partial \ell}{\partial v}", "∂ℓ/∂v")
-gamma = N.indexed("gamma_e", r"\gamma_{{{i}}}", "γ[{i}]")
-beta = N.indexed("beta_e", r"\beta_{{{i}}}", "β[{i}]")
-dgamma = N.indexed("dgamma_e", r"\frac{{\partial \ell}}{{\partial \gamma_{{{i}}}}}", "∂ℓ/∂γ[{i}]")
-dbeta = N.indexed("dbeta_e", r"\frac{{\partial \ell}}{{\partial \beta_{{{i}}}}}", "∂ℓ/∂β[{i}]")
+dv = N.grad(v, "dv")
+gamma, beta, dgamma, dbeta = affine(N, "e")
 
 F_MU = sp.Sum(x[i], (i, 1, n)) / n
 F_V = sp.Sum((x[i] - mu) ** 2, (i, 1, n)) / (n - ddof)
@@ -103,7 +97,7 @@ def document() -> Document:
             "`prove()`: every backward step, the closed form, the zero sum and the component along x against "
             "the derivative of ℓ = Σ ∂ℓ/∂y_i · y_i, with a different γ_i, β_i at every position and the divisor "
             "n − δ a free symbol, for n = 2..5 and for general n; the constant-slice gradient at ε > 0.",
-            "`check_numeric()`: the closed forms against `refnorm.evaluate('z_score', ..., engine='spec')` (the specification, refnorm/specs/z_score.py) (y, dx, dweight, "
+            f"`check_numeric()`: the closed forms against {spec_ref(NAME)} (y, dx, dweight, "
             "dbias) for ddof = 0, 1, 2, ε = 0 and ε > 0, one and two `dim` axes; a constant slice with ε > 0 "
             "(the formula) and with ε = 0 (the convention y = β, ∂ℓ/∂x = 0).",
         ),
