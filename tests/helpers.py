@@ -238,6 +238,28 @@ class StrictTestBackend:
         return Contract("strict", "block")
 
 
+class VariantBackend(StrictTestBackend):
+    """Returns the float64 values of the pitfall variant ``vid`` of ``op`` (refnorm.pitfalls), and no state,
+    under the contract ``kind`` (default strict) with the block reduction model."""
+    name = "variant"
+
+    def __init__(self, op, vid, kind="strict"):
+        from refnorm import pitfalls
+        self.variant = [v for v in pitfalls.variants(op) if v.id == vid][0]
+        self.kind = kind
+
+    def contract(self, call):
+        from refnorm.check.backends.base import Contract
+        return Contract(self.kind, "block")
+
+    def run(self, call):
+        from refnorm.check.backends.base import Returned
+        f = {k: np.asarray(v, dtype=np.float64) for k, v in call.inputs.items()}
+        c = {k: np.asarray(v, dtype=np.float64) for k, v in call.cotangents.items()}
+        r = self.variant.evaluate(f, call.config, {}, call.training, c, call.dtype)
+        return Returned(dict(r.outputs), dict(r.grads), {})
+
+
 # ------------------------------------------------------------------ runners that never leak a process
 def descendants(pid) -> set:
     """Every process below ``pid`` (its children, theirs, ...), read from /proc."""

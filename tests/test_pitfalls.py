@@ -26,6 +26,8 @@ from refnorm.check.core import check_case, derive_bounds, reference, run_check
 from refnorm.check.diagnosis import matched_ids
 from refnorm.golden import commands, store
 
+from helpers import StrictTestBackend
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "golden")
 STRICT = Contract("strict", "block")
@@ -126,21 +128,12 @@ def test_pitfalls_import_only_the_reference_core():
 
 
 # ------------------------------------------------------------------------------------- diagnosis
-class _Numpy:
+class _Numpy(StrictTestBackend):
     """A correct float64 backend (the reference itself) with an optional made-up defect."""
     name = "numpy-test"
 
     def __init__(self, defect=None):
         self.defect = defect
-
-    def available(self):
-        return None
-
-    def supports(self, call):
-        return None
-
-    def contract(self, call):
-        return STRICT
 
     def run(self, call):
         r = reference(call.op, call.config, call.training, call.inputs, call.cotangents, call.state)
