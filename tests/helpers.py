@@ -356,6 +356,45 @@ def sample(items, every: int) -> list:
     return items if thorough() else items[::every]
 
 
+# ------------------------------------------------------------------ what a fresh interpreter loads
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOLDEN = os.path.join(ROOT, "golden")
+
+
+def assert_loads_none_of(code, modules, timeout=120):
+    """Run the Python ``code`` in a fresh interpreter in the repository root: it exits 0 (its stderr is the
+    message otherwise) and leaves no module loaded whose name starts with one of ``modules``."""
+    import subprocess
+    check = f"\nimport sys\nbad = sorted(m for m in sys.modules if m.startswith({tuple(modules)!r}))\nassert not bad, bad\n"
+    r = subprocess.run([sys.executable, "-c", code + check], cwd=ROOT, capture_output=True, text=True,
+                       timeout=timeout)
+    assert r.returncode == 0, r.stderr
+
+
+def assert_adapter_loads_no_framework(make, unsupported, contract, frameworks):
+    """A framework adapter answers without its framework: after ``make`` (Python that imports the adapter and
+    binds its backend to ``b``), supports_config of a float32 layer_norm (None: supported), of the float32 op
+    ``unsupported`` (a reason) and contract_for(*``contract``) load none of ``frameworks``."""
+    assert_loads_none_of(
+        f"import refnorm, refnorm.check\n{make}\n"
+        "assert b.supports_config('layer_norm', 'float32', {'normalized_shape': [4]}, True) is None\n"
+        f"assert b.supports_config({unsupported!r}, 'float32', {{}}, True)\n"
+        f"b.contract_for{tuple(contract)!r}\n", frameworks)
+
+
+def assert_checker_accepts(backend, ids, skip_message):
+    """check_case of ``backend`` on each golden case of ``ids`` is passed, or partial where an array is
+    ill-posed under the declared contract, never unchecked; on z_score/normal_f32_6x100 (an op no framework
+    has) it is skipped, its message holding ``skip_message``."""
+    from refnorm import golden
+    from refnorm.check.core import check_case
+    for cid in ids:
+        r = check_case(backend, golden.load_case(GOLDEN, cid))
+        assert r.status in ("passed", "partial") and not r.unchecked, (cid, r.status, r.message)
+    r = check_case(backend, golden.load_case(GOLDEN, "z_score/normal_f32_6x100"))
+    assert r.status == "skipped" and skip_message in r.message, (r.status, r.message)
+
+
 # ------------------------------------------------------------------ a framework adapter against golden values
 def f64(a):
     a = np.asarray(a)

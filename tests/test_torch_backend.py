@@ -8,8 +8,6 @@ precision of torch in low precision is the checker's business (tests/test_check.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import ml_dtypes
 import numpy as np
@@ -24,7 +22,8 @@ from refnorm.check.backends.base import Backend, Call, Contract, complete_config
 from refnorm.check.backends.torch_backend import (CUDA_UNAVAILABLE, NO_TORCH, SUPPORTED, Refused,  # noqa: E402
                                                   TorchBackend, _to_numpy, _to_torch, onnx_momentum_to_torch)
 from refnorm.check.precision import round_to  # noqa: E402
-from helpers import assert_agrees, f64 as _f64, run_case  # noqa: E402
+from helpers import (assert_adapter_loads_no_framework, assert_agrees, assert_checker_accepts,  # noqa: E402
+                     f64 as _f64, run_case)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "golden")
@@ -42,14 +41,8 @@ GN_NOWEIGHT_DEFECT = "tensor does not have a device"
 
 # ------------------------------------------------------------------------- import and availability
 def test_importing_the_adapter_does_not_import_torch():
-    code = ("import sys, refnorm, refnorm.check, refnorm.check.backends.torch_backend as tb\n"
-            "b = tb.TorchBackend()\n"
-            "assert b.supports_config('layer_norm', 'float32', {'normalized_shape': [4]}, True) is None\n"
-            "assert b.supports_config('z_score', 'float32', {}, True)\n"
-            "b.contract_for('layer_norm', 'bfloat16')\n"
-            "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))\n")
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
+    assert_adapter_loads_no_framework("import refnorm.check.backends.torch_backend as tb\nb = tb.TorchBackend()",
+                                      "z_score", ("layer_norm", "bfloat16"), ("torch",))
 
 
 def test_names_availability_and_protocol():
@@ -440,13 +433,8 @@ def test_fact_where_torch_keeps_statistics_in_the_case_dtype(dt):
 
 def test_the_checker_accepts_torch_under_its_contracts():
     """End to end on a few golden cases that pass under the declared contracts (measured)."""
-    from refnorm.check.core import check_case
-    ids = ["layer_norm/normal_f32_6x100", "layer_norm/normal_bf16_6x100", "rms_norm/normal_eps1e-05_f16_4x128",
-           "batch_norm/normal_train3_eval_f32_6x3x5", "group_norm/normal_noaffine_g2_bf16_2x8x4x4",
-           "instance_norm/normal_noaffine_bf16_2x2x8x8", "weight_norm/normal_dimNone_bf16_4x3x3x3"]
-    for cid in ids:
-        r = check_case(CPU, golden.load_case(GOLDEN, cid))
-        # partial only where an array is ill-posed under the declared contract, never unchecked
-        assert r.status in ("passed", "partial") and not r.unchecked, (cid, r.status, r.message)
-    r = check_case(CPU, golden.load_case(GOLDEN, "z_score/normal_f32_6x100"))
-    assert r.status == "skipped" and "torch has no native z_score" in r.message
+    assert_checker_accepts(CPU, ["layer_norm/normal_f32_6x100", "layer_norm/normal_bf16_6x100",
+                                 "rms_norm/normal_eps1e-05_f16_4x128", "batch_norm/normal_train3_eval_f32_6x3x5",
+                                 "group_norm/normal_noaffine_g2_bf16_2x8x4x4",
+                                 "instance_norm/normal_noaffine_bf16_2x2x8x8",
+                                 "weight_norm/normal_dimNone_bf16_4x3x3x3"], "torch has no native z_score")
