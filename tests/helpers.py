@@ -451,6 +451,21 @@ def assert_agrees(case, results, rtol):
                                              f"{err / scale if scale else np.inf:.3g} of the scale {scale:.3g}")
 
 
+def assert_agreeing_cases(backend, cases, rtol, least, run=run_case, agree=assert_agrees):
+    """At least ``least`` of the golden ``cases`` run through ``backend`` -- run(backend, case) gives
+    [(step, Returned)], or the reason the case is not supported (never empty) -- and every one that runs
+    agrees with its golden values: agree(case, results, rtol)."""
+    ran = 0
+    for case in cases:
+        res = run(backend, case)
+        if isinstance(res, str):
+            assert res.strip(), case.id
+            continue
+        agree(case, res, rtol)
+        ran += 1
+    assert ran >= least, f"only {ran} of {len(cases)} cases ran: {[c.id for c in cases]}"
+
+
 def steps_against_torch_module(name, mod, shape, momentum, affine) -> list:
     """Three training steps then one eval step of ``name`` (batch_norm, instance_norm) against the float64
     torch module ``mod`` holding running statistics, the state chained: y, every gradient, running_mean

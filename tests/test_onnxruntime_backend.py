@@ -28,7 +28,7 @@ from refnorm.check.backends.base import Backend, Call, Returned  # noqa: E402
 from refnorm.check.backends.onnxruntime_backend import NO_ONNX, SUPPORTED, OnnxruntimeBackend  # noqa: E402
 from refnorm.check.core import check_case  # noqa: E402
 from refnorm.cli import main  # noqa: E402
-from helpers import assert_adapter_loads_no_framework, listed_cases_fail  # noqa: E402
+from helpers import assert_adapter_loads_no_framework, assert_agreeing_cases, listed_cases_fail  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "golden")
@@ -107,17 +107,8 @@ def test_contracts():
 # ------------------------------------------------------------------ golden: the translation is right
 @pytest.mark.parametrize("op", SUPPORTED)
 def test_float32_normal_cases_agree(op):
-    ran = 0
-    for case in golden.iter_cases(GOLDEN, ops=[op], dtypes=["float32"]):
-        if case.regime != "normal":
-            continue
-        res = _run(case)
-        if isinstance(res, str):
-            assert res.strip()
-            continue
-        _close(case, res, 1e-4)
-        ran += 1
-    assert ran >= 1, f"no float32 {op} case ran"
+    cases = [c for c in golden.iter_cases(GOLDEN, ops=[op], dtypes=["float32"]) if c.regime == "normal"]
+    assert_agreeing_cases(ORT, cases, 1e-4, least=1, run=lambda backend, case: _run(case, backend), agree=_close)
 
 
 def test_float64_lp_normalize_agrees():
