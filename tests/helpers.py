@@ -83,6 +83,19 @@ def check_vjp(name, inputs, config=None, *, state=None, training=True, seed=2026
     return worst
 
 
+def central_differences(loss, inputs, key, h=1e-6):
+    """d loss / d inputs[key], element by element: (loss(key + h) - loss(key - h)) / 2h, the other
+    inputs held (``loss`` takes a dict of inputs and returns a float)."""
+    g = np.zeros_like(inputs[key])
+    for idx in np.ndindex(inputs[key].shape):
+        hi, lo = dict(inputs), dict(inputs)
+        hi[key], lo[key] = inputs[key].copy(), inputs[key].copy()
+        hi[key][idx] += h
+        lo[key][idx] -= h
+        g[idx] = (loss(hi) - loss(lo)) / (2 * h)
+    return g
+
+
 # ------------------------------------------------------------------------------- mpmath oracle
 def to_mp(a) -> np.ndarray:
     """float64 array -> object array of exact mpf values."""
@@ -195,6 +208,42 @@ def torch_vjp(torch, fn, inputs: dict, cot: dict):
     return {k: v.detach().numpy() for k, v in out.items()}, grads
 
 
+def inputs_of(x, weight=None, bias=None) -> dict:
+    """{"x": x} with the affine parameters that are given (None: left out)."""
+    return {"x": x, **({"weight": weight} if weight is not None else {}),
+            **({"bias": bias} if bias is not None else {})}
+
+
+def drawn_affine(rng, affine, pshape) -> dict:
+    """The affine parameters of a cross-check, N(0, 1) of shape ``pshape`` from ``rng``: weight for
+    ``affine`` "weight" or "both", then bias for "both"; none for "none"."""
+    p = {}
+    if affine in ("weight", "both"):
+        p["weight"] = rng.standard_normal(pshape)
+    if affine == "both":
+        p["bias"] = rng.standard_normal(pshape)
+    return p
+
+
+def affine_along(y, weight, bias, dims):
+    """y * weight + bias (NumPy or torch), the parameters laid along the axes ``dims`` of y (None: left out)."""
+    view = [s if i in dims else 1 for i, s in enumerate(y.shape)]
+    if weight is not None:
+        y = y * weight.reshape(view)
+    if bias is not None:
+        y = y + bias.reshape(view)
+    return y
+
+
+def assert_like_torch(res, t_out, t_grads, outputs, rtol, name, grad_rtol=None):
+    """refnorm's result ``res`` against torch's (torch_vjp): each of ``outputs`` within ``rtol``, every
+    gradient torch gives within ``grad_rtol`` (default ``rtol``), relative to its largest magnitude."""
+    for key in outputs:
+        assert_close_rel(res.outputs[key], t_out[key], rtol, f"output {key}", name)
+    for key in t_grads:
+        assert_close_rel(res.grads[key], t_grads[key], rtol if grad_rtol is None else grad_rtol, f"grad {key}", name)
+
+
 def assert_close_rel(got, want, rtol, what, name=None):
     """max|got - want| <= rtol * max(max|want|, tiny); NaN must match NaN."""
     got, want = np.asarray(got), np.asarray(want)
@@ -209,6 +258,25 @@ def assert_close_rel(got, want, rtol, what, name=None):
     if name:
         record(name, "torch", err)
     return err
+
+
+def assert_refuses_normalized_shape_misuse(name):
+    """What an op configured by normalized_shape (layer_norm, rms_norm) refuses, naming the value: a
+    normalized_shape that is not x's trailing shape, a weight of another shape, eps < 0, integer x, an
+    unknown config key, no normalized_shape at all."""
+    x = np.ones((2, 3))
+    with pytest.raises(refnorm.ShapeError, match="normalized_shape"):
+        refnorm.evaluate(name, {"x": x}, config={"normalized_shape": [4]})
+    with pytest.raises(refnorm.ShapeError, match="'weight' has shape"):
+        refnorm.evaluate(name, {"x": x, "weight": np.ones(4)}, config={"normalized_shape": [3]})
+    with pytest.raises(refnorm.ConfigError, match="eps=-0.5"):
+        refnorm.evaluate(name, {"x": x}, config={"normalized_shape": [3], "eps": -0.5})
+    with pytest.raises(refnorm.InputTypeError, match="int64"):
+        refnorm.evaluate(name, {"x": np.ones((2, 3), dtype=np.int64)}, config={"normalized_shape": [3]})
+    with pytest.raises(refnorm.UnknownNameError, match="'axis'"):
+        refnorm.evaluate(name, {"x": x}, config={"normalized_shape": [3], "axis": -1})
+    with pytest.raises(refnorm.RefnormError, match="normalized_shape"):
+        refnorm.evaluate(name, {"x": x})
 
 
 def cond_number(x, axes, eps=0.0):

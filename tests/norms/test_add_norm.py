@@ -13,7 +13,7 @@ import refnorm
 from refnorm.check.core import run_check
 from refnorm.errors import ConfigError, ShapeError
 
-from helpers import VariantBackend
+from helpers import VariantBackend, central_differences
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN = os.path.join(ROOT, "golden")
@@ -25,17 +25,7 @@ def _fd(op, inputs, config, cots, keys, h=1e-6):
         o = refnorm.evaluate(op, a, config=config).outputs
         return sum(float((o[k] * c).sum()) for k, c in cots.items()
                    if k == "y" or config.get("prenorm", True))
-    out = {}
-    for k in keys:
-        g = np.zeros_like(inputs[k])
-        for idx in np.ndindex(inputs[k].shape):
-            hi, lo = dict(inputs), dict(inputs)
-            hi[k], lo[k] = inputs[k].copy(), inputs[k].copy()
-            hi[k][idx] += h
-            lo[k][idx] -= h
-            g[idx] = (loss(hi) - loss(lo)) / (2 * h)
-        out[k] = g
-    return out
+    return {k: central_differences(loss, inputs, k, h) for k in keys}
 
 
 @pytest.mark.parametrize("norm", ["layer_norm", "rms_norm"])
@@ -168,14 +158,7 @@ def test_parallel_branch_gradients_are_the_derivatives(norm, prenorm):
         o = refnorm.evaluate("add_norm", a, config=cfg).outputs
         return sum(float((o[k] * c).sum()) for k, c in cots.items() if k != "residual_out" or prenorm)
     for k in keys:
-        fd = np.zeros_like(inputs[k])
-        for idx in np.ndindex(inputs[k].shape):
-            hi, lo = dict(inputs), dict(inputs)
-            hi[k], lo[k] = inputs[k].copy(), inputs[k].copy()
-            hi[k][idx] += 1e-6
-            lo[k][idx] -= 1e-6
-            fd[idx] = (loss(hi) - loss(lo)) / 2e-6
-        np.testing.assert_allclose(r.grads[k], fd, rtol=1e-6, atol=1e-7, err_msg=k)
+        np.testing.assert_allclose(r.grads[k], central_differences(loss, inputs, k), rtol=1e-6, atol=1e-7, err_msg=k)
     np.testing.assert_array_equal(r.grads["mask1"], 0.0)
     s = inputs["x"] * (inputs["mask"] / 0.75) + inputs["x1"] * (inputs["mask1"] / 0.75) + inputs["residual"]
     np.testing.assert_allclose(r.outputs["residual_out"], s, rtol=1e-15)

@@ -5,20 +5,15 @@ import pytest
 from hypothesis import given, strategies as st
 
 import refnorm
-from helpers import (assert_close_rel, check_vjp, cond_number, oracle_check, record, require_torch,
-                     torch_vjp)
+from helpers import (assert_close_rel, check_vjp, cond_number, drawn_affine, inputs_of, oracle_check, record,
+                     require_torch, torch_vjp)
 from strategies import well_spread
 
 NAME = "group_norm"
 
 
 def run(x, G, weight=None, bias=None, eps=1e-5, dy=None):
-    inputs = {"x": x}
-    if weight is not None:
-        inputs["weight"] = weight
-    if bias is not None:
-        inputs["bias"] = bias
-    return refnorm.evaluate(NAME, inputs, config={"num_groups": G, "eps": eps},
+    return refnorm.evaluate(NAME, inputs_of(x, weight, bias), config={"num_groups": G, "eps": eps},
                             grad_outputs=None if dy is None else {"y": dy})
 
 
@@ -43,10 +38,6 @@ def case(draw, min_spatial_dims=0, min_spatial=1):
     m = (c // G) * int(np.prod(spatial))
     eps = draw(st.sampled_from([0.0, 1e-12, 1e-5, 0.3] if m > 1 else [1e-5, 0.3]))
     return x, G, w, b, eps
-
-
-def inputs_of(x, w, b):
-    return {"x": x, **({"weight": w} if w is not None else {}), **({"bias": b} if b is not None else {})}
 
 
 def grad_scale(x, G, w, eps):
@@ -220,11 +211,7 @@ def test_group_norm_matches_torch_float64(shape, G, affine):
     torch = require_torch()
     rng = np.random.default_rng(7)
     N, C = shape[:2]
-    inputs = {"x": 2 + 3 * rng.standard_normal(shape)}
-    if affine in ("weight", "both"):
-        inputs["weight"] = rng.standard_normal(C)
-    if affine == "both":
-        inputs["bias"] = rng.standard_normal(C)
+    inputs = {"x": 2 + 3 * rng.standard_normal(shape), **drawn_affine(rng, affine, C)}
     dy = rng.standard_normal(shape)
     hw = int(np.prod(shape[2:]))
 

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 import refnorm
-from helpers import (MP_DPS, assert_close_rel, check_vjp, cond_number, oracle_check, record, rel_error,
-                     require_torch, steps_against_torch_module, to_mp, torch_vjp)
+from helpers import (MP_DPS, assert_close_rel, assert_like_torch, check_vjp, cond_number, drawn_affine,
+                     oracle_check, record, rel_error, require_torch, steps_against_torch_module, to_mp, torch_vjp)
 from strategies import well_spread
 
 NAME = "instance_norm"
@@ -250,11 +250,7 @@ def test_instance_norm_matches_torch_float64(shape, affine, eps):
     torch = require_torch()
     rng = np.random.default_rng(7)
     N, C = shape[:2]
-    inputs = {"x": 2 + 3 * rng.standard_normal(shape)}
-    if affine in ("weight", "both"):
-        inputs["weight"] = rng.standard_normal(C)
-    if affine == "both":
-        inputs["bias"] = rng.standard_normal(C)
+    inputs = {"x": 2 + 3 * rng.standard_normal(shape), **drawn_affine(rng, affine, C)}
     dy = rng.standard_normal(shape)
 
     def fn(x, weight=None, bias=None):
@@ -262,9 +258,7 @@ def test_instance_norm_matches_torch_float64(shape, affine, eps):
 
     t_out, t_grads = torch_vjp(torch, fn, inputs, {"y": dy})
     res = refnorm.evaluate(NAME, inputs, config={"eps": eps}, grad_outputs={"y": dy})
-    assert_close_rel(res.outputs["y"], t_out["y"], 1e-13, "output y", NAME)
-    for key in inputs:
-        assert_close_rel(res.grads[key], t_grads[key], 1e-13, f"grad {key}", NAME)
+    assert_like_torch(res, t_out, t_grads, ("y",), 1e-13, NAME)
     # torch computes instance norm as batch norm on the (1, N*C, *) view: its saved statistics
     _, smean, sinvstd = torch.native_batch_norm(torch.tensor(inputs["x"]).reshape((1, N * C) + shape[2:]),
                                                 None, None, None, None, True, 0.0, eps)

@@ -8,20 +8,15 @@ import pytest
 from hypothesis import assume, given, strategies as st
 
 import refnorm
-from helpers import (MP_DPS, assert_close_rel, check_vjp, oracle_check, record, rel_error, require_torch,
-                     to_mp, torch_vjp)
+from helpers import (MP_DPS, affine_along, assert_like_torch, check_vjp, drawn_affine, inputs_of, oracle_check,
+                     record, rel_error, require_torch, to_mp, torch_vjp)
 from strategies import shapes, well_spread
 
 NAME = "z_score"
 
 
 def run(x, dim=-1, weight=None, bias=None, ddof=1, eps=0.0, dy=None):
-    inputs = {"x": x}
-    if weight is not None:
-        inputs["weight"] = weight
-    if bias is not None:
-        inputs["bias"] = bias
-    return refnorm.evaluate(NAME, inputs, config={"dim": dim, "ddof": ddof, "eps": eps},
+    return refnorm.evaluate(NAME, inputs_of(x, weight, bias), config={"dim": dim, "ddof": ddof, "eps": eps},
                             grad_outputs=None if dy is None else {"y": dy})
 
 
@@ -267,12 +262,7 @@ def _torch_z_score(torch, dims, ddof, eps):
         safe = torch.sqrt(torch.where(var == 0, torch.ones_like(var), var))
         y = torch.where(var == 0, torch.zeros_like(x), (x - mean) / safe)
         std = torch.sqrt(var)
-        view = [s if i in dims else 1 for i, s in enumerate(x.shape)]
-        if weight is not None:
-            y = y * weight.reshape(view)
-        if bias is not None:
-            y = y + bias.reshape(view)
-        return {"y": y, "mean": mean, "std": std}
+        return {"y": affine_along(y, weight, bias, dims), "mean": mean, "std": std}
     return fn
 
 
@@ -287,18 +277,11 @@ def test_z_score_matches_torch_float64(shape, dim, ddof, eps, affine):
     x[0] = 0.5                         # a constant slice for dim = -1 / 1, a partly constant one otherwise
     dims = list(_axes(x, dim))
     pshape = tuple(shape[a] for a in dims)
-    inputs = {"x": x}
-    if affine in ("weight", "both"):
-        inputs["weight"] = rng.standard_normal(pshape)
-    if affine == "both":
-        inputs["bias"] = rng.standard_normal(pshape)
+    inputs = {"x": x, **drawn_affine(rng, affine, pshape)}
     dy = rng.standard_normal(shape)
     t_out, t_grads = torch_vjp(torch, _torch_z_score(torch, dims, ddof, eps), inputs, {"y": dy})
     res = refnorm.evaluate(NAME, inputs, config={"dim": dim, "ddof": ddof, "eps": eps}, grad_outputs={"y": dy})
-    for key in ("y", "mean", "std"):
-        assert_close_rel(res.outputs[key], t_out[key], 1e-14, f"output {key}", NAME)
-    for key in inputs:
-        assert_close_rel(res.grads[key], t_grads[key], 1e-13, f"grad {key}", NAME)
+    assert_like_torch(res, t_out, t_grads, ("y", "mean", "std"), 1e-14, NAME, grad_rtol=1e-13)
 
 
 def test_z_score_constant_slice_at_eps_zero():
