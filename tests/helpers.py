@@ -463,6 +463,27 @@ def assert_checker_accepts(backend, ids, skip_message):
     assert r.status == "skipped" and skip_message in r.message, (r.status, r.message)
 
 
+# ------------------------------------------------------------------ the Triton examples
+def triton_example(module):
+    """(torch, the Triton example ``module``), or a skip of the whole test module saying why (triton and torch
+    are optional; CI pins triton). Call it at collection, before anything imports triton: without a GPU the
+    example sets TRITON_INTERPRET=1 first (triton reads it when it is first imported)."""
+    import importlib
+    import importlib.util
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("triton is not installed (CI pins triton==3.9.0 in .ci/run)", allow_module_level=True)
+    torch = pytest.importorskip("torch")
+    return torch, importlib.import_module(module)
+
+
+def small_case_ids(op, dtypes=None, limit=1000):
+    """The ids of the golden cases of ``op`` (of ``dtypes``, default all) whose x has at most ``limit``
+    elements: the ones an interpreted Triton kernel checks in seconds."""
+    from refnorm.golden import store
+    return [e["id"] for e in store.read_manifest(GOLDEN)["cases"] if e["case"]["op"] == op
+            and np.prod(e["case"]["inputs"]["x"]) <= limit and (dtypes is None or e["case"]["dtype"] in dtypes)]
+
+
 # ------------------------------------------------------------------ a framework adapter against golden values
 def f64(a):
     a = np.asarray(a)
