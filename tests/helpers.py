@@ -123,6 +123,28 @@ def mp_sum(a, axis, keepdims=True):
     return np.sum(a, axis=axis, keepdims=keepdims)
 
 
+def mp_over_slices(d, axes, normalize):
+    """A plain-loop mpmath forward over the slices of d["x"] along ``axes`` (min_max_scale, z_score): each
+    slice flattened to a row, ``normalize(row) -> (normalized row, (statistics, ...))``, then weight and
+    bias (shaped as the slice, where d has them) entry by entry. Returns y and the statistics, each shaped
+    as x with ``axes`` kept as 1."""
+    x = d["x"]
+    k = len(axes)
+    moved = np.moveaxis(x, axes, range(x.ndim - k, x.ndim))
+    rows = moved.reshape(-1, int(np.prod(moved.shape[x.ndim - k:])))
+    w = d["weight"].ravel() if "weight" in d else None
+    b = d["bias"].ravel() if "bias" in d else None
+    ys, stats = np.empty(rows.shape, object), []
+    for r, row in enumerate(rows):
+        normalized, s = normalize(row)
+        for j, y in enumerate(normalized):
+            ys[r, j] = y * (w[j] if w is not None else 1) + (b[j] if b is not None else 0)
+        stats.append(s)
+    y = np.moveaxis(ys.reshape(moved.shape), range(x.ndim - k, x.ndim), axes)
+    stat_shape = [1 if i in axes else s for i, s in enumerate(x.shape)]
+    return y, [np.array(column, dtype=object).reshape(stat_shape) for column in zip(*stats)]
+
+
 def mp_grads(f, inputs_mp: dict, cot: dict, wrt=None) -> dict:
     """Gradient of sum_k <cot_k, f(inputs)_k> wrt every input, by central differences in mpmath.
 
@@ -258,6 +280,16 @@ def assert_close_rel(got, want, rtol, what, name=None):
     if name:
         record(name, "torch", err)
     return err
+
+
+def assert_permutation_equivariant_off_axes(y_of, x, axes):
+    """y_of(x permuted along its first axis outside ``axes``) is y_of(x) permuted the same way, bit for bit
+    (nothing is summed along that axis); nothing to check where every axis is normalized."""
+    free = [i for i in range(x.ndim) if i not in axes]
+    if not free:
+        return
+    perm = np.random.default_rng(0).permutation(x.shape[free[0]])
+    np.testing.assert_array_equal(y_of(np.take(x, perm, axis=free[0])), np.take(y_of(x), perm, axis=free[0]))
 
 
 def assert_refuses_normalized_shape_misuse(name):

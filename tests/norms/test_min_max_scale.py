@@ -8,8 +8,9 @@ import sympy
 from hypothesis import given, strategies as st
 
 import refnorm
-from helpers import (MP_DPS, affine_along, assert_like_torch, check_vjp, drawn_affine, inputs_of, oracle_check,
-                     record, rel_error, require_torch, to_mp, torch_vjp)
+from helpers import (MP_DPS, affine_along, assert_like_torch, assert_permutation_equivariant_off_axes, check_vjp,
+                     drawn_affine, inputs_of, mp_over_slices, oracle_check, record, rel_error, require_torch, to_mp,
+                     torch_vjp)
 from strategies import shapes
 
 NAME = "min_max_scale"
@@ -100,14 +101,7 @@ def test_min_max_scale_maps_each_slice_onto_0_1_monotonically(c):
 @given(case())
 def test_min_max_scale_batch_permutation_equivariance(c):
     x, dim, w, b, eps, _ = c
-    axes = _axes(x, dim)
-    free = [i for i in range(x.ndim) if i not in axes]
-    if not free:
-        return
-    ax = free[0]
-    perm = np.random.default_rng(0).permutation(x.shape[ax])
-    a, p = run(x, dim, w, b, eps).outputs["y"], run(np.take(x, perm, axis=ax), dim, w, b, eps).outputs["y"]
-    np.testing.assert_array_equal(p, np.take(a, perm, axis=ax))
+    assert_permutation_equivariant_off_axes(lambda v: run(v, dim, w, b, eps).outputs["y"], x, _axes(x, dim))
 
 
 @given(case())
@@ -260,25 +254,14 @@ def test_min_max_scale_constant_slices():
 # ----------------------------------------------------------------------------- mpmath oracle
 def mp_min_max(dim, eps):
     """Independent plain-loop forward: each slice flattened, min/max by Python's min()/max()."""
+    def scaled(row):
+        lo, hi = min(row), max(row)
+        den = hi - lo + mpmath.mpf(eps)
+        return [(v - lo) / den if den != 0 else mpmath.mpf(0) for v in row], (lo, hi)
+
     def f(d):
-        x = d["x"]
-        axes = _axes(x, dim)
-        k = len(axes)
-        moved = np.moveaxis(x, axes, range(x.ndim - k, x.ndim))
-        rows = moved.reshape(-1, int(np.prod(moved.shape[x.ndim - k:])))
-        w = d["weight"].ravel() if "weight" in d else None
-        b = d["bias"].ravel() if "bias" in d else None
-        ys, los, his = np.empty(rows.shape, object), np.empty(len(rows), object), np.empty(len(rows), object)
-        for r, row in enumerate(rows):
-            lo, hi = min(row), max(row)
-            den = hi - lo + mpmath.mpf(eps)
-            for j, v in enumerate(row):
-                y = (v - lo) / den if den != 0 else mpmath.mpf(0)
-                ys[r, j] = y * (w[j] if w is not None else 1) + (b[j] if b is not None else 0)
-            los[r], his[r] = lo, hi
-        y = np.moveaxis(ys.reshape(moved.shape), range(x.ndim - k, x.ndim), axes)
-        stat_shape = [1 if i in axes else s for i, s in enumerate(x.shape)]
-        return {"y": y, "min": los.reshape(stat_shape), "max": his.reshape(stat_shape)}
+        y, (lo, hi) = mp_over_slices(d, _axes(d["x"], dim), scaled)
+        return {"y": y, "min": lo, "max": hi}
     return f
 
 
