@@ -465,7 +465,8 @@ def assert_loads_none_of(code, modules, timeout=120):
     """Run the Python ``code`` in a fresh interpreter in the repository root: it exits 0 (its stderr is the
     message otherwise) and leaves no module loaded whose name starts with one of ``modules``."""
     import subprocess
-    check = f"\nimport sys\nbad = sorted(m for m in sys.modules if m.startswith({tuple(modules)!r}))\nassert not bad, bad\n"
+    check = (f"\nimport sys\nbad = sorted(m for m in sys.modules if m.startswith({tuple(modules)!r}))\n"
+             "assert not bad, bad\n")
     r = subprocess.run([sys.executable, "-c", code + check], cwd=ROOT, capture_output=True, text=True,
                        timeout=timeout)
     assert r.returncode == 0, r.stderr

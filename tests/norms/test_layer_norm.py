@@ -14,7 +14,8 @@ NAME = "layer_norm"
 
 def run(x, k=1, weight=None, bias=None, eps=1e-5, dy=None):
     cfg = {"normalized_shape": list(x.shape[x.ndim - k:]), "eps": eps}
-    return refnorm.evaluate(NAME, inputs_of(x, weight, bias), config=cfg, grad_outputs=None if dy is None else {"y": dy})
+    return refnorm.evaluate(NAME, inputs_of(x, weight, bias), config=cfg,
+                            grad_outputs=None if dy is None else {"y": dy})
 
 
 @st.composite
