@@ -83,6 +83,19 @@ def check_vjp(name, inputs, config=None, *, state=None, training=True, seed=2026
     return worst
 
 
+def central_differences(loss, inputs, key, h=1e-6):
+    """d loss / d inputs[key], element by element: (loss(key + h) - loss(key - h)) / 2h, the other
+    inputs held (``loss`` takes a dict of inputs and returns a float)."""
+    g = np.zeros_like(inputs[key])
+    for idx in np.ndindex(inputs[key].shape):
+        hi, lo = dict(inputs), dict(inputs)
+        hi[key], lo[key] = inputs[key].copy(), inputs[key].copy()
+        hi[key][idx] += h
+        lo[key][idx] -= h
+        g[idx] = (loss(hi) - loss(lo)) / (2 * h)
+    return g
+
+
 # ------------------------------------------------------------------------------- mpmath oracle
 def to_mp(a) -> np.ndarray:
     """float64 array -> object array of exact mpf values."""
@@ -108,6 +121,28 @@ mp_abs = np.vectorize(abs, otypes=[object])
 def mp_sum(a, axis, keepdims=True):
     """Exact-ish sum of an object array (mpmath adds at the working precision)."""
     return np.sum(a, axis=axis, keepdims=keepdims)
+
+
+def mp_over_slices(d, axes, normalize):
+    """A plain-loop mpmath forward over the slices of d["x"] along ``axes`` (min_max_scale, z_score): each
+    slice flattened to a row, ``normalize(row) -> (normalized row, (statistics, ...))``, then weight and
+    bias (shaped as the slice, where d has them) entry by entry. Returns y and the statistics, each shaped
+    as x with ``axes`` kept as 1."""
+    x = d["x"]
+    k = len(axes)
+    moved = np.moveaxis(x, axes, range(x.ndim - k, x.ndim))
+    rows = moved.reshape(-1, int(np.prod(moved.shape[x.ndim - k:])))
+    w = d["weight"].ravel() if "weight" in d else None
+    b = d["bias"].ravel() if "bias" in d else None
+    ys, stats = np.empty(rows.shape, object), []
+    for r, row in enumerate(rows):
+        normalized, s = normalize(row)
+        for j, y in enumerate(normalized):
+            ys[r, j] = y * (w[j] if w is not None else 1) + (b[j] if b is not None else 0)
+        stats.append(s)
+    y = np.moveaxis(ys.reshape(moved.shape), range(x.ndim - k, x.ndim), axes)
+    stat_shape = [1 if i in axes else s for i, s in enumerate(x.shape)]
+    return y, [np.array(column, dtype=object).reshape(stat_shape) for column in zip(*stats)]
 
 
 def mp_grads(f, inputs_mp: dict, cot: dict, wrt=None) -> dict:
@@ -195,6 +230,42 @@ def torch_vjp(torch, fn, inputs: dict, cot: dict):
     return {k: v.detach().numpy() for k, v in out.items()}, grads
 
 
+def inputs_of(x, weight=None, bias=None) -> dict:
+    """{"x": x} with the affine parameters that are given (None: left out)."""
+    return {"x": x, **({"weight": weight} if weight is not None else {}),
+            **({"bias": bias} if bias is not None else {})}
+
+
+def drawn_affine(rng, affine, pshape) -> dict:
+    """The affine parameters of a cross-check, N(0, 1) of shape ``pshape`` from ``rng``: weight for
+    ``affine`` "weight" or "both", then bias for "both"; none for "none"."""
+    p = {}
+    if affine in ("weight", "both"):
+        p["weight"] = rng.standard_normal(pshape)
+    if affine == "both":
+        p["bias"] = rng.standard_normal(pshape)
+    return p
+
+
+def affine_along(y, weight, bias, dims):
+    """y * weight + bias (NumPy or torch), the parameters laid along the axes ``dims`` of y (None: left out)."""
+    view = [s if i in dims else 1 for i, s in enumerate(y.shape)]
+    if weight is not None:
+        y = y * weight.reshape(view)
+    if bias is not None:
+        y = y + bias.reshape(view)
+    return y
+
+
+def assert_like_torch(res, t_out, t_grads, outputs, rtol, name, grad_rtol=None):
+    """refnorm's result ``res`` against torch's (torch_vjp): each of ``outputs`` within ``rtol``, every
+    gradient torch gives within ``grad_rtol`` (default ``rtol``), relative to its largest magnitude."""
+    for key in outputs:
+        assert_close_rel(res.outputs[key], t_out[key], rtol, f"output {key}", name)
+    for key in t_grads:
+        assert_close_rel(res.grads[key], t_grads[key], rtol if grad_rtol is None else grad_rtol, f"grad {key}", name)
+
+
 def assert_close_rel(got, want, rtol, what, name=None):
     """max|got - want| <= rtol * max(max|want|, tiny); NaN must match NaN."""
     got, want = np.asarray(got), np.asarray(want)
@@ -209,6 +280,35 @@ def assert_close_rel(got, want, rtol, what, name=None):
     if name:
         record(name, "torch", err)
     return err
+
+
+def assert_permutation_equivariant_off_axes(y_of, x, axes):
+    """y_of(x permuted along its first axis outside ``axes``) is y_of(x) permuted the same way, bit for bit
+    (nothing is summed along that axis); nothing to check where every axis is normalized."""
+    free = [i for i in range(x.ndim) if i not in axes]
+    if not free:
+        return
+    perm = np.random.default_rng(0).permutation(x.shape[free[0]])
+    np.testing.assert_array_equal(y_of(np.take(x, perm, axis=free[0])), np.take(y_of(x), perm, axis=free[0]))
+
+
+def assert_refuses_normalized_shape_misuse(name):
+    """What an op configured by normalized_shape (layer_norm, rms_norm) refuses, naming the value: a
+    normalized_shape that is not x's trailing shape, a weight of another shape, eps < 0, integer x, an
+    unknown config key, no normalized_shape at all."""
+    x = np.ones((2, 3))
+    with pytest.raises(refnorm.ShapeError, match="normalized_shape"):
+        refnorm.evaluate(name, {"x": x}, config={"normalized_shape": [4]})
+    with pytest.raises(refnorm.ShapeError, match="'weight' has shape"):
+        refnorm.evaluate(name, {"x": x, "weight": np.ones(4)}, config={"normalized_shape": [3]})
+    with pytest.raises(refnorm.ConfigError, match="eps=-0.5"):
+        refnorm.evaluate(name, {"x": x}, config={"normalized_shape": [3], "eps": -0.5})
+    with pytest.raises(refnorm.InputTypeError, match="int64"):
+        refnorm.evaluate(name, {"x": np.ones((2, 3), dtype=np.int64)}, config={"normalized_shape": [3]})
+    with pytest.raises(refnorm.UnknownNameError, match="'axis'"):
+        refnorm.evaluate(name, {"x": x}, config={"normalized_shape": [3], "axis": -1})
+    with pytest.raises(refnorm.RefnormError, match="normalized_shape"):
+        refnorm.evaluate(name, {"x": x})
 
 
 def cond_number(x, axes, eps=0.0):
@@ -236,6 +336,28 @@ class StrictTestBackend:
     def contract(self, call):
         from refnorm.check.backends.base import Contract
         return Contract("strict", "block")
+
+
+class VariantBackend(StrictTestBackend):
+    """Returns the float64 values of the pitfall variant ``vid`` of ``op`` (refnorm.pitfalls), and no state,
+    under the contract ``kind`` (default strict) with the block reduction model."""
+    name = "variant"
+
+    def __init__(self, op, vid, kind="strict"):
+        from refnorm import pitfalls
+        self.variant = [v for v in pitfalls.variants(op) if v.id == vid][0]
+        self.kind = kind
+
+    def contract(self, call):
+        from refnorm.check.backends.base import Contract
+        return Contract(self.kind, "block")
+
+    def run(self, call):
+        from refnorm.check.backends.base import Returned
+        f = {k: np.asarray(v, dtype=np.float64) for k, v in call.inputs.items()}
+        c = {k: np.asarray(v, dtype=np.float64) for k, v in call.cotangents.items()}
+        r = self.variant.evaluate(f, call.config, {}, call.training, c, call.dtype)
+        return Returned(dict(r.outputs), dict(r.grads), {})
 
 
 # ------------------------------------------------------------------ runners that never leak a process
@@ -334,6 +456,67 @@ def sample(items, every: int) -> list:
     return items if thorough() else items[::every]
 
 
+# ------------------------------------------------------------------ what a fresh interpreter loads
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOLDEN = os.path.join(ROOT, "golden")
+
+
+def assert_loads_none_of(code, modules, timeout=120):
+    """Run the Python ``code`` in a fresh interpreter in the repository root: it exits 0 (its stderr is the
+    message otherwise) and leaves no module loaded whose name starts with one of ``modules``."""
+    import subprocess
+    check = (f"\nimport sys\nbad = sorted(m for m in sys.modules if m.startswith({tuple(modules)!r}))\n"
+             "assert not bad, bad\n")
+    r = subprocess.run([sys.executable, "-c", code + check], cwd=ROOT, capture_output=True, text=True,
+                       timeout=timeout)
+    assert r.returncode == 0, r.stderr
+
+
+def assert_adapter_loads_no_framework(make, unsupported, contract, frameworks):
+    """A framework adapter answers without its framework: after ``make`` (Python that imports the adapter and
+    binds its backend to ``b``), supports_config of a float32 layer_norm (None: supported), of the float32 op
+    ``unsupported`` (a reason) and contract_for(*``contract``) load none of ``frameworks``."""
+    assert_loads_none_of(
+        f"import refnorm, refnorm.check\n{make}\n"
+        "assert b.supports_config('layer_norm', 'float32', {'normalized_shape': [4]}, True) is None\n"
+        f"assert b.supports_config({unsupported!r}, 'float32', {{}}, True)\n"
+        f"b.contract_for{tuple(contract)!r}\n", frameworks)
+
+
+def assert_checker_accepts(backend, ids, skip_message):
+    """check_case of ``backend`` on each golden case of ``ids`` is passed, or partial where an array is
+    ill-posed under the declared contract, never unchecked; on z_score/normal_f32_6x100 (an op no framework
+    has) it is skipped, its message holding ``skip_message``."""
+    from refnorm import golden
+    from refnorm.check.core import check_case
+    for cid in ids:
+        r = check_case(backend, golden.load_case(GOLDEN, cid))
+        assert r.status in ("passed", "partial") and not r.unchecked, (cid, r.status, r.message)
+    r = check_case(backend, golden.load_case(GOLDEN, "z_score/normal_f32_6x100"))
+    assert r.status == "skipped" and skip_message in r.message, (r.status, r.message)
+
+
+# ------------------------------------------------------------------ the Triton examples
+def triton_example(module):
+    """(torch, the Triton example ``module``), or a skip of the whole test module saying why (triton and torch
+    are optional; CI pins triton). Call it at collection, before anything imports triton: without a GPU the
+    example sets TRITON_INTERPRET=1 first (triton reads it when it is first imported)."""
+    import importlib
+    import importlib.util
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("triton is not installed (CI pins triton==3.9.0 in .ci/run)", allow_module_level=True)
+    torch = pytest.importorskip("torch")
+    return torch, importlib.import_module(module)
+
+
+def small_case_ids(op, dtypes=None, limit=1000):
+    """The ids of the golden cases of ``op`` (of ``dtypes``, default all) whose x has at most ``limit``
+    elements: the ones an interpreted Triton kernel checks in seconds."""
+    from refnorm.golden import store
+    return [e["id"] for e in store.read_manifest(GOLDEN)["cases"] if e["case"]["op"] == op
+            and np.prod(e["case"]["inputs"]["x"]) <= limit and (dtypes is None or e["case"]["dtype"] in dtypes)]
+
+
 # ------------------------------------------------------------------ a framework adapter against golden values
 def f64(a):
     a = np.asarray(a)
@@ -388,6 +571,21 @@ def assert_agrees(case, results, rtol):
                 err = float(np.max(np.abs(g[fin] - w[fin]), initial=0.0))
                 assert err <= rtol * scale, (f"{case.id} step {i} {part} {k}: max |returned - golden| = {err:.3g}, "
                                              f"{err / scale if scale else np.inf:.3g} of the scale {scale:.3g}")
+
+
+def assert_agreeing_cases(backend, cases, rtol, least, run=run_case, agree=assert_agrees):
+    """At least ``least`` of the golden ``cases`` run through ``backend`` -- run(backend, case) gives
+    [(step, Returned)], or the reason the case is not supported (never empty) -- and every one that runs
+    agrees with its golden values: agree(case, results, rtol)."""
+    ran = 0
+    for case in cases:
+        res = run(backend, case)
+        if isinstance(res, str):
+            assert res.strip(), case.id
+            continue
+        agree(case, res, rtol)
+        ran += 1
+    assert ran >= least, f"only {ran} of {len(cases)} cases ran: {[c.id for c in cases]}"
 
 
 def steps_against_torch_module(name, mod, shape, momentum, affine) -> list:

@@ -116,6 +116,14 @@ def test_strict_contract_accepts_the_exactly_rounded_reference():
     assert all(a.ratio == 0 for a in c.arrays)
 
 
+def _output_set(name, where, value):
+    """A _Mutant change: output ``name`` (a copy) with ``value`` at ``where``."""
+    def change(o, g, s):
+        o[name] = o[name].copy()
+        o[name][where] = value
+    return change
+
+
 def _nudge(arr, ulps, where=(0, 0)):
     a = arr.copy()
     for _ in range(ulps):
@@ -140,10 +148,7 @@ def test_a_wrong_element_fails_and_is_located(part, name):
 def test_a_few_ulps_of_noise_pass_under_strict_but_nan_fails():
     rep, c = _one(_Mutant(lambda o, g, s: o.__setitem__("y", _nudge(o["y"], 2))), LN)
     assert c.status == "passed", c.message
-    def nan(o, g, s):
-        o["y"] = o["y"].copy()
-        o["y"][1, 1] = np.nan
-    rep, c = _one(_Mutant(nan), LN)
+    rep, c = _one(_Mutant(_output_set("y", (1, 1), np.nan)), LN)
     assert c.status == "failed" and math.isinf(c.worst_ratio)
 
 
@@ -392,10 +397,7 @@ def test_a_scale_bias_below_half_an_ulp_fails():
 
 
 def test_infinity_where_the_reference_is_representable_fails_whatever_the_bound():
-    def inf(o, g, s):
-        o["y"] = o["y"].copy()
-        o["y"][0, 0] = np.inf
-    rep, c = _one(_Mutant(inf), LN)
+    rep, c = _one(_Mutant(_output_set("y", (0, 0), np.inf)), LN)
     assert c.status == "failed" and math.isinf(c.worst_ratio)
 
 

@@ -155,12 +155,17 @@ def seeded(*key) -> np.random.Generator:
     return np.random.default_rng(zlib.crc32(repr(key).encode()))
 
 
+def every_layer(test):
+    """``test`` parametrized over every layer of LAYERS, with and without the layer's bias."""
+    return pytest.mark.parametrize("layer_bias", [False, True], ids=["nobias", "bias"])(
+        pytest.mark.parametrize("layer", list(LAYERS))(test))
+
+
 NEXT_CASES = [(n, a) for n in AFFINES for a in AFFINES[n]]
 PREV_CASES = [(n, a) for n in F.FULLY_AFFINE for a in AFFINES[n]]
 
 
-@pytest.mark.parametrize("layer_bias", [False, True], ids=["nobias", "bias"])
-@pytest.mark.parametrize("layer", list(LAYERS))
+@every_layer
 @pytest.mark.parametrize("name,affine", NEXT_CASES)
 def test_fold_into_next_equals_the_unfused_pair(name, affine, layer, layer_bias):
     rng = seeded("next", name, affine, layer, layer_bias)
@@ -183,8 +188,7 @@ def test_fold_into_next_equals_the_unfused_pair(name, affine, layer, layer_bias)
     assert rest is None or ("weight" not in rest[0] and "bias" not in rest[0])
 
 
-@pytest.mark.parametrize("layer_bias", [False, True], ids=["nobias", "bias"])
-@pytest.mark.parametrize("layer", list(LAYERS))
+@every_layer
 @pytest.mark.parametrize("name,affine", PREV_CASES)
 def test_fold_into_previous_equals_the_unfused_pair(name, affine, layer, layer_bias):
     rng = seeded("previous", name, affine, layer, layer_bias)

@@ -200,6 +200,13 @@ def _entry(man, cid):
     return next(e for e in man["cases"] if e["id"] == cid)
 
 
+def _edit_entry(d, edit, cid=SMALL[0]):
+    """Rewrite the manifest with ``edit(entry)`` applied to the entry of ``cid`` (no hash kept in step)."""
+    man = _manifest(d)
+    edit(_entry(man, cid))
+    _write_manifest(d, man)
+
+
 def _rewrite_zip(d, cid, change):
     """Rewrite a case file through ``change(members: dict name->bytes)``; keep the manifest's file
     size and file hash in step, so only the deeper checks can catch the change."""
@@ -335,28 +342,21 @@ def test_pickle_inside_is_refused(gset):
 
 
 def test_manifest_cannot_declare_an_object_dtype(gset):
-    man = _manifest(gset)
-    _entry(man, SMALL[0])["arrays"]["step0.output.y"]["dtype"] = "object"
-    _write_manifest(gset, man)
+    _edit_entry(gset, lambda e: e["arrays"]["step0.output.y"].update(dtype="object"))
     with pytest.raises(GoldenError, match="dtype 'object' is not one of"):
         golden.verify(gset, cases=_small_cases())
 
 
 @pytest.mark.parametrize("bad", ["../evil.npz", "/etc/passwd", "layer_norm/../../evil.npz", "layer_norm\\..\\x.npz"])
 def test_path_traversal_in_the_manifest_is_refused(gset, bad):
-    man = _manifest(gset)
-    _entry(man, SMALL[0])["file"] = bad
-    _write_manifest(gset, man)
+    _edit_entry(gset, lambda e: e.update(file=bad))
     with pytest.raises(GoldenError, match="file .*expected"):
         golden.verify(gset, cases=_small_cases())
 
 
 @pytest.mark.parametrize("bad_id", ["../layer_norm/x", "layer_norm/../../x", "/abs/x", "layer_norm/.hidden"])
 def test_hostile_case_ids_are_refused(gset, bad_id):
-    man = _manifest(gset)
-    e = _entry(man, SMALL[0])
-    e["id"], e["file"] = bad_id, bad_id + ".npz"
-    _write_manifest(gset, man)
+    _edit_entry(gset, lambda e: e.update(id=bad_id, file=bad_id + ".npz"))
     with pytest.raises(GoldenError, match="is not of the form op/name"):
         store.read_manifest(gset)
 
@@ -384,9 +384,7 @@ def test_symlinked_manifest_is_refused(gset, tmp_path):
 
 
 def test_shape_mismatch_with_the_manifest(gset):
-    man = _manifest(gset)
-    _entry(man, SMALL[0])["arrays"]["step0.output.y"]["shape"] = [100, 6]
-    _write_manifest(gset, man)
+    _edit_entry(gset, lambda e: e["arrays"]["step0.output.y"].update(shape=[100, 6]))
     _fails(gset, r"header has shape \(6, 100\).*manifest says \(100, 6\)")
 
 
@@ -403,9 +401,7 @@ def test_header_claiming_a_huge_array_is_refused_before_allocation(gset):
 
 
 def test_manifest_declaring_huge_arrays_is_refused_before_reading(gset):
-    man = _manifest(gset)
-    _entry(man, SMALL[0])["arrays"]["step0.output.y"]["shape"] = [10**6, 10**6]
-    _write_manifest(gset, man)
+    _edit_entry(gset, lambda e: e["arrays"]["step0.output.y"].update(shape=[10**6, 10**6]))
     with pytest.raises(GoldenError, match="exceeds the limit"):
         golden.load_case(gset, SMALL[0])
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import ml_dtypes
@@ -30,7 +28,7 @@ from refnorm.check.backends.base import Backend, Call, Returned  # noqa: E402
 from refnorm.check.backends.onnxruntime_backend import NO_ONNX, SUPPORTED, OnnxruntimeBackend  # noqa: E402
 from refnorm.check.core import check_case  # noqa: E402
 from refnorm.cli import main  # noqa: E402
-from helpers import listed_cases_fail  # noqa: E402
+from helpers import assert_adapter_loads_no_framework, assert_agreeing_cases, listed_cases_fail  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "golden")
@@ -79,16 +77,9 @@ def _known():
 
 # ------------------------------------------------------------------------- import and availability
 def test_importing_the_adapter_imports_neither_onnx_nor_onnxruntime():
-    code = ("import sys, refnorm, refnorm.check, refnorm.check.backends.onnxruntime_backend as ob\n"
-            "from refnorm.check.backends import get_backend\n"
-            "b = get_backend('onnxruntime')\n"
-            "assert b.supports_config('layer_norm', 'float32', {'normalized_shape': [4]}, True) is None\n"
-            "assert b.supports_config('weight_norm', 'float32', {}, True)\n"
-            "b.contract_for('group_norm', 'float16')\n"
-            "bad = [m for m in ('onnx', 'onnxruntime') if m in sys.modules]\n"
-            "assert not bad, bad\n")
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
+    assert_adapter_loads_no_framework("import refnorm.check.backends.onnxruntime_backend as ob\n"
+                                      "from refnorm.check.backends import get_backend\nb = get_backend('onnxruntime')",
+                                      "weight_norm", ("group_norm", "float16"), ("onnx", "onnxruntime"))
 
 
 def test_names_availability_and_protocol():
@@ -116,17 +107,8 @@ def test_contracts():
 # ------------------------------------------------------------------ golden: the translation is right
 @pytest.mark.parametrize("op", SUPPORTED)
 def test_float32_normal_cases_agree(op):
-    ran = 0
-    for case in golden.iter_cases(GOLDEN, ops=[op], dtypes=["float32"]):
-        if case.regime != "normal":
-            continue
-        res = _run(case)
-        if isinstance(res, str):
-            assert res.strip()
-            continue
-        _close(case, res, 1e-4)
-        ran += 1
-    assert ran >= 1, f"no float32 {op} case ran"
+    cases = [c for c in golden.iter_cases(GOLDEN, ops=[op], dtypes=["float32"]) if c.regime == "normal"]
+    assert_agreeing_cases(ORT, cases, 1e-4, least=1, run=lambda backend, case: _run(case, backend), agree=_close)
 
 
 def test_float64_lp_normalize_agrees():

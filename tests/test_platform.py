@@ -123,8 +123,13 @@ def test_the_default_platform_is_this_machine(tmp_path):
     ("a/b  fails=output.y platform=fma,  empty token", "unknown platform flag ''"),
     ("a/b  fails=output.y platform=fma,!fma  never", "both required and excluded"),
     ("a/b  fails=output.y  reason first platform=fma", "come before the reason"),
+    # layout= scopes (issue 35)
+    ("a/b  fails=output.y layout=channel_last  misspelt", "unknown layout 'channel_last'"),
+    ("a/b  fails=output.y layout=  empty", "layout= has no value"),
+    ("a/b  fails=output.y layout=strided,!offset  mixed", "expected LAYOUT"),
+    ("a/b  fails=output.y  reason first layout=strided", "come before the reason"),
 ])
-def test_a_bad_platform_scope_is_a_clear_error(tmp_path, line, message):
+def test_a_bad_platform_or_layout_scope_is_a_clear_error(tmp_path, line, message):
     with pytest.raises(GoldenError, match=message) as e:
         read_expected_failures(_write(tmp_path, line + "\n"), [])
     assert "xf.txt:1" in str(e.value)
@@ -179,18 +184,6 @@ def test_a_layout_scoped_entry_applies_only_in_its_layouts(tmp_path):
     st = read_expected_failures(f, [], layout="strided")
     assert set(st) == {"a/b", "c/d", "e/f"} and st["a/b"].fails == {"grad.x"}
     assert set(read_expected_failures(f, [])) == {"a/b", "e/f"}          # the default: the contiguous run
-
-
-@pytest.mark.parametrize("line, message", [
-    ("a/b  fails=output.y layout=channel_last  misspelt", "unknown layout 'channel_last'"),
-    ("a/b  fails=output.y layout=  empty", "layout= has no value"),
-    ("a/b  fails=output.y layout=strided,!offset  mixed", "expected LAYOUT"),
-    ("a/b  fails=output.y  reason first layout=strided", "come before the reason"),
-])
-def test_a_bad_layout_scope_is_a_clear_error(tmp_path, line, message):
-    with pytest.raises(GoldenError, match=message) as e:
-        read_expected_failures(_write(tmp_path, line + "\n"), [])
-    assert "xf.txt:1" in str(e.value)
 
 
 def test_a_case_listed_twice_for_one_layout_is_an_error(tmp_path):

@@ -7,29 +7,16 @@ on 16-bit cases, where epi_d, the only preset admitting the correct kernels, let
 Kept fast for CI: the golden cases of at most 1000 elements. Needs triton (CI: triton==3.9.0)."""
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import numpy as np
 import pytest
 
-if importlib.util.find_spec("triton") is None:
-    pytest.skip("triton is not installed (CI pins triton==3.9.0 in .ci/run)", allow_module_level=True)
-torch = pytest.importorskip("torch")
-import examples.triton_contracts as E  # noqa: E402  (sets TRITON_INTERPRET=1 without a GPU, before triton)
+from helpers import GOLDEN, small_case_ids as _small, triton_example
+
+torch, E = triton_example("examples.triton_contracts")
 
 from refnorm.check.core import run_check  # noqa: E402
-from refnorm.golden import store  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GOLDEN = os.path.join(ROOT, "golden")
 LOW = ("float16", "bfloat16")
-
-
-def _small(op, dtypes=None, limit=1000):
-    m = store.read_manifest(GOLDEN)
-    return [e["id"] for e in m["cases"] if e["case"]["op"] == op and np.prod(e["case"]["inputs"]["x"]) <= limit
-            and (dtypes is None or e["case"]["dtype"] in dtypes)]
 
 
 def _run(backend, ids):

@@ -7,25 +7,19 @@ skipped with the reason without it.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 
 import numpy as np
 import pytest
 
-if importlib.util.find_spec("triton") is None:
-    pytest.skip("triton is not installed (CI pins triton==3.9.0 in .ci/run)", allow_module_level=True)
-torch = pytest.importorskip("torch")
-# imported at collection, before anything imports triton: without a GPU the example sets TRITON_INTERPRET=1
-# first (triton reads it when it is first imported)
-import examples.triton_norms as _tn  # noqa: E402
+from helpers import GOLDEN, small_case_ids as _small, triton_example
+
+torch, _tn = triton_example("examples.triton_norms")
 
 from refnorm.check.core import run_check, run_generated  # noqa: E402
-from refnorm.golden import generate, store  # noqa: E402
+from refnorm.golden import generate  # noqa: E402
 from refnorm.testing import assert_backend_passes  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GOLDEN = os.path.join(ROOT, "golden")
 OPS = ("layer_norm", "rms_norm")
 
 
@@ -33,11 +27,6 @@ OPS = ("layer_norm", "rms_norm")
 def E():
     import examples.triton_norms as mod
     return mod
-
-
-def _small(op, limit=1000):
-    m = store.read_manifest(GOLDEN)
-    return [e["id"] for e in m["cases"] if e["case"]["op"] == op and np.prod(e["case"]["inputs"]["x"]) <= limit]
 
 
 def _backend(E, op):

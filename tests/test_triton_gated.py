@@ -4,23 +4,13 @@ wrong-group-size backward (Mamba's layernorm_gated bug with ngroups > 1) fails e
 is named by the diagnosis. Needs triton (CI: triton==3.9.0); skipped with the reason without it."""
 from __future__ import annotations
 
-import importlib.util
-import os
+from helpers import GOLDEN, triton_example
 
-import pytest
-
-if importlib.util.find_spec("triton") is None:
-    pytest.skip("triton is not installed (CI pins triton==3.9.0 in .ci/run)", allow_module_level=True)
-torch = pytest.importorskip("torch")
-# imported at collection, before anything imports triton: without a GPU the example sets TRITON_INTERPRET=1
-import examples.triton_gated as E  # noqa: E402
+_, E = triton_example("examples.triton_gated")
 
 from refnorm.check.core import run_check  # noqa: E402
 from refnorm.golden import store  # noqa: E402
 from refnorm.testing import assert_backend_passes  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GOLDEN = os.path.join(ROOT, "golden")
 
 
 def _ngroups(entry):

@@ -73,16 +73,21 @@ class Unrounded(TinyBackend):
                         {k: v.astype(np.float64) for k, v in r.grads.items()})
 
 
+def _grad_changed(r, name, change):
+    """``r`` with its gradient ``name`` replaced by ``change(gradient)``, where it has one."""
+    g = dict(r.grads)
+    if name in g:
+        g[name] = change(g[name])
+    return Returned(r.outputs, g)
+
+
 class NoisyDweight(TinyBackend):
     """dweight replaced by 1e4 * N(0, 1): wrong by any standard, yet within an ill-posed bound."""
     name = "noisy-dweight"
 
     def run(self, call):
-        r = super().run(call)
-        g = dict(r.grads)
-        if "weight" in g:
-            g["weight"] = (1e4 * np.random.default_rng(0).standard_normal(g["weight"].shape)).astype(g["weight"].dtype)
-        return Returned(r.outputs, g)
+        return _grad_changed(super().run(call), "weight",
+                             lambda w: (1e4 * np.random.default_rng(0).standard_normal(w.shape)).astype(w.dtype))
 
 
 class BadBias(TinyBackend):
@@ -90,11 +95,7 @@ class BadBias(TinyBackend):
     name = "bad-bias"
 
     def run(self, call):
-        r = super().run(call)
-        g = dict(r.grads)
-        if "bias" in g:
-            g["bias"] = g["bias"] * 2
-        return Returned(r.outputs, g)
+        return _grad_changed(super().run(call), "bias", lambda b: b * 2)
 
 
 class BadBoth(BadBias):

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import refnorm
-from refnorm import pitfalls as P
-from refnorm.check.backends.base import Contract, Returned
 from refnorm.check.core import run_check
 from refnorm.errors import ConfigError, ShapeError
+
+from helpers import VariantBackend, central_differences
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN = os.path.join(ROOT, "golden")
@@ -25,17 +25,7 @@ def _fd(op, inputs, config, cots, keys, h=1e-6):
         o = refnorm.evaluate(op, a, config=config).outputs
         return sum(float((o[k] * c).sum()) for k, c in cots.items()
                    if k == "y" or config.get("prenorm", True))
-    out = {}
-    for k in keys:
-        g = np.zeros_like(inputs[k])
-        for idx in np.ndindex(inputs[k].shape):
-            hi, lo = dict(inputs), dict(inputs)
-            hi[k], lo[k] = inputs[k].copy(), inputs[k].copy()
-            hi[k][idx] += h
-            lo[k][idx] -= h
-            g[idx] = (loss(hi) - loss(lo)) / (2 * h)
-        out[k] = g
-    return out
+    return {k: central_differences(loss, inputs, k, h) for k in keys}
 
 
 @pytest.mark.parametrize("norm", ["layer_norm", "rms_norm"])
@@ -111,38 +101,14 @@ def test_bad_input_exits_2_from_the_cli(capsys):
         refnorm.evaluate("adaptive_layer_norm", {"x": np.ones((2, 3, 4)), "scale": np.ones((3, 4))})
 
 
-class _VariantBackend:
-    """Returns a pitfall variant's float64 values, under a declared contract."""
-    name = "variant"
-
-    def __init__(self, vid, kind):
-        self.variant = [v for v in P.variants("add_norm") if v.id == vid][0]
-        self.kind = kind
-
-    def available(self):
-        return None
-
-    def supports(self, call):
-        return None
-
-    def contract(self, call):
-        return Contract(self.kind, "block")
-
-    def run(self, call):
-        f = {k: np.asarray(v, dtype=np.float64) for k, v in call.inputs.items()}
-        c = {k: np.asarray(v, dtype=np.float64) for k, v in call.cotangents.items()}
-        r = self.variant.evaluate(f, call.config, {}, call.training, c, call.dtype)
-        return Returned(dict(r.outputs), dict(r.grads), {})
-
-
 def test_flash_attention_prenorm_backward_is_held_to_the_exact_gradient():
     """The backward recomputed from the float16 stored residual: fails on the mean-shifted float16 case
     under the default contract (named R-fa-prenorm), passes when the backend declares epi_d."""
     case = "add_norm/mean1e3_p_rs_xnormal_f16_4x128"
-    strict = run_check(_VariantBackend("bwd_from_stored_residual", "strict"), GOLDEN, case_ids=[case])
+    strict = run_check(VariantBackend("add_norm", "bwd_from_stored_residual", "strict"), GOLDEN, case_ids=[case])
     c = strict.cases[0]
     assert c.status == "failed" and "grad" in c.message and "R-fa-prenorm" in c.diagnosis["message"], c.message
-    epi = run_check(_VariantBackend("bwd_from_stored_residual", "epi_d"), GOLDEN, case_ids=[case]).cases[0]
+    epi = run_check(VariantBackend("add_norm", "bwd_from_stored_residual", "epi_d"), GOLDEN, case_ids=[case]).cases[0]
     # partial: drowscale's epi_d bound reaches its scale on these rows (the stored residual's rounding,
     # 1e3 * 2^-11, is the size of the N(0,1) branch it multiplies); every other array is verified
     assert epi.status in ("passed", "partial") and "unchecked" not in epi.message, epi.message
@@ -154,7 +120,7 @@ def test_flash_attention_prenorm_backward_is_held_to_the_exact_gradient():
 def test_residual_out_is_judged_in_float32_under_residual_in_fp32():
     """A residual rounded to float16 on the way out passes where the case asks a float16 residual and
     fails (by thousands of bounds) where residual_in_fp32 asks a float32 one."""
-    b = _VariantBackend("residual_out_in_d", "strict")
+    b = VariantBackend("add_norm", "residual_out_in_d", "strict")
     rep = run_check(b, GOLDEN, case_ids=["add_norm/mean1e3_fp32res_xnormal_f16_6x100",
                                          "add_norm/mean1e3_p_rs_xnormal_f16_4x128"])
     by = {c.id: c for c in rep.cases}
@@ -192,14 +158,7 @@ def test_parallel_branch_gradients_are_the_derivatives(norm, prenorm):
         o = refnorm.evaluate("add_norm", a, config=cfg).outputs
         return sum(float((o[k] * c).sum()) for k, c in cots.items() if k != "residual_out" or prenorm)
     for k in keys:
-        fd = np.zeros_like(inputs[k])
-        for idx in np.ndindex(inputs[k].shape):
-            hi, lo = dict(inputs), dict(inputs)
-            hi[k], lo[k] = inputs[k].copy(), inputs[k].copy()
-            hi[k][idx] += 1e-6
-            lo[k][idx] -= 1e-6
-            fd[idx] = (loss(hi) - loss(lo)) / 2e-6
-        np.testing.assert_allclose(r.grads[k], fd, rtol=1e-6, atol=1e-7, err_msg=k)
+        np.testing.assert_allclose(r.grads[k], central_differences(loss, inputs, k), rtol=1e-6, atol=1e-7, err_msg=k)
     np.testing.assert_array_equal(r.grads["mask1"], 0.0)
     s = inputs["x"] * (inputs["mask"] / 0.75) + inputs["x1"] * (inputs["mask1"] / 0.75) + inputs["residual"]
     np.testing.assert_allclose(r.outputs["residual_out"], s, rtol=1e-15)
@@ -256,7 +215,7 @@ def test_parallel_pitfalls_fail_and_are_named(vid, pid):
     fails some golden case with the branch, and the diagnosis names it on every case it fails."""
     from planted.emulated import EmulatedBackend
     ids = ["add_norm/" + c for c in PARALLEL]
-    for backend in (_VariantBackend(vid, "strict"), EmulatedBackend(vid)):
+    for backend in (VariantBackend("add_norm", vid, "strict"), EmulatedBackend(vid)):
         rep = run_check(backend, GOLDEN, case_ids=ids)
         failed = [c for c in rep.cases if c.status == "failed"]
         assert len(failed) >= 3, [(c.id, c.status) for c in rep.cases]

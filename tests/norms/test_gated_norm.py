@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import refnorm
-from refnorm import pitfalls as P
-from refnorm.check.backends.base import Contract, Returned
 from refnorm.check.core import run_check
 from refnorm.errors import ConfigError, ShapeError
+
+from helpers import VariantBackend, central_differences
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN = os.path.join(ROOT, "golden")
@@ -35,13 +35,8 @@ def test_gradients_match_finite_differences(norm, nbg, gs, bias):
     r = refnorm.evaluate("gated_norm", inp, config=cfg, grad_outputs={"y": dy})
     assert set(r.grads) == set(inp)
     loss = lambda d: float((refnorm.evaluate("gated_norm", d, config=cfg).outputs["y"] * dy).sum())  # noqa: E731
-    for k, a in inp.items():
-        fd = np.zeros_like(a)
-        for i in np.ndindex(a.shape):
-            hi, lo = {**inp, k: a.copy()}, {**inp, k: a.copy()}
-            hi[k][i] += 1e-6
-            lo[k][i] -= 1e-6
-            fd[i] = (loss(hi) - loss(lo)) / 2e-6
+    for k in inp:
+        fd = central_differences(loss, inp, k)
         assert np.abs(fd - r.grads[k]).max() <= 1e-7 * np.abs(fd).max(), (k, norm, nbg, gs, bias)
 
 
@@ -107,29 +102,6 @@ def test_torch_cpu_composite_passes_every_golden_case():
         {"float64", "float32", "float16", "bfloat16"}
 
 
-class _VariantBackend:
-    """Returns a pitfall variant's float64 values, under the strict contract."""
-    name = "variant"
-
-    def __init__(self, vid):
-        self.variant = [v for v in P.variants("gated_norm") if v.id == vid][0]
-
-    def available(self):
-        return None
-
-    def supports(self, call):
-        return None
-
-    def contract(self, call):
-        return Contract("strict", "block")
-
-    def run(self, call):
-        f = {k: np.asarray(v, dtype=np.float64) for k, v in call.inputs.items()}
-        c = {k: np.asarray(v, dtype=np.float64) for k, v in call.cotangents.items()}
-        r = self.variant.evaluate(f, call.config, {}, call.training, c, call.dtype)
-        return Returned(dict(r.outputs), dict(r.grads), {})
-
-
 @pytest.mark.parametrize("vid,pid,arrays,least", [
     ("gate_wrong_side", "R-gateside", "output y", 20),
     ("no_dsilu", "R-dsilu", "grad z", 20),
@@ -137,7 +109,7 @@ class _VariantBackend:
     ("dweight_no_gate", "R-dwgate", "grad weight", 6),
 ])
 def test_each_pitfall_fails_golden_cases_and_is_named(vid, pid, arrays, least):
-    rep = run_check(_VariantBackend(vid), GOLDEN, ops=["gated_norm"])
+    rep = run_check(VariantBackend("gated_norm", vid), GOLDEN, ops=["gated_norm"])
     failed = [c for c in rep.cases if c.status == "failed"]
     assert len(failed) >= least, [(c.id, c.status) for c in rep.cases]
     assert any(arrays in c.message for c in failed), [c.message for c in failed]

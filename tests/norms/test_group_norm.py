@@ -5,20 +5,15 @@ import pytest
 from hypothesis import given, strategies as st
 
 import refnorm
-from helpers import (assert_close_rel, check_vjp, cond_number, oracle_check, record, require_torch,
-                     torch_vjp)
+from helpers import (assert_close_rel, check_vjp, cond_number, drawn_affine, inputs_of, oracle_check, record,
+                     require_torch, torch_vjp)
 from strategies import well_spread
 
 NAME = "group_norm"
 
 
 def run(x, G, weight=None, bias=None, eps=1e-5, dy=None):
-    inputs = {"x": x}
-    if weight is not None:
-        inputs["weight"] = weight
-    if bias is not None:
-        inputs["bias"] = bias
-    return refnorm.evaluate(NAME, inputs, config={"num_groups": G, "eps": eps},
+    return refnorm.evaluate(NAME, inputs_of(x, weight, bias), config={"num_groups": G, "eps": eps},
                             grad_outputs=None if dy is None else {"y": dy})
 
 
@@ -45,33 +40,13 @@ def case(draw, min_spatial_dims=0, min_spatial=1):
     return x, G, w, b, eps
 
 
-def inputs_of(x, w, b):
-    return {"x": x, **({"weight": w} if w is not None else {}), **({"bias": b} if b is not None else {})}
-
-
 def grad_scale(x, G, w, eps):
     """rstd * |weight|: the size of the terms that cancel inside one dx element."""
     return (np.abs(w).max() if w is not None else 1.0) / np.sqrt(group_view(x, G).var(axis=2).min() + eps)
 
 
 # ----------------------------------------------------------------------------- properties
-@given(case(), st.floats(-1e3, 1e3))
-def test_group_norm_shift_invariance(c, shift):
-    x, G, w, b, eps = c
-    a, s = run(x, G, w, b, eps).outputs["y"], run(x + shift, G, w, b, eps).outputs["y"]
-    # x + shift rounds each element to an ulp of |shift| + |x|: relative to the std that is cond
-    cond = 1 + (abs(shift) + np.abs(x).max()) / max(x.std(), 1e-3)
-    assert np.max(np.abs(a - s)) <= 1e-12 * cond * max(1.0, np.abs(a).max())
-
-
-@given(case(), st.sampled_from([1e-3, 0.5, 7.0, 1e4]))
-def test_group_norm_scale_invariance(c, scale):
-    x, G, w, b, eps = c
-    a = run(x, G, w, b, eps).outputs["y"]
-    s = run(x * scale, G, w, b, eps * scale**2).outputs["y"]
-    np.testing.assert_allclose(s, a, rtol=1e-12, atol=1e-12 * np.abs(a).max())
-
-
+# shift and scale invariance: tests/norms/test_centred_invariances.py (one test for the four centred norms)
 @given(case())
 def test_group_norm_batch_permutation_equivariance(c):
     x, G, w, b, eps = c
@@ -220,11 +195,7 @@ def test_group_norm_matches_torch_float64(shape, G, affine):
     torch = require_torch()
     rng = np.random.default_rng(7)
     N, C = shape[:2]
-    inputs = {"x": 2 + 3 * rng.standard_normal(shape)}
-    if affine in ("weight", "both"):
-        inputs["weight"] = rng.standard_normal(C)
-    if affine == "both":
-        inputs["bias"] = rng.standard_normal(C)
+    inputs = {"x": 2 + 3 * rng.standard_normal(shape), **drawn_affine(rng, affine, C)}
     dy = rng.standard_normal(shape)
     hw = int(np.prod(shape[2:]))
 

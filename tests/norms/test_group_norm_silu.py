@@ -9,18 +9,13 @@ import refnorm
 from refnorm.errors import ConfigError, ShapeError
 from refnorm.specs.group_norm_silu import sigmoid, silu, silu_grad
 
+from helpers import central_differences
+
 
 def _fd(inputs, config, dy, key, h=1e-6):
     def loss(a):
         return float((refnorm.evaluate("group_norm_silu", a, config=config).outputs["y"] * dy).sum())
-    g = np.zeros_like(inputs[key])
-    for idx in np.ndindex(inputs[key].shape):
-        hi, lo = dict(inputs), dict(inputs)
-        hi[key], lo[key] = inputs[key].copy(), inputs[key].copy()
-        hi[key][idx] += h
-        lo[key][idx] -= h
-        g[idx] = (loss(hi) - loss(lo)) / (2 * h)
-    return g
+    return central_differences(loss, inputs, key, h)
 
 
 @pytest.mark.parametrize("shape,groups", [((2, 6, 3), 3), ((1, 4, 2, 3), 1), ((2, 4, 3), 4)])

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 import refnorm
-from helpers import (MP_DPS, assert_close_rel, check_vjp, cond_number, oracle_check, record, rel_error,
-                     require_torch, steps_against_torch_module, to_mp, torch_vjp)
+from helpers import (MP_DPS, assert_close_rel, assert_like_torch, check_vjp, cond_number, drawn_affine,
+                     oracle_check, record, rel_error, require_torch, steps_against_torch_module, to_mp, torch_vjp)
 from strategies import well_spread
 
 NAME = "instance_norm"
@@ -46,25 +46,7 @@ def grad_scale(inputs, eps):
 
 
 # ----------------------------------------------------------------------------- properties
-@given(case(), st.floats(-1e3, 1e3))
-def test_instance_norm_shift_invariance(c, shift):
-    inputs, eps = c
-    x = inputs["x"]
-    a = refnorm.evaluate(NAME, inputs, config={"eps": eps}).outputs["y"]
-    s = refnorm.evaluate(NAME, {**inputs, "x": x + shift}, config={"eps": eps}).outputs["y"]
-    # x + shift rounds each element to an ulp of |shift| + |x|: relative to the std that is cond
-    cond = 1 + (abs(shift) + np.abs(x).max()) / max(x.std(axis=spatial(x)).min(), 1e-3)
-    assert np.max(np.abs(a - s)) <= 1e-12 * cond * max(1.0, np.abs(a).max())
-
-
-@given(case(), st.sampled_from([1e-3, 0.5, 7.0, 1e4]))
-def test_instance_norm_scale_invariance(c, scale):
-    inputs, eps = c
-    a = refnorm.evaluate(NAME, inputs, config={"eps": eps}).outputs["y"]
-    s = refnorm.evaluate(NAME, {**inputs, "x": inputs["x"] * scale}, config={"eps": eps * scale**2}).outputs["y"]
-    np.testing.assert_allclose(s, a, rtol=1e-12, atol=1e-12 * np.abs(a).max())
-
-
+# shift and scale invariance: tests/norms/test_centred_invariances.py (one test for the four centred norms)
 @given(case())
 def test_instance_norm_batch_permutation_equivariance(c):
     inputs, eps = c
@@ -250,11 +232,7 @@ def test_instance_norm_matches_torch_float64(shape, affine, eps):
     torch = require_torch()
     rng = np.random.default_rng(7)
     N, C = shape[:2]
-    inputs = {"x": 2 + 3 * rng.standard_normal(shape)}
-    if affine in ("weight", "both"):
-        inputs["weight"] = rng.standard_normal(C)
-    if affine == "both":
-        inputs["bias"] = rng.standard_normal(C)
+    inputs = {"x": 2 + 3 * rng.standard_normal(shape), **drawn_affine(rng, affine, C)}
     dy = rng.standard_normal(shape)
 
     def fn(x, weight=None, bias=None):
@@ -262,9 +240,7 @@ def test_instance_norm_matches_torch_float64(shape, affine, eps):
 
     t_out, t_grads = torch_vjp(torch, fn, inputs, {"y": dy})
     res = refnorm.evaluate(NAME, inputs, config={"eps": eps}, grad_outputs={"y": dy})
-    assert_close_rel(res.outputs["y"], t_out["y"], 1e-13, "output y", NAME)
-    for key in inputs:
-        assert_close_rel(res.grads[key], t_grads[key], 1e-13, f"grad {key}", NAME)
+    assert_like_torch(res, t_out, t_grads, ("y",), 1e-13, NAME)
     # torch computes instance norm as batch norm on the (1, N*C, *) view: its saved statistics
     _, smean, sinvstd = torch.native_batch_norm(torch.tensor(inputs["x"]).reshape((1, N * C) + shape[2:]),
                                                 None, None, None, None, True, 0.0, eps)

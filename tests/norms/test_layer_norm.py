@@ -5,21 +5,17 @@ import pytest
 from hypothesis import given, strategies as st
 
 import refnorm
-from helpers import (assert_close_rel, check_vjp, cond_number, mp_sqrt, oracle_check,
-                     require_torch, torch_vjp)
+from helpers import (assert_like_torch, assert_refuses_normalized_shape_misuse, check_vjp, cond_number,
+                     drawn_affine, inputs_of, mp_sqrt, oracle_check, require_torch, torch_vjp)
 from strategies import shapes, well_spread
 
 NAME = "layer_norm"
 
 
 def run(x, k=1, weight=None, bias=None, eps=1e-5, dy=None):
-    inputs = {"x": x}
-    if weight is not None:
-        inputs["weight"] = weight
-    if bias is not None:
-        inputs["bias"] = bias
     cfg = {"normalized_shape": list(x.shape[x.ndim - k:]), "eps": eps}
-    return refnorm.evaluate(NAME, inputs, config=cfg, grad_outputs=None if dy is None else {"y": dy})
+    return refnorm.evaluate(NAME, inputs_of(x, weight, bias), config=cfg,
+                            grad_outputs=None if dy is None else {"y": dy})
 
 
 @st.composite
@@ -36,22 +32,7 @@ def case(draw):
     return x, k, w, b, eps
 
 
-@given(case(), st.floats(-1e3, 1e3))
-def test_layer_norm_shift_invariance(c, shift):
-    x, k, w, b, eps = c
-    a, s = run(x, k, w, b, eps).outputs["y"], run(x + shift, k, w, b, eps).outputs["y"]
-    cond = 1 + (abs(shift) + np.abs(x).max()) / max(x.std(), 1e-3)
-    assert np.max(np.abs(a - s)) <= 1e-12 * cond * max(1.0, np.abs(a).max())
-
-
-@given(case(), st.sampled_from([1e-3, 0.5, 7.0, 1e4]))
-def test_layer_norm_scale_invariance(c, scale):
-    x, k, w, b, eps = c
-    a = run(x, k, w, b, eps).outputs["y"]
-    s = run(x * scale, k, w, b, eps * scale**2).outputs["y"]
-    np.testing.assert_allclose(s, a, rtol=1e-12, atol=1e-12 * np.abs(a).max())
-
-
+# shift and scale invariance: tests/norms/test_centred_invariances.py (one test for the four centred norms)
 @given(case())
 def test_layer_norm_batch_permutation_equivariance(c):
     x, k, w, b, eps = c
@@ -78,7 +59,7 @@ def test_layer_norm_input_gradient_sums_to_zero(c):
 @given(case())
 def test_layer_norm_backward_matches_numerical_differentiation(c):
     x, k, w, b, eps = c
-    inputs = {"x": x, **({"weight": w} if w is not None else {}), **({"bias": b} if b is not None else {})}
+    inputs = inputs_of(x, w, b)
     axes = tuple(range(x.ndim - k, x.ndim))
     rstd = 1 / np.sqrt(x.var(axis=axes).min() + eps)
     check_vjp(NAME, inputs, {"normalized_shape": list(x.shape[x.ndim - k:]), "eps": eps},
@@ -130,11 +111,7 @@ def test_layer_norm_matches_torch_float64(shape, k, affine):
     torch = require_torch()
     rng = np.random.default_rng(7)
     ns = shape[len(shape) - k:]
-    inputs = {"x": 2 + 3 * rng.standard_normal(shape)}
-    if affine in ("weight", "both"):
-        inputs["weight"] = rng.standard_normal(ns)
-    if affine == "both":
-        inputs["bias"] = rng.standard_normal(ns)
+    inputs = {"x": 2 + 3 * rng.standard_normal(shape), **drawn_affine(rng, affine, ns)}
     dy = rng.standard_normal(shape)
 
     def fn(x, weight=None, bias=None):
@@ -143,10 +120,7 @@ def test_layer_norm_matches_torch_float64(shape, k, affine):
 
     t_out, t_grads = torch_vjp(torch, fn, inputs, {"y": dy})
     res = refnorm.evaluate(NAME, inputs, config={"normalized_shape": list(ns)}, grad_outputs={"y": dy})
-    for key in ("y", "mean", "rstd"):
-        assert_close_rel(res.outputs[key], t_out[key], 1e-13, f"output {key}", NAME)
-    for key in inputs:
-        assert_close_rel(res.grads[key], t_grads[key], 1e-13, f"grad {key}", NAME)
+    assert_like_torch(res, t_out, t_grads, ("y", "mean", "rstd"), 1e-13, NAME)
 
 
 def test_layer_norm_empty_like_torch():
@@ -163,19 +137,7 @@ def test_layer_norm_empty_like_torch():
 
 # ----------------------------------------------------------------------------- bad input, NaN
 def test_layer_norm_rejects_bad_input():
-    x = np.ones((2, 3))
-    with pytest.raises(refnorm.ShapeError, match="normalized_shape"):
-        refnorm.evaluate(NAME, {"x": x}, config={"normalized_shape": [4]})
-    with pytest.raises(refnorm.ShapeError, match="'weight' has shape"):
-        refnorm.evaluate(NAME, {"x": x, "weight": np.ones(4)}, config={"normalized_shape": [3]})
-    with pytest.raises(refnorm.ConfigError, match="eps=-0.5"):
-        refnorm.evaluate(NAME, {"x": x}, config={"normalized_shape": [3], "eps": -0.5})
-    with pytest.raises(refnorm.InputTypeError, match="int64"):
-        refnorm.evaluate(NAME, {"x": np.ones((2, 3), dtype=np.int64)}, config={"normalized_shape": [3]})
-    with pytest.raises(refnorm.UnknownNameError, match="'axis'"):
-        refnorm.evaluate(NAME, {"x": x}, config={"normalized_shape": [3], "axis": -1})
-    with pytest.raises(refnorm.RefnormError, match="normalized_shape"):
-        refnorm.evaluate(NAME, {"x": x})
+    assert_refuses_normalized_shape_misuse(NAME)
 
 
 def test_layer_norm_nan_stays_in_its_row():

@@ -8,20 +8,16 @@ import sympy
 from hypothesis import given, strategies as st
 
 import refnorm
-from helpers import (MP_DPS, assert_close_rel, check_vjp, oracle_check, record, rel_error,
-                     require_torch, to_mp, torch_vjp)
+from helpers import (MP_DPS, affine_along, assert_like_torch, assert_permutation_equivariant_off_axes, check_vjp,
+                     drawn_affine, inputs_of, mp_over_slices, oracle_check, record, rel_error, require_torch, to_mp,
+                     torch_vjp)
 from strategies import shapes
 
 NAME = "min_max_scale"
 
 
 def run(x, dim=-1, weight=None, bias=None, eps=0.0, dy=None):
-    inputs = {"x": x}
-    if weight is not None:
-        inputs["weight"] = weight
-    if bias is not None:
-        inputs["bias"] = bias
-    return refnorm.evaluate(NAME, inputs, config={"dim": dim, "eps": eps},
+    return refnorm.evaluate(NAME, inputs_of(x, weight, bias), config={"dim": dim, "eps": eps},
                             grad_outputs=None if dy is None else {"y": dy})
 
 
@@ -105,14 +101,7 @@ def test_min_max_scale_maps_each_slice_onto_0_1_monotonically(c):
 @given(case())
 def test_min_max_scale_batch_permutation_equivariance(c):
     x, dim, w, b, eps, _ = c
-    axes = _axes(x, dim)
-    free = [i for i in range(x.ndim) if i not in axes]
-    if not free:
-        return
-    ax = free[0]
-    perm = np.random.default_rng(0).permutation(x.shape[ax])
-    a, p = run(x, dim, w, b, eps).outputs["y"], run(np.take(x, perm, axis=ax), dim, w, b, eps).outputs["y"]
-    np.testing.assert_array_equal(p, np.take(a, perm, axis=ax))
+    assert_permutation_equivariant_off_axes(lambda v: run(v, dim, w, b, eps).outputs["y"], x, _axes(x, dim))
 
 
 @given(case())
@@ -197,12 +186,7 @@ def _torch_min_max(torch, dims, eps):
         lo, hi = x.amin(dims, keepdim=True), x.amax(dims, keepdim=True)
         den = hi - lo + eps
         y = torch.where(den == 0, torch.zeros_like(x), (x - lo) / torch.where(den == 0, torch.ones_like(den), den))
-        view = [s if i in dims else 1 for i, s in enumerate(x.shape)]
-        if weight is not None:
-            y = y * weight.reshape(view)
-        if bias is not None:
-            y = y + bias.reshape(view)
-        return {"y": y, "min": lo, "max": hi}
+        return {"y": affine_along(y, weight, bias, dims), "min": lo, "max": hi}
     return fn
 
 
@@ -218,19 +202,12 @@ def test_min_max_scale_matches_torch_float64(shape, dim, ties, eps, affine):
         x = rng.integers(-1, 2, shape).astype(float) * 1.5
     dims = _axes(x, dim)
     pshape = tuple(shape[a] for a in dims)
-    inputs = {"x": x}
-    if affine in ("weight", "both"):
-        inputs["weight"] = rng.standard_normal(pshape)
-    if affine == "both":
-        inputs["bias"] = rng.standard_normal(pshape)
+    inputs = {"x": x, **drawn_affine(rng, affine, pshape)}
     dy = rng.standard_normal(shape)
     t_out, t_grads = torch_vjp(torch, _torch_min_max(torch, list(dims), eps), inputs, {"y": dy})
     res = refnorm.evaluate(NAME, inputs, config={"dim": dim, "eps": eps}, grad_outputs={"y": dy})
-    for key in ("y", "min", "max"):
-        assert_close_rel(res.outputs[key], t_out[key], 1e-15, f"output {key}", NAME)
-    for key in inputs:
-        # a handful of roundings on either side; torch sums in a different order: 1e-14 of the scale
-        assert_close_rel(res.grads[key], t_grads[key], 1e-14, f"grad {key}", NAME)
+    # the gradients: a handful of roundings on either side; torch sums in a different order: 1e-14 of the scale
+    assert_like_torch(res, t_out, t_grads, ("y", "min", "max"), 1e-15, NAME, grad_rtol=1e-14)
 
 
 def test_torch_amax_splits_the_gradient_evenly_among_ties():
@@ -277,25 +254,14 @@ def test_min_max_scale_constant_slices():
 # ----------------------------------------------------------------------------- mpmath oracle
 def mp_min_max(dim, eps):
     """Independent plain-loop forward: each slice flattened, min/max by Python's min()/max()."""
+    def scaled(row):
+        lo, hi = min(row), max(row)
+        den = hi - lo + mpmath.mpf(eps)
+        return [(v - lo) / den if den != 0 else mpmath.mpf(0) for v in row], (lo, hi)
+
     def f(d):
-        x = d["x"]
-        axes = _axes(x, dim)
-        k = len(axes)
-        moved = np.moveaxis(x, axes, range(x.ndim - k, x.ndim))
-        rows = moved.reshape(-1, int(np.prod(moved.shape[x.ndim - k:])))
-        w = d["weight"].ravel() if "weight" in d else None
-        b = d["bias"].ravel() if "bias" in d else None
-        ys, los, his = np.empty(rows.shape, object), np.empty(len(rows), object), np.empty(len(rows), object)
-        for r, row in enumerate(rows):
-            lo, hi = min(row), max(row)
-            den = hi - lo + mpmath.mpf(eps)
-            for j, v in enumerate(row):
-                y = (v - lo) / den if den != 0 else mpmath.mpf(0)
-                ys[r, j] = y * (w[j] if w is not None else 1) + (b[j] if b is not None else 0)
-            los[r], his[r] = lo, hi
-        y = np.moveaxis(ys.reshape(moved.shape), range(x.ndim - k, x.ndim), axes)
-        stat_shape = [1 if i in axes else s for i, s in enumerate(x.shape)]
-        return {"y": y, "min": los.reshape(stat_shape), "max": his.reshape(stat_shape)}
+        y, (lo, hi) = mp_over_slices(d, _axes(d["x"], dim), scaled)
+        return {"y": y, "min": lo, "max": hi}
     return f
 
 

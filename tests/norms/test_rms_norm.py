@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 import refnorm
-from helpers import (MP_DPS, assert_close_rel, check_vjp, mp_grads, oracle_check, record, rel_error,
-                     require_torch, to_mp, torch_vjp)
+from helpers import (MP_DPS, assert_close_rel, assert_like_torch, assert_refuses_normalized_shape_misuse, check_vjp,
+                     inputs_of, mp_grads, oracle_check, record, rel_error, require_torch, to_mp, torch_vjp)
 from strategies import shapes, well_spread
 
 NAME = "rms_norm"
@@ -14,10 +14,9 @@ F64_EPS = float(np.finfo(np.float64).eps)
 
 
 def run(x, k=1, weight=None, eps=None, placement="inside", offset=0.0, dy=None):
-    inputs = {"x": x} if weight is None else {"x": x, "weight": weight}
     cfg = {"normalized_shape": list(x.shape[x.ndim - k:]), "eps": eps, "eps_placement": placement,
            "weight_offset": offset}
-    return refnorm.evaluate(NAME, inputs, config=cfg, grad_outputs=None if dy is None else {"y": dy})
+    return refnorm.evaluate(NAME, inputs_of(x, weight), config=cfg, grad_outputs=None if dy is None else {"y": dy})
 
 
 @st.composite
@@ -216,10 +215,7 @@ def test_rms_norm_matches_torch_float64(shape, k, eps, weighted):
 
     t_out, t_grads = torch_vjp(torch, fn, inputs, {"y": dy})
     res = refnorm.evaluate(NAME, inputs, config={"normalized_shape": ns, "eps": eps}, grad_outputs={"y": dy})
-    for key in ("y", "rstd"):
-        assert_close_rel(res.outputs[key], t_out[key], 1e-13, f"output {key}", NAME)
-    for key in inputs:
-        assert_close_rel(res.grads[key], t_grads[key], 1e-13, f"grad {key}", NAME)
+    assert_like_torch(res, t_out, t_grads, ("y", "rstd"), 1e-13, NAME)
     # the public function agrees with the fused op
     np.testing.assert_array_equal(torch.rms_norm(torch.tensor(inputs["x"]), ns,
                                                  None if not weighted else torch.tensor(inputs["weight"]),
@@ -243,9 +239,7 @@ def test_rms_norm_offset_and_eps_outside_match_torch_composition(placement, offs
     t_out, t_grads = torch_vjp(torch, fn, inputs, {"y": dy})
     res = refnorm.evaluate(NAME, inputs, config={"normalized_shape": [6], "eps": eps, "eps_placement": placement,
                                                  "weight_offset": offset}, grad_outputs={"y": dy})
-    assert_close_rel(res.outputs["y"], t_out["y"], 1e-13, "output y", NAME)
-    for key in inputs:
-        assert_close_rel(res.grads[key], t_grads[key], 1e-13, f"grad {key}", NAME)
+    assert_like_torch(res, t_out, t_grads, ("y",), 1e-13, NAME)
 
 
 def test_rms_norm_zero_rows_like_torch():
@@ -273,13 +267,8 @@ def test_rms_norm_empty_like_torch():
 
 # ----------------------------------------------------------------------------- bad input, NaN
 def test_rms_norm_rejects_bad_input():
+    assert_refuses_normalized_shape_misuse(NAME)    # and what rms_norm's own options add:
     x = np.ones((2, 3))
-    with pytest.raises(refnorm.ShapeError, match="normalized_shape"):
-        refnorm.evaluate(NAME, {"x": x}, config={"normalized_shape": [4]})
-    with pytest.raises(refnorm.ShapeError, match="'weight' has shape"):
-        refnorm.evaluate(NAME, {"x": x, "weight": np.ones(4)}, config={"normalized_shape": [3]})
-    with pytest.raises(refnorm.ConfigError, match="eps=-0.5"):
-        refnorm.evaluate(NAME, {"x": x}, config={"normalized_shape": [3], "eps": -0.5})
     with pytest.raises(refnorm.ConfigError, match="eps_placement='between'"):
         refnorm.evaluate(NAME, {"x": x}, config={"normalized_shape": [3], "eps_placement": "between"})
     with pytest.raises(refnorm.ConfigError, match="weight_offset=1.0 needs a 'weight'"):
@@ -288,14 +277,8 @@ def test_rms_norm_rejects_bad_input():
         refnorm.evaluate(NAME, {"x": x, "weight": np.ones(3)}, config={"normalized_shape": [3], "weight_offset": "1"})
     with pytest.raises(refnorm.ConfigError, match=r"normalized_shape=\[\]"):
         refnorm.evaluate(NAME, {"x": x}, config={"normalized_shape": []})
-    with pytest.raises(refnorm.InputTypeError, match="int64"):
-        refnorm.evaluate(NAME, {"x": np.ones((2, 3), dtype=np.int64)}, config={"normalized_shape": [3]})
     with pytest.raises(refnorm.UnknownNameError, match="'bias'"):
         refnorm.evaluate(NAME, {"x": x, "bias": np.ones(3)}, config={"normalized_shape": [3]})
-    with pytest.raises(refnorm.UnknownNameError, match="'axis'"):
-        refnorm.evaluate(NAME, {"x": x}, config={"normalized_shape": [3], "axis": -1})
-    with pytest.raises(refnorm.RefnormError, match="normalized_shape"):
-        refnorm.evaluate(NAME, {"x": x})
 
 
 @pytest.mark.parametrize("placement", ["inside", "outside"])

@@ -8,20 +8,16 @@ import pytest
 from hypothesis import assume, given, strategies as st
 
 import refnorm
-from helpers import (MP_DPS, assert_close_rel, check_vjp, oracle_check, record, rel_error, require_torch,
-                     to_mp, torch_vjp)
+from helpers import (MP_DPS, affine_along, assert_like_torch, assert_permutation_equivariant_off_axes, check_vjp,
+                     drawn_affine, inputs_of, mp_over_slices, oracle_check, record, rel_error, require_torch, to_mp,
+                     torch_vjp)
 from strategies import shapes, well_spread
 
 NAME = "z_score"
 
 
 def run(x, dim=-1, weight=None, bias=None, ddof=1, eps=0.0, dy=None):
-    inputs = {"x": x}
-    if weight is not None:
-        inputs["weight"] = weight
-    if bias is not None:
-        inputs["bias"] = bias
-    return refnorm.evaluate(NAME, inputs, config={"dim": dim, "ddof": ddof, "eps": eps},
+    return refnorm.evaluate(NAME, inputs_of(x, weight, bias), config={"dim": dim, "ddof": ddof, "eps": eps},
                             grad_outputs=None if dy is None else {"y": dy})
 
 
@@ -91,14 +87,7 @@ def test_z_score_scale_invariance(c, scale):
 @given(case())
 def test_z_score_batch_permutation_equivariance(c):
     x, dim, w, b, ddof, eps = c
-    axes = _axes(x, dim)
-    free = [i for i in range(x.ndim) if i not in axes]
-    if not free:
-        return
-    perm = np.random.default_rng(0).permutation(x.shape[free[0]])
-    a = run(x, dim, w, b, ddof, eps).outputs["y"]
-    p = run(np.take(x, perm, axis=free[0]), dim, w, b, ddof, eps).outputs["y"]
-    np.testing.assert_array_equal(p, np.take(a, perm, axis=free[0]))
+    assert_permutation_equivariant_off_axes(lambda v: run(v, dim, w, b, ddof, eps).outputs["y"], x, _axes(x, dim))
 
 
 @given(case())
@@ -178,26 +167,15 @@ def test_z_score_backward_matches_numerical_differentiation(c):
 # ----------------------------------------------------------------------------- mpmath oracle
 def mp_z_score(dim, ddof, eps):
     """Independent plain-loop forward: each slice flattened, mean and variance by explicit sums."""
+    def standardized(row):
+        n = len(row)
+        mean = mpmath.fsum(row) / n
+        std = mpmath.sqrt(mpmath.fsum((v - mean) ** 2 for v in row) / (n - ddof) + mpmath.mpf(eps))
+        return [(v - mean) / std if std != 0 else mpmath.mpf(0) for v in row], (mean, std)
+
     def f(d):
-        x = d["x"]
-        axes = _axes(x, dim)
-        k = len(axes)
-        moved = np.moveaxis(x, axes, range(x.ndim - k, x.ndim))
-        n = int(np.prod(moved.shape[x.ndim - k:]))
-        rows = moved.reshape(-1, n)
-        w = d["weight"].ravel() if "weight" in d else None
-        b = d["bias"].ravel() if "bias" in d else None
-        ys, means, stds = np.empty(rows.shape, object), np.empty(len(rows), object), np.empty(len(rows), object)
-        for r, row in enumerate(rows):
-            mean = mpmath.fsum(row) / n
-            std = mpmath.sqrt(mpmath.fsum((v - mean) ** 2 for v in row) / (n - ddof) + mpmath.mpf(eps))
-            for j, v in enumerate(row):
-                y = (v - mean) / std if std != 0 else mpmath.mpf(0)
-                ys[r, j] = y * (w[j] if w is not None else 1) + (b[j] if b is not None else 0)
-            means[r], stds[r] = mean, std
-        y = np.moveaxis(ys.reshape(moved.shape), range(x.ndim - k, x.ndim), axes)
-        stat_shape = [1 if i in axes else s for i, s in enumerate(x.shape)]
-        return {"y": y, "mean": means.reshape(stat_shape), "std": stds.reshape(stat_shape)}
+        y, (mean, std) = mp_over_slices(d, _axes(d["x"], dim), standardized)
+        return {"y": y, "mean": mean, "std": std}
     return f
 
 
@@ -267,12 +245,7 @@ def _torch_z_score(torch, dims, ddof, eps):
         safe = torch.sqrt(torch.where(var == 0, torch.ones_like(var), var))
         y = torch.where(var == 0, torch.zeros_like(x), (x - mean) / safe)
         std = torch.sqrt(var)
-        view = [s if i in dims else 1 for i, s in enumerate(x.shape)]
-        if weight is not None:
-            y = y * weight.reshape(view)
-        if bias is not None:
-            y = y + bias.reshape(view)
-        return {"y": y, "mean": mean, "std": std}
+        return {"y": affine_along(y, weight, bias, dims), "mean": mean, "std": std}
     return fn
 
 
@@ -287,18 +260,11 @@ def test_z_score_matches_torch_float64(shape, dim, ddof, eps, affine):
     x[0] = 0.5                         # a constant slice for dim = -1 / 1, a partly constant one otherwise
     dims = list(_axes(x, dim))
     pshape = tuple(shape[a] for a in dims)
-    inputs = {"x": x}
-    if affine in ("weight", "both"):
-        inputs["weight"] = rng.standard_normal(pshape)
-    if affine == "both":
-        inputs["bias"] = rng.standard_normal(pshape)
+    inputs = {"x": x, **drawn_affine(rng, affine, pshape)}
     dy = rng.standard_normal(shape)
     t_out, t_grads = torch_vjp(torch, _torch_z_score(torch, dims, ddof, eps), inputs, {"y": dy})
     res = refnorm.evaluate(NAME, inputs, config={"dim": dim, "ddof": ddof, "eps": eps}, grad_outputs={"y": dy})
-    for key in ("y", "mean", "std"):
-        assert_close_rel(res.outputs[key], t_out[key], 1e-14, f"output {key}", NAME)
-    for key in inputs:
-        assert_close_rel(res.grads[key], t_grads[key], 1e-13, f"grad {key}", NAME)
+    assert_like_torch(res, t_out, t_grads, ("y", "mean", "std"), 1e-14, NAME, grad_rtol=1e-13)
 
 
 def test_z_score_constant_slice_at_eps_zero():
