@@ -365,7 +365,9 @@ def judge_call(step, op, case_dtype, config, training, inputs, cotangents, state
     step): appends to ``arrays`` / ``unchecked`` as ``judge_returned`` does, and under a relaxed
     contract sets each array's ``strict_ratio``. A large call of a row-wise op is judged in blocks of
     rows with bounded memory (stream.py; ``blocks=False`` never). ``not_computed``: as for
-    ``judge_returned``. ``compare`` may be a function of
+    ``judge_returned``. Under a contract declaring saved statistics (contracts.saved_statistics) the
+    gradients are judged at the backend's returned statistics (bounds/saved.py, each array's ``note``
+    says where), and the reference and bounds returned stay those at x's own statistics. ``compare`` may be a function of
     the reference (of the call, or of its first row) that returns the names to judge. Returns
     (reference, bounds, compare) of the whole-array path, or (None, None, compare) in blocks."""
     # the dtype-dependent defaults (rms_norm's eps=None) for the case dtype: the blocks below widen the arrays
@@ -383,7 +385,7 @@ def judge_call(step, op, case_dtype, config, training, inputs, cotangents, state
     ref = reference(op, config, training, inputs, cotangents, state)
     compare = compare(ref) if callable(compare) else compare
     E = derive_bounds(op, case_dtype, config, training, inputs, cotangents, state, ref, contract, cond=cond)
-    ref0, saved, notes = ref, backward and K.saved_statistics(contract), {}
+    ref0, E0, saved, notes = ref, E, backward and K.saved_statistics(contract), {}
     if saved:                  # the backward at the backend's own statistics (bounds/saved.py), when they hold
         ref, E, note = _at_saved(step, op, case_dtype, config, inputs, cotangents, got, ref, E, contract)
         notes = {("grads", k): note for k in ("x", "weight")}
@@ -402,7 +404,7 @@ def judge_call(step, op, case_dtype, config, training, inputs, cotangents, state
                 a.strict_ratio = _judge(step, a.part, a.name, np.asarray(got[a.part][a.name]),
                                         getattr(ref, a.part)[a.name], E_strict[a.part][a.name],
                                         E_strict.get("dtypes", {}).get((a.part, a.name), case_dtype)).ratio
-    return ref, E, compare
+    return ref0, E0, compare
 
 
 def _at_saved(step, op, case_dtype, config, inputs, cotangents, got, ref, E, contract):

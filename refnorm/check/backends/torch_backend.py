@@ -196,6 +196,10 @@ ACTIVATIONS = T.ACTIVATIONS
 LOW_CONTRACT = {"batch_norm": "stats_d", "instance_norm": "stats_d", "group_norm": "stats_d",
                 "layer_norm": "stats_d", "weight_norm": "stats_d", "lp_normalize": "epi_d",
                 "local_response_norm": "epi_d", **TC.LOW_CONTRACT}
+# the ops whose torch CPU backward forms x_hat per element from the mean and rstd it returns (its saved
+# statistics: torch.native_layer_norm's LayerNormBackwardKernel reads mean/rstd as saved, a = rstd,
+# b = -rstd * mean): judged at them (module docstring, "Contracts"). rms_norm returns no statistic.
+SAVED_STATS = ("layer_norm",)
 CUDA_UNAVAILABLE = "CUDA is not available on this machine (torch.cuda.is_available() is False)"
 def _import_torch():
     try:
@@ -291,7 +295,16 @@ class TorchBackend:
         return self.contract_for(call.op, call.dtype, call.inputs, call.state, call.config)
 
     def contract_for(self, op: str, dtype: str, inputs=(), state=(), config=None) -> Contract:
-        """The contract of one call. Reduction: "serial" for lp_normalize and weight_norm (torch CPU's
+        """The contract of one call: the rounding points below (``preset_for``), and on CPU, for the ops
+        whose backward forms x_hat from the mean and rstd torch returns (SAVED_STATS), the backward judged
+        at those statistics (``recompute xhat=saved_stats``; module docstring, "Contracts")."""
+        c = self.preset_for(op, dtype, inputs, state, config)
+        if op in SAVED_STATS and self.device == "cpu":
+            return Contract(c.kind, c.reduction, c.acc, recompute={"xhat": "saved_stats"})
+        return c
+
+    def preset_for(self, op: str, dtype: str, inputs=(), state=(), config=None) -> Contract:
+        """The contract of one call but its saved statistics (``contract_for``). Reduction: "serial" for lp_normalize and weight_norm (torch CPU's
         vector_norm / _weight_norm sum in 8 AVX2 lanes, each serially over n/8 terms: 344 u at
         n = 65536, beyond the block model), "block" otherwise. Kind: module docstring; batch_norm,
         group_norm and instance_norm in float16/bfloat16 are "strict" when float32 parameters or

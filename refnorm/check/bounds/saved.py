@@ -12,11 +12,13 @@ statistics, in float64 (rows as in _rows.py; rms_norm: mu_s = 0 and no A):
 and their bound carries no error of the statistics (judged on mean and rstd themselves): it is the strict
 bound (_rows.py) with the terms of the mean's and rstd's errors (K, rho) dropped:
 
-    E_dx = u [g(n) r (Ag + |xh| (Bg + Kg)) + 4 r (|g| + |A| + |xh||B| + |B| kap + |xh| Kg)]
+    E_dx = u [g(n) r (Ag + |xh| (Bg + Kg)) + 4 r (|g| + |A| + |xh||B| + |B| kap + |xh| Kg) + 4 g(n) u r Kg kap]
     T_w  = u [g(m) |dy| (|xh| + 4 u kap) + 4 |dy| kap]
 
 (kap = r_s (|x| + |mu_s|), rms |xh|: x_hat formed as x r - mu r at magnitude kap; Kg = mean(|g| kap): B's sum
-split as sum(g x) - mu sum(g), as torch CPU computes it), plus the same with u = 2^-53 and the tree model
+split as sum(g x) - mu sum(g), as torch CPU computes it: its coefficient b = -B r^2 then errs by up to
+g(n) u r^2 Kg, and dx = b x + c (c = -b mu - r A) rounds b x and b mu at that magnitude, the second-order
+4 g(n) u^2 r Kg kap: on constant rows (B = 0, x_hat = 0) at |x| ~ 1e3, r ~ 316, it is the whole error), plus the same with u = 2^-53 and the tree model
 (the float64 reference's own error), plus the terms of the contract's other points (points.extra_rows at
 these statistics; the statistics' own points, rounds mean and rstd, acc mean and var, are dropped: the
 backward reads the returned values), all times (1 + U) (points.total_u).
@@ -48,7 +50,8 @@ def _rows_bound(R, u, gn, gm):
     Ag = _mean(agw) if R.centered else 0.0
     Bg, Kg = _mean(agw * axh), _mean(agw * kap)
     aA, aB = np.abs(R.A), np.abs(R.B)
-    E_dx = u * (gn * R.r * (Ag + axh * (Bg + Kg)) + 4 * R.r * (agw + aA + axh * aB + aB * kap + axh * Kg))
+    E_dx = u * (gn * R.r * (Ag + axh * (Bg + Kg)) + 4 * R.r * (agw + aA + axh * aB + aB * kap + axh * Kg)
+                + 4 * gn * u * R.r * Kg * kap)
     T_w = u * (gm * ady * (axh + 4 * u * kap) + 4 * ady * kap)
     return E_dx, T_w
 
