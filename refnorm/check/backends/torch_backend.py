@@ -155,6 +155,8 @@ torch defects found while measuring (raised, never worked around):
 """
 from __future__ import annotations
 
+import dataclasses
+
 import warnings
 from typing import Mapping
 
@@ -200,6 +202,14 @@ LOW_CONTRACT = {"batch_norm": "stats_d", "instance_norm": "stats_d", "group_norm
 # statistics: torch.native_layer_norm's LayerNormBackwardKernel reads mean/rstd as saved, a = rstd,
 # b = -rstd * mean): judged at them (module docstring, "Contracts"). rms_norm returns no statistic.
 SAVED_STATS = ("layer_norm",)
+# torch CPU's float16/bfloat16 layer_norm as rounding points, in place of its preset (with its saved statistics:
+# the mean and rstd it stores in the case dtype are read back as returned, so stats_d's rounds mean, rstd are
+# not needed; module docstring, "Contracts"): dgamma/dbeta partials in the case dtype; with weight_offset in
+# the case-dtype layout, weight + offset rounded to it by this adapter (a rounding of w: of x_hat * w in y,
+# of g = dy * w in dx)
+_DW = {"dweight": "input", "dbias": "input"}
+CPU_POINTS = {("layer_norm", "stats_d"): {"acc": _DW},
+              ("layer_norm", "epi_d"): {"rounds": {"xhat_w": "input", "g": "input"}, "acc": _DW}}
 CUDA_UNAVAILABLE = "CUDA is not available on this machine (torch.cuda.is_available() is False)"
 def _import_torch():
     try:
@@ -300,7 +310,9 @@ class TorchBackend:
         at those statistics (``recompute xhat=saved_stats``; module docstring, "Contracts")."""
         c = self.preset_for(op, dtype, inputs, state, config)
         if op in SAVED_STATS and self.device == "cpu":
-            return Contract(c.kind, c.reduction, c.acc, recompute={"xhat": "saved_stats"})
+            narrow = CPU_POINTS.get((op, c.kind))
+            c = c if narrow is None else Contract("strict", c.reduction, **narrow)
+            return dataclasses.replace(c, recompute={**c.recompute, "xhat": "saved_stats"})
         return c
 
     def preset_for(self, op: str, dtype: str, inputs=(), state=(), config=None) -> Contract:
