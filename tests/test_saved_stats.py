@@ -173,3 +173,18 @@ def test_statistics_failing_their_own_bound_are_not_used():
         by = {(a.part, a.name): a for a in arrays}
         assert by[("grads", "x")].note.startswith("ordinary bound") and says in by[("grads", "x")].note
         assert by[("grads", "x")].passed and by[("grads", "weight")].passed     # the ordinary judgement
+
+
+def test_a_failing_gradient_says_where_it_was_judged():
+    """The report's failure lines carry the gradient's note (where it was judged)."""
+    from refnorm.check.report import array_lines
+    x, w, b, dy = _case("layer_norm", "float16", 0, "mean1e3", (64, 1024))
+    outs, grads = CK.run_saved("layer_norm", x, w, b, dy, accs={"dweight": "float16"})
+    arrays = []
+    judge_call(0, "layer_norm", "float16", {"normalized_shape": [1024]}, True, {"x": x, "weight": w, "bias": b},
+               {"y": dy}, {}, {"outputs": outs, "grads": grads, "state": {}},
+               {"outputs": tuple(outs), "grads": ("x", "weight", "bias"), "state": ()}, True,
+               parse_contract(SAVED), arrays, [], blocks=False)
+    failed = [a for a in arrays if not a.passed]
+    assert [a.name for a in failed] == ["weight"]
+    assert "      judged at the returned mean and rstd (recompute xhat=saved_stats)" in array_lines(failed)
