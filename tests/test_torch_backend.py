@@ -379,6 +379,9 @@ def test_contract_table():
             # layer_norm: rounding points, its backward at its saved statistics (the module docstring's evidence)
             assert be.contract_for("layer_norm", dt) == Contract(acc=DW_IN_D, recompute=SAVED)
             assert be.preset_for("layer_norm", dt) == Contract("stats_d")
+            # beyond the whole-array NumPy judgement's size, the preset (judged in blocks)
+            big = np.broadcast_to(np.float32(0), (1 + (1 << 22),))
+            assert be.contract_for("layer_norm", dt, {"x": big}) == Contract("stats_d")
 
 
 def test_cuda_contracts_and_refusals_follow_the_gpu_measurements():

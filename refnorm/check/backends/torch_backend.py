@@ -116,6 +116,8 @@ statistics; weight_norm dim 0 / middle / None):
     rounding of w, i.e. of x_hat * w in y and of g = dy * w in dx: ``rounds xhat_w=input, g=input`` plus
     the above (was epi_d; golden normal_zc_f16_4x128, normal_zc_bf16_24x40 pass, y at 0.92 x its bound).
     CUDA keeps the presets measured on the GPU (docs/gpu_probe.md): saved statistics not measured there.
+    Calls of more than SAVED_MAX_ELEMENTS (4M) elements keep the presets: a contract beyond them is judged
+    on whole arrays in NumPy, the presets in blocks of bounded memory (the limits suite's 2^31 elements).
   - batch_norm, instance_norm, group_norm: stats_d. With float32 parameters (or float32 running
     statistics) torch's mixed kernels pass strict (every golden and random affine case), but a
     parameter-free call runs the all-d kernel, whose mean/rstd are rounded to the case dtype
@@ -222,6 +224,9 @@ SAVED_STATS = ("layer_norm",)
 # the case-dtype layout, weight + offset rounded to it by this adapter (a rounding of w: of x_hat * w in y,
 # of g = dy * w in dx)
 _DW = {"dweight": "input", "dbias": "input"}
+# a contract beyond the presets is judged on whole arrays in NumPy (bounds/saved.py): beyond this many
+# elements of x the presets above, judged in blocks of bounded memory (stream.py), are declared instead
+SAVED_MAX_ELEMENTS = 1 << 22
 CPU_POINTS = {("layer_norm", "stats_d"): {"acc": _DW},
               ("layer_norm", "epi_d"): {"rounds": {"xhat_w": "input", "g": "input"}, "acc": _DW}}
 CUDA_UNAVAILABLE = "CUDA is not available on this machine (torch.cuda.is_available() is False)"
@@ -323,7 +328,8 @@ class TorchBackend:
         whose backward forms x_hat from the mean and rstd torch returns (SAVED_STATS), the backward judged
         at those statistics (``recompute xhat=saved_stats``; module docstring, "Contracts")."""
         c = self.preset_for(op, dtype, inputs, state, config)
-        if op in SAVED_STATS and self.device == "cpu":
+        x = inputs.get("x") if hasattr(inputs, "get") else None
+        if op in SAVED_STATS and self.device == "cpu" and np.size(x) <= SAVED_MAX_ELEMENTS:
             narrow = CPU_POINTS.get((op, c.kind))
             c = c if narrow is None else Contract("strict", c.reduction, **narrow)
             return dataclasses.replace(c, recompute={**c.recompute, "xhat": "saved_stats"})
