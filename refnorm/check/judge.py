@@ -386,8 +386,11 @@ def judge_call(step, op, case_dtype, config, training, inputs, cotangents, state
     compare = compare(ref) if callable(compare) else compare
     E = derive_bounds(op, case_dtype, config, training, inputs, cotangents, state, ref, contract, cond=cond)
     ref0, E0, saved, notes = ref, E, backward and K.saved_statistics(contract), {}
+    E_strict = derive_bounds(op, case_dtype, config, training, inputs, cotangents, state, ref, contracts[1]) \
+        if relaxed else None
     if saved:                  # the backward at the backend's own statistics (bounds/saved.py), when they hold
-        ref, E, note = _at_saved(step, op, case_dtype, config, inputs, cotangents, got, ref, E, contract)
+        ref, E, E_strict, note = _at_saved(step, op, case_dtype, config, inputs, cotangents, got, ref, E, contract,
+                                           E_strict)
         notes = {("grads", k): note for k in ("x", "weight")}
     first = len(arrays)
     judge_returned(step, op, compare, backward, got, ref, E, case_dtype, arrays, unchecked, why, optional,
@@ -395,10 +398,6 @@ def judge_call(step, op, case_dtype, config, training, inputs, cotangents, state
     for a in arrays[first:]:
         a.note = notes.get((a.part, a.name), a.note)
     if relaxed:
-        E_strict = derive_bounds(op, case_dtype, config, training, inputs, cotangents, state, ref0, contracts[1])
-        if saved:
-            strict = Contract("strict", contract.reduction, contract.acc, recompute={"xhat": K.SAVED})
-            E_strict = _at_saved(step, op, case_dtype, config, inputs, cotangents, got, ref0, E_strict, strict)[1]
         for a in arrays[first:]:
             if a.name in E_strict[a.part] and a.dtype in NP and a.verdict != "unconstrained":
                 a.strict_ratio = _judge(step, a.part, a.name, np.asarray(got[a.part][a.name]),
@@ -407,12 +406,15 @@ def judge_call(step, op, case_dtype, config, training, inputs, cotangents, state
     return ref0, E0, compare
 
 
-def _at_saved(step, op, case_dtype, config, inputs, cotangents, got, ref, E, contract):
-    """(reference, bounds, note) with the gradients at the backend's returned statistics (bounds/saved.py)."""
-    grads, bounds, note = saved_bounds.substitute(
+def _at_saved(step, op, case_dtype, config, inputs, cotangents, got, ref, E, contract, E_strict=None):
+    """(reference, bounds, strict bounds, note) with the gradients at the backend's returned statistics
+    (bounds/saved.py); the strict bounds None without ``E_strict``."""
+    grads, bounds, strict, note = saved_bounds.substitute(
         op, contract, inputs=inputs, config=config, cotangents=cotangents, case_dtype=case_dtype, got=got,
-        ref=ref, E=E, judge_stat=lambda k, a, r, e: _judge(step, "outputs", k, a, r, e, case_dtype))
-    return dataclasses.replace(ref, grads=grads), {**E, "grads": bounds}, note
+        ref=ref, E=E, judge_stat=lambda k, a, r, e: _judge(step, "outputs", k, a, r, e, case_dtype),
+        E_strict=E_strict)
+    strict = None if E_strict is None else {**E_strict, "grads": strict}
+    return dataclasses.replace(ref, grads=grads), {**E, "grads": bounds}, strict, note
 
 
 def _judge_in_blocks(p, step, op, case_dtype, config, training, inputs, cotangents, state, got, compare, backward,

@@ -43,23 +43,28 @@ def _mean(a):
     return a.mean(axis=1, keepdims=True)
 
 
-def _rows_bound(R, u, gn, gm):
-    """(E_dx, T_w) rows of the backward at R's (substituted) statistics (module docstring)."""
+def _rows_bound(R, us):
+    """(E_dx, T_w) rows of the backward at R's (substituted) statistics (module docstring), summed over
+    ``us``: (u, g(n), g(m)) triples (the kernel's and the float64 reference's), the arrays formed once."""
     axh, ady, agw = np.abs(R.xh), np.abs(R.dy), np.abs(R.g)
     kap = R.r * (np.abs(R.x) + np.abs(R.mu)) if R.centered else axh
     Ag = _mean(agw) if R.centered else 0.0
     Bg, Kg = _mean(agw * axh), _mean(agw * kap)
     aA, aB = np.abs(R.A), np.abs(R.B)
-    E_dx = u * (gn * R.r * (Ag + axh * (Bg + Kg)) + 4 * R.r * (agw + aA + axh * aB + aB * kap + axh * Kg)
-                + 4 * gn * u * R.r * Kg * kap)
-    T_w = u * (gm * ady * (axh + 4 * u * kap) + 4 * ady * kap)
+    c_sum = sum(u * gn for u, gn, _ in us)              # the row sums' u g(n)
+    c_pt = sum(4 * u for u, _, _ in us)                 # the pointwise 4 u
+    c_2 = sum(4 * gn * u * u for u, gn, _ in us)        # the split coefficient's second order
+    E_dx = R.r * (c_sum * (Ag + axh * (Bg + Kg)) + c_pt * (agw + aA + axh * aB + aB * kap + axh * Kg)
+                  + c_2 * Kg * kap)
+    T_w = ady * (sum(u * gm for u, _, gm in us) * axh + sum(4 * u * (u * gm + 1) for u, _, gm in us) * kap)
     return E_dx, T_w
 
 
 def backward_at(op, contract, *, inputs, config, cotangents, case_dtype, stats):
-    """{"x": (reference, bound), "weight": (reference, bound)} (weight when the call has one) of the backward
-    at the statistics ``stats`` ({"mean", "rstd"}: arrays of one value per row, float64), or a string saying
-    why it is not derived (then the ordinary bound stands)."""
+    """{"x": (reference, bound, strict bound), "weight": (...)} (weight when the call has one) of the
+    backward at the statistics ``stats`` ({"mean", "rstd"}: arrays of one value per row, float64; the strict
+    bound: no point of the contract, its reduction model and accumulation dtype), or a string saying why it
+    is not derived (then the ordinary bound stands)."""
     if op not in OPS:
         return f"{op}: the backward at the saved statistics is derived for {', '.join(OPS)} only"
     if config.get("eps_placement", "inside") != "inside":
@@ -80,26 +85,30 @@ def backward_at(op, contract, *, inputs, config, cotangents, case_dtype, stats):
     u = UNIT_ROUNDOFF[acc_dtype(case_dtype, contract.acc)]
     f = 1 + total_u(contract, case_dtype)
     with np.errstate(all="ignore"):
-        E_dx, T_w = _rows_bound(R, u, gamma(n, contract.reduction), gamma(L.m, contract.reduction))
-        e64, t64 = _rows_bound(R, UNIT_ROUNDOFF["float64"], gamma(n, "tree"), gamma(L.m, "tree"))
+        red = contract.reduction
+        E_dx, T_w = _rows_bound(R, ((u, gamma(n, red), gamma(L.m, red)),
+                                    (UNIT_ROUNDOFF["float64"], gamma(n, "tree"), gamma(L.m, "tree"))))
         rounds = {k: v for k, v in contract.rounds.items() if k not in STATS_POINTS["rounds"]}
         accs = {k: v for k, v in contract.accs.items() if k not in STATS_POINTS["acc"]}
-        t = extra_rows(R, rounds, accs, case_dtype, u, contract.reduction, L.m)
+        t = extra_rows(R, rounds, accs, case_dtype, u, red, L.m)
         lead = tuple(range(x.ndim - len(ns)))
-        out = {"x": (L.back(R.dn), f * L.back(E_dx + e64 + t["dx"]))}
+        out = {"x": (L.back(R.dn), f * L.back(E_dx + t["dx"]), L.back(E_dx))}
         if "weight" in inputs:
             wshape = np.shape(inputs["weight"])
-            ref_w = L.back(R.dy * R.xh).sum(axis=lead).reshape(wshape)
-            out["weight"] = (ref_w, f * L.back(T_w + t64 + t["t_w"]).sum(axis=lead).reshape(wshape))
+            param = lambda a: L.back(a).sum(axis=lead).reshape(wshape)       # noqa: E731
+            out["weight"] = (param(R.dy * R.xh), f * param(T_w + t["t_w"]), param(T_w))
     return out
 
 
-def substitute(op, contract, *, inputs, config, cotangents, case_dtype, got, ref, E, judge_stat):
-    """(reference grads, bounds' grads, note) of a call under a contract declaring saved statistics
+def substitute(op, contract, *, inputs, config, cotangents, case_dtype, got, ref, E, judge_stat, E_strict=None):
+    """(reference grads, bounds' grads, strict bounds' grads, note) of a call under a contract declaring saved
+    statistics
     (contracts.saved_statistics): the gradients x and weight at the statistics the backend returned
     (``got["outputs"]``) when each is returned, finite, of the reference's shape, and passes its own bound
     (``judge_stat(name, array, reference, bound)`` -> ArrayResult) constrained somewhere; else the ordinary
-    ones (``ref.grads``, ``E["grads"]``) and a note saying why."""
+    ones (``ref.grads``, ``E["grads"]``, ``E_strict["grads"]`` when given) and a note saying why. The strict
+    bounds (the strict contract's at the same statistics, for an array's strict ratio) are None without
+    ``E_strict``."""
     why = None
     stats = {}
     for name in OPS.get(op, ()):
@@ -126,9 +135,12 @@ def substitute(op, contract, *, inputs, config, cotangents, case_dtype, got, ref
                          stats=stats)
         if isinstance(at, str):
             why = at
+    strict = None if E_strict is None else dict(E_strict["grads"])
     if why is not None:
-        return dict(ref.grads), dict(E["grads"]), f"ordinary bound, not at the saved statistics: {why}"
+        return dict(ref.grads), dict(E["grads"]), strict, f"ordinary bound, not at the saved statistics: {why}"
     grads, bounds = dict(ref.grads), dict(E["grads"])
-    for k, (r, e) in at.items():
+    for k, (r, e, e_strict) in at.items():
         grads[k], bounds[k] = r, e
-    return grads, bounds, f"judged at the returned {' and '.join(OPS[op])} (recompute xhat=saved_stats)"
+        if strict is not None:
+            strict[k] = e_strict
+    return grads, bounds, strict, f"judged at the returned {' and '.join(OPS[op])} (recompute xhat=saved_stats)"
