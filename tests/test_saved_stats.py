@@ -162,7 +162,7 @@ def test_statistics_failing_their_own_bound_are_not_used():
     outs, grads = CK.run_saved("layer_norm", *case)
     bad = dict(outs, mean=outs["mean"] + np.float32(1e-2))
     x, w, b, dy = case
-    for stats, says in ((bad, "the returned mean is failed within its own bound"),
+    for stats, says in ((bad, "the returned mean fails its own bound"),
                         (dict(outs, rstd=np.full_like(outs["rstd"], np.inf)), "the returned rstd is not finite")):
         got = {"outputs": stats, "grads": grads, "state": {}}
         arrays, unchecked = [], []

@@ -102,8 +102,7 @@ def backward_at(op, contract, *, inputs, config, cotangents, case_dtype, stats):
 
 def substitute(op, contract, *, inputs, config, cotangents, case_dtype, got, ref, E, judge_stat, E_strict=None):
     """(reference grads, bounds' grads, strict bounds' grads, note) of a call under a contract declaring saved
-    statistics
-    (contracts.saved_statistics): the gradients x and weight at the statistics the backend returned
+    statistics (contracts.saved_statistics): the gradients x and weight at the statistics the backend returned
     (``got["outputs"]``) when each is returned, finite, of the reference's shape, and passes its own bound
     (``judge_stat(name, array, reference, bound)`` -> ArrayResult) constrained somewhere; else the ordinary
     ones (``ref.grads``, ``E["grads"]``, ``E_strict["grads"]`` when given) and a note saying why. The strict
@@ -117,6 +116,9 @@ def substitute(op, contract, *, inputs, config, cotangents, case_dtype, got, ref
             why = f"the backend returned no {name}"
             break
         a = np.asarray(a)
+        if name not in E["outputs"] or name not in ref.outputs:
+            why = f"no bound is derived for the returned {name}"
+            break
         if a.shape != np.shape(ref.outputs[name]):
             why = f"the returned {name} has shape {a.shape}, expected {np.shape(ref.outputs[name])}"
             break
@@ -127,7 +129,8 @@ def substitute(op, contract, *, inputs, config, cotangents, case_dtype, got, ref
             break
         res = judge_stat(name, a, ref.outputs[name], E["outputs"][name])
         if not res.passed or res.verdict == "unconstrained":
-            why = f"the returned {name} is {res.verdict} within its own bound"
+            why = (f"the returned {name} fails its own bound" if not res.passed else
+                   f"the returned {name} is unconstrained within its own bound (it verifies nothing)")
             break
         stats[name] = v
     if why is None:
