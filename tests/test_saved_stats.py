@@ -188,3 +188,20 @@ def test_a_failing_gradient_says_where_it_was_judged():
     failed = [a for a in arrays if not a.passed]
     assert [a.name for a in failed] == ["weight"]
     assert "      judged at the returned mean and rstd (recompute xhat=saved_stats)" in array_lines(failed)
+
+
+@pytest.mark.parametrize("layout", ["float32", "case"])
+def test_torch_cpu_layer_norm_is_judged_at_its_saved_statistics(layout):
+    """The torch adapter declares it for layer_norm on CPU: golden layer_norm/mean1e3_f16_260x3 (partial under
+    stats_d: dweight unconstrained) passes, its gradients judged at torch's returned mean and rstd."""
+    pytest.importorskip("torch")
+    import os
+    from refnorm import golden
+    from refnorm.check.backends.torch_backend import TorchBackend
+    from refnorm.check.core import check_case
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "golden")
+    r = check_case(TorchBackend(param_dtype=layout), golden.load_case(root, "layer_norm/mean1e3_f16_260x3"))
+    assert r.status == "passed", r.message
+    grads = {a.name: a for a in r.arrays if a.part == "grads"}
+    assert grads["weight"].verdict == "verified"
+    assert grads["x"].note == grads["weight"].note == "judged at the returned mean and rstd (recompute xhat=saved_stats)"
