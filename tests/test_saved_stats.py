@@ -91,7 +91,8 @@ def test_a_welford_kernel_passes_at_its_saved_statistics(op, dtype):
                 case = _case(op, dtype, seed, regime)
                 outs, grads = CK.run_saved(op, *case, saved=saved, accs=accs, chunk=1 + seed % 16)
                 arrays = _check(op, case, outs, grads, contract)
-                assert arrays is not None, f"{op} {dtype} saved={saved} {contract}: false alarm at seed {seed}, {regime}"
+                assert arrays is not None, \
+                    f"{op} {dtype} saved={saved} {contract}: false alarm at seed {seed}, {regime}"
                 calls += 1
                 dx = next(a for a in arrays if a.part == "grads" and a.name == "x")
                 if dx.note.startswith("judged at the returned"):
@@ -204,4 +205,5 @@ def test_torch_cpu_layer_norm_is_judged_at_its_saved_statistics(layout):
     assert r.status == "passed", r.message
     grads = {a.name: a for a in r.arrays if a.part == "grads"}
     assert grads["weight"].verdict == "verified"
-    assert grads["x"].note == grads["weight"].note == "judged at the returned mean and rstd (recompute xhat=saved_stats)"
+    assert grads["x"].note == grads["weight"].note == \
+        "judged at the returned mean and rstd (recompute xhat=saved_stats)"

@@ -366,8 +366,8 @@ def judge_call(step, op, case_dtype, config, training, inputs, cotangents, state
     contract sets each array's ``strict_ratio``. A large call of a row-wise op is judged in blocks of
     rows with bounded memory (stream.py; ``blocks=False`` never). ``not_computed``: as for
     ``judge_returned``. Under a contract declaring saved statistics (contracts.saved_statistics) the
-    gradients are judged at the backend's returned statistics (bounds/saved.py, each array's ``note``
-    says where), and the reference and bounds returned stay those at x's own statistics. ``compare`` may be a function of
+    gradients are judged at the backend's returned statistics (bounds/saved.py, each array's
+    ``note`` says where), and the reference and bounds returned stay those at x's own statistics. ``compare`` may be a function of
     the reference (of the call, or of its first row) that returns the names to judge. Returns
     (reference, bounds, compare) of the whole-array path, or (None, None, compare) in blocks."""
     # the dtype-dependent defaults (rms_norm's eps=None) for the case dtype: the blocks below widen the arrays

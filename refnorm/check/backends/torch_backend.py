@@ -110,7 +110,8 @@ statistics; weight_norm dim 0 / middle / None):
     Measured on the whole golden set (958 cases), against stats_d: both layouts, statuses identical but
     4 partial -> passed (layer_norm/mean1e3_bf16_9x7, mean1e3_f16_260x3, mean1e3_k3_bf16_3x4x2x5x3,
     mean1e4_f32_260x3: dweight unconstrained -> verified; jax and onnxruntime unchanged), the production
-    suite's gen_mean1e3_bf16_256x4096 partial -> passed, worst ratio of the 16-bit layer_norm arrays 0.17 (mixed) and 0.92
+    suite's gen_mean1e3_bf16_256x4096 partial -> passed,
+    worst ratio of the 16-bit layer_norm arrays 0.17 (mixed) and 0.92
     (case layout, y of the weight_offset cases below); the acc list WITHOUT the saved statistics fails 24
     of the 50 golden layer_norm cases in the case layout (dx up to 2.5e3 x the bound: the rounded mean and
     rstd). weight_offset in the case layout: the adapter rounds weight + offset to the case dtype, a
@@ -337,7 +338,8 @@ class TorchBackend:
         return c
 
     def preset_for(self, op: str, dtype: str, inputs=(), state=(), config=None) -> Contract:
-        """The contract of one call but its saved statistics (``contract_for``). Reduction: "serial" for lp_normalize and weight_norm (torch CPU's
+        """The contract of one call but its saved statistics (``contract_for``). Reduction: "serial" for
+        lp_normalize and weight_norm (torch CPU's
         vector_norm / _weight_norm sum in 8 AVX2 lanes, each serially over n/8 terms: 344 u at
         n = 65536, beyond the block model), "block" otherwise. Kind: module docstring; batch_norm,
         group_norm and instance_norm in float16/bfloat16 are "strict" when float32 parameters or

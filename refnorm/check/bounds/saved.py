@@ -17,8 +17,9 @@ bound (_rows.py) with the terms of the mean's and rstd's errors (K, rho) dropped
 
 (kap = r_s (|x| + |mu_s|), rms |xh|: x_hat formed as x r - mu r at magnitude kap; Kg = mean(|g| kap): B's sum
 split as sum(g x) - mu sum(g), as torch CPU computes it: its coefficient b = -B r^2 then errs by up to
-g(n) u r^2 Kg, and dx = b x + c (c = -b mu - r A) rounds b x and b mu at that magnitude, the second-order
-4 g(n) u^2 r Kg kap: on constant rows (B = 0, x_hat = 0) at |x| ~ 1e3, r ~ 316, it is the whole error), plus the same with u = 2^-53 and the tree model
+g(n) u r^2 Kg, and dx = b x + c (c = -b mu - r A) rounds b x and b mu at that magnitude, the
+second-order 4 g(n) u^2 r Kg kap: on constant rows (B = 0, x_hat = 0) at |x| ~ 1e3, r ~ 316, it is the
+whole error), plus the same with u = 2^-53 and the tree model
 (the float64 reference's own error), plus the terms of the contract's other points (points.extra_rows at
 these statistics; the statistics' own points, rounds mean and rstd, acc mean and var, are dropped: the
 backward reads the returned values), all times (1 + U) (points.total_u).
