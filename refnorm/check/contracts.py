@@ -23,7 +23,8 @@ Recompute: {"xhat": "residual_out"}: the backward recomputes x_hat from the stor
 residual_out; add_norm only. {"xhat": "saved_stats"}: the backward forms x_hat per element, before any
 sum, from the mean and rstd the kernel returns (its saved statistics, exactly the values returned: a
 statistic rounded to float16 before it is saved is read back rounded); layer_norm and rms_norm: their
-backward is judged at those statistics (bounds/saved.py; docs/tolerances.md, "Saved statistics").
+backward is judged at those statistics (bounds/saved.py; docs/tolerances.md, "Saved statistics");
+add_norm returns no statistics, so it cannot declare it.
 
 The one-line syntax (``backends.base.parse_contract``, ``describe``; ``--backend-option contract=...``): a preset name
 ("strict", "stats_d", "epi_d", optionally "/tree" etc. for its reduction), or clauses separated by ";":
