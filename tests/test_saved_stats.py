@@ -207,3 +207,18 @@ def test_torch_cpu_layer_norm_is_judged_at_its_saved_statistics(layout):
     assert grads["weight"].verdict == "verified"
     assert grads["x"].note == grads["weight"].note == \
         "judged at the returned mean and rstd (recompute xhat=saved_stats)"
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_a_welford_kernel_passes_at_large_random_shapes(op):
+    """Rows of 64-5120 values (a hidden size), 1-256 rows: lanes of 8 merged pairwise over up to 640 lanes;
+    every dtype and regime, 0 false alarms."""
+    seeds = range(4) if thorough() else range(1)
+    for dtype in ("float16", "bfloat16", "float32"):
+        for seed in seeds:
+            rng = np.random.default_rng(1000 + seed)
+            shape = (int(rng.integers(1, 257)), int(rng.integers(64, 5121)))
+            for regime in REGIMES:
+                case = _case(op, dtype, seed, regime, shape)
+                outs, grads = CK.run_saved(op, *case, saved="input" if seed % 2 else None)
+                assert _check(op, case, outs, grads, SAVED) is not None, (op, dtype, shape, seed, regime)
