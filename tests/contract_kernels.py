@@ -136,3 +136,81 @@ def run_norm_quant(x, w, quant_dtype, rounds=None, eps=1e-5):
     _, lo, hi = QUANT_DTYPES[quant_dtype]
     q = quantize(np.clip((y / scale).astype(np.float64), lo, hi), quant_dtype)
     return {"q": q, "scale": scale, "amax": amax}
+
+
+def _welford(X, chunk):
+    """(mean, var) (m, 1) of float32 rows ``X`` as a Welford/merge kernel computes them (torch CPU's
+    RowwiseMoments, the CUDA layer_norm kernels): each lane of ``chunk`` consecutive values by serial
+    Welford updates, then the lanes merged pairwise (Chan et al.), all in float32."""
+    m, n = X.shape
+    k = -(-n // chunk)
+    cnt, mean, m2 = (np.zeros((m, k), f32) for _ in range(3))
+    for t in range(chunk):
+        idx = np.arange(k) * chunk + t
+        ok = idx < n
+        xt = X[:, np.minimum(idx, n - 1)]
+        cnt = cnt + ok.astype(f32)
+        delta = xt - mean
+        mean = np.where(ok, mean + delta / np.maximum(cnt, f32(1)), mean).astype(f32)
+        m2 = np.where(ok, m2 + delta * (xt - mean), m2).astype(f32)
+    while cnt.shape[1] > 1:
+        if cnt.shape[1] % 2:                          # an odd lane out: merged with nothing (count 0)
+            cnt, mean, m2 = (np.concatenate([a, np.zeros((m, 1), f32)], axis=1) for a in (cnt, mean, m2))
+        na, nb, ma, mb = cnt[:, ::2], cnt[:, 1::2], mean[:, ::2], mean[:, 1::2]
+        nn = na + nb
+        delta = mb - ma
+        frac = np.where(nn > 0, nb / np.maximum(nn, f32(1)), f32(0)).astype(f32)
+        mean = (ma + delta * frac).astype(f32)
+        m2 = (m2[:, ::2] + m2[:, 1::2] + delta * delta * na * frac).astype(f32)
+        cnt = nn
+    return mean, m2 / f32(n)
+
+
+def run_saved(op, x, w, b, dy, *, chunk=8, saved=None, accs=None, rounds=None, eps=1e-5, stats_from=None):
+    """(outputs, grads) of a Welford-statistics kernel whose backward forms x_hat per element from its SAVED
+    mean and rstd (torch, Apex, the Triton tutorial): the statistics by ``_welford`` in float32, y from
+    them in float32; saved as float32, or rounded to ``saved`` ("input" = x's dtype, "float16", ...) and
+    returned so; the backward reads exactly the returned values. ``accs``, ``rounds`` as ``run``'s (the
+    planted bugs: accs {"dweight": "float16"}, rounds {"rstd": "float16"} (rstd held in float16 in the
+    forward and saved so)). ``stats_from``: "float32" makes the backward read the float32 statistics while
+    the rounded ones are returned (a kernel whose declaration is false)."""
+    rounds, accs = dict(rounds or {}), dict(accs or {})
+    dt = dtype_name(x.dtype)
+    D = {k: (dt if v == "input" else v) for k, v in rounds.items()}
+    A = {k: (dt if v == "input" else v) for k, v in accs.items()}
+    sd = None if saved is None else (dt if saved == "input" else saved)
+    X = x.astype(f32)
+    n = x.shape[1]
+    W = np.ones(n, f32) if w is None else w.astype(f32)
+    centered = op == "layer_norm"
+    with np.errstate(all="ignore"):
+        if centered:
+            mean, var = _welford(X, chunk)
+        else:
+            mean, var = np.zeros((x.shape[0], 1), f32), _rowsum(X * X, False) / f32(n)
+        rstd = f32(1) / np.sqrt(var + f32(eps))
+        if "rstd" in D:
+            rstd = _rd(rstd, D["rstd"])
+        y = (X - mean) * rstd * W
+        y = y if b is None else y + b.astype(f32)
+        mean_s, rstd_s = (mean, rstd) if sd is None else (_rd(mean, sd), _rd(rstd, sd))
+        keep = NP[sd] if sd is not None else f32
+        outs = {"y": y.astype(x.dtype), "rstd": rstd_s.astype(keep)}
+        if centered:
+            outs["mean"] = mean_s.astype(keep)
+        if dy is None:
+            return outs, {}
+        mu_b, r_b = (mean, rstd) if stats_from == "float32" else (mean_s, rstd_s)
+        DY = dy.astype(f32)
+        xh = (X - mu_b) * r_b                              # x_hat per element from the saved statistics
+        g = DY * W
+        c1 = (xh * g).sum(axis=1, keepdims=True, dtype=f32) / f32(n)
+        c2 = g.sum(axis=1, keepdims=True, dtype=f32) / f32(n) if centered else f32(0)
+        grads = {"x": ((g - (xh * c1 + c2)) * r_b).astype(x.dtype)}
+        tw = DY * xh
+        if w is not None:
+            dw = _serial(tw, A["dweight"]) if "dweight" in A else tw.sum(axis=0, dtype=f32)
+            grads["weight"] = dw.astype(x.dtype)
+        if b is not None:
+            grads["bias"] = (_serial(DY, A["dbias"]) if "dbias" in A else DY.sum(axis=0, dtype=f32)).astype(x.dtype)
+    return outs, grads

@@ -343,12 +343,17 @@ def test_native_ops_equal_the_functional_api_bit_for_bit(dt, pdt):
 
 
 # ------------------------------------------------------- contracts and the torch facts behind them
+SAVED = {"xhat": "saved_stats"}
+DW_IN_D = {"dweight": "input", "dbias": "input"}
+
+
 def test_contract_table():
     for dt in ("float64", "float32"):
         for op in SUPPORTED:
             red = "serial" if op in ("lp_normalize", "weight_norm") else "block"
-            assert CPU.contract_for(op, dt) == Contract("strict", red)
-    want = {"rms_norm": "strict", "layer_norm": "stats_d", "batch_norm": "stats_d", "instance_norm": "stats_d",
+            want = Contract("strict", red, recompute=SAVED if op == "layer_norm" else None)
+            assert CPU.contract_for(op, dt) == want
+    want = {"rms_norm": "strict", "batch_norm": "stats_d", "instance_norm": "stats_d",
             "group_norm": "stats_d", "weight_norm": "stats_d", "lp_normalize": "epi_d",
             "local_response_norm": "epi_d"}
     for be in (CPU, TorchBackend(param_dtype="case")):
@@ -356,6 +361,12 @@ def test_contract_table():
             for op, kind in want.items():
                 red = "serial" if op in ("lp_normalize", "weight_norm") else "block"
                 assert be.contract_for(op, dt) == Contract(kind, red), (be.name, op, dt)
+            # layer_norm: rounding points, its backward at its saved statistics (the module docstring's evidence)
+            assert be.contract_for("layer_norm", dt) == Contract(acc=DW_IN_D, recompute=SAVED)
+            assert be.preset_for("layer_norm", dt) == Contract("stats_d")
+            # beyond the whole-array NumPy judgement's size, the preset (judged in blocks)
+            big = np.broadcast_to(np.float32(0), (1 + (1 << 22),))
+            assert be.contract_for("layer_norm", dt, {"x": big}) == Contract("stats_d")
 
 
 def test_cuda_contracts_and_refusals_follow_the_gpu_measurements():
@@ -374,10 +385,16 @@ def test_cuda_contracts_and_refusals_follow_the_gpu_measurements():
     assert CPU.contract_for("batch_norm", "bfloat16", {"x": x, "weight": w}) == Contract("strict", "block")
     # zero-centred gamma in the case-dtype layout: the adapter itself rounds weight + offset to d (epi_d)
     for be in (TorchBackend(param_dtype="case"), TorchBackend("cuda", param_dtype="case")):
-        assert be.contract_for("layer_norm", "bfloat16", {"x": x}, config={"weight_offset": 1.0}).kind == "epi_d"
-        assert be.contract_for("layer_norm", "bfloat16", {"x": x}, config={"weight_offset": 0.0}).kind == "stats_d"
-        assert be.contract_for("layer_norm", "float32", {"x": x}, config={"weight_offset": 1.0}).kind == "strict"
-    assert CPU.contract_for("layer_norm", "bfloat16", {"x": x}, config={"weight_offset": 1.0}).kind == "stats_d"
+        assert be.preset_for("layer_norm", "bfloat16", {"x": x}, config={"weight_offset": 1.0}).kind == "epi_d"
+        assert be.preset_for("layer_norm", "bfloat16", {"x": x}, config={"weight_offset": 0.0}).kind == "stats_d"
+        assert be.preset_for("layer_norm", "float32", {"x": x}, config={"weight_offset": 1.0}).kind == "strict"
+    assert CPU.preset_for("layer_norm", "bfloat16", {"x": x}, config={"weight_offset": 1.0}).kind == "stats_d"
+    # CUDA: the presets as measured on the GPU (no saved statistics declared: not measured there)
+    assert TorchBackend("cuda", param_dtype="case").contract_for("layer_norm", "bfloat16") == Contract("stats_d")
+    # CPU, the case-dtype layout: weight + offset rounded by the adapter, a rounding of w
+    assert TorchBackend(param_dtype="case").contract_for("layer_norm", "bfloat16", {"x": x},
+                                                         config={"weight_offset": 1.0}) == \
+        Contract(rounds={"xhat_w": "input", "g": "input"}, acc=DW_IN_D, recompute=SAVED)
 
     def call(be, op, inputs, dt="bfloat16"):
         cfg = {"layer_norm": {"normalized_shape": [4]}, "group_norm": {"num_groups": 3}}[op]

@@ -20,12 +20,17 @@ Rounding points (ROUND_POINTS, per op in OP_POINTS):
 Reductions (REDUCTION_POINTS): mean, var (the variance or mean square), dweight, dbias (the parameter
 gradients' partial sums over the rows), dx_sums (the backward's row sums mean(g), mean(g x_hat)).
 Recompute: {"xhat": "residual_out"}: the backward recomputes x_hat from the stored (rounded)
-residual_out; add_norm only.
+residual_out; add_norm only. {"xhat": "saved_stats"}: the backward forms x_hat per element, before any
+sum, from the mean and rstd the kernel returns (its saved statistics, exactly the values returned: a
+statistic rounded to float16 before it is saved is read back rounded); layer_norm and rms_norm: their
+backward is judged at those statistics (bounds/saved.py; docs/tolerances.md, "Saved statistics");
+add_norm returns no statistics, so it cannot declare it.
 
 The one-line syntax (``backends.base.parse_contract``, ``describe``; ``--backend-option contract=...``): a preset name
 ("strict", "stats_d", "epi_d", optionally "/tree" etc. for its reduction), or clauses separated by ";":
     rounds xhat=input, dy_xhat=input; acc dweight=float16/serial/128; recompute xhat=residual_out;
     reduction block
+    preset stats_d; recompute xhat=saved_stats        (torch CPU's float16 layer_norm, say)
 (an acc value is dtype[/order[/block]]; a clause "preset stats_d" starts from a preset's lists).
 """
 from __future__ import annotations
@@ -38,15 +43,16 @@ ROUND_DTYPES = ("input", "float16", "bfloat16", "float32")
 ORDERS = ("tree", "block", "serial")
 ROUND_POINTS = ("mean", "rstd", "xhat", "xhat_w", "g", "dy_xhat", "dx_terms", "residual_out")
 REDUCTION_POINTS = ("mean", "var", "dweight", "dbias", "dx_sums")
-RECOMPUTE = {"xhat": ("residual_out",)}
+RECOMPUTE = {"xhat": ("residual_out", "saved_stats")}
+SAVED = "saved_stats"             # a recompute source that is the kernel's returned statistics, not a rounded point
 
 _NORM = ("rstd", "xhat", "xhat_w", "g", "dy_xhat", "dx_terms")
 # the ops whose bounds add the terms of any list of points (bounds/points.py); every op takes the presets
 OP_POINTS = {
-    "layer_norm": {"rounds": ("mean",) + _NORM, "acc": REDUCTION_POINTS, "recompute": ()},
-    "rms_norm": {"rounds": _NORM, "acc": ("var", "dweight", "dbias", "dx_sums"), "recompute": ()},
+    "layer_norm": {"rounds": ("mean",) + _NORM, "acc": REDUCTION_POINTS, "recompute": ("xhat=saved_stats",)},
+    "rms_norm": {"rounds": _NORM, "acc": ("var", "dweight", "dbias", "dx_sums"), "recompute": ("xhat=saved_stats",)},
     "add_norm": {"rounds": ("mean",) + _NORM + ("residual_out",), "acc": REDUCTION_POINTS,
-                 "recompute": ("xhat",)},
+                 "recompute": ("xhat=residual_out",)},
     # forward only: the points before the quantizer (its input: xhat_w plus the bias, or y)
     "norm_quant": {"rounds": ("mean", "rstd", "xhat", "xhat_w"), "acc": ("mean", "var"), "recompute": ()},
 }
@@ -100,7 +106,7 @@ def _check_names(rounds, accs, recompute):
             raise ConfigError(f"contract recompute: unknown point {k!r}; expected one of {', '.join(RECOMPUTE)}")
         if v not in RECOMPUTE[k]:
             raise ConfigError(f"contract recompute[{k!r}]: source {v!r}; expected one of {', '.join(RECOMPUTE[k])}")
-        if rounds.get(v) is None:
+        if v != SAVED and rounds.get(v) is None:
             raise ConfigError(f"contract recompute[{k!r}]={v!r}: {v} is not declared rounded (rounds[{v!r}]); "
                               "recomputing from an exact value is the strict arithmetic")
 
@@ -150,11 +156,13 @@ def describe(contract) -> str:
     """One readable line (module docstring): "strict/block" for a preset, else the clauses."""
     if not contract.custom:
         return f"{contract.kind}/{contract.reduction}"
-    parts = []
-    if contract.rounds:
-        parts.append("rounds " + ", ".join(f"{k}={v}" for k, v in contract.rounds.items()))
-    if contract.accs:
-        parts.append("acc " + ", ".join(f"{k}={_acc_text(v)}" for k, v in contract.accs.items()))
+    r, a, _ = extras(contract)
+    if not r and not a and contract.kind != "strict":     # a preset and a recompute: "preset stats_d; recompute ..."
+        parts = [f"preset {contract.kind}"]
+    else:
+        parts = ["rounds " + ", ".join(f"{k}={v}" for k, v in contract.rounds.items())] if contract.rounds else []
+        if contract.accs:
+            parts.append("acc " + ", ".join(f"{k}={_acc_text(v)}" for k, v in contract.accs.items()))
     if contract.recompute:
         parts.append("recompute " + ", ".join(f"{k}={v}" for k, v in contract.recompute.items()))
     parts.append(f"reduction {contract.reduction}")
@@ -243,6 +251,19 @@ def plain_statistics(contract) -> bool:
     return all(k in a and a[k][1] is not None and a[k][0] in (None, "float32") for k in ("mean", "var"))
 
 
+def saved_statistics(contract) -> bool:
+    """Whether ``contract`` declares that its backward forms x_hat from the statistics it returns
+    (``recompute xhat=saved_stats``): its gradients are then judged at those statistics (bounds/saved.py)."""
+    return getattr(contract, "recompute", None) is not None and contract.recompute.get("xhat") == SAVED
+
+
+def relaxes(contract) -> bool:
+    """Whether ``contract`` declares any rounding or low-precision accumulation beyond strict (Contract.relaxed):
+    judging the backward at the kernel's own statistics (saved_statistics) rounds nothing."""
+    recompute = {k: v for k, v in contract.recompute.items() if v != SAVED}
+    return contract.kind in ("stats_d", "epi_d") or bool(contract.rounds or contract.accs or recompute)
+
+
 def validate(op: str, contract) -> None:
     """A ConfigError naming the first point ``contract`` declares that ``op`` has no bound for, with the
     op's valid points; presets are valid for every op."""
@@ -259,7 +280,7 @@ def validate(op: str, contract) -> None:
     for k in a:
         if k not in pts["acc"]:
             raise ConfigError(f"{op}: contract acc reduction {k!r} is not one of {op}'s: {', '.join(pts['acc'])}")
-    for k in c:
-        if k not in pts["recompute"]:
-            raise ConfigError(f"{op}: contract recompute {k!r}: {op} recomputes nothing from a stored value "
+    for k, v in c.items():
+        if f"{k}={v}" not in pts["recompute"]:
+            raise ConfigError(f"{op}: contract recompute {k}={v}: not derived for {op} "
                               f"(valid: {', '.join(pts['recompute']) or 'none'})")

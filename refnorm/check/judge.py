@@ -11,6 +11,7 @@ refnorm.testing and users import them.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -19,8 +20,10 @@ import numpy as np
 from .. import registry
 from ..golden import commands as golden_commands
 from . import bounds as B
+from . import contracts as K
 from . import stream
 from .backends.base import Contract
+from .bounds import saved as saved_bounds
 from .compare import ArrayAccumulator
 from .plain import FRACTION_WEAK, constrained_fraction
 from .precision import DIRECTED, NP, RANK, dtype_name, quant_accepts, quant_excess, quant_interval, quant_name, ratio
@@ -48,6 +51,7 @@ class ArrayResult:
     max_bound: float = 0.0              # the largest bound (inf when some element's bound is infinite)
     bias_bound: bool = False            # ``bias`` is an upper bound of the bias test's figure, which passed
                                         # (multiplicities taken as 1: stream.py, "Multiplicities")
+    note: str = ""                      # how it was judged, where a contract changes it (bounds/saved.py)
 
     @property
     def passed(self):
@@ -90,6 +94,7 @@ class ArrayResult:
                 "constrained_fraction": self.constrained_fraction, "weakly_verified": self.weak,
                 "bias": _num(self.bias), "bias_where": self.bias_where, "bias_is_upper_bound": self.bias_bound,
                 "strict_ratio": None if self.strict_ratio is None else _num(self.strict_ratio),
+                "note": self.note,
                 "worst": [{"index": list(i), "got": _num(g), "expected": _num(e), "bound": _num(b)}
                           for i, g, e, b in self.worst]}
 
@@ -360,7 +365,9 @@ def judge_call(step, op, case_dtype, config, training, inputs, cotangents, state
     step): appends to ``arrays`` / ``unchecked`` as ``judge_returned`` does, and under a relaxed
     contract sets each array's ``strict_ratio``. A large call of a row-wise op is judged in blocks of
     rows with bounded memory (stream.py; ``blocks=False`` never). ``not_computed``: as for
-    ``judge_returned``. ``compare`` may be a function of
+    ``judge_returned``. Under a contract declaring saved statistics (contracts.saved_statistics) the
+    gradients are judged at the backend's returned statistics (bounds/saved.py, each array's
+    ``note`` says where), and the reference and bounds returned stay those at x's own statistics. ``compare`` may be a function of
     the reference (of the call, or of its first row) that returns the names to judge. Returns
     (reference, bounds, compare) of the whole-array path, or (None, None, compare) in blocks."""
     # the dtype-dependent defaults (rms_norm's eps=None) for the case dtype: the blocks below widen the arrays
@@ -378,17 +385,36 @@ def judge_call(step, op, case_dtype, config, training, inputs, cotangents, state
     ref = reference(op, config, training, inputs, cotangents, state)
     compare = compare(ref) if callable(compare) else compare
     E = derive_bounds(op, case_dtype, config, training, inputs, cotangents, state, ref, contract, cond=cond)
+    ref0, E0, saved, notes = ref, E, backward and K.saved_statistics(contract), {}
+    E_strict = derive_bounds(op, case_dtype, config, training, inputs, cotangents, state, ref, contracts[1]) \
+        if relaxed else None
+    if saved:                  # the backward at the backend's own statistics (bounds/saved.py), when they hold
+        ref, E, E_strict, note = _at_saved(step, op, case_dtype, config, inputs, cotangents, got, ref, E, contract,
+                                           E_strict)
+        notes = {("grads", k): note for k in ("x", "weight")}
     first = len(arrays)
     judge_returned(step, op, compare, backward, got, ref, E, case_dtype, arrays, unchecked, why, optional,
                    not_computed=not_computed)
+    for a in arrays[first:]:
+        a.note = notes.get((a.part, a.name), a.note)
     if relaxed:
-        E_strict = derive_bounds(op, case_dtype, config, training, inputs, cotangents, state, ref, contracts[1])
         for a in arrays[first:]:
             if a.name in E_strict[a.part] and a.dtype in NP and a.verdict != "unconstrained":
                 a.strict_ratio = _judge(step, a.part, a.name, np.asarray(got[a.part][a.name]),
                                         getattr(ref, a.part)[a.name], E_strict[a.part][a.name],
                                         E_strict.get("dtypes", {}).get((a.part, a.name), case_dtype)).ratio
-    return ref, E, compare
+    return ref0, E0, compare
+
+
+def _at_saved(step, op, case_dtype, config, inputs, cotangents, got, ref, E, contract, E_strict=None):
+    """(reference, bounds, strict bounds, note) with the gradients at the backend's returned statistics
+    (bounds/saved.py); the strict bounds None without ``E_strict``."""
+    grads, bounds, strict, note = saved_bounds.substitute(
+        op, contract, inputs=inputs, config=config, cotangents=cotangents, case_dtype=case_dtype, got=got,
+        ref=ref, E=E, judge_stat=lambda k, a, r, e: _judge(step, "outputs", k, a, r, e, case_dtype),
+        E_strict=E_strict)
+    strict = None if E_strict is None else {**E_strict, "grads": strict}
+    return dataclasses.replace(ref, grads=grads), {**E, "grads": bounds}, strict, note
 
 
 def _judge_in_blocks(p, step, op, case_dtype, config, training, inputs, cotangents, state, got, compare, backward,

@@ -100,6 +100,8 @@ def array_lines(arrays) -> list:
         dt = f"{a.returned_dtype}, judged as {a.dtype}" if a.returned_dtype else a.dtype
         out.append(f"  step {a.step} {what} {a.name} ({dt}): {_fmt(a.ratio)} x bound, "
                    f"{a.over} of {a.size} elements over; error up to {_fmt(a.err_u)} u")
+        if getattr(a, "note", ""):
+            out.append(f"      {a.note}")
         if a.bias > 1:
             out.append(f"      systematic bias: signed error {_fmt(a.bias)} x what unbiased rounding and the bound "
                        f"allow, over {a.bias_where} (bias test, false-alarm rate 1e-9 per case)")

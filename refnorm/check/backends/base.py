@@ -156,7 +156,9 @@ class Contract:
     rounds:    point -> dtype: the intermediates rounded ("input" = the case dtype, or float16, bfloat16,
                float32), e.g. {"xhat": "input", "dy_xhat": "input"} (Llama-casting RMSNorm).
     recompute: point -> source: what the backward recomputes from a stored value, e.g.
-               {"xhat": "residual_out"} (a prenorm add+norm recomputing x_hat from the rounded residual).
+               {"xhat": "residual_out"} (a prenorm add+norm recomputing x_hat from the rounded residual),
+               {"xhat": "saved_stats"} (x_hat formed from the mean and rstd the kernel returns: the
+               backward is judged at those statistics; layer_norm, rms_norm).
 
     ``Contract(rounds=..., acc=...)`` equal to a preset's lists IS that preset (``kind`` is set to it, and
     its bounds run on the compiled path); otherwise ``kind`` is the largest preset it contains (the base
@@ -197,7 +199,8 @@ class Contract:
     def relaxed(self) -> bool:
         """Whether it declares any rounding or low-precision accumulation beyond strict (the judge then
         reports each array's strict ratio too: a precision warning when only the declared contract passes)."""
-        return self.kind in ("stats_d", "epi_d") or bool(self.rounds or self.accs or self.recompute)
+        from .. import contracts as K
+        return K.relaxes(self)
 
     def describe(self) -> str:
         """One readable line: "strict/block" for a preset, else its points (``parse_contract`` reads it

@@ -44,13 +44,16 @@ def _dt(d, case_dtype):
 class _Rows:
     """Row quantities of one call (module docstring)."""
 
-    def __init__(self, x, w, dy, eps, centered, eps_mode="inside"):
+    def __init__(self, x, w, dy, eps, centered, eps_mode="inside", stats=None):
+        """``stats``: (mean, rstd) as (m, 1) rows to use in place of x's own (bounds/saved.py)."""
         with np.errstate(all="ignore"):
             self.x = x
             n = x.shape[1]
             self.mu = x.mean(axis=1, keepdims=True) if centered else np.zeros((x.shape[0], 1))
             var = ((x - self.mu) ** 2).mean(axis=1, keepdims=True)
             self.r = 1.0 / (np.sqrt(var) + eps) if eps_mode == "std" else 1.0 / np.sqrt(var + eps)
+            if stats is not None:
+                self.mu, self.r = (stats[0] if centered else self.mu), stats[1]
             self.xh = (x - self.mu) * self.r
             self.w = np.ones_like(x) if w is None else np.broadcast_to(w, x.shape)
             self.S = np.abs(x).mean(axis=1, keepdims=True)
@@ -156,8 +159,8 @@ def total_u(contract, case_dtype) -> float:
         sum(UNIT_ROUNDOFF[acc_dtype(case_dtype) if v[0] is None else _dt(v[0], case_dtype)] for v in a.values())
 
 
-def _layer_rows(inputs, cfg, cots, case_dtype, centered):
-    """(rows layout, _Rows, m_param) for layer_norm / rms_norm (weight offset applied)."""
+def _layer_rows(inputs, cfg, cots, case_dtype, centered, stats=None):
+    """(rows layout, _Rows, m_param) for layer_norm / rms_norm (weight offset applied); ``stats``: _Rows'."""
     from ...norms.rms_norm import default_eps
     from .standardize import Layout
     x = np.asarray(inputs["x"], dtype=np.float64)
@@ -177,7 +180,7 @@ def _layer_rows(inputs, cfg, cots, case_dtype, centered):
     dy = cots.get("y")
     rows_w = None if w is None else L.rows(np.broadcast_to(w.reshape((1,) * (x.ndim - k) + ns), x.shape))
     R = _Rows(L.rows(x), rows_w, None if dy is None else L.rows(np.asarray(dy, dtype=np.float64)), eps, centered,
-              mode)
+              mode, stats)
     return L, R, ns
 
 
