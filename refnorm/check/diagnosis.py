@@ -139,10 +139,11 @@ def _judge_variant(variant, case, records, contract, only=None):
     if not arrays:
         return None
     use = wide if widened else arrays
-    for a in use:
+    for a in use + arrays:
         if math.isnan(a.ratio):                             # NaN where a number was due: as bad as it gets
             a.ratio = math.inf
-    return use, max(max(a.ratio, a.bias) for a in use), widened, used_w if widened else [u[2] for u in used]
+    tight = max(max(a.ratio, a.bias) for a in arrays)     # within the check's own bounds (= worst unless widened)
+    return use, max(max(a.ratio, a.bias) for a in use), widened, used_w if widened else [u[2] for u in used], tight
 
 
 def _widened(E, res, alternatives):
@@ -386,9 +387,10 @@ def _diagnose(case, records, contract, variants):
     with np.errstate(all="ignore"):
         sub = _screen_records(case, records)
     def add(got, v):
-        arrays, worst, widened, bounds = got
+        arrays, worst, widened, bounds, tight = got
         scored.append({"worst": worst, "v": v, "ok": all(a.passed for a in arrays), "arrays": arrays,
-                       "ratios": tuple(a.ratio for a in arrays), "widened": widened, "bounds": bounds})
+                       "ratios": tuple(a.ratio for a in arrays), "widened": widened, "bounds": bounds,
+                       "tight": tight})
         return scored[-1]
     survivors = []
     for v in cands:
@@ -433,7 +435,9 @@ def _diagnose(case, records, contract, variants):
         if got is not None and add(got, v)["ok"]:
             best_full = min(best_full, got[1])
             fitted.add(v.mechanism)
-    scored.sort(key=lambda t: (t["worst"], t["v"].id))
+    # a fit within the check's own bounds ranks before one only within a variant's own rounding interval
+    # (its summation order's spread: on mean-shifted rows that interval holds almost anything)
+    scored.sort(key=lambda t: (not (t["ok"] and not t["widened"]), t["worst"], t["v"].id))
     out = {"matched": None, "pitfalls": [], "title": None, "worst_ratio": None, "indistinguishable": [],
            "also_matching": [], "closest": None, "tried": len(scored), "widened": False, "mechanism": None,
            "instance": None, "confidence": None, "vs_runner_up": None, "vs_unknown": None, "runner_up": None,
@@ -447,8 +451,8 @@ def _diagnose(case, records, contract, variants):
     best = next((s for s in scored if s["ok"]), None)          # (a lower bound may sort before it)
     if best is not None:
         others = [s for k, s in fams.items() if k != best["v"].mechanism]
-        runner = others[0] if others else None
-        vs_runner = math.inf if runner is None else _fl(runner["worst"]) / _fl(best["worst"])
+        runner = min(others, key=lambda s: _vs_worst(s, best)) if others else None
+        vs_runner = math.inf if runner is None else _fl(_vs_worst(runner, best)) / _fl(best["worst"])
         with np.errstate(all="ignore"):
             vs_unknown = _vs_unknown(case, records, contract, best["arrays"], best)
         conf = min(vs_runner, vs_unknown)
@@ -495,6 +499,15 @@ def _diagnose(case, records, contract, variants):
     else:
         out["message"] = "no known pitfall matches (no variant could be compared on this case)"
     return out
+
+
+def _vs_worst(other, best):
+    """The worst ratio of ``other`` as compared with the named candidate ``best``: a fit within the check's
+    own bounds is compared with the others' fits within the same bounds (a variant fitting only within
+    its own rounding interval competes by its ratio within the check's bounds)."""
+    if other.get("widened") and not best.get("widened") and other.get("tight") is not None:
+        return other["tight"]
+    return other["worst"]
 
 
 def _times(r):
