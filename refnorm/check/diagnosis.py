@@ -108,10 +108,12 @@ def _judge_variant(variant, case, records, contract, only=None):
                                 params_only=params)
     for r in records:
         res = evaluate(r)
-        if spec.state or variant.bounds_inputs is not None:
+        if spec.state or variant.bounds_inputs is not None or variant.bounds_as is not None:
             ins = r.inputs if variant.bounds_inputs is None else variant.bounds_inputs(r.inputs)
-            E = derive_bounds(case.op, case.dtype, case.config, r.training, ins, r.cotangents, r.state, res,
-                              contract)
+            bop, bcfg = (None, case.config) if variant.bounds_as is None else variant.bounds_as(case.config,
+                                                                                               case.dtype)
+            bop = bop or case.op
+            E = derive_bounds(bop, case.dtype, bcfg, r.training, ins, r.cotangents, r.state, res, contract)
         else:
             E = r.E
         if variant.bounds_training and not r.training:

@@ -61,6 +61,10 @@ class Variant:
     bounds_inputs: Callable | None = field(default=None, compare=False)
     # inputs -> the inputs the bounds are derived from when the variant computes with one input in place of
     # another (add_norm's x1 dropped with x's mask: dx1's bound is zero where mask1 drops, not where mask does)
+    bounds_as: Callable | None = field(default=None, compare=False)
+    # (config, dtype) -> (op or None: the variant's own, config): the variant computes another op's equation (rms_norm as layer_norm) or
+    # places eps elsewhere, so its values carry that computation's rounding: the diagnosis derives its bounds
+    # as the check would for that op and configuration (default: the case's own bounds)
     spread: Callable | None = field(default=None, compare=False)
     # gfun -> [Mods, ...]: the variant at the ends of its OWN rounding interval, where the pitfall makes the
     # result depend on the kernel's summation order (gfun(n): the reduction multiplier of the backend's

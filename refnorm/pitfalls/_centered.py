@@ -189,6 +189,36 @@ def dw_in_d(T, dtype):
     return sum_d(to_d(in_w(T, dtype), dtype), dtype).astype(np.float64)
 
 
+def eps_outside_bounds(config, dtype):
+    """Variant.bounds_as of the eps-outside variants: the bounds of the op with rstd = 1 / (sqrt(var) + eps)
+    (its sensitivity to the variance grows without limit as var -> 0, where the inside placement's stays
+    1 / (2 (var + eps)^(3/2)))."""
+    return None, {**config, "eps_placement": "outside"}
+
+
+def flat_rows(x, axes):
+    """Whether some slice of x over ``axes`` is constant (its variance exactly 0)."""
+    x = np.asarray(x)
+    if x.size == 0:
+        return False
+    with np.errstate(all="ignore"):
+        return bool(np.any(np.max(x, axis=axes) == np.min(x, axis=axes)))
+
+
+def _flat_grads(c, t, i, s, cot):
+    """eps outside, with gradients, on a call where some normalized slice is constant (the autograd NaN)."""
+    if not (_has_eps(c) and cot):
+        return False
+    x = np.asarray(i["x"])
+    ns = c.get("normalized_shape")
+    if ns is not None:
+        k = 1 if np.ndim(ns) == 0 else len(ns)
+        return flat_rows(x, tuple(range(x.ndim - k, x.ndim)))
+    if "num_groups" in c and x.ndim >= 2:
+        return flat_rows(x.reshape(x.shape[0], int(c["num_groups"]), -1), (2,))
+    return True
+
+
 def _has_eps(c, *a):
     return float(c.get("eps", 1e-5)) > 0
 
@@ -243,6 +273,9 @@ def common(op, V, *, skip=()):
         V("ddof1_exact", ("H06", "E02"), "normalized with the unbiased variance (n - 1), its exact backward", op,
           Mods(unbiased=True, unbiased_bwd=True)),
         V("eps_outside", ("B01",), "eps outside the sqrt: (x - mean)/(sqrt(var) + eps)", op,
-          Mods(placement="outside"), when=_has_eps),
+          Mods(placement="outside"), when=_has_eps, bounds_as=eps_outside_bounds),
+        V("eps_outside_autograd", ("B01",), "eps outside the sqrt, differentiated through sqrt(var) (autograd: "
+          "a NaN gradient on rows whose variance is 0)", op, Mods(placement="outside", nan_if_flat=True),
+          when=_flat_grads, bounds_as=eps_outside_bounds),
     ]
     return [v for v in out if v.id not in skip]

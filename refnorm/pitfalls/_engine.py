@@ -96,6 +96,8 @@ class Mods:
     eps: Callable | None = None            # (eps, dtype) -> the eps used
     rstd: Callable | None = None           # (var, eps, dtype) -> rstd (eps inside)
     placement: str | None = None           # force eps_placement ("outside": 1 / (sqrt(var) + eps))
+    nan_if_flat: bool = False              # dx NaN on rows whose variance is 0: autograd through sqrt(var) at 0
+    #                                        (d sqrt(v)/dv = inf times dv/dx = 0), as eps outside the root gives
     unbiased: bool = False                 # normalize with var * n / (n - 1)
     unbiased_bwd: bool = False             # ... and dx its exact derivative (mean(g * xhat) over n - 1)
     y: Callable | None = None              # (xhat, w, b, dtype) -> y
@@ -215,6 +217,8 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
             else:
                 u = xhat
             dx = r * (g - u * bm)
+        if mods.nan_if_flat:
+            dx = np.where(var == 0, np.nan, dx)
         res.update(dx=dx, pw=_shared_pw(dy, xhat, mask, mods.dweight_dy), pb=sel_rows(mask, dy))
     return res
 

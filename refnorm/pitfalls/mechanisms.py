@@ -48,9 +48,10 @@ _BY = {
                  "lp_norm_in_d dw_acc_in_d ws_stats_in_d wn_norm_in_d reciprocal_f16 residual_add_in_d "
                  "residual_out_in_d bwd_from_stored_residual dyt_sech_in_d pn_pow_in_d",
     "block": "pad_lanes pow2_divisor welford_lanes partial_block_dropped partial_block_misread",
-    "eps": "eps_in_d eps_min eps_square eps_outside ws_eps_outside eps_none_f64 pn_eps_outside",
+    "eps": "eps_in_d eps_min eps_square eps_outside ws_eps_outside eps_none_f64 pn_eps_outside eps_outside_autograd "
+           "ws_eps_outside_autograd",
     "bessel": "ddof1 ddof1_exact gn_unbiased normalize_unbiased running_var_biased onnx_bessel ws_ddof1 "
-              "ws_authors",
+              "ws_authors ws_authors_autograd",
     "running": "momentum_flip rv_not_updated nbt_not_incremented",
     "mode": "eval_bwd_batch in_eval_instance",
     "backward": "no_B_term no_A_term dweight_from_dy ws_no_B_term ws_no_A_term wn_dv_no_projection "

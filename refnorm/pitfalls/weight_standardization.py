@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import Variant as V
-from ._centered import one_pass, one_pass_in_d, one_pass_spread, stats_in_d
+from ._centered import eps_outside_bounds, flat_rows, one_pass, one_pass_in_d, one_pass_spread, stats_in_d
 from ._engine import Mods
 from ._engine import layer_norm as _ln
 from ._rounding import truncate_out
@@ -36,6 +36,11 @@ def _as_ln(mods):
     return fn
 
 
+def _flat(i):
+    x = np.asarray(i["x"])
+    return flat_rows(x, tuple(range(1, x.ndim)))
+
+
 def _grads(c, t, i, s, cot):
     return bool(cot)
 
@@ -46,11 +51,18 @@ def _v(vid, ids, title, mods, **kw):
 
 VARIANTS = (
     _v("ws_authors", ("WS-authors",), "(x - mean)/(std + eps) with the unbiased std (the authors' code)",
-       Mods(unbiased=True, unbiased_bwd=True, placement="outside")),
+       Mods(unbiased=True, unbiased_bwd=True, placement="outside"), bounds_as=eps_outside_bounds),
     _v("ws_ddof1", ("H06", "E02"), "normalized with the unbiased variance (n - 1)",
        Mods(unbiased=True, unbiased_bwd=True)),
     _v("ws_eps_outside", ("B01",), "eps outside the sqrt: (x - mean)/(sqrt(var) + eps)", Mods(placement="outside"),
-       when=lambda c, *a: float(c.get("eps", 1e-5)) > 0),
+       when=lambda c, *a: float(c.get("eps", 1e-5)) > 0, bounds_as=eps_outside_bounds),
+    _v("ws_authors_autograd", ("WS-authors",), "the authors' (x - mean)/(std + eps), unbiased std, differentiated "
+       "through the std (autograd: a NaN gradient on rows whose variance is 0)",
+       Mods(unbiased=True, unbiased_bwd=True, placement="outside", nan_if_flat=True),
+       when=lambda c, t, i, s, cot: bool(cot) and _flat(i), bounds_as=eps_outside_bounds),
+    _v("ws_eps_outside_autograd", ("B01",), "eps outside the sqrt, differentiated through sqrt(var) (autograd: a "
+       "NaN gradient on rows whose variance is 0)", Mods(placement="outside", nan_if_flat=True),
+       when=lambda c, t, i, s, cot: float(c.get("eps", 1e-5)) > 0 and bool(cot) and _flat(i), bounds_as=eps_outside_bounds),
     _v("ws_one_pass", ("A01", "A02"), "variance as E[x^2]-E[x]^2 in {W}, clamped at 0", Mods(stats=one_pass),
        spread=one_pass_spread("clamp")),
     _v("ws_stats_in_d", ("C06", "C09"), "mean and variance accumulated in the input dtype {d}",
