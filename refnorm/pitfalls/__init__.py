@@ -65,6 +65,10 @@ class Variant:
     # (config, dtype) -> (op or None: the variant's own, config): the variant computes another op's equation (rms_norm as layer_norm) or
     # places eps elsewhere, so its values carry that computation's rounding: the diagnosis derives its bounds
     # as the check would for that op and configuration (default: the case's own bounds)
+    slack: Callable | None = field(default=None, compare=False)
+    # dtype -> [mods, ...]: the variant at the ends of the rounding its own change implies in the backward (a
+    # statistic computed in {d} by a module differentiated by autograd: the gradient through it is rounded to
+    # {d} too); the diagnosis always widens the variant's bounds by how far these move its results
     spread: Callable | None = field(default=None, compare=False)
     # gfun -> [Mods, ...]: the variant at the ends of its OWN rounding interval, where the pitfall makes the
     # result depend on the kernel's summation order (gfun(n): the reduction multiplier of the backend's

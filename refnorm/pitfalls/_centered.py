@@ -3,6 +3,7 @@ batch_norm, instance_norm): ``common(op)`` returns them as Variants of ``op``. E
 is one docs/pitfalls.md mechanism; its docstring cites the rows."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import ml_dtypes
@@ -118,6 +119,35 @@ def stats_in_d(x, dtype):
     dv = to_d(in_w(x, dtype) - mean, dtype)
     var = to_d(sum_d(to_d(dv * dv, dtype), dtype) / nW, dtype)
     return mean.astype(np.float64), var.astype(np.float64), dv.astype(np.float64)
+
+
+def stats_rounded_d(x, dtype):
+    """Mean and variance computed on {d} tensors by reductions that accumulate in W and round their result
+    to d (torch's and NumPy's reductions of float16/bfloat16 arrays): mean_d = RN_d(mean(x)), the deviations
+    and their squares rounded to d, var_d = RN_d(mean(RN_d(RN_d(x - mean_d)^2))); the normalization reads
+    x - mean_d in W (x widened, the saved mean_d)."""
+    W = working(dtype)
+    xw = in_w(x, dtype)
+    nW = W(max(x.shape[1], 1))
+    mean = to_d(sum_w(xw, dtype) / nW, dtype)
+    dv = to_d(xw - mean, dtype)
+    var = to_d(sum_w(to_d(dv * dv, dtype), dtype) / nW, dtype)
+    return mean.astype(np.float64), var.astype(np.float64)
+
+
+def bwd_in_d(mods, k=2.0):
+    """Variant.slack of a statistic computed in d by a module differentiated by autograd: the gradient
+    flowing back through the rounded statistic is rounded to d as well (a cast's backward), so dx's
+    mean(g) and mean(g x_hat) terms carry a relative error up to k u_d, and the mean's gradient (a sum of
+    the deviations' gradients, each rounded) an error up to k u_d |mean(g x_hat)| mean|x_hat|: the variant
+    at every sign of the three (``Mods.bwd_rel``)."""
+    def slack(dtype):
+        u = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}.get(dtype, 0.0)
+        if not u:
+            return []
+        e = k * u
+        return [dataclasses.replace(mods, bwd_rel=(e, sb * e, sc * e)) for sb in (1, -1) for sc in (1, -1)]
+    return slack
 
 
 def one_pass_in_d(x, dtype):
@@ -254,13 +284,18 @@ def common(op, V, *, skip=()):
         V("eps_square", ("B07",), "rstd = 1/(var + eps)^2: a square in place of the square root", op,
           Mods(rstd=eps_square)),
         V("sq_in_d", ("C01",), "squares (x-mean)^2 rounded to {d} before the {W} sum", op, Mods(stats=sq_in_d),
+          slack=bwd_in_d(Mods(stats=sq_in_d)),
           low_precision=True),
         V("var_in_d", ("C02",), "variance stored in {d} before rstd", op, Mods(stats=var_in_d),
+          slack=bwd_in_d(Mods(stats=var_in_d)),
           low_precision=True),
         V("stats_in_d", ("C06", "C09"), "mean and variance accumulated in the input dtype {d}", op,
-          Mods(stats=stats_in_d), low_precision=True),
+          Mods(stats=stats_in_d), slack=bwd_in_d(Mods(stats=stats_in_d)), low_precision=True),
+        V("stats_rounded_d", ("C06",), "mean and variance computed in {d} by {W}-accumulating reductions (each "
+          "result, the deviations and their squares rounded to {d}: reductions of {d} tensors)", op,
+          Mods(stats=stats_rounded_d), slack=bwd_in_d(Mods(stats=stats_rounded_d)), low_precision=True),
         V("one_pass_in_d", ("C08",), "sum and sum of squares accumulated in {d}, one-pass variance", op,
-          Mods(stats=one_pass_in_d), low_precision=True),
+          Mods(stats=one_pass_in_d), slack=bwd_in_d(Mods(stats=one_pass_in_d)), low_precision=True),
         V("dw_acc_in_d", ("C10",), "dweight's products reduced in {d}", op, Mods(dweight=dw_in_d), when=_has_w,
           low_precision=True),
         V("rstd_bf16", ("R-rstd16",), "rstd rounded to bfloat16 before the multiply", op, Mods(rstd=rstd_bf16)),

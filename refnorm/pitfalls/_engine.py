@@ -96,6 +96,9 @@ class Mods:
     eps: Callable | None = None            # (eps, dtype) -> the eps used
     rstd: Callable | None = None           # (var, eps, dtype) -> rstd (eps inside)
     placement: str | None = None           # force eps_placement ("outside": 1 / (sqrt(var) + eps))
+    bwd_rel: tuple = (0.0, 0.0, 0.0)       # (a, b, c): dx's mean(g) term times (1 + a) plus sign(c) |mean(g x_hat)|
+    #                                        (|c| mean|x_hat| + |mean(x_hat)|), its mean(g x_hat) term times (1 + b):
+    #                                        the ends of the rounding of a statistic's gradient (Variant.slack)
     nan_if_flat: bool = False              # dx NaN on rows whose variance is 0: autograd through sqrt(var) at 0
     #                                        (d sqrt(v)/dv = inf times dv/dx = 0), as eps outside the root gives
     unbiased: bool = False                 # normalize with var * n / (n - 1)
@@ -202,7 +205,16 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
         if centered:
             a = sel_rows(mask, g).sum(axis=1, keepdims=True) / cnt
             bm = sel_rows(mask, g * xhat).sum(axis=1, keepdims=True) / (cnt - 1 if mods.unbiased_bwd and n > 1 else cnt)
-            a = 0.0 if mods.no_A else a
+            if mods.bwd_rel[2]:
+                # the mean's gradient: the sum of per-value rounded terms (c |B| mean|x_hat|), and, where the
+                # deviations are taken from a rounded mean (mean(x_hat) != 0), autograd's exact derivative,
+                # r (g - mean(g) - (x_hat - mean(x_hat)) B), differs from the formula's by r mean(x_hat) B
+                xs = sel_rows(mask, xhat)
+                c = mods.bwd_rel[2]
+                a = a + np.sign(c) * np.abs(bm) * (abs(c) * np.abs(xs).sum(axis=1, keepdims=True) / cnt
+                                                   + np.abs(xs.sum(axis=1, keepdims=True) / cnt))
+            a = 0.0 if mods.no_A else a * (1.0 + mods.bwd_rel[0])
+            bm = bm * (1.0 + mods.bwd_rel[1])
             if placement == "outside":          # d/dx of (x - mean) / (sqrt(var) + eps): u = (x - mean) / sqrt(var)
                 s = np.sqrt(var)
                 u = np.where(s == 0, 0.0, xhat / np.where(s == 0, 1.0, r * s))
@@ -210,7 +222,7 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
                 u = xhat
             dx = r * (g - a) if mods.no_B else r * (g - a - u * bm)
         else:
-            bm = (g * xhat).sum(axis=1, keepdims=True) / max(n, 1)
+            bm = (g * xhat).sum(axis=1, keepdims=True) / max(n, 1) * (1.0 + mods.bwd_rel[1])
             if placement == "outside":
                 rms = np.sqrt(var)
                 u = np.where(rms == 0, 0.0, x / np.where(rms == 0, 1.0, rms))

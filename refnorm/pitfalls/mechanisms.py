@@ -46,7 +46,7 @@ _BY = {
     "one_pass": "one_pass_clamp one_pass_thresh one_pass_noclamp one_pass_in_d ws_one_pass ws_one_pass_in_d",
     "precision": "sq_in_d var_in_d stats_in_d serial_acc sumsq_in_d ms_rstd_in_d rstd_bf16 all_in_d lrn_sq_in_d "
                  "lp_norm_in_d dw_acc_in_d ws_stats_in_d wn_norm_in_d reciprocal_f16 residual_add_in_d "
-                 "residual_out_in_d bwd_from_stored_residual dyt_sech_in_d pn_pow_in_d",
+                 "residual_out_in_d bwd_from_stored_residual dyt_sech_in_d pn_pow_in_d stats_rounded_d ws_stats_rounded_d",
     "block": "pad_lanes pow2_divisor welford_lanes partial_block_dropped partial_block_misread",
     "eps": "eps_in_d eps_min eps_square eps_outside ws_eps_outside eps_none_f64 pn_eps_outside eps_outside_autograd "
            "ws_eps_outside_autograd",

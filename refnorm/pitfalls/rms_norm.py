@@ -22,7 +22,7 @@ import numpy as np
 
 from ..norms.rms_norm import default_eps
 from . import Variant as V
-from ._centered import _next_pow2, dw_in_d, eps_outside_bounds, rstd_bf16
+from ._centered import _next_pow2, bwd_in_d, dw_in_d, eps_outside_bounds, rstd_bf16
 from ._engine import Mods, in_w, sum_d, sum_w, to_d, working
 from ._rounding import truncate_out
 
@@ -95,10 +95,12 @@ VARIANTS = (
       Mods(ms=pow2_ms)),
     V("eps_outside", ("B01",), "eps outside the sqrt: x/(sqrt(mean x^2) + eps)", OP, Mods(placement="outside"),
       when=_inside, bounds_as=eps_outside_bounds),
-    V("sq_in_d", ("C01", "C05"), "x^2 computed in {d} before the {W} sum", OP, Mods(ms=sq_in_d), low_precision=True),
-    V("sumsq_in_d", ("C03",), "sum of x^2 accumulated in {d}", OP, Mods(ms=sumsq_in_d), low_precision=True),
+    V("sq_in_d", ("C01", "C05"), "x^2 computed in {d} before the {W} sum", OP, Mods(ms=sq_in_d), low_precision=True,
+      slack=bwd_in_d(Mods(ms=sq_in_d))),
+    V("sumsq_in_d", ("C03",), "sum of x^2 accumulated in {d}", OP, Mods(ms=sumsq_in_d), low_precision=True,
+      slack=bwd_in_d(Mods(ms=sumsq_in_d))),
     V("ms_rstd_in_d", ("C04",), "mean of squares accumulated and rsqrt taken in {d}", OP,
-      Mods(ms=sumsq_in_d, rstd=rstd_in_d), low_precision=True),
+      Mods(ms=sumsq_in_d, rstd=rstd_in_d), low_precision=True, slack=bwd_in_d(Mods(ms=sumsq_in_d, rstd=rstd_in_d))),
     V("dw_acc_in_d", ("C10",), "dweight's products reduced in {d}", OP, Mods(dweight=dw_in_d),
       when=lambda c, t, i, s, cot: bool(cot) and i.get("weight") is not None, low_precision=True),
     V("no_offset", ("D01",), "(1 + w) missing: x_hat * w where x_hat * (1 + w) is asked", OP,

@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import Variant as V
-from ._centered import eps_outside_bounds, flat_rows, one_pass, one_pass_in_d, one_pass_spread, stats_in_d
+from ._centered import (bwd_in_d, eps_outside_bounds, flat_rows, one_pass, one_pass_in_d, one_pass_spread, stats_in_d,
+                        stats_rounded_d)
 from ._engine import Mods
 from ._engine import layer_norm as _ln
 from ._rounding import truncate_out
@@ -66,7 +67,10 @@ VARIANTS = (
     _v("ws_one_pass", ("A01", "A02"), "variance as E[x^2]-E[x]^2 in {W}, clamped at 0", Mods(stats=one_pass),
        spread=one_pass_spread("clamp")),
     _v("ws_stats_in_d", ("C06", "C09"), "mean and variance accumulated in the input dtype {d}",
-       Mods(stats=stats_in_d), low_precision=True),
+       Mods(stats=stats_in_d), low_precision=True, slack=bwd_in_d(Mods(stats=stats_in_d))),
+    _v("ws_stats_rounded_d", ("C06",), "mean and variance computed in {d} by {W}-accumulating reductions (each "
+       "result, the deviations and their squares rounded to {d})", Mods(stats=stats_rounded_d), low_precision=True,
+       slack=bwd_in_d(Mods(stats=stats_rounded_d))),
     _v("ws_one_pass_in_d", ("C08",), "sum and sum of squares accumulated in {d}, one-pass variance",
        Mods(stats=one_pass_in_d), low_precision=True),
     _v("ws_no_A_term", ("R-noA",), "dx without the -mean(g) term", Mods(no_A=True), when=_grads),
