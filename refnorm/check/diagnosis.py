@@ -99,7 +99,7 @@ def _judge_variant(variant, case, records, contract, only=None):
     is asked for those alone (``Variant.evaluate``'s params_only, pitfalls.PARAMS_ONLY: no y and dx of
     a large case)."""
     spec = registry.get(case.op)
-    arrays, wide, used, used_w = [], [], [], []
+    arrays, wide, used, used_w, in_check = [], [], [], [], []
     params = only is not None and set(only) <= pitfalls.PARAMS_ONLY.get(case.op, set())
 
     def evaluate(r, mods=None):
@@ -131,6 +131,9 @@ def _judge_variant(variant, case, records, contract, only=None):
         elif any(name not in compare[part] for part, name in r.failing):
             return None
         judge_returned(r.step, case.op, compare, False, r.got, res, E, case.dtype, arrays, [])
+        if variant.bounds_as is not None:       # also within the check's own bounds (compared with the others)
+            own = {part: [k for k in names if k in r.E.get(part, {})] for part, names in compare.items()}
+            judge_returned(r.step, case.op, own, False, r.got, res, r.E, case.dtype, in_check, [])
         used.append((r, res, E, compare))
     widened = variant.spread is not None and not all(a.passed for a in arrays)
     if widened:                                 # only now: the spread costs two more evaluations per step
@@ -146,7 +149,11 @@ def _judge_variant(variant, case, records, contract, only=None):
     for a in use + arrays:
         if math.isnan(a.ratio):                             # NaN where a number was due: as bad as it gets
             a.ratio = math.inf
-    tight = max(max(a.ratio, a.bias) for a in arrays)     # within the check's own bounds (= worst unless widened)
+    for a in in_check:
+        if math.isnan(a.ratio):
+            a.ratio = math.inf
+    # within the check's own bounds (= worst unless widened or judged within another computation's bounds)
+    tight = max(max(a.ratio, a.bias) for a in (in_check or arrays))
     return use, max(max(a.ratio, a.bias) for a in use), widened, used_w if widened else [u[2] for u in used], tight
 
 
@@ -215,6 +222,27 @@ def _vs_unknown(case, records, contract, arrays, variant):
         for a in judged:
             worst = min(worst, _fl(max(a.ratio, a.bias)) / mine.get((a.step, a.part, a.name), math.inf))
     return worst
+
+
+def _reference_fits(case, records, s):
+    """Whether the reference itself lies within the bounds the scored variant ``s`` was judged in, on every
+    failing array of every step (those bounds then tell the variant from no pitfall nowhere)."""
+    if not s.get("bounds") or len(s["bounds"]) != len(records):
+        return False
+    for r, E in zip(records, s["bounds"]):
+        if not r.failing:
+            continue
+        ref = r.ref if r.ref is not None else reference(case.op, case.config, r.training, r.inputs, r.cotangents,
+                                                         r.state)
+        compare = {part: [n for p, n in r.failing if p == part] for part in ("outputs", "grads", "state")}
+        if any(n not in E.get(part, {}) for part, n in r.failing):
+            return False
+        judged = []
+        with np.errstate(all="ignore"):
+            judge_returned(r.step, case.op, compare, False, r.got, ref, E, case.dtype, judged, [])
+        if not all(a.passed for a in judged):
+            return False
+    return True
 
 
 def _try(v, case, records, contract, only=None):
@@ -449,6 +477,10 @@ def _diagnose(case, records, contract, variants):
         if got is not None and add(got, v)["ok"]:
             best_full = min(best_full, got[1])
             fitted.add(v.mechanism)
+    for s in scored:
+        if s["ok"] and s["v"].bounds_as is not None and _reference_fits(case, records, s):
+            # bounds of another computation so wide that they hold the reference as well: no evidence
+            s.update(ok=False, vacuous=True)
     # a fit within the check's own bounds ranks before one only within a variant's own rounding interval
     # (its summation order's spread: on mean-shifted rows that interval holds almost anything)
     scored.sort(key=lambda t: (not (t["ok"] and not t["widened"]), t["worst"], t["v"].id))
@@ -461,7 +493,7 @@ def _diagnose(case, records, contract, variants):
     for s in scored:
         fams.setdefault(s["v"].mechanism, s)
     out["ruled_out"] = sorted(k for k, s in fams.items()
-                              if not s["ok"] and (s["worst"] > 1 or not s.get("lower_bound")))
+                              if not s["ok"] and (s["worst"] > 1 or not (s.get("lower_bound") or s.get("vacuous"))))
     best = next((s for s in scored if s["ok"]), None)          # (a lower bound may sort before it)
     if best is not None:
         others = [s for k, s in fams.items() if k != best["v"].mechanism]
@@ -518,9 +550,11 @@ def _diagnose(case, records, contract, variants):
 def _vs_worst(other, best):
     """The worst ratio of ``other`` as compared with the named candidate ``best``: a fit within the check's
     own bounds is compared with the others' fits within the same bounds (a variant fitting only within
-    its own rounding interval competes by its ratio within the check's bounds)."""
-    if other.get("widened") and not best.get("widened") and other.get("tight") is not None:
-        return other["tight"]
+    its own rounding interval, or judged within another computation's bounds, competes by its ratio within
+    the check's bounds)."""
+    own = lambda s: s.get("widened") or s["v"].bounds_as is not None      # noqa: E731 - bounds not the check's
+    if own(other) and not own(best) and other.get("tight") is not None:
+        return max(other["worst"], other["tight"])
     return other["worst"]
 
 
