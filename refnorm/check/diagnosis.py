@@ -483,7 +483,8 @@ def _diagnose(case, records, contract, variants):
             s.update(ok=False, vacuous=True)
     # a fit within the check's own bounds ranks before one only within a variant's own rounding interval
     # (its summation order's spread: on mean-shifted rows that interval holds almost anything)
-    scored.sort(key=lambda t: (not (t["ok"] and not t["widened"]), t["worst"], t["v"].id))
+    # (a vacuous fit last: it is shown neither as a match nor as the closest)
+    scored.sort(key=lambda t: (not (t["ok"] and not t["widened"]), bool(t.get("vacuous")), t["worst"], t["v"].id))
     out = {"matched": None, "pitfalls": [], "title": None, "worst_ratio": None, "indistinguishable": [],
            "also_matching": [], "closest": None, "tried": len(scored), "widened": False, "mechanism": None,
            "instance": None, "confidence": None, "vs_runner_up": None, "vs_unknown": None, "runner_up": None,
@@ -492,8 +493,10 @@ def _diagnose(case, records, contract, variants):
     fams = {}
     for s in scored:
         fams.setdefault(s["v"].mechanism, s)
-    out["ruled_out"] = sorted(k for k, s in fams.items()
-                              if not s["ok"] and (s["worst"] > 1 or not (s.get("lower_bound") or s.get("vacuous"))))
+    # (a vacuous fit, or a lower bound within the bound, leaves its mechanism open)
+    open_ = {s["v"].mechanism for s in scored
+             if s["ok"] or s.get("vacuous") or (s.get("lower_bound") and s["worst"] <= 1)}
+    out["ruled_out"] = sorted(k for k in fams if k not in open_)
     best = next((s for s in scored if s["ok"]), None)          # (a lower bound may sort before it)
     if best is not None:
         others = [s for k, s in fams.items() if k != best["v"].mechanism]
@@ -531,7 +534,7 @@ def _diagnose(case, records, contract, variants):
     elif scored:
         c, worst = scored[0]["v"], scored[0]["worst"]
         out["message"] = "no known pitfall matches"
-        if math.isfinite(worst) and worst <= CLOSE:
+        if math.isfinite(worst) and worst <= CLOSE and not scored[0].get("vacuous"):
             # a near miss says something a user can act on; a variant missing by more, or with NaN, does not
             out["closest"] = _entry(c, case.dtype, worst)
             out["message"] += (f" (closest, not a match: {'/'.join(c.pitfall_ids)}: {c.title_for(case.dtype)}, "
