@@ -221,3 +221,59 @@ def test_new_variants_leave_correct_kernels_and_other_bugs_alone(torch_kernel):
         assert r.diagnosis["mechanism"] in (None, "backward"), (r.id, r.diagnosis["message"])
     for r in _failed(torch_kernel("rms_eps_outside"), cases[2:]):
         assert r.diagnosis["mechanism"] in (None, "eps"), (r.id, r.diagnosis["message"])
+
+
+class _GroupNormLayout(StrictTestBackend):
+    """group_norm on torch (float64 autograd, each result rounded once to the case dtype), written apart from
+    the pitfall variants: the groups over channels c % G ("strided": the channels reordered before
+    torch's group_norm), the weight and bias indexed by the group ("per_group"), or correct (None)."""
+    name = "gn-layout-test"
+
+    def __init__(self, how):
+        self.how = how
+
+    def run(self, call):
+        import numpy as np
+        import torch
+        from refnorm.check.backends.base import Returned
+        from refnorm.pitfalls._engine import NP
+        t = {k: torch.tensor(np.asarray(v, dtype=np.float64), requires_grad=True) for k, v in call.inputs.items()
+             if v is not None}
+        x, w, b = t["x"], t.get("weight"), t.get("bias")
+        C, G = x.shape[1], int(call.config["num_groups"])
+        eps = float(call.config.get("eps", 1e-5))
+        if self.how == "strided":
+            order = torch.tensor(np.arange(C).reshape(C // G, G).T.reshape(-1))
+            inv = torch.argsort(order)
+            y = torch.nn.functional.group_norm(x[:, order], G, None if w is None else w[order],
+                                               None if b is None else b[order], eps)[:, inv]
+        elif self.how == "per_group":
+            idx = torch.tensor(np.arange(C) // (C // G))
+            shape = (1, C) + (1,) * (x.ndim - 2)
+            y = torch.nn.functional.group_norm(x, G, None, None, eps)
+            y = y if w is None else y * w[idx].reshape(shape)
+            y = y if b is None else y + b[idx].reshape(shape)
+        else:
+            y = torch.nn.functional.group_norm(x, G, w, b, eps)
+        grads = {}
+        if call.cotangents:
+            gs = torch.autograd.grad(y, list(t.values()), torch.tensor(np.asarray(call.cotangents["y"], np.float64)))
+            grads = {k: g.numpy().astype(NP[call.dtype]) for k, g in zip(t, gs)}
+        return Returned({"y": y.detach().numpy().astype(NP[call.dtype])}, grads, {})
+
+
+GN_LAYOUT_CASES = ["group_norm/normal_g4_f32_2x8x5x7", "group_norm/normal_g3_f64_3x6x7", "group_norm/normal_g2_bf16_40x4x3x3"]
+
+
+@pytest.mark.parametrize("how,mech,variant", [("strided", "layout", "gn_strided_groups"),
+                                              ("per_group", "affine", "gn_per_group_affine")])
+def test_group_norm_layouts_are_named(how, mech, variant, torch_kernel):
+    cases = _load(GN_LAYOUT_CASES)
+    assert not _failed(_GroupNormLayout(None), cases)
+    failed = _failed(_GroupNormLayout(how), cases)
+    assert len(failed) == len(cases)
+    for r in failed:
+        assert r.diagnosis["mechanism"] == mech and r.diagnosis["matched"] == variant, (r.id, r.diagnosis["message"])
+    other = "per_group" if how == "strided" else "strided"
+    for r in _failed(_GroupNormLayout(other), cases):
+        assert r.diagnosis["matched"] != variant, (r.id, r.diagnosis["message"])

@@ -57,8 +57,9 @@ _BY = {
     "backward": "no_B_term no_A_term dweight_from_dy ws_no_B_term ws_no_A_term wn_dv_no_projection "
                 "no_dresidual_out no_dy1 dyt_dx_no_alpha pn_no_chain silu_grad_at_xhat silu_grad_at_output",
     "reduction": "dgamma_warp32 lost_partial gn_wave64 param_mean_spatial gn_bwd_W dyt_dalpha_row dyt_dalpha_mean",
-    "layout": "nhwc_param_index gn_dgamma_layout dy_layout row_index_2_16 gns_strided_groups",
-    "affine": "no_bias_drops_weight no_offset llama_cast dx_no_offset one_plus_in_d pn_w_reversed silu_before_affine",
+    "layout": "nhwc_param_index gn_dgamma_layout dy_layout row_index_2_16 gns_strided_groups gn_strided_groups",
+    "affine": "no_bias_drops_weight no_offset llama_cast dx_no_offset one_plus_in_d pn_w_reversed silu_before_affine "
+              "gn_per_group_affine",
     "semantics": "ln_as_rms rms_as_ln rms_centered_var gn1_as_ln wn_other_axis",
     "window": "lrn_window_shift lrn_alpha_not_divided lrn_alpha_divided_twice",
     "quant_scale": "scale_from_rounded scale_ub_ignored block_scale_from_prenorm nvfp4_no_tensor_scale",
