@@ -54,6 +54,7 @@ class Variant:
     mods: Mods = field(default_factory=Mods)
     when: Callable | None = field(default=None, compare=False)
     bounds_training: tuple = ()     # parts whose bounds are those of a training-mode call (E10, E11)
+    dtypes: tuple = ()              # the case dtypes it applies to (empty: every one)
     low_precision: bool = False     # an "in d" precision variant: only for float16/bfloat16 cases (for
     #                                 float32/float64 cases d is the working precision: no distinct pitfall)
     fn: Callable | None = field(default=None, compare=False)   # (inputs, config, cotangents, dtype, state,
@@ -90,6 +91,8 @@ class Variant:
     def applies(self, config, training, inputs, state, cotangents, dtype=None) -> bool:
         """Whether the change can make a difference on this call (of a case of ``dtype``)."""
         if self.low_precision and dtype not in (None, "float16", "bfloat16"):
+            return False
+        if self.dtypes and dtype is not None and dtype not in self.dtypes:
             return False
         return self.when is None or bool(self.when(config, training, inputs, state or {}, cotangents or {}))
 

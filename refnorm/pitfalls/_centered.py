@@ -135,19 +135,45 @@ def stats_rounded_d(x, dtype):
     return mean.astype(np.float64), var.astype(np.float64)
 
 
-def bwd_in_d(mods, k=2.0):
+def bwd_in_d(mods, k=2.0, to=None):
     """Variant.slack of a statistic computed in d by a module differentiated by autograd: the gradient
     flowing back through the rounded statistic is rounded to d as well (a cast's backward), so dx's
     mean(g) and mean(g x_hat) terms carry a relative error up to k u_d, and the mean's gradient (a sum of
     the deviations' gradients, each rounded) an error up to k u_d |mean(g x_hat)| mean|x_hat|: the variant
-    at every sign of the three (``Mods.bwd_rel``)."""
+    at every sign of the three (``Mods.bwd_rel``). ``to``: the dtype rounded to, when not the case's."""
     def slack(dtype):
-        u = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}.get(dtype, 0.0)
+        u = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}.get(to or dtype, 0.0)
         if not u:
             return []
         e = k * u
         return [dataclasses.replace(mods, bwd_rel=(e, sb * e, sc * e)) for sb in (1, -1) for sc in (1, -1)]
     return slack
+
+
+POINT_TITLES = {"mean": "the mean", "rstd": "rstd", "xhat": "x_hat"}
+
+
+def rounding_points(op, V, points=("mean", "rstd", "xhat")):
+    """The rounding-point search (issue 33): each intermediate of ``points`` rounded to bfloat16 or float16,
+    to nearest even (mechanism "precision") or toward zero ("rounding"), one at a time, on the cases whose
+    dtype is finer than the target (float16 cases: bfloat16; float32 and float64: both). Differentiated by
+    autograd, the gradient through the rounded value is the unrounded one's (the statistic terms of dx
+    within the slack of ``bwd_in_d`` at the target's unit roundoff)."""
+    out = []
+    for p in points:
+        for to in ("bfloat16", "float16"):
+            for mode in ("nearest", "zero"):
+                vid = f"rp_{p}_{'bf16' if to == 'bfloat16' else 'f16'}_{'rn' if mode == 'nearest' else 'rz'}"
+                if vid == "rp_rstd_bf16_rn":            # rstd_bf16 (R-rstd16) already
+                    continue
+                how = "to nearest" if mode == "nearest" else "toward zero (truncation)"
+                mods = Mods(round_at=(p, to, mode))
+                out.append(V(vid, ("R-point",), f"{POINT_TITLES[p]} rounded to {to} {how}", op, mods,
+                             dtypes=COARSER[to], slack=bwd_in_d(mods, to=to)))
+    return out
+
+
+COARSER = {"bfloat16": ("float64", "float32", "float16"), "float16": ("float64", "float32")}
 
 
 def one_pass_in_d(x, dtype):
@@ -312,5 +338,5 @@ def common(op, V, *, skip=()):
         V("eps_outside_autograd", ("B01",), "eps outside the sqrt, differentiated through sqrt(var) (autograd: "
           "a NaN gradient on rows whose variance is 0)", op, Mods(placement="outside", nan_if_flat=True),
           when=_flat_grads, bounds_as=eps_outside_bounds),
-    ]
+    ] + rounding_points(op, V)
     return [v for v in out if v.id not in skip]

@@ -57,6 +57,19 @@ def to_d(v, dtype):
     return v if dtype in ("float64", "float32") else v.astype(NP[dtype]).astype(W)
 
 
+def round_point(v, to, mode, dtype):
+    """float64 values v held as the working precision holds them (rounded to W first), then rounded to ``to``
+    ("input": the case dtype d) to nearest even ("nearest") or toward zero ("zero"); float64 again."""
+    t = NP[dtype if to == "input" else to]
+    w = np.asarray(v, dtype=np.float64).astype(working(dtype))
+    with np.errstate(all="ignore"):
+        r = w.astype(t)
+        if mode == "zero":
+            over = np.abs(r.astype(np.float64)) > np.abs(w.astype(np.float64))
+            r = np.where(over & np.isfinite(r), np.nextafter(r, np.zeros((), t)), r)
+    return np.asarray(r, dtype=np.float64)
+
+
 def sum_w(a, dtype):
     """Row sums (m, 1) of a (m, n) in the working precision (NumPy's pairwise sum along the row)."""
     W = working(dtype)
@@ -105,6 +118,9 @@ class Mods:
     unbiased_bwd: bool = False             # ... and dx its exact derivative (mean(g * xhat) over n - 1)
     y: Callable | None = None              # (xhat, w, b, dtype) -> y
     xhat_in_d: bool = False                # x_hat rounded to d (used by the forward and the backward)
+    round_at: tuple | None = None          # (point, dtype, mode): the intermediate "mean" | "rstd" | "xhat" rounded
+    #                                        to dtype ("input": d) to "nearest" (even) or toward "zero", as the
+    #                                        forward, the saved statistics and the backward use it (round_point)
     offset: str = "ok"                     # rms_norm (1 + w): ok | ignored | rounded | dx_plain
     drop_weight_without_bias: bool = False  # layer_norm: weight unused when bias is None
     no_B: bool = False                     # centred dx without -xhat * mean(g * xhat)
@@ -183,7 +199,14 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
         if mods.unbiased and n > 1:
             var = var * (n / (n - 1))
         r = _rstd(mods, var, eps, dtype, placement)
+        pt = mods.round_at
+        if pt is not None and pt[0] == "mean" and centered:
+            mean = round_point(mean, pt[1], pt[2], dtype)
+        if pt is not None and pt[0] == "rstd":
+            r = round_point(r, pt[1], pt[2], dtype)
         xhat = _shared_xhat(x, mean, r) if dev is None else dev * r
+        if pt is not None and pt[0] == "xhat":
+            xhat = round_point(xhat, pt[1], pt[2], dtype)
         if mods.xhat_in_d:
             xhat = to_d(in_w(xhat, dtype), dtype).astype(np.float64)
         if params_only:

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..norms.rms_norm import default_eps
 from . import Variant as V
-from ._centered import _next_pow2, bwd_in_d, dw_in_d, eps_outside_bounds, rstd_bf16
+from ._centered import _next_pow2, bwd_in_d, dw_in_d, eps_outside_bounds, rounding_points, rstd_bf16
 from ._engine import Mods, in_w, sum_d, sum_w, to_d, working
 from ._rounding import truncate_out
 
@@ -120,5 +120,6 @@ VARIANTS = (
     V("rstd_bf16", ("R-rstd16",), "rstd rounded to bfloat16 before the multiply", OP, Mods(rstd=rstd_bf16)),
     V("eps_none_f64", ("R-eps64",), "eps=None taken as float64's machine epsilon 2^-52, not the {W} compute "
       "dtype's (torch's rule)", OP, Mods(eps=eps_f64), when=_eps_none),
+    *rounding_points(OP, V, ("rstd", "xhat")),
     truncate_out(OP),
 )
