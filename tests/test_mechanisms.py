@@ -277,3 +277,68 @@ def test_group_norm_layouts_are_named(how, mech, variant, torch_kernel):
     other = "per_group" if how == "strided" else "strided"
     for r in _failed(_GroupNormLayout(other), cases):
         assert r.diagnosis["matched"] != variant, (r.id, r.diagnosis["message"])
+
+
+class _RoundingPoint(StrictTestBackend):
+    """layer_norm on torch autograd (float32; float64 for float64 cases) with one intermediate ("mean", "rstd"
+    or "xhat") converted to bfloat16, to nearest ("rn") or by dropping float32's low 16 bits ("rz"), the
+    gradient passed through the conversion unchanged; ``point`` None: no conversion."""
+    name = "rounding-point-test"
+
+    def __init__(self, point, mode):
+        self.point, self.mode = point, mode
+
+    def _round(self, t):
+        import torch
+        if self.mode == "rz":
+            v = (t.detach().to(torch.float32).view(torch.int32) & -65536).view(torch.float32).to(t.dtype)
+        else:
+            v = t.detach().to(torch.bfloat16).to(t.dtype)
+        return t + (v - t).detach()
+
+    def run(self, call):
+        import numpy as np
+        import torch
+        from refnorm.check.backends.base import Returned
+        from refnorm.pitfalls._engine import NP
+        acc = torch.float64 if call.dtype == "float64" else torch.float32
+        t = {k: torch.tensor(np.asarray(v, np.float64), dtype=acc, requires_grad=True)
+             for k, v in call.inputs.items() if v is not None}
+        x = t["x"]
+        mean = x.mean(-1, keepdim=True)
+        r = 1 / torch.sqrt(((x - mean) ** 2).mean(-1, keepdim=True) + call.config["eps"])
+        mean = self._round(mean) if self.point == "mean" else mean
+        r = self._round(r) if self.point == "rstd" else r
+        xh = (x - mean) * r
+        xh = self._round(xh) if self.point == "xhat" else xh
+        y = xh * t["weight"] + t["bias"]
+        dy = torch.tensor(np.asarray(call.cotangents["y"], np.float64), dtype=acc)
+        gs = torch.autograd.grad(y, list(t.values()), dy)
+        cv = lambda a: a.detach().double().numpy().astype(NP[call.dtype])       # noqa: E731
+        return Returned({"y": cv(y), "mean": cv(mean), "rstd": cv(r)}, {k: cv(g) for k, g in zip(t, gs)}, {})
+
+
+@pytest.mark.parametrize("point,mode,mech,variant", [("mean", "rn", "precision", "rp_mean_bf16_rn"),
+                                                     ("mean", "rz", "rounding", "rp_mean_bf16_rz"),
+                                                     ("rstd", "rz", "rounding", "rp_rstd_bf16_rz"),
+                                                     ("xhat", "rn", "precision", "rp_xhat_bf16_rn")])
+def test_rounding_points_are_named(point, mode, mech, variant, torch_kernel):
+    """The rounding-point search names the intermediate, the dtype and the rounding mode: on the float64 case,
+    and on the float32 one named so or not at all (rstd truncated to bfloat16 there misses its bound by 1.4x:
+    the float32 rstd's own error moves its truncation across a bfloat16 boundary)."""
+    cases = _load(["layer_norm/normal_f64_9x7", "layer_norm/normal_f32_260x3"])
+    assert not _failed(_RoundingPoint(None, "rn"), cases)
+    failed = _failed(_RoundingPoint(point, mode), cases)
+    assert len(failed) == 2
+    for r in failed:
+        if r.id.endswith("f64_9x7") or r.diagnosis["matched"]:
+            assert r.diagnosis["mechanism"] == mech and r.diagnosis["matched"] == variant, (
+                r.id, r.diagnosis["message"])
+
+
+def test_rounding_points_do_not_name_other_bugs(torch_kernel):
+    """Bugs of other mechanisms on the cases where the rounding points apply are not named by them."""
+    cases = _load(["layer_norm/normal_f32_6x100", "layer_norm/normal_f64_9x7", "layer_norm/mean1e3_f32_6x100"])
+    for bug in ("ln_eps_outside", "ln_no_mean_g", "ln_ddof1", "ln_eps_twice"):
+        for r in _failed(torch_kernel(bug), cases):
+            assert not (r.diagnosis["matched"] or "").startswith("rp_"), (bug, r.id, r.diagnosis["message"])
