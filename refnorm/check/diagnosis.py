@@ -555,8 +555,11 @@ def _vs_worst(other, best):
     own bounds is compared with the others' fits within the same bounds (a variant fitting only within
     its own rounding interval, or judged within another computation's bounds, competes by its ratio within
     the check's bounds)."""
-    own = lambda s: s.get("widened") or s["v"].bounds_as is not None      # noqa: E731 - bounds not the check's
-    if own(other) and not own(best) and other.get("tight") is not None:
+    if other.get("tight") is None:
+        return other["worst"]
+    if other.get("widened") and not best.get("widened"):
+        return max(other["worst"], other["tight"])
+    if other["v"].bounds_as is not None and best["v"].bounds_as is None and not best.get("widened"):
         return max(other["worst"], other["tight"])
     return other["worst"]
 
