@@ -423,8 +423,13 @@ def where(case, records) -> list:
 
 def _diagnose(case, records, contract, variants):
     from ..pitfalls.mechanisms import MECHANISMS
+    # a rounding point (the mean, rstd or x_hat rounded) that leaves y and dx within their bounds cannot
+    # explain a parameter gradient alone: not tried when only those fail (they would survive the screening)
+    params_only = all(p == "grads" and n not in ("x",) and (p, n) in pitfalls.PARAMS_ONLY.get(case.op, set())
+                      for r in records for p, n in r.failing)
     cands = [v for v in (pitfalls.variants(case.op) if variants is None else variants)
-             if any(v.applies(case.config, r.training, r.inputs, r.state, r.cotangents, case.dtype) for r in records)]
+             if any(v.applies(case.config, r.training, r.inputs, r.state, r.cotangents, case.dtype) for r in records)
+             and not (params_only and v.mods.round_at is not None)]
     scored = []
     with np.errstate(all="ignore"):
         sub = _screen_records(case, records)
