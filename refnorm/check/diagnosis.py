@@ -13,7 +13,12 @@ arrays are judged against them with ``judge_returned``. A variant **matches** wh
 
 A variant whose value is set by the kernel's summation order (the one-pass variance:
 ``Variant.spread``) is judged within bounds widened by its own rounding interval when it does not fit
-within the check's own.
+within the check's own. A variant computing another computation's equation (``Variant.bounds_as``:
+rms_norm as layer_norm, eps outside the root) is judged within that computation's bounds; one whose
+change implies a rounding in an autograd backward (``Variant.slack``) within bounds widened by it. A
+fit within the check's own bounds ranks before a widened one and is compared with the others by their
+ratios within the check's bounds; a bounds_as fit whose bounds hold the reference too (on every
+failing array) is vacuous: neither named, nor the closest, nor ruling its mechanism out.
 
 Naming (issue 21): every variant belongs to a mechanism (refnorm/pitfalls/mechanisms.py). The variant
 with the smallest worst ratio that fits is named, by its mechanism, only when it fits **clearly**: its
