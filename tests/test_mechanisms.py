@@ -262,7 +262,8 @@ class _GroupNormLayout(StrictTestBackend):
         return Returned({"y": y.detach().numpy().astype(NP[call.dtype])}, grads, {})
 
 
-GN_LAYOUT_CASES = ["group_norm/normal_g4_f32_2x8x5x7", "group_norm/normal_g3_f64_3x6x7", "group_norm/normal_g2_bf16_40x4x3x3"]
+GN_LAYOUT_CASES = ["group_norm/normal_g4_f32_2x8x5x7", "group_norm/normal_g3_f64_3x6x7",
+                   "group_norm/normal_g2_bf16_40x4x3x3"]
 
 
 @pytest.mark.parametrize("how,mech,variant", [("strided", "layout", "gn_strided_groups"),

@@ -63,9 +63,9 @@ class Variant:
     # inputs -> the inputs the bounds are derived from when the variant computes with one input in place of
     # another (add_norm's x1 dropped with x's mask: dx1's bound is zero where mask1 drops, not where mask does)
     bounds_as: Callable | None = field(default=None, compare=False)
-    # (config, dtype) -> (op or None: the variant's own, config): the variant computes another op's equation (rms_norm as layer_norm) or
-    # places eps elsewhere, so its values carry that computation's rounding: the diagnosis derives its bounds
-    # as the check would for that op and configuration (default: the case's own bounds)
+    # (config, dtype) -> (op or None: the variant's own, config): the variant computes another op's equation
+    # (rms_norm as layer_norm) or places eps elsewhere, so its values carry that computation's rounding: the
+    # diagnosis derives its bounds as the check would for that op and configuration (default: the case's own)
     slack: Callable | None = field(default=None, compare=False)
     # dtype -> [mods, ...]: the variant at the ends of the rounding its own change implies in the backward (a
     # statistic computed in {d} by a module differentiated by autograd: the gradient through it is rounded to

@@ -47,7 +47,8 @@ _BY = {
     "one_pass": "one_pass_clamp one_pass_thresh one_pass_noclamp one_pass_in_d ws_one_pass ws_one_pass_in_d",
     "precision": "sq_in_d var_in_d stats_in_d serial_acc sumsq_in_d ms_rstd_in_d rstd_bf16 all_in_d lrn_sq_in_d "
                  "lp_norm_in_d dw_acc_in_d ws_stats_in_d wn_norm_in_d reciprocal_f16 residual_add_in_d "
-                 "residual_out_in_d bwd_from_stored_residual dyt_sech_in_d pn_pow_in_d stats_rounded_d ws_stats_rounded_d "
+                 "residual_out_in_d bwd_from_stored_residual dyt_sech_in_d pn_pow_in_d "
+                 "stats_rounded_d ws_stats_rounded_d "
                  "rp_mean_bf16_rn rp_mean_f16_rn rp_rstd_f16_rn rp_xhat_bf16_rn rp_xhat_f16_rn",
     "block": "pad_lanes pow2_divisor welford_lanes partial_block_dropped partial_block_misread",
     "eps": "eps_in_d eps_min eps_square eps_outside ws_eps_outside eps_none_f64 pn_eps_outside eps_outside_autograd "
@@ -69,7 +70,8 @@ _BY = {
     "merge": "E08 E09 DP-RS1 DP-RS2 DP-TP1",
     "collective": "DP-SP1-layer_norm DP-SP1-rms_norm",
     "dropout": "dropout_unscaled parallel_shared_mask",
-    "rounding": "truncate_out rp_mean_bf16_rz rp_mean_f16_rz rp_rstd_bf16_rz rp_rstd_f16_rz rp_xhat_bf16_rz rp_xhat_f16_rz",
+    "rounding": "truncate_out rp_mean_bf16_rz rp_mean_f16_rz rp_rstd_bf16_rz rp_rstd_f16_rz rp_xhat_bf16_rz "
+                "rp_xhat_f16_rz",
     "gate": "gate_wrong_side no_dsilu dweight_no_gate",
     "group": "bwd_group_size",
     "scale_rounding": "scale_exponent_rounded_down",

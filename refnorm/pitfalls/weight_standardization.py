@@ -63,7 +63,8 @@ VARIANTS = (
        when=lambda c, t, i, s, cot: bool(cot) and _flat(i), bounds_as=eps_outside_bounds),
     _v("ws_eps_outside_autograd", ("B01",), "eps outside the sqrt, differentiated through sqrt(var) (autograd: a "
        "NaN gradient on rows whose variance is 0)", Mods(placement="outside", nan_if_flat=True),
-       when=lambda c, t, i, s, cot: float(c.get("eps", 1e-5)) > 0 and bool(cot) and _flat(i), bounds_as=eps_outside_bounds),
+       when=lambda c, t, i, s, cot: float(c.get("eps", 1e-5)) > 0 and bool(cot) and _flat(i),
+       bounds_as=eps_outside_bounds),
     _v("ws_one_pass", ("A01", "A02"), "variance as E[x^2]-E[x]^2 in {W}, clamped at 0", Mods(stats=one_pass),
        spread=one_pass_spread("clamp")),
     _v("ws_stats_in_d", ("C06", "C09"), "mean and variance accumulated in the input dtype {d}",
