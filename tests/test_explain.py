@@ -89,3 +89,43 @@ def test_correct_kernel_explains_nothing():
     got = EmulatedBackend().run(Call(case.op, case.dtype, resolve_options(case.op, case.config, case.dtype), st.training,
                                      st.inputs, st.cotangents)).grads["x"]
     assert explain.dx_terms(case, st.training, st.inputs, st.cotangents, got, np.full(got.shape, 1e-3)) is None
+
+
+class DxWeight(EmulatedBackend):
+    """The emulated kernel with dx's weight misplaced: left out of g ("none"), applied twice ("twice"), or
+    applied again to the x_hat mean(g x_hat) term ("proj")."""
+
+    def __init__(self, how):
+        super().__init__()
+        self.how = how
+
+    def run(self, call):
+        r = super().run(call)
+        if "x" not in r.grads or call.inputs.get("weight") is None:
+            return r
+        x, dy = call.inputs["x"].astype(np.float64), call.cotangents["y"].astype(np.float64)
+        w = call.inputs["weight"].astype(np.float64) + float(call.config.get("weight_offset", 0.0) or 0.0)
+        centred = call.op == "layer_norm"
+        mean = x.mean(axis=-1, keepdims=True) if centred else 0.0
+        rstd = 1 / np.sqrt(((x - mean) ** 2).mean(axis=-1, keepdims=True) + (call.config.get("eps") or 1e-5))
+        xh = (x - mean) * rstd
+        g = {"none": dy, "twice": dy * w * w, "proj": dy * w}[self.how]
+        t3 = xh * (g * xh).mean(axis=-1, keepdims=True) * (w if self.how == "proj" else 1.0)
+        dx = rstd * (g - (g.mean(axis=-1, keepdims=True) if centred else 0.0) - t3)
+        return Returned(r.outputs, {**r.grads, "x": dx.astype(r.grads["x"].dtype)}, r.state)
+
+
+@pytest.mark.parametrize("how, words", [("none", "g = dy: the weight left out of dx"),
+                                        ("twice", "g = dy w^2: the weight applied twice"),
+                                        ("proj", "the x_hat mean(g x_hat) term times the weight again")])
+@pytest.mark.parametrize("op_case", ["layer_norm/normal_f32_260x3", "rms_norm/normal_eps1e-05_f64_9x7"])
+def test_dx_weight_misplaced_explained(op_case, how, words):
+    r = check_case(DxWeight(how), load_case(GOLDEN, op_case))
+    assert r.status == "failed"
+    d = r.diagnosis
+    assert d["mechanism"] == "backward" and words in d["message"], d["message"]
+
+
+def test_dx_term_counted_twice_is_not_called_a_misplaced_weight():
+    r = check_case(DxTerm("mean", 2), load_case(GOLDEN, "layer_norm/normal_f32_260x3"))
+    assert "the weight" not in r.diagnosis["message"] and "counted twice" in r.diagnosis["message"]

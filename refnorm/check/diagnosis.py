@@ -13,7 +13,12 @@ arrays are judged against them with ``judge_returned``. A variant **matches** wh
 
 A variant whose value is set by the kernel's summation order (the one-pass variance:
 ``Variant.spread``) is judged within bounds widened by its own rounding interval when it does not fit
-within the check's own.
+within the check's own. A variant computing another computation's equation (``Variant.bounds_as``:
+rms_norm as layer_norm, eps outside the root) is judged within that computation's bounds; one whose
+change implies a rounding in an autograd backward (``Variant.slack``) within bounds widened by it. A
+fit within the check's own bounds ranks before a widened one and is compared with the others by their
+ratios within the check's bounds; a bounds_as fit whose bounds hold the reference too (on every
+failing array) is vacuous: neither named, nor the closest, nor ruling its mechanism out.
 
 Naming (issue 21): every variant belongs to a mechanism (refnorm/pitfalls/mechanisms.py). The variant
 with the smallest worst ratio that fits is named, by its mechanism, only when it fits **clearly**: its
@@ -99,7 +104,7 @@ def _judge_variant(variant, case, records, contract, only=None):
     is asked for those alone (``Variant.evaluate``'s params_only, pitfalls.PARAMS_ONLY: no y and dx of
     a large case)."""
     spec = registry.get(case.op)
-    arrays, wide, used, used_w = [], [], [], []
+    arrays, wide, used, used_w, in_check = [], [], [], [], []
     params = only is not None and set(only) <= pitfalls.PARAMS_ONLY.get(case.op, set())
 
     def evaluate(r, mods=None):
@@ -108,10 +113,12 @@ def _judge_variant(variant, case, records, contract, only=None):
                                 params_only=params)
     for r in records:
         res = evaluate(r)
-        if spec.state or variant.bounds_inputs is not None:
+        if spec.state or variant.bounds_inputs is not None or variant.bounds_as is not None:
             ins = r.inputs if variant.bounds_inputs is None else variant.bounds_inputs(r.inputs)
-            E = derive_bounds(case.op, case.dtype, case.config, r.training, ins, r.cotangents, r.state, res,
-                              contract)
+            bop, bcfg = (None, case.config) if variant.bounds_as is None else variant.bounds_as(case.config,
+                                                                                               case.dtype)
+            bop = bop or case.op
+            E = derive_bounds(bop, case.dtype, bcfg, r.training, ins, r.cotangents, r.state, res, contract)
         else:
             E = r.E
         if variant.bounds_training and not r.training:
@@ -120,6 +127,8 @@ def _judge_variant(variant, case, records, contract, only=None):
             Et = derive_bounds(case.op, case.dtype, case.config, True, r.inputs, r.cotangents, {},
                                type(res)(res.outputs, res.grads, {}), contract)
             E = {**E, **{part: {**E[part], **Et[part]} for part in variant.bounds_training}}
+        if variant.slack is not None:          # the rounding the variant's own change implies (Variant.slack)
+            E = _widened(E, res, [evaluate(r, m) for m in variant.slack(case.dtype)])
         compare = {part: [k for k in r.compare[part] if k in getattr(res, part) and k in r.got[part]
                           and k in E[part]] for part in ("outputs", "grads", "state")}
         if only is not None:
@@ -127,6 +136,9 @@ def _judge_variant(variant, case, records, contract, only=None):
         elif any(name not in compare[part] for part, name in r.failing):
             return None
         judge_returned(r.step, case.op, compare, False, r.got, res, E, case.dtype, arrays, [])
+        if variant.bounds_as is not None:       # also within the check's own bounds (compared with the others)
+            own = {part: [k for k in names if k in r.E.get(part, {})] for part, names in compare.items()}
+            judge_returned(r.step, case.op, own, False, r.got, res, r.E, case.dtype, in_check, [])
         used.append((r, res, E, compare))
     widened = variant.spread is not None and not all(a.passed for a in arrays)
     if widened:                                 # only now: the spread costs two more evaluations per step
@@ -139,10 +151,15 @@ def _judge_variant(variant, case, records, contract, only=None):
     if not arrays:
         return None
     use = wide if widened else arrays
-    for a in use:
+    for a in use + arrays:
         if math.isnan(a.ratio):                             # NaN where a number was due: as bad as it gets
             a.ratio = math.inf
-    return use, max(max(a.ratio, a.bias) for a in use), widened, used_w if widened else [u[2] for u in used]
+    for a in in_check:
+        if math.isnan(a.ratio):
+            a.ratio = math.inf
+    # within the check's own bounds (= worst unless widened or judged within another computation's bounds)
+    tight = max(max(a.ratio, a.bias) for a in (in_check or arrays))
+    return use, max(max(a.ratio, a.bias) for a in use), widened, used_w if widened else [u[2] for u in used], tight
 
 
 def _widened(E, res, alternatives):
@@ -189,7 +206,8 @@ def _vs_unknown(case, records, contract, arrays, variant):
     only its own rounding interval (its summation order's spread) holds the backend's result."""
     mine = {(a.step, a.part, a.name): _fl(max(a.ratio, a.bias)) for a in arrays}
     worst = math.inf
-    for r in records:
+    own = variant["v"].bounds_as is not None and variant.get("bounds") and len(variant["bounds"]) == len(records)
+    for i, r in enumerate(records):
         if not r.failing:
             continue
         ref = r.ref if r.ref is not None else reference(case.op, case.config, r.training, r.inputs, r.cotangents,
@@ -197,9 +215,39 @@ def _vs_unknown(case, records, contract, arrays, variant):
         compare = {part: [n for p, n in r.failing if p == part] for part in ("outputs", "grads", "state")}
         judged = []
         judge_returned(r.step, case.op, compare, False, r.got, ref, r.E, case.dtype, judged, [])
+        if own:
+            # a variant judged within another computation's bounds (Variant.bounds_as): the reference is also
+            # judged within those, and the better of its two ratios counts (bounds so wide that the reference
+            # fits them too, as layer_norm's on a constant row, are no evidence for the variant)
+            alt = []
+            judge_returned(r.step, case.op, compare, False, r.got, ref, variant["bounds"][i], case.dtype, alt, [])
+            for a, b in zip(judged, alt):
+                if (a.part, a.name) == (b.part, b.name) and max(b.ratio, b.bias) < max(a.ratio, a.bias):
+                    a.ratio, a.bias = b.ratio, b.bias
         for a in judged:
             worst = min(worst, _fl(max(a.ratio, a.bias)) / mine.get((a.step, a.part, a.name), math.inf))
     return worst
+
+
+def _reference_fits(case, records, s):
+    """Whether the reference itself lies within the bounds the scored variant ``s`` was judged in, on every
+    failing array of every step (those bounds then tell the variant from no pitfall nowhere)."""
+    if not s.get("bounds") or len(s["bounds"]) != len(records):
+        return False
+    for r, E in zip(records, s["bounds"]):
+        if not r.failing:
+            continue
+        ref = r.ref if r.ref is not None else reference(case.op, case.config, r.training, r.inputs, r.cotangents,
+                                                         r.state)
+        compare = {part: [n for p, n in r.failing if p == part] for part in ("outputs", "grads", "state")}
+        if any(n not in E.get(part, {}) for part, n in r.failing):
+            return False
+        judged = []
+        with np.errstate(all="ignore"):
+            judge_returned(r.step, case.op, compare, False, r.got, ref, E, case.dtype, judged, [])
+        if not all(a.passed for a in judged):
+            return False
+    return True
 
 
 def _try(v, case, records, contract, only=None):
@@ -380,15 +428,21 @@ def where(case, records) -> list:
 
 def _diagnose(case, records, contract, variants):
     from ..pitfalls.mechanisms import MECHANISMS
+    # a rounding point (the mean, rstd or x_hat rounded) that leaves y and dx within their bounds cannot
+    # explain a parameter gradient alone: not tried when only those fail (they would survive the screening)
+    params_only = all(p == "grads" and n not in ("x",) and (p, n) in pitfalls.PARAMS_ONLY.get(case.op, set())
+                      for r in records for p, n in r.failing)
     cands = [v for v in (pitfalls.variants(case.op) if variants is None else variants)
-             if any(v.applies(case.config, r.training, r.inputs, r.state, r.cotangents, case.dtype) for r in records)]
+             if any(v.applies(case.config, r.training, r.inputs, r.state, r.cotangents, case.dtype) for r in records)
+             and not (params_only and v.mods.round_at is not None)]
     scored = []
     with np.errstate(all="ignore"):
         sub = _screen_records(case, records)
     def add(got, v):
-        arrays, worst, widened, bounds = got
+        arrays, worst, widened, bounds, tight = got
         scored.append({"worst": worst, "v": v, "ok": all(a.passed for a in arrays), "arrays": arrays,
-                       "ratios": tuple(a.ratio for a in arrays), "widened": widened, "bounds": bounds})
+                       "ratios": tuple(a.ratio for a in arrays), "widened": widened, "bounds": bounds,
+                       "tight": tight})
         return scored[-1]
     survivors = []
     for v in cands:
@@ -433,7 +487,14 @@ def _diagnose(case, records, contract, variants):
         if got is not None and add(got, v)["ok"]:
             best_full = min(best_full, got[1])
             fitted.add(v.mechanism)
-    scored.sort(key=lambda t: (t["worst"], t["v"].id))
+    for s in scored:
+        if s["ok"] and s["v"].bounds_as is not None and _reference_fits(case, records, s):
+            # bounds of another computation so wide that they hold the reference as well: no evidence
+            s.update(ok=False, vacuous=True)
+    # a fit within the check's own bounds ranks before one only within a variant's own rounding interval
+    # (its summation order's spread: on mean-shifted rows that interval holds almost anything)
+    # (a vacuous fit last: it is shown neither as a match nor as the closest)
+    scored.sort(key=lambda t: (not (t["ok"] and not t["widened"]), bool(t.get("vacuous")), t["worst"], t["v"].id))
     out = {"matched": None, "pitfalls": [], "title": None, "worst_ratio": None, "indistinguishable": [],
            "also_matching": [], "closest": None, "tried": len(scored), "widened": False, "mechanism": None,
            "instance": None, "confidence": None, "vs_runner_up": None, "vs_unknown": None, "runner_up": None,
@@ -442,13 +503,15 @@ def _diagnose(case, records, contract, variants):
     fams = {}
     for s in scored:
         fams.setdefault(s["v"].mechanism, s)
-    out["ruled_out"] = sorted(k for k, s in fams.items()
-                              if not s["ok"] and (s["worst"] > 1 or not s.get("lower_bound")))
+    # (a vacuous fit, or a lower bound within the bound, leaves its mechanism open)
+    open_ = {s["v"].mechanism for s in scored
+             if s["ok"] or s.get("vacuous") or (s.get("lower_bound") and s["worst"] <= 1)}
+    out["ruled_out"] = sorted(k for k in fams if k not in open_)
     best = next((s for s in scored if s["ok"]), None)          # (a lower bound may sort before it)
     if best is not None:
         others = [s for k, s in fams.items() if k != best["v"].mechanism]
-        runner = others[0] if others else None
-        vs_runner = math.inf if runner is None else _fl(runner["worst"]) / _fl(best["worst"])
+        runner = min(others, key=lambda s: _vs_worst(s, best)) if others else None
+        vs_runner = math.inf if runner is None else _fl(_vs_worst(runner, best)) / _fl(best["worst"])
         with np.errstate(all="ignore"):
             vs_unknown = _vs_unknown(case, records, contract, best["arrays"], best)
         conf = min(vs_runner, vs_unknown)
@@ -481,7 +544,7 @@ def _diagnose(case, records, contract, variants):
     elif scored:
         c, worst = scored[0]["v"], scored[0]["worst"]
         out["message"] = "no known pitfall matches"
-        if math.isfinite(worst) and worst <= CLOSE:
+        if math.isfinite(worst) and worst <= CLOSE and not scored[0].get("vacuous"):
             # a near miss says something a user can act on; a variant missing by more, or with NaN, does not
             out["closest"] = _entry(c, case.dtype, worst)
             out["message"] += (f" (closest, not a match: {'/'.join(c.pitfall_ids)}: {c.title_for(case.dtype)}, "
@@ -495,6 +558,20 @@ def _diagnose(case, records, contract, variants):
     else:
         out["message"] = "no known pitfall matches (no variant could be compared on this case)"
     return out
+
+
+def _vs_worst(other, best):
+    """The worst ratio of ``other`` as compared with the named candidate ``best``: a fit within the check's
+    own bounds is compared with the others' fits within the same bounds (a variant fitting only within
+    its own rounding interval, or judged within another computation's bounds, competes by its ratio within
+    the check's bounds)."""
+    if other.get("tight") is None:
+        return other["worst"]
+    if other.get("widened") and not best.get("widened"):
+        return max(other["worst"], other["tight"])
+    if other["v"].bounds_as is not None and best["v"].bounds_as is None and not best.get("widened"):
+        return max(other["worst"], other["tight"])
+    return other["worst"]
 
 
 def _times(r):

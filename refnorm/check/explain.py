@@ -16,7 +16,9 @@ over the explained value, divided by the bound, is at most 1 on every element):
       dx = rstd (a g + b mean(g) + c x_hat mean(g x_hat))
   is fitted by least squares over the failing slices; the spec's (a, b, c) is (1, -1, -1) (rms_norm:
   (1, 0, -1)); coefficients rounded to multiples of 1/2 that differ from it and fit within the bound
-  explain dx ("the mean(g) term counted twice: coefficients 1, -2, -1").
+  explain dx ("the mean(g) term counted twice: coefficients 1, -2, -1"); with a weight, the specification's
+  coefficients with g = dy (the weight left out of dx), g = dy w^2 (applied twice) or the projection term
+  times the weight again explain it too.
 
 Each explanation carries a mechanism (refnorm/pitfalls/mechanisms.py) so that the diagnosis can name
 it. Pure NumPy; never changes a verdict.
@@ -143,13 +145,34 @@ def dx_terms(case, training, inputs, cotangents, got, E):
     var = ((xs - mean) ** 2).mean(axis=1, keepdims=True)
     rstd = 1.0 / np.sqrt(var + eps)
     xhat = (xs - mean) * rstd
-    g = _slices(case, x, np.asarray(dy, dtype=np.float64) * _weight_full(case, x, inputs))
-    terms = [g, np.broadcast_to(g.mean(axis=1, keepdims=True), g.shape), xhat * (g * xhat).mean(axis=1, keepdims=True)]
     spec = np.array([1.0, -1.0 if centred else 0.0, -1.0])
     gd = _slices(case, x, got)
     ok = np.all(np.isfinite(gd), axis=1) & np.all(np.isfinite(rstd), axis=1)
     if ok.sum() == 0:
         return None
+    dy64 = np.asarray(dy, dtype=np.float64)
+    w = _weight_full(case, x, inputs)
+    g = _slices(case, x, dy64 * w)
+    found = _dx_fit(case, x, got, E, gd, ok, rstd, xhat, g, spec, centred, "")
+    if found is not None or inputs.get("weight") is None:
+        return found
+    # the weight where it does not belong: left out of g, applied twice, or applied again to one term
+    wr = _slices(case, x, w)
+    for gg, extra, what in ((_slices(case, x, dy64), None, "g = dy: the weight left out of dx"),
+                            (_slices(case, x, dy64 * w * w), None, "g = dy w^2: the weight applied twice"),
+                            (g, wr, "the x_hat mean(g x_hat) term times the weight again")):
+        found = _dx_fit(case, x, got, E, gd, ok, rstd, xhat, gg, spec, centred, what, extra, exact=True)
+        if found is not None:
+            return found
+    return None
+
+
+def _dx_fit(case, x, got, E, gd, ok, rstd, xhat, g, spec, centred, what_g, w3=None, exact=False):
+    """dx fitted as rstd (a g + b mean(g) + c w3 x_hat mean(g x_hat)) (w3: 1, or the weight again); the
+    explanation when its rounded coefficients differ from the specification's (or, ``exact``, equal them
+    with this g) and fit within the bound."""
+    third = xhat * (g * xhat).mean(axis=1, keepdims=True)
+    terms = [g, np.broadcast_to(g.mean(axis=1, keepdims=True), g.shape), third if w3 is None else w3 * third]
     A = np.stack([(rstd * t)[ok].ravel() for t in terms], axis=1)
     if not centred:
         A = A[:, [0, 2]]
@@ -157,18 +180,21 @@ def dx_terms(case, training, inputs, cotangents, got, E):
     if not centred:
         coef = np.array([coef[0], 0.0, coef[1]])
     near = np.round(coef * 2) / 2
-    if np.all(near == spec) or np.any(np.abs(coef - near) > 0.05):
+    if np.any(np.abs(coef - near) > 0.05) or (np.all(near == spec) != exact):
         return None
     explained = _unslices(case, np.shape(x), rstd * sum(c * t for c, t in zip(near, terms)))
     if fit_ratio(got, explained, E) > 1:
         return None
+    coefs = ", ".join(f"{c:.2f}" for c in coef)
+    if exact:
+        return {"mechanism": "backward", "text": f"dx matches the formula with {what_g} (fitted coefficients "
+                                                 f"{coefs}, the specification's)"}
     what = []
     for name, c, s in zip(TERMS, near, spec):
         if c == s:
             continue
         what.append(f"the {name} term " + ("missing" if c == 0 else "counted twice" if c == 2 * s
                                              else "with its sign flipped" if c == -s else f"times {c:g}"))
-    coefs = ", ".join(f"{c:.2f}" for c in coef)
     return {"mechanism": "backward",
             "text": f"dx matches the formula rstd (a g + b mean(g) + c x_hat mean(g x_hat)) with "
                     f"{'; '.join(what)}: fitted coefficients {coefs} (the specification's "

@@ -54,6 +54,7 @@ class Variant:
     mods: Mods = field(default_factory=Mods)
     when: Callable | None = field(default=None, compare=False)
     bounds_training: tuple = ()     # parts whose bounds are those of a training-mode call (E10, E11)
+    dtypes: tuple = ()              # the case dtypes it applies to (empty: every one)
     low_precision: bool = False     # an "in d" precision variant: only for float16/bfloat16 cases (for
     #                                 float32/float64 cases d is the working precision: no distinct pitfall)
     fn: Callable | None = field(default=None, compare=False)   # (inputs, config, cotangents, dtype, state,
@@ -61,6 +62,14 @@ class Variant:
     bounds_inputs: Callable | None = field(default=None, compare=False)
     # inputs -> the inputs the bounds are derived from when the variant computes with one input in place of
     # another (add_norm's x1 dropped with x's mask: dx1's bound is zero where mask1 drops, not where mask does)
+    bounds_as: Callable | None = field(default=None, compare=False)
+    # (config, dtype) -> (op or None: the variant's own, config): the variant computes another op's equation
+    # (rms_norm as layer_norm) or places eps elsewhere, so its values carry that computation's rounding: the
+    # diagnosis derives its bounds as the check would for that op and configuration (default: the case's own)
+    slack: Callable | None = field(default=None, compare=False)
+    # dtype -> [mods, ...]: the variant at the ends of the rounding its own change implies in the backward (a
+    # statistic computed in {d} by a module differentiated by autograd: the gradient through it is rounded to
+    # {d} too); the diagnosis always widens the variant's bounds by how far these move its results
     spread: Callable | None = field(default=None, compare=False)
     # gfun -> [Mods, ...]: the variant at the ends of its OWN rounding interval, where the pitfall makes the
     # result depend on the kernel's summation order (gfun(n): the reduction multiplier of the backend's
@@ -82,6 +91,8 @@ class Variant:
     def applies(self, config, training, inputs, state, cotangents, dtype=None) -> bool:
         """Whether the change can make a difference on this call (of a case of ``dtype``)."""
         if self.low_precision and dtype not in (None, "float16", "bfloat16"):
+            return False
+        if self.dtypes and dtype is not None and dtype not in self.dtypes:
             return False
         return self.when is None or bool(self.when(config, training, inputs, state or {}, cotangents or {}))
 

@@ -3,6 +3,7 @@ batch_norm, instance_norm): ``common(op)`` returns them as Variants of ``op``. E
 is one docs/pitfalls.md mechanism; its docstring cites the rows."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import ml_dtypes
@@ -119,6 +120,61 @@ def stats_in_d(x, dtype):
     return mean.astype(np.float64), var.astype(np.float64), dv.astype(np.float64)
 
 
+def stats_rounded_d(x, dtype):
+    """Mean and variance computed on {d} tensors by reductions that accumulate in W and round their result
+    to d (torch's and NumPy's reductions of float16/bfloat16 arrays): mean_d = RN_d(mean(x)), the deviations
+    and their squares rounded to d, var_d = RN_d(mean(RN_d(RN_d(x - mean_d)^2))); the normalization reads
+    x - mean_d in W (x widened, the saved mean_d)."""
+    W = working(dtype)
+    xw = in_w(x, dtype)
+    nW = W(max(x.shape[1], 1))
+    mean = to_d(sum_w(xw, dtype) / nW, dtype)
+    dv = to_d(xw - mean, dtype)
+    var = to_d(sum_w(to_d(dv * dv, dtype), dtype) / nW, dtype)
+    return mean.astype(np.float64), var.astype(np.float64)
+
+
+def bwd_in_d(mods, k=2.0, to=None):
+    """Variant.slack of a statistic computed in d by a module differentiated by autograd: the gradient
+    flowing back through the rounded statistic is rounded to d as well (a cast's backward), so dx's
+    mean(g) and mean(g x_hat) terms carry a relative error up to k u_d, and the mean's gradient (a sum of
+    the deviations' gradients, each rounded) an error up to k u_d |mean(g x_hat)| mean|x_hat|: the variant
+    at every sign of the three (``Mods.bwd_rel``). ``to``: the dtype rounded to, when not the case's."""
+    def slack(dtype):
+        u = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}.get(to or dtype, 0.0)
+        if not u:
+            return []
+        e = k * u
+        return [dataclasses.replace(mods, bwd_rel=(e, sb * e, sc * e)) for sb in (1, -1) for sc in (1, -1)]
+    return slack
+
+
+POINT_TITLES = {"mean": "the mean", "rstd": "rstd", "xhat": "x_hat"}
+
+
+def rounding_points(op, V, points=("mean", "rstd", "xhat")):
+    """The rounding-point search (issue 33): each intermediate of ``points`` rounded to bfloat16 or float16,
+    to nearest even (mechanism "precision") or toward zero ("rounding"), one at a time, on the cases whose
+    dtype is finer than the target (float16 cases: bfloat16; float32 and float64: both). Differentiated by
+    autograd, the gradient through the rounded value is the unrounded one's (the statistic terms of dx
+    within the slack of ``bwd_in_d`` at the target's unit roundoff)."""
+    out = []
+    for p in points:
+        for to in ("bfloat16", "float16"):
+            for mode in ("nearest", "zero"):
+                vid = f"rp_{p}_{'bf16' if to == 'bfloat16' else 'f16'}_{'rn' if mode == 'nearest' else 'rz'}"
+                if vid == "rp_rstd_bf16_rn":            # rstd_bf16 (R-rstd16) already
+                    continue
+                how = "to nearest" if mode == "nearest" else "toward zero (truncation)"
+                mods = Mods(round_at=(p, to, mode))
+                out.append(V(vid, ("R-point",), f"{POINT_TITLES[p]} rounded to {to} {how}", op, mods,
+                             dtypes=COARSER[to], slack=bwd_in_d(mods, to=to)))
+    return out
+
+
+COARSER = {"bfloat16": ("float64", "float32", "float16"), "float16": ("float64", "float32")}
+
+
 def one_pass_in_d(x, dtype):
     """C08: sum and sum of squares accumulated in d, then the one-pass variance in d (and the
     deviations x - mean normalized, computed in d)."""
@@ -188,6 +244,36 @@ def dw_in_d(T, dtype):
     return sum_d(to_d(in_w(T, dtype), dtype), dtype).astype(np.float64)
 
 
+def eps_outside_bounds(config, dtype):
+    """Variant.bounds_as of the eps-outside variants: the bounds of the op with rstd = 1 / (sqrt(var) + eps)
+    (its sensitivity to the variance grows without limit as var -> 0, where the inside placement's stays
+    1 / (2 (var + eps)^(3/2)))."""
+    return None, {**config, "eps_placement": "outside"}
+
+
+def flat_rows(x, axes):
+    """Whether some slice of x over ``axes`` is constant (its variance exactly 0)."""
+    x = np.asarray(x)
+    if x.size == 0:
+        return False
+    with np.errstate(all="ignore"):
+        return bool(np.any(np.max(x, axis=axes) == np.min(x, axis=axes)))
+
+
+def _flat_grads(c, t, i, s, cot):
+    """eps outside, with gradients, on a call where some normalized slice is constant (the autograd NaN)."""
+    if not (_has_eps(c) and cot):
+        return False
+    x = np.asarray(i["x"])
+    ns = c.get("normalized_shape")
+    if ns is not None:
+        k = 1 if np.ndim(ns) == 0 else len(ns)
+        return flat_rows(x, tuple(range(x.ndim - k, x.ndim)))
+    if "num_groups" in c and x.ndim >= 2:
+        return flat_rows(x.reshape(x.shape[0], int(c["num_groups"]), -1), (2,))
+    return True
+
+
 def _has_eps(c, *a):
     return float(c.get("eps", 1e-5)) > 0
 
@@ -223,13 +309,18 @@ def common(op, V, *, skip=()):
         V("eps_square", ("B07",), "rstd = 1/(var + eps)^2: a square in place of the square root", op,
           Mods(rstd=eps_square)),
         V("sq_in_d", ("C01",), "squares (x-mean)^2 rounded to {d} before the {W} sum", op, Mods(stats=sq_in_d),
+          slack=bwd_in_d(Mods(stats=sq_in_d)),
           low_precision=True),
         V("var_in_d", ("C02",), "variance stored in {d} before rstd", op, Mods(stats=var_in_d),
+          slack=bwd_in_d(Mods(stats=var_in_d)),
           low_precision=True),
         V("stats_in_d", ("C06", "C09"), "mean and variance accumulated in the input dtype {d}", op,
-          Mods(stats=stats_in_d), low_precision=True),
+          Mods(stats=stats_in_d), slack=bwd_in_d(Mods(stats=stats_in_d)), low_precision=True),
+        V("stats_rounded_d", ("C06",), "mean and variance computed in {d} by {W}-accumulating reductions (each "
+          "result, the deviations and their squares rounded to {d}: reductions of {d} tensors)", op,
+          Mods(stats=stats_rounded_d), slack=bwd_in_d(Mods(stats=stats_rounded_d)), low_precision=True),
         V("one_pass_in_d", ("C08",), "sum and sum of squares accumulated in {d}, one-pass variance", op,
-          Mods(stats=one_pass_in_d), low_precision=True),
+          Mods(stats=one_pass_in_d), slack=bwd_in_d(Mods(stats=one_pass_in_d)), low_precision=True),
         V("dw_acc_in_d", ("C10",), "dweight's products reduced in {d}", op, Mods(dweight=dw_in_d), when=_has_w,
           low_precision=True),
         V("rstd_bf16", ("R-rstd16",), "rstd rounded to bfloat16 before the multiply", op, Mods(rstd=rstd_bf16)),
@@ -242,6 +333,9 @@ def common(op, V, *, skip=()):
         V("ddof1_exact", ("H06", "E02"), "normalized with the unbiased variance (n - 1), its exact backward", op,
           Mods(unbiased=True, unbiased_bwd=True)),
         V("eps_outside", ("B01",), "eps outside the sqrt: (x - mean)/(sqrt(var) + eps)", op,
-          Mods(placement="outside"), when=_has_eps),
-    ]
+          Mods(placement="outside"), when=_has_eps, bounds_as=eps_outside_bounds),
+        V("eps_outside_autograd", ("B01",), "eps outside the sqrt, differentiated through sqrt(var) (autograd: "
+          "a NaN gradient on rows whose variance is 0)", op, Mods(placement="outside", nan_if_flat=True),
+          when=_flat_grads, bounds_as=eps_outside_bounds),
+    ] + rounding_points(op, V)
     return [v for v in out if v.id not in skip]

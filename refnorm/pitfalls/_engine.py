@@ -57,6 +57,19 @@ def to_d(v, dtype):
     return v if dtype in ("float64", "float32") else v.astype(NP[dtype]).astype(W)
 
 
+def round_point(v, to, mode, dtype):
+    """float64 values v held as the working precision holds them (rounded to W first), then rounded to ``to``
+    ("input": the case dtype d) to nearest even ("nearest") or toward zero ("zero"); float64 again."""
+    t = NP[dtype if to == "input" else to]
+    w = np.asarray(v, dtype=np.float64).astype(working(dtype))
+    with np.errstate(all="ignore"):
+        r = w.astype(t)
+        if mode == "zero":
+            over = np.abs(r.astype(np.float64)) > np.abs(w.astype(np.float64))
+            r = np.where(over & np.isfinite(r), np.nextafter(r, np.zeros((), t)), r)
+    return np.asarray(r, dtype=np.float64)
+
+
 def sum_w(a, dtype):
     """Row sums (m, 1) of a (m, n) in the working precision (NumPy's pairwise sum along the row)."""
     W = working(dtype)
@@ -96,10 +109,18 @@ class Mods:
     eps: Callable | None = None            # (eps, dtype) -> the eps used
     rstd: Callable | None = None           # (var, eps, dtype) -> rstd (eps inside)
     placement: str | None = None           # force eps_placement ("outside": 1 / (sqrt(var) + eps))
+    bwd_rel: tuple = (0.0, 0.0, 0.0)       # (a, b, c): dx's mean(g) term times (1 + a) plus sign(c) |mean(g x_hat)|
+    #                                        (|c| mean|x_hat| + |mean(x_hat)|), its mean(g x_hat) term times (1 + b):
+    #                                        the ends of the rounding of a statistic's gradient (Variant.slack)
+    nan_if_flat: bool = False              # dx NaN on rows whose variance is 0: autograd through sqrt(var) at 0
+    #                                        (d sqrt(v)/dv = inf times dv/dx = 0), as eps outside the root gives
     unbiased: bool = False                 # normalize with var * n / (n - 1)
     unbiased_bwd: bool = False             # ... and dx its exact derivative (mean(g * xhat) over n - 1)
     y: Callable | None = None              # (xhat, w, b, dtype) -> y
     xhat_in_d: bool = False                # x_hat rounded to d (used by the forward and the backward)
+    round_at: tuple | None = None          # (point, dtype, mode): the intermediate "mean" | "rstd" | "xhat" rounded
+    #                                        to dtype ("input": d) to "nearest" (even) or toward "zero", as the
+    #                                        forward, the saved statistics and the backward use it (round_point)
     offset: str = "ok"                     # rms_norm (1 + w): ok | ignored | rounded | dx_plain
     drop_weight_without_bias: bool = False  # layer_norm: weight unused when bias is None
     no_B: bool = False                     # centred dx without -xhat * mean(g * xhat)
@@ -178,7 +199,14 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
         if mods.unbiased and n > 1:
             var = var * (n / (n - 1))
         r = _rstd(mods, var, eps, dtype, placement)
+        pt = mods.round_at
+        if pt is not None and pt[0] == "mean" and centered:
+            mean = round_point(mean, pt[1], pt[2], dtype)
+        if pt is not None and pt[0] == "rstd":
+            r = round_point(r, pt[1], pt[2], dtype)
         xhat = _shared_xhat(x, mean, r) if dev is None else dev * r
+        if pt is not None and pt[0] == "xhat":
+            xhat = round_point(xhat, pt[1], pt[2], dtype)
         if mods.xhat_in_d:
             xhat = to_d(in_w(xhat, dtype), dtype).astype(np.float64)
         if params_only:
@@ -200,7 +228,16 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
         if centered:
             a = sel_rows(mask, g).sum(axis=1, keepdims=True) / cnt
             bm = sel_rows(mask, g * xhat).sum(axis=1, keepdims=True) / (cnt - 1 if mods.unbiased_bwd and n > 1 else cnt)
-            a = 0.0 if mods.no_A else a
+            if mods.bwd_rel[2]:
+                # the mean's gradient: the sum of per-value rounded terms (c |B| mean|x_hat|), and, where the
+                # deviations are taken from a rounded mean (mean(x_hat) != 0), autograd's exact derivative,
+                # r (g - mean(g) - (x_hat - mean(x_hat)) B), differs from the formula's by r mean(x_hat) B
+                xs = sel_rows(mask, xhat)
+                c = mods.bwd_rel[2]
+                a = a + np.sign(c) * np.abs(bm) * (abs(c) * np.abs(xs).sum(axis=1, keepdims=True) / cnt
+                                                   + np.abs(xs.sum(axis=1, keepdims=True) / cnt))
+            a = 0.0 if mods.no_A else a * (1.0 + mods.bwd_rel[0])
+            bm = bm * (1.0 + mods.bwd_rel[1])
             if placement == "outside":          # d/dx of (x - mean) / (sqrt(var) + eps): u = (x - mean) / sqrt(var)
                 s = np.sqrt(var)
                 u = np.where(s == 0, 0.0, xhat / np.where(s == 0, 1.0, r * s))
@@ -208,13 +245,15 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
                 u = xhat
             dx = r * (g - a) if mods.no_B else r * (g - a - u * bm)
         else:
-            bm = (g * xhat).sum(axis=1, keepdims=True) / max(n, 1)
+            bm = (g * xhat).sum(axis=1, keepdims=True) / max(n, 1) * (1.0 + mods.bwd_rel[1])
             if placement == "outside":
                 rms = np.sqrt(var)
                 u = np.where(rms == 0, 0.0, x / np.where(rms == 0, 1.0, rms))
             else:
                 u = xhat
             dx = r * (g - u * bm)
+        if mods.nan_if_flat:
+            dx = np.where(var == 0, np.nan, dx)
         res.update(dx=dx, pw=_shared_pw(dy, xhat, mask, mods.dweight_dy), pb=sel_rows(mask, dy))
     return res
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..norms.rms_norm import default_eps
 from . import Variant as V
-from ._centered import _next_pow2, dw_in_d, rstd_bf16
+from ._centered import _next_pow2, bwd_in_d, dw_in_d, eps_outside_bounds, rounding_points, rstd_bf16
 from ._engine import Mods, in_w, sum_d, sum_w, to_d, working
 from ._rounding import truncate_out
 
@@ -59,6 +59,17 @@ def eps_f64(eps, dtype):
     return 2.0 ** -52 if eps == default_eps(dtype) else eps
 
 
+def as_layer_norm(config, dtype):
+    """Variant.bounds_as of rms_as_ln: layer_norm's bounds (the mean removed: x - mean cancels on
+    mean-shifted rows, which rms_norm's bounds, of x / rms, do not allow for)."""
+    eps = config.get("eps")
+    cfg = {"normalized_shape": config["normalized_shape"], "eps": default_eps(dtype) if eps is None else float(eps),
+           "weight_offset": float(config.get("weight_offset", 0.0) or 0.0)}
+    if config.get("eps_placement", "inside") == "outside":
+        cfg["eps_placement"] = "outside"
+    return "layer_norm", cfg
+
+
 def _eps_none(c, *a):
     return c.get("eps") is None and c.get("eps_placement", "inside") == "inside"
 
@@ -83,11 +94,13 @@ VARIANTS = (
     V("pow2_divisor", ("A10",), "the power-of-two block length used as the divisor of mean(x^2)", OP,
       Mods(ms=pow2_ms)),
     V("eps_outside", ("B01",), "eps outside the sqrt: x/(sqrt(mean x^2) + eps)", OP, Mods(placement="outside"),
-      when=_inside),
-    V("sq_in_d", ("C01", "C05"), "x^2 computed in {d} before the {W} sum", OP, Mods(ms=sq_in_d), low_precision=True),
-    V("sumsq_in_d", ("C03",), "sum of x^2 accumulated in {d}", OP, Mods(ms=sumsq_in_d), low_precision=True),
+      when=_inside, bounds_as=eps_outside_bounds),
+    V("sq_in_d", ("C01", "C05"), "x^2 computed in {d} before the {W} sum", OP, Mods(ms=sq_in_d), low_precision=True,
+      slack=bwd_in_d(Mods(ms=sq_in_d))),
+    V("sumsq_in_d", ("C03",), "sum of x^2 accumulated in {d}", OP, Mods(ms=sumsq_in_d), low_precision=True,
+      slack=bwd_in_d(Mods(ms=sumsq_in_d))),
     V("ms_rstd_in_d", ("C04",), "mean of squares accumulated and rsqrt taken in {d}", OP,
-      Mods(ms=sumsq_in_d, rstd=rstd_in_d), low_precision=True),
+      Mods(ms=sumsq_in_d, rstd=rstd_in_d), low_precision=True, slack=bwd_in_d(Mods(ms=sumsq_in_d, rstd=rstd_in_d))),
     V("dw_acc_in_d", ("C10",), "dweight's products reduced in {d}", OP, Mods(dweight=dw_in_d),
       when=lambda c, t, i, s, cot: bool(cot) and i.get("weight") is not None, low_precision=True),
     V("no_offset", ("D01",), "(1 + w) missing: x_hat * w where x_hat * (1 + w) is asked", OP,
@@ -100,11 +113,13 @@ VARIANTS = (
       Mods(rows_mask=lambda m, n: (np.arange(m) % 64) < 32),
       when=lambda c, t, i, s, cot: bool(cot) and i.get("weight") is not None and _rows(c, t, i, s, cot) > 32),
     V("rms_centered_var", ("H04",), "the centred var(x) in place of mean(x^2)", OP, Mods(rms_centered=True)),
-    V("rms_as_ln", ("H10",), "rms_norm computed as layer_norm (the mean removed)", OP, Mods(centered=True)),
+    V("rms_as_ln", ("H10",), "rms_norm computed as layer_norm (the mean removed)", OP, Mods(centered=True),
+      bounds_as=as_layer_norm),
     V("one_plus_in_d", ("R-1pw",), "(1 + w) rounded to {d} before the multiply", OP, Mods(offset="rounded"),
       when=_offset, low_precision=True),
     V("rstd_bf16", ("R-rstd16",), "rstd rounded to bfloat16 before the multiply", OP, Mods(rstd=rstd_bf16)),
     V("eps_none_f64", ("R-eps64",), "eps=None taken as float64's machine epsilon 2^-52, not the {W} compute "
       "dtype's (torch's rule)", OP, Mods(eps=eps_f64), when=_eps_none),
+    *rounding_points(OP, V, ("rstd", "xhat")),
     truncate_out(OP),
 )

@@ -34,7 +34,7 @@ def _f64(a):
 
 def _layer_like(op, x, cfg, w, b, dy, u, red, contract, dt, centered):
     axes, pb, stat_shape = S.trailing(x.shape, cfg["normalized_shape"])
-    kw = {}
+    kw = _eps_mode(cfg)
     if centered:
         eps = float(cfg.get("eps", 1e-5))
         names = ("mean", "rstd")
@@ -42,8 +42,6 @@ def _layer_like(op, x, cfg, w, b, dy, u, red, contract, dt, centered):
         eps = cfg.get("eps", None)
         eps = default_eps(dt) if eps is None else float(eps)          # rms_norm's eps=None: by the case dtype
         names = (None, "rstd")
-        if cfg.get("eps_placement", "inside") == "outside":
-            kw["eps_mode"] = "std"
     off = float(cfg.get("weight_offset", 0.0))       # rms_norm's (1 + w), layer_norm's zero-centred gamma
     if off and w is not None:
         w = w + off
@@ -51,6 +49,13 @@ def _layer_like(op, x, cfg, w, b, dy, u, red, contract, dt, centered):
                                contract=contract, case_dtype=dt, centered=centered, stat_shape=stat_shape,
                                stat_names=names, **kw)
     return o, g, {}
+
+
+def _eps_mode(cfg):
+    """rms_norm's eps_placement "outside" (rstd = 1 / (sqrt(var) + eps)) as standardize's eps_mode; the
+    other standardizing ops read it too, for the diagnosis's variants that place eps there (their bounds:
+    pitfalls.Variant.bounds_as)."""
+    return {"eps_mode": "std"} if cfg.get("eps_placement", "inside") == "outside" else {}
 
 
 def _channel_pb(x):
@@ -105,12 +110,12 @@ def _batch_like(op, x, cfg, w, b, dy, st, training, ref_state, u, red, contract,
     if op == "batch_norm":
         axes = (0,) + tuple(range(2, x.ndim))
         o, g, rb, L = S.standardize(x, axes, weight=w, bias=b, pshape_bcast=pb, dy=dy, eps=eps, u=u, reduction=red,
-                                    contract=contract, case_dtype=dt, stat_shape=(C,))
+                                    contract=contract, case_dtype=dt, stat_shape=(C,), **_eps_mode(cfg))
         n_slice, n_inst = L.n, 1
     else:
         axes = tuple(range(2, x.ndim))
         o, g, rb, L = S.standardize(x, axes, weight=w, bias=b, pshape_bcast=pb, dy=dy, eps=eps, u=u, reduction=red,
-                                    contract=contract, case_dtype=dt, stat_shape=x.shape[:2])
+                                    contract=contract, case_dtype=dt, stat_shape=x.shape[:2], **_eps_mode(cfg))
         n_slice, n_inst = L.n, x.shape[0]
     sb = {}
     if training and tracking:
@@ -174,7 +179,8 @@ def _one(op, inputs, cfg, training, dy, st, ref_state, u, red, contract, dt, cot
         N, C = x.shape[:2]
         o, g, _, _ = S.standardize(x, (2,), view=(N, G, -1) if x.size else (N, G, 0), weight=w, bias=b,
                                    pshape_bcast=_channel_pb(x), dy=dy, eps=float(cfg.get("eps", 1e-5)), u=u,
-                                   reduction=red, contract=contract, case_dtype=dt, stat_shape=(N, G), groups=G)
+                                   reduction=red, contract=contract, case_dtype=dt, stat_shape=(N, G), groups=G,
+                                   **_eps_mode(cfg))
         return o, g, {}
     if op == "group_norm_silu":
         from .group_norm_silu import bound
@@ -186,7 +192,8 @@ def _one(op, inputs, cfg, training, dy, st, ref_state, u, red, contract, dt, cot
     if op == "weight_standardization":
         axes = tuple(range(1, x.ndim))
         o, g, _, _ = S.standardize(x, axes, dy=dy, eps=float(cfg.get("eps", 1e-5)), u=u, reduction=red,
-                                   contract=contract, case_dtype=dt, stat_shape=(x.shape[0],) + (1,) * (x.ndim - 1))
+                                   contract=contract, case_dtype=dt, stat_shape=(x.shape[0],) + (1,) * (x.ndim - 1),
+                                   **_eps_mode(cfg))
         return o, g, {}
     if op == "mean_variance_norm":
         axes = tuple(a % x.ndim for a in cfg.get("axes", (0, 2, 3)))
