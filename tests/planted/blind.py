@@ -26,7 +26,9 @@ import math
 import ml_dtypes
 import numpy as np
 
-from refnorm.check.backends.base import Contract, Returned
+from refnorm.check.backends.base import Returned
+
+from ._blind_math import QUANT as _QUANT, BlindKernelBase, eps_value, pow2 as _pow2, rsum as _rsum, store
 
 MECHANISMS = ("one_pass", "precision", "block", "eps", "bessel", "running", "mode", "backward", "reduction",
               "layout", "affine", "semantics", "window", "quant_scale", "saturation", "merge", "collective",
@@ -168,71 +170,34 @@ BUGS = {
         "pattern: vLLM's unfused rms_norm + dynamic_scaled_fp8_quant path used as the fused kernel"),
 }
 
-_QUANT = {"float8_e4m3fn": (np.dtype(ml_dtypes.float8_e4m3fn), -448.0, 448.0),
-          "float8_e5m2": (np.dtype(ml_dtypes.float8_e5m2), -57344.0, 57344.0),
-          "int8": (np.dtype(np.int8), -128.0, 127.0)}
-
 
 # ---------------------------------------------------------------- helpers
-def _rsum(a):
-    """Row sums of a 2-D C-ordered array, keepdims (NumPy sums a contiguous row pairwise)."""
-    return np.ascontiguousarray(a).sum(axis=1, keepdims=True)
-
-
-def _pow2(n):
-    return 1 << max(0, (int(n) - 1).bit_length())
-
-
 def _store(a, dtype, truncate=False):
     """One rounding to ``dtype`` (nearest even); ``truncate``: bfloat16 by dropping the low 16 bits."""
     a = np.asarray(a)
     if truncate and dtype == "bfloat16":
         bits = a.astype(np.float32).view(np.uint32) & np.uint32(0xFFFF0000)
         return bits.view(np.float32).astype(ml_dtypes.bfloat16)
-    np_dtype = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return a.astype(np_dtype)
+    return store(a, dtype)
 
 
 def _eps(value, acc, dtype, bug):
     if value is None:
         if bug == "rms_eps_none_input_dtype" and dtype in ("float16", "bfloat16"):
             return acc(float(ml_dtypes.finfo(ml_dtypes.bfloat16 if dtype == "bfloat16" else np.float16).eps))
-        return acc(np.finfo(acc).eps)
-    return acc(value)
+    return eps_value(value, acc)
 
 
-class BlindKernel:
+class BlindKernel(BlindKernelBase):
     """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct).
 
     ``options`` declares the options it implements (any value), so a case setting an option added to
     one of these ops later is skipped with the reason instead of judged against a kernel that ignores it."""
 
+    BUGS, OPS, LABEL = BUGS, OPS, "blind"
     options = {k: None for k in ("normalized_shape", "eps", "weight_offset", "eps_placement", "num_groups",
                                  "momentum", "convention", "norm", "dropout_p", "prenorm", "residual_in_fp32",
                                  "quant_dtype", "scale_ub", "min_scale")}
-
-    def __init__(self, bug=None):
-        if bug is not None and bug not in BUGS:
-            raise ValueError(f"unknown bug {bug!r}; expected None or one of {', '.join(BUGS)}")
-        self.bug = bug
-        self.name = "blind" if bug is None else f"blind:{bug}"
-
-    def available(self):
-        return None
-
-    def supports(self, call):
-        if call.op not in OPS:
-            return f"blind kernel: {call.op} is not implemented (only {', '.join(OPS)})"
-        return None
-
-    def contract(self, call):
-        return Contract("strict")
-
-    def run(self, call):
-        acc = np.float64 if call.dtype == "float64" else np.float32
-        with np.errstate(all="ignore"):      # a planted bug may overflow or divide by zero: judged, not raised
-            return getattr(self, "_" + call.op)(call, acc)
 
     # ------------------------------------------------------------ shared row kernels (2-D: rows x n)
     def _ln_rows(self, x, eps, bug_pad=False):

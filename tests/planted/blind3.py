@@ -29,7 +29,12 @@ import math
 import ml_dtypes
 import numpy as np
 
-from refnorm.check.backends.base import Contract, Returned
+from refnorm.check.backends.base import Returned
+
+from ._blind_math import (FORMAT_DEFAULTS as _FORMAT_DEFAULTS, QUANT as _QUANT, STD_ELEMENTS as _STD_ELEMENTS,
+                          BlindKernelBase, centred_dx as _centred_dx, eps_value as _eps, frexp_exp as _frexp_exp,
+                          half as _half, normalized_shape as _ns, rsum as _rsum, sigmoids as _sigmoids,
+                          store as _store)
 
 LABELS = ("one_pass", "precision", "block", "eps", "bessel", "running", "mode", "backward", "reduction",
           "layout", "affine", "semantics", "window", "quant_scale", "saturation", "merge", "collective",
@@ -273,107 +278,18 @@ BUGS = {
         "pattern: one reduction reused for the three normalizations"),
 }
 
-_QUANT = {"float8_e4m3fn": (np.dtype(ml_dtypes.float8_e4m3fn), -448.0, 448.0),
-          "float8_e5m2": (np.dtype(ml_dtypes.float8_e5m2), -57344.0, 57344.0),
-          "int8": (np.dtype(np.int8), -128.0, 127.0)}
 
-
-
-_STD_ELEMENTS = {  # element dtype -> (NumPy dtype, qmax, emax)
-    "float8_e4m3fn": (np.dtype(ml_dtypes.float8_e4m3fn), 448.0, 8),
-    "float8_e5m2": (np.dtype(ml_dtypes.float8_e5m2), 57344.0, 15),
-    "float4_e2m1fn": (np.dtype(ml_dtypes.float4_e2m1fn), 6.0, 2),
-}
-_FORMAT_DEFAULTS = {"fp8_group": (128, "float8_e4m3fn", "exact"), "mxfp8": (32, "float8_e4m3fn", "floor"),
-                    "nvfp4": (16, "float4_e2m1fn", "e4m3")}
-
-
-# ---------------------------------------------------------------- helpers
-def _rsum(a):
-    """Row sums of a 2-D array, keepdims (NumPy sums a contiguous row pairwise)."""
-    return np.ascontiguousarray(a).sum(axis=1, keepdims=True)
-
-
-def _pow2(n):
-    return 1 << max(0, (int(n) - 1).bit_length())
-
-
-def _np_dtype(dtype):
-    return np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
-
-
-def _store(a, dtype):
-    """One rounding to ``dtype`` (a name: the case dtype, "float32", ...), nearest even."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        return np.asarray(a).astype(_np_dtype(dtype))
-
-
-def _half(a, dtype):
-    """``a`` rounded to a 16-bit ``dtype`` and back to its own dtype (unchanged for 32/64-bit cases)."""
-    if dtype not in ("float16", "bfloat16"):
-        return a
-    return _store(a, dtype).astype(a.dtype)
-
-
-def _ns(config):
-    ns = config["normalized_shape"]
-    return (ns,) if isinstance(ns, int) else tuple(ns)
-
-
-def _eps(value, acc):
-    return acc(np.finfo(acc).eps) if value is None else acc(value)
-
-
-def _sigmoids(z):
-    """(sigmoid(z), 1 - sigmoid(z)) from e = exp(-|z|), without overflow or cancellation."""
-    e = np.exp(-np.abs(z))
-    big, small = 1 / (1 + e), e / (1 + e)
-    return np.where(z >= 0, big, small), np.where(z >= 0, small, big)
-
-
-def _centred_dx(g, xhat, rstd):
-    """rstd * (g - mean(g) - xhat * mean(g * xhat)) per row of 2-D arrays."""
-    n = g.shape[1]
-    return rstd * (g - _rsum(g) / n - xhat * (_rsum(g * xhat) / n))
-
-
-def _frexp_exp(v):
-    """e with v = m 2^e, m in [0.5, 1), for v > 0 (float64 arithmetic on the float32 values)."""
-    return np.frexp(np.where(v > 0, v, 1.0).astype(np.float64))
-
-
-class Blind3Kernel:
+class Blind3Kernel(BlindKernelBase):
     """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct).
 
     ``options`` declares the options it implements (any value), so a case setting an option added to
     one of these ops later is skipped with the reason instead of judged against a kernel that ignores it."""
 
+    BUGS, OPS, LABEL = BUGS, OPS, "blind3"
     options = {k: None for k in (
         "normalized_shape", "eps", "weight_offset", "eps_placement", "num_groups", "momentum", "convention",
         "norm", "norm_before_gate", "group_size", "format", "block_size", "element_dtype", "scale_rule",
         "min_scale", "residual_in_fp32", "dropout_p", "prenorm", "quant_dtype", "scale_ub")}
-
-    def __init__(self, bug=None):
-        if bug is not None and bug not in BUGS:
-            raise ValueError(f"unknown bug {bug!r}; expected None or one of {', '.join(BUGS)}")
-        self.bug = bug
-        self.name = "blind3" if bug is None else f"blind3:{bug}"
-
-    def available(self):
-        return None
-
-    def supports(self, call):
-        if call.op not in OPS:
-            return f"blind3 kernel: {call.op} is not implemented (only {', '.join(OPS)})"
-        return None
-
-    def contract(self, call):
-        return Contract("strict")
-
-    def run(self, call):
-        acc = np.float64 if call.dtype == "float64" else np.float32
-        with np.errstate(all="ignore"):      # a planted bug may overflow or divide by zero: judged, not raised
-            return getattr(self, "_" + call.op)(call, acc)
 
     # ------------------------------------------------------------ shared row statistics (2-D: rows x n)
     @staticmethod
