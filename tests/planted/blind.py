@@ -28,7 +28,9 @@ import numpy as np
 
 from refnorm.check.backends.base import Returned
 
-from ._blind_math import QUANT as _QUANT, BlindKernelBase, eps_value, pow2 as _pow2, rsum as _rsum, store
+from ._blind_math import (add_norm_affine_grads, affine, BlindKernelBase, channel_grads, channel_rows, eps_value,
+                          from_channel_rows, pow2 as _pow2, QUANT as _QUANT, reshaped, rsum as _rsum, running_in,
+                          running_state, store)
 
 MECHANISMS = ("one_pass", "precision", "block", "eps", "bessel", "running", "mode", "backward", "reduction",
               "layout", "affine", "semantics", "window", "quant_scale", "saturation", "merge", "collective",
@@ -262,8 +264,7 @@ class BlindKernel(BlindKernelBase):
         bias = None if bias is None else bias.astype(acc).reshape(1, N)
         mean, rstd, xhat = self._ln_rows(x, _eps(call.config["eps"], acc, d, b),
                                          bug_pad=b == "ln_pad_lanes_in_var")
-        y = xhat if w is None else xhat * w
-        y = y if bias is None else y + bias
+        y = affine(xhat, w, bias)
         lead = x0.shape[:x0.ndim - len(ns)]
         stat = lead + (1,) * len(ns)
         out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(stat).astype(acc),
@@ -338,8 +339,7 @@ class BlindKernel(BlindKernelBase):
             bias = None if bias is None else np.repeat(bias[:G], cg)
         w = None if w is None else w.astype(acc).reshape(1, C, 1)
         bias = None if bias is None else bias.astype(acc).reshape(1, C, 1)
-        y = xhat if w is None else xhat * w
-        y = y if bias is None else y + bias
+        y = affine(xhat, w, bias)
         out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(Nb, G).astype(acc),
                "rstd": rstd.reshape(Nb, G).astype(acc)}
         grads = {}
@@ -381,7 +381,7 @@ class BlindKernel(BlindKernelBase):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
         C = x0.shape[1]
-        x = np.ascontiguousarray(np.moveaxis(x0.astype(acc), 1, 0)).reshape(C, -1)   # (C, n)
+        x = channel_rows(x0, acc)                                # (C, n)
         n = x.shape[1]
         cfg = call.config
         eps = _eps(cfg["eps"], acc, d, b)
@@ -395,20 +395,13 @@ class BlindKernel(BlindKernelBase):
             mean = st["running_mean"].astype(acc).reshape(C, 1)
             rstd = 1 / np.sqrt(st["running_var"].astype(acc).reshape(C, 1) + eps)
             xhat = (x - mean) * rstd
-        w, bias = call.inputs.get("weight"), call.inputs.get("bias")
-        w = None if w is None else w.astype(acc).reshape(C, 1)
-        bias = None if bias is None else bias.astype(acc).reshape(C, 1)
-        y = xhat if w is None else xhat * w
-        y = y if bias is None else y + bias
-
-        def back(a):                                             # (C, n) -> x's layout
-            shp = (C, x0.shape[0]) + x0.shape[2:]
-            return np.moveaxis(a.reshape(shp), 0, 1)
-        out = {"y": _store(back(y), d), "mean": mean.reshape(C).astype(acc), "rstd": rstd.reshape(C).astype(acc)}
+        w, bias = (reshaped(call.inputs.get(k), acc, (C, 1)) for k in ("weight", "bias"))
+        y = affine(xhat, w, bias)
+        out = {"y": _store(from_channel_rows(y, x0.shape), d), "mean": mean.reshape(C).astype(acc),
+               "rstd": rstd.reshape(C).astype(acc)}
         state = {}
         if has_run:
-            rm, rv = st["running_mean"].astype(acc), st["running_var"].astype(acc)
-            nbt = np.asarray(st.get("num_batches_tracked", 0)).astype(np.int64)
+            rm, rv, nbt = running_in(st, acc)
             if call.training:
                 nbt = nbt + 1
                 mom = cfg["momentum"]
@@ -422,21 +415,16 @@ class BlindKernel(BlindKernelBase):
                         rm, rv = (1 - m) * rm + m * bm, (1 - m) * rv + m * ub
                 elif n > 0:
                     rm, rv = m * rm + (1 - m) * bm, m * rv + (1 - m) * bv
-            state = {"running_mean": _store(rm, d), "running_var": _store(rv, d),
-                     "num_batches_tracked": np.asarray(nbt, dtype=np.int64)}
+            state = running_state(rm, rv, nbt, d)
         grads = {}
         if "y" in call.cotangents:
-            dy = np.ascontiguousarray(np.moveaxis(call.cotangents["y"].astype(acc), 1, 0)).reshape(C, -1)
+            dy = channel_rows(call.cotangents["y"], acc)
             g = dy if w is None else dy * w
             if batch and b != "bn_bwd_stats_detached":
                 dx = self._ln_dx(g, xhat, rstd)
             else:
                 dx = g * rstd
-            grads["x"] = _store(back(dx), d)
-            if w is not None:
-                grads["weight"] = _store(_rsum(dy * xhat).reshape(C), d)
-            if bias is not None:
-                grads["bias"] = _store(_rsum(dy).reshape(C), d)
+            grads = channel_grads(dx, dy, xhat, w, bias, x0.shape, d)
         return Returned(out, grads, state)
 
     # ------------------------------------------------------------ add_norm
@@ -451,15 +439,7 @@ class BlindKernel(BlindKernelBase):
         p = float(cfg["dropout_p"] or 0.0)
         keep = acc(1.0) if b == "an_dropout_not_rescaled" else acc(1.0 / (1.0 - p))
         off = acc(cfg.get("weight_offset", 0.0) or 0.0)
-
-        def f(name):
-            a = inp.get(name)
-            return None if a is None else a.astype(acc).reshape(R, N)
-
-        def par(name):
-            a = inp.get(name)
-            return None if a is None else a.astype(acc).reshape(1, N)
-        x, res, mask, x1, mask1 = f("x"), f("residual"), f("mask"), f("x1"), f("mask1")
+        x, res, mask, x1, mask1 = (reshaped(inp.get(k), acc, (R, N)) for k in ("x", "residual", "mask", "x1", "mask1"))
         rs = inp.get("rowscale")
         rs = None if rs is None else rs.astype(acc).reshape(R, 1)
         c = np.ones((R, N), acc) if mask is None else mask.copy()
@@ -474,7 +454,7 @@ class BlindKernel(BlindKernelBase):
         if res is not None:
             s = s + res
         eps = _eps(cfg["eps"], acc, d, b)
-        w, bias, w1, b1 = par("weight"), par("bias"), par("weight1"), par("bias1")
+        w, bias, w1, b1 = (reshaped(inp.get(k), acc, (1, N)) for k in ("weight", "bias", "weight1", "bias1"))
         we = None if w is None else w + off
         we1 = None if w1 is None else w1 + off
         if cfg["norm"] == "layer_norm":
@@ -518,17 +498,7 @@ class BlindKernel(BlindKernelBase):
                 grads["residual"] = _store(ds.reshape(shape), d)
             if x1 is not None:
                 grads["x1"] = _store((ds * c1).reshape(shape), d)
-            for name in ("mask", "mask1"):
-                if name in inp:
-                    grads[name] = _store(np.zeros(shape), d)
-            if w is not None:
-                grads["weight"] = _store((dy * xhat).sum(axis=0).reshape(ns), d)
-            if bias is not None:
-                grads["bias"] = _store(dy.sum(axis=0).reshape(ns), d)
-            if w1 is not None and dy1 is not None:
-                grads["weight1"] = _store((dy1 * xhat).sum(axis=0).reshape(ns), d)
-                if b1 is not None:
-                    grads["bias1"] = _store(dy1.sum(axis=0).reshape(ns), d)
+            grads.update(add_norm_affine_grads(inp, dy, dy1, xhat, (w, bias, w1, b1), ns, d))
             if rs is not None:
                 t = ds * x if mask is None or b == "an_drowscale_without_mask" else ds * x * mask
                 drs = _rsum(t) * keep if p else _rsum(t)

@@ -29,10 +29,12 @@ import numpy as np
 
 from refnorm.check.backends.base import Returned
 
-from ._blind_math import (FORMAT_DEFAULTS as _FORMAT_DEFAULTS, STD_ELEMENTS as _STD_ELEMENTS, BlindKernelBase,
-                          centred_dx as _centred_dx, eps_value as _eps, frexp_exp as _frexp_exp, half as _half,
-                          normalized_shape as _ns, pow2 as _pow2, rsum as _rsum, sigmoids as _sigmoids,
-                          store as _store)
+from ._blind_math import (affine, BlindKernelBase, block_quotients, centred_dx as _centred_dx, channel_grads,
+                          channel_rows, dyt_inputs, e8m0_scale, eps_value as _eps, frexp_exp as _frexp_exp,
+                          from_channel_rows, gated_dx, gated_stats, half as _half, instance_norm_grads,
+                          normalized_shape as _ns, nqb_format, nqb_normalized, nqb_returned, nvfp4_encode, poly_rstd,
+                          pow2 as _pow2, pow2_up, reshaped, rms_dx, rsum as _rsum, running_in, running_state,
+                          sigmoids as _sigmoids, store as _store)
 from planted.blind import MECHANISMS
 
 OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "gated_norm", "dyt",
@@ -443,7 +445,7 @@ class Blind2Kernel(BlindKernelBase):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
         C = x0.shape[1]
-        x = np.ascontiguousarray(np.moveaxis(x0.astype(acc), 1, 0)).reshape(C, -1)   # (C, n)
+        x = channel_rows(x0, acc)                                # (C, n)
         n = x.shape[1]
         cfg, st = call.config, call.state
         eps = _eps(cfg["eps"], acc)
@@ -455,19 +457,13 @@ class Blind2Kernel(BlindKernelBase):
             mean = st["running_mean"].astype(acc).reshape(C, 1)
             rstd = 1 / np.sqrt(st["running_var"].astype(acc).reshape(C, 1) + eps)
         xhat = (x - mean) * rstd
-        w, bias = call.inputs.get("weight"), call.inputs.get("bias")
-        w = None if w is None else w.astype(acc).reshape(C, 1)
-        bias = None if bias is None else bias.astype(acc).reshape(C, 1)
-        y = xhat if w is None else xhat * w
-        y = y if bias is None else y + bias
-
-        def back(a):                                             # (C, n) -> x's layout
-            return np.moveaxis(a.reshape((C, x0.shape[0]) + x0.shape[2:]), 0, 1)
-        out = {"y": _store(back(y), d), "mean": mean.reshape(C).astype(acc), "rstd": rstd.reshape(C).astype(acc)}
+        w, bias = (reshaped(call.inputs.get(k), acc, (C, 1)) for k in ("weight", "bias"))
+        y = affine(xhat, w, bias)
+        out = {"y": _store(from_channel_rows(y, x0.shape), d), "mean": mean.reshape(C).astype(acc),
+               "rstd": rstd.reshape(C).astype(acc)}
         state = {}
         if has_run:
-            rm, rv = st["running_mean"].astype(acc), st["running_var"].astype(acc)
-            nbt = np.asarray(st.get("num_batches_tracked", 0)).astype(np.int64)
+            rm, rv, nbt = running_in(st, acc)
             if call.training:
                 nbt = nbt + 1
                 mom = cfg["momentum"]
@@ -482,11 +478,10 @@ class Blind2Kernel(BlindKernelBase):
                     rm, rv = (1 - m) * rm + m * bm, (1 - m) * rv + m * ub
                 elif n > 0:
                     rm, rv = m * rm + (1 - m) * bm, m * rv + (1 - m) * bv
-            state = {"running_mean": _store(rm, d), "running_var": _store(rv, d),
-                     "num_batches_tracked": np.asarray(nbt, dtype=np.int64)}
+            state = running_state(rm, rv, nbt, d)
         grads = {}
         if "y" in call.cotangents:
-            dy = np.ascontiguousarray(np.moveaxis(call.cotangents["y"].astype(acc), 1, 0)).reshape(C, -1)
+            dy = channel_rows(call.cotangents["y"], acc)
             g = dy if w is None else dy * w
             if batch:
                 dx = _centred_dx(g, xhat, rstd)
@@ -495,11 +490,7 @@ class Blind2Kernel(BlindKernelBase):
                 dx = _centred_dx(g, (x - bmean) * brstd, brstd)
             else:
                 dx = g * rstd
-            grads["x"] = _store(back(dx), d)
-            if w is not None:
-                grads["weight"] = _store(_rsum(dy * xhat).reshape(C), d)
-            if bias is not None:
-                grads["bias"] = _store(_rsum(dy).reshape(C), d)
+            grads = channel_grads(dx, dy, xhat, w, bias, x0.shape, d)
         return Returned(out, grads, state)
 
     # ------------------------------------------------------------ instance_norm
@@ -522,14 +513,12 @@ class Blind2Kernel(BlindKernelBase):
         w, bias = call.inputs.get("weight"), call.inputs.get("bias")
         wr = None if w is None else np.tile(w.astype(acc), Nb).reshape(Nb * C, 1)
         br = None if bias is None else np.tile(bias.astype(acc), Nb).reshape(Nb * C, 1)
-        y = xhat if wr is None else xhat * wr
-        y = y if br is None else y + br
+        y = affine(xhat, wr, br)
         out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(Nb, C).astype(acc),
                "rstd": rstd.reshape(Nb, C).astype(acc)}
         state = {}
         if has_run:
-            rm, rv = st["running_mean"].astype(acc), st["running_var"].astype(acc)
-            nbt = np.asarray(st.get("num_batches_tracked", 0)).astype(np.int64)
+            rm, rv, nbt = running_in(st, acc)
             if call.training and Nb == 0:
                 rm, rv = np.full(C, np.nan, acc), np.full(C, np.nan, acc)
             elif call.training and S > 0:
@@ -545,18 +534,11 @@ class Blind2Kernel(BlindKernelBase):
                     rm, rv = new_m[-1], new_v[-1]
                 else:
                     rm, rv = new_m.mean(axis=0), new_v.mean(axis=0)
-            state = {"running_mean": _store(rm, d), "running_var": _store(rv, d),
-                     "num_batches_tracked": np.asarray(nbt, dtype=np.int64)}
+            state = running_state(rm, rv, nbt, d)
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(Nb * C, S)
-            g = dy if wr is None else dy * wr
-            dx = _centred_dx(g, xhat, rstd) if inst else g * rstd
-            grads["x"] = _store(dx.reshape(x0.shape), d)
-            if w is not None:
-                grads["weight"] = _store(_rsum(dy * xhat).reshape(Nb, C).sum(axis=0), d)
-            if bias is not None:
-                grads["bias"] = _store(_rsum(dy).reshape(Nb, C).sum(axis=0), d)
+            grads = instance_norm_grads(dy, xhat, rstd, w, bias, wr, inst, x0.shape, d)
         return Returned(out, grads, state)
 
     # ------------------------------------------------------------ gated_norm
@@ -579,10 +561,7 @@ class Blind2Kernel(BlindKernelBase):
         v = x if nbg else x * s
         eps = _eps(cfg["eps"], acc)
         vg = v.reshape(-1, K)
-        if cfg["norm"] == "layer_norm":
-            mean, rstd = self._ln_stats(vg, eps)
-        else:
-            mean, rstd = 0, 1 / np.sqrt(_rsum(vg * vg) / K + eps)
+        mean, rstd = gated_stats(vg, eps, cfg["norm"], self._ln_stats)
         vhat = ((vg - mean) * rstd).reshape(R, H)
         nrm = vhat * w if bias is None else vhat * w + bias
         y = nrm * s if nbg else nrm
@@ -601,10 +580,7 @@ class Blind2Kernel(BlindKernelBase):
                 vh, r = (vr - mb) * rb, rb
             else:
                 r = rstd
-            if cfg["norm"] == "layer_norm":
-                dv = _centred_dx(g, vh, r)
-            else:
-                dv = r * (g - vh * (_rsum(g * vh) / Kb))
+            dv = gated_dx(cfg["norm"], g, vh, r)
             dv = dv.reshape(R, H)
             if nbg:
                 dx, dz = dv, dy * nrm * ds
@@ -621,15 +597,10 @@ class Blind2Kernel(BlindKernelBase):
         b, d = self.bug, call.dtype
         inp = call.inputs
         x0 = inp["x"]
-        C = x0.shape[-1] if x0.ndim else 1
-        x = x0.astype(acc).reshape(-1, C)
-        a = acc(np.asarray(inp["alpha"]).astype(acc).reshape(()))
-        w, bias = inp.get("weight"), inp.get("bias")
-        w = None if w is None else w.astype(acc).reshape(1, C)
-        bias = None if bias is None else bias.astype(acc).reshape(1, C)
+        x, a, w, bias = dyt_inputs(inp, acc)
+        C = x.shape[1]
         t = np.tanh(a * x)
-        y = t if w is None else t * w
-        y = y if bias is None else y + bias
+        y = affine(t, w, bias)
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(-1, C)
@@ -677,10 +648,7 @@ class Blind2Kernel(BlindKernelBase):
                 u = _half(x ** p, d)
             else:
                 u = x ** p
-            sc = np.max(np.abs(u), axis=1, keepdims=True, initial=0.0)
-            sc = np.where((sc > 0) & np.isfinite(sc), sc, acc(1))
-            rms = sc * np.sqrt(_rsum((u / sc) ** 2) / H)
-            r = 1 / np.hypot(rms, np.sqrt(eps))
+            r = poly_rstd(u, eps, acc)
             hs.append(u * r)
             rs.append(r)
             us.append(u)
@@ -692,7 +660,7 @@ class Blind2Kernel(BlindKernelBase):
             dx = np.zeros_like(x)
             for k, p in enumerate(powers):
                 g = dy * wt[k]
-                du = rs[k] * (g - hs[k] * (_rsum(g * hs[k]) / H))
+                du = rms_dx(g, hs[k], rs[k])
                 fac = 1 if b == "poly_bwd_missing_power_factor" else p
                 dx = dx + (du if p == 1 else fac * x ** (p - 1) * du)
             grads["x"] = _store(dx.reshape(x0.shape), d)
@@ -713,28 +681,11 @@ class Blind2Kernel(BlindKernelBase):
         return bits.view(np.float32).astype(ml_dtypes.float8_e4m3fn)
 
     def _norm_quant_block(self, call, acc):
-        b, d = self.bug, call.dtype
+        b = self.bug
         cfg, inp = call.config, call.inputs
-        fmt = cfg["format"] or "fp8_group"
-        B0, el0, rule0 = _FORMAT_DEFAULTS[fmt]
-        B = int(cfg["block_size"] or B0)
-        el = cfg["element_dtype"] or el0
-        rule = cfg["scale_rule"] or rule0
-        qdt, qmax, emax = _STD_ELEMENTS[el]
-        x0 = inp["x"]
-        H = x0.shape[-1]
-        x = x0.astype(acc).reshape(-1, H)
-        res = inp.get("residual")
-        s = x if res is None else x + res.astype(acc).reshape(-1, H)
-        eps = _eps(cfg["eps"], acc)
-        w, bias = inp.get("weight"), inp.get("bias")
-        if cfg["norm"] == "layer_norm":
-            mean, rstd = self._ln_stats(s, eps)
-            y = (s - mean) * rstd
-        else:
-            y = s * (1 / np.sqrt(_rsum(s * s) / H + eps))
-        y = y if w is None else y * w.astype(acc).reshape(1, H)
-        y = y if bias is None else y + bias.astype(acc).reshape(1, H)
+        fmt, B, rule, qdt, qmax, emax = nqb_format(cfg)
+        H = inp["x"].shape[-1]
+        s, y = nqb_normalized(inp, cfg, acc, self._ln_stats)
         R = y.shape[0]
         nb = -(-H // B)
         pad = nb * B - H
@@ -765,20 +716,13 @@ class Blind2Kernel(BlindKernelBase):
             else:
                 v = amax / acc(qmax)
                 m, e = _frexp_exp(v)
-                k = np.where(m == 0.5, e - 1, e)
-            k = np.clip(np.where(v > 0, k, -127), -127, 127)
-            S = np.ldexp(1.0, k.astype(np.int64)).astype(acc)
-            scale_out = S.astype(ml_dtypes.float8_e8m0fnu)
+                k = pow2_up(m, e)
+            S, scale_out = e8m0_scale(v, k, acc)
         else:                                                            # nvfp4
-            gs = inp.get("global_scale")
             if b == "nqb_nvfp4_no_tensor_scale":
                 enc = acc(1.0)
-            elif gs is not None:
-                enc = acc(np.asarray(gs).astype(acc).reshape(()))
             else:
-                g = acc(np.max(amax, initial=0.0))
-                enc = acc(1.0) if g == 0 else acc(min(acc(2688.0) / g, np.finfo(np.float32).max))
-                enc = acc(1.0) if enc == 0 else enc
+                enc = nvfp4_encode(inp.get("global_scale"), amax, acc)
             ts = acc(1) / enc
             v = amax / acc(6.0) * enc
             if b == "nqb_nvfp4_scale_truncated":
@@ -789,14 +733,5 @@ class Blind2Kernel(BlindKernelBase):
             if b == "nqb_nvfp4_unrounded_block_scale":
                 S = amax / acc(6.0)
             scale_out = Sb
-        Sx = S[..., None]
-        q = np.where(Sx == 0, acc(0) * yb, yb / np.where(Sx == 0, acc(1), Sx))
-        q = np.clip(q, -qmax, qmax).reshape(R, nb * B)[:, :H]
-        lead = x0.shape[:-1]
-        out = {"q": q.astype(qdt).reshape(x0.shape), "scale": scale_out.reshape(lead + (nb,)),
-               "amax": amax.astype(acc).reshape(lead + (nb,)),
-               "tensor_scale": np.full((1,) * x0.ndim, ts, dtype=acc)}
-        if res is not None:
-            rd = "float32" if cfg.get("residual_in_fp32") and d in ("float16", "bfloat16") else d
-            out["residual_out"] = _store(s.reshape(x0.shape), rd)
-        return Returned(out)
+        q = np.clip(block_quotients(yb, S, acc), -qmax, qmax)
+        return nqb_returned(q, qdt, scale_out, amax, ts, call, s, acc)
