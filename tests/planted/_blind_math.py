@@ -304,3 +304,30 @@ def channel_grads(dx, dy, xhat, w, bias, shape, dtype):
     if bias is not None:
         grads["bias"] = store(rsum(dy).reshape(shape[1]), dtype)
     return grads
+
+
+def channel_outputs(xhat, w, bias, mean, rstd, shape, dtype, acc):
+    """batch_norm's outputs from channel_rows (C, n): y = xhat * w + bias in ``shape`` rounded to ``dtype``,
+    mean and rstd per channel in ``acc``."""
+    C = shape[1]
+    return {"y": store(from_channel_rows(affine(xhat, w, bias), shape), dtype),
+            "mean": mean.reshape(C).astype(acc), "rstd": rstd.reshape(C).astype(acc)}
+
+
+def per_instance(v, Nb):
+    """A per-channel vector (C,) as (Nb * C, 1), one row per instance (sample, channel)."""
+    return np.tile(v, Nb).reshape(-1, 1)
+
+
+def instance_running_stats(state, Nb, eps, acc):
+    """instance_norm's (mean, rstd) per instance from the running statistics (eval)."""
+    return (per_instance(state["running_mean"].astype(acc), Nb),
+            per_instance(1 / np.sqrt(state["running_var"].astype(acc) + eps), Nb))
+
+
+def instance_outputs(xhat, wr, br, mean, rstd, shape, dtype, acc):
+    """instance_norm's outputs from (Nb * C, S) rows: y = xhat * wr + br in ``shape`` rounded to ``dtype``,
+    mean and rstd (Nb, C) in ``acc``."""
+    Nb, C = shape[0], shape[1]
+    return {"y": store(affine(xhat, wr, br).reshape(shape), dtype), "mean": mean.reshape(Nb, C).astype(acc),
+            "rstd": rstd.reshape(Nb, C).astype(acc)}

@@ -6,8 +6,9 @@ adaptive_layer_norm, poly_norm) written the way a fused float32 GPU kernel compu
 float32 (float64 for a float64 case), two-pass statistics, each row summed pairwise, one rounding to the
 output dtype at the end (round to nearest even), statistics (mean, rstd, amax, scales) returned in float32.
 It declares the "strict" contract and must pass refnorm's check on the golden cases of its ops
-(tests/test_blind3.py). Its arithmetic follows tests/planted/blind.py and blind2.py (the same conventions),
-written out again here so that each bug can be planted where a kernel author would make it.
+(tests/test_blind3.py). Its arithmetic follows tests/planted/blind.py and blind2.py (the same conventions);
+the correct pieces the three sets share are in tests/planted/_blind_math.py, and each bug is planted here,
+where a kernel author would make it.
 
 ``Blind3Kernel(name)`` is the same kernel with ONE realistic mistake planted, ``name`` a key of ``BUGS``:
 
@@ -32,11 +33,11 @@ import numpy as np
 from refnorm.check.backends.base import Returned
 
 from ._blind_math import (add_norm_affine_grads, affine, BlindKernelBase, block_quotients, centred_dx as _centred_dx,
-                          channel_grads, channel_rows, dyt_inputs, e8m0_scale, eps_value as _eps,
-                          frexp_exp as _frexp_exp, from_channel_rows, gated_dx, gated_stats, half as _half,
-                          instance_norm_grads, normalized_shape as _ns, nqb_format, nqb_normalized, nqb_returned,
-                          nvfp4_encode, poly_rstd, pow2_up, QUANT as _QUANT, reshaped, rms_dx, rsum as _rsum,
-                          running_in, running_state, sigmoids as _sigmoids, store as _store)
+                          channel_grads, channel_outputs, channel_rows, dyt_inputs, e8m0_scale, eps_value as _eps,
+                          frexp_exp as _frexp_exp, gated_dx, gated_stats, half as _half, instance_norm_grads,
+                          instance_outputs, instance_running_stats, normalized_shape as _ns, nqb_format, nqb_normalized,
+                          nqb_returned, nvfp4_encode, per_instance, poly_rstd, pow2_up, QUANT as _QUANT, reshaped,
+                          rms_dx, rsum as _rsum, running_in, running_state, sigmoids as _sigmoids, store as _store)
 
 LABELS = ("one_pass", "precision", "block", "eps", "bessel", "running", "mode", "backward", "reduction",
           "layout", "affine", "semantics", "window", "quant_scale", "saturation", "merge", "collective",
@@ -498,9 +499,7 @@ class Blind3Kernel(BlindKernelBase):
             rstd = 1 / np.sqrt(st["running_var"].astype(acc).reshape(C, 1) + e)
         xhat = (x - mean) * rstd
         w, bias = (reshaped(call.inputs.get(k), acc, (C, 1)) for k in ("weight", "bias"))
-        y = affine(xhat, w, bias)
-        out = {"y": _store(from_channel_rows(y, x0.shape), d), "mean": mean.reshape(C).astype(acc),
-               "rstd": rstd.reshape(C).astype(acc)}
+        out = channel_outputs(xhat, w, bias, mean, rstd, x0.shape, d, acc)
         state = {}
         if has_run:
             rm, rv, nbt = running_in(st, acc)
@@ -543,15 +542,12 @@ class Blind3Kernel(BlindKernelBase):
         if inst:
             mean, rstd = self._ln_stats(x, eps, ddof=1 if b == "in_unbiased_normalization" else 0)
         else:
-            mean = np.tile(st["running_mean"].astype(acc), Nb).reshape(Nb * C, 1)
-            rstd = np.tile(1 / np.sqrt(st["running_var"].astype(acc) + eps), Nb).reshape(Nb * C, 1)
+            mean, rstd = instance_running_stats(st, Nb, eps, acc)
         xhat = (x - mean) * rstd
         w, bias = call.inputs.get("weight"), call.inputs.get("bias")
-        wr = None if w is None else np.tile(w.astype(acc), Nb).reshape(Nb * C, 1)
-        br = None if bias is None else np.tile(bias.astype(acc), Nb).reshape(Nb * C, 1)
-        y = affine(xhat, wr, br)
-        out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(Nb, C).astype(acc),
-               "rstd": rstd.reshape(Nb, C).astype(acc)}
+        wr = None if w is None else per_instance(w.astype(acc), Nb)
+        br = None if bias is None else per_instance(bias.astype(acc), Nb)
+        out = instance_outputs(xhat, wr, br, mean, rstd, x0.shape, d, acc)
         state = {}
         if has_run:
             rm, rv, nbt = running_in(st, acc)
