@@ -8,6 +8,8 @@ stays in its own set's file, where its author wrote it, and the sets stay held-o
 """
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 
@@ -331,3 +333,24 @@ def instance_outputs(xhat, wr, br, mean, rstd, shape, dtype, acc):
     Nb, C = shape[0], shape[1]
     return {"y": store(affine(xhat, wr, br).reshape(shape), dtype), "mean": mean.reshape(Nb, C).astype(acc),
             "rstd": rstd.reshape(Nb, C).astype(acc)}
+
+
+def channel_running_stats(state, C, eps, acc):
+    """batch_norm's (mean, rstd) per channel, (C, 1), from the running statistics (eval)."""
+    return (state["running_mean"].astype(acc).reshape(C, 1),
+            1 / np.sqrt(state["running_var"].astype(acc).reshape(C, 1) + eps))
+
+
+def instance_rows(x0, acc):
+    """instance_norm's (Nb, C, S, x as (Nb * C, S) rows in ``acc``)."""
+    Nb, C = x0.shape[0], x0.shape[1]
+    S = math.prod(x0.shape[2:])
+    return Nb, C, S, x0.astype(acc).reshape(Nb * C, S)
+
+
+def instance_params(inputs, Nb, acc):
+    """instance_norm's (weight, bias) as given and as (Nb * C, 1) rows (wr, br); each None when absent."""
+    w, bias = inputs.get("weight"), inputs.get("bias")
+    wr = None if w is None else per_instance(w.astype(acc), Nb)
+    br = None if bias is None else per_instance(bias.astype(acc), Nb)
+    return w, bias, wr, br

@@ -30,8 +30,8 @@ import numpy as np
 from refnorm.check.backends.base import Returned
 
 from ._blind_math import (add_norm_affine_grads, affine, BlindKernelBase, channel_grads, channel_outputs, channel_rows,
-                          eps_value, pow2 as _pow2, QUANT as _QUANT, reshaped, rsum as _rsum, running_in, running_state,
-                          store)
+                          channel_running_stats, eps_value, pow2 as _pow2, QUANT as _QUANT, reshaped, rsum as _rsum,
+                          running_in, running_state, store)
 
 MECHANISMS = ("one_pass", "precision", "block", "eps", "bessel", "running", "mode", "backward", "reduction",
               "layout", "affine", "semantics", "window", "quant_scale", "saturation", "merge", "collective",
@@ -393,8 +393,7 @@ class BlindKernel(BlindKernelBase):
             mean, rstd, xhat = self._ln_rows(x, eps)
             var = _rsum((x - mean) ** 2) / n
         else:
-            mean = st["running_mean"].astype(acc).reshape(C, 1)
-            rstd = 1 / np.sqrt(st["running_var"].astype(acc).reshape(C, 1) + eps)
+            mean, rstd = channel_running_stats(st, C, eps, acc)
             xhat = (x - mean) * rstd
         w, bias = (reshaped(call.inputs.get(k), acc, (C, 1)) for k in ("weight", "bias"))
         out = channel_outputs(xhat, w, bias, mean, rstd, x0.shape, d, acc)

@@ -31,11 +31,12 @@ import numpy as np
 from refnorm.check.backends.base import Returned
 
 from ._blind_math import (affine, BlindKernelBase, block_quotients, centred_dx as _centred_dx, channel_grads,
-                          channel_outputs, channel_rows, dyt_inputs, e8m0_scale, eps_value as _eps,
-                          frexp_exp as _frexp_exp, gated_dx, gated_stats, half as _half, instance_norm_grads,
-                          instance_outputs, instance_running_stats, normalized_shape as _ns, nqb_format, nqb_normalized,
-                          nqb_returned, nvfp4_encode, per_instance, poly_rstd, pow2 as _pow2, pow2_up, reshaped, rms_dx,
-                          rsum as _rsum, running_in, running_state, sigmoids as _sigmoids, store as _store)
+                          channel_outputs, channel_rows, channel_running_stats, dyt_inputs, e8m0_scale,
+                          eps_value as _eps, frexp_exp as _frexp_exp, gated_dx, gated_stats, half as _half,
+                          instance_norm_grads, instance_outputs, instance_params, instance_rows, instance_running_stats,
+                          normalized_shape as _ns, nqb_format, nqb_normalized, nqb_returned, nvfp4_encode, poly_rstd,
+                          pow2 as _pow2, pow2_up, reshaped, rms_dx, rsum as _rsum, running_in, running_state,
+                          sigmoids as _sigmoids, store as _store)
 from planted.blind import MECHANISMS
 
 OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "gated_norm", "dyt",
@@ -455,8 +456,7 @@ class Blind2Kernel(BlindKernelBase):
         if batch:
             mean, rstd = self._ln_stats(x, eps)
         else:
-            mean = st["running_mean"].astype(acc).reshape(C, 1)
-            rstd = 1 / np.sqrt(st["running_var"].astype(acc).reshape(C, 1) + eps)
+            mean, rstd = channel_running_stats(st, C, eps, acc)
         xhat = (x - mean) * rstd
         w, bias = (reshaped(call.inputs.get(k), acc, (C, 1)) for k in ("weight", "bias"))
         out = channel_outputs(xhat, w, bias, mean, rstd, x0.shape, d, acc)
@@ -496,9 +496,7 @@ class Blind2Kernel(BlindKernelBase):
     def _instance_norm(self, call, acc):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        Nb, C = x0.shape[0], x0.shape[1]
-        S = math.prod(x0.shape[2:])
-        x = x0.astype(acc).reshape(Nb * C, S)
+        Nb, C, S, x = instance_rows(x0, acc)
         cfg, st = call.config, call.state
         eps = _eps(cfg["eps"], acc)
         has_run = st.get("running_mean") is not None
@@ -508,9 +506,7 @@ class Blind2Kernel(BlindKernelBase):
         else:
             mean, rstd = instance_running_stats(st, Nb, eps, acc)
         xhat = (x - mean) * rstd
-        w, bias = call.inputs.get("weight"), call.inputs.get("bias")
-        wr = None if w is None else per_instance(w.astype(acc), Nb)
-        br = None if bias is None else per_instance(bias.astype(acc), Nb)
+        w, bias, wr, br = instance_params(call.inputs, Nb, acc)
         out = instance_outputs(xhat, wr, br, mean, rstd, x0.shape, d, acc)
         state = {}
         if has_run:

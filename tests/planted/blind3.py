@@ -35,9 +35,10 @@ from refnorm.check.backends.base import Returned
 from ._blind_math import (add_norm_affine_grads, affine, BlindKernelBase, block_quotients, centred_dx as _centred_dx,
                           channel_grads, channel_outputs, channel_rows, dyt_inputs, e8m0_scale, eps_value as _eps,
                           frexp_exp as _frexp_exp, gated_dx, gated_stats, half as _half, instance_norm_grads,
-                          instance_outputs, instance_running_stats, normalized_shape as _ns, nqb_format, nqb_normalized,
-                          nqb_returned, nvfp4_encode, per_instance, poly_rstd, pow2_up, QUANT as _QUANT, reshaped,
-                          rms_dx, rsum as _rsum, running_in, running_state, sigmoids as _sigmoids, store as _store)
+                          instance_outputs, instance_params, instance_rows, instance_running_stats,
+                          normalized_shape as _ns, nqb_format, nqb_normalized, nqb_returned, nvfp4_encode, poly_rstd,
+                          pow2_up, QUANT as _QUANT, reshaped, rms_dx, rsum as _rsum, running_in, running_state,
+                          sigmoids as _sigmoids, store as _store)
 
 LABELS = ("one_pass", "precision", "block", "eps", "bessel", "running", "mode", "backward", "reduction",
           "layout", "affine", "semantics", "window", "quant_scale", "saturation", "merge", "collective",
@@ -532,9 +533,7 @@ class Blind3Kernel(BlindKernelBase):
     def _instance_norm(self, call, acc):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        Nb, C = x0.shape[0], x0.shape[1]
-        S = math.prod(x0.shape[2:])
-        x = x0.astype(acc).reshape(Nb * C, S)
+        Nb, C, S, x = instance_rows(x0, acc)
         cfg, st = call.config, call.state
         eps = _eps(cfg["eps"], acc)
         has_run = st.get("running_mean") is not None
@@ -544,9 +543,7 @@ class Blind3Kernel(BlindKernelBase):
         else:
             mean, rstd = instance_running_stats(st, Nb, eps, acc)
         xhat = (x - mean) * rstd
-        w, bias = call.inputs.get("weight"), call.inputs.get("bias")
-        wr = None if w is None else per_instance(w.astype(acc), Nb)
-        br = None if bias is None else per_instance(bias.astype(acc), Nb)
+        w, bias, wr, br = instance_params(call.inputs, Nb, acc)
         out = instance_outputs(xhat, wr, br, mean, rstd, x0.shape, d, acc)
         state = {}
         if has_run:
