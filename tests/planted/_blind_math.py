@@ -119,7 +119,12 @@ class BlindKernelBase:
             return getattr(self, "_" + call.op)(call, acc)
 
 
-# ---------------------------------------------------------------- pieces of the kernels' correct arithmetic
+# ---------------------------------------------------------------- rows, affine parameters and the rms_norm backward
+def reshaped(a, acc, shape):
+    """``a`` in ``acc`` reshaped to ``shape``; None stays None."""
+    return None if a is None else a.astype(acc).reshape(shape)
+
+
 def affine(xhat, w, bias):
     """xhat * w + bias, each of w, bias skipped when None."""
     y = xhat if w is None else xhat * w
@@ -132,6 +137,7 @@ def rms_dx(g, xhat, rstd):
     return rstd * (g - xhat * (rsum(g * xhat) / n))
 
 
+# ---------------------------------------------------------------- batch_norm (running statistics: instance_norm too)
 def channel_rows(a, acc):
     """(C, n) in ``acc``: ``a``'s channel axis (axis 1) first, the other axes flattened."""
     return np.ascontiguousarray(np.moveaxis(a.astype(acc), 1, 0)).reshape(a.shape[1], -1)
@@ -142,12 +148,92 @@ def from_channel_rows(a, shape):
     return np.moveaxis(a.reshape((shape[1], shape[0]) + tuple(shape[2:])), 0, 1)
 
 
+def channel_running_stats(state, C, eps, acc):
+    """batch_norm's (mean, rstd) per channel, (C, 1), from the running statistics (eval)."""
+    return (state["running_mean"].astype(acc).reshape(C, 1),
+            1 / np.sqrt(state["running_var"].astype(acc).reshape(C, 1) + eps))
+
+
+def channel_outputs(xhat, w, bias, mean, rstd, shape, dtype, acc):
+    """batch_norm's outputs from channel_rows (C, n): y = xhat * w + bias in ``shape`` rounded to ``dtype``,
+    mean and rstd per channel in ``acc``."""
+    C = shape[1]
+    return {"y": store(from_channel_rows(affine(xhat, w, bias), shape), dtype),
+            "mean": mean.reshape(C).astype(acc), "rstd": rstd.reshape(C).astype(acc)}
+
+
+def channel_grads(dx, dy, xhat, w, bias, shape, dtype):
+    """batch_norm's grads from dx, dy, xhat as channel_rows (C, n): x (in ``shape``), weight, bias."""
+    grads = {"x": store(from_channel_rows(dx, shape), dtype)}
+    if w is not None:
+        grads["weight"] = store(rsum(dy * xhat).reshape(shape[1]), dtype)
+    if bias is not None:
+        grads["bias"] = store(rsum(dy).reshape(shape[1]), dtype)
+    return grads
+
+
+def running_in(state, acc):
+    """batch/instance norm's (running_mean, running_var) in ``acc`` and num_batches_tracked as int64."""
+    return (state["running_mean"].astype(acc), state["running_var"].astype(acc),
+            np.asarray(state.get("num_batches_tracked", 0)).astype(np.int64))
+
+
 def running_state(rm, rv, nbt, dtype):
     """batch/instance norm's new state: the running statistics rounded to ``dtype``, the count as int64."""
     return {"running_mean": store(rm, dtype), "running_var": store(rv, dtype),
             "num_batches_tracked": np.asarray(nbt, dtype=np.int64)}
 
 
+# ---------------------------------------------------------------- instance_norm
+def per_instance(v, Nb):
+    """A per-channel vector (C,) as (Nb * C, 1), one row per instance (sample, channel)."""
+    return np.tile(v, Nb).reshape(-1, 1)
+
+
+def instance_rows(x0, acc):
+    """instance_norm's (Nb, C, S, x as (Nb * C, S) rows in ``acc``)."""
+    Nb, C = x0.shape[0], x0.shape[1]
+    S = math.prod(x0.shape[2:])
+    return Nb, C, S, x0.astype(acc).reshape(Nb * C, S)
+
+
+def instance_running_stats(state, Nb, eps, acc):
+    """instance_norm's (mean, rstd) per instance from the running statistics (eval)."""
+    return (per_instance(state["running_mean"].astype(acc), Nb),
+            per_instance(1 / np.sqrt(state["running_var"].astype(acc) + eps), Nb))
+
+
+def instance_params(inputs, Nb, acc):
+    """instance_norm's (weight, bias) as given and as (Nb * C, 1) rows (wr, br); each None when absent."""
+    w, bias = inputs.get("weight"), inputs.get("bias")
+    wr = None if w is None else per_instance(w.astype(acc), Nb)
+    br = None if bias is None else per_instance(bias.astype(acc), Nb)
+    return w, bias, wr, br
+
+
+def instance_outputs(xhat, wr, br, mean, rstd, shape, dtype, acc):
+    """instance_norm's outputs from (Nb * C, S) rows: y = xhat * wr + br in ``shape`` rounded to ``dtype``,
+    mean and rstd (Nb, C) in ``acc``."""
+    Nb, C = shape[0], shape[1]
+    return {"y": store(affine(xhat, wr, br).reshape(shape), dtype), "mean": mean.reshape(Nb, C).astype(acc),
+            "rstd": rstd.reshape(Nb, C).astype(acc)}
+
+
+def instance_norm_grads(dy, xhat, rstd, w, bias, wr, centred, shape, dtype):
+    """instance_norm's grads from dy, xhat, rstd as (Nb * C, S) rows (``wr``: the weight per row, or None);
+    ``centred``: dx through the instances' own statistics (training), else through fixed ones."""
+    Nb, C = shape[0], shape[1]
+    g = dy if wr is None else dy * wr
+    dx = centred_dx(g, xhat, rstd) if centred else g * rstd
+    grads = {"x": store(dx.reshape(shape), dtype)}
+    if w is not None:
+        grads["weight"] = store(rsum(dy * xhat).reshape(Nb, C).sum(axis=0), dtype)
+    if bias is not None:
+        grads["bias"] = store(rsum(dy).reshape(Nb, C).sum(axis=0), dtype)
+    return grads
+
+
+# ---------------------------------------------------------------- gated_norm, dyt, poly_norm
 def gated_stats(v, eps, norm, ln_stats):
     """(mean, rstd) of the rows of ``v`` for gated_norm's ``norm`` (rms_norm: mean 0);
     ``ln_stats``: the kernel's two-pass (mean, rstd)."""
@@ -181,6 +267,27 @@ def poly_rstd(u, eps, acc):
     return 1 / np.hypot(rms, np.sqrt(eps))
 
 
+# ---------------------------------------------------------------- add_norm
+def add_norm_affine_grads(inp, dy, dy1, xhat, params, ns, dtype):
+    """add_norm's grads of the masks (zero), of weight and bias from dy, and of weight1 and bias1 from dy1
+    (when given); ``params``: (weight, bias, weight1, bias1), each None when absent."""
+    w, bias, w1, b1 = params
+    grads = {}
+    for name in ("mask", "mask1"):
+        if name in inp:
+            grads[name] = store(np.zeros(inp["x"].shape), dtype)
+    if w is not None:
+        grads["weight"] = store((dy * xhat).sum(axis=0).reshape(ns), dtype)
+    if bias is not None:
+        grads["bias"] = store(dy.sum(axis=0).reshape(ns), dtype)
+    if w1 is not None and dy1 is not None:
+        grads["weight1"] = store((dy1 * xhat).sum(axis=0).reshape(ns), dtype)
+        if b1 is not None:
+            grads["bias1"] = store(dy1.sum(axis=0).reshape(ns), dtype)
+    return grads
+
+
+# ---------------------------------------------------------------- norm_quant_block
 def nqb_format(cfg):
     """norm_quant_block's (format, block size, scale rule, element NumPy dtype, qmax, emax), defaults filled."""
     fmt = cfg["format"] or "fp8_group"
@@ -252,105 +359,3 @@ def nqb_returned(q, qdt, scale_out, amax, ts, call, s, acc):
         rd = "float32" if cfg.get("residual_in_fp32") and d in ("float16", "bfloat16") else d
         out["residual_out"] = store(s.reshape(x0.shape), rd)
     return Returned(out)
-
-
-def instance_norm_grads(dy, xhat, rstd, w, bias, wr, centred, shape, dtype):
-    """instance_norm's grads from dy, xhat, rstd as (Nb * C, S) rows (``wr``: the weight per row, or None);
-    ``centred``: dx through the instances' own statistics (training), else through fixed ones."""
-    Nb, C = shape[0], shape[1]
-    g = dy if wr is None else dy * wr
-    dx = centred_dx(g, xhat, rstd) if centred else g * rstd
-    grads = {"x": store(dx.reshape(shape), dtype)}
-    if w is not None:
-        grads["weight"] = store(rsum(dy * xhat).reshape(Nb, C).sum(axis=0), dtype)
-    if bias is not None:
-        grads["bias"] = store(rsum(dy).reshape(Nb, C).sum(axis=0), dtype)
-    return grads
-
-
-def reshaped(a, acc, shape):
-    """``a`` in ``acc`` reshaped to ``shape``; None stays None."""
-    return None if a is None else a.astype(acc).reshape(shape)
-
-
-def add_norm_affine_grads(inp, dy, dy1, xhat, params, ns, dtype):
-    """add_norm's grads of the masks (zero), of weight and bias from dy, and of weight1 and bias1 from dy1
-    (when given); ``params``: (weight, bias, weight1, bias1), each None when absent."""
-    w, bias, w1, b1 = params
-    grads = {}
-    for name in ("mask", "mask1"):
-        if name in inp:
-            grads[name] = store(np.zeros(inp["x"].shape), dtype)
-    if w is not None:
-        grads["weight"] = store((dy * xhat).sum(axis=0).reshape(ns), dtype)
-    if bias is not None:
-        grads["bias"] = store(dy.sum(axis=0).reshape(ns), dtype)
-    if w1 is not None and dy1 is not None:
-        grads["weight1"] = store((dy1 * xhat).sum(axis=0).reshape(ns), dtype)
-        if b1 is not None:
-            grads["bias1"] = store(dy1.sum(axis=0).reshape(ns), dtype)
-    return grads
-
-
-def running_in(state, acc):
-    """batch/instance norm's (running_mean, running_var) in ``acc`` and num_batches_tracked as int64."""
-    return (state["running_mean"].astype(acc), state["running_var"].astype(acc),
-            np.asarray(state.get("num_batches_tracked", 0)).astype(np.int64))
-
-
-def channel_grads(dx, dy, xhat, w, bias, shape, dtype):
-    """batch_norm's grads from dx, dy, xhat as channel_rows (C, n): x (in ``shape``), weight, bias."""
-    grads = {"x": store(from_channel_rows(dx, shape), dtype)}
-    if w is not None:
-        grads["weight"] = store(rsum(dy * xhat).reshape(shape[1]), dtype)
-    if bias is not None:
-        grads["bias"] = store(rsum(dy).reshape(shape[1]), dtype)
-    return grads
-
-
-def channel_outputs(xhat, w, bias, mean, rstd, shape, dtype, acc):
-    """batch_norm's outputs from channel_rows (C, n): y = xhat * w + bias in ``shape`` rounded to ``dtype``,
-    mean and rstd per channel in ``acc``."""
-    C = shape[1]
-    return {"y": store(from_channel_rows(affine(xhat, w, bias), shape), dtype),
-            "mean": mean.reshape(C).astype(acc), "rstd": rstd.reshape(C).astype(acc)}
-
-
-def per_instance(v, Nb):
-    """A per-channel vector (C,) as (Nb * C, 1), one row per instance (sample, channel)."""
-    return np.tile(v, Nb).reshape(-1, 1)
-
-
-def instance_running_stats(state, Nb, eps, acc):
-    """instance_norm's (mean, rstd) per instance from the running statistics (eval)."""
-    return (per_instance(state["running_mean"].astype(acc), Nb),
-            per_instance(1 / np.sqrt(state["running_var"].astype(acc) + eps), Nb))
-
-
-def instance_outputs(xhat, wr, br, mean, rstd, shape, dtype, acc):
-    """instance_norm's outputs from (Nb * C, S) rows: y = xhat * wr + br in ``shape`` rounded to ``dtype``,
-    mean and rstd (Nb, C) in ``acc``."""
-    Nb, C = shape[0], shape[1]
-    return {"y": store(affine(xhat, wr, br).reshape(shape), dtype), "mean": mean.reshape(Nb, C).astype(acc),
-            "rstd": rstd.reshape(Nb, C).astype(acc)}
-
-
-def channel_running_stats(state, C, eps, acc):
-    """batch_norm's (mean, rstd) per channel, (C, 1), from the running statistics (eval)."""
-    return (state["running_mean"].astype(acc).reshape(C, 1),
-            1 / np.sqrt(state["running_var"].astype(acc).reshape(C, 1) + eps))
-
-
-def instance_rows(x0, acc):
-    """instance_norm's (Nb, C, S, x as (Nb * C, S) rows in ``acc``)."""
-    Nb, C = x0.shape[0], x0.shape[1]
-    S = math.prod(x0.shape[2:])
-    return Nb, C, S, x0.astype(acc).reshape(Nb * C, S)
-
-
-def instance_params(inputs, Nb, acc):
-    """instance_norm's (weight, bias) as given and as (Nb * C, 1) rows (wr, br); each None when absent."""
-    w, bias = inputs.get("weight"), inputs.get("bias")
-    wr = None if w is None else per_instance(w.astype(acc), Nb)
-    br = None if bias is None else per_instance(bias.astype(acc), Nb)
-    return w, bias, wr, br
