@@ -120,6 +120,13 @@ class BlindKernelBase:
 
 
 # ---------------------------------------------------------------- rows, affine parameters and the rms_norm backward
+def normalized_rows(call, acc):
+    """(normalized_shape, N = its size, x as (rows, N) in ``acc``) of a call normalizing x's last axes."""
+    ns = normalized_shape(call.config)
+    N = math.prod(ns)
+    return ns, N, call.inputs["x"].astype(acc).reshape(-1, N)
+
+
 def reshaped(a, acc, shape):
     """``a`` in ``acc`` reshaped to ``shape``; None stays None."""
     return None if a is None else a.astype(acc).reshape(shape)
@@ -184,7 +191,14 @@ def running_state(rm, rv, nbt, dtype):
             "num_batches_tracked": np.asarray(nbt, dtype=np.int64)}
 
 
-# ---------------------------------------------------------------- instance_norm
+# ---------------------------------------------------------------- group_norm, instance_norm
+def group_dims(x0, config):
+    """group_norm's (N, C, G, S, C // G) of x (N, C, *spatial), S the spatial size, G num_groups."""
+    Nb, C = x0.shape[0], x0.shape[1]
+    G = int(config["num_groups"])
+    return Nb, C, G, math.prod(x0.shape[2:]), C // G
+
+
 def per_instance(v, Nb):
     """A per-channel vector (C,) as (Nb * C, 1), one row per instance (sample, channel)."""
     return np.tile(v, Nb).reshape(-1, 1)
@@ -242,13 +256,22 @@ def gated_stats(v, eps, norm, ln_stats):
     return 0, 1 / np.sqrt(rsum(v * v) / v.shape[1] + eps)
 
 
+def gated_normalize(v, w, bias, eps, K, norm, ln_stats):
+    """gated_norm's (rstd, vhat, vhat * w + bias) of v (rows, H) normalized in groups of K."""
+    R, H = v.shape
+    vg = v.reshape(-1, K)
+    mean, rstd = gated_stats(vg, eps, norm, ln_stats)
+    vhat = ((vg - mean) * rstd).reshape(R, H)
+    return rstd, vhat, (vhat * w if bias is None else vhat * w + bias)
+
+
 def gated_dx(norm, g, vhat, rstd):
     """The normalization's dx per row (gated_norm's ``norm``)."""
     return centred_dx(g, vhat, rstd) if norm == "layer_norm" else rms_dx(g, vhat, rstd)
 
 
 def dyt_inputs(inp, acc):
-    """dyt's (x as (rows, C), alpha, weight (1, C) or None, bias (1, C) or None) in ``acc``."""
+    """dyt's (x as (rows, C), alpha, weight (1, C) or None, bias (1, C) or None) in ``acc`` and tanh(alpha x)."""
     x0 = inp["x"]
     C = x0.shape[-1] if x0.ndim else 1
     x = x0.astype(acc).reshape(-1, C)
@@ -256,7 +279,7 @@ def dyt_inputs(inp, acc):
     w, bias = inp.get("weight"), inp.get("bias")
     w = None if w is None else w.astype(acc).reshape(1, C)
     bias = None if bias is None else bias.astype(acc).reshape(1, C)
-    return x, a, w, bias
+    return x, a, w, bias, np.tanh(a * x)
 
 
 def poly_rstd(u, eps, acc):
@@ -314,6 +337,13 @@ def nqb_normalized(inp, cfg, acc, ln_stats):
     y = y if w is None else y * w.astype(acc).reshape(1, H)
     y = y if bias is None else y + bias.astype(acc).reshape(1, H)
     return s, y
+
+
+def block_layout(y, B):
+    """norm_quant_block's (rows, H, blocks per row, padding of the last block) of y (rows, H), blocks of B."""
+    R, H = y.shape
+    nb = -(-H // B)
+    return R, H, nb, nb * B - H
 
 
 def pow2_up(m, e):

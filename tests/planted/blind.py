@@ -30,8 +30,8 @@ import numpy as np
 from refnorm.check.backends.base import Returned
 
 from ._blind_math import (add_norm_affine_grads, affine, BlindKernelBase, channel_grads, channel_outputs, channel_rows,
-                          channel_running_stats, eps_value, pow2 as _pow2, QUANT as _QUANT, reshaped, rsum as _rsum,
-                          running_in, running_state, store)
+                          channel_running_stats, eps_value, group_dims, normalized_rows, pow2 as _pow2, QUANT as _QUANT,
+                          reshaped, rsum as _rsum, running_in, running_state, store)
 
 MECHANISMS = ("one_pass", "precision", "block", "eps", "bessel", "running", "mode", "backward", "reduction",
               "layout", "affine", "semantics", "window", "quant_scale", "saturation", "merge", "collective",
@@ -254,10 +254,7 @@ class BlindKernel(BlindKernelBase):
     def _layer_norm(self, call, acc):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        ns = call.config["normalized_shape"]
-        ns = (ns,) if isinstance(ns, int) else tuple(ns)
-        N = math.prod(ns)
-        x = x0.astype(acc).reshape(-1, N)
+        ns, N, x = normalized_rows(call, acc)
         off = acc(call.config.get("weight_offset", 0.0) or 0.0)
         w = call.inputs.get("weight")
         w = None if w is None else w.astype(acc).reshape(1, N) + off
@@ -288,11 +285,8 @@ class BlindKernel(BlindKernelBase):
     def _rms_norm(self, call, acc):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        ns = call.config["normalized_shape"]
-        ns = (ns,) if isinstance(ns, int) else tuple(ns)
-        N = math.prod(ns)
+        ns, N, x = normalized_rows(call, acc)
         placement = call.config.get("eps_placement", "inside")
-        x = x0.astype(acc).reshape(-1, N)
         off = 0.0 if b == "rms_gemma_no_offset" else (call.config.get("weight_offset", 0.0) or 0.0)
         w = call.inputs.get("weight")
         w = None if w is None else w.astype(acc).reshape(1, N) + acc(off)
@@ -316,10 +310,7 @@ class BlindKernel(BlindKernelBase):
     def _group_norm(self, call, acc):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        Nb, C = x0.shape[0], x0.shape[1]
-        G = int(call.config["num_groups"])
-        S = math.prod(x0.shape[2:])
-        cg = C // G
+        Nb, C, G, S, cg = group_dims(x0, call.config)
         x = x0.astype(acc).reshape(Nb, C, S)
         if b == "gn_interleaved_groups":                         # group g = channels g, g + G, ...
             order = np.concatenate([np.arange(g, C, G) for g in range(G)])
@@ -381,9 +372,8 @@ class BlindKernel(BlindKernelBase):
     def _batch_norm(self, call, acc):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        C = x0.shape[1]
         x = channel_rows(x0, acc)                                # (C, n)
-        n = x.shape[1]
+        C, n = x.shape
         cfg = call.config
         eps = _eps(cfg["eps"], acc, d, b)
         st = call.state
@@ -508,10 +498,7 @@ class BlindKernel(BlindKernelBase):
         b, d = self.bug, call.dtype
         cfg, inp = call.config, call.inputs
         x0 = inp["x"]
-        ns = cfg["normalized_shape"]
-        ns = (ns,) if isinstance(ns, int) else tuple(ns)
-        N = math.prod(ns)
-        x = x0.astype(acc).reshape(-1, N)
+        ns, N, x = normalized_rows(call, acc)
         eps = _eps(cfg["eps"], acc, d, b)
         w, bias = inp.get("weight"), inp.get("bias")
         if cfg["norm"] == "layer_norm":

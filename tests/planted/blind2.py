@@ -30,13 +30,13 @@ import numpy as np
 
 from refnorm.check.backends.base import Returned
 
-from ._blind_math import (affine, BlindKernelBase, block_quotients, centred_dx as _centred_dx, channel_grads,
-                          channel_outputs, channel_rows, channel_running_stats, dyt_inputs, e8m0_scale,
-                          eps_value as _eps, frexp_exp as _frexp_exp, gated_dx, gated_stats, half as _half,
-                          instance_norm_grads, instance_outputs, instance_params, instance_rows, instance_running_stats,
-                          normalized_shape as _ns, nqb_format, nqb_normalized, nqb_returned, nvfp4_encode, poly_rstd,
-                          pow2 as _pow2, pow2_up, reshaped, rms_dx, rsum as _rsum, running_in, running_state,
-                          sigmoids as _sigmoids, store as _store)
+from ._blind_math import (affine, BlindKernelBase, block_layout, block_quotients, centred_dx as _centred_dx,
+                          channel_grads, channel_outputs, channel_rows, channel_running_stats, dyt_inputs, e8m0_scale,
+                          eps_value as _eps, frexp_exp as _frexp_exp, gated_dx, gated_normalize, group_dims,
+                          half as _half, instance_norm_grads, instance_outputs, instance_params, instance_rows,
+                          instance_running_stats, normalized_rows, normalized_shape as _ns, nqb_format, nqb_normalized,
+                          nqb_returned, nvfp4_encode, poly_rstd, pow2 as _pow2, pow2_up, reshaped, rms_dx,
+                          rsum as _rsum, running_in, running_state, sigmoids as _sigmoids, store as _store)
 from planted.blind import MECHANISMS
 
 OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "gated_norm", "dyt",
@@ -320,10 +320,8 @@ class Blind2Kernel(BlindKernelBase):
     def _rms_norm(self, call, acc):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        ns = _ns(call.config)
-        N = math.prod(ns)
+        ns, N, x = normalized_rows(call, acc)
         placement = call.config.get("eps_placement", "inside")
-        x = x0.astype(acc).reshape(-1, N)
         off = acc(call.config.get("weight_offset", 0.0) or 0.0)
         w = call.inputs.get("weight")
         w = None if w is None else w.astype(acc).reshape(1, N) + off
@@ -371,10 +369,7 @@ class Blind2Kernel(BlindKernelBase):
         """(out, grads) of group_norm, or of group_norm_silu when ``silu``."""
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        Nb, C = x0.shape[0], x0.shape[1]
-        G = int(call.config["num_groups"])
-        S = math.prod(x0.shape[2:])
-        cg = C // G
+        Nb, C, G, S, cg = group_dims(x0, call.config)
         swap = b == "gn_channels_last_as_nchw" and S > 1
 
         def view(a):                          # (Nb, C, S) as the kernel indexes it
@@ -446,9 +441,8 @@ class Blind2Kernel(BlindKernelBase):
     def _batch_norm(self, call, acc):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        C = x0.shape[1]
         x = channel_rows(x0, acc)                                # (C, n)
-        n = x.shape[1]
+        C, n = x.shape
         cfg, st = call.config, call.state
         eps = _eps(cfg["eps"], acc)
         has_run = st.get("running_mean") is not None
@@ -552,10 +546,7 @@ class Blind2Kernel(BlindKernelBase):
         ds = sig if b == "gated_dz_sigmoid_only" else sig * (1 + z * rest)
         v = x if nbg else x * s
         eps = _eps(cfg["eps"], acc)
-        vg = v.reshape(-1, K)
-        mean, rstd = gated_stats(vg, eps, cfg["norm"], self._ln_stats)
-        vhat = ((vg - mean) * rstd).reshape(R, H)
-        nrm = vhat * w if bias is None else vhat * w + bias
+        rstd, vhat, nrm = gated_normalize(v, w, bias, eps, K, cfg["norm"], self._ln_stats)
         y = nrm * s if nbg else nrm
         grads = {}
         if "y" in call.cotangents:
@@ -589,13 +580,11 @@ class Blind2Kernel(BlindKernelBase):
         b, d = self.bug, call.dtype
         inp = call.inputs
         x0 = inp["x"]
-        x, a, w, bias = dyt_inputs(inp, acc)
-        C = x.shape[1]
-        t = np.tanh(a * x)
+        x, a, w, bias, t = dyt_inputs(inp, acc)
         y = affine(t, w, bias)
         grads = {}
         if "y" in call.cotangents:
-            dy = call.cotangents["y"].astype(acc).reshape(-1, C)
+            dy = call.cotangents["y"].astype(acc).reshape(x.shape)
             g = dy if w is None else dy * w
             if b == "dyt_bwd_from_rounded_t" and d in ("float16", "bfloat16"):
                 tr = _half(t, d)
@@ -676,11 +665,8 @@ class Blind2Kernel(BlindKernelBase):
         b = self.bug
         cfg, inp = call.config, call.inputs
         fmt, B, rule, qdt, qmax, emax = nqb_format(cfg)
-        H = inp["x"].shape[-1]
         s, y = nqb_normalized(inp, cfg, acc, self._ln_stats)
-        R = y.shape[0]
-        nb = -(-H // B)
-        pad = nb * B - H
+        R, H, nb, pad = block_layout(y, B)
         if b == "nqb_tail_block_reads_next_row" and pad:
             nxt = np.concatenate([y[1:], np.zeros((1, H), acc)], axis=0)[:, :pad] if R else np.zeros((0, pad), acc)
             yb = np.concatenate([y, nxt], axis=1).reshape(R, nb, B)

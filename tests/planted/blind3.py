@@ -32,13 +32,13 @@ import numpy as np
 
 from refnorm.check.backends.base import Returned
 
-from ._blind_math import (add_norm_affine_grads, affine, BlindKernelBase, block_quotients, centred_dx as _centred_dx,
-                          channel_grads, channel_outputs, channel_rows, dyt_inputs, e8m0_scale, eps_value as _eps,
-                          frexp_exp as _frexp_exp, gated_dx, gated_stats, half as _half, instance_norm_grads,
-                          instance_outputs, instance_params, instance_rows, instance_running_stats,
-                          normalized_shape as _ns, nqb_format, nqb_normalized, nqb_returned, nvfp4_encode, poly_rstd,
-                          pow2_up, QUANT as _QUANT, reshaped, rms_dx, rsum as _rsum, running_in, running_state,
-                          sigmoids as _sigmoids, store as _store)
+from ._blind_math import (add_norm_affine_grads, affine, BlindKernelBase, block_layout, block_quotients,
+                          centred_dx as _centred_dx, channel_grads, channel_outputs, channel_rows, dyt_inputs,
+                          e8m0_scale, eps_value as _eps, frexp_exp as _frexp_exp, gated_dx, gated_normalize, group_dims,
+                          half as _half, instance_norm_grads, instance_outputs, instance_params, instance_rows,
+                          instance_running_stats, normalized_rows, normalized_shape as _ns, nqb_format, nqb_normalized,
+                          nqb_returned, nvfp4_encode, poly_rstd, pow2_up, QUANT as _QUANT, reshaped, rms_dx,
+                          rsum as _rsum, running_in, running_state, sigmoids as _sigmoids, store as _store)
 
 LABELS = ("one_pass", "precision", "block", "eps", "bessel", "running", "mode", "backward", "reduction",
           "layout", "affine", "semantics", "window", "quant_scale", "saturation", "merge", "collective",
@@ -329,9 +329,7 @@ class Blind3Kernel(BlindKernelBase):
         if b == "ln_float64_in_float32":
             acc = np.float32
         x0 = call.inputs["x"]
-        ns = _ns(call.config)
-        N = math.prod(ns)
-        x = x0.astype(acc).reshape(-1, N)
+        ns, N, x = normalized_rows(call, acc)
         off = acc(call.config.get("weight_offset", 0.0) or 0.0)
         w, bias = call.inputs.get("weight"), call.inputs.get("bias")
         w = None if w is None else w.astype(acc).reshape(1, N) + off
@@ -372,10 +370,8 @@ class Blind3Kernel(BlindKernelBase):
     def _rms_norm(self, call, acc):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        ns = _ns(call.config)
-        N = math.prod(ns)
+        ns, N, x = normalized_rows(call, acc)
         placement = call.config.get("eps_placement", "inside")
-        x = x0.astype(acc).reshape(-1, N)
         off = acc(call.config.get("weight_offset", 0.0) or 0.0)
         w = call.inputs.get("weight")
         if w is not None and b == "rms_offset_added_in_input_dtype" and off:
@@ -417,10 +413,7 @@ class Blind3Kernel(BlindKernelBase):
         """(out, grads) of group_norm, or of group_norm_silu when ``silu``."""
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        Nb, C = x0.shape[0], x0.shape[1]
-        G = int(call.config["num_groups"])
-        S = math.prod(x0.shape[2:])
-        cg = C // G
+        Nb, C, G, S, cg = group_dims(x0, call.config)
         x = x0.astype(acc).reshape(Nb, C, S)
         xv = x.reshape(Nb * G, cg * S)
         eps = _eps(call.config["eps"], acc)
@@ -483,9 +476,8 @@ class Blind3Kernel(BlindKernelBase):
     def _batch_norm(self, call, acc):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        C = x0.shape[1]
         x = channel_rows(x0, acc)                                # (C, n)
-        n = x.shape[1]
+        C, n = x.shape
         cfg, st = call.config, call.state
         eps = _eps(cfg["eps"], acc)
         has_run = st.get("running_mean") is not None
@@ -585,10 +577,7 @@ class Blind3Kernel(BlindKernelBase):
             s, ds = z * sig, sig * (1 + z * rest)
         v = x if nbg else x * s
         eps = _eps(cfg["eps"], acc)
-        vg = v.reshape(-1, K)
-        mean, rstd = gated_stats(vg, eps, cfg["norm"], self._ln_stats)
-        vhat = ((vg - mean) * rstd).reshape(R, H)
-        nrm = vhat * w if bias is None else vhat * w + bias
+        rstd, vhat, nrm = gated_normalize(v, w, bias, eps, K, cfg["norm"], self._ln_stats)
         y = nrm * s if nbg else nrm
         grads = {}
         if "y" in call.cotangents:
@@ -615,15 +604,13 @@ class Blind3Kernel(BlindKernelBase):
         b, d = self.bug, call.dtype
         inp = call.inputs
         x0 = inp["x"]
-        x, a, w, bias = dyt_inputs(inp, acc)
-        C = x.shape[1]
-        t = np.tanh(a * x)
+        x, a, w, bias, t = dyt_inputs(inp, acc)
         if b == "dyt_tanh_in_input_dtype":
             t = _half(np.tanh(_half(a * x, d)), d)
         y = affine(t, w, bias)
         grads = {}
         if "y" in call.cotangents:
-            dy = call.cotangents["y"].astype(acc).reshape(-1, C)
+            dy = call.cotangents["y"].astype(acc).reshape(x.shape)
             g = dy if w is None else dy * w
             r = 1 / np.cosh(a * x)
             D = r * r
@@ -683,11 +670,8 @@ class Blind3Kernel(BlindKernelBase):
         b = self.bug
         cfg, inp = call.config, call.inputs
         fmt, B, rule, qdt, qmax, emax = nqb_format(cfg)
-        H = inp["x"].shape[-1]
         s, y = nqb_normalized(inp, cfg, acc, self._ln_stats)
-        R = y.shape[0]
-        nb = -(-H // B)
-        pad = nb * B - H
+        R, H, nb, pad = block_layout(y, B)
         yb = np.concatenate([y, np.zeros((R, pad), acc)], axis=1).reshape(R, nb, B)
         amax = np.max(np.abs(yb), axis=-1, initial=0.0)                 # (R, nb)
         ts = acc(1.0)
@@ -821,9 +805,7 @@ class Blind3Kernel(BlindKernelBase):
         b = self.bug
         cfg, inp = call.config, call.inputs
         x0 = inp["x"]
-        ns = _ns(cfg)
-        N = math.prod(ns)
-        x = x0.astype(acc).reshape(-1, N)
+        ns, N, x = normalized_rows(call, acc)
         eps = _eps(cfg["eps"], acc)
         w, bias = inp.get("weight"), inp.get("bias")
         if cfg["norm"] == "layer_norm" and b == "nq_ln_one_pass_variance":
