@@ -119,6 +119,17 @@ class BlindKernelBase:
             return getattr(self, "_" + call.op)(call, acc)
 
 
+class GroupNormPair:
+    """group_norm and group_norm_silu of a kernel computing both in ``_gn_core(call, acc, silu)``, which
+    returns (outputs, grads)."""
+
+    def _group_norm(self, call, acc):
+        return Returned(*self._gn_core(call, acc, silu=False))
+
+    def _group_norm_silu(self, call, acc):
+        return Returned(*self._gn_core(call, acc, silu=True))
+
+
 # ---------------------------------------------------------------- rows, affine parameters and the rms_norm backward
 def normalized_rows(call, acc):
     """(normalized_shape, N = its size, x as (rows, N) in ``acc``) of a call normalizing x's last axes."""
@@ -288,6 +299,12 @@ def poly_rstd(u, eps, acc):
     sc = np.where((sc > 0) & np.isfinite(sc), sc, acc(1))
     rms = sc * np.sqrt(rsum((u / sc) ** 2) / u.shape[1])
     return 1 / np.hypot(rms, np.sqrt(eps))
+
+
+def poly_combine(wt, hs, bias, acc):
+    """poly_norm's y = w0 h0 + w1 h1 + w2 h2 (+ the scalar bias)."""
+    y = wt[0] * hs[0] + wt[1] * hs[1] + wt[2] * hs[2]
+    return y if bias is None else y + acc(np.asarray(bias).astype(acc).reshape(()))
 
 
 # ---------------------------------------------------------------- add_norm

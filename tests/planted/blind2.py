@@ -33,10 +33,11 @@ from refnorm.check.backends.base import Returned
 from ._blind_math import (affine, BlindKernelBase, block_layout, block_quotients, centred_dx as _centred_dx,
                           channel_grads, channel_outputs, channel_rows, channel_running_stats, dyt_inputs, e8m0_scale,
                           eps_value as _eps, frexp_exp as _frexp_exp, gated_dx, gated_normalize, group_dims,
-                          half as _half, instance_norm_grads, instance_outputs, instance_params, instance_rows,
-                          instance_running_stats, normalized_rows, normalized_shape as _ns, nqb_format, nqb_normalized,
-                          nqb_returned, nvfp4_encode, poly_rstd, pow2 as _pow2, pow2_up, reshaped, rms_dx,
-                          rsum as _rsum, running_in, running_state, sigmoids as _sigmoids, store as _store)
+                          GroupNormPair, half as _half, instance_norm_grads, instance_outputs, instance_params,
+                          instance_rows, instance_running_stats, normalized_rows, normalized_shape as _ns, nqb_format,
+                          nqb_normalized, nqb_returned, nvfp4_encode, poly_combine, poly_rstd, pow2 as _pow2, pow2_up,
+                          reshaped, rms_dx, rsum as _rsum, running_in, running_state, sigmoids as _sigmoids,
+                          store as _store)
 from planted.blind import MECHANISMS
 
 OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "gated_norm", "dyt",
@@ -245,7 +246,7 @@ BUGS = {
 }
 
 
-class Blind2Kernel(BlindKernelBase):
+class Blind2Kernel(GroupNormPair, BlindKernelBase):
     """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct).
 
     ``options`` declares the options it implements (any value), so a case setting an option added to
@@ -430,12 +431,6 @@ class Blind2Kernel(BlindKernelBase):
             if bias is not None:
                 grads["bias"] = _store(per_channel(dy), d)
         return out, grads
-
-    def _group_norm(self, call, acc):
-        return Returned(*self._gn_core(call, acc, silu=False))
-
-    def _group_norm_silu(self, call, acc):
-        return Returned(*self._gn_core(call, acc, silu=True))
 
     # ------------------------------------------------------------ batch_norm
     def _batch_norm(self, call, acc):
@@ -633,8 +628,7 @@ class Blind2Kernel(BlindKernelBase):
             hs.append(u * r)
             rs.append(r)
             us.append(u)
-        y = wt[0] * hs[0] + wt[1] * hs[1] + wt[2] * hs[2]
-        y = y if bias is None else y + acc(np.asarray(bias).astype(acc).reshape(()))
+        y = poly_combine(wt, hs, bias, acc)
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(-1, H)

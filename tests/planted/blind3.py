@@ -35,10 +35,11 @@ from refnorm.check.backends.base import Returned
 from ._blind_math import (add_norm_affine_grads, affine, BlindKernelBase, block_layout, block_quotients,
                           centred_dx as _centred_dx, channel_grads, channel_outputs, channel_rows, dyt_inputs,
                           e8m0_scale, eps_value as _eps, frexp_exp as _frexp_exp, gated_dx, gated_normalize, group_dims,
-                          half as _half, instance_norm_grads, instance_outputs, instance_params, instance_rows,
-                          instance_running_stats, normalized_rows, normalized_shape as _ns, nqb_format, nqb_normalized,
-                          nqb_returned, nvfp4_encode, poly_rstd, pow2_up, QUANT as _QUANT, reshaped, rms_dx,
-                          rsum as _rsum, running_in, running_state, sigmoids as _sigmoids, store as _store)
+                          GroupNormPair, half as _half, instance_norm_grads, instance_outputs, instance_params,
+                          instance_rows, instance_running_stats, normalized_rows, normalized_shape as _ns, nqb_format,
+                          nqb_normalized, nqb_returned, nvfp4_encode, poly_combine, poly_rstd, pow2_up, QUANT as _QUANT,
+                          reshaped, rms_dx, rsum as _rsum, running_in, running_state, sigmoids as _sigmoids,
+                          store as _store)
 
 LABELS = ("one_pass", "precision", "block", "eps", "bessel", "running", "mode", "backward", "reduction",
           "layout", "affine", "semantics", "window", "quant_scale", "saturation", "merge", "collective",
@@ -283,7 +284,7 @@ BUGS = {
 }
 
 
-class Blind3Kernel(BlindKernelBase):
+class Blind3Kernel(GroupNormPair, BlindKernelBase):
     """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct).
 
     ``options`` declares the options it implements (any value), so a case setting an option added to
@@ -466,12 +467,6 @@ class Blind3Kernel(BlindKernelBase):
                 grads["bias"] = _store(per_channel(dy), d)
         return out, grads
 
-    def _group_norm(self, call, acc):
-        return Returned(*self._gn_core(call, acc, silu=False))
-
-    def _group_norm_silu(self, call, acc):
-        return Returned(*self._gn_core(call, acc, silu=True))
-
     # ------------------------------------------------------------ batch_norm
     def _batch_norm(self, call, acc):
         b, d = self.bug, call.dtype
@@ -648,8 +643,7 @@ class Blind3Kernel(BlindKernelBase):
             us.append(u)
         if b == "poly_shared_rms":
             hs, rs = [u * rs[0] for u in us], [rs[0]] * 3
-        y = wt[0] * hs[0] + wt[1] * hs[1] + wt[2] * hs[2]
-        y = y if bias is None else y + acc(np.asarray(bias).astype(acc).reshape(()))
+        y = poly_combine(wt, hs, bias, acc)
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(-1, H)
