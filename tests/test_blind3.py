@@ -3,17 +3,12 @@ of its ops, and each planted bug fails a chosen golden case, on the array the bu
 correct kernel passes. The diagnosis is not looked at here (the lead measures it on this held-out set)."""
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from refnorm.check.core import run_check
+from planted import blind_checks as H
 from planted.blind import BUGS as FIRST_BUGS
 from planted.blind2 import BUGS as SECOND_BUGS
 from planted.blind3 import BUGS, LABELS, OPS, Blind3Kernel
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GOLDEN = os.path.join(ROOT, "golden")
 
 # bug -> (a small golden case it fails, an array that must be among the failed ones there)
 CAUGHT_BY = {
@@ -72,48 +67,26 @@ MAJOR = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gate
 
 
 def test_catalogue_is_well_formed():
-    assert 36 <= len(BUGS) <= 44
-    assert set(CAUGHT_BY) == set(BUGS)
+    H.check_catalogue(BUGS, CAUGHT_BY, OPS, LABELS, (36, 44))
     assert not set(BUGS) & (set(FIRST_BUGS) | set(SECOND_BUGS))   # a new set: none of the earlier sets' names
-    for name, (op, mechanism, description, source) in BUGS.items():
-        assert op in OPS, name
-        assert mechanism is None or mechanism in LABELS, (name, mechanism)
-        assert description and source, name
-        assert CAUGHT_BY[name][0].startswith(op + "/"), name
-    assert {op for op, *_ in BUGS.values()} == set(OPS)
     major = sum(op in MAJOR for op, *_ in BUGS.values())
     assert 22 <= major <= 27 and 14 <= len(BUGS) - major <= 18, major     # weighted as kernels are written
-    cited = [n for n, (*_, source) in BUGS.items() if not source.startswith("pattern:")]
+    cited = H.cited(BUGS)
     assert len(cited) * 2 >= len(BUGS), cited                  # at least half from public reports
 
 
 def test_unknown_bug_is_refused():
-    with pytest.raises(ValueError, match="unknown bug 'no_such_bug'"):
-        Blind3Kernel("no_such_bug")
+    H.check_unknown_bug_is_refused(Blind3Kernel)
 
 
 def test_correct_kernel_passes_every_golden_case_of_its_ops():
     """Every golden case of OPS passes, or is partial only for arrays the golden case itself leaves
     unconstrained (a bound as large as the array: constant inputs, eps 1e-12 on 16-bit data); a case
     skipped is one setting an option added later that the kernel does not declare."""
-    report = run_check(Blind3Kernel(None), GOLDEN, ops=OPS, diagnose=False)
-    assert len(report.cases) >= 500
-    bad = [(c.id, c.status, c.failing_arrays(), c.message) for c in report.cases
-           if c.status not in ("passed", "partial") and not (c.status == "skipped" and "option" in c.message)]
-    assert not bad
-    for c in report.cases:
-        if c.status == "skipped":
-            continue
-        assert not c.unchecked, (c.id, c.unchecked)            # partial for unconstrained arrays only
-        verified = any(a.verdict == "verified" for a in c.arrays)
-        assert verified != (c.id in NOTHING_CONSTRAINED), c.id
-    passed = {c.id for c in report.cases if c.status == "passed"}
-    assert {case for case, _ in CAUGHT_BY.values()} <= passed      # every catching case passes outright
+    H.check_correct_kernel(Blind3Kernel(None), CAUGHT_BY, ops=OPS, at_least=500,
+                           nothing_constrained=NOTHING_CONSTRAINED)
 
 
 @pytest.mark.parametrize("bug", sorted(BUGS))
 def test_bug_is_caught(bug):
-    case_id, array = CAUGHT_BY[bug]
-    (case,) = run_check(Blind3Kernel(bug), GOLDEN, case_ids=[case_id], diagnose=False).cases
-    assert case.status == "failed", (bug, case.status, case.message)
-    assert array in case.failing_arrays(), (bug, case.failing_arrays())
+    H.check_bug_is_caught(Blind3Kernel, bug, CAUGHT_BY)

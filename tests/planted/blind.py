@@ -4,7 +4,8 @@
 batch_norm, add_norm, norm_quant) written the way a fused float32 GPU kernel computes them: inputs upcast
 to float32 (float64 for a float64 case), two-pass statistics, each row summed pairwise, one rounding to
 the output dtype at the end (round to nearest even), statistics (mean, rstd) returned in float32. It
-declares the "strict" contract and must pass refnorm's check on the golden cases of its ops.
+declares the "strict" contract and must pass refnorm's check on the golden cases of its ops. The correct
+pieces the blind sets share are in tests/planted/_blind_math.py; every bug is planted here.
 
 ``BlindKernel(name)`` is the same kernel with ONE realistic mistake planted, ``name`` a key of ``BUGS``:
 
@@ -26,7 +27,11 @@ import math
 import ml_dtypes
 import numpy as np
 
-from refnorm.check.backends.base import Contract, Returned
+from refnorm.check.backends.base import Returned
+
+from ._blind_math import (add_norm_affine_grads, affine, BlindKernelBase, channel_grads, channel_outputs, channel_rows,
+                          channel_running_stats, eps_value, group_dims, normalized_rows, pow2 as _pow2, QUANT as _QUANT,
+                          reshaped, rsum as _rsum, running_in, running_state, store)
 
 MECHANISMS = ("one_pass", "precision", "block", "eps", "bessel", "running", "mode", "backward", "reduction",
               "layout", "affine", "semantics", "window", "quant_scale", "saturation", "merge", "collective",
@@ -168,71 +173,34 @@ BUGS = {
         "pattern: vLLM's unfused rms_norm + dynamic_scaled_fp8_quant path used as the fused kernel"),
 }
 
-_QUANT = {"float8_e4m3fn": (np.dtype(ml_dtypes.float8_e4m3fn), -448.0, 448.0),
-          "float8_e5m2": (np.dtype(ml_dtypes.float8_e5m2), -57344.0, 57344.0),
-          "int8": (np.dtype(np.int8), -128.0, 127.0)}
-
 
 # ---------------------------------------------------------------- helpers
-def _rsum(a):
-    """Row sums of a 2-D C-ordered array, keepdims (NumPy sums a contiguous row pairwise)."""
-    return np.ascontiguousarray(a).sum(axis=1, keepdims=True)
-
-
-def _pow2(n):
-    return 1 << max(0, (int(n) - 1).bit_length())
-
-
 def _store(a, dtype, truncate=False):
     """One rounding to ``dtype`` (nearest even); ``truncate``: bfloat16 by dropping the low 16 bits."""
     a = np.asarray(a)
     if truncate and dtype == "bfloat16":
         bits = a.astype(np.float32).view(np.uint32) & np.uint32(0xFFFF0000)
         return bits.view(np.float32).astype(ml_dtypes.bfloat16)
-    np_dtype = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return a.astype(np_dtype)
+    return store(a, dtype)
 
 
 def _eps(value, acc, dtype, bug):
     if value is None:
         if bug == "rms_eps_none_input_dtype" and dtype in ("float16", "bfloat16"):
             return acc(float(ml_dtypes.finfo(ml_dtypes.bfloat16 if dtype == "bfloat16" else np.float16).eps))
-        return acc(np.finfo(acc).eps)
-    return acc(value)
+    return eps_value(value, acc)
 
 
-class BlindKernel:
+class BlindKernel(BlindKernelBase):
     """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct).
 
     ``options`` declares the options it implements (any value), so a case setting an option added to
     one of these ops later is skipped with the reason instead of judged against a kernel that ignores it."""
 
+    BUGS, OPS, LABEL = BUGS, OPS, "blind"
     options = {k: None for k in ("normalized_shape", "eps", "weight_offset", "eps_placement", "num_groups",
                                  "momentum", "convention", "norm", "dropout_p", "prenorm", "residual_in_fp32",
                                  "quant_dtype", "scale_ub", "min_scale")}
-
-    def __init__(self, bug=None):
-        if bug is not None and bug not in BUGS:
-            raise ValueError(f"unknown bug {bug!r}; expected None or one of {', '.join(BUGS)}")
-        self.bug = bug
-        self.name = "blind" if bug is None else f"blind:{bug}"
-
-    def available(self):
-        return None
-
-    def supports(self, call):
-        if call.op not in OPS:
-            return f"blind kernel: {call.op} is not implemented (only {', '.join(OPS)})"
-        return None
-
-    def contract(self, call):
-        return Contract("strict")
-
-    def run(self, call):
-        acc = np.float64 if call.dtype == "float64" else np.float32
-        with np.errstate(all="ignore"):      # a planted bug may overflow or divide by zero: judged, not raised
-            return getattr(self, "_" + call.op)(call, acc)
 
     # ------------------------------------------------------------ shared row kernels (2-D: rows x n)
     def _ln_rows(self, x, eps, bug_pad=False):
@@ -286,10 +254,7 @@ class BlindKernel:
     def _layer_norm(self, call, acc):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        ns = call.config["normalized_shape"]
-        ns = (ns,) if isinstance(ns, int) else tuple(ns)
-        N = math.prod(ns)
-        x = x0.astype(acc).reshape(-1, N)
+        ns, N, x = normalized_rows(call, acc)
         off = acc(call.config.get("weight_offset", 0.0) or 0.0)
         w = call.inputs.get("weight")
         w = None if w is None else w.astype(acc).reshape(1, N) + off
@@ -297,8 +262,7 @@ class BlindKernel:
         bias = None if bias is None else bias.astype(acc).reshape(1, N)
         mean, rstd, xhat = self._ln_rows(x, _eps(call.config["eps"], acc, d, b),
                                          bug_pad=b == "ln_pad_lanes_in_var")
-        y = xhat if w is None else xhat * w
-        y = y if bias is None else y + bias
+        y = affine(xhat, w, bias)
         lead = x0.shape[:x0.ndim - len(ns)]
         stat = lead + (1,) * len(ns)
         out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(stat).astype(acc),
@@ -321,11 +285,8 @@ class BlindKernel:
     def _rms_norm(self, call, acc):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        ns = call.config["normalized_shape"]
-        ns = (ns,) if isinstance(ns, int) else tuple(ns)
-        N = math.prod(ns)
+        ns, N, x = normalized_rows(call, acc)
         placement = call.config.get("eps_placement", "inside")
-        x = x0.astype(acc).reshape(-1, N)
         off = 0.0 if b == "rms_gemma_no_offset" else (call.config.get("weight_offset", 0.0) or 0.0)
         w = call.inputs.get("weight")
         w = None if w is None else w.astype(acc).reshape(1, N) + acc(off)
@@ -349,10 +310,7 @@ class BlindKernel:
     def _group_norm(self, call, acc):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        Nb, C = x0.shape[0], x0.shape[1]
-        G = int(call.config["num_groups"])
-        S = math.prod(x0.shape[2:])
-        cg = C // G
+        Nb, C, G, S, cg = group_dims(x0, call.config)
         x = x0.astype(acc).reshape(Nb, C, S)
         if b == "gn_interleaved_groups":                         # group g = channels g, g + G, ...
             order = np.concatenate([np.arange(g, C, G) for g in range(G)])
@@ -373,8 +331,7 @@ class BlindKernel:
             bias = None if bias is None else np.repeat(bias[:G], cg)
         w = None if w is None else w.astype(acc).reshape(1, C, 1)
         bias = None if bias is None else bias.astype(acc).reshape(1, C, 1)
-        y = xhat if w is None else xhat * w
-        y = y if bias is None else y + bias
+        y = affine(xhat, w, bias)
         out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(Nb, G).astype(acc),
                "rstd": rstd.reshape(Nb, G).astype(acc)}
         grads = {}
@@ -415,9 +372,8 @@ class BlindKernel:
     def _batch_norm(self, call, acc):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        C = x0.shape[1]
-        x = np.ascontiguousarray(np.moveaxis(x0.astype(acc), 1, 0)).reshape(C, -1)   # (C, n)
-        n = x.shape[1]
+        x = channel_rows(x0, acc)                                # (C, n)
+        C, n = x.shape
         cfg = call.config
         eps = _eps(cfg["eps"], acc, d, b)
         st = call.state
@@ -427,23 +383,13 @@ class BlindKernel:
             mean, rstd, xhat = self._ln_rows(x, eps)
             var = _rsum((x - mean) ** 2) / n
         else:
-            mean = st["running_mean"].astype(acc).reshape(C, 1)
-            rstd = 1 / np.sqrt(st["running_var"].astype(acc).reshape(C, 1) + eps)
+            mean, rstd = channel_running_stats(st, C, eps, acc)
             xhat = (x - mean) * rstd
-        w, bias = call.inputs.get("weight"), call.inputs.get("bias")
-        w = None if w is None else w.astype(acc).reshape(C, 1)
-        bias = None if bias is None else bias.astype(acc).reshape(C, 1)
-        y = xhat if w is None else xhat * w
-        y = y if bias is None else y + bias
-
-        def back(a):                                             # (C, n) -> x's layout
-            shp = (C, x0.shape[0]) + x0.shape[2:]
-            return np.moveaxis(a.reshape(shp), 0, 1)
-        out = {"y": _store(back(y), d), "mean": mean.reshape(C).astype(acc), "rstd": rstd.reshape(C).astype(acc)}
+        w, bias = (reshaped(call.inputs.get(k), acc, (C, 1)) for k in ("weight", "bias"))
+        out = channel_outputs(xhat, w, bias, mean, rstd, x0.shape, d, acc)
         state = {}
         if has_run:
-            rm, rv = st["running_mean"].astype(acc), st["running_var"].astype(acc)
-            nbt = np.asarray(st.get("num_batches_tracked", 0)).astype(np.int64)
+            rm, rv, nbt = running_in(st, acc)
             if call.training:
                 nbt = nbt + 1
                 mom = cfg["momentum"]
@@ -457,21 +403,16 @@ class BlindKernel:
                         rm, rv = (1 - m) * rm + m * bm, (1 - m) * rv + m * ub
                 elif n > 0:
                     rm, rv = m * rm + (1 - m) * bm, m * rv + (1 - m) * bv
-            state = {"running_mean": _store(rm, d), "running_var": _store(rv, d),
-                     "num_batches_tracked": np.asarray(nbt, dtype=np.int64)}
+            state = running_state(rm, rv, nbt, d)
         grads = {}
         if "y" in call.cotangents:
-            dy = np.ascontiguousarray(np.moveaxis(call.cotangents["y"].astype(acc), 1, 0)).reshape(C, -1)
+            dy = channel_rows(call.cotangents["y"], acc)
             g = dy if w is None else dy * w
             if batch and b != "bn_bwd_stats_detached":
                 dx = self._ln_dx(g, xhat, rstd)
             else:
                 dx = g * rstd
-            grads["x"] = _store(back(dx), d)
-            if w is not None:
-                grads["weight"] = _store(_rsum(dy * xhat).reshape(C), d)
-            if bias is not None:
-                grads["bias"] = _store(_rsum(dy).reshape(C), d)
+            grads = channel_grads(dx, dy, xhat, w, bias, x0.shape, d)
         return Returned(out, grads, state)
 
     # ------------------------------------------------------------ add_norm
@@ -486,15 +427,7 @@ class BlindKernel:
         p = float(cfg["dropout_p"] or 0.0)
         keep = acc(1.0) if b == "an_dropout_not_rescaled" else acc(1.0 / (1.0 - p))
         off = acc(cfg.get("weight_offset", 0.0) or 0.0)
-
-        def f(name):
-            a = inp.get(name)
-            return None if a is None else a.astype(acc).reshape(R, N)
-
-        def par(name):
-            a = inp.get(name)
-            return None if a is None else a.astype(acc).reshape(1, N)
-        x, res, mask, x1, mask1 = f("x"), f("residual"), f("mask"), f("x1"), f("mask1")
+        x, res, mask, x1, mask1 = (reshaped(inp.get(k), acc, (R, N)) for k in ("x", "residual", "mask", "x1", "mask1"))
         rs = inp.get("rowscale")
         rs = None if rs is None else rs.astype(acc).reshape(R, 1)
         c = np.ones((R, N), acc) if mask is None else mask.copy()
@@ -509,7 +442,7 @@ class BlindKernel:
         if res is not None:
             s = s + res
         eps = _eps(cfg["eps"], acc, d, b)
-        w, bias, w1, b1 = par("weight"), par("bias"), par("weight1"), par("bias1")
+        w, bias, w1, b1 = (reshaped(inp.get(k), acc, (1, N)) for k in ("weight", "bias", "weight1", "bias1"))
         we = None if w is None else w + off
         we1 = None if w1 is None else w1 + off
         if cfg["norm"] == "layer_norm":
@@ -553,17 +486,7 @@ class BlindKernel:
                 grads["residual"] = _store(ds.reshape(shape), d)
             if x1 is not None:
                 grads["x1"] = _store((ds * c1).reshape(shape), d)
-            for name in ("mask", "mask1"):
-                if name in inp:
-                    grads[name] = _store(np.zeros(shape), d)
-            if w is not None:
-                grads["weight"] = _store((dy * xhat).sum(axis=0).reshape(ns), d)
-            if bias is not None:
-                grads["bias"] = _store(dy.sum(axis=0).reshape(ns), d)
-            if w1 is not None and dy1 is not None:
-                grads["weight1"] = _store((dy1 * xhat).sum(axis=0).reshape(ns), d)
-                if b1 is not None:
-                    grads["bias1"] = _store(dy1.sum(axis=0).reshape(ns), d)
+            grads.update(add_norm_affine_grads(inp, dy, dy1, xhat, (w, bias, w1, b1), ns, d))
             if rs is not None:
                 t = ds * x if mask is None or b == "an_drowscale_without_mask" else ds * x * mask
                 drs = _rsum(t) * keep if p else _rsum(t)
@@ -575,10 +498,7 @@ class BlindKernel:
         b, d = self.bug, call.dtype
         cfg, inp = call.config, call.inputs
         x0 = inp["x"]
-        ns = cfg["normalized_shape"]
-        ns = (ns,) if isinstance(ns, int) else tuple(ns)
-        N = math.prod(ns)
-        x = x0.astype(acc).reshape(-1, N)
+        ns, N, x = normalized_rows(call, acc)
         eps = _eps(cfg["eps"], acc, d, b)
         w, bias = inp.get("weight"), inp.get("bias")
         if cfg["norm"] == "layer_norm":

@@ -5,7 +5,8 @@ instance_norm, gated_norm, dyt, poly_norm, group_norm_silu, norm_quant_block) wr
 GPU kernel computes them: inputs upcast to float32 (float64 for a float64 case), two-pass statistics, each
 row summed pairwise, one rounding to the output dtype at the end (round to nearest even), statistics
 (mean, rstd, amax, scales) returned in float32. It declares the "strict" contract and must pass refnorm's
-check on the golden cases of its ops (tests/test_blind2.py).
+check on the golden cases of its ops (tests/test_blind2.py). The correct pieces the blind sets share are in
+tests/planted/_blind_math.py; every bug is planted here.
 
 ``Blind2Kernel(name)`` is the same kernel with ONE realistic mistake planted, ``name`` a key of ``BUGS``:
 
@@ -27,7 +28,16 @@ import math
 import ml_dtypes
 import numpy as np
 
-from refnorm.check.backends.base import Contract, Returned
+from refnorm.check.backends.base import Returned
+
+from ._blind_math import (affine, BlindKernelBase, block_layout, block_quotients, centred_dx as _centred_dx,
+                          channel_grads, channel_outputs, channel_rows, channel_running_stats, dyt_inputs, e8m0_scale,
+                          eps_value as _eps, frexp_exp as _frexp_exp, gated_dx, gated_normalize, group_dims,
+                          GroupNormPair, half as _half, instance_norm_grads, instance_outputs, instance_params,
+                          instance_rows, instance_running_stats, normalized_rows, normalized_shape as _ns, nqb_format,
+                          nqb_normalized, nqb_returned, nvfp4_encode, poly_combine, poly_rstd, pow2 as _pow2, pow2_up,
+                          reshaped, rms_dx, rsum as _rsum, running_in, running_state, sigmoids as _sigmoids,
+                          store as _store)
 from planted.blind import MECHANISMS
 
 OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "gated_norm", "dyt",
@@ -235,101 +245,18 @@ BUGS = {
         "pattern: a block loop over a flattened tensor missing the column mask"),
 }
 
-_STD_ELEMENTS = {  # element dtype -> (NumPy dtype, qmax, emax)
-    "float8_e4m3fn": (np.dtype(ml_dtypes.float8_e4m3fn), 448.0, 8),
-    "float8_e5m2": (np.dtype(ml_dtypes.float8_e5m2), 57344.0, 15),
-    "float4_e2m1fn": (np.dtype(ml_dtypes.float4_e2m1fn), 6.0, 2),
-}
-_FORMAT_DEFAULTS = {"fp8_group": (128, "float8_e4m3fn", "exact"), "mxfp8": (32, "float8_e4m3fn", "floor"),
-                    "nvfp4": (16, "float4_e2m1fn", "e4m3")}
 
-
-# ---------------------------------------------------------------- helpers
-def _rsum(a):
-    """Row sums of a 2-D array, keepdims (NumPy sums a contiguous row pairwise)."""
-    return np.ascontiguousarray(a).sum(axis=1, keepdims=True)
-
-
-def _pow2(n):
-    return 1 << max(0, (int(n) - 1).bit_length())
-
-
-def _np_dtype(dtype):
-    return np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
-
-
-def _store(a, dtype):
-    """One rounding to ``dtype`` (a name: the case dtype, "float32", ...), nearest even."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        return np.asarray(a).astype(_np_dtype(dtype))
-
-
-def _half(a, dtype):
-    """``a`` rounded to a 16-bit ``dtype`` and back to its own dtype (unchanged for 32/64-bit cases)."""
-    if dtype not in ("float16", "bfloat16"):
-        return a
-    return _store(a, dtype).astype(a.dtype)
-
-
-def _ns(config):
-    ns = config["normalized_shape"]
-    return (ns,) if isinstance(ns, int) else tuple(ns)
-
-
-def _eps(value, acc):
-    return acc(np.finfo(acc).eps) if value is None else acc(value)
-
-
-def _sigmoids(z):
-    """(sigmoid(z), 1 - sigmoid(z)) from e = exp(-|z|), without overflow or cancellation."""
-    e = np.exp(-np.abs(z))
-    big, small = 1 / (1 + e), e / (1 + e)
-    return np.where(z >= 0, big, small), np.where(z >= 0, small, big)
-
-
-def _centred_dx(g, xhat, rstd):
-    """rstd * (g - mean(g) - xhat * mean(g * xhat)) per row of 2-D arrays."""
-    n = g.shape[1]
-    return rstd * (g - _rsum(g) / n - xhat * (_rsum(g * xhat) / n))
-
-
-def _frexp_exp(v):
-    """e with v = m 2^e, m in [0.5, 1), for v > 0 (float64 arithmetic on the float32 values)."""
-    return np.frexp(np.where(v > 0, v, 1.0).astype(np.float64))
-
-
-class Blind2Kernel:
+class Blind2Kernel(GroupNormPair, BlindKernelBase):
     """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct).
 
     ``options`` declares the options it implements (any value), so a case setting an option added to
     one of these ops later is skipped with the reason instead of judged against a kernel that ignores it."""
 
+    BUGS, OPS, LABEL = BUGS, OPS, "blind2"
     options = {k: None for k in (
         "normalized_shape", "eps", "weight_offset", "eps_placement", "num_groups", "momentum", "convention",
         "norm", "norm_before_gate", "group_size", "format", "block_size", "element_dtype", "scale_rule",
         "min_scale", "residual_in_fp32")}
-
-    def __init__(self, bug=None):
-        if bug is not None and bug not in BUGS:
-            raise ValueError(f"unknown bug {bug!r}; expected None or one of {', '.join(BUGS)}")
-        self.bug = bug
-        self.name = "blind2" if bug is None else f"blind2:{bug}"
-
-    def available(self):
-        return None
-
-    def supports(self, call):
-        if call.op not in OPS:
-            return f"blind2 kernel: {call.op} is not implemented (only {', '.join(OPS)})"
-        return None
-
-    def contract(self, call):
-        return Contract("strict")
-
-    def run(self, call):
-        acc = np.float64 if call.dtype == "float64" else np.float32
-        with np.errstate(all="ignore"):      # a planted bug may overflow or divide by zero: judged, not raised
-            return getattr(self, "_" + call.op)(call, acc)
 
     # ------------------------------------------------------------ shared row statistics (2-D: rows x n)
     def _ln_stats(self, x, eps):
@@ -394,10 +321,8 @@ class Blind2Kernel:
     def _rms_norm(self, call, acc):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        ns = _ns(call.config)
-        N = math.prod(ns)
+        ns, N, x = normalized_rows(call, acc)
         placement = call.config.get("eps_placement", "inside")
-        x = x0.astype(acc).reshape(-1, N)
         off = acc(call.config.get("weight_offset", 0.0) or 0.0)
         w = call.inputs.get("weight")
         w = None if w is None else w.astype(acc).reshape(1, N) + off
@@ -445,10 +370,7 @@ class Blind2Kernel:
         """(out, grads) of group_norm, or of group_norm_silu when ``silu``."""
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        Nb, C = x0.shape[0], x0.shape[1]
-        G = int(call.config["num_groups"])
-        S = math.prod(x0.shape[2:])
-        cg = C // G
+        Nb, C, G, S, cg = group_dims(x0, call.config)
         swap = b == "gn_channels_last_as_nchw" and S > 1
 
         def view(a):                          # (Nb, C, S) as the kernel indexes it
@@ -510,19 +432,12 @@ class Blind2Kernel:
                 grads["bias"] = _store(per_channel(dy), d)
         return out, grads
 
-    def _group_norm(self, call, acc):
-        return Returned(*self._gn_core(call, acc, silu=False))
-
-    def _group_norm_silu(self, call, acc):
-        return Returned(*self._gn_core(call, acc, silu=True))
-
     # ------------------------------------------------------------ batch_norm
     def _batch_norm(self, call, acc):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        C = x0.shape[1]
-        x = np.ascontiguousarray(np.moveaxis(x0.astype(acc), 1, 0)).reshape(C, -1)   # (C, n)
-        n = x.shape[1]
+        x = channel_rows(x0, acc)                                # (C, n)
+        C, n = x.shape
         cfg, st = call.config, call.state
         eps = _eps(cfg["eps"], acc)
         has_run = st.get("running_mean") is not None
@@ -530,22 +445,13 @@ class Blind2Kernel:
         if batch:
             mean, rstd = self._ln_stats(x, eps)
         else:
-            mean = st["running_mean"].astype(acc).reshape(C, 1)
-            rstd = 1 / np.sqrt(st["running_var"].astype(acc).reshape(C, 1) + eps)
+            mean, rstd = channel_running_stats(st, C, eps, acc)
         xhat = (x - mean) * rstd
-        w, bias = call.inputs.get("weight"), call.inputs.get("bias")
-        w = None if w is None else w.astype(acc).reshape(C, 1)
-        bias = None if bias is None else bias.astype(acc).reshape(C, 1)
-        y = xhat if w is None else xhat * w
-        y = y if bias is None else y + bias
-
-        def back(a):                                             # (C, n) -> x's layout
-            return np.moveaxis(a.reshape((C, x0.shape[0]) + x0.shape[2:]), 0, 1)
-        out = {"y": _store(back(y), d), "mean": mean.reshape(C).astype(acc), "rstd": rstd.reshape(C).astype(acc)}
+        w, bias = (reshaped(call.inputs.get(k), acc, (C, 1)) for k in ("weight", "bias"))
+        out = channel_outputs(xhat, w, bias, mean, rstd, x0.shape, d, acc)
         state = {}
         if has_run:
-            rm, rv = st["running_mean"].astype(acc), st["running_var"].astype(acc)
-            nbt = np.asarray(st.get("num_batches_tracked", 0)).astype(np.int64)
+            rm, rv, nbt = running_in(st, acc)
             if call.training:
                 nbt = nbt + 1
                 mom = cfg["momentum"]
@@ -560,11 +466,10 @@ class Blind2Kernel:
                     rm, rv = (1 - m) * rm + m * bm, (1 - m) * rv + m * ub
                 elif n > 0:
                     rm, rv = m * rm + (1 - m) * bm, m * rv + (1 - m) * bv
-            state = {"running_mean": _store(rm, d), "running_var": _store(rv, d),
-                     "num_batches_tracked": np.asarray(nbt, dtype=np.int64)}
+            state = running_state(rm, rv, nbt, d)
         grads = {}
         if "y" in call.cotangents:
-            dy = np.ascontiguousarray(np.moveaxis(call.cotangents["y"].astype(acc), 1, 0)).reshape(C, -1)
+            dy = channel_rows(call.cotangents["y"], acc)
             g = dy if w is None else dy * w
             if batch:
                 dx = _centred_dx(g, xhat, rstd)
@@ -573,20 +478,14 @@ class Blind2Kernel:
                 dx = _centred_dx(g, (x - bmean) * brstd, brstd)
             else:
                 dx = g * rstd
-            grads["x"] = _store(back(dx), d)
-            if w is not None:
-                grads["weight"] = _store(_rsum(dy * xhat).reshape(C), d)
-            if bias is not None:
-                grads["bias"] = _store(_rsum(dy).reshape(C), d)
+            grads = channel_grads(dx, dy, xhat, w, bias, x0.shape, d)
         return Returned(out, grads, state)
 
     # ------------------------------------------------------------ instance_norm
     def _instance_norm(self, call, acc):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        Nb, C = x0.shape[0], x0.shape[1]
-        S = math.prod(x0.shape[2:])
-        x = x0.astype(acc).reshape(Nb * C, S)
+        Nb, C, S, x = instance_rows(x0, acc)
         cfg, st = call.config, call.state
         eps = _eps(cfg["eps"], acc)
         has_run = st.get("running_mean") is not None
@@ -594,20 +493,13 @@ class Blind2Kernel:
         if inst:
             mean, rstd = self._ln_stats(x, eps)
         else:
-            mean = np.tile(st["running_mean"].astype(acc), Nb).reshape(Nb * C, 1)
-            rstd = np.tile(1 / np.sqrt(st["running_var"].astype(acc) + eps), Nb).reshape(Nb * C, 1)
+            mean, rstd = instance_running_stats(st, Nb, eps, acc)
         xhat = (x - mean) * rstd
-        w, bias = call.inputs.get("weight"), call.inputs.get("bias")
-        wr = None if w is None else np.tile(w.astype(acc), Nb).reshape(Nb * C, 1)
-        br = None if bias is None else np.tile(bias.astype(acc), Nb).reshape(Nb * C, 1)
-        y = xhat if wr is None else xhat * wr
-        y = y if br is None else y + br
-        out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(Nb, C).astype(acc),
-               "rstd": rstd.reshape(Nb, C).astype(acc)}
+        w, bias, wr, br = instance_params(call.inputs, Nb, acc)
+        out = instance_outputs(xhat, wr, br, mean, rstd, x0.shape, d, acc)
         state = {}
         if has_run:
-            rm, rv = st["running_mean"].astype(acc), st["running_var"].astype(acc)
-            nbt = np.asarray(st.get("num_batches_tracked", 0)).astype(np.int64)
+            rm, rv, nbt = running_in(st, acc)
             if call.training and Nb == 0:
                 rm, rv = np.full(C, np.nan, acc), np.full(C, np.nan, acc)
             elif call.training and S > 0:
@@ -623,18 +515,11 @@ class Blind2Kernel:
                     rm, rv = new_m[-1], new_v[-1]
                 else:
                     rm, rv = new_m.mean(axis=0), new_v.mean(axis=0)
-            state = {"running_mean": _store(rm, d), "running_var": _store(rv, d),
-                     "num_batches_tracked": np.asarray(nbt, dtype=np.int64)}
+            state = running_state(rm, rv, nbt, d)
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(Nb * C, S)
-            g = dy if wr is None else dy * wr
-            dx = _centred_dx(g, xhat, rstd) if inst else g * rstd
-            grads["x"] = _store(dx.reshape(x0.shape), d)
-            if w is not None:
-                grads["weight"] = _store(_rsum(dy * xhat).reshape(Nb, C).sum(axis=0), d)
-            if bias is not None:
-                grads["bias"] = _store(_rsum(dy).reshape(Nb, C).sum(axis=0), d)
+            grads = instance_norm_grads(dy, xhat, rstd, w, bias, wr, inst, x0.shape, d)
         return Returned(out, grads, state)
 
     # ------------------------------------------------------------ gated_norm
@@ -656,13 +541,7 @@ class Blind2Kernel:
         ds = sig if b == "gated_dz_sigmoid_only" else sig * (1 + z * rest)
         v = x if nbg else x * s
         eps = _eps(cfg["eps"], acc)
-        vg = v.reshape(-1, K)
-        if cfg["norm"] == "layer_norm":
-            mean, rstd = self._ln_stats(vg, eps)
-        else:
-            mean, rstd = 0, 1 / np.sqrt(_rsum(vg * vg) / K + eps)
-        vhat = ((vg - mean) * rstd).reshape(R, H)
-        nrm = vhat * w if bias is None else vhat * w + bias
+        rstd, vhat, nrm = gated_normalize(v, w, bias, eps, K, cfg["norm"], self._ln_stats)
         y = nrm * s if nbg else nrm
         grads = {}
         if "y" in call.cotangents:
@@ -679,10 +558,7 @@ class Blind2Kernel:
                 vh, r = (vr - mb) * rb, rb
             else:
                 r = rstd
-            if cfg["norm"] == "layer_norm":
-                dv = _centred_dx(g, vh, r)
-            else:
-                dv = r * (g - vh * (_rsum(g * vh) / Kb))
+            dv = gated_dx(cfg["norm"], g, vh, r)
             dv = dv.reshape(R, H)
             if nbg:
                 dx, dz = dv, dy * nrm * ds
@@ -699,18 +575,11 @@ class Blind2Kernel:
         b, d = self.bug, call.dtype
         inp = call.inputs
         x0 = inp["x"]
-        C = x0.shape[-1] if x0.ndim else 1
-        x = x0.astype(acc).reshape(-1, C)
-        a = acc(np.asarray(inp["alpha"]).astype(acc).reshape(()))
-        w, bias = inp.get("weight"), inp.get("bias")
-        w = None if w is None else w.astype(acc).reshape(1, C)
-        bias = None if bias is None else bias.astype(acc).reshape(1, C)
-        t = np.tanh(a * x)
-        y = t if w is None else t * w
-        y = y if bias is None else y + bias
+        x, a, w, bias, t = dyt_inputs(inp, acc)
+        y = affine(t, w, bias)
         grads = {}
         if "y" in call.cotangents:
-            dy = call.cotangents["y"].astype(acc).reshape(-1, C)
+            dy = call.cotangents["y"].astype(acc).reshape(x.shape)
             g = dy if w is None else dy * w
             if b == "dyt_bwd_from_rounded_t" and d in ("float16", "bfloat16"):
                 tr = _half(t, d)
@@ -755,22 +624,18 @@ class Blind2Kernel:
                 u = _half(x ** p, d)
             else:
                 u = x ** p
-            sc = np.max(np.abs(u), axis=1, keepdims=True, initial=0.0)
-            sc = np.where((sc > 0) & np.isfinite(sc), sc, acc(1))
-            rms = sc * np.sqrt(_rsum((u / sc) ** 2) / H)
-            r = 1 / np.hypot(rms, np.sqrt(eps))
+            r = poly_rstd(u, eps, acc)
             hs.append(u * r)
             rs.append(r)
             us.append(u)
-        y = wt[0] * hs[0] + wt[1] * hs[1] + wt[2] * hs[2]
-        y = y if bias is None else y + acc(np.asarray(bias).astype(acc).reshape(()))
+        y = poly_combine(wt, hs, bias, acc)
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(-1, H)
             dx = np.zeros_like(x)
             for k, p in enumerate(powers):
                 g = dy * wt[k]
-                du = rs[k] * (g - hs[k] * (_rsum(g * hs[k]) / H))
+                du = rms_dx(g, hs[k], rs[k])
                 fac = 1 if b == "poly_bwd_missing_power_factor" else p
                 dx = dx + (du if p == 1 else fac * x ** (p - 1) * du)
             grads["x"] = _store(dx.reshape(x0.shape), d)
@@ -791,31 +656,11 @@ class Blind2Kernel:
         return bits.view(np.float32).astype(ml_dtypes.float8_e4m3fn)
 
     def _norm_quant_block(self, call, acc):
-        b, d = self.bug, call.dtype
+        b = self.bug
         cfg, inp = call.config, call.inputs
-        fmt = cfg["format"] or "fp8_group"
-        B0, el0, rule0 = _FORMAT_DEFAULTS[fmt]
-        B = int(cfg["block_size"] or B0)
-        el = cfg["element_dtype"] or el0
-        rule = cfg["scale_rule"] or rule0
-        qdt, qmax, emax = _STD_ELEMENTS[el]
-        x0 = inp["x"]
-        H = x0.shape[-1]
-        x = x0.astype(acc).reshape(-1, H)
-        res = inp.get("residual")
-        s = x if res is None else x + res.astype(acc).reshape(-1, H)
-        eps = _eps(cfg["eps"], acc)
-        w, bias = inp.get("weight"), inp.get("bias")
-        if cfg["norm"] == "layer_norm":
-            mean, rstd = self._ln_stats(s, eps)
-            y = (s - mean) * rstd
-        else:
-            y = s * (1 / np.sqrt(_rsum(s * s) / H + eps))
-        y = y if w is None else y * w.astype(acc).reshape(1, H)
-        y = y if bias is None else y + bias.astype(acc).reshape(1, H)
-        R = y.shape[0]
-        nb = -(-H // B)
-        pad = nb * B - H
+        fmt, B, rule, qdt, qmax, emax = nqb_format(cfg)
+        s, y = nqb_normalized(inp, cfg, acc, self._ln_stats)
+        R, H, nb, pad = block_layout(y, B)
         if b == "nqb_tail_block_reads_next_row" and pad:
             nxt = np.concatenate([y[1:], np.zeros((1, H), acc)], axis=0)[:, :pad] if R else np.zeros((0, pad), acc)
             yb = np.concatenate([y, nxt], axis=1).reshape(R, nb, B)
@@ -843,20 +688,13 @@ class Blind2Kernel:
             else:
                 v = amax / acc(qmax)
                 m, e = _frexp_exp(v)
-                k = np.where(m == 0.5, e - 1, e)
-            k = np.clip(np.where(v > 0, k, -127), -127, 127)
-            S = np.ldexp(1.0, k.astype(np.int64)).astype(acc)
-            scale_out = S.astype(ml_dtypes.float8_e8m0fnu)
+                k = pow2_up(m, e)
+            S, scale_out = e8m0_scale(v, k, acc)
         else:                                                            # nvfp4
-            gs = inp.get("global_scale")
             if b == "nqb_nvfp4_no_tensor_scale":
                 enc = acc(1.0)
-            elif gs is not None:
-                enc = acc(np.asarray(gs).astype(acc).reshape(()))
             else:
-                g = acc(np.max(amax, initial=0.0))
-                enc = acc(1.0) if g == 0 else acc(min(acc(2688.0) / g, np.finfo(np.float32).max))
-                enc = acc(1.0) if enc == 0 else enc
+                enc = nvfp4_encode(inp.get("global_scale"), amax, acc)
             ts = acc(1) / enc
             v = amax / acc(6.0) * enc
             if b == "nqb_nvfp4_scale_truncated":
@@ -867,14 +705,5 @@ class Blind2Kernel:
             if b == "nqb_nvfp4_unrounded_block_scale":
                 S = amax / acc(6.0)
             scale_out = Sb
-        Sx = S[..., None]
-        q = np.where(Sx == 0, acc(0) * yb, yb / np.where(Sx == 0, acc(1), Sx))
-        q = np.clip(q, -qmax, qmax).reshape(R, nb * B)[:, :H]
-        lead = x0.shape[:-1]
-        out = {"q": q.astype(qdt).reshape(x0.shape), "scale": scale_out.reshape(lead + (nb,)),
-               "amax": amax.astype(acc).reshape(lead + (nb,)),
-               "tensor_scale": np.full((1,) * x0.ndim, ts, dtype=acc)}
-        if res is not None:
-            rd = "float32" if cfg.get("residual_in_fp32") and d in ("float16", "bfloat16") else d
-            out["residual_out"] = _store(s.reshape(x0.shape), rd)
-        return Returned(out)
+        q = np.clip(block_quotients(yb, S, acc), -qmax, qmax)
+        return nqb_returned(q, qdt, scale_out, amax, ts, call, s, acc)

@@ -6,8 +6,9 @@ adaptive_layer_norm, poly_norm) written the way a fused float32 GPU kernel compu
 float32 (float64 for a float64 case), two-pass statistics, each row summed pairwise, one rounding to the
 output dtype at the end (round to nearest even), statistics (mean, rstd, amax, scales) returned in float32.
 It declares the "strict" contract and must pass refnorm's check on the golden cases of its ops
-(tests/test_blind3.py). Its arithmetic follows tests/planted/blind.py and blind2.py (the same conventions),
-written out again here so that each bug can be planted where a kernel author would make it.
+(tests/test_blind3.py). Its arithmetic follows tests/planted/blind.py and blind2.py (the same conventions);
+the correct pieces the three sets share are in tests/planted/_blind_math.py, and each bug is planted here,
+where a kernel author would make it.
 
 ``Blind3Kernel(name)`` is the same kernel with ONE realistic mistake planted, ``name`` a key of ``BUGS``:
 
@@ -29,7 +30,16 @@ import math
 import ml_dtypes
 import numpy as np
 
-from refnorm.check.backends.base import Contract, Returned
+from refnorm.check.backends.base import Returned
+
+from ._blind_math import (add_norm_affine_grads, affine, BlindKernelBase, block_layout, block_quotients,
+                          centred_dx as _centred_dx, channel_grads, channel_outputs, channel_rows, dyt_inputs,
+                          e8m0_scale, eps_value as _eps, frexp_exp as _frexp_exp, gated_dx, gated_normalize, group_dims,
+                          GroupNormPair, half as _half, instance_norm_grads, instance_outputs, instance_params,
+                          instance_rows, instance_running_stats, normalized_rows, normalized_shape as _ns, nqb_format,
+                          nqb_normalized, nqb_returned, nvfp4_encode, poly_combine, poly_rstd, pow2_up, QUANT as _QUANT,
+                          reshaped, rms_dx, rsum as _rsum, running_in, running_state, sigmoids as _sigmoids,
+                          store as _store)
 
 LABELS = ("one_pass", "precision", "block", "eps", "bessel", "running", "mode", "backward", "reduction",
           "layout", "affine", "semantics", "window", "quant_scale", "saturation", "merge", "collective",
@@ -273,107 +283,18 @@ BUGS = {
         "pattern: one reduction reused for the three normalizations"),
 }
 
-_QUANT = {"float8_e4m3fn": (np.dtype(ml_dtypes.float8_e4m3fn), -448.0, 448.0),
-          "float8_e5m2": (np.dtype(ml_dtypes.float8_e5m2), -57344.0, 57344.0),
-          "int8": (np.dtype(np.int8), -128.0, 127.0)}
 
-
-
-_STD_ELEMENTS = {  # element dtype -> (NumPy dtype, qmax, emax)
-    "float8_e4m3fn": (np.dtype(ml_dtypes.float8_e4m3fn), 448.0, 8),
-    "float8_e5m2": (np.dtype(ml_dtypes.float8_e5m2), 57344.0, 15),
-    "float4_e2m1fn": (np.dtype(ml_dtypes.float4_e2m1fn), 6.0, 2),
-}
-_FORMAT_DEFAULTS = {"fp8_group": (128, "float8_e4m3fn", "exact"), "mxfp8": (32, "float8_e4m3fn", "floor"),
-                    "nvfp4": (16, "float4_e2m1fn", "e4m3")}
-
-
-# ---------------------------------------------------------------- helpers
-def _rsum(a):
-    """Row sums of a 2-D array, keepdims (NumPy sums a contiguous row pairwise)."""
-    return np.ascontiguousarray(a).sum(axis=1, keepdims=True)
-
-
-def _pow2(n):
-    return 1 << max(0, (int(n) - 1).bit_length())
-
-
-def _np_dtype(dtype):
-    return np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
-
-
-def _store(a, dtype):
-    """One rounding to ``dtype`` (a name: the case dtype, "float32", ...), nearest even."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        return np.asarray(a).astype(_np_dtype(dtype))
-
-
-def _half(a, dtype):
-    """``a`` rounded to a 16-bit ``dtype`` and back to its own dtype (unchanged for 32/64-bit cases)."""
-    if dtype not in ("float16", "bfloat16"):
-        return a
-    return _store(a, dtype).astype(a.dtype)
-
-
-def _ns(config):
-    ns = config["normalized_shape"]
-    return (ns,) if isinstance(ns, int) else tuple(ns)
-
-
-def _eps(value, acc):
-    return acc(np.finfo(acc).eps) if value is None else acc(value)
-
-
-def _sigmoids(z):
-    """(sigmoid(z), 1 - sigmoid(z)) from e = exp(-|z|), without overflow or cancellation."""
-    e = np.exp(-np.abs(z))
-    big, small = 1 / (1 + e), e / (1 + e)
-    return np.where(z >= 0, big, small), np.where(z >= 0, small, big)
-
-
-def _centred_dx(g, xhat, rstd):
-    """rstd * (g - mean(g) - xhat * mean(g * xhat)) per row of 2-D arrays."""
-    n = g.shape[1]
-    return rstd * (g - _rsum(g) / n - xhat * (_rsum(g * xhat) / n))
-
-
-def _frexp_exp(v):
-    """e with v = m 2^e, m in [0.5, 1), for v > 0 (float64 arithmetic on the float32 values)."""
-    return np.frexp(np.where(v > 0, v, 1.0).astype(np.float64))
-
-
-class Blind3Kernel:
+class Blind3Kernel(GroupNormPair, BlindKernelBase):
     """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct).
 
     ``options`` declares the options it implements (any value), so a case setting an option added to
     one of these ops later is skipped with the reason instead of judged against a kernel that ignores it."""
 
+    BUGS, OPS, LABEL = BUGS, OPS, "blind3"
     options = {k: None for k in (
         "normalized_shape", "eps", "weight_offset", "eps_placement", "num_groups", "momentum", "convention",
         "norm", "norm_before_gate", "group_size", "format", "block_size", "element_dtype", "scale_rule",
         "min_scale", "residual_in_fp32", "dropout_p", "prenorm", "quant_dtype", "scale_ub")}
-
-    def __init__(self, bug=None):
-        if bug is not None and bug not in BUGS:
-            raise ValueError(f"unknown bug {bug!r}; expected None or one of {', '.join(BUGS)}")
-        self.bug = bug
-        self.name = "blind3" if bug is None else f"blind3:{bug}"
-
-    def available(self):
-        return None
-
-    def supports(self, call):
-        if call.op not in OPS:
-            return f"blind3 kernel: {call.op} is not implemented (only {', '.join(OPS)})"
-        return None
-
-    def contract(self, call):
-        return Contract("strict")
-
-    def run(self, call):
-        acc = np.float64 if call.dtype == "float64" else np.float32
-        with np.errstate(all="ignore"):      # a planted bug may overflow or divide by zero: judged, not raised
-            return getattr(self, "_" + call.op)(call, acc)
 
     # ------------------------------------------------------------ shared row statistics (2-D: rows x n)
     @staticmethod
@@ -409,9 +330,7 @@ class Blind3Kernel:
         if b == "ln_float64_in_float32":
             acc = np.float32
         x0 = call.inputs["x"]
-        ns = _ns(call.config)
-        N = math.prod(ns)
-        x = x0.astype(acc).reshape(-1, N)
+        ns, N, x = normalized_rows(call, acc)
         off = acc(call.config.get("weight_offset", 0.0) or 0.0)
         w, bias = call.inputs.get("weight"), call.inputs.get("bias")
         w = None if w is None else w.astype(acc).reshape(1, N) + off
@@ -421,8 +340,7 @@ class Blind3Kernel:
             mean, rstd = _half(mean, d), _half(rstd, d)
         xc = x - mean
         xhat = xc * rstd
-        y = xhat if w is None else xhat * w
-        y = y if bias is None else y + bias
+        y = affine(xhat, w, bias)
         stat = x0.shape[:x0.ndim - len(ns)] + (1,) * len(ns)
         sdt = np.float64 if d == "float64" else np.float32              # the statistics' buffers
         out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(stat).astype(sdt),
@@ -453,10 +371,8 @@ class Blind3Kernel:
     def _rms_norm(self, call, acc):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        ns = _ns(call.config)
-        N = math.prod(ns)
+        ns, N, x = normalized_rows(call, acc)
         placement = call.config.get("eps_placement", "inside")
-        x = x0.astype(acc).reshape(-1, N)
         off = acc(call.config.get("weight_offset", 0.0) or 0.0)
         w = call.inputs.get("weight")
         if w is not None and b == "rms_offset_added_in_input_dtype" and off:
@@ -498,10 +414,7 @@ class Blind3Kernel:
         """(out, grads) of group_norm, or of group_norm_silu when ``silu``."""
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        Nb, C = x0.shape[0], x0.shape[1]
-        G = int(call.config["num_groups"])
-        S = math.prod(x0.shape[2:])
-        cg = C // G
+        Nb, C, G, S, cg = group_dims(x0, call.config)
         x = x0.astype(acc).reshape(Nb, C, S)
         xv = x.reshape(Nb * G, cg * S)
         eps = _eps(call.config["eps"], acc)
@@ -554,19 +467,12 @@ class Blind3Kernel:
                 grads["bias"] = _store(per_channel(dy), d)
         return out, grads
 
-    def _group_norm(self, call, acc):
-        return Returned(*self._gn_core(call, acc, silu=False))
-
-    def _group_norm_silu(self, call, acc):
-        return Returned(*self._gn_core(call, acc, silu=True))
-
     # ------------------------------------------------------------ batch_norm
     def _batch_norm(self, call, acc):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        C = x0.shape[1]
-        x = np.ascontiguousarray(np.moveaxis(x0.astype(acc), 1, 0)).reshape(C, -1)   # (C, n)
-        n = x.shape[1]
+        x = channel_rows(x0, acc)                                # (C, n)
+        C, n = x.shape
         cfg, st = call.config, call.state
         eps = _eps(cfg["eps"], acc)
         has_run = st.get("running_mean") is not None
@@ -580,19 +486,11 @@ class Blind3Kernel:
             e = acc(0) if b == "bn_eval_eps_missing" else eps
             rstd = 1 / np.sqrt(st["running_var"].astype(acc).reshape(C, 1) + e)
         xhat = (x - mean) * rstd
-        w, bias = call.inputs.get("weight"), call.inputs.get("bias")
-        w = None if w is None else w.astype(acc).reshape(C, 1)
-        bias = None if bias is None else bias.astype(acc).reshape(C, 1)
-        y = xhat if w is None else xhat * w
-        y = y if bias is None else y + bias
-
-        def back(a):                                             # (C, n) -> x's layout
-            return np.moveaxis(a.reshape((C, x0.shape[0]) + x0.shape[2:]), 0, 1)
-        out = {"y": _store(back(y), d), "mean": mean.reshape(C).astype(acc), "rstd": rstd.reshape(C).astype(acc)}
+        w, bias = (reshaped(call.inputs.get(k), acc, (C, 1)) for k in ("weight", "bias"))
+        out = channel_outputs(xhat, w, bias, mean, rstd, x0.shape, d, acc)
         state = {}
         if has_run:
-            rm, rv = st["running_mean"].astype(acc), st["running_var"].astype(acc)
-            nbt = np.asarray(st.get("num_batches_tracked", 0)).astype(np.int64)
+            rm, rv, nbt = running_in(st, acc)
             if call.training:
                 nbt_out = nbt if b == "bn_nbt_not_incremented" else nbt + 1    # the count handed back
                 nbt = nbt + 1
@@ -606,30 +504,23 @@ class Blind3Kernel:
                 elif n > 0:
                     rm, rv = m * rm + (1 - m) * bm, (rv if b == "bn_running_var_not_updated" else m * rv + (1 - m) * bv)
                 nbt = nbt_out
-            state = {"running_mean": _store(rm, d), "running_var": _store(rv, d),
-                     "num_batches_tracked": np.asarray(nbt, dtype=np.int64)}
+            state = running_state(rm, rv, nbt, d)
         grads = {}
         if "y" in call.cotangents:
-            dy = np.ascontiguousarray(np.moveaxis(call.cotangents["y"].astype(acc), 1, 0)).reshape(C, -1)
+            dy = channel_rows(call.cotangents["y"], acc)
             g = dy if w is None else dy * w
             if batch:
                 dx = _centred_dx(g, xhat, rstd)
             else:
                 dx = g * rstd
-            grads["x"] = _store(back(dx), d)
-            if w is not None:
-                grads["weight"] = _store(_rsum(dy * xhat).reshape(C), d)
-            if bias is not None:
-                grads["bias"] = _store(_rsum(dy).reshape(C), d)
+            grads = channel_grads(dx, dy, xhat, w, bias, x0.shape, d)
         return Returned(out, grads, state)
 
     # ------------------------------------------------------------ instance_norm
     def _instance_norm(self, call, acc):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        Nb, C = x0.shape[0], x0.shape[1]
-        S = math.prod(x0.shape[2:])
-        x = x0.astype(acc).reshape(Nb * C, S)
+        Nb, C, S, x = instance_rows(x0, acc)
         cfg, st = call.config, call.state
         eps = _eps(cfg["eps"], acc)
         has_run = st.get("running_mean") is not None
@@ -637,20 +528,13 @@ class Blind3Kernel:
         if inst:
             mean, rstd = self._ln_stats(x, eps, ddof=1 if b == "in_unbiased_normalization" else 0)
         else:
-            mean = np.tile(st["running_mean"].astype(acc), Nb).reshape(Nb * C, 1)
-            rstd = np.tile(1 / np.sqrt(st["running_var"].astype(acc) + eps), Nb).reshape(Nb * C, 1)
+            mean, rstd = instance_running_stats(st, Nb, eps, acc)
         xhat = (x - mean) * rstd
-        w, bias = call.inputs.get("weight"), call.inputs.get("bias")
-        wr = None if w is None else np.tile(w.astype(acc), Nb).reshape(Nb * C, 1)
-        br = None if bias is None else np.tile(bias.astype(acc), Nb).reshape(Nb * C, 1)
-        y = xhat if wr is None else xhat * wr
-        y = y if br is None else y + br
-        out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(Nb, C).astype(acc),
-               "rstd": rstd.reshape(Nb, C).astype(acc)}
+        w, bias, wr, br = instance_params(call.inputs, Nb, acc)
+        out = instance_outputs(xhat, wr, br, mean, rstd, x0.shape, d, acc)
         state = {}
         if has_run:
-            rm, rv = st["running_mean"].astype(acc), st["running_var"].astype(acc)
-            nbt = np.asarray(st.get("num_batches_tracked", 0)).astype(np.int64)
+            rm, rv, nbt = running_in(st, acc)
             if call.training and Nb == 0:
                 rm, rv = np.full(C, np.nan, acc), np.full(C, np.nan, acc)
             elif (call.training or b == "in_eval_updates_running") and S > 0:
@@ -661,18 +545,11 @@ class Blind3Kernel:
                 new_m = ((1 - m) * rm + m * mi.reshape(Nb, C))
                 new_v = ((1 - m) * rv + m * ub.reshape(Nb, C))
                 rm, rv = new_m.mean(axis=0), new_v.mean(axis=0)
-            state = {"running_mean": _store(rm, d), "running_var": _store(rv, d),
-                     "num_batches_tracked": np.asarray(nbt, dtype=np.int64)}
+            state = running_state(rm, rv, nbt, d)
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(Nb * C, S)
-            g = dy if wr is None else dy * wr
-            dx = _centred_dx(g, xhat, rstd) if inst else g * rstd
-            grads["x"] = _store(dx.reshape(x0.shape), d)
-            if w is not None:
-                grads["weight"] = _store(_rsum(dy * xhat).reshape(Nb, C).sum(axis=0), d)
-            if bias is not None:
-                grads["bias"] = _store(_rsum(dy).reshape(Nb, C).sum(axis=0), d)
+            grads = instance_norm_grads(dy, xhat, rstd, w, bias, wr, inst, x0.shape, d)
         return Returned(out, grads, state)
 
     # ------------------------------------------------------------ gated_norm
@@ -695,13 +572,7 @@ class Blind3Kernel:
             s, ds = z * sig, sig * (1 + z * rest)
         v = x if nbg else x * s
         eps = _eps(cfg["eps"], acc)
-        vg = v.reshape(-1, K)
-        if cfg["norm"] == "layer_norm":
-            mean, rstd = self._ln_stats(vg, eps)
-        else:
-            mean, rstd = 0, 1 / np.sqrt(_rsum(vg * vg) / K + eps)
-        vhat = ((vg - mean) * rstd).reshape(R, H)
-        nrm = vhat * w if bias is None else vhat * w + bias
+        rstd, vhat, nrm = gated_normalize(v, w, bias, eps, K, cfg["norm"], self._ln_stats)
         y = nrm * s if nbg else nrm
         grads = {}
         if "y" in call.cotangents:
@@ -709,10 +580,7 @@ class Blind3Kernel:
             dn = dy * s if nbg else dy
             g = (dn * w).reshape(-1, K)
             vh = vhat.reshape(-1, K)
-            if cfg["norm"] == "layer_norm":
-                dv = _centred_dx(g, vh, rstd)
-            else:
-                dv = rstd * (g - vh * (_rsum(g * vh) / K))
+            dv = gated_dx(cfg["norm"], g, vh, rstd)
             dv = dv.reshape(R, H)
             if nbg:
                 dx, dz = dv, dy * nrm * ds
@@ -731,20 +599,13 @@ class Blind3Kernel:
         b, d = self.bug, call.dtype
         inp = call.inputs
         x0 = inp["x"]
-        C = x0.shape[-1] if x0.ndim else 1
-        x = x0.astype(acc).reshape(-1, C)
-        a = acc(np.asarray(inp["alpha"]).astype(acc).reshape(()))
-        w, bias = inp.get("weight"), inp.get("bias")
-        w = None if w is None else w.astype(acc).reshape(1, C)
-        bias = None if bias is None else bias.astype(acc).reshape(1, C)
-        t = np.tanh(a * x)
+        x, a, w, bias, t = dyt_inputs(inp, acc)
         if b == "dyt_tanh_in_input_dtype":
             t = _half(np.tanh(_half(a * x, d)), d)
-        y = t if w is None else t * w
-        y = y if bias is None else y + bias
+        y = affine(t, w, bias)
         grads = {}
         if "y" in call.cotangents:
-            dy = call.cotangents["y"].astype(acc).reshape(-1, C)
+            dy = call.cotangents["y"].astype(acc).reshape(x.shape)
             g = dy if w is None else dy * w
             r = 1 / np.cosh(a * x)
             D = r * r
@@ -776,24 +637,20 @@ class Blind3Kernel:
         hs, rs, us = [], [], []
         for p in powers:
             u = x ** p
-            sc = np.max(np.abs(u), axis=1, keepdims=True, initial=0.0)
-            sc = np.where((sc > 0) & np.isfinite(sc), sc, acc(1))
-            rms = sc * np.sqrt(_rsum((u / sc) ** 2) / H)
-            r = 1 / np.hypot(rms, np.sqrt(eps))
+            r = poly_rstd(u, eps, acc)
             hs.append(u * r)
             rs.append(r)
             us.append(u)
         if b == "poly_shared_rms":
             hs, rs = [u * rs[0] for u in us], [rs[0]] * 3
-        y = wt[0] * hs[0] + wt[1] * hs[1] + wt[2] * hs[2]
-        y = y if bias is None else y + acc(np.asarray(bias).astype(acc).reshape(()))
+        y = poly_combine(wt, hs, bias, acc)
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(-1, H)
             dx = np.zeros_like(x)
             for k, p in enumerate(powers):
                 g = dy * wt[k]
-                du = rs[k] * (g - hs[k] * (_rsum(g * hs[k]) / H))
+                du = rms_dx(g, hs[k], rs[k])
                 dx = dx + (du if p == 1 else p * x ** (p - 1) * du)
             grads["x"] = _store(dx.reshape(x0.shape), d)
             dw = np.array([_rsum(dy * h).sum() for h in hs], dtype=acc)
@@ -804,31 +661,11 @@ class Blind3Kernel:
 
     # ------------------------------------------------------------ norm_quant_block
     def _norm_quant_block(self, call, acc):
-        b, d = self.bug, call.dtype
+        b = self.bug
         cfg, inp = call.config, call.inputs
-        fmt = cfg["format"] or "fp8_group"
-        B0, el0, rule0 = _FORMAT_DEFAULTS[fmt]
-        B = int(cfg["block_size"] or B0)
-        el = cfg["element_dtype"] or el0
-        rule = cfg["scale_rule"] or rule0
-        qdt, qmax, emax = _STD_ELEMENTS[el]
-        x0 = inp["x"]
-        H = x0.shape[-1]
-        x = x0.astype(acc).reshape(-1, H)
-        res = inp.get("residual")
-        s = x if res is None else x + res.astype(acc).reshape(-1, H)
-        eps = _eps(cfg["eps"], acc)
-        w, bias = inp.get("weight"), inp.get("bias")
-        if cfg["norm"] == "layer_norm":
-            mean, rstd = self._ln_stats(s, eps)
-            y = (s - mean) * rstd
-        else:
-            y = s * (1 / np.sqrt(_rsum(s * s) / H + eps))
-        y = y if w is None else y * w.astype(acc).reshape(1, H)
-        y = y if bias is None else y + bias.astype(acc).reshape(1, H)
-        R = y.shape[0]
-        nb = -(-H // B)
-        pad = nb * B - H
+        fmt, B, rule, qdt, qmax, emax = nqb_format(cfg)
+        s, y = nqb_normalized(inp, cfg, acc, self._ln_stats)
+        R, H, nb, pad = block_layout(y, B)
         yb = np.concatenate([y, np.zeros((R, pad), acc)], axis=1).reshape(R, nb, B)
         amax = np.max(np.abs(yb), axis=-1, initial=0.0)                 # (R, nb)
         ts = acc(1.0)
@@ -850,36 +687,19 @@ class Blind3Kernel:
             else:
                 v = amax / acc(qmax)
                 m, e = _frexp_exp(v)
-                k = np.where(m == 0.5, e - 1, e)
-            k = np.clip(np.where(v > 0, k, -127), -127, 127)
-            S = np.ldexp(1.0, k.astype(np.int64)).astype(acc)
-            scale_out = S.astype(ml_dtypes.float8_e8m0fnu)
+                k = pow2_up(m, e)
+            S, scale_out = e8m0_scale(v, k, acc)
         else:                                                            # nvfp4
-            gs = inp.get("global_scale")
-            if gs is not None:
-                enc = acc(np.asarray(gs).astype(acc).reshape(()))
-            else:
-                g = acc(np.max(amax, initial=0.0))
-                enc = acc(1.0) if g == 0 else acc(min(acc(2688.0) / g, np.finfo(np.float32).max))
-                enc = acc(1.0) if enc == 0 else enc
+            enc = nvfp4_encode(inp.get("global_scale"), amax, acc)
             ts = enc if b == "nqb_tensor_scale_inverted" else acc(1) / enc
             v = amax / acc(6.0) * enc
             Sb = np.clip(v, -448.0, 448.0).astype(ml_dtypes.float8_e4m3fn)
             S = Sb.astype(acc) * ts
             scale_out = Sb
-        Sx = S[..., None]
-        q = np.where(Sx == 0, acc(0) * yb, yb / np.where(Sx == 0, acc(1), Sx))
+        q = block_quotients(yb, S, acc)
         if not (b == "nqb_mx_no_saturation" and fmt == "mxfp8"):
             q = np.clip(q, -qmax, qmax)
-        q = q.reshape(R, nb * B)[:, :H]
-        lead = x0.shape[:-1]
-        out = {"q": q.astype(qdt).reshape(x0.shape), "scale": scale_out.reshape(lead + (nb,)),
-               "amax": amax.astype(acc).reshape(lead + (nb,)),
-               "tensor_scale": np.full((1,) * x0.ndim, ts, dtype=acc)}
-        if res is not None:
-            rd = "float32" if cfg.get("residual_in_fp32") and d in ("float16", "bfloat16") else d
-            out["residual_out"] = _store(s.reshape(x0.shape), rd)
-        return Returned(out)
+        return nqb_returned(q, qdt, scale_out, amax, ts, call, s, acc)
 
     # ------------------------------------------------------------ add_norm
     def _ln_rows(self, x, eps):
@@ -900,15 +720,7 @@ class Blind3Kernel:
         p = float(cfg["dropout_p"] or 0.0)
         keep = acc(1.0 / (1.0 - p))
         off = acc(cfg.get("weight_offset", 0.0) or 0.0)
-
-        def f(name):
-            a = inp.get(name)
-            return None if a is None else a.astype(acc).reshape(R, N)
-
-        def par(name):
-            a = inp.get(name)
-            return None if a is None else a.astype(acc).reshape(1, N)
-        x, res, mask, x1, mask1 = f("x"), f("residual"), f("mask"), f("x1"), f("mask1")
+        x, res, mask, x1, mask1 = (reshaped(inp.get(k), acc, (R, N)) for k in ("x", "residual", "mask", "x1", "mask1"))
         rs = inp.get("rowscale")
         rs = None if rs is None else rs.astype(acc).reshape(R, 1)
         c = np.ones((R, N), acc) if mask is None else mask.copy()
@@ -935,7 +747,7 @@ class Blind3Kernel:
             if res is not None:
                 s = s + res
         eps = _eps(cfg["eps"], acc)
-        w, bias, w1, b1 = par("weight"), par("bias"), par("weight1"), par("bias1")
+        w, bias, w1, b1 = (reshaped(inp.get(k), acc, (1, N)) for k in ("weight", "bias", "weight1", "bias1"))
         we = None if w is None else w + off
         we1 = None if w1 is None else w1 + off
         if b == "an_y1_uses_weight" and w1 is not None and we is not None:
@@ -960,7 +772,7 @@ class Blind3Kernel:
                 g = dy if wgt is None else dy * wgt
                 if cfg["norm"] == "layer_norm":
                     return _centred_dx(g, xhat, rstd)
-                return rstd * (g - xhat * (_rsum(g * xhat) / N))
+                return rms_dx(g, xhat, rstd)
             dy = call.cotangents["y"].astype(acc).reshape(R, N)
             ds = norm_bwd(dy, we)
             dy1 = None
@@ -975,17 +787,7 @@ class Blind3Kernel:
                 grads["residual"] = _store((ds * c if b == "an_dresidual_scaled" else ds).reshape(shape), d)
             if x1 is not None:
                 grads["x1"] = _store((ds * c1).reshape(shape), d)
-            for name in ("mask", "mask1"):
-                if name in inp:
-                    grads[name] = _store(np.zeros(shape), d)
-            if w is not None:
-                grads["weight"] = _store((dy * xhat).sum(axis=0).reshape(ns), d)
-            if bias is not None:
-                grads["bias"] = _store(dy.sum(axis=0).reshape(ns), d)
-            if w1 is not None and dy1 is not None:
-                grads["weight1"] = _store((dy1 * xhat).sum(axis=0).reshape(ns), d)
-                if b1 is not None:
-                    grads["bias1"] = _store(dy1.sum(axis=0).reshape(ns), d)
+            grads.update(add_norm_affine_grads(inp, dy, dy1, xhat, (w, bias, w1, b1), ns, d))
             if rs is not None:
                 t = ds * x if mask is None else ds * x * mask
                 drs = _rsum(t) * keep if p else _rsum(t)
@@ -997,9 +799,7 @@ class Blind3Kernel:
         b = self.bug
         cfg, inp = call.config, call.inputs
         x0 = inp["x"]
-        ns = _ns(cfg)
-        N = math.prod(ns)
-        x = x0.astype(acc).reshape(-1, N)
+        ns, N, x = normalized_rows(call, acc)
         eps = _eps(cfg["eps"], acc)
         w, bias = inp.get("weight"), inp.get("bias")
         if cfg["norm"] == "layer_norm" and b == "nq_ln_one_pass_variance":

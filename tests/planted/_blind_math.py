@@ -1,0 +1,408 @@
+"""The correct arithmetic the three held-out blind kernels share (tests/planted/blind.py, blind2.py, blind3.py).
+
+Each blind set was written from the previous one's conventions: a fused float32 kernel written in NumPy, inputs
+upcast to float32 (float64 for a float64 case), two-pass statistics, each row summed pairwise, one rounding to
+the output dtype at the end (round to nearest even). What the sets' correct kernels compute alike lives here,
+once. Nothing here is a planted bug: every bug (its ``BUGS`` entry and every ``if self.bug == ...`` branch)
+stays in its own set's file, where its author wrote it, and the sets stay held-out measurements.
+"""
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+from refnorm.check.backends.base import Contract, Returned
+
+# norm_quant's quantized dtypes: name -> (NumPy dtype, lowest, highest)
+QUANT = {"float8_e4m3fn": (np.dtype(ml_dtypes.float8_e4m3fn), -448.0, 448.0),
+         "float8_e5m2": (np.dtype(ml_dtypes.float8_e5m2), -57344.0, 57344.0),
+         "int8": (np.dtype(np.int8), -128.0, 127.0)}
+# norm_quant_block's element dtypes: name -> (NumPy dtype, qmax, emax)
+STD_ELEMENTS = {
+    "float8_e4m3fn": (np.dtype(ml_dtypes.float8_e4m3fn), 448.0, 8),
+    "float8_e5m2": (np.dtype(ml_dtypes.float8_e5m2), 57344.0, 15),
+    "float4_e2m1fn": (np.dtype(ml_dtypes.float4_e2m1fn), 6.0, 2),
+}
+# norm_quant_block's formats: name -> (block size, element dtype, scale rule)
+FORMAT_DEFAULTS = {"fp8_group": (128, "float8_e4m3fn", "exact"), "mxfp8": (32, "float8_e4m3fn", "floor"),
+                   "nvfp4": (16, "float4_e2m1fn", "e4m3")}
+
+
+def rsum(a):
+    """Row sums of a 2-D array, keepdims (NumPy sums a contiguous row pairwise)."""
+    return np.ascontiguousarray(a).sum(axis=1, keepdims=True)
+
+
+def pow2(n):
+    """The smallest power of two >= n (1 for n <= 1)."""
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+def np_dtype(dtype):
+    """The NumPy dtype of a case dtype's name ("bfloat16" through ml_dtypes)."""
+    return np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+
+
+def store(a, dtype):
+    """One rounding to ``dtype`` (a name: the case dtype, "float32", ...), nearest even."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(a).astype(np_dtype(dtype))
+
+
+def half(a, dtype):
+    """``a`` rounded to a 16-bit ``dtype`` and back to its own dtype (unchanged for 32/64-bit cases)."""
+    if dtype not in ("float16", "bfloat16"):
+        return a
+    return store(a, dtype).astype(a.dtype)
+
+
+def normalized_shape(config):
+    """The config's normalized_shape as a tuple."""
+    ns = config["normalized_shape"]
+    return (ns,) if isinstance(ns, int) else tuple(ns)
+
+
+def eps_value(value, acc):
+    """The configured eps in the compute dtype ``acc``; None: ``acc``'s machine epsilon."""
+    return acc(np.finfo(acc).eps) if value is None else acc(value)
+
+
+def sigmoids(z):
+    """(sigmoid(z), 1 - sigmoid(z)) from e = exp(-|z|), without overflow or cancellation."""
+    e = np.exp(-np.abs(z))
+    big, small = 1 / (1 + e), e / (1 + e)
+    return np.where(z >= 0, big, small), np.where(z >= 0, small, big)
+
+
+def centred_dx(g, xhat, rstd):
+    """rstd * (g - mean(g) - xhat * mean(g * xhat)) per row of 2-D arrays."""
+    n = g.shape[1]
+    return rstd * (g - rsum(g) / n - xhat * (rsum(g * xhat) / n))
+
+
+def frexp_exp(v):
+    """(m, e) with v = m 2^e, m in [0.5, 1), for v > 0 (float64 arithmetic on the float32 values)."""
+    return np.frexp(np.where(v > 0, v, 1.0).astype(np.float64))
+
+
+class BlindKernelBase:
+    """The backend protocol of a blind kernel: ``bug`` is a key of the subclass's ``BUGS`` or None (correct);
+    ``run`` computes in float32 (float64 for a float64 case) by the method ``_<op>``. A subclass sets ``BUGS``,
+    ``OPS``, ``LABEL`` (its name: "blind", "blind2", ...) and ``options``."""
+
+    BUGS: dict = {}
+    OPS: tuple = ()
+    LABEL = ""
+
+    def __init__(self, bug=None):
+        if bug is not None and bug not in self.BUGS:
+            raise ValueError(f"unknown bug {bug!r}; expected None or one of {', '.join(self.BUGS)}")
+        self.bug = bug
+        self.name = self.LABEL if bug is None else f"{self.LABEL}:{bug}"
+
+    def available(self):
+        return None
+
+    def supports(self, call):
+        if call.op not in self.OPS:
+            return f"{self.LABEL} kernel: {call.op} is not implemented (only {', '.join(self.OPS)})"
+        return None
+
+    def contract(self, call):
+        return Contract("strict")
+
+    def run(self, call):
+        acc = np.float64 if call.dtype == "float64" else np.float32
+        with np.errstate(all="ignore"):      # a planted bug may overflow or divide by zero: judged, not raised
+            return getattr(self, "_" + call.op)(call, acc)
+
+
+class GroupNormPair:
+    """group_norm and group_norm_silu of a kernel computing both in ``_gn_core(call, acc, silu)``, which
+    returns (outputs, grads)."""
+
+    def _group_norm(self, call, acc):
+        return Returned(*self._gn_core(call, acc, silu=False))
+
+    def _group_norm_silu(self, call, acc):
+        return Returned(*self._gn_core(call, acc, silu=True))
+
+
+# ---------------------------------------------------------------- rows, affine parameters and the rms_norm backward
+def normalized_rows(call, acc):
+    """(normalized_shape, N = its size, x as (rows, N) in ``acc``) of a call normalizing x's last axes."""
+    ns = normalized_shape(call.config)
+    N = math.prod(ns)
+    return ns, N, call.inputs["x"].astype(acc).reshape(-1, N)
+
+
+def reshaped(a, acc, shape):
+    """``a`` in ``acc`` reshaped to ``shape``; None stays None."""
+    return None if a is None else a.astype(acc).reshape(shape)
+
+
+def affine(xhat, w, bias):
+    """xhat * w + bias, each of w, bias skipped when None."""
+    y = xhat if w is None else xhat * w
+    return y if bias is None else y + bias
+
+
+def rms_dx(g, xhat, rstd):
+    """rstd * (g - xhat * mean(g * xhat)) per row of 2-D arrays (rms_norm's dx, eps inside)."""
+    n = g.shape[1]
+    return rstd * (g - xhat * (rsum(g * xhat) / n))
+
+
+# ---------------------------------------------------------------- batch_norm (running statistics: instance_norm too)
+def channel_rows(a, acc):
+    """(C, n) in ``acc``: ``a``'s channel axis (axis 1) first, the other axes flattened."""
+    return np.ascontiguousarray(np.moveaxis(a.astype(acc), 1, 0)).reshape(a.shape[1], -1)
+
+
+def from_channel_rows(a, shape):
+    """channel_rows undone: (C, n) back to ``shape`` (channel axis 1)."""
+    return np.moveaxis(a.reshape((shape[1], shape[0]) + tuple(shape[2:])), 0, 1)
+
+
+def channel_running_stats(state, C, eps, acc):
+    """batch_norm's (mean, rstd) per channel, (C, 1), from the running statistics (eval)."""
+    return (state["running_mean"].astype(acc).reshape(C, 1),
+            1 / np.sqrt(state["running_var"].astype(acc).reshape(C, 1) + eps))
+
+
+def channel_outputs(xhat, w, bias, mean, rstd, shape, dtype, acc):
+    """batch_norm's outputs from channel_rows (C, n): y = xhat * w + bias in ``shape`` rounded to ``dtype``,
+    mean and rstd per channel in ``acc``."""
+    C = shape[1]
+    return {"y": store(from_channel_rows(affine(xhat, w, bias), shape), dtype),
+            "mean": mean.reshape(C).astype(acc), "rstd": rstd.reshape(C).astype(acc)}
+
+
+def channel_grads(dx, dy, xhat, w, bias, shape, dtype):
+    """batch_norm's grads from dx, dy, xhat as channel_rows (C, n): x (in ``shape``), weight, bias."""
+    grads = {"x": store(from_channel_rows(dx, shape), dtype)}
+    if w is not None:
+        grads["weight"] = store(rsum(dy * xhat).reshape(shape[1]), dtype)
+    if bias is not None:
+        grads["bias"] = store(rsum(dy).reshape(shape[1]), dtype)
+    return grads
+
+
+def running_in(state, acc):
+    """batch/instance norm's (running_mean, running_var) in ``acc`` and num_batches_tracked as int64."""
+    return (state["running_mean"].astype(acc), state["running_var"].astype(acc),
+            np.asarray(state.get("num_batches_tracked", 0)).astype(np.int64))
+
+
+def running_state(rm, rv, nbt, dtype):
+    """batch/instance norm's new state: the running statistics rounded to ``dtype``, the count as int64."""
+    return {"running_mean": store(rm, dtype), "running_var": store(rv, dtype),
+            "num_batches_tracked": np.asarray(nbt, dtype=np.int64)}
+
+
+# ---------------------------------------------------------------- group_norm, instance_norm
+def group_dims(x0, config):
+    """group_norm's (N, C, G, S, C // G) of x (N, C, *spatial), S the spatial size, G num_groups."""
+    Nb, C = x0.shape[0], x0.shape[1]
+    G = int(config["num_groups"])
+    return Nb, C, G, math.prod(x0.shape[2:]), C // G
+
+
+def per_instance(v, Nb):
+    """A per-channel vector (C,) as (Nb * C, 1), one row per instance (sample, channel)."""
+    return np.tile(v, Nb).reshape(-1, 1)
+
+
+def instance_rows(x0, acc):
+    """instance_norm's (Nb, C, S, x as (Nb * C, S) rows in ``acc``)."""
+    Nb, C = x0.shape[0], x0.shape[1]
+    S = math.prod(x0.shape[2:])
+    return Nb, C, S, x0.astype(acc).reshape(Nb * C, S)
+
+
+def instance_running_stats(state, Nb, eps, acc):
+    """instance_norm's (mean, rstd) per instance from the running statistics (eval)."""
+    return (per_instance(state["running_mean"].astype(acc), Nb),
+            per_instance(1 / np.sqrt(state["running_var"].astype(acc) + eps), Nb))
+
+
+def instance_params(inputs, Nb, acc):
+    """instance_norm's (weight, bias) as given and as (Nb * C, 1) rows (wr, br); each None when absent."""
+    w, bias = inputs.get("weight"), inputs.get("bias")
+    wr = None if w is None else per_instance(w.astype(acc), Nb)
+    br = None if bias is None else per_instance(bias.astype(acc), Nb)
+    return w, bias, wr, br
+
+
+def instance_outputs(xhat, wr, br, mean, rstd, shape, dtype, acc):
+    """instance_norm's outputs from (Nb * C, S) rows: y = xhat * wr + br in ``shape`` rounded to ``dtype``,
+    mean and rstd (Nb, C) in ``acc``."""
+    Nb, C = shape[0], shape[1]
+    return {"y": store(affine(xhat, wr, br).reshape(shape), dtype), "mean": mean.reshape(Nb, C).astype(acc),
+            "rstd": rstd.reshape(Nb, C).astype(acc)}
+
+
+def instance_norm_grads(dy, xhat, rstd, w, bias, wr, centred, shape, dtype):
+    """instance_norm's grads from dy, xhat, rstd as (Nb * C, S) rows (``wr``: the weight per row, or None);
+    ``centred``: dx through the instances' own statistics (training), else through fixed ones."""
+    Nb, C = shape[0], shape[1]
+    g = dy if wr is None else dy * wr
+    dx = centred_dx(g, xhat, rstd) if centred else g * rstd
+    grads = {"x": store(dx.reshape(shape), dtype)}
+    if w is not None:
+        grads["weight"] = store(rsum(dy * xhat).reshape(Nb, C).sum(axis=0), dtype)
+    if bias is not None:
+        grads["bias"] = store(rsum(dy).reshape(Nb, C).sum(axis=0), dtype)
+    return grads
+
+
+# ---------------------------------------------------------------- gated_norm, dyt, poly_norm
+def gated_stats(v, eps, norm, ln_stats):
+    """(mean, rstd) of the rows of ``v`` for gated_norm's ``norm`` (rms_norm: mean 0);
+    ``ln_stats``: the kernel's two-pass (mean, rstd)."""
+    if norm == "layer_norm":
+        return ln_stats(v, eps)
+    return 0, 1 / np.sqrt(rsum(v * v) / v.shape[1] + eps)
+
+
+def gated_normalize(v, w, bias, eps, K, norm, ln_stats):
+    """gated_norm's (rstd, vhat, vhat * w + bias) of v (rows, H) normalized in groups of K."""
+    R, H = v.shape
+    vg = v.reshape(-1, K)
+    mean, rstd = gated_stats(vg, eps, norm, ln_stats)
+    vhat = ((vg - mean) * rstd).reshape(R, H)
+    return rstd, vhat, (vhat * w if bias is None else vhat * w + bias)
+
+
+def gated_dx(norm, g, vhat, rstd):
+    """The normalization's dx per row (gated_norm's ``norm``)."""
+    return centred_dx(g, vhat, rstd) if norm == "layer_norm" else rms_dx(g, vhat, rstd)
+
+
+def dyt_inputs(inp, acc):
+    """dyt's (x as (rows, C), alpha, weight (1, C) or None, bias (1, C) or None) in ``acc`` and tanh(alpha x)."""
+    x0 = inp["x"]
+    C = x0.shape[-1] if x0.ndim else 1
+    x = x0.astype(acc).reshape(-1, C)
+    a = acc(np.asarray(inp["alpha"]).astype(acc).reshape(()))
+    w, bias = inp.get("weight"), inp.get("bias")
+    w = None if w is None else w.astype(acc).reshape(1, C)
+    bias = None if bias is None else bias.astype(acc).reshape(1, C)
+    return x, a, w, bias, np.tanh(a * x)
+
+
+def poly_rstd(u, eps, acc):
+    """1 / sqrt(mean(u^2) + eps) per row of ``u``, the mean of squares taken of u / max|u| (no overflow)."""
+    sc = np.max(np.abs(u), axis=1, keepdims=True, initial=0.0)
+    sc = np.where((sc > 0) & np.isfinite(sc), sc, acc(1))
+    rms = sc * np.sqrt(rsum((u / sc) ** 2) / u.shape[1])
+    return 1 / np.hypot(rms, np.sqrt(eps))
+
+
+def poly_combine(wt, hs, bias, acc):
+    """poly_norm's y = w0 h0 + w1 h1 + w2 h2 (+ the scalar bias)."""
+    y = wt[0] * hs[0] + wt[1] * hs[1] + wt[2] * hs[2]
+    return y if bias is None else y + acc(np.asarray(bias).astype(acc).reshape(()))
+
+
+# ---------------------------------------------------------------- add_norm
+def add_norm_affine_grads(inp, dy, dy1, xhat, params, ns, dtype):
+    """add_norm's grads of the masks (zero), of weight and bias from dy, and of weight1 and bias1 from dy1
+    (when given); ``params``: (weight, bias, weight1, bias1), each None when absent."""
+    w, bias, w1, b1 = params
+    grads = {}
+    for name in ("mask", "mask1"):
+        if name in inp:
+            grads[name] = store(np.zeros(inp["x"].shape), dtype)
+    if w is not None:
+        grads["weight"] = store((dy * xhat).sum(axis=0).reshape(ns), dtype)
+    if bias is not None:
+        grads["bias"] = store(dy.sum(axis=0).reshape(ns), dtype)
+    if w1 is not None and dy1 is not None:
+        grads["weight1"] = store((dy1 * xhat).sum(axis=0).reshape(ns), dtype)
+        if b1 is not None:
+            grads["bias1"] = store(dy1.sum(axis=0).reshape(ns), dtype)
+    return grads
+
+
+# ---------------------------------------------------------------- norm_quant_block
+def nqb_format(cfg):
+    """norm_quant_block's (format, block size, scale rule, element NumPy dtype, qmax, emax), defaults filled."""
+    fmt = cfg["format"] or "fp8_group"
+    B0, el0, rule0 = FORMAT_DEFAULTS[fmt]
+    qdt, qmax, emax = STD_ELEMENTS[cfg["element_dtype"] or el0]
+    return fmt, int(cfg["block_size"] or B0), cfg["scale_rule"] or rule0, qdt, qmax, emax
+
+
+def nqb_normalized(inp, cfg, acc, ln_stats):
+    """norm_quant_block's (s, y): s = x (+ residual) as (rows, H) in ``acc``, y its normalization with weight
+    and bias; ``ln_stats``: the kernel's two-pass (mean, rstd) for layer_norm."""
+    x0 = inp["x"]
+    H = x0.shape[-1]
+    x = x0.astype(acc).reshape(-1, H)
+    res = inp.get("residual")
+    s = x if res is None else x + res.astype(acc).reshape(-1, H)
+    eps = eps_value(cfg["eps"], acc)
+    w, bias = inp.get("weight"), inp.get("bias")
+    if cfg["norm"] == "layer_norm":
+        mean, rstd = ln_stats(s, eps)
+        y = (s - mean) * rstd
+    else:
+        y = s * (1 / np.sqrt(rsum(s * s) / H + eps))
+    y = y if w is None else y * w.astype(acc).reshape(1, H)
+    y = y if bias is None else y + bias.astype(acc).reshape(1, H)
+    return s, y
+
+
+def block_layout(y, B):
+    """norm_quant_block's (rows, H, blocks per row, padding of the last block) of y (rows, H), blocks of B."""
+    R, H = y.shape
+    nb = -(-H // B)
+    return R, H, nb, nb * B - H
+
+
+def pow2_up(m, e):
+    """k with 2^k the smallest power of two >= v, from (m, e) = frexp_exp(v)."""
+    return np.where(m == 0.5, e - 1, e)
+
+
+def e8m0_scale(v, k, acc):
+    """mxfp8's block scales 2^k (k clipped to [-127, 127], -127 where v <= 0): (in ``acc``, as float8_e8m0fnu)."""
+    k = np.clip(np.where(v > 0, k, -127), -127, 127)
+    S = np.ldexp(1.0, k.astype(np.int64)).astype(acc)
+    return S, S.astype(ml_dtypes.float8_e8m0fnu)
+
+
+def nvfp4_encode(gs, amax, acc):
+    """nvfp4's tensor encode scale: the given ``gs`` (global_scale), else 2688 / the tensor's amax (1 for an
+    all-zero tensor), at most float32's largest."""
+    if gs is not None:
+        return acc(np.asarray(gs).astype(acc).reshape(()))
+    g = acc(np.max(amax, initial=0.0))
+    enc = acc(1.0) if g == 0 else acc(min(acc(2688.0) / g, np.finfo(np.float32).max))
+    return acc(1.0) if enc == 0 else enc
+
+
+def block_quotients(yb, S, acc):
+    """yb (rows, blocks, B) divided by each block's scale S (rows, blocks); 0 (NaN for non-finite yb) where
+    the scale is 0."""
+    Sx = S[..., None]
+    return np.where(Sx == 0, acc(0) * yb, yb / np.where(Sx == 0, acc(1), Sx))
+
+
+def nqb_returned(q, qdt, scale_out, amax, ts, call, s, acc):
+    """norm_quant_block's Returned from the clipped block quotients q (rows, blocks, B), the block scales and
+    amax (rows, blocks), the tensor scale ts and s (x + residual, handed out as residual_out)."""
+    x0, cfg, d = call.inputs["x"], call.config, call.dtype
+    R, nb, B = q.shape
+    q = q.reshape(R, nb * B)[:, :x0.shape[-1]]
+    lead = x0.shape[:-1]
+    out = {"q": q.astype(qdt).reshape(x0.shape), "scale": scale_out.reshape(lead + (nb,)),
+           "amax": amax.astype(acc).reshape(lead + (nb,)),
+           "tensor_scale": np.full((1,) * x0.ndim, ts, dtype=acc)}
+    if call.inputs.get("residual") is not None:
+        rd = "float32" if cfg.get("residual_in_fp32") and d in ("float16", "bfloat16") else d
+        out["residual_out"] = store(s.reshape(x0.shape), rd)
+    return Returned(out)
