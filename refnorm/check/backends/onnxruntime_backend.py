@@ -378,21 +378,18 @@ class OnnxruntimeBackend:
             return self._bn_eval(x, ins, st, eps, dt, "batch_norm")
         w, b = _channel_affine(ins, x, dt)
         C = x.shape[1]
+        attrs = dict(epsilon=eps, training_mode=1)
         if st:                                        # convention onnx (supports refuses torch)
-            m = 0.9 if cfg["momentum"] is DEFAULT else float(cfg["momentum"])
-            r = self._run_node("BatchNormalization", 15,
-                               [("x", x), ("scale", w), ("B", b), ("input_mean", st["running_mean"]),
-                                ("input_var", st["running_var"])],
-                               [("y", dt, x.shape), ("running_mean", dt, (C,)), ("running_var", dt, (C,))],
-                               dict(epsilon=eps, momentum=m, training_mode=1), dt, "batch_norm")
-            return {"y": r["y"]}, {"running_mean": r["running_mean"], "running_var": r["running_var"]}
-        # ONNX's shape inference requires all three outputs in training mode; the running ones are not read
+            attrs["momentum"] = 0.9 if cfg["momentum"] is DEFAULT else float(cfg["momentum"])
+            running = (st["running_mean"], st["running_var"])
+        else:
+            # ONNX's shape inference requires all three outputs in training mode; the running ones are not read
+            running = (np.zeros((C,), dt), np.ones((C,), dt))
         r = self._run_node("BatchNormalization", 15,
-                           [("x", x), ("scale", w), ("B", b), ("input_mean", np.zeros((C,), dt)),
-                            ("input_var", np.ones((C,), dt))],
+                           [("x", x), ("scale", w), ("B", b), ("input_mean", running[0]), ("input_var", running[1])],
                            [("y", dt, x.shape), ("running_mean", dt, (C,)), ("running_var", dt, (C,))],
-                           dict(epsilon=eps, training_mode=1), dt, "batch_norm")
-        return {"y": r["y"]}, {}
+                           attrs, dt, "batch_norm")
+        return {"y": r["y"]}, ({"running_mean": r["running_mean"], "running_var": r["running_var"]} if st else {})
 
     def _instance_norm(self, cfg, call, ins, st, dt):
         x = ins["x"]
