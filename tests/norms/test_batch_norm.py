@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import refnorm
-from helpers import (assert_close_rel, check_vjp, cond_number, mp_sqrt, oracle_check,
+from helpers import (assert_close_rel, assert_eval_is_affine_map, check_vjp, cond_number, mp_sqrt, oracle_check,
                      require_torch, steps_against_torch_module)
 from strategies import shapes, well_spread
 
@@ -50,16 +50,7 @@ def test_batch_norm_batch_permutation_equivariance(c):
 def test_batch_norm_eval_is_an_affine_map(c):
     inputs, eps = c
     x = inputs["x"]
-    st_ = stats_state(x.shape[1], np.random.default_rng(1))
-    f = lambda v: refnorm.evaluate(NAME, {**inputs, "x": v}, config={"eps": eps}, state=st_,
-                                   training=False).outputs["y"]
-    z = np.random.default_rng(2).standard_normal(x.shape)
-    lhs = f(2.0 * x - 0.5 * z)
-    rhs = 2.0 * f(x) - 0.5 * f(z) - 0.5 * f(np.zeros_like(x))  # affine: f(a+b) = f(a)+f(b)-f(0)
-    np.testing.assert_allclose(lhs, rhs, rtol=1e-11, atol=1e-11 * np.abs(lhs).max())
-    r = refnorm.evaluate(NAME, inputs, config={"eps": eps}, state=st_, training=False)
-    for k in st_:  # eval leaves the running statistics alone
-        np.testing.assert_array_equal(r.state[k], st_[k])
+    assert_eval_is_affine_map(NAME, inputs, {"eps": eps}, stats_state(x.shape[1], np.random.default_rng(1)))
 
 
 @given(case())
