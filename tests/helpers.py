@@ -279,6 +279,28 @@ def drawn_affine(rng, affine, pshape) -> dict:
     return p
 
 
+def channel_norm_torch_case(shape, affine, seed=7) -> tuple:
+    """(inputs, dy) of a torch float64 cross-check of a per-channel norm, all from one rng(seed): x = 2 + 3
+    N(0, 1) of ``shape``, then drawn_affine parameters of shape (C,) (C = shape[1]), then dy N(0, 1)."""
+    rng = np.random.default_rng(seed)
+    inputs = {"x": 2 + 3 * rng.standard_normal(shape), **drawn_affine(rng, affine, shape[1])}
+    return inputs, rng.standard_normal(shape)
+
+
+def check_train_eval_oracle(name, x, eps, mode, mp_norm, stats_state, axes):
+    """oracle_check of ``name`` (outputs y, mean, rstd) on ``x`` with a per-channel (axis 1) N(0, 1)
+    weight and bias drawn from rng(5): ``mode`` "train" on x's own statistics (conditioned as
+    cond_number over ``axes``), "eval" on the running statistics ``stats_state(C, rng)`` drawn next (no
+    conditioning). ``mp_norm(eps, state)`` is the op's mpmath forward (state None in train mode)."""
+    rng = np.random.default_rng(5)
+    c = x.shape[1]
+    inputs = {"x": x, "weight": rng.standard_normal(c), "bias": rng.standard_normal(c)}
+    state = stats_state(c, rng) if mode == "eval" else None
+    cond = cond_number(x, axes, eps) if mode == "train" else 0.0
+    oracle_check(name, inputs, {"eps": eps}, mp_norm(eps, state), cond=cond, state=state,
+                 training=mode == "train", outputs=("y", "mean", "rstd"))
+
+
 def affine_along(y, weight, bias, dims):
     """y * weight + bias (NumPy or torch), the parameters laid along the axes ``dims`` of y (None: left out)."""
     view = [s if i in dims else 1 for i, s in enumerate(y.shape)]

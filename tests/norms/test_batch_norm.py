@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import refnorm
-from helpers import (assert_close_rel, assert_eval_is_affine_map, check_vjp, cond_number, mp_sqrt, oracle_check,
+from helpers import (assert_close_rel, assert_eval_is_affine_map, check_train_eval_oracle, check_vjp, mp_sqrt,
                      require_torch, steps_against_torch_module)
 from strategies import shapes, well_spread
 
@@ -113,14 +113,7 @@ ORACLE_CASES = [
 @pytest.mark.parametrize("label,x,eps", ORACLE_CASES, ids=[c[0] for c in ORACLE_CASES])
 @pytest.mark.parametrize("mode", ["train", "eval"])
 def test_batch_norm_matches_mpmath_oracle(label, x, eps, mode):
-    rng = np.random.default_rng(5)
-    c = x.shape[1]
-    inputs = {"x": x, "weight": rng.standard_normal(c), "bias": rng.standard_normal(c)}
-    state = stats_state(c, rng) if mode == "eval" else None
-    axes = (0,) + tuple(range(2, x.ndim))
-    cond = cond_number(x, axes, eps) if mode == "train" else 0.0
-    oracle_check(NAME, inputs, {"eps": eps}, mp_batch_norm(eps, state), cond=cond, state=state,
-                 training=mode == "train", outputs=("y", "mean", "rstd"))
+    check_train_eval_oracle(NAME, x, eps, mode, mp_batch_norm, stats_state, (0,) + tuple(range(2, x.ndim)))
 
 
 # ----------------------------------------------------------------------------- torch float64

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 import refnorm
-from helpers import (assert_close_rel, check_vjp, cond_number, drawn_affine, inputs_of, mp_norm_over_sets,
-                     oracle_check, record, require_torch, torch_vjp)
+from helpers import (assert_close_rel, channel_norm_torch_case, check_vjp, cond_number, inputs_of,
+                     mp_norm_over_sets, oracle_check, record, require_torch, torch_vjp)
 from strategies import well_spread
 
 NAME = "group_norm"
@@ -174,10 +174,8 @@ def test_group_norm_matches_mpmath_oracle(label, x, G, eps):
 @pytest.mark.parametrize("affine", ["none", "weight", "both"])
 def test_group_norm_matches_torch_float64(shape, G, affine):
     torch = require_torch()
-    rng = np.random.default_rng(7)
     N, C = shape[:2]
-    inputs = {"x": 2 + 3 * rng.standard_normal(shape), **drawn_affine(rng, affine, C)}
-    dy = rng.standard_normal(shape)
+    inputs, dy = channel_norm_torch_case(shape, affine)
     hw = int(np.prod(shape[2:]))
 
     def fn(x, weight=None, bias=None):

@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 import refnorm
-from helpers import (MP_DPS, assert_close_rel, assert_eval_is_affine_map, assert_like_torch, check_vjp,
-                     cond_number, drawn_affine, mp_norm_over_sets, oracle_check, record, rel_error, require_torch,
-                     steps_against_torch_module, to_mp, torch_vjp)
+from helpers import (MP_DPS, assert_close_rel, assert_eval_is_affine_map, assert_like_torch,
+                     channel_norm_torch_case, check_train_eval_oracle, check_vjp, cond_number, mp_norm_over_sets,
+                     oracle_check, record, rel_error, require_torch, steps_against_torch_module, to_mp, torch_vjp)
 from strategies import well_spread
 
 NAME = "instance_norm"
@@ -153,13 +153,7 @@ ORACLE_CASES = [
 @pytest.mark.parametrize("label,x,eps", ORACLE_CASES, ids=[c[0] for c in ORACLE_CASES])
 @pytest.mark.parametrize("mode", ["train", "eval"])
 def test_instance_norm_matches_mpmath_oracle(label, x, eps, mode):
-    rng = np.random.default_rng(5)
-    c = x.shape[1]
-    inputs = {"x": x, "weight": rng.standard_normal(c), "bias": rng.standard_normal(c)}
-    state = stats_state(c, rng) if mode == "eval" else None
-    cond = cond_number(x, spatial(x), eps) if mode == "train" else 0.0
-    oracle_check(NAME, inputs, {"eps": eps}, mp_instance_norm(eps, state), cond=cond, state=state,
-                 training=mode == "train", outputs=("y", "mean", "rstd"))
+    check_train_eval_oracle(NAME, x, eps, mode, mp_instance_norm, stats_state, spatial(x))
 
 
 def test_instance_norm_eval_2d_input_matches_mpmath_oracle():
@@ -203,10 +197,8 @@ def test_instance_norm_running_stats_match_mpmath(label, x, eps, momentum):
 @pytest.mark.parametrize("eps", [1e-5, 0.3])
 def test_instance_norm_matches_torch_float64(shape, affine, eps):
     torch = require_torch()
-    rng = np.random.default_rng(7)
     N, C = shape[:2]
-    inputs = {"x": 2 + 3 * rng.standard_normal(shape), **drawn_affine(rng, affine, C)}
-    dy = rng.standard_normal(shape)
+    inputs, dy = channel_norm_torch_case(shape, affine)
 
     def fn(x, weight=None, bias=None):
         return {"y": torch.nn.functional.instance_norm(x, weight=weight, bias=bias, eps=eps)}
