@@ -337,6 +337,19 @@ def assert_eval_is_affine_map(name, inputs, config, state, grad_outputs=None):
     return r
 
 
+def assert_input_gradient_sums_to_zero(name, inputs, eps, axes):
+    """The x gradient of the centred norm ``name`` (dy N(0, 1) from rng(1)) sums to zero over each set it
+    normalizes (``axes`` of x), to 1e-15 of |dy| max * |weight| max * the largest rstd * the set's size.
+    No |mean|/std factor: the deviations are re-centred (_common.centered)."""
+    x = inputs["x"]
+    dy = np.random.default_rng(1).standard_normal(x.shape)
+    dx = refnorm.evaluate(name, inputs, config={"eps": eps}, grad_outputs={"y": dy}).grads["x"]
+    w = np.abs(inputs.get("weight", np.ones(1))).max()
+    scale = np.abs(dy).max() * w / np.sqrt(x.var(axis=axes).min() + eps)
+    size = int(np.prod([x.shape[a] for a in axes]))
+    assert np.max(np.abs(dx.sum(axis=axes))) <= 1e-15 * scale * size
+
+
 def assert_close_rel(got, want, rtol, what, name=None):
     """max|got - want| <= rtol * max(max|want|, tiny); NaN must match NaN."""
     got, want = np.asarray(got), np.asarray(want)
