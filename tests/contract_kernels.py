@@ -33,6 +33,19 @@ def _rowsum(a, serial):
     return np.cumsum(a, axis=1, dtype=f32)[:, -1:] if serial else a.sum(axis=1, keepdims=True, dtype=f32)
 
 
+def _param_grads(tw, DY, w, b, A, dtype):
+    """The weight and bias gradients, column sums over rows of ``tw`` (dy * x_hat) and ``DY``, each in the
+    float32 accumulator or serially in ``A["dweight"]`` / ``A["dbias"]`` when given; only for the
+    parameters present (``w`` / ``b`` not None); cast to ``dtype``."""
+    grads = {}
+    if w is not None:
+        dw = _serial(tw, A["dweight"]) if "dweight" in A else tw.sum(axis=0, dtype=f32)
+        grads["weight"] = dw.astype(dtype)
+    if b is not None:
+        grads["bias"] = (_serial(DY, A["dbias"]) if "dbias" in A else DY.sum(axis=0, dtype=f32)).astype(dtype)
+    return grads
+
+
 def run(op, x, w, b, dy, rounds=None, accs=None, eps=1e-5, X=None, serial=False):
     """(outputs, grads) of the emulated kernel (module docstring); x (m, n), w, b (n,) or None; ``X``: the
     float32 values to normalize in place of x's (add_norm's residual sum); ``serial``: the statistics'
@@ -74,11 +87,7 @@ def run(op, x, w, b, dy, rounds=None, accs=None, eps=1e-5, X=None, serial=False)
             dx = (g - (xh * c1 + c2)) * rstd
         grads = {"x": dx.astype(x.dtype)}
         tw = rd("dy_xhat", DY * xh)
-        if w is not None:
-            dw = _serial(tw, A["dweight"]) if "dweight" in A else tw.sum(axis=0, dtype=f32)
-            grads["weight"] = dw.astype(x.dtype)
-        if b is not None:
-            grads["bias"] = (_serial(DY, A["dbias"]) if "dbias" in A else DY.sum(axis=0, dtype=f32)).astype(x.dtype)
+        grads.update(_param_grads(tw, DY, w, b, A, x.dtype))
     return outs, grads
 
 
@@ -208,9 +217,5 @@ def run_saved(op, x, w, b, dy, *, chunk=8, saved=None, accs=None, rounds=None, e
         c2 = g.sum(axis=1, keepdims=True, dtype=f32) / f32(n) if centered else f32(0)
         grads = {"x": ((g - (xh * c1 + c2)) * r_b).astype(x.dtype)}
         tw = DY * xh
-        if w is not None:
-            dw = _serial(tw, A["dweight"]) if "dweight" in A else tw.sum(axis=0, dtype=f32)
-            grads["weight"] = dw.astype(x.dtype)
-        if b is not None:
-            grads["bias"] = (_serial(DY, A["dbias"]) if "dbias" in A else DY.sum(axis=0, dtype=f32)).astype(x.dtype)
+        grads.update(_param_grads(tw, DY, w, b, A, x.dtype))
     return outs, grads

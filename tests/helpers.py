@@ -145,6 +145,38 @@ def mp_over_slices(d, axes, normalize):
     return y, [np.array(column, dtype=object).reshape(stat_shape) for column in zip(*stats)]
 
 
+def mp_norm_over_sets(d, eps, n_sets, members, running=None):
+    """A plain-loop mpmath centred norm (group_norm, instance_norm): for each instance n (axis 0 of
+    x = d["x"]) and set s < ``n_sets``, the elements ``members(n, s)`` (index tuples into x) are
+    normalized by their mean and biased variance, or, when ``running`` = (means, variances) is given (eval
+    on running statistics), by ``running[0][s]`` and ``running[1][s]``, with eps added to the variance;
+    then the per-channel (axis 1) d["weight"] and d["bias"] where d has them. Returns {"y", "mean",
+    "rstd"}, mean and rstd of shape (N, n_sets)."""
+    x = d["x"]
+    N = x.shape[0]
+    y = np.empty(x.shape, dtype=object)
+    mean = np.empty((N, n_sets), dtype=object)
+    rstd = np.empty((N, n_sets), dtype=object)
+    for n in range(N):
+        for s in range(n_sets):
+            idx = members(n, s)
+            if running is None:
+                mu = mpmath.fsum(x[i] for i in idx) / len(idx)
+                var = mpmath.fsum((x[i] - mu) ** 2 for i in idx) / len(idx)
+            else:
+                mu, var = mpmath.mpf(running[0][s]), mpmath.mpf(running[1][s])
+            r = 1 / mpmath.sqrt(var + mpmath.mpf(eps))
+            for i in idx:
+                v = (x[i] - mu) * r
+                if "weight" in d:
+                    v = v * d["weight"][i[1]]
+                if "bias" in d:
+                    v = v + d["bias"][i[1]]
+                y[i] = v
+            mean[n, s], rstd[n, s] = mu, r
+    return {"y": y, "mean": mean, "rstd": rstd}
+
+
 def mp_grads(f, inputs_mp: dict, cot: dict, wrt=None) -> dict:
     """Gradient of sum_k <cot_k, f(inputs)_k> wrt every input, by central differences in mpmath.
 
@@ -247,6 +279,28 @@ def drawn_affine(rng, affine, pshape) -> dict:
     return p
 
 
+def channel_norm_torch_case(shape, affine, seed=7) -> tuple:
+    """(inputs, dy) of a torch float64 cross-check of a per-channel norm, all from one rng(seed): x = 2 + 3
+    N(0, 1) of ``shape``, then drawn_affine parameters of shape (C,) (C = shape[1]), then dy N(0, 1)."""
+    rng = np.random.default_rng(seed)
+    inputs = {"x": 2 + 3 * rng.standard_normal(shape), **drawn_affine(rng, affine, shape[1])}
+    return inputs, rng.standard_normal(shape)
+
+
+def check_train_eval_oracle(name, x, eps, mode, mp_norm, stats_state, axes):
+    """oracle_check of ``name`` (outputs y, mean, rstd) on ``x`` with a per-channel (axis 1) N(0, 1)
+    weight and bias drawn from rng(5): ``mode`` "train" on x's own statistics (conditioned as
+    cond_number over ``axes``), "eval" on the running statistics ``stats_state(C, rng)`` drawn next (no
+    conditioning). ``mp_norm(eps, state)`` is the op's mpmath forward (state None in train mode)."""
+    rng = np.random.default_rng(5)
+    c = x.shape[1]
+    inputs = {"x": x, "weight": rng.standard_normal(c), "bias": rng.standard_normal(c)}
+    state = stats_state(c, rng) if mode == "eval" else None
+    cond = cond_number(x, axes, eps) if mode == "train" else 0.0
+    oracle_check(name, inputs, {"eps": eps}, mp_norm(eps, state), cond=cond, state=state,
+                 training=mode == "train", outputs=("y", "mean", "rstd"))
+
+
 def affine_along(y, weight, bias, dims):
     """y * weight + bias (NumPy or torch), the parameters laid along the axes ``dims`` of y (None: left out)."""
     view = [s if i in dims else 1 for i, s in enumerate(y.shape)]
@@ -264,6 +318,36 @@ def assert_like_torch(res, t_out, t_grads, outputs, rtol, name, grad_rtol=None):
         assert_close_rel(res.outputs[key], t_out[key], rtol, f"output {key}", name)
     for key in t_grads:
         assert_close_rel(res.grads[key], t_grads[key], rtol if grad_rtol is None else grad_rtol, f"grad {key}", name)
+
+
+def assert_eval_is_affine_map(name, inputs, config, state, grad_outputs=None):
+    """Eval mode of ``name`` on running statistics ``state`` is an affine map of x: f(2x - z/2) equals
+    2 f(x) - f(z)/2 - f(0)/2 to 1e-11 (z a fixed standard normal draw), and leaves every array of ``state``
+    unchanged. Returns the eval Result at ``inputs`` (with ``grad_outputs``, when given)."""
+    x = inputs["x"]
+    f = lambda v: refnorm.evaluate(name, {**inputs, "x": v}, config=config, state=state,
+                                   training=False).outputs["y"]
+    z = np.random.default_rng(2).standard_normal(x.shape)
+    lhs = f(2.0 * x - 0.5 * z)
+    rhs = 2.0 * f(x) - 0.5 * f(z) - 0.5 * f(np.zeros_like(x))  # affine: f(a+b) = f(a)+f(b)-f(0)
+    np.testing.assert_allclose(lhs, rhs, rtol=1e-11, atol=1e-11 * np.abs(lhs).max())
+    r = refnorm.evaluate(name, inputs, config=config, state=state, training=False, grad_outputs=grad_outputs)
+    for k in state:  # eval leaves the running statistics alone
+        np.testing.assert_array_equal(r.state[k], state[k])
+    return r
+
+
+def assert_input_gradient_sums_to_zero(name, inputs, eps, axes):
+    """The x gradient of the centred norm ``name`` (dy N(0, 1) from rng(1)) sums to zero over each set it
+    normalizes (``axes`` of x), to 1e-15 of |dy| max * |weight| max * the largest rstd * the set's size.
+    No |mean|/std factor: the deviations are re-centred (_common.centered)."""
+    x = inputs["x"]
+    dy = np.random.default_rng(1).standard_normal(x.shape)
+    dx = refnorm.evaluate(name, inputs, config={"eps": eps}, grad_outputs={"y": dy}).grads["x"]
+    w = np.abs(inputs.get("weight", np.ones(1))).max()
+    scale = np.abs(dy).max() * w / np.sqrt(x.var(axis=axes).min() + eps)
+    size = int(np.prod([x.shape[a] for a in axes]))
+    assert np.max(np.abs(dx.sum(axis=axes))) <= 1e-15 * scale * size
 
 
 def assert_close_rel(got, want, rtol, what, name=None):

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 import refnorm
-from helpers import (assert_close_rel, check_vjp, cond_number, mp_sqrt, oracle_check,
-                     require_torch, steps_against_torch_module)
+from helpers import (assert_close_rel, assert_eval_is_affine_map, assert_input_gradient_sums_to_zero,
+                     check_train_eval_oracle, check_vjp, mp_sqrt, require_torch, steps_against_torch_module)
 from strategies import shapes, well_spread
 
 NAME = "batch_norm"
@@ -50,29 +50,13 @@ def test_batch_norm_batch_permutation_equivariance(c):
 def test_batch_norm_eval_is_an_affine_map(c):
     inputs, eps = c
     x = inputs["x"]
-    st_ = stats_state(x.shape[1], np.random.default_rng(1))
-    f = lambda v: refnorm.evaluate(NAME, {**inputs, "x": v}, config={"eps": eps}, state=st_,
-                                   training=False).outputs["y"]
-    z = np.random.default_rng(2).standard_normal(x.shape)
-    lhs = f(2.0 * x - 0.5 * z)
-    rhs = 2.0 * f(x) - 0.5 * f(z) - 0.5 * f(np.zeros_like(x))  # affine: f(a+b) = f(a)+f(b)-f(0)
-    np.testing.assert_allclose(lhs, rhs, rtol=1e-11, atol=1e-11 * np.abs(lhs).max())
-    r = refnorm.evaluate(NAME, inputs, config={"eps": eps}, state=st_, training=False)
-    for k in st_:  # eval leaves the running statistics alone
-        np.testing.assert_array_equal(r.state[k], st_[k])
+    assert_eval_is_affine_map(NAME, inputs, {"eps": eps}, stats_state(x.shape[1], np.random.default_rng(1)))
 
 
 @given(case())
 def test_batch_norm_input_gradient_sums_to_zero_per_channel(c):
     inputs, eps = c
-    x = inputs["x"]
-    dy = np.random.default_rng(1).standard_normal(x.shape)
-    dx = refnorm.evaluate(NAME, inputs, config={"eps": eps}, grad_outputs={"y": dy}).grads["x"]
-    axes = (0,) + tuple(range(2, x.ndim))
-    w = np.abs(inputs.get("weight", np.ones(1))).max()
-    scale = np.abs(dy).max() * w / np.sqrt(x.var(axis=axes).min() + eps)
-    # no |mean|/std factor: the deviations are re-centred (_common.centered)
-    assert np.max(np.abs(dx.sum(axis=axes))) <= 1e-15 * scale * dx.size / x.shape[1]
+    assert_input_gradient_sums_to_zero(NAME, inputs, eps, (0,) + tuple(range(2, inputs["x"].ndim)))
 
 
 @given(case(), st.booleans(), st.sampled_from(["torch", "onnx"]))
@@ -122,14 +106,7 @@ ORACLE_CASES = [
 @pytest.mark.parametrize("label,x,eps", ORACLE_CASES, ids=[c[0] for c in ORACLE_CASES])
 @pytest.mark.parametrize("mode", ["train", "eval"])
 def test_batch_norm_matches_mpmath_oracle(label, x, eps, mode):
-    rng = np.random.default_rng(5)
-    c = x.shape[1]
-    inputs = {"x": x, "weight": rng.standard_normal(c), "bias": rng.standard_normal(c)}
-    state = stats_state(c, rng) if mode == "eval" else None
-    axes = (0,) + tuple(range(2, x.ndim))
-    cond = cond_number(x, axes, eps) if mode == "train" else 0.0
-    oracle_check(NAME, inputs, {"eps": eps}, mp_batch_norm(eps, state), cond=cond, state=state,
-                 training=mode == "train", outputs=("y", "mean", "rstd"))
+    check_train_eval_oracle(NAME, x, eps, mode, mp_batch_norm, stats_state, (0,) + tuple(range(2, x.ndim)))
 
 
 # ----------------------------------------------------------------------------- torch float64

@@ -1,12 +1,11 @@
 """group_norm: properties, equivalences (G=1 LayerNorm, G=C InstanceNorm), gradients, oracles, bad input."""
-import mpmath
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
 import refnorm
-from helpers import (assert_close_rel, check_vjp, cond_number, drawn_affine, inputs_of, oracle_check, record,
-                     require_torch, torch_vjp)
+from helpers import (assert_close_rel, channel_norm_torch_case, check_vjp, cond_number, inputs_of,
+                     mp_norm_over_sets, oracle_check, record, require_torch, torch_vjp)
 from strategies import well_spread
 
 NAME = "group_norm"
@@ -138,28 +137,10 @@ def test_group_norm_backward_matches_numerical_differentiation(c):
 def mp_group_norm(G, eps):
     """Plain loops over (n, group): the values of the group's channels at every spatial position."""
     def f(d):
-        x = d["x"]
-        N, C = x.shape[:2]
-        K = C // G
-        positions = list(np.ndindex(x.shape[2:]))
-        y = np.empty(x.shape, dtype=object)
-        mean = np.empty((N, G), dtype=object)
-        rstd = np.empty((N, G), dtype=object)
-        for n in range(N):
-            for g in range(G):
-                idx = [(n, ch) + p for ch in range(g * K, (g + 1) * K) for p in positions]
-                mu = mpmath.fsum(x[i] for i in idx) / len(idx)
-                var = mpmath.fsum((x[i] - mu) ** 2 for i in idx) / len(idx)
-                r = 1 / mpmath.sqrt(var + mpmath.mpf(eps))
-                for i in idx:
-                    v = (x[i] - mu) * r
-                    if "weight" in d:
-                        v = v * d["weight"][i[1]]
-                    if "bias" in d:
-                        v = v + d["bias"][i[1]]
-                    y[i] = v
-                mean[n, g], rstd[n, g] = mu, r
-        return {"y": y, "mean": mean, "rstd": rstd}
+        K = d["x"].shape[1] // G
+        positions = list(np.ndindex(d["x"].shape[2:]))
+        return mp_norm_over_sets(d, eps, G, lambda n, g: [(n, ch) + p for ch in range(g * K, (g + 1) * K)
+                                                          for p in positions])
     return f
 
 
@@ -193,10 +174,8 @@ def test_group_norm_matches_mpmath_oracle(label, x, G, eps):
 @pytest.mark.parametrize("affine", ["none", "weight", "both"])
 def test_group_norm_matches_torch_float64(shape, G, affine):
     torch = require_torch()
-    rng = np.random.default_rng(7)
     N, C = shape[:2]
-    inputs = {"x": 2 + 3 * rng.standard_normal(shape), **drawn_affine(rng, affine, C)}
-    dy = rng.standard_normal(shape)
+    inputs, dy = channel_norm_torch_case(shape, affine)
     hw = int(np.prod(shape[2:]))
 
     def fn(x, weight=None, bias=None):

@@ -5,8 +5,10 @@ import pytest
 from hypothesis import given, strategies as st
 
 import refnorm
-from helpers import (MP_DPS, assert_close_rel, assert_like_torch, check_vjp, cond_number, drawn_affine,
-                     oracle_check, record, rel_error, require_torch, steps_against_torch_module, to_mp, torch_vjp)
+from helpers import (MP_DPS, assert_close_rel, assert_eval_is_affine_map, assert_input_gradient_sums_to_zero,
+                     assert_like_torch, channel_norm_torch_case, check_train_eval_oracle, check_vjp, cond_number,
+                     mp_norm_over_sets, oracle_check, record, rel_error, require_torch, steps_against_torch_module,
+                     to_mp, torch_vjp)
 from strategies import well_spread
 
 NAME = "instance_norm"
@@ -64,12 +66,7 @@ def test_instance_norm_batch_permutation_equivariance(c):
 @given(case())
 def test_instance_norm_input_gradient_sums_to_zero_per_instance(c):
     inputs, eps = c
-    x = inputs["x"]
-    dy = np.random.default_rng(1).standard_normal(x.shape)
-    dx = refnorm.evaluate(NAME, inputs, config={"eps": eps}, grad_outputs={"y": dy}).grads["x"]
-    # no |mean|/std factor: the deviations are re-centred (_common.centered)
-    s = x[0, 0].size
-    assert np.max(np.abs(dx.sum(axis=spatial(x)))) <= 1e-15 * np.abs(dy).max() * grad_scale(inputs, eps) * s
+    assert_input_gradient_sums_to_zero(NAME, inputs, eps, spatial(inputs["x"]))
 
 
 @given(case())
@@ -77,21 +74,13 @@ def test_instance_norm_eval_with_running_stats_is_an_affine_map(c):
     inputs, eps = c
     x = inputs["x"]
     st0 = stats_state(x.shape[1], np.random.default_rng(1))
-    f = lambda v: refnorm.evaluate(NAME, {**inputs, "x": v}, config={"eps": eps}, state=st0,
-                                   training=False).outputs["y"]
-    z = np.random.default_rng(2).standard_normal(x.shape)
-    lhs = f(2.0 * x - 0.5 * z)
-    rhs = 2.0 * f(x) - 0.5 * f(z) - 0.5 * f(np.zeros_like(x))  # affine: f(a+b) = f(a)+f(b)-f(0)
-    np.testing.assert_allclose(lhs, rhs, rtol=1e-11, atol=1e-11 * np.abs(lhs).max())
     dy = np.random.default_rng(3).standard_normal(x.shape)
-    r = refnorm.evaluate(NAME, inputs, config={"eps": eps}, state=st0, training=False, grad_outputs={"y": dy})
+    r = assert_eval_is_affine_map(NAME, inputs, {"eps": eps}, st0, grad_outputs={"y": dy})
     shp = (1, -1) + (1,) * (x.ndim - 2)
     want_dx = dy * inputs.get("weight", np.ones(x.shape[1])).reshape(shp) \
         / np.sqrt(st0["running_var"] + eps).reshape(shp)
     np.testing.assert_allclose(r.grads["x"], want_dx, rtol=1e-15)
     np.testing.assert_array_equal(r.outputs["mean"], np.broadcast_to(st0["running_mean"], x.shape[:2]))
-    for k in st0:  # eval leaves the running statistics alone
-        np.testing.assert_array_equal(r.state[k], st0[k])
 
 
 @given(case(), st.sampled_from([0.0, 0.1, 1.0, -1.2, None]))
@@ -137,30 +126,10 @@ def test_instance_norm_eval_backward_matches_numerical_differentiation(c):
 def mp_instance_norm(eps, state=None):
     """Plain loops over (n, c); eval mode (state given) uses the running statistics of channel c."""
     def f(d):
-        x = d["x"]
-        N, C = x.shape[:2]
-        positions = list(np.ndindex(x.shape[2:]))
-        y = np.empty(x.shape, dtype=object)
-        mean = np.empty((N, C), dtype=object)
-        rstd = np.empty((N, C), dtype=object)
-        for n in range(N):
-            for c in range(C):
-                idx = [(n, c) + p for p in positions]
-                if state is None:
-                    mu = mpmath.fsum(x[i] for i in idx) / len(idx)
-                    var = mpmath.fsum((x[i] - mu) ** 2 for i in idx) / len(idx)
-                else:
-                    mu, var = mpmath.mpf(state["running_mean"][c]), mpmath.mpf(state["running_var"][c])
-                r = 1 / mpmath.sqrt(var + mpmath.mpf(eps))
-                for i in idx:
-                    v = (x[i] - mu) * r
-                    if "weight" in d:
-                        v = v * d["weight"][c]
-                    if "bias" in d:
-                        v = v + d["bias"][c]
-                    y[i] = v
-                mean[n, c], rstd[n, c] = mu, r
-        return {"y": y, "mean": mean, "rstd": rstd}
+        positions = list(np.ndindex(d["x"].shape[2:]))
+        running = None if state is None else (state["running_mean"], state["running_var"])
+        return mp_norm_over_sets(d, eps, d["x"].shape[1], lambda n, c: [(n, c) + p for p in positions],
+                                 running)
     return f
 
 
@@ -180,13 +149,7 @@ ORACLE_CASES = [
 @pytest.mark.parametrize("label,x,eps", ORACLE_CASES, ids=[c[0] for c in ORACLE_CASES])
 @pytest.mark.parametrize("mode", ["train", "eval"])
 def test_instance_norm_matches_mpmath_oracle(label, x, eps, mode):
-    rng = np.random.default_rng(5)
-    c = x.shape[1]
-    inputs = {"x": x, "weight": rng.standard_normal(c), "bias": rng.standard_normal(c)}
-    state = stats_state(c, rng) if mode == "eval" else None
-    cond = cond_number(x, spatial(x), eps) if mode == "train" else 0.0
-    oracle_check(NAME, inputs, {"eps": eps}, mp_instance_norm(eps, state), cond=cond, state=state,
-                 training=mode == "train", outputs=("y", "mean", "rstd"))
+    check_train_eval_oracle(NAME, x, eps, mode, mp_instance_norm, stats_state, spatial(x))
 
 
 def test_instance_norm_eval_2d_input_matches_mpmath_oracle():
@@ -230,10 +193,8 @@ def test_instance_norm_running_stats_match_mpmath(label, x, eps, momentum):
 @pytest.mark.parametrize("eps", [1e-5, 0.3])
 def test_instance_norm_matches_torch_float64(shape, affine, eps):
     torch = require_torch()
-    rng = np.random.default_rng(7)
     N, C = shape[:2]
-    inputs = {"x": 2 + 3 * rng.standard_normal(shape), **drawn_affine(rng, affine, C)}
-    dy = rng.standard_normal(shape)
+    inputs, dy = channel_norm_torch_case(shape, affine)
 
     def fn(x, weight=None, bias=None):
         return {"y": torch.nn.functional.instance_norm(x, weight=weight, bias=bias, eps=eps)}

@@ -5,7 +5,7 @@ instance_norm, gated_norm, dyt, poly_norm, group_norm_silu, norm_quant_block) wr
 GPU kernel computes them: inputs upcast to float32 (float64 for a float64 case), two-pass statistics, each
 row summed pairwise, one rounding to the output dtype at the end (round to nearest even), statistics
 (mean, rstd, amax, scales) returned in float32. It declares the "strict" contract and must pass refnorm's
-check on the golden cases of its ops (tests/test_blind2.py). The correct pieces the blind sets share are in
+check on the golden cases of its ops (tests/test_blind.py). The correct pieces the blind sets share are in
 tests/planted/_blind_math.py; every bug is planted here.
 
 ``Blind2Kernel(name)`` is the same kernel with ONE realistic mistake planted, ``name`` a key of ``BUGS``:

@@ -6,7 +6,7 @@ adaptive_layer_norm, poly_norm) written the way a fused float32 GPU kernel compu
 float32 (float64 for a float64 case), two-pass statistics, each row summed pairwise, one rounding to the
 output dtype at the end (round to nearest even), statistics (mean, rstd, amax, scales) returned in float32.
 It declares the "strict" contract and must pass refnorm's check on the golden cases of its ops
-(tests/test_blind3.py). Its arithmetic follows tests/planted/blind.py and blind2.py (the same conventions);
+(tests/test_blind.py). Its arithmetic follows tests/planted/blind.py and blind2.py (the same conventions);
 the correct pieces the three sets share are in tests/planted/_blind_math.py, and each bug is planted here,
 where a kernel author would make it.
 

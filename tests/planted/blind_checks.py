@@ -1,4 +1,4 @@
-"""The checks the tests of the held-out blind kernels share (tests/test_blind.py, test_blind2.py, test_blind3.py).
+"""The checks the tests of the held-out blind kernels share (tests/test_blind.py).
 
 Each blind set (tests/planted/blind*.py) is a kernel class taking ``bug`` (None: correct) and a catalogue
 ``BUGS[name] = (op, mechanism, description, source)``; its test file names, for each bug, a small golden case
