@@ -73,6 +73,48 @@ def affine_backward(backward: Callable) -> Callable:
     return spec_backward
 
 
+def channel_affine(d, rstd, weight, bias, bcast):
+    """y = d * rstd * weight + bias in that order, rstd (and the weight and bias when given) reshaped by
+    ``bcast`` (the module's per-channel broadcast against x): batch_norm's and instance_norm's affine."""
+    xhat = d * bcast(rstd)
+    y = xhat if weight is None else xhat * bcast(weight)
+    return y if bias is None else y + bcast(bias)
+
+
+def channel_backward(dy, x, weight, mean, rstd, with_bias, own, axes, param_axes, bcast):
+    """The plain backward of batch_norm and instance_norm (their module docstrings give the formulas):
+    x_hat = (x - mean) rstd, g = dy weight; dx = rstd (g - mean(g) - x_hat mean(g x_hat)) over ``axes``
+    when the call normalized by its ``own`` statistics (recentred here), else g rstd (running ones, constants);
+    dweight = sum(dy x_hat), dbias = sum(dy) over ``param_axes``; ``bcast`` reshapes a statistic or
+    parameter against x. Returns (dx, dweight or None, dbias or None)."""
+    r = bcast(rstd)
+    d = centered(x, axes)[1] if own else x - bcast(mean)
+    xhat = d * r
+    g = dy if weight is None else dy * bcast(weight)
+    dx = centered_backward(g, xhat, r, axes) if own else g * r
+    dweight = None if weight is None else reduce_to(dy * xhat, param_axes)
+    dbias = reduce_to(dy, param_axes) if with_bias else None
+    return dx, dweight, dbias
+
+
+def running_forward(name: str, forward: Callable, own_stats: str) -> Callable:
+    """``SPEC.forward`` of a normalizer with running statistics (batch_norm, instance_norm), from the module's
+    ``forward(x, weight, bias, running_mean, running_var, num_batches_tracked, training=..., **config,
+    _centre=[]) -> (y, mean, rstd, new_state, used_own)``: outputs y, mean, rstd, the new state, and the
+    ``affine_backward`` ctx whose keyword ``own_stats`` says whether the call normalized by its own
+    statistics (then the backward differentiates through them) or by the running ones."""
+    def spec_forward(inputs, config, state, training):
+        x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
+        check_state_pair(name, state)
+        centre = []
+        y, mean, rstd, new_state, own = forward(
+            x, w, b, state.get("running_mean"), state.get("running_var"), state.get("num_batches_tracked", 0),
+            training=training, **config, _centre=centre)
+        return Forward({"y": y, "mean": mean, "rstd": rstd}, new_state,
+                       affine_ctx(x, w, b, mean, rstd, centre=centre or None, **{own_stats: own}))
+    return spec_forward
+
+
 def x_forward(forward: Callable, stat: str) -> Callable:
     """``SPEC.forward`` of a normalizer whose only input is x, from the module's ``forward(x, **config) ->
     (y, s)``, s the one statistic its backward needs (output ``stat``); the ctx is ``x_backward``'s, for

@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import RefnormError, ShapeError
-from ..spec import DEFAULT, Forward, NormSpec
+from ..spec import DEFAULT, NormSpec
 from . import _common as C
 from . import _pool
 
@@ -142,10 +142,7 @@ def forward(x, weight=None, bias=None, running_mean=None, running_var=None, num_
                  "num_batches_tracked": np.asarray(num_batches_tracked, dtype=np.int64).copy()}
     rstd = 1.0 / np.sqrt(var + eps)
     if centre is None:
-        xhat = d * _bcast(rstd, x)
-        y = xhat if weight is None else xhat * _bcast(weight, x)
-        if bias is not None:
-            y = y + _bcast(bias, x)
+        y = C.channel_affine(d, rstd, weight, bias, lambda p: _bcast(p, x))
     if _centre is not None and centre is not None:
         _centre[:] = centre
     return y, mean, rstd, state, use_batch
@@ -182,14 +179,7 @@ def backward(dy, x, weight, mean, rstd, *, used_batch_stats: bool, with_bias: bo
         dweight = None if weight is None else sxy.sum(axis=0).reshape(-1)
         dbias = sy.sum(axis=0).reshape(-1) if with_bias else None
         return dx, dweight, dbias
-    r = _bcast(rstd, x)
-    d = C.centered(x, axes)[1] if used_batch_stats else x - _bcast(mean, x)
-    xhat = d * r
-    g = dy if weight is None else dy * _bcast(weight, x)
-    dx = C.centered_backward(g, xhat, r, axes) if used_batch_stats else g * r
-    dweight = None if weight is None else C.reduce_to(dy * xhat, axes)
-    dbias = C.reduce_to(dy, axes) if with_bias else None
-    return dx, dweight, dbias
+    return C.channel_backward(dy, x, weight, mean, rstd, with_bias, used_batch_stats, axes, axes, lambda p: _bcast(p, x))
 
 
 def row_kernel(inputs, config) -> C.RowKernel | None:
@@ -205,23 +195,12 @@ def row_kernel(inputs, config) -> C.RowKernel | None:
     return C.RowKernel(nb, True, C.flat(w), C.flat(b), eps, 1, lambda sums, units: C.sum_over_batch(sums, nb, units))
 
 
-def _forward(inputs, config, state, training):
-    x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
-    C.check_state_pair(NAME, state)
-    centre = []
-    y, mean, rstd, new_state, use_batch = forward(
-        x, w, b, state.get("running_mean"), state.get("running_var"), state.get("num_batches_tracked", 0),
-        training=training, **config, _centre=centre)
-    return Forward({"y": y, "mean": mean, "rstd": rstd}, new_state,
-                   C.affine_ctx(x, w, b, mean, rstd, used_batch_stats=use_batch, centre=centre or None))
-
-
 SPEC = NormSpec(
     name=NAME,
     summary="y = (x - mean_c) / sqrt(var_c + eps) * weight_c + bias_c over (N, *) per channel c",
     inputs=("x", "weight", "bias"), required=("x",),
     outputs=("y", "mean", "rstd"),
     options={"momentum": DEFAULT, "eps": 1e-5, "convention": "torch"},
-    forward=_forward, backward=C.affine_backward(backward),
+    forward=C.running_forward(NAME, forward, "used_batch_stats"), backward=C.affine_backward(backward),
     state=STATE, integer_state=("num_batches_tracked",), resolve=resolve_options,
 )

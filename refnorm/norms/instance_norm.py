@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from ..spec import Forward, NormSpec
+from ..spec import NormSpec
 from . import _common as C
 from . import _pool
 
@@ -123,10 +123,7 @@ def forward(x, weight=None, bias=None, running_mean=None, running_var=None, num_
                  "num_batches_tracked": np.asarray(num_batches_tracked, dtype=np.int64).copy()}
     rstd = 1.0 / np.sqrt(var + eps)
     if centre is None:
-        xhat = d * _bcast(rstd, x)
-        y = xhat if weight is None else xhat * _bcast(weight, x)
-        if bias is not None:
-            y = y + _bcast(bias, x)
+        y = C.channel_affine(d, rstd, weight, bias, lambda p: _bcast(p, x))
     if _centre is not None and centre is not None:
         _centre[:] = centre
     return y, mean, rstd, state, use_input
@@ -171,25 +168,7 @@ def backward(dy, x, weight, mean, rstd, *, used_instance_stats: bool, with_bias:
         dweight = None if weight is None else fold(sxy)
         dbias = fold(sy) if with_bias else None
         return dx, dweight, dbias
-    r = _bcast(rstd, x)
-    d = C.centered(x, axes)[1] if used_instance_stats else x - _bcast(mean, x)
-    xhat = d * r
-    g = dy if weight is None else dy * _bcast(weight, x)
-    dx = C.centered_backward(g, xhat, r, axes) if used_instance_stats else g * r
-    dweight = None if weight is None else C.reduce_to(dy * xhat, other)
-    dbias = C.reduce_to(dy, other) if with_bias else None
-    return dx, dweight, dbias
-
-
-def _forward(inputs, config, state, training):
-    x, w, b = inputs["x"], inputs.get("weight"), inputs.get("bias")
-    C.check_state_pair(NAME, state)
-    centre = []
-    y, mean, rstd, new_state, use_input = forward(
-        x, w, b, state.get("running_mean"), state.get("running_var"), state.get("num_batches_tracked", 0),
-        training=training, **config, _centre=centre)
-    return Forward({"y": y, "mean": mean, "rstd": rstd}, new_state,
-                   C.affine_ctx(x, w, b, mean, rstd, used_instance_stats=use_input, centre=centre or None))
+    return C.channel_backward(dy, x, weight, mean, rstd, with_bias, used_instance_stats, axes, other, lambda p: _bcast(p, x))
 
 
 SPEC = NormSpec(
@@ -198,6 +177,6 @@ SPEC = NormSpec(
     inputs=("x", "weight", "bias"), required=("x",),
     outputs=("y", "mean", "rstd"),
     options={"momentum": 0.1, "eps": 1e-5},
-    forward=_forward, backward=C.affine_backward(backward),
+    forward=C.running_forward(NAME, forward, "used_instance_stats"), backward=C.affine_backward(backward),
     state=STATE, integer_state=("num_batches_tracked",),
 )
