@@ -129,3 +129,36 @@ def test_dx_weight_misplaced_explained(op_case, how, words):
 def test_dx_term_counted_twice_is_not_called_a_misplaced_weight():
     r = check_case(DxTerm("mean", 2), load_case(GOLDEN, "layer_norm/normal_f32_260x3"))
     assert "the weight" not in r.diagnosis["message"] and "counted twice" in r.diagnosis["message"]
+
+
+def test_fit_ratio_of_integer_state_is_exact():
+    """num_batches_tracked (int64) among the compared arrays: equal is a fit, unequal none, never a
+    TypeError from the float rounding interval (which once ended the diagnosis of eval-mode batch_norm)."""
+    from refnorm.check.explain import fit_ratio
+    one = np.asarray(3, dtype=np.int64)
+    assert fit_ratio(one, np.asarray(3, dtype=np.int64), np.zeros(())) == 0.0
+    assert fit_ratio(one, np.asarray(4, dtype=np.int64), np.zeros(())) == float("inf")
+
+
+def test_eval_batch_norm_failure_is_diagnosed_and_localized():
+    """An eval-mode batch_norm kernel dropping eps (num_batches_tracked among the compared state): the
+    arithmetic search's configuration candidates reach the integer state, and the diagnosis runs to its end
+    (no error) and localizes every failing array."""
+    import dataclasses
+    from helpers import Wrapping
+    from refnorm.check.backends import get_backend
+
+    class EvalOff(Wrapping):
+        name = "eval_off"
+        inner = get_backend("numpy")
+
+        def run(self, call):
+            if call.training:
+                return self.inner.run(call)
+            return self.inner.run(dataclasses.replace(call, config={**call.config, "eps": 0.0}))
+
+    c = check_case(EvalOff(), load_case(GOLDEN, "batch_norm/mean1e4_eval_f32_2x3x4"))
+    assert c.status == "failed"
+    assert "error" not in c.diagnosis, c.diagnosis.get("error")
+    failed = {(a.part, a.name) for a in c.arrays if not a.passed}
+    assert failed and failed <= {(w["part"], w["name"]) for w in c.diagnosis["where"]}

@@ -36,8 +36,11 @@ TERMS = ("g", "mean(g)", "x_hat * mean(g x_hat)")
 
 
 def fit_ratio(got, explained, E) -> float:
-    """The check's ratio of got against an explained value (max excess / bound; inf when not finite)."""
+    """The check's ratio of got against an explained value (max excess / bound; inf when not finite); an
+    integer array (num_batches_tracked) is exact: 0 where equal, inf otherwise."""
     got = np.asarray(got)
+    if got.dtype.kind in "iub":
+        return 0.0 if np.array_equal(got, np.asarray(explained)) else math.inf
     ex = quant_excess if quant_name(got.dtype) else excess
     with np.errstate(all="ignore"):
         r = ratio(ex(got, np.asarray(explained, dtype=np.float64)), np.broadcast_to(E, np.shape(got)))
