@@ -135,3 +135,14 @@ def test_distributed_runs_try_the_ordinary_variants():
         assert c.diagnosis["mechanism"] == "bessel", c.diagnosis["message"]
         assert "E01" in c.diagnosis["pitfalls"], c.diagnosis["message"]
         assert any(w["name"] == "running_var" for w in c.diagnosis["where"])
+
+
+def test_nonfinite_first_over_steps():
+    """The same array non-finite at two steps (a multi-step case): the earlier step comes first, and equal
+    computation orders never compare the localizations themselves (a TypeError once ended the diagnosis)."""
+    ref = np.ones((4, 3))
+    got = ref.copy()
+    got[1] = np.inf
+    late = dict(L.localize("outputs", "y", got, ref, 1e-6, (4, 3), (1,)), step=3, text="step 3: y: rows 1")
+    early = dict(L.localize("outputs", "y", got, ref, 1e-6, (4, 3), (1,)), step=1, text="step 1: y: rows 1")
+    assert L.first_nonfinite([late, early]).startswith("the first non-finite values appear in step 1")

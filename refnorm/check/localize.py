@@ -205,11 +205,13 @@ def computation_order(part, name):
 
 
 def first_nonfinite(locs) -> str:
-    """The first array (in computation order) holding a non-finite value where a number was due, or ""."""
-    hit = sorted((computation_order(d["part"], d["name"]), d) for d in locs if d.get("nonfinite"))
+    """The first array (by step, then in computation order) holding a non-finite value where a number was
+    due, or ""."""
+    hit = sorted((d for d in locs if d.get("nonfinite")),
+                 key=lambda d: (d.get("step", 0), computation_order(d["part"], d["name"])))
     if not hit:
         return ""
-    d = hit[0][1]
+    d = hit[0]
     rows = [f"{k.split(' ')[0]}s {v}" for k, v in d.get("where", {}).items() if v != "all"]
     return (f"the first non-finite values appear in {d['text'].split(':')[0]}"
             + (f" ({'; '.join(rows)})" if rows else "") + ("; the later arrays inherit them" if len(hit) > 1 else ""))
