@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _memo, pitfalls, registry
-from . import explain, localize
+from . import consistent, explain, localize
 from .judge import derive_bounds, judge_returned, reference
 from .precision import gamma
 
@@ -142,12 +142,16 @@ def _judge_variant(variant, case, records, contract, only=None):
         used.append((r, res, E, compare))
     widened = variant.spread is not None and not all(a.passed for a in arrays)
     if widened:                                 # only now: the spread costs two more evaluations per step
+        # the spread of every summation order: the serial one's gamma bounds them all (a kernel's
+        # running sums, as torch CPU's channels_last GroupNorm keeps, are serial)
+        gfun = lambda n: gamma(n, "serial")     # noqa: E731
         for r, res, E, compare in used:
-            # the spread of every summation order: the serial one's gamma bounds them all (a kernel's
-            # running sums, as torch CPU's channels_last GroupNorm keeps, are serial)
-            Ew = _widened(E, res, [evaluate(r, m) for m in variant.spread(lambda n: gamma(n, "serial"))])
+            Ew = _widened(E, res, [evaluate(r, m) for m in variant.spread(gfun)])
             judge_returned(r.step, case.op, compare, False, r.got, res, Ew, case.dtype, wide, [])
             used_w.append(Ew)
+        if all(a.passed for a in wide) and not all(_one_s_per_row(case, r, E, compare, evaluate, variant, gfun)
+                                                   for r, res, E, compare in used):
+            widened, wide, used_w = False, [], []      # no single rounding error per row: not this variant
     if not arrays:
         return None
     use = wide if widened else arrays
@@ -160,6 +164,27 @@ def _judge_variant(variant, case, records, contract, only=None):
     # within the check's own bounds (= worst unless widened or judged within another computation's bounds)
     tight = max(max(a.ratio, a.bias) for a in (in_check or arrays))
     return use, max(max(a.ratio, a.bias) for a in use), widened, used_w if widened else [u[2] for u in used], tight
+
+
+CONSISTENT_MAX = 1 << 20    # elements of x up to which a widened fit is tested for one error per row
+
+
+def _one_s_per_row(case, r, E, compare, evaluate, variant, gfun):
+    """Whether one rounding error per row (consistent.py) reproduces every per-row array of the step
+    within CLOSE x the variant's bounds; cases above CONSISTENT_MAX elements are not tested (True)."""
+    x = r.inputs.get("x")
+    if x is None or np.size(x) > CONSISTENT_MAX:
+        return True
+    alts = [evaluate(r, m) for m in variant.spread(gfun, signs=consistent.grid())]
+    arrays = []
+    for part in ("outputs", "grads", "state"):
+        for name in compare[part]:
+            vals = [getattr(a, part).get(name) for a in alts]
+            if any(v is None or np.shape(v) != np.shape(r.got[part][name]) for v in vals):
+                continue
+            arrays.append((name, r.got[part][name], E[part][name], np.stack([np.asarray(v, dtype=np.float64)
+                                                                            for v in vals])))
+    return consistent.one_s_per_row(case, np.shape(x), arrays)
 
 
 def _widened(E, res, alternatives):

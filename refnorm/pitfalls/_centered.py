@@ -56,8 +56,9 @@ def one_pass_spread(guard="clamp"):
     sign per row] (each guarded as the variant is), for the diagnosis to widen the bound of the match by
     how far those move the results. The mixed signs matter for sums over rows (a parameter gradient sums
     rows whose variances err independently, in either direction: all-minus and all-plus do not reach
-    its extremes)."""
-    def spread(gfun):
+    its extremes). ``spread(gfun, signs)``: Mods at var + s delta for each float s of ``signs`` instead
+    (the same s on every row: the diagnosis's per-row consistency test, refnorm/check/consistent.py)."""
+    def spread(gfun, signs=None):
         def at(sign):
             def stats(x, dtype):
                 if isinstance(sign, int):          # a seeded random sign per row (deterministic)
@@ -75,6 +76,8 @@ def one_pass_spread(guard="clamp"):
                     v = _guarded(var + s * delta, guard, np.float64)
                 return mean, v
             return Mods(stats=stats)
+        if signs is not None:
+            return [at(float(v)) for v in signs]
         return [at(-1.0), at(1.0), at(1), at(2)]
     return spread
 
