@@ -359,8 +359,9 @@ def diagnose(case, records, contract, variants=None) -> dict:
 
 def _explain(case, records, out):
     """No catalogue variant named: search the specification's arithmetic (explain.py). The failure is
-    named by the explanations' mechanism when they explain every failing array of every step and
-    agree on one mechanism; otherwise what they explain is reported, unnamed."""
+    named by the explanations' mechanism when they explain every failing array of every step, or every
+    failing output (the gradients and state that fail are computed from the outputs' values), and agree
+    on one mechanism; otherwise what they explain is reported, unnamed."""
     found, failing = [], 0
     for r in records:
         if not r.failing:
@@ -374,6 +375,14 @@ def _explain(case, records, out):
     mechs = {e["mechanism"] for e in found}
     texts = list(dict.fromkeys(e["text"] for e in found))
     full = len(found) == failing and len(mechs) == 1
+    # the forward's failure explained: the failing gradients and state are computed from its values (the
+    # root cause is the first wrong computation), so one mechanism explaining every failing output names it
+    outs = {(e["step"], e["name"]) for e in found if e["part"] == "outputs"}
+    failing_outs = {(r.step, n) for r in records for p, n in r.failing if p == "outputs"}
+    downstream = not full and len(mechs) == 1 and failing_outs and outs == failing_outs
+    if downstream:
+        texts.append("the failing gradients and state follow from the forward's values")
+        full = True
     if out.get("matched"):
         # the named variant fits only within its summation order's spread: an explanation of another
         # mechanism that reproduces the result within the check's own bounds is the better answer; a

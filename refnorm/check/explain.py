@@ -7,8 +7,15 @@ over the explained value, divided by the bound, is at most 1 on every element):
 * **a recognizable factor** on the whole array: got ~ f * ref with f one of the constants the case
   defines (n / (n - 1) and its square root: the Bessel convention; 1 / (1 - p): dropout's scale; the
   ratios of the quantized dtypes' maxima, 448 / 240: float8 e4m3fn vs e4m3fnuz; 2 and 1/2);
-* **a configuration value off** (eps missing, added twice, squared; group_norm's group count; the
-  weight offset): the specification re-evaluated with it reproduces every failing array of the step;
+* **a configuration value off** (eps missing, added twice, squared, a default eps; group_norm's group
+  count, gated_norm's group_size; the weight offset; momentum's weights swapped or a cumulative average;
+  a flag flipped: norm_before_gate, residual_in_fp32, prenorm; layer_norm's statistics for rms_norm's):
+  the specification re-evaluated with it reproduces every failing array of the step and keeps every
+  passing one within its bound;
+* **the other mode** (batch_norm, instance_norm): an array that the specification computes in the other
+  mode reproduces (an eval call's dx by the training formula);
+* **a statistic returned as a power of itself** (std or 1/(var + eps) where rstd belongs) and **y or dx
+  scaled on every slice by a power of its rstd** (x / rsqrt(ms) where x * rsqrt(ms) belongs);
 * **rows missing from a sum** (layer_norm / rms_norm dweight, dbias): the terms of the last / first k
   rows or of part of every tile of 2^k rows left out or counted twice (localize.missing_rows);
 * **dx's terms** for the centred and uncentred norms (layer_norm, rms_norm, group_norm, batch_norm and
@@ -96,6 +103,67 @@ def factor(case, part, name, got, ref, E, x_shape):
         if abs(f / value - 1) < 1e-3 and fit_ratio(got, ref * value, E) <= 1:
             return {"mechanism": mech, "text": f"{_label(part, name)} is the expected value times {what}"}
     return None
+
+
+POWERS = {-1.0: "its reciprocal", 2.0: "its square", -2.0: "its reciprocal squared", 0.5: "its square root",
+          -0.5: "its reciprocal square root"}
+ROW_OPS = ("layer_norm", "rms_norm") + CHANNEL_OPS
+
+
+def power(part, name, got, ref, E):
+    """A statistic (rstd, std, var, rms, ms) returned as a power of itself (std for rstd: its reciprocal;
+    1/(var + eps) for rstd: its square), or None."""
+    if part != "outputs" or name not in ("rstd", "std", "var", "rms", "ms", "sigma"):
+        return None
+    ref = np.asarray(ref, dtype=np.float64)
+    if not np.all(np.isfinite(ref)) or np.any(ref <= 0):
+        return None
+    for p, what in POWERS.items():
+        if fit_ratio(got, ref ** p, E) <= 1:
+            return {"mechanism": "semantics", "text": f"{name} is {what} ({name}^{p:g})"}
+    return None
+
+
+def _row_rstd(case, x, ref):
+    """Each normalized slice's rstd (slices, 1): the reference's output, else from x by the spec's formula
+    (var + eps under the root; rms_norm: mean(x^2))."""
+    xs = _slices(case, x, x)
+    r = ref.outputs.get("rstd")
+    if r is not None and np.size(r) == xs.shape[0]:
+        return np.asarray(r, dtype=np.float64).reshape(-1, 1)
+    eps = float(case.config.get("eps", 1e-5) or 0.0)
+    mean = 0.0 if case.op == "rms_norm" else xs.mean(axis=1, keepdims=True)
+    return 1.0 / np.sqrt(((xs - mean) ** 2).mean(axis=1, keepdims=True) + eps)
+
+
+def row_power(case, record, ref, part, name, got, want, E):
+    """y or dx scaled per normalized slice by a power of its rstd (y = x_hat w + b computed with rstd^(1+k):
+    "x / rsqrt(ms)" where "x * rsqrt(ms)" belongs is k = -2), or None."""
+    x = record.inputs.get("x")
+    if case.op not in ROW_OPS or x is None or (part, name) not in (("outputs", "y"), ("grads", "x")) \
+            or np.shape(got) != np.shape(x) or (case.op in CHANNEL_OPS and not record.training and part == "grads"):
+        return None
+    rstd = _row_rstd(case, x, ref)
+    if not np.all(np.isfinite(rstd)) or np.any(rstd <= 0):
+        return None
+    b = 0.0
+    if part == "outputs" and record.inputs.get("bias") is not None:
+        b = _slices(case, x, _bias_full(case, x, record.inputs))
+    w = _slices(case, x, want)
+    for k in (-2.0, -1.0, 1.0, 2.0):
+        explained = _unslices(case, np.shape(x), b + (w - b) * rstd ** k)
+        if fit_ratio(got, explained, E) <= 1:
+            return {"mechanism": "semantics",
+                    "text": f"{_label(part, name)} is the expected value times rstd^{k:g} on every slice (rstd applied "
+                            f"as rstd^{1 + k:g} where rstd belongs)"}
+    return None
+
+
+def _bias_full(case, x, inputs):
+    b = np.asarray(inputs["bias"], dtype=np.float64)
+    if case.op in CHANNEL_OPS and np.ndim(b) == 1:
+        b = b.reshape((1, -1) + (1,) * (np.ndim(x) - 2))
+    return np.broadcast_to(b, np.shape(x))
 
 
 def _label(part, name):
@@ -222,6 +290,31 @@ def _config_candidates(case):
             if g2 >= 1 and g2 != G:
                 out.append(({**cfg, "num_groups": g2}, f"the statistics taken over {g2} groups where "
                                                        f"{G} belong (the group size misread)", "semantics"))
+    for d in (1e-5, 1e-6, 1e-12):           # a default eps in place of the configured one
+        if isinstance(eps, (int, float)) and not isinstance(eps, bool) and eps != d:
+            out.append(({**cfg, "eps": d}, f"eps {d:g} (a default) where {eps:g} belongs", "eps"))
+    m = cfg.get("momentum", "absent")
+    if m is None:
+        out.append(({**cfg, "momentum": 0.1}, "momentum 0.1 (the default) where None (a cumulative average) "
+                                              "belongs", "running"))
+    elif isinstance(m, (int, float)) and not isinstance(m, bool) and 0 < m < 1:
+        out += [({**cfg, "momentum": 1 - m}, f"momentum {1 - m:g} where {m:g} belongs (the update's weights "
+                                            "swapped)", "running"),
+                ({**cfg, "momentum": None}, f"a cumulative average (momentum None) where momentum {m:g} belongs",
+                 "running")]
+    gs = cfg.get("group_size")
+    if isinstance(gs, int) and not isinstance(gs, bool):
+        for g2 in (1, 2 * gs, gs // 2, None):
+            if g2 != gs and (g2 is None or g2 >= 1):
+                out.append(({**cfg, "group_size": g2}, f"group_size {g2} where {gs} belongs", "group"))
+    for key, mech in (("norm_before_gate", "gate"), ("residual_in_fp32", "precision"), ("prenorm", "semantics")):
+        v = cfg.get(key)
+        if isinstance(v, bool):
+            out.append(({**cfg, key: not v}, f"{key}={not v} where {v} belongs", mech))
+    nm = cfg.get("norm")
+    if nm in ("layer_norm", "rms_norm"):
+        other = "rms_norm" if nm == "layer_norm" else "layer_norm"
+        out.append(({**cfg, "norm": other}, f"{other}'s statistics where {nm}'s belong", "semantics"))
     off = cfg.get("weight_offset")
     if isinstance(off, (int, float)) and not isinstance(off, bool):
         out.append(({**cfg, "weight_offset": 1.0 if off == 0 else 0.0},
@@ -253,6 +346,31 @@ def config_deviation(case, record, reference):
         if ok:
             return {"mechanism": mech, "text": f"the specification with {what} reproduces every failing array"}
     return None
+
+
+def mode_deviation(case, record, reference):
+    """The failing arrays of a call of a stateful op that the specification in the other mode reproduces
+    (an eval call's gradient by the training formula, with batch statistics; a training call normalized
+    by the running statistics): a list of explanations, one per array it explains."""
+    from .. import registry
+    x = record.inputs.get("x")
+    if x is None or np.size(x) > CONFIG_SIZE or not registry.get(case.op).state or not record.failing:
+        return []
+    try:
+        with np.errstate(all="ignore"):
+            res = reference(case.op, case.config, not record.training, record.inputs, record.cotangents,
+                            record.state)
+    except Exception:                                       # noqa: BLE001 - a mode the spec refuses
+        return []
+    out = []
+    mode = "training" if not record.training else "evaluation"
+    for part, name in record.failing:
+        got, alt, E = record.got[part].get(name), getattr(res, part).get(name), record.E[part].get(name)
+        if got is None or E is None or alt is None or np.shape(alt) != np.shape(got) or fit_ratio(got, alt, E) > 1:
+            continue
+        out.append({"part": part, "name": name, "step": record.step, "mechanism": "mode",
+                    "text": f"{_label(part, name)} is the {mode}-mode value (the other mode's statistics or formula)"})
+    return out
 
 
 def row_terms(case, record, ref, part, name):
@@ -293,15 +411,20 @@ def explain(case, record, ref, reference=None) -> list:
         e = config_deviation(case, record, reference)
         if e is not None:
             return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
-    out = []
+    out = [] if reference is None else mode_deviation(case, record, reference)
+    done = {(e["part"], e["name"]) for e in out}
     x = record.inputs.get("x")
     x_shape = np.shape(x) if x is not None else ()
     for part, name in record.failing:
+        if (part, name) in done:
+            continue
         got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
         if got is None or want is None or E is None or np.shape(got) != np.shape(want):
             continue
         with np.errstate(all="ignore"):
-            e = factor(case, part, name, got, want, E, x_shape)
+            e = factor(case, part, name, got, want, E, x_shape) or power(part, name, got, want, E)
+            if e is None:
+                e = row_power(case, record, ref, part, name, got, want, E)
             if e is None and (part, name) == ("grads", "x"):
                 e = dx_terms(case, record.training, record.inputs, record.cotangents, got, E)
             if e is None:
