@@ -17,7 +17,9 @@ over the explained value, divided by the bound, is at most 1 on every element):
 * **a statistic returned as a power of itself** (std or 1/(var + eps) where rstd belongs) and **y or dx
   scaled on every slice by a power of its rstd** (x / rsqrt(ms) where x * rsqrt(ms) belongs);
 * **rows missing from a sum** (layer_norm / rms_norm dweight, dbias): the terms of the last / first k
-  rows or of part of every tile of 2^k rows left out or counted twice (localize.missing_rows);
+  rows or of part of every tile of 2^k rows left out or counted twice (localize.missing_rows); for the
+  ops whose slices along x's first axis are independent (SLICE_OPS: group_norm's samples, dyt's rows, ...)
+  the same search over those slices' terms, each the specification evaluated on its slice alone;
 * **dx's terms** for the centred and uncentred norms (layer_norm, rms_norm, group_norm, batch_norm and
   instance_norm in training): with g = dy * w and x_hat the normalized input of one slice of n values,
       dx = rstd (a g + b mean(g) + c x_hat mean(g x_hat))
@@ -390,18 +392,51 @@ def row_terms(case, record, ref, part, name):
     return dy * (xs - mean) * np.asarray(ref.outputs["rstd"], dtype=np.float64).reshape(m, -1)
 
 
-def reduction_rows(case, record, ref, part, name):
+SLICE_OPS = ("group_norm", "instance_norm", "group_norm_silu", "dyt", "poly_norm", "add_norm", "gated_norm",
+             "adaptive_layer_norm")
+SLICES_MAX = 256      # the per-slice search evaluates the specification once per slice: up to this many
+
+
+def slice_terms(case, record, reference, name):
+    """A parameter gradient's terms per slice x[i] along x's first axis (samples; rows of a 2-D x), for
+    the ops whose slices along that axis are computed independently: the specification evaluated on each
+    slice alone (inputs and cotangents with that leading length sliced with it). (slices, *shape) or None."""
+    x = record.inputs.get("x")
+    if case.op not in SLICE_OPS or x is None or np.ndim(x) < 2 or reference is None:
+        return None
+    N = np.shape(x)[0]
+    if not 2 <= N <= SLICES_MAX or np.size(x) > CONFIG_SIZE or np.shape(record.inputs.get(name, ()))[:1] == (N,):
+        return None
+    cut = lambda d, i: {k: (np.asarray(v)[i:i + 1] if np.ndim(v) and np.shape(v)[0] == N else v)  # noqa: E731
+                        for k, v in d.items()}
+    out = []
+    try:
+        with np.errstate(all="ignore"):
+            for i in range(N):
+                res = reference(case.op, case.config, record.training, cut(record.inputs, i),
+                                cut(record.cotangents, i), record.state)
+                out.append(np.asarray(res.grads[name], dtype=np.float64))
+    except Exception:                                       # noqa: BLE001 - an op that refuses one slice
+        return None
+    return np.stack(out)
+
+
+def reduction_rows(case, record, ref, part, name, reference=None):
     """The rows whose terms are missing from (or counted twice in) a parameter gradient
     (localize.missing_rows), when that explains the array within its bound; else None."""
     from .localize import missing_rows
     terms = row_terms(case, record, ref, part, name)
     got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
+    unit = "rows"
+    if terms is None and part == "grads" and name != "x" and got is not None:
+        terms = slice_terms(case, record, reference, name)
+        unit = "rows" if np.ndim(record.inputs["x"]) == 2 else "samples"
     if terms is None or got is None or E is None:
         return None
     text, explained = missing_rows(np.asarray(got, dtype=np.float64) - want, terms, want)
     if not text or fit_ratio(got, explained.reshape(np.shape(want)), E) > 1:
         return None
-    return {"mechanism": "reduction", "text": f"d{name} is the sum with {text}"}
+    return {"mechanism": "reduction", "text": f"d{name} is the sum with {text.replace('rows', unit)}"}
 
 
 def explain(case, record, ref, reference=None) -> list:
@@ -428,7 +463,7 @@ def explain(case, record, ref, reference=None) -> list:
             if e is None and (part, name) == ("grads", "x"):
                 e = dx_terms(case, record.training, record.inputs, record.cotangents, got, E)
             if e is None:
-                e = reduction_rows(case, record, ref, part, name)
+                e = reduction_rows(case, record, ref, part, name, reference)
         if e is not None:
             out.append({"part": part, "name": name, "step": record.step, **e})
     return out
