@@ -12,6 +12,9 @@ over the explained value, divided by the bound, is at most 1 on every element):
   a flag flipped: norm_before_gate, residual_in_fp32, prenorm; layer_norm's statistics for rms_norm's):
   the specification re-evaluated with it reproduces every failing array of the step and keeps every
   passing one within its bound;
+* **a statistic rounded where it is used**: the row norms' y, dx, dweight and statistics reproduced by
+  their formulas with the slice's mean and/or rstd rounded to bfloat16 or float16, to nearest or toward
+  zero (rstd saved in the input dtype and read back by the backward);
 * **the other mode** (batch_norm, instance_norm): an array that the specification computes in the other
   mode reproduces (an eval call's dx by the training formula);
 * **a statistic returned as a power of itself** (std or 1/(var + eps) where rstd belongs) and **y or dx
@@ -143,6 +146,7 @@ def row_power(case, record, ref, part, name, got, want, E):
     "x / rsqrt(ms)" where "x * rsqrt(ms)" belongs is k = -2), or None."""
     x = record.inputs.get("x")
     if case.op not in ROW_OPS or x is None or (part, name) not in (("outputs", "y"), ("grads", "x")) \
+            or np.size(x) > CONFIG_SIZE \
             or np.shape(got) != np.shape(x) or (case.op in CHANNEL_OPS and not record.training and part == "grads"):
         return None
     rstd = _row_rstd(case, x, ref)
@@ -159,6 +163,87 @@ def row_power(case, record, ref, part, name, got, want, E):
                     "text": f"{_label(part, name)} is the expected value times rstd^{k:g} on every slice (rstd applied "
                             f"as rstd^{1 + k:g} where rstd belongs)"}
     return None
+
+
+def _trunc(v, dt):
+    """v rounded toward zero to ``dt``."""
+    r = v.astype(dt)
+    with np.errstate(all="ignore"):
+        over = np.abs(r.astype(np.float64)) > np.abs(v)
+    return np.where(over, np.nextafter(r, np.zeros((), dt)), r).astype(np.float64)
+
+
+def _param_sum(case, x, a):
+    """a (x's shape) summed as a parameter gradient is: over the leading axes (row norms) or over every
+    axis but the channel axis 1 (channel norms)."""
+    if case.op in CHANNEL_OPS:
+        return a.sum(axis=tuple(i for i in range(a.ndim) if i != 1))
+    k = np.ndim(x) - np.ndim(case.config.get("normalized_shape", 1)) if np.ndim(case.config.get(
+        "normalized_shape", 1)) else np.ndim(x) - 1
+    return a.sum(axis=tuple(range(k)))
+
+
+def stats_rounded(case, record, ref):
+    """The failing y, dx, dweight and statistics of a row norm that its formula reproduces with the slice's
+    mean and/or rstd rounded to bfloat16 or float16 (to nearest, or toward zero) where the kernel uses them:
+    a list of explanations (one per array), all of one rounding, or []."""
+    import ml_dtypes
+    x = record.inputs.get("x")
+    if case.op not in ROW_OPS or x is None or (case.op in CHANNEL_OPS and not record.training) \
+            or np.size(x) > CONFIG_SIZE:
+        return []
+    want = {pn: record.got[pn[0]].get(pn[1]) for pn in record.failing}
+    targets = {("outputs", "y"), ("grads", "x"), ("grads", "weight"), ("outputs", "mean"), ("outputs", "rstd")}
+    if not record.failing or any(pn not in targets or g is None for pn, g in want.items()):
+        return []
+    eps = float(case.config.get("eps", 1e-5) or 0.0)
+    xs = _slices(case, x, x)
+    centred = case.op != "rms_norm"
+    mean = xs.mean(axis=1, keepdims=True) if centred else np.zeros((xs.shape[0], 1))
+    rstd = 1.0 / np.sqrt(((xs - mean) ** 2).mean(axis=1, keepdims=True) + eps)
+    w = _slices(case, x, _weight_full(case, x, record.inputs))
+    b = _slices(case, x, _bias_full(case, x, record.inputs)) if record.inputs.get("bias") is not None else 0.0
+    dy = record.cotangents.get("y")
+    cands = []
+    for dname, dt in (("bfloat16", ml_dtypes.bfloat16), ("float16", np.float16)):
+        for mode, rnd in (("to nearest", lambda v, dt=dt: v.astype(dt).astype(np.float64)),
+                          ("toward zero", lambda v, dt=dt: _trunc(v, dt))):
+            for which in (("rstd",), ("mean",), ("mean", "rstd")) if centred else (("rstd",),):
+                m2 = rnd(mean) if "mean" in which else mean
+                r2 = rnd(rstd) if "rstd" in which else rstd
+                cands.append((m2, r2, (xs - m2) * r2, f"with the slice's {' and '.join(which)} rounded to {dname} "
+                                                      f"({mode})"))
+    y = record.got["outputs"].get("y")
+    if y is not None and np.shape(y) == np.shape(x) and ("outputs", "y") not in want:
+        with np.errstate(all="ignore"):       # the backward's x_hat recomputed from the returned (rounded) y
+            xh = (_slices(case, x, y) - b) / w
+        if np.all(np.isfinite(xh)):
+            cands.append((mean, rstd, xh, "with x_hat recomputed from the returned y, (y - bias) / weight"))
+    if dy is not None:
+        dys = _slices(case, x, np.asarray(dy, dtype=np.float64))
+        g = dys * w
+        gm = g.mean(axis=1, keepdims=True) if centred else 0.0
+    for m2, r2, xhat, text in cands:
+        vals = {("outputs", "y"): lambda: xhat * w + b, ("outputs", "mean"): lambda: m2,
+                ("outputs", "rstd"): lambda: r2}
+        if dy is not None:
+            vals[("grads", "x")] = lambda: r2 * (g - gm - xhat * (g * xhat).mean(axis=1, keepdims=True))
+            vals[("grads", "weight")] = lambda: dys * xhat
+        ok = True
+        for (part, name), got in want.items():
+            v = vals[part, name]()
+            if name in ("mean", "rstd"):
+                v = v.reshape(np.shape(got)) if np.size(v) == np.size(got) else None
+            else:
+                v = _unslices(case, np.shape(x), v)
+                v = _param_sum(case, x, v).reshape(np.shape(got)) if name == "weight" else v
+            if v is None or np.shape(v) != np.shape(got) or fit_ratio(got, v, record.E[part][name]) > 1:
+                ok = False
+                break
+        if ok:
+            return [{"part": p, "name": n, "step": record.step, "mechanism": "precision",
+                     "text": f"{_label(p, n)} is the formula's {text}"} for p, n in record.failing]
+    return []
 
 
 def _bias_full(case, x, inputs):
@@ -325,29 +410,39 @@ def _config_candidates(case):
 
 
 def config_deviation(case, record, reference):
-    """A configuration value off (eps missing, twice, squared; the group count; the weight offset)
-    that explains every failing array of the step, and keeps every passing one within its bound (``reference(op, config, training, inputs,
-    cotangents, state)`` re-evaluates the specification), or None."""
+    """A configuration value off (``_config_candidates``), or the weight left out (taken as 1), that
+    explains every failing array of the step and keeps every passing one within its bound; else, when
+    only gradients fail, one that reproduces every failing gradient (the backward, or that gradient's
+    reduction, computed with it: dalpha summed without the weight). ``reference(op, config, training, inputs, cotangents, state)`` re-evaluates the specification.
+    The explanation, or None."""
     x = record.inputs.get("x")
     if x is None or np.size(x) > CONFIG_SIZE or not record.failing:
         return None
-    for cfg, what, mech in _config_candidates(case):
+    cands = [(cfg, record.inputs, what, mech, mech) for cfg, what, mech in _config_candidates(case)]
+    w = record.inputs.get("weight")
+    if w is not None and np.ndim(w) and not case.config.get("weight_offset"):
+        cands.append((case.config, {**record.inputs, "weight": np.ones(np.shape(w), dtype=np.asarray(w).dtype)},
+                      "the weight left out (taken as 1)", "affine", "backward"))
+    grads_only = all(p == "grads" for p, _ in record.failing)
+    later = []
+    for cfg, inputs, what, mech, bwd_mech in cands:
         try:
             with np.errstate(all="ignore"):
-                res = reference(case.op, cfg, record.training, record.inputs, record.cotangents, record.state)
+                res = reference(case.op, cfg, record.training, inputs, record.cotangents, record.state)
         except Exception:                                   # noqa: BLE001 - a deviation the spec refuses
             continue
-        ok = True      # every compared array within its bound: the failing ones and those that passed
+        fits = {}
         for part, name in [(p, n) for p in ("outputs", "grads", "state") for n in record.compare[p]]:
             got, alt, E = record.got[part].get(name), getattr(res, part).get(name), record.E[part].get(name)
             if got is None or E is None:
                 continue
-            if alt is None or np.shape(alt) != np.shape(got) or fit_ratio(got, alt, E) > 1:
-                ok = False
-                break
-        if ok:
+            fits[part, name] = alt is not None and np.shape(alt) == np.shape(got) and fit_ratio(got, alt, E) <= 1
+        if all(fits.values()):
             return {"mechanism": mech, "text": f"the specification with {what} reproduces every failing array"}
-    return None
+        if grads_only and all(fits.get(pn, False) for pn in record.failing):
+            names = ", ".join(_label(p, n) for p, n in record.failing)
+            later.append({"mechanism": bwd_mech, "text": f"the backward with {what} reproduces {names}"})
+    return later[0] if later else None
 
 
 def mode_deviation(case, record, reference):
@@ -447,6 +542,9 @@ def explain(case, record, ref, reference=None) -> list:
         if e is not None:
             return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
     out = [] if reference is None else mode_deviation(case, record, reference)
+    if not out:
+        with np.errstate(all="ignore"):
+            out = stats_rounded(case, record, ref)
     done = {(e["part"], e["name"]) for e in out}
     x = record.inputs.get("x")
     x_shape = np.shape(x) if x is not None else ()
