@@ -15,6 +15,8 @@ over the explained value, divided by the bound, is at most 1 on every element):
 * **a statistic rounded where it is used**: the row norms' y, dx, dweight and statistics reproduced by
   their formulas with the slice's mean and/or rstd rounded to bfloat16 or float16, to nearest or toward
   zero (rstd saved in the input dtype and read back by the backward);
+* **a layout misread** (the channel norms): x, dy and the results indexed with the other layout's
+  strides (NCHW memory as channels_last or the reverse) reproduce every failing array;
 * **the other mode** (batch_norm, instance_norm): an array that the specification computes in the other
   mode reproduces (an eval call's dx by the training formula);
 * **a statistic returned as a power of itself** (std or 1/(var + eps) where rstd belongs) and **y or dx
@@ -445,6 +447,52 @@ def config_deviation(case, record, reference):
     return later[0] if later else None
 
 
+def _misread(a, N, C, S, inverse=False):
+    """(N, C, *S) values as a kernel misreading their memory sees them: the (N, C, S) buffer indexed as
+    (N, S, C) (channels_last strides on a contiguous tensor), or, ``inverse``, the other way round."""
+    shape = np.shape(a)
+    a = np.asarray(a).reshape(N, C, S)
+    if inverse:
+        return np.ascontiguousarray(a.transpose(0, 2, 1)).reshape(shape)
+    return np.ascontiguousarray(a.reshape(N, S, C).transpose(0, 2, 1)).reshape(shape)
+
+
+def layout_misread(case, record, reference):
+    """A channel norm's x, dy and results read and written with the other layout's strides (NCHW memory
+    indexed as NHWC, or NHWC as NCHW): the specification evaluated on the misread x reproduces every
+    failing array once its results are written back the same way. The explanation, or None."""
+    x = record.inputs.get("x")
+    if case.op not in CHANNEL_OPS + ("group_norm_silu",) or x is None or np.ndim(x) < 3 \
+            or np.size(x) > CONFIG_SIZE or not record.failing:
+        return None
+    N, C = np.shape(x)[:2]
+    S = int(np.prod(np.shape(x)[2:], dtype=np.int64))
+    if S < 2 or C < 2:
+        return None
+    for inverse, what in ((False, "NCHW memory indexed as channels_last (N, H, W, C)"),
+                          (True, "channels_last memory indexed as NCHW")):
+        rd = lambda d: {k: (_misread(v, N, C, S, inverse) if np.shape(v) == np.shape(x) else v)  # noqa: E731
+                        for k, v in d.items()}
+        try:
+            with np.errstate(all="ignore"):
+                res = reference(case.op, case.config, record.training, rd(record.inputs), rd(record.cotangents),
+                                record.state)
+        except Exception:                                   # noqa: BLE001 - a misread the spec refuses
+            continue
+        ok = True
+        for part, name in record.failing:
+            got, alt, E = record.got[part].get(name), getattr(res, part).get(name), record.E[part].get(name)
+            if alt is not None and np.shape(alt) == np.shape(x):
+                alt = _misread(alt, N, C, S, not inverse)
+            if got is None or E is None or alt is None or np.shape(alt) != np.shape(got) or fit_ratio(got, alt, E) > 1:
+                ok = False
+                break
+        if ok:
+            return {"mechanism": "layout", "text": f"the specification on x read with the wrong strides ({what}) "
+                                                   "reproduces every failing array"}
+    return None
+
+
 def mode_deviation(case, record, reference):
     """The failing arrays of a call of a stateful op that the specification in the other mode reproduces
     (an eval call's gradient by the training formula, with batch statistics; a training call normalized
@@ -538,7 +586,7 @@ def explain(case, record, ref, reference=None) -> list:
     """The explanations of every failing array of one recorded step: a configuration deviation that
     explains them all, else per array a recognizable factor, dx's terms, or rows missing from a sum."""
     if reference is not None:
-        e = config_deviation(case, record, reference)
+        e = config_deviation(case, record, reference) or layout_misread(case, record, reference)
         if e is not None:
             return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
     out = [] if reference is None else mode_deviation(case, record, reference)
