@@ -12,9 +12,12 @@ over the explained value, divided by the bound, is at most 1 on every element):
   a flag flipped: norm_before_gate, residual_in_fp32, prenorm; layer_norm's statistics for rms_norm's):
   the specification re-evaluated with it reproduces every failing array of the step and keeps every
   passing one within its bound;
-* **a statistic rounded where it is used**: the row norms' y, dx, dweight and statistics reproduced by
-  their formulas with the slice's mean and/or rstd rounded to bfloat16 or float16, to nearest or toward
-  zero (rstd saved in the input dtype and read back by the backward);
+* **a slice's statistics changed** (the row norms: layer_norm, rms_norm and the channel norms in
+  training): y, dx, dweight and the statistics reproduced by their formulas with the mean and/or rstd
+  rounded to bfloat16 or float16 (to nearest or toward zero: rstd saved in the input dtype), the Bessel
+  divisor, eps outside the root, a tail block dropped (the first m values only), a power-of-two block's
+  masked lanes entering the variance or its length as the divisor, rms_norm's statistics for
+  layer_norm's, or the backward's x_hat recomputed from the returned y;
 * **a layout misread** (the channel norms): x, dy and the results indexed with the other layout's
   strides (NCHW memory as channels_last or the reverse) reproduce every failing array;
 * **the other mode** (batch_norm, instance_norm): an array that the specification computes in the other
@@ -107,7 +110,7 @@ def factor(case, part, name, got, ref, E, x_shape):
         return None
     f = float(np.sum(g[ok] * ref[ok])) / den
     for value, (what, mech) in constants(case, x_shape).items():
-        if abs(f / value - 1) < 1e-3 and fit_ratio(got, ref * value, E) <= 1:
+        if abs(f / value - 1) < 1e-3 and fit_ratio(got, ref * value, np.asarray(E) * max(1.0, value)) <= 1:
             return {"mechanism": mech, "text": f"{_label(part, name)} is the expected value times {what}"}
     return None
 
@@ -126,7 +129,8 @@ def power(part, name, got, ref, E):
     if not np.all(np.isfinite(ref)) or np.any(ref <= 0):
         return None
     for p, what in POWERS.items():
-        if fit_ratio(got, ref ** p, E) <= 1:
+        # the bound propagated to ref^p: |p| ref^(p-1) E (never tighter than E)
+        if fit_ratio(got, ref ** p, np.maximum(E, abs(p) * ref ** (p - 1) * E)) <= 1:
             return {"mechanism": "semantics", "text": f"{name} is {what} ({name}^{p:g})"}
     return None
 
@@ -159,8 +163,11 @@ def row_power(case, record, ref, part, name, got, want, E):
         b = _slices(case, x, _bias_full(case, x, record.inputs))
     w = _slices(case, x, want)
     for k in (-2.0, -1.0, 1.0, 2.0):
-        explained = _unslices(case, np.shape(x), b + (w - b) * rstd ** k)
-        if fit_ratio(got, explained, E) <= 1:
+        f = rstd ** k
+        explained = _unslices(case, np.shape(x), b + (w - b) * f)
+        # the bound scales with the value it bounds: a result f times larger errs f times more
+        Ek = np.asarray(E, dtype=np.float64) * _unslices(case, np.shape(x), np.broadcast_to(np.maximum(f, 1.0), w.shape))
+        if fit_ratio(got, explained, Ek) <= 1:
             return {"mechanism": "semantics",
                     "text": f"{_label(part, name)} is the expected value times rstd^{k:g} on every slice (rstd applied "
                             f"as rstd^{1 + k:g} where rstd belongs)"}
@@ -185,66 +192,126 @@ def _param_sum(case, x, a):
     return a.sum(axis=tuple(range(k)))
 
 
-def stats_rounded(case, record, ref):
-    """The failing y, dx, dweight and statistics of a row norm that its formula reproduces with the slice's
-    mean and/or rstd rounded to bfloat16 or float16 (to nearest, or toward zero) where the kernel uses them:
-    a list of explanations (one per array), all of one rounding, or []."""
+def _next_pow2(n):
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def _prefixes(n):
+    """Row lengths m < n a reduction that drops a tail block keeps: multiples of common block sizes and
+    the powers of two below n."""
+    out = {1 << k for k in range(1, int(n).bit_length()) if (1 << k) < n}
+    for B in (8, 16, 32, 64, 128, 256, 512, 1024):
+        if B < n:
+            out.add(n // B * B)
+    return sorted(m for m in out if 0 < m < n)
+
+
+def _stat_candidates(case, xs, eps, centred):
+    """(mean', rstd', what, mechanism) for the structured deviations of a slice's statistics: rounded to
+    bfloat16 / float16 (nearest or toward zero); the Bessel divisor; eps outside the root; a tail block
+    dropped (the statistics over the first m values, divided by m or n); the power-of-two block's masked
+    lanes entering the variance as zeros, or its length used as the divisor; the other norm's mean."""
     import ml_dtypes
-    x = record.inputs.get("x")
-    if case.op not in ROW_OPS or x is None or (case.op in CHANNEL_OPS and not record.training) \
-            or np.size(x) > CONFIG_SIZE:
-        return []
-    want = {pn: record.got[pn[0]].get(pn[1]) for pn in record.failing}
-    targets = {("outputs", "y"), ("grads", "x"), ("grads", "weight"), ("outputs", "mean"), ("outputs", "rstd")}
-    if not record.failing or any(pn not in targets or g is None for pn, g in want.items()):
-        return []
-    eps = float(case.config.get("eps", 1e-5) or 0.0)
-    xs = _slices(case, x, x)
-    centred = case.op != "rms_norm"
+    n = xs.shape[1]
     mean = xs.mean(axis=1, keepdims=True) if centred else np.zeros((xs.shape[0], 1))
-    rstd = 1.0 / np.sqrt(((xs - mean) ** 2).mean(axis=1, keepdims=True) + eps)
-    w = _slices(case, x, _weight_full(case, x, record.inputs))
-    b = _slices(case, x, _bias_full(case, x, record.inputs)) if record.inputs.get("bias") is not None else 0.0
-    dy = record.cotangents.get("y")
-    cands = []
+    ss = ((xs - mean) ** 2).sum(axis=1, keepdims=True)
+    var = ss / n
+    rstd = 1.0 / np.sqrt(var + eps)
+    out = []
     for dname, dt in (("bfloat16", ml_dtypes.bfloat16), ("float16", np.float16)):
         for mode, rnd in (("to nearest", lambda v, dt=dt: v.astype(dt).astype(np.float64)),
                           ("toward zero", lambda v, dt=dt: _trunc(v, dt))):
             for which in (("rstd",), ("mean",), ("mean", "rstd")) if centred else (("rstd",),):
-                m2 = rnd(mean) if "mean" in which else mean
-                r2 = rnd(rstd) if "rstd" in which else rstd
-                cands.append((m2, r2, (xs - m2) * r2, f"with the slice's {' and '.join(which)} rounded to {dname} "
-                                                      f"({mode})"))
+                out.append((rnd(mean) if "mean" in which else mean, rnd(rstd) if "rstd" in which else rstd,
+                            f"with the slice's {' and '.join(which)} rounded to {dname} ({mode})", "precision"))
+    if n > 1:
+        out.append((mean, 1.0 / np.sqrt(ss / (n - 1) + eps), "with the unbiased variance (divisor n - 1)", "bessel"))
+    if eps > 0:
+        out.append((mean, 1.0 / (np.sqrt(var) + eps), "with eps outside the square root", "eps"))
+    for m in _prefixes(n):
+        pm = xs[:, :m].mean(axis=1, keepdims=True) if centred else np.zeros_like(mean)
+        pss = ((xs[:, :m] - pm) ** 2).sum(axis=1, keepdims=True)
+        for div, dw in ((m, "m"), (n, "n")):
+            mm = xs[:, :m].sum(axis=1, keepdims=True) / div if centred else pm
+            out.append((mm, 1.0 / np.sqrt(pss / div + eps) if div == m else
+                        1.0 / np.sqrt(((xs[:, :m] - mm) ** 2).sum(axis=1, keepdims=True) / div + eps),
+                        f"with the statistics over the first {m} of {n} values only (a tail block dropped; divided "
+                        f"by {dw} = {div})", "block"))
+    P = _next_pow2(n)
+    if P > n:
+        for div in (n, P):
+            out.append((mean, 1.0 / np.sqrt((ss + (P - n) * mean * mean) / div + eps),
+                        f"with the {P - n} masked lanes of a {P}-wide block entering the variance as zeros (divided "
+                        f"by {div})", "block"))
+        pmean = xs.sum(axis=1, keepdims=True) / P if centred else mean
+        out.append((pmean, 1.0 / np.sqrt(((xs - pmean) ** 2).sum(axis=1, keepdims=True) / P + eps),
+                    f"with the block length {P} as the divisor of the statistics", "block"))
+    if centred and case.op in ("layer_norm",):
+        out.append((np.zeros_like(mean), 1.0 / np.sqrt((xs * xs).mean(axis=1, keepdims=True) + eps),
+                    "with rms_norm's statistics (no mean subtracted)", "semantics"))
+    return mean, rstd, out
+
+
+def row_statistics(case, record, ref):
+    """The failing y, dx, dweight and statistics of a row norm that its formulas reproduce with the slice's
+    statistics changed (``_stat_candidates``), or the backward's x_hat recomputed from the returned y:
+    explanations (one per array) of every failing array, else of every failing output (the gradients
+    computed from them follow), all of one deviation; or []."""
+    x = record.inputs.get("x")
+    if case.op not in ROW_OPS or x is None or (case.op in CHANNEL_OPS and not record.training) \
+            or np.size(x) > CONFIG_SIZE or not record.failing:
+        return []
+    targets = {("outputs", "y"), ("grads", "x"), ("grads", "weight"), ("outputs", "mean"), ("outputs", "rstd")}
+    outs = [pn for pn in record.failing if pn[0] == "outputs"]
+    if any(pn not in targets for pn in outs):
+        return []
+    eps = float(case.config.get("eps", 1e-5) or 0.0)
+    xs = _slices(case, x, x)
+    if xs.shape[0] < 2:       # one slice: too little to tell a few dozen candidates apart
+        return []
+    centred = case.op != "rms_norm"
+    mean, rstd, stats = _stat_candidates(case, xs, eps, centred)
+    w = _slices(case, x, _weight_full(case, x, record.inputs))
+    b = _slices(case, x, _bias_full(case, x, record.inputs)) if record.inputs.get("bias") is not None else 0.0
+    cands = [((xs - m2) * r2, m2, r2, what, mech) for m2, r2, what, mech in stats]
     y = record.got["outputs"].get("y")
-    if y is not None and np.shape(y) == np.shape(x) and ("outputs", "y") not in want:
+    if y is not None and np.shape(y) == np.shape(x) and ("outputs", "y") not in outs:
         with np.errstate(all="ignore"):       # the backward's x_hat recomputed from the returned (rounded) y
             xh = (_slices(case, x, y) - b) / w
         if np.all(np.isfinite(xh)):
-            cands.append((mean, rstd, xh, "with x_hat recomputed from the returned y, (y - bias) / weight"))
+            cands.append((xh, mean, rstd, "with x_hat recomputed from the returned y, (y - bias) / weight",
+                          "precision"))
+    dy = record.cotangents.get("y")
     if dy is not None:
         dys = _slices(case, x, np.asarray(dy, dtype=np.float64))
         g = dys * w
         gm = g.mean(axis=1, keepdims=True) if centred else 0.0
-    for m2, r2, xhat, text in cands:
+    for xhat, m2, r2, text, mech in cands:
         vals = {("outputs", "y"): lambda: xhat * w + b, ("outputs", "mean"): lambda: m2,
                 ("outputs", "rstd"): lambda: r2}
         if dy is not None:
             vals[("grads", "x")] = lambda: r2 * (g - gm - xhat * (g * xhat).mean(axis=1, keepdims=True))
             vals[("grads", "weight")] = lambda: dys * xhat
-        ok = True
-        for (part, name), got in want.items():
+        fits = {}
+        for part, name in record.failing:
+            got = record.got[part].get(name)
+            if (part, name) not in vals or got is None:
+                fits[part, name] = False
+                continue
             v = vals[part, name]()
             if name in ("mean", "rstd"):
                 v = v.reshape(np.shape(got)) if np.size(v) == np.size(got) else None
             else:
-                v = _unslices(case, np.shape(x), v)
+                v = _unslices(case, np.shape(x), np.broadcast_to(v, xs.shape))
                 v = _param_sum(case, x, v).reshape(np.shape(got)) if name == "weight" else v
-            if v is None or np.shape(v) != np.shape(got) or fit_ratio(got, v, record.E[part][name]) > 1:
-                ok = False
+            fits[part, name] = v is not None and np.shape(v) == np.shape(got) and \
+                fit_ratio(got, v, record.E[part][name]) <= 1
+            if not fits[part, name] and part == "outputs":
                 break
-        if ok:
-            return [{"part": p, "name": n, "step": record.step, "mechanism": "precision",
-                     "text": f"{_label(p, n)} is the formula's {text}"} for p, n in record.failing]
+        keep = [pn for pn in record.failing if fits.get(pn)]
+        if len(keep) == len(record.failing) or (outs and all(fits.get(pn) for pn in outs)):
+            return [{"part": p, "name": n, "step": record.step, "mechanism": mech,
+                     "text": f"{_label(p, n)} is the formula's {text}"} for p, n in keep]
     return []
 
 
@@ -583,22 +650,18 @@ def reduction_rows(case, record, ref, part, name, reference=None):
 
 
 def explain(case, record, ref, reference=None) -> list:
-    """The explanations of every failing array of one recorded step: a configuration deviation that
-    explains them all, else per array a recognizable factor, dx's terms, or rows missing from a sum."""
+    """The explanations of the failing arrays of one recorded step: a configuration deviation or a layout
+    misread that explains them all; else per array a recognizable factor or power, dx's terms, rows
+    missing from a sum, or the other mode; and where those leave a failing array unexplained, a change of
+    the slice's statistics (``row_statistics``) when it explains every failing array or output."""
     if reference is not None:
         e = config_deviation(case, record, reference) or layout_misread(case, record, reference)
         if e is not None:
             return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
-    out = [] if reference is None else mode_deviation(case, record, reference)
-    if not out:
-        with np.errstate(all="ignore"):
-            out = stats_rounded(case, record, ref)
-    done = {(e["part"], e["name"]) for e in out}
+    out = []
     x = record.inputs.get("x")
     x_shape = np.shape(x) if x is not None else ()
     for part, name in record.failing:
-        if (part, name) in done:
-            continue
         got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
         if got is None or want is None or E is None or np.shape(got) != np.shape(want):
             continue
@@ -612,4 +675,12 @@ def explain(case, record, ref, reference=None) -> list:
                 e = reduction_rows(case, record, ref, part, name, reference)
         if e is not None:
             out.append({"part": part, "name": name, "step": record.step, **e})
+    if reference is not None:
+        done = {(e["part"], e["name"]) for e in out}
+        out += [e for e in mode_deviation(case, record, reference) if (e["part"], e["name"]) not in done]
+    if len(out) < len(record.failing):
+        with np.errstate(all="ignore"):
+            stats = row_statistics(case, record, ref)
+        if stats:
+            return stats
     return out
