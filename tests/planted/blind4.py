@@ -35,11 +35,11 @@ from refnorm.check.backends.base import Returned
 
 from ._blind_math import (add_norm_affine_grads, affine, BlindKernelBase, block_layout, block_quotients,
                           centred_dx as _centred_dx, channel_grads, channel_outputs, channel_rows,
-                          channel_running_stats, dyt_inputs,
+                          channel_running_stats, from_channel_rows, dyt_inputs,
                           e8m0_scale, eps_value as _eps, frexp_exp as _frexp_exp, gated_dx, group_dims,
                           GroupNormPair, half as _half, instance_norm_grads, instance_outputs, instance_params,
                           instance_rows, instance_running_stats, normalized_rows, normalized_shape as _ns, nqb_format,
-                          nqb_normalized, nqb_returned, nvfp4_encode, poly_combine, poly_rstd, pow2, pow2_up,
+                          nqb_normalized, nqb_returned, nvfp4_encode, poly_combine, poly_rstd, pow2_up,
                           QUANT as _QUANT, reshaped, rms_dx, rsum as _rsum, running_in, running_state,
                           sigmoids as _sigmoids, store as _store)
 from .blind3 import LABELS
@@ -61,20 +61,22 @@ BUGS = {
         "layer_norm", "eps",
         "the backward recomputes rstd from the saved variance as 1 / sqrt(var), without eps",
         "pattern: a backward kernel recomputing the statistics instead of loading the saved rstd"),
-    "ln_bwd_means_over_block": (
+    "ln_bwd_sums_across_row_block": (
         "layer_norm", "block",
-        "the backward's mean(g) and mean(g * x_hat) divided by the power-of-two block width instead of the "
-        "row length N",
-        "pattern: tl.sum(...) / BLOCK_SIZE_N in a Triton LayerNorm backward"),
+        "the backward handles blocks of 4 rows per program and its sums of g and g * x_hat run over the whole "
+        "2-D block (every row of the block) instead of each row",
+        GH + "flagos-ai/FlagGems/pull/59 (layer_norm_backward_kernel wrong with BLOCK_ROW_SIZE > 1: tl.sum over "
+        "the 2-D tile instead of axis=1)"),
     "ln_mean_last_column_block": (
         "layer_norm", "block",
         "the mean's accumulator re-initialised inside the loop over column blocks of 64: the mean is the last "
         "block's sum divided by N (rows of at most 64 values are right)",
         "pattern: _sum = tl.zeros(...) placed inside the for-loop over column blocks"),
-    "ln_dbias_times_weight": (
-        "layer_norm", "backward",
-        "dbias = sum over rows of dy * weight (the product g = dy * w reused) instead of dy",
-        "pattern: one register tile g = dy * w feeding both dx and the bias reduction"),
+    "ln_param_grads_swapped": (
+        "layer_norm", None,
+        "the weight's and the bias's gradients returned in each other's place",
+        GH + "Oneflow-Inc/oneflow/pull/6149 (LayerNorm backward: the weight and bias gradients assigned the "
+        "wrong way round, 'fix backward index for gamma beta')"),
     "ln_weight_column_major": (
         "layer_norm", "layout",
         "a multi-axis normalized_shape: weight and bias flattened in column-major (Fortran) order while x's "
@@ -86,15 +88,14 @@ BUGS = {
         "dx = rstd * (dy - x_hat * mean(dy * x_hat)): the weight left out of g (dweight is right)",
         GH + "karpathy/llm.c/pull/763 (review: 'I forgot to multiply by the weight in the backward pass' of "
         "an RMSNorm)"),
-    "rms_sumsq_accumulated_in_half": (
+    "rms_rsqrt_estimate_one_newton": (
         "rms_norm", "precision",
-        "16-bit inputs: the float32 squares summed along the row into an accumulator of the input dtype "
-        "(rounded after every addition)",
-        "pattern: acc = tl.zeros([BLOCK], dtype=x.dtype.element_ty) for the sum of squares"),
-    "rms_bwd_tail_rows_unwritten": (
-        "rms_norm", "block",
-        "the backward launches rows // 8 programs of 8 rows: the last partial block of rows gets dx = 0",
-        "pattern: grid = (M // BLOCK_M,) instead of triton.cdiv(M, BLOCK_M)"),
+        "float32 compute: rstd from an 8-bit hardware reciprocal-square-root estimate (NEON vrsqrteq_f32) "
+        "refined by a single Newton step, r (1.5 - 0.5 v r^2) (relative error about 2^-16), instead of a "
+        "correctly rounded 1 / sqrt",
+        GH + "Tencent/ncnn/pull/6903 (layernorm/rmsnorm: the hardware rsqrt estimate refined by too few "
+        "Newton-Raphson steps, now 2); cf. ohdearquant/lattice/pull/232 (vrsqrteq_f32: one step ~2^-16.5, "
+        "two needed) and blue-oil/blueoil/issues/81"),
     "rms_eps_added_to_sum": (
         "rms_norm", "eps",
         "rstd = sqrt(N) / sqrt(sum(x^2) + eps): eps added to the sum of squares instead of to their mean "
@@ -130,10 +131,12 @@ BUGS = {
         "int8 dynamic scale = amax / 128 (the full range's magnitude) while the values are clipped to 127",
         "cf. " + GH + "IntelLabs/distiller/pull/463 (symmetric int8: the scale computed for one range and the "
         "saturation done for the other)"),
-    "nq_amax_per_tensor": (
-        "norm_quant", "quant_scale",
-        "dynamic per-row quantization with one amax over the whole tensor (per-tensor scale) for every row",
-        "pattern: a global max reduction where the per-token scale was meant"),
+    "nq_fp8_via_float16": (
+        "norm_quant", "rounding",
+        "float8 outputs: y / scale converted to float16 first and then to float8 (two roundings: a value just "
+        "above an fp8 midpoint can land on it and round to the even neighbour below)",
+        GH + "triton-lang/triton/pull/2583 (prevent double rounding when doing f32 -> fp8); "
+        "cf. triton-lang/triton/pull/10846 (the fp32 -> fp8 conversion through an f16 intermediate removed)"),
     "nq_scale_ub_on_amax": (
         "norm_quant", "quant_scale",
         "scale_ub applied to the amax before the division: scale = min(amax, scale_ub) / qmax instead of "
@@ -141,14 +144,15 @@ BUGS = {
         "cf. vLLM's fused dynamic per-token quant (csrc/quantization/fused_kernels), where scale_ub bounds the "
         "token's absmax: the other convention ported"),
     # ------------------------------------------------------------------ group_norm
-    "gn_unbiased_group_var": (
-        "group_norm", "bessel",
-        "each group normalized with its unbiased variance (divisor cg * S - 1)",
-        "pattern: torch.var(x_group, dim=-1) with its default correction=1"),
     "gn_bwd_mean_g_unweighted": (
         "group_norm", "backward",
         "the backward's mean(g) term computed from dy instead of g = dy * weight (the other terms use g)",
         "pattern: the row sum of dy reused from the dbias reduction"),
+    "gn_channel_partials_in_half": (
+        "group_norm", "precision",
+        "16-bit inputs: the group statistics merged from per-channel partials (mean_c and the sum of squared "
+        "deviations M2_c) stored in the input dtype",
+        "pattern: the per-channel partial buffer of a two-kernel GroupNorm allocated with x's dtype"),
     "gn_stats_group_major": (
         "group_norm", "layout",
         "mean and rstd written at index g * N + n (group-major) into the (N, G) buffers",
@@ -179,16 +183,16 @@ BUGS = {
         "momentum=None: the cumulative-average factor 1 / num_batches_tracked taken from the count before its "
         "increment",
         "pattern: the factor computed before num_batches_tracked += 1"),
-    "bn_running_var_from_std": (
-        "batch_norm", "running",
-        "running_var updated with the batch's unbiased standard deviation instead of its variance",
-        "cf. " + GH + "keras-team/keras/issues/3484 (a BatchNorm's 'std' variables holding the variance: the "
-        "two confused)"),
     "bn_train_output_from_new_running": (
         "batch_norm", "mode",
         "training with running statistics: y normalized with the just-updated running mean and var instead "
         "of the batch statistics (the saved mean and rstd are the batch's)",
         "pattern: the running buffers updated first and then read back by the normalization pass"),
+    "bn_eval_folded_in_half": (
+        "batch_norm", "precision",
+        "eval with running statistics, 16-bit inputs: the folded per-channel scale w * rstd and shift "
+        "b - mean * w * rstd rounded to the input dtype, then y = x * scale + shift",
+        "pattern: BatchNorm folded into half-precision per-channel constants for inference (conv-BN folding)"),
     # ------------------------------------------------------------------ instance_norm
     "in_running_sum_over_batch": (
         "instance_norm", "running",
@@ -200,20 +204,17 @@ BUGS = {
         "the (N * C) instance rows read as channel-major: row r takes weight[r // N] and bias[r // N] instead "
         "of weight[r % C]",
         "pattern: the per-instance parameter index computed for an (C, N) ordering of the rows"),
-    "in_dweight_mean_over_batch": (
-        "instance_norm", "reduction",
-        "dweight and dbias averaged over the batch (the per-sample sums divided by N) instead of summed",
-        "pattern: .mean(0) instead of .sum(0) in the final reduction over samples"),
     # ------------------------------------------------------------------ dyt
     "dyt_tanh_via_sigmoid": (
         "dyt", "precision",
         "tanh(alpha x) evaluated as 2 * sigmoid(2 alpha x) - 1 in float32 (cancellation for small arguments)",
         GH + "tinygrad/tinygrad/pull/107 (tanh = 2 * sigmoid(2x) - 1 matches torch.tanh to 6-7 digits "
         "only); cf. ROCm/triton/pull/910 (fast_tanhf reformulations)"),
-    "dyt_dx_missing_alpha": (
-        "dyt", "backward",
-        "dx = g * (1 - tanh^2(alpha x)): the chain rule's factor alpha left out",
-        "pattern: d tanh(u)/du used for d tanh(alpha x)/dx"),
+    "dyt_dweight_summed_over_all": (
+        "dyt", "reduction",
+        "dweight and dbias summed over every element (one scalar broadcast to each channel) instead of over "
+        "the rows per channel",
+        "pattern: (dy * t).sum() without axis=0, broadcast into the (C,) gradient"),
     "dyt_dalpha_missing_x": (
         "dyt", "backward",
         "dalpha = sum(g * (1 - tanh^2(alpha x))): the factor x of d(alpha x)/d alpha left out",
@@ -237,6 +238,11 @@ BUGS = {
         "norm_quant_block", "quant_scale",
         "nvfp4: the tensor encode factor 448 / amax instead of 448 * 6 / amax (the FP4 maximum 6 left out)",
         "pattern: the global scale derived from the block scale's E4M3 range only"),
+    "nqb_group_scale_in_input_dtype": (
+        "norm_quant_block", "precision",
+        "fp8_group (exact rule), 16-bit inputs: the block scale amax / qmax stored in the input dtype, and q "
+        "divided by that rounded scale",
+        "pattern: the scale tensor allocated with the activation's dtype (torch.empty(..., dtype=x.dtype))"),
     "nqb_amax_per_row": (
         "norm_quant_block", "quant_scale",
         "each block's amax (and scale) taken over the whole row instead of the block",
@@ -246,10 +252,12 @@ BUGS = {
         "adaptive_layer_norm", "backward",
         "dx computed from g = dy instead of dy * (1 + scale)",
         "pattern: a LayerNorm backward without affine reused for adaLN"),
-    "aln_dshift_times_gain": (
-        "adaptive_layer_norm", "backward",
-        "dshift = sum over the tokens of dy * (1 + scale) instead of dy",
-        "pattern: the modulated cotangent g reused for the shift's reduction"),
+    "aln_gain_in_input_dtype": (
+        "adaptive_layer_norm", "precision",
+        "16-bit inputs: the gain 1 + scale computed in (rounded to) the input dtype before the float32 "
+        "multiply, losing scale's low bits",
+        "cf. " + GH + "NVIDIA/TransformerEngine/issues/789 (maintainer: DiT's x * (1 + scale) in BF16 loses "
+        "precision, BF16 being precise near 0, not near 1)"),
     "aln_stats_over_tokens": (
         "adaptive_layer_norm", "semantics",
         "the statistics taken per (sample, channel) over the tokens instead of per token over H, forward and "
@@ -330,18 +338,26 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             g = dy if w is None else dy * w
             r = 1 / np.sqrt(var) if b == "ln_bwd_rstd_without_eps" else rstd
             xh = xc * r
-            if b == "ln_bwd_means_over_block":
-                n = acc(pow2(N))
-                dx = r * (g - _rsum(g) / n - xh * (_rsum(g * xh) / n))
+            if b == "ln_bwd_sums_across_row_block":
+                R = g.shape[0]
+
+                def block_sums(t):                                     # each row: its 4-row block's sum
+                    if R == 0:
+                        return np.zeros((0, 1), acc)
+                    sums = np.add.reduceat(_rsum(t).reshape(R), np.arange(0, R, 4))
+                    return np.repeat(sums, 4)[:R].reshape(R, 1).astype(acc)
+                dx = r * (g - block_sums(g) / N - xh * (block_sums(g * xh) / N))
             else:
                 dx = _centred_dx(g, xh, r)
             grads["x"] = _store(dx.reshape(x0.shape), d)
-            if w is not None:
-                dw = (dy * xhat).sum(axis=0)
-                grads["weight"] = _store(dw.reshape(ns, order=order), d)
-            if bias is not None:
-                db = (g if b == "ln_dbias_times_weight" else dy).sum(axis=0)
-                grads["bias"] = _store(db.reshape(ns, order=order), d)
+            dw = None if w is None else (dy * xhat).sum(axis=0).reshape(ns, order=order)
+            db = None if bias is None else dy.sum(axis=0).reshape(ns, order=order)
+            if b == "ln_param_grads_swapped" and dw is not None and db is not None:
+                dw, db = db, dw
+            if dw is not None:
+                grads["weight"] = _store(dw, d)
+            if db is not None:
+                grads["bias"] = _store(db, d)
         return Returned(out, grads)
 
     # ------------------------------------------------------------ rms_norm
@@ -354,14 +370,13 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         w = call.inputs.get("weight")
         w = None if w is None else w.astype(acc).reshape(1, N) + off
         eps = _eps(call.config["eps"], acc)
-        if b == "rms_sumsq_accumulated_in_half" and d in ("float16", "bfloat16"):
-            sq = x * x
-            s = np.zeros((x.shape[0], 1), acc)
-            for j in range(N):                                   # one rounding per addition
-                s = _half(s + sq[:, j:j + 1], d)
-            ms = s / acc(N)
+        if b == "rms_rsqrt_estimate_one_newton" and acc is np.float32 and placement != "outside":
+            ms = _rsum(x * x) / N
             rms = np.sqrt(ms)
-            rstd = 1 / (rms + eps) if placement == "outside" else 1 / np.sqrt(ms + eps)
+            v = ms + eps
+            m, e = np.frexp(1 / np.sqrt(v))
+            r0 = np.ldexp(np.floor(m * 2.0 ** 9) / 2.0 ** 9, e).astype(acc)       # an 8-bit estimate
+            rstd = r0 * (acc(1.5) - acc(0.5) * v * r0 * r0)
         elif b == "rms_eps_added_to_sum" and placement != "outside":
             ss = _rsum(x * x)
             rms = np.sqrt(ss / N)
@@ -384,7 +399,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             dx = rstd * (g - u * proj)
             if b == "rms_bwd_tail_rows_unwritten":
                 R = dx.shape[0]
-                dx[R - R % 8:] = 0
+                dx[R - R % 4:] = 0
             grads["x"] = _store(dx.reshape(x0.shape), d)
             if w is not None:
                 grads["weight"] = _store((dy * xhat).sum(axis=0).reshape(ns), d)
@@ -399,7 +414,17 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         x = x0.astype(acc).reshape(Nb, C, S)
         xv = x.reshape(Nb * G, cg * S)
         eps = _eps(call.config["eps"], acc)
-        mean, rstd = self._ln_stats(xv, eps, ddof=1 if b == "gn_unbiased_group_var" else 0)
+        if b == "gn_channel_partials_in_half" and d in ("float16", "bfloat16") and S > 0:
+            xc = x.reshape(Nb * C, S)
+            mc = _rsum(xc) / S
+            dc = xc - mc
+            m2 = _half(_rsum(dc * dc), d).reshape(Nb * G, cg)
+            mc = _half(mc, d).reshape(Nb * G, cg)
+            mean = mc.mean(axis=1, keepdims=True)
+            var = (m2.sum(axis=1, keepdims=True) + S * _rsum((mc - mean) ** 2)) / (cg * S)
+            rstd = 1 / np.sqrt(var + eps)
+        else:
+            mean, rstd = self._ln_stats(xv, eps, ddof=1 if b == "gn_unbiased_group_var" else 0)
         xhat = ((xv - mean) * rstd).reshape(Nb, C, S)
         w, bias = call.inputs.get("weight"), call.inputs.get("bias")
         w = None if w is None else w.astype(acc).reshape(1, C, 1)
@@ -469,6 +494,11 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             mean, rstd = channel_running_stats(st, C, eps, acc)
         xhat = (x - mean) * rstd
         w, bias = (reshaped(call.inputs.get(k), acc, (C, 1)) for k in ("weight", "bias"))
+        folded = None
+        if b == "bn_eval_folded_in_half" and not batch and d in ("float16", "bfloat16"):
+            sc = _half(rstd if w is None else w * rstd, d)
+            sh = _half(-mean * sc if bias is None else bias - mean * sc, d)
+            folded = x * sc + sh
         state = {}
         if has_run:
             rm, rv, nbt = running_in(st, acc)
@@ -496,6 +526,8 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
                     xhat = (x - rm.reshape(C, 1)) / np.sqrt(rv.reshape(C, 1) + eps)
             state = running_state(rm, rv, nbt, d)
         out = channel_outputs(xhat, w, bias, mean, rstd, x0.shape, d, acc)
+        if folded is not None:
+            out["y"] = _store(from_channel_rows(folded, x0.shape), d)
         grads = {}
         if "y" in call.cotangents:
             dy = channel_rows(call.cotangents["y"], acc)
@@ -617,10 +649,13 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             grads["x"] = _store((gd if b == "dyt_dx_missing_alpha" else gd * a).reshape(x0.shape), d)
             da = _rsum(gd if b == "dyt_dalpha_missing_x" else gd * x).sum()
             grads["alpha"] = _store(np.reshape(da, np.shape(inp["alpha"])), d)
-            if w is not None:
-                grads["weight"] = _store((dy * t).sum(axis=0), d)
-            if bias is not None:
-                grads["bias"] = _store(dy.sum(axis=0), d)
+            for k, t_ in (("weight", dy * t), ("bias", dy)):
+                if (w if k == "weight" else bias) is None:
+                    continue
+                v = t_.sum(axis=0)
+                if b == "dyt_dweight_summed_over_all":
+                    v = np.full(v.shape, t_.sum(), acc)
+                grads[k] = _store(v, d)
         return Returned({"y": _store(y.reshape(x0.shape), d)}, grads)
 
     # ------------------------------------------------------------ poly_norm
@@ -682,6 +717,8 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
                 m, e = _frexp_exp(v)
                 k = pow2_up(m, e)
                 S = np.where(v > 0, np.ldexp(1.0, k.astype(np.int64)), 0.0).astype(acc)
+            elif b == "nqb_group_scale_in_input_dtype":
+                S = _half(v, call.dtype)
             else:
                 S = v
             scale_out = S.astype(acc)
@@ -830,6 +867,8 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         v = np.clip(v, lo, hi)
         if qdt.kind == "i":
             q = np.rint(np.nan_to_num(v, nan=0.0)).astype(np.int8)
+        elif b == "nq_fp8_via_float16":
+            q = v.astype(np.float16).astype(qdt)
         else:
             q = v.astype(qdt)
         stat = x0.shape[:x0.ndim - len(ns)] + (1,) * len(ns)
@@ -859,6 +898,8 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             mean, rstd = self._ln_stats(x, eps)
             xhat = (x - mean) * rstd
         gain = None if scale is None else acc(1) + per_row(scale)
+        if gain is not None and b == "aln_gain_in_input_dtype":
+            gain = _half(gain, d)
         y = xhat if gain is None else xhat * gain
         y = y if shift is None else y + per_row(shift)
         stat = x0.shape[:-1] + (1,)
