@@ -38,7 +38,7 @@ from ._blind_math import (add_norm_affine_grads, affine, BlindKernelBase, block_
                           channel_running_stats, from_channel_rows, dyt_inputs,
                           e8m0_scale, eps_value as _eps, frexp_exp as _frexp_exp, gated_dx, group_dims,
                           GroupNormPair, half as _half, instance_norm_grads, instance_outputs, instance_params,
-                          instance_rows, instance_running_stats, normalized_rows, normalized_shape as _ns, nqb_format,
+                          instance_rows, instance_running_stats, per_instance, normalized_rows, normalized_shape as _ns, nqb_format,
                           nqb_normalized, nqb_returned, nvfp4_encode, poly_combine, poly_rstd, pow2_up,
                           QUANT as _QUANT, reshaped, rms_dx, rsum as _rsum, running_in, running_state,
                           sigmoids as _sigmoids, store as _store)
@@ -152,7 +152,8 @@ BUGS = {
         "group_norm", "precision",
         "16-bit inputs: the group statistics merged from per-channel partials (mean_c and the sum of squared "
         "deviations M2_c) stored in the input dtype",
-        "pattern: the per-channel partial buffer of a two-kernel GroupNorm allocated with x's dtype"),
+        "cf. " + GH + "NVIDIA/apex/pull/144 (normalization moments kept in half precision 'hurts the accuracy "
+        "of the moment estimators'); pattern: a two-kernel GroupNorm's partial buffer in x's dtype"),
     "gn_stats_group_major": (
         "group_norm", "layout",
         "mean and rstd written at index g * N + n (group-major) into the (N, G) buffers",
@@ -162,7 +163,8 @@ BUGS = {
         "gated_norm", "precision",
         "silu(z) evaluated on the 16-bit z and rounded to the input dtype before the float32 product "
         "(two roundings)",
-        "pattern: F.silu(z) on the half tensor, then multiplied into the float32 normalized values"),
+        "cf. " + GH + "sgl-project/sglang/pull/26473 (silu_and_mul: the gate cast to the input dtype before the "
+        "product, moved after it) and vllm-project/vllm/pull/18500 (Mixer2RMSNormGated keeps silu(gate) in fp32)"),
     "gated_bias_after_gate": (
         "gated_norm", "affine",
         "norm_before_gate=True: y = (x_hat * w) * silu(z) + bias instead of (x_hat * w + bias) * silu(z)",
@@ -187,23 +189,33 @@ BUGS = {
         "batch_norm", "mode",
         "training with running statistics: y normalized with the just-updated running mean and var instead "
         "of the batch statistics (the saved mean and rstd are the batch's)",
-        "pattern: the running buffers updated first and then read back by the normalization pass"),
+        "cf. " + GH + "tenstorrent/tt-metal/pull/45578 (batch_norm updated the running statistics before the "
+        "normalization, which then read the updated buffers; fixed by normalizing first)"),
     "bn_eval_folded_in_half": (
         "batch_norm", "precision",
         "eval with running statistics, 16-bit inputs: the folded per-channel scale w * rstd and shift "
         "b - mean * w * rstd rounded to the input dtype, then y = x * scale + shift",
-        "pattern: BatchNorm folded into half-precision per-channel constants for inference (conv-BN folding)"),
+        GH + "pytorch/TensorRT/pull/1450 (batch_norm converter: the folded scale and bias computed in fp16, "
+        "'improve batch_norm fp16 accuracy' by computing them in float); cf. apple/coreai-torch/pull/54"),
+    "bn_nostats_input_as_running_buffer": (
+        "batch_norm", None,
+        "training without running statistics: the kernel passes x itself as the running_mean / running_var "
+        "scratch buffers, so the update overwrites x's first C elements before the normalization reads x "
+        "again (those elements of y are wrong)",
+        GH + "flagos-ai/FlagGems/issues/6332 (native_batch_norm mutates its input and gives wrong output when "
+        "the running statistics are None; fixed by PR #6435)"),
     # ------------------------------------------------------------------ instance_norm
     "in_running_sum_over_batch": (
         "instance_norm", "running",
         "the running statistics' update sums the instances' momentum terms over the batch instead of "
         "averaging them",
         "pattern: atomic_add of every (n, c) program's update into running[c]"),
-    "in_weight_sample_major": (
+    "in_weight_block_local_index": (
         "instance_norm", "layout",
-        "the (N * C) instance rows read as channel-major: row r takes weight[r // N] and bias[r // N] instead "
-        "of weight[r % C]",
-        "pattern: the per-instance parameter index computed for an (C, N) ordering of the rows"),
+        "channels handled in blocks of 2 per program, the affine parameters read at the block-local index: "
+        "channel c takes weight[c % 2] and bias[c % 2]",
+        "cf. " + GH + "tile-ai/tilelang-mlir-ascend/pull/106 (review: the norm example kernel read weight[i] and "
+        "bias[i] with the block-local channel index instead of pid_c * block_c + i)"),
     # ------------------------------------------------------------------ dyt
     "dyt_tanh_via_sigmoid": (
         "dyt", "precision",
@@ -223,7 +235,8 @@ BUGS = {
     "gns_silu_grad_sign_flipped": (
         "group_norm_silu", "backward",
         "the SiLU derivative as s * (1 - p * (1 - s)) instead of s * (1 + p * (1 - s))",
-        "pattern: a sign slip in a hand-derived silu'(p)"),
+        "cf. " + GH + "sausheong/gonn/issues/8 (a sigmoid derivative written with '-' for the product: "
+        "s - (1 - s) instead of s (1 - s)); pattern: a sign slip in a hand-derived silu'(p)"),
     "gns_gate_from_xhat": (
         "group_norm_silu", "affine",
         "y = p * sigmoid(x_hat): the gate's sigmoid taken of the normalized value before the affine, "
@@ -233,7 +246,8 @@ BUGS = {
     "nqb_mx_emax_fixed_e4m3": (
         "norm_quant_block", "quant_scale",
         "mxfp8 floor rule: the element's largest exponent hard-coded to e4m3's 8 for float8_e5m2 elements too",
-        "pattern: an MX kernel written for e4m3 reused for e5m2 without its emax"),
+        "cf. " + GH + "kohya-ss/musubi-tuner/issues/192 (fp8 e5m2 scaling computed with the wrong format "
+        "constant); pattern: an MX kernel written for e4m3 reused for e5m2 without its emax"),
     "nqb_nvfp4_encode_without_fp4_max": (
         "norm_quant_block", "quant_scale",
         "nvfp4: the tensor encode factor 448 / amax instead of 448 * 6 / amax (the FP4 maximum 6 left out)",
@@ -243,10 +257,11 @@ BUGS = {
         "fp8_group (exact rule), 16-bit inputs: the block scale amax / qmax stored in the input dtype, and q "
         "divided by that rounded scale",
         "pattern: the scale tensor allocated with the activation's dtype (torch.empty(..., dtype=x.dtype))"),
-    "nqb_amax_per_row": (
+    "nqb_amax_per_tensor": (
         "norm_quant_block", "quant_scale",
-        "each block's amax (and scale) taken over the whole row instead of the block",
-        "pattern: the row's absmax reduction reused for every block"),
+        "every block's amax (and scale) taken as the whole tensor's amax instead of the block's own",
+        GH + "NVIDIA/Model-Optimizer/issues/193 (FP8 blockwise quantization fed the per-tensor amax as the "
+        "block scales; fixed by PR #522, 'instead of using amax, compute block_scale on the fly')"),
     # ------------------------------------------------------------------ adaptive_layer_norm
     "aln_dx_unmodulated": (
         "adaptive_layer_norm", "backward",
@@ -262,7 +277,8 @@ BUGS = {
         "adaptive_layer_norm", "semantics",
         "the statistics taken per (sample, channel) over the tokens instead of per token over H, forward and "
         "backward (the saved per-token mean and rstd: the sample's channel averages of them)",
-        "pattern: the reduction axis of a per-sample modulation kernel used for the statistics"),
+        "cf. " + GH + "jadore801120/attention-is-all-you-need-pytorch/pull/17 (a LayerNormalization computing "
+        "mean and std along seq_len instead of the feature dimension)"),
     # ------------------------------------------------------------------ poly_norm
     "poly_dweight_unnormalized": (
         "poly_norm", "backward",
@@ -484,7 +500,18 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         eps = _eps(cfg["eps"], acc)
         has_run = st.get("running_mean") is not None
         batch = call.training or not has_run
-        if batch and b == "bn_fast_variance":
+        if b == "bn_nostats_input_as_running_buffer" and call.training and not has_run and n > 0:
+            mean, rstd = self._ln_stats(x, eps)
+            m = acc(0.1 if cfg["momentum"] is None else cfg["momentum"])
+            bv = _rsum((x - mean) ** 2) / n
+            ub = bv * acc(n / (n - 1)) if n > 1 else bv * acc(np.inf)
+            flat = x0.astype(acc).reshape(-1).copy()               # x in memory, overwritten in place
+            k = min(C, flat.size)
+            flat[:k] = (1 - m) * flat[:k] + m * mean.reshape(C)[:k]
+            flat[:k] = (1 - m) * flat[:k] + m * ub.reshape(C)[:k]
+            x_read = channel_rows(flat.reshape(x0.shape), acc)     # what the normalization pass reads
+            xhat_y = (x_read - mean) * rstd
+        elif batch and b == "bn_fast_variance":
             mean = _rsum(x) / n
             var = np.maximum(_rsum(x * x) / n - mean * mean, 0)
             rstd = 1 / np.sqrt(var + eps)
@@ -528,6 +555,8 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         out = channel_outputs(xhat, w, bias, mean, rstd, x0.shape, d, acc)
         if folded is not None:
             out["y"] = _store(from_channel_rows(folded, x0.shape), d)
+        if b == "bn_nostats_input_as_running_buffer" and call.training and not has_run and n > 0:
+            out["y"] = _store(from_channel_rows(affine(xhat_y, w, bias), x0.shape), d)
         grads = {}
         if "y" in call.cotangents:
             dy = channel_rows(call.cotangents["y"], acc)
@@ -551,9 +580,10 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             mean, rstd = instance_running_stats(st, Nb, eps, acc)
         xhat = (x - mean) * rstd
         w, bias, wr, br = instance_params(call.inputs, Nb, acc)
-        if b == "in_weight_sample_major":
-            wr = None if w is None else np.repeat(w.astype(acc), Nb).reshape(-1, 1)
-            br = None if bias is None else np.repeat(bias.astype(acc), Nb).reshape(-1, 1)
+        if b == "in_weight_block_local_index":
+            local = np.arange(C) % 2                             # the channel's index within its block
+            wr = None if w is None else per_instance(w.astype(acc)[local], Nb)
+            br = None if bias is None else per_instance(bias.astype(acc)[local], Nb)
         out = instance_outputs(xhat, wr, br, mean, rstd, x0.shape, d, acc)
         state = {}
         if has_run:
@@ -708,8 +738,8 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         R, H, nb, pad = block_layout(y, B)
         yb = np.concatenate([y, np.zeros((R, pad), acc)], axis=1).reshape(R, nb, B)
         amax = np.max(np.abs(yb), axis=-1, initial=0.0)                 # (R, nb)
-        if b == "nqb_amax_per_row":
-            amax = np.broadcast_to(np.max(amax, axis=1, keepdims=True, initial=0.0), amax.shape)
+        if b == "nqb_amax_per_tensor":
+            amax = np.full(amax.shape, np.max(amax, initial=0.0), acc)
         ts = acc(1.0)
         if fmt == "fp8_group":
             v = np.maximum(amax / acc(qmax), acc(cfg["min_scale"] or 0.0))
