@@ -181,7 +181,7 @@ CAUGHT_BY_4 = {
     "gns_silu_grad_sign_flipped": ("group_norm_silu/normal_g2_f32_3x6", "grad.x"),
     "gns_gate_from_xhat": ("group_norm_silu/normal_g2_f32_3x6", "output.y"),
     "nqb_mx_emax_fixed_e4m3": ("norm_quant_block/sq_overflow_rms_mx_e5m2_f16_4x256", "output.scale"),
-    "nqb_nvfp4_encode_without_fp4_max": ("norm_quant_block/one_std1e-3_eps1e-12_ln_nvfp4_f32_4x64", "output.tensor_scale"),
+    "nqb_nvfp4_encode_without_fp4_max": ("norm_quant_block/normal_rms_nvfp4_res_f64_2x96", "output.tensor_scale"),
     "nqb_group_scale_in_input_dtype": ("norm_quant_block/zero_runs_rms_g_bf16_4x512", "output.scale"),
     "nqb_amax_per_tensor": ("norm_quant_block/normal_eps0.3_rms_mx_noaffine_bf16_4x64", "output.amax"),
     "aln_dx_unmodulated": ("adaptive_layer_norm/std1e-3_noshift_f64_1x3x6", "grad.x"),

@@ -38,10 +38,10 @@ from ._blind_math import (add_norm_affine_grads, affine, BlindKernelBase, block_
                           channel_running_stats, from_channel_rows, dyt_inputs,
                           e8m0_scale, eps_value as _eps, frexp_exp as _frexp_exp, gated_dx, group_dims,
                           GroupNormPair, half as _half, instance_norm_grads, instance_outputs, instance_params,
-                          instance_rows, instance_running_stats, per_instance, normalized_rows, normalized_shape as _ns, nqb_format,
-                          nqb_normalized, nqb_returned, nvfp4_encode, poly_combine, poly_rstd, pow2_up,
-                          QUANT as _QUANT, reshaped, rms_dx, rsum as _rsum, running_in, running_state,
-                          sigmoids as _sigmoids, store as _store)
+                          instance_rows, instance_running_stats, normalized_rows, normalized_shape as _ns,
+                          nqb_format, nqb_normalized, nqb_returned, nvfp4_encode, per_instance, poly_combine,
+                          poly_rstd, pow2_up, QUANT as _QUANT, reshaped, rms_dx, rsum as _rsum, running_in,
+                          running_state, sigmoids as _sigmoids, store as _store)
 from .blind3 import LABELS
 
 OPS = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm", "batch_norm",
@@ -104,8 +104,8 @@ BUGS = {
     # ------------------------------------------------------------------ add_norm
     "an_residual_out_undropped": (
         "add_norm", "dropout",
-        "residual_out = x + residual with x before dropout (and the rowscale), while the norm reads the "
-        "dropped sum",
+        "residual_out = x (+ x1) + residual with x and x1 before dropout (and the rowscale), while the norm "
+        "reads the dropped sum",
         "pattern: residual_out stored from the loaded x before the keep-mask is applied"),
     "an_x1_dropped_with_mask": (
         "add_norm", "dropout",
@@ -141,8 +141,9 @@ BUGS = {
         "norm_quant", "quant_scale",
         "scale_ub applied to the amax before the division: scale = min(amax, scale_ub) / qmax instead of "
         "min(amax / qmax, scale_ub)",
-        "cf. vLLM's fused dynamic per-token quant (csrc/quantization/fused_kernels), where scale_ub bounds the "
-        "token's absmax: the other convention ported"),
+        "cf. " + GH + "vllm-project/vllm/blob/main/csrc/quantization/fused_kernels/layernorm_utils.cuh "
+        "(compute_dynamic_per_token_symmetric_quant_qparams: scale = min(absmax, *scale_ub) / qmax, the other "
+        "convention, ported)"),
     # ------------------------------------------------------------------ group_norm
     "gn_bwd_mean_g_unweighted": (
         "group_norm", "backward",
@@ -226,6 +227,7 @@ BUGS = {
         "dyt", "reduction",
         "dweight and dbias summed over every element (one scalar broadcast to each channel) instead of over "
         "the rows per channel",
+        "cf. " + GH + "nntrainer/nntrainer/issues/1202 (a layer's weight gradient reduced over the wrong axes); "
         "pattern: (dy * t).sum() without axis=0, broadcast into the (C,) gradient"),
     "dyt_dalpha_missing_x": (
         "dyt", "backward",
