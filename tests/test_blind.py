@@ -152,7 +152,7 @@ CAUGHT_BY_4 = {
     "ln_param_grads_swapped": ("layer_norm/normal_bf16_2x3x7", "grad.weight"),
     "ln_weight_column_major": ("layer_norm/normal_k2_f32_2x3x5x6", "output.y"),
     "rms_bwd_dx_without_weight": ("rms_norm/zero_eps0.001_outside_f64_2x7", "grad.x"),
-    "rms_rsqrt_estimate_one_newton": ("rms_norm/zero_eps1e-06_f32_3x10", "output.rstd"),
+    "rms_rsqrt_estimate_one_newton": ("rms_norm/normal_eps1e-05_noweight_f32_9x7", "output.rstd"),
     "rms_eps_added_to_sum": ("rms_norm/zero_eps1e-06_f32_3x10", "output.rstd"),
     "an_residual_out_undropped": ("add_norm/heavy_tail_p_f64_3x12", "output.residual_out"),
     "an_x1_dropped_with_mask": ("add_norm/normal_p_parx1_bf16_4x24", "output.residual_out"),

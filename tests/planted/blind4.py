@@ -270,7 +270,7 @@ BUGS = {
         "dx computed from g = dy instead of dy * (1 + scale)",
         "pattern: a LayerNorm backward without affine reused for adaLN"),
     "aln_gain_in_input_dtype": (
-        "adaptive_layer_norm", "precision",
+        "adaptive_layer_norm", "affine",
         "16-bit inputs: the gain 1 + scale computed in (rounded to) the input dtype before the float32 "
         "multiply, losing scale's low bits",
         "cf. " + GH + "NVIDIA/TransformerEngine/issues/789 (maintainer: DiT's x * (1 + scale) in BF16 loses "
