@@ -1,4 +1,4 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, blind3.py): for each set, the correct
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, blind3.py, blind4.py): for each set, the correct
 kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the array
 the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures
 it on these held-out sets)."""
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from planted import blind, blind2, blind3
+from planted import blind, blind2, blind3, blind4
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -144,11 +144,59 @@ CAUGHT_BY_3 = {
     "poly_shared_rms": ("poly_norm/normal_f64_3x7", "output.y"),
 }
 
+CAUGHT_BY_4 = {
+    "ln_var_eps_rounded_to_half": ("layer_norm/normal_bf16_2x3x7", "output.y"),
+    "ln_bwd_rstd_without_eps": ("layer_norm/normal_noweight_f32_9x7", "grad.x"),
+    "ln_bwd_sums_across_row_block": ("layer_norm/mean1e3_nobias_f16_2x3x7", "grad.x"),
+    "ln_mean_last_column_block": ("layer_norm/normal_noaffine_bf16_4x128", "output.mean"),
+    "ln_param_grads_swapped": ("layer_norm/normal_bf16_2x3x7", "grad.weight"),
+    "ln_weight_column_major": ("layer_norm/normal_k2_f32_2x3x5x6", "output.y"),
+    "rms_bwd_dx_without_weight": ("rms_norm/zero_eps0.001_outside_f64_2x7", "grad.x"),
+    "rms_rsqrt_estimate_one_newton": ("rms_norm/normal_eps1e-05_noweight_f32_9x7", "output.rstd"),
+    "rms_eps_added_to_sum": ("rms_norm/zero_eps1e-06_f32_3x10", "output.rstd"),
+    "an_residual_out_undropped": ("add_norm/heavy_tail_p_f64_3x12", "output.residual_out"),
+    "an_x1_dropped_with_mask": ("add_norm/normal_p_parx1_bf16_4x24", "output.residual_out"),
+    "an_dweight1_from_dy": ("add_norm/normal_noprenorm_parw1_f16_3x32", "grad.weight1"),
+    "an_rms_bwd_centred": ("add_norm/normal_noaffine_rms_f16_2x3x16", "grad.x"),
+    "nq_static_scale_multiplied": ("norm_quant/pm1_eps0_rms_e4m3_static_ties_f16_3x48", "output.q"),
+    "nq_int8_scale_over_128": ("norm_quant/std1e-3_ln_i8_dyn_wb_f32_4x64", "output.scale"),
+    "nq_fp8_via_float16": ("norm_quant/normal_eps0.3_rms_e4m3_dyn_noaffine_bf16_4x64", "output.q"),
+    "nq_scale_ub_on_amax": ("norm_quant/outlier_rms_e4m3_dyn_ub8_bf16_8x256", "output.scale"),
+    "gn_bwd_mean_g_unweighted": ("group_norm/normal_g2_f32_3x6", "grad.x"),
+    "gn_channel_partials_in_half": ("group_norm/sq_overflow_g3_bf16_3x6x7", "output.rstd"),
+    "gn_stats_group_major": ("group_norm/normal_g2_f32_3x6", "output.mean"),
+    "gated_silu_in_input_dtype": ("gated_norm/normal_gs16_f16_2x16", "output.y"),
+    "gated_bias_after_gate": ("gated_norm/std1e-3_nbg_f16_4x32", "output.y"),
+    "gated_ln_as_rms": ("gated_norm/normal_ln_gs2_f64_5x6", "output.y"),
+    "bn_fast_variance": ("batch_norm/mean1e3_bf16_7x3", "output.rstd"),
+    "bn_cumavg_count_before_increment": ("batch_norm/normal_cumavg_nbt2_train3_f32_5x3x4", "state.running_mean"),
+    "bn_train_output_from_new_running": ("batch_norm/normal_eps0.3_n2_f64_2x2", "output.y"),
+    "bn_eval_folded_in_half": ("batch_norm/normal_eval_bf16_2x3x4", "output.y"),
+    "bn_nostats_input_as_running_buffer": ("batch_norm/normal_nostats_f16_4x3x5", "output.y"),
+    "in_running_sum_over_batch": ("instance_norm/heavy_tail_mom0.5_alternate_bf16_3x2x5x2", "state.running_mean"),
+    "in_weight_block_local_index": ("instance_norm/normal_eps0.3_s2_f16_2x3x2", "output.y"),
+    "dyt_tanh_via_sigmoid": ("dyt/normal_noaffine_f32_5x24", "output.y"),
+    "dyt_dweight_summed_over_all": ("dyt/normal_f32_7", "grad.weight"),
+    "dyt_dalpha_missing_x": ("dyt/normal_f32_7", "grad.alpha"),
+    "gns_silu_grad_sign_flipped": ("group_norm_silu/normal_g2_f32_3x6", "grad.x"),
+    "gns_gate_from_xhat": ("group_norm_silu/normal_g2_f32_3x6", "output.y"),
+    "nqb_mx_emax_fixed_e4m3": ("norm_quant_block/sq_overflow_rms_mx_e5m2_f16_4x256", "output.scale"),
+    "nqb_nvfp4_encode_without_fp4_max": ("norm_quant_block/normal_rms_nvfp4_res_f64_2x96", "output.tensor_scale"),
+    "nqb_group_scale_in_input_dtype": ("norm_quant_block/zero_runs_rms_g_bf16_4x512", "output.scale"),
+    "nqb_amax_per_tensor": ("norm_quant_block/normal_eps0.3_rms_mx_noaffine_bf16_4x64", "output.amax"),
+    "aln_dx_unmodulated": ("adaptive_layer_norm/std1e-3_noshift_f64_1x3x6", "grad.x"),
+    "aln_gain_in_input_dtype": ("adaptive_layer_norm/sq_overflow_f16_2x4x32", "output.y"),
+    "aln_stats_over_tokens": ("adaptive_layer_norm/std1e-3_noshift_f64_1x3x6", "output.mean"),
+    "poly_dweight_unnormalized": ("poly_norm/normal_f64_3x7", "grad.weight"),
+    "poly_powers_centred": ("poly_norm/normal_f64_3x7", "output.y"),
+}
+
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
 # mean 1e4, of constant rows with eps 1e-12: the quantized outputs' bounds cover any value), so that no array
 # of theirs can be verified; their status is partial for every kernel
 NOTHING_CONSTRAINED_3 = {"norm_quant/mean1e4_ln_e4m3_dyn_wb_f16_4x64",
                        "norm_quant/const_eps1e-12_ln_e4m3_dyn_wb_f32_4x64"}
+NOTHING_CONSTRAINED_4 = NOTHING_CONSTRAINED_3                    # the same golden cases (a property of the case)
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -162,6 +210,8 @@ SETS = {
                {"ops": blind2.OPS, "at_least": 400}, 2),
     "blind3": (blind3, blind3.Blind3Kernel, CAUGHT_BY_3, blind3.LABELS, (36, 44),
                {"ops": blind3.OPS, "at_least": 500, "nothing_constrained": NOTHING_CONSTRAINED_3}, 0),
+    "blind4": (blind4, blind4.Blind4Kernel, CAUGHT_BY_4, blind4.LABELS, (40, 48),
+               {"ops": blind4.OPS, "at_least": 500, "nothing_constrained": NOTHING_CONSTRAINED_4}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
