@@ -640,7 +640,7 @@ def reduction_rows(case, record, ref, part, name, reference=None):
     unit = "rows"
     if terms is None and part == "grads" and name != "x" and got is not None:
         terms = slice_terms(case, record, reference, name)
-        unit = "rows" if np.ndim(record.inputs["x"]) == 2 else "samples"
+        unit = "rows" if np.ndim(record.inputs.get("x")) == 2 else "samples"
     if terms is None or got is None or E is None:
         return None
     text, explained = missing_rows(np.asarray(got, dtype=np.float64) - want, terms, want)
