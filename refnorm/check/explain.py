@@ -9,7 +9,8 @@ over the explained value, divided by the bound, is at most 1 on every element):
   ratios of the quantized dtypes' maxima, 448 / 240: float8 e4m3fn vs e4m3fnuz; 2 and 1/2);
 * **a configuration value off** (eps missing, added twice, squared, a default eps; group_norm's group
   count, gated_norm's group_size; the weight offset; momentum's weights swapped or a cumulative average;
-  a flag flipped: norm_before_gate, residual_in_fp32, prenorm; layer_norm's statistics for rms_norm's):
+  a flag flipped: norm_before_gate, residual_in_fp32, prenorm; layer_norm's statistics for rms_norm's;
+  the quantizers' scale_ub or min_scale ignored, another quantized dtype's range, another scale rule):
   the specification re-evaluated with it reproduces every failing array of the step and keeps every
   passing one within its bound;
 * **a slice's statistics changed** (the row norms: layer_norm, rms_norm and the channel norms in
@@ -467,6 +468,26 @@ def _config_candidates(case):
         v = cfg.get(key)
         if isinstance(v, bool):
             out.append(({**cfg, key: not v}, f"{key}={not v} where {v} belongs", mech))
+    if case.op in ("norm_quant", "norm_quant_block"):
+        for key in ("scale_ub", "min_scale"):
+            v = cfg.get(key)
+            if v is not None and not isinstance(v, bool) and v != 0:
+                out.append(({**cfg, key: None if key == "scale_ub" else 0.0},
+                            f"{key} ignored (where {v:g} belongs)", "quant_scale"))
+        qd = cfg.get("quant_dtype")
+        for other in ("float8_e4m3fn", "float8_e5m2", "int8"):
+            if qd is not None and other != qd:
+                out.append(({**cfg, "quant_dtype": other}, f"{other}'s range where {qd}'s belongs", "quant_scale"))
+        if case.op == "norm_quant_block":
+            from ..norms.norm_quant_block import FORMAT_RULES, resolve
+            try:
+                rc = resolve(cfg)
+            except Exception:                               # noqa: BLE001 - a config the op refuses
+                rc = None
+            for rule in FORMAT_RULES.get(rc["format"], ()) if rc else ():
+                if rule != rc["scale_rule"]:
+                    out.append(({**cfg, "scale_rule": rule}, f"the scale rule {rule!r} where {rc['scale_rule']!r} "
+                                                             "belongs", "scale_rounding"))
     nm = cfg.get("norm")
     if nm in ("layer_norm", "rms_norm"):
         other = "rms_norm" if nm == "layer_norm" else "layer_norm"
