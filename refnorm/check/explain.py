@@ -532,7 +532,7 @@ def config_deviation(case, record, reference):
         if grads_only and all(fits.get(pn, False) for pn in record.failing):
             names = ", ".join(_label(p, n) for p, n in record.failing)
             later.append({"mechanism": bwd_mech, "text": f"the backward with {what} reproduces {names}"})
-    return later[0] if later else None
+    return {**later[0], "backward_only": True} if later else None
 
 
 def _misread(a, N, C, S, inverse=False):
@@ -675,8 +675,12 @@ def explain(case, record, ref, reference=None) -> list:
     misread that explains them all; else per array a recognizable factor or power, dx's terms, rows
     missing from a sum, or the other mode; and where those leave a failing array unexplained, a change of
     the slice's statistics (``row_statistics``) when it explains every failing array or output."""
+    bwd = None
     if reference is not None:
-        e = config_deviation(case, record, reference) or layout_misread(case, record, reference)
+        e = config_deviation(case, record, reference)
+        if e is not None and e.pop("backward_only", False):
+            bwd, e = e, None            # used where the per-array explanations leave a gradient unexplained
+        e = e or layout_misread(case, record, reference)
         if e is not None:
             return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
     out = []
@@ -696,6 +700,8 @@ def explain(case, record, ref, reference=None) -> list:
                 e = reduction_rows(case, record, ref, part, name, reference)
         if e is not None:
             out.append({"part": part, "name": name, "step": record.step, **e})
+    if bwd is not None and len(out) < len(record.failing):
+        return [{"part": p, "name": n, "step": record.step, **bwd} for p, n in record.failing]
     if reference is not None:
         done = {(e["part"], e["name"]) for e in out}
         out += [e for e in mode_deviation(case, record, reference) if (e["part"], e["name"]) not in done]
