@@ -140,7 +140,10 @@ def _judge_variant(variant, case, records, contract, only=None):
             own = {part: [k for k in names if k in r.E.get(part, {})] for part, names in compare.items()}
             judge_returned(r.step, case.op, own, False, r.got, res, r.E, case.dtype, in_check, [])
         used.append((r, res, E, compare))
-    widened = variant.spread is not None and not all(a.passed for a in arrays)
+    # the spread is a forward variance's rounding error: it explains nothing where the forward's arrays
+    # (outputs, running statistics) all pass and only gradients fail
+    forward_fails = any(p != "grads" for r in records for p, _ in r.failing)
+    widened = variant.spread is not None and not all(a.passed for a in arrays) and (forward_fails or only is not None)
     if widened:                                 # only now: the spread costs two more evaluations per step
         # the spread of every summation order: the serial one's gamma bounds them all (a kernel's
         # running sums, as torch CPU's channels_last GroupNorm keeps, are serial)

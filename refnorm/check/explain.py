@@ -112,6 +112,9 @@ def factor(case, part, name, got, ref, E, x_shape):
     f = float(np.sum(g[ok] * ref[ok])) / den
     for value, (what, mech) in constants(case, x_shape).items():
         if abs(f / value - 1) < 1e-3 and fit_ratio(got, ref * value, np.asarray(E) * max(1.0, value)) <= 1:
+            if value == 2.0 and part == "grads" and name != "x":    # a sum over rows: every term counted twice
+                return {"mechanism": "reduction", "text": f"{_label(part, name)} is twice the sum: every row's "
+                                                          "term counted twice"}
             return {"mechanism": mech, "text": f"{_label(part, name)} is the expected value times {what}"}
     return None
 
@@ -294,7 +297,12 @@ def row_statistics(case, record, ref):
             vals[("grads", "x")] = lambda: r2 * (g - gm - xhat * (g * xhat).mean(axis=1, keepdims=True))
             vals[("grads", "weight")] = lambda: dys * xhat
         fits = {}
-        for part, name in record.failing:
+        # the failing arrays, and the passing ones of the same pass (forward, backward): a kernel's changed
+        # statistic reaches every array of the pass that reads it
+        phases = {p for p, _ in record.failing}
+        check = list(record.failing) + [pn for pn in vals if pn not in record.failing and pn[0] in phases
+                                         and pn[1] in record.compare[pn[0]] and record.got[pn[0]].get(pn[1]) is not None]
+        for part, name in check:
             got = record.got[part].get(name)
             if (part, name) not in vals or got is None:
                 fits[part, name] = False
@@ -307,8 +315,11 @@ def row_statistics(case, record, ref):
                 v = _param_sum(case, x, v).reshape(np.shape(got)) if name == "weight" else v
             fits[part, name] = v is not None and np.shape(v) == np.shape(got) and \
                 fit_ratio(got, v, record.E[part][name]) <= 1
-            if not fits[part, name] and part == "outputs":
+            if not fits[part, name] and (part == "outputs" or (part, name) not in record.failing):
                 break
+        passing = [pn for pn in check if pn not in record.failing]
+        if not all(fits.get(pn) for pn in passing):
+            continue
         keep = [pn for pn in record.failing if fits.get(pn)]
         if len(keep) == len(record.failing) or (outs and all(fits.get(pn) for pn in outs)):
             return [{"part": p, "name": n, "step": record.step, "mechanism": mech,
@@ -381,7 +392,8 @@ def dx_terms(case, training, inputs, cotangents, got, E):
     dy64 = np.asarray(dy, dtype=np.float64)
     w = _weight_full(case, x, inputs)
     g = _slices(case, x, dy64 * w)
-    found = _dx_fit(case, x, got, E, gd, ok, rstd, xhat, g, spec, centred, "")
+    found = _dx_divisor(case, x, got, E, gd, ok, rstd, xhat, g, centred) or \
+        _dx_fit(case, x, got, E, gd, ok, rstd, xhat, g, spec, centred, "")
     if found is not None or inputs.get("weight") is None:
         return found
     # the weight where it does not belong: left out of g, applied twice, or applied again to one term
@@ -392,6 +404,38 @@ def dx_terms(case, training, inputs, cotangents, got, E):
         found = _dx_fit(case, x, got, E, gd, ok, rstd, xhat, gg, spec, centred, what, extra, exact=True)
         if found is not None:
             return found
+    return None
+
+
+def _dx_divisor(case, x, got, E, gd, ok, rstd, xhat, g, centred):
+    """dx's means (mean(g), mean(g x_hat)) divided by a wrong count m where the slice's n belongs: both mean
+    terms scaled by k = n / m. Named by what m is: one channel's count where the group's belongs (group),
+    the power-of-two block length (block), n - 1 (bessel); else the backward formula. Or None."""
+    n = xs_n = g.shape[1]
+    gm, third = g.mean(axis=1, keepdims=True), xhat * (g * xhat).mean(axis=1, keepdims=True)
+    mean_terms = (np.broadcast_to(gm, g.shape) if centred else 0.0) + third
+    A = np.stack([(rstd * g)[ok].ravel(), (rstd * mean_terms)[ok].ravel()], axis=1)
+    coef, *_ = np.linalg.lstsq(A, gd[ok].ravel(), rcond=None)
+    k = -coef[1]
+    if abs(coef[0] - 1) > 0.02 or not k > 0 or abs(k - 1) < 0.02:
+        return None
+    cands = []
+    if case.op in ("group_norm", "group_norm_silu"):
+        G = int(case.config.get("num_groups", 1))
+        C = np.shape(x)[1]
+        if G < C:
+            cands.append((xs_n * G // C, "group", "one channel's count where the group's belongs"))
+    P = _next_pow2(n)
+    if P != n:
+        cands.append((P, "block", f"the block length {P}"))
+    if n > 1:
+        cands.append((n - 1, "bessel", "n - 1"))
+    for m, mech, what in cands:
+        if abs(n / m - k) <= 0.02 * k:
+            explained = _unslices(case, np.shape(x), rstd * (g - (n / m) * mean_terms))
+            if fit_ratio(got, explained, E) <= 1:
+                return {"mechanism": mech, "text": f"dx's means divided by {m} ({what}) where n = {n} belongs: both "
+                                                   f"mean terms times {n / m:.4g} (fitted {k:.4g})"}
     return None
 
 
@@ -600,6 +644,10 @@ def mode_deviation(case, record, reference):
     for part, name in record.failing:
         got, alt, E = record.got[part].get(name), getattr(res, part).get(name), record.E[part].get(name)
         if got is None or E is None or alt is None or np.shape(alt) != np.shape(got) or fit_ratio(got, alt, E) > 1:
+            continue
+        if part == "state":        # the running statistics updated (or not) in the other mode's way: the update rule
+            out.append({"part": part, "name": name, "step": record.step, "mechanism": "running",
+                        "text": f"{name} is updated as in a {mode} call"})
             continue
         out.append({"part": part, "name": name, "step": record.step, "mechanism": "mode",
                     "text": f"{_label(part, name)} is the {mode}-mode value (the other mode's statistics or formula)"})

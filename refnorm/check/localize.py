@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 FIT = 0.1          # a per-row model "fits" when its residual's RMS is at most FIT x the error's RMS
+MIN_COLUMNS = 4    # missing_rows: a sum of at least this many values (fewer: a coincidence is likely)
 STATISTICS = ("mean", "var", "rstd", "ms", "rms", "std", "scale", "amax", "mu", "sigma")
 
 
@@ -174,7 +175,8 @@ def missing_rows(err, contrib, ref=None):
         return miss
     tot = np.sqrt(np.sum(err * err))
     R = c.shape[0]
-    if tot == 0 or R < 2:
+    # a sum of fewer than MIN_COLUMNS values: among ~2R candidate sums, some lands near it by chance
+    if tot == 0 or R < 2 or err.size < MIN_COLUMNS:
         return miss
     pre = np.concatenate([np.zeros((1, c.shape[1])), np.cumsum(c, axis=0)])
     cands = [(f"the last {k} rows ({R - k}-{R - 1})", pre[R] - pre[R - k]) for k in range(1, R)]
