@@ -1,0 +1,256 @@
+"""The arithmetic families of the diagnosis (issue 33, refnorm/check/explain.py and consistent.py), each on a
+kernel planted here: the float64 specification, correctly rounded to the case dtype, with one deviation. Each
+test fails if its family stops naming the mechanism (or names another), and the correct kernel names nothing."""
+from __future__ import annotations
+
+import os
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from refnorm import registry  # noqa: E402
+from refnorm.check import Returned, consistent, explain, localize  # noqa: E402
+from refnorm.check.backends.base import Contract  # noqa: E402
+from refnorm.check.core import check_case  # noqa: E402
+from refnorm.golden import load_case  # noqa: E402
+
+GOLDEN = os.path.join(ROOT, "golden")
+NP = {"float64": np.float64, "float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+
+
+class Spec:
+    """The specification as a kernel: ``change(call) -> (config, inputs, cotangents, training)`` before it,
+    ``post(call, result_dict) -> result_dict`` after it ({"outputs", "grads", "state"}, float64), then each
+    floating array rounded to nearest in the case dtype (float32 for statistics and state)."""
+
+    name = "spec-kernel"
+
+    def __init__(self, change=None, post=None):
+        self.change, self.post = change, post
+
+    def available(self):
+        return None
+
+    def supports(self, call):
+        return None
+
+    def contract(self, call):
+        return Contract("strict")
+
+    def run(self, call):
+        cfg, inputs, cot, training = dict(call.config), dict(call.inputs), dict(call.cotangents), call.training
+        if self.change is not None:
+            cfg, inputs, cot, training = self.change(call)
+        with np.errstate(all="ignore"):
+            r = registry.evaluate(call.op, inputs, config=cfg, grad_outputs=cot or None, state=dict(call.state) or None,
+                                  training=training)
+        d = {"outputs": dict(r.outputs), "grads": dict(r.grads) if call.cotangents else {}, "state": dict(r.state)}
+        if self.post is not None:
+            with np.errstate(all="ignore"):
+                d = self.post(call, d)
+        dt = NP[call.dtype]
+
+        def cast(part, k, v):
+            v = np.asarray(v)
+            if v.dtype.kind != "f":
+                return v
+            if call.op == "norm_quant" and k == "q":
+                from refnorm.norms.norm_quant import quantize
+                return quantize(v, call.config["quant_dtype"])
+            if part == "state" or (part == "outputs" and k not in ("y", "q", "w", "residual_out")):
+                return v.astype(np.float32) if call.dtype != "float64" else v
+            return v.astype(dt)
+        return Returned(*({k: cast(p, k, v) for k, v in d[p].items()} for p in ("outputs", "grads", "state")))
+
+
+def diag(kernel, case_id):
+    r = check_case(kernel, load_case(GOLDEN, case_id))
+    assert r.status == "failed", (case_id, r.status)
+    return r.diagnosis
+
+
+def test_the_correct_spec_kernel_passes():
+    for case_id in ("layer_norm/mean1e3_f32_6x100", "group_norm/normal_g4_f32_2x8x5x7", "rms_norm/normal_eps1e-05_f32_6x100"):
+        assert check_case(Spec(), load_case(GOLDEN, case_id)).status == "passed", case_id
+
+
+# ---------------------------------------------------------------- one rounding error per row (consistent.py)
+def test_rstd_returned_as_std_is_not_a_one_pass_variance():
+    """On mean-shifted rows the one-pass variance's spread holds an rstd returned as std; but y is right, so
+    no single variance error per row explains both: named as rstd's reciprocal instead."""
+    post = lambda call, d: {**d, "outputs": {**d["outputs"], "rstd": 1 / d["outputs"]["rstd"]}}   # noqa: E731
+    d = diag(Spec(post=post), "layer_norm/mean1e3_f32_6x100")
+    assert d["mechanism"] == "semantics" and "rstd is its reciprocal" in d["message"], d["message"]
+
+
+def test_one_s_per_row():
+    """Two rows; the variant moves y and rstd linearly in s. Row 0's arrays agree on s = 1/2; row 1's y needs
+    s = 0 while its rstd needs s = 1: no single s."""
+    class Case:
+        op, config = "layer_norm", {"normalized_shape": [2]}
+    s = np.array(consistent.grid())
+    base_y, dy = np.array([[1.0, -1.0], [1.0, -1.0]]), np.array([[0.1, -0.1], [0.1, -0.1]])
+    base_r, dr = np.array([1.0, 1.0]), np.array([0.2, 0.2])
+    vy = base_y[None] + s[:, None, None] * dy[None]
+    vr = base_r[None] + s[:, None] * dr[None]
+    E_y, E_r = np.full((2, 2), 1e-3), np.full(2, 1e-3)
+    got_y = base_y + 0.5 * dy
+    assert consistent.one_s_per_row(Case, (2, 2), [("y", got_y, E_y, vy), ("rstd", base_r + 0.5 * dr, E_r, vr)])
+    bad_r = base_r + np.array([0.5, 1.0]) * dr
+    assert not consistent.one_s_per_row(Case, (2, 2), [("y", got_y, E_y, vy), ("rstd", bad_r, E_r, vr)])
+
+
+# ---------------------------------------------------------------- powers, statistics, the forward naming the failure
+def test_rms_norm_dividing_by_rsqrt_is_rstd_squared_away():
+    """y = x / rsqrt(ms + eps) * w: y is the expected value times rstd^-2; dx and dweight follow from it."""
+    def post(call, d):
+        x = np.asarray(call.inputs["x"], np.float64)
+        ms = (x * x).mean(axis=-1, keepdims=True) + call.config["eps"]
+        return {**d, "outputs": {**d["outputs"], "y": d["outputs"]["y"] * ms}}
+    d = diag(Spec(post=post), "rms_norm/normal_eps1e-05_f32_6x100")
+    assert d["mechanism"] == "semantics" and "rstd^-2" in d["message"], d["message"]
+
+
+def test_rstd_rounded_to_bfloat16_in_the_backward_is_precision():
+    """rms_norm's dx computed with rstd rounded to bfloat16 (saved in the input dtype), y exact."""
+    def post(call, d):
+        x = np.asarray(call.inputs["x"], np.float64)
+        w = np.asarray(call.inputs["weight"], np.float64)
+        dy = np.asarray(call.cotangents["y"], np.float64)
+        r = 1 / np.sqrt((x * x).mean(axis=-1, keepdims=True) + call.config["eps"])
+        r2 = r.astype(ml_dtypes.bfloat16).astype(np.float64)
+        xh, g = x * r2, dy * w
+        dx = r2 * (g - xh * (g * xh).mean(axis=-1, keepdims=True))
+        return {**d, "grads": {**d["grads"], "x": dx, "weight": (dy * xh).sum(axis=0)}}
+    d = diag(Spec(post=post), "rms_norm/normal_eps1e-05_f32_6x100")
+    assert d["mechanism"] == "precision" and "rstd rounded to bfloat16" in d["message"], d["message"]
+
+
+def test_layer_norm_statistics_over_a_prefix_is_a_tail_block_dropped():
+    def post(call, d):
+        x = np.asarray(call.inputs["x"], np.float64)
+        m = 64
+        mean = x[:, :m].mean(axis=1, keepdims=True)
+        rstd = 1 / np.sqrt(((x[:, :m] - mean) ** 2).mean(axis=1, keepdims=True) + call.config["eps"])
+        y = (x - mean) * rstd * call.inputs["weight"] + call.inputs["bias"]
+        return {**d, "outputs": {**d["outputs"], "y": y, "mean": mean, "rstd": rstd}}
+    d = diag(Spec(post=post), "layer_norm/normal_f32_6x100")
+    assert d["mechanism"] == "block" and "first 64 of 100" in d["message"], d["message"]
+
+
+# ---------------------------------------------------------------- configuration, mode, layout
+def test_gated_norm_group_size_ignored_is_group():
+    change = lambda c: ({**c.config, "group_size": None}, dict(c.inputs), dict(c.cotangents), c.training)  # noqa: E731
+    d = diag(Spec(change=change), "gated_norm/normal_gs4_f64_3x7x12")
+    assert d["mechanism"] == "group" and "group_size None" in d["message"], d["message"]
+
+
+def test_eval_backward_by_the_training_formula_is_mode():
+    def post(call, d):
+        if call.training:
+            return d
+        t = registry.evaluate(call.op, call.inputs, config=call.config, grad_outputs=call.cotangents,
+                              state=dict(call.state), training=True)
+        return {**d, "grads": {**d["grads"], "x": t.grads["x"]}}
+    from refnorm.golden import store
+    ids = [e["id"] for e in store.read_manifest(GOLDEN)["cases"] if e["case"]["op"] == "batch_norm"
+           and "eval" in e["id"]]
+    named = 0
+    for cid in ids[:6]:
+        r = check_case(Spec(post=post), load_case(GOLDEN, cid))
+        if r.status == "failed":
+            assert r.diagnosis["mechanism"] in ("mode", None), r.diagnosis["message"]
+            named += r.diagnosis["mechanism"] == "mode"
+    assert named, ids[:6]
+
+
+def test_channels_last_memory_read_as_nchw_is_layout():
+    def change(call):
+        x = np.asarray(call.inputs["x"])
+        N, C = x.shape[:2]
+        S = x[0, 0].size
+        rd = lambda a: np.ascontiguousarray(np.asarray(a).reshape(N, S, C).transpose(0, 2, 1)).reshape(x.shape)  # noqa: E731
+        ins = {k: (rd(v) if np.shape(v) == x.shape else v) for k, v in call.inputs.items()}
+        cot = {k: (rd(v) if np.shape(v) == x.shape else v) for k, v in call.cotangents.items()}
+        return dict(call.config), ins, cot, call.training
+
+    def post(call, d):
+        x = np.asarray(call.inputs["x"])
+        N, C = x.shape[:2]
+        S = x[0, 0].size
+        back = lambda a: np.ascontiguousarray(np.asarray(a).reshape(N, C, S).transpose(0, 2, 1)).reshape(x.shape)  # noqa: E731
+        return {p: {k: (back(v) if np.shape(v) == x.shape else v) for k, v in a.items()} for p, a in d.items()}
+    d = diag(Spec(change=change, post=post), "group_norm/normal_g4_f32_2x8x5x7")
+    assert d["mechanism"] == "layout", d["message"]
+
+
+def test_norm_quant_scale_ub_ignored_is_quant_scale():
+    from refnorm.golden import store
+    ids = [e["id"] for e in store.read_manifest(GOLDEN)["cases"] if e["case"]["op"] == "norm_quant"
+           and e["case"]["config"].get("scale_ub")]
+    change = lambda c: ({**c.config, "scale_ub": None}, dict(c.inputs), dict(c.cotangents), c.training)  # noqa: E731
+    named = [r.diagnosis for r in (check_case(Spec(change=change), load_case(GOLDEN, cid)) for cid in ids)
+             if r.status == "failed"]
+    assert named and all(d["mechanism"] == "quant_scale" for d in named), [d["message"] for d in named]
+
+
+# ---------------------------------------------------------------- gradients: slices, counts, sums
+def test_group_norm_dweight_from_the_first_sample_is_reduction():
+    def post(call, d):
+        one = registry.evaluate(call.op, {k: (np.asarray(v)[:1] if k == "x" else v) for k, v in call.inputs.items()},
+                                config=call.config, grad_outputs={"y": np.asarray(call.cotangents["y"])[:1]})
+        return {**d, "grads": {**d["grads"], "weight": one.grads["weight"]}}
+    d = diag(Spec(post=post), "group_norm/normal_g4_f32_2x8x5x7")
+    assert d["mechanism"] == "reduction" and "samples" in d["message"], d["message"]
+
+
+def test_group_norm_backward_means_over_one_channel_is_group():
+    def post(call, d):
+        x = np.asarray(call.inputs["x"], np.float64)
+        N, C = x.shape[:2]
+        G = call.config["num_groups"]
+        xs = x.reshape(N * G, -1)
+        mean = xs.mean(axis=1, keepdims=True)
+        rstd = 1 / np.sqrt(((xs - mean) ** 2).mean(axis=1, keepdims=True) + call.config["eps"])
+        w = np.asarray(call.inputs["weight"], np.float64).reshape(1, C, *([1] * (x.ndim - 2)))
+        g = (np.asarray(call.cotangents["y"], np.float64) * w).reshape(N * G, -1)
+        xh = (xs - mean) * rstd
+        k = C // G                           # the means divided by one channel's count: k times too large
+        dx = rstd * (g - k * g.mean(axis=1, keepdims=True) - k * xh * (g * xh).mean(axis=1, keepdims=True))
+        return {**d, "grads": {**d["grads"], "x": dx.reshape(x.shape)}}
+    d = diag(Spec(post=post), "group_norm/normal_g4_f32_2x8x5x7")
+    assert d["mechanism"] == "group" and "one channel's count" in d["message"], d["message"]
+
+
+def test_twice_a_parameter_gradient_is_reduction():
+    post = lambda call, d: {**d, "grads": {**d["grads"], "weight": 2 * d["grads"]["weight"]}}   # noqa: E731
+    d = diag(Spec(post=post), "layer_norm/normal_f32_6x100")
+    assert d["mechanism"] == "reduction" and "counted twice" in d["message"], d["message"]
+
+
+def test_missing_rows_needs_four_columns():
+    """A sum of two values: among the prefix sums of many rows, one lands near any error by chance."""
+    rng = np.random.default_rng(0)
+    c = rng.standard_normal((1000, 2))
+    assert localize.missing_rows(rng.standard_normal(2), c) == ""
+    c4 = rng.standard_normal((10, 6))
+    assert "last 3 rows" in localize.missing_rows(-c4[7:].sum(axis=0), c4)
+
+
+def test_reduction_rows_without_x_is_none():
+    """weight_norm has no input x: the per-slice search declines (it raised KeyError: 'x')."""
+    class R:
+        inputs, got, E, cotangents, training, state, step = {"v": np.ones((3, 4))}, {"grads": {"g": np.ones(3)}}, \
+            {"grads": {"g": np.ones(3)}}, {"w": np.ones((3, 4))}, True, {}, 0
+
+    class C:
+        op, config = "weight_norm", {"dim": 0}
+    ref = registry.evaluate("weight_norm", {"v": np.ones((3, 4)), "g": np.ones((3, 1))}, config={"dim": 0},
+                            grad_outputs={"w": np.ones((3, 4))})
+    assert explain.reduction_rows(C, R, ref, "grads", "g", lambda *a: ref) is None
