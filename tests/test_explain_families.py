@@ -254,3 +254,19 @@ def test_reduction_rows_without_x_is_none():
     ref = registry.evaluate("weight_norm", {"v": np.ones((3, 4)), "g": np.ones((3, 1))}, config={"dim": 0},
                             grad_outputs={"w": np.ones((3, 4))})
     assert explain.reduction_rows(C, R, ref, "grads", "g", lambda *a: ref) is None
+
+
+def test_a_failing_search_costs_no_localization(monkeypatch):
+    """An arithmetic family that raises is reported (explain_error) and the failure is still localized."""
+    def boom(*a, **k):
+        raise TypeError("planted")
+    monkeypatch.setattr(explain, "explain", boom)
+    post = lambda call, d: {**d, "grads": {**d["grads"], "weight": 2 * d["grads"]["weight"]}}   # noqa: E731
+    d = diag(Spec(post=post), "layer_norm/normal_f32_6x100")
+    assert d["explain_error"] == "TypeError: planted" and d["where"], d
+
+
+def test_param_sum_over_a_multi_axis_normalized_shape():
+    class C:
+        op, config = "layer_norm", {"normalized_shape": [5, 6]}
+    assert explain._param_sum(C, np.zeros((2, 3, 5, 6)), np.ones((2, 3, 5, 6))).shape == (5, 6)

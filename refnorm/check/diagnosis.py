@@ -347,8 +347,11 @@ def diagnose(case, records, contract, variants=None) -> dict:
     with _memo.scope():
         out = _diagnose(case, records, contract, variants)
     if not out.get("matched") or out.get("widened"):
-        with np.errstate(all="ignore"):
-            _explain(case, records, out)
+        try:
+            with np.errstate(all="ignore"):
+                _explain(case, records, out)
+        except Exception as e:                               # noqa: BLE001 - the search failing costs no localization
+            out["explain_error"] = f"{type(e).__name__}: {e}"
     with np.errstate(all="ignore"):
         out["where"] = where(case, records)
     first = localize.first_nonfinite(out["where"])

@@ -59,9 +59,14 @@ def fit_ratio(got, explained, E) -> float:
     got = np.asarray(got)
     if got.dtype.kind in "iub":
         return 0.0 if np.array_equal(got, np.asarray(explained)) else math.inf
-    ex = quant_excess if quant_name(got.dtype) else excess
     with np.errstate(all="ignore"):
-        r = ratio(ex(got, np.asarray(explained, dtype=np.float64)), np.broadcast_to(E, np.shape(got)))
+        try:
+            ex = quant_excess(got, np.asarray(explained, dtype=np.float64)) if quant_name(got.dtype) else None
+        except TypeError:          # a scale dtype (float8_e8m0fnu) the quantized excess does not model: its values
+            ex = None
+        if ex is None:
+            ex = excess(got.astype(np.float64) if quant_name(got.dtype) else got, np.asarray(explained, dtype=np.float64))
+        r = ratio(ex, np.broadcast_to(E, np.shape(got)))
     r = np.asarray(r, dtype=np.float64)
     return float(np.max(np.where(np.isnan(r), np.inf, r))) if r.size else math.inf
 
@@ -191,8 +196,8 @@ def _param_sum(case, x, a):
     axis but the channel axis 1 (channel norms)."""
     if case.op in CHANNEL_OPS:
         return a.sum(axis=tuple(i for i in range(a.ndim) if i != 1))
-    k = np.ndim(x) - np.ndim(case.config.get("normalized_shape", 1)) if np.ndim(case.config.get(
-        "normalized_shape", 1)) else np.ndim(x) - 1
+    ns = case.config.get("normalized_shape", 1)
+    k = np.ndim(x) - (len(ns) if np.ndim(ns) else 1)
     return a.sum(axis=tuple(range(k)))
 
 
