@@ -270,3 +270,26 @@ def test_param_sum_over_a_multi_axis_normalized_shape():
     class C:
         op, config = "layer_norm", {"normalized_shape": [5, 6]}
     assert explain._param_sum(C, np.zeros((2, 3, 5, 6)), np.ones((2, 3, 5, 6))).shape == (5, 6)
+
+
+def test_weight_and_bias_swapped_is_affine():
+    change = lambda c: (dict(c.config), {**c.inputs, "weight": c.inputs["bias"], "bias": c.inputs["weight"]},  # noqa: E731
+                        dict(c.cotangents), c.training)
+    d = diag(Spec(change=change), "layer_norm/normal_f32_6x100")
+    assert d["mechanism"] == "affine" and "bias and weight swapped" in d["message"], d["message"]
+
+
+def test_a_parameter_gradient_averaged_over_rows_is_reduction():
+    post = lambda call, d: {**d, "grads": {**d["grads"], "bias": d["grads"]["bias"] / 6}}   # noqa: E731
+    d = diag(Spec(post=post), "layer_norm/normal_f32_6x100")
+    assert d["mechanism"] == "reduction" and "averaged over" in d["message"], d["message"]
+
+
+def test_a_quantization_scale_returned_as_its_reciprocal_is_quant_scale():
+    from refnorm.golden import store
+    ids = [e["id"] for e in store.read_manifest(GOLDEN)["cases"] if e["case"]["op"] == "norm_quant"
+           and "dyn" in e["id"]][:3]
+    post = lambda call, d: {**d, "outputs": {**d["outputs"], "scale": 1 / d["outputs"]["scale"]}}   # noqa: E731
+    for cid in ids:
+        d = diag(Spec(post=post), cid)
+        assert d["mechanism"] == "quant_scale" and "scale is its reciprocal" in d["message"], d["message"]

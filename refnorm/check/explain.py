@@ -115,7 +115,13 @@ def factor(case, part, name, got, ref, E, x_shape):
     if not ok.any() or den == 0:
         return None
     f = float(np.sum(g[ok] * ref[ok])) / den
-    for value, (what, mech) in constants(case, x_shape).items():
+    cands = dict(constants(case, x_shape))
+    if part == "grads" and name != "x" and x_shape and 0 < np.size(got) < int(np.prod(x_shape)):
+        R = int(np.prod(x_shape)) // np.size(got)          # the terms each element of the gradient sums
+        for Rk, what in ((R, f"the {R} terms each element sums"), (x_shape[0], f"the {x_shape[0]} rows / samples")):
+            if Rk > 1:
+                cands.setdefault(1.0 / Rk, (f"1/{Rk}: averaged over {what} instead of summed", "reduction"))
+    for value, (what, mech) in cands.items():
         if abs(f / value - 1) < 1e-3 and fit_ratio(got, ref * value, np.asarray(E) * max(1.0, value)) <= 1:
             if value == 2.0 and part == "grads" and name != "x":    # a sum over rows: every term counted twice
                 return {"mechanism": "reduction", "text": f"{_label(part, name)} is twice the sum: every row's "
@@ -132,7 +138,7 @@ ROW_OPS = ("layer_norm", "rms_norm") + CHANNEL_OPS
 def power(part, name, got, ref, E):
     """A statistic (rstd, std, var, rms, ms) returned as a power of itself (std for rstd: its reciprocal;
     1/(var + eps) for rstd: its square), or None."""
-    if part != "outputs" or name not in ("rstd", "std", "var", "rms", "ms", "sigma"):
+    if part != "outputs" or name not in ("rstd", "std", "var", "rms", "ms", "sigma", "scale"):
         return None
     ref = np.asarray(ref, dtype=np.float64)
     if not np.all(np.isfinite(ref)) or np.any(ref <= 0):
@@ -140,7 +146,8 @@ def power(part, name, got, ref, E):
     for p, what in POWERS.items():
         # the bound propagated to ref^p: |p| ref^(p-1) E (never tighter than E)
         if fit_ratio(got, ref ** p, np.maximum(E, abs(p) * ref ** (p - 1) * E)) <= 1:
-            return {"mechanism": "semantics", "text": f"{name} is {what} ({name}^{p:g})"}
+            return {"mechanism": "quant_scale" if name == "scale" else "semantics",
+                    "text": f"{name} is {what} ({name}^{p:g})"}
     return None
 
 
@@ -562,6 +569,18 @@ def config_deviation(case, record, reference):
     if w is not None and np.ndim(w) and not case.config.get("weight_offset"):
         cands.append((case.config, {**record.inputs, "weight": np.ones(np.shape(w), dtype=np.asarray(w).dtype)},
                       "the weight left out (taken as 1)", "affine", "backward"))
+    floats = [k for k, v in record.inputs.items() if k != "x" and np.ndim(v) and np.asarray(v).dtype.kind not in "iub"]
+    for i, a in enumerate(floats):          # two inputs of one shape swapped (weight and bias, shift and scale)
+        for b in floats[i + 1:]:
+            if np.shape(record.inputs[a]) == np.shape(record.inputs[b]):
+                cands.append((case.config, {**record.inputs, a: record.inputs[b], b: record.inputs[a]},
+                              f"the inputs {a} and {b} swapped", "affine", "affine"))
+    for a in floats:                        # an input read as 1 + it, or as it - 1 ("1 + scale" conventions)
+        if a in ("weight", "scale", "gamma"):
+            v = np.asarray(record.inputs[a])
+            for d, what in ((1.0, f"1 + {a} where {a} belongs"), (-1.0, f"{a} where 1 + {a} belongs")):
+                cands.append((case.config, {**record.inputs, a: (v.astype(np.float64) + d).astype(v.dtype)}, what,
+                              "affine", "affine"))
     grads_only = all(p == "grads" for p, _ in record.failing)
     later = []
     for cfg, inputs, what, mech, bwd_mech in cands:
@@ -571,11 +590,18 @@ def config_deviation(case, record, reference):
         except Exception:                                   # noqa: BLE001 - a deviation the spec refuses
             continue
         fits = {}
+        swapped = what.startswith("the inputs ") and what.endswith(" swapped")
         for part, name in [(p, n) for p in ("outputs", "grads", "state") for n in record.compare[p]]:
             got, alt, E = record.got[part].get(name), getattr(res, part).get(name), record.E[part].get(name)
             if got is None or E is None:
                 continue
             fits[part, name] = alt is not None and np.shape(alt) == np.shape(got) and fit_ratio(got, alt, E) <= 1
+            if swapped and part == "grads" and not fits[part, name]:
+                # the swapped inputs' gradients returned under their own names, or under the swapped ones
+                a, b = what[len("the inputs "):-len(" swapped")].split(" and ")
+                other = {a: b, b: a}.get(name)
+                alt = res.grads.get(other) if other else None
+                fits[part, name] = alt is not None and np.shape(alt) == np.shape(got) and fit_ratio(got, alt, E) <= 1
         if all(fits.values()):
             return {"mechanism": mech, "text": f"the specification with {what} reproduces every failing array"}
         if grads_only and all(fits.get(pn, False) for pn in record.failing):
