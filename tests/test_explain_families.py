@@ -293,3 +293,25 @@ def test_a_quantization_scale_returned_as_its_reciprocal_is_quant_scale():
     for cid in ids:
         d = diag(Spec(post=post), cid)
         assert d["mechanism"] == "quant_scale" and "scale is its reciprocal" in d["message"], d["message"]
+
+
+def test_dweight_from_the_returned_output_is_backward():
+    def post(call, d):
+        y = d["outputs"]["y"].astype(NP[call.dtype]).astype(np.float64)
+        dw = (np.asarray(call.cotangents["y"], np.float64) * y).sum(axis=0)
+        return {**d, "grads": {**d["grads"], "weight": dw}}
+    d = diag(Spec(post=post), "layer_norm/normal_f32_6x100")
+    assert d["mechanism"] == "backward" and "the returned output y" in d["message"], d["message"]
+
+
+def test_running_var_with_the_batch_count_bessel_factor_is_bessel():
+    def post(call, d):
+        x = np.asarray(call.inputs["x"], np.float64)
+        N, C = x.shape[:2]
+        xs = np.moveaxis(x, 1, 0).reshape(C, -1)
+        m = call.config["momentum"] if call.config["momentum"] is not None else \
+            1 / (float(call.state["num_batches_tracked"]) + 1)
+        rv = (1 - m) * np.asarray(call.state["running_var"], np.float64) + m * xs.var(axis=1) * N / (N - 1)
+        return {**d, "state": {**d["state"], "running_var": rv}}
+    d = diag(Spec(post=post), "batch_norm/normal_f32_6x4x25")
+    assert d["mechanism"] == "bessel" and "Bessel factor of 6 values" in d["message"], d["message"]

@@ -21,6 +21,9 @@ over the explained value, divided by the bound, is at most 1 on every element):
   layer_norm's, or the backward's x_hat recomputed from the returned y;
 * **a layout misread** (the channel norms): x, dy and the results indexed with the other layout's
   strides (NCHW memory as channels_last or the reverse) reproduce every failing array;
+* **a parameter gradient from the wrong product** (dweight = sum(dy * t) with t the returned y, y less
+  the bias, x, or x less its mean, where x_hat belongs) and **batch_norm's running_var with another
+  count's Bessel factor** (the batch alone, the positions alone, none);
 * **the other mode** (batch_norm, instance_norm): an array that the specification computes in the other
   mode reproduces (an eval call's dx by the training formula);
 * **a statistic returned as a power of itself** (std or 1/(var + eps) where rstd belongs) and **y or dx
@@ -506,7 +509,11 @@ def _config_candidates(case):
     for d in (1e-5, 1e-6, 1e-12):           # a default eps in place of the configured one
         if isinstance(eps, (int, float)) and not isinstance(eps, bool) and eps != d:
             out.append(({**cfg, "eps": d}, f"eps {d:g} (a default) where {eps:g} belongs", "eps"))
-    m = cfg.get("momentum", "absent")
+    from .backends.base import complete_config
+    try:
+        m = complete_config(case.op, cfg).get("momentum", "absent")
+    except KeyError:                                              # a config the op refuses: no momentum search
+        m = "absent"
     if m is None:
         out.append(({**cfg, "momentum": 0.1}, "momentum 0.1 (the default) where None (a cumulative average) "
                                               "belongs", "running"))
@@ -685,6 +692,94 @@ def mode_deviation(case, record, reference):
     return out
 
 
+def _param_axes(case, x, w):
+    """The axes of x a per-feature parameter gradient of w's shape sums over: every axis but 1 for the
+    channel norms, else the leading ones (w spans x's trailing axes); None when w fits neither."""
+    nd, wd = np.ndim(x), np.ndim(w)
+    if case.op in CHANNEL_OPS + ("group_norm_silu",):
+        return tuple(i for i in range(nd) if i != 1) if wd == 1 and np.shape(w)[0] == np.shape(x)[1] else None
+    if 0 < wd <= nd and tuple(np.shape(x)[nd - wd:]) == tuple(np.shape(w)):
+        return tuple(range(nd - wd))
+    return None
+
+
+def param_products(case, record, ref, part, name):
+    """A parameter gradient (dweight) summed from the wrong product: sum(dy * t) over the parameter's
+    axes with t the returned y, y less the bias, x, or x less its slice mean, where the normalized
+    x_hat (or the op's own term) belongs. The explanation, or None."""
+    x, dy = record.inputs.get("x"), record.cotangents.get("y")
+    got, E = record.got[part].get(name), record.E[part].get(name)
+    w = record.inputs.get(name)
+    if part != "grads" or name != "weight" or x is None or dy is None or got is None or w is None \
+            or np.size(x) > CONFIG_SIZE:
+        return None
+    axes = _param_axes(case, x, w)
+    if axes is None:
+        return None
+    dy = np.asarray(dy, dtype=np.float64)
+    x64 = np.asarray(x, dtype=np.float64)
+    terms = []
+    y = record.got["outputs"].get("y")
+    if y is not None and np.shape(y) == np.shape(x):
+        y = np.asarray(y, dtype=np.float64)
+        terms.append((y, "the returned output y (weight and bias included)"))
+        b = record.inputs.get("bias")
+        if b is not None:
+            bb = np.asarray(b, dtype=np.float64)
+            bb = bb.reshape((1, -1) + (1,) * (np.ndim(x) - 2)) if case.op in CHANNEL_OPS + ("group_norm_silu",) else bb
+            terms.append((y - bb, "the returned y less the bias (x_hat times the weight)"))
+    terms.append((x64, "x itself (not normalized)"))
+    if case.op in ROW_OPS:
+        xs = _slices(case, x, x64)
+        terms.append((_unslices(case, np.shape(x), xs - xs.mean(axis=1, keepdims=True)),
+                      "x - mean (x_hat without its rstd)"))
+    for t, what in terms:
+        v = (dy * t).sum(axis=axes).reshape(np.shape(got))
+        if fit_ratio(got, v, E) <= 1:
+            return {"mechanism": "backward", "text": f"dweight is sum(dy * t) with t = {what}"}
+    return None
+
+
+def running_factor(case, record, ref, part, name):
+    """batch_norm's running_var updated with another count's Bessel factor: the batch variance the update
+    implies, (new - (1 - m) old) / m, is the biased variance times p / (p - 1) with p the product of some of
+    the reduced axes' lengths (the batch alone, the spatial positions alone) or 1 (no correction). The
+    explanation, or None."""
+    x = record.inputs.get("x")
+    if case.op != "batch_norm" or (part, name) != ("state", "running_var") or x is None or not record.training:
+        return None
+    from .backends.base import complete_config
+    cfg = complete_config(case.op, case.config)                  # the defaults resolved under the case's values
+    m, onnx = cfg.get("momentum"), cfg.get("convention") == "onnx"
+    if m is None:                            # the cumulative average: 1 / num_batches_tracked after the increment
+        nbt = record.state.get("num_batches_tracked")
+        m = None if nbt is None else 1.0 / (float(np.asarray(nbt)) + 1)
+    if not isinstance(m, (int, float)) or isinstance(m, bool) or not 0 < m <= 1:
+        return None
+    if onnx:                                 # m weights the old value
+        m = 1 - m
+    old = record.state.get("running_var")
+    got, E = record.got[part].get(name), record.E[part].get(name)
+    if old is None or got is None:
+        return None
+    xs = _slices(case, x, np.asarray(x, dtype=np.float64))
+    n = xs.shape[1]
+    var = xs.var(axis=1)
+    dims = [d for i, d in enumerate(np.shape(x)) if i != 1]
+    prods = {1}
+    for d in dims:
+        prods |= {p * d for p in prods}
+    for p in sorted(prods):
+        if p == n:
+            continue
+        f = 1.0 if p == 1 else p / (p - 1)
+        v = (1 - m) * np.asarray(old, dtype=np.float64) + m * var * f
+        if fit_ratio(got, v.reshape(np.shape(got)), E) <= 1:
+            what = "no Bessel correction (the biased variance)" if p == 1 else f"the Bessel factor of {p} values"
+            return {"mechanism": "bessel", "text": f"running_var is updated with {what} where n = {n} belongs"}
+    return None
+
+
 def row_terms(case, record, ref, part, name):
     """layer_norm / rms_norm dweight and dbias: the per-row terms (rows, n) they sum (dy * x_hat, dy),
     or None for other ops and arrays."""
@@ -777,6 +872,8 @@ def explain(case, record, ref, reference=None) -> list:
                 e = dx_terms(case, record.training, record.inputs, record.cotangents, got, E)
             if e is None:
                 e = reduction_rows(case, record, ref, part, name, reference)
+            if e is None:
+                e = param_products(case, record, ref, part, name) or running_factor(case, record, ref, part, name)
         if e is not None:
             out.append({"part": part, "name": name, "step": record.step, **e})
     if bwd is not None and len(out) < len(record.failing):
