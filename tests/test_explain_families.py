@@ -315,3 +315,24 @@ def test_running_var_with_the_batch_count_bessel_factor_is_bessel():
         return {**d, "state": {**d["state"], "running_var": rv}}
     d = diag(Spec(post=post), "batch_norm/normal_f32_6x4x25")
     assert d["mechanism"] == "bessel" and "Bessel factor of 6 values" in d["message"], d["message"]
+
+
+def test_group_norm_silu_bias_after_the_silu_is_affine():
+    def post(call, d):
+        x = np.asarray(call.inputs["x"], np.float64)
+        bare = {"x": call.inputs["x"]}
+        xh = registry.evaluate("group_norm", bare, config=call.config).outputs["y"]
+        sh = (1, -1) + (1,) * (x.ndim - 2)
+        p = xh * np.asarray(call.inputs["weight"], np.float64).reshape(sh)
+        return {**d, "outputs": {**d["outputs"], "y": p / (1 + np.exp(-p)) +
+                                 np.asarray(call.inputs["bias"], np.float64).reshape(sh)}}
+    d = diag(Spec(post=post), "group_norm_silu/normal_g4_f32_2x8x5x7")
+    assert d["mechanism"] == "affine" and "the bias added after the SiLU" in d["message"], d["message"]
+
+
+def test_group_norm_silu_backward_ignoring_the_silu_is_backward():
+    def post(call, d):
+        gn = registry.evaluate("group_norm", call.inputs, config=call.config, grad_outputs=call.cotangents)
+        return {**d, "grads": {k: gn.grads[k] for k in d["grads"]}}
+    d = diag(Spec(post=post), "group_norm_silu/normal_g4_f32_2x8x5x7")
+    assert d["mechanism"] == "backward" and "ignores the SiLU" in d["message"], d["message"]

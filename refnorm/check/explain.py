@@ -24,6 +24,8 @@ over the explained value, divided by the bound, is at most 1 on every element):
 * **a parameter gradient from the wrong product** (dweight = sum(dy * t) with t the returned y, y less
   the bias, x, or x less its mean, where x_hat belongs) and **batch_norm's running_var with another
   count's Bessel factor** (the batch alone, the positions alone, none);
+* **a fused activation at another point** (group_norm_silu): the SiLU before the affine, the bias after
+  it, the SiLU left out, or a backward that ignores it;
 * **the other mode** (batch_norm, instance_norm): an array that the specification computes in the other
   mode reproduces (an eval call's dx by the training formula);
 * **a statistic returned as a power of itself** (std or 1/(var + eps) where rstd belongs) and **y or dx
@@ -141,7 +143,7 @@ ROW_OPS = ("layer_norm", "rms_norm") + CHANNEL_OPS
 def power(part, name, got, ref, E):
     """A statistic (rstd, std, var, rms, ms) returned as a power of itself (std for rstd: its reciprocal;
     1/(var + eps) for rstd: its square), or None."""
-    if part != "outputs" or name not in ("rstd", "std", "var", "rms", "ms", "sigma", "scale"):
+    if part != "outputs" or name not in ("rstd", "std", "var", "rms", "ms", "sigma", "scale", "tensor_scale"):
         return None
     ref = np.asarray(ref, dtype=np.float64)
     if not np.all(np.isfinite(ref)) or np.any(ref <= 0):
@@ -149,7 +151,7 @@ def power(part, name, got, ref, E):
     for p, what in POWERS.items():
         # the bound propagated to ref^p: |p| ref^(p-1) E (never tighter than E)
         if fit_ratio(got, ref ** p, np.maximum(E, abs(p) * ref ** (p - 1) * E)) <= 1:
-            return {"mechanism": "quant_scale" if name == "scale" else "semantics",
+            return {"mechanism": "quant_scale" if name in ("scale", "tensor_scale") else "semantics",
                     "text": f"{name} is {what} ({name}^{p:g})"}
     return None
 
@@ -663,6 +665,46 @@ def layout_misread(case, record, reference):
     return None
 
 
+def fused_activation(case, record, reference):
+    """group_norm_silu's SiLU at another point of the chain p = x_hat w + b, y = silu(p): y = silu(x_hat) w
+    + b (before the affine), silu(x_hat w) + b (the bias after it), p (the SiLU left out); or a backward
+    that ignores it (group_norm's gradients of dy). Explanations of the failing arrays they reproduce (every
+    failing output, the gradients following; or every failing gradient), or []."""
+    x = record.inputs.get("x")
+    if case.op != "group_norm_silu" or x is None or np.size(x) > CONFIG_SIZE or not record.failing:
+        return []
+    bare = {k: v for k, v in record.inputs.items() if k not in ("weight", "bias")}
+    try:
+        with np.errstate(all="ignore"):
+            xhat = np.asarray(reference("group_norm", case.config, record.training, bare, {}, record.state).outputs["y"],
+                              dtype=np.float64)
+            gn = reference("group_norm", case.config, record.training, record.inputs, record.cotangents, record.state)
+    except Exception:                                       # noqa: BLE001 - the spec refusing the call
+        return []
+    shape = (1, -1) + (1,) * (np.ndim(x) - 2)
+    w = record.inputs.get("weight")
+    b = record.inputs.get("bias")
+    w = 1.0 if w is None else np.asarray(w, dtype=np.float64).reshape(shape)
+    b = 0.0 if b is None else np.asarray(b, dtype=np.float64).reshape(shape)
+    silu = lambda p: p / (1.0 + np.exp(-p))                 # noqa: E731
+    outs = [pn for pn in record.failing if pn[0] == "outputs"]
+    E = lambda pn: record.E[pn[0]][pn[1]]                   # noqa: E731
+    if outs == [("outputs", "y")]:
+        got = record.got["outputs"]["y"]
+        for y, what, mech in ((silu(xhat) * w + b, "the SiLU applied to x_hat before the affine", "affine"),
+                              (silu(xhat * w) + b, "the bias added after the SiLU", "affine"),
+                              (np.asarray(gn.outputs["y"], dtype=np.float64), "the SiLU left out", "semantics")):
+            if fit_ratio(got, y, E(("outputs", "y"))) <= 1:
+                return [{"part": "outputs", "name": "y", "step": record.step, "mechanism": mech,
+                         "text": f"y is the specification's with {what}"}]
+    if not outs and all(gn.grads.get(n) is not None and np.shape(gn.grads[n]) == np.shape(record.got[p][n])
+                        and fit_ratio(record.got[p][n], gn.grads[n], E((p, n))) <= 1 for p, n in record.failing):
+        return [{"part": p, "name": n, "step": record.step, "mechanism": "backward",
+                 "text": f"{_label(p, n)} is group_norm's gradient of dy: the backward ignores the SiLU"}
+                for p, n in record.failing]
+    return []
+
+
 def mode_deviation(case, record, reference):
     """The failing arrays of a call of a stateful op that the specification in the other mode reproduces
     (an eval call's gradient by the training formula, with batch statistics; a training call normalized
@@ -881,6 +923,10 @@ def explain(case, record, ref, reference=None) -> list:
     if reference is not None:
         done = {(e["part"], e["name"]) for e in out}
         out += [e for e in mode_deviation(case, record, reference) if (e["part"], e["name"]) not in done]
+        if len(out) < len(record.failing):
+            act = fused_activation(case, record, reference)
+            if act:
+                return act
     if len(out) < len(record.failing):
         with np.errstate(all="ignore"):
             stats = row_statistics(case, record, ref)
