@@ -336,3 +336,44 @@ def test_group_norm_silu_backward_ignoring_the_silu_is_backward():
         return {**d, "grads": {k: gn.grads[k] for k in d["grads"]}}
     d = diag(Spec(post=post), "group_norm_silu/normal_g4_f32_2x8x5x7")
     assert d["mechanism"] == "backward" and "ignores the SiLU" in d["message"], d["message"]
+
+
+def test_a_dx_term_without_its_rstd_is_backward():
+    def post(call, d):
+        x = np.asarray(call.inputs["x"], np.float64)
+        g = np.asarray(call.cotangents["y"], np.float64) * np.asarray(call.inputs["weight"], np.float64)
+        mean = x.mean(axis=1, keepdims=True)
+        r = 1 / np.sqrt(((x - mean) ** 2).mean(axis=1, keepdims=True) + call.config["eps"])
+        xh = (x - mean) * r
+        dx = r * (g - g.mean(axis=1, keepdims=True)) - xh * (g * xh).mean(axis=1, keepdims=True)
+        return {**d, "grads": {**d["grads"], "x": dx}}
+    d = diag(Spec(post=post), "layer_norm/normal_f32_6x100")
+    assert d["mechanism"] == "backward" and "without its rstd factor" in d["message"], d["message"]
+
+
+def test_a_per_channel_gradient_summed_over_its_group_is_group():
+    def post(call, d):
+        G = call.config["num_groups"]
+        dw = d["grads"]["weight"]
+        return {**d, "grads": {**d["grads"], "weight": np.repeat(dw.reshape(G, -1).sum(axis=1), dw.size // G)}}
+    d = diag(Spec(post=post), "group_norm/normal_g4_f32_2x8x5x7")
+    assert d["mechanism"] == "group" and "summed over its group" in d["message"], d["message"]
+
+
+def test_dweight_partials_rounded_to_the_input_dtype_is_precision():
+    from refnorm.golden import store
+    ids = [e["id"] for e in store.read_manifest(GOLDEN)["cases"] if e["case"]["op"] == "rms_norm"
+           and e["case"]["dtype"] == "bfloat16" and "normal" in e["id"]][:3]
+
+    def post(call, d):
+        x = np.asarray(call.inputs["x"], np.float64)
+        x2 = x.reshape(-1, x.shape[-1])
+        r = 1 / np.sqrt((x2 * x2).mean(axis=1, keepdims=True) + call.config["eps"])
+        t = np.asarray(call.cotangents["y"], np.float64).reshape(x2.shape) * x2 * r
+        pad = np.zeros(((-t.shape[0]) % 4, t.shape[1]))
+        blocks = np.concatenate([t, pad]).reshape(-1, 4, t.shape[1]).sum(axis=1)
+        dw = blocks.astype(ml_dtypes.bfloat16).astype(np.float64).sum(axis=0)
+        return {**d, "grads": {**d["grads"], "weight": dw.reshape(np.shape(d["grads"]["weight"]))}}
+    named = [r.diagnosis for r in (check_case(Spec(post=post), load_case(GOLDEN, c)) for c in ids) if r.status == "failed"]
+    assert named and all(d["mechanism"] == "precision" and "blocks of" in d["message"] for d in named), \
+        [d["message"] for d in named]

@@ -24,6 +24,10 @@ over the explained value, divided by the bound, is at most 1 on every element):
 * **a parameter gradient from the wrong product** (dweight = sum(dy * t) with t the returned y, y less
   the bias, x, or x less its mean, where x_hat belongs) and **batch_norm's running_var with another
   count's Bessel factor** (the batch alone, the positions alone, none);
+* **partial sums rounded** (layer_norm / rms_norm dweight, dbias: blocks of B rows rounded to the 16-bit
+  dtype before the final sum) and **dyt's tanh rounded** to the 16-bit dtype before the affine;
+* **a gradient reduced once more** (over one more axis, or a group norm's per-channel parameter over its
+  group) and, in the group norms' statistics search, a tail of each channel's positions dropped;
 * **a fused activation at another point** (group_norm_silu): the SiLU before the affine, the bias after
   it, the SiLU left out, or a backward that ignores it;
 * **the other mode** (batch_norm, instance_norm): an array that the specification computes in the other
@@ -227,7 +231,7 @@ def _prefixes(n):
     return sorted(m for m in out if 0 < m < n)
 
 
-def _stat_candidates(case, xs, eps, centred):
+def _stat_candidates(case, xs, eps, centred, x_shape=()):
     """(mean', rstd', what, mechanism) for the structured deviations of a slice's statistics: rounded to
     bfloat16 / float16 (nearest or toward zero); the Bessel divisor; eps outside the root; a tail block
     dropped (the statistics over the first m values, divided by m or n); the power-of-two block's masked
@@ -258,6 +262,16 @@ def _stat_candidates(case, xs, eps, centred):
                         1.0 / np.sqrt(((xs[:, :m] - mm) ** 2).sum(axis=1, keepdims=True) / div + eps),
                         f"with the statistics over the first {m} of {n} values only (a tail block dropped; divided "
                         f"by {dw} = {div})", "block"))
+    S = _channel_positions(case, xs, x_shape)
+    if S:                                    # group norms: a tail of each channel's positions dropped
+        sub = xs.reshape(xs.shape[0], -1, S)
+        for m in _prefixes(S):
+            part = sub[:, :, :m].reshape(xs.shape[0], -1)
+            for div, dw in ((part.shape[1], "the values kept"), (n, "n")):
+                pm = part.sum(axis=1, keepdims=True) / div
+                out.append((pm, 1.0 / np.sqrt(((part - pm) ** 2).sum(axis=1, keepdims=True) / div + eps),
+                            f"with the statistics over the first {m} of each channel's {S} positions only (a "
+                            f"tail block dropped; divided by {dw})", "block"))
     P = _next_pow2(n)
     if P > n:
         for div in (n, P):
@@ -271,6 +285,16 @@ def _stat_candidates(case, xs, eps, centred):
         out.append((np.zeros_like(mean), 1.0 / np.sqrt((xs * xs).mean(axis=1, keepdims=True) + eps),
                     "with rms_norm's statistics (no mean subtracted)", "semantics"))
     return mean, rstd, out
+
+
+def _channel_positions(case, xs, x_shape):
+    """The positions per channel of a group norm's slice (its cg channels times S positions), or None."""
+    G = case.config.get("num_groups")
+    if case.op not in ("group_norm", "group_norm_silu") or not isinstance(G, int) or len(x_shape) < 3:
+        return None
+    cg = x_shape[1] // G
+    S = xs.shape[1] // cg if cg else 0
+    return S if S > 1 else None
 
 
 def row_statistics(case, record, ref):
@@ -291,7 +315,7 @@ def row_statistics(case, record, ref):
     if xs.shape[0] < 2:       # one slice: too little to tell a few dozen candidates apart
         return []
     centred = case.op != "rms_norm"
-    mean, rstd, stats = _stat_candidates(case, xs, eps, centred)
+    mean, rstd, stats = _stat_candidates(case, xs, eps, centred, np.shape(x))
     w = _slices(case, x, _weight_full(case, x, record.inputs))
     b = _slices(case, x, _bias_full(case, x, record.inputs)) if record.inputs.get("bias") is not None else 0.0
     cands = [((xs - m2) * r2, m2, r2, what, mech) for m2, r2, what, mech in stats]
@@ -410,7 +434,8 @@ def dx_terms(case, training, inputs, cotangents, got, E):
     w = _weight_full(case, x, inputs)
     g = _slices(case, x, dy64 * w)
     found = _dx_divisor(case, x, got, E, gd, ok, rstd, xhat, g, centred) or \
-        _dx_fit(case, x, got, E, gd, ok, rstd, xhat, g, spec, centred, "")
+        _dx_fit(case, x, got, E, gd, ok, rstd, xhat, g, spec, centred, "") or \
+        _dx_rstd_power(case, x, got, E, rstd, xhat, g, centred)
     if found is not None or inputs.get("weight") is None:
         return found
     # the weight where it does not belong: left out of g, applied twice, or applied again to one term
@@ -421,6 +446,20 @@ def dx_terms(case, training, inputs, cotangents, got, E):
         found = _dx_fit(case, x, got, E, gd, ok, rstd, xhat, gg, spec, centred, what, extra, exact=True)
         if found is not None:
             return found
+    return None
+
+
+def _dx_rstd_power(case, x, got, E, rstd, xhat, g, centred):
+    """dx with one of its terms' rstd factor missing (rstd^0) or applied twice (rstd^2), the others as the
+    specification has them; the explanation, or None."""
+    terms = {"g": g, "mean(g)": -np.broadcast_to(g.mean(axis=1, keepdims=True), g.shape) if centred else None,
+             "x_hat * mean(g x_hat)": -xhat * (g * xhat).mean(axis=1, keepdims=True)}
+    terms = {k: v for k, v in terms.items() if v is not None}
+    for name in terms:
+        for k, what in ((0, "without its rstd factor"), (2, "with rstd applied twice")):
+            dx = sum((rstd ** k if t == name else rstd) * v for t, v in terms.items())
+            if fit_ratio(got, _unslices(case, np.shape(x), dx), E) <= 1:
+                return {"mechanism": "backward", "text": f"dx matches the formula with the {name} term {what}"}
     return None
 
 
@@ -782,6 +821,76 @@ def param_products(case, record, ref, part, name):
     return None
 
 
+def extra_reduction(case, record, ref, part, name):
+    """A gradient reduced over one more axis, or over its channel's group, than it should be: got is the
+    expected gradient summed (or averaged) over axis k, broadcast back; for the group norms' per-channel
+    parameters, summed over the group's channels. The explanation, or None."""
+    got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
+    if part != "grads" or name == "x" or got is None or want is None or E is None:
+        return None
+    want = np.asarray(want, dtype=np.float64)
+    cands = []
+    G = case.config.get("num_groups")
+    if case.op in ("group_norm", "group_norm_silu") and isinstance(G, int) and want.ndim == 1 and 1 < want.size // G \
+            and want.size % G == 0:
+        s = want.reshape(G, -1).sum(axis=1, keepdims=True)
+        cands.append((np.broadcast_to(s, (G, want.size // G)).reshape(want.shape),
+                      "summed over its group's channels (one value per group, repeated)"))
+    for k in range(want.ndim):
+        if want.shape[k] > 1:
+            s = want.sum(axis=k, keepdims=True)
+            cands += [(np.broadcast_to(s, want.shape), f"summed over axis {k} (length {want.shape[k]}) as well, "
+                                                       "one value broadcast"),
+                      (np.broadcast_to(s / want.shape[k], want.shape), f"averaged over axis {k} as well")]
+    for v, what in cands:
+        if fit_ratio(got, v, E) <= 1:
+            mech = "group" if "group" in what else "reduction"
+            return {"mechanism": mech, "text": f"d{name} is the expected gradient {what}"}
+    return None
+
+
+def partials_rounded(case, record, ref, part, name):
+    """layer_norm / rms_norm dweight, dbias summed from partial sums over blocks of B rows that were rounded
+    to the 16-bit case dtype (to nearest) before the final sum: the explanation, or None."""
+    import ml_dtypes
+    dt = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}.get(case.dtype)
+    terms = row_terms(case, record, ref, part, name) if dt is not None else None
+    got, E = record.got[part].get(name), record.E[part].get(name)
+    if terms is None or got is None or E is None:
+        return None
+    R = terms.shape[0]
+    B = 1
+    while B < R:
+        pad = np.zeros(((-R) % B, terms.shape[1]))
+        blocks = np.concatenate([terms, pad]).reshape(-1, B, terms.shape[1]).sum(axis=1)
+        v = blocks.astype(dt).astype(np.float64).sum(axis=0).reshape(np.shape(got))
+        if fit_ratio(got, v, E) <= 1:
+            return {"mechanism": "precision", "text": f"d{name} is the sum of partial sums over blocks of {B} rows, "
+                                                      f"each rounded to {case.dtype}"}
+        B *= 2
+    return None
+
+
+def dyt_rounded_t(case, record):
+    """dyt's y = weight round(tanh(alpha x)) + bias: t rounded to the 16-bit case dtype (to nearest or toward
+    zero) before the affine; explanations of y, or []."""
+    import ml_dtypes
+    dt = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}.get(case.dtype)
+    x, got = record.inputs.get("x"), record.got["outputs"].get("y")
+    if case.op != "dyt" or dt is None or x is None or got is None or ("outputs", "y") not in record.failing:
+        return []
+    a = float(np.reshape(np.asarray(record.inputs["alpha"], dtype=np.float64), ()))
+    t = np.tanh(a * np.asarray(x, dtype=np.float64))
+    w, b = record.inputs.get("weight"), record.inputs.get("bias")
+    w = 1.0 if w is None else np.asarray(w, dtype=np.float64)
+    b = 0.0 if b is None else np.asarray(b, dtype=np.float64)
+    for mode, tr in (("to nearest", t.astype(dt).astype(np.float64)), ("toward zero", _trunc(t, dt))):
+        if fit_ratio(got, w * tr + b, record.E["outputs"]["y"]) <= 1:
+            return [{"part": "outputs", "name": "y", "step": record.step, "mechanism": "precision",
+                     "text": f"y is the formula's with tanh(alpha x) rounded to {case.dtype} ({mode}) before the affine"}]
+    return []
+
+
 def running_factor(case, record, ref, part, name):
     """batch_norm's running_var updated with another count's Bessel factor: the batch variance the update
     implies, (new - (1 - m) old) / m, is the biased variance times p / (p - 1) with p the product of some of
@@ -915,7 +1024,8 @@ def explain(case, record, ref, reference=None) -> list:
             if e is None:
                 e = reduction_rows(case, record, ref, part, name, reference)
             if e is None:
-                e = param_products(case, record, ref, part, name) or running_factor(case, record, ref, part, name)
+                e = param_products(case, record, ref, part, name) or running_factor(case, record, ref, part, name) \
+                    or extra_reduction(case, record, ref, part, name) or partials_rounded(case, record, ref, part, name)
         if e is not None:
             out.append({"part": part, "name": name, "step": record.step, **e})
     if bwd is not None and len(out) < len(record.failing):
@@ -924,7 +1034,7 @@ def explain(case, record, ref, reference=None) -> list:
         done = {(e["part"], e["name"]) for e in out}
         out += [e for e in mode_deviation(case, record, reference) if (e["part"], e["name"]) not in done]
         if len(out) < len(record.failing):
-            act = fused_activation(case, record, reference)
+            act = fused_activation(case, record, reference) or dyt_rounded_t(case, record)
             if act:
                 return act
     if len(out) < len(record.failing):
