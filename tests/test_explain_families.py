@@ -234,11 +234,14 @@ def test_twice_a_parameter_gradient_is_reduction():
     assert d["mechanism"] == "reduction" and "counted twice" in d["message"], d["message"]
 
 
-def test_missing_rows_needs_four_columns():
-    """A sum of two values: among the prefix sums of many rows, one lands near any error by chance."""
+def test_missing_rows_of_a_short_sum_tries_only_power_of_two_blocks():
+    """A sum of two values: among the first/last-k sums of many rows, one lands near any error by chance;
+    there only k a power of two (and the tiles) is tried."""
     rng = np.random.default_rng(0)
     c = rng.standard_normal((1000, 2))
-    assert localize.missing_rows(rng.standard_normal(2), c) == ""
+    err = -c[:7545 % 1000].sum(axis=0)              # the first 545 rows missing: not a power of two
+    assert localize.missing_rows(err, c) == ""
+    assert "the first 512 rows" in localize.missing_rows(-c[:512].sum(axis=0), c)
     c4 = rng.standard_normal((10, 6))
     assert "last 3 rows" in localize.missing_rows(-c4[7:].sum(axis=0), c4)
 

@@ -175,12 +175,15 @@ def missing_rows(err, contrib, ref=None):
         return miss
     tot = np.sqrt(np.sum(err * err))
     R = c.shape[0]
-    # a sum of fewer than MIN_COLUMNS values: among ~2R candidate sums, some lands near it by chance
-    if tot == 0 or R < 2 or err.size < MIN_COLUMNS:
+    if tot == 0 or R < 2:
         return miss
+    # a sum of fewer than MIN_COLUMNS values: among ~2R first/last-k candidate sums some lands near it by
+    # chance, so only k a power of two (a kernel's block) is tried there, beside the tiles
+    few = err.size < MIN_COLUMNS
     pre = np.concatenate([np.zeros((1, c.shape[1])), np.cumsum(c, axis=0)])
-    cands = [(f"the last {k} rows ({R - k}-{R - 1})", pre[R] - pre[R - k]) for k in range(1, R)]
-    cands += [(f"the first {k} rows (0-{k - 1})", pre[k]) for k in range(1, R)]
+    ks = [1 << i for i in range((R - 1).bit_length()) if (1 << i) < R] if few else range(1, R)
+    cands = [(f"the last {k} rows ({R - k}-{R - 1})", pre[R] - pre[R - k]) for k in ks]
+    cands += [(f"the first {k} rows (0-{k - 1})", pre[k]) for k in ks]
     P = 2
     while P < R:
         rows = np.arange(R) % P
