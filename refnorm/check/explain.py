@@ -433,9 +433,10 @@ def dx_terms(case, training, inputs, cotangents, got, E):
     dy64 = np.asarray(dy, dtype=np.float64)
     w = _weight_full(case, x, inputs)
     g = _slices(case, x, dy64 * w)
-    found = _dx_divisor(case, x, got, E, gd, ok, rstd, xhat, g, centred) or \
+    small = np.size(x) <= CONFIG_SIZE           # the searches added in issue 33's second pass: small cases only
+    found = (_dx_divisor(case, x, got, E, gd, ok, rstd, xhat, g, centred) if small else None) or \
         _dx_fit(case, x, got, E, gd, ok, rstd, xhat, g, spec, centred, "") or \
-        _dx_rstd_power(case, x, got, E, rstd, xhat, g, centred)
+        (_dx_rstd_power(case, x, got, E, rstd, xhat, g, centred) if small else None)
     if found is not None or inputs.get("weight") is None:
         return found
     # the weight where it does not belong: left out of g, applied twice, or applied again to one term
@@ -854,7 +855,9 @@ def partials_rounded(case, record, ref, part, name):
     to the 16-bit case dtype (to nearest) before the final sum: the explanation, or None."""
     import ml_dtypes
     dt = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}.get(case.dtype)
-    terms = row_terms(case, record, ref, part, name) if dt is not None else None
+    x = record.inputs.get("x")
+    small = x is not None and np.size(x) <= CONFIG_SIZE
+    terms = row_terms(case, record, ref, part, name) if dt is not None and small else None
     got, E = record.got[part].get(name), record.E[part].get(name)
     if terms is None or got is None or E is None:
         return None
