@@ -16,9 +16,12 @@ and linearly between neighbours. A kernel returning std as rstd, a biased runnin
 correct y, a dx recomputed from a rounded y beside a correct y: each needs s_r = 0 on one array and
 |s_r| >> 0 on another, and is not a one-pass variance, whatever its magnitude.
 
-Only the forward's arrays are constrained: a kernel summing the uncentred form in its forward often sums
-it in its backward too (sum(dy x) - mean sum(dy): torch CPU's channels_last GroupNorm), and that
-cancellation errs independently of the variance's, so dx carries an error of its own.
+Where a forward array fails, only the forward's arrays are constrained: a kernel summing the uncentred
+form in its forward often sums it in its backward too (sum(dy x) - mean sum(dy): torch CPU's
+channels_last GroupNorm), and that cancellation errs independently of the variance's, so dx carries an
+error of its own. Where only gradients fail, the spread explains them only when they are dx alone, and
+dx joins the constraint (a constant row: x_hat = 0 hides the variance's error from y, not from dx); a
+failing parameter gradient (a sum over rows) with a right forward is not a variance's rounding error.
 
 Rows (``row_ids``): layer_norm / weight_standardization (the normalized trailing slices), batch_norm
 (channels), instance_norm (sample, channel), group_norm / group_norm_silu (sample, group); an array is
@@ -31,7 +34,8 @@ import numpy as np
 
 CLOSE = 2.0       # a row's s must reproduce each of its elements within this many times its bound
 K = 10            # the grid: 0, +-1, +-1/2, ..., +-2^-K
-PER_ROW = ("mean", "rstd", "var", "std", "running_mean", "running_var", "y")
+PER_ROW = ("mean", "rstd", "var", "std", "running_mean", "running_var", "y", "dx")
+STATE = ("running_mean", "running_var")
 OPS = ("layer_norm", "batch_norm", "instance_norm", "group_norm", "group_norm_silu", "weight_standardization")
 
 
@@ -48,7 +52,7 @@ def row_ids(case, x_shape, name, shape):
     if op not in OPS or name not in PER_ROW or not nd:
         return None
     size = int(np.prod(shape, dtype=np.int64))
-    if tuple(shape) == tuple(x_shape):
+    if tuple(shape) == tuple(x_shape) and name in ("y", "dx"):
         idx = np.arange(size).reshape(shape)
         if op == "batch_norm":
             return np.broadcast_to(np.arange(x_shape[1]).reshape((1, -1) + (1,) * (nd - 2)), shape)
@@ -58,7 +62,7 @@ def row_ids(case, x_shape, name, shape):
             return idx // int(np.prod(x_shape[2:], dtype=np.int64))
         G = int(case.config.get("num_groups", 1))
         return idx // (size // (x_shape[0] * G))
-    if name == "y":
+    if name in ("y", "dx"):
         return None
     rows = _rows(case, x_shape)
     return np.arange(size).reshape(shape) if rows and size == rows else None
@@ -113,17 +117,21 @@ def interval(got, E, values, rows, n_rows):
 
 def one_s_per_row(case, x_shape, arrays):
     """Whether every row has one s explaining all its per-row arrays: ``arrays`` [(name, got, E, values)]
-    (values as in ``interval``). Arrays that are not per-row are ignored; True when none is."""
+    (values as in ``interval``; dx named "dx"). The outputs share one s per row; the running statistics,
+    which a kernel may compute apart (jax's batch_norm: its one-pass variance normalizes, another updates
+    running_var), share another. Arrays that are not per-row are ignored; True when none is."""
     n = _rows(case, x_shape)
     if not n:
         return True
-    lo = hi = None
+    groups = {}
     for name, got, E, values in arrays:
         rows = row_ids(case, x_shape, name, np.shape(got))
         if rows is None or values.shape[1:] != np.shape(got):
             continue
         l, h = interval(got, E, values, rows, n)
-        lo, hi = (l, h) if lo is None else (np.maximum(lo, l), np.minimum(hi, h))
-    if lo is None:
-        return True
-    return bool(np.all(np.any(np.maximum(lo, 0.0) <= np.minimum(hi, 1.0), axis=1)))
+        key = name in STATE
+        if key in groups:
+            lo, hi = groups[key]
+            l, h = np.maximum(lo, l), np.minimum(hi, h)
+        groups[key] = (l, h)
+    return all(bool(np.all(np.any(np.maximum(lo, 0.0) <= np.minimum(hi, 1.0), axis=1))) for lo, hi in groups.values())

@@ -140,10 +140,12 @@ def _judge_variant(variant, case, records, contract, only=None):
             own = {part: [k for k in names if k in r.E.get(part, {})] for part, names in compare.items()}
             judge_returned(r.step, case.op, own, False, r.got, res, r.E, case.dtype, in_check, [])
         used.append((r, res, E, compare))
-    # the spread is a forward variance's rounding error: it explains nothing where the forward's arrays
-    # (outputs, running statistics) all pass and only gradients fail
+    # the spread is a forward variance's rounding error: where the forward's arrays (outputs, running
+    # statistics) all pass, it explains a failing dx only (consistent.py), never a parameter gradient
     forward_fails = any(p != "grads" for r in records for p, _ in r.failing)
-    widened = variant.spread is not None and not all(a.passed for a in arrays) and (forward_fails or only is not None)
+    dx_only = all((p, n) == ("grads", "x") for r in records for p, n in r.failing)
+    widened = variant.spread is not None and not all(a.passed for a in arrays) and \
+        (forward_fails or dx_only or only is not None)
     if widened:                                 # only now: the spread costs two more evaluations per step
         # the spread of every summation order: the serial one's gamma bounds them all (a kernel's
         # running sums, as torch CPU's channels_last GroupNorm keeps, are serial)
@@ -152,7 +154,8 @@ def _judge_variant(variant, case, records, contract, only=None):
             Ew = _widened(E, res, [evaluate(r, m) for m in variant.spread(gfun)])
             judge_returned(r.step, case.op, compare, False, r.got, res, Ew, case.dtype, wide, [])
             used_w.append(Ew)
-        if all(a.passed for a in wide) and not all(_one_s_per_row(case, r, E, compare, evaluate, variant, gfun)
+        if all(a.passed for a in wide) and not all(_one_s_per_row(case, r, E, compare, evaluate, variant, gfun,
+                                                                  with_dx=not forward_fails)
                                                    for r, res, E, compare in used):
             widened, wide, used_w = False, [], []      # no single rounding error per row: not this variant
     if not arrays:
@@ -172,9 +175,10 @@ def _judge_variant(variant, case, records, contract, only=None):
 CONSISTENT_MAX = 1 << 20    # elements of x up to which a widened fit is tested for one error per row
 
 
-def _one_s_per_row(case, r, E, compare, evaluate, variant, gfun):
+def _one_s_per_row(case, r, E, compare, evaluate, variant, gfun, with_dx=False):
     """Whether one rounding error per row (consistent.py) reproduces every per-row array of the step
-    within CLOSE x the variant's bounds; cases above CONSISTENT_MAX elements are not tested (True)."""
+    within CLOSE x the variant's bounds (dx among them when ``with_dx``); cases above CONSISTENT_MAX
+    elements are not tested (True)."""
     x = r.inputs.get("x")
     if x is None or np.size(x) > CONSISTENT_MAX:
         return True
@@ -185,8 +189,10 @@ def _one_s_per_row(case, r, E, compare, evaluate, variant, gfun):
             vals = [getattr(a, part).get(name) for a in alts]
             if any(v is None or np.shape(v) != np.shape(r.got[part][name]) for v in vals):
                 continue
-            arrays.append((name, r.got[part][name], E[part][name], np.stack([np.asarray(v, dtype=np.float64)
-                                                                            for v in vals])))
+            if part == "grads" and (name != "x" or not with_dx):
+                continue
+            arrays.append(("dx" if part == "grads" else name, r.got[part][name], E[part][name],
+                           np.stack([np.asarray(v, dtype=np.float64) for v in vals])))
     return consistent.one_s_per_row(case, np.shape(x), arrays)
 
 
