@@ -464,9 +464,18 @@ def _diagnose(case, records, contract, variants):
                 if n not in sub[0].compare[p]}
         kept = []
         # each survivor on its own, two at a time (NumPy and the compiled loops release the GIL; the
-        # results are taken in the survivors' order, so nothing depends on which finished first)
+        # results are taken in the survivors' order, so nothing depends on which finished first). The
+        # variants with a spread (the one-pass variances: the same sums, and on most rows the same
+        # statistics, for every guard) are started first and side by side, so that one computes the terms
+        # they share (refnorm._memo) while the other waits for them, before other variants' terms push
+        # them out of the memo
+        order = sorted(range(len(survivors)), key=lambda i: survivors[i][2].spread is None)
         with ThreadPoolExecutor(2) as pool:
-            alone = list(pool.map(lambda t: _try(t[2], case, records, contract, rest) if rest else None, survivors))
+            done = list(pool.map(lambda i: _try(survivors[i][2], case, records, contract, rest) if rest else None,
+                                 order))
+        alone = [None] * len(survivors)
+        for i, got in zip(order, done):
+            alone[i] = got
         for (lb, vid, v), got in zip(survivors, alone):
             lb = lb if got is None else max(lb, got[1])
             if got is not None and not all(a.passed for a in got[0]):

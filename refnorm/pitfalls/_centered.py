@@ -9,6 +9,7 @@ import math
 import ml_dtypes
 import numpy as np
 
+from .. import _memo
 from ._engine import Mods, in_w, sum_d, sum_w, to_d, working
 
 
@@ -23,13 +24,21 @@ def _mean_in_w(x, dtype):
     return xw, nW, sum_w(xw, dtype) / nW
 
 
+def _one_pass_w(x, dtype):
+    """The unguarded one-pass (mean, var) in W; once per x within a refnorm._memo scope (the diagnosis: the
+    three guards and the ends of their spreads compute the same sums of the same x)."""
+    def make():
+        xw, nW, mean = _mean_in_w(x, dtype)
+        with np.errstate(all="ignore"):
+            return mean, sum_w(xw * xw, dtype) / nW - mean * mean
+    return _memo.once("one_pass", (x,), dtype, make, keep=8)
+
+
 def one_pass(x, dtype, guard="clamp"):
     """A01, A02 (clamp), A03 (var < 1e-6 -> 0), A05-A09 (no guard: NaN from a negative variance):
     var = E[x^2] - E[x]^2 with both means summed in W (pairwise) and the subtraction in W."""
     W = working(dtype)
-    xw, nW, mean = _mean_in_w(x, dtype)
-    with np.errstate(all="ignore"):
-        var = sum_w(xw * xw, dtype) / nW - mean * mean
+    mean, var = _one_pass_w(x, dtype)
     if guard == "clamp":
         var = np.maximum(var, W(0))
     elif guard == "thresh":
@@ -66,12 +75,17 @@ def one_pass_spread(guard="clamp"):
                     s = sign
                 W = working(dtype)
                 u = float(np.finfo(W).eps) / 2
-                xw = in_w(x, dtype).astype(np.float64)
                 mean, var = one_pass(x, dtype, "none")
                 g = gfun(x.shape[1])
+
+                def half_width():               # once per (x, g) within a memo scope (every end, every guard)
+                    xw = in_w(x, dtype).astype(np.float64)
+                    with np.errstate(all="ignore"):
+                        return u * (g * ((xw * xw).mean(axis=1, keepdims=True)
+                                         + 2 * np.abs(mean) * np.abs(xw).mean(axis=1, keepdims=True))
+                                    + 2 * np.abs(var))
+                delta = _memo.once("one_pass_spread", (x,), (dtype, float(g)), half_width, keep=8)
                 with np.errstate(all="ignore"):
-                    delta = u * (g * ((xw * xw).mean(axis=1, keepdims=True)
-                                      + 2 * np.abs(mean) * np.abs(xw).mean(axis=1, keepdims=True)) + 2 * np.abs(var))
                     v = _guarded(var + s * delta, guard, np.float64)
                 return mean, v
             return Mods(stats=stats)

@@ -89,10 +89,15 @@ def sum_d(a, dtype):
 
 
 def two_pass(x, dtype):
-    """The reference statistics: mean, then the biased variance of the deviations (float64)."""
-    n = max(x.shape[1], 1)
-    mean = x.sum(axis=1, keepdims=True) / n
-    return mean, ((x - mean) ** 2).sum(axis=1, keepdims=True) / n
+    """The reference statistics: mean, then the biased variance of the deviations (float64); once per x
+    within a ``refnorm._memo`` scope (the diagnosis: most variants keep the reference's statistics)."""
+    def make():
+        n = max(x.shape[1], 1)
+        mean = x.sum(axis=1, keepdims=True) / n
+        return mean, ((x - mean) ** 2).sum(axis=1, keepdims=True) / n
+    if not _memo.active() or not isinstance(x, np.ndarray):
+        return make()
+    return _memo.once("two_pass", (x,), (), make, keep=8)
 
 
 def mean_square(x, dtype):
@@ -159,11 +164,19 @@ def _rstd(mods, var, eps, dtype, placement="inside"):
         return 1.0 / np.sqrt(var + eps)
 
 
+def _xhat(x, mean, r):
+    """(x - mean) * r in one new array (the same values, without a second array of x's size)."""
+    out = np.subtract(x, mean)
+    if np.result_type(out, r) != out.dtype or np.broadcast_shapes(out.shape, np.shape(r)) != out.shape:
+        return out * r
+    return np.multiply(out, r, out=out)
+
+
 def _shared_xhat(x, mean, r):
     """(x - mean) * r, once per (x, statistics) within a ``refnorm._memo`` scope (the diagnosis)."""
     if not _memo.active():
-        return (x - mean) * r
-    return _memo.once("xhat", (x,), (mean.shape, mean.tobytes(), r.shape, r.tobytes()), lambda: (x - mean) * r)
+        return _xhat(x, mean, r)
+    return _memo.once("xhat", (x,), (mean.shape, mean.tobytes(), r.shape, r.tobytes()), lambda: _xhat(x, mean, r))
 
 
 def _shared_pw(dy, xhat, mask, dweight_dy):
@@ -171,6 +184,45 @@ def _shared_pw(dy, xhat, mask, dweight_dy):
     if dweight_dy or mask is not None:
         return sel_rows(mask, dy if dweight_dy else dy * xhat)
     return _memo.once("pw", (dy, xhat), (), lambda: dy * xhat)
+
+
+_BLOCK = 1 << 19      # elements of the scratch block of _pw_sums
+
+
+def _pw_sums(x, mean, r, dy):
+    """The column sums over the rows of dweight's terms dy * ((x - mean) * r) (x, dy (m, n) float64; mean,
+    r (m, 1)), equal to what param_sum gives for those terms (NumPy sums a column of the (n, m) view row
+    after row: each block here is added to the sum so far in the same order, in one scratch array, so no
+    array of x's size is made); once per (x, dy, statistics) within a ``refnorm._memo`` scope."""
+    m, n = x.shape
+
+    def make():
+        B = max(1, _BLOCK // n)
+        buf = np.empty((min(B, m) + 1, n))
+        acc = None
+        for i0 in range(0, m, B):
+            i1 = min(m, i0 + B)
+            t = buf[1:i1 - i0 + 1]
+            np.subtract(x[i0:i1], mean[i0:i1], out=t)
+            np.multiply(t, r[i0:i1], out=t)
+            np.multiply(dy[i0:i1], t, out=t)
+            if acc is None:
+                acc = np.add.reduce(t, axis=0)
+            else:
+                buf[0] = acc
+                acc = np.add.reduce(buf[:i1 - i0 + 1], axis=0)
+        return acc
+    return _memo.once("pw_sums", (x, dy), (mean.tobytes(), r.tobytes()), make, keep=16)
+
+
+def _fused(x, mean, r, dy, mods, mask, dev):
+    """Whether dweight's plain row sum of dy * x_hat can be taken by _pw_sums (no x_hat of x's size)."""
+    pt = mods.round_at
+    return (dy is not None and dev is None and mask is None and not mods.dweight_dy and not mods.xhat_in_d
+            and mods.rows_mask is None and mods.dweight is None and not (pt is not None and pt[0] == "xhat")
+            and x.ndim == 2 and x.shape[0] >= 1 and x.shape[1] >= 2 and np.shape(dy) == x.shape
+            and np.shape(mean) == np.shape(r) == (x.shape[0], 1)
+            and all(a.dtype == np.float64 for a in (x, np.asarray(dy), mean, r)))
 
 
 def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same", placement="inside",
@@ -204,6 +256,9 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
             mean = round_point(mean, pt[1], pt[2], dtype)
         if pt is not None and pt[0] == "rstd":
             r = round_point(r, pt[1], pt[2], dtype)
+        if params_only and _fused(x, mean, r, dy, mods, mask, dev):
+            # dweight's terms summed a block at a time (the values param_sum gives; see _pw_sums)
+            return {"mean": mean, "rstd": r, "var": var, "pw_sums": _pw_sums(x, mean, r, dy), "pb": sel_rows(mask, dy)}
         xhat = _shared_xhat(x, mean, r) if dev is None else dev * r
         if pt is not None and pt[0] == "xhat":
             xhat = round_point(xhat, pt[1], pt[2], dtype)
@@ -341,7 +396,8 @@ def layer_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, train
         if not params_only:
             grads["x"] = r["dx"].reshape(x.shape)
         if w is not None:
-            grads["weight"] = _row_sum(mods, r["pw"], x.shape, lead, ns, dtype, is_weight=True)
+            grads["weight"] = (r["pw_sums"].reshape(ns) if "pw_sums" in r
+                               else _row_sum(mods, r["pw"], x.shape, lead, ns, dtype, is_weight=True))
         if b is not None:
             grads["bias"] = _row_sum(mods, r["pb"], x.shape, lead, ns, dtype, is_weight=False)
     return Result(outs, grads, {})
@@ -375,7 +431,8 @@ def rms_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, trainin
         if not params_only:
             grads["x"] = r["dx"].reshape(x.shape)
         if w is not None:
-            grads["weight"] = _row_sum(mods, r["pw"], x.shape, lead, ns, dtype, is_weight=True)
+            grads["weight"] = (r["pw_sums"].reshape(ns) if "pw_sums" in r
+                               else _row_sum(mods, r["pw"], x.shape, lead, ns, dtype, is_weight=True))
     return Result(outs, grads, {})
 
 
