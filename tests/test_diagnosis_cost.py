@@ -1,0 +1,104 @@
+"""The diagnosis's cost-saving paths change no diagnosis (issue 33: the diagnosis of a failing 4096x4096 case
+costs at most 2x its judgement; benchmarks/diagnosis.py measures it).
+
+Each shortcut is compared with the computation it replaces, figure for figure:
+* layer_norm / rms_norm dweight taken a block of rows at a time (pitfalls._engine._pw_sums) equals
+  param_sum's sum of the whole terms, bit for bit, and every engine variant's params_only result equals its
+  full result on the arrays both hold;
+* with every shortcut on (the memo and its waiting threads, the block sums in small blocks, the screen of
+  localize.missing_rows), the diagnosis of screened cases (SCREEN_MIN forced, so the survivors' path runs)
+  equals the one computed with every shortcut off.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from refnorm import _memo, pitfalls
+from refnorm.check import diagnosis, localize
+from refnorm.check.core import check_case
+from refnorm.golden import commands, store
+from refnorm.pitfalls import _engine
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOLDEN = os.path.join(ROOT, "golden")
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+
+def _bits(a):
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    return a.view(np.int64)
+
+
+@pytest.mark.parametrize("m,n", [(1, 2), (3, 2), (260, 3), (1000, 5), (33, 64), (513, 1025), (5000, 17)])
+def test_block_sums_equal_the_whole_sum_bit_for_bit(m, n, monkeypatch):
+    rng = np.random.default_rng(m * 7 + n)
+    x = rng.standard_normal((m, n)) * 300.0 + 1e4
+    dy = rng.standard_normal((m, n))
+    mean = x.mean(axis=1, keepdims=True)
+    r = 1.0 / np.sqrt(x.var(axis=1, keepdims=True) + 1e-5)
+    whole = _engine.param_sum(_engine.Mods(), dy * ((x - mean) * r), (1,), (n,), "float32", is_weight=True)
+    for block in (1 << 19, 7, n, 3 * n + 1):
+        monkeypatch.setattr(_engine, "_BLOCK", block)
+        assert np.array_equal(_bits(_engine._pw_sums(x, mean, r, dy)), _bits(whole)), block
+
+
+@pytest.mark.parametrize("op,shape,ns", [("layer_norm", (37, 16), 16), ("layer_norm", (3, 5, 12), (12,)),
+                                         ("rms_norm", (37, 16), 16), ("rms_norm", (2, 3, 4, 6), (4, 6))])
+def test_params_only_equals_the_full_evaluation(op, shape, ns, monkeypatch):
+    """Every engine variant's statistics and parameter gradients are the same numbers whether computed
+    alone (the diagnosis's params_only, block sums in blocks of a few rows) or with y and dx."""
+    monkeypatch.setattr(_engine, "_BLOCK", 40)
+    rng = np.random.default_rng(3)
+    n = int(np.prod(np.atleast_1d(ns)))
+    inputs = {"x": (rng.standard_normal(shape) * 4 + 100).astype(np.float32).astype(np.float64),
+              "weight": rng.standard_normal(np.atleast_1d(ns)), "bias": rng.standard_normal(np.atleast_1d(ns))}
+    if op == "rms_norm":
+        inputs.pop("bias")
+    cot = {"y": rng.standard_normal(shape)}
+    config = {"normalized_shape": ns, "eps": 1e-5}
+    checked = 0
+    for scope in (_memo.scope, contextlib.nullcontext):
+        for v in pitfalls.variants(op):
+            if v.fn is not None or not v.applies(config, True, inputs, {}, cot, "float32"):
+                continue
+            with scope(), np.errstate(all="ignore"):
+                full = v.evaluate(inputs, config, {}, True, cot, "float32")
+                alone = v.evaluate(inputs, config, {}, True, cot, "float32", params_only=True)
+            for part in ("outputs", "grads"):
+                for name, a in getattr(alone, part).items():
+                    assert np.array_equal(_bits(a), _bits(getattr(full, part)[name])), (v.id, part, name)
+                    checked += 1
+    assert checked > 40
+
+
+def _load(ids):
+    man = store.read_manifest(GOLDEN)
+    return [commands.load_case(GOLDEN, i, manifest=man) for i in ids]
+
+
+@pytest.mark.parametrize("bug,cases", [
+    ("ln_dw_sum_dy", ["layer_norm/normal_f32_260x3", "layer_norm/mean1e4_f32_260x3"]),
+    ("ln_one_pass", ["layer_norm/mean1e4_f32_260x3", "layer_norm/mean1e3_f32_6x100"]),
+    ("ln_no_mean_g", ["layer_norm/normal_f32_260x3"]),
+    ("rms_dw_rows_half", ["rms_norm/normal_eps1e-05_f32_260x3", "rms_norm/mean1e4_eps1e-05_f32_260x3"]),
+])
+def test_the_shortcuts_change_no_diagnosis(bug, cases, monkeypatch):
+    pytest.importorskip("torch")
+    from planted.torch_kernel import TorchKernel
+    loaded = _load(cases)
+    monkeypatch.setattr(diagnosis, "SCREEN_MIN", 1)          # the screened path, with its survivors
+    monkeypatch.setattr(diagnosis, "SCREEN_ROWS", 8)
+    monkeypatch.setattr(_engine, "_BLOCK", 16)               # block sums over several blocks
+    fast = [check_case(TorchKernel(bug), c).diagnosis for c in loaded]
+    monkeypatch.setattr(_memo, "scope", contextlib.nullcontext)
+    monkeypatch.setattr(_engine, "_fused", lambda *a: False)
+    monkeypatch.setattr(localize, "_SCREEN", 0.0)           # every missing-rows candidate summed and measured
+    plain = [check_case(TorchKernel(bug), c).diagnosis for c in loaded]
+    assert all(d is not None and "error" not in d for d in plain), plain
+    assert any(d["matched"] or d.get("explained_by") for d in plain), plain
+    assert fast == plain
