@@ -172,6 +172,15 @@ def _xhat(x, mean, r):
     return np.multiply(out, r, out=out)
 
 
+def _inplace(op, a, b, out):
+    """op(a, b) written into ``out`` (a or b: a temporary the caller made and no longer needs) when it is a
+    float64 array of the result's shape (the same values, without a new array of x's size); else op(a, b)."""
+    if (isinstance(out, np.ndarray) and out.shape == np.broadcast_shapes(np.shape(a), np.shape(b))
+            and out.dtype == np.float64 and np.result_type(a, b) == np.float64):
+        return op(a, b, out=out)
+    return op(a, b)
+
+
 def _shared_xhat(x, mean, r):
     """(x - mean) * r, once per (x, statistics) within a ``refnorm._memo`` scope (the diagnosis)."""
     if not _memo.active():
@@ -189,37 +198,54 @@ def _shared_pw(dy, xhat, mask, dweight_dy):
 _BLOCK = 1 << 19      # elements of the scratch block of _pw_sums
 
 
-def _pw_sums(x, mean, r, dy):
-    """The column sums over the rows of dweight's terms dy * ((x - mean) * r) (x, dy (m, n) float64; mean,
-    r (m, 1)), equal to what param_sum gives for those terms (NumPy sums a column of the (n, m) view row
-    after row: each block here is added to the sum so far in the same order, in one scratch array, so no
-    array of x's size is made); once per (x, dy, statistics) within a ``refnorm._memo`` scope."""
+def _block_sums(m, n, fill):
+    """The column sums over m rows of terms (m, n) that ``fill(i0, i1, out)`` writes a block of rows at a time
+    into ``out``: equal, bit for bit, to param_sum's sum of the whole terms (NumPy sums a column of the
+    (n, m) view row after row; each block is added to the sum so far in the same order), in one scratch
+    array (no array of the terms' size)."""
+    B = max(1, _BLOCK // n)
+    buf = np.empty((min(B, m) + 1, n))
+    acc = None
+    for i0 in range(0, m, B):
+        i1 = min(m, i0 + B)
+        t = buf[1:i1 - i0 + 1]
+        fill(i0, i1, t)
+        if acc is None:
+            acc = np.add.reduce(t, axis=0)
+        else:
+            buf[0] = acc
+            acc = np.add.reduce(buf[:i1 - i0 + 1], axis=0)
+    return acc
+
+
+def _pw_sums(x, mean, r, dy, keep=None):
+    """dweight's row sums of dy * ((x - mean) * r) (x, dy (m, n) float64; mean, r (m, 1)), times ``keep``
+    ((m, 1) 0/1: mods.rows_mask's rows, as _kept_rows applies it) when given (_block_sums); once per (x,
+    dy, statistics, kept rows) within a ``refnorm._memo`` scope."""
     m, n = x.shape
 
-    def make():
-        B = max(1, _BLOCK // n)
-        buf = np.empty((min(B, m) + 1, n))
-        acc = None
-        for i0 in range(0, m, B):
-            i1 = min(m, i0 + B)
-            t = buf[1:i1 - i0 + 1]
-            np.subtract(x[i0:i1], mean[i0:i1], out=t)
-            np.multiply(t, r[i0:i1], out=t)
-            np.multiply(dy[i0:i1], t, out=t)
-            if acc is None:
-                acc = np.add.reduce(t, axis=0)
-            else:
-                buf[0] = acc
-                acc = np.add.reduce(buf[:i1 - i0 + 1], axis=0)
-        return acc
-    return _memo.once("pw_sums", (x, dy), (mean.tobytes(), r.tobytes()), make, keep=16)
+    def fill(i0, i1, t):
+        np.subtract(x[i0:i1], mean[i0:i1], out=t)
+        np.multiply(t, r[i0:i1], out=t)
+        np.multiply(dy[i0:i1], t, out=t)
+        if keep is not None:
+            np.multiply(t, keep[i0:i1], out=t)
+    return _memo.once("pw_sums", (x, dy), (mean.tobytes(), r.tobytes(), None if keep is None else keep.tobytes()),
+                      lambda: _block_sums(m, n, fill), keep=16)
+
+
+def _pb_sums(dy, keep):
+    """dbias's row sums of dy * keep (the kept rows, _block_sums)."""
+    def fill(i0, i1, t):
+        np.multiply(dy[i0:i1], keep[i0:i1], out=t)
+    return _block_sums(dy.shape[0], dy.shape[1], fill)
 
 
 def _fused(x, mean, r, dy, mods, mask, dev):
-    """Whether dweight's plain row sum of dy * x_hat can be taken by _pw_sums (no x_hat of x's size)."""
+    """Whether dweight's (and dbias's) row sums can be taken by _pw_sums (no x_hat of x's size)."""
     pt = mods.round_at
     return (dy is not None and dev is None and mask is None and not mods.dweight_dy and not mods.xhat_in_d
-            and mods.rows_mask is None and mods.dweight is None and not (pt is not None and pt[0] == "xhat")
+            and mods.dweight is None and not (pt is not None and pt[0] == "xhat")
             and x.ndim == 2 and x.shape[0] >= 1 and x.shape[1] >= 2 and np.shape(dy) == x.shape
             and np.shape(mean) == np.shape(r) == (x.shape[0], 1)
             and all(a.dtype == np.float64 for a in (x, np.asarray(dy), mean, r)))
@@ -257,8 +283,13 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
         if pt is not None and pt[0] == "rstd":
             r = round_point(r, pt[1], pt[2], dtype)
         if params_only and _fused(x, mean, r, dy, mods, mask, dev):
-            # dweight's terms summed a block at a time (the values param_sum gives; see _pw_sums)
-            return {"mean": mean, "rstd": r, "var": var, "pw_sums": _pw_sums(x, mean, r, dy), "pb": sel_rows(mask, dy)}
+            # dweight's (and, with kept rows, dbias's) terms summed a block at a time (the values param_sum
+            # gives; see _block_sums)
+            keep = None if mods.rows_mask is None else np.asarray(mods.rows_mask(m, n))[:, None].astype(float)
+            out = {"mean": mean, "rstd": r, "var": var, "pw_sums": _pw_sums(x, mean, r, dy, keep), "pb": dy}
+            if keep is not None:
+                out["pb_sums"] = _pb_sums(dy, keep)
+            return out
         xhat = _shared_xhat(x, mean, r) if dev is None else dev * r
         if pt is not None and pt[0] == "xhat":
             xhat = round_point(xhat, pt[1], pt[2], dtype)
@@ -273,7 +304,7 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
         else:
             y = xhat if w is None else xhat * w
             if b is not None:
-                y = y + b
+                y = y + b if y is xhat else _inplace(np.add, y, b, y)    # (x_hat may be shared: never written)
         res = {"y": y, "mean": mean, "rstd": r, "var": var, "xhat": xhat}
         if dy is None:
             return res
@@ -298,7 +329,11 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
                 u = np.where(s == 0, 0.0, xhat / np.where(s == 0, 1.0, r * s))
             else:
                 u = xhat
-            dx = r * (g - a) if mods.no_B else r * (g - a - u * bm)
+            # r * (g - a [- u * bm]): the same operations, in one array of x's size (_inplace)
+            t = g - a                           # a new array (g - a never aliases g)
+            if not mods.no_B:
+                t = _inplace(np.subtract, t, u * bm, t)
+            dx = _inplace(np.multiply, r, t, t)
         else:
             bm = (g * xhat).sum(axis=1, keepdims=True) / max(n, 1) * (1.0 + mods.bwd_rel[1])
             if placement == "outside":
@@ -306,7 +341,9 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
                 u = np.where(rms == 0, 0.0, x / np.where(rms == 0, 1.0, rms))
             else:
                 u = xhat
-            dx = r * (g - u * bm)
+            t = u * bm
+            t = _inplace(np.subtract, g, t, t)
+            dx = _inplace(np.multiply, r, t, t)
         if mods.nan_if_flat:
             dx = np.where(var == 0, np.nan, dx)
         res.update(dx=dx, pw=_shared_pw(dy, xhat, mask, mods.dweight_dy), pb=sel_rows(mask, dy))
@@ -399,7 +436,8 @@ def layer_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, train
             grads["weight"] = (r["pw_sums"].reshape(ns) if "pw_sums" in r
                                else _row_sum(mods, r["pw"], x.shape, lead, ns, dtype, is_weight=True))
         if b is not None:
-            grads["bias"] = _row_sum(mods, r["pb"], x.shape, lead, ns, dtype, is_weight=False)
+            grads["bias"] = (r["pb_sums"].reshape(ns) if "pb_sums" in r
+                             else _row_sum(mods, r["pb"], x.shape, lead, ns, dtype, is_weight=False))
     return Result(outs, grads, {})
 
 
