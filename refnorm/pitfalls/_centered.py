@@ -10,6 +10,7 @@ import ml_dtypes
 import numpy as np
 
 from .. import _memo
+from . import _engine
 from ._engine import Mods, in_w, sum_d, sum_w, to_d, working
 
 
@@ -24,13 +25,27 @@ def _mean_in_w(x, dtype):
     return xw, nW, sum_w(xw, dtype) / nW
 
 
+def _row_blocks(x):
+    """(i0, i1) row ranges of x (m, n) of about _engine._BLOCK elements each: a row's sums (NumPy's pairwise
+    sum along the row) are the same numbers whichever block holds the row."""
+    B = max(1, _engine._BLOCK // max(x.shape[1], 1))
+    return [(i0, min(x.shape[0], i0 + B)) for i0 in range(0, x.shape[0], B)]
+
+
 def _one_pass_w(x, dtype):
-    """The unguarded one-pass (mean, var) in W; once per x within a refnorm._memo scope (the diagnosis: the
-    three guards and the ends of their spreads compute the same sums of the same x)."""
+    """The unguarded one-pass (mean, var) in W (x's row sums and row sums of squares in W, a block of rows at
+    a time: _row_blocks); once per x within a refnorm._memo scope (the diagnosis: the three guards and the
+    ends of their spreads compute the same sums of the same x)."""
     def make():
-        xw, nW, mean = _mean_in_w(x, dtype)
+        W = working(dtype)
+        nW = W(max(x.shape[1], 1))
+        s1, s2 = np.empty((x.shape[0], 1), W), np.empty((x.shape[0], 1), W)
         with np.errstate(all="ignore"):
-            return mean, sum_w(xw * xw, dtype) / nW - mean * mean
+            for i0, i1 in _row_blocks(x):
+                xw = in_w(x[i0:i1], dtype)
+                s1[i0:i1], s2[i0:i1] = sum_w(xw, dtype), sum_w(xw * xw, dtype)
+            mean = s1 / nW
+            return mean, s2 / nW - mean * mean
     return _memo.once("one_pass", (x,), dtype, make, keep=8)
 
 
@@ -79,11 +94,14 @@ def one_pass_spread(guard="clamp"):
                 g = gfun(x.shape[1])
 
                 def half_width():               # once per (x, g) within a memo scope (every end, every guard)
-                    xw = in_w(x, dtype).astype(np.float64)
+                    out = np.empty((x.shape[0], 1))
                     with np.errstate(all="ignore"):
-                        return u * (g * ((xw * xw).mean(axis=1, keepdims=True)
-                                         + 2 * np.abs(mean) * np.abs(xw).mean(axis=1, keepdims=True))
-                                    + 2 * np.abs(var))
+                        for i0, i1 in _row_blocks(x):        # row by row: the same numbers in any block
+                            xw = in_w(x[i0:i1], dtype).astype(np.float64)
+                            out[i0:i1] = u * (g * ((xw * xw).mean(axis=1, keepdims=True)
+                                                   + 2 * np.abs(mean[i0:i1]) * np.abs(xw).mean(axis=1, keepdims=True))
+                                              + 2 * np.abs(var[i0:i1]))
+                    return out
                 delta = _memo.once("one_pass_spread", (x,), (dtype, float(g)), half_width, keep=8)
                 with np.errstate(all="ignore"):
                     v = _guarded(var + s * delta, guard, np.float64)
