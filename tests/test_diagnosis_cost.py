@@ -76,6 +76,65 @@ def test_params_only_equals_the_full_evaluation(op, shape, ns, monkeypatch):
     assert checked > 40
 
 
+def _evaluations(block, monkeypatch):
+    """Every engine variant of the five row normalizers, full and params_only, training and eval, with
+    the diagnosis's memo on and off, as bytes (blocks of ``block`` elements)."""
+    monkeypatch.setattr(_engine, "_BLOCK", block)
+    rng = np.random.default_rng(5)
+    cases = {"layer_norm": ((37, 16), {"normalized_shape": 16, "eps": 1e-5}),
+             "rms_norm": ((37, 16), {"normalized_shape": 16, "eps": 1e-5}),
+             "group_norm": ((2, 8, 5), {"num_groups": 4, "eps": 1e-5}),
+             "batch_norm": ((6, 4, 3), {"eps": 1e-5, "momentum": 0.1}),
+             "instance_norm": ((2, 4, 9), {"eps": 1e-5})}
+    out = {}
+    for op, (shape, cfg) in cases.items():
+        x = rng.standard_normal(shape) * 3 + 50
+        C = shape[-1] if op in ("layer_norm", "rms_norm") else shape[1]
+        ins = {"x": x, "weight": rng.standard_normal(C), "bias": rng.standard_normal(C)}
+        if op == "rms_norm":
+            ins.pop("bias")
+        cot = {"y": rng.standard_normal(shape)}
+        state = {"running_mean": np.zeros(C), "running_var": np.ones(C)} if op in ("batch_norm", "instance_norm") \
+            else {}
+        for v in pitfalls.variants(op):
+            for scope in (_memo.scope, contextlib.nullcontext):
+                for po in (False, True):
+                    for tr in (True, False):
+                        with scope(), np.errstate(all="ignore"):
+                            res = v.evaluate(ins, cfg, state, tr, cot, "float32", params_only=po)
+                        out[(op, v.id, scope is _memo.scope, po, tr)] = {
+                            p: {k: np.asarray(a).tobytes() for k, a in getattr(res, p).items()}
+                            for p in ("outputs", "grads", "state")}
+    return out
+
+
+def test_the_engine_gives_the_same_numbers_in_any_block(monkeypatch):
+    """The row sums and temporaries taken a block of rows at a time (_engine._BLOCK) give every variant's
+    every array bit for bit as in one block (a block boundary changes no summation order)."""
+    whole = _evaluations(1 << 30, monkeypatch)
+    assert len(whole) > 500
+    assert _evaluations(40, monkeypatch) == whole
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_one_pass_statistics_in_blocks_equal_the_plain_sums(dtype, monkeypatch):
+    from refnorm.pitfalls import _centered
+    from refnorm.pitfalls._engine import in_w, sum_w, working
+    rng = np.random.default_rng(11)
+    for m, n in ((1, 1), (3, 2), (260, 3), (64, 1000), (7, 70000), (0, 5)):
+        x = (rng.standard_normal((m, n)) * 3 + 1e3).astype(np.float32).astype(np.float64)
+        W = working(dtype)
+        xw, nW = in_w(x, dtype), W(max(n, 1))
+        with np.errstate(all="ignore"):
+            mean = sum_w(xw, dtype) / nW
+            var = sum_w(xw * xw, dtype) / nW - mean * mean
+        for block in (1 << 19, 7, 3 * n + 1):
+            monkeypatch.setattr(_engine, "_BLOCK", block)
+            a, b = _centered._one_pass_w(x, dtype)
+            assert a.dtype == mean.dtype and np.array_equal(a.view(np.uint8), mean.view(np.uint8)), (m, n, block)
+            assert np.array_equal(b.view(np.uint8), var.view(np.uint8)), (m, n, block)
+
+
 def _load(ids):
     man = store.read_manifest(GOLDEN)
     return [commands.load_case(GOLDEN, i, manifest=man) for i in ids]

@@ -172,6 +172,9 @@ def _xhat(x, mean, r):
     return np.multiply(out, r, out=out)
 
 
+_BLOCK = 1 << 19      # elements of a block of rows (the diagnosis's sums and temporaries, a block at a time)
+
+
 def _inplace(op, a, b, out):
     """op(a, b) written into ``out`` (a or b: a temporary the caller made and no longer needs) when it is a
     float64 array of the result's shape (the same values, without a new array of x's size); else op(a, b)."""
@@ -179,6 +182,38 @@ def _inplace(op, a, b, out):
             and out.dtype == np.float64 and np.result_type(a, b) == np.float64):
         return op(a, b, out=out)
     return op(a, b)
+
+
+def _blocks(a, b):
+    """(i0, i1) row ranges of about _BLOCK elements when a and b are float64 (m, n) arrays (None: not so)."""
+    if not all(isinstance(t, np.ndarray) and t.dtype == np.float64 and t.ndim == 2 for t in (a, b)) \
+            or a.shape != b.shape or a.shape[1] < 1:
+        return None
+    B = max(1, _BLOCK // a.shape[1])
+    return [(i0, min(a.shape[0], i0 + B)) for i0 in range(0, a.shape[0], B)]
+
+
+def _row_sums_of_product(g, xhat, mask):
+    """sel_rows(mask, g * xhat).sum(axis=1, keepdims=True): a block of rows at a time when no mask applies
+    (each row's pairwise sum is the same numbers in any block), without an array of x's size."""
+    blocks = _blocks(g, xhat) if mask is None else None
+    if blocks is None:
+        return sel_rows(mask, g * xhat).sum(axis=1, keepdims=True)
+    out = np.empty((g.shape[0], 1))
+    for i0, i1 in blocks:
+        out[i0:i1] = (g[i0:i1] * xhat[i0:i1]).sum(axis=1, keepdims=True)
+    return out
+
+
+def _minus_product(t, u, bm):
+    """t - u * bm written into t (the caller's temporary), a block of rows at a time (the same operations
+    on each element), when t and u are float64 (m, n) and bm (m, 1); else t - u * bm."""
+    blocks = _blocks(t, u) if isinstance(bm, np.ndarray) and bm.shape == (t.shape[0], 1) else None
+    if blocks is None:
+        return _inplace(np.subtract, t, u * bm, t)
+    for i0, i1 in blocks:
+        t[i0:i1] -= u[i0:i1] * bm[i0:i1]
+    return t
 
 
 def _shared_xhat(x, mean, r):
@@ -193,9 +228,6 @@ def _shared_pw(dy, xhat, mask, dweight_dy):
     if dweight_dy or mask is not None:
         return sel_rows(mask, dy if dweight_dy else dy * xhat)
     return _memo.once("pw", (dy, xhat), (), lambda: dy * xhat)
-
-
-_BLOCK = 1 << 19      # elements of the scratch block of _pw_sums
 
 
 def _block_sums(m, n, fill):
@@ -313,7 +345,7 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
         cnt = n if mask is None else mask.sum(axis=1, keepdims=True)
         if centered:
             a = sel_rows(mask, g).sum(axis=1, keepdims=True) / cnt
-            bm = sel_rows(mask, g * xhat).sum(axis=1, keepdims=True) / (cnt - 1 if mods.unbiased_bwd and n > 1 else cnt)
+            bm = _row_sums_of_product(g, xhat, mask) / (cnt - 1 if mods.unbiased_bwd and n > 1 else cnt)
             if mods.bwd_rel[2]:
                 # the mean's gradient: the sum of per-value rounded terms (c |B| mean|x_hat|), and, where the
                 # deviations are taken from a rounded mean (mean(x_hat) != 0), autograd's exact derivative,
@@ -332,10 +364,10 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
             # r * (g - a [- u * bm]): the same operations, in one array of x's size (_inplace)
             t = g - a                           # a new array (g - a never aliases g)
             if not mods.no_B:
-                t = _inplace(np.subtract, t, u * bm, t)
+                t = _minus_product(t, u, bm)
             dx = _inplace(np.multiply, r, t, t)
         else:
-            bm = (g * xhat).sum(axis=1, keepdims=True) / max(n, 1) * (1.0 + mods.bwd_rel[1])
+            bm = _row_sums_of_product(g, xhat, None) / max(n, 1) * (1.0 + mods.bwd_rel[1])
             if placement == "outside":
                 rms = np.sqrt(var)
                 u = np.where(rms == 0, 0.0, x / np.where(rms == 0, 1.0, rms))
