@@ -161,3 +161,18 @@ def test_the_shortcuts_change_no_diagnosis(bug, cases, monkeypatch):
     assert all(d is not None and "error" not in d for d in plain), plain
     assert any(d["matched"] or d.get("explained_by") for d in plain), plain
     assert fast == plain
+
+
+def test_array_scale_in_blocks_is_the_plain_maximum(monkeypatch):
+    """judge.array_scale, taken a block at a time, is max |ref| over the finite elements (0 when none)."""
+    from refnorm.check import judge
+    rng = np.random.default_rng(4)
+    arrays = [np.zeros(0), rng.standard_normal((300, 70)) * 1e3, np.full((40, 3), np.inf),
+              rng.standard_normal((50, 40))[:, ::3]]
+    arrays[1][5, 7] = np.nan
+    arrays[1][9, 1] = -np.inf
+    arrays[1][2, 2] = -5e4
+    want = [0.0, 5e4, 0.0, float(np.max(np.abs(arrays[3])))]
+    for block in (1 << 18, 7, 1000):
+        monkeypatch.setattr(judge, "SCALE_BLOCK", block)
+        assert [judge.array_scale(a) for a in arrays] == want, block
