@@ -41,6 +41,7 @@ in the diagnosis (``error``), not as a case error.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -419,7 +420,9 @@ def where(case, records) -> list:
             if got is None or want is None or E is None:
                 continue
             d = localize.localize(part, name, got, want, E, x_shape, axes)
-            terms = explain.row_terms(case, r, ref, part, name)
+            # row_terms reads x and dy in float64: the record's float64 copies (_args) give the same terms
+            ins64, _, cot64 = _args(r)
+            terms = explain.row_terms(case, dataclasses.replace(r, inputs=ins64, cotangents=cot64), ref, part, name)
             rows = "" if terms is None else localize.missing_rows(np.asarray(got, dtype=np.float64) - want, terms)
             if rows:
                 d["rows"] = rows

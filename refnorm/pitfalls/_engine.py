@@ -362,7 +362,8 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
             else:
                 u = xhat
             # r * (g - a [- u * bm]): the same operations, in one array of x's size (_inplace)
-            t = g - a                           # a new array (g - a never aliases g)
+            # g - a, into g when g is this function's own product (dy * wb: not read again), else a new array
+            t = g - a if g is dy else _inplace(np.subtract, g, a, g)
             if not mods.no_B:
                 t = _minus_product(t, u, bm)
             dx = _inplace(np.multiply, r, t, t)
