@@ -264,6 +264,12 @@ def _try(v, case, records, contract, only=None):
         return None
 
 
+def _slow(v):
+    """Whether judging ``v`` takes more than its evaluation with the reference's statistics (its own
+    statistics or mean of squares, or bounds derived for another computation): the survivors' order only."""
+    return v.mods.stats is not None or v.mods.ms is not None or v.bounds_as is not None or v.fn is not None
+
+
 def _screen_records(case, records):
     """For a large layer_norm or rms_norm case, the records cut to SCREEN_ROWS rows (half the rows where
     the failing arrays exceed their bound most, half evenly spread), with y, the statistics and dx only.
@@ -477,7 +483,9 @@ def _diagnose(case, records, contract, variants):
         # statistics, for every guard) are started first and side by side, so that one computes the terms
         # they share (refnorm._memo) while the other waits for them, before other variants' terms push
         # them out of the memo
-        order = sorted(range(len(survivors)), key=lambda i: survivors[i][2].spread is None)
+        # (then those keeping the reference's statistics and bounds, the quickest: one that fits the rest
+        # starts its whole-case judgement below while the other worker is still busy with the others)
+        order = sorted(range(len(survivors)), key=lambda i: (survivors[i][2].spread is None, _slow(survivors[i][2])))
         # a survivor that fits the rest too is judged on the whole case in the same task (at most SPECULATE
         # of them, while the other worker is still busy), unless the loop below is sure to skip it: its lower
         # bound only grows and best_full only shrinks there, so a skip decided on the values before is kept.

@@ -32,6 +32,16 @@ def _row_blocks(x):
     return [(i0, min(x.shape[0], i0 + B)) for i0 in range(0, x.shape[0], B)]
 
 
+def _by_rows(x, f):
+    """f(x) for a row-wise f (each result (m, 1), row i's from row i alone: NumPy's sums along a row),
+    computed a block of rows at a time (_row_blocks: the same numbers, without temporaries of x's size)
+    when x is a float64 (m, n) array; else f(x)."""
+    if not (isinstance(x, np.ndarray) and x.ndim == 2 and x.dtype == np.float64 and x.shape[0] > 0):
+        return f(x)
+    parts = [f(x[i0:i1]) for i0, i1 in _row_blocks(x)]
+    return tuple(np.concatenate([p[k] for p in parts]) for k in range(len(parts[0])))
+
+
 def _one_pass_w(x, dtype):
     """The unguarded one-pass (mean, var) in W (x's row sums and row sums of squares in W, a block of rows at
     a time: _row_blocks); once per x within a refnorm._memo scope (the diagnosis: the three guards and the
@@ -115,16 +125,16 @@ def pad_lanes(x, dtype):
     """A10: the next_pow2(n) - n masked lanes of the block loaded as 0 enter sum((x - mean)^2), each
     adding mean^2 (the statistics otherwise exact): var += (P - n) * mean^2 / n."""
     n = x.shape[1]
-    mean = x.mean(axis=1, keepdims=True)
-    var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
+    mean, var = _by_rows(x, lambda b: (lambda m: (m, ((b - m) ** 2).mean(axis=1, keepdims=True)))(
+        b.mean(axis=1, keepdims=True)))
     return mean, var + (_next_pow2(n) - n) * mean * mean / max(n, 1)
 
 
 def pow2_divisor(x, dtype):
     """A10 (other reading): the block length P = next_pow2(n) used as the divisor of the sums."""
     P = _next_pow2(x.shape[1])
-    mean = x.sum(axis=1, keepdims=True) / P
-    return mean, ((x - mean) ** 2).sum(axis=1, keepdims=True) / P
+    return _by_rows(x, lambda b: (lambda m: (m, ((b - m) ** 2).sum(axis=1, keepdims=True) / P))(
+        b.sum(axis=1, keepdims=True) / P))
 
 
 def sq_in_d(x, dtype):
@@ -235,7 +245,8 @@ def welford_lanes(x, dtype, lanes=4):
     every lane held ceil(n / lanes) values; exact when lanes divides n (and, here, when n < lanes)."""
     n = x.shape[1]
     if n % lanes == 0 or n < lanes:
-        return (lambda m: (m, ((x - m) ** 2).mean(axis=1, keepdims=True)))(x.mean(axis=1, keepdims=True))
+        return _by_rows(x, lambda b: (lambda m: (m, ((b - m) ** 2).mean(axis=1, keepdims=True)))(
+            b.mean(axis=1, keepdims=True)))
     nominal = float(math.ceil(n / lanes))
     parts = [x[:, j::lanes] for j in range(lanes)]
     means = [p.mean(axis=1, keepdims=True) for p in parts]

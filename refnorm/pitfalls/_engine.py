@@ -91,10 +91,17 @@ def sum_d(a, dtype):
 def two_pass(x, dtype):
     """The reference statistics: mean, then the biased variance of the deviations (float64); once per x
     within a ``refnorm._memo`` scope (the diagnosis: most variants keep the reference's statistics)."""
-    def make():
-        n = max(x.shape[1], 1)
-        mean = x.sum(axis=1, keepdims=True) / n
-        return mean, ((x - mean) ** 2).sum(axis=1, keepdims=True) / n
+    def stats(b):
+        n = max(b.shape[1], 1)
+        mean = b.sum(axis=1, keepdims=True) / n
+        return mean, ((b - mean) ** 2).sum(axis=1, keepdims=True) / n
+
+    def make():                         # row by row: a block of rows at a time gives the same numbers
+        if not (isinstance(x, np.ndarray) and x.ndim == 2 and x.dtype == np.float64 and x.shape[0] > 0):
+            return stats(x)
+        B = max(1, _BLOCK // max(x.shape[1], 1))
+        parts = [stats(x[i0:i0 + B]) for i0 in range(0, x.shape[0], B)]
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
     if not _memo.active() or not isinstance(x, np.ndarray):
         return make()
     return _memo.once("two_pass", (x,), (), make, keep=8)
