@@ -51,6 +51,7 @@ import numpy as np
 
 from .. import _memo, pitfalls, registry
 from . import explain, localize
+from .compare import multiplicities
 from .judge import derive_bounds, judge_returned, reference
 from .precision import gamma
 
@@ -262,6 +263,20 @@ def _try(v, case, records, contract, only=None):
             return _judge_variant(v, case, records, contract, only)
     except Exception:                                       # noqa: BLE001 - a variant that cannot run
         return None
+
+
+def _count_ahead(records):
+    """compare.multiplicities of every large array the backend returned (within the diagnosis's memo scope:
+    computed once, for whichever judgement asks first); a failure here is left to that judgement."""
+    try:
+        for r in records:
+            for part in ("outputs", "grads"):
+                for name in r.compare.get(part, ()):
+                    g = r.got.get(part, {}).get(name)
+                    if isinstance(g, np.ndarray) and g.size >= SCREEN_MIN:
+                        multiplicities(g)
+    except Exception:                                       # noqa: BLE001 - only a head start
+        pass
 
 
 def _slow(v):
@@ -505,7 +520,14 @@ def _diagnose(case, records, contract, variants):
                 if budget[0] <= 0:
                     return got, None
                 budget[0] -= 1
-            return got, (_try(v, case, records, contract),)
+            # the bias test's counts of the backend's large arrays (the same for every variant: memo) start
+            # beside the variant's evaluation; the judgement takes them, or waits for them, from the memo
+            pre = threading.Thread(target=_count_ahead, args=(records,), daemon=True)
+            pre.start()
+            try:
+                return got, (_try(v, case, records, contract),)
+            finally:
+                pre.join()
         with ThreadPoolExecutor(2) as pool:
             done = list(pool.map(task, order))
         alone = [None] * len(survivors)
