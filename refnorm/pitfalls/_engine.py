@@ -321,6 +321,9 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
             mean = round_point(mean, pt[1], pt[2], dtype)
         if pt is not None and pt[0] == "rstd":
             r = round_point(r, pt[1], pt[2], dtype)
+        if params_only and dy is not None and mods.dweight_dy:
+            # dweight summed from dy alone: x_hat is not needed (its value is in no array returned)
+            return {"mean": mean, "rstd": r, "var": var, "pw": sel_rows(mask, dy), "pb": sel_rows(mask, dy)}
         if params_only and _fused(x, mean, r, dy, mods, mask, dev):
             # dweight's (and, with kept rows, dbias's) terms summed a block at a time (the values param_sum
             # gives; see _block_sums)
