@@ -55,6 +55,51 @@ def test_missing_rows():
     assert L.missing_rows(rng.standard_normal(5), c) == ""
 
 
+def _missing_rows_full(err, c):
+    """missing_rows's answer by measuring every candidate (the search without its screen)."""
+    R, tot = len(c), np.sqrt(np.sum(err * err))
+    pre = np.concatenate([np.zeros((1, c.shape[1])), np.cumsum(c, axis=0)])
+    ks = range(1, R)
+    if err.size < L.MIN_COLUMNS:          # a short sum: powers of two and half the rows only
+        ks = [k for k in ks if k & (k - 1) == 0 or k in (R // 2, (R + 1) // 2)]
+    cands = [(f"the last {k} rows ({R - k}-{R - 1})", pre[R] - pre[R - k]) for k in ks]
+    cands += [(f"the first {k} rows (0-{k - 1})", pre[k]) for k in ks]
+    P = 2
+    while P < R:
+        rows = np.arange(R) % P
+        for a, b in ((P // 2, P), (0, P // 2), (P - 1, P)):
+            cands.append((f"rows {a}-{b - 1} of every {P}", c[(rows >= a) & (rows < b)].sum(axis=0)))
+        P *= 2
+    best = None
+    for text, s in cands:
+        for sign, what in ((-1.0, "missing"), (1.0, "counted twice")):
+            r = np.sqrt(np.sum((err - sign * s) ** 2))
+            if r <= L.FIT * tot and (best is None or r < best[0]):
+                best = (r, f"the terms of {text} {what}")
+    return "" if best is None else best[1]
+
+
+def test_missing_rows_screen_changes_no_answer():
+    """The screen on err . s (localize.missing_rows) skips only candidates that cannot fit: on sums near
+    the FIT threshold, both sides of it, and on noise, the answer equals the full search's."""
+    rng = np.random.default_rng(7)
+    hits = 0
+    for R, C in ((256, 5), (64, 3), (300, 17)):
+        c = rng.standard_normal((R, C))
+        sel = (np.arange(R) % 32) >= 16
+        for s in (c[-4:].sum(axis=0), c[:9].sum(axis=0), c[sel].sum(axis=0), c[R // 2:].sum(axis=0)):
+            for sign in (-1.0, 1.0):
+                for noise in (0.0, 0.05, 0.09, 0.11, 0.3, 3.0):
+                    d = rng.standard_normal(C)
+                    err = sign * s + noise * np.linalg.norm(s) * d / np.linalg.norm(d)
+                    want = _missing_rows_full(err, c)
+                    assert L.missing_rows(err, c) == want, (R, C, sign, noise)
+                    hits += bool(want)
+        noise = rng.standard_normal(C)
+        assert L.missing_rows(noise, c) == _missing_rows_full(noise, c)
+    assert hits >= 24                      # the cases near the threshold include fits (the test compares answers)
+
+
 def test_nonfinite_first():
     ref = np.ones((4, 3))
     got = ref.copy()

@@ -41,7 +41,9 @@ in the diagnosis (``error``), not as a case error.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -49,12 +51,14 @@ import numpy as np
 
 from .. import _memo, pitfalls, registry
 from . import consistent, explain, localize
+from .compare import multiplicities
 from .judge import derive_bounds, judge_returned, reference
 from .precision import gamma
 
 FLOOR = 0.05     # ratios below this are not told apart (a correct kernel's own rounding reaches about this)
 SCREEN_MIN = 1 << 18   # elements of x from which a layer_norm/rms_norm case is screened on a few rows first
 SCREEN_ROWS = 32
+SPECULATE = 2    # survivors judged on the whole case beside the others' remaining arrays (_diagnose)
 CLOSE = 4.0      # a variant that does not fit is shown as "closest" only within this many times its bound
 MARGIN = 4.0     # "clearly": the named variant fits at least MARGIN x better (floored ratios) than the best
 #                  variant of every other mechanism and than no pitfall, on every failing array (tuned on
@@ -113,18 +117,21 @@ def _judge_variant(variant, case, records, contract, only=None):
                                 params_only=params)
     for r in records:
         res = evaluate(r)
+        # derive_bounds reads its inputs and cotangents in float64 (judge._f64, as _f64 here converts them):
+        # handed the record's float64 copies (_args), it converts nothing again and derives the same bounds
+        ins64, _, cot64 = _args(r)
         if spec.state or variant.bounds_inputs is not None or variant.bounds_as is not None:
-            ins = r.inputs if variant.bounds_inputs is None else variant.bounds_inputs(r.inputs)
+            ins = ins64 if variant.bounds_inputs is None else variant.bounds_inputs(r.inputs)
             bop, bcfg = (None, case.config) if variant.bounds_as is None else variant.bounds_as(case.config,
                                                                                                case.dtype)
             bop = bop or case.op
-            E = derive_bounds(bop, case.dtype, bcfg, r.training, ins, r.cotangents, r.state, res, contract)
+            E = derive_bounds(bop, case.dtype, bcfg, r.training, ins, cot64, r.state, res, contract)
         else:
             E = r.E
         if variant.bounds_training and not r.training:
             # the variant normalizes this eval call with batch/instance statistics: those parts are bounded
             # as the check bounds them in a training call (without the running-statistics update)
-            Et = derive_bounds(case.op, case.dtype, case.config, True, r.inputs, r.cotangents, {},
+            Et = derive_bounds(case.op, case.dtype, case.config, True, ins64, cot64, {},
                                type(res)(res.outputs, res.grads, {}), contract)
             E = {**E, **{part: {**E[part], **Et[part]} for part in variant.bounds_training}}
         if variant.slack is not None:          # the rounding the variant's own change implies (Variant.slack)
@@ -290,6 +297,26 @@ def _try(v, case, records, contract, only=None):
             return _judge_variant(v, case, records, contract, only)
     except Exception:                                       # noqa: BLE001 - a variant that cannot run
         return None
+
+
+def _count_ahead(records):
+    """compare.multiplicities of every large array the backend returned (within the diagnosis's memo scope:
+    computed once, for whichever judgement asks first); a failure here is left to that judgement."""
+    try:
+        for r in records:
+            for part in ("outputs", "grads"):
+                for name in r.compare.get(part, ()):
+                    g = r.got.get(part, {}).get(name)
+                    if isinstance(g, np.ndarray) and g.size >= SCREEN_MIN:
+                        multiplicities(g)
+    except Exception:                                       # noqa: BLE001 - only a head start
+        pass
+
+
+def _slow(v):
+    """Whether judging ``v`` takes more than its evaluation with the reference's statistics (its own
+    statistics or mean of squares, or bounds derived for another computation): the survivors' order only."""
+    return v.mods.stats is not None or v.mods.ms is not None or v.bounds_as is not None or v.fn is not None
 
 
 def _screen_records(case, records):
@@ -460,7 +487,9 @@ def where(case, records) -> list:
             if got is None or want is None or E is None:
                 continue
             d = localize.localize(part, name, got, want, E, x_shape, axes)
-            terms = explain.row_terms(case, r, ref, part, name)
+            # row_terms reads x and dy in float64: the record's float64 copies (_args) give the same terms
+            ins64, _, cot64 = _args(r)
+            terms = explain.row_terms(case, dataclasses.replace(r, inputs=ins64, cotangents=cot64), ref, part, name)
             rows = "" if terms is None else localize.missing_rows(np.asarray(got, dtype=np.float64) - want, terms)
             if rows:
                 d["rows"] = rows
@@ -490,7 +519,7 @@ def _diagnose(case, records, contract, variants):
                        "ratios": tuple(a.ratio for a in arrays), "widened": widened, "bounds": bounds,
                        "tight": tight})
         return scored[-1]
-    survivors = []
+    survivors, ahead = [], {}      # ahead: {variant id: its whole-case judgement, made in the pool below}
     for v in cands:
         got = None
         if sub is not None and not v.mods.repeat_rows:      # rows >= 65536 depend on others: never screened
@@ -510,16 +539,55 @@ def _diagnose(case, records, contract, variants):
                 if n not in sub[0].compare[p]}
         kept = []
         # each survivor on its own, two at a time (NumPy and the compiled loops release the GIL; the
-        # results are taken in the survivors' order, so nothing depends on which finished first)
+        # results are taken in the survivors' order, so nothing depends on which finished first). The
+        # variants with a spread (the one-pass variances: the same sums, and on most rows the same
+        # statistics, for every guard) are started first and side by side, so that one computes the terms
+        # they share (refnorm._memo) while the other waits for them, before other variants' terms push
+        # them out of the memo
+        # (then those keeping the reference's statistics and bounds, the quickest: one that fits the rest
+        # starts its whole-case judgement below while the other worker is still busy with the others)
+        order = sorted(range(len(survivors)), key=lambda i: (survivors[i][2].spread is None, _slow(survivors[i][2])))
+        # a survivor that fits the rest too is judged on the whole case in the same task (at most SPECULATE
+        # of them, while the other worker is still busy), unless the loop below is sure to skip it: its lower
+        # bound only grows and best_full only shrinks there, so a skip decided on the values before is kept.
+        # The loop takes that judgement only where it would have made it itself (the same function of the
+        # same arrays: the same result), so nothing depends on which were judged ahead
+        best0 = min((s["worst"] for s in scored if s["ok"]), default=math.inf)
+        fitted0 = {s["v"].mechanism for s in scored if s["ok"]}
+        budget = [SPECULATE]
+        lock = threading.Lock()
+
+        def task(i):
+            lb, _, v = survivors[i]
+            got = _try(v, case, records, contract, rest) if rest else None
+            if got is None or not all(a.passed for a in got[0]) or lb >= MARGIN * _fl(best0) or v.mechanism in fitted0:
+                return got, None
+            with lock:
+                if budget[0] <= 0:
+                    return got, None
+                budget[0] -= 1
+            # the bias test's counts of the backend's large arrays (the same for every variant: memo) start
+            # beside the variant's evaluation; the judgement takes them, or waits for them, from the memo
+            pre = threading.Thread(target=_count_ahead, args=(records,), daemon=True)
+            pre.start()
+            try:
+                return got, (_try(v, case, records, contract),)
+            finally:
+                pre.join()
         with ThreadPoolExecutor(2) as pool:
-            alone = list(pool.map(lambda t: _try(t[2], case, records, contract, rest) if rest else None, survivors))
-        for (lb, vid, v), got in zip(survivors, alone):
+            done = list(pool.map(task, order))
+        alone = [None] * len(survivors)
+        for i, got in zip(order, done):
+            alone[i] = got
+        for (lb, vid, v), (got, whole) in zip(survivors, alone):
             lb = lb if got is None else max(lb, got[1])
             if got is not None and not all(a.passed for a in got[0]):
                 scored.append({"worst": lb, "v": v, "ok": False, "arrays": [], "ratios": (), "widened": False,
                                "bounds": None, "lower_bound": True})
             else:
                 kept.append((lb, vid, v))
+                if whole is not None:
+                    ahead[vid] = whole[0]
         survivors = kept
     best_full = min((s["worst"] for s in scored if s["ok"]), default=math.inf)
     fitted = {s["v"].mechanism for s in scored if s["ok"]}
@@ -529,7 +597,7 @@ def _diagnose(case, records, contract, variants):
             scored.append({"worst": lb, "v": v, "ok": False, "arrays": [], "ratios": (), "widened": False,
                            "bounds": None, "lower_bound": True})
             continue
-        got = _try(v, case, records, contract)
+        got = ahead[v.id] if v.id in ahead else _try(v, case, records, contract)
         if got is not None and add(got, v)["ok"]:
             best_full = min(best_full, got[1])
             fitted.add(v.mechanism)

@@ -24,6 +24,7 @@ import numpy as np
 
 FIT = 0.1          # a per-row model "fits" when its residual's RMS is at most FIT x the error's RMS
 MIN_COLUMNS = 4    # missing_rows: a sum of at least this many values (fewer: a coincidence is likely)
+_SCREEN = 0.8     # missing_rows: the screen keeps candidates with |err . s| >= 0.8 (1 - FIT) |err|^2 (see there)
 STATISTICS = ("mean", "var", "rstd", "ms", "rms", "std", "scale", "amax", "mu", "sigma")
 
 
@@ -178,21 +179,44 @@ def missing_rows(err, contrib, ref=None):
     if tot == 0 or R < 2:
         return miss
     # a sum of fewer than MIN_COLUMNS values: among ~2R first/last-k candidate sums some lands near it by
-    # chance, so only k a power of two (a kernel's block) is tried there, beside the tiles
+    # chance, so only k a power of two (a kernel's block) or half the rows is tried there, beside the tiles
     few = err.size < MIN_COLUMNS
-    pre = np.concatenate([np.zeros((1, c.shape[1])), np.cumsum(c, axis=0)])
-    ks = [1 << i for i in range((R - 1).bit_length()) if (1 << i) < R] if few else range(1, R)
-    cands = [(f"the last {k} rows ({R - k}-{R - 1})", pre[R] - pre[R - k]) for k in ks]
-    cands += [(f"the first {k} rows (0-{k - 1})", pre[k]) for k in ks]
+    ks = sorted({1 << i for i in range((R - 1).bit_length()) if (1 << i) < R} | {R // 2, (R + 1) // 2} - {0, R}) \
+        if few else range(1, R)
+    # Cheap screen of the candidates, exact for the ones kept. For a candidate sum s, with e = err . s,
+    #   |err - sign s|^2 = tot^2 - 2 sign e + |s|^2 >= tot^2 - 2 |e| + e^2 / tot^2 = (tot - |e| / tot)^2
+    # (Cauchy-Schwarz: |s| >= |e| / tot), so a candidate within FIT x tot needs |e| >= (1 - FIT) tot^2.
+    # e of every candidate comes from v = contrib @ err (each candidate's e is a sum of v over its rows);
+    # only candidates with |e| >= SCREEN x tot^2 (SCREEN well below 1 - FIT: rounding moves e by about
+    # 1e-12 tot^2, far less than the gap) are summed and measured as before, in the same order, so the
+    # answer is the one the full search gives; the (rows+1) x columns prefix sums are built only when a
+    # first/last-k candidate passes.
+    v = c @ err
+    need = (1.0 - FIT) * tot * tot * _SCREEN
+    tail = np.cumsum(v[::-1])           # tail[k - 1]: e of the last k rows
+    head = np.cumsum(v)                 # head[k - 1]: e of the first k rows
+    pre = None
+
+    def prefix():
+        nonlocal pre
+        if pre is None:
+            pre = np.concatenate([np.zeros((1, c.shape[1])), np.cumsum(c, axis=0)])
+        return pre
+    cands = [(f"the last {k} rows ({R - k}-{R - 1})", lambda k=k: prefix()[R] - prefix()[R - k])
+             for k in ks if abs(tail[k - 1]) >= need]
+    cands += [(f"the first {k} rows (0-{k - 1})", lambda k=k: prefix()[k])
+              for k in ks if abs(head[k - 1]) >= need]
     P = 2
     while P < R:
         rows = np.arange(R) % P
         for a, b in ((P // 2, P), (0, P // 2), (P - 1, P)):
             sel = (rows >= a) & (rows < b)
-            cands.append((f"rows {a}-{b - 1} of every {P}", c[sel].sum(axis=0)))
+            if abs(v[sel].sum()) >= need:
+                cands.append((f"rows {a}-{b - 1} of every {P}", lambda sel=sel: c[sel].sum(axis=0)))
         P *= 2
     best = None
-    for text, s in cands:
+    for text, make in cands:
+        s = make()
         for sign, what in ((-1.0, "missing"), (1.0, "counted twice")):
             r = np.sqrt(np.sum((err - sign * s) ** 2))
             if r <= FIT * tot and (best is None or r < best[0]):

@@ -9,6 +9,8 @@ import math
 import ml_dtypes
 import numpy as np
 
+from .. import _memo
+from . import _engine
 from ._engine import Mods, in_w, sum_d, sum_w, to_d, working
 
 
@@ -23,13 +25,45 @@ def _mean_in_w(x, dtype):
     return xw, nW, sum_w(xw, dtype) / nW
 
 
+def _row_blocks(x):
+    """(i0, i1) row ranges of x (m, n) of about _engine._BLOCK elements each: a row's sums (NumPy's pairwise
+    sum along the row) are the same numbers whichever block holds the row."""
+    B = max(1, _engine._BLOCK // max(x.shape[1], 1))
+    return [(i0, min(x.shape[0], i0 + B)) for i0 in range(0, x.shape[0], B)]
+
+
+def _by_rows(x, f):
+    """f(x) for a row-wise f (each result (m, 1), row i's from row i alone: NumPy's sums along a row),
+    computed a block of rows at a time (_row_blocks: the same numbers, without temporaries of x's size)
+    when x is a float64 (m, n) array; else f(x)."""
+    if not (isinstance(x, np.ndarray) and x.ndim == 2 and x.dtype == np.float64 and x.shape[0] > 0):
+        return f(x)
+    parts = [f(x[i0:i1]) for i0, i1 in _row_blocks(x)]
+    return tuple(np.concatenate([p[k] for p in parts]) for k in range(len(parts[0])))
+
+
+def _one_pass_w(x, dtype):
+    """The unguarded one-pass (mean, var) in W (x's row sums and row sums of squares in W, a block of rows at
+    a time: _row_blocks); once per x within a refnorm._memo scope (the diagnosis: the three guards and the
+    ends of their spreads compute the same sums of the same x)."""
+    def make():
+        W = working(dtype)
+        nW = W(max(x.shape[1], 1))
+        s1, s2 = np.empty((x.shape[0], 1), W), np.empty((x.shape[0], 1), W)
+        with np.errstate(all="ignore"):
+            for i0, i1 in _row_blocks(x):
+                xw = in_w(x[i0:i1], dtype)
+                s1[i0:i1], s2[i0:i1] = sum_w(xw, dtype), sum_w(xw * xw, dtype)
+            mean = s1 / nW
+            return mean, s2 / nW - mean * mean
+    return _memo.once("one_pass", (x,), dtype, make, keep=8)
+
+
 def one_pass(x, dtype, guard="clamp"):
     """A01, A02 (clamp), A03 (var < 1e-6 -> 0), A05-A09 (no guard: NaN from a negative variance):
     var = E[x^2] - E[x]^2 with both means summed in W (pairwise) and the subtraction in W."""
     W = working(dtype)
-    xw, nW, mean = _mean_in_w(x, dtype)
-    with np.errstate(all="ignore"):
-        var = sum_w(xw * xw, dtype) / nW - mean * mean
+    mean, var = _one_pass_w(x, dtype)
     if guard == "clamp":
         var = np.maximum(var, W(0))
     elif guard == "thresh":
@@ -67,12 +101,20 @@ def one_pass_spread(guard="clamp"):
                     s = sign
                 W = working(dtype)
                 u = float(np.finfo(W).eps) / 2
-                xw = in_w(x, dtype).astype(np.float64)
                 mean, var = one_pass(x, dtype, "none")
                 g = gfun(x.shape[1])
+
+                def half_width():               # once per (x, g) within a memo scope (every end, every guard)
+                    out = np.empty((x.shape[0], 1))
+                    with np.errstate(all="ignore"):
+                        for i0, i1 in _row_blocks(x):        # row by row: the same numbers in any block
+                            xw = in_w(x[i0:i1], dtype).astype(np.float64)
+                            out[i0:i1] = u * (g * ((xw * xw).mean(axis=1, keepdims=True)
+                                                   + 2 * np.abs(mean[i0:i1]) * np.abs(xw).mean(axis=1, keepdims=True))
+                                              + 2 * np.abs(var[i0:i1]))
+                    return out
+                delta = _memo.once("one_pass_spread", (x,), (dtype, float(g)), half_width, keep=8)
                 with np.errstate(all="ignore"):
-                    delta = u * (g * ((xw * xw).mean(axis=1, keepdims=True)
-                                      + 2 * np.abs(mean) * np.abs(xw).mean(axis=1, keepdims=True)) + 2 * np.abs(var))
                     v = _guarded(var + s * delta, guard, np.float64)
                 return mean, v
             return Mods(stats=stats)
@@ -86,16 +128,16 @@ def pad_lanes(x, dtype):
     """A10: the next_pow2(n) - n masked lanes of the block loaded as 0 enter sum((x - mean)^2), each
     adding mean^2 (the statistics otherwise exact): var += (P - n) * mean^2 / n."""
     n = x.shape[1]
-    mean = x.mean(axis=1, keepdims=True)
-    var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
+    mean, var = _by_rows(x, lambda b: (lambda m: (m, ((b - m) ** 2).mean(axis=1, keepdims=True)))(
+        b.mean(axis=1, keepdims=True)))
     return mean, var + (_next_pow2(n) - n) * mean * mean / max(n, 1)
 
 
 def pow2_divisor(x, dtype):
     """A10 (other reading): the block length P = next_pow2(n) used as the divisor of the sums."""
     P = _next_pow2(x.shape[1])
-    mean = x.sum(axis=1, keepdims=True) / P
-    return mean, ((x - mean) ** 2).sum(axis=1, keepdims=True) / P
+    return _by_rows(x, lambda b: (lambda m: (m, ((b - m) ** 2).sum(axis=1, keepdims=True) / P))(
+        b.sum(axis=1, keepdims=True) / P))
 
 
 def sq_in_d(x, dtype):
@@ -206,7 +248,8 @@ def welford_lanes(x, dtype, lanes=4):
     every lane held ceil(n / lanes) values; exact when lanes divides n (and, here, when n < lanes)."""
     n = x.shape[1]
     if n % lanes == 0 or n < lanes:
-        return (lambda m: (m, ((x - m) ** 2).mean(axis=1, keepdims=True)))(x.mean(axis=1, keepdims=True))
+        return _by_rows(x, lambda b: (lambda m: (m, ((b - m) ** 2).mean(axis=1, keepdims=True)))(
+            b.mean(axis=1, keepdims=True)))
     nominal = float(math.ceil(n / lanes))
     parts = [x[:, j::lanes] for j in range(lanes)]
     means = [p.mean(axis=1, keepdims=True) for p in parts]

@@ -89,10 +89,22 @@ def sum_d(a, dtype):
 
 
 def two_pass(x, dtype):
-    """The reference statistics: mean, then the biased variance of the deviations (float64)."""
-    n = max(x.shape[1], 1)
-    mean = x.sum(axis=1, keepdims=True) / n
-    return mean, ((x - mean) ** 2).sum(axis=1, keepdims=True) / n
+    """The reference statistics: mean, then the biased variance of the deviations (float64); once per x
+    within a ``refnorm._memo`` scope (the diagnosis: most variants keep the reference's statistics)."""
+    def stats(b):
+        n = max(b.shape[1], 1)
+        mean = b.sum(axis=1, keepdims=True) / n
+        return mean, ((b - mean) ** 2).sum(axis=1, keepdims=True) / n
+
+    def make():                         # row by row: a block of rows at a time gives the same numbers
+        if not (isinstance(x, np.ndarray) and x.ndim == 2 and x.dtype == np.float64 and x.shape[0] > 0):
+            return stats(x)
+        B = max(1, _BLOCK // max(x.shape[1], 1))
+        parts = [stats(x[i0:i0 + B]) for i0 in range(0, x.shape[0], B)]
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    if not _memo.active() or not isinstance(x, np.ndarray):
+        return make()
+    return _memo.once("two_pass", (x,), (), make, keep=8)
 
 
 def mean_square(x, dtype):
@@ -159,11 +171,63 @@ def _rstd(mods, var, eps, dtype, placement="inside"):
         return 1.0 / np.sqrt(var + eps)
 
 
+def _xhat(x, mean, r):
+    """(x - mean) * r in one new array (the same values, without a second array of x's size)."""
+    out = np.subtract(x, mean)
+    if np.result_type(out, r) != out.dtype or np.broadcast_shapes(out.shape, np.shape(r)) != out.shape:
+        return out * r
+    return np.multiply(out, r, out=out)
+
+
+_BLOCK = 1 << 19      # elements of a block of rows (the diagnosis's sums and temporaries, a block at a time)
+
+
+def _inplace(op, a, b, out):
+    """op(a, b) written into ``out`` (a or b: a temporary the caller made and no longer needs) when it is a
+    float64 array of the result's shape (the same values, without a new array of x's size); else op(a, b)."""
+    if (isinstance(out, np.ndarray) and out.shape == np.broadcast_shapes(np.shape(a), np.shape(b))
+            and out.dtype == np.float64 and np.result_type(a, b) == np.float64):
+        return op(a, b, out=out)
+    return op(a, b)
+
+
+def _blocks(a, b):
+    """(i0, i1) row ranges of about _BLOCK elements when a and b are float64 (m, n) arrays (None: not so)."""
+    if not all(isinstance(t, np.ndarray) and t.dtype == np.float64 and t.ndim == 2 for t in (a, b)) \
+            or a.shape != b.shape or a.shape[1] < 1:
+        return None
+    B = max(1, _BLOCK // a.shape[1])
+    return [(i0, min(a.shape[0], i0 + B)) for i0 in range(0, a.shape[0], B)]
+
+
+def _row_sums_of_product(g, xhat, mask):
+    """sel_rows(mask, g * xhat).sum(axis=1, keepdims=True): a block of rows at a time when no mask applies
+    (each row's pairwise sum is the same numbers in any block), without an array of x's size."""
+    blocks = _blocks(g, xhat) if mask is None else None
+    if blocks is None:
+        return sel_rows(mask, g * xhat).sum(axis=1, keepdims=True)
+    out = np.empty((g.shape[0], 1))
+    for i0, i1 in blocks:
+        out[i0:i1] = (g[i0:i1] * xhat[i0:i1]).sum(axis=1, keepdims=True)
+    return out
+
+
+def _minus_product(t, u, bm):
+    """t - u * bm written into t (the caller's temporary), a block of rows at a time (the same operations
+    on each element), when t and u are float64 (m, n) and bm (m, 1); else t - u * bm."""
+    blocks = _blocks(t, u) if isinstance(bm, np.ndarray) and bm.shape == (t.shape[0], 1) else None
+    if blocks is None:
+        return _inplace(np.subtract, t, u * bm, t)
+    for i0, i1 in blocks:
+        t[i0:i1] -= u[i0:i1] * bm[i0:i1]
+    return t
+
+
 def _shared_xhat(x, mean, r):
     """(x - mean) * r, once per (x, statistics) within a ``refnorm._memo`` scope (the diagnosis)."""
     if not _memo.active():
-        return (x - mean) * r
-    return _memo.once("xhat", (x,), (mean.shape, mean.tobytes(), r.shape, r.tobytes()), lambda: (x - mean) * r)
+        return _xhat(x, mean, r)
+    return _memo.once("xhat", (x,), (mean.shape, mean.tobytes(), r.shape, r.tobytes()), lambda: _xhat(x, mean, r))
 
 
 def _shared_pw(dy, xhat, mask, dweight_dy):
@@ -171,6 +235,59 @@ def _shared_pw(dy, xhat, mask, dweight_dy):
     if dweight_dy or mask is not None:
         return sel_rows(mask, dy if dweight_dy else dy * xhat)
     return _memo.once("pw", (dy, xhat), (), lambda: dy * xhat)
+
+
+def _block_sums(m, n, fill):
+    """The column sums over m rows of terms (m, n) that ``fill(i0, i1, out)`` writes a block of rows at a time
+    into ``out``: equal, bit for bit, to param_sum's sum of the whole terms (NumPy sums a column of the
+    (n, m) view row after row; each block is added to the sum so far in the same order), in one scratch
+    array (no array of the terms' size)."""
+    B = max(1, _BLOCK // n)
+    buf = np.empty((min(B, m) + 1, n))
+    acc = None
+    for i0 in range(0, m, B):
+        i1 = min(m, i0 + B)
+        t = buf[1:i1 - i0 + 1]
+        fill(i0, i1, t)
+        if acc is None:
+            acc = np.add.reduce(t, axis=0)
+        else:
+            buf[0] = acc
+            acc = np.add.reduce(buf[:i1 - i0 + 1], axis=0)
+    return acc
+
+
+def _pw_sums(x, mean, r, dy, keep=None):
+    """dweight's row sums of dy * ((x - mean) * r) (x, dy (m, n) float64; mean, r (m, 1)), times ``keep``
+    ((m, 1) 0/1: mods.rows_mask's rows, as _kept_rows applies it) when given (_block_sums); once per (x,
+    dy, statistics, kept rows) within a ``refnorm._memo`` scope."""
+    m, n = x.shape
+
+    def fill(i0, i1, t):
+        np.subtract(x[i0:i1], mean[i0:i1], out=t)
+        np.multiply(t, r[i0:i1], out=t)
+        np.multiply(dy[i0:i1], t, out=t)
+        if keep is not None:
+            np.multiply(t, keep[i0:i1], out=t)
+    return _memo.once("pw_sums", (x, dy), (mean.tobytes(), r.tobytes(), None if keep is None else keep.tobytes()),
+                      lambda: _block_sums(m, n, fill), keep=16)
+
+
+def _pb_sums(dy, keep):
+    """dbias's row sums of dy * keep (the kept rows, _block_sums)."""
+    def fill(i0, i1, t):
+        np.multiply(dy[i0:i1], keep[i0:i1], out=t)
+    return _block_sums(dy.shape[0], dy.shape[1], fill)
+
+
+def _fused(x, mean, r, dy, mods, mask, dev):
+    """Whether dweight's (and dbias's) row sums can be taken by _pw_sums (no x_hat of x's size)."""
+    pt = mods.round_at
+    return (dy is not None and dev is None and mask is None and not mods.dweight_dy and not mods.xhat_in_d
+            and mods.dweight is None and not (pt is not None and pt[0] == "xhat")
+            and x.ndim == 2 and x.shape[0] >= 1 and x.shape[1] >= 2 and np.shape(dy) == x.shape
+            and np.shape(mean) == np.shape(r) == (x.shape[0], 1)
+            and all(a.dtype == np.float64 for a in (x, np.asarray(dy), mean, r)))
 
 
 def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same", placement="inside",
@@ -204,6 +321,17 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
             mean = round_point(mean, pt[1], pt[2], dtype)
         if pt is not None and pt[0] == "rstd":
             r = round_point(r, pt[1], pt[2], dtype)
+        if params_only and dy is not None and mods.dweight_dy:
+            # dweight summed from dy alone: x_hat is not needed (its value is in no array returned)
+            return {"mean": mean, "rstd": r, "var": var, "pw": sel_rows(mask, dy), "pb": sel_rows(mask, dy)}
+        if params_only and _fused(x, mean, r, dy, mods, mask, dev):
+            # dweight's (and, with kept rows, dbias's) terms summed a block at a time (the values param_sum
+            # gives; see _block_sums)
+            keep = None if mods.rows_mask is None else np.asarray(mods.rows_mask(m, n))[:, None].astype(float)
+            out = {"mean": mean, "rstd": r, "var": var, "pw_sums": _pw_sums(x, mean, r, dy, keep), "pb": dy}
+            if keep is not None:
+                out["pb_sums"] = _pb_sums(dy, keep)
+            return out
         xhat = _shared_xhat(x, mean, r) if dev is None else dev * r
         if pt is not None and pt[0] == "xhat":
             xhat = round_point(xhat, pt[1], pt[2], dtype)
@@ -218,7 +346,7 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
         else:
             y = xhat if w is None else xhat * w
             if b is not None:
-                y = y + b
+                y = y + b if y is xhat else _inplace(np.add, y, b, y)    # (x_hat may be shared: never written)
         res = {"y": y, "mean": mean, "rstd": r, "var": var, "xhat": xhat}
         if dy is None:
             return res
@@ -227,7 +355,7 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
         cnt = n if mask is None else mask.sum(axis=1, keepdims=True)
         if centered:
             a = sel_rows(mask, g).sum(axis=1, keepdims=True) / cnt
-            bm = sel_rows(mask, g * xhat).sum(axis=1, keepdims=True) / (cnt - 1 if mods.unbiased_bwd and n > 1 else cnt)
+            bm = _row_sums_of_product(g, xhat, mask) / (cnt - 1 if mods.unbiased_bwd and n > 1 else cnt)
             if mods.bwd_rel[2]:
                 # the mean's gradient: the sum of per-value rounded terms (c |B| mean|x_hat|), and, where the
                 # deviations are taken from a rounded mean (mean(x_hat) != 0), autograd's exact derivative,
@@ -243,15 +371,22 @@ def rows(x, *, mods, dtype, centered, eps, w=None, b=None, dy=None, w_bwd="same"
                 u = np.where(s == 0, 0.0, xhat / np.where(s == 0, 1.0, r * s))
             else:
                 u = xhat
-            dx = r * (g - a) if mods.no_B else r * (g - a - u * bm)
+            # r * (g - a [- u * bm]): the same operations, in one array of x's size (_inplace)
+            # g - a, into g when g is this function's own product (dy * wb: not read again), else a new array
+            t = g - a if g is dy else _inplace(np.subtract, g, a, g)
+            if not mods.no_B:
+                t = _minus_product(t, u, bm)
+            dx = _inplace(np.multiply, r, t, t)
         else:
-            bm = (g * xhat).sum(axis=1, keepdims=True) / max(n, 1) * (1.0 + mods.bwd_rel[1])
+            bm = _row_sums_of_product(g, xhat, None) / max(n, 1) * (1.0 + mods.bwd_rel[1])
             if placement == "outside":
                 rms = np.sqrt(var)
                 u = np.where(rms == 0, 0.0, x / np.where(rms == 0, 1.0, rms))
             else:
                 u = xhat
-            dx = r * (g - u * bm)
+            t = u * bm
+            t = _inplace(np.subtract, g, t, t)
+            dx = _inplace(np.multiply, r, t, t)
         if mods.nan_if_flat:
             dx = np.where(var == 0, np.nan, dx)
         res.update(dx=dx, pw=_shared_pw(dy, xhat, mask, mods.dweight_dy), pb=sel_rows(mask, dy))
@@ -341,9 +476,11 @@ def layer_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, train
         if not params_only:
             grads["x"] = r["dx"].reshape(x.shape)
         if w is not None:
-            grads["weight"] = _row_sum(mods, r["pw"], x.shape, lead, ns, dtype, is_weight=True)
+            grads["weight"] = (r["pw_sums"].reshape(ns) if "pw_sums" in r
+                               else _row_sum(mods, r["pw"], x.shape, lead, ns, dtype, is_weight=True))
         if b is not None:
-            grads["bias"] = _row_sum(mods, r["pb"], x.shape, lead, ns, dtype, is_weight=False)
+            grads["bias"] = (r["pb_sums"].reshape(ns) if "pb_sums" in r
+                             else _row_sum(mods, r["pb"], x.shape, lead, ns, dtype, is_weight=False))
     return Result(outs, grads, {})
 
 
@@ -375,7 +512,8 @@ def rms_norm(inputs, config, cotangents, dtype, mods=Mods(), state=None, trainin
         if not params_only:
             grads["x"] = r["dx"].reshape(x.shape)
         if w is not None:
-            grads["weight"] = _row_sum(mods, r["pw"], x.shape, lead, ns, dtype, is_weight=True)
+            grads["weight"] = (r["pw_sums"].reshape(ns) if "pw_sums" in r
+                               else _row_sum(mods, r["pw"], x.shape, lead, ns, dtype, is_weight=True))
     return Result(outs, grads, {})
 
 
