@@ -75,6 +75,12 @@ def diag(kernel, case_id):
     return r.diagnosis
 
 
+def expect(kernel, case_id, mechanism, words):
+    """The kernel fails the case, and the diagnosis names ``mechanism`` with ``words`` in its message."""
+    d = diag(kernel, case_id)
+    assert d["mechanism"] == mechanism and words in d["message"], d["message"]
+
+
 def test_the_correct_spec_kernel_passes():
     for case_id in ("layer_norm/mean1e3_f32_6x100", "group_norm/normal_g4_f32_2x8x5x7", "rms_norm/normal_eps1e-05_f32_6x100"):
         assert check_case(Spec(), load_case(GOLDEN, case_id)).status == "passed", case_id
@@ -85,8 +91,7 @@ def test_rstd_returned_as_std_is_not_a_one_pass_variance():
     """On mean-shifted rows the one-pass variance's spread holds an rstd returned as std; but y is right, so
     no single variance error per row explains both: named as rstd's reciprocal instead."""
     post = lambda call, d: {**d, "outputs": {**d["outputs"], "rstd": 1 / d["outputs"]["rstd"]}}   # noqa: E731
-    d = diag(Spec(post=post), "layer_norm/mean1e3_f32_6x100")
-    assert d["mechanism"] == "semantics" and "rstd is its reciprocal" in d["message"], d["message"]
+    expect(Spec(post=post), "layer_norm/mean1e3_f32_6x100", "semantics", "rstd is its reciprocal")
 
 
 def test_one_s_per_row():
@@ -113,8 +118,7 @@ def test_rms_norm_dividing_by_rsqrt_is_rstd_squared_away():
         x = np.asarray(call.inputs["x"], np.float64)
         ms = (x * x).mean(axis=-1, keepdims=True) + call.config["eps"]
         return {**d, "outputs": {**d["outputs"], "y": d["outputs"]["y"] * ms}}
-    d = diag(Spec(post=post), "rms_norm/normal_eps1e-05_f32_6x100")
-    assert d["mechanism"] == "semantics" and "rstd^-2" in d["message"], d["message"]
+    expect(Spec(post=post), "rms_norm/normal_eps1e-05_f32_6x100", "semantics", "rstd^-2")
 
 
 def test_rstd_rounded_to_bfloat16_in_the_backward_is_precision():
@@ -128,8 +132,7 @@ def test_rstd_rounded_to_bfloat16_in_the_backward_is_precision():
         xh, g = x * r2, dy * w
         dx = r2 * (g - xh * (g * xh).mean(axis=-1, keepdims=True))
         return {**d, "grads": {**d["grads"], "x": dx, "weight": (dy * xh).sum(axis=0)}}
-    d = diag(Spec(post=post), "rms_norm/normal_eps1e-05_f32_6x100")
-    assert d["mechanism"] == "precision" and "rstd rounded to bfloat16" in d["message"], d["message"]
+    expect(Spec(post=post), "rms_norm/normal_eps1e-05_f32_6x100", "precision", "rstd rounded to bfloat16")
 
 
 def test_layer_norm_statistics_over_a_prefix_is_a_tail_block_dropped():
@@ -140,15 +143,13 @@ def test_layer_norm_statistics_over_a_prefix_is_a_tail_block_dropped():
         rstd = 1 / np.sqrt(((x[:, :m] - mean) ** 2).mean(axis=1, keepdims=True) + call.config["eps"])
         y = (x - mean) * rstd * call.inputs["weight"] + call.inputs["bias"]
         return {**d, "outputs": {**d["outputs"], "y": y, "mean": mean, "rstd": rstd}}
-    d = diag(Spec(post=post), "layer_norm/normal_f32_6x100")
-    assert d["mechanism"] == "block" and "first 64 of 100" in d["message"], d["message"]
+    expect(Spec(post=post), "layer_norm/normal_f32_6x100", "block", "first 64 of 100")
 
 
 # ---------------------------------------------------------------- configuration, mode, layout
 def test_gated_norm_group_size_ignored_is_group():
     change = lambda c: ({**c.config, "group_size": None}, dict(c.inputs), dict(c.cotangents), c.training)  # noqa: E731
-    d = diag(Spec(change=change), "gated_norm/normal_gs4_f64_3x7x12")
-    assert d["mechanism"] == "group" and "group_size None" in d["message"], d["message"]
+    expect(Spec(change=change), "gated_norm/normal_gs4_f64_3x7x12", "group", "group_size None")
 
 
 def test_eval_backward_by_the_training_formula_is_mode():
@@ -206,8 +207,7 @@ def test_group_norm_dweight_from_the_first_sample_is_reduction():
         one = registry.evaluate(call.op, {k: (np.asarray(v)[:1] if k == "x" else v) for k, v in call.inputs.items()},
                                 config=call.config, grad_outputs={"y": np.asarray(call.cotangents["y"])[:1]})
         return {**d, "grads": {**d["grads"], "weight": one.grads["weight"]}}
-    d = diag(Spec(post=post), "group_norm/normal_g4_f32_2x8x5x7")
-    assert d["mechanism"] == "reduction" and "samples" in d["message"], d["message"]
+    expect(Spec(post=post), "group_norm/normal_g4_f32_2x8x5x7", "reduction", "samples")
 
 
 def test_group_norm_backward_means_over_one_channel_is_group():
@@ -224,14 +224,12 @@ def test_group_norm_backward_means_over_one_channel_is_group():
         k = C // G                           # the means divided by one channel's count: k times too large
         dx = rstd * (g - k * g.mean(axis=1, keepdims=True) - k * xh * (g * xh).mean(axis=1, keepdims=True))
         return {**d, "grads": {**d["grads"], "x": dx.reshape(x.shape)}}
-    d = diag(Spec(post=post), "group_norm/normal_g4_f32_2x8x5x7")
-    assert d["mechanism"] == "group" and "one channel's count" in d["message"], d["message"]
+    expect(Spec(post=post), "group_norm/normal_g4_f32_2x8x5x7", "group", "one channel's count")
 
 
 def test_twice_a_parameter_gradient_is_reduction():
     post = lambda call, d: {**d, "grads": {**d["grads"], "weight": 2 * d["grads"]["weight"]}}   # noqa: E731
-    d = diag(Spec(post=post), "layer_norm/normal_f32_6x100")
-    assert d["mechanism"] == "reduction" and "counted twice" in d["message"], d["message"]
+    expect(Spec(post=post), "layer_norm/normal_f32_6x100", "reduction", "counted twice")
 
 
 def test_missing_rows_of_a_short_sum_tries_only_power_of_two_blocks():
@@ -278,14 +276,12 @@ def test_param_sum_over_a_multi_axis_normalized_shape():
 def test_weight_and_bias_swapped_is_affine():
     change = lambda c: (dict(c.config), {**c.inputs, "weight": c.inputs["bias"], "bias": c.inputs["weight"]},  # noqa: E731
                         dict(c.cotangents), c.training)
-    d = diag(Spec(change=change), "layer_norm/normal_f32_6x100")
-    assert d["mechanism"] == "affine" and "bias and weight swapped" in d["message"], d["message"]
+    expect(Spec(change=change), "layer_norm/normal_f32_6x100", "affine", "bias and weight swapped")
 
 
 def test_a_parameter_gradient_averaged_over_rows_is_reduction():
     post = lambda call, d: {**d, "grads": {**d["grads"], "bias": d["grads"]["bias"] / 6}}   # noqa: E731
-    d = diag(Spec(post=post), "layer_norm/normal_f32_6x100")
-    assert d["mechanism"] == "reduction" and "averaged over" in d["message"], d["message"]
+    expect(Spec(post=post), "layer_norm/normal_f32_6x100", "reduction", "averaged over")
 
 
 def test_a_quantization_scale_returned_as_its_reciprocal_is_quant_scale():
@@ -303,8 +299,7 @@ def test_dweight_from_the_returned_output_is_backward():
         y = d["outputs"]["y"].astype(NP[call.dtype]).astype(np.float64)
         dw = (np.asarray(call.cotangents["y"], np.float64) * y).sum(axis=0)
         return {**d, "grads": {**d["grads"], "weight": dw}}
-    d = diag(Spec(post=post), "layer_norm/normal_f32_6x100")
-    assert d["mechanism"] == "backward" and "the returned output y" in d["message"], d["message"]
+    expect(Spec(post=post), "layer_norm/normal_f32_6x100", "backward", "the returned output y")
 
 
 def test_running_var_with_the_batch_count_bessel_factor_is_bessel():
@@ -316,8 +311,7 @@ def test_running_var_with_the_batch_count_bessel_factor_is_bessel():
             1 / (float(call.state["num_batches_tracked"]) + 1)
         rv = (1 - m) * np.asarray(call.state["running_var"], np.float64) + m * xs.var(axis=1) * N / (N - 1)
         return {**d, "state": {**d["state"], "running_var": rv}}
-    d = diag(Spec(post=post), "batch_norm/normal_f32_6x4x25")
-    assert d["mechanism"] == "bessel" and "Bessel factor of 6 values" in d["message"], d["message"]
+    expect(Spec(post=post), "batch_norm/normal_f32_6x4x25", "bessel", "Bessel factor of 6 values")
 
 
 def test_group_norm_silu_bias_after_the_silu_is_affine():
@@ -329,16 +323,14 @@ def test_group_norm_silu_bias_after_the_silu_is_affine():
         p = xh * np.asarray(call.inputs["weight"], np.float64).reshape(sh)
         return {**d, "outputs": {**d["outputs"], "y": p / (1 + np.exp(-p)) +
                                  np.asarray(call.inputs["bias"], np.float64).reshape(sh)}}
-    d = diag(Spec(post=post), "group_norm_silu/normal_g4_f32_2x8x5x7")
-    assert d["mechanism"] == "affine" and "the bias added after the SiLU" in d["message"], d["message"]
+    expect(Spec(post=post), "group_norm_silu/normal_g4_f32_2x8x5x7", "affine", "the bias added after the SiLU")
 
 
 def test_group_norm_silu_backward_ignoring_the_silu_is_backward():
     def post(call, d):
         gn = registry.evaluate("group_norm", call.inputs, config=call.config, grad_outputs=call.cotangents)
         return {**d, "grads": {k: gn.grads[k] for k in d["grads"]}}
-    d = diag(Spec(post=post), "group_norm_silu/normal_g4_f32_2x8x5x7")
-    assert d["mechanism"] == "backward" and "ignores the SiLU" in d["message"], d["message"]
+    expect(Spec(post=post), "group_norm_silu/normal_g4_f32_2x8x5x7", "backward", "ignores the SiLU")
 
 
 def test_a_dx_term_without_its_rstd_is_backward():
@@ -350,8 +342,7 @@ def test_a_dx_term_without_its_rstd_is_backward():
         xh = (x - mean) * r
         dx = r * (g - g.mean(axis=1, keepdims=True)) - xh * (g * xh).mean(axis=1, keepdims=True)
         return {**d, "grads": {**d["grads"], "x": dx}}
-    d = diag(Spec(post=post), "layer_norm/normal_f32_6x100")
-    assert d["mechanism"] == "backward" and "without its rstd factor" in d["message"], d["message"]
+    expect(Spec(post=post), "layer_norm/normal_f32_6x100", "backward", "without its rstd factor")
 
 
 def test_a_per_channel_gradient_summed_over_its_group_is_group():
@@ -359,8 +350,7 @@ def test_a_per_channel_gradient_summed_over_its_group_is_group():
         G = call.config["num_groups"]
         dw = d["grads"]["weight"]
         return {**d, "grads": {**d["grads"], "weight": np.repeat(dw.reshape(G, -1).sum(axis=1), dw.size // G)}}
-    d = diag(Spec(post=post), "group_norm/normal_g4_f32_2x8x5x7")
-    assert d["mechanism"] == "group" and "summed over its group" in d["message"], d["message"]
+    expect(Spec(post=post), "group_norm/normal_g4_f32_2x8x5x7", "group", "summed over its group")
 
 
 def test_dweight_partials_rounded_to_the_input_dtype_is_precision():
