@@ -87,6 +87,28 @@ def frexp_exp(v):
     return np.frexp(np.where(v > 0, v, 1.0).astype(np.float64))
 
 
+# the options blind3 and blind4 implement (any value; base.py's declared options)
+FUSED_OPTIONS = ("normalized_shape", "eps", "weight_offset", "eps_placement", "num_groups", "momentum",
+                 "convention", "norm", "norm_before_gate", "group_size", "format", "block_size", "element_dtype",
+                 "scale_rule", "min_scale", "residual_in_fp32", "dropout_p", "prenorm", "quant_dtype", "scale_ub")
+
+
+def ln_stats(x, eps, ddof=0):
+    """mean, rstd (rows, 1) of 2-D ``x``, two-pass (``ddof``: 1 for the unbiased variance)."""
+    n = x.shape[1]
+    mean = rsum(x) / n
+    d = x - mean
+    var = rsum(d * d) / (n - ddof if n > ddof else n)
+    return mean, 1 / np.sqrt(var + eps)
+
+
+def rms_stats(x, eps, placement="inside"):
+    """rms, rstd (rows, 1) of 2-D ``x`` (``placement``: eps inside the root, or "outside" added to rms)."""
+    ms = rsum(x * x) / x.shape[1]
+    rms = np.sqrt(ms)
+    return rms, (1 / (rms + eps) if placement == "outside" else 1 / np.sqrt(ms + eps))
+
+
 class BlindKernelBase:
     """The backend protocol of a blind kernel: ``bug`` is a key of the subclass's ``BUGS`` or None (correct);
     ``run`` computes in float32 (float64 for a float64 case) by the method ``_<op>``. A subclass sets ``BUGS``,

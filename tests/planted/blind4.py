@@ -33,7 +33,7 @@ import numpy as np
 
 from refnorm.check.backends.base import Returned
 
-from ._blind_math import (add_norm_affine_grads, affine, BlindKernelBase, block_layout, block_quotients,
+from ._blind_math import (FUSED_OPTIONS, ln_stats, rms_stats, add_norm_affine_grads, affine, BlindKernelBase, block_layout, block_quotients,
                           centred_dx as _centred_dx, channel_grads, channel_outputs, channel_rows,
                           channel_running_stats, from_channel_rows, dyt_inputs,
                           e8m0_scale, eps_value as _eps, frexp_exp as _frexp_exp, gated_dx, group_dims,
@@ -301,27 +301,10 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
     one of these ops later is skipped with the reason instead of judged against a kernel that ignores it."""
 
     BUGS, OPS, LABEL = BUGS, OPS, "blind4"
-    options = {k: None for k in (
-        "normalized_shape", "eps", "weight_offset", "eps_placement", "num_groups", "momentum", "convention",
-        "norm", "norm_before_gate", "group_size", "format", "block_size", "element_dtype", "scale_rule",
-        "min_scale", "residual_in_fp32", "dropout_p", "prenorm", "quant_dtype", "scale_ub")}
+    options = dict.fromkeys(FUSED_OPTIONS)
 
     # ------------------------------------------------------------ shared row statistics (2-D: rows x n)
-    @staticmethod
-    def _ln_stats(x, eps, ddof=0):
-        """mean, rstd (rows, 1), two-pass (``ddof``: 1 for the unbiased variance)."""
-        n = x.shape[1]
-        mean = _rsum(x) / n
-        d = x - mean
-        var = _rsum(d * d) / (n - ddof if n > ddof else n)
-        return mean, 1 / np.sqrt(var + eps)
-
-    @staticmethod
-    def _rms_stats(x, eps, placement="inside"):
-        """rms, rstd (rows, 1)."""
-        ms = _rsum(x * x) / x.shape[1]
-        rms = np.sqrt(ms)
-        return rms, (1 / (rms + eps) if placement == "outside" else 1 / np.sqrt(ms + eps))
+    _ln_stats, _rms_stats = staticmethod(ln_stats), staticmethod(rms_stats)
 
     # ------------------------------------------------------------ layer_norm
     def _layer_norm(self, call, acc):
