@@ -32,13 +32,14 @@ import numpy as np
 
 from refnorm.check.backends.base import Returned
 
-from ._blind_math import (FUSED_OPTIONS, ln_stats, rms_stats, add_norm_affine_grads, affine, BlindKernelBase, block_layout, block_quotients,
+from ._blind_math import (add_norm_affine_grads, affine, BlindKernelBase, block_layout, block_quotients,
                           centred_dx as _centred_dx, channel_grads, channel_outputs, channel_rows, dyt_inputs,
-                          e8m0_scale, eps_value as _eps, frexp_exp as _frexp_exp, gated_dx, gated_normalize, group_dims,
-                          GroupNormPair, half as _half, instance_norm_grads, instance_outputs, instance_params,
-                          instance_rows, instance_running_stats, normalized_rows, normalized_shape as _ns, nqb_format,
-                          nqb_normalized, nqb_returned, nvfp4_encode, poly_combine, poly_rstd, pow2_up, QUANT as _QUANT,
-                          reshaped, rms_dx, rsum as _rsum, running_in, running_state, sigmoids as _sigmoids,
+                          e8m0_scale, eps_value as _eps, frexp_exp as _frexp_exp, FUSED_OPTIONS, gated_dx,
+                          gated_normalize, group_dims, GroupNormPair, half as _half, instance_norm_grads,
+                          instance_outputs, instance_params, instance_rows, instance_running_stats, ln_stats,
+                          normalized_rows, normalized_shape as _ns, nqb_format, nqb_normalized, nqb_returned,
+                          nvfp4_encode, poly_combine, poly_rstd, pow2_up, QUANT as _QUANT, reshaped, rms_dx,
+                          rms_stats, rsum as _rsum, running_in, running_state, sigmoids as _sigmoids,
                           store as _store)
 
 LABELS = ("one_pass", "precision", "block", "eps", "bessel", "running", "mode", "backward", "reduction",

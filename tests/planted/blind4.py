@@ -28,20 +28,21 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes
 import numpy as np
 
 from refnorm.check.backends.base import Returned
 
-from ._blind_math import (FUSED_OPTIONS, ln_stats, rms_stats, add_norm_affine_grads, affine, BlindKernelBase, block_layout, block_quotients,
+from ._blind_math import (add_norm_affine_grads, affine, BlindKernelBase, block_quotients,
                           centred_dx as _centred_dx, channel_grads, channel_outputs, channel_rows,
-                          channel_running_stats, from_channel_rows, dyt_inputs,
-                          e8m0_scale, eps_value as _eps, frexp_exp as _frexp_exp, gated_dx, group_dims,
-                          GroupNormPair, half as _half, instance_norm_grads, instance_outputs, instance_params,
-                          instance_rows, instance_running_stats, normalized_rows, normalized_shape as _ns,
-                          nqb_format, nqb_normalized, nqb_returned, nvfp4_encode, per_instance, poly_combine,
-                          poly_rstd, pow2_up, QUANT as _QUANT, reshaped, rms_dx, rsum as _rsum, running_in,
-                          running_state, sigmoids as _sigmoids, store as _store)
+                          channel_running_stats, channel_sums, dyt_gd, dyt_inputs, eps_value as _eps,
+                          frexp_exp as _frexp_exp, from_channel_rows, FUSED_OPTIONS, gated_dx, gated_grads,
+                          gated_inputs, group_dims, GroupNormPair, half as _half, instance_norm_grads,
+                          instance_outputs, instance_params, instance_rows, instance_running_stats, ln_stats,
+                          mx_scales, normalized_rows, normalized_shape as _ns, nqb_format, nqb_normalized,
+                          nqb_returned, nvfp4_block_scales, nvfp4_encode, padded_blocks, per_instance,
+                          poly_combine, poly_grads, poly_inputs, poly_rstd, pow2_scale, pow2_up, QUANT as _QUANT,
+                          reshaped, rms_dx, rms_norm_dx, rms_stats, rsum as _rsum, running_in, running_state,
+                          sigmoids as _sigmoids, stat_shape, store as _store)
 from .blind3 import LABELS
 
 OPS = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm", "batch_norm",
@@ -330,7 +331,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         rstd = 1 / np.sqrt(ve)
         xhat = xc * rstd
         y = affine(xhat, w, bias)
-        stat = x0.shape[:x0.ndim - len(ns)] + (1,) * len(ns)
+        stat = stat_shape(x0, ns)
         out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(stat).astype(acc),
                "rstd": rstd.reshape(stat).astype(acc)}
         grads = {}
@@ -386,18 +387,12 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             rms, rstd = self._rms_stats(x, eps, placement)
         xhat = x * rstd
         y = xhat if w is None else xhat * w
-        lead = x0.shape[:x0.ndim - len(ns)]
-        out = {"y": _store(y.reshape(x0.shape), d), "rstd": rstd.reshape(lead + (1,) * len(ns)).astype(acc)}
+        out = {"y": _store(y.reshape(x0.shape), d), "rstd": rstd.reshape(stat_shape(x0, ns)).astype(acc)}
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(-1, N)
             g = dy if (w is None or b == "rms_bwd_dx_without_weight") else dy * w
-            proj = _rsum(g * xhat) / N
-            if placement == "outside":
-                u = np.where(rms == 0, 0, x / np.where(rms == 0, 1, rms))
-            else:
-                u = xhat
-            dx = rstd * (g - u * proj)
+            dx = rms_norm_dx(g, x, xhat, rstd, rms, placement)
             grads["x"] = _store(dx.reshape(x0.shape), d)
             if w is not None:
                 grads["weight"] = _store((dy * xhat).sum(axis=0).reshape(ns), d)
@@ -463,13 +458,10 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             else:
                 dx = _centred_dx(g, xh, rstd)
             grads["x"] = _store(dx.reshape(x0.shape), d)
-
-            def per_channel(a):
-                return _rsum(np.ascontiguousarray(a.transpose(1, 0, 2)).reshape(C, -1)).reshape(C)
             if w is not None:
-                grads["weight"] = _store(per_channel(dp * xhat), d)
+                grads["weight"] = _store(channel_sums(dp * xhat, C), d)
             if bias is not None:
-                grads["bias"] = _store(per_channel(dp), d)
+                grads["bias"] = _store(channel_sums(dp, C), d)
         return out, grads
 
     # ------------------------------------------------------------ batch_norm
@@ -592,15 +584,10 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         b, d = self.bug, call.dtype
         cfg, inp = call.config, call.inputs
         x0 = inp["x"]
-        H = x0.shape[-1]
-        R = x0.size // H if H else 0
+        R, H, x, z, w, bias = gated_inputs(inp, acc)
         K = H if cfg["group_size"] is None else int(cfg["group_size"])
         nbg = bool(cfg["norm_before_gate"])
         norm = "rms_norm" if b == "gated_ln_as_rms" else cfg["norm"]
-        x, z = x0.astype(acc).reshape(R, H), inp["z"].astype(acc).reshape(R, H)
-        w = inp["weight"].astype(acc).reshape(1, H)
-        bias = inp.get("bias")
-        bias = None if bias is None else bias.astype(acc).reshape(1, H)
         sig, rest = _sigmoids(z)
         s, ds = z * sig, sig * (1 + z * rest)
         if b == "gated_silu_in_input_dtype":
@@ -628,10 +615,8 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
                 dx, dz = dv, dy * nrm * ds
             else:
                 dx, dz = dv * s, dv * x * ds
-            grads = {"x": _store(dx.reshape(x0.shape), d), "z": _store(dz.reshape(x0.shape), d),
-                     "weight": _store((dn * vhat).sum(axis=0), d)}
-            if bias is not None:
-                grads["bias"] = _store((dy if late_bias else dn).sum(axis=0), d)
+            db_from = None if bias is None else (dy if late_bias else dn)
+            grads = gated_grads(dx, dz, dn, db_from, vhat, x0.shape, d)
         return Returned({"y": _store(y.reshape(x0.shape), d)}, grads)
 
     # ------------------------------------------------------------ dyt
@@ -647,9 +632,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(x.shape)
-            g = dy if w is None else dy * w
-            r = 1 / np.cosh(a * x)
-            gd = g * (r * r)
+            gd = dyt_gd(dy, w, a, x)
             grads["x"] = _store((gd * a).reshape(x0.shape), d)
             da = _rsum(gd if b == "dyt_dalpha_missing_x" else gd * x).sum()
             grads["alpha"] = _store(np.reshape(da, np.shape(inp["alpha"])), d)
@@ -665,13 +648,8 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
     # ------------------------------------------------------------ poly_norm
     def _poly_norm(self, call, acc):
         b, d = self.bug, call.dtype
-        inp = call.inputs
-        x0 = inp["x"]
-        H = x0.shape[-1]
-        x = x0.astype(acc).reshape(-1, H)
-        wt = inp["weight"].astype(acc)
-        bias = inp.get("bias")
-        eps = _eps(call.config["eps"], acc)
+        x0 = call.inputs["x"]
+        H, x, wt, bias, eps = poly_inputs(call, acc)
         powers = (3, 2, 1)
         hs, rs, us = [], [], []
         for p in powers:
@@ -686,19 +664,9 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(-1, H)
-            dx = np.zeros_like(x)
-            for k, p in enumerate(powers):
-                g = dy * wt[k]
-                if b == "poly_powers_centred":
-                    du = _centred_dx(g, hs[k], rs[k])
-                else:
-                    du = rms_dx(g, hs[k], rs[k])
-                dx = dx + (du if p == 1 else p * x ** (p - 1) * du)
-            grads["x"] = _store(dx.reshape(x0.shape), d)
-            src = [x ** p for p in powers] if b == "poly_dweight_unnormalized" else hs
-            grads["weight"] = _store(np.array([_rsum(dy * h).sum() for h in src], dtype=acc), d)
-            if bias is not None:
-                grads["bias"] = _store(np.reshape(_rsum(dy).sum(), np.shape(bias)), d)
+            du = _centred_dx if b == "poly_powers_centred" else rms_dx
+            src = [x ** p for p in powers] if b == "poly_dweight_unnormalized" else None
+            grads = poly_grads(dy, x, wt, hs, rs, bias, x0.shape, d, acc, du=du, dw_from=src)
         return Returned({"y": _store(y.reshape(x0.shape), d)}, grads)
 
     # ------------------------------------------------------------ norm_quant_block
@@ -709,9 +677,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         if b == "nqb_mx_emax_fixed_e4m3" and fmt == "mxfp8":
             emax = 8
         s, y = nqb_normalized(inp, cfg, acc, self._ln_stats)
-        R, H, nb, pad = block_layout(y, B)
-        yb = np.concatenate([y, np.zeros((R, pad), acc)], axis=1).reshape(R, nb, B)
-        amax = np.max(np.abs(yb), axis=-1, initial=0.0)                 # (R, nb)
+        yb, amax = padded_blocks(y, B, acc)                              # amax: (R, nb)
         if b == "nqb_amax_per_tensor":
             amax = np.full(amax.shape, np.max(amax, initial=0.0), acc)
         ts = acc(1.0)
@@ -719,23 +685,14 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             v = np.maximum(amax / acc(qmax), acc(cfg["min_scale"] or 0.0))
             if rule == "pow2":
                 m, e = _frexp_exp(v)
-                k = pow2_up(m, e)
-                S = np.where(v > 0, np.ldexp(1.0, k.astype(np.int64)), 0.0).astype(acc)
+                S = pow2_scale(v, pow2_up(m, e), acc)
             elif b == "nqb_group_scale_in_input_dtype":
                 S = _half(v, call.dtype)
             else:
                 S = v
             scale_out = S.astype(acc)
         elif fmt == "mxfp8":
-            if rule == "floor":
-                v = amax / acc(2.0 ** emax)
-                m, e = _frexp_exp(v)
-                k = e - 1
-            else:
-                v = amax / acc(qmax)
-                m, e = _frexp_exp(v)
-                k = pow2_up(m, e)
-            S, scale_out = e8m0_scale(v, k, acc)
+            S, scale_out = mx_scales(amax, rule, emax, qmax, acc)
         else:                                                            # nvfp4
             gs = inp.get("global_scale")
             if b == "nqb_nvfp4_encode_without_fp4_max" and gs is None:
@@ -744,10 +701,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             else:
                 enc = nvfp4_encode(gs, amax, acc)
             ts = acc(1) / enc
-            v = amax / acc(6.0) * enc
-            Sb = np.clip(v, -448.0, 448.0).astype(ml_dtypes.float8_e4m3fn)
-            S = Sb.astype(acc) * ts
-            scale_out = Sb
+            S, scale_out = nvfp4_block_scales(amax, enc, ts, acc)
         q = np.clip(block_quotients(yb, S, acc), -qmax, qmax)
         return nqb_returned(q, qdt, scale_out, amax, ts, call, s, acc)
 
