@@ -26,22 +26,22 @@ tests/planted/blind.py, blind2.py or blind3.py.
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from refnorm.check.backends.base import Returned
 
-from ._blind_math import (add_norm_affine_grads, affine, BlindKernelBase, block_quotients,
-                          centred_dx as _centred_dx, channel_grads, channel_outputs, channel_rows,
-                          channel_running_stats, channel_sums, dyt_gd, dyt_inputs, eps_value as _eps,
-                          frexp_exp as _frexp_exp, from_channel_rows, FUSED_OPTIONS, gated_dx, gated_grads,
-                          gated_inputs, group_dims, GroupNormPair, half as _half, instance_norm_grads,
-                          instance_outputs, instance_params, instance_rows, instance_running_stats, ln_stats,
-                          mx_scales, normalized_rows, normalized_shape as _ns, nqb_format, nqb_normalized,
-                          nqb_returned, nvfp4_block_scales, nvfp4_encode, padded_blocks, per_instance,
-                          poly_combine, poly_grads, poly_inputs, poly_rstd, pow2_scale, pow2_up, QUANT as _QUANT,
-                          reshaped, rms_dx, rms_norm_dx, rms_stats, rsum as _rsum, running_in, running_state,
+from ._blind_math import (add_norm_affine_grads, add_norm_dims, add_norm_ds, add_norm_input_grads,
+                          add_norm_outputs, affine, BlindKernelBase, block_quotients, centred_dx as _centred_dx,
+                          channel_grads, channel_outputs, channel_rows, channel_running_stats, channel_sums,
+                          dyt_gd, dyt_inputs, eps_value as _eps, frexp_exp as _frexp_exp, from_channel_rows,
+                          FUSED_OPTIONS, gated_dx, gated_grads, gated_inputs, group_dims, GroupNormPair,
+                          half as _half, instance_norm_grads, instance_outputs, instance_params, instance_rows,
+                          instance_running_stats, kept, ln_rows, ln_stats, mx_scales, norm_quant_returned,
+                          normalized_rows, nqb_format, nqb_normalized, nqb_returned, nvfp4_block_scales,
+                          nvfp4_encode, padded_blocks, per_instance, poly_combine, poly_grads, poly_inputs,
+                          poly_rstd, pow2_scale, pow2_up, QUANT as _QUANT, reshaped, rms_dx, rms_norm_dx, rms_rows,
+                          rms_stats, row_affine, rowscale_grad, rsum as _rsum, running_in, running_state,
                           sigmoids as _sigmoids, stat_shape, store as _store)
 from .blind3 import LABELS
 
@@ -710,26 +710,17 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         b, d = self.bug, call.dtype
         cfg, inp = call.config, call.inputs
         x0 = inp["x"]
-        ns = _ns(cfg)
-        N = math.prod(ns)
-        R = x0.size // N if N else 0
-        p = float(cfg["dropout_p"] or 0.0)
-        keep = acc(1.0 / (1.0 - p))
-        off = acc(cfg.get("weight_offset", 0.0) or 0.0)
+        ns, N, R, p, keep, off = add_norm_dims(call, acc)
         x, res, mask, x1, mask1 = (reshaped(inp.get(k), acc, (R, N)) for k in ("x", "residual", "mask", "x1", "mask1"))
         if b == "an_x1_dropped_with_mask" and mask1 is not None and mask is not None:
             mask1 = mask
         rs = inp.get("rowscale")
         rs = None if rs is None else rs.astype(acc).reshape(R, 1)
-        c = np.ones((R, N), acc) if mask is None else mask.copy()
-        if rs is not None:
-            c = c * rs
-        c = c * keep if p else c
+        c = kept(mask, rs, keep, p, (R, N), acc)
         s = x * c
         c1 = None
         if x1 is not None:
-            c1 = np.ones((R, N), acc) if mask1 is None else mask1.copy()
-            c1 = c1 * keep if p else c1
+            c1 = kept(mask1, None, keep, p, (R, N), acc)
             s = s + x1 * c1
         if res is not None:
             s = s + res
@@ -741,47 +732,17 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         w, bias, w1, b1 = (reshaped(inp.get(k), acc, (1, N)) for k in ("weight", "bias", "weight1", "bias1"))
         we = None if w is None else w + off
         we1 = None if w1 is None else w1 + off
-        if cfg["norm"] == "layer_norm":
-            mean, rstd = self._ln_stats(s, eps)
-            xhat = (s - mean) * rstd
-        else:
-            _, rstd = self._rms_stats(s, eps)
-            xhat = s * rstd
-        y = xhat if we is None else xhat * we
-        y = y if bias is None else y + bias
-        res_dtype = "float32" if cfg.get("residual_in_fp32") and d in ("float16", "bfloat16") else d
-        out = {"y": _store(y.reshape(x0.shape), d), "residual_out": _store(s_out.reshape(x0.shape), res_dtype)}
-        if w1 is not None:
-            y1 = xhat * we1
-            y1 = y1 if b1 is None else y1 + b1
-            out["y1"] = _store(y1.reshape(x0.shape), d)
+        _, rstd, xhat = (ln_rows if cfg["norm"] == "layer_norm" else rms_rows)(s, eps)
+        out = add_norm_outputs(xhat, we, bias, we1, b1, s_out, x0.shape, cfg, d)
         grads = {}
         if "y" in call.cotangents:
             centred = cfg["norm"] == "layer_norm" or b == "an_rms_bwd_centred"
-
-            def norm_bwd(dy, wgt):
-                g = dy if wgt is None else dy * wgt
-                return _centred_dx(g, xhat, rstd) if centred else rms_dx(g, xhat, rstd)
-            dy = call.cotangents["y"].astype(acc).reshape(R, N)
-            ds = norm_bwd(dy, we)
-            dy1 = None
-            if w1 is not None and "y1" in call.cotangents:
-                dy1 = call.cotangents["y1"].astype(acc).reshape(R, N)
-                ds = ds + norm_bwd(dy1, we1)
-            if cfg["prenorm"] and "residual_out" in call.cotangents:
-                ds = ds + call.cotangents["residual_out"].astype(acc).reshape(R, N)
-            shape = x0.shape
-            grads["x"] = _store((ds * c).reshape(shape), d)
-            if res is not None:
-                grads["residual"] = _store(ds.reshape(shape), d)
-            if x1 is not None:
-                grads["x1"] = _store((ds * c1).reshape(shape), d)
+            ds, dy, dy1 = add_norm_ds(call, xhat, rstd, centred, we, we1, cfg["prenorm"], acc)
+            grads = add_norm_input_grads(ds, c, c1, None if res is None else ds, x0.shape, d)
             dyp = dy if (b == "an_dweight1_from_dy" and dy1 is not None) else dy1
             grads.update(add_norm_affine_grads(inp, dy, dyp, xhat, (w, bias, w1, b1), ns, d))
             if rs is not None:
-                t = ds * x if mask is None else ds * x * mask
-                drs = _rsum(t) * keep if p else _rsum(t)
-                grads["rowscale"] = _store(drs.reshape(inp["rowscale"].shape), d)
+                grads["rowscale"] = rowscale_grad(ds, x, mask, keep, p, inp["rowscale"].shape, d)
         return Returned(out, grads)
 
     # ------------------------------------------------------------ norm_quant
@@ -792,14 +753,8 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         ns, N, x = normalized_rows(call, acc)
         eps = _eps(cfg["eps"], acc)
         w, bias = inp.get("weight"), inp.get("bias")
-        if cfg["norm"] == "layer_norm":
-            mean, rstd = self._ln_stats(x, eps)
-            xhat = (x - mean) * rstd
-        else:
-            _, rstd = self._rms_stats(x, eps)
-            xhat = x * rstd
-        y = xhat if w is None else xhat * w.astype(acc).reshape(1, N)
-        y = y if bias is None else y + bias.astype(acc).reshape(1, N)
+        _, _, xhat = (ln_rows if cfg["norm"] == "layer_norm" else rms_rows)(x, eps)
+        y = row_affine(xhat, w, bias, acc)
         qdt, lo, hi = _QUANT[cfg["quant_dtype"]]
         amax = np.max(np.abs(y), axis=1, keepdims=True, initial=0.0)
         static = inp.get("static_scale")
@@ -827,9 +782,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             q = v.astype(np.float16).astype(qdt)
         else:
             q = v.astype(qdt)
-        stat = x0.shape[:x0.ndim - len(ns)] + (1,) * len(ns)
-        return Returned({"q": q.reshape(x0.shape), "scale": scale.reshape(stat).astype(acc),
-                         "amax": amax.reshape(stat).astype(acc)})
+        return norm_quant_returned(q, scale, amax, x0, ns, acc)
 
     # ------------------------------------------------------------ adaptive_layer_norm
     def _adaptive_layer_norm(self, call, acc):
