@@ -245,6 +245,42 @@ def channel_grads(dx, dy, xhat, w, bias, shape, dtype):
     return grads
 
 
+def running_setup(call, acc):
+    """batch/instance norm's (config, state, eps in ``acc``, whether the running statistics are given)."""
+    cfg, st = call.config, call.state
+    return cfg, st, eps_value(cfg["eps"], acc), st.get("running_mean") is not None
+
+
+def bn_running_update(rm, rv, m, x, mean, convention, acc, count=None):
+    """batch_norm's running (mean, var) after a training step on x (C, n) with batch mean ``mean`` (C, 1) and
+    momentum m: torch's convention (1 - m) * running + m * batch, with the unbiased variance (Bessel's
+    correction by ``count``, default n; inf for a count of 1), else m * running + (1 - m) * batch with the
+    biased one; unchanged for n = 0."""
+    C, n = x.shape
+    count = n if count is None else count
+    bm = mean.reshape(C)
+    bv = (rsum((x - mean) ** 2) / n).reshape(C)
+    if n > 0 and convention == "torch":
+        ub = bv * acc(count / (count - 1)) if count > 1 else bv * acc(np.inf)
+        return (1 - m) * rm + m * bm, (1 - m) * rv + m * ub
+    if n > 0:
+        return m * rm + (1 - m) * bm, m * rv + (1 - m) * bv
+    return rm, rv
+
+
+def instance_unbiased_var(x, mi, acc):
+    """Each instance's unbiased variance (rows, 1) of x (Nb * C, S) about its mean ``mi`` (inf for S = 1)."""
+    S = x.shape[1]
+    var = rsum((x - mi) ** 2) / S
+    return var * acc(S / (S - 1) if S > 1 else np.inf)
+
+
+def instance_momentum(rm, rv, m, mi, ub, Nb, C):
+    """Each instance's momentum update of (running_mean, running_var), (Nb, C), by its mean ``mi`` and
+    variance ``ub`` (rows, 1)."""
+    return (1 - m) * rm + m * mi.reshape(Nb, C), (1 - m) * rv + m * ub.reshape(Nb, C)
+
+
 def running_in(state, acc):
     """batch/instance norm's (running_mean, running_var) in ``acc`` and num_batches_tracked as int64."""
     return (state["running_mean"].astype(acc), state["running_var"].astype(acc),

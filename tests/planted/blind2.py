@@ -30,14 +30,15 @@ import numpy as np
 
 from refnorm.check.backends.base import Returned
 
-from ._blind_math import (affine, BlindKernelBase, block_layout, block_quotients, centred_dx as _centred_dx,
-                          channel_grads, channel_outputs, channel_rows, channel_running_stats, dyt_inputs, e8m0_scale,
-                          eps_value as _eps, frexp_exp as _frexp_exp, gated_dx, gated_normalize, group_dims,
-                          GroupNormPair, half as _half, instance_norm_grads, instance_outputs, instance_params,
-                          instance_rows, instance_running_stats, normalized_rows, normalized_shape as _ns, nqb_format,
-                          nqb_normalized, nqb_returned, nvfp4_encode, poly_combine, poly_rstd, pow2 as _pow2, pow2_up,
-                          reshaped, rms_dx, rsum as _rsum, running_in, running_state, sigmoids as _sigmoids,
-                          store as _store)
+from ._blind_math import (affine, BlindKernelBase, block_layout, block_quotients, bn_running_update,
+                          centred_dx as _centred_dx, channel_grads, channel_outputs, channel_rows,
+                          channel_running_stats, dyt_inputs, e8m0_scale, eps_value as _eps,
+                          frexp_exp as _frexp_exp, gated_dx, gated_normalize, group_dims, GroupNormPair,
+                          half as _half, instance_momentum, instance_norm_grads, instance_outputs, instance_params,
+                          instance_rows, instance_running_stats, normalized_rows, normalized_shape as _ns,
+                          nqb_format, nqb_normalized, nqb_returned, nvfp4_encode, poly_combine, poly_rstd,
+                          pow2 as _pow2, pow2_up, reshaped, rms_dx, rsum as _rsum, running_in, running_setup,
+                          running_state, sigmoids as _sigmoids, store as _store)
 from planted.blind import MECHANISMS
 
 OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "gated_norm", "dyt",
@@ -438,9 +439,7 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
         x0 = call.inputs["x"]
         x = channel_rows(x0, acc)                                # (C, n)
         C, n = x.shape
-        cfg, st = call.config, call.state
-        eps = _eps(cfg["eps"], acc)
-        has_run = st.get("running_mean") is not None
+        cfg, st, eps, has_run = running_setup(call, acc)
         batch = call.training or not has_run
         if batch:
             mean, rstd = self._ln_stats(x, eps)
@@ -458,14 +457,8 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
                 if mom is None and b == "bn_momentum_none_as_default":
                     mom = 0.1
                 m = acc(1.0 / float(nbt)) if mom is None else acc(mom)
-                bm = mean.reshape(C)
-                bv = (_rsum((x - mean) ** 2) / n).reshape(C)
-                if n > 0 and cfg["convention"] == "torch":
-                    cnt = x0.shape[0] if b == "bn_bessel_batch_count_only" else n
-                    ub = bv * acc(cnt / (cnt - 1)) if cnt > 1 else bv * acc(np.inf)
-                    rm, rv = (1 - m) * rm + m * bm, (1 - m) * rv + m * ub
-                elif n > 0:
-                    rm, rv = m * rm + (1 - m) * bm, m * rv + (1 - m) * bv
+                cnt = x0.shape[0] if b == "bn_bessel_batch_count_only" else n
+                rm, rv = bn_running_update(rm, rv, m, x, mean, cfg["convention"], acc, count=cnt)
             state = running_state(rm, rv, nbt, d)
         grads = {}
         if "y" in call.cotangents:
@@ -486,9 +479,7 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
         Nb, C, S, x = instance_rows(x0, acc)
-        cfg, st = call.config, call.state
-        eps = _eps(cfg["eps"], acc)
-        has_run = st.get("running_mean") is not None
+        cfg, st, eps, has_run = running_setup(call, acc)
         inst = call.training or not has_run or b == "in_eval_uses_instance_stats"
         if inst:
             mean, rstd = self._ln_stats(x, eps)
@@ -509,8 +500,7 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
                 else:
                     var = _rsum((x - mean) ** 2) / S
                 ub = var if b == "in_running_var_biased" else var * acc(S / (S - 1) if S > 1 else np.inf)
-                new_m = ((1 - m) * rm + m * mean.reshape(Nb, C))
-                new_v = ((1 - m) * rv + m * ub.reshape(Nb, C))
+                new_m, new_v = instance_momentum(rm, rv, m, mean, ub, Nb, C)
                 if b == "in_running_last_writer":
                     rm, rv = new_m[-1], new_v[-1]
                 else:

@@ -31,17 +31,17 @@ import numpy as np
 from refnorm.check.backends.base import Returned
 
 from ._blind_math import (add_norm_affine_grads, add_norm_dims, add_norm_ds, add_norm_input_grads,
-                          add_norm_outputs, affine, BlindKernelBase, block_quotients, centred_dx as _centred_dx,
-                          channel_grads, channel_outputs, channel_rows, channel_sums, dyt_gd, dyt_inputs,
-                          eps_value as _eps, frexp_exp as _frexp_exp, FUSED_OPTIONS, gated_dx, gated_grads,
-                          gated_inputs, gated_normalize, group_dims, GroupNormPair, half as _half,
-                          instance_norm_grads, instance_outputs, instance_params, instance_rows,
-                          instance_running_stats, kept, ln_rows, ln_stats, mx_scales, norm_quant_returned,
-                          normalized_rows, nqb_format, nqb_normalized, nqb_returned, nvfp4_block_scales,
-                          nvfp4_encode, padded_blocks, poly_combine, poly_grads, poly_inputs, poly_rstd,
-                          pow2_scale, pow2_up, QUANT as _QUANT, reshaped, rms_norm_dx, rms_rows, rms_stats,
-                          row_affine, rowscale_grad, rsum as _rsum, running_in, running_state,
-                          sigmoids as _sigmoids, stat_shape, store as _store)
+                          add_norm_outputs, affine, BlindKernelBase, block_quotients, bn_running_update,
+                          centred_dx as _centred_dx, channel_grads, channel_outputs, channel_rows, channel_sums,
+                          dyt_gd, dyt_inputs, eps_value as _eps, frexp_exp as _frexp_exp, FUSED_OPTIONS, gated_dx,
+                          gated_grads, gated_inputs, gated_normalize, group_dims, GroupNormPair, half as _half,
+                          instance_momentum, instance_norm_grads, instance_outputs, instance_params, instance_rows,
+                          instance_running_stats, instance_unbiased_var, kept, ln_rows, ln_stats, mx_scales,
+                          norm_quant_returned, normalized_rows, nqb_format, nqb_normalized, nqb_returned,
+                          nvfp4_block_scales, nvfp4_encode, padded_blocks, poly_combine, poly_grads, poly_inputs,
+                          poly_rstd, pow2_scale, pow2_up, QUANT as _QUANT, reshaped, rms_norm_dx, rms_rows,
+                          rms_stats, row_affine, rowscale_grad, rsum as _rsum, running_in, running_setup,
+                          running_state, sigmoids as _sigmoids, stat_shape, store as _store)
 
 LABELS = ("one_pass", "precision", "block", "eps", "bessel", "running", "mode", "backward", "reduction",
           "layout", "affine", "semantics", "window", "quant_scale", "saturation", "merge", "collective",
@@ -452,9 +452,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         x0 = call.inputs["x"]
         x = channel_rows(x0, acc)                                # (C, n)
         C, n = x.shape
-        cfg, st = call.config, call.state
-        eps = _eps(cfg["eps"], acc)
-        has_run = st.get("running_mean") is not None
+        cfg, st, eps, has_run = running_setup(call, acc)
         batch = call.training or (not has_run and b != "bn_nostats_eval_unit_stats")
         if batch:
             mean, rstd = self._ln_stats(x, eps)
@@ -475,13 +473,8 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
                 nbt = nbt + 1
                 mom = cfg["momentum"]
                 m = acc(1.0 / float(nbt)) if mom is None else acc(mom)
-                bm = mean.reshape(C)
-                bv = (_rsum((x - mean) ** 2) / n).reshape(C)
-                if n > 0 and cfg["convention"] == "torch":
-                    ub = bv * acc(n / (n - 1)) if n > 1 else bv * acc(np.inf)
-                    rm, rv = (1 - m) * rm + m * bm, (rv if b == "bn_running_var_not_updated" else (1 - m) * rv + m * ub)
-                elif n > 0:
-                    rm, rv = m * rm + (1 - m) * bm, (rv if b == "bn_running_var_not_updated" else m * rv + (1 - m) * bv)
+                rm, new_rv = bn_running_update(rm, rv, m, x, mean, cfg["convention"], acc)
+                rv = rv if b == "bn_running_var_not_updated" else new_rv
                 nbt = nbt_out
             state = running_state(rm, rv, nbt, d)
         grads = {}
@@ -500,9 +493,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
         Nb, C, S, x = instance_rows(x0, acc)
-        cfg, st = call.config, call.state
-        eps = _eps(cfg["eps"], acc)
-        has_run = st.get("running_mean") is not None
+        cfg, st, eps, has_run = running_setup(call, acc)
         inst = call.training or not has_run
         if inst:
             mean, rstd = self._ln_stats(x, eps, ddof=1 if b == "in_unbiased_normalization" else 0)
@@ -519,10 +510,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
             elif (call.training or b == "in_eval_updates_running") and S > 0:
                 m = acc(0.0 if cfg["momentum"] is None else cfg["momentum"])
                 mi, _ = self._ln_stats(x, eps)                 # the instances' own statistics
-                var = _rsum((x - mi) ** 2) / S
-                ub = var * acc(S / (S - 1) if S > 1 else np.inf)
-                new_m = ((1 - m) * rm + m * mi.reshape(Nb, C))
-                new_v = ((1 - m) * rv + m * ub.reshape(Nb, C))
+                new_m, new_v = instance_momentum(rm, rv, m, mi, instance_unbiased_var(x, mi, acc), Nb, C)
                 rm, rv = new_m.mean(axis=0), new_v.mean(axis=0)
             state = running_state(rm, rv, nbt, d)
         grads = {}

@@ -32,17 +32,18 @@ import numpy as np
 from refnorm.check.backends.base import Returned
 
 from ._blind_math import (add_norm_affine_grads, add_norm_dims, add_norm_ds, add_norm_input_grads,
-                          add_norm_outputs, affine, BlindKernelBase, block_quotients, centred_dx as _centred_dx,
-                          channel_grads, channel_outputs, channel_rows, channel_running_stats, channel_sums,
-                          dyt_gd, dyt_inputs, eps_value as _eps, frexp_exp as _frexp_exp, from_channel_rows,
-                          FUSED_OPTIONS, gated_dx, gated_grads, gated_inputs, group_dims, GroupNormPair,
-                          half as _half, instance_norm_grads, instance_outputs, instance_params, instance_rows,
-                          instance_running_stats, kept, ln_rows, ln_stats, mx_scales, norm_quant_returned,
-                          normalized_rows, nqb_format, nqb_normalized, nqb_returned, nvfp4_block_scales,
-                          nvfp4_encode, padded_blocks, per_instance, poly_combine, poly_grads, poly_inputs,
-                          poly_rstd, pow2_scale, pow2_up, QUANT as _QUANT, reshaped, rms_dx, rms_norm_dx, rms_rows,
-                          rms_stats, row_affine, rowscale_grad, rsum as _rsum, running_in, running_state,
-                          sigmoids as _sigmoids, stat_shape, store as _store)
+                          add_norm_outputs, affine, BlindKernelBase, block_quotients, bn_running_update,
+                          centred_dx as _centred_dx, channel_grads, channel_outputs, channel_rows,
+                          channel_running_stats, channel_sums, dyt_gd, dyt_inputs, eps_value as _eps,
+                          frexp_exp as _frexp_exp, from_channel_rows, FUSED_OPTIONS, gated_dx, gated_grads,
+                          gated_inputs, group_dims, GroupNormPair, half as _half, instance_momentum,
+                          instance_norm_grads, instance_outputs, instance_params, instance_rows,
+                          instance_running_stats, instance_unbiased_var, kept, ln_rows, ln_stats, mx_scales,
+                          norm_quant_returned, normalized_rows, nqb_format, nqb_normalized, nqb_returned,
+                          nvfp4_block_scales, nvfp4_encode, padded_blocks, per_instance, poly_combine, poly_grads,
+                          poly_inputs, poly_rstd, pow2_scale, pow2_up, QUANT as _QUANT, reshaped, rms_dx,
+                          rms_norm_dx, rms_rows, rms_stats, row_affine, rowscale_grad, rsum as _rsum, running_in,
+                          running_setup, running_state, sigmoids as _sigmoids, stat_shape, store as _store)
 from .blind3 import LABELS
 
 OPS = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm", "batch_norm",
@@ -470,9 +471,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         x0 = call.inputs["x"]
         x = channel_rows(x0, acc)                                # (C, n)
         C, n = x.shape
-        cfg, st = call.config, call.state
-        eps = _eps(cfg["eps"], acc)
-        has_run = st.get("running_mean") is not None
+        cfg, st, eps, has_run = running_setup(call, acc)
         batch = call.training or not has_run
         if b == "bn_nostats_input_as_running_buffer" and call.training and not has_run and n > 0:
             mean, rstd = self._ln_stats(x, eps)
@@ -512,13 +511,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
                     m = acc(mom)
                 elif b != "bn_cumavg_count_before_increment":
                     m = acc(1.0 / float(nbt))
-                bm = mean.reshape(C)
-                bv = (_rsum((x - mean) ** 2) / n).reshape(C)
-                if n > 0 and cfg["convention"] == "torch":
-                    ub = bv * acc(n / (n - 1)) if n > 1 else bv * acc(np.inf)
-                    rm, rv = (1 - m) * rm + m * bm, (1 - m) * rv + m * ub
-                elif n > 0:
-                    rm, rv = m * rm + (1 - m) * bm, m * rv + (1 - m) * bv
+                rm, rv = bn_running_update(rm, rv, m, x, mean, cfg["convention"], acc)
                 if b == "bn_train_output_from_new_running":
                     xhat = (x - rm.reshape(C, 1)) / np.sqrt(rv.reshape(C, 1) + eps)
             state = running_state(rm, rv, nbt, d)
@@ -540,9 +533,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
         Nb, C, S, x = instance_rows(x0, acc)
-        cfg, st = call.config, call.state
-        eps = _eps(cfg["eps"], acc)
-        has_run = st.get("running_mean") is not None
+        cfg, st, eps, has_run = running_setup(call, acc)
         inst = call.training or not has_run
         if inst:
             mean, rstd = self._ln_stats(x, eps)
@@ -563,14 +554,12 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             elif call.training and S > 0:
                 m = acc(0.0 if cfg["momentum"] is None else cfg["momentum"])
                 mi = mean
-                var = _rsum((x - mi) ** 2) / S
-                ub = var * acc(S / (S - 1) if S > 1 else np.inf)
+                ub = instance_unbiased_var(x, mi, acc)
                 if b == "in_running_sum_over_batch":
                     rm = (1 - m) * rm + (m * mi.reshape(Nb, C)).sum(axis=0)
                     rv = (1 - m) * rv + (m * ub.reshape(Nb, C)).sum(axis=0)
                 else:
-                    new_m = ((1 - m) * rm + m * mi.reshape(Nb, C))
-                    new_v = ((1 - m) * rv + m * ub.reshape(Nb, C))
+                    new_m, new_v = instance_momentum(rm, rv, m, mi, ub, Nb, C)
                     rm, rv = new_m.mean(axis=0), new_v.mean(axis=0)
             state = running_state(rm, rv, nbt, d)
         grads = {}
