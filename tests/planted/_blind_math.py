@@ -126,6 +126,18 @@ def stat_shape(x0, ns):
     return x0.shape[:x0.ndim - len(ns)] + (1,) * len(ns)
 
 
+def weight_offset(call, acc):
+    """The config's weight_offset (0 when absent or None) in ``acc``."""
+    return acc(call.config.get("weight_offset", 0.0) or 0.0)
+
+
+def norm_outputs(y, mean, rstd, x0, stat, dtype, sdt):
+    """A layer norm's outputs: y in x0's shape rounded to ``dtype``, mean and rstd in ``stat`` shape in
+    ``sdt`` (the statistics' dtype)."""
+    return {"y": store(y.reshape(x0.shape), dtype), "mean": mean.reshape(stat).astype(sdt),
+            "rstd": rstd.reshape(stat).astype(sdt)}
+
+
 class BlindKernelBase:
     """The backend protocol of a blind kernel: ``bug`` is a key of the subclass's ``BUGS`` or None (correct);
     ``run`` computes in float32 (float64 for a float64 case) by the method ``_<op>``. A subclass sets ``BUGS``,
@@ -208,6 +220,13 @@ def rms_norm_dx(g, x, xhat, rstd, rms, placement):
 def channel_sums(a, C):
     """Per-channel sums (C,) of ``a`` (N, C, S)."""
     return rsum(np.ascontiguousarray(a.transpose(1, 0, 2)).reshape(C, -1)).reshape(C)
+
+
+def group_params(inputs, acc, C):
+    """group_norm's (weight, bias) as (1, C, 1) in ``acc``, each None when absent."""
+    w, bias = inputs.get("weight"), inputs.get("bias")
+    return (None if w is None else w.astype(acc).reshape(1, C, 1),
+            None if bias is None else bias.astype(acc).reshape(1, C, 1))
 
 
 # ---------------------------------------------------------------- batch_norm (running statistics: instance_norm too)
@@ -347,6 +366,28 @@ def instance_norm_grads(dy, xhat, rstd, w, bias, wr, centred, shape, dtype):
     if bias is not None:
         grads["bias"] = store(rsum(dy).reshape(Nb, C).sum(axis=0), dtype)
     return grads
+
+
+def instance_grads(call, xhat, rstd, w, bias, wr, centred, acc):
+    """instance_norm_grads of a call ({} without y's cotangent), xhat and rstd as (Nb * C, S) rows."""
+    if "y" not in call.cotangents:
+        return {}
+    dy = call.cotangents["y"].astype(acc).reshape(xhat.shape)
+    return instance_norm_grads(dy, xhat, rstd, w, bias, wr, centred, call.inputs["x"].shape, call.dtype)
+
+
+# ---------------------------------------------------------------- adaptive_layer_norm
+def aln_inputs(inp, acc):
+    """adaptive_layer_norm's (B samples, H, T tokens per sample, x as (B * T, H) in ``acc``, scale, shift)."""
+    x0 = inp["x"]
+    B, H = x0.shape[0], x0.shape[-1]
+    x = x0.astype(acc).reshape(-1, H)
+    return B, H, (x.shape[0] // B if B else 0), x, inp.get("scale"), inp.get("shift")
+
+
+def per_token(v, B, H, T, acc):
+    """A per-sample modulation (B, H values a sample) as (B * T, H) in ``acc``, one row per token."""
+    return np.repeat(v.astype(acc).reshape(B, H), T, axis=0)
 
 
 # ---------------------------------------------------------------- gated_norm, dyt, poly_norm

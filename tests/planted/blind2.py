@@ -33,12 +33,13 @@ from refnorm.check.backends.base import Returned
 from ._blind_math import (affine, BlindKernelBase, block_layout, block_quotients, bn_running_update,
                           centred_dx as _centred_dx, channel_grads, channel_outputs, channel_rows,
                           channel_running_stats, dyt_inputs, e8m0_scale, eps_value as _eps,
-                          frexp_exp as _frexp_exp, gated_dx, gated_normalize, group_dims, GroupNormPair,
-                          half as _half, instance_momentum, instance_norm_grads, instance_outputs, instance_params,
-                          instance_rows, instance_running_stats, normalized_rows, normalized_shape as _ns,
-                          nqb_format, nqb_normalized, nqb_returned, nvfp4_encode, poly_combine, poly_rstd,
-                          pow2 as _pow2, pow2_up, reshaped, rms_dx, rsum as _rsum, running_in, running_setup,
-                          running_state, sigmoids as _sigmoids, store as _store)
+                          frexp_exp as _frexp_exp, gated_dx, gated_normalize, group_dims, group_params,
+                          GroupNormPair, half as _half, instance_grads, instance_momentum, instance_outputs,
+                          instance_params, instance_rows, instance_running_stats, normalized_rows,
+                          normalized_shape as _ns, nqb_format, nqb_normalized, nqb_returned, nvfp4_encode,
+                          poly_combine, poly_rstd, pow2 as _pow2, pow2_up, reshaped, rms_dx, rsum as _rsum,
+                          running_in, running_setup, running_state, sigmoids as _sigmoids, store as _store,
+                          weight_offset)
 from planted.blind import MECHANISMS
 
 OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "gated_norm", "dyt",
@@ -280,7 +281,7 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
         last_only = b == "ln_last_axis_only" and len(ns) > 1
         row = ns[-1] if last_only else N
         x = x0.astype(acc).reshape(-1, row)
-        off = acc(call.config.get("weight_offset", 0.0) or 0.0)
+        off = weight_offset(call, acc)
         w, bias = call.inputs.get("weight"), call.inputs.get("bias")
         w = None if w is None else (w.astype(acc) + off).reshape(-1, row)
         bias = None if bias is None else bias.astype(acc).reshape(-1, row)
@@ -324,7 +325,7 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
         x0 = call.inputs["x"]
         ns, N, x = normalized_rows(call, acc)
         placement = call.config.get("eps_placement", "inside")
-        off = acc(call.config.get("weight_offset", 0.0) or 0.0)
+        off = weight_offset(call, acc)
         w = call.inputs.get("weight")
         w = None if w is None else w.astype(acc).reshape(1, N) + off
         eps = _eps(call.config["eps"], acc)
@@ -392,9 +393,7 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
             var = var_c.reshape(Nb * G, cg).mean(axis=1, keepdims=True)
             rstd = 1 / np.sqrt(var + eps)
         xhat = ((xv - mean) * rstd).reshape(Nb, C, S)
-        w, bias = call.inputs.get("weight"), call.inputs.get("bias")
-        w = None if w is None else w.astype(acc).reshape(1, C, 1)
-        bias = None if bias is None else bias.astype(acc).reshape(1, C, 1)
+        w, bias = group_params(call.inputs, acc, C)
         if silu and b == "gns_silu_before_affine":
             s, _ = _sigmoids(xhat)
             p = xhat * s
@@ -506,11 +505,7 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
                 else:
                     rm, rv = new_m.mean(axis=0), new_v.mean(axis=0)
             state = running_state(rm, rv, nbt, d)
-        grads = {}
-        if "y" in call.cotangents:
-            dy = call.cotangents["y"].astype(acc).reshape(Nb * C, S)
-            grads = instance_norm_grads(dy, xhat, rstd, w, bias, wr, inst, x0.shape, d)
-        return Returned(out, grads, state)
+        return Returned(out, instance_grads(call, xhat, rstd, w, bias, wr, inst, acc), state)
 
     # ------------------------------------------------------------ gated_norm
     def _gated_norm(self, call, acc):

@@ -31,17 +31,19 @@ import numpy as np
 from refnorm.check.backends.base import Returned
 
 from ._blind_math import (add_norm_affine_grads, add_norm_dims, add_norm_ds, add_norm_input_grads,
-                          add_norm_outputs, affine, BlindKernelBase, block_quotients, bn_running_update,
-                          centred_dx as _centred_dx, channel_grads, channel_outputs, channel_rows, channel_sums,
-                          dyt_gd, dyt_inputs, eps_value as _eps, frexp_exp as _frexp_exp, FUSED_OPTIONS, gated_dx,
-                          gated_grads, gated_inputs, gated_normalize, group_dims, GroupNormPair, half as _half,
-                          instance_momentum, instance_norm_grads, instance_outputs, instance_params, instance_rows,
+                          add_norm_outputs, affine, aln_inputs, BlindKernelBase, block_quotients,
+                          bn_running_update, centred_dx as _centred_dx, channel_grads, channel_outputs,
+                          channel_rows, channel_sums, dyt_gd, dyt_inputs, eps_value as _eps,
+                          frexp_exp as _frexp_exp, FUSED_OPTIONS, gated_dx, gated_grads, gated_inputs,
+                          gated_normalize, group_dims, group_params, GroupNormPair, half as _half, instance_grads,
+                          instance_momentum, instance_outputs, instance_params, instance_rows,
                           instance_running_stats, instance_unbiased_var, kept, ln_rows, ln_stats, mx_scales,
-                          norm_quant_returned, normalized_rows, nqb_format, nqb_normalized, nqb_returned,
-                          nvfp4_block_scales, nvfp4_encode, padded_blocks, poly_combine, poly_grads, poly_inputs,
-                          poly_rstd, pow2_scale, pow2_up, QUANT as _QUANT, reshaped, rms_norm_dx, rms_rows,
-                          rms_stats, row_affine, rowscale_grad, rsum as _rsum, running_in, running_setup,
-                          running_state, sigmoids as _sigmoids, stat_shape, store as _store)
+                          norm_outputs, norm_quant_returned, normalized_rows, nqb_format, nqb_normalized,
+                          nqb_returned, nvfp4_block_scales, nvfp4_encode, padded_blocks, per_token, poly_combine,
+                          poly_grads, poly_inputs, poly_rstd, pow2_scale, pow2_up, QUANT as _QUANT, reshaped,
+                          rms_norm_dx, rms_rows, rms_stats, row_affine, rowscale_grad, rsum as _rsum, running_in,
+                          running_setup, running_state, sigmoids as _sigmoids, stat_shape, store as _store,
+                          weight_offset)
 
 LABELS = ("one_pass", "precision", "block", "eps", "bessel", "running", "mode", "backward", "reduction",
           "layout", "affine", "semantics", "window", "quant_scale", "saturation", "merge", "collective",
@@ -316,7 +318,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
             acc = np.float32
         x0 = call.inputs["x"]
         ns, N, x = normalized_rows(call, acc)
-        off = acc(call.config.get("weight_offset", 0.0) or 0.0)
+        off = weight_offset(call, acc)
         w, bias = call.inputs.get("weight"), call.inputs.get("bias")
         w = None if w is None else w.astype(acc).reshape(1, N) + off
         bias = None if bias is None else bias.astype(acc).reshape(1, N)
@@ -326,10 +328,8 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         xc = x - mean
         xhat = xc * rstd
         y = affine(xhat, w, bias)
-        stat = stat_shape(x0, ns)
         sdt = np.float64 if d == "float64" else np.float32              # the statistics' buffers
-        out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(stat).astype(sdt),
-               "rstd": rstd.reshape(stat).astype(sdt)}
+        out = norm_outputs(y, mean, rstd, x0, stat_shape(x0, ns), d, sdt)
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(-1, N)
@@ -358,7 +358,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         x0 = call.inputs["x"]
         ns, N, x = normalized_rows(call, acc)
         placement = call.config.get("eps_placement", "inside")
-        off = acc(call.config.get("weight_offset", 0.0) or 0.0)
+        off = weight_offset(call, acc)
         w = call.inputs.get("weight")
         if w is not None and b == "rms_offset_added_in_input_dtype" and off:
             w = _store(w.astype(acc) + off, d).astype(acc).reshape(1, N)
@@ -405,9 +405,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         else:
             mean, rstd = self._ln_stats(xv, eps)
         xhat = ((xv - mean) * rstd).reshape(Nb, C, S)
-        w, bias = call.inputs.get("weight"), call.inputs.get("bias")
-        w = None if w is None else w.astype(acc).reshape(1, C, 1)
-        bias = None if bias is None else bias.astype(acc).reshape(1, C, 1)
+        w, bias = group_params(call.inputs, acc, C)
         p = xhat if w is None else xhat * w
         if silu and b == "gns_silu_of_xhat_times_weight":
             s, _ = _sigmoids(p)
@@ -513,11 +511,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
                 new_m, new_v = instance_momentum(rm, rv, m, mi, instance_unbiased_var(x, mi, acc), Nb, C)
                 rm, rv = new_m.mean(axis=0), new_v.mean(axis=0)
             state = running_state(rm, rv, nbt, d)
-        grads = {}
-        if "y" in call.cotangents:
-            dy = call.cotangents["y"].astype(acc).reshape(Nb * C, S)
-            grads = instance_norm_grads(dy, xhat, rstd, w, bias, wr, inst, x0.shape, d)
-        return Returned(out, grads, state)
+        return Returned(out, instance_grads(call, xhat, rstd, w, bias, wr, inst, acc), state)
 
     # ------------------------------------------------------------ gated_norm
     def _gated_norm(self, call, acc):
@@ -731,17 +725,14 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         b, d = self.bug, call.dtype
         inp = call.inputs
         x0 = inp["x"]
-        B, H = x0.shape[0], x0.shape[-1]
-        x = x0.astype(acc).reshape(-1, H)
-        scale, shift = inp.get("scale"), inp.get("shift")
+        B, H, T, x, scale, shift = aln_inputs(inp, acc)     # T: tokens per sample
         if b == "aln_shift_scale_swapped" and scale is not None and shift is not None:
             scale, shift = shift, scale
-        T = x.shape[0] // B if B else 0                     # tokens per sample
 
         def per_row(v):                                     # (B, H) -> (B * T, H)
             if b == "aln_modulation_row_mod_batch":
                 return np.tile(v.astype(acc).reshape(B, H), (T, 1))       # row r reads sample r % B
-            return np.repeat(v.astype(acc).reshape(B, H), T, axis=0)
+            return per_token(v, B, H, T, acc)
         mean, rstd, xhat = self._ln_rows(x, _eps(call.config["eps"], acc))
         if scale is None:
             gain = None
@@ -749,9 +740,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
             gain = per_row(scale) if b == "aln_scale_without_one" else acc(1) + per_row(scale)
         y = xhat if gain is None else xhat * gain
         y = y if shift is None else y + per_row(shift)
-        stat = x0.shape[:-1] + (1,)
-        out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(stat).astype(acc),
-               "rstd": rstd.reshape(stat).astype(acc)}
+        out = norm_outputs(y, mean, rstd, x0, x0.shape[:-1] + (1,), d, acc)
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(-1, H)

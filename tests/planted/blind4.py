@@ -32,18 +32,19 @@ import numpy as np
 from refnorm.check.backends.base import Returned
 
 from ._blind_math import (add_norm_affine_grads, add_norm_dims, add_norm_ds, add_norm_input_grads,
-                          add_norm_outputs, affine, BlindKernelBase, block_quotients, bn_running_update,
-                          centred_dx as _centred_dx, channel_grads, channel_outputs, channel_rows,
-                          channel_running_stats, channel_sums, dyt_gd, dyt_inputs, eps_value as _eps,
+                          add_norm_outputs, affine, aln_inputs, BlindKernelBase, block_quotients,
+                          bn_running_update, centred_dx as _centred_dx, channel_grads, channel_outputs,
+                          channel_rows, channel_running_stats, channel_sums, dyt_gd, dyt_inputs, eps_value as _eps,
                           frexp_exp as _frexp_exp, from_channel_rows, FUSED_OPTIONS, gated_dx, gated_grads,
-                          gated_inputs, group_dims, GroupNormPair, half as _half, instance_momentum,
-                          instance_norm_grads, instance_outputs, instance_params, instance_rows,
+                          gated_inputs, group_dims, group_params, GroupNormPair, half as _half, instance_grads,
+                          instance_momentum, instance_outputs, instance_params, instance_rows,
                           instance_running_stats, instance_unbiased_var, kept, ln_rows, ln_stats, mx_scales,
-                          norm_quant_returned, normalized_rows, nqb_format, nqb_normalized, nqb_returned,
-                          nvfp4_block_scales, nvfp4_encode, padded_blocks, per_instance, poly_combine, poly_grads,
-                          poly_inputs, poly_rstd, pow2_scale, pow2_up, QUANT as _QUANT, reshaped, rms_dx,
-                          rms_norm_dx, rms_rows, rms_stats, row_affine, rowscale_grad, rsum as _rsum, running_in,
-                          running_setup, running_state, sigmoids as _sigmoids, stat_shape, store as _store)
+                          norm_outputs, norm_quant_returned, normalized_rows, nqb_format, nqb_normalized,
+                          nqb_returned, nvfp4_block_scales, nvfp4_encode, padded_blocks, per_instance, per_token,
+                          poly_combine, poly_grads, poly_inputs, poly_rstd, pow2_scale, pow2_up, QUANT as _QUANT,
+                          reshaped, rms_dx, rms_norm_dx, rms_rows, rms_stats, row_affine, rowscale_grad,
+                          rsum as _rsum, running_in, running_setup, running_state, sigmoids as _sigmoids,
+                          stat_shape, store as _store, weight_offset)
 from .blind3 import LABELS
 
 OPS = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm", "batch_norm",
@@ -313,7 +314,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
         ns, N, x = normalized_rows(call, acc)
-        off = acc(call.config.get("weight_offset", 0.0) or 0.0)
+        off = weight_offset(call, acc)
         w, bias = call.inputs.get("weight"), call.inputs.get("bias")
         order = "F" if b == "ln_weight_column_major" else "C"
         w = None if w is None else w.astype(acc).reshape((1, N), order=order) + off
@@ -332,9 +333,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         rstd = 1 / np.sqrt(ve)
         xhat = xc * rstd
         y = affine(xhat, w, bias)
-        stat = stat_shape(x0, ns)
-        out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(stat).astype(acc),
-               "rstd": rstd.reshape(stat).astype(acc)}
+        out = norm_outputs(y, mean, rstd, x0, stat_shape(x0, ns), d, acc)
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(-1, N)
@@ -369,7 +368,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         x0 = call.inputs["x"]
         ns, N, x = normalized_rows(call, acc)
         placement = call.config.get("eps_placement", "inside")
-        off = acc(call.config.get("weight_offset", 0.0) or 0.0)
+        off = weight_offset(call, acc)
         w = call.inputs.get("weight")
         w = None if w is None else w.astype(acc).reshape(1, N) + off
         eps = _eps(call.config["eps"], acc)
@@ -420,9 +419,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         else:
             mean, rstd = self._ln_stats(xv, eps)
         xhat = ((xv - mean) * rstd).reshape(Nb, C, S)
-        w, bias = call.inputs.get("weight"), call.inputs.get("bias")
-        w = None if w is None else w.astype(acc).reshape(1, C, 1)
-        bias = None if bias is None else bias.astype(acc).reshape(1, C, 1)
+        w, bias = group_params(call.inputs, acc, C)
         p = xhat if w is None else xhat * w
         p = p if bias is None else p + bias
         y = p
@@ -562,11 +559,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
                     new_m, new_v = instance_momentum(rm, rv, m, mi, ub, Nb, C)
                     rm, rv = new_m.mean(axis=0), new_v.mean(axis=0)
             state = running_state(rm, rv, nbt, d)
-        grads = {}
-        if "y" in call.cotangents:
-            dy = call.cotangents["y"].astype(acc).reshape(Nb * C, S)
-            grads = instance_norm_grads(dy, xhat, rstd, w, bias, wr, inst, x0.shape, d)
-        return Returned(out, grads, state)
+        return Returned(out, instance_grads(call, xhat, rstd, w, bias, wr, inst, acc), state)
 
     # ------------------------------------------------------------ gated_norm
     def _gated_norm(self, call, acc):
@@ -778,13 +771,10 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         b, d = self.bug, call.dtype
         inp = call.inputs
         x0 = inp["x"]
-        B, H = x0.shape[0], x0.shape[-1]
-        x = x0.astype(acc).reshape(-1, H)
-        scale, shift = inp.get("scale"), inp.get("shift")
-        T = x.shape[0] // B if B else 0                     # tokens per sample
+        B, H, T, x, scale, shift = aln_inputs(inp, acc)     # T: tokens per sample
 
         def per_row(v):                                     # (B, H) -> (B * T, H)
-            return np.repeat(v.astype(acc).reshape(B, H), T, axis=0)
+            return per_token(v, B, H, T, acc)
         eps = _eps(call.config["eps"], acc)
         if b == "aln_stats_over_tokens" and B and T:
             xt = np.ascontiguousarray(x.reshape(B, T, H).transpose(0, 2, 1)).reshape(B * H, T)
@@ -800,9 +790,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             gain = _half(gain, d)
         y = xhat if gain is None else xhat * gain
         y = y if shift is None else y + per_row(shift)
-        stat = x0.shape[:-1] + (1,)
-        out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(stat).astype(acc),
-               "rstd": rstd.reshape(stat).astype(acc)}
+        out = norm_outputs(y, mean, rstd, x0, x0.shape[:-1] + (1,), d, acc)
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(-1, H)
