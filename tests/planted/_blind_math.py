@@ -1,4 +1,5 @@
-"""The correct arithmetic the three held-out blind kernels share (tests/planted/blind.py, blind2.py, blind3.py).
+"""The correct arithmetic the four held-out blind kernels share (tests/planted/blind.py, blind2.py, blind3.py,
+blind4.py).
 
 Each blind set was written from the previous one's conventions: a fused float32 kernel written in NumPy, inputs
 upcast to float32 (float64 for a float64 case), two-pass statistics, each row summed pairwise, one rounding to
@@ -141,7 +142,10 @@ def norm_outputs(y, mean, rstd, x0, stat, dtype, sdt):
 class BlindKernelBase:
     """The backend protocol of a blind kernel: ``bug`` is a key of the subclass's ``BUGS`` or None (correct);
     ``run`` computes in float32 (float64 for a float64 case) by the method ``_<op>``. A subclass sets ``BUGS``,
-    ``OPS``, ``LABEL`` (its name: "blind", "blind2", ...) and ``options``."""
+    ``OPS``, ``LABEL`` (its name: "blind", "blind2", ...) and ``options``.
+
+    ``options`` declares the options the kernel implements (any value), so a case setting an option added to
+    one of its ops later is skipped with the reason instead of judged against a kernel that ignores it."""
 
     BUGS: dict = {}
     OPS: tuple = ()
@@ -320,6 +324,13 @@ def group_dims(x0, config):
     return Nb, C, G, math.prod(x0.shape[2:]), C // G
 
 
+def group_rows(x0, config, acc):
+    """group_dims and x in ``acc`` as (N, C, S) and as one row per (sample, group), (N * G, C // G * S)."""
+    Nb, C, G, S, cg = group_dims(x0, config)
+    x = x0.astype(acc).reshape(Nb, C, S)
+    return Nb, C, G, S, cg, x, x.reshape(Nb * G, cg * S)
+
+
 def per_instance(v, Nb):
     """A per-channel vector (C,) as (Nb * C, 1), one row per instance (sample, channel)."""
     return np.tile(v, Nb).reshape(-1, 1)
@@ -336,6 +347,13 @@ def instance_running_stats(state, Nb, eps, acc):
     """instance_norm's (mean, rstd) per instance from the running statistics (eval)."""
     return (per_instance(state["running_mean"].astype(acc), Nb),
             per_instance(1 / np.sqrt(state["running_var"].astype(acc) + eps), Nb))
+
+
+def instance_stats(x, st, Nb, eps, acc, inst, stats=ln_stats):
+    """instance_norm's (mean, rstd, x_hat) of x (Nb * C, S): the instances' own statistics by ``stats``
+    when ``inst``, else the running ones of the state ``st``."""
+    mean, rstd = stats(x, eps) if inst else instance_running_stats(st, Nb, eps, acc)
+    return mean, rstd, (x - mean) * rstd
 
 
 def instance_params(inputs, Nb, acc):

@@ -193,10 +193,8 @@ def _eps(value, acc, dtype, bug):
 
 
 class BlindKernel(BlindKernelBase):
-    """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct).
-
-    ``options`` declares the options it implements (any value), so a case setting an option added to
-    one of these ops later is skipped with the reason instead of judged against a kernel that ignores it."""
+    """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct);
+    ``options``: see BlindKernelBase."""
 
     BUGS, OPS, LABEL = BUGS, OPS, "blind"
     options = {k: None for k in ("normalized_shape", "eps", "weight_offset", "eps_placement", "num_groups",

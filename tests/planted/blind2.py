@@ -35,11 +35,10 @@ from ._blind_math import (affine, BlindKernelBase, block_layout, block_quotients
                           channel_running_stats, dyt_inputs, e8m0_scale, eps_value as _eps,
                           frexp_exp as _frexp_exp, gated_dx, gated_normalize, group_dims, group_params,
                           GroupNormPair, half as _half, instance_grads, instance_momentum, instance_outputs,
-                          instance_params, instance_rows, instance_running_stats, normalized_rows,
-                          normalized_shape as _ns, nqb_format, nqb_normalized, nqb_returned, nvfp4_encode,
-                          poly_combine, poly_rstd, pow2 as _pow2, pow2_up, reshaped, rms_dx, rsum as _rsum,
-                          running_in, running_setup, running_state, sigmoids as _sigmoids, store as _store,
-                          weight_offset)
+                          instance_params, instance_rows, instance_stats, normalized_rows, normalized_shape as _ns,
+                          nqb_format, nqb_normalized, nqb_returned, nvfp4_encode, poly_combine, poly_rstd,
+                          pow2 as _pow2, pow2_up, reshaped, rms_dx, rsum as _rsum, running_in, running_setup,
+                          running_state, sigmoids as _sigmoids, store as _store, weight_offset)
 from planted.blind import MECHANISMS
 
 OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "gated_norm", "dyt",
@@ -249,10 +248,8 @@ BUGS = {
 
 
 class Blind2Kernel(GroupNormPair, BlindKernelBase):
-    """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct).
-
-    ``options`` declares the options it implements (any value), so a case setting an option added to
-    one of these ops later is skipped with the reason instead of judged against a kernel that ignores it."""
+    """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct);
+    ``options``: see BlindKernelBase."""
 
     BUGS, OPS, LABEL = BUGS, OPS, "blind2"
     options = {k: None for k in (
@@ -480,11 +477,7 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
         Nb, C, S, x = instance_rows(x0, acc)
         cfg, st, eps, has_run = running_setup(call, acc)
         inst = call.training or not has_run or b == "in_eval_uses_instance_stats"
-        if inst:
-            mean, rstd = self._ln_stats(x, eps)
-        else:
-            mean, rstd = instance_running_stats(st, Nb, eps, acc)
-        xhat = (x - mean) * rstd
+        mean, rstd, xhat = instance_stats(x, st, Nb, eps, acc, inst, self._ln_stats)
         w, bias, wr, br = instance_params(call.inputs, Nb, acc)
         out = instance_outputs(xhat, wr, br, mean, rstd, x0.shape, d, acc)
         state = {}

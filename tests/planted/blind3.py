@@ -25,6 +25,7 @@ of its bugs repeats one of tests/planted/blind.py or blind2.py.
 """
 from __future__ import annotations
 
+import functools
 
 import numpy as np
 
@@ -35,15 +36,14 @@ from ._blind_math import (add_norm_affine_grads, add_norm_dims, add_norm_ds, add
                           bn_running_update, centred_dx as _centred_dx, channel_grads, channel_outputs,
                           channel_rows, channel_sums, dyt_gd, dyt_inputs, eps_value as _eps,
                           frexp_exp as _frexp_exp, FUSED_OPTIONS, gated_dx, gated_grads, gated_inputs,
-                          gated_normalize, group_dims, group_params, GroupNormPair, half as _half, instance_grads,
-                          instance_momentum, instance_outputs, instance_params, instance_rows,
-                          instance_running_stats, instance_unbiased_var, kept, ln_rows, ln_stats, mx_scales,
-                          norm_outputs, norm_quant_returned, normalized_rows, nqb_format, nqb_normalized,
-                          nqb_returned, nvfp4_block_scales, nvfp4_encode, padded_blocks, per_token, poly_combine,
-                          poly_grads, poly_inputs, poly_rstd, pow2_scale, pow2_up, QUANT as _QUANT, reshaped,
-                          rms_norm_dx, rms_rows, rms_stats, row_affine, rowscale_grad, rsum as _rsum, running_in,
-                          running_setup, running_state, sigmoids as _sigmoids, stat_shape, store as _store,
-                          weight_offset)
+                          gated_normalize, group_params, group_rows, GroupNormPair, half as _half, instance_grads,
+                          instance_momentum, instance_outputs, instance_params, instance_rows, instance_stats,
+                          instance_unbiased_var, kept, ln_rows, ln_stats, mx_scales, norm_outputs,
+                          norm_quant_returned, normalized_rows, nqb_format, nqb_normalized, nqb_returned,
+                          nvfp4_block_scales, nvfp4_encode, padded_blocks, per_token, poly_combine, poly_grads,
+                          poly_inputs, poly_rstd, pow2_scale, pow2_up, QUANT as _QUANT, reshaped, rms_norm_dx,
+                          rms_rows, rms_stats, row_affine, rowscale_grad, rsum as _rsum, running_in, running_setup,
+                          running_state, sigmoids as _sigmoids, stat_shape, store as _store, weight_offset)
 
 LABELS = ("one_pass", "precision", "block", "eps", "bessel", "running", "mode", "backward", "reduction",
           "layout", "affine", "semantics", "window", "quant_scale", "saturation", "merge", "collective",
@@ -289,10 +289,8 @@ BUGS = {
 
 
 class Blind3Kernel(GroupNormPair, BlindKernelBase):
-    """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct).
-
-    ``options`` declares the options it implements (any value), so a case setting an option added to
-    one of these ops later is skipped with the reason instead of judged against a kernel that ignores it."""
+    """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct);
+    ``options``: see BlindKernelBase."""
 
     BUGS, OPS, LABEL = BUGS, OPS, "blind3"
     options = dict.fromkeys(FUSED_OPTIONS)
@@ -393,9 +391,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         """(out, grads) of group_norm, or of group_norm_silu when ``silu``."""
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        Nb, C, G, S, cg = group_dims(x0, call.config)
-        x = x0.astype(acc).reshape(Nb, C, S)
-        xv = x.reshape(Nb * G, cg * S)
+        Nb, C, G, S, cg, x, xv = group_rows(x0, call.config, acc)
         eps = _eps(call.config["eps"], acc)
         if b == "gn_spatial_tail_dropped" and S % 4:
             keep = x[:, :, :S - S % 4].reshape(Nb * G, -1)          # whole blocks of 4 positions only
@@ -493,11 +489,8 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         Nb, C, S, x = instance_rows(x0, acc)
         cfg, st, eps, has_run = running_setup(call, acc)
         inst = call.training or not has_run
-        if inst:
-            mean, rstd = self._ln_stats(x, eps, ddof=1 if b == "in_unbiased_normalization" else 0)
-        else:
-            mean, rstd = instance_running_stats(st, Nb, eps, acc)
-        xhat = (x - mean) * rstd
+        stats = functools.partial(ln_stats, ddof=1 if b == "in_unbiased_normalization" else 0)
+        mean, rstd, xhat = instance_stats(x, st, Nb, eps, acc, inst, stats)
         w, bias, wr, br = instance_params(call.inputs, Nb, acc)
         out = instance_outputs(xhat, wr, br, mean, rstd, x0.shape, d, acc)
         state = {}

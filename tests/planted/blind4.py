@@ -26,7 +26,6 @@ tests/planted/blind.py, blind2.py or blind3.py.
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from refnorm.check.backends.base import Returned
@@ -36,15 +35,15 @@ from ._blind_math import (add_norm_affine_grads, add_norm_dims, add_norm_ds, add
                           bn_running_update, centred_dx as _centred_dx, channel_grads, channel_outputs,
                           channel_rows, channel_running_stats, channel_sums, dyt_gd, dyt_inputs, eps_value as _eps,
                           frexp_exp as _frexp_exp, from_channel_rows, FUSED_OPTIONS, gated_dx, gated_grads,
-                          gated_inputs, group_dims, group_params, GroupNormPair, half as _half, instance_grads,
-                          instance_momentum, instance_outputs, instance_params, instance_rows,
-                          instance_running_stats, instance_unbiased_var, kept, ln_rows, ln_stats, mx_scales,
-                          norm_outputs, norm_quant_returned, normalized_rows, nqb_format, nqb_normalized,
-                          nqb_returned, nvfp4_block_scales, nvfp4_encode, padded_blocks, per_instance, per_token,
-                          poly_combine, poly_grads, poly_inputs, poly_rstd, pow2_scale, pow2_up, QUANT as _QUANT,
-                          reshaped, rms_dx, rms_norm_dx, rms_rows, rms_stats, row_affine, rowscale_grad,
-                          rsum as _rsum, running_in, running_setup, running_state, sigmoids as _sigmoids,
-                          stat_shape, store as _store, weight_offset)
+                          gated_inputs, group_params, group_rows, GroupNormPair, half as _half, instance_grads,
+                          instance_momentum, instance_outputs, instance_params, instance_rows, instance_stats,
+                          instance_unbiased_var, kept, ln_rows, ln_stats, mx_scales, norm_outputs,
+                          norm_quant_returned, normalized_rows, nqb_format, nqb_normalized, nqb_returned,
+                          nvfp4_block_scales, nvfp4_encode, padded_blocks, per_instance, per_token, poly_combine,
+                          poly_grads, poly_inputs, poly_rstd, pow2_scale, pow2_up, QUANT as _QUANT, reshaped,
+                          rms_dx, rms_norm_dx, rms_rows, rms_stats, row_affine, rowscale_grad, rsum as _rsum,
+                          running_in, running_setup, running_state, sigmoids as _sigmoids, stat_shape,
+                          store as _store, weight_offset)
 from .blind3 import LABELS
 
 OPS = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm", "batch_norm",
@@ -298,10 +297,8 @@ BUGS = {
 
 
 class Blind4Kernel(GroupNormPair, BlindKernelBase):
-    """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct).
-
-    ``options`` declares the options it implements (any value), so a case setting an option added to
-    one of these ops later is skipped with the reason instead of judged against a kernel that ignores it."""
+    """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct);
+    ``options``: see BlindKernelBase."""
 
     BUGS, OPS, LABEL = BUGS, OPS, "blind4"
     options = dict.fromkeys(FUSED_OPTIONS)
@@ -403,9 +400,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         """(out, grads) of group_norm, or of group_norm_silu when ``silu``."""
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        Nb, C, G, S, cg = group_dims(x0, call.config)
-        x = x0.astype(acc).reshape(Nb, C, S)
-        xv = x.reshape(Nb * G, cg * S)
+        Nb, C, G, S, cg, x, xv = group_rows(x0, call.config, acc)
         eps = _eps(call.config["eps"], acc)
         if b == "gn_channel_partials_in_half" and d in ("float16", "bfloat16") and S > 0:
             xc = x.reshape(Nb * C, S)
@@ -532,11 +527,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         Nb, C, S, x = instance_rows(x0, acc)
         cfg, st, eps, has_run = running_setup(call, acc)
         inst = call.training or not has_run
-        if inst:
-            mean, rstd = self._ln_stats(x, eps)
-        else:
-            mean, rstd = instance_running_stats(st, Nb, eps, acc)
-        xhat = (x - mean) * rstd
+        mean, rstd, xhat = instance_stats(x, st, Nb, eps, acc, inst)
         w, bias, wr, br = instance_params(call.inputs, Nb, acc)
         if b == "in_weight_block_local_index":
             local = np.arange(C) % 2                             # the channel's index within its block
