@@ -1,4 +1,5 @@
-"""The correct arithmetic the three held-out blind kernels share (tests/planted/blind.py, blind2.py, blind3.py).
+"""The correct arithmetic the four held-out blind kernels share (tests/planted/blind.py, blind2.py, blind3.py,
+blind4.py).
 
 Each blind set was written from the previous one's conventions: a fused float32 kernel written in NumPy, inputs
 upcast to float32 (float64 for a float64 case), two-pass statistics, each row summed pairwise, one rounding to
@@ -87,10 +88,64 @@ def frexp_exp(v):
     return np.frexp(np.where(v > 0, v, 1.0).astype(np.float64))
 
 
+# the options blind3 and blind4 implement (any value; base.py's declared options)
+FUSED_OPTIONS = ("normalized_shape", "eps", "weight_offset", "eps_placement", "num_groups", "momentum",
+                 "convention", "norm", "norm_before_gate", "group_size", "format", "block_size", "element_dtype",
+                 "scale_rule", "min_scale", "residual_in_fp32", "dropout_p", "prenorm", "quant_dtype", "scale_ub")
+
+
+def ln_stats(x, eps, ddof=0):
+    """mean, rstd (rows, 1) of 2-D ``x``, two-pass (``ddof``: 1 for the unbiased variance)."""
+    n = x.shape[1]
+    mean = rsum(x) / n
+    d = x - mean
+    var = rsum(d * d) / (n - ddof if n > ddof else n)
+    return mean, 1 / np.sqrt(var + eps)
+
+
+def rms_stats(x, eps, placement="inside"):
+    """rms, rstd (rows, 1) of 2-D ``x`` (``placement``: eps inside the root, or "outside" added to rms)."""
+    ms = rsum(x * x) / x.shape[1]
+    rms = np.sqrt(ms)
+    return rms, (1 / (rms + eps) if placement == "outside" else 1 / np.sqrt(ms + eps))
+
+
+def ln_rows(x, eps):
+    """(mean, rstd, x_hat) of 2-D ``x``: ln_stats and x normalized by them."""
+    mean, rstd = ln_stats(x, eps)
+    return mean, rstd, (x - mean) * rstd
+
+
+def rms_rows(x, eps):
+    """(rms, rstd, x_hat) of 2-D ``x``: rms_stats (eps inside) and x normalized by them."""
+    rms, rstd = rms_stats(x, eps)
+    return rms, rstd, x * rstd
+
+
+def stat_shape(x0, ns):
+    """The shape of a per-row statistic of x0 normalized over its last ``len(ns)`` axes (those axes kept, 1)."""
+    return x0.shape[:x0.ndim - len(ns)] + (1,) * len(ns)
+
+
+def weight_offset(call, acc):
+    """The config's weight_offset (0 when absent or None) in ``acc``."""
+    return acc(call.config.get("weight_offset", 0.0) or 0.0)
+
+
+def norm_outputs(y, mean, rstd, x0, stat, dtype, sdt):
+    """A layer norm's outputs: y in x0's shape rounded to ``dtype``, mean and rstd in ``stat`` shape in
+    ``sdt`` (the statistics' dtype)."""
+    return {"y": store(y.reshape(x0.shape), dtype), "mean": mean.reshape(stat).astype(sdt),
+            "rstd": rstd.reshape(stat).astype(sdt)}
+
+
 class BlindKernelBase:
     """The backend protocol of a blind kernel: ``bug`` is a key of the subclass's ``BUGS`` or None (correct);
     ``run`` computes in float32 (float64 for a float64 case) by the method ``_<op>``. A subclass sets ``BUGS``,
-    ``OPS``, ``LABEL`` (its name: "blind", "blind2", ...) and ``options``."""
+    ``OPS``, ``LABEL`` (its name: "blind", "blind2", ...) and ``options``.
+
+    ``options`` declares the options the kernel implements (any value), so a case setting an option added to
+    one of its ops later is skipped with the reason instead of judged against a kernel that ignores it."""
 
     BUGS: dict = {}
     OPS: tuple = ()
@@ -155,6 +210,29 @@ def rms_dx(g, xhat, rstd):
     return rstd * (g - xhat * (rsum(g * xhat) / n))
 
 
+def rms_norm_dx(g, x, xhat, rstd, rms, placement):
+    """rms_norm's dx per row of 2-D arrays, g = dy * w: rstd * (g - u * mean(g * x_hat)), u = x_hat (eps
+    inside) or x / rms (``placement`` "outside"; 0 where rms is 0)."""
+    proj = rsum(g * xhat) / g.shape[1]
+    if placement == "outside":
+        u = np.where(rms == 0, 0, x / np.where(rms == 0, 1, rms))
+    else:
+        u = xhat
+    return rstd * (g - u * proj)
+
+
+def channel_sums(a, C):
+    """Per-channel sums (C,) of ``a`` (N, C, S)."""
+    return rsum(np.ascontiguousarray(a.transpose(1, 0, 2)).reshape(C, -1)).reshape(C)
+
+
+def group_params(inputs, acc, C):
+    """group_norm's (weight, bias) as (1, C, 1) in ``acc``, each None when absent."""
+    w, bias = inputs.get("weight"), inputs.get("bias")
+    return (None if w is None else w.astype(acc).reshape(1, C, 1),
+            None if bias is None else bias.astype(acc).reshape(1, C, 1))
+
+
 # ---------------------------------------------------------------- batch_norm (running statistics: instance_norm too)
 def channel_rows(a, acc):
     """(C, n) in ``acc``: ``a``'s channel axis (axis 1) first, the other axes flattened."""
@@ -190,6 +268,42 @@ def channel_grads(dx, dy, xhat, w, bias, shape, dtype):
     return grads
 
 
+def running_setup(call, acc):
+    """batch/instance norm's (config, state, eps in ``acc``, whether the running statistics are given)."""
+    cfg, st = call.config, call.state
+    return cfg, st, eps_value(cfg["eps"], acc), st.get("running_mean") is not None
+
+
+def bn_running_update(rm, rv, m, x, mean, convention, acc, count=None):
+    """batch_norm's running (mean, var) after a training step on x (C, n) with batch mean ``mean`` (C, 1) and
+    momentum m: torch's convention (1 - m) * running + m * batch, with the unbiased variance (Bessel's
+    correction by ``count``, default n; inf for a count of 1), else m * running + (1 - m) * batch with the
+    biased one; unchanged for n = 0."""
+    C, n = x.shape
+    count = n if count is None else count
+    bm = mean.reshape(C)
+    bv = (rsum((x - mean) ** 2) / n).reshape(C)
+    if n > 0 and convention == "torch":
+        ub = bv * acc(count / (count - 1)) if count > 1 else bv * acc(np.inf)
+        return (1 - m) * rm + m * bm, (1 - m) * rv + m * ub
+    if n > 0:
+        return m * rm + (1 - m) * bm, m * rv + (1 - m) * bv
+    return rm, rv
+
+
+def instance_unbiased_var(x, mi, acc):
+    """Each instance's unbiased variance (rows, 1) of x (Nb * C, S) about its mean ``mi`` (inf for S = 1)."""
+    S = x.shape[1]
+    var = rsum((x - mi) ** 2) / S
+    return var * acc(S / (S - 1) if S > 1 else np.inf)
+
+
+def instance_momentum(rm, rv, m, mi, ub, Nb, C):
+    """Each instance's momentum update of (running_mean, running_var), (Nb, C), by its mean ``mi`` and
+    variance ``ub`` (rows, 1)."""
+    return (1 - m) * rm + m * mi.reshape(Nb, C), (1 - m) * rv + m * ub.reshape(Nb, C)
+
+
 def running_in(state, acc):
     """batch/instance norm's (running_mean, running_var) in ``acc`` and num_batches_tracked as int64."""
     return (state["running_mean"].astype(acc), state["running_var"].astype(acc),
@@ -210,6 +324,13 @@ def group_dims(x0, config):
     return Nb, C, G, math.prod(x0.shape[2:]), C // G
 
 
+def group_rows(x0, config, acc):
+    """group_dims and x in ``acc`` as (N, C, S) and as one row per (sample, group), (N * G, C // G * S)."""
+    Nb, C, G, S, cg = group_dims(x0, config)
+    x = x0.astype(acc).reshape(Nb, C, S)
+    return Nb, C, G, S, cg, x, x.reshape(Nb * G, cg * S)
+
+
 def per_instance(v, Nb):
     """A per-channel vector (C,) as (Nb * C, 1), one row per instance (sample, channel)."""
     return np.tile(v, Nb).reshape(-1, 1)
@@ -226,6 +347,13 @@ def instance_running_stats(state, Nb, eps, acc):
     """instance_norm's (mean, rstd) per instance from the running statistics (eval)."""
     return (per_instance(state["running_mean"].astype(acc), Nb),
             per_instance(1 / np.sqrt(state["running_var"].astype(acc) + eps), Nb))
+
+
+def instance_stats(x, st, Nb, eps, acc, inst, stats=ln_stats):
+    """instance_norm's (mean, rstd, x_hat) of x (Nb * C, S): the instances' own statistics by ``stats``
+    when ``inst``, else the running ones of the state ``st``."""
+    mean, rstd = stats(x, eps) if inst else instance_running_stats(st, Nb, eps, acc)
+    return mean, rstd, (x - mean) * rstd
 
 
 def instance_params(inputs, Nb, acc):
@@ -258,6 +386,28 @@ def instance_norm_grads(dy, xhat, rstd, w, bias, wr, centred, shape, dtype):
     return grads
 
 
+def instance_grads(call, xhat, rstd, w, bias, wr, centred, acc):
+    """instance_norm_grads of a call ({} without y's cotangent), xhat and rstd as (Nb * C, S) rows."""
+    if "y" not in call.cotangents:
+        return {}
+    dy = call.cotangents["y"].astype(acc).reshape(xhat.shape)
+    return instance_norm_grads(dy, xhat, rstd, w, bias, wr, centred, call.inputs["x"].shape, call.dtype)
+
+
+# ---------------------------------------------------------------- adaptive_layer_norm
+def aln_inputs(inp, acc):
+    """adaptive_layer_norm's (B samples, H, T tokens per sample, x as (B * T, H) in ``acc``, scale, shift)."""
+    x0 = inp["x"]
+    B, H = x0.shape[0], x0.shape[-1]
+    x = x0.astype(acc).reshape(-1, H)
+    return B, H, (x.shape[0] // B if B else 0), x, inp.get("scale"), inp.get("shift")
+
+
+def per_token(v, B, H, T, acc):
+    """A per-sample modulation (B, H values a sample) as (B * T, H) in ``acc``, one row per token."""
+    return np.repeat(v.astype(acc).reshape(B, H), T, axis=0)
+
+
 # ---------------------------------------------------------------- gated_norm, dyt, poly_norm
 def gated_stats(v, eps, norm, ln_stats):
     """(mean, rstd) of the rows of ``v`` for gated_norm's ``norm`` (rms_norm: mean 0);
@@ -281,6 +431,28 @@ def gated_dx(norm, g, vhat, rstd):
     return centred_dx(g, vhat, rstd) if norm == "layer_norm" else rms_dx(g, vhat, rstd)
 
 
+def gated_inputs(inp, acc):
+    """gated_norm's (R, H, x and z as (R, H), weight (1, H), bias (1, H) or None) in ``acc``."""
+    x0 = inp["x"]
+    H = x0.shape[-1]
+    R = x0.size // H if H else 0
+    x, z = x0.astype(acc).reshape(R, H), inp["z"].astype(acc).reshape(R, H)
+    w = inp["weight"].astype(acc).reshape(1, H)
+    bias = inp.get("bias")
+    bias = None if bias is None else bias.astype(acc).reshape(1, H)
+    return R, H, x, z, w, bias
+
+
+def gated_grads(dx, dz, dw_from, db_from, vhat, shape, dtype):
+    """gated_norm's grads: x, z, weight = sum(dw_from * vhat) over the rows, bias = sum(db_from) (None: no
+    bias)."""
+    grads = {"x": store(dx.reshape(shape), dtype), "z": store(dz.reshape(shape), dtype),
+             "weight": store((dw_from * vhat).sum(axis=0), dtype)}
+    if db_from is not None:
+        grads["bias"] = store(db_from.sum(axis=0), dtype)
+    return grads
+
+
 def dyt_inputs(inp, acc):
     """dyt's (x as (rows, C), alpha, weight (1, C) or None, bias (1, C) or None) in ``acc`` and tanh(alpha x)."""
     x0 = inp["x"]
@@ -301,13 +473,128 @@ def poly_rstd(u, eps, acc):
     return 1 / np.hypot(rms, np.sqrt(eps))
 
 
+def dyt_gd(dy, w, a, x):
+    """dyt's g * (1 - tanh^2(alpha x)), g = dy * weight (dy without a weight)."""
+    g = dy if w is None else dy * w
+    r = 1 / np.cosh(a * x)
+    return g * (r * r)
+
+
+def poly_inputs(call, acc):
+    """poly_norm's (H, x as (rows, H), weight (3,), bias or None, eps) in ``acc``."""
+    inp = call.inputs
+    H = inp["x"].shape[-1]
+    return (H, inp["x"].astype(acc).reshape(-1, H), inp["weight"].astype(acc), inp.get("bias"),
+            eps_value(call.config["eps"], acc))
+
+
+def poly_grads(dy, x, wt, hs, rs, bias, shape, dtype, acc, du=rms_dx, dw_from=None):
+    """poly_norm's grads from dy (rows, H) and the normalized powers hs = (h3, h2, h1) with their rstd rs:
+    x (``du``: each power's dx), weight = sum(dy * h) per power (``dw_from``: other factors than hs),
+    bias."""
+    dx = np.zeros_like(x)
+    for k, p in enumerate((3, 2, 1)):
+        dp = du(dy * wt[k], hs[k], rs[k])
+        dx = dx + (dp if p == 1 else p * x ** (p - 1) * dp)
+    src = hs if dw_from is None else dw_from
+    grads = {"x": store(dx.reshape(shape), dtype),
+             "weight": store(np.array([rsum(dy * h).sum() for h in src], dtype=acc), dtype)}
+    if bias is not None:
+        grads["bias"] = store(np.reshape(rsum(dy).sum(), np.shape(bias)), dtype)
+    return grads
+
+
 def poly_combine(wt, hs, bias, acc):
     """poly_norm's y = w0 h0 + w1 h1 + w2 h2 (+ the scalar bias)."""
     y = wt[0] * hs[0] + wt[1] * hs[1] + wt[2] * hs[2]
     return y if bias is None else y + acc(np.asarray(bias).astype(acc).reshape(()))
 
 
-# ---------------------------------------------------------------- add_norm
+# ---------------------------------------------------------------- add_norm, norm_quant
+def add_norm_dims(call, acc):
+    """add_norm's (normalized_shape, N its size, rows R, dropout p, 1 / (1 - p) and weight_offset in ``acc``)."""
+    cfg = call.config
+    ns = normalized_shape(cfg)
+    N = math.prod(ns)
+    R = call.inputs["x"].size // N if N else 0
+    p = float(cfg["dropout_p"] or 0.0)
+    return ns, N, R, p, acc(1.0 / (1.0 - p)), acc(cfg.get("weight_offset", 0.0) or 0.0)
+
+
+def kept(mask, rs, keep, p, shape, acc):
+    """add_norm's factor of an input: its keep-mask (ones when None), times the rowscale ``rs`` (rows, 1)
+    when given, times ``keep`` = 1 / (1 - p) when p."""
+    c = np.ones(shape, acc) if mask is None else mask.copy()
+    if rs is not None:
+        c = c * rs
+    return c * keep if p else c
+
+
+def add_norm_outputs(xhat, we, bias, we1, b1, s, shape, cfg, dtype):
+    """add_norm's outputs: y = xhat * we + bias, residual_out = s (float32 for residual_in_fp32 with 16-bit
+    inputs), y1 = xhat * we1 + b1 when ``we1`` is given."""
+    res_dtype = "float32" if cfg.get("residual_in_fp32") and dtype in ("float16", "bfloat16") else dtype
+    out = {"y": store(affine(xhat, we, bias).reshape(shape), dtype),
+           "residual_out": store(s.reshape(shape), res_dtype)}
+    if we1 is not None:
+        out["y1"] = store(affine(xhat, we1, b1).reshape(shape), dtype)
+    return out
+
+
+def norm_dx(dy, wgt, xhat, rstd, centred):
+    """dx per row of the normalization with g = dy * wgt: LayerNorm's (``centred``) or RMSNorm's."""
+    g = dy if wgt is None else dy * wgt
+    return centred_dx(g, xhat, rstd) if centred else rms_dx(g, xhat, rstd)
+
+
+def add_norm_ds(call, xhat, rstd, centred, we, we1, prenorm, acc):
+    """add_norm's (d s, dy, dy1): s = the sum normalized; dy1 None without y1's cotangent (or weight1);
+    ``prenorm``: residual_out's cotangent added."""
+    R, N = xhat.shape
+    dy = call.cotangents["y"].astype(acc).reshape(R, N)
+    ds = norm_dx(dy, we, xhat, rstd, centred)
+    dy1 = None
+    if we1 is not None and "y1" in call.cotangents:
+        dy1 = call.cotangents["y1"].astype(acc).reshape(R, N)
+        ds = ds + norm_dx(dy1, we1, xhat, rstd, centred)
+    if prenorm and "residual_out" in call.cotangents:
+        ds = ds + call.cotangents["residual_out"].astype(acc).reshape(R, N)
+    return ds, dy, dy1
+
+
+def add_norm_input_grads(ds, c, c1, dres, shape, dtype):
+    """add_norm's grads of x (ds * c), of the residual (``dres``; None: no residual) and of x1 (ds * c1;
+    None: no x1)."""
+    grads = {"x": store((ds * c).reshape(shape), dtype)}
+    if dres is not None:
+        grads["residual"] = store(dres.reshape(shape), dtype)
+    if c1 is not None:
+        grads["x1"] = store((ds * c1).reshape(shape), dtype)
+    return grads
+
+
+def rowscale_grad(ds, x, mask, keep, p, shape, dtype):
+    """add_norm's rowscale gradient: sum(ds * x * mask) per row (no mask: ones), times ``keep`` when p."""
+    t = ds * x if mask is None else ds * x * mask
+    drs = rsum(t) * keep if p else rsum(t)
+    return store(drs.reshape(shape), dtype)
+
+
+def row_affine(xhat, w, bias, acc):
+    """xhat (rows, N) * weight + bias, weight and bias (any shape of N values) in ``acc``, each skipped
+    when None."""
+    N = xhat.shape[1]
+    y = xhat if w is None else xhat * w.astype(acc).reshape(1, N)
+    return y if bias is None else y + bias.astype(acc).reshape(1, N)
+
+
+def norm_quant_returned(q, scale, amax, x0, ns, acc):
+    """norm_quant's Returned: q in x0's shape, scale and amax per row in ``acc``."""
+    stat = stat_shape(x0, ns)
+    return Returned({"q": q.reshape(x0.shape), "scale": scale.reshape(stat).astype(acc),
+                     "amax": amax.reshape(stat).astype(acc)})
+
+
 def add_norm_affine_grads(inp, dy, dy1, xhat, params, ns, dtype):
     """add_norm's grads of the masks (zero), of weight and bias from dy, and of weight1 and bias1 from dy1
     (when given); ``params``: (weight, bias, weight1, bias1), each None when absent."""
@@ -361,6 +648,40 @@ def block_layout(y, B):
     R, H = y.shape
     nb = -(-H // B)
     return R, H, nb, nb * B - H
+
+
+def padded_blocks(y, B, acc):
+    """(yb, amax): y (rows, H) zero-padded to whole blocks of B as (rows, blocks, B), and each block's amax."""
+    R, H, nb, pad = block_layout(y, B)
+    yb = np.concatenate([y, np.zeros((R, pad), acc)], axis=1).reshape(R, nb, B)
+    return yb, np.max(np.abs(yb), axis=-1, initial=0.0)
+
+
+def pow2_scale(v, k, acc):
+    """2^k where v > 0, else 0, in ``acc``."""
+    return np.where(v > 0, np.ldexp(1.0, k.astype(np.int64)), 0.0).astype(acc)
+
+
+def mx_scales(amax, rule, emax, qmax, acc):
+    """mxfp8's block scales (in ``acc``, as float8_e8m0fnu): 2^(floor(log2 amax) - emax) for the "floor"
+    rule, else the smallest power of two >= amax / qmax."""
+    if rule == "floor":
+        v = amax / acc(2.0 ** emax)
+        m, e = frexp_exp(v)
+        k = e - 1
+    else:
+        v = amax / acc(qmax)
+        m, e = frexp_exp(v)
+        k = pow2_up(m, e)
+    return e8m0_scale(v, k, acc)
+
+
+def nvfp4_block_scales(amax, enc, ts, acc):
+    """nvfp4's block scales (S = the float8_e4m3fn scale times the tensor scale ``ts``, in ``acc``; the
+    float8_e4m3fn scale) of amax / 6 * enc."""
+    v = amax / acc(6.0) * enc
+    Sb = np.clip(v, -448.0, 448.0).astype(ml_dtypes.float8_e4m3fn)
+    return Sb.astype(acc) * ts, Sb
 
 
 def pow2_up(m, e):

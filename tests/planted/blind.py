@@ -29,9 +29,10 @@ import numpy as np
 
 from refnorm.check.backends.base import Returned
 
-from ._blind_math import (add_norm_affine_grads, affine, BlindKernelBase, channel_grads, channel_outputs, channel_rows,
-                          channel_running_stats, eps_value, group_dims, normalized_rows, pow2 as _pow2, QUANT as _QUANT,
-                          reshaped, rsum as _rsum, running_in, running_state, store)
+from ._blind_math import (add_norm_affine_grads, affine, BlindKernelBase, channel_grads, channel_outputs,
+                          channel_rows, channel_running_stats, eps_value, group_dims, normalized_rows,
+                          pow2 as _pow2, QUANT as _QUANT, reshaped, rsum as _rsum, running_in, running_state,
+                          store, weight_offset)
 
 MECHANISMS = ("one_pass", "precision", "block", "eps", "bessel", "running", "mode", "backward", "reduction",
               "layout", "affine", "semantics", "window", "quant_scale", "saturation", "merge", "collective",
@@ -192,10 +193,8 @@ def _eps(value, acc, dtype, bug):
 
 
 class BlindKernel(BlindKernelBase):
-    """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct).
-
-    ``options`` declares the options it implements (any value), so a case setting an option added to
-    one of these ops later is skipped with the reason instead of judged against a kernel that ignores it."""
+    """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct);
+    ``options``: see BlindKernelBase."""
 
     BUGS, OPS, LABEL = BUGS, OPS, "blind"
     options = {k: None for k in ("normalized_shape", "eps", "weight_offset", "eps_placement", "num_groups",
@@ -255,7 +254,7 @@ class BlindKernel(BlindKernelBase):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
         ns, N, x = normalized_rows(call, acc)
-        off = acc(call.config.get("weight_offset", 0.0) or 0.0)
+        off = weight_offset(call, acc)
         w = call.inputs.get("weight")
         w = None if w is None else w.astype(acc).reshape(1, N) + off
         bias = call.inputs.get("bias")

@@ -30,14 +30,15 @@ import numpy as np
 
 from refnorm.check.backends.base import Returned
 
-from ._blind_math import (affine, BlindKernelBase, block_layout, block_quotients, centred_dx as _centred_dx,
-                          channel_grads, channel_outputs, channel_rows, channel_running_stats, dyt_inputs, e8m0_scale,
-                          eps_value as _eps, frexp_exp as _frexp_exp, gated_dx, gated_normalize, group_dims,
-                          GroupNormPair, half as _half, instance_norm_grads, instance_outputs, instance_params,
-                          instance_rows, instance_running_stats, normalized_rows, normalized_shape as _ns, nqb_format,
-                          nqb_normalized, nqb_returned, nvfp4_encode, poly_combine, poly_rstd, pow2 as _pow2, pow2_up,
-                          reshaped, rms_dx, rsum as _rsum, running_in, running_state, sigmoids as _sigmoids,
-                          store as _store)
+from ._blind_math import (affine, BlindKernelBase, block_layout, block_quotients, bn_running_update,
+                          centred_dx as _centred_dx, channel_grads, channel_outputs, channel_rows,
+                          channel_running_stats, dyt_inputs, e8m0_scale, eps_value as _eps,
+                          frexp_exp as _frexp_exp, gated_dx, gated_normalize, group_dims, group_params,
+                          GroupNormPair, half as _half, instance_grads, instance_momentum, instance_outputs,
+                          instance_params, instance_rows, instance_stats, normalized_rows, normalized_shape as _ns,
+                          nqb_format, nqb_normalized, nqb_returned, nvfp4_encode, poly_combine, poly_rstd,
+                          pow2 as _pow2, pow2_up, reshaped, rms_dx, rsum as _rsum, running_in, running_setup,
+                          running_state, sigmoids as _sigmoids, store as _store, weight_offset)
 from planted.blind import MECHANISMS
 
 OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "gated_norm", "dyt",
@@ -247,10 +248,8 @@ BUGS = {
 
 
 class Blind2Kernel(GroupNormPair, BlindKernelBase):
-    """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct).
-
-    ``options`` declares the options it implements (any value), so a case setting an option added to
-    one of these ops later is skipped with the reason instead of judged against a kernel that ignores it."""
+    """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct);
+    ``options``: see BlindKernelBase."""
 
     BUGS, OPS, LABEL = BUGS, OPS, "blind2"
     options = {k: None for k in (
@@ -279,7 +278,7 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
         last_only = b == "ln_last_axis_only" and len(ns) > 1
         row = ns[-1] if last_only else N
         x = x0.astype(acc).reshape(-1, row)
-        off = acc(call.config.get("weight_offset", 0.0) or 0.0)
+        off = weight_offset(call, acc)
         w, bias = call.inputs.get("weight"), call.inputs.get("bias")
         w = None if w is None else (w.astype(acc) + off).reshape(-1, row)
         bias = None if bias is None else bias.astype(acc).reshape(-1, row)
@@ -323,7 +322,7 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
         x0 = call.inputs["x"]
         ns, N, x = normalized_rows(call, acc)
         placement = call.config.get("eps_placement", "inside")
-        off = acc(call.config.get("weight_offset", 0.0) or 0.0)
+        off = weight_offset(call, acc)
         w = call.inputs.get("weight")
         w = None if w is None else w.astype(acc).reshape(1, N) + off
         eps = _eps(call.config["eps"], acc)
@@ -391,9 +390,7 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
             var = var_c.reshape(Nb * G, cg).mean(axis=1, keepdims=True)
             rstd = 1 / np.sqrt(var + eps)
         xhat = ((xv - mean) * rstd).reshape(Nb, C, S)
-        w, bias = call.inputs.get("weight"), call.inputs.get("bias")
-        w = None if w is None else w.astype(acc).reshape(1, C, 1)
-        bias = None if bias is None else bias.astype(acc).reshape(1, C, 1)
+        w, bias = group_params(call.inputs, acc, C)
         if silu and b == "gns_silu_before_affine":
             s, _ = _sigmoids(xhat)
             p = xhat * s
@@ -438,9 +435,7 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
         x0 = call.inputs["x"]
         x = channel_rows(x0, acc)                                # (C, n)
         C, n = x.shape
-        cfg, st = call.config, call.state
-        eps = _eps(cfg["eps"], acc)
-        has_run = st.get("running_mean") is not None
+        cfg, st, eps, has_run = running_setup(call, acc)
         batch = call.training or not has_run
         if batch:
             mean, rstd = self._ln_stats(x, eps)
@@ -458,14 +453,8 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
                 if mom is None and b == "bn_momentum_none_as_default":
                     mom = 0.1
                 m = acc(1.0 / float(nbt)) if mom is None else acc(mom)
-                bm = mean.reshape(C)
-                bv = (_rsum((x - mean) ** 2) / n).reshape(C)
-                if n > 0 and cfg["convention"] == "torch":
-                    cnt = x0.shape[0] if b == "bn_bessel_batch_count_only" else n
-                    ub = bv * acc(cnt / (cnt - 1)) if cnt > 1 else bv * acc(np.inf)
-                    rm, rv = (1 - m) * rm + m * bm, (1 - m) * rv + m * ub
-                elif n > 0:
-                    rm, rv = m * rm + (1 - m) * bm, m * rv + (1 - m) * bv
+                cnt = x0.shape[0] if b == "bn_bessel_batch_count_only" else n
+                rm, rv = bn_running_update(rm, rv, m, x, mean, cfg["convention"], acc, count=cnt)
             state = running_state(rm, rv, nbt, d)
         grads = {}
         if "y" in call.cotangents:
@@ -486,15 +475,9 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
         Nb, C, S, x = instance_rows(x0, acc)
-        cfg, st = call.config, call.state
-        eps = _eps(cfg["eps"], acc)
-        has_run = st.get("running_mean") is not None
+        cfg, st, eps, has_run = running_setup(call, acc)
         inst = call.training or not has_run or b == "in_eval_uses_instance_stats"
-        if inst:
-            mean, rstd = self._ln_stats(x, eps)
-        else:
-            mean, rstd = instance_running_stats(st, Nb, eps, acc)
-        xhat = (x - mean) * rstd
+        mean, rstd, xhat = instance_stats(x, st, Nb, eps, acc, inst, self._ln_stats)
         w, bias, wr, br = instance_params(call.inputs, Nb, acc)
         out = instance_outputs(xhat, wr, br, mean, rstd, x0.shape, d, acc)
         state = {}
@@ -509,18 +492,13 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
                 else:
                     var = _rsum((x - mean) ** 2) / S
                 ub = var if b == "in_running_var_biased" else var * acc(S / (S - 1) if S > 1 else np.inf)
-                new_m = ((1 - m) * rm + m * mean.reshape(Nb, C))
-                new_v = ((1 - m) * rv + m * ub.reshape(Nb, C))
+                new_m, new_v = instance_momentum(rm, rv, m, mean, ub, Nb, C)
                 if b == "in_running_last_writer":
                     rm, rv = new_m[-1], new_v[-1]
                 else:
                     rm, rv = new_m.mean(axis=0), new_v.mean(axis=0)
             state = running_state(rm, rv, nbt, d)
-        grads = {}
-        if "y" in call.cotangents:
-            dy = call.cotangents["y"].astype(acc).reshape(Nb * C, S)
-            grads = instance_norm_grads(dy, xhat, rstd, w, bias, wr, inst, x0.shape, d)
-        return Returned(out, grads, state)
+        return Returned(out, instance_grads(call, xhat, rstd, w, bias, wr, inst, acc), state)
 
     # ------------------------------------------------------------ gated_norm
     def _gated_norm(self, call, acc):

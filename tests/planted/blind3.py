@@ -25,21 +25,25 @@ of its bugs repeats one of tests/planted/blind.py or blind2.py.
 """
 from __future__ import annotations
 
-import math
+import functools
 
-import ml_dtypes
 import numpy as np
 
 from refnorm.check.backends.base import Returned
 
-from ._blind_math import (add_norm_affine_grads, affine, BlindKernelBase, block_layout, block_quotients,
-                          centred_dx as _centred_dx, channel_grads, channel_outputs, channel_rows, dyt_inputs,
-                          e8m0_scale, eps_value as _eps, frexp_exp as _frexp_exp, gated_dx, gated_normalize, group_dims,
-                          GroupNormPair, half as _half, instance_norm_grads, instance_outputs, instance_params,
-                          instance_rows, instance_running_stats, normalized_rows, normalized_shape as _ns, nqb_format,
-                          nqb_normalized, nqb_returned, nvfp4_encode, poly_combine, poly_rstd, pow2_up, QUANT as _QUANT,
-                          reshaped, rms_dx, rsum as _rsum, running_in, running_state, sigmoids as _sigmoids,
-                          store as _store)
+from ._blind_math import (add_norm_affine_grads, add_norm_dims, add_norm_ds, add_norm_input_grads,
+                          add_norm_outputs, affine, aln_inputs, BlindKernelBase, block_quotients,
+                          bn_running_update, centred_dx as _centred_dx, channel_grads, channel_outputs,
+                          channel_rows, channel_sums, dyt_gd, dyt_inputs, eps_value as _eps,
+                          frexp_exp as _frexp_exp, FUSED_OPTIONS, gated_dx, gated_grads, gated_inputs,
+                          gated_normalize, group_params, group_rows, GroupNormPair, half as _half, instance_grads,
+                          instance_momentum, instance_outputs, instance_params, instance_rows, instance_stats,
+                          instance_unbiased_var, kept, ln_rows, ln_stats, mx_scales, norm_outputs,
+                          norm_quant_returned, normalized_rows, nqb_format, nqb_normalized, nqb_returned,
+                          nvfp4_block_scales, nvfp4_encode, padded_blocks, per_token, poly_combine, poly_grads,
+                          poly_inputs, poly_rstd, pow2_scale, pow2_up, QUANT as _QUANT, reshaped, rms_norm_dx,
+                          rms_rows, rms_stats, row_affine, rowscale_grad, rsum as _rsum, running_in, running_setup,
+                          running_state, sigmoids as _sigmoids, stat_shape, store as _store, weight_offset)
 
 LABELS = ("one_pass", "precision", "block", "eps", "bessel", "running", "mode", "backward", "reduction",
           "layout", "affine", "semantics", "window", "quant_scale", "saturation", "merge", "collective",
@@ -285,33 +289,14 @@ BUGS = {
 
 
 class Blind3Kernel(GroupNormPair, BlindKernelBase):
-    """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct).
-
-    ``options`` declares the options it implements (any value), so a case setting an option added to
-    one of these ops later is skipped with the reason instead of judged against a kernel that ignores it."""
+    """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct);
+    ``options``: see BlindKernelBase."""
 
     BUGS, OPS, LABEL = BUGS, OPS, "blind3"
-    options = {k: None for k in (
-        "normalized_shape", "eps", "weight_offset", "eps_placement", "num_groups", "momentum", "convention",
-        "norm", "norm_before_gate", "group_size", "format", "block_size", "element_dtype", "scale_rule",
-        "min_scale", "residual_in_fp32", "dropout_p", "prenorm", "quant_dtype", "scale_ub")}
+    options = dict.fromkeys(FUSED_OPTIONS)
 
     # ------------------------------------------------------------ shared row statistics (2-D: rows x n)
-    @staticmethod
-    def _ln_stats(x, eps, ddof=0):
-        """mean, rstd (rows, 1), two-pass (``ddof``: 1 for the unbiased variance)."""
-        n = x.shape[1]
-        mean = _rsum(x) / n
-        d = x - mean
-        var = _rsum(d * d) / (n - ddof if n > ddof else n)
-        return mean, 1 / np.sqrt(var + eps)
-
-    @staticmethod
-    def _rms_stats(x, eps, placement="inside"):
-        """rms, rstd (rows, 1)."""
-        ms = _rsum(x * x) / x.shape[1]
-        rms = np.sqrt(ms)
-        return rms, (1 / (rms + eps) if placement == "outside" else 1 / np.sqrt(ms + eps))
+    _ln_stats, _rms_stats = staticmethod(ln_stats), staticmethod(rms_stats)
 
     @staticmethod
     def _block_col_sums(t, block, dtype=None):
@@ -331,7 +316,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
             acc = np.float32
         x0 = call.inputs["x"]
         ns, N, x = normalized_rows(call, acc)
-        off = acc(call.config.get("weight_offset", 0.0) or 0.0)
+        off = weight_offset(call, acc)
         w, bias = call.inputs.get("weight"), call.inputs.get("bias")
         w = None if w is None else w.astype(acc).reshape(1, N) + off
         bias = None if bias is None else bias.astype(acc).reshape(1, N)
@@ -341,10 +326,8 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         xc = x - mean
         xhat = xc * rstd
         y = affine(xhat, w, bias)
-        stat = x0.shape[:x0.ndim - len(ns)] + (1,) * len(ns)
         sdt = np.float64 if d == "float64" else np.float32              # the statistics' buffers
-        out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(stat).astype(sdt),
-               "rstd": rstd.reshape(stat).astype(sdt)}
+        out = norm_outputs(y, mean, rstd, x0, stat_shape(x0, ns), d, sdt)
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(-1, N)
@@ -373,7 +356,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         x0 = call.inputs["x"]
         ns, N, x = normalized_rows(call, acc)
         placement = call.config.get("eps_placement", "inside")
-        off = acc(call.config.get("weight_offset", 0.0) or 0.0)
+        off = weight_offset(call, acc)
         w = call.inputs.get("weight")
         if w is not None and b == "rms_offset_added_in_input_dtype" and off:
             w = _store(w.astype(acc) + off, d).astype(acc).reshape(1, N)
@@ -387,18 +370,12 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
             y = _half(xhat, d) if w is None else _half(xhat, d) * w
         else:
             y = xhat if w is None else xhat * w
-        lead = x0.shape[:x0.ndim - len(ns)]
-        out = {"y": _store(y.reshape(x0.shape), d), "rstd": rstd.reshape(lead + (1,) * len(ns)).astype(acc)}
+        out = {"y": _store(y.reshape(x0.shape), d), "rstd": rstd.reshape(stat_shape(x0, ns)).astype(acc)}
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(-1, N)
             g = dy if w is None else dy * w
-            proj = _rsum(g * xhat) / N
-            if placement == "outside":
-                u = np.where(rms == 0, 0, x / np.where(rms == 0, 1, rms))
-            else:
-                u = xhat
-            dx = g * rstd if b == "rms_bwd_no_projection" else rstd * (g - u * proj)
+            dx = g * rstd if b == "rms_bwd_no_projection" else rms_norm_dx(g, x, xhat, rstd, rms, placement)
             grads["x"] = _store(dx.reshape(x0.shape), d)
             if w is not None:
                 t = dy * xhat
@@ -414,9 +391,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         """(out, grads) of group_norm, or of group_norm_silu when ``silu``."""
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        Nb, C, G, S, cg = group_dims(x0, call.config)
-        x = x0.astype(acc).reshape(Nb, C, S)
-        xv = x.reshape(Nb * G, cg * S)
+        Nb, C, G, S, cg, x, xv = group_rows(x0, call.config, acc)
         eps = _eps(call.config["eps"], acc)
         if b == "gn_spatial_tail_dropped" and S % 4:
             keep = x[:, :, :S - S % 4].reshape(Nb * G, -1)          # whole blocks of 4 positions only
@@ -426,9 +401,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         else:
             mean, rstd = self._ln_stats(xv, eps)
         xhat = ((xv - mean) * rstd).reshape(Nb, C, S)
-        w, bias = call.inputs.get("weight"), call.inputs.get("bias")
-        w = None if w is None else w.astype(acc).reshape(1, C, 1)
-        bias = None if bias is None else bias.astype(acc).reshape(1, C, 1)
+        w, bias = group_params(call.inputs, acc, C)
         p = xhat if w is None else xhat * w
         if silu and b == "gns_silu_of_xhat_times_weight":
             s, _ = _sigmoids(p)
@@ -457,7 +430,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
             grads["x"] = _store(dx.reshape(x0.shape), d)
 
             def per_channel(a):
-                v = _rsum(np.ascontiguousarray(a.transpose(1, 0, 2)).reshape(C, -1)).reshape(C)
+                v = channel_sums(a, C)
                 if b == "gn_dweight_group_summed":
                     v = np.repeat(v.reshape(G, cg).sum(axis=1), cg)
                 return v
@@ -473,9 +446,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         x0 = call.inputs["x"]
         x = channel_rows(x0, acc)                                # (C, n)
         C, n = x.shape
-        cfg, st = call.config, call.state
-        eps = _eps(cfg["eps"], acc)
-        has_run = st.get("running_mean") is not None
+        cfg, st, eps, has_run = running_setup(call, acc)
         batch = call.training or (not has_run and b != "bn_nostats_eval_unit_stats")
         if batch:
             mean, rstd = self._ln_stats(x, eps)
@@ -496,13 +467,8 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
                 nbt = nbt + 1
                 mom = cfg["momentum"]
                 m = acc(1.0 / float(nbt)) if mom is None else acc(mom)
-                bm = mean.reshape(C)
-                bv = (_rsum((x - mean) ** 2) / n).reshape(C)
-                if n > 0 and cfg["convention"] == "torch":
-                    ub = bv * acc(n / (n - 1)) if n > 1 else bv * acc(np.inf)
-                    rm, rv = (1 - m) * rm + m * bm, (rv if b == "bn_running_var_not_updated" else (1 - m) * rv + m * ub)
-                elif n > 0:
-                    rm, rv = m * rm + (1 - m) * bm, (rv if b == "bn_running_var_not_updated" else m * rv + (1 - m) * bv)
+                rm, new_rv = bn_running_update(rm, rv, m, x, mean, cfg["convention"], acc)
+                rv = rv if b == "bn_running_var_not_updated" else new_rv
                 nbt = nbt_out
             state = running_state(rm, rv, nbt, d)
         grads = {}
@@ -521,15 +487,10 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
         Nb, C, S, x = instance_rows(x0, acc)
-        cfg, st = call.config, call.state
-        eps = _eps(cfg["eps"], acc)
-        has_run = st.get("running_mean") is not None
+        cfg, st, eps, has_run = running_setup(call, acc)
         inst = call.training or not has_run
-        if inst:
-            mean, rstd = self._ln_stats(x, eps, ddof=1 if b == "in_unbiased_normalization" else 0)
-        else:
-            mean, rstd = instance_running_stats(st, Nb, eps, acc)
-        xhat = (x - mean) * rstd
+        stats = functools.partial(ln_stats, ddof=1 if b == "in_unbiased_normalization" else 0)
+        mean, rstd, xhat = instance_stats(x, st, Nb, eps, acc, inst, stats)
         w, bias, wr, br = instance_params(call.inputs, Nb, acc)
         out = instance_outputs(xhat, wr, br, mean, rstd, x0.shape, d, acc)
         state = {}
@@ -540,31 +501,19 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
             elif (call.training or b == "in_eval_updates_running") and S > 0:
                 m = acc(0.0 if cfg["momentum"] is None else cfg["momentum"])
                 mi, _ = self._ln_stats(x, eps)                 # the instances' own statistics
-                var = _rsum((x - mi) ** 2) / S
-                ub = var * acc(S / (S - 1) if S > 1 else np.inf)
-                new_m = ((1 - m) * rm + m * mi.reshape(Nb, C))
-                new_v = ((1 - m) * rv + m * ub.reshape(Nb, C))
+                new_m, new_v = instance_momentum(rm, rv, m, mi, instance_unbiased_var(x, mi, acc), Nb, C)
                 rm, rv = new_m.mean(axis=0), new_v.mean(axis=0)
             state = running_state(rm, rv, nbt, d)
-        grads = {}
-        if "y" in call.cotangents:
-            dy = call.cotangents["y"].astype(acc).reshape(Nb * C, S)
-            grads = instance_norm_grads(dy, xhat, rstd, w, bias, wr, inst, x0.shape, d)
-        return Returned(out, grads, state)
+        return Returned(out, instance_grads(call, xhat, rstd, w, bias, wr, inst, acc), state)
 
     # ------------------------------------------------------------ gated_norm
     def _gated_norm(self, call, acc):
         b, d = self.bug, call.dtype
         cfg, inp = call.config, call.inputs
         x0 = inp["x"]
-        H = x0.shape[-1]
-        R = x0.size // H if H else 0
+        R, H, x, z, w, bias = gated_inputs(inp, acc)
         K = H if cfg["group_size"] is None else int(cfg["group_size"])
         nbg = bool(cfg["norm_before_gate"])
-        x, z = x0.astype(acc).reshape(R, H), inp["z"].astype(acc).reshape(R, H)
-        w = inp["weight"].astype(acc).reshape(1, H)
-        bias = inp.get("bias")
-        bias = None if bias is None else bias.astype(acc).reshape(1, H)
         sig, rest = _sigmoids(z)
         if b == "gated_sigmoid_gate":
             s, ds = sig, sig * rest
@@ -588,10 +537,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
                 dx = dv if b == "gated_bwd_dx_ungated" else dv * s
                 dz = dv * x * ds
             dp = dy if nbg and b == "gated_dweight_ungated_dy" else dn
-            grads = {"x": _store(dx.reshape(x0.shape), d), "z": _store(dz.reshape(x0.shape), d),
-                     "weight": _store((dp * vhat).sum(axis=0), d)}
-            if bias is not None:
-                grads["bias"] = _store(dp.sum(axis=0), d)
+            grads = gated_grads(dx, dz, dp, None if bias is None else dp, vhat, x0.shape, d)
         return Returned({"y": _store(y.reshape(x0.shape), d)}, grads)
 
     # ------------------------------------------------------------ dyt
@@ -606,10 +552,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(x.shape)
-            g = dy if w is None else dy * w
-            r = 1 / np.cosh(a * x)
-            D = r * r
-            gd = g * D
+            gd = dyt_gd(dy, w, a, x)
             grads["x"] = _store((gd * a).reshape(x0.shape), d)
             part = _rsum(gd * x)                                  # (rows, 1)
             da = part.sum()
@@ -626,13 +569,8 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
     # ------------------------------------------------------------ poly_norm
     def _poly_norm(self, call, acc):
         b, d = self.bug, call.dtype
-        inp = call.inputs
-        x0 = inp["x"]
-        H = x0.shape[-1]
-        x = x0.astype(acc).reshape(-1, H)
-        wt = inp["weight"].astype(acc)
-        bias = inp.get("bias")
-        eps = _eps(call.config["eps"], acc)
+        x0 = call.inputs["x"]
+        H, x, wt, bias, eps = poly_inputs(call, acc)
         powers = (3, 2, 1)
         hs, rs, us = [], [], []
         for p in powers:
@@ -647,16 +585,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(-1, H)
-            dx = np.zeros_like(x)
-            for k, p in enumerate(powers):
-                g = dy * wt[k]
-                du = rms_dx(g, hs[k], rs[k])
-                dx = dx + (du if p == 1 else p * x ** (p - 1) * du)
-            grads["x"] = _store(dx.reshape(x0.shape), d)
-            dw = np.array([_rsum(dy * h).sum() for h in hs], dtype=acc)
-            grads["weight"] = _store(dw, d)
-            if bias is not None:
-                grads["bias"] = _store(np.reshape(_rsum(dy).sum(), np.shape(bias)), d)
+            grads = poly_grads(dy, x, wt, hs, rs, bias, x0.shape, d, acc)
         return Returned({"y": _store(y.reshape(x0.shape), d)}, grads)
 
     # ------------------------------------------------------------ norm_quant_block
@@ -665,68 +594,39 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         cfg, inp = call.config, call.inputs
         fmt, B, rule, qdt, qmax, emax = nqb_format(cfg)
         s, y = nqb_normalized(inp, cfg, acc, self._ln_stats)
-        R, H, nb, pad = block_layout(y, B)
-        yb = np.concatenate([y, np.zeros((R, pad), acc)], axis=1).reshape(R, nb, B)
-        amax = np.max(np.abs(yb), axis=-1, initial=0.0)                 # (R, nb)
+        yb, amax = padded_blocks(y, B, acc)                              # amax: (R, nb)
         ts = acc(1.0)
         if fmt == "fp8_group":
             v = np.maximum(amax / acc(qmax), acc(cfg["min_scale"] or 0.0))
             if rule == "pow2":
-                vv = v
-                m, e = _frexp_exp(vv)
-                k = e - 1 if b == "nqb_pow2_rounded_down" else np.where(m == 0.5, e - 1, e)
-                S = np.where(vv > 0, np.ldexp(1.0, k.astype(np.int64)), 0.0).astype(acc)
+                m, e = _frexp_exp(v)
+                S = pow2_scale(v, e - 1 if b == "nqb_pow2_rounded_down" else pow2_up(m, e), acc)
             else:
                 S = v
             scale_out = S.astype(acc)
         elif fmt == "mxfp8":
-            if rule == "floor":
-                v = amax / acc(2.0 ** emax)
-                m, e = _frexp_exp(v)
-                k = e - 1
-            else:
-                v = amax / acc(qmax)
-                m, e = _frexp_exp(v)
-                k = pow2_up(m, e)
-            S, scale_out = e8m0_scale(v, k, acc)
+            S, scale_out = mx_scales(amax, rule, emax, qmax, acc)
         else:                                                            # nvfp4
             enc = nvfp4_encode(inp.get("global_scale"), amax, acc)
             ts = enc if b == "nqb_tensor_scale_inverted" else acc(1) / enc
-            v = amax / acc(6.0) * enc
-            Sb = np.clip(v, -448.0, 448.0).astype(ml_dtypes.float8_e4m3fn)
-            S = Sb.astype(acc) * ts
-            scale_out = Sb
+            S, scale_out = nvfp4_block_scales(amax, enc, ts, acc)
         q = block_quotients(yb, S, acc)
         if not (b == "nqb_mx_no_saturation" and fmt == "mxfp8"):
             q = np.clip(q, -qmax, qmax)
         return nqb_returned(q, qdt, scale_out, amax, ts, call, s, acc)
 
     # ------------------------------------------------------------ add_norm
-    def _ln_rows(self, x, eps):
-        mean, rstd = self._ln_stats(x, eps)
-        return mean, rstd, (x - mean) * rstd
-
-    def _rms_rows(self, x, eps):
-        rms, rstd = self._rms_stats(x, eps)
-        return rms, rstd, x * rstd
+    _ln_rows, _rms_rows = staticmethod(ln_rows), staticmethod(rms_rows)
 
     def _add_norm(self, call, acc):
         b, d = self.bug, call.dtype
         cfg, inp = call.config, call.inputs
         x0 = inp["x"]
-        ns = _ns(cfg)
-        N = math.prod(ns)
-        R = x0.size // N if N else 0
-        p = float(cfg["dropout_p"] or 0.0)
-        keep = acc(1.0 / (1.0 - p))
-        off = acc(cfg.get("weight_offset", 0.0) or 0.0)
+        ns, N, R, p, keep, off = add_norm_dims(call, acc)
         x, res, mask, x1, mask1 = (reshaped(inp.get(k), acc, (R, N)) for k in ("x", "residual", "mask", "x1", "mask1"))
         rs = inp.get("rowscale")
         rs = None if rs is None else rs.astype(acc).reshape(R, 1)
-        c = np.ones((R, N), acc) if mask is None else mask.copy()
-        if rs is not None:
-            c = c * rs
-        c = c * keep if p else c
+        c = kept(mask, rs, keep, p, (R, N), acc)
         c1 = None
         if b == "an_mask_on_residual" and res is not None and (mask is not None or p):
             md = np.ones((R, N), acc) if mask is None else mask
@@ -734,15 +634,13 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
             s = x * (c / md if mask is None else np.where(md == 0, 0, c / np.where(md == 0, 1, md)))
             s = s + res
             if x1 is not None:
-                c1 = np.ones((R, N), acc) if mask1 is None else mask1.copy()
-                c1 = c1 * keep if p else c1
+                c1 = kept(mask1, None, keep, p, (R, N), acc)
                 s = s + x1 * c1
             s = s * md
         else:
             s = x * c
             if x1 is not None:
-                c1 = np.ones((R, N), acc) if mask1 is None else mask1.copy()
-                c1 = c1 * keep if p else c1
+                c1 = kept(mask1, None, keep, p, (R, N), acc)
                 s = s + x1 * c1
             if res is not None:
                 s = s + res
@@ -758,40 +656,16 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
             rms = None
         else:
             rms, rstd, xhat = self._rms_rows(sn, eps)
-        y = xhat if we is None else xhat * we
-        y = y if bias is None else y + bias
-        res_dtype = "float32" if cfg.get("residual_in_fp32") and d in ("float16", "bfloat16") else d
-        out = {"y": _store(y.reshape(x0.shape), d), "residual_out": _store(s.reshape(x0.shape), res_dtype)}
-        if w1 is not None:
-            y1 = xhat * we1
-            y1 = y1 if b1 is None else y1 + b1
-            out["y1"] = _store(y1.reshape(x0.shape), d)
+        out = add_norm_outputs(xhat, we, bias, we1, b1, s, x0.shape, cfg, d)
         grads = {}
         if "y" in call.cotangents:
-            def norm_bwd(dy, wgt):
-                g = dy if wgt is None else dy * wgt
-                if cfg["norm"] == "layer_norm":
-                    return _centred_dx(g, xhat, rstd)
-                return rms_dx(g, xhat, rstd)
-            dy = call.cotangents["y"].astype(acc).reshape(R, N)
-            ds = norm_bwd(dy, we)
-            dy1 = None
-            if w1 is not None and "y1" in call.cotangents:
-                dy1 = call.cotangents["y1"].astype(acc).reshape(R, N)
-                ds = ds + norm_bwd(dy1, we1)
-            if cfg["prenorm"] and "residual_out" in call.cotangents and b != "an_prenorm_dresidual_dropped":
-                ds = ds + call.cotangents["residual_out"].astype(acc).reshape(R, N)
-            shape = x0.shape
-            grads["x"] = _store((ds * c).reshape(shape), d)
-            if res is not None:
-                grads["residual"] = _store((ds * c if b == "an_dresidual_scaled" else ds).reshape(shape), d)
-            if x1 is not None:
-                grads["x1"] = _store((ds * c1).reshape(shape), d)
+            prenorm = cfg["prenorm"] and b != "an_prenorm_dresidual_dropped"
+            ds, dy, dy1 = add_norm_ds(call, xhat, rstd, cfg["norm"] == "layer_norm", we, we1, prenorm, acc)
+            dres = None if res is None else (ds * c if b == "an_dresidual_scaled" else ds)
+            grads = add_norm_input_grads(ds, c, c1, dres, x0.shape, d)
             grads.update(add_norm_affine_grads(inp, dy, dy1, xhat, (w, bias, w1, b1), ns, d))
             if rs is not None:
-                t = ds * x if mask is None else ds * x * mask
-                drs = _rsum(t) * keep if p else _rsum(t)
-                grads["rowscale"] = _store(drs.reshape(inp["rowscale"].shape), d)
+                grads["rowscale"] = rowscale_grad(ds, x, mask, keep, p, inp["rowscale"].shape, d)
         return Returned(out, grads)
 
     # ------------------------------------------------------------ norm_quant
@@ -810,8 +684,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
             _, _, xhat = self._ln_rows(x, eps)
         else:
             _, _, xhat = self._rms_rows(x, eps)
-        y = xhat if w is None else xhat * w.astype(acc).reshape(1, N)
-        y = y if bias is None else y + bias.astype(acc).reshape(1, N)
+        y = row_affine(xhat, w, bias, acc)
         qd = cfg["quant_dtype"]
         qdt, lo, hi = _QUANT[qd]
         qmax = hi
@@ -838,26 +711,21 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
                 q = np.rint(v).astype(np.int8)
         else:
             q = v.astype(qdt)
-        stat = x0.shape[:x0.ndim - len(ns)] + (1,) * len(ns)
-        return Returned({"q": q.reshape(x0.shape), "scale": scale_out.reshape(stat).astype(acc),
-                         "amax": amax.reshape(stat).astype(acc)})
+        return norm_quant_returned(q, scale_out, amax, x0, ns, acc)
 
     # ------------------------------------------------------------ adaptive_layer_norm
     def _adaptive_layer_norm(self, call, acc):
         b, d = self.bug, call.dtype
         inp = call.inputs
         x0 = inp["x"]
-        B, H = x0.shape[0], x0.shape[-1]
-        x = x0.astype(acc).reshape(-1, H)
-        scale, shift = inp.get("scale"), inp.get("shift")
+        B, H, T, x, scale, shift = aln_inputs(inp, acc)     # T: tokens per sample
         if b == "aln_shift_scale_swapped" and scale is not None and shift is not None:
             scale, shift = shift, scale
-        T = x.shape[0] // B if B else 0                     # tokens per sample
 
         def per_row(v):                                     # (B, H) -> (B * T, H)
             if b == "aln_modulation_row_mod_batch":
                 return np.tile(v.astype(acc).reshape(B, H), (T, 1))       # row r reads sample r % B
-            return np.repeat(v.astype(acc).reshape(B, H), T, axis=0)
+            return per_token(v, B, H, T, acc)
         mean, rstd, xhat = self._ln_rows(x, _eps(call.config["eps"], acc))
         if scale is None:
             gain = None
@@ -865,9 +733,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
             gain = per_row(scale) if b == "aln_scale_without_one" else acc(1) + per_row(scale)
         y = xhat if gain is None else xhat * gain
         y = y if shift is None else y + per_row(shift)
-        stat = x0.shape[:-1] + (1,)
-        out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(stat).astype(acc),
-               "rstd": rstd.reshape(stat).astype(acc)}
+        out = norm_outputs(y, mean, rstd, x0, x0.shape[:-1] + (1,), d, acc)
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(-1, H)

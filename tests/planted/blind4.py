@@ -26,22 +26,24 @@ tests/planted/blind.py, blind2.py or blind3.py.
 """
 from __future__ import annotations
 
-import math
-
-import ml_dtypes
 import numpy as np
 
 from refnorm.check.backends.base import Returned
 
-from ._blind_math import (add_norm_affine_grads, affine, BlindKernelBase, block_layout, block_quotients,
-                          centred_dx as _centred_dx, channel_grads, channel_outputs, channel_rows,
-                          channel_running_stats, from_channel_rows, dyt_inputs,
-                          e8m0_scale, eps_value as _eps, frexp_exp as _frexp_exp, gated_dx, group_dims,
-                          GroupNormPair, half as _half, instance_norm_grads, instance_outputs, instance_params,
-                          instance_rows, instance_running_stats, normalized_rows, normalized_shape as _ns,
-                          nqb_format, nqb_normalized, nqb_returned, nvfp4_encode, per_instance, poly_combine,
-                          poly_rstd, pow2_up, QUANT as _QUANT, reshaped, rms_dx, rsum as _rsum, running_in,
-                          running_state, sigmoids as _sigmoids, store as _store)
+from ._blind_math import (add_norm_affine_grads, add_norm_dims, add_norm_ds, add_norm_input_grads,
+                          add_norm_outputs, affine, aln_inputs, BlindKernelBase, block_quotients,
+                          bn_running_update, centred_dx as _centred_dx, channel_grads, channel_outputs,
+                          channel_rows, channel_running_stats, channel_sums, dyt_gd, dyt_inputs, eps_value as _eps,
+                          frexp_exp as _frexp_exp, from_channel_rows, FUSED_OPTIONS, gated_dx, gated_grads,
+                          gated_inputs, group_params, group_rows, GroupNormPair, half as _half, instance_grads,
+                          instance_momentum, instance_outputs, instance_params, instance_rows, instance_stats,
+                          instance_unbiased_var, kept, ln_rows, ln_stats, mx_scales, norm_outputs,
+                          norm_quant_returned, normalized_rows, nqb_format, nqb_normalized, nqb_returned,
+                          nvfp4_block_scales, nvfp4_encode, padded_blocks, per_instance, per_token, poly_combine,
+                          poly_grads, poly_inputs, poly_rstd, pow2_scale, pow2_up, QUANT as _QUANT, reshaped,
+                          rms_dx, rms_norm_dx, rms_rows, rms_stats, row_affine, rowscale_grad, rsum as _rsum,
+                          running_in, running_setup, running_state, sigmoids as _sigmoids, stat_shape,
+                          store as _store, weight_offset)
 from .blind3 import LABELS
 
 OPS = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm", "batch_norm",
@@ -295,40 +297,21 @@ BUGS = {
 
 
 class Blind4Kernel(GroupNormPair, BlindKernelBase):
-    """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct).
-
-    ``options`` declares the options it implements (any value), so a case setting an option added to
-    one of these ops later is skipped with the reason instead of judged against a kernel that ignores it."""
+    """A float32 NumPy kernel for OPS (module docstring); ``bug``: a key of BUGS, or None (correct);
+    ``options``: see BlindKernelBase."""
 
     BUGS, OPS, LABEL = BUGS, OPS, "blind4"
-    options = {k: None for k in (
-        "normalized_shape", "eps", "weight_offset", "eps_placement", "num_groups", "momentum", "convention",
-        "norm", "norm_before_gate", "group_size", "format", "block_size", "element_dtype", "scale_rule",
-        "min_scale", "residual_in_fp32", "dropout_p", "prenorm", "quant_dtype", "scale_ub")}
+    options = dict.fromkeys(FUSED_OPTIONS)
 
     # ------------------------------------------------------------ shared row statistics (2-D: rows x n)
-    @staticmethod
-    def _ln_stats(x, eps, ddof=0):
-        """mean, rstd (rows, 1), two-pass (``ddof``: 1 for the unbiased variance)."""
-        n = x.shape[1]
-        mean = _rsum(x) / n
-        d = x - mean
-        var = _rsum(d * d) / (n - ddof if n > ddof else n)
-        return mean, 1 / np.sqrt(var + eps)
-
-    @staticmethod
-    def _rms_stats(x, eps, placement="inside"):
-        """rms, rstd (rows, 1)."""
-        ms = _rsum(x * x) / x.shape[1]
-        rms = np.sqrt(ms)
-        return rms, (1 / (rms + eps) if placement == "outside" else 1 / np.sqrt(ms + eps))
+    _ln_stats, _rms_stats = staticmethod(ln_stats), staticmethod(rms_stats)
 
     # ------------------------------------------------------------ layer_norm
     def _layer_norm(self, call, acc):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
         ns, N, x = normalized_rows(call, acc)
-        off = acc(call.config.get("weight_offset", 0.0) or 0.0)
+        off = weight_offset(call, acc)
         w, bias = call.inputs.get("weight"), call.inputs.get("bias")
         order = "F" if b == "ln_weight_column_major" else "C"
         w = None if w is None else w.astype(acc).reshape((1, N), order=order) + off
@@ -347,9 +330,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         rstd = 1 / np.sqrt(ve)
         xhat = xc * rstd
         y = affine(xhat, w, bias)
-        stat = x0.shape[:x0.ndim - len(ns)] + (1,) * len(ns)
-        out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(stat).astype(acc),
-               "rstd": rstd.reshape(stat).astype(acc)}
+        out = norm_outputs(y, mean, rstd, x0, stat_shape(x0, ns), d, acc)
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(-1, N)
@@ -384,7 +365,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         x0 = call.inputs["x"]
         ns, N, x = normalized_rows(call, acc)
         placement = call.config.get("eps_placement", "inside")
-        off = acc(call.config.get("weight_offset", 0.0) or 0.0)
+        off = weight_offset(call, acc)
         w = call.inputs.get("weight")
         w = None if w is None else w.astype(acc).reshape(1, N) + off
         eps = _eps(call.config["eps"], acc)
@@ -403,18 +384,12 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             rms, rstd = self._rms_stats(x, eps, placement)
         xhat = x * rstd
         y = xhat if w is None else xhat * w
-        lead = x0.shape[:x0.ndim - len(ns)]
-        out = {"y": _store(y.reshape(x0.shape), d), "rstd": rstd.reshape(lead + (1,) * len(ns)).astype(acc)}
+        out = {"y": _store(y.reshape(x0.shape), d), "rstd": rstd.reshape(stat_shape(x0, ns)).astype(acc)}
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(-1, N)
             g = dy if (w is None or b == "rms_bwd_dx_without_weight") else dy * w
-            proj = _rsum(g * xhat) / N
-            if placement == "outside":
-                u = np.where(rms == 0, 0, x / np.where(rms == 0, 1, rms))
-            else:
-                u = xhat
-            dx = rstd * (g - u * proj)
+            dx = rms_norm_dx(g, x, xhat, rstd, rms, placement)
             grads["x"] = _store(dx.reshape(x0.shape), d)
             if w is not None:
                 grads["weight"] = _store((dy * xhat).sum(axis=0).reshape(ns), d)
@@ -425,9 +400,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         """(out, grads) of group_norm, or of group_norm_silu when ``silu``."""
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
-        Nb, C, G, S, cg = group_dims(x0, call.config)
-        x = x0.astype(acc).reshape(Nb, C, S)
-        xv = x.reshape(Nb * G, cg * S)
+        Nb, C, G, S, cg, x, xv = group_rows(x0, call.config, acc)
         eps = _eps(call.config["eps"], acc)
         if b == "gn_channel_partials_in_half" and d in ("float16", "bfloat16") and S > 0:
             xc = x.reshape(Nb * C, S)
@@ -441,9 +414,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         else:
             mean, rstd = self._ln_stats(xv, eps)
         xhat = ((xv - mean) * rstd).reshape(Nb, C, S)
-        w, bias = call.inputs.get("weight"), call.inputs.get("bias")
-        w = None if w is None else w.astype(acc).reshape(1, C, 1)
-        bias = None if bias is None else bias.astype(acc).reshape(1, C, 1)
+        w, bias = group_params(call.inputs, acc, C)
         p = xhat if w is None else xhat * w
         p = p if bias is None else p + bias
         y = p
@@ -480,13 +451,10 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             else:
                 dx = _centred_dx(g, xh, rstd)
             grads["x"] = _store(dx.reshape(x0.shape), d)
-
-            def per_channel(a):
-                return _rsum(np.ascontiguousarray(a.transpose(1, 0, 2)).reshape(C, -1)).reshape(C)
             if w is not None:
-                grads["weight"] = _store(per_channel(dp * xhat), d)
+                grads["weight"] = _store(channel_sums(dp * xhat, C), d)
             if bias is not None:
-                grads["bias"] = _store(per_channel(dp), d)
+                grads["bias"] = _store(channel_sums(dp, C), d)
         return out, grads
 
     # ------------------------------------------------------------ batch_norm
@@ -495,9 +463,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         x0 = call.inputs["x"]
         x = channel_rows(x0, acc)                                # (C, n)
         C, n = x.shape
-        cfg, st = call.config, call.state
-        eps = _eps(cfg["eps"], acc)
-        has_run = st.get("running_mean") is not None
+        cfg, st, eps, has_run = running_setup(call, acc)
         batch = call.training or not has_run
         if b == "bn_nostats_input_as_running_buffer" and call.training and not has_run and n > 0:
             mean, rstd = self._ln_stats(x, eps)
@@ -537,13 +503,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
                     m = acc(mom)
                 elif b != "bn_cumavg_count_before_increment":
                     m = acc(1.0 / float(nbt))
-                bm = mean.reshape(C)
-                bv = (_rsum((x - mean) ** 2) / n).reshape(C)
-                if n > 0 and cfg["convention"] == "torch":
-                    ub = bv * acc(n / (n - 1)) if n > 1 else bv * acc(np.inf)
-                    rm, rv = (1 - m) * rm + m * bm, (1 - m) * rv + m * ub
-                elif n > 0:
-                    rm, rv = m * rm + (1 - m) * bm, m * rv + (1 - m) * bv
+                rm, rv = bn_running_update(rm, rv, m, x, mean, cfg["convention"], acc)
                 if b == "bn_train_output_from_new_running":
                     xhat = (x - rm.reshape(C, 1)) / np.sqrt(rv.reshape(C, 1) + eps)
             state = running_state(rm, rv, nbt, d)
@@ -565,15 +525,9 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         b, d = self.bug, call.dtype
         x0 = call.inputs["x"]
         Nb, C, S, x = instance_rows(x0, acc)
-        cfg, st = call.config, call.state
-        eps = _eps(cfg["eps"], acc)
-        has_run = st.get("running_mean") is not None
+        cfg, st, eps, has_run = running_setup(call, acc)
         inst = call.training or not has_run
-        if inst:
-            mean, rstd = self._ln_stats(x, eps)
-        else:
-            mean, rstd = instance_running_stats(st, Nb, eps, acc)
-        xhat = (x - mean) * rstd
+        mean, rstd, xhat = instance_stats(x, st, Nb, eps, acc, inst)
         w, bias, wr, br = instance_params(call.inputs, Nb, acc)
         if b == "in_weight_block_local_index":
             local = np.arange(C) % 2                             # the channel's index within its block
@@ -588,36 +542,25 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             elif call.training and S > 0:
                 m = acc(0.0 if cfg["momentum"] is None else cfg["momentum"])
                 mi = mean
-                var = _rsum((x - mi) ** 2) / S
-                ub = var * acc(S / (S - 1) if S > 1 else np.inf)
+                ub = instance_unbiased_var(x, mi, acc)
                 if b == "in_running_sum_over_batch":
                     rm = (1 - m) * rm + (m * mi.reshape(Nb, C)).sum(axis=0)
                     rv = (1 - m) * rv + (m * ub.reshape(Nb, C)).sum(axis=0)
                 else:
-                    new_m = ((1 - m) * rm + m * mi.reshape(Nb, C))
-                    new_v = ((1 - m) * rv + m * ub.reshape(Nb, C))
+                    new_m, new_v = instance_momentum(rm, rv, m, mi, ub, Nb, C)
                     rm, rv = new_m.mean(axis=0), new_v.mean(axis=0)
             state = running_state(rm, rv, nbt, d)
-        grads = {}
-        if "y" in call.cotangents:
-            dy = call.cotangents["y"].astype(acc).reshape(Nb * C, S)
-            grads = instance_norm_grads(dy, xhat, rstd, w, bias, wr, inst, x0.shape, d)
-        return Returned(out, grads, state)
+        return Returned(out, instance_grads(call, xhat, rstd, w, bias, wr, inst, acc), state)
 
     # ------------------------------------------------------------ gated_norm
     def _gated_norm(self, call, acc):
         b, d = self.bug, call.dtype
         cfg, inp = call.config, call.inputs
         x0 = inp["x"]
-        H = x0.shape[-1]
-        R = x0.size // H if H else 0
+        R, H, x, z, w, bias = gated_inputs(inp, acc)
         K = H if cfg["group_size"] is None else int(cfg["group_size"])
         nbg = bool(cfg["norm_before_gate"])
         norm = "rms_norm" if b == "gated_ln_as_rms" else cfg["norm"]
-        x, z = x0.astype(acc).reshape(R, H), inp["z"].astype(acc).reshape(R, H)
-        w = inp["weight"].astype(acc).reshape(1, H)
-        bias = inp.get("bias")
-        bias = None if bias is None else bias.astype(acc).reshape(1, H)
         sig, rest = _sigmoids(z)
         s, ds = z * sig, sig * (1 + z * rest)
         if b == "gated_silu_in_input_dtype":
@@ -645,10 +588,8 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
                 dx, dz = dv, dy * nrm * ds
             else:
                 dx, dz = dv * s, dv * x * ds
-            grads = {"x": _store(dx.reshape(x0.shape), d), "z": _store(dz.reshape(x0.shape), d),
-                     "weight": _store((dn * vhat).sum(axis=0), d)}
-            if bias is not None:
-                grads["bias"] = _store((dy if late_bias else dn).sum(axis=0), d)
+            db_from = None if bias is None else (dy if late_bias else dn)
+            grads = gated_grads(dx, dz, dn, db_from, vhat, x0.shape, d)
         return Returned({"y": _store(y.reshape(x0.shape), d)}, grads)
 
     # ------------------------------------------------------------ dyt
@@ -664,9 +605,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(x.shape)
-            g = dy if w is None else dy * w
-            r = 1 / np.cosh(a * x)
-            gd = g * (r * r)
+            gd = dyt_gd(dy, w, a, x)
             grads["x"] = _store((gd * a).reshape(x0.shape), d)
             da = _rsum(gd if b == "dyt_dalpha_missing_x" else gd * x).sum()
             grads["alpha"] = _store(np.reshape(da, np.shape(inp["alpha"])), d)
@@ -682,13 +621,8 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
     # ------------------------------------------------------------ poly_norm
     def _poly_norm(self, call, acc):
         b, d = self.bug, call.dtype
-        inp = call.inputs
-        x0 = inp["x"]
-        H = x0.shape[-1]
-        x = x0.astype(acc).reshape(-1, H)
-        wt = inp["weight"].astype(acc)
-        bias = inp.get("bias")
-        eps = _eps(call.config["eps"], acc)
+        x0 = call.inputs["x"]
+        H, x, wt, bias, eps = poly_inputs(call, acc)
         powers = (3, 2, 1)
         hs, rs, us = [], [], []
         for p in powers:
@@ -703,19 +637,9 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(-1, H)
-            dx = np.zeros_like(x)
-            for k, p in enumerate(powers):
-                g = dy * wt[k]
-                if b == "poly_powers_centred":
-                    du = _centred_dx(g, hs[k], rs[k])
-                else:
-                    du = rms_dx(g, hs[k], rs[k])
-                dx = dx + (du if p == 1 else p * x ** (p - 1) * du)
-            grads["x"] = _store(dx.reshape(x0.shape), d)
-            src = [x ** p for p in powers] if b == "poly_dweight_unnormalized" else hs
-            grads["weight"] = _store(np.array([_rsum(dy * h).sum() for h in src], dtype=acc), d)
-            if bias is not None:
-                grads["bias"] = _store(np.reshape(_rsum(dy).sum(), np.shape(bias)), d)
+            du = _centred_dx if b == "poly_powers_centred" else rms_dx
+            src = [x ** p for p in powers] if b == "poly_dweight_unnormalized" else None
+            grads = poly_grads(dy, x, wt, hs, rs, bias, x0.shape, d, acc, du=du, dw_from=src)
         return Returned({"y": _store(y.reshape(x0.shape), d)}, grads)
 
     # ------------------------------------------------------------ norm_quant_block
@@ -726,9 +650,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         if b == "nqb_mx_emax_fixed_e4m3" and fmt == "mxfp8":
             emax = 8
         s, y = nqb_normalized(inp, cfg, acc, self._ln_stats)
-        R, H, nb, pad = block_layout(y, B)
-        yb = np.concatenate([y, np.zeros((R, pad), acc)], axis=1).reshape(R, nb, B)
-        amax = np.max(np.abs(yb), axis=-1, initial=0.0)                 # (R, nb)
+        yb, amax = padded_blocks(y, B, acc)                              # amax: (R, nb)
         if b == "nqb_amax_per_tensor":
             amax = np.full(amax.shape, np.max(amax, initial=0.0), acc)
         ts = acc(1.0)
@@ -736,23 +658,14 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             v = np.maximum(amax / acc(qmax), acc(cfg["min_scale"] or 0.0))
             if rule == "pow2":
                 m, e = _frexp_exp(v)
-                k = pow2_up(m, e)
-                S = np.where(v > 0, np.ldexp(1.0, k.astype(np.int64)), 0.0).astype(acc)
+                S = pow2_scale(v, pow2_up(m, e), acc)
             elif b == "nqb_group_scale_in_input_dtype":
                 S = _half(v, call.dtype)
             else:
                 S = v
             scale_out = S.astype(acc)
         elif fmt == "mxfp8":
-            if rule == "floor":
-                v = amax / acc(2.0 ** emax)
-                m, e = _frexp_exp(v)
-                k = e - 1
-            else:
-                v = amax / acc(qmax)
-                m, e = _frexp_exp(v)
-                k = pow2_up(m, e)
-            S, scale_out = e8m0_scale(v, k, acc)
+            S, scale_out = mx_scales(amax, rule, emax, qmax, acc)
         else:                                                            # nvfp4
             gs = inp.get("global_scale")
             if b == "nqb_nvfp4_encode_without_fp4_max" and gs is None:
@@ -761,10 +674,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             else:
                 enc = nvfp4_encode(gs, amax, acc)
             ts = acc(1) / enc
-            v = amax / acc(6.0) * enc
-            Sb = np.clip(v, -448.0, 448.0).astype(ml_dtypes.float8_e4m3fn)
-            S = Sb.astype(acc) * ts
-            scale_out = Sb
+            S, scale_out = nvfp4_block_scales(amax, enc, ts, acc)
         q = np.clip(block_quotients(yb, S, acc), -qmax, qmax)
         return nqb_returned(q, qdt, scale_out, amax, ts, call, s, acc)
 
@@ -773,26 +683,17 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         b, d = self.bug, call.dtype
         cfg, inp = call.config, call.inputs
         x0 = inp["x"]
-        ns = _ns(cfg)
-        N = math.prod(ns)
-        R = x0.size // N if N else 0
-        p = float(cfg["dropout_p"] or 0.0)
-        keep = acc(1.0 / (1.0 - p))
-        off = acc(cfg.get("weight_offset", 0.0) or 0.0)
+        ns, N, R, p, keep, off = add_norm_dims(call, acc)
         x, res, mask, x1, mask1 = (reshaped(inp.get(k), acc, (R, N)) for k in ("x", "residual", "mask", "x1", "mask1"))
         if b == "an_x1_dropped_with_mask" and mask1 is not None and mask is not None:
             mask1 = mask
         rs = inp.get("rowscale")
         rs = None if rs is None else rs.astype(acc).reshape(R, 1)
-        c = np.ones((R, N), acc) if mask is None else mask.copy()
-        if rs is not None:
-            c = c * rs
-        c = c * keep if p else c
+        c = kept(mask, rs, keep, p, (R, N), acc)
         s = x * c
         c1 = None
         if x1 is not None:
-            c1 = np.ones((R, N), acc) if mask1 is None else mask1.copy()
-            c1 = c1 * keep if p else c1
+            c1 = kept(mask1, None, keep, p, (R, N), acc)
             s = s + x1 * c1
         if res is not None:
             s = s + res
@@ -804,47 +705,17 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         w, bias, w1, b1 = (reshaped(inp.get(k), acc, (1, N)) for k in ("weight", "bias", "weight1", "bias1"))
         we = None if w is None else w + off
         we1 = None if w1 is None else w1 + off
-        if cfg["norm"] == "layer_norm":
-            mean, rstd = self._ln_stats(s, eps)
-            xhat = (s - mean) * rstd
-        else:
-            _, rstd = self._rms_stats(s, eps)
-            xhat = s * rstd
-        y = xhat if we is None else xhat * we
-        y = y if bias is None else y + bias
-        res_dtype = "float32" if cfg.get("residual_in_fp32") and d in ("float16", "bfloat16") else d
-        out = {"y": _store(y.reshape(x0.shape), d), "residual_out": _store(s_out.reshape(x0.shape), res_dtype)}
-        if w1 is not None:
-            y1 = xhat * we1
-            y1 = y1 if b1 is None else y1 + b1
-            out["y1"] = _store(y1.reshape(x0.shape), d)
+        _, rstd, xhat = (ln_rows if cfg["norm"] == "layer_norm" else rms_rows)(s, eps)
+        out = add_norm_outputs(xhat, we, bias, we1, b1, s_out, x0.shape, cfg, d)
         grads = {}
         if "y" in call.cotangents:
             centred = cfg["norm"] == "layer_norm" or b == "an_rms_bwd_centred"
-
-            def norm_bwd(dy, wgt):
-                g = dy if wgt is None else dy * wgt
-                return _centred_dx(g, xhat, rstd) if centred else rms_dx(g, xhat, rstd)
-            dy = call.cotangents["y"].astype(acc).reshape(R, N)
-            ds = norm_bwd(dy, we)
-            dy1 = None
-            if w1 is not None and "y1" in call.cotangents:
-                dy1 = call.cotangents["y1"].astype(acc).reshape(R, N)
-                ds = ds + norm_bwd(dy1, we1)
-            if cfg["prenorm"] and "residual_out" in call.cotangents:
-                ds = ds + call.cotangents["residual_out"].astype(acc).reshape(R, N)
-            shape = x0.shape
-            grads["x"] = _store((ds * c).reshape(shape), d)
-            if res is not None:
-                grads["residual"] = _store(ds.reshape(shape), d)
-            if x1 is not None:
-                grads["x1"] = _store((ds * c1).reshape(shape), d)
+            ds, dy, dy1 = add_norm_ds(call, xhat, rstd, centred, we, we1, cfg["prenorm"], acc)
+            grads = add_norm_input_grads(ds, c, c1, None if res is None else ds, x0.shape, d)
             dyp = dy if (b == "an_dweight1_from_dy" and dy1 is not None) else dy1
             grads.update(add_norm_affine_grads(inp, dy, dyp, xhat, (w, bias, w1, b1), ns, d))
             if rs is not None:
-                t = ds * x if mask is None else ds * x * mask
-                drs = _rsum(t) * keep if p else _rsum(t)
-                grads["rowscale"] = _store(drs.reshape(inp["rowscale"].shape), d)
+                grads["rowscale"] = rowscale_grad(ds, x, mask, keep, p, inp["rowscale"].shape, d)
         return Returned(out, grads)
 
     # ------------------------------------------------------------ norm_quant
@@ -855,14 +726,8 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         ns, N, x = normalized_rows(call, acc)
         eps = _eps(cfg["eps"], acc)
         w, bias = inp.get("weight"), inp.get("bias")
-        if cfg["norm"] == "layer_norm":
-            mean, rstd = self._ln_stats(x, eps)
-            xhat = (x - mean) * rstd
-        else:
-            _, rstd = self._rms_stats(x, eps)
-            xhat = x * rstd
-        y = xhat if w is None else xhat * w.astype(acc).reshape(1, N)
-        y = y if bias is None else y + bias.astype(acc).reshape(1, N)
+        _, _, xhat = (ln_rows if cfg["norm"] == "layer_norm" else rms_rows)(x, eps)
+        y = row_affine(xhat, w, bias, acc)
         qdt, lo, hi = _QUANT[cfg["quant_dtype"]]
         amax = np.max(np.abs(y), axis=1, keepdims=True, initial=0.0)
         static = inp.get("static_scale")
@@ -890,22 +755,17 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             q = v.astype(np.float16).astype(qdt)
         else:
             q = v.astype(qdt)
-        stat = x0.shape[:x0.ndim - len(ns)] + (1,) * len(ns)
-        return Returned({"q": q.reshape(x0.shape), "scale": scale.reshape(stat).astype(acc),
-                         "amax": amax.reshape(stat).astype(acc)})
+        return norm_quant_returned(q, scale, amax, x0, ns, acc)
 
     # ------------------------------------------------------------ adaptive_layer_norm
     def _adaptive_layer_norm(self, call, acc):
         b, d = self.bug, call.dtype
         inp = call.inputs
         x0 = inp["x"]
-        B, H = x0.shape[0], x0.shape[-1]
-        x = x0.astype(acc).reshape(-1, H)
-        scale, shift = inp.get("scale"), inp.get("shift")
-        T = x.shape[0] // B if B else 0                     # tokens per sample
+        B, H, T, x, scale, shift = aln_inputs(inp, acc)     # T: tokens per sample
 
         def per_row(v):                                     # (B, H) -> (B * T, H)
-            return np.repeat(v.astype(acc).reshape(B, H), T, axis=0)
+            return per_token(v, B, H, T, acc)
         eps = _eps(call.config["eps"], acc)
         if b == "aln_stats_over_tokens" and B and T:
             xt = np.ascontiguousarray(x.reshape(B, T, H).transpose(0, 2, 1)).reshape(B * H, T)
@@ -921,9 +781,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             gain = _half(gain, d)
         y = xhat if gain is None else xhat * gain
         y = y if shift is None else y + per_row(shift)
-        stat = x0.shape[:-1] + (1,)
-        out = {"y": _store(y.reshape(x0.shape), d), "mean": mean.reshape(stat).astype(acc),
-               "rstd": rstd.reshape(stat).astype(acc)}
+        out = norm_outputs(y, mean, rstd, x0, x0.shape[:-1] + (1,), d, acc)
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(-1, H)
