@@ -370,3 +370,9 @@ def test_dweight_partials_rounded_to_the_input_dtype_is_precision():
     named = [r.diagnosis for r in (check_case(Spec(post=post), load_case(GOLDEN, c)) for c in ids) if r.status == "failed"]
     assert named and all(d["mechanism"] == "precision" and "blocks of" in d["message"] for d in named), \
         [d["message"] for d in named]
+
+
+def test_two_gradients_in_each_others_place_are_said_so():
+    post = lambda call, d: {**d, "grads": {**d["grads"], "weight": d["grads"]["bias"],   # noqa: E731
+                                           "bias": d["grads"]["weight"]}}
+    expect(Spec(post=post), "layer_norm/normal_f32_6x100", "affine", "returned in each other's place")

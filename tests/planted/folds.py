@@ -260,6 +260,7 @@ def render(rows, seconds):
          line("second blind kernel, held out (M = MARGIN)", Y, MARGIN),
          line("third blind kernel, held out (M = MARGIN)", Z, MARGIN),
          line("fourth blind kernel, held out (M = MARGIN)", W, MARGIN),
+         line("fourth blind kernel, only bugs with a mechanism label", [r for r in W if r["expected"]], MARGIN),
          "",
          "The second and third blind kernels were written after the rules above were built, with bugs in ops "
          "the catalogue covers thinly (gated_norm, dyt, poly_norm, group_norm_silu, norm_quant_block, "
@@ -275,7 +276,15 @@ def render(rows, seconds):
          "specification's arithmetic with a planted test (tests/test_explain_families.py), not as a rule "
          "for one bug. Their figures above are therefore development figures. The fourth blind kernel was "
          "written during that session by a helper not shown the diagnosis and run once, after the last "
-         "change: it is the held-out measurement of this table.",
+         "change: it is the held-out measurement of this table, and it says the diagnosis does not "
+         "generalize yet (issue 33 stays open): 15.8% of its failed cases named right, 25.6% of the named "
+         "ones wrong, 35 of those 50 wrong names on `ln_param_grads_swapped`, which its author left "
+         "unlabelled (the diagnosis calls dweight and dbias returned under each other's names an affine "
+         "mistake); on the labelled bugs 9.4% of the named cases are wrong. Most of its bugs are families the "
+         "search does not have (a backward formula of gated_norm, dyt, poly_norm, group_norm_silu, "
+         "adaptive_layer_norm or add_norm with one factor changed; quantization scales built another way; "
+         "statistics read in another index order; a reciprocal square root's estimate), which the "
+         "development sets' families did not anticipate.",
          "",
          "Blind kernel (tests/planted/blind.py, written by a helper who was not shown the diagnosis, the pitfall "
          "variants or this document; each bug from a public kernel's history, labelled with its mechanism by "
