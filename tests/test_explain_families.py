@@ -8,7 +8,6 @@ import sys
 
 import ml_dtypes
 import numpy as np
-import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:

@@ -59,6 +59,7 @@ import numpy as np
 from .precision import excess, quant_excess, quant_name, ratio
 
 CHANNEL_OPS = ("batch_norm", "instance_norm", "group_norm")
+CONFIG_SIZE = 1 << 20     # the searches that re-evaluate the reference or build x-sized arrays: up to this many elements
 TERMS = ("g", "mean(g)", "x_hat * mean(g x_hat)")
 
 
@@ -533,7 +534,6 @@ def _dx_fit(case, x, got, E, gd, ok, rstd, xhat, g, spec, centred, what_g, w3=No
                     f"{', '.join(f'{s:g}' for s in spec)})"}
 
 
-CONFIG_SIZE = 1 << 20     # the configuration search re-evaluates the reference: cases up to this many elements
 
 
 def _config_candidates(case):
