@@ -4,9 +4,11 @@ A variant whose value is set by the kernel's summation order (the one-pass varia
 is matched within bounds widened by how far its results move between the ends of its rounding interval
 (diagnosis._widened), array by array and element by element. On mean-shifted rows that interval holds
 almost any error of a statistic. But a one-pass kernel errs by ONE number per normalized row, its
-variance var_r + s_r delta_r (|s_r| <= 1): that one value sets the row's y, its rstd and mean outputs,
-its dx and the running statistics it updates. So the spread explains the backend only when, on every
-row, a single s_r reproduces every per-row array within CLOSE x its bound:
+variance var_r + s_r delta_r (|s_r| <= 1): that one value sets the row's y, its rstd and mean outputs
+and its dx (the running statistics it updates share a second one: a kernel may compute the variance it
+stores apart from the one it normalizes with, as jax's batch_norm does). So the spread explains the
+backend only when, on every row, a single s_r reproduces every per-row output within CLOSE x its bound
+(and a single s'_r every running statistic):
 
     exists s_r in [-1, 1]:  |got_e - v_e(s_r)| <= CLOSE E_e  for every element e of row r, every array
 
@@ -25,7 +27,7 @@ failing parameter gradient (a sum over rows) with a right forward is not a varia
 
 Rows (``row_ids``): layer_norm / weight_standardization (the normalized trailing slices), batch_norm
 (channels), instance_norm (sample, channel), group_norm / group_norm_silu (sample, group); an array is
-per-row when it is y or a statistic / running statistic with one value per row. Parameter
+per-row when it is y (or dx, as above) or a statistic / running statistic with one value per row. Parameter
 gradients (sums over rows) and the arrays of other ops are not constrained. Pure NumPy.
 """
 from __future__ import annotations
