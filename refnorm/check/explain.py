@@ -56,6 +56,8 @@ import math
 
 import numpy as np
 
+from ..pitfalls._centered import _next_pow2
+from .localize import failing_mask
 from .precision import excess, quant_excess, quant_name, ratio
 
 CHANNEL_OPS = ("batch_norm", "instance_norm", "group_norm")
@@ -219,10 +221,6 @@ def _param_sum(case, x, a):
     ns = case.config.get("normalized_shape", 1)
     k = np.ndim(x) - (len(ns) if np.ndim(ns) else 1)
     return a.sum(axis=tuple(range(k)))
-
-
-def _next_pow2(n):
-    return 1 << max(int(n) - 1, 0).bit_length()
 
 
 def _prefixes(n):
@@ -616,48 +614,47 @@ def config_deviation(case, record, reference):
     x = record.inputs.get("x")
     if x is None or np.size(x) > CONFIG_SIZE or not record.failing:
         return None
-    cands = [(cfg, record.inputs, what, mech, mech) for cfg, what, mech in _config_candidates(case)]
+    # (config, inputs, what, mechanism, the mechanism when only the backward fits, the swapped pair or None)
+    cands = [(cfg, record.inputs, what, mech, mech, None) for cfg, what, mech in _config_candidates(case)]
     w = record.inputs.get("weight")
     if w is not None and np.ndim(w) and not case.config.get("weight_offset"):
         cands.append((case.config, {**record.inputs, "weight": np.ones(np.shape(w), dtype=np.asarray(w).dtype)},
-                      "the weight left out (taken as 1)", "affine", "backward"))
+                      "the weight left out (taken as 1)", "affine", "backward", None))
     floats = [k for k, v in record.inputs.items() if k != "x" and np.ndim(v) and np.asarray(v).dtype.kind not in "iub"]
     for i, a in enumerate(floats):          # two inputs of one shape swapped (weight and bias, shift and scale)
         for b in floats[i + 1:]:
             if np.shape(record.inputs[a]) == np.shape(record.inputs[b]):
                 cands.append((case.config, {**record.inputs, a: record.inputs[b], b: record.inputs[a]},
-                              f"the inputs {a} and {b} swapped", "affine", "affine"))
+                              f"the inputs {a} and {b} swapped", "affine", "affine", (a, b)))
     for a in floats:                        # an input read as 1 + it, or as it - 1 ("1 + scale" conventions)
         if a in ("weight", "scale", "gamma"):
             v = np.asarray(record.inputs[a])
             for d, what in ((1.0, f"1 + {a} where {a} belongs"), (-1.0, f"{a} where 1 + {a} belongs")):
                 cands.append((case.config, {**record.inputs, a: (v.astype(np.float64) + d).astype(v.dtype)}, what,
-                              "affine", "affine"))
+                              "affine", "affine", None))
     grads_only = all(p == "grads" for p, _ in record.failing)
     later = []
-    for cfg, inputs, what, mech, bwd_mech in cands:
+    for cfg, inputs, what, mech, bwd_mech, pair in cands:
         try:
             with np.errstate(all="ignore"):
                 res = reference(case.op, cfg, record.training, inputs, record.cotangents, record.state)
         except Exception:                                   # noqa: BLE001 - a deviation the spec refuses
             continue
         fits = {}
-        swapped = what.startswith("the inputs ") and what.endswith(" swapped")
         renamed = False
         for part, name in [(p, n) for p in ("outputs", "grads", "state") for n in record.compare[p]]:
             got, alt, E = record.got[part].get(name), getattr(res, part).get(name), record.E[part].get(name)
             if got is None or E is None:
                 continue
             fits[part, name] = alt is not None and np.shape(alt) == np.shape(got) and fit_ratio(got, alt, E) <= 1
-            if swapped and part == "grads" and not fits[part, name]:
+            if pair is not None and part == "grads" and not fits[part, name]:
                 # the swapped inputs' gradients returned under their own names, or under the swapped ones
-                a, b = what[len("the inputs "):-len(" swapped")].split(" and ")
-                other = {a: b, b: a}.get(name)
+                other = {pair[0]: pair[1], pair[1]: pair[0]}.get(name)
                 alt = res.grads.get(other) if other else None
                 fits[part, name] = alt is not None and np.shape(alt) == np.shape(got) and fit_ratio(got, alt, E) <= 1
                 renamed |= fits[part, name]
         if renamed:                 # the gradients, not the inputs, trade places
-            what = f"the gradients of {a} and {b} returned in each other's place"
+            what = f"the gradients of {pair[0]} and {pair[1]} returned in each other's place"
         if all(fits.values()):
             return {"mechanism": mech, "text": f"the specification with {what} reproduces every failing array"}
         if grads_only and all(fits.get(pn, False) for pn in record.failing):
@@ -1013,10 +1010,7 @@ def _finite_failures(record, ref):
         got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
         if got is None or want is None or E is None or np.shape(got) != np.shape(want):
             continue
-        g = np.asarray(got, dtype=np.float64)
-        with np.errstate(all="ignore"):
-            bad = ~(np.abs(g - np.asarray(want, dtype=np.float64)) <= np.broadcast_to(E, g.shape))
-        if np.any(bad & np.isfinite(g)):
+        if np.any(failing_mask(got, want, E) & np.isfinite(np.asarray(got, dtype=np.float64))):
             out.add((part, name))
     return out
 
