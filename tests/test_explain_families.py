@@ -366,12 +366,46 @@ def test_dweight_partials_rounded_to_the_input_dtype_is_precision():
         blocks = np.concatenate([t, pad]).reshape(-1, 4, t.shape[1]).sum(axis=1)
         dw = blocks.astype(ml_dtypes.bfloat16).astype(np.float64).sum(axis=0)
         return {**d, "grads": {**d["grads"], "weight": dw.reshape(np.shape(d["grads"]["weight"]))}}
-    named = [r.diagnosis for r in (check_case(Spec(post=post), load_case(GOLDEN, c)) for c in ids) if r.status == "failed"]
+    failed = [r.diagnosis for r in (check_case(Spec(post=post), load_case(GOLDEN, c)) for c in ids) if r.status == "failed"]
+    # a case failing by less than diagnosis.MARGIN x its bound is reported as consistent with it, not named
+    named = [d for d in failed if "consistent with the arithmetic" not in d["message"]]
     assert named and all(d["mechanism"] == "precision" and "blocks of" in d["message"] for d in named), \
         [d["message"] for d in named]
+    assert all(d["mechanism"] is None and "blocks of" in d["message"] for d in failed if d not in named)
 
 
 def test_two_gradients_in_each_others_place_are_said_so():
     post = lambda call, d: {**d, "grads": {**d["grads"], "weight": d["grads"]["bias"],   # noqa: E731
                                            "bias": d["grads"]["weight"]}}
     expect(Spec(post=post), "layer_norm/normal_f32_6x100", "affine", "returned in each other's place")
+
+
+def test_one_gradient_equal_to_its_neighbour_is_not_a_swap():
+    """dweight1 summed from dy where dy1 belongs equals dweight on a parallel add_norm with one x_hat: only one
+    of the pair is wrong, so the gradients did not trade places (not named affine)."""
+    post = lambda call, d: {**d, "grads": {**d["grads"], "weight1": d["grads"]["weight"]}}   # noqa: E731
+    d = diag(Spec(post=post), "add_norm/mean1e3_nobias_rms_zc_xnormal_par_bf16_4x64")
+    assert "each other's place" not in d["message"] and d["mechanism"] != "affine", d["message"]
+
+
+def test_a_deviation_the_forward_cannot_see_is_named_by_the_backward():
+    """x = 0: y does not depend on the weight, so "the weight left out" reproduces every array whether the
+    kernel drops it everywhere or in dx only; the evidence is dx's: named backward, not affine."""
+    def change(c):
+        return dict(c.config), {**c.inputs, "weight": np.ones_like(c.inputs["weight"])}, dict(c.cotangents), c.training
+    expect(Spec(change=change), "rms_norm/zero_eps1e-06_f32_3x10", "backward", "the weight left out")
+
+
+def test_a_failure_barely_beyond_its_bound_is_not_named():
+    """eps added twice moves float32 y by 1.44 x its bound on this case: the deviation fits, but so would many
+    small ones; reported as consistent with it (diagnosis.MARGIN), unnamed. On a case where the reference
+    misses clearly the same kernel is named."""
+    from refnorm.check.core import check_case as run
+    from refnorm.check.diagnosis import MARGIN
+    change = lambda c: ({**c.config, "eps": 2 * c.config["eps"]}, dict(c.inputs), dict(c.cotangents), c.training)  # noqa: E731
+    r = run(Spec(change=change), load_case(GOLDEN, "layer_norm/heavy_tail_f32_6x100"))
+    assert r.status == "failed" and max(a.ratio for a in r.arrays if not a.passed) < MARGIN
+    d = r.diagnosis
+    assert d["mechanism"] is None and "consistent with the arithmetic" in d["message"] \
+        and "eps added twice" in d["message"], d["message"]
+    expect(Spec(change=change), "layer_norm/normal_f64_9x7", "eps", "eps added twice")

@@ -401,24 +401,33 @@ def _explain(case, records, out):
     named by the explanations' mechanism when they explain every failing array of every step, or every
     failing output (the gradients and state that fail are computed from the outputs' values), and agree
     on one mechanism; otherwise what they explain is reported, unnamed."""
-    found, failing = [], 0
+    found, failing, misses = [], 0, 0.0
     for r in records:
         if not r.failing:
             continue
         failing += len(r.failing)
         ref = r.ref if r.ref is not None else reference(case.op, case.config, r.training, r.inputs, r.cotangents,
                                                          r.state)
-        found += explain.explain(case, r, ref, reference)
+        step = explain.explain(case, r, ref, reference)
+        found += step
+        with np.errstate(all="ignore"):
+            for e in step:
+                got, want, E = r.got[e["part"]].get(e["name"]), getattr(ref, e["part"]).get(e["name"]), \
+                    r.E[e["part"]].get(e["name"])
+                misses = max(misses, explain.fit_ratio(got, want, E))
     if not found:
         return
     mechs = {e["mechanism"] for e in found}
     texts = list(dict.fromkeys(e["text"] for e in found))
-    full = len(found) == failing and len(mechs) == 1
+    # named only where the reference misses clearly (MARGIN x its bound on some explained array) and the
+    # explanation fits within the bound: a failure barely beyond the bound is fitted by many small deviations
+    clear = misses >= MARGIN
+    full = clear and len(found) == failing and len(mechs) == 1
     # the forward's failure explained: the failing gradients and state are computed from its values (the
     # root cause is the first wrong computation), so one mechanism explaining every failing output names it
     outs = {(e["step"], e["name"]) for e in found if e["part"] == "outputs"}
     failing_outs = {(r.step, n) for r in records for p, n in r.failing if p == "outputs"}
-    downstream = not full and len(mechs) == 1 and failing_outs and outs == failing_outs
+    downstream = clear and not full and len(mechs) == 1 and failing_outs and outs == failing_outs
     if downstream:
         texts.append("the failing gradients and state follow from the forward's values")
         full = True
@@ -440,6 +449,9 @@ def _explain(case, records, out):
         out["message"] = (f"explained by the arithmetic [mechanism: {({**MECHANISMS, **ARITHMETIC})[mech]}]: "
                           + "; ".join(texts) + "; no catalogue pitfall fits (ruled out: "
                           + (", ".join(out["ruled_out"]) or "-") + ")")
+    elif not clear:
+        out["message"] += (f"; consistent with the arithmetic (the reference misses by only {misses:.2g}x its bound, "
+                           f"under the {MARGIN:g}x that names an explanation): " + "; ".join(texts))
     else:
         out["message"] += "; partly explained by the arithmetic: " + "; ".join(texts)
 

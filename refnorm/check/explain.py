@@ -653,9 +653,14 @@ def config_deviation(case, record, reference):
                 alt = res.grads.get(other) if other else None
                 fits[part, name] = alt is not None and np.shape(alt) == np.shape(got) and fit_ratio(got, alt, E) <= 1
                 renamed |= fits[part, name]
-        if renamed:                 # the gradients, not the inputs, trade places
+        if renamed:                 # the gradients, not the inputs, trade places: both of them wrong
             what = f"the gradients of {pair[0]} and {pair[1]} returned in each other's place"
+            if not all(("grads", n) in record.failing for n in pair):
+                continue
         if all(fits.values()):
+            if grads_only:          # the forward cannot tell the deviation here: the evidence is the backward's
+                return {"mechanism": bwd_mech, "text": f"the backward with {what} reproduces every failing array "
+                                                       "(the forward does not depend on it here)"}
             return {"mechanism": mech, "text": f"the specification with {what} reproduces every failing array"}
         if grads_only and all(fits.get(pn, False) for pn in record.failing):
             names = ", ".join(_label(p, n) for p, n in record.failing)
