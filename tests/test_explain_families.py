@@ -409,3 +409,13 @@ def test_a_failure_barely_beyond_its_bound_is_not_named():
     assert d["mechanism"] is None and "consistent with the arithmetic" in d["message"] \
         and "eps added twice" in d["message"], d["message"]
     expect(Spec(change=change), "layer_norm/normal_f64_9x7", "eps", "eps added twice")
+
+
+def test_a_failure_by_nan_alone_is_not_named():
+    """A constant float16 row with eps 1e-12: rstd = 1e6, and any deviation of the backward overflows dx to
+    inf there, as the catalogue's eps-outside variant does. Normalizing with the updated running statistics
+    (tests/planted/blind4.py) fails only by non-finite dx: localized, not named eps."""
+    from planted.blind4 import Blind4Kernel
+    d = diag(Blind4Kernel("bn_train_output_from_new_running"), "batch_norm/const_eps1e-12_f16_7x3")
+    assert d["mechanism"] is None and "fails only by NaN / inf" in d["message"] \
+        and "first non-finite" in d["message"], d["message"]

@@ -13,7 +13,9 @@ arrays are judged against them with ``judge_returned``. A variant **matches** wh
 
 A variant whose value is set by the kernel's summation order (the one-pass variance:
 ``Variant.spread``) is judged within bounds widened by its own rounding interval when it does not fit
-within the check's own. A variant computing another computation's equation (``Variant.bounds_as``:
+within the check's own, and such a widened fit counts only when ONE rounding error per row (the
+variance var_r + s_r delta_r, |s_r| <= 1) reproduces every per-row array of that row at once
+(consistent.py; cases up to CONSISTENT_MAX elements). A variant computing another computation's equation (``Variant.bounds_as``:
 rms_norm as layer_norm, eps outside the root) is judged within that computation's bounds; one whose
 change implies a rounding in an autograd backward (``Variant.slack``) within bounds widened by it. A
 fit within the check's own bounds ranks before a widened one and is compared with the others by their
@@ -28,7 +30,9 @@ own bounds) over its ratio against the variant (within the variant's, possibly w
 least MARGIN (ratios floored at FLOOR). (b) is "better than no pitfall": a variant that fits where the
 reference misses by MARGIN x explains the failure, even when only its own rounding interval holds the
 backend's result (a one-pass variance on mean-shifted rows: any value in that interval is what the
-kernel's summation order gives, and a correct kernel's is far outside). "Closest, not a match" is shown
+kernel's summation order gives, and a correct kernel's is far outside). An array failing only by NaN /
+inf is no evidence (any variant giving a non-finite value there fits it): a failure of such arrays alone
+is localized (its first non-finite values), not named. "Closest, not a match" is shown
 only for a variant within CLOSE x its bound, and its mechanism is then not listed as ruled out. Every
 failing array is localized (localize.py: the rows / channels / columns carrying the error, its shape,
 the first non-finite values; for layer_norm/rms_norm parameter gradients, the rows whose terms are
@@ -246,7 +250,7 @@ def _vs_unknown(case, records, contract, arrays, variant):
     at FLOOR. A variant that fits where the reference misses by 4x explains the failure, even when
     only its own rounding interval (its summation order's spread) holds the backend's result."""
     mine = {(a.step, a.part, a.name): _fl(max(a.ratio, a.bias)) for a in arrays}
-    worst = math.inf
+    worst, only_nonfinite = math.inf, True
     own = variant["v"].bounds_as is not None and variant.get("bounds") and len(variant["bounds"]) == len(records)
     for i, r in enumerate(records):
         if not r.failing:
@@ -265,9 +269,25 @@ def _vs_unknown(case, records, contract, arrays, variant):
             for a, b in zip(judged, alt):
                 if (a.part, a.name) == (b.part, b.name) and max(b.ratio, b.bias) < max(a.ratio, a.bias):
                     a.ratio, a.bias = b.ratio, b.bias
+        finite = explain.finite_failures(r, ref)
         for a in judged:
-            worst = min(worst, _fl(max(a.ratio, a.bias)) / mine.get((a.step, a.part, a.name), math.inf))
-    return worst
+            if (a.part, a.name) in finite:
+                only_nonfinite = False
+                worst = min(worst, _fl(max(a.ratio, a.bias)) / mine.get((a.step, a.part, a.name), math.inf))
+    # an array failing only by NaN / inf is reproduced by any variant that gives a non-finite value there (on
+    # a constant float16 row with eps 1e-12 every deviation of the backward overflows): no evidence for one
+    return 1.0 if only_nonfinite else worst
+
+
+def _only_nonfinite(case, records):
+    """Whether every failing array of every step fails only by non-finite values."""
+    for r in records:
+        if r.failing:
+            ref = r.ref if r.ref is not None else reference(case.op, case.config, r.training, r.inputs, r.cotangents,
+                                                             r.state)
+            if explain.finite_failures(r, ref):
+                return False
+    return True
 
 
 def _reference_fits(case, records, s):
@@ -660,7 +680,13 @@ def _diagnose(case, records, contract, variants):
                 msg += " (within the variant's own rounding interval: its value depends on the summation order)"
             out["message"] = msg
             return out
-    if best is not None:
+    if best is not None and vs_unknown == 1.0 and _only_nonfinite(case, records):
+        out["closest"] = _entry(best["v"], case.dtype, best["worst"])
+        out["message"] = (f"no known pitfall matches clearly (every failing array fails only by NaN / inf, which any "
+                          f"variant giving a non-finite value there reproduces: no evidence for the best fit, "
+                          f"{'/'.join(best['v'].pitfall_ids)}: {best['v'].title_for(case.dtype)}; ruled out: "
+                          f"{', '.join(out['ruled_out']) or '-'})")
+    elif best is not None:
         why = (f"the best fit, {'/'.join(best['v'].pitfall_ids)}: {best['v'].title_for(case.dtype)} "
                f"({best['worst']:.3g} x bound), is only {_times(min(vs_runner, vs_unknown))} better than "
                + ("no pitfall" if vs_unknown <= vs_runner else f"{runner['v'].id} ({runner['v'].mechanism})")

@@ -1007,7 +1007,7 @@ def reduction_rows(case, record, ref, part, name, reference=None):
     return {"mechanism": "reduction", "text": f"d{name} is the sum with {text.replace('rows', unit)}"}
 
 
-def _finite_failures(record, ref):
+def finite_failures(record, ref):
     """The failing arrays with a finite failing element (an array failing only by NaN / inf is reproduced
     by any deviation that gives NaN there: no evidence for one)."""
     out = set()
@@ -1023,7 +1023,7 @@ def _finite_failures(record, ref):
 def explain(case, record, ref, reference=None) -> list:
     """The explanations (``_explain``) of the failing arrays that fail at some finite element; an array
     failing only by non-finite values is localized (its first non-finite values), not explained."""
-    keep = _finite_failures(record, ref)
+    keep = finite_failures(record, ref)
     return [e for e in _explain(case, record, ref, reference) if (e["part"], e["name"]) in keep]
 
 

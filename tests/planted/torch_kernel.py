@@ -129,6 +129,8 @@ class TorchKernel:
         xhat = (x - mean) * rstd
         w, b = ins.get("weight"), ins.get("bias")
         wv = None if w is None else (w if pshape is None else w.reshape(pshape))
+        if wv is not None and call.op == "layer_norm":      # zero-centred gamma: the weight is offset + w
+            wv = wv + float(call.config.get("weight_offset", 0.0))
         bv = None if b is None else (b if pshape is None else b.reshape(pshape))
         y = xhat if wv is None else xhat * wv
         y = y if bv is None else y + bv
