@@ -152,6 +152,8 @@ ENGINES = ("fast", "spec")
 def engine_functions(spec: NormSpec, engine: str):
     """(forward, backward) of ``engine``: "fast" the normalizer module's (blocks, threads, compiled row
     kernels), "spec" its plain specification (``refnorm.specs.<name>``: whole-array NumPy, the definition)."""
+    if isinstance(engine, tuple):           # a (forward, backward) pair of the same contract (an instrumented spec)
+        return engine
     if engine == "fast":
         return spec.forward, spec.backward
     if engine == "spec":
@@ -194,7 +196,9 @@ def evaluate(name: str, inputs: Mapping[str, Any], *, config: Mapping[str, Any] 
                   ``running_var``, ``num_batches_tracked``). ``Result.state`` is the new state.
     training:     train mode (batch statistics) or eval mode (running statistics).
     engine:       "fast" (default) or "spec": the plain specification of ``refnorm/specs/`` (whole-array
-                  NumPy, the definition the fast path is tested against; the same validation).
+                  NumPy, the definition the fast path is tested against; the same validation); or a
+                  (forward, backward) pair with the specification's contract (the diagnosis's instrumented
+                  specification, refnorm/check/rounding_points.py).
     """
     spec = get(name)
     forward, backward = engine_functions(spec, engine)

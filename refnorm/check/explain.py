@@ -1074,4 +1074,9 @@ def _explain(case, record, ref, reference=None) -> list:
             stats = row_statistics(case, record, ref)
         if stats:
             return stats
+    if len(out) < len(record.failing) and reference is not None:
+        from .rounding_points import rounding_point
+        e = rounding_point(case, record, fit_ratio)
+        if e is not None:
+            return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
     return out

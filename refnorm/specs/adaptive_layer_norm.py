@@ -27,7 +27,11 @@ def adaptive_layer_norm(x, scale, shift, eps):
     mean, var, d = moments(x, (x.ndim - 1,))                         # (B, *, 1), (B, *, 1), x.shape
     rstd = 1.0 / np.sqrt(var + eps)                                  # (B, *, 1)
     xhat = d * rstd                                                  # x.shape
-    y = xhat if scale is None else xhat * (1.0 + per_sample(scale, x))
+    if scale is None:
+        y = xhat
+    else:
+        gain = 1.0 + per_sample(scale, x)                            # (B, 1.., H): the modulation 1 + scale
+        y = xhat * gain
     y = y if shift is None else y + per_sample(shift, x)
     return y, mean, rstd, xhat
 
@@ -35,7 +39,8 @@ def adaptive_layer_norm(x, scale, shift, eps):
 def adaptive_layer_norm_backward(dy, xhat, rstd, scale, has_shift):
     """dy: x.shape. Returns dx: x.shape, dscale: (B, H) (or None), dshift: (B, H) (or None)."""
     tokens = tuple(range(1, dy.ndim - 1))                            # the axes scale/shift are shared over
-    g = dy if scale is None else dy * (1.0 + per_sample(scale, dy))  # dL/dxhat, x.shape
+    gain = None if scale is None else 1.0 + per_sample(scale, dy)   # (B, 1.., H)
+    g = dy if scale is None else dy * gain                           # dL/dxhat, x.shape
     dx = centered_backward(g, xhat, rstd, (dy.ndim - 1,))            # x.shape
     dscale = None if scale is None else (dy * xhat).sum(axis=tokens)
     dshift = dy.sum(axis=tokens) if has_shift else None

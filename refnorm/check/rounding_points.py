@@ -1,0 +1,201 @@
+"""Rounding points found by search: which named intermediate of the specification a kernel rounds (issue 33).
+
+A kernel that holds one intermediate in a lower precision (silu(z) stored in the input dtype before the
+gate's product, the gain 1 + scale rounded before the multiply, a block scale kept in float16, the
+variance truncated to bfloat16) computes the specification with that one value rounded. The search
+needs no list of such points: every intermediate the specification names is one. Each module of
+refnorm/specs is re-compiled from its own source with a hook after every assignment to a local name
+(``v = ...`` becomes ``v = ...; v = _rp_hook("module:function.v", v)``, and ``from .other import f`` takes
+``other``'s instrumented ``f``), so one evaluation can round exactly one named intermediate, wherever
+it is computed (the forward, the backward, a shared helper of refnorm/specs/_math.py), and leave every
+other value in float64.
+
+``rounding_point(case, record)`` evaluates the instrumented specification once to learn the names the
+call assigns (floating values only), then once per name and rounding: to the case dtype for a 16-bit
+case, to bfloat16 and float16 for a float32 case, to float32 for a float64 case; to nearest even
+(mechanism "precision"; "affine" for a value computed from the parameters alone, the gain 1 + scale:
+the affine convention's cast order, as the catalogue's one_plus_in_d) and toward zero ("rounding"). A name explains the step when the result
+reproduces every failing array within its bound and keeps every passing one within its own (the fit
+of explain.fit_ratio); names of both roundings fitting alike are no answer. Cases up to
+ROUNDING_SIZE elements of x (the search evaluates the specification about two times per name).
+
+Layer 4 (NumPy; reads the specifications' source, never changes them); thread-safe (the target is
+thread-local, the instrumented modules are built once under a lock).
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import inspect
+import threading
+
+import ml_dtypes
+import numpy as np
+
+ROUNDING_SIZE = 1 << 17          # elements of x up to which the search runs
+_DT = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
+_TARGET = threading.local()      # .t: None | ("record", dict) | (key, dtype, toward_zero)
+_LOCK = threading.RLock()
+_BUILT: dict = {}
+# the inputs that are affine parameters (or their per-sample modulation): a value computed from these alone
+PARAMETERS = ("weight", "bias", "weight1", "bias1", "scale", "shift", "alpha", "gamma", "beta")
+
+
+def _round(v, dt, toward_zero):
+    """v (a float or float array) rounded to ``dt``, to nearest even or toward zero; back in float64."""
+    a = np.asarray(v, dtype=np.float64)
+    r = a.astype(dt)
+    if toward_zero:
+        with np.errstate(all="ignore"):
+            over = np.abs(r.astype(np.float64)) > np.abs(a)
+        r = np.where(over, np.nextafter(r, np.zeros((), dt)), r)
+    out = np.asarray(r, dtype=np.float64)
+    return float(out) if isinstance(v, float) else out
+
+
+def _floating(v) -> bool:
+    return (isinstance(v, float) or (isinstance(v, np.ndarray) and v.dtype.kind == "f")) and np.size(v) > 0
+
+
+def _rp_hook(key, value):
+    t = getattr(_TARGET, "t", None)
+    if t is None or not _floating(value):
+        return value
+    if t[0] == "record":
+        t[1].setdefault(key, np.array(value, dtype=np.float64))
+        return value
+    return _round(value, t[1], t[2]) if key in t[0] else value
+
+
+class _Instrument(ast.NodeTransformer):
+    """After each assignment to local names inside a function, ``name = _rp_hook(key, name)``; a relative
+    import of a sibling specification module takes its instrumented namespace."""
+
+    def __init__(self, module):
+        self.module, self.funcs = module, []
+
+    def visit_FunctionDef(self, node):
+        self.funcs.append(node.name)
+        self.generic_visit(node)
+        self.funcs.pop()
+        return node
+
+    def _hooks(self, node, targets):
+        if not self.funcs:
+            return node
+        names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+        key = f"{self.module}:{self.funcs[-1]}."
+        return [node] + [ast.parse(f"{n} = _rp_hook({key + n!r}, {n})").body[0] for n in dict.fromkeys(names)]
+
+    def visit_Assign(self, node):
+        return self._hooks(node, node.targets)
+
+    def visit_AugAssign(self, node):
+        return self._hooks(node, [node.target])
+
+    def visit_ImportFrom(self, node):
+        if node.level != 1 or not node.module:
+            return node
+        return [ast.parse(f"{a.asname or a.name} = _rp_module({node.module!r}).{a.name}").body[0] for a in node.names]
+
+
+class _Namespace:
+    def __init__(self, d):
+        self.__dict__.update(d)
+
+
+def _rp_module(name):
+    """The instrumented namespace of refnorm.specs.<name> (built once)."""
+    with _LOCK:
+        if name not in _BUILT:
+            mod = importlib.import_module(f"refnorm.specs.{name}")
+            tree = _Instrument(name).visit(ast.parse(inspect.getsource(mod)))
+            ast.fix_missing_locations(tree)
+            ns = {"__name__": f"refnorm.specs.{name}", "__package__": "refnorm.specs", "_rp_hook": _rp_hook,
+                  "_rp_module": _rp_module}
+            exec(compile(tree, mod.__file__, "exec"), ns)      # noqa: S102 - the project's own specification
+            _BUILT[name] = _Namespace(ns)
+        return _BUILT[name]
+
+
+def _evaluate(case, record, target, inputs=None):
+    from .. import registry
+    ns = _rp_module(case.op)
+    _TARGET.t = target
+    try:
+        with np.errstate(all="ignore"):
+            return registry.evaluate(case.op, {k: np.asarray(v) for k, v in (inputs or record.inputs).items()},
+                                     config=dict(case.config),
+                                     grad_outputs={k: np.asarray(v, np.float64) for k, v in record.cotangents.items()}
+                                     or None,
+                                     state={k: np.asarray(v, np.float64) for k, v in record.state.items()},
+                                     training=record.training, engine=(ns.forward, ns.backward))
+    finally:
+        _TARGET.t = None
+
+
+def _dtypes(case_dtype):
+    if case_dtype in ("float16", "bfloat16"):
+        return (case_dtype,)
+    return ("bfloat16", "float16") if case_dtype == "float32" else ("float32",)
+
+
+def _fits(record, res, fit_ratio):
+    """Whether ``res`` reproduces every compared array of the step within its bound."""
+    for part in ("outputs", "grads", "state"):
+        for name in record.compare[part]:
+            got, alt, E = record.got[part].get(name), getattr(res, part).get(name), record.E[part].get(name)
+            if got is None or E is None:
+                continue
+            if alt is None or np.shape(alt) != np.shape(got) or fit_ratio(got, alt, E) > 1:
+                return False
+    return True
+
+
+def rounding_point(case, record, fit_ratio):
+    """The named intermediate whose rounding reproduces the step (module docstring): an explanation
+    {"mechanism", "text"}, or None."""
+    x = record.inputs.get("x")
+    if x is None or np.size(x) > ROUNDING_SIZE or not record.failing or not importlib.util.find_spec(
+            f"refnorm.specs.{case.op}"):
+        return None
+    seen, moved = {}, {}
+    # the activations moved (every input but the affine parameters): which values do not depend on them
+    other = {k: (np.asarray(v, dtype=np.float64) * 0.75 + 0.125).astype(np.asarray(v).dtype)
+             if k not in PARAMETERS and np.asarray(v).dtype.kind == "f" else v for k, v in record.inputs.items()}
+    try:
+        _evaluate(case, record, ("record", seen))
+        _evaluate(case, record, ("record", moved), other)
+    except Exception:                                   # noqa: BLE001 - a call the instrumented spec refuses
+        return None
+    # a value computed from the parameters alone (the gain 1 + scale, w * rstd folded in eval mode is not):
+    # rounding it is the affine convention's cast order
+    params_only = {k for k, v in seen.items() if k in moved and np.shape(moved[k]) == np.shape(v)
+                   and np.array_equal(moved[k], v, equal_nan=True)}
+    # each name alone, and each local name the forward and the backward both assign (a value a kernel
+    # holds in one dtype wherever it computes it: the gain 1 + scale, silu(z))
+    by_name = {}
+    for key in seen:
+        by_name.setdefault(key.rsplit(".", 1)[1], []).append(key)
+    points = [(key,) for key in seen] + [tuple(ks) for ks in by_name.values() if len(ks) > 1]
+    found = []
+    for keys in points:
+        for dt in _dtypes(case.dtype):
+            for toward_zero in (False, True):
+                try:
+                    res = _evaluate(case, record, (frozenset(keys), _DT[dt], toward_zero))
+                except Exception:                       # noqa: BLE001 - a rounding the spec cannot go on from
+                    continue
+                if _fits(record, res, fit_ratio):
+                    found.append((keys, dt, toward_zero))
+    if not found or len({tz for _, _, tz in found}) > 1:
+        return None
+    keys, dt, tz = found[0]
+    mod = keys[0].split(":", 1)[0]
+    what = " and ".join(k.split(":", 1)[1] for k in keys)
+    more = (f" (also: {', '.join(' and '.join(k.split(':', 1)[1] for k in ks) for ks, _, _ in found[1:4])})"
+            if len(found) > 1 else "")
+    return {"mechanism": "rounding" if tz else "affine" if set(keys) <= params_only else "precision",
+            "text": f"the specification with its intermediate {what} (refnorm/specs/{mod}.py) rounded "
+                    f"{'toward zero' if tz else 'to nearest'} to {dt} reproduces every failing array{more}"}
