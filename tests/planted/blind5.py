@@ -1,14 +1,16 @@
 """A fifth held-out set of normalization-kernel bugs, written without reading refnorm's diagnosis rules.
 
-``Blind5Kernel(None)`` is a correct NumPy kernel for thirteen ops (layer_norm, rms_norm, add_norm, norm_quant,
+``Blind5Kernel(None)`` is a correct NumPy kernel for fifteen ops (layer_norm, rms_norm, add_norm, norm_quant,
 group_norm, gated_norm, batch_norm, instance_norm, dyt, group_norm_silu, norm_quant_block,
-adaptive_layer_norm, poly_norm) written the way a fused float32 GPU kernel computes them: inputs upcast to
-float32 (float64 for a float64 case), two-pass statistics, each row summed pairwise, one rounding to the
-output dtype at the end (round to nearest even), statistics (mean, rstd, amax, scales) returned in float32.
-It declares the "strict" contract and must pass refnorm's check on the golden cases of its ops
-(tests/test_blind.py). Its arithmetic follows tests/planted/blind4.py (the same conventions); the correct
-pieces the sets share are in tests/planted/_blind_math.py, and each bug is planted here, where a kernel
-author would make it.
+adaptive_layer_norm, poly_norm, z_score, lp_normalize) written the way a fused float32 GPU kernel computes
+them: inputs upcast to float32 (float64 for a float64 case), two-pass statistics, each row summed pairwise,
+one rounding to the output dtype at the end (round to nearest even), statistics (mean, rstd, std, norm, amax,
+scales) returned in float32. It declares the "strict" contract and must pass refnorm's check on the golden
+cases of its ops (tests/test_blind.py). Its arithmetic follows tests/planted/blind4.py (the same
+conventions); the correct pieces the sets share are in tests/planted/_blind_math.py; z_score and
+lp_normalize (no earlier set has them) follow their specifications (refnorm/specs: the deviations
+re-centred, the sums of squares scaled by the slice's largest magnitude). Each bug is planted here, where a
+kernel author would make it.
 
 ``Blind5Kernel(name)`` is the same kernel with ONE realistic mistake planted, ``name`` a key of ``BUGS``:
 
@@ -47,7 +49,8 @@ from ._blind_math import (add_norm_affine_grads, add_norm_dims, add_norm_ds, add
 from .blind3 import LABELS
 
 OPS = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm", "batch_norm",
-       "instance_norm", "dyt", "group_norm_silu", "norm_quant_block", "adaptive_layer_norm", "poly_norm")
+       "instance_norm", "dyt", "group_norm_silu", "norm_quant_block", "adaptive_layer_norm", "poly_norm",
+       "z_score", "lp_normalize")
 __all__ = ("BUGS", "LABELS", "OPS", "Blind5Kernel")
 
 GH = "https://github.com/"
@@ -160,11 +163,6 @@ BUGS = {
         "nvfp4 without a global_scale: the tensor amax (for the encode factor 2688 / amax) reduced over the first "
         "row only (the first program's partial), so larger rows' block scales clip at 448",
         "pattern: a tensor-wide amax written by program 0 before the other programs' atomic max"),
-    "nqb_residual_out_normalized": (
-        "norm_quant_block", None,
-        "with a residual: residual_out written with the normalized y (before quantization) instead of the sum "
-        "x + residual",
-        "pattern: the in-place fused add-norm writes its two results to each other's buffer"),
     # ------------------------------------------------------------------ group_norm
     "gn_g1_per_channel_stats": (
         "group_norm", "semantics",
@@ -282,10 +280,28 @@ BUGS = {
         "adaptive_layer_norm", "backward",
         "dshift = sum over tokens of dy * (1 + scale) instead of dy",
         "pattern: the gained cotangent g reused for the shift's reduction"),
-    "aln_std_squared": (
-        "adaptive_layer_norm", None,
-        "the standard deviation computed as (var + eps) ** 2 instead of ** 0.5: rstd = 1 / (var + eps)^2",
-        "cf. " + GH + "131250208/TPlinker-joint-extraction/issues/37 (LayerNorm: std = (variance + epsilon) ** 2)"),
+    # ------------------------------------------------------------------ z_score
+    "zs_ddof_ignored": (
+        "z_score", "bessel",
+        "the ddof option ignored: the variance always divides by n (NumPy's std default), forward and backward",
+        "cf. " + GH + "dotnet/TorchSharp/issues/971 (std's 'unbiased' argument ignored by the native code) and "
+        "pytorch/pytorch/issues/50010 (torch.std's and np.std's defaults differ)"),
+    "zs_bwd_count_n": (
+        "z_score", "backward",
+        "dx's projection term divides sum(g * x_hat) by n (LayerNorm's backward reused) instead of n - ddof",
+        "pattern: a layer-norm backward reused for a standardization with Bessel's correction"),
+    # ------------------------------------------------------------------ lp_normalize
+    "lp_eps_inside_norm": (
+        "lp_normalize", "eps",
+        "the norm taken as (sum |x|^p + eps)^(1/p) (eps inside the root) and y = x / that, instead of "
+        "y = x / max(||x||_p, eps); the returned norm is that value",
+        "cf. " + GH + "PaddlePaddle/Paddle/issues/12053 (norm_op: y = x / sqrt(sum(x * x) + epsilon))"),
+    "lp_bwd_p2_formula": (
+        "lp_normalize", "backward",
+        "the backward's derivative of the norm taken as u (the p = 2 formula) for every p instead of "
+        "sign(u) |u|^(p - 1)",
+        "cf. " + GH + "torch/DEPRECEATED-torch7-distro/issues/48 (nn.PairwiseDistance's backward right only for "
+        "p = 1 and 2)"),
     # ------------------------------------------------------------------ poly_norm
     "poly_pow_nan_for_negative": (
         "poly_norm", None,
@@ -321,6 +337,22 @@ def _tanh_approx(t):
     return np.ldexp(np.round(m * 2.0 ** 11) / 2.0 ** 11, e).astype(t.dtype)
 
 
+def _axes_rows(x, dim):
+    """(x as (rows, n) with the ``dim`` axes moved last, n, back): ``back(r, keep)`` takes (rows, n) back to
+    x's layout, or (rows, 1) to the keepdims shape of a statistic (1 on the ``dim`` axes) when ``keep``."""
+    nd = x.ndim
+    axes = tuple(sorted(a % nd for a in (dim if isinstance(dim, (list, tuple)) else [dim])))
+    k = len(axes)
+    last = tuple(range(nd - k, nd))
+    moved = np.moveaxis(x, axes, last)
+    n = int(np.prod(moved.shape[nd - k:], dtype=np.int64))
+
+    def back(r, keep=False):
+        tail = (1,) * k if keep else moved.shape[nd - k:]
+        return np.moveaxis(r.reshape(moved.shape[:nd - k] + tail), last, axes)
+    return np.ascontiguousarray(moved).reshape(-1, n), n, back
+
+
 def _gelu_tanh(p):
     """(gelu_tanh(p), its derivative)."""
     k = np.sqrt(2 / np.pi).astype(p.dtype)
@@ -336,7 +368,7 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
     ``options``: see BlindKernelBase."""
 
     BUGS, OPS, LABEL = BUGS, OPS, "blind5"
-    options = dict.fromkeys(FUSED_OPTIONS)
+    options = dict.fromkeys(FUSED_OPTIONS + ("dim", "ddof", "p", "zero_rule"))
 
     _ln_stats, _rms_stats = staticmethod(ln_stats), staticmethod(rms_stats)
 
@@ -725,6 +757,95 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
                 grads = poly_grads(dy, x, wt, hs, rs, bias, x0.shape, d, acc)
         return Returned({"y": _store(y.reshape(x0.shape), d)}, grads)
 
+    # ------------------------------------------------------------ z_score
+    def _z_score(self, call, acc):
+        b, d = self.bug, call.dtype
+        cfg, inp = call.config, call.inputs
+        x0 = inp["x"]
+        x, n, back = _axes_rows(x0.astype(acc), cfg["dim"])
+        ddof = 0 if b == "zs_ddof_ignored" else int(cfg["ddof"])
+        eps = acc(cfg["eps"])
+        m = n - ddof
+        w, bias = (None if inp.get(k) is None else inp[k].astype(acc).reshape(1, n) for k in ("weight", "bias"))
+        if n:
+            mean = _rsum(x) / n
+            dev = x - mean
+            c = _rsum(dev) / n                                   # the first pass's error, re-centred
+            mean, dev = mean + c, dev - c
+        else:
+            mean, dev = np.full((x.shape[0], 1), np.nan, acc), x
+        a = np.max(np.abs(dev), axis=1, keepdims=True, initial=0.0)
+        a = np.where((a > 0) & np.isfinite(a), a, acc(1))
+        q = dev / a
+        if m > 0:
+            std = np.hypot(a * np.sqrt(_rsum(q * q) / acc(m)), np.sqrt(eps))
+        else:
+            std = np.full(a.shape, np.nan, acc)
+        xhat = np.where(std == 0, acc(0), dev / np.where(std == 0, acc(1), std))
+        y = affine(xhat, w, bias)
+        out = {"y": _store(back(y), d), "mean": back(mean, True).astype(acc), "std": back(std, True).astype(acc)}
+        grads = {}
+        if "y" in call.cotangents:
+            dy, _, _ = _axes_rows(call.cotangents["y"].astype(acc), cfg["dim"])
+            g = dy if w is None else dy * w
+            if dy.size == 0:
+                dx = np.zeros_like(dy)
+            elif m <= 0:
+                dx = np.full(dy.shape, np.nan, acc)
+            else:
+                cnt = acc(n) if b == "zs_bwd_count_n" else acc(m)
+                inner = g - _rsum(g) / n - xhat * (_rsum(g * xhat) / cnt)
+                dx = np.where(std == 0, acc(0), inner / np.where(std == 0, acc(1), std))
+            grads["x"] = _store(back(dx), d)
+            for k, t in (("weight", dy * xhat), ("bias", dy)):
+                if inp.get(k) is not None:
+                    grads[k] = _store(t.sum(axis=0).reshape(inp[k].shape), d)
+        return Returned(out, grads)
+
+    # ------------------------------------------------------------ lp_normalize
+    def _lp_normalize(self, call, acc):
+        b, d = self.bug, call.dtype
+        cfg = call.config
+        x0 = call.inputs["x"]
+        x, n, back = _axes_rows(x0.astype(acc), cfg["dim"])
+        p, eps, torch_rule = float(cfg["p"]), acc(cfg["eps"]), cfg["zero_rule"] == "torch"
+        s = np.max(np.abs(x), axis=1, keepdims=True, initial=0.0)
+        s = np.where((s > 0) & np.isfinite(s), s, acc(1))
+        q = np.abs(x) / s
+        if p == 1.0:
+            total = _rsum(q)
+        elif p == 2.0:
+            total = _rsum(q * q)
+        else:
+            total = _rsum(q ** acc(p))
+        if b == "lp_eps_inside_norm" and torch_rule:
+            total = total + eps / s ** acc(p)
+        norm = s * (total if p == 1.0 else np.sqrt(total) if p == 2.0 else total ** acc(1.0 / p))
+        if b == "lp_eps_inside_norm" and torch_rule:
+            y = x / norm
+        elif torch_rule:
+            y = x / np.maximum(norm, eps)
+        else:
+            y = np.where(norm == 0, acc(0), x / np.where(norm == 0, acc(1), norm))
+        out = {"y": _store(back(y), d), "norm": back(norm, True).astype(acc)}
+        grads = {}
+        if "y" in call.cotangents:
+            dy, _, _ = _axes_rows(call.cotangents["y"].astype(acc), cfg["dim"])
+            if b == "lp_eps_inside_norm" and torch_rule:
+                used = np.ones(norm.shape, bool)
+            else:
+                used = ((norm >= eps) if torch_rule else (norm != 0)) | np.isnan(norm)
+            safe = np.where(used, norm, acc(1))
+            u = x / safe
+            if b == "lp_bwd_p2_formula":
+                wv = u
+            else:
+                wv = np.where(u == 0, acc(0), np.sign(u) * np.abs(u) ** acc(p - 1.0))
+            proj = (dy - wv * _rsum(dy * u)) / safe
+            small = dy / eps if torch_rule and eps > 0 else np.zeros_like(dy)
+            grads["x"] = _store(back(np.where(used, proj, small)), d)
+        return Returned(out, grads)
+
     # ------------------------------------------------------------ norm_quant_block
     def _norm_quant_block(self, call, acc):
         b = self.bug
@@ -759,10 +880,7 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
             ts = acc(1) / enc
             S, scale_out = nvfp4_block_scales(amax, enc, ts, acc)
         q = np.clip(block_quotients(yb, S, acc), -qmax, qmax)
-        ret = nqb_returned(q, qdt, scale_out, amax, ts, call, s, acc)
-        if b == "nqb_residual_out_normalized" and "residual_out" in ret.outputs:
-            ret.outputs["residual_out"] = y.reshape(inp["x"].shape).astype(ret.outputs["residual_out"].dtype)
-        return ret
+        return nqb_returned(q, qdt, scale_out, amax, ts, call, s, acc)
 
     # ------------------------------------------------------------ add_norm
     def _add_norm(self, call, acc):
@@ -858,13 +976,7 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
         def per_row(v):                                     # (B, H) -> (B * T, H)
             return per_token(v, B, H, T, acc)
         eps = acc(1e-6) if b == "aln_eps_fixed_1e-6" else _eps(call.config["eps"], acc)
-        if b == "aln_std_squared":
-            mean = _rsum(x) / H
-            xc = x - mean
-            ve = _rsum(xc * xc) / H + eps
-            rstd = 1 / (ve * ve)
-        else:
-            mean, rstd = self._ln_stats(x, eps)
+        mean, rstd = self._ln_stats(x, eps)
         xhat = (x - mean) * rstd
         gain = None if scale is None else acc(1) + per_row(scale)
         sh = None if shift is None else per_row(shift)
