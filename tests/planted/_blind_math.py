@@ -1,5 +1,5 @@
-"""The correct arithmetic the four held-out blind kernels share (tests/planted/blind.py, blind2.py, blind3.py,
-blind4.py).
+"""The correct arithmetic the held-out blind kernels share (tests/planted/blind.py, blind2.py, blind3.py,
+blind4.py, blind5.py).
 
 Each blind set was written from the previous one's conventions: a fused float32 kernel written in NumPy, inputs
 upcast to float32 (float64 for a float64 case), two-pass statistics, each row summed pairwise, one rounding to

@@ -39,6 +39,7 @@ from planted.blind import BUGS as BLIND, BlindKernel                    # noqa: 
 from planted.blind2 import BUGS as BLIND2, Blind2Kernel                 # noqa: E402
 from planted.blind3 import BUGS as BLIND3, Blind3Kernel                 # noqa: E402
 from planted.blind4 import BUGS as BLIND4, Blind4Kernel                 # noqa: E402
+from planted.blind5 import BUGS as BLIND5, Blind5Kernel                 # noqa: E402
 from planted.torch_kernel import BUGS, TorchKernel                      # noqa: E402
 from refnorm import pitfalls as P                                       # noqa: E402
 from refnorm.check.core import check_case                               # noqa: E402
@@ -158,8 +159,14 @@ def blind4_rows(golden=report.GOLDEN):
     return kernel_rows(Blind4Kernel, BLIND4, "blind4", "W", golden)
 
 
+def blind5_rows(golden=report.GOLDEN):
+    """The fifth blind kernel (tests/planted/blind5.py: 48 bugs in 15 ops, written by a fifth helper not shown
+    the diagnosis, who never ran it on these bugs; measured once, at the end)."""
+    return kernel_rows(Blind5Kernel, BLIND5, "blind5", "V", golden)
+
+
 HELD_OUT = {"torch": torch_rows, "blind": blind_rows, "blind2": blind2_rows, "blind3": blind3_rows,
-            "blind4": blind4_rows}
+            "blind4": blind4_rows, "blind5": blind5_rows}
 
 
 def score(rows, M):
@@ -200,6 +207,7 @@ def render(rows, seconds):
     Y = [r for r in rows if r["fold"] == "Y"]
     Z = [r for r in rows if r["fold"] == "Z"]
     W = [r for r in rows if r["fold"] == "W"]
+    V = [r for r in rows if r["fold"] == "V"]
     mA, mB = tune(A), tune(B)
     muts = lambda f: ", ".join(f"`{m}`" for m in dict.fromkeys(r["bug"] for r in rows if r["fold"] == f))  # noqa: E731
     L = [BEGIN, "",
@@ -261,6 +269,8 @@ def render(rows, seconds):
          line("third blind kernel, held out (M = MARGIN)", Z, MARGIN),
          line("fourth blind kernel, held out (M = MARGIN)", W, MARGIN),
          line("fourth blind kernel, only bugs with a mechanism label", [r for r in W if r["expected"]], MARGIN),
+         line("fifth blind kernel, held out (M = MARGIN)", V, MARGIN),
+         line("fifth blind kernel, only bugs with a mechanism label", [r for r in V if r["expected"]], MARGIN),
          "",
          "The second and third blind kernels were written after the rules above were built, with bugs in ops "
          "the catalogue covers thinly (gated_norm, dyt, poly_norm, group_norm_silu, norm_quant_block, "
@@ -303,10 +313,15 @@ def render(rows, seconds):
          "written by a fourth helper not shown the diagnosis; measured once, at the end): "
          + "; ".join(f"`{b}` ({BLIND4[b][0]}: {BLIND4[b][2]}; {BLIND4[b][1] or 'no label'})" for b in BLIND4) + ".",
          "",
-         "Per bug of the second and the three blind kernels at M = MARGIN (failed cases: named right / named wrong / not "
+         "Fifth blind kernel (tests/planted/blind5.py, 15 ops, labels from refnorm's whole list of mechanisms, "
+         "written by a fifth helper not shown the diagnosis, who never ran it on these bugs; measured once, at the "
+         "end): "
+         + "; ".join(f"`{b}` ({BLIND5[b][0]}: {BLIND5[b][2]}; {BLIND5[b][1] or 'no label'})" for b in BLIND5) + ".",
+         "",
+         "Per bug of the second kernel and the blind kernels at M = MARGIN (failed cases: named right / named wrong / not "
          "named; localized):", ""]
-    for b in list(BUGS) + list(BLIND) + list(BLIND2) + list(BLIND3) + list(BLIND4):
-        rs = [r for r in T + X + Y + Z + W if r["bug"] == b]
+    for b in list(BUGS) + list(BLIND) + list(BLIND2) + list(BLIND3) + list(BLIND4) + list(BLIND5):
+        rs = [r for r in T + X + Y + Z + W + V if r["bug"] == b]
         n, right, wrong, *_ = score(rs, MARGIN)
         wrong_as = sorted({r["mech"] for r in rs if r["conf"] is not None and r["conf"] >= MARGIN
                            and r["mech"] not in r["expected"]})
@@ -351,7 +366,7 @@ if __name__ == "__main__":
                 print(line("blind2, the author's labels alone", own, MARGIN))
         sys.exit(0)
     if a.torch_only:
-        json.dump({"rows": torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows(), "seconds": time.time() - t}, open(a.cache, "w"))
+        json.dump({"rows": torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows(), "seconds": time.time() - t}, open(a.cache, "w"))
         sys.exit(0)
     if a.cache and os.path.exists(a.cache):      # {"rows", "seconds"}, or torch rows of --torch-only
         got = json.load(open(a.cache))
@@ -364,7 +379,7 @@ if __name__ == "__main__":
             got = json.load(open(part))
             rows, secs = rows + got["rows"], time.time() - t + got["seconds"]
         else:
-            rows += torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows()
+            rows += torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows()
             secs = time.time() - t
         if a.cache:
             json.dump({"rows": rows, "seconds": secs}, open(a.cache, "w"))
