@@ -198,7 +198,7 @@ def evaluate(name: str, inputs: Mapping[str, Any], *, config: Mapping[str, Any] 
     engine:       "fast" (default) or "spec": the plain specification of ``refnorm/specs/`` (whole-array
                   NumPy, the definition the fast path is tested against; the same validation); or a
                   (forward, backward) pair with the specification's contract (the diagnosis's instrumented
-                  specification, refnorm/check/rounding_points.py).
+                  specification, refnorm/check/spec_search.py).
     """
     spec = get(name)
     forward, backward = engine_functions(spec, engine)

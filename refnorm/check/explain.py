@@ -47,6 +47,11 @@ over the explained value, divided by the bound, is at most 1 on every element):
   coefficients with g = dy (the weight left out of dx), g = dy w^2 (applied twice) or the projection term
   times the weight again explain it too.
 
+Where these leave a failing array unexplained, the specification itself is searched as a program
+(spec_search.py): **one named intermediate rounded** (to the 16-bit case dtype, bfloat16/float16 for a
+float32 case, float32 for a float64 one; to nearest or toward zero), and, where only gradients fail,
+**one binary operation changed** (an operand left out, a sign flipped, an operand doubled or halved).
+
 Each explanation carries a mechanism (refnorm/pitfalls/mechanisms.py) so that the diagnosis can name
 it. Pure NumPy; never changes a verdict.
 """
@@ -1075,8 +1080,8 @@ def _explain(case, record, ref, reference=None) -> list:
         if stats:
             return stats
     if len(out) < len(record.failing) and reference is not None:
-        from .rounding_points import rounding_point
-        e = rounding_point(case, record, fit_ratio)
+        from .spec_search import mutation, rounding_point
+        e = rounding_point(case, record, fit_ratio) or mutation(case, record, fit_ratio)
         if e is not None:
             return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
     return out

@@ -1,4 +1,5 @@
-"""Rounding points found by search: which named intermediate of the specification a kernel rounds (issue 33).
+"""The specification searched as a program (issue 33): which named intermediate a kernel rounds, and which
+one operation of its backward a kernel writes otherwise.
 
 A kernel that holds one intermediate in a lower precision (silu(z) stored in the input dtype before the
 gate's product, the gain 1 + scale rounded before the multiply, a block scale kept in float16, the
@@ -19,6 +20,15 @@ reproduces every failing array within its bound and keeps every passing one with
 of explain.fit_ratio); names of both roundings fitting alike are no answer. Cases up to
 ROUNDING_SIZE elements of x (the search evaluates the specification about two times per name).
 
+``mutation(case, record)``, where only gradients fail (the forward passes): every binary operation of the
+specification (``a + b``, ``a - b``, ``a * b``, ``a / b``, wherever it is computed) is instrumented too, and
+each is changed alone, as the issue's structured deviations: an operand dropped (a term of a sum left out,
+a factor taken as 1, a divisor left out), a subtracted term added (its sign flipped), the second operand
+doubled or halved. A change that reproduces every array of the step within its bound (the forward's
+too: the change touches only what the backward computes, as silu'(z) formed beside the forward) names
+the backward formula ("backward"), with the operation's source line. Cases up to MUTATION_SIZE elements
+of x (one evaluation per change, the first that fits ends the search).
+
 Layer 4 (NumPy; reads the specifications' source, never changes them); thread-safe (the target is
 thread-local, the instrumented modules are built once under a lock).
 """
@@ -28,14 +38,17 @@ import ast
 import importlib
 import importlib.util
 import inspect
+import operator
 import threading
 
 import ml_dtypes
 import numpy as np
 
-ROUNDING_SIZE = 1 << 17          # elements of x up to which the search runs
+ROUNDING_SIZE = 1 << 17          # elements of x up to which the rounding search runs
+MUTATION_SIZE = 1 << 14          # and the mutation search (a few hundred evaluations at most)
 _DT = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
-_TARGET = threading.local()      # .t: None | ("record", dict) | (key, dtype, toward_zero)
+_TARGET = threading.local()      # .t: None | ("record", names[, operations]) | ("round", keys, dtype, toward_zero)
+#                                    | ("mutate", operation, change)
 _LOCK = threading.RLock()
 _BUILT: dict = {}
 # the inputs that are affine parameters (or their per-sample modulation): a value computed from these alone
@@ -65,15 +78,48 @@ def _rp_hook(key, value):
     if t[0] == "record":
         t[1].setdefault(key, np.array(value, dtype=np.float64))
         return value
-    return _round(value, t[1], t[2]) if key in t[0] else value
+    return _round(value, t[2], t[3]) if t[0] == "round" and key in t[1] else value
+
+
+_OPS = {"Add": operator.add, "Sub": operator.sub, "Mult": operator.mul, "Div": operator.truediv}
+# the changes of one operation (module docstring): name -> (applies to, new value of (a, b), what it says)
+CHANGES = {
+    "drop_left": (("Add", "Sub", "Mult"), lambda a, b, op: b if op != "Sub" else -b, "{l} left out"),
+    "drop_right": (("Add", "Sub", "Mult", "Div"), lambda a, b, op: a, "{r} left out"),
+    "flip": (("Add", "Sub"), lambda a, b, op: a - b if op == "Add" else a + b, "the sign of {r} flipped"),
+    "double": (("Add", "Sub", "Mult", "Div"), lambda a, b, op: _OPS[op](a, 2 * b), "{r} doubled"),
+    "halve": (("Add", "Sub", "Mult", "Div"), lambda a, b, op: _OPS[op](a, 0.5 * b), "{r} halved"),
+    "times": (("Div",), lambda a, b, op: a * b, "{r} multiplied where it divides"),
+}
+_SOURCES: dict = {}              # operation id -> (module, function, line, op, left source, right source)
+
+
+def _rp_bin(i, a, b, op):
+    t = getattr(_TARGET, "t", None)
+    if t is None or t[0] != "mutate":
+        if t is not None and t[0] == "record" and len(t) > 2:
+            t[2].setdefault(i, None)
+        return _OPS[op](a, b)
+    return CHANGES[t[2]][1](a, b, op) if i == t[1] else _OPS[op](a, b)
 
 
 class _Instrument(ast.NodeTransformer):
     """After each assignment to local names inside a function, ``name = _rp_hook(key, name)``; a relative
     import of a sibling specification module takes its instrumented namespace."""
 
-    def __init__(self, module):
-        self.module, self.funcs = module, []
+    def __init__(self, module, source):
+        self.module, self.funcs, self.source = module, [], source
+
+    def visit_BinOp(self, node):
+        op = type(node.op).__name__
+        seg = (ast.get_source_segment(self.source, node.left) or "a", ast.get_source_segment(self.source, node.right)
+               or "b")
+        self.generic_visit(node)
+        if not self.funcs or op not in _OPS:
+            return node
+        i = len(_SOURCES)
+        _SOURCES[i] = (self.module, self.funcs[-1], node.lineno, op) + seg
+        return ast.Call(ast.Name("_rp_bin", ast.Load()), [ast.Constant(i), node.left, node.right, ast.Constant(op)], [])
 
     def visit_FunctionDef(self, node):
         self.funcs.append(node.name)
@@ -89,9 +135,11 @@ class _Instrument(ast.NodeTransformer):
         return [node] + [ast.parse(f"{n} = _rp_hook({key + n!r}, {n})").body[0] for n in dict.fromkeys(names)]
 
     def visit_Assign(self, node):
+        self.generic_visit(node)
         return self._hooks(node, node.targets)
 
     def visit_AugAssign(self, node):
+        self.generic_visit(node)
         return self._hooks(node, [node.target])
 
     def visit_ImportFrom(self, node):
@@ -110,10 +158,11 @@ def _rp_module(name):
     with _LOCK:
         if name not in _BUILT:
             mod = importlib.import_module(f"refnorm.specs.{name}")
-            tree = _Instrument(name).visit(ast.parse(inspect.getsource(mod)))
+            src = inspect.getsource(mod)
+            tree = _Instrument(name, src).visit(ast.parse(src))
             ast.fix_missing_locations(tree)
             ns = {"__name__": f"refnorm.specs.{name}", "__package__": "refnorm.specs", "_rp_hook": _rp_hook,
-                  "_rp_module": _rp_module}
+                  "_rp_module": _rp_module, "_rp_bin": _rp_bin}
             exec(compile(tree, mod.__file__, "exec"), ns)      # noqa: S102 - the project's own specification
             _BUILT[name] = _Namespace(ns)
         return _BUILT[name]
@@ -184,7 +233,7 @@ def rounding_point(case, record, fit_ratio):
         for dt in _dtypes(case.dtype):
             for toward_zero in (False, True):
                 try:
-                    res = _evaluate(case, record, (frozenset(keys), _DT[dt], toward_zero))
+                    res = _evaluate(case, record, ("round", frozenset(keys), _DT[dt], toward_zero))
                 except Exception:                       # noqa: BLE001 - a rounding the spec cannot go on from
                     continue
                 if _fits(record, res, fit_ratio):
@@ -199,3 +248,33 @@ def rounding_point(case, record, fit_ratio):
     return {"mechanism": "rounding" if tz else "affine" if set(keys) <= params_only else "precision",
             "text": f"the specification with its intermediate {what} (refnorm/specs/{mod}.py) rounded "
                     f"{'toward zero' if tz else 'to nearest'} to {dt} reproduces every failing array{more}"}
+
+
+def mutation(case, record, fit_ratio):
+    """One operation of the specification changed (module docstring) reproducing a step where only
+    gradients fail: an explanation {"mechanism": "backward", "text"}, or None."""
+    x = record.inputs.get("x")
+    if x is None or np.size(x) > MUTATION_SIZE or not record.failing or any(p != "grads" for p, _ in record.failing) \
+            or not importlib.util.find_spec(f"refnorm.specs.{case.op}"):
+        return None
+    ops = {}
+    try:
+        _evaluate(case, record, ("record", {}, ops))
+    except Exception:                                   # noqa: BLE001 - a call the instrumented spec refuses
+        return None
+    for i in ops:
+        mod, func, line, op, left, right = _SOURCES[i]
+        for change, (applies, _, what) in CHANGES.items():
+            if op not in applies:
+                continue
+            try:
+                res = _evaluate(case, record, ("mutate", i, change))
+            except Exception:                           # noqa: BLE001 - a change the spec cannot go on from
+                continue
+            if _fits(record, res, fit_ratio):
+                sym = {"Add": "+", "Sub": "-", "Mult": "*", "Div": "/"}[op]
+                return {"mechanism": "backward",
+                        "text": f"the specification with {what.format(l=f'`{left}`', r=f'`{right}`')} in "
+                                f"`{left} {sym} {right}` ({func}, refnorm/specs/{mod}.py line {line}) reproduces "
+                                "every failing gradient"}
+    return None

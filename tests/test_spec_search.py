@@ -1,4 +1,4 @@
-"""The rounding-point search of the diagnosis (refnorm/check/rounding_points.py): the instrumented
+"""The rounding-point search of the diagnosis (refnorm/check/spec_search.py): the instrumented
 specification computes the same bits as the plain one, and a kernel holding one named intermediate in a
 lower precision is named by it (kernels of tests/planted/blind4.py, written without the search)."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from refnorm import registry  # noqa: E402
-from refnorm.check import rounding_points as rp  # noqa: E402
+from refnorm.check import spec_search as rp  # noqa: E402
 from refnorm.check.core import check_case  # noqa: E402
 from refnorm.golden import load_case, store  # noqa: E402
 
@@ -65,3 +65,43 @@ def test_a_rounded_intermediate_is_named(bug, case_id, mechanism, words):
 def test_the_correct_kernel_is_not_explained():
     from planted.blind4 import Blind4Kernel
     assert check_case(Blind4Kernel(None), load_case(GOLDEN, "gated_norm/normal_gs64_f16_4x128")).status == "passed"
+
+
+@pytest.mark.parametrize("bug, case_id, words", [
+    ("gns_silu_grad_sign_flipped", "group_norm_silu/normal_g3_f64_3x6x7", "the sign of `p * rest` flipped"),
+    ("dyt_dalpha_missing_x", "dyt/normal_f64_2x5x7", "`x` left out in `gd * x`"),
+    ("aln_dx_unmodulated", "adaptive_layer_norm/normal_f32_3x20x12", "left out in `1.0 + per_sample(scale, dy)`"),
+])
+def test_one_operation_of_the_backward_changed_is_named(bug, case_id, words):
+    from planted.blind4 import Blind4Kernel
+    r = check_case(Blind4Kernel(bug), load_case(GOLDEN, case_id))
+    assert r.status == "failed"
+    d = r.diagnosis
+    assert d["mechanism"] == "backward" and words in d["message"], d["message"]
+
+
+def test_the_mutation_search_needs_a_passing_forward():
+    """A failing output: the change would have to explain the forward too; the search is not run."""
+    class Rec:
+        inputs = {"x": np.zeros((2, 3))}
+        failing = (("outputs", "y"), ("grads", "x"))
+
+    class Case:
+        op = "layer_norm"
+    assert rp.mutation(Case, Rec, None) is None
+
+
+def test_every_change_keeps_the_unchanged_operations():
+    """A change targets one operation id; the others compute as written (the instrumented spec with a change
+    of an operation the call never reaches gives the plain spec's bits)."""
+    case = load_case(GOLDEN, _first("layer_norm"))
+    step = case.steps[0]
+    inputs = {k: np.asarray(v) for k, v in step.inputs.items()}
+    ns = rp._rp_module("layer_norm")
+    plain = registry.evaluate("layer_norm", inputs, config=dict(case.config), engine="spec")
+    rp._TARGET.t = ("mutate", -1, "flip")
+    try:
+        traced = registry.evaluate("layer_norm", inputs, config=dict(case.config), engine=(ns.forward, ns.backward))
+    finally:
+        rp._TARGET.t = None
+    assert np.array_equal(plain.outputs["y"], traced.outputs["y"])
