@@ -57,6 +57,7 @@ import math
 import numpy as np
 
 from ..pitfalls._centered import _next_pow2
+from .explain_quant import quant_deviation
 from .localize import failing_mask
 from .precision import excess, quant_excess, quant_name, ratio
 
@@ -1032,7 +1033,7 @@ def _explain(case, record, ref, reference=None) -> list:
         e = config_deviation(case, record, reference)
         if e is not None and e.pop("backward_only", False):
             bwd, e = e, None            # used where the per-array explanations leave a gradient unexplained
-        e = e or layout_misread(case, record, reference)
+        e = e or layout_misread(case, record, reference) or quant_deviation(case, record, ref, fit_ratio, CONFIG_SIZE)
         if e is not None:
             return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
     out = []

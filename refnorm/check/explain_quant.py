@@ -1,0 +1,431 @@
+"""Quantized outputs judged at the kernel's own returned scale (issue 33: norm_quant, norm_quant_block).
+
+A quantizing kernel returns codes q and the scale(s) it divided by. The reference's pre-quantization
+values y (float64, the specification's norm output) are quantized again with the KERNEL's decode scale
+D_k (its returned scale; norm_quant_block's nvfp4: the E4M3 block scale times its returned tensor scale,
+else the reference's):
+
+* q fits clip(y / D_k) within q's bound while the scale fails: the codes follow from the returned scale,
+  and the failure is the scale's. The scale (and a failing amax, tensor_scale) is then explained by one
+  of the structured deviations of its computation (``_candidates``): the amax over another scope (the
+  whole tensor, the row, blocks of another size) or of another tensor (the pre-norm x, x_hat before the
+  weight and bias, y before the bias, y rounded to the case dtype); another maximum or emax (amax / 128
+  where 127 belongs, e5m2's emax 15 taken as e4m3's 8, nvfp4's encode factor 448 / g where 448 * 6 / g
+  belongs, amax itself: the division missing); scale_ub or min_scale applied to amax before the
+  division; the reciprocal; a constant factor (2^k, a ratio of two maxima); the scale rounded to the
+  case dtype, bfloat16 or float16 ("precision"); a power-of-two or E4M3 scale rounded by another rule
+  (the other direction, to nearest, not at all: "scale_rounding"; E4M3 toward zero: "rounding").
+* q fits clip(y' / D) for such a candidate's decode scale D (every failing returned array fitting it
+  too): q was divided by that scale (the returned one, when it passes, is not what divided q).
+* otherwise, the returned scale passing, q fits a transform of y / D_k: y multiplied by the scale
+  ("quant_scale"), rounded through float16 / bfloat16 first (double rounding), toward zero or half away
+  from zero ("rounding"), not saturated (NaN / inf / int8 wrap-around) or saturated at another maximum
+  ("saturation").
+
+q's bound at another scale D: the check's own E_q times max(1, D_ref / D) (q grows as D shrinks). An
+explanation is named only when it reproduces every failing array within its bound (the reference does
+not: they fail) and every fitting candidate agrees on the mechanism. Only failing cases, up to ``limit``
+elements of x. Pure NumPy; never changes a verdict.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..norms import norm_quant as NQ
+from ..norms import norm_quant_block as NB
+from .precision import round_to
+
+OPS = ("norm_quant", "norm_quant_block")
+NAMES = ("q", "scale", "amax", "tensor_scale")
+# the largest values a kernel may divide by, by name (the element maxima of the quantized dtypes, int8's range
+# magnitude 128, float8 e4m3fnuz's 240): the divisors of the "another maximum" candidates
+MAXIMA = {127.0: "int8's maximum 127", 128.0: "int8's range magnitude 128", 240.0: "float8 e4m3fnuz's maximum 240",
+          448.0: "float8 e4m3fn's maximum 448", 57344.0: "float8 e5m2's maximum 57344", 6.0: "fp4 e2m1's maximum 6",
+          1.0: "1 (the division by the maximum missing)"}
+EMAX = {8: "e4m3's emax 8", 15: "e5m2's emax 15", 2: "fp4's emax 2"}
+
+
+def quant_deviation(case, record, ref, fit, limit):
+    """The explanation ({"mechanism", "text"}) of every failing array of a quantizing op's step at the kernel's
+    own scale (module docstring), or None. ``fit(got, explained, E)``: the check's ratio (explain.fit_ratio);
+    ``limit``: the most elements of x searched (explain.CONFIG_SIZE)."""
+    x = record.inputs.get("x")
+    F = set(n for p, n in record.failing if p == "outputs")
+    if case.op not in OPS or x is None or np.size(x) > limit or not F or len(F) != len(record.failing) \
+            or not F <= set(NAMES) or "q" not in record.got["outputs"]:
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            ctx = (_RowCtx if case.op == "norm_quant" else _BlockCtx)(case, record, ref)
+            return _search(ctx, record, F, fit)
+    except (KeyError, TypeError, ValueError):           # a config or array the search does not model
+        return None
+
+
+def _search(ctx, record, F, fit):
+    got, E = record.got["outputs"], record.E["outputs"]
+    qg = got["q"]
+
+    def q_fits(num, D, transform=None):
+        v = ctx.q_of(num, D)
+        if transform is not None:
+            v = transform(v)
+        return np.shape(v) == np.shape(qg) and fit(qg, v, E["q"] * ctx.widen(D)) <= 1
+
+    def arrays_fit(arrays, names):
+        return all(n in arrays and arrays[n] is not None and np.size(arrays[n]) == np.size(got[n])
+                   and fit(got[n], np.reshape(arrays[n], np.shape(got[n])), E[n]) <= 1 for n in names)
+
+    Dk = ctx.kernel_D()
+    q_at_kernel = "q" in F and Dk is not None and q_fits(ctx.y, Dk)
+    rest = F - {"q"}
+    found = []
+    for c in ctx.candidates():
+        if not arrays_fit(c["arrays"], rest):
+            continue
+        if "q" not in F:
+            ok = bool(rest)
+        elif q_at_kernel and "scale" in rest:
+            ok = True                               # the codes follow from the returned (explained) scale
+        else:
+            ok = q_fits(c.get("num", ctx.y), c["D"])
+        if ok:
+            found.append(c)
+    if found:
+        if len({c["mech"] for c in found}) > 1:
+            return None
+        c = found[0]
+        if c.get("final"):
+            return {"mechanism": c["mech"], "text": f"the {ctx.what} {c['text']}"}
+        how = " and q is y divided by the returned scale" if q_at_kernel and "scale" in rest else \
+            (f" and q is {'it' if 'num' in c else 'y'} divided by that scale" if "q" in F else "")
+        if "q" in F and "scale" not in rest and "scale" in got:
+            how += " (the returned scale is not the one q was divided by)"
+        return {"mechanism": c["mech"], "text": f"the {ctx.what} {c['text']}{how}"}
+    if F == {"q"} and Dk is not None:
+        for transform, text, mech in ctx.transforms():
+            if q_fits(ctx.y, Dk, transform):
+                return {"mechanism": mech, "text": f"q is y divided by the returned scale, {text}"}
+    return None
+
+
+class _Ctx:
+    """What both ops share: the case's tensors and the q transforms."""
+
+    def __init__(self, case, record, ref):
+        self.case, self.record, self.ref = case, record, ref
+        self.inputs = {k: (None if v is None else np.asarray(v, dtype=np.float64))
+                       for k, v in record.inputs.items() if np.asarray(v).dtype.kind == "f"}
+        self.got = record.got["outputs"]
+
+    def widen(self, D):
+        """max(1, D_ref / D) per element of q: its bound at the decode scale D."""
+        Dr, D = np.broadcast_to(self.ref_D(), self.amax.shape), np.broadcast_to(D, self.amax.shape)
+        r = np.where(D > 0, Dr / np.where(D > 0, D, 1.0), 1.0)
+        return self.spread(np.maximum(1.0, np.where(np.isfinite(r), r, 1.0)))
+
+    def sources(self):
+        """(values, what) of the tensors a scale may wrongly be computed from."""
+        out = [(self.pre, "the pre-norm x" if "residual" not in self.inputs else "the pre-norm x + residual"),
+               (self.xh, "x_hat (before the weight and bias)")]
+        if self.inputs.get("bias") is not None:
+            out.append((self.yw, "y before the bias"))
+        if self.case.dtype != "float64":
+            out.append((np.asarray(round_to(self.y, self.case.dtype), dtype=np.float64),
+                        f"y rounded to {self.case.dtype}"))
+        return out
+
+    def transforms(self):
+        """(transform of clip(y / D), what, mechanism) for the codes made another way at the returned scale."""
+        qd, (dt, lo, hi) = self.qdtype, self.table
+        out = [(lambda v, d=d: np.asarray(round_to(v, d), dtype=np.float64),
+                f"rounded to {d} first and then to {qd} (two roundings)", "rounding") for d in ("float16", "bfloat16")]
+        out += [(lambda v: _grid_round(v, self.grid, "zero"), f"rounded to {qd} toward zero", "rounding"),
+                (lambda v: _grid_round(v, self.grid, "away"), f"rounded to {qd} half away from zero", "rounding")]
+        raw = lambda v: self.unclipped(v)                                   # noqa: E731
+        if dt.kind == "i":
+            out.append((lambda v: ((np.rint(raw(v)) + 128) % 256) - 128, "wrapped around int8 (not saturated)",
+                        "saturation"))
+        else:
+            out.append((lambda v: np.where(np.isfinite(_nonsat(raw(v), dt)), raw(v), _nonsat(raw(v), dt)),
+                        f"not saturated ({qd} overflows to {'NaN' if 'e4m3' in qd else 'inf'})", "saturation"))
+        for m, what in MAXIMA.items():
+            if 1.0 < m < hi:
+                out.append((lambda v, m=m: np.clip(v, -m, m), f"saturated at {m:g} ({what}) where {hi:g} belongs",
+                            "saturation"))
+        return out
+
+    def unclipped(self, v):
+        """The quotient before the clip: y / D_k again (v is clipped)."""
+        return self.q_of(self.y, self.kernel_D(), clip=False)
+
+
+class _RowCtx(_Ctx):
+    """norm_quant: one scale per row (per token) or a static one."""
+    what = "scale"
+
+    def __init__(self, case, record, ref):
+        super().__init__(case, record, ref)
+        cfg = {**NQ.SPEC.options, **case.config}
+        i = self.inputs
+        x, w, b, st = i["x"], i.get("weight"), i.get("bias"), i.get("static_scale")
+        shape, eps, floor = NQ.check(x, w, b, st, cfg["normalized_shape"], cfg["norm"], cfg["eps"],
+                                     cfg["quant_dtype"], cfg["scale_ub"], cfg["min_scale"])
+        f = NQ._ln.forward if cfg["norm"] == "layer_norm" else (lambda x, w, b, **k: NQ._rms.forward(x, w, **k))
+        norm = lambda w, b: f(x, w, b, normalized_shape=shape, eps=eps)[0]  # noqa: E731
+        self.y, self.xh, self.yw, self.pre = norm(w, b), norm(None, None), norm(w, None), x
+        self.axes = tuple(range(x.ndim - len(shape), x.ndim))
+        self.qdtype, self.static = cfg["quant_dtype"], st
+        self.table = NQ.QUANT_DTYPES[self.qdtype]
+        self.qmax = self.table[2]
+        self.ub = None if cfg["scale_ub"] is None else float(cfg["scale_ub"])
+        self.floor = floor
+        self.grid = _grid(self.table)
+        self.amax = np.max(np.abs(self.y), axis=self.axes, keepdims=True, initial=0.0)
+
+    def spread(self, a):
+        return a                       # one scale per row: broadcast over the row by NumPy
+
+    def ref_D(self):
+        return np.asarray(self.ref.outputs["scale"], dtype=np.float64)
+
+    def kernel_D(self):
+        s = self.got.get("scale")
+        return None if s is None else np.asarray(s, dtype=np.float64).reshape(np.shape(self.amax))
+
+    def q_of(self, num, D, clip=True):
+        v = NQ.divide(num, D)
+        return np.clip(v, self.table[1], self.table[2]) if clip else v
+
+    def dyn(self, amax, qm=None, ub_amax=False, floor_amax=False):
+        """The dynamic scale from ``amax`` with the divisor ``qm``, scale_ub / min_scale applied to amax
+        (before the division) where the flags say."""
+        qm = self.qmax if qm is None else qm
+        a = amax if self.ub is None or not ub_amax else np.minimum(amax, self.ub)
+        a = np.maximum(a, self.floor) if floor_amax else a
+        s = a / qm
+        if self.ub is not None and not ub_amax:
+            s = np.minimum(s, self.ub)
+        return s if floor_amax else np.maximum(s, self.floor)
+
+    def candidates(self):
+        out = []
+        ref_s = self.ref_D()
+
+        def add(scale, text, mech, amax=None, num=None, D=None):
+            c = {"arrays": {"scale": scale, "amax": self.amax if amax is None else amax},
+                 "D": scale if D is None else D, "text": text, "mech": mech}
+            if num is not None:
+                c["num"] = num
+            out.append(c)
+
+        if self.static is None:
+            for qm, what in MAXIMA.items():
+                if qm != self.qmax:
+                    add(self.dyn(self.amax, qm), f"is amax / {qm:g}: {what} where {self.table_name()}'s maximum "
+                                                 f"{self.qmax:g} belongs (the factor {self.qmax:g}/{qm:g})", "quant_scale")
+            if self.ub is not None:
+                add(self.dyn(self.amax, ub_amax=True), f"is min(amax, scale_ub) / qmax: scale_ub ({self.ub:g}) "
+                                                       "applied to the amax before the division", "quant_scale")
+            if self.floor:
+                add(self.dyn(self.amax, floor_amax=True), f"is max(amax, min_scale) / qmax: min_scale "
+                                                          f"({self.floor:g}) applied to the amax before the division",
+                    "quant_scale")
+            a_t = np.broadcast_to(np.max(self.amax, initial=0.0), self.amax.shape)
+            if self.amax.size > 1:
+                add(self.dyn(a_t), "is computed from the whole tensor's amax (one scale per tensor, not per row)",
+                    "quant_scale", amax=a_t)
+            for t, what in self.sources():
+                a = np.max(np.abs(t), axis=self.axes, keepdims=True, initial=0.0)
+                add(self.dyn(a), f"is computed from the amax of {what}", "quant_scale", amax=a)
+                if what.startswith("y rounded"):
+                    add(self.dyn(a), f"is computed from the amax of {what}, and q from that rounded y",
+                        "quant_scale", amax=a, num=t)
+        _common(self, out, add, ref_s)
+        return out
+
+    def table_name(self):
+        return self.qdtype
+
+
+class _BlockCtx(_Ctx):
+    """norm_quant_block: one scale per block of the hidden axis (and nvfp4's tensor scale)."""
+    what = "block scale"
+
+    def __init__(self, case, record, ref):
+        super().__init__(case, record, ref)
+        i = self.inputs
+        x, res, w, b, gs = (i.get(k) for k in ("x", "residual", "weight", "bias", "global_scale"))
+        self.c, H, eps = NB.check(x, res, w, b, case.config, gs)
+        s = x if res is None else x + res
+        self.H, self.B, self.gs, self.x = H, self.c["block_size"], gs, x
+        self.y, self.xh, self.yw = (NB.norm_of(s, ww, bb, self.c, H, eps) for ww, bb in ((w, b), (None, None), (w, None)))
+        self.pre = s
+        self.qdtype = self.c["element_dtype"]
+        self.qmax = NB.qmax(self.qdtype)
+        self.table = (NB.ELEMENTS[self.qdtype][0], -self.qmax, self.qmax)
+        self.grid = _grid(self.table)
+        self.amax = self.amax_of(self.y)
+        self.fmt, self.rule = self.c["format"], self.c["scale_rule"]
+
+    def amax_of(self, t, B=None):
+        return np.max(np.abs(NB.blocked(t, B or self.B)), axis=-1, initial=0.0)
+
+    def spread(self, a):
+        """A per-block array (..., nb) as q's shape."""
+        a = np.broadcast_to(a, self.amax.shape)
+        return np.repeat(a, self.B, axis=-1)[..., :self.H].reshape(self.y.shape)
+
+    def scales(self, amax, factor=1.0, enc=None):
+        """(stored scale, decode scale, tensor scale) from the per-block ``amax``, the pre-rounding scale times
+        ``factor`` (another maximum), nvfp4's encode scale ``enc`` (None: from ``amax``, as the spec)."""
+        enc = NB.tensor_encode(amax, self.c, self.gs) if enc is None else enc
+        v, D, ts = NB.block_scales(amax * factor, self.c, enc)
+        stored = np.asarray(NB.encode_scale(v, self.c), dtype=np.float64)
+        return stored, D, float(ts)
+
+    def ref_D(self):
+        return self.scales(self.amax)[1]
+
+    def kernel_D(self):
+        s = self.got.get("scale")
+        if s is None or np.size(s) != self.amax.size:
+            return None
+        D = np.asarray(s, dtype=np.float64).reshape(self.amax.shape)
+        if self.fmt == "nvfp4":
+            ts = self.got.get("tensor_scale")
+            D = D * (self.scales(self.amax)[2] if ts is None else float(np.asarray(ts, dtype=np.float64).ravel()[0]))
+        return D
+
+    def q_of(self, num, D, clip=True):
+        D = np.broadcast_to(D, self.amax.shape)
+        with np.errstate(all="ignore"):
+            v = NB.blocked(num, self.B) / D[..., None]
+        v = np.where(D[..., None] == 0, 0.0 * NB.blocked(num, self.B), v)
+        v = np.clip(v, -self.qmax, self.qmax) if clip else v
+        return v.reshape(num.shape[:-1] + (-1,))[..., :self.H]
+
+    def candidates(self):
+        out = []
+        nd = self.y.ndim
+
+        def add(stored, D, ts, text, mech, amax=None, num=None):
+            c = {"arrays": {"scale": stored, "amax": self.amax if amax is None else amax,
+                            "tensor_scale": np.full((1,) * nd, ts)}, "D": D, "text": text, "mech": mech}
+            if num is not None:
+                c["num"] = num
+            out.append(c)
+
+        def from_amax(a, text, num=None):
+            add(*self.scales(a), text, "quant_scale", amax=a, num=num)
+
+        a_t = np.broadcast_to(np.max(self.amax, initial=0.0), self.amax.shape)
+        from_amax(a_t, "is computed from the whole tensor's amax (one amax for every block)")
+        nb = self.amax.shape[-1]
+        if nb > 1:
+            from_amax(np.broadcast_to(np.max(self.amax, axis=-1, keepdims=True), self.amax.shape),
+                      "is computed from the row's amax (one amax per row, not per block)")
+        for B2 in (16, 32, 64, 128, 256, 512):
+            if B2 > self.B and B2 % self.B == 0 and B2 < nb * self.B:
+                a2 = np.repeat(self.amax_of(self.y, B2), B2 // self.B, axis=-1)[..., :nb]
+                from_amax(a2, f"is computed from the amax of blocks of {B2} values where the block size {self.B} belongs")
+        for t, what in self.sources():
+            a = self.amax_of(t)
+            from_amax(a, f"is computed from the amax of {what}")
+            if what.startswith("y rounded"):
+                from_amax(a, f"is computed from the amax of {what}, and q from that rounded y", num=t)
+        qm, fmt = self.qmax, self.fmt
+        if fmt == "mxfp8" and self.rule == "floor":
+            emax = NB.ELEMENTS[self.qdtype][2]
+            for e2, what in EMAX.items():
+                if e2 != emax:
+                    add(*self.scales(self.amax, 2.0 ** (emax - e2)), f"is amax / 2^{e2}: {what} where {self.qdtype}'s "
+                                                                     f"emax {emax} belongs", "quant_scale")
+        else:
+            div = 6.0 if fmt == "nvfp4" else qm
+            for m, what in MAXIMA.items():
+                if m != div:
+                    add(*self.scales(self.amax, div / m), f"divides amax by {m:g}: {what} where {div:g} belongs "
+                                                          f"(the factor {div:g}/{m:g})", "quant_scale")
+        if fmt == "nvfp4" and self.gs is None:
+            g = float(np.max(self.amax, initial=0.0))
+            for num_, what in ((448.0, "448 / g: the FP4 maximum 6 left out"), (6.0, "6 / g: E4M3's maximum 448 left out"),
+                               (240.0 * 6.0, "240 * 6 / g: E4M3 fnuz's 240 where 448 belongs")):
+                if g > 0:
+                    add(*self.scales(self.amax, enc=num_ / g), f"uses the tensor encode factor {what} "
+                                                              "(where 448 * 6 / g belongs)", "quant_scale")
+        v = np.asarray(self.ref.outputs["scale"], dtype=np.float64)
+        ts = self.scales(self.amax)[2]
+        rules = []
+        if fmt in ("mxfp8",) or (fmt, self.rule) == ("fp8_group", "pow2"):
+            lo, hi = (NB.E8M0_EXP if fmt == "mxfp8" else NB.F32_POW2_EXP)
+            near = np.where(v > 0, np.ldexp(1.0, np.clip(np.round(np.log2(np.where(v > 0, v, 1.0))), lo, hi)
+                                            .astype(np.int64)), 0.0 if fmt != "mxfp8" else 2.0 ** lo)
+            rules += [(NB.pow2_floor(v, lo, hi), "rounded down to a power of two (the exponent floored)"),
+                      (NB.pow2_ceil(v, lo, hi, None if fmt == "mxfp8" else 0.0),
+                       "rounded up to a power of two (the exponent rounded up)"),
+                      (near, "rounded to the nearest power of two")]
+            if fmt == "fp8_group":
+                rules.append((v, "not rounded to a power of two (the raw amax / qmax)"))
+            for S2, what in rules:
+                add(S2, S2, 1.0, f"is {what} where the rule {self.rule!r} belongs", "scale_rounding")
+        if fmt == "nvfp4":
+            e4 = NB.ELEMENTS["float8_e4m3fn"]
+            t = _grid_round(np.clip(v, -448.0, 448.0), _grid((e4[0], -448.0, 448.0)), "zero")
+            add(t, t * ts, ts, "is converted to float8_e4m3fn toward zero (truncated), not to nearest", "rounding")
+            add(v, v * ts, ts, "is not rounded to float8_e4m3fn (the raw amax / 6 * S_enc)", "scale_rounding")
+        if (fmt, self.rule) == ("fp8_group", "exact"):
+            for d in dict.fromkeys(d for d in (self.case.dtype, "bfloat16", "float16") if d in ("bfloat16", "float16")):
+                r = np.asarray(round_to(v, d), dtype=np.float64)
+                add(r, r, 1.0, f"is rounded to {d}" + (" (the input dtype)" if d == self.case.dtype else ""),
+                    "precision")
+        _common(self, out, lambda s, text, mech, D=None: add(s, s * ts if D is None else D, ts, text, mech),
+                np.asarray(self.scales(self.amax)[0], dtype=np.float64), ts)
+        return out
+
+
+def _common(ctx, out, add, ref_s, ts=1.0):
+    """The candidates both ops share: the reciprocal, a constant factor, and (a passing scale) q divided by
+    the reciprocal of the returned scale (multiplied by it)."""
+    with np.errstate(all="ignore"):
+        rcp = np.where(ref_s > 0, 1.0 / np.where(ref_s > 0, ref_s, 1.0), np.inf)
+    add(rcp, "is the reciprocal of the expected one (qmax / amax: the multiplier, where amax / qmax belongs)",
+        "quant_scale")
+    for k in range(-8, 9):
+        if k:
+            add(ref_s * 2.0 ** k, f"is the expected one times 2^{k}", "quant_scale")
+    Dk = ctx.kernel_D()
+    if Dk is not None:
+        with np.errstate(all="ignore"):
+            inv = np.where(Dk > 0, 1.0 / np.where(Dk > 0, Dk, 1.0), 0.0)
+        out.append({"arrays": {}, "D": inv, "text": "is right, but q is y multiplied by it (the scale taken as the "
+                                                    "inverse scale), not divided", "mech": "quant_scale", "final": True})
+
+
+def _grid(table):
+    """The finite values of a quantized dtype, sorted (table: (NumPy dtype, lowest, highest))."""
+    dt, lo, hi = table
+    if np.dtype(dt).kind == "i":
+        return np.arange(int(lo), int(hi) + 1, dtype=np.float64)
+    allv = np.arange(256, dtype=np.uint8).view(dt).astype(np.float64)
+    return np.unique(allv[np.isfinite(allv)])
+
+
+def _grid_round(v, grid, mode):
+    """v (clipped to the grid's range) rounded onto ``grid`` toward zero (``mode`` "zero") or to nearest with
+    ties away from zero ("away"); NaN stays NaN."""
+    v = np.asarray(v, dtype=np.float64)
+    a = np.clip(np.abs(np.where(np.isnan(v), 0.0, v)), 0.0, grid[-1])
+    i = np.clip(np.searchsorted(grid, a, side="right") - 1, 0, grid.size - 1)
+    down = grid[i]
+    if mode == "away":
+        up = grid[np.minimum(i + 1, grid.size - 1)]
+        down = np.where((a - down >= up - a) & (a > down), up, down)
+    return np.where(np.isnan(v), np.nan, np.sign(v) * down)
+
+
+def _nonsat(v, dt):
+    """v converted to the float8 dtype ``dt`` without saturation (one rounding), as float64: NaN or inf beyond
+    its largest value."""
+    from ..norms._rounding import float32_odd
+    return float32_odd(v).astype(dt).astype(np.float64)
