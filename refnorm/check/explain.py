@@ -68,9 +68,10 @@ TERMS = ("g", "mean(g)", "x_hat * mean(g x_hat)")
 
 def fit_ratio(got, explained, E) -> float:
     """The check's ratio of got against an explained value (max excess / bound; inf when not finite); an
-    integer array (num_batches_tracked) is exact: 0 where equal, inf otherwise."""
+    integer array (num_batches_tracked) is exact: 0 where equal, inf otherwise; int8 codes are quantized
+    (judged by their rounding interval, as every quantized array)."""
     got = np.asarray(got)
-    if got.dtype.kind in "iub":
+    if got.dtype.kind in "iub" and not quant_name(got.dtype):
         return 0.0 if np.array_equal(got, np.asarray(explained)) else math.inf
     with np.errstate(all="ignore"):
         try:

@@ -97,10 +97,12 @@ def _search(ctx, record, F, fit):
         c = found[0]
         if c.get("final"):
             return {"mechanism": c["mech"], "text": f"the {ctx.what} {c['text']}"}
+        if "q" in F and "scale" not in rest:        # the returned scale passes: q was divided by another one
+            return {"mechanism": c["mech"], "text": f"q is {'that y' if 'num' in c else 'y'} divided by a {ctx.what} "
+                                                    f"that {c['text']} (the returned scale, which passes, is not the "
+                                                    "one q was divided by)"}
         how = " and q is y divided by the returned scale" if q_at_kernel and "scale" in rest else \
-            (f" and q is {'it' if 'num' in c else 'y'} divided by that scale" if "q" in F else "")
-        if "q" in F and "scale" not in rest and "scale" in got:
-            how += " (the returned scale is not the one q was divided by)"
+            (f" and q is {'that y' if 'num' in c else 'y'} divided by it" if "q" in F else "")
         return {"mechanism": c["mech"], "text": f"the {ctx.what} {c['text']}{how}"}
     if F == {"q"} and Dk is not None:
         for transform, text, mech in ctx.transforms():
@@ -114,8 +116,8 @@ class _Ctx:
 
     def __init__(self, case, record, ref):
         self.case, self.record, self.ref = case, record, ref
-        self.inputs = {k: (None if v is None else np.asarray(v, dtype=np.float64))
-                       for k, v in record.inputs.items() if np.asarray(v).dtype.kind == "f"}
+        self.inputs = {k: np.asarray(v, dtype=np.float64) for k, v in record.inputs.items()
+                       if v is not None and np.asarray(v).dtype.kind not in "iub"}     # bfloat16's kind is "V"
         self.got = record.got["outputs"]
 
     def widen(self, D):
@@ -373,7 +375,7 @@ class _BlockCtx(_Ctx):
             e4 = NB.ELEMENTS["float8_e4m3fn"]
             t = _grid_round(np.clip(v, -448.0, 448.0), _grid((e4[0], -448.0, 448.0)), "zero")
             add(t, t * ts, ts, "is converted to float8_e4m3fn toward zero (truncated), not to nearest", "rounding")
-            add(v, v * ts, ts, "is not rounded to float8_e4m3fn (the raw amax / 6 * S_enc)", "scale_rounding")
+            add(v, v * ts, ts, "is not rounded to float8_e4m3fn (the raw amax / 6 * S_enc)", "quant_scale")
         if (fmt, self.rule) == ("fp8_group", "exact"):
             for d in dict.fromkeys(d for d in (self.case.dtype, "bfloat16", "float16") if d in ("bfloat16", "float16")):
                 r = np.asarray(round_to(v, d), dtype=np.float64)
@@ -387,6 +389,12 @@ class _BlockCtx(_Ctx):
 def _common(ctx, out, add, ref_s, ts=1.0):
     """The candidates both ops share: the reciprocal, a constant factor, and (a passing scale) q divided by
     the reciprocal of the returned scale (multiplied by it)."""
+    Dk = ctx.kernel_D()
+    if Dk is not None:
+        with np.errstate(all="ignore"):
+            inv = np.where(Dk > 0, 1.0 / np.where(Dk > 0, Dk, 1.0), 0.0)
+        out.append({"arrays": {}, "D": inv, "text": "is right, but q is y multiplied by it (the scale taken as the "
+                                                    "inverse scale), not divided", "mech": "quant_scale", "final": True})
     with np.errstate(all="ignore"):
         rcp = np.where(ref_s > 0, 1.0 / np.where(ref_s > 0, ref_s, 1.0), np.inf)
     add(rcp, "is the reciprocal of the expected one (qmax / amax: the multiplier, where amax / qmax belongs)",
@@ -394,12 +402,6 @@ def _common(ctx, out, add, ref_s, ts=1.0):
     for k in range(-8, 9):
         if k:
             add(ref_s * 2.0 ** k, f"is the expected one times 2^{k}", "quant_scale")
-    Dk = ctx.kernel_D()
-    if Dk is not None:
-        with np.errstate(all="ignore"):
-            inv = np.where(Dk > 0, 1.0 / np.where(Dk > 0, Dk, 1.0), 0.0)
-        out.append({"arrays": {}, "D": inv, "text": "is right, but q is y multiplied by it (the scale taken as the "
-                                                    "inverse scale), not divided", "mech": "quant_scale", "final": True})
 
 
 def _grid(table):
