@@ -73,8 +73,7 @@ def _search(ctx, record, F, fit):
         return np.shape(v) == np.shape(qg) and fit(qg, v, E["q"] * ctx.widen(D)) <= 1
 
     def arrays_fit(arrays, names):
-        return all(n in arrays and arrays[n] is not None and np.size(arrays[n]) == np.size(got[n])
-                   and fit(got[n], np.reshape(arrays[n], np.shape(got[n])), E[n]) <= 1 for n in names)
+        return all(n in arrays and _fits(got[n], arrays[n], E[n], fit) for n in names)
 
     Dk = ctx.kernel_D()
     q_at_kernel = "q" in F and Dk is not None and q_fits(ctx.y, Dk)
@@ -88,7 +87,10 @@ def _search(ctx, record, F, fit):
         elif q_at_kernel and "scale" in rest:
             ok = True                               # the codes follow from the returned (explained) scale
         else:
-            ok = q_fits(c.get("num", ctx.y), c["D"])
+            D = c["D"]
+            if isinstance(D, tuple):                # a range of admissible scales: the kernel's, where admissible
+                D = D[1] if Dk is None else np.clip(Dk, *D)
+            ok = q_fits(c.get("num", ctx.y), D)
         if ok:
             found.append(c)
     if found:
@@ -109,6 +111,19 @@ def _search(ctx, record, F, fit):
             if q_fits(ctx.y, Dk, transform):
                 return {"mechanism": mech, "text": f"q is y divided by the returned scale, {text}"}
     return None
+
+
+def _fits(got, want, E, fit):
+    """fit(got, want, E) <= 1, with ``want`` an array or a range (lo, hi) of admissible values (got itself where
+    it lies within)."""
+    if isinstance(want, tuple):
+        lo, hi = (np.reshape(w, np.shape(got)) if np.size(w) == np.size(got) else None for w in want)
+        if lo is None or hi is None:
+            return False
+        want = np.clip(np.asarray(got, dtype=np.float64), lo, hi)
+    elif want is None or np.size(want) != np.size(got):
+        return False
+    return fit(got, np.reshape(want, np.shape(got)), E) <= 1
 
 
 class _Ctx:
@@ -230,6 +245,8 @@ class _RowCtx(_Ctx):
                 add(self.dyn(self.amax, ub_amax=True), f"is min(amax, scale_ub) / qmax: scale_ub ({self.ub:g}) "
                                                        "applied to the amax before the division", "quant_scale")
             if self.floor:
+                add(np.minimum(self.amax / self.qmax, np.inf if self.ub is None else self.ub),
+                    f"is amax / qmax without its floor min_scale ({self.floor:g})", "quant_scale")
                 add(self.dyn(self.amax, floor_amax=True), f"is max(amax, min_scale) / qmax: min_scale "
                                                           f"({self.floor:g}) applied to the amax before the division",
                     "quant_scale")
@@ -278,16 +295,19 @@ class _BlockCtx(_Ctx):
         a = np.broadcast_to(a, self.amax.shape)
         return np.repeat(a, self.B, axis=-1)[..., :self.H].reshape(self.y.shape)
 
-    def scales(self, amax, factor=1.0, enc=None):
-        """(stored scale, decode scale, tensor scale) from the per-block ``amax``, the pre-rounding scale times
-        ``factor`` (another maximum), nvfp4's encode scale ``enc`` (None: from ``amax``, as the spec)."""
+    def v_of(self, amax, factor=1.0, enc=None):
+        """(pre-rounding scale, tensor scale) from the per-block ``amax``, the scale times ``factor`` (another
+        maximum), nvfp4's encode scale ``enc`` (None: from ``amax``, as the spec)."""
         enc = NB.tensor_encode(amax, self.c, self.gs) if enc is None else enc
-        v, D, ts = NB.block_scales(amax * factor, self.c, enc)
-        stored = np.asarray(NB.encode_scale(v, self.c), dtype=np.float64)
-        return stored, D, float(ts)
+        v, _, ts = NB.block_scales(amax * factor, self.c, enc)
+        return v, float(ts)
+
+    def encode(self, v):
+        return np.asarray(NB.encode_scale(v, self.c), dtype=np.float64)
 
     def ref_D(self):
-        return self.scales(self.amax)[1]
+        v, ts = self.v_of(self.amax)
+        return self.encode(v) * ts
 
     def kernel_D(self):
         s = self.got.get("scale")
@@ -296,7 +316,7 @@ class _BlockCtx(_Ctx):
         D = np.asarray(s, dtype=np.float64).reshape(self.amax.shape)
         if self.fmt == "nvfp4":
             ts = self.got.get("tensor_scale")
-            D = D * (self.scales(self.amax)[2] if ts is None else float(np.asarray(ts, dtype=np.float64).ravel()[0]))
+            D = D * (self.v_of(self.amax)[1] if ts is None else float(np.asarray(ts, dtype=np.float64).ravel()[0]))
         return D
 
     def q_of(self, num, D, clip=True):
@@ -310,16 +330,28 @@ class _BlockCtx(_Ctx):
     def candidates(self):
         out = []
         nd = self.y.ndim
+        v_ref, ts_ref = self.v_of(self.amax)
+        E_v = np.broadcast_to(np.asarray(self.record.E["outputs"].get("scale", 0.0), dtype=np.float64), v_ref.shape)
+        rel = np.where(v_ref > 0, E_v / np.where(v_ref > 0, v_ref, 1.0), 0.0)
+        E0 = np.where(v_ref > 0, 0.0, E_v)
 
-        def add(stored, D, ts, text, mech, amax=None, num=None):
-            c = {"arrays": {"scale": stored, "amax": self.amax if amax is None else amax,
-                            "tensor_scale": np.full((1,) * nd, ts)}, "D": D, "text": text, "mech": mech}
+        def add(v2, text, mech, f=None, ts=None, amax=None, num=None):
+            """A candidate whose pre-rounding scale is v2 (the check's bound on v carried relatively), stored by
+            the rule ``f`` (default: the configuration's): the stored scales a kernel may return for it span
+            [f(v2 - E), f(v2 + E)] (every rule is monotone)."""
+            f = f or self.encode
+            ts = ts_ref if ts is None else ts
+            with np.errstate(all="ignore"):
+                lo, hi = f(np.maximum(v2 * (1 - rel) - E0, 0.0)), f(v2 * (1 + rel) + E0)
+            c = {"arrays": {"scale": (lo, hi), "amax": self.amax if amax is None else amax,
+                            "tensor_scale": np.full((1,) * nd, ts)}, "D": (lo * ts, hi * ts), "text": text, "mech": mech}
             if num is not None:
                 c["num"] = num
             out.append(c)
 
         def from_amax(a, text, num=None):
-            add(*self.scales(a), text, "quant_scale", amax=a, num=num)
+            v2, ts = self.v_of(a)
+            add(v2, text, "quant_scale", ts=ts, amax=a, num=num)
 
         a_t = np.broadcast_to(np.max(self.amax, initial=0.0), self.amax.shape)
         from_amax(a_t, "is computed from the whole tensor's amax (one amax for every block)")
@@ -337,56 +369,65 @@ class _BlockCtx(_Ctx):
             if what.startswith("y rounded"):
                 from_amax(a, f"is computed from the amax of {what}, and q from that rounded y", num=t)
         qm, fmt = self.qmax, self.fmt
+        if fmt == "fp8_group" and self.c["min_scale"] > 0:
+            add(self.amax / qm, f"is amax / qmax without its floor min_scale ({self.c['min_scale']:g})", "quant_scale")
         if fmt == "mxfp8" and self.rule == "floor":
             emax = NB.ELEMENTS[self.qdtype][2]
             for e2, what in EMAX.items():
                 if e2 != emax:
-                    add(*self.scales(self.amax, 2.0 ** (emax - e2)), f"is amax / 2^{e2}: {what} where {self.qdtype}'s "
+                    add(self.v_of(self.amax, 2.0 ** (emax - e2))[0], f"is amax / 2^{e2}: {what} where {self.qdtype}'s "
                                                                      f"emax {emax} belongs", "quant_scale")
         else:
             div = 6.0 if fmt == "nvfp4" else qm
             for m, what in MAXIMA.items():
                 if m != div:
-                    add(*self.scales(self.amax, div / m), f"divides amax by {m:g}: {what} where {div:g} belongs "
+                    add(self.v_of(self.amax, div / m)[0], f"divides amax by {m:g}: {what} where {div:g} belongs "
                                                           f"(the factor {div:g}/{m:g})", "quant_scale")
         if fmt == "nvfp4" and self.gs is None:
             g = float(np.max(self.amax, initial=0.0))
             for num_, what in ((448.0, "448 / g: the FP4 maximum 6 left out"), (6.0, "6 / g: E4M3's maximum 448 left out"),
                                (240.0 * 6.0, "240 * 6 / g: E4M3 fnuz's 240 where 448 belongs")):
                 if g > 0:
-                    add(*self.scales(self.amax, enc=num_ / g), f"uses the tensor encode factor {what} "
-                                                              "(where 448 * 6 / g belongs)", "quant_scale")
-        v = np.asarray(self.ref.outputs["scale"], dtype=np.float64)
-        ts = self.scales(self.amax)[2]
-        rules = []
+                    v2, ts2 = self.v_of(self.amax, enc=num_ / g)
+                    add(v2, f"uses the tensor encode factor {what} (where 448 * 6 / g belongs)", "quant_scale", ts=ts2)
+        if fmt == "nvfp4":
+            add(v_ref, "is right, but the tensor scale is its reciprocal (the encode factor S_enc where 1 / S_enc "
+                       "belongs)", "quant_scale", ts=1.0 / ts_ref)
         if fmt in ("mxfp8",) or (fmt, self.rule) == ("fp8_group", "pow2"):
             lo, hi = (NB.E8M0_EXP if fmt == "mxfp8" else NB.F32_POW2_EXP)
-            near = np.where(v > 0, np.ldexp(1.0, np.clip(np.round(np.log2(np.where(v > 0, v, 1.0))), lo, hi)
-                                            .astype(np.int64)), 0.0 if fmt != "mxfp8" else 2.0 ** lo)
-            rules += [(NB.pow2_floor(v, lo, hi), "rounded down to a power of two (the exponent floored)"),
-                      (NB.pow2_ceil(v, lo, hi, None if fmt == "mxfp8" else 0.0),
-                       "rounded up to a power of two (the exponent rounded up)"),
-                      (near, "rounded to the nearest power of two")]
+            zero = None if fmt == "mxfp8" else 0.0
+            rules = [(lambda v: NB.pow2_floor(v, lo, hi), "rounded down to a power of two (the exponent floored)",
+                      "scale_rounding"),
+                     (lambda v: NB.pow2_ceil(v, lo, hi, zero), "rounded up to a power of two (the exponent rounded up)",
+                      "scale_rounding"),
+                     (lambda v: _pow2_nearest(v, lo, hi, zero), "rounded to the nearest power of two", "scale_rounding")]
             if fmt == "fp8_group":
-                rules.append((v, "not rounded to a power of two (the raw amax / qmax)"))
-            for S2, what in rules:
-                add(S2, S2, 1.0, f"is {what} where the rule {self.rule!r} belongs", "scale_rounding")
+                rules.append((lambda v: v, "not rounded to a power of two (the raw amax / qmax)", "quant_scale"))
+            for f, what, mech in rules:
+                add(v_ref, f"is {what} where the rule {self.rule!r} belongs", mech, f=f)
         if fmt == "nvfp4":
-            e4 = NB.ELEMENTS["float8_e4m3fn"]
-            t = _grid_round(np.clip(v, -448.0, 448.0), _grid((e4[0], -448.0, 448.0)), "zero")
-            add(t, t * ts, ts, "is converted to float8_e4m3fn toward zero (truncated), not to nearest", "rounding")
-            add(v, v * ts, ts, "is not rounded to float8_e4m3fn (the raw amax / 6 * S_enc)", "quant_scale")
+            grid = _grid((NB.ELEMENTS["float8_e4m3fn"][0], -448.0, 448.0))
+            add(v_ref, "is converted to float8_e4m3fn toward zero (truncated), not to nearest", "rounding",
+                f=lambda v: _grid_round(np.clip(v, -448.0, 448.0), grid, "zero"))
+            add(v_ref, "is not rounded to float8_e4m3fn (the raw amax / 6 * S_enc)", "quant_scale", f=lambda v: v)
         if (fmt, self.rule) == ("fp8_group", "exact"):
             for d in dict.fromkeys(d for d in (self.case.dtype, "bfloat16", "float16") if d in ("bfloat16", "float16")):
-                r = np.asarray(round_to(v, d), dtype=np.float64)
-                add(r, r, 1.0, f"is rounded to {d}" + (" (the input dtype)" if d == self.case.dtype else ""),
-                    "precision")
-        _common(self, out, lambda s, text, mech, D=None: add(s, s * ts if D is None else D, ts, text, mech),
-                np.asarray(self.scales(self.amax)[0], dtype=np.float64), ts)
+                add(v_ref, f"is rounded to {d}" + (" (the input dtype)" if d == self.case.dtype else ""), "precision",
+                    f=lambda v, d=d: np.asarray(round_to(v, d), dtype=np.float64))
+        _common(self, out, add, v_ref)
         return out
 
 
-def _common(ctx, out, add, ref_s, ts=1.0):
+def _pow2_nearest(v, lo, hi, zero=None):
+    """2^k nearest to v (ties, 1.5 2^k, up), k clipped to [lo, hi]; v = 0: ``zero`` (None: 2^lo)."""
+    v = np.asarray(v, dtype=np.float64)
+    m, e = np.frexp(np.where(v > 0, v, 1.0))
+    k = np.clip(np.where(m >= 0.75, e, e - 1), lo, hi)
+    out = np.where(v > 0, np.ldexp(1.0, k.astype(np.int64)), 2.0 ** lo if zero is None else zero)
+    return np.where(np.isnan(v), np.nan, out)
+
+
+def _common(ctx, out, add, ref_s):
     """The candidates both ops share: the reciprocal, a constant factor, and (a passing scale) q divided by
     the reciprocal of the returned scale (multiplied by it)."""
     Dk = ctx.kernel_D()
