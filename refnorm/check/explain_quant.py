@@ -72,15 +72,16 @@ def _search(ctx, record, F, fit):
             v = transform(v)
         return np.shape(v) == np.shape(qg) and fit(qg, v, E["q"] * ctx.widen(D)) <= 1
 
-    def arrays_fit(arrays, names):
-        return all(n in arrays and _fits(got[n], arrays[n], E[n], fit) for n in names)
+    def arrays_fit(c, names):
+        return all(n in c["arrays"] and _fits(got[n], c["arrays"][n], c.get("E", {}).get(n, E[n]), fit)
+                   for n in names)
 
     Dk = ctx.kernel_D()
     q_at_kernel = "q" in F and Dk is not None and q_fits(ctx.y, Dk)
     rest = F - {"q"}
     found = []
     for c in ctx.candidates():
-        if not arrays_fit(c["arrays"], rest):
+        if not arrays_fit(c, rest):
             continue
         if "q" not in F:
             ok = bool(rest)
@@ -254,12 +255,16 @@ class _RowCtx(_Ctx):
             if self.amax.size > 1:
                 add(self.dyn(a_t), "is computed from the whole tensor's amax (one scale per tensor, not per row)",
                     "quant_scale", amax=a_t)
-            for t, what in self.sources():
-                a = np.max(np.abs(t), axis=self.axes, keepdims=True, initial=0.0)
-                add(self.dyn(a), f"is computed from the amax of {what}", "quant_scale", amax=a)
-                if what.startswith("y rounded"):
-                    add(self.dyn(a), f"is computed from the amax of {what}, and q from that rounded y",
-                        "quant_scale", amax=a, num=t)
+        for t, what in self.sources():
+            a = np.max(np.abs(t), axis=self.axes, keepdims=True, initial=0.0)
+            if self.static is not None:             # the static scale is an input: only amax can follow
+                out.append({"arrays": {"scale": ref_s, "amax": a}, "D": ref_s, "mech": "quant_scale", "final": True,
+                            "text": f"amax is the max of |{what}| (where y's belongs)"})
+                continue
+            add(self.dyn(a), f"is computed from the amax of {what}", "quant_scale", amax=a)
+            if what.startswith("y rounded"):
+                add(self.dyn(a), f"is computed from the amax of {what}, and q from that rounded y",
+                    "quant_scale", amax=a, num=t)
         _common(self, out, add, ref_s)
         return out
 
@@ -303,6 +308,9 @@ class _BlockCtx(_Ctx):
         return v, float(ts)
 
     def encode(self, v):
+        """The stored scale of the rule (fp8_group's exact scale: v itself, judged in the case's float dtype)."""
+        if (self.fmt, self.rule) == ("fp8_group", "exact"):
+            return np.asarray(v, dtype=np.float64)
         return np.asarray(NB.encode_scale(v, self.c), dtype=np.float64)
 
     def ref_D(self):
@@ -335,34 +343,42 @@ class _BlockCtx(_Ctx):
         rel = np.where(v_ref > 0, E_v / np.where(v_ref > 0, v_ref, 1.0), 0.0)
         E0 = np.where(v_ref > 0, 0.0, E_v)
 
-        def add(v2, text, mech, f=None, ts=None, amax=None, num=None):
+        def add(v2, text, mech, f=None, ts=None, amax=None, num=None, scope=None):
             """A candidate whose pre-rounding scale is v2 (the check's bound on v carried relatively), stored by
             the rule ``f`` (default: the configuration's): the stored scales a kernel may return for it span
             [f(v2 - E), f(v2 + E)] (every rule is monotone)."""
             f = f or self.encode
             ts = ts_ref if ts is None else ts
+            r, e0 = (rel, E0) if scope is None else (scope(rel), scope(E0))     # the bounds of the blocks it reads
             with np.errstate(all="ignore"):
-                lo, hi = f(np.maximum(v2 * (1 - rel) - E0, 0.0)), f(v2 * (1 + rel) + E0)
+                lo, hi = f(np.maximum(v2 * (1 - r) - e0, 0.0)), f(v2 * (1 + r) + e0)
             c = {"arrays": {"scale": (lo, hi), "amax": self.amax if amax is None else amax,
                             "tensor_scale": np.full((1,) * nd, ts)}, "D": (lo * ts, hi * ts), "text": text, "mech": mech}
+            if scope is not None:
+                c["E"] = {"amax": scope(E_a)}
             if num is not None:
                 c["num"] = num
             out.append(c)
 
-        def from_amax(a, text, num=None):
+        def from_amax(a, text, num=None, scope=None):
             v2, ts = self.v_of(a)
-            add(v2, text, "quant_scale", ts=ts, amax=a, num=num)
+            add(v2, text, "quant_scale", ts=ts, amax=a, num=num, scope=scope)
 
-        a_t = np.broadcast_to(np.max(self.amax, initial=0.0), self.amax.shape)
-        from_amax(a_t, "is computed from the whole tensor's amax (one amax for every block)")
+        E_a = np.broadcast_to(np.asarray(self.record.E["outputs"].get("amax", 0.0), dtype=np.float64), v_ref.shape)
         nb = self.amax.shape[-1]
+        scopes = [(lambda a: np.broadcast_to(np.max(a, initial=0.0), a.shape),
+                   "the whole tensor's amax (one amax for every block)")]
         if nb > 1:
-            from_amax(np.broadcast_to(np.max(self.amax, axis=-1, keepdims=True), self.amax.shape),
-                      "is computed from the row's amax (one amax per row, not per block)")
+            scopes.append((lambda a: np.broadcast_to(np.max(a, axis=-1, keepdims=True), a.shape),
+                           "the row's amax (one amax per row, not per block)"))
         for B2 in (16, 32, 64, 128, 256, 512):
+            k = B2 // self.B
             if B2 > self.B and B2 % self.B == 0 and B2 < nb * self.B:
-                a2 = np.repeat(self.amax_of(self.y, B2), B2 // self.B, axis=-1)[..., :nb]
-                from_amax(a2, f"is computed from the amax of blocks of {B2} values where the block size {self.B} belongs")
+                scopes.append((lambda a, k=k: np.repeat(np.max(_pad_to(a, k).reshape(a.shape[:-1] + (-1, k)), axis=-1),
+                                                        k, axis=-1)[..., :a.shape[-1]],
+                               f"the amax of blocks of {B2} values where the block size {self.B} belongs"))
+        for scope, what in scopes:
+            from_amax(scope(self.amax), f"is computed from {what}", scope=scope)
         for t, what in self.sources():
             a = self.amax_of(t)
             from_amax(a, f"is computed from the amax of {what}")
@@ -416,6 +432,12 @@ class _BlockCtx(_Ctx):
                     f=lambda v, d=d: np.asarray(round_to(v, d), dtype=np.float64))
         _common(self, out, add, v_ref)
         return out
+
+
+def _pad_to(a, k):
+    """a (..., n) padded with zeros along its last axis to a multiple of k."""
+    pad = (-a.shape[-1]) % k
+    return np.concatenate([a, np.zeros(a.shape[:-1] + (pad,))], axis=-1) if pad else np.asarray(a)
 
 
 def _pow2_nearest(v, lo, hi, zero=None):
