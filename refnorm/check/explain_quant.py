@@ -79,13 +79,14 @@ def _search(ctx, record, F, fit):
     Dk = ctx.kernel_D()
     q_at_kernel = "q" in F and Dk is not None and q_fits(ctx.y, Dk)
     rest = F - {"q"}
+    scales = rest & {"scale", "tensor_scale"}
     found = []
     for c in ctx.candidates():
         if not arrays_fit(c, rest):
             continue
         if "q" not in F:
             ok = bool(rest)
-        elif q_at_kernel and "scale" in rest:
+        elif q_at_kernel and scales:
             ok = True                               # the codes follow from the returned (explained) scale
         else:
             D = c["D"]
@@ -95,16 +96,17 @@ def _search(ctx, record, F, fit):
         if ok:
             found.append(c)
     if found:
+        found = [c for c in found if not c.get("generic")] or found     # a structured deviation before a factor
         if len({c["mech"] for c in found}) > 1:
             return None
         c = found[0]
         if c.get("final"):
             return {"mechanism": c["mech"], "text": f"the {ctx.what} {c['text']}"}
-        if "q" in F and "scale" not in rest:        # the returned scale passes: q was divided by another one
+        if "q" in F and not scales:        # the returned scales pass: q was divided by another one
             return {"mechanism": c["mech"], "text": f"q is {'that y' if 'num' in c else 'y'} divided by a {ctx.what} "
                                                     f"that {c['text']} (the returned scale, which passes, is not the "
                                                     "one q was divided by)"}
-        how = " and q is y divided by the returned scale" if q_at_kernel and "scale" in rest else \
+        how = " and q is y divided by the returned scale" if q_at_kernel and scales else \
             (f" and q is {'that y' if 'num' in c else 'y'} divided by it" if "q" in F else "")
         return {"mechanism": c["mech"], "text": f"the {ctx.what} {c['text']}{how}"}
     if F == {"q"} and Dk is not None:
@@ -327,6 +329,16 @@ class _BlockCtx(_Ctx):
             D = D * (self.v_of(self.amax)[1] if ts is None else float(np.asarray(ts, dtype=np.float64).ravel()[0]))
         return D
 
+    def zero_block_scale(self, v_ref):
+        """The one positive scale the kernel returns for every all-zero block where the rule gives another
+        (a floor applied before the rounding), else None."""
+        s = self.got.get("scale")
+        if self.fmt != "fp8_group" or s is None or np.size(s) != v_ref.size:
+            return None
+        g = np.asarray(s, dtype=np.float64).reshape(v_ref.shape)[v_ref == 0]
+        ok = g.size and np.all(g == g.flat[0]) and g.flat[0] > 0 and np.isfinite(g.flat[0])
+        return float(g.flat[0]) if ok and self.encode(np.zeros(1))[0] != g.flat[0] else None
+
     def q_of(self, num, D, clip=True):
         D = np.broadcast_to(D, self.amax.shape)
         with np.errstate(all="ignore"):
@@ -385,6 +397,10 @@ class _BlockCtx(_Ctx):
             if what.startswith("y rounded"):
                 from_amax(a, f"is computed from the amax of {what}, and q from that rounded y", num=t)
         qm, fmt = self.qmax, self.fmt
+        S0 = self.zero_block_scale(v_ref)
+        if S0:
+            add(np.maximum(v_ref, S0), f"is floored at {S0:g} (an all-zero block's scale {S0:g} where "
+                                       f"{float(self.encode(np.zeros(1))[0]):g} belongs)", "quant_scale")
         if fmt == "fp8_group" and self.c["min_scale"] > 0:
             add(self.amax / qm, f"is amax / qmax without its floor min_scale ({self.c['min_scale']:g})", "quant_scale")
         if fmt == "mxfp8" and self.rule == "floor":
@@ -409,6 +425,8 @@ class _BlockCtx(_Ctx):
         if fmt == "nvfp4":
             add(v_ref, "is right, but the tensor scale is its reciprocal (the encode factor S_enc where 1 / S_enc "
                        "belongs)", "quant_scale", ts=1.0 / ts_ref)
+            E_ts = float(np.max(self.record.E["outputs"].get("tensor_scale", 0.0)))
+            out[-1]["E"] = {"tensor_scale": max(E_ts, E_ts / ts_ref ** 2)}     # the bound carried to 1 / ts
         if fmt in ("mxfp8",) or (fmt, self.rule) == ("fp8_group", "pow2"):
             lo, hi = (NB.E8M0_EXP if fmt == "mxfp8" else NB.F32_POW2_EXP)
             zero = None if fmt == "mxfp8" else 0.0
@@ -465,6 +483,7 @@ def _common(ctx, out, add, ref_s):
     for k in range(-8, 9):
         if k:
             add(ref_s * 2.0 ** k, f"is the expected one times 2^{k}", "quant_scale")
+            out[-1]["generic"] = True
 
 
 def _grid(table):
