@@ -67,10 +67,14 @@ def _search(ctx, record, F, fit):
     qg = got["q"]
 
     def q_fits(num, D, transform=None):
-        v = ctx.q_of(num, D)
-        if transform is not None:
-            v = transform(v)
-        return np.shape(v) == np.shape(qg) and fit(qg, v, E["q"] * ctx.widen(D)) <= 1
+        v, Eq = ctx.q_of(num, D), E["q"] * ctx.widen(D)
+        if transform is not None:               # monotone, maybe discontinuous: got where it lies in T([v -+ E])
+            with np.errstate(all="ignore"):
+                raw = ctx.q_of(num, D, clip=False)
+                lo = transform(np.clip(v - Eq, *ctx.table[1:]), raw - Eq)
+                hi = transform(np.clip(v + Eq, *ctx.table[1:]), raw + Eq)
+                v = np.where(np.isnan(lo) | np.isnan(hi), np.nan, np.clip(np.asarray(qg, dtype=np.float64), lo, hi))
+        return np.shape(v) == np.shape(qg) and fit(qg, v, Eq) <= 1
 
     def arrays_fit(c, names):
         return all(n in c["arrays"] and _fits(got[n], c["arrays"][n], c.get("E", {}).get(n, E[n]), fit)
@@ -156,28 +160,24 @@ class _Ctx:
         return out
 
     def transforms(self):
-        """(transform of clip(y / D), what, mechanism) for the codes made another way at the returned scale."""
+        """(transform(clip(y / D), y / D), what, mechanism) for the codes made another way at the returned scale
+        (each monotone in y / D)."""
         qd, (dt, lo, hi) = self.qdtype, self.table
-        out = [(lambda v, d=d: np.asarray(round_to(v, d), dtype=np.float64),
+        out = [(lambda v, raw, d=d: np.asarray(round_to(v, d), dtype=np.float64),
                 f"rounded to {d} first and then to {qd} (two roundings)", "rounding") for d in ("float16", "bfloat16")]
-        out += [(lambda v: _grid_round(v, self.grid, "zero"), f"rounded to {qd} toward zero", "rounding"),
-                (lambda v: _grid_round(v, self.grid, "away"), f"rounded to {qd} half away from zero", "rounding")]
-        raw = lambda v: self.unclipped(v)                                   # noqa: E731
+        out += [(lambda v, raw: _grid_round(v, self.grid, "zero"), f"rounded to {qd} toward zero", "rounding"),
+                (lambda v, raw: _grid_round(v, self.grid, "away"), f"rounded to {qd} half away from zero", "rounding")]
         if dt.kind == "i":
-            out.append((lambda v: ((np.rint(raw(v)) + 128) % 256) - 128, "wrapped around int8 (not saturated)",
+            out.append((lambda v, raw: ((np.rint(raw) + 128) % 256) - 128, "wrapped around int8 (not saturated)",
                         "saturation"))
         else:
-            out.append((lambda v: np.where(np.isfinite(_nonsat(raw(v), dt)), raw(v), _nonsat(raw(v), dt)),
+            out.append((lambda v, raw: np.where(np.isfinite(_nonsat(raw, dt)), raw, _nonsat(raw, dt)),
                         f"not saturated ({qd} overflows to {'NaN' if 'e4m3' in qd else 'inf'})", "saturation"))
         for m, what in MAXIMA.items():
             if 1.0 < m < hi:
-                out.append((lambda v, m=m: np.clip(v, -m, m), f"saturated at {m:g} ({what}) where {hi:g} belongs",
+                out.append((lambda v, raw, m=m: np.clip(v, -m, m), f"saturated at {m:g} ({what}) where {hi:g} belongs",
                             "saturation"))
         return out
-
-    def unclipped(self, v):
-        """The quotient before the clip: y / D_k again (v is clipped)."""
-        return self.q_of(self.y, self.kernel_D(), clip=False)
 
 
 class _RowCtx(_Ctx):
