@@ -73,7 +73,7 @@ def _search(ctx, record, F, fit):
                 raw = ctx.q_of(num, D, clip=False)
                 lo = transform(np.clip(v - Eq, *ctx.table[1:]), raw - Eq)
                 hi = transform(np.clip(v + Eq, *ctx.table[1:]), raw + Eq)
-                v = np.where(np.isnan(lo) | np.isnan(hi), np.nan, np.clip(np.asarray(qg, dtype=np.float64), lo, hi))
+                v = np.where(np.isnan(lo) | np.isnan(hi), np.nan, _within(qg, lo, hi))
         return np.shape(v) == np.shape(qg) and fit(qg, v, Eq) <= 1
 
     def arrays_fit(c, names):
@@ -127,10 +127,18 @@ def _fits(got, want, E, fit):
         lo, hi = (np.reshape(w, np.shape(got)) if np.size(w) == np.size(got) else None for w in want)
         if lo is None or hi is None:
             return False
-        want = np.clip(np.asarray(got, dtype=np.float64), lo, hi)
+        want = _within(got, lo, hi)
     elif want is None or np.size(want) != np.size(got):
         return False
     return fit(got, np.reshape(want, np.shape(got)), E) <= 1
+
+
+def _within(got, lo, hi):
+    """got (as float64) where it lies within [lo, hi], else the nearer end; lo where got is NaN (a NaN is
+    explained only by a NaN end)."""
+    g = np.asarray(got, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isnan(g), lo, np.clip(g, lo, hi))
 
 
 class _Ctx:
