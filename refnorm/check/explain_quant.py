@@ -86,7 +86,7 @@ def _search(ctx, record, F, fit):
     scales = rest & {"scale", "tensor_scale"}
     found = []
     for c in ctx.candidates():
-        if not arrays_fit(c, rest):
+        if ("q" not in F and c.get("generic")) or not arrays_fit(c, rest):   # a scale alone: explain.factor, power
             continue
         if "q" not in F:
             ok = bool(rest)
@@ -488,6 +488,7 @@ def _common(ctx, out, add, ref_s):
         rcp = np.where(ref_s > 0, 1.0 / np.where(ref_s > 0, ref_s, 1.0), np.inf)
     add(rcp, "is the reciprocal of the expected one (qmax / amax: the multiplier, where amax / qmax belongs)",
         "quant_scale")
+    out[-1]["generic"] = True
     for k in range(-8, 9):
         if k:
             add(ref_s * 2.0 ** k, f"is the expected one times 2^{k}", "quant_scale")
