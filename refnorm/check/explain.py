@@ -45,7 +45,11 @@ over the explained value, divided by the bound, is at most 1 on every element):
   (1, 0, -1)); coefficients rounded to multiples of 1/2 that differ from it and fit within the bound
   explain dx ("the mean(g) term counted twice: coefficients 1, -2, -1"); with a weight, the specification's
   coefficients with g = dy (the weight left out of dx), g = dy w^2 (applied twice) or the projection term
-  times the weight again explain it too.
+  times the weight again explain it too;
+* **quantized outputs at the kernel's own scale** (norm_quant, norm_quant_block; explain_quant.py): y
+  quantized again with the returned scale(s); codes that follow from a failing scale are explained by the
+  scale's deviation (another maximum, amax scope or tensor, scale_ub / min_scale placement, rounding),
+  else by the codes' own (multiplied, double rounding, toward zero, saturation).
 
 Each explanation carries a mechanism (refnorm/pitfalls/mechanisms.py) so that the diagnosis can name
 it. Pure NumPy; never changes a verdict.
