@@ -58,7 +58,7 @@ def quant_deviation(case, record, ref, fit, limit):
         with np.errstate(all="ignore"):
             ctx = (_RowCtx if case.op == "norm_quant" else _BlockCtx)(case, record, ref)
             return _search(ctx, record, F, fit)
-    except (KeyError, TypeError, ValueError):           # a config or array the search does not model
+    except (KeyError, IndexError, TypeError, ValueError):     # a config or array the search does not model
         return None
 
 
@@ -162,7 +162,7 @@ class _Ctx:
                (self.xh, "x_hat (before the weight and bias)")]
         if self.inputs.get("bias") is not None:
             out.append((self.yw, "y before the bias"))
-        if self.case.dtype != "float64":
+        if self.case.dtype in ("float16", "bfloat16"):
             out.append((np.asarray(round_to(self.y, self.case.dtype), dtype=np.float64),
                         f"y rounded to {self.case.dtype}"))
         return out
