@@ -247,3 +247,19 @@ def test_other_ops_are_not_searched():
     class R:
         inputs, failing, got = {"x": np.ones((2, 4))}, (("outputs", "y"),), {"outputs": {"y": np.ones((2, 4))}}
     assert explain_quant.quant_deviation(C, R, None, lambda *a: 0.0, 1 << 20) is None
+
+
+def test_int8_codes_toward_zero_on_exact_ties_is_rounding_not_a_default_eps():
+    """On the ties case (q exactly k + 1/2, bound 0) a default eps 1e-6 also moves every tie toward zero: the
+    codes at the kernel's own scale are searched before the configuration values."""
+    post = lambda call, d: {**d, "q": np.trunc(d["q"])}   # noqa: E731
+    expect(QuantSpec(post), "norm_quant/pm1_eps0_rms_i8_static_ties_f32_4x64", "rounding", "toward zero")
+
+
+def test_fit_ratio_judges_int8_codes_by_their_rounding_interval():
+    """int8 codes are quantized, not exact integers (num_batches_tracked): 3 holds 2.6 and 3.4, not 3.6."""
+    from refnorm.check import explain
+    got = np.array([3, 3], dtype=np.int8)
+    assert explain.fit_ratio(got, np.array([2.6, 3.4]), np.zeros(2)) == 0.0
+    assert explain.fit_ratio(got, np.array([2.6, 3.6]), np.full(2, 0.05)) > 1
+    assert explain.fit_ratio(np.array([3, 4], dtype=np.int64), np.array([3, 4]), 0.0) == 0.0

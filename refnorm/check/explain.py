@@ -1035,10 +1035,12 @@ def _explain(case, record, ref, reference=None) -> list:
     the slice's statistics (``row_statistics``) when it explains every failing array or output."""
     bwd = None
     if reference is not None:
-        e = config_deviation(case, record, reference)
+        # a quantizer's codes judged at its own returned scale first: a configuration value that moves y by a
+        # rounding error (a default eps) reproduces codes rounded the wrong way only where they tie
+        e = quant_deviation(case, record, ref, fit_ratio, CONFIG_SIZE) or config_deviation(case, record, reference)
         if e is not None and e.pop("backward_only", False):
             bwd, e = e, None            # used where the per-array explanations leave a gradient unexplained
-        e = e or layout_misread(case, record, reference) or quant_deviation(case, record, ref, fit_ratio, CONFIG_SIZE)
+        e = e or layout_misread(case, record, reference)
         if e is not None:
             return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
     out = []
