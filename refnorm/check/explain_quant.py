@@ -23,8 +23,10 @@ else the reference's):
   ("saturation").
 
 q's bound at another scale D: the check's own E_q times max(1, D_ref / D) (q grows as D shrinks). An
-explanation is named only when it reproduces every failing array within its bound (the reference does
-not: they fail) and every fitting candidate agrees on the mechanism. Only failing cases, up to ``limit``
+explanation is named only when it reproduces every failing array within its bound, the reference itself
+does not by the same test (an array failing the check's bias test alone leaves no arithmetic to tell the
+candidates apart: nothing is named), and every fitting candidate agrees on the mechanism (a structured
+deviation before a bare factor 2^k or the reciprocal). Only failing cases, up to ``limit``
 elements of x. Pure NumPy; never changes a verdict.
 """
 from __future__ import annotations
@@ -97,27 +99,27 @@ def _search(ctx, record, F, fit):
             if isinstance(D, tuple):                # a range of admissible scales: the kernel's, where admissible
                 D = D[1] if Dk is None else np.clip(Dk, *D)
             ok = q_fits(c.get("num", ctx.y), D)
+        if ok and c.get("reference"):           # the failure is the bias test's: no arithmetic tells it apart
+            return None
         if ok:
             found.append(c)
-    if found:
-        found = [c for c in found if not c.get("generic")] or found     # a structured deviation before a factor
-        if len({c["mech"] for c in found}) > 1:
-            return None
-        c = found[0]
-        if c.get("final"):
-            return {"mechanism": c["mech"], "text": f"the {ctx.what} {c['text']}"}
-        if "q" in F and not scales:        # the returned scales pass: q was divided by another one
-            return {"mechanism": c["mech"], "text": f"q is {'that y' if 'num' in c else 'y'} divided by a {ctx.what} "
-                                                    f"that {c['text']} (the returned scale, which passes, is not the "
-                                                    "one q was divided by)"}
-        how = " and q is y divided by the returned scale" if q_at_kernel and scales else \
-            (f" and q is {'that y' if 'num' in c else 'y'} divided by it" if "q" in F else "")
-        return {"mechanism": c["mech"], "text": f"the {ctx.what} {c['text']}{how}"}
+    codes = []                                  # the codes made another way at the returned (passing) scale
     if F == {"q"} and Dk is not None:
-        for transform, text, mech in ctx.transforms():
-            if q_fits(ctx.y, Dk, transform):
-                return {"mechanism": mech, "text": f"q is y divided by the returned scale, {text}"}
-    return None
+        codes = [{"mech": mech, "text": f"q is y divided by the returned scale, {text}", "final": True}
+                 for transform, text, mech in ctx.transforms() if q_fits(ctx.y, Dk, transform)]
+    found = [c for c in found if not c.get("generic")] or found or codes    # structured deviations before a factor
+    if not found or len({c["mech"] for c in found + codes}) > 1:           # none, or two mechanisms: no name
+        return None
+    c = found[0]
+    if c.get("final"):                          # its text says it all
+        return {"mechanism": c["mech"], "text": c["text"]}
+    if "q" in F and not scales:                 # the returned scales pass: q was divided by another one
+        return {"mechanism": c["mech"], "text": f"q is {'that y' if 'num' in c else 'y'} divided by a {ctx.what} "
+                                                f"that {c['text']} (the returned scale, which passes, is not the "
+                                                "one q was divided by)"}
+    how = " and q is y divided by the returned scale" if q_at_kernel and scales else \
+        (f" and q is {'that y' if 'num' in c else 'y'} divided by it" if "q" in F else "")
+    return {"mechanism": c["mech"], "text": f"the {ctx.what} {c['text']}{how}"}
 
 
 def _fits(got, want, E, fit):
@@ -247,6 +249,8 @@ class _RowCtx(_Ctx):
                 c["num"] = num
             out.append(c)
 
+        add(ref_s, "", None)
+        out[-1]["reference"] = True
         if self.static is None:
             for qm, what in MAXIMA.items():
                 if qm != self.qmax:
@@ -275,6 +279,9 @@ class _RowCtx(_Ctx):
             if what.startswith("y rounded"):
                 add(self.dyn(a), f"is computed from the amax of {what}, and q from that rounded y",
                     "quant_scale", amax=a, num=t)
+        for d in _low(self.case.dtype):
+            add(np.asarray(round_to(ref_s, d), dtype=np.float64), f"is rounded to {d}"
+                + (" (the input dtype)" if d == self.case.dtype else ""), "precision")
         _common(self, out, add, ref_s)
         return out
 
@@ -380,6 +387,9 @@ class _BlockCtx(_Ctx):
                 c["num"] = num
             out.append(c)
 
+        add(v_ref, "", None)
+        out[-1]["reference"] = True
+
         def from_amax(a, text, num=None, scope=None):
             v2, ts = self.v_of(a)
             add(v2, text, "quant_scale", ts=ts, amax=a, num=num, scope=scope)
@@ -410,7 +420,10 @@ class _BlockCtx(_Ctx):
             add(np.maximum(v_ref, S0), f"is floored at {S0:g} (an all-zero block's scale {S0:g} where "
                                        f"{float(self.encode(np.zeros(1))[0]):g} belongs)", "quant_scale")
         if fmt == "fp8_group" and self.c["min_scale"] > 0:
-            add(self.amax / qm, f"is amax / qmax without its floor min_scale ({self.c['min_scale']:g})", "quant_scale")
+            ms = self.c["min_scale"]
+            add(self.amax / qm, f"is amax / qmax without its floor min_scale ({ms:g})", "quant_scale")
+            add(np.maximum(self.amax, ms) / qm, f"is max(amax, min_scale) / qmax: min_scale ({ms:g}) applied to "
+                                                "the amax before the division", "quant_scale")
         if fmt == "mxfp8" and self.rule == "floor":
             emax = NB.ELEMENTS[self.qdtype][2]
             for e2, what in EMAX.items():
@@ -430,6 +443,11 @@ class _BlockCtx(_Ctx):
                 if g > 0:
                     v2, ts2 = self.v_of(self.amax, enc=num_ / g)
                     add(v2, f"uses the tensor encode factor {what} (where 448 * 6 / g belongs)", "quant_scale", ts=ts2)
+        if fmt == "nvfp4" and self.gs is not None:
+            gs = float(np.asarray(self.gs).reshape(()))
+            v2, ts2 = self.v_of(self.amax, enc=1.0 / gs)
+            add(v2, "uses the reciprocal of the global_scale input (a decode scale where the encode scale "
+                    "S_enc belongs)", "quant_scale", ts=ts2)
         if fmt == "nvfp4":
             add(v_ref, "is right, but the tensor scale is its reciprocal (the encode factor S_enc where 1 / S_enc "
                        "belongs)", "quant_scale", ts=1.0 / ts_ref)
@@ -453,7 +471,7 @@ class _BlockCtx(_Ctx):
                 f=lambda v: _grid_round(np.clip(v, -448.0, 448.0), grid, "zero"))
             add(v_ref, "is not rounded to float8_e4m3fn (the raw amax / 6 * S_enc)", "quant_scale", f=lambda v: v)
         if (fmt, self.rule) == ("fp8_group", "exact"):
-            for d in dict.fromkeys(d for d in (self.case.dtype, "bfloat16", "float16") if d in ("bfloat16", "float16")):
+            for d in _low(self.case.dtype):
                 add(v_ref, f"is rounded to {d}" + (" (the input dtype)" if d == self.case.dtype else ""), "precision",
                     f=lambda v, d=d: np.asarray(round_to(v, d), dtype=np.float64))
         _common(self, out, add, v_ref)
@@ -482,8 +500,9 @@ def _common(ctx, out, add, ref_s):
     if Dk is not None:
         with np.errstate(all="ignore"):
             inv = np.where(Dk > 0, 1.0 / np.where(Dk > 0, Dk, 1.0), 0.0)
-        out.append({"arrays": {}, "D": inv, "text": "is right, but q is y multiplied by it (the scale taken as the "
-                                                    "inverse scale), not divided", "mech": "quant_scale", "final": True})
+        out.append({"arrays": {}, "D": inv, "text": f"the {ctx.what} is right, but q is y multiplied by it (the scale "
+                                                    "taken as the inverse scale), not divided", "mech": "quant_scale",
+                    "final": True})
     with np.errstate(all="ignore"):
         rcp = np.where(ref_s > 0, 1.0 / np.where(ref_s > 0, ref_s, 1.0), np.inf)
     add(rcp, "is the reciprocal of the expected one (qmax / amax: the multiplier, where amax / qmax belongs)",
@@ -493,6 +512,11 @@ def _common(ctx, out, add, ref_s):
         if k:
             add(ref_s * 2.0 ** k, f"is the expected one times 2^{k}", "quant_scale")
             out[-1]["generic"] = True
+
+
+def _low(dtype):
+    """The 16-bit dtypes a scale may be stored in by mistake, the case dtype first."""
+    return tuple(dict.fromkeys(d for d in (dtype, "bfloat16", "float16") if d in ("bfloat16", "float16")))
 
 
 def _grid(table):
