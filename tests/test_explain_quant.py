@@ -263,3 +263,44 @@ def test_fit_ratio_judges_int8_codes_by_their_rounding_interval():
     assert explain.fit_ratio(got, np.array([2.6, 3.4]), np.zeros(2)) == 0.0
     assert explain.fit_ratio(got, np.array([2.6, 3.6]), np.full(2, 0.05)) > 1
     assert explain.fit_ratio(np.array([3, 4], dtype=np.int64), np.array([3, 4]), 0.0) == 0.0
+
+
+class _StubCtx:
+    """A context whose candidates all fit (q = y / D), with the given mechanisms."""
+    what = "scale"
+
+    def __init__(self, mechs, reference_fits=False):
+        self.y, self.mechs, self.reference_fits = np.array([[1.0, 2.0]]), mechs, reference_fits
+
+    def kernel_D(self):
+        return np.array([[1.0]])
+
+    def widen(self, D):
+        return 1.0
+
+    def q_of(self, num, D, clip=True):
+        return num / D
+
+    def candidates(self):
+        ref = {"arrays": {}, "D": np.array([[0.5 if not self.reference_fits else 1.0]]), "reference": True,
+               "text": "", "mech": None}
+        return [ref] + [{"arrays": {}, "D": np.array([[1.0]]), "text": f"is {m}", "mech": m} for m in self.mechs]
+
+    def transforms(self):
+        return []
+
+
+class _StubRecord:
+    got = {"outputs": {"q": np.array([[1.0, 2.0]])}}
+    E = {"outputs": {"q": np.zeros((1, 2))}}
+
+
+def _exact_fit(got, want, E):
+    return 0.0 if np.array_equal(np.asarray(got, np.float64), np.asarray(want, np.float64)) else np.inf
+
+
+def test_two_fitting_mechanisms_or_a_fitting_reference_name_nothing():
+    one = explain_quant._search(_StubCtx(["precision"]), _StubRecord, {"q"}, _exact_fit)
+    assert one["mechanism"] == "precision" and "divided by a scale that is precision" in one["text"], one
+    assert explain_quant._search(_StubCtx(["precision", "rounding"]), _StubRecord, {"q"}, _exact_fit) is None
+    assert explain_quant._search(_StubCtx(["precision"], reference_fits=True), _StubRecord, {"q"}, _exact_fit) is None
