@@ -216,7 +216,8 @@ def test_e8m0_exponent_rounded_to_nearest_is_scale_rounding():
         v, _, _ = NB.block_scales(amax, c)
         S = explain_quant._pow2_nearest(v, *NB.E8M0_EXP)
         return v, S, 1.0, amax
-    stored = lambda call, d: explain_quant._pow2_nearest(d["scale"], *NB.E8M0_EXP).astype(ml_dtypes.float8_e8m0fnu)  # noqa: E731
+    e8m0 = ml_dtypes.float8_e8m0fnu
+    stored = lambda call, d: explain_quant._pow2_nearest(d["scale"], *NB.E8M0_EXP).astype(e8m0)   # noqa: E731
     expect(QuantSpec(_block(scales), stored), "norm_quant_block/normal_rms_mx_bf16_8x512", "scale_rounding",
            "nearest power of two")
 

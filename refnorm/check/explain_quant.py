@@ -7,7 +7,7 @@ else the reference's):
 
 * q fits clip(y / D_k) within q's bound while the scale fails: the codes follow from the returned scale,
   and the failure is the scale's. The scale (and a failing amax, tensor_scale) is then explained by one
-  of the structured deviations of its computation (``_candidates``): the amax over another scope (the
+  of the structured deviations of its computation (each context's ``candidates``): the amax over another scope (the
   whole tensor, the row, blocks of another size) or of another tensor (the pre-norm x, x_hat before the
   weight and bias, y before the bias, y rounded to the case dtype); another maximum or emax (amax / 128
   where 127 belongs, e5m2's emax 15 taken as e4m3's 8, nvfp4's encode factor 448 / g where 448 * 6 / g
@@ -65,6 +65,8 @@ def quant_deviation(case, record, ref, fit, limit):
 
 
 def _search(ctx, record, F, fit):
+    """The explanation of the failing output names ``F`` by the context's candidates and transforms (module
+    docstring), or None."""
     got, E = record.got["outputs"], record.E["outputs"]
     qg = got["q"]
 
@@ -172,7 +174,7 @@ class _Ctx:
     def transforms(self):
         """(transform(clip(y / D), y / D), what, mechanism) for the codes made another way at the returned scale
         (each monotone in y / D)."""
-        qd, (dt, lo, hi) = self.qdtype, self.table
+        qd, (dt, _, hi) = self.qdtype, self.table
         out = [(lambda v, raw, d=d: np.asarray(round_to(v, d), dtype=np.float64),
                 f"rounded to {d} first and then to {qd} (two roundings)", "rounding") for d in ("float16", "bfloat16")]
         out += [(lambda v, raw: _grid_round(v, self.grid, "zero"), f"rounded to {qd} toward zero", "rounding"),
@@ -254,8 +256,9 @@ class _RowCtx(_Ctx):
         if self.static is None:
             for qm, what in MAXIMA.items():
                 if qm != self.qmax:
-                    add(self.dyn(self.amax, qm), f"is amax / {qm:g}: {what} where {self.table_name()}'s maximum "
-                                                 f"{self.qmax:g} belongs (the factor {self.qmax:g}/{qm:g})", "quant_scale")
+                    add(self.dyn(self.amax, qm), f"is amax / {qm:g}: {what} where {self.qdtype}'s maximum "
+                                                 f"{self.qmax:g} belongs (the factor {self.qmax:g}/{qm:g})",
+                        "quant_scale")
             if self.ub is not None:
                 add(self.dyn(self.amax, ub_amax=True), f"is min(amax, scale_ub) / qmax: scale_ub ({self.ub:g}) "
                                                        "applied to the amax before the division", "quant_scale")
@@ -269,6 +272,8 @@ class _RowCtx(_Ctx):
             if self.amax.size > 1:
                 add(self.dyn(a_t), "is computed from the whole tensor's amax (one scale per tensor, not per row)",
                     "quant_scale", amax=a_t)
+                Er = self.record.E["outputs"]                 # the bounds of the row the tensor's amax is in
+                out[-1]["E"] = {n: np.full(self.amax.shape, np.max(Er[n])) for n in ("scale", "amax") if n in Er}
         for t, what in self.sources():
             a = np.max(np.abs(t), axis=self.axes, keepdims=True, initial=0.0)
             if self.static is not None:             # the static scale is an input: only amax can follow
@@ -285,9 +290,6 @@ class _RowCtx(_Ctx):
         _common(self, out, add, ref_s)
         return out
 
-    def table_name(self):
-        return self.qdtype
-
 
 class _BlockCtx(_Ctx):
     """norm_quant_block: one scale per block of the hidden axis (and nvfp4's tensor scale)."""
@@ -299,8 +301,9 @@ class _BlockCtx(_Ctx):
         x, res, w, b, gs = (i.get(k) for k in ("x", "residual", "weight", "bias", "global_scale"))
         self.c, H, eps = NB.check(x, res, w, b, case.config, gs)
         s = x if res is None else x + res
-        self.H, self.B, self.gs, self.x = H, self.c["block_size"], gs, x
-        self.y, self.xh, self.yw = (NB.norm_of(s, ww, bb, self.c, H, eps) for ww, bb in ((w, b), (None, None), (w, None)))
+        self.H, self.B, self.gs = H, self.c["block_size"], gs
+        self.y, self.xh, self.yw = (NB.norm_of(s, ww, bb, self.c, H, eps)
+                                    for ww, bb in ((w, b), (None, None), (w, None)))
         self.pre = s
         self.qdtype = self.c["element_dtype"]
         self.qmax = NB.qmax(self.qdtype)
@@ -380,7 +383,8 @@ class _BlockCtx(_Ctx):
             with np.errstate(all="ignore"):
                 lo, hi = f(np.maximum(v2 * (1 - r) - e0, 0.0)), f(v2 * (1 + r) + e0)
             c = {"arrays": {"scale": (lo, hi), "amax": self.amax if amax is None else amax,
-                            "tensor_scale": np.full((1,) * nd, ts)}, "D": (lo * ts, hi * ts), "text": text, "mech": mech}
+                            "tensor_scale": np.full((1,) * nd, ts)},
+                 "D": (lo * ts, hi * ts), "text": text, "mech": mech}
             if scope is not None:
                 c["E"] = {"amax": scope(E_a)}
             if num is not None:
@@ -438,7 +442,8 @@ class _BlockCtx(_Ctx):
                                                           f"(the factor {div:g}/{m:g})", "quant_scale")
         if fmt == "nvfp4" and self.gs is None:
             g = float(np.max(self.amax, initial=0.0))
-            for num_, what in ((448.0, "448 / g: the FP4 maximum 6 left out"), (6.0, "6 / g: E4M3's maximum 448 left out"),
+            for num_, what in ((448.0, "448 / g: the FP4 maximum 6 left out"),
+                               (6.0, "6 / g: E4M3's maximum 448 left out"),
                                (240.0 * 6.0, "240 * 6 / g: E4M3 fnuz's 240 where 448 belongs")):
                 if g > 0:
                     v2, ts2 = self.v_of(self.amax, enc=num_ / g)
@@ -460,7 +465,8 @@ class _BlockCtx(_Ctx):
                       "scale_rounding"),
                      (lambda v: NB.pow2_ceil(v, lo, hi, zero), "rounded up to a power of two (the exponent rounded up)",
                       "scale_rounding"),
-                     (lambda v: _pow2_nearest(v, lo, hi, zero), "rounded to the nearest power of two", "scale_rounding")]
+                     (lambda v: _pow2_nearest(v, lo, hi, zero), "rounded to the nearest power of two",
+                      "scale_rounding")]
             if fmt == "fp8_group":
                 rules.append((lambda v: v, "not rounded to a power of two (the raw amax / qmax)", "quant_scale"))
             for f, what, mech in rules:
