@@ -305,3 +305,12 @@ def test_two_fitting_mechanisms_or_a_fitting_reference_name_nothing():
     assert one["mechanism"] == "precision" and "divided by a scale that is precision" in one["text"], one
     assert explain_quant._search(_StubCtx(["precision", "rounding"]), _StubRecord, {"q"}, _exact_fit) is None
     assert explain_quant._search(_StubCtx(["precision"], reference_fits=True), _StubRecord, {"q"}, _exact_fit) is None
+
+
+def test_grid_rounding_reaches_int8s_lowest_value():
+    """int8's grid is not symmetric: -128 is its own value toward zero (it was clipped to -127)."""
+    g = explain_quant._grid((np.dtype(np.int8), -128.0, 127.0))
+    assert np.array_equal(explain_quant._grid_round(np.array([-128.0, -127.6, -300.0]), g, "zero"), [-128, -127, -128])
+    e4 = explain_quant._grid((NB.ELEMENTS["float8_e4m3fn"][0], -448.0, 448.0))
+    assert np.array_equal(explain_quant._grid_round(np.array([3.3, -3.3, 3.25, -3.25]), e4, "zero"), [3.25, -3.25, 3.25, -3.25])
+    assert np.array_equal(explain_quant._grid_round(np.array([3.375, -3.375]), e4, "away"), [3.5, -3.5])

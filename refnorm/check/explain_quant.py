@@ -276,14 +276,22 @@ class _RowCtx(_Ctx):
                 out[-1]["E"] = {n: np.full(self.amax.shape, np.max(Er[n])) for n in ("scale", "amax") if n in Er}
         for t, what in self.sources():
             a = np.max(np.abs(t), axis=self.axes, keepdims=True, initial=0.0)
-            if self.static is not None:             # the static scale is an input: only amax can follow
-                out.append({"arrays": {"scale": ref_s, "amax": a}, "D": ref_s, "mech": "quant_scale", "final": True,
-                            "text": f"amax is the max of |{what}| (where y's belongs)"})
+            rounded = what.startswith("y rounded")
+            if self.static is not None:             # the static scale is an input: only amax and q can follow
+                for aa, num, says in ((a, None, f"amax is the max of |{what}| (where y's belongs)"),
+                                      (a, t, f"amax and q are taken from {what} (an unrounded y belongs)"),
+                                      (self.amax, t, f"q is {what} divided by the scale (an unrounded y belongs)")):
+                    if num is None or rounded:
+                        out.append({"arrays": {"scale": ref_s, "amax": aa}, "D": ref_s, "mech": "quant_scale",
+                                    "final": True, "text": says, **({} if num is None else {"num": num})})
                 continue
             add(self.dyn(a), f"is computed from the amax of {what}", "quant_scale", amax=a)
-            if what.startswith("y rounded"):
+            if rounded:
                 add(self.dyn(a), f"is computed from the amax of {what}, and q from that rounded y",
                     "quant_scale", amax=a, num=t)
+                add(ref_s, "", "quant_scale", num=t)
+                out[-1].update(final=True, text=f"the scale is right, but q is {what} divided by it (an unrounded "
+                                                "y belongs)")
         for d in _low(self.case.dtype):
             add(np.asarray(round_to(ref_s, d), dtype=np.float64), f"is rounded to {d}"
                 + (" (the input dtype)" if d == self.case.dtype else ""), "precision")
@@ -418,6 +426,9 @@ class _BlockCtx(_Ctx):
             from_amax(a, f"is computed from the amax of {what}")
             if what.startswith("y rounded"):
                 from_amax(a, f"is computed from the amax of {what}, and q from that rounded y", num=t)
+                add(v_ref, "", "quant_scale", num=t)
+                out[-1].update(final=True, text=f"the block scale is right, but q is {what} divided by it (an "
+                                                "unrounded y belongs)")
         qm, fmt = self.qmax, self.fmt
         S0 = self.zero_block_scale(v_ref)
         if S0:
@@ -535,16 +546,18 @@ def _grid(table):
 
 
 def _grid_round(v, grid, mode):
-    """v (clipped to the grid's range) rounded onto ``grid`` toward zero (``mode`` "zero") or to nearest with
-    ties away from zero ("away"); NaN stays NaN."""
-    v = np.asarray(v, dtype=np.float64)
-    a = np.clip(np.abs(np.where(np.isnan(v), 0.0, v)), 0.0, grid[-1])
-    i = np.clip(np.searchsorted(grid, a, side="right") - 1, 0, grid.size - 1)
-    down = grid[i]
-    if mode == "away":
-        up = grid[np.minimum(i + 1, grid.size - 1)]
-        down = np.where((a - down >= up - a) & (a > down), up, down)
-    return np.where(np.isnan(v), np.nan, np.sign(v) * down)
+    """v (clipped to the grid's range) rounded onto the sorted ``grid`` toward zero (``mode`` "zero") or to
+    nearest with ties away from zero ("away"); NaN stays NaN."""
+    v = np.clip(np.asarray(v, dtype=np.float64), grid[0], grid[-1])
+    w = np.where(np.isnan(v), 0.0, v)
+    i = np.clip(np.searchsorted(grid, w, side="right") - 1, 0, grid.size - 1)
+    down = grid[i]                                                      # the grid value at or below
+    up = np.where(down < w, grid[np.minimum(i + 1, grid.size - 1)], down)
+    if mode == "zero":
+        out = np.where(w >= 0, down, up)
+    else:
+        out = np.where((up - w < w - down) | ((up - w == w - down) & (w > 0)), up, down)
+    return np.where(np.isnan(v), np.nan, out)
 
 
 def _nonsat(v, dt):
