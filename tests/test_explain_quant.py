@@ -211,14 +211,14 @@ def test_mxfp8_e5m2_with_e4m3s_emax_is_quant_scale():
     expect(QuantSpec(_block(scales)), "norm_quant_block/normal_rms_mx_e5m2_bf16_8x256", "quant_scale", "emax 8")
 
 
-def test_e8m0_exponent_rounded_to_nearest_is_scale_rounding():
+def test_e8m0_exponent_rounded_to_nearest_is_quant_scale():
     def scales(call, c, y, amax):
         v, _, _ = NB.block_scales(amax, c)
         S = explain_quant._pow2_nearest(v, *NB.E8M0_EXP)
         return v, S, 1.0, amax
     e8m0 = ml_dtypes.float8_e8m0fnu
     stored = lambda call, d: explain_quant._pow2_nearest(d["scale"], *NB.E8M0_EXP).astype(e8m0)   # noqa: E731
-    expect(QuantSpec(_block(scales), stored), "norm_quant_block/normal_rms_mx_bf16_8x512", "scale_rounding",
+    expect(QuantSpec(_block(scales), stored), "norm_quant_block/normal_rms_mx_bf16_8x512", "quant_scale",
            "nearest power of two")
 
 
@@ -314,3 +314,12 @@ def test_grid_rounding_reaches_int8s_lowest_value():
     e4 = explain_quant._grid((NB.ELEMENTS["float8_e4m3fn"][0], -448.0, 448.0))
     assert np.array_equal(explain_quant._grid_round(np.array([3.3, -3.3, 3.25, -3.25]), e4, "zero"), [3.25, -3.25, 3.25, -3.25])
     assert np.array_equal(explain_quant._grid_round(np.array([3.375, -3.375]), e4, "away"), [3.5, -3.5])
+
+
+def test_e8m0_exponent_rounded_up_where_floor_belongs_is_scale_rounding():
+    def scales(call, c, y, amax):
+        v, _, _ = NB.block_scales(amax, c)
+        return v, NB.pow2_ceil(v, *NB.E8M0_EXP), 1.0, amax
+    stored = lambda call, d: NB.pow2_ceil(d["scale"], *NB.E8M0_EXP).astype(ml_dtypes.float8_e8m0fnu)   # noqa: E731
+    expect(QuantSpec(_block(scales), stored), "norm_quant_block/normal_rms_mx_bf16_8x512", "scale_rounding",
+           "rounded up to a power of two")

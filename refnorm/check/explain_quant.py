@@ -14,7 +14,8 @@ else the reference's):
   belongs, amax itself: the division missing); scale_ub or min_scale applied to amax before the
   division; the reciprocal; a constant factor (2^k, a ratio of two maxima); the scale rounded to the
   case dtype, bfloat16 or float16 ("precision"); a power-of-two or E4M3 scale rounded by another rule
-  (the other direction, to nearest, not at all: "scale_rounding"; E4M3 toward zero: "rounding").
+  (the other direction: "scale_rounding"; to nearest or not at all: "quant_scale"; E4M3 toward zero:
+  "rounding").
 * q fits clip(y' / D) for such a candidate's decode scale D (every failing returned array fitting it
   too): q was divided by that scale (the returned one, when it passes, is not what divided q).
 * otherwise, the returned scale passing, q fits a transform of y / D_k: y multiplied by the scale
@@ -477,7 +478,7 @@ class _BlockCtx(_Ctx):
                      (lambda v: NB.pow2_ceil(v, lo, hi, zero), "rounded up to a power of two (the exponent rounded up)",
                       "scale_rounding"),
                      (lambda v: _pow2_nearest(v, lo, hi, zero), "rounded to the nearest power of two",
-                      "scale_rounding")]
+                      "quant_scale")]            # scale_rounding is the direction (mechanisms.py): not this
             if fmt == "fp8_group":
                 rules.append((lambda v: v, "not rounded to a power of two (the raw amax / qmax)", "quant_scale"))
             for f, what, mech in rules:
