@@ -45,7 +45,11 @@ over the explained value, divided by the bound, is at most 1 on every element):
   (1, 0, -1)); coefficients rounded to multiples of 1/2 that differ from it and fit within the bound
   explain dx ("the mean(g) term counted twice: coefficients 1, -2, -1"); with a weight, the specification's
   coefficients with g = dy (the weight left out of dx), g = dy w^2 (applied twice) or the projection term
-  times the weight again explain it too.
+  times the weight again explain it too;
+* **quantized outputs at the kernel's own scale** (norm_quant, norm_quant_block; explain_quant.py): y
+  quantized again with the returned scale(s); codes that follow from a failing scale are explained by the
+  scale's deviation (another maximum, amax scope or tensor, scale_ub / min_scale placement, rounding),
+  else by the codes' own (multiplied, double rounding, toward zero, saturation).
 
 Where these leave a failing array unexplained, the specification itself is searched as a program
 (spec_search.py): **one named intermediate rounded** (to the 16-bit case dtype, bfloat16/float16 for a
@@ -62,6 +66,7 @@ import math
 import numpy as np
 
 from ..pitfalls._centered import _next_pow2
+from .explain_quant import quant_deviation
 from .localize import failing_mask
 from .precision import excess, quant_excess, quant_name, ratio
 
@@ -72,9 +77,10 @@ TERMS = ("g", "mean(g)", "x_hat * mean(g x_hat)")
 
 def fit_ratio(got, explained, E) -> float:
     """The check's ratio of got against an explained value (max excess / bound; inf when not finite); an
-    integer array (num_batches_tracked) is exact: 0 where equal, inf otherwise."""
+    integer array (num_batches_tracked) is exact: 0 where equal, inf otherwise; int8 codes are quantized
+    (judged by their rounding interval, as every quantized array)."""
     got = np.asarray(got)
-    if got.dtype.kind in "iub":
+    if got.dtype.kind in "iub" and not quant_name(got.dtype):
         return 0.0 if np.array_equal(got, np.asarray(explained)) else math.inf
     with np.errstate(all="ignore"):
         try:
@@ -1039,7 +1045,9 @@ def _explain(case, record, ref, reference=None) -> list:
     the slice's statistics (``row_statistics``) when it explains every failing array or output."""
     bwd = None
     if reference is not None:
-        e = config_deviation(case, record, reference)
+        # a quantizer's codes judged at its own returned scale first: a configuration value that moves y by a
+        # rounding error (a default eps) reproduces codes rounded the wrong way only where they tie
+        e = quant_deviation(case, record, ref, fit_ratio, CONFIG_SIZE) or config_deviation(case, record, reference)
         if e is not None and e.pop("backward_only", False):
             bwd, e = e, None            # used where the per-array explanations leave a gradient unexplained
         e = e or layout_misread(case, record, reference)
