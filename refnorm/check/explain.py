@@ -299,9 +299,9 @@ def _channel_positions(case, xs, x_shape):
     return S if S > 1 else None
 
 
-def row_statistics(case, record, ref):
+def row_statistics(case, record, ref, candidates=None):
     """The failing y, dx, dweight and statistics of a row norm that its formulas reproduce with the slice's
-    statistics changed (``_stat_candidates``), or the backward's x_hat recomputed from the returned y:
+    statistics changed (``candidates``, default ``_stat_candidates``), or the backward's x_hat recomputed from the returned y:
     explanations (one per array) of every failing array, else of every failing output (the gradients
     computed from them follow), all of one deviation; or []."""
     x = record.inputs.get("x")
@@ -317,7 +317,7 @@ def row_statistics(case, record, ref):
     if xs.shape[0] < 2:       # one slice: too little to tell a few dozen candidates apart
         return []
     centred = case.op != "rms_norm"
-    mean, rstd, stats = _stat_candidates(case, xs, eps, centred, np.shape(x))
+    mean, rstd, stats = (candidates or _stat_candidates)(case, xs, eps, centred, np.shape(x))
     w = _slices(case, x, _weight_full(case, x, record.inputs))
     b = _slices(case, x, _bias_full(case, x, record.inputs)) if record.inputs.get("bias") is not None else 0.0
     cands = [((xs - m2) * r2, m2, r2, what, mech) for m2, r2, what, mech in stats]
@@ -1069,4 +1069,9 @@ def _explain(case, record, ref, reference=None) -> list:
             stats = row_statistics(case, record, ref)
         if stats:
             return stats
+    if len(out) < len(record.failing):           # index orders, other axes, the updated running statistics
+        from . import explain_index
+        found = explain_index.explain(case, record, ref, reference)
+        if found:
+            return found
     return out
