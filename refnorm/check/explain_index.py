@@ -41,6 +41,7 @@ from .explain import CHANNEL_OPS, CONFIG_SIZE, _label, fit_ratio
 
 PAIRS = (("weight", "bias"), ("scale", "shift"), ("gamma", "beta"))   # a per-feature gain and its offset
 MAPS_MAX = 64          # candidate index orders tried per array or parameter
+LARGER = 4.0          # the most a bound grows with the explained value (``_judge``)
 SCREEN = 0.05          # a candidate parameter passes the least-squares screen within this share of its spread
 
 
@@ -63,15 +64,15 @@ def index_orders(shape):
             seen.add(k)
             out.append((m, what))
     nd = len(shape)
+    if nd >= 2:
+        add(idx.reshape(shape).ravel(order="F"), f"its {shape} elements in column-major (Fortran) order")
+        add(np.argsort(idx.reshape(shape).ravel(order="F"), kind="stable"),
+            f"its {shape} elements in column-major order read back in row-major order")
     if 2 <= nd <= 4:
         for p in itertools.permutations(range(nd)):
             t = tuple(shape[i] for i in p)
             add(idx.reshape(shape).transpose(p).ravel(), f"its {shape} elements stored in the axis order {p} "
                                                          f"(as a {t} array)")
-    if nd >= 2:
-        add(idx.reshape(shape).ravel(order="F"), "its elements in column-major order")
-        add(np.argsort(idx.reshape(shape).ravel(order="F"), kind="stable"),
-            "its column-major elements read in row-major order")
     for i in range(nd):                    # a factorization of every group of adjacent axes, transposed
         for j in range(i + 1, nd + 1):
             P = int(np.prod(shape[i:j], dtype=np.int64))
@@ -104,17 +105,32 @@ def permuted_outputs(case, record, ref):
 
 
 # ------------------------------------------------------------------ judging a recomputed step
-def _judge(record, vals, text, mech):
-    """Explanations of the failing arrays ``vals`` ((part, name) -> array) reproduces, when they include
-    every failing output (and at least one array) and every passing array of ``vals`` in a failing pass
-    (forward, backward, state) stays within its bound; else []."""
+def _judge(record, ref, vals, text, mech):
+    """Explanations of the failing arrays ``vals`` ((part, name) -> array, or a list of alternatives: the
+    array as computed and as the kernel returns it) reproduces, when they include every failing output
+    (and at least one array) and every passing array of ``vals`` in a failing pass (forward, backward,
+    state) stays within its bound; else []. The bound grows with the value it bounds: where the explained
+    value is larger than the reference's, by their ratio, at most LARGER."""
     phases = {p for p, _ in record.failing}
     fits = {}
-    for (part, name), v in vals.items():
+    for (part, name), alts in vals.items():
         got, E = record.got[part].get(name), record.E[part].get(name)
-        if got is None or E is None or name not in record.compare.get(part, ()) or v is None:
+        want = getattr(ref, part).get(name)
+        if got is None or E is None or name not in record.compare.get(part, ()):
             continue
-        fits[part, name] = np.size(v) == np.size(got) and fit_ratio(got, np.reshape(v, np.shape(got)), E) <= 1
+        fits[part, name] = False
+        for v in alts if isinstance(alts, list) else [alts]:
+            if v is None or np.size(v) != np.size(got):
+                continue
+            v = np.reshape(np.asarray(v, dtype=np.float64), np.shape(got))
+            Ev = np.broadcast_to(E, np.shape(got))
+            if want is not None and np.size(want) == np.size(got):
+                w = np.abs(np.reshape(np.asarray(want, dtype=np.float64), np.shape(got)))
+                with np.errstate(all="ignore"):
+                    Ev = Ev * np.clip(np.nan_to_num(np.abs(v) / w, nan=1.0, posinf=LARGER), 1.0, LARGER)
+            if fit_ratio(got, v, Ev) <= 1:
+                fits[part, name] = True
+                break
     if any(not ok for pn, ok in fits.items() if pn not in record.failing and pn[0] in phases):
         return []
     outs = [pn for pn in record.failing if pn[0] == "outputs"]
@@ -199,7 +215,7 @@ def _effective(case, record, reference, wn, bn, ids, P):
 
 
 def _param_candidates(case, name, v, shape):
-    """(values, what, mechanism) for a parameter: read in another index order ("layout") or rounded to the
+    """(values, what, mechanism, index map or None) for a parameter: read in another index order ("layout") or rounded to the
     16-bit case dtype ("affine": the cast order), alone or as its gain (1 + scale, weight + offset)."""
     import ml_dtypes
     P = v.size
@@ -215,7 +231,7 @@ def _param_candidates(case, name, v, shape):
     for m, what in maps:
         if m.tobytes() not in seen:
             seen.add(m.tobytes())
-            out.append((v[m], f"{name} read {what}", "layout"))
+            out.append((v[m], f"{name} read {what}", "layout", m))
     dt = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}.get(case.dtype)
     if dt is not None:
         off = 1.0 if (case.op == "adaptive_layer_norm" and name == "scale") else \
@@ -223,7 +239,7 @@ def _param_candidates(case, name, v, shape):
         for o, what in ((0.0, name), (off, f"the gain {off:g} + {name}")) if off else ((0.0, name),):
             r = (v + o).astype(dt).astype(np.float64) - o
             if not np.array_equal(r, v):
-                out.append((r, f"{what} rounded to {case.dtype} before the product", "affine"))
+                out.append((r, f"{what} rounded to {case.dtype} before the product", "affine", None))
     return out
 
 
@@ -236,7 +252,7 @@ def param_index(case, record, ref, reference):
         return []
     for wn, bn in PAIRS:
         have = [n for n in (wn, bn) if record.inputs.get(n) is not None and np.ndim(record.inputs[n])
-                and np.asarray(record.inputs[n]).dtype.kind == "f"]
+                and np.asarray(record.inputs[n]).dtype.kind not in "iub"]
         if not have:
             continue
         wn2, bn2 = (have[0], have[1] if len(have) > 1 else None)
@@ -258,10 +274,15 @@ def param_index(case, record, ref, reference):
             spread = np.max(np.abs(v - np.mean(v))) + 1e-30
             tol = SCREEN * spread + 1e-6 * np.max(np.abs(v))
             good = eff[2] & np.isfinite(e)
-            picks[n] = [(v, None, None)] + [(c, what, mech) for c, what, mech in _param_candidates(case, n, v, shape)
-                                            if good.any() and np.max(np.abs(e[good] - c[good])) <= tol]
+            if not good.any():
+                continue
+            err = lambda c: float(np.max(np.abs(e[good] - c[good]))) / tol     # noqa: E731
+            picks[n] = sorted([(err(c[0]), c) for c in [(v, None, None, None)]
+                               + _param_candidates(case, n, v, shape) if err(c[0]) <= 1], key=lambda t: t[0])[:6]
         names = list(picks)
-        for combo in itertools.islice(itertools.product(*(picks[n] for n in names)), 1, 9):
+        combos = sorted(itertools.product(*(picks[n] for n in names)), key=lambda cs: sum(t[0] for t in cs))
+        for combo in combos[:8]:
+            combo = [t[1] for t in combo]
             whats = [(n, c) for n, c in zip(names, combo) if c[1] is not None]
             mechs = {c[2] for _, c in whats}
             if len(mechs) != 1:
@@ -273,7 +294,13 @@ def param_index(case, record, ref, reference):
             if res is None:
                 continue
             text = "the specification's with " + " and ".join(c[1] for _, c in whats)
-            found = _judge(record, _result_vals(res), text, mechs.pop())
+            vals = _result_vals(res)
+            for n, c in whats:             # the gradient of the parameter as read, or summed back to its elements
+                dp = vals.get(("grads", n))
+                if c[3] is not None and dp is not None and np.size(dp) == c[3].size:
+                    back = np.bincount(c[3], weights=np.asarray(dp, dtype=np.float64).reshape(-1), minlength=c[3].size)
+                    vals["grads", n] = [dp, back]
+            found = _judge(record, ref, vals, text, mechs.pop())
             if found:
                 return found
     return []
@@ -362,7 +389,7 @@ def other_axes(case, record, ref):
             with np.errstate(all="ignore"):
                 vals = _axes_vals(case, record, x, R, centred, gain, off, gn, on)
             what = ", ".join(str(i) for i in R)
-            found = _judge(record, vals, f"the formula's with the statistics taken over x's axes ({what}) where "
+            found = _judge(record, ref, vals, f"the formula's with the statistics taken over x's axes ({what}) where "
                                          f"({', '.join(str(i) for i in R0)}) belong (another normalizer's axes)",
                            "semantics")
             if found:
@@ -385,7 +412,7 @@ def updated_running(case, record, ref, reference):
         return []
     vals = {(p, n): v for (p, n), v in _result_vals(res).items() if p != "state"}
     vals = {pn: v for pn, v in vals.items() if pn in record.failing}     # the saved statistics: the batch's
-    return _judge(record, vals, "the evaluation-mode value with the running statistics after this call's update "
+    return _judge(record, ref, vals, "the evaluation-mode value with the running statistics after this call's update "
                                 "(a training call normalized by the updated running mean and var, not the batch's "
                                 "statistics)", "mode")
 
