@@ -47,6 +47,12 @@ over the explained value, divided by the bound, is at most 1 on every element):
   coefficients with g = dy (the weight left out of dx), g = dy w^2 (applied twice) or the projection term
   times the weight again explain it too.
 
+* **index orders, other axes, the updated running statistics, a partial reduction** (explain_index.py,
+  tried where the families above leave a failing array unexplained): a returned array or a parameter in
+  another index order (a transposed factorization, column-major, a block-local index i % k) or a parameter
+  rounded to the input dtype; the statistics over other axes of x; a training call normalized by the running
+  statistics it just updated; a mean or variance accumulated over the last block of columns only.
+
 Each explanation carries a mechanism (refnorm/pitfalls/mechanisms.py) so that the diagnosis can name
 it. Pure NumPy; never changes a verdict.
 """
