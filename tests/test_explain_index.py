@@ -130,3 +130,17 @@ def test_layer_norm_mean_from_the_last_column_block_only():
              "rstd": r.reshape(np.shape(d["outputs"]["rstd"]))}
         return {**d, "outputs": o}
     expect(Spec(post=post), LN, "block", "the last block of 64")
+
+
+def test_adaptive_layer_norm_modulation_read_at_row_mod_batch():
+    """x as (B * T, H) rows, the per-sample scale and shift read at row % B where row // T belongs."""
+    def post(call, d):
+        x = np.asarray(call.inputs["x"], dtype=np.float64)
+        B, T, H = x.shape
+        m = x.mean(axis=-1, keepdims=True)
+        r = 1 / np.sqrt(((x - m) ** 2).mean(axis=-1, keepdims=True) + call.config["eps"])
+        rows = np.arange(B * T) % B                                    # the sample row r reads
+        s = np.asarray(call.inputs["scale"], dtype=np.float64)[rows].reshape(B, T, H)
+        b = np.asarray(call.inputs["shift"], dtype=np.float64)[rows].reshape(B, T, H)
+        return {**d, "outputs": {**d["outputs"], "y": (x - m) * r * (1 + s) + b}}
+    expect(Spec(post=post), ALN, "layout", "scale and shift as x's elements read them")

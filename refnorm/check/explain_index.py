@@ -397,6 +397,44 @@ def other_axes(case, record, ref):
     return []
 
 
+def expanded_index(case, record, ref):
+    """The gain and offset as each element of x reads them (the parameters broadcast to x's shape) taken in
+    another index order of x (``index_orders``: a per-sample modulation read at row % B where row // T
+    belongs), for the ops ``other_axes`` covers: explanations, or []."""
+    x = record.inputs.get("x")
+    if x is None or np.size(x) > CONFIG_SIZE or not 2 <= np.ndim(x) <= 5:
+        return []
+    own = _own_axes(case, record, x)
+    if own is None:
+        return []
+    R0, centred = own
+    x = np.asarray(x, dtype=np.float64)
+    try:
+        gain, off, gn, on = _gain_offset(case, record, x)
+    except (TypeError, ValueError, IndexError):
+        return []
+    if gn is None and on is None:
+        return []
+    y = ref.outputs.get("y")
+    if y is None or np.max(np.abs(_axes_vals(case, record, x, R0, centred, gain, off, gn, on)["outputs", "y"] - y)) \
+            > 1e-9 * (np.max(np.abs(y)) + 1e-300):
+        return []
+    g, o = gain.reshape(-1), off.reshape(-1)
+    for m, what in index_orders(x.shape):
+        gm, om = g[m], o[m]
+        if np.array_equal(gm, g) and np.array_equal(om, o):
+            continue                         # the parameters constant along the permuted axes: no misread
+        with np.errstate(all="ignore"):
+            vals = _axes_vals(case, record, x, R0, centred, gm.reshape(x.shape), om.reshape(x.shape), gn, on)
+        vals = {pn: v for pn, v in vals.items() if pn[0] != "grads" or pn[1] == "x"}
+        names = " and ".join(n for n in (gn, on) if n)
+        found = _judge(record, ref, vals, f"the formula's with {names} as x's elements read them taken in another "
+                                          f"index order of x: {what}", "layout")
+        if found:
+            return found
+    return []
+
+
 # ------------------------------------------------------------------ the mode: running statistics after the update
 def updated_running(case, record, ref, reference):
     """A training call's outputs normalized with the running statistics it just updated (the evaluation
@@ -463,6 +501,8 @@ def explain(case, record, ref, reference) -> list:
         found = permuted_outputs(case, record, ref)
         if not found and reference is not None:
             found = updated_running(case, record, ref, reference) or param_index(case, record, ref, reference)
+        if not found:
+            found = expanded_index(case, record, ref)
         if not found:
             found = other_axes(case, record, ref)
         if not found:
