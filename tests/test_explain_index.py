@@ -144,3 +144,18 @@ def test_adaptive_layer_norm_modulation_read_at_row_mod_batch():
         b = np.asarray(call.inputs["shift"], dtype=np.float64)[rows].reshape(B, T, H)
         return {**d, "outputs": {**d["outputs"], "y": (x - m) * r * (1 + s) + b}}
     expect(Spec(post=post), ALN, "layout", "scale and shift as x's elements read them")
+
+
+def test_layer_norm_backward_sums_over_a_block_of_rows():
+    """dx's sums of g and g x_hat over each 2-D tile of 4 rows (divided by n) where each row's belong."""
+    def post(call, d):
+        x = np.asarray(call.inputs["x"], dtype=np.float64)
+        R, n = x.shape
+        m = x.mean(axis=1, keepdims=True)
+        r = 1 / np.sqrt(((x - m) ** 2).mean(axis=1, keepdims=True) + call.config["eps"])
+        xh = (x - m) * r
+        g = np.asarray(call.cotangents["y"], np.float64) * np.asarray(call.inputs["weight"], np.float64)
+        block = lambda t: np.repeat(np.add.reduceat(t.sum(axis=1), np.arange(0, R, 4)), 4)[:R, None]  # noqa: E731
+        dx = r * (g - block(g) / n - xh * block(g * xh) / n)
+        return {**d, "grads": {**d["grads"], "x": dx}}
+    expect(Spec(post=post), LN, "block", "each block of 4 rows")

@@ -489,6 +489,42 @@ def block_candidates(case, xs, eps, centred, x_shape=()):
     return mean, rstd, out
 
 
+def row_block_backward(case, record, ref):
+    """layer_norm / rms_norm dx whose sums of g and g x_hat run over a block of k rows (k = 2^j: every row of
+    the block, as a 2-D tile summed whole) instead of each row, divided by n or by the block's k n values:
+    explanations of dx when only gradients fail, or []."""
+    from .explain import _slices, _unslices, _weight_full
+    x, dy = record.inputs.get("x"), record.cotangents.get("y")
+    if case.op not in ("layer_norm", "rms_norm") or x is None or dy is None or np.size(x) > CONFIG_SIZE \
+            or ("grads", "x") not in record.failing or any(p != "grads" for p, _ in record.failing):
+        return []
+    xs = _slices(case, x, x)
+    R, n = xs.shape
+    centred = case.op == "layer_norm"
+    eps = float(case.config.get("eps", 1e-5) or 0.0)
+    mean = xs.mean(axis=1, keepdims=True) if centred else 0.0
+    rstd = 1.0 / np.sqrt(((xs - mean) ** 2).mean(axis=1, keepdims=True) + eps)
+    xh = (xs - mean) * rstd
+    g = _slices(case, x, dy) * _slices(case, x, _weight_full(case, x, record.inputs))
+    k = 2
+    while k < 2 * R and R > 1:
+        starts = np.arange(0, R, k)
+
+        def block(t):
+            sums = np.add.reduceat(t.sum(axis=1), starts)
+            return np.repeat(sums, k)[:R].reshape(R, 1)
+        for div, dw in ((n, f"n = {n}"), (k * n, f"the block's {k} x {n} values")):
+            with np.errstate(all="ignore"):
+                dx = rstd * (g - (block(g) / div if centred else 0.0) - xh * block(g * xh) / div)
+            found = _judge(record, ref, {("grads", "x"): _unslices(case, np.shape(x), dx)},
+                           f"the formula's with its sums of g and g x_hat taken over each block of {k} rows (the whole "
+                           f"2-D tile) instead of each row, divided by {dw}", "block")
+            if found:
+                return found
+        k *= 2
+    return []
+
+
 # ------------------------------------------------------------------ the entry point
 def explain(case, record, ref, reference) -> list:
     """The first of this module's families that explains the step's failure (module docstring): a list of
@@ -505,6 +541,8 @@ def explain(case, record, ref, reference) -> list:
             found = expanded_index(case, record, ref)
         if not found:
             found = other_axes(case, record, ref)
+        if not found:
+            found = row_block_backward(case, record, ref)
         if not found:
             from .explain import row_statistics
             found = row_statistics(case, record, ref, candidates=block_candidates)
