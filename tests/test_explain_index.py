@@ -159,3 +159,36 @@ def test_layer_norm_backward_sums_over_a_block_of_rows():
         dx = r * (g - block(g) / n - xh * block(g * xh) / n)
         return {**d, "grads": {**d["grads"], "x": dx}}
     expect(Spec(post=post), LN, "block", "each block of 4 rows")
+
+
+def _bn_record(momentum, y):
+    """A batch_norm training step (x 8x3, running statistics 0 and 1, nothing tracked yet) whose kernel
+    returned ``y`` (a function of the reference and its new state), every other array the reference's."""
+    from refnorm.check.diagnosis import StepRecord
+    from refnorm.check.judge import reference
+
+    class Case:
+        op, config, dtype = "batch_norm", {"eps": 1e-5, "momentum": momentum}, "float64"
+    x = np.random.default_rng(3).standard_normal((8, 3)) * 2 + 1
+    state = {"running_mean": np.zeros(3), "running_var": np.ones(3), "num_batches_tracked": np.asarray(0)}
+    ref = reference("batch_norm", Case.config, True, {"x": x}, {}, state)
+    got = {"outputs": {**ref.outputs, "y": y(x, ref)}, "grads": {}, "state": dict(ref.state)}
+    E = {"outputs": {k: np.full(np.shape(v), 1e-9) for k, v in ref.outputs.items()}, "grads": {},
+         "state": {k: np.full(np.shape(v), 1e-9) for k, v in ref.state.items()}}
+    compare = {"outputs": list(ref.outputs), "grads": [], "state": [k for k in ref.state if k != "num_batches_tracked"]}
+    rec = StepRecord(0, True, {"x": x}, {}, state, got, compare, E, (("outputs", "y"),), ref)
+    return Case, rec, ref, reference
+
+
+def test_updated_running_statistics_named_a_mode_but_not_when_they_are_the_batchs():
+    from refnorm.check.explain_index import updated_running
+
+    def by_new_running(x, ref):
+        rm, rv = ref.state["running_mean"], ref.state["running_var"]
+        return (x - rm) / np.sqrt(rv + 1e-5)
+    case, rec, ref, reference = _bn_record(0.1, by_new_running)
+    assert [e["mechanism"] for e in updated_running(case, rec, ref, reference)] == ["mode"]
+    # momentum None on the first call: the running statistics become the batch mean and unbiased variance,
+    # so y normalized by the unbiased variance (the Bessel convention) is the same arithmetic: not a mode
+    case, rec, ref, reference = _bn_record(None, by_new_running)
+    assert updated_running(case, rec, ref, reference) == []
