@@ -192,3 +192,36 @@ def test_updated_running_statistics_named_a_mode_but_not_when_they_are_the_batch
     # so y normalized by the unbiased variance (the Bessel convention) is the same arithmetic: not a mode
     case, rec, ref, reference = _bn_record(None, by_new_running)
     assert updated_running(case, rec, ref, reference) == []
+
+
+def _group_norm_over(view_of, R, strided=False):
+    """group_norm's y, mean and rstd with the statistics over the axes R of x seen as view_of(N, G, cg, S)."""
+    def post(call, d):
+        x = np.asarray(call.inputs["x"], dtype=np.float64)
+        N, C = x.shape[:2]
+        G = call.config["num_groups"]
+        v = view_of(N, G, C // G, x.size // (N * C))
+        xv = x.reshape(v)
+        m = xv.mean(axis=R, keepdims=True)
+        r = 1 / np.sqrt(((xv - m) ** 2).mean(axis=R, keepdims=True) + call.config["eps"])
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        w = np.asarray(call.inputs["weight"], np.float64).reshape(shape)
+        b = np.asarray(call.inputs["bias"], np.float64).reshape(shape)
+        y = ((xv - m) * r).reshape(x.shape) * w + b
+        o = {**d["outputs"], "y": y}
+        if strided:                                          # the kernel's own (strided) groups' statistics
+            o["mean"], o["rstd"] = m.reshape(N, G), r.reshape(N, G)
+        else:                                                # averaged over each group
+            o["mean"] = np.broadcast_to(m, v).reshape(N, G, -1).mean(axis=2)
+            o["rstd"] = np.broadcast_to(r, v).reshape(N, G, -1).mean(axis=2)
+        return {**d, "outputs": o}
+    return Spec(post=post)
+
+
+def test_group_norm_statistics_over_the_batch_are_another_normalizers_axes():
+    expect(_group_norm_over(lambda N, G, cg, S: (N, G, cg, S), (0, 2, 3)), GN, "semantics", "(0, 2, 3) where (2, 3)")
+
+
+def test_group_norm_strided_groups_are_a_layout_misread():
+    d = diag(_group_norm_over(lambda N, G, cg, S: (N, cg, G, S), (1, 3), strided=True), GN)
+    assert d["mechanism"] == "layout", d["message"]

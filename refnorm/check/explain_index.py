@@ -320,18 +320,23 @@ def param_index(case, record, ref, reference):
 
 # ------------------------------------------------------------------ statistics over other axes
 def _own_axes(case, record, x):
-    """(the axes the op's statistics reduce, centred) for the ops ``other_axes`` covers, or None."""
-    nd = np.ndim(x)
+    """(a view of x's shape, the axes of it the op's statistics reduce, centred) for the ops ``other_axes``
+    covers (group_norm's view: (N, G, C / G, positions)), or None."""
+    sh, nd = tuple(np.shape(x)), np.ndim(x)
     if case.op in ("layer_norm", "rms_norm"):
         ns = case.config.get("normalized_shape", 1)
         k = len(ns) if np.ndim(ns) else 1
-        return tuple(range(nd - k, nd)), case.op == "layer_norm"
+        return sh, tuple(range(nd - k, nd)), case.op == "layer_norm"
     if case.op == "adaptive_layer_norm":
-        return (nd - 1,), True
+        return sh, (nd - 1,), True
     if case.op == "instance_norm" and nd >= 3 and (record.training or record.state.get("running_mean") is None):
-        return tuple(range(2, nd)), True
+        return sh, tuple(range(2, nd)), True
     if case.op == "batch_norm" and nd >= 2 and record.training:
-        return (0,) + tuple(range(2, nd)), True
+        return sh, (0,) + tuple(range(2, nd)), True
+    G = case.config.get("num_groups")
+    if case.op == "group_norm" and nd >= 2 and isinstance(G, int) and not isinstance(G, bool) and G >= 1 \
+            and sh[1] % G == 0:
+        return (sh[0], G, sh[1] // G, int(np.prod(sh[2:], dtype=np.int64))), (2, 3), True
     return None
 
 
@@ -350,23 +355,27 @@ def _gain_offset(case, record, x):
     return gain, off, (gn if g is not None else None), (on if record.inputs.get(on) is not None else None)
 
 
-def _axes_vals(case, record, x, R, centred, gain, off, gn, on):
-    """y, mean, rstd, dx and the gain's and offset's gradients with the statistics over the axes R."""
+def _axes_vals(case, record, x, view, R, centred, gain, off, gn, on, own):
+    """y, mean, rstd, dx and the gain's and offset's gradients (flat, x's element order) with the statistics
+    over the axes R of x, gain and offset (x's shape) seen as ``view``; ``own``: (the op's view, its axes):
+    the saved statistics are the new ones where they have the saved size, or their average over each of the
+    op's own slices."""
     eps = float(case.config.get("eps", 1e-5) or 0.0)
-    mean = x.mean(axis=R, keepdims=True) if centred else np.zeros((1,) * x.ndim)
-    d = x - mean
+    xv, gv, ov = x.reshape(view), np.broadcast_to(gain, x.shape).reshape(view), np.broadcast_to(off, x.shape).reshape(view)
+    mean = xv.mean(axis=R, keepdims=True) if centred else np.zeros((1,) * xv.ndim)
+    d = xv - mean
     rstd = 1.0 / np.sqrt((d * d).mean(axis=R, keepdims=True) + eps)
     xhat = d * rstd
-    vals = {("outputs", "y"): xhat * gain + off}
-    own, _ = _own_axes(case, record, x)
-    for nm, s in (("mean", mean), ("rstd", rstd)):   # saved per the op's own slice: the average over it
-        vals["outputs", nm] = np.broadcast_to(s, x.shape).mean(axis=own)
+    vals = {("outputs", "y"): (xhat * gv + ov).reshape(-1)}
+    for nm, st in (("mean", mean), ("rstd", rstd)):
+        avg = np.broadcast_to(st, view).reshape(own[0]).mean(axis=own[1])
+        vals["outputs", nm] = [st, avg]
     dy = record.cotangents.get("y")
     if dy is not None:
-        dy = np.asarray(dy, dtype=np.float64)
-        g = dy * gain
+        dy = np.asarray(dy, dtype=np.float64).reshape(view)
+        g = dy * gv
         t = g - g.mean(axis=R, keepdims=True) if centred else g
-        vals["grads", "x"] = rstd * (t - xhat * (g * xhat).mean(axis=R, keepdims=True))
+        vals["grads", "x"] = (rstd * (t - xhat * (g * xhat).mean(axis=R, keepdims=True))).reshape(-1)
         for n, term in ((gn, dy * xhat), (on, dy)):
             if n:
                 p = record.inputs[n]
@@ -375,37 +384,55 @@ def _axes_vals(case, record, x, R, centred, gain, off, gn, on):
     return vals
 
 
-def other_axes(case, record, ref):
-    """The statistics over another subset of x's axes (module docstring): explanations, or []."""
+def _setup(case, record, ref):
+    """(x as float64, its view, the op's axes, centred, gain, offset, their names) when the op's own formula
+    on that view reproduces the reference's y; else None."""
     x = record.inputs.get("x")
     if x is None or np.size(x) > CONFIG_SIZE or not 2 <= np.ndim(x) <= 5:
-        return []
+        return None
     own = _own_axes(case, record, x)
     if own is None:
-        return []
-    R0, centred = own
+        return None
+    view, R0, centred = own
     x = np.asarray(x, dtype=np.float64)
     try:
         gain, off, gn, on = _gain_offset(case, record, x)
     except (TypeError, ValueError, IndexError):              # a parameter whose shape the rule does not cover
-        return []
-    check = _axes_vals(case, record, x, R0, centred, gain, off, gn, on)
+        return None
     y = ref.outputs.get("y")
-    if y is None or np.max(np.abs(check["outputs", "y"] - y)) > 1e-9 * (np.max(np.abs(y)) + 1e-300):
-        return []                                            # the formula is not the op's: nothing to vary
-    nd = x.ndim
-    for k in range(1, nd + 1):
-        for R in itertools.combinations(range(nd), k):
-            if R == R0 or np.prod([x.shape[i] for i in R]) < 2:
-                continue
-            with np.errstate(all="ignore"):
-                vals = _axes_vals(case, record, x, R, centred, gain, off, gn, on)
-            what = ", ".join(str(i) for i in R)
-            found = _judge(record, ref, vals, f"the formula's with the statistics taken over x's axes ({what}) where "
-                                         f"({', '.join(str(i) for i in R0)}) belong (another normalizer's axes)",
-                           "semantics")
-            if found:
-                return found
+    with np.errstate(all="ignore"):
+        mine = _axes_vals(case, record, x, view, R0, centred, gain, off, gn, on, (view, R0))["outputs", "y"]
+    if y is None or np.size(y) != np.size(mine) or \
+            np.max(np.abs(mine - np.reshape(y, -1))) > 1e-9 * (np.max(np.abs(y)) + 1e-300):
+        return None                                          # the formula is not the op's: nothing to vary
+    return x, view, R0, centred, gain, off, gn, on
+
+
+def other_axes(case, record, ref):
+    """The statistics over another subset of x's axes, or (group_norm) over strided groups of channels
+    (module docstring): explanations, or []."""
+    st = _setup(case, record, ref)
+    if st is None:
+        return []
+    x, view, R0, centred, gain, off, gn, on = st
+    cands = []
+    for k in range(1, len(view) + 1):
+        for R in itertools.combinations(range(len(view)), k):
+            if R != R0 and np.prod([view[i] for i in R]) >= 2:
+                names = "x's axes" if view == x.shape else f"the axes of x seen as {view}"
+                cands.append((view, R, f"the formula's with the statistics taken over {names} "
+                                       f"({', '.join(map(str, R))}) where ({', '.join(map(str, R0))}) belong "
+                                       "(another normalizer's axes)", "semantics"))
+    if case.op == "group_norm" and 1 < view[1] and 1 < view[2]:
+        N, G, cg, S = view
+        cands.append(((N, cg, G, S), (1, 3), f"the formula's with strided groups (channel c in group c % {G}) where "
+                                             f"groups of {cg} adjacent channels belong", "layout"))
+    for v, R, text, mech in cands:
+        with np.errstate(all="ignore"):
+            vals = _axes_vals(case, record, x, v, R, centred, gain, off, gn, on, (view, R0))
+        found = _judge(record, ref, vals, text, mech)
+        if found:
+            return found
     return []
 
 
@@ -413,31 +440,18 @@ def expanded_index(case, record, ref):
     """The gain and offset as each element of x reads them (the parameters broadcast to x's shape) taken in
     another index order of x (``index_orders``: a per-sample modulation read at row % B where row // T
     belongs), for the ops ``other_axes`` covers: explanations, or []."""
-    x = record.inputs.get("x")
-    if x is None or np.size(x) > CONFIG_SIZE or not 2 <= np.ndim(x) <= 5:
+    st = _setup(case, record, ref)
+    if st is None or (st[6] is None and st[7] is None):
         return []
-    own = _own_axes(case, record, x)
-    if own is None:
-        return []
-    R0, centred = own
-    x = np.asarray(x, dtype=np.float64)
-    try:
-        gain, off, gn, on = _gain_offset(case, record, x)
-    except (TypeError, ValueError, IndexError):
-        return []
-    if gn is None and on is None:
-        return []
-    y = ref.outputs.get("y")
-    if y is None or np.max(np.abs(_axes_vals(case, record, x, R0, centred, gain, off, gn, on)["outputs", "y"] - y)) \
-            > 1e-9 * (np.max(np.abs(y)) + 1e-300):
-        return []
-    g, o = gain.reshape(-1), off.reshape(-1)
-    got = record.got["outputs"].get("y")
-    fail_y = ("outputs", "y") in record.failing and got is not None and np.shape(got) == x.shape
+    x, view, R0, centred, gain, off, gn, on = st
+    g, o = np.broadcast_to(gain, x.shape).reshape(-1), np.broadcast_to(off, x.shape).reshape(-1)
+    y, got = ref.outputs["y"], record.got["outputs"].get("y")
+    fail_y = ("outputs", "y") in record.failing and got is not None and np.size(got) == x.size
     if fail_y:                                  # screened on y's failing elements first
-        xh = (_axes_vals(case, record, x, R0, centred, 1.0, 0.0, None, None)["outputs", "y"]).reshape(-1)
+        with np.errstate(all="ignore"):
+            xh = _axes_vals(case, record, x, view, R0, centred, 1.0, 0.0, None, None, (view, R0))["outputs", "y"]
         s = _sample(got, y, record.E["outputs"]["y"])
-        g1, E1 = np.asarray(got).reshape(-1)[s], np.broadcast_to(record.E["outputs"]["y"], x.shape).reshape(-1)[s]
+        g1, E1 = np.asarray(got).reshape(-1)[s], np.broadcast_to(record.E["outputs"]["y"], np.shape(got)).reshape(-1)[s]
     for m, what in index_orders(x.shape):
         gm, om = g[m], o[m]
         if np.array_equal(gm, g) and np.array_equal(om, o):
@@ -445,7 +459,8 @@ def expanded_index(case, record, ref):
         if fail_y and fit_ratio(g1, xh[s] * gm[s] + om[s], E1) > LARGER:
             continue
         with np.errstate(all="ignore"):
-            vals = _axes_vals(case, record, x, R0, centred, gm.reshape(x.shape), om.reshape(x.shape), gn, on)
+            vals = _axes_vals(case, record, x, view, R0, centred, gm.reshape(x.shape), om.reshape(x.shape), gn, on,
+                              (view, R0))
         vals = {pn: v for pn, v in vals.items() if pn[0] != "grads" or pn[1] == "x"}
         names = " and ".join(n for n in (gn, on) if n)
         found = _judge(record, ref, vals, f"the formula's with {names} as x's elements read them taken in another "
