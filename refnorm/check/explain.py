@@ -50,8 +50,9 @@ over the explained value, divided by the bound, is at most 1 on every element):
 * **index orders, other axes, the updated running statistics, a partial reduction** (explain_index.py,
   tried where the families above leave a failing array unexplained): a returned array or a parameter in
   another index order (a transposed factorization, column-major, a block-local index i % k) or a parameter
-  rounded to the input dtype; the statistics over other axes of x; a training call normalized by the running
-  statistics it just updated; a mean or variance accumulated over the last block of columns only.
+  rounded to the input dtype; the statistics over other axes of x (group_norm: strided groups); a training
+  call normalized by the running statistics it just updated; a mean or variance accumulated over the last
+  block of columns only, dx's row sums over a block of rows.
 
 Each explanation carries a mechanism (refnorm/pitfalls/mechanisms.py) so that the diagnosis can name
 it. Pure NumPy; never changes a verdict.
