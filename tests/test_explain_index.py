@@ -225,3 +225,14 @@ def test_group_norm_statistics_over_the_batch_are_another_normalizers_axes():
 def test_group_norm_strided_groups_are_a_layout_misread():
     d = diag(_group_norm_over(lambda N, G, cg, S: (N, cg, G, S), (1, 3), strided=True), GN)
     assert d["mechanism"] == "layout", d["message"]
+
+
+def test_batch_norm_eval_without_running_statistics_normalized_by_the_initial_buffers():
+    def post(call, d):
+        C = np.shape(call.inputs["x"])[1]
+        fresh = {"running_mean": np.zeros(C), "running_var": np.ones(C), "num_batches_tracked": np.asarray(0)}
+        r = registry.evaluate(call.op, dict(call.inputs), config=dict(call.config), state=fresh, training=False,
+                              grad_outputs=dict(call.cotangents) or None)
+        return {**d, "outputs": {**d["outputs"], "y": r.outputs["y"]}, "grads": {**d["grads"], **r.grads}}
+    assert check_case(Spec(), load_case(GOLDEN, "batch_norm/normal_eval_nostats_f32_4x3x5")).status == "passed"
+    expect(Spec(post=post), "batch_norm/normal_eval_nostats_f32_4x3x5", "mode", "initial values (mean 0, var 1)")

@@ -32,6 +32,8 @@ arrays fail).
 * **the running statistics after the update** (``updated_running``, "mode"): a training call whose
   outputs are the evaluation-mode values with the running statistics this call just updated (the saved
   statistics the batch's); the running statistics before the update are explain.mode_deviation's;
+* **the running buffers' initial values** (``initial_running``, "mode"): an evaluation call without
+  running statistics normalized with mean 0 and var 1 where the batch's statistics belong;
 * **a partial reduction** (``block_candidates``, "block", searched by explain.row_statistics): a slice's
   mean (or variance, or both) accumulated over the last block of 2^k values only (an accumulator reset
   inside the loop over column blocks), or the mean over the first block with the variance over the whole
@@ -510,6 +512,25 @@ def updated_running(case, record, ref, reference):
                                 "statistics)", "mode")
 
 
+def initial_running(case, record, ref, reference):
+    """An evaluation call without running statistics (the batch's belong) whose outputs are normalized with
+    the buffers' initial values, mean 0 and var 1 (the evaluation formula on a fresh state): explanations,
+    or []."""
+    from .. import registry
+    x = record.inputs.get("x")
+    if x is None or record.training or np.ndim(x) < 2 or np.size(x) > CONFIG_SIZE \
+            or "running_mean" not in registry.get(case.op).state or record.state.get("running_mean") is not None:
+        return []
+    C = np.shape(x)[1]
+    fresh = {"running_mean": np.zeros(C), "running_var": np.ones(C), "num_batches_tracked": np.asarray(0)}
+    res = _evaluate(reference, case, record, record.inputs, state=fresh)
+    if res is None:
+        return []
+    vals = {pn: v for pn, v in _result_vals(res).items() if pn in record.failing}
+    return _judge(record, ref, vals, "the evaluation-mode value with the running buffers' initial values (mean 0, "
+                                     "var 1) where a call without running statistics uses the batch's", "mode")
+
+
 # ------------------------------------------------------------------ a partial reduction (explain.row_statistics)
 def block_candidates(case, xs, eps, centred, x_shape=()):
     """(mean, rstd, candidates) like explain._stat_candidates, with the partial reductions it lacks: the
@@ -591,7 +612,8 @@ def explain(case, record, ref, reference) -> list:
     with np.errstate(all="ignore"):
         found = permuted_outputs(case, record, ref)
         if not found and reference is not None:
-            found = updated_running(case, record, ref, reference) or param_index(case, record, ref, reference)
+            found = updated_running(case, record, ref, reference) or initial_running(case, record, ref, reference) \
+                or param_index(case, record, ref, reference)
         if not found:
             found = expanded_index(case, record, ref)
         if not found:
