@@ -236,3 +236,13 @@ def test_batch_norm_eval_without_running_statistics_normalized_by_the_initial_bu
         return {**d, "outputs": {**d["outputs"], "y": r.outputs["y"]}, "grads": {**d["grads"], **r.grads}}
     assert check_case(Spec(), load_case(GOLDEN, "batch_norm/normal_eval_nostats_f32_4x3x5")).status == "passed"
     expect(Spec(post=post), "batch_norm/normal_eval_nostats_f32_4x3x5", "mode", "initial values (mean 0, var 1)")
+
+
+def test_layer_norm_multi_axis_normalized_over_its_last_axis_only_is_the_group_its_statistics_span():
+    def post(call, d):
+        x = np.asarray(call.inputs["x"], dtype=np.float64)
+        m = x.mean(axis=-1, keepdims=True)
+        r = 1 / np.sqrt(((x - m) ** 2).mean(axis=-1, keepdims=True) + call.config["eps"])
+        w, b = np.asarray(call.inputs["weight"], np.float64), np.asarray(call.inputs["bias"], np.float64)
+        return {**d, "outputs": {"y": (x - m) * r * w + b}}      # no mean and rstd returned
+    expect(Spec(post=post), LN_K2, "group", "groups of 6 of each slice's values")

@@ -23,7 +23,9 @@ arrays fail).
   rms_norm, adaptive_layer_norm, group_norm (on its (N, G, C / G, positions) view), instance_norm and
   batch_norm in training with mean and rstd taken over another subset of the axes (per channel over the
   tokens, per sample, over the whole batch): y, dx and the parameter gradients by the op's formulas on those
-  statistics, the saved statistics the new ones or their average over each of the op's own slices;
+  statistics, the saved statistics the new ones or their average over each of the op's own slices; a
+  subset of the op's own axes (each slice's statistics over groups of its values: a multi-axis
+  normalized_shape normalized over its last axis only) -> "group", the group a statistic spans;
   group_norm's groups of strided channels (channel c in group c % G) -> "layout"; the one-group statistics
   are explain.config_deviation's;
 * **dx's sums over a block of rows** (``row_block_backward``, "block"): layer_norm / rms_norm dx with its
@@ -435,9 +437,14 @@ def other_axes(case, record, ref):
                 continue                    # one group: explain.config_deviation's num_groups = 1
             if R != R0 and np.prod([view[i] for i in R]) >= 2:
                 names = "x's axes" if view == x.shape else f"the axes of x seen as {view}"
-                cands.append((view, R, f"the formula's with the statistics taken over {names} "
-                                       f"({', '.join(map(str, R))}) where ({', '.join(map(str, R0))}) belong "
-                                       "(another normalizer's axes)", "semantics"))
+                where = f"{names} ({', '.join(map(str, R))}) where ({', '.join(map(str, R0))}) belong"
+                if set(R) < set(R0):        # a part of each slice: the group the statistics span
+                    n = int(np.prod([view[i] for i in R]))
+                    cands.append((view, R, f"the formula's with the statistics over groups of {n} of each slice's "
+                                           f"values: {where}", "group"))
+                else:
+                    cands.append((view, R, f"the formula's with the statistics taken over {where} (another "
+                                           "normalizer's axes)", "semantics"))
     if case.op == "group_norm" and 1 < view[1] and 1 < view[2]:
         N, G, cg, S = view
         cands.append(((N, cg, G, S), (1, 3), f"the formula's with strided groups (channel c in group c % {G}) where "
