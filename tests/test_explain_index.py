@@ -22,7 +22,8 @@ from refnorm.check.core import check_case  # noqa: E402
 from refnorm.check.explain_index import index_orders  # noqa: E402
 from refnorm.golden import load_case  # noqa: E402
 
-GN, IN, LN_K2 = "group_norm/normal_g4_f32_2x8x5x7", "instance_norm/normal_f32_2x3x100", "layer_norm/normal_k2_f32_2x3x5x6"
+GN, IN = "group_norm/normal_g4_f32_2x8x5x7", "instance_norm/normal_f32_2x3x100"
+LN_K2 = "layer_norm/normal_k2_f32_2x3x5x6"
 BN, LN, ALN = "batch_norm/normal_f32_6x4x25", "layer_norm/normal_f32_6x100", "adaptive_layer_norm/normal_f32_3x20x12"
 ALN16 = "adaptive_layer_norm/normal_bf16_2x8x32"
 

@@ -308,9 +308,9 @@ def _channel_positions(case, xs, x_shape):
 
 def row_statistics(case, record, ref, candidates=None):
     """The failing y, dx, dweight and statistics of a row norm that its formulas reproduce with the slice's
-    statistics changed (``candidates``, default ``_stat_candidates``), or the backward's x_hat recomputed from the returned y:
-    explanations (one per array) of every failing array, else of every failing output (the gradients
-    computed from them follow), all of one deviation; or []."""
+    statistics changed (``candidates``, default ``_stat_candidates``), or the backward's x_hat recomputed
+    from the returned y: explanations (one per array) of every failing array, else of every failing output
+    (the gradients computed from them follow), all of one deviation; or []."""
     x = record.inputs.get("x")
     if case.op not in ROW_OPS or x is None or (case.op in CHANNEL_OPS and not record.training) \
             or np.size(x) > CONFIG_SIZE or not record.failing:

@@ -242,8 +242,9 @@ def _effective(case, record, reference, wn, bn, ids, P):
 
 
 def _param_candidates(case, name, v, shape):
-    """(values, what, mechanism, index map or None) for a parameter: read in another index order ("layout") or rounded to the
-    16-bit case dtype ("affine": the cast order), alone or as its gain (1 + scale, weight + offset)."""
+    """(values, what, mechanism, index map or None) for a parameter: read in another index order ("layout")
+    or rounded to the 16-bit case dtype ("affine": the cast order), alone or as its gain (1 + scale,
+    weight + offset)."""
     import ml_dtypes
     P = v.size
     out = []
@@ -376,7 +377,8 @@ def _axes_vals(case, record, x, view, R, centred, gain, off, gn, on, own):
     the saved statistics are the new ones where they have the saved size, or their average over each of the
     op's own slices."""
     eps = float(case.config.get("eps", 1e-5) or 0.0)
-    xv, gv, ov = x.reshape(view), np.broadcast_to(gain, x.shape).reshape(view), np.broadcast_to(off, x.shape).reshape(view)
+    xv = x.reshape(view)
+    gv, ov = np.broadcast_to(gain, x.shape).reshape(view), np.broadcast_to(off, x.shape).reshape(view)
     mean = xv.mean(axis=R, keepdims=True) if centred else np.zeros((1,) * xv.ndim)
     d = xv - mean
     rstd = 1.0 / np.sqrt((d * d).mean(axis=R, keepdims=True) + eps)
