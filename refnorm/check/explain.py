@@ -60,6 +60,7 @@ it. Pure NumPy; never changes a verdict.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -1078,7 +1079,7 @@ def _explain(case, record, ref, reference=None) -> list:
             return stats
     if len(out) < len(record.failing):           # index orders, other axes, the updated running statistics
         from . import explain_index
-        found = explain_index.explain(case, record, ref, reference)
+        found = explain_index.explain(sys.modules[__name__], case, record, ref, reference)
         if found:
             return found
     return out

@@ -41,7 +41,8 @@ arrays fail).
   inside the loop over column blocks), or the mean over the first block with the variance over the whole
   slice, divided by the slice's length or the block's.
 
-Where an explained value is larger than the reference's, its bound grows by their ratio (at most LARGER),
+``ex`` below is refnorm/check/explain.py, passed in by its caller (no import circle). Where an explained
+value is larger than the reference's, its bound grows by their ratio (at most LARGER),
 and an array the reference fits within that grown bound is not explained. Pure NumPy; failing cases only;
 x of at most explain.CONFIG_SIZE elements; a few dozen candidates per family (MAPS_MAX index orders),
 each screened on the failing elements before it is fitted on the whole array.
@@ -52,8 +53,8 @@ import itertools
 
 import numpy as np
 
-from .explain import CHANNEL_OPS, CONFIG_SIZE, _label, fit_ratio
 
+PER_CHANNEL = ("batch_norm", "instance_norm", "group_norm", "group_norm_silu")   # parameters per channel (axis 1)
 PAIRS = (("weight", "bias"), ("scale", "shift"), ("gamma", "beta"))   # a per-feature gain and its offset
 MAPS_MAX = 64          # candidate index orders tried per array or parameter
 LARGER = 4.0          # the most a bound grows with the explained value (``_judge``)
@@ -99,22 +100,22 @@ def index_orders(shape):
     return out
 
 
-def permuted_outputs(case, record, ref):
+def permuted_outputs(ex, case, record, ref):
     """Every failing array of the step equal to the reference's in another index order (``index_orders``):
     explanations, one per array, or []."""
     out = []
     for part, name in record.failing:
         got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
         if got is None or want is None or E is None or np.shape(got) != np.shape(want) or np.size(got) < 2 \
-                or np.size(got) > CONFIG_SIZE:
+                or np.size(got) > ex.CONFIG_SIZE:
             return []
         want = np.asarray(want, dtype=np.float64).reshape(-1)
         s = _sample(got, want, E)
         g1, E1 = np.asarray(got).reshape(-1)[s], np.broadcast_to(E, np.shape(got)).reshape(-1)[s]
         for m, what in index_orders(np.shape(got)):
-            if fit_ratio(g1, want[m[s]], E1) <= 1 and fit_ratio(got, want[m].reshape(np.shape(got)), E) <= 1:
+            if ex.fit_ratio(g1, want[m[s]], E1) <= 1 and ex.fit_ratio(got, want[m].reshape(np.shape(got)), E) <= 1:
                 out.append({"part": part, "name": name, "step": record.step, "mechanism": "layout",
-                            "text": f"{_label(part, name)} is the expected array with {what}"})
+                            "text": f"{ex._label(part, name)} is the expected array with {what}"})
                 break
         else:
             return []
@@ -130,7 +131,7 @@ def _sample(got, want, E, k=256):
 
 
 # ------------------------------------------------------------------ judging a recomputed step
-def _judge(record, ref, vals, text, mech):
+def _judge(ex, record, ref, vals, text, mech):
     """Explanations of the failing arrays ``vals`` ((part, name) -> array, or a list of alternatives: the
     array as computed and as the kernel returns it) reproduces, when they include every failing output
     (and at least one array) and every passing array of ``vals`` in a failing pass (forward, backward,
@@ -154,8 +155,8 @@ def _judge(record, ref, vals, text, mech):
                 with np.errstate(all="ignore"):
                     Ev = Ev * np.clip(np.nan_to_num(np.abs(v) / np.abs(w), nan=1.0, posinf=LARGER), 1.0, LARGER)
                 # a failing array the reference fits within the grown bound: no evidence for the candidate
-                fits_ref = (part, name) in record.failing and fit_ratio(got, w, Ev) <= 1
-            if not fits_ref and fit_ratio(got, v, Ev) <= 1:
+                fits_ref = (part, name) in record.failing and ex.fit_ratio(got, w, Ev) <= 1
+            if not fits_ref and ex.fit_ratio(got, v, Ev) <= 1:
                 fits[part, name] = True
                 break
     if any(not ok for pn, ok in fits.items() if pn not in record.failing and pn[0] in phases):
@@ -165,7 +166,7 @@ def _judge(record, ref, vals, text, mech):
     if not keep or not all(fits.get(pn) for pn in outs):
         return []
     return [{"part": p, "name": n, "step": record.step, "mechanism": mech,
-             "text": f"{_label(p, n)} is {text}"} for p, n in keep]
+             "text": f"{ex._label(p, n)} is {text}"} for p, n in keep]
 
 
 def _result_vals(res):
@@ -187,7 +188,7 @@ def feature_ids(case, x_shape, name, p_shape):
     reads, or None when the op's broadcast rule for it is unknown."""
     nd, pd = len(x_shape), len(p_shape)
     ids = np.arange(int(np.prod(p_shape, dtype=np.int64))).reshape(p_shape)
-    if case.op in CHANNEL_OPS + ("group_norm_silu",):
+    if case.op in PER_CHANNEL:
         if pd != 1 or nd < 2 or p_shape[0] != x_shape[1]:
             return None
         ids = ids.reshape((1, -1) + (1,) * (nd - 2))
@@ -271,7 +272,7 @@ def _param_candidates(case, name, v, shape):
     return out
 
 
-def param_index(case, record, ref, reference):
+def param_index(ex, case, record, ref, reference):
     """The parameters (weight and bias, scale and shift) read at another index or rounded
     (``_param_candidates``), screened by the effective values the kernel's y implies, confirmed by the
     specification re-evaluated with them: explanations, or []."""
@@ -328,7 +329,7 @@ def param_index(case, record, ref, reference):
                 if c[3] is not None and dp is not None and np.size(dp) == c[3].size:
                     back = np.bincount(c[3], weights=np.asarray(dp, dtype=np.float64).reshape(-1), minlength=c[3].size)
                     vals["grads", n] = [dp, back]
-            found = _judge(record, ref, vals, text, mechs.pop())
+            found = _judge(ex, record, ref, vals, text, mechs.pop())
             if found:
                 return found
     return []
@@ -401,11 +402,11 @@ def _axes_vals(case, record, x, view, R, centred, gain, off, gn, on, own):
     return vals
 
 
-def _setup(case, record, ref):
+def _setup(ex, case, record, ref):
     """(x as float64, its view, the op's axes, centred, gain, offset, their names) when the op's own formula
     on that view reproduces the reference's y; else None."""
     x = record.inputs.get("x")
-    if x is None or np.size(x) > CONFIG_SIZE or not 2 <= np.ndim(x) <= 5:
+    if x is None or np.size(x) > ex.CONFIG_SIZE or not 2 <= np.ndim(x) <= 5:
         return None
     own = _own_axes(case, record, x)
     if own is None:
@@ -425,10 +426,10 @@ def _setup(case, record, ref):
     return x, view, R0, centred, gain, off, gn, on
 
 
-def other_axes(case, record, ref):
+def other_axes(ex, case, record, ref):
     """The statistics over another subset of x's axes, or (group_norm) over strided groups of channels
     (module docstring): explanations, or []."""
-    st = _setup(case, record, ref)
+    st = _setup(ex, case, record, ref)
     if st is None:
         return []
     x, view, R0, centred, gain, off, gn, on = st
@@ -454,17 +455,17 @@ def other_axes(case, record, ref):
     for v, R, text, mech in cands:
         with np.errstate(all="ignore"):
             vals = _axes_vals(case, record, x, v, R, centred, gain, off, gn, on, (view, R0))
-        found = _judge(record, ref, vals, text, mech)
+        found = _judge(ex, record, ref, vals, text, mech)
         if found:
             return found
     return []
 
 
-def expanded_index(case, record, ref):
+def expanded_index(ex, case, record, ref):
     """The gain and offset as each element of x reads them (the parameters broadcast to x's shape) taken in
     another index order of x (``index_orders``: a per-sample modulation read at row % B where row // T
     belongs), for the ops ``other_axes`` covers: explanations, or []."""
-    st = _setup(case, record, ref)
+    st = _setup(ex, case, record, ref)
     if st is None or (st[6] is None and st[7] is None):
         return []
     x, view, R0, centred, gain, off, gn, on = st
@@ -480,14 +481,14 @@ def expanded_index(case, record, ref):
         gm, om = g[m], o[m]
         if np.array_equal(gm, g) and np.array_equal(om, o):
             continue                         # the parameters constant along the permuted axes: no misread
-        if fail_y and fit_ratio(g1, xh[s] * gm[s] + om[s], E1) > LARGER:
+        if fail_y and ex.fit_ratio(g1, xh[s] * gm[s] + om[s], E1) > LARGER:
             continue
         with np.errstate(all="ignore"):
             vals = _axes_vals(case, record, x, view, R0, centred, gm.reshape(x.shape), om.reshape(x.shape), gn, on,
                               (view, R0))
         vals = {pn: v for pn, v in vals.items() if pn[0] != "grads" or pn[1] == "x"}
         names = " and ".join(n for n in (gn, on) if n)
-        found = _judge(record, ref, vals, f"the formula's with {names} as x's elements read them taken in another "
+        found = _judge(ex, record, ref, vals, f"the formula's with {names} as x's elements read them taken in another "
                                           f"index order of x: {what}", "layout")
         if found:
             return found
@@ -495,13 +496,13 @@ def expanded_index(case, record, ref):
 
 
 # ------------------------------------------------------------------ the mode: running statistics after the update
-def updated_running(case, record, ref, reference):
+def updated_running(ex, case, record, ref, reference):
     """A training call's outputs normalized with the running statistics it just updated (the evaluation
     formula on the updated state): explanations, or []."""
     from .. import registry
     x = record.inputs.get("x")
     new = dict(getattr(ref, "state", {}) or {})
-    if x is None or not record.training or np.size(x) > CONFIG_SIZE or not registry.get(case.op).state \
+    if x is None or not record.training or np.size(x) > ex.CONFIG_SIZE or not registry.get(case.op).state \
             or new.get("running_mean") is None or new.get("running_var") is None:
         return []
     bm = ref.outputs.get("mean")
@@ -516,18 +517,18 @@ def updated_running(case, record, ref, reference):
         return []
     vals = {(p, n): v for (p, n), v in _result_vals(res).items() if p != "state"}
     vals = {pn: v for pn, v in vals.items() if pn in record.failing}     # the saved statistics: the batch's
-    return _judge(record, ref, vals, "the evaluation-mode value with the running statistics after this call's update "
-                                "(a training call normalized by the updated running mean and var, not the batch's "
-                                "statistics)", "mode")
+    return _judge(ex, record, ref, vals, "the evaluation-mode value with the running statistics after this call's "
+                                         "update (a training call normalized by the updated running mean and var, "
+                                         "not the batch's statistics)", "mode")
 
 
-def initial_running(case, record, ref, reference):
+def initial_running(ex, case, record, ref, reference):
     """An evaluation call without running statistics (the batch's belong) whose outputs are normalized with
     the buffers' initial values, mean 0 and var 1 (the evaluation formula on a fresh state): explanations,
     or []."""
     from .. import registry
     x = record.inputs.get("x")
-    if x is None or record.training or np.ndim(x) < 2 or np.size(x) > CONFIG_SIZE \
+    if x is None or record.training or np.ndim(x) < 2 or np.size(x) > ex.CONFIG_SIZE \
             or "running_mean" not in registry.get(case.op).state or record.state.get("running_mean") is not None:
         return []
     C = np.shape(x)[1]
@@ -536,8 +537,9 @@ def initial_running(case, record, ref, reference):
     if res is None:
         return []
     vals = {pn: v for pn, v in _result_vals(res).items() if pn in record.failing}
-    return _judge(record, ref, vals, "the evaluation-mode value with the running buffers' initial values (mean 0, "
-                                     "var 1) where a call without running statistics uses the batch's", "mode")
+    return _judge(ex, record, ref, vals, "the evaluation-mode value with the running buffers' initial values "
+                                         "(mean 0, var 1) where a call without running statistics uses the batch's",
+                  "mode")
 
 
 # ------------------------------------------------------------------ a partial reduction (explain.row_statistics)
@@ -574,23 +576,22 @@ def block_candidates(case, xs, eps, centred, x_shape=()):
     return mean, rstd, out
 
 
-def row_block_backward(case, record, ref):
+def row_block_backward(ex, case, record, ref):
     """layer_norm / rms_norm dx whose sums of g and g x_hat run over a block of k rows (k = 2^j: every row of
     the block, as a 2-D tile summed whole) instead of each row, divided by n or by the block's k n values:
     explanations of dx when only gradients fail, or []."""
-    from .explain import _slices, _unslices, _weight_full
     x, dy = record.inputs.get("x"), record.cotangents.get("y")
-    if case.op not in ("layer_norm", "rms_norm") or x is None or dy is None or np.size(x) > CONFIG_SIZE \
+    if case.op not in ("layer_norm", "rms_norm") or x is None or dy is None or np.size(x) > ex.CONFIG_SIZE \
             or ("grads", "x") not in record.failing or any(p != "grads" for p, _ in record.failing):
         return []
-    xs = _slices(case, x, x)
+    xs = ex._slices(case, x, x)
     R, n = xs.shape
     centred = case.op == "layer_norm"
     eps = float(case.config.get("eps", 1e-5) or 0.0)
     mean = xs.mean(axis=1, keepdims=True) if centred else 0.0
     rstd = 1.0 / np.sqrt(((xs - mean) ** 2).mean(axis=1, keepdims=True) + eps)
     xh = (xs - mean) * rstd
-    g = _slices(case, x, dy) * _slices(case, x, _weight_full(case, x, record.inputs))
+    g = ex._slices(case, x, dy) * ex._slices(case, x, ex._weight_full(case, x, record.inputs))
     k = 2
     while k < 2 * R and R > 1:
         starts = np.arange(0, R, k)
@@ -601,7 +602,7 @@ def row_block_backward(case, record, ref):
         for div, dw in ((n, f"n = {n}"), (k * n, f"the block's {k} x {n} values")):
             with np.errstate(all="ignore"):
                 dx = rstd * (g - (block(g) / div if centred else 0.0) - xh * block(g * xh) / div)
-            found = _judge(record, ref, {("grads", "x"): _unslices(case, np.shape(x), dx)},
+            found = _judge(ex, record, ref, {("grads", "x"): ex._unslices(case, np.shape(x), dx)},
                            f"the formula's with its sums of g and g x_hat taken over each block of {k} rows (the whole "
                            f"2-D tile) instead of each row, divided by {dw}", "block")
             if found:
@@ -611,25 +612,21 @@ def row_block_backward(case, record, ref):
 
 
 # ------------------------------------------------------------------ the entry point
-def explain(case, record, ref, reference) -> list:
+def explain(ex, case, record, ref, reference) -> list:
     """The first of this module's families that explains the step's failure (module docstring): a list of
-    explanations, or []. explain._explain calls it where its own families leave a failing array
-    unexplained."""
+    explanations, or []. ``ex``: refnorm/check/explain.py, which calls this where its own families leave a
+    failing array unexplained (its fit_ratio, CONFIG_SIZE, _label and slices, passed in: this module imports
+    nothing of it, no import circle); the partial reductions are its row_statistics with
+    ``block_candidates``."""
     x = record.inputs.get("x")
-    if not record.failing or x is None or np.size(x) > CONFIG_SIZE:
+    if not record.failing or x is None or np.size(x) > ex.CONFIG_SIZE:
         return []
     with np.errstate(all="ignore"):
-        found = permuted_outputs(case, record, ref)
+        found = permuted_outputs(ex, case, record, ref)
         if not found and reference is not None:
-            found = updated_running(case, record, ref, reference) or initial_running(case, record, ref, reference) \
-                or param_index(case, record, ref, reference)
-        if not found:
-            found = expanded_index(case, record, ref)
-        if not found:
-            found = other_axes(case, record, ref)
-        if not found:
-            found = row_block_backward(case, record, ref)
-        if not found:
-            from .explain import row_statistics
-            found = row_statistics(case, record, ref, candidates=block_candidates)
+            found = updated_running(ex, case, record, ref, reference) \
+                or initial_running(ex, case, record, ref, reference) or param_index(ex, case, record, ref, reference)
+        for family in (expanded_index, other_axes, row_block_backward):
+            found = found or family(ex, case, record, ref)
+        found = found or ex.row_statistics(case, record, ref, candidates=block_candidates)
     return found
