@@ -56,17 +56,26 @@ Where these leave a failing array unexplained, the specification itself is searc
 float32 case, float32 for a float64 one; to nearest or toward zero), and, where only gradients fail,
 **one binary operation changed** (an operand left out, a sign flipped, an operand doubled or halved).
 
+* **index orders, other axes, the updated running statistics, a partial reduction** (explain_index.py,
+  tried where the families above leave a failing array unexplained): a returned array or a parameter in
+  another index order (a transposed factorization, column-major, a block-local index i % k) or a parameter
+  rounded to the input dtype; the statistics over other axes of x (group_norm: strided groups); a training
+  call normalized by the running statistics it just updated; a mean or variance accumulated over the last
+  block of columns only, dx's row sums over a block of rows.
+
 Each explanation carries a mechanism (refnorm/pitfalls/mechanisms.py) so that the diagnosis can name
 it. Pure NumPy; never changes a verdict.
 """
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
 from ..pitfalls._centered import _next_pow2
 from .explain_quant import quant_deviation
+from .spec_search import mutation, rounding_point
 from .localize import failing_mask
 from .precision import excess, quant_excess, quant_name, ratio
 
@@ -310,11 +319,11 @@ def _channel_positions(case, xs, x_shape):
     return S if S > 1 else None
 
 
-def row_statistics(case, record, ref):
+def row_statistics(case, record, ref, candidates=None):
     """The failing y, dx, dweight and statistics of a row norm that its formulas reproduce with the slice's
-    statistics changed (``_stat_candidates``), or the backward's x_hat recomputed from the returned y:
-    explanations (one per array) of every failing array, else of every failing output (the gradients
-    computed from them follow), all of one deviation; or []."""
+    statistics changed (``candidates``, default ``_stat_candidates``), or the backward's x_hat recomputed
+    from the returned y: explanations (one per array) of every failing array, else of every failing output
+    (the gradients computed from them follow), all of one deviation; or []."""
     x = record.inputs.get("x")
     if case.op not in ROW_OPS or x is None or (case.op in CHANNEL_OPS and not record.training) \
             or np.size(x) > CONFIG_SIZE or not record.failing:
@@ -328,7 +337,7 @@ def row_statistics(case, record, ref):
     if xs.shape[0] < 2:       # one slice: too little to tell a few dozen candidates apart
         return []
     centred = case.op != "rms_norm"
-    mean, rstd, stats = _stat_candidates(case, xs, eps, centred, np.shape(x))
+    mean, rstd, stats = (candidates or _stat_candidates)(case, xs, eps, centred, np.shape(x))
     w = _slices(case, x, _weight_full(case, x, record.inputs))
     b = _slices(case, x, _bias_full(case, x, record.inputs)) if record.inputs.get("bias") is not None else 0.0
     cands = [((xs - m2) * r2, m2, r2, what, mech) for m2, r2, what, mech in stats]
@@ -1087,8 +1096,14 @@ def _explain(case, record, ref, reference=None) -> list:
             stats = row_statistics(case, record, ref)
         if stats:
             return stats
+    outs = [pn for pn in record.failing if pn[0] == "outputs"]
+    done = {(e["part"], e["name"]) for e in out}
+    if len(out) < len(record.failing) and not (outs and all(pn in done for pn in outs)):
+        from . import explain_index             # index orders, other axes, the updated running statistics
+        found = explain_index.explain(sys.modules[__name__], case, record, ref, reference)
+        if found:
+            return found
     if len(out) < len(record.failing) and reference is not None:
-        from .spec_search import mutation, rounding_point
         e = rounding_point(case, record, fit_ratio) or mutation(case, record, fit_ratio)
         if e is not None:
             return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]

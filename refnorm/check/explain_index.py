@@ -1,0 +1,632 @@
+"""Index-order misreads, statistics over other axes, the mode's running statistics after the update, and a
+statistic from a partial reduction: explanations of a failing step by the specification's arithmetic
+(issue 33), beside explain.py's families and under its rule: an explanation reproduces every failing
+array it names within the check's own bound (explain.fit_ratio <= 1), explains every failing output of
+the step, and keeps the passing arrays it recomputes within theirs; the reference itself never fits (the
+arrays fail).
+
+* **a returned array in another index order** (``permuted_outputs``, mechanism "layout"): a failing
+  array equal to the reference's with its elements permuted by a transpose of its axes, a transpose of a
+  (a, b) factorization of its size or of one of its axis groups ((N, G) statistics written as (G, N)
+  memory), or its column-major order; every failing array of the step so explained;
+* **a parameter read at another index, or rounded** (``param_index``): the effective weight and bias of
+  each feature solved from the kernel's y by least squares over the rows (y is affine in them: three
+  evaluations of the specification give the coefficients), matched against the parameter under index maps
+  (i % k: a block-local index; i // k; reversed; a transposed factorization; a permutation of its axes;
+  column-major) -> "layout", or against the parameter (or the gain 1 + scale, weight + weight_offset)
+  rounded to the 16-bit case dtype -> "affine" (the cast order); the specification re-evaluated with the
+  matched parameters decides;
+* **the parameters as x's elements read them in another index order of x** (``expanded_index``,
+  "layout"): the gain and offset broadcast to x's shape, permuted by ``index_orders`` of x's shape (a
+  per-sample modulation read at row % B where row // T belongs);
+* **statistics over other axes** (``other_axes``, "semantics": another normalizer's axes): layer_norm,
+  rms_norm, adaptive_layer_norm, group_norm (on its (N, G, C / G, positions) view), instance_norm and
+  batch_norm in training with mean and rstd taken over another subset of the axes (per channel over the
+  tokens, per sample, over the whole batch): y, dx and the parameter gradients by the op's formulas on those
+  statistics, the saved statistics the new ones or their average over each of the op's own slices; a
+  subset of the op's own axes (each slice's statistics over groups of its values: a multi-axis
+  normalized_shape normalized over its last axis only) -> "group", the group a statistic spans;
+  group_norm's groups of strided channels (channel c in group c % G) -> "layout"; the one-group statistics
+  are explain.config_deviation's;
+* **dx's sums over a block of rows** (``row_block_backward``, "block"): layer_norm / rms_norm dx with its
+  sums of g and g x_hat over each block of 2^k rows (a 2-D tile summed whole), divided by n or the tile's
+  size, when only gradients fail;
+* **the running statistics after the update** (``updated_running``, "mode"): a training call whose
+  outputs are the evaluation-mode values with the running statistics this call just updated (the saved
+  statistics the batch's); the running statistics before the update are explain.mode_deviation's;
+* **the running buffers' initial values** (``initial_running``, "mode"): an evaluation call without
+  running statistics normalized with mean 0 and var 1 where the batch's statistics belong;
+* **a partial reduction** (``block_candidates``, "block", searched by explain.row_statistics): a slice's
+  mean (or variance, or both) accumulated over the last block of 2^k values only (an accumulator reset
+  inside the loop over column blocks), or the mean over the first block with the variance over the whole
+  slice, divided by the slice's length or the block's.
+
+``ex`` below is refnorm/check/explain.py, passed in by its caller (no import circle). Where an explained
+value is larger than the reference's, its bound grows by their ratio (at most LARGER),
+and an array the reference fits within that grown bound is not explained. Pure NumPy; failing cases only;
+x of at most explain.CONFIG_SIZE elements; a few dozen candidates per family (MAPS_MAX index orders),
+each screened on the failing elements before it is fitted on the whole array.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+
+PER_CHANNEL = ("batch_norm", "instance_norm", "group_norm", "group_norm_silu")   # parameters per channel (axis 1)
+PAIRS = (("weight", "bias"), ("scale", "shift"), ("gamma", "beta"))   # a per-feature gain and its offset
+MAPS_MAX = 64          # candidate index orders tried per array or parameter
+LARGER = 4.0          # the most a bound grows with the explained value (``_judge``)
+SCREEN = 0.05          # a candidate parameter passes the least-squares screen within this share of its spread
+
+
+# ------------------------------------------------------------------ index orders
+def _factor_pairs(n):
+    return [(a, n // a) for a in range(2, n) if n % a == 0]
+
+
+def index_orders(shape):
+    """(m, what) candidate index orders of an array of ``shape``: the array read in that order is
+    ``a.reshape(-1)[m].reshape(shape)``; identity excluded, duplicates removed, at most MAPS_MAX."""
+    shape = tuple(int(s) for s in shape)
+    size = int(np.prod(shape, dtype=np.int64))
+    idx = np.arange(size)
+    out, seen = [], {idx.tobytes()}
+
+    def add(m, what):
+        k = m.tobytes()
+        if k not in seen and len(out) < MAPS_MAX:
+            seen.add(k)
+            out.append((m, what))
+    nd = len(shape)
+    if nd >= 2:
+        add(idx.reshape(shape).ravel(order="F"), f"its {shape} elements in column-major (Fortran) order")
+        add(np.argsort(idx.reshape(shape).ravel(order="F"), kind="stable"),
+            f"its {shape} elements in column-major order read back in row-major order")
+    if 2 <= nd <= 4:
+        for p in itertools.permutations(range(nd)):
+            t = tuple(shape[i] for i in p)
+            add(idx.reshape(shape).transpose(p).ravel(), f"its {shape} elements stored in the axis order {p} "
+                                                         f"(as a {t} array)")
+    for i in range(nd):                    # a factorization of every group of adjacent axes, transposed
+        for j in range(i + 1, nd + 1):
+            P = int(np.prod(shape[i:j], dtype=np.int64))
+            for a, b in _factor_pairs(P):
+                lead, tail = int(np.prod(shape[:i], dtype=np.int64)), int(np.prod(shape[j:], dtype=np.int64))
+                m = idx.reshape(lead, a, b, tail).transpose(0, 2, 1, 3).ravel()
+                grp = f"axes {i}..{j - 1}" if j - i > 1 else f"axis {i}"
+                add(m, f"the ({a}, {b}) index order of {grp} written as ({b}, {a}) (transposed)")
+    return out
+
+
+def permuted_outputs(ex, case, record, ref):
+    """Every failing array of the step equal to the reference's in another index order (``index_orders``):
+    explanations, one per array, or []."""
+    out = []
+    for part, name in record.failing:
+        got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
+        if got is None or want is None or E is None or np.shape(got) != np.shape(want) or np.size(got) < 2 \
+                or np.size(got) > ex.CONFIG_SIZE:
+            return []
+        want = np.asarray(want, dtype=np.float64).reshape(-1)
+        s = _sample(got, want, E)
+        g1, E1 = np.asarray(got).reshape(-1)[s], np.broadcast_to(E, np.shape(got)).reshape(-1)[s]
+        for m, what in index_orders(np.shape(got)):
+            if ex.fit_ratio(g1, want[m[s]], E1) <= 1 and ex.fit_ratio(got, want[m].reshape(np.shape(got)), E) <= 1:
+                out.append({"part": part, "name": name, "step": record.step, "mechanism": "layout",
+                            "text": f"{ex._label(part, name)} is the expected array with {what}"})
+                break
+        else:
+            return []
+    return out
+
+
+def _sample(got, want, E, k=256):
+    """Up to k flat indices of the elements of got that fail (the first of them): a candidate screened there
+    before it is fitted on the whole array."""
+    from .localize import failing_mask
+    bad = np.flatnonzero(failing_mask(got, np.reshape(want, np.shape(got)), E))
+    return bad[:k] if bad.size else np.arange(min(k, np.size(got)))
+
+
+# ------------------------------------------------------------------ judging a recomputed step
+def _judge(ex, record, ref, vals, text, mech):
+    """Explanations of the failing arrays ``vals`` ((part, name) -> array, or a list of alternatives: the
+    array as computed and as the kernel returns it) reproduces, when they include every failing output
+    (and at least one array) and every passing array of ``vals`` in a failing pass (forward, backward,
+    state) stays within its bound; else []. The bound grows with the value it bounds: where the explained
+    value is larger than the reference's, by their ratio, at most LARGER."""
+    phases = {p for p, _ in record.failing}
+    fits = {}
+    for (part, name), alts in vals.items():
+        got, E = record.got[part].get(name), record.E[part].get(name)
+        want = getattr(ref, part).get(name)
+        if got is None or E is None or name not in record.compare.get(part, ()):
+            continue
+        fits[part, name] = False
+        for v in alts if isinstance(alts, list) else [alts]:
+            if v is None or np.size(v) != np.size(got):
+                continue
+            v = np.reshape(np.asarray(v, dtype=np.float64), np.shape(got))
+            Ev, fits_ref = np.broadcast_to(E, np.shape(got)), False
+            if want is not None and np.size(want) == np.size(got):
+                w = np.reshape(np.asarray(want, dtype=np.float64), np.shape(got))
+                with np.errstate(all="ignore"):
+                    Ev = Ev * np.clip(np.nan_to_num(np.abs(v) / np.abs(w), nan=1.0, posinf=LARGER), 1.0, LARGER)
+                # a failing array the reference fits within the grown bound: no evidence for the candidate
+                fits_ref = (part, name) in record.failing and ex.fit_ratio(got, w, Ev) <= 1
+            if not fits_ref and ex.fit_ratio(got, v, Ev) <= 1:
+                fits[part, name] = True
+                break
+    if any(not ok for pn, ok in fits.items() if pn not in record.failing and pn[0] in phases):
+        return []
+    outs = [pn for pn in record.failing if pn[0] == "outputs"]
+    keep = [pn for pn in record.failing if fits.get(pn)]
+    if not keep or not all(fits.get(pn) for pn in outs):
+        return []
+    return [{"part": p, "name": n, "step": record.step, "mechanism": mech,
+             "text": f"{ex._label(p, n)} is {text}"} for p, n in keep]
+
+
+def _result_vals(res):
+    return {(p, n): v for p in ("outputs", "grads", "state") for n, v in getattr(res, p).items()}
+
+
+def _evaluate(reference, case, record, inputs, cot=None, training=None, state=None):
+    try:
+        with np.errstate(all="ignore"):
+            return reference(case.op, case.config, record.training if training is None else training, inputs,
+                             record.cotangents if cot is None else cot, record.state if state is None else state)
+    except Exception:                                       # noqa: BLE001 - a call the specification refuses
+        return None
+
+
+# ------------------------------------------------------------------ parameters at another index
+def feature_ids(case, x_shape, name, p_shape):
+    """For each element of x, the flat index of the element of parameter ``name`` (of ``p_shape``) it
+    reads, or None when the op's broadcast rule for it is unknown."""
+    nd, pd = len(x_shape), len(p_shape)
+    ids = np.arange(int(np.prod(p_shape, dtype=np.int64))).reshape(p_shape)
+    if case.op in PER_CHANNEL:
+        if pd != 1 or nd < 2 or p_shape[0] != x_shape[1]:
+            return None
+        ids = ids.reshape((1, -1) + (1,) * (nd - 2))
+    elif case.op == "adaptive_layer_norm" and name in ("scale", "shift"):
+        if pd != 2 or nd < 2 or (p_shape[0], p_shape[1]) != (x_shape[0], x_shape[-1]):
+            return None
+        ids = ids.reshape((p_shape[0],) + (1,) * (nd - 2) + (p_shape[1],))
+    elif not (0 < pd <= nd and tuple(x_shape[nd - pd:]) == tuple(p_shape)):
+        return None
+    return np.broadcast_to(ids, x_shape)
+
+
+def _effective(case, record, reference, wn, bn, ids, P):
+    """The per-feature effective values of the parameters wn (and bn) that the kernel's y implies: least
+    squares over the rows of y = y0 + A_w w + A_b b (the coefficients from the specification at 0 and 1).
+    (w_eff, b_eff or None, well-posed mask) or None when y is not affine in them."""
+    x = record.inputs["x"]
+    got = np.asarray(record.got["outputs"]["y"], dtype=np.float64)
+    zeros = {n: np.zeros(np.shape(record.inputs[n])) for n in (wn, bn) if n}
+    ones = {n: np.ones(np.shape(record.inputs[n])) for n in (wn, bn) if n}
+    ev = lambda d: _evaluate(reference, case, record, {**record.inputs, **d}, cot={})  # noqa: E731
+    r0, rw = ev(zeros), ev({**zeros, wn: ones[wn]})
+    rb = ev({**zeros, bn: ones[bn]}) if bn else None
+    if r0 is None or rw is None or (bn and rb is None):
+        return None
+    y0 = np.asarray(r0.outputs["y"], dtype=np.float64)
+    Aw = np.asarray(rw.outputs["y"], dtype=np.float64) - y0
+    Ab = np.asarray(rb.outputs["y"], dtype=np.float64) - y0 if bn else np.zeros_like(y0)
+    if np.shape(y0) != np.shape(x) or np.shape(got) != np.shape(x):
+        return None
+    w = np.asarray(record.inputs[wn], dtype=np.float64).reshape(-1)
+    b = np.asarray(record.inputs[bn], dtype=np.float64).reshape(-1) if bn else np.zeros(P)
+    lin = y0 + Aw * w[ids] + Ab * b[ids]                    # affine in the parameters: the reference's y
+    scale = np.max(np.abs(lin)) + 1e-300
+    full = _evaluate(reference, case, record, record.inputs, cot={})
+    if full is None or np.max(np.abs(lin - np.asarray(full.outputs["y"], dtype=np.float64))) > 1e-9 * scale:
+        return None
+    ok = np.isfinite(got) & np.isfinite(Aw) & np.isfinite(Ab) & np.isfinite(y0)
+    r = np.where(ok, got - y0, 0.0)
+    Aw, Ab = np.where(ok, Aw, 0.0), np.where(ok, Ab, 0.0)
+    f = ids.reshape(-1)
+    s = lambda a: np.bincount(f, weights=a.reshape(-1), minlength=P)   # noqa: E731
+    saa, sbb, sab, sar, sbr = s(Aw * Aw), s(Ab * Ab), s(Aw * Ab), s(Aw * r), s(Ab * r)
+    if not bn:
+        good = saa > 1e-12 * (np.max(saa) + 1e-300)
+        return np.where(good, sar / np.where(good, saa, 1.0), np.nan), None, good
+    det = saa * sbb - sab * sab
+    good = det > 1e-9 * (np.max(saa) * np.max(sbb) + 1e-300)
+    d = np.where(good, det, 1.0)
+    return (np.where(good, (sar * sbb - sbr * sab) / d, np.nan), np.where(good, (sbr * saa - sar * sab) / d, np.nan),
+            good)
+
+
+def _param_candidates(case, name, v, shape):
+    """(values, what, mechanism, index map or None) for a parameter: read in another index order ("layout")
+    or rounded to the 16-bit case dtype ("affine": the cast order), alone or as its gain (1 + scale,
+    weight + offset)."""
+    import ml_dtypes
+    P = v.size
+    out = []
+    i = np.arange(P)
+    maps = [(m, f"in another index order: {what}") for m, what in index_orders(shape)] if len(shape) > 1 else []
+    maps += [(P - 1 - i, "in reversed order")]
+    for k in range(1, min(P, MAPS_MAX + 1)):
+        maps.append((i % k, f"at the block-local index: element i takes {name}[i % {k}] (blocks of {k})"))
+        if k > 1:
+            maps.append((i // k, f"at index i // {k}"))
+    seen = {i.tobytes()}
+    for m, what in maps:
+        if m.tobytes() not in seen:
+            seen.add(m.tobytes())
+            out.append((v[m], f"{name} read {what}", "layout", m))
+    dt = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}.get(case.dtype)
+    if dt is not None:
+        off = 1.0 if (case.op == "adaptive_layer_norm" and name == "scale") else \
+            float(case.config.get("weight_offset", 0.0) or 0.0) if name == "weight" else 0.0
+        for o, what in ((0.0, name), (off, f"the gain {off:g} + {name}")) if off else ((0.0, name),):
+            r = (v + o).astype(dt).astype(np.float64) - o
+            if not np.array_equal(r, v):
+                out.append((r, f"{what} rounded to {case.dtype} before the product", "affine", None))
+    return out
+
+
+def param_index(ex, case, record, ref, reference):
+    """The parameters (weight and bias, scale and shift) read at another index or rounded
+    (``_param_candidates``), screened by the effective values the kernel's y implies, confirmed by the
+    specification re-evaluated with them: explanations, or []."""
+    x = record.inputs.get("x")
+    if x is None or ("outputs", "y") not in record.failing or np.shape(record.got["outputs"].get("y")) != np.shape(x):
+        return []
+    for wn, bn in PAIRS:
+        have = [n for n in (wn, bn) if record.inputs.get(n) is not None and np.ndim(record.inputs[n])
+                and np.asarray(record.inputs[n]).dtype.kind not in "iub"]
+        if not have:
+            continue
+        wn2, bn2 = (have[0], have[1] if len(have) > 1 else None)
+        shape = np.shape(record.inputs[wn2])
+        if bn2 and np.shape(record.inputs[bn2]) != shape:
+            bn2 = None
+        ids = feature_ids(case, np.shape(x), wn2, shape)
+        P = int(np.prod(shape, dtype=np.int64))
+        if ids is None or P < 2:
+            continue
+        eff = _effective(case, record, reference, wn2, bn2, ids, P)
+        if eff is None:
+            continue
+        picks = {}
+        for n, e in zip((wn2, bn2), eff[:2]):
+            if n is None:
+                continue
+            v = np.asarray(record.inputs[n], dtype=np.float64).reshape(-1)
+            spread = np.max(np.abs(v - np.mean(v))) + 1e-30
+            tol = SCREEN * spread + 1e-6 * np.max(np.abs(v))
+            good = eff[2] & np.isfinite(e)
+            if not good.any():
+                continue
+            err = lambda c: float(np.max(np.abs(e[good] - c[good]))) / tol     # noqa: E731
+            picks[n] = sorted([(err(c[0]), c) for c in [(v, None, None, None)]
+                               + _param_candidates(case, n, v, shape) if err(c[0]) <= 1], key=lambda t: t[0])[:6]
+        names = list(picks)
+        combos = sorted(itertools.product(*(picks[n] for n in names)), key=lambda cs: sum(t[0] for t in cs))
+        for combo in combos[:8]:
+            combo = [t[1] for t in combo]
+            whats = [(n, c) for n, c in zip(names, combo) if c[1] is not None]
+            mechs = {c[2] for _, c in whats}
+            if len(mechs) != 1:
+                continue
+            inputs = {**record.inputs, **{n: c[0].reshape(shape).astype(np.asarray(record.inputs[n]).dtype
+                                                                        if c[2] == "layout" else np.float64)
+                                          for n, c in whats}}
+            res = _evaluate(reference, case, record, inputs)
+            if res is None:
+                continue
+            text = "the specification's with " + " and ".join(c[1] for _, c in whats)
+            vals = _result_vals(res)
+            for n, c in whats:             # the gradient of the parameter as read, or summed back to its elements
+                dp = vals.get(("grads", n))
+                if c[3] is not None and dp is not None and np.size(dp) == c[3].size:
+                    back = np.bincount(c[3], weights=np.asarray(dp, dtype=np.float64).reshape(-1), minlength=c[3].size)
+                    vals["grads", n] = [dp, back]
+            found = _judge(ex, record, ref, vals, text, mechs.pop())
+            if found:
+                return found
+    return []
+
+
+# ------------------------------------------------------------------ statistics over other axes
+def _own_axes(case, record, x):
+    """(a view of x's shape, the axes of it the op's statistics reduce, centred) for the ops ``other_axes``
+    covers (group_norm's view: (N, G, C / G, positions)), or None."""
+    sh, nd = tuple(np.shape(x)), np.ndim(x)
+    if case.op in ("layer_norm", "rms_norm"):
+        ns = case.config.get("normalized_shape", 1)
+        k = len(ns) if np.ndim(ns) else 1
+        return sh, tuple(range(nd - k, nd)), case.op == "layer_norm"
+    if case.op == "adaptive_layer_norm":
+        return sh, (nd - 1,), True
+    if case.op == "instance_norm" and nd >= 3 and (record.training or record.state.get("running_mean") is None):
+        return sh, tuple(range(2, nd)), True
+    if case.op == "batch_norm" and nd >= 2 and record.training:
+        return sh, (0,) + tuple(range(2, nd)), True
+    G = case.config.get("num_groups")
+    if case.op == "group_norm" and nd >= 2 and isinstance(G, int) and not isinstance(G, bool) and G >= 1 \
+            and sh[1] % G == 0:
+        return (sh[0], G, sh[1] // G, int(np.prod(sh[2:], dtype=np.int64))), (2, 3), True
+    return None
+
+
+def _gain_offset(case, record, x):
+    """(gain, offset, gain's parameter name or None, offset's name or None) broadcast to x's shape."""
+    gn, on = ("scale", "shift") if case.op == "adaptive_layer_norm" else ("weight", "bias")
+    full = lambda n: (np.asarray(record.inputs[n], dtype=np.float64).reshape(-1)[  # noqa: E731
+        feature_ids(case, np.shape(x), n, np.shape(record.inputs[n]))])
+    g = record.inputs.get(gn)
+    gain = np.ones(np.shape(x)) if g is None else full(gn)
+    if case.op == "adaptive_layer_norm" and g is not None:
+        gain = 1.0 + gain
+    elif gn == "weight":
+        gain = gain + float(case.config.get("weight_offset", 0.0) or 0.0)
+    off = np.zeros(np.shape(x)) if record.inputs.get(on) is None else full(on)
+    return gain, off, (gn if g is not None else None), (on if record.inputs.get(on) is not None else None)
+
+
+def _axes_vals(case, record, x, view, R, centred, gain, off, gn, on, own):
+    """y, mean, rstd, dx and the gain's and offset's gradients (flat, x's element order) with the statistics
+    over the axes R of x, gain and offset (x's shape) seen as ``view``; ``own``: (the op's view, its axes):
+    the saved statistics are the new ones where they have the saved size, or their average over each of the
+    op's own slices."""
+    eps = float(case.config.get("eps", 1e-5) or 0.0)
+    xv = x.reshape(view)
+    gv, ov = np.broadcast_to(gain, x.shape).reshape(view), np.broadcast_to(off, x.shape).reshape(view)
+    mean = xv.mean(axis=R, keepdims=True) if centred else np.zeros((1,) * xv.ndim)
+    d = xv - mean
+    rstd = 1.0 / np.sqrt((d * d).mean(axis=R, keepdims=True) + eps)
+    xhat = d * rstd
+    vals = {("outputs", "y"): (xhat * gv + ov).reshape(-1)}
+    for nm, st in (("mean", mean), ("rstd", rstd)):
+        avg = np.broadcast_to(st, view).reshape(own[0]).mean(axis=own[1])
+        vals["outputs", nm] = [st, avg]
+    dy = record.cotangents.get("y")
+    if dy is not None:
+        dy = np.asarray(dy, dtype=np.float64).reshape(view)
+        g = dy * gv
+        t = g - g.mean(axis=R, keepdims=True) if centred else g
+        vals["grads", "x"] = (rstd * (t - xhat * (g * xhat).mean(axis=R, keepdims=True))).reshape(-1)
+        for n, term in ((gn, dy * xhat), (on, dy)):
+            if n:
+                p = record.inputs[n]
+                ids = feature_ids(case, x.shape, n, np.shape(p))
+                vals["grads", n] = np.bincount(ids.reshape(-1), weights=term.reshape(-1), minlength=np.size(p))
+    return vals
+
+
+def _setup(ex, case, record, ref):
+    """(x as float64, its view, the op's axes, centred, gain, offset, their names) when the op's own formula
+    on that view reproduces the reference's y; else None."""
+    x = record.inputs.get("x")
+    if x is None or np.size(x) > ex.CONFIG_SIZE or not 2 <= np.ndim(x) <= 5:
+        return None
+    own = _own_axes(case, record, x)
+    if own is None:
+        return None
+    view, R0, centred = own
+    x = np.asarray(x, dtype=np.float64)
+    try:
+        gain, off, gn, on = _gain_offset(case, record, x)
+    except (TypeError, ValueError, IndexError):              # a parameter whose shape the rule does not cover
+        return None
+    y = ref.outputs.get("y")
+    with np.errstate(all="ignore"):
+        mine = _axes_vals(case, record, x, view, R0, centred, gain, off, gn, on, (view, R0))["outputs", "y"]
+    if y is None or np.size(y) != np.size(mine) or \
+            np.max(np.abs(mine - np.reshape(y, -1))) > 1e-9 * (np.max(np.abs(y)) + 1e-300):
+        return None                                          # the formula is not the op's: nothing to vary
+    return x, view, R0, centred, gain, off, gn, on
+
+
+def other_axes(ex, case, record, ref):
+    """The statistics over another subset of x's axes, or (group_norm) over strided groups of channels
+    (module docstring): explanations, or []."""
+    st = _setup(ex, case, record, ref)
+    if st is None:
+        return []
+    x, view, R0, centred, gain, off, gn, on = st
+    cands = []
+    for k in range(1, len(view) + 1):
+        for R in itertools.combinations(range(len(view)), k):
+            if case.op == "group_norm" and R == (1, 2, 3):
+                continue                    # one group: explain.config_deviation's num_groups = 1
+            if R != R0 and np.prod([view[i] for i in R]) >= 2:
+                names = "x's axes" if view == x.shape else f"the axes of x seen as {view}"
+                where = f"{names} ({', '.join(map(str, R))}) where ({', '.join(map(str, R0))}) belong"
+                if set(R) < set(R0):        # a part of each slice: the group the statistics span
+                    n = int(np.prod([view[i] for i in R]))
+                    cands.append((view, R, f"the formula's with the statistics over groups of {n} of each slice's "
+                                           f"values: {where}", "group"))
+                else:
+                    cands.append((view, R, f"the formula's with the statistics taken over {where} (another "
+                                           "normalizer's axes)", "semantics"))
+    if case.op == "group_norm" and 1 < view[1] and 1 < view[2]:
+        N, G, cg, S = view
+        cands.append(((N, cg, G, S), (1, 3), f"the formula's with strided groups (channel c in group c % {G}) where "
+                                             f"groups of {cg} adjacent channels belong", "layout"))
+    for v, R, text, mech in cands:
+        with np.errstate(all="ignore"):
+            vals = _axes_vals(case, record, x, v, R, centred, gain, off, gn, on, (view, R0))
+        found = _judge(ex, record, ref, vals, text, mech)
+        if found:
+            return found
+    return []
+
+
+def expanded_index(ex, case, record, ref):
+    """The gain and offset as each element of x reads them (the parameters broadcast to x's shape) taken in
+    another index order of x (``index_orders``: a per-sample modulation read at row % B where row // T
+    belongs), for the ops ``other_axes`` covers: explanations, or []."""
+    st = _setup(ex, case, record, ref)
+    if st is None or (st[6] is None and st[7] is None):
+        return []
+    x, view, R0, centred, gain, off, gn, on = st
+    g, o = np.broadcast_to(gain, x.shape).reshape(-1), np.broadcast_to(off, x.shape).reshape(-1)
+    y, got = ref.outputs["y"], record.got["outputs"].get("y")
+    fail_y = ("outputs", "y") in record.failing and got is not None and np.size(got) == x.size
+    if fail_y:                                  # screened on y's failing elements first
+        with np.errstate(all="ignore"):
+            xh = _axes_vals(case, record, x, view, R0, centred, 1.0, 0.0, None, None, (view, R0))["outputs", "y"]
+        s = _sample(got, y, record.E["outputs"]["y"])
+        g1, E1 = np.asarray(got).reshape(-1)[s], np.broadcast_to(record.E["outputs"]["y"], np.shape(got)).reshape(-1)[s]
+    for m, what in index_orders(x.shape):
+        gm, om = g[m], o[m]
+        if np.array_equal(gm, g) and np.array_equal(om, o):
+            continue                         # the parameters constant along the permuted axes: no misread
+        if fail_y and ex.fit_ratio(g1, xh[s] * gm[s] + om[s], E1) > LARGER:
+            continue
+        with np.errstate(all="ignore"):
+            vals = _axes_vals(case, record, x, view, R0, centred, gm.reshape(x.shape), om.reshape(x.shape), gn, on,
+                              (view, R0))
+        vals = {pn: v for pn, v in vals.items() if pn[0] != "grads" or pn[1] == "x"}
+        names = " and ".join(n for n in (gn, on) if n)
+        found = _judge(ex, record, ref, vals, f"the formula's with {names} as x's elements read them taken in another "
+                                          f"index order of x: {what}", "layout")
+        if found:
+            return found
+    return []
+
+
+# ------------------------------------------------------------------ the mode: running statistics after the update
+def updated_running(ex, case, record, ref, reference):
+    """A training call's outputs normalized with the running statistics it just updated (the evaluation
+    formula on the updated state): explanations, or []."""
+    from .. import registry
+    x = record.inputs.get("x")
+    new = dict(getattr(ref, "state", {}) or {})
+    if x is None or not record.training or np.size(x) > ex.CONFIG_SIZE or not registry.get(case.op).state \
+            or new.get("running_mean") is None or new.get("running_var") is None:
+        return []
+    bm = ref.outputs.get("mean")
+    rm = np.asarray(new["running_mean"], dtype=np.float64).reshape(-1)
+    if bm is not None and rm.size and np.size(bm) % rm.size == 0:
+        bm = np.asarray(bm, dtype=np.float64).reshape(-1, rm.size).mean(axis=0)
+        if np.allclose(rm, bm, rtol=1e-6, atol=0):
+            return []          # the update replaced them (momentum 1, a first cumulative average): the Bessel
+                               # convention's arithmetic, not a mode
+    res = _evaluate(reference, case, record, record.inputs, training=False, state=new)
+    if res is None:
+        return []
+    vals = {(p, n): v for (p, n), v in _result_vals(res).items() if p != "state"}
+    vals = {pn: v for pn, v in vals.items() if pn in record.failing}     # the saved statistics: the batch's
+    return _judge(ex, record, ref, vals, "the evaluation-mode value with the running statistics after this call's "
+                                         "update (a training call normalized by the updated running mean and var, "
+                                         "not the batch's statistics)", "mode")
+
+
+def initial_running(ex, case, record, ref, reference):
+    """An evaluation call without running statistics (the batch's belong) whose outputs are normalized with
+    the buffers' initial values, mean 0 and var 1 (the evaluation formula on a fresh state): explanations,
+    or []."""
+    from .. import registry
+    x = record.inputs.get("x")
+    if x is None or record.training or np.ndim(x) < 2 or np.size(x) > ex.CONFIG_SIZE \
+            or "running_mean" not in registry.get(case.op).state or record.state.get("running_mean") is not None:
+        return []
+    C = np.shape(x)[1]
+    fresh = {"running_mean": np.zeros(C), "running_var": np.ones(C), "num_batches_tracked": np.asarray(0)}
+    res = _evaluate(reference, case, record, record.inputs, state=fresh)
+    if res is None:
+        return []
+    vals = {pn: v for pn, v in _result_vals(res).items() if pn in record.failing}
+    return _judge(ex, record, ref, vals, "the evaluation-mode value with the running buffers' initial values "
+                                         "(mean 0, var 1) where a call without running statistics uses the batch's",
+                  "mode")
+
+
+# ------------------------------------------------------------------ a partial reduction (explain.row_statistics)
+def block_candidates(case, xs, eps, centred, x_shape=()):
+    """(mean, rstd, candidates) like explain._stat_candidates, with the partial reductions it lacks: the
+    mean, the variance or both accumulated over the last block of B = 2^k values only (from
+    (n - 1) // B * B on: the accumulator reset inside the loop over blocks), divided by n or the block's
+    length, the variance otherwise over the whole slice around that mean; and the mean over the first block
+    with the variance over the whole slice."""
+    n = xs.shape[1]
+    mean = xs.mean(axis=1, keepdims=True) if centred else np.zeros((xs.shape[0], 1))
+    rs = lambda v: 1.0 / np.sqrt(v + eps)                   # noqa: E731
+    rstd = rs(((xs - mean) ** 2).mean(axis=1, keepdims=True))
+    out = []
+    B = 16
+    while B < n:
+        for lo, hi, where in (((n - 1) // B * B, n, "the last"), (0, B, "the first")):
+            part = xs[:, lo:hi]
+            m = hi - lo
+            for div, dw in ((n, "n"), (m, "the block's length")):
+                desc = f"{where} block of {B} (values {lo}..{hi - 1} of {n}) only, divided by {dw} = {div}"
+                if centred:
+                    pm = part.sum(axis=1, keepdims=True) / div
+                    out.append((pm, rs(((xs - pm) ** 2).mean(axis=1, keepdims=True)),
+                                f"with the mean accumulated over {desc}", "block"))
+                if where == "the last":
+                    pv = ((part - mean) ** 2).sum(axis=1, keepdims=True) / div
+                    out.append((mean, rs(pv), f"with the variance accumulated over {desc}", "block"))
+                    if centred:
+                        pm = part.sum(axis=1, keepdims=True) / div
+                        out.append((pm, rs(((part - pm) ** 2).sum(axis=1, keepdims=True) / div),
+                                    f"with the mean and the variance accumulated over {desc}", "block"))
+        B *= 2
+    return mean, rstd, out
+
+
+def row_block_backward(ex, case, record, ref):
+    """layer_norm / rms_norm dx whose sums of g and g x_hat run over a block of k rows (k = 2^j: every row of
+    the block, as a 2-D tile summed whole) instead of each row, divided by n or by the block's k n values:
+    explanations of dx when only gradients fail, or []."""
+    x, dy = record.inputs.get("x"), record.cotangents.get("y")
+    if case.op not in ("layer_norm", "rms_norm") or x is None or dy is None or np.size(x) > ex.CONFIG_SIZE \
+            or ("grads", "x") not in record.failing or any(p != "grads" for p, _ in record.failing):
+        return []
+    xs = ex._slices(case, x, x)
+    R, n = xs.shape
+    centred = case.op == "layer_norm"
+    eps = float(case.config.get("eps", 1e-5) or 0.0)
+    mean = xs.mean(axis=1, keepdims=True) if centred else 0.0
+    rstd = 1.0 / np.sqrt(((xs - mean) ** 2).mean(axis=1, keepdims=True) + eps)
+    xh = (xs - mean) * rstd
+    g = ex._slices(case, x, dy) * ex._slices(case, x, ex._weight_full(case, x, record.inputs))
+    k = 2
+    while k < 2 * R and R > 1:
+        starts = np.arange(0, R, k)
+
+        def block(t):
+            sums = np.add.reduceat(t.sum(axis=1), starts)
+            return np.repeat(sums, k)[:R].reshape(R, 1)
+        for div, dw in ((n, f"n = {n}"), (k * n, f"the block's {k} x {n} values")):
+            with np.errstate(all="ignore"):
+                dx = rstd * (g - (block(g) / div if centred else 0.0) - xh * block(g * xh) / div)
+            found = _judge(ex, record, ref, {("grads", "x"): ex._unslices(case, np.shape(x), dx)},
+                           f"the formula's with its sums of g and g x_hat taken over each block of {k} rows (the whole "
+                           f"2-D tile) instead of each row, divided by {dw}", "block")
+            if found:
+                return found
+        k *= 2
+    return []
+
+
+# ------------------------------------------------------------------ the entry point
+def explain(ex, case, record, ref, reference) -> list:
+    """The first of this module's families that explains the step's failure (module docstring): a list of
+    explanations, or []. ``ex``: refnorm/check/explain.py, which calls this where its own families leave a
+    failing array unexplained (its fit_ratio, CONFIG_SIZE, _label and slices, passed in: this module imports
+    nothing of it, no import circle); the partial reductions are its row_statistics with
+    ``block_candidates``."""
+    x = record.inputs.get("x")
+    if not record.failing or x is None or np.size(x) > ex.CONFIG_SIZE:
+        return []
+    with np.errstate(all="ignore"):
+        found = permuted_outputs(ex, case, record, ref)
+        if not found and reference is not None:
+            found = updated_running(ex, case, record, ref, reference) \
+                or initial_running(ex, case, record, ref, reference) or param_index(ex, case, record, ref, reference)
+        for family in (expanded_index, other_axes, row_block_backward):
+            found = found or family(ex, case, record, ref)
+        found = found or ex.row_statistics(case, record, ref, candidates=block_candidates)
+    return found
