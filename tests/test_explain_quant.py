@@ -323,3 +323,15 @@ def test_e8m0_exponent_rounded_up_where_floor_belongs_is_scale_rounding():
     stored = lambda call, d: NB.pow2_ceil(d["scale"], *NB.E8M0_EXP).astype(ml_dtypes.float8_e8m0fnu)   # noqa: E731
     expect(QuantSpec(_block(scales), stored), "norm_quant_block/normal_rms_mx_bf16_8x512", "scale_rounding",
            "rounded up to a power of two")
+
+
+def test_a_quantized_array_is_localized_as_the_judge_fails_it():
+    """float8 codes made through float16: the judge fails the few elements whose two roundings land on another
+    code; every code is about half a step from its exact value, so |got - ref| > E would count nearly all of
+    them. The localization counts exactly the judge's failing elements."""
+    post = lambda call, d: {**d, "q": np.asarray(round_to(d["q"], "float16"), np.float64)}   # noqa: E731
+    r = check_case(QuantSpec(post), load_case(GOLDEN, "norm_quant/normal_rms_e4m3_dyn_f32_8x256"))
+    assert r.status == "failed"
+    q = next(a for a in r.arrays if a.name == "q")
+    where = next(w for w in r.diagnosis["where"] if w["name"] == "q")
+    assert 0 < where["failing"] == q.over < q.size // 4, (where["text"], q.over)

@@ -518,7 +518,7 @@ def where(case, records) -> list:
             got, want, E = r.got[part].get(name), getattr(ref, part).get(name), r.E[part].get(name)
             if got is None or want is None or E is None:
                 continue
-            d = localize.localize(part, name, got, want, E, x_shape, axes)
+            d = localize.localize(part, name, got, want, E, x_shape, axes, r.E.get("dtypes", {}).get((part, name)))
             # row_terms reads x and dy in float64: the record's float64 copies (_args) give the same terms
             ins64, _, cot64 = _args(r)
             terms = explain.row_terms(case, dataclasses.replace(r, inputs=ins64, cotangents=cot64), ref, part, name)

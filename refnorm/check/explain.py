@@ -1035,7 +1035,8 @@ def finite_failures(record, ref):
         got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
         if got is None or want is None or E is None or np.shape(got) != np.shape(want):
             continue
-        if np.any(failing_mask(got, want, E) & np.isfinite(np.asarray(got, dtype=np.float64))):
+        qd = record.E.get("dtypes", {}).get((part, name))
+        if np.any(failing_mask(got, want, E, qd) & np.isfinite(np.asarray(got, dtype=np.float64))):
             out.add((part, name))
     return out
 

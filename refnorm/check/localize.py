@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .precision import DIRECTED, quant_excess, quant_name
+
 FIT = 0.1          # a per-row model "fits" when its residual's RMS is at most FIT x the error's RMS
 MIN_COLUMNS = 4    # missing_rows: a sum of at least this many values (fewer: a coincidence is likely)
 _SCREEN = 0.8     # missing_rows: the screen keeps candidates with |err . s| >= 0.8 (1 - FIT) |err|^2 (see there)
@@ -64,8 +66,18 @@ def ranges(idx, n) -> str:
     return ", ".join(text) + (f" and {more} more" if more else "")
 
 
-def failing_mask(got, ref, E):
-    """Elements beyond their bound, or not finite where the reference is finite."""
+def failing_mask(got, ref, E, qdtype=None):
+    """Elements beyond their bound, or not finite where the reference is finite. ``qdtype``: the grid a
+    quantized array is judged on (the bounds' "dtypes" entry: float8_e4m3fn, int8, "pow2:round_up", ...):
+    then an element fails as the judge fails it, when the reals that round to it miss ref by more than E
+    (precision.quant_excess), not by |got - ref| (a code is half a step from its exact value)."""
+    if qdtype is not None and (qdtype in DIRECTED or quant_name(np.asarray(got).dtype)):
+        ref = np.asarray(ref, dtype=np.float64)
+        E = np.broadcast_to(np.asarray(E, dtype=np.float64), ref.shape)
+        with np.errstate(all="ignore"):
+            ex = quant_excess(np.asarray(got), ref, qdtype if qdtype in DIRECTED else None)
+            g = np.asarray(got).astype(np.float64)
+            return np.where(np.isfinite(E), ex > E, np.isnan(g) & ~np.isnan(ref))
     got = np.asarray(got, dtype=np.float64)
     ref = np.asarray(ref, dtype=np.float64)
     E = np.broadcast_to(np.asarray(E, dtype=np.float64), ref.shape)
@@ -130,14 +142,14 @@ def error_shape(got, ref, bad, row_axes) -> str:
             "affine": "affine in the expected value along each failing row (a wrong scale and shift)"}[best]
 
 
-def localize(part, name, got, ref, E, x_shape, axes) -> dict:
+def localize(part, name, got, ref, E, x_shape, axes, qdtype=None) -> dict:
     """The localization of one failing array (module docstring) as a JSON-able dict with a one-line
-    ``text``."""
+    ``text``; ``qdtype`` as ``failing_mask``'s."""
     got = np.asarray(got)
     ref = np.asarray(ref, dtype=np.float64)
     if got.shape != ref.shape:
         return {"part": part, "name": name, "text": f"{name}: shape {got.shape}, expected {ref.shape}"}
-    bad = failing_mask(got, ref, E)
+    bad = failing_mask(got, ref, E, qdtype)
     names = axis_names(ref.shape, x_shape, axes)
     where = []
     for i, n in enumerate(ref.shape):
