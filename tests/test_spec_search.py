@@ -51,6 +51,8 @@ def test_the_instrumented_spec_computes_the_same_bits(op):
 
 @pytest.mark.parametrize("bug, case_id, mechanism, words", [
     ("gated_silu_in_input_dtype", "gated_norm/normal_gs64_f16_4x128", "precision", "gated_norm.s"),
+    # bfloat16 inputs (ml_dtypes' kind "V") moved too: silu(z) depends on z, not the parameters alone
+    ("gated_silu_in_input_dtype", "gated_norm/normal_gs32_bf16_4x128", "precision", "gated_norm.s"),
     # a value of the parameters alone (the gain 1 + scale) rounded: the affine convention's cast order
     ("aln_gain_in_input_dtype", "adaptive_layer_norm/normal_bf16_2x8x32", "affine", ".gain"),
 ])
@@ -80,6 +82,15 @@ def test_one_operation_of_the_backward_changed_is_named(bug, case_id, words):
     assert r.status == "failed"
     d = r.diagnosis
     assert d["mechanism"] == "backward" and words in d["message"], d["message"]
+
+
+def test_a_changed_gate_factor_of_the_backward_is_the_gate():
+    """dx = dv where dv * silu(z) belongs (tests/planted/blind3.py): the operand left out is a value of the gate
+    input alone, so the mechanism is the gate's factor in the backward, not the backward formula in general."""
+    from planted.blind3 import Blind3Kernel
+    r = check_case(Blind3Kernel("gated_bwd_dx_ungated"), load_case(GOLDEN, "gated_norm/normal_gs4_f64_3x7x12"))
+    d = r.diagnosis
+    assert d["mechanism"] == "gate" and "`s` left out in `dv * s`" in d["message"], d["message"]
 
 
 def test_the_mutation_search_needs_a_passing_forward():

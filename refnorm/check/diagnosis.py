@@ -461,7 +461,11 @@ def _explain(case, records, out):
                    closest=_closest_of(out), widened=False)
         out["message"] = "no known pitfall matches (its best fit holds only within its own rounding interval)"
     out["explained"] = found
-    if full:
+    if full and mechs == {None}:
+        # explained, by a mistake no mechanism of the list is (two returned arrays in each other's place)
+        out["message"] = ("explained by the arithmetic (a mistake no mechanism of refnorm's list names): "
+                          + "; ".join(texts) + "; no catalogue pitfall fits")
+    elif full:
         from ..pitfalls.mechanisms import ARITHMETIC, MECHANISMS
         mech = mechs.pop()
         out.update(mechanism=mech, explained_by="arithmetic")

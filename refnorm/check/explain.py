@@ -677,6 +677,7 @@ def config_deviation(case, record, reference):
             what = f"the gradients of {pair[0]} and {pair[1]} returned in each other's place"
             if not all(("grads", n) in record.failing for n in pair):
                 continue
+            mech = bwd_mech = None  # a mix-up of the returned arrays: no mechanism of the list (not an affine rule)
         if all(fits.values()):
             if grads_only:          # the forward cannot tell the deviation here: the evidence is the backward's
                 return {"mechanism": bwd_mech, "text": f"the backward with {what} reproduces every failing array "

@@ -252,15 +252,17 @@ def _param_candidates(case, name, v, shape):
     i = np.arange(P)
     maps = [(m, f"in another index order: {what}") for m, what in index_orders(shape)] if len(shape) > 1 else []
     maps += [(P - 1 - i, "in reversed order")]
+    maps = [(m, what, "layout") for m, what in maps]
     for k in range(1, min(P, MAPS_MAX + 1)):
-        maps.append((i % k, f"at the block-local index: element i takes {name}[i % {k}] (blocks of {k})"))
-        if k > 1:
-            maps.append((i // k, f"at index i // {k}"))
+        maps.append((i % k, f"at the block-local index: element i takes {name}[i % {k}] (blocks of {k})", "layout"))
+        if k > 1:       # one value per group of k features: a per-group affine convention (the catalogue's
+            maps.append((i // k, f"at index i // {k} (one value per group of {k}: a per-group affine where "
+                                 "per-feature belongs)", "affine"))    # gn_per_group_affine), not a permutation
     seen = {i.tobytes()}
-    for m, what in maps:
+    for m, what, mech in maps:
         if m.tobytes() not in seen:
             seen.add(m.tobytes())
-            out.append((v[m], f"{name} read {what}", "layout", m))
+            out.append((v[m], f"{name} read {what}", mech, m))
     dt = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}.get(case.dtype)
     if dt is not None:
         off = 1.0 if (case.op == "adaptive_layer_norm" and name == "scale") else \

@@ -26,7 +26,8 @@ each is changed alone, as the issue's structured deviations: an operand dropped 
 a factor taken as 1, a divisor left out), a subtracted term added (its sign flipped), the second operand
 doubled or halved. A change that reproduces every array of the step within its bound (the forward's
 too: the change touches only what the backward computes, as silu'(z) formed beside the forward) names
-the backward formula ("backward"), with the operation's source line. Cases up to MUTATION_SIZE elements
+the backward formula ("backward"; "gate" where the changed operand is a value of the gate input z alone,
+silu(z) or its derivative: the gate's factor in the backward), with the operation's source line. Cases up to MUTATION_SIZE elements
 of x (one evaluation per change, the first that fits ends the search).
 
 Layer 4 (NumPy; reads the specifications' source, never changes them); thread-safe (the target is
@@ -212,7 +213,8 @@ def rounding_point(case, record, fit_ratio):
     seen, moved = {}, {}
     # the activations moved (every input but the affine parameters): which values do not depend on them
     other = {k: (np.asarray(v, dtype=np.float64) * 0.75 + 0.125).astype(np.asarray(v).dtype)
-             if k not in PARAMETERS and np.asarray(v).dtype.kind == "f" else v for k, v in record.inputs.items()}
+             if k not in PARAMETERS and np.asarray(v).dtype.kind not in "iub" else v   # (bfloat16's kind is V)
+             for k, v in record.inputs.items()}
     try:
         _evaluate(case, record, ("record", seen))
         _evaluate(case, record, ("record", moved), other)
@@ -250,6 +252,21 @@ def rounding_point(case, record, fit_ratio):
                     f"{'toward zero' if tz else 'to nearest'} to {dt} reproduces every failing array{more}"}
 
 
+def _gate_values(case, record):
+    """The local names whose values follow the gate input z alone (they move with z, not with x): silu(z) and
+    its derivative. A change of the backward in one of them is the gate's factor (mechanism "gate")."""
+    def moved(name):
+        v = np.asarray(record.inputs[name])
+        got = {}
+        _evaluate(case, record, ("record", got), {**record.inputs, name: (v.astype(np.float64) * 0.75 + 0.125)
+                                                   .astype(v.dtype)})
+        return got
+    base, by_z, by_x = {}, moved("z"), moved("x")
+    _evaluate(case, record, ("record", base))
+    same = lambda a, b: a is not None and np.shape(a) == np.shape(b) and np.array_equal(a, b, equal_nan=True)  # noqa: E731
+    return {k.rsplit(".", 1)[1] for k, v in base.items() if not same(by_z.get(k), v) and same(by_x.get(k), v)}
+
+
 def mutation(case, record, fit_ratio):
     """One operation of the specification changed (module docstring) reproducing a step where only
     gradients fail: an explanation {"mechanism": "backward", "text"}, or None."""
@@ -273,7 +290,10 @@ def mutation(case, record, fit_ratio):
                 continue
             if _fits(record, res, fit_ratio):
                 sym = {"Add": "+", "Sub": "-", "Mult": "*", "Div": "/"}[op]
-                return {"mechanism": "backward",
+                changed = left if change == "drop_left" else right
+                gate = _gate_values(case, record) & {n.id for n in ast.walk(ast.parse(changed, mode="eval"))
+                                                     if isinstance(n, ast.Name)} if "z" in record.inputs else set()
+                return {"mechanism": "gate" if gate else "backward",
                         "text": f"the specification with {what.format(l=f'`{left}`', r=f'`{right}`')} in "
                                 f"`{left} {sym} {right}` ({func}, refnorm/specs/{mod}.py line {line}) reproduces "
                                 "every failing gradient"}
