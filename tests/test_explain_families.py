@@ -421,3 +421,12 @@ def test_a_failure_by_nan_alone_is_not_named():
     d = diag(Blind4Kernel("bn_train_output_from_new_running"), "batch_norm/const_eps1e-12_f16_7x3")
     assert d["mechanism"] is None and "fails only by NaN / inf" in d["message"] \
         and "first non-finite" in d["message"], d["message"]
+
+
+def test_a_quantized_nan_is_evidence():
+    """float8_e4m3fn codes saturating to NaN (the format's overflow code) where +-448 belongs: q fails only by
+    NaN, but that NaN is a value of the format, so the saturation variant that reproduces it is named."""
+    from planted import report
+    failed = [c for c in report.run("q_e4m3_nan", "norm_quant").cases if c.status == "failed"]
+    assert failed and all(c.diagnosis["mechanism"] == "saturation" for c in failed), \
+        [c.diagnosis["message"] for c in failed]
