@@ -1065,6 +1065,9 @@ def _explain(case, record, ref, reference=None) -> list:
             if act:
                 return act
     if len(out) < len(record.failing):
+        from .explain_terms import backward_terms
+        out += backward_terms(case, record, ref, {(e["part"], e["name"]) for e in out})
+    if len(out) < len(record.failing):
         with np.errstate(all="ignore"):
             stats = row_statistics(case, record, ref)
         if stats:
