@@ -615,10 +615,29 @@ def _carried(label, grad, got, E, fit_ratio, found):
     return None
 
 
+GROWTH = 1e4         # the most an explained value's bound grows over the reference's (``scaled``)
+
+
+def scaled(fit_ratio, want):
+    """fit_ratio with the bound scaled by how much larger the explained value v is than the reference
+    (|v| / |want| per element, between 1 and GROWTH; |want| floored at 1e-4 of its largest value): a value
+    computed with a factor left out (dv where dv silu(z) belongs) carries that factor's rounding error."""
+    want = np.abs(np.asarray(want, dtype=np.float64))
+    floor = 1e-4 * float(np.max(want, initial=0.0))
+
+    def fr(got, v, E):
+        with np.errstate(all="ignore"):
+            f = np.clip(np.abs(np.asarray(v, dtype=np.float64)) / np.maximum(want, floor), 1.0, GROWTH)
+        f = np.where(np.isfinite(f), f, 1.0)
+        return fit_ratio(got, v, np.asarray(E, dtype=np.float64) * f)
+    return fr
+
+
 def explain_grad(label, grad, got, want, E, fit_ratio):
     """The explanation of one failing gradient by its decomposition (module docstring), or None."""
     if fit_ratio(got, want, E) <= 1:
         return None
+    fit_ratio = scaled(fit_ratio, want)
     fits = []
     for text, mech, fn in grad.alts:
         with np.errstate(all="ignore"):
@@ -671,7 +690,7 @@ def backward_terms(case, record, ref, done=()) -> list:
         out.append({"part": part, "name": name, "step": record.step, **e})
     for part, name, grad, got, E in left:
         with np.errstate(all="ignore"):
-            e = _carried(_label(part, name), grad, got, E, fit_ratio, found) if found else None
+            e = _carried(_label(part, name), grad, got, E, scaled(fit_ratio, ref.grads[name]), found) if found else None
         if e is not None:
             e.pop("coefficients")
             out.append({"part": part, "name": name, "step": record.step, **e})
