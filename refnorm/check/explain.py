@@ -45,7 +45,11 @@ over the explained value, divided by the bound, is at most 1 on every element):
   (1, 0, -1)); coefficients rounded to multiples of 1/2 that differ from it and fit within the bound
   explain dx ("the mean(g) term counted twice: coefficients 1, -2, -1"); with a weight, the specification's
   coefficients with g = dy (the weight left out of dx), g = dy w^2 (applied twice) or the projection term
-  times the weight again explain it too.
+  times the weight again explain it too;
+* **backward term decompositions** (refnorm/check/explain_terms.py), every op with a backward: each
+  gradient as the named pieces of its chain rule, explained (when no output fails) by a factor left out,
+  a neighbouring tensor substituted, a term dropped, doubled or sign-flipped (coefficients fitted), or
+  the backward's row sums over a block of k rows; tried for the gradients the families above leave.
 
 Each explanation carries a mechanism (refnorm/pitfalls/mechanisms.py) so that the diagnosis can name
 it. Pure NumPy; never changes a verdict.

@@ -228,7 +228,8 @@ def _group_norm_silu(case, ins, cot, ref):
     sx, rx = sigmoids(xh)
     alts = [("silu'(y) at the output y = silu(p) where silu'(p) belongs", dy * sy * (1 + y * ry)),
             ("silu'(x_hat) at x_hat where silu'(p) belongs (p = x_hat w + b)", dy * sx * (1 + xh * rx)),
-            ("silu(p) where silu'(p) belongs", dy * y)]
+            ("silu(p) where silu'(p) belongs", dy * y),
+            ("dy where dp = dy silu'(p) belongs (the SiLU's derivative left out)", dy)]
     dp = dy * s * (1 + p * rest)
     out = {}
     for name in ("x", "weight", "bias"):
