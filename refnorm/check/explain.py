@@ -61,6 +61,7 @@ import math
 import numpy as np
 
 from ..pitfalls._centered import _next_pow2
+from . import explain_terms
 from .localize import failing_mask
 from .precision import excess, quant_excess, quant_name, ratio
 
@@ -1069,8 +1070,8 @@ def _explain(case, record, ref, reference=None) -> list:
             if act:
                 return act
     if len(out) < len(record.failing):
-        from .explain_terms import backward_terms
-        out += backward_terms(case, record, ref, {(e["part"], e["name"]) for e in out})
+        out += explain_terms.backward_terms(case, record, ref, {(e["part"], e["name"]) for e in out}, fit_ratio,
+                                            CONFIG_SIZE)
     if len(out) < len(record.failing):
         with np.errstate(all="ignore"):
             stats = row_statistics(case, record, ref)

@@ -130,6 +130,27 @@ def _stats(ref, xs, eps):
     return mean, 1.0 / np.sqrt(((xs - mean) ** 2).mean(axis=1, keepdims=True) + eps)
 
 
+def _slices(case, x, a):
+    """A channel norm's ``a`` (x's shape) as (slices, n): batch_norm's channels, instance_norm's (sample,
+    channel) pairs, group_norm's (sample, group) pairs as rows (explain._slices' layout)."""
+    a = np.broadcast_to(a, x.shape)
+    if case.op == "batch_norm":
+        return np.moveaxis(a, 1, 0).reshape(x.shape[1], -1)
+    if case.op == "instance_norm":
+        return a.reshape(x.shape[0] * x.shape[1], -1)
+    return a.reshape(x.shape[0] * int(case.config["num_groups"]), -1)
+
+
+def _unslices(case, shape, r):
+    if case.op == "batch_norm":
+        return np.moveaxis(r.reshape((shape[1], shape[0]) + tuple(shape[2:])), 0, 1)
+    return r.reshape(shape)
+
+
+def _label(part, name):
+    return "dx" if name == "x" else f"d{name}"
+
+
 def _f(a):
     return None if a is None else np.asarray(a, dtype=np.float64)
 
@@ -168,7 +189,6 @@ def _row_norm(case, ins, cot, ref):
 
 def _channel_norm(case, ins, cot, ref, training):
     """group_norm, instance_norm, batch_norm with the slices' own statistics: dx, dweight, dbias."""
-    from .explain import _slices, _unslices
     x, dy = ins["x"], cot["y"]
     eps = float(case.config.get("eps", 1e-5))
     xs = _slices(case, x, x)
@@ -199,7 +219,6 @@ def _channel_norm(case, ins, cot, ref, training):
 def _group_norm_silu(case, ins, cot, ref):
     """dp = dy silu'(p), then group_norm's backward of dp: dx, dweight, dbias, with silu'(p)'s two terms
     and its alternatives (at y, at x_hat, silu(p), sigmoid(p))."""
-    from .explain import _slices, _unslices
     x, dy = ins["x"], cot["y"]
     G = int(case.config["num_groups"])
     eps = float(case.config.get("eps", 1e-5))
@@ -363,7 +382,6 @@ def _poly_norm(case, ins, cot, ref):
     x, dy = ins["x"], cot["y"]
     eps = float(case.config.get("eps", 1e-6))
     w, b = ins["weight"], ins.get("bias")
-    H = x.shape[-1]
 
     def parts(ws):
         terms = []
@@ -385,7 +403,8 @@ def _poly_norm(case, ins, cot, ref):
     out["x"] = gx
     hs = [(x ** p) / np.sqrt(((x ** p) ** 2).mean(axis=-1, keepdims=True) + eps) for p in (3, 2, 1)]
     gw = Grad(w.shape).terms("(sum(dy h_3), sum(dy h_2), sum(dy h_1))",
-                             [(f"sum(dy h_{p})", 1.0, np.eye(3)[k] * np.sum(dy * hs[k])) for k, p in enumerate((3, 2, 1))])
+                             [(f"sum(dy h_{p})", 1.0, np.eye(3)[k] * np.sum(dy * hs[k]))
+                              for k, p in enumerate((3, 2, 1))])
     gw.alt("x^p (the power before its normalization) where h_p belongs", "backward",
            lambda: np.array([np.sum(dy * x ** p) for p in (3, 2, 1)]))
     gw.alt("the powers in reversed order (dweight[0] from h_1)", "backward",
@@ -395,7 +414,6 @@ def _poly_norm(case, ins, cot, ref):
     out["weight"] = gw
     if b is not None:
         out["bias"] = Grad(b.shape).terms("sum(dy)", [("sum(dy)", 1.0, np.reshape(np.sum(dy), b.shape))])
-    del H
     return out
 
 
@@ -641,8 +659,11 @@ def explain_grad(label, grad, got, want, E, fit_ratio):
     fit_ratio = scaled(fit_ratio, want)
     fits = []
     for text, mech, fn in grad.alts:
-        with np.errstate(all="ignore"):
-            v = fn()
+        try:
+            with np.errstate(all="ignore"):
+                v = fn()
+        except (ValueError, IndexError, ZeroDivisionError):   # an alternative this shape does not admit
+            continue
         if np.shape(v) == np.shape(got) and fit_ratio(got, v, E) <= 1:
             fits.append({"mechanism": mech, "text": f"{label} matches the formula with {text}"})
             if np.size(got) >= 2:
@@ -658,15 +679,15 @@ def explain_grad(label, grad, got, want, E, fit_ratio):
     return None
 
 
-def backward_terms(case, record, ref, done=()) -> list:
+def backward_terms(case, record, ref, done, fit_ratio, size_cap) -> list:
     """Explanations of the failing gradients of one step not in ``done`` ((part, name) already explained),
-    when no output fails (the forward is right): per array, ``explain_grad`` on the decomposition's sets
-    that reproduce the reference gradient; then a coefficient set found for one array tried on the others
-    with the same terms. A list of explanations (explain._explain's entries)."""
-    from .explain import CONFIG_SIZE, _label, fit_ratio
+    when no output fails (the forward is right) and x has at most ``size_cap`` elements: per array,
+    ``explain_grad`` on the decomposition's sets that reproduce the reference gradient; then a coefficient
+    set found for one array tried on the others with the same terms. ``fit_ratio``: explain.fit_ratio (given
+    by the caller: explain.py imports this module). A list of explanations (explain._explain's entries)."""
     x = record.inputs.get("x")
     todo = [(p, n) for p, n in record.failing if p == "grads" and (p, n) not in set(done)]
-    if x is None or np.size(x) > CONFIG_SIZE or not todo or any(p == "outputs" for p, _ in record.failing):
+    if x is None or np.size(x) > size_cap or not todo or any(p == "outputs" for p, _ in record.failing):
         return []
     try:
         dec = decompose(case, record.inputs, record.cotangents, record.training, ref)
@@ -691,7 +712,8 @@ def backward_terms(case, record, ref, done=()) -> list:
         out.append({"part": part, "name": name, "step": record.step, **e})
     for part, name, grad, got, E in left:
         with np.errstate(all="ignore"):
-            e = _carried(_label(part, name), grad, got, E, scaled(fit_ratio, ref.grads[name]), found) if found else None
+            e = _carried(_label(part, name), grad, got, E, scaled(fit_ratio, ref.grads[name]), found) \
+                if found else None
         if e is not None:
             e.pop("coefficients")
             out.append({"part": part, "name": name, "step": record.step, **e})
