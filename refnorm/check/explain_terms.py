@@ -17,15 +17,20 @@ as the specification computes it, in the pieces a kernel author writes:
   row, or over the whole hidden dimension instead of each group.
 
 ``backward_terms`` explains a failing gradient whose forward passes (no output fails): an alternative
-that reproduces the backend's array within the check's own bound (``fit_ratio <= 1`` on every element),
+that reproduces the backend's array within the check's own bound (``fit_ratio <= 1`` on every element);
 else the terms' coefficients fitted by least squares over the failing rows (at least two of them, the
 terms linearly independent there), rounded to multiples of 1/2, differing from the specification's and
-reproducing every element within the bound. Never when the reference itself fits; a scalar gradient only
-by an alternative that is the only one that fits. Mechanisms (refnorm/pitfalls/mechanisms.py): "backward"
-(a term or a product), "gate" (the gate's factor silu(z) / silu'(z) left out or substituted), "block"
-(the row sums over a block of rows), "group" (over the whole hidden dimension instead of each group),
-"affine" (adaptive_layer_norm's 1 of (1 + scale) left out), "dropout" (add_norm's branch scale c on the
-wrong gradient).
+reproducing every element within the bound; else one term's coefficient changed (dropped, doubled, its
+sign flipped, a term the specification leaves out added) when exactly one such change fits; and a
+coefficient set found for one gradient is tried on the step's other gradients with the same terms
+(add_norm's dx, dresidual, drowscale). Never when the reference itself fits; a scalar gradient only by
+an alternative that is the only one that fits. The bound an explained value is held to is the check's,
+grown per element by the value's size over the reference's (at most GROWTH x: a gradient with the factor
+silu(z) left out is 1/silu(z) times larger, and so is its own rounding error). Mechanisms
+(refnorm/pitfalls/mechanisms.py): "backward" (a term or a product), "gate" (the gate's factor silu(z) /
+silu'(z) left out or substituted), "block" (the row sums over a block of rows), "group" (over the whole
+hidden dimension instead of each group), "affine" (adaptive_layer_norm's 1 of (1 + scale) left out),
+"dropout" (add_norm's branch scale c on the wrong gradient).
 
 NumPy only; runs on failing cases of at most explain.CONFIG_SIZE elements; never changes a verdict.
 """
