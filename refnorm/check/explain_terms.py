@@ -495,7 +495,7 @@ def _add_norm(case, ins, cot, ref):
     ds = total(ds_terms)
     title = "ds = rstd (g - mean(g) - x_hat mean(g x_hat)) + dresidual_out"
     full = lambda a: a.reshape(x.shape) + (0.0 if dro is None else dro)   # noqa: E731
-    dropout = "dropout" if (ins.get("mask") is not None or p) else "backward"
+    dropout = "dropout"             # c: the keep-mask, rowscale (drop-path) and 1 / (1 - p)
     out = {}
     for name, fac in (("x", c), ("residual", None), ("x1", c1)):
         if name != "x" and ins.get(name) is None:
