@@ -402,6 +402,8 @@ def _poly_norm(case, ins, cot, ref):
         return terms
     out = {}
     gx = Grad(x.shape).terms("sum over p of p x^(p-1) r_p (g_p - h_p mean(g_p h_p))", parts(w))
+    gx.alt("the factors p of d(x^p)/dx left out: dx = x^2 du_3 + x du_2 + du_1", "backward",
+           lambda: sum(c / abs(c) * a for _, c, a in parts(w)))
     gx.alt("the weights in reversed order (weight[0] on x, weight[2] on x^3) in the backward", "backward",
            lambda: total(parts(w[::-1])))
     gx.alt("g_p = dy: the weights left out of the backward", "backward", lambda: total(parts(np.ones(3))))
