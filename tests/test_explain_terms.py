@@ -95,12 +95,26 @@ def _poly_du(x, dy, w, eps):
 
 
 def test_poly_norm_dx_without_the_power_factors_is_backward():
-    """dx = x^2 du_3 + x du_2 + du_1: the factors 3 and 2 of d(x^p)/dx left out (coefficients fitted)."""
+    """dx = x^2 du_3 + x du_2 + du_1: the factors 3 and 2 of d(x^p)/dx left out."""
     def dx(call, d):
         x, dy = np.asarray(call.inputs["x"], np.float64), np.asarray(call.cotangents["y"], np.float64)
         return sum(x ** (p - 1) * du for p, _, du in _poly_du(x, dy, np.asarray(call.inputs["weight"], np.float64),
                                                             call.config["eps"]))
-    expect(Spec(post=grads(x=dx)), "poly_norm/normal_f32_4x64", "backward", "with coefficient 1 where 3 belongs")
+    expect(Spec(post=grads(x=dx)), "poly_norm/normal_f32_4x64", "backward",
+           "dx matches the formula with the factors p of d(x^p)/dx left out")
+
+
+def test_poly_norm_dx_with_one_projection_term_doubled_is_a_fitted_coefficient():
+    """The cubic's projection term counted twice: coefficients 3, -6, 2, -2, 1, -1 fitted."""
+    def dx(call, d):
+        x, dy = np.asarray(call.inputs["x"], np.float64), np.asarray(call.cotangents["y"], np.float64)
+        w, eps = np.asarray(call.inputs["weight"], np.float64), call.config["eps"]
+        u = x ** 3
+        r = 1 / np.sqrt((u * u).mean(-1, keepdims=True) + eps)
+        h, g = u * r, dy * w[0]
+        return d["grads"]["x"] - 3 * x ** 2 * r * h * (g * h).mean(-1, keepdims=True)
+    expect(Spec(post=grads(x=dx)), "poly_norm/normal_f32_4x64", "backward",
+           "the x^2 r_3 h_3 mean(g_3 h_3) term counted twice: fitted coefficients 3.00, -6.00")
 
 
 def test_poly_norm_dweight_from_the_unnormalized_power_is_backward():
@@ -147,6 +161,29 @@ def test_add_norm_rms_backward_with_the_centred_term_is_backward():
                                "residual": d["grads"]["residual"] + extra}}
     assert load_case(GOLDEN, cid).config["norm"] == "rms_norm"
     expect(Spec(post=post), cid, "backward", "the mean(g) term with coefficient -1 where 0 belongs")
+
+
+def test_add_norm_centred_term_names_drowscale_too():
+    """rowscale: drowscale (one value per row, too few for its own fit) follows from ds's coefficients."""
+    cid = "add_norm/heavy_tail_rms_rs_f32_5x24"
+
+    def post(call, d):
+        x = np.asarray(call.inputs["x"], np.float64)
+        rs = np.asarray(call.inputs["rowscale"], np.float64)[..., None]
+        s = x * rs + np.asarray(call.inputs.get("residual", 0.0), np.float64)
+        dy = np.asarray(call.cotangents["y"], np.float64)
+        w = np.asarray(call.inputs.get("weight", 1.0), np.float64) + call.config.get("weight_offset", 0.0)
+        extra = -(dy * w).mean(-1, keepdims=True) / np.sqrt((s * s).mean(-1, keepdims=True) + call.config["eps"])
+        gr = dict(d["grads"])
+        gr["x"] = gr["x"] + extra * rs
+        if "residual" in gr:
+            gr["residual"] = gr["residual"] + extra
+        gr["rowscale"] = gr["rowscale"] + (extra * x).sum(-1)
+        return {**d, "grads": gr}
+    case = load_case(GOLDEN, cid)
+    assert case.config["norm"] == "rms_norm" and not case.config.get("dropout_p")
+    d = diag(Spec(post=post), cid)
+    assert d["mechanism"] == "backward" and "drowscale matches the formula" in d["message"], d["message"]
 
 
 def test_add_norm_dweight1_from_dy_is_backward():

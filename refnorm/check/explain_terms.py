@@ -254,6 +254,10 @@ def _group_norm_silu(case, ins, cot, ref):
             ("silu'(x_hat) at x_hat where silu'(p) belongs (p = x_hat w + b)", dy * sx * (1 + xh * rx)),
             ("silu(p) where silu'(p) belongs", dy * y),
             ("dy where dp = dy silu'(p) belongs (the SiLU's derivative left out)", dy)]
+    if b is not None:
+        q = xh * Wf
+        sq, rq = sigmoids(q)
+        alts.append(("silu' at x_hat w (p without the bias) where silu'(p) belongs", dy * sq * (1 + q * rq)))
     dp = dy * s * (1 + p * rest)
     out = {}
     for name in ("x", "weight", "bias"):
@@ -325,6 +329,8 @@ def _gated_norm(case, ins, cot, ref):
     if nbg:
         gz.alt("v_hat (the norm without its affine) where n = v_hat w + b belongs", "backward", lambda: dy * vh * ds)
         gz.alt("y = n silu(z) where n belongs", "backward", lambda: dy * nn * s * ds)
+        if b is not None:
+            gz.alt("v_hat w (n without the bias) where n = v_hat w + b belongs", "backward", lambda: dy * vh * w * ds)
     else:
         gz.alt("the gated value v = x silu(z) where x belongs", "backward", lambda: dv * v * ds)
     out["z"] = gz
@@ -512,6 +518,9 @@ def _add_norm(case, ins, cot, ref):
                 _nb(d * W, xh, rstd, centred)))))
         if fac is not None:
             grad.alt(f"the branch's scale c left out (d{name} = ds)", dropout, lambda: ds)
+            if p:
+                grad.alt(f"the 1 / (1 - p) of the branch's scale c left out (d{name} = ds c (1 - p))", dropout,
+                         lambda fac=fac: ds * fac * (1.0 - p))
         elif name == "residual" and c is not None:
             grad.alt("dresidual = ds c: the branch's scale applied to the residual's gradient", dropout,
                      lambda: ds * c)
