@@ -42,7 +42,6 @@ from ..specs._math import sigmoids
 
 BLOCKS = (2, 4, 8, 16, 32, 64)      # the row blocks a backward's sums may wrongly span
 SUM_RTOL = 1e-9                     # the decomposition must reproduce the reference to this (else: not used)
-NB = ("g", "mean(g)", "x_hat mean(g x_hat)")
 
 
 class Grad:
@@ -119,7 +118,7 @@ def _lead_sum(a, k):
 def _param_grad(shape, red, prods, alts):
     """A parameter gradient red(product): one term; alternatives red(other product)."""
     name, arr = prods
-    grad = Grad(shape).terms("", [(name, 1.0, red(arr))])
+    grad = Grad(shape).terms(f"sum({name})", [(name, 1.0, red(arr))])
     for text, mech, fn in alts:
         grad.alt(text, mech, (lambda fn=fn: red(fn())))
     return grad
