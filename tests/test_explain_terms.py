@@ -323,3 +323,17 @@ def test_every_decomposition_sums_to_the_reference_gradient(op):
                     assert np.max(np.abs(v - want), initial=0.0) <= 1e-12 * scale, (cid, name, title)
                     checked += 1
     assert checked >= 3, (op, ids)
+
+
+def test_the_sampled_screen_never_passes_what_the_whole_array_fails():
+    """scaled(): a strided sample screens a large array; an element beyond its bound outside the sample
+    still fails it, and a value within its bound everywhere passes."""
+    n = 5 * explain_terms.SAMPLE + 3
+    want = np.linspace(1.0, 2.0, n)
+    E = np.full(n, 1e-9)
+    fr = explain_terms.scaled(fit_ratio, want)
+    got = want.copy()
+    got[1] += 1e-6                          # index 1: not on the sample's stride
+    assert n // explain_terms.SAMPLE > 1 and fr(got, want, E) > 1
+    assert fr(want, want, E) <= 1
+    assert fr(want + 1e-6, want, E) > 1
