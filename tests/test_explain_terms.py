@@ -337,3 +337,14 @@ def test_the_sampled_screen_never_passes_what_the_whole_array_fails():
     assert n // explain_terms.SAMPLE > 1 and fr(got, want, E) > 1
     assert fr(want, want, E) <= 1
     assert fr(want + 1e-6, want, E) > 1
+
+
+def test_dyt_dx_with_tanh_grad_from_the_output_is_backward():
+    """dx = dy w (1 - y^2) alpha: tanh' taken from the returned y = w t + b instead of t."""
+    def dx(call, d):
+        x, dy = np.asarray(call.inputs["x"], np.float64), np.asarray(call.cotangents["y"], np.float64)
+        a = float(np.reshape(call.inputs["alpha"], ()))
+        w, b = np.asarray(call.inputs["weight"], np.float64), np.asarray(call.inputs["bias"], np.float64)
+        y = w * np.tanh(a * x) + b
+        return dy * w * (1 - y * y) * a
+    expect(Spec(post=grads(x=dx)), "dyt/normal_f32_3x20x12", "backward", "dx matches the formula with tanh' as 1 - y^2")

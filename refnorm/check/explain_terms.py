@@ -361,6 +361,10 @@ def _dyt(case, ins, cot, ref):
     for _, (arr, what) in facs.items():
         gx.alt(f"{what} left out", "backward", lambda arr=arr: arr)
     gx.alt("t = tanh(alpha x) where tanh'(alpha x) belongs", "backward", lambda: dy * W * t * a)
+    y = t * W + (0.0 if b is None else b)
+    if w is not None or b is not None:
+        gx.alt("tanh' as 1 - y^2 from the output y = w t + b where 1 - t^2 belongs", "backward",
+               lambda: dy * W * (1.0 - y * y) * a)
     out["x"] = gx
     ash = np.shape(ins["alpha"])
     tot = lambda arr: np.reshape(np.sum(arr), ash)                     # noqa: E731
@@ -371,6 +375,8 @@ def _dyt(case, ins, cot, ref):
                                                                        "belongs", dy * W * t * x)]
     if w is not None:
         alts.append(("the weight left out (g = dy)", dy * D * x))
+    if w is not None or b is not None:
+        alts.append(("tanh' as 1 - y^2 from the output y = w t + b where 1 - t^2 belongs", dy * W * (1.0 - y * y) * x))
     for text, arr in alts:
         ga.alt(text, "backward", lambda arr=arr: tot(arr))
     out["alpha"] = ga
