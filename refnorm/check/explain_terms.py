@@ -191,23 +191,33 @@ def _row_norm(case, ins, cot, ref):
     return out
 
 
-def _channel_norm(case, ins, cot, ref, training):
-    """group_norm, instance_norm, batch_norm with the slices' own statistics: dx, dweight, dbias."""
+def _channel_norm(case, ins, cot, ref, running):
+    """group_norm, instance_norm, batch_norm: dx, dweight, dbias; with the slices' own statistics, or
+    (``running``: an eval call of batch_norm / instance_norm with running statistics) dx = g rstd_c,
+    x_hat = (x - running_mean_c) rstd_c, rstd_c = (running_var_c + eps)^(-1/2)."""
     x, dy = ins["x"], cot["y"]
     eps = float(case.config.get("eps", 1e-5))
-    xs = _slices(case, x, x)
-    R, n = xs.shape
-    mean, rstd = _stats(ref, xs, eps)
-    xh = (xs - mean) * rstd
     cs = (1, -1) + (1,) * (x.ndim - 2)
     w, b = ins.get("weight"), ins.get("bias")
     Wf = np.broadcast_to(1.0 if w is None else w.reshape(cs), x.shape)
+    xs = _slices(case, x, x)
+    R, n = xs.shape
     d = _slices(case, x, dy)
     g = d * _slices(case, x, Wf)
     full = lambda a: _unslices(case, x.shape, a)                       # noqa: E731
-    out = {"x": Grad(x.shape).terms("rstd (g - mean(g) - x_hat mean(g x_hat))",
-                                    [(t, c, full(a)) for t, c, a in _nb(g, xh, rstd, True)])}
-    _nb_alts(out["x"], full, g, d, xh, rstd, True, None if w is None else "the weight", 0, n)
+    if running:
+        rm, rv = running
+        rstd = _slices(case, x, 1.0 / np.sqrt(rv.reshape(cs) + eps))
+        xh = (xs - _slices(case, x, rm.reshape(cs))) * rstd
+        out = {"x": Grad(x.shape).terms("g rstd", [("g rstd", 1.0, full(g * rstd))])}
+        if w is not None:
+            out["x"].alt("g = dy: the weight left out of g", "backward", lambda: full(d * rstd))
+    else:
+        mean, rstd = _stats(ref, xs, eps)
+        xh = (xs - mean) * rstd
+        out = {"x": Grad(x.shape).terms("rstd (g - mean(g) - x_hat mean(g x_hat))",
+                                        [(t, c, full(a)) for t, c, a in _nb(g, xh, rstd, True)])}
+        _nb_alts(out["x"], full, g, d, xh, rstd, True, None if w is None else "the weight", 0, n)
     axes = tuple(i for i in range(x.ndim) if i != 1)
     red = lambda a: full(a).sum(axis=axes)                             # noqa: E731
     if w is not None:
@@ -556,9 +566,10 @@ OPS = {"layer_norm": _row_norm, "rms_norm": _row_norm, "group_norm": None, "inst
        "poly_norm": _poly_norm, "adaptive_layer_norm": _adaptive_layer_norm, "add_norm": _add_norm}
 
 
-def decompose(case, inputs, cotangents, training, ref) -> dict:
+def decompose(case, inputs, cotangents, training, ref, state=None) -> dict:
     """{gradient name: Grad} for the op's gradients (float64), or {} where the op has none here. Each Grad
-    set's terms sum to the specification's gradient (``backward_terms`` uses a set only where they do)."""
+    set's terms sum to the specification's gradient (``backward_terms`` uses a set only where they do).
+    ``state``: the call's running statistics (batch_norm / instance_norm eval calls normalize with them)."""
     if case.op not in OPS or "y" not in cotangents or inputs.get("x") is None:
         return {}
     ins = {k: np.asarray(v, dtype=np.float64) for k, v in inputs.items() if v is not None
@@ -567,7 +578,10 @@ def decompose(case, inputs, cotangents, training, ref) -> dict:
     fn = OPS[case.op]
     with np.errstate(all="ignore"):
         if fn is None:
-            return _channel_norm(case, ins, cot, ref, training)
+            st = state or {}
+            running = None if training or case.op == "group_norm" or st.get("running_mean") is None \
+                or st.get("running_var") is None else (_f(st["running_mean"]), _f(st["running_var"]))
+            return _channel_norm(case, ins, cot, ref, running)
         return fn(case, ins, cot, ref)
 
 
@@ -718,7 +732,7 @@ def backward_terms(case, record, ref, done, fit_ratio, size_cap) -> list:
     if x is None or np.size(x) > size_cap or not todo or any(p == "outputs" for p, _ in record.failing):
         return []
     try:
-        dec = decompose(case, record.inputs, record.cotangents, record.training, ref)
+        dec = decompose(case, record.inputs, record.cotangents, record.training, ref, record.state)
     except Exception:                                       # noqa: BLE001 - a configuration not decomposed
         return []
     out, left, found = [], [], {}
