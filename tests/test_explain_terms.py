@@ -347,3 +347,18 @@ def test_dyt_dx_with_tanh_grad_from_the_output_is_backward():
         y = w * np.tanh(a * x) + b
         return dy * w * (1 - y * y) * a
     expect(Spec(post=grads(x=dx)), "dyt/normal_f32_3x20x12", "backward", "dx matches the formula with tanh' as 1 - y^2")
+
+
+def test_batch_norm_eval_dweight_from_g_is_backward():
+    """An eval call with running statistics: dweight = sum(dy w x_hat), x_hat by the running statistics."""
+    cid = "batch_norm/normal_eval_bf16_2x3x4"
+
+    def dw(call, d):
+        x, dy = np.asarray(call.inputs["x"], np.float64), np.asarray(call.cotangents["y"], np.float64)
+        cs = (1, -1) + (1,) * (x.ndim - 2)
+        rm, rv = (np.asarray(call.state[k], np.float64).reshape(cs) for k in ("running_mean", "running_var"))
+        w = np.asarray(call.inputs["weight"], np.float64).reshape(cs)
+        xh = (x - rm) / np.sqrt(rv + call.config.get("eps", 1e-5))
+        return (dy * w * xh).sum(axis=tuple(i for i in range(x.ndim) if i != 1))
+    assert not load_case(GOLDEN, cid).steps[0].training
+    expect(Spec(post=grads(weight=dw)), cid, "backward", "dweight matches the formula with g x_hat where dy x_hat")
