@@ -8,7 +8,8 @@ as the specification computes it, in the pieces a kernel author writes:
   three terms with coefficients (1, -1, -1) (the uncentred norms: (1, 0, -1)); silu'(p) = s + p s (1 - s)
   (s = sigmoid) as its two inner terms (1, 1); tanh'(u) = 1 - t^2 as (1, -1); poly_norm's dx as the terms
   p x^(p-1) r_p g_p and - p x^(p-1) r_p h_p mean(g_p h_p) of each power (coefficients 3, 2, 1); add_norm's
-  ds with its dresidual_out term;
+  ds with its dresidual_out term; batch_norm's and instance_norm's eval calls with running statistics
+  as dx = g rstd_c;
 * **alternatives**, each a whole gradient computed with one discrete deviation: a factor of a product left
   out (replaced by 1: the weight of g = dy * w, the gate silu(z), alpha, tanh', x of d(alpha x)/d alpha),
   a neighbouring tensor substituted (dy for g in one term or all, dy for dy1, x or the unnormalized power
