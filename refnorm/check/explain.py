@@ -62,6 +62,10 @@ float32 case, float32 for a float64 one; to nearest or toward zero), and, where 
   rounded to the input dtype; the statistics over other axes of x (group_norm: strided groups); a training
   call normalized by the running statistics it just updated; a mean or variance accumulated over the last
   block of columns only, dx's row sums over a block of rows.
+* **backward term decompositions** (refnorm/check/explain_terms.py), every op with a backward: each
+  gradient as the named pieces of its chain rule, explained (when no output fails) by a factor left out,
+  a neighbouring tensor substituted, a term dropped, doubled or sign-flipped (coefficients fitted), or
+  the backward's row sums over a block of k rows; tried for the gradients the families above leave.
 
 Each explanation carries a mechanism (refnorm/pitfalls/mechanisms.py) so that the diagnosis can name
 it. Pure NumPy; never changes a verdict.
@@ -74,6 +78,7 @@ import sys
 import numpy as np
 
 from ..pitfalls._centered import _next_pow2
+from . import explain_terms
 from .explain_quant import quant_deviation
 from .spec_search import mutation, rounding_point
 from .localize import failing_mask
@@ -1097,6 +1102,9 @@ def _explain(case, record, ref, reference=None) -> list:
             act = fused_activation(case, record, reference) or dyt_rounded_t(case, record)
             if act:
                 return act
+    if len(out) < len(record.failing):
+        out += explain_terms.backward_terms(case, record, ref, {(e["part"], e["name"]) for e in out}, fit_ratio,
+                                            CONFIG_SIZE)
     if len(out) < len(record.failing):
         with np.errstate(all="ignore"):
             stats = row_statistics(case, record, ref)

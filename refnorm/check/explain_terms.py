@@ -1,0 +1,763 @@
+"""Backward term decompositions: a failing gradient explained by the pieces of its chain-rule formula (issue 33).
+
+For every op with a backward, ``decompose`` writes each gradient array (dx and every parameter gradient)
+as the specification computes it, in the pieces a kernel author writes:
+
+* **terms** whose sum, each times the specification's coefficient, IS the reference gradient (tested on
+  the golden cases to ~1e-12): a normalization's backward rstd (g - mean(g) - x_hat mean(g x_hat)) as its
+  three terms with coefficients (1, -1, -1) (the uncentred norms: (1, 0, -1)); silu'(p) = s + p s (1 - s)
+  (s = sigmoid) as its two inner terms (1, 1); tanh'(u) = 1 - t^2 as (1, -1); poly_norm's dx as the terms
+  p x^(p-1) r_p g_p and - p x^(p-1) r_p h_p mean(g_p h_p) of each power (coefficients 3, 2, 1); add_norm's
+  ds with its dresidual_out term; batch_norm's and instance_norm's eval calls with running statistics
+  as dx = g rstd_c;
+* **alternatives**, each a whole gradient computed with one discrete deviation: a factor of a product left
+  out (replaced by 1: the weight of g = dy * w, the gate silu(z), alpha, tanh', x of d(alpha x)/d alpha),
+  a neighbouring tensor substituted (dy for g in one term or all, dy for dy1, x or the unnormalized power
+  for x_hat, the gated value x silu(z) for x, silu(z) or sigmoid(z) for silu'(z), silu' at the output or at
+  x_hat for at p), a backward's row sums taken over a block of k rows (k = 2, 4, 8, ...) instead of each
+  row, or over the whole hidden dimension instead of each group.
+
+``backward_terms`` explains a failing gradient whose forward passes (no output fails): an alternative
+that reproduces the backend's array within the check's own bound (``fit_ratio <= 1`` on every element);
+else the terms' coefficients fitted by least squares over the failing rows (at least two of them, the
+terms linearly independent there), rounded to multiples of 1/2, differing from the specification's and
+reproducing every element within the bound; else one term's coefficient changed (dropped, doubled, its
+sign flipped, a term the specification leaves out added) when exactly one such change fits; and a
+coefficient set found for one gradient is tried on the step's other gradients with the same terms
+(add_norm's dx, dresidual, drowscale). Never when the reference itself fits; a scalar gradient only by
+an alternative that is the only one that fits. The bound an explained value is held to is the check's,
+grown per element by the value's size over the reference's (at most GROWTH x: a gradient with the factor
+silu(z) left out is 1/silu(z) times larger, and so is its own rounding error). Mechanisms
+(refnorm/pitfalls/mechanisms.py): "backward" (a term or a product), "gate" (the gate's factor silu(z) /
+silu'(z) left out or substituted), "block" (the row sums over a block of rows), "group" (over the whole
+hidden dimension instead of each group), "affine" (adaptive_layer_norm's 1 of (1 + scale) left out),
+"dropout" (add_norm's branch scale c on the wrong gradient).
+
+NumPy only; runs on failing cases of at most explain.CONFIG_SIZE elements; never changes a verdict.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..specs._math import sigmoids
+
+BLOCKS = (2, 4, 8, 16, 32, 64)      # the row blocks a backward's sums may wrongly span
+SUM_RTOL = 1e-9                     # the decomposition must reproduce the reference to this (else: not used)
+
+
+class Grad:
+    """One gradient array's decomposition: ``sets`` [(title, [(term, coefficient, array)])], each set's
+    sum with its coefficients the specification's gradient; ``alts`` [(text, mechanism, thunk)]."""
+
+    def __init__(self, shape):
+        self.shape, self.sets, self.alts = tuple(shape), [], []
+
+    def terms(self, title, terms):
+        self.sets.append((title, [(n, float(c), np.broadcast_to(a, self.shape)) for n, c, a in terms]))
+        return self
+
+    def alt(self, text, mech, fn):
+        self.alts.append((text, mech, fn))
+        return self
+
+
+def total(terms):
+    """The sum of the terms times their coefficients."""
+    return sum(c * a for _, c, a in terms)
+
+
+# ---------------------------------------------------------------- building blocks (slice view: (rows, n))
+def _mean(a):
+    return np.broadcast_to(a.mean(axis=1, keepdims=True), a.shape)
+
+
+def _nb(g, xh, rstd, centred, gm=None, gp=None, mean=_mean):
+    """The terms of rstd (g - mean(gm) - x_hat mean(gp x_hat)) (gm, gp: g unless given; mean: per row)."""
+    gm = g if gm is None else gm
+    gp = g if gp is None else gp
+    return [("g", 1.0, rstd * g), ("mean(g)", -1.0 if centred else 0.0, rstd * mean(gm)),
+            ("x_hat mean(g x_hat)", -1.0, rstd * xh * mean(gp * xh))]
+
+
+def _block_mean(k, n, divide_by_block):
+    """mean over each block of k consecutive rows (the last may be partial), broadcast to every row of it:
+    the block's sum divided by n (a row's count) or by the block's count."""
+    def mean(a):
+        R = a.shape[0]
+        starts = np.arange(0, R, k)
+        s = np.add.reduceat(a.sum(axis=1), starts) if R else np.zeros(0)
+        cnt = np.minimum(k, R - starts) * n if divide_by_block else n
+        return np.broadcast_to(np.repeat(s / cnt, k)[:R, None], a.shape)
+    return mean
+
+
+def _nb_alts(grad, to_full, g, dy, xh, rstd, centred, factor, R, n):
+    """The discrete alternatives of a normalization's backward dx = to_full(rstd (g - ...)): ``factor``
+    (what g = dy * factor multiplies, None: g is dy) left out of all terms or one; the row sums over
+    blocks of k rows."""
+    if factor is not None:
+        grad.alt(f"g = dy: {factor} left out of g", "backward", lambda: to_full(total(_nb(dy, xh, rstd, centred))))
+        if centred:
+            grad.alt(f"the mean(g) term from dy ({factor} left out of it)", "backward",
+                     lambda: to_full(total(_nb(g, xh, rstd, centred, gm=dy))))
+        grad.alt(f"the x_hat mean(g x_hat) term from dy ({factor} left out of it)", "backward",
+                 lambda: to_full(total(_nb(g, xh, rstd, centred, gp=dy))))
+    for k in BLOCKS:
+        if k > R:
+            break
+        for by_block, how in ((False, f"divided by n = {n}"), (True, "divided by the block's count")):
+            grad.alt(f"the row sums of the backward (mean(g), mean(g x_hat)) taken over each block of {k} rows "
+                     f"instead of each row ({how})", "block",
+                     lambda k=k, b=by_block: to_full(total(_nb(g, xh, rstd, centred, mean=_block_mean(k, n, b)))))
+
+
+def _lead_sum(a, k):
+    """Sum over the leading axes of a (all but the trailing k)."""
+    return a.sum(axis=tuple(range(a.ndim - k)))
+
+
+def _param_grad(shape, red, prods, alts):
+    """A parameter gradient red(product): one term; alternatives red(other product)."""
+    name, arr = prods
+    grad = Grad(shape).terms(f"sum({name})", [(name, 1.0, red(arr))])
+    for text, mech, fn in alts:
+        grad.alt(text, mech, (lambda fn=fn: red(fn())))
+    return grad
+
+
+def _stats(ref, xs, eps):
+    """(mean, rstd) of each slice (rows, 1): the reference's outputs where it returns one per slice, else
+    by the two-pass formula (biased variance, eps inside the root)."""
+    m, r = ref.outputs.get("mean"), ref.outputs.get("rstd")
+    if m is not None and r is not None and np.size(m) == np.size(r) == xs.shape[0]:
+        return _f(m).reshape(-1, 1), _f(r).reshape(-1, 1)
+    mean = xs.mean(axis=1, keepdims=True)
+    return mean, 1.0 / np.sqrt(((xs - mean) ** 2).mean(axis=1, keepdims=True) + eps)
+
+
+def _slices(case, x, a):
+    """A channel norm's ``a`` (x's shape) as (slices, n): batch_norm's channels, instance_norm's (sample,
+    channel) pairs, group_norm's (sample, group) pairs as rows (explain._slices' layout)."""
+    a = np.broadcast_to(a, x.shape)
+    if case.op == "batch_norm":
+        return np.moveaxis(a, 1, 0).reshape(x.shape[1], -1)
+    if case.op == "instance_norm":
+        return a.reshape(x.shape[0] * x.shape[1], -1)
+    return a.reshape(x.shape[0] * int(case.config["num_groups"]), -1)
+
+
+def _unslices(case, shape, r):
+    if case.op == "batch_norm":
+        return np.moveaxis(r.reshape((shape[1], shape[0]) + tuple(shape[2:])), 0, 1)
+    return r.reshape(shape)
+
+
+def _label(part, name):
+    return "dx" if name == "x" else f"d{name}"
+
+
+def _f(a):
+    return None if a is None else np.asarray(a, dtype=np.float64)
+
+
+# ---------------------------------------------------------------- the ops
+def _row_norm(case, ins, cot, ref):
+    """layer_norm / rms_norm ("inside" eps): dx, dweight, dbias."""
+    x, dy = ins["x"], cot["y"]
+    ns = case.config.get("normalized_shape")
+    k = 1 if np.ndim(ns) == 0 else len(ns)
+    n = int(np.prod(x.shape[x.ndim - k:], dtype=np.int64))
+    R = x.size // max(n, 1)
+    centred = case.op == "layer_norm"
+    rstd = _f(ref.outputs["rstd"]).reshape(R, 1)
+    xs = x.reshape(R, n)
+    xh = (xs - (_f(ref.outputs["mean"]).reshape(R, 1) if centred else 0.0)) * rstd
+    w = ins.get("weight")
+    W = np.ones(n) if w is None else (w + float(case.config.get("weight_offset", 0.0) or 0.0)).reshape(n)
+    d = dy.reshape(R, n)
+    g = d * W
+    out = {}
+    full = lambda a: a.reshape(x.shape)                                # noqa: E731
+    out["x"] = Grad(x.shape).terms("rstd (g - mean(g) - x_hat mean(g x_hat))", [(t, c, full(a)) for t, c, a in
+                                                                              _nb(g, xh, rstd, centred)])
+    _nb_alts(out["x"], full, g, d, xh, rstd, centred, None if w is None else "the weight", R, n)
+    red = lambda a: a.sum(axis=0).reshape(np.shape(w) if w is not None else ins["bias"].shape)   # noqa: E731
+    if w is not None:
+        out["weight"] = _param_grad(w.shape, red, ("dy x_hat", d * xh),
+                                    [("g x_hat where dy x_hat belongs (dy times the weight)", "backward",
+                                      lambda: g * xh)])
+    if ins.get("bias") is not None:
+        out["bias"] = _param_grad(ins["bias"].shape, red, ("dy", d),
+                                  [("g where dy belongs (dy times the weight)", "backward", lambda: g)])
+    return out
+
+
+def _channel_norm(case, ins, cot, ref, running):
+    """group_norm, instance_norm, batch_norm: dx, dweight, dbias; with the slices' own statistics, or
+    (``running``: an eval call of batch_norm / instance_norm with running statistics) dx = g rstd_c,
+    x_hat = (x - running_mean_c) rstd_c, rstd_c = (running_var_c + eps)^(-1/2)."""
+    x, dy = ins["x"], cot["y"]
+    eps = float(case.config.get("eps", 1e-5))
+    cs = (1, -1) + (1,) * (x.ndim - 2)
+    w, b = ins.get("weight"), ins.get("bias")
+    Wf = np.broadcast_to(1.0 if w is None else w.reshape(cs), x.shape)
+    xs = _slices(case, x, x)
+    R, n = xs.shape
+    d = _slices(case, x, dy)
+    g = d * _slices(case, x, Wf)
+    full = lambda a: _unslices(case, x.shape, a)                       # noqa: E731
+    if running:
+        rm, rv = running
+        rstd = _slices(case, x, 1.0 / np.sqrt(rv.reshape(cs) + eps))
+        xh = (xs - _slices(case, x, rm.reshape(cs))) * rstd
+        out = {"x": Grad(x.shape).terms("g rstd", [("g rstd", 1.0, full(g * rstd))])}
+        if w is not None:
+            out["x"].alt("g = dy: the weight left out of g", "backward", lambda: full(d * rstd))
+    else:
+        mean, rstd = _stats(ref, xs, eps)
+        xh = (xs - mean) * rstd
+        out = {"x": Grad(x.shape).terms("rstd (g - mean(g) - x_hat mean(g x_hat))",
+                                        [(t, c, full(a)) for t, c, a in _nb(g, xh, rstd, True)])}
+        _nb_alts(out["x"], full, g, d, xh, rstd, True, None if w is None else "the weight", 0, n)
+    axes = tuple(i for i in range(x.ndim) if i != 1)
+    red = lambda a: full(a).sum(axis=axes)                             # noqa: E731
+    if w is not None:
+        out["weight"] = _param_grad(w.shape, red, ("dy x_hat", d * xh),
+                                    [("g x_hat where dy x_hat belongs (dy times the weight)", "backward",
+                                      lambda: g * xh)])
+    if b is not None:
+        out["bias"] = _param_grad(b.shape, red, ("dy", d),
+                                  [("g where dy belongs (dy times the weight)", "backward", lambda: g)])
+    return out
+
+
+def _group_norm_silu(case, ins, cot, ref):
+    """dp = dy silu'(p), then group_norm's backward of dp: dx, dweight, dbias, with silu'(p)'s two terms
+    and its alternatives (at y, at x_hat, silu(p), sigmoid(p))."""
+    x, dy = ins["x"], cot["y"]
+    G = int(case.config["num_groups"])
+    eps = float(case.config.get("eps", 1e-5))
+    N = x.shape[0]
+    xs = x.reshape(N * G, -1)
+    R, n = xs.shape
+    mean, rstd = _stats(ref, xs, eps)
+    xh = ((xs - mean) * rstd).reshape(x.shape)
+    cs = (1, -1) + (1,) * (x.ndim - 2)
+    w, b = ins.get("weight"), ins.get("bias")
+    Wf = np.broadcast_to(1.0 if w is None else w.reshape(cs), x.shape)
+    p = xh * Wf + (0.0 if b is None else b.reshape(cs))
+    s, rest = sigmoids(p)
+    axes = tuple(i for i in range(x.ndim) if i != 1)
+    sl = lambda a: np.broadcast_to(a, x.shape).reshape(R, n)           # noqa: E731
+    xhs = sl(xh)
+
+    def grads(dp):
+        g = sl(dp * Wf)
+        return {"x": total(_nb(g, xhs, rstd, True)).reshape(x.shape), "weight": (dp * xh).sum(axis=axes),
+                "bias": dp.sum(axis=axes)}
+    inner = [("s", 1.0, dy * s), ("p s (1 - s)", 1.0, dy * p * s * rest)]
+    parts = [(t, c, grads(a)) for t, c, a in inner]
+    y = p * s
+    sy, ry = sigmoids(y)
+    sx, rx = sigmoids(xh)
+    alts = [("silu'(y) at the output y = silu(p) where silu'(p) belongs", dy * sy * (1 + y * ry)),
+            ("silu'(x_hat) at x_hat where silu'(p) belongs (p = x_hat w + b)", dy * sx * (1 + xh * rx)),
+            ("silu(p) where silu'(p) belongs", dy * y),
+            ("dy where dp = dy silu'(p) belongs (the SiLU's derivative left out)", dy)]
+    if b is not None:
+        q = xh * Wf
+        sq, rq = sigmoids(q)
+        alts.append(("silu' at x_hat w (p without the bias) where silu'(p) belongs", dy * sq * (1 + q * rq)))
+    dp = dy * s * (1 + p * rest)
+    out = {}
+    for name in ("x", "weight", "bias"):
+        if name != "x" and ins.get(name) is None:
+            continue
+        shape = x.shape if name == "x" else ins[name].shape
+        grad = Grad(shape).terms("dy silu'(p), silu'(p) = s + p s (1 - s), s = sigmoid(p),",
+                                 [(f"dy {t}", c, parts_[name]) for t, c, parts_ in parts])
+        if name == "x":
+            g = sl(dp * Wf)
+            grad.terms("rstd (g - mean(g) - x_hat mean(g x_hat)), g = dy silu'(p) w",
+                       [(t, c, a.reshape(x.shape)) for t, c, a in _nb(g, xhs, rstd, True)])
+            _nb_alts(grad, lambda a: a.reshape(x.shape), g, sl(dp), xhs, rstd, True,
+                     None if w is None else "the weight", 0, n)
+        for text, a in alts:
+            grad.alt(text, "backward", lambda a=a, name=name: grads(a)[name])
+        out[name] = grad
+    return out
+
+
+def _gated_norm(case, ins, cot, ref):
+    """gated_norm: dx, dz, dweight, dbias with the gate's factor silu(z) and silu'(z)'s two terms."""
+    from ..norms._gated_norm_check import group_size
+    x, z, dy = ins["x"], ins["z"], cot["y"]
+    H = x.shape[-1]
+    K = group_size(H, case.config.get("group_size"))
+    nbg = bool(case.config.get("norm_before_gate", False))
+    centred = case.config.get("norm", "rms_norm") == "layer_norm"
+    eps = float(case.config.get("eps", 1e-5))
+    sig, rest = sigmoids(z)
+    s, ds = z * sig, sig * (1.0 + z * rest)
+    v = x if nbg else x * s
+    w, b = ins["weight"], ins.get("bias")
+
+    def stats(Kk):
+        vs = v.reshape(-1, Kk)
+        m = vs.mean(axis=1, keepdims=True) if centred else 0.0
+        r = 1.0 / np.sqrt(((vs - m) ** 2).mean(axis=1, keepdims=True) + eps)
+        return (vs - m) * r, r
+    vh_s, rstd = stats(K)
+    vh = vh_s.reshape(x.shape)
+    nn = vh * w + (0.0 if b is None else b)
+    dn = dy * s if nbg else dy
+    sl = lambda a, Kk=K: np.broadcast_to(a, x.shape).reshape(-1, Kk)   # noqa: E731
+    full = (lambda a: a.reshape(x.shape)) if nbg else (lambda a: a.reshape(x.shape) * s)
+    g = sl(dn * w)
+    out = {}
+    gx = Grad(x.shape).terms("rstd (g - mean(g) - v_hat mean(g v_hat))" + ("" if nbg else " times silu(z)"),
+                             [(t, c, full(a)) for t, c, a in _nb(g, vh_s, rstd, centred)])
+    _nb_alts(gx, full, g, sl(dn), vh_s, rstd, centred, "the weight", g.shape[0], K)
+    dv = total(_nb(g, vh_s, rstd, centred)).reshape(x.shape)
+    if nbg:
+        gx.alt("dn = dy: the gate's factor silu(z) left out of dn = dy silu(z)", "gate",
+               lambda: total(_nb(sl(dy * w), vh_s, rstd, centred)).reshape(x.shape))
+    else:
+        gx.alt("dx = dv: the gate's factor silu(z) of d(x silu(z))/dx left out", "gate", lambda: dv)
+    if K != H:
+        rH = np.broadcast_to(rstd.reshape(-1, H // K, 1), (rstd.size // (H // K), H // K, K)).reshape(-1, H)
+        gx.alt(f"the backward's row sums over the whole hidden dimension ({H}) instead of each group of {K}",
+               "group", lambda: full(total(_nb(sl(dn * w, H), vh_s.reshape(-1, H), rH, centred))))
+    out["x"] = gx
+    A = dy * nn if nbg else dv * x
+    what = "dy n" if nbg else "dv x"
+    gz = Grad(x.shape).terms(f"{what} silu'(z), silu'(z) = sigmoid(z) + z sigmoid(z) (1 - sigmoid(z))",
+                             [(f"{what} sigmoid(z)", 1.0, A * sig), (f"{what} z sigmoid(z) (1 - sigmoid(z))", 1.0,
+                                                                     A * z * sig * rest)])
+    gz.alt("silu(z) where silu'(z) belongs", "gate", lambda: A * s)
+    gz.alt("the gate's derivative silu'(z) left out", "gate", lambda: A)
+    if nbg:
+        gz.alt("v_hat (the norm without its affine) where n = v_hat w + b belongs", "backward", lambda: dy * vh * ds)
+        gz.alt("y = n silu(z) where n belongs", "backward", lambda: dy * nn * s * ds)
+        if b is not None:
+            gz.alt("v_hat w (n without the bias) where n = v_hat w + b belongs", "backward", lambda: dy * vh * w * ds)
+    else:
+        gz.alt("the gated value v = x silu(z) where x belongs", "backward", lambda: dv * v * ds)
+    out["z"] = gz
+    red = lambda a: _lead_sum(a, 1)                                    # noqa: E731
+    alts = [("dy where dn = dy silu(z) belongs (the gate's factor left out)", "gate", lambda: dy * vh)] if nbg else []
+    out["weight"] = _param_grad(w.shape, red, ("dn v_hat", dn * vh), alts + [
+        ("v (not normalized) where v_hat belongs", "backward", lambda: dn * v)])
+    if b is not None:
+        out["bias"] = _param_grad(b.shape, red, ("dn", dn), [("dy where dn = dy silu(z) belongs (the gate's "
+                                                             "factor left out)", "gate", lambda: dy)] if nbg else [])
+    return out
+
+
+def _dyt(case, ins, cot, ref):
+    """dyt: dx = dy w tanh'(a x) a, dalpha = sum(dy w tanh'(a x) x), tanh' = 1 - t^2; each factor left out."""
+    x, dy = ins["x"], cot["y"]
+    a = float(np.reshape(ins["alpha"], ()))
+    t = np.tanh(a * x)
+    w, b = ins.get("weight"), ins.get("bias")
+    W = 1.0 if w is None else w
+    t2 = t * t
+    out = {}
+    gx = Grad(x.shape).terms("dy w (1 - t^2) alpha, t = tanh(alpha x)", [("dy w alpha", 1.0, dy * W * a),
+                                                                         ("dy w alpha t^2", -1.0, dy * W * a * t2)])
+    D = 1.0 - t2
+    facs = {"alpha": (dy * W * D, "alpha"), "tanh'": (dy * W * a, "tanh'(alpha x)")}
+    if w is not None:
+        facs["w"] = (dy * D * a, "the weight")
+    for _, (arr, what) in facs.items():
+        gx.alt(f"{what} left out", "backward", lambda arr=arr: arr)
+    gx.alt("t = tanh(alpha x) where tanh'(alpha x) belongs", "backward", lambda: dy * W * t * a)
+    y = t * W + (0.0 if b is None else b)
+    if w is not None or b is not None:
+        gx.alt("tanh' as 1 - y^2 from the output y = w t + b where 1 - t^2 belongs", "backward",
+               lambda: dy * W * (1.0 - y * y) * a)
+    out["x"] = gx
+    ash = np.shape(ins["alpha"])
+    tot = lambda arr: np.reshape(np.sum(arr), ash)                     # noqa: E731
+    ga = Grad(ash).terms("sum(dy w (1 - t^2) x)", [("dy w x", 1.0, tot(dy * W * x)), ("dy w x t^2", -1.0,
+                                                                                      tot(dy * W * x * t2))])
+    alts = [("x of d(alpha x)/d alpha left out", dy * W * D), ("tanh'(alpha x) left out", dy * W * x),
+            ("alpha times (dx's product summed)", dy * W * D * x * a), ("t = tanh(alpha x) where tanh'(alpha x) "
+                                                                       "belongs", dy * W * t * x)]
+    if w is not None:
+        alts.append(("the weight left out (g = dy)", dy * D * x))
+    if w is not None or b is not None:
+        alts.append(("tanh' as 1 - y^2 from the output y = w t + b where 1 - t^2 belongs", dy * W * (1.0 - y * y) * x))
+    for text, arr in alts:
+        ga.alt(text, "backward", lambda arr=arr: tot(arr))
+    out["alpha"] = ga
+    red = lambda arr: _lead_sum(arr, 1)                                # noqa: E731
+    if w is not None:
+        out["weight"] = _param_grad(w.shape, red, ("dy t", dy * t), [
+            ("x where t = tanh(alpha x) belongs", "backward", lambda: dy * x),
+            ("alpha x where t = tanh(alpha x) belongs", "backward", lambda: dy * a * x),
+            ("dy w t where dy t belongs (times the weight)", "backward", lambda: dy * W * t)])
+    if b is not None:
+        out["bias"] = _param_grad(b.shape, red, ("dy", dy), [("dy w where dy belongs (times the weight)",
+                                                              "backward", lambda: dy * W)] if w is not None else [])
+    return out
+
+
+def _poly_norm(case, ins, cot, ref):
+    """poly_norm: dx's six terms (per power p: p x^(p-1) r_p g_p and - p x^(p-1) r_p h_p mean(g_p h_p)),
+    dweight's sums of dy h_p, dbias."""
+    x, dy = ins["x"], cot["y"]
+    eps = float(case.config.get("eps", 1e-6))
+    w, b = ins["weight"], ins.get("bias")
+
+    def parts(ws):
+        terms = []
+        for k, p in enumerate((3, 2, 1)):
+            u = x ** p
+            r = 1.0 / np.sqrt((u * u).mean(axis=-1, keepdims=True) + eps)
+            h = u * r
+            gp = dy * ws[k]
+            B = (gp * h).mean(axis=-1, keepdims=True)
+            xp = x ** (p - 1)
+            terms += [(f"x^{p - 1} r_{p} g_{p}", float(p), xp * r * gp), (f"x^{p - 1} r_{p} h_{p} mean(g_{p} h_{p})",
+                                                                          -float(p), xp * r * h * B)]
+        return terms
+    out = {}
+    gx = Grad(x.shape).terms("sum over p of p x^(p-1) r_p (g_p - h_p mean(g_p h_p))", parts(w))
+    gx.alt("the factors p of d(x^p)/dx left out: dx = x^2 du_3 + x du_2 + du_1", "backward",
+           lambda: sum(c / abs(c) * a for _, c, a in parts(w)))
+    gx.alt("the weights in reversed order (weight[0] on x, weight[2] on x^3) in the backward", "backward",
+           lambda: total(parts(w[::-1])))
+    gx.alt("g_p = dy: the weights left out of the backward", "backward", lambda: total(parts(np.ones(3))))
+    out["x"] = gx
+    hs = [(x ** p) / np.sqrt(((x ** p) ** 2).mean(axis=-1, keepdims=True) + eps) for p in (3, 2, 1)]
+    gw = Grad(w.shape).terms("(sum(dy h_3), sum(dy h_2), sum(dy h_1))",
+                             [(f"sum(dy h_{p})", 1.0, np.eye(3)[k] * np.sum(dy * hs[k]))
+                              for k, p in enumerate((3, 2, 1))])
+    gw.alt("x^p (the power before its normalization) where h_p belongs", "backward",
+           lambda: np.array([np.sum(dy * x ** p) for p in (3, 2, 1)]))
+    gw.alt("the powers in reversed order (dweight[0] from h_1)", "backward",
+           lambda: np.array([np.sum(dy * h) for h in hs[::-1]]))
+    gw.alt("dy w_k h_p where dy h_p belongs (times the weight)", "backward",
+           lambda: np.array([np.sum(dy * w[k] * hs[k]) for k in range(3)]))
+    out["weight"] = gw
+    if b is not None:
+        out["bias"] = Grad(b.shape).terms("sum(dy)", [("sum(dy)", 1.0, np.reshape(np.sum(dy), b.shape))])
+    return out
+
+
+def _adaptive_layer_norm(case, ins, cot, ref):
+    """adaptive_layer_norm: dx with g = dy (1 + scale), dscale, dshift."""
+    x, dy = ins["x"], cot["y"]
+    eps = float(case.config.get("eps", 1e-6))
+    H = x.shape[-1]
+    R = x.size // max(H, 1)
+    xs = x.reshape(R, H)
+    mean, rstd = _stats(ref, xs, eps)
+    xh = (xs - mean) * rstd
+    scale, shift = ins.get("scale"), ins.get("shift")
+    ps = lambda v: v.reshape((v.shape[0],) + (1,) * (x.ndim - 2) + (H,))   # noqa: E731
+    gain = np.broadcast_to(1.0 if scale is None else 1.0 + ps(scale), x.shape).reshape(R, H)
+    d = dy.reshape(R, H)
+    g = d * gain
+    full = lambda a: a.reshape(x.shape)                                # noqa: E731
+    gx = Grad(x.shape).terms("rstd (g - mean(g) - x_hat mean(g x_hat)), g = dy (1 + scale)",
+                             [(t, c, full(a)) for t, c, a in _nb(g, xh, rstd, True)])
+    _nb_alts(gx, full, g, d, xh, rstd, True, None if scale is None else "(1 + scale)", R, H)
+    if scale is not None:
+        gx.alt("g = dy scale: the 1 of (1 + scale) left out", "affine",
+               lambda: full(total(_nb(d * (gain - 1.0), xh, rstd, True))))
+    out = {"x": gx}
+    tokens = tuple(range(1, x.ndim - 1))
+    red = lambda a: full(a).sum(axis=tokens)                           # noqa: E731
+    if scale is not None:
+        out["scale"] = _param_grad(scale.shape, red, ("dy x_hat", d * xh), [
+            ("g x_hat where dy x_hat belongs (dy times (1 + scale))", "backward", lambda: g * xh),
+            ("x where x_hat belongs", "backward", lambda: d * xs)])
+    if shift is not None:
+        out["shift"] = _param_grad(shift.shape, red, ("dy", d), [
+            ("g where dy belongs (dy times (1 + scale))", "backward", lambda: g)] if scale is not None else [])
+    return out
+
+
+def _add_norm(case, ins, cot, ref):
+    """add_norm: ds = the norm's backward of dy (weight) and dy1 (weight1) + dresidual_out; dx = ds c,
+    dresidual = ds, dx1 = ds c1; drowscale = sum_A(ds x mask) / (1 - p); dweight, dbias, dweight1, dbias1
+    (dmask, dmask1: zeros, not decomposed)."""
+    from .backends.base import complete_config
+    from ..specs.add_norm import branch_scale
+    cfg = complete_config(case.op, case.config)
+    x = ins["x"]
+    ns = cfg["normalized_shape"]
+    k = 1 if np.ndim(ns) == 0 else len(ns)
+    n = int(np.prod(x.shape[x.ndim - k:], dtype=np.int64))
+    R = x.size // max(n, 1)
+    p = float(cfg.get("dropout_p", 0.0) or 0.0)
+    off = float(cfg.get("weight_offset", 0.0) or 0.0)
+    centred = cfg["norm"] == "layer_norm"
+    c = branch_scale(x, ins.get("mask"), ins.get("rowscale"), p, k)
+    x1 = ins.get("x1")
+    c1 = None if x1 is None else branch_scale(x1, ins.get("mask1"), None, p, k)
+    s = x if c is None else x * c
+    if x1 is not None:
+        s = s + (x1 if c1 is None else x1 * c1)
+    if ins.get("residual") is not None:
+        s = s + ins["residual"]
+    ss = s.reshape(R, n)
+    m = ss.mean(axis=1, keepdims=True) if centred else 0.0
+    rstd = 1.0 / np.sqrt(((ss - m) ** 2).mean(axis=1, keepdims=True) + float(cfg["eps"]))
+    xh = (ss - m) * rstd
+    w, w1 = ins.get("weight"), ins.get("weight1")
+    W = 1.0 if w is None else (w + off).reshape(n)
+    d = cot["y"].reshape(R, n)
+    d1 = None if w1 is None or cot.get("y1") is None else cot["y1"].reshape(R, n)
+    g = d * W + (0.0 if d1 is None else d1 * (w1 + off).reshape(n))
+    dro = cot.get("residual_out") if cfg.get("prenorm") else None
+    ds_terms = [(t, c_, a.reshape(x.shape)) for t, c_, a in _nb(g, xh, rstd, centred)]
+    if dro is not None:
+        ds_terms.append(("dresidual_out", 1.0, np.asarray(dro, dtype=np.float64)))
+    ds = total(ds_terms)
+    title = "ds = rstd (g - mean(g) - x_hat mean(g x_hat)) + dresidual_out"
+    full = lambda a: a.reshape(x.shape) + (0.0 if dro is None else dro)   # noqa: E731
+    dropout = "dropout"             # c: the keep-mask, rowscale (drop-path) and 1 / (1 - p)
+    out = {}
+    for name, fac in (("x", c), ("residual", None), ("x1", c1)):
+        if name != "x" and ins.get(name) is None:
+            continue
+        mul = (lambda a: a) if fac is None else (lambda a, f=fac: a * f)
+        grad = Grad(x.shape).terms(title + ("" if fac is None else " times c"),
+                                   [(t, c_, mul(a)) for t, c_, a in ds_terms])
+        _nb_alts(grad, lambda a, mul=mul: mul(full(a)), g, d, xh, rstd, centred,
+                 None if w is None or d1 is not None else "the weight", R, n)
+        if d1 is not None:
+            grad.alt("y1's cotangent dy1 left out of ds", "backward", lambda mul=mul: mul(full(total(
+                _nb(d * W, xh, rstd, centred)))))
+        if fac is not None:
+            grad.alt(f"the branch's scale c left out (d{name} = ds)", dropout, lambda: ds)
+            if p:
+                grad.alt(f"the 1 / (1 - p) of the branch's scale c left out (d{name} = ds c (1 - p))", dropout,
+                         lambda fac=fac: ds * fac * (1.0 - p))
+        elif name == "residual" and c is not None:
+            grad.alt("dresidual = ds c: the branch's scale applied to the residual's gradient", dropout,
+                     lambda: ds * c)
+        out[name] = grad
+    if ins.get("rowscale") is not None:
+        mx = x if ins.get("mask") is None else x * ins["mask"]
+        rs = lambda a: (a * mx).reshape(R, n).sum(axis=1).reshape(ins["rowscale"].shape) / (1.0 - p)  # noqa: E731
+        out["rowscale"] = Grad(ins["rowscale"].shape).terms("sum_A(ds x mask) / (1 - p)",
+                                                             [(t, c_, rs(a)) for t, c_, a in ds_terms])
+    red = lambda a: a.sum(axis=0).reshape(ns if np.ndim(ns) else (n,))    # noqa: E731
+    for pname, dd, other, oname in (("weight", d, d1, "dy1"), ("bias", d, d1, "dy1"), ("weight1", d1, d, "dy"),
+                                    ("bias1", d1, d, "dy")):
+        if ins.get(pname) is None or dd is None:
+            continue
+        mine = "dy" if pname in ("weight", "bias") else "dy1"
+        prod = (f"{mine} x_hat", dd * xh) if pname.startswith("weight") else (mine, dd)
+        alts = []
+        if other is not None:
+            alt = other * xh if pname.startswith("weight") else other
+            alts.append((f"{oname} where {mine} belongs (the other output's cotangent)", "backward",
+                         lambda alt=alt: alt))
+        out[pname] = _param_grad(np.shape(ins[pname]), red, prod, alts)
+    return out
+
+
+OPS = {"layer_norm": _row_norm, "rms_norm": _row_norm, "group_norm": None, "instance_norm": None,
+       "batch_norm": None, "group_norm_silu": _group_norm_silu, "gated_norm": _gated_norm, "dyt": _dyt,
+       "poly_norm": _poly_norm, "adaptive_layer_norm": _adaptive_layer_norm, "add_norm": _add_norm}
+
+
+def decompose(case, inputs, cotangents, training, ref, state=None) -> dict:
+    """{gradient name: Grad} for the op's gradients (float64), or {} where the op has none here. Each Grad
+    set's terms sum to the specification's gradient (``backward_terms`` uses a set only where they do).
+    ``state``: the call's running statistics (batch_norm / instance_norm eval calls normalize with them)."""
+    if case.op not in OPS or "y" not in cotangents or inputs.get("x") is None:
+        return {}
+    ins = {k: np.asarray(v, dtype=np.float64) for k, v in inputs.items() if v is not None
+           and np.asarray(v).dtype.kind not in "iuSUO"}
+    cot = {k: np.asarray(v, dtype=np.float64) for k, v in cotangents.items() if v is not None}
+    fn = OPS[case.op]
+    with np.errstate(all="ignore"):
+        if fn is None:
+            st = state or {}
+            running = None if training or case.op == "group_norm" or st.get("running_mean") is None \
+                or st.get("running_var") is None else (_f(st["running_mean"]), _f(st["running_var"]))
+            return _channel_norm(case, ins, cot, ref, running)
+        return fn(case, ins, cot, ref)
+
+
+# ---------------------------------------------------------------- the search
+def _rows(a):
+    a = np.asarray(a)
+    return a.reshape(-1, a.shape[-1]) if a.ndim >= 2 else a.reshape(-1, 1)
+
+
+def _agrees(terms, want) -> bool:
+    want = np.asarray(want, dtype=np.float64)
+    v = total(terms)
+    if np.shape(v) != np.shape(want) or not np.all(np.isfinite(v)) or not np.all(np.isfinite(want)):
+        return False
+    scale = float(np.max(np.abs(want))) if want.size else 0.0
+    return bool(np.max(np.abs(v - want), initial=0.0) <= SUM_RTOL * max(scale, 1e-300))
+
+
+def _coef_text(label, title, terms, near, fitted=None):
+    """The explanation of the coefficients ``near`` (differing from the specification's)."""
+    spec = [c for _, c, _ in terms]
+    what = []
+    for (name, sc, _), c in zip(terms, near):
+        if c == sc:
+            continue
+        what.append(f"the {name} term " + ("missing" if c == 0 else "counted twice" if c == 2 * sc
+                                           else "with its sign flipped" if c == -sc else
+                                           f"with coefficient {c:g} where {sc:g} belongs"))
+    coefs = "fitted coefficients " + ", ".join(f"{c:.2f}" for c in fitted) if fitted is not None else \
+        "coefficients " + ", ".join(f"{c:g}" for c in near)
+    return {"mechanism": "backward", "text": f"{label} matches the formula {title} with {'; '.join(what)}: "
+                                             f"{coefs} (the specification's {', '.join(f'{c:g}' for c in spec)})",
+            "coefficients": (tuple(n for n, _, _ in terms), tuple(float(c) for c in near))}
+
+
+def _lstsq(label, title, terms, got, want, E, fit_ratio):
+    """Coefficients fitted over the failing rows, rounded to multiples of 1/2: the explanation when they
+    differ from the specification's and reproduce every element within the bound, else None."""
+    from .localize import failing_mask
+    spec = np.array([c for _, c, _ in terms])
+    if len(terms) < 2:
+        return None
+    bad = _rows(failing_mask(got, want, E))
+    rows = np.any(bad, axis=1) if np.ndim(got) >= 2 else np.ones(bad.shape[0], bool)
+    gd = _rows(np.asarray(got, dtype=np.float64))
+    cols = [_rows(a)[rows].ravel() for _, _, a in terms]
+    b = gd[rows].ravel()
+    ok = np.isfinite(b) & np.all([np.isfinite(c) for c in cols], axis=0)
+    if np.ndim(got) >= 2 and rows.sum() < 2 or ok.sum() < 2 * len(terms):
+        return None
+    A = np.stack([c[ok] for c in cols], axis=1)
+    sv = np.linalg.svd(A, compute_uv=False)
+    if not sv[0] > 0 or sv[-1] < 1e-8 * sv[0]:                      # the terms are not independent here
+        return None
+    coef, *_ = np.linalg.lstsq(A, b[ok], rcond=None)
+    near = np.round(coef * 2) / 2
+    if np.any(np.abs(coef - near) > 0.05 * np.maximum(1.0, np.abs(near))) or np.all(near == spec):
+        return None
+    if fit_ratio(got, sum(c * a for c, (_, _, a) in zip(near, terms)), E) > 1:
+        return None
+    return _coef_text(label, title, terms, near, coef)
+
+
+def _single(label, title, terms, got, E, fit_ratio):
+    """One term's coefficient changed (dropped, doubled, its sign flipped; a term the specification leaves
+    out (0) added with +-1): the explanation when exactly one such change reproduces every element."""
+    spec = [c for _, c, _ in terms]
+    fits = []
+    for i, sc in enumerate(spec):
+        for c in ((0.0, 2 * sc, -sc) if sc else (1.0, -1.0)):
+            near = list(spec)
+            near[i] = c
+            if fit_ratio(got, sum(k * a for k, (_, _, a) in zip(near, terms)), E) <= 1:
+                fits.append(near)
+    return _coef_text(label, title, terms, fits[0]) if len(fits) == 1 else None
+
+
+def _carried(label, grad, got, E, fit_ratio, found):
+    """A coefficient set that explained another gradient of the step (``found``: term names -> coefficients)
+    applied to this one's terms of the same names: the explanation when it fits, else None."""
+    for title, terms in grad.sets:
+        near = found.get(tuple(n for n, _, _ in terms))
+        if near is not None and fit_ratio(got, sum(c * a for c, (_, _, a) in zip(near, terms)), E) <= 1:
+            return _coef_text(label, title, terms, near)
+    return None
+
+
+SAMPLE = 4096        # scaled(): the elements tried before the whole array
+GROWTH = 1e4         # the most an explained value's bound grows over the reference's (``scaled``)
+
+
+def scaled(fit_ratio, want):
+    """fit_ratio with the bound scaled by how much larger the explained value v is than the reference
+    (|v| / |want| per element, between 1 and GROWTH; |want| floored at 1e-4 of its largest value): a value
+    computed with a factor left out (dv where dv silu(z) belongs) carries that factor's rounding error."""
+    want = np.abs(np.asarray(want, dtype=np.float64))
+    floor = 1e-4 * float(np.max(want, initial=0.0))
+
+    def fr(got, v, E):
+        v = np.broadcast_to(np.asarray(v, dtype=np.float64), want.shape)
+        with np.errstate(all="ignore"):
+            f = np.clip(np.abs(v) / np.maximum(want, floor), 1.0, GROWTH)
+        Ef = np.broadcast_to(E, want.shape) * np.where(np.isfinite(f), f, 1.0)
+        if want.size > 2 * SAMPLE:            # a strided sample first: beyond the bound there is beyond it here
+            step = want.size // SAMPLE
+            r = fit_ratio(np.ravel(got)[::step], v.ravel()[::step], Ef.ravel()[::step])
+            if r > 1:
+                return r
+        return fit_ratio(got, v, Ef)
+    return fr
+
+
+def explain_grad(label, grad, got, want, E, fit_ratio):
+    """The explanation of one failing gradient by its decomposition (module docstring), or None."""
+    if fit_ratio(got, want, E) <= 1:
+        return None
+    fit_ratio = scaled(fit_ratio, want)
+    fits = []
+    for text, mech, fn in grad.alts:
+        try:
+            with np.errstate(all="ignore"):
+                v = fn()
+        except (ValueError, IndexError, ZeroDivisionError):   # an alternative this shape does not admit
+            continue
+        if np.shape(v) == np.shape(got) and fit_ratio(got, v, E) <= 1:
+            fits.append({"mechanism": mech, "text": f"{label} matches the formula with {text}"})
+            if np.size(got) >= 2:
+                break
+    if np.size(got) < 2:                     # a scalar: only an alternative that alone fits
+        return fits[0] if len(fits) == 1 else None
+    if fits:
+        return fits[0]
+    for title, terms in grad.sets:
+        e = _lstsq(label, title, terms, got, want, E, fit_ratio) or _single(label, title, terms, got, E, fit_ratio)
+        if e is not None:
+            return e
+    return None
+
+
+def backward_terms(case, record, ref, done, fit_ratio, size_cap) -> list:
+    """Explanations of the failing gradients of one step not in ``done`` ((part, name) already explained),
+    when no output fails (the forward is right) and x has at most ``size_cap`` elements: per array,
+    ``explain_grad`` on the decomposition's sets that reproduce the reference gradient; then a coefficient
+    set found for one array tried on the others with the same terms. ``fit_ratio``: explain.fit_ratio (given
+    by the caller: explain.py imports this module). A list of explanations (explain._explain's entries)."""
+    x = record.inputs.get("x")
+    todo = [(p, n) for p, n in record.failing if p == "grads" and (p, n) not in set(done)]
+    if x is None or np.size(x) > size_cap or not todo or any(p == "outputs" for p, _ in record.failing):
+        return []
+    try:
+        dec = decompose(case, record.inputs, record.cotangents, record.training, ref, record.state)
+    except Exception:                                       # noqa: BLE001 - a configuration not decomposed
+        return []
+    out, left, found = [], [], {}
+    for part, name in todo:
+        grad, got, want, E = dec.get(name), record.got[part].get(name), ref.grads.get(name), record.E[part].get(name)
+        if grad is None or got is None or want is None or E is None or np.shape(got) != np.shape(want) \
+                or grad.shape != tuple(np.shape(want)) or not grad.sets:
+            continue
+        with np.errstate(all="ignore"):
+            grad.sets = [s for s in grad.sets if _agrees(s[1], want)]
+            if not grad.sets:                               # this configuration is not the decomposition's
+                continue
+            e = explain_grad(_label(part, name), grad, got, want, E, fit_ratio)
+        if e is None:
+            left.append((part, name, grad, got, E))
+            continue
+        if "coefficients" in e:
+            found.setdefault(*e.pop("coefficients"))
+        out.append({"part": part, "name": name, "step": record.step, **e})
+    for part, name, grad, got, E in left:
+        with np.errstate(all="ignore"):
+            e = _carried(_label(part, name), grad, got, E, scaled(fit_ratio, ref.grads[name]), found) \
+                if found else None
+        if e is not None:
+            e.pop("coefficients")
+            out.append({"part": part, "name": name, "step": record.step, **e})
+    return out
