@@ -30,9 +30,11 @@ own bounds) over its ratio against the variant (within the variant's, possibly w
 least MARGIN (ratios floored at FLOOR). (b) is "better than no pitfall": a variant that fits where the
 reference misses by MARGIN x explains the failure, even when only its own rounding interval holds the
 backend's result (a one-pass variance on mean-shifted rows: any value in that interval is what the
-kernel's summation order gives, and a correct kernel's is far outside). An array failing only by NaN /
-inf is no evidence (any variant giving a non-finite value there fits it): a failure of such arrays alone
-is localized (its first non-finite values), not named. "Closest, not a match" is shown
+kernel's summation order gives, and a correct kernel's is far outside). An array failing only by +-inf
+is no evidence (an overflow: any variant amplifying there overflows alike, as every deviation of the
+backward does on a constant float16 row with eps 1e-12): a failure of such arrays alone is localized (its
+first non-finite values), not named. A NaN is an invalid operation (the square root of a negative one-pass
+variance, 0 x inf): a variant giving NaN at the same elements is evidence. "Closest, not a match" is shown
 only for a variant within CLOSE x its bound, and its mechanism is then not listed as ruled out. Every
 failing array is localized (localize.py: the rows / channels / columns carrying the error, its shape,
 the first non-finite values; for layer_norm/rms_norm parameter gradients, the rows whose terms are
@@ -274,8 +276,8 @@ def _vs_unknown(case, records, contract, arrays, variant):
             if (a.part, a.name) in finite:
                 only_nonfinite = False
                 worst = min(worst, _fl(max(a.ratio, a.bias)) / mine.get((a.step, a.part, a.name), math.inf))
-    # an array failing only by NaN / inf is reproduced by any variant that gives a non-finite value there (on
-    # a constant float16 row with eps 1e-12 every deviation of the backward overflows): no evidence for one
+    # an array failing only by +-inf is reproduced by any variant that overflows there (on a constant float16
+    # row with eps 1e-12 every deviation of the backward does): no evidence for one
     return 1.0 if only_nonfinite else worst
 
 
@@ -686,8 +688,8 @@ def _diagnose(case, records, contract, variants):
             return out
     if best is not None and vs_unknown == 1.0 and _only_nonfinite(case, records):
         out["closest"] = _entry(best["v"], case.dtype, best["worst"])
-        out["message"] = (f"no known pitfall matches clearly (every failing array fails only by NaN / inf, which any "
-                          f"variant giving a non-finite value there reproduces: no evidence for the best fit, "
+        out["message"] = (f"no known pitfall matches clearly (every failing array fails only by +-inf, an overflow any "
+                          f"variant amplifying there reproduces: no evidence for the best fit, "
                           f"{'/'.join(best['v'].pitfall_ids)}: {best['v'].title_for(case.dtype)}; ruled out: "
                           f"{', '.join(out['ruled_out']) or '-'})")
     elif best is not None:

@@ -1034,10 +1034,10 @@ def reduction_rows(case, record, ref, part, name, reference=None):
 
 
 def finite_failures(record, ref):
-    """The failing arrays with a finite failing element (an array failing only by NaN / inf is reproduced
-    by any deviation that gives NaN there: no evidence for one). A quantized array counts whatever it
-    fails by: its NaN is the format's overflow code (float8_e4m3fn saturating to NaN), a value, not a
-    breakdown of the arithmetic."""
+    """The failing arrays with a finite or NaN failing element: an array failing only by +-inf (an
+    overflow) is reproduced by any deviation that amplifies there, no evidence for one; a NaN is an invalid
+    operation (sqrt of a negative variance, 0 x inf), specific to a computation. A quantized array counts
+    whatever it fails by (its NaN or inf is the format's overflow code, a value)."""
     out = set()
     for part, name in record.failing:
         got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
@@ -1045,8 +1045,8 @@ def finite_failures(record, ref):
             continue
         qd = record.E.get("dtypes", {}).get((part, name))
         bad = failing_mask(got, want, E, qd)
-        if np.any(bad & np.isfinite(np.asarray(got, dtype=np.float64))) or (quant_name(np.asarray(got).dtype)
-                                                                         and np.any(bad)):
+        if np.any(bad & ~np.isinf(np.asarray(got, dtype=np.float64))) or (quant_name(np.asarray(got).dtype)
+                                                                       and np.any(bad)):
             out.add((part, name))
     return out
 
