@@ -927,3 +927,21 @@ def nqb_quantized(yb, S, qmax, qdt, scale_out, amax, ts, call, s, acc):
 def per_sample(t, B, T, H):
     """adaptive_layer_norm's per-sample sums: (B * T, H) -> (B, H), summed over the tokens."""
     return t.reshape(B, T, H).sum(axis=1)
+
+
+def bn_normalize(x, st, eps, batch, acc, ln_stats):
+    """batch_norm's (mean, rstd, x_hat) of x (C, n): the batch's statistics by ``ln_stats`` (the kernel's
+    two-pass) when ``batch``, else the running ones of the state ``st``."""
+    mean, rstd = ln_stats(x, eps) if batch else channel_running_stats(st, x.shape[0], eps, acc)
+    return mean, rstd, (x - mean) * rstd
+
+
+def channel_params(inputs, acc, C):
+    """batch_norm's (weight, bias) as (C, 1) in ``acc``, each None when absent."""
+    return tuple(reshaped(inputs.get(k), acc, (C, 1)) for k in ("weight", "bias"))
+
+
+def channel_dy_and_g(call, acc, w):
+    """batch_norm's (dy, g) as channel_rows (C, n): y's cotangent and g = dy * w (dy when ``w`` is None)."""
+    dy = channel_rows(call.cotangents["y"], acc)
+    return dy, (dy if w is None else dy * w)
