@@ -31,13 +31,13 @@ import numpy as np
 from refnorm.check.backends.base import Returned
 
 from ._blind_math import (add_norm_dims, add_norm_ds, add_norm_grads, add_norm_outputs, add_norm_params,
-                          add_norm_rows, add_norm_sum, affine, aln_inputs, BlindKernelBase, bn_momentum,
-                          bn_running_update, centred_dx as _centred_dx, channel_dy_and_g, channel_grads,
-                          channel_outputs, channel_params, channel_rows, channel_running_stats, dy_and_g, dyt_gd,
-                          dyt_inputs, eps_value as _eps, from_channel_rows, FUSED_OPTIONS, gate_group_size, gated_dn,
-                          gated_dx, gated_dx_dz, gated_grads, gated_inputs, gated_stats, group_outputs,
-                          group_param_grads, group_params, group_rows, group_scales, GroupNormPair, half as _half,
-                          instance_grads, instance_momentum_value, instance_outputs, instance_params, instance_rows,
+                          add_norm_rows, add_norm_sum, affine, aln_inputs, BlindKernelBase, bn_running_update,
+                          centred_dx as _centred_dx, channel_dy_and_g, channel_grads, channel_outputs, channel_params,
+                          channel_rows, channel_running_stats, dy_and_g, dyt_gd, dyt_inputs, eps_value as _eps,
+                          from_channel_rows, FUSED_OPTIONS, gate_group_size, gated_dn, gated_dx, gated_dx_dz,
+                          gated_grads, gated_inputs, gated_stats, group_outputs, group_param_grads, group_params,
+                          group_rows, group_scales, GroupNormPair, half as _half, instance_grads,
+                          instance_momentum_value, instance_outputs, instance_params, instance_rows,
                           instance_running_update, instance_stats, instance_unbiased_var, kept, ln_rows, ln_stats,
                           mx_scales, nan_running, norm_outputs, norm_quant_returned, normalized_rows, nqb_format,
                           nqb_normalized, nqb_quantized, nvfp4_encode, nvfp4_scales, padded_blocks, per_instance,
@@ -489,11 +489,13 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             rm, rv, nbt = running_in(st, acc)
             if call.training:
                 mom = cfg["momentum"]
-                m_before = acc(1.0 / float(nbt)) if nbt > 0 else acc(np.inf)     # the count before the step's
-                nbt = nbt + 1
-                m = bn_momentum(mom, nbt, acc)
                 if mom is None and b == "bn_cumavg_count_before_increment":
-                    m = m_before
+                    m = acc(1.0 / float(nbt)) if nbt > 0 else acc(np.inf)
+                nbt = nbt + 1
+                if mom is not None:
+                    m = acc(mom)
+                elif b != "bn_cumavg_count_before_increment":
+                    m = acc(1.0 / float(nbt))
                 rm, rv = bn_running_update(rm, rv, m, x, mean, cfg["convention"], acc)
                 if b == "bn_train_output_from_new_running":
                     xhat = (x - rm.reshape(C, 1)) / np.sqrt(rv.reshape(C, 1) + eps)
