@@ -945,3 +945,9 @@ def channel_dy_and_g(call, acc, w):
     """batch_norm's (dy, g) as channel_rows (C, n): y's cotangent and g = dy * w (dy when ``w`` is None)."""
     dy = channel_rows(call.cotangents["y"], acc)
     return dy, (dy if w is None else dy * w)
+
+
+def aln_modulation(scale, shift, B, H, T, acc):
+    """adaptive_layer_norm's (gain 1 + scale, shift) per token, (B * T, H) in ``acc``, each None when absent."""
+    return (None if scale is None else acc(1) + per_token(scale, B, H, T, acc),
+            None if shift is None else per_token(shift, B, H, T, acc))

@@ -31,21 +31,21 @@ import numpy as np
 from refnorm.check.backends.base import Returned
 
 from ._blind_math import (add_norm_dims, add_norm_ds, add_norm_grads, add_norm_outputs, add_norm_params,
-                          add_norm_rows, add_norm_sum, affine, aln_inputs, BlindKernelBase, bn_running_update,
-                          centred_dx as _centred_dx, channel_dy_and_g, channel_grads, channel_outputs, channel_params,
-                          channel_rows, channel_running_stats, dy_and_g, dyt_gd, dyt_inputs, eps_value as _eps,
-                          from_channel_rows, FUSED_OPTIONS, gate_group_size, gated_dn, gated_dx, gated_dx_dz,
-                          gated_grads, gated_inputs, gated_stats, group_outputs, group_param_grads, group_params,
-                          group_rows, group_scales, GroupNormPair, half as _half, instance_grads,
-                          instance_momentum_value, instance_outputs, instance_params, instance_rows,
+                          add_norm_rows, add_norm_sum, affine, aln_inputs, aln_modulation, BlindKernelBase,
+                          bn_running_update, centred_dx as _centred_dx, channel_dy_and_g, channel_grads,
+                          channel_outputs, channel_params, channel_rows, channel_running_stats, dy_and_g, dyt_gd,
+                          dyt_inputs, eps_value as _eps, from_channel_rows, FUSED_OPTIONS, gate_group_size, gated_dn,
+                          gated_dx, gated_dx_dz, gated_grads, gated_inputs, gated_stats, group_outputs,
+                          group_param_grads, group_params, group_rows, group_scales, GroupNormPair, half as _half,
+                          instance_grads, instance_momentum_value, instance_outputs, instance_params, instance_rows,
                           instance_running_update, instance_stats, instance_unbiased_var, kept, ln_rows, ln_stats,
                           mx_scales, nan_running, norm_outputs, norm_quant_returned, normalized_rows, nqb_format,
                           nqb_normalized, nqb_quantized, nvfp4_encode, nvfp4_scales, padded_blocks, per_instance,
-                          per_sample, per_token, poly_combine, poly_grads, poly_inputs, poly_normalize,
-                          QUANT as _QUANT, quant_quotients, quantize, rms_dx, rms_norm_dx, rms_rows, rms_stats,
-                          row_affine, row_param_grads, row_weight_bias, rsum as _rsum, running_in, running_setup,
-                          running_state, scale_floor, sigmoids as _sigmoids, silu_gate, stat_shape, static_scale,
-                          store as _store, weight_offset)
+                          per_sample, poly_combine, poly_grads, poly_inputs, poly_normalize, QUANT as _QUANT,
+                          quant_quotients, quantize, rms_dx, rms_norm_dx, rms_rows, rms_stats, row_affine,
+                          row_param_grads, row_weight_bias, rsum as _rsum, running_in, running_setup, running_state,
+                          scale_floor, sigmoids as _sigmoids, silu_gate, stat_shape, static_scale, store as _store,
+                          weight_offset)
 from .blind3 import LABELS
 
 OPS = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm", "batch_norm",
@@ -716,9 +716,6 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         inp = call.inputs
         x0 = inp["x"]
         B, H, T, x, scale, shift = aln_inputs(inp, acc)     # T: tokens per sample
-
-        def per_row(v):                                     # (B, H) -> (B * T, H)
-            return per_token(v, B, H, T, acc)
         eps = _eps(call.config["eps"], acc)
         if b == "aln_stats_over_tokens" and B and T:
             xt = np.ascontiguousarray(x.reshape(B, T, H).transpose(0, 2, 1)).reshape(B * H, T)
@@ -729,10 +726,10 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         else:
             mean, rstd = self._ln_stats(x, eps)
             xhat = (x - mean) * rstd
-        gain = None if scale is None else acc(1) + per_row(scale)
+        gain, sh = aln_modulation(scale, shift, B, H, T, acc)
         if gain is not None and b == "aln_gain_in_input_dtype":
             gain = _half(gain, d)
-        y = affine(xhat, gain, None if shift is None else per_row(shift))
+        y = affine(xhat, gain, sh)
         out = norm_outputs(y, mean, rstd, x0, x0.shape[:-1] + (1,), d, acc)
         grads = {}
         if "y" in call.cotangents:
