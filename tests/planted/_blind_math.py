@@ -729,7 +729,7 @@ def nqb_returned(q, qdt, scale_out, amax, ts, call, s, acc):
     return Returned(out)
 
 
-# ---------------------------------------------------------------- pieces blind2 to blind5 repeated, by op
+# ---------------------------------------------------------------- pieces the kernels repeated (blind.py to blind5.py), by op
 def row_weight_bias(call, acc, N, off):
     """A row norm's (weight + ``off``, bias) as (1, N) in ``acc``, each None when absent."""
     w, bias = call.inputs.get("weight"), call.inputs.get("bias")
