@@ -727,3 +727,227 @@ def nqb_returned(q, qdt, scale_out, amax, ts, call, s, acc):
         rd = "float32" if cfg.get("residual_in_fp32") and d in ("float16", "bfloat16") else d
         out["residual_out"] = store(s.reshape(x0.shape), rd)
     return Returned(out)
+
+
+# ---------------------------------------------------------------- pieces the kernels repeated (blind.py to blind5.py), by op
+def row_weight_bias(call, acc, N, off):
+    """A row norm's (weight + ``off``, bias) as (1, N) in ``acc``, each None when absent."""
+    w, bias = call.inputs.get("weight"), call.inputs.get("bias")
+    return (None if w is None else w.astype(acc).reshape(1, N) + off,
+            None if bias is None else bias.astype(acc).reshape(1, N))
+
+
+def dy_and_g(call, acc, shape, w=None):
+    """(dy, g): y's cotangent in ``acc`` reshaped to ``shape``, and g = dy * w (dy when ``w`` is None)."""
+    dy = call.cotangents["y"].astype(acc).reshape(shape)
+    return dy, (dy if w is None else dy * w)
+
+
+def row_param_grads(dy, xw, w, bias, ns, dtype):
+    """A row norm's weight grad sum(dy * xw) and bias grad sum(dy) over the rows, in ``ns``'s shape rounded to
+    ``dtype``, each only when ``w`` (``bias``) is given."""
+    grads = {}
+    if w is not None:
+        grads["weight"] = store((dy * xw).sum(axis=0).reshape(ns), dtype)
+    if bias is not None:
+        grads["bias"] = store(dy.sum(axis=0).reshape(ns), dtype)
+    return grads
+
+
+def group_outputs(y, ms, rs, shape, dtype, acc):
+    """group_norm's outputs: y in ``shape`` rounded to ``dtype``, mean and rstd (N, G) in ``acc``."""
+    return {"y": store(y.reshape(shape), dtype), "mean": ms.astype(acc), "rstd": rs.astype(acc)}
+
+
+def group_param_grads(dw_from, db_from, w, bias, C, dtype):
+    """group_norm's weight grad (per-channel sums of ``dw_from``) and bias grad (of ``db_from``), each only
+    when ``w`` (``bias``) is given."""
+    grads = {}
+    if w is not None:
+        grads["weight"] = store(channel_sums(dw_from, C), dtype)
+    if bias is not None:
+        grads["bias"] = store(channel_sums(db_from, C), dtype)
+    return grads
+
+
+def bn_momentum(mom, nbt, acc):
+    """batch_norm's momentum in ``acc``: the configured one, or 1 / num_batches_tracked (cumulative average)
+    when None (``nbt`` already incremented)."""
+    return acc(mom) if mom is not None else acc(1.0 / float(nbt))
+
+
+def instance_momentum_value(cfg, acc):
+    """instance_norm's momentum in ``acc`` (None: 0)."""
+    return acc(0.0 if cfg["momentum"] is None else cfg["momentum"])
+
+
+def nan_running(C, acc):
+    """instance_norm's running (mean, var) after a training step on an empty batch: NaN per channel."""
+    return np.full(C, np.nan, acc), np.full(C, np.nan, acc)
+
+
+def instance_running_update(rm, rv, m, mi, ub, Nb, C):
+    """instance_norm's running (mean, var): each instance's momentum update (instance_momentum) averaged over
+    the batch."""
+    new_m, new_v = instance_momentum(rm, rv, m, mi, ub, Nb, C)
+    return new_m.mean(axis=0), new_v.mean(axis=0)
+
+
+def gate_group_size(cfg, H):
+    """gated_norm's group size K (H when group_size is None)."""
+    return H if cfg["group_size"] is None else int(cfg["group_size"])
+
+
+def silu_gate(z):
+    """gated_norm's gate s = z sigmoid(z) and its derivative ds / dz."""
+    sig, rest = sigmoids(z)
+    return z * sig, sig * (1 + z * rest)
+
+
+def gated_dn(call, acc, w, s, nbg, K):
+    """gated_norm's backward start: (dy (rows, H), dn = dy * s (before the gate: ``nbg``) or dy, g = dn * w
+    in groups of K)."""
+    R, H = s.shape
+    dy = call.cotangents["y"].astype(acc).reshape(R, H)
+    dn = dy * s if nbg else dy
+    return dy, dn, (dn * w).reshape(-1, K)
+
+
+def gated_dx_dz(dv, dy, dz_from, x, s, ds, nbg):
+    """gated_norm's (dx, dz) from dv, the normalization's dx: (dv, dy * dz_from * ds) when the norm comes
+    before the gate (``dz_from``: the normalized value the gate multiplies), else (dv * s, dv * x * ds)."""
+    return (dv, dy * dz_from * ds) if nbg else (dv * s, dv * x * ds)
+
+
+def dyt_grads(dx, da, dy, t, w, bias, inp, shape, dtype):
+    """dyt's grads: x (``dx`` in ``shape``), alpha (``da`` in alpha's shape), weight sum(dy * t) and bias
+    sum(dy) over the rows when given."""
+    grads = {"x": store(dx.reshape(shape), dtype), "alpha": store(np.reshape(da, np.shape(inp["alpha"])), dtype)}
+    if w is not None:
+        grads["weight"] = store((dy * t).sum(axis=0), dtype)
+    if bias is not None:
+        grads["bias"] = store(dy.sum(axis=0), dtype)
+    return grads
+
+
+def poly_normalize(us, eps, acc):
+    """poly_norm's normalized powers and their rstd: ([u * poly_rstd(u)], [poly_rstd(u)]) of each u of
+    ``us``."""
+    rs = [poly_rstd(u, eps, acc) for u in us]
+    return [u * r for u, r in zip(us, rs)], rs
+
+
+def add_norm_rows(inp, R, N, acc):
+    """add_norm's (x, residual, mask, x1, mask1) as (R, N) and rowscale as (R, 1) in ``acc``, None when absent."""
+    rows = tuple(reshaped(inp.get(k), acc, (R, N)) for k in ("x", "residual", "mask", "x1", "mask1"))
+    return rows + (reshaped(inp.get("rowscale"), acc, (R, 1)),)
+
+
+def add_norm_sum(x, res, x1, mask1, c, keep, p, acc):
+    """add_norm's (s, c1): s = x * c (+ x1 * c1, c1 = kept(mask1)) (+ residual), c1 None without x1."""
+    s = x * c
+    c1 = None
+    if x1 is not None:
+        c1 = kept(mask1, None, keep, p, x.shape, acc)
+        s = s + x1 * c1
+    return (s if res is None else s + res), c1
+
+
+def add_norm_params(inp, acc, N, off):
+    """add_norm's (weight, bias, weight1, bias1) as (1, N) in ``acc`` and the weights plus ``off`` (we, we1),
+    each None when absent."""
+    w, bias, w1, b1 = (reshaped(inp.get(k), acc, (1, N)) for k in ("weight", "bias", "weight1", "bias1"))
+    return w, bias, w1, b1, (None if w is None else w + off), (None if w1 is None else w1 + off)
+
+
+def add_norm_grads(inp, ds, dres, c, c1, dy, dy1, xhat, params, x, mask, keep, p, ns, dtype):
+    """add_norm's grads: add_norm_input_grads (``dres``: the residual's, None: no residual),
+    add_norm_affine_grads, and the rowscale's when given."""
+    grads = add_norm_input_grads(ds, c, c1, dres, inp["x"].shape, dtype)
+    grads.update(add_norm_affine_grads(inp, dy, dy1, xhat, params, ns, dtype))
+    if inp.get("rowscale") is not None:
+        grads["rowscale"] = rowscale_grad(ds, x, mask, keep, p, inp["rowscale"].shape, dtype)
+    return grads
+
+
+def static_scale(static, shape, acc):
+    """norm_quant's scale from the given static_scale: its one value in ``acc``, in ``shape``."""
+    return np.full(shape, acc(static.astype(acc).reshape(())))
+
+
+def scale_floor(scale, cfg, hi, acc):
+    """norm_quant's dynamic scale raised to its floor: min_scale, or 1 / (512 * the dtype's highest)."""
+    floor = 1.0 / (hi * 512.0) if cfg["min_scale"] is None else float(cfg["min_scale"])
+    return np.maximum(scale, acc(floor))
+
+
+def dynamic_scale(amax, hi, cfg, acc):
+    """norm_quant's dynamic scale per row: amax / highest, at most scale_ub, at least scale_floor's."""
+    scale = amax / acc(hi)
+    if cfg["scale_ub"] is not None:
+        scale = np.minimum(scale, acc(cfg["scale_ub"]))
+    return scale_floor(scale, cfg, hi, acc)
+
+
+def quant_quotients(y, scale, lo, hi, acc):
+    """y / scale clipped to [lo, hi]; 0 (NaN for non-finite y) where the scale is 0."""
+    v = np.where(scale == 0, acc(0) * y, y / np.where(scale == 0, acc(1), scale))
+    return np.clip(v, lo, hi)
+
+
+def quantize(v, qdt):
+    """v in the quantized dtype ``qdt``: int8 rounded to nearest even (NaN as 0), a float8 by its cast."""
+    if qdt.kind == "i":
+        return np.rint(np.nan_to_num(v, nan=0.0)).astype(np.int8)
+    return v.astype(qdt)
+
+
+def group_scales(amax, qmax, rule, cfg, acc):
+    """fp8_group's block scales: amax / qmax, at least min_scale, rounded up to a power of two for the "pow2"
+    rule."""
+    v = np.maximum(amax / acc(qmax), acc(cfg["min_scale"] or 0.0))
+    if rule == "pow2":
+        m, e = frexp_exp(v)
+        return pow2_scale(v, pow2_up(m, e), acc)
+    return v
+
+
+def nvfp4_scales(amax, enc, acc):
+    """nvfp4's (tensor scale 1 / enc, block scales S, the float8_e4m3fn scales handed out)."""
+    ts = acc(1) / enc
+    return (ts,) + nvfp4_block_scales(amax, enc, ts, acc)
+
+
+def nqb_quantized(yb, S, qmax, qdt, scale_out, amax, ts, call, s, acc):
+    """norm_quant_block's Returned: the block quotients of yb by S clipped to [-qmax, qmax] (nqb_returned)."""
+    q = np.clip(block_quotients(yb, S, acc), -qmax, qmax)
+    return nqb_returned(q, qdt, scale_out, amax, ts, call, s, acc)
+
+
+def per_sample(t, B, T, H):
+    """adaptive_layer_norm's per-sample sums: (B * T, H) -> (B, H), summed over the tokens."""
+    return t.reshape(B, T, H).sum(axis=1)
+
+
+def bn_normalize(x, st, eps, batch, acc, ln_stats):
+    """batch_norm's (mean, rstd, x_hat) of x (C, n): the batch's statistics by ``ln_stats`` (the kernel's
+    two-pass) when ``batch``, else the running ones of the state ``st``."""
+    mean, rstd = ln_stats(x, eps) if batch else channel_running_stats(st, x.shape[0], eps, acc)
+    return mean, rstd, (x - mean) * rstd
+
+
+def channel_params(inputs, acc, C):
+    """batch_norm's (weight, bias) as (C, 1) in ``acc``, each None when absent."""
+    return tuple(reshaped(inputs.get(k), acc, (C, 1)) for k in ("weight", "bias"))
+
+
+def channel_dy_and_g(call, acc, w):
+    """batch_norm's (dy, g) as channel_rows (C, n): y's cotangent and g = dy * w (dy when ``w`` is None)."""
+    dy = channel_rows(call.cotangents["y"], acc)
+    return dy, (dy if w is None else dy * w)
+
+
+def aln_modulation(scale, shift, B, H, T, acc):
+    """adaptive_layer_norm's (gain 1 + scale, shift) per token, (B * T, H) in ``acc``, each None when absent."""
+    return (None if scale is None else acc(1) + per_token(scale, B, H, T, acc),
+            None if shift is None else per_token(shift, B, H, T, acc))

@@ -29,10 +29,11 @@ import numpy as np
 
 from refnorm.check.backends.base import Returned
 
-from ._blind_math import (add_norm_affine_grads, affine, BlindKernelBase, channel_grads, channel_outputs,
-                          channel_rows, channel_running_stats, eps_value, group_dims, normalized_rows,
-                          pow2 as _pow2, QUANT as _QUANT, reshaped, rsum as _rsum, running_in, running_state,
-                          store, weight_offset)
+from ._blind_math import (add_norm_affine_grads, add_norm_params, add_norm_rows, affine, BlindKernelBase,
+                          channel_dy_and_g, channel_grads, channel_outputs, channel_params, channel_rows,
+                          channel_running_stats, eps_value, group_dims, normalized_rows, pow2 as _pow2,
+                          QUANT as _QUANT, rsum as _rsum, running_in, running_state, static_scale, store,
+                          weight_offset)
 
 MECHANISMS = ("one_pass", "precision", "block", "eps", "bessel", "running", "mode", "backward", "reduction",
               "layout", "affine", "semantics", "window", "quant_scale", "saturation", "merge", "collective",
@@ -384,7 +385,7 @@ class BlindKernel(BlindKernelBase):
         else:
             mean, rstd = channel_running_stats(st, C, eps, acc)
             xhat = (x - mean) * rstd
-        w, bias = (reshaped(call.inputs.get(k), acc, (C, 1)) for k in ("weight", "bias"))
+        w, bias = channel_params(call.inputs, acc, C)
         out = channel_outputs(xhat, w, bias, mean, rstd, x0.shape, d, acc)
         state = {}
         if has_run:
@@ -405,8 +406,7 @@ class BlindKernel(BlindKernelBase):
             state = running_state(rm, rv, nbt, d)
         grads = {}
         if "y" in call.cotangents:
-            dy = channel_rows(call.cotangents["y"], acc)
-            g = dy if w is None else dy * w
+            dy, g = channel_dy_and_g(call, acc, w)
             if batch and b != "bn_bwd_stats_detached":
                 dx = self._ln_dx(g, xhat, rstd)
             else:
@@ -426,9 +426,7 @@ class BlindKernel(BlindKernelBase):
         p = float(cfg["dropout_p"] or 0.0)
         keep = acc(1.0) if b == "an_dropout_not_rescaled" else acc(1.0 / (1.0 - p))
         off = acc(cfg.get("weight_offset", 0.0) or 0.0)
-        x, res, mask, x1, mask1 = (reshaped(inp.get(k), acc, (R, N)) for k in ("x", "residual", "mask", "x1", "mask1"))
-        rs = inp.get("rowscale")
-        rs = None if rs is None else rs.astype(acc).reshape(R, 1)
+        x, res, mask, x1, mask1, rs = add_norm_rows(inp, R, N, acc)
         c = np.ones((R, N), acc) if mask is None else mask.copy()
         if rs is not None and b != "an_rowscale_after_norm":
             c = c * rs
@@ -441,9 +439,7 @@ class BlindKernel(BlindKernelBase):
         if res is not None:
             s = s + res
         eps = _eps(cfg["eps"], acc, d, b)
-        w, bias, w1, b1 = (reshaped(inp.get(k), acc, (1, N)) for k in ("weight", "bias", "weight1", "bias1"))
-        we = None if w is None else w + off
-        we1 = None if w1 is None else w1 + off
+        w, bias, w1, b1, we, we1 = add_norm_params(inp, acc, N, off)
         if cfg["norm"] == "layer_norm":
             _, rstd, xhat = self._ln_rows(s, eps)
             rms = None
@@ -518,7 +514,7 @@ class BlindKernel(BlindKernelBase):
         amax = np.max(np.abs(y), axis=1, keepdims=True, initial=0.0)
         static = inp.get("static_scale")
         if static is not None:
-            scale = np.full(amax.shape, acc(static.astype(acc).reshape(())))
+            scale = static_scale(static, amax.shape, acc)
         else:
             scale = amax / acc(qmax)
             if cfg["scale_ub"] is not None and b != "nq_scale_ub_ignored":

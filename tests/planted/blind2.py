@@ -30,15 +30,16 @@ import numpy as np
 
 from refnorm.check.backends.base import Returned
 
-from ._blind_math import (affine, BlindKernelBase, block_layout, block_quotients, bn_running_update,
-                          centred_dx as _centred_dx, channel_grads, channel_outputs, channel_rows,
-                          channel_running_stats, dyt_inputs, e8m0_scale, eps_value as _eps,
-                          frexp_exp as _frexp_exp, gated_dx, gated_normalize, group_dims, group_params,
-                          GroupNormPair, half as _half, instance_grads, instance_momentum, instance_outputs,
-                          instance_params, instance_rows, instance_stats, normalized_rows, normalized_shape as _ns,
-                          nqb_format, nqb_normalized, nqb_returned, nvfp4_encode, poly_combine, poly_rstd,
-                          pow2 as _pow2, pow2_up, reshaped, rms_dx, rsum as _rsum, running_in, running_setup,
-                          running_state, sigmoids as _sigmoids, store as _store, weight_offset)
+from ._blind_math import (affine, BlindKernelBase, block_layout, bn_normalize, bn_running_update,
+                          centred_dx as _centred_dx, channel_dy_and_g, channel_grads, channel_outputs, channel_params,
+                          channel_rows, dy_and_g, dyt_inputs, e8m0_scale, eps_value as _eps, frexp_exp as _frexp_exp,
+                          gated_dn, gated_dx, gated_dx_dz, gated_grads, gated_normalize, group_dims, group_params,
+                          GroupNormPair, half as _half, instance_grads, instance_momentum, instance_momentum_value,
+                          instance_outputs, instance_params, instance_rows, instance_stats, nan_running,
+                          normalized_rows, normalized_shape as _ns, nqb_format, nqb_normalized, nqb_quantized,
+                          nvfp4_encode, poly_combine, poly_rstd, pow2 as _pow2, pow2_up, rms_dx, rsum as _rsum,
+                          running_in, running_setup, running_state, sigmoids as _sigmoids, store as _store,
+                          weight_offset)
 from planted.blind import MECHANISMS
 
 OPS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "gated_norm", "dyt",
@@ -398,8 +399,7 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
             p = p if bias is None else p + bias
             y = p
         else:
-            p = xhat if w is None else xhat * w
-            p = p if bias is None else p + bias
+            p = affine(xhat, w, bias)
             if silu and b == "gns_unfused_rounds_p":
                 p = _half(p, d)
             y = p
@@ -437,12 +437,8 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
         C, n = x.shape
         cfg, st, eps, has_run = running_setup(call, acc)
         batch = call.training or not has_run
-        if batch:
-            mean, rstd = self._ln_stats(x, eps)
-        else:
-            mean, rstd = channel_running_stats(st, C, eps, acc)
-        xhat = (x - mean) * rstd
-        w, bias = (reshaped(call.inputs.get(k), acc, (C, 1)) for k in ("weight", "bias"))
+        mean, rstd, xhat = bn_normalize(x, st, eps, batch, acc, self._ln_stats)
+        w, bias = channel_params(call.inputs, acc, C)
         out = channel_outputs(xhat, w, bias, mean, rstd, x0.shape, d, acc)
         state = {}
         if has_run:
@@ -458,8 +454,7 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
             state = running_state(rm, rv, nbt, d)
         grads = {}
         if "y" in call.cotangents:
-            dy = channel_rows(call.cotangents["y"], acc)
-            g = dy if w is None else dy * w
+            dy, g = channel_dy_and_g(call, acc, w)
             if batch:
                 dx = _centred_dx(g, xhat, rstd)
             elif b == "bn_eval_bwd_train_formula":
@@ -484,9 +479,9 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
         if has_run:
             rm, rv, nbt = running_in(st, acc)
             if call.training and Nb == 0:
-                rm, rv = np.full(C, np.nan, acc), np.full(C, np.nan, acc)
+                rm, rv = nan_running(C, acc)
             elif call.training and S > 0:
-                m = acc(0.0 if cfg["momentum"] is None else cfg["momentum"])
+                m = instance_momentum_value(cfg, acc)
                 if b == "in_running_var_from_rstd_plus_eps":
                     var = 1 / rstd ** 2 + eps
                 else:
@@ -523,9 +518,7 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
         y = nrm * s if nbg else nrm
         grads = {}
         if "y" in call.cotangents:
-            dy = call.cotangents["y"].astype(acc).reshape(R, H)
-            dn = dy * s if nbg else dy
-            g = (dn * w).reshape(-1, Kb)
+            dy, dn, g = gated_dn(call, acc, w, s, nbg, Kb)
             vh = vhat.reshape(-1, Kb)
             if Kb != K:                      # the backward's statistics over the whole row
                 vr = v.reshape(-1, Kb)
@@ -537,15 +530,8 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
             else:
                 r = rstd
             dv = gated_dx(cfg["norm"], g, vh, r)
-            dv = dv.reshape(R, H)
-            if nbg:
-                dx, dz = dv, dy * nrm * ds
-            else:
-                dx, dz = dv * s, dv * x * ds
-            grads = {"x": _store(dx.reshape(x0.shape), d), "z": _store(dz.reshape(x0.shape), d),
-                     "weight": _store((dn * vhat).sum(axis=0), d)}
-            if bias is not None:
-                grads["bias"] = _store(dn.sum(axis=0), d)
+            dx, dz = gated_dx_dz(dv.reshape(R, H), dy, nrm, x, s, ds, nbg)
+            grads = gated_grads(dx, dz, dn, None if bias is None else dn, vhat, x0.shape, d)
         return Returned({"y": _store(y.reshape(x0.shape), d)}, grads)
 
     # ------------------------------------------------------------ dyt
@@ -557,8 +543,7 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
         y = affine(t, w, bias)
         grads = {}
         if "y" in call.cotangents:
-            dy = call.cotangents["y"].astype(acc).reshape(x.shape)
-            g = dy if w is None else dy * w
+            dy, g = dy_and_g(call, acc, x.shape, w)
             if b == "dyt_bwd_from_rounded_t" and d in ("float16", "bfloat16"):
                 tr = _half(t, d)
                 D = 1 - tr * tr
@@ -683,5 +668,4 @@ class Blind2Kernel(GroupNormPair, BlindKernelBase):
             if b == "nqb_nvfp4_unrounded_block_scale":
                 S = amax / acc(6.0)
             scale_out = Sb
-        q = np.clip(block_quotients(yb, S, acc), -qmax, qmax)
-        return nqb_returned(q, qdt, scale_out, amax, ts, call, s, acc)
+        return nqb_quantized(yb, S, qmax, qdt, scale_out, amax, ts, call, s, acc)

@@ -31,19 +31,21 @@ import numpy as np
 
 from refnorm.check.backends.base import Returned
 
-from ._blind_math import (add_norm_affine_grads, add_norm_dims, add_norm_ds, add_norm_input_grads,
-                          add_norm_outputs, affine, aln_inputs, BlindKernelBase, block_quotients,
-                          bn_running_update, centred_dx as _centred_dx, channel_grads, channel_outputs,
-                          channel_rows, channel_sums, dyt_gd, dyt_inputs, eps_value as _eps,
-                          frexp_exp as _frexp_exp, FUSED_OPTIONS, gated_dx, gated_grads, gated_inputs,
-                          gated_normalize, group_params, group_rows, GroupNormPair, half as _half, instance_grads,
-                          instance_momentum, instance_outputs, instance_params, instance_rows, instance_stats,
-                          instance_unbiased_var, kept, ln_rows, ln_stats, mx_scales, norm_outputs,
+from ._blind_math import (add_norm_dims, add_norm_ds, add_norm_grads, add_norm_outputs, add_norm_params,
+                          add_norm_rows, add_norm_sum, affine, aln_inputs, BlindKernelBase, block_quotients,
+                          bn_running_update, centred_dx as _centred_dx, channel_dy_and_g, channel_grads,
+                          channel_outputs, channel_params, channel_rows, channel_sums, dyt_gd, dyt_grads, dyt_inputs,
+                          eps_value as _eps, frexp_exp as _frexp_exp, FUSED_OPTIONS, gate_group_size, gated_dn,
+                          gated_dx, gated_grads, gated_inputs, gated_normalize, group_params, group_rows,
+                          GroupNormPair, half as _half, instance_grads, instance_momentum_value, instance_outputs,
+                          instance_params, instance_rows, instance_running_update, instance_stats,
+                          instance_unbiased_var, kept, ln_rows, ln_stats, mx_scales, nan_running, norm_outputs,
                           norm_quant_returned, normalized_rows, nqb_format, nqb_normalized, nqb_returned,
                           nvfp4_block_scales, nvfp4_encode, padded_blocks, per_token, poly_combine, poly_grads,
-                          poly_inputs, poly_rstd, pow2_scale, pow2_up, QUANT as _QUANT, reshaped, rms_norm_dx,
-                          rms_rows, rms_stats, row_affine, rowscale_grad, rsum as _rsum, running_in, running_setup,
-                          running_state, sigmoids as _sigmoids, stat_shape, store as _store, weight_offset)
+                          poly_inputs, poly_normalize, pow2_scale, pow2_up, QUANT as _QUANT, quant_quotients,
+                          rms_norm_dx, rms_rows, rms_stats, row_affine, rsum as _rsum, running_in, running_setup,
+                          running_state, scale_floor, sigmoids as _sigmoids, silu_gate, stat_shape, static_scale,
+                          store as _store, weight_offset)
 
 LABELS = ("one_pass", "precision", "block", "eps", "bessel", "running", "mode", "backward", "reduction",
           "layout", "affine", "semantics", "window", "quant_scale", "saturation", "merge", "collective",
@@ -457,7 +459,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
             e = acc(0) if b == "bn_eval_eps_missing" else eps
             rstd = 1 / np.sqrt(st["running_var"].astype(acc).reshape(C, 1) + e)
         xhat = (x - mean) * rstd
-        w, bias = (reshaped(call.inputs.get(k), acc, (C, 1)) for k in ("weight", "bias"))
+        w, bias = channel_params(call.inputs, acc, C)
         out = channel_outputs(xhat, w, bias, mean, rstd, x0.shape, d, acc)
         state = {}
         if has_run:
@@ -473,8 +475,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
             state = running_state(rm, rv, nbt, d)
         grads = {}
         if "y" in call.cotangents:
-            dy = channel_rows(call.cotangents["y"], acc)
-            g = dy if w is None else dy * w
+            dy, g = channel_dy_and_g(call, acc, w)
             if batch:
                 dx = _centred_dx(g, xhat, rstd)
             else:
@@ -497,12 +498,11 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         if has_run:
             rm, rv, nbt = running_in(st, acc)
             if call.training and Nb == 0:
-                rm, rv = np.full(C, np.nan, acc), np.full(C, np.nan, acc)
+                rm, rv = nan_running(C, acc)
             elif (call.training or b == "in_eval_updates_running") and S > 0:
-                m = acc(0.0 if cfg["momentum"] is None else cfg["momentum"])
+                m = instance_momentum_value(cfg, acc)
                 mi, _ = self._ln_stats(x, eps)                 # the instances' own statistics
-                new_m, new_v = instance_momentum(rm, rv, m, mi, instance_unbiased_var(x, mi, acc), Nb, C)
-                rm, rv = new_m.mean(axis=0), new_v.mean(axis=0)
+                rm, rv = instance_running_update(rm, rv, m, mi, instance_unbiased_var(x, mi, acc), Nb, C)
             state = running_state(rm, rv, nbt, d)
         return Returned(out, instance_grads(call, xhat, rstd, w, bias, wr, inst, acc), state)
 
@@ -512,22 +512,20 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         cfg, inp = call.config, call.inputs
         x0 = inp["x"]
         R, H, x, z, w, bias = gated_inputs(inp, acc)
-        K = H if cfg["group_size"] is None else int(cfg["group_size"])
+        K = gate_group_size(cfg, H)
         nbg = bool(cfg["norm_before_gate"])
-        sig, rest = _sigmoids(z)
         if b == "gated_sigmoid_gate":
+            sig, rest = _sigmoids(z)
             s, ds = sig, sig * rest
         else:
-            s, ds = z * sig, sig * (1 + z * rest)
+            s, ds = silu_gate(z)
         v = x if nbg else x * s
         eps = _eps(cfg["eps"], acc)
         rstd, vhat, nrm = gated_normalize(v, w, bias, eps, K, cfg["norm"], self._ln_stats)
         y = nrm * s if nbg else nrm
         grads = {}
         if "y" in call.cotangents:
-            dy = call.cotangents["y"].astype(acc).reshape(R, H)
-            dn = dy * s if nbg else dy
-            g = (dn * w).reshape(-1, K)
+            dy, dn, g = gated_dn(call, acc, w, s, nbg, K)
             vh = vhat.reshape(-1, K)
             dv = gated_dx(cfg["norm"], g, vh, rstd)
             dv = dv.reshape(R, H)
@@ -553,17 +551,11 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(x.shape)
             gd = dyt_gd(dy, w, a, x)
-            grads["x"] = _store((gd * a).reshape(x0.shape), d)
             part = _rsum(gd * x)                                  # (rows, 1)
             da = part.sum()
             if b == "dyt_dalpha_mean_over_rows" and part.shape[0]:
                 da = da / acc(part.shape[0])
-            alpha = np.asarray(inp["alpha"])
-            grads["alpha"] = _store(np.reshape(da, alpha.shape), d)
-            if w is not None:
-                grads["weight"] = _store((dy * t).sum(axis=0), d)
-            if bias is not None:
-                grads["bias"] = _store(dy.sum(axis=0), d)
+            grads = dyt_grads(gd * a, da, dy, t, w, bias, inp, x0.shape, d)
         return Returned({"y": _store(y.reshape(x0.shape), d)}, grads)
 
     # ------------------------------------------------------------ poly_norm
@@ -572,13 +564,8 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         x0 = call.inputs["x"]
         H, x, wt, bias, eps = poly_inputs(call, acc)
         powers = (3, 2, 1)
-        hs, rs, us = [], [], []
-        for p in powers:
-            u = x ** p
-            r = poly_rstd(u, eps, acc)
-            hs.append(u * r)
-            rs.append(r)
-            us.append(u)
+        us = [x ** p for p in powers]
+        hs, rs = poly_normalize(us, eps, acc)
         if b == "poly_shared_rms":
             hs, rs = [u * rs[0] for u in us], [rs[0]] * 3
         y = poly_combine(wt, hs, bias, acc)
@@ -623,9 +610,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         cfg, inp = call.config, call.inputs
         x0 = inp["x"]
         ns, N, R, p, keep, off = add_norm_dims(call, acc)
-        x, res, mask, x1, mask1 = (reshaped(inp.get(k), acc, (R, N)) for k in ("x", "residual", "mask", "x1", "mask1"))
-        rs = inp.get("rowscale")
-        rs = None if rs is None else rs.astype(acc).reshape(R, 1)
+        x, res, mask, x1, mask1, rs = add_norm_rows(inp, R, N, acc)
         c = kept(mask, rs, keep, p, (R, N), acc)
         c1 = None
         if b == "an_mask_on_residual" and res is not None and (mask is not None or p):
@@ -638,16 +623,9 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
                 s = s + x1 * c1
             s = s * md
         else:
-            s = x * c
-            if x1 is not None:
-                c1 = kept(mask1, None, keep, p, (R, N), acc)
-                s = s + x1 * c1
-            if res is not None:
-                s = s + res
+            s, c1 = add_norm_sum(x, res, x1, mask1, c, keep, p, acc)
         eps = _eps(cfg["eps"], acc)
-        w, bias, w1, b1 = (reshaped(inp.get(k), acc, (1, N)) for k in ("weight", "bias", "weight1", "bias1"))
-        we = None if w is None else w + off
-        we1 = None if w1 is None else w1 + off
+        w, bias, w1, b1, we, we1 = add_norm_params(inp, acc, N, off)
         if b == "an_y1_uses_weight" and w1 is not None and we is not None:
             we1 = we
         sn = _half(s, d) if b == "an_stats_from_rounded_sum" else s     # the sum the norm reads
@@ -662,10 +640,7 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
             prenorm = cfg["prenorm"] and b != "an_prenorm_dresidual_dropped"
             ds, dy, dy1 = add_norm_ds(call, xhat, rstd, cfg["norm"] == "layer_norm", we, we1, prenorm, acc)
             dres = None if res is None else (ds * c if b == "an_dresidual_scaled" else ds)
-            grads = add_norm_input_grads(ds, c, c1, dres, x0.shape, d)
-            grads.update(add_norm_affine_grads(inp, dy, dy1, xhat, (w, bias, w1, b1), ns, d))
-            if rs is not None:
-                grads["rowscale"] = rowscale_grad(ds, x, mask, keep, p, inp["rowscale"].shape, d)
+            grads = add_norm_grads(inp, ds, dres, c, c1, dy, dy1, xhat, (w, bias, w1, b1), x, mask, keep, p, ns, d)
         return Returned(out, grads)
 
     # ------------------------------------------------------------ norm_quant
@@ -691,18 +666,16 @@ class Blind3Kernel(GroupNormPair, BlindKernelBase):
         amax = np.max(np.abs(xhat if b == "nq_amax_before_affine" else y), axis=1, keepdims=True, initial=0.0)
         static = inp.get("static_scale")
         if static is not None:
-            scale = np.full(amax.shape, acc(static.astype(acc).reshape(())))
+            scale = static_scale(static, amax.shape, acc)
             scale_out = scale
         else:
             scale = amax / acc(qmax)
             if cfg["scale_ub"] is not None:
                 scale = np.minimum(scale, acc(cfg["scale_ub"]))
             if b != "nq_min_scale_dropped":
-                floor = 1.0 / (hi * 512.0) if cfg["min_scale"] is None else float(cfg["min_scale"])
-                scale = np.maximum(scale, acc(floor))
+                scale = scale_floor(scale, cfg, hi, acc)
             scale_out = 1 / scale if b == "nq_scale_is_reciprocal" else scale
-        v = np.where(scale == 0, acc(0) * y, y / np.where(scale == 0, acc(1), scale))
-        v = np.clip(v, lo, hi)
+        v = quant_quotients(y, scale, lo, hi, acc)
         if qdt.kind == "i":
             v = np.nan_to_num(v, nan=0.0)
             if b == "nq_int8_round_half_away":

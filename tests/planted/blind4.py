@@ -30,20 +30,22 @@ import numpy as np
 
 from refnorm.check.backends.base import Returned
 
-from ._blind_math import (add_norm_affine_grads, add_norm_dims, add_norm_ds, add_norm_input_grads,
-                          add_norm_outputs, affine, aln_inputs, BlindKernelBase, block_quotients,
-                          bn_running_update, centred_dx as _centred_dx, channel_grads, channel_outputs,
-                          channel_rows, channel_running_stats, channel_sums, dyt_gd, dyt_inputs, eps_value as _eps,
-                          frexp_exp as _frexp_exp, from_channel_rows, FUSED_OPTIONS, gated_dx, gated_grads,
-                          gated_inputs, group_params, group_rows, GroupNormPair, half as _half, instance_grads,
-                          instance_momentum, instance_outputs, instance_params, instance_rows, instance_stats,
-                          instance_unbiased_var, kept, ln_rows, ln_stats, mx_scales, norm_outputs,
-                          norm_quant_returned, normalized_rows, nqb_format, nqb_normalized, nqb_returned,
-                          nvfp4_block_scales, nvfp4_encode, padded_blocks, per_instance, per_token, poly_combine,
-                          poly_grads, poly_inputs, poly_rstd, pow2_scale, pow2_up, QUANT as _QUANT, reshaped,
-                          rms_dx, rms_norm_dx, rms_rows, rms_stats, row_affine, rowscale_grad, rsum as _rsum,
-                          running_in, running_setup, running_state, sigmoids as _sigmoids, stat_shape,
-                          store as _store, weight_offset)
+from ._blind_math import (add_norm_dims, add_norm_ds, add_norm_grads, add_norm_outputs, add_norm_params,
+                          add_norm_rows, add_norm_sum, affine, aln_inputs, aln_modulation, BlindKernelBase,
+                          bn_running_update, centred_dx as _centred_dx, channel_dy_and_g, channel_grads,
+                          channel_outputs, channel_params, channel_rows, channel_running_stats, dy_and_g, dyt_gd,
+                          dyt_inputs, eps_value as _eps, from_channel_rows, FUSED_OPTIONS, gate_group_size, gated_dn,
+                          gated_dx, gated_dx_dz, gated_grads, gated_inputs, gated_stats, group_outputs,
+                          group_param_grads, group_params, group_rows, group_scales, GroupNormPair, half as _half,
+                          instance_grads, instance_momentum_value, instance_outputs, instance_params, instance_rows,
+                          instance_running_update, instance_stats, instance_unbiased_var, kept, ln_rows, ln_stats,
+                          mx_scales, nan_running, norm_outputs, norm_quant_returned, normalized_rows, nqb_format,
+                          nqb_normalized, nqb_quantized, nvfp4_encode, nvfp4_scales, padded_blocks, per_instance,
+                          per_sample, poly_combine, poly_grads, poly_inputs, poly_normalize, QUANT as _QUANT,
+                          quant_quotients, quantize, rms_dx, rms_norm_dx, rms_rows, rms_stats, row_affine,
+                          row_param_grads, row_weight_bias, rsum as _rsum, running_in, running_setup, running_state,
+                          scale_floor, sigmoids as _sigmoids, silu_gate, stat_shape, static_scale, store as _store,
+                          weight_offset)
 from .blind3 import LABELS
 
 OPS = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm", "batch_norm",
@@ -333,8 +335,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         out = norm_outputs(y, mean, rstd, x0, stat_shape(x0, ns), d, acc)
         grads = {}
         if "y" in call.cotangents:
-            dy = call.cotangents["y"].astype(acc).reshape(-1, N)
-            g = dy if w is None else dy * w
+            dy, g = dy_and_g(call, acc, (-1, N), w)
             r = 1 / np.sqrt(var) if b == "ln_bwd_rstd_without_eps" else rstd
             xh = xc * r
             if b == "ln_bwd_sums_across_row_block":
@@ -365,9 +366,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         x0 = call.inputs["x"]
         ns, N, x = normalized_rows(call, acc)
         placement = call.config.get("eps_placement", "inside")
-        off = weight_offset(call, acc)
-        w = call.inputs.get("weight")
-        w = None if w is None else w.astype(acc).reshape(1, N) + off
+        w, _ = row_weight_bias(call, acc, N, weight_offset(call, acc))
         eps = _eps(call.config["eps"], acc)
         if b == "rms_rsqrt_estimate_one_newton" and acc is np.float32 and placement != "outside":
             ms = _rsum(x * x) / N
@@ -387,12 +386,10 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         out = {"y": _store(y.reshape(x0.shape), d), "rstd": rstd.reshape(stat_shape(x0, ns)).astype(acc)}
         grads = {}
         if "y" in call.cotangents:
-            dy = call.cotangents["y"].astype(acc).reshape(-1, N)
-            g = dy if (w is None or b == "rms_bwd_dx_without_weight") else dy * w
+            dy, g = dy_and_g(call, acc, (-1, N), None if b == "rms_bwd_dx_without_weight" else w)
             dx = rms_norm_dx(g, x, xhat, rstd, rms, placement)
             grads["x"] = _store(dx.reshape(x0.shape), d)
-            if w is not None:
-                grads["weight"] = _store((dy * xhat).sum(axis=0).reshape(ns), d)
+            grads.update(row_param_grads(dy, xhat, w, None, ns, d))
         return Returned(out, grads)
 
     # ------------------------------------------------------------ group_norm (and group_norm_silu)
@@ -415,8 +412,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             mean, rstd = self._ln_stats(xv, eps)
         xhat = ((xv - mean) * rstd).reshape(Nb, C, S)
         w, bias = group_params(call.inputs, acc, C)
-        p = xhat if w is None else xhat * w
-        p = p if bias is None else p + bias
+        p = affine(xhat, w, bias)
         y = p
         if silu:
             s, _ = _sigmoids(xhat if b == "gns_gate_from_xhat" else p)
@@ -425,7 +421,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             ms, rs = mean.reshape(Nb, G).T.reshape(Nb, G), rstd.reshape(Nb, G).T.reshape(Nb, G)
         else:
             ms, rs = mean.reshape(Nb, G), rstd.reshape(Nb, G)
-        out = {"y": _store(y.reshape(x0.shape), d), "mean": ms.astype(acc), "rstd": rs.astype(acc)}
+        out = group_outputs(y, ms, rs, x0.shape, d, acc)
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(Nb, C, S)
@@ -451,10 +447,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             else:
                 dx = _centred_dx(g, xh, rstd)
             grads["x"] = _store(dx.reshape(x0.shape), d)
-            if w is not None:
-                grads["weight"] = _store(channel_sums(dp * xhat, C), d)
-            if bias is not None:
-                grads["bias"] = _store(channel_sums(dp, C), d)
+            grads.update(group_param_grads(dp * xhat, dp, w, bias, C, d))
         return out, grads
 
     # ------------------------------------------------------------ batch_norm
@@ -485,7 +478,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         else:
             mean, rstd = channel_running_stats(st, C, eps, acc)
         xhat = (x - mean) * rstd
-        w, bias = (reshaped(call.inputs.get(k), acc, (C, 1)) for k in ("weight", "bias"))
+        w, bias = channel_params(call.inputs, acc, C)
         folded = None
         if b == "bn_eval_folded_in_half" and not batch and d in ("float16", "bfloat16"):
             sc = _half(rstd if w is None else w * rstd, d)
@@ -514,8 +507,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             out["y"] = _store(from_channel_rows(affine(xhat_y, w, bias), x0.shape), d)
         grads = {}
         if "y" in call.cotangents:
-            dy = channel_rows(call.cotangents["y"], acc)
-            g = dy if w is None else dy * w
+            dy, g = channel_dy_and_g(call, acc, w)
             dx = _centred_dx(g, xhat, rstd) if batch else g * rstd
             grads = channel_grads(dx, dy, xhat, w, bias, x0.shape, d)
         return Returned(out, grads, state)
@@ -538,17 +530,16 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         if has_run:
             rm, rv, nbt = running_in(st, acc)
             if call.training and Nb == 0:
-                rm, rv = np.full(C, np.nan, acc), np.full(C, np.nan, acc)
+                rm, rv = nan_running(C, acc)
             elif call.training and S > 0:
-                m = acc(0.0 if cfg["momentum"] is None else cfg["momentum"])
+                m = instance_momentum_value(cfg, acc)
                 mi = mean
                 ub = instance_unbiased_var(x, mi, acc)
                 if b == "in_running_sum_over_batch":
                     rm = (1 - m) * rm + (m * mi.reshape(Nb, C)).sum(axis=0)
                     rv = (1 - m) * rv + (m * ub.reshape(Nb, C)).sum(axis=0)
                 else:
-                    new_m, new_v = instance_momentum(rm, rv, m, mi, ub, Nb, C)
-                    rm, rv = new_m.mean(axis=0), new_v.mean(axis=0)
+                    rm, rv = instance_running_update(rm, rv, m, mi, ub, Nb, C)
             state = running_state(rm, rv, nbt, d)
         return Returned(out, instance_grads(call, xhat, rstd, w, bias, wr, inst, acc), state)
 
@@ -558,20 +549,15 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         cfg, inp = call.config, call.inputs
         x0 = inp["x"]
         R, H, x, z, w, bias = gated_inputs(inp, acc)
-        K = H if cfg["group_size"] is None else int(cfg["group_size"])
+        K = gate_group_size(cfg, H)
         nbg = bool(cfg["norm_before_gate"])
         norm = "rms_norm" if b == "gated_ln_as_rms" else cfg["norm"]
-        sig, rest = _sigmoids(z)
-        s, ds = z * sig, sig * (1 + z * rest)
+        s, ds = silu_gate(z)
         if b == "gated_silu_in_input_dtype":
             s = _half(s, d)
         v = x if nbg else x * s
-        eps = _eps(cfg["eps"], acc)
         vg = v.reshape(-1, K)
-        if norm == "layer_norm":
-            mean, rstd = self._ln_stats(vg, eps)
-        else:
-            mean, rstd = 0, 1 / np.sqrt(_rsum(vg * vg) / K + eps)
+        mean, rstd = gated_stats(vg, _eps(cfg["eps"], acc), norm, self._ln_stats)
         vhat = ((vg - mean) * rstd).reshape(R, H)
         late_bias = nbg and bias is not None and b == "gated_bias_after_gate"
         nrm = vhat * w if (bias is None or late_bias) else vhat * w + bias
@@ -580,14 +566,9 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             y = y + bias
         grads = {}
         if "y" in call.cotangents:
-            dy = call.cotangents["y"].astype(acc).reshape(R, H)
-            dn = dy * s if nbg else dy
-            g = (dn * w).reshape(-1, K)
+            dy, dn, g = gated_dn(call, acc, w, s, nbg, K)
             dv = gated_dx(norm, g, vhat.reshape(-1, K), rstd).reshape(R, H)
-            if nbg:
-                dx, dz = dv, dy * nrm * ds
-            else:
-                dx, dz = dv * s, dv * x * ds
+            dx, dz = gated_dx_dz(dv, dy, nrm, x, s, ds, nbg)
             db_from = None if bias is None else (dy if late_bias else dn)
             grads = gated_grads(dx, dz, dn, db_from, vhat, x0.shape, d)
         return Returned({"y": _store(y.reshape(x0.shape), d)}, grads)
@@ -624,15 +605,10 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         x0 = call.inputs["x"]
         H, x, wt, bias, eps = poly_inputs(call, acc)
         powers = (3, 2, 1)
-        hs, rs, us = [], [], []
-        for p in powers:
-            u = x ** p
-            if b == "poly_powers_centred":
-                u = u - _rsum(u) / H
-            r = poly_rstd(u, eps, acc)
-            hs.append(u * r)
-            rs.append(r)
-            us.append(u)
+        us = [x ** p for p in powers]
+        if b == "poly_powers_centred":
+            us = [u - _rsum(u) / H for u in us]
+        hs, rs = poly_normalize(us, eps, acc)
         y = poly_combine(wt, hs, bias, acc)
         grads = {}
         if "y" in call.cotangents:
@@ -655,14 +631,9 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             amax = np.full(amax.shape, np.max(amax, initial=0.0), acc)
         ts = acc(1.0)
         if fmt == "fp8_group":
-            v = np.maximum(amax / acc(qmax), acc(cfg["min_scale"] or 0.0))
-            if rule == "pow2":
-                m, e = _frexp_exp(v)
-                S = pow2_scale(v, pow2_up(m, e), acc)
-            elif b == "nqb_group_scale_in_input_dtype":
-                S = _half(v, call.dtype)
-            else:
-                S = v
+            S = group_scales(amax, qmax, rule, cfg, acc)
+            if b == "nqb_group_scale_in_input_dtype" and rule != "pow2":
+                S = _half(S, call.dtype)
             scale_out = S.astype(acc)
         elif fmt == "mxfp8":
             S, scale_out = mx_scales(amax, rule, emax, qmax, acc)
@@ -673,10 +644,8 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
                 enc = acc(1.0) if g == 0 else acc(min(acc(448.0) / g, np.finfo(np.float32).max))
             else:
                 enc = nvfp4_encode(gs, amax, acc)
-            ts = acc(1) / enc
-            S, scale_out = nvfp4_block_scales(amax, enc, ts, acc)
-        q = np.clip(block_quotients(yb, S, acc), -qmax, qmax)
-        return nqb_returned(q, qdt, scale_out, amax, ts, call, s, acc)
+            ts, S, scale_out = nvfp4_scales(amax, enc, acc)
+        return nqb_quantized(yb, S, qmax, qdt, scale_out, amax, ts, call, s, acc)
 
     # ------------------------------------------------------------ add_norm
     def _add_norm(self, call, acc):
@@ -684,38 +653,26 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         cfg, inp = call.config, call.inputs
         x0 = inp["x"]
         ns, N, R, p, keep, off = add_norm_dims(call, acc)
-        x, res, mask, x1, mask1 = (reshaped(inp.get(k), acc, (R, N)) for k in ("x", "residual", "mask", "x1", "mask1"))
+        x, res, mask, x1, mask1, rs = add_norm_rows(inp, R, N, acc)
         if b == "an_x1_dropped_with_mask" and mask1 is not None and mask is not None:
             mask1 = mask
-        rs = inp.get("rowscale")
-        rs = None if rs is None else rs.astype(acc).reshape(R, 1)
         c = kept(mask, rs, keep, p, (R, N), acc)
-        s = x * c
-        c1 = None
-        if x1 is not None:
-            c1 = kept(mask1, None, keep, p, (R, N), acc)
-            s = s + x1 * c1
-        if res is not None:
-            s = s + res
+        s, c1 = add_norm_sum(x, res, x1, mask1, c, keep, p, acc)
         s_out = s
         if b == "an_residual_out_undropped":
             s_out = x if x1 is None else x + x1
             s_out = s_out if res is None else s_out + res
         eps = _eps(cfg["eps"], acc)
-        w, bias, w1, b1 = (reshaped(inp.get(k), acc, (1, N)) for k in ("weight", "bias", "weight1", "bias1"))
-        we = None if w is None else w + off
-        we1 = None if w1 is None else w1 + off
+        w, bias, w1, b1, we, we1 = add_norm_params(inp, acc, N, off)
         _, rstd, xhat = (ln_rows if cfg["norm"] == "layer_norm" else rms_rows)(s, eps)
         out = add_norm_outputs(xhat, we, bias, we1, b1, s_out, x0.shape, cfg, d)
         grads = {}
         if "y" in call.cotangents:
             centred = cfg["norm"] == "layer_norm" or b == "an_rms_bwd_centred"
             ds, dy, dy1 = add_norm_ds(call, xhat, rstd, centred, we, we1, cfg["prenorm"], acc)
-            grads = add_norm_input_grads(ds, c, c1, None if res is None else ds, x0.shape, d)
             dyp = dy if (b == "an_dweight1_from_dy" and dy1 is not None) else dy1
-            grads.update(add_norm_affine_grads(inp, dy, dyp, xhat, (w, bias, w1, b1), ns, d))
-            if rs is not None:
-                grads["rowscale"] = rowscale_grad(ds, x, mask, keep, p, inp["rowscale"].shape, d)
+            grads = add_norm_grads(inp, ds, None if res is None else ds, c, c1, dy, dyp, xhat, (w, bias, w1, b1),
+                                   x, mask, keep, p, ns, d)
         return Returned(out, grads)
 
     # ------------------------------------------------------------ norm_quant
@@ -732,7 +689,7 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         amax = np.max(np.abs(y), axis=1, keepdims=True, initial=0.0)
         static = inp.get("static_scale")
         if static is not None:
-            scale = np.full(amax.shape, acc(static.astype(acc).reshape(())))
+            scale = static_scale(static, amax.shape, acc)
         else:
             qmax = acc(128.0) if (b == "nq_int8_scale_over_128" and qdt.kind == "i") else acc(hi)
             ub = cfg["scale_ub"]
@@ -742,19 +699,15 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
                 scale = amax / qmax
                 if ub is not None:
                     scale = np.minimum(scale, acc(ub))
-            floor = 1.0 / (hi * 512.0) if cfg["min_scale"] is None else float(cfg["min_scale"])
-            scale = np.maximum(scale, acc(floor))
+            scale = scale_floor(scale, cfg, hi, acc)
         if static is not None and b == "nq_static_scale_multiplied":
-            v = y * scale
+            v = np.clip(y * scale, lo, hi)
         else:
-            v = np.where(scale == 0, acc(0) * y, y / np.where(scale == 0, acc(1), scale))
-        v = np.clip(v, lo, hi)
-        if qdt.kind == "i":
-            q = np.rint(np.nan_to_num(v, nan=0.0)).astype(np.int8)
-        elif b == "nq_fp8_via_float16":
+            v = quant_quotients(y, scale, lo, hi, acc)
+        if b == "nq_fp8_via_float16" and qdt.kind != "i":
             q = v.astype(np.float16).astype(qdt)
         else:
-            q = v.astype(qdt)
+            q = quantize(v, qdt)
         return norm_quant_returned(q, scale, amax, x0, ns, acc)
 
     # ------------------------------------------------------------ adaptive_layer_norm
@@ -763,9 +716,6 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         inp = call.inputs
         x0 = inp["x"]
         B, H, T, x, scale, shift = aln_inputs(inp, acc)     # T: tokens per sample
-
-        def per_row(v):                                     # (B, H) -> (B * T, H)
-            return per_token(v, B, H, T, acc)
         eps = _eps(call.config["eps"], acc)
         if b == "aln_stats_over_tokens" and B and T:
             xt = np.ascontiguousarray(x.reshape(B, T, H).transpose(0, 2, 1)).reshape(B * H, T)
@@ -776,16 +726,14 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
         else:
             mean, rstd = self._ln_stats(x, eps)
             xhat = (x - mean) * rstd
-        gain = None if scale is None else acc(1) + per_row(scale)
+        gain, sh = aln_modulation(scale, shift, B, H, T, acc)
         if gain is not None and b == "aln_gain_in_input_dtype":
             gain = _half(gain, d)
-        y = xhat if gain is None else xhat * gain
-        y = y if shift is None else y + per_row(shift)
+        y = affine(xhat, gain, sh)
         out = norm_outputs(y, mean, rstd, x0, x0.shape[:-1] + (1,), d, acc)
         grads = {}
         if "y" in call.cotangents:
-            dy = call.cotangents["y"].astype(acc).reshape(-1, H)
-            g = dy if (gain is None or b == "aln_dx_unmodulated") else dy * gain
+            dy, g = dy_and_g(call, acc, (-1, H), None if b == "aln_dx_unmodulated" else gain)
             if b == "aln_stats_over_tokens" and B and T:
                 def tok(a):                                 # (B * T, H) -> (B * H, T)
                     return np.ascontiguousarray(a.reshape(B, T, H).transpose(0, 2, 1)).reshape(B * H, T)
@@ -793,11 +741,8 @@ class Blind4Kernel(GroupNormPair, BlindKernelBase):
             else:
                 dx = _centred_dx(g, xhat, rstd)
             grads["x"] = _store(dx.reshape(x0.shape), d)
-
-            def per_sample(t):                              # (B * T, H) -> (B, H), summed over the tokens
-                return t.reshape(B, T, H).sum(axis=1)
             if scale is not None:
-                grads["scale"] = _store(per_sample(dy * xhat), d)
+                grads["scale"] = _store(per_sample(dy * xhat, B, T, H), d)
             if shift is not None:
-                grads["shift"] = _store(per_sample(dy), d)
+                grads["shift"] = _store(per_sample(dy, B, T, H), d)
         return Returned(out, grads)

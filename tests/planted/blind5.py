@@ -32,20 +32,22 @@ import numpy as np
 
 from refnorm.check.backends.base import Returned
 
-from ._blind_math import (add_norm_affine_grads, add_norm_dims, add_norm_ds, add_norm_input_grads,
-                          add_norm_outputs, affine, aln_inputs, BlindKernelBase, block_quotients,
-                          bn_running_update, centred_dx as _centred_dx, channel_grads, channel_outputs,
-                          channel_rows, channel_running_stats, channel_sums, dyt_inputs, e8m0_scale,
-                          eps_value as _eps, frexp_exp as _frexp_exp, FUSED_OPTIONS, gated_dx, gated_grads,
-                          gated_inputs, group_params, group_rows, GroupNormPair, half as _half, instance_grads,
-                          instance_momentum, instance_outputs, instance_params, instance_rows, instance_stats,
-                          instance_unbiased_var, kept, ln_rows, ln_stats, mx_scales, norm_dx, norm_outputs,
-                          norm_quant_returned, normalized_rows, np_dtype, nqb_format, nqb_normalized, nqb_returned,
-                          nvfp4_block_scales, nvfp4_encode, padded_blocks, per_token, poly_combine,
-                          poly_grads, poly_inputs, poly_rstd, pow2, pow2_scale, pow2_up, QUANT as _QUANT, reshaped,
-                          rms_dx, rms_norm_dx, rms_rows, rms_stats, row_affine, rowscale_grad, rsum as _rsum,
-                          running_in, running_setup, running_state, sigmoids as _sigmoids, stat_shape,
-                          store as _store, weight_offset)
+from ._blind_math import (add_norm_dims, add_norm_ds, add_norm_grads, add_norm_outputs, add_norm_params,
+                          add_norm_rows, add_norm_sum, affine, aln_inputs, aln_modulation, BlindKernelBase,
+                          bn_momentum, bn_normalize, bn_running_update, centred_dx as _centred_dx, channel_dy_and_g,
+                          channel_grads, channel_outputs, channel_params, channel_rows, dy_and_g, dynamic_scale,
+                          dyt_grads, dyt_inputs, e8m0_scale, eps_value as _eps, frexp_exp as _frexp_exp,
+                          FUSED_OPTIONS, gate_group_size, gated_dn, gated_dx, gated_dx_dz, gated_grads, gated_inputs,
+                          gated_stats, group_outputs, group_param_grads, group_params, group_rows, group_scales,
+                          GroupNormPair, half as _half, instance_grads, instance_momentum_value, instance_outputs,
+                          instance_params, instance_rows, instance_running_update, instance_stats,
+                          instance_unbiased_var, kept, ln_rows, ln_stats, mx_scales, nan_running, norm_dx,
+                          norm_outputs, norm_quant_returned, normalized_rows, np_dtype, nqb_format, nqb_normalized,
+                          nqb_quantized, nvfp4_encode, nvfp4_scales, padded_blocks, per_sample, poly_combine,
+                          poly_grads, poly_inputs, poly_normalize, pow2, pow2_up, QUANT as _QUANT, quant_quotients,
+                          quantize, rms_dx, rms_norm_dx, rms_rows, rms_stats, row_affine, row_param_grads,
+                          row_weight_bias, rsum as _rsum, running_in, running_setup, running_state,
+                          sigmoids as _sigmoids, silu_gate, stat_shape, static_scale, store as _store, weight_offset)
 from .blind3 import LABELS
 
 OPS = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm", "batch_norm",
@@ -378,10 +380,7 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
         x0 = call.inputs["x"]
         ns, N, x = normalized_rows(call, acc)
         R = x.shape[0]
-        off = weight_offset(call, acc)
-        w, bias = call.inputs.get("weight"), call.inputs.get("bias")
-        w = None if w is None else w.astype(acc).reshape(1, N) + off
-        bias = None if bias is None else bias.astype(acc).reshape(1, N)
+        w, bias = row_weight_bias(call, acc, N, weight_offset(call, acc))
         eps = _eps(call.config["eps"], acc)
         cols = N
         if b == "ln_cols_beyond_fused_block_ignored":
@@ -402,21 +401,17 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
         out = norm_outputs(y, mean, rstd, x0, stat_shape(x0, ns), d, acc)
         grads = {}
         if "y" in call.cotangents:
-            dy = call.cotangents["y"].astype(acc).reshape(-1, N)
-            g = dy if w is None else dy * w
+            dy, g = dy_and_g(call, acc, (-1, N), w)
             if b == "ln_bwd_projection_sign_flipped":
                 dx = rstd * (g - _rsum(g) / N + xhat * (_rsum(g * xhat) / N))
             else:
                 dx = _centred_dx(g, xhat, rstd)
             grads["x"] = _store(dx.reshape(x0.shape), d)
-            if w is not None:
-                xh = xhat
-                if b == "ln_dweight_stats_of_block_first_row" and R:
-                    first = np.arange(R) - np.arange(R) % 4
-                    xh = (x - mean[first]) * rstd[first]
-                grads["weight"] = _store((dy * xh).sum(axis=0).reshape(ns), d)
-            if bias is not None:
-                grads["bias"] = _store(dy.sum(axis=0).reshape(ns), d)
+            xh = xhat
+            if b == "ln_dweight_stats_of_block_first_row" and R and w is not None:
+                first = np.arange(R) - np.arange(R) % 4
+                xh = (x - mean[first]) * rstd[first]
+            grads.update(row_param_grads(dy, xh, w, bias, ns, d))
         return Returned(out, grads)
 
     # ------------------------------------------------------------ rms_norm
@@ -442,8 +437,7 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
         out = {"y": _store(y.reshape(x0.shape), d), "rstd": rs_out.reshape(stat_shape(x0, ns)).astype(acc)}
         grads = {}
         if "y" in call.cotangents:
-            dy = call.cotangents["y"].astype(acc).reshape(-1, N)
-            g = dy if w is None else dy * w
+            dy, g = dy_and_g(call, acc, (-1, N), w)
             if b == "rms_bwd_projection_halved" and placement != "outside":
                 dx = rstd * (g - acc(0.5) * xhat * (_rsum(g * xhat) / N))
             else:
@@ -467,8 +461,7 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
         mean, rstd = self._ln_stats(rows, eps)
         xhat = ((rows - mean) * rstd).reshape(Nb, C, S)
         w, bias = group_params(call.inputs, acc, C)
-        p = xhat if w is None else xhat * w
-        p = p if bias is None else p + bias
+        p = affine(xhat, w, bias)
         y = p
         act_grad = None
         if silu and b == "gns_activation_gelu_tanh":
@@ -480,7 +473,7 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
             ms, rs = mean.reshape(Nb, C)[:, -1:], rstd.reshape(Nb, C)[:, -1:]    # the last channel's store wins
         else:
             ms, rs = mean.reshape(Nb, G), rstd.reshape(Nb, G)
-        out = {"y": _store(y.reshape(x0.shape), d), "mean": ms.astype(acc), "rstd": rs.astype(acc)}
+        out = group_outputs(y, ms, rs, x0.shape, d, acc)
         grads = {}
         if "y" in call.cotangents:
             dy = call.cotangents["y"].astype(acc).reshape(Nb, C, S)
@@ -507,15 +500,12 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
                 shape = rows.shape
                 dx = _centred_dx(g.reshape(shape), xhat.reshape(shape), rstd)
             grads["x"] = _store(dx.reshape(x0.shape), d)
-            if w is not None:
-                grads["weight"] = _store(channel_sums(dp * xh, C), d)
-            if bias is not None:
-                src = dp
-                if b == "gn_dbias_from_g" and not silu and w is not None:
-                    src = dp * w
-                elif b == "gns_dbias_from_dy" and silu:
-                    src = dy
-                grads["bias"] = _store(channel_sums(src, C), d)
+            src = dp
+            if b == "gn_dbias_from_g" and not silu and w is not None:
+                src = dp * w
+            elif b == "gns_dbias_from_dy" and silu:
+                src = dy
+            grads.update(group_param_grads(dp * xh, src, w, bias, C, d))
         return out, grads
 
     # ------------------------------------------------------------ batch_norm
@@ -526,24 +516,17 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
         C, n = x.shape
         cfg, st, eps, has_run = running_setup(call, acc)
         batch = call.training or not has_run
-        if batch:
-            mean, rstd = self._ln_stats(x, eps)
-        else:
-            mean, rstd = channel_running_stats(st, C, eps, acc)
-        xhat = (x - mean) * rstd
-        w, bias = (reshaped(call.inputs.get(k), acc, (C, 1)) for k in ("weight", "bias"))
+        mean, rstd, xhat = bn_normalize(x, st, eps, batch, acc, self._ln_stats)
+        w, bias = channel_params(call.inputs, acc, C)
         state = {}
         if has_run:
             rm, rv, nbt = running_in(st, acc)
             if call.training:
                 mom = cfg["momentum"]
                 nbt = nbt + 1
-                if mom is not None:
-                    m = acc(mom)
-                elif b == "bn_cumavg_integer_division":
+                m = bn_momentum(mom, nbt, acc)
+                if mom is None and b == "bn_cumavg_integer_division":
                     m = acc(1 // int(nbt))
-                else:
-                    m = acc(1.0 / float(nbt))
                 old_rv = rv
                 rm, rv = bn_running_update(rm, rv, m, x, mean, cfg["convention"], acc)
                 if b == "bn_running_var_about_new_mean" and n > 0:
@@ -558,8 +541,7 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
         out = channel_outputs(xhat, w, bias, mean, rstd, x0.shape, d, acc)
         grads = {}
         if "y" in call.cotangents:
-            dy = channel_rows(call.cotangents["y"], acc)
-            g = dy if w is None else dy * w
+            dy, g = channel_dy_and_g(call, acc, w)
             if batch and b == "bn_bwd_sums_per_position" and n:
                 Nn = x0.shape[0]
                 g3, x3 = g.reshape(C, Nn, -1), xhat.reshape(C, Nn, -1)
@@ -601,12 +583,11 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
         if has_run:
             rm, rv, nbt = running_in(st, acc)
             if call.training and Nb == 0:
-                rm, rv = np.full(C, np.nan, acc), np.full(C, np.nan, acc)
+                rm, rv = nan_running(C, acc)
             elif call.training and S > 0:
-                m = acc(0.0 if cfg["momentum"] is None else cfg["momentum"])
+                m = instance_momentum_value(cfg, acc)
                 ub = instance_unbiased_var(x, mean, acc)
-                new_m, new_v = instance_momentum(rm, rv, m, mean, ub, Nb, C)
-                rm, rv = new_m.mean(axis=0), new_v.mean(axis=0)
+                rm, rv = instance_running_update(rm, rv, m, mean, ub, Nb, C)
                 if b == "in_running_var_pooled":
                     xc = np.ascontiguousarray(x.reshape(Nb, C, S).transpose(1, 0, 2)).reshape(C, Nb * S)
                     pm = _rsum(xc) / (Nb * S)
@@ -647,27 +628,20 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
         R, H, x, z, w, bias = gated_inputs(inp, acc)
         if b == "gated_gate_reads_x":
             z = x
-        K = H if cfg["group_size"] is None else int(cfg["group_size"])
+        K = gate_group_size(cfg, H)
         ng = H // K if K else 0
         nbg = bool(cfg["norm_before_gate"])
         norm = cfg["norm"]
-        sig, rest = _sigmoids(z)
-        s, ds = z * sig, sig * (1 + z * rest)
+        s, ds = silu_gate(z)
         v = x if nbg else x * s
-        eps = _eps(cfg["eps"], acc)
         vg = v.reshape(-1, K)
-        if norm == "layer_norm":
-            mean, rstd = self._ln_stats(vg, eps)
-        else:
-            mean, rstd = 0, 1 / np.sqrt(_rsum(vg * vg) / K + eps)
+        mean, rstd = gated_stats(vg, _eps(cfg["eps"], acc), norm, self._ln_stats)
         vhat = ((vg - mean) * rstd).reshape(R, H)
         nrm = vhat * w if bias is None else vhat * w + bias
         y = nrm * s if nbg else nrm
         grads = {}
         if "y" in call.cotangents:
-            dy = call.cotangents["y"].astype(acc).reshape(R, H)
-            dn = dy * s if nbg else dy
-            g = (dn * w).reshape(-1, K)
+            dy, dn, g = gated_dn(call, acc, w, s, nbg, K)
             mb, rb, vh = mean, rstd, vhat
             if b == "gated_bwd_rstd_per_row" and ng > 1:
                 idx = np.repeat(np.arange(R), ng)                # the row index, for every group of the row
@@ -675,11 +649,8 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
                 mb = mean[idx] if norm == "layer_norm" else 0
                 vh = ((vg - mb) * rb).reshape(R, H)
             dv = gated_dx(norm, g, vh.reshape(-1, K), rb).reshape(R, H)
-            if nbg:
-                dz_from = x if b == "gated_dz_from_x_not_normed" else nrm
-                dx, dz = dv, dy * dz_from * ds
-            else:
-                dx, dz = dv * s, dv * x * ds
+            dz_from = x if b == "gated_dz_from_x_not_normed" else nrm
+            dx, dz = gated_dx_dz(dv, dy, dz_from, x, s, ds, nbg)
             grads = gated_grads(dx, dz, dn, None if bias is None else dn, vh, x0.shape, d)
         return Returned({"y": _store(y.reshape(x0.shape), d)}, grads)
 
@@ -702,20 +673,14 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
         y = affine(t, w, bias)
         grads = {}
         if "y" in call.cotangents:
-            dy = call.cotangents["y"].astype(acc).reshape(x.shape)
-            g = dy if w is None else dy * w
+            dy, g = dy_and_g(call, acc, x.shape, w)
             r = 1 / np.cosh(x if (b == "dyt_bwd_sech_at_x" or outside) else arg)
             gd = g * (r * r)
             if outside:
                 dx, da = gd * a, _rsum(g * th).sum()
             else:
                 dx, da = gd * a, _rsum(gd * x).sum()
-            grads["x"] = _store(dx.reshape(x0.shape), d)
-            grads["alpha"] = _store(np.reshape(da, np.shape(inp["alpha"])), d)
-            if w is not None:
-                grads["weight"] = _store((dy * t).sum(axis=0), d)
-            if bias is not None:
-                grads["bias"] = _store(dy.sum(axis=0), d)
+            grads = dyt_grads(dx, da, dy, t, w, bias, inp, x0.shape, d)
         return Returned({"y": _store(y.reshape(x0.shape), d)}, grads)
 
     # ------------------------------------------------------------ poly_norm
@@ -731,13 +696,8 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
             if b == "poly_pow_nan_for_negative" and p > 1:
                 return np.exp(acc(p) * np.log(v))           # NaN for v < 0
             return v ** p
-        hs, rs, us = [], [], []
-        for p in powers:
-            u = power(x, p)
-            r = poly_rstd(u, eps, acc)
-            hs.append(u * r)
-            rs.append(r)
-            us.append(u)
+        us = [power(x, p) for p in powers]
+        hs, rs = poly_normalize(us, eps, acc)
         y = poly_combine(wt, hs, bias, acc)
         grads = {}
         if "y" in call.cotangents:
@@ -855,12 +815,7 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
         yb, amax = padded_blocks(y, B, acc)                              # amax: (R, nb)
         ts = acc(1.0)
         if fmt == "fp8_group":
-            v = np.maximum(amax / acc(qmax), acc(cfg["min_scale"] or 0.0))
-            if rule == "pow2":
-                m, e = _frexp_exp(v)
-                S = pow2_scale(v, pow2_up(m, e), acc)
-            else:
-                S = v
+            S = group_scales(amax, qmax, rule, cfg, acc)
             scale_out = S.astype(acc)
         elif fmt == "mxfp8" and rule == "floor" and b == "nqb_mx_exponent_of_amax_over_qmax":
             v = amax / acc(qmax)
@@ -877,10 +832,8 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
                 enc = nvfp4_encode(None, amax[:1], acc)
             else:
                 enc = nvfp4_encode(gs, amax, acc)
-            ts = acc(1) / enc
-            S, scale_out = nvfp4_block_scales(amax, enc, ts, acc)
-        q = np.clip(block_quotients(yb, S, acc), -qmax, qmax)
-        return nqb_returned(q, qdt, scale_out, amax, ts, call, s, acc)
+            ts, S, scale_out = nvfp4_scales(amax, enc, acc)
+        return nqb_quantized(yb, S, qmax, qdt, scale_out, amax, ts, call, s, acc)
 
     # ------------------------------------------------------------ add_norm
     def _add_norm(self, call, acc):
@@ -890,21 +843,13 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
         ns, N, R, p, keep, off = add_norm_dims(call, acc)
         if b == "an_dropout_scaled_by_inverse_p" and p:
             keep = acc(1.0 / p)
-        x, res, mask, x1, mask1 = (reshaped(inp.get(k), acc, (R, N)) for k in ("x", "residual", "mask", "x1", "mask1"))
-        rs = inp.get("rowscale")
-        rs = None if rs is None else rs.astype(acc).reshape(R, 1)
+        x, res, mask, x1, mask1, rs = add_norm_rows(inp, R, N, acc)
         c = kept(mask, rs, keep, p, (R, N), acc)
-        s = x * c
-        c1 = None
-        if x1 is not None:
-            c1 = kept(mask1, None, keep, p, (R, N), acc)
-            s = s + x1 * c1
-        if res is not None:
-            s = s + res
+        s, c1 = add_norm_sum(x, res, x1, mask1, c, keep, p, acc)
         eps = _eps(cfg["eps"], acc)
-        w, bias, w1, b1 = (reshaped(inp.get(k), acc, (1, N)) for k in ("weight", "bias", "weight1", "bias1"))
-        we = None if w is None else w + off
-        we1 = None if w1 is None else (w1 if b == "an_weight1_offset_missing" else w1 + off)
+        w, bias, w1, b1, we, we1 = add_norm_params(inp, acc, N, off)
+        if b == "an_weight1_offset_missing" and w1 is not None:
+            we1 = w1
         _, rstd, xhat = (ln_rows if cfg["norm"] == "layer_norm" else rms_rows)(s, eps)
         out = add_norm_outputs(xhat, we, bias, we1, b1, s, x0.shape, cfg, d)
         grads = {}
@@ -920,10 +865,8 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
             cx = c
             if b == "an_dx_missing_keep_mask" and mask is not None:
                 cx = kept(None, rs, keep, p, (R, N), acc)
-            grads = add_norm_input_grads(ds, cx, c1, None if res is None else ds, x0.shape, d)
-            grads.update(add_norm_affine_grads(inp, dy, dy1, xhat, (w, bias, w1, b1), ns, d))
-            if rs is not None:
-                grads["rowscale"] = rowscale_grad(ds, x, mask, keep, p, inp["rowscale"].shape, d)
+            grads = add_norm_grads(inp, ds, None if res is None else ds, cx, c1, dy, dy1, xhat, (w, bias, w1, b1),
+                                   x, mask, keep, p, ns, d)
         return Returned(out, grads)
 
     # ------------------------------------------------------------ norm_quant
@@ -948,22 +891,12 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
         static = inp.get("static_scale")
         if b == "nq_static_scale_ignored":
             static = None
-        if static is not None:
-            scale = np.full(amax.shape, acc(static.astype(acc).reshape(())))
-        else:
-            scale = amax / acc(hi)
-            if cfg["scale_ub"] is not None:
-                scale = np.minimum(scale, acc(cfg["scale_ub"]))
-            floor = 1.0 / (hi * 512.0) if cfg["min_scale"] is None else float(cfg["min_scale"])
-            scale = np.maximum(scale, acc(floor))
-        v = np.where(scale == 0, acc(0) * y, y / np.where(scale == 0, acc(1), scale))
-        v = np.clip(v, lo, hi)
-        if qdt.kind == "i":
-            q = np.rint(np.nan_to_num(v, nan=0.0)).astype(np.int8)
-        elif b == "nq_fp8_cast_truncates":
+        scale = dynamic_scale(amax, hi, cfg, acc) if static is None else static_scale(static, amax.shape, acc)
+        v = quant_quotients(y, scale, lo, hi, acc)
+        if b == "nq_fp8_cast_truncates" and qdt.kind != "i":
             q = _toward_zero(v, qdt)
         else:
-            q = v.astype(qdt)
+            q = quantize(v, qdt)
         return norm_quant_returned(q, scale, amax, x0, ns, acc)
 
     # ------------------------------------------------------------ adaptive_layer_norm
@@ -972,32 +905,23 @@ class Blind5Kernel(GroupNormPair, BlindKernelBase):
         inp = call.inputs
         x0 = inp["x"]
         B, H, T, x, scale, shift = aln_inputs(inp, acc)     # T: tokens per sample
-
-        def per_row(v):                                     # (B, H) -> (B * T, H)
-            return per_token(v, B, H, T, acc)
         eps = acc(1e-6) if b == "aln_eps_fixed_1e-6" else _eps(call.config["eps"], acc)
         mean, rstd = self._ln_stats(x, eps)
         xhat = (x - mean) * rstd
-        gain = None if scale is None else acc(1) + per_row(scale)
-        sh = None if shift is None else per_row(shift)
+        gain, sh = aln_modulation(scale, shift, B, H, T, acc)
         early = b == "aln_shift_before_scale" and gain is not None and sh is not None
         if early:
             y = (xhat + sh) * gain
         else:
-            y = xhat if gain is None else xhat * gain
-            y = y if sh is None else y + sh
+            y = affine(xhat, gain, sh)
         out = norm_outputs(y, mean, rstd, x0, x0.shape[:-1] + (1,), d, acc)
         grads = {}
         if "y" in call.cotangents:
-            dy = call.cotangents["y"].astype(acc).reshape(-1, H)
-            g = dy if gain is None else dy * gain
+            dy, g = dy_and_g(call, acc, (-1, H), gain)
             grads["x"] = _store(_centred_dx(g, xhat, rstd).reshape(x0.shape), d)
-
-            def per_sample(t):                              # (B * T, H) -> (B, H), summed over the tokens
-                return t.reshape(B, T, H).sum(axis=1)
             if scale is not None:
-                grads["scale"] = _store(per_sample(dy * (xhat + sh) if early else dy * xhat), d)
+                grads["scale"] = _store(per_sample(dy * (xhat + sh) if early else dy * xhat, B, T, H), d)
             if shift is not None:
                 from_g = early or (b == "aln_dshift_times_gain" and gain is not None)
-                grads["shift"] = _store(per_sample(g if from_g else dy), d)
+                grads["shift"] = _store(per_sample(g if from_g else dy, B, T, H), d)
         return Returned(out, grads)
