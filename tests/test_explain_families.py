@@ -440,3 +440,10 @@ def test_a_nan_from_a_negative_one_pass_variance_is_evidence():
     c = next(c for c in report.run("one_pass_noclamp", "group_norm").cases if c.id == "group_norm/const_g4_f32_2x8x5x7")
     assert c.status == "failed" and "not finite where the expected value is" in c.diagnosis["message"]
     assert c.diagnosis["mechanism"] == "one_pass", c.diagnosis["message"]
+
+
+def test_the_other_ddof_is_bessel():
+    """z_score's ddof (default 1) taken as 0: the configuration search tries the other Bessel convention of
+    an op's ddof option, its default included."""
+    change = lambda c: ({**c.config, "ddof": 0}, dict(c.inputs), dict(c.cotangents), c.training)   # noqa: E731
+    expect(Spec(change=change), "z_score/normal_f64_9x7", "bessel", "ddof=0 where 1 belongs")

@@ -335,3 +335,11 @@ def test_a_quantized_array_is_localized_as_the_judge_fails_it():
     q = next(a for a in r.arrays if a.name == "q")
     where = next(w for w in r.diagnosis["where"] if w["name"] == "q")
     assert 0 < where["failing"] == q.over < q.size // 4, (where["text"], q.over)
+
+
+def test_amax_without_the_absolute_value_is_quant_scale():
+    def scale(call, y, amax):
+        a = np.maximum(np.max(y, axis=-1, keepdims=True), 0.0)           # max(y): |.| left out
+        return np.maximum(a / NQ.qmax(call.config["quant_dtype"]), _floor(call))
+    expect(QuantSpec(_row_scale(None, scale)), "norm_quant/normal_ln_e4m3_dyn_wb_f16_8x256", "quant_scale",
+           "max(y) where max(|y|) belongs")

@@ -568,6 +568,19 @@ def _config_candidates(case):
         for e, what in ((0.0, "eps missing (0 where eps belongs)"), (2 * eps, "eps added twice (2 eps)"),
                         (eps * eps, "eps squared"), (math.sqrt(eps), "the square root of eps used as eps")):
             out.append(({**cfg, "eps": e}, what, "eps"))
+    from .backends.base import complete_config
+    try:
+        full = complete_config(case.op, cfg)                      # the defaults too (z_score's ddof=1)
+    except KeyError:
+        full = cfg
+    for key in ("ddof", "correction"):      # the variance's divisor n - ddof: the other Bessel convention
+        v = full.get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and v in (0, 1):
+            out.append(({**cfg, key: 1 - v}, f"{key}={1 - v} where {v} belongs", "bessel"))
+    for key in ("unbiased",):
+        v = full.get(key)
+        if isinstance(v, bool):
+            out.append(({**cfg, key: not v}, f"{key}={not v} where {v} belongs", "bessel"))
     G = cfg.get("num_groups")
     if case.op == "group_norm" and isinstance(G, int):
         for g2 in (1, 2 * G, G // 2):

@@ -275,6 +275,11 @@ class _RowCtx(_Ctx):
                     "quant_scale", amax=a_t)
                 Er = self.record.E["outputs"]                 # the bounds of the row the tensor's amax is in
                 out[-1]["E"] = {n: np.full(self.amax.shape, np.max(Er[n])) for n in ("scale", "amax") if n in Er}
+        if self.static is None:             # the amax as max(y): the absolute value left out (a negative
+            a_s = np.maximum(np.max(self.y, axis=self.axes, keepdims=True, initial=0.0), 0.0)   # extreme missed)
+            if not np.array_equal(a_s, self.amax):
+                add(self.dyn(a_s), "is computed from max(y) where max(|y|) belongs (the absolute value left out)",
+                    "quant_scale", amax=a_s)
         for t, what in self.sources():
             a = np.max(np.abs(t), axis=self.axes, keepdims=True, initial=0.0)
             rounded = what.startswith("y rounded")
