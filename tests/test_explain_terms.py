@@ -362,3 +362,19 @@ def test_batch_norm_eval_dweight_from_g_is_backward():
         return (dy * w * xh).sum(axis=tuple(i for i in range(x.ndim) if i != 1))
     assert not load_case(GOLDEN, cid).steps[0].training
     expect(Spec(post=grads(weight=dw)), cid, "backward", "dweight matches the formula with g x_hat where dy x_hat")
+
+
+def test_batch_norm_dx_with_its_means_over_the_batch_alone_is_backward():
+    """dx's mean(g) and mean(g x_hat) per channel and position (over the batch axis only) where the batch and the
+    positions belong: named with the axes its means span."""
+    def dx(call, d):
+        x = np.asarray(call.inputs["x"], np.float64)
+        w = np.asarray(call.inputs["weight"], np.float64).reshape(1, -1, 1)
+        dy = np.asarray(call.cotangents["y"], np.float64)
+        ax = (0, 2)
+        mean, var = x.mean(axis=ax, keepdims=True), x.var(axis=ax, keepdims=True)
+        r = 1 / np.sqrt(var + call.config.get("eps", 1e-5))
+        xh, g = (x - mean) * r, dy * w
+        m = lambda a: a.mean(axis=0, keepdims=True)                     # noqa: E731
+        return r * (g - m(g) - xh * m(g * xh))
+    expect(Spec(post=grads(x=dx)), "batch_norm/normal_f32_6x4x25", "backward", "over the axes (0,) of (6, 4, 25) only")

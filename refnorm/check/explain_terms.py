@@ -15,7 +15,8 @@ as the specification computes it, in the pieces a kernel author writes:
   a neighbouring tensor substituted (dy for g in one term or all, dy for dy1, x or the unnormalized power
   for x_hat, the gated value x silu(z) for x, silu(z) or sigmoid(z) for silu'(z), silu' at the output or at
   x_hat for at p), a backward's row sums taken over a block of k rows (k = 2, 4, 8, ...) instead of each
-  row, or over the whole hidden dimension instead of each group.
+  row, or over the whole hidden dimension instead of each group; a channel norm's dx means over a part of
+  its slice's axes (batch_norm's per position or per sample).
 
 ``backward_terms`` explains a failing gradient whose forward passes (no output fails): an alternative
 that reproduces the backend's array within the check's own bound (``fit_ratio <= 1`` on every element);
@@ -109,6 +110,33 @@ def _nb_alts(grad, to_full, g, dy, xh, rstd, centred, factor, R, n):
             grad.alt(f"the row sums of the backward (mean(g), mean(g x_hat)) taken over each block of {k} rows "
                      f"instead of each row ({how})", "block",
                      lambda k=k, b=by_block: to_full(total(_nb(g, xh, rstd, centred, mean=_block_mean(k, n, b)))))
+
+
+def _axes_alts(grad, case, x, full, g, xh, rstd):
+    """dx's means (mean(g), mean(g x_hat)) over a proper subset of the axes a channel norm's slice spans
+    (batch_norm: the batch, or the positions, alone; group_norm: a group's channels, or its positions;
+    instance_norm: one of several spatial axes), where the whole slice belongs."""
+    from itertools import combinations
+    if case.op == "group_norm":
+        N, C = x.shape[:2]
+        G = int(case.config["num_groups"])
+        view, red = (N, G, C // G) + x.shape[2:], tuple(range(2, x.ndim + 1))
+    elif case.op in ("batch_norm", "instance_norm"):
+        view = x.shape
+        red = ((0,) if case.op == "batch_norm" else ()) + tuple(range(2, x.ndim))
+    else:
+        return
+    red = tuple(a for a in red if view[a] > 1)
+    if len(red) < 2:
+        return
+    Gv, Xv, Rv = (np.reshape(full(np.broadcast_to(a, g.shape)), view) for a in (g, xh, rstd))
+    for k in range(1, len(red)):
+        for B in combinations(red, k):
+            def fn(B=B):
+                m = lambda a: a.mean(axis=B, keepdims=True)              # noqa: E731
+                return (Rv * (Gv - m(Gv) - Xv * m(Gv * Xv))).reshape(x.shape)
+            grad.alt(f"dx's means (mean(g), mean(g x_hat)) over the axes {B} of {view} only, where the slice's "
+                     f"axes {red} belong", "backward", fn)
 
 
 def _lead_sum(a, k):
@@ -219,6 +247,7 @@ def _channel_norm(case, ins, cot, ref, running):
         out = {"x": Grad(x.shape).terms("rstd (g - mean(g) - x_hat mean(g x_hat))",
                                         [(t, c, full(a)) for t, c, a in _nb(g, xh, rstd, True)])}
         _nb_alts(out["x"], full, g, d, xh, rstd, True, None if w is None else "the weight", 0, n)
+        _axes_alts(out["x"], case, x, full, g, xh, rstd)
     axes = tuple(i for i in range(x.ndim) if i != 1)
     red = lambda a: full(a).sum(axis=axes)                             # noqa: E731
     if w is not None:
