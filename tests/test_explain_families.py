@@ -447,3 +447,19 @@ def test_the_other_ddof_is_bessel():
     an op's ddof option, its default included."""
     change = lambda c: ({**c.config, "ddof": 0}, dict(c.inputs), dict(c.cotangents), c.training)   # noqa: E731
     expect(Spec(change=change), "z_score/normal_f64_9x7", "bessel", "ddof=0 where 1 belongs")
+
+
+def test_running_var_about_the_updated_running_mean_is_running():
+    """batch_norm's running_var fed the variance about the just-updated running_mean, not the batch mean."""
+    def post(call, d):
+        if not call.training or "running_var" not in call.state:
+            return d
+        x = np.asarray(call.inputs["x"], np.float64)
+        ax = tuple(i for i in range(x.ndim) if i != 1)
+        n = x.size // x.shape[1]
+        m = call.config.get("momentum", 0.1)
+        rm = np.asarray(d["state"]["running_mean"], np.float64).reshape((1, -1) + (1,) * (x.ndim - 2))
+        v = ((x - rm) ** 2).mean(axis=ax) * n / (n - 1)
+        rv = (1 - m) * np.asarray(call.state["running_var"], np.float64) + m * v
+        return {**d, "state": {**d["state"], "running_var": rv}}
+    expect(Spec(post=post), "batch_norm/normal_f64_7x3", "running", "about the updated running_mean")

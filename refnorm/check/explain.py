@@ -945,8 +945,9 @@ def dyt_rounded_t(case, record):
 def running_factor(case, record, ref, part, name):
     """batch_norm's running_var updated with another count's Bessel factor: the batch variance the update
     implies, (new - (1 - m) old) / m, is the biased variance times p / (p - 1) with p the product of some of
-    the reduced axes' lengths (the batch alone, the spatial positions alone) or 1 (no correction). The
-    explanation, or None."""
+    the reduced axes' lengths (the batch alone, the spatial positions alone) or 1 (no correction); or
+    (mechanism "running") the variance about the old or the updated running_mean. The explanation, or
+    None."""
     x = record.inputs.get("x")
     if case.op != "batch_norm" or (part, name) != ("state", "running_var") or x is None or not record.training:
         return None
@@ -979,6 +980,16 @@ def running_factor(case, record, ref, part, name):
         if fit_ratio(got, v.reshape(np.shape(got)), E) <= 1:
             what = "no Bessel correction (the biased variance)" if p == 1 else f"the Bessel factor of {p} values"
             return {"mechanism": "bessel", "text": f"running_var is updated with {what} where n = {n} belongs"}
+    # the variance about another centre: the running mean before or after this update, not the batch mean
+    for which, rm in (("the old", record.state.get("running_mean")), ("the updated", ref.state.get("running_mean"))):
+        if rm is None or np.size(rm) != xs.shape[0]:
+            continue
+        about = ((xs - np.asarray(rm, dtype=np.float64).reshape(-1, 1)) ** 2).mean(axis=1)
+        for f in ((n / (n - 1),) if n > 1 else ()) + (1.0,):
+            v = (1 - m) * np.asarray(old, dtype=np.float64) + m * about * f
+            if fit_ratio(got, v.reshape(np.shape(got)), E) <= 1:
+                return {"mechanism": "running", "text": f"running_var is updated with the variance about {which} "
+                                                        "running_mean where the batch mean belongs"}
     return None
 
 
