@@ -463,3 +463,9 @@ def test_running_var_about_the_updated_running_mean_is_running():
         rv = (1 - m) * np.asarray(call.state["running_var"], np.float64) + m * v
         return {**d, "state": {**d["state"], "running_var": rv}}
     expect(Spec(post=post), "batch_norm/normal_f64_7x3", "running", "about the updated running_mean")
+
+
+def test_the_bias_ignored_is_affine():
+    """y without the bias (its gradient still returned): the computation without the bias input."""
+    post = lambda call, d: {**d, "outputs": {**d["outputs"], "y": d["outputs"]["y"] - call.inputs["bias"]}}  # noqa: E731
+    expect(Spec(post=post), "layer_norm/normal_f32_6x100", "affine", "the input bias ignored")

@@ -643,6 +643,11 @@ def _config_candidates(case):
     return out
 
 
+# optional inputs a kernel may ignore, and the mechanism that says so (the bias left out; a scale input's
+# path is judged within the bounds of the input's path, which hold a computed scale to 0: not searched here)
+IGNORED = {"bias": "affine", "bias1": "affine"}
+
+
 def config_deviation(case, record, reference):
     """A configuration value off (``_config_candidates``), or the weight left out (taken as 1), that
     explains every failing array of the step and keeps every passing one within its bound; else, when
@@ -652,12 +657,17 @@ def config_deviation(case, record, reference):
     x = record.inputs.get("x")
     if x is None or np.size(x) > CONFIG_SIZE or not record.failing:
         return None
-    # (config, inputs, what, mechanism, the mechanism when only the backward fits, the swapped pair or None)
+    # (config, inputs, what, mechanism, the mechanism when only the backward fits, the swapped pair, the
+    # ignored input's name, or None)
     cands = [(cfg, record.inputs, what, mech, mech, None) for cfg, what, mech in _config_candidates(case)]
     w = record.inputs.get("weight")
     if w is not None and np.ndim(w) and not case.config.get("weight_offset"):
         cands.append((case.config, {**record.inputs, "weight": np.ones(np.shape(w), dtype=np.asarray(w).dtype)},
                       "the weight left out (taken as 1)", "affine", "backward", None))
+    for k, mech in IGNORED.items():          # an optional input ignored: the path without it taken
+        if record.inputs.get(k) is not None:
+            cands.append((case.config, {n: v for n, v in record.inputs.items() if n != k},
+                          f"the input {k} ignored (the computation without it)", mech, mech, k))
     floats = [k for k, v in record.inputs.items() if k != "x" and np.ndim(v) and np.asarray(v).dtype.kind not in "iub"]
     for i, a in enumerate(floats):          # two inputs of one shape swapped (weight and bias, shift and scale)
         for b in floats[i + 1:]:
@@ -682,10 +692,10 @@ def config_deviation(case, record, reference):
         renamed = False
         for part, name in [(p, n) for p in ("outputs", "grads", "state") for n in record.compare[p]]:
             got, alt, E = record.got[part].get(name), getattr(res, part).get(name), record.E[part].get(name)
-            if got is None or E is None:
-                continue
+            if got is None or E is None or (isinstance(pair, str) and (part, name) == ("grads", pair)):
+                continue                # (an ignored input's own gradient: the computation without it has none)
             fits[part, name] = alt is not None and np.shape(alt) == np.shape(got) and fit_ratio(got, alt, E) <= 1
-            if pair is not None and part == "grads" and not fits[part, name]:
+            if isinstance(pair, tuple) and part == "grads" and not fits[part, name]:
                 # the swapped inputs' gradients returned under their own names, or under the swapped ones
                 other = {pair[0]: pair[1], pair[1]: pair[0]}.get(name)
                 alt = res.grads.get(other) if other else None

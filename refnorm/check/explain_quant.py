@@ -488,6 +488,14 @@ class _BlockCtx(_Ctx):
                 rules.append((lambda v: v, "not rounded to a power of two (the raw amax / qmax)", "quant_scale"))
             for f, what, mech in rules:
                 add(v_ref, f"is {what} where the rule {self.rule!r} belongs", mech, f=f)
+            if fmt == "mxfp8":      # the rule's own direction, from the other base (qmax vs 2^emax as the maximum)
+                emax = NB.ELEMENTS[self.qdtype][2]
+                if self.rule == "floor":
+                    add(self.amax / qm, f"is floor(log2(amax / qmax)): the element maximum qmax = {qm:g} where "
+                                        f"2^emax = 2^{emax} belongs", "quant_scale", f=rules[0][0])
+                else:
+                    add(self.amax / 2.0 ** emax, f"is 2^(ceil(log2 amax) - emax): 2^emax = 2^{emax} as the element "
+                                                 f"maximum where qmax = {qm:g} belongs", "quant_scale", f=rules[1][0])
         if fmt == "nvfp4":
             grid = _grid((NB.ELEMENTS["float8_e4m3fn"][0], -448.0, 448.0))
             add(v_ref, "is converted to float8_e4m3fn toward zero (truncated), not to nearest", "rounding",
