@@ -140,6 +140,20 @@ def test_group_norm_silu_grad_with_a_sign_flipped_inside_is_backward():
            "the dy p s (1 - s) term with its sign flipped")
 
 
+def test_group_norm_silu_grad_at_the_input_is_backward():
+    """silu' taken at the op's input x where it belongs at the pre-activation p: the cotangent trick above
+    (the op's own backward fed dy silu'(x) / silu'(p))."""
+    def post(call, d):
+        cfg, ins = call.config, dict(call.inputs)
+        p = registry.evaluate("group_norm", ins, config=cfg).outputs["y"]
+        x = np.asarray(ins["x"], np.float64)
+        dsilu = lambda v: sig(v) * (1 + v * (1 - sig(v)))                 # noqa: E731
+        dy = np.asarray(call.cotangents["y"], np.float64) * dsilu(x) / dsilu(p)
+        r = registry.evaluate(call.op, ins, config=cfg, grad_outputs={"y": dy})
+        return {**d, "grads": dict(r.grads)}
+    expect(Spec(post=post), "group_norm_silu/normal_g4_f32_2x8x5x7", "backward", "silu'(x) at the op's input x")
+
+
 def test_adaptive_layer_norm_dx_from_dy_is_backward():
     def dx(call, d):
         x, dy = np.asarray(call.inputs["x"], np.float64), np.asarray(call.cotangents["y"], np.float64)

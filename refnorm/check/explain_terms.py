@@ -289,8 +289,10 @@ def _group_norm_silu(case, ins, cot, ref):
     y = p * s
     sy, ry = sigmoids(y)
     sx, rx = sigmoids(xh)
+    si, ri = sigmoids(x)
     alts = [("silu'(y) at the output y = silu(p) where silu'(p) belongs", dy * sy * (1 + y * ry)),
             ("silu'(x_hat) at x_hat where silu'(p) belongs (p = x_hat w + b)", dy * sx * (1 + xh * rx)),
+            ("silu'(x) at the op's input x where silu'(p) belongs (p = x_hat w + b)", dy * si * (1 + x * ri)),
             ("silu(p) where silu'(p) belongs", dy * y),
             ("dy where dp = dy silu'(p) belongs (the SiLU's derivative left out)", dy)]
     if b is not None:
