@@ -469,3 +469,16 @@ def test_the_bias_ignored_is_affine():
     """y without the bias (its gradient still returned): the computation without the bias input."""
     post = lambda call, d: {**d, "outputs": {**d["outputs"], "y": d["outputs"]["y"] - call.inputs["bias"]}}  # noqa: E731
     expect(Spec(post=post), "layer_norm/normal_f32_6x100", "affine", "the input bias ignored")
+
+
+def test_dweight_from_the_statistics_of_the_blocks_first_row_is_layout():
+    """dweight's x_hat recomputed with the mean and rstd loaded at the first row of each block of 4 rows."""
+    def post(call, d):
+        x = np.asarray(call.inputs["x"], np.float64)
+        dy = np.asarray(call.cotangents["y"], np.float64)
+        mean = x.mean(axis=1, keepdims=True)
+        rstd = 1 / np.sqrt(x.var(axis=1, keepdims=True) + call.config.get("eps", 1e-5))
+        first = np.arange(x.shape[0]) // 4 * 4
+        dw = (dy * (x - mean[first]) * rstd[first]).sum(axis=0)
+        return {**d, "grads": {**d["grads"], "weight": dw}}
+    expect(Spec(post=post), "layer_norm/normal_f64_9x7", "layout", "first row of its block of 4 rows")

@@ -154,6 +154,18 @@ def test_group_norm_silu_grad_at_the_input_is_backward():
     expect(Spec(post=post), "group_norm_silu/normal_g4_f32_2x8x5x7", "backward", "silu'(x) at the op's input x")
 
 
+def test_gated_norm_dz_from_the_raw_input_is_gate():
+    """norm_before_gate: dz = dy x silu'(z) where dy n silu'(z) belongs: the gate's product on the other side of
+    the norm."""
+    def dz(call, d):
+        x, z = (np.asarray(call.inputs[k], np.float64) for k in ("x", "z"))
+        s = sig(z)
+        return np.asarray(call.cotangents["y"], np.float64) * x * s * (1 + z * (1 - s))
+    cid = next(e["id"] for e in store.read_manifest(GOLDEN)["cases"] if e["case"]["op"] == "gated_norm"
+               and e["case"]["config"].get("norm_before_gate") and e["case"]["dtype"] == "float32")
+    expect(Spec(post=grads(z=dz)), cid, "gate", "x (the input before the norm) where n")
+
+
 def test_adaptive_layer_norm_dx_from_dy_is_backward():
     def dx(call, d):
         x, dy = np.asarray(call.inputs["x"], np.float64), np.asarray(call.cotangents["y"], np.float64)

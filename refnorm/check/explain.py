@@ -846,7 +846,8 @@ def _param_axes(case, x, w):
 def param_products(case, record, ref, part, name):
     """A parameter gradient (dweight) summed from the wrong product: sum(dy * t) over the parameter's
     axes with t the returned y, y less the bias, x, or x less its slice mean, where the normalized
-    x_hat (or the op's own term) belongs. The explanation, or None."""
+    x_hat (or the op's own term) belongs; or (layer_norm, rms_norm; mechanism "layout") each row's x_hat
+    from the statistics of the first row of its block of k rows. The explanation, or None."""
     x, dy = record.inputs.get("x"), record.cotangents.get("y")
     got, E = record.got[part].get(name), record.E[part].get(name)
     w = record.inputs.get(name)
@@ -877,6 +878,22 @@ def param_products(case, record, ref, part, name):
         v = (dy * t).sum(axis=axes).reshape(np.shape(got))
         if fit_ratio(got, v, E) <= 1:
             return {"mechanism": "backward", "text": f"dweight is sum(dy * t) with t = {what}"}
+    if case.op in ("layer_norm", "rms_norm"):     # x_hat from the statistics of another row: its block's first
+        xs = _slices(case, x, x64)                 # (a row offset within a block of k rows not added)
+        R = xs.shape[0]
+        mean = xs.mean(axis=1, keepdims=True) if case.op == "layer_norm" else np.zeros((R, 1))
+        eps = float(case.config.get("eps", 1e-5) or 0.0)
+        rstd = 1.0 / np.sqrt(((xs - mean) ** 2).mean(axis=1, keepdims=True) + eps)
+        for k in (2, 4, 8, 16, 32, 64):
+            if k >= R:
+                break
+            first = np.arange(R) // k * k
+            xh = _unslices(case, np.shape(x), (xs - mean[first]) * rstd[first])
+            v = (dy * xh).sum(axis=axes).reshape(np.shape(got))
+            if fit_ratio(got, v, E) <= 1:
+                return {"mechanism": "layout", "text": f"dweight is sum(dy * x_hat) with each row's x_hat from the "
+                                                       f"mean and rstd of the first row of its block of {k} rows (the "
+                                                       "row's offset within the block not added)"}
     return None
 
 

@@ -370,6 +370,8 @@ def _gated_norm(case, ins, cot, ref):
     if nbg:
         gz.alt("v_hat (the norm without its affine) where n = v_hat w + b belongs", "backward", lambda: dy * vh * ds)
         gz.alt("y = n silu(z) where n belongs", "backward", lambda: dy * nn * s * ds)
+        # the raw input: the gate's product taken on the other side of the norm (mechanisms.py's gate)
+        gz.alt("x (the input before the norm) where n = v_hat w + b belongs", "gate", lambda: dy * x * ds)
         if b is not None:
             gz.alt("v_hat w (n without the bias) where n = v_hat w + b belongs", "backward", lambda: dy * vh * w * ds)
     else:
