@@ -166,6 +166,21 @@ def test_gated_norm_dz_from_the_raw_input_is_gate():
     expect(Spec(post=grads(z=dz)), cid, "gate", "x (the input before the norm) where n")
 
 
+def test_add_norm_dresidual_out_through_the_norm_backward_is_backward():
+    """prenorm: ds = dnorm(dy + dresidual_out) where dnorm(dy) + dresidual_out belongs (the op's own backward fed
+    dy + dresidual_out as y's cotangent and 0 as residual_out's: dx and dresidual follow; the parameter
+    gradients kept right)."""
+    def post(call, d):
+        cot = {k: np.asarray(v, np.float64) for k, v in call.cotangents.items()}
+        cot2 = {**cot, "y": cot["y"] + cot["residual_out"], "residual_out": np.zeros_like(cot["residual_out"])}
+        r = registry.evaluate(call.op, dict(call.inputs), config=call.config, grad_outputs=cot2)
+        keep = ("weight", "bias", "weight1", "bias1")
+        return {**d, "grads": {k: (d["grads"][k] if k in keep else v) for k, v in r.grads.items()}}
+    cid = next(e["id"] for e in store.read_manifest(GOLDEN)["cases"] if e["case"]["op"] == "add_norm"
+               and e["case"]["config"].get("prenorm") and e["case"]["dtype"] == "float64")
+    expect(Spec(post=post), cid, "backward", "dresidual_out passed through the norm's backward")
+
+
 def test_adaptive_layer_norm_dx_from_dy_is_backward():
     def dx(call, d):
         x, dy = np.asarray(call.inputs["x"], np.float64), np.asarray(call.cotangents["y"], np.float64)

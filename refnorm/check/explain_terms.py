@@ -43,6 +43,8 @@ import numpy as np
 from ..specs._math import sigmoids
 
 BLOCKS = (2, 4, 8, 16, 32, 64)      # the row blocks a backward's sums may wrongly span
+DRO_THROUGH = ("dresidual_out passed through the norm's backward (ds = dnorm(dy + dresidual_out)) where "
+               "ds = dnorm(dy) + dresidual_out belongs")
 SUM_RTOL = 1e-9                     # the decomposition must reproduce the reference to this (else: not used)
 
 
@@ -565,6 +567,10 @@ def _add_norm(case, ins, cot, ref):
         if d1 is not None:
             grad.alt("y1's cotangent dy1 left out of ds", "backward", lambda mul=mul: mul(full(total(
                 _nb(d * W, xh, rstd, centred)))))
+        if dro is not None:         # residual_out's cotangent added to dy before the norm's backward, not after it
+            dro_r = np.asarray(dro, dtype=np.float64).reshape(R, n)
+            grad.alt(DRO_THROUGH, "backward",
+                     lambda mul=mul, dro_r=dro_r: mul(total(_nb(g + dro_r * W, xh, rstd, centred)).reshape(x.shape)))
         if fac is not None:
             grad.alt(f"the branch's scale c left out (d{name} = ds)", dropout, lambda: ds)
             if p:
@@ -579,6 +585,10 @@ def _add_norm(case, ins, cot, ref):
         rs = lambda a: (a * mx).reshape(R, n).sum(axis=1).reshape(ins["rowscale"].shape) / (1.0 - p)  # noqa: E731
         out["rowscale"] = Grad(ins["rowscale"].shape).terms("sum_A(ds x mask) / (1 - p)",
                                                              [(t, c_, rs(a)) for t, c_, a in ds_terms])
+        if dro is not None:
+            dro_r = np.asarray(dro, dtype=np.float64).reshape(R, n)
+            out["rowscale"].alt(DRO_THROUGH, "backward",
+                                lambda: rs(total(_nb(g + dro_r * W, xh, rstd, centred)).reshape(x.shape)))
     red = lambda a: a.sum(axis=0).reshape(ns if np.ndim(ns) else (n,))    # noqa: E731
     for pname, dd, other, oname in (("weight", d, d1, "dy1"), ("bias", d, d1, "dy1"), ("weight1", d1, d, "dy"),
                                     ("bias1", d1, d, "dy")):
