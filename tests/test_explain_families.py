@@ -482,3 +482,24 @@ def test_dweight_from_the_statistics_of_the_blocks_first_row_is_layout():
         dw = (dy * (x - mean[first]) * rstd[first]).sum(axis=0)
         return {**d, "grads": {**d["grads"], "weight": dw}}
     expect(Spec(post=post), "layer_norm/normal_f64_9x7", "layout", "first row of its block of 4 rows")
+
+
+def test_the_last_rows_never_processed_is_block():
+    """A grid of 4-row programs rounded down: rows 8 on of 9 left at 0 (y, rstd, dx), dweight without their terms."""
+    def post(call, d):
+        out = {k: np.array(v, np.float64) for k, v in d["outputs"].items()}
+        gr = {k: np.array(v, np.float64) for k, v in d["grads"].items()}
+        out["y"][8:] = 0.0
+        out["rstd"].reshape(-1)[8:] = 0.0
+        gr["x"][8:] = 0.0
+        x = np.asarray(call.inputs["x"], np.float64)
+        xh = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + call.config["eps"])
+        gr["weight"] = (np.asarray(call.cotangents["y"], np.float64) * xh)[:8].sum(axis=0)
+        return {**d, "outputs": out, "grads": gr}
+    expect(Spec(post=post), "rms_norm/normal_eps1e-05_f64_9x7", "block", "rows 8-8 never processed")
+
+
+def test_an_input_read_from_another_inputs_buffer_is_layout():
+    """The gate z read from x's buffer (the wrong pointer): the specification with z = x reproduces it."""
+    change = lambda c: (dict(c.config), {**c.inputs, "z": c.inputs["x"]}, dict(c.cotangents), c.training)  # noqa: E731
+    expect(Spec(change=change), "gated_norm/normal_gs4_f64_3x7x12", "layout", "the input z read from x's buffer")

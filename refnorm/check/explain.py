@@ -646,6 +646,7 @@ def _config_candidates(case):
 # optional inputs a kernel may ignore, and the mechanism that says so (the bias left out; a scale input's
 # path is judged within the bounds of the input's path, which hold a computed scale to 0: not searched here)
 IGNORED = {"bias": "affine", "bias1": "affine"}
+AFFINE_INPUTS = ("weight", "bias", "weight1", "bias1", "scale", "shift", "alpha")
 
 
 def config_deviation(case, record, reference):
@@ -674,6 +675,12 @@ def config_deviation(case, record, reference):
             if np.shape(record.inputs[a]) == np.shape(record.inputs[b]):
                 cands.append((case.config, {**record.inputs, a: record.inputs[b], b: record.inputs[a]},
                               f"the inputs {a} and {b} swapped", "affine", "affine", (a, b)))
+    for a in ["x"] + floats:                # one input read from another's buffer (the gate's pointer passed as x's)
+        for b in ["x"] + floats:
+            if a != b and np.shape(record.inputs[a]) == np.shape(record.inputs[b]):
+                mech = "affine" if a in AFFINE_INPUTS and b in AFFINE_INPUTS else "layout"
+                cands.append((case.config, {**record.inputs, a: record.inputs[b]},
+                              f"the input {a} read from {b}'s buffer", mech, mech, None))
     for a in floats:                        # an input read as 1 + it, or as it - 1 ("1 + scale" conventions)
         if a in ("weight", "scale", "gamma"):
             v = np.asarray(record.inputs[a])
@@ -1037,6 +1044,53 @@ def row_terms(case, record, ref, part, name):
     return dy * (xs - mean) * np.asarray(ref.outputs["rstd"], dtype=np.float64).reshape(m, -1)
 
 
+def unprocessed_rows(case, record, ref):
+    """layer_norm / rms_norm: the rows from r0 on never processed (a grid of B-row programs rounded down:
+    r0 = floor(R / B) B): every per-row array (y, mean, rstd, dx) left at 0 on those rows and right on the
+    others, the parameter gradients the sums of the first r0 rows' terms. Explanations of every failing
+    array (mechanism "block"), or []."""
+    x = record.inputs.get("x")
+    if case.op not in ("layer_norm", "rms_norm") or x is None or np.size(x) > CONFIG_SIZE:
+        return []
+    m = int(np.prod(np.shape(x)[:np.ndim(x) - (len(case.config["normalized_shape"])
+                                                if np.ndim(case.config["normalized_shape"]) else 1)], dtype=np.int64))
+    r0 = None
+    for part, name in record.failing:
+        got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
+        if got is None or want is None or E is None:
+            return []
+        if (part, name) in (("grads", "weight"), ("grads", "bias")):
+            continue
+        if np.size(got) % m or np.size(got) != np.size(want):
+            return []
+        bad = failing_mask(got, want, E).reshape(m, -1).any(axis=1)
+        first = int(np.argmax(bad))
+        r0 = first if r0 is None else min(r0, first)
+    if r0 is None or r0 == 0:
+        return []
+    blocks = [B for B in (2, 4, 8, 16, 32, 64, 128, 256) if m // B * B == r0]
+    if not blocks:
+        return []
+    for part, name in [(p, n) for p in ("outputs", "grads") for n in record.compare[p]]:
+        got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
+        if got is None or want is None or E is None:
+            continue
+        if (part, name) in (("grads", "weight"), ("grads", "bias")):
+            terms = row_terms(case, record, ref, part, name)
+            if terms is None or fit_ratio(got, terms[:r0].sum(axis=0).reshape(np.shape(got)), E) > 1:
+                return []
+            continue
+        if np.size(got) % m:
+            return []
+        v = np.asarray(want, dtype=np.float64).reshape(m, -1).copy()
+        v[r0:] = 0.0
+        if fit_ratio(got, v.reshape(np.shape(got)), E) > 1:
+            return []
+    text = (f"rows {r0}-{m - 1} never processed (left at 0; the sums without their terms): a grid of programs "
+            f"of B rows rounded down, floor({m} / B) where ceil belongs (B = {' or '.join(map(str, blocks))})")
+    return [{"part": p, "name": n, "step": record.step, "mechanism": "block", "text": text} for p, n in record.failing]
+
+
 SLICE_OPS = ("group_norm", "instance_norm", "group_norm_silu", "dyt", "poly_norm", "add_norm", "gated_norm",
              "adaptive_layer_norm")
 SLICES_MAX = 256      # the per-slice search evaluates the specification once per slice: up to this many
@@ -1124,6 +1178,9 @@ def _explain(case, record, ref, reference=None) -> list:
         e = e or layout_misread(case, record, reference)
         if e is not None:
             return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
+    rows = unprocessed_rows(case, record, ref)
+    if rows:
+        return rows
     out = []
     x = record.inputs.get("x")
     x_shape = np.shape(x) if x is not None else ()
