@@ -503,3 +503,13 @@ def test_an_input_read_from_another_inputs_buffer_is_layout():
     """The gate z read from x's buffer (the wrong pointer): the specification with z = x reproduces it."""
     change = lambda c: (dict(c.config), {**c.inputs, "z": c.inputs["x"]}, dict(c.cotangents), c.training)  # noqa: E731
     expect(Spec(change=change), "gated_norm/normal_gs4_f64_3x7x12", "layout", "the input z read from x's buffer")
+
+
+def test_an_ignored_input_explains_no_failure_of_its_own_gradient():
+    """dbias from g = dy * weight: the computation without the bias has no dbias to compare, so "the bias
+    ignored" must not claim the failing dbias (it did, vacuously, on a constant case)."""
+    def post(call, d):
+        g = np.asarray(call.cotangents["y"], np.float64) * np.asarray(call.inputs["weight"], np.float64)
+        return {**d, "grads": {**d["grads"], "bias": g.sum(axis=0)}}
+    d = diag(Spec(post=post), "layer_norm/normal_f32_6x100")
+    assert "the input bias ignored" not in d["message"], d["message"]
