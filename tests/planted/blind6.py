@@ -32,10 +32,11 @@ import numpy as np
 
 from refnorm.check.backends.base import Returned
 
-from ._blind_math import (affine, aln_inputs, aln_modulation, bn_momentum, centred_dx as _centred_dx, channel_rows,
-                          dyt_inputs, e8m0_scale, eps_value as _eps, from_channel_rows, frexp_exp, gate_group_size,
+from ._blind_math import (add_norm_dims, add_norm_rows, affine, aln_inputs, aln_modulation, bn_momentum,
+                          centred_dx as _centred_dx, channel_rows, dyt_inputs, e8m0_scale, eps_value as _eps,
+                          from_channel_rows, frexp_exp, gate_group_size,
                           gated_dn, gated_dx, gated_inputs, gated_stats, group_params, group_rows, half as _half,
-                          instance_rows, ln_rows, ln_stats, norm_outputs, norm_quant_returned, normalized_rows,
+                          instance_rows, kept, ln_rows, ln_stats, norm_outputs, norm_quant_returned, normalized_rows,
                           nqb_format, nqb_normalized, nqb_quantized, padded_blocks, per_sample, per_token, pow2_scale,
                           pow2_up, QUANT as _QUANT, quant_quotients, quantize, rms_rows, rms_stats, row_affine,
                           rsum as _rsum, running_in, scale_floor, sigmoids as _sigmoids, silu_gate, static_scale,
@@ -89,6 +90,12 @@ BUGS = {
         "rstd rounded to bfloat16 (its buffer's dtype) for every input dtype, and x_hat, y and the backward "
         "computed from the rounded value",
         "cf. " + GH + "pytorch/helion/pull/2273 (rms_norm: save inv_rms in fp32 to fix the bf16 backward)"),
+    "rms_pad_lanes_loaded_as_one": (
+        "rms_norm", "block",
+        "the row loaded into a power-of-two block of BLOCK_N lanes with other=1.0 (the weight load's default "
+        "copied): sum(x^2) includes BLOCK_N - N ones, divided by N, forward and backward",
+        "cf. " + GH + "tenstorrent/tt-metal/pull/51159 (fused group_norm reduced over the tile-padding rows: the "
+        "padded lanes entered the statistics; issue #50682)"),
     # ------------------------------------------------------------------ add_norm
     "an_keep_mask_inverted": (
         "add_norm", "dropout",
@@ -106,6 +113,11 @@ BUGS = {
         "the parallel branch's output y1 = x_hat * weight1 without bias1 (the forward's bias1 pointer never "
         "read); dbias1 right",
         "pattern: the second output's bias argument left at its None default in the fused call"),
+    "an_residual_out_without_x1": (
+        "add_norm", None,
+        "with the parallel input x1: residual_out = x * keep + residual, the x1 branch left out of the stored "
+        "sum (the normalization uses the full sum)",
+        "pattern: the residual store written before the x1 branch was added to the fused kernel"),
     # ------------------------------------------------------------------ norm_quant
     "nq_amax_of_input": (
         "norm_quant", "quant_scale",
@@ -346,6 +358,8 @@ class Blind6Kernel(Blind5Kernel):
         off = call.config.get("weight_offset", 0.0) or 0.0
         if b == "rms_offset_added_twice" and off:
             call = _with(call, {"weight_offset": 2 * off})
+        if b == "rms_pad_lanes_loaded_as_one" and call.config.get("eps_placement", "inside") != "outside":
+            return self._rms_pad_ones(call, acc)
         r = super()._rms_norm(call, acc)
         w0 = call.inputs.get("weight")
         if (b == "rms_bwd_projection_unweighted" and "y" in call.cotangents and w0 is not None
@@ -358,6 +372,29 @@ class Blind6Kernel(Blind5Kernel):
             return Returned(r.outputs, {**r.grads, "x": _store(dx.reshape(call.inputs["x"].shape), d)})
         return r
 
+    def _rms_pad_ones(self, call, acc):
+        """rms_pad_lanes_loaded_as_one: the padded lanes of the power-of-two block count as ones."""
+        d, x0 = call.dtype, call.inputs["x"]
+        ns, N, x = normalized_rows(call, acc)
+        B = 1 << max(0, (N - 1).bit_length())
+        eps = _eps(call.config["eps"], acc)
+        rstd = 1 / np.sqrt((_rsum(x * x) + acc(B - N)) / N + eps)
+        xhat = x * rstd
+        w0 = call.inputs.get("weight")
+        off = acc(call.config.get("weight_offset", 0.0) or 0.0)
+        w = None if w0 is None else w0.astype(acc).reshape(1, N) + off
+        y = xhat if w is None else xhat * w
+        stat = x0.shape[:x0.ndim - len(ns)] + (1,) * len(ns)
+        out = {"y": _store(y.reshape(x0.shape), d), "rstd": rstd.reshape(stat).astype(acc)}
+        grads = {}
+        if "y" in call.cotangents:
+            dy = call.cotangents["y"].astype(acc).reshape(-1, N)
+            g = dy if w is None else dy * w
+            grads["x"] = _store((rstd * (g - xhat * (_rsum(g * xhat) / N))).reshape(x0.shape), d)
+            if w is not None:
+                grads["weight"] = _store((dy * xhat).sum(axis=0).reshape(ns), d)
+        return Returned(out, grads)
+
     # ------------------------------------------------------------ add_norm
     def _add_norm(self, call, acc):
         b, d = self.bug, call.dtype
@@ -367,6 +404,13 @@ class Blind6Kernel(Blind5Kernel):
         if b == "an_bias1_dropped" and inp.get("bias1") is not None:
             call = _with(call, inputs={"bias1": np.zeros_like(inp["bias1"])})
         r = super()._add_norm(call, acc)
+        if b == "an_residual_out_without_x1" and inp.get("x1") is not None:
+            ns, N, R, p, keep, off = add_norm_dims(call, acc)
+            x, res, mask, x1, mask1, rs = add_norm_rows(inp, R, N, acc)
+            part = x * kept(mask, rs, keep, p, (R, N), acc)
+            part = part if res is None else part + res
+            ro = r.outputs["residual_out"]
+            return Returned({**r.outputs, "residual_out": part.reshape(ro.shape).astype(ro.dtype)}, r.grads, r.state)
         if b == "an_dx_rowscale_twice" and inp.get("rowscale") is not None and "x" in r.grads:
             rs = inp["rowscale"].astype(acc).reshape(-1, 1)
             ns_size = r.grads["x"].size // max(rs.shape[0], 1)
