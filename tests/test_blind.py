@@ -1,4 +1,4 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, blind3.py, blind4.py, blind5.py): for each set,
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind6.py): for each set,
 the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the
 array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures
 it on these held-out sets)."""
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from planted import blind, blind2, blind3, blind4, blind5
+from planted import blind, blind2, blind3, blind4, blind5, blind6
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -242,6 +242,53 @@ CAUGHT_BY_5 = {
     "poly_eps_dropped": ("poly_norm/normal_f64_3x7", "output.y"),
 }
 
+CAUGHT_BY_6 = {
+    "ln_eps_squared": ("layer_norm/normal_f64_9x7", "output.rstd"),
+    "ln_bwd_sums_over_block_width": ("layer_norm/normal_f64_9x7", "grad.x"),
+    "ln_weight_bias_swapped": ("layer_norm/normal_f64_9x7", "output.y"),
+    "ln_mean_output_is_sum": ("layer_norm/normal_f64_9x7", "output.mean"),
+    "rms_offset_added_twice": ("rms_norm/normal_eps1e-05_gemma_f16_4x128", "output.y"),
+    "rms_bwd_projection_unweighted": ("rms_norm/normal_f32_6x100", "grad.x"),
+    "rms_rstd_stored_bf16": ("rms_norm/normal_f32_6x100", "output.rstd"),
+    "rms_pad_lanes_loaded_as_one": ("rms_norm/normal_f32_6x100", "output.rstd"),
+    "an_keep_mask_inverted": ("add_norm/normal_p_rs_f64_9x7", "output.y"),
+    "an_dx_rowscale_twice": ("add_norm/normal_p_rs_f64_9x7", "grad.x"),
+    "an_bias1_dropped": ("add_norm/normal_par_f64_5x12", "output.y1"),
+    "an_residual_out_without_x1": ("add_norm/normal_par_f64_5x12", "output.residual_out"),
+    "nq_amax_of_input": ("norm_quant/mean1e3_ln_i8_dyn_f16_8x256", "output.scale"),
+    "nq_e4m3_range_of_e5m2": ("norm_quant/zero_rms_e4m3_dyn_f32_2x64", "output.scale"),
+    "nq_int8_floor": ("norm_quant/mean1e3_ln_i8_dyn_f16_8x256", "output.q"),
+    "nq_scale_ub_as_floor": ("norm_quant/outlier_ln_i8_dyn_ub8_wb_f16_8x256", "output.scale"),
+    "nqb_mx_frexp_exponent": ("norm_quant_block/normal_rms_mx_f32_3x200", "output.scale"),
+    "nqb_scales_column_major": ("norm_quant_block/normal_rms_g_f32_3x200", "output.scale"),
+    "nqb_min_scale_as_cap": ("norm_quant_block/zero_rms_g_floor2.2321428571428573e-13_f32_2x256", "output.scale"),
+    "gn_unbiased_group_var": ("group_norm/normal_g2_f32_3x6", "output.rstd"),
+    "gn_bwd_sums_per_channel": ("group_norm/normal_g2_f32_3x6", "grad.x"),
+    "gn_bwd_stats_of_first_sample": ("group_norm/normal_g2_f32_3x6", "grad.x"),
+    "gns_sigmoid_in_input_dtype": ("group_norm_silu/mean1e3_g3_bf16_3x6x7", "output.y"),
+    "gns_dweight_from_dy": ("group_norm_silu/normal_g2_f32_3x6", "grad.weight"),
+    "gated_dz_from_vhat": ("gated_norm/normal_f32_4x64", "grad.z"),
+    "gated_groups_strided": ("gated_norm/normal_gs32_f32_8x96", "output.y"),
+    "bn_normalize_unbiased": ("batch_norm/normal_f64_7x3", "output.rstd"),
+    "bn_running_var_from_std": ("batch_norm/normal_f64_7x3", "state.running_var"),
+    "bn_bwd_count_batch_only": ("batch_norm/normal_f32_6x4x25", "grad.x"),
+    "bn_eval_increments_nbt": ("batch_norm/mean1e4_eval_f32_2x3x4", "state.num_batches_tracked"),
+    "in_momentum_flipped": ("instance_norm/normal_train3_eval_f32_4x3x6", "state.running_mean"),
+    "in_dweight_last_sample": ("instance_norm/normal_f64_3x2x7", "grad.weight"),
+    "in_bwd_no_projection": ("instance_norm/normal_f64_3x2x7", "grad.x"),
+    "dyt_dbias_times_weight": ("dyt/normal_f32_7", "grad.bias"),
+    "dyt_dx_without_weight": ("dyt/normal_f32_7", "grad.x"),
+    "aln_dscale_from_y": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.scale"),
+    "aln_gain_offset_twice": ("adaptive_layer_norm/normal_f64_2x5x7", "output.y"),
+    "poly_dbias_mean": ("poly_norm/zero_f32_3x16", "grad.bias"),
+    "poly_bias_ignored": ("poly_norm/zero_f32_3x16", "output.y"),
+    "zs_eps_added_to_std": ("z_score/normal_eps0.3_f32_9x7", "output.std"),
+    "zs_bwd_no_mean_term": ("z_score/normal_f64_9x7", "grad.x"),
+    "lp_norm_always_l2": ("lp_normalize/normal_p0.5_f64_9x7", "output.norm"),
+    "lp_bwd_projection_of_x": ("lp_normalize/const_f16_9x7", "grad.x"),
+    "lp_eps_clamps_sum": ("lp_normalize/std1e-3_eps0.3_f32_9x7", "output.y"),
+}
+
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
 # mean 1e4, of constant rows with eps 1e-12: the quantized outputs' bounds cover any value), so that no array
 # of theirs can be verified; their status is partial for every kernel
@@ -249,6 +296,7 @@ NOTHING_CONSTRAINED_3 = {"norm_quant/mean1e4_ln_e4m3_dyn_wb_f16_4x64",
                        "norm_quant/const_eps1e-12_ln_e4m3_dyn_wb_f32_4x64"}
 NOTHING_CONSTRAINED_4 = NOTHING_CONSTRAINED_3                    # the same golden cases (a property of the case)
 NOTHING_CONSTRAINED_5 = NOTHING_CONSTRAINED_3
+NOTHING_CONSTRAINED_6 = NOTHING_CONSTRAINED_3
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -266,6 +314,8 @@ SETS = {
                {"ops": blind4.OPS, "at_least": 500, "nothing_constrained": NOTHING_CONSTRAINED_4}, 0),
     "blind5": (blind5, blind5.Blind5Kernel, CAUGHT_BY_5, blind5.LABELS, (40, 48),
                {"ops": blind5.OPS, "at_least": 500, "nothing_constrained": NOTHING_CONSTRAINED_5}, 0),
+    "blind6": (blind6, blind6.Blind6Kernel, CAUGHT_BY_6, blind6.LABELS, (40, 48),
+               {"ops": blind6.OPS, "at_least": 500, "nothing_constrained": NOTHING_CONSTRAINED_6}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
