@@ -188,7 +188,7 @@ def score(rows, M):
 
 
 def held_out(V):
-    """The fifth kernel's figures in words (the table's line, said once more in the prose)."""
+    """A held-out kernel's figures in words (the table's line, said once more in the prose)."""
     if not V:
         return ""
     n, right, wrong, *_ = score(V, MARGIN)
@@ -289,7 +289,7 @@ def render(rows, seconds):
          line("third blind kernel, development set (M = MARGIN)", Z, MARGIN),
          line("fourth blind kernel, development set since session 13 (M = MARGIN)", W, MARGIN),
          line("fourth blind kernel, only bugs with a mechanism label", [r for r in W if r["expected"]], MARGIN),
-         line("fifth blind kernel, held out (M = MARGIN)", V, MARGIN),
+         line("fifth blind kernel, development set after its measurement (M = MARGIN)", V, MARGIN),
          line("fifth blind kernel, only bugs with a mechanism label", [r for r in V if r["expected"]], MARGIN),
          line("sixth blind kernel, held out (M = MARGIN)", U, MARGIN),
          line("sixth blind kernel, only bugs with a mechanism label", [r for r in U if r["expected"]], MARGIN),
@@ -324,15 +324,24 @@ def render(rows, seconds):
          "the backward of every op written as the named terms of its chain rule (explain_terms.py); the "
          "specification searched as a program (spec_search.py: one named intermediate rounded, one binary "
          "operation changed where only gradients fail); and naming rules (an arithmetic explanation names a "
-         "failure only where the reference misses by MARGIN x its bound; a float array failing only by NaN / "
-         "inf is no evidence; two gradients in each other's place are explained, not named). Each family was "
+         "failure only where the reference misses by MARGIN x its bound; a float array failing only by +-inf "
+         "is no evidence; two gradients in each other's place are explained, not named). Each family was "
          "specified, and all but one written, before the fifth blind kernel existed; that kernel "
          "(tests/planted/blind5.py) was written in the same session by a helper not shown the diagnosis, who "
          "never ran it. The lead read its bug list (names, labels, descriptions) in the helper's report while "
          "the families were being finished (the search for one changed operation of the backward was written "
          "after that: it implements the issue's \"a term dropped, doubled or sign-flipped\" for every "
-         "specification, not any one bug) and never ran the diagnosis on it before this table was generated: "
-         f"its line is the held-out measurement. {held_out(V)}",
+         "specification, not any one bug) and ran the diagnosis on it once, at commit 72c3f78: of its 1091 "
+         "failed cases 408 (37.4%) were named right and 6 wrong (1.4% of the named ones), 100% localized. "
+         "Its rows were then read per bug, and it became a development set: the families it showed missing "
+         "were added where they are families of the arithmetic (the other ddof; amax without its absolute "
+         "value; mxfp8's exponent from the other base; an optional input ignored, or read from another "
+         "input's buffer; rows never processed; dx's means over part of a channel norm's axes; running_var "
+         "about the running mean; add_norm's dresidual_out through the norm's backward; silu' at the input; "
+         "dweight's x_hat from its block's first row), so its line above is a development figure. The sixth "
+         "blind kernel (tests/planted/blind6.py) was written after that by a helper not shown the diagnosis, "
+         "who never ran it and reported only counts (the lead never saw its bugs before this table was "
+         f"generated): its line is the held-out measurement of the final code. {held_out(U)}",
          "",
          "Blind kernel (tests/planted/blind.py, written by a helper who was not shown the diagnosis, the pitfall "
          "variants or this document; each bug from a public kernel's history, labelled with its mechanism by "
