@@ -419,3 +419,23 @@ def test_batch_norm_dx_with_its_means_over_the_batch_alone_is_backward():
         m = lambda a: a.mean(axis=0, keepdims=True)                     # noqa: E731
         return r * (g - m(g) - xh * m(g * xh))
     expect(Spec(post=grads(x=dx)), "batch_norm/normal_f32_6x4x25", "backward", "over the axes (0,) of (6, 4, 25) only")
+
+
+def test_group_norm_dx_with_its_means_over_one_channel_is_group():
+    """group_norm's dx means over each channel's positions where the whole group belongs: the span of a
+    backward reduction (mechanisms.py's "group")."""
+    def dx(call, d):
+        x = np.asarray(call.inputs["x"], np.float64)
+        N, C = x.shape[:2]
+        G = call.config["num_groups"]
+        xg = x.reshape(N, G, -1)
+        mean, var = xg.mean(axis=2, keepdims=True), xg.var(axis=2, keepdims=True)
+        r = 1 / np.sqrt(var + call.config.get("eps", 1e-5))
+        xh = ((xg - mean) * r).reshape(x.shape)
+        rr = np.repeat(r.reshape(N, G), C // G, axis=1).reshape((N, C) + (1,) * (x.ndim - 2))
+        w = np.asarray(call.inputs["weight"], np.float64).reshape((1, C) + (1,) * (x.ndim - 2))
+        g = np.asarray(call.cotangents["y"], np.float64) * w
+        ax = tuple(range(2, x.ndim))
+        m = lambda a: a.mean(axis=ax, keepdims=True)                       # noqa: E731
+        return rr * (g - m(g) - xh * m(g * xh))
+    expect(Spec(post=grads(x=dx)), "group_norm/normal_g4_f32_2x8x5x7", "group", "over the axes")

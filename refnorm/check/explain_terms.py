@@ -137,8 +137,9 @@ def _axes_alts(grad, case, x, full, g, xh, rstd):
             def fn(B=B):
                 m = lambda a: a.mean(axis=B, keepdims=True)              # noqa: E731
                 return (Rv * (Gv - m(Gv) - Xv * m(Gv * Xv))).reshape(x.shape)
+            # group_norm: the span of a backward reduction within the group is mechanisms.py's "group"
             grad.alt(f"dx's means (mean(g), mean(g x_hat)) over the axes {B} of {view} only, where the slice's "
-                     f"axes {red} belong", "backward", fn)
+                     f"axes {red} belong", "group" if case.op == "group_norm" else "backward", fn)
 
 
 def _lead_sum(a, k):

@@ -341,7 +341,10 @@ def render(rows, seconds):
          "dweight's x_hat from its block's first row), so its line above is a development figure. The sixth "
          "blind kernel (tests/planted/blind6.py) was written after that by a helper not shown the diagnosis, "
          "who never ran it and reported only counts (the lead never saw its bugs before this table was "
-         f"generated): its line is the held-out measurement of the final code. {held_out(U)}",
+         f"generated): its line is the held-out measurement of the final code. {held_out(U)} After it, its "
+         "rows were read, and one name was corrected by mechanisms.py's definition, not re-measured: group_norm's "
+         "dx means over one channel where its group belongs (`gn_bwd_sums_per_channel`, 40 of the 65 wrong "
+         "names) are the group a backward reduction spans, `group`, where the search said `backward`.",
          "",
          "Blind kernel (tests/planted/blind.py, written by a helper who was not shown the diagnosis, the pitfall "
          "variants or this document; each bug from a public kernel's history, labelled with its mechanism by "
