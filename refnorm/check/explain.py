@@ -82,7 +82,7 @@ from . import explain_terms
 from .explain_quant import quant_deviation
 from .spec_search import mutation, rounding_point
 from .localize import failing_mask
-from .precision import excess, quant_excess, quant_name, ratio
+from .precision import excess, quant_excess, quant_name, ratio, round_toward_zero
 
 CHANNEL_OPS = ("batch_norm", "instance_norm", "group_norm")
 CONFIG_SIZE = 1 << 20     # the searches that re-evaluate the reference or build x-sized arrays: up to this many elements
@@ -230,14 +230,6 @@ def row_power(case, record, ref, part, name, got, want, E):
     return None
 
 
-def _trunc(v, dt):
-    """v rounded toward zero to ``dt``."""
-    r = v.astype(dt)
-    with np.errstate(all="ignore"):
-        over = np.abs(r.astype(np.float64)) > np.abs(v)
-    return np.where(over, np.nextafter(r, np.zeros((), dt)), r).astype(np.float64)
-
-
 def _param_sum(case, x, a):
     """a (x's shape) summed as a parameter gradient is: over the leading axes (row norms) or over every
     axis but the channel axis 1 (channel norms)."""
@@ -272,7 +264,7 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
     out = []
     for dname, dt in (("bfloat16", ml_dtypes.bfloat16), ("float16", np.float16)):
         for mode, rnd in (("to nearest", lambda v, dt=dt: v.astype(dt).astype(np.float64)),
-                          ("toward zero", lambda v, dt=dt: _trunc(v, dt))):
+                          ("toward zero", lambda v, dt=dt: round_toward_zero(v, dt))):
             for which in (("rstd",), ("mean",), ("mean", "rstd")) if centred else (("rstd",),):
                 out.append((rnd(mean) if "mean" in which else mean, rnd(rstd) if "rstd" in which else rstd,
                             f"with the slice's {' and '.join(which)} rounded to {dname} ({mode})", "precision"))
@@ -975,7 +967,7 @@ def dyt_rounded_t(case, record):
     w, b = record.inputs.get("weight"), record.inputs.get("bias")
     w = 1.0 if w is None else np.asarray(w, dtype=np.float64)
     b = 0.0 if b is None else np.asarray(b, dtype=np.float64)
-    for mode, tr in (("to nearest", t.astype(dt).astype(np.float64)), ("toward zero", _trunc(t, dt))):
+    for mode, tr in (("to nearest", t.astype(dt).astype(np.float64)), ("toward zero", round_toward_zero(t, dt))):
         if fit_ratio(got, w * tr + b, record.E["outputs"]["y"]) <= 1:
             return [{"part": "outputs", "name": "y", "step": record.step, "mechanism": "precision",
                      "text": f"y is the formula's with tanh(alpha x) rounded to {case.dtype} ({mode}) before the affine"}]

@@ -120,6 +120,16 @@ def ratio(ex: np.ndarray, bound: np.ndarray) -> np.ndarray:
     return np.where(ex == 0, 0.0, np.where(bound == 0, np.inf, r))
 
 
+def round_toward_zero(v, dt) -> np.ndarray:
+    """float64 ``v`` rounded toward zero to the NumPy / ml_dtypes dtype ``dt`` (a kernel's truncating
+    store), back in float64."""
+    v = np.asarray(v, dtype=np.float64)
+    r = v.astype(dt)
+    with np.errstate(all="ignore"):
+        over = np.abs(r.astype(np.float64)) > np.abs(v)
+    return np.where(over, np.nextafter(r, np.zeros((), dt)), r).astype(np.float64)
+
+
 def round_to(a, dtype: str) -> np.ndarray:
     """float64 values correctly rounded (to nearest, ties to even) to ``dtype``.
 

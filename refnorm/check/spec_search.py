@@ -45,6 +45,8 @@ import threading
 import ml_dtypes
 import numpy as np
 
+from .precision import round_toward_zero
+
 ROUNDING_SIZE = 1 << 17          # elements of x up to which the rounding search runs
 MUTATION_SIZE = 1 << 14          # and the mutation search (a few hundred evaluations at most)
 _DT = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
@@ -59,12 +61,7 @@ PARAMETERS = ("weight", "bias", "weight1", "bias1", "scale", "shift", "alpha", "
 def _round(v, dt, toward_zero):
     """v (a float or float array) rounded to ``dt``, to nearest even or toward zero; back in float64."""
     a = np.asarray(v, dtype=np.float64)
-    r = a.astype(dt)
-    if toward_zero:
-        with np.errstate(all="ignore"):
-            over = np.abs(r.astype(np.float64)) > np.abs(a)
-        r = np.where(over, np.nextafter(r, np.zeros((), dt)), r)
-    out = np.asarray(r, dtype=np.float64)
+    out = round_toward_zero(a, dt) if toward_zero else np.asarray(a.astype(dt), dtype=np.float64)
     return float(out) if isinstance(v, float) else out
 
 
@@ -210,20 +207,11 @@ def rounding_point(case, record, fit_ratio):
     if x is None or np.size(x) > ROUNDING_SIZE or not record.failing or not importlib.util.find_spec(
             f"refnorm.specs.{case.op}"):
         return None
-    seen, moved = {}, {}
-    # the activations moved (every input but the affine parameters): which values do not depend on them
-    other = {k: (np.asarray(v, dtype=np.float64) * 0.75 + 0.125).astype(np.asarray(v).dtype)
-             if k not in PARAMETERS and np.asarray(v).dtype.kind not in "iub" else v   # (bfloat16's kind is V)
-             for k, v in record.inputs.items()}
+    seen = {}
     try:
         _evaluate(case, record, ("record", seen))
-        _evaluate(case, record, ("record", moved), other)
     except Exception:                                   # noqa: BLE001 - a call the instrumented spec refuses
         return None
-    # a value computed from the parameters alone (the gain 1 + scale, w * rstd folded in eval mode is not):
-    # rounding it is the affine convention's cast order
-    params_only = {k for k, v in seen.items() if k in moved and np.shape(moved[k]) == np.shape(v)
-                   and np.array_equal(moved[k], v, equal_nan=True)}
     # each name alone, and each local name the forward and the backward both assign (a value a kernel
     # holds in one dtype wherever it computes it: the gain 1 + scale, silu(z))
     by_name = {}
@@ -243,28 +231,40 @@ def rounding_point(case, record, fit_ratio):
     if not found or len({tz for _, _, tz in found}) > 1:
         return None
     keys, dt, tz = found[0]
+    # a value computed from the parameters alone (the gain 1 + scale) does not move with the activations
+    # (every input but the affine parameters): rounding it is the affine convention's cast order
+    still = _unmoved(case, record, seen, [k for k in record.inputs if k not in PARAMETERS])
     mod = keys[0].split(":", 1)[0]
     what = " and ".join(k.split(":", 1)[1] for k in keys)
     more = (f" (also: {', '.join(' and '.join(k.split(':', 1)[1] for k in ks) for ks, _, _ in found[1:4])})"
             if len(found) > 1 else "")
-    return {"mechanism": "rounding" if tz else "affine" if set(keys) <= params_only else "precision",
+    return {"mechanism": "rounding" if tz else "affine" if set(keys) <= still else "precision",
             "text": f"the specification with its intermediate {what} (refnorm/specs/{mod}.py) rounded "
                     f"{'toward zero' if tz else 'to nearest'} to {dt} reproduces every failing array{more}"}
+
+
+def _unmoved(case, record, base, names):
+    """The keys of ``base`` (a recording of the call) whose values stay the same when the floating inputs
+    ``names`` are moved (x -> 0.75 x + 0.125): the values that do not depend on those inputs."""
+    ins = {k: (np.asarray(v, dtype=np.float64) * 0.75 + 0.125).astype(np.asarray(v).dtype)
+           if k in names and np.asarray(v).dtype.kind not in "iub" else v       # (bfloat16's kind is V)
+           for k, v in record.inputs.items()}
+    got = {}
+    try:
+        _evaluate(case, record, ("record", got), ins)
+    except Exception:                                   # noqa: BLE001 - a call the instrumented spec refuses
+        return set()
+    return {k for k, v in base.items() if k in got and np.shape(got[k]) == np.shape(v)
+            and np.array_equal(got[k], v, equal_nan=True)}
 
 
 def _gate_values(case, record):
     """The local names whose values follow the gate input z alone (they move with z, not with x): silu(z) and
     its derivative. A change of the backward in one of them is the gate's factor (mechanism "gate")."""
-    def moved(name):
-        v = np.asarray(record.inputs[name])
-        got = {}
-        _evaluate(case, record, ("record", got), {**record.inputs, name: (v.astype(np.float64) * 0.75 + 0.125)
-                                                   .astype(v.dtype)})
-        return got
-    base, by_z, by_x = {}, moved("z"), moved("x")
+    base = {}
     _evaluate(case, record, ("record", base))
-    same = lambda a, b: a is not None and np.shape(a) == np.shape(b) and np.array_equal(a, b, equal_nan=True)  # noqa: E731
-    return {k.rsplit(".", 1)[1] for k, v in base.items() if not same(by_z.get(k), v) and same(by_x.get(k), v)}
+    keys = _unmoved(case, record, base, ["x"]) - _unmoved(case, record, base, ["z"])
+    return {k.rsplit(".", 1)[1] for k in keys}
 
 
 def mutation(case, record, fit_ratio):
