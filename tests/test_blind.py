@@ -1,4 +1,4 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind6.py): for each set,
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind7.py): for each set,
 the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the
 array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures
 it on these held-out sets)."""
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from planted import blind, blind2, blind3, blind4, blind5, blind6
+from planted import blind, blind2, blind3, blind4, blind5, blind6, blind7
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -289,6 +289,53 @@ CAUGHT_BY_6 = {
     "lp_eps_clamps_sum": ("lp_normalize/std1e-3_eps0.3_f32_9x7", "output.y"),
 }
 
+CAUGHT_BY_7 = {
+    "ln_bias_needs_weight": ("layer_norm/normal_noweight_f32_9x7", "output.y"),
+    "ln_rstd_saved_without_eps": ("layer_norm/normal_eps0.3_f32_9x7", "output.rstd"),
+    "ln_affine_rounded_between_ops": ("layer_norm/normal_bf16_2x3x7", "output.y"),
+    "ln_welford_count_from_one": ("layer_norm/normal_f64_9x7", "output.mean"),
+    "rms_rows_flattened_from_first_dim": ("rms_norm/normal_eps1e-05_bf16_2x3x7", "output.rstd"),
+    "rms_dweight_block_boundary_row_twice": ("rms_norm/normal_eps0.3_f32_9x7", "grad.weight"),
+    "rms_rstd_stored_at_row_stride": ("rms_norm/normal_eps0.3_f32_9x7", "output.rstd"),
+    "rms_outside_bwd_rstd_without_eps": ("rms_norm/std1e-3_eps1e-05_outside_f32_6x100", "grad.x"),
+    "an_dx1_uses_x_mask": ("add_norm/normal_p_parx1_bf16_4x24", "grad.x1"),
+    "an_drowscale_without_keep": ("add_norm/normal_p_rs_f64_9x7", "grad.rowscale"),
+    "an_dresidual_only_with_prenorm": ("add_norm/normal_noprenorm_f32_9x7", "grad.residual"),
+    "an_weight_offset_on_bias": ("add_norm/normal_fp32res_zc_f32_2x3x5", "output.y"),
+    "nq_scale_stored_in_input_dtype": ("norm_quant/normal_rms_e4m3_dyn_bf16_8x256", "output.scale"),
+    "nq_ln_bias_dropped": ("norm_quant/normal_ln_e4m3_dyn_wb_bf16_16x64", "output.q"),
+    "nq_amax_output_from_scale": ("norm_quant/outlier_rms_e4m3_dyn_ub8_bf16_8x256", "output.amax"),
+    "nq_min_scale_on_amax": ("norm_quant/zero_rms_e4m3_dyn_f32_2x64", "output.scale"),
+    "nqb_residual_out_is_x": ("norm_quant_block/normal_rms_g_res_f64_2x96", "output.residual_out"),
+    "nqb_stats_without_residual": ("norm_quant_block/normal_rms_g_res_f64_2x96", "output.scale"),
+    "nqb_nvfp4_global_scale_as_decode": ("norm_quant_block/normal_rms_nvfp4_static_bf16_8x256", "output.tensor_scale"),
+    "gn_var_clamped_to_eps": ("group_norm/normal_eps0.3_g3_f32_3x6x7", "output.rstd"),
+    "gn_mean_rstd_outputs_swapped": ("group_norm/normal_g2_f32_3x6", "output.mean"),
+    "gn_affine_only_with_bias": ("group_norm/normal_nobias_g4_f16_2x8x5x7", "output.y"),
+    "gns_silu_applied_twice": ("group_norm_silu/normal_g2_f32_3x6", "output.y"),
+    "gns_bwd_silu_at_rounded_p": ("group_norm_silu/normal_g4_bf16_2x8x5x7", "grad.x"),
+    "gated_nbg_dx_ungated": ("gated_norm/normal_ln_nbg_gs16_f32_6x48", "grad.x"),
+    "gated_weight_indexed_in_group": ("gated_norm/normal_gs32_f32_8x96", "output.y"),
+    "bn_dweight_from_g": ("batch_norm/normal_f64_7x3", "grad.weight"),
+    "bn_onnx_running_var_unbiased": ("batch_norm/normal_onnx_train3_eval_f16_4x2x3x3", "state.running_var"),
+    "bn_nbt_plus_batch_size": ("batch_norm/normal_f64_7x3", "state.num_batches_tracked"),
+    "bn_eval_eps_outside_sqrt": ("batch_norm/mean1e4_eval_f32_2x3x4", "output.y"),
+    "in_momentum_none_cumavg": ("instance_norm/normal_momNone_train2_f64_2x3x5", "state.running_mean"),
+    "in_count_last_spatial_axis": ("instance_norm/normal_f16_2x2x8x8", "output.mean"),
+    "in_bessel_count_pooled": ("instance_norm/normal_train3_eval_f32_4x3x6", "state.running_var"),
+    "dyt_dweight_tanh_without_alpha": ("dyt/normal_f32_7", "grad.weight"),
+    "dyt_dtanh_as_one_minus_t": ("dyt/normal_f32_7", "grad.x"),
+    "aln_modulation_needs_shift": ("adaptive_layer_norm/normal_noshift_f32_2x6x9", "output.y"),
+    "aln_scale_of_first_sample": ("adaptive_layer_norm/normal_f64_2x5x7", "output.y"),
+    "poly_dweight_reversed": ("poly_norm/normal_f64_3x7", "grad.weight"),
+    "poly_rms_over_tensor": ("poly_norm/normal_f64_3x7", "output.y"),
+    "zs_mean_divided_by_n_minus_ddof": ("z_score/normal_f64_9x7", "output.mean"),
+    "zs_std_output_is_variance": ("z_score/normal_f64_9x7", "output.std"),
+    "lp_l1_without_abs": ("lp_normalize/heavy_tail_p1_f32_6x100", "output.norm"),
+    "lp_bwd_power_p": ("lp_normalize/normal_f32_9x7", "grad.x"),
+    "lp_norm_output_before_root": ("lp_normalize/normal_f32_9x7", "output.norm"),
+}
+
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
 # mean 1e4, of constant rows with eps 1e-12: the quantized outputs' bounds cover any value), so that no array
 # of theirs can be verified; their status is partial for every kernel
@@ -297,6 +344,7 @@ NOTHING_CONSTRAINED_3 = {"norm_quant/mean1e4_ln_e4m3_dyn_wb_f16_4x64",
 NOTHING_CONSTRAINED_4 = NOTHING_CONSTRAINED_3                    # the same golden cases (a property of the case)
 NOTHING_CONSTRAINED_5 = NOTHING_CONSTRAINED_3
 NOTHING_CONSTRAINED_6 = NOTHING_CONSTRAINED_3
+NOTHING_CONSTRAINED_7 = NOTHING_CONSTRAINED_3
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -316,6 +364,8 @@ SETS = {
                {"ops": blind5.OPS, "at_least": 500, "nothing_constrained": NOTHING_CONSTRAINED_5}, 0),
     "blind6": (blind6, blind6.Blind6Kernel, CAUGHT_BY_6, blind6.LABELS, (40, 48),
                {"ops": blind6.OPS, "at_least": 500, "nothing_constrained": NOTHING_CONSTRAINED_6}, 0),
+    "blind7": (blind7, blind7.Blind7Kernel, CAUGHT_BY_7, blind7.LABELS, (40, 48),
+               {"ops": blind7.OPS, "at_least": 500, "nothing_constrained": NOTHING_CONSTRAINED_7}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
