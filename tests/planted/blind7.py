@@ -68,7 +68,8 @@ BUGS = {
         "layer_norm", "eps",
         "the saved rstd recomputed at the store as 1 / sqrt(var) without eps; y and the gradients use the "
         "right rstd",
-        "pattern: tl.store(Rstd + row, 1 / tl.sqrt(var)) written apart from the rstd the normalization uses"),
+        "cf. " + GH + "VeriSilicon/TIM-VX/pull/589 (a LayerNormalization whose eps never reached the kernel: "
+        "1 / sqrt(var) without eps)"),
     "ln_affine_rounded_between_ops": (
         "layer_norm", "precision",
         "16-bit inputs: x_hat * weight rounded to the input dtype before the bias is added (the affine done as "
@@ -90,12 +91,14 @@ BUGS = {
         "rms_norm", "block",
         "the dweight partials loop over the rows of a 4-row block with an inclusive end (range(start, start + "
         "5)): the first row of every following block is added twice",
-        "pattern: for row in range(row_start, min(row_start + rows_per_program + 1, n_rows))"),
+        "cf. " + GH + "BobMcDear/attorch/issues/18 (LayerNorm and RMSNorm per-program weight-gradient partials "
+        "whose row blocks and buffer disagree: a block of rows wrongly reduced)"),
     "rms_rstd_stored_at_row_stride": (
         "rms_norm", "layout",
         "the per-row rstd stored at Rstd + row * stride_x_row (the input pointer's offset copied): only the "
         "rows whose offset falls inside the buffer write, at the wrong index; y and dx right",
-        "pattern: the x row offset reused for a per-row statistic's pointer"),
+        "cf. " + GH + "ModelTC/LightLLM/issues/1467 (an rmsnorm kernel indexing one of its passes with the wrong "
+        "stride)"),
     "rms_outside_bwd_rstd_without_eps": (
         "rms_norm", "eps",
         "eps_placement='outside': the backward recomputes the scale as 1 / rms (without eps) for dx; the "
@@ -121,7 +124,8 @@ BUGS = {
         "add_norm", "affine",
         "weight_offset (zero-centred gamma) added to the bias too: y = x_hat * (weight + offset) + bias + "
         "offset (the gradients right)",
-        "pattern: the '+ 1' of a zero-centred parameter applied to every affine parameter in the loader"),
+        "cf. " + GH + "NVIDIA/TransformerEngine/pull/67 (zero-centred gamma: review of which kernels and parameters "
+        "the + 1 must reach)"),
     # ------------------------------------------------------------------ norm_quant
     "nq_scale_stored_in_input_dtype": (
         "norm_quant", "precision",
@@ -142,13 +146,15 @@ BUGS = {
         "norm_quant", "quant_scale",
         "the dynamic scale's floor applied to amax before the division: scale = max(amax, floor) / qmax "
         "instead of max(amax / qmax, floor)",
-        "pattern: fmaxf(amax, min_scale) / qmax, the floor given in scale units applied in amax units"),
+        "cf. " + GH + "deepseek-ai/DeepGEMM/issues/109 (per_token_cast_to_fp8 clamping amax to 1e-4 before the "
+        "division by 448: a floor in amax units)"),
     # ------------------------------------------------------------------ norm_quant_block
     "nqb_residual_out_is_x": (
         "norm_quant_block", None,
         "with a residual: residual_out stores x (the loaded input) instead of the sum x + residual; the "
         "quantization uses the sum",
-        "pattern: tl.store(residual_out_ptr, x) where the sum was kept in another variable"),
+        "cf. " + GH + "NVIDIA/FasterTransformer/pull/466 (AddBiasResidualLayerNorm kernel adding input[index] "
+        "where the loaded sum in_val was meant)"),
     "nqb_stats_without_residual": (
         "norm_quant_block", None,
         "with a residual: the normalization's statistics taken of x alone, then the sum x + residual "
@@ -183,11 +189,13 @@ BUGS = {
         "group_norm_silu", "semantics",
         "the activation applied twice: y = silu(silu(p)) (the fused kernel's SiLU and the caller's), forward "
         "and backward",
-        "pattern: F.silu applied after a norm that already fuses it"),
+        "cf. " + GH + "tenstorrent/tt-metal/pull/39638 (SiLU applied twice in an MLP: a workaround activation and the "
+        "fused one)"),
     "gns_bwd_silu_at_rounded_p": (
         "group_norm_silu", "precision",
         "16-bit inputs: the backward evaluates silu'(p) at the pre-activation p saved in the input dtype",
-        "pattern: the pre-activation saved for backward in the activation dtype"),
+        "cf. " + GH + "sgl-project/sglang/pull/26473 (the activation's input cast to the 16-bit dtype before the "
+        "float32 math)"),
     # ------------------------------------------------------------------ gated_norm
     "gated_nbg_dx_ungated": (
         "gated_norm", "gate",
@@ -260,7 +268,7 @@ BUGS = {
     "poly_dweight_reversed": (
         "poly_norm", "backward",
         "the weight's gradient handed out in reverse order (the x term's first); forward right",
-        "pattern: the three partial sums stored from the highest power down"),
+        "cf. " + GH + "apache/mxnet/pull/5980 (input gradients handed out in a different order from the inputs)"),
     "poly_rms_over_tensor": (
         "poly_norm", "reduction",
         "each power's root mean square taken over the whole tensor instead of per row, forward and backward",
@@ -274,7 +282,8 @@ BUGS = {
     "zs_std_output_is_variance": (
         "z_score", None,
         "the returned std is the variance (the accumulator before its square root); y and the gradients right",
-        "pattern: the statistic stored before tl.sqrt"),
+        "cf. " + GH + "131250208/TPlinker-joint-extraction/issues/37 (a layer norm's std computed as (variance + "
+        "epsilon) ** 2 instead of ** 0.5)"),
     # ------------------------------------------------------------------ lp_normalize
     "lp_l1_without_abs": (
         "lp_normalize", "semantics",
