@@ -706,7 +706,11 @@ def config_deviation(case, record, reference):
                 alt = res.grads.get(other) if other else None
                 fits[part, name] = alt is not None and np.shape(alt) == np.shape(got) and fit_ratio(got, alt, E) <= 1
                 renamed |= fits[part, name]
-        if renamed:                 # the gradients, not the inputs, trade places: both of them wrong
+        if renamed and not grads_only:
+            # the forward swapped too: the two pointers exchanged at the launch, and each gradient is the one
+            # of the input the kernel really read (the swapped specification's gradients under its own names)
+            what = f"the inputs {pair[0]} and {pair[1]} swapped (each gradient that of the input read)"
+        elif renamed:               # the gradients, not the inputs, trade places: both of them wrong
             what = f"the gradients of {pair[0]} and {pair[1]} returned in each other's place"
             if not all(("grads", n) in record.failing for n in pair):
                 continue

@@ -19,8 +19,8 @@ else the reference's):
 * q fits clip(y' / D) for such a candidate's decode scale D (every failing returned array fitting it
   too): q was divided by that scale (the returned one, when it passes, is not what divided q).
 * otherwise, the returned scale passing, q fits a transform of y / D_k: y multiplied by the scale
-  ("quant_scale"), rounded through float16 / bfloat16 first (double rounding), toward zero or half away
-  from zero ("rounding"), not saturated (NaN / inf / int8 wrap-around) or saturated at another maximum
+  ("quant_scale"), rounded through float16 / bfloat16 first (double rounding), toward zero, down, up or
+  half away from zero ("rounding"), not saturated (NaN / inf / int8 wrap-around) or saturated at another maximum
   ("saturation").
 
 q's bound at another scale D: the check's own E_q times max(1, D_ref / D) (q grows as D shrinks). An
@@ -179,7 +179,9 @@ class _Ctx:
         out = [(lambda v, raw, d=d: np.asarray(round_to(v, d), dtype=np.float64),
                 f"rounded to {d} first and then to {qd} (two roundings)", "rounding") for d in ("float16", "bfloat16")]
         out += [(lambda v, raw: _grid_round(v, self.grid, "zero"), f"rounded to {qd} toward zero", "rounding"),
-                (lambda v, raw: _grid_round(v, self.grid, "away"), f"rounded to {qd} half away from zero", "rounding")]
+                (lambda v, raw: _grid_round(v, self.grid, "away"), f"rounded to {qd} half away from zero", "rounding"),
+                (lambda v, raw: _grid_round(v, self.grid, "down"), f"rounded to {qd} down (floor)", "rounding"),
+                (lambda v, raw: _grid_round(v, self.grid, "up"), f"rounded to {qd} up (ceil)", "rounding")]
         if dt.kind == "i":
             out.append((lambda v, raw: ((np.rint(raw) + 128) % 256) - 128, "wrapped around int8 (not saturated)",
                         "saturation"))
@@ -560,15 +562,15 @@ def _grid(table):
 
 
 def _grid_round(v, grid, mode):
-    """v (clipped to the grid's range) rounded onto the sorted ``grid`` toward zero (``mode`` "zero") or to
-    nearest with ties away from zero ("away"); NaN stays NaN."""
+    """v (clipped to the grid's range) rounded onto the sorted ``grid`` toward zero (``mode`` "zero"), down
+    ("down", floor), up ("up", ceil) or to nearest with ties away from zero ("away"); NaN stays NaN."""
     v = np.clip(np.asarray(v, dtype=np.float64), grid[0], grid[-1])
     w = np.where(np.isnan(v), 0.0, v)
     i = np.clip(np.searchsorted(grid, w, side="right") - 1, 0, grid.size - 1)
     down = grid[i]                                                      # the grid value at or below
     up = np.where(down < w, grid[np.minimum(i + 1, grid.size - 1)], down)
-    if mode == "zero":
-        out = np.where(w >= 0, down, up)
+    if mode in ("zero", "down", "up"):
+        out = np.where(w >= 0, down, up) if mode == "zero" else down if mode == "down" else up
     else:
         out = np.where((up - w < w - down) | ((up - w == w - down) & (w > 0)), up, down)
     return np.where(np.isnan(v), np.nan, out)

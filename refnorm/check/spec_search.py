@@ -36,9 +36,11 @@ thread-local, the instrumented modules are built once under a lock).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import importlib.util
 import inspect
+import itertools
 import operator
 import threading
 
@@ -48,7 +50,8 @@ import numpy as np
 from .precision import round_toward_zero
 
 ROUNDING_SIZE = 1 << 17          # elements of x up to which the rounding search runs
-MUTATION_SIZE = 1 << 14          # and the mutation search (a few hundred evaluations at most)
+MUTATION_SIZE = 1 << 14          # and the mutation search
+MUTATIONS_MAX = 400              # evaluations of the mutation search at most (in the order _candidates gives)
 _DT = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
 _TARGET = threading.local()      # .t: None | ("record", names[, operations]) | ("round", keys, dtype, toward_zero)
 #                                    | ("mutate", operation, change)
@@ -76,6 +79,8 @@ def _rp_hook(key, value):
     if t[0] == "record":
         t[1].setdefault(key, np.array(value, dtype=np.float64))
         return value
+    if t[0] == "remap":
+        return t[2](value) if key == t[1] else value
     return _round(value, t[2], t[3]) if t[0] == "round" and key in t[1] else value
 
 
@@ -89,16 +94,43 @@ CHANGES = {
     "halve": (("Add", "Sub", "Mult", "Div"), lambda a, b, op: _OPS[op](a, 0.5 * b), "{r} halved"),
     "times": (("Div",), lambda a, b, op: a * b, "{r} multiplied where it divides"),
 }
+# an operand read as another function of itself: a standard deviation where the variance belongs, or back
+TRANSFORMS = ((lambda v: np.sqrt(np.abs(v)), "its square root"), (lambda v: v * v, "its square"))
 _SOURCES: dict = {}              # operation id -> (module, function, line, op, left source, right source)
+_ARGS: set = set()               # the keys of functions' arguments (hooked on entry; values, not rounding points)
+_LINES: dict = {}                # module -> its source lines
 
 
 def _rp_bin(i, a, b, op):
     t = getattr(_TARGET, "t", None)
-    if t is None or t[0] != "mutate":
+    if t is None or t[0] not in ("mutate", "replace") or i != t[1]:
         if t is not None and t[0] == "record" and len(t) > 2:
-            t[2].setdefault(i, None)
+            t[2].setdefault(i, (np.shape(a), np.shape(b)))
         return _OPS[op](a, b)
-    return CHANGES[t[2]][1](a, b, op) if i == t[1] else _OPS[op](a, b)
+    if t[0] == "replace":                   # one operand read from another value (t[3] of the operand)
+        a, b = (t[3](a), b) if t[2] == 0 else (a, t[3](b))
+        return _OPS[op](a, b)
+    return CHANGES[t[2]][1](a, b, op)
+
+
+_LEVEL = {"Add": 1, "Sub": 1, "Mult": 2, "Div": 2}
+
+
+def _operand(source, node, side) -> str:
+    """An operand's source, in parentheses where the operation binds it tighter than its own operator."""
+    child = getattr(node, side)
+    seg = ast.get_source_segment(source, child) or ("a" if side == "left" else "b")
+    if isinstance(child, ast.BinOp):
+        outer, inner = _LEVEL.get(type(node.op).__name__, 3), _LEVEL.get(type(child.op).__name__, 3)
+        if inner < outer or (side == "right" and inner == outer and type(node.op).__name__ in ("Sub", "Div")):
+            return f"({seg})"
+    return seg
+
+
+def _docstring(node) -> int:
+    """1 where the function's body opens with its docstring (the hooks on its arguments go after it)."""
+    b = node.body[0] if node.body else None
+    return int(isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant) and isinstance(b.value.value, str))
 
 
 class _Instrument(ast.NodeTransformer):
@@ -110,8 +142,7 @@ class _Instrument(ast.NodeTransformer):
 
     def visit_BinOp(self, node):
         op = type(node.op).__name__
-        seg = (ast.get_source_segment(self.source, node.left) or "a", ast.get_source_segment(self.source, node.right)
-               or "b")
+        seg = tuple(_operand(self.source, node, side) for side in ("left", "right"))
         self.generic_visit(node)
         if not self.funcs or op not in _OPS:
             return node
@@ -122,6 +153,10 @@ class _Instrument(ast.NodeTransformer):
     def visit_FunctionDef(self, node):
         self.funcs.append(node.name)
         self.generic_visit(node)
+        key = f"{self.module}:{node.name}."
+        args = [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs]
+        _ARGS.update(key + a for a in args)
+        node.body[_docstring(node):0] = [ast.parse(f"{a} = _rp_hook({key + a!r}, {a})").body[0] for a in args]
         self.funcs.pop()
         return node
 
@@ -131,6 +166,13 @@ class _Instrument(ast.NodeTransformer):
         names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
         key = f"{self.module}:{self.funcs[-1]}."
         return [node] + [ast.parse(f"{n} = _rp_hook({key + n!r}, {n})").body[0] for n in dict.fromkeys(names)]
+
+    def visit_Return(self, node):
+        self.generic_visit(node)
+        if self.funcs and node.value is not None:
+            key = f"{self.module}:{self.funcs[-1]}.return"
+            node.value = ast.Call(ast.Name("_rp_hook", ast.Load()), [ast.Constant(key), node.value], [])
+        return node
 
     def visit_Assign(self, node):
         self.generic_visit(node)
@@ -157,6 +199,7 @@ def _rp_module(name):
         if name not in _BUILT:
             mod = importlib.import_module(f"refnorm.specs.{name}")
             src = inspect.getsource(mod)
+            _LINES[name] = src.splitlines()
             tree = _Instrument(name, src).visit(ast.parse(src))
             ast.fix_missing_locations(tree)
             ns = {"__name__": f"refnorm.specs.{name}", "__package__": "refnorm.specs", "_rp_hook": _rp_hook,
@@ -166,16 +209,16 @@ def _rp_module(name):
         return _BUILT[name]
 
 
-def _evaluate(case, record, target, inputs=None):
+def _evaluate(case, record, target, inputs=None, cotangents=None):
     from .. import registry
     ns = _rp_module(case.op)
     _TARGET.t = target
+    cot = record.cotangents if cotangents is None else cotangents
     try:
         with np.errstate(all="ignore"):
             return registry.evaluate(case.op, {k: np.asarray(v) for k, v in (inputs or record.inputs).items()},
                                      config=dict(case.config),
-                                     grad_outputs={k: np.asarray(v, np.float64) for k, v in record.cotangents.items()}
-                                     or None,
+                                     grad_outputs={k: np.asarray(v, np.float64) for k, v in cot.items()} or None,
                                      state={k: np.asarray(v, np.float64) for k, v in record.state.items()},
                                      training=record.training, engine=(ns.forward, ns.backward))
     finally:
@@ -214,10 +257,16 @@ def rounding_point(case, record, fit_ratio):
         return None
     # each name alone, and each local name the forward and the backward both assign (a value a kernel
     # holds in one dtype wherever it computes it: the gain 1 + scale, silu(z))
-    by_name = {}
+    # and each function evaluated in the lower dtype: its arguments and its result rounded
+    by_name, calls = {}, {}
+    for key in seen:
+        calls.setdefault(key.rsplit(".", 1)[0], []).append(key)
+    calls = [tuple(ks) for ks in calls.values() if any(k in _ARGS for k in ks) and any(k.endswith(".return")
+                                                                                    for k in ks)]
+    seen = {k: v for k, v in seen.items() if k not in _ARGS}
     for key in seen:
         by_name.setdefault(key.rsplit(".", 1)[1], []).append(key)
-    points = [(key,) for key in seen] + [tuple(ks) for ks in by_name.values() if len(ks) > 1]
+    points = [(key,) for key in seen] + [tuple(ks) for ks in by_name.values() if len(ks) > 1] + calls
     found = []
     for keys in points:
         for dt in _dtypes(case.dtype):
@@ -235,12 +284,19 @@ def rounding_point(case, record, fit_ratio):
     # (every input but the affine parameters): rounding it is the affine convention's cast order
     still = _unmoved(case, record, seen, [k for k in record.inputs if k not in PARAMETERS])
     mod = keys[0].split(":", 1)[0]
-    what = " and ".join(k.split(":", 1)[1] for k in keys)
-    more = (f" (also: {', '.join(' and '.join(k.split(':', 1)[1] for k in ks) for ks, _, _ in found[1:4])})"
-            if len(found) > 1 else "")
+    more = (f" (also: {', '.join(_point(ks) for ks, _, _ in found[1:4])})" if len(found) > 1 else "")
     return {"mechanism": "rounding" if tz else "affine" if set(keys) <= still else "precision",
-            "text": f"the specification with its intermediate {what} (refnorm/specs/{mod}.py) rounded "
+            "text": f"the specification with {_point(keys)} (refnorm/specs/{mod}.py) rounded "
                     f"{'toward zero' if tz else 'to nearest'} to {dt} reproduces every failing array{more}"}
+
+
+def _point(keys) -> str:
+    """What a rounding point is, in words: its intermediates, or a function's arguments and result."""
+    if any(k in _ARGS for k in keys):
+        func = keys[0].split(":", 1)[1].rsplit(".", 1)[0]
+        args = ", ".join(k.rsplit(".", 1)[1] for k in keys if k in _ARGS)
+        return f"the function {func} evaluated in the lower precision (its arguments {args} and its result)"
+    return "its intermediate " + " and ".join(k.split(":", 1)[1] for k in keys)
 
 
 def _unmoved(case, record, base, names):
@@ -267,34 +323,140 @@ def _gate_values(case, record):
     return {k.rsplit(".", 1)[1] for k in keys}
 
 
-def mutation(case, record, fit_ratio):
-    """One operation of the specification changed (module docstring) reproducing a step where only
-    gradients fail: an explanation {"mechanism": "backward", "text"}, or None."""
-    x = record.inputs.get("x")
-    if x is None or np.size(x) > MUTATION_SIZE or not record.failing or any(p != "grads" for p, _ in record.failing) \
-            or not importlib.util.find_spec(f"refnorm.specs.{case.op}"):
-        return None
-    ops = {}
+def _names(src) -> set:
     try:
-        _evaluate(case, record, ("record", {}, ops))
-    except Exception:                                   # noqa: BLE001 - a call the instrumented spec refuses
-        return None
+        return {n.id for n in ast.walk(ast.parse(src, mode="eval")) if isinstance(n, ast.Name)}
+    except SyntaxError:
+        return set()
+
+
+def _mechanism(case, record, i, changed, gate, params):
+    """The mechanism a change of operation ``i`` (its operand ``changed``'s source) is: eps where the operand
+    holds eps; the running-statistics update where its line writes a running statistic; the gate's factor
+    where it is a value of z alone; the backward formula in a backward function; the affine convention for a
+    value of the parameters alone; else None (explained, not named: no mechanism of the list is known to be
+    that change). Where the gate input's gradient alone fails, the change is the gate's factor in the
+    backward (dz's own product)."""
+    mod, func, line, *_ = _SOURCES[i]
+    names, text = _names(changed), _LINES.get(mod, [""] * line)[line - 1]
+    if "eps" in names:
+        return "eps"
+    if "running" in text.split("#")[0]:
+        return "running"
+    if names & gate or {n for _, n in record.failing} == {"z"}:      # z's gradient alone: the gate's backward
+        return "gate"
+    if "backward" in func or all(p == "grads" for p, _ in record.failing):
+        return "backward"
+    if names and names <= params:
+        return "affine"
+    return None
+
+
+def _candidates(case, record, forward_only):
+    """The changes tried, in order, as (target, operation id, changed operand's source, what it says): each
+    binary operation changed (CHANGES), each operand that is a name read from another value of the same
+    function and shape, each statistic (a value smaller than x) read at the first index of its leading
+    axis. ``forward_only``: only the forward's operations (the outputs fail)."""
+    seen, ops = {}, {}
+    _evaluate(case, record, ("record", seen, ops))
+    if forward_only:
+        fwd = {}
+        _evaluate(case, record, ("record", {}, fwd), cotangents={})
+        ops = {i: v for i, v in ops.items() if i in fwd}
+    out = []
     for i in ops:
         mod, func, line, op, left, right = _SOURCES[i]
         for change, (applies, _, what) in CHANGES.items():
-            if op not in applies:
+            if op in applies:
+                out.append((("mutate", i, change), i, left if change == "drop_left" else right,
+                            what.format(l=f"`{left}`", r=f"`{right}`")))
+    for i, shapes in ops.items():
+        mod, func, line, op, left, right = _SOURCES[i]
+        for side, src in enumerate((left, right)):
+            if shapes is None or not np.size(np.zeros(shapes[side])) > 1:
                 continue
-            try:
-                res = _evaluate(case, record, ("mutate", i, change))
-            except Exception:                           # noqa: BLE001 - a change the spec cannot go on from
+            for fn, how in TRANSFORMS:
+                out.append((("replace", i, side, fn), i, src, f"`{src}` read as {how}"))
+            if not src.isidentifier():
                 continue
-            if _fits(record, res, fit_ratio):
-                sym = {"Add": "+", "Sub": "-", "Mult": "*", "Div": "/"}[op]
-                changed = left if change == "drop_left" else right
-                gate = _gate_values(case, record) & {n.id for n in ast.walk(ast.parse(changed, mode="eval"))
-                                                     if isinstance(n, ast.Name)} if "z" in record.inputs else set()
-                return {"mechanism": "gate" if gate else "backward",
-                        "text": f"the specification with {what.format(l=f'`{left}`', r=f'`{right}`')} in "
-                                f"`{left} {sym} {right}` ({func}, refnorm/specs/{mod}.py line {line}) reproduces "
-                                "every failing gradient"}
+            own = f"{mod}:{func}.{src}"
+            for key, v in seen.items():
+                k_mod_func, name = key.rsplit(".", 1)
+                if (k_mod_func == f"{mod}:{func}" and name != src and np.shape(v) == shapes[side] and np.size(v) > 1
+                        and not (own in seen and np.array_equal(seen[own], v, equal_nan=True))):
+                    out.append((("replace", i, side, lambda _, v=v: v), i, src, f"`{src}` read from `{name}`"))
+    floats = [k for k, v in record.inputs.items() if np.asarray(v).dtype.kind not in "iub"]   # (bfloat16: V)
+    for a, b in itertools.combinations(floats, 2):          # two inputs in each other's place
+        if np.shape(record.inputs[a]) == np.shape(record.inputs[b]):
+            out.append((("inputs", {a: b, b: a}), None, f"{a} {b}", f"`{a}` and `{b}` in each other's place"))
+    for a in floats:                                         # a keep-mask read as a drop-mask
+        v = np.asarray(record.inputs[a], dtype=np.float64)
+        if "mask" in a and np.size(v) and np.all((v == 0) | (v == 1)):
+            out.append((("inputs", {a: a}, "complement"), None, a, f"`{a}` read as its complement (1 - {a})"))
+    n = np.size(record.inputs["x"])
+    for key, v in seen.items():
+        if 1 < np.size(v) < n and np.ndim(v) and np.shape(v)[0] > 1:
+            first = lambda a: np.broadcast_to(np.asarray(a)[:1], np.shape(a)).copy()   # noqa: E731
+            out.append((("remap", key, first), None, key.rsplit(".", 1)[1],
+                        f"`{key.split(':', 1)[1]}` read at the first index of its leading axis for every index"))
+    return out
+
+
+def _inputs_changed(case, record, target):
+    """The specification on changed inputs: ("inputs", {name: read from}) reads each input from another's
+    buffer (their gradients handed out in the same exchange), ("inputs", {name: name}, "complement") reads a
+    0/1 mask as 1 - mask."""
+    ins = dict(record.inputs)
+    for a, b in target[1].items():
+        v = record.inputs[b]
+        ins[a] = (1 - np.asarray(v)).astype(np.asarray(v).dtype) if len(target) > 2 else v
+    res = _evaluate(case, record, None, inputs=ins)
+    if len(target) > 2:
+        return res
+    grads = dict(res.grads)
+    for a, b in target[1].items():
+        if b in res.grads:
+            grads[a] = res.grads[b]
+    return dataclasses.replace(res, grads=grads)
+
+
+def mutation(case, record, fit_ratio):
+    """One operation of the specification changed, one operand read from another value, or one statistic
+    read at one index (module docstring) reproducing the failing step: an explanation {"mechanism",
+    "text"} (mechanism None: explained, by no mechanism of the list), or None."""
+    x = record.inputs.get("x")
+    if x is None or np.size(x) > MUTATION_SIZE or not record.failing \
+            or not importlib.util.find_spec(f"refnorm.specs.{case.op}"):
+        return None
+    forward_only = any(p == "outputs" for p, _ in record.failing)
+    try:
+        cands = _candidates(case, record, forward_only)
+    except Exception:                                   # noqa: BLE001 - a call the instrumented spec refuses
+        return None
+    gate = params = None
+    for target, i, changed, what in cands[:MUTATIONS_MAX]:
+        try:
+            res = _inputs_changed(case, record, target) if target[0] == "inputs" else _evaluate(case, record, target)
+        except Exception:                               # noqa: BLE001 - a change the spec cannot go on from
+            continue
+        if not _fits(record, res, fit_ratio):
+            continue
+        if target[0] == "inputs":
+            names = set(target[1])
+            mech = ("dropout" if len(target) > 2 else "affine" if names <= set(PARAMETERS) else "layout")
+            return {"mechanism": mech, "text": f"the specification with {what} reproduces every failing array"}
+        if gate is None:
+            base = {}
+            _evaluate(case, record, ("record", base))
+            acts = [k for k in record.inputs if k not in PARAMETERS]
+            params = {k.rsplit(".", 1)[1] for k in _unmoved(case, record, base, acts)} | set(PARAMETERS)
+            gate = _gate_values(case, record) if "z" in record.inputs else set()
+        if i is None:                                   # a statistic read at one index: an index misread
+            return {"mechanism": "layout", "text": f"the specification with {what} (refnorm/specs/"
+                    f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
+        mod, func, line, op, left, right = _SOURCES[i]
+        sym = {"Add": "+", "Sub": "-", "Mult": "*", "Div": "/"}[op]
+        return {"mechanism": _mechanism(case, record, i, changed, gate, params),
+                "text": f"the specification with {what} in `{left} {sym} {right}` ({func}, refnorm/specs/{mod}.py "
+                        f"line {line}) reproduces every failing array"}
     return None

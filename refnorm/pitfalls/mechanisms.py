@@ -35,7 +35,7 @@ MECHANISMS = {
     "collective": "a missing all-reduce: a rank's partial sums returned for the global ones",
     "dropout": "dropout: the kept values not scaled by 1/(1 - p), or a branch dropped with another's keep-mask",
     "rounding": "rounding mode: a conversion (the output's to the case dtype, or an intermediate's) rounds toward "
-                "zero, not to nearest even",
+                "zero (or down, up), not to nearest even",
     "gate": "the gate: on which side of the norm it multiplies, or its factor in the backward (silu'(z), silu(z))",
     "group": "the group a statistic or a backward reduction spans (group_size, ngroups)",
     "scale_rounding": "a block scale's own rounding rule: a power-of-two exponent rounded down where up is promised",
