@@ -254,7 +254,8 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
     """(mean', rstd', what, mechanism) for the structured deviations of a slice's statistics: rounded to
     bfloat16 / float16 (nearest or toward zero); the Bessel divisor; eps outside the root; a tail block
     dropped (the statistics over the first m values, divided by m or n); the power-of-two block's masked
-    lanes entering the variance as zeros, or its length used as the divisor; the other norm's mean."""
+    lanes entering the variance as zeros or loaded as 1.0, or its length used as the divisor; the other
+    norm's mean."""
     import ml_dtypes
     n = xs.shape[1]
     mean = xs.mean(axis=1, keepdims=True) if centred else np.zeros((xs.shape[0], 1))
@@ -297,6 +298,11 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
             out.append((mean, 1.0 / np.sqrt((ss + (P - n) * mean * mean) / div + eps),
                         f"with the {P - n} masked lanes of a {P}-wide block entering the variance as zeros (divided "
                         f"by {div})", "block"))
+            # the masked lanes loaded as 1.0 (the load's ``other`` copied from a weight's load)
+            om = (xs.sum(axis=1, keepdims=True) + (P - n)) / div if centred else mean
+            out.append((om, 1.0 / np.sqrt((((xs - om) ** 2).sum(axis=1, keepdims=True) + (P - n) * (1 - om) ** 2)
+                                          / div + eps),
+                        f"with the {P - n} masked lanes of a {P}-wide block loaded as 1.0 (divided by {div})", "block"))
         pmean = xs.sum(axis=1, keepdims=True) / P if centred else mean
         out.append((pmean, 1.0 / np.sqrt(((xs - pmean) ** 2).sum(axis=1, keepdims=True) / P + eps),
                     f"with the block length {P} as the divisor of the statistics", "block"))
