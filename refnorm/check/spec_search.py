@@ -1,5 +1,5 @@
 """The specification searched as a program (issue 33): which named intermediate a kernel rounds, and which
-one operation of its backward a kernel writes otherwise.
+one operation, operand, input or statistic a kernel writes otherwise.
 
 A kernel that holds one intermediate in a lower precision (silu(z) stored in the input dtype before the
 gate's product, the gain 1 + scale rounded before the multiply, a block scale kept in float16, the
@@ -20,15 +20,27 @@ reproduces every failing array within its bound and keeps every passing one with
 of explain.fit_ratio); names of both roundings fitting alike are no answer. Cases up to
 ROUNDING_SIZE elements of x (the search evaluates the specification about two times per name).
 
-``mutation(case, record)``, where only gradients fail (the forward passes): every binary operation of the
-specification (``a + b``, ``a - b``, ``a * b``, ``a / b``, wherever it is computed) is instrumented too, and
-each is changed alone, as the issue's structured deviations: an operand dropped (a term of a sum left out,
-a factor taken as 1, a divisor left out), a subtracted term added (its sign flipped), the second operand
-doubled or halved. A change that reproduces every array of the step within its bound (the forward's
-too: the change touches only what the backward computes, as silu'(z) formed beside the forward) names
-the backward formula ("backward"; "gate" where the changed operand is a value of the gate input z alone,
-silu(z) or its derivative: the gate's factor in the backward), with the operation's source line. Cases up to MUTATION_SIZE elements
-of x (one evaluation per change, the first that fits ends the search).
+A function of the specification evaluated in the lower precision (sigmoid(p) in float16: its
+arguments and its result rounded, each function's arguments are hooked on entry and its result on return)
+is a rounding point too.
+
+``mutation(case, record)``: every binary operation of the specification (``a + b``, ``a - b``, ``a * b``,
+``a / b``, wherever it is computed) is instrumented too, and each is changed alone, as the issue's
+structured deviations: an operand dropped (a term of a sum left out, a factor taken as 1, a divisor left
+out), a subtracted term added (its sign flipped), the second operand doubled or halved; an operand that
+is a name read from another value of its function of the same shape (the backward's projection of x
+where u = x / norm belongs); two inputs of one shape in each other's place (the weight and bias pointers
+swapped, each gradient that of the input read); a 0/1 mask read as its complement; a statistic read at
+the first or the next index of its leading axis; last, an operand read as its square root or its square
+(a standard deviation where a variance belongs). Where outputs fail only the forward's operations are
+changed. A change that reproduces every array of the step within its bound names the mechanism its
+operand and line say (``_mechanism``): eps where the operand holds eps; "running" on a line that updates
+a running statistic; "gate" for a value of the gate input z alone, or where z's gradient alone fails;
+"backward" in a backward function or where only gradients fail; "affine" for a value of the parameters
+alone; an input swap of two parameters "affine" (else "layout"), a mask complemented "dropout", a
+statistic read at another index "layout"; otherwise None: explained, with the operation's source line,
+and not named (no mechanism of the list is known to be that change). Cases up to MUTATION_SIZE elements
+of x, at most MUTATIONS_MAX evaluations in that order; the first that fits ends the search.
 
 Layer 4 (NumPy; reads the specifications' source, never changes them); thread-safe (the target is
 thread-local, the instrumented modules are built once under a lock).
@@ -354,9 +366,11 @@ def _mechanism(case, record, i, changed, gate, params):
 
 def _candidates(case, record, forward_only):
     """The changes tried, in order, as (target, operation id, changed operand's source, what it says): each
-    binary operation changed (CHANGES), each operand that is a name read from another value of the same
-    function and shape, each statistic (a value smaller than x) read at the first index of its leading
-    axis. ``forward_only``: only the forward's operations (the outputs fail)."""
+    binary operation changed (CHANGES); each operand that is a name read from another value of the same
+    function and shape; two inputs of one shape in each other's place, a 0/1 mask complemented; each
+    statistic (a value smaller than x) read at the first or the next index of its leading axis; last, each operand read
+    as its square root or square (TRANSFORMS). ``forward_only``: only the forward's operations (the outputs
+    fail)."""
     seen, ops = {}, {}
     _evaluate(case, record, ("record", seen, ops))
     if forward_only:
@@ -370,13 +384,13 @@ def _candidates(case, record, forward_only):
             if op in applies:
                 out.append((("mutate", i, change), i, left if change == "drop_left" else right,
                             what.format(l=f"`{left}`", r=f"`{right}`")))
+    transforms = []
     for i, shapes in ops.items():
         mod, func, line, op, left, right = _SOURCES[i]
         for side, src in enumerate((left, right)):
             if shapes is None or not np.size(np.zeros(shapes[side])) > 1:
                 continue
-            for fn, how in TRANSFORMS:
-                out.append((("replace", i, side, fn), i, src, f"`{src}` read as {how}"))
+            transforms += [(("replace", i, side, fn), i, src, f"`{src}` read as {how}") for fn, how in TRANSFORMS]
             if not src.isidentifier():
                 continue
             own = f"{mod}:{func}.{src}"
@@ -396,10 +410,22 @@ def _candidates(case, record, forward_only):
     n = np.size(record.inputs["x"])
     for key, v in seen.items():
         if 1 < np.size(v) < n and np.ndim(v) and np.shape(v)[0] > 1:
-            first = lambda a: np.broadcast_to(np.asarray(a)[:1], np.shape(a)).copy()   # noqa: E731
-            out.append((("remap", key, first), None, key.rsplit(".", 1)[1],
-                        f"`{key.split(':', 1)[1]}` read at the first index of its leading axis for every index"))
-    return out
+            what = key.split(":", 1)[1]
+            out.append((("remap", key, _first), None, key.rsplit(".", 1)[1],
+                        f"`{what}` read at the first index of its leading axis for every index"))
+            out.append((("remap", key, _next), None, key.rsplit(".", 1)[1],
+                        f"`{what}` read at the next index of its leading axis (off by one, wrapping)"))
+    return out + transforms
+
+
+def _first(a):
+    """``a`` with every index of its leading axis reading index 0."""
+    return np.broadcast_to(np.asarray(a)[:1], np.shape(a)).copy()
+
+
+def _next(a):
+    """``a`` with index i of its leading axis reading index i + 1 (the last reading index 0)."""
+    return np.roll(np.asarray(a), -1, axis=0)
 
 
 def _inputs_changed(case, record, target):
