@@ -1235,6 +1235,8 @@ def _explain(case, record, ref, reference=None) -> list:
             return found
     if len(out) < len(record.failing) and reference is not None:
         e = rounding_point(case, record, fit_ratio) or mutation(case, record, fit_ratio)
-        if e is not None:
+        # a change no mechanism names does not displace the families' partial explanations (their mechanism
+        # may name the failure from its outputs)
+        if e is not None and (e["mechanism"] is not None or not out):
             return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
     return out

@@ -105,6 +105,7 @@ CHANGES = {
     "double": (("Add", "Sub", "Mult", "Div"), lambda a, b, op: _OPS[op](a, 2 * b), "{r} doubled"),
     "halve": (("Add", "Sub", "Mult", "Div"), lambda a, b, op: _OPS[op](a, 0.5 * b), "{r} halved"),
     "times": (("Div",), lambda a, b, op: a * b, "{r} multiplied where it divides"),
+    "complement": (("Sub",), lambda a, b, op: b, "{r} where {l} - {r} belongs"),
 }
 # an operand read as another function of itself: a standard deviation where the variance belongs, or back
 TRANSFORMS = ((lambda v: np.sqrt(np.abs(v)), "its square root"), (lambda v: v * v, "its square"))
@@ -115,7 +116,7 @@ _LINES: dict = {}                # module -> its source lines
 
 def _rp_bin(i, a, b, op):
     t = getattr(_TARGET, "t", None)
-    if t is None or t[0] not in ("mutate", "replace") or i != t[1]:
+    if t is None or t[0] not in ("mutate", "replace") or (i not in t[1] if isinstance(t[1], frozenset) else i != t[1]):
         if t is not None and t[0] == "record" and len(t) > 2:
             t[2].setdefault(i, (np.shape(a), np.shape(b)))
         return _OPS[op](a, b)
@@ -342,19 +343,22 @@ def _names(src) -> set:
         return set()
 
 
-def _mechanism(case, record, i, changed, gate, params):
+def _mechanism(case, record, i, changed, gate, params, drop=frozenset()):
     """The mechanism a change of operation ``i`` (its operand ``changed``'s source) is: eps where the operand
     holds eps; the running-statistics update where its line writes a running statistic; the gate's factor
     where it is a value of z alone; the backward formula in a backward function; the affine convention for a
     value of the parameters alone; else None (explained, not named: no mechanism of the list is known to be
-    that change). Where the gate input's gradient alone fails, the change is the gate's factor in the
-    backward (dz's own product)."""
+    that change). A value that moves with a keep-mask (``drop``: the mask, its probability p, the factor
+    c = mask / (1 - p)) is the dropout's. Where the gate input's gradient alone fails, the change is the
+    gate's factor in the backward (dz's own product)."""
     mod, func, line, *_ = _SOURCES[i]
     names, text = _names(changed), _LINES.get(mod, [""] * line)[line - 1]
     if "eps" in names:
         return "eps"
     if "running" in text.split("#")[0]:
         return "running"
+    if names & drop:
+        return "dropout"
     if names & gate or {n for _, n in record.failing} == {"z"}:      # z's gradient alone: the gate's backward
         return "gate"
     if "backward" in func or all(p == "grads" for p, _ in record.failing):
@@ -366,13 +370,15 @@ def _mechanism(case, record, i, changed, gate, params):
 
 def _candidates(case, record, forward_only):
     """The changes tried, in order, as (target, operation id, changed operand's source, what it says): each
-    binary operation changed (CHANGES); each operand that is a name read from another value of the same
+    binary operation changed (CHANGES), alone, and an expression written the same way at several places
+    changed at all of them; each operand that is a name read from another value of the same
     function and shape; two inputs of one shape in each other's place, a 0/1 mask complemented; each
     statistic (a value smaller than x) read at the first or the next index of its leading axis; last, each operand read
     as its square root or square (TRANSFORMS). ``forward_only``: only the forward's operations (the outputs
     fail)."""
     seen, ops = {}, {}
     _evaluate(case, record, ("record", seen, ops))
+    every = ops
     if forward_only:
         fwd = {}
         _evaluate(case, record, ("record", {}, fwd), cotangents={})
@@ -384,6 +390,16 @@ def _candidates(case, record, forward_only):
             if op in applies:
                 out.append((("mutate", i, change), i, left if change == "drop_left" else right,
                             what.format(l=f"`{left}`", r=f"`{right}`")))
+    # one expression written the same way at several places (forward and backward), changed everywhere
+    same = {}
+    for i in every:
+        same.setdefault((_SOURCES[i][0],) + _SOURCES[i][3:], []).append(i)
+    for (mod, op, left, right), ids in same.items():
+        if len(ids) > 1 and any(i in ops for i in ids):
+            for change, (applies, _, what) in CHANGES.items():
+                if op in applies:
+                    out.append((("mutate", frozenset(ids), change), ids[0], left if change == "drop_left" else right,
+                                what.format(l=f"`{left}`", r=f"`{right}`") + f" (at each of its {len(ids)} places)"))
     transforms = []
     for i, shapes in ops.items():
         mod, func, line, op, left, right = _SOURCES[i]
@@ -459,12 +475,23 @@ def mutation(case, record, fit_ratio):
         cands = _candidates(case, record, forward_only)
     except Exception:                                   # noqa: BLE001 - a call the instrumented spec refuses
         return None
-    gate = params = None
-    for target, i, changed, what in cands[:MUTATIONS_MAX]:
+    if not forward_only:
+        # the backward's own recomputation of a forward value changed (the forward right): the forward's
+        # operations changed, their gradients taken with the plain forward's outputs
+        try:
+            fwd, plain = {}, _evaluate(case, record, None)
+            _evaluate(case, record, ("record", {}, fwd), cotangents={})
+        except Exception:                               # noqa: BLE001 - a call the instrumented spec refuses
+            fwd = {}
+        cands += [(t, i, ch, what, plain) for t, i, ch, what in cands if t[0] == "mutate" and i in fwd]
+    gate = params = drop = None
+    for target, i, changed, what, *keep in cands[:MUTATIONS_MAX]:
         try:
             res = _inputs_changed(case, record, target) if target[0] == "inputs" else _evaluate(case, record, target)
         except Exception:                               # noqa: BLE001 - a change the spec cannot go on from
             continue
+        if keep:
+            res = dataclasses.replace(res, outputs=keep[0].outputs, state=keep[0].state)
         if not _fits(record, res, fit_ratio):
             continue
         if target[0] == "inputs":
@@ -477,12 +504,17 @@ def mutation(case, record, fit_ratio):
             acts = [k for k in record.inputs if k not in PARAMETERS]
             params = {k.rsplit(".", 1)[1] for k in _unmoved(case, record, base, acts)} | set(PARAMETERS)
             gate = _gate_values(case, record) if "z" in record.inputs else set()
+            masks = [k for k in record.inputs if "mask" in k]
+            # the dropout's values: those that move with a keep-mask, the mask itself, its probability p
+            drop = ({k.rsplit(".", 1)[1] for k in set(base) - _unmoved(case, record, base, masks)} | set(masks)
+                    | {"p"}) if masks else set()
         if i is None:                                   # a statistic read at one index: an index misread
             return {"mechanism": "layout", "text": f"the specification with {what} (refnorm/specs/"
                     f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
         mod, func, line, op, left, right = _SOURCES[i]
         sym = {"Add": "+", "Sub": "-", "Mult": "*", "Div": "/"}[op]
-        return {"mechanism": _mechanism(case, record, i, changed, gate, params),
-                "text": f"the specification with {what} in `{left} {sym} {right}` ({func}, refnorm/specs/{mod}.py "
+        where = "the backward, recomputing the forward's value, with" if keep else "the specification with"
+        return {"mechanism": _mechanism(case, record, i, changed, gate, params, drop),
+                "text": f"{where} {what} in `{left} {sym} {right}` ({func}, refnorm/specs/{mod}.py "
                         f"line {line}) reproduces every failing array"}
     return None
