@@ -1,6 +1,7 @@
-"""The rounding-point search of the diagnosis (refnorm/check/spec_search.py): the instrumented
-specification computes the same bits as the plain one, and a kernel holding one named intermediate in a
-lower precision is named by it (kernels of tests/planted/blind4.py, written without the search)."""
+"""The specification search of the diagnosis (refnorm/check/spec_search.py): the instrumented
+specification computes the same bits as the plain one; a kernel holding one named intermediate in a
+lower precision, or changing one operation, operand, input or statistic, is named by it (kernels of the
+blind sets, written without the search; blind5 and blind6 are development sets since their measurement)."""
 from __future__ import annotations
 
 import os
@@ -117,6 +118,30 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     changed operand or line says."""
     from planted.blind6 import Blind6Kernel
     r = check_case(Blind6Kernel(bug), load_case(GOLDEN, case_id))
+    assert r.status == "failed"
+    d = r.diagnosis
+    assert d["mechanism"] == mechanism and words in d["message"], d["message"]
+
+
+@pytest.mark.parametrize("src, bug, case_id, mechanism, words", [
+    # one expression written the same wrong way at each of its places (forward and backward): 1 / p
+    ("blind5", "an_dropout_scaled_by_inverse_p", "add_norm/normal_p_rs_f64_9x7", "dropout", "at each of its 2 places"),
+    # the weight and bias pointers exchanged at the launch, each gradient that of the input read
+    ("blind6", "ln_weight_bias_swapped", "layer_norm/normal_f64_9x7", "affine", "bias and weight swapped (each"),
+    # int8 codes rounded down (floor), judged at the kernel's own scale
+    ("blind6", "nq_int8_floor", "norm_quant/normal_rms_i8_dyn_f64_4x100", "rounding", "down (floor)"),
+    # e8m0 block scales (a quantized array) written in column-major order
+    ("blind6", "nqb_scales_column_major", "norm_quant_block/normal_rms_mx_f32_3x200", "layout", "column-major"),
+    # a power-of-two block's masked lanes loaded as 1.0 entering sum(x^2)
+    ("blind6", "rms_pad_lanes_loaded_as_one", "rms_norm/normal_eps1e-05_f32_6x100", "block", "loaded as 1.0"),
+])
+def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
+    """Families added on blind5 / blind6 (development sets since their measurement), each on one of its
+    kernels: the mechanism and the explanation's words."""
+    import importlib
+    mod = importlib.import_module(f"planted.{src}")
+    kernel = getattr(mod, src.capitalize() + "Kernel")
+    r = check_case(kernel(bug), load_case(GOLDEN, case_id))
     assert r.status == "failed"
     d = r.diagnosis
     assert d["mechanism"] == mechanism and words in d["message"], d["message"]
