@@ -116,6 +116,8 @@ _LINES: dict = {}                # module -> its source lines
 
 def _rp_bin(i, a, b, op):
     t = getattr(_TARGET, "t", None)
+    if t is not None and t[0] == "multi":   # several operations, each its own change: id -> f(a, b, op)
+        return t[1][i](a, b, op) if i in t[1] else _OPS[op](a, b)
     if t is None or t[0] not in ("mutate", "replace") or (i not in t[1] if isinstance(t[1], frozenset) else i != t[1]):
         if t is not None and t[0] == "record" and len(t) > 2:
             t[2].setdefault(i, (np.shape(a), np.shape(b)))
@@ -127,6 +129,7 @@ def _rp_bin(i, a, b, op):
 
 
 _LEVEL = {"Add": 1, "Sub": 1, "Mult": 2, "Div": 2}
+_SYM = {"Add": "+", "Sub": "-", "Mult": "*", "Div": "/"}
 
 
 def _operand(source, node, side) -> str:
@@ -400,6 +403,21 @@ def _candidates(case, record, forward_only):
                 if op in applies:
                     out.append((("mutate", frozenset(ids), change), ids[0], left if change == "drop_left" else right,
                                 what.format(l=f"`{left}`", r=f"`{right}`") + f" (at each of its {len(ids)} places)"))
+    # eps moved: left out where it is added and added to one operand of another operation on statistics (smaller
+    # than x: the divisor n + eps, the sum of squares + eps)
+    eps = next((float(v) for k, v in seen.items() if k.endswith(".eps") and np.size(v) == 1), 0.0)
+    for i0 in (i for i in ops if _SOURCES[i][3] == "Add" and "eps" in (_SOURCES[i][4], _SOURCES[i][5])):
+        keep = 0 if _SOURCES[i0][5] == "eps" else 1
+        drop = (lambda a, b, op, k=keep: (a, b)[k])
+        n = np.size(record.inputs["x"])
+        for j in (j for j in ops if j != i0 and ops[j] is not None and max(np.prod(sh, dtype=np.int64)
+                                                                         for sh in ops[j]) < n):
+            for side, src in enumerate(_SOURCES[j][4:]):
+                add = (lambda a, b, op, side=side: _OPS[op](a + eps, b) if side == 0 else _OPS[op](a, b + eps))
+                out.append((("multi", {i0: drop, j: add}), i0, "eps",
+                            f"eps moved from `{_SOURCES[i0][4]} + {_SOURCES[i0][5]}` to `{src}` + eps in "
+                            f"`{_SOURCES[j][4]} {_SYM[_SOURCES[j][3]]} {_SOURCES[j][5]}` ({_SOURCES[j][1]}, line "
+                            f"{_SOURCES[j][2]})"))
     transforms = []
     for i, shapes in ops.items():
         mod, func, line, op, left, right = _SOURCES[i]
@@ -513,6 +531,9 @@ def mutation(case, record, fit_ratio):
                     f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
         mod, func, line, op, left, right = _SOURCES[i]
         sym = {"Add": "+", "Sub": "-", "Mult": "*", "Div": "/"}[op]
+        if target[0] == "multi":
+            return {"mechanism": _mechanism(case, record, i, changed, gate, params, drop),
+                    "text": f"the specification with {what} (refnorm/specs/{mod}.py) reproduces every failing array"}
         where = "the backward, recomputing the forward's value, with" if keep else "the specification with"
         return {"mechanism": _mechanism(case, record, i, changed, gate, params, drop),
                 "text": f"{where} {what} in `{left} {sym} {right}` ({func}, refnorm/specs/{mod}.py "
