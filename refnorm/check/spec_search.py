@@ -63,7 +63,7 @@ from .precision import round_toward_zero
 
 ROUNDING_SIZE = 1 << 17          # elements of x up to which the rounding search runs
 MUTATION_SIZE = 1 << 14          # and the mutation search
-MUTATIONS_MAX = 400              # evaluations of the mutation search at most (in the order _candidates gives)
+MUTATIONS_MAX = 800              # evaluations of the mutation search at most (in the order _candidates gives)
 _DT = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
 _TARGET = threading.local()      # .t: None | ("record", names[, operations]) | ("round", keys, dtype, toward_zero)
 #                                    | ("mutate", operation, change)
@@ -449,6 +449,15 @@ def _candidates(case, record, forward_only):
                         f"`{what}` read at the first index of its leading axis for every index"))
             out.append((("remap", key, _next), None, key.rsplit(".", 1)[1],
                         f"`{what}` read at the next index of its leading axis (off by one, wrapping)"))
+    # a function's argument read from another value of the same shape (the activation of x_hat where the
+    # affine output belongs): the backward's where only gradients fail, else no mechanism of the list
+    for key in (k for k in seen if k in _ARGS and np.size(seen[k]) > 1):
+        mod = key.split(":", 1)[0]
+        for other, v in seen.items():
+            if (other not in _ARGS and other.split(":", 1)[0] == mod and np.shape(v) == np.shape(seen[key])
+                    and not np.array_equal(v, seen[key], equal_nan=True)):
+                out.append((("remap", key, lambda _, v=v: v), "arg", f"{key.rsplit('.', 1)[1]} {other.rsplit('.', 1)[1]}",
+                            f"the argument `{key.split(':', 1)[1]}` read from `{other.split(':', 1)[1]}`"))
     return out + transforms
 
 
@@ -526,6 +535,11 @@ def mutation(case, record, fit_ratio):
             # the dropout's values: those that move with a keep-mask, the mask itself, its probability p
             drop = ({k.rsplit(".", 1)[1] for k in set(base) - _unmoved(case, record, base, masks)} | set(masks)
                     | {"p"}) if masks else set()
+        if i == "arg":                                  # an argument read from another value
+            func = target[1].split(":", 1)[1].rsplit(".", 1)[0]
+            mech = "backward" if "backward" in func or all(p == "grads" for p, _ in record.failing) else None
+            return {"mechanism": mech, "text": f"the specification with {what} (refnorm/specs/"
+                    f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
         if i is None:                                   # a statistic read at one index: an index misread
             return {"mechanism": "layout", "text": f"the specification with {what} (refnorm/specs/"
                     f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
