@@ -532,9 +532,11 @@ def mutation(case, record, fit_ratio):
             params = {k.rsplit(".", 1)[1] for k in _unmoved(case, record, base, acts)} | set(PARAMETERS)
             gate = _gate_values(case, record) if "z" in record.inputs else set()
             masks = [k for k in record.inputs if "mask" in k]
-            # the dropout's values: those that move with a keep-mask, the mask itself, its probability p
-            drop = ({k.rsplit(".", 1)[1] for k in set(base) - _unmoved(case, record, base, masks)} | set(masks)
-                    | {"p"}) if masks else set()
+            # the dropout's values: those that move with a keep-mask and not with the other activations (the
+            # factor c = mask / (1 - p), not the sum it scales), the mask itself, its probability p
+            others = [k for k in acts if k not in masks]
+            drop = ({k.rsplit(".", 1)[1] for k in _unmoved(case, record, base, others)
+                     - _unmoved(case, record, base, masks)} | set(masks) | {"p"}) if masks else set()
         if i == "arg":                                  # an argument read from another value
             func = target[1].split(":", 1)[1].rsplit(".", 1)[0]
             mech = "backward" if "backward" in func or all(p == "grads" for p, _ in record.failing) else None
