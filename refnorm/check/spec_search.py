@@ -21,8 +21,8 @@ of explain.fit_ratio); names of both roundings fitting alike are no answer. Case
 ROUNDING_SIZE elements of x (the search evaluates the specification about two times per name).
 
 A function of the specification evaluated in the lower precision (sigmoid(p) in float16: its
-arguments and its result rounded, each function's arguments are hooked on entry and its result on return)
-is a rounding point too.
+arguments, every value it assigns and its result rounded; each function's arguments are hooked on entry
+and its result on return) is a rounding point too.
 
 ``mutation(case, record)``: every binary operation of the specification (``a + b``, ``a - b``, ``a * b``,
 ``a / b``, wherever it is computed) is instrumented too, and each is changed alone, as the issue's
@@ -273,12 +273,11 @@ def rounding_point(case, record, fit_ratio):
         return None
     # each name alone, and each local name the forward and the backward both assign (a value a kernel
     # holds in one dtype wherever it computes it: the gain 1 + scale, silu(z))
-    # and each function evaluated in the lower dtype: its arguments and its result rounded
+    # and each function evaluated in the lower dtype: its arguments, every value it assigns and its result rounded
     by_name, calls = {}, {}
     for key in seen:
         calls.setdefault(key.rsplit(".", 1)[0], []).append(key)
-    calls = [tuple(ks) for ks in calls.values() if any(k in _ARGS for k in ks) and any(k.endswith(".return")
-                                                                                    for k in ks)]
+    calls = [tuple(ks) for ks in calls.values() if any(k in _ARGS for k in ks) and any(k not in _ARGS for k in ks)]
     seen = {k: v for k, v in seen.items() if k not in _ARGS}
     for key in seen:
         by_name.setdefault(key.rsplit(".", 1)[1], []).append(key)
@@ -311,7 +310,7 @@ def _point(keys) -> str:
     if any(k in _ARGS for k in keys):
         func = keys[0].split(":", 1)[1].rsplit(".", 1)[0]
         args = ", ".join(k.rsplit(".", 1)[1] for k in keys if k in _ARGS)
-        return f"the function {func} evaluated in the lower precision (its arguments {args} and its result)"
+        return f"the function {func} evaluated in the lower precision (its arguments {args}, its values and result)"
     return "its intermediate " + " and ".join(k.split(":", 1)[1] for k in keys)
 
 
@@ -351,8 +350,8 @@ def _mechanism(case, record, i, changed, gate, params, drop=frozenset()):
     holds eps; the running-statistics update where its line writes a running statistic; the gate's factor
     where it is a value of z alone; the backward formula in a backward function; the affine convention for a
     value of the parameters alone; else None (explained, not named: no mechanism of the list is known to be
-    that change). A value that moves with a keep-mask (``drop``: the mask, its probability p, the factor
-    c = mask / (1 - p)) is the dropout's. Where the gate input's gradient alone fails, the change is the
+    that change). A forward value that moves with a keep-mask (``drop``: the mask, its probability p, the
+    factor c = mask / (1 - p)) is the dropout's (in the backward, the backward formula's). Where the gate input's gradient alone fails, the change is the
     gate's factor in the backward (dz's own product)."""
     mod, func, line, *_ = _SOURCES[i]
     names, text = _names(changed), _LINES.get(mod, [""] * line)[line - 1]
@@ -360,12 +359,12 @@ def _mechanism(case, record, i, changed, gate, params, drop=frozenset()):
         return "eps"
     if "running" in text.split("#")[0]:
         return "running"
-    if names & drop:
-        return "dropout"
     if names & gate or {n for _, n in record.failing} == {"z"}:      # z's gradient alone: the gate's backward
         return "gate"
     if "backward" in func or all(p == "grads" for p, _ in record.failing):
         return "backward"
+    if names & drop:
+        return "dropout"
     if names and names <= params:
         return "affine"
     return None
