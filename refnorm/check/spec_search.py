@@ -501,23 +501,32 @@ def mutation(case, record, fit_ratio):
         cands = _candidates(case, record, forward_only)
     except Exception:                                   # noqa: BLE001 - a call the instrumented spec refuses
         return None
-    if not forward_only:
-        # the backward's own recomputation of a forward value changed (the forward right): the forward's
-        # operations changed, their gradients taken with the plain forward's outputs
+    from .. import registry
+    main = registry.get(case.op).outputs[0]
+    failing_outs = {n for p, n in record.failing if p == "outputs"}
+    if not forward_only or (failing_outs and main not in failing_outs and len(failing_outs) == len(record.failing)):
+        # a value computed apart from the rest, the rest right: the backward's own recomputation of a forward
+        # value (its gradients with the plain forward's outputs), or a returned statistic (only the failing
+        # outputs from the changed evaluation: the values the kernel goes on with are right)
         try:
             fwd, plain = {}, _evaluate(case, record, None)
             _evaluate(case, record, ("record", {}, fwd), cotangents={})
         except Exception:                               # noqa: BLE001 - a call the instrumented spec refuses
             fwd = {}
-        cands += [(t, i, ch, what, plain) for t, i, ch, what in cands if t[0] == "mutate" and i in fwd]
+        apart = "grads" if not forward_only else "outputs"
+        cands += [(t, i, ch, what, plain, apart) for t, i, ch, what in cands
+                  if t[0] in ("mutate", "replace") and i in fwd]
     gate = params = drop = None
     for target, i, changed, what, *keep in cands[:MUTATIONS_MAX]:
         try:
             res = _inputs_changed(case, record, target) if target[0] == "inputs" else _evaluate(case, record, target)
         except Exception:                               # noqa: BLE001 - a change the spec cannot go on from
             continue
-        if keep:
+        if keep and keep[1] == "grads":
             res = dataclasses.replace(res, outputs=keep[0].outputs, state=keep[0].state)
+        elif keep:
+            res = dataclasses.replace(keep[0], outputs={**keep[0].outputs, **{n: res.outputs[n] for n in failing_outs
+                                                                              if n in res.outputs}})
         if not _fits(record, res, fit_ratio):
             continue
         if target[0] == "inputs":
@@ -549,7 +558,8 @@ def mutation(case, record, fit_ratio):
         if target[0] == "multi":
             return {"mechanism": _mechanism(case, record, i, changed, gate, params, drop),
                     "text": f"the specification with {what} (refnorm/specs/{mod}.py) reproduces every failing array"}
-        where = "the backward, recomputing the forward's value, with" if keep else "the specification with"
+        where = ("the specification with" if not keep else "the backward, recomputing the forward's value, with"
+                 if keep[1] == "grads" else f"the returned {', '.join(sorted(failing_outs))} computed apart, with")
         return {"mechanism": _mechanism(case, record, i, changed, gate, params, drop),
                 "text": f"{where} {what} in `{left} {sym} {right}` ({func}, refnorm/specs/{mod}.py "
                         f"line {line}) reproduces every failing array"}

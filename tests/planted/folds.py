@@ -371,8 +371,17 @@ def render(rows, seconds):
          "a pointer swap with the forward swapped too named affine. The seventh blind kernel "
          "(tests/planted/blind7.py) was written at the start of the session by a helper not shown the "
          "diagnosis, who never ran it and reported only counts (bugs per op and per label); the lead did not "
-         "read it before its measurement, once, on the final code: its line is the held-out measurement. "
-         f"{held_out(S)}",
+         "read it before its measurement, once, on the code of commit d97ed42: its line is the held-out "
+         f"measurement. {held_out(S)} The search did not generalize: on the development sets it moved the "
+         "sixth kernel from 57.8% to 77.2% named right and the others by at most 3 points, and on the held-out "
+         "one 31.1% are named right. 38 of its 60 wrong names are on one bug its author left unlabelled "
+         "(`zs_std_output_is_variance`: the returned std is its square, which the power family calls "
+         "`semantics`, as the second kernel's author labelled the same mistake for rstd); most unnamed cases "
+         "are mistakes no family has (a statistic written at a row stride, a Welford count from one, "
+         "num_batches_tracked advanced by the batch size, silu applied twice, a reduction over the whole "
+         "tensor, one boundary row counted twice in dweight). After the measurement its rows were read "
+         "(it is now a development set) and one family was added, not re-measured: a returned statistic "
+         "computed apart from the values the kernel goes on with (the saved rstd without eps).",
          "",
          "Blind kernel (tests/planted/blind.py, written by a helper who was not shown the diagnosis, the pitfall "
          "variants or this document; each bug from a public kernel's history, labelled with its mechanism by "
