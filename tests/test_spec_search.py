@@ -185,7 +185,7 @@ def test_every_change_keeps_the_unchanged_operations():
     inputs = {k: np.asarray(v) for k, v in step.inputs.items()}
     ns = rp._rp_module("layer_norm")
     plain = registry.evaluate("layer_norm", inputs, config=dict(case.config), engine="spec")
-    rp._TARGET.t = ("mutate", -1, "flip")
+    rp._TARGET.t = ("mutate", frozenset((-1,)), "flip")
     try:
         traced = registry.evaluate("layer_norm", inputs, config=dict(case.config), engine=(ns.forward, ns.backward))
     finally:

@@ -648,8 +648,9 @@ AFFINE_INPUTS = ("weight", "bias", "weight1", "bias1", "scale", "shift", "alpha"
 
 
 def config_deviation(case, record, reference):
-    """A configuration value off (``_config_candidates``), or the weight left out (taken as 1), that
-    explains every failing array of the step and keeps every passing one within its bound; else, when
+    """A configuration value off (``_config_candidates``), or an input deviation (the weight left out, taken
+    as 1; an optional input ignored; two inputs swapped; one read from another's buffer; a 0/1 keep-mask
+    read as its complement; 1 + scale conventions), that explains every failing array of the step and keeps every passing one within its bound; else, when
     only gradients fail, one that reproduces every failing gradient (the backward, or that gradient's
     reduction, computed with it: dalpha summed without the weight). ``reference(op, config, training, inputs, cotangents, state)`` re-evaluates the specification.
     The explanation, or None."""
@@ -679,6 +680,11 @@ def config_deviation(case, record, reference):
                 mech = "affine" if a in AFFINE_INPUTS and b in AFFINE_INPUTS else "layout"
                 cands.append((case.config, {**record.inputs, a: record.inputs[b]},
                               f"the input {a} read from {b}'s buffer", mech, mech, None))
+    for a in floats:                        # a 0/1 keep-mask read as a drop-mask (its complement)
+        v = np.asarray(record.inputs[a])
+        if "mask" in a and v.size and np.all((v == 0) | (v == 1)):
+            cands.append((case.config, {**record.inputs, a: (1 - v).astype(v.dtype)},
+                          f"`{a}` read as its complement (1 - {a})", "dropout", "dropout", None))
     for a in floats:                        # an input read as 1 + it, or as it - 1 ("1 + scale" conventions)
         if a in ("weight", "scale", "gamma"):
             v = np.asarray(record.inputs[a])

@@ -29,16 +29,15 @@ and its result on return) is a rounding point too.
 structured deviations: an operand dropped (a term of a sum left out, a factor taken as 1, a divisor left
 out), a subtracted term added (its sign flipped), the second operand doubled or halved; an operand that
 is a name read from another value of its function of the same shape (the backward's projection of x
-where u = x / norm belongs); two inputs of one shape in each other's place (the weight and bias pointers
-swapped, each gradient that of the input read); a 0/1 mask read as its complement; a statistic read at
-the first or the next index of its leading axis; last, an operand read as its square root or its square
+where u = x / norm belongs) or a function's argument read from another value; an expression written
+the same way at several places changed at all of them; eps moved to an operation on statistics; a
+statistic read at the first or the next index of its leading axis; last, an operand read as its square root or its square
 (a standard deviation where a variance belongs). Where outputs fail only the forward's operations are
 changed. A change that reproduces every array of the step within its bound names the mechanism its
 operand and line say (``_mechanism``): eps where the operand holds eps; "running" on a line that updates
 a running statistic; "gate" for a value of the gate input z alone, or where z's gradient alone fails;
-"backward" in a backward function or where only gradients fail; "affine" for a value of the parameters
-alone; an input swap of two parameters "affine" (else "layout"), a mask complemented "dropout", a
-statistic read at another index "layout"; otherwise None: explained, with the operation's source line,
+"backward" in a backward function or where only gradients fail; "dropout" for a forward value of the
+keep-mask; "affine" for a value of the parameters alone; a statistic read at another index "layout"; otherwise None: explained, with the operation's source line,
 and not named (no mechanism of the list is known to be that change). Cases up to MUTATION_SIZE elements
 of x, at most MUTATIONS_MAX evaluations in that order; the first that fits ends the search.
 
@@ -52,7 +51,6 @@ import dataclasses
 import importlib
 import importlib.util
 import inspect
-import itertools
 import operator
 import threading
 
@@ -66,7 +64,7 @@ MUTATION_SIZE = 1 << 14          # and the mutation search
 MUTATIONS_MAX = 800              # evaluations of the mutation search at most (in the order _candidates gives)
 _DT = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
 _TARGET = threading.local()      # .t: None | ("record", names[, operations]) | ("round", keys, dtype, toward_zero)
-#                                    | ("mutate", operation, change)
+#                                    | ("mutate" | "replace", operation ids, ...) | ("multi", {id: f}) | ("remap", key, f)
 _LOCK = threading.RLock()
 _BUILT: dict = {}
 # the inputs that are affine parameters (or their per-sample modulation): a value computed from these alone
@@ -118,7 +116,7 @@ def _rp_bin(i, a, b, op):
     t = getattr(_TARGET, "t", None)
     if t is not None and t[0] == "multi":   # several operations, each its own change: id -> f(a, b, op)
         return t[1][i](a, b, op) if i in t[1] else _OPS[op](a, b)
-    if t is None or t[0] not in ("mutate", "replace") or (i not in t[1] if isinstance(t[1], frozenset) else i != t[1]):
+    if t is None or t[0] not in ("mutate", "replace") or i not in t[1]:     # t[1]: the changed operations' ids
         if t is not None and t[0] == "record" and len(t) > 2:
             t[2].setdefault(i, (np.shape(a), np.shape(b)))
         return _OPS[op](a, b)
@@ -350,9 +348,9 @@ def _mechanism(case, record, i, changed, gate, params, drop=frozenset()):
     holds eps; the running-statistics update where its line writes a running statistic; the gate's factor
     where it is a value of z alone; the backward formula in a backward function; the affine convention for a
     value of the parameters alone; else None (explained, not named: no mechanism of the list is known to be
-    that change). A forward value that moves with a keep-mask (``drop``: the mask, its probability p, the
-    factor c = mask / (1 - p)) is the dropout's (in the backward, the backward formula's). Where the gate input's gradient alone fails, the change is the
-    gate's factor in the backward (dz's own product)."""
+    that change). A forward operand of the keep-mask's values alone (``drop``: the mask, its probability p,
+    the factor c = mask / (1 - p)) is the dropout's (in the backward, the backward formula's). Where the gate
+    input's gradient alone fails, the change is the gate's factor in the backward (dz's own product)."""
     mod, func, line, *_ = _SOURCES[i]
     names, text = _names(changed), _LINES.get(mod, [""] * line)[line - 1]
     if "eps" in names:
@@ -363,7 +361,7 @@ def _mechanism(case, record, i, changed, gate, params, drop=frozenset()):
         return "gate"
     if "backward" in func or all(p == "grads" for p, _ in record.failing):
         return "backward"
-    if names & drop:
+    if names and names <= drop:
         return "dropout"
     if names and names <= params:
         return "affine"
@@ -373,24 +371,22 @@ def _mechanism(case, record, i, changed, gate, params, drop=frozenset()):
 def _candidates(case, record, forward_only):
     """The changes tried, in order, as (target, operation id, changed operand's source, what it says): each
     binary operation changed (CHANGES), alone, and an expression written the same way at several places
-    changed at all of them; each operand that is a name read from another value of the same
-    function and shape; two inputs of one shape in each other's place, a 0/1 mask complemented; each
-    statistic (a value smaller than x) read at the first or the next index of its leading axis; last, each operand read
-    as its square root or square (TRANSFORMS). ``forward_only``: only the forward's operations (the outputs
-    fail)."""
-    seen, ops = {}, {}
-    _evaluate(case, record, ("record", seen, ops))
-    every = ops
-    if forward_only:
-        fwd = {}
-        _evaluate(case, record, ("record", {}, fwd), cotangents={})
-        ops = {i: v for i, v in ops.items() if i in fwd}
+    changed at all of them; eps moved to an operation on statistics; each operand that is a name read from
+    another value of the same function and shape; each statistic (a value smaller than x) read at the first
+    or the next index of its leading axis; each function argument read from another value; last, each
+    operand read as its square root or square (TRANSFORMS). ``forward_only``: only the forward's operations
+    (the outputs fail). Returns (the changes, the ids of the forward's operations)."""
+    seen, every, fwd = {}, {}, {}
+    _evaluate(case, record, ("record", seen, every))
+    _evaluate(case, record, ("record", {}, fwd), cotangents={})      # the forward's operations alone
+    ops = {i: v for i, v in every.items() if i in fwd} if forward_only else every
+    n = np.size(record.inputs["x"])
     out = []
     for i in ops:
         mod, func, line, op, left, right = _SOURCES[i]
         for change, (applies, _, what) in CHANGES.items():
             if op in applies:
-                out.append((("mutate", i, change), i, left if change == "drop_left" else right,
+                out.append((("mutate", frozenset((i,)), change), i, left if change == "drop_left" else right,
                             what.format(l=f"`{left}`", r=f"`{right}`")))
     # one expression written the same way at several places (forward and backward), changed everywhere
     same = {}
@@ -408,7 +404,6 @@ def _candidates(case, record, forward_only):
     for i0 in (i for i in ops if _SOURCES[i][3] == "Add" and "eps" in (_SOURCES[i][4], _SOURCES[i][5])):
         keep = 0 if _SOURCES[i0][5] == "eps" else 1
         drop = (lambda a, b, op, k=keep: (a, b)[k])
-        n = np.size(record.inputs["x"])
         for j in (j for j in ops if j != i0 and ops[j] is not None and max(np.prod(sh, dtype=np.int64)
                                                                          for sh in ops[j]) < n):
             for side, src in enumerate(_SOURCES[j][4:]):
@@ -423,7 +418,7 @@ def _candidates(case, record, forward_only):
         for side, src in enumerate((left, right)):
             if shapes is None or not np.size(np.zeros(shapes[side])) > 1:
                 continue
-            transforms += [(("replace", i, side, fn), i, src, f"`{src}` read as {how}") for fn, how in TRANSFORMS]
+            transforms += [(("replace", frozenset((i,)), side, fn), i, src, f"`{src}` read as {how}") for fn, how in TRANSFORMS]
             if not src.isidentifier():
                 continue
             own = f"{mod}:{func}.{src}"
@@ -431,16 +426,7 @@ def _candidates(case, record, forward_only):
                 k_mod_func, name = key.rsplit(".", 1)
                 if (k_mod_func == f"{mod}:{func}" and name != src and np.shape(v) == shapes[side] and np.size(v) > 1
                         and not (own in seen and np.array_equal(seen[own], v, equal_nan=True))):
-                    out.append((("replace", i, side, lambda _, v=v: v), i, src, f"`{src}` read from `{name}`"))
-    floats = [k for k, v in record.inputs.items() if np.asarray(v).dtype.kind not in "iub"]   # (bfloat16: V)
-    for a, b in itertools.combinations(floats, 2):          # two inputs in each other's place
-        if np.shape(record.inputs[a]) == np.shape(record.inputs[b]):
-            out.append((("inputs", {a: b, b: a}), None, f"{a} {b}", f"`{a}` and `{b}` in each other's place"))
-    for a in floats:                                         # a keep-mask read as a drop-mask
-        v = np.asarray(record.inputs[a], dtype=np.float64)
-        if "mask" in a and np.size(v) and np.all((v == 0) | (v == 1)):
-            out.append((("inputs", {a: a}, "complement"), None, a, f"`{a}` read as its complement (1 - {a})"))
-    n = np.size(record.inputs["x"])
+                    out.append((("replace", frozenset((i,)), side, lambda _, v=v: v), i, src, f"`{src}` read from `{name}`"))
     for key, v in seen.items():
         if 1 < np.size(v) < n and np.ndim(v) and np.shape(v)[0] > 1:
             what = key.split(":", 1)[1]
@@ -457,7 +443,7 @@ def _candidates(case, record, forward_only):
                     and not np.array_equal(v, seen[key], equal_nan=True)):
                 out.append((("remap", key, lambda _, v=v: v), "arg", f"{key.rsplit('.', 1)[1]} {other.rsplit('.', 1)[1]}",
                             f"the argument `{key.split(':', 1)[1]}` read from `{other.split(':', 1)[1]}`"))
-    return out + transforms
+    return out + transforms, fwd
 
 
 def _first(a):
@@ -470,24 +456,6 @@ def _next(a):
     return np.roll(np.asarray(a), -1, axis=0)
 
 
-def _inputs_changed(case, record, target):
-    """The specification on changed inputs: ("inputs", {name: read from}) reads each input from another's
-    buffer (their gradients handed out in the same exchange), ("inputs", {name: name}, "complement") reads a
-    0/1 mask as 1 - mask."""
-    ins = dict(record.inputs)
-    for a, b in target[1].items():
-        v = record.inputs[b]
-        ins[a] = (1 - np.asarray(v)).astype(np.asarray(v).dtype) if len(target) > 2 else v
-    res = _evaluate(case, record, None, inputs=ins)
-    if len(target) > 2:
-        return res
-    grads = dict(res.grads)
-    for a, b in target[1].items():
-        if b in res.grads:
-            grads[a] = res.grads[b]
-    return dataclasses.replace(res, grads=grads)
-
-
 def mutation(case, record, fit_ratio):
     """One operation of the specification changed, one operand read from another value, or one statistic
     read at one index (module docstring) reproducing the failing step: an explanation {"mechanism",
@@ -498,7 +466,7 @@ def mutation(case, record, fit_ratio):
         return None
     forward_only = any(p == "outputs" for p, _ in record.failing)
     try:
-        cands = _candidates(case, record, forward_only)
+        cands, fwd = _candidates(case, record, forward_only)
     except Exception:                                   # noqa: BLE001 - a call the instrumented spec refuses
         return None
     from .. import registry
@@ -509,8 +477,7 @@ def mutation(case, record, fit_ratio):
         # value (its gradients with the plain forward's outputs), or a returned statistic (only the failing
         # outputs from the changed evaluation: the values the kernel goes on with are right)
         try:
-            fwd, plain = {}, _evaluate(case, record, None)
-            _evaluate(case, record, ("record", {}, fwd), cotangents={})
+            plain = _evaluate(case, record, None)
         except Exception:                               # noqa: BLE001 - a call the instrumented spec refuses
             fwd = {}
         apart = "grads" if not forward_only else "outputs"
@@ -519,7 +486,7 @@ def mutation(case, record, fit_ratio):
     gate = params = drop = None
     for target, i, changed, what, *keep in cands[:MUTATIONS_MAX]:
         try:
-            res = _inputs_changed(case, record, target) if target[0] == "inputs" else _evaluate(case, record, target)
+            res = _evaluate(case, record, target)
         except Exception:                               # noqa: BLE001 - a change the spec cannot go on from
             continue
         if keep and keep[1] == "grads":
@@ -529,10 +496,6 @@ def mutation(case, record, fit_ratio):
                                                                               if n in res.outputs}})
         if not _fits(record, res, fit_ratio):
             continue
-        if target[0] == "inputs":
-            names = set(target[1])
-            mech = ("dropout" if len(target) > 2 else "affine" if names <= set(PARAMETERS) else "layout")
-            return {"mechanism": mech, "text": f"the specification with {what} reproduces every failing array"}
         if gate is None:
             base = {}
             _evaluate(case, record, ("record", base))
@@ -554,7 +517,7 @@ def mutation(case, record, fit_ratio):
             return {"mechanism": "layout", "text": f"the specification with {what} (refnorm/specs/"
                     f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
         mod, func, line, op, left, right = _SOURCES[i]
-        sym = {"Add": "+", "Sub": "-", "Mult": "*", "Div": "/"}[op]
+        sym = _SYM[op]
         if target[0] == "multi":
             return {"mechanism": _mechanism(case, record, i, changed, gate, params, drop),
                     "text": f"the specification with {what} (refnorm/specs/{mod}.py) reproduces every failing array"}
