@@ -162,10 +162,13 @@ def test_the_mechanism_of_a_change_follows_its_operand_and_line():
         return next(i for i, v in rp._SOURCES.items() if v[:2] == (mod, func) and v[4:] == (left, right))
 
     class Fwd:
-        failing = (("outputs", "y"), ("grads", "x"))
+        failing, state = (("outputs", "y"), ("grads", "x")), {}
 
     class Bwd:
-        failing = (("grads", "x"),)
+        failing, state = (("grads", "x"),), {}
+
+    class Train:
+        failing, state = (("state", "num_batches_tracked"),), {"num_batches_tracked": 0, "running_mean": 0}
     params = {"weight", "bias"}
     assert rp._mechanism(None, Fwd, op("layer_norm", "layer_norm", "var", "eps"), "eps", set(), params) == "eps"
     assert rp._mechanism(None, Fwd, op("layer_norm", "layer_norm", "xhat", "weight"), "weight", set(), params) \
@@ -175,6 +178,9 @@ def test_the_mechanism_of_a_change_follows_its_operand_and_line():
         == "backward"
     assert rp._mechanism(None, Fwd, op("batch_norm", "batch_norm", "m", "mean"), "mean", set(), params) \
         == "running"
+    # a line assigning a name of the call's state (the counter): the running-statistics update
+    assert rp._mechanism(None, Train, op("batch_norm", "batch_norm", "num_batches_tracked", "1"), "1", set(),
+                         params) == "running"
 
 
 def test_every_change_keeps_the_unchanged_operations():

@@ -8,7 +8,10 @@ arrays fail).
 * **a returned array in another index order** (``permuted_outputs``, mechanism "layout"): a failing
   array equal to the reference's with its elements permuted by a transpose of its axes, a transpose of a
   (a, b) factorization of its size or of one of its axis groups ((N, G) statistics written as (G, N)
-  memory), or its column-major order; every failing array of the step so explained;
+  memory), or its column-major order, or written at a stride (element j at index j * k, the other
+  elements one never-written fill: a row's statistic stored at row * stride_x_row); another returned array
+  in its place (a return tuple unpacked in the wrong order: explained, no mechanism named); every failing
+  array of the step so explained;
 * **a parameter read at another index, or rounded** (``param_index``): the effective weight and bias of
   each feature solved from the kernel's y by least squares over the rows (y is affine in them: three
   evaluations of the specification give the coefficients), matched against the parameter under index maps
@@ -113,6 +116,13 @@ def permuted_outputs(ex, case, record, ref):
         qd = record.E.get("dtypes", {}).get((part, name))
         s = _sample(got, want, E, qd=qd)
         g1, E1 = np.asarray(got).reshape(-1)[s], np.broadcast_to(E, np.shape(got)).reshape(-1)[s]
+        other = next((o for o, v in ref.outputs.items() if part == "outputs" and o != name and v is not None
+                      and np.shape(v) == np.shape(got) and qd is None and ex.fit_ratio(got, v, E) <= 1), None)
+        if other is not None:           # another returned array in its place (a return tuple unpacked in the
+            out.append({"part": part, "name": name, "step": record.step, "mechanism": None,    # wrong order)
+                        "text": f"{ex._label(part, name)} is the expected {ex._label(part, other)}, returned in its "
+                                f"place"})
+            continue
         for m, what in index_orders(np.shape(got)):
             if qd is not None:          # a quantized array (a block scale's codes): the judge's own test
                 if _fails(g1, want[m[s]], E1, qd) or _fails(got, want[m].reshape(np.shape(got)), E, qd):
@@ -123,8 +133,45 @@ def permuted_outputs(ex, case, record, ref):
                         "text": f"{ex._label(part, name)} is the expected array with {what}"})
             break
         else:
-            return []
+            what = _strided_write(ex, got, want, E, qd)
+            if what is None:
+                return []
+            out.append({"part": part, "name": name, "step": record.step, "mechanism": "layout",
+                        "text": f"{ex._label(part, name)} is {what}"})
     return out
+
+
+def _strided_write(ex, got, want, E, qd):
+    """The failing array written at a stride (a row's statistic stored at row * k, the offset of another
+    pointer copied): the element j of the expected (flattened) array at index j * k while j * k is inside the
+    array, every other element one fill value (the buffer's, 0 or NaN) that the expected array does not hold
+    there; the smallest such k >= 2 (k >= the size: element 0 alone written), in words, or None."""
+    g, w = np.asarray(got, dtype=np.float64).reshape(-1), np.asarray(want, dtype=np.float64).reshape(-1)
+    Ef = np.broadcast_to(E, np.shape(got)).reshape(-1)
+    size = g.size
+    for k in range(2, size + 1):           # k = size: only element 0 written (a stride of at least the size)
+        at = np.arange(0, size, k)
+        rest = np.ones(size, dtype=bool)
+        rest[at] = False
+        fill = g[rest]
+        if not (np.all(fill == fill[0]) or np.all(np.isnan(fill))):
+            continue
+        src = np.arange(at.size)
+        if qd is not None:
+            if _fails(g[at], w[src], Ef[at], qd):
+                continue
+        elif ex.fit_ratio(g[at], w[src], Ef[at]) > 1:
+            continue
+        if ex.fit_ratio(fill, w[rest], Ef[rest]) <= 1:      # the expected values there too: not a gap
+            continue
+        if at.size == 1:
+            return (f"written at a stride of at least {size}: element 0 of the expected array stored at index 0 and "
+                    f"every other index of the row stride j * k outside the array; every other element holds "
+                    f"{fill[0]:g}, never written")
+        return (f"written at a stride of {k}: element j of the expected array stored at index j * {k} "
+                f"(the first {at.size} of its {size} values, each at {k} times its index); every other element "
+                f"holds {fill[0]:g}, never written")
+    return None
 
 
 def _fails(got, want, E, qd):

@@ -84,6 +84,8 @@ def _floating(v) -> bool:
 
 def _rp_hook(key, value):
     t = getattr(_TARGET, "t", None)
+    if t is not None and t[0] == "remapk":      # several names, each its own change (a count is an int)
+        return t[1][key](value) if key in t[1] else value
     if t is None or not _floating(value):
         return value
     if t[0] == "record":
@@ -119,11 +121,57 @@ def _rp_bin(i, a, b, op):
     if t is None or t[0] not in ("mutate", "replace") or i not in t[1]:     # t[1]: the changed operations' ids
         if t is not None and t[0] == "record" and len(t) > 2:
             t[2].setdefault(i, (np.shape(a), np.shape(b)))
+            if len(t) > 4:
+                t[4].setdefault(i, (_int(a), _int(b)))
         return _OPS[op](a, b)
     if t[0] == "replace":                   # one operand read from another value (t[3] of the operand)
         a, b = (t[3](a), b) if t[2] == 0 else (a, t[3](b))
         return _OPS[op](a, b)
     return CHANGES[t[2]][1](a, b, op)
+
+
+def _int(v):
+    """v where it is an integer scalar (a count, a size), else None."""
+    return int(v) if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) else None
+
+
+_REDUCE = {"sum": np.sum, "mean": np.mean}
+
+
+def _rp_red(i, a, kind, axis, keepdims):
+    """``a.sum(axis=axis, keepdims=keepdims)`` (or mean) of the specification, reduction ``i``; recorded as
+    (a's shape, the reduced axes, keepdims), or changed by the target ("reduce", i, f(a, reducer, axes, keepdims))."""
+    t = getattr(_TARGET, "t", None)
+    f = _REDUCE[kind]
+    if t is None or not isinstance(a, np.ndarray) or a.dtype.kind != "f":
+        return f(a, axis=axis, keepdims=keepdims)
+    if t[0] == "record" and len(t) > 3:
+        t[3].setdefault(i, (a.shape, _axes(axis, a.ndim), bool(keepdims)))
+    if t[0] == "reduce" and t[1] == i:
+        return t[2](a, f, _axes(axis, a.ndim), bool(keepdims))
+    return f(a, axis=axis, keepdims=keepdims)
+
+
+def _axes(axis, ndim):
+    """A reduction's axes as a sorted tuple of non-negative ints."""
+    if axis is None:
+        return tuple(range(ndim))
+    return tuple(sorted(a % ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,))))
+
+
+def _over(axes2):
+    """The change "the reduction over ``axes2`` instead": its result broadcast to the right one's shape."""
+    def f(a, red, axes, keepdims):
+        r = red(a, axis=axes2, keepdims=True)
+        if not keepdims:
+            r = r.reshape([s for k, s in enumerate(r.shape) if k not in axes])
+        return np.array(np.broadcast_to(r, red(a, axis=axes, keepdims=keepdims).shape))
+    return f
+
+
+def _count(n2):
+    """The change "a mean's sum divided by ``n2``" (the count it takes)."""
+    return lambda a, red, axes, keepdims: np.sum(a, axis=axes, keepdims=keepdims) / n2
 
 
 _LEVEL = {"Add": 1, "Sub": 1, "Mult": 2, "Div": 2}
@@ -163,6 +211,26 @@ class _Instrument(ast.NodeTransformer):
         i = len(_SOURCES)
         _SOURCES[i] = (self.module, self.funcs[-1], node.lineno, op) + seg
         return ast.Call(ast.Name("_rp_bin", ast.Load()), [ast.Constant(i), node.left, node.right, ast.Constant(op)], [])
+
+    def visit_Call(self, node):
+        """``a.sum(axis=..., keepdims=...)``, ``a.mean(...)``, ``np.sum(a, ...)``, ``np.mean(a, ...)`` (no other
+        argument) -> ``_rp_red(i, a, kind, axis, keepdims)``."""
+        f = node.func
+        numpy_call = isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "np"
+        kw = {k.arg: k.value for k in node.keywords}
+        if (not self.funcs or not isinstance(f, ast.Attribute) or f.attr not in _REDUCE or None in kw
+                or set(kw) - {"axis", "keepdims"} or (len(node.args) != 1 if numpy_call else node.args)):
+            self.generic_visit(node)
+            return node
+        segs = (ast.get_source_segment(self.source, node.args[0] if numpy_call else f.value) or "a",
+                ast.get_source_segment(self.source, kw["axis"]) if "axis" in kw else "None")
+        self.generic_visit(node)
+        kw = {k.arg: k.value for k in node.keywords}
+        arr = node.args[0] if numpy_call else node.func.value
+        i = len(_SOURCES)
+        _SOURCES[i] = (self.module, self.funcs[-1], node.lineno, f.attr) + segs
+        return ast.Call(ast.Name("_rp_red", ast.Load()), [ast.Constant(i), arr, ast.Constant(f.attr),
+                        kw.get("axis", ast.Constant(None)), kw.get("keepdims", ast.Constant(False))], [])
 
     def visit_FunctionDef(self, node):
         self.funcs.append(node.name)
@@ -217,7 +285,7 @@ def _rp_module(name):
             tree = _Instrument(name, src).visit(ast.parse(src))
             ast.fix_missing_locations(tree)
             ns = {"__name__": f"refnorm.specs.{name}", "__package__": "refnorm.specs", "_rp_hook": _rp_hook,
-                  "_rp_module": _rp_module, "_rp_bin": _rp_bin}
+                  "_rp_module": _rp_module, "_rp_bin": _rp_bin, "_rp_red": _rp_red}
             exec(compile(tree, mod.__file__, "exec"), ns)      # noqa: S102 - the project's own specification
             _BUILT[name] = _Namespace(ns)
         return _BUILT[name]
@@ -348,15 +416,17 @@ def _mechanism(case, record, i, changed, gate, params, drop=frozenset()):
     holds eps; the running-statistics update where its line writes a running statistic; the gate's factor
     where it is a value of z alone; the backward formula in a backward function; the affine convention for a
     value of the parameters alone; else None (explained, not named: no mechanism of the list is known to be
-    that change). A forward operand of the keep-mask's values alone (``drop``: the mask, its probability p,
+    that change; "running" too where the line assigns a name of the call's state, num_batches_tracked). A
+    forward operand of the keep-mask's values alone (``drop``: the mask, its probability p,
     the factor c = mask / (1 - p)) is the dropout's (in the backward, the backward formula's). Where the gate
     input's gradient alone fails, the change is the gate's factor in the backward (dz's own product)."""
     mod, func, line, *_ = _SOURCES[i]
     names, text = _names(changed), _LINES.get(mod, [""] * line)[line - 1]
     if "eps" in names:
         return "eps"
-    if "running" in text.split("#")[0]:
-        return "running"
+    code = text.split("#")[0]
+    if "running" in code or "=" in code and _names(code.split("=")[0].strip().rstrip(",")) & set(record.state):
+        return "running"                            # a line updating a running statistic (or another state)
     if names & gate or {n for _, n in record.failing} == {"z"}:      # z's gradient alone: the gate's backward
         return "gate"
     if "backward" in func or all(p == "grads" for p, _ in record.failing):
@@ -376,10 +446,12 @@ def _candidates(case, record, forward_only):
     or the next index of its leading axis; each function argument read from another value; last, each
     operand read as its square root or square (TRANSFORMS). ``forward_only``: only the forward's operations
     (the outputs fail). Returns (the changes, the ids of the forward's operations)."""
-    seen, every, fwd = {}, {}, {}
-    _evaluate(case, record, ("record", seen, every))
-    _evaluate(case, record, ("record", {}, fwd), cotangents={})      # the forward's operations alone
+    seen, every, reds, ints, fwd, fwd_reds = {}, {}, {}, {}, {}, {}
+    _evaluate(case, record, ("record", seen, every, reds, ints))
+    _evaluate(case, record, ("record", {}, fwd, fwd_reds), cotangents={})      # the forward's operations alone
     ops = {i: v for i, v in every.items() if i in fwd} if forward_only else every
+    if forward_only:
+        reds = {i: v for i, v in reds.items() if i in fwd_reds}
     n = np.size(record.inputs["x"])
     out = []
     for i in ops:
@@ -412,6 +484,7 @@ def _candidates(case, record, forward_only):
                             f"eps moved from `{_SOURCES[i0][4]} + {_SOURCES[i0][5]}` to `{src}` + eps in "
                             f"`{_SOURCES[j][4]} {_SYM[_SOURCES[j][3]]} {_SOURCES[j][5]}` ({_SOURCES[j][1]}, line "
                             f"{_SOURCES[j][2]})"))
+    out += _count_changes(seen, reds, ops, ints, np.shape(record.inputs["x"]))
     transforms = []
     for i, shapes in ops.items():
         mod, func, line, op, left, right = _SOURCES[i]
@@ -444,6 +517,53 @@ def _candidates(case, record, forward_only):
                 out.append((("remap", key, lambda _, v=v: v), "arg", f"{key.rsplit('.', 1)[1]} {other.rsplit('.', 1)[1]}",
                             f"the argument `{key.split(':', 1)[1]}` read from `{other.split(':', 1)[1]}`"))
     return out + transforms, fwd
+
+
+def _count_changes(seen, reds, ops, ints, xshape):
+    """The changes of what a reduction spans (module docstring), as _candidates' tuples: the mean of
+    refnorm/specs/_math.centered (the two-pass mean_A) taken as the sum divided by another count n2 (the
+    correction pass left out: the mean is sum / n2 by definition), alone and with the variance's count
+    n2 too; each reduction over every axis or one more axis, a mean's sum divided by another count; an
+    integer operand of an operation on floating values (a count, a step) read as one more or less, or as
+    one of x's sizes."""
+    out = []
+    m0, xc = seen.get("_math:centered.m0"), seen.get("_math:centered.x")
+    if m0 is not None and xc is not None and np.ndim(m0) == np.ndim(xc) and np.size(m0):
+        n = np.size(xc) // np.size(m0)
+        axes = [a for a in range(np.ndim(xc)) if np.shape(m0)[a] == 1 and np.shape(xc)[a] != 1]
+        for n2 in _counts(n, [np.shape(xc)[a] for a in axes]):
+            mean = {"_math:centered.m0": lambda v, n2=n2: v * (n / n2), "_math:centered.c": lambda v: 0 * v}
+            what = f"the mean (refnorm/specs/_math.py centered) taken as the sum divided by {n2} where n = {n} belongs"
+            out.append((("remapk", mean), "count", (n, n2), what))
+            out.append((("remapk", {**mean, "_math:moments.n": lambda v, n2=n2: n2}), "count", (n, n2),
+                        what + ", and the variance's divisor n - ddof with n = " + str(n2)))
+    for i, (shape, axes, _) in reds.items():
+        nd = len(shape)
+        if len(axes) < nd:
+            out.append((("reduce", i, _over(tuple(range(nd)))), "reduce", None, "over every axis"))
+            out += [(("reduce", i, _over(tuple(sorted(axes + (b,))))), "reduce", None, f"over axis {b} too")
+                    for b in range(nd) if b not in axes and nd - len(axes) > 1 and shape[b] > 1]
+        if _SOURCES[i][3] == "mean":
+            n = int(np.prod([shape[a] for a in axes]))
+            out += [(("reduce", i, _count(n2)), "reduce", (n, n2), f"its sum divided by {n2} where n = {n} belongs")
+                    for n2 in _counts(n, [shape[a] for a in axes])]
+    for i, pair in ints.items():
+        if i not in ops:
+            continue
+        for side, v in enumerate(pair):
+            if v is None or pair[1 - side] is not None:
+                continue
+            for k in sorted({v + 1, v - 1, *xshape, int(np.prod(xshape))} - {v}):
+                if k >= 0:
+                    out.append((("replace", frozenset((i,)), side, lambda _, k=k: k), i, _SOURCES[i][4 + side],
+                                f"`{_SOURCES[i][4 + side]}` = {v} read as {k}"))
+    return out
+
+
+def _counts(n, sizes):
+    """The counts a reduction over n values (of axes of ``sizes``) may take instead: one more or less, one
+    axis's size (several axes)."""
+    return sorted({n + 1, n - 1, *(sizes if len(sizes) > 1 else ())} - {n, 0})
 
 
 def _first(a):
@@ -513,6 +633,13 @@ def mutation(case, record, fit_ratio):
             mech = "backward" if "backward" in func or all(p == "grads" for p, _ in record.failing) else None
             return {"mechanism": mech, "text": f"the specification with {what} (refnorm/specs/"
                     f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
+        if i in ("count", "reduce"):                   # what a reduction spans: its count, its axes
+            mech = "bessel" if changed is not None and changed[1] == changed[0] - 1 else "reduction"
+            where = ("the specification with" if i == "count" else
+                     f"the specification with `{_SOURCES[target[1]][4]}`'s {_SOURCES[target[1]][3]} (over "
+                     f"{_SOURCES[target[1]][5]}, {_SOURCES[target[1]][1]}, refnorm/specs/{_SOURCES[target[1]][0]}.py "
+                     f"line {_SOURCES[target[1]][2]})")
+            return {"mechanism": mech, "text": f"{where} {what} reproduces every failing array"}
         if i is None:                                   # a statistic read at one index: an index misread
             return {"mechanism": "layout", "text": f"the specification with {what} (refnorm/specs/"
                     f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
