@@ -786,7 +786,8 @@ def layout_misread(case, record, reference):
 
 def fused_activation(case, record, reference):
     """group_norm_silu's SiLU at another point of the chain p = x_hat w + b, y = silu(p): y = silu(x_hat) w
-    + b (before the affine), silu(x_hat w) + b (the bias after it), p (the SiLU left out); or a backward
+    + b (before the affine), silu(x_hat w) + b (the bias after it), p (the SiLU left out), silu(silu(p)) (the
+    SiLU applied twice: the fused kernel's and the caller's); or a backward
     that ignores it (group_norm's gradients of dy). Explanations of the failing arrays they reproduce (every
     failing output, the gradients following; or every failing gradient), or []."""
     x = record.inputs.get("x")
@@ -812,7 +813,9 @@ def fused_activation(case, record, reference):
         got = record.got["outputs"]["y"]
         for y, what, mech in ((silu(xhat) * w + b, "the SiLU applied to x_hat before the affine", "affine"),
                               (silu(xhat * w) + b, "the bias added after the SiLU", "affine"),
-                              (np.asarray(gn.outputs["y"], dtype=np.float64), "the SiLU left out", "semantics")):
+                              (np.asarray(gn.outputs["y"], dtype=np.float64), "the SiLU left out", "semantics"),
+                              (silu(silu(np.asarray(gn.outputs["y"], dtype=np.float64))), "the SiLU applied twice",
+                               "semantics")):
             if fit_ratio(got, y, E(("outputs", "y"))) <= 1:
                 return [{"part": "outputs", "name": "y", "step": record.step, "mechanism": mech,
                          "text": f"y is the specification's with {what}"}]

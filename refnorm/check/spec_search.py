@@ -485,6 +485,8 @@ def _candidates(case, record, forward_only):
                             f"`{_SOURCES[j][4]} {_SYM[_SOURCES[j][3]]} {_SOURCES[j][5]}` ({_SOURCES[j][1]}, line "
                             f"{_SOURCES[j][2]})"))
     out += _count_changes(seen, reds, ops, ints, np.shape(record.inputs["x"]))
+    if not forward_only:
+        out += _statistics_read(seen)
     transforms = []
     for i, shapes in ops.items():
         mod, func, line, op, left, right = _SOURCES[i]
@@ -557,6 +559,53 @@ def _count_changes(seen, reds, ops, ints, xshape):
                 if k >= 0:
                     out.append((("replace", frozenset((i,)), side, lambda _, k=k: k), i, _SOURCES[i][4 + side],
                                 f"`{_SOURCES[i][4 + side]}` = {v} read as {k}"))
+    return out
+
+
+def _statistics_read(seen):
+    """The backward reading the saved statistics at another index (a sample's, a group's, the next row's) and
+    recomputing x_hat from them: a backward function's arguments rstd and xhat remapped together, x_hat' =
+    (x_hat / rstd + mean - mean') rstd' (mean: the forward's, of rstd's size; 0 for an RMS norm), for each
+    index map of ``_index_maps``; as _candidates' tuples."""
+    out = []
+    for key in (k for k in seen if k in _ARGS and k.endswith(".rstd") and "backward" in k):
+        base, mod = key[:-len("rstd")], key.split(":", 1)[0]
+        rstd, xhat = seen[key], seen.get(base + "xhat")
+        if xhat is None or np.size(rstd) < 2 or not np.all(np.isfinite(rstd)) or np.any(rstd == 0):
+            continue
+        mean = next((np.reshape(v, np.shape(rstd)) for k, v in seen.items() if k.startswith(mod + ":")
+                     and k.endswith(".mean") and "backward" not in k and np.size(v) == np.size(rstd)), None)
+        m = np.zeros(np.shape(rstd)) if mean is None else mean
+        view = np.shape(rstd) if np.ndim(rstd) == np.ndim(xhat) else np.shape(rstd) + (-1,)
+        try:
+            xs = np.reshape(xhat, view) / np.reshape(rstd, view[:np.ndim(rstd)] + (1,) * (len(view) - np.ndim(rstd))) \
+                + np.reshape(m, view[:np.ndim(rstd)] + (1,) * (len(view) - np.ndim(rstd)))      # x (minus 0 mean)
+        except ValueError:
+            continue
+        for f, what in _index_maps(np.shape(rstd)):
+            r2, m2 = f(rstd), f(m)
+            sh = view[:np.ndim(rstd)] + (1,) * (len(view) - np.ndim(rstd))
+            xh2 = np.reshape((xs - np.reshape(m2, sh)) * np.reshape(r2, sh), np.shape(xhat))
+            stats = "rstd" if mean is None else "mean and rstd"
+            out.append((("remapk", {key: lambda v, r2=r2: r2, base + "xhat": lambda v, xh2=xh2: xh2}), "read", None,
+                        f"the backward's {stats} read at {what} (x_hat recomputed from them)"))
+    return out
+
+
+def _index_maps(shape):
+    """(f, what): a statistic array of ``shape`` read at another index: the first or the next index of each
+    axis longer than one, the flat index j read at j % k or j // k (k a divisor of the size)."""
+    out = []
+    for a, s in enumerate(shape):
+        if s > 1:
+            out.append((lambda v, a=a: np.repeat(np.take(v, [0], axis=a), np.shape(v)[a], axis=a),
+                        f"the first index of its axis {a}"))
+            out.append((lambda v, a=a: np.roll(v, -1, axis=a), f"the next index of its axis {a} (wrapping)"))
+    size = int(np.prod(shape))
+    for k in (k for k in range(2, size) if size % k == 0):
+        j = np.arange(size)
+        for idx, what in ((j % k, f"the flat index j % {k}"), (j // k, f"the flat index j // {k}")):
+            out.append((lambda v, idx=idx: np.reshape(np.reshape(v, -1)[idx], np.shape(v)), what))
     return out
 
 
@@ -633,6 +682,8 @@ def mutation(case, record, fit_ratio):
             mech = "backward" if "backward" in func or all(p == "grads" for p, _ in record.failing) else None
             return {"mechanism": mech, "text": f"the specification with {what} (refnorm/specs/"
                     f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
+        if i == "read":                                 # the statistics read at another index: an index misread
+            return {"mechanism": "layout", "text": f"the specification with {what} reproduces every failing array"}
         if i in ("count", "reduce"):                   # what a reduction spans: its count, its axes
             mech = "bessel" if changed is not None and changed[1] == changed[0] - 1 else "reduction"
             where = ("the specification with" if i == "count" else

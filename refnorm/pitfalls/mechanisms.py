@@ -21,7 +21,8 @@ MECHANISMS = {
     "running": "the running-statistics update rule (momentum, what is updated)",
     "mode": "which statistics a call uses (batch or running, the mode)",
     "backward": "the backward formula: a term missing or the wrong product",
-    "reduction": "a parameter-gradient reduction dropping or repeating blocks, or on the wrong axes",
+    "reduction": "a reduction dropping or repeating blocks, counting its values wrong, or on the wrong axes (a "
+                 "parameter gradient's, a statistic's)",
     "layout": "a layout, stride or index misread",
     "affine": "the affine convention (which weight, the offset, the cast order)",
     "semantics": "another normalizer's equation or axes",
