@@ -139,9 +139,24 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind6", "nqb_scales_column_major", "norm_quant_block/normal_rms_mx_f32_3x200", "layout", "column-major"),
     # a power-of-two block's masked lanes loaded as 1.0 entering sum(x^2)
     ("blind6", "rms_pad_lanes_loaded_as_one", "rms_norm/normal_eps1e-05_f32_6x100", "block", "loaded as 1.0"),
+    # the mean's count n - ddof (z_score's mean divided by n - 1): the Bessel divisor where n belongs
+    ("blind7", "zs_mean_divided_by_n_minus_ddof", "z_score/normal_f64_9x7", "bessel", "sum divided by 6 where n = 7"),
+    # the instance sums divided by one spatial axis's size (a count of 8 where 64 belongs)
+    ("blind7", "in_count_last_spatial_axis", "instance_norm/normal_f16_2x2x8x8", "reduction",
+     "sum divided by 8 where n = 64"),
+    # num_batches_tracked counted up by the batch size: an integer operand of a state line read as x.shape[0]
+    ("blind7", "bn_nbt_plus_batch_size", "batch_norm/normal_f64_7x3", "running", "`1` = 1 read as 7"),
+    # the backward reading every sample's statistics at sample 0 (x_hat recomputed from them)
+    ("blind6", "gn_bwd_stats_of_first_sample", "group_norm/normal_g3_f64_3x6x7", "layout",
+     "mean and rstd read at the first index of its axis 0"),
+    # rstd stored at row * the row length: rows 0 and 1 land at 0 and 7 of 9, the rest never written
+    ("blind7", "rms_rstd_stored_at_row_stride", "rms_norm/normal_eps1e-05_f64_9x7", "layout",
+     "written at a stride of 7"),
+    # the fused activation applied twice (the kernel's and the caller's)
+    ("blind7", "gns_silu_applied_twice", "group_norm_silu/normal_g3_f64_3x6x7", "semantics", "SiLU applied twice"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
-    """Families added on blind5 / blind6 (development sets since their measurement), each on one of its
+    """Families added on blind5 / blind6 / blind7 (development sets since their measurement), each on one of its
     kernels: the mechanism and the explanation's words."""
     import importlib
     mod = importlib.import_module(f"planted.{src}")
@@ -150,6 +165,16 @@ def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism
     assert r.status == "failed"
     d = r.diagnosis
     assert d["mechanism"] == mechanism and words in d["message"], d["message"]
+
+
+def test_outputs_returned_in_each_others_place_are_explained_unnamed():
+    """group_norm's mean and rstd handed out in each other's place (tests/planted/blind7.py): explained, with no
+    mechanism of the list named (its author labelled it none)."""
+    from planted.blind7 import Blind7Kernel
+    r = check_case(Blind7Kernel("gn_mean_rstd_outputs_swapped"), load_case(GOLDEN, "group_norm/normal_g3_f64_3x6x7"))
+    d = r.diagnosis
+    assert r.status == "failed" and d["mechanism"] is None and "no mechanism of refnorm's list names" in d["message"]
+    assert "mean is the expected rstd, returned in its place" in d["message"], d["message"]
 
 
 def test_the_mechanism_of_a_change_follows_its_operand_and_line():
