@@ -375,7 +375,7 @@ CAUGHT_BY_8 = {
     "dyt_missing_weight_as_zero": ("dyt/normal_noweight_f32_1x10x24", "output.y"),
     "aln_dmodulation_mean_over_tokens": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.scale"),
     "poly_powers_of_normalized_x": ("poly_norm/normal_f64_3x7", "output.y"),
-    "zs_constant_slice_nan": ("z_score/const_f64_4x6", "output.y"),
+    "zs_std_output_biased": ("z_score/normal_f64_9x7", "output.std"),
     "zs_bwd_mean_term_over_n_minus_ddof": ("z_score/normal_f64_9x7", "grad.x"),
     "lp_bwd_ignores_eps_clamp": ("lp_normalize/std1e-3_eps0.3_f32_9x7", "grad.x"),
     "lp_norm_output_clamped": ("lp_normalize/std1e-3_eps0.3_f32_9x7", "output.norm"),

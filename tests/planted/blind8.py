@@ -62,7 +62,7 @@ BUGS = {
         "layer_norm", "one_pass",
         "the variance accumulated about the row's first value (shifted data, shift = x[0]) as mean((x - x0)^2) "
         "without subtracting (mean - x0)^2: var too large, forward (the backward's formula on that rstd)",
-        "pattern: the shifted-data variance algorithm with its correction term (mean - K)^2 left out"),
+        "cf. " + GH + "gm-spacagna/sparkz/issues/8 (a running variance missing a term of its expansion)"),
     "ln_eps_added_twice": (
         "layer_norm", "eps",
         "eps added in the variance's finalization and again under the rsqrt: rstd = 1 / sqrt(var + 2 eps), "
@@ -77,18 +77,20 @@ BUGS = {
         "layer_norm", "precision",
         "16-bit inputs: the backward's row sums of g and g * x_hat accumulated left to right in the input dtype "
         "(its mean(g) and mean(g * x_hat) terms), dx",
-        "pattern: the backward's reduction accumulator declared with the input's dtype"),
+        "cf. " + GH + "apache/mxnet/issues/14073 (LayerNorm performing its reductions in fp16 for fp16 inputs)"),
     "ln_rows_past_grid_limit": (
         "layer_norm", "block",
         "one program per row on a grid dimension capped at 65535: rows from 65535 on are never processed (y, "
         "mean, rstd and dx left 0, dweight and dbias without them)",
-        "pattern: launching rows on gridDim.y (at most 65535)"),
+        "cf. " + GH + "PaddlePaddle/Paddle/pull/31144 (a layernorm grad kernel launched with its rows on the grid's y "
+        "dimension, at most 65535)"),
     # ------------------------------------------------------------------ rms_norm
     "rms_norm_centred": (
         "rms_norm", "semantics",
         "eps inside: the RMS norm computed by the LayerNorm kernel without a bias: x centred by its row mean "
         "before the mean square and the scaling (rstd the LayerNorm's), forward and backward",
-        "pattern: RMSNorm routed to a LayerNorm kernel with bias=None"),
+        GH + "mit-han-lab/omniserve/issues/32 (rms_norm_general invokes the layer norm kernel with beta = nullptr: the "
+        "mean is still subtracted)"),
     "rms_outside_rstd_saved_inside": (
         "rms_norm", "eps",
         "eps_placement='outside': the saved rstd written as 1 / sqrt(mean(x^2) + eps) (the inside formula); "
@@ -103,18 +105,19 @@ BUGS = {
         "rms_norm", "precision",
         "16-bit inputs: dweight = sum(dy * x_hat) with x_hat read from a buffer of the input dtype (the "
         "normalized activation saved for the backward); dx right",
-        "pattern: the normalized input saved in the activation dtype for the weight-gradient kernel"),
+        "cf. " + GH + "linkedin/Liger-Kernel/pull/950 (an RMSNorm dW reduced from dY * (X * rstd).to(X_dtype))"),
     # ------------------------------------------------------------------ add_norm
     "an_dx_without_rowscale": (
         "add_norm", "backward",
         "with a rowscale: dx = ds * mask / (1 - p), the rowscale left out of x's gradient (the forward, "
         "drowscale and dresidual right)",
-        "pattern: dx = ds * keep_factor reusing the dropout-only factor"),
+        "cf. " + GH + "state-spaces/mamba/pull/1023 (dx1 written without the rowscale the forward applies)"),
     "an_prenorm_dres_after_dx": (
         "add_norm", "backward",
         "prenorm=True: residual_out's cotangent added to dresidual only, after dx (and drowscale) were computed "
         "from the normalization's ds alone",
-        "pattern: the residual_out gradient added at the dresidual store instead of into ds"),
+        "cf. " + GH + "Dao-AILab/quack/pull/53 (an RMS PreNorm backward combining the residual_out gradient at the "
+        "wrong place)"),
     "an_rowscale_indexed_by_column": (
         "add_norm", "layout",
         "the rowscale read at the column index (rowscale[j], modulo the row count) instead of the row's, "
@@ -129,22 +132,26 @@ BUGS = {
         "add_norm", "precision",
         "16-bit inputs with dropout: the factor 1 / (1 - p) rounded to the input dtype (p = 0.25: 1.3359 in "
         "bfloat16), forward and backward",
-        "pattern: scale = torch.tensor(1 / (1 - p), dtype=x.dtype)"),
+        "cf. " + GH + "PaddlePaddle/Paddle/pull/39501 (dropout on fp16 inputs computed in fp16; cast through fp32 for "
+        "accuracy)"),
     # ------------------------------------------------------------------ norm_quant
     "nq_int8_symmetric_clip": (
         "norm_quant", "saturation",
         "int8: y / scale clipped to [-127, 127] instead of [-128, 127]",
-        "pattern: the symmetric clamp(-qmax, qmax) used for int8's asymmetric range"),
+        "cf. " + GH + "tenstorrent/tt-metal/issues/56526 (quantize never produces -128: everything at or below -127.5 "
+        "saturates to -127)"),
     "nq_fp8_clamp_upper_only": (
         "norm_quant", "saturation",
         "float8 outputs: y / scale clamped with min(v, qmax) only; below -qmax the cast gives NaN (e4m3fn) or "
         "-inf (e5m2)",
-        "pattern: a one-sided clamp before the float8 cast"),
+        "cf. " + GH + "huggingface/transformers/pull/42775 (static FP8 quantization without the clamp to the float8 "
+        "range before the downcast: NaN)"),
     "nq_amax_loop_skips_last_block": (
         "norm_quant", "block",
         "rows of more than 128 columns: the amax loop over column blocks of 128 runs range(0, N - 128, 128), "
         "so the last column block never enters amax (the scale from the others, its values saturating)",
-        "pattern: an off-by-one loop bound on a blocked reduction"),
+        "cf. " + GH + "AMD-AGI/Primus-Turbo/pull/306 (an amax reduction returning the first tile's max only: wrong "
+        "FP8 scales)"),
     "nq_scale_output_unclamped": (
         "norm_quant", "quant_scale",
         "dynamic scale: the returned scale is amax / qmax before the scale_ub and min_scale clamps; q is "
@@ -154,7 +161,8 @@ BUGS = {
     "nqb_zero_block_divides_by_zero": (
         "norm_quant_block", "quant_scale",
         "fp8_group: an all-zero block (scale 0) quantized as 0 / 0: NaN instead of 0",
-        "pattern: y / scale without a guard for a zero scale"),
+        GH + "huggingface/kernels-community/issues/681 (act_quant: s = max|x| / 448 with no floor, an all-zero "
+        "block quantized as 0 / 0 = NaN)"),
     "nqb_residual_added_after_norm": (
         "norm_quant_block", "semantics",
         "with a residual: the residual added to the normalized x (post-norm) and that quantized, instead of "
@@ -179,13 +187,15 @@ BUGS = {
         "group_norm", "backward",
         "the backward takes the saved rstd for the variance: rstd' = 1 / sqrt(rstd + eps), and x_hat, dx and "
         "dweight from it (y right)",
-        "pattern: the backward expecting var where the forward saves rstd"),
+        "cf. " + GH + "microsoft/onnxruntime/pull/8172 (a BatchNorm backward: the saved inverse std and inverse "
+        "variance confused)"),
     # ------------------------------------------------------------------ group_norm_silu
     "gns_g1_fast_path_without_silu": (
         "group_norm_silu", "semantics",
         "num_groups == 1 dispatched to a plain (layer-norm-like) fast path that never applies the SiLU: "
         "group_norm's forward and backward",
-        "pattern: a special-case dispatch dropping the fused activation"),
+        "cf. " + GH + "Comfy-Org/comfy-kitchen/pull/175 (a group-norm kernel's dispatch selecting the wrong SiLU "
+        "variant for a special path)"),
     "gns_dweight_from_p": (
         "group_norm_silu", "backward",
         "dweight = sum(dp * p): the pre-activation p = x_hat * w + b instead of x_hat (dx and dbias right)",
@@ -195,27 +205,31 @@ BUGS = {
         "gated_norm", "gate",
         "norm_before_gate=True: dz = dy * x_hat * silu'(z), the weight and bias left out of the normalized "
         "value the gate multiplies (dx, dweight right)",
-        "pattern: the gate gradient from the saved x_hat"),
+        "cf. " + GH + "fla-org/flash-linear-attention/pull/1071 (a gated norm's backward using the wrong recomputed "
+        "intermediate of the gated output)"),
     "gated_unfused_gate_rounded": (
         "gated_norm", "precision",
         "norm_before_gate=False, 16-bit inputs: x * silu(z) rounded to the input dtype before the norm (an "
         "unfused gate), forward and backward",
-        "pattern: x * F.silu(z) in bfloat16 then the norm kernel"),
+        "cf. " + GH + "mudler/vllm.cpp/pull/2957 (silu(gate) narrowed to the 16-bit dtype before the multiply or not: "
+        "different results)"),
     # ------------------------------------------------------------------ batch_norm
     "bn_eval_dx_without_rstd": (
         "batch_norm", "backward",
         "eval with running statistics: dx = dy * weight, the factor rstd left out (y right)",
-        "pattern: a frozen batch norm's backward written as the affine's"),
+        "cf. " + GH + "pytorch/xla/issues/913 (BatchNorm in eval mode producing a wrong input gradient)"),
     "bn_eval_fold_shift_unscaled": (
         "batch_norm", "affine",
         "eval with running statistics, folded: y = x * (w * rstd) + (b - running_mean) instead of b - "
         "running_mean * w * rstd (the gradients right)",
-        "pattern: folding batch norm into a scale and shift"),
+        "cf. " + GH + "vlfeat/matconvnet/issues/772 (mergeBatchNorm: a term of the folded bias not multiplied by the "
+        "scale)"),
     "bn_running_var_includes_eps": (
         "batch_norm", "running",
         "torch convention, training: running_var updated with (var + eps) * n / (n - 1), the batch variance "
         "recovered from the saved rstd as 1 / rstd^2",
-        "pattern: running_var updated from 1 / invstd^2"),
+        "cf. " + GH + "keras-team/keras-contrib/pull/287 (BatchRenorm's running variance updated from a std that "
+        "includes eps: too large by eps)"),
     "bn_nbt_reset_to_one": (
         "batch_norm", "running",
         "training: num_batches_tracked written as 1 (the counter not loaded: 0 + 1), and momentum=None's "
@@ -244,7 +258,7 @@ BUGS = {
     "aln_dmodulation_mean_over_tokens": (
         "adaptive_layer_norm", "backward",
         "dscale and dshift averaged over the tokens (divided by T) instead of summed",
-        "pattern: .mean(dim=1) for the modulation's gradient"),
+        "cf. " + GH + "kvfrans/notes/issues/5 (a bias gradient taken as the mean over the batch instead of the sum)"),
     # ------------------------------------------------------------------ poly_norm
     "poly_powers_of_normalized_x": (
         "poly_norm", "semantics",
@@ -252,10 +266,12 @@ BUGS = {
         "power x^p divided by its own rms, forward and backward",
         "pattern: norm(x)^p read for norm(x^p)"),
     # ------------------------------------------------------------------ z_score
-    "zs_constant_slice_nan": (
-        "z_score", "eps",
-        "eps = 0 and a constant slice: y = 0 / 0 = NaN (no guard for std = 0), and dx and dweight NaN",
-        "pattern: (x - mean) / std without a zero check"),
+    "zs_std_output_biased": (
+        "z_score", "bessel",
+        "ddof > 0: the returned std computed with the divisor n (the biased variance) while y and the gradients "
+        "use n - ddof",
+        "cf. " + GH + "El3ssar/ResDAG/issues/247 (a standardization's std computed with another ddof than the "
+        "convention expected)"),
     "zs_bwd_mean_term_over_n_minus_ddof": (
         "z_score", "bessel",
         "ddof > 0: dx's -mean(g) term divides sum(g) by n - ddof instead of n",
@@ -265,7 +281,7 @@ BUGS = {
         "lp_normalize", "eps",
         "torch rule: the backward differentiates x / ||x|| for every slice, ignoring the clamp max(||x||, eps) "
         "(where ||x|| < eps dx should be dy / eps)",
-        "pattern: the gradient of x / norm written without the clamp's branch"),
+        "cf. " + GH + "chainer/chainer/pull/4190 (NormalizeL2's backward wrong for a non-negligible eps)"),
     "lp_norm_output_clamped": (
         "lp_normalize", "eps",
         "torch rule: the returned norm is max(||x||, eps) (the clamped denominator) instead of ||x||; y right",
@@ -726,21 +742,15 @@ class Blind8Kernel(Blind7Kernel):
         cfg, inp = call.config, call.inputs
         x, n, back = _axes_rows(inp["x"].astype(acc), cfg["dim"])
         m = n - int(cfg["ddof"])
-        if n == 0 or m <= 0 or b not in ("zs_constant_slice_nan", "zs_bwd_mean_term_over_n_minus_ddof"):
+        if n == 0 or m <= 0 or b not in ("zs_std_output_biased", "zs_bwd_mean_term_over_n_minus_ddof"):
             return r
         mean = _axes_rows(r.outputs["mean"].astype(acc), cfg["dim"])[0]
         std = _axes_rows(r.outputs["std"].astype(acc), cfg["dim"])[0]
-        if b == "zs_constant_slice_nan":
-            if not (std == 0).any():
+        if b == "zs_std_output_biased":
+            if m == n:
                 return r
-            nan = np.where(std == 0, acc(np.nan), acc(0))          # (x - mean) / std = 0 / 0
-            y = _axes_rows(r.outputs["y"].astype(acc), cfg["dim"])[0] + nan
-            grads = dict(r.grads)
-            for k in ("x", "weight"):
-                if k in grads:
-                    v = _axes_rows(grads[k].astype(acc), cfg["dim"])[0] if k == "x" else grads[k].astype(acc)
-                    grads[k] = _store(back(v + nan) if k == "x" else v + nan.sum(), d)
-            return Returned({**r.outputs, "y": _store(back(y), d)}, grads)
+            std_n = np.sqrt(_rsum((x - mean) ** 2) / acc(n) + acc(cfg["eps"]))
+            return Returned({**r.outputs, "std": back(std_n, True).astype(acc)}, r.grads)
         if "y" not in call.cotangents or m == n:
             return r
         w = None if inp.get("weight") is None else inp["weight"].astype(acc).reshape(1, n)
