@@ -371,6 +371,7 @@ CAUGHT_BY_8 = {
     "bn_nbt_reset_to_one": ("batch_norm/normal_cumavg_nbt2_train3_f32_5x3x4", "state.num_batches_tracked"),
     "in_dweight_from_dy": ("instance_norm/normal_f64_3x2x7", "grad.weight"),
     "in_running_var_from_mean_std": ("instance_norm/normal_train3_eval_f32_4x3x6", "state.running_var"),
+    "in_eval_running_var_read_as_std": ("instance_norm/normal_eval_f32_2x3x4x4", "output.y"),
     "dyt_bias_inside_weight": ("dyt/normal_f32_7", "output.y"),
     "dyt_missing_weight_as_zero": ("dyt/normal_noweight_f32_1x10x24", "output.y"),
     "aln_dmodulation_mean_over_tokens": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.scale"),
@@ -378,6 +379,7 @@ CAUGHT_BY_8 = {
     "zs_std_output_biased": ("z_score/normal_f64_9x7", "output.std"),
     "zs_bwd_mean_term_over_n_minus_ddof": ("z_score/normal_f64_9x7", "grad.x"),
     "lp_bwd_ignores_eps_clamp": ("lp_normalize/std1e-3_eps0.3_f32_9x7", "grad.x"),
+    "lp_root_as_sqrt": ("lp_normalize/normal_p3_f16_6x100", "output.norm"),
     "lp_norm_output_clamped": ("lp_normalize/std1e-3_eps0.3_f32_9x7", "output.norm"),
 }
 

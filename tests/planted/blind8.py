@@ -245,6 +245,12 @@ BUGS = {
         "training: running_var updated with the square of the batch mean of the instances' unbiased standard "
         "deviations instead of the mean of their variances",
         "pattern: averaging standard deviations then squaring"),
+    "in_eval_running_var_read_as_std": (
+        "instance_norm", "running",
+        "eval with running statistics: running_var read as a standard deviation (the old running_std buffer): "
+        "rstd = 1 / sqrt(running_var^2 + eps), forward and backward; the state unchanged",
+        "cf. " + GH + "torch/nn/pull/700 (the batch normalization's running buffer changed from the std to the "
+        "variance)"),
     # ------------------------------------------------------------------ dyt
     "dyt_bias_inside_weight": (
         "dyt", "affine",
@@ -282,6 +288,12 @@ BUGS = {
         "torch rule: the backward differentiates x / ||x|| for every slice, ignoring the clamp max(||x||, eps) "
         "(where ||x|| < eps dx should be dy / eps)",
         "cf. " + GH + "chainer/chainer/pull/4190 (NormalizeL2's backward wrong for a non-negligible eps)"),
+    "lp_root_as_sqrt": (
+        "lp_normalize", "semantics",
+        "p other than 1 and 2: the norm's root taken as the square root (the p = 2 path's) of sum |x|^p, "
+        "forward and backward",
+        "cf. " + GH + "mikera/core.matrix/pull/292 (a norm's default implementation taking the wrong root, the "
+        "general p-norm forgotten)"),
     "lp_norm_output_clamped": (
         "lp_normalize", "eps",
         "torch rule: the returned norm is max(||x||, eps) (the clamped denominator) instead of ||x||; y right",
@@ -668,6 +680,11 @@ class Blind8Kernel(Blind7Kernel):
         x0 = call.inputs["x"]
         Nb, C, S, x = instance_rows(x0, acc)
         r = super()._instance_norm(call, acc)
+        if b == "in_eval_running_var_read_as_std" and st.get("running_var") is not None and not call.training:
+            rv = st["running_var"].astype(np.float64)
+            read = {**st, "running_var": (rv * rv).astype(st["running_var"].dtype)}
+            rb = super()._instance_norm(dataclasses.replace(call, state=read), acc)
+            return Returned(rb.outputs, rb.grads, r.state)
         if b == "in_dweight_from_dy" and "weight" in r.grads:
             dy = call.cotangents["y"].astype(acc).reshape(Nb * C, S)
             dw = _rsum(dy).reshape(Nb, C).sum(axis=0)
@@ -765,6 +782,8 @@ class Blind8Kernel(Blind7Kernel):
     def _lp_normalize(self, call, acc):
         b, d = self.bug, call.dtype
         cfg = call.config
+        if b == "lp_root_as_sqrt" and float(cfg["p"]) not in (1.0, 2.0):
+            return self._lp_sqrt_root(call, acc)
         r = super()._lp_normalize(call, acc)
         if cfg["zero_rule"] != "torch" or b not in ("lp_bwd_ignores_eps_clamp", "lp_norm_output_clamped"):
             return r
@@ -785,3 +804,22 @@ class Blind8Kernel(Blind7Kernel):
         proj = (dy - wv * _rsum(dy * u)) / safe
         small = dy / eps if eps > 0 else np.zeros_like(dy)
         return Returned(r.outputs, {**r.grads, "x": _store(back(np.where(used, proj, small)), d)})
+
+    def _lp_sqrt_root(self, call, acc):
+        """lp_root_as_sqrt: the norm sqrt(sum |x|^p) for any p, and its backward (the planted bug)."""
+        d, cfg = call.dtype, call.config
+        x, n, back = _axes_rows(call.inputs["x"].astype(acc), cfg["dim"])
+        p, eps, torch_rule = acc(cfg["p"]), acc(cfg["eps"]), cfg["zero_rule"] == "torch"
+        norm = np.sqrt(_rsum(np.abs(x) ** p))
+        used = (norm >= eps) if torch_rule else (norm != 0)
+        safe = np.where(used, norm, acc(1))
+        y = np.where(used, x / safe, x / eps if torch_rule else acc(0) * x)
+        out = {"y": _store(back(y), d), "norm": back(norm, True).astype(acc)}
+        grads = {}
+        if "y" in call.cotangents:
+            dy, _, _ = _axes_rows(call.cotangents["y"].astype(acc), cfg["dim"])
+            wv = np.where(x == 0, acc(0), np.sign(x) * np.abs(x) ** (p - 1)) / safe
+            proj = (dy - p / 2 * wv * _rsum(dy * (x / safe))) / safe
+            small = dy / eps if torch_rule and eps > 0 else np.zeros_like(dy)
+            grads["x"] = _store(back(np.where(used, proj, small)), d)
+        return Returned(out, grads)
