@@ -1,4 +1,4 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind7.py): for each set,
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind8.py): for each set,
 the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the
 array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures
 it on these held-out sets)."""
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from planted import blind, blind2, blind3, blind4, blind5, blind6, blind7
+from planted import blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -336,6 +336,53 @@ CAUGHT_BY_7 = {
     "lp_norm_output_before_root": ("lp_normalize/normal_f32_9x7", "output.norm"),
 }
 
+CAUGHT_BY_8 = {
+    "ln_var_about_first_value": ("layer_norm/normal_f64_9x7", "output.rstd"),
+    "ln_eps_added_twice": ("layer_norm/normal_eps0.3_f32_9x7", "output.rstd"),
+    "ln_bwd_rstd_of_next_row": ("layer_norm/normal_f64_9x7", "grad.x"),
+    "ln_bwd_row_sums_in_half": ("layer_norm/normal_f16_4x128", "grad.x"),
+    "ln_rows_past_grid_limit": ("layer_norm/normal_f16_65537x2", "output.y"),
+    "rms_norm_centred": ("rms_norm/normal_eps1e-05_f64_9x7", "output.y"),
+    "rms_outside_rstd_saved_inside": ("rms_norm/normal_eps0.3_outside_bf16_6x100", "output.rstd"),
+    "rms_bwd_rstd_hoisted_per_block": ("rms_norm/normal_eps0.3_f32_9x7", "grad.x"),
+    "rms_dweight_from_saved_half_xhat": ("rms_norm/normal_eps1e-05_gemma_bf16_260x64", "grad.weight"),
+    "an_dx_without_rowscale": ("add_norm/normal_p_rs_f64_9x7", "grad.x"),
+    "an_prenorm_dres_after_dx": ("add_norm/normal_p_rs_f64_9x7", "grad.x"),
+    "an_rowscale_indexed_by_column": ("add_norm/normal_p_rs_f64_9x7", "output.residual_out"),
+    "an_drowscale_from_dy": ("add_norm/normal_p_rs_f64_9x7", "grad.rowscale"),
+    "an_keep_scale_in_input_dtype": ("add_norm/std1e-3_p_bf16_4x32", "output.residual_out"),
+    "nq_int8_symmetric_clip": ("norm_quant/normal_rms_i8_static_f32_8x256", "output.q"),
+    "nq_fp8_clamp_upper_only": ("norm_quant/normal_rms_e4m3_static_bf16_8x256", "output.q"),
+    "nq_amax_loop_skips_last_block": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.amax"),
+    "nq_scale_output_unclamped": ("norm_quant/outlier_rms_e4m3_dyn_ub8_bf16_8x256", "output.scale"),
+    "nqb_zero_block_divides_by_zero": ("norm_quant_block/zero_runs_rms_g_bf16_4x512", "output.q"),
+    "nqb_residual_added_after_norm": ("norm_quant_block/normal_rms_g_res_f64_2x96", "output.amax"),
+    "nqb_residual_out_is_normalized": ("norm_quant_block/normal_rms_g_res_f64_2x96", "output.residual_out"),
+    "gn_stats_pooled_over_batch": ("group_norm/normal_g2_f32_3x6", "output.mean"),
+    "gn_saved_mean_of_shifted_data": ("group_norm/normal_g2_f32_3x6", "output.mean"),
+    "gn_bwd_reads_rstd_as_var": ("group_norm/normal_g2_f32_3x6", "grad.x"),
+    "gns_g1_fast_path_without_silu": ("group_norm_silu/mean1e3_g1_f64_2x6x4x5", "output.y"),
+    "gns_dweight_from_p": ("group_norm_silu/normal_g2_f32_3x6", "grad.weight"),
+    "gated_dz_from_xhat_without_affine": ("gated_norm/normal_ln_nbg_gs16_f32_6x48", "grad.z"),
+    "gated_unfused_gate_rounded": ("gated_norm/normal_gs32_bf16_4x128", "output.y"),
+    "bn_eval_dx_without_rstd": ("batch_norm/normal_eval_bf16_2x3x4", "grad.x"),
+    "bn_eval_fold_shift_unscaled": ("batch_norm/normal_eval_bf16_2x3x4", "output.y"),
+    "bn_running_var_includes_eps": ("batch_norm/normal_eps0.3_f32_7x3", "state.running_var"),
+    "bn_nbt_reset_to_one": ("batch_norm/normal_cumavg_nbt2_train3_f32_5x3x4", "state.num_batches_tracked"),
+    "in_dweight_from_dy": ("instance_norm/normal_f64_3x2x7", "grad.weight"),
+    "in_running_var_from_mean_std": ("instance_norm/normal_train3_eval_f32_4x3x6", "state.running_var"),
+    "in_eval_running_var_read_as_std": ("instance_norm/normal_eval_f32_2x3x4x4", "output.y"),
+    "dyt_bias_inside_weight": ("dyt/normal_f32_7", "output.y"),
+    "dyt_missing_weight_as_zero": ("dyt/normal_noweight_f32_1x10x24", "output.y"),
+    "aln_dmodulation_mean_over_tokens": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.scale"),
+    "poly_powers_of_normalized_x": ("poly_norm/normal_f64_3x7", "output.y"),
+    "zs_std_output_biased": ("z_score/normal_f64_9x7", "output.std"),
+    "zs_bwd_mean_term_over_n_minus_ddof": ("z_score/normal_f64_9x7", "grad.x"),
+    "lp_bwd_ignores_eps_clamp": ("lp_normalize/std1e-3_eps0.3_f32_9x7", "grad.x"),
+    "lp_root_as_sqrt": ("lp_normalize/normal_p3_f16_6x100", "output.norm"),
+    "lp_norm_output_clamped": ("lp_normalize/std1e-3_eps0.3_f32_9x7", "output.norm"),
+}
+
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
 # mean 1e4, of constant rows with eps 1e-12: the quantized outputs' bounds cover any value), so that no array
 # of theirs can be verified; their status is partial for every kernel
@@ -345,6 +392,7 @@ NOTHING_CONSTRAINED_4 = NOTHING_CONSTRAINED_3                    # the same gold
 NOTHING_CONSTRAINED_5 = NOTHING_CONSTRAINED_3
 NOTHING_CONSTRAINED_6 = NOTHING_CONSTRAINED_3
 NOTHING_CONSTRAINED_7 = NOTHING_CONSTRAINED_3
+NOTHING_CONSTRAINED_8 = NOTHING_CONSTRAINED_3
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -366,6 +414,8 @@ SETS = {
                {"ops": blind6.OPS, "at_least": 500, "nothing_constrained": NOTHING_CONSTRAINED_6}, 0),
     "blind7": (blind7, blind7.Blind7Kernel, CAUGHT_BY_7, blind7.LABELS, (40, 48),
                {"ops": blind7.OPS, "at_least": 500, "nothing_constrained": NOTHING_CONSTRAINED_7}, 0),
+    "blind8": (blind8, blind8.Blind8Kernel, CAUGHT_BY_8, blind8.LABELS, (40, 48),
+               {"ops": blind8.OPS, "at_least": 500, "nothing_constrained": NOTHING_CONSTRAINED_8}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
