@@ -42,6 +42,7 @@ from planted.blind4 import BUGS as BLIND4, Blind4Kernel                 # noqa: 
 from planted.blind5 import BUGS as BLIND5, Blind5Kernel                 # noqa: E402
 from planted.blind6 import BUGS as BLIND6, Blind6Kernel                 # noqa: E402
 from planted.blind7 import BUGS as BLIND7, Blind7Kernel                 # noqa: E402
+from planted.blind8 import BUGS as BLIND8, Blind8Kernel                 # noqa: E402
 from planted.torch_kernel import BUGS, TorchKernel                      # noqa: E402
 from refnorm import pitfalls as P                                       # noqa: E402
 from refnorm.check.core import check_case                               # noqa: E402
@@ -179,8 +180,15 @@ def blind7_rows(golden=report.GOLDEN):
     return kernel_rows(Blind7Kernel, BLIND7, "blind7", "S", golden)
 
 
+def blind8_rows(golden=report.GOLDEN):
+    """The eighth blind kernel (tests/planted/blind8.py: 44 bugs in 15 ops, written by an eighth helper not
+    shown the diagnosis, who never ran it on these bugs and reported only counts; measured once, at the end)."""
+    return kernel_rows(Blind8Kernel, BLIND8, "blind8", "R", golden)
+
+
 HELD_OUT = {"torch": torch_rows, "blind": blind_rows, "blind2": blind2_rows, "blind3": blind3_rows,
-            "blind4": blind4_rows, "blind5": blind5_rows, "blind6": blind6_rows, "blind7": blind7_rows}
+            "blind4": blind4_rows, "blind5": blind5_rows, "blind6": blind6_rows, "blind7": blind7_rows,
+            "blind8": blind8_rows}
 
 
 def score(rows, M):
@@ -236,6 +244,7 @@ def render(rows, seconds):
     V = [r for r in rows if r["fold"] == "V"]
     U = [r for r in rows if r["fold"] == "U"]
     S = [r for r in rows if r["fold"] == "S"]
+    R = [r for r in rows if r["fold"] == "R"]
     mA, mB = tune(A), tune(B)
     muts = lambda f: ", ".join(f"`{m}`" for m in dict.fromkeys(r["bug"] for r in rows if r["fold"] == f))  # noqa: E731
     L = [BEGIN, "",
@@ -301,8 +310,10 @@ def render(rows, seconds):
          line("fifth blind kernel, only bugs with a mechanism label", [r for r in V if r["expected"]], MARGIN),
          line("sixth blind kernel, development set after its measurement (M = MARGIN)", U, MARGIN),
          line("sixth blind kernel, only bugs with a mechanism label", [r for r in U if r["expected"]], MARGIN),
-         line("seventh blind kernel, held out (M = MARGIN)", S, MARGIN),
+         line("seventh blind kernel, development set after its measurement (M = MARGIN)", S, MARGIN),
          line("seventh blind kernel, only bugs with a mechanism label", [r for r in S if r["expected"]], MARGIN),
+         line("eighth blind kernel, held out (M = MARGIN)", R, MARGIN),
+         line("eighth blind kernel, only bugs with a mechanism label", [r for r in R if r["expected"]], MARGIN),
          "",
          "The second and third blind kernels were written after the rules above were built, with bugs in ops "
          "the catalogue covers thinly (gated_norm, dyt, poly_norm, group_norm_silu, norm_quant_block, "
@@ -372,7 +383,9 @@ def render(rows, seconds):
          "(tests/planted/blind7.py) was written at the start of the session by a helper not shown the "
          "diagnosis, who never ran it and reported only counts (bugs per op and per label); the lead did not "
          "read it before its measurement, once, on the code of commit d97ed42: its line is the held-out "
-         f"measurement. {held_out(S)} The search did not generalize: on the development sets it moved the "
+         "measurement (its line above is now a development figure). Of its 864 failed cases 269 (31.1%) were "
+         "named right and 60 wrong (18.2% of the named ones; on its labelled bugs 7.6%), 100% localized. "
+         "The search did not generalize: on the development sets it moved the "
          "sixth kernel from 57.8% to 77.2% named right and the others by at most 3 points, and on the held-out "
          "one 31.1% are named right. 38 of its 60 wrong names are on one bug its author left unlabelled "
          "(`zs_std_output_is_variance`: the returned std is its square, which the power family calls "
@@ -415,11 +428,16 @@ def render(rows, seconds):
          "counts; measured once, at the end): "
          + "; ".join(f"`{b}` ({BLIND7[b][0]}: {BLIND7[b][2]}; {BLIND7[b][1] or 'no label'})" for b in BLIND7) + ".",
          "",
+         "Eighth blind kernel (tests/planted/blind8.py, 15 ops, labels from refnorm's whole list of mechanisms, "
+         "written by an eighth helper not shown the diagnosis, who never ran it on these bugs and reported only "
+         "counts; measured once, at the end): "
+         + "; ".join(f"`{b}` ({BLIND8[b][0]}: {BLIND8[b][2]}; {BLIND8[b][1] or 'no label'})" for b in BLIND8) + ".",
+         "",
          "Per bug of the second kernel and the blind kernels at M = MARGIN (failed cases: named right / named wrong / not "
          "named; localized):", ""]
     for b in list(BUGS) + list(BLIND) + list(BLIND2) + list(BLIND3) + list(BLIND4) + list(BLIND5) + list(BLIND6) \
-            + list(BLIND7):
-        rs = [r for r in T + X + Y + Z + W + V + U + S if r["bug"] == b]
+            + list(BLIND7) + list(BLIND8):
+        rs = [r for r in T + X + Y + Z + W + V + U + S + R if r["bug"] == b]
         n, right, wrong, *_ = score(rs, MARGIN)
         wrong_as = sorted({r["mech"] for r in rs if r["conf"] is not None and r["conf"] >= MARGIN
                            and r["mech"] not in r["expected"]})
@@ -464,7 +482,7 @@ if __name__ == "__main__":
                 print(line("blind2, the author's labels alone", own, MARGIN))
         sys.exit(0)
     if a.torch_only:
-        json.dump({"rows": torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows(), "seconds": time.time() - t}, open(a.cache, "w"))
+        json.dump({"rows": torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows() + blind8_rows(), "seconds": time.time() - t}, open(a.cache, "w"))
         sys.exit(0)
     if a.cache and os.path.exists(a.cache):      # {"rows", "seconds"}, or torch rows of --torch-only
         got = json.load(open(a.cache))
@@ -477,7 +495,7 @@ if __name__ == "__main__":
             got = json.load(open(part))
             rows, secs = rows + got["rows"], time.time() - t + got["seconds"]
         else:
-            rows += torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows()
+            rows += torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows() + blind8_rows()
             secs = time.time() - t
         if a.cache:
             json.dump({"rows": rows, "seconds": secs}, open(a.cache, "w"))
