@@ -144,8 +144,8 @@ def permuted_outputs(ex, case, record, ref):
 def _strided_write(ex, got, want, E, qd):
     """The failing array written at a stride (a row's statistic stored at row * k, the offset of another
     pointer copied): the element j of the expected (flattened) array at index j * k while j * k is inside the
-    array, every other element one fill value (the buffer's, 0 or NaN) that the expected array does not hold
-    there; the smallest such k >= 2 (k >= the size: element 0 alone written), in words, or None."""
+    array, every other element (at least two) the buffer's fill, 0 or NaN, that the expected array does not
+    hold there; the smallest such k >= 2 (k >= the size: element 0 alone written), in words, or None."""
     g, w = np.asarray(got, dtype=np.float64).reshape(-1), np.asarray(want, dtype=np.float64).reshape(-1)
     Ef = np.broadcast_to(E, np.shape(got)).reshape(-1)
     size = g.size
@@ -154,7 +154,7 @@ def _strided_write(ex, got, want, E, qd):
         rest = np.ones(size, dtype=bool)
         rest[at] = False
         fill = g[rest]
-        if not (np.all(fill == fill[0]) or np.all(np.isnan(fill))):
+        if fill.size < 2 or not (np.all(fill == 0) or np.all(np.isnan(fill))):
             continue
         src = np.arange(at.size)
         if qd is not None:

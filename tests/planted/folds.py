@@ -396,6 +396,21 @@ def render(rows, seconds):
          "(it is now a development set) and one family was added, not re-measured: a returned statistic "
          "computed apart from the values the kernel goes on with (the saved rstd without eps).",
          "",
+         "Session 15 used the seventh kernel as a development set (its line above is a development figure: "
+         "33.2% named right at the session's start) and added families of the arithmetic it showed missing: "
+         "every `.sum` / `.mean` of the specification instrumented (a reduction over every axis or one more, "
+         "a mean's sum divided by another count; the two-pass mean taken as the sum over n - 1 (bessel) or "
+         "another count, with or without the variance's divisor: reduction); an integer operand of an "
+         "operation on floating values read as one more or less or as one of x's sizes, named `running` on a "
+         "line assigning the call's state (num_batches_tracked); the backward reading the saved mean and "
+         "rstd at another index with x_hat recomputed from them (layout); a statistic written at a stride "
+         "(layout); another returned array in its place (explained, not named); the SiLU applied twice "
+         "(semantics, beside the SiLU left out); and the mechanism `reduction` defined for any reduction (its "
+         "blocks, count or axes), not only a parameter gradient's. The eighth blind kernel "
+         "(tests/planted/blind8.py) was written at the start of the session by a helper not shown the "
+         "diagnosis, who never ran it and reported only counts; the lead did not read it before its "
+         f"measurement, once, on the final code of the session: its line is the held-out measurement. {held_out(R)}",
+         "",
          "Blind kernel (tests/planted/blind.py, written by a helper who was not shown the diagnosis, the pitfall "
          "variants or this document; each bug from a public kernel's history, labelled with its mechanism by "
          "its author): " + "; ".join(f"`{b}` ({BLIND[b][0]}: {BLIND[b][2]}; {BLIND[b][1] or 'no label'})"
