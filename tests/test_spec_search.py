@@ -152,6 +152,9 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # rstd stored at row * the row length: rows 0 and 1 land at 0 and 7 of 9, the rest never written
     ("blind7", "rms_rstd_stored_at_row_stride", "rms_norm/normal_eps1e-05_f64_9x7", "layout",
      "written at a stride of 7"),
+    # a gradient never written (zeros; its row sums are ~0 too, so "summed over the row" is no evidence)
+    ("blind7", "an_dresidual_only_with_prenorm", "add_norm/normal_p_noprenorm_f32_9x7", "backward",
+     "dresidual is zero everywhere"),
     # the fused activation applied twice (the kernel's and the caller's)
     ("blind7", "gns_silu_applied_twice", "group_norm_silu/normal_g3_f64_3x6x7", "semantics", "SiLU applied twice"),
 ])

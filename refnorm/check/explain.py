@@ -921,6 +921,15 @@ def param_products(case, record, ref, part, name):
     return None
 
 
+def never_written(part, name, got):
+    """A failing gradient that is exactly zero everywhere (the backward never writes it: its whole formula
+    missing, "backward"), or None. (A failing array is not zero in the reference.)"""
+    g = np.asarray(got)
+    if part != "grads" or g.size < 2 or g.dtype.kind not in "fV" or np.any(np.asarray(g, dtype=np.float64) != 0):
+        return None
+    return {"mechanism": "backward", "text": f"{_label(part, name)} is zero everywhere: the backward never writes it"}
+
+
 def extra_reduction(case, record, ref, part, name):
     """A gradient reduced over one more axis, or over its channel's group, than it should be: got is the
     expected gradient summed (or averaged) over axis k, broadcast back; for the group norms' per-channel
@@ -942,6 +951,8 @@ def extra_reduction(case, record, ref, part, name):
             cands += [(np.broadcast_to(s, want.shape), f"summed over axis {k} (length {want.shape[k]}) as well, "
                                                        "one value broadcast"),
                       (np.broadcast_to(s / want.shape[k], want.shape), f"averaged over axis {k} as well")]
+    if fit_ratio(got, np.zeros_like(want), E) <= 1:     # zero fits too (a sum over a slice of a norm's dx
+        return None                                     # is ~0): no evidence of an extra reduction
     for v, what in cands:
         if fit_ratio(got, v, E) <= 1:
             mech = "group" if "group" in what else "reduction"
@@ -1206,7 +1217,8 @@ def _explain(case, record, ref, reference=None) -> list:
         if got is None or want is None or E is None or np.shape(got) != np.shape(want):
             continue
         with np.errstate(all="ignore"):
-            e = factor(case, part, name, got, want, E, x_shape) or power(part, name, got, want, E)
+            e = never_written(part, name, got) or factor(case, part, name, got, want, E, x_shape) \
+                or power(part, name, got, want, E)
             if e is None:
                 e = row_power(case, record, ref, part, name, got, want, E)
             if e is None and (part, name) == ("grads", "x"):
