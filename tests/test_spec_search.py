@@ -152,6 +152,8 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # rstd stored at row * the row length: rows 0 and 1 land at 0 and 7 of 9, the rest never written
     ("blind7", "rms_rstd_stored_at_row_stride", "rms_norm/normal_eps1e-05_f64_9x7", "layout",
      "written at a stride of 7"),
+    # eps passed to hypot(., sqrt(eps)) moved to the standard deviation it builds (std = sqrt(var) + eps)
+    ("blind6", "zs_eps_added_to_std", "z_score/normal_eps0.3_f32_9x7", "eps", "to `z_score.std` + eps"),
     # a gradient never written (zeros; its row sums are ~0 too, so "summed over the row" is no evidence)
     ("blind7", "an_dresidual_only_with_prenorm", "add_norm/normal_p_noprenorm_f32_9x7", "backward",
      "dresidual is zero everywhere"),

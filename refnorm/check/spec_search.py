@@ -65,6 +65,7 @@ MUTATIONS_MAX = 800              # evaluations of the mutation search at most (i
 _DT = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
 _TARGET = threading.local()      # .t: None | ("record", names[, operations]) | ("round", keys, dtype, toward_zero)
 #                                    | ("mutate" | "replace", operation ids, ...) | ("multi", {id: f}) | ("remap", key, f)
+#                                    | ("remapk", {key: f}) | ("both", {key: f}, {id: f}) | ("reduce", id, f)
 _LOCK = threading.RLock()
 _BUILT: dict = {}
 # the inputs that are affine parameters (or their per-sample modulation): a value computed from these alone
@@ -84,7 +85,7 @@ def _floating(v) -> bool:
 
 def _rp_hook(key, value):
     t = getattr(_TARGET, "t", None)
-    if t is not None and t[0] == "remapk":      # several names, each its own change (a count is an int)
+    if t is not None and t[0] in ("remapk", "both"):    # several names, each its own change (a count is an int)
         return t[1][key](value) if key in t[1] else value
     if t is None or not _floating(value):
         return value
@@ -116,8 +117,9 @@ _LINES: dict = {}                # module -> its source lines
 
 def _rp_bin(i, a, b, op):
     t = getattr(_TARGET, "t", None)
-    if t is not None and t[0] == "multi":   # several operations, each its own change: id -> f(a, b, op)
-        return t[1][i](a, b, op) if i in t[1] else _OPS[op](a, b)
+    if t is not None and t[0] in ("multi", "both"):     # several operations, each its own change: id -> f(a, b, op)
+        ch = t[1] if t[0] == "multi" else t[2]
+        return ch[i](a, b, op) if i in ch else _OPS[op](a, b)
     if t is None or t[0] not in ("mutate", "replace") or i not in t[1]:     # t[1]: the changed operations' ids
         if t is not None and t[0] == "record" and len(t) > 2:
             t[2].setdefault(i, (np.shape(a), np.shape(b)))
@@ -484,6 +486,28 @@ def _candidates(case, record, forward_only):
                             f"eps moved from `{_SOURCES[i0][4]} + {_SOURCES[i0][5]}` to `{src}` + eps in "
                             f"`{_SOURCES[j][4]} {_SYM[_SOURCES[j][3]]} {_SOURCES[j][5]}` ({_SOURCES[j][1]}, line "
                             f"{_SOURCES[j][2]})"))
+    # eps passed to a function where no `+ eps` is written (hypot(rms, sqrt(eps))): that argument read as 0 and eps
+    # added to one operand smaller than x of an operation (std + eps where it divides)
+    added = {_SOURCES[i][:2] for i in every if _SOURCES[i][3] == "Add" and "eps" in _SOURCES[i][4:]}
+    for key in (k for k in seen if k in _ARGS and k.endswith(".eps") and np.size(seen[k]) == 1):
+        e = float(seen[key])
+        if e <= 0 or tuple(key[:-len(".eps")].split(":", 1)) in added:
+            continue
+        mod = key.split(":", 1)[0]
+        for other, v in seen.items():           # eps added to a named statistic (std = sqrt(var) + eps)
+            if other != key and other.startswith(mod + ":") and other not in _ARGS and 0 < np.size(v) < n:
+                out.append((("remapk", {key: lambda v: 0.0 * v, other: lambda v, e=e: v + e}), "eps", None,
+                            f"eps moved from `{key.split(':', 1)[1]}` (read as 0 there) to `{other.split(':', 1)[1]}`"
+                            f" + eps"))
+        for j in (j for j in ops if ops[j] is not None):
+            for side, src in enumerate(_SOURCES[j][4:]):
+                if not 0 < np.prod(ops[j][side], dtype=np.int64) < n:
+                    continue
+                add = (lambda a, b, op, side=side, e=e: _OPS[op](a + e, b) if side == 0 else _OPS[op](a, b + e))
+                out.append((("both", {key: lambda v: 0.0 * v}, {j: add}), j, "eps",
+                            f"eps moved from `{key.split(':', 1)[1]}` (read as 0 there) to `{src}` + eps in "
+                            f"`{_SOURCES[j][4]} {_SYM[_SOURCES[j][3]]} {_SOURCES[j][5]}` ({_SOURCES[j][1]}, line "
+                            f"{_SOURCES[j][2]})"))
     out += _count_changes(seen, reds, ops, ints, np.shape(record.inputs["x"]))
     if not forward_only:
         out += _statistics_read(seen)
@@ -682,6 +706,8 @@ def mutation(case, record, fit_ratio):
             mech = "backward" if "backward" in func or all(p == "grads" for p, _ in record.failing) else None
             return {"mechanism": mech, "text": f"the specification with {what} (refnorm/specs/"
                     f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
+        if i == "eps":                                  # eps moved to a named statistic
+            return {"mechanism": "eps", "text": f"the specification with {what} reproduces every failing array"}
         if i == "read":                                 # the statistics read at another index: an index misread
             return {"mechanism": "layout", "text": f"the specification with {what} reproduces every failing array"}
         if i in ("count", "reduce"):                   # what a reduction spans: its count, its axes
@@ -696,7 +722,7 @@ def mutation(case, record, fit_ratio):
                     f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
         mod, func, line, op, left, right = _SOURCES[i]
         sym = _SYM[op]
-        if target[0] == "multi":
+        if target[0] in ("multi", "both"):
             return {"mechanism": _mechanism(case, record, i, changed, gate, params, drop),
                     "text": f"the specification with {what} (refnorm/specs/{mod}.py) reproduces every failing array"}
         where = ("the specification with" if not keep else "the backward, recomputing the forward's value, with"
