@@ -154,6 +154,10 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "written at a stride of 7"),
     # eps passed to hypot(., sqrt(eps)) moved to the standard deviation it builds (std = sqrt(var) + eps)
     ("blind6", "zs_eps_added_to_std", "z_score/normal_eps0.3_f32_9x7", "eps", "to `z_score.std` + eps"),
+    # a forward change (the gate sigmoid(z) where silu(z) belongs) whose gradients follow the kernel's own
+    # forward: every failing output reproduced, the gradients not by the specification's backward
+    ("blind3", "gated_sigmoid_gate", "gated_norm/normal_gs4_f64_3x7x12", "gate",
+     "reproduces every failing output (the failing gradients are not"),
     # a gradient never written (zeros; its row sums are ~0 too, so "summed over the row" is no evidence)
     ("blind7", "an_dresidual_only_with_prenorm", "add_norm/normal_p_noprenorm_f32_9x7", "backward",
      "dresidual is zero everywhere"),

@@ -39,7 +39,11 @@ a running statistic; "gate" for a value of the gate input z alone, or where z's 
 "backward" in a backward function or where only gradients fail; "dropout" for a forward value of the
 keep-mask; "affine" for a value of the parameters alone; a statistic read at another index "layout"; otherwise None: explained, with the operation's source line,
 and not named (no mechanism of the list is known to be that change). Cases up to MUTATION_SIZE elements
-of x, at most MUTATIONS_MAX evaluations in that order; the first that fits ends the search.
+of x, at most MUTATIONS_MAX evaluations in that order; the first that fits ends the search. Where the
+outputs and the gradients fail and no change reproduces them all, the first forward change that reproduces
+every failing output (and keeps the passing ones within their bounds) explains the step: the
+specification's backward is hand-derived for its own forward, not for the changed one, so a kernel whose
+backward differentiates its own (changed) forward fails the gradients either way; the text says so.
 
 Layer 4 (NumPy; reads the specifications' source, never changes them); thread-safe (the target is
 thread-local, the instrumented modules are built once under a lock).
@@ -315,9 +319,9 @@ def _dtypes(case_dtype):
     return ("bfloat16", "float16") if case_dtype == "float32" else ("float32",)
 
 
-def _fits(record, res, fit_ratio):
-    """Whether ``res`` reproduces every compared array of the step within its bound."""
-    for part in ("outputs", "grads", "state"):
+def _fits(record, res, fit_ratio, parts=("outputs", "grads", "state")):
+    """Whether ``res`` reproduces every compared array of the step (of ``parts``) within its bound."""
+    for part in parts:
         for name in record.compare[part]:
             got, alt, E = record.got[part].get(name), getattr(res, part).get(name), record.E[part].get(name)
             if got is None or E is None:
@@ -676,7 +680,11 @@ def mutation(case, record, fit_ratio):
         apart = "grads" if not forward_only else "outputs"
         cands += [(t, i, ch, what, plain, apart) for t, i, ch, what in cands
                   if t[0] in ("mutate", "replace") and i in fwd]
-    gate = params = drop = None
+    ctx = {}
+    # a forward change reproducing every failing output where the gradients fail too, by a backward the
+    # specification's hand-derived one is not of the changed forward (a kernel differentiating its own forward)
+    loose = forward_only and any(p == "grads" for p, _ in record.failing)
+    fallback = None
     for target, i, changed, what, *keep in cands[:MUTATIONS_MAX]:
         try:
             res = _evaluate(case, record, target)
@@ -687,47 +695,60 @@ def mutation(case, record, fit_ratio):
         elif keep:
             res = dataclasses.replace(keep[0], outputs={**keep[0].outputs, **{n: res.outputs[n] for n in failing_outs
                                                                               if n in res.outputs}})
-        if not _fits(record, res, fit_ratio):
-            continue
-        if gate is None:
-            base = {}
-            _evaluate(case, record, ("record", base))
-            acts = [k for k in record.inputs if k not in PARAMETERS]
-            params = {k.rsplit(".", 1)[1] for k in _unmoved(case, record, base, acts)} | set(PARAMETERS)
-            gate = _gate_values(case, record) if "z" in record.inputs else set()
-            masks = [k for k in record.inputs if "mask" in k]
-            # the dropout's values: those that move with a keep-mask and not with the other activations (the
-            # factor c = mask / (1 - p), not the sum it scales), the mask itself, its probability p
-            others = [k for k in acts if k not in masks]
-            drop = ({k.rsplit(".", 1)[1] for k in _unmoved(case, record, base, others)
-                     - _unmoved(case, record, base, masks)} | set(masks) | {"p"}) if masks else set()
-        if i == "arg":                                  # an argument read from another value
-            func = target[1].split(":", 1)[1].rsplit(".", 1)[0]
-            mech = "backward" if "backward" in func or all(p == "grads" for p, _ in record.failing) else None
-            return {"mechanism": mech, "text": f"the specification with {what} (refnorm/specs/"
-                    f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
-        if i == "eps":                                  # eps moved to a named statistic
-            return {"mechanism": "eps", "text": f"the specification with {what} reproduces every failing array"}
-        if i == "read":                                 # the statistics read at another index: an index misread
-            return {"mechanism": "layout", "text": f"the specification with {what} reproduces every failing array"}
-        if i in ("count", "reduce"):                   # what a reduction spans: its count, its axes
-            mech = "bessel" if changed is not None and changed[1] == changed[0] - 1 else "reduction"
-            where = ("the specification with" if i == "count" else
-                     f"the specification with `{_SOURCES[target[1]][4]}`'s {_SOURCES[target[1]][3]} (over "
-                     f"{_SOURCES[target[1]][5]}, {_SOURCES[target[1]][1]}, refnorm/specs/{_SOURCES[target[1]][0]}.py "
-                     f"line {_SOURCES[target[1]][2]})")
-            return {"mechanism": mech, "text": f"{where} {what} reproduces every failing array"}
-        if i is None:                                   # a statistic read at one index: an index misread
-            return {"mechanism": "layout", "text": f"the specification with {what} (refnorm/specs/"
-                    f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
-        mod, func, line, op, left, right = _SOURCES[i]
-        sym = _SYM[op]
-        if target[0] in ("multi", "both"):
-            return {"mechanism": _mechanism(case, record, i, changed, gate, params, drop),
-                    "text": f"the specification with {what} (refnorm/specs/{mod}.py) reproduces every failing array"}
-        where = ("the specification with" if not keep else "the backward, recomputing the forward's value, with"
-                 if keep[1] == "grads" else f"the returned {', '.join(sorted(failing_outs))} computed apart, with")
+        if _fits(record, res, fit_ratio):
+            return _explained(case, record, ctx, target, i, changed, what, keep, failing_outs)
+        if loose and fallback is None and not keep and _fits(record, res, fit_ratio, ("outputs", "state")):
+            fallback = (target, i, changed, what, keep)
+    if fallback is None:
+        return None
+    e = _explained(case, record, ctx, *fallback, failing_outs)
+    return {**e, "text": e["text"].replace(
+        "reproduces every failing array", "reproduces every failing output (the failing gradients are not the "
+        "specification's backward of that forward: a backward differentiating the kernel's own forward)")}
+
+
+def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
+    """The explanation {"mechanism", "text"} of a change that fits (``mutation``); ``ctx`` caches the values
+    of the parameters, the gate and the keep-mask (computed once, at the first fit)."""
+    if not ctx:
+        base = {}
+        _evaluate(case, record, ("record", base))
+        acts = [k for k in record.inputs if k not in PARAMETERS]
+        ctx["params"] = {k.rsplit(".", 1)[1] for k in _unmoved(case, record, base, acts)} | set(PARAMETERS)
+        ctx["gate"] = _gate_values(case, record) if "z" in record.inputs else set()
+        masks = [k for k in record.inputs if "mask" in k]
+        # the dropout's values: those that move with a keep-mask and not with the other activations (the
+        # factor c = mask / (1 - p), not the sum it scales), the mask itself, its probability p
+        others = [k for k in acts if k not in masks]
+        ctx["drop"] = ({k.rsplit(".", 1)[1] for k in _unmoved(case, record, base, others)
+                        - _unmoved(case, record, base, masks)} | set(masks) | {"p"}) if masks else set()
+    gate, params, drop = ctx["gate"], ctx["params"], ctx["drop"]
+    if i == "arg":                                  # an argument read from another value
+        func = target[1].split(":", 1)[1].rsplit(".", 1)[0]
+        mech = "backward" if "backward" in func or all(p == "grads" for p, _ in record.failing) else None
+        return {"mechanism": mech, "text": f"the specification with {what} (refnorm/specs/"
+                f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
+    if i == "eps":                                  # eps moved to a named statistic
+        return {"mechanism": "eps", "text": f"the specification with {what} reproduces every failing array"}
+    if i == "read":                                 # the statistics read at another index: an index misread
+        return {"mechanism": "layout", "text": f"the specification with {what} reproduces every failing array"}
+    if i in ("count", "reduce"):                   # what a reduction spans: its count, its axes
+        mech = "bessel" if changed is not None and changed[1] == changed[0] - 1 else "reduction"
+        where = ("the specification with" if i == "count" else
+                 f"the specification with `{_SOURCES[target[1]][4]}`'s {_SOURCES[target[1]][3]} (over "
+                 f"{_SOURCES[target[1]][5]}, {_SOURCES[target[1]][1]}, refnorm/specs/{_SOURCES[target[1]][0]}.py "
+                 f"line {_SOURCES[target[1]][2]})")
+        return {"mechanism": mech, "text": f"{where} {what} reproduces every failing array"}
+    if i is None:                                   # a statistic read at one index: an index misread
+        return {"mechanism": "layout", "text": f"the specification with {what} (refnorm/specs/"
+                f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
+    mod, func, line, op, left, right = _SOURCES[i]
+    sym = _SYM[op]
+    if target[0] in ("multi", "both"):
         return {"mechanism": _mechanism(case, record, i, changed, gate, params, drop),
-                "text": f"{where} {what} in `{left} {sym} {right}` ({func}, refnorm/specs/{mod}.py "
-                        f"line {line}) reproduces every failing array"}
-    return None
+                "text": f"the specification with {what} (refnorm/specs/{mod}.py) reproduces every failing array"}
+    where = ("the specification with" if not keep else "the backward, recomputing the forward's value, with"
+             if keep[1] == "grads" else f"the returned {', '.join(sorted(failing_outs))} computed apart, with")
+    return {"mechanism": _mechanism(case, record, i, changed, gate, params, drop),
+            "text": f"{where} {what} in `{left} {sym} {right}` ({func}, refnorm/specs/{mod}.py "
+                    f"line {line}) reproduces every failing array"}
