@@ -422,9 +422,9 @@ def _mechanism(case, record, i, changed, gate, params, drop=frozenset()):
     holds eps; the running-statistics update where its line writes a running statistic; the gate's factor
     where it is a value of z alone; the backward formula in a backward function; the affine convention for a
     value of the parameters alone; else None (explained, not named: no mechanism of the list is known to be
-    that change; "running" too where the line assigns a name of the call's state, num_batches_tracked). A
-    forward operand of the keep-mask's values alone (``drop``: the mask, its probability p,
-    the factor c = mask / (1 - p)) is the dropout's (in the backward, the backward formula's). Where the gate
+    that change; "running" too where the line assigns a name of the call's state, num_batches_tracked). An
+    operand of the keep-mask's values alone (``drop``: the mask, its probability p, the factor c = mask /
+    (1 - p)) is the dropout's, forward or backward (as the gate's factor is the gate's). Where the gate
     input's gradient alone fails, the change is the gate's factor in the backward (dz's own product)."""
     mod, func, line, *_ = _SOURCES[i]
     names, text = _names(changed), _LINES.get(mod, [""] * line)[line - 1]
@@ -435,10 +435,10 @@ def _mechanism(case, record, i, changed, gate, params, drop=frozenset()):
         return "running"                            # a line updating a running statistic (or another state)
     if names & gate or {n for _, n in record.failing} == {"z"}:      # z's gradient alone: the gate's backward
         return "gate"
+    if names and names <= drop:                     # the keep-mask's factor, forward or backward
+        return "dropout"
     if "backward" in func or all(p == "grads" for p, _ in record.failing):
         return "backward"
-    if names and names <= drop:
-        return "dropout"
     if names and names <= params:
         return "affine"
     return None
