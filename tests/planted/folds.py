@@ -412,7 +412,16 @@ def render(rows, seconds):
          "blocks, count or axes), not only a parameter gradient's. The eighth blind kernel "
          "(tests/planted/blind8.py) was written at the start of the session by a helper not shown the "
          "diagnosis, who never ran it and reported only counts; the lead did not read it before its "
-         f"measurement, once, on the final code of the session: its line is the held-out measurement. {held_out(R)}",
+         "measurement, once, on the code of commit 067fea0: its line is the held-out measurement. "
+         f"{held_out(R)} The search did not generalize again: the families added on the development sets "
+         "moved the seventh kernel from 33.2% to 57.5% named right and the sixth from 77.2% to 81.3%, and the "
+         "held-out one is at 31.9%, with more wrong names than any set before: 44 of its 116 are statistics "
+         "pooled over the batch (`gn_stats_pooled_over_batch`, which the other-axes family calls another "
+         "normalizer's axes, `semantics`, and its author `reduction`), 29 a prenorm dresidual taken after dx "
+         "(`an_prenorm_dres_after_dx`: named `semantics`, labelled `backward`), 13 dscale / dshift averaged over "
+         "the tokens (named `reduction` by the definition widened this session, labelled `backward`) and 9 the "
+         "gate's gradient from x_hat (named `backward`, labelled `gate`): mostly mistakes the search explains "
+         "whose mechanism the taxonomy does not decide, so that authors and rules pick different names.",
          "",
          "Blind kernel (tests/planted/blind.py, written by a helper who was not shown the diagnosis, the pitfall "
          "variants or this document; each bug from a public kernel's history, labelled with its mechanism by "
