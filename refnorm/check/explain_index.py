@@ -149,12 +149,12 @@ def _strided_write(ex, got, want, E, qd):
     g, w = np.asarray(got, dtype=np.float64).reshape(-1), np.asarray(want, dtype=np.float64).reshape(-1)
     Ef = np.broadcast_to(E, np.shape(got)).reshape(-1)
     size = g.size
-    for k in range(2, size + 1):           # k = size: only element 0 written (a stride of at least the size)
+    for k in _write_strides(g):
         at = np.arange(0, size, k)
         rest = np.ones(size, dtype=bool)
         rest[at] = False
         fill = g[rest]
-        if fill.size < 2 or not (np.all(fill == 0) or np.all(np.isnan(fill))):
+        if fill.size < 2:
             continue
         src = np.arange(at.size)
         if qd is not None:
@@ -172,6 +172,18 @@ def _strided_write(ex, got, want, E, qd):
                 f"(the first {at.size} of its {size} values, each at {k} times its index); every other element "
                 f"holds {fill[0]:g}, never written")
     return None
+
+
+def _write_strides(g):
+    """The strides k >= 2, ascending, at which the flat array ``g`` can have been written with every other
+    element one fill (0 or NaN): the divisors of the gcd of the indices holding anything else (k = the size
+    where only element 0 does: a stride of at least the size)."""
+    out = set()
+    for fill in (g == 0, np.isnan(g)):
+        idx = np.flatnonzero(~fill)
+        d = int(np.gcd.reduce(idx)) if idx.size else 0
+        out |= {g.size} if d == 0 else {k for k in range(2, d + 1) if d % k == 0}
+    return sorted(k for k in out if k >= 2)
 
 
 def _fails(got, want, E, qd):

@@ -169,9 +169,11 @@ def _over(axes2):
     """The change "the reduction over ``axes2`` instead": its result broadcast to the right one's shape."""
     def f(a, red, axes, keepdims):
         r = red(a, axis=axes2, keepdims=True)
+        shape = tuple(1 if k in axes else s for k, s in enumerate(a.shape))      # the right reduction's
         if not keepdims:
+            shape = tuple(s for k, s in enumerate(shape) if k not in axes)
             r = r.reshape([s for k, s in enumerate(r.shape) if k not in axes])
-        return np.array(np.broadcast_to(r, red(a, axis=axes, keepdims=keepdims).shape))
+        return np.array(np.broadcast_to(r, shape))
     return f
 
 
@@ -485,8 +487,7 @@ def _candidates(case, record, forward_only):
         for j in (j for j in ops if j != i0 and ops[j] is not None and max(np.prod(sh, dtype=np.int64)
                                                                          for sh in ops[j]) < n):
             for side, src in enumerate(_SOURCES[j][4:]):
-                add = (lambda a, b, op, side=side: _OPS[op](a + eps, b) if side == 0 else _OPS[op](a, b + eps))
-                out.append((("multi", {i0: drop, j: add}), i0, "eps",
+                out.append((("multi", {i0: drop, j: _plus_eps(side, eps)}), i0, "eps",
                             f"eps moved from `{_SOURCES[i0][4]} + {_SOURCES[i0][5]}` to `{src}` + eps in "
                             f"`{_SOURCES[j][4]} {_SYM[_SOURCES[j][3]]} {_SOURCES[j][5]}` ({_SOURCES[j][1]}, line "
                             f"{_SOURCES[j][2]})"))
@@ -507,8 +508,7 @@ def _candidates(case, record, forward_only):
             for side, src in enumerate(_SOURCES[j][4:]):
                 if not 0 < np.prod(ops[j][side], dtype=np.int64) < n:
                     continue
-                add = (lambda a, b, op, side=side, e=e: _OPS[op](a + e, b) if side == 0 else _OPS[op](a, b + e))
-                out.append((("both", {key: lambda v: 0.0 * v}, {j: add}), j, "eps",
+                out.append((("both", {key: lambda v: 0.0 * v}, {j: _plus_eps(side, e)}), j, "eps",
                             f"eps moved from `{key.split(':', 1)[1]}` (read as 0 there) to `{src}` + eps in "
                             f"`{_SOURCES[j][4]} {_SYM[_SOURCES[j][3]]} {_SOURCES[j][5]}` ({_SOURCES[j][1]}, line "
                             f"{_SOURCES[j][2]})"))
@@ -547,6 +547,11 @@ def _candidates(case, record, forward_only):
                 out.append((("remap", key, lambda _, v=v: v), "arg", f"{key.rsplit('.', 1)[1]} {other.rsplit('.', 1)[1]}",
                             f"the argument `{key.split(':', 1)[1]}` read from `{other.split(':', 1)[1]}`"))
     return out + transforms, fwd
+
+
+def _plus_eps(side, e):
+    """The change of an operation "eps added to its operand ``side``" (0: the left, 1: the right)."""
+    return lambda a, b, op: _OPS[op](a + e, b) if side == 0 else _OPS[op](a, b + e)
 
 
 def _count_changes(seen, reds, ops, ints, xshape):
@@ -607,15 +612,14 @@ def _statistics_read(seen):
         view = np.shape(rstd) if np.ndim(rstd) == np.ndim(xhat) else np.shape(rstd) + (-1,)
         try:
             xs = np.reshape(xhat, view) / np.reshape(rstd, view[:np.ndim(rstd)] + (1,) * (len(view) - np.ndim(rstd))) \
-                + np.reshape(m, view[:np.ndim(rstd)] + (1,) * (len(view) - np.ndim(rstd)))      # x (minus 0 mean)
+                + np.reshape(m, view[:np.ndim(rstd)] + (1,) * (len(view) - np.ndim(rstd)))      # x (an RMS norm's)
         except ValueError:
             continue
-        for f, what in _index_maps(np.shape(rstd)):
-            r2, m2 = f(rstd), f(m)
-            sh = view[:np.ndim(rstd)] + (1,) * (len(view) - np.ndim(rstd))
-            xh2 = np.reshape((xs - np.reshape(m2, sh)) * np.reshape(r2, sh), np.shape(xhat))
-            stats = "rstd" if mean is None else "mean and rstd"
-            out.append((("remapk", {key: lambda v, r2=r2: r2, base + "xhat": lambda v, xh2=xh2: xh2}), "read", None,
+        sh = view[:np.ndim(rstd)] + (1,) * (len(view) - np.ndim(rstd))
+        stats = "rstd" if mean is None else "mean and rstd"
+        for f, what in _index_maps(np.shape(rstd)):     # (x_hat' computed when the change is evaluated)
+            xh2 = (lambda v, f=f: np.reshape((xs - np.reshape(f(m), sh)) * np.reshape(f(rstd), sh), np.shape(v)))
+            out.append((("remapk", {key: lambda v, f=f: f(rstd), base + "xhat": xh2}), "read", None,
                         f"the backward's {stats} read at {what} (x_hat recomputed from them)"))
     return out
 
@@ -626,9 +630,8 @@ def _index_maps(shape):
     out = []
     for a, s in enumerate(shape):
         if s > 1:
-            out.append((lambda v, a=a: np.repeat(np.take(v, [0], axis=a), np.shape(v)[a], axis=a),
-                        f"the first index of its axis {a}"))
-            out.append((lambda v, a=a: np.roll(v, -1, axis=a), f"the next index of its axis {a} (wrapping)"))
+            out.append((lambda v, a=a: _first(v, a), f"the first index of its axis {a}"))
+            out.append((lambda v, a=a: _next(v, a), f"the next index of its axis {a} (wrapping)"))
     size = int(np.prod(shape))
     for k in (k for k in range(2, size) if size % k == 0):
         j = np.arange(size)
@@ -643,14 +646,14 @@ def _counts(n, sizes):
     return sorted({n + 1, n - 1, *(sizes if len(sizes) > 1 else ())} - {n, 0})
 
 
-def _first(a):
-    """``a`` with every index of its leading axis reading index 0."""
-    return np.broadcast_to(np.asarray(a)[:1], np.shape(a)).copy()
+def _first(a, axis=0):
+    """``a`` with every index of its ``axis`` (the leading one) reading index 0."""
+    return np.repeat(np.take(np.asarray(a), [0], axis=axis), np.shape(a)[axis], axis=axis)
 
 
-def _next(a):
-    """``a`` with index i of its leading axis reading index i + 1 (the last reading index 0)."""
-    return np.roll(np.asarray(a), -1, axis=0)
+def _next(a, axis=0):
+    """``a`` with index i of its ``axis`` (the leading one) reading index i + 1 (the last reading index 0)."""
+    return np.roll(np.asarray(a), -1, axis=axis)
 
 
 def mutation(case, record, fit_ratio):
