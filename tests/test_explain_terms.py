@@ -56,14 +56,15 @@ def centred(g, x, eps, centre=True, gm=None, gp=None, k=None):
 
 # ---------------------------------------------------------------- one planted deviation per op
 def test_gated_norm_dz_with_sigmoid_for_silu_grad_is_a_missing_term():
-    """dz = dv x sigmoid(z): silu'(z)'s z sigmoid(z) (1 - sigmoid(z)) term left out."""
+    """dz = dv x sigmoid(z): silu'(z)'s z sigmoid(z) (1 - sigmoid(z)) term left out; the gate input's gradient
+    alone is the gate's (docs/verdicts.md, "Which mechanism a bug is", rule 3)."""
     def dz(call, d):
         z = np.asarray(call.inputs["z"], np.float64)
         s = sig(z)
         return d["grads"]["z"] * s / (s * (1 + z * (1 - s)))
-    expect(Spec(post=grads(z=dz)), "gated_norm/normal_f32_4x64", "backward",
+    expect(Spec(post=grads(z=dz)), "gated_norm/normal_f32_4x64", "gate",
            "dz matches the formula dv x silu'(z)")
-    expect(Spec(post=grads(z=dz)), "gated_norm/normal_f32_4x64", "backward",
+    expect(Spec(post=grads(z=dz)), "gated_norm/normal_f32_4x64", "gate",
            "the dv x z sigmoid(z) (1 - sigmoid(z)) term missing")
 
 

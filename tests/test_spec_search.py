@@ -163,10 +163,30 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "dresidual is zero everywhere"),
     # the fused activation applied twice (the kernel's and the caller's)
     ("blind7", "gns_silu_applied_twice", "group_norm_silu/normal_g3_f64_3x6x7", "semantics", "SiLU applied twice"),
+    # blind8 (a development set since its measurement): the backward's rstd of the next row, the last row its own
+    # (x - mean the row's own), and every row of a block of 4 reading the block's first row's
+    ("blind8", "ln_bwd_rstd_of_next_row", "layer_norm/normal_f64_9x7", "layout",
+     "rstd read at the next index of its axis 0 (the last its own)"),
+    ("blind8", "rms_bwd_rstd_hoisted_per_block", "rms_norm/normal_eps1e-05_f64_9x7", "layout",
+     "read at the first index of each block of 4 (j // 4 * 4)"),
+    # the variance about the slice's first value, the shift never corrected: an expansion's term lost
+    ("blind8", "ln_var_about_first_value", "layer_norm/normal_f32_6x100", "one_pass",
+     "about each slice's first value x0"),
+    # dweight from x_hat saved in the 16-bit input dtype (dx from the float32 one)
+    ("blind8", "rms_dweight_from_saved_half_xhat", "rms_norm/normal_eps1e-05_bf16_6x100", "precision",
+     "`xhat` read from a buffer of bfloat16 (rounded to nearest) in `dy * xhat`"),
+    # where the failure is decides between neighbouring mechanisms (docs/verdicts.md, "Which mechanism a bug
+    # is"): the counter alone -> running (not a constant factor); dz alone -> gate (not backward); a flag read
+    # the other way in the backward alone -> backward (not semantics); statistics pooled over the batch -> reduction
+    ("blind8", "bn_nbt_reset_to_one", "batch_norm/normal_mom0.5_train3_f64_5x3x4", "running", "num_batches_tracked"),
+    ("blind8", "gated_dz_from_xhat_without_affine", "gated_norm/normal_ln_nbg_gs16_f32_6x48", "gate",
+     "dz matches the formula with v_hat"),
+    ("blind8", "an_prenorm_dres_after_dx", "add_norm/normal_f32_6x100", "backward", "prenorm=False where True"),
+    ("blind8", "gn_stats_pooled_over_batch", "group_norm/normal_g3_f64_3x6x7", "reduction", "pooled over the axes"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
-    """Families added on blind5 / blind6 / blind7 (development sets since their measurement), each on one of its
-    kernels: the mechanism and the explanation's words."""
+    """Families added on blind5 / blind6 / blind7 / blind8 (development sets since their measurement), each on one
+    of its kernels: the mechanism and the explanation's words."""
     import importlib
     mod = importlib.import_module(f"planted.{src}")
     kernel = getattr(mod, src.capitalize() + "Kernel")

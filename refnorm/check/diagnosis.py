@@ -469,7 +469,7 @@ def _explain(case, records, out):
                           + "; ".join(texts) + "; no catalogue pitfall fits")
     elif full:
         from ..pitfalls.mechanisms import ARITHMETIC, MECHANISMS
-        mech = mechs.pop()
+        mech = by_where(case.op, {(p, n) for r in records for p, n in r.failing}, mechs.pop())
         out.update(mechanism=mech, explained_by="arithmetic")
         out["ruled_out"] = [m for m in out["ruled_out"] if m != mech]
         out["message"] = (f"explained by the arithmetic [mechanism: {({**MECHANISMS, **ARITHMETIC})[mech]}]: "
@@ -480,6 +480,30 @@ def _explain(case, records, out):
                            f"under the {MARGIN:g}x that names an explanation): " + "; ".join(texts))
     else:
         out["message"] += "; partly explained by the arithmetic: " + "; ".join(texts)
+
+
+# the gate input's gradient of each gated op (docs/verdicts.md, "Which mechanism a bug is", rule 3)
+_GATE_GRADS = {"gated_norm": ("grads", "z")}
+# what rules 2, 3 and 16 leave to the mechanism the explanation found
+_KEEP_STATE = {"bessel", "running", "mode", "merge", "collective"}
+
+
+def by_where(op, failing, mech):
+    """The mechanism an explanation of mechanism ``mech`` names, by where the failure is (docs/verdicts.md,
+    "Which mechanism a bug is"): running when only running state fails (the Bessel factor, the mode and the
+    cross-rank merge excepted: rule 2); gate when only the gate input's gradient fails (rule 3); backward
+    where another normalizer's equation or a flag read the other way changes the gradients alone (the
+    forward right: rule 15 before 16). ``failing``: the (part, name) of every failing array."""
+    parts = {p for p, _ in failing}
+    if mech is None:
+        return None
+    if parts == {"state"} and mech not in _KEEP_STATE:
+        return "running"
+    if op in _GATE_GRADS and failing == {_GATE_GRADS[op]} and mech != "bessel":
+        return "gate"
+    if mech == "semantics" and parts == {"grads"}:
+        return "backward"
+    return mech
 
 
 def _closest_of(out):

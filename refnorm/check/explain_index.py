@@ -28,7 +28,8 @@ arrays fail).
   tokens, per sample, over the whole batch): y, dx and the parameter gradients by the op's formulas on those
   statistics, the saved statistics the new ones or their average over each of the op's own slices; a
   subset of the op's own axes (each slice's statistics over groups of its values: a multi-axis
-  normalized_shape normalized over its last axis only) -> "group", the group a statistic spans;
+  normalized_shape normalized over its last axis only) -> "group", the group a statistic spans; the op's
+  own axes and more (each group's statistics pooled over the batch) -> "reduction";
   group_norm's groups of strided channels (channel c in group c % G) -> "layout"; the one-group statistics
   are explain.config_deviation's;
 * **dx's sums over a block of rows** (``row_block_backward``, "block"): layer_norm / rms_norm dx with its
@@ -517,6 +518,8 @@ def other_axes(ex, case, record, ref):
                     n = int(np.prod([view[i] for i in R]))
                     cands.append((view, R, f"the formula's with the statistics over groups of {n} of each slice's "
                                            f"values: {where}", "group"))
+                elif set(R) > set(R0):      # the slice's values and more: pooled over the batch, the tensor
+                    cands.append((view, R, f"the formula's with the statistics pooled over {where}", "reduction"))
                 else:
                     cands.append((view, R, f"the formula's with the statistics taken over {where} (another "
                                            "normalizer's axes)", "semantics"))

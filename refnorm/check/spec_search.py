@@ -177,6 +177,14 @@ def _over(axes2):
     return f
 
 
+def _about_first(a, red, axes, keepdims):
+    """The change "the sum of d^2 = (x - mean)^2 taken about the slice's first value x0 instead of the mean,
+    the shift never corrected": sum((x - x0)^2) = sum(d^2) + n d_0^2 (d_0 = x0 - mean, a's first element)."""
+    first = a[tuple(slice(0, 1) if k in axes else slice(None) for k in range(a.ndim))]
+    r = red(a, axis=axes, keepdims=True) + int(np.prod([a.shape[k] for k in axes])) * first
+    return r if keepdims else r.reshape([s for k, s in enumerate(r.shape) if k not in axes])
+
+
 def _count(n2):
     """The change "a mean's sum divided by ``n2``" (the count it takes)."""
     return lambda a, red, axes, keepdims: np.sum(a, axis=axes, keepdims=keepdims) / n2
@@ -352,10 +360,14 @@ def rounding_point(case, record, fit_ratio):
     for key in seen:
         calls.setdefault(key.rsplit(".", 1)[0], []).append(key)
     calls = [tuple(ks) for ks in calls.values() if any(k in _ARGS for k in ks) and any(k not in _ARGS for k in ks)]
+    # a backward function's argument of x's size: a value the forward saved for the backward in a buffer of
+    # the lower dtype (the normalized x_hat)
+    saved = [(k,) for k, v in seen.items() if k in _ARGS and "backward" in k.split(":", 1)[1].rsplit(".", 1)[0]
+             and np.size(v) == np.size(x) and np.asarray(v).dtype.kind == "f"]
     seen = {k: v for k, v in seen.items() if k not in _ARGS}
     for key in seen:
         by_name.setdefault(key.rsplit(".", 1)[1], []).append(key)
-    points = [(key,) for key in seen] + [tuple(ks) for ks in by_name.values() if len(ks) > 1] + calls
+    points = [(key,) for key in seen] + [tuple(ks) for ks in by_name.values() if len(ks) > 1] + calls + saved
     found = []
     for keys in points:
         for dt in _dtypes(case.dtype):
@@ -381,6 +393,9 @@ def rounding_point(case, record, fit_ratio):
 
 def _point(keys) -> str:
     """What a rounding point is, in words: its intermediates, or a function's arguments and result."""
+    if len(keys) == 1 and keys[0] in _ARGS:
+        func, arg = keys[0].split(":", 1)[1].rsplit(".", 1)
+        return f"the argument {arg} of {func} (a value saved for the backward)"
     if any(k in _ARGS for k in keys):
         func = keys[0].split(":", 1)[1].rsplit(".", 1)[0]
         args = ", ".join(k.rsplit(".", 1)[1] for k in keys if k in _ARGS)
@@ -522,6 +537,11 @@ def _candidates(case, record, forward_only):
             if shapes is None or not np.size(np.zeros(shapes[side])) > 1:
                 continue
             transforms += [(("replace", frozenset((i,)), side, fn), i, src, f"`{src}` read as {how}") for fn, how in TRANSFORMS]
+            if case.dtype in ("float16", "bfloat16") and np.size(np.zeros(shapes[side])) == n:
+                # an activation-sized operand read from a buffer of the 16-bit input dtype (saved x_hat): precision
+                low = lambda v, t=_DT[case.dtype]: np.asarray(v).astype(t).astype(np.float64)     # noqa: E731
+                transforms.append((("replace", frozenset((i,)), side, low, "precision"), i, src,
+                                   f"`{src}` read from a buffer of {case.dtype} (rounded to nearest)"))
             if not src.isidentifier():
                 continue
             own = f"{mod}:{func}.{src}"
@@ -574,6 +594,9 @@ def _count_changes(seen, reds, ops, ints, xshape):
                         what + ", and the variance's divisor n - ddof with n = " + str(n2)))
     for i, (shape, axes, _) in reds.items():
         nd = len(shape)
+        if _SOURCES[i][:2] == ("_math", "moments") and axes:
+            out.append((("reduce", i, _about_first), "shift", None, "the variance's sum of squares about each slice's "
+                        "first value x0 (a shift without its correction n (mean - x0)^2)"))
         if len(axes) < nd:
             out.append((("reduce", i, _over(tuple(range(nd)))), "reduce", None, "over every axis"))
             out += [(("reduce", i, _over(tuple(sorted(axes + (b,))))), "reduce", None, f"over axis {b} too")
@@ -606,21 +629,25 @@ def _statistics_read(seen):
         rstd, xhat = seen[key], seen.get(base + "xhat")
         if xhat is None or np.size(rstd) < 2 or not np.all(np.isfinite(rstd)) or np.any(rstd == 0):
             continue
-        mean = next((np.reshape(v, np.shape(rstd)) for k, v in seen.items() if k.startswith(mod + ":")
-                     and k.endswith(".mean") and "backward" not in k and np.size(v) == np.size(rstd)), None)
+        means = [(not k.startswith(mod + ":"), np.reshape(v, np.shape(rstd))) for k, v in seen.items()
+                 if k.endswith(".mean") and "backward" not in k and np.size(v) == np.size(rstd)]
+        mean = min(means, key=lambda t: t[0])[1] if means else None      # its own module's first (a helper's: any)
         m = np.zeros(np.shape(rstd)) if mean is None else mean
-        view = np.shape(rstd) if np.ndim(rstd) == np.ndim(xhat) else np.shape(rstd) + (-1,)
+        # x_hat seen with rstd's axes leading (rstd kept its reduced axes: x_hat's own shape)
+        keep = np.ndim(rstd) == np.ndim(xhat)
+        view = np.shape(xhat) if keep else np.shape(rstd) + (-1,)
+        sh = np.shape(rstd) if keep else np.shape(rstd) + (1,)
         try:
-            xs = np.reshape(xhat, view) / np.reshape(rstd, view[:np.ndim(rstd)] + (1,) * (len(view) - np.ndim(rstd))) \
-                + np.reshape(m, view[:np.ndim(rstd)] + (1,) * (len(view) - np.ndim(rstd)))      # x (an RMS norm's)
+            xs = np.reshape(xhat, view) / np.reshape(rstd, sh) + np.reshape(m, sh)      # x (an RMS norm's)
         except ValueError:
             continue
-        sh = view[:np.ndim(rstd)] + (1,) * (len(view) - np.ndim(rstd))
-        stats = "rstd" if mean is None else "mean and rstd"
-        for f, what in _index_maps(np.shape(rstd)):     # (x_hat' computed when the change is evaluated)
-            xh2 = (lambda v, f=f: np.reshape((xs - np.reshape(f(m), sh)) * np.reshape(f(rstd), sh), np.shape(v)))
-            out.append((("remapk", {key: lambda v, f=f: f(rstd), base + "xhat": xh2}), "read", None,
-                        f"the backward's {stats} read at {what} (x_hat recomputed from them)"))
+        # the mean and rstd read at the other index together, or (a centred norm) rstd alone, x - mean the row's own
+        for stats, fm in (("rstd", None),) if mean is None else (("mean and rstd", True), ("rstd", False)):
+            for f, what in _index_maps(np.shape(rstd)):     # (x_hat' computed when the change is evaluated)
+                xh2 = (lambda v, f=f, fm=fm: np.reshape((xs - np.reshape(f(m) if fm else m, sh))
+                                                        * np.reshape(f(rstd), sh), np.shape(v)))
+                out.append((("remapk", {key: lambda v, f=f: f(rstd), base + "xhat": xh2}), "read", None,
+                            f"the backward's {stats} read at {what} (x_hat recomputed from them)"))
     return out
 
 
@@ -632,10 +659,14 @@ def _index_maps(shape):
         if s > 1:
             out.append((lambda v, a=a: _first(v, a), f"the first index of its axis {a}"))
             out.append((lambda v, a=a: _next(v, a), f"the next index of its axis {a} (wrapping)"))
+            out.append((lambda v, a=a: _next(v, a, clamp=True), f"the next index of its axis {a} (the last its own)"))
     size = int(np.prod(shape))
-    for k in (k for k in range(2, size) if size % k == 0):
-        j = np.arange(size)
-        for idx, what in ((j % k, f"the flat index j % {k}"), (j // k, f"the flat index j // {k}")):
+    j = np.arange(size)
+    for k in range(2, size):
+        maps = ((j % k, f"the flat index j % {k}"), (j // k, f"the flat index j // {k}")) if size % k == 0 else ()
+        if size % k == 0 or k & (k - 1) == 0:    # the first of each block of k (a block's value hoisted)
+            maps += ((j // k * k, f"the first index of each block of {k} (j // {k} * {k})"),)
+        for idx, what in maps:
             out.append((lambda v, idx=idx: np.reshape(np.reshape(v, -1)[idx], np.shape(v)), what))
     return out
 
@@ -651,9 +682,12 @@ def _first(a, axis=0):
     return np.repeat(np.take(np.asarray(a), [0], axis=axis), np.shape(a)[axis], axis=axis)
 
 
-def _next(a, axis=0):
-    """``a`` with index i of its ``axis`` (the leading one) reading index i + 1 (the last reading index 0)."""
-    return np.roll(np.asarray(a), -1, axis=axis)
+def _next(a, axis=0, clamp=False):
+    """``a`` with index i of its ``axis`` (the leading one) reading index i + 1 (the last reading index 0, or
+    with ``clamp`` its own)."""
+    n = np.shape(a)[axis]
+    return np.take(np.asarray(a), np.minimum(np.arange(1, n + 1), n - 1) if clamp else (np.arange(n) + 1) % n,
+                   axis=axis)
 
 
 def mutation(case, record, fit_ratio):
@@ -733,6 +767,8 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
                 f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
     if i == "eps":                                  # eps moved to a named statistic
         return {"mechanism": "eps", "text": f"the specification with {what} reproduces every failing array"}
+    if i == "shift":                                # a variance about a shift, uncorrected: an expansion's term lost
+        return {"mechanism": "one_pass", "text": f"the specification with {what} reproduces every failing array"}
     if i == "read":                                 # the statistics read at another index: an index misread
         return {"mechanism": "layout", "text": f"the specification with {what} reproduces every failing array"}
     if i in ("count", "reduce"):                   # what a reduction spans: its count, its axes
@@ -747,11 +783,12 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
                 f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
     mod, func, line, op, left, right = _SOURCES[i]
     sym = _SYM[op]
+    mech = "precision" if target[0] == "replace" and target[4:] == ("precision",) else None
     if target[0] in ("multi", "both"):
         return {"mechanism": _mechanism(case, record, i, changed, gate, params, drop),
                 "text": f"the specification with {what} (refnorm/specs/{mod}.py) reproduces every failing array"}
     where = ("the specification with" if not keep else "the backward, recomputing the forward's value, with"
              if keep[1] == "grads" else f"the returned {', '.join(sorted(failing_outs))} computed apart, with")
-    return {"mechanism": _mechanism(case, record, i, changed, gate, params, drop),
+    return {"mechanism": mech or _mechanism(case, record, i, changed, gate, params, drop),
             "text": f"{where} {what} in `{left} {sym} {right}` ({func}, refnorm/specs/{mod}.py "
                     f"line {line}) reproduces every failing array"}

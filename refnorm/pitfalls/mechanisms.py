@@ -13,7 +13,7 @@ tests/test_pitfalls.py checks it).
 from __future__ import annotations
 
 MECHANISMS = {
-    "one_pass": "one-pass variance E[x^2] - E[x]^2 (cancellation)",
+    "one_pass": "one-pass variance E[x^2] - E[x]^2 (cancellation), or a variance about a shift without its correction",
     "precision": "a statistic computed, accumulated or stored in a lower precision",
     "block": "the reduction's block: padded lanes, the block length or per-lane counts",
     "eps": "eps: its placement or its value",
