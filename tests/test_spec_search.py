@@ -183,6 +183,16 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "dz matches the formula with v_hat"),
     ("blind8", "an_prenorm_dres_after_dx", "add_norm/normal_f32_6x100", "backward", "prenorm=False where True"),
     ("blind8", "gn_stats_pooled_over_batch", "group_norm/normal_g3_f64_3x6x7", "reduction", "pooled over the axes"),
+    # the backward's two row sums accumulated left to right in the 16-bit input dtype
+    ("blind8", "ln_bwd_row_sums_in_half", "layer_norm/normal_bf16_6x100", "precision",
+     "accumulated left to right in bfloat16 (each partial sum rounded to nearest), and its function's 1 other"),
+    # the amax loop over column blocks stopping one block early
+    ("blind8", "nq_amax_loop_skips_last_block", "norm_quant/normal_rms_e4m3_dyn_f32_8x256", "block",
+     "columns 0-127 only (the last block of 128 columns left out of the loop)"),
+    # eps added a second time, to the running variance's batch variance (the state alone fails: running)
+    ("blind8", "bn_running_var_includes_eps", "batch_norm/normal_f64_7x3", "running", "eps added to `var` too"),
+    # the bias added before the weight multiplies
+    ("blind8", "dyt_bias_inside_weight", "dyt/normal_f64_2x5x7", "affine", "bias inside the weight's product"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on blind5 / blind6 / blind7 / blind8 (development sets since their measurement), each on one

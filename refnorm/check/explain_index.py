@@ -379,8 +379,13 @@ def param_index(ex, case, record, ref, reference):
             if not good.any():
                 continue
             err = lambda c: float(np.max(np.abs(e[good] - c[good]))) / tol     # noqa: E731
-            picks[n] = sorted([(err(c[0]), c) for c in [(v, None, None, None)]
-                               + _param_candidates(case, n, v, shape) if err(c[0]) <= 1], key=lambda t: t[0])[:6]
+            cands = _param_candidates(case, n, v, shape)
+            if n == bn2:                    # the bias added before the gain multiplies: y = w (x_hat + b)
+                w = np.asarray(record.inputs[wn2], dtype=np.float64).reshape(-1)
+                cands.append((v * w, f"{n} inside the {wn2}'s product ({wn2} (u + {n}) where {wn2} u + {n} belongs, u "
+                                     "the normalized value)", "affine", "inside"))
+            picks[n] = sorted([(err(c[0]), c) for c in [(v, None, None, None)] + cands if err(c[0]) <= 1],
+                              key=lambda t: t[0])[:6]
         names = list(picks)
         combos = sorted(itertools.product(*(picks[n] for n in names)), key=lambda cs: sum(t[0] for t in cs))
         for combo in combos[:8]:
@@ -389,6 +394,8 @@ def param_index(ex, case, record, ref, reference):
             mechs = {c[2] for _, c in whats}
             if len(mechs) != 1:
                 continue
+            if any(isinstance(c[3], str) for _, c in whats) and len(whats) > 1:
+                continue                    # the bias inside the product: the weight read as it is
             inputs = {**record.inputs, **{n: c[0].reshape(shape).astype(np.asarray(record.inputs[n]).dtype
                                                                         if c[2] == "layout" else np.float64)
                                           for n, c in whats}}
@@ -399,7 +406,13 @@ def param_index(ex, case, record, ref, reference):
             vals = _result_vals(res)
             for n, c in whats:             # the gradient of the parameter as read, or summed back to its elements
                 dp = vals.get(("grads", n))
-                if c[3] is not None and dp is not None and np.size(dp) == c[3].size:
+                if isinstance(c[3], str) and dp is not None:        # b' = w b: db = w db', dw = dw' + b db'
+                    w = np.asarray(record.inputs[wn2], dtype=np.float64).reshape(np.shape(dp))
+                    vals["grads", n] = np.asarray(dp, dtype=np.float64) * w
+                    if vals.get(("grads", wn2)) is not None:
+                        vals["grads", wn2] = np.asarray(vals["grads", wn2], dtype=np.float64) + np.asarray(
+                            record.inputs[n], dtype=np.float64).reshape(np.shape(dp)) * dp
+                elif c[3] is not None and dp is not None and np.size(dp) == c[3].size:
                     back = np.bincount(c[3], weights=np.asarray(dp, dtype=np.float64).reshape(-1), minlength=c[3].size)
                     vals["grads", n] = [dp, back]
             found = _judge(ex, record, ref, vals, text, mechs.pop())

@@ -221,6 +221,18 @@ class _RowCtx(_Ctx):
     def spread(self, a):
         return a                       # one scale per row: broadcast over the row by NumPy
 
+    @staticmethod
+    def cuts(N):
+        """(columns kept, what) of an amax loop over blocks of k columns stopping early: the last block never
+        entered (range(0, N - k, k)), or the partial tail block dropped (N // k full blocks)."""
+        out = {}
+        for k in (16, 32, 64, 128, 256, 512, 1024):
+            if N > k:
+                out.setdefault(k * -(-(N - k) // k), f"the last block of {k} columns left out of the loop")
+            if N > k and N % k:
+                out.setdefault(N // k * k, f"the partial tail block of the {k}-column blocks dropped")
+        return [(c, w) for c, w in out.items() if 0 < c < N]
+
     def ref_D(self):
         return np.asarray(self.ref.outputs["scale"], dtype=np.float64)
 
@@ -282,6 +294,13 @@ class _RowCtx(_Ctx):
             if not np.array_equal(a_s, self.amax):
                 add(self.dyn(a_s), "is computed from max(y) where max(|y|) belongs (the absolute value left out)",
                     "quant_scale", amax=a_s)
+        if self.static is None:             # the amax loop over the row's column blocks of k stopping early
+            N = self.y.shape[-1]
+            for cut, what in self.cuts(N):
+                a_c = np.max(np.abs(self.y[..., :cut]), axis=self.axes, keepdims=True, initial=0.0)
+                if not np.array_equal(a_c, self.amax):
+                    add(self.dyn(a_c), f"is computed from the amax of each row's columns 0-{cut - 1} only ({what})",
+                        "block", amax=a_c)
         for t, what in self.sources():
             a = np.max(np.abs(t), axis=self.axes, keepdims=True, initial=0.0)
             rounded = what.startswith("y rounded")

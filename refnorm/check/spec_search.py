@@ -153,7 +153,7 @@ def _rp_red(i, a, kind, axis, keepdims):
         return f(a, axis=axis, keepdims=keepdims)
     if t[0] == "record" and len(t) > 3:
         t[3].setdefault(i, (a.shape, _axes(axis, a.ndim), bool(keepdims)))
-    if t[0] == "reduce" and t[1] == i:
+    if t[0] == "reduce" and (t[1] == i or isinstance(t[1], frozenset) and i in t[1]):
         return t[2](a, f, _axes(axis, a.ndim), bool(keepdims))
     return f(a, axis=axis, keepdims=keepdims)
 
@@ -174,6 +174,23 @@ def _over(axes2):
             shape = tuple(s for k, s in enumerate(shape) if k not in axes)
             r = r.reshape([s for k, s in enumerate(r.shape) if k not in axes])
         return np.array(np.broadcast_to(r, shape))
+    return f
+
+
+def _sequential(dt):
+    """The change "the reduction accumulated left to right in the 16-bit ``dt``, each partial sum rounded"
+    (a mean: that sum divided by n)."""
+    def f(a, red, axes, keepdims):
+        n = int(np.prod([a.shape[k] for k in axes]))
+        rest = [k for k in range(a.ndim) if k not in axes]
+        v = np.transpose(a, rest + list(axes)).reshape([a.shape[k] for k in rest] + [n])
+        t = np.zeros(v.shape[:-1])
+        for j in range(n):
+            t = (t + v[..., j]).astype(dt).astype(np.float64)
+        if red is _REDUCE["mean"]:
+            t = t / max(n, 1)
+        shape = [1 if k in axes else s for k, s in enumerate(a.shape)] if keepdims else [a.shape[k] for k in rest]
+        return t.reshape(shape)
     return f
 
 
@@ -496,7 +513,15 @@ def _candidates(case, record, forward_only):
     # eps moved: left out where it is added and added to one operand of another operation on statistics (smaller
     # than x: the divisor n + eps, the sum of squares + eps)
     eps = next((float(v) for k, v in seen.items() if k.endswith(".eps") and np.size(v) == 1), 0.0)
-    for i0 in (i for i in ops if _SOURCES[i][3] == "Add" and "eps" in (_SOURCES[i][4], _SOURCES[i][5])):
+    also = []                       # eps added a second time (to a statistic: the running variance's var + eps)
+    for i0 in [i for i in ops if _SOURCES[i][3] == "Add" and "eps" in (_SOURCES[i][4], _SOURCES[i][5])][:1]:
+        for j in (j for j in ops if j != i0 and ops[j] is not None):
+            for side, src in enumerate(_SOURCES[j][4:]):
+                if 0 < np.prod(ops[j][side], dtype=np.int64) < n and src != "eps":
+                    also.append((("multi", {j: _plus_eps(side, eps)}), i0, "eps",
+                                 f"eps added to `{src}` too in `{_SOURCES[j][4]} {_SYM[_SOURCES[j][3]]} "
+                                 f"{_SOURCES[j][5]}` ({_SOURCES[j][1]}, line {_SOURCES[j][2]}; beside "
+                                 f"`{_SOURCES[i0][4]} + {_SOURCES[i0][5]}`)"))
         keep = 0 if _SOURCES[i0][5] == "eps" else 1
         drop = (lambda a, b, op, k=keep: (a, b)[k])
         for j in (j for j in ops if j != i0 and ops[j] is not None and max(np.prod(sh, dtype=np.int64)
@@ -527,7 +552,8 @@ def _candidates(case, record, forward_only):
                             f"eps moved from `{key.split(':', 1)[1]}` (read as 0 there) to `{src}` + eps in "
                             f"`{_SOURCES[j][4]} {_SYM[_SOURCES[j][3]]} {_SOURCES[j][5]}` ({_SOURCES[j][1]}, line "
                             f"{_SOURCES[j][2]})"))
-    out += _count_changes(seen, reds, ops, ints, np.shape(record.inputs["x"]))
+    out += _count_changes(seen, reds, ops, ints, np.shape(record.inputs["x"]), _DT.get(case.dtype) if case.dtype in (
+        "float16", "bfloat16") else None)
     if not forward_only:
         out += _statistics_read(seen)
     transforms = []
@@ -566,7 +592,7 @@ def _candidates(case, record, forward_only):
                     and not np.array_equal(v, seen[key], equal_nan=True)):
                 out.append((("remap", key, lambda _, v=v: v), "arg", f"{key.rsplit('.', 1)[1]} {other.rsplit('.', 1)[1]}",
                             f"the argument `{key.split(':', 1)[1]}` read from `{other.split(':', 1)[1]}`"))
-    return out + transforms, fwd
+    return out + also + transforms, fwd
 
 
 def _plus_eps(side, e):
@@ -574,7 +600,7 @@ def _plus_eps(side, e):
     return lambda a, b, op: _OPS[op](a + e, b) if side == 0 else _OPS[op](a, b + e)
 
 
-def _count_changes(seen, reds, ops, ints, xshape):
+def _count_changes(seen, reds, ops, ints, xshape, low=None):
     """The changes of what a reduction spans (module docstring), as _candidates' tuples: the mean of
     refnorm/specs/_math.centered (the two-pass mean_A) taken as the sum divided by another count n2 (the
     correction pass left out: the mean is sum / n2 by definition), alone and with the variance's count
@@ -592,8 +618,19 @@ def _count_changes(seen, reds, ops, ints, xshape):
             out.append((("remapk", mean), "count", (n, n2), what))
             out.append((("remapk", {**mean, "_math:moments.n": lambda v, n2=n2: n2}), "count", (n, n2),
                         what + ", and the variance's divisor n - ddof with n = " + str(n2)))
+    by_func = {}
+    for i, (_, axes, _) in reds.items():
+        if low is not None and axes:
+            by_func.setdefault(_SOURCES[i][:2], []).append(i)
+    for ids in (ids for ids in by_func.values() if len(ids) > 1):      # every sum of one function (a backward's)
+        out.append((("reduce", frozenset(ids), _sequential(low)), "lowsum", None,
+                    f"accumulated left to right in {low.__name__} (each partial sum rounded to nearest), and its "
+                    f"function's {len(ids) - 1} other reductions too"))
     for i, (shape, axes, _) in reds.items():
         nd = len(shape)
+        if low is not None and axes:
+            out.append((("reduce", i, _sequential(low)), "lowsum", None, f"accumulated left to right in {low.__name__} "
+                        "(each partial sum rounded to nearest)"))
         if _SOURCES[i][:2] == ("_math", "moments") and axes:
             out.append((("reduce", i, _about_first), "shift", None, "the variance's sum of squares about each slice's "
                         "first value x0 (a shift without its correction n (mean - x0)^2)"))
@@ -767,6 +804,10 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
                 f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
     if i == "eps":                                  # eps moved to a named statistic
         return {"mechanism": "eps", "text": f"the specification with {what} reproduces every failing array"}
+    if i == "lowsum":                               # a sum accumulated in the 16-bit dtype
+        src = _SOURCES[min(target[1]) if isinstance(target[1], frozenset) else target[1]]
+        return {"mechanism": "precision", "text": f"the specification with `{src[4]}`'s {src[3]} ({src[1]}, "
+                f"refnorm/specs/{src[0]}.py line {src[2]}) {what} reproduces every failing array"}
     if i == "shift":                                # a variance about a shift, uncorrected: an expansion's term lost
         return {"mechanism": "one_pass", "text": f"the specification with {what} reproduces every failing array"}
     if i == "read":                                 # the statistics read at another index: an index misread
