@@ -576,6 +576,14 @@ def _candidates(case, record, forward_only):
                 if (k_mod_func == f"{mod}:{func}" and name != src and np.shape(v) == shapes[side] and np.size(v) > 1
                         and not (own in seen and np.array_equal(seen[own], v, equal_nan=True))):
                     out.append((("replace", frozenset((i,)), side, lambda _, v=v: v), i, src, f"`{src}` read from `{name}`"))
+            if "backward" in func:          # a backward's operand read from a value of the op's own forward (p for x_hat)
+                for key, v in seen.items():
+                    k_mod, k_name = key.split(":", 1)[0], key.rsplit(".", 1)[1]
+                    if (k_mod == case.op and key not in _ARGS and "backward" not in key and k_name != src
+                            and np.shape(v) == shapes[side] and np.size(v) > 1 and not
+                            (own in seen and np.array_equal(seen[own], v, equal_nan=True))):
+                        transforms.append((("replace", frozenset((i,)), side, lambda _, v=v: v), i, src,
+                                           f"`{src}` read from the forward's `{key.split(':', 1)[1]}`"))
     for key, v in seen.items():
         if 1 < np.size(v) < n and np.ndim(v) and np.shape(v)[0] > 1:
             what = key.split(":", 1)[1]
