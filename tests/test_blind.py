@@ -384,7 +384,7 @@ CAUGHT_BY_8 = {
 }
 
 CAUGHT_BY_9 = {
-    "ln_eps_cast_to_input_dtype": ("layer_norm/const_eps1e-12_f16_9x7", "output.y"),
+    "ln_eps_cast_to_input_dtype": ("layer_norm/normal_eps0.3_bf16_6x100", "output.rstd"),
     "ln_dweight_partial_reset_per_block": ("layer_norm/normal_f32_260x3", "grad.weight"),
     "ln_bwd_float64_in_float32": ("layer_norm/normal_f64_9x7", "grad.x"),
     "ln_mean_output_times_rstd": ("layer_norm/normal_f64_9x7", "output.mean"),
@@ -409,7 +409,7 @@ CAUGHT_BY_9 = {
     "bn_running_mean_of_output": ("batch_norm/normal_f64_7x3", "state.running_mean"),
     "in_running_updated_per_sample_in_turn": ("instance_norm/normal_train3_eval_f32_4x3x6", "state.running_mean"),
     "in_bwd_means_over_s_minus_1": ("instance_norm/normal_f64_3x2x7", "grad.x"),
-    "dyt_tanh_exp_formula_overflows": ("dyt/mean1e3_f32_4x32", "output.y"),
+    "dyt_tanh_exp_formula_overflows": ("dyt/outlier_f16_8x32", "output.y"),
     "dyt_dalpha_without_sech2": ("dyt/normal_f32_7", "grad.alpha"),
     "dyt_bias_indexed_by_row": ("dyt/normal_f32_3x20x12", "output.y"),
     "nqb_fp4_elements_truncated": ("norm_quant_block/normal_rms_nvfp4_f32_3x200", "output.q"),

@@ -61,8 +61,8 @@ BUGS = {
     # ------------------------------------------------------------------ layer_norm
     "ln_eps_cast_to_input_dtype": (
         "layer_norm", "eps",
-        "16-bit inputs: eps converted to the input dtype before it is added to the float32 variance (float16: "
-        "1e-12 becomes 0, a constant row gives rstd = inf), forward and backward",
+        "16-bit inputs: eps converted to the input dtype before it is added to the float32 variance (bfloat16: "
+        "0.3 becomes 0.30078; float16: 1e-12 becomes 0), forward and backward",
         "cf. " + GH + "pytorch/pytorch/issues/86580 (a LayerNorm's small eps exported as 0.0 in fp16 mode)"),
     "ln_dweight_partial_reset_per_block": (
         "layer_norm", "reduction",
