@@ -31,20 +31,19 @@ from __future__ import annotations
 
 import dataclasses
 
-import ml_dtypes
 import numpy as np
 
 from refnorm.check.backends.base import Returned
 
 from ._blind_math import (add_norm_dims, add_norm_rows, add_norm_sum, affine, aln_inputs, centred_dx as _centred_dx,
-                          channel_rows, channel_sums, dy_and_g, dyt_grads, dyt_inputs, eps_value as _eps,
+                          channel_rows, dy_and_g, dyt_grads, dyt_inputs, eps_value as _eps,
                           from_channel_rows, gate_group_size, gated_dn, gated_dx, gated_dx_dz, gated_grads,
                           gated_inputs, gated_normalize, group_outputs, group_param_grads, group_params, group_rows,
                           group_scales, half as _half, instance_momentum_value, instance_rows, instance_unbiased_var,
                           kept, ln_rows, ln_stats, mx_scales, normalized_rows, nqb_format, nqb_normalized,
                           nqb_quantized, nqb_returned, nvfp4_encode, nvfp4_scales, padded_blocks, per_token,
                           poly_combine, poly_grads, poly_inputs, poly_normalize, QUANT as _QUANT, block_quotients,
-                          quant_quotients, quantize, dynamic_scale, static_scale, norm_quant_returned, rms_dx,
+                          quant_quotients, quantize, dynamic_scale, norm_quant_returned, rms_dx,
                           rms_rows, rms_stats, row_affine, row_param_grads, rsum as _rsum, running_in, running_state,
                           bn_momentum, sigmoids as _sigmoids, stat_shape, store as _store, weight_offset)
 from .blind3 import LABELS
@@ -125,12 +124,11 @@ BUGS = {
         "raised to the floor: every row's scale is the floor and q saturates",
         "cf. " + GH + "guoqingbao/attention.rs/pull/93 (an optional scale pointer passed as null and read "
         "unconditionally)"),
-    "nq_fp8_clipped_at_int8_max": (
-        "norm_quant", "saturation",
-        "float8 outputs: y / scale clipped to [-127, 127] (the int8 path's bounds) before the cast; the scale "
-        "amax / qmax right",
-        "cf. " + GH + "flashinfer-ai/flashinfer/pull/2612 (an RMSNorm-quant kernel's clamp hard-coded to another "
-        "dtype's largest value)"),
+    "nq_quant_pass_reads_first_row_scale": (
+        "norm_quant", "layout",
+        "dynamic scale: the quantizing pass loads the scale with a row stride of 0 (the per-tensor static "
+        "path's load): every row divided by row 0's scale; the scale and amax outputs right",
+        "pattern: a per-row buffer read through the per-tensor (stride 0) load"),
     # ------------------------------------------------------------------ group_norm
     "gn_bwd_ds_not_centred": (
         "group_norm", "backward",
@@ -144,21 +142,23 @@ BUGS = {
         "applied to every channel of the group, forward and backward",
         "pattern: a loop bound covering one channel of the group"),
     # ------------------------------------------------------------------ group_norm_silu
-    "gns_silu_grad_s_for_one_minus_s": (
-        "group_norm_silu", "backward",
-        "the SiLU derivative written s (1 + p s) instead of s (1 + p (1 - s)) (dx, dweight, dbias)",
-        "pattern: a typo in the hand-written SiLU derivative"),
+    "gns_silu_input_clamped": (
+        "group_norm_silu", None,
+        "the SiLU's input clamped to [-10, 10] before exp (to avoid its overflow): y = silu(clamp(p)) and the "
+        "backward's silu' at the clamped value",
+        "cf. " + GH + "xlite-dev/LeetCUDA/pull/37 (a sigmoid kernel clamping its input range to avoid exp "
+        "overflow)"),
     "gns_bwd_sums_over_all_groups": (
         "group_norm_silu", "group",
         "the backward's mean(g) and mean(g * x_hat) taken over the whole sample (every group) instead of each "
         "group (each group's own rstd kept)",
         "pattern: the backward's reduction launched with one group per sample"),
     # ------------------------------------------------------------------ gated_norm
-    "gated_dbias_gated_when_gate_first": (
-        "gated_norm", "gate",
-        "norm_before_gate=False: dbias summed from dy * silu(z) (the norm-before-gate path's product) instead of "
-        "dy",
-        "pattern: the parameter-gradient code shared by both gate placements"),
+    "gated_normed_rounded_before_gate": (
+        "gated_norm", "precision",
+        "norm_before_gate=True, 16-bit inputs: the normalized value x_hat * w + b rounded to the input dtype "
+        "before it is multiplied by silu(z) (two roundings of y); the gradients right",
+        "pattern: the norm's output stored in the activation dtype, then gated"),
     "gated_sigmoid_exp_overflow": (
         "gated_norm", "gate",
         "the gate's sigmoid computed as exp(z) / (1 + exp(z)): NaN once exp(z) overflows (z > 88 in float32), "
@@ -170,12 +170,12 @@ BUGS = {
         "not passed to the weight-gradient kernel); dx and dz right",
         "pattern: an option not forwarded to a second kernel"),
     # ------------------------------------------------------------------ batch_norm
-    "bn_nhwc_channel_index_on_nchw": (
-        "batch_norm", "layout",
-        "inputs with spatial axes: an NCHW-contiguous x indexed as channels_last (element i's channel taken as "
-        "i % C): statistics, affine and gradients over the wrong elements",
-        "cf. " + GH + "pytorch/pytorch/issues/62594 (BatchNorm2d giving an incorrect result for a layout its kernel "
-        "misread)"),
+    "bn_train_bwd_rstd_from_running": (
+        "batch_norm", "mode",
+        "training with running statistics: the backward's rstd taken from the (just updated) running_var, "
+        "1 / sqrt(running_var + eps), and x_hat from it (dx, dweight); y and the saved statistics right",
+        "cf. " + GH + "torch/nn/pull/768 (a BatchNormalization backward's saved batch statistics confused with the "
+        "running ones)"),
     "bn_cta_partials_merged_unweighted": (
         "batch_norm", "block",
         "batch statistics: each channel reduced in chunks of 64 values whose (mean, variance) partials are merged "
@@ -311,6 +311,7 @@ def _odd_dropping_tree(t):
 FP4_GRID = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])   # float4_e2m1's magnitudes
 ROW_BLOCK, PROGRAMS = 64, 2                                       # ln_dweight_partial_reset_per_block
 CHUNK = 64                                                        # bn_cta_partials_merged_unweighted
+SILU_CLAMP = 10.0                                                 # gns_silu_input_clamped
 
 
 class Blind9Kernel(Blind8Kernel):
@@ -417,16 +418,15 @@ class Blind9Kernel(Blind8Kernel):
             return super()._norm_quant(_with(call, config={"min_scale": 1.0 / (448.0 * 512.0)}), acc)
         if b == "nq_absent_scale_ub_loaded_as_zero" and dynamic and cfg["scale_ub"] is None:
             return super()._norm_quant(_with(call, config={"scale_ub": 0.0}), acc)
-        if b == "nq_fp8_clipped_at_int8_max" and cfg["quant_dtype"] != "int8":
+        if b == "nq_quant_pass_reads_first_row_scale" and dynamic:
             x0 = inp["x"]
             ns, N, x = normalized_rows(call, acc)
             _, _, xhat = (ln_rows if cfg["norm"] == "layer_norm" else rms_rows)(x, _eps(cfg["eps"], acc))
             y = row_affine(xhat, inp.get("weight"), inp.get("bias"), acc)
             qdt, lo, hi = _QUANT[cfg["quant_dtype"]]
             amax = np.max(np.abs(y), axis=1, keepdims=True, initial=0.0)
-            scale = dynamic_scale(amax, hi, cfg, acc) if dynamic else static_scale(inp["static_scale"], amax.shape,
-                                                                                  acc)
-            q = quantize(quant_quotients(y, scale, -127.0, 127.0, acc), qdt)
+            scale = dynamic_scale(amax, hi, cfg, acc)
+            q = quantize(quant_quotients(y, scale[:1], lo, hi, acc), qdt)
             return norm_quant_returned(q, scale, amax, x0, ns, acc)
         return super()._norm_quant(call, acc)
 
@@ -449,8 +449,7 @@ class Blind9Kernel(Blind8Kernel):
         return super()._norm_quant_block(call, acc)
 
     def _blockwise_normalized(self, s, cfg, B, acc):
-        """nqb_stats_per_quant_block: s (rows, H) normalized per block of B columns, then weight and bias."""
-        inp = {}
+        """nqb_stats_per_quant_block: s (rows, H) normalized per block of B columns (no weight, no bias)."""
         H = s.shape[1]
         eps = _eps(cfg["eps"], acc)
         y = np.empty_like(s)
@@ -461,7 +460,6 @@ class Blind9Kernel(Blind8Kernel):
                 y[:, j:j + B] = (blk - mean) * rstd
             else:
                 y[:, j:j + B] = blk * (1 / np.sqrt(_rsum(blk * blk) / blk.shape[1] + eps))
-        del inp
         return y
 
     def _nqb_quantize(self, call, acc, s, y):
@@ -523,7 +521,9 @@ class Blind9Kernel(Blind8Kernel):
     def _group_norm_silu(self, call, acc):
         b, d = self.bug, call.dtype
         r = super()._group_norm_silu(call, acc)
-        if b not in ("gns_silu_grad_s_for_one_minus_s", "gns_bwd_sums_over_all_groups") or "y" not in call.cotangents:
+        if b == "gns_silu_input_clamped":
+            return self._gns_clamped(call, acc)
+        if b != "gns_bwd_sums_over_all_groups" or "y" not in call.cotangents:
             return r
         x0 = call.inputs["x"]
         Nb, C, G, S, cg, x, xv = group_rows(x0, call.config, acc)
@@ -533,20 +533,31 @@ class Blind9Kernel(Blind8Kernel):
         p = affine(xhat, w, bias)
         sg, rest = _sigmoids(p)
         dy = call.cotangents["y"].astype(acc).reshape(Nb, C, S)
-        typo = b == "gns_silu_grad_s_for_one_minus_s"
-        dp = dy * (sg * (1 + p * sg) if typo else sg * (1 + p * rest))
+        dp = dy * (sg * (1 + p * rest))
         g = dp if w is None else dp * w
-        if typo:
-            dx = _centred_dx(g.reshape(xv.shape), xhat.reshape(xv.shape), rstd)
-        else:
-            gs, xs = g.reshape(Nb, -1), xhat.reshape(Nb, -1)
-            n = gs.shape[1]
-            rs = np.repeat(rstd.reshape(Nb, G), cg * S, axis=1)
-            dx = rs * (gs - _rsum(gs) / n - xs * (_rsum(gs * xs) / n))
-        grads = {**r.grads, "x": _store(dx.reshape(x0.shape), d)}
-        if typo:
+        gs, xs = g.reshape(Nb, -1), xhat.reshape(Nb, -1)
+        n = gs.shape[1]
+        rs = np.repeat(rstd.reshape(Nb, G), cg * S, axis=1)
+        dx = rs * (gs - _rsum(gs) / n - xs * (_rsum(gs * xs) / n))
+        return Returned(r.outputs, {**r.grads, "x": _store(dx.reshape(x0.shape), d)})
+
+    def _gns_clamped(self, call, acc):
+        """gns_silu_input_clamped: group_norm_silu with the SiLU's input clamped to [-10, 10]."""
+        d, x0 = call.dtype, call.inputs["x"]
+        Nb, C, G, S, cg, x, xv = group_rows(x0, call.config, acc)
+        mean, rstd = ln_stats(xv, _eps(call.config["eps"], acc))
+        xhat = ((xv - mean) * rstd).reshape(Nb, C, S)
+        w, bias = group_params(call.inputs, acc, C)
+        pc = np.clip(affine(xhat, w, bias), acc(-SILU_CLAMP), acc(SILU_CLAMP))
+        sg, rest = _sigmoids(pc)
+        out = group_outputs(pc * sg, mean.reshape(Nb, G), rstd.reshape(Nb, G), x0.shape, d, acc)
+        grads = {}
+        if "y" in call.cotangents:
+            dp = call.cotangents["y"].astype(acc).reshape(Nb, C, S) * (sg * (1 + pc * rest))
+            g = dp if w is None else dp * w
+            grads["x"] = _store(_centred_dx(g.reshape(xv.shape), xhat.reshape(xv.shape), rstd).reshape(x0.shape), d)
             grads.update(group_param_grads(dp * xhat, dp, w, bias, C, d))
-        return Returned(r.outputs, grads)
+        return Returned(out, grads)
 
     # ------------------------------------------------------------ gated_norm
     def _gated_norm(self, call, acc):
@@ -556,15 +567,16 @@ class Blind9Kernel(Blind8Kernel):
         if b == "gated_sigmoid_exp_overflow":
             return self._gated_naive_sigmoid(call, acc)
         r = super()._gated_norm(call, acc)
-        if "y" not in call.cotangents:
-            return r
         R, H, x, z, w, bias = gated_inputs(inp, acc)
         K = gate_group_size(cfg, H)
         sg, _ = _sigmoids(z)
         s = z * sg
+        if b == "gated_normed_rounded_before_gate" and nbg and d in ("float16", "bfloat16") and K:
+            _, _, nrm = gated_normalize(x, w, bias, _eps(cfg["eps"], acc), K, cfg["norm"], self._ln_stats)
+            return Returned({**r.outputs, "y": _store((_half(nrm, d) * s).reshape(inp["x"].shape), d)}, r.grads)
+        if "y" not in call.cotangents:
+            return r
         dy = call.cotangents["y"].astype(acc).reshape(R, H)
-        if b == "gated_dbias_gated_when_gate_first" and not nbg and bias is not None:
-            return Returned(r.outputs, {**r.grads, "bias": _store((dy * s).sum(axis=0), d)})
         if b == "gated_dweight_vhat_ungrouped" and K and K < H:
             v = x if nbg else x * s
             _, vhat, _ = gated_normalize(v, w, bias, _eps(cfg["eps"], acc), H, cfg["norm"], self._ln_stats)
@@ -600,23 +612,21 @@ class Blind9Kernel(Blind8Kernel):
         has_run = st.get("running_mean") is not None
         x0 = call.inputs["x"]
         batch = call.training or not has_run
-        if b == "bn_nhwc_channel_index_on_nchw" and batch and x0.ndim > 2 and x0.size and x0[0, 0].size > 1:
-            def nhwc(a):                                  # the NCHW buffer read as (N, S, C)
-                return np.ascontiguousarray(a.reshape(a.shape[0], -1, a.shape[1]).transpose(0, 2, 1)).reshape(a.shape)
-
-            def back(a):
-                return np.ascontiguousarray(a.reshape(a.shape[0], a.shape[1], -1).transpose(0, 2, 1)).reshape(a.shape)
-            cot = {k: nhwc(v) for k, v in call.cotangents.items()}
-            r = super()._batch_norm(_with(call, inputs={"x": nhwc(x0)}, cotangents=cot), acc)
-            grads = dict(r.grads)
-            if "x" in grads:
-                grads["x"] = back(grads["x"])
-            return Returned({**r.outputs, "y": back(r.outputs["y"])}, grads, r.state)
         x = channel_rows(x0, acc)
         C, n = x.shape
         if b == "bn_cta_partials_merged_unweighted" and batch and n > CHUNK and n % CHUNK:
             return self._bn_chunks(call, acc, x, has_run)
         r = super()._batch_norm(call, acc)
+        if b == "bn_train_bwd_rstd_from_running" and has_run and call.training and n and "x" in r.grads:
+            w = None if call.inputs.get("weight") is None else call.inputs["weight"].astype(acc).reshape(C, 1)
+            rstd = 1 / np.sqrt(r.state["running_var"].astype(acc).reshape(C, 1) + _eps(cfg["eps"], acc))
+            xhat = (x - _rsum(x) / n) * rstd
+            dy = channel_rows(call.cotangents["y"], acc)
+            g = dy if w is None else dy * w
+            grads = {**r.grads, "x": _store(from_channel_rows(_centred_dx(g, xhat, rstd), x0.shape), d)}
+            if w is not None:
+                grads["weight"] = _store(_rsum(dy * xhat).reshape(C), d)
+            return Returned(r.outputs, grads, r.state)
         if (b == "bn_running_mean_of_output" and has_run and call.training and n
                 and cfg["convention"] == "torch"):
             rm, rv, nbt = running_in(st, acc)
