@@ -125,7 +125,7 @@ BUGS = {
         "cf. " + GH + "guoqingbao/attention.rs/pull/93 (an optional scale pointer passed as null and read "
         "unconditionally)"),
     "nq_quant_pass_reads_first_row_scale": (
-        "norm_quant", "layout",
+        "norm_quant", "quant_scale",
         "dynamic scale: the quantizing pass loads the scale with a row stride of 0 (the per-tensor static "
         "path's load): every row divided by row 0's scale; the scale and amax outputs right",
         "pattern: a per-row buffer read through the per-tensor (stride 0) load"),
