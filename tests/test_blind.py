@@ -1,4 +1,4 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind8.py): for each set,
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind9.py): for each set,
 the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the
 array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures
 it on these held-out sets)."""
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from planted import blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8
+from planted import blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -383,6 +383,51 @@ CAUGHT_BY_8 = {
     "lp_norm_output_clamped": ("lp_normalize/std1e-3_eps0.3_f32_9x7", "output.norm"),
 }
 
+CAUGHT_BY_9 = {
+    "ln_eps_cast_to_input_dtype": ("layer_norm/normal_eps0.3_bf16_6x100", "output.rstd"),
+    "ln_dweight_partial_reset_per_block": ("layer_norm/normal_f32_260x3", "grad.weight"),
+    "ln_bwd_float64_in_float32": ("layer_norm/normal_f64_9x7", "grad.x"),
+    "ln_mean_output_times_rstd": ("layer_norm/normal_f64_9x7", "output.mean"),
+    "rms_last_column_masked_out": ("rms_norm/normal_eps1e-05_f64_9x7", "output.rstd"),
+    "rms_noweight_reads_x_as_weight": ("rms_norm/normal_eps1e-05_noweight_f32_9x7", "output.y"),
+    "rms_dweight_tree_drops_odd_row": ("rms_norm/normal_eps0.3_f32_9x7", "grad.weight"),
+    "an_dweight_from_dy_plus_dy1": ("add_norm/normal_par_f64_5x12", "grad.weight"),
+    "an_dresidual_is_dy": ("add_norm/normal_noprenorm_f32_9x7", "grad.residual"),
+    "an_keep_scale_from_mask_density": ("add_norm/heavy_tail_p_f64_3x12", "output.residual_out"),
+    "nq_int8_default_floor_from_e4m3": ("norm_quant/zero_rms_i8_dyn_bf16_2x64", "output.scale"),
+    "nq_absent_scale_ub_loaded_as_zero": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.scale"),
+    "nq_quant_pass_reads_first_row_scale": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.q"),
+    "gn_bwd_ds_not_centred": ("group_norm/normal_g2_f32_3x6", "grad.x"),
+    "gn_stats_of_groups_first_channel": ("group_norm/normal_g2_f32_3x6", "output.mean"),
+    "gns_silu_input_clamped": ("group_norm_silu/normal_g2_neg90_f32_2x4x6x5", "output.y"),
+    "gns_bwd_sums_over_all_groups": ("group_norm_silu/normal_g4_f32_2x8x5x7", "grad.x"),
+    "gated_normed_rounded_before_gate": ("gated_norm/std1e-3_nbg_f16_4x32", "output.y"),
+    "gated_sigmoid_exp_overflow": ("gated_norm/normal_gs16_zgate_sat_f32_4x64", "output.y"),
+    "gated_dweight_vhat_ungrouped": ("gated_norm/normal_gs32_f32_8x96", "grad.weight"),
+    "bn_train_bwd_rstd_from_running": ("batch_norm/normal_f64_7x3", "grad.x"),
+    "bn_cta_partials_merged_unweighted": ("batch_norm/normal_f32_6x4x25", "output.mean"),
+    "bn_running_mean_of_output": ("batch_norm/normal_f64_7x3", "state.running_mean"),
+    "in_running_updated_per_sample_in_turn": ("instance_norm/normal_train3_eval_f32_4x3x6", "state.running_mean"),
+    "in_bwd_means_over_s_minus_1": ("instance_norm/normal_f64_3x2x7", "grad.x"),
+    "dyt_tanh_exp_formula_overflows": ("dyt/outlier_f16_8x32", "output.y"),
+    "dyt_dalpha_without_sech2": ("dyt/normal_f32_7", "grad.alpha"),
+    "dyt_bias_indexed_by_row": ("dyt/normal_f32_3x20x12", "output.y"),
+    "nqb_fp4_elements_truncated": ("norm_quant_block/normal_rms_nvfp4_f32_3x200", "output.q"),
+    "nqb_stats_per_quant_block": ("norm_quant_block/normal_rms_g_f32_3x200", "output.amax"),
+    "aln_bwd_gain_without_one": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.x"),
+    "aln_xhat_rounded_before_modulation": ("adaptive_layer_norm/normal_bf16_2x8x32", "output.y"),
+    "poly_cube_of_abs": ("poly_norm/normal_f64_3x7", "output.y"),
+    "poly_bias_added_per_power": ("poly_norm/normal_f64_3x7", "output.y"),
+    "poly_bwd_chain_at_normalized_x": ("poly_norm/normal_f64_3x7", "grad.x"),
+    "zs_dim_rows_by_plain_reshape": ("z_score/normal_dim1_f32_2x6x4", "output.mean"),
+    "zs_bwd_dx_not_divided_by_std": ("z_score/normal_f64_9x7", "grad.x"),
+    "zs_ddof_sign_flipped": ("z_score/normal_f64_9x7", "output.std"),
+    "zs_var_one_pass": ("z_score/mean1e3_f32_6x100", "output.std"),
+    "lp_onnx_zero_slice_nan": ("lp_normalize/zero_onnx_bf16_3x7", "output.y"),
+    "lp_sum_in_input_dtype": ("lp_normalize/sq_overflow_f16_6x100", "output.norm"),
+    "lp_bwd_not_divided_by_norm": ("lp_normalize/normal_f64_9x7", "grad.x"),
+}
+
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
 # mean 1e4, of constant rows with eps 1e-12: the quantized outputs' bounds cover any value), so that no array
 # of theirs can be verified; their status is partial for every kernel
@@ -393,6 +438,7 @@ NOTHING_CONSTRAINED_5 = NOTHING_CONSTRAINED_3
 NOTHING_CONSTRAINED_6 = NOTHING_CONSTRAINED_3
 NOTHING_CONSTRAINED_7 = NOTHING_CONSTRAINED_3
 NOTHING_CONSTRAINED_8 = NOTHING_CONSTRAINED_3
+NOTHING_CONSTRAINED_9 = NOTHING_CONSTRAINED_3
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -416,6 +462,8 @@ SETS = {
                {"ops": blind7.OPS, "at_least": 500, "nothing_constrained": NOTHING_CONSTRAINED_7}, 0),
     "blind8": (blind8, blind8.Blind8Kernel, CAUGHT_BY_8, blind8.LABELS, (40, 48),
                {"ops": blind8.OPS, "at_least": 500, "nothing_constrained": NOTHING_CONSTRAINED_8}, 0),
+    "blind9": (blind9, blind9.Blind9Kernel, CAUGHT_BY_9, blind9.LABELS, (40, 48),
+               {"ops": blind9.OPS, "at_least": 500, "nothing_constrained": NOTHING_CONSTRAINED_9}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
