@@ -193,6 +193,12 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind8", "bn_running_var_includes_eps", "batch_norm/normal_f64_7x3", "running", "eps added to `var` too"),
     # the bias added before the weight multiplies
     ("blind8", "dyt_bias_inside_weight", "dyt/normal_f64_2x5x7", "affine", "bias inside the weight's product"),
+    # a backward's operand read from a value of the op's own forward (dweight from the pre-activation p)
+    ("blind8", "gns_dweight_from_p", "group_norm_silu/normal_g3_f64_3x6x7", "backward",
+     "`xhat` read from the forward's `group_norm_silu.p`"),
+    # an eval call's running variance read as a std: a value of the running statistics alone (not a parameter's)
+    ("blind8", "in_eval_running_var_read_as_std", "instance_norm/normal_train3_eval_f32_4x3x6", "running",
+     "a value of the running statistics alone"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on blind5 / blind6 / blind7 / blind8 (development sets since their measurement), each on one

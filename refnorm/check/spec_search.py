@@ -324,7 +324,7 @@ def _rp_module(name):
         return _BUILT[name]
 
 
-def _evaluate(case, record, target, inputs=None, cotangents=None):
+def _evaluate(case, record, target, inputs=None, cotangents=None, state=None):
     from .. import registry
     ns = _rp_module(case.op)
     _TARGET.t = target
@@ -334,7 +334,7 @@ def _evaluate(case, record, target, inputs=None, cotangents=None):
             return registry.evaluate(case.op, {k: np.asarray(v) for k, v in (inputs or record.inputs).items()},
                                      config=dict(case.config),
                                      grad_outputs={k: np.asarray(v, np.float64) for k, v in cot.items()} or None,
-                                     state={k: np.asarray(v, np.float64) for k, v in record.state.items()},
+                                     state={k: np.asarray(v, np.float64) for k, v in (state or record.state).items()},
                                      training=record.training, engine=(ns.forward, ns.backward))
     finally:
         _TARGET.t = None
@@ -433,6 +433,22 @@ def _unmoved(case, record, base, names):
         return set()
     return {k for k, v in base.items() if k in got and np.shape(got[k]) == np.shape(v)
             and np.array_equal(got[k], v, equal_nan=True)}
+
+
+def _state_values(case, record, base):
+    """The local names whose values move with the call's running statistics (an eval call's mean and var
+    read from running_mean / running_var): a change of one of them is the running statistics' (rule 2 of
+    docs/verdicts.md's "Which mechanism a bug is")."""
+    moved = {k: np.asarray(v, np.float64) * 0.75 + 0.125 if np.size(v) > 1 else v for k, v in record.state.items()}
+    if not any(np.size(v) > 1 for v in record.state.values()):
+        return set()
+    got = {}
+    try:
+        _evaluate(case, record, ("record", got), state=moved)
+    except Exception:                                   # noqa: BLE001 - a call the instrumented spec refuses
+        return set()
+    return {k.rsplit(".", 1)[1] for k, v in base.items() if k in got and np.shape(got[k]) == np.shape(v)
+            and not np.array_equal(got[k], v, equal_nan=True)}
 
 
 def _gate_values(case, record):
@@ -796,7 +812,11 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         base = {}
         _evaluate(case, record, ("record", base))
         acts = [k for k in record.inputs if k not in PARAMETERS]
-        ctx["params"] = {k.rsplit(".", 1)[1] for k in _unmoved(case, record, base, acts)} | set(PARAMETERS)
+        still = {k.rsplit(".", 1)[1] for k in _unmoved(case, record, base, acts)}
+        running = _state_values(case, record, base)
+        # values of the parameters alone, and of the running statistics alone (an eval call's; none are parameters)
+        ctx["params"] = (still - running) | set(PARAMETERS)
+        ctx["state"] = still & running
         ctx["gate"] = _gate_values(case, record) if "z" in record.inputs else set()
         masks = [k for k in record.inputs if "mask" in k]
         # the dropout's values: those that move with a keep-mask and not with the other activations (the
@@ -805,6 +825,12 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         ctx["drop"] = ({k.rsplit(".", 1)[1] for k in _unmoved(case, record, base, others)
                         - _unmoved(case, record, base, masks)} | set(masks) | {"p"}) if masks else set()
     gate, params, drop = ctx["gate"], ctx["params"], ctx["drop"]
+    if target[0] in ("mutate", "replace", "multi", "both") and isinstance(i, int) and _names(changed) \
+            and _names(changed) <= ctx["state"] and "eps" not in _names(changed):
+        mod, func, line, op, left, right = _SOURCES[i]
+        return {"mechanism": "running", "text": f"the specification with {what} in `{left} {_SYM[op]} {right}` "
+                f"({func}, refnorm/specs/{mod}.py line {line}; a value of the running statistics alone) reproduces "
+                "every failing array"}
     if i == "arg":                                  # an argument read from another value
         func = target[1].split(":", 1)[1].rsplit(".", 1)[0]
         mech = "backward" if "backward" in func or all(p == "grads" for p, _ in record.failing) else None

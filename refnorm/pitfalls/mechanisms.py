@@ -13,12 +13,14 @@ tests/test_pitfalls.py checks it).
 from __future__ import annotations
 
 MECHANISMS = {
-    "one_pass": "one-pass variance E[x^2] - E[x]^2 (cancellation), or a variance about a shift without its correction",
+    "one_pass": "one-pass variance E[x^2] - E[x]^2 (cancellation), or a variance about a shift without its "
+                "correction",
     "precision": "a statistic computed, accumulated or stored in a lower precision",
     "block": "the reduction's block: padded lanes, the block length or per-lane counts",
     "eps": "eps: its placement or its value",
     "bessel": "the Bessel (n - 1) convention of the variance",
-    "running": "the running-statistics update rule (momentum, what is updated)",
+    "running": "the running statistics: their update rule (momentum, what is updated or stored) or how an eval "
+               "call reads them",
     "mode": "which statistics a call uses (batch or running, the mode)",
     "backward": "the backward formula: a term missing or the wrong product",
     "reduction": "a reduction dropping or repeating blocks, counting its values wrong, or on the wrong axes (a "
