@@ -267,3 +267,26 @@ def test_every_change_keeps_the_unchanged_operations():
     finally:
         rp._TARGET.t = None
     assert np.array_equal(plain.outputs["y"], traced.outputs["y"])
+
+
+def test_a_backward_reduction_over_groups_of_a_slice_is_the_group_it_spans():
+    """layer_norm's dx with its means (mean(g), mean(g x_hat)) over groups of 4 contiguous columns where the
+    whole row belongs (a kernel reducing per tile and never across tiles): the reductions of the spec's
+    backward changed over a part of the slice are "group" (docs/verdicts.md, "Which mechanism a bug is")."""
+    from test_explain_families import Spec
+
+    def post(call, d):
+        x = np.asarray(call.inputs["x"], np.float64)
+        R, N = x.shape
+        mean = x.mean(axis=1, keepdims=True)
+        rstd = 1 / np.sqrt(((x - mean) ** 2).mean(axis=1, keepdims=True) + call.config["eps"])
+        xhat = (x - mean) * rstd
+        g = np.asarray(call.cotangents["y"], np.float64) * np.asarray(call.inputs["weight"], np.float64)
+
+        def gmean(a):
+            return np.repeat(a.reshape(R, N // 4, 4).mean(axis=2), 4, axis=1)
+        return {**d, "grads": {**d["grads"], "x": rstd * (g - gmean(g) - xhat * gmean(g * xhat))}}
+    r = check_case(Spec(post=post), load_case(GOLDEN, "layer_norm/normal_f32_6x100"))
+    d = r.diagnosis
+    assert r.status == "failed" and d["mechanism"] == "group", d["message"]
+    assert "over groups of 4 contiguous values (of 100)" in d["message"], d["message"]

@@ -177,6 +177,20 @@ def _over(axes2):
     return f
 
 
+def _part(axes2):
+    """The change "the reduction over ``axes2`` (a part of its axes) only": each value its part's result."""
+    return lambda a, red, axes, keepdims: red(a, axis=axes2, keepdims=True)
+
+
+def _groups(k):
+    """The change "the reduction over each group of ``k`` contiguous values of the last axis": each value its
+    group's result."""
+    def f(a, red, axes, keepdims):
+        g = red(a.reshape(a.shape[:-1] + (a.shape[-1] // k, k)), axis=-1, keepdims=True)
+        return np.repeat(g, k, axis=-1).reshape(a.shape)
+    return f
+
+
 def _sequential(dt):
     """The change "the reduction accumulated left to right in the 16-bit ``dt``, each partial sum rounded"
     (a mean: that sum divided by n)."""
@@ -643,14 +657,21 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None):
             out.append((("remapk", {**mean, "_math:moments.n": lambda v, n2=n2: n2}), "count", (n, n2),
                         what + ", and the variance's divisor n - ddof with n = " + str(n2)))
     by_func = {}
-    for i, (_, axes, _) in reds.items():
-        if low is not None and axes:
+    for i, (shape, axes, keep) in reds.items():
+        if axes:
             by_func.setdefault(_SOURCES[i][:2], []).append(i)
-    for ids in (ids for ids in by_func.values() if len(ids) > 1):      # every sum of one function (a backward's)
-        out.append((("reduce", frozenset(ids), _sequential(low)), "lowsum", None,
-                    f"accumulated left to right in {low.__name__} (each partial sum rounded to nearest), and its "
-                    f"function's {len(ids) - 1} other reductions too"))
-    for i, (shape, axes, _) in reds.items():
+    for ids in (ids for ids in by_func.values() if len(ids) > 1):      # every reduction of one function changed
+        if low is not None:
+            out.append((("reduce", frozenset(ids), _sequential(low)), "lowsum", None,
+                        f"accumulated left to right in {low.__name__} (each partial sum rounded to nearest), and its "
+                        f"function's {len(ids) - 1} other reductions too"))
+        shape, axes, keep = reds[ids[0]]
+        if keep and axes == (len(shape) - 1,) and all(reds[j] == reds[ids[0]] for j in ids):
+            N = shape[-1]
+            out += [(("reduce", frozenset(ids), _groups(k)), "part", None, f"over groups of {k} contiguous values "
+                     f"(of {N}), and its function's {len(ids) - 1} other reductions too")
+                    for k in [k for k in range(2, N // 2 + 1) if N % k == 0][:8]]
+    for i, (shape, axes, keep) in reds.items():
         nd = len(shape)
         if low is not None and axes:
             out.append((("reduce", i, _sequential(low)), "lowsum", None, f"accumulated left to right in {low.__name__} "
@@ -658,6 +679,14 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None):
         if _SOURCES[i][:2] == ("_math", "moments") and axes:
             out.append((("reduce", i, _about_first), "shift", None, "the variance's sum of squares about each slice's "
                         "first value x0 (a shift without its correction n (mean - x0)^2)"))
+        if keep and len(axes) > 1:          # a part of each slice: one axis fewer (each value its part's result)
+            out += [(("reduce", i, _part(tuple(a for a in axes if a != b))), "part", None,
+                     f"over axes {tuple(a for a in axes if a != b)} only (each part of the slice its own)")
+                    for b in axes if shape[b] > 1]
+        if keep and axes == (nd - 1,):      # groups of k contiguous values of the last axis
+            N = shape[-1]
+            out += [(("reduce", i, _groups(k)), "part", None, f"over groups of {k} contiguous values (of {N})")
+                    for k in [k for k in range(2, N // 2 + 1) if N % k == 0][:8]]
         if len(axes) < nd:
             out.append((("reduce", i, _over(tuple(range(nd)))), "reduce", None, "over every axis"))
             out += [(("reduce", i, _over(tuple(sorted(axes + (b,))))), "reduce", None, f"over axis {b} too")
@@ -841,6 +870,10 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
     if i == "lowsum":                               # a sum accumulated in the 16-bit dtype
         src = _SOURCES[min(target[1]) if isinstance(target[1], frozenset) else target[1]]
         return {"mechanism": "precision", "text": f"the specification with `{src[4]}`'s {src[3]} ({src[1]}, "
+                f"refnorm/specs/{src[0]}.py line {src[2]}) {what} reproduces every failing array"}
+    if i == "part":                                 # a reduction over a part of each slice: the group it spans
+        src = _SOURCES[min(target[1]) if isinstance(target[1], frozenset) else target[1]]
+        return {"mechanism": "group", "text": f"the specification with `{src[4]}`'s {src[3]} ({src[1]}, "
                 f"refnorm/specs/{src[0]}.py line {src[2]}) {what} reproduces every failing array"}
     if i == "shift":                                # a variance about a shift, uncorrected: an expansion's term lost
         return {"mechanism": "one_pass", "text": f"the specification with {what} reproduces every failing array"}
