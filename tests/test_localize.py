@@ -52,6 +52,8 @@ def test_missing_rows():
     sel = (np.arange(256) % 64) >= 32
     assert L.missing_rows(-c[sel].sum(axis=0), c) == "the terms of rows 32-63 of every 64 missing"
     assert L.missing_rows(c[:3].sum(axis=0), c) == "the terms of the first 3 rows (0-2) counted twice"
+    boundary = (np.arange(len(c)) % 4 == 0) & (np.arange(len(c)) >= 4)        # a loop's inclusive end
+    assert L.missing_rows(c[boundary].sum(axis=0), c).startswith("the terms of row 0 of every 4 after the first")
     assert L.missing_rows(rng.standard_normal(5), c) == ""
 
 

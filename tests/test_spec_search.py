@@ -196,6 +196,12 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # a backward's operand read from a value of the op's own forward (dweight from the pre-activation p)
     ("blind8", "gns_dweight_from_p", "group_norm_silu/normal_g3_f64_3x6x7", "backward",
      "`xhat` read from the forward's `group_norm_silu.p`"),
+    # each power's rms over the whole tensor (every reduction over the slice's axes, the max-based scale too)
+    ("blind7", "poly_rms_over_tensor", "poly_norm/normal_f64_3x7", "reduction",
+     "forward and backward) taken over the whole array"),
+    # a parameter gradient's loop over a block of rows running into the next block's first row
+    ("blind7", "rms_dweight_block_boundary_row_twice", "rms_norm/normal_eps1e-05_f64_9x7", "reduction",
+     "row 0 of every 4 after the first"),
     # an eval call's running variance read as a std: a value of the running statistics alone (not a parameter's)
     ("blind8", "in_eval_running_var_read_as_std", "instance_norm/normal_train3_eval_f32_4x3x6", "running",
      "a value of the running statistics alone"),
@@ -290,3 +296,4 @@ def test_a_backward_reduction_over_groups_of_a_slice_is_the_group_it_spans():
     d = r.diagnosis
     assert r.status == "failed" and d["mechanism"] == "group", d["message"]
     assert "over groups of 4 contiguous values (of 100)" in d["message"], d["message"]
+

@@ -225,6 +225,11 @@ def missing_rows(err, contrib, ref=None):
             sel = (rows >= a) & (rows < b)
             if abs(v[sel].sum()) >= need:
                 cands.append((f"rows {a}-{b - 1} of every {P}", lambda sel=sel: c[sel].sum(axis=0)))
+        # each block's first row in its predecessor's loop too (an inclusive end, range(start, start + P + 1))
+        sel = (rows == 0) & (np.arange(R) >= P)
+        if sel.any() and abs(v[sel].sum()) >= need:
+            cands.append((f"row 0 of every {P} after the first (each block's loop running into the next one's first "
+                          "row)", lambda sel=sel: c[sel].sum(axis=0)))
         P *= 2
     best = None
     for text, make in cands:

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -141,14 +142,15 @@ def _int(v):
     return int(v) if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) else None
 
 
-_REDUCE = {"sum": np.sum, "mean": np.mean}
+_REDUCE = {"sum": np.sum, "mean": np.mean, "max": np.max}
 
 
-def _rp_red(i, a, kind, axis, keepdims):
-    """``a.sum(axis=axis, keepdims=keepdims)`` (or mean) of the specification, reduction ``i``; recorded as
-    (a's shape, the reduced axes, keepdims), or changed by the target ("reduce", i, f(a, reducer, axes, keepdims))."""
+def _rp_red(i, a, kind, axis, keepdims, initial=None):
+    """``a.sum(axis=axis, keepdims=keepdims)`` (or mean, or max with its ``initial``) of the specification,
+    reduction ``i``; recorded as (a's shape, the reduced axes, keepdims), or changed by the target ("reduce", i,
+    f(a, reducer, axes, keepdims))."""
     t = getattr(_TARGET, "t", None)
-    f = _REDUCE[kind]
+    f = _REDUCE[kind] if initial is None else functools.partial(_REDUCE[kind], initial=initial)
     if t is None or not isinstance(a, np.ndarray) or a.dtype.kind != "f":
         return f(a, axis=axis, keepdims=keepdims)
     if t[0] == "record" and len(t) > 3:
@@ -175,6 +177,17 @@ def _over(axes2):
             r = r.reshape([s for k, s in enumerate(r.shape) if k not in axes])
         return np.array(np.broadcast_to(r, shape))
     return f
+
+
+def _whole(a, red, axes, keepdims):
+    """The change "the reduction over every axis", a sum scaled by n_own / n_all (code dividing it by its own
+    count n_own gets the whole array's mean); broadcast to the right reduction's shape."""
+    r = red(a, axis=None, keepdims=True)
+    if red is _REDUCE["sum"]:
+        r = r * (np.prod([a.shape[k] for k in axes]) / max(a.size, 1))
+    shape = [1 if k in axes else s for k, s in enumerate(a.shape)]
+    r = np.array(np.broadcast_to(r, shape))
+    return r if keepdims else r.reshape([s for k, s in enumerate(shape) if k not in axes])
 
 
 def _part(axes2):
@@ -266,7 +279,8 @@ class _Instrument(ast.NodeTransformer):
         numpy_call = isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "np"
         kw = {k.arg: k.value for k in node.keywords}
         if (not self.funcs or not isinstance(f, ast.Attribute) or f.attr not in _REDUCE or None in kw
-                or set(kw) - {"axis", "keepdims"} or (len(node.args) != 1 if numpy_call else node.args)):
+                or set(kw) - {"axis", "keepdims", "initial"} or (len(node.args) != 1 if numpy_call else node.args)
+                or ("initial" in kw and f.attr != "max")):
             self.generic_visit(node)
             return node
         segs = (ast.get_source_segment(self.source, node.args[0] if numpy_call else f.value) or "a",
@@ -277,7 +291,8 @@ class _Instrument(ast.NodeTransformer):
         i = len(_SOURCES)
         _SOURCES[i] = (self.module, self.funcs[-1], node.lineno, f.attr) + segs
         return ast.Call(ast.Name("_rp_red", ast.Load()), [ast.Constant(i), arr, ast.Constant(f.attr),
-                        kw.get("axis", ast.Constant(None)), kw.get("keepdims", ast.Constant(False))], [])
+                        kw.get("axis", ast.Constant(None)), kw.get("keepdims", ast.Constant(False)),
+                        kw.get("initial", ast.Constant(None))], [])
 
     def visit_FunctionDef(self, node):
         self.funcs.append(node.name)
@@ -658,7 +673,7 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None):
                         what + ", and the variance's divisor n - ddof with n = " + str(n2)))
     by_func = {}
     for i, (shape, axes, keep) in reds.items():
-        if axes:
+        if axes and _SOURCES[i][3] != "max":
             by_func.setdefault(_SOURCES[i][:2], []).append(i)
     for ids in (ids for ids in by_func.values() if len(ids) > 1):      # every reduction of one function changed
         if low is not None:
@@ -671,9 +686,19 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None):
             out += [(("reduce", frozenset(ids), _groups(k)), "part", None, f"over groups of {k} contiguous values "
                      f"(of {N}), and its function's {len(ids) - 1} other reductions too")
                     for k in [k for k in range(2, N // 2 + 1) if N % k == 0][:8]]
+    # every reduction over the slice's axes (forward and backward) taken over the whole tensor: a sum scaled to
+    # the slice's count (the code divides it by that count), a mean as it is
+    sig = {}
+    for i, (shape, axes, keep) in reds.items():
+        if keep and 0 < len(axes) < len(shape):
+            sig.setdefault((shape, axes), []).append(i)
+    for (shape, axes), ids in sig.items():
+        if len(ids) > 1:
+            out.append((("reduce", frozenset(ids), _whole), "reduce", None, f"every reduction over axes {axes} of a "
+                        f"{shape} array ({len(ids)}, forward and backward) taken over the whole array"))
     for i, (shape, axes, keep) in reds.items():
         nd = len(shape)
-        if low is not None and axes:
+        if low is not None and axes and _SOURCES[i][3] != "max":
             out.append((("reduce", i, _sequential(low)), "lowsum", None, f"accumulated left to right in {low.__name__} "
                         "(each partial sum rounded to nearest)"))
         if _SOURCES[i][:2] == ("_math", "moments") and axes:
@@ -881,7 +906,7 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         return {"mechanism": "layout", "text": f"the specification with {what} reproduces every failing array"}
     if i in ("count", "reduce"):                   # what a reduction spans: its count, its axes
         mech = "bessel" if changed is not None and changed[1] == changed[0] - 1 else "reduction"
-        where = ("the specification with" if i == "count" else
+        where = ("the specification with" if i == "count" or isinstance(target[1], frozenset) else
                  f"the specification with `{_SOURCES[target[1]][4]}`'s {_SOURCES[target[1]][3]} (over "
                  f"{_SOURCES[target[1]][5]}, {_SOURCES[target[1]][1]}, refnorm/specs/{_SOURCES[target[1]][0]}.py "
                  f"line {_SOURCES[target[1]][2]})")
