@@ -512,6 +512,24 @@ def _setup(ex, case, record, ref):
     return x, view, R0, centred, gain, off, gn, on
 
 
+def _normalizers_axes(nd):
+    """The axes of x another normalizer's statistics span: layer_norm's (every axis but the batch's),
+    instance_norm's (the positions), batch_norm's (every axis but the channels')."""
+    if nd < 2:
+        return []
+    return [frozenset(range(1, nd)), frozenset(range(2, nd)), frozenset({0} | set(range(2, nd)))]
+
+
+def _x_axes(case, view, R, nd):
+    """The axes of x the view's axes ``R`` cover (group_norm's (N, G, C / G, positions) view: the channels
+    only where both G and C / G are in R; None where R covers a part of the channels)."""
+    if case.op != "group_norm" or len(view) != 4 or nd < 2:
+        return frozenset(R)
+    if (1 in R) != (2 in R):
+        return None
+    return frozenset(({0} if 0 in R else set()) | ({1} if 1 in R else set()) | (set(range(2, nd)) if 3 in R else set()))
+
+
 def other_axes(ex, case, record, ref):
     """The statistics over another subset of x's axes, or (group_norm) over strided groups of channels
     (module docstring): explanations, or []."""
@@ -531,7 +549,8 @@ def other_axes(ex, case, record, ref):
                     n = int(np.prod([view[i] for i in R]))
                     cands.append((view, R, f"the formula's with the statistics over groups of {n} of each slice's "
                                            f"values: {where}", "group"))
-                elif set(R) > set(R0):      # the slice's values and more: pooled over the batch, the tensor
+                elif set(R) > set(R0) and _x_axes(case, view, R, np.ndim(x)) not in _normalizers_axes(np.ndim(x)):
+                    # the slice's values and more, no other normalizer's (pooled over the batch, the whole tensor)
                     cands.append((view, R, f"the formula's with the statistics pooled over {where}", "reduction"))
                 else:
                     cands.append((view, R, f"the formula's with the statistics taken over {where} (another "

@@ -880,7 +880,7 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
                         - _unmoved(case, record, base, masks)} | set(masks) | {"p"}) if masks else set()
     gate, params, drop = ctx["gate"], ctx["params"], ctx["drop"]
     if target[0] in ("mutate", "replace", "multi", "both") and isinstance(i, int) and _names(changed) \
-            and _names(changed) <= ctx["state"] and "eps" not in _names(changed):
+            and _names(changed) <= ctx["state"] and "eps" not in _names(changed) and "backward" not in _SOURCES[i][1]:
         mod, func, line, op, left, right = _SOURCES[i]
         return {"mechanism": "running", "text": f"the specification with {what} in `{left} {_SYM[op]} {right}` "
                 f"({func}, refnorm/specs/{mod}.py line {line}; a value of the running statistics alone) reproduces "
