@@ -202,13 +202,20 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # a parameter gradient's loop over a block of rows running into the next block's first row
     ("blind7", "rms_dweight_block_boundary_row_twice", "rms_norm/normal_eps1e-05_f64_9x7", "reduction",
      "row 0 of every 4 after the first"),
+    # blind9 (a development set since its measurement): ddof's sign flipped (n + ddof): the Bessel convention
+    ("blind9", "zs_ddof_sign_flipped", "z_score/normal_f64_9x7", "bessel", "the sign of `ddof` flipped"),
+    # a row's sum of squares without its last column (a mask off by one), still divided by N
+    ("blind9", "rms_last_column_masked_out", "rms_norm/normal_eps1e-05_f32_6x100", "block",
+     "without the row's last 1 column (of 100)"),
+    # a gradient that is another array of the step (dresidual written as the cotangents)
+    ("blind9", "an_dresidual_is_dy", "add_norm/normal_f32_6x100", "backward", "dresidual is dresidual_out + dy"),
     # an eval call's running variance read as a std: a value of the running statistics alone (not a parameter's)
     ("blind8", "in_eval_running_var_read_as_std", "instance_norm/normal_train3_eval_f32_4x3x6", "running",
      "a value of the running statistics alone"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
-    """Families added on blind5 / blind6 / blind7 / blind8 (development sets since their measurement), each on one
-    of its kernels: the mechanism and the explanation's words."""
+    """Families added on blind5 ... blind9 (development sets since their measurement), each on one of its
+    kernels: the mechanism and the explanation's words."""
     import importlib
     mod = importlib.import_module(f"planted.{src}")
     kernel = getattr(mod, src.capitalize() + "Kernel")

@@ -400,6 +400,25 @@ def _bias_full(case, x, inputs):
     return np.broadcast_to(b, np.shape(x))
 
 
+def another_gradient(record, ref, part, name, got, E):
+    """A gradient that is another array of the step: a cotangent (dresidual = dy, as if the residual skipped
+    to y), the sum of the cotangents, or another input's expected gradient: the backward's (docs/verdicts.md,
+    rule 15), or None."""
+    if part != "grads":
+        return None
+    cands = [(f"the cotangent d{k}", v) for k, v in record.cotangents.items()]
+    if len(record.cotangents) > 1:
+        cands.append((" + ".join(f"d{k}" for k in record.cotangents) + " (the cotangents' sum)",
+                      sum(np.asarray(v, dtype=np.float64) for v in record.cotangents.values())))
+    # (another gradient failing too: the two may be in each other's place, explained unnamed elsewhere)
+    cands += [(f"the expected {_label('grads', k)}", v) for k, v in ref.grads.items()
+              if k != name and ("grads", k) not in record.failing]
+    for what, v in cands:
+        if v is not None and np.shape(v) == np.shape(got) and fit_ratio(got, np.asarray(v, dtype=np.float64), E) <= 1:
+            return {"mechanism": "backward", "text": f"{_label(part, name)} is {what}"}
+    return None
+
+
 def _label(part, name):
     return "dx" if (part, name) == ("grads", "x") else (f"d{name}" if part == "grads" else name)
 
@@ -1242,6 +1261,12 @@ def _explain(case, record, ref, reference=None) -> list:
     if len(out) < len(record.failing):
         out += explain_terms.backward_terms(case, record, ref, {(e["part"], e["name"]) for e in out}, fit_ratio,
                                             CONFIG_SIZE)
+    done = {(e["part"], e["name"]) for e in out}
+    for part, name in [pn for pn in record.failing if pn not in done and pn[0] == "grads"]:
+        got, E = record.got[part].get(name), record.E[part].get(name)
+        e = None if got is None or E is None else another_gradient(record, ref, part, name, got, E)
+        if e is not None:
+            out.append({"part": part, "name": name, "step": record.step, **e})
     if len(out) < len(record.failing):
         with np.errstate(all="ignore"):
             stats = row_statistics(case, record, ref)

@@ -190,6 +190,18 @@ def _whole(a, red, axes, keepdims):
     return r if keepdims else r.reshape([s for k, s in enumerate(shape) if k not in axes])
 
 
+def _without_last(k, kind):
+    """The change "the reduction (``kind``) over the last axis without its last ``k`` values" (a mean: still
+    divided by the whole count)."""
+    def f(a, red, axes, keepdims):
+        kept = a[..., :a.shape[-1] - k]
+        if kind == "max":
+            return red(kept, axis=-1, keepdims=keepdims)
+        r = np.sum(kept, axis=-1, keepdims=keepdims)
+        return r / a.shape[-1] if kind == "mean" else r
+    return f
+
+
 def _part(axes2):
     """The change "the reduction over ``axes2`` (a part of its axes) only": each value its part's result."""
     return lambda a, red, axes, keepdims: red(a, axis=axes2, keepdims=True)
@@ -509,6 +521,8 @@ def _mechanism(case, record, i, changed, gate, params, drop=frozenset()):
     names, text = _names(changed), _LINES.get(mod, [""] * line)[line - 1]
     if "eps" in names:
         return "eps"
+    if "ddof" in names or "correction" in names:    # the count's Bessel correction (its sign, its value)
+        return "bessel"
     code = text.split("#")[0]
     if "running" in code or "=" in code and _names(code.split("=")[0].strip().rstrip(",")) & set(record.state):
         return "running"                            # a line updating a running statistic (or another state)
@@ -708,6 +722,12 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None):
             out += [(("reduce", i, _part(tuple(a for a in axes if a != b))), "part", None,
                      f"over axes {tuple(a for a in axes if a != b)} only (each part of the slice its own)")
                     for b in axes if shape[b] > 1]
+        if axes == (nd - 1,) and shape[-1] > 1:
+            # the row's last columns never loaded (a mask off by one, a partial tail block dropped)
+            N = shape[-1]
+            tails = {1} | {N % b for b in (16, 32, 64, 128, 256, 512, 1024) if b < N}
+            out += [(("reduce", i, _without_last(k, _SOURCES[i][3])), "tail", None, f"without the row's last {k} column"
+                     + ("s" if k > 1 else "") + f" (of {N})") for k in sorted(tails - {0}) if k < N]
         if keep and axes == (nd - 1,):      # groups of k contiguous values of the last axis
             N = shape[-1]
             out += [(("reduce", i, _groups(k)), "part", None, f"over groups of {k} contiguous values (of {N})")
@@ -895,6 +915,10 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
     if i == "lowsum":                               # a sum accumulated in the 16-bit dtype
         src = _SOURCES[min(target[1]) if isinstance(target[1], frozenset) else target[1]]
         return {"mechanism": "precision", "text": f"the specification with `{src[4]}`'s {src[3]} ({src[1]}, "
+                f"refnorm/specs/{src[0]}.py line {src[2]}) {what} reproduces every failing array"}
+    if i == "tail":                                 # a slice's reduction losing its last lanes: the block
+        src = _SOURCES[target[1]]
+        return {"mechanism": "block", "text": f"the specification with `{src[4]}`'s {src[3]} ({src[1]}, "
                 f"refnorm/specs/{src[0]}.py line {src[2]}) {what} reproduces every failing array"}
     if i == "part":                                 # a reduction over a part of each slice: the group it spans
         src = _SOURCES[min(target[1]) if isinstance(target[1], frozenset) else target[1]]
