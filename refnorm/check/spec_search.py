@@ -710,6 +710,11 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None):
         if len(ids) > 1:
             out.append((("reduce", frozenset(ids), _whole), "reduce", None, f"every reduction over axes {axes} of a "
                         f"{shape} array ({len(ids)}, forward and backward) taken over the whole array"))
+            if axes == (len(shape) - 1,):   # every one over groups of k contiguous values (per quantization block)
+                N = shape[-1]
+                out += [(("reduce", frozenset(ids), _groups(k)), "part", None, f"every reduction over axes {axes} of "
+                         f"a {shape} array ({len(ids)}, forward and backward) over groups of {k} contiguous values")
+                        for k in [k for k in (8, 16, 32, 64, 128) if N % k == 0 and k < N]]
     for i, (shape, axes, keep) in reds.items():
         nd = len(shape)
         if low is not None and axes and _SOURCES[i][3] != "max":
