@@ -917,17 +917,12 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
                 f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
     if i == "eps":                                  # eps moved to a named statistic
         return {"mechanism": "eps", "text": f"the specification with {what} reproduces every failing array"}
-    if i == "lowsum":                               # a sum accumulated in the 16-bit dtype
+    # a sum accumulated in the 16-bit dtype; a slice's reduction losing its last lanes (the block); a reduction
+    # over a part of each slice (the group it spans)
+    by_kind = {"lowsum": "precision", "tail": "block", "part": "group"}
+    if i in by_kind:
         src = _SOURCES[min(target[1]) if isinstance(target[1], frozenset) else target[1]]
-        return {"mechanism": "precision", "text": f"the specification with `{src[4]}`'s {src[3]} ({src[1]}, "
-                f"refnorm/specs/{src[0]}.py line {src[2]}) {what} reproduces every failing array"}
-    if i == "tail":                                 # a slice's reduction losing its last lanes: the block
-        src = _SOURCES[target[1]]
-        return {"mechanism": "block", "text": f"the specification with `{src[4]}`'s {src[3]} ({src[1]}, "
-                f"refnorm/specs/{src[0]}.py line {src[2]}) {what} reproduces every failing array"}
-    if i == "part":                                 # a reduction over a part of each slice: the group it spans
-        src = _SOURCES[min(target[1]) if isinstance(target[1], frozenset) else target[1]]
-        return {"mechanism": "group", "text": f"the specification with `{src[4]}`'s {src[3]} ({src[1]}, "
+        return {"mechanism": by_kind[i], "text": f"the specification with `{src[4]}`'s {src[3]} ({src[1]}, "
                 f"refnorm/specs/{src[0]}.py line {src[2]}) {what} reproduces every failing array"}
     if i == "shift":                                # a variance about a shift, uncorrected: an expansion's term lost
         return {"mechanism": "one_pass", "text": f"the specification with {what} reproduces every failing array"}
