@@ -209,6 +209,11 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "without the row's last 1 column (of 100)"),
     # a gradient that is another array of the step (dresidual written as the cotangents)
     ("blind9", "an_dresidual_is_dy", "add_norm/normal_f32_6x100", "backward", "dresidual is dresidual_out + dy"),
+    # each group's statistics from its first channel only (a loop bound off): the group the statistics span
+    ("blind9", "gn_stats_of_groups_first_channel", "group_norm/normal_g3_f64_3x6x7", "group",
+     "from each slice's first 7 values only"),
+    ("blind9", "gn_stats_of_groups_first_channel", "group_norm/normal_g2_f16_2x8x4x4", "group",
+     "the group's first 1 channel(s)"),
     # an eval call's running variance read as a std: a value of the running statistics alone (not a parameter's)
     ("blind8", "in_eval_running_var_read_as_std", "instance_norm/normal_train3_eval_f32_4x3x6", "running",
      "a value of the running statistics alone"),

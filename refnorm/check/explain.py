@@ -273,16 +273,19 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
         out.append((mean, 1.0 / np.sqrt(ss / (n - 1) + eps), "with the unbiased variance (divisor n - 1)", "bessel"))
     if eps > 0:
         out.append((mean, 1.0 / (np.sqrt(var) + eps), "with eps outside the square root", "eps"))
+    S = _channel_positions(case, xs, x_shape)
     for m in _prefixes(n):
+        # a group norm's first channels (m a multiple of its positions): the group the statistics span
+        part = "group" if S and m % S == 0 else "block"
         pm = xs[:, :m].mean(axis=1, keepdims=True) if centred else np.zeros_like(mean)
         pss = ((xs[:, :m] - pm) ** 2).sum(axis=1, keepdims=True)
         for div, dw in ((m, "m"), (n, "n")):
             mm = xs[:, :m].sum(axis=1, keepdims=True) / div if centred else pm
             out.append((mm, 1.0 / np.sqrt(pss / div + eps) if div == m else
                         1.0 / np.sqrt(((xs[:, :m] - mm) ** 2).sum(axis=1, keepdims=True) / div + eps),
-                        f"with the statistics over the first {m} of {n} values only (a tail block dropped; divided "
-                        f"by {dw} = {div})", "block"))
-    S = _channel_positions(case, xs, x_shape)
+                        f"with the statistics over the first {m} of {n} values only ("
+                        + (f"the group's first {m // S} channel(s)" if part == "group" else "a tail block dropped")
+                        + f"; divided by {dw} = {div})", part))
     if S:                                    # group norms: a tail of each channel's positions dropped
         sub = xs.reshape(xs.shape[0], -1, S)
         for m in _prefixes(S):

@@ -202,6 +202,15 @@ def _without_last(k, kind):
     return f
 
 
+def _first_group(k):
+    """The change "the reduction over the last axis of its first ``k`` values only" (a sum scaled to the whole
+    count, so that the code's division by it gives those values' mean)."""
+    def f(a, red, axes, keepdims):
+        r = red(a[..., :k], axis=-1, keepdims=keepdims)
+        return r * (a.shape[-1] / k) if red is _REDUCE["sum"] else r
+    return f
+
+
 def _part(axes2):
     """The change "the reduction over ``axes2`` (a part of its axes) only": each value its part's result."""
     return lambda a, red, axes, keepdims: red(a, axis=axes2, keepdims=True)
@@ -612,7 +621,7 @@ def _candidates(case, record, forward_only):
                             f"`{_SOURCES[j][4]} {_SYM[_SOURCES[j][3]]} {_SOURCES[j][5]}` ({_SOURCES[j][1]}, line "
                             f"{_SOURCES[j][2]})"))
     out += _count_changes(seen, reds, ops, ints, np.shape(record.inputs["x"]), _DT.get(case.dtype) if case.dtype in (
-        "float16", "bfloat16") else None)
+        "float16", "bfloat16") else None, set(fwd_reds))
     if not forward_only:
         out += _statistics_read(seen)
     transforms = []
@@ -667,7 +676,7 @@ def _plus_eps(side, e):
     return lambda a, b, op: _OPS[op](a + e, b) if side == 0 else _OPS[op](a, b + e)
 
 
-def _count_changes(seen, reds, ops, ints, xshape, low=None):
+def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset()):
     """The changes of what a reduction spans (module docstring), as _candidates' tuples: the mean of
     refnorm/specs/_math.centered (the two-pass mean_A) taken as the sum divided by another count n2 (the
     correction pass left out: the mean is sum / n2 by definition), alone and with the variance's count
@@ -715,6 +724,16 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None):
                 out += [(("reduce", frozenset(ids), _groups(k)), "part", None, f"every reduction over axes {axes} of "
                          f"a {shape} array ({len(ids)}, forward and backward) over groups of {k} contiguous values")
                         for k in [k for k in (8, 16, 32, 64, 128) if N % k == 0 and k < N]]
+        if axes == (len(shape) - 1,) and len(shape) > 1:
+            # the forward's statistics (or every reduction) from the slice's first k values only (a loop bound
+            # c < c0 + 1: a group's first channel), applied to the whole slice
+            N = shape[-1]
+            sets = [(frozenset(ids), "forward and backward")]
+            if 0 < len(set(ids) & fwd) < len(ids):
+                sets.append((frozenset(set(ids) & fwd), "the forward's"))
+            out += [(("reduce", t, _first_group(k)), "part", None, f"every reduction over axes {axes} of a {shape} "
+                     f"array ({len(t)}, {what}) from each slice's first {k} values only")
+                    for t, what in sets for k in [k for k in range(2, N // 2 + 1) if N % k == 0][:8]]
     for i, (shape, axes, keep) in reds.items():
         nd = len(shape)
         if low is not None and axes and _SOURCES[i][3] != "max":

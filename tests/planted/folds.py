@@ -461,9 +461,10 @@ def render(rows, seconds):
          "After the measurement (blind9 a development set) a review moved two rules (the running statistics' "
          "rule for an eval call's forward only; the statistics over the op's axes and more a reduction only "
          "where they are no other normalizer's: instance statistics over the channels are layer_norm's axes) "
-         "and added the families of four of its bugs (ddof's sign: bessel; a row's reduction without its last "
+         "and added the families of five of its bugs (ddof's sign: bessel; a row's reduction without its last "
          "columns: block; a gradient that is another array of the step: backward; every reduction over groups "
-         "of k contiguous values: group); the table above is the code of 57ee7f1.",
+         "of k contiguous values, or the forward's from each slice's first k values, a group's first channel: "
+         "group); the table above is the code of 57ee7f1.",
          "",
          "Blind kernel (tests/planted/blind.py, written by a helper who was not shown the diagnosis, the pitfall "
          "variants or this document; each bug from a public kernel's history, labelled with its mechanism by "
