@@ -202,6 +202,11 @@ def _without_last(k, kind):
     return f
 
 
+def _divisors(N, most=8):
+    """The group sizes k tried for a reduction over N values: its smallest ``most`` divisors 2 <= k <= N / 2."""
+    return [k for k in range(2, N // 2 + 1) if N % k == 0][:most]
+
+
 def _first_group(k):
     """The change "the reduction over the last axis of its first ``k`` values only" (a sum scaled to the whole
     count, so that the code's division by it gives those values' mean)."""
@@ -694,6 +699,12 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset()):
             out.append((("remapk", mean), "count", (n, n2), what))
             out.append((("remapk", {**mean, "_math:moments.n": lambda v, n2=n2: n2}), "count", (n, n2),
                         what + ", and the variance's divisor n - ddof with n = " + str(n2)))
+    tried = set()                    # (reductions, k) of the groups changes already listed (no evaluation twice)
+
+    def groups(ids, ks, what):
+        new = [k for k in ks if (ids, k) not in tried]
+        tried.update((ids, k) for k in new)
+        return [(("reduce", ids, _groups(k)), "part", None, what(k)) for k in new]
     by_func = {}
     for i, (shape, axes, keep) in reds.items():
         if axes and _SOURCES[i][3] != "max":
@@ -706,9 +717,8 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset()):
         shape, axes, keep = reds[ids[0]]
         if keep and axes == (len(shape) - 1,) and all(reds[j] == reds[ids[0]] for j in ids):
             N = shape[-1]
-            out += [(("reduce", frozenset(ids), _groups(k)), "part", None, f"over groups of {k} contiguous values "
-                     f"(of {N}), and its function's {len(ids) - 1} other reductions too")
-                    for k in [k for k in range(2, N // 2 + 1) if N % k == 0][:8]]
+            out += groups(frozenset(ids), _divisors(N), lambda k: f"over groups of {k} contiguous values (of {N}), "
+                          f"and its function's {len(ids) - 1} other reductions too")
     # every reduction over the slice's axes (forward and backward) taken over the whole tensor: a sum scaled to
     # the slice's count (the code divides it by that count), a mean as it is
     sig = {}
@@ -721,9 +731,9 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset()):
                         f"{shape} array ({len(ids)}, forward and backward) taken over the whole array"))
             if axes == (len(shape) - 1,):   # every one over groups of k contiguous values (per quantization block)
                 N = shape[-1]
-                out += [(("reduce", frozenset(ids), _groups(k)), "part", None, f"every reduction over axes {axes} of "
-                         f"a {shape} array ({len(ids)}, forward and backward) over groups of {k} contiguous values")
-                        for k in [k for k in (8, 16, 32, 64, 128) if N % k == 0 and k < N]]
+                out += groups(frozenset(ids), [k for k in (8, 16, 32, 64, 128) if N % k == 0 and k < N],
+                              lambda k: f"every reduction over axes {axes} of a {shape} array ({len(ids)}, forward "
+                              f"and backward) over groups of {k} contiguous values")
         if axes == (len(shape) - 1,) and len(shape) > 1:
             # the forward's statistics (or every reduction) from the slice's first k values only (a loop bound
             # c < c0 + 1: a group's first channel), applied to the whole slice
@@ -733,7 +743,7 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset()):
                 sets.append((frozenset(set(ids) & fwd), "the forward's"))
             out += [(("reduce", t, _first_group(k)), "part", None, f"every reduction over axes {axes} of a {shape} "
                      f"array ({len(t)}, {what}) from each slice's first {k} values only")
-                    for t, what in sets for k in [k for k in range(2, N // 2 + 1) if N % k == 0][:8]]
+                    for t, what in sets for k in _divisors(N)]
     for i, (shape, axes, keep) in reds.items():
         nd = len(shape)
         if low is not None and axes and _SOURCES[i][3] != "max":
@@ -754,8 +764,7 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset()):
                      + ("s" if k > 1 else "") + f" (of {N})") for k in sorted(tails - {0}) if k < N]
         if keep and axes == (nd - 1,):      # groups of k contiguous values of the last axis
             N = shape[-1]
-            out += [(("reduce", i, _groups(k)), "part", None, f"over groups of {k} contiguous values (of {N})")
-                    for k in [k for k in range(2, N // 2 + 1) if N % k == 0][:8]]
+            out += groups(frozenset((i,)), _divisors(N), lambda k: f"over groups of {k} contiguous values (of {N})")
         if len(axes) < nd:
             out.append((("reduce", i, _over(tuple(range(nd)))), "reduce", None, "over every axis"))
             out += [(("reduce", i, _over(tuple(sorted(axes + (b,))))), "reduce", None, f"over axis {b} too")
