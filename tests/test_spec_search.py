@@ -214,6 +214,16 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "from each slice's first 7 values only"),
     ("blind9", "gn_stats_of_groups_first_channel", "group_norm/normal_g2_f16_2x8x4x4", "group",
      "the group's first 1 channel(s)"),
+    # the backward's x_hat read uncentred in its projection, sum(g x) where sum(g (x - mean)) belongs
+    ("blind9", "gn_bwd_ds_not_centred", "group_norm/normal_g3_f64_3x6x7", "backward", "`xhat` read uncentred"),
+    # a training backward's rstd from the just-updated running variance: the modes mixed
+    ("blind9", "bn_train_bwd_rstd_from_running", "batch_norm/normal_f64_7x3", "mode",
+     "rstd taken from the new running variance"),
+    # a group norm's backward means over every group of the sample: the group count read as 1
+    ("blind9", "gns_bwd_sums_over_all_groups", "group_norm_silu/normal_g4_f32_2x8x5x7", "group", "over axis 1 too"),
+    # the norm's statistics per quantization block of 16 (the last block partial)
+    ("blind9", "nqb_stats_per_quant_block", "norm_quant_block/normal_ln_g_wb_f32_4x256", "group",
+     "taken over each block of"),
     # an eval call's running variance read as a std: a value of the running statistics alone (not a parameter's)
     ("blind8", "in_eval_running_var_read_as_std", "instance_norm/normal_train3_eval_f32_4x3x6", "running",
      "a value of the running statistics alone"),

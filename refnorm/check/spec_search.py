@@ -45,6 +45,12 @@ every failing output (and keeps the passing ones within their bounds) explains t
 specification's backward is hand-derived for its own forward, not for the changed one, so a kernel whose
 backward differentiates its own (changed) forward fails the gradients either way; the text says so.
 
+The backward's saved values are searched too: x_hat read uncentred (x * rstd, the mean's term dropped) at
+one operation or each; rstd taken from the running variance (before or after the call's update: the modes
+mixed in a training call, "mode"); every reduction of a function over one more axis (a group norm's over
+every group: "group" where that axis is the groups', else "reduction"); the forward's row statistics over
+each block of 16 ... 128 values, the last partial (a quantization block's own: "group").
+
 Layer 4 (NumPy; reads the specifications' source, never changes them); thread-safe (the target is
 thread-local, the instrumented modules are built once under a lock).
 """
@@ -227,6 +233,19 @@ def _groups(k):
     def f(a, red, axes, keepdims):
         g = red(a.reshape(a.shape[:-1] + (a.shape[-1] // k, k)), axis=-1, keepdims=True)
         return np.repeat(g, k, axis=-1).reshape(a.shape)
+    return f
+
+
+def _blocks(k):
+    """The change "the reduction over the last axis over each block of ``k`` contiguous values, the last block
+    partial": each value its block's result (a sum scaled to the row's count, so that the code's division by
+    it gives the block's mean)."""
+    def f(a, red, axes, keepdims):
+        N, out = a.shape[-1], np.empty(a.shape)
+        for s in range(0, N, k):
+            r = red(a[..., s:s + k], axis=-1, keepdims=True)
+            out[..., s:s + k] = r * (N / min(k, N - s)) if red is _REDUCE["sum"] else r
+        return out
     return f
 
 
@@ -628,7 +647,8 @@ def _candidates(case, record, forward_only):
     out += _count_changes(seen, reds, ops, ints, np.shape(record.inputs["x"]), _DT.get(case.dtype) if case.dtype in (
         "float16", "bfloat16") else None, set(fwd_reds))
     if not forward_only:
-        out += _statistics_read(seen)
+        state = {"new": _evaluate(case, record, None).state, "old": record.state} if record.state else None
+        out += _statistics_read(seen, state, eps, bool(record.training)) + _uncentred(seen, every)
     transforms = []
     for i, shapes in ops.items():
         mod, func, line, op, left, right = _SOURCES[i]
@@ -715,6 +735,11 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset()):
                         f"accumulated left to right in {low.__name__} (each partial sum rounded to nearest), and its "
                         f"function's {len(ids) - 1} other reductions too"))
         shape, axes, keep = reds[ids[0]]
+        if keep and all(reds[j] == reds[ids[0]] for j in ids) and len(shape) - len(axes) > 1:
+            # every reduction of the function over one more axis (a group norm's backward over every group)
+            out += [(("reduce", frozenset(ids), _over(tuple(sorted(axes + (b,))))), "more", shape[b],
+                     f"over axis {b} too (of {shape}), and its function's {len(ids) - 1} other reductions too")
+                    for b in range(len(shape)) if b not in axes and b > 0 and shape[b] > 1]
         if keep and axes == (len(shape) - 1,) and all(reds[j] == reds[ids[0]] for j in ids):
             N = shape[-1]
             out += groups(frozenset(ids), _divisors(N), lambda k: f"over groups of {k} contiguous values (of {N}), "
@@ -725,6 +750,14 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset()):
     for i, (shape, axes, keep) in reds.items():
         if keep and 0 < len(axes) < len(shape):
             sig.setdefault((shape, axes), []).append(i)
+    # the forward's statistics over each block of k values of the row (a quantization block, the tile a kernel
+    # loads), its last block partial: every forward reduction over the last axis, each value its block's
+    rows = frozenset(i for i in fwd if i in reds and reds[i][2] and reds[i][1] == (len(reds[i][0]) - 1,))
+    if rows and len({reds[i][0][-1] for i in rows}) == 1:
+        N = reds[min(rows)][0][-1]
+        out += [(("reduce", rows, _blocks(k)), "part", None, f"every forward reduction over the row ({len(rows)}) "
+                 f"taken over each block of {k} values (of {N}; each block's own statistics)")
+                for k in (16, 32, 64, 128) if k < N]
     for (shape, axes), ids in sig.items():
         if len(ids) > 1:
             out.append((("reduce", frozenset(ids), _whole), "reduce", None, f"every reduction over axes {axes} of a "
@@ -786,12 +819,10 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset()):
     return out
 
 
-def _statistics_read(seen):
-    """The backward reading the saved statistics at another index (a sample's, a group's, the next row's) and
-    recomputing x_hat from them: a backward function's arguments rstd and xhat remapped together, x_hat' =
-    (x_hat / rstd + mean - mean') rstd' (mean: the forward's, of rstd's size; 0 for an RMS norm), for each
-    index map of ``_index_maps``; as _candidates' tuples."""
-    out = []
+def _saved_statistics(seen):
+    """The backward's saved statistics, as (rstd's key, rstd, x_hat, the forward's mean or None, rstd's view
+    broadcasting over x_hat's, x_hat's view with rstd's axes leading): every backward function's arguments rstd
+    and xhat (the mean of rstd's size from its own module first, any module's else; None for an RMS norm)."""
     for key in (k for k in seen if k in _ARGS and k.endswith(".rstd") and "backward" in k):
         base, mod = key[:-len("rstd")], key.split(":", 1)[0]
         rstd, xhat = seen[key], seen.get(base + "xhat")
@@ -799,16 +830,30 @@ def _statistics_read(seen):
             continue
         means = [(not k.startswith(mod + ":"), np.reshape(v, np.shape(rstd))) for k, v in seen.items()
                  if k.endswith(".mean") and "backward" not in k and np.size(v) == np.size(rstd)]
-        mean = min(means, key=lambda t: t[0])[1] if means else None      # its own module's first (a helper's: any)
-        m = np.zeros(np.shape(rstd)) if mean is None else mean
+        mean = min(means, key=lambda t: t[0])[1] if means else None
         # x_hat seen with rstd's axes leading (rstd kept its reduced axes: x_hat's own shape)
         keep = np.ndim(rstd) == np.ndim(xhat)
         view = np.shape(xhat) if keep else np.shape(rstd) + (-1,)
         sh = np.shape(rstd) if keep else np.shape(rstd) + (1,)
         try:
-            xs = np.reshape(xhat, view) / np.reshape(rstd, sh) + np.reshape(m, sh)      # x (an RMS norm's)
+            np.reshape(xhat, view)
         except ValueError:
             continue
+        yield key, rstd, xhat, mean, sh, view
+
+
+def _statistics_read(seen, state=None, eps=0.0, training=False):
+    """The backward reading the saved statistics at another index (a sample's, a group's, the next row's) and
+    recomputing x_hat from them: a backward function's arguments rstd and xhat remapped together, x_hat' =
+    (x_hat / rstd + mean - mean') rstd' (mean: the forward's, of rstd's size; 0 for an RMS norm), for each
+    index map of ``_index_maps``; and rstd' = (v + eps)^(-1/2) of a running variance ``v`` of ``state`` (the
+    call's, before or after its update: mechanism "mode" in a training call, else "running"); as
+    _candidates' tuples."""
+    out = []
+    for key, rstd, xhat, mean, sh, view in _saved_statistics(seen):
+        base = key[:-len("rstd")]
+        m = np.zeros(np.shape(rstd)) if mean is None else mean
+        xs = np.reshape(xhat, view) / np.reshape(rstd, sh) + np.reshape(m, sh)      # x (an RMS norm's)
         # the mean and rstd read at the other index together, or (a centred norm) rstd alone, x - mean the row's own
         for stats, fm in (("rstd", None),) if mean is None else (("mean and rstd", True), ("rstd", False)):
             for f, what in _index_maps(np.shape(rstd)):     # (x_hat' computed when the change is evaluated)
@@ -816,6 +861,43 @@ def _statistics_read(seen):
                                                         * np.reshape(f(rstd), sh), np.shape(v)))
                 out.append((("remapk", {key: lambda v, f=f: f(rstd), base + "xhat": xh2}), "read", None,
                             f"the backward's {stats} read at {what} (x_hat recomputed from them)"))
+        for when, st in (state or {}).items():          # rstd from the running variance (x - mean the batch's)
+            v = st.get("running_var")
+            if v is None or np.size(v) != np.size(rstd):
+                continue
+            r2 = np.reshape(1.0 / np.sqrt(np.asarray(v, np.float64) + eps), np.shape(rstd))
+            xh2 = (lambda v, r2=r2: np.reshape((xs - np.reshape(m, sh)) * np.reshape(r2, sh), np.shape(v)))
+            out.append((("remapk", {key: lambda v, r2=r2: r2, base + "xhat": xh2}),
+                        "mode" if training else "running", None, f"the backward's rstd taken from the {when} "
+                        "running variance, (running_var + eps)^(-1/2) (x_hat recomputed from it)"))
+    return out
+
+
+def _uncentred(seen, ops):
+    """A centred norm's backward with x_hat read uncentred, x * rstd (the mean's term of x_hat = (x - mean)
+    rstd dropped: a projection on sum(g x) where sum(g (x - mean)) belongs), at one operation of the function
+    that holds the saved x_hat, or at each of its places; as _candidates' tuples (mechanism "backward")."""
+    out = []
+    for key, rstd, xhat, mean, sh, view in _saved_statistics(seen):
+        if mean is None:
+            continue
+        func = key.split(":", 1)[1].rsplit(".", 1)[0]
+        shift = np.reshape(np.reshape(mean, sh) * np.reshape(rstd, sh) + np.zeros(view if -1 not in view else
+                                                                                 np.reshape(xhat, view).shape),
+                           np.shape(xhat))
+        fn = (lambda v, s=shift: v + np.reshape(s, np.shape(v)) if np.size(v) == np.size(s) else v)
+        places = [(j, side) for j, sides in ops.items() if sides is not None
+                  for side, src in enumerate(_SOURCES[j][4:]) if src == "xhat" and _SOURCES[j][1] == func
+                  and np.size(np.zeros(sides[side])) == np.size(xhat)]
+        for j, side in places:
+            out.append((("replace", frozenset((j,)), side, fn), j, "xhat",
+                        f"`xhat` read uncentred, x * rstd (its mean's term dropped) in `{_SOURCES[j][4]} "
+                        f"{_SYM[_SOURCES[j][3]]} {_SOURCES[j][5]}`"))
+        if len(places) > 1:
+            ch = {j: (lambda a, b, op, side=side: _OPS[op](fn(a), b) if side == 0 else _OPS[op](a, fn(b)))
+                  for j, side in places}
+            out.append((("multi", ch), places[0][0], "xhat", f"`xhat` read uncentred, x * rstd, at each of its "
+                        f"{len(places)} places in {func}"))
     return out
 
 
@@ -954,6 +1036,13 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
                 f"refnorm/specs/{src[0]}.py line {src[2]}) {what} reproduces every failing array"}
     if i == "shift":                                # a variance about a shift, uncorrected: an expansion's term lost
         return {"mechanism": "one_pass", "text": f"the specification with {what} reproduces every failing array"}
+    if i == "more":                                 # over one more axis: the group's count read as 1 (a group
+        src = _SOURCES[min(target[1])]              # norm's), else the statistics pooled over more (reduction)
+        mech = "group" if changed in (case.config.get("num_groups"), case.config.get("groups")) else "reduction"
+        return {"mechanism": mech, "text": f"the specification with `{src[4]}`'s {src[3]} ({src[1]}, "
+                f"refnorm/specs/{src[0]}.py line {src[2]}) {what} reproduces every failing array"}
+    if i in ("mode", "running"):                    # the backward's rstd from the running variance
+        return {"mechanism": i, "text": f"the specification with {what} reproduces every failing array"}
     if i == "read":                                 # the statistics read at another index: an index misread
         return {"mechanism": "layout", "text": f"the specification with {what} reproduces every failing array"}
     if i in ("count", "reduce"):                   # what a reduction spans: its count, its axes
