@@ -38,14 +38,15 @@ from refnorm.check.backends.base import Returned
 from ._blind_math import (affine, aln_inputs, centred_dx as _centred_dx, channel_params, channel_rows,
                           dy_and_g, dyt_grads, dyt_inputs, eps_value as _eps, frexp_exp, from_channel_rows,
                           gate_group_size, gated_dn, gated_dx, gated_dx_dz, gated_grads, gated_inputs,
-                          group_outputs, group_param_grads, group_params, group_rows, half as _half,
+                          group_param_grads, group_params, group_rows, half as _half,
                           instance_grads, instance_momentum_value, instance_outputs, instance_params,
                           instance_rows, instance_running_update, instance_unbiased_var, ln_rows, ln_stats,
-                          nqb_format, nqb_normalized, nqb_quantized, norm_quant_returned, normalized_rows,
+                          norm_outputs, nqb_format, nqb_normalized, nqb_quantized, norm_quant_returned,
+                          normalized_rows,
                           padded_blocks, per_sample, poly_combine, poly_grads, poly_inputs, poly_normalize,
                           pow2_scale, pow2_up, QUANT as _QUANT, dynamic_scale, quant_quotients, quantize, rms_dx,
                           rms_rows, row_affine, row_param_grads, row_weight_bias, rsum as _rsum, running_in,
-                          running_state, bn_momentum, sigmoids as _sigmoids, silu_gate, static_scale,
+                          running_state, bn_momentum, sigmoids as _sigmoids, silu_gate, stat_shape, static_scale,
                           store as _store, weight_offset)
 from .blind3 import LABELS
 from .blind5 import _axes_rows
@@ -64,16 +65,16 @@ BUGS = {
         "the backward recomputes x_hat as x * rstd (the RMS norm kernel's recompute copied, the saved mean never "
         "loaded) for dx, dweight and dbias; the forward right",
         "pattern: a backward kernel adapted from the RMSNorm one without its mean load"),
-    "ln_bias_pointer_as_weight": (
-        "layer_norm", "layout",
-        "with a bias but no weight: the weight pointer handed the bias's buffer, so y = x_hat * bias + bias "
-        "(dx with g = dy * bias; no weight gradient)",
-        "pattern: an optional parameter's pointer filled from the neighbouring argument"),
+    "ln_centred_in_input_dtype": (
+        "layer_norm", "precision",
+        "16-bit inputs: the deviations x - mean computed in the input dtype (the float32 mean cast to it, the "
+        "difference rounded) and used for the variance and x_hat, forward and backward; the saved mean right",
+        "pattern: x - mean.to(x.dtype) in a reference written in the activation dtype"),
     "ln_dbias_accumulated_twice": (
-        "layer_norm", "constant",
+        "layer_norm", "reduction",
         "dbias written with += into a gradient buffer that the column-sum pass had already filled: every entry "
         "2 * sum(dy) (dweight and dx right)",
-        "pattern: an accumulate into a buffer not zeroed after a first pass"),
+        "cf. " + GH + "karpathy/llm.c/pull/163 (a bias-gradient kernel's store switched between = and +=)"),
     # ------------------------------------------------------------------ rms_norm
     "rms_weight_before_stats": (
         "rms_norm", "affine",
@@ -84,15 +85,17 @@ BUGS = {
         "rms_norm", "precision",
         "float64 inputs: rstd from the float32 rsqrt (the single-precision intrinsic on a float64 mean square), "
         "rounded to float32, then used in float64 for y, the saved rstd and the backward",
-        "pattern: a single-precision math intrinsic in a double kernel"),
+        "cf. " + GH + "scverse/rapids-singlecell/pull/658 (a templated kernel calling the single-precision sqrtf "
+        "for double inputs)"),
     "rms_rows_of_first_sample": (
         "rms_norm", "layout",
         "inputs of three or more axes: a row's offset computed from its index within the sample (the batch "
         "stride left out): every sample reads sample 0's rows (y, rstd, dx and dweight from them)",
-        "pattern: a row offset missing the leading axis's stride"),
+        "cf. " + GH + "tenstorrent/tt-metal/issues/56955 (a normalization kernel striding batches wrong: every "
+        "batch after the first normalized the wrong data)"),
     # ------------------------------------------------------------------ add_norm
     "an_mask_read_column_major": (
-        "add_norm", "layout",
+        "add_norm", "dropout",
         "the dropout keep-mask of x read column-major (element (i, j) from the flat index j * rows + i) while x "
         "is row-major, forward and backward",
         "pattern: a mask's strides taken transposed"),
@@ -100,27 +103,30 @@ BUGS = {
         "add_norm", "backward",
         "prenorm=True: residual_out's cotangent added to the gradient flowing to x but not to the residual's "
         "(dresidual = ds alone)",
-        "pattern: one of two consumers of a shared cotangent forgotten"),
+        "cf. " + GH + "Dao-AILab/quack/pull/53 (a prenorm RMSNorm backward combining residual_out's gradient wrong)"),
     "an_x1_kept_unscaled": (
         "add_norm", "dropout",
         "with the parallel input x1: x1 dropped with mask1 but not scaled by 1 / (1 - p) (x's branch right), "
         "forward and dx1",
-        "pattern: the dropout rescale applied on one of two branches"),
+        "cf. " + GH + "NVIDIA/apex/pull/860 (a fused dropout-add's scaling miswired)"),
     # ------------------------------------------------------------------ norm_quant
     "nq_int8_round_half_up": (
         "norm_quant", "rounding",
         "int8: y / scale rounded by floor(v + 0.5) (half up) instead of to nearest even",
-        "pattern: round by adding 0.5 and flooring"),
+        "cf. " + GH + "tenstorrent/tt-metal/issues/56525 (a quantize kernel rounding int8 half-way points toward "
+        "+inf instead of to nearest even)"),
     "nq_int8_clip_high_128_wraps": (
         "norm_quant", "saturation",
         "int8: y / scale clipped to [-128, 128] (the range's magnitude on both sides); a value rounding to 128 "
         "wraps to -128 in the int8 store",
-        "pattern: the int8 clamp's upper bound written as 128"),
+        "cf. " + GH + "microsoft/onnxruntime/pull/29728 (an int8 output clamp with the wrong upper bound: 128 "
+        "wrapping to -128)"),
     "nq_amax_per_leading_index": (
         "norm_quant", "quant_scale",
         "dynamic scale, inputs of three or more axes: the amax reduction views x as (x.shape[0], -1), so every "
         "token of a sample shares the sample's amax and scale",
-        "pattern: a per-token reduction written for 2-D inputs"),
+        "cf. " + GH + "vllm-project/compressed-tensors/issues/394 (per-token dynamic scales reduced over the wrong "
+        "dimensions of a 3-D activation)"),
     # ------------------------------------------------------------------ group_norm
     "gn_group_count_and_size_swapped": (
         "group_norm", "group",
@@ -131,18 +137,18 @@ BUGS = {
         "group_norm", "layout",
         "the saved mean and rstd stored at index group (the sample offset n * G left out): row 0 holds the "
         "last sample's statistics, the other rows stay zero; y and the gradients right",
-        "pattern: a store offset missing the batch term"),
+        "cf. " + GH + "tenstorrent/tt-metal/pull/57223 (a group norm kernel's per-batch offset wrong)"),
     "gn_sq_dev_sum_in_half": (
         "group_norm", "precision",
         "16-bit inputs: the group's sum of squared deviations accumulated left to right in the input dtype "
         "(the mean in float32), forward and backward",
-        "pattern: an accumulator declared with the input's type"),
+        "cf. " + GH + "Xilinx/mlir-air/pull/1679 (a norm kernel's sum of squares accumulated in bf16)"),
     # ------------------------------------------------------------------ gated_norm
     "gated_ln_group_var_unbiased": (
         "gated_norm", "bessel",
         "norm='layer_norm': each group's variance divided by K - 1 (the unbiased variance) instead of K, "
         "forward and the backward's formula on it",
-        "pattern: torch.var's default unbiased=True in the reference the kernel was written from"),
+        "cf. " + GH + "harvardnlp/annotated-transformer/pull/119 (a LayerNorm computed with the unbiased std)"),
     "gated_dx_dz_swapped": (
         "gated_norm", None,
         "the gradients of x and z returned in each other's place (the backward's output tuple in the wrong "
@@ -152,7 +158,8 @@ BUGS = {
         "gated_norm", "eps",
         "norm='rms_norm': rstd = 1 / (sqrt(mean(v^2)) + eps) instead of 1 / sqrt(mean(v^2) + eps), forward and "
         "the backward's formula on it",
-        "pattern: eps added to the root mean square"),
+        "cf. " + GH + "fla-org/flash-linear-attention/pull/508 (a norm kernel's eps moved between inside and "
+        "outside the square root)"),
     # ------------------------------------------------------------------ batch_norm
     "bn_stats_first_sample_only": (
         "batch_norm", "reduction",
@@ -170,18 +177,20 @@ BUGS = {
         "batch statistics merged from per-sample partials (mean_i, M2_i) with the mean-difference term not "
         "weighted by the partial's count: M2 = sum M2_i + sum (mean_i - mean)^2, forward, backward and running "
         "update",
-        "pattern: the Chan combine's n_a n_b / n weight left out"),
+        "cf. " + GH + "Oneflow-Inc/oneflow/issues/7471 (a Welford combine's mean-difference term and its count "
+        "weight questioned)"),
     # ------------------------------------------------------------------ instance_norm
     "in_dbias_averaged_over_batch": (
         "instance_norm", "reduction",
         "dbias summed per channel over the positions and averaged over the samples (divided by N) instead of "
         "summed",
-        "pattern: a mean where a sum belongs in the parameter-gradient reduction"),
+        "cf. " + GH + "deeplearning4j/deeplearning4j/pull/366 (bias gradients taken as a mean over the batch where "
+        "a sum belongs)"),
     "in_var_one_pass": (
         "instance_norm", "one_pass",
         "training: each instance's variance as E[x^2] - E[x]^2 from one pass of float32 sums (clamped at 0), "
         "forward, backward and running update",
-        "pattern: a single-pass sum / sum-of-squares reduction"),
+        GH + "Tencent/ncnn/pull/874 (an InstanceNorm's one-pass variance going negative)"),
     "in_running_mean_bessel_scaled": (
         "instance_norm", "bessel",
         "training: the unbiased factor S / (S - 1) applied to the instances' means too in the running_mean "
@@ -198,7 +207,7 @@ BUGS = {
         "dyt", "backward",
         "with a weight or bias: the backward's tanh' computed as 1 - y^2 from the saved output y = weight * t + "
         "bias instead of 1 - t^2 (dx and dalpha)",
-        "pattern: the activation's saved output reused for its derivative after the affine was fused"),
+        "cf. " + GH + "davidrmiller/neural2d/issues/40 (a tanh derivative evaluated on the wrong saved value)"),
     "dyt_dalpha_accum_in_half": (
         "dyt", "precision",
         "16-bit inputs: alpha's gradient accumulated left to right in the input dtype (dx, dweight, dbias right)",
@@ -208,7 +217,8 @@ BUGS = {
         "group_norm_silu", "layout",
         "the backward loads mean and rstd at the sample's offset only (the group index left out): every group "
         "of a sample uses group 0's statistics for x_hat, the SiLU's input and dx",
-        "pattern: a statistics load missing the group term of its index"),
+        "cf. " + GH + "tenstorrent/tt-metal/pull/56202 (a group norm backward loading the mean and rstd of the "
+        "wrong group: every channel read group 0's)"),
     "gns_dp_rounded_to_input_dtype": (
         "group_norm_silu", "precision",
         "16-bit inputs: dp = dy * silu'(p) stored in a buffer of the input dtype before the group norm's "
@@ -223,18 +233,17 @@ BUGS = {
     "nqb_rms_eps_dropped": (
         "norm_quant_block", "eps",
         "norm='rms_norm': the normalization launched without eps (its default argument 0), then quantized",
-        "pattern: an argument left at its default"),
+        "cf. " + GH + "ybubnov/metalchat/issues/81 (an RMS norm's eps not passed down the call chain)"),
     "nqb_pow2_amax_rounded_before_qmax": (
         "norm_quant_block", "scale_rounding",
         "fp8_group scale_rule='pow2': the scale taken as 2^ceil(log2 amax) / qmax (amax rounded up to a power of "
         "two before the division) instead of the smallest power of two >= amax / qmax",
-        "pattern: the rounding applied to the numerator instead of the quotient"),
+        "cf. " + GH + "microsoft/onnxruntime/pull/32122 (a block scale's rounding to a power of two gotten wrong)"),
     # ------------------------------------------------------------------ adaptive_layer_norm
-    "aln_noshift_reads_scale_as_shift": (
-        "adaptive_layer_norm", "layout",
-        "with a scale but no shift: the shift pointer given the scale's buffer, y = x_hat * (1 + scale) + scale "
-        "(no shift gradient)",
-        "pattern: an absent optional input's pointer aliased to another input"),
+    "aln_dshift_copied_from_dscale": (
+        "adaptive_layer_norm", "backward",
+        "dshift = sum over the tokens of dy * x_hat (the scale's reduction copied) instead of dy",
+        "pattern: a copy-pasted reduction whose product was not edited"),
     "aln_dscale_from_raw_x": (
         "adaptive_layer_norm", "backward",
         "dscale = sum over the tokens of dy * x (the loaded input) instead of dy * x_hat",
@@ -242,7 +251,8 @@ BUGS = {
     "aln_var_one_pass": (
         "adaptive_layer_norm", "one_pass",
         "the variance as E[x^2] - E[x]^2 from one pass of sums (clamped at 0), forward and backward",
-        "pattern: a single-pass mean / mean-of-squares reduction"),
+        "cf. " + GH + "camlab-ethz/poseidon/issues/6 (a time-conditioned layer norm computing the variance as "
+        "E[X^2] - E[X]^2)"),
     # ------------------------------------------------------------------ poly_norm
     "poly_weight_pointer_not_advanced": (
         "poly_norm", "layout",
@@ -257,28 +267,30 @@ BUGS = {
         "poly_norm", "eps",
         "each power normalized by 1 / (rms(u) + eps) instead of 1 / sqrt(mean(u^2) + eps), forward and the "
         "backward's formula on it",
-        "pattern: eps added to the root mean square"),
+        "cf. " + GH + "openvinotoolkit/openvino/pull/12077 (a normalization applying eps before the sqrt in some "
+        "paths and after it in others)"),
     # ------------------------------------------------------------------ z_score
-    "zs_eps_dropped": (
-        "z_score", "eps",
-        "eps never added: std = sqrt(var), forward and backward",
-        "pattern: an argument left at its default 0"),
+    "zs_dx_divided_by_variance": (
+        "z_score", "backward",
+        "dx = (g - mean(g) - x_hat mean'(g x_hat)) / std^2: the saved 1 / var (kept for the variance's "
+        "gradient) used where 1 / std belongs",
+        "pattern: a saved reciprocal of the wrong power reused in the backward"),
     "zs_mean_sum_in_half": (
         "z_score", "precision",
         "16-bit inputs: the mean's sum accumulated left to right in the input dtype (no re-centring), the "
         "deviations about that mean in float32, forward and backward",
-        "pattern: an accumulator declared with the input's type"),
-    "zs_n_from_last_axis": (
-        "z_score", "reduction",
-        "dim not the last axis: the count n taken as the last axis's size (x.shape[-1]) for the mean's and the "
-        "variance's divisors, forward and backward",
-        "pattern: a count from the wrong dimension"),
+        "cf. " + GH + "ROCm/triton/pull/633 (a norm kernel's row sum accumulated in the fp16 input type)"),
+    "zs_bwd_weight_after_projection": (
+        "z_score", "backward",
+        "with a weight: dx = weight * (dy - mean(dy) - x_hat mean'(dy x_hat)) / std, the weight applied after the "
+        "projection instead of g = dy * weight entering it",
+        "pattern: an elementwise factor commuted with a row reduction in the hand-written backward"),
     # ------------------------------------------------------------------ lp_normalize
     "lp_torch_rule_read_as_onnx": (
-        "lp_normalize", "semantics",
+        "lp_normalize", "eps",
         "zero_rule='torch': the ONNX rule applied (x / ||x||, 0 for a zero slice, no eps clamp), forward and "
         "backward",
-        "pattern: a mode flag read the other way"),
+        "cf. " + GH + "onnx/onnx/pull/1330 (LpNormalization's eps rule differing from the frameworks')"),
     "lp_norm_output_reciprocal": (
         "lp_normalize", None,
         "the returned norm is 1 / ||x|| (the multiplier the kernel applies); y and dx right",
@@ -286,7 +298,8 @@ BUGS = {
     "lp_eps_added_to_norm": (
         "lp_normalize", "eps",
         "zero_rule='torch': y = x / (||x|| + eps) instead of x / max(||x||, eps), forward and backward",
-        "pattern: eps added where a clamp belongs"),
+        "cf. " + GH + "apple/axlearn/pull/21 (an L2 normalization's eps placement: added, inside the root, or a "
+        "clamp as F.normalize)"),
 }
 
 
@@ -331,9 +344,8 @@ class Blind10Kernel(Blind9Kernel):
     def _layer_norm(self, call, acc):
         b, d = self.bug, call.dtype
         inp = call.inputs
-        if b == "ln_bias_pointer_as_weight" and inp.get("weight") is None and inp.get("bias") is not None:
-            r = super()._layer_norm(_with(call, inputs={"weight": inp["bias"]}), acc)
-            return Returned(r.outputs, {k: v for k, v in r.grads.items() if k != "weight"})
+        if b == "ln_centred_in_input_dtype" and d in ("float16", "bfloat16"):
+            return self._ln_centred_half(call, acc)
         r = super()._layer_norm(call, acc)
         if "y" not in call.cotangents:
             return r
@@ -350,6 +362,25 @@ class Blind10Kernel(Blind9Kernel):
             dy = call.cotangents["y"].astype(acc).reshape(-1, N)
             return Returned(r.outputs, {**r.grads, "bias": _store((2 * dy.sum(axis=0)).reshape(ns), d)})
         return r
+
+    def _ln_centred_half(self, call, acc):
+        """ln_centred_in_input_dtype: layer_norm with x - mean rounded to the 16-bit input dtype."""
+        d, x0 = call.dtype, call.inputs["x"]
+        ns, N, x = normalized_rows(call, acc)
+        if not N or not x.size:
+            return super()._layer_norm(call, acc)
+        w, bias = row_weight_bias(call, acc, N, weight_offset(call, acc))
+        mean = _rsum(x) / N
+        dev = _half(x - _half(mean, d), d)
+        rstd = 1 / np.sqrt(_rsum(dev * dev) / N + _eps(call.config["eps"], acc))
+        xhat = dev * rstd
+        out = norm_outputs(affine(xhat, w, bias), mean, rstd, x0, stat_shape(x0, ns), d, acc)
+        grads = {}
+        if "y" in call.cotangents:
+            dy, g = dy_and_g(call, acc, (-1, N), w)
+            grads["x"] = _store(_centred_dx(g, xhat, rstd).reshape(x0.shape), d)
+            grads.update(row_param_grads(dy, xhat, w, bias, ns, d))
+        return Returned(out, grads)
 
     # ------------------------------------------------------------ rms_norm
     def _rms_norm(self, call, acc):
@@ -712,9 +743,6 @@ class Blind10Kernel(Blind9Kernel):
     def _adaptive_layer_norm(self, call, acc):
         b, d = self.bug, call.dtype
         inp = call.inputs
-        if b == "aln_noshift_reads_scale_as_shift" and inp.get("shift") is None and inp.get("scale") is not None:
-            r = super()._adaptive_layer_norm(_with(call, inputs={"shift": inp["scale"]}), acc)
-            return Returned(r.outputs, {k: v for k, v in r.grads.items() if k != "shift"})
         if b == "aln_var_one_pass":
             return self._patched_stats(_one_pass_stats, super()._adaptive_layer_norm, call, acc)
         r = super()._adaptive_layer_norm(call, acc)
@@ -722,6 +750,11 @@ class Blind10Kernel(Blind9Kernel):
             B, H, T, x, scale, shift = aln_inputs(inp, acc)
             dy = call.cotangents["y"].astype(acc).reshape(-1, H)
             return Returned(r.outputs, {**r.grads, "scale": _store(per_sample(dy * x, B, T, H), d)})
+        if b == "aln_dshift_copied_from_dscale" and "shift" in r.grads:
+            B, H, T, x, scale, shift = aln_inputs(inp, acc)
+            _, _, xhat = ln_rows(x, _eps(call.config["eps"], acc))
+            dy = call.cotangents["y"].astype(acc).reshape(-1, H)
+            return Returned(r.outputs, {**r.grads, "shift": _store(per_sample(dy * xhat, B, T, H), d)})
         return r
 
     # ------------------------------------------------------------ poly_norm
@@ -759,19 +792,39 @@ class Blind10Kernel(Blind9Kernel):
     def _z_score(self, call, acc):
         b, d = self.bug, call.dtype
         cfg, inp = call.config, call.inputs
-        if b == "zs_eps_dropped" and cfg["eps"]:
-            return super()._z_score(_with(call, config={"eps": 0.0}), acc)
         x0 = inp["x"]
         _, n, _ = _axes_rows(x0, cfg["dim"])
         if b == "zs_mean_sum_in_half" and d in ("float16", "bfloat16") and n:
             return self._zs_with_count(call, acc, n, half_mean=True)
-        if b == "zs_n_from_last_axis" and x0.ndim and x0.shape[-1] != n and x0.shape[-1] > int(cfg["ddof"]):
-            return self._zs_with_count(call, acc, x0.shape[-1])
-        return super()._z_score(call, acc)
+        r = super()._z_score(call, acc)
+        m = n - int(cfg["ddof"])
+        if b == "zs_dx_divided_by_variance" and "x" in r.grads and m > 0:
+            x, _, back = _axes_rows(x0.astype(acc), cfg["dim"])
+            mean = _axes_rows(r.outputs["mean"].astype(acc), cfg["dim"])[0]
+            std = _axes_rows(r.outputs["std"].astype(acc), cfg["dim"])[0]
+            safe = np.where(std == 0, acc(1), std)
+            xhat = np.where(std == 0, acc(0), (x - mean) / safe)
+            dy = _axes_rows(call.cotangents["y"].astype(acc), cfg["dim"])[0]
+            w = inp.get("weight")
+            g = dy if w is None else dy * w.astype(acc).reshape(1, n)
+            inner = g - _rsum(g) / acc(n) - xhat * (_rsum(g * xhat) / acc(m))
+            dx = np.where(std == 0, acc(0), inner / (safe * safe))
+            return Returned(r.outputs, {**r.grads, "x": _store(back(dx), d)})
+        if b == "zs_bwd_weight_after_projection" and "x" in r.grads and inp.get("weight") is not None and m > 0:
+            x, _, back = _axes_rows(x0.astype(acc), cfg["dim"])
+            mean = _axes_rows(r.outputs["mean"].astype(acc), cfg["dim"])[0]
+            std = _axes_rows(r.outputs["std"].astype(acc), cfg["dim"])[0]
+            safe = np.where(std == 0, acc(1), std)
+            xhat = np.where(std == 0, acc(0), (x - mean) / safe)
+            dy = _axes_rows(call.cotangents["y"].astype(acc), cfg["dim"])[0]
+            inner = dy - _rsum(dy) / acc(n) - xhat * (_rsum(dy * xhat) / acc(m))
+            dx = np.where(std == 0, acc(0), inp["weight"].astype(acc).reshape(1, n) * inner / safe)
+            return Returned(r.outputs, {**r.grads, "x": _store(back(dx), d)})
+        return r
 
     def _zs_with_count(self, call, acc, cnt, half_mean=False):
         """z_score with the count ``cnt`` for the divisors and, when ``half_mean``, the mean summed in the
-        16-bit input dtype (zs_n_from_last_axis, zs_mean_sum_in_half)."""
+        16-bit input dtype (zs_mean_sum_in_half)."""
         d, cfg, inp = call.dtype, call.config, call.inputs
         x, n, back = _axes_rows(inp["x"].astype(acc), cfg["dim"])
         m = cnt - int(cfg["ddof"])
