@@ -1,4 +1,4 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind9.py): for each set,
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind10.py): for each set,
 the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the
 array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures
 it on these held-out sets)."""
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from planted import blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9
+from planted import blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -428,6 +428,53 @@ CAUGHT_BY_9 = {
     "lp_bwd_not_divided_by_norm": ("lp_normalize/normal_f64_9x7", "grad.x"),
 }
 
+CAUGHT_BY_10 = {
+    "ln_bwd_xhat_uncentred": ("layer_norm/normal_f64_9x7", "grad.weight"),
+    "ln_centred_in_input_dtype": ("layer_norm/mean1e3_nobias_f16_2x3x7", "output.rstd"),
+    "ln_dbias_accumulated_twice": ("layer_norm/normal_f32_6x100", "grad.bias"),
+    "rms_weight_before_stats": ("rms_norm/normal_eps1e-05_f64_9x7", "output.y"),
+    "rms_rstd_float32_for_float64": ("rms_norm/normal_eps1e-05_f64_9x7", "output.rstd"),
+    "rms_rows_of_first_sample": ("rms_norm/normal_eps1e-05_bf16_2x3x7", "output.y"),
+    "an_mask_read_column_major": ("add_norm/heavy_tail_p_f64_3x12", "output.residual_out"),
+    "an_prenorm_dres_into_dx_only": ("add_norm/normal_f32_6x100", "grad.residual"),
+    "an_x1_kept_unscaled": ("add_norm/normal_p_parx1_bf16_4x24", "output.residual_out"),
+    "nq_int8_round_half_up": ("norm_quant/pm1_eps0_rms_i8_static_ties_f32_4x64", "output.q"),
+    "nq_int8_clip_high_128_wraps": ("norm_quant/outlier_ln_i8_dyn_ub8_wb_f16_8x256", "output.q"),
+    "nq_amax_per_leading_index": ("norm_quant/heavy_tail_rms_e4m3_dyn_bf16_2x4x64", "output.scale"),
+    "gn_group_count_and_size_swapped": ("group_norm/normal_g2_f32_3x6", "output.y"),
+    "gn_stats_stored_without_sample_offset": ("group_norm/normal_g2_f32_3x6", "output.mean"),
+    "gn_sq_dev_sum_in_half": ("group_norm/normal_g4_bf16_2x8x5x7", "output.rstd"),
+    "gated_ln_group_var_unbiased": ("gated_norm/normal_ln_gs2_f64_5x6", "output.y"),
+    "gated_dx_dz_swapped": ("gated_norm/normal_f32_4x64", "grad.x"),
+    "gated_rms_eps_outside_root": ("gated_norm/normal_eps0.3_gs8_bf16_3x40", "output.y"),
+    "bn_stats_first_sample_only": ("batch_norm/normal_f32_6x4x25", "output.mean"),
+    "bn_nbt_incremented_twice": ("batch_norm/normal_cumavg_nbt2_train3_f32_5x3x4", "state.running_mean"),
+    "bn_merge_delta_count_one": ("batch_norm/normal_f32_6x4x25", "output.rstd"),
+    "in_dbias_averaged_over_batch": ("instance_norm/normal_f32_2x3x100", "grad.bias"),
+    "in_var_one_pass": ("instance_norm/mean1e3_f32_2x3x100", "output.rstd"),
+    "in_running_mean_bessel_scaled": ("instance_norm/normal_train3_eval_f32_4x3x6", "state.running_mean"),
+    "dyt_grid_from_leading_dim": ("dyt/normal_f32_3x20x12", "output.y"),
+    "dyt_tanh_grad_from_output": ("dyt/normal_f64_2x5x7", "grad.x"),
+    "dyt_dalpha_accum_in_half": ("dyt/normal_f16_8x64", "grad.alpha"),
+    "gns_bwd_stats_of_first_group": ("group_norm_silu/normal_g4_f32_2x8x5x7", "grad.x"),
+    "gns_dp_rounded_to_input_dtype": ("group_norm_silu/normal_g4_bf16_2x8x5x7", "grad.weight"),
+    "nqb_group_block_size_default": ("norm_quant_block/normal_rms_g64_e5m2_bf16_8x256", "output.scale"),
+    "nqb_rms_eps_dropped": ("norm_quant_block/normal_eps0.3_rms_mx_noaffine_bf16_4x64", "output.amax"),
+    "nqb_pow2_amax_rounded_before_qmax": ("norm_quant_block/normal_ln_g_pow2_wb_f32_4x256", "output.scale"),
+    "aln_dshift_copied_from_dscale": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.shift"),
+    "aln_dscale_from_raw_x": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.scale"),
+    "aln_var_one_pass": ("adaptive_layer_norm/mean1e4_f32_2x4x16", "output.rstd"),
+    "poly_weight_pointer_not_advanced": ("poly_norm/normal_f64_3x7", "output.y"),
+    "poly_bwd_linear_term_dropped": ("poly_norm/normal_f64_3x7", "grad.x"),
+    "poly_eps_outside_root": ("poly_norm/normal_eps0.3_f32_6x30", "output.y"),
+    "zs_dx_divided_by_variance": ("z_score/std1e-3_f32_9x7", "grad.x"),
+    "zs_mean_sum_in_half": ("z_score/mean1e3_nobias_f16_2x3x7", "output.mean"),
+    "zs_bwd_weight_after_projection": ("z_score/normal_f64_9x7", "grad.x"),
+    "lp_torch_rule_read_as_onnx": ("lp_normalize/std1e-3_eps0.3_f32_9x7", "output.y"),
+    "lp_norm_output_reciprocal": ("lp_normalize/normal_f64_9x7", "output.norm"),
+    "lp_eps_added_to_norm": ("lp_normalize/std1e-3_eps0.3_f32_9x7", "output.y"),
+}
+
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
 # mean 1e4, of constant rows with eps 1e-12: the quantized outputs' bounds cover any value), so that no array
 # of theirs can be verified; their status is partial for every kernel
@@ -439,6 +486,7 @@ NOTHING_CONSTRAINED_6 = NOTHING_CONSTRAINED_3
 NOTHING_CONSTRAINED_7 = NOTHING_CONSTRAINED_3
 NOTHING_CONSTRAINED_8 = NOTHING_CONSTRAINED_3
 NOTHING_CONSTRAINED_9 = NOTHING_CONSTRAINED_3
+NOTHING_CONSTRAINED_10 = NOTHING_CONSTRAINED_3
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -464,6 +512,8 @@ SETS = {
                {"ops": blind8.OPS, "at_least": 500, "nothing_constrained": NOTHING_CONSTRAINED_8}, 0),
     "blind9": (blind9, blind9.Blind9Kernel, CAUGHT_BY_9, blind9.LABELS, (40, 48),
                {"ops": blind9.OPS, "at_least": 500, "nothing_constrained": NOTHING_CONSTRAINED_9}, 0),
+    "blind10": (blind10, blind10.Blind10Kernel, CAUGHT_BY_10, blind10.LABELS, (40, 48),
+                {"ops": blind10.OPS, "at_least": 500, "nothing_constrained": NOTHING_CONSTRAINED_10}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
