@@ -224,6 +224,28 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # the norm's statistics per quantization block of 16 (the last block partial)
     ("blind9", "nqb_stats_per_quant_block", "norm_quant_block/normal_ln_g_wb_f32_4x256", "group",
      "taken over each block of"),
+    # blind10 (a development set since its measurement): the group count and size swapped, the statistics of
+    # the other shape written in the kernel's own order
+    ("blind10", "gn_group_count_and_size_swapped", "group_norm/normal_g2_f16_2x8x4x4", "group",
+     "the count and the size swapped"),
+    # the saved statistics stored without the sample offset (row 0 the last sample's, the rest never written)
+    ("blind10", "gn_stats_stored_without_sample_offset", "group_norm/normal_g2_f16_2x8x4x4", "layout",
+     "written without its leading index's offset"),
+    # the weight multiplying x before the statistics
+    ("blind10", "rms_weight_before_stats", "rms_norm/normal_eps1e-05_f16_4x128", "affine",
+     "the weight applied to x before the statistics"),
+    # the backward's g = dy * weight moved after the projection
+    ("blind10", "zs_bwd_weight_after_projection", "z_score/normal_f32_6x100", "backward",
+     "applied to dx after the projection"),
+    # batch statistics over the first sample alone: a reduction across the batch dropping the rest
+    ("blind10", "bn_stats_first_sample_only", "batch_norm/normal_f16_8x2x4x4", "reduction",
+     "the batch's first 1 sample(s)"),
+    # a parameter gradient averaged over the samples (1/N): the reduction's count before a bare 1/2
+    ("blind10", "in_dbias_averaged_over_batch", "instance_norm/normal_f32_2x3x100", "reduction", "averaged over"),
+    # the mean's sum in the 16-bit dtype, never re-centred; a sum of squares in a 16-bit accumulator
+    ("blind10", "zs_mean_sum_in_half", "z_score/normal_f16_4x128", "precision", "its correction pass left out"),
+    ("blind10", "gn_sq_dev_sum_in_half", "group_norm/normal_g2_f16_2x8x4x4", "precision",
+     "each term and partial sum rounded"),
     # an eval call's running variance read as a std: a value of the running statistics alone (not a parameter's)
     ("blind8", "in_eval_running_var_read_as_std", "instance_norm/normal_train3_eval_f32_4x3x6", "running",
      "a value of the running statistics alone"),

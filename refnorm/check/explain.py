@@ -152,12 +152,14 @@ def factor(case, part, name, got, ref, E, x_shape):
     if not ok.any() or den == 0:
         return None
     f = float(np.sum(g[ok] * ref[ok])) / den
-    cands = dict(constants(case, x_shape))
+    cands = {}
     if part == "grads" and name != "x" and x_shape and 0 < np.size(got) < int(np.prod(x_shape)):
         R = int(np.prod(x_shape)) // np.size(got)          # the terms each element of the gradient sums
         for Rk, what in ((R, f"the {R} terms each element sums"), (x_shape[0], f"the {x_shape[0]} rows / samples")):
-            if Rk > 1:
+            if Rk > 1:      # a count's average (rule 11 of "Which mechanism a bug is") before a bare 1/2 (rule 14)
                 cands.setdefault(1.0 / Rk, (f"1/{Rk}: averaged over {what} instead of summed", "reduction"))
+    for value, said in constants(case, x_shape).items():
+        cands.setdefault(value, said)
     for value, (what, mech) in cands.items():
         if abs(f / value - 1) < 1e-3 and fit_ratio(got, ref * value, np.asarray(E) * max(1.0, value)) <= 1:
             if value == 2.0 and part == "grads" and name != "x":    # a sum over rows: every term counted twice
@@ -274,9 +276,11 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
     if eps > 0:
         out.append((mean, 1.0 / (np.sqrt(var) + eps), "with eps outside the square root", "eps"))
     S = _channel_positions(case, xs, x_shape)
+    # batch_norm's first samples (m a multiple of a sample's positions): a reduction across the batch dropping them
+    B = int(np.prod(x_shape[2:])) if case.op == "batch_norm" and len(x_shape) > 1 else 0
     for m in _prefixes(n):
         # a group norm's first channels (m a multiple of its positions): the group the statistics span
-        part = "group" if S and m % S == 0 else "block"
+        part = "group" if S and m % S == 0 else "reduction" if B and m % B == 0 else "block"
         pm = xs[:, :m].mean(axis=1, keepdims=True) if centred else np.zeros_like(mean)
         pss = ((xs[:, :m] - pm) ** 2).sum(axis=1, keepdims=True)
         for div, dw in ((m, "m"), (n, "n")):
@@ -284,7 +288,8 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
             out.append((mm, 1.0 / np.sqrt(pss / div + eps) if div == m else
                         1.0 / np.sqrt(((xs[:, :m] - mm) ** 2).sum(axis=1, keepdims=True) / div + eps),
                         f"with the statistics over the first {m} of {n} values only ("
-                        + (f"the group's first {m // S} channel(s)" if part == "group" else "a tail block dropped")
+                        + (f"the group's first {m // S} channel(s)" if part == "group" else
+                           f"the batch's first {m // B} sample(s)" if part == "reduction" else "a tail block dropped")
                         + f"; divided by {dw} = {div})", part))
     if S:                                    # group norms: a tail of each channel's positions dropped
         sub = xs.reshape(xs.shape[0], -1, S)
@@ -579,8 +584,9 @@ def _dx_fit(case, x, got, E, gd, ok, rstd, xhat, g, spec, centred, what_g, w3=No
 
 
 
-def _config_candidates(case):
-    """(changed config, what, mechanism) for the structured configuration deviations of the case."""
+def _config_candidates(case, x_shape=()):
+    """(changed config, what, mechanism) for the structured configuration deviations of the case (x of
+    ``x_shape``)."""
     cfg = dict(case.config)
     out = []
     eps = cfg.get("eps")
@@ -602,11 +608,13 @@ def _config_candidates(case):
         if isinstance(v, bool):
             out.append(({**cfg, key: not v}, f"{key}={not v} where {v} belongs", "bessel"))
     G = cfg.get("num_groups")
-    if case.op == "group_norm" and isinstance(G, int):
-        for g2 in (1, 2 * G, G // 2):
-            if g2 >= 1 and g2 != G:
+    if case.op in ("group_norm", "group_norm_silu") and isinstance(G, int):
+        C = x_shape[1] if len(x_shape) > 1 else 0
+        for g2 in dict.fromkeys((1, 2 * G, G // 2) + ((C // G,) if C and C % G == 0 else ())):
+            if g2 >= 1 and g2 != G and C % g2 == 0:       # the group count misread: rule 10 (group)
                 out.append(({**cfg, "num_groups": g2}, f"the statistics taken over {g2} groups where "
-                                                       f"{G} belong (the group size misread)", "semantics"))
+                                                       f"{G} belong (the group count misread"
+                            + (", the count and the size swapped)" if g2 * G == C else ")"), "group"))
     for d in (1e-5, 1e-6, 1e-12):           # a default eps in place of the configured one
         if isinstance(eps, (int, float)) and not isinstance(eps, bool) and eps != d:
             out.append(({**cfg, "eps": d}, f"eps {d:g} (a default) where {eps:g} belongs", "eps"))
@@ -681,7 +689,7 @@ def config_deviation(case, record, reference):
         return None
     # (config, inputs, what, mechanism, the mechanism when only the backward fits, the swapped pair, the
     # ignored input's name, or None)
-    cands = [(cfg, record.inputs, what, mech, mech, None) for cfg, what, mech in _config_candidates(case)]
+    cands = [(cfg, record.inputs, what, mech, mech, None) for cfg, what, mech in _config_candidates(case, np.shape(x))]
     w = record.inputs.get("weight")
     if w is not None and np.ndim(w) and not case.config.get("weight_offset"):
         cands.append((case.config, {**record.inputs, "weight": np.ones(np.shape(w), dtype=np.asarray(w).dtype)},
@@ -722,7 +730,7 @@ def config_deviation(case, record, reference):
         except Exception:                                   # noqa: BLE001 - a deviation the spec refuses
             continue
         fits = {}
-        renamed = False
+        renamed = own_order = False
         for part, name in [(p, n) for p in ("outputs", "grads", "state") for n in record.compare[p]]:
             got, alt, E = record.got[part].get(name), getattr(res, part).get(name), record.E[part].get(name)
             if isinstance(pair, str) and (part, name) == ("grads", pair):
@@ -733,6 +741,13 @@ def config_deviation(case, record, reference):
                 continue
             if got is None or E is None:
                 continue
+            if alt is not None and part == "outputs" and np.shape(alt) != np.shape(got) and np.size(got):
+                # a configuration's statistics of another shape, written in the kernel's own order into the
+                # buffer it was given (what does not fit stays 0; the rest never written: 0)
+                buf = np.zeros(np.size(got))
+                n = min(np.size(got), np.size(alt))
+                buf[:n] = np.reshape(np.asarray(alt, dtype=np.float64), -1)[:n]
+                alt, own_order = buf.reshape(np.shape(got)), True
             fits[part, name] = alt is not None and np.shape(alt) == np.shape(got) and fit_ratio(got, alt, E) <= 1
             if isinstance(pair, tuple) and part == "grads" and not fits[part, name]:
                 # the swapped inputs' gradients returned under their own names, or under the swapped ones
@@ -753,7 +768,9 @@ def config_deviation(case, record, reference):
             if grads_only:          # the forward cannot tell the deviation here: the evidence is the backward's
                 return {"mechanism": bwd_mech, "text": f"the backward with {what} reproduces every failing array "
                                                        "(the forward does not depend on it here)"}
-            return {"mechanism": mech, "text": f"the specification with {what} reproduces every failing array"}
+            return {"mechanism": mech, "text": f"the specification with {what} reproduces every failing array"
+                                               + (" (its statistics, of another shape, written in the kernel's own "
+                                                  "order into the returned buffers)" if own_order else "")}
         if grads_only and all(fits.get(pn, False) for pn in record.failing):
             names = ", ".join(_label(p, n) for p, n in record.failing)
             later.append({"mechanism": bwd_mech, "text": f"the backward with {what} reproduces {names}"})
@@ -876,6 +893,41 @@ def mode_deviation(case, record, reference):
         out.append({"part": part, "name": name, "step": record.step, "mechanism": "mode",
                     "text": f"{_label(part, name)} is the {mode}-mode value (the other mode's statistics or formula)"})
     return out
+
+
+def weight_first(case, record, reference):
+    """layer_norm / rms_norm with the weight applied to x before the statistics, y = norm(x * w) (+ bias; w
+    + weight_offset where the config has one): the specification evaluated on x * w with a unit weight, dx
+    its gradient times w, dweight the sum over the rows of that gradient times x, reproduces every failing
+    array and keeps the passing ones within their bounds (mechanism "affine": which value the weight
+    multiplies). The explanation, or None."""
+    x, w = record.inputs.get("x"), record.inputs.get("weight")
+    if case.op not in ("layer_norm", "rms_norm") or x is None or w is None or not np.ndim(w) \
+            or np.size(x) > CONFIG_SIZE or np.shape(x)[np.ndim(x) - np.ndim(w):] != np.shape(w):
+        return None
+    off = float(case.config.get("weight_offset") or 0.0)
+    weff = np.asarray(w, dtype=np.float64) + off
+    x64 = np.asarray(x, dtype=np.float64)
+    try:
+        with np.errstate(all="ignore"):
+            res = reference(case.op, case.config, record.training, {**record.inputs, "x": x64 * weff,
+                            "weight": np.full(np.shape(w), 1.0 - off)}, record.cotangents, record.state)
+    except Exception:                                       # noqa: BLE001 - a call the spec refuses
+        return None
+    grads = dict(res.grads)
+    if grads.get("x") is not None:
+        dv = np.asarray(grads["x"], dtype=np.float64)
+        grads["x"] = dv * weff
+        grads["weight"] = (dv * x64).sum(axis=tuple(range(np.ndim(x) - np.ndim(w))))
+    for part, vals in (("outputs", res.outputs), ("grads", grads), ("state", res.state)):
+        for name in record.compare[part]:
+            got, alt, E = record.got[part].get(name), vals.get(name), record.E[part].get(name)
+            if got is None or E is None:
+                continue
+            if alt is None or np.shape(alt) != np.shape(got) or fit_ratio(got, alt, E) > 1:
+                return None
+    return {"mechanism": "affine", "text": "the specification with the weight applied to x before the statistics, "
+                                           "y = norm(x * weight), reproduces every failing array"}
 
 
 def _param_axes(case, x, w):
@@ -1225,7 +1277,7 @@ def _explain(case, record, ref, reference=None) -> list:
         e = quant_deviation(case, record, ref, fit_ratio, CONFIG_SIZE) or config_deviation(case, record, reference)
         if e is not None and e.pop("backward_only", False):
             bwd, e = e, None            # used where the per-array explanations leave a gradient unexplained
-        e = e or layout_misread(case, record, reference)
+        e = e or layout_misread(case, record, reference) or weight_first(case, record, reference)
         if e is not None:
             return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
     rows = unprocessed_rows(case, record, ref)

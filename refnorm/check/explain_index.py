@@ -134,7 +134,7 @@ def permuted_outputs(ex, case, record, ref):
                         "text": f"{ex._label(part, name)} is the expected array with {what}"})
             break
         else:
-            what = _strided_write(ex, got, want, E, qd)
+            what = _strided_write(ex, got, want, E, qd) or _offset_dropped(ex, got, want, E, qd)
             if what is None:
                 return []
             out.append({"part": part, "name": name, "step": record.step, "mechanism": "layout",
@@ -172,6 +172,30 @@ def _strided_write(ex, got, want, E, qd):
         return (f"written at a stride of {k}: element j of the expected array stored at index j * {k} "
                 f"(the first {at.size} of its {size} values, each at {k} times its index); every other element "
                 f"holds {fill[0]:g}, never written")
+    return None
+
+
+def _offset_dropped(ex, got, want, E, qd):
+    """The failing array written without its leading index's offset (a per-sample row stored at index 0 for
+    every sample, the batch offset left out): index 0 of the leading axis holds the expected values of one
+    leading index (the last written stays: any of them), every other index one never-written fill (0 or NaN)
+    that the expected array does not hold; in words, or None."""
+    g = np.asarray(got, dtype=np.float64)
+    if g.ndim < 1 or g.shape[0] < 2 or qd is not None:
+        return None
+    w = np.asarray(want, dtype=np.float64).reshape(g.shape)
+    Eb = np.broadcast_to(E, g.shape)
+    rest = g[1:].reshape(-1)
+    fill = rest[0] if rest.size else 0.0
+    if not (np.all(rest == fill) or np.all(np.isnan(rest))) or not (fill == 0 or np.isnan(fill)):
+        return None
+    if ex.fit_ratio(g[1:], w[1:], Eb[1:]) <= 1:               # the expected values there too: not a gap
+        return None
+    for r in range(g.shape[0] - 1, -1, -1):
+        if ex.fit_ratio(g[0], w[r], Eb[0]) <= 1:
+            return (f"written without its leading index's offset: index 0 of axis 0 holds the expected values of "
+                    f"index {r} (of {g.shape[0]}; the last written stays), every other index {fill:g}, never "
+                    "written")
     return None
 
 

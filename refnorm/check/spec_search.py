@@ -162,7 +162,8 @@ def _rp_red(i, a, kind, axis, keepdims, initial=None):
     if t[0] == "record" and len(t) > 3:
         t[3].setdefault(i, (a.shape, _axes(axis, a.ndim), bool(keepdims)))
     if t[0] == "reduce" and (t[1] == i or isinstance(t[1], frozenset) and i in t[1]):
-        return t[2](a, f, _axes(axis, a.ndim), bool(keepdims))
+        change = t[2][i] if isinstance(t[2], dict) else t[2]       # one change, or each reduction its own
+        return change(a, f, _axes(axis, a.ndim), bool(keepdims))
     return f(a, axis=axis, keepdims=keepdims)
 
 
@@ -249,16 +250,35 @@ def _blocks(k):
     return f
 
 
-def _sequential(dt):
+def _zero(a, red, axes, keepdims):
+    """The change "the reduction left out": zeros of its result's shape."""
+    return np.zeros_like(red(a, axis=axes, keepdims=keepdims))
+
+
+def _first_sample(a, red, axes, keepdims):
+    """The change "the reduction over index 0 of axis 0 alone" (a sum scaled to the whole count, so that the
+    code's division by it gives that sample's mean), broadcast to the right reduction's shape."""
+    r = red(a[:1], axis=axes, keepdims=True)
+    if red is _REDUCE["sum"]:
+        r = r * a.shape[0]
+    return r if keepdims else r.reshape([s for k, s in enumerate(r.shape) if k not in axes])
+
+
+TERMS = {False: "partial sum", True: "term and partial sum"}
+
+
+def _sequential(dt, terms=False):
     """The change "the reduction accumulated left to right in the 16-bit ``dt``, each partial sum rounded"
-    (a mean: that sum divided by n)."""
+    (``terms``: each term rounded too, a 16-bit accumulator adding 16-bit operands; a mean: that sum divided
+    by n)."""
     def f(a, red, axes, keepdims):
         n = int(np.prod([a.shape[k] for k in axes]))
         rest = [k for k in range(a.ndim) if k not in axes]
         v = np.transpose(a, rest + list(axes)).reshape([a.shape[k] for k in rest] + [n])
         t = np.zeros(v.shape[:-1])
         for j in range(n):
-            t = (t + v[..., j]).astype(dt).astype(np.float64)
+            term = v[..., j].astype(dt).astype(np.float64) if terms else v[..., j]
+            t = (t + term).astype(dt).astype(np.float64)
         if red is _REDUCE["mean"]:
             t = t / max(n, 1)
         shape = [1 if k in axes else s for k, s in enumerate(a.shape)] if keepdims else [a.shape[k] for k in rest]
@@ -677,6 +697,7 @@ def _candidates(case, record, forward_only):
                             (own in seen and np.array_equal(seen[own], v, equal_nan=True))):
                         transforms.append((("replace", frozenset((i,)), side, lambda _, v=v: v), i, src,
                                            f"`{src}` read from the forward's `{key.split(':', 1)[1]}`"))
+    out += _weight_after(seen, ops, n)
     for key, v in seen.items():
         if 1 < np.size(v) < n and np.ndim(v) and np.shape(v)[0] > 1:
             what = key.split(":", 1)[1]
@@ -694,6 +715,27 @@ def _candidates(case, record, forward_only):
                 out.append((("remap", key, lambda _, v=v: v), "arg", f"{key.rsplit('.', 1)[1]} {other.rsplit('.', 1)[1]}",
                             f"the argument `{key.split(':', 1)[1]}` read from `{other.split(':', 1)[1]}`"))
     return out + also + transforms, fwd
+
+
+def _weight_after(seen, ops, n):
+    """The backward's product of dy with a parameter (g = dy * weight entering the projection) moved to the
+    function's result: that operand left out there and dx multiplied by it (dx = weight * proj(dy)); as
+    _candidates' tuples."""
+    out = []
+    for j, sides in ops.items():
+        mod, func, line, op, left, right = _SOURCES[j]
+        key = f"{mod}:{func}.dx"
+        if (op != "Mult" or "backward" not in func or left != "dy" or sides is None or key not in seen
+                or np.size(seen[key]) != n or not ({n_ for n_ in _names(right)} & set(PARAMETERS) or "gain" in right)):
+            continue
+        held = {}
+
+        def keep_right(a, b, op, held=held):
+            held["w"] = b
+            return a
+        out.append((("both", {key: lambda v, held=held: v * held["w"] if "w" in held else v}, {j: keep_right}), j,
+                    right, f"`{right}` applied to dx after the projection instead of to dy in `{left} * {right}`"))
+    return out
 
 
 def _plus_eps(side, e):
@@ -731,10 +773,15 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset()):
             by_func.setdefault(_SOURCES[i][:2], []).append(i)
     for ids in (ids for ids in by_func.values() if len(ids) > 1):      # every reduction of one function changed
         if low is not None:
-            out.append((("reduce", frozenset(ids), _sequential(low)), "lowsum", None,
-                        f"accumulated left to right in {low.__name__} (each partial sum rounded to nearest), and its "
-                        f"function's {len(ids) - 1} other reductions too"))
+            out += [(("reduce", frozenset(ids), _sequential(low, t)), "lowsum", None,
+                     f"accumulated left to right in {low.__name__} (each {TERMS[t]} rounded to nearest), and its "
+                     f"function's {len(ids) - 1} other reductions too") for t in (False, True)]
         shape, axes, keep = reds[ids[0]]
+        if all(reds[j] == reds[ids[0]] and _SOURCES[j][3] == "mean" for j in ids):
+            # every mean of the function divided by another count (the backward's means over n - 1)
+            n = int(np.prod([shape[a] for a in axes]))
+            out += [(("reduce", frozenset(ids), _count(n2)), "count", (n, n2), f"every mean of `{_SOURCES[ids[0]][1]}` "
+                     f"({len(ids)}) its sum divided by {n2} where n = {n} belongs") for n2 in _counts(n, [shape[a] for a in axes])]
         if keep and all(reds[j] == reds[ids[0]] for j in ids) and len(shape) - len(axes) > 1:
             # every reduction of the function over one more axis (a group norm's backward over every group)
             out += [(("reduce", frozenset(ids), _over(tuple(sorted(axes + (b,))))), "more", shape[b],
@@ -750,6 +797,13 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset()):
     for i, (shape, axes, keep) in reds.items():
         if keep and 0 < len(axes) < len(shape):
             sig.setdefault((shape, axes), []).append(i)
+    # the forward's statistics over the first sample alone (a batch loop's bound 1): every forward reduction
+    # over the batch axis and others, each from index 0 of axis 0 (a sum scaled to the whole count)
+    first = frozenset(i for i in fwd if i in reds and reds[i][2] and 0 in reds[i][1] and len(reds[i][1]) > 1
+                      and reds[i][0][0] > 1)
+    if first and len({reds[i][:2] for i in first}) == 1:
+        out.append((("reduce", first, _first_sample), "reduce", None, f"every forward reduction over axes "
+                    f"{reds[min(first)][1]} ({len(first)}) from the first sample (index 0 of axis 0) alone"))
     # the forward's statistics over each block of k values of the row (a quantization block, the tile a kernel
     # loads), its last block partial: every forward reduction over the last axis, each value its block's
     rows = frozenset(i for i in fwd if i in reds and reds[i][2] and reds[i][1] == (len(reds[i][0]) - 1,))
@@ -777,11 +831,19 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset()):
             out += [(("reduce", t, _first_group(k)), "part", None, f"every reduction over axes {axes} of a {shape} "
                      f"array ({len(t)}, {what}) from each slice's first {k} values only")
                     for t, what in sets for k in _divisors(N)]
+    # the two-pass mean's first pass accumulated in the 16-bit dtype and its correction pass left out (a mean
+    # summed in the input dtype, never re-centred)
+    m0 = [i for i in reds if _SOURCES[i][:4] == ("_math", "centered", _SOURCES[i][2], "mean") and _SOURCES[i][4] == "x"]
+    c0 = [i for i in reds if _SOURCES[i][:2] == ("_math", "centered") and _SOURCES[i][4] == "d0"]
+    if low is not None and len(m0) == 1 and len(c0) == 1:
+        out += [(("reduce", frozenset(m0 + c0), {m0[0]: _sequential(low, t), c0[0]: _zero}), "lowsum", None,
+                 f"the mean's sum accumulated left to right in {low.__name__} (each {TERMS[t]} rounded to nearest), its "
+                 "correction pass left out") for t in (False, True)]
     for i, (shape, axes, keep) in reds.items():
         nd = len(shape)
         if low is not None and axes and _SOURCES[i][3] != "max":
-            out.append((("reduce", i, _sequential(low)), "lowsum", None, f"accumulated left to right in {low.__name__} "
-                        "(each partial sum rounded to nearest)"))
+            out += [(("reduce", i, _sequential(low, t)), "lowsum", None, f"accumulated left to right in "
+                     f"{low.__name__} (each {TERMS[t]} rounded to nearest)") for t in (False, True)]
         if _SOURCES[i][:2] == ("_math", "moments") and axes:
             out.append((("reduce", i, _about_first), "shift", None, "the variance's sum of squares about each slice's "
                         "first value x0 (a shift without its correction n (mean - x0)^2)"))
