@@ -246,6 +246,17 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind10", "zs_mean_sum_in_half", "z_score/normal_f16_4x128", "precision", "its correction pass left out"),
     ("blind10", "gn_sq_dev_sum_in_half", "group_norm/normal_g2_f16_2x8x4x4", "precision",
      "each term and partial sum rounded"),
+    # the backward's statistics read at the sample's first group (x_hat and the SiLU's input recomputed)
+    ("blind10", "gns_bwd_stats_of_first_group", "group_norm_silu/normal_g4_f32_2x8x5x7", "layout",
+     "the backward, recomputing the forward's values, with the statistics (mean, variance) read at the first"),
+    # batch statistics merged from per-sample partials, the between-samples term unweighted
+    ("blind10", "bn_merge_delta_count_one", "batch_norm/normal_f32_6x4x25", "merge", "not weighted by the samples'"),
+    # a channel's statistics merged from chunks of 64 with equal weights (the last chunk partial)
+    ("blind9", "bn_cta_partials_merged_unweighted", "batch_norm/normal_f32_6x4x25", "block",
+     "merged from chunks of 64 values with equal weights"),
+    # the dropout keep-mask read column-major
+    ("blind10", "an_mask_read_column_major", "add_norm/mean1e3_rms_p_fp32res_xnormal_bf16_4x128", "dropout",
+     "the input mask read in column-major"),
     # an eval call's running variance read as a std: a value of the running statistics alone (not a parameter's)
     ("blind8", "in_eval_running_var_read_as_std", "instance_norm/normal_train3_eval_f32_4x3x6", "running",
      "a value of the running statistics alone"),

@@ -8,7 +8,8 @@ over the explained value, divided by the bound, is at most 1 on every element):
   defines (n / (n - 1) and its square root: the Bessel convention; 1 / (1 - p): dropout's scale; the
   ratios of the quantized dtypes' maxima, 448 / 240: float8 e4m3fn vs e4m3fnuz; 2 and 1/2);
 * **a configuration value off** (eps missing, added twice, squared, a default eps; group_norm's group
-  count, gated_norm's group_size; the weight offset; momentum's weights swapped or a cumulative average;
+  count (group: the count misread, or the count and size swapped, the statistics of the other shape written
+  in the kernel's own order into the returned buffers), gated_norm's group_size; the weight offset; momentum's weights swapped or a cumulative average;
   a flag flipped: norm_before_gate, residual_in_fp32, prenorm; layer_norm's statistics for rms_norm's;
   the quantizers' scale_ub or min_scale ignored, another quantized dtype's range, another scale rule):
   the specification re-evaluated with it reproduces every failing array of the step and keeps every
@@ -18,7 +19,12 @@ over the explained value, divided by the bound, is at most 1 on every element):
   rounded to bfloat16 or float16 (to nearest or toward zero: rstd saved in the input dtype), the Bessel
   divisor, eps outside the root, a tail block dropped (the first m values only), a power-of-two block's
   masked lanes entering the variance or its length as the divisor, rms_norm's statistics for
-  layer_norm's, or the backward's x_hat recomputed from the returned y;
+  layer_norm's, or the backward's x_hat recomputed from the returned y; a slice reduced in chunks of
+  2^k values whose partials are merged with equal weights (the last chunk partial: block); batch_norm's
+  statistics of its first samples only (reduction) or merged from per-sample partials with the
+  between-samples term unweighted or left out (merge);
+* **the weight applied before the statistics** (layer_norm, rms_norm: y = norm(x * w), affine);
+* **an activation-sized input read column-major** (a keep-mask: dropout; any other: layout);
 * **a layout misread** (the channel norms): x, dy and the results indexed with the other layout's
   strides (NCHW memory as channels_last or the reverse) reproduce every failing array;
 * **a parameter gradient from the wrong product** (dweight = sum(dy * t) with t the returned y, y less
@@ -278,6 +284,27 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
     S = _channel_positions(case, xs, x_shape)
     # batch_norm's first samples (m a multiple of a sample's positions): a reduction across the batch dropping them
     B = int(np.prod(x_shape[2:])) if case.op == "batch_norm" and len(x_shape) > 1 else 0
+    for k in (16, 32, 64, 128, 256, 512, 1024):
+        if centred and k < n and n % k:
+            # the slice reduced in chunks of k values whose (mean, variance) partials are merged with equal weights,
+            # as if every chunk were full (the last one is not)
+            cm = np.stack([xs[:, j:j + k].mean(axis=1) for j in range(0, n, k)], axis=1)
+            cv = np.stack([xs[:, j:j + k].var(axis=1) for j in range(0, n, k)], axis=1)
+            m2 = cm.mean(axis=1, keepdims=True)
+            v2 = (cv + (cm - m2) ** 2).mean(axis=1, keepdims=True)
+            out.append((m2, 1.0 / np.sqrt(v2 + eps), f"with the statistics merged from chunks of {k} values with equal "
+                        f"weights (the last chunk, of {n % k}, weighted as a full one)", "block"))
+    if centred and B > 1 and n % B == 0 and n // B > 1:
+        # batch statistics merged from per-sample partials (mean_i, M2_i): the between-samples term without its
+        # count, or left out
+        parts = xs.reshape(xs.shape[0], n // B, B)
+        mi = parts.mean(axis=2)
+        m2 = ((parts - mi[..., None]) ** 2).sum(axis=2).sum(axis=1, keepdims=True)
+        between = ((mi - mean) ** 2).sum(axis=1, keepdims=True)
+        for v, what in ((m2 + between, "its between-samples term sum (mean_i - mean)^2 not weighted by the "
+                         f"samples' count {B}"), (m2, "its between-samples term left out")):
+            out.append((mean, 1.0 / np.sqrt(v / n + eps), f"with the variance merged from per-sample partials, {what}",
+                        "merge"))
     for m in _prefixes(n):
         # a group norm's first channels (m a multiple of its positions): the group the statistics span
         part = "group" if S and m % S == 0 else "reduction" if B and m % B == 0 else "block"
@@ -710,6 +737,15 @@ def config_deviation(case, record, reference):
                 mech = "affine" if a in AFFINE_INPUTS and b in AFFINE_INPUTS else "layout"
                 cands.append((case.config, {**record.inputs, a: record.inputs[b]},
                               f"the input {a} read from {b}'s buffer", mech, mech, None))
+    for a in ["x"] + floats:                # an activation-sized input read column-major (its strides swapped)
+        v = np.asarray(record.inputs[a])
+        if a not in AFFINE_INPUTS and np.ndim(v) >= 2 and np.shape(v) == np.shape(x) and min(np.shape(v)) > 1:
+            idx = np.arange(v.size).reshape(v.shape)
+            for m, what in ((idx.ravel(order="F"), "column-major"),
+                            (np.argsort(idx.ravel(order="F"), kind="stable"), "column-major, read back row-major")):
+                mech = "dropout" if "mask" in a else "layout"
+                cands.append((case.config, {**record.inputs, a: v.reshape(-1)[m].reshape(v.shape)},
+                              f"the input {a} read in {what} order", mech, mech, None))
     for a in floats:                        # a 0/1 keep-mask read as a drop-mask (its complement)
         v = np.asarray(record.inputs[a])
         if "mask" in a and v.size and np.all((v == 0) | (v == 1)):

@@ -9,7 +9,9 @@ arrays fail).
   array equal to the reference's with its elements permuted by a transpose of its axes, a transpose of a
   (a, b) factorization of its size or of one of its axis groups ((N, G) statistics written as (G, N)
   memory), or its column-major order, or written at a stride (element j at index j * k, the other
-  elements one never-written fill: a row's statistic stored at row * stride_x_row); another returned array
+  elements one never-written fill: a row's statistic stored at row * stride_x_row), or without its
+  leading index's offset (every sample's row stored at index 0, the last written staying, the rest the
+  fill); another returned array
   in its place (a return tuple unpacked in the wrong order: explained, no mechanism named); every failing
   array of the step so explained;
 * **a parameter read at another index, or rounded** (``param_index``): the effective weight and bias of

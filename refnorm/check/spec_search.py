@@ -49,7 +49,13 @@ The backward's saved values are searched too: x_hat read uncentred (x * rstd, th
 one operation or each; rstd taken from the running variance (before or after the call's update: the modes
 mixed in a training call, "mode"); every reduction of a function over one more axis (a group norm's over
 every group: "group" where that axis is the groups', else "reduction"); the forward's row statistics over
-each block of 16 ... 128 values, the last partial (a quantization block's own: "group").
+each block of 16 ... 128 values, the last partial (a quantization block's own: "group"); the forward's
+batch statistics from the first sample alone ("reduction"); the mean's first pass accumulated in the
+16-bit dtype with its correction pass left out, and any 16-bit accumulation with each term rounded too
+("precision"); every mean of a function divided by another count (the backward's means over n - 1:
+"bessel"); the backward's g = dy * weight with the weight applied to dx after the projection instead
+("backward"); the statistics of _math.moments (mean, variance and x - mean) read at the first or next
+index of one of their axes, forward and backward or in the backward's recomputation alone ("layout").
 
 Layer 4 (NumPy; reads the specifications' source, never changes them); thread-safe (the target is
 thread-local, the instrumented modules are built once under a lock).
@@ -697,7 +703,7 @@ def _candidates(case, record, forward_only):
                             (own in seen and np.array_equal(seen[own], v, equal_nan=True))):
                         transforms.append((("replace", frozenset((i,)), side, lambda _, v=v: v), i, src,
                                            f"`{src}` read from the forward's `{key.split(':', 1)[1]}`"))
-    out += _weight_after(seen, ops, n)
+    out += _weight_after(seen, ops, n) + _moments_read(seen)
     for key, v in seen.items():
         if 1 < np.size(v) < n and np.ndim(v) and np.shape(v)[0] > 1:
             what = key.split(":", 1)[1]
@@ -715,6 +721,29 @@ def _candidates(case, record, forward_only):
                 out.append((("remap", key, lambda _, v=v: v), "arg", f"{key.rsplit('.', 1)[1]} {other.rsplit('.', 1)[1]}",
                             f"the argument `{key.split(':', 1)[1]}` read from `{other.split(':', 1)[1]}`"))
     return out + also + transforms, fwd
+
+
+def _moments_read(seen):
+    """The statistics of refnorm/specs/_math.moments (mean, var and the deviations d = x - mean) read at another
+    index of an axis of theirs (the first, or the next: a sample's or a group's offset left out or off by one),
+    the deviations recomputed about the mean read there; as _candidates' tuples ("moments": mechanism layout;
+    the forward and backward alike, or the backward's recomputation alone where the outputs pass)."""
+    mean = seen.get("_math:moments.mean")
+    if mean is None or np.size(mean) < 2:
+        return []
+    out = []
+    for a, s in enumerate(np.shape(mean)):
+        if s < 2:
+            continue
+        for f, what in ((lambda v, a=a: _first(v, a), f"the first index of axis {a}"),
+                        (lambda v, a=a: _next(v, a), f"the next index of axis {a} (wrapping)")):
+            def read(t, f=f):
+                m, var, d = t
+                return f(m), f(var), d + m - f(m)
+            out.append((("remapk", {"_math:moments.return": read}), "moments", None,
+                        f"the statistics (mean, variance) read at {what} of their {np.shape(mean)} array, x - mean "
+                        "recomputed about them"))
+    return out
 
 
 def _weight_after(seen, ops, n):
@@ -1025,10 +1054,11 @@ def mutation(case, record, fit_ratio):
         try:
             plain = _evaluate(case, record, None)
         except Exception:                               # noqa: BLE001 - a call the instrumented spec refuses
-            fwd = {}
+            plain = None
         apart = "grads" if not forward_only else "outputs"
-        cands += [(t, i, ch, what, plain, apart) for t, i, ch, what in cands
-                  if t[0] in ("mutate", "replace") and i in fwd]
+        if plain is not None:       # (the statistics' index reads first: a few, and past the cap otherwise)
+            cands = [(t, i, ch, what, plain, apart) for t, i, ch, what in cands if i == "moments"] + cands + [
+                (t, i, ch, what, plain, apart) for t, i, ch, what in cands if t[0] in ("mutate", "replace") and i in fwd]
     ctx = {}
     # a forward change reproducing every failing output where the gradients fail too, by a backward the
     # specification's hand-derived one is not of the changed forward (a kernel differentiating its own forward)
@@ -1103,6 +1133,9 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         mech = "group" if changed in (case.config.get("num_groups"), case.config.get("groups")) else "reduction"
         return {"mechanism": mech, "text": f"the specification with `{src[4]}`'s {src[3]} ({src[1]}, "
                 f"refnorm/specs/{src[0]}.py line {src[2]}) {what} reproduces every failing array"}
+    if i == "moments":                              # the statistics read at another index: an index misread
+        return {"mechanism": "layout", "text": ("the backward, recomputing the forward's values, with " if keep
+                                                else "the specification with ") + f"{what} reproduces every failing array"}
     if i in ("mode", "running"):                    # the backward's rstd from the running variance
         return {"mechanism": i, "text": f"the specification with {what} reproduces every failing array"}
     if i == "read":                                 # the statistics read at another index: an index misread
