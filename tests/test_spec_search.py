@@ -254,6 +254,11 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # a channel's statistics merged from chunks of 64 with equal weights (the last chunk partial)
     ("blind9", "bn_cta_partials_merged_unweighted", "batch_norm/normal_f32_6x4x25", "block",
      "merged from chunks of 64 values with equal weights"),
+    # a group's variance merged from per-channel partials without the between-channels term (merge), or with the
+    # partials stored in the 16-bit dtype (precision)
+    ("blind2", "gn_merge_without_delta", "group_norm/normal_g3_f64_3x6x7", "merge", "between-channels term left out"),
+    ("blind4", "gn_channel_partials_in_half", "group_norm/normal_g2_f16_2x8x4x4", "precision",
+     "merged from per-channel partials (mean_i, M2_i) stored in float16"),
     # the dropout keep-mask read column-major
     ("blind10", "an_mask_read_column_major", "add_norm/mean1e3_rms_p_fp32res_xnormal_bf16_4x128", "dropout",
      "the input mask read in column-major"),

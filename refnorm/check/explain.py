@@ -294,17 +294,27 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
             v2 = (cv + (cm - m2) ** 2).mean(axis=1, keepdims=True)
             out.append((m2, 1.0 / np.sqrt(v2 + eps), f"with the statistics merged from chunks of {k} values with equal "
                         f"weights (the last chunk, of {n % k}, weighted as a full one)", "block"))
-    if centred and B > 1 and n % B == 0 and n // B > 1:
-        # batch statistics merged from per-sample partials (mean_i, M2_i): the between-samples term without its
-        # count, or left out
-        parts = xs.reshape(xs.shape[0], n // B, B)
+    sub, who = (B, "sample") if B else (S, "channel") if S else (0, "")
+    if centred and sub > 1 and n % sub == 0 and n // sub > 1:
+        # the statistics merged from per-sample (batch_norm) or per-channel (group norms) partials (mean_i, M2_i):
+        # the between-parts term without its count, or left out (merge); the partials stored in the 16-bit
+        # dtype and merged right (precision)
+        parts = xs.reshape(xs.shape[0], n // sub, sub)
         mi = parts.mean(axis=2)
-        m2 = ((parts - mi[..., None]) ** 2).sum(axis=2).sum(axis=1, keepdims=True)
+        m2i = ((parts - mi[..., None]) ** 2).sum(axis=2)
+        m2 = m2i.sum(axis=1, keepdims=True)
         between = ((mi - mean) ** 2).sum(axis=1, keepdims=True)
-        for v, what in ((m2 + between, "its between-samples term sum (mean_i - mean)^2 not weighted by the "
-                         f"samples' count {B}"), (m2, "its between-samples term left out")):
-            out.append((mean, 1.0 / np.sqrt(v / n + eps), f"with the variance merged from per-sample partials, {what}",
+        for v, what in ((m2 + between, f"its between-{who}s term sum (mean_i - mean)^2 not weighted by the "
+                         f"{who}'s count {sub}"), (m2, f"its between-{who}s term left out")):
+            out.append((mean, 1.0 / np.sqrt(v / n + eps), f"with the variance merged from per-{who} partials, {what}",
                         "merge"))
+        for dname, dt in (("bfloat16", ml_dtypes.bfloat16), ("float16", np.float16)):
+            if case.dtype == dname:
+                mr, vr = mi.astype(dt).astype(np.float64), m2i.astype(dt).astype(np.float64)
+                m3 = mr.mean(axis=1, keepdims=True)
+                v3 = (vr.sum(axis=1, keepdims=True) + sub * ((mr - m3) ** 2).sum(axis=1, keepdims=True)) / n
+                out.append((m3, 1.0 / np.sqrt(v3 + eps), f"with the statistics merged from per-{who} partials (mean_i, "
+                            f"M2_i) stored in {dname}", "precision"))
     for m in _prefixes(n):
         # a group norm's first channels (m a multiple of its positions): the group the statistics span
         part = "group" if S and m % S == 0 else "reduction" if B and m % B == 0 else "block"
