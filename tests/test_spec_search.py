@@ -250,7 +250,7 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind10", "gns_bwd_stats_of_first_group", "group_norm_silu/normal_g4_f32_2x8x5x7", "layout",
      "the backward, recomputing the forward's values, with the statistics (mean, variance) read at the first"),
     # batch statistics merged from per-sample partials, the between-samples term unweighted
-    ("blind10", "bn_merge_delta_count_one", "batch_norm/normal_f32_6x4x25", "merge", "not weighted by the samples'"),
+    ("blind10", "bn_merge_delta_count_one", "batch_norm/normal_f32_6x4x25", "merge", "not weighted by the sample's count"),
     # a channel's statistics merged from chunks of 64 with equal weights (the last chunk partial)
     ("blind9", "bn_cta_partials_merged_unweighted", "batch_norm/normal_f32_6x4x25", "block",
      "merged from chunks of 64 values with equal weights"),
