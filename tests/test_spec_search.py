@@ -259,6 +259,15 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind2", "gn_merge_without_delta", "group_norm/normal_g3_f64_3x6x7", "merge", "between-channels term left out"),
     ("blind4", "gn_channel_partials_in_half", "group_norm/normal_g2_f16_2x8x4x4", "precision",
      "merged from per-channel partials (mean_i, M2_i) stored in float16"),
+    # poly_norm (refnorm/check/explain_poly.py): one rms for every power; the powers of the normalized x; each
+    # power normalized as a LayerNorm; 3 bias; the backward with x's rstd for every power, or its chain at x r_1
+    ("blind3", "poly_shared_rms", "poly_norm/normal_f64_3x7", "semantics", "one rms, that of x^3, for every power"),
+    ("blind8", "poly_powers_of_normalized_x", "poly_norm/normal_f64_3x7", "semantics", "the powers of the normalized x"),
+    ("blind4", "poly_powers_centred", "poly_norm/normal_f64_3x7", "semantics", "normalized as a LayerNorm"),
+    ("blind9", "poly_bias_added_per_power", "poly_norm/normal_f64_3x7", "affine", "(3 bias)"),
+    ("blind5", "poly_bwd_one_rstd", "poly_norm/normal_f64_3x7", "backward", "one saved rstd, x's, for every power"),
+    ("blind9", "poly_bwd_chain_at_normalized_x", "poly_norm/normal_f64_3x7", "backward",
+     "evaluated at the normalized x"),
     # the dropout keep-mask read column-major
     ("blind10", "an_mask_read_column_major", "add_norm/mean1e3_rms_p_fp32res_xnormal_bf16_4x128", "dropout",
      "the input mask read in column-major"),

@@ -1356,7 +1356,9 @@ def _explain(case, record, ref, reference=None) -> list:
         done = {(e["part"], e["name"]) for e in out}
         out += [e for e in mode_deviation(case, record, reference) if (e["part"], e["name"]) not in done]
         if len(out) < len(record.failing):
-            act = fused_activation(case, record, reference) or dyt_rounded_t(case, record)
+            from . import explain_poly              # poly_norm's powers normalized otherwise
+            act = (fused_activation(case, record, reference) or dyt_rounded_t(case, record)
+                   or explain_poly.deviation(sys.modules[__name__], case, record))
             if act:
                 return act
     if len(out) < len(record.failing):

@@ -1,0 +1,101 @@
+"""poly_norm's powers normalized otherwise, or its backward's chain at other values: explanations of a failing
+step by the specification's arithmetic (issue 33), under explain.py's rule (an explanation reproduces every
+failing array it names within the check's own bound, and the reference itself does not).
+
+PolyNorm (refnorm/specs/poly_norm.py): y = w0 h_3 + w1 h_2 + w2 h_1 + bias, h_p = x^p r_p, r_p = (mean_H(x^2p)
++ eps)^(-1/2). The forward's deviations, each reproducing every failing output (the gradients are the
+kernel's own forward's: explained with it, as explain.py's fused activation):
+
+* one rms for every power (r_3, r_2 or r_1 for all three), the powers of the normalized x (h_p = x_hat^p,
+  x_hat = x r_1), each power normalized as a LayerNorm (its row mean subtracted, divided by its standard
+  deviation): another equation, "semantics" (rule 16 of docs/verdicts.md's "Which mechanism a bug is");
+* the scalar bias added to each of the three terms (3 bias): "affine" (rule 13).
+
+Where only gradients fail, the backward's deviations (mechanism "backward", rule 15), each dx by the
+specification's formula otherwise evaluated: one saved rstd (x's, r_1) for every power, h_p recomputed as
+x^p r_1; the chain factor p x^(p - 1) evaluated at the normalized x (x r_1) instead of x.
+
+Layer 4 (NumPy; the specification's own helpers).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..specs.poly_norm import POWERS, poly_norm_backward, rms_normalize
+
+
+def _terms(x, weight, bias, hs):
+    y = weight[0] * hs[0] + weight[1] * hs[1] + weight[2] * hs[2]
+    return y if bias is None else y + float(np.reshape(bias, ()))
+
+
+def _forward_variants(x, weight, bias, eps):
+    """(y, what, mechanism) for each forward deviation (module docstring)."""
+    us = [x ** p for p in POWERS]
+    own = [rms_normalize(u, eps) for u in us]
+    out = []
+    for j, p in enumerate(POWERS):
+        r = own[j][1]
+        out.append((_terms(x, weight, bias, [u * r for u in us]), f"one rms, that of x^{p}, for every power",
+                    "semantics"))
+    xh = own[2][0]
+    out.append((_terms(x, weight, bias, [xh ** p for p in POWERS]), "the powers of the normalized x (x_hat^p, x_hat "
+                "= x / rms(x)) in place of each power divided by its own rms", "semantics"))
+    A = (x.ndim - 1,)
+    cen = [(u - u.mean(axis=A, keepdims=True)) / np.sqrt(u.var(axis=A, keepdims=True) + eps) for u in us]
+    out.append((_terms(x, weight, bias, cen), "each power normalized as a LayerNorm (its row mean subtracted, "
+                "divided by its standard deviation) in place of its rms", "semantics"))
+    if bias is not None:
+        out.append((_terms(x, weight, None, [h for h, _ in own]) + 3.0 * float(np.reshape(bias, ())),
+                    "the bias added to each of the three power terms (3 bias)", "affine"))
+    return out
+
+
+def _backward_variants(x, dy, weight, eps, bias_shape):
+    """(dx, what) for each backward deviation (module docstring)."""
+    us = [x ** p for p in POWERS]
+    own = [rms_normalize(u, eps) for u in us]
+    r1 = own[2][1]
+    one = poly_norm_backward(dy, x, [u * r1 for u in us], [r1] * 3, weight, bias_shape)[0]
+    A = (dy.ndim - 1,)
+    xn = x * r1
+    dx = np.zeros_like(x)
+    for k, p in enumerate(POWERS):
+        h, r = own[k]
+        g = dy * weight[k]
+        du = r * (g - h * (g * h).sum(axis=A, keepdims=True) / dy.shape[-1])
+        dx = dx + (du if p == 1 else p * xn ** (p - 1) * du)
+    return [(one, "one saved rstd, x's, for every power (h_p recomputed as x^p r_1)"),
+            (dx, "the chain factor p x^(p - 1) evaluated at the normalized x (x r_1) instead of x")]
+
+
+def deviation(ex, case, record):
+    """poly_norm's explanations of the failing arrays (module docstring), or []. ``ex``: explain.py."""
+    x = record.inputs.get("x")
+    if case.op != "poly_norm" or x is None or np.size(x) > ex.CONFIG_SIZE or not record.failing \
+            or record.inputs.get("weight") is None:
+        return []
+    x = np.asarray(x, dtype=np.float64)
+    weight = np.asarray(record.inputs["weight"], dtype=np.float64).reshape(-1)
+    bias = record.inputs.get("bias")
+    bias = None if bias is None else np.asarray(bias, dtype=np.float64)
+    eps = float(case.config.get("eps", 1e-6))
+    outs = [pn for pn in record.failing if pn[0] == "outputs"]
+    E = lambda pn: record.E[pn[0]][pn[1]]                   # noqa: E731
+    with np.errstate(all="ignore"):
+        if outs == [("outputs", "y")]:
+            got = record.got["outputs"]["y"]
+            for y, what, mech in _forward_variants(x, weight, bias, eps):
+                if ex.fit_ratio(got, y, E(("outputs", "y"))) <= 1:
+                    return [{"part": "outputs", "name": "y", "step": record.step, "mechanism": mech,
+                             "text": f"y is the specification's with {what}"}]
+            return []
+        dy = record.cotangents.get("y")
+        if outs or list(record.failing) != [("grads", "x")] or dy is None:
+            return []
+        for dx, what in _backward_variants(x, np.asarray(dy, dtype=np.float64), weight, eps,
+                                           None if bias is None else np.shape(bias)):
+            if ex.fit_ratio(record.got["grads"]["x"], dx, E(("grads", "x"))) <= 1:
+                return [{"part": "grads", "name": "x", "step": record.step, "mechanism": "backward",
+                         "text": f"dx is the specification's backward with {what}"}]
+    return []
