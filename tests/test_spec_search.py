@@ -268,6 +268,8 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind5", "poly_bwd_one_rstd", "poly_norm/normal_f64_3x7", "backward", "one saved rstd, x's, for every power"),
     ("blind9", "poly_bwd_chain_at_normalized_x", "poly_norm/normal_f64_3x7", "backward",
      "evaluated at the normalized x"),
+    # group_norm_silu's gate sigmoid taken of x_hat before the affine
+    ("blind4", "gns_gate_from_xhat", "group_norm_silu/normal_g3_f64_3x6x7", "affine", "the SiLU's sigmoid taken of x_hat"),
     # the dropout keep-mask read column-major
     ("blind10", "an_mask_read_column_major", "add_norm/mean1e3_rms_p_fp32res_xnormal_bf16_4x128", "dropout",
      "the input mask read in column-major"),

@@ -871,7 +871,7 @@ def layout_misread(case, record, reference):
 
 def fused_activation(case, record, reference):
     """group_norm_silu's SiLU at another point of the chain p = x_hat w + b, y = silu(p): y = silu(x_hat) w
-    + b (before the affine), silu(x_hat w) + b (the bias after it), p (the SiLU left out), silu(silu(p)) (the
+    + b (before the affine), silu(x_hat w) + b (the bias after it), p sigmoid(x_hat) (the gate's sigmoid of x_hat), p (the SiLU left out), silu(silu(p)) (the
     SiLU applied twice: the fused kernel's and the caller's); or a backward
     that ignores it (group_norm's gradients of dy). Explanations of the failing arrays they reproduce (every
     failing output, the gradients following; or every failing gradient), or []."""
@@ -898,6 +898,8 @@ def fused_activation(case, record, reference):
         got = record.got["outputs"]["y"]
         for y, what, mech in ((silu(xhat) * w + b, "the SiLU applied to x_hat before the affine", "affine"),
                               (silu(xhat * w) + b, "the bias added after the SiLU", "affine"),
+                              ((xhat * w + b) / (1.0 + np.exp(-xhat)),
+                               "the SiLU's sigmoid taken of x_hat, before the affine (p sigmoid(x_hat))", "affine"),
                               (np.asarray(gn.outputs["y"], dtype=np.float64), "the SiLU left out", "semantics"),
                               (silu(silu(np.asarray(gn.outputs["y"], dtype=np.float64))), "the SiLU applied twice",
                                "semantics")):
