@@ -268,6 +268,7 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind5", "poly_bwd_one_rstd", "poly_norm/normal_f64_3x7", "backward", "one saved rstd, x's, for every power"),
     ("blind9", "poly_bwd_chain_at_normalized_x", "poly_norm/normal_f64_3x7", "backward",
      "evaluated at the normalized x"),
+    ("blind10", "poly_bwd_linear_term_dropped", "poly_norm/normal_f64_3x7", "backward", "the term of x^1 left out"),
     # group_norm_silu's gate sigmoid taken of x_hat before the affine
     ("blind4", "gns_gate_from_xhat", "group_norm_silu/normal_g3_f64_3x6x7", "affine", "the SiLU's sigmoid taken of x_hat"),
     # the dropout keep-mask read column-major

@@ -13,7 +13,8 @@ kernel's own forward's: explained with it, as explain.py's fused activation):
 
 Where only gradients fail, the backward's deviations (mechanism "backward", rule 15), each dx by the
 specification's formula otherwise evaluated: one saved rstd (x's, r_1) for every power, h_p recomputed as
-x^p r_1; the chain factor p x^(p - 1) evaluated at the normalized x (x r_1) instead of x.
+x^p r_1; the chain factor p x^(p - 1) evaluated at the normalized x (x r_1) instead of x; one power's term
+left out of dx (a loop over the powers stopping early).
 
 Layer 4 (NumPy; the specification's own helpers).
 """
@@ -59,14 +60,17 @@ def _backward_variants(x, dy, weight, eps, bias_shape):
     one = poly_norm_backward(dy, x, [u * r1 for u in us], [r1] * 3, weight, bias_shape)[0]
     A = (dy.ndim - 1,)
     xn = x * r1
-    dx = np.zeros_like(x)
+    dx, terms = np.zeros_like(x), []
     for k, p in enumerate(POWERS):
         h, r = own[k]
         g = dy * weight[k]
         du = r * (g - h * (g * h).sum(axis=A, keepdims=True) / dy.shape[-1])
         dx = dx + (du if p == 1 else p * xn ** (p - 1) * du)
+        terms.append(du if p == 1 else p * x ** (p - 1) * du)
     return [(one, "one saved rstd, x's, for every power (h_p recomputed as x^p r_1)"),
-            (dx, "the chain factor p x^(p - 1) evaluated at the normalized x (x r_1) instead of x")]
+            (dx, "the chain factor p x^(p - 1) evaluated at the normalized x (x r_1) instead of x")] + [
+        (sum(t for j, t in enumerate(terms) if j != k), f"the term of x^{p} left out of dx")
+        for k, p in enumerate(POWERS)]
 
 
 def deviation(ex, case, record):
