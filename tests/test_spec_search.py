@@ -271,6 +271,9 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind10", "poly_bwd_linear_term_dropped", "poly_norm/normal_f64_3x7", "backward", "the term of x^1 left out"),
     # group_norm_silu's gate sigmoid taken of x_hat before the affine
     ("blind4", "gns_gate_from_xhat", "group_norm_silu/normal_g3_f64_3x6x7", "affine", "the SiLU's sigmoid taken of x_hat"),
+    # the deviations x - mean computed in the 16-bit dtype (the mean rounded to it)
+    ("blind10", "ln_centred_in_input_dtype", "layer_norm/normal_bf16_6x100", "precision",
+     "the deviations x - mean computed in bfloat16"),
     # the dropout keep-mask read column-major
     ("blind10", "an_mask_read_column_major", "add_norm/mean1e3_rms_p_fp32res_xnormal_bf16_4x128", "dropout",
      "the input mask read in column-major"),

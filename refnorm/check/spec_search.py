@@ -704,6 +704,8 @@ def _candidates(case, record, forward_only):
                         transforms.append((("replace", frozenset((i,)), side, lambda _, v=v: v), i, src,
                                            f"`{src}` read from the forward's `{key.split(':', 1)[1]}`"))
     out += _weight_after(seen, ops, n) + _moments_read(seen)
+    if case.dtype in ("float16", "bfloat16") and "_math:moments.mean" in seen:
+        out += _moments_low(_DT[case.dtype])
     for key, v in seen.items():
         if 1 < np.size(v) < n and np.ndim(v) and np.shape(v)[0] > 1:
             what = key.split(":", 1)[1]
@@ -721,6 +723,23 @@ def _candidates(case, record, forward_only):
                 out.append((("remap", key, lambda _, v=v: v), "arg", f"{key.rsplit('.', 1)[1]} {other.rsplit('.', 1)[1]}",
                             f"the argument `{key.split(':', 1)[1]}` read from `{other.split(':', 1)[1]}`"))
     return out + also + transforms, fwd
+
+
+def _moments_low(low):
+    """The deviations of refnorm/specs/_math.moments computed in the 16-bit ``low`` (the mean rounded to it, the
+    difference rounded), the variance from them (its divisor kept); as _candidates' tuples ("lowsum":
+    precision)."""
+    def dev(t):
+        m, var, d = t
+        mr = np.asarray(m, dtype=np.float64).astype(low).astype(np.float64)
+        d2 = (d + m - mr).astype(low).astype(np.float64)
+        ss = (d * d).sum(axis=tuple(k for k in range(d.ndim) if np.shape(m)[k] == 1 and d.shape[k] > 1), keepdims=True)
+        ss2 = (d2 * d2).sum(axis=tuple(k for k in range(d.ndim) if np.shape(m)[k] == 1 and d.shape[k] > 1),
+                            keepdims=True)
+        return m, var * np.where(ss > 0, ss2 / np.where(ss > 0, ss, 1.0), 1.0), d2
+    return [(("remapk", {"_math:moments.return": dev}), "lowsum", None,
+             f"the deviations x - mean computed in {low.__name__} (the mean rounded to it, each difference rounded), "
+             "the variance and x_hat from them")]
 
 
 def _moments_read(seen):
@@ -1122,6 +1141,8 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
     # a sum accumulated in the 16-bit dtype; a slice's reduction losing its last lanes (the block); a reduction
     # over a part of each slice (the group it spans)
     by_kind = {"lowsum": "precision", "tail": "block", "part": "group"}
+    if i in by_kind and target[0] == "remapk":      # a named value's change (the deviations in the 16-bit dtype)
+        return {"mechanism": by_kind[i], "text": f"the specification with {what} reproduces every failing array"}
     if i in by_kind:
         src = _SOURCES[min(target[1]) if isinstance(target[1], frozenset) else target[1]]
         return {"mechanism": by_kind[i], "text": f"the specification with `{src[4]}`'s {src[3]} ({src[1]}, "
