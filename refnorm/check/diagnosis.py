@@ -455,12 +455,14 @@ def _explain(case, records, out):
         full = True
     if out.get("matched"):
         # the named variant fits only within its summation order's spread: an explanation of another
-        # mechanism that reproduces the result within the check's own bounds is the better answer; a
+        # mechanism that reproduces the result within the check's own bounds is the better answer (named
+        # where the reference misses clearly, else the spread's name withdrawn: neither is evidence enough); a
         # partial one, or one of the same mechanism, leaves the name as it is
-        if not full or next(iter(mechs)) == out["mechanism"]:
+        loose = len(mechs) == 1 and (len(found) == failing or bool(failing_outs) and outs == failing_outs)
+        if not (full or loose) or next(iter(mechs)) == out["mechanism"]:
             return
         out.update(matched=None, pitfalls=[], title=None, instance=None, indistinguishable=[], also_matching=[],
-                   closest=_closest_of(out), widened=False)
+                   closest=_closest_of(out), widened=False, confidence=None, mechanism=None)
         out["message"] = "no known pitfall matches (its best fit holds only within its own rounding interval)"
     out["explained"] = found
     if full and mechs == {None}:

@@ -55,7 +55,8 @@ batch statistics from the first sample alone ("reduction"); the mean's first pas
 ("precision"); every mean of a function divided by another count (the backward's means over n - 1:
 "bessel"); the backward's g = dy * weight with the weight applied to dx after the projection instead
 ("backward"); the statistics of _math.moments (mean, variance and x - mean) read at the first or next
-index of one of their axes, forward and backward or in the backward's recomputation alone ("layout").
+index of one of their axes, forward and backward or in the backward's recomputation alone ("layout"), or
+the deviations x - mean computed in the 16-bit case dtype (the mean rounded to it: "precision").
 
 Layer 4 (NumPy; reads the specifications' source, never changes them); thread-safe (the target is
 thread-local, the instrumented modules are built once under a lock).
