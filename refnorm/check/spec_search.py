@@ -986,8 +986,8 @@ def _statistics_read(seen, state=None, eps=0.0, training=False):
 
 def _uncentred(seen, ops):
     """A centred norm's backward with x_hat read uncentred, x * rstd (the mean's term of x_hat = (x - mean)
-    rstd dropped: a projection on sum(g x) where sum(g (x - mean)) belongs), at one operation of the function
-    that holds the saved x_hat, or at each of its places; as _candidates' tuples (mechanism "backward")."""
+    rstd dropped: a projection on sum(g x) where sum(g (x - mean)) belongs), at one operation of a backward
+    function reading x_hat, or at each of them (dx, dweight and dbias); as _candidates' tuples (mechanism "backward")."""
     out = []
     for key, rstd, xhat, mean, sh, view in _saved_statistics(seen):
         if mean is None:
@@ -998,7 +998,7 @@ def _uncentred(seen, ops):
                            np.shape(xhat))
         fn = (lambda v, s=shift: v + np.reshape(s, np.shape(v)) if np.size(v) == np.size(s) else v)
         places = [(j, side) for j, sides in ops.items() if sides is not None
-                  for side, src in enumerate(_SOURCES[j][4:]) if src == "xhat" and _SOURCES[j][1] == func
+                  for side, src in enumerate(_SOURCES[j][4:]) if src == "xhat" and "backward" in _SOURCES[j][1]
                   and np.size(np.zeros(sides[side])) == np.size(xhat)]
         for j, side in places:
             out.append((("replace", frozenset((j,)), side, fn), j, "xhat",
@@ -1008,7 +1008,7 @@ def _uncentred(seen, ops):
             ch = {j: (lambda a, b, op, side=side: _OPS[op](fn(a), b) if side == 0 else _OPS[op](a, fn(b)))
                   for j, side in places}
             out.append((("multi", ch), places[0][0], "xhat", f"`xhat` read uncentred, x * rstd, at each of its "
-                        f"{len(places)} places in {func}"))
+                        f"{len(places)} places in the backward ({func}'s saved x_hat)"))
     return out
 
 
