@@ -274,6 +274,10 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # the deviations x - mean computed in the 16-bit dtype (the mean rounded to it)
     ("blind10", "ln_centred_in_input_dtype", "layer_norm/normal_bf16_6x100", "precision",
      "the deviations x - mean computed in bfloat16"),
+    # add_norm's dropout elsewhere: dx without the keep-mask; the mask on x + residual; 1 / mean(mask) for 1 / (1 - p)
+    ("blind5", "an_dx_missing_keep_mask", "add_norm/normal_p_rs_f64_9x7", "dropout", "dx without the keep-mask"),
+    ("blind3", "an_mask_on_residual", "add_norm/normal_p_rs_f64_9x7", "dropout", "applied to x + residual"),
+    ("blind9", "an_keep_scale_from_mask_density", "add_norm/heavy_tail_p_f64_3x12", "dropout", "1 / mean(mask)"),
     # the dropout keep-mask read column-major
     ("blind10", "an_mask_read_column_major", "add_norm/mean1e3_rms_p_fp32res_xnormal_bf16_4x128", "dropout",
      "the input mask read in column-major"),
