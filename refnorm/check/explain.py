@@ -2,7 +2,8 @@
 
 For a failing array the diagnosis searches structured deviations of the op's own formula and keeps
 those that reproduce the backend's result within the check's own bound (``fits``: the excess of got
-over the explained value, divided by the bound, is at most 1 on every element):
+over the explained value, divided by the bound, is at most 1 on every element; where the bound is 0, an
+exactly known value, four units of the stored dtype of the explained value):
 
 * **a recognizable factor** on the whole array: got ~ f * ref with f one of the constants the case
   defines (n / (n - 1) and its square root: the Bessel convention; 1 / (1 - p): dropout's scale; the
@@ -24,6 +25,8 @@ over the explained value, divided by the bound, is at most 1 on every element):
   statistics of its first samples only (reduction) or merged from per-sample partials with the
   between-samples term unweighted or left out (merge);
 * **the weight applied before the statistics** (layer_norm, rms_norm: y = norm(x * w), affine);
+* **add_norm's dropout elsewhere** (dropout): dx without the keep-mask, the mask and 1/(1 - p) on x +
+  residual, the kept values scaled by 1 / mean(mask), a branch's 1/(1 - p) missing;
 * **an activation-sized input read column-major** (a keep-mask: dropout; any other: layout);
 * **a layout misread** (the channel norms): x, dy and the results indexed with the other layout's
   strides (NCHW memory as channels_last or the reverse) reproduce every failing array;
