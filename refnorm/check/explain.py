@@ -788,6 +788,7 @@ def config_deviation(case, record, reference):
             continue
         fits = {}
         renamed = own_order = False
+        direct = []                 # the failing arrays compared in their own shape
         for part, name in [(p, n) for p in ("outputs", "grads", "state") for n in record.compare[p]]:
             got, alt, E = record.got[part].get(name), getattr(res, part).get(name), record.E[part].get(name)
             if isinstance(pair, str) and (part, name) == ("grads", pair):
@@ -800,11 +801,14 @@ def config_deviation(case, record, reference):
                 continue
             if alt is not None and part == "outputs" and np.shape(alt) != np.shape(got) and np.size(got):
                 # a configuration's statistics of another shape, written in the kernel's own order into the
-                # buffer it was given (what does not fit stays 0; the rest never written: 0)
+                # buffer it was given (what does not fit is lost; the rest never written: 0); evidence only
+                # beside a failing array of its own shape that the change explains (below)
                 buf = np.zeros(np.size(got))
                 n = min(np.size(got), np.size(alt))
                 buf[:n] = np.reshape(np.asarray(alt, dtype=np.float64), -1)[:n]
                 alt, own_order = buf.reshape(np.shape(got)), True
+            elif (part, name) in record.failing:
+                direct.append((part, name))
             fits[part, name] = alt is not None and np.shape(alt) == np.shape(got) and fit_ratio(got, alt, E) <= 1
             if isinstance(pair, tuple) and part == "grads" and not fits[part, name]:
                 # the swapped inputs' gradients returned under their own names, or under the swapped ones
@@ -821,6 +825,8 @@ def config_deviation(case, record, reference):
             if not all(("grads", n) in record.failing for n in pair):
                 continue
             mech = bwd_mech = None  # a mix-up of the returned arrays: no mechanism of the list (not an affine rule)
+        if own_order and not direct:
+            continue                # only the re-shaped statistics fail: no evidence for the configuration
         if all(fits.values()):
             if grads_only:          # the forward cannot tell the deviation here: the evidence is the backward's
                 return {"mechanism": bwd_mech, "text": f"the backward with {what} reproduces every failing array "
