@@ -278,6 +278,10 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind5", "an_dx_missing_keep_mask", "add_norm/normal_p_rs_f64_9x7", "dropout", "dx without the keep-mask"),
     ("blind3", "an_mask_on_residual", "add_norm/normal_p_rs_f64_9x7", "dropout", "applied to x + residual"),
     ("blind9", "an_keep_scale_from_mask_density", "add_norm/heavy_tail_p_f64_3x12", "dropout", "1 / mean(mask)"),
+    # dyt's alpha outside the tanh; its bias read at the row's index; eps added to the sum of squares (eps / n)
+    ("blind5", "dyt_alpha_outside_tanh", "dyt/normal_f64_2x5x7", "semantics", "alpha outside the tanh"),
+    ("blind9", "dyt_bias_indexed_by_row", "dyt/normal_f32_3x20x12", "layout", "bias[r % C]"),
+    ("blind4", "rms_eps_added_to_sum", "rms_norm/zero_eps1e-06_f32_3x10", "eps", "eps added to the sum"),
     # the dropout keep-mask read column-major
     ("blind10", "an_mask_read_column_major", "add_norm/mean1e3_rms_p_fp32res_xnormal_bf16_4x128", "dropout",
      "the input mask read in column-major"),

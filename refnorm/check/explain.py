@@ -8,11 +8,13 @@ exactly known value, four units of the stored dtype of the explained value):
 * **a recognizable factor** on the whole array: got ~ f * ref with f one of the constants the case
   defines (n / (n - 1) and its square root: the Bessel convention; 1 / (1 - p): dropout's scale; the
   ratios of the quantized dtypes' maxima, 448 / 240: float8 e4m3fn vs e4m3fnuz; 2 and 1/2);
-* **a configuration value off** (eps missing, added twice, squared, a default eps; group_norm's group
-  count (group: the count misread, or the count and size swapped, the statistics of the other shape written
-  in the kernel's own order into the returned buffers), gated_norm's group_size; the weight offset; momentum's weights swapped or a cumulative average;
-  a flag flipped: norm_before_gate, residual_in_fp32, prenorm; layer_norm's statistics for rms_norm's;
-  the quantizers' scale_ub or min_scale ignored, another quantized dtype's range, another scale rule):
+* **a configuration value off** (eps missing, added twice, squared, a default eps, added to the slice's
+  sum instead of its mean (eps / n) or n eps; group_norm's group count (group: the count misread, or the
+  count and size swapped, the statistics of the other shape written in the kernel's own order into the
+  returned buffers), gated_norm's group_size; the weight offset; momentum's weights swapped or a
+  cumulative average; a flag flipped: norm_before_gate, residual_in_fp32, prenorm; layer_norm's
+  statistics for rms_norm's; the quantizers' scale_ub or min_scale ignored, another quantized dtype's
+  range, another scale rule; an activation-sized input read column-major):
   the specification re-evaluated with it reproduces every failing array of the step and keeps every
   passing one within its bound;
 * **a slice's statistics changed** (the row norms: layer_norm, rms_norm and the channel norms in
@@ -25,6 +27,7 @@ exactly known value, four units of the stored dtype of the explained value):
   statistics of its first samples only (reduction) or merged from per-sample partials with the
   between-samples term unweighted or left out (merge);
 * **the weight applied before the statistics** (layer_norm, rms_norm: y = norm(x * w), affine);
+* **dyt otherwise**: alpha outside the tanh (semantics), the bias read at the row's index (layout);
 * **add_norm's dropout elsewhere** (dropout): dx without the keep-mask, the mask and 1/(1 - p) on x +
   residual, the kept values scaled by 1 / mean(mask), a branch's 1/(1 - p) missing;
 * **an activation-sized input read column-major** (a keep-mask: dropout; any other: layout);
@@ -663,6 +666,12 @@ def _config_candidates(case, x_shape=()):
                 out.append(({**cfg, "num_groups": g2}, f"the statistics taken over {g2} groups where "
                                                        f"{G} belong (the group count misread"
                             + (", the count and the size swapped)" if g2 * G == C else ")"), "group"))
+    n = _slice_length(case, x_shape) if x_shape else None
+    if isinstance(eps, (int, float)) and not isinstance(eps, bool) and eps > 0 and n and n > 1:
+        # eps added to the sum (of squares) instead of its mean, or to the mean where the sum belongs: eps / n, n eps
+        out += [({**cfg, "eps": eps / n}, f"eps added to the sum over the slice's {n} values instead of their mean "
+                                          f"(eps / n)", "eps"),
+                ({**cfg, "eps": eps * n}, f"eps times the slice's count n = {n}", "eps")]
     for d in (1e-5, 1e-6, 1e-12):           # a default eps in place of the configured one
         if isinstance(eps, (int, float)) and not isinstance(eps, bool) and eps != d:
             out.append(({**cfg, "eps": d}, f"eps {d:g} (a default) where {eps:g} belongs", "eps"))
@@ -1210,6 +1219,34 @@ def dyt_rounded_t(case, record):
     return []
 
 
+def dyt_deviation(case, record):
+    """dyt's y = weight tanh(alpha x) + bias otherwise: alpha outside the tanh, weight alpha tanh(x) + bias
+    (another equation: semantics); the bias read at the row's index (bias[r % C] where bias[c] belongs: layout).
+    Explanations of y (the gradients following), or []."""
+    x, got = record.inputs.get("x"), record.got["outputs"].get("y")
+    if case.op != "dyt" or x is None or got is None or not np.ndim(x) or ("outputs", "y") not in record.failing \
+            or np.size(x) > CONFIG_SIZE:
+        return []
+    x64 = np.asarray(x, dtype=np.float64)
+    a = float(np.reshape(np.asarray(record.inputs["alpha"], dtype=np.float64), ()))
+    w, b = record.inputs.get("weight"), record.inputs.get("bias")
+    w = 1.0 if w is None else np.asarray(w, dtype=np.float64)
+    b0 = 0.0 if b is None else np.asarray(b, dtype=np.float64)
+    tries = [(w * a * np.tanh(x64) + b0, "alpha outside the tanh (weight alpha tanh(x) + bias)", "semantics")]
+    if b is not None and np.ndim(b) == 1 and x64.ndim > 1 and x64.size // x64.shape[-1] > 1:
+        C = np.shape(b)[0]
+        rows = np.arange(x64.size // x64.shape[-1]) % C
+        br = np.asarray(b, dtype=np.float64)[rows].reshape(x64.shape[:-1] + (1,))
+        tries.append((w * np.tanh(a * x64) + br, "the bias read at the row's index (bias[r % C] where bias[c] "
+                      "belongs)", "layout"))
+    with np.errstate(all="ignore"):
+        for y, what, mech in tries:
+            if fit_ratio(got, y, record.E["outputs"]["y"]) <= 1:
+                return [{"part": "outputs", "name": "y", "step": record.step, "mechanism": mech,
+                         "text": f"y is the formula's with {what}"}]
+    return []
+
+
 def running_factor(case, record, ref, part, name):
     """batch_norm's running_var updated with another count's Bessel factor: the batch variance the update
     implies, (new - (1 - m) old) / m, is the biased variance times p / (p - 1) with p the product of some of
@@ -1444,7 +1481,7 @@ def _explain(case, record, ref, reference=None) -> list:
         out += [e for e in mode_deviation(case, record, reference) if (e["part"], e["name"]) not in done]
         if len(out) < len(record.failing):
             from . import explain_poly              # poly_norm's powers normalized otherwise
-            act = (fused_activation(case, record, reference) or dyt_rounded_t(case, record)
+            act = (fused_activation(case, record, reference) or dyt_rounded_t(case, record) or dyt_deviation(case, record)
                    or explain_poly.deviation(sys.modules[__name__], case, record))
             if act:
                 return act
