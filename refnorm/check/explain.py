@@ -30,7 +30,6 @@ exactly known value, four units of the stored dtype of the explained value):
 * **dyt otherwise**: alpha outside the tanh (semantics), the bias read at the row's index (layout);
 * **add_norm's dropout elsewhere** (dropout): dx without the keep-mask, the mask and 1/(1 - p) on x +
   residual, the kept values scaled by 1 / mean(mask), a branch's 1/(1 - p) missing;
-* **an activation-sized input read column-major** (a keep-mask: dropout; any other: layout);
 * **a layout misread** (the channel norms): x, dy and the results indexed with the other layout's
   strides (NCHW memory as channels_last or the reverse) reproduce every failing array;
 * **a parameter gradient from the wrong product** (dweight = sum(dy * t) with t the returned y, y less
