@@ -687,6 +687,18 @@ def _config_candidates(case, x_shape=()):
                                             "swapped)", "running"),
                 ({**cfg, "momentum": None}, f"a cumulative average (momentum None) where momentum {m:g} belongs",
                  "running")]
+    if isinstance(m, (int, float)) and not isinstance(m, bool) and 0 < m < 1 and m != 0.1:
+        out.append(({**cfg, "momentum": 0.1}, f"momentum 0.1 (the default) where {m:g} belongs", "running"))
+    dp = cfg.get("dropout_p")
+    if isinstance(dp, (int, float)) and not isinstance(dp, bool) and 0 < dp < 1:
+        # the keep probability read as the drop probability (1/p where 1/(1 - p) belongs)
+        out.append(({**cfg, "dropout_p": 1.0 - dp}, f"dropout_p {1 - dp:g} where {dp:g} belongs (the keep and drop "
+                                                    "probabilities exchanged)", "dropout"))
+    pw = cfg.get("p")
+    if case.op == "lp_normalize" and isinstance(pw, (int, float)) and not isinstance(pw, bool):
+        for p2 in (1.0, 2.0, math.inf):         # another norm's power: another normalizer's equation
+            if p2 != pw:
+                out.append(({**cfg, "p": p2}, f"the {p2:g}-norm where the {pw:g}-norm belongs", "semantics"))
     gs = cfg.get("group_size")
     if isinstance(gs, int) and not isinstance(gs, bool):
         for g2 in (1, 2 * gs, gs // 2, None):
