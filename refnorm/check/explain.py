@@ -85,13 +85,14 @@ from __future__ import annotations
 
 import math
 import sys
+import types
 
 import numpy as np
 
 from ..pitfalls._centered import _next_pow2
 from . import explain_terms
 from .explain_quant import quant_deviation
-from .spec_search import mutation, rounding_point
+from .spec_search import fits_step, mutation, rounding_point
 from .localize import failing_mask
 from .precision import excess, quant_excess, quant_name, ratio, round_toward_zero
 
@@ -1013,14 +1014,7 @@ def weight_first(case, record, reference):
 def _fits_all(record, vals):
     """Whether {part: {name: value}} reproduces every compared array of the step within its bound (of the parts
     ``vals`` holds)."""
-    for part in vals:
-        for name in record.compare[part]:
-            got, alt, E = record.got[part].get(name), vals.get(part, {}).get(name), record.E[part].get(name)
-            if got is None or E is None:
-                continue
-            if alt is None or np.shape(alt) != np.shape(got) or fit_ratio(got, alt, E) > 1:
-                return False
-    return True
+    return fits_step(record, types.SimpleNamespace(**vals), fit_ratio, tuple(vals))
 
 
 def dropout_deviation(case, record, reference):

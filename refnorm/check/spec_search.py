@@ -447,7 +447,7 @@ def _dtypes(case_dtype):
     return ("bfloat16", "float16") if case_dtype == "float32" else ("float32",)
 
 
-def _fits(record, res, fit_ratio, parts=("outputs", "grads", "state")):
+def fits_step(record, res, fit_ratio, parts=("outputs", "grads", "state")):
     """Whether ``res`` reproduces every compared array of the step (of ``parts``) within its bound."""
     for part in parts:
         for name in record.compare[part]:
@@ -494,7 +494,7 @@ def rounding_point(case, record, fit_ratio):
                     res = _evaluate(case, record, ("round", frozenset(keys), _DT[dt], toward_zero))
                 except Exception:                       # noqa: BLE001 - a rounding the spec cannot go on from
                     continue
-                if _fits(record, res, fit_ratio):
+                if fits_step(record, res, fit_ratio):
                     found.append((keys, dt, toward_zero))
     if not found or len({tz for _, _, tz in found}) > 1:
         return None
@@ -1094,9 +1094,9 @@ def mutation(case, record, fit_ratio):
         elif keep:
             res = dataclasses.replace(keep[0], outputs={**keep[0].outputs, **{n: res.outputs[n] for n in failing_outs
                                                                               if n in res.outputs}})
-        if _fits(record, res, fit_ratio):
+        if fits_step(record, res, fit_ratio):
             return _explained(case, record, ctx, target, i, changed, what, keep, failing_outs)
-        if loose and fallback is None and not keep and _fits(record, res, fit_ratio, ("outputs", "state")):
+        if loose and fallback is None and not keep and fits_step(record, res, fit_ratio, ("outputs", "state")):
             fallback = (target, i, changed, what, keep)
     if fallback is None:
         return None
