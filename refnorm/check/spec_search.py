@@ -87,6 +87,7 @@ _TARGET = threading.local()      # .t: None | ("record", names[, operations]) | 
 _LOCK = threading.RLock()
 _BUILT: dict = {}
 # the inputs that are affine parameters (or their per-sample modulation): a value computed from these alone
+QUANT_OPS = ("norm_quant", "norm_quant_block")     # the ops whose max reductions are a quantizer's amax
 PARAMETERS = ("weight", "bias", "weight1", "bias1", "scale", "shift", "alpha", "gamma", "beta")
 
 
@@ -1164,6 +1165,8 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         return {"mechanism": "layout", "text": f"the specification with {what} reproduces every failing array"}
     if i in ("count", "reduce"):                   # what a reduction spans: its count, its axes
         mech = "bessel" if changed is not None and changed[1] == changed[0] - 1 else "reduction"
+        if isinstance(target[1], int) and _SOURCES[target[1]][3] == "max" and case.op in QUANT_OPS:
+            mech = "quant_scale"                    # a quantizer's amax over other values: its scale (rule 5)
         where = ("the specification with" if i == "count" or isinstance(target[1], frozenset) else
                  f"the specification with `{_SOURCES[target[1]][4]}`'s {_SOURCES[target[1]][3]} (over "
                  f"{_SOURCES[target[1]][5]}, {_SOURCES[target[1]][1]}, refnorm/specs/{_SOURCES[target[1]][0]}.py "
