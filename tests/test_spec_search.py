@@ -125,7 +125,8 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
 
 @pytest.mark.parametrize("src, bug, case_id, mechanism, words", [
     # one expression written the same wrong way at each of its places (forward and backward): 1 / p
-    ("blind5", "an_dropout_scaled_by_inverse_p", "add_norm/normal_p_rs_f64_9x7", "dropout", "at each of its 2 places"),
+    ("blind5", "an_dropout_scaled_by_inverse_p", "add_norm/normal_p_rs_f64_9x7", "dropout",
+     "the keep and drop probabilities exchanged"),
     # a returned statistic computed apart (eps left out of the saved rstd; y and the gradients right): blind7,
     # a development set since its measurement
     ("blind7", "ln_rstd_saved_without_eps", "layer_norm/normal_f64_9x7", "eps", "the returned rstd computed apart"),

@@ -458,7 +458,8 @@ def _explain(case, records, out):
         # mechanism that reproduces the result within the check's own bounds is the better answer (named
         # where the reference misses clearly, else the spread's name withdrawn: neither is evidence enough); a
         # partial one, or one of the same mechanism, leaves the name as it is
-        loose = len(mechs) == 1 and (len(found) == failing or bool(failing_outs) and outs == failing_outs)
+        loose = (len(mechs) == 1 and None not in mechs          # (an unnamed change, a NaN for a NaN, is no rival)
+                 and (len(found) == failing or bool(failing_outs) and outs == failing_outs))
         if not (full or loose) or next(iter(mechs)) == out["mechanism"]:
             return
         out.update(matched=None, pitfalls=[], title=None, instance=None, indistinguishable=[], also_matching=[],

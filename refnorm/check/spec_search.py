@@ -1052,6 +1052,16 @@ def _next(a, axis=0, clamp=False):
                    axis=axis)
 
 
+def _blown_up(record, res):
+    """Whether a change leaves some failing array non-finite on every element: a division by zero matches any
+    NaN or inf the kernel returns, so it is no explanation of one."""
+    for part, name in record.failing:
+        v = getattr(res, part).get(name)
+        if v is not None and np.size(v) and not np.isfinite(np.asarray(v, dtype=np.float64)).any():
+            return True
+    return False
+
+
 def mutation(case, record, fit_ratio):
     """One operation of the specification changed, one operand read from another value, or one statistic
     read at one index (module docstring) reproducing the failing step: an explanation {"mechanism",
@@ -1095,9 +1105,10 @@ def mutation(case, record, fit_ratio):
         elif keep:
             res = dataclasses.replace(keep[0], outputs={**keep[0].outputs, **{n: res.outputs[n] for n in failing_outs
                                                                               if n in res.outputs}})
-        if fits_step(record, res, fit_ratio):
+        if fits_step(record, res, fit_ratio) and not _blown_up(record, res):
             return _explained(case, record, ctx, target, i, changed, what, keep, failing_outs)
-        if loose and fallback is None and not keep and fits_step(record, res, fit_ratio, ("outputs", "state")):
+        if loose and fallback is None and not keep and fits_step(record, res, fit_ratio, ("outputs", "state")) \
+                and not _blown_up(record, res):
             fallback = (target, i, changed, what, keep)
     if fallback is None:
         return None
