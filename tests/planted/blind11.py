@@ -42,7 +42,7 @@ from ._blind_math import (affine, aln_inputs, centred_dx as _centred_dx, channel
                           group_scales, half as _half, instance_rows, ln_rows, ln_stats, nqb_format,
                           nqb_normalized, nqb_quantized, norm_quant_returned, normalized_rows, padded_blocks,
                           poly_inputs, poly_normalize, QUANT as _QUANT, quant_quotients, quantize, rms_dx,
-                          rms_rows, row_affine, row_weight_bias, rsum as _rsum, running_in, sigmoids as _sigmoids,
+                          rms_rows, row_affine, row_weight_bias, rsum as _rsum, sigmoids as _sigmoids,
                           silu_gate, static_scale, store as _store, weight_offset)
 from .blind3 import LABELS
 from .blind5 import _axes_rows
@@ -161,7 +161,7 @@ BUGS = {
     "bn_eval_mean_from_var_buffer": (
         "batch_norm", "running",
         "eval with running statistics: the running mean loaded from running_var's buffer (x - running_var) / "
-        "sqrt(running_var + eps); the buffers themselves untouched",
+        "sqrt(running_var + eps), and the backward from that x_hat; the buffers themselves untouched",
         "cf. " + GH + "NVIDIA/apex/pull/233 (a sync batchnorm kernel naming the wrong running buffer)"),
     "bn_eval_dx_without_weight": (
         "batch_norm", "backward",
@@ -183,7 +183,7 @@ BUGS = {
     "in_eval_running_of_channel0": (
         "instance_norm", "running",
         "eval with running statistics: every channel normalized with running_mean[0] and running_var[0] (the "
-        "running buffers' pointer not advanced by the channel); the buffers untouched",
+        "running buffers' pointer not advanced by the channel), forward and backward; the buffers untouched",
         "pattern: a per-channel pointer offset missing"),
     "in_mean_output_averaged_over_batch": (
         "instance_norm", "reduction",
@@ -547,7 +547,8 @@ class Blind11Kernel(Blind10Kernel):
         if b == "in_eval_running_of_channel0" and has_run and not call.training and st["running_mean"].size > 1:
             ok = super()._instance_norm(call, acc)
             rm, rv = st["running_mean"], st["running_var"]
-            fake = {"running_mean": np.full_like(rm, rm.reshape(-1)[0]), "running_var": np.full_like(rv, rv.reshape(-1)[0])}
+            fake = {"running_mean": np.full_like(rm, rm.reshape(-1)[0]),
+                    "running_var": np.full_like(rv, rv.reshape(-1)[0])}
             r = super()._instance_norm(_with(call, state=fake), acc)
             return Returned(r.outputs, r.grads, ok.state)
         r = super()._instance_norm(call, acc)
