@@ -43,7 +43,7 @@ from ._blind_math import (affine, aln_inputs, centred_dx as _centred_dx, channel
                           nqb_normalized, nqb_quantized, norm_quant_returned, normalized_rows, padded_blocks,
                           poly_inputs, poly_normalize, QUANT as _QUANT, quant_quotients, quantize, rms_dx,
                           rms_rows, row_affine, row_weight_bias, rsum as _rsum, sigmoids as _sigmoids,
-                          silu_gate, static_scale, store as _store, weight_offset)
+                          silu_gate, store as _store, weight_offset)
 from .blind3 import LABELS
 from .blind5 import _axes_rows
 from .blind10 import Blind10Kernel, _half_row_sums, _with
