@@ -45,6 +45,7 @@ from planted.blind7 import BUGS as BLIND7, Blind7Kernel                 # noqa: 
 from planted.blind8 import BUGS as BLIND8, Blind8Kernel                 # noqa: E402
 from planted.blind9 import BUGS as BLIND9, Blind9Kernel                 # noqa: E402
 from planted.blind10 import BUGS as BLIND10, Blind10Kernel              # noqa: E402
+from planted.blind11 import BUGS as BLIND11, Blind11Kernel              # noqa: E402
 from planted.torch_kernel import BUGS, TorchKernel                      # noqa: E402
 from refnorm import pitfalls as P                                       # noqa: E402
 from refnorm.check.core import check_case                               # noqa: E402
@@ -202,9 +203,17 @@ def blind10_rows(golden=report.GOLDEN):
     return kernel_rows(Blind10Kernel, BLIND10, "blind10", "P", golden)
 
 
+def blind11_rows(golden=report.GOLDEN):
+    """The eleventh blind kernel (tests/planted/blind11.py: 43 bugs in 15 ops, written by an eleventh helper not
+    shown the diagnosis, labelled by docs/verdicts.md's rules, who never ran it on these bugs and reported only
+    counts; merged unread and measured once, at the end)."""
+    return kernel_rows(Blind11Kernel, BLIND11, "blind11", "O", golden)
+
+
 HELD_OUT = {"torch": torch_rows, "blind": blind_rows, "blind2": blind2_rows, "blind3": blind3_rows,
             "blind4": blind4_rows, "blind5": blind5_rows, "blind6": blind6_rows, "blind7": blind7_rows,
-            "blind8": blind8_rows, "blind9": blind9_rows, "blind10": blind10_rows}
+            "blind8": blind8_rows, "blind9": blind9_rows, "blind10": blind10_rows,
+            "blind11": blind11_rows}
 
 
 def score(rows, M):
@@ -263,6 +272,7 @@ def render(rows, seconds):
     R = [r for r in rows if r["fold"] == "R"]
     Q = [r for r in rows if r["fold"] == "Q"]
     P_ = [r for r in rows if r["fold"] == "P"]
+    O_ = [r for r in rows if r["fold"] == "O"]
     mA, mB = tune(A), tune(B)
     muts = lambda f: ", ".join(f"`{m}`" for m in dict.fromkeys(r["bug"] for r in rows if r["fold"] == f))  # noqa: E731
     L = [BEGIN, "",
@@ -334,8 +344,10 @@ def render(rows, seconds):
          line("eighth blind kernel, only bugs with a mechanism label", [r for r in R if r["expected"]], MARGIN),
          line("ninth blind kernel, development set after its measurement (M = MARGIN)", Q, MARGIN),
          line("ninth blind kernel, only bugs with a mechanism label", [r for r in Q if r["expected"]], MARGIN),
-         line("tenth blind kernel, held out (M = MARGIN)", P_, MARGIN),
+         line("tenth blind kernel, development set after its measurement (M = MARGIN)", P_, MARGIN),
          line("tenth blind kernel, only bugs with a mechanism label", [r for r in P_ if r["expected"]], MARGIN),
+         line("eleventh blind kernel, held out (M = MARGIN)", O_, MARGIN),
+         line("eleventh blind kernel, only bugs with a mechanism label", [r for r in O_ if r["expected"]], MARGIN),
          "",
          "The second and third blind kernels were written after the rules above were built, with bugs in ops "
          "the catalogue covers thinly (gated_norm, dyt, poly_norm, group_norm_silu, norm_quant_block, "
@@ -524,11 +536,16 @@ def render(rows, seconds):
          "only counts; measured once, at the end): "
          + "; ".join(f"`{b}` ({BLIND10[b][0]}: {BLIND10[b][2]}; {BLIND10[b][1] or 'no label'})" for b in BLIND10) + ".",
          "",
+         "Eleventh blind kernel (tests/planted/blind11.py, 15 ops, labelled by docs/verdicts.md's \"Which mechanism "
+         "a bug is\", written by an eleventh helper not shown the diagnosis, who never ran it on these bugs and "
+         "reported only counts; merged unread and measured once, at the end): "
+         + "; ".join(f"`{b}` ({BLIND11[b][0]}: {BLIND11[b][2]}; {BLIND11[b][1] or 'no label'})" for b in BLIND11) + ".",
+         "",
          "Per bug of the second kernel and the blind kernels at M = MARGIN (failed cases: named right / named wrong / not "
          "named; localized):", ""]
     for b in list(BUGS) + list(BLIND) + list(BLIND2) + list(BLIND3) + list(BLIND4) + list(BLIND5) + list(BLIND6) \
-            + list(BLIND7) + list(BLIND8) + list(BLIND9) + list(BLIND10):
-        rs = [r for r in T + X + Y + Z + W + V + U + S + R + Q + P_ if r["bug"] == b]
+            + list(BLIND7) + list(BLIND8) + list(BLIND9) + list(BLIND10) + list(BLIND11):
+        rs = [r for r in T + X + Y + Z + W + V + U + S + R + Q + P_ + O_ if r["bug"] == b]
         n, right, wrong, *_ = score(rs, MARGIN)
         wrong_as = sorted({r["mech"] for r in rs if r["conf"] is not None and r["conf"] >= MARGIN
                            and r["mech"] not in r["expected"]})
@@ -573,7 +590,7 @@ if __name__ == "__main__":
                 print(line("blind2, the author's labels alone", own, MARGIN))
         sys.exit(0)
     if a.torch_only:
-        json.dump({"rows": torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows() + blind8_rows() + blind9_rows() + blind10_rows(), "seconds": time.time() - t}, open(a.cache, "w"))
+        json.dump({"rows": torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows() + blind8_rows() + blind9_rows() + blind10_rows() + blind11_rows(), "seconds": time.time() - t}, open(a.cache, "w"))
         sys.exit(0)
     if a.cache and os.path.exists(a.cache):      # {"rows", "seconds"}, or torch rows of --torch-only
         got = json.load(open(a.cache))
@@ -586,7 +603,7 @@ if __name__ == "__main__":
             got = json.load(open(part))
             rows, secs = rows + got["rows"], time.time() - t + got["seconds"]
         else:
-            rows += torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows() + blind8_rows() + blind9_rows() + blind10_rows()
+            rows += torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows() + blind8_rows() + blind9_rows() + blind10_rows() + blind11_rows()
             secs = time.time() - t
         if a.cache:
             json.dump({"rows": rows, "seconds": secs}, open(a.cache, "w"))
