@@ -283,6 +283,18 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind5", "dyt_alpha_outside_tanh", "dyt/normal_f64_2x5x7", "semantics", "alpha outside the tanh"),
     ("blind9", "dyt_bias_indexed_by_row", "dyt/normal_f32_3x20x12", "layout", "bias[r % C]"),
     ("blind4", "rms_eps_added_to_sum", "rms_norm/zero_eps1e-06_f32_3x10", "eps", "eps added to the sum"),
+    # blind11 (a development set since its measurement): poly_norm's chain factor p x^p; its dbias 3 sum(dy); a
+    # tile's padded zeros counted; a gradient's rows one row early; a statistic averaged over the batch; a
+    # gated_norm mean over the whole row (the group count read as 1); the gate z of the first group for every one
+    ("blind11", "poly_bwd_power_not_decremented", "poly_norm/normal_f64_3x7", "backward", "the power not decremented"),
+    ("blind11", "poly_dbias_per_power", "poly_norm/normal_f64_3x7", "reduction", "3 sum(dy)"),
+    ("blind11", "gn_count_padded_to_tile", "group_norm/normal_g4_f32_2x8x5x7", "block", "padded zeros"),
+    ("blind11", "an_dresidual_row_pointer_early", "add_norm/normal_f32_6x100", "layout", "the expected next row's"),
+    ("blind11", "in_mean_output_averaged_over_batch", "instance_norm/normal_f32_2x3x100", "reduction",
+     "averaged over axis 0"),
+    ("blind11", "gated_ln_mean_over_row", "gated_norm/normal_ln_nbg_gs16_f32_6x48", "group", "over axis"),
+    ("blind11", "gated_z_group_pointer_not_advanced", "gated_norm/normal_gs4_f64_3x7x12", "layout",
+     "the first group's columns"),
     # the dropout keep-mask read column-major
     ("blind10", "an_mask_read_column_major", "add_norm/mean1e3_rms_p_fp32res_xnormal_bf16_4x128", "dropout",
      "the input mask read in column-major"),

@@ -351,8 +351,10 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
                 out.append((pm, 1.0 / np.sqrt(((part - pm) ** 2).sum(axis=1, keepdims=True) / div + eps),
                             f"with the statistics over the first {m} of each channel's {S} positions only (a "
                             f"tail block dropped; divided by {dw})", "block"))
-    P = _next_pow2(n)
-    if P > n:
+    # a power-of-two block's masked lanes, or a tile of 16 ... 128 lanes' (the count rounded up to a multiple)
+    for P in sorted({_next_pow2(n)} | {-(-n // t) * t for t in (16, 32, 64, 128) if n > t}):
+        if P <= n:
+            continue
         for div in (n, P):
             out.append((mean, 1.0 / np.sqrt((ss + (P - n) * mean * mean) / div + eps),
                         f"with the {P - n} masked lanes of a {P}-wide block entering the variance as zeros (divided "
@@ -365,6 +367,11 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
         pmean = xs.sum(axis=1, keepdims=True) / P if centred else mean
         out.append((pmean, 1.0 / np.sqrt(((xs - pmean) ** 2).sum(axis=1, keepdims=True) / P + eps),
                     f"with the block length {P} as the divisor of the statistics", "block"))
+        if centred:                          # the padded zeros counted in the mean and the variance alike
+            out.append((pmean, 1.0 / np.sqrt((((xs - pmean) ** 2).sum(axis=1, keepdims=True) + (P - n) * pmean ** 2)
+                                             / P + eps),
+                        f"with the {P - n} padded zeros of a {P}-lane tile counted in the mean and the variance",
+                        "block"))
     if centred and case.op in ("layer_norm",):
         out.append((np.zeros_like(mean), 1.0 / np.sqrt((xs * xs).mean(axis=1, keepdims=True) + eps),
                     "with rms_norm's statistics (no mean subtracted)", "semantics"))
@@ -788,6 +795,13 @@ def config_deviation(case, record, reference):
                 mech = "dropout" if "mask" in a else "layout"
                 cands.append((case.config, {**record.inputs, a: v.reshape(-1)[m].reshape(v.shape)},
                               f"the input {a} read in {what} order", mech, mech, None))
+    gs, z = case.config.get("group_size"), record.inputs.get("z")
+    if z is not None and isinstance(gs, int) and 0 < gs < np.shape(z)[-1] and np.shape(z)[-1] % gs == 0:
+        # the gate z read at the first group's columns for every group (its pointer not advanced by the group)
+        zf = np.asarray(z)
+        cands.append((case.config, {**record.inputs, "z": np.tile(zf[..., :gs], (1,) * (zf.ndim - 1)
+                                                                  + (zf.shape[-1] // gs,))},
+                      "the gate z read at the first group's columns for every group", "layout", "layout", None))
     for a in floats:                        # a 0/1 keep-mask read as a drop-mask (its complement)
         v = np.asarray(record.inputs[a])
         if "mask" in a and v.size and np.all((v == 0) | (v == 1)):
@@ -1020,7 +1034,7 @@ def _fits_all(record, vals):
 def dropout_deviation(case, record, reference):
     """add_norm's dropout at another point (mechanism "dropout", rule 4 of docs/verdicts.md's "Which mechanism a
     bug is"): the keep-mask and its 1/(1 - p) applied to the sum x + residual instead of to x (dresidual
-    then ds c); the backward's dx without the keep-mask (ds rowscale / (1 - p)); the kept values scaled by 1 /
+    then ds c); the backward's dx without the keep-mask (ds rowscale / (1 - p)) or without 1/(1 - p); the kept values scaled by 1 /
     mean(mask) (the mask's realised keep rate) instead of 1 / (1 - p); a branch's 1/(1 - p) missing (x's or
     x1's alone). The explanation reproducing every failing array (the passing ones within their bounds), or
     None."""
@@ -1050,6 +1064,10 @@ def dropout_deviation(case, record, reference):
         r = run({**record.inputs, "x": x64 * m, "mask": np.ones(np.shape(m), dtype=np.asarray(mask).dtype)})
         tries.append(({"outputs": r.outputs, "grads": {**r.grads, "mask": np.zeros(np.shape(m))}, "state": r.state},
                       "the backward's dx without the keep-mask (ds rowscale / (1 - p))"))
+        r = run()                           # the backward's dx without 1/(1 - p) (the forward scaled)
+        if r.grads.get("x") is not None:
+            tries.append(({"outputs": r.outputs, "grads": {**r.grads, "x": np.asarray(r.grads["x"]) * (1.0 - p)},
+                           "state": r.state}, "the backward's dx without the 1/(1 - p) scale (the forward's right)"))
         keep = float(m.mean())
         if 0 < keep < 1 and abs(keep - (1 - p)) > 1e-12:
             r = run(config={**case.config, "dropout_p": 1.0 - keep})

@@ -11,7 +11,8 @@ arrays fail).
   memory), or its column-major order, or written at a stride (element j at index j * k, the other
   elements one never-written fill: a row's statistic stored at row * stride_x_row), or without its
   leading index's offset (every sample's row stored at index 0, the last written staying, the rest the
-  fill); another returned array
+  fill), or each row the next row's (the last its own: a store pointer advanced early); a returned
+  statistic averaged over the leading axis (mechanism "reduction"); another returned array
   in its place (a return tuple unpacked in the wrong order: explained, no mechanism named); every failing
   array of the step so explained;
 * **a parameter read at another index, or rounded** (``param_index``): the effective weight and bias of
@@ -136,10 +137,13 @@ def permuted_outputs(ex, case, record, ref):
                         "text": f"{ex._label(part, name)} is the expected array with {what}"})
             break
         else:
-            what = _strided_write(ex, got, want, E, qd) or _offset_dropped(ex, got, want, E, qd)
+            what, mech = (_strided_write(ex, got, want, E, qd) or _offset_dropped(ex, got, want, E, qd)
+                          or _rows_shifted(ex, got, want, E, qd)), "layout"
+            if what is None and part == "outputs":
+                what, mech = _averaged_over_leading(ex, got, want, E, qd), "reduction"
             if what is None:
                 return []
-            out.append({"part": part, "name": name, "step": record.step, "mechanism": "layout",
+            out.append({"part": part, "name": name, "step": record.step, "mechanism": mech,
                         "text": f"{ex._label(part, name)} is {what}"})
     return out
 
@@ -174,6 +178,39 @@ def _strided_write(ex, got, want, E, qd):
         return (f"written at a stride of {k}: element j of the expected array stored at index j * {k} "
                 f"(the first {at.size} of its {size} values, each at {k} times its index); every other element "
                 f"holds {fill[0]:g}, never written")
+    return None
+
+
+def _averaged_over_leading(ex, got, want, E, qd):
+    """A returned statistic holding its expected values averaged over the leading axis (each sample's instance
+    statistics reduced over the batch, the buffer a running update reduces into), broadcast back; in words, or
+    None."""
+    g = np.asarray(got, dtype=np.float64)
+    if g.ndim < 2 or g.shape[0] < 2 or qd is not None:
+        return None
+    w = np.asarray(want, dtype=np.float64).reshape(g.shape)
+    avg = np.broadcast_to(w.mean(axis=0, keepdims=True), g.shape)
+    Eb = np.broadcast_to(E, g.shape)
+    if ex.fit_ratio(g, avg, np.maximum(Eb, Eb.max(axis=0, keepdims=True))) <= 1:      # (the average's bound: the samples')
+        return f"its expected values averaged over axis 0 (the {g.shape[0]} samples), the same for every sample"
+    return None
+
+
+def _rows_shifted(ex, got, want, E, qd):
+    """The failing array's rows (its last axis's slices) each holding the next row's expected values, the last
+    row its own (a store pointer advanced before the store); in words, or None."""
+    g = np.asarray(got, dtype=np.float64)
+    if g.ndim < 2 or qd is not None:
+        return None
+    g2 = g.reshape(-1, g.shape[-1])
+    if g2.shape[0] < 2:
+        return None
+    w2 = np.asarray(want, dtype=np.float64).reshape(g2.shape)
+    E2 = np.broadcast_to(E, g.shape).reshape(g2.shape)
+    shifted = np.concatenate([w2[1:], w2[-1:]])
+    Es = np.maximum(E2, np.concatenate([E2[1:], E2[-1:]]))      # a value moved with its own bound
+    if ex.fit_ratio(g2, shifted, Es) <= 1:
+        return "each row the expected next row's values, the last row its own (a row pointer advanced before the store)"
     return None
 
 

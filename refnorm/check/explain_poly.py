@@ -14,7 +14,8 @@ kernel's own forward's: explained with it, as explain.py's fused activation):
 Where only gradients fail, the backward's deviations (mechanism "backward", rule 15), each dx by the
 specification's formula otherwise evaluated: one saved rstd (x's, r_1) for every power, h_p recomputed as
 x^p r_1; the chain factor p x^(p - 1) evaluated at the normalized x (x r_1) instead of x; one power's term
-left out of dx (a loop over the powers stopping early).
+left out of dx (a loop over the powers stopping early); the chain factor p x^p (the power not decremented).
+Where only dbias fails: 3 sum(dy), the bias's sum accumulated once per power term (reduction, rule 11).
 
 Layer 4 (NumPy; the specification's own helpers).
 """
@@ -67,8 +68,10 @@ def _backward_variants(x, dy, weight, eps, bias_shape):
         du = r * (g - h * (g * h).sum(axis=A, keepdims=True) / dy.shape[-1])
         dx = dx + (du if p == 1 else p * xn ** (p - 1) * du)
         terms.append(du if p == 1 else p * x ** (p - 1) * du)
+    xp = sum(t * (x if p > 1 else p * x) for t, p in zip(terms, POWERS))      # p x^p du_p: the power kept
     return [(one, "one saved rstd, x's, for every power (h_p recomputed as x^p r_1)"),
-            (dx, "the chain factor p x^(p - 1) evaluated at the normalized x (x r_1) instead of x")] + [
+            (dx, "the chain factor p x^(p - 1) evaluated at the normalized x (x r_1) instead of x"),
+            (xp, "the chain factor p x^p instead of p x^(p - 1) (the power not decremented)")] + [
         (sum(t for j, t in enumerate(terms) if j != k), f"the term of x^{p} left out of dx")
         for k, p in enumerate(POWERS)]
 
@@ -95,6 +98,11 @@ def deviation(ex, case, record):
                              "text": f"y is the specification's with {what}"}]
             return []
         dy = record.cotangents.get("y")
+        if not outs and list(record.failing) == [("grads", "bias")] and dy is not None and bias is not None:
+            db = np.reshape(3.0 * np.sum(np.asarray(dy, dtype=np.float64)), np.shape(bias))
+            if ex.fit_ratio(record.got["grads"]["bias"], db, E(("grads", "bias"))) <= 1:
+                return [{"part": "grads", "name": "bias", "step": record.step, "mechanism": "reduction",
+                         "text": "dbias is 3 sum(dy): the bias's sum accumulated once per power term"}]
         if outs or list(record.failing) != [("grads", "x")] or dy is None:
             return []
         for dx, what in _backward_variants(x, np.asarray(dy, dtype=np.float64), weight, eps,

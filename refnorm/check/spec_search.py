@@ -14,8 +14,9 @@ other value in float64.
 ``rounding_point(case, record)`` evaluates the instrumented specification once to learn the names the
 call assigns (floating values only), then once per name and rounding: to the case dtype for a 16-bit
 case, to bfloat16 and float16 for a float32 case, to float32 for a float64 case; to nearest even
-(mechanism "precision"; "affine" for a value computed from the parameters alone, the gain 1 + scale:
-the affine convention's cast order, as the catalogue's one_plus_in_d) and toward zero ("rounding"). A name explains the step when the result
+(mechanism "precision"; "affine" for a value computed from the affine parameters alone, the gain 1 + scale:
+the affine convention's cast order, as the catalogue's one_plus_in_d; dyt's alpha, inside the tanh, is not
+one: its rounding is "precision") and toward zero ("rounding"). A name explains the step when the result
 reproduces every failing array within its bound and keeps every passing one within its own (the fit
 of explain.fit_ratio); names of both roundings fitting alike are no answer. Cases up to
 ROUNDING_SIZE elements of x (the search evaluates the specification about two times per name).
@@ -502,7 +503,7 @@ def rounding_point(case, record, fit_ratio):
     keys, dt, tz = found[0]
     # a value computed from the parameters alone (the gain 1 + scale) does not move with the activations
     # (every input but the affine parameters): rounding it is the affine convention's cast order
-    still = _unmoved(case, record, seen, [k for k in record.inputs if k not in PARAMETERS])
+    still = _unmoved(case, record, seen, [k for k in record.inputs if k not in PARAMETERS or k == "alpha"])
     mod = keys[0].split(":", 1)[0]
     more = (f" (also: {', '.join(_point(ks) for ks, _, _ in found[1:4])})" if len(found) > 1 else "")
     return {"mechanism": "rounding" if tz else "affine" if set(keys) <= still else "precision",
@@ -1164,7 +1165,10 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         return {"mechanism": "one_pass", "text": f"the specification with {what} reproduces every failing array"}
     if i == "more":                                 # over one more axis: the group's count read as 1 (a group
         src = _SOURCES[min(target[1])]              # norm's), else the statistics pooled over more (reduction)
-        mech = "group" if changed in (case.config.get("num_groups"), case.config.get("groups")) else "reduction"
+        gs, H = case.config.get("group_size"), np.shape(record.inputs["x"])[-1] if np.ndim(record.inputs["x"]) else 0
+        groups = (case.config.get("num_groups"), case.config.get("groups"),
+                  H // gs if isinstance(gs, int) and gs and H % gs == 0 else None)
+        mech = "group" if changed in groups else "reduction"
         return {"mechanism": mech, "text": f"the specification with `{src[4]}`'s {src[3]} ({src[1]}, "
                 f"refnorm/specs/{src[0]}.py line {src[2]}) {what} reproduces every failing array"}
     if i == "moments":                              # the statistics read at another index: an index misread
