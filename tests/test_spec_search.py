@@ -238,8 +238,8 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # the backward's g = dy * weight moved after the projection
     ("blind10", "zs_bwd_weight_after_projection", "z_score/normal_f32_6x100", "backward",
      "applied to dx after the projection"),
-    # batch statistics over the first sample alone: a reduction across the batch dropping the rest
-    ("blind10", "bn_stats_first_sample_only", "batch_norm/normal_f16_8x2x4x4", "reduction",
+    # batch statistics over the first sample alone: the channel's reduction losing its tail samples (rule 9)
+    ("blind10", "bn_stats_first_sample_only", "batch_norm/normal_f16_8x2x4x4", "block",
      "the batch's first 1 sample(s)"),
     # a parameter gradient averaged over the samples (1/N): the reduction's count before a bare 1/2
     ("blind10", "in_dbias_averaged_over_batch", "instance_norm/normal_f32_2x3x100", "reduction", "averaged over"),

@@ -296,7 +296,7 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
     if eps > 0:
         out.append((mean, 1.0 / (np.sqrt(var) + eps), "with eps outside the square root", "eps"))
     S = _channel_positions(case, xs, x_shape)
-    # batch_norm's first samples (m a multiple of a sample's positions): a reduction across the batch dropping them
+    # batch_norm's per-sample count
     B = int(np.prod(x_shape[2:])) if case.op == "batch_norm" and len(x_shape) > 1 else 0
     for k in (16, 32, 64, 128, 256, 512, 1024):
         if centred and k < n and n % k:
@@ -331,7 +331,9 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
                             f"M2_i) stored in {dname}", "precision"))
     for m in _prefixes(n):
         # a group norm's first channels (m a multiple of its positions): the group the statistics span
-        part = "group" if S and m % S == 0 else "reduction" if B and m % B == 0 else "block"
+        # batch_norm's first samples (m a multiple of a sample's positions): the channel's own reduction losing
+        # its tail samples (rule 9 of docs/verdicts.md's "Which mechanism a bug is": block)
+        part = "group" if S and m % S == 0 else "samples" if B and m % B == 0 else "block"
         pm = xs[:, :m].mean(axis=1, keepdims=True) if centred else np.zeros_like(mean)
         pss = ((xs[:, :m] - pm) ** 2).sum(axis=1, keepdims=True)
         for div, dw in ((m, "m"), (n, "n")):
@@ -340,8 +342,8 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
                         1.0 / np.sqrt(((xs[:, :m] - mm) ** 2).sum(axis=1, keepdims=True) / div + eps),
                         f"with the statistics over the first {m} of {n} values only ("
                         + (f"the group's first {m // S} channel(s)" if part == "group" else
-                           f"the batch's first {m // B} sample(s)" if part == "reduction" else "a tail block dropped")
-                        + f"; divided by {dw} = {div})", part))
+                           f"the batch's first {m // B} sample(s)" if part == "samples" else "a tail block dropped")
+                        + f"; divided by {dw} = {div})", "block" if part == "samples" else part))
     if S:                                    # group norms: a tail of each channel's positions dropped
         sub = xs.reshape(xs.shape[0], -1, S)
         for m in _prefixes(S):

@@ -51,7 +51,7 @@ one operation or each; rstd taken from the running variance (before or after the
 mixed in a training call, "mode"); every reduction of a function over one more axis (a group norm's over
 every group: "group" where that axis is the groups', else "reduction"); the forward's row statistics over
 each block of 16 ... 128 values, the last partial (a quantization block's own: "group"); the forward's
-batch statistics from the first sample alone ("reduction"); the mean's first pass accumulated in the
+batch statistics from the first sample alone (the channel's reduction losing its tail samples: "block"); the mean's first pass accumulated in the
 16-bit dtype with its correction pass left out, and any 16-bit accumulation with each term rounded too
 ("precision"); every mean of a function divided by another count (the backward's means over n - 1:
 "bessel"); the backward's g = dy * weight with the weight applied to dx after the projection instead
@@ -853,7 +853,7 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset()):
     first = frozenset(i for i in fwd if i in reds and reds[i][2] and 0 in reds[i][1] and len(reds[i][1]) > 1
                       and reds[i][0][0] > 1)
     if first and len({reds[i][:2] for i in first}) == 1:
-        out.append((("reduce", first, _first_sample), "reduce", None, f"every forward reduction over axes "
+        out.append((("reduce", first, _first_sample), "tail", None, f"every forward reduction over axes "
                     f"{reds[min(first)][1]} ({len(first)}) from the first sample (index 0 of axis 0) alone"))
     # the forward's statistics over each block of k values of the row (a quantization block, the tile a kernel
     # loads), its last block partial: every forward reduction over the last axis, each value its block's
