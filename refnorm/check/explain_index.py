@@ -12,7 +12,8 @@ arrays fail).
   elements one never-written fill: a row's statistic stored at row * stride_x_row), or without its
   leading index's offset (every sample's row stored at index 0, the last written staying, the rest the
   fill), or each row the next row's (the last its own: a store pointer advanced early); a returned
-  statistic averaged over the leading axis (mechanism "reduction"); another returned array
+  statistic averaged over the leading axis (mechanism "reduction"); these two only where they move every
+  failing element out of its bound (rows nearly equal, constant inputs, explain nothing); another returned array
   in its place (a return tuple unpacked in the wrong order: explained, no mechanism named); every failing
   array of the step so explained;
 * **a parameter read at another index, or rounded** (``param_index``): the effective weight and bias of
@@ -181,6 +182,14 @@ def _strided_write(ex, got, want, E, qd):
     return None
 
 
+def _moves_failures(g, w, E, alt):
+    """Whether an explanation ``alt`` moves every failing element of ``g`` (beyond its bound E of the expected
+    ``w``) out of that bound itself: a re-indexing of nearly equal rows (constant inputs) explains nothing."""
+    with np.errstate(all="ignore"):
+        bad = ~(np.abs(g - w) <= E)
+        return bool(bad.any()) and bool(np.all(np.abs(alt - w)[bad] > E[bad]))
+
+
 def _averaged_over_leading(ex, got, want, E, qd):
     """A returned statistic holding its expected values averaged over the leading axis (each sample's instance
     statistics reduced over the batch, the buffer a running update reduces into), broadcast back; in words, or
@@ -191,7 +200,7 @@ def _averaged_over_leading(ex, got, want, E, qd):
     w = np.asarray(want, dtype=np.float64).reshape(g.shape)
     avg = np.broadcast_to(w.mean(axis=0, keepdims=True), g.shape)
     Eb = np.broadcast_to(E, g.shape)
-    if ex.fit_ratio(g, avg, np.maximum(Eb, Eb.max(axis=0, keepdims=True))) <= 1:      # (the average's bound: the samples')
+    if _moves_failures(g, w, Eb, avg) and ex.fit_ratio(g, avg, np.maximum(Eb, Eb.max(axis=0, keepdims=True))) <= 1:      # (the average's bound: the samples')
         return f"its expected values averaged over axis 0 (the {g.shape[0]} samples), the same for every sample"
     return None
 
@@ -209,7 +218,7 @@ def _rows_shifted(ex, got, want, E, qd):
     E2 = np.broadcast_to(E, g.shape).reshape(g2.shape)
     shifted = np.concatenate([w2[1:], w2[-1:]])
     Es = np.maximum(E2, np.concatenate([E2[1:], E2[-1:]]))      # a value moved with its own bound
-    if ex.fit_ratio(g2, shifted, Es) <= 1:
+    if _moves_failures(g2, w2, E2, shifted) and ex.fit_ratio(g2, shifted, Es) <= 1:
         return "each row the expected next row's values, the last row its own (a row pointer advanced before the store)"
     return None
 
