@@ -302,8 +302,8 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
         if centred and k < n and n % k:
             # the slice reduced in chunks of k values whose (mean, variance) partials are merged with equal weights,
             # as if every chunk were full (the last one is not)
-            cm = np.stack([xs[:, j:j + k].mean(axis=1) for j in range(0, n, k)], axis=1)
-            cv = np.stack([xs[:, j:j + k].var(axis=1) for j in range(0, n, k)], axis=1)
+            parts = [xs[:, j:j + k] for j in range(0, n, k)]
+            cm, cv = np.stack([c.mean(axis=1) for c in parts], axis=1), np.stack([c.var(axis=1) for c in parts], axis=1)
             m2 = cm.mean(axis=1, keepdims=True)
             v2 = (cv + (cm - m2) ** 2).mean(axis=1, keepdims=True)
             out.append((m2, 1.0 / np.sqrt(v2 + eps), f"with the statistics merged from chunks of {k} values with equal "

@@ -676,7 +676,9 @@ def _candidates(case, record, forward_only):
     out += _count_changes(seen, reds, ops, ints, np.shape(record.inputs["x"]), _DT.get(case.dtype) if case.dtype in (
         "float16", "bfloat16") else None, set(fwd_reds))
     if not forward_only:
-        state = {"new": _evaluate(case, record, None).state, "old": record.state} if record.state else None
+        # (the state after the call only where a running variance can be read: one more evaluation)
+        state = ({"new": _evaluate(case, record, None).state, "old": record.state}
+                 if "running_var" in record.state else None)
         out += _statistics_read(seen, state, eps, bool(record.training)) + _uncentred(seen, every)
     transforms = []
     for i, shapes in ops.items():
@@ -736,9 +738,8 @@ def _moments_low(low):
         m, var, d = t
         mr = np.asarray(m, dtype=np.float64).astype(low).astype(np.float64)
         d2 = (d + m - mr).astype(low).astype(np.float64)
-        ss = (d * d).sum(axis=tuple(k for k in range(d.ndim) if np.shape(m)[k] == 1 and d.shape[k] > 1), keepdims=True)
-        ss2 = (d2 * d2).sum(axis=tuple(k for k in range(d.ndim) if np.shape(m)[k] == 1 and d.shape[k] > 1),
-                            keepdims=True)
+        axes = tuple(k for k in range(d.ndim) if np.shape(m)[k] == 1 and d.shape[k] > 1)      # the reduced ones
+        ss, ss2 = (d * d).sum(axis=axes, keepdims=True), (d2 * d2).sum(axis=axes, keepdims=True)
         return m, var * np.where(ss > 0, ss2 / np.where(ss > 0, ss, 1.0), 1.0), d2
     return [(("remapk", {"_math:moments.return": dev}), "lowsum", None,
              f"the deviations x - mean computed in {low.__name__} (the mean rounded to it, each difference rounded), "
@@ -777,7 +778,7 @@ def _weight_after(seen, ops, n):
         mod, func, line, op, left, right = _SOURCES[j]
         key = f"{mod}:{func}.dx"
         if (op != "Mult" or "backward" not in func or left != "dy" or sides is None or key not in seen
-                or np.size(seen[key]) != n or not ({n_ for n_ in _names(right)} & set(PARAMETERS) or "gain" in right)):
+                or np.size(seen[key]) != n or not (_names(right) & set(PARAMETERS) or "gain" in right)):
             continue
         held = {}
 
@@ -995,9 +996,8 @@ def _uncentred(seen, ops):
         if mean is None:
             continue
         func = key.split(":", 1)[1].rsplit(".", 1)[0]
-        shift = np.reshape(np.reshape(mean, sh) * np.reshape(rstd, sh) + np.zeros(view if -1 not in view else
-                                                                                 np.reshape(xhat, view).shape),
-                           np.shape(xhat))
+        shift = np.broadcast_to(np.reshape(mean, sh) * np.reshape(rstd, sh),       # mean * rstd, x_hat's shape
+                                np.reshape(xhat, view).shape).reshape(np.shape(xhat))
         fn = (lambda v, s=shift: v + np.reshape(s, np.shape(v)) if np.size(v) == np.size(s) else v)
         places = [(j, side) for j, sides in ops.items() if sides is not None
                   for side, src in enumerate(_SOURCES[j][4:]) if src == "xhat" and "backward" in _SOURCES[j][1]
