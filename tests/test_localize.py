@@ -113,6 +113,17 @@ def test_nonfinite_first():
     assert first.startswith("the first non-finite values appear in rstd (rows 2")
 
 
+def test_a_16_bit_element_fails_as_the_judge_fails_it():
+    """An element fails where the reference is farther than its bound from the reals that round to got in
+    got's own dtype (the judge's test), not where |got - ref| exceeds the bound: 208 in bfloat16 (an interval
+    of +-0.5) holds 207.98 with a bound of 1e-4; 209 does not."""
+    import ml_dtypes
+    ref = np.array([[207.98, 207.98], [1.0, 1.0]])
+    got = np.array([[208.0, 209.0], [1.0, 1.0]]).astype(ml_dtypes.bfloat16)
+    assert L.failing_mask(got, ref, 1e-4).tolist() == [[False, True], [False, False]]
+    assert L.failing_mask(got.astype(np.float64), ref, 1e-4).tolist() == [[True, True], [False, False]]
+
+
 @pytest.mark.parametrize("mutation, case_id, expect", [
     ("dgamma_warp32", "layer_norm/normal_f32_260x3", "dweight: 3 of 3 elements beyond their bound (throughout); "
                                                       "the terms of rows 32-63 of every 64 missing"),

@@ -128,6 +128,27 @@ def fit_ratio(got, explained, E) -> float:
     return float(np.max(np.where(np.isnan(r), np.inf, r))) if r.size else math.inf
 
 
+LARGER = 4.0          # the most a bound grows with the explained value (``grown_fit``)
+
+
+def grown_fit(got, explained, want, E, failing) -> float:
+    """fit_ratio with the bound grown by the explained value's size: where it is larger than the reference's
+    ``want``, by their ratio, at most LARGER (a kernel computing the explained arithmetic rounds larger values
+    by more than the reference's bound allows for); inf where a ``failing`` array is within that grown bound of
+    the reference itself (the growth, not the explanation, would fit it)."""
+    if want is None or np.size(want) != np.size(got) or np.asarray(got).dtype.kind in "iub" \
+            or quant_name(np.asarray(got).dtype):
+        return fit_ratio(got, explained, E)
+    v = np.reshape(np.asarray(explained, dtype=np.float64), np.shape(got))
+    w = np.reshape(np.asarray(want, dtype=np.float64), np.shape(got))
+    with np.errstate(all="ignore"):
+        Ev = np.broadcast_to(E, np.shape(got)) * np.clip(np.nan_to_num(np.abs(v) / np.abs(w), nan=1.0,
+                                                                         posinf=LARGER), 1.0, LARGER)
+    if failing and fit_ratio(got, w, Ev) <= 1:
+        return math.inf
+    return fit_ratio(got, v, Ev)
+
+
 def constants(case, x_shape) -> dict:
     """The recognizable factors of a case: value -> (what it is, mechanism)."""
     out = {2.0: ("2 (a value counted twice)", "constant"), 0.5: ("1/2 (half of the value)", "constant"),
@@ -758,7 +779,8 @@ AFFINE_INPUTS = ("weight", "bias", "weight1", "bias1", "scale", "shift", "alpha"
 def config_deviation(case, record, reference):
     """A configuration value off (``_config_candidates``), or an input deviation (the weight left out, taken
     as 1; an optional input ignored; two inputs swapped; one read from another's buffer; a 0/1 keep-mask
-    read as its complement; 1 + scale conventions), that explains every failing array of the step and keeps every passing one within its bound; else, when
+    read as its complement; 1 + scale conventions; a running buffer read from another's, or at its first
+    channel for every channel: running), that explains every failing array of the step and keeps every passing one within its bound; else, when
     only gradients fail, one that reproduces every failing gradient (the backward, or that gradient's
     reduction, computed with it: dalpha summed without the weight). ``reference(op, config, training, inputs, cotangents, state)`` re-evaluates the specification.
     The explanation, or None."""
@@ -785,9 +807,8 @@ def config_deviation(case, record, reference):
     for a in ["x"] + floats:                # one input read from another's buffer (the gate's pointer passed as x's)
         for b in ["x"] + floats:
             if a != b and np.shape(record.inputs[a]) == np.shape(record.inputs[b]):
-                mech = "affine" if a in AFFINE_INPUTS and b in AFFINE_INPUTS else "layout"
                 cands.append((case.config, {**record.inputs, a: record.inputs[b]},
-                              f"the input {a} read from {b}'s buffer", mech, mech, None))
+                              f"the input {a} read from {b}'s buffer", "layout", "layout", None))
     for a in ["x"] + floats:                # an activation-sized input read column-major (its strides swapped)
         v = np.asarray(record.inputs[a])
         if a not in AFFINE_INPUTS and np.ndim(v) >= 2 and np.shape(v) == np.shape(x) and min(np.shape(v)) > 1:
@@ -797,6 +818,18 @@ def config_deviation(case, record, reference):
                 mech = "dropout" if "mask" in a else "layout"
                 cands.append((case.config, {**record.inputs, a: v.reshape(-1)[m].reshape(v.shape)},
                               f"the input {a} read in {what} order", mech, mech, None))
+    st = {k: np.asarray(v) for k, v in record.state.items() if np.ndim(v) and np.asarray(v).dtype.kind == "f"}
+    for a in st:                            # a running buffer read from another's, or at its first channel
+        for b in st:
+            if a != b and np.shape(st[a]) == np.shape(st[b]):
+                cands.append((case.config, record.inputs, f"the running buffer {a} read from {b}'s", "running",
+                              "running", None, {**record.state, a: st[b]}))
+    first = {a: np.full_like(v, v.reshape(-1)[0]) for a, v in st.items() if np.size(v) > 1}
+    for a in list(first) + ([tuple(first)] if len(first) > 1 else []):
+        names = a if isinstance(a, tuple) else (a,)
+        cands.append((case.config, record.inputs, f"{' and '.join(names)} read at the first channel for every "
+                      "channel (the buffer's pointer not advanced)", "running", "running", None,
+                      {**record.state, **{k: first[k] for k in names}}))
     gs, z = case.config.get("group_size"), record.inputs.get("z")
     if z is not None and isinstance(gs, int) and 0 < gs < np.shape(z)[-1] and np.shape(z)[-1] % gs == 0:
         # the gate z read at the first group's columns for every group (its pointer not advanced by the group)
@@ -813,14 +846,20 @@ def config_deviation(case, record, reference):
         if a in ("weight", "scale", "gamma"):
             v = np.asarray(record.inputs[a])
             for d, what in ((1.0, f"1 + {a} where {a} belongs"), (-1.0, f"{a} where 1 + {a} belongs")):
-                cands.append((case.config, {**record.inputs, a: (v.astype(np.float64) + d).astype(v.dtype)}, what,
+                cands.append((case.config, {**record.inputs, a: v.astype(np.float64) + d}, what,
                               "affine", "affine", None))
     grads_only = all(p == "grads" for p, _ in record.failing)
     later = []
-    for cfg, inputs, what, mech, bwd_mech, pair in cands:
+    try:
+        with np.errstate(all="ignore"):
+            plain = reference(case.op, case.config, record.training, record.inputs, record.cotangents, record.state)
+    except Exception:                                       # noqa: BLE001 - judged without the grown bounds
+        plain = None
+    for cfg, inputs, what, mech, bwd_mech, pair, *misread in cands:
         try:
             with np.errstate(all="ignore"):
-                res = reference(case.op, cfg, record.training, inputs, record.cotangents, record.state)
+                res = reference(case.op, cfg, record.training, inputs, record.cotangents,
+                                misread[0] if misread else record.state)
         except Exception:                                   # noqa: BLE001 - a deviation the spec refuses
             continue
         fits = {}
@@ -828,6 +867,8 @@ def config_deviation(case, record, reference):
         direct = []                 # the failing arrays compared in their own shape
         for part, name in [(p, n) for p in ("outputs", "grads", "state") for n in record.compare[p]]:
             got, alt, E = record.got[part].get(name), getattr(res, part).get(name), record.E[part].get(name)
+            if misread and part == "state" and not record.training:
+                alt = record.state.get(name)        # an eval call's buffers misread, never written: as given
             if isinstance(pair, str) and (part, name) == ("grads", pair):
                 # an ignored input's own gradient: the computation without it has none, so it explains no
                 # failure of that gradient
@@ -846,7 +887,9 @@ def config_deviation(case, record, reference):
                 alt, own_order = buf.reshape(np.shape(got)), True
             elif (part, name) in record.failing:
                 direct.append((part, name))
-            fits[part, name] = alt is not None and np.shape(alt) == np.shape(got) and fit_ratio(got, alt, E) <= 1
+            want = None if plain is None or own_order else getattr(plain, part).get(name)
+            fits[part, name] = alt is not None and np.shape(alt) == np.shape(got) and grown_fit(
+                got, alt, want, E, (part, name) in record.failing) <= 1
             if isinstance(pair, tuple) and part == "grads" and not fits[part, name]:
                 # the swapped inputs' gradients returned under their own names, or under the swapped ones
                 other = {pair[0]: pair[1], pair[1]: pair[0]}.get(name)

@@ -184,9 +184,11 @@ def _strided_write(ex, got, want, E, qd):
 
 def _moves_failures(g, w, E, alt):
     """Whether an explanation ``alt`` moves every failing element of ``g`` (beyond its bound E of the expected
-    ``w``) out of that bound itself: a re-indexing of nearly equal rows (constant inputs) explains nothing."""
+    ``w`` by the judge's own test: a 16-bit array by its rounding interval) out of that bound itself: a
+    re-indexing of nearly equal rows (constant inputs) explains nothing."""
+    from .localize import failing_mask
     with np.errstate(all="ignore"):
-        bad = ~(np.abs(g - w) <= E)
+        bad = failing_mask(g, w, E, None)
         return bool(bad.any()) and bool(np.all(np.abs(alt - w)[bad] > E[bad]))
 
 
@@ -194,7 +196,7 @@ def _averaged_over_leading(ex, got, want, E, qd):
     """A returned statistic holding its expected values averaged over the leading axis (each sample's instance
     statistics reduced over the batch, the buffer a running update reduces into), broadcast back; in words, or
     None."""
-    g = np.asarray(got, dtype=np.float64)
+    g = np.asarray(got)                 # (its own dtype: the judge's test of a 16-bit array)
     if g.ndim < 2 or g.shape[0] < 2 or qd is not None:
         return None
     w = np.asarray(want, dtype=np.float64).reshape(g.shape)
@@ -208,7 +210,7 @@ def _averaged_over_leading(ex, got, want, E, qd):
 def _rows_shifted(ex, got, want, E, qd):
     """The failing array's rows (its last axis's slices) each holding the next row's expected values, the last
     row its own (a store pointer advanced before the store); in words, or None."""
-    g = np.asarray(got, dtype=np.float64)
+    g = np.asarray(got)                 # (its own dtype: the judge's test of a 16-bit array)
     if g.ndim < 2 or qd is not None:
         return None
     g2 = g.reshape(-1, g.shape[-1])

@@ -1,7 +1,8 @@
 """Where a failure is, named or not: which indices of a failing array carry the error, and its shape.
 
 For one failing array (the backend's ``got``, the float64 reference ``ref``, the bound ``E``), an
-element *fails* when it is beyond its bound (|got - ref| > E, or not finite where the reference is).
+element *fails* when it is beyond its bound (as the judge tests it: ref farther than E from the rounding interval
+of got's dtype, or not finite where the reference is).
 
 * **where**: per axis of the array, the indices holding a failing element, as ranges named by what the
   axis is in the case ("rows 4092-4095", "channels 320-383", "columns from 2048 on"); an axis whose
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .precision import DIRECTED, quant_excess, quant_name
+from .precision import DIRECTED, dtype_name, excess, quant_excess, quant_name
 
 FIT = 0.1          # a per-row model "fits" when its residual's RMS is at most FIT x the error's RMS
 MIN_COLUMNS = 4    # missing_rows: a sum of at least this many values (fewer: a coincidence is likely)
@@ -78,11 +79,15 @@ def failing_mask(got, ref, E, qdtype=None):
             ex = quant_excess(np.asarray(got), ref, qdtype if qdtype in DIRECTED else None)
             g = np.asarray(got).astype(np.float64)
             return np.where(np.isfinite(E), ex > E, np.isnan(g) & ~np.isnan(ref))
-    got = np.asarray(got, dtype=np.float64)
+    raw = np.asarray(got)
+    got = raw.astype(np.float64)
     ref = np.asarray(ref, dtype=np.float64)
     E = np.broadcast_to(np.asarray(E, dtype=np.float64), ref.shape)
     with np.errstate(all="ignore"):
-        bad = np.abs(got - ref) > E
+        # as the judge: the distance from ref to the rounding interval of got's own dtype (a 16-bit value is
+        # any real that rounds to it), not |got - ref|
+        judged = raw.shape == ref.shape and raw.dtype.kind in "fV" and dtype_name(raw.dtype) is not None
+        bad = (excess(raw, ref) if judged else np.abs(got - ref)) > E
     bad |= np.isfinite(ref) & ~np.isfinite(got)
     bad |= np.isnan(got) & ~np.isnan(ref)
     return bad
