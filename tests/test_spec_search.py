@@ -311,6 +311,9 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind6", "ln_weight_bias_swapped", "layer_norm/normal_f64_9x7", "affine", "swapped"),
     ("blind11", "dyt_weight_offset_one", "dyt/normal_f16_8x64", "affine", "1 + weight where weight belongs"),
     ("blind11", "an_dresidual_row_pointer_early", "add_norm/std1e-3_p_bf16_4x32", "layout", "the expected next row's"),
+    # batch statistics over the first 4 of 6 samples (the tail block skipped), the sums divided by the whole count
+    ("blind11", "bn_stats_tail_samples_dropped", "batch_norm/normal_f32_6x4x25", "block",
+     "from the first 4 samples (of 6) alone, its sums divided by the whole count"),
     # an eval call's running variance read as a std: a value of the running statistics alone (not a parameter's)
     ("blind8", "in_eval_running_var_read_as_std", "instance_norm/normal_train3_eval_f32_4x3x6", "running",
      "a value of the running statistics alone"),

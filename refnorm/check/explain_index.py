@@ -154,7 +154,8 @@ def _strided_write(ex, got, want, E, qd):
     pointer copied): the element j of the expected (flattened) array at index j * k while j * k is inside the
     array, every other element (at least two) the buffer's fill, 0 or NaN, that the expected array does not
     hold there; the smallest such k >= 2 (k >= the size: element 0 alone written), in words, or None."""
-    g, w = np.asarray(got, dtype=np.float64).reshape(-1), np.asarray(want, dtype=np.float64).reshape(-1)
+    go = np.asarray(got).reshape(-1)          # (its own dtype for the fits: the judge's test of a 16-bit array)
+    g, w = go.astype(np.float64), np.asarray(want, dtype=np.float64).reshape(-1)
     Ef = np.broadcast_to(E, np.shape(got)).reshape(-1)
     size = g.size
     for k in _write_strides(g):
@@ -168,9 +169,9 @@ def _strided_write(ex, got, want, E, qd):
         if qd is not None:
             if _fails(g[at], w[src], Ef[at], qd):
                 continue
-        elif ex.fit_ratio(g[at], w[src], Ef[at]) > 1:
+        elif ex.fit_ratio(go[at], w[src], Ef[at]) > 1:
             continue
-        if ex.fit_ratio(fill, w[rest], Ef[rest]) <= 1:      # the expected values there too: not a gap
+        if ex.fit_ratio(go[rest], w[rest], Ef[rest]) <= 1:      # the expected values there too: not a gap
             continue
         if at.size == 1:
             return (f"written at a stride of at least {size}: element 0 of the expected array stored at index 0 and "
@@ -230,12 +231,12 @@ def _offset_dropped(ex, got, want, E, qd):
     every sample, the batch offset left out): index 0 of the leading axis holds the expected values of one
     leading index (the last written stays: any of them), every other index one never-written fill (0 or NaN)
     that the expected array does not hold; in words, or None."""
-    g = np.asarray(got, dtype=np.float64)
+    g = np.asarray(got)                 # (its own dtype for the fits: the judge's test of a 16-bit array)
     if g.ndim < 1 or g.shape[0] < 2 or qd is not None:
         return None
     w = np.asarray(want, dtype=np.float64).reshape(g.shape)
     Eb = np.broadcast_to(E, g.shape)
-    rest = g[1:].reshape(-1)
+    rest = g[1:].reshape(-1).astype(np.float64)
     fill = rest[0] if rest.size else 0.0
     if not (np.all(rest == fill) or np.all(np.isnan(rest))) or not (fill == 0 or np.isnan(fill)):
         return None

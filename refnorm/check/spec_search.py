@@ -264,13 +264,27 @@ def _zero(a, red, axes, keepdims):
     return np.zeros_like(red(a, axis=axes, keepdims=keepdims))
 
 
-def _first_sample(a, red, axes, keepdims):
-    """The change "the reduction over index 0 of axis 0 alone" (a sum scaled to the whole count, so that the
-    code's division by it gives that sample's mean), broadcast to the right reduction's shape."""
-    r = red(a[:1], axis=axes, keepdims=True)
-    if red is _REDUCE["sum"]:
-        r = r * a.shape[0]
-    return r if keepdims else r.reshape([s for k, s in enumerate(r.shape) if k not in axes])
+def _first_samples(k, scaled=True):
+    """The change "the reduction over indices 0 .. k - 1 of axis 0 alone" (a batch loop stopping early): with
+    ``scaled`` a sum scaled to the whole count, so that the code's division by it gives those samples' mean;
+    else the sum of those samples as it is (a mean: still divided by the whole count); broadcast to the right
+    reduction's shape."""
+    def f(a, red, axes, keepdims):
+        part = a[:k]
+        if red is _REDUCE["max"] or scaled:
+            r = red(part, axis=axes, keepdims=True)
+            r = r * (a.shape[0] / k) if red is _REDUCE["sum"] else r
+        else:
+            r = np.sum(part, axis=axes, keepdims=True)
+            r = r / np.prod([a.shape[j] for j in axes]) if red is _REDUCE["mean"] else r
+        return r if keepdims else r.reshape([s for j, s in enumerate(r.shape) if j not in axes])
+    return f
+
+
+def _early_stops(n):
+    """The sample counts k < n a batch loop stopping early takes: 1 (the loop's bound 1) and n rounded down to
+    a multiple of a block of 2-32 samples (the tail block skipped)."""
+    return sorted({1} | {n - n % b for b in (2, 4, 8, 16, 32) if b < n} - {0, n})
 
 
 TERMS = {False: "partial sum", True: "term and partial sum"}
@@ -854,8 +868,17 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset()):
     first = frozenset(i for i in fwd if i in reds and reds[i][2] and 0 in reds[i][1] and len(reds[i][1]) > 1
                       and reds[i][0][0] > 1)
     if first and len({reds[i][:2] for i in first}) == 1:
-        out.append((("reduce", first, _first_sample), "tail", None, f"every forward reduction over axes "
-                    f"{reds[min(first)][1]} ({len(first)}) from the first sample (index 0 of axis 0) alone"))
+        # (or the first k samples: a loop over blocks of samples skipping the tail block, the count kept or not)
+        n0, ax = reds[min(first)][0][0], reds[min(first)][1]
+        for k in _early_stops(n0):
+            said = "the first sample (index 0 of axis 0)" if k == 1 else f"the first {k} samples (of {n0})"
+            out.append((("reduce", first, _first_samples(k)), "tail", None, f"every forward reduction over axes "
+                        f"{ax} ({len(first)}) from {said} alone"))
+            if k > 1:           # (the two-pass mean's correction pass, of the deviations from it, left out)
+                ch = {i: _zero if _SOURCES[i][:2] == ("_math", "centered") and _SOURCES[i][4] == "d0"
+                      else _first_samples(k, False) for i in first}
+                out.append((("reduce", first, ch), "tail", None, f"every forward reduction over axes {ax} "
+                            f"({len(first)}) from {said} alone, its sums divided by the whole count"))
     # the forward's statistics over each block of k values of the row (a quantization block, the tile a kernel
     # loads), its last block partial: every forward reduction over the last axis, each value its block's
     rows = frozenset(i for i in fwd if i in reds and reds[i][2] and reds[i][1] == (len(reds[i][0]) - 1,))
