@@ -92,7 +92,7 @@ import numpy as np
 from ..pitfalls._centered import _next_pow2
 from . import explain_terms
 from .explain_quant import quant_deviation
-from .spec_search import fits_step, mutation, rounding_point
+from .spec_search import fits_step, grown_fit, mutation, rounding_point
 from .localize import failing_mask
 from .precision import excess, quant_excess, quant_name, ratio, round_toward_zero
 
@@ -126,27 +126,6 @@ def fit_ratio(got, explained, E) -> float:
         r = ratio(ex, Eb)
     r = np.asarray(r, dtype=np.float64)
     return float(np.max(np.where(np.isnan(r), np.inf, r))) if r.size else math.inf
-
-
-LARGER = 4.0          # the most a bound grows with the explained value (``grown_fit``)
-
-
-def grown_fit(got, explained, want, E, failing) -> float:
-    """fit_ratio with the bound grown by the explained value's size: where it is larger than the reference's
-    ``want``, by their ratio, at most LARGER (a kernel computing the explained arithmetic rounds larger values
-    by more than the reference's bound allows for); inf where a ``failing`` array is within that grown bound of
-    the reference itself (the growth, not the explanation, would fit it)."""
-    if want is None or np.size(want) != np.size(got) or np.asarray(got).dtype.kind in "iub" \
-            or quant_name(np.asarray(got).dtype):
-        return fit_ratio(got, explained, E)
-    v = np.reshape(np.asarray(explained, dtype=np.float64), np.shape(got))
-    w = np.reshape(np.asarray(want, dtype=np.float64), np.shape(got))
-    with np.errstate(all="ignore"):
-        Ev = np.broadcast_to(E, np.shape(got)) * np.clip(np.nan_to_num(np.abs(v) / np.abs(w), nan=1.0,
-                                                                         posinf=LARGER), 1.0, LARGER)
-    if failing and fit_ratio(got, w, Ev) <= 1:
-        return math.inf
-    return fit_ratio(got, v, Ev)
 
 
 def constants(case, x_shape) -> dict:
@@ -889,7 +868,7 @@ def config_deviation(case, record, reference):
                 direct.append((part, name))
             want = None if plain is None or own_order else getattr(plain, part).get(name)
             fits[part, name] = alt is not None and np.shape(alt) == np.shape(got) and grown_fit(
-                got, alt, want, E, (part, name) in record.failing) <= 1
+                fit_ratio, got, alt, want, E, (part, name) in record.failing) <= 1
             if isinstance(pair, tuple) and part == "grads" and not fits[part, name]:
                 # the swapped inputs' gradients returned under their own names, or under the swapped ones
                 other = {pair[0]: pair[1], pair[1]: pair[0]}.get(name)
@@ -993,6 +972,11 @@ def fused_activation(case, record, reference):
     E = lambda pn: record.E[pn[0]][pn[1]]                   # noqa: E731
     if outs == [("outputs", "y")]:
         got = record.got["outputs"]["y"]
+        try:
+            with np.errstate(all="ignore"):     # the reference's y: the explained value's bound grows over it
+                want = reference(case.op, case.config, record.training, record.inputs, {}, record.state).outputs["y"]
+        except Exception:                                   # noqa: BLE001 - judged without the grown bound
+            want = None
         for y, what, mech in ((silu(xhat) * w + b, "the SiLU applied to x_hat before the affine", "affine"),
                               (silu(xhat * w) + b, "the bias added after the SiLU", "affine"),
                               ((xhat * w + b) / (1.0 + np.exp(-xhat)),
@@ -1000,7 +984,7 @@ def fused_activation(case, record, reference):
                               (np.asarray(gn.outputs["y"], dtype=np.float64), "the SiLU left out", "semantics"),
                               (silu(silu(np.asarray(gn.outputs["y"], dtype=np.float64))), "the SiLU applied twice",
                                "semantics")):
-            if fit_ratio(got, y, E(("outputs", "y"))) <= 1:
+            if grown_fit(fit_ratio, got, y, want, E(("outputs", "y")), True) <= 1:
                 return [{"part": "outputs", "name": "y", "step": record.step, "mechanism": mech,
                          "text": f"y is the specification's with {what}"}]
     if not outs and all(gn.grads.get(n) is not None and np.shape(gn.grads[n]) == np.shape(record.got[p][n])

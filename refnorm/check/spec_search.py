@@ -70,6 +70,7 @@ import functools
 import importlib
 import importlib.util
 import inspect
+import math
 import operator
 import threading
 
@@ -463,14 +464,40 @@ def _dtypes(case_dtype):
     return ("bfloat16", "float16") if case_dtype == "float32" else ("float32",)
 
 
-def fits_step(record, res, fit_ratio, parts=("outputs", "grads", "state")):
-    """Whether ``res`` reproduces every compared array of the step (of ``parts``) within its bound."""
+LARGER = 4.0          # the most a bound grows with the explained value (``grown_fit``)
+
+
+def grown_fit(fit_ratio, got, explained, want, E, failing) -> float:
+    """``fit_ratio`` with the bound grown by the explained value's size: where it is larger than the
+    reference's ``want``, by their ratio, at most LARGER (a kernel computing the explained arithmetic rounds
+    larger values by more than the reference's bound allows for); inf where a ``failing`` array is within that
+    grown bound of the reference itself (the growth, not the explanation, would fit it). Integer and
+    quantized arrays (``quantized(dtype)``) are judged as they are."""
+    g = np.asarray(got)
+    if want is None or np.size(want) != np.size(g) or g.dtype.kind in "iub" or g.dtype.itemsize == 1:
+        return fit_ratio(got, explained, E)
+    v = np.reshape(np.asarray(explained, dtype=np.float64), np.shape(g))
+    w = np.reshape(np.asarray(want, dtype=np.float64), np.shape(g))
+    with np.errstate(all="ignore"):
+        Ev = np.broadcast_to(E, np.shape(g)) * np.clip(np.nan_to_num(np.abs(v) / np.abs(w), nan=1.0, posinf=LARGER),
+                                                       1.0, LARGER)
+    if failing and fit_ratio(got, w, Ev) <= 1:
+        return math.inf
+    return fit_ratio(got, v, Ev)
+
+
+def fits_step(record, res, fit_ratio, parts=("outputs", "grads", "state"), plain=None):
+    """Whether ``res`` reproduces every compared array of the step (of ``parts``) within its bound (grown by
+    the explained value's size over the reference's ``plain``, where given: ``grown_fit``)."""
     for part in parts:
         for name in record.compare[part]:
             got, alt, E = record.got[part].get(name), getattr(res, part).get(name), record.E[part].get(name)
             if got is None or E is None:
                 continue
-            if alt is None or np.shape(alt) != np.shape(got) or fit_ratio(got, alt, E) > 1:
+            if alt is None or np.shape(alt) != np.shape(got):
+                return False
+            want = None if plain is None else getattr(plain, part).get(name)
+            if grown_fit(fit_ratio, got, alt, want, E, (part, name) in record.failing) > 1:
                 return False
     return True
 
@@ -1102,14 +1129,14 @@ def mutation(case, record, fit_ratio):
     from .. import registry
     main = registry.get(case.op).outputs[0]
     failing_outs = {n for p, n in record.failing if p == "outputs"}
+    try:
+        plain = _evaluate(case, record, None)
+    except Exception:                                   # noqa: BLE001 - a call the instrumented spec refuses
+        plain = None
     if not forward_only or (failing_outs and main not in failing_outs and len(failing_outs) == len(record.failing)):
         # a value computed apart from the rest, the rest right: the backward's own recomputation of a forward
         # value (its gradients with the plain forward's outputs), or a returned statistic (only the failing
         # outputs from the changed evaluation: the values the kernel goes on with are right)
-        try:
-            plain = _evaluate(case, record, None)
-        except Exception:                               # noqa: BLE001 - a call the instrumented spec refuses
-            plain = None
         apart = "grads" if not forward_only else "outputs"
         if plain is not None:       # (the statistics' index reads first: a few, and past the cap otherwise)
             cands = [(t, i, ch, what, plain, apart) for t, i, ch, what in cands if i == "moments"] + cands + [
@@ -1129,9 +1156,9 @@ def mutation(case, record, fit_ratio):
         elif keep:
             res = dataclasses.replace(keep[0], outputs={**keep[0].outputs, **{n: res.outputs[n] for n in failing_outs
                                                                               if n in res.outputs}})
-        if fits_step(record, res, fit_ratio) and not _blown_up(record, res):
+        if fits_step(record, res, fit_ratio, plain=plain) and not _blown_up(record, res):
             return _explained(case, record, ctx, target, i, changed, what, keep, failing_outs)
-        if loose and fallback is None and not keep and fits_step(record, res, fit_ratio, ("outputs", "state")) \
+        if loose and fallback is None and not keep and fits_step(record, res, fit_ratio, ("outputs", "state"), plain) \
                 and not _blown_up(record, res):
             fallback = (target, i, changed, what, keep)
     if fallback is None:
