@@ -311,6 +311,11 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind6", "ln_weight_bias_swapped", "layer_norm/normal_f64_9x7", "affine", "swapped"),
     ("blind11", "dyt_weight_offset_one", "dyt/normal_f16_8x64", "affine", "1 + weight where weight belongs"),
     ("blind11", "an_dresidual_row_pointer_early", "add_norm/std1e-3_p_bf16_4x32", "layout", "the expected next row's"),
+    # a returned statistic computed without eps where eps enters by a function (hypot(std, sqrt(eps)))
+    ("blind11", "zs_std_output_without_eps", "z_score/normal_eps0.3_f32_9x7", "eps", "eps left out"),
+    # a per-sample parameter's gradient missing the terms of some of each sample's tokens
+    ("blind11", "aln_dmod_partial_overwritten", "adaptive_layer_norm/normal_f64_2x5x7", "reduction",
+     "the first 4 tokens of each sample (0-3) missing"),
     # batch statistics over the first 4 of 6 samples (the tail block skipped), the sums divided by the whole count
     ("blind11", "bn_stats_tail_samples_dropped", "batch_norm/normal_f32_6x4x25", "block",
      "from the first 4 samples (of 6) alone, its sums divided by the whole count"),

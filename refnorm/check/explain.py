@@ -1422,15 +1422,25 @@ SLICES_MAX = 256      # the per-slice search evaluates the specification once pe
 def slice_terms(case, record, reference, name):
     """A parameter gradient's terms per slice x[i] along x's first axis (samples; rows of a 2-D x), for
     the ops whose slices along that axis are computed independently: the specification evaluated on each
-    slice alone (inputs and cotangents with that leading length sliced with it). (slices, *shape) or None."""
+    slice alone (inputs and cotangents with that leading length sliced with it). A per-sample parameter
+    ((N, ...): adaptive_layer_norm's scale) sums its sample's tokens: its terms per token x[:, t] (the arrays
+    of x's leading shape (N, T) sliced along axis 1). (slices, *shape) or None."""
     x = record.inputs.get("x")
     if case.op not in SLICE_OPS or x is None or np.ndim(x) < 2 or reference is None:
         return None
     N = np.shape(x)[0]
-    if not 2 <= N <= SLICES_MAX or np.size(x) > CONFIG_SIZE or np.shape(record.inputs.get(name, ()))[:1] == (N,):
+    per_sample = np.shape(record.inputs.get(name, ()))[:1] == (N,)
+    if per_sample:              # the tokens of each sample (x of at least 3 axes)
+        if np.ndim(x) < 3:
+            return None
+        N, lead = np.shape(x)[1], np.shape(x)[:2]
+        cut = lambda d, i: {k: (np.asarray(v)[:, i:i + 1] if np.ndim(v) >= 2 and np.shape(v)[:2] == lead  # noqa: E731
+                                else v) for k, v in d.items()}
+    else:
+        cut = lambda d, i: {k: (np.asarray(v)[i:i + 1] if np.ndim(v) and np.shape(v)[0] == N else v)  # noqa: E731
+                            for k, v in d.items()}
+    if not 2 <= N <= SLICES_MAX or np.size(x) > CONFIG_SIZE:
         return None
-    cut = lambda d, i: {k: (np.asarray(v)[i:i + 1] if np.ndim(v) and np.shape(v)[0] == N else v)  # noqa: E731
-                        for k, v in d.items()}
     out = []
     try:
         with np.errstate(all="ignore"):
@@ -1452,7 +1462,9 @@ def reduction_rows(case, record, ref, part, name, reference=None):
     unit = "rows"
     if terms is None and part == "grads" and name != "x" and got is not None:
         terms = slice_terms(case, record, reference, name)
-        unit = "rows" if np.ndim(record.inputs.get("x")) == 2 else "samples"
+        x = record.inputs.get("x")
+        unit = ("rows" if np.ndim(x) == 2 else "tokens of each sample" if np.shape(record.inputs.get(name, ()))[:1]
+                == np.shape(x)[:1] else "samples")
     if terms is None or got is None or E is None:
         return None
     text, explained = missing_rows(np.asarray(got, dtype=np.float64) - want, terms, want)

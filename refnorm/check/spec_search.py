@@ -701,6 +701,8 @@ def _candidates(case, record, forward_only):
         if e <= 0 or tuple(key[:-len(".eps")].split(":", 1)) in added:
             continue
         mod = key.split(":", 1)[0]
+        out.append((("remapk", {key: lambda v: 0.0 * v}), "eps", None, f"eps left out (`{key.split(':', 1)[1]}` "
+                    "read as 0)"))
         for other, v in seen.items():           # eps added to a named statistic (std = sqrt(var) + eps)
             if other != key and other.startswith(mod + ":") and other not in _ARGS and 0 < np.size(v) < n:
                 out.append((("remapk", {key: lambda v: 0.0 * v, other: lambda v, e=e: v + e}), "eps", None,
@@ -1140,7 +1142,8 @@ def mutation(case, record, fit_ratio):
         apart = "grads" if not forward_only else "outputs"
         if plain is not None:       # (the statistics' index reads first: a few, and past the cap otherwise)
             cands = [(t, i, ch, what, plain, apart) for t, i, ch, what in cands if i == "moments"] + cands + [
-                (t, i, ch, what, plain, apart) for t, i, ch, what in cands if t[0] in ("mutate", "replace") and i in fwd]
+                (t, i, ch, what, plain, apart) for t, i, ch, what in cands
+                if t[0] in ("mutate", "replace") and i in fwd or t[0] == "remapk" and i == "eps"]
     ctx = {}
     # a forward change reproducing every failing output where the gradients fail too, by a backward the
     # specification's hand-derived one is not of the changed forward (a kernel differentiating its own forward)
