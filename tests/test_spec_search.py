@@ -313,6 +313,8 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind11", "an_dresidual_row_pointer_early", "add_norm/std1e-3_p_bf16_4x32", "layout", "the expected next row's"),
     # a returned statistic computed without eps where eps enters by a function (hypot(std, sqrt(eps)))
     ("blind11", "zs_std_output_without_eps", "z_score/normal_eps0.3_f32_9x7", "eps", "eps left out"),
+    # a float32 case's input loaded through a bfloat16 pointer (forward and backward alike)
+    ("blind11", "dyt_alpha_loaded_as_bf16", "dyt/normal_f32_3x20x12", "precision", "the input alpha loaded as bfloat16"),
     # a per-sample parameter's gradient missing the terms of some of each sample's tokens
     ("blind11", "aln_dmod_partial_overwritten", "adaptive_layer_norm/normal_f64_2x5x7", "reduction",
      "the first 4 tokens of each sample (0-3) missing"),

@@ -797,6 +797,14 @@ def config_deviation(case, record, reference):
                 mech = "dropout" if "mask" in a else "layout"
                 cands.append((case.config, {**record.inputs, a: v.reshape(-1)[m].reshape(v.shape)},
                               f"the input {a} read in {what} order", mech, mech, None))
+    if case.dtype in ("float32", "float64"):     # an input loaded through a 16-bit pointer (rounded to nearest)
+        import ml_dtypes
+        for a in ["x"] + [k for k, v in record.inputs.items() if k != "x" and np.asarray(v).dtype.kind == "f"]:
+            for low in (ml_dtypes.bfloat16, np.float16):
+                v = np.asarray(record.inputs[a])
+                cands.append((case.config, {**record.inputs, a: v.astype(low).astype(v.dtype)},
+                              f"the input {a} loaded as {np.dtype(low).name} (rounded to nearest)", "precision",
+                              "precision", None))
     st = {k: np.asarray(v) for k, v in record.state.items() if np.ndim(v) and np.asarray(v).dtype.kind == "f"}
     for a in st:                            # a running buffer read from another's, or at its first channel
         for b in st:
