@@ -416,3 +416,25 @@ def test_a_backward_reduction_over_groups_of_a_slice_is_the_group_it_spans():
     assert r.status == "failed" and d["mechanism"] == "group", d["message"]
     assert "over groups of 4 contiguous values (of 100)" in d["message"], d["message"]
 
+
+
+def test_a_backward_reading_dy_at_the_next_row_is_layout():
+    """A layer_norm backward reading each row's dy from the next row (its pointer advanced before the load,
+    the last row its own): named layout, the cotangent's misread said (the forward right)."""
+    from planted.blind10 import _with
+    from planted.blind11 import Blind11Kernel
+
+    class NextRowDy(Blind11Kernel):
+        def _layer_norm(self, call, acc):
+            dy = call.cotangents.get("y")
+            if dy is None:
+                return super()._layer_norm(call, acc)
+            r = np.asarray(dy).reshape(-1, np.shape(dy)[-1])
+            return super()._layer_norm(_with(call, cotangents={"y": np.concatenate([r[1:], r[-1:]]).reshape(
+                np.shape(dy))}), acc)
+
+    r = check_case(NextRowDy(None), load_case(GOLDEN, "layer_norm/normal_f32_6x100"))
+    assert r.status == "failed" and set(r.failing_arrays()) <= {"grad.x", "grad.weight", "grad.bias"}
+    d = r.diagnosis
+    assert d["mechanism"] == "layout" and "the cotangent dy read with each row from the next row" in d["message"], \
+        d["message"]

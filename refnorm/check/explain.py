@@ -810,13 +810,24 @@ def config_deviation(case, record, reference):
         for b in st:
             if a != b and np.shape(st[a]) == np.shape(st[b]):
                 cands.append((case.config, record.inputs, f"the running buffer {a} read from {b}'s", "running",
-                              "running", None, {**record.state, a: st[b]}))
+                              "running", None, {"state": {**record.state, a: st[b]}}))
     first = {a: np.full_like(v, v.reshape(-1)[0]) for a, v in st.items() if np.size(v) > 1}
     for a in list(first) + ([tuple(first)] if len(first) > 1 else []):
         names = a if isinstance(a, tuple) else (a,)
         cands.append((case.config, record.inputs, f"{' and '.join(names)} read at the first channel for every "
                       "channel (the buffer's pointer not advanced)", "running", "running", None,
-                      {**record.state, **{k: first[k] for k in names}}))
+                      {"state": {**record.state, **{k: first[k] for k in names}}}))
+    for c, v in record.cotangents.items():  # a backward's dy read in another index order: layout
+        v = np.asarray(v)
+        if np.ndim(v) >= 2 and min(np.shape(v)) > 1:
+            r = v.reshape(-1, np.shape(v)[-1])
+            cm = v.reshape(-1)[np.arange(v.size).reshape(v.shape).ravel(order="F")].reshape(v.shape)
+            for dv, what in ((cm, "in column-major order"),
+                             (np.concatenate([r[1:], r[-1:]]), "with each row from the next row (the last its own)"),
+                             (np.concatenate([r[:1], r[:-1]]), "with each row from the previous row (the first its "
+                                                               "own)")):
+                cands.append((case.config, record.inputs, f"the cotangent d{c} read {what}", "layout", "layout", None,
+                              {"cotangents": {**record.cotangents, c: dv.reshape(v.shape)}}))
     gs, z = case.config.get("group_size"), record.inputs.get("z")
     if z is not None and isinstance(gs, int) and 0 < gs < np.shape(z)[-1] and np.shape(z)[-1] % gs == 0:
         # the gate z read at the first group's columns for every group (its pointer not advanced by the group)
@@ -843,10 +854,11 @@ def config_deviation(case, record, reference):
     except Exception:                                       # noqa: BLE001 - judged without the grown bounds
         plain = None
     for cfg, inputs, what, mech, bwd_mech, pair, *misread in cands:
+        misread = misread[0] if misread else {}
         try:
             with np.errstate(all="ignore"):
-                res = reference(case.op, cfg, record.training, inputs, record.cotangents,
-                                misread[0] if misread else record.state)
+                res = reference(case.op, cfg, record.training, inputs, misread.get("cotangents", record.cotangents),
+                                misread.get("state", record.state))
         except Exception:                                   # noqa: BLE001 - a deviation the spec refuses
             continue
         fits = {}
@@ -854,7 +866,7 @@ def config_deviation(case, record, reference):
         direct = []                 # the failing arrays compared in their own shape
         for part, name in [(p, n) for p in ("outputs", "grads", "state") for n in record.compare[p]]:
             got, alt, E = record.got[part].get(name), getattr(res, part).get(name), record.E[part].get(name)
-            if misread and part == "state" and not record.training:
+            if "state" in misread and part == "state" and not record.training:
                 alt = record.state.get(name)        # an eval call's buffers misread, never written: as given
             if isinstance(pair, str) and (part, name) == ("grads", pair):
                 # an ignored input's own gradient: the computation without it has none, so it explains no
