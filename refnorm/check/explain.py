@@ -681,7 +681,9 @@ def _config_candidates(case, x_shape=()):
         out += [({**cfg, "eps": eps / n}, f"eps added to the sum over the slice's {n} values instead of their mean "
                                           f"(eps / n)", "eps"),
                 ({**cfg, "eps": eps * n}, f"eps times the slice's count n = {n}", "eps")]
-    for d in (1e-5, 1e-6, 1e-12):           # a default eps in place of the configured one
+    # a default eps in place of the configured one (torch's, llama's, T5's; torch.finfo(dtype).eps, rms_norm's
+    # eps=None)
+    for d in (1e-5, 1e-6, 1e-8, 1e-12, float(np.finfo(np.float32).eps), float(np.finfo(np.float16).eps), 2.0 ** -7):
         if isinstance(eps, (int, float)) and not isinstance(eps, bool) and eps != d:
             out.append(({**cfg, "eps": d}, f"eps {d:g} (a default) where {eps:g} belongs", "eps"))
     from .backends.base import complete_config
