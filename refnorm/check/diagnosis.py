@@ -66,6 +66,7 @@ SCREEN_MIN = 1 << 18   # elements of x from which a layer_norm/rms_norm case is 
 SCREEN_ROWS = 32
 SPECULATE = 2    # survivors judged on the whole case beside the others' remaining arrays (_diagnose)
 CLOSE = 4.0      # a variant that does not fit is shown as "closest" only within this many times its bound
+TWO_SIDED = 0.8  # lower_precision: at most this share of the failing elements erring to one side (|got| < |ref|)
 MARGIN = 4.0     # "clearly": the named variant fits at least MARGIN x better (floored ratios) than the best
 #                  variant of every other mechanism and than no pitfall, on every failing array (tuned on
 #                  fold A of the planted rows, measured on fold B: docs/pitfall_detection.md, section 9)
@@ -404,7 +405,7 @@ def diagnose(case, records, contract, variants=None) -> dict:
     if not out.get("matched") or out.get("widened"):
         try:
             with np.errstate(all="ignore"):
-                _explain(case, records, out)
+                _explain(case, records, out, contract)
         except Exception as e:                               # noqa: BLE001 - the search failing costs no localization
             out["explain_error"] = f"{type(e).__name__}: {e}"
     with np.errstate(all="ignore"):
@@ -418,23 +419,28 @@ def diagnose(case, records, contract, variants=None) -> dict:
     return out
 
 
-def _explain(case, records, out):
+def _explain(case, records, out, contract=None):
     """No catalogue variant named: search the specification's arithmetic (explain.py). The failure is
     named by the explanations' mechanism when they explain every failing array of every step, or every
     failing output (the gradients and state that fail are computed from the outputs' values), and agree
-    on one mechanism; otherwise what they explain is reported, unnamed."""
+    on one mechanism; otherwise what they explain is reported, unnamed. Where nothing is explained, a
+    lower precision than the declared ``contract`` (``lower_precision``)."""
     found, failing, misses = [], 0, 0.0
+    refs = {}
     for r in records:
         if not r.failing:
             continue
         failing += len(r.failing)
         ref = r.ref if r.ref is not None else reference(case.op, case.config, r.training, r.inputs, r.cotangents,
                                                          r.state)
-        step = explain.explain(case, r, ref, reference)
-        found += step
-        with np.errstate(all="ignore"):
-            for e in step:
-                got, want, E = r.got[e["part"]].get(e["name"]), getattr(ref, e["part"]).get(e["name"]), \
+        refs[r.step] = ref
+        found += explain.explain(case, r, ref, reference)
+    if not found and contract is not None:
+        found = lower_precision(case, [r for r in records if r.failing], refs, contract)
+    with np.errstate(all="ignore"):
+        for r in records:
+            for e in (e for e in found if e["step"] == r.step):
+                got, want, E = r.got[e["part"]].get(e["name"]), getattr(refs[r.step], e["part"]).get(e["name"]), \
                     r.E[e["part"]].get(e["name"])
                 misses = max(misses, explain.fit_ratio(got, want, E))
     if not found:
@@ -483,6 +489,62 @@ def _explain(case, records, out):
                            f"under the {MARGIN:g}x that names an explanation): " + "; ".join(texts))
     else:
         out["message"] += "; partly explained by the arithmetic: " + "; ".join(texts)
+
+
+def _lower(case_dtype):
+    """The lower precisions tried for a case of ``case_dtype``: (what, contract), loosest last."""
+    from .backends.base import Contract
+    if case_dtype == "float64":
+        return [("float32 arithmetic (its reductions and intermediates in float32)", Contract(acc="float32"))]
+    if case_dtype in ("float16", "bfloat16"):
+        return [(f"the saved statistics and the parameter gradients' partial sums held in {case_dtype}",
+                 Contract(kind="stats_d")),
+                (f"the statistics and every pointwise intermediate (x_hat, the affine product, the backward's "
+                 f"terms) rounded to {case_dtype}", Contract(kind="epi_d"))]
+    return []
+
+
+def lower_precision(case, records, refs, contract) -> list:
+    """A kernel computing in a lower precision than its declared ``contract`` (mechanism "precision"): every
+    failing array of every step within the bounds ``derive_bounds`` gives the case under a lower-precision
+    contract (``_lower``: float32 arithmetic for a float64 case; the saved statistics, or every intermediate,
+    in the 16-bit case dtype), its error noise-like (no per-row model of localize.error_shape fits: a
+    changed formula errs smoothly) and two-sided (at most TWO_SIDED of the failing elements smaller in
+    magnitude than expected, or larger: a truncation errs to one side, rule 8's rounding). Explanations of
+    every failing array, or []."""
+    for what, lower in _lower(case.dtype):
+        if (lower.kind, lower.acc) == (contract.kind, contract.acc) or getattr(contract, "custom", False):
+            continue
+        out = []
+        for r in records:
+            ref = refs[r.step]
+            try:
+                E2 = derive_bounds(case.op, case.dtype, case.config, r.training, r.inputs, r.cotangents, r.state,
+                                   ref, lower)
+            except Exception:                           # noqa: BLE001 - no bound derived for that contract
+                return []
+            x_shape, axes = _x_axes(case, r.inputs.get("x", next(iter(r.inputs.values()), None)))
+            for part, name in r.failing:
+                got, want, E, Ec = (r.got[part].get(name), getattr(ref, part).get(name), r.E[part].get(name),
+                                    E2.get(part, {}).get(name))
+                if got is None or want is None or Ec is None or np.shape(got) != np.shape(want) \
+                        or explain.fit_ratio(got, want, Ec) > 1:
+                    break
+                loc = localize.localize(part, name, got, want, E, x_shape, axes, r.E.get("dtypes", {}).get((part, name)))
+                bad = localize.failing_mask(got, want, E)
+                g, w = np.asarray(got, dtype=np.float64)[bad], np.asarray(want, dtype=np.float64)[bad]
+                small = float(np.mean(np.abs(g) < np.abs(w))) if g.size else 0.5
+                if loc["shape"] or not 1 - TWO_SIDED <= small <= TWO_SIDED:
+                    break
+                out.append({"part": part, "name": name, "step": r.step, "mechanism": "precision",
+                            "text": f"{explain._label(part, name)} is within the bounds of a kernel with {what} "
+                                    f"(contract {lower.describe()}), its error noise-like and two-sided"})
+            else:
+                continue
+            break
+        else:
+            return out
+    return []
 
 
 # the gate input's gradient of each gated op (docs/verdicts.md, "Which mechanism a bug is", rule 3)
