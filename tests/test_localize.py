@@ -204,3 +204,10 @@ def test_nonfinite_first_over_steps():
     late = dict(L.localize("outputs", "y", got, ref, 1e-6, (4, 3), (1,)), step=3, text="step 3: y: rows 1")
     early = dict(L.localize("outputs", "y", got, ref, 1e-6, (4, 3), (1,)), step=1, text="step 1: y: rows 1")
     assert L.first_nonfinite([late, early]).startswith("the first non-finite values appear in step 1")
+def test_a_truncating_store_is_not_named_a_lower_precision():
+    """A bfloat16 result stored by truncation (tests/planted/blind.py) errs to one side: the lower-precision
+    explanation (diagnosis.lower_precision, two-sided errors only) does not name it precision."""
+    from planted.blind import BlindKernel
+    r = check_case(BlindKernel("rms_bf16_truncation"), load_case(GOLDEN, "rms_norm/normal_eps1e-05_bf16_2x3x7"))
+    assert r.status == "failed"
+    assert r.diagnosis.get("mechanism") != "precision", r.diagnosis["message"]

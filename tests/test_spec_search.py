@@ -315,6 +315,11 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind11", "zs_std_output_without_eps", "z_score/normal_eps0.3_f32_9x7", "eps", "eps left out"),
     # a float32 case's input loaded through a bfloat16 pointer (forward and backward alike)
     ("blind11", "dyt_alpha_loaded_as_bf16", "dyt/normal_f32_3x20x12", "precision", "the input alpha loaded as bfloat16"),
+    # a lower precision than the declared contract: a float64 backward in float32; dweight's partial sums in float16
+    ("blind9", "ln_bwd_float64_in_float32", "layer_norm/normal_f64_9x7", "precision",
+     "within the bounds of a kernel with float32 arithmetic"),
+    ("blind2", "rms_dweight_sum_in_half", "rms_norm/normal_eps1e-05_f16_4x128", "precision",
+     "partial sums held in float16 (contract stats_d"),
     # a per-sample parameter's gradient missing the terms of some of each sample's tokens
     ("blind11", "aln_dmod_partial_overwritten", "adaptive_layer_norm/normal_f64_2x5x7", "reduction",
      "the first 4 tokens of each sample (0-3) missing"),
