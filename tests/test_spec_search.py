@@ -443,3 +443,27 @@ def test_a_backward_reading_dy_at_the_next_row_is_layout():
     d = r.diagnosis
     assert d["mechanism"] == "layout" and "the cotangent dy read with each row from the next row" in d["message"], \
         d["message"]
+
+
+def test_a_backward_reading_the_weight_at_a_tile_index_is_layout():
+    """A layer_norm backward loading the weight at j % 32 (a 32-wide tile's local index; the forward right):
+    named layout, by the backward with that misread."""
+    from planted.blind10 import _with
+    from planted.blind11 import Blind11Kernel
+    from refnorm.check.backends.base import Returned
+
+    class TileWeight(Blind11Kernel):
+        def _layer_norm(self, call, acc):
+            right = super()._layer_norm(call, acc)
+            w = call.inputs.get("weight")
+            if w is None or "y" not in call.cotangents:
+                return right
+            v = np.asarray(w)
+            misread = super()._layer_norm(_with(call, inputs={"weight": v[np.arange(v.size) % 32]}), acc)
+            return Returned(right.outputs, {**misread.grads, "weight": right.grads.get("weight"),
+                                            "bias": right.grads.get("bias")}, right.state)
+
+    r = check_case(TileWeight(None), load_case(GOLDEN, "layer_norm/normal_f32_6x100"))
+    assert r.status == "failed" and r.failing_arrays() == ["grad.x"], r.failing_arrays()
+    d = r.diagnosis
+    assert d["mechanism"] == "layout" and "weight read at index j % 32" in d["message"], d["message"]

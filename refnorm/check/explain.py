@@ -799,6 +799,17 @@ def config_deviation(case, record, reference):
                 mech = "dropout" if "mask" in a else "layout"
                 cands.append((case.config, {**record.inputs, a: v.reshape(-1)[m].reshape(v.shape)},
                               f"the input {a} read in {what} order", mech, mech, None))
+    for a in floats:                        # a parameter vector read at another index: layout (the backward's
+        v = np.asarray(record.inputs[a])    # alone where only gradients fail)
+        if a not in AFFINE_INPUTS or np.ndim(v) != 1 or np.size(v) < 4:
+            continue
+        n, j = np.size(v), np.arange(np.size(v))
+        maps = [(j % k, f"index j % {k} (a {k}-wide tile's local index)") for k in (8, 16, 32, 64, 128) if k < n]
+        maps += [(np.zeros_like(j), "index 0 for every index (its pointer not advanced)"), (j[::-1], "the reversed index"),
+                 (np.minimum(j + 1, n - 1), "the next index (the last its own)")]
+        for m, what in maps:
+            cands.append((case.config, {**record.inputs, a: v[m]}, f"the input {a} read at {what}", "layout", "layout",
+                          None))
     if case.dtype in ("float32", "float64"):     # an input loaded through a 16-bit pointer (rounded to nearest)
         import ml_dtypes
         for a in ["x"] + [k for k, v in record.inputs.items() if k != "x" and np.asarray(v).dtype.kind == "f"]:
