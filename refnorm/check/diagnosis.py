@@ -512,10 +512,12 @@ def lower_precision(case, records, refs, contract) -> list:
     changed formula errs smoothly) and two-sided (at most TWO_SIDED of the failing elements smaller in
     magnitude than expected, or larger: a truncation errs to one side, rule 8's rounding); never where a
     returned statistic fails (mean, rstd: a statistic's own deviation, the one-pass variance's cancellation,
-    errs like noise in the activations it scales) nor beside a catalogue match. Explanations of every failing
+    errs like noise in the activations it scales), nor a quantized array or one returned in another dtype,
+    nor beside a catalogue match. Explanations of every failing
     array, or []."""
-    if any(p == "outputs" and n in localize.STATISTICS for r in records for p, n in r.failing):
-        return []
+    if any(p == "outputs" and n in localize.STATISTICS or r.E.get("dtypes", {}).get((p, n)) is not None
+           or np.asarray(r.got[p].get(n, 0.0)).dtype.itemsize == 1 for r in records for p, n in r.failing):
+        return []           # (nor a quantized array: its errors are steps of its codes)
     for what, lower in _lower(case.dtype):
         if (lower.kind, lower.acc) == (contract.kind, contract.acc) or getattr(contract, "custom", False):
             continue

@@ -681,9 +681,9 @@ def _config_candidates(case, x_shape=()):
         out += [({**cfg, "eps": eps / n}, f"eps added to the sum over the slice's {n} values instead of their mean "
                                           f"(eps / n)", "eps"),
                 ({**cfg, "eps": eps * n}, f"eps times the slice's count n = {n}", "eps")]
-    # a default eps in place of the configured one (torch's, llama's, T5's; torch.finfo(dtype).eps, rms_norm's
-    # eps=None)
-    for d in (1e-5, 1e-6, 1e-8, 1e-12, float(np.finfo(np.float32).eps), float(np.finfo(np.float16).eps), 2.0 ** -7):
+    # a default eps in place of the configured one (torch's, llama's; float32's machine epsilon: torch's rms_norm
+    # with eps=None)
+    for d in (1e-5, 1e-6, 1e-12, float(np.finfo(np.float32).eps)):
         if isinstance(eps, (int, float)) and not isinstance(eps, bool) and eps != d:
             out.append(({**cfg, "eps": d}, f"eps {d:g} (a default) where {eps:g} belongs", "eps"))
     from .backends.base import complete_config
@@ -788,8 +788,12 @@ def config_deviation(case, record, reference):
     for a in ["x"] + floats:                # one input read from another's buffer (the gate's pointer passed as x's)
         for b in ["x"] + floats:
             if a != b and np.shape(record.inputs[a]) == np.shape(record.inputs[b]):
+                # another parameter of the same role (weight for weight1: which weight multiplies, rule 13) is
+                # affine; any other input's buffer (the weight from the bias's pointer) a layout misread (rule 12)
+                mech = "affine" if {a, b} <= set(AFFINE_INPUTS) and a.rstrip("0123456789") == b.rstrip("0123456789") \
+                    else "layout"
                 cands.append((case.config, {**record.inputs, a: record.inputs[b]},
-                              f"the input {a} read from {b}'s buffer", "layout", "layout", None))
+                              f"the input {a} read from {b}'s buffer", mech, mech, None))
     for a in ["x"] + floats:                # an activation-sized input read column-major (its strides swapped)
         v = np.asarray(record.inputs[a])
         if a not in AFFINE_INPUTS and np.ndim(v) >= 2 and np.shape(v) == np.shape(x) and min(np.shape(v)) > 1:
