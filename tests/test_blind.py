@@ -1,4 +1,4 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind11.py): for each set,
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind11.py, blind12.py): for each set,
 the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the
 array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures
 it on these held-out sets)."""
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from planted import blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11
+from planted import blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -521,6 +521,51 @@ CAUGHT_BY_11 = {
     "lp_bwd_power_of_raw_x": ("lp_normalize/normal_f64_9x7", "grad.x"),
 }
 
+CAUGHT_BY_12 = {
+    "ln_tail_block_mask_local": ("layer_norm/normal_f32_6x100", "output.mean"),
+    "ln_bwd_proj_sum_of_dy": ("layer_norm/normal_f64_9x7", "grad.x"),
+    "ln_bwd_mean_from_rstd_ptr": ("layer_norm/normal_f64_9x7", "grad.x"),
+    "ln_dweight_last_lock_group_dropped": ("layer_norm/normal_f64_9x7", "grad.weight"),
+    "ln_dweight_stats_truncated_to_half": ("layer_norm/normal_bf16_2x3x7", "grad.weight"),
+    "rms_outside_flag_dropped": ("rms_norm/std1e-3_eps1e-05_outside_f32_6x100", "output.rstd"),
+    "rms_dweight_last_sample_only": ("rms_norm/normal_eps1e-05_bf16_2x3x7", "grad.weight"),
+    "rms_bwd_proj_rstd_squared": ("rms_norm/std1e-3_eps1e-05_f32_9x7", "grad.x"),
+    "rms_sumsq_warp_partials_in_half": ("rms_norm/sq_overflow_eps1e-05_f16_6x100", "output.rstd"),
+    "rms_k2_rows_of_last_axis": ("rms_norm/heavy_tail_eps1e-05_k2_f32_2x3x5x6", "output.y"),
+    "rms_rstd_output_is_mean_square": ("rms_norm/normal_eps1e-05_f64_9x7", "output.rstd"),
+    "an_rms_flag_dropped": ("add_norm/mean1e3_rms_xnormal_f64_4x16", "output.y"),
+    "an_drowscale_reads_residual": ("add_norm/normal_p_rs_f64_9x7", "grad.rowscale"),
+    "an_dres_out_added_twice": ("add_norm/normal_f32_6x100", "grad.residual"),
+    "an_ln_var_one_pass": ("add_norm/mean1e4_rs_xnormal_f32_130x3", "output.y"),
+    "an_rms_path_drops_weight_offset": ("add_norm/normal_nobias_rms_fp32res_zc_bf16_6x100", "output.y"),
+    "bn_channels_last_as_nchw": ("batch_norm/normal_f32_6x4x25", "output.mean"),
+    "bn_eps_floored_cudnn_min": ("batch_norm/one_std1e-3_eps1e-12_f32_6x4x25", "output.rstd"),
+    "bn_momentum_for_mean_only": ("batch_norm/normal_mom0.5_train3_f64_5x3x4", "state.running_var"),
+    "bn_eval_rstd_from_batch": ("batch_norm/normal_eval_bf16_2x3x4", "output.y"),
+    "bn_dbias_is_mean_dy": ("batch_norm/normal_f64_7x3", "grad.bias"),
+    "bn_saved_stats_in_input_dtype": ("batch_norm/normal_bf16_6x4x25", "grad.x"),
+    "gn_dweight_uncentred": ("group_norm/mean1e3_g4_f32_2x8x5x7", "grad.weight"),
+    "gn_eps_fixed_default": ("group_norm/normal_eps0.3_g3_f32_3x6x7", "output.rstd"),
+    "gn_channel_tail_block_dropped": ("group_norm/mean1e3_g1_f64_2x6x4x5", "output.mean"),
+    "gn_affine_at_channel_in_group": ("group_norm/normal_g2_f32_3x6", "output.y"),
+    "gn_dparams_last_sample_dropped": ("group_norm/normal_g2_f32_3x6", "grad.weight"),
+    "gn_bwd_sums_over_sample": ("group_norm/normal_g3_f64_3x6x7", "grad.x"),
+    "in_momentum_none_as_default": ("instance_norm/normal_momNone_train2_f64_2x3x5", "state.running_mean"),
+    "in_eval_bwd_instance_formula": ("instance_norm/normal_eval_f32_2x3x4x4", "grad.x"),
+    "in_float64_via_float32": ("instance_norm/normal_f64_3x2x7", "output.y"),
+    "in_eps_outside_sqrt": ("instance_norm/normal_eps0.3_f32_3x2x7", "output.rstd"),
+    "in_stats_stored_channel_major": ("instance_norm/normal_f32_2x3x100", "output.mean"),
+    "zs_dim_tuple_last_axis_only": ("z_score/normal_dim23_f32_2x3x5x6", "output.mean"),
+    "zs_eps_inside_divisor": ("z_score/normal_eps0.3_f32_9x7", "output.std"),
+    "zs_dweight_from_deviation": ("z_score/std1e-3_f32_9x7", "grad.weight"),
+    "zs_stats_in_input_dtype": ("z_score/normal_bf16_2x3x7", "output.y"),
+    "zs_dparams_first_block_dropped": ("z_score/normal_f32_260x3", "grad.weight"),
+    "lp_eps_fixed_default": ("lp_normalize/std1e-3_eps0.3_f32_9x7", "output.y"),
+    "lp_dim_ignored_last_axis": ("lp_normalize/normal_dim1_f32_2x6x3x4", "output.y"),
+    "lp_bwd_projection_added": ("lp_normalize/normal_f64_9x7", "grad.x"),
+    "lp_powers_in_input_dtype": ("lp_normalize/sq_overflow_f16_6x100", "output.norm"),
+}
+
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
 # mean 1e4, of constant rows with eps 1e-12: the quantized outputs' bounds cover any value), so that no array
 # of theirs can be verified; their status is partial for every kernel
@@ -534,6 +579,7 @@ NOTHING_CONSTRAINED_8 = NOTHING_CONSTRAINED_3
 NOTHING_CONSTRAINED_9 = NOTHING_CONSTRAINED_3
 NOTHING_CONSTRAINED_10 = NOTHING_CONSTRAINED_3
 NOTHING_CONSTRAINED_11 = NOTHING_CONSTRAINED_3
+NOTHING_CONSTRAINED_12 = frozenset()                             # blind12's ops have no such case
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -563,6 +609,8 @@ SETS = {
                 {"ops": blind10.OPS, "at_least": 500, "nothing_constrained": NOTHING_CONSTRAINED_10}, 0),
     "blind11": (blind11, blind11.Blind11Kernel, CAUGHT_BY_11, blind11.LABELS, (40, 48),
                 {"ops": blind11.OPS, "at_least": 500, "nothing_constrained": NOTHING_CONSTRAINED_11}, 0),
+    "blind12": (blind12, blind12.Blind12Kernel, CAUGHT_BY_12, blind12.LABELS, (40, 48),
+                {"ops": blind12.OPS, "at_least": 380, "nothing_constrained": NOTHING_CONSTRAINED_12}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
