@@ -1,4 +1,5 @@
 """The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind11.py, blind12.py): for each set,
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind11.py, blind13.py): for each set,
 the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the
 array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures
 it on these held-out sets)."""
@@ -7,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from planted import blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12
+from planted import blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind13
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -564,6 +566,51 @@ CAUGHT_BY_12 = {
     "lp_dim_ignored_last_axis": ("lp_normalize/normal_dim1_f32_2x6x3x4", "output.y"),
     "lp_bwd_projection_added": ("lp_normalize/normal_f64_9x7", "grad.x"),
     "lp_powers_in_input_dtype": ("lp_normalize/sq_overflow_f16_6x100", "output.norm"),
+CAUGHT_BY_13 = {
+    "nq_amax_shuffle_from_offset_8": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.amax"),
+    "nq_weight_read_at_tile_column": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.amax"),
+    "nq_rstd_in_input_dtype": ("norm_quant/normal_rms_e4m3_dyn_bf16_8x256", "output.amax"),
+    "nq_ln_eps_added_to_std": ("norm_quant/std1e-3_ln_i8_dyn_wb_f32_4x64", "output.amax"),
+    "nq_zero_min_scale_read_as_unset": ("norm_quant/zero_rms_i8_dyn_nofloor_f32_2x64", "output.scale"),
+    "nq_ln_flag_compared_to_wrong_name": ("norm_quant/normal_ln_e4m3_dyn_wb_bf16_16x64", "output.amax"),
+    "nqb_residual_out_fp32_flag_dropped": ("norm_quant_block/mean1e3_rms_mx_round_up_res_fp32res_bf16_4x256", "output.residual_out"),
+    "nqb_nvfp4_tensor_amax_of_input": ("norm_quant_block/normal_rms_nvfp4_f32_3x200", "output.tensor_scale"),
+    "nqb_mx_exponent_clamped_at_zero": ("norm_quant_block/normal_rms_mx_f32_3x200", "output.scale"),
+    "nqb_group_grid_floor_blocks": ("norm_quant_block/normal_rms_g_f32_3x200", "output.scale"),
+    "nqb_pow2_scale_rounded_to_nearest": ("norm_quant_block/normal_rms_g_pow2_f32_3x200", "output.scale"),
+    "nqb_mx_e5m2_clamped_at_448": ("norm_quant_block/normal_rms_mx_e5m2_bf16_8x256", "output.q"),
+    "nqb_ln_bias_before_weight": ("norm_quant_block/normal_ln_g_wb_f32_4x256", "output.amax"),
+    "nqb_scale_amax_outputs_swapped": ("norm_quant_block/normal_rms_g_f32_3x200", "output.scale"),
+    "gated_pad_lanes_read_next_group": ("gated_norm/heavy_tail_gs20_nobias_f32_4x80", "output.y"),
+    "gated_rms_group_divided_by_hidden": ("gated_norm/normal_gs32_f32_8x96", "output.y"),
+    "gated_bwd_rstd_recomputed_without_eps": ("gated_norm/normal_eps0.3_gs8_bf16_3x40", "grad.x"),
+    "gated_dz_from_gated_input": ("gated_norm/normal_gs32_f32_8x96", "grad.z"),
+    "gated_dz_from_gated_output": ("gated_norm/normal_ln_nbg_gs16_f32_6x48", "grad.z"),
+    "gated_dweight_rows_in_half": ("gated_norm/normal_gs8_bf16_300x32", "grad.weight"),
+    "gated_bwd_stats_read_row_major": ("gated_norm/normal_gs32_f32_8x96", "grad.x"),
+    "gns_var_merge_without_mean_spread": ("group_norm_silu/normal_g4_f32_2x8x5x7", "output.rstd"),
+    "gns_eps_fixed_1e-6": ("group_norm_silu/normal_eps0.3_g3_f32_3x6x7", "output.rstd"),
+    "gns_dparams_last_sample_wins": ("group_norm_silu/normal_g4_f32_2x8x5x7", "grad.weight"),
+    "gns_bwd_mean_term_dropped": ("group_norm_silu/normal_g4_f32_2x8x5x7", "grad.x"),
+    "gns_xhat_rounded_before_affine": ("group_norm_silu/normal_g4_bf16_2x8x5x7", "output.y"),
+    "gns_stats_stored_group_major": ("group_norm_silu/normal_g4_f32_2x8x5x7", "output.mean"),
+    "dyt_dparams_tail_row_block_dropped": ("dyt/normal_f32_3x20x12", "grad.weight"),
+    "dyt_float64_computed_in_float32": ("dyt/normal_f64_2x5x7", "output.y"),
+    "dyt_alpha_loaded_from_weight": ("dyt/normal_f32_7", "output.y"),
+    "dyt_bwd_alpha_initial_value": ("dyt/normal_abig_f32_16x64", "grad.x"),
+    "dyt_bias_skipped_without_weight": ("dyt/normal_noweight_f32_1x10x24", "output.y"),
+    "aln_var_unbiased": ("adaptive_layer_norm/normal_f64_2x5x7", "output.rstd"),
+    "aln_dmod_tokens_in_half": ("adaptive_layer_norm/normal_bf16_2x8x32", "grad.scale"),
+    "aln_stats_saved_per_sample": ("adaptive_layer_norm/normal_f64_2x5x7", "output.mean"),
+    "aln_bwd_mean_term_of_dy": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.x"),
+    "aln_dmod_tokens_from_axis1": ("adaptive_layer_norm/heavy_tail_noshift_f32_2x4x3x16", "grad.scale"),
+    "aln_rms_path_taken": ("adaptive_layer_norm/mean1e3_f64_2x3x8", "output.y"),
+    "poly_bwd_rstd_without_eps": ("poly_norm/normal_eps0.3_f32_6x30", "grad.x"),
+    "poly_sumsq_over_block_width": ("poly_norm/normal_f32_2x3x40", "output.y"),
+    "poly_bwd_rstd_of_next_row": ("poly_norm/normal_f64_3x7", "grad.x"),
+    "poly_rstd_saved_bf16": ("poly_norm/normal_f32_4x64", "grad.x"),
+    "poly_bwd_projection_unweighted": ("poly_norm/normal_f64_3x7", "grad.x"),
+    "poly_dweight_mean_over_rows": ("poly_norm/normal_f64_3x7", "grad.weight"),
 }
 
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
@@ -580,6 +627,7 @@ NOTHING_CONSTRAINED_9 = NOTHING_CONSTRAINED_3
 NOTHING_CONSTRAINED_10 = NOTHING_CONSTRAINED_3
 NOTHING_CONSTRAINED_11 = NOTHING_CONSTRAINED_3
 NOTHING_CONSTRAINED_12 = frozenset()                             # blind12's ops have no such case
+NOTHING_CONSTRAINED_13 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind13
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -611,6 +659,8 @@ SETS = {
                 {"ops": blind11.OPS, "at_least": 500, "nothing_constrained": NOTHING_CONSTRAINED_11}, 0),
     "blind12": (blind12, blind12.Blind12Kernel, CAUGHT_BY_12, blind12.LABELS, (40, 48),
                 {"ops": blind12.OPS, "at_least": 380, "nothing_constrained": NOTHING_CONSTRAINED_12}, 0),
+    "blind13": (blind13, blind13.Blind13Kernel, CAUGHT_BY_13, blind13.LABELS, (40, 48),
+                {"ops": blind13.OPS, "at_least": 230, "nothing_constrained": NOTHING_CONSTRAINED_13}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
