@@ -1,5 +1,4 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind11.py, blind12.py): for each set,
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind11.py, blind13.py): for each set,
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind12.py, blind13.py): for each set,
 the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the
 array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures
 it on these held-out sets)."""
@@ -7,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from planted import blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12
-from planted import blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind13
+from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
+                     blind13)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -566,6 +565,8 @@ CAUGHT_BY_12 = {
     "lp_dim_ignored_last_axis": ("lp_normalize/normal_dim1_f32_2x6x3x4", "output.y"),
     "lp_bwd_projection_added": ("lp_normalize/normal_f64_9x7", "grad.x"),
     "lp_powers_in_input_dtype": ("lp_normalize/sq_overflow_f16_6x100", "output.norm"),
+}
+
 CAUGHT_BY_13 = {
     "nq_amax_shuffle_from_offset_8": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.amax"),
     "nq_weight_read_at_tile_column": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.amax"),

@@ -46,6 +46,8 @@ from planted.blind8 import BUGS as BLIND8, Blind8Kernel                 # noqa: 
 from planted.blind9 import BUGS as BLIND9, Blind9Kernel                 # noqa: E402
 from planted.blind10 import BUGS as BLIND10, Blind10Kernel              # noqa: E402
 from planted.blind11 import BUGS as BLIND11, Blind11Kernel              # noqa: E402
+from planted.blind12 import BUGS as BLIND12, Blind12Kernel              # noqa: E402
+from planted.blind13 import BUGS as BLIND13, Blind13Kernel              # noqa: E402
 from planted.torch_kernel import BUGS, TorchKernel                      # noqa: E402
 from refnorm import pitfalls as P                                       # noqa: E402
 from refnorm.check.core import check_case                               # noqa: E402
@@ -210,10 +212,23 @@ def blind11_rows(golden=report.GOLDEN):
     return kernel_rows(Blind11Kernel, BLIND11, "blind11", "O", golden)
 
 
+def blind12_rows(golden=report.GOLDEN):
+    """The twelfth blind kernel (tests/planted/blind12.py: 42 bugs in 8 ops, written by a twelfth helper not
+    shown the diagnosis nor session 18's families, labelled by docs/verdicts.md's rules, who never ran it on
+    these bugs and reported only counts; merged unread and measured once, on the session's final code)."""
+    return kernel_rows(Blind12Kernel, BLIND12, "blind12", "N", golden)
+
+
+def blind13_rows(golden=report.GOLDEN):
+    """The thirteenth blind kernel (tests/planted/blind13.py: 44 bugs in the other 7 ops, written beside the
+    twelfth by a thirteenth helper under the same rules; merged unread and measured once)."""
+    return kernel_rows(Blind13Kernel, BLIND13, "blind13", "L", golden)
+
+
 HELD_OUT = {"torch": torch_rows, "blind": blind_rows, "blind2": blind2_rows, "blind3": blind3_rows,
             "blind4": blind4_rows, "blind5": blind5_rows, "blind6": blind6_rows, "blind7": blind7_rows,
             "blind8": blind8_rows, "blind9": blind9_rows, "blind10": blind10_rows,
-            "blind11": blind11_rows}
+            "blind11": blind11_rows, "blind12": blind12_rows, "blind13": blind13_rows}
 
 
 def score(rows, M):
@@ -273,6 +288,8 @@ def render(rows, seconds):
     Q = [r for r in rows if r["fold"] == "Q"]
     P_ = [r for r in rows if r["fold"] == "P"]
     O_ = [r for r in rows if r["fold"] == "O"]
+    N_ = [r for r in rows if r["fold"] == "N"]
+    L_ = [r for r in rows if r["fold"] == "L"]
     mA, mB = tune(A), tune(B)
     muts = lambda f: ", ".join(f"`{m}`" for m in dict.fromkeys(r["bug"] for r in rows if r["fold"] == f))  # noqa: E731
     L = [BEGIN, "",
@@ -348,6 +365,11 @@ def render(rows, seconds):
          line("tenth blind kernel, only bugs with a mechanism label", [r for r in P_ if r["expected"]], MARGIN),
          line("eleventh blind kernel, development set after its measurement (M = MARGIN)", O_, MARGIN),
          line("eleventh blind kernel, only bugs with a mechanism label", [r for r in O_ if r["expected"]], MARGIN),
+         line("twelfth blind kernel, held out, measured once (M = MARGIN)", N_, MARGIN),
+         line("twelfth blind kernel, only bugs with a mechanism label", [r for r in N_ if r["expected"]], MARGIN),
+         line("thirteenth blind kernel, held out, measured once (M = MARGIN)", L_, MARGIN),
+         line("thirteenth blind kernel, only bugs with a mechanism label", [r for r in L_ if r["expected"]], MARGIN),
+         line("twelfth and thirteenth together (15 ops), held out (M = MARGIN)", N_ + L_, MARGIN),
          "",
          "The second and third blind kernels were written after the rules above were built, with bugs in ops "
          "the catalogue covers thinly (gated_norm, dyt, poly_norm, group_norm_silu, norm_quant_block, "
@@ -586,11 +608,20 @@ def render(rows, seconds):
          "reported only counts; merged unread and measured once, at the end): "
          + "; ".join(f"`{b}` ({BLIND11[b][0]}: {BLIND11[b][2]}; {BLIND11[b][1] or 'no label'})" for b in BLIND11) + ".",
          "",
+         "Twelfth blind kernel (tests/planted/blind12.py, 8 ops, labelled by docs/verdicts.md's \"Which mechanism "
+         "a bug is\", written by a twelfth helper not shown the diagnosis, who never ran it on these bugs and "
+         "reported only counts; merged unread and measured once, at the end): "
+         + "; ".join(f"`{b}` ({BLIND12[b][0]}: {BLIND12[b][2]}; {BLIND12[b][1] or 'no label'})" for b in BLIND12) + ".",
+         "",
+         "Thirteenth blind kernel (tests/planted/blind13.py, the other 7 ops, written beside the twelfth by a "
+         "thirteenth helper under the same rules; merged unread and measured once, at the end): "
+         + "; ".join(f"`{b}` ({BLIND13[b][0]}: {BLIND13[b][2]}; {BLIND13[b][1] or 'no label'})" for b in BLIND13) + ".",
+         "",
          "Per bug of the second kernel and the blind kernels at M = MARGIN (failed cases: named right / named wrong / not "
          "named; localized):", ""]
     for b in list(BUGS) + list(BLIND) + list(BLIND2) + list(BLIND3) + list(BLIND4) + list(BLIND5) + list(BLIND6) \
-            + list(BLIND7) + list(BLIND8) + list(BLIND9) + list(BLIND10) + list(BLIND11):
-        rs = [r for r in T + X + Y + Z + W + V + U + S + R + Q + P_ + O_ if r["bug"] == b]
+            + list(BLIND7) + list(BLIND8) + list(BLIND9) + list(BLIND10) + list(BLIND11) + list(BLIND12) + list(BLIND13):
+        rs = [r for r in T + X + Y + Z + W + V + U + S + R + Q + P_ + O_ + N_ + L_ if r["bug"] == b]
         n, right, wrong, *_ = score(rs, MARGIN)
         wrong_as = sorted({r["mech"] for r in rs if r["conf"] is not None and r["conf"] >= MARGIN
                            and r["mech"] not in r["expected"]})
@@ -635,7 +666,7 @@ if __name__ == "__main__":
                 print(line("blind2, the author's labels alone", own, MARGIN))
         sys.exit(0)
     if a.torch_only:
-        json.dump({"rows": torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows() + blind8_rows() + blind9_rows() + blind10_rows() + blind11_rows(), "seconds": time.time() - t}, open(a.cache, "w"))
+        json.dump({"rows": torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows() + blind8_rows() + blind9_rows() + blind10_rows() + blind11_rows() + blind12_rows() + blind13_rows(), "seconds": time.time() - t}, open(a.cache, "w"))
         sys.exit(0)
     if a.cache and os.path.exists(a.cache):      # {"rows", "seconds"}, or torch rows of --torch-only
         got = json.load(open(a.cache))
@@ -648,7 +679,7 @@ if __name__ == "__main__":
             got = json.load(open(part))
             rows, secs = rows + got["rows"], time.time() - t + got["seconds"]
         else:
-            rows += torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows() + blind8_rows() + blind9_rows() + blind10_rows() + blind11_rows()
+            rows += torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows() + blind8_rows() + blind9_rows() + blind10_rows() + blind11_rows() + blind12_rows() + blind13_rows()
             secs = time.time() - t
         if a.cache:
             json.dump({"rows": rows, "seconds": secs}, open(a.cache, "w"))
