@@ -765,6 +765,12 @@ def _candidates(case, record, forward_only):
     # affine output belongs): the backward's where only gradients fail, else no mechanism of the list
     for key in (k for k in seen if k in _ARGS and np.size(seen[k]) > 1):
         mod = key.split(":", 1)[0]
+        for other, v in seen.items():           # another argument of its function passed in its slot: layout
+            if (other in _ARGS and other != key and other.rsplit(".", 1)[0] == key.rsplit(".", 1)[0]
+                    and np.shape(v) == np.shape(seen[key]) and not np.array_equal(v, seen[key], equal_nan=True)):
+                out.append((("remap", key, lambda _, v=v: v), "argbuf", None,
+                            f"the argument `{key.split(':', 1)[1]}` read from `{other.rsplit('.', 1)[1]}`'s buffer "
+                            "(two pointer arguments in each other's slot)"))
         for other, v in seen.items():
             if (other not in _ARGS and other.split(":", 1)[0] == mod and np.shape(v) == np.shape(seen[key])
                     and not np.array_equal(v, seen[key], equal_nan=True)):
@@ -1027,6 +1033,13 @@ def _statistics_read(seen, state=None, eps=0.0, training=False):
                                                         * np.reshape(f(rstd), sh), np.shape(v)))
                 out.append((("remapk", {key: lambda v, f=f: f(rstd), base + "xhat": xh2}), "read", None,
                             f"the backward's {stats} read at {what} (x_hat recomputed from them)"))
+        if mean is not None:        # the saved mean and rstd passed in each other's slot (one, or both)
+            for m2, r2, what in ((rstd, rstd, "the mean read from rstd's buffer"),
+                                 (mean, mean, "rstd read from the mean's buffer"),
+                                 (rstd, mean, "the mean and rstd read from each other's buffers")):
+                xh2 = (lambda v, m2=m2, r2=r2: np.reshape((xs - np.reshape(m2, sh)) * np.reshape(r2, sh), np.shape(v)))
+                out.append((("remapk", {key: lambda v, r2=r2: np.reshape(r2, np.shape(v)), base + "xhat": xh2}),
+                            "read", None, f"the backward's {what} (x_hat recomputed from them)"))
         for when, st in (state or {}).items():          # rstd from the running variance (x - mean the batch's)
             v = st.get("running_var")
             if v is None or np.size(v) != np.size(rstd):
@@ -1203,6 +1216,8 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         mech = "backward" if "backward" in func or all(p == "grads" for p, _ in record.failing) else None
         return {"mechanism": mech, "text": f"the specification with {what} (refnorm/specs/"
                 f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
+    if i == "argbuf":                               # one argument read from another's buffer (rule 12)
+        return {"mechanism": "layout", "text": f"the specification with {what} reproduces every failing array"}
     if i == "eps":                                  # eps moved to a named statistic
         return {"mechanism": "eps", "text": f"the specification with {what} reproduces every failing array"}
     # a sum accumulated in the 16-bit dtype; a slice's reduction losing its last lanes (the block); a reduction
