@@ -323,6 +323,10 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # blind12 (held out, measured once; a development set since): the backward's mean read from rstd's buffer
     ("blind12", "ln_bwd_mean_from_rstd_ptr", "layer_norm/normal_f32_6x100", "layout",
      "the mean read from rstd's buffer"),
+    # blind13 (held out, measured once; a development set since): dyt's alpha read from the weight's buffer
+    # (layout), its backward with alpha's initial value 0.5 (backward)
+    ("blind13", "dyt_alpha_loaded_from_weight", "dyt/normal_f32_3x20x12", "layout", "the input alpha read from weight's"),
+    ("blind13", "dyt_bwd_alpha_initial_value", "dyt/normal_f32_3x20x12", "backward", "alpha read as its initial value"),
     # a per-sample parameter's gradient missing the terms of some of each sample's tokens
     ("blind11", "aln_dmod_partial_overwritten", "adaptive_layer_norm/normal_f64_2x5x7", "reduction",
      "the first 4 tokens of each sample (0-3) missing"),

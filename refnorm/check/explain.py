@@ -787,6 +787,12 @@ def config_deviation(case, record, reference):
                               f"the inputs {a} and {b} swapped", "affine", "affine", (a, b)))
     for a in ["x"] + floats:                # one input read from another's buffer (the gate's pointer passed as x's)
         for b in ["x"] + floats:
+            va, vb = np.asarray(record.inputs[a]), np.asarray(record.inputs[b])
+            if a != b and np.ndim(va) and 0 < va.size < vb.size and va.size <= 4:
+                # a scalar-like input (dyt's alpha) read from the leading values of another's buffer: layout
+                cands.append((case.config, {**record.inputs, a: vb.reshape(-1)[:va.size].reshape(va.shape).astype(
+                    va.dtype)}, f"the input {a} read from {b}'s buffer (its first {va.size} value"
+                    f"{'s' if va.size > 1 else ''})", "layout", "layout", None))
             if a != b and np.shape(record.inputs[a]) == np.shape(record.inputs[b]):
                 # another parameter of the same role (weight for weight1: which weight multiplies, rule 13) is
                 # affine; any other input's buffer (the weight from the bias's pointer) a layout misread (rule 12)
@@ -814,6 +820,11 @@ def config_deviation(case, record, reference):
         for m, what in maps:
             cands.append((case.config, {**record.inputs, a: v[m]}, f"the input {a} read at {what}", "layout", "layout",
                           None))
+    if case.op == "dyt" and record.inputs.get("alpha") is not None:     # alpha's initial value (DyT's 0.5)
+        al = np.asarray(record.inputs["alpha"])
+        cands.append((case.config, {**record.inputs, "alpha": np.full_like(al, 0.5)}, "alpha read as its initial "
+                      "value 0.5 (captured at construction) where the current alpha belongs", "affine", "backward",
+                      None))
     if case.dtype in ("float32", "float64"):     # an input loaded through a 16-bit pointer (rounded to nearest)
         import ml_dtypes
         for a in ["x"] + [k for k, v in record.inputs.items() if k != "x" and np.asarray(v).dtype.kind == "f"]:
