@@ -327,6 +327,9 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # (layout), its backward with alpha's initial value 0.5 (backward)
     ("blind13", "dyt_alpha_loaded_from_weight", "dyt/normal_f32_3x20x12", "layout", "the input alpha read from weight's"),
     ("blind13", "dyt_bwd_alpha_initial_value", "dyt/normal_f32_3x20x12", "backward", "alpha read as its initial value"),
+    # a row's amax by a 32-lane warp butterfly whose first step (offset 16) is missing (block)
+    ("blind13", "nq_amax_shuffle_from_offset_8", "norm_quant/normal_rms_e4m3_dyn_f32_8x256", "block",
+     "the first shuffle step (offset 16) missing"),
     # a per-sample parameter's gradient missing the terms of some of each sample's tokens
     ("blind11", "aln_dmod_partial_overwritten", "adaptive_layer_norm/normal_f64_2x5x7", "reduction",
      "the first 4 tokens of each sample (0-3) missing"),

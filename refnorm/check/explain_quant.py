@@ -301,6 +301,22 @@ class _RowCtx(_Ctx):
                 if not np.array_equal(a_c, self.amax):
                     add(self.dyn(a_c), f"is computed from the amax of each row's columns 0-{cut - 1} only ({what})",
                         "block", amax=a_c)
+        N = self.y.shape[-1]                # a 32-lane warp butterfly over the row's strided columns missing steps:
+        j = np.arange(N)                    # lane 0 ends with the lanes below 16 (8) or the even ones only
+        for keep, what in ((j % 32 < 16, "the first shuffle step (offset 16) missing: columns j % 32 < 16"),
+                           (j % 32 < 8, "the first two shuffle steps missing: columns j % 32 < 8"),
+                           (j % 2 == 0, "the last shuffle step (offset 1) missing: even columns")):
+            if N <= 16 or keep.all():
+                continue
+            a_w = np.max(np.abs(np.where(keep, self.y, 0.0)), axis=self.axes, keepdims=True, initial=0.0)
+            if np.array_equal(a_w, self.amax):
+                continue
+            text = f"amax is the max over the warp's lanes with {what} (the rest never reach lane 0)"
+            if self.static is None:
+                add(self.dyn(a_w), "is computed from an amax with " + what, "block", amax=a_w)
+            else:
+                out.append({"arrays": {"scale": ref_s, "amax": a_w}, "D": ref_s, "mech": "block", "final": True,
+                            "text": text})
         for t, what in self.sources():
             a = np.max(np.abs(t), axis=self.axes, keepdims=True, initial=0.0)
             rounded = what.startswith("y rounded")
