@@ -330,6 +330,9 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # a row's amax by a 32-lane warp butterfly whose first step (offset 16) is missing (block)
     ("blind13", "nq_amax_shuffle_from_offset_8", "norm_quant/normal_rms_e4m3_dyn_f32_8x256", "block",
      "the first shuffle step (offset 16) missing"),
+    # x never centred (an RMS norm's statistics: semantics); a mean of squares divided by the tile's width (block)
+    ("blind13", "aln_rms_path_taken", "adaptive_layer_norm/normal_f64_2x5x7", "semantics", "x never centred"),
+    ("blind13", "poly_sumsq_over_block_width", "poly_norm/normal_f32_2x3x40", "block", "the tile's width"),
     # a per-sample parameter's gradient missing the terms of some of each sample's tokens
     ("blind11", "aln_dmod_partial_overwritten", "adaptive_layer_norm/normal_f64_2x5x7", "reduction",
      "the first 4 tokens of each sample (0-3) missing"),

@@ -751,6 +751,10 @@ def _candidates(case, record, forward_only):
                             (own in seen and np.array_equal(seen[own], v, equal_nan=True))):
                         transforms.append((("replace", frozenset((i,)), side, lambda _, v=v: v), i, src,
                                            f"`{src}` read from the forward's `{key.split(':', 1)[1]}`"))
+    if "_math:centered.m0" in seen:     # x never centred (the mean taken as 0): an RMS norm's statistics
+        out.append((("remapk", {"_math:centered.m0": lambda v: 0.0 * v, "_math:centered.c": lambda v: 0.0 * v}),
+                    "uncentred", None, "x never centred (refnorm/specs/_math.py centered's mean taken as 0: an RMS "
+                    "norm's statistics)"))
     out += _weight_after(seen, ops, n) + _moments_read(seen)
     if case.dtype in ("float16", "bfloat16") and "_math:moments.mean" in seen:
         out += _moments_low(_DT[case.dtype])
@@ -984,10 +988,12 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset()):
         for side, v in enumerate(pair):
             if v is None or pair[1 - side] is not None:
                 continue
-            for k in sorted({v + 1, v - 1, *xshape, int(np.prod(xshape))} - {v}):
-                if k >= 0:
-                    out.append((("replace", frozenset((i,)), side, lambda _, k=k: k), i, _SOURCES[i][4 + side],
-                                f"`{_SOURCES[i][4 + side]}` = {v} read as {k}"))
+            for k in sorted({v + 1, v - 1, _tile(v), *xshape, int(np.prod(xshape))} - {v}):
+                if k >= 0:          # (the tile's width for a count: its padded lanes counted, rule 9's block)
+                    tag = ("block",) if k == _tile(v) > v + 1 else ()
+                    out.append((("replace", frozenset((i,)), side, lambda _, k=k: k) + tag, i, _SOURCES[i][4 + side],
+                                f"`{_SOURCES[i][4 + side]}` = {v} read as {k}"
+                                + (" (the tile's width: its padded lanes counted)" if tag else "")))
     return out
 
 
@@ -1101,8 +1107,13 @@ def _index_maps(shape):
 
 def _counts(n, sizes):
     """The counts a reduction over n values (of axes of ``sizes``) may take instead: one more or less, one
-    axis's size (several axes)."""
-    return sorted({n + 1, n - 1, *(sizes if len(sizes) > 1 else ())} - {n, 0})
+    axis's size (several axes), the tile's width (the next power of two: its padded lanes counted)."""
+    return sorted({n + 1, n - 1, _tile(n), *(sizes if len(sizes) > 1 else ())} - {n, 0})
+
+
+def _tile(n):
+    """The power-of-two tile a kernel loads n values in (n itself for a power of two)."""
+    return 1 << max(int(n) - 1, 0).bit_length()
 
 
 def _first(a, axis=0):
@@ -1216,6 +1227,8 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         mech = "backward" if "backward" in func or all(p == "grads" for p, _ in record.failing) else None
         return {"mechanism": mech, "text": f"the specification with {what} (refnorm/specs/"
                 f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
+    if i == "uncentred":                            # another normalizer's equation (rule 16)
+        return {"mechanism": "semantics", "text": f"the specification with {what} reproduces every failing array"}
     if i == "argbuf":                               # one argument read from another's buffer (rule 12)
         return {"mechanism": "layout", "text": f"the specification with {what} reproduces every failing array"}
     if i == "eps":                                  # eps moved to a named statistic
@@ -1248,6 +1261,8 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         return {"mechanism": "layout", "text": f"the specification with {what} reproduces every failing array"}
     if i in ("count", "reduce"):                   # what a reduction spans: its count, its axes
         mech = "bessel" if changed is not None and changed[1] == changed[0] - 1 else "reduction"
+        if changed is not None and changed[1] == _tile(changed[0]) > changed[0] + 1:
+            mech = "block"                          # divided by the tile's width: its padded lanes counted (rule 9)
         if isinstance(target[1], int) and _SOURCES[target[1]][3] == "max" and case.op in QUANT_OPS:
             mech = "quant_scale"                    # a quantizer's amax over other values: its scale (rule 5)
         where = ("the specification with" if i == "count" or isinstance(target[1], frozenset) else
@@ -1260,7 +1275,7 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
                 f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
     mod, func, line, op, left, right = _SOURCES[i]
     sym = _SYM[op]
-    mech = "precision" if target[0] == "replace" and target[4:] == ("precision",) else None
+    mech = target[4] if target[0] == "replace" and len(target) > 4 else None     # a tagged replacement's own
     if target[0] in ("multi", "both"):
         return {"mechanism": _mechanism(case, record, i, changed, gate, params, drop),
                 "text": f"the specification with {what} (refnorm/specs/{mod}.py) reproduces every failing array"}
