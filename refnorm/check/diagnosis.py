@@ -538,11 +538,12 @@ def lower_precision(case, records, refs, contract) -> list:
                 if got is None or want is None or Ec is None or np.shape(got) != np.shape(want) \
                         or explain.fit_ratio(got, want, Ec) > 1:
                     break
-                loc = localize.localize(part, name, got, want, E, x_shape, axes, r.E.get("dtypes", {}).get((part, name)))
                 bad = localize.failing_mask(got, want, E)
+                names = localize.axis_names(np.shape(want), x_shape, axes)
+                rows = {i for i, nm in enumerate(names) if nm in ("row", "sample", "channel")}
                 g, w = np.asarray(got, dtype=np.float64)[bad], np.asarray(want, dtype=np.float64)[bad]
                 small = float(np.mean(np.abs(g) < np.abs(w))) if g.size else 0.5
-                if loc["shape"] or not 1 - TWO_SIDED <= small <= TWO_SIDED:
+                if localize.error_shape(got, want, bad, rows) or not 1 - TWO_SIDED <= small <= TWO_SIDED:
                     break
                 out.append({"part": part, "name": name, "step": r.step, "mechanism": "precision",
                             "text": f"{explain._label(part, name)} is within the bounds of a kernel with {what} "

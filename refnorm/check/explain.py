@@ -757,13 +757,14 @@ IGNORED = {"bias": "affine", "bias1": "affine"}
 AFFINE_INPUTS = ("weight", "bias", "weight1", "bias1", "scale", "shift", "alpha")
 
 
-def config_deviation(case, record, reference):
+def config_deviation(case, record, reference, ref):
     """A configuration value off (``_config_candidates``), or an input deviation (the weight left out, taken
     as 1; an optional input ignored; two inputs swapped; one read from another's buffer; a 0/1 keep-mask
     read as its complement; 1 + scale conventions; a running buffer read from another's, or at its first
     channel for every channel: running), that explains every failing array of the step and keeps every passing one within its bound; else, when
     only gradients fail, one that reproduces every failing gradient (the backward, or that gradient's
-    reduction, computed with it: dalpha summed without the weight). ``reference(op, config, training, inputs, cotangents, state)`` re-evaluates the specification.
+    reduction, computed with it: dalpha summed without the weight). ``reference(op, config, training, inputs, cotangents, state)`` re-evaluates the specification. ``ref``: the
+    reference's result for the record (an explained value's bound grows over it: grown_fit).
     The explanation, or None."""
     x = record.inputs.get("x")
     if x is None or np.size(x) > CONFIG_SIZE or not record.failing:
@@ -876,11 +877,6 @@ def config_deviation(case, record, reference):
                               "affine", "affine", None))
     grads_only = all(p == "grads" for p, _ in record.failing)
     later = []
-    try:
-        with np.errstate(all="ignore"):
-            plain = reference(case.op, case.config, record.training, record.inputs, record.cotangents, record.state)
-    except Exception:                                       # noqa: BLE001 - judged without the grown bounds
-        plain = None
     for cfg, inputs, what, mech, bwd_mech, pair, *misread in cands:
         misread = misread[0] if misread else {}
         try:
@@ -914,7 +910,7 @@ def config_deviation(case, record, reference):
                 alt, own_order = buf.reshape(np.shape(got)), True
             elif (part, name) in record.failing:
                 direct.append((part, name))
-            want = None if plain is None or own_order else getattr(plain, part).get(name)
+            want = None if own_order else getattr(ref, part).get(name)     # the reference's: the bound grows
             fits[part, name] = alt is not None and np.shape(alt) == np.shape(got) and grown_fit(
                 fit_ratio, got, alt, want, E, (part, name) in record.failing) <= 1
             if isinstance(pair, tuple) and part == "grads" and not fits[part, name]:
@@ -993,7 +989,7 @@ def layout_misread(case, record, reference):
     return None
 
 
-def fused_activation(case, record, reference):
+def fused_activation(case, record, reference, ref):
     """group_norm_silu's SiLU at another point of the chain p = x_hat w + b, y = silu(p): y = silu(x_hat) w
     + b (before the affine), silu(x_hat w) + b (the bias after it), p sigmoid(x_hat) (the gate's sigmoid of x_hat), p (the SiLU left out), silu(silu(p)) (the
     SiLU applied twice: the fused kernel's and the caller's); or a backward
@@ -1020,11 +1016,7 @@ def fused_activation(case, record, reference):
     E = lambda pn: record.E[pn[0]][pn[1]]                   # noqa: E731
     if outs == [("outputs", "y")]:
         got = record.got["outputs"]["y"]
-        try:
-            with np.errstate(all="ignore"):     # the reference's y: the explained value's bound grows over it
-                want = reference(case.op, case.config, record.training, record.inputs, {}, record.state).outputs["y"]
-        except Exception:                                   # noqa: BLE001 - judged without the grown bound
-            want = None
+        want = ref.outputs.get("y")        # the reference's y: the explained value's bound grows over it
         for y, what, mech in ((silu(xhat) * w + b, "the SiLU applied to x_hat before the affine", "affine"),
                               (silu(xhat * w) + b, "the bias added after the SiLU", "affine"),
                               ((xhat * w + b) / (1.0 + np.exp(-xhat)),
@@ -1555,7 +1547,7 @@ def _explain(case, record, ref, reference=None) -> list:
     if reference is not None:
         # a quantizer's codes judged at its own returned scale first: a configuration value that moves y by a
         # rounding error (a default eps) reproduces codes rounded the wrong way only where they tie
-        e = quant_deviation(case, record, ref, fit_ratio, CONFIG_SIZE) or config_deviation(case, record, reference)
+        e = quant_deviation(case, record, ref, fit_ratio, CONFIG_SIZE) or config_deviation(case, record, reference, ref)
         if e is not None and e.pop("backward_only", False):
             bwd, e = e, None            # used where the per-array explanations leave a gradient unexplained
         e = (e or layout_misread(case, record, reference) or weight_first(case, record, reference)
@@ -1593,7 +1585,7 @@ def _explain(case, record, ref, reference=None) -> list:
         out += [e for e in mode_deviation(case, record, reference) if (e["part"], e["name"]) not in done]
         if len(out) < len(record.failing):
             from . import explain_poly              # poly_norm's powers normalized otherwise
-            act = (fused_activation(case, record, reference) or dyt_rounded_t(case, record) or dyt_deviation(case, record)
+            act = (fused_activation(case, record, reference, ref) or dyt_rounded_t(case, record) or dyt_deviation(case, record)
                    or explain_poly.deviation(sys.modules[__name__], case, record))
             if act:
                 return act
