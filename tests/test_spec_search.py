@@ -342,6 +342,16 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # an eval call's running variance read as a std: a value of the running statistics alone (not a parameter's)
     ("blind8", "in_eval_running_var_read_as_std", "instance_norm/normal_train3_eval_f32_4x3x6", "running",
      "a value of the running statistics alone"),
+    # session 19: a group's variance merged from its channels' variances without the spread of their means
+    # (one_pass); every mean over a group, forward and backward, divided by the row's length (group); a returned
+    # statistic at every token the sample's last token's (layout); a cotangent's term counted twice (backward)
+    ("blind13", "gns_var_merge_without_mean_spread", "group_norm_silu/normal_g4_f32_2x8x5x7", "one_pass",
+     "each block of 35 values"),
+    ("blind13", "gated_rms_group_divided_by_hidden", "gated_norm/normal_gs4_f64_3x7x12", "group",
+     "its sum divided by 12"),
+    ("blind13", "aln_stats_saved_per_sample", "adaptive_layer_norm/normal_f32_3x20x12", "layout",
+     "the expected value at its last index"),
+    ("blind12", "an_dres_out_added_twice", "add_norm/normal_p_rs_f64_9x7", "backward", "counted twice"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on blind5 ... blind9 (development sets since their measurement), each on one of its

@@ -196,7 +196,8 @@ ROW_OPS = ("layer_norm", "rms_norm") + CHANNEL_OPS
 
 def power(part, name, got, ref, E):
     """A statistic (rstd, std, var, rms, ms) returned as a power of itself (std for rstd: its reciprocal;
-    1/(var + eps) for rstd: its square), or None."""
+    1/(var + eps) for rstd: its square): explained, no mechanism named (a quantizer's scale: quant_scale), or
+    None."""
     if part != "outputs" or name not in ("rstd", "std", "var", "rms", "ms", "sigma", "scale", "tensor_scale"):
         return None
     ref = np.asarray(ref, dtype=np.float64)
@@ -205,7 +206,9 @@ def power(part, name, got, ref, E):
     for p, what in POWERS.items():
         # the bound propagated to ref^p: |p| ref^(p-1) E (never tighter than E)
         if fit_ratio(got, ref ** p, np.maximum(E, abs(p) * ref ** (p - 1) * E)) <= 1:
-            return {"mechanism": "quant_scale" if name in ("scale", "tensor_scale") else "semantics",
+            # (a quantizer's scale: rule 5; a returned statistic at another stage of its finalization, y right,
+            # is no mechanism of the list: docs/verdicts.md)
+            return {"mechanism": "quant_scale" if name in ("scale", "tensor_scale") else None,
                     "text": f"{name} is {what} ({name}^{p:g})"}
     return None
 
@@ -470,8 +473,9 @@ def _bias_full(case, x, inputs):
 
 def another_gradient(record, ref, part, name, got, E):
     """A gradient that is another array of the step: a cotangent (dresidual = dy, as if the residual skipped
-    to y), the sum of the cotangents, or another input's expected gradient: the backward's (docs/verdicts.md,
-    rule 15), or None."""
+    to y), the sum of the cotangents, another input's expected gradient, or its own expected value plus or minus
+    a cotangent (that cotangent's term counted twice or left out): the backward's (docs/verdicts.md, rule 15), or
+    None."""
     if part != "grads":
         return None
     cands = [(f"the cotangent d{k}", v) for k, v in record.cotangents.items()]
@@ -481,6 +485,12 @@ def another_gradient(record, ref, part, name, got, E):
     # (another gradient failing too: the two may be in each other's place, explained unnamed elsewhere)
     cands += [(f"the expected {_label('grads', k)}", v) for k, v in ref.grads.items()
               if k != name and ("grads", k) not in record.failing]
+    # a cotangent's term counted twice or left out (residual_out's cotangent added again to dresidual)
+    want = ref.grads.get(name)
+    if want is not None:
+        cands += [(f"its expected value {how} the cotangent d{k} ({what})", np.asarray(want, np.float64) + sign *
+                   np.asarray(v, np.float64)) for k, v in record.cotangents.items() if np.shape(v) == np.shape(want)
+                  for sign, how, what in ((1, "plus", "its term counted twice"), (-1, "minus", "its term left out"))]
     for what, v in cands:
         if v is not None and np.shape(v) == np.shape(got) and fit_ratio(got, np.asarray(v, dtype=np.float64), E) <= 1:
             return {"mechanism": "backward", "text": f"{_label(part, name)} is {what}"}

@@ -11,7 +11,8 @@ arrays fail).
   memory), or its column-major order, or written at a stride (element j at index j * k, the other
   elements one never-written fill: a row's statistic stored at row * stride_x_row), or without its
   leading index's offset (every sample's row stored at index 0, the last written staying, the rest the
-  fill), or each row the next row's (the last its own: a store pointer advanced early); a returned
+  fill), or each row the next row's (the last its own: a store pointer advanced early), or every index of
+  one axis its first or last index's (a loop's stores landing in one slot); a returned
   statistic averaged over the leading axis (mechanism "reduction"); these two only where they move every
   failing element out of its bound (rows nearly equal, constant inputs, explain nothing); another returned array
   in its place (a return tuple unpacked in the wrong order: explained, no mechanism named); every failing
@@ -139,7 +140,7 @@ def permuted_outputs(ex, case, record, ref):
             break
         else:
             what, mech = (_strided_write(ex, got, want, E, qd) or _offset_dropped(ex, got, want, E, qd)
-                          or _rows_shifted(ex, got, want, E, qd)), "layout"
+                          or _rows_shifted(ex, got, want, E, qd) or _one_index_kept(ex, got, want, E, qd)), "layout"
             if what is None and part == "outputs":
                 what, mech = _averaged_over_leading(ex, got, want, E, qd), "reduction"
             if what is None:
@@ -223,6 +224,25 @@ def _rows_shifted(ex, got, want, E, qd):
     Es = np.maximum(E2, np.concatenate([E2[1:], E2[-1:]]))      # a value moved with its own bound
     if _moves_failures(g2, w2, E2, shifted) and ex.fit_ratio(g2, shifted, Es) <= 1:
         return "each row the expected next row's values, the last row its own (a row pointer advanced before the store)"
+    return None
+
+
+def _one_index_kept(ex, got, want, E, qd):
+    """The failing array holding, at every index of one axis, the expected value at that axis's first or last
+    index (each store of a loop landing in one slot, the last kept; a slot's value read for every index); in
+    words, or None."""
+    g = np.asarray(got)                 # (its own dtype: the judge's test of a 16-bit array)
+    if qd is not None:
+        return None
+    w = np.asarray(want, dtype=np.float64).reshape(g.shape)
+    Eb = np.broadcast_to(E, g.shape)
+    for ax in (a for a in range(g.ndim) if g.shape[a] > 1):
+        for k, which in ((-1, "last"), (0, "first")):
+            alt = np.broadcast_to(np.take(w, [k], axis=ax), g.shape)
+            Ea = np.maximum(Eb, np.broadcast_to(np.take(Eb, [k], axis=ax), g.shape))
+            if _moves_failures(g, w, Eb, alt) and ex.fit_ratio(g, alt, Ea) <= 1:
+                return (f"at every index of axis {ax} the expected value at its {which} index"
+                        + (" (each store to one slot, the last kept)" if k else " (one slot read for every index)"))
     return None
 
 

@@ -318,6 +318,23 @@ def _about_first(a, red, axes, keepdims):
     return r if keepdims else r.reshape([s for k, s in enumerate(r.shape) if k not in axes])
 
 
+def _about_parts(d, part):
+    """The change "the sum of d^2 taken as the sum of each part's squared deviations about the part's own mean"
+    (partial variances merged without the spread of the partial means: sum((d - mean_part d)^2)); ``d``: the
+    deviations the recording saw; ``part``: an int k (blocks of k contiguous values of the last axis, the last
+    block partial) or a tuple of axes (each part the reduction over those axes alone)."""
+    def f(a, red, axes, keepdims):
+        if np.shape(a) != np.shape(d):
+            raise ValueError("not the recorded deviations")
+        if isinstance(part, tuple):
+            dev = d - d.mean(axis=part, keepdims=True)
+        else:
+            dev = np.concatenate([b - b.mean(axis=-1, keepdims=True) for b in np.array_split(
+                d, range(part, d.shape[-1], part), axis=-1)], axis=-1)
+        return red(dev * dev, axis=axes, keepdims=keepdims)
+    return f
+
+
 def _count(n2):
     """The change "a mean's sum divided by ``n2``" (the count it takes)."""
     return lambda a, red, axes, keepdims: np.sum(a, axis=axes, keepdims=keepdims) / n2
@@ -652,6 +669,7 @@ def _candidates(case, record, forward_only):
     _evaluate(case, record, ("record", seen, every, reds, ints))
     _evaluate(case, record, ("record", {}, fwd, fwd_reds), cotangents={})      # the forward's operations alone
     ops = {i: v for i, v in every.items() if i in fwd} if forward_only else every
+    every_red = reds
     if forward_only:
         reds = {i: v for i, v in reds.items() if i in fwd_reds}
     n = np.size(record.inputs["x"])
@@ -717,7 +735,7 @@ def _candidates(case, record, forward_only):
                             f"`{_SOURCES[j][4]} {_SYM[_SOURCES[j][3]]} {_SOURCES[j][5]}` ({_SOURCES[j][1]}, line "
                             f"{_SOURCES[j][2]})"))
     out += _count_changes(seen, reds, ops, ints, np.shape(record.inputs["x"]), _DT.get(case.dtype) if case.dtype in (
-        "float16", "bfloat16") else None, set(fwd_reds))
+        "float16", "bfloat16") else None, set(fwd_reds), every_red)
     if not forward_only:
         # (the state after the call only where a running variance can be read: one more evaluation)
         state = ({"new": _evaluate(case, record, None).state, "old": record.state}
@@ -765,6 +783,11 @@ def _candidates(case, record, forward_only):
                         f"`{what}` read at the first index of its leading axis for every index"))
             out.append((("remap", key, _next), None, key.rsplit(".", 1)[1],
                         f"`{what}` read at the next index of its leading axis (off by one, wrapping)"))
+    for key, v in seen.items():     # every index of an axis holding its last index's value (the last store wins)
+        if 1 < np.size(v) < n:
+            out += [(("remap", key, lambda a, ax=ax: _first(a, ax, last=True)), None, key.rsplit(".", 1)[1],
+                     f"`{key.split(':', 1)[1]}` at every index of its axis {ax} the last index's (each store to one "
+                     "slot, the last one kept)") for ax in range(np.ndim(v)) if np.shape(v)[ax] > 1]
     # a function's argument read from another value of the same shape (the activation of x_hat where the
     # affine output belongs): the backward's where only gradients fail, else no mechanism of the list
     for key in (k for k in seen if k in _ARGS and np.size(seen[k]) > 1):
@@ -848,7 +871,7 @@ def _plus_eps(side, e):
     return lambda a, b, op: _OPS[op](a + e, b) if side == 0 else _OPS[op](a, b + e)
 
 
-def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset()):
+def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), every_red=None):
     """The changes of what a reduction spans (module docstring), as _candidates' tuples: the mean of
     refnorm/specs/_math.centered (the two-pass mean_A) taken as the sum divided by another count n2 (the
     correction pass left out: the mean is sum / n2 by definition), alone and with the variance's count
@@ -896,6 +919,18 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset()):
             N = shape[-1]
             out += groups(frozenset(ids), _divisors(N), lambda k: f"over groups of {k} contiguous values (of {N}), "
                           f"and its function's {len(ids) - 1} other reductions too")
+    # every mean over n values, forward and backward, divided by another count n2 (the kernel's one constant for
+    # n misread: a group's length read as the row's)
+    by_n = {}
+    for i, (shape, axes, keep) in (every_red or reds).items():
+        if _SOURCES[i][3] == "mean" and axes:
+            by_n.setdefault(int(np.prod([shape[a] for a in axes])), []).append(i)
+    for n, ids in by_n.items():
+        if len({_SOURCES[i][1] for i in ids}) > 1:
+            sizes = {int(s) for s in xshape} | {int(np.prod(xshape[j:])) for j in range(1, len(xshape))}
+            out += [(("reduce", frozenset(ids), _count(n2)), "count", (n, n2), f"every mean over {n} values "
+                     f"({len(ids)}, forward and backward) its sum divided by {n2}")
+                    for n2 in sorted(set(_counts(n, ())) | {k for k in sizes if k > 1}) if n2 != n]
     # every reduction over the slice's axes (forward and backward) taken over the whole tensor: a sum scaled to
     # the slice's count (the code divides it by that count), a mean as it is
     sig = {}
@@ -961,6 +996,16 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset()):
         if _SOURCES[i][:2] == ("_math", "moments") and axes:
             out.append((("reduce", i, _about_first), "shift", None, "the variance's sum of squares about each slice's "
                         "first value x0 (a shift without its correction n (mean - x0)^2)"))
+            d = seen.get("_math:moments.d")
+            if d is not None and np.shape(d) == shape:    # partial variances merged without their means' spread
+                parts = [tuple(a for a in axes if a != b) for b in axes if len(axes) > 1 and shape[b] > 1]
+                if axes == (nd - 1,):       # blocks of the row: a channel's values (x's trailing sizes), a tile
+                    N = shape[-1]
+                    trail = [int(np.prod(xshape[j:])) for j in range(1, len(xshape))]
+                    parts += list(dict.fromkeys(k for k in trail + [16, 32, 64, 128, 256, 512, 1024] if 1 < k < N))
+                out += [(("reduce", i, _about_parts(d, k)), "shift", None, "the variance merged from partial "
+                         "variances (each about its part's own mean: " + (f"over axes {k}" if isinstance(k, tuple) else
+                         f"each block of {k} values") + "), the spread of the partial means left out") for k in parts]
         if keep and len(axes) > 1:          # a part of each slice: one axis fewer (each value its part's result)
             out += [(("reduce", i, _part(tuple(a for a in axes if a != b))), "part", None,
                      f"over axes {tuple(a for a in axes if a != b)} only (each part of the slice its own)")
@@ -1092,6 +1137,7 @@ def _index_maps(shape):
     for a, s in enumerate(shape):
         if s > 1:
             out.append((lambda v, a=a: _first(v, a), f"the first index of its axis {a}"))
+            out.append((lambda v, a=a: _first(v, a, last=True), f"the last index of its axis {a}"))
             out.append((lambda v, a=a: _next(v, a), f"the next index of its axis {a} (wrapping)"))
             out.append((lambda v, a=a: _next(v, a, clamp=True), f"the next index of its axis {a} (the last its own)"))
     size = int(np.prod(shape))
@@ -1105,6 +1151,15 @@ def _index_maps(shape):
     return out
 
 
+def _group_length(case, record):
+    """The length of a group of the hidden dimension (``group_size`` of the configuration, or the row over
+    num_groups / groups), or None where the op groups nothing."""
+    H = np.shape(record.inputs["x"])[-1] if np.ndim(record.inputs.get("x")) else 0
+    gs = case.config.get("group_size")
+    G = case.config.get("num_groups") or case.config.get("groups")
+    return gs if isinstance(gs, int) and gs else (H // G if isinstance(G, int) and G and H % G == 0 else None)
+
+
 def _counts(n, sizes):
     """The counts a reduction over n values (of axes of ``sizes``) may take instead: one more or less, one
     axis's size (several axes), the tile's width (the next power of two: its padded lanes counted)."""
@@ -1116,9 +1171,9 @@ def _tile(n):
     return 1 << max(int(n) - 1, 0).bit_length()
 
 
-def _first(a, axis=0):
-    """``a`` with every index of its ``axis`` (the leading one) reading index 0."""
-    return np.repeat(np.take(np.asarray(a), [0], axis=axis), np.shape(a)[axis], axis=axis)
+def _first(a, axis=0, last=False):
+    """``a`` with every index of its ``axis`` (the leading one) reading index 0 (``last``: the last index)."""
+    return np.repeat(np.take(np.asarray(a), [-1 if last else 0], axis=axis), np.shape(a)[axis], axis=axis)
 
 
 def _next(a, axis=0, clamp=False):
@@ -1263,6 +1318,9 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         mech = "bessel" if changed is not None and changed[1] == changed[0] - 1 else "reduction"
         if changed is not None and changed[1] == _tile(changed[0]) > changed[0] + 1:
             mech = "block"                          # divided by the tile's width: its padded lanes counted (rule 9)
+        if changed is not None and _group_length(case, record) == changed[0] < changed[1] \
+                and changed[1] == np.shape(record.inputs["x"])[-1]:
+            mech = "group"                          # a group's count read as the row's (rule 10)
         if isinstance(target[1], int) and _SOURCES[target[1]][3] == "max" and case.op in QUANT_OPS:
             mech = "quant_scale"                    # a quantizer's amax over other values: its scale (rule 5)
         where = ("the specification with" if i == "count" or isinstance(target[1], frozenset) else
