@@ -352,6 +352,8 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind13", "aln_stats_saved_per_sample", "adaptive_layer_norm/normal_f32_3x20x12", "layout",
      "the expected value at its last index"),
     ("blind12", "an_dres_out_added_twice", "add_norm/normal_p_rs_f64_9x7", "backward", "counted twice"),
+    # the backward's statistics, unpacked from the saved tuple, read at the transposed index (stored group-major)
+    ("blind13", "gated_bwd_stats_read_row_major", "gated_norm/normal_gs32_f32_8x96", "layout", "the transposed index"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on blind5 ... blind9 (development sets since their measurement), each on one of its

@@ -1043,12 +1043,15 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
 
 
 def _saved_statistics(seen):
-    """The backward's saved statistics, as (rstd's key, rstd, x_hat, the forward's mean or None, rstd's view
-    broadcasting over x_hat's, x_hat's view with rstd's axes leading): every backward function's arguments rstd
-    and xhat (the mean of rstd's size from its own module first, any module's else; None for an RMS norm)."""
-    for key in (k for k in seen if k in _ARGS and k.endswith(".rstd") and "backward" in k):
+    """The backward's saved statistics, as (rstd's key, x_hat's key, rstd, x_hat, the forward's mean or None,
+    rstd's view broadcasting over x_hat's, x_hat's view with rstd's axes leading): every backward function's
+    rstd and xhat (or vhat, x_hat: its arguments or the values it unpacks from the saved tuple; the mean of
+    rstd's size from its own module first, any module's else; None for an RMS norm)."""
+    for key in (k for k in seen if k.endswith(".rstd") and "backward" in k):
         base, mod = key[:-len("rstd")], key.split(":", 1)[0]
-        rstd, xhat = seen[key], seen.get(base + "xhat")
+        rstd = seen[key]            # (an argument, or unpacked from the saved tuple), with x_hat's own name
+        hkey = next((base + h for h in ("xhat", "vhat", "x_hat") if base + h in seen), None)
+        xhat = seen.get(hkey)
         if xhat is None or np.size(rstd) < 2 or not np.all(np.isfinite(rstd)) or np.any(rstd == 0):
             continue
         means = [(not k.startswith(mod + ":"), np.reshape(v, np.shape(rstd))) for k, v in seen.items()
@@ -1062,7 +1065,7 @@ def _saved_statistics(seen):
             np.reshape(xhat, view)
         except ValueError:
             continue
-        yield key, rstd, xhat, mean, sh, view
+        yield key, hkey, rstd, xhat, mean, sh, view
 
 
 def _statistics_read(seen, state=None, eps=0.0, training=False):
@@ -1073,7 +1076,7 @@ def _statistics_read(seen, state=None, eps=0.0, training=False):
     call's, before or after its update: mechanism "mode" in a training call, else "running"); as
     _candidates' tuples."""
     out = []
-    for key, rstd, xhat, mean, sh, view in _saved_statistics(seen):
+    for key, hkey, rstd, xhat, mean, sh, view in _saved_statistics(seen):
         base = key[:-len("rstd")]
         m = np.zeros(np.shape(rstd)) if mean is None else mean
         xs = np.reshape(xhat, view) / np.reshape(rstd, sh) + np.reshape(m, sh)      # x (an RMS norm's)
@@ -1082,14 +1085,14 @@ def _statistics_read(seen, state=None, eps=0.0, training=False):
             for f, what in _index_maps(np.shape(rstd)):     # (x_hat' computed when the change is evaluated)
                 xh2 = (lambda v, f=f, fm=fm: np.reshape((xs - np.reshape(f(m) if fm else m, sh))
                                                         * np.reshape(f(rstd), sh), np.shape(v)))
-                out.append((("remapk", {key: lambda v, f=f: f(rstd), base + "xhat": xh2}), "read", None,
+                out.append((("remapk", {key: lambda v, f=f: f(rstd), hkey: xh2}), "read", None,
                             f"the backward's {stats} read at {what} (x_hat recomputed from them)"))
         if mean is not None:        # the saved mean and rstd passed in each other's slot (one, or both)
             for m2, r2, what in ((rstd, rstd, "the mean read from rstd's buffer"),
                                  (mean, mean, "rstd read from the mean's buffer"),
                                  (rstd, mean, "the mean and rstd read from each other's buffers")):
                 xh2 = (lambda v, m2=m2, r2=r2: np.reshape((xs - np.reshape(m2, sh)) * np.reshape(r2, sh), np.shape(v)))
-                out.append((("remapk", {key: lambda v, r2=r2: np.reshape(r2, np.shape(v)), base + "xhat": xh2}),
+                out.append((("remapk", {key: lambda v, r2=r2: np.reshape(r2, np.shape(v)), hkey: xh2}),
                             "read", None, f"the backward's {what} (x_hat recomputed from them)"))
         for when, st in (state or {}).items():          # rstd from the running variance (x - mean the batch's)
             v = st.get("running_var")
@@ -1097,7 +1100,7 @@ def _statistics_read(seen, state=None, eps=0.0, training=False):
                 continue
             r2 = np.reshape(1.0 / np.sqrt(np.asarray(v, np.float64) + eps), np.shape(rstd))
             xh2 = (lambda v, r2=r2: np.reshape((xs - np.reshape(m, sh)) * np.reshape(r2, sh), np.shape(v)))
-            out.append((("remapk", {key: lambda v, r2=r2: r2, base + "xhat": xh2}),
+            out.append((("remapk", {key: lambda v, r2=r2: r2, hkey: xh2}),
                         "mode" if training else "running", None, f"the backward's rstd taken from the {when} "
                         "running variance, (running_var + eps)^(-1/2) (x_hat recomputed from it)"))
     return out
@@ -1108,7 +1111,7 @@ def _uncentred(seen, ops):
     rstd dropped: a projection on sum(g x) where sum(g (x - mean)) belongs), at one operation of a backward
     function reading x_hat, or at each of them (dx, dweight and dbias); as _candidates' tuples (mechanism "backward")."""
     out = []
-    for key, rstd, xhat, mean, sh, view in _saved_statistics(seen):
+    for key, hkey, rstd, xhat, mean, sh, view in _saved_statistics(seen):
         if mean is None:
             continue
         func = key.split(":", 1)[1].rsplit(".", 1)[0]
@@ -1141,6 +1144,13 @@ def _index_maps(shape):
             out.append((lambda v, a=a: _next(v, a), f"the next index of its axis {a} (wrapping)"))
             out.append((lambda v, a=a: _next(v, a, clamp=True), f"the next index of its axis {a} (the last its own)"))
     size = int(np.prod(shape))
+    sizes = [s for s in shape if s > 1]
+    if len(sizes) > 1:              # (rows, groups) stored group-major and read row-major, or the reverse
+        R, G = size // sizes[-1], sizes[-1]
+        out.append((lambda v: np.reshape(np.reshape(v, (R, G)).T, np.shape(v)),
+                    f"the transposed index (stored as ({G}, {R}), read as ({R}, {G}))"))
+        out.append((lambda v: np.reshape(np.reshape(v, (G, R)).T, np.shape(v)),
+                    f"the transposed index (stored as ({R}, {G}), read as ({G}, {R}))"))
     j = np.arange(size)
     for k in range(2, size):
         maps = ((j % k, f"the flat index j % {k}"), (j // k, f"the flat index j // {k}")) if size % k == 0 else ()
