@@ -354,6 +354,9 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind12", "an_dres_out_added_twice", "add_norm/normal_p_rs_f64_9x7", "backward", "counted twice"),
     # the backward's statistics, unpacked from the saved tuple, read at the transposed index (stored group-major)
     ("blind13", "gated_bwd_stats_read_row_major", "gated_norm/normal_gs32_f32_8x96", "layout", "the transposed index"),
+    # poly_norm's per-power statistics (lists, hooked stacked): rstd of the next row (layout), saved in bfloat16
+    ("blind13", "poly_bwd_rstd_of_next_row", "poly_norm/normal_f32_4x64", "layout", "the next index of its axis 1"),
+    ("blind13", "poly_rstd_saved_bf16", "poly_norm/normal_f32_4x64", "precision", "saved in a bfloat16 buffer"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on blind5 ... blind9 (development sets since their measurement), each on one of its

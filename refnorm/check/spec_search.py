@@ -104,8 +104,17 @@ def _floating(v) -> bool:
     return (isinstance(v, float) or (isinstance(v, np.ndarray) and v.dtype.kind == "f")) and np.size(v) > 0
 
 
+def _stacked(value) -> bool:
+    """A list of floating arrays of one shape (poly_norm's h_p and r_p per power): hooked as their stack."""
+    return (isinstance(value, list) and len(value) > 1 and all(_floating(v) for v in value)
+            and len({np.shape(v) for v in value}) == 1)
+
+
 def _rp_hook(key, value):
     t = getattr(_TARGET, "t", None)
+    if t is not None and _stacked(value) and (t[0] == "record" or t[0] in ("remapk", "both") and key in t[1]
+                                              or t[0] == "remap" and key == t[1]):
+        return list(_rp_hook(key, np.stack(value)))
     if t is not None and t[0] in ("remapk", "both"):    # several names, each its own change (a count is an int)
         return t[1][key](value) if key in t[1] else value
     if t is None or not _floating(value):
@@ -1045,12 +1054,13 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
 def _saved_statistics(seen):
     """The backward's saved statistics, as (rstd's key, x_hat's key, rstd, x_hat, the forward's mean or None,
     rstd's view broadcasting over x_hat's, x_hat's view with rstd's axes leading): every backward function's
-    rstd and xhat (or vhat, x_hat: its arguments or the values it unpacks from the saved tuple; the mean of
-    rstd's size from its own module first, any module's else; None for an RMS norm)."""
-    for key in (k for k in seen if k.endswith(".rstd") and "backward" in k):
-        base, mod = key[:-len("rstd")], key.split(":", 1)[0]
+    rstd and xhat (or vhat, x_hat: its arguments or the values it unpacks from the saved tuple; poly_norm's
+    lists rs and hs, one per power, stacked; the mean of rstd's size from its own module first, any module's
+    else; None for an RMS norm)."""
+    for key in (k for k in seen if k.rsplit(".", 1)[1] in ("rstd", "rs") and "backward" in k):
+        base, mod = key.rsplit(".", 1)[0] + ".", key.split(":", 1)[0]
         rstd = seen[key]            # (an argument, or unpacked from the saved tuple), with x_hat's own name
-        hkey = next((base + h for h in ("xhat", "vhat", "x_hat") if base + h in seen), None)
+        hkey = next((base + h for h in ("xhat", "vhat", "x_hat", "hs") if base + h in seen), None)
         xhat = seen.get(hkey)
         if xhat is None or np.size(rstd) < 2 or not np.all(np.isfinite(rstd)) or np.any(rstd == 0):
             continue
@@ -1087,6 +1097,13 @@ def _statistics_read(seen, state=None, eps=0.0, training=False):
                                                         * np.reshape(f(rstd), sh), np.shape(v)))
                 out.append((("remapk", {key: lambda v, f=f: f(rstd), hkey: xh2}), "read", None,
                             f"the backward's {stats} read at {what} (x_hat recomputed from them)"))
+        for dt in (ml_dtypes.bfloat16, np.float16):     # rstd saved in a 16-bit buffer, x_hat recomputed from it
+            r2 = np.asarray(np.asarray(rstd).astype(dt), np.float64)
+            if np.all(np.isfinite(r2)) and not np.array_equal(r2, rstd):
+                xh2 = (lambda v, r2=r2: np.reshape((xs - np.reshape(m, sh)) * np.reshape(r2, sh), np.shape(v)))
+                out.append((("remapk", {key: lambda v, r2=r2: np.reshape(r2, np.shape(v)), hkey: xh2}), "lowsum",
+                            None, f"the backward's rstd saved in a {np.dtype(dt).name} buffer (rounded to nearest; "
+                            "x_hat recomputed from it)"))
         if mean is not None:        # the saved mean and rstd passed in each other's slot (one, or both)
             for m2, r2, what in ((rstd, rstd, "the mean read from rstd's buffer"),
                                  (mean, mean, "rstd read from the mean's buffer"),
