@@ -1097,6 +1097,18 @@ def _statistics_read(seen, state=None, eps=0.0, training=False):
                                                         * np.reshape(f(rstd), sh), np.shape(v)))
                 out.append((("remapk", {key: lambda v, f=f: f(rstd), hkey: xh2}), "read", None,
                             f"the backward's {stats} read at {what} (x_hat recomputed from them)"))
+        H = np.shape(xhat)[-1] if np.ndim(xhat) else 0
+        w = next((np.asarray(v) for k, v in seen.items() if k.endswith(".weight") and np.shape(v) == (H,)), None)
+        if w is not None and H >= 4 and np.all(w != 0) and np.all(np.isfinite(w)):
+            # x_hat recomputed from the output, (y - b) / w', with the weight read at another index (a memory-
+            # efficient backward: x_hat' = x_hat w / w')
+            j = np.arange(H)
+            maps = [(j % k, f"index j % {k}") for k in (8, 16, 32, 64, 128) if k < H]
+            maps += [(np.zeros_like(j), "index 0"), (j[::-1], "the reversed index"), (np.minimum(j + 1, H - 1),
+                                                                                     "the next index")]
+            out += [(("remapk", {hkey: lambda v, m=m: np.asarray(v) * (w / w[m])}), "read", None,
+                     f"the backward's x_hat recomputed from the output, y / weight, with the weight read at {what}")
+                    for m, what in maps]
         for dt in (ml_dtypes.bfloat16, np.float16):     # rstd saved in a 16-bit buffer, x_hat recomputed from it
             r2 = np.asarray(np.asarray(rstd).astype(dt), np.float64)
             if np.all(np.isfinite(r2)) and not np.array_equal(r2, rstd):
