@@ -321,10 +321,12 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
         m2i = ((parts - mi[..., None]) ** 2).sum(axis=2)
         m2 = m2i.sum(axis=1, keepdims=True)
         between = ((mi - mean) ** 2).sum(axis=1, keepdims=True)
-        for v, what in ((m2 + between, f"its between-{who}s term sum (mean_i - mean)^2 not weighted by the "
-                         f"{who}'s count {sub}"), (m2, f"its between-{who}s term left out")):
+        # (left out: partial variances about their own means, the shift to the slice's mean never corrected: rule 7
+        # of docs/verdicts.md's "Which mechanism a bug is", one_pass)
+        for v, what, mech in ((m2 + between, f"its between-{who}s term sum (mean_i - mean)^2 not weighted by the "
+                               f"{who}'s count {sub}", "merge"), (m2, f"its between-{who}s term left out", "one_pass")):
             out.append((mean, 1.0 / np.sqrt(v / n + eps), f"with the variance merged from per-{who} partials, {what}",
-                        "merge"))
+                        mech))
         for dname, dt in (("bfloat16", ml_dtypes.bfloat16), ("float16", np.float16)):
             if case.dtype == dname:
                 mr, vr = mi.astype(dt).astype(np.float64), m2i.astype(dt).astype(np.float64)

@@ -33,8 +33,8 @@ MECHANISMS = {
                    "bound or the tensor scale ignored",
     "saturation": "saturation of the quantized dtype: overflow to NaN/inf instead of the largest value, or the "
                   "wrong largest value",
-    "merge": "the cross-rank merge: counts not weighted, or a rank's local count or statistic used for the "
-             "global one",
+    "merge": "partial statistics merged (across ranks, or a kernel's partials): counts not weighted, or a "
+             "rank's local count or statistic used for the global one",
     "collective": "a missing all-reduce: a rank's partial sums returned for the global ones",
     "dropout": "dropout: the kept values not scaled by 1/(1 - p), or a branch dropped with another's keep-mask",
     "rounding": "rounding mode: a conversion (the output's to the case dtype, or an intermediate's) rounds toward "
