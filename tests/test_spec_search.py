@@ -359,6 +359,9 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind13", "poly_rstd_saved_bf16", "poly_norm/normal_f32_4x64", "precision", "saved in a bfloat16 buffer"),
     # the backward's x_hat recomputed from the output, y / weight, the weight at a 32-wide tile's local index
     ("blind11", "rms_bwd_weight_tile_index", "rms_norm/mean1e3_eps1e-05_f32_6x100", "layout", "index j % 32"),
+    # an mxfp8 block scale's exponent clamped at 0 (scales below 1 left at 1)
+    ("blind13", "nqb_mx_exponent_clamped_at_zero", "norm_quant_block/normal_rms_mx_bf16_8x512", "quant_scale",
+     "clamped below at 1"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on blind5 ... blind9 (development sets since their measurement), each on one of its

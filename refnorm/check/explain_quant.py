@@ -477,6 +477,9 @@ class _BlockCtx(_Ctx):
         if S0:
             add(np.maximum(v_ref, S0), f"is floored at {S0:g} (an all-zero block's scale {S0:g} where "
                                        f"{float(self.encode(np.zeros(1))[0]):g} belongs)", "quant_scale")
+        if np.any(v_ref < 1.0):     # the unbiased exponent clamped at 0 (the E8M0 byte's bound before the bias)
+            add(np.maximum(v_ref, 1.0), "is clamped below at 1 (its exponent clamped at 0: a block whose scale is "
+                                        "below 1 left unscaled)", "quant_scale")
         if fmt == "fp8_group" and self.c["min_scale"] > 0:
             ms = self.c["min_scale"]
             add(self.amax / qm, f"is amax / qmax without its floor min_scale ({ms:g})", "quant_scale")
