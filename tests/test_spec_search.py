@@ -255,9 +255,9 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # a channel's statistics merged from chunks of 64 with equal weights (the last chunk partial)
     ("blind9", "bn_cta_partials_merged_unweighted", "batch_norm/normal_f32_6x4x25", "block",
      "merged from chunks of 64 values with equal weights"),
-    # a group's variance merged from per-channel partials without the between-channels term (merge), or with the
-    # partials stored in the 16-bit dtype (precision)
-    ("blind2", "gn_merge_without_delta", "group_norm/normal_g3_f64_3x6x7", "merge", "between-channels term left out"),
+    # a group's variance merged from per-channel partials without the between-channels term (one_pass, rule 7, since
+    # session 19; its author's merge accepted beside it), or with the partials stored in the 16-bit dtype (precision)
+    ("blind2", "gn_merge_without_delta", "group_norm/normal_g3_f64_3x6x7", "one_pass", "between-channels term left out"),
     ("blind4", "gn_channel_partials_in_half", "group_norm/normal_g2_f16_2x8x4x4", "precision",
      "merged from per-channel partials (mean_i, M2_i) stored in float16"),
     # poly_norm (refnorm/check/explain_poly.py): one rms for every power; the powers of the normalized x; each
@@ -359,6 +359,8 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind13", "poly_rstd_saved_bf16", "poly_norm/normal_f32_4x64", "precision", "saved in a bfloat16 buffer"),
     # the backward's x_hat recomputed from the output, y / weight, the weight at a 32-wide tile's local index
     ("blind11", "rms_bwd_weight_tile_index", "rms_norm/mean1e3_eps1e-05_f32_6x100", "layout", "index j % 32"),
+    # a tail block's mask block-local: the lanes past the row load the next row's leading values (block)
+    ("blind12", "ln_tail_block_mask_local", "layer_norm/normal_f32_6x100", "block", "the next slice's leading values"),
     # an mxfp8 block scale's exponent clamped at 0 (scales below 1 left at 1)
     ("blind13", "nqb_mx_exponent_clamped_at_zero", "norm_quant_block/normal_rms_mx_bf16_8x512", "quant_scale",
      "clamped below at 1"),

@@ -371,6 +371,16 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
             out.append((om, 1.0 / np.sqrt((((xs - om) ** 2).sum(axis=1, keepdims=True) + (P - n) * (1 - om) ** 2)
                                           / div + eps),
                         f"with the {P - n} masked lanes of a {P}-wide block loaded as 1.0 (divided by {div})", "block"))
+        if case.op not in CHANNEL_OPS and xs.shape[0] > 1:
+            # the tail block's mask taken block-local (offs < n for start + offs < n): its P - n lanes past the
+            # slice load the next slice's leading values (the last slice: zeros), in the sums divided by n
+            flat = np.concatenate([xs.reshape(-1), np.zeros(P - n)])
+            nxt = np.stack([flat[(r + 1) * n:(r + 1) * n + P - n] for r in range(xs.shape[0])])
+            lanes = np.concatenate([xs, nxt], axis=1)
+            lm = lanes.sum(axis=1, keepdims=True) / n if centred else mean
+            out.append((lm, 1.0 / np.sqrt(((lanes - lm) ** 2).sum(axis=1, keepdims=True) / n + eps),
+                        f"with the {P - n} lanes past each slice up to {P} loaded (its tail block's mask block-"
+                        "local): the next slice's leading values in the statistics (divided by n)", "block"))
         pmean = xs.sum(axis=1, keepdims=True) / P if centred else mean
         out.append((pmean, 1.0 / np.sqrt(((xs - pmean) ** 2).sum(axis=1, keepdims=True) / P + eps),
                     f"with the block length {P} as the divisor of the statistics", "block"))
