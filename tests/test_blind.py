@@ -1,4 +1,4 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind12.py, blind13.py): for each set,
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind13.py, blind14.py): for each set,
 the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the
 array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures
 it on these held-out sets)."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
-                     blind13)
+                     blind13, blind14)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -614,6 +614,52 @@ CAUGHT_BY_13 = {
     "poly_dweight_mean_over_rows": ("poly_norm/normal_f64_3x7", "grad.weight"),
 }
 
+CAUGHT_BY_14 = {
+    "ln_lane_welford_merge_drops_spread": ("layer_norm/normal_f64_9x7", "output.rstd"),
+    "ln_bwd_rows_per_program_floored": ("layer_norm/normal_f32_260x3", "grad.x"),
+    "ln_eps_as_variance_floor": ("layer_norm/normal_eps0.3_f32_9x7", "output.rstd"),
+    "ln_bias_added_before_weight": ("layer_norm/normal_f64_9x7", "output.y"),
+    "ln_bwd_mean_term_of_dy": ("layer_norm/normal_f64_9x7", "grad.x"),
+    "ln_mean_block_partials_in_half": ("layer_norm/mean1e3_nobias_f16_2x3x7", "output.y"),
+    "ln_dparams_partials_averaged": ("layer_norm/normal_f32_260x3", "grad.weight"),
+    "ln_bwd_proj_unbiased_count": ("layer_norm/normal_f64_9x7", "grad.x"),
+    "rms_bwd_proj_on_x_over_rms": ("rms_norm/normal_eps0.3_f32_9x7", "grad.x"),
+    "rms_mean_square_in_input_dtype": ("rms_norm/mean1e3_eps1e-05_f16_2x3x7", "output.y"),
+    "rms_bwd_dot_shuffle_missing_16": ("rms_norm/normal_eps1e-05_f16_4x128", "grad.x"),
+    "rms_sum_of_squares_not_averaged": ("rms_norm/normal_eps1e-05_f64_9x7", "output.rstd"),
+    "rms_bwd_proj_sum_not_mean": ("rms_norm/normal_eps1e-05_f64_9x7", "grad.x"),
+    "rms_dweight_clamped_rows_repeat_last": ("rms_norm/normal_eps1e-05_f64_9x7", "grad.weight"),
+    "an_ln_var_unbiased": ("add_norm/heavy_tail_p_f64_3x12", "output.y"),
+    "an_branch_masks_swapped": ("add_norm/normal_p_par_f64_5x12", "output.residual_out"),
+    "an_x1_read_from_x_ptr": ("add_norm/normal_par_f64_5x12", "output.residual_out"),
+    "an_rms_bias_dropped": ("add_norm/mean1e3_rms_xnormal_f64_4x16", "output.y"),
+    "an_dres_out_added_without_prenorm": ("add_norm/normal_noprenorm_f32_9x7", "grad.x"),
+    "an_eps_not_forwarded": ("add_norm/normal_eps0.3_noweight_fp32res_bf16_1x50", "output.y"),
+    "an_dparams_tail_row_block_dropped": ("add_norm/mean1e4_rs_xnormal_f32_130x3", "grad.bias"),
+    "nq_vec8_tail_columns_dropped": ("norm_quant/normal_rms_i8_dyn_f64_4x100", "output.q"),
+    "nq_float64_computed_in_float32": ("norm_quant/normal_rms_i8_dyn_f64_4x100", "output.scale"),
+    "nq_zero_eps_read_as_unset": ("norm_quant/pm1_eps0_rms_i8_static_ties_f32_4x64", "output.q"),
+    "nq_rms_branch_centres": ("norm_quant/normal_eps0.3_rms_e4m3_dyn_noaffine_bf16_4x64", "output.amax"),
+    "nq_static_scale_read_as_amax": ("norm_quant/pm1_eps0_rms_e4m3_static_ties_f16_3x48", "output.scale"),
+    "nq_clamp_before_scale_division": ("norm_quant/one_std1e-3_eps1e-12_ln_e4m3_static_f32_4x64", "output.q"),
+    "gated_dz_silu_value_for_derivative": ("gated_norm/normal_ln_gs2_f64_5x6", "grad.z"),
+    "gated_bwd_row_sums_in_half": ("gated_norm/normal_gs16_f16_2x16", "grad.x"),
+    "gated_eps_kernel_default": ("gated_norm/normal_eps0.3_gs8_bf16_3x40", "output.y"),
+    "gated_rms_bwd_centred": ("gated_norm/normal_gs16_f16_2x16", "grad.x"),
+    "gated_dparams_rows_from_leading_dim": ("gated_norm/normal_gs4_f64_3x7x12", "grad.weight"),
+    "gated_dweight_dbias_swapped": ("gated_norm/normal_ln_gs2_f64_5x6", "grad.weight"),
+    "dyt_weight_read_at_tile_column": ("dyt/normal_bf16_6x96", "output.y"),
+    "dyt_dweight_rows_in_half": ("dyt/normal_f16_8x64", "grad.weight"),
+    "dyt_dalpha_first_column_only": ("dyt/normal_f64_2x5x7", "grad.alpha"),
+    "dyt_dalpha_from_dx": ("dyt/normal_f64_2x5x7", "grad.alpha"),
+    "dyt_output_bf16_truncated": ("dyt/normal_bf16_6x96", "output.y"),
+    "poly_pad_lanes_loaded_as_one": ("poly_norm/normal_f64_3x7", "output.y"),
+    "poly_terms_rounded_to_input_dtype": ("poly_norm/std1e-3_bf16_6x32", "output.y"),
+    "poly_eps_kernel_default": ("poly_norm/normal_eps0.3_f32_6x30", "output.y"),
+    "poly_bwd_projection_on_last_power": ("poly_norm/normal_f64_3x7", "grad.x"),
+    "poly_bias_loaded_from_weight_ptr": ("poly_norm/normal_f64_3x7", "output.y"),
+}
+
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
 # mean 1e4, of constant rows with eps 1e-12: the quantized outputs' bounds cover any value), so that no array
 # of theirs can be verified; their status is partial for every kernel
@@ -629,6 +675,7 @@ NOTHING_CONSTRAINED_10 = NOTHING_CONSTRAINED_3
 NOTHING_CONSTRAINED_11 = NOTHING_CONSTRAINED_3
 NOTHING_CONSTRAINED_12 = frozenset()                             # blind12's ops have no such case
 NOTHING_CONSTRAINED_13 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind13
+NOTHING_CONSTRAINED_14 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind14
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -662,6 +709,8 @@ SETS = {
                 {"ops": blind12.OPS, "at_least": 380, "nothing_constrained": NOTHING_CONSTRAINED_12}, 0),
     "blind13": (blind13, blind13.Blind13Kernel, CAUGHT_BY_13, blind13.LABELS, (40, 48),
                 {"ops": blind13.OPS, "at_least": 230, "nothing_constrained": NOTHING_CONSTRAINED_13}, 0),
+    "blind14": (blind14, blind14.Blind14Kernel, CAUGHT_BY_14, blind14.LABELS, (40, 48),
+                {"ops": blind14.OPS, "at_least": 240, "nothing_constrained": NOTHING_CONSTRAINED_14}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
