@@ -1,6 +1,9 @@
 """The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind13.py, blind14.py): for each set,
 the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the
 array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind12.py, blind13.py, blind15.py): for
+each set, the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case,
+on the array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures
 it on these held-out sets)."""
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import pytest
 
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
                      blind13, blind14)
+                     blind13, blind15)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -658,6 +662,51 @@ CAUGHT_BY_14 = {
     "poly_eps_kernel_default": ("poly_norm/normal_eps0.3_f32_6x30", "output.y"),
     "poly_bwd_projection_on_last_power": ("poly_norm/normal_f64_3x7", "grad.x"),
     "poly_bias_loaded_from_weight_ptr": ("poly_norm/normal_f64_3x7", "output.y"),
+CAUGHT_BY_15 = {
+    "bn_bwd_proj_factor_single_rstd": ("batch_norm/std1e-3_f32_7x3", "grad.x"),
+    "bn_saved_invstd_without_eps": ("batch_norm/normal_eps0.3_f32_7x3", "output.rstd"),
+    "bn_onnx_flag_mean_torch_rule": ("batch_norm/normal_onnx_train3_eval_f16_4x2x3x3", "state.running_mean"),
+    "bn_batch_of_one_takes_running": ("batch_norm/normal_f32_1x3x5x7", "output.y"),
+    "bn_bias_dropped_without_weight": ("batch_norm/normal_noweight_f32_7x3", "output.y"),
+    "bn_channel_sums_in_half": ("batch_norm/mean1e3_f16_16x3x4x5", "output.rstd"),
+    "gn_eps_outside_sqrt": ("group_norm/normal_eps0.3_g3_f32_3x6x7", "output.rstd"),
+    "gn_mean_rounded_to_input_dtype": ("group_norm/mean1e3_nobias_g2_f16_2x4x3x2x5", "output.rstd"),
+    "gn_shifted_var_without_correction": ("group_norm/normal_g2_f32_3x6", "output.rstd"),
+    "gn_dparams_averaged_over_samples": ("group_norm/normal_g2_f32_3x6", "grad.weight"),
+    "gn_bwd_projection_from_dy": ("group_norm/normal_g2_f32_3x6", "grad.x"),
+    "gn_sum_shuffle_half_warp": ("group_norm/normal_g4_f32_2x8x5x7", "output.mean"),
+    "in_nbt_incremented_like_batch_norm": ("instance_norm/normal_train3_eval_f32_4x3x6", "state.num_batches_tracked"),
+    "in_train_normalizes_with_running": ("instance_norm/normal_train3_eval_f32_4x3x6", "output.y"),
+    "in_dweight_sample_partials_in_half": ("instance_norm/normal_bf16_40x3x2x3", "grad.weight"),
+    "in_bwd_rstd_outside_projection": ("instance_norm/std1e-3_f32_3x2x7", "grad.x"),
+    "in_stats_over_pow2_tile": ("instance_norm/normal_f32_2x3x100", "output.mean"),
+    "zs_row_tail_tile_dropped": ("z_score/normal_f32_1x1000", "output.mean"),
+    "zs_dbias_times_weight": ("z_score/normal_f64_9x7", "grad.bias"),
+    "zs_std_output_is_rstd": ("z_score/normal_f64_9x7", "output.std"),
+    "zs_weight_read_column_major": ("z_score/normal_dim23_f32_2x3x5x6", "output.y"),
+    "zs_zero_eps_falls_back_to_default": ("z_score/std1e-3_f32_9x7", "output.std"),
+    "lp_bwd_sum_over_last_axis_of_dims": ("lp_normalize/normal_dim12_bf16_2x6x3x4", "grad.x"),
+    "lp_p_truncated_to_int": ("lp_normalize/normal_p0.5_f64_9x7", "output.y"),
+    "lp_dim_none_whole_tensor": ("lp_normalize/normal_f32_9x7", "output.norm"),
+    "lp_channels_last_read_as_nchw": ("lp_normalize/normal_dim1_f32_2x6x3x4", "output.y"),
+    "lp_norm_output_in_input_dtype": ("lp_normalize/normal_bf16_6x100", "output.y"),
+    "gns_sigmoid_exponent_sign": ("group_norm_silu/normal_g2_f32_3x6", "output.y"),
+    "gns_eps_added_to_sum_of_squares": ("group_norm_silu/normal_eps0.3_g3_f32_3x6x7", "output.rstd"),
+    "gns_bwd_proj_over_n_minus_1": ("group_norm_silu/normal_g2_f32_3x6", "grad.x"),
+    "gns_dweight_mean_over_spatial": ("group_norm_silu/normal_g4_f32_2x8x5x7", "grad.weight"),
+    "gns_bias_loaded_from_weight_ptr": ("group_norm_silu/normal_g4_f32_2x8x5x7", "output.y"),
+    "gns_silu_grad_sigmoid_only": ("group_norm_silu/normal_g4_f32_2x8x5x7", "grad.x"),
+    "nqb_mx_clamped_at_fnuz_240": ("norm_quant_block/normal_rms_mx_f32_3x200", "output.q"),
+    "nqb_nvfp4_block_scale_rounded_up": ("norm_quant_block/normal_rms_nvfp4_f32_3x200", "output.scale"),
+    "nqb_mx_amax_of_even_lanes": ("norm_quant_block/normal_rms_mx_f32_3x200", "output.amax"),
+    "nqb_mx_scales_row_stride_padded_to_4": ("norm_quant_block/normal_rms_mx_f32_3x200", "output.scale"),
+    "nqb_y_stored_in_input_dtype": ("norm_quant_block/normal_rms_g_bf16_8x512", "output.amax"),
+    "nqb_rms_weight_offset_applied": ("norm_quant_block/normal_rms_g_wdecades_f32_4x512", "output.amax"),
+    "aln_var_pad_lanes_counted": ("adaptive_layer_norm/normal_f64_2x5x7", "output.rstd"),
+    "aln_saved_stats_in_input_dtype": ("adaptive_layer_norm/mean1e3_f16_2x8x64", "grad.x"),
+    "aln_rstd_output_is_std": ("adaptive_layer_norm/normal_f64_2x5x7", "output.rstd"),
+    "aln_bwd_stats_of_first_token": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.x"),
+    "aln_dshift_accumulated_twice": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.shift"),
 }
 
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
@@ -676,6 +725,7 @@ NOTHING_CONSTRAINED_11 = NOTHING_CONSTRAINED_3
 NOTHING_CONSTRAINED_12 = frozenset()                             # blind12's ops have no such case
 NOTHING_CONSTRAINED_13 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind13
 NOTHING_CONSTRAINED_14 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind14
+NOTHING_CONSTRAINED_15 = frozenset()                             # blind15's ops (no norm_quant) have no such case
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -711,6 +761,8 @@ SETS = {
                 {"ops": blind13.OPS, "at_least": 230, "nothing_constrained": NOTHING_CONSTRAINED_13}, 0),
     "blind14": (blind14, blind14.Blind14Kernel, CAUGHT_BY_14, blind14.LABELS, (40, 48),
                 {"ops": blind14.OPS, "at_least": 240, "nothing_constrained": NOTHING_CONSTRAINED_14}, 0),
+    "blind15": (blind15, blind15.Blind15Kernel, CAUGHT_BY_15, blind15.LABELS, (40, 48),
+                {"ops": blind15.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_15}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
