@@ -1,17 +1,13 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind13.py, blind14.py): for each set,
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind14.py, blind15.py): for each set,
 the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the
 array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind12.py, blind13.py, blind15.py): for
-each set, the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case,
-on the array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures
 it on these held-out sets)."""
 from __future__ import annotations
 
 import pytest
 
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
-                     blind13, blind14)
-                     blind13, blind15)
+                     blind13, blind14, blind15)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -662,6 +658,8 @@ CAUGHT_BY_14 = {
     "poly_eps_kernel_default": ("poly_norm/normal_eps0.3_f32_6x30", "output.y"),
     "poly_bwd_projection_on_last_power": ("poly_norm/normal_f64_3x7", "grad.x"),
     "poly_bias_loaded_from_weight_ptr": ("poly_norm/normal_f64_3x7", "output.y"),
+}
+
 CAUGHT_BY_15 = {
     "bn_bwd_proj_factor_single_rstd": ("batch_norm/std1e-3_f32_7x3", "grad.x"),
     "bn_saved_invstd_without_eps": ("batch_norm/normal_eps0.3_f32_7x3", "output.rstd"),
