@@ -48,6 +48,8 @@ from planted.blind10 import BUGS as BLIND10, Blind10Kernel              # noqa: 
 from planted.blind11 import BUGS as BLIND11, Blind11Kernel              # noqa: E402
 from planted.blind12 import BUGS as BLIND12, Blind12Kernel              # noqa: E402
 from planted.blind13 import BUGS as BLIND13, Blind13Kernel              # noqa: E402
+from planted.blind14 import BUGS as BLIND14, Blind14Kernel              # noqa: E402
+from planted.blind15 import BUGS as BLIND15, Blind15Kernel              # noqa: E402
 from planted.torch_kernel import BUGS, TorchKernel                      # noqa: E402
 from refnorm import pitfalls as P                                       # noqa: E402
 from refnorm.check.core import check_case                               # noqa: E402
@@ -227,10 +229,24 @@ def blind13_rows(golden=report.GOLDEN):
     return kernel_rows(Blind13Kernel, BLIND13, "blind13", "L", golden)
 
 
+def blind14_rows(golden=report.GOLDEN):
+    """The fourteenth blind kernel (tests/planted/blind14.py: 43 bugs in 7 ops, written by a fourteenth helper not
+    shown the diagnosis nor session 19's families, labelled by docs/verdicts.md's rules, who never ran it on these
+    bugs and reported only counts; merged unread and measured once, on the session's final code)."""
+    return kernel_rows(Blind14Kernel, BLIND14, "blind14", "K", golden)
+
+
+def blind15_rows(golden=report.GOLDEN):
+    """The fifteenth blind kernel (tests/planted/blind15.py: 44 bugs in the other 8 ops, written beside the
+    fourteenth by a fifteenth helper under the same rules; merged unread and measured once)."""
+    return kernel_rows(Blind15Kernel, BLIND15, "blind15", "J", golden)
+
+
 HELD_OUT = {"torch": torch_rows, "blind": blind_rows, "blind2": blind2_rows, "blind3": blind3_rows,
             "blind4": blind4_rows, "blind5": blind5_rows, "blind6": blind6_rows, "blind7": blind7_rows,
             "blind8": blind8_rows, "blind9": blind9_rows, "blind10": blind10_rows,
-            "blind11": blind11_rows, "blind12": blind12_rows, "blind13": blind13_rows}
+            "blind11": blind11_rows, "blind12": blind12_rows, "blind13": blind13_rows, "blind14": blind14_rows,
+            "blind15": blind15_rows}
 
 
 def score(rows, M):
