@@ -361,6 +361,18 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind11", "rms_bwd_weight_tile_index", "rms_norm/mean1e3_eps1e-05_f32_6x100", "layout", "index j % 32"),
     # a tail block's mask block-local: the lanes past the row load the next row's leading values (block)
     ("blind12", "ln_tail_block_mask_local", "layer_norm/normal_f32_6x100", "block", "the next slice's leading values"),
+    # blind14 / blind15 (held out, measured once; development sets since): a slice's sum of squares never divided
+    # by its count (the L2 norm's equation: semantics); a warp's strided Welford lanes merged without their means'
+    # spread (one_pass); a row sum by a warp butterfly missing a step (block; the forward's statistics alike, the
+    # mean of one pass), and a block amax over a pair load's first components (block)
+    ("blind14", "rms_sum_of_squares_not_averaged", "rms_norm/normal_eps1e-05_f32_6x100", "semantics",
+     "`count(x, A)` left out"),
+    ("blind14", "ln_lane_welford_merge_drops_spread", "layer_norm/normal_f32_6x100", "one_pass", "each of 32 lanes"),
+    ("blind14", "rms_bwd_dot_shuffle_missing_16", "rms_norm/normal_eps1e-05_f32_6x100", "block",
+     "without its offset-16 step"),
+    ("blind15", "gn_sum_shuffle_half_warp", "group_norm/normal_g4_f32_2x8x5x7", "block", "the mean of one pass"),
+    ("blind15", "nqb_mx_amax_of_even_lanes", "norm_quant_block/normal_ln_mx_wb_f32_4x256", "block",
+     "the first value of each pair"),
     # an mxfp8 block scale's exponent clamped at 0 (scales below 1 left at 1)
     ("blind13", "nqb_mx_exponent_clamped_at_zero", "norm_quant_block/normal_rms_mx_bf16_8x512", "quant_scale",
      "clamped below at 1"),

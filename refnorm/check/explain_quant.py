@@ -464,6 +464,16 @@ class _BlockCtx(_Ctx):
                                f"the amax of blocks of {B2} values where the block size {self.B} belongs"))
         for scope, what in scopes:
             from_amax(scope(self.amax), f"is computed from {what}", scope=scope)
+        p = np.arange(self.H) % self.B % 32     # a block's amax by a 32-lane butterfly missing its offset-s step
+        for s_ in (16, 8, 4, 2, 1):             # (lane l & s == 0 alone; s = 1: a pair load's first component)
+            keep = (p & s_) == 0
+            if s_ < self.B and not keep.all():
+                a_w = self.amax_of(np.where(keep, self.y, 0.0))
+                if not np.array_equal(a_w, self.amax):
+                    v2, ts2 = self.v_of(a_w)
+                    add(v2, f"is computed from an amax over the block's lanes l with l & {s_} == 0 alone (a warp "
+                            f"butterfly without its offset-{s_} step" + ("; the first value of each pair)" if s_ == 1
+                                                                           else ")"), "block", ts=ts2, amax=a_w)
         for t, what in self.sources():
             a = self.amax_of(t)
             from_amax(a, f"is computed from the amax of {what}")

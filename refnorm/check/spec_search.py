@@ -73,6 +73,7 @@ import inspect
 import math
 import operator
 import threading
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -269,6 +270,19 @@ def _blocks(k):
     return f
 
 
+def _lanes(s):
+    """The change "the reduction over the last axis without the columns j whose lane j mod 32 has bit ``s`` set"
+    (a 32-lane warp butterfly missing its offset-s step: lane 0 ends with the lanes l & s == 0 alone; a mean:
+    still divided by the whole count)."""
+    def f(a, red, axes, keepdims):
+        keep = (np.arange(a.shape[-1]) % 32 & s) == 0
+        if getattr(red, "func", red) is _REDUCE["max"]:     # (np.max, or with its initial)
+            return red(np.where(keep, a, -np.inf), axis=-1, keepdims=keepdims)
+        r = np.sum(np.where(keep, a, 0.0), axis=-1, keepdims=keepdims)
+        return r / a.shape[-1] if red is _REDUCE["mean"] else r
+    return f
+
+
 def _zero(a, red, axes, keepdims):
     """The change "the reduction left out": zeros of its result's shape."""
     return np.zeros_like(red(a, axis=axes, keepdims=keepdims))
@@ -331,12 +345,20 @@ def _about_parts(d, part):
     """The change "the sum of d^2 taken as the sum of each part's squared deviations about the part's own mean"
     (partial variances merged without the spread of the partial means: sum((d - mean_part d)^2)); ``d``: the
     deviations the recording saw; ``part``: an int k (blocks of k contiguous values of the last axis, the last
-    block partial) or a tuple of axes (each part the reduction over those axes alone)."""
+    block partial), -k (k lanes: lane l the columns j = l mod k, a warp's strided Welford partials) or a tuple
+    of axes (each part the reduction over those axes alone)."""
     def f(a, red, axes, keepdims):
         if np.shape(a) != np.shape(d):
             raise ValueError("not the recorded deviations")
         if isinstance(part, tuple):
             dev = d - d.mean(axis=part, keepdims=True)
+        elif part < 0:                  # -k: k lanes, lane l the columns j = l mod k (each lane's own mean)
+            k, N = -part, d.shape[-1]
+            pad = np.concatenate([d, np.full(d.shape[:-1] + (-N % k,), np.nan)], axis=-1)
+            lanes = pad.reshape(d.shape[:-1] + (-1, k))
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)         # (a lane without values: N < k)
+                dev = (lanes - np.nanmean(lanes, axis=-2, keepdims=True)).reshape(pad.shape)[..., :N]
         else:
             dev = np.concatenate([b - b.mean(axis=-1, keepdims=True) for b in np.array_split(
                 d, range(part, d.shape[-1], part), axis=-1)], axis=-1)
@@ -970,6 +992,14 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
         out += [(("reduce", rows, _blocks(k)), "part", None, f"every forward reduction over the row ({len(rows)}) "
                  f"taken over each block of {k} values (of {N}; each block's own statistics)")
                 for k in (16, 32, 64, 128) if k < N]
+        c0 = [i for i in rows if _SOURCES[i][:2] == ("_math", "centered") and _SOURCES[i][4] == "d0"]
+        for s in (s for s in (16, 8, 4, 2, 1) if s < N):
+            what = (f"every forward reduction over the row ({len(rows)}) by a 32-lane warp butterfly without its "
+                    f"offset-{s} step (the columns j with j mod 32 & {s} never summed, still divided by the whole count")
+            out.append((("reduce", rows, _lanes(s)), "tail", None, what + ")"))
+            if c0:                  # (the two-pass mean's correction pass left out: the mean of one pass)
+                out.append((("reduce", rows, {i: _zero if i in c0 else _lanes(s) for i in rows}), "tail", None,
+                            what + "; the mean of one pass)"))
     for (shape, axes), ids in sig.items():
         if len(ids) > 1:
             out.append((("reduce", frozenset(ids), _whole), "reduce", None, f"every reduction over axes {axes} of a "
@@ -1012,9 +1042,12 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
                     N = shape[-1]
                     trail = [int(np.prod(xshape[j:])) for j in range(1, len(xshape))]
                     parts += list(dict.fromkeys(k for k in trail + [16, 32, 64, 128, 256, 512, 1024] if 1 < k < N))
+                    parts += [-32] + [-k for k in (16, 64) if k < N]
                 out += [(("reduce", i, _about_parts(d, k)), "shift", None, "the variance merged from partial "
-                         "variances (each about its part's own mean: " + (f"over axes {k}" if isinstance(k, tuple) else
-                         f"each block of {k} values") + "), the spread of the partial means left out") for k in parts]
+                         "variances (each about its part's own mean: " + (
+                             f"over axes {k}" if isinstance(k, tuple) else f"each block of {k} values" if k > 0 else
+                             f"each of {-k} lanes, lane l the columns j = l mod {-k}")
+                         + "), the spread of the partial means left out") for k in parts]
         if keep and len(axes) > 1:          # a part of each slice: one axis fewer (each value its part's result)
             out += [(("reduce", i, _part(tuple(a for a in axes if a != b))), "part", None,
                      f"over axes {tuple(a for a in axes if a != b)} only (each part of the slice its own)")
@@ -1025,6 +1058,8 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             tails = {1} | {N % b for b in (16, 32, 64, 128, 256, 512, 1024) if b < N}
             out += [(("reduce", i, _without_last(k, _SOURCES[i][3])), "tail", None, f"without the row's last {k} column"
                      + ("s" if k > 1 else "") + f" (of {N})") for k in sorted(tails - {0}) if k < N]
+            out += [(("reduce", i, _lanes(s)), "tail", None, f"by a 32-lane warp butterfly without its offset-{s} step "
+                     f"(the columns j with j mod 32 & {s} never reduced)") for s in (16, 8, 4, 2, 1) if s < N]
         if keep and axes == (nd - 1,):      # groups of k contiguous values of the last axis
             N = shape[-1]
             out += groups(frozenset((i,)), _divisors(N), lambda k: f"over groups of {k} contiguous values (of {N})")
@@ -1373,6 +1408,9 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
     mod, func, line, op, left, right = _SOURCES[i]
     sym = _SYM[op]
     mech = target[4] if target[0] == "replace" and len(target) > 4 else None     # a tagged replacement's own
+    if target[0] == "mutate" and target[2] == "drop_right" and op == "Div" and "count(" in right \
+            and "backward" not in func:     # a slice's sum never divided by its count: the L2 norm's equation
+        mech = "semantics"
     if target[0] in ("multi", "both"):
         return {"mechanism": _mechanism(case, record, i, changed, gate, params, drop),
                 "text": f"the specification with {what} (refnorm/specs/{mod}.py) reproduces every failing array"}
