@@ -1197,13 +1197,21 @@ def _param_axes(case, x, w):
 
 
 def param_products(case, record, ref, part, name):
-    """A parameter gradient (dweight) summed from the wrong product: sum(dy * t) over the parameter's
-    axes with t the returned y, y less the bias, x, or x less its slice mean, where the normalized
+    """A parameter gradient summed from the wrong product: dbias as sum(dy * weight); dweight as sum(dy * t) over
+    the parameter's axes with t the returned y, y less the bias, x, or x less its slice mean, where the normalized
     x_hat (or the op's own term) belongs; or (layer_norm, rms_norm; mechanism "layout") each row's x_hat
     from the statistics of the first row of its block of k rows. The explanation, or None."""
     x, dy = record.inputs.get("x"), record.cotangents.get("y")
     got, E = record.got[part].get(name), record.E[part].get(name)
     w = record.inputs.get(name)
+    if part == "grads" and name == "bias" and x is not None and dy is not None and got is not None and w is not None \
+            and record.inputs.get("weight") is not None and np.size(x) <= CONFIG_SIZE:
+        axes = _param_axes(case, x, w)      # dbias summed from g = dy * weight (the dx pass's) where dy belongs
+        if axes is not None:
+            v = (np.asarray(dy, np.float64) * _weight_full(case, x, record.inputs)).sum(axis=axes)
+            if np.size(v) == np.size(got) and fit_ratio(got, v.reshape(np.shape(got)), E) <= 1:
+                return {"mechanism": "backward", "text": "dbias is sum(dy * weight) (the weighted g of the dx pass "
+                                                         "where dy belongs)"}
     if part != "grads" or name != "weight" or x is None or dy is None or got is None or w is None \
             or np.size(x) > CONFIG_SIZE:
         return None

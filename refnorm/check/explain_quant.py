@@ -324,15 +324,16 @@ class _RowCtx(_Ctx):
                 for aa, num, says in ((a, None, f"amax is the max of |{what}| (where y's belongs)"),
                                       (a, t, f"amax and q are taken from {what} (an unrounded y belongs)"),
                                       (self.amax, t, f"q is {what} divided by the scale (an unrounded y belongs)")):
-                    if num is None or rounded:
-                        out.append({"arrays": {"scale": ref_s, "amax": aa}, "D": ref_s, "mech": "quant_scale",
+                    if num is None or rounded:      # (y stored in the 16-bit dtype before the quotient: rule 8)
+                        out.append({"arrays": {"scale": ref_s, "amax": aa}, "D": ref_s,
+                                    "mech": "quant_scale" if num is None else "precision",
                                     "final": True, "text": says, **({} if num is None else {"num": num})})
                 continue
             add(self.dyn(a), f"is computed from the amax of {what}", "quant_scale", amax=a)
             if rounded:
                 add(self.dyn(a), f"is computed from the amax of {what}, and q from that rounded y",
-                    "quant_scale", amax=a, num=t)
-                add(ref_s, "", "quant_scale", num=t)
+                    "precision", amax=a, num=t)     # (y stored in the 16-bit dtype, then quantized: rule 8)
+                add(ref_s, "", "precision", num=t)
                 out[-1].update(final=True, text=f"the scale is right, but q is {what} divided by it (an unrounded "
                                                 "y belongs)")
         for d in _low(self.case.dtype):
@@ -478,8 +479,10 @@ class _BlockCtx(_Ctx):
             a = self.amax_of(t)
             from_amax(a, f"is computed from the amax of {what}")
             if what.startswith("y rounded"):
-                from_amax(a, f"is computed from the amax of {what}, and q from that rounded y", num=t)
-                add(v_ref, "", "quant_scale", num=t)
+                v2, ts2 = self.v_of(a)      # (y stored in the 16-bit dtype, then quantized: rule 8's precision)
+                add(v2, f"is computed from the amax of {what}, and q from that rounded y", "precision", ts=ts2,
+                    amax=a, num=t)
+                add(v_ref, "", "precision", num=t)
                 out[-1].update(final=True, text=f"the block scale is right, but q is {what} divided by it (an "
                                                 "unrounded y belongs)")
         qm, fmt = self.qmax, self.fmt
