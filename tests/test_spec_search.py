@@ -374,9 +374,14 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind15", "nqb_mx_amax_of_even_lanes", "norm_quant_block/normal_ln_mx_wb_f32_4x256", "block",
      "the first value of each pair"),
     # dbias summed from dy * weight (backward); y stored in the 16-bit dtype before the block quantizer (precision)
-    ("blind15", "zs_dbias_times_weight", "z_score/normal_f32_6x100", "backward", "dbias is sum(dy * weight)"),
+    ("blind15", "zs_dbias_times_weight", "z_score/normal_f32_6x100", "backward", "(sum(dy * weight)"),
     ("blind15", "nqb_y_stored_in_input_dtype", "norm_quant_block/normal_rms_g_bf16_8x512", "precision",
      "q from that rounded y"),
+    # one norm over the whole tensor (every reduction over it, its sums as they are: reduction); a tail block of
+    # rows clamped to the last row in dweight's reduction (that row's terms counted 55 more times: reduction)
+    ("blind15", "lp_dim_none_whole_tensor", "lp_normalize/normal_f32_6x100", "reduction", "its sums as they are"),
+    ("blind14", "rms_dweight_clamped_rows_repeat_last", "rms_norm/normal_eps1e-05_f64_9x7", "reduction",
+     "counted 55 more times"),
     # an mxfp8 block scale's exponent clamped at 0 (scales below 1 left at 1)
     ("blind13", "nqb_mx_exponent_clamped_at_zero", "norm_quant_block/normal_rms_mx_bf16_8x512", "quant_scale",
      "clamped below at 1"),

@@ -184,7 +184,8 @@ def missing_rows(err, contrib, ref=None):
     """For a sum over rows (a parameter gradient: ``err`` (columns,) = got - ref, ``contrib`` (rows,
     columns) the reference's per-row terms), the set of rows whose terms are missing (err ~ -sum) or
     counted twice (err ~ +sum), among structured candidates: the last k rows, the first k rows, and
-    rows a..b-1 of every period P (P a power of two, the tile of a kernel's row loop); "" when none
+    rows a..b-1 of every period P (P a power of two, the tile of a kernel's row loop); or the last row's
+    counted k more times (a tail block of 16-128 rows clamped to it); "" when none
     fits within FIT. With ``ref`` (the expected sum), returns (text, the sum it describes) instead."""
     miss = ("", None) if ref is not None else ""
     err = np.asarray(err, dtype=np.float64).ravel()
@@ -236,13 +237,18 @@ def missing_rows(err, contrib, ref=None):
             cands.append((f"row 0 of every {P} after the first (each block's loop running into the next one's first "
                           "row)", lambda sel=sel: c[sel].sum(axis=0)))
         P *= 2
+    # a tail block of T rows whose row index is clamped to the last row (not masked): the last row's terms
+    # counted (-R) mod T more times
+    clamped = [(f"the terms of the last row {R - 1} counted {k} more times (a tail block's rows clamped to it, not "
+                "masked)", lambda k=k: k * c[R - 1]) for k in sorted({-R % T for T in (16, 32, 64, 128)} - {0})
+               if abs(k * v[R - 1]) >= need]
     best = None
-    for text, make in cands:
+    for text, make in cands + clamped:
         s = make()
-        for sign, what in ((-1.0, "missing"), (1.0, "counted twice")):
+        for sign, what in ((-1.0, "missing"), (1.0, "counted twice")) if (text, make) in cands else ((1.0, ""),):
             r = np.sqrt(np.sum((err - sign * s) ** 2))
             if r <= FIT * tot and (best is None or r < best[0]):
-                best = (r, f"the terms of {text} {what}", sign * s)
+                best = (r, f"the terms of {text} {what}" if what else text, sign * s)
     if best is None:
         return miss
     return best[1] if ref is None else (best[1], np.asarray(ref, dtype=np.float64).ravel() + best[2])

@@ -1004,6 +1004,9 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
         if len(ids) > 1:
             out.append((("reduce", frozenset(ids), _whole), "reduce", None, f"every reduction over axes {axes} of a "
                         f"{shape} array ({len(ids)}, forward and backward) taken over the whole array"))
+            out.append((("reduce", frozenset(ids), _over(tuple(range(len(shape))))), "reduce", None, f"every reduction "
+                        f"over axes {axes} of a {shape} array ({len(ids)}, forward and backward) taken over the whole "
+                        "array, its sums as they are (one norm for the whole tensor)"))
             if axes == (len(shape) - 1,):   # every one over groups of k contiguous values (per quantization block)
                 N = shape[-1]
                 out += groups(frozenset(ids), [k for k in (8, 16, 32, 64, 128) if N % k == 0 and k < N],
