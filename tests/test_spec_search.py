@@ -382,6 +382,11 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind15", "lp_dim_none_whole_tensor", "lp_normalize/normal_f32_6x100", "reduction", "its sums as they are"),
     ("blind14", "rms_dweight_clamped_rows_repeat_last", "rms_norm/normal_eps1e-05_f64_9x7", "reduction",
      "counted 55 more times"),
+    # partial sums rounded to the 16-bit dtype before they are added: the mean's per 64-column block (its
+    # correction pass left out); each sample's, of the mean and the variance (precision)
+    ("blind14", "ln_mean_block_partials_in_half", "layer_norm/normal_f16_4x128", "precision", "each block of 64"),
+    ("blind15", "bn_channel_sums_in_half", "batch_norm/normal_bf16_6x4x25", "precision",
+     "in the mean and the variance alike"),
     # an mxfp8 block scale's exponent clamped at 0 (scales below 1 left at 1)
     ("blind13", "nqb_mx_exponent_clamped_at_zero", "norm_quant_block/normal_rms_mx_bf16_8x512", "quant_scale",
      "clamped below at 1"),

@@ -333,6 +333,25 @@ def _sequential(dt, terms=False):
     return f
 
 
+def _partials(dt, part):
+    """The change "the reduction's partial sums (each block of ``part`` values of the last axis, or each index
+    of the axes a tuple ``part`` leaves out) rounded to the 16-bit ``dt`` before they are added" (a partial
+    written to shared memory or a buffer of the input dtype; a mean: that sum divided by n)."""
+    def f(a, red, axes, keepdims):
+        if isinstance(part, tuple):
+            p = np.sum(a, axis=part, keepdims=True)
+            r = np.sum(p.astype(dt).astype(np.float64), axis=axes, keepdims=True)
+        else:
+            N = a.shape[-1]
+            p = np.stack([np.sum(a[..., s:s + part], axis=-1) for s in range(0, N, part)], axis=-1)
+            r = np.sum(p.astype(dt).astype(np.float64), axis=-1, keepdims=True)
+            r = np.sum(r, axis=tuple(x for x in axes if x != a.ndim - 1), keepdims=True)
+        if red is _REDUCE["mean"]:
+            r = r / max(int(np.prod([a.shape[k] for k in axes])), 1)
+        return r if keepdims else r.reshape([s for k, s in enumerate(r.shape) if k not in axes])
+    return f
+
+
 def _about_first(a, red, axes, keepdims):
     """The change "the sum of d^2 = (x - mean)^2 taken about the slice's first value x0 instead of the mean,
     the shift never corrected": sum((x - x0)^2) = sum(d^2) + n d_0^2 (d_0 = x0 - mean, a's first element)."""
@@ -1030,6 +1049,24 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
         out += [(("reduce", frozenset(m0 + c0), {m0[0]: _sequential(low, t), c0[0]: _zero}), "lowsum", None,
                  f"the mean's sum accumulated left to right in {low.__name__} (each {TERMS[t]} rounded to nearest), its "
                  "correction pass left out") for t in (False, True)]
+    for i, (shape, axes, keep) in reds.items():     # partial sums rounded to the 16-bit dtype before they are added
+        if low is None or not axes or _SOURCES[i][3] == "max" or i in c0:
+            continue
+        parts = [k for k in (32, 64, 128, 256) if k < shape[-1]] if axes[-1] == len(shape) - 1 else []
+        parts += [tuple(a for a in axes if a != b) for b in axes if len(axes) > 1 and shape[b] > 1]
+        for k in parts:
+            what = (f"its partial sums (each block of {k} values" if isinstance(k, int) else
+                    f"its partial sums (over axes {k}, one per index of the others") + \
+                f") rounded to {low.__name__} before they are added"
+            out.append((("reduce", i, _partials(low, k)), "lowsum", None, what))
+            if i in m0 and len(c0) == 1:
+                out.append((("reduce", frozenset((i, c0[0])), {i: _partials(low, k), c0[0]: _zero}), "lowsum", None,
+                            what + ", the mean's correction pass left out"))
+                vs = [j for j in reds if _SOURCES[j][:2] == ("_math", "moments") and reds[j] == reds[i]]
+                if len(vs) == 1:            # the variance's sum of squares too (each sample's partials, say)
+                    out.append((("reduce", frozenset((i, c0[0], vs[0])), {i: _partials(low, k), c0[0]: _zero,
+                                                                         vs[0]: _partials(low, k)}), "lowsum", None,
+                                what + " in the mean and the variance alike, the mean's correction pass left out"))
     for i, (shape, axes, keep) in reds.items():
         nd = len(shape)
         if low is not None and axes and _SOURCES[i][3] != "max":
