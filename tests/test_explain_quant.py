@@ -222,7 +222,9 @@ def test_e8m0_exponent_rounded_to_nearest_is_quant_scale():
            "nearest power of two")
 
 
-def test_nvfp4_block_scale_truncated_is_rounding():
+def test_nvfp4_block_scale_truncated_is_scale_rounding():
+    """The block scale's own conversion to E4M3 truncated: its own rounding rule (docs/verdicts.md rule 5's
+    scale_rounding, before rule 8's rounding)."""
     grid = explain_quant._grid((NB.ELEMENTS["float8_e4m3fn"][0], -448.0, 448.0))
     trunc = lambda v: explain_quant._grid_round(np.clip(v, -448.0, 448.0), grid, "zero")   # noqa: E731
 
@@ -230,7 +232,7 @@ def test_nvfp4_block_scale_truncated_is_rounding():
         v, _, ts = NB.block_scales(amax, c, NB.tensor_encode(amax, c))
         return v, trunc(v) * ts, ts, amax
     stored = lambda call, d: trunc(d["scale"]).astype(NB.ELEMENTS["float8_e4m3fn"][0])   # noqa: E731
-    expect(QuantSpec(_block(scales), stored), "norm_quant_block/normal_rms_nvfp4_bf16_8x512", "rounding",
+    expect(QuantSpec(_block(scales), stored), "norm_quant_block/normal_rms_nvfp4_bf16_8x512", "scale_rounding",
            "toward zero")
 
 

@@ -387,6 +387,9 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind14", "ln_mean_block_partials_in_half", "layer_norm/normal_f16_4x128", "precision", "each block of 64"),
     ("blind15", "bn_channel_sums_in_half", "batch_norm/normal_bf16_6x4x25", "precision",
      "in the mean and the variance alike"),
+    # an nvfp4 block scale converted to E4M3 rounding up (its own rounding rule: scale_rounding, rule 5)
+    ("blind15", "nqb_nvfp4_block_scale_rounded_up", "norm_quant_block/normal_rms_nvfp4_bf16_8x512", "scale_rounding",
+     "rounding up (the next value above)"),
     # an mxfp8 block scale's exponent clamped at 0 (scales below 1 left at 1)
     ("blind13", "nqb_mx_exponent_clamped_at_zero", "norm_quant_block/normal_rms_mx_bf16_8x512", "quant_scale",
      "clamped below at 1"),

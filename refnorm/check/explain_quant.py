@@ -551,8 +551,11 @@ class _BlockCtx(_Ctx):
                                                  f"maximum where qmax = {qm:g} belongs", "quant_scale", f=rules[1][0])
         if fmt == "nvfp4":
             grid = _grid((NB.ELEMENTS["float8_e4m3fn"][0], -448.0, 448.0))
-            add(v_ref, "is converted to float8_e4m3fn toward zero (truncated), not to nearest", "rounding",
+            # (the block scale's own rounding rule: rule 5's scale_rounding, before rule 8's rounding)
+            add(v_ref, "is converted to float8_e4m3fn toward zero (truncated), not to nearest", "scale_rounding",
                 f=lambda v: _grid_round(np.clip(v, -448.0, 448.0), grid, "zero"))
+            add(v_ref, "is converted to float8_e4m3fn rounding up (the next value above), not to nearest",
+                "scale_rounding", f=lambda v: _grid_round(np.clip(v, -448.0, 448.0), grid, "up"))
             add(v_ref, "is not rounded to float8_e4m3fn (the raw amax / 6 * S_enc)", "quant_scale", f=lambda v: v)
         if (fmt, self.rule) == ("fp8_group", "exact"):
             for d in _low(self.case.dtype):

@@ -41,7 +41,8 @@ MECHANISMS = {
                 "zero (or down, up), not to nearest even",
     "gate": "the gate: on which side of the norm it multiplies, or its factor in the backward (silu'(z), silu(z))",
     "group": "the group a statistic or a backward reduction spans (group_size, ngroups)",
-    "scale_rounding": "a block scale's own rounding rule: a power-of-two exponent rounded down where up is promised",
+    "scale_rounding": "a block scale's own rounding rule: a power-of-two exponent rounded down where up is promised, "
+                      "an E4M3 block scale truncated or rounded up",
 }
 # mechanisms the diagnosis's arithmetic search (refnorm/check/explain.py) names that no catalogue variant has
 ARITHMETIC = {"constant": "a constant factor: a value counted twice or halved"}
