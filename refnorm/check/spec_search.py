@@ -1014,7 +1014,8 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
         c0 = [i for i in rows if _SOURCES[i][:2] == ("_math", "centered") and _SOURCES[i][4] == "d0"]
         for s in (s for s in (16, 8, 4, 2, 1) if s < N):
             what = (f"every forward reduction over the row ({len(rows)}) by a 32-lane warp butterfly without its "
-                    f"offset-{s} step (the columns j with j mod 32 & {s} never summed, still divided by the whole count")
+                    f"offset-{s} step (the columns j with j mod 32 & {s} never summed, still divided by the whole "
+                    "count")
             out.append((("reduce", rows, _lanes(s)), "tail", None, what + ")"))
             if c0:                  # (the two-pass mean's correction pass left out: the mean of one pass)
                 out.append((("reduce", rows, {i: _zero if i in c0 else _lanes(s) for i in rows}), "tail", None,
@@ -1023,9 +1024,11 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
         if len(ids) > 1:
             out.append((("reduce", frozenset(ids), _whole), "reduce", None, f"every reduction over axes {axes} of a "
                         f"{shape} array ({len(ids)}, forward and backward) taken over the whole array"))
-            out.append((("reduce", frozenset(ids), _over(tuple(range(len(shape))))), "reduce", None, f"every reduction "
-                        f"over axes {axes} of a {shape} array ({len(ids)}, forward and backward) taken over the whole "
-                        "array, its sums as they are (one norm for the whole tensor)"))
+            if all(_SOURCES[i][3] != "mean" for i in ids):     # (a norm of sums: lp_normalize's)
+                every = _over(tuple(range(len(shape))))
+                out.append((("reduce", frozenset(ids), every), "reduce", None, f"every reduction over axes {axes} of "
+                            f"a {shape} array ({len(ids)}, forward and backward) taken over the whole array, its sums "
+                            "as they are (one norm for the whole tensor)"))
             if axes == (len(shape) - 1,):   # every one over groups of k contiguous values (per quantization block)
                 N = shape[-1]
                 out += groups(frozenset(ids), [k for k in (8, 16, 32, 64, 128) if N % k == 0 and k < N],
