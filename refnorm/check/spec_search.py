@@ -82,7 +82,7 @@ from .precision import round_toward_zero
 
 ROUNDING_SIZE = 1 << 17          # elements of x up to which the rounding search runs
 MUTATION_SIZE = 1 << 14          # and the mutation search
-MUTATIONS_MAX = 1000             # evaluations of the mutation search at most (in the order _candidates gives)
+MUTATIONS_MAX = 1500             # evaluations of the mutation search at most (in the order _candidates gives)
 _DT = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
 _TARGET = threading.local()      # .t: None | ("record", names[, operations]) | ("round", keys, dtype, toward_zero)
 #                                    | ("mutate" | "replace", operation ids, ...) | ("multi", {id: f}) | ("remap", key, f)
@@ -784,8 +784,9 @@ def _candidates(case, record, forward_only):
                             f"eps moved from `{key.split(':', 1)[1]}` (read as 0 there) to `{src}` + eps in "
                             f"`{_SOURCES[j][4]} {_SYM[_SOURCES[j][3]]} {_SOURCES[j][5]}` ({_SOURCES[j][1]}, line "
                             f"{_SOURCES[j][2]})"))
-    out += _count_changes(seen, reds, ops, ints, np.shape(record.inputs["x"]), _DT.get(case.dtype) if case.dtype in (
-        "float16", "bfloat16") else None, set(fwd_reds), every_red)
+    more, late = _count_changes(seen, reds, ops, ints, np.shape(record.inputs["x"]), _DT.get(case.dtype)
+                                if case.dtype in ("float16", "bfloat16") else None, set(fwd_reds), every_red)
+    out += more
     if not forward_only:
         # (the state after the call only where a running variance can be read: one more evaluation)
         state = ({"new": _evaluate(case, record, None).state, "old": record.state}
@@ -835,7 +836,7 @@ def _candidates(case, record, forward_only):
                         f"`{what}` read at the next index of its leading axis (off by one, wrapping)"))
     for key, v in seen.items():     # every index of an axis holding its last index's value (the last store wins)
         if 1 < np.size(v) < n:
-            out += [(("remap", key, lambda a, ax=ax: _first(a, ax, last=True)), None, key.rsplit(".", 1)[1],
+            late += [(("remap", key, lambda a, ax=ax: _first(a, ax, last=True)), None, key.rsplit(".", 1)[1],
                      f"`{key.split(':', 1)[1]}` at every index of its axis {ax} the last index's (each store to one "
                      "slot, the last one kept)") for ax in range(np.ndim(v)) if np.shape(v)[ax] > 1]
     # a function's argument read from another value of the same shape (the activation of x_hat where the
@@ -853,7 +854,7 @@ def _candidates(case, record, forward_only):
                     and not np.array_equal(v, seen[key], equal_nan=True)):
                 out.append((("remap", key, lambda _, v=v: v), "arg", f"{key.rsplit('.', 1)[1]} {other.rsplit('.', 1)[1]}",
                             f"the argument `{key.split(':', 1)[1]}` read from `{other.split(':', 1)[1]}`"))
-    return out + also + transforms, fwd
+    return out + also + transforms + late, fwd
 
 
 def _moments_low(low):
@@ -927,8 +928,9 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
     correction pass left out: the mean is sum / n2 by definition), alone and with the variance's count
     n2 too; each reduction over every axis or one more axis, a mean's sum divided by another count; an
     integer operand of an operation on floating values (a count, a step) read as one more or less, or as
-    one of x's sizes."""
-    out = []
+    one of x's sizes. Returns (the changes, the later changes: a warp butterfly's missing steps, 16-bit
+    partial sums, tried after every other change of _candidates)."""
+    out, late = [], []              # (late: tried after every other change, the rarer arithmetic)
     m0, xc = seen.get("_math:centered.m0"), seen.get("_math:centered.x")
     if m0 is not None and xc is not None and np.ndim(m0) == np.ndim(xc) and np.size(m0):
         n = np.size(xc) // np.size(m0)
@@ -1012,13 +1014,13 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
                  f"taken over each block of {k} values (of {N}; each block's own statistics)")
                 for k in (16, 32, 64, 128) if k < N]
         c0 = [i for i in rows if _SOURCES[i][:2] == ("_math", "centered") and _SOURCES[i][4] == "d0"]
-        for s in (s for s in (16, 8, 4, 2, 1) if s < N):
+        for s in (s for s in (16, 8, 4, 2, 1) if s < N and int(np.prod(reds[min(rows)][0][:-1])) > 1):
             what = (f"every forward reduction over the row ({len(rows)}) by a 32-lane warp butterfly without its "
                     f"offset-{s} step (the columns j with j mod 32 & {s} never summed, still divided by the whole "
                     "count")
-            out.append((("reduce", rows, _lanes(s)), "tail", None, what + ")"))
+            late.append((("reduce", rows, _lanes(s)), "tail", None, what + ")"))
             if c0:                  # (the two-pass mean's correction pass left out: the mean of one pass)
-                out.append((("reduce", rows, {i: _zero if i in c0 else _lanes(s) for i in rows}), "tail", None,
+                late.append((("reduce", rows, {i: _zero if i in c0 else _lanes(s) for i in rows}), "tail", None,
                             what + "; the mean of one pass)"))
     for (shape, axes), ids in sig.items():
         if len(ids) > 1:
@@ -1061,13 +1063,13 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             what = (f"its partial sums (each block of {k} values" if isinstance(k, int) else
                     f"its partial sums (over axes {k}, one per index of the others") + \
                 f") rounded to {low.__name__} before they are added"
-            out.append((("reduce", i, _partials(low, k)), "lowsum", None, what))
+            late.append((("reduce", i, _partials(low, k)), "lowsum", None, what))
             if i in m0 and len(c0) == 1:
-                out.append((("reduce", frozenset((i, c0[0])), {i: _partials(low, k), c0[0]: _zero}), "lowsum", None,
+                late.append((("reduce", frozenset((i, c0[0])), {i: _partials(low, k), c0[0]: _zero}), "lowsum", None,
                             what + ", the mean's correction pass left out"))
                 vs = [j for j in reds if _SOURCES[j][:2] == ("_math", "moments") and reds[j] == reds[i]]
                 if len(vs) == 1:            # the variance's sum of squares too (each sample's partials, say)
-                    out.append((("reduce", frozenset((i, c0[0], vs[0])), {i: _partials(low, k), c0[0]: _zero,
+                    late.append((("reduce", frozenset((i, c0[0], vs[0])), {i: _partials(low, k), c0[0]: _zero,
                                                                          vs[0]: _partials(low, k)}), "lowsum", None,
                                 what + " in the mean and the variance alike, the mean's correction pass left out"))
     for i, (shape, axes, keep) in reds.items():
@@ -1101,8 +1103,9 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             tails = {1} | {N % b for b in (16, 32, 64, 128, 256, 512, 1024) if b < N}
             out += [(("reduce", i, _without_last(k, _SOURCES[i][3])), "tail", None, f"without the row's last {k} column"
                      + ("s" if k > 1 else "") + f" (of {N})") for k in sorted(tails - {0}) if k < N]
-            out += [(("reduce", i, _lanes(s)), "tail", None, f"by a 32-lane warp butterfly without its offset-{s} step "
-                     f"(the columns j with j mod 32 & {s} never reduced)") for s in (16, 8, 4, 2, 1) if s < N]
+            late += [(("reduce", i, _lanes(s)), "tail", None, f"by a 32-lane warp butterfly without its offset-{s} "
+                      f"step (the columns j with j mod 32 & {s} never reduced)") for s in (16, 8, 4, 2, 1)
+                     if s < N and int(np.prod(shape[:-1])) > 1]     # (one slice: one number, no evidence)
         if keep and axes == (nd - 1,):      # groups of k contiguous values of the last axis
             N = shape[-1]
             out += groups(frozenset((i,)), _divisors(N), lambda k: f"over groups of {k} contiguous values (of {N})")
@@ -1126,7 +1129,7 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
                     out.append((("replace", frozenset((i,)), side, lambda _, k=k: k) + tag, i, _SOURCES[i][4 + side],
                                 f"`{_SOURCES[i][4 + side]}` = {v} read as {k}"
                                 + (" (the tile's width: its padded lanes counted)" if tag else "")))
-    return out
+    return out, late
 
 
 def _saved_statistics(seen):
