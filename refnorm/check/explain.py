@@ -814,9 +814,8 @@ def config_deviation(case, record, reference, ref):
             if a != b and np.ndim(va) and va.size == 1 < vb.size:
                 # a scalar input (dyt's alpha) read from the first value of another's buffer: layout (one value:
                 # a per-channel vector read from x's leading values fits wherever the activation saturates)
-                cands.append((case.config, {**record.inputs, a: vb.reshape(-1)[:va.size].reshape(va.shape).astype(
-                    va.dtype)}, f"the input {a} read from {b}'s buffer (its first {va.size} value"
-                    f"{'s' if va.size > 1 else ''})", "layout", "layout", None))
+                cands.append((case.config, {**record.inputs, a: vb.reshape(-1)[:1].reshape(va.shape).astype(
+                    va.dtype)}, f"the input {a} read from {b}'s buffer (its first value)", "layout", "layout", None))
             if a != b and np.shape(record.inputs[a]) == np.shape(record.inputs[b]):
                 # another parameter of the same role (weight for weight1: which weight multiplies, rule 13) is
                 # affine; any other input's buffer (the weight from the bias's pointer) a layout misread (rule 12)

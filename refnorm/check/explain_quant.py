@@ -446,9 +446,9 @@ class _BlockCtx(_Ctx):
         add(v_ref, "", None)
         out[-1]["reference"] = True
 
-        def from_amax(a, text, num=None, scope=None):
+        def from_amax(a, text, num=None, scope=None, mech="quant_scale"):
             v2, ts = self.v_of(a)
-            add(v2, text, "quant_scale", ts=ts, amax=a, num=num, scope=scope)
+            add(v2, text, mech, ts=ts, amax=a, num=num, scope=scope)
 
         E_a = np.broadcast_to(np.asarray(self.record.E["outputs"].get("amax", 0.0), dtype=np.float64), v_ref.shape)
         nb = self.amax.shape[-1]
@@ -471,17 +471,15 @@ class _BlockCtx(_Ctx):
             if s_ < self.B and not keep.all():
                 a_w = self.amax_of(np.where(keep, self.y, 0.0))
                 if not np.array_equal(a_w, self.amax):
-                    v2, ts2 = self.v_of(a_w)
-                    add(v2, f"is computed from an amax over the block's lanes l with l & {s_} == 0 alone (a warp "
-                            f"butterfly without its offset-{s_} step" + ("; the first value of each pair)" if s_ == 1
-                                                                           else ")"), "block", ts=ts2, amax=a_w)
+                    from_amax(a_w, f"is computed from an amax over the block's lanes l with l & {s_} == 0 alone (a "
+                                   f"warp butterfly without its offset-{s_} step"
+                              + ("; the first value of each pair)" if s_ == 1 else ")"), mech="block")
         for t, what in self.sources():
             a = self.amax_of(t)
             from_amax(a, f"is computed from the amax of {what}")
             if what.startswith("y rounded"):
-                v2, ts2 = self.v_of(a)      # (y stored in the 16-bit dtype, then quantized: rule 8's precision)
-                add(v2, f"is computed from the amax of {what}, and q from that rounded y", "precision", ts=ts2,
-                    amax=a, num=t)
+                # (y stored in the 16-bit dtype, then quantized: rule 8's precision)
+                from_amax(a, f"is computed from the amax of {what}, and q from that rounded y", num=t, mech="precision")
                 add(v_ref, "", "precision", num=t)
                 out[-1].update(final=True, text=f"the block scale is right, but q is {what} divided by it (an "
                                                 "unrounded y belongs)")
