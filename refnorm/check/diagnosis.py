@@ -427,6 +427,9 @@ def _explain(case, records, out, contract=None):
     lower precision than the declared ``contract`` (``lower_precision``)."""
     found, failing, misses = [], 0, 0.0
     refs = {}
+    # the bound of a deviation's arithmetic, derived at its own point under the check's contract
+    bounds = None if contract is None else (lambda cfg, training, inputs, cot, state, res: derive_bounds(
+        case.op, case.dtype, cfg, training, inputs, cot, state, res, contract))
     for r in records:
         if not r.failing:
             continue
@@ -434,7 +437,7 @@ def _explain(case, records, out, contract=None):
         ref = r.ref if r.ref is not None else reference(case.op, case.config, r.training, r.inputs, r.cotangents,
                                                          r.state)
         refs[r.step] = ref
-        found += explain.explain(case, r, ref, reference)
+        found += explain.explain(case, r, ref, reference, bounds)
     if not found and contract is not None and not out.get("matched"):
         found = lower_precision(case, [r for r in records if r.failing], refs, contract)
     with np.errstate(all="ignore"):

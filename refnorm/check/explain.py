@@ -94,23 +94,29 @@ from . import explain_terms
 from .explain_quant import quant_deviation
 from .spec_search import fits_step, grown_fit, mutation, rounding_point
 from .localize import failing_mask
-from .precision import excess, quant_excess, quant_name, ratio, round_toward_zero
+from .precision import NP, excess, quant_excess, quant_name, ratio, round_toward_zero
 
 CHANNEL_OPS = ("batch_norm", "instance_norm", "group_norm")
+REDERIVE = 16.0   # a deviation missing an array by at most this many times its bound: judged again within the
+#                  bound derived at the deviation's own point (_rederived_fits), for at most REDERIVE_MAX of them
+REDERIVE_MAX = 4
 CONFIG_SIZE = 1 << 20     # the searches that re-evaluate the reference or build x-sized arrays: up to this many elements
 TERMS = ("g", "mean(g)", "x_hat * mean(g x_hat)")
 
 
-def fit_ratio(got, explained, E) -> float:
+def fit_ratio(got, explained, E, qdtype=None) -> float:
     """The check's ratio of got against an explained value (max excess / bound; inf when not finite); an
     integer array (num_batches_tracked) is exact: 0 where equal, inf otherwise; int8 codes are quantized
-    (judged by their rounding interval, as every quantized array)."""
+    (judged by their rounding interval, as every quantized array; ``qdtype``: the dtype the check judges the
+    array in, where it is not the array's own: a block scale's power-of-two grid, judge.derive_bounds)."""
     got = np.asarray(got)
     if got.dtype.kind in "iub" and not quant_name(got.dtype):
         return 0.0 if np.array_equal(got, np.asarray(explained)) else math.inf
     with np.errstate(all="ignore"):
         try:
-            ex = quant_excess(got, np.asarray(explained, dtype=np.float64)) if quant_name(got.dtype) else None
+            q = qdtype if qdtype is not None and qdtype not in NP else None    # (float32: add_norm's residual_out)
+            ex = quant_excess(got, np.asarray(explained, dtype=np.float64), q) \
+                if quant_name(got.dtype) or q is not None else None
         except TypeError:          # a scale dtype (float8_e8m0fnu) the quantized excess does not model: its values
             ex = None
         Eb = np.broadcast_to(E, np.shape(got))
@@ -652,10 +658,14 @@ def _dx_fit(case, x, got, E, gd, ok, rstd, xhat, g, spec, centred, what_g, w3=No
     if exact:
         return {"mechanism": "backward", "text": f"dx matches the formula with {what_g} (fitted coefficients "
                                                  f"{coefs}, the specification's)"}
-    what = []
+    what, n = [], g.shape[1]
     for name, c, s in zip(TERMS, near, spec):
         if c == s:
             continue
+        if n >= 3 and c * (n - 1) == s * n and np.count_nonzero(near != spec) == 1:
+            return {"mechanism": "bessel", "text": f"dx matches the formula with the {name} term's mean taken over "
+                                                   f"n - 1 = {n - 1} where n = {n} belongs: fitted coefficients "
+                                                   f"{coefs} (the specification's {', '.join(f'{s:g}' for s in spec)})"}
         what.append(f"the {name} term " + ("missing" if c == 0 else "counted twice" if c == 2 * s
                                              else "with its sign flipped" if c == -s else f"times {c:g}"))
     return {"mechanism": "backward",
@@ -779,7 +789,31 @@ IGNORED = {"bias": "affine", "bias1": "affine"}
 AFFINE_INPUTS = ("weight", "bias", "weight1", "bias1", "scale", "shift", "alpha")
 
 
-def config_deviation(case, record, reference, ref):
+def _rederived_fits(bounds, cfg, record, inputs, misread, res, near, unfit):
+    """{(part, name): fits} of the arrays ``unfit`` that a deviation (config ``cfg``, ``inputs``, the misread
+    cotangents or state) reproduces within the bound derived at the deviation's own point (``bounds``: the
+    check's derivation, under its contract): a kernel computing that arithmetic rounds where its values lie
+    (a SiLU's slope, a centred value's size), not where the specification's lie. Each bound is at least the
+    check's; a failing array the reference itself meets within it is no evidence (not fitted)."""
+    try:
+        with np.errstate(all="ignore"):
+            E2 = bounds(cfg, record.training, inputs, misread.get("cotangents", record.cotangents),
+                        misread.get("state", record.state), res)
+    except Exception:                                       # noqa: BLE001 - no bound derived there: as it was
+        return {}
+    out = {}
+    for part, name in unfit:
+        got, alt, want, E = near[part, name]
+        e2 = E2.get(part, {}).get(name)
+        if e2 is None or np.shape(e2) != np.shape(E):
+            continue
+        Em = np.maximum(E, e2)
+        out[part, name] = fit_ratio(got, alt, Em) <= 1 and not (
+            (part, name) in record.failing and want is not None and fit_ratio(got, want, Em) <= 1)
+    return out
+
+
+def config_deviation(case, record, reference, ref, bounds=None):
     """A configuration value off (``_config_candidates``), or an input deviation (the weight left out, taken
     as 1; an optional input ignored; two inputs swapped; one read from another's buffer; a 0/1 keep-mask
     read as its complement; 1 + scale conventions; a running buffer read from another's, or at its first
@@ -806,8 +840,9 @@ def config_deviation(case, record, reference, ref):
     for i, a in enumerate(floats):          # two inputs of one shape swapped (weight and bias, shift and scale)
         for b in floats[i + 1:]:
             if np.shape(record.inputs[a]) == np.shape(record.inputs[b]):
+                mech = "dropout" if "mask" in a and "mask" in b else "affine"   # another branch's keep-mask: rule 4
                 cands.append((case.config, {**record.inputs, a: record.inputs[b], b: record.inputs[a]},
-                              f"the inputs {a} and {b} swapped", "affine", "affine", (a, b)))
+                              f"the inputs {a} and {b} swapped", mech, mech, (a, b)))
     for a in ["x"] + floats:                # one input read from another's buffer (the gate's pointer passed as x's)
         for b in ["x"] + floats:
             va, vb = np.asarray(record.inputs[a]), np.asarray(record.inputs[b])
@@ -820,7 +855,7 @@ def config_deviation(case, record, reference, ref):
                 # another parameter of the same role (weight for weight1: which weight multiplies, rule 13) is
                 # affine; any other input's buffer (the weight from the bias's pointer) a layout misread (rule 12)
                 mech = "affine" if {a, b} <= set(AFFINE_INPUTS) and a.rstrip("0123456789") == b.rstrip("0123456789") \
-                    else "layout"
+                    else "dropout" if "mask" in a and "mask" in b else "layout"
                 cands.append((case.config, {**record.inputs, a: record.inputs[b]},
                               f"the input {a} read from {b}'s buffer", mech, mech, None))
     for a in ["x"] + floats:                # an activation-sized input read column-major (its strides swapped)
@@ -898,7 +933,7 @@ def config_deviation(case, record, reference, ref):
                 cands.append((case.config, {**record.inputs, a: v.astype(np.float64) + d}, what,
                               "affine", "affine", None))
     grads_only = all(p == "grads" for p, _ in record.failing)
-    later = []
+    later, rederived = [], 0
     for cfg, inputs, what, mech, bwd_mech, pair, *misread in cands:
         misread = misread[0] if misread else {}
         try:
@@ -907,7 +942,7 @@ def config_deviation(case, record, reference, ref):
                                 misread.get("state", record.state))
         except Exception:                                   # noqa: BLE001 - a deviation the spec refuses
             continue
-        fits = {}
+        fits, near = {}, {}
         renamed = own_order = False
         direct = []                 # the failing arrays compared in their own shape
         for part, name in [(p, n) for p in ("outputs", "grads", "state") for n in record.compare[p]]:
@@ -933,8 +968,13 @@ def config_deviation(case, record, reference, ref):
             elif (part, name) in record.failing:
                 direct.append((part, name))
             want = None if own_order else getattr(ref, part).get(name)     # the reference's: the bound grows
-            fits[part, name] = alt is not None and np.shape(alt) == np.shape(got) and grown_fit(
-                fit_ratio, got, alt, want, E, (part, name) in record.failing) <= 1
+            qd = record.E.get("dtypes", {}).get((part, name))
+            fit = fit_ratio if qd is None else (lambda g, v, e, qd=qd: fit_ratio(g, v, e, qd))
+            ratio = grown_fit(fit, got, alt, want, E, (part, name) in record.failing) \
+                if alt is not None and np.shape(alt) == np.shape(got) else math.inf
+            fits[part, name] = ratio <= 1
+            if 1 < ratio <= REDERIVE:
+                near[part, name] = (got, alt, want, E)
             if isinstance(pair, tuple) and part == "grads" and not fits[part, name]:
                 # the swapped inputs' gradients returned under their own names, or under the swapped ones
                 other = {pair[0]: pair[1], pair[1]: pair[0]}.get(name)
@@ -952,6 +992,11 @@ def config_deviation(case, record, reference, ref):
             mech = bwd_mech = None  # a mix-up of the returned arrays: no mechanism of the list (not an affine rule)
         if own_order and not direct:
             continue                # only the re-shaped statistics fail: no evidence for the configuration
+        unfit = [k for k, v in fits.items() if not v]
+        if unfit and bounds is not None and not renamed and not own_order and rederived < REDERIVE_MAX \
+                and all(k in near for k in unfit):
+            rederived += 1
+            fits.update(_rederived_fits(bounds, cfg, record, inputs, misread, res, near, unfit))
         if all(fits.values()):
             if grads_only:          # the forward cannot tell the deviation here: the evidence is the backward's
                 return {"mechanism": bwd_mech, "text": f"the backward with {what} reproduces every failing array "
@@ -1570,14 +1615,14 @@ def finite_failures(record, ref):
     return out
 
 
-def explain(case, record, ref, reference=None) -> list:
+def explain(case, record, ref, reference=None, bounds=None) -> list:
     """The explanations (``_explain``) of the failing arrays that fail at some finite element; an array
     failing only by non-finite values is localized (its first non-finite values), not explained."""
     keep = finite_failures(record, ref)
-    return [e for e in _explain(case, record, ref, reference) if (e["part"], e["name"]) in keep]
+    return [e for e in _explain(case, record, ref, reference, bounds) if (e["part"], e["name"]) in keep]
 
 
-def _explain(case, record, ref, reference=None) -> list:
+def _explain(case, record, ref, reference=None, bounds=None) -> list:
     """The explanations of the failing arrays of one recorded step: a configuration deviation or a layout
     misread that explains them all; else per array a recognizable factor or power, dx's terms, rows
     missing from a sum, or the other mode; and where those leave a failing array unexplained, a change of
@@ -1586,7 +1631,7 @@ def _explain(case, record, ref, reference=None) -> list:
     if reference is not None:
         # a quantizer's codes judged at its own returned scale first: a configuration value that moves y by a
         # rounding error (a default eps) reproduces codes rounded the wrong way only where they tie
-        e = quant_deviation(case, record, ref, fit_ratio, CONFIG_SIZE) or config_deviation(case, record, reference, ref)
+        e = quant_deviation(case, record, ref, fit_ratio, CONFIG_SIZE) or config_deviation(case, record, reference, ref, bounds)
         if e is not None and e.pop("backward_only", False):
             bwd, e = e, None            # used where the per-array explanations leave a gradient unexplained
         e = (e or layout_misread(case, record, reference) or weight_first(case, record, reference)

@@ -564,7 +564,9 @@ def fits_step(record, res, fit_ratio, parts=("outputs", "grads", "state"), plain
             if alt is None or np.shape(alt) != np.shape(got):
                 return False
             want = None if plain is None else getattr(plain, part).get(name)
-            if grown_fit(fit_ratio, got, alt, want, E, (part, name) in record.failing) > 1:
+            qd = record.E.get("dtypes", {}).get((part, name))    # judged in another dtype (a block scale's grid)
+            fit = fit_ratio if qd is None else (lambda g, v, e, qd=qd: fit_ratio(g, v, e, qd))
+            if grown_fit(fit, got, alt, want, E, (part, name) in record.failing) > 1:
                 return False
     return True
 
@@ -606,7 +608,9 @@ def rounding_point(case, record, fit_ratio):
                     continue
                 if fits_step(record, res, fit_ratio):
                     found.append((keys, dt, toward_zero))
-    if not found or len({tz for _, _, tz in found}) > 1:
+    if not found:
+        return _squared_point(case, record, seen, fit_ratio)
+    if len({tz for _, _, tz in found}) > 1:
         return None
     keys, dt, tz = found[0]
     # a value computed from the parameters alone (the gain 1 + scale) does not move with the activations
@@ -617,6 +621,31 @@ def rounding_point(case, record, fit_ratio):
     return {"mechanism": "rounding" if tz else "affine" if set(keys) <= still else "precision",
             "text": f"the specification with {_point(keys)} (refnorm/specs/{mod}.py) rounded "
                     f"{'toward zero' if tz else 'to nearest'} to {dt} reproduces every failing array{more}"}
+
+
+def _squared_point(case, record, seen, fit_ratio):
+    """A root statistic (rms, std, rstd) whose square the kernel held in the lower dtype (the mean of squares
+    or the variance stored in a 16-bit register before its root): the intermediate v of a slice's size taken
+    as sqrt(round(v^2)), or 1 / sqrt(round(1 / v^2)) for a reciprocal root. An explanation, or None."""
+    n = np.size(record.inputs["x"])
+    for key, v in seen.items():
+        if not (np.size(v) < n and np.all(np.isfinite(v)) and np.all(v > 0)):
+            continue
+        for dt in _dtypes(case.dtype):
+            for f, what in ((lambda a, d=_DT[dt]: np.sqrt(_round(np.square(a), d, False)), "its square"),
+                            (lambda a, d=_DT[dt]: 1 / np.sqrt(_round(1 / np.square(a), d, False)),
+                             "its inverse square")):
+                try:
+                    res = _evaluate(case, record, ("remap", key, f))
+                except Exception:                       # noqa: BLE001 - a value the spec cannot go on from
+                    continue
+                if fits_step(record, res, fit_ratio):
+                    mod, name = key.split(":", 1)
+                    return {"mechanism": "precision",
+                            "text": f"the specification with {what} of its intermediate {name} (refnorm/specs/"
+                                    f"{mod}.py; a mean of squares or variance held before the root) rounded to "
+                                    f"nearest {dt} reproduces every failing array"}
+    return None
 
 
 def _point(keys) -> str:
