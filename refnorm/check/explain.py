@@ -92,7 +92,7 @@ import numpy as np
 from ..pitfalls._centered import _next_pow2
 from . import explain_terms
 from .explain_quant import quant_deviation
-from .spec_search import fits_step, grown_fit, mutation, rounding_point
+from .spec_search import backward_flag, fits_step, grown_fit, mutation, rounding_point
 from .localize import failing_mask
 from .precision import NP, excess, quant_excess, quant_name, ratio, round_toward_zero
 
@@ -1695,7 +1695,8 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
         if found:
             return found
     if len(out) < len(record.failing) and reference is not None:
-        e = rounding_point(case, record, fit_ratio) or mutation(case, record, fit_ratio)
+        e = rounding_point(case, record, fit_ratio) or backward_flag(case, record, fit_ratio) \
+            or mutation(case, record, fit_ratio)
         # a change no mechanism names does not displace the families' partial explanations (their mechanism
         # may name the failure from its outputs)
         if e is not None and (e["mechanism"] is not None or not out):

@@ -87,6 +87,7 @@ _DT = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.floa
 _TARGET = threading.local()      # .t: None | ("record", names[, operations]) | ("round", keys, dtype, toward_zero)
 #                                    | ("mutate" | "replace", operation ids, ...) | ("multi", {id: f}) | ("remap", key, f)
 #                                    | ("remapk", {key: f}) | ("both", {key: f}, {id: f}) | ("reduce", id, f)
+#                                    | ("flags", names) | ("flag", key, value)
 _LOCK = threading.RLock()
 _BUILT: dict = {}
 # the inputs that are affine parameters (or their per-sample modulation): a value computed from these alone
@@ -118,6 +119,11 @@ def _rp_hook(key, value):
         return list(_rp_hook(key, np.stack(value)))
     if t is not None and t[0] in ("remapk", "both"):    # several names, each its own change (a count is an int)
         return t[1][key](value) if key in t[1] else value
+    if t is not None and t[0] in ("flags", "flag") and isinstance(value, (str, bool)):
+        if t[0] == "flags":                             # the string and boolean values (a flag, a placement)
+            t[1].setdefault(key, value)
+            return value
+        return t[2] if key == t[1] else value
     if t is None or not _floating(value):
         return value
     if t[0] == "record":
@@ -192,6 +198,11 @@ def _axes(axis, ndim):
     if axis is None:
         return tuple(range(ndim))
     return tuple(sorted(a % ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,))))
+
+
+def _index_only(b):
+    """The change "the reduction over index 0 of axis ``b`` only" (the other indices' terms left out)."""
+    return lambda a, red, axes, keepdims: red(np.take(a, [0], axis=b), axis=axes, keepdims=keepdims)
 
 
 def _over(axes2):
@@ -534,10 +545,17 @@ def _dtypes(case_dtype):
 LARGER = 4.0          # the most a bound grows with the explained value (``grown_fit``)
 
 
+def _absmax(a) -> float:
+    """The largest finite |value| of ``a`` (0 where none is finite)."""
+    f = np.abs(a[np.isfinite(a)])
+    return float(f.max()) if f.size else 0.0
+
+
 def grown_fit(fit_ratio, got, explained, want, E, failing) -> float:
     """``fit_ratio`` with the bound grown by the explained value's size: where it is larger than the
-    reference's ``want``, by their ratio, at most LARGER (a kernel computing the explained arithmetic rounds
-    larger values by more than the reference's bound allows for); inf where a ``failing`` array is within that
+    reference's ``want``, by their ratio, at most LARGER, and every element by the ratio of the arrays' largest
+    values where that is more (a kernel computing the explained arithmetic rounds larger values by more than the
+    reference's bound allows for); inf where a ``failing`` array is within that
     grown bound of the reference itself (the growth, not the explanation, would fit it). Integer and
     quantized arrays (``quantized(dtype)``) are judged as they are."""
     g = np.asarray(got)
@@ -548,6 +566,12 @@ def grown_fit(fit_ratio, got, explained, want, E, failing) -> float:
     with np.errstate(all="ignore"):
         Ev = np.broadcast_to(E, np.shape(g)) * np.clip(np.nan_to_num(np.abs(v) / np.abs(w), nan=1.0, posinf=LARGER),
                                                        1.0, LARGER)
+        # the whole array grown more than LARGER times (a variance read as 0 scales every x_hat by 1/sqrt(eps)):
+        # a kernel computing it rounds every value on that scale (its errors are rstd's multiples), so every
+        # element's bound grows as much
+        top = _absmax(v) / _absmax(w) if _absmax(w) > 0 else 1.0
+        if top > LARGER:
+            Ev = np.maximum(Ev, np.broadcast_to(E, np.shape(g)) * top)
     if failing and fit_ratio(got, w, Ev) <= 1:
         return math.inf
     return fit_ratio(got, v, Ev)
@@ -621,6 +645,38 @@ def rounding_point(case, record, fit_ratio):
     return {"mechanism": "rounding" if tz else "affine" if set(keys) <= still else "precision",
             "text": f"the specification with {_point(keys)} (refnorm/specs/{mod}.py) rounded "
                     f"{'toward zero' if tz else 'to nearest'} to {dt} reproduces every failing array{more}"}
+
+
+_OTHER = {"inside": "outside", "outside": "inside", "rms_norm": "layer_norm", "layer_norm": "rms_norm"}
+
+
+def backward_flag(case, record, fit_ratio):
+    """A flag the backward alone reads the other way (a boolean negated; eps's placement, the norm's kind: the
+    other of its two values), the forward right: the specification with that value changed in one backward
+    function reproducing every failing array. eps's placement is rule 6's eps, any other flag the backward's.
+    An explanation, or None."""
+    if not record.failing or any(p != "grads" for p, _ in record.failing) or record.inputs.get("x") is None \
+            or not importlib.util.find_spec(f"refnorm.specs.{case.op}"):
+        return None
+    flags = {}
+    try:
+        _evaluate(case, record, ("flags", flags))
+    except Exception:                                   # noqa: BLE001 - a call the instrumented spec refuses
+        return None
+    for key, v in flags.items():
+        if "backward" not in key.split(":", 1)[1].rsplit(".", 1)[0] or not (isinstance(v, bool) or v in _OTHER):
+            continue
+        other = (not v) if isinstance(v, bool) else _OTHER[v]
+        try:
+            res = _evaluate(case, record, ("flag", key, other))
+        except Exception:                               # noqa: BLE001 - a value the spec cannot go on from
+            continue
+        if fits_step(record, res, fit_ratio) and not _blown_up(record, res):
+            mod, name = key.split(":", 1)
+            return {"mechanism": "eps" if "placement" in name else "backward",
+                    "text": f"the specification's backward with {name} = {other!r} where {v!r} belongs (refnorm/"
+                            f"specs/{mod}.py; the forward as it is) reproduces every failing array"}
+    return None
 
 
 def _squared_point(case, record, seen, fit_ratio):
@@ -1142,6 +1198,11 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             out.append((("reduce", i, _over(tuple(range(nd)))), "reduce", None, "over every axis"))
             out += [(("reduce", i, _over(tuple(sorted(axes + (b,))))), "reduce", None, f"over axis {b} too")
                     for b in range(nd) if b not in axes and nd - len(axes) > 1 and shape[b] > 1]
+        if _SOURCES[i][3] == "sum" and "backward" in _SOURCES[i][1] and len(axes) > 1:
+            # a gradient's sum over several axes taking index 0 of one of them only (a per-column partial's first
+            # entry returned for a scalar's gradient, the first sample's terms alone)
+            out += [(("reduce", i, _index_only(b)), "reduce", None, f"over index 0 of axis {b} only (of {shape[b]})")
+                    for b in axes if shape[b] > 1]
         if _SOURCES[i][3] == "mean":
             n = int(np.prod([shape[a] for a in axes]))
             out += [(("reduce", i, _count(n2)), "reduce", (n, n2), f"its sum divided by {n2} where n = {n} belongs")
