@@ -393,6 +393,28 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # an mxfp8 block scale's exponent clamped at 0 (scales below 1 left at 1)
     ("blind13", "nqb_mx_exponent_clamped_at_zero", "norm_quant_block/normal_rms_mx_bf16_8x512", "quant_scale",
      "clamped below at 1"),
+    # session 20, on blind14 and blind15 (development sets since their measurement): dx's projection term's
+    # mean over n - 1 (bessel, rule 1); two keep-masks exchanged (another branch's mask: dropout, rule 4)
+    ("blind14", "ln_bwd_proj_unbiased_count", "layer_norm/normal_f32_260x3", "bessel",
+     "mean taken over n - 1 = 2 where n = 3 belongs"),
+    ("blind14", "an_branch_masks_swapped", "add_norm/normal_p_par_f64_5x12", "dropout", "the inputs mask and mask1 "
+     "swapped"),
+    # a deviation fitting within the bound derived at its own point (SiLU's slope at the deviated p, mean 1e3)
+    ("blind15", "gns_bias_loaded_from_weight_ptr", "group_norm_silu/mean1e3_g4_f32_2x8x5x7", "layout",
+     "the input bias read from weight's buffer"),
+    # a block quantizer's explained e8m0 scale judged on the check's grid (its rounding rule)
+    ("blind15", "nqb_rms_weight_offset_applied", "norm_quant_block/normal_rms_mx_f32_3x200", "affine",
+     "1 + weight where weight belongs"),
+    # the mean of squares held in bfloat16 before its root (rms's square rounded)
+    ("blind14", "rms_mean_square_in_input_dtype", "rms_norm/normal_eps1e-05_bf16_6x100", "precision",
+     "its square of its intermediate"),
+    # a scalar's gradient summed over one column only; the eps-outside backward's u = x / rms (rule 6)
+    ("blind14", "dyt_dalpha_first_column_only", "dyt/normal_f64_2x5x7", "reduction", "over index 0 of axis 2 only"),
+    ("blind14", "rms_bwd_proj_on_x_over_rms", "rms_norm/normal_eps1e-05_f64_9x7", "eps",
+     "backward with backward.placement = 'outside' where 'inside' belongs"),
+    # a warp's 32 strided lanes merged without their spread on rows of 7 values (the variance 0: every value
+    # x_hat's scale 1/sqrt(eps), each element's bound grown as much as the whole array)
+    ("blind14", "ln_lane_welford_merge_drops_spread", "layer_norm/normal_f64_9x7", "one_pass", "each of 32 lanes"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on blind5 ... blind9 (development sets since their measurement), each on one of its
