@@ -197,10 +197,11 @@ def missing_rows(err, contrib, ref=None):
     if tot == 0 or R < 2:
         return miss
     # a sum of fewer than MIN_COLUMNS values: among ~2R first/last-k candidate sums some lands near it by
-    # chance, so only k a power of two (a kernel's block) or half the rows is tried there, beside the tiles
+    # chance, so only k a power of two (a kernel's block), half the rows or all but one is tried there, beside
+    # the tiles
     few = err.size < MIN_COLUMNS
-    ks = sorted({1 << i for i in range((R - 1).bit_length()) if (1 << i) < R} | {R // 2, (R + 1) // 2} - {0, R}) \
-        if few else range(1, R)
+    ks = sorted({1 << i for i in range((R - 1).bit_length()) if (1 << i) < R} | {R // 2, (R + 1) // 2, R - 1}
+                - {0, R}) if few else range(1, R)         # (R - 1: one row's terms alone, the first or the last)
     # Cheap screen of the candidates, exact for the ones kept. For a candidate sum s, with e = err . s,
     #   |err - sign s|^2 = tot^2 - 2 sign e + |s|^2 >= tot^2 - 2 |e| + e^2 / tot^2 = (tot - |e| / tot)^2
     # (Cauchy-Schwarz: |s| >= |e| / tot), so a candidate within FIT x tot needs |e| >= (1 - FIT) tot^2.
