@@ -415,6 +415,13 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # a warp's 32 strided lanes merged without their spread on rows of 7 values (the variance 0: every value
     # x_hat's scale 1/sqrt(eps), each element's bound grown as much as the whole array)
     ("blind14", "ln_lane_welford_merge_drops_spread", "layer_norm/normal_f64_9x7", "one_pass", "each of 32 lanes"),
+    # the gate input's gradient alone wrong (rule 3 names any deviation of dz alone: gate); tanh's derivative
+    # written 1 - t
+    ("blind11", "gated_silu_grad_missing_one_minus_s", "gated_norm/normal_f32_4x64", "gate",
+     "only the gate input's gradient dz fails"),
+    ("blind7", "dyt_dtanh_as_one_minus_t", "dyt/normal_f64_2x5x7", "backward", "taken as 1 - t (t = tanh(alpha x))"),
+    # one sample's terms alone in an instance norm's dweight (the other 39 samples' missing)
+    ("blind6", "in_dweight_last_sample", "instance_norm/normal_f32_40x3x2x3", "reduction", "the first 39"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on blind5 ... blind9 (development sets since their measurement), each on one of its

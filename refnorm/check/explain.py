@@ -1420,6 +1420,32 @@ def dyt_deviation(case, record):
     return []
 
 
+def dyt_derivative(case, record):
+    """dyt's backward with tanh's derivative D = 1 - t^2 written otherwise (1 - t, 1 + t^2, sech(alpha x)
+    unsquared): dx = g D' alpha and dalpha = sum(g D' x) reproducing every failing gradient, y right
+    (mechanism backward). Explanations of the failing gradients, or []."""
+    x, dy = record.inputs.get("x"), record.cotangents.get("y")
+    fail = set(record.failing)
+    if case.op != "dyt" or x is None or dy is None or not fail or any(p != "grads" for p, _ in fail) \
+            or not fail <= {("grads", "x"), ("grads", "alpha")} or np.size(x) > CONFIG_SIZE:
+        return []
+    x64 = np.asarray(x, dtype=np.float64)
+    a = float(np.reshape(np.asarray(record.inputs["alpha"], dtype=np.float64), ()))
+    w = record.inputs.get("weight")
+    g = np.asarray(dy, dtype=np.float64) * (1.0 if w is None else np.asarray(w, dtype=np.float64))
+    t = np.tanh(a * x64)
+    with np.errstate(all="ignore"):
+        for D, what in ((1 - t, "1 - t (t = tanh(alpha x))"), (1 + t * t, "1 + t^2 (its sign flipped)"),
+                        (1 / np.cosh(a * x64), "sech(alpha x), not squared")):
+            gd = g * D
+            alt = {"x": gd * a, "alpha": np.reshape(np.sum(gd * x64), np.shape(record.inputs["alpha"]))}
+            if all(fit_ratio(record.got["grads"][n], alt[n], record.E["grads"][n]) <= 1 for _, n in fail):
+                return [{"part": p, "name": n, "step": record.step, "mechanism": "backward",
+                         "text": f"the backward with tanh's derivative 1 - t^2 taken as {what} reproduces d{n}"}
+                        for p, n in sorted(fail)]
+    return []
+
+
 def running_factor(case, record, ref, part, name):
     """batch_norm's running_var updated with another count's Bessel factor: the batch variance the update
     implies, (new - (1 - m) old) / m, is the biased variance times p / (p - 1) with p the product of some of
@@ -1670,6 +1696,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
         if len(out) < len(record.failing):
             from . import explain_poly              # poly_norm's powers normalized otherwise
             act = (fused_activation(case, record, reference, ref) or dyt_rounded_t(case, record) or dyt_deviation(case, record)
+                   or dyt_derivative(case, record)
                    or explain_poly.deviation(sys.modules[__name__], case, record))
             if act:
                 return act
@@ -1701,4 +1728,10 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
         # may name the failure from its outputs)
         if e is not None and (e["mechanism"] is not None or not out):
             return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
+    if not out and record.failing and all(pn == ("grads", "z") for pn in record.failing) and "z" in record.inputs:
+        # the gate input's gradient alone wrong, whatever its term: the gate's (docs/verdicts.md, rule 3) by where
+        # it fails, not by an arithmetic found
+        return [{"part": "grads", "name": "z", "step": record.step, "mechanism": "gate",
+                 "text": "only the gate input's gradient dz fails (y, dx and the parameter gradients right): a "
+                         "deviation of dz alone, by no change the search tried (rule 3 names any)"}]
     return out
