@@ -421,6 +421,14 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind11", "gated_silu_grad_missing_one_minus_s", "gated_norm/normal_f32_4x64", "gate",
      "only the gate input's gradient dz fails"),
     ("blind7", "dyt_dtanh_as_one_minus_t", "dyt/normal_f64_2x5x7", "backward", "taken as 1 - t (t = tanh(alpha x))"),
+    # a quantizer's static scale taken another way (ignored: the dynamic path; read as an amax), an absent
+    # scale_ub loaded as 0 (every scale its floor)
+    ("blind5", "nq_static_scale_ignored", "norm_quant/normal_rms_e4m3_static_bf16_8x256", "quant_scale",
+     "the static scale ignored"),
+    ("blind14", "nq_static_scale_read_as_amax", "norm_quant/normal_rms_e4m3_static_bf16_8x256", "quant_scale",
+     "read as a calibrated amax"),
+    ("blind9", "nq_absent_scale_ub_loaded_as_zero", "norm_quant/normal_rms_e4m3_dyn_f32_8x256", "quant_scale",
+     "the absent scale_ub read as 0"),
     # one sample's terms alone in an instance norm's dweight (the other 39 samples' missing)
     ("blind6", "in_dweight_last_sample", "instance_norm/normal_f32_40x3x2x3", "reduction", "the first 39"),
 ])
