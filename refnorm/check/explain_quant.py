@@ -289,14 +289,13 @@ class _RowCtx(_Ctx):
                     "quant_scale", amax=a_t)
                 Er = self.record.E["outputs"]                 # the bounds of the row the tensor's amax is in
                 out[-1]["E"] = {n: np.full(self.amax.shape, np.max(Er[n])) for n in ("scale", "amax") if n in Er}
-        if self.static is not None:         # the static scale taken another way
+        if self.static is not None:         # the static scale taken another way (its reciprocal: q multiplied by it,
+            #                               _common's)
             st = np.broadcast_to(np.asarray(self.static, dtype=np.float64).reshape(-1)[:1], self.amax.shape)
             add(self.dyn(self.amax), "is amax / qmax: the dynamic per-row scale where the static scale belongs (the "
                                      "static scale ignored)", "quant_scale")
             add(st / self.qmax, f"is static_scale / {self.qmax:g}: the static scale read as a calibrated amax",
                 "quant_scale")
-            add(1.0 / st, "is 1 / static_scale: the static scale read as its reciprocal (a quantizing scale where the "
-                          "decode scale belongs)", "quant_scale")
         elif self.ub is None and self.floor:    # an absent scale_ub loaded as 0: every row's scale its floor
             add(np.full(self.amax.shape, float(self.floor)), f"is min_scale ({self.floor:g}) on every row: the absent "
                                                              "scale_ub read as 0 (min(amax / qmax, 0) raised to the "
