@@ -429,6 +429,9 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "read as a calibrated amax"),
     ("blind9", "nq_absent_scale_ub_loaded_as_zero", "norm_quant/normal_rms_e4m3_dyn_f32_8x256", "quant_scale",
      "the absent scale_ub read as 0"),
+    # nvfp4's tensor amax alone taken from the pre-norm x + residual (the block amaxes y's)
+    ("blind13", "nqb_nvfp4_tensor_amax_of_input", "norm_quant_block/normal_rms_nvfp4_bf16_8x512", "quant_scale",
+     "the tensor encode factor from the amax of the pre-norm"),
     # one sample's terms alone in an instance norm's dweight (the other 39 samples' missing)
     ("blind6", "in_dweight_last_sample", "instance_norm/normal_f32_40x3x2x3", "reduction", "the first 39"),
 ])

@@ -527,6 +527,10 @@ class _BlockCtx(_Ctx):
                 if g > 0:
                     v2, ts2 = self.v_of(self.amax, enc=num_ / g)
                     add(v2, f"uses the tensor encode factor {what} (where 448 * 6 / g belongs)", "quant_scale", ts=ts2)
+            for t, what in self.sources():      # the tensor amax g alone taken from another tensor
+                v2, ts2 = self.v_of(self.amax, enc=NB.tensor_encode(self.amax_of(t), self.c, None))
+                add(v2, f"uses the tensor encode factor from the amax of {what} (the block amaxes y's)",
+                    "quant_scale", ts=ts2)
         if fmt == "nvfp4" and self.gs is not None:
             gs = float(np.asarray(self.gs).reshape(()))
             v2, ts2 = self.v_of(self.amax, enc=1.0 / gs)
