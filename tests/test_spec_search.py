@@ -432,6 +432,9 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # nvfp4's tensor amax alone taken from the pre-norm x + residual (the block amaxes y's)
     ("blind13", "nqb_nvfp4_tensor_amax_of_input", "norm_quant_block/normal_rms_nvfp4_bf16_8x512", "quant_scale",
      "the tensor encode factor from the amax of the pre-norm"),
+    # the backward's grid of 108 programs taking floor(M / 108) rows each (rows 216-259 never processed)
+    ("blind14", "ln_bwd_rows_per_program_floored", "layer_norm/normal_f32_260x3", "block",
+     "a grid of P programs each taking floor(260 / P) rows"),
     # one sample's terms alone in an instance norm's dweight (the other 39 samples' missing)
     ("blind6", "in_dweight_last_sample", "instance_norm/normal_f32_40x3x2x3", "reduction", "the first 39"),
 ])

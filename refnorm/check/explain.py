@@ -1516,8 +1516,9 @@ def row_terms(case, record, ref, part, name):
 
 def unprocessed_rows(case, record, ref):
     """layer_norm / rms_norm: the rows from r0 on never processed (a grid of B-row programs rounded down:
-    r0 = floor(R / B) B): every per-row array (y, mean, rstd, dx) left at 0 on those rows and right on the
-    others, the parameter gradients the sums of the first r0 rows' terms. Explanations of every failing
+    r0 = floor(R / B) B, or of P programs: r0 = P floor(R / P)): every per-row array (y, mean, rstd, dx; dx
+    alone where no output fails: the backward's grid) left at 0 on those rows and right on the others, the
+    parameter gradients the sums of the first r0 rows' terms. Explanations of every failing
     array (mechanism "block"), or []."""
     x = record.inputs.get("x")
     if case.op not in ("layer_norm", "rms_norm") or x is None or np.size(x) > CONFIG_SIZE:
@@ -1538,8 +1539,11 @@ def unprocessed_rows(case, record, ref):
         r0 = first if r0 is None else min(r0, first)
     if r0 is None or r0 == 0:
         return []
+    fwd = any(p == "outputs" for p, _ in record.failing)
     blocks = [B for B in (2, 4, 8, 16, 32, 64, 128, 256) if m // B * B == r0]
-    if not blocks:
+    # or P programs (a GPU's SM count) each taking floor(m / P) rows where ceil belongs
+    grids = [P for P in (80, 84, 108, 114, 132, 144, 170) if m > P and P * (m // P) == r0]
+    if not blocks and not grids:
         return []
     for part, name in [(p, n) for p in ("outputs", "grads") for n in record.compare[p]]:
         got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
@@ -1553,11 +1557,14 @@ def unprocessed_rows(case, record, ref):
         if np.size(got) % m:
             return []
         v = np.asarray(want, dtype=np.float64).reshape(m, -1).copy()
-        v[r0:] = 0.0
+        if part == "grads" or fwd:          # (the backward's grid alone: the forward's rows processed)
+            v[r0:] = 0.0
         if fit_ratio(got, v.reshape(np.shape(got)), E) > 1:
             return []
-    text = (f"rows {r0}-{m - 1} never processed (left at 0; the sums without their terms): a grid of programs "
-            f"of B rows rounded down, floor({m} / B) where ceil belongs (B = {' or '.join(map(str, blocks))})")
+    text = (f"rows {r0}-{m - 1} never processed (left at 0; the sums without their terms): " + (
+        f"a grid of programs of B rows rounded down, floor({m} / B) where ceil belongs (B = "
+        f"{' or '.join(map(str, blocks))})" if blocks else
+        f"a grid of P programs each taking floor({m} / P) rows where ceil belongs (P = {' or '.join(map(str, grids))})"))
     return [{"part": p, "name": n, "step": record.step, "mechanism": "block", "text": text} for p, n in record.failing]
 
 
