@@ -435,6 +435,9 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # the backward's grid of 108 programs taking floor(M / 108) rows each (rows 216-259 never processed)
     ("blind14", "ln_bwd_rows_per_program_floored", "layer_norm/normal_f32_260x3", "block",
      "a grid of P programs each taking floor(260 / P) rows"),
+    # a power-of-two tile's padded lanes counted in the variance (their deviations -mean not masked)
+    ("blind15", "aln_var_pad_lanes_counted", "adaptive_layer_norm/normal_f64_2x5x7", "block",
+     "padded lanes of a 8-wide tile counted"),
     # one sample's terms alone in an instance norm's dweight (the other 39 samples' missing)
     ("blind6", "in_dweight_last_sample", "instance_norm/normal_f32_40x3x2x3", "reduction", "the first 39"),
 ])

@@ -200,6 +200,16 @@ def _axes(axis, ndim):
     return tuple(sorted(a % ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,))))
 
 
+def _padded(k, c):
+    """The change "the reduction with k more terms of value c" (a tile's padded lanes counted; a mean still
+    divided by the row's own count)."""
+    def f(a, red, axes, keepdims):
+        n = int(np.prod([np.shape(a)[j] for j in axes]))
+        r = red(a, axis=axes, keepdims=True) + k * np.asarray(c) / (n if red is _REDUCE["mean"] else 1)
+        return r if keepdims else np.reshape(r, [s for j, s in enumerate(r.shape) if j not in axes])
+    return f
+
+
 def _index_only(b):
     """The change "the reduction over index 0 of axis ``b`` only" (the other indices' terms left out)."""
     return lambda a, red, axes, keepdims: red(np.take(a, [0], axis=b), axis=axes, keepdims=keepdims)
@@ -1209,6 +1219,13 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
                     trail = [int(np.prod(xshape[j:])) for j in range(1, len(xshape))]
                     parts += list(dict.fromkeys(k for k in trail + [16, 32, 64, 128, 256, 512, 1024] if 1 < k < N))
                     parts += [-32] + [-k for k in (16, 64) if k < N]
+                N, mu = shape[-1], seen.get("_math:moments.mean")
+                if axes == (nd - 1,) and _tile(N) != N and mu is not None and np.size(mu) * N == np.size(d):
+                    # a power-of-two tile's padded lanes loaded as 0 and their deviations 0 - mean not masked:
+                    # each adds mean^2 to the sum of squares (rule 9's padded lanes counted)
+                    out.append((("reduce", i, _padded(_tile(N) - N, np.reshape(mu, shape[:-1] + (1,)) ** 2)), "tail",
+                                None, f"with the {_tile(N) - N} padded lanes of a {_tile(N)}-wide tile counted (each "
+                                "loaded as 0, its deviation -mean not masked: mean^2 each)"))
                 out += [(("reduce", i, _about_parts(d, k)), "shift", None, "the variance merged from partial "
                          "variances (each about its part's own mean: " + (
                              f"over axes {k}" if isinstance(k, tuple) else f"each block of {k} values" if k > 0 else
