@@ -438,6 +438,8 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # a power-of-two tile's padded lanes counted in the variance (their deviations -mean not masked)
     ("blind15", "aln_var_pad_lanes_counted", "adaptive_layer_norm/normal_f64_2x5x7", "block",
      "padded lanes of a 8-wide tile counted"),
+    # the one-pass variance E[x^2] - E[x]^2 in float32 in ops without a catalogue variant of it
+    ("blind12", "an_ln_var_one_pass", "add_norm/mean1e3_fp32res_xnormal_f16_6x100", "one_pass", "E[x^2] - E[x]^2 from one pass"),
     # one sample's terms alone in an instance norm's dweight (the other 39 samples' missing)
     ("blind6", "in_dweight_last_sample", "instance_norm/normal_f32_40x3x2x3", "reduction", "the first 39"),
 ])

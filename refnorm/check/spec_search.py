@@ -373,6 +373,20 @@ def _partials(dt, part):
     return f
 
 
+def _one_pass(x, W):
+    """The change "the sum of d^2 taken as n (E[x^2] - E[x]^2), both means from sums in ``W`` (the working
+    precision), the difference clamped at 0" (``x``: the values the deviations are of)."""
+    def f(a, red, axes, keepdims):
+        n = int(np.prod([np.shape(a)[k] for k in axes]))
+        xw = np.asarray(x, dtype=W)
+        with np.errstate(all="ignore"):
+            m = np.sum(xw, axis=axes, keepdims=True, dtype=W) / W(n)
+            m2 = np.sum(xw * xw, axis=axes, keepdims=True, dtype=W) / W(n)
+            r = np.maximum(m2 - m * m, W(0)).astype(np.float64) * n
+        return r if keepdims else r.reshape([s for k, s in enumerate(r.shape) if k not in axes])
+    return f
+
+
 def _about_first(a, red, axes, keepdims):
     """The change "the sum of d^2 = (x - mean)^2 taken about the slice's first value x0 instead of the mean,
     the shift never corrected": sum((x - x0)^2) = sum(d^2) + n d_0^2 (d_0 = x0 - mean, a's first element)."""
@@ -916,7 +930,8 @@ def _candidates(case, record, forward_only):
                             f"`{_SOURCES[j][4]} {_SYM[_SOURCES[j][3]]} {_SOURCES[j][5]}` ({_SOURCES[j][1]}, line "
                             f"{_SOURCES[j][2]})"))
     more, late = _count_changes(seen, reds, ops, ints, np.shape(record.inputs["x"]), _DT.get(case.dtype)
-                                if case.dtype in ("float16", "bfloat16") else None, set(fwd_reds), every_red)
+                                if case.dtype in ("float16", "bfloat16") else None, set(fwd_reds), every_red,
+                                case.dtype)
     out += more
     if not forward_only:
         # (the state after the call only where a running variance can be read: one more evaluation)
@@ -1053,7 +1068,7 @@ def _plus_eps(side, e):
     return lambda a, b, op: _OPS[op](a + e, b) if side == 0 else _OPS[op](a, b + e)
 
 
-def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), every_red=None):
+def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), every_red=None, case_dtype="float32"):
     """The changes of what a reduction spans (module docstring), as _candidates' tuples: the mean of
     refnorm/specs/_math.centered (the two-pass mean_A) taken as the sum divided by another count n2 (the
     correction pass left out: the mean is sum / n2 by definition), alone and with the variance's count
@@ -1209,6 +1224,13 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             out += [(("reduce", i, _sequential(low, t)), "lowsum", None, f"accumulated left to right in "
                      f"{low.__name__} (each {TERMS[t]} rounded to nearest)") for t in (False, True)]
         if _SOURCES[i][:2] == ("_math", "moments") and axes:
+            d, mu = seen.get("_math:moments.d"), seen.get("_math:moments.mean")
+            if d is not None and mu is not None and np.shape(d) == shape and np.ndim(mu) == nd:
+                # the textbook one-pass variance E[x^2] - E[x]^2 with both sums in the working precision
+                W = np.float64 if case_dtype == "float64" else np.float32
+                out.append((("reduce", i, _one_pass(np.asarray(d) + np.asarray(mu), W)), "shift", None,
+                            f"the variance as E[x^2] - E[x]^2 from one pass of sums in {np.dtype(W).name} (clamped "
+                            "at 0)"))
             out.append((("reduce", i, _about_first), "shift", None, "the variance's sum of squares about each slice's "
                         "first value x0 (a shift without its correction n (mean - x0)^2)"))
             d = seen.get("_math:moments.d")
