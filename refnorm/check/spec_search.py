@@ -373,16 +373,21 @@ def _partials(dt, part):
     return f
 
 
-def _one_pass(x, W):
-    """The change "the sum of d^2 taken as n (E[x^2] - E[x]^2), both means from sums in ``W`` (the working
-    precision), the difference clamped at 0" (``x``: the values the deviations are of)."""
+def _one_pass(d, x, W):
+    """The change "the sum of (d / s)^2 taken as n (E[x^2] - E[x]^2) / s^2, both means from sums in ``W`` (the
+    working precision), the difference clamped at 0" (``d``: the deviations of ``x`` from its mean; s a per-slice
+    scale the summand may divide them by, read from it); no change where the summand is no such square."""
     def f(a, red, axes, keepdims):
         n = int(np.prod([np.shape(a)[k] for k in axes]))
         xw = np.asarray(x, dtype=W)
         with np.errstate(all="ignore"):
+            s2 = np.max(d * d, axis=axes, keepdims=True) / np.max(a, axis=axes, keepdims=True)
+            s2 = np.where(np.isfinite(s2) & (s2 > 0), s2, 1.0)
+            if not np.allclose(a * s2, d * d, rtol=1e-9, atol=0.0):
+                return red(a, axis=axes, keepdims=keepdims)
             m = np.sum(xw, axis=axes, keepdims=True, dtype=W) / W(n)
             m2 = np.sum(xw * xw, axis=axes, keepdims=True, dtype=W) / W(n)
-            r = np.maximum(m2 - m * m, W(0)).astype(np.float64) * n
+            r = np.maximum(m2 - m * m, W(0)).astype(np.float64) * n / s2
         return r if keepdims else r.reshape([s for k, s in enumerate(r.shape) if k not in axes])
     return f
 
@@ -1223,14 +1228,16 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
         if low is not None and axes and _SOURCES[i][3] != "max":
             out += [(("reduce", i, _sequential(low, t)), "lowsum", None, f"accumulated left to right in "
                      f"{low.__name__} (each {TERMS[t]} rounded to nearest)") for t in (False, True)]
+        fk = f"{_SOURCES[i][0]}:{_SOURCES[i][1]}."
+        d, mu = seen.get(fk + "d"), seen.get(fk + "mean")
+        if axes and _SOURCES[i][3] == "sum" and "backward" not in fk and d is not None and mu is not None \
+                and np.shape(d) == shape and np.ndim(mu) == nd:
+            # a sum of the squared deviations d (of the function's own mean), maybe scaled: the textbook one-pass
+            # variance E[x^2] - E[x]^2 with both sums in the working precision
+            W = np.float64 if case_dtype == "float64" else np.float32
+            out.append((("reduce", i, _one_pass(np.asarray(d), np.asarray(d) + np.asarray(mu), W)), "shift", None,
+                        f"the variance as E[x^2] - E[x]^2 from one pass of sums in {np.dtype(W).name} (clamped at 0)"))
         if _SOURCES[i][:2] == ("_math", "moments") and axes:
-            d, mu = seen.get("_math:moments.d"), seen.get("_math:moments.mean")
-            if d is not None and mu is not None and np.shape(d) == shape and np.ndim(mu) == nd:
-                # the textbook one-pass variance E[x^2] - E[x]^2 with both sums in the working precision
-                W = np.float64 if case_dtype == "float64" else np.float32
-                out.append((("reduce", i, _one_pass(np.asarray(d) + np.asarray(mu), W)), "shift", None,
-                            f"the variance as E[x^2] - E[x]^2 from one pass of sums in {np.dtype(W).name} (clamped "
-                            "at 0)"))
             out.append((("reduce", i, _about_first), "shift", None, "the variance's sum of squares about each slice's "
                         "first value x0 (a shift without its correction n (mean - x0)^2)"))
             d = seen.get("_math:moments.d")
