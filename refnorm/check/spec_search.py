@@ -1522,7 +1522,7 @@ def mutation(case, record, fit_ratio):
     fallback = None
     # (a change taking the failing arrays NEAR times closer than the reference is judged again within its own
     # arithmetic's conditioning: perturbed_bound)
-    pert, perturbed = perturbed_inputs(case, record), 0
+    pert, perturbed, wide = perturbed_inputs(case, record), 0, []
     missed = 0.0 if plain is None else max((fit_ratio(record.got[p][n], getattr(plain, p).get(n), record.E[p][n])
                                             for p, n in record.failing if getattr(plain, p).get(n) is not None
                                             and np.shape(getattr(plain, p)[n]) == np.shape(record.got[p][n])),
@@ -1550,13 +1550,18 @@ def mutation(case, record, fit_ratio):
             elif res2 is not None and keep:
                 res2 = dataclasses.replace(keep[0], outputs={**keep[0].outputs, **{
                     n: res2.outputs[n] for n in failing_outs if n in res2.outputs}})
-            if res2 is not None:
-                r = step_ratio(record, res, fit_ratio, plain=plain, spread=res2)
+            if res2 is not None and step_ratio(record, res, fit_ratio, plain=plain, spread=res2) <= 1 \
+                    and not _blown_up(record, res):
+                # (kept while the search goes on: a change fitting within the plain bound is the answer, and
+                # near misses of different mechanisms that all fit so widely tell nothing apart)
+                wide.append(_explained(case, record, ctx, target, i, changed, what, keep, failing_outs))
         if r <= 1 and not _blown_up(record, res):
             return _explained(case, record, ctx, target, i, changed, what, keep, failing_outs)
         if loose and fallback is None and not keep and fits_step(record, res, fit_ratio, ("outputs", "state"), plain) \
                 and not _blown_up(record, res):
             fallback = (target, i, changed, what, keep)
+    if wide:
+        return wide[0] if len({e["mechanism"] for e in wide}) == 1 else None
     if fallback is None:
         return None
     e = _explained(case, record, ctx, *fallback, failing_outs)
