@@ -47,6 +47,7 @@ from ._blind_math import (QUANT as _QUANT, add_norm_dims, add_norm_ds, add_norm_
                           rsum as _rsum, silu_gate, sigmoids as _sigmoids, stat_shape, static_scale,
                           store as _store, weight_offset)
 from .blind3 import LABELS
+from .blind10 import _half_row_sums
 from .blind11 import Blind11Kernel
 
 OPS = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "gated_norm", "dyt", "poly_norm")
@@ -84,12 +85,11 @@ BUGS = {
         "mean)^2) + eps) / N) (an effective eps / N), forward and the backward's formula on that rstd",
         "cf. " + GH + "xlite-dev/LeetCUDA/pull/317 (a norm kernel's eps grouped at the wrong place of its rsqrt "
         "expression)"),
-    "ln_bwd_proj_on_centred_x": (
+    "ln_bwd_mean_term_without_count": (
         "layer_norm", "backward",
-        "dx = rstd * (g - mean(g) - (x - mean) * mean(g * x_hat)): the projection term multiplies the centred x "
-        "instead of x_hat (one factor rstd missing from it); dweight and dbias right",
-        "cf. " + GH + "flagos-ai/FlagGems/issues/5222 (a batch norm backward getting the powers of the saved "
-        "inverse std wrong)"),
+        "dx = rstd * (g - sum(g) - x_hat * mean(g * x_hat)): the first term's row sum of g not divided by N (the "
+        "projection term's right); dweight and dbias right",
+        "pattern: a reduction's mean taken as its sum"),
     "ln_saved_rstd_unbiased": (
         "layer_norm", "bessel",
         "N > 1: the rstd output written from a second finalization with the unbiased variance, 1 / sqrt(sum((x - "
@@ -193,11 +193,12 @@ BUGS = {
         "amax outputs right",
         "cf. " + GH + "vllm-project/compressed-tensors/issues/394 (per-token dynamic scales indexed over the wrong "
         "dimensions of a 3-D activation)"),
-    "nq_rms_eps_outside_root": (
+    "nq_eps_in_input_dtype": (
         "norm_quant", "eps",
-        "norm='rms_norm': rstd = 1 / (sqrt(mean(x^2)) + eps) instead of 1 / sqrt(mean(x^2) + eps), then quantized",
-        "cf. " + GH + "fla-org/flash-linear-attention/pull/508 (a norm's eps moved between inside and outside the "
-        "square root)"),
+        "16-bit inputs: eps converted to the input dtype (a kernel argument of the activation's scalar type) "
+        "before it is added to the float32 statistic (bfloat16: 0.3 becomes 0.30078), then quantized",
+        "cf. " + GH + "deepspeedai/DeepSpeed/issues/581 (a layernorm kernel losing its epsilon to a float16 "
+        "conversion)"),
     "nq_rms_weight_not_applied": (
         "norm_quant", "affine",
         "norm='rms_norm' with a weight: the fused kernel's RMS path never multiplies by the weight (y = x_hat), "
@@ -253,12 +254,14 @@ BUGS = {
         "block of 32 partials (no loop over the partial buffer): the rows from 32 on never reach dalpha",
         "cf. " + GH + "tenstorrent/tt-metal/pull/53215 (a fused norm backward losing all but one block's partial "
         "sums)"),
-    "dyt_dalpha_f64_float_accumulator": (
-        "dyt", "precision",
-        "float64 inputs: dalpha's per-row partials (float64) accumulated into a float32 scalar (the gradient "
-        "buffer allocated float32 for every dtype), widened at the end",
-        "cf. " + GH + "karpathy/llm.c/issues/144 (reduction partials kept in a narrower type than the "
-        "accumulation needs)"),
+    "dyt_channel_index_from_axis1": (
+        "dyt", "layout",
+        "inputs of three or more axes (axis 1 shorter than the last): weight and bias indexed by the element's "
+        "channel taken as in a channels-first tensor, (flat index mod C1) with C1 = x.shape[1] (the channels_last "
+        "flag read the other way) instead of the last axis's index, forward and the backward (dx, dalpha; "
+        "dweight and dbias accumulated at those indices)",
+        "cf. " + GH + "pytorch/pytorch/issues/62594 (a normalization kernel giving wrong results when its input's "
+        "memory layout is not the one it indexes with)"),
     "dyt_dweight_dbias_swapped": (
         "dyt", None,
         "with a weight and a bias: their gradients returned in each other's place (the backward's output tuple in "
@@ -272,12 +275,11 @@ BUGS = {
         "cf. " + GH + "pytorch/pytorch/pull/195546 (a Triton launch grid covering part of the elements: the rest "
         "of the output never written)"),
     # ------------------------------------------------------------------ poly_norm
-    "poly_powers_float_pow_for_f64": (
+    "poly_dweight_row_partials_in_half": (
         "poly_norm", "precision",
-        "float64 inputs: x^2 and x^3 computed by the float32 pow overload (powf) and widened, the rest in "
-        "float64, forward and backward",
-        "cf. " + GH + "scverse/rapids-singlecell/pull/658 (a templated kernel calling the single-precision sqrtf "
-        "for double inputs)"),
+        "16-bit inputs: each row's float32 partial of sum(dy * h_p) accumulated over the rows left to right in the "
+        "input dtype (the weight-gradient buffer allocated like the weight), for the three entries of dweight",
+        "cf. " + GH + "pytorch/helion/pull/3595 (a norm's parameter gradient accumulated over rows in bfloat16)"),
     "poly_bwd_rstd_buffer_transposed": (
         "poly_norm", "layout",
         "the forward saves the three powers' rstd power-major (k * rows + r), the backward reads them row-major "
@@ -397,8 +399,8 @@ class Blind16Kernel(Blind11Kernel):
         dy, g = dy_and_g(call, acc, (-1, N), w)
         if b == "ln_bwd_weighted_dy_in_input_dtype" and d in HALF and w is not None:
             g = _half(g, d)
-        if b == "ln_bwd_proj_on_centred_x":
-            dx = rstd * (g - _rsum(g) / N - dev * (_rsum(g * xhat) / N))
+        if b == "ln_bwd_mean_term_without_count":
+            dx = rstd * (g - _rsum(g) - xhat * (_rsum(g * xhat) / N))
         else:
             dx = _centred_dx(g, xhat, rstd)
         grads = {"x": _store(dx.reshape(x0.shape), d)}
@@ -522,6 +524,8 @@ class Blind16Kernel(Blind11Kernel):
         x0 = inp["x"]
         ns, N, x = normalized_rows(call, acc)
         eps = _eps(cfg["eps"], acc)
+        if b == "nq_eps_in_input_dtype" and d in HALF:
+            eps = _half(eps, d)
         centred = cfg["norm"] == "layer_norm"
         if centred:
             mean = _rsum(x) / N
@@ -529,8 +533,7 @@ class Blind16Kernel(Blind11Kernel):
             rstd = 1 / np.sqrt(_rsum(dev * dev) / N + eps)
         else:
             mean = acc(0)
-            ms = _rsum(x * x) / N
-            rstd = 1 / (np.sqrt(ms) + eps) if b == "nq_rms_eps_outside_root" else 1 / np.sqrt(ms + eps)
+            rstd = 1 / np.sqrt(_rsum(x * x) / N + eps)
         xhat = (x - mean) * rstd
         wt = inp.get("weight")
         if b == "nq_rms_weight_not_applied" and not centred:
@@ -624,6 +627,11 @@ class Blind16Kernel(Blind11Kernel):
         d, inp = call.dtype, call.inputs
         x0 = inp["x"]
         x, a, w, bias, t = dyt_inputs(inp, acc)
+        ci = None
+        if b == "dyt_channel_index_from_axis1" and x0.ndim >= 3 and x0.shape[1] < x.shape[1]:
+            ci = (np.arange(x.size) % x0.shape[1]).reshape(x.shape)
+            w = None if w is None else w.reshape(-1)[ci]
+            bias = None if bias is None else bias.reshape(-1)[ci]
         y = affine(t, w, bias)
         live = None
         if b == "dyt_elementwise_grid_floor" and x.size % 256:
@@ -642,13 +650,15 @@ class Blind16Kernel(Blind11Kernel):
         rows = _rsum(gd * x)
         if b == "dyt_dalpha_partials_single_block" and x.shape[0] > 32:
             da = rows[:32].sum()
-        elif b == "dyt_dalpha_f64_float_accumulator" and d == "float64":
-            acc32 = np.float32(0)
-            for v in rows.reshape(-1):
-                acc32 = np.float32(acc32 + np.float32(v))
-            da = acc(acc32)
         else:
             da = rows.sum()
+        if ci is not None:
+            C = x.shape[1]
+            grads = {"x": _store(dx.reshape(x0.shape), d), "alpha": _store(np.reshape(da, np.shape(inp["alpha"])), d)}
+            for k, tt, given in (("weight", dy * t, inp.get("weight")), ("bias", dy, inp.get("bias"))):
+                if given is not None:
+                    grads[k] = _store(np.bincount(ci.reshape(-1), weights=tt.reshape(-1), minlength=C)[:C], d)
+            return Returned(out, grads)
         grads = dyt_grads(dx, da, dy, t, w, bias, inp, x0.shape, d)
         if b == "dyt_dweight_dbias_swapped" and w is not None and bias is not None:
             grads["weight"], grads["bias"] = grads["bias"], grads["weight"]
@@ -665,11 +675,7 @@ class Blind16Kernel(Blind11Kernel):
         x0 = inp["x"]
         H, x, wt, bias, eps = poly_inputs(call, acc)
         R = x.shape[0]
-        if b == "poly_powers_float_pow_for_f64" and d == "float64":
-            x32 = x.astype(np.float32)
-            us = [(x32 ** 3).astype(acc), (x32 ** 2).astype(acc), x]
-        else:
-            us = [x ** 3, x ** 2, x]
+        us = [x ** 3, x ** 2, x]
         if b == "poly_eps_added_to_sum_of_squares":
             rs = []
             for u in us:
@@ -705,4 +711,7 @@ class Blind16Kernel(Blind11Kernel):
             parts = [_rsum(dy * h).sum() for h in hs]
             grads["weight"] = _store(np.cumsum(np.array(parts, dtype=acc)).astype(acc).reshape(inp["weight"].shape),
                                      d)
+        if b == "poly_dweight_row_partials_in_half" and d in HALF:
+            dw = [_half_row_sums(np.ascontiguousarray(_rsum(dy * h).T), d).reshape(()) for h in hs]
+            grads["weight"] = _store(np.array(dw, dtype=acc).reshape(inp["weight"].shape), d)
         return Returned(out, grads)
