@@ -1,4 +1,4 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind14.py, blind15.py): for each set,
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind15.py, blind16.py): for each set,
 the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the
 array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures
 it on these held-out sets)."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
-                     blind13, blind14, blind15)
+                     blind13, blind14, blind15, blind16)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -707,6 +707,51 @@ CAUGHT_BY_15 = {
     "aln_dshift_accumulated_twice": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.shift"),
 }
 
+CAUGHT_BY_16 = {
+    "ln_warp_welford_merge_equal_counts": ("layer_norm/normal_f64_9x7", "output.mean"),
+    "ln_stats_store_without_batch_stride": ("layer_norm/normal_bf16_2x3x7", "output.mean"),
+    "ln_bwd_weighted_dy_in_input_dtype": ("layer_norm/normal_f16_4x128", "grad.x"),
+    "ln_eps_in_squared_deviation_sum": ("layer_norm/normal_eps0.3_f32_9x7", "output.rstd"),
+    "ln_bwd_mean_term_without_count": ("layer_norm/normal_f64_9x7", "grad.x"),
+    "ln_saved_rstd_unbiased": ("layer_norm/normal_f64_9x7", "output.rstd"),
+    "ln_f16_output_round_toward_zero": ("layer_norm/normal_f16_4x128", "output.y"),
+    "rms_sumsq_second_warp_dropped": ("rms_norm/normal_eps1e-05_f32_6x100", "output.rstd"),
+    "rms_bwd_xhat_from_stored_output": ("rms_norm/normal_eps1e-05_bf16_6x100", "grad.weight"),
+    "rms_rstd_reciprocal_without_root": ("rms_norm/normal_eps1e-05_f64_9x7", "output.y"),
+    "rms_dweight_from_raw_x": ("rms_norm/normal_eps1e-05_f64_9x7", "grad.weight"),
+    "rms_dweight_mean_over_rows": ("rms_norm/normal_eps1e-05_f64_9x7", "grad.weight"),
+    "rms_rstd_output_is_rms": ("rms_norm/normal_eps1e-05_f64_9x7", "output.rstd"),
+    "an_residual_rows_without_batch_stride": ("add_norm/normal_fp32res_zc_f32_2x3x5", "output.residual_out"),
+    "an_dx_from_stored_dresidual": ("add_norm/mean1e3_p_rs_xnormal_f16_4x128", "grad.x"),
+    "an_drowscale_summed_over_row_block": ("add_norm/normal_p_rs_f64_9x7", "grad.rowscale"),
+    "an_ln_eps_added_to_std": ("add_norm/normal_eps0.3_noweight_fp32res_bf16_1x50", "output.y"),
+    "an_bwd_y1_branch_through_weight": ("add_norm/normal_par_f64_5x12", "grad.x"),
+    "an_bwd_stats_recomputed_without_residual": ("add_norm/normal_f32_6x100", "grad.x"),
+    "nq_amax_reset_per_tile": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.amax"),
+    "nq_static_scale_loaded_as_float": ("norm_quant/normal_rms_e4m3_static_f64_4x100", "output.scale"),
+    "nq_scale_row_within_sample": ("norm_quant/heavy_tail_rms_e4m3_dyn_bf16_2x4x64", "output.q"),
+    "nq_eps_in_input_dtype": ("norm_quant/normal_eps0.3_rms_e4m3_dyn_noaffine_bf16_4x64", "output.amax"),
+    "nq_rms_weight_not_applied": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.amax"),
+    "gated_silu_grad_sign_flipped": ("gated_norm/normal_ln_gs2_f64_5x6", "grad.z"),
+    "gated_group_size_read_as_ngroups": ("gated_norm/normal_gs32_f32_8x96", "output.y"),
+    "gated_rstd_in_input_dtype": ("gated_norm/normal_gs32_bf16_4x128", "output.y"),
+    "gated_eps_added_before_group_mean": ("gated_norm/normal_eps0.3_gs8_bf16_3x40", "output.y"),
+    "gated_ln_bwd_mean_term_dropped": ("gated_norm/normal_ln_gs2_f64_5x6", "grad.x"),
+    "gated_dparams_buffer_of_group_width": ("gated_norm/normal_gs32_f32_8x96", "grad.weight"),
+    "gated_ln_var_one_pass": ("gated_norm/mean1e3_ln_nbg_f32_4x64", "output.y"),
+    "dyt_dtanh_sech_not_squared": ("dyt/normal_f64_2x5x7", "grad.x"),
+    "dyt_dalpha_partials_single_block": ("dyt/normal_f32_3x20x12", "grad.alpha"),
+    "dyt_channel_index_from_axis1": ("dyt/normal_f64_2x5x7", "output.y"),
+    "dyt_dweight_dbias_swapped": ("dyt/normal_f64_2x5x7", "grad.weight"),
+    "dyt_elementwise_grid_floor": ("dyt/normal_f32_3x20x12", "output.y"),
+    "poly_dweight_row_partials_in_half": ("poly_norm/normal_bf16_8x48", "grad.weight"),
+    "poly_bwd_rstd_buffer_transposed": ("poly_norm/normal_f64_3x7", "grad.x"),
+    "poly_bwd_proj_sum_without_count": ("poly_norm/normal_f64_3x7", "grad.x"),
+    "poly_dweight_accumulator_not_reset": ("poly_norm/normal_f64_3x7", "grad.weight"),
+    "poly_rows_grid_floor_div": ("poly_norm/normal_f32_2x3x40", "output.y"),
+    "poly_eps_added_to_sum_of_squares": ("poly_norm/normal_eps0.3_f32_6x30", "output.y"),
+}
+
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
 # mean 1e4, of constant rows with eps 1e-12: the quantized outputs' bounds cover any value), so that no array
 # of theirs can be verified; their status is partial for every kernel
@@ -724,6 +769,7 @@ NOTHING_CONSTRAINED_12 = frozenset()                             # blind12's ops
 NOTHING_CONSTRAINED_13 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind13
 NOTHING_CONSTRAINED_14 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind14
 NOTHING_CONSTRAINED_15 = frozenset()                             # blind15's ops (no norm_quant) have no such case
+NOTHING_CONSTRAINED_16 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind16
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -761,6 +807,8 @@ SETS = {
                 {"ops": blind14.OPS, "at_least": 240, "nothing_constrained": NOTHING_CONSTRAINED_14}, 0),
     "blind15": (blind15, blind15.Blind15Kernel, CAUGHT_BY_15, blind15.LABELS, (40, 48),
                 {"ops": blind15.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_15}, 0),
+    "blind16": (blind16, blind16.Blind16Kernel, CAUGHT_BY_16, blind16.LABELS, (40, 48),
+                {"ops": blind16.OPS, "at_least": 240, "nothing_constrained": NOTHING_CONSTRAINED_16}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
