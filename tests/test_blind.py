@@ -1,4 +1,5 @@
 """The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind15.py, blind16.py): for each set,
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind15.py, blind17.py): for each set,
 the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the
 array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures
 it on these held-out sets)."""
@@ -8,6 +9,7 @@ import pytest
 
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
                      blind13, blind14, blind15, blind16)
+                     blind13, blind14, blind15, blind17)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -750,6 +752,50 @@ CAUGHT_BY_16 = {
     "poly_dweight_accumulator_not_reset": ("poly_norm/normal_f64_3x7", "grad.weight"),
     "poly_rows_grid_floor_div": ("poly_norm/normal_f32_2x3x40", "output.y"),
     "poly_eps_added_to_sum_of_squares": ("poly_norm/normal_eps0.3_f32_6x30", "output.y"),
+CAUGHT_BY_17 = {
+    "bn_channel_grid_floor_pairs": ("batch_norm/normal_f64_7x3", "output.y"),
+    "bn_bwd_projection_from_dy": ("batch_norm/normal_f64_7x3", "grad.x"),
+    "bn_dparams_tail_samples_dropped": ("batch_norm/normal_f64_7x3", "grad.weight"),
+    "bn_rstd_output_is_var": ("batch_norm/normal_f64_7x3", "output.rstd"),
+    "bn_running_updated_twice": ("batch_norm/normal_f64_7x3", "state.running_mean"),
+    "bn_saved_rstd_unbiased": ("batch_norm/normal_f64_7x3", "output.rstd"),
+    "in_batch_norm_without_reshape": ("instance_norm/normal_f64_3x2x7", "output.mean"),
+    "in_weight_bias_swapped": ("instance_norm/normal_f64_3x2x7", "output.y"),
+    "in_bwd_rstd_without_eps": ("instance_norm/normal_eps0.3_f32_3x2x7", "grad.x"),
+    "in_spatial_tail_tile_dropped": ("instance_norm/normal_f32_2x3x100", "output.mean"),
+    "in_instance_sums_in_half": ("instance_norm/mean1e3_f16_40x3x2x3", "output.mean"),
+    "in_running_update_args_swapped": ("instance_norm/normal_train3_eval_f32_4x3x6", "state.running_mean"),
+    "gn_bwd_c2_rstd_squared": ("group_norm/normal_g2_f32_3x6", "grad.x"),
+    "gn_bwd_dy_read_channels_last": ("group_norm/normal_g4_f32_2x8x5x7", "grad.x"),
+    "gn_bwd_rows_grid_floor": ("group_norm/normal_g2_f32_3x6", "grad.x"),
+    "gn_rstd_in_input_dtype": ("group_norm/normal_g4_bf16_2x8x5x7", "output.y"),
+    "gn_silu_flag_default_on": ("group_norm/normal_g2_f32_3x6", "output.y"),
+    "gns_sigmoid_tanh_half_angle_dropped": ("group_norm_silu/normal_g2_f32_3x6", "output.y"),
+    "gns_bwd_dx_without_weight": ("group_norm_silu/normal_g2_f32_3x6", "grad.x"),
+    "gns_dparams_sample_partials_in_half": ("group_norm_silu/normal_g2_bf16_40x4x3x3", "grad.weight"),
+    "gns_bwd_stats_of_next_sample": ("group_norm_silu/normal_g2_f32_3x6", "grad.x"),
+    "gns_bwd_sums_per_channel_tile": ("group_norm_silu/mean1e3_g1_f64_2x6x4x5", "grad.x"),
+    "zs_rows_grid_floor_blocks": ("z_score/normal_f32_260x3", "output.y"),
+    "zs_var_floored_at_eps": ("z_score/normal_eps0.3_f32_9x7", "output.std"),
+    "zs_var_rounded_before_sqrt": ("z_score/normal_bf16_6x100", "output.y"),
+    "zs_param_grads_swapped": ("z_score/normal_f64_9x7", "grad.weight"),
+    "zs_dbias_averaged_over_rows": ("z_score/normal_f64_9x7", "grad.bias"),
+    "lp_vec4_tail_columns_dropped": ("lp_normalize/normal_f32_9x7", "output.norm"),
+    "lp_bwd_projection_mean_not_sum": ("lp_normalize/normal_f64_9x7", "grad.x"),
+    "lp_dims_read_as_trailing_axes": ("lp_normalize/normal_dim12_bf16_2x6x3x4", "output.y"),
+    "lp_root_exponent_integer_division": ("lp_normalize/normal_p3_f16_6x100", "output.norm"),
+    "lp_float64_via_float32": ("lp_normalize/normal_f64_9x7", "output.norm"),
+    "nqb_block_amax_before_weight": ("norm_quant_block/normal_rms_g_wdecades_f32_4x512", "output.amax"),
+    "nqb_group_qmax_e4m3_for_e5m2": ("norm_quant_block/normal_rms_g64_e5m2_bf16_8x256", "output.scale"),
+    "nqb_rms_eps_outside_sqrt": ("norm_quant_block/normal_eps0.3_rms_mx_noaffine_bf16_4x64", "output.amax"),
+    "nqb_scale_row_offset_missing": ("norm_quant_block/normal_rms_g_f32_3x200", "output.scale"),
+    "nqb_rms_rstd_in_input_dtype": ("norm_quant_block/normal_rms_g_bf16_8x512", "output.amax"),
+    "nqb_ln_var_one_pass": ("norm_quant_block/mean1e3_ln_g_res_wb_f16_4x256", "output.amax"),
+    "aln_eps_outside_sqrt": ("adaptive_layer_norm/normal_eps0.3_f32_1x10x24", "output.rstd"),
+    "aln_dscale_from_gained_dy": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.scale"),
+    "aln_lane_partials_merged_unweighted": ("adaptive_layer_norm/normal_f32_3x20x12", "output.mean"),
+    "aln_shift_loaded_from_scale_ptr": ("adaptive_layer_norm/normal_f64_2x5x7", "output.y"),
+    "aln_bwd_row_sums_in_half": ("adaptive_layer_norm/normal_bf16_2x8x32", "grad.x"),
 }
 
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
@@ -770,6 +816,7 @@ NOTHING_CONSTRAINED_13 = NOTHING_CONSTRAINED_3                   # both of them 
 NOTHING_CONSTRAINED_14 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind14
 NOTHING_CONSTRAINED_15 = frozenset()                             # blind15's ops (no norm_quant) have no such case
 NOTHING_CONSTRAINED_16 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind16
+NOTHING_CONSTRAINED_17 = frozenset()                             # blind17's ops, blind15's: no such case
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -809,6 +856,8 @@ SETS = {
                 {"ops": blind15.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_15}, 0),
     "blind16": (blind16, blind16.Blind16Kernel, CAUGHT_BY_16, blind16.LABELS, (40, 48),
                 {"ops": blind16.OPS, "at_least": 240, "nothing_constrained": NOTHING_CONSTRAINED_16}, 0),
+    "blind17": (blind17, blind17.Blind17Kernel, CAUGHT_BY_17, blind17.LABELS, (40, 48),
+                {"ops": blind17.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_17}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
