@@ -50,6 +50,8 @@ from planted.blind12 import BUGS as BLIND12, Blind12Kernel              # noqa: 
 from planted.blind13 import BUGS as BLIND13, Blind13Kernel              # noqa: E402
 from planted.blind14 import BUGS as BLIND14, Blind14Kernel              # noqa: E402
 from planted.blind15 import BUGS as BLIND15, Blind15Kernel              # noqa: E402
+from planted.blind16 import BUGS as BLIND16, Blind16Kernel              # noqa: E402
+from planted.blind17 import BUGS as BLIND17, Blind17Kernel              # noqa: E402
 from planted.torch_kernel import BUGS, TorchKernel                      # noqa: E402
 from refnorm import pitfalls as P                                       # noqa: E402
 from refnorm.check.core import check_case                               # noqa: E402
@@ -245,11 +247,24 @@ def blind15_rows(golden=report.GOLDEN):
     return kernel_rows(Blind15Kernel, BLIND15, "blind15", "J", golden)
 
 
+def blind16_rows(golden=report.GOLDEN):
+    """The sixteenth blind kernel (tests/planted/blind16.py: 42 bugs in 7 ops, written by a sixteenth helper not
+    shown the diagnosis, who never ran it on these bugs and reported only counts; merged unread and measured once,
+    at the end of session 20)."""
+    return kernel_rows(Blind16Kernel, BLIND16, "blind16", "I", golden)
+
+
+def blind17_rows(golden=report.GOLDEN):
+    """The seventeenth blind kernel (tests/planted/blind17.py: 43 bugs in the other 8 ops, written beside the
+    sixteenth by a seventeenth helper under the same rules; measured once, at the end of session 20)."""
+    return kernel_rows(Blind17Kernel, BLIND17, "blind17", "H", golden)
+
+
 HELD_OUT = {"torch": torch_rows, "blind": blind_rows, "blind2": blind2_rows, "blind3": blind3_rows,
             "blind4": blind4_rows, "blind5": blind5_rows, "blind6": blind6_rows, "blind7": blind7_rows,
             "blind8": blind8_rows, "blind9": blind9_rows, "blind10": blind10_rows,
             "blind11": blind11_rows, "blind12": blind12_rows, "blind13": blind13_rows, "blind14": blind14_rows,
-            "blind15": blind15_rows}
+            "blind15": blind15_rows, "blind16": blind16_rows, "blind17": blind17_rows}
 
 
 def score(rows, M):
@@ -787,7 +802,7 @@ if __name__ == "__main__":
                 print(line("blind2, the author's labels alone", own, MARGIN))
         sys.exit(0)
     if a.torch_only:
-        json.dump({"rows": torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows() + blind8_rows() + blind9_rows() + blind10_rows() + blind11_rows() + blind12_rows() + blind13_rows() + blind14_rows() + blind15_rows(), "seconds": time.time() - t}, open(a.cache, "w"))
+        json.dump({"rows": torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows() + blind8_rows() + blind9_rows() + blind10_rows() + blind11_rows() + blind12_rows() + blind13_rows() + blind14_rows() + blind15_rows() + blind16_rows() + blind17_rows(), "seconds": time.time() - t}, open(a.cache, "w"))
         sys.exit(0)
     if a.cache and os.path.exists(a.cache):      # {"rows", "seconds"}, or torch rows of --torch-only
         got = json.load(open(a.cache))
@@ -800,7 +815,7 @@ if __name__ == "__main__":
             got = json.load(open(part))
             rows, secs = rows + got["rows"], time.time() - t + got["seconds"]
         else:
-            rows += torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows() + blind8_rows() + blind9_rows() + blind10_rows() + blind11_rows() + blind12_rows() + blind13_rows() + blind14_rows() + blind15_rows()
+            rows += torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows() + blind8_rows() + blind9_rows() + blind10_rows() + blind11_rows() + blind12_rows() + blind13_rows() + blind14_rows() + blind15_rows() + blind16_rows() + blind17_rows()
             secs = time.time() - t
         if a.cache:
             json.dump({"rows": rows, "seconds": secs}, open(a.cache, "w"))
