@@ -92,7 +92,7 @@ import numpy as np
 from ..pitfalls._centered import _next_pow2
 from . import explain_terms
 from .explain_quant import quant_deviation
-from .spec_search import backward_flag, fits_step, grown_fit, mutation, rounding_point
+from .spec_search import backward_flag, fits_step, grown_fit, judged_fit, mutation, rounding_point
 from .localize import failing_mask
 from .precision import NP, excess, quant_excess, quant_name, ratio, round_toward_zero
 
@@ -968,8 +968,7 @@ def config_deviation(case, record, reference, ref, bounds=None):
             elif (part, name) in record.failing:
                 direct.append((part, name))
             want = None if own_order else getattr(ref, part).get(name)     # the reference's: the bound grows
-            qd = record.E.get("dtypes", {}).get((part, name))
-            fit = fit_ratio if qd is None else (lambda g, v, e, qd=qd: fit_ratio(g, v, e, qd))
+            fit = judged_fit(fit_ratio, record, part, name)
             ratio = grown_fit(fit, got, alt, want, E, (part, name) in record.failing) \
                 if alt is not None and np.shape(alt) == np.shape(got) else math.inf
             fits[part, name] = ratio <= 1

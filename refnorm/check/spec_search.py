@@ -601,8 +601,18 @@ def fits_step(record, res, fit_ratio, parts=("outputs", "grads", "state"), plain
     return step_ratio(record, res, fit_ratio, parts, plain, spread) <= 1
 
 
-def step_ratio(record, res, fit_ratio, parts=("outputs", "grads", "state"), plain=None, spread=None) -> float:
-    """The largest ratio (``fits_step``) over the compared arrays of the step; inf where one is missing."""
+def judged_fit(fit_ratio, record, part, name):
+    """``fit_ratio`` for one array of the step, judged in the dtype the check judges it in where that is not its
+    own (record.E["dtypes"]: a block scale's power-of-two grid)."""
+    qd = record.E.get("dtypes", {}).get((part, name))
+    return fit_ratio if qd is None else (lambda g, v, e: fit_ratio(g, v, e, qd))
+
+
+def step_ratio(record, res, fit_ratio, parts=("outputs", "grads", "state"), plain=None, spread=None,
+               stop=1.0) -> float:
+    """The largest ratio (``fits_step``) over the compared arrays of the step; inf where one is missing. Once
+    an array's ratio exceeds ``stop`` that ratio is returned, the rest not judged (the callers ask only
+    whether it is within stop)."""
     worst = 0.0
     for part in parts:
         for name in record.compare[part]:
@@ -612,12 +622,13 @@ def step_ratio(record, res, fit_ratio, parts=("outputs", "grads", "state"), plai
             if alt is None or np.shape(alt) != np.shape(got):
                 return math.inf
             want = None if plain is None else getattr(plain, part).get(name)
-            qd = record.E.get("dtypes", {}).get((part, name))    # judged in another dtype (a block scale's grid)
-            fit = fit_ratio if qd is None else (lambda g, v, e, qd=qd: fit_ratio(g, v, e, qd))
             other = None if spread is None else getattr(spread, part).get(name)
             if other is not None and np.shape(other) == np.shape(alt) and np.asarray(got).dtype.itemsize > 1:
                 E = perturbed_bound(E, alt, other, np.asarray(got).dtype)
-            worst = max(worst, grown_fit(fit, got, alt, want, E, (part, name) in record.failing))
+            worst = max(worst, grown_fit(judged_fit(fit_ratio, record, part, name), got, alt, want, E,
+                                         (part, name) in record.failing))
+            if worst > stop:
+                return worst
     return worst
 
 
@@ -1537,7 +1548,7 @@ def mutation(case, record, fit_ratio):
         elif keep:
             res = dataclasses.replace(keep[0], outputs={**keep[0].outputs, **{n: res.outputs[n] for n in failing_outs
                                                                               if n in res.outputs}})
-        r = step_ratio(record, res, fit_ratio, plain=plain)
+        r = step_ratio(record, res, fit_ratio, plain=plain, stop=max(1.0, missed / NEAR))
         if 1 < r and r * NEAR <= missed and pert is not None and perturbed < PERTURBED_MAX:
             # a near miss judged again within the changed arithmetic's own conditioning (perturbed_bound)
             perturbed += 1
