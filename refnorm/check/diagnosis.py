@@ -630,6 +630,8 @@ def where(case, records) -> list:
             ins64, _, cot64 = _args(r)
             terms = explain.row_terms(case, dataclasses.replace(r, inputs=ins64, cotangents=cot64), ref, part, name)
             rows = "" if terms is None else localize.missing_rows(np.asarray(got, dtype=np.float64) - want, terms)
+            if rows and case.op == "batch_norm":          # (its terms are the samples')
+                rows = rows.replace("rows", "samples")
             if rows:
                 d["rows"] = rows
                 d["text"] += f"; {rows}"

@@ -731,6 +731,13 @@ def _config_candidates(case, x_shape=()):
                                             "swapped)", "running"),
                 ({**cfg, "momentum": None}, f"a cumulative average (momentum None) where momentum {m:g} belongs",
                  "running")]
+        # the update applied twice with the same batch statistics (a forward recomputed, as activation
+        # checkpointing does, each pass updating): the old value's weight squared, (1 - m)^2 (onnx's m: m^2)
+        twice = m * m if cfg.get("convention") == "onnx" else 1 - (1 - m) ** 2
+        out.append(({**cfg, "momentum": twice}, f"the running statistics updated twice with the same batch's "
+                                                f"(momentum {twice:g} where {m:g} belongs: the old value weighted "
+                                                f"{'m^2' if cfg.get('convention') == 'onnx' else '(1 - m)^2'})",
+                    "running"))
     if isinstance(m, (int, float)) and not isinstance(m, bool) and 0 < m < 1 and m != 0.1:
         out.append(({**cfg, "momentum": 0.1}, f"momentum 0.1 (the default) where {m:g} belongs", "running"))
     dp = cfg.get("dropout_p")
@@ -1098,6 +1105,84 @@ def fused_activation(case, record, reference, ref):
         return [{"part": p, "name": n, "step": record.step, "mechanism": "backward",
                  "text": f"{_label(p, n)} is group_norm's gradient of dy: the backward ignores the SiLU"}
                 for p, n in record.failing]
+    return []
+
+
+def _sigmoid(p):
+    return 0.5 * (1.0 + np.tanh(0.5 * p))
+
+
+def _gelu_tanh(p):
+    return 0.5 * p * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (p + 0.044715 * p ** 3)))
+
+
+def _gelu_tanh_slope(p):
+    t = np.tanh(math.sqrt(2.0 / math.pi) * (p + 0.044715 * p ** 3))
+    return 0.5 * (1.0 + t) + 0.5 * p * (1.0 - t * t) * math.sqrt(2.0 / math.pi) * (1.0 + 3 * 0.044715 * p * p)
+
+
+# an activation fused after a norm: (name, f, f') (SiLU, GELU exact and tanh-approximated, ReLU, sigmoid, tanh)
+EPILOGUES = (
+    ("SiLU", lambda p: p * _sigmoid(p), lambda p: _sigmoid(p) * (1.0 + p * (1.0 - _sigmoid(p)))),
+    ("GELU", lambda p: 0.5 * p * (1.0 + _erf(p / math.sqrt(2.0))),
+     lambda p: 0.5 * (1.0 + _erf(p / math.sqrt(2.0))) + p * np.exp(-0.5 * p * p) / math.sqrt(2.0 * math.pi)),
+    ("GELU (tanh approximation)", _gelu_tanh, _gelu_tanh_slope),
+    ("ReLU", lambda p: np.maximum(p, 0.0), lambda p: (p > 0).astype(np.float64)),
+    ("sigmoid", _sigmoid, lambda p: _sigmoid(p) * (1.0 - _sigmoid(p))),
+    ("tanh", np.tanh, lambda p: 1.0 - np.tanh(p) ** 2),
+)
+
+
+def _erf(v):
+    from scipy.special import erf
+    return erf(v)
+
+
+def epilogue_activation(case, record, reference, ref, bounds=None):
+    """An activation applied to the op's output (a fused norm's activation flag on where the call asked for
+    none): y = f(the specification's y) for f of EPILOGUES, and the failing gradients the specification's
+    with dy times f'(its y) (the backward through f). Another equation than the op's (rule 16: "semantics");
+    explanations of every failing array, or []. A gradient beyond the check's bound is judged again within
+    the bound ``bounds`` derives at dy f'(y) (``_rederived_fits``). group_norm_silu's own SiLU is
+    fused_activation's."""
+    from .. import registry
+    x = record.inputs.get("x")
+    if x is None or np.size(x) > CONFIG_SIZE or case.op == "group_norm_silu" or not record.failing:
+        return []
+    y = registry.get(case.op).outputs[0]
+    got, want, E = record.got["outputs"].get(y), ref.outputs.get(y), record.E["outputs"].get(y)
+    if ("outputs", y) not in record.failing or got is None or want is None or E is None \
+            or np.shape(got) != np.shape(want) or any(p == "outputs" and n != y for p, n in record.failing):
+        return []
+    p = np.asarray(want, dtype=np.float64)
+    grads = [pn for pn in record.failing if pn[0] == "grads"]
+    for name, f, df in EPILOGUES:
+        with np.errstate(all="ignore"):
+            if grown_fit(fit_ratio, got, f(p), want, E, True) > 1:
+                continue
+            if grads:
+                dy = record.cotangents.get(y)
+                if dy is None:
+                    continue
+                try:
+                    res = reference(case.op, case.config, record.training, record.inputs,
+                                    {**record.cotangents, y: np.asarray(dy, dtype=np.float64) * df(p)}, record.state)
+                except Exception:                           # noqa: BLE001 - the spec refusing the call
+                    return []
+                if any(res.grads.get(n) is None or np.shape(res.grads[n]) != np.shape(record.got[q][n]) for q, n in grads):
+                    continue
+                unfit = [(q, n) for q, n in grads if fit_ratio(record.got[q][n], res.grads[n], record.E[q][n]) > 1]
+                if unfit and bounds is not None:    # judged again within the bound derived at dy f'(y)
+                    near = {(q, n): (record.got[q][n], res.grads[n], ref.grads.get(n), record.E[q][n]) for q, n in unfit}
+                    fits = _rederived_fits(bounds, case.config, record, record.inputs,
+                                           {"cotangents": {**record.cotangents, y: np.asarray(dy, dtype=np.float64) * df(p)}},
+                                           res, near, unfit)
+                    unfit = [pn for pn in unfit if not fits.get(pn)]
+                if unfit:
+                    continue
+        return [{"part": q, "name": n, "step": record.step, "mechanism": "semantics",
+                 "text": f"{_label(q, n)} is the specification's with a {name} applied to {y} (forward and backward: "
+                         "an activation the call did not ask for)"} for q, n in record.failing]
     return []
 
 
@@ -1496,12 +1581,39 @@ def running_factor(case, record, ref, part, name):
     return None
 
 
+def accumulated(case, record, part, name, got, want, E):
+    """A parameter gradient whose elements are running sums of the expected ones: one accumulator, never
+    reset, carried through the loop over the parameter's elements (dweight[k] = sum_{j <= k} of the expected,
+    in index order or from the last element): mechanism "reduction" (partial sums repeated), or None."""
+    if part != "grads" or name not in record.inputs or name in ("x", "z", "residual") or np.size(got) < 2 \
+            or np.shape(got) != np.shape(want):
+        return None
+    w = np.asarray(want, dtype=np.float64).reshape(-1)
+    for v, order in ((np.cumsum(w), "in index order"), (np.cumsum(w[::-1])[::-1], "from the last element")):
+        if grown_fit(fit_ratio, got, v.reshape(np.shape(got)), want, E, True) <= 1:
+            return {"mechanism": "reduction", "text": f"d{name} holds running sums of its expected elements "
+                    f"({order}): one accumulator carried through the loop over them, never reset"}
+    return None
+
+
 def row_terms(case, record, ref, part, name):
-    """layer_norm / rms_norm dweight and dbias: the per-row terms (rows, n) they sum (dy * x_hat, dy),
-    or None for other ops and arrays."""
-    if case.op not in ("layer_norm", "rms_norm") or part != "grads" or name not in ("weight", "bias"):
+    """layer_norm / rms_norm dweight and dbias: the per-row terms (rows, n) they sum (dy * x_hat, dy);
+    batch_norm's in training: the per-sample terms (samples, C), each sample's positions summed; or None
+    for other ops and arrays."""
+    if part != "grads" or name not in ("weight", "bias"):
         return None
     x, dy, want = record.inputs.get("x"), record.cotangents.get("y"), getattr(ref, part).get(name)
+    if case.op == "batch_norm" and record.training and x is not None and dy is not None and np.ndim(x) >= 2 \
+            and "mean" in ref.outputs and "rstd" in ref.outputs:
+        N, C = np.shape(x)[:2]
+        dy = np.asarray(dy, dtype=np.float64).reshape(N, C, -1)
+        if name == "bias":
+            return dy.sum(axis=2)
+        xh = (np.asarray(x, dtype=np.float64).reshape(N, C, -1) - np.asarray(ref.outputs["mean"]).reshape(1, C, 1)) \
+            * np.asarray(ref.outputs["rstd"]).reshape(1, C, 1)
+        return (dy * xh).sum(axis=2)
+    if case.op not in ("layer_norm", "rms_norm"):
+        return None
     if x is None or dy is None or want is None or "rstd" not in ref.outputs or case.config.get("weight_offset"):
         return None
     m = int(np.prod(np.shape(x)[:np.ndim(x) - np.ndim(want)], dtype=np.int64))
@@ -1567,6 +1679,55 @@ def unprocessed_rows(case, record, ref):
     return [{"part": p, "name": n, "step": record.step, "mechanism": "block", "text": text} for p, n in record.failing]
 
 
+def _by_channel(a, x_shape):
+    """a (x's shape, or one value per channel) as (C, values of that channel), or None."""
+    a = np.asarray(a, dtype=np.float64)
+    C = x_shape[1]
+    if np.shape(a) == tuple(x_shape):
+        return np.moveaxis(a, 1, 0).reshape(C, -1)
+    return a.reshape(C, 1) if np.size(a) == C else None
+
+
+def unprocessed_channels(case, record, ref):
+    """batch_norm: the channels from c0 on never processed (a grid of programs of B channels each rounded
+    down, c0 = floor(C / B) B): every array over channels (y, mean, rstd, dx, dweight, dbias) left at 0 on
+    them, the running statistics not updated there, the other channels right. Explanations of every failing
+    array (mechanism "block"), or []."""
+    x = record.inputs.get("x")
+    if case.op != "batch_norm" or x is None or np.ndim(x) < 2 or np.size(x) > CONFIG_SIZE:
+        return []
+    xs, C = np.shape(x), np.shape(x)[1]
+    c0 = C
+    for part, name in record.failing:
+        got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
+        g = None if got is None or want is None or E is None else _by_channel(failing_mask(got, want, E), xs)
+        if g is None:
+            return []
+        c0 = min(c0, int(np.argmax(g.any(axis=1))))
+    blocks = [B for B in (2, 4, 8, 16, 32, 64, 128) if 0 < c0 == C // B * B < C]
+    if not blocks:
+        return []
+    for part in ("outputs", "grads", "state"):
+        for name in record.compare[part]:
+            got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
+            if got is None or want is None or E is None:
+                continue
+            v = _by_channel(want, xs)
+            if v is None:                   # (num_batches_tracked: no channels; passing, or no explanation)
+                if (part, name) in record.failing:
+                    return []
+                continue
+            v = v.copy()                    # (a view of the reference's array, never written)
+            old = _by_channel(record.state[name], xs) if part == "state" and name in record.state else None
+            v[c0:] = 0.0 if old is None else old[c0:]
+            v = np.moveaxis(v.reshape((C,) + xs[:1] + xs[2:]), 0, 1) if np.shape(want) == xs else v
+            if fit_ratio(got, v.reshape(np.shape(got)), E) > 1:
+                return []
+    text = (f"channels {c0}-{C - 1} never processed (left at 0, their running statistics not updated): a grid of "
+            f"programs of B channels rounded down, floor({C} / B) where ceil belongs (B = {' or '.join(map(str, blocks))})")
+    return [{"part": p, "name": n, "step": record.step, "mechanism": "block", "text": text} for p, n in record.failing]
+
+
 SLICE_OPS = ("group_norm", "instance_norm", "group_norm_silu", "dyt", "poly_norm", "add_norm", "gated_norm",
              "adaptive_layer_norm")
 SLICES_MAX = 256      # the per-slice search evaluates the specification once per slice: up to this many
@@ -1612,7 +1773,7 @@ def reduction_rows(case, record, ref, part, name, reference=None):
     from .localize import missing_rows
     terms = row_terms(case, record, ref, part, name)
     got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
-    unit = "rows"
+    unit = "samples" if case.op == "batch_norm" else "rows"
     if terms is None and part == "grads" and name != "x" and got is not None:
         terms = slice_terms(case, record, reference, name)
         x = record.inputs.get("x")
@@ -1670,7 +1831,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
              or dropout_deviation(case, record, reference))
         if e is not None:
             return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
-    rows = unprocessed_rows(case, record, ref)
+    rows = unprocessed_rows(case, record, ref) or unprocessed_channels(case, record, ref)
     if rows:
         return rows
     out = []
@@ -1690,7 +1851,8 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
             if e is None:
                 e = reduction_rows(case, record, ref, part, name, reference)
             if e is None:
-                e = param_products(case, record, ref, part, name) or running_factor(case, record, ref, part, name) \
+                e = accumulated(case, record, part, name, got, want, E) \
+                    or param_products(case, record, ref, part, name) or running_factor(case, record, ref, part, name) \
                     or extra_reduction(case, record, ref, part, name) or partials_rounded(case, record, ref, part, name)
         if e is not None:
             out.append({"part": part, "name": name, "step": record.step, **e})
@@ -1703,7 +1865,8 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
             from . import explain_poly              # poly_norm's powers normalized otherwise
             act = (fused_activation(case, record, reference, ref) or dyt_rounded_t(case, record) or dyt_deviation(case, record)
                    or dyt_derivative(case, record)
-                   or explain_poly.deviation(sys.modules[__name__], case, record))
+                   or explain_poly.deviation(sys.modules[__name__], case, record)
+                   or epilogue_activation(case, record, reference, ref, bounds))
             if act:
                 return act
     if len(out) < len(record.failing):
@@ -1728,12 +1891,16 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
         if found:
             return found
     if len(out) < len(record.failing) and reference is not None:
-        e = rounding_point(case, record, fit_ratio) or backward_flag(case, record, fit_ratio) \
-            or mutation(case, record, fit_ratio)
         # a change no mechanism names does not displace the families' partial explanations (their mechanism
-        # may name the failure from its outputs)
-        if e is not None and (e["mechanism"] is not None or not out):
-            return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
+        # may name the failure from its outputs), nor stop the next search from naming one
+        unnamed = None
+        for search in (rounding_point, backward_flag, mutation):
+            e = search(case, record, fit_ratio)
+            if e is not None and e["mechanism"] is not None:
+                return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
+            unnamed = unnamed or e
+        if unnamed is not None and not out:
+            return [{"part": p, "name": n, "step": record.step, **unnamed} for p, n in record.failing]
     if not out and record.failing and all(pn == ("grads", "z") for pn in record.failing) and "z" in record.inputs:
         # the gate input's gradient alone wrong, whatever its term: the gate's (docs/verdicts.md, rule 3) by where
         # it fails, not by an arithmetic found

@@ -348,6 +348,37 @@ def _evaluate(reference, case, record, inputs, cot=None, training=None, state=No
         return None
 
 
+# ------------------------------------------------------------------ an input read in another index order
+READ_SIZE = 1 << 14    # the largest x whose inputs are read in other index orders (an evaluation per order)
+
+
+def permuted_inputs(ex, case, record, ref, reference):
+    """One activation-sized input or cotangent (x, dy, a residual, the gate input) read in another index order
+    of its shape (``index_orders``: dy's NCHW memory indexed with channels_last strides, a transposed
+    buffer), the rest of the call right: the specification re-evaluated with it so read, judged by ``_judge``
+    -> "layout" (rule 12). Explanations, or []."""
+    x = record.inputs.get("x")
+    if np.size(x) > READ_SIZE or np.ndim(x) < 2:
+        return []
+    for kind, arrays in (("inputs", record.inputs), ("cotangents", record.cotangents)):
+        for name, a in arrays.items():
+            if np.shape(a) != np.shape(x) or "mask" in name or np.asarray(a).dtype.kind not in "fV":
+                continue
+            flat = np.asarray(a).reshape(-1)
+            for m, what in index_orders(np.shape(a)):
+                moved = {**arrays, name: flat[m].reshape(np.shape(a))}
+                res = (_evaluate(reference, case, record, moved) if kind == "inputs"
+                       else _evaluate(reference, case, record, record.inputs, moved))
+                if res is None:
+                    continue
+                label = name if kind == "inputs" else f"d{name}"
+                found = _judge(ex, record, ref, _result_vals(res), f"the specification's with {label} read as "
+                               f"{what}", "layout")
+                if len(found) == len(record.failing):     # every failing array (a sum alone fits many orders)
+                    return found
+    return []
+
+
 # ------------------------------------------------------------------ parameters at another index
 def feature_ids(case, x_shape, name, p_shape):
     """For each element of x, the flat index of the element of parameter ``name`` (of ``p_shape``) it
@@ -831,4 +862,6 @@ def explain(ex, case, record, ref, reference) -> list:
         for family in (expanded_index, other_axes, row_block_backward):
             found = found or family(ex, case, record, ref)
         found = found or ex.row_statistics(case, record, ref, candidates=block_candidates)
+        if not found and reference is not None:
+            found = permuted_inputs(ex, case, record, ref, reference)
     return found

@@ -622,9 +622,10 @@ def step_ratio(record, res, fit_ratio, parts=("outputs", "grads", "state"), plai
             if alt is None or np.shape(alt) != np.shape(got):
                 return math.inf
             want = None if plain is None else getattr(plain, part).get(name)
-            other = None if spread is None else getattr(spread, part).get(name)
-            if other is not None and np.shape(other) == np.shape(alt) and np.asarray(got).dtype.itemsize > 1:
-                E = perturbed_bound(E, alt, other, np.asarray(got).dtype)
+            others = [o for o in (getattr(r, part).get(name) for r in spread or ())
+                      if o is not None and np.shape(o) == np.shape(alt)]
+            if others and np.asarray(got).dtype.itemsize > 1:
+                E = perturbed_bound(E, alt, others, np.asarray(got).dtype)
             worst = max(worst, grown_fit(judged_fit(fit_ratio, record, part, name), got, alt, want, E,
                                          (part, name) in record.failing))
             if worst > stop:
@@ -637,28 +638,32 @@ NEAR = 64.0      # a change missing NEAR times less than the reference is judged
 PERTURBED_MAX = 8     # for at most this many changes of one search
 
 
-def perturbed_bound(E, alt, other, dtype):
-    """The bound E, at least PERTURB times (|alt - other| + u |alt|) elementwise: ``other`` the explained
-    arithmetic at inputs perturbed by one unit of the working precision (``perturbed_inputs``), u the unit
-    roundoff of the returned ``dtype`` (the explained value's own rounding). A kernel computing that arithmetic
+def perturbed_bound(E, alt, others, dtype):
+    """The bound E, at least PERTURB times (max |alt - other| + u |alt|) elementwise: ``others`` the explained
+    arithmetic at inputs perturbed by one unit of the working precision (``perturbed_inputs``), each by its own
+    pattern of signs (one pattern alone can cancel at an element by chance: the largest change of two is that
+    element's conditioning), u the unit roundoff of the returned ``dtype`` (the explained value's own rounding). A kernel computing that arithmetic
     rounds its values at the working precision; where it cancels (an x_hat of a misread mean, a variance read
     as 0) its errors are the inputs' units amplified as the perturbation's are, far above the reference's
     bound, which was derived where the specification's values lie."""
     u = float(ml_dtypes.finfo(dtype).eps) / 2 if np.dtype(dtype).kind in "fV" else 0.0
     with np.errstate(all="ignore"):
         a = np.asarray(alt, dtype=np.float64)
-        d = np.abs(a - np.asarray(other, dtype=np.float64)) + u * np.abs(a)
+        d = np.max([np.abs(a - np.asarray(o, dtype=np.float64)) for o in others], axis=0) + u * np.abs(a)
     return np.maximum(np.broadcast_to(E, np.shape(d)), PERTURB * np.where(np.isfinite(d), d, 0.0))
 
 
-def perturbed_inputs(case, record):
+PATTERNS = 2      # the perturbations' sign patterns (perturbed_bound)
+
+
+def perturbed_inputs(case, record, pattern=0):
     """(inputs, cotangents) with every floating array moved by one unit of the working precision (float64's
-    for a float64 case, float32's else), each element up or down (a fixed pattern), in float64; None where a
-    default depends on the inputs' dtype (eps=None)."""
+    for a float64 case, float32's else), each element up or down (the fixed pattern ``pattern``), in float64;
+    None where a default depends on the inputs' dtype (eps=None)."""
     if "eps" in case.config and case.config["eps"] is None:
         return None
     u = 2.0 ** -53 if case.dtype == "float64" else 2.0 ** -24
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(pattern)
 
     def move(d):
         out = {}
@@ -715,7 +720,7 @@ def rounding_point(case, record, fit_ratio):
     keys, dt, tz = found[0]
     # a value computed from the parameters alone (the gain 1 + scale) does not move with the activations
     # (every input but the affine parameters): rounding it is the affine convention's cast order
-    still = _unmoved(case, record, seen, [k for k in record.inputs if k not in PARAMETERS or k == "alpha"])
+    still = _unmoved(case, record, seen, [k for k in record.inputs if k not in PARAMETERS or k == "alpha"], cotangents=True)
     mod = keys[0].split(":", 1)[0]
     more = (f" (also: {', '.join(_point(ks) for ks, _, _ in found[1:4])})" if len(found) > 1 else "")
     return {"mechanism": "rounding" if tz else "affine" if set(keys) <= still else "precision",
@@ -792,15 +797,19 @@ def _point(keys) -> str:
     return "its intermediate " + " and ".join(k.split(":", 1)[1] for k in keys)
 
 
-def _unmoved(case, record, base, names):
+def _unmoved(case, record, base, names, cotangents=False):
     """The keys of ``base`` (a recording of the call) whose values stay the same when the floating inputs
-    ``names`` are moved (x -> 0.75 x + 0.125): the values that do not depend on those inputs."""
-    ins = {k: (np.asarray(v, dtype=np.float64) * 0.75 + 0.125).astype(np.asarray(v).dtype)
-           if k in names and np.asarray(v).dtype.kind not in "iub" else v       # (bfloat16's kind is V)
-           for k, v in record.inputs.items()}
+    ``names`` are moved (x -> 0.75 x + 0.125), and the cotangents too where ``cotangents`` (a backward's dy
+    w is no value of the parameters alone): the values that do not depend on those inputs."""
+    def move(d, keys):
+        return {k: (np.asarray(v, dtype=np.float64) * 0.75 + 0.125).astype(np.asarray(v).dtype)
+                if k in keys and np.asarray(v).dtype.kind not in "iub" else v       # (bfloat16's kind is V)
+                for k, v in d.items()}
+    ins = move(record.inputs, names)
+    cot = move(record.cotangents, record.cotangents) if cotangents else None
     got = {}
     try:
-        _evaluate(case, record, ("record", got), ins)
+        _evaluate(case, record, ("record", got), ins, cot)
     except Exception:                                   # noqa: BLE001 - a call the instrumented spec refuses
         return set()
     return {k for k, v in base.items() if k in got and np.shape(got[k]) == np.shape(v)
@@ -830,6 +839,15 @@ def _gate_values(case, record):
     _evaluate(case, record, ("record", base))
     keys = _unmoved(case, record, base, ["x"]) - _unmoved(case, record, base, ["z"])
     return {k.rsplit(".", 1)[1] for k in keys}
+
+
+def _is_root(src) -> bool:
+    """Whether an operand's source is a square root (np.sqrt(...), np.hypot(...)) at its top level."""
+    try:
+        node = ast.parse(src, mode="eval").body
+    except (SyntaxError, TypeError):
+        return False
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("sqrt", "hypot")
 
 
 def _names(src) -> set:
@@ -1016,6 +1034,9 @@ def _candidates(case, record, forward_only):
                     and not np.array_equal(v, seen[key], equal_nan=True)):
                 out.append((("remap", key, lambda _, v=v: v), "arg", f"{key.rsplit('.', 1)[1]} {other.rsplit('.', 1)[1]}",
                             f"the argument `{key.split(':', 1)[1]}` read from `{other.split(':', 1)[1]}`"))
+    # (a computed value read as another function of itself before an input so read: where both reproduce the
+    # step, as where the input's scale s cancels, the computed one is what a kernel writes)
+    transforms.sort(key=lambda c: c[2] in record.inputs)
     return out + also + transforms + late, fwd
 
 
@@ -1133,6 +1154,13 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             N = shape[-1]
             out += groups(frozenset(ids), _divisors(N), lambda k: f"over groups of {k} contiguous values (of {N}), "
                           f"and its function's {len(ids) - 1} other reductions too")
+    # one sum divided by its count: averaged where summed belongs (a projection's mean(dy u) where its sum
+    # belongs, the layer norm's form copied)
+    for i, (shape, axes, keep) in reds.items():
+        n = int(np.prod([shape[a] for a in axes])) if axes else 0
+        if _SOURCES[i][3] == "sum" and n > 1:
+            out.append((("reduce", i, _count(n)), "average", bool(keep), f"divided by its count {n} (a mean where the sum "
+                        "belongs)"))
     # every mean over n values, forward and backward, divided by another count n2 (the kernel's one constant for
     # n misread: a group's length read as the row's)
     by_n = {}
@@ -1533,7 +1561,8 @@ def mutation(case, record, fit_ratio):
     fallback = None
     # (a change taking the failing arrays NEAR times closer than the reference is judged again within its own
     # arithmetic's conditioning: perturbed_bound)
-    pert, perturbed, wide = perturbed_inputs(case, record), 0, []
+    perts, perturbed, wide = [perturbed_inputs(case, record, k) for k in range(PATTERNS)], 0, []
+    perts = None if perts[0] is None else perts
     missed = 0.0 if plain is None else max((fit_ratio(record.got[p][n], getattr(plain, p).get(n), record.E[p][n])
                                             for p, n in record.failing if getattr(plain, p).get(n) is not None
                                             and np.shape(getattr(plain, p)[n]) == np.shape(record.got[p][n])),
@@ -1543,25 +1572,16 @@ def mutation(case, record, fit_ratio):
             res = _evaluate(case, record, target)
         except Exception:                               # noqa: BLE001 - a change the spec cannot go on from
             continue
-        if keep and keep[1] == "grads":
-            res = dataclasses.replace(res, outputs=keep[0].outputs, state=keep[0].state)
-        elif keep:
-            res = dataclasses.replace(keep[0], outputs={**keep[0].outputs, **{n: res.outputs[n] for n in failing_outs
-                                                                              if n in res.outputs}})
+        res = _kept(res, keep, failing_outs)
         r = step_ratio(record, res, fit_ratio, plain=plain, stop=max(1.0, missed / NEAR))
-        if 1 < r and r * NEAR <= missed and pert is not None and perturbed < PERTURBED_MAX:
+        if 1 < r and r * NEAR <= missed and perts is not None and perturbed < PERTURBED_MAX:
             # a near miss judged again within the changed arithmetic's own conditioning (perturbed_bound)
             perturbed += 1
             try:
-                res2 = _evaluate(case, record, target, *pert)
+                spread = [_kept(_evaluate(case, record, target, *pert), keep, failing_outs) for pert in perts]
             except Exception:                           # noqa: BLE001 - a change the spec cannot go on from
-                res2 = None
-            if res2 is not None and keep and keep[1] == "grads":
-                res2 = dataclasses.replace(res2, outputs=keep[0].outputs, state=keep[0].state)
-            elif res2 is not None and keep:
-                res2 = dataclasses.replace(keep[0], outputs={**keep[0].outputs, **{
-                    n: res2.outputs[n] for n in failing_outs if n in res2.outputs}})
-            if res2 is not None and step_ratio(record, res, fit_ratio, plain=plain, spread=res2) <= 1 \
+                spread = None
+            if spread is not None and step_ratio(record, res, fit_ratio, plain=plain, spread=spread) <= 1 \
                     and not _blown_up(record, res):
                 # (kept while the search goes on: a change fitting within the plain bound is the answer, and
                 # near misses of different mechanisms that all fit so widely tell nothing apart)
@@ -1581,6 +1601,18 @@ def mutation(case, record, fit_ratio):
         "specification's backward of that forward: a backward differentiating the kernel's own forward)")}
 
 
+def _kept(res, keep, failing_outs):
+    """A changed evaluation as the step compares it: where the change is a value computed apart (``keep``:
+    the plain evaluation and what is apart), the plain outputs with its gradients (the backward's own
+    recomputation) or the plain evaluation with its failing outputs (a returned statistic computed apart)."""
+    if keep and keep[1] == "grads":
+        return dataclasses.replace(res, outputs=keep[0].outputs, state=keep[0].state)
+    if keep:
+        return dataclasses.replace(keep[0], outputs={**keep[0].outputs, **{n: res.outputs[n] for n in failing_outs
+                                                                           if n in res.outputs}})
+    return res
+
+
 def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
     """The explanation {"mechanism", "text"} of a change that fits (``mutation``); ``ctx`` caches the values
     of the parameters, the gate and the keep-mask (computed once, at the first fit)."""
@@ -1588,7 +1620,7 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         base = {}
         _evaluate(case, record, ("record", base))
         acts = [k for k in record.inputs if k not in PARAMETERS]
-        still = {k.rsplit(".", 1)[1] for k in _unmoved(case, record, base, acts)}
+        still = {k.rsplit(".", 1)[1] for k in _unmoved(case, record, base, acts, cotangents=True)}
         running = _state_values(case, record, base)
         # values of the parameters alone, and of the running statistics alone (an eval call's; none are parameters)
         ctx["params"] = (still - running) | set(PARAMETERS)
@@ -1644,6 +1676,11 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         return {"mechanism": i, "text": f"the specification with {what} reproduces every failing array"}
     if i == "read":                                 # the statistics read at another index: an index misread
         return {"mechanism": "layout", "text": f"the specification with {what} reproduces every failing array"}
+    if i == "average":                              # a sum averaged: a term of the backward's formula (rule 15),
+        src = _SOURCES[target[1]]                   # a sum across the slices (rule 11), else no mechanism named
+        mech = "backward" if "backward" in src[1] else None if changed else "reduction"    # (changed: keepdims)
+        return {"mechanism": mech, "text": f"the specification with `{src[4]}`'s {src[3]} (over {src[5]}, {src[1]}, "
+                f"refnorm/specs/{src[0]}.py line {src[2]}) {what} reproduces every failing array"}
     if i in ("count", "reduce"):                   # what a reduction spans: its count, its axes
         mech = "bessel" if changed is not None and changed[1] == changed[0] - 1 else "reduction"
         if changed is not None and changed[1] == _tile(changed[0]) > changed[0] + 1:
@@ -1667,6 +1704,11 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
     if target[0] == "mutate" and target[2] == "drop_right" and op == "Div" and "count(" in right \
             and "backward" not in func:     # a slice's sum never divided by its count: the L2 norm's equation
         mech = "semantics"
+    if target[0] == "replace" and target[3] is TRANSFORMS[1][0] and _is_root(changed) and not keep:
+        # a root read as its square: the root left out (1 / (var + eps) for the rstd) is another equation in the
+        # forward (rule 16, whatever the root's argument holds: eps inside it is not eps's placement), the
+        # backward's formula in the backward alone (rule 15)
+        mech = "backward" if "backward" in func or not any(p == "outputs" for p, _ in record.failing) else "semantics"
     if target[0] in ("multi", "both"):
         return {"mechanism": _mechanism(case, record, i, changed, gate, params, drop),
                 "text": f"the specification with {what} (refnorm/specs/{mod}.py) reproduces every failing array"}
