@@ -281,6 +281,32 @@ def _prefixes(n):
     return sorted(m for m in out if 0 < m < n)
 
 
+def _warp_equal_merge(xs, lanes=32):
+    """(mean, M2) of each slice (rows of xs) from ``lanes`` strided lanes' Welford partials merged by a tree
+    (offsets lanes/2 ... 1) whose new mean is (mean_a + mean_b) / 2 whatever the counts (M2's term
+    delta^2 n_a n_b / n right; an empty lane skipped)."""
+    n = xs.shape[1]
+    parts = []
+    for l in range(lanes):
+        c = xs[:, l::lanes]
+        if c.shape[1]:
+            m = c.mean(axis=1, keepdims=True)
+            parts.append([c.shape[1], m, ((c - m) ** 2).sum(axis=1, keepdims=True)])
+        else:
+            parts.append([0, None, None])
+    off = lanes // 2
+    while off:
+        for l in range(off):
+            (na, ma, qa), (nb, mb, qb) = parts[l], parts[l + off]
+            if nb and na:
+                d = mb - ma
+                parts[l] = [na + nb, (ma + mb) / 2, qa + qb + d * d * (na * nb / (na + nb))]
+            elif nb:
+                parts[l] = [nb, mb, qb]
+        off //= 2
+    return parts[0][1], parts[0][2]
+
+
 def _stat_candidates(case, xs, eps, centred, x_shape=()):
     """(mean', rstd', what, mechanism) for the structured deviations of a slice's statistics: rounded to
     bfloat16 / float16 (nearest or toward zero); the Bessel divisor; eps outside the root; a tail block
@@ -395,6 +421,22 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
                                              / P + eps),
                         f"with the {P - n} padded zeros of a {P}-lane tile counted in the mean and the variance",
                         "block"))
+    if centred and 1 < n and n % 32:
+        # the slice's values strided over a warp's 32 lanes (lane l: j = l mod 32), each lane's (count, mean, M2)
+        # merged by a tree (offsets 16 ... 1) whose means are averaged with equal weights (the counts unequal)
+        m2w = _warp_equal_merge(xs)
+        out.append((m2w[0], 1.0 / np.sqrt(m2w[1] / n + eps), "with the statistics of 32 strided lanes (j mod 32) "
+                    "merged by a warp's tree whose means are averaged with equal weights (the lanes' counts "
+                    "unequal)", "merge"))
+    for T in (64, 128, 256, 512, 1024):
+        if 32 < n and T < 2 * n:
+            # a block of T threads (thread t: j = t mod T) whose warps' partial sums are combined from warp 0's
+            # slot alone: the columns j mod T >= 32 never enter the statistics (divided by n)
+            keep = (np.arange(n) % T < 32)[None, :]
+            wm = np.where(keep, xs, 0.0).sum(axis=1, keepdims=True) / n if centred else mean
+            out.append((wm, 1.0 / np.sqrt(np.where(keep, (xs - wm) ** 2, 0.0).sum(axis=1, keepdims=True) / n + eps),
+                        f"with the statistics over the columns j mod {T} < 32 only (a block of {T} threads whose "
+                        f"warps' partials are read from warp 0's slot alone; divided by n)", "block"))
     if centred and case.op in ("layer_norm",):
         out.append((np.zeros_like(mean), 1.0 / np.sqrt((xs * xs).mean(axis=1, keepdims=True) + eps),
                     "with rms_norm's statistics (no mean subtracted)", "semantics"))
@@ -1584,7 +1626,8 @@ def running_factor(case, record, ref, part, name):
 def accumulated(case, record, part, name, got, want, E):
     """A parameter gradient whose elements are running sums of the expected ones: one accumulator, never
     reset, carried through the loop over the parameter's elements (dweight[k] = sum_{j <= k} of the expected,
-    in index order or from the last element): mechanism "reduction" (partial sums repeated), or None."""
+    in index order or from the last element), or sums over the elements of one index mod K (a buffer of K
+    partial sums, broadcast back): mechanism "reduction" (partial sums repeated, rule 11), or None."""
     if part != "grads" or name not in record.inputs or name in ("x", "z", "residual") or np.size(got) < 2 \
             or np.shape(got) != np.shape(want):
         return None
@@ -1593,6 +1636,14 @@ def accumulated(case, record, part, name, got, want, E):
         if grown_fit(fit_ratio, got, v.reshape(np.shape(got)), want, E, True) <= 1:
             return {"mechanism": "reduction", "text": f"d{name} holds running sums of its expected elements "
                     f"({order}): one accumulator carried through the loop over them, never reset"}
+    n = w.size
+    for K in (K for K in range(1, n) if n % K == 0):
+        # a partial buffer of K entries: entry j collects every element j mod K (a group's width where the
+        # parameter's belongs), broadcast back to every group
+        v = np.tile(w.reshape(-1, K).sum(axis=0), n // K)
+        if grown_fit(fit_ratio, got, v.reshape(np.shape(got)), want, E, True) <= 1:
+            return {"mechanism": "reduction", "text": f"d{name} is its expected elements summed over every index "
+                    f"of the same value mod {K} (a partial buffer of {K} entries, broadcast back)"}
     return None
 
 
@@ -1832,6 +1883,9 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
         if e is not None:
             return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
     rows = unprocessed_rows(case, record, ref) or unprocessed_channels(case, record, ref)
+    if not rows:
+        from . import explain_grid              # slices, elements or columns a grid never processes
+        rows = explain_grid.unprocessed(sys.modules[__name__], case, record, ref, reference)
     if rows:
         return rows
     out = []

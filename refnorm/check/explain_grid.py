@@ -1,0 +1,118 @@
+"""Values a kernel never processes: explanations of a failing step by the specification's arithmetic
+(issue 33), under explain.py's rule (an explanation reproduces every failing array it names within the
+check's own bound; the reference itself does not, the arrays fail).
+
+A launch grid rounded down (floor(count / B) programs of B where cdiv belongs) or vector loads without
+their tail leave a region of x never loaded, never written:
+
+* **the last slices** (the op's normalized slices, explain._slices: rows, (sample, group) rows, channels)
+  from r0 = floor(R / B) B on, B a block of slices (2 ... 256) or a grid of P programs (a GPU's SM count);
+* **the last elements** of the flattened tensor from floor(size / B) B on (an elementwise kernel's blocks
+  of 64 ... 4096);
+* **the last columns of every slice** from floor(n / V) V on (V-wide vector loads, V = 2 ... 16: the
+  values missing from the slice's statistics too).
+
+The region's values are never loaded (x and dy read as 0 there: the statistics and the parameter
+gradients without them, the specification re-evaluated so), its outputs and dx never written (0), a slice
+statistic of a slice wholly inside it 0; where no output fails, the backward's grid alone (the forward's
+outputs as they are). Mechanism "block" (rule 9 of docs/verdicts.md's "Which mechanism a bug is": rows a
+kernel's grid never processes, a tail block skipped). Each region is screened first: every failing element
+of an x-shaped array inside it (the last columns' excepted: their slices' statistics move the rest).
+
+``ex`` is refnorm/check/explain.py, passed in by its caller (no import circle). Pure NumPy; x of at most
+explain.CONFIG_SIZE elements; one evaluation of the specification per region screened in.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+SLICE_BLOCKS = (2, 4, 8, 16, 32, 64, 128, 256)
+SM_COUNTS = (80, 84, 108, 114, 132, 144, 170)      # grids of one program per SM (floor(R / P) slices each)
+ELEMENT_BLOCKS = (64, 128, 256, 512, 1024, 2048, 4096)
+VECTOR_WIDTHS = (2, 4, 8, 16)
+
+
+def regions(ex, case, x):
+    """(mask of x's shape (True: never processed), slices wholly inside it (R,) or None, kind, what) for
+    every candidate region (module docstring)."""
+    shape, size = np.shape(x), int(np.size(x))
+    idx = np.arange(size).reshape(shape)
+    try:
+        rows = ex._slices(case, x, idx).astype(np.int64)      # (R, n): each slice's flat indices
+    except (ValueError, TypeError, KeyError):
+        rows = None
+    out = []
+    if rows is not None:
+        R, n = rows.shape
+        for B in sorted(set(SLICE_BLOCKS + SM_COUNTS)):
+            r0 = R // B * B
+            if 0 < r0 < R:
+                m = np.zeros(size, bool)
+                m[rows[r0:].ravel()] = True
+                whole = np.arange(R) >= r0
+                by = f"programs of {B} slices" if B in SLICE_BLOCKS else f"{B} programs (an SM count)"
+                out.append((m.reshape(shape), whole, "slices", f"slices {r0}-{R - 1} (of {R}) never processed: "
+                            f"a grid of {by} rounded down, floor({R} / {B}) where ceil belongs"))
+        for V in VECTOR_WIDTHS:
+            c0 = n // V * V
+            if 0 < c0 < n:
+                m = np.zeros(size, bool)
+                m[rows[:, c0:].ravel()] = True
+                out.append((m.reshape(shape), None, "columns", f"each slice's values {c0}-{n - 1} (of {n}) never "
+                            f"loaded nor written: {V}-wide vector loads without the tail's {n - c0}"))
+    for B in ELEMENT_BLOCKS:
+        k0 = size // B * B
+        if 0 < k0 < size:
+            out.append((idx >= k0, None, "elements", f"elements {k0}-{size - 1} (of {size}, flattened) never "
+                        f"processed: an elementwise grid of blocks of {B} rounded down, floor({size} / {B})"))
+    return out
+
+
+def unprocessed(ex, case, record, ref, reference):
+    """The first region (``regions``) whose never-processed values reproduce every failing array:
+    explanations (mechanism "block"), or []."""
+    x = record.inputs.get("x")
+    if reference is None or x is None or np.ndim(x) < 1 or np.size(x) > ex.CONFIG_SIZE or not record.failing:
+        return []
+    shape = np.shape(x)
+    fwd = any(p == "outputs" for p, _ in record.failing)
+    bad = {}
+    for part, name in record.failing:
+        got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
+        if got is None or want is None or E is None or np.shape(got) != np.shape(want):
+            return []
+        if np.shape(got) == shape:
+            bad[part, name] = ex.failing_mask(got, want, E)
+    if not bad:
+        return []
+    for mask, whole, kind, what in regions(ex, case, x):
+        if kind != "columns" and any(np.any(b & ~mask) for b in bad.values()):
+            continue
+        ins = {k: (np.where(mask, 0.0, np.asarray(v, dtype=np.float64)) if np.shape(v) == shape and fwd
+                   and "mask" not in k else v) for k, v in record.inputs.items()}
+        cot = {k: np.where(mask, 0.0, np.asarray(v, dtype=np.float64)) if np.shape(v) == shape else v
+               for k, v in record.cotangents.items()}
+        try:
+            with np.errstate(all="ignore"):
+                res = reference(case.op, case.config, record.training, ins, cot, record.state)
+        except Exception:                                   # noqa: BLE001 - the spec refusing the call
+            continue
+        if all(_fits(ex, record, res, part, name, mask, whole, fwd) for part, name in record.failing):
+            return [{"part": p, "name": n, "step": record.step, "mechanism": "block", "text": what}
+                    for p, n in record.failing]
+    return []
+
+
+def _fits(ex, record, res, part, name, mask, whole, fwd):
+    """Whether a failing array is the re-evaluation's with the region never written (module docstring)."""
+    got, E = record.got[part].get(name), record.E[part].get(name)
+    v = getattr(res, part).get(name)
+    if v is None or np.size(v) != np.size(got):
+        return False
+    v = np.array(v, dtype=np.float64).reshape(np.shape(got))
+    if part != "state" and (fwd or part == "grads"):
+        if np.shape(got) == np.shape(mask):
+            v[mask] = 0.0
+        elif whole is not None and np.size(got) == np.size(whole):
+            v.reshape(-1)[whole] = 0.0
+    return ex.fit_ratio(got, v, E) <= 1
