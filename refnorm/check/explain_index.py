@@ -252,7 +252,7 @@ def _offset_dropped(ex, got, want, E, qd):
     leading index (the last written stays: any of them), every other index one never-written fill (0 or NaN)
     that the expected array does not hold; in words, or None."""
     g = np.asarray(got)                 # (its own dtype for the fits: the judge's test of a 16-bit array)
-    if g.ndim < 1 or g.shape[0] < 2 or qd is not None:
+    if g.ndim < 1 or g.shape[0] < 2:
         return None
     w = np.asarray(want, dtype=np.float64).reshape(g.shape)
     Eb = np.broadcast_to(E, g.shape)
@@ -260,10 +260,10 @@ def _offset_dropped(ex, got, want, E, qd):
     fill = rest[0] if rest.size else 0.0
     if not (np.all(rest == fill) or np.all(np.isnan(rest))) or not (fill == 0 or np.isnan(fill)):
         return None
-    if ex.fit_ratio(g[1:], w[1:], Eb[1:]) <= 1:               # the expected values there too: not a gap
+    if ex.fit_ratio(g[1:], w[1:], Eb[1:], qd) <= 1:           # the expected values there too: not a gap
         return None
-    for r in range(g.shape[0] - 1, -1, -1):
-        if ex.fit_ratio(g[0], w[r], Eb[0]) <= 1:
+    for r in range(g.shape[0] - 1, -1, -1):                 # (a block scale judged on the check's grid, qd)
+        if ex.fit_ratio(g[0], w[r], Eb[0], qd) <= 1:
             return (f"written without its leading index's offset: index 0 of axis 0 holds the expected values of "
                     f"index {r} (of {g.shape[0]}; the last written stays), every other index {fill:g}, never "
                     "written")
