@@ -365,7 +365,12 @@ def permuted_inputs(ex, case, record, ref, reference):
             if np.shape(a) != np.shape(x) or "mask" in name or np.asarray(a).dtype.kind not in "fV":
                 continue
             flat = np.asarray(a).reshape(-1)
-            for m, what in index_orders(np.shape(a)):
+            idx = np.arange(flat.size).reshape(np.shape(a))
+            # (and each index of axis 0 reading the next or the previous one, wrapping: a pointer off by a row)
+            shifts = [(np.roll(idx, -k, axis=0).ravel(), f"each axis-0 index i holding index i {'+' if k > 0 else '-'} 1's values "
+                       "(wrapping: a row pointer off by one)")
+                      for k in (1, -1)] if np.shape(a)[0] > 1 else []
+            for m, what in index_orders(np.shape(a)) + shifts:
                 moved = {**arrays, name: flat[m].reshape(np.shape(a))}
                 res = (_evaluate(reference, case, record, moved) if kind == "inputs"
                        else _evaluate(reference, case, record, record.inputs, moved))

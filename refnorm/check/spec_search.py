@@ -723,7 +723,9 @@ def rounding_point(case, record, fit_ratio):
     still = _unmoved(case, record, seen, [k for k in record.inputs if k not in PARAMETERS or k == "alpha"], cotangents=True)
     mod = keys[0].split(":", 1)[0]
     more = (f" (also: {', '.join(_point(ks) for ks, _, _ in found[1:4])})" if len(found) > 1 else "")
-    return {"mechanism": "rounding" if tz else "affine" if set(keys) <= still else "precision",
+    # eps itself rounded: its value (rule 6 of docs/verdicts.md's "Which mechanism a bug is", before 8 and 13)
+    eps_only = all(k.rsplit(".", 1)[1] == "eps" for k in keys)
+    return {"mechanism": "eps" if eps_only else "rounding" if tz else "affine" if set(keys) <= still else "precision",
             "text": f"the specification with {_point(keys)} (refnorm/specs/{mod}.py) rounded "
                     f"{'toward zero' if tz else 'to nearest'} to {dt} reproduces every failing array{more}"}
 
@@ -1676,9 +1678,10 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         return {"mechanism": i, "text": f"the specification with {what} reproduces every failing array"}
     if i == "read":                                 # the statistics read at another index: an index misread
         return {"mechanism": "layout", "text": f"the specification with {what} reproduces every failing array"}
-    if i == "average":                              # a sum averaged: a term of the backward's formula (rule 15),
-        src = _SOURCES[target[1]]                   # a sum across the slices (rule 11), else no mechanism named
-        mech = "backward" if "backward" in src[1] else None if changed else "reduction"    # (changed: keepdims)
+    if i == "average":                              # a sum averaged: across the slices (rule 11), a term of the
+        src = _SOURCES[target[1]]                   # backward's formula (rule 15), else no mechanism named
+        # (changed: keepdims, a slice's own sum; else a sum across the slices: a parameter gradient's, rule 11)
+        mech = "reduction" if not changed else "backward" if "backward" in src[1] else None
         return {"mechanism": mech, "text": f"the specification with `{src[4]}`'s {src[3]} (over {src[5]}, {src[1]}, "
                 f"refnorm/specs/{src[0]}.py line {src[2]}) {what} reproduces every failing array"}
     if i in ("count", "reduce"):                   # what a reduction spans: its count, its axes
