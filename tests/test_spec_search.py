@@ -442,10 +442,51 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind12", "an_ln_var_one_pass", "add_norm/mean1e3_fp32res_xnormal_f16_6x100", "one_pass", "E[x^2] - E[x]^2 from one pass"),
     # one sample's terms alone in an instance norm's dweight (the other 39 samples' missing)
     ("blind6", "in_dweight_last_sample", "instance_norm/normal_f32_40x3x2x3", "reduction", "the first 39"),
+    # session 21, on blind16 and blind17 (development sets since their measurement): the rstd's root left out
+    # (1 / (ms + eps): another equation, rule 16, though eps sits under the root)
+    ("blind16", "rms_rstd_reciprocal_without_root", "rms_norm/normal_eps1e-05_f64_9x7", "semantics",
+     "`np.hypot(rms, np.sqrt(eps))` read as its square"),
+    # the running statistics updated twice with one batch's (the old value weighted (1 - m)^2)
+    ("blind17", "bn_running_updated_twice", "batch_norm/normal_f64_7x3", "running", "updated twice"),
+    # the backward indexing NCHW dy with channels_last strides (an input read in another index order)
+    ("blind17", "gn_bwd_dy_read_channels_last", "group_norm/normal_g4_f32_2x8x5x7", "layout",
+     "dy read as the (35, 8) index order of axes 1..3"),
+    # a SiLU the call did not ask for after the norm, forward and backward (a fused kernel's flag on)
+    ("blind17", "gn_silu_flag_default_on", "group_norm/normal_g3_f64_3x6x7", "semantics", "a SiLU applied to y"),
+    # one sum of the backward averaged (its projection's mean where its sum belongs: the formula's term)
+    ("blind17", "lp_bwd_projection_mean_not_sum", "lp_normalize/normal_f64_9x7", "backward",
+     "divided by its count 7 (a mean where the sum belongs)"),
+    # the last channel never processed (a grid of two-channel programs rounded down); the parameter
+    # gradients without the last samples' terms (batch_norm's per-sample terms)
+    ("blind17", "bn_channel_grid_floor_pairs", "batch_norm/normal_f64_7x3", "block", "channel 2 never processed"),
+    ("blind17", "bn_dparams_tail_samples_dropped", "batch_norm/normal_f64_7x3", "reduction",
+     "the terms of the last 3 samples (4-6) missing"),
+    # a parameter gradient's accumulator never reset (running sums); partials in a buffer of a group's width
+    ("blind16", "poly_dweight_accumulator_not_reset", "poly_norm/normal_f64_3x7", "reduction", "running sums"),
+    ("blind16", "gated_dparams_buffer_of_group_width", "gated_norm/normal_gs32_f32_8x96", "reduction",
+     "a partial buffer of 32 entries"),
+    # a warp's strided lanes merged with equal weights (merge); one warp's slot of a block's partials read (block)
+    ("blind16", "ln_warp_welford_merge_equal_counts", "layer_norm/normal_f64_9x7", "merge",
+     "means are averaged with equal weights"),
+    ("blind16", "rms_sumsq_second_warp_dropped", "rms_norm/normal_eps1e-05_f32_6x100", "block",
+     "the columns j mod 64 < 32 only"),
+    # values a grid never processes: a vector load's tail (explain_grid), slices past floor(R / 128) programs
+    ("blind17", "lp_vec4_tail_columns_dropped", "lp_normalize/normal_f64_9x7", "block",
+     "4-wide vector loads without the tail's 3"),
+    ("blind17", "zs_rows_grid_floor_blocks", "z_score/normal_f32_260x3", "block",
+     "floor(260 / B) where ceil belongs (B = 8, 16, 32, 64, 128 or 256)"),
+    # a row's block scales stored at row 0 (judged on the check's grid); eps itself rounded (its value, rule
+    # 6); dy * weight rounded in the backward (a value of the activations: precision, not the affine's cast)
+    ("blind17", "nqb_scale_row_offset_missing", "norm_quant_block/normal_rms_g_bf16_8x512", "layout",
+     "without its leading index's offset"),
+    ("blind16", "nq_eps_in_input_dtype", "norm_quant/std1e-6_rms_i8_dyn_bf16_4x256", "eps",
+     "forward.eps (refnorm/specs/norm_quant.py) rounded to nearest to bfloat16"),
+    ("blind16", "ln_bwd_weighted_dy_in_input_dtype", "layer_norm/normal_f16_4x128", "precision",
+     "layer_norm_backward.g (refnorm/specs/layer_norm.py) rounded to nearest to float16"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
-    """Families added on blind5 ... blind9 (development sets since their measurement), each on one of its
-    kernels: the mechanism and the explanation's words."""
+    """Families added on the development sets (blind5 ... blind17, each since its measurement), each on one
+    of their kernels: the mechanism and the explanation's words."""
     import importlib
     mod = importlib.import_module(f"planted.{src}")
     kernel = getattr(mod, src.capitalize() + "Kernel")

@@ -1774,7 +1774,7 @@ def unprocessed_channels(case, record, ref):
             v = np.moveaxis(v.reshape((C,) + xs[:1] + xs[2:]), 0, 1) if np.shape(want) == xs else v
             if fit_ratio(got, v.reshape(np.shape(got)), E) > 1:
                 return []
-    text = (f"channels {c0}-{C - 1} never processed (left at 0, their running statistics not updated): a grid of "
+    text = (f"{'channel ' + str(c0) if c0 == C - 1 else f'channels {c0}-{C - 1}'} never processed (left at 0, their running statistics not updated): a grid of "
             f"programs of B channels rounded down, floor({C} / B) where ceil belongs (B = {' or '.join(map(str, blocks))})")
     return [{"part": p, "name": n, "step": record.step, "mechanism": "block", "text": text} for p, n in record.failing]
 

@@ -32,6 +32,15 @@ ELEMENT_BLOCKS = (64, 128, 256, 512, 1024, 2048, 4096)
 VECTOR_WIDTHS = (2, 4, 8, 16)
 
 
+def _either(values):
+    v = [str(b) for b in values]
+    return v[0] if len(v) == 1 else ", ".join(v[:-1]) + " or " + v[-1]
+
+
+def _span(what, a, n):
+    return f"{what} {a}" if a == n - 1 else f"{what}s {a}-{n - 1}"
+
+
 def regions(ex, case, x):
     """(mask of x's shape (True: never processed), slices wholly inside it (R,) or None, kind, what) for
     every candidate region (module docstring)."""
@@ -44,26 +53,31 @@ def regions(ex, case, x):
     out = []
     if rows is not None:
         R, n = rows.shape
+        starts = {}                 # r0 -> (blocks of slices, grids of P programs) that leave r0 ... R - 1
         for B in sorted(set(SLICE_BLOCKS + SM_COUNTS)):
             r0 = R // B * B
             if 0 < r0 < R:
-                m = np.zeros(size, bool)
-                m[rows[r0:].ravel()] = True
-                whole = np.arange(R) >= r0
-                by = f"programs of {B} slices" if B in SLICE_BLOCKS else f"{B} programs (an SM count)"
-                out.append((m.reshape(shape), whole, "slices", f"slices {r0}-{R - 1} (of {R}) never processed: "
-                            f"a grid of {by} rounded down, floor({R} / {B}) where ceil belongs"))
+                starts.setdefault(r0, ([], []))[B not in SLICE_BLOCKS].append(B)
+        for r0, (blocks, grids) in starts.items():
+            m = np.zeros(size, bool)
+            m[rows[r0:].ravel()] = True
+            by = " or ".join(([f"programs of B slices rounded down, floor({R} / B) where ceil belongs (B = "
+                               f"{_either(blocks)})"] if blocks else [])
+                             + ([f"P programs (an SM count) each taking floor({R} / P) slices (P = {_either(grids)})"]
+                                if grids else []))
+            out.append((m.reshape(shape), np.arange(R) >= r0, "slices", f"{_span('slice', r0, R)} (of {R}) never "
+                        f"processed: a grid of {by}"))
         for V in VECTOR_WIDTHS:
             c0 = n // V * V
             if 0 < c0 < n:
                 m = np.zeros(size, bool)
                 m[rows[:, c0:].ravel()] = True
-                out.append((m.reshape(shape), None, "columns", f"each slice's values {c0}-{n - 1} (of {n}) never "
+                out.append((m.reshape(shape), None, "columns", f"each slice's {_span('value', c0, n)} (of {n}) never "
                             f"loaded nor written: {V}-wide vector loads without the tail's {n - c0}"))
     for B in ELEMENT_BLOCKS:
         k0 = size // B * B
         if 0 < k0 < size:
-            out.append((idx >= k0, None, "elements", f"elements {k0}-{size - 1} (of {size}, flattened) never "
+            out.append((idx >= k0, None, "elements", f"{_span('element', k0, size)} (of {size}, flattened) never "
                         f"processed: an elementwise grid of blocks of {B} rounded down, floor({size} / {B})"))
     return out
 
