@@ -92,7 +92,8 @@ import numpy as np
 from ..pitfalls._centered import _next_pow2
 from . import explain_terms
 from .explain_quant import quant_deviation
-from .spec_search import backward_flag, fits_step, grown_fit, judged_fit, mutation, rounding_point
+from .spec_search import (PATTERNS, backward_flag, fits_step, grown_fit, judged_fit, mutation, perturbed_bound,
+                          perturbed_inputs, rounding_point)
 from .localize import failing_mask
 from .precision import NP, excess, quant_excess, quant_name, ratio, round_toward_zero
 
@@ -1180,6 +1181,38 @@ def _erf(v):
     return erf(v)
 
 
+def _unfit_perturbed(case, record, reference, ref, y, df, res, unfit):
+    """The arrays of ``unfit`` that the epilogue's gradients ``res`` miss beyond their bound grown by the
+    chain's conditioning: the specification with dy f'(y) evaluated at inputs perturbed by one unit of the
+    working precision (two patterns), spec_search.perturbed_bound."""
+    spreads = []
+    for k in range(PATTERNS):
+        pert = perturbed_inputs(case, record, k)
+        if pert is None:
+            return unfit
+        ins, cot = pert
+        try:
+            with np.errstate(all="ignore"):
+                p2 = np.asarray(reference(case.op, case.config, record.training, ins, {}, record.state).outputs[y],
+                                dtype=np.float64)
+                spreads.append(reference(case.op, case.config, record.training, ins,
+                                         {**cot, y: np.asarray(cot[y], dtype=np.float64) * df(p2)}, record.state))
+        except Exception:                                   # noqa: BLE001 - the spec refusing the call
+            return unfit
+    out = []
+    for q, n in unfit:
+        others = [r.grads.get(n) for r in spreads]
+        if any(o is None or np.shape(o) != np.shape(res.grads[n]) for o in others):
+            out.append((q, n))
+            continue
+        E = perturbed_bound(record.E[q][n], res.grads[n], others, np.asarray(record.got[q][n]).dtype)
+        want = ref.grads.get(n)     # (a failing array the reference meets within the grown bound: no evidence)
+        if fit_ratio(record.got[q][n], res.grads[n], E) > 1 or want is not None and np.shape(want) == np.shape(
+                res.grads[n]) and fit_ratio(record.got[q][n], want, E) <= 1:
+            out.append((q, n))
+    return out
+
+
 def epilogue_activation(case, record, reference, ref, bounds=None):
     """An activation applied to the op's output (a fused norm's activation flag on where the call asked for
     none): y = f(the specification's y) for f of EPILOGUES, and the failing gradients the specification's
@@ -1220,6 +1253,10 @@ def epilogue_activation(case, record, reference, ref, bounds=None):
                                            {"cotangents": {**record.cotangents, y: np.asarray(dy, dtype=np.float64) * df(p)}},
                                            res, near, unfit)
                     unfit = [pn for pn in unfit if not fits.get(pn)]
+                if unfit:
+                    # within the conditioning of the chain through f: dy f'(y) moves with y's own rounding (two
+                    # perturbed evaluations, spec_search.perturbed_bound)
+                    unfit = _unfit_perturbed(case, record, reference, ref, y, df, res, unfit)
                 if unfit:
                     continue
         return [{"part": q, "name": n, "step": record.step, "mechanism": "semantics",
