@@ -1,13 +1,13 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind16.py, blind17.py): for each set,
-the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the
-array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures
-it on these held-out sets)."""
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind16.py, blind17.py, blind18.py): for
+each set, the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case,
+on the array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead
+measures it on these held-out sets)."""
 from __future__ import annotations
 
 import pytest
 
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
-                     blind13, blind14, blind15, blind16, blind17)
+                     blind13, blind14, blind15, blind16, blind17, blind18)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -798,6 +798,52 @@ CAUGHT_BY_17 = {
     "aln_bwd_row_sums_in_half": ("adaptive_layer_norm/normal_bf16_2x8x32", "grad.x"),
 }
 
+CAUGHT_BY_18 = {
+    "ln_block_welford_combine_spread_by_nb": ("layer_norm/normal_f32_6x100", "output.rstd"),
+    "ln_bwd_rstd_recomputed_default_eps": ("layer_norm/normal_eps0.3_f32_9x7", "grad.x"),
+    "ln_dbias_rows_in_half": ("layer_norm/normal_bf16_260x3", "grad.bias"),
+    "ln_bwd_row_sums_tail_block_skipped": ("layer_norm/normal_f32_6x100", "grad.x"),
+    "ln_packed_stats_split_as_halves": ("layer_norm/normal_f64_9x7", "output.mean"),
+    "ln_rstd_output_before_sqrt": ("layer_norm/normal_f64_9x7", "output.rstd"),
+    "ln_dweight_from_weighted_dy": ("layer_norm/normal_f64_9x7", "grad.weight"),
+    "rms_mean_square_over_n_minus_1": ("rms_norm/normal_eps1e-05_f64_9x7", "output.rstd"),
+    "rms_outside_rms_with_eps_inside": ("rms_norm/normal_eps0.3_outside_bf16_6x100", "output.rstd"),
+    "rms_bwd_rstd_of_next_row": ("rms_norm/normal_eps1e-05_f64_9x7", "grad.x"),
+    "rms_sumsq_float32_for_float64": ("rms_norm/normal_eps1e-05_f64_9x7", "output.rstd"),
+    "rms_dweight_first_partial_skipped": ("rms_norm/normal_eps1e-05_f64_9x7", "grad.weight"),
+    "rms_bwd_proj_on_raw_x": ("rms_norm/normal_eps1e-05_f64_9x7", "grad.x"),
+    "rms_offset_added_to_output": ("rms_norm/normal_eps1e-05_gemma_f16_4x128", "output.y"),
+    "an_rows_grid_floor": ("add_norm/normal_noprenorm_f32_9x7", "output.y"),
+    "an_rms_eps_added_to_sum": ("add_norm/heavy_tail_rms_rs_f32_5x24", "output.y"),
+    "an_dropped_x_in_input_dtype": ("add_norm/std1e-3_p_bf16_4x32", "output.residual_out"),
+    "an_weight1_loaded_from_bias1_ptr": ("add_norm/normal_par_f64_5x12", "output.y1"),
+    "an_dx_keep_scale_applied_twice": ("add_norm/normal_p_noprenorm_f32_9x7", "grad.x"),
+    "an_drowscale_from_saved_factor": ("add_norm/normal_p_rs_f64_9x7", "grad.rowscale"),
+    "an_residual_out_bf16_truncated": ("add_norm/outlier_bf16_4x32", "output.residual_out"),
+    "nq_floor_only_for_zero_amax": ("norm_quant/std1e-6_rms_i8_dyn_bf16_4x256", "output.scale"),
+    "nq_inverse_scale_in_input_dtype": ("norm_quant/normal_rms_i8_static_bf16_8x256", "output.q"),
+    "nq_eps_squared": ("norm_quant/normal_eps0.3_rms_e4m3_dyn_noaffine_bf16_4x64", "output.amax"),
+    "nq_weight_offset_one_assumed": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.amax"),
+    "nq_quant_pass_tail_tile_unwritten": ("norm_quant/normal_rms_i8_dyn_f64_4x100", "output.q"),
+    "nq_int8_cast_before_clamp": ("norm_quant/outlier_ln_i8_dyn_ub8_wb_f16_8x256", "output.q"),
+    "gated_sigmoid_exponent_sign": ("gated_norm/normal_gs16_f16_2x16", "output.y"),
+    "gated_bwd_z_of_next_row": ("gated_norm/normal_ln_gs2_f64_5x6", "grad.z"),
+    "gated_dn_in_input_dtype": ("gated_norm/normal_nbg_zgate_sat_f16_4x64", "grad.weight"),
+    "gated_ln_var_about_first_value": ("gated_norm/mean1e3_ln_nbg_f32_4x64", "output.y"),
+    "gated_dn_with_silu_derivative": ("gated_norm/normal_ln_nbg_gs16_f32_6x48", "grad.weight"),
+    "gated_ln_bwd_mean_term_unweighted": ("gated_norm/normal_ln_gs2_f64_5x6", "grad.x"),
+    "dyt_dalpha_float32_acc_for_float64": ("dyt/normal_f64_2x5x7", "grad.alpha"),
+    "dyt_weight_loaded_from_bias_ptr": ("dyt/normal_f64_2x5x7", "output.y"),
+    "dyt_vec4_tail_columns_dropped": ("dyt/normal_f64_2x5x7", "output.y"),
+    "dyt_dalpha_times_t": ("dyt/normal_f64_2x5x7", "grad.alpha"),
+    "dyt_dtanh_sigmoid_chain_factor_dropped": ("dyt/normal_f64_2x5x7", "grad.x"),
+    "poly_powers_l2_normalized": ("poly_norm/normal_f64_3x7", "output.y"),
+    "poly_sumsq_tail_block_skipped": ("poly_norm/normal_f32_2x3x40", "output.y"),
+    "poly_bwd_proj_on_unnormalized_power": ("poly_norm/normal_f64_3x7", "grad.x"),
+    "poly_dbias_row_block_partial_stored": ("poly_norm/normal_eps0.3_f32_6x30", "grad.bias"),
+    "poly_bias_inside_linear_term": ("poly_norm/normal_f64_3x7", "output.y"),
+}
+
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
 # mean 1e4, of constant rows with eps 1e-12: the quantized outputs' bounds cover any value), so that no array
 # of theirs can be verified; their status is partial for every kernel
@@ -817,6 +863,7 @@ NOTHING_CONSTRAINED_14 = NOTHING_CONSTRAINED_3                   # both of them 
 NOTHING_CONSTRAINED_15 = frozenset()                             # blind15's ops (no norm_quant) have no such case
 NOTHING_CONSTRAINED_16 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind16
 NOTHING_CONSTRAINED_17 = frozenset()                             # blind17's ops, blind15's: no such case
+NOTHING_CONSTRAINED_18 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind18
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -858,6 +905,8 @@ SETS = {
                 {"ops": blind16.OPS, "at_least": 240, "nothing_constrained": NOTHING_CONSTRAINED_16}, 0),
     "blind17": (blind17, blind17.Blind17Kernel, CAUGHT_BY_17, blind17.LABELS, (40, 48),
                 {"ops": blind17.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_17}, 0),
+    "blind18": (blind18, blind18.Blind18Kernel, CAUGHT_BY_18, blind18.LABELS, (40, 48),
+                {"ops": blind18.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_18}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
