@@ -1,4 +1,5 @@
 """The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind16.py, blind17.py, blind18.py): for
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind16.py, blind17.py, blind19.py): for
 each set, the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case,
 on the array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead
 measures it on these held-out sets)."""
@@ -8,6 +9,7 @@ import pytest
 
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
                      blind13, blind14, blind15, blind16, blind17, blind18)
+                     blind13, blind14, blind15, blind16, blind17, blind19)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -842,6 +844,51 @@ CAUGHT_BY_18 = {
     "poly_bwd_proj_on_unnormalized_power": ("poly_norm/normal_f64_3x7", "grad.x"),
     "poly_dbias_row_block_partial_stored": ("poly_norm/normal_eps0.3_f32_6x30", "grad.bias"),
     "poly_bias_inside_linear_term": ("poly_norm/normal_f64_3x7", "output.y"),
+CAUGHT_BY_19 = {
+    "bn_eval_running_var_read_as_invstd": ("batch_norm/normal_eval_bf16_2x3x4", "output.y"),
+    "bn_bwd_reduce_sums_in_half": ("batch_norm/normal_bf16_16x3x4x5", "grad.bias"),
+    "bn_spatial_tail_tile_dropped": ("batch_norm/normal_f32_6x4x25", "output.mean"),
+    "bn_5d_channel_index_from_last_two_axes": ("batch_norm/normal_bf16_2x3x3x4x5", "output.mean"),
+    "bn_nostats_eval_bwd_fixed_stats": ("batch_norm/normal_eval_nostats_f32_4x3x5", "grad.x"),
+    "bn_running_mean_bessel_scaled": ("batch_norm/normal_f64_7x3", "state.running_mean"),
+    "in_running_update_drops_last_sample": ("instance_norm/normal_train3_eval_f32_4x3x6", "state.running_mean"),
+    "in_tile_partials_merged_unweighted": ("instance_norm/normal_f32_2x3x100", "output.rstd"),
+    "in_dparams_first_sample_twice": ("instance_norm/normal_f64_3x2x7", "grad.weight"),
+    "in_bwd_xhat_from_stored_output": ("instance_norm/normal_bf16_2x3x100", "grad.weight"),
+    "in_eps_momentum_swapped": ("instance_norm/normal_f64_3x2x7", "output.rstd"),
+    "in_bwd_stats_channel_major": ("instance_norm/normal_f64_3x2x7", "grad.x"),
+    "gn_fused_shift_without_gamma": ("group_norm/normal_g2_f32_3x6", "output.y"),
+    "gn_eps_cast_to_input_dtype": ("group_norm/normal_eps0.3_g4_bf16_2x8x5x7", "output.rstd"),
+    "gn_bf16_store_truncated": ("group_norm/normal_g4_bf16_2x8x5x7", "output.y"),
+    "gn_rstd_output_is_std": ("group_norm/normal_g2_f32_3x6", "output.rstd"),
+    "gn_bwd_c3_mean_term_dropped": ("group_norm/normal_g2_f32_3x6", "grad.x"),
+    "gns_stats_over_pow2_tile": ("group_norm_silu/normal_g2_f32_3x6", "output.mean"),
+    "gns_var_unbiased": ("group_norm_silu/normal_g2_f32_3x6", "output.rstd"),
+    "gns_input_read_channels_last": ("group_norm_silu/normal_g4_f32_2x8x5x7", "output.mean"),
+    "gns_sigmoid_exp2_without_log2e": ("group_norm_silu/normal_g2_f32_3x6", "output.y"),
+    "gns_bwd_mean_term_from_unweighted_dp": ("group_norm_silu/normal_g2_f32_3x6", "grad.x"),
+    "zs_pad_lanes_in_sum_of_squares": ("z_score/normal_f64_9x7", "output.std"),
+    "zs_float64_via_float32": ("z_score/normal_f64_9x7", "output.std"),
+    "zs_bwd_std_recomputed_without_eps": ("z_score/normal_eps0.3_f32_9x7", "grad.x"),
+    "zs_dweight_from_output": ("z_score/normal_f64_9x7", "grad.weight"),
+    "zs_chunk_merge_without_mean_spread": ("z_score/normal_f32_6x100", "output.std"),
+    "lp_row_tail_block_dropped": ("lp_normalize/normal_f32_1x1000", "output.norm"),
+    "lp_bwd_dot_in_half": ("lp_normalize/normal_f16_6x100", "grad.x"),
+    "lp_bf16_output_truncated": ("lp_normalize/normal_bf16_6x100", "output.y"),
+    "lp_bwd_clamped_slices_zero_grad": ("lp_normalize/std1e-3_eps0.3_f32_9x7", "grad.x"),
+    "lp_norm_as_power_mean": ("lp_normalize/normal_f32_9x7", "output.norm"),
+    "nqb_q_row_stride_padded": ("norm_quant_block/normal_rms_g_f32_3x200", "output.q"),
+    "nqb_mx_round_up_flag_ignored": ("norm_quant_block/normal_rms_mx_round_up_f32_3x200", "output.scale"),
+    "nqb_norm_flag_inverted": ("norm_quant_block/normal_ln_g_wb_f32_4x256", "output.amax"),
+    "nqb_ln_bias_ignored_without_residual": ("norm_quant_block/normal_ln_g_wb_f32_4x256", "output.amax"),
+    "nqb_ln_var_unbiased": ("norm_quant_block/normal_ln_g_wb_f32_4x256", "output.amax"),
+    "nqb_min_scale_not_forwarded": ("norm_quant_block/zero_rms_g_floor2.2321428571428573e-13_f32_2x256",
+                                    "output.scale"),
+    "aln_rows_grid_floor": ("adaptive_layer_norm/normal_f64_2x5x7", "output.y"),
+    "aln_bwd_projection_of_unmodulated_dy": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.x"),
+    "aln_eps_added_to_sum_of_squares": ("adaptive_layer_norm/normal_eps0.3_f32_1x10x24", "output.rstd"),
+    "aln_stats_per_8_wide_tile": ("adaptive_layer_norm/normal_f32_3x20x12", "output.mean"),
+    "aln_mean_output_is_row_sum": ("adaptive_layer_norm/normal_f64_2x5x7", "output.mean"),
 }
 
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
@@ -864,6 +911,7 @@ NOTHING_CONSTRAINED_15 = frozenset()                             # blind15's ops
 NOTHING_CONSTRAINED_16 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind16
 NOTHING_CONSTRAINED_17 = frozenset()                             # blind17's ops, blind15's: no such case
 NOTHING_CONSTRAINED_18 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind18
+NOTHING_CONSTRAINED_19 = frozenset()                             # blind19's ops, blind17's: no such case
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -907,6 +955,8 @@ SETS = {
                 {"ops": blind17.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_17}, 0),
     "blind18": (blind18, blind18.Blind18Kernel, CAUGHT_BY_18, blind18.LABELS, (40, 48),
                 {"ops": blind18.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_18}, 0),
+    "blind19": (blind19, blind19.Blind19Kernel, CAUGHT_BY_19, blind19.LABELS, (40, 48),
+                {"ops": blind19.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_19}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
