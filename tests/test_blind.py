@@ -1,5 +1,4 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind16.py, blind17.py, blind18.py): for
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind16.py, blind17.py, blind19.py): for
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind17.py, blind18.py, blind19.py): for
 each set, the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case,
 on the array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead
 measures it on these held-out sets)."""
@@ -8,8 +7,7 @@ from __future__ import annotations
 import pytest
 
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
-                     blind13, blind14, blind15, blind16, blind17, blind18)
-                     blind13, blind14, blind15, blind16, blind17, blind19)
+                     blind13, blind14, blind15, blind16, blind17, blind18, blind19)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -844,6 +842,8 @@ CAUGHT_BY_18 = {
     "poly_bwd_proj_on_unnormalized_power": ("poly_norm/normal_f64_3x7", "grad.x"),
     "poly_dbias_row_block_partial_stored": ("poly_norm/normal_eps0.3_f32_6x30", "grad.bias"),
     "poly_bias_inside_linear_term": ("poly_norm/normal_f64_3x7", "output.y"),
+}
+
 CAUGHT_BY_19 = {
     "bn_eval_running_var_read_as_invstd": ("batch_norm/normal_eval_bf16_2x3x4", "output.y"),
     "bn_bwd_reduce_sums_in_half": ("batch_norm/normal_bf16_16x3x4x5", "grad.bias"),

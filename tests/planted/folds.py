@@ -52,6 +52,8 @@ from planted.blind14 import BUGS as BLIND14, Blind14Kernel              # noqa: 
 from planted.blind15 import BUGS as BLIND15, Blind15Kernel              # noqa: E402
 from planted.blind16 import BUGS as BLIND16, Blind16Kernel              # noqa: E402
 from planted.blind17 import BUGS as BLIND17, Blind17Kernel              # noqa: E402
+from planted.blind18 import BUGS as BLIND18, Blind18Kernel              # noqa: E402
+from planted.blind19 import BUGS as BLIND19, Blind19Kernel              # noqa: E402
 from planted.torch_kernel import BUGS, TorchKernel                      # noqa: E402
 from refnorm import pitfalls as P                                       # noqa: E402
 from refnorm.check.core import check_case                               # noqa: E402
@@ -260,11 +262,25 @@ def blind17_rows(golden=report.GOLDEN):
     return kernel_rows(Blind17Kernel, BLIND17, "blind17", "H", golden)
 
 
+def blind18_rows(golden=report.GOLDEN):
+    """The eighteenth blind kernel (tests/planted/blind18.py: 43 bugs in 7 ops, written by an eighteenth helper
+    not shown the diagnosis, who never ran it on these bugs and reported only counts; merged unread and measured
+    once, at the end of session 21)."""
+    return kernel_rows(Blind18Kernel, BLIND18, "blind18", "G", golden)
+
+
+def blind19_rows(golden=report.GOLDEN):
+    """The nineteenth blind kernel (tests/planted/blind19.py: 43 bugs in the other 8 ops, written beside the
+    eighteenth by a nineteenth helper under the same rules; measured once, at the end of session 21)."""
+    return kernel_rows(Blind19Kernel, BLIND19, "blind19", "F", golden)
+
+
 HELD_OUT = {"torch": torch_rows, "blind": blind_rows, "blind2": blind2_rows, "blind3": blind3_rows,
             "blind4": blind4_rows, "blind5": blind5_rows, "blind6": blind6_rows, "blind7": blind7_rows,
             "blind8": blind8_rows, "blind9": blind9_rows, "blind10": blind10_rows,
             "blind11": blind11_rows, "blind12": blind12_rows, "blind13": blind13_rows, "blind14": blind14_rows,
-            "blind15": blind15_rows, "blind16": blind16_rows, "blind17": blind17_rows}
+            "blind15": blind15_rows, "blind16": blind16_rows, "blind17": blind17_rows, "blind18": blind18_rows,
+            "blind19": blind19_rows}
 
 
 def score(rows, M):
@@ -343,6 +359,8 @@ def render(rows, seconds):
     J_ = [r for r in rows if r["fold"] == "J"]
     I_ = [r for r in rows if r["fold"] == "I"]
     H_ = [r for r in rows if r["fold"] == "H"]
+    G_ = [r for r in rows if r["fold"] == "G"]
+    F_ = [r for r in rows if r["fold"] == "F"]
     mA, mB = tune(A), tune(B)
     muts = lambda f: ", ".join(f"`{m}`" for m in dict.fromkeys(r["bug"] for r in rows if r["fold"] == f))  # noqa: E731
     L = [BEGIN, "",
@@ -426,11 +444,15 @@ def render(rows, seconds):
          line("fourteenth blind kernel, only bugs with a mechanism label", [r for r in K_ if r["expected"]], MARGIN),
          line("fifteenth blind kernel, development set after its measurement (M = MARGIN)", J_, MARGIN),
          line("fifteenth blind kernel, only bugs with a mechanism label", [r for r in J_ if r["expected"]], MARGIN),
-         line("sixteenth blind kernel, held out, measured once (M = MARGIN)", I_, MARGIN),
+         line("sixteenth blind kernel, development set after its measurement (M = MARGIN)", I_, MARGIN),
          line("sixteenth blind kernel, only bugs with a mechanism label", [r for r in I_ if r["expected"]], MARGIN),
-         line("seventeenth blind kernel, held out, measured once (M = MARGIN)", H_, MARGIN),
+         line("seventeenth blind kernel, development set after its measurement (M = MARGIN)", H_, MARGIN),
          line("seventeenth blind kernel, only bugs with a mechanism label", [r for r in H_ if r["expected"]], MARGIN),
-         line("sixteenth and seventeenth together (15 ops), held out (M = MARGIN)", I_ + H_, MARGIN),
+         line("eighteenth blind kernel, held out, measured once (M = MARGIN)", G_, MARGIN),
+         line("eighteenth blind kernel, only bugs with a mechanism label", [r for r in G_ if r["expected"]], MARGIN),
+         line("nineteenth blind kernel, held out, measured once (M = MARGIN)", F_, MARGIN),
+         line("nineteenth blind kernel, only bugs with a mechanism label", [r for r in F_ if r["expected"]], MARGIN),
+         line("eighteenth and nineteenth together (15 ops), held out (M = MARGIN)", G_ + F_, MARGIN),
          "",
          "The second and third blind kernels were written after the rules above were built, with bugs in ops "
          "the catalogue covers thinly (gated_norm, dyt, poly_norm, group_norm_silu, norm_quant_block, "
@@ -802,12 +824,22 @@ def render(rows, seconds):
          "seventeenth helper under the same rules; merged unread and measured once, at the end): "
          + "; ".join(f"`{b}` ({BLIND17[b][0]}: {BLIND17[b][2]}; {BLIND17[b][1] or 'no label'})" for b in BLIND17) + ".",
          "",
+         "Eighteenth blind kernel (tests/planted/blind18.py, 7 ops, labelled by docs/verdicts.md's \"Which "
+         "mechanism a bug is\", written by an eighteenth helper not shown the diagnosis, who never ran it on these "
+         "bugs and reported only counts; merged unread and measured once, at the end): "
+         + "; ".join(f"`{b}` ({BLIND18[b][0]}: {BLIND18[b][2]}; {BLIND18[b][1] or 'no label'})" for b in BLIND18) + ".",
+         "",
+         "Nineteenth blind kernel (tests/planted/blind19.py, the other 8 ops, written beside the eighteenth by a "
+         "nineteenth helper under the same rules; merged unread and measured once, at the end): "
+         + "; ".join(f"`{b}` ({BLIND19[b][0]}: {BLIND19[b][2]}; {BLIND19[b][1] or 'no label'})" for b in BLIND19) + ".",
+         "",
          "Per bug of the second kernel and the blind kernels at M = MARGIN (failed cases: named right / named wrong / not "
          "named; localized):", ""]
     for b in list(BUGS) + list(BLIND) + list(BLIND2) + list(BLIND3) + list(BLIND4) + list(BLIND5) + list(BLIND6) \
             + list(BLIND7) + list(BLIND8) + list(BLIND9) + list(BLIND10) + list(BLIND11) + list(BLIND12) + list(BLIND13) \
-            + list(BLIND14) + list(BLIND15) + list(BLIND16) + list(BLIND17):
-        rs = [r for r in T + X + Y + Z + W + V + U + S + R + Q + P_ + O_ + N_ + L_ + K_ + J_ + I_ + H_ if r["bug"] == b]
+            + list(BLIND14) + list(BLIND15) + list(BLIND16) + list(BLIND17) + list(BLIND18) + list(BLIND19):
+        rs = [r for r in T + X + Y + Z + W + V + U + S + R + Q + P_ + O_ + N_ + L_ + K_ + J_ + I_ + H_ + G_ + F_
+              if r["bug"] == b]
         n, right, wrong, *_ = score(rs, MARGIN)
         wrong_as = sorted({r["mech"] for r in rs if r["conf"] is not None and r["conf"] >= MARGIN
                            and r["mech"] not in r["expected"]})
@@ -852,7 +884,7 @@ if __name__ == "__main__":
                 print(line("blind2, the author's labels alone", own, MARGIN))
         sys.exit(0)
     if a.torch_only:
-        json.dump({"rows": torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows() + blind8_rows() + blind9_rows() + blind10_rows() + blind11_rows() + blind12_rows() + blind13_rows() + blind14_rows() + blind15_rows() + blind16_rows() + blind17_rows(), "seconds": time.time() - t}, open(a.cache, "w"))
+        json.dump({"rows": torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows() + blind8_rows() + blind9_rows() + blind10_rows() + blind11_rows() + blind12_rows() + blind13_rows() + blind14_rows() + blind15_rows() + blind16_rows() + blind17_rows() + blind18_rows() + blind19_rows(), "seconds": time.time() - t}, open(a.cache, "w"))
         sys.exit(0)
     if a.cache and os.path.exists(a.cache):      # {"rows", "seconds"}, or torch rows of --torch-only
         got = json.load(open(a.cache))
@@ -865,7 +897,7 @@ if __name__ == "__main__":
             got = json.load(open(part))
             rows, secs = rows + got["rows"], time.time() - t + got["seconds"]
         else:
-            rows += torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows() + blind8_rows() + blind9_rows() + blind10_rows() + blind11_rows() + blind12_rows() + blind13_rows() + blind14_rows() + blind15_rows() + blind16_rows() + blind17_rows()
+            rows += torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows() + blind8_rows() + blind9_rows() + blind10_rows() + blind11_rows() + blind12_rows() + blind13_rows() + blind14_rows() + blind15_rows() + blind16_rows() + blind17_rows() + blind18_rows() + blind19_rows()
             secs = time.time() - t
         if a.cache:
             json.dump({"rows": rows, "seconds": secs}, open(a.cache, "w"))
