@@ -1684,6 +1684,10 @@ def accumulated(case, record, part, name, got, want, E):
     return None
 
 
+BN_SAMPLES = 64     # batch_norm's per-sample terms for batches of at most this many samples (missing_rows
+#                    searches every first / last k of them: a large batch's search costs more than its judgement)
+
+
 def row_terms(case, record, ref, part, name):
     """layer_norm / rms_norm dweight and dbias: the per-row terms (rows, n) they sum (dy * x_hat, dy);
     batch_norm's in training: the per-sample terms (samples, C), each sample's positions summed; or None
@@ -1692,7 +1696,7 @@ def row_terms(case, record, ref, part, name):
         return None
     x, dy, want = record.inputs.get("x"), record.cotangents.get("y"), getattr(ref, part).get(name)
     if case.op == "batch_norm" and record.training and x is not None and dy is not None and np.ndim(x) >= 2 \
-            and "mean" in ref.outputs and "rstd" in ref.outputs:
+            and np.shape(x)[0] <= BN_SAMPLES and "mean" in ref.outputs and "rstd" in ref.outputs:
         N, C = np.shape(x)[:2]
         dy = np.asarray(dy, dtype=np.float64).reshape(N, C, -1)
         if name == "bias":

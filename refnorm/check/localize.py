@@ -244,9 +244,10 @@ def missing_rows(err, contrib, ref=None):
                 "masked)", lambda k=k: k * c[R - 1]) for k in sorted({-R % T for T in (16, 32, 64, 128)} - {0})
                if abs(k * v[R - 1]) >= need]
     best = None
-    for text, make in cands + clamped:
+    for j, (text, make) in enumerate(cands + clamped):
         s = make()
-        for sign, what in ((-1.0, "missing"), (1.0, "counted twice")) if (text, make) in cands else ((1.0, ""),):
+        # (by index: a membership test of the candidate in cands was quadratic in the rows)
+        for sign, what in ((-1.0, "missing"), (1.0, "counted twice")) if j < len(cands) else ((1.0, ""),):
             r = np.sqrt(np.sum((err - sign * s) ** 2))
             if r <= FIT * tot and (best is None or r < best[0]):
                 best = (r, f"the terms of {text} {what}" if what else text, sign * s)
