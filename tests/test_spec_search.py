@@ -458,7 +458,7 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "divided by its count 7 (a mean where the sum belongs)"),
     # the last channel never processed (a grid of two-channel programs rounded down); the parameter
     # gradients without the last samples' terms (batch_norm's per-sample terms)
-    ("blind17", "bn_channel_grid_floor_pairs", "batch_norm/normal_f64_7x3", "block", "channel 2 never processed"),
+    ("blind17", "bn_channel_grid_floor_pairs", "batch_norm/normal_f64_7x3", "block", "slice 2 (of 3) never processed"),
     ("blind17", "bn_dparams_tail_samples_dropped", "batch_norm/normal_f64_7x3", "reduction",
      "the terms of the last 3 samples (4-6) missing"),
     # a parameter gradient's accumulator never reset (running sums); partials in a buffer of a group's width

@@ -1771,55 +1771,6 @@ def unprocessed_rows(case, record, ref):
     return [{"part": p, "name": n, "step": record.step, "mechanism": "block", "text": text} for p, n in record.failing]
 
 
-def _by_channel(a, x_shape):
-    """a (x's shape, or one value per channel) as (C, values of that channel), or None."""
-    a = np.asarray(a, dtype=np.float64)
-    C = x_shape[1]
-    if np.shape(a) == tuple(x_shape):
-        return np.moveaxis(a, 1, 0).reshape(C, -1)
-    return a.reshape(C, 1) if np.size(a) == C else None
-
-
-def unprocessed_channels(case, record, ref):
-    """batch_norm: the channels from c0 on never processed (a grid of programs of B channels each rounded
-    down, c0 = floor(C / B) B): every array over channels (y, mean, rstd, dx, dweight, dbias) left at 0 on
-    them, the running statistics not updated there, the other channels right. Explanations of every failing
-    array (mechanism "block"), or []."""
-    x = record.inputs.get("x")
-    if case.op != "batch_norm" or x is None or np.ndim(x) < 2 or np.size(x) > CONFIG_SIZE:
-        return []
-    xs, C = np.shape(x), np.shape(x)[1]
-    c0 = C
-    for part, name in record.failing:
-        got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
-        g = None if got is None or want is None or E is None else _by_channel(failing_mask(got, want, E), xs)
-        if g is None:
-            return []
-        c0 = min(c0, int(np.argmax(g.any(axis=1))))
-    blocks = [B for B in (2, 4, 8, 16, 32, 64, 128) if 0 < c0 == C // B * B < C]
-    if not blocks:
-        return []
-    for part in ("outputs", "grads", "state"):
-        for name in record.compare[part]:
-            got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
-            if got is None or want is None or E is None:
-                continue
-            v = _by_channel(want, xs)
-            if v is None:                   # (num_batches_tracked: no channels; passing, or no explanation)
-                if (part, name) in record.failing:
-                    return []
-                continue
-            v = v.copy()                    # (a view of the reference's array, never written)
-            old = _by_channel(record.state[name], xs) if part == "state" and name in record.state else None
-            v[c0:] = 0.0 if old is None else old[c0:]
-            v = np.moveaxis(v.reshape((C,) + xs[:1] + xs[2:]), 0, 1) if np.shape(want) == xs else v
-            if fit_ratio(got, v.reshape(np.shape(got)), E) > 1:
-                return []
-    text = (f"{'channel ' + str(c0) if c0 == C - 1 else f'channels {c0}-{C - 1}'} never processed (left at 0, their running statistics not updated): a grid of "
-            f"programs of B channels rounded down, floor({C} / B) where ceil belongs (B = {' or '.join(map(str, blocks))})")
-    return [{"part": p, "name": n, "step": record.step, "mechanism": "block", "text": text} for p, n in record.failing]
-
-
 SLICE_OPS = ("group_norm", "instance_norm", "group_norm_silu", "dyt", "poly_norm", "add_norm", "gated_norm",
              "adaptive_layer_norm")
 SLICES_MAX = 256      # the per-slice search evaluates the specification once per slice: up to this many
@@ -1923,7 +1874,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
              or dropout_deviation(case, record, reference))
         if e is not None:
             return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
-    rows = unprocessed_rows(case, record, ref) or unprocessed_channels(case, record, ref)
+    rows = unprocessed_rows(case, record, ref)
     if not rows:
         from . import explain_grid              # slices, elements or columns a grid never processes
         rows = explain_grid.unprocessed(sys.modules[__name__], case, record, ref, reference)

@@ -14,7 +14,8 @@ their tail leave a region of x never loaded, never written:
 
 The region's values are never loaded (x and dy read as 0 there: the statistics and the parameter
 gradients without them, the specification re-evaluated so), its outputs and dx never written (0), a slice
-statistic of a slice wholly inside it 0; where no output fails, the backward's grid alone (the forward's
+statistic of a slice wholly inside it 0, its running statistics never updated (batch_norm's slices are its
+channels); where no output fails, the backward's grid alone (the forward's
 outputs as they are). Mechanism "block" (rule 9 of docs/verdicts.md's "Which mechanism a bug is": rows a
 kernel's grid never processes, a tail block skipped). Each region is screened first: every failing element
 of an x-shaped array inside it (the last columns' excepted: their slices' statistics move the rest).
@@ -95,12 +96,16 @@ def unprocessed(ex, case, record, ref, reference):
         got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
         if got is None or want is None or E is None or np.shape(got) != np.shape(want):
             return []
-        if np.shape(got) == shape:
+        if np.shape(got) == shape or np.ndim(got) and part != "grads":     # x-shaped, or a per-slice array
             bad[part, name] = ex.failing_mask(got, want, E)
     if not bad:
         return []
     for mask, whole, kind, what in regions(ex, case, x):
-        if kind != "columns" and any(np.any(b & ~mask) for b in bad.values()):
+        # (screened: every failing element of an x-shaped array inside the region, of a per-slice array (a
+        # statistic, a running buffer) inside its slices)
+        if kind != "columns" and any(np.any(b & ~mask) if np.shape(b) == shape else
+                                     whole is None or np.size(b) != np.size(whole) or np.any(b.reshape(-1) & ~whole)
+                                     for b in bad.values()):
             continue
         ins = {k: (np.where(mask, 0.0, np.asarray(v, dtype=np.float64)) if np.shape(v) == shape and fwd
                    and "mask" not in k else v) for k, v in record.inputs.items()}
@@ -124,7 +129,11 @@ def _fits(ex, record, res, part, name, mask, whole, fwd):
     if v is None or np.size(v) != np.size(got):
         return False
     v = np.array(v, dtype=np.float64).reshape(np.shape(got))
-    if part != "state" and (fwd or part == "grads"):
+    if part == "state":                 # a running statistic of a slice never processed: never updated
+        old = record.state.get(name)
+        if whole is not None and old is not None and np.size(old) == np.size(got) == np.size(whole):
+            v.reshape(-1)[whole] = np.asarray(old, dtype=np.float64).reshape(-1)[whole]
+    elif fwd or part == "grads":
         if np.shape(got) == np.shape(mask):
             v[mask] = 0.0
         elif whole is not None and np.size(got) == np.size(whole):
