@@ -90,6 +90,7 @@ import types
 import numpy as np
 
 from ..pitfalls._centered import _next_pow2
+from ..specs._math import sigmoids
 from . import explain_terms
 from .explain_quant import quant_deviation
 from .spec_search import (PATTERNS, backward_flag, fits_step, grown_fit, judged_fit, mutation, perturbed_bound,
@@ -1152,7 +1153,7 @@ def fused_activation(case, record, reference, ref):
 
 
 def _sigmoid(p):
-    return 0.5 * (1.0 + np.tanh(0.5 * p))
+    return sigmoids(p)[0]           # (the specifications' own, without overflow)
 
 
 def _gelu_tanh(p):
@@ -1239,9 +1240,9 @@ def epilogue_activation(case, record, reference, ref, bounds=None):
                 dy = record.cotangents.get(y)
                 if dy is None:
                     continue
+                cot = {**record.cotangents, y: np.asarray(dy, dtype=np.float64) * df(p)}    # dy through f
                 try:
-                    res = reference(case.op, case.config, record.training, record.inputs,
-                                    {**record.cotangents, y: np.asarray(dy, dtype=np.float64) * df(p)}, record.state)
+                    res = reference(case.op, case.config, record.training, record.inputs, cot, record.state)
                 except Exception:                           # noqa: BLE001 - the spec refusing the call
                     return []
                 if any(res.grads.get(n) is None or np.shape(res.grads[n]) != np.shape(record.got[q][n]) for q, n in grads):
@@ -1249,9 +1250,8 @@ def epilogue_activation(case, record, reference, ref, bounds=None):
                 unfit = [(q, n) for q, n in grads if fit_ratio(record.got[q][n], res.grads[n], record.E[q][n]) > 1]
                 if unfit and bounds is not None:    # judged again within the bound derived at dy f'(y)
                     near = {(q, n): (record.got[q][n], res.grads[n], ref.grads.get(n), record.E[q][n]) for q, n in unfit}
-                    fits = _rederived_fits(bounds, case.config, record, record.inputs,
-                                           {"cotangents": {**record.cotangents, y: np.asarray(dy, dtype=np.float64) * df(p)}},
-                                           res, near, unfit)
+                    fits = _rederived_fits(bounds, case.config, record, record.inputs, {"cotangents": cot}, res, near,
+                                           unfit)
                     unfit = [pn for pn in unfit if not fits.get(pn)]
                 if unfit:
                     # within the conditioning of the chain through f: dy f'(y) moves with y's own rounding (two
