@@ -289,7 +289,7 @@ class _StubCtx:
                "text": "", "mech": None}
         return [ref] + [{"arrays": {}, "D": np.array([[1.0]]), "text": f"is {m}", "mech": m} for m in self.mechs]
 
-    def transforms(self):
+    def transforms(self, D):
         return []
 
 
@@ -345,3 +345,16 @@ def test_amax_without_the_absolute_value_is_quant_scale():
         return np.maximum(a / NQ.qmax(call.config["quant_dtype"]), _floor(call))
     expect(QuantSpec(_row_scale(None, scale)), "norm_quant/normal_ln_e4m3_dyn_wb_f16_8x256", "quant_scale",
            "max(y) where max(|y|) belongs")
+
+
+def test_the_scales_reciprocal_held_in_bfloat16_is_precision():
+    """q = y * bf16(1 / scale) (tests/planted/blind18.py's nq_inverse_scale_in_input_dtype): the codes also fit
+    within their bound as y / scale rounded twice (through bfloat16, "rounding"); the exact codes tell them apart
+    (none mismatched against dozens), so precision (docs/verdicts.md rule 5: the reciprocal merely held in a
+    lower dtype is rule 8's) is named. blind4's fp8 codes through float16 stay rounding
+    (test_fp8_codes_through_float16_is_rounding)."""
+    from planted.blind18 import Blind18Kernel
+    r = check_case(Blind18Kernel("nq_inverse_scale_in_input_dtype"),
+                   load_case(GOLDEN, "norm_quant/normal_rms_e4m3_dyn_bf16_8x256"))
+    assert r.status == "failed" and r.diagnosis["mechanism"] == "precision", r.diagnosis["message"]
+    assert "reciprocal of the returned scale rounded to bfloat16" in r.diagnosis["message"]

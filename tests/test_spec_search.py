@@ -483,6 +483,10 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "forward.eps (refnorm/specs/norm_quant.py) rounded to nearest to bfloat16"),
     ("blind16", "ln_bwd_weighted_dy_in_input_dtype", "layer_norm/normal_f16_4x128", "precision",
      "layer_norm_backward.g (refnorm/specs/layer_norm.py) rounded to nearest to float16"),
+    # session 22, on blind18 and blind19 (development sets since their measurement): a parameter gradient zero
+    # everywhere is its reduction's partial sums all dropped (rule 11), dx's formula missing is the backward's
+    ("blind18", "rms_dweight_first_partial_skipped", "rms_norm/normal_eps1e-05_f64_9x7", "reduction",
+     "none of the slices' contributions reaches it"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind17, each since its measurement), each on one

@@ -1472,12 +1472,18 @@ def param_products(case, record, ref, part, name):
     return None
 
 
-def never_written(part, name, got):
-    """A failing gradient that is exactly zero everywhere (the backward never writes it: its whole formula
-    missing, "backward"), or None. (A failing array is not zero in the reference.)"""
+def never_written(part, name, got, x_shape=()):
+    """A failing gradient that is exactly zero everywhere, or None. (A failing array is not zero in the
+    reference.) A parameter's gradient, smaller than x, is a sum over the slices: none of their contributions
+    reached it (its partial sums all dropped, "reduction", docs/verdicts.md rule 11); any other gradient's
+    whole formula is missing ("backward")."""
     g = np.asarray(got)
     if part != "grads" or g.size < 2 or g.dtype.kind not in "fV" or np.any(np.asarray(g, dtype=np.float64) != 0):
         return None
+    if name != "x" and 0 < g.size < int(np.prod(x_shape)):
+        return {"mechanism": "reduction", "text": f"{_label(part, name)} is zero everywhere: none of the slices' "
+                                                   "contributions reaches it (every partial sum of its reduction "
+                                                   "dropped)"}
     return {"mechanism": "backward", "text": f"{_label(part, name)} is zero everywhere: the backward never writes it"}
 
 
@@ -1888,7 +1894,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
         if got is None or want is None or E is None or np.shape(got) != np.shape(want):
             continue
         with np.errstate(all="ignore"):
-            e = never_written(part, name, got) or factor(case, part, name, got, want, E, x_shape) \
+            e = never_written(part, name, got, x_shape) or factor(case, part, name, got, want, E, x_shape) \
                 or power(part, name, got, want, E)
             if e is None:
                 e = row_power(case, record, ref, part, name, got, want, E)

@@ -108,8 +108,10 @@ def _search(ctx, record, F, fit):
             found.append(c)
     codes = []                                  # the codes made another way at the returned (passing) scale
     if F == {"q"} and Dk is not None:
-        codes = [{"mech": mech, "text": f"q is y divided by the returned scale, {text}", "final": True}
-                 for transform, text, mech in ctx.transforms() if q_fits(ctx.y, Dk, transform)]
+        codes = [{"mech": mech, "text": text if text.startswith("q is") else f"q is y divided by the returned "
+                  f"scale, {text}", "final": True, "transform": transform}
+                 for transform, text, mech in ctx.transforms(Dk) if q_fits(ctx.y, Dk, transform)]
+        codes = _fewest_mismatches(ctx, Dk, codes, qg)
     found = [c for c in found if not c.get("generic")] or found or codes    # structured deviations before a factor
     if not found or len({c["mech"] for c in found + codes}) > 1:           # none, or two mechanisms: no name
         return None
@@ -123,6 +125,27 @@ def _search(ctx, record, F, fit):
     how = " and q is y divided by the returned scale" if q_at_kernel and scales else \
         (f" and q is {'that y' if 'num' in c else 'y'} divided by it" if "q" in F else "")
     return {"mechanism": c["mech"], "text": f"the {ctx.what} {c['text']}{how}"}
+
+
+def _fewest_mismatches(ctx, D, codes, qg):
+    """Where the codes made another way fit with more than one mechanism (each within the bound: they differ by
+    a code near a midpoint), those whose codes are the kernel's exactly at the most elements: the fewest
+    mismatched codes, fewer than half of any other's less four (else all: left unnamed)."""
+    if len({c["mech"] for c in codes}) < 2:
+        return codes
+    with np.errstate(all="ignore"):
+        raw = ctx.q_of(ctx.y, D, clip=False)
+        q = np.asarray(qg, dtype=np.float64)
+        try:
+            miss = [int(np.sum(np.asarray(NQ.quantize(c["transform"](np.clip(raw, *ctx.table[1:]), raw), ctx.qdtype),
+                                          dtype=np.float64) != q)) for c in codes]
+        except (ValueError, KeyError, TypeError):   # (int8 has no NaN: no exact codes to count)
+            return codes
+    best = min(miss)
+    mechs = {c["mech"] for c, m in zip(codes, miss) if m == best}
+    if len(mechs) == 1 and all(m == best or m >= 2 * best + 4 for m in miss):
+        return [c for c, m in zip(codes, miss) if m == best]
+    return codes
 
 
 def _fits(got, want, E, fit):
@@ -172,12 +195,16 @@ class _Ctx:
                         f"y rounded to {self.case.dtype}"))
         return out
 
-    def transforms(self):
+    def transforms(self, D):
         """(transform(clip(y / D), y / D), what, mechanism) for the codes made another way at the returned scale
-        (each monotone in y / D)."""
-        qd, (dt, _, hi) = self.qdtype, self.table
+        D (each monotone in y / D); a ``what`` starting "q is" says it all."""
+        qd, (dt, lo, hi) = self.qdtype, self.table
         out = [(lambda v, raw, d=d: np.asarray(round_to(v, d), dtype=np.float64),
                 f"rounded to {d} first and then to {qd} (two roundings)", "rounding") for d in ("float16", "bfloat16")]
+        for d in ("float16", "bfloat16"):       # y times the scale's reciprocal held in a 16-bit dtype (rule 8)
+            r = D * np.asarray(round_to(1.0 / D, d), dtype=np.float64)
+            out.append((lambda v, raw, r=r: np.clip(raw * r, lo, hi), f"q is y times the reciprocal of the returned "
+                        f"scale rounded to {d} (1 / scale held in {d}, then multiplied)", "precision"))
         out += [(lambda v, raw: _grid_round(v, self.grid, "zero"), f"rounded to {qd} toward zero", "rounding"),
                 (lambda v, raw: _grid_round(v, self.grid, "away"), f"rounded to {qd} half away from zero", "rounding"),
                 (lambda v, raw: _grid_round(v, self.grid, "down"), f"rounded to {qd} down (floor)", "rounding"),
