@@ -720,6 +720,24 @@ def _dx_fit(case, x, got, E, gd, ok, rstd, xhat, g, spec, centred, what_g, w3=No
 
 
 
+def _options_exchanged(cfg, full):
+    """(config, what, mechanism) of two floating options passed in each other's positional slot (eps and
+    momentum: a functional call's arguments in the wrong order; momentum None taken as its default 0.1): eps's
+    value where eps is one ("eps", rule 6), else the running statistics' ("running")."""
+    vals = {k: v for k, v in full.items() if isinstance(v, float) and not isinstance(v, bool) and k != "p"}
+    if "momentum" in full and full["momentum"] is None:
+        vals["momentum"] = 0.1
+    keys, out = sorted(vals), []
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            if "eps" in (a, b) or "momentum" in (a, b):
+                va, vb = vals[a], vals[b]
+                out.append(({**cfg, a: vb, b: va}, f"the options {a} and {b} exchanged ({a} = {vb:g}, {b} = {va:g}: "
+                                                   "each passed in the other's positional slot)",
+                            "eps" if "eps" in (a, b) else "running"))
+    return out
+
+
 def _config_candidates(case, x_shape=()):
     """(changed config, what, mechanism) for the structured configuration deviations of the case (x of
     ``x_shape``)."""
@@ -784,6 +802,7 @@ def _config_candidates(case, x_shape=()):
                     "running"))
     if isinstance(m, (int, float)) and not isinstance(m, bool) and 0 < m < 1 and m != 0.1:
         out.append(({**cfg, "momentum": 0.1}, f"momentum 0.1 (the default) where {m:g} belongs", "running"))
+    out += _options_exchanged(cfg, full)
     dp = cfg.get("dropout_p")
     if isinstance(dp, (int, float)) and not isinstance(dp, bool) and 0 < dp < 1:
         # the keep probability read as the drop probability (1/p where 1/(1 - p) belongs)
