@@ -114,11 +114,11 @@ def _stacked(value) -> bool:
 
 def _rp_hook(key, value):
     t = getattr(_TARGET, "t", None)
-    if t is not None and _stacked(value) and (t[0] == "record" or t[0] in ("remapk", "both") and key in t[1]
+    if t is not None and _stacked(value) and (t[0] == "record" or t[0] in ("remapk", "both", "remapred") and key in t[1]
                                               or t[0] == "remap" and key == t[1]):
         return list(_rp_hook(key, np.stack(value)))
-    if t is not None and t[0] in ("remapk", "both"):    # several names, each its own change (a count is an int)
-        return t[1][key](value) if key in t[1] else value
+    if t is not None and t[0] in ("remapk", "both", "remapred"):   # several names, each its own change (a count
+        return t[1][key](value) if key in t[1] else value           # is an int)
     if t is not None and t[0] in ("flags", "flag") and isinstance(value, (str, bool)):
         if t[0] == "flags":                             # the string and boolean values (a flag, a placement)
             t[1].setdefault(key, value)
@@ -190,6 +190,8 @@ def _rp_red(i, a, kind, axis, keepdims, initial=None):
     if t[0] == "reduce" and (t[1] == i or isinstance(t[1], frozenset) and i in t[1]):
         change = t[2][i] if isinstance(t[2], dict) else t[2]       # one change, or each reduction its own
         return change(a, f, _axes(axis, a.ndim), bool(keepdims))
+    if t[0] == "remapred" and i in t[2]:            # named values remapped and reductions changed at once
+        return t[2][i](a, f, _axes(axis, a.ndim), bool(keepdims))
     return f(a, axis=axis, keepdims=keepdims)
 
 
@@ -407,27 +409,100 @@ def _about_parts(d, part):
     block partial), -k (k lanes: lane l the columns j = l mod k, a warp's strided Welford partials) or a tuple
     of axes (each part the reduction over those axes alone)."""
     def f(a, red, axes, keepdims):
-        if np.shape(a) != np.shape(d):
+        s2 = _sq_scale(a, d, axes)
+        if s2 is None:
             raise ValueError("not the recorded deviations")
-        if isinstance(part, tuple):
-            dev = d - d.mean(axis=part, keepdims=True)
-        elif part < 0:                  # -k: k lanes, lane l the columns j = l mod k (each lane's own mean)
-            k, N = -part, d.shape[-1]
-            pad = np.concatenate([d, np.full(d.shape[:-1] + (-N % k,), np.nan)], axis=-1)
-            lanes = pad.reshape(d.shape[:-1] + (-1, k))
-            with np.errstate(all="ignore"), warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)         # (a lane without values: N < k)
-                dev = (lanes - np.nanmean(lanes, axis=-2, keepdims=True)).reshape(pad.shape)[..., :N]
+        run = _run(axes, np.ndim(d))
+        if not isinstance(part, tuple) and len(run) > 1:    # the trailing run flattened (a slice's positions)
+            flat = np.reshape(d, np.shape(d)[:run[0]] + (-1,))
+            dev = np.reshape(_deviations(flat, part), np.shape(d))
         else:
-            dev = np.concatenate([b - b.mean(axis=-1, keepdims=True) for b in np.array_split(
-                d, range(part, d.shape[-1], part), axis=-1)], axis=-1)
-        return red(dev * dev, axis=axes, keepdims=keepdims)
+            dev = _deviations(d, part)
+        return red(dev * dev / s2, axis=axes, keepdims=keepdims)
     return f
+
+
+def _deviations(d, part):
+    """Each value's deviation from its part's own mean (``_about_parts``'s parts)."""
+    if isinstance(part, tuple):
+        dev = d - d.mean(axis=part, keepdims=True)
+    elif part < 0:                  # -k: k lanes, lane l the columns j = l mod k (each lane's own mean)
+        k, N = -part, d.shape[-1]
+        pad = np.concatenate([d, np.full(d.shape[:-1] + (-N % k,), np.nan)], axis=-1)
+        lanes = pad.reshape(d.shape[:-1] + (-1, k))
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)         # (a lane without values: N < k)
+            dev = (lanes - np.nanmean(lanes, axis=-2, keepdims=True)).reshape(pad.shape)[..., :N]
+    else:
+        dev = np.concatenate([b - b.mean(axis=-1, keepdims=True) for b in np.array_split(
+            d, range(part, d.shape[-1], part), axis=-1)], axis=-1)
+    return dev
 
 
 def _count(n2):
     """The change "a mean's sum divided by ``n2``" (the count it takes)."""
     return lambda a, red, axes, keepdims: np.sum(a, axis=axes, keepdims=keepdims) / n2
+
+
+def _run(axes, nd):
+    """The trailing run of a reduction's axes (those ending at the last axis, contiguous: a slice's spatial
+    positions, a row's columns), or () where the last axis is not reduced."""
+    run = []
+    for j in range(nd - 1, -1, -1):
+        if j not in axes:
+            break
+        run.insert(0, j)
+    return tuple(run)
+
+
+def _tails(T):
+    """The tail lengths k a loop over tiles of B = 16 ... 1024 of T positions drops (T mod B, its bound T // B)."""
+    return sorted({T % b for b in (16, 32, 64, 128, 256, 512, 1024) if b < T} - {0})
+
+
+def _tail_dropped(k):
+    """The change "the reduction without the last ``k`` positions of its trailing run of axes" (a loop over
+    whole tiles of the slice's flattened trailing positions, the partial tail tile never entered; per leading
+    index of the other reduced axes: each sample's own tail; a mean still divided by the whole count)."""
+    def f(a, red, axes, keepdims):
+        run = _run(axes, a.ndim)
+        sizes = [a.shape[j] for j in run]
+        T = int(np.prod(sizes))
+        keep = (np.arange(T) < T - k).reshape([1] * (a.ndim - len(run)) + sizes)
+        if getattr(red, "func", red) is _REDUCE["max"]:
+            return red(np.where(keep, a, -np.inf), axis=axes, keepdims=keepdims)
+        r = np.sum(np.where(keep, a, 0.0), axis=axes, keepdims=keepdims)
+        return r / max(int(np.prod([a.shape[j] for j in axes])), 1) if red is _REDUCE["mean"] else r
+    return f
+
+
+def _sq_scale(a, d, axes):
+    """s^2 per slice where the summand ``a`` is (d / s)^2 of the recorded deviations ``d`` (s a per-slice scale:
+    z_score's a = max|d|; 1 for d^2 itself), else None: the summand is no squared deviation."""
+    if np.shape(a) != np.shape(d):
+        return None
+    with np.errstate(all="ignore"):
+        s2 = np.max(d * d, axis=axes, keepdims=True) / np.max(a, axis=axes, keepdims=True)
+        s2 = np.where(np.isfinite(s2) & (s2 > 0), s2, 1.0)
+        return s2 if np.allclose(a * s2, d * d, rtol=1e-9, atol=0.0) else None
+
+
+def _padded_sq(d, mu, P, scaled=True):
+    """The change "the sum of squared deviations over a tile of ``P`` lanes per trailing run, the padded lanes
+    loaded as 0 and their deviations 0 - mean not masked" (each adds mean^2 / s^2; a mean still divided by the
+    whole count); ``d``, ``mu``: the recorded deviations and mean (``scaled`` False: the summand d^2 of another
+    mean ``mu``, s = 1)."""
+    def f(a, red, axes, keepdims):
+        s2 = _sq_scale(a, d, axes) if scaled else 1.0
+        if s2 is None:
+            raise ValueError("no squared deviation")
+        n = int(np.prod([a.shape[j] for j in axes]))
+        T = int(np.prod([a.shape[j] for j in _run(axes, a.ndim)])) or n
+        extra = (P - T) * (n // T) * np.asarray(mu) ** 2 / s2
+        r = np.sum(a, axis=axes, keepdims=True) + extra
+        r = r / n if red is _REDUCE["mean"] else r
+        return r if keepdims else r.reshape([s for j, s in enumerate(r.shape) if j not in axes])
+    return f
 
 
 _LEVEL = {"Add": 1, "Sub": 1, "Mult": 2, "Div": 2}
@@ -1135,12 +1210,23 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
     if m0 is not None and xc is not None and np.ndim(m0) == np.ndim(xc) and np.size(m0):
         n = np.size(xc) // np.size(m0)
         axes = [a for a in range(np.ndim(xc)) if np.shape(m0)[a] == 1 and np.shape(xc)[a] != 1]
+        vs = [j for j, (sh, ax, kp) in reds.items() if _SOURCES[j][:2] == ("_math", "moments") and sh == np.shape(xc)
+              and ax == tuple(axes)]
+        d, mu = seen.get("_math:moments.d"), seen.get("_math:moments.mean")
         for n2 in _counts(n, [np.shape(xc)[a] for a in axes]):
             mean = {"_math:centered.m0": lambda v, n2=n2: v * (n / n2), "_math:centered.c": lambda v: 0 * v}
             what = f"the mean (refnorm/specs/_math.py centered) taken as the sum divided by {n2} where n = {n} belongs"
             out.append((("remapk", mean), "count", (n, n2), what))
-            out.append((("remapk", {**mean, "_math:moments.n": lambda v, n2=n2: n2}), "count", (n, n2),
-                        what + ", and the variance's divisor n - ddof with n = " + str(n2)))
+            both = {**mean, "_math:moments.n": lambda v, n2=n2: n2}
+            out.append((("remapk", both), "count", (n, n2), what + ", and the variance's divisor n - ddof with n = "
+                        + str(n2)))
+            if n2 == _tile(n) > n + 1 and len(vs) == 1 and d is not None and mu is not None:
+                # every lane of a power-of-two tile counted: the mean and the variance over n2, the padded lanes'
+                # deviations 0 - mean entering the sum of squares (rule 9)
+                out.append((("remapred", both, {vs[0]: _padded_sq(d, np.asarray(mu) * (n / n2), n2, scaled=False)}),
+                            "count", (n, n2), what + f", the variance's divisor n - ddof with n = {n2}, and the "
+                            f"{n2 - n} padded lanes' deviations 0 - mean in its sum of squares (a {n2}-wide tile's "
+                            "every lane counted)"))
     tried = set()                    # (reductions, k) of the groups changes already listed (no evaluation twice)
 
     def groups(ids, ks, what):
@@ -1171,6 +1257,13 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             N = shape[-1]
             out += groups(frozenset(ids), _divisors(N), lambda k: f"over groups of {k} contiguous values (of {N}), "
                           f"and its function's {len(ids) - 1} other reductions too")
+        if _run(axes, len(shape)) and all(reds[j] == reds[ids[0]] for j in ids):
+            # every reduction of the function over whole tiles of the slice only (the loop bound T // B: the
+            # partial tail tile never entered; its means still divided by the whole count)
+            T = int(np.prod([shape[j] for j in _run(axes, len(shape))]))
+            out += [(("reduce", frozenset(ids), _tail_dropped(k)), "tail", None, f"without the last {k} of each "
+                     f"slice's {T} trailing positions (a loop over whole tiles only), and its function's "
+                     f"{len(ids) - 1} other reductions too") for k in _tails(T)]
     # one sum divided by its count: averaged where summed belongs (a projection's mean(dy u) where its sum
     # belongs, the layer norm's form copied)
     for i, (shape, axes, keep) in reds.items():
@@ -1229,6 +1322,17 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             if c0:                  # (the two-pass mean's correction pass left out: the mean of one pass)
                 late.append((("reduce", rows, {i: _zero if i in c0 else _lanes(s) for i in rows}), "tail", None,
                             what + "; the mean of one pass)"))
+    tiles = {}                          # the forward's statistics over whole tiles of each slice's trailing run
+    for i in fwd:
+        if i in reds and _run(reds[i][1], len(reds[i][0])) and _SOURCES[i][3] != "max":
+            tiles.setdefault(reds[i][:2], []).append(i)
+    for (shape, axes), ids in tiles.items():
+        T = int(np.prod([shape[j] for j in _run(axes, len(shape))]))
+        c0 = {i for i in ids if _SOURCES[i][:2] == ("_math", "centered") and _SOURCES[i][4] == "d0"}
+        out += [(("reduce", frozenset(ids), {i: _zero if i in c0 else _tail_dropped(k) for i in ids}), "tail", None,
+                 f"every forward reduction over axes {axes} ({len(ids)}) without the last {k} of each slice's {T} "
+                 "trailing positions (a loop over whole tiles only, still divided by the whole count"
+                 + ("; the mean of one pass)" if c0 else ")")) for k in _tails(T) if len(ids) > 1]
     for (shape, axes), ids in sig.items():
         if len(ids) > 1:
             out.append((("reduce", frozenset(ids), _whole), "reduce", None, f"every reduction over axes {axes} of a "
@@ -1296,26 +1400,29 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
         if _SOURCES[i][:2] == ("_math", "moments") and axes:
             out.append((("reduce", i, _about_first), "shift", None, "the variance's sum of squares about each slice's "
                         "first value x0 (a shift without its correction n (mean - x0)^2)"))
-            d = seen.get("_math:moments.d")
-            if d is not None and np.shape(d) == shape:    # partial variances merged without their means' spread
-                parts = [tuple(a for a in axes if a != b) for b in axes if len(axes) > 1 and shape[b] > 1]
-                if axes == (nd - 1,):       # blocks of the row: a channel's values (x's trailing sizes), a tile
-                    N = shape[-1]
-                    trail = [int(np.prod(xshape[j:])) for j in range(1, len(xshape))]
-                    parts += list(dict.fromkeys(k for k in trail + [16, 32, 64, 128, 256, 512, 1024] if 1 < k < N))
-                    parts += [-32] + [-k for k in (16, 64) if k < N]
-                N, mu = shape[-1], seen.get("_math:moments.mean")
-                if axes == (nd - 1,) and _tile(N) != N and mu is not None and np.size(mu) * N == np.size(d):
-                    # a power-of-two tile's padded lanes loaded as 0 and their deviations 0 - mean not masked:
-                    # each adds mean^2 to the sum of squares (rule 9's padded lanes counted)
-                    out.append((("reduce", i, _padded(_tile(N) - N, np.reshape(mu, shape[:-1] + (1,)) ** 2)), "tail",
-                                None, f"with the {_tile(N) - N} padded lanes of a {_tile(N)}-wide tile counted (each "
-                                "loaded as 0, its deviation -mean not masked: mean^2 each)"))
-                out += [(("reduce", i, _about_parts(d, k)), "shift", None, "the variance merged from partial "
-                         "variances (each about its part's own mean: " + (
-                             f"over axes {k}" if isinstance(k, tuple) else f"each block of {k} values" if k > 0 else
-                             f"each of {-k} lanes, lane l the columns j = l mod {-k}")
-                         + "), the spread of the partial means left out") for k in parts]
+            d, mu = seen.get("_math:moments.d"), seen.get("_math:moments.mean")
+        elif not (axes and _SOURCES[i][3] == "sum" and "backward" not in fk):
+            d = None                        # (a function's own sum of its squared deviations, maybe scaled: below)
+        run = _run(axes, nd)
+        if d is not None and np.shape(d) == shape and axes:
+            # partial variances merged without their means' spread; a tile's padded lanes counted
+            parts = [tuple(a for a in axes if a != b) for b in axes if len(axes) > 1 and shape[b] > 1]
+            T = int(np.prod([shape[j] for j in run])) if run else 0
+            if T > 1:                       # blocks of the trailing run: a channel's values (x's trailing sizes), a tile
+                trail = [int(np.prod(xshape[j:])) for j in range(1, len(xshape))] if axes == (nd - 1,) else []
+                parts += list(dict.fromkeys(k for k in trail + [16, 32, 64, 128, 256, 512, 1024] if 1 < k < T))
+                parts += [-32] + [-k for k in (16, 64) if k < T] if len(run) == 1 else []
+            if T > 1 and _tile(T) != T and mu is not None and np.ndim(mu) == nd:
+                # a power-of-two tile's padded lanes loaded as 0 and their deviations 0 - mean not masked: each
+                # adds mean^2 to the sum of squares (rule 9's padded lanes counted)
+                out.append((("reduce", i, _padded_sq(np.asarray(d), np.asarray(mu), _tile(T))), "tail", None,
+                            f"with the {_tile(T) - T} padded lanes of a {_tile(T)}-wide tile counted (each loaded as 0, "
+                            "its deviation -mean not masked: mean^2 each)"))
+            out += [(("reduce", i, _about_parts(np.asarray(d), k)), "shift", None, "the variance merged from partial "
+                     "variances (each about its part's own mean: " + (
+                         f"over axes {k}" if isinstance(k, tuple) else f"each block of {k} values" if k > 0 else
+                         f"each of {-k} lanes, lane l the columns j = l mod {-k}")
+                     + "), the spread of the partial means left out") for k in parts]
         if keep and len(axes) > 1:          # a part of each slice: one axis fewer (each value its part's result)
             out += [(("reduce", i, _part(tuple(a for a in axes if a != b))), "part", None,
                      f"over axes {tuple(a for a in axes if a != b)} only (each part of the slice its own)")
