@@ -253,7 +253,7 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # batch statistics merged from per-sample partials, the between-samples term unweighted
     ("blind10", "bn_merge_delta_count_one", "batch_norm/normal_f32_6x4x25", "merge", "not weighted by the sample's count"),
     # a channel's statistics merged from chunks of 64 with equal weights (the last chunk partial)
-    ("blind9", "bn_cta_partials_merged_unweighted", "batch_norm/normal_f32_6x4x25", "block",
+    ("blind9", "bn_cta_partials_merged_unweighted", "batch_norm/normal_f32_6x4x25", "merge",
      "merged from chunks of 64 values with equal weights"),
     # a group's variance merged from per-channel partials without the between-channels term (one_pass, rule 7, since
     # session 19; its author's merge accepted beside it), or with the partials stored in the 16-bit dtype (precision)

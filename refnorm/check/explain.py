@@ -344,7 +344,30 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
             m2 = cm.mean(axis=1, keepdims=True)
             v2 = (cv + (cm - m2) ** 2).mean(axis=1, keepdims=True)
             out.append((m2, 1.0 / np.sqrt(v2 + eps), f"with the statistics merged from chunks of {k} values with equal "
-                        f"weights (the last chunk, of {n % k}, weighted as a full one)", "block"))
+                        f"weights (the last chunk, of {n % k}, weighted as a full one)", "merge"))
+            # (the chunks' own M2 right, their means' spread weighted k each: the tile merge as if every tile full)
+            m2c = np.stack([((c - c.mean(axis=1, keepdims=True)) ** 2).sum(axis=1) for c in parts], axis=1)
+            v3 = (m2c.sum(axis=1, keepdims=True) + k * ((cm - m2) ** 2).sum(axis=1, keepdims=True)) / n
+            out.append((m2, 1.0 / np.sqrt(v3 + eps), f"with the (mean, M2) partials of chunks of {k} values merged as "
+                        f"if every chunk held {k} (the last holds {n % k}): the means averaged with equal weights, "
+                        f"their spread weighted {k} each", "merge"))
+    for k in (16, 32, 64, 128, 256, 512, 1024):
+        if centred and k < n:
+            # a running Welford state combined with each block of k values by a merge whose spread term
+            # delta^2 n_a n_b / n carries another weight (n_b, n_a, none): the mean right, M2 not
+            for wname, wf in (("n_b", lambda na, nb: nb), ("n_a", lambda na, nb: na), ("1", lambda na, nb: 1)):
+                na, ma, qa = 0, None, None
+                for j in range(0, n, k):
+                    c = xs[:, j:j + k]
+                    nb, mb = c.shape[1], c.mean(axis=1, keepdims=True)
+                    qb = ((c - mb) ** 2).sum(axis=1, keepdims=True)
+                    if not na:
+                        na, ma, qa = nb, mb, qb
+                        continue
+                    dl = mb - ma
+                    ma, qa, na = ma + dl * nb / (na + nb), qa + qb + dl * dl * wf(na, nb), na + nb
+                out.append((ma, 1.0 / np.sqrt(qa / n + eps), f"with a running Welford state combined with each block of "
+                            f"{k} values by a merge whose spread term delta^2 n_a n_b / n is weighted {wname}", "merge"))
     sub, who = (B, "sample") if B else (S, "channel") if S else (0, "")
     if centred and sub > 1 and n % sub == 0 and n // sub > 1:
         # the statistics merged from per-sample (batch_norm) or per-channel (group norms) partials (mean_i, M2_i):

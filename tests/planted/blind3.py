@@ -49,7 +49,7 @@ from ._blind_math import (add_norm_dims, add_norm_ds, add_norm_grads, add_norm_o
 
 LABELS = ("one_pass", "precision", "block", "eps", "bessel", "running", "mode", "backward", "reduction",
           "layout", "affine", "semantics", "window", "quant_scale", "saturation", "merge", "collective",
-          "dropout", "rounding", "gate", "group", "scale_rounding")
+          "dropout", "rounding", "gate", "group", "scale_rounding", "constant")
 OPS = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm", "batch_norm",
        "instance_norm", "dyt", "group_norm_silu", "norm_quant_block", "adaptive_layer_norm", "poly_norm")
 __all__ = ("BUGS", "LABELS", "OPS", "Blind3Kernel")

@@ -176,8 +176,10 @@ BUGS = {
         "1 / sqrt(running_var + eps), and x_hat from it (dx, dweight); y and the saved statistics right",
         "cf. " + GH + "torch/nn/pull/768 (a BatchNormalization backward's saved batch statistics confused with the "
         "running ones)"),
+    # labelled block by its author; relabelled merge in session 22: docs/verdicts.md rule 14 names partials
+    # merged with counts not weighted "within a kernel" (rule 9 now says so of a block's partials)
     "bn_cta_partials_merged_unweighted": (
-        "batch_norm", "block",
+        "batch_norm", "merge",
         "batch statistics: each channel reduced in chunks of 64 values whose (mean, variance) partials are merged "
         "with equal weights, as if every chunk were full (the last one is not), forward, backward and running "
         "update",
