@@ -1,4 +1,4 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind17.py, blind18.py, blind19.py): for
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind18.py, blind19.py, blind20.py): for
 each set, the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case,
 on the array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead
 measures it on these held-out sets)."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
-                     blind13, blind14, blind15, blind16, blind17, blind18, blind19)
+                     blind13, blind14, blind15, blind16, blind17, blind18, blind19, blind20)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -891,6 +891,51 @@ CAUGHT_BY_19 = {
     "aln_mean_output_is_row_sum": ("adaptive_layer_norm/normal_f64_2x5x7", "output.mean"),
 }
 
+CAUGHT_BY_20 = {
+    "ln_eps_truncated_to_int": ("layer_norm/normal_eps0.3_f32_9x7", "output.rstd"),
+    "ln_var_sum_in_half": ("layer_norm/normal_f16_4x128", "output.rstd"),
+    "ln_var_over_block_width": ("layer_norm/normal_f64_9x7", "output.rstd"),
+    "ln_bwd_proj_on_centred_x": ("layer_norm/normal_f64_9x7", "grad.x"),
+    "ln_dweight_stats_at_column_index": ("layer_norm/normal_f64_9x7", "grad.weight"),
+    "ln_rstd_output_is_variance": ("layer_norm/normal_f64_9x7", "output.rstd"),
+    "ln_zc_offset_never_applied": ("layer_norm/normal_zc_bf16_24x40", "output.y"),
+    "rms_chunk_mean_squares_averaged": ("rms_norm/normal_eps1e-05_f32_6x100", "output.rstd"),
+    "rms_eps_none_as_float64_eps": ("rms_norm/std1e-4_f16_4x128", "output.rstd"),
+    "rms_bwd_dot_in_half": ("rms_norm/normal_eps1e-05_bf16_6x100", "grad.x"),
+    "rms_k2_weight_fortran_order": ("rms_norm/heavy_tail_eps1e-05_k2_f32_2x3x5x6", "output.y"),
+    "rms_bwd_rstd_on_first_term_only": ("rms_norm/normal_eps1e-05_f64_9x7", "grad.x"),
+    "rms_dweight_odd_program_partial_dropped": ("rms_norm/normal_eps1e-05_f32_260x3", "grad.weight"),
+    "an_bwd_row_sums_in_half": ("add_norm/outlier_bf16_4x32", "grad.x"),
+    "an_bwd_rstd_of_next_row": ("add_norm/normal_noprenorm_f32_9x7", "grad.x"),
+    "an_ln_bwd_mean_term_dropped": ("add_norm/normal_f32_6x100", "grad.x"),
+    "an_eps_squared": ("add_norm/std1e-3_p_bf16_4x32", "output.y"),
+    "an_pad_lanes_in_var": ("add_norm/normal_p_rs_f64_9x7", "output.y"),
+    "an_dparams_mean_over_rows": ("add_norm/normal_f32_6x100", "grad.weight"),
+    "an_y_y1_swapped": ("add_norm/normal_par_f64_5x12", "output.y"),
+    "nq_rms_square_in_half": ("norm_quant/sq_overflow_rms_e5m2_dyn_f16_4x64", "output.amax"),
+    "nq_dyn_scale_rounded_up_pow2": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.scale"),
+    "nq_unfused_y_bf16_truncated": ("norm_quant/normal_rms_e4m3_dyn_bf16_8x256", "output.amax"),
+    "nq_rows_of_first_sample": ("norm_quant/heavy_tail_rms_e4m3_dyn_bf16_2x4x64", "output.q"),
+    "nq_rms_eps_outside_root": ("norm_quant/normal_eps0.3_rms_e4m3_dyn_noaffine_bf16_4x64", "output.amax"),
+    "nq_ln_var_about_first_value": ("norm_quant/std1e-3_ln_i8_dyn_wb_f32_4x64", "output.amax"),
+    "nq_stats_single_block_1024": ("norm_quant/normal_rms_i8_dyn_f16_1x1029", "output.amax"),
+    "gated_dx_gate_factor_sigmoid": ("gated_norm/normal_ln_gs2_f64_5x6", "grad.x"),
+    "gated_float64_computed_in_float32": ("gated_norm/normal_gs4_f64_3x7x12", "output.y"),
+    "gated_z_rows_without_batch_stride": ("gated_norm/normal_gs4_f64_3x7x12", "output.y"),
+    "gated_rms_group_over_pow2_width": ("gated_norm/heavy_tail_gs20_nobias_f32_4x80", "output.y"),
+    "gated_dweight_from_weighted_dn": ("gated_norm/normal_ln_gs2_f64_5x6", "grad.weight"),
+    "gated_dparams_tail_row_block_dropped": ("gated_norm/normal_gs8_bf16_300x32", "grad.weight"),
+    "dyt_dalpha_first_row_twice": ("dyt/normal_f64_2x5x7", "grad.alpha"),
+    "dyt_dx_weight_applied_twice": ("dyt/normal_f64_2x5x7", "grad.x"),
+    "dyt_bias_inside_tanh": ("dyt/normal_f64_2x5x7", "output.y"),
+    "dyt_dweight_from_sech2": ("dyt/normal_f64_2x5x7", "grad.weight"),
+    "dyt_dbias_rows_in_half": ("dyt/normal_abig_bf16_64x256", "grad.bias"),
+    "poly_float64_computed_in_float32": ("poly_norm/normal_f64_3x7", "output.y"),
+    "poly_mean_square_over_h_minus_1": ("poly_norm/normal_f64_3x7", "output.y"),
+    "poly_bwd_chain_factors_reversed": ("poly_norm/normal_f64_3x7", "grad.x"),
+    "poly_rstd_list_reversed": ("poly_norm/normal_f64_3x7", "output.y"),
+}
+
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
 # mean 1e4, of constant rows with eps 1e-12: the quantized outputs' bounds cover any value), so that no array
 # of theirs can be verified; their status is partial for every kernel
@@ -912,6 +957,7 @@ NOTHING_CONSTRAINED_16 = NOTHING_CONSTRAINED_3                   # both of them 
 NOTHING_CONSTRAINED_17 = frozenset()                             # blind17's ops, blind15's: no such case
 NOTHING_CONSTRAINED_18 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind18
 NOTHING_CONSTRAINED_19 = frozenset()                             # blind19's ops, blind17's: no such case
+NOTHING_CONSTRAINED_20 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind20
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -957,6 +1003,8 @@ SETS = {
                 {"ops": blind18.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_18}, 0),
     "blind19": (blind19, blind19.Blind19Kernel, CAUGHT_BY_19, blind19.LABELS, (40, 48),
                 {"ops": blind19.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_19}, 0),
+    "blind20": (blind20, blind20.Blind20Kernel, CAUGHT_BY_20, blind20.LABELS, (40, 48),
+                {"ops": blind20.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_20}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
