@@ -1,4 +1,5 @@
 """The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind18.py, blind19.py, blind20.py): for
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind18.py, blind19.py, blind21.py): for
 each set, the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case,
 on the array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead
 measures it on these held-out sets)."""
@@ -8,6 +9,7 @@ import pytest
 
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
                      blind13, blind14, blind15, blind16, blind17, blind18, blind19, blind20)
+                     blind13, blind14, blind15, blind16, blind17, blind18, blind19, blind21)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -934,6 +936,50 @@ CAUGHT_BY_20 = {
     "poly_mean_square_over_h_minus_1": ("poly_norm/normal_f64_3x7", "output.y"),
     "poly_bwd_chain_factors_reversed": ("poly_norm/normal_f64_3x7", "grad.x"),
     "poly_rstd_list_reversed": ("poly_norm/normal_f64_3x7", "output.y"),
+CAUGHT_BY_21 = {
+    "bn_dx_mean_term_sign_flipped": ("batch_norm/normal_f64_7x3", "grad.x"),
+    "bn_running_var_bessel_inverted": ("batch_norm/normal_f64_7x3", "state.running_var"),
+    "bn_count_from_last_axis": ("batch_norm/normal_f16_8x2x4x4", "output.mean"),
+    "bn_eval_weight_bias_swapped": ("batch_norm/normal_eval_bf16_2x3x4", "output.y"),
+    "bn_dweight_rstd_of_next_channel": ("batch_norm/normal_f64_7x3", "grad.weight"),
+    "bn_xhat_saved_in_half": ("batch_norm/normal_bf16_16x3x4x5", "grad.weight"),
+    "bn_mean_output_is_running_mean": ("batch_norm/normal_f64_7x3", "output.mean"),
+    "in_bwd_stats_of_first_channel": ("instance_norm/normal_f64_3x2x7", "grad.x"),
+    "in_eps_squared": ("instance_norm/normal_eps0.3_f32_3x2x7", "output.rstd"),
+    "in_dbias_from_weighted_dy": ("instance_norm/normal_f64_3x2x7", "grad.bias"),
+    "in_running_var_about_running_mean": ("instance_norm/normal_train3_eval_f32_4x3x6", "state.running_var"),
+    "in_bwd_means_over_batch": ("instance_norm/normal_f64_3x2x7", "grad.x"),
+    "in_eval_dweight_from_instance_xhat": ("instance_norm/normal_eval_f32_2x3x4x4", "grad.weight"),
+    "gn_bias_before_weight": ("group_norm/normal_g2_f32_3x6", "output.y"),
+    "gn_bwd_partials_in_half": ("group_norm/normal_g4_bf16_2x8x5x7", "grad.weight"),
+    "gn_bwd_c2_sign_flipped": ("group_norm/normal_g2_f32_3x6", "grad.x"),
+    "gn_affine_channel_index_mod_C": ("group_norm/normal_g3_f64_3x6x7", "output.y"),
+    "gn_dparams_sample_blocks_floor": ("group_norm/normal_g2_f32_40x4x3x3", "grad.weight"),
+    "gns_silu_grad_sigmoid_prime_without_s": ("group_norm_silu/normal_g2_f32_3x6", "grad.x"),
+    "gns_var_one_pass": ("group_norm_silu/mean1e3_g4_f32_2x8x5x7", "output.rstd"),
+    "gns_groups_interleaved": ("group_norm_silu/normal_g2_f32_3x6", "output.mean"),
+    "gns_dparams_reduced_per_group": ("group_norm_silu/normal_g2_f32_3x6", "grad.weight"),
+    "gns_eps_outside_sqrt": ("group_norm_silu/normal_eps0.3_g3_f32_3x6x7", "output.rstd"),
+    "zs_bwd_xhat_from_stored_output": ("z_score/normal_bf16_6x100", "grad.weight"),
+    "zs_weight_indexed_by_row": ("z_score/normal_f64_9x7", "output.y"),
+    "zs_bwd_ddof_not_forwarded": ("z_score/normal_eps0.3_ddof0_f16_9x7", "grad.x"),
+    "zs_hypot_eps_not_rooted": ("z_score/normal_eps0.3_f32_9x7", "output.std"),
+    "zs_long_row_split_stats": ("z_score/mean1e3_noaffine_f16_1x65536", "grad.x"),
+    "lp_pad_lanes_loaded_as_one": ("lp_normalize/normal_f32_6x100", "output.norm"),
+    "lp_norm_output_spatial_transposed": ("lp_normalize/normal_dim1_f32_2x6x3x4", "output.norm"),
+    "lp_bwd_projection_dropped": ("lp_normalize/normal_f64_9x7", "grad.x"),
+    "lp_bwd_u_from_stored_y": ("lp_normalize/normal_f16_6x100", "grad.x"),
+    "lp_chunk_scaled_sums_merged_without_rescale": ("lp_normalize/normal_f32_6x100", "output.norm"),
+    "nqb_amax_signed_max": ("norm_quant_block/normal_rms_g_f32_3x200", "output.amax"),
+    "nqb_amax_clamped_1e-4": ("norm_quant_block/zero_runs_rms_g_bf16_4x512", "output.scale"),
+    "nqb_rms_count_padded_block": ("norm_quant_block/normal_rms_g_f32_3x200", "output.amax"),
+    "nqb_weight_index_mod_block": ("norm_quant_block/normal_rms_g_f32_3x200", "output.q"),
+    "nqb_residual_sum_rounded_before_norm": ("norm_quant_block/outlier_rms_g_res_f16_8x256", "output.amax"),
+    "aln_bwd_proj_over_h_minus_1": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.x"),
+    "aln_mean_sum_in_half": ("adaptive_layer_norm/mean1e3_f16_2x8x64", "output.mean"),
+    "aln_rstd_of_first_row_in_pair": ("adaptive_layer_norm/normal_f64_2x5x7", "output.rstd"),
+    "aln_dx_gain_after_projection": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.x"),
+    "aln_bwd_rstd_without_eps": ("adaptive_layer_norm/normal_eps0.3_f32_1x10x24", "grad.x"),
 }
 
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
@@ -958,6 +1004,7 @@ NOTHING_CONSTRAINED_17 = frozenset()                             # blind17's ops
 NOTHING_CONSTRAINED_18 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind18
 NOTHING_CONSTRAINED_19 = frozenset()                             # blind19's ops, blind17's: no such case
 NOTHING_CONSTRAINED_20 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind20
+NOTHING_CONSTRAINED_21 = frozenset()                             # blind21's ops, blind19's: no such case
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -1005,6 +1052,8 @@ SETS = {
                 {"ops": blind19.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_19}, 0),
     "blind20": (blind20, blind20.Blind20Kernel, CAUGHT_BY_20, blind20.LABELS, (40, 48),
                 {"ops": blind20.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_20}, 0),
+    "blind21": (blind21, blind21.Blind21Kernel, CAUGHT_BY_21, blind21.LABELS, (40, 48),
+                {"ops": blind21.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_21}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
