@@ -54,6 +54,8 @@ from planted.blind16 import BUGS as BLIND16, Blind16Kernel              # noqa: 
 from planted.blind17 import BUGS as BLIND17, Blind17Kernel              # noqa: E402
 from planted.blind18 import BUGS as BLIND18, Blind18Kernel              # noqa: E402
 from planted.blind19 import BUGS as BLIND19, Blind19Kernel              # noqa: E402
+from planted.blind20 import BUGS as BLIND20, Blind20Kernel              # noqa: E402
+from planted.blind21 import BUGS as BLIND21, Blind21Kernel              # noqa: E402
 from planted.torch_kernel import BUGS, TorchKernel                      # noqa: E402
 from refnorm import pitfalls as P                                       # noqa: E402
 from refnorm.check.core import check_case                               # noqa: E402
@@ -275,12 +277,25 @@ def blind19_rows(golden=report.GOLDEN):
     return kernel_rows(Blind19Kernel, BLIND19, "blind19", "F", golden)
 
 
+def blind20_rows(golden=report.GOLDEN):
+    """The twentieth blind kernel (tests/planted/blind20.py: 42 bugs in 7 ops, written by a twentieth helper
+    not shown the diagnosis, who never ran it on these bugs and reported only counts; merged unread and measured
+    once, at the end of session 22)."""
+    return kernel_rows(Blind20Kernel, BLIND20, "blind20", "E", golden)
+
+
+def blind21_rows(golden=report.GOLDEN):
+    """The twenty-first blind kernel (tests/planted/blind21.py: 43 bugs in the other 8 ops, written beside the
+    twentieth by a twenty-first helper under the same rules; measured once, at the end of session 22)."""
+    return kernel_rows(Blind21Kernel, BLIND21, "blind21", "D", golden)
+
+
 HELD_OUT = {"torch": torch_rows, "blind": blind_rows, "blind2": blind2_rows, "blind3": blind3_rows,
             "blind4": blind4_rows, "blind5": blind5_rows, "blind6": blind6_rows, "blind7": blind7_rows,
             "blind8": blind8_rows, "blind9": blind9_rows, "blind10": blind10_rows,
             "blind11": blind11_rows, "blind12": blind12_rows, "blind13": blind13_rows, "blind14": blind14_rows,
             "blind15": blind15_rows, "blind16": blind16_rows, "blind17": blind17_rows, "blind18": blind18_rows,
-            "blind19": blind19_rows}
+            "blind19": blind19_rows, "blind20": blind20_rows, "blind21": blind21_rows}
 
 
 def score(rows, M):
@@ -926,7 +941,7 @@ if __name__ == "__main__":
                 print(line("blind2, the author's labels alone", own, MARGIN))
         sys.exit(0)
     if a.torch_only:
-        json.dump({"rows": torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows() + blind8_rows() + blind9_rows() + blind10_rows() + blind11_rows() + blind12_rows() + blind13_rows() + blind14_rows() + blind15_rows() + blind16_rows() + blind17_rows() + blind18_rows() + blind19_rows(), "seconds": time.time() - t}, open(a.cache, "w"))
+        json.dump({"rows": torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows() + blind8_rows() + blind9_rows() + blind10_rows() + blind11_rows() + blind12_rows() + blind13_rows() + blind14_rows() + blind15_rows() + blind16_rows() + blind17_rows() + blind18_rows() + blind19_rows() + blind20_rows() + blind21_rows(), "seconds": time.time() - t}, open(a.cache, "w"))
         sys.exit(0)
     if a.cache and os.path.exists(a.cache):      # {"rows", "seconds"}, or torch rows of --torch-only
         got = json.load(open(a.cache))
@@ -939,7 +954,7 @@ if __name__ == "__main__":
             got = json.load(open(part))
             rows, secs = rows + got["rows"], time.time() - t + got["seconds"]
         else:
-            rows += torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows() + blind8_rows() + blind9_rows() + blind10_rows() + blind11_rows() + blind12_rows() + blind13_rows() + blind14_rows() + blind15_rows() + blind16_rows() + blind17_rows() + blind18_rows() + blind19_rows()
+            rows += torch_rows() + blind_rows() + blind2_rows() + blind3_rows() + blind4_rows() + blind5_rows() + blind6_rows() + blind7_rows() + blind8_rows() + blind9_rows() + blind10_rows() + blind11_rows() + blind12_rows() + blind13_rows() + blind14_rows() + blind15_rows() + blind16_rows() + blind17_rows() + blind18_rows() + blind19_rows() + blind20_rows() + blind21_rows()
             secs = time.time() - t
         if a.cache:
             json.dump({"rows": rows, "seconds": secs}, open(a.cache, "w"))
