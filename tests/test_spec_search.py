@@ -487,9 +487,27 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # everywhere is its reduction's partial sums all dropped (rule 11), dx's formula missing is the backward's
     ("blind18", "rms_dweight_first_partial_skipped", "rms_norm/normal_eps1e-05_f64_9x7", "reduction",
      "none of the slices' contributions reaches it"),
+    # two floating options exchanged (eps and momentum in each other's positional slot): eps's value
+    ("blind19", "in_eps_momentum_swapped", "instance_norm/normal_f64_3x2x7", "eps", "the options eps and momentum exchanged"),
+    # tile families for every op: a (scaled) sum of squared deviations with a power-of-two tile's padded lanes, or
+    # merged from partial variances without their means' spread; every lane of the tile counted; statistics or a
+    # backward's row sums over whole tiles only (the trailing positions' tail never entered)
+    ("blind19", "zs_pad_lanes_in_sum_of_squares", "z_score/normal_f64_9x7", "block", "padded lanes of a 8-wide tile"),
+    ("blind19", "zs_chunk_merge_without_mean_spread", "z_score/normal_f32_6x100", "one_pass",
+     "the spread of the partial means left out"),
+    ("blind19", "gns_stats_over_pow2_tile", "group_norm_silu/normal_g3_f64_3x6x7", "block", "every lane counted"),
+    ("blind19", "bn_spatial_tail_tile_dropped", "batch_norm/normal_f32_6x4x25", "block", "a loop over whole tiles only"),
+    ("blind18", "ln_bwd_row_sums_tail_block_skipped", "layer_norm/normal_f32_6x100", "block",
+     "a loop over whole tiles only"),
+    # partials merged with wrong weights within a kernel (merge, rule 14): tiles merged as if every tile full; a
+    # running Welford state's spread term weighted n_b
+    ("blind19", "in_tile_partials_merged_unweighted", "instance_norm/normal_f32_2x3x100", "merge",
+     "merged as if every chunk held"),
+    ("blind18", "ln_block_welford_combine_spread_by_nb", "layer_norm/normal_f32_6x100", "merge",
+     "running Welford state"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
-    """Families added on the development sets (blind5 ... blind17, each since its measurement), each on one
+    """Families added on the development sets (blind5 ... blind19, each since its measurement), each on one
     of their kernels: the mechanism and the explanation's words."""
     import importlib
     mod = importlib.import_module(f"planted.{src}")
