@@ -15,8 +15,9 @@ arrays fail).
   one axis its first or last index's (a loop's stores landing in one slot); a returned
   statistic averaged over the leading axis (mechanism "reduction"); these two only where they move every
   failing element out of its bound (rows nearly equal, constant inputs, explain nothing); another returned array
-  in its place (a return tuple unpacked in the wrong order: explained, no mechanism named); every failing
-  array of the step so explained;
+  in its place (a return tuple unpacked in the wrong order: explained, no mechanism named); a returned
+  statistic read from a buffer packing it with another (mean and rstd written as pairs, split as halves:
+  "layout"); every failing array of the step so explained;
 * **a parameter read at another index, or rounded** (``param_index``): the effective weight and bias of
   each feature solved from the kernel's y by least squares over the rows (y is affine in them: three
   evaluations of the specification give the coefficients), matched against the parameter under index maps
@@ -129,6 +130,11 @@ def permuted_outputs(ex, case, record, ref):
                         "text": f"{ex._label(part, name)} is the expected {ex._label(part, other)}, returned in its "
                                 f"place"})
             continue
+        packed = _packed(ex, ref, part, name, got, E, qd)
+        if packed is not None:
+            out.append({"part": part, "name": name, "step": record.step, "mechanism": "layout",
+                        "text": f"{ex._label(part, name)} is {packed}"})
+            continue
         for m, what in index_orders(np.shape(got)):
             if qd is not None:          # a quantized array (a block scale's codes): the judge's own test
                 if _fails(g1, want[m[s]], E1, qd) or _fails(got, want[m].reshape(np.shape(got)), E, qd):
@@ -148,6 +154,33 @@ def permuted_outputs(ex, case, record, ref):
             out.append({"part": part, "name": name, "step": record.step, "mechanism": mech,
                         "text": f"{ex._label(part, name)} is {what}"})
     return out
+
+
+def _packed(ex, ref, part, name, got, E, qd):
+    """A returned statistic read from a buffer packing it with another of its shape (mean and rstd): written as
+    (value, other) pairs slice by slice and split as the buffer's two halves, or written as two halves and read
+    as pairs; in words, or None."""
+    if part != "outputs" or qd is not None:
+        return None
+    w = np.asarray(ref.outputs[name], dtype=np.float64).reshape(-1)
+    for o, v in ref.outputs.items():
+        if o == name or v is None or np.shape(v) != np.shape(got) or np.size(v) < 2:
+            continue
+        v = np.asarray(v, dtype=np.float64).reshape(-1)
+        n = w.size
+        for first in (True, False):         # this statistic the first of each pair, or the second
+            pairs = np.stack([w, v] if first else [v, w], axis=-1).reshape(-1)
+            halves = np.concatenate([w, v] if first else [v, w])
+            for alt, what in ((pairs[:n] if first else pairs[n:], "written as (" + (f"{name}, {o}" if first else
+                               f"{o}, {name}") + ") pairs slice by slice and read as the buffer's "
+                               + ("first" if first else "second") + " half"),
+                              (halves[0::2] if first else halves[1::2], "written as the two halves (" +
+                               (f"{name}, {o}" if first else f"{o}, {name}") + ") of one buffer and read as its "
+                               + ("first" if first else "second") + " elements of (first, second) pairs")):
+                alt = alt.reshape(np.shape(got))
+                if ex.fit_ratio(got, alt, E) <= 1 and ex.fit_ratio(got, w.reshape(np.shape(got)), E) > 1:
+                    return f"read from a buffer packing it with {o}: {what}"
+    return None
 
 
 def _strided_write(ex, got, want, E, qd):

@@ -1802,8 +1802,10 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         return {"mechanism": "layout", "text": f"the specification with {what} reproduces every failing array"}
     if i == "average":                              # a sum averaged: across the slices (rule 11), a term of the
         src = _SOURCES[target[1]]                   # backward's formula (rule 15), else no mechanism named
-        # (changed: keepdims, a slice's own sum; else a sum across the slices: a parameter gradient's, rule 11)
-        mech = "reduction" if not changed else "backward" if "backward" in src[1] else None
+        # (changed: keepdims, a slice's own sum; else a sum across the slices: a parameter gradient's, rule 11);
+        # a forward slice's own sum averaged is another normalizer's equation (the p-norm as a power mean, the
+        # L2 norm as an RMS: rule 16)
+        mech = "reduction" if not changed else "backward" if "backward" in src[1] else "semantics"
         return {"mechanism": mech, "text": f"the specification with `{src[4]}`'s {src[3]} (over {src[5]}, {src[1]}, "
                 f"refnorm/specs/{src[0]}.py line {src[2]}) {what} reproduces every failing array"}
     if i in ("count", "reduce"):                   # what a reduction spans: its count, its axes
