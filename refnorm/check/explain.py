@@ -1366,6 +1366,32 @@ def weight_first(case, record, reference):
                                            "y = norm(x * weight), reproduces every failing array"}
 
 
+def folded_affine(case, record, ref):
+    """y by the normalization and the affine folded into one scale and shift per slice and feature, y = x a + b
+    with a = rstd w, b = bias - mean a, one factor of the fold missing (the shift without the weight, or without
+    rstd; the scale without the weight), the statistics and the gradients right: "affine" (rule 13: the
+    parameters' convention, a folded scale and shift). Row and channel norms in training; the explanation, or
+    None."""
+    x, w = record.inputs.get("x"), record.inputs.get("weight")
+    if case.op not in ROW_OPS or x is None or w is None or not record.training or np.size(x) > CONFIG_SIZE \
+            or [pn for pn in record.failing] != [("outputs", "y")] or ref.outputs.get("y") is None:
+        return None
+    with np.errstate(all="ignore"):
+        xs = _slices(case, x, x)
+        rstd = _row_rstd(case, x, ref)
+        mean = np.zeros_like(rstd) if case.op == "rms_norm" else xs.mean(axis=1, keepdims=True)
+        W = _slices(case, x, _weight_full(case, x, record.inputs))
+        B = _slices(case, x, _bias_full(case, x, record.inputs)) if record.inputs.get("bias") is not None else 0.0
+        for y, what in ((xs * rstd * W + B - mean * rstd, "the shift without the weight (b = bias - mean rstd)"),
+                        (xs * rstd * W + B - mean * W, "the shift without rstd (b = bias - mean w)"),
+                        (xs * rstd + B - mean * rstd * W, "the scale without the weight (a = rstd)")):
+            y = _unslices(case, np.shape(x), y)
+            if np.all(np.isfinite(y)) and _fits_all(record, {"outputs": {**ref.outputs, "y": y}}):
+                return {"mechanism": "affine", "text": "y is the normalization and the affine folded into one scale "
+                        f"and shift, y = x a + b with a = rstd w and b = bias - mean a, but {what}"}
+    return None
+
+
 def _fits_all(record, vals):
     """Whether {part: {name: value}} reproduces every compared array of the step within its bound (of the parts
     ``vals`` holds)."""
@@ -1919,6 +1945,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
         if e is not None and e.pop("backward_only", False):
             bwd, e = e, None            # used where the per-array explanations leave a gradient unexplained
         e = (e or layout_misread(case, record, reference) or weight_first(case, record, reference)
+             or folded_affine(case, record, ref)
              or dropout_deviation(case, record, reference))
         if e is not None:
             return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
