@@ -1690,7 +1690,8 @@ def running_factor(case, record, ref, part, name):
     (mechanism "running") the variance about the old or the updated running_mean. The explanation, or
     None."""
     x = record.inputs.get("x")
-    if case.op != "batch_norm" or (part, name) != ("state", "running_var") or x is None or not record.training:
+    if case.op not in ("batch_norm", "instance_norm") or part != "state" or name not in ("running_var", "running_mean") \
+            or x is None or not record.training or (case.op == "instance_norm" and name == "running_var"):
         return None
     from .backends.base import complete_config
     cfg = complete_config(case.op, case.config)                  # the defaults resolved under the case's values
@@ -1702,6 +1703,8 @@ def running_factor(case, record, ref, part, name):
         return None
     if onnx:                                 # m weights the old value
         m = 1 - m
+    if name == "running_mean":               # the batch mean scaled by the unbiased factor n / (n - 1) (the
+        return _running_mean_bessel(case, record, x, m)          # variance's, applied to both buffers: rule 1)
     old = record.state.get("running_var")
     got, E = record.got[part].get(name), record.E[part].get(name)
     if old is None or got is None:
@@ -1731,6 +1734,30 @@ def running_factor(case, record, ref, part, name):
             if fit_ratio(got, v.reshape(np.shape(got)), E) <= 1:
                 return {"mechanism": "running", "text": f"running_var is updated with the variance about {which} "
                                                         "running_mean where the batch mean belongs"}
+    return None
+
+
+def _running_mean_bessel(case, record, x, m):
+    """running_mean updated with the batch mean times n / (n - 1) or (n - 1) / n (the unbiased factor of the
+    variance applied to the mean too): "bessel", or None."""
+    old, got, E = record.state.get("running_mean"), record.got["state"].get("running_mean"), \
+        record.E["state"].get("running_mean")
+    if old is None or got is None or E is None:
+        return None
+    x64 = np.asarray(x, dtype=np.float64)
+    if case.op == "batch_norm":
+        xs = _slices(case, x, x64)
+        mean, n = xs.mean(axis=1), xs.shape[1]
+    else:                                    # instance statistics: the mean over the batch of each instance's
+        v = x64.reshape(x64.shape[0], x64.shape[1], -1)
+        mean, n = v.mean(axis=2).mean(axis=0), v.shape[2]
+    if n < 2:
+        return None
+    for f, what in ((n / (n - 1), f"n / (n - 1) = {n}/{n - 1}"), ((n - 1) / n, f"(n - 1) / n = {n - 1}/{n}")):
+        v = (1 - m) * np.asarray(old, dtype=np.float64) + m * mean * f
+        if np.size(v) == np.size(got) and fit_ratio(got, v.reshape(np.shape(got)), E) <= 1:
+            return {"mechanism": "bessel", "text": f"running_mean is updated with the batch mean times {what} (the "
+                                                   "variance's unbiased factor applied to the mean too)"}
     return None
 
 
