@@ -389,10 +389,12 @@ def permuted_inputs(ex, case, record, ref, reference):
     """One activation-sized input or cotangent (x, dy, a residual, the gate input) read in another index order
     of its shape (``index_orders``: dy's NCHW memory indexed with channels_last strides, a transposed
     buffer), the rest of the call right: the specification re-evaluated with it so read, judged by ``_judge``
-    -> "layout" (rule 12). Explanations, or []."""
+    -> "layout" (rule 12); where only gradients fail, the backward alone so reading an input (its gradients
+    from that evaluation, the forward's arrays passing). Explanations, or []."""
     x = record.inputs.get("x")
     if np.size(x) > READ_SIZE or np.ndim(x) < 2:
         return []
+    bwd_only = all(p == "grads" for p, _ in record.failing)
     for kind, arrays in (("inputs", record.inputs), ("cotangents", record.cotangents)):
         for name, a in arrays.items():
             if np.shape(a) != np.shape(x) or "mask" in name or np.asarray(a).dtype.kind not in "fV":
@@ -400,9 +402,12 @@ def permuted_inputs(ex, case, record, ref, reference):
             flat = np.asarray(a).reshape(-1)
             idx = np.arange(flat.size).reshape(np.shape(a))
             # (and each index of axis 0 reading the next or the previous one, wrapping: a pointer off by a row)
+            n0 = np.shape(a)[0]
             shifts = [(np.roll(idx, -k, axis=0).ravel(), f"each axis-0 index i holding index i {'+' if k > 0 else '-'} 1's values "
                        "(wrapping: a row pointer off by one)")
-                      for k in (1, -1)] if np.shape(a)[0] > 1 else []
+                      for k in (1, -1)] if n0 > 1 else []
+            shifts += [(idx[np.minimum(np.arange(n0) + 1, n0 - 1)].ravel(), "each axis-0 index i holding index i + 1's "
+                        "values (the last its own: a row pointer advanced before the load)")] if n0 > 1 else []
             for m, what in index_orders(np.shape(a)) + shifts:
                 moved = {**arrays, name: flat[m].reshape(np.shape(a))}
                 res = (_evaluate(reference, case, record, moved) if kind == "inputs"
@@ -410,8 +415,11 @@ def permuted_inputs(ex, case, record, ref, reference):
                 if res is None:
                     continue
                 label = name if kind == "inputs" else f"d{name}"
-                found = _judge(ex, record, ref, _result_vals(res), f"the specification's with {label} read as "
-                               f"{what}", "layout")
+                vals = _result_vals(res)
+                if kind == "inputs" and bwd_only:   # the backward alone reading it (its forward right)
+                    vals = {k: v for k, v in vals.items() if k[0] == "grads"}
+                found = _judge(ex, record, ref, vals, f"the specification's {'backward ' if bwd_only else ''}with "
+                               f"{label} read as {what}", "layout")
                 if len(found) == len(record.failing):     # every failing array (a sum alone fits many orders)
                     return found
     return []

@@ -1064,6 +1064,7 @@ def _candidates(case, record, forward_only):
         state = ({"new": _evaluate(case, record, None).state, "old": record.state}
                  if "running_var" in record.state else None)
         out += _statistics_read(seen, state, eps, bool(record.training)) + _uncentred(seen, every)
+        out += _inputs_shifted(case, record, seen)
     transforms = []
     for i, shapes in ops.items():
         mod, func, line, op, left, right = _SOURCES[i]
@@ -1508,10 +1509,11 @@ def _statistics_read(seen, state=None, eps=0.0, training=False):
         xs = np.reshape(xhat, view) / np.reshape(rstd, sh) + np.reshape(m, sh)      # x (an RMS norm's)
         # the mean and rstd read at the other index together, or (a centred norm) rstd alone, x - mean the row's own
         for stats, fm in (("rstd", None),) if mean is None else (("mean and rstd", True), ("rstd", False)):
-            for f, what in _index_maps(np.shape(rstd)):     # (x_hat' computed when the change is evaluated)
-                xh2 = (lambda v, f=f, fm=fm: np.reshape((xs - np.reshape(f(m) if fm else m, sh))
-                                                        * np.reshape(f(rstd), sh), np.shape(v)))
-                out.append((("remapk", {key: lambda v, f=f: f(rstd), hkey: xh2}), "read", None,
+            for f, what in _index_maps(np.shape(rstd)):     # (x_hat' computed when the change is evaluated; each
+                # value bound now: the loop over the backward functions rebinds rstd, xs, m and sh)
+                xh2 = (lambda v, f=f, fm=fm, xs=xs, m=m, sh=sh, rstd=rstd: np.reshape(
+                    (xs - np.reshape(f(m) if fm else m, sh)) * np.reshape(f(rstd), sh), np.shape(v)))
+                out.append((("remapk", {key: lambda v, f=f, rstd=rstd: f(rstd), hkey: xh2}), "read", None,
                             f"the backward's {stats} read at {what} (x_hat recomputed from them)"))
         H = np.shape(xhat)[-1] if np.ndim(xhat) else 0
         w = next((np.asarray(v) for k, v in seen.items() if k.endswith(".weight") and np.shape(v) == (H,)), None)
@@ -1522,13 +1524,14 @@ def _statistics_read(seen, state=None, eps=0.0, training=False):
             maps = [(j % k, f"index j % {k}") for k in (8, 16, 32, 64, 128) if k < H]
             maps += [(np.zeros_like(j), "index 0"), (j[::-1], "the reversed index"), (np.minimum(j + 1, H - 1),
                                                                                      "the next index")]
-            out += [(("remapk", {hkey: lambda v, m=m: np.asarray(v) * (w / w[m])}), "read", None,
+            out += [(("remapk", {hkey: lambda v, m=m, w=w: np.asarray(v) * (w / w[m])}), "read", None,
                      f"the backward's x_hat recomputed from the output, y / weight, with the weight read at {what}")
                     for m, what in maps]
         for dt in (ml_dtypes.bfloat16, np.float16):     # rstd saved in a 16-bit buffer, x_hat recomputed from it
             r2 = np.asarray(np.asarray(rstd).astype(dt), np.float64)
             if np.all(np.isfinite(r2)) and not np.array_equal(r2, rstd):
-                xh2 = (lambda v, r2=r2: np.reshape((xs - np.reshape(m, sh)) * np.reshape(r2, sh), np.shape(v)))
+                xh2 = (lambda v, r2=r2, xs=xs, m=m, sh=sh: np.reshape((xs - np.reshape(m, sh)) * np.reshape(r2, sh),
+                                                                   np.shape(v)))
                 out.append((("remapk", {key: lambda v, r2=r2: np.reshape(r2, np.shape(v)), hkey: xh2}), "lowsum",
                             None, f"the backward's rstd saved in a {np.dtype(dt).name} buffer (rounded to nearest; "
                             "x_hat recomputed from it)"))
@@ -1536,7 +1539,8 @@ def _statistics_read(seen, state=None, eps=0.0, training=False):
             for m2, r2, what in ((rstd, rstd, "the mean read from rstd's buffer"),
                                  (mean, mean, "rstd read from the mean's buffer"),
                                  (rstd, mean, "the mean and rstd read from each other's buffers")):
-                xh2 = (lambda v, m2=m2, r2=r2: np.reshape((xs - np.reshape(m2, sh)) * np.reshape(r2, sh), np.shape(v)))
+                xh2 = (lambda v, m2=m2, r2=r2, xs=xs, sh=sh: np.reshape((xs - np.reshape(m2, sh)) * np.reshape(r2, sh),
+                                                                     np.shape(v)))
                 out.append((("remapk", {key: lambda v, r2=r2: np.reshape(r2, np.shape(v)), hkey: xh2}),
                             "read", None, f"the backward's {what} (x_hat recomputed from them)"))
         for when, st in (state or {}).items():          # rstd from the running variance (x - mean the batch's)
@@ -1544,10 +1548,41 @@ def _statistics_read(seen, state=None, eps=0.0, training=False):
             if v is None or np.size(v) != np.size(rstd):
                 continue
             r2 = np.reshape(1.0 / np.sqrt(np.asarray(v, np.float64) + eps), np.shape(rstd))
-            xh2 = (lambda v, r2=r2: np.reshape((xs - np.reshape(m, sh)) * np.reshape(r2, sh), np.shape(v)))
+            xh2 = (lambda v, r2=r2, xs=xs, m=m, sh=sh: np.reshape((xs - np.reshape(m, sh)) * np.reshape(r2, sh),
+                                                               np.shape(v)))
             out.append((("remapk", {key: lambda v, r2=r2: r2, hkey: xh2}),
                         "mode" if training else "running", None, f"the backward's rstd taken from the {when} "
                         "running variance, (running_var + eps)^(-1/2) (x_hat recomputed from it)"))
+    return out
+
+
+def _inputs_shifted(case, record, seen):
+    """The backward reading one activation-sized input at another row (a pointer advanced before the load: the
+    next row's, the last its own; or wrapping; the previous row's), its forward right: every value of a backward
+    function of x's size that follows that input alone (silu(z) and its derivative for the gate z) remapped
+    together on the (rows, last axis) view; as _candidates' tuples (mechanism "layout")."""
+    x = record.inputs.get("x")
+    if np.ndim(x) < 2 or np.size(x) < 4:
+        return []
+    R = int(np.size(x) // np.shape(x)[-1])
+    if R < 2:
+        return []
+    acts = [k for k, v in record.inputs.items() if np.shape(v) == np.shape(x) and "mask" not in k
+            and np.asarray(v).dtype.kind not in "iub"]
+    j = np.arange(R)
+    shifts = ((np.minimum(j + 1, R - 1), "the next row's (the last its own: a row pointer advanced before the load)"),
+              ((j + 1) % R, "the next row's (wrapping)"), ((j - 1) % R, "the previous row's (wrapping)"))
+    out = []
+    for k in acts:
+        alone = _unmoved(case, record, seen, [a for a in acts if a != k]) - _unmoved(case, record, seen, [k])
+        keys = sorted(key for key in alone if "backward" in key.split(":", 1)[1].rsplit(".", 1)[0]
+                      and np.size(seen[key]) == np.size(x) and key.rsplit(".", 1)[1] not in ("dx", "return"))
+        if not keys:
+            continue
+        names = ", ".join(dict.fromkeys(key.rsplit(".", 1)[1] for key in keys))
+        for idx, what in shifts:
+            ch = {key: (lambda v, idx=idx: np.reshape(np.reshape(v, (R, -1))[idx], np.shape(v))) for key in keys}
+            out.append((("remapk", ch), "read", None, f"the backward's values of {k} alone ({names}) read at {what}"))
     return out
 
 
@@ -1571,7 +1606,7 @@ def _uncentred(seen, ops):
                         f"`xhat` read uncentred, x * rstd (its mean's term dropped) in `{_SOURCES[j][4]} "
                         f"{_SYM[_SOURCES[j][3]]} {_SOURCES[j][5]}`"))
         if len(places) > 1:
-            ch = {j: (lambda a, b, op, side=side: _OPS[op](fn(a), b) if side == 0 else _OPS[op](a, fn(b)))
+            ch = {j: (lambda a, b, op, side=side, fn=fn: _OPS[op](fn(a), b) if side == 0 else _OPS[op](a, fn(b)))
                   for j, side in places}
             out.append((("multi", ch), places[0][0], "xhat", f"`xhat` read uncentred, x * rstd, at each of its "
                         f"{len(places)} places in the backward ({func}'s saved x_hat)"))
