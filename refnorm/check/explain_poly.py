@@ -9,12 +9,14 @@ kernel's own forward's: explained with it, as explain.py's fused activation):
 * one rms for every power (r_3, r_2 or r_1 for all three), the powers of the normalized x (h_p = x_hat^p,
   x_hat = x r_1), each power normalized as a LayerNorm (its row mean subtracted, divided by its standard
   deviation): another equation, "semantics" (rule 16 of docs/verdicts.md's "Which mechanism a bug is");
-* the scalar bias added to each of the three terms (3 bias): "affine" (rule 13).
+* the scalar bias added to each of the three terms (3 bias), or inside one term's product (w_k (h_p + bias)):
+  "affine" (rule 13).
 
 Where only gradients fail, the backward's deviations (mechanism "backward", rule 15), each dx by the
 specification's formula otherwise evaluated: one saved rstd (x's, r_1) for every power, h_p recomputed as
 x^p r_1; the chain factor p x^(p - 1) evaluated at the normalized x (x r_1) instead of x; one power's term
-left out of dx (a loop over the powers stopping early); the chain factor p x^p (the power not decremented).
+left out of dx (a loop over the powers stopping early); the chain factor p x^p (the power not decremented);
+each power's projection on the power before its normalization (mean(g_p x^p), or x^p multiplying it).
 Where only dbias fails: 3 sum(dy), the bias's sum accumulated once per power term (reduction, rule 11).
 
 Layer 4 (NumPy; the specification's own helpers).
@@ -50,6 +52,9 @@ def _forward_variants(x, weight, bias, eps):
     if bias is not None:
         out.append((_terms(x, weight, None, [h for h, _ in own]) + 3.0 * float(np.reshape(bias, ())),
                     "the bias added to each of the three power terms (3 bias)", "affine"))
+        for k, p in enumerate(POWERS):          # the bias inside one term's product: w_k (h_p + bias)
+            out.append((_terms(x, weight, None, [h for h, _ in own]) + weight[k] * float(np.reshape(bias, ())),
+                        f"the bias inside the x^{p} term's product, w{k} (h_{p} + bias)", "affine"))
     return out
 
 
@@ -69,9 +74,21 @@ def _backward_variants(x, dy, weight, eps, bias_shape):
         dx = dx + (du if p == 1 else p * xn ** (p - 1) * du)
         terms.append(du if p == 1 else p * x ** (p - 1) * du)
     xp = sum(t * (x if p > 1 else p * x) for t, p in zip(terms, POWERS))      # p x^p du_p: the power kept
+    raw = []                                # each projection's sum on the power before its normalization
+    for proj in (True, False):              # mean(g x^p) where mean(g h_p) belongs, or x^p multiplying it
+        d = np.zeros_like(x)
+        for k, p in enumerate(POWERS):
+            h, r = own[k]
+            g = dy * weight[k]
+            du = r * (g - (us[k] if not proj else h) * (g * (us[k] if proj else h)).sum(axis=A, keepdims=True)
+                      / dy.shape[-1])
+            d = d + (du if p == 1 else p * x ** (p - 1) * du)
+        raw.append((d, "each power's projection on " + ("mean(g_p x^p), the power before its normalization, where "
+                    "mean(g_p h_p) belongs" if proj else "x^p (the power before its normalization) where h_p "
+                    "multiplies mean(g_p h_p)")))
     return [(one, "one saved rstd, x's, for every power (h_p recomputed as x^p r_1)"),
             (dx, "the chain factor p x^(p - 1) evaluated at the normalized x (x r_1) instead of x"),
-            (xp, "the chain factor p x^p instead of p x^(p - 1) (the power not decremented)")] + [
+            (xp, "the chain factor p x^p instead of p x^(p - 1) (the power not decremented)")] + raw + [
         (sum(t for j, t in enumerate(terms) if j != k), f"the term of x^{p} left out of dx")
         for k, p in enumerate(POWERS)]
 
