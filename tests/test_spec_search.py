@@ -505,6 +505,23 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "merged as if every chunk held"),
     ("blind18", "ln_block_welford_combine_spread_by_nb", "layer_norm/normal_f32_6x100", "merge",
      "running Welford state"),
+    # returned statistics read from a buffer packing the two (pairs split as halves: layout); the affine folded
+    # into one scale and shift, the shift without the weight (affine); running_mean with the unbiased factor
+    ("blind18", "ln_packed_stats_split_as_halves", "layer_norm/normal_f64_9x7", "layout",
+     "written as (mean, rstd) pairs slice by slice and read as the buffer's first half"),
+    ("blind19", "gn_fused_shift_without_gamma", "group_norm/normal_g3_f64_3x6x7", "affine", "the shift without the weight"),
+    ("blind19", "bn_running_mean_bessel_scaled", "batch_norm/normal_f64_7x3", "bessel", "times n / (n - 1) = 7/6"),
+    # the backward's statistics of another instance (each candidate bound to its own function's values); the
+    # backward's gate values of the next row
+    ("blind19", "in_bwd_stats_channel_major", "instance_norm/normal_f64_3x2x7", "layout",
+     "the backward's mean and rstd read at the transposed index"),
+    ("blind18", "gated_bwd_z_of_next_row", "gated_norm/normal_f32_4x64", "layout",
+     "the backward's values of z alone (ds_dz, s) read at the next row's"),
+    # poly_norm: the bias inside one term's product; the projection on the power before its normalization
+    ("blind18", "poly_bias_inside_linear_term", "poly_norm/normal_f64_3x7", "affine", "w2 (h_1 + bias)"),
+    ("blind18", "poly_bwd_proj_on_unnormalized_power", "poly_norm/normal_f64_3x7", "backward", "mean(g_p x^p)"),
+    # a forward slice's own sum averaged: another normalizer's equation (the p-norm as a power mean)
+    ("blind19", "lp_norm_as_power_mean", "lp_normalize/normal_f64_9x7", "semantics", "divided by its count 7"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind19, each since its measurement), each on one

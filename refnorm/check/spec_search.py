@@ -1313,7 +1313,7 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
         N = reds[min(rows)][0][-1]
         out += [(("reduce", rows, _blocks(k)), "part", None, f"every forward reduction over the row ({len(rows)}) "
                  f"taken over each block of {k} values (of {N}; each block's own statistics)")
-                for k in (16, 32, 64, 128) if k < N]
+                for k in (8, 16, 32, 64, 128) if k < N]
         c0 = [i for i in rows if _SOURCES[i][:2] == ("_math", "centered") and _SOURCES[i][4] == "d0"]
         for s in (s for s in (16, 8, 4, 2, 1) if s < N and int(np.prod(reds[min(rows)][0][:-1])) > 1):
             what = (f"every forward reduction over the row ({len(rows)}) by a 32-lane warp butterfly without its "
@@ -1323,6 +1323,16 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             if c0:                  # (the two-pass mean's correction pass left out: the mean of one pass)
                 late.append((("reduce", rows, {i: _zero if i in c0 else _lanes(s) for i in rows}), "tail", None,
                             what + "; the mean of one pass)"))
+    if low is not None:                 # every backward reduction over one set of axes accumulated in the 16-bit
+        bsig = {}                       # dtype, across the backward's functions (a backward-reduce kernel's sums)
+        for i, (shape, axes, keep) in reds.items():
+            if axes and "backward" in _SOURCES[i][1] and _SOURCES[i][3] != "max":
+                bsig.setdefault((shape, axes), []).append(i)
+        for (shape, axes), ids in bsig.items():
+            if len({_SOURCES[i][1] for i in ids}) > 1:
+                out += [(("reduce", frozenset(ids), _sequential(low, t)), "lowsum", None, f"every backward reduction "
+                         f"over axes {axes} ({len(ids)}, in {len({_SOURCES[i][1] for i in ids})} functions) accumulated "
+                         f"left to right in {low.__name__} (each {TERMS[t]} rounded to nearest)") for t in (False, True)]
     tiles = {}                          # the forward's statistics over whole tiles of each slice's trailing run
     for i in fwd:
         if i in reds and _run(reds[i][1], len(reds[i][0])) and _SOURCES[i][3] != "max":
@@ -1484,10 +1494,16 @@ def _saved_statistics(seen):
         means = [(not k.startswith(mod + ":"), np.reshape(v, np.shape(rstd))) for k, v in seen.items()
                  if k.endswith(".mean") and "backward" not in k and np.size(v) == np.size(rstd)]
         mean = min(means, key=lambda t: t[0])[1] if means else None
-        # x_hat seen with rstd's axes leading (rstd kept its reduced axes: x_hat's own shape)
+        # x_hat seen with rstd's axes leading (rstd kept its reduced axes: x_hat's own shape), or rstd's axes at
+        # their place among x_hat's (batch_norm's (C,) on axis 1 of (N, C, ...)), else x_hat's values
+        # regrouped with rstd's axes leading (a group norm's (N, G))
         keep = np.ndim(rstd) == np.ndim(xhat)
         view = np.shape(xhat) if keep else np.shape(rstd) + (-1,)
         sh = np.shape(rstd) if keep else np.shape(rstd) + (1,)
+        core, xs_ = tuple(d for d in np.shape(rstd) if d != 1), np.shape(xhat)
+        at = [i for i in range(len(xs_) - len(core) + 1) if xs_[i:i + len(core)] == core] if not keep else []
+        if at:
+            view, sh = xs_, (1,) * at[0] + core + (1,) * (len(xs_) - at[0] - len(core))
         try:
             np.reshape(xhat, view)
         except ValueError:
