@@ -1540,6 +1540,29 @@ def param_products(case, record, ref, part, name):
     return None
 
 
+def truncated_returns(case, record, ref):
+    """Every failing array of a 16-bit case converted to the case dtype toward zero (its low bits dropped: a
+    store helper truncating) where rounding to nearest even belongs, the passing ones rounded right (the
+    catalogue's R-trunc truncates every returned array): "rounding" (rule 8), one explanation per array, or
+    []."""
+    from ..pitfalls._rounding import toward_zero_shift
+    if case.dtype not in ("float16", "bfloat16") or not record.failing:
+        return []
+    out = []
+    for part, name in record.failing:
+        got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
+        if got is None or want is None or E is None or np.shape(got) != np.shape(want) \
+                or np.asarray(got).dtype.kind not in "fV" or np.asarray(got).dtype.itemsize != 2:
+            return []
+        with np.errstate(all="ignore"):
+            if fit_ratio(got, toward_zero_shift(np.asarray(want, dtype=np.float64), case.dtype), E) > 1:
+                return []
+        out.append({"part": part, "name": name, "step": record.step, "mechanism": "rounding",
+                    "text": f"{_label(part, name)} is the expected value converted to {case.dtype} toward zero "
+                            "(truncated) where rounding to nearest even belongs"})
+    return out
+
+
 def never_written(part, name, got, x_shape=()):
     """A failing gradient that is exactly zero everywhere, or None. (A failing array is not zero in the
     reference.) A parameter's gradient, smaller than x, is a sum over the slices: none of their contributions
@@ -1976,7 +1999,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
              or dropout_deviation(case, record, reference))
         if e is not None:
             return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
-    rows = unprocessed_rows(case, record, ref)
+    rows = truncated_returns(case, record, ref) or unprocessed_rows(case, record, ref)
     if not rows:
         from . import explain_grid              # slices, elements or columns a grid never processes
         rows = explain_grid.unprocessed(sys.modules[__name__], case, record, ref, reference)
