@@ -1055,8 +1055,10 @@ def _candidates(case, record, forward_only):
                             f"eps moved from `{key.split(':', 1)[1]}` (read as 0 there) to `{src}` + eps in "
                             f"`{_SOURCES[j][4]} {_SYM[_SOURCES[j][3]]} {_SOURCES[j][5]}` ({_SOURCES[j][1]}, line "
                             f"{_SOURCES[j][2]})"))
-    more, late = _count_changes(seen, reds, ops, ints, np.shape(record.inputs["x"]), _DT.get(case.dtype)
-                                if case.dtype in ("float16", "bfloat16") else None, set(fwd_reds), every_red,
+    # (the lower accumulation dtype: the 16-bit case dtype, or float32 for a float64 case)
+    low = _DT.get(case.dtype) if case.dtype in ("float16", "bfloat16") else np.float32 if case.dtype == "float64" \
+        else None
+    more, late = _count_changes(seen, reds, ops, ints, np.shape(record.inputs["x"]), low, set(fwd_reds), every_red,
                                 case.dtype)
     out += more
     if not forward_only:
