@@ -1710,8 +1710,9 @@ def running_factor(case, record, ref, part, name):
     """batch_norm's running_var updated with another count's Bessel factor: the batch variance the update
     implies, (new - (1 - m) old) / m, is the biased variance times p / (p - 1) with p the product of some of
     the reduced axes' lengths (the batch alone, the spatial positions alone) or 1 (no correction); or
-    (mechanism "running") the variance about the old or the updated running_mean. The explanation, or
-    None."""
+    (mechanism "running") the variance about the old or the updated running_mean; batch_norm's or
+    instance_norm's running_mean updated with the batch mean times the unbiased factor (``_running_mean_bessel``).
+    The explanation, or None."""
     x = record.inputs.get("x")
     if case.op not in ("batch_norm", "instance_norm") or part != "state" or name not in ("running_var", "running_mean") \
             or x is None or not record.training or (case.op == "instance_norm" and name == "running_var"):

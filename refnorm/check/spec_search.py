@@ -57,7 +57,12 @@ batch statistics from the first sample alone (the channel's reduction losing its
 "bessel"); the backward's g = dy * weight with the weight applied to dx after the projection instead
 ("backward"); the statistics of _math.moments (mean, variance and x - mean) read at the first or next
 index of one of their axes, forward and backward or in the backward's recomputation alone ("layout"), or
-the deviations x - mean computed in the 16-bit case dtype (the mean rounded to it: "precision").
+the deviations x - mean computed in the 16-bit case dtype (the mean rounded to it: "precision"). On the
+reductions over a slice's trailing run of axes (a row's columns, a sample's spatial positions), for every op: a
+(maybe scaled) sum of squared deviations with a power-of-two tile's padded lanes counted or merged from blocks'
+partial variances; every lane of the tile counted; the forward's statistics, or every reduction of one backward
+function, over whole tiles only ("block", "one_pass"); and the backward's values of one activation input alone
+read at the next or previous row ("layout").
 
 Layer 4 (NumPy; reads the specifications' source, never changes them); thread-safe (the target is
 thread-local, the instrumented modules are built once under a lock).
@@ -200,16 +205,6 @@ def _axes(axis, ndim):
     if axis is None:
         return tuple(range(ndim))
     return tuple(sorted(a % ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,))))
-
-
-def _padded(k, c):
-    """The change "the reduction with k more terms of value c" (a tile's padded lanes counted; a mean still
-    divided by the row's own count)."""
-    def f(a, red, axes, keepdims):
-        n = int(np.prod([np.shape(a)[j] for j in axes]))
-        r = red(a, axis=axes, keepdims=True) + k * np.asarray(c) / (n if red is _REDUCE["mean"] else 1)
-        return r if keepdims else np.reshape(r, [s for j, s in enumerate(r.shape) if j not in axes])
-    return f
 
 
 def _index_only(b):
@@ -382,11 +377,10 @@ def _one_pass(d, x, W):
     def f(a, red, axes, keepdims):
         n = int(np.prod([np.shape(a)[k] for k in axes]))
         xw = np.asarray(x, dtype=W)
+        s2 = _sq_scale(a, d, axes)
+        if s2 is None:
+            return red(a, axis=axes, keepdims=keepdims)
         with np.errstate(all="ignore"):
-            s2 = np.max(d * d, axis=axes, keepdims=True) / np.max(a, axis=axes, keepdims=True)
-            s2 = np.where(np.isfinite(s2) & (s2 > 0), s2, 1.0)
-            if not np.allclose(a * s2, d * d, rtol=1e-9, atol=0.0):
-                return red(a, axis=axes, keepdims=keepdims)
             m = np.sum(xw, axis=axes, keepdims=True, dtype=W) / W(n)
             m2 = np.sum(xw * xw, axis=axes, keepdims=True, dtype=W) / W(n)
             r = np.maximum(m2 - m * m, W(0)).astype(np.float64) * n / s2
@@ -1592,7 +1586,8 @@ def _inputs_shifted(case, record, seen):
               ((j + 1) % R, "the next row's (wrapping)"), ((j - 1) % R, "the previous row's (wrapping)"))
     out = []
     for k in acts:
-        alone = _unmoved(case, record, seen, [a for a in acts if a != k]) - _unmoved(case, record, seen, [k])
+        others = [a for a in acts if a != k]        # (no other input: every key stays when none is moved)
+        alone = (_unmoved(case, record, seen, others) if others else set(seen)) - _unmoved(case, record, seen, [k])
         keys = sorted(key for key in alone if "backward" in key.split(":", 1)[1].rsplit(".", 1)[0]
                       and np.size(seen[key]) == np.size(x) and key.rsplit(".", 1)[1] not in ("dx", "return"))
         if not keys:
