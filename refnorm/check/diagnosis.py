@@ -475,13 +475,15 @@ def _explain(case, records, out, contract=None):
                    closest=_closest_of(out), widened=False, confidence=None, mechanism=None)
         out["message"] = "no known pitfall matches (its best fit holds only within its own rounding interval)"
     out["explained"] = found
+    if full and mechs != {None}:
+        mech = by_where(case.op, {(p, n) for r in records for p, n in r.failing}, next(iter(mechs)))
+        mechs = {mech} if mech is None else mechs
     if full and mechs == {None}:
         # explained, by a mistake no mechanism of the list is (two returned arrays in each other's place)
         out["message"] = ("explained by the arithmetic (a mistake no mechanism of refnorm's list names): "
                           + "; ".join(texts) + "; no catalogue pitfall fits")
     elif full:
         from ..pitfalls.mechanisms import ARITHMETIC, MECHANISMS
-        mech = by_where(case.op, {(p, n) for r in records for p, n in r.failing}, mechs.pop())
         out.update(mechanism=mech, explained_by="arithmetic")
         out["ruled_out"] = [m for m in out["ruled_out"] if m != mech]
         out["message"] = (f"explained by the arithmetic [mechanism: {({**MECHANISMS, **ARITHMETIC})[mech]}]: "
@@ -576,7 +578,8 @@ def by_where(op, failing, mech):
     "Which mechanism a bug is"): running when only running state fails (the Bessel factor, the mode and the
     cross-rank merge excepted: rule 2); gate when only the gate input's gradient fails (rule 3); backward
     where another normalizer's equation or a flag read the other way changes the gradients alone (the
-    forward right: rule 15 before 16). ``failing``: the (part, name) of every failing array."""
+    forward right: rule 15 before 16); None where only returned statistics fail, holding the running ones
+    (an array returned for another, y right: no mechanism). ``failing``: the (part, name) of every failing array."""
     parts = {p for p, _ in failing}
     if mech is None:
         return None
@@ -586,6 +589,9 @@ def by_where(op, failing, mech):
         return "gate"
     if mech == "semantics" and parts == {"grads"}:
         return "backward"
+    if mech == "mode" and parts == {"outputs"} and all(n in localize.STATISTICS for _, n in failing):
+        return None         # the running statistics returned where the batch's belong, y right: an array returned
+        #                     for another (no mechanism), not a call computing with them (rule 14's mode)
     return mech
 
 

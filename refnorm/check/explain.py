@@ -1709,7 +1709,8 @@ def dyt_derivative(case, record):
 def running_factor(case, record, ref, part, name):
     """batch_norm's running_var updated with another count's Bessel factor: the batch variance the update
     implies, (new - (1 - m) old) / m, is the biased variance times p / (p - 1) with p the product of some of
-    the reduced axes' lengths (the batch alone, the spatial positions alone) or 1 (no correction); or
+    the reduced axes' lengths (the batch alone, the spatial positions alone) or 1 (no correction), or n's own
+    written upside down ((n - 1) / n) or applied twice; or
     (mechanism "running") the variance about the old or the updated running_mean; batch_norm's or
     instance_norm's running_mean updated with the batch mean times the unbiased factor (``_running_mean_bessel``).
     The explanation, or None."""
@@ -1740,13 +1741,14 @@ def running_factor(case, record, ref, part, name):
     prods = {1}
     for d in dims:
         prods |= {p * d for p in prods}
-    for p in sorted(prods):
-        if p == n:
-            continue
-        f = 1.0 if p == 1 else p / (p - 1)
+    # (the factor of another count, none, or n's own written upside down, (n - 1) / n, or applied twice)
+    factors = [(1.0 if p == 1 else p / (p - 1), "no Bessel correction (the biased variance)" if p == 1 else
+                f"the Bessel factor of {p} values") for p in sorted(prods) if p != n]
+    factors += [((n - 1) / n, f"the Bessel factor written upside down, (n - 1) / n"),
+                ((n / (n - 1)) ** 2, "the Bessel factor n / (n - 1) applied twice")] if n > 1 else []
+    for f, what in factors:
         v = (1 - m) * np.asarray(old, dtype=np.float64) + m * var * f
         if fit_ratio(got, v.reshape(np.shape(got)), E) <= 1:
-            what = "no Bessel correction (the biased variance)" if p == 1 else f"the Bessel factor of {p} values"
             return {"mechanism": "bessel", "text": f"running_var is updated with {what} where n = {n} belongs"}
     # the variance about another centre: the running mean before or after this update, not the batch mean
     for which, rm in (("the old", record.state.get("running_mean")), ("the updated", ref.state.get("running_mean"))):

@@ -503,6 +503,14 @@ class _BlockCtx(_Ctx):
                                f"the amax of blocks of {B2} values where the block size {self.B} belongs"))
         for scope, what in scopes:
             from_amax(scope(self.amax), f"is computed from {what}", scope=scope)
+        # each block's amax as max(y): the absolute value left out (a negative extreme missed; a block of negative
+        # values alone its negative maximum, or 0 where the maximum starts from 0)
+        a_s = np.max(NB.blocked(self.y, self.B), axis=-1)
+        for a, what in ((a_s, ""), (np.maximum(a_s, 0.0), ", from 0")):
+            if not np.array_equal(a, self.amax):
+                with np.errstate(all="ignore"):
+                    from_amax(a, f"is computed from each block's max(y){what} where max(|y|) belongs (the absolute "
+                                 "value left out)")
         p = np.arange(self.H) % self.B % 32     # a block's amax by a 32-lane butterfly missing its offset-s step
         for s_ in (16, 8, 4, 2, 1):             # (lane l & s == 0 alone; s = 1: a pair load's first component)
             keep = (p & s_) == 0

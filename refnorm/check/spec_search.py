@@ -1465,9 +1465,17 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
         for side, v in enumerate(pair):
             if v is None or pair[1 - side] is not None:
                 continue
+            src = _SOURCES[i][4 + side]
+            # (ddof: the right operand of the subtraction `n - ddof` on the same line, an integer too)
+            ddof = next((p[1] for j, p in ints.items() if _SOURCES[j][:3] == _SOURCES[i][:3] and _SOURCES[j][3] == "Sub"
+                         and _SOURCES[j][5] == "ddof" and p[1] is not None), None) if "ddof" in _names(src) else None
             for k in sorted({v + 1, v - 1, _tile(v), *xshape, int(np.prod(xshape))} - {v}):
                 if k >= 0:          # (the tile's width for a count: its padded lanes counted, rule 9's block)
                     tag = ("block",) if k == _tile(v) > v + 1 else ()
+                    if isinstance(ddof, (int, np.integer)) and k != v - 1 + 2 * int(ddof):
+                        # n - ddof read as another count than the other convention's (n - 1 for n, n for n - 1:
+                        # rule 1's Bessel): the tile's width is rule 9's block, any other count rule 11's
+                        tag = ("block",) if k == _tile(v) > v else ("reduction",)
                     out.append((("replace", frozenset((i,)), side, lambda _, k=k: k) + tag, i, _SOURCES[i][4 + side],
                                 f"`{_SOURCES[i][4 + side]}` = {v} read as {k}"
                                 + (" (the tile's width: its padded lanes counted)" if tag else "")))
