@@ -593,6 +593,55 @@ def param_index(ex, case, record, ref, reference):
     return []
 
 
+ROW_VALUES = 64        # parameters read at the row index: at most this many distinct values evaluated
+
+
+def params_by_row(ex, case, record, ref, reference):
+    """The parameters (weight and bias, of the trailing axes' shape P) read at the row's index instead of the
+    feature's (a loop variable mixed up: row r reads weight[r % P] and bias[r % P] for every feature), forward and
+    backward: each row of y and dx the specification's with its parameters constant at that value (one
+    evaluation per distinct value), the other arrays as they are; explanations ("layout"), or []."""
+    x = record.inputs.get("x")
+    if x is None or case.op in PER_CHANNEL or ("outputs", "y") not in record.failing:
+        return []
+    for wn, bn in PAIRS:
+        have = [n for n in (wn, bn) if record.inputs.get(n) is not None and np.ndim(record.inputs[n])
+                and np.asarray(record.inputs[n]).dtype.kind not in "iub"]
+        if not have:
+            continue
+        shape = np.shape(record.inputs[have[0]])
+        P = int(np.prod(shape, dtype=np.int64))
+        if P < 2 or any(np.shape(record.inputs[n]) != shape for n in have) \
+                or feature_ids(case, np.shape(x), have[0], shape) is None:
+            continue
+        R = np.size(x) // P
+        if R < 2:
+            continue
+        rows = np.arange(R) % P
+        if len(set(rows.tolist())) > ROW_VALUES:
+            continue
+        vals = {}
+        for k in sorted(set(rows.tolist())):
+            inputs = {**record.inputs, **{n: np.full(shape, np.asarray(record.inputs[n]).reshape(-1)[k],
+                                                     dtype=np.asarray(record.inputs[n]).dtype) for n in have}}
+            res = _evaluate(reference, case, record, inputs)
+            if res is None:
+                break
+            for part, name in (("outputs", "y"), ("grads", "x")):
+                v = getattr(res, part).get(name)
+                if v is not None and np.size(v) == np.size(x):
+                    cur = vals.setdefault((part, name), np.zeros((R, P)))
+                    cur[rows == k] = np.reshape(np.asarray(v, dtype=np.float64), (R, P))[rows == k]
+        else:
+            full = _result_vals(ref)
+            full.update(vals)
+            found = _judge(ex, record, ref, full, f"the specification's with {' and '.join(have)} read at the row's "
+                           f"index (row r reading element r % {P} for every feature)", "layout")
+            if found:
+                return found
+    return []
+
+
 # ------------------------------------------------------------------ statistics over other axes
 def _own_axes(case, record, x):
     """(a view of x's shape, the axes of it the op's statistics reduce, centred) for the ops ``other_axes``
@@ -904,7 +953,8 @@ def explain(ex, case, record, ref, reference) -> list:
         found = permuted_outputs(ex, case, record, ref)
         if not found and reference is not None:
             found = updated_running(ex, case, record, ref, reference) \
-                or initial_running(ex, case, record, ref, reference) or param_index(ex, case, record, ref, reference)
+                or initial_running(ex, case, record, ref, reference) or param_index(ex, case, record, ref, reference) \
+                or params_by_row(ex, case, record, ref, reference)
         for family in (expanded_index, other_axes, row_block_backward):
             found = found or family(ex, case, record, ref)
         found = found or ex.row_statistics(case, record, ref, candidates=block_candidates)

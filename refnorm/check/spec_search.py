@@ -1005,6 +1005,7 @@ def _candidates(case, record, forward_only):
                 if op in applies:
                     out.append((("mutate", frozenset(ids), change), ids[0], left if change == "drop_left" else right,
                                 what.format(l=f"`{left}`", r=f"`{right}`") + f" (at each of its {len(ids)} places)"))
+    out += _distributed(ops)
     # eps moved: left out where it is added and added to one operand of another operation on statistics (smaller
     # than x: the divisor n + eps, the sum of squares + eps)
     eps = next((float(v) for k, v in seen.items() if k.endswith(".eps") and np.size(v) == 1), 0.0)
@@ -1060,6 +1061,7 @@ def _candidates(case, record, forward_only):
         state = ({"new": _evaluate(case, record, None).state, "old": record.state}
                  if "running_var" in record.state else None)
         out += _statistics_read(seen, state, eps, bool(record.training)) + _uncentred(seen, every)
+        out += _statistics_read_at(seen, every)
         out += _inputs_shifted(case, record, seen)
     transforms = []
     for i, shapes in ops.items():
@@ -1127,6 +1129,39 @@ def _candidates(case, record, forward_only):
     # step, as where the input's scale s cancels, the computed one is what a kernel writes)
     transforms.sort(key=lambda c: c[2] in record.inputs)
     return out + also + transforms + late, fwd
+
+
+def _distributed(ops):
+    """A factor of a parenthesized sum applied to one of its terms alone: `a * (b + c)` computed as a * b + c or
+    b + a * c (a derivative's factor distributed over a sum and dropped from one term: s + p (1 - s) where
+    s (1 + p (1 - s)) belongs); as _candidates' tuples ("multi": the sum's operation keeps its operands for the
+    product's)."""
+    out = []
+    for i in ops:
+        mod, func, line, op, *sides = _SOURCES[i]
+        if op != "Mult" or ops[i] is None:
+            continue
+        for side, src in enumerate(sides):
+            inner = [j for j in ops if _SOURCES[j][:3] == (mod, func, line) and _SOURCES[j][3] in ("Add", "Sub")
+                     and src == f"({_SOURCES[j][4]} {_SYM[_SOURCES[j][3]]} {_SOURCES[j][5]})"]
+            if len(inner) != 1:
+                continue
+            j, factor = inner[0], sides[1 - side]
+            for term in (0, 1):
+                held = []
+
+                def keep(a, b, op_, held=held):
+                    held[:] = [a, b]
+                    return _OPS[op_](a, b)
+
+                def mult(a, b, op_, held=held, side=side, term=term, add=_OPS[_SOURCES[j][3]]):
+                    f = b if side == 0 else a
+                    t0, t1 = held
+                    return add(f * t0, t1) if term == 0 else add(t0, f * t1)
+                out.append((("multi", {j: keep, i: mult}), i, factor, f"`{factor}` applied to "
+                            f"`{_SOURCES[j][4 + term]}` alone in `{_SOURCES[i][4]} * {_SOURCES[i][5]}` ({func}, "
+                            f"line {line}: the factor distributed over the sum, missing from its other term)"))
+    return out
 
 
 def _moments_low(low):
@@ -1246,10 +1281,11 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             out += [(("reduce", frozenset(ids), _count(n2)), "count", (n, n2), f"every mean of `{_SOURCES[ids[0]][1]}` "
                      f"({len(ids)}) its sum divided by {n2} where n = {n} belongs") for n2 in _counts(n, [shape[a] for a in axes])]
         if keep and all(reds[j] == reds[ids[0]] for j in ids) and len(shape) - len(axes) > 1:
-            # every reduction of the function over one more axis (a group norm's backward over every group)
-            out += [(("reduce", frozenset(ids), _over(tuple(sorted(axes + (b,))))), "more", shape[b],
+            # every reduction of the function over one more axis (a group norm's backward over every group; over
+            # the batch axis 0: the slices pooled over the batch, an instance norm's backward over the samples)
+            out += [(("reduce", frozenset(ids), _over(tuple(sorted(axes + (b,))))), "more", shape[b] if b else None,
                      f"over axis {b} too (of {shape}), and its function's {len(ids) - 1} other reductions too")
-                    for b in range(len(shape)) if b not in axes and b > 0 and shape[b] > 1]
+                    for b in range(len(shape)) if b not in axes and shape[b] > 1]
         if keep and axes == (len(shape) - 1,) and all(reds[j] == reds[ids[0]] for j in ids):
             N = shape[-1]
             out += groups(frozenset(ids), _divisors(N), lambda k: f"over groups of {k} contiguous values (of {N}), "
@@ -1459,6 +1495,7 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             n = int(np.prod([shape[a] for a in axes]))
             out += [(("reduce", i, _count(n2)), "reduce", (n, n2), f"its sum divided by {n2} where n = {n} belongs")
                     for n2 in _counts(n, [shape[a] for a in axes])]
+    counts = {}                     # a count's value -> the (operation, side) reading it
     for i, pair in ints.items():
         if i not in ops:
             continue
@@ -1469,17 +1506,35 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             # (ddof: the right operand of the subtraction `n - ddof` on the same line, an integer too)
             ddof = next((p[1] for j, p in ints.items() if _SOURCES[j][:3] == _SOURCES[i][:3] and _SOURCES[j][3] == "Sub"
                          and _SOURCES[j][5] == "ddof" and p[1] is not None), None) if "ddof" in _names(src) else None
+            count = ddof is not None or "count(" in src or "n" in _names(src)
+            if count:
+                counts.setdefault(v, []).append((i, side))
             for k in sorted({v + 1, v - 1, _tile(v), *xshape, int(np.prod(xshape))} - {v}):
-                if k >= 0:          # (the tile's width for a count: its padded lanes counted, rule 9's block)
-                    tag = ("block",) if k == _tile(v) > v + 1 else ()
-                    if isinstance(ddof, (int, np.integer)) and k != v - 1 + 2 * int(ddof):
-                        # n - ddof read as another count than the other convention's (n - 1 for n, n for n - 1:
-                        # rule 1's Bessel): the tile's width is rule 9's block, any other count rule 11's
-                        tag = ("block",) if k == _tile(v) > v else ("reduction",)
-                    out.append((("replace", frozenset((i,)), side, lambda _, k=k: k) + tag, i, _SOURCES[i][4 + side],
-                                f"`{_SOURCES[i][4 + side]}` = {v} read as {k}"
-                                + (" (the tile's width: its padded lanes counted)" if tag else "")))
+                if k >= 0:
+                    tag = _count_tag(v, k, ddof, count)
+                    out.append((("replace", frozenset((i,)), side, lambda _, k=k: k) + tag, i, src,
+                                f"`{src}` = {v} read as {k}"
+                                + (" (the tile's width: its padded lanes counted)" if tag == ("block",) else "")))
+    for v, places in counts.items():        # one count read wrong in every function using it (a kernel's constant)
+        if len({_SOURCES[i][1] for i, _ in places}) > 1:
+            for k in sorted({v + 1, v - 1, _tile(v)} - {v}):
+                ch = {i: (lambda a, b, op, side=side, k=k: _OPS[op](k, b) if side == 0 else _OPS[op](a, k))
+                      for i, side in places}
+                out.append((("multi", ch) + _count_tag(v, k, None, True), places[0][0], _SOURCES[places[0][0]][
+                    4 + places[0][1]], f"the count n = {v} read as {k} at each of its {len(places)} places ("
+                    + ", ".join(dict.fromkeys(_SOURCES[i][1] for i, _ in places)) + ")"))
     return out, late
+
+
+def _count_tag(v, k, ddof, count):
+    """The mechanism of an integer operand ``v`` read as ``k`` (a tagged replacement's): a count (``count``;
+    ``ddof`` the subtracted correction where known) read as the other convention's, n - 1 for n or n for n - 1, is
+    rule 1's Bessel; the tile's width rule 9's block; another count rule 11's reduction; else () (no name)."""
+    if not count:
+        return ("block",) if k == _tile(v) > v + 1 else ()
+    if k == v - 1 + 2 * int(ddof or 0):
+        return ("bessel",)
+    return ("block",) if k == _tile(v) > v else ("reduction",)
 
 
 def _saved_statistics(seen):
@@ -1604,6 +1659,37 @@ def _inputs_shifted(case, record, seen):
         for idx, what in shifts:
             ch = {key: (lambda v, idx=idx: np.reshape(np.reshape(v, (R, -1))[idx], np.shape(v))) for key in keys}
             out.append((("remapk", ch), "read", None, f"the backward's values of {k} alone ({names}) read at {what}"))
+    return out
+
+
+def _statistics_read_at(seen, ops):
+    """One backward operation reading x_hat recomputed from the saved statistics at another index (a
+    parameter-gradient kernel loading a neighbouring channel's rstd, or a column-parallel kernel the statistics
+    at its column index j mod R), the other places of x_hat right: x_hat' = (x - mean') rstd' with rstd (and the
+    mean) read by each map of ``_index_maps``, or (x_hat's view (R, H), rows' statistics) at j mod R of the
+    column j; as _candidates' tuples, tagged "layout"."""
+    out = []
+    for key, hkey, rstd, xhat, mean, sh, view in _saved_statistics(seen):
+        places = [(j, side) for j, sides in ops.items() if sides is not None
+                  for side, src in enumerate(_SOURCES[j][4:]) if src in ("xhat", "vhat", "x_hat")
+                  and "backward" in _SOURCES[j][1] and np.size(np.zeros(sides[side])) == np.size(xhat)]
+        if not places:
+            continue
+        m = np.zeros(np.shape(rstd)) if mean is None else np.asarray(mean)
+        xs = np.reshape(xhat, view) / np.reshape(rstd, sh) + np.reshape(m, sh)
+        maps = [(lambda v, f=f: np.reshape(f(v), sh), what) for f, what in _index_maps(np.shape(rstd))]
+        R = np.size(rstd)
+        if np.shape(xs)[:1] == (R,) and np.ndim(xs) == 2 and np.shape(xs)[1] > 1:     # rows' statistics at j mod R
+            col = np.arange(np.shape(xs)[1]) % R
+            maps.append((lambda v, col=col: np.reshape(v, -1)[col][None, :], "the column index j (mod the row count "
+                         f"{R}) where the row's belongs"))
+        for stats, fm in (("rstd", False),) if mean is None else (("mean and rstd", True), ("rstd", False)):
+            for g, what in maps:
+                xh2 = (xs - (g(m) if fm else np.reshape(m, sh))) * g(rstd)
+                fn = (lambda v, xh2=xh2: np.reshape(xh2, np.shape(v)) if np.size(v) == np.size(xh2) else v)
+                for j, side in places:
+                    out.append((("replace", frozenset((j,)), side, fn, "layout"), j, _SOURCES[j][4 + side],
+                                f"x_hat recomputed from the {stats} read at {what}"))
     return out
 
 
@@ -1846,7 +1932,7 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         gs, H = case.config.get("group_size"), np.shape(record.inputs["x"])[-1] if np.ndim(record.inputs["x"]) else 0
         groups = (case.config.get("num_groups"), case.config.get("groups"),
                   H // gs if isinstance(gs, int) and gs and H % gs == 0 else None)
-        mech = "group" if changed in groups else "reduction"
+        mech = "group" if changed is not None and changed in groups else "reduction"
         return {"mechanism": mech, "text": f"the specification with `{src[4]}`'s {src[3]} ({src[1]}, "
                 f"refnorm/specs/{src[0]}.py line {src[2]}) {what} reproduces every failing array"}
     if i == "moments":                              # the statistics read at another index: an index misread
@@ -1893,7 +1979,8 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         # backward's formula in the backward alone (rule 15)
         mech = "backward" if "backward" in func or not any(p == "outputs" for p, _ in record.failing) else "semantics"
     if target[0] in ("multi", "both"):
-        return {"mechanism": _mechanism(case, record, i, changed, gate, params, drop),
+        return {"mechanism": target[2] if target[0] == "multi" and len(target) > 2 else
+                _mechanism(case, record, i, changed, gate, params, drop),
                 "text": f"the specification with {what} (refnorm/specs/{mod}.py) reproduces every failing array"}
     where = ("the specification with" if not keep else "the backward, recomputing the forward's value, with"
              if keep[1] == "grads" else f"the returned {', '.join(sorted(failing_outs))} computed apart, with")
