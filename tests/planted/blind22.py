@@ -714,7 +714,7 @@ class Blind22Kernel(Blind11Kernel):
         dy = call.cotangents["y"].astype(acc).reshape(-1, H)
         du = rms_dx
         if b == "poly_bwd_centred":
-            def du(g, h, r):                                 # noqa: F811
+            def du(g, h, r):
                 return _centred_dx(g, h, r)
         grads = poly_grads(dy, x, wt, hs, rs, bias, x0.shape, d, acc, du=du)
         if b == "poly_bwd_weights_reversed":
