@@ -1,4 +1,4 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind19.py, blind20.py, blind21.py): for
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind20.py, blind21.py, blind22.py): for
 each set, the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case,
 on the array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead
 measures it on these held-out sets)."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
-                     blind13, blind14, blind15, blind16, blind17, blind18, blind19, blind20, blind21)
+                     blind13, blind14, blind15, blind16, blind17, blind18, blind19, blind20, blind21, blind22)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -982,6 +982,51 @@ CAUGHT_BY_21 = {
     "aln_bwd_rstd_without_eps": ("adaptive_layer_norm/normal_eps0.3_f32_1x10x24", "grad.x"),
 }
 
+CAUGHT_BY_22 = {
+    "ln_bwd_row_sums_swapped": ("layer_norm/normal_f64_9x7", "grad.x"),
+    "ln_eps_hardcoded_1e-5": ("layer_norm/normal_eps0.3_f32_9x7", "output.rstd"),
+    "ln_dparams_column_grid_floor": ("layer_norm/normal_f32_6x100", "grad.weight"),
+    "ln_mean_rstd_outputs_swapped": ("layer_norm/normal_f64_9x7", "output.mean"),
+    "ln_f64_rstd_from_float_rsqrt": ("layer_norm/normal_f64_9x7", "output.rstd"),
+    "ln_bf16_y_truncated": ("layer_norm/normal_bf16_2x3x7", "output.y"),
+    "rms_dweight_rows_of_first_axis": ("rms_norm/normal_eps1e-05_bf16_2x3x7", "grad.weight"),
+    "rms_dweight_float32_for_float64": ("rms_norm/normal_eps1e-05_f64_9x7", "grad.weight"),
+    "rms_sumsq_over_row_block": ("rms_norm/normal_eps1e-05_f32_6x100", "output.rstd"),
+    "rms_outside_bwd_proj_on_u": ("rms_norm/normal_eps0.3_outside_bf16_6x100", "grad.x"),
+    "rms_k2_row_stride_of_last_axis": ("rms_norm/heavy_tail_eps1e-05_k2_f32_2x3x5x6", "output.rstd"),
+    "an_ln_block_welford_half_delta": ("add_norm/normal_f32_6x100", "output.y"),
+    "an_rms_dbias_not_written": ("add_norm/mean1e3_rms_xnormal_f64_4x16", "grad.bias"),
+    "an_dresidual_before_y1_branch": ("add_norm/normal_par_f64_5x12", "grad.residual"),
+    "an_eps_in_input_dtype": ("add_norm/std1e-3_p_bf16_4x32", "output.y"),
+    "an_rowscale_hoisted_per_row_block": ("add_norm/normal_p_rs_f64_9x7", "output.y"),
+    "an_f64_residual_add_in_float32": ("add_norm/normal_par_f64_5x12", "output.residual_out"),
+    "nq_amax_before_bias": ("norm_quant/normal_ln_e4m3_dyn_wb_f16_8x256", "output.amax"),
+    "nq_ln_bias_before_weight": ("norm_quant/normal_ln_e4m3_dyn_wb_f16_8x256", "output.amax"),
+    "nq_scale_stored_column_major": ("norm_quant/heavy_tail_rms_e4m3_dyn_bf16_2x4x64", "output.scale"),
+    "nq_rms_eps_dropped": ("norm_quant/normal_eps0.3_rms_e4m3_dyn_noaffine_bf16_4x64", "output.amax"),
+    "nq_scale_amax_outputs_swapped": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.scale"),
+    "nq_f64_dyn_scale_in_float32": ("norm_quant/normal_rms_i8_dyn_f64_4x100", "output.scale"),
+    "gated_dz_without_x": ("gated_norm/normal_f32_4x64", "grad.z"),
+    "gated_bwd_stats_of_first_group": ("gated_norm/normal_ln_gs2_f64_5x6", "grad.x"),
+    "gated_f64_sigmoid_in_float32": ("gated_norm/normal_gs4_f64_3x7x12", "output.y"),
+    "gated_rms_bias_dropped": ("gated_norm/normal_f32_4x64", "output.y"),
+    "gated_bwd_g_without_weight": ("gated_norm/normal_ln_gs2_f64_5x6", "grad.x"),
+    "gated_rows_grid_floor": ("gated_norm/normal_ln_gs2_f64_5x6", "output.y"),
+    "gated_rms_as_layer_norm": ("gated_norm/normal_f32_4x64", "output.y"),
+    "dyt_weight_bias_swapped": ("dyt/normal_f64_2x5x7", "output.y"),
+    "dyt_affine_rounded_between_ops": ("dyt/normal_f16_8x64", "output.y"),
+    "dyt_dweight_from_alpha_x": ("dyt/normal_f64_2x5x7", "grad.weight"),
+    "dyt_bwd_x_of_next_row": ("dyt/normal_f64_2x5x7", "grad.x"),
+    "dyt_single_column_tile_64": ("dyt/normal_bf16_6x96", "output.y"),
+    "dyt_activation_sigmoid": ("dyt/normal_f64_2x5x7", "output.y"),
+    "poly_rows_of_first_sample": ("poly_norm/normal_f32_2x3x40", "output.y"),
+    "poly_bwd_weights_reversed": ("poly_norm/normal_f64_3x7", "grad.x"),
+    "poly_bwd_centred": ("poly_norm/normal_f64_3x7", "grad.x"),
+    "poly_chunk_mean_squares_averaged": ("poly_norm/normal_bf16_8x48", "output.y"),
+    "poly_weight_loaded_as_bf16": ("poly_norm/normal_f32_4x64", "output.y"),
+    "poly_dweight_first_partial_skipped": ("poly_norm/heavy_tail_f32_8x64", "grad.weight"),
+}
+
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
 # mean 1e4, of constant rows with eps 1e-12: the quantized outputs' bounds cover any value), so that no array
 # of theirs can be verified; their status is partial for every kernel
@@ -1005,6 +1050,7 @@ NOTHING_CONSTRAINED_18 = NOTHING_CONSTRAINED_3                   # both of them 
 NOTHING_CONSTRAINED_19 = frozenset()                             # blind19's ops, blind17's: no such case
 NOTHING_CONSTRAINED_20 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind20
 NOTHING_CONSTRAINED_21 = frozenset()                             # blind21's ops, blind19's: no such case
+NOTHING_CONSTRAINED_22 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind22
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -1054,6 +1100,8 @@ SETS = {
                 {"ops": blind20.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_20}, 0),
     "blind21": (blind21, blind21.Blind21Kernel, CAUGHT_BY_21, blind21.LABELS, (40, 48),
                 {"ops": blind21.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_21}, 0),
+    "blind22": (blind22, blind22.Blind22Kernel, CAUGHT_BY_22, blind22.LABELS, (40, 48),
+                {"ops": blind22.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_22}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
