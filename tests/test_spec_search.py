@@ -522,6 +522,26 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind18", "poly_bwd_proj_on_unnormalized_power", "poly_norm/normal_f64_3x7", "backward", "mean(g_p x^p)"),
     # a forward slice's own sum averaged: another normalizer's equation (the p-norm as a power mean)
     ("blind19", "lp_norm_as_power_mean", "lp_normalize/normal_f64_9x7", "semantics", "divided by its count 7"),
+    # session 23, on blind20 and blind21 (development sets since their measurement): one backward operation's x_hat
+    # from the statistics at another index (the next channel's rstd; a column-parallel kernel's j mod R)
+    ("blind21", "bn_dweight_rstd_of_next_channel", "batch_norm/normal_f16_8x2x4x4", "layout",
+     "x_hat recomputed from the rstd read at the next index of its axis 0 (wrapping) in `dy * xhat`"),
+    ("blind20", "ln_dweight_stats_at_column_index", "layer_norm/normal_f32_6x100", "layout",
+     "read at the column index j (mod the row count 6)"),
+    # n - ddof read as the tile's width (8 for 7: n + 1, not the Bessel convention); a count read as n - 1
+    ("blind20", "ln_var_over_block_width", "layer_norm/normal_f64_9x7", "block", "= 7 read as 8 (the tile's width"),
+    ("blind20", "poly_mean_square_over_h_minus_1", "poly_norm/normal_f32_4x64", "bessel", "= 64 read as 63"),
+    # the running variance's Bessel factor written upside down (bessel, rule 1, not running)
+    ("blind21", "bn_running_var_bessel_inverted", "batch_norm/normal_f32_6x4x25", "bessel", "written upside down"),
+    # the backward's means over the batch too (an instance norm's, the batch norm kernel reused): reduction
+    ("blind21", "in_bwd_means_over_batch", "instance_norm/normal_f32_2x3x100", "reduction", "over axis 0 too"),
+    # the weight and bias read at the row's index; a factor distributed over a sum, missing from one term
+    ("blind21", "zs_weight_indexed_by_row", "z_score/normal_f64_9x7", "layout", "read at the row's index"),
+    ("blind21", "gns_silu_grad_sigmoid_prime_without_s", "group_norm_silu/normal_g3_f64_3x6x7", "backward",
+     "`s` applied to `1.0` alone in `s * (1.0 + p * rest)`"),
+    # each block's amax as max(y) (the absolute value left out): the quantizer's scale
+    ("blind21", "nqb_amax_signed_max", "norm_quant_block/normal_ln_g_wb_f32_4x256", "quant_scale",
+     "each block's max(y)"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind19, each since its measurement), each on one
@@ -533,6 +553,17 @@ def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism
     assert r.status == "failed"
     d = r.diagnosis
     assert d["mechanism"] == mechanism and words in d["message"], d["message"]
+
+
+def test_a_returned_running_mean_with_y_right_is_explained_unnamed():
+    """batch_norm returning the updated running_mean as its mean output in training, y right (blind21's
+    bn_mean_output_is_running_mean, unlabelled): an array returned for another, explained with no mechanism named
+    (rule 14's mode is a call computing with the running statistics)."""
+    from planted.blind21 import Blind21Kernel
+    r = check_case(Blind21Kernel("bn_mean_output_is_running_mean"), load_case(GOLDEN, "batch_norm/normal_f32_6x4x25"))
+    d = r.diagnosis
+    assert r.status == "failed" and r.failing_arrays() == ["output.mean"]
+    assert d["mechanism"] is None and "no mechanism of refnorm's list names" in d["message"], d["message"]
 
 
 def test_outputs_returned_in_each_others_place_are_explained_unnamed():
