@@ -542,6 +542,12 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # each block's amax as max(y) (the absolute value left out): the quantizer's scale
     ("blind21", "nqb_amax_signed_max", "norm_quant_block/normal_ln_g_wb_f32_4x256", "quant_scale",
      "each block's max(y)"),
+    # the count from some of the reduced axes (N * W where N * H * W belongs); a dynamic scale rounded up to a
+    # power of two where the raw quotient belongs (scale_rounding)
+    ("blind21", "bn_count_from_last_axis", "batch_norm/normal_f32_16x3x4x5", "reduction",
+     "taken as the sum divided by 80 where n = 320 belongs"),
+    ("blind20", "nq_dyn_scale_rounded_up_pow2", "norm_quant/normal_rms_e4m3_dyn_f32_8x256", "scale_rounding",
+     "rounded up to a power of two"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind19, each since its measurement), each on one

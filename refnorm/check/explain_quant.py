@@ -301,6 +301,13 @@ class _RowCtx(_Ctx):
                     add(self.dyn(self.amax, qm), f"is amax / {qm:g}: {what} where {self.qdtype}'s maximum "
                                                  f"{self.qmax:g} belongs (the factor {self.qmax:g}/{qm:g})",
                         "quant_scale")
+            raw = self.dyn(self.amax)       # the dynamic scale rounded to a power of two (a UE8M0 scale's rule
+            for f, what in ((np.ceil, "up"), (np.floor, "down"), (np.rint, "to the nearest")):   # where none belongs)
+                with np.errstate(all="ignore"):
+                    p2 = np.where(raw > 0, 2.0 ** f(np.log2(np.where(raw > 0, raw, 1.0))), raw)
+                if not np.array_equal(p2, raw):
+                    add(p2, f"is amax / qmax rounded {what} to a power of two (a power-of-two scale rule where the "
+                            "raw quotient belongs)", "scale_rounding")
             if self.ub is not None:
                 add(self.dyn(self.amax, ub_amax=True), f"is min(amax, scale_ub) / qmax: scale_ub ({self.ub:g}) "
                                                        "applied to the amax before the division", "quant_scale")

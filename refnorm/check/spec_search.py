@@ -75,6 +75,7 @@ import functools
 import importlib
 import importlib.util
 import inspect
+import itertools
 import math
 import operator
 import threading
@@ -1758,9 +1759,11 @@ def _group_length(case, record):
 
 
 def _counts(n, sizes):
-    """The counts a reduction over n values (of axes of ``sizes``) may take instead: one more or less, one
-    axis's size (several axes), the tile's width (the next power of two: its padded lanes counted)."""
-    return sorted({n + 1, n - 1, _tile(n), *(sizes if len(sizes) > 1 else ())} - {n, 0})
+    """The counts a reduction over n values (of axes of ``sizes``) may take instead: one more or less, the
+    product of some of the axes' sizes (several axes: the count taken from the wrong axes), the tile's width (the
+    next power of two: its padded lanes counted)."""
+    parts = {int(np.prod(c)) for k in range(1, len(sizes)) for c in itertools.combinations(sizes, k)}
+    return sorted({n + 1, n - 1, _tile(n), *parts} - {n, 0})
 
 
 def _tile(n):
