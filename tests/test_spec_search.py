@@ -548,6 +548,9 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "taken as the sum divided by 80 where n = 320 belongs"),
     ("blind20", "nq_dyn_scale_rounded_up_pow2", "norm_quant/normal_rms_e4m3_dyn_f32_8x256", "scale_rounding",
      "rounded up to a power of two"),
+    # a forward statistic of each pair of rows the first row's (a program of two rows loading it once)
+    ("blind21", "aln_rstd_of_first_row_in_pair", "adaptive_layer_norm/normal_f32_3x20x12", "layout",
+     "read at the first index of each block of 2 (a program of 2 slices"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind19, each since its measurement), each on one

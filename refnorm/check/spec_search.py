@@ -1106,6 +1106,12 @@ def _candidates(case, record, forward_only):
                         f"`{what}` read at the first index of its leading axis for every index"))
             out.append((("remap", key, _next), None, key.rsplit(".", 1)[1],
                         f"`{what}` read at the next index of its leading axis (off by one, wrapping)"))
+            for k in (2, 4):        # a program of k slices loading the first slice's value once for all of them
+                if np.size(v) % k == 0 and np.size(v) > k:
+                    out.append((("remap", key, lambda a, k=k: np.reshape(np.repeat(np.reshape(a, (-1, k))[:, :1], k,
+                                                                                   axis=1), np.shape(a))),
+                                None, key.rsplit(".", 1)[1], f"`{what}` read at the first index of each block of {k} "
+                                f"(a program of {k} slices loading the first one's for all)"))
     for key, v in seen.items():     # every index of an axis holding its last index's value (the last store wins)
         if 1 < np.size(v) < n:
             late += [(("remap", key, lambda a, ax=ax: _first(a, ax, last=True)), None, key.rsplit(".", 1)[1],
