@@ -62,7 +62,11 @@ reductions over a slice's trailing run of axes (a row's columns, a sample's spat
 (maybe scaled) sum of squared deviations with a power-of-two tile's padded lanes counted or merged from blocks'
 partial variances; every lane of the tile counted; the forward's statistics, or every reduction of one backward
 function, over whole tiles only ("block", "one_pass"); and the backward's values of one activation input alone
-read at the next or previous row ("layout").
+read at the next or previous row ("layout"). One backward operation's x_hat from the statistics at another
+index (the next channel's, a column's j mod R: "layout"); a factor of a parenthesized sum applied to one term
+alone; a count operand read as another (``_count_tag``: n - 1 for n or the reverse "bessel", the tile's width
+"block", any other count "reduction"), alone or at every place using it; a forward value of each block of 2 or
+4 slices the first slice's ("layout").
 
 Layer 4 (NumPy; reads the specifications' source, never changes them); thread-safe (the target is
 thread-local, the instrumented modules are built once under a lock).
