@@ -517,6 +517,16 @@ def _param_candidates(case, name, v, shape):
     return out
 
 
+def _pairs_present(record):
+    """For each pair of PAIRS (a gain and its offset), the names of those the call passes as floating arrays
+    (the gain's first), where any is."""
+    for pair in PAIRS:
+        have = [n for n in pair if record.inputs.get(n) is not None and np.ndim(record.inputs[n])
+                and np.asarray(record.inputs[n]).dtype.kind not in "iub"]
+        if have:
+            yield have
+
+
 def param_index(ex, case, record, ref, reference):
     """The parameters (weight and bias, scale and shift) read at another index or rounded
     (``_param_candidates``), screened by the effective values the kernel's y implies, confirmed by the
@@ -524,11 +534,7 @@ def param_index(ex, case, record, ref, reference):
     x = record.inputs.get("x")
     if x is None or ("outputs", "y") not in record.failing or np.shape(record.got["outputs"].get("y")) != np.shape(x):
         return []
-    for wn, bn in PAIRS:
-        have = [n for n in (wn, bn) if record.inputs.get(n) is not None and np.ndim(record.inputs[n])
-                and np.asarray(record.inputs[n]).dtype.kind not in "iub"]
-        if not have:
-            continue
+    for have in _pairs_present(record):
         wn2, bn2 = (have[0], have[1] if len(have) > 1 else None)
         shape = np.shape(record.inputs[wn2])
         if bn2 and np.shape(record.inputs[bn2]) != shape:
@@ -604,11 +610,7 @@ def params_by_row(ex, case, record, ref, reference):
     x = record.inputs.get("x")
     if x is None or case.op in PER_CHANNEL or ("outputs", "y") not in record.failing:
         return []
-    for wn, bn in PAIRS:
-        have = [n for n in (wn, bn) if record.inputs.get(n) is not None and np.ndim(record.inputs[n])
-                and np.asarray(record.inputs[n]).dtype.kind not in "iub"]
-        if not have:
-            continue
+    for have in _pairs_present(record):
         shape = np.shape(record.inputs[have[0]])
         P = int(np.prod(shape, dtype=np.int64))
         if P < 2 or any(np.shape(record.inputs[n]) != shape for n in have) \
