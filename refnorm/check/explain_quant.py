@@ -302,9 +302,10 @@ class _RowCtx(_Ctx):
                                                  f"{self.qmax:g} belongs (the factor {self.qmax:g}/{qm:g})",
                         "quant_scale")
             raw = self.dyn(self.amax)       # the dynamic scale rounded to a power of two (a UE8M0 scale's rule
-            for f, what in ((np.ceil, "up"), (np.floor, "down"), (np.rint, "to the nearest")):   # where none belongs)
-                with np.errstate(all="ignore"):
-                    p2 = np.where(raw > 0, 2.0 ** f(np.log2(np.where(raw > 0, raw, 1.0))), raw)
+            lo, hi = NB.F32_POW2_EXP        # where none belongs; a zero scale stays)
+            for f, what in ((lambda v: NB.pow2_ceil(v, lo, hi), "up"), (lambda v: NB.pow2_floor(v, lo, hi), "down"),
+                            (lambda v: _pow2_nearest(v, lo, hi), "to the nearest")):
+                p2 = np.where(raw > 0, f(raw), raw)
                 if not np.array_equal(p2, raw):
                     add(p2, f"is amax / qmax rounded {what} to a power of two (a power-of-two scale rule where the "
                             "raw quotient belongs)", "scale_rounding")

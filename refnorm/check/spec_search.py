@@ -1147,14 +1147,17 @@ def _distributed(ops):
     b + a * c (a derivative's factor distributed over a sum and dropped from one term: s + p (1 - s) where
     s (1 + p (1 - s)) belongs); as _candidates' tuples ("multi": the sum's operation keeps its operands for the
     product's)."""
-    out = []
+    out, sums = [], {}             # (module, function, line, "(b + c)") -> the sums' operations written so
+    for j in ops:
+        mod, func, line, op, left, right = _SOURCES[j]
+        if op in ("Add", "Sub"):
+            sums.setdefault((mod, func, line, f"({left} {_SYM[op]} {right})"), []).append(j)
     for i in ops:
         mod, func, line, op, *sides = _SOURCES[i]
         if op != "Mult" or ops[i] is None:
             continue
         for side, src in enumerate(sides):
-            inner = [j for j in ops if _SOURCES[j][:3] == (mod, func, line) and _SOURCES[j][3] in ("Add", "Sub")
-                     and src == f"({_SOURCES[j][4]} {_SYM[_SOURCES[j][3]]} {_SOURCES[j][5]})"]
+            inner = sums.get((mod, func, line, src), ())
             if len(inner) != 1:
                 continue
             j, factor = inner[0], sides[1 - side]
@@ -1581,6 +1584,21 @@ def _saved_statistics(seen):
         yield key, hkey, rstd, xhat, mean, sh, view
 
 
+def _x_of_saved(rstd, xhat, mean, sh, view):
+    """(the mean, 0 for an RMS norm; x in x_hat's ``view``, x_hat / rstd + mean) from one backward's saved
+    statistics (``_saved_statistics``)."""
+    m = np.zeros(np.shape(rstd)) if mean is None else np.asarray(mean)
+    return m, np.reshape(xhat, view) / np.reshape(rstd, sh) + np.reshape(m, sh)
+
+
+def _xhat_places(ops, xhat, names=("xhat",)):
+    """The (operation, side) of every backward operation reading x_hat (an operand written as one of ``names``,
+    of x_hat's size)."""
+    return [(j, side) for j, sides in ops.items() if sides is not None
+            for side, src in enumerate(_SOURCES[j][4:]) if src in names and "backward" in _SOURCES[j][1]
+            and np.size(np.zeros(sides[side])) == np.size(xhat)]
+
+
 def _statistics_read(seen, state=None, eps=0.0, training=False):
     """The backward reading the saved statistics at another index (a sample's, a group's, the next row's) and
     recomputing x_hat from them: a backward function's arguments rstd and xhat remapped together, x_hat' =
@@ -1591,8 +1609,7 @@ def _statistics_read(seen, state=None, eps=0.0, training=False):
     out = []
     for key, hkey, rstd, xhat, mean, sh, view in _saved_statistics(seen):
         base = key[:-len("rstd")]
-        m = np.zeros(np.shape(rstd)) if mean is None else mean
-        xs = np.reshape(xhat, view) / np.reshape(rstd, sh) + np.reshape(m, sh)      # x (an RMS norm's)
+        m, xs = _x_of_saved(rstd, xhat, mean, sh, view)        # x (an RMS norm's)
         # the mean and rstd read at the other index together, or (a centred norm) rstd alone, x - mean the row's own
         for stats, fm in (("rstd", None),) if mean is None else (("mean and rstd", True), ("rstd", False)):
             for f, what in _index_maps(np.shape(rstd)):     # (x_hat' computed when the change is evaluated; each
@@ -1681,13 +1698,10 @@ def _statistics_read_at(seen, ops):
     column j; as _candidates' tuples, tagged "layout"."""
     out = []
     for key, hkey, rstd, xhat, mean, sh, view in _saved_statistics(seen):
-        places = [(j, side) for j, sides in ops.items() if sides is not None
-                  for side, src in enumerate(_SOURCES[j][4:]) if src in ("xhat", "vhat", "x_hat")
-                  and "backward" in _SOURCES[j][1] and np.size(np.zeros(sides[side])) == np.size(xhat)]
+        places = _xhat_places(ops, xhat, ("xhat", "vhat", "x_hat"))
         if not places:
             continue
-        m = np.zeros(np.shape(rstd)) if mean is None else np.asarray(mean)
-        xs = np.reshape(xhat, view) / np.reshape(rstd, sh) + np.reshape(m, sh)
+        m, xs = _x_of_saved(rstd, xhat, mean, sh, view)
         maps = [(lambda v, f=f: np.reshape(f(v), sh), what) for f, what in _index_maps(np.shape(rstd))]
         R = np.size(rstd)
         if np.shape(xs)[:1] == (R,) and np.ndim(xs) == 2 and np.shape(xs)[1] > 1:     # rows' statistics at j mod R
@@ -1716,9 +1730,7 @@ def _uncentred(seen, ops):
         shift = np.broadcast_to(np.reshape(mean, sh) * np.reshape(rstd, sh),       # mean * rstd, x_hat's shape
                                 np.reshape(xhat, view).shape).reshape(np.shape(xhat))
         fn = (lambda v, s=shift: v + np.reshape(s, np.shape(v)) if np.size(v) == np.size(s) else v)
-        places = [(j, side) for j, sides in ops.items() if sides is not None
-                  for side, src in enumerate(_SOURCES[j][4:]) if src == "xhat" and "backward" in _SOURCES[j][1]
-                  and np.size(np.zeros(sides[side])) == np.size(xhat)]
+        places = _xhat_places(ops, xhat)
         for j, side in places:
             out.append((("replace", frozenset((j,)), side, fn), j, "xhat",
                         f"`xhat` read uncentred, x * rstd (its mean's term dropped) in `{_SOURCES[j][4]} "
