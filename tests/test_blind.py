@@ -1,13 +1,14 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind22.py, blind23.py): for each set, the
-correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the array the
-bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures it on these
-held-out sets)."""
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind22.py, blind23.py, blind24.py): for each
+set, the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the
+array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures it on
+these held-out sets)."""
 from __future__ import annotations
 
 import pytest
 
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
-                     blind13, blind14, blind15, blind16, blind17, blind18, blind19, blind20, blind21, blind22, blind23)
+                     blind13, blind14, blind15, blind16, blind17, blind18, blind19, blind20, blind21, blind22, blind23,
+                     blind24)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -1074,6 +1075,51 @@ CAUGHT_BY_23 = {
     "aln_sample_index_divided_by_hidden": ("adaptive_layer_norm/normal_f64_2x5x7", "output.y"),
 }
 
+CAUGHT_BY_24 = {
+    "ln_bwd_dy_of_next_row": ("layer_norm/normal_f64_9x7", "grad.x"),
+    "ln_bwd_dx_bf16_truncated": ("layer_norm/normal_bf16_2x3x7", "grad.x"),
+    "ln_mean_count_unbiased": ("layer_norm/normal_f64_9x7", "output.mean"),
+    "ln_var_tail_tile_skipped": ("layer_norm/normal_f32_6x100", "output.rstd"),
+    "ln_zc_offset_added_to_bias": ("layer_norm/normal_zc_f16_4x128", "output.y"),
+    "ln_dweight_from_saved_output": ("layer_norm/normal_f64_9x7", "grad.weight"),
+    "rms_rstd_store_index_for_strided_rows": ("rms_norm/normal_eps1e-05_f64_9x7", "output.rstd"),
+    "rms_weight_cast_to_bf16": ("rms_norm/normal_eps1e-05_f32_6x100", "output.y"),
+    "rms_dweight_atomic_and_host_sum": ("rms_norm/normal_eps1e-05_f64_9x7", "grad.weight"),
+    "rms_bwd_projection_added": ("rms_norm/normal_eps1e-05_f64_9x7", "grad.x"),
+    "rms_bwd_proj_dot_float32_for_float64": ("rms_norm/normal_eps1e-05_f64_9x7", "grad.x"),
+    "rms_sumsq_scalar_tail_index_not_advanced": ("rms_norm/normal_eps1e-05_f32_6x100", "output.rstd"),
+    "an_drowscale_keep_scale_twice": ("add_norm/normal_p_rs_f64_9x7", "grad.rowscale"),
+    "an_bwd_branch_grads_summed_in_half": ("add_norm/normal_noprenorm_parw1_f16_3x32", "grad.x"),
+    "an_y1_bias_from_bias": ("add_norm/normal_par_f64_5x12", "output.y1"),
+    "an_y1_branch_bwd_rms_formula": ("add_norm/normal_par_f64_5x12", "grad.x"),
+    "an_residual_added_after_norm": ("add_norm/normal_f32_6x100", "output.y"),
+    "an_residual_out_tail_tile_unwritten": ("add_norm/normal_f32_6x100", "output.residual_out"),
+    "nq_dyn_scale_pow2_floor": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.scale"),
+    "nq_q_from_y_rounded_to_input_dtype": ("norm_quant/normal_rms_e4m3_dyn_bf16_8x256", "output.q"),
+    "nq_rms_mean_square_over_block_width": ("norm_quant/normal_rms_i8_dyn_f64_4x100", "output.amax"),
+    "nq_amax_output_in_quantized_units": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.amax"),
+    "nq_e4m3_clip_at_480": ("norm_quant/normal_rms_e4m3_static_bf16_8x256", "output.q"),
+    "nq_fp8_dyn_scale_over_int8_max": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.scale"),
+    "gated_dparams_last_row_block_clamped": ("gated_norm/normal_gs8_bf16_300x32", "grad.weight"),
+    "gated_bwd_vhat_recomputed_without_gate": ("gated_norm/normal_f32_4x64", "grad.x"),
+    "gated_group_tail_tile_skipped": ("gated_norm/heavy_tail_gs20_nobias_f32_4x80", "output.y"),
+    "gated_dweight_from_v_unnormalized": ("gated_norm/normal_f32_4x64", "grad.weight"),
+    "gated_f16_y_round_toward_zero": ("gated_norm/normal_gs16_f16_2x16", "output.y"),
+    "gated_bias_before_weight": ("gated_norm/normal_f32_4x64", "output.y"),
+    "dyt_tanh_of_half_argument": ("dyt/normal_f64_2x5x7", "output.y"),
+    "dyt_dweight_mean_over_rows": ("dyt/normal_f64_2x5x7", "grad.weight"),
+    "dyt_bwd_weighted_dy_in_input_dtype": ("dyt/normal_f16_8x64", "grad.x"),
+    "dyt_weight_inside_tanh": ("dyt/normal_f64_2x5x7", "output.y"),
+    "dyt_dx_alpha_squared": ("dyt/normal_f64_2x5x7", "grad.x"),
+    "dyt_dx_f16_round_toward_zero": ("dyt/normal_f16_8x64", "grad.x"),
+    "poly_bwd_x_of_next_row": ("poly_norm/normal_f64_3x7", "grad.x"),
+    "poly_bwd_rstd_recomputed_default_eps": ("poly_norm/normal_eps0.3_f32_6x30", "grad.x"),
+    "poly_dx_chain_power_in_half": ("poly_norm/normal_bf16_8x48", "grad.x"),
+    "poly_weight_folded_before_rms": ("poly_norm/normal_f64_3x7", "output.y"),
+    "poly_bwd_linear_term_doubled": ("poly_norm/normal_f64_3x7", "grad.x"),
+    "poly_rstd_powers_of_linear_rstd": ("poly_norm/normal_f64_3x7", "output.y"),
+}
+
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
 # mean 1e4, of constant rows with eps 1e-12: the quantized outputs' bounds cover any value), so that no array
 # of theirs can be verified; their status is partial for every kernel
@@ -1099,6 +1145,7 @@ NOTHING_CONSTRAINED_20 = NOTHING_CONSTRAINED_3                   # both of them 
 NOTHING_CONSTRAINED_21 = frozenset()                             # blind21's ops, blind19's: no such case
 NOTHING_CONSTRAINED_22 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind22
 NOTHING_CONSTRAINED_23 = frozenset()                             # blind23's ops, blind21's: no such case
+NOTHING_CONSTRAINED_24 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind24
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -1152,6 +1199,8 @@ SETS = {
                 {"ops": blind22.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_22}, 0),
     "blind23": (blind23, blind23.Blind23Kernel, CAUGHT_BY_23, blind23.LABELS, (40, 48),
                 {"ops": blind23.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_23}, 0),
+    "blind24": (blind24, blind24.Blind24Kernel, CAUGHT_BY_24, blind24.LABELS, (40, 48),
+                {"ops": blind24.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_24}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
