@@ -2,6 +2,10 @@
 set, the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the
 array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures it on
 these held-out sets)."""
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind22.py, blind23.py, blind25.py): for each
+set, the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the
+array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures it on these
+held-out sets)."""
 from __future__ import annotations
 
 import pytest
@@ -9,6 +13,7 @@ import pytest
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
                      blind13, blind14, blind15, blind16, blind17, blind18, blind19, blind20, blind21, blind22, blind23,
                      blind24)
+                     blind25)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -1118,6 +1123,51 @@ CAUGHT_BY_24 = {
     "poly_weight_folded_before_rms": ("poly_norm/normal_f64_3x7", "output.y"),
     "poly_bwd_linear_term_doubled": ("poly_norm/normal_f64_3x7", "grad.x"),
     "poly_rstd_powers_of_linear_rstd": ("poly_norm/normal_f64_3x7", "output.y"),
+CAUGHT_BY_25 = {
+    "bn_eval_running_stats_of_channel0": ("batch_norm/normal_eval_bf16_2x3x4", "output.y"),
+    "bn_bwd_proj_over_count_minus_1": ("batch_norm/normal_f64_7x3", "grad.x"),
+    "bn_var_pad_lanes_unmasked": ("batch_norm/normal_f32_6x4x25", "output.rstd"),
+    "bn_xhat_rounded_before_affine": ("batch_norm/normal_bf16_16x3x4x5", "output.y"),
+    "bn_bwd_rstd_recomputed_with_default_eps": ("batch_norm/normal_eps0.3_f32_7x3", "grad.x"),
+    "bn_weight_loaded_from_bias_ptr": ("batch_norm/normal_f64_7x3", "output.y"),
+    "in_bwd_dy_read_channels_last": ("instance_norm/normal_f64_3x2x7", "grad.x"),
+    "in_bwd_projection_from_dy": ("instance_norm/normal_f64_3x2x7", "grad.x"),
+    "in_eps_added_to_sum_of_squares": ("instance_norm/normal_eps0.3_f32_3x2x7", "output.rstd"),
+    "in_rstd_output_before_sqrt": ("instance_norm/normal_f64_3x2x7", "output.rstd"),
+    "in_sq_dev_sum_in_half": ("instance_norm/normal_bf16_2x3x100", "output.rstd"),
+    "gn_float64_via_float32": ("group_norm/normal_g3_f64_3x6x7", "output.y"),
+    "gn_dparams_sample_loop_from_one": ("group_norm/normal_g2_f32_3x6", "grad.weight"),
+    "gn_y_store_sample_offset_missing": ("group_norm/normal_g2_f32_3x6", "output.y"),
+    "gn_uncentred_rms_flag_default": ("group_norm/normal_g2_f32_3x6", "output.y"),
+    "gn_bwd_ds_from_xhat_in_x_form": ("group_norm/normal_g2_f32_3x6", "grad.x"),
+    "gn_bias_dropped_without_weight": ("group_norm/normal_noweight_g3_f32_3x6x7", "output.y"),
+    "gns_spatial_vec4_tail_dropped": ("group_norm_silu/normal_g3_f32_1x6x5x5", "output.mean"),
+    "gns_group_halves_not_merged": ("group_norm_silu/normal_g4_f32_2x8x5x7", "output.mean"),
+    "gns_channel_block_partials_equal_weight": ("group_norm_silu/normal_g1_bf16_2x6x4x5", "output.mean"),
+    "gns_silu_grad_sigmoid_for_complement": ("group_norm_silu/normal_g2_f32_3x6", "grad.x"),
+    "gns_activation_hardswish": ("group_norm_silu/normal_g2_f32_3x6", "output.y"),
+    "zs_bwd_row_sums_in_half": ("z_score/normal_bf16_6x100", "grad.x"),
+    "zs_bessel_factor_outside_root": ("z_score/normal_f64_9x7", "output.std"),
+    "zs_bwd_mean_term_of_dy": ("z_score/normal_f64_9x7", "grad.x"),
+    "zs_stats_row_pointer_not_advanced": ("z_score/normal_f64_9x7", "output.mean"),
+    "zs_var_about_first_value_uncorrected": ("z_score/normal_f64_9x7", "output.std"),
+    "zs_bf16_outputs_truncated": ("z_score/normal_bf16_6x100", "output.y"),
+    "lp_rows_grid_floor_quads": ("lp_normalize/normal_f64_9x7", "output.y"),
+    "lp_bwd_jacobian_not_transposed": ("lp_normalize/normal_p0.5_f64_9x7", "grad.x"),
+    "lp_onnx_rule_clamped_by_eps": ("lp_normalize/zero_onnx_bf16_3x7", "grad.x"),
+    "lp_bwd_norm_of_next_row": ("lp_normalize/normal_f64_9x7", "grad.x"),
+    "nqb_nvfp4_scale_output_includes_tensor_scale": ("norm_quant_block/normal_rms_nvfp4_f32_3x200", "output.scale"),
+    "nqb_mx_block_amax_of_prenorm": ("norm_quant_block/normal_rms_mx_f32_3x200", "output.amax"),
+    "nqb_nvfp4_clip_before_scale": ("norm_quant_block/outlier_rms_nvfp4_res_f16_8x256", "output.q"),
+    "nqb_rms_sumsq_in_half": ("norm_quant_block/normal_rms_g_bf16_8x512", "output.amax"),
+    "nqb_ln_weight_loaded_from_bias_ptr": ("norm_quant_block/normal_ln_g_wb_f32_4x256", "output.amax"),
+    "nqb_amax_loop_bound_inclusive": ("norm_quant_block/normal_rms_nvfp4_f32_3x200", "output.amax"),
+    "aln_dmod_token_blocks_from_second": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.scale"),
+    "aln_bwd_g_rounded_to_input_dtype": ("adaptive_layer_norm/normal_bf16_2x8x32", "grad.x"),
+    "aln_bwd_projection_of_output": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.x"),
+    "aln_eps_squared": ("adaptive_layer_norm/normal_eps0.3_f32_1x10x24", "output.rstd"),
+    "aln_row_tail_tile_dropped": ("adaptive_layer_norm/normal_eps0.3_f32_1x10x24", "output.mean"),
+    "aln_dscale_dshift_outputs_swapped": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.scale"),
 }
 
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
@@ -1146,6 +1196,7 @@ NOTHING_CONSTRAINED_21 = frozenset()                             # blind21's ops
 NOTHING_CONSTRAINED_22 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind22
 NOTHING_CONSTRAINED_23 = frozenset()                             # blind23's ops, blind21's: no such case
 NOTHING_CONSTRAINED_24 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind24
+NOTHING_CONSTRAINED_25 = frozenset()                             # blind25's ops, blind23's: no such case
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -1201,6 +1252,8 @@ SETS = {
                 {"ops": blind23.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_23}, 0),
     "blind24": (blind24, blind24.Blind24Kernel, CAUGHT_BY_24, blind24.LABELS, (40, 48),
                 {"ops": blind24.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_24}, 0),
+    "blind25": (blind25, blind25.Blind25Kernel, CAUGHT_BY_25, blind25.LABELS, (40, 48),
+                {"ops": blind25.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_25}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
