@@ -1,10 +1,6 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind22.py, blind23.py, blind24.py): for each
-set, the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the
-array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures it on
-these held-out sets)."""
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind22.py, blind23.py, blind25.py): for each
-set, the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the
-array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures it on these
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind24.py, blind25.py): for each set, the
+correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the array the
+bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures it on these
 held-out sets)."""
 from __future__ import annotations
 
@@ -12,8 +8,7 @@ import pytest
 
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
                      blind13, blind14, blind15, blind16, blind17, blind18, blind19, blind20, blind21, blind22, blind23,
-                     blind24)
-                     blind25)
+                     blind24, blind25)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -1123,6 +1118,8 @@ CAUGHT_BY_24 = {
     "poly_weight_folded_before_rms": ("poly_norm/normal_f64_3x7", "output.y"),
     "poly_bwd_linear_term_doubled": ("poly_norm/normal_f64_3x7", "grad.x"),
     "poly_rstd_powers_of_linear_rstd": ("poly_norm/normal_f64_3x7", "output.y"),
+}
+
 CAUGHT_BY_25 = {
     "bn_eval_running_stats_of_channel0": ("batch_norm/normal_eval_bf16_2x3x4", "output.y"),
     "bn_bwd_proj_over_count_minus_1": ("batch_norm/normal_f64_7x3", "grad.x"),
