@@ -509,11 +509,18 @@ def _lower(case_dtype):
     return []
 
 
+# the lower contract's bound, relative to the expected value, beyond which (at the median failing element) it
+# constrains too little to name a precision: a 16-bit mean stored for rows of mean 1e3 and std 1 (its rounding
+# error up to 0.25) lets x_hat, and every gradient from it, move by a good part of their own size
+LOOSE = 0.5
+
+
 def lower_precision(case, records, refs, contract) -> list:
     """A kernel computing in a lower precision than its declared ``contract`` (mechanism "precision"): every
     failing array of every step within the bounds ``derive_bounds`` gives the case under a lower-precision
     contract (``_lower``: float32 arithmetic for a float64 case; the saved statistics, or every intermediate,
-    in the 16-bit case dtype), its error noise-like (no per-row model of localize.error_shape fits: a
+    in the 16-bit case dtype) and those bounds narrower than LOOSE times the expected values (the median failing
+    element's), its error noise-like (no per-row model of localize.error_shape fits: a
     changed formula errs smoothly) and two-sided (at most TWO_SIDED of the failing elements smaller in
     magnitude than expected, or larger: a truncation errs to one side, rule 8's rounding); never where a
     returned statistic fails (mean, rstd: a statistic's own deviation, the one-pass variance's cancellation,
@@ -547,6 +554,9 @@ def lower_precision(case, records, refs, contract) -> list:
                         or explain.fit_ratio(got, want, Ec) > 1:
                     break
                 bad = localize.failing_mask(got, want, E)
+                w_abs = np.abs(np.asarray(want, dtype=np.float64)[bad])
+                if w_abs.size and np.median(np.asarray(Ec, dtype=np.float64)[bad] / np.maximum(w_abs, 1e-300)) > LOOSE:
+                    break           # a bound as wide as the values admits a changed formula: it names nothing
                 names = localize.axis_names(np.shape(want), x_shape, axes)
                 rows = {i for i, nm in enumerate(names) if nm in ("row", "sample", "channel")}
                 g, w = np.asarray(got, dtype=np.float64)[bad], np.asarray(want, dtype=np.float64)[bad]

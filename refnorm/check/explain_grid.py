@@ -99,7 +99,7 @@ def unprocessed(ex, case, record, ref, reference):
         if np.shape(got) == shape or np.ndim(got) and part != "grads":     # x-shaped, or a per-slice array
             bad[part, name] = ex.failing_mask(got, want, E)
     if not bad:
-        return []
+        return unwritten_columns(ex, record, ref)
     for mask, whole, kind, what in regions(ex, case, x):
         # (screened: every failing element of an x-shaped array inside the region, of a per-slice array (a
         # statistic, a running buffer) inside its slices)
@@ -139,3 +139,34 @@ def _fits(ex, record, res, part, name, mask, whole, fwd):
         elif whole is not None and np.size(got) == np.size(whole):
             v.reshape(-1)[whole] = 0.0
     return ex.fit_ratio(got, v, E) <= 1
+
+
+COLUMN_BLOCKS = (16, 32, 64, 128, 256, 512, 1024)
+
+
+def unwritten_columns(ex, record, ref):
+    """Parameter gradients alone failing, each exactly 0 from entry c0 = floor(N / B) B of its N on (a column-
+    parallel reduction launched on floor(N / B) blocks of B where ceil belongs: the last entries never
+    written) and right before it: explanations (mechanism "block"), or []."""
+    found = set()
+    for part, name in record.failing:
+        got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
+        if part != "grads" or name == "x" or got is None or want is None or E is None \
+                or np.shape(got) != np.shape(want) or np.size(got) < 2:
+            return []
+        g, N = np.asarray(got, dtype=np.float64).reshape(-1), int(np.size(got))
+        bad = ex.failing_mask(got, want, E).reshape(-1)
+        c0 = next((N // B * B for B in COLUMN_BLOCKS if 0 < N // B * B < N and not np.any(bad[:N // B * B])
+                   and np.all(g[N // B * B:] == 0)), None)
+        if c0 is None:
+            return []
+        found.add(c0)
+    if len(found) != 1:
+        return []
+    c0 = found.pop()
+    N = int(np.size(record.got["grads"][record.failing[0][1]]))
+    blocks = [B for B in COLUMN_BLOCKS if N // B * B == c0]
+    what = (f"{_span('entry', c0, N).replace('entrys', 'entries')} (of {N}) never written (0): a column grid of "
+            f"floor({N} / B) blocks of B where ceil belongs (B = {_either(blocks)})")
+    return [{"part": p, "name": n, "step": record.step, "mechanism": "block", "text": what}
+            for p, n in record.failing]

@@ -202,7 +202,7 @@ class _Ctx:
         out = [(lambda v, raw, d=d: np.asarray(round_to(v, d), dtype=np.float64),
                 f"rounded to {d} first and then to {qd} (two roundings)", "rounding") for d in ("float16", "bfloat16")]
         for d in ("float16", "bfloat16"):       # y times the scale's reciprocal held in a 16-bit dtype (rule 8)
-            r = D * np.asarray(round_to(1.0 / D, d), dtype=np.float64)
+            r = self.spread(D * np.asarray(round_to(1.0 / D, d), dtype=np.float64))     # (per block: q's shape)
             out.append((lambda v, raw, r=r: np.clip(raw * r, lo, hi), f"q is y times the reciprocal of the returned "
                         f"scale rounded to {d} (1 / scale held in {d}, then multiplied)", "precision"))
         out += [(lambda v, raw: _grid_round(v, self.grid, "zero"), f"rounded to {qd} toward zero", "rounding"),
@@ -215,7 +215,9 @@ class _Ctx:
         else:
             out.append((lambda v, raw: np.where(np.isfinite(_nonsat(raw, dt)), raw, _nonsat(raw, dt)),
                         f"not saturated ({qd} overflows to {'NaN' if 'e4m3' in qd else 'inf'})", "saturation"))
-        for m, what in MAXIMA.items():
+        p2 = 2.0 ** np.floor(np.log2(hi))           # the format's largest power of two, 2^emax (MX's clip)
+        for m, what in {**MAXIMA, **({p2: f"2^emax = {p2:g}, {qd}'s largest power of two"} if dt.kind != "i"
+                                      and p2 not in MAXIMA else {})}.items():
             if 1.0 < m < hi:
                 out.append((lambda v, raw, m=m: np.clip(v, -m, m), f"saturated at {m:g} ({what}) where {hi:g} belongs",
                             "saturation"))

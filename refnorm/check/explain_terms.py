@@ -96,8 +96,8 @@ def _block_mean(k, n, divide_by_block):
 
 def _nb_alts(grad, to_full, g, dy, xh, rstd, centred, factor, R, n):
     """The discrete alternatives of a normalization's backward dx = to_full(rstd (g - ...)): ``factor``
-    (what g = dy * factor multiplies, None: g is dy) left out of all terms or one; the row sums over
-    blocks of k rows."""
+    (what g = dy * factor multiplies, None: g is dy) left out of all terms or one; the two row sums exchanged
+    (mean(g) on x_hat's term, mean(g x_hat) alone); the row sums over blocks of k rows."""
     if factor is not None:
         grad.alt(f"g = dy: {factor} left out of g", "backward", lambda: to_full(total(_nb(dy, xh, rstd, centred))))
         if centred:
@@ -105,6 +105,9 @@ def _nb_alts(grad, to_full, g, dy, xh, rstd, centred, factor, R, n):
                      lambda: to_full(total(_nb(g, xh, rstd, centred, gm=dy))))
         grad.alt(f"the x_hat mean(g x_hat) term from dy ({factor} left out of it)", "backward",
                  lambda: to_full(total(_nb(g, xh, rstd, centred, gp=dy))))
+    if centred:             # the two row sums held in registers used in each other's term
+        grad.alt("the row sums exchanged: rstd (g - x_hat mean(g) - mean(g x_hat))", "backward",
+                 lambda: to_full(rstd * (g - xh * _mean(g) - _mean(g * xh))))
     for k in BLOCKS:
         if k > R:
             break
@@ -316,6 +319,10 @@ def _group_norm_silu(case, ins, cot, ref):
                        [(t, c, a.reshape(x.shape)) for t, c, a in _nb(g, xhs, rstd, True)])
             _nb_alts(grad, lambda a: a.reshape(x.shape), g, sl(dp), xhs, rstd, True,
                      None if w is None else "the weight", 0, n)
+            gd = sl(dy * Wf)        # a reduction pass reading dy where dp belongs: its sums without silu'(p)
+            grad.alt("the group sums (mean(g), mean(g x_hat)) of dy w, the SiLU's derivative left out of them "
+                     "(g = dy silu'(p) w in dx's first term)", "backward",
+                     lambda g=g, gd=gd: total(_nb(g, xhs, rstd, True, gm=gd, gp=gd)).reshape(x.shape))
         for text, a in alts:
             grad.alt(text, "backward", lambda a=a, name=name: grads(a)[name])
         out[name] = grad
@@ -462,9 +469,16 @@ def _poly_norm(case, ins, cot, ref):
     gx = Grad(x.shape).terms("sum over p of p x^(p-1) r_p (g_p - h_p mean(g_p h_p))", parts(w))
     gx.alt("the factors p of d(x^p)/dx left out: dx = x^2 du_3 + x du_2 + du_1", "backward",
            lambda: sum(c / abs(c) * a for _, c, a in parts(w)))
-    gx.alt("the weights in reversed order (weight[0] on x, weight[2] on x^3) in the backward", "backward",
+    gx.alt("the weights in reversed order (weight[0] on x, weight[2] on x^3) in the backward", "affine",
            lambda: total(parts(w[::-1])))
     gx.alt("g_p = dy: the weights left out of the backward", "backward", lambda: total(parts(np.ones(3))))
+
+    def centred():          # each power's normalization gradient by the layer norm's formula: - mean(g_p) too
+        rs = [1.0 / np.sqrt(((x ** p) ** 2).mean(axis=-1, keepdims=True) + eps) for p in (3, 2, 1)]
+        return total(parts(w)) - sum(p * x ** (p - 1) * r * (dy * w[k]).mean(axis=-1, keepdims=True)
+                                     for k, (p, r) in enumerate(zip((3, 2, 1), rs)))
+    gx.alt("each power's gradient by a centred norm's formula: r_p (g_p - mean(g_p) - h_p mean(g_p h_p))",
+           "backward", centred)
     out["x"] = gx
     hs = [(x ** p) / np.sqrt(((x ** p) ** 2).mean(axis=-1, keepdims=True) + eps) for p in (3, 2, 1)]
     gw = Grad(w.shape).terms("(sum(dy h_3), sum(dy h_2), sum(dy h_1))",

@@ -184,7 +184,8 @@ def missing_rows(err, contrib, ref=None):
     """For a sum over rows (a parameter gradient: ``err`` (columns,) = got - ref, ``contrib`` (rows,
     columns) the reference's per-row terms), the set of rows whose terms are missing (err ~ -sum) or
     counted twice (err ~ +sum), among structured candidates: the last k rows, the first k rows, and
-    rows a..b-1 of every period P (P a power of two, the tile of a kernel's row loop); or the last row's
+    rows a..b-1 of every period P (P a power of two, the tile of a kernel's row loop); the first k rows
+    counted twice and the last k missing (a second program starting at row 0); or the last row's
     counted k more times (a tail block of 16-128 rows clamped to it); "" when none
     fits within FIT. With ``ref`` (the expected sum), returns (text, the sum it describes) instead."""
     miss = ("", None) if ref is not None else ""
@@ -225,6 +226,12 @@ def missing_rows(err, contrib, ref=None):
              for k in ks if abs(tail[k - 1]) >= need]
     cands += [(f"the first {k} rows (0-{k - 1})", lambda k=k: prefix()[k])
               for k in ks if abs(head[k - 1]) >= need]
+    # a later program's row offset left out: it runs over the first k rows again where the last k belong
+    n_first = len(cands)
+    cands += [(f"the first {k} rows (0-{k - 1}) counted twice and the last {k} ({R - k}-{R - 1}) missing (a second "
+               "program's row offset left out: it starts at row 0)",
+               lambda k=k: prefix()[k] - prefix()[R] + prefix()[R - k]) for k in ks if 2 * k <= R and abs(head[k - 1] - tail[k - 1]) >= need]
+    n_cands = len(cands)
     P = 2
     while P < R:
         rows = np.arange(R) % P
@@ -247,10 +254,12 @@ def missing_rows(err, contrib, ref=None):
     for j, (text, make) in enumerate(cands + clamped):
         s = make()
         # (by index: a membership test of the candidate in cands was quadratic in the rows)
-        for sign, what in ((-1.0, "missing"), (1.0, "counted twice")) if j < len(cands) else ((1.0, ""),):
+        for sign, what in (((1.0, ""),) if n_first <= j < n_cands or j >= len(cands) else
+                           ((-1.0, "missing"), (1.0, "counted twice"))):
             r = np.sqrt(np.sum((err - sign * s) ** 2))
             if r <= FIT * tot and (best is None or r < best[0]):
-                best = (r, f"the terms of {text} {what}" if what else text, sign * s)
+                best = (r, f"the terms of {text} {what}" if what else f"the terms of {text}" if j < len(cands)
+                        else text, sign * s)
     if best is None:
         return miss
     return best[1] if ref is None else (best[1], np.asarray(ref, dtype=np.float64).ravel() + best[2])

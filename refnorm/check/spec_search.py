@@ -229,6 +229,23 @@ def _over(axes2):
     return f
 
 
+# the specifications' per-row statistics by name: a root (True: rms, norm, std) or a mean of squares (False)
+_ROW_STATS = {"rms": True, "norm": True, "std": True, "var": False, "ms": False}
+
+
+def _row_blocks(k, root):
+    """The change "each slice's statistic from the sum over its block of ``k`` consecutive slices" (a program
+    of k rows reducing its whole (k, N) tile where the row's belongs, divided as the row's own: every row of the
+    block takes the block's total; the last block partial): a mean of squares summed, a root statistic (``root``:
+    an RMS, a norm, a std) the root of its squares' sum."""
+    def f(v):
+        a = np.asarray(v, dtype=np.float64)
+        blocks = np.arange(a.size) // k
+        t = np.bincount(blocks, weights=(a * a if root else a).reshape(-1))[blocks].reshape(a.shape)
+        return np.sqrt(t) if root else t
+    return f
+
+
 def _whole(a, red, axes, keepdims):
     """The change "the reduction over every axis", a sum scaled by n_own / n_all (code dividing it by its own
     count n_own gets the whole array's mean); broadcast to the right reduction's shape."""
@@ -240,11 +257,12 @@ def _whole(a, red, axes, keepdims):
     return r if keepdims else r.reshape([s for k, s in enumerate(shape) if k not in axes])
 
 
-def _without_last(k, kind):
-    """The change "the reduction (``kind``) over the last axis without its last ``k`` values" (a mean: still
-    divided by the whole count)."""
+def _without_last(k, kind, first=False):
+    """The change "the reduction (``kind``) over the last axis without its last ``k`` values" (``first``: its
+    first k, a pipelined loop's prologue tile loaded and never accumulated; a mean: still divided by the whole
+    count)."""
     def f(a, red, axes, keepdims):
-        kept = a[..., :a.shape[-1] - k]
+        kept = a[..., k:] if first else a[..., :a.shape[-1] - k]
         if kind == "max":
             return red(kept, axis=-1, keepdims=keepdims)
         r = np.sum(kept, axis=-1, keepdims=keepdims)
@@ -1116,6 +1134,12 @@ def _candidates(case, record, forward_only):
                                                                                    axis=1), np.shape(a))),
                                 None, key.rsplit(".", 1)[1], f"`{what}` read at the first index of each block of {k} "
                                 f"(a program of {k} slices loading the first one's for all)"))
+    for key, v in seen.items():     # a per-row statistic from the sum over a block of k rows (a tile's tl.sum
+        func, name = key.split(":", 1)[1].rsplit(".", 1)    # without its axis): its first assignment, forward
+        if name in _ROW_STATS and "backward" not in func and np.ndim(v) and 2 < np.size(v) < n:
+            out += [(("remap", key, _row_blocks(k, _ROW_STATS[name])), "rowblock", None, f"`{func}.{name}` of each "
+                     f"row from the sum over its block of {k} rows (of {np.size(v)}): a program of {k} rows reducing "
+                     "its whole tile, every row the block's total") for k in (2, 4, 8) if k < np.size(v)]
     for key, v in seen.items():     # every index of an axis holding its last index's value (the last store wins)
         if 1 < np.size(v) < n:
             late += [(("remap", key, lambda a, ax=ax: _first(a, ax, last=True)), None, key.rsplit(".", 1)[1],
@@ -1259,13 +1283,15 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
         vs = [j for j, (sh, ax, kp) in reds.items() if _SOURCES[j][:2] == ("_math", "moments") and sh == np.shape(xc)
               and ax == tuple(axes)]
         d, mu = seen.get("_math:moments.d"), seen.get("_math:moments.mean")
-        for n2 in _counts(n, [np.shape(xc)[a] for a in axes]):
+        sizes = [np.shape(xc)[a] for a in axes]
+        for n2 in _counts(n, sizes):
             mean = {"_math:centered.m0": lambda v, n2=n2: v * (n / n2), "_math:centered.c": lambda v: 0 * v}
             what = f"the mean (refnorm/specs/_math.py centered) taken as the sum divided by {n2} where n = {n} belongs"
-            out.append((("remapk", mean), "count", (n, n2), what))
+            out.append((("remapk", mean), "count", _count_change(n, n2, sizes), what))
             both = {**mean, "_math:moments.n": lambda v, n2=n2: n2}
-            out.append((("remapk", both), "count", (n, n2), what + ", and the variance's divisor n - ddof with n = "
-                        + str(n2)))
+            out.append((("remapk", both), "count", _count_change(n, n2, sizes), what + ", and the variance's divisor "
+                        f"n - ddof with n = {n2}" + (" (the positions padded to whole tiles, their masked lanes "
+                                                     "counted)" if n2 in _padded(n, sizes) else "")))
             if n2 == _tile(n) > n + 1 and len(vs) == 1 and d is not None and mu is not None:
                 # every lane of a power-of-two tile counted: the mean and the variance over n2, the padded lanes'
                 # deviations 0 - mean entering the sum of squares (rule 9)
@@ -1490,6 +1516,9 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             tails = {1} | {N % b for b in (16, 32, 64, 128, 256, 512, 1024) if b < N}
             out += [(("reduce", i, _without_last(k, _SOURCES[i][3])), "tail", None, f"without the row's last {k} column"
                      + ("s" if k > 1 else "") + f" (of {N})") for k in sorted(tails - {0}) if k < N]
+            out += [(("reduce", i, _without_last(k, _SOURCES[i][3], first=True)), "tail", None, f"without the row's "
+                     f"first {k} columns (of {N}: a pipelined loop's prologue tile loaded, never accumulated)")
+                    for k in (16, 32, 64, 128) if k < N]
             late += [(("reduce", i, _lanes(s)), "tail", None, f"by a 32-lane warp butterfly without its offset-{s} "
                       f"step (the columns j with j mod 32 & {s} never reduced)") for s in (16, 8, 4, 2, 1)
                      if s < N and int(np.prod(shape[:-1])) > 1]     # (one slice: one number, no evidence)
@@ -1662,8 +1691,9 @@ def _statistics_read(seen, state=None, eps=0.0, training=False):
 def _inputs_shifted(case, record, seen):
     """The backward reading one activation-sized input at another row (a pointer advanced before the load: the
     next row's, the last its own; or wrapping; the previous row's), its forward right: every value of a backward
-    function of x's size that follows that input alone (silu(z) and its derivative for the gate z) remapped
-    together on the (rows, last axis) view; as _candidates' tuples (mechanism "layout")."""
+    function of x's size that follows that input alone, not the other inputs nor the cotangents (silu(z) and
+    its derivative for the gate z; tanh(alpha x) for dyt's x) remapped together on the (rows, last axis) view;
+    as _candidates' tuples (mechanism "layout")."""
     x = record.inputs.get("x")
     if np.ndim(x) < 2 or np.size(x) < 4:
         return []
@@ -1677,16 +1707,22 @@ def _inputs_shifted(case, record, seen):
               ((j + 1) % R, "the next row's (wrapping)"), ((j - 1) % R, "the previous row's (wrapping)"))
     out = []
     for k in acts:
-        others = [a for a in acts if a != k]        # (no other input: every key stays when none is moved)
-        alone = (_unmoved(case, record, seen, others) if others else set(seen)) - _unmoved(case, record, seen, [k])
+        others = [a for a in acts if a != k]        # (the cotangents moved too: a value of dy is no load of k)
+        alone = _unmoved(case, record, seen, others, cotangents=True) - _unmoved(case, record, seen, [k])
         keys = sorted(key for key in alone if "backward" in key.split(":", 1)[1].rsplit(".", 1)[0]
                       and np.size(seen[key]) == np.size(x) and key.rsplit(".", 1)[1] not in ("dx", "return"))
         if not keys:
             continue
-        names = ", ".join(dict.fromkeys(key.rsplit(".", 1)[1] for key in keys))
-        for idx, what in shifts:
-            ch = {key: (lambda v, idx=idx: np.reshape(np.reshape(v, (R, -1))[idx], np.shape(v))) for key in keys}
-            out.append((("remapk", ch), "read", None, f"the backward's values of {k} alone ({names}) read at {what}"))
+        # every such value together, or each alone (x loaded again by the backward, the forward's saved
+        # tanh(alpha x) right; one function's argument, not the same array again in the function it calls)
+        groups = [keys] + ([[key] for key in keys] if len(keys) > 1 else [])
+        for group in groups:
+            names = ", ".join(dict.fromkeys(key.split(":", 1)[1] if len(group) == 1 else key.rsplit(".", 1)[1]
+                                            for key in group))
+            for idx, what in shifts:
+                ch = {key: (lambda v, idx=idx: np.reshape(np.reshape(v, (R, -1))[idx], np.shape(v))) for key in group}
+                out.append((("remapk", ch), "read", None, f"the backward's values of {k} alone ({names}) read at "
+                            f"{what}"))
     return out
 
 
@@ -1785,7 +1821,24 @@ def _counts(n, sizes):
     product of some of the axes' sizes (several axes: the count taken from the wrong axes), the tile's width (the
     next power of two: its padded lanes counted)."""
     parts = {int(np.prod(c)) for k in range(1, len(sizes)) for c in itertools.combinations(sizes, k)}
-    return sorted({n + 1, n - 1, _tile(n), *parts} - {n, 0})
+    return sorted({n + 1, n - 1, _tile(n), *parts, *_padded(n, sizes)} - {n, 0})
+
+
+def _padded(n, sizes):
+    """The counts of a reduction over n values (of axes of ``sizes``) whose trailing run of axes (the last
+    one, the last two, ...: a sample's positions) a kernel pads up to a whole number of tiles of 16 ... 128
+    (its masked lanes counted)."""
+    out = set()
+    for j in range(len(sizes) or 1):
+        t = int(np.prod(sizes[j:])) if sizes else n
+        out |= {(n // t) * (-(-t // b) * b) for b in (16, 32, 64, 128) if t and n % t == 0 and t % b}
+    return out - {n}
+
+
+def _count_change(n, n2, sizes):
+    """The changed value of a count candidate: (n, n2), with "tile" where n2 pads the trailing positions to
+    whole tiles (rule 9's block)."""
+    return (n, n2, "tile") if n2 in _padded(n, sizes) else (n, n2)
 
 
 def _tile(n):
@@ -1943,8 +1996,8 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         return {"mechanism": "eps", "text": f"the specification with {what} reproduces every failing array"}
     # a sum accumulated in the 16-bit dtype; a slice's reduction losing its last lanes (the block); a reduction
     # over a part of each slice (the group it spans)
-    by_kind = {"lowsum": "precision", "tail": "block", "part": "group"}
-    if i in by_kind and target[0] == "remapk":      # a named value's change (the deviations in the 16-bit dtype)
+    by_kind = {"lowsum": "precision", "tail": "block", "part": "group", "rowblock": "block"}
+    if i in by_kind and target[0] in ("remapk", "remap"):      # a named value's change (the deviations in the 16-bit dtype)
         return {"mechanism": by_kind[i], "text": f"the specification with {what} reproduces every failing array"}
     if i in by_kind:
         src = _SOURCES[min(target[1]) if isinstance(target[1], frozenset) else target[1]]
@@ -1977,7 +2030,7 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
                 f"refnorm/specs/{src[0]}.py line {src[2]}) {what} reproduces every failing array"}
     if i in ("count", "reduce"):                   # what a reduction spans: its count, its axes
         mech = "bessel" if changed is not None and changed[1] == changed[0] - 1 else "reduction"
-        if changed is not None and changed[1] == _tile(changed[0]) > changed[0] + 1:
+        if changed is not None and (changed[1] == _tile(changed[0]) > changed[0] + 1 or changed[2:] == ("tile",)):
             mech = "block"                          # divided by the tile's width: its padded lanes counted (rule 9)
         if changed is not None and _group_length(case, record) == changed[0] < changed[1] \
                 and changed[1] == np.shape(record.inputs["x"])[-1]:
