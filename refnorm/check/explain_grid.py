@@ -166,7 +166,8 @@ def unwritten_columns(ex, record, ref):
     c0 = found.pop()
     N = int(np.size(record.got["grads"][record.failing[0][1]]))
     blocks = [B for B in COLUMN_BLOCKS if N // B * B == c0]
-    what = (f"{_span('entry', c0, N).replace('entrys', 'entries')} (of {N}) never written (0): a column grid of "
-            f"floor({N} / B) blocks of B where ceil belongs (B = {_either(blocks)})")
+    span = f"entry {c0}" if c0 == N - 1 else f"entries {c0}-{N - 1}"
+    what = (f"{span} (of {N}) never written (0): a column grid of floor({N} / B) blocks of B where ceil belongs "
+            f"(B = {_either(blocks)})")
     return [{"part": p, "name": n, "step": record.step, "mechanism": "block", "text": what}
             for p, n in record.failing]
