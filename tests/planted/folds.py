@@ -311,13 +311,13 @@ def blind24_rows(golden=report.GOLDEN):
     """The twenty-fourth blind kernel (tests/planted/blind24.py: 42 bugs in 7 ops, written by a twenty-fourth
     helper not shown the diagnosis, who never ran it on these bugs and reported only counts; merged unread and
     measured once, at the end of session 24)."""
-    return kernel_rows(Blind24Kernel, BLIND24, "blind24", "B24", golden)
+    return kernel_rows(Blind24Kernel, BLIND24, "blind24", "T24", golden)
 
 
 def blind25_rows(golden=report.GOLDEN):
     """The twenty-fifth blind kernel (tests/planted/blind25.py: 44 bugs in the other 8 ops, written beside the
     twenty-fourth by a twenty-fifth helper under the same rules; measured once, at the end of session 24)."""
-    return kernel_rows(Blind25Kernel, BLIND25, "blind25", "B25", golden)
+    return kernel_rows(Blind25Kernel, BLIND25, "blind25", "T25", golden)
 
 
 HELD_OUT = {"torch": torch_rows, "blind": blind_rows, "blind2": blind2_rows, "blind3": blind3_rows,
