@@ -554,12 +554,11 @@ def lower_precision(case, records, refs, contract) -> list:
                         or explain.fit_ratio(got, want, Ec) > 1:
                     break
                 bad = localize.failing_mask(got, want, E)
-                w_abs = np.abs(np.asarray(want, dtype=np.float64)[bad])
-                if w_abs.size and np.median(np.asarray(Ec, dtype=np.float64)[bad] / np.maximum(w_abs, 1e-300)) > LOOSE:
+                g, w = np.asarray(got, dtype=np.float64)[bad], np.asarray(want, dtype=np.float64)[bad]
+                if w.size and np.median(np.asarray(Ec, dtype=np.float64)[bad] / np.maximum(np.abs(w), 1e-300)) > LOOSE:
                     break           # a bound as wide as the values admits a changed formula: it names nothing
                 names = localize.axis_names(np.shape(want), x_shape, axes)
                 rows = {i for i, nm in enumerate(names) if nm in ("row", "sample", "channel")}
-                g, w = np.asarray(got, dtype=np.float64)[bad], np.asarray(want, dtype=np.float64)[bad]
                 small = float(np.mean(np.abs(g) < np.abs(w))) if g.size else 0.5
                 # (a float64 case within float32's bounds: a float32 sum errs per row, smoothly; a changed
                 # formula errs far beyond float32's rounding)

@@ -160,11 +160,10 @@ def unwritten_columns(ex, record, ref):
                    and np.all(g[N // B * B:] == 0)), None)
         if c0 is None:
             return []
-        found.add(c0)
+        found.add((c0, N))
     if len(found) != 1:
         return []
-    c0 = found.pop()
-    N = int(np.size(record.got["grads"][record.failing[0][1]]))
+    c0, N = found.pop()
     blocks = [B for B in COLUMN_BLOCKS if N // B * B == c0]
     span = f"entry {c0}" if c0 == N - 1 else f"entries {c0}-{N - 1}"
     what = (f"{span} (of {N}) never written (0): a column grid of floor({N} / B) blocks of B where ceil belongs "

@@ -215,9 +215,11 @@ class _Ctx:
         else:
             out.append((lambda v, raw: np.where(np.isfinite(_nonsat(raw, dt)), raw, _nonsat(raw, dt)),
                         f"not saturated ({qd} overflows to {'NaN' if 'e4m3' in qd else 'inf'})", "saturation"))
-        p2 = 2.0 ** np.floor(np.log2(hi))           # the format's largest power of two, 2^emax (MX's clip)
-        for m, what in {**MAXIMA, **({p2: f"2^emax = {p2:g}, {qd}'s largest power of two"} if dt.kind != "i"
-                                      and p2 not in MAXIMA else {})}.items():
+        maxima = dict(MAXIMA)
+        if dt.kind != "i":                          # the format's largest power of two, 2^emax (MX's clip)
+            p2 = 2.0 ** np.floor(np.log2(hi))
+            maxima.setdefault(p2, f"2^emax = {p2:g}, {qd}'s largest power of two")
+        for m, what in maxima.items():
             if 1.0 < m < hi:
                 out.append((lambda v, raw, m=m: np.clip(v, -m, m), f"saturated at {m:g} ({what}) where {hi:g} belongs",
                             "saturation"))

@@ -453,12 +453,14 @@ def _poly_norm(case, ins, cot, ref):
     eps = float(case.config.get("eps", 1e-6))
     w, b = ins["weight"], ins.get("bias")
 
+    us = [x ** p for p in (3, 2, 1)]                                        # the powers and their rstd r_p
+    rs = [1.0 / np.sqrt((u * u).mean(axis=-1, keepdims=True) + eps) for u in us]
+
     def parts(ws):
         terms = []
         for k, p in enumerate((3, 2, 1)):
-            u = x ** p
-            r = 1.0 / np.sqrt((u * u).mean(axis=-1, keepdims=True) + eps)
-            h = u * r
+            r = rs[k]
+            h = us[k] * r
             gp = dy * ws[k]
             B = (gp * h).mean(axis=-1, keepdims=True)
             xp = x ** (p - 1)
@@ -474,7 +476,6 @@ def _poly_norm(case, ins, cot, ref):
     gx.alt("g_p = dy: the weights left out of the backward", "backward", lambda: total(parts(np.ones(3))))
 
     def centred():          # each power's normalization gradient by the layer norm's formula: - mean(g_p) too
-        rs = [1.0 / np.sqrt(((x ** p) ** 2).mean(axis=-1, keepdims=True) + eps) for p in (3, 2, 1)]
         return total(parts(w)) - sum(p * x ** (p - 1) * r * (dy * w[k]).mean(axis=-1, keepdims=True)
                                      for k, (p, r) in enumerate(zip((3, 2, 1), rs)))
     gx.alt("each power's gradient by a centred norm's formula: r_p (g_p - mean(g_p) - h_p mean(g_p h_p))",

@@ -222,44 +222,43 @@ def missing_rows(err, contrib, ref=None):
         if pre is None:
             pre = np.concatenate([np.zeros((1, c.shape[1])), np.cumsum(c, axis=0)])
         return pre
-    cands = [(f"the last {k} rows ({R - k}-{R - 1})", lambda k=k: prefix()[R] - prefix()[R - k])
+    # (text, the candidate's sum, the signs it is tried with: its rows missing or counted twice, or as it is)
+    either, as_is = ((-1.0, "missing"), (1.0, "counted twice")), ((1.0, ""),)
+    cands = [(f"the terms of the last {k} rows ({R - k}-{R - 1})", lambda k=k: prefix()[R] - prefix()[R - k], either)
              for k in ks if abs(tail[k - 1]) >= need]
-    cands += [(f"the first {k} rows (0-{k - 1})", lambda k=k: prefix()[k])
+    cands += [(f"the terms of the first {k} rows (0-{k - 1})", lambda k=k: prefix()[k], either)
               for k in ks if abs(head[k - 1]) >= need]
     # a later program's row offset left out: it runs over the first k rows again where the last k belong
-    n_first = len(cands)
-    cands += [(f"the first {k} rows (0-{k - 1}) counted twice and the last {k} ({R - k}-{R - 1}) missing (a second "
-               "program's row offset left out: it starts at row 0)",
-               lambda k=k: prefix()[k] - prefix()[R] + prefix()[R - k]) for k in ks if 2 * k <= R and abs(head[k - 1] - tail[k - 1]) >= need]
-    n_cands = len(cands)
+    cands += [(f"the terms of the first {k} rows (0-{k - 1}) counted twice and the last {k} ({R - k}-{R - 1}) missing "
+               "(a second program's row offset left out: it starts at row 0)",
+               lambda k=k: prefix()[k] - prefix()[R] + prefix()[R - k], as_is)
+              for k in ks if 2 * k <= R and abs(head[k - 1] - tail[k - 1]) >= need]
     P = 2
     while P < R:
         rows = np.arange(R) % P
         for a, b in ((P // 2, P), (0, P // 2), (P - 1, P)):
             sel = (rows >= a) & (rows < b)
             if abs(v[sel].sum()) >= need:
-                cands.append((f"rows {a}-{b - 1} of every {P}", lambda sel=sel: c[sel].sum(axis=0)))
+                cands.append((f"the terms of rows {a}-{b - 1} of every {P}", lambda sel=sel: c[sel].sum(axis=0),
+                              either))
         # each block's first row in its predecessor's loop too (an inclusive end, range(start, start + P + 1))
         sel = (rows == 0) & (np.arange(R) >= P)
         if sel.any() and abs(v[sel].sum()) >= need:
-            cands.append((f"row 0 of every {P} after the first (each block's loop running into the next one's first "
-                          "row)", lambda sel=sel: c[sel].sum(axis=0)))
+            cands.append((f"the terms of row 0 of every {P} after the first (each block's loop running into the next "
+                          "one's first row)", lambda sel=sel: c[sel].sum(axis=0), either))
         P *= 2
     # a tail block of T rows whose row index is clamped to the last row (not masked): the last row's terms
     # counted (-R) mod T more times
-    clamped = [(f"the terms of the last row {R - 1} counted {k} more times (a tail block's rows clamped to it, not "
-                "masked)", lambda k=k: k * c[R - 1]) for k in sorted({-R % T for T in (16, 32, 64, 128)} - {0})
-               if abs(k * v[R - 1]) >= need]
+    cands += [(f"the terms of the last row {R - 1} counted {k} more times (a tail block's rows clamped to it, not "
+               "masked)", lambda k=k: k * c[R - 1], as_is) for k in sorted({-R % T for T in (16, 32, 64, 128)} - {0})
+              if abs(k * v[R - 1]) >= need]
     best = None
-    for j, (text, make) in enumerate(cands + clamped):
+    for text, make, signs in cands:
         s = make()
-        # (by index: a membership test of the candidate in cands was quadratic in the rows)
-        for sign, what in (((1.0, ""),) if n_first <= j < n_cands or j >= len(cands) else
-                           ((-1.0, "missing"), (1.0, "counted twice"))):
+        for sign, what in signs:
             r = np.sqrt(np.sum((err - sign * s) ** 2))
             if r <= FIT * tot and (best is None or r < best[0]):
-                best = (r, f"the terms of {text} {what}" if what else f"the terms of {text}" if j < len(cands)
-                        else text, sign * s)
+                best = (r, f"{text} {what}" if what else text, sign * s)
     if best is None:
         return miss
     return best[1] if ref is None else (best[1], np.asarray(ref, dtype=np.float64).ravel() + best[2])

@@ -1284,14 +1284,15 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
               and ax == tuple(axes)]
         d, mu = seen.get("_math:moments.d"), seen.get("_math:moments.mean")
         sizes = [np.shape(xc)[a] for a in axes]
+        padded = _padded(n, sizes)
         for n2 in _counts(n, sizes):
             mean = {"_math:centered.m0": lambda v, n2=n2: v * (n / n2), "_math:centered.c": lambda v: 0 * v}
             what = f"the mean (refnorm/specs/_math.py centered) taken as the sum divided by {n2} where n = {n} belongs"
-            out.append((("remapk", mean), "count", _count_change(n, n2, sizes), what))
+            out.append((("remapk", mean), "count", _count_change(n, n2, padded), what))
             both = {**mean, "_math:moments.n": lambda v, n2=n2: n2}
-            out.append((("remapk", both), "count", _count_change(n, n2, sizes), what + ", and the variance's divisor "
+            out.append((("remapk", both), "count", _count_change(n, n2, padded), what + ", and the variance's divisor "
                         f"n - ddof with n = {n2}" + (" (the positions padded to whole tiles, their masked lanes "
-                                                     "counted)" if n2 in _padded(n, sizes) else "")))
+                                                     "counted)" if n2 in padded else "")))
             if n2 == _tile(n) > n + 1 and len(vs) == 1 and d is not None and mu is not None:
                 # every lane of a power-of-two tile counted: the mean and the variance over n2, the padded lanes'
                 # deviations 0 - mean entering the sum of squares (rule 9)
@@ -1835,10 +1836,10 @@ def _padded(n, sizes):
     return out - {n}
 
 
-def _count_change(n, n2, sizes):
-    """The changed value of a count candidate: (n, n2), with "tile" where n2 pads the trailing positions to
-    whole tiles (rule 9's block)."""
-    return (n, n2, "tile") if n2 in _padded(n, sizes) else (n, n2)
+def _count_change(n, n2, padded):
+    """The changed value of a count candidate: (n, n2), with "tile" where n2 is among ``padded`` (_padded: the
+    trailing positions padded to whole tiles, rule 9's block)."""
+    return (n, n2, "tile") if n2 in padded else (n, n2)
 
 
 def _tile(n):
