@@ -53,6 +53,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 
 from .. import _memo, pitfalls, registry
@@ -478,6 +479,8 @@ def _explain(case, records, out, contract=None):
     if full and mechs != {None}:
         mech = by_where(case.op, {(p, n) for r in records for p, n in r.failing}, next(iter(mechs)))
         mechs = {mech} if mech is None else mechs
+        if mech == "backward" and _whole_factor(case, records, refs):
+            mech = "constant"        # every failing array off by one factor: rule 14 before rule 15
     if full and mechs == {None}:
         # explained, by a mistake no mechanism of the list is (two returned arrays in each other's place)
         out["message"] = ("explained by the arithmetic (a mistake no mechanism of refnorm's list names): "
@@ -602,6 +605,33 @@ def by_where(op, failing, mech):
         return None         # the running statistics returned where the batch's belong, y right: an array returned
         #                     for another (no mechanism), not a call computing with them (rule 14's mode)
     return mech
+
+
+def _whole_factor(case, records, refs) -> bool:
+    """Every failing array of every step is its expected value times one factor (its own, fitted by least
+    squares: within its bound and a few units of got's dtype, the fitted factor's own error), over more than
+    one slice of x (with one slice, any per-slice factor, an rstd applied twice, is one factor): "a whole
+    array off by a factor" (docs/verdicts.md, rule 14)."""
+    for r in records:
+        x = r.inputs.get("x", next(iter(r.inputs.values()), None))
+        shape, axes = _x_axes(case, x)
+        if int(np.prod([n for i, n in enumerate(shape) if i not in axes])) < 2:
+            return False
+        for part, name in r.failing:
+            got, want, E = r.got[part].get(name), getattr(refs[r.step], part).get(name), r.E[part].get(name)
+            if got is None or want is None or E is None:
+                return False
+            g, w = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+            den = float(np.sum(w * w))
+            if np.size(g) < 2 or not (np.all(np.isfinite(g)) and np.all(np.isfinite(w))) or den == 0:
+                return False                # (a single value is a factor of any other)
+            f = float(np.sum(g * w)) / den          # (a least-squares factor: a few units of got's dtype off)
+            u = 8 * float(ml_dtypes.finfo(got.dtype).eps if got.dtype.kind == "V" else np.finfo(got.dtype).eps) \
+                if got.dtype.kind in "fV" else 0.0
+            if abs(f - 1) < 1e-3 or explain.fit_ratio(got, w * f, np.asarray(E) * max(1.0, abs(f))
+                                                      + u * np.abs(w * f)) > 1:
+                return False
+    return True
 
 
 def _closest_of(out):

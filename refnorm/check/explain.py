@@ -190,9 +190,10 @@ def factor(case, part, name, got, ref, E, x_shape):
         cands.setdefault(value, said)
     for value, (what, mech) in cands.items():
         if abs(f / value - 1) < 1e-3 and fit_ratio(got, ref * value, np.asarray(E) * max(1.0, value)) <= 1:
-            if value == 2.0 and part == "grads" and name != "x":    # a sum over rows: every term counted twice
-                return {"mechanism": "reduction", "text": f"{_label(part, name)} is twice the sum: every row's "
-                                                          "term counted twice"}
+            if value == 2.0 and part == "grads" and name != "x":    # a sum over rows: every term counted twice,
+                # the whole array twice its value: rule 14's constant (some partials repeated: rule 11's reduction)
+                return {"mechanism": "constant", "text": f"{_label(part, name)} is twice the sum: every row's "
+                                                         "term counted twice"}
             return {"mechanism": mech, "text": f"{_label(part, name)} is the expected value times {what}"}
     return None
 

@@ -1078,6 +1078,12 @@ def _candidates(case, record, forward_only):
         else None
     more, late = _count_changes(seen, reds, ops, ints, np.shape(record.inputs["x"]), low, set(fwd_reds), every_red,
                                 case.dtype)
+    if "_math:centered.m0" in seen:     # x never centred (the mean taken as 0): an RMS norm's statistics
+        # (before the counts: every mean's count halved, n / 2, takes centered's two-pass mean to 0 exactly:
+        # m0 = 2 mean, its correction mean(x - m0) read as -2 mean: the same values, a coincidence of the form)
+        out.append((("remapk", {"_math:centered.m0": lambda v: 0.0 * v, "_math:centered.c": lambda v: 0.0 * v}),
+                    "uncentred", None, "x never centred (refnorm/specs/_math.py centered's mean taken as 0: an RMS "
+                    "norm's statistics)"))
     out += more
     if not forward_only:
         # (the state after the call only where a running variance can be read: one more evaluation)
@@ -1114,10 +1120,6 @@ def _candidates(case, record, forward_only):
                             (own in seen and np.array_equal(seen[own], v, equal_nan=True))):
                         transforms.append((("replace", frozenset((i,)), side, lambda _, v=v: v), i, src,
                                            f"`{src}` read from the forward's `{key.split(':', 1)[1]}`"))
-    if "_math:centered.m0" in seen:     # x never centred (the mean taken as 0): an RMS norm's statistics
-        out.append((("remapk", {"_math:centered.m0": lambda v: 0.0 * v, "_math:centered.c": lambda v: 0.0 * v}),
-                    "uncentred", None, "x never centred (refnorm/specs/_math.py centered's mean taken as 0: an RMS "
-                    "norm's statistics)"))
     out += _weight_after(seen, ops, n) + _moments_read(seen)
     if case.dtype in ("float16", "bfloat16") and "_math:moments.mean" in seen:
         out += _moments_low(_DT[case.dtype])
@@ -1690,26 +1692,35 @@ def _statistics_read(seen, state=None, eps=0.0, training=False):
 
 
 def _inputs_shifted(case, record, seen):
-    """The backward reading one activation-sized input at another row (a pointer advanced before the load: the
-    next row's, the last its own; or wrapping; the previous row's), its forward right: every value of a backward
-    function of x's size that follows that input alone, not the other inputs nor the cotangents (silu(z) and
-    its derivative for the gate z; tanh(alpha x) for dyt's x) remapped together on the (rows, last axis) view;
-    as _candidates' tuples (mechanism "layout")."""
+    """The backward reading one activation-sized input, or the cotangent dy, at another row (a pointer advanced
+    before the load: the next row's, the last its own or masked to 0; or wrapping; the previous row's), its
+    forward right: every value of a backward function of x's size that follows that input alone, not the other
+    inputs nor the cotangents (silu(z) and its derivative for the gate z; tanh(alpha x) for dyt's x; dy and
+    g = dy w for the cotangent), remapped together on the (rows, last axis) view; as _candidates' tuples
+    (mechanism "layout")."""
     x = record.inputs.get("x")
     if np.ndim(x) < 2 or np.size(x) < 4:
         return []
-    R = int(np.size(x) // np.shape(x)[-1])
+    ns = case.config.get("normalized_shape")            # (a row: the normalized trailing axes, else the last)
+    k = 1 if ns is None or np.ndim(ns) == 0 else max(len(ns), 1)
+    R = int(np.prod(np.shape(x)[:-k])) if k < np.ndim(x) else 1
     if R < 2:
         return []
     acts = [k for k, v in record.inputs.items() if np.shape(v) == np.shape(x) and "mask" not in k
             and np.asarray(v).dtype.kind not in "iub"]
     j = np.arange(R)
     shifts = ((np.minimum(j + 1, R - 1), "the next row's (the last its own: a row pointer advanced before the load)"),
+              (j + 1, "the next row's (the last row's load masked out of bounds: 0)"),
               ((j + 1) % R, "the next row's (wrapping)"), ((j - 1) % R, "the previous row's (wrapping)"))
     out = []
-    for k in acts:
-        others = [a for a in acts if a != k]        # (the cotangents moved too: a value of dy is no load of k)
-        alone = _unmoved(case, record, seen, others, cotangents=True) - _unmoved(case, record, seen, [k])
+    # each activation-sized input, and the cotangents (dy: a backward's own load, x's and the statistics' right)
+    subjects = acts + (["dy"] if record.cotangents else [])
+    for k in subjects:
+        if k == "dy":                               # the values following the cotangents and no input
+            alone = _unmoved(case, record, seen, acts) - _unmoved(case, record, seen, [], cotangents=True)
+        else:
+            others = [a for a in acts if a != k]    # (the cotangents moved too: a value of dy is no load of k)
+            alone = _unmoved(case, record, seen, others, cotangents=True) - _unmoved(case, record, seen, [k])
         keys = sorted(key for key in alone if "backward" in key.split(":", 1)[1].rsplit(".", 1)[0]
                       and np.size(seen[key]) == np.size(x) and key.rsplit(".", 1)[1] not in ("dx", "return"))
         if not keys:
@@ -1721,9 +1732,18 @@ def _inputs_shifted(case, record, seen):
             names = ", ".join(dict.fromkeys(key.split(":", 1)[1] if len(group) == 1 else key.rsplit(".", 1)[1]
                                             for key in group))
             for idx, what in shifts:
-                ch = {key: (lambda v, idx=idx: np.reshape(np.reshape(v, (R, -1))[idx], np.shape(v))) for key in group}
+                ch = {key: (lambda v, idx=idx: np.reshape(_rows_at(np.reshape(v, (R, -1)), idx), np.shape(v)))
+                      for key in group}
                 out.append((("remapk", ch), "read", None, f"the backward's values of {k} alone ({names}) read at "
                             f"{what}"))
+    return out
+
+
+def _rows_at(v, idx):
+    """The rows ``idx`` of the (rows, last axis) view ``v``, an index past the last row read as 0 (a masked load)."""
+    out = np.zeros_like(v)
+    ok = idx < len(v)
+    out[ok] = v[idx[ok]]
     return out
 
 
