@@ -1,4 +1,4 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind24.py, blind25.py): for each set, the
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind25.py, blind26.py): for each set, the
 correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the array the
 bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures it on these
 held-out sets)."""
@@ -8,7 +8,7 @@ import pytest
 
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
                      blind13, blind14, blind15, blind16, blind17, blind18, blind19, blind20, blind21, blind22, blind23,
-                     blind24, blind25)
+                     blind24, blind25, blind26)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -1167,6 +1167,55 @@ CAUGHT_BY_25 = {
     "aln_dscale_dshift_outputs_swapped": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.scale"),
 }
 
+CAUGHT_BY_26 = {
+    "ln_welford_m2_update_new_delta_squared": ("layer_norm/normal_f64_9x7", "output.rstd"),
+    "ln_row_pitch_padded_to_8": ("layer_norm/normal_f64_9x7", "output.y"),
+    "ln_f64_stats_output_float32": ("layer_norm/normal_f64_9x7", "output.rstd"),
+    "ln_bwd_row_sums_last_column_masked": ("layer_norm/normal_f64_9x7", "grad.x"),
+    "ln_dparams_rows_from_one": ("layer_norm/normal_f64_9x7", "grad.weight"),
+    "ln_bwd_proj_dot_of_centred_x": ("layer_norm/normal_f64_9x7", "grad.x"),
+    "ln_mean_stored_one_row_late": ("layer_norm/normal_f64_9x7", "output.mean"),
+    "ln_zc_bwd_offset_twice": ("layer_norm/normal_zc_f16_4x128", "grad.x"),
+    "rms_outside_dweight_inside_eps": ("rms_norm/normal_eps0.3_outside_bf16_6x100", "grad.weight"),
+    "rms_zc_offset_subtracted": ("rms_norm/normal_eps1e-05_gemma_f16_4x128", "output.y"),
+    "rms_bwd_dy_read_column_major": ("rms_norm/normal_eps1e-05_f64_9x7", "grad.x"),
+    "rms_persistent_loop_drops_last_row": ("rms_norm/normal_eps1e-05_f64_9x7", "output.y"),
+    "rms_eps_none_as_zero": ("rms_norm/std1e-4_f16_4x128", "output.rstd"),
+    "rms_f16_y_rounded_down": ("rms_norm/normal_eps1e-05_f16_4x128", "output.y"),
+    "rms_bwd_first_term_unweighted": ("rms_norm/normal_eps1e-05_f64_9x7", "grad.x"),
+    "rms_f64_y_stored_through_float32": ("rms_norm/normal_eps1e-05_f64_9x7", "output.y"),
+    "an_bwd_rstd_without_eps": ("add_norm/normal_eps0.3_noweight_fp32res_bf16_1x50", "grad.x"),
+    "an_residual_out_is_dropped_x": ("add_norm/normal_noprenorm_f32_9x7", "output.residual_out"),
+    "an_mask_of_next_row": ("add_norm/normal_p_rs_f64_9x7", "output.residual_out"),
+    "an_dweight_unnormalized": ("add_norm/normal_par_f64_5x12", "grad.weight"),
+    "an_f64_rstd_via_float32": ("add_norm/normal_par_f64_5x12", "output.y"),
+    "an_x1_mask_ignored": ("add_norm/normal_p_par_f64_5x12", "output.residual_out"),
+    "an_ln_dispatched_to_rms": ("add_norm/normal_noprenorm_f32_9x7", "output.y"),
+    "nq_scale_held_in_bf16": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.scale"),
+    "nq_norm_eps_as_amax_floor": ("norm_quant/zero_rms_i8_dyn_nofloor_f32_2x64", "output.scale"),
+    "nq_min_scale_applied_as_ceiling": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.scale"),
+    "nq_rows_grid_floor_pairs": ("norm_quant/normal_rms_i8_dyn_f16_1x1029", "output.scale"),
+    "nq_rms_mean_square_over_n_minus_1": ("norm_quant/normal_rms_i8_dyn_f64_4x100", "output.amax"),
+    "nq_dyn_scale_rounded_to_nearest_pow2": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.scale"),
+    "nq_ln_mean_term_unweighted": ("norm_quant/normal_ln_e4m3_dyn_wb_bf16_16x64", "output.amax"),
+    "gated_silu_z_clamped": ("gated_norm/normal_gs16_zgate_sat_f32_4x64", "output.y"),
+    "gated_group_loop_last_skipped": ("gated_norm/normal_gs32_f32_8x96", "output.y"),
+    "gated_eps_squared": ("gated_norm/normal_eps0.3_gs8_bf16_3x40", "output.y"),
+    "gated_dz_f16_round_toward_zero": ("gated_norm/normal_gs16_f16_2x16", "grad.z"),
+    "gated_vhat_rounded_before_weight": ("gated_norm/normal_gs32_bf16_4x128", "output.y"),
+    "gated_weight_plus_one": ("gated_norm/normal_f32_4x64", "output.y"),
+    "dyt_tanh_sign_dropped": ("dyt/normal_f64_2x5x7", "output.y"),
+    "dyt_dtanh_one_plus_t2": ("dyt/normal_f64_2x5x7", "grad.x"),
+    "dyt_dbias_first_row_block_only": ("dyt/normal_f64_2x5x7", "grad.bias"),
+    "dyt_bf16_y_rounded_up": ("dyt/normal_bf16_6x96", "output.y"),
+    "dyt_dbias_needs_weight": ("dyt/normal_noweight_f32_1x10x24", "grad.bias"),
+    "poly_dweight_from_weighted_h": ("poly_norm/normal_f64_3x7", "grad.weight"),
+    "poly_sumsq_in_half": ("poly_norm/normal_f16_8x32", "output.y"),
+    "poly_linear_term_unnormalized": ("poly_norm/normal_f64_3x7", "output.y"),
+    "poly_eps_raised_to_power": ("poly_norm/normal_eps0.3_f32_6x30", "output.y"),
+    "poly_chain_factor_as_power_over_x": ("poly_norm/zero_f32_3x16", "grad.x"),
+}
+
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
 # mean 1e4, of constant rows with eps 1e-12: the quantized outputs' bounds cover any value), so that no array
 # of theirs can be verified; their status is partial for every kernel
@@ -1194,6 +1243,7 @@ NOTHING_CONSTRAINED_22 = NOTHING_CONSTRAINED_3                   # both of them 
 NOTHING_CONSTRAINED_23 = frozenset()                             # blind23's ops, blind21's: no such case
 NOTHING_CONSTRAINED_24 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind24
 NOTHING_CONSTRAINED_25 = frozenset()                             # blind25's ops, blind23's: no such case
+NOTHING_CONSTRAINED_26 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind26
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -1251,6 +1301,8 @@ SETS = {
                 {"ops": blind24.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_24}, 0),
     "blind25": (blind25, blind25.Blind25Kernel, CAUGHT_BY_25, blind25.LABELS, (40, 48),
                 {"ops": blind25.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_25}, 0),
+    "blind26": (blind26, blind26.Blind26Kernel, CAUGHT_BY_26, blind26.LABELS, (40, 48),
+                {"ops": blind26.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_26}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
