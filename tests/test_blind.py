@@ -1,4 +1,4 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind25.py, blind26.py): for each set, the
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind26.py, blind27.py): for each set, the
 correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the array the
 bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures it on these
 held-out sets)."""
@@ -8,7 +8,7 @@ import pytest
 
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
                      blind13, blind14, blind15, blind16, blind17, blind18, blind19, blind20, blind21, blind22, blind23,
-                     blind24, blind25, blind26)
+                     blind24, blind25, blind26, blind27)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -1216,6 +1216,55 @@ CAUGHT_BY_26 = {
     "poly_chain_factor_as_power_over_x": ("poly_norm/zero_f32_3x16", "grad.x"),
 }
 
+CAUGHT_BY_27 = {
+    "bn_2d_input_read_transposed": ("batch_norm/normal_f64_7x3", "output.mean"),
+    "bn_eps_added_to_sum_of_squares": ("batch_norm/normal_eps0.3_f32_7x3", "output.rstd"),
+    "bn_bwd_mean_term_of_dy": ("batch_norm/normal_f64_7x3", "grad.x"),
+    "bn_running_stores_swapped": ("batch_norm/normal_f64_7x3", "state.running_mean"),
+    "bn_dx_sample_grid_floor_quads": ("batch_norm/normal_f64_7x3", "grad.x"),
+    "bn_eval_bias_dropped": ("batch_norm/normal_eval_bf16_2x3x4", "output.y"),
+    "bn_mean_rounded_to_input_dtype": ("batch_norm/mean1e3_bf16_7x3", "output.y"),
+    "gn_bwd_weight_of_group_first_channel": ("group_norm/normal_g2_f32_3x6", "grad.x"),
+    "gn_bwd_xhat_saved_in_half": ("group_norm/normal_g4_bf16_2x8x5x7", "grad.x"),
+    "gn_dparams_spatial_tail_dropped": ("group_norm/normal_g3_f32_1x6x5x5", "grad.weight"),
+    "gn_bwd_rstd_without_eps": ("group_norm/normal_eps0.3_g3_f32_3x6x7", "grad.x"),
+    "gn_rstd_output_before_sqrt": ("group_norm/normal_g2_f32_3x6", "output.rstd"),
+    "gn_dparams_sample0_counted_twice": ("group_norm/normal_g2_f32_3x6", "grad.weight"),
+    "gn_weight_plus_one_flag_set": ("group_norm/normal_g2_f32_3x6", "output.y"),
+    "in_running_mean_not_updated": ("instance_norm/normal_train3_eval_f32_4x3x6", "state.running_mean"),
+    "in_bwd_projection_of_deviation": ("instance_norm/std1e-3_f32_3x2x7", "grad.x"),
+    "in_rstd_rounded_to_input_dtype": ("instance_norm/normal_bf16_2x3x100", "output.y"),
+    "in_y_store_channel_offset_missing": ("instance_norm/normal_f64_3x2x7", "output.y"),
+    "in_rows_grid_floor_quads": ("instance_norm/normal_f64_3x2x7", "output.y"),
+    "in_eval_eps_missing": ("instance_norm/normal_eval_f32_2x3x4x4", "output.y"),
+    "in_halves_merged_without_mean_spread": ("instance_norm/normal_f64_3x2x7", "output.rstd"),
+    "zs_dparams_last_row_dropped": ("z_score/normal_f64_9x7", "grad.bias"),
+    "zs_xhat_rounded_before_affine": ("z_score/normal_bf16_6x100", "output.y"),
+    "zs_bwd_std_of_next_slice": ("z_score/normal_f64_9x7", "grad.x"),
+    "zs_bwd_projection_sum_of_g": ("z_score/normal_f64_9x7", "grad.x"),
+    "zs_ddof_zero_read_as_one": ("z_score/normal_eps0.3_ddof0_f16_9x7", "output.std"),
+    "lp_eps_clamp_as_min": ("lp_normalize/normal_f64_9x7", "output.y"),
+    "lp_norm_output_row_offset_missing": ("lp_normalize/normal_f64_9x7", "output.norm"),
+    "lp_bwd_projection_times_p": ("lp_normalize/normal_f64_9x7", "grad.x"),
+    "lp_divided_by_max_abs": ("lp_normalize/normal_f64_9x7", "output.y"),
+    "lp_bwd_clamped_dy_times_eps": ("lp_normalize/zero_f32_3x7", "grad.x"),
+    "gns_weight_bias_swapped": ("group_norm_silu/normal_g2_f32_3x6", "output.y"),
+    "gns_silu_before_norm": ("group_norm_silu/normal_g2_f32_3x6", "output.mean"),
+    "gns_rstd_output_is_var": ("group_norm_silu/normal_g2_f32_3x6", "output.rstd"),
+    "gns_dbias_from_g": ("group_norm_silu/normal_g2_f32_3x6", "grad.bias"),
+    "gns_stats_pooled_over_batch": ("group_norm_silu/normal_g2_f32_3x6", "output.mean"),
+    "nqb_exact_rule_rounded_pow2": ("norm_quant_block/normal_rms_g_f32_3x200", "output.scale"),
+    "nqb_nvfp4_tensor_amax_summed": ("norm_quant_block/normal_rms_nvfp4_f32_3x200", "output.tensor_scale"),
+    "nqb_rms_sumsq_first_tile_only": ("norm_quant_block/normal_rms_g_f32_3x200", "output.amax"),
+    "nqb_residual_of_row0": ("norm_quant_block/normal_rms_g_res_f64_2x96", "output.residual_out"),
+    "nqb_mx_clip_upper_only": ("norm_quant_block/normal_rms_mx_f32_3x200", "output.q"),
+    "aln_stats_stored_token_major": ("adaptive_layer_norm/normal_f64_2x5x7", "output.mean"),
+    "aln_bwd_mean_g_term_dropped": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.x"),
+    "aln_dmod_last_token_dropped": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.scale"),
+    "aln_stats_over_sample": ("adaptive_layer_norm/normal_f64_2x5x7", "output.mean"),
+    "aln_bf16_dx_truncated": ("adaptive_layer_norm/normal_bf16_2x8x32", "grad.x"),
+}
+
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
 # mean 1e4, of constant rows with eps 1e-12: the quantized outputs' bounds cover any value), so that no array
 # of theirs can be verified; their status is partial for every kernel
@@ -1244,6 +1293,7 @@ NOTHING_CONSTRAINED_23 = frozenset()                             # blind23's ops
 NOTHING_CONSTRAINED_24 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind24
 NOTHING_CONSTRAINED_25 = frozenset()                             # blind25's ops, blind23's: no such case
 NOTHING_CONSTRAINED_26 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind26
+NOTHING_CONSTRAINED_27 = frozenset()                             # blind27's ops, blind25's: no such case
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -1303,6 +1353,8 @@ SETS = {
                 {"ops": blind25.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_25}, 0),
     "blind26": (blind26, blind26.Blind26Kernel, CAUGHT_BY_26, blind26.LABELS, (40, 48),
                 {"ops": blind26.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_26}, 0),
+    "blind27": (blind27, blind27.Blind27Kernel, CAUGHT_BY_27, blind27.LABELS, (40, 48),
+                {"ops": blind27.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_27}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
