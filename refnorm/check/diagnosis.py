@@ -609,7 +609,7 @@ def by_where(op, failing, mech):
 
 def _whole_factor(case, records, refs) -> bool:
     """Every failing array of every step is its expected value times one factor (its own, fitted by least
-    squares: within its bound and a few units of got's dtype, the fitted factor's own error), over more than
+    squares: within its bound and one unit of got's dtype, the fitted factor's own error), over more than
     one slice of x (with one slice, any per-slice factor, an rstd applied twice, is one factor): "a whole
     array off by a factor" (docs/verdicts.md, rule 14)."""
     for r in records:
@@ -625,8 +625,8 @@ def _whole_factor(case, records, refs) -> bool:
             den = float(np.sum(w * w))
             if np.size(g) < 2 or not (np.all(np.isfinite(g)) and np.all(np.isfinite(w))) or den == 0:
                 return False                # (a single value is a factor of any other)
-            f = float(np.sum(g * w)) / den          # (a least-squares factor: a few units of got's dtype off)
-            u = 8 * float(ml_dtypes.finfo(got.dtype).eps if got.dtype.kind == "V" else np.finfo(got.dtype).eps) \
+            f = float(np.sum(g * w)) / den          # (a least-squares factor: a fraction of a unit of got's dtype off)
+            u = float(ml_dtypes.finfo(got.dtype).eps if got.dtype.kind == "V" else np.finfo(got.dtype).eps) \
                 if got.dtype.kind in "fV" else 0.0
             if abs(f - 1) < 1e-3 or explain.fit_ratio(got, w * f, np.asarray(E) * max(1.0, abs(f))
                                                       + u * np.abs(w * f)) > 1:

@@ -145,6 +145,19 @@ def _axes_alts(grad, case, x, full, g, xh, rstd):
                      f"axes {red} belong", "group" if case.op == "group_norm" else "backward", fn)
 
 
+def _x_form_alts(grad, full, g, xs, xh, mean, rstd, n):
+    """dx in the ds / db form a channel norm's kernel writes (PyTorch's GroupNorm backward): ds = sum(g x),
+    db = sum(g) per slice, c2 = (db mean - ds) rstd^3 / n, c3 = -c2 mean - db rstd / n, dx = rstd g + c2 x + c3
+    (the specification's dx exactly), with ds reduced from g x_hat, the normalized value saved by the forward,
+    where g x belongs."""
+    def fn():
+        ds, db = (g * xh).sum(axis=1, keepdims=True), g.sum(axis=1, keepdims=True)
+        c2 = (db * mean - ds) * rstd ** 3 / n
+        return full(rstd * g + c2 * xs + (-c2 * mean - db * rstd / n))
+    grad.alt("the ds / db form (dx = rstd g + c2 x + c3, c2 = (db mean - ds) rstd^3 / n, c3 = -c2 mean - db rstd "
+             "/ n) with ds = sum(g x_hat) where sum(g x) belongs", "backward", fn)
+
+
 def _lead_sum(a, k):
     """Sum over the leading axes of a (all but the trailing k)."""
     return a.sum(axis=tuple(range(a.ndim - k)))
@@ -254,6 +267,7 @@ def _channel_norm(case, ins, cot, ref, running):
                                         [(t, c, full(a)) for t, c, a in _nb(g, xh, rstd, True)])}
         _nb_alts(out["x"], full, g, d, xh, rstd, True, None if w is None else "the weight", 0, n)
         _axes_alts(out["x"], case, x, full, g, xh, rstd)
+        _x_form_alts(out["x"], full, g, xs, xh, mean, rstd, n)
     axes = tuple(i for i in range(x.ndim) if i != 1)
     red = lambda a: full(a).sum(axis=axes)                             # noqa: E731
     if w is not None:
