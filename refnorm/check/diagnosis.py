@@ -623,8 +623,9 @@ def _whole_factor(case, records, refs) -> bool:
                 return False
             g, w = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
             den = float(np.sum(w * w))
-            if np.size(g) < 2 or not (np.all(np.isfinite(g)) and np.all(np.isfinite(w))) or den == 0:
-                return False                # (a single value is a factor of any other)
+            if np.size(g) < 2 or not (np.all(np.isfinite(g)) and np.all(np.isfinite(w))) or den == 0 \
+                    or np.mean(np.abs(w) > np.broadcast_to(E, np.shape(w))) < 0.5:
+                return False                # (a single value, or values within their bound of 0: any factor)
             f = float(np.sum(g * w)) / den          # (a least-squares factor: a fraction of a unit of got's dtype off)
             u = float(ml_dtypes.finfo(got.dtype).eps if got.dtype.kind == "V" else np.finfo(got.dtype).eps) \
                 if got.dtype.kind in "fV" else 0.0

@@ -419,6 +419,17 @@ def _about_first(a, red, axes, keepdims):
     return r if keepdims else r.reshape([s for k, s in enumerate(r.shape) if k not in axes])
 
 
+def _about_first_scaled(d):
+    """_about_first where the summand is (d / s)^2 of the recorded deviations ``d`` (z_score's s = max|d|,
+    _sq_scale): sum((d / s)^2) + n (d_0 / s)^2; no change where the summand is no such square."""
+    def f(a, red, axes, keepdims):
+        s2 = _sq_scale(a, d, axes)
+        if s2 is None:
+            return red(a, axis=axes, keepdims=keepdims)
+        return _about_first(np.asarray(d) ** 2 / s2, red, axes, keepdims)
+    return f
+
+
 def _about_parts(d, part):
     """The change "the sum of d^2 taken as the sum of each part's squared deviations about the part's own mean"
     (partial variances merged without the spread of the partial means: sum((d - mean_part d)^2)); ``d``: the
@@ -1120,6 +1131,20 @@ def _candidates(case, record, forward_only):
                             (own in seen and np.array_equal(seen[own], v, equal_nan=True))):
                         transforms.append((("replace", frozenset((i,)), side, lambda _, v=v: v), i, src,
                                            f"`{src}` read from the forward's `{key.split(':', 1)[1]}`"))
+    for i, (shape, axes, keep) in every_red.items():
+        # a backward reduction's operand read from another value of its function (the mean term of dx reduced
+        # from the raw dy where g = dy w belongs)
+        mod, func, line, kind, src, ax = _SOURCES[i]
+        if "backward" not in func or not src.isidentifier() or kind == "max":
+            continue
+        own = f"{mod}:{func}.{src}"
+        for key, v in seen.items():
+            k_mod_func, name = key.rsplit(".", 1)
+            if (k_mod_func == f"{mod}:{func}" and name != src and np.shape(v) == shape and np.size(v) > 1
+                    and not (own in seen and np.array_equal(seen[own], v, equal_nan=True))):
+                transforms.append((("reduce", i, lambda a, red, axes, keepdims, v=v: red(np.asarray(v, dtype=np.float64),
+                                                                                 axis=axes, keepdims=keepdims)),
+                            "redread", src, f"`{src}` read from `{name}` in `{src}.{kind}(axis={ax})`"))
     out += _weight_after(seen, ops, n) + _moments_read(seen)
     if case.dtype in ("float16", "bfloat16") and "_math:moments.mean" in seen:
         out += _moments_low(_DT[case.dtype])
@@ -1483,6 +1508,10 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             W = np.float64 if case_dtype == "float64" else np.float32
             out.append((("reduce", i, _one_pass(np.asarray(d), np.asarray(d) + np.asarray(mu), W)), "shift", None,
                         f"the variance as E[x^2] - E[x]^2 from one pass of sums in {np.dtype(W).name} (clamped at 0)"))
+            if fk != "_math:moments.":
+                out.append((("reduce", i, _about_first_scaled(np.asarray(d))), "shift", None, "the variance's sum of "
+                            "squares about each slice's first value x0 (a shift without its correction n (mean - "
+                            "x0)^2)"))
         if _SOURCES[i][:2] == ("_math", "moments") and axes:
             out.append((("reduce", i, _about_first), "shift", None, "the variance's sum of squares about each slice's "
                         "first value x0 (a shift without its correction n (mean - x0)^2)"))
@@ -2049,6 +2078,11 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         mech = "reduction" if not changed else "backward" if "backward" in src[1] else "semantics"
         return {"mechanism": mech, "text": f"the specification with `{src[4]}`'s {src[3]} (over {src[5]}, {src[1]}, "
                 f"refnorm/specs/{src[0]}.py line {src[2]}) {what} reproduces every failing array"}
+    if i == "redread":                              # a reduction's operand read from another value
+        mod, func, line = _SOURCES[target[1]][:3]
+        return {"mechanism": _mechanism(case, record, target[1], changed, gate, params, drop),
+                "text": f"the specification with {what} ({func}, refnorm/specs/{mod}.py line {line}) reproduces "
+                        "every failing array"}
     if i in ("count", "reduce"):                   # what a reduction spans: its count, its axes
         mech = "bessel" if changed is not None and changed[1] == changed[0] - 1 else "reduction"
         if changed is not None and (changed[1] == _tile(changed[0]) > changed[0] + 1 or changed[2:] == ("tile",)):
