@@ -1462,6 +1462,36 @@ def dropout_deviation(case, record, reference):
     return None
 
 
+def residual_after_norm(case, record, reference):
+    """add_norm with the residual added after the norm (post-norm, another normalizer's equation: rule 16): y =
+    norm(x c (+ x1 c1)) (weight + offset) + bias + residual, residual_out = s as specified; its backward (the
+    norm's at the branch sum, dresidual = dy (+ residual_out's cotangent)). The explanation reproducing every
+    failing array (or every failing output: a backward of the kernel's own forward), or None."""
+    x, res = record.inputs.get("x"), record.inputs.get("residual")
+    if case.op != "add_norm" or x is None or res is None or np.size(x) > CONFIG_SIZE or not record.failing:
+        return None
+    r64 = np.asarray(res, dtype=np.float64)
+    try:
+        with np.errstate(all="ignore"):
+            r = reference(case.op, case.config, record.training, {k: v for k, v in record.inputs.items()
+                                                                  if k != "residual"}, record.cotangents, record.state)
+    except Exception:                                       # noqa: BLE001 - a call the spec refuses
+        return None
+    outs = {**r.outputs, "y": np.asarray(r.outputs["y"]) + r64,
+            "residual_out": np.asarray(r.outputs["residual_out"]) + r64}
+    dres = np.asarray(record.cotangents["y"], dtype=np.float64)
+    if case.config.get("prenorm") and record.cotangents.get("residual_out") is not None:
+        dres = dres + np.asarray(record.cotangents["residual_out"], dtype=np.float64)
+    vals = {"outputs": outs, "grads": {**r.grads, "residual": dres}, "state": r.state}
+    what = "the residual added after the norm (post-norm: y = norm(x c) (weight + offset) + bias + residual)"
+    if _fits_all(record, vals):
+        return {"mechanism": "semantics", "text": f"the specification with {what} reproduces every failing array"}
+    if any(p == "outputs" for p, _ in record.failing) and _fits_all(record, {"outputs": outs, "state": r.state}):
+        return {"mechanism": "semantics", "text": f"the specification with {what} reproduces every failing output "
+                "(the failing gradients are not the specification's backward of that forward)"}
+    return None
+
+
 def _param_axes(case, x, w):
     """The axes of x a per-feature parameter gradient of w's shape sums over: every axis but 1 for the
     channel norms, else the leading ones (w spans x's trailing axes); None when w fits neither."""
@@ -2000,7 +2030,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
             bwd, e = e, None            # used where the per-array explanations leave a gradient unexplained
         e = (e or layout_misread(case, record, reference) or weight_first(case, record, reference)
              or folded_affine(case, record, ref)
-             or dropout_deviation(case, record, reference))
+             or dropout_deviation(case, record, reference) or residual_after_norm(case, record, reference))
         if e is not None:
             return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
     rows = truncated_returns(case, record, ref) or unprocessed_rows(case, record, ref)
