@@ -9,8 +9,9 @@ kernel's own forward's: explained with it, as explain.py's fused activation):
 * one rms for every power (r_3, r_2 or r_1 for all three), the powers of the normalized x (h_p = x_hat^p,
   x_hat = x r_1), each power normalized as a LayerNorm (its row mean subtracted, divided by its standard
   deviation): another equation, "semantics" (rule 16 of docs/verdicts.md's "Which mechanism a bug is");
-* the scalar bias added to each of the three terms (3 bias), or inside one term's product (w_k (h_p + bias)):
-  "affine" (rule 13).
+* the scalar bias added to each of the three terms (3 bias), or inside one term's product (w_k (h_p + bias));
+  each weight folded into its power before the normalization (norm(w_k x^p), about sign(w_k) h_p): "affine"
+  (rule 13).
 
 Where only gradients fail, the backward's deviations (mechanism "backward", rule 15), each dx by the
 specification's formula otherwise evaluated: one saved rstd (x's, r_1) for every power, h_p recomputed as
@@ -49,6 +50,11 @@ def _forward_variants(x, weight, bias, eps):
     cen = [(u - u.mean(axis=A, keepdims=True)) / np.sqrt(u.var(axis=A, keepdims=True) + eps) for u in us]
     out.append((_terms(x, weight, bias, cen), "each power normalized as a LayerNorm (its row mean subtracted, "
                 "divided by its standard deviation) in place of its rms", "semantics"))
+    # each weight folded into its power before the normalization, norm(w_k x^p): its magnitude cancelled by
+    # the power's own rms, only its sign kept
+    out.append((_terms(x, np.ones(3), bias, [rms_normalize(w * u, eps)[0] for w, u in zip(weight, us)]),
+                "each weight folded into its power before the normalization, norm(w x^p) (its magnitude cancelled "
+                "by the rms: sign(w) h_p)", "affine"))
     if bias is not None:
         out.append((_terms(x, weight, None, [h for h, _ in own]) + 3.0 * float(np.reshape(bias, ())),
                     "the bias added to each of the three power terms (3 bias)", "affine"))
