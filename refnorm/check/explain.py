@@ -1685,7 +1685,7 @@ def dyt_rounded_t(case, record):
 
 def dyt_deviation(case, record):
     """dyt's y = weight tanh(alpha x) + bias otherwise: alpha outside the tanh, weight alpha tanh(x) + bias
-    (another equation: semantics); the bias read at the row's index (bias[r % C] where bias[c] belongs: layout).
+    (another equation: semantics); the weight inside it, tanh(alpha weight x) + bias (affine); the bias read at the row's index (bias[r % C] where bias[c] belongs: layout).
     Explanations of y (the gradients following), or []."""
     x, got = record.inputs.get("x"), record.got["outputs"].get("y")
     if case.op != "dyt" or x is None or got is None or not np.ndim(x) or ("outputs", "y") not in record.failing \
@@ -1697,6 +1697,9 @@ def dyt_deviation(case, record):
     w = 1.0 if w is None else np.asarray(w, dtype=np.float64)
     b0 = 0.0 if b is None else np.asarray(b, dtype=np.float64)
     tries = [(w * a * np.tanh(x64) + b0, "alpha outside the tanh (weight alpha tanh(x) + bias)", "semantics")]
+    if record.inputs.get("weight") is not None:     # the weight folded into the argument: the affine's place
+        tries.append((np.tanh(a * w * x64) + b0, "the weight folded into the tanh's argument (tanh(alpha weight x) "
+                      "+ bias)", "affine"))
     if b is not None and np.ndim(b) == 1 and x64.ndim > 1 and x64.size // x64.shape[-1] > 1:
         C = np.shape(b)[0]
         rows = np.arange(x64.size // x64.shape[-1]) % C

@@ -13,10 +13,11 @@ as the specification computes it, in the pieces a kernel author writes:
 * **alternatives**, each a whole gradient computed with one discrete deviation: a factor of a product left
   out (replaced by 1: the weight of g = dy * w, the gate silu(z), alpha, tanh', x of d(alpha x)/d alpha),
   a neighbouring tensor substituted (dy for g in one term or all, dy for dy1, x or the unnormalized power
-  for x_hat, the gated value x silu(z) for x, silu(z) or sigmoid(z) for silu'(z), silu' at the output or at
+  for x_hat, the gated value x silu(z) for x (or x for it in the backward's recomputed v_hat), silu(z) or sigmoid(z) for silu'(z), silu' at the output or at
   x_hat for at p), a backward's row sums taken over a block of k rows (k = 2, 4, 8, ...) instead of each
   row, or over the whole hidden dimension instead of each group; a channel norm's dx means over a part of
-  its slice's axes (batch_norm's per position or per sample).
+  its slice's axes (batch_norm's per position or per sample); a channel norm's dx in the ds / db form (c2, c3)
+  with ds reduced from g x_hat where g x belongs.
 
 ``backward_terms`` explains a failing gradient whose forward passes (no output fails): an alternative
 that reproduces the backend's array within the check's own bound (``fit_ratio <= 1`` on every element);
@@ -45,6 +46,8 @@ from ..specs._math import sigmoids
 BLOCKS = (2, 4, 8, 16, 32, 64)      # the row blocks a backward's sums may wrongly span
 DRO_THROUGH = ("dresidual_out passed through the norm's backward (ds = dnorm(dy + dresidual_out)) where "
                "ds = dnorm(dy) + dresidual_out belongs")
+VHAT_X = ("v_hat recomputed in the backward from the loaded x with the saved statistics, the gate's factor "
+          "silu(z) of v = x silu(z) left out")
 SUM_RTOL = 1e-9                     # the decomposition must reproduce the reference to this (else: not used)
 
 
@@ -361,8 +364,11 @@ def _gated_norm(case, ins, cot, ref):
         vs = v.reshape(-1, Kk)
         m = vs.mean(axis=1, keepdims=True) if centred else 0.0
         r = 1.0 / np.sqrt(((vs - m) ** 2).mean(axis=1, keepdims=True) + eps)
-        return (vs - m) * r, r
-    vh_s, rstd = stats(K)
+        return (vs - m) * r, r, m
+    vh_s, rstd, vmean = stats(K)
+    # (norm_before_gate False: the backward's v_hat recomputed from the loaded x, the gate's factor silu(z) of
+    # v = x silu(z) left out, with the saved statistics)
+    xh_s = None if nbg else (x.reshape(-1, K) - vmean) * rstd
     vh = vh_s.reshape(x.shape)
     nn = vh * w + (0.0 if b is None else b)
     dn = dy * s if nbg else dy
@@ -379,6 +385,7 @@ def _gated_norm(case, ins, cot, ref):
                lambda: total(_nb(sl(dy * w), vh_s, rstd, centred)).reshape(x.shape))
     else:
         gx.alt("dx = dv: the gate's factor silu(z) of d(x silu(z))/dx left out", "gate", lambda: dv)
+        gx.alt(VHAT_X, "gate", lambda: full(total(_nb(g, xh_s, rstd, centred))))
     if K != H:
         rH = np.broadcast_to(rstd.reshape(-1, H // K, 1), (rstd.size // (H // K), H // K, K)).reshape(-1, H)
         gx.alt(f"the backward's row sums over the whole hidden dimension ({H}) instead of each group of {K}",
@@ -400,9 +407,12 @@ def _gated_norm(case, ins, cot, ref):
             gz.alt("v_hat w (n without the bias) where n = v_hat w + b belongs", "backward", lambda: dy * vh * w * ds)
     else:
         gz.alt("the gated value v = x silu(z) where x belongs", "backward", lambda: dv * v * ds)
+        gz.alt(VHAT_X, "gate", lambda: total(_nb(g, xh_s, rstd, centred)).reshape(x.shape) * x * ds)
     out["z"] = gz
     red = lambda a: _lead_sum(a, 1)                                    # noqa: E731
     alts = [("dy where dn = dy silu(z) belongs (the gate's factor left out)", "gate", lambda: dy * vh)] if nbg else []
+    if not nbg:
+        alts.append((VHAT_X, "gate", lambda: dn * xh_s.reshape(x.shape)))
     out["weight"] = _param_grad(w.shape, red, ("dn v_hat", dn * vh), alts + [
         ("v (not normalized) where v_hat belongs", "backward", lambda: dn * v)])
     if b is not None:
