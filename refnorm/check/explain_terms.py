@@ -13,8 +13,8 @@ as the specification computes it, in the pieces a kernel author writes:
 * **alternatives**, each a whole gradient computed with one discrete deviation: a factor of a product left
   out (replaced by 1: the weight of g = dy * w, the gate silu(z), alpha, tanh', x of d(alpha x)/d alpha),
   a neighbouring tensor substituted (dy for g in one term or all, dy for dy1, x or the unnormalized power
-  for x_hat, the gated value x silu(z) for x (or x for it in the backward's recomputed v_hat), silu(z) or sigmoid(z) for silu'(z), silu' at the output or at
-  x_hat for at p), a backward's row sums taken over a block of k rows (k = 2, 4, 8, ...) instead of each
+  for x_hat, the gated value x silu(z) for x (or x for it in the backward's recomputed v_hat), silu(z) or
+  sigmoid(z) for silu'(z), silu' at the output or at x_hat for at p), a backward's row sums taken over a block of k rows (k = 2, 4, 8, ...) instead of each
   row, or over the whole hidden dimension instead of each group; a channel norm's dx means over a part of
   its slice's axes (batch_norm's per position or per sample); a channel norm's dx in the ds / db form (c2, c3)
   with ds reduced from g x_hat where g x belongs.
