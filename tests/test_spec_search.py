@@ -580,6 +580,29 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "rounded to float8_e4m3fn toward zero"),
     ("blind23", "nqb_mx_clip_at_pow2_emax", "norm_quant_block/normal_ln_mx_wb_f32_4x256", "saturation",
      "saturated at 256 (2^emax = 256"),
+    # session 25, on blind24 and blind25 (development sets since their measurement): dx off by one factor (alpha
+    # applied twice) and a parameter gradient twice its value: rule 14's constant; a group norm never centred
+    # (not every mean's count halved: the same values); dy read at the next row, the last masked to 0
+    ("blind24", "dyt_dx_alpha_squared", "dyt/normal_f64_2x5x7", "constant", "`gd` read from `dx` in `gd * a`"),
+    ("blind24", "rms_dweight_atomic_and_host_sum", "rms_norm/normal_eps1e-05_f64_9x7", "constant",
+     "twice the sum"),
+    ("blind25", "gn_uncentred_rms_flag_default", "group_norm/normal_g3_f64_3x6x7", "semantics", "x never centred"),
+    ("blind24", "ln_bwd_dy_of_next_row", "layer_norm/normal_f64_9x7", "layout",
+     "read at the next row's (the last row's load masked out of bounds: 0)"),
+    # the ds / db form's ds from g x_hat; a scaled sum of squares about the first value; a backward mean's
+    # operand read from dy; the residual added after the norm; poly_norm's weights folded before the norm;
+    # dyt's weight inside the tanh; gated_norm's backward v_hat without the gate
+    ("blind25", "gn_bwd_ds_from_xhat_in_x_form", "group_norm/normal_g3_f64_3x6x7", "backward",
+     "with ds = sum(g x_hat) where sum(g x) belongs"),
+    ("blind25", "zs_var_about_first_value_uncorrected", "z_score/normal_f64_9x7", "one_pass",
+     "about each slice's first value x0"),
+    ("blind25", "zs_bwd_mean_term_of_dy", "z_score/normal_f64_9x7", "backward", "`g` read from `dy` in `g.mean("),
+    ("blind24", "an_residual_added_after_norm", "add_norm/normal_f32_6x100", "semantics",
+     "the residual added after the norm"),
+    ("blind24", "poly_weight_folded_before_rms", "poly_norm/normal_f64_3x7", "affine", "folded into its power"),
+    ("blind24", "dyt_weight_inside_tanh", "dyt/normal_f64_2x5x7", "affine", "folded into the tanh's argument"),
+    ("blind24", "gated_bwd_vhat_recomputed_without_gate", "gated_norm/normal_gs4_f64_3x7x12", "gate",
+     "v_hat recomputed in the backward from the loaded x"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind19, each since its measurement), each on one

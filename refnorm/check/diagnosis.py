@@ -608,10 +608,10 @@ def by_where(op, failing, mech):
 
 
 def _whole_factor(case, records, refs) -> bool:
-    """Every failing array of every step is its expected value times one factor (its own, fitted by least
-    squares: within its bound and one unit of got's dtype, the fitted factor's own error), over more than
-    one slice of x (with one slice, any per-slice factor, an rstd applied twice, is one factor): "a whole
-    array off by a factor" (docs/verdicts.md, rule 14)."""
+    """Every failing array of every step is its expected value times one factor (its own, not 0: an array
+    never written is no factor; fitted by least squares: within its bound and one unit of got's dtype, the
+    fitted factor's own error), over more than one slice of x (with one slice, any per-slice factor, an rstd
+    applied twice, is one factor): "a whole array off by a factor" (docs/verdicts.md, rule 14)."""
     for r in records:
         x = r.inputs.get("x", next(iter(r.inputs.values()), None))
         shape, axes = _x_axes(case, x)
@@ -629,7 +629,7 @@ def _whole_factor(case, records, refs) -> bool:
             f = float(np.sum(g * w)) / den          # (a least-squares factor: a fraction of a unit of got's dtype off)
             u = float(ml_dtypes.finfo(got.dtype).eps if got.dtype.kind == "V" else np.finfo(got.dtype).eps) \
                 if got.dtype.kind in "fV" else 0.0
-            if abs(f - 1) < 1e-3 or explain.fit_ratio(got, w * f, np.asarray(E) * max(1.0, abs(f))
+            if abs(f - 1) < 1e-3 or abs(f) < 1e-3 or explain.fit_ratio(got, w * f, np.asarray(E) * max(1.0, abs(f))
                                                       + u * np.abs(w * f)) > 1:
                 return False
     return True
