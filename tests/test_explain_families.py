@@ -227,9 +227,11 @@ def test_group_norm_backward_means_over_one_channel_is_group():
     expect(Spec(post=post), "group_norm/normal_g4_f32_2x8x5x7", "group", "one channel's count")
 
 
-def test_twice_a_parameter_gradient_is_reduction():
+def test_twice_a_parameter_gradient_is_constant():
+    """Every partial of dweight repeated, the whole array twice its value: rule 14's constant (docs/verdicts.md;
+    some partials repeated are rule 11's reduction)."""
     post = lambda call, d: {**d, "grads": {**d["grads"], "weight": 2 * d["grads"]["weight"]}}   # noqa: E731
-    expect(Spec(post=post), "layer_norm/normal_f32_6x100", "reduction", "counted twice")
+    expect(Spec(post=post), "layer_norm/normal_f32_6x100", "constant", "counted twice")
 
 
 def test_missing_rows_of_a_short_sum_tries_only_power_of_two_blocks():

@@ -440,3 +440,18 @@ def test_group_norm_dx_with_its_means_over_one_channel_is_group():
         m = lambda a: a.mean(axis=ax, keepdims=True)                       # noqa: E731
         return rr * (g - m(g) - xh * m(g * xh))
     expect(Spec(post=grads(x=dx)), "group_norm/normal_g4_f32_2x8x5x7", "group", "over the axes")
+
+
+def test_the_ds_db_form_with_ds_of_g_x_is_the_specifications_dx():
+    """explain_terms.x_form (c2, c3: the form the x-form alternative changes) with ds = sum(g x) is the
+    specification's centred dx, rstd (g - mean(g) - x_hat mean(g x_hat)), on random slices."""
+    rng = np.random.default_rng(25)
+    xs, g = rng.normal(3.0, 2.0, (5, 12)), rng.normal(size=(5, 12))
+    mean = xs.mean(axis=1, keepdims=True)
+    rstd = 1.0 / np.sqrt(((xs - mean) ** 2).mean(axis=1, keepdims=True) + 1e-5)
+    xh = (xs - mean) * rstd
+    want = rstd * (g - g.mean(axis=1, keepdims=True) - xh * (g * xh).mean(axis=1, keepdims=True))
+    got = explain_terms.x_form(g, xs, mean, rstd, 12, (g * xs).sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    wrong = explain_terms.x_form(g, xs, mean, rstd, 12, (g * xh).sum(axis=1, keepdims=True))
+    assert np.max(np.abs(wrong - want)) > 1e-3          # the alternative is another dx

@@ -597,6 +597,8 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind25", "zs_var_about_first_value_uncorrected", "z_score/normal_f64_9x7", "one_pass",
      "about each slice's first value x0"),
     ("blind25", "zs_bwd_mean_term_of_dy", "z_score/normal_f64_9x7", "backward", "`g` read from `dy` in `g.mean("),
+    # (two values a slice: the expected dx within its bound of 0, so no whole factor: still the backward's)
+    ("blind25", "zs_bwd_mean_term_of_dy", "z_score/normal_n2_f64_4x2", "backward", "`g` read from `dy` in `g.mean("),
     ("blind24", "an_residual_added_after_norm", "add_norm/normal_f32_6x100", "semantics",
      "the residual added after the norm"),
     ("blind24", "poly_weight_folded_before_rms", "poly_norm/normal_f64_3x7", "affine", "folded into its power"),

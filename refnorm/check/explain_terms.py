@@ -148,15 +148,19 @@ def _axes_alts(grad, case, x, full, g, xh, rstd):
                      f"axes {red} belong", "group" if case.op == "group_norm" else "backward", fn)
 
 
+def x_form(g, xs, mean, rstd, n, ds):
+    """dx in the ds / db form a channel norm's kernel writes (PyTorch's GroupNorm backward), per slice (rows of
+    the (slices, n) view): db = sum(g), c2 = (db mean - ds) rstd^3 / n, c3 = -c2 mean - db rstd / n, dx = rstd
+    g + c2 x + c3; with ds = sum(g x) the specification's dx."""
+    db = g.sum(axis=1, keepdims=True)
+    c2 = (db * mean - ds) * rstd ** 3 / n
+    return rstd * g + c2 * xs + (-c2 * mean - db * rstd / n)
+
+
 def _x_form_alts(grad, full, g, xs, xh, mean, rstd, n):
-    """dx in the ds / db form a channel norm's kernel writes (PyTorch's GroupNorm backward): ds = sum(g x),
-    db = sum(g) per slice, c2 = (db mean - ds) rstd^3 / n, c3 = -c2 mean - db rstd / n, dx = rstd g + c2 x + c3
-    (the specification's dx exactly), with ds reduced from g x_hat, the normalized value saved by the forward,
-    where g x belongs."""
+    """x_form's dx with ds reduced from g x_hat, the normalized value saved by the forward, where g x belongs."""
     def fn():
-        ds, db = (g * xh).sum(axis=1, keepdims=True), g.sum(axis=1, keepdims=True)
-        c2 = (db * mean - ds) * rstd ** 3 / n
-        return full(rstd * g + c2 * xs + (-c2 * mean - db * rstd / n))
+        return full(x_form(g, xs, mean, rstd, n, (g * xh).sum(axis=1, keepdims=True)))
     grad.alt("the ds / db form (dx = rstd g + c2 x + c3, c2 = (db mean - ds) rstd^3 / n, c3 = -c2 mean - db rstd "
              "/ n) with ds = sum(g x_hat) where sum(g x) belongs", "backward", fn)
 
