@@ -605,6 +605,9 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind24", "dyt_weight_inside_tanh", "dyt/normal_f64_2x5x7", "affine", "folded into the tanh's argument"),
     ("blind24", "gated_bwd_vhat_recomputed_without_gate", "gated_norm/normal_gs4_f64_3x7x12", "gate",
      "v_hat recomputed in the backward from the loaded x"),
+    # a scalar tail loop reading the tail's first square at every tail index (a row of 100: 8-wide loads, 4 left)
+    ("blind24", "rms_sumsq_scalar_tail_index_not_advanced", "rms_norm/normal_eps1e-05_f32_6x100", "block",
+     "read as the tail's first"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind19, each since its measurement), each on one

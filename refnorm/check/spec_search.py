@@ -270,6 +270,16 @@ def _without_last(k, kind, first=False):
     return f
 
 
+def _tail_repeated(k):
+    """The change "the reduction over the last axis with each of its last ``k`` values read as the first of them"
+    (a tail loop's load index never advanced)."""
+    def f(a, red, axes, keepdims):
+        b = np.array(a, dtype=np.float64)
+        b[..., b.shape[-1] - k:] = b[..., b.shape[-1] - k:b.shape[-1] - k + 1]
+        return red(b, axis=-1, keepdims=keepdims)
+    return f
+
+
 def _divisors(N, most=8):
     """The group sizes k tried for a reduction over N values: its smallest ``most`` divisors 2 <= k <= N / 2."""
     return [k for k in range(2, N // 2 + 1) if N % k == 0][:most]
@@ -1551,6 +1561,15 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             out += [(("reduce", i, _without_last(k, _SOURCES[i][3], first=True)), "tail", None, f"without the row's "
                      f"first {k} columns (of {N}: a pipelined loop's prologue tile loaded, never accumulated)")
                     for k in (16, 32, 64, 128) if k < N]
+            # a scalar tail loop after the vector loads (of 4, 8, 16 values) reading the tail's first value at
+            # every tail index (its index never advanced)
+            widths = {}                     # tail length -> the narrowest vector width leaving it
+            for b in (4, 8, 16, 32):        # (a row shorter than the width: all of it the tail)
+                if N % b > 1:
+                    widths.setdefault(N % b, b)
+            late += [(("reduce", i, _tail_repeated(k)), "tail", None, f"with each of the row's last {k} values (of "
+                      f"{N}: a scalar tail loop after {b}-wide vector loads) read as the tail's first")
+                     for k, b in widths.items()]
             late += [(("reduce", i, _lanes(s)), "tail", None, f"by a 32-lane warp butterfly without its offset-{s} "
                       f"step (the columns j with j mod 32 & {s} never reduced)") for s in (16, 8, 4, 2, 1)
                      if s < N and int(np.prod(shape[:-1])) > 1]     # (one slice: one number, no evidence)
