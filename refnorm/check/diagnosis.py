@@ -53,14 +53,13 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
 from .. import _memo, pitfalls, registry
 from . import consistent, explain, localize
 from .compare import multiplicities
 from .judge import derive_bounds, judge_returned, reference
-from .precision import gamma
+from .precision import gamma, unit
 
 FLOOR = 0.05     # ratios below this are not told apart (a correct kernel's own rounding reaches about this)
 SCREEN_MIN = 1 << 18   # elements of x from which a layer_norm/rms_norm case is screened on a few rows first
@@ -622,15 +621,12 @@ def _whole_factor(case, records, refs) -> bool:
             if got is None or want is None or E is None:
                 return False
             g, w = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
-            den = float(np.sum(w * w))
-            if np.size(g) < 2 or not (np.all(np.isfinite(g)) and np.all(np.isfinite(w))) or den == 0 \
+            f = explain.ls_factor(g, w)             # (a least-squares factor: a fraction of a unit of got's dtype off)
+            if np.size(g) < 2 or not (np.all(np.isfinite(g)) and np.all(np.isfinite(w))) or f is None \
                     or np.mean(np.abs(w) > np.broadcast_to(E, np.shape(w))) < 0.5:
                 return False                # (a single value, or values within their bound of 0: any factor)
-            f = float(np.sum(g * w)) / den          # (a least-squares factor: a fraction of a unit of got's dtype off)
-            u = float(ml_dtypes.finfo(got.dtype).eps if got.dtype.kind == "V" else np.finfo(got.dtype).eps) \
-                if got.dtype.kind in "fV" else 0.0
-            if abs(f - 1) < 1e-3 or abs(f) < 1e-3 or explain.fit_ratio(got, w * f, np.asarray(E) * max(1.0, abs(f))
-                                                      + u * np.abs(w * f)) > 1:
+            if abs(f - 1) < 1e-3 or abs(f) < 1e-3 or explain.fit_ratio(
+                    got, w * f, np.asarray(E) * max(1.0, abs(f)) + unit(got.dtype) * np.abs(w * f)) > 1:
                 return False
     return True
 

@@ -96,7 +96,7 @@ from .explain_quant import quant_deviation
 from .spec_search import (PATTERNS, backward_flag, fits_step, grown_fit, judged_fit, mutation, perturbed_bound,
                           perturbed_inputs, rounding_point)
 from .localize import failing_mask
-from .precision import NP, excess, quant_excess, quant_name, ratio, round_toward_zero
+from .precision import NP, excess, quant_excess, quant_name, ratio, round_toward_zero, unit
 
 CHANNEL_OPS = ("batch_norm", "instance_norm", "group_norm")
 REDERIVE = 16.0   # a deviation missing an array by at most this many times its bound: judged again within the
@@ -127,9 +127,7 @@ def fit_ratio(got, explained, E, qdtype=None) -> float:
             if not quant_name(got.dtype) and np.any(Eb == 0):
                 # a bound of 0 (an exactly known expected value, a masked element's 0) leaves an explanation a few
                 # units of the stored dtype: its value is computed in another order than the kernel's
-                import ml_dtypes
-                u = float(ml_dtypes.finfo(got.dtype).eps) if got.dtype.kind == "V" else float(np.finfo(got.dtype).eps)
-                Eb = np.where(Eb == 0, 4 * u * np.abs(np.broadcast_to(np.asarray(explained, dtype=np.float64),
+                Eb = np.where(Eb == 0, 4 * unit(got.dtype) * np.abs(np.broadcast_to(np.asarray(explained, dtype=np.float64),
                                                                         np.shape(got))), Eb)
         r = ratio(ex, Eb)
     r = np.asarray(r, dtype=np.float64)
@@ -171,15 +169,20 @@ def _slice_length(case, x_shape):
     return int(x_shape[-1])
 
 
-def factor(case, part, name, got, ref, E, x_shape):
-    """A recognizable factor explaining the whole array (module docstring), or None."""
-    ref = np.asarray(ref, dtype=np.float64)
-    g = np.asarray(got, dtype=np.float64)
+def ls_factor(got, ref) -> float | None:
+    """The least-squares factor f of got ~ f ref over their finite elements; None where there is none (no
+    finite element, or ref 0 at all of them)."""
+    ref, g = np.asarray(ref, dtype=np.float64), np.asarray(got, dtype=np.float64)
     ok = np.isfinite(ref) & np.isfinite(g)
     den = float(np.sum(ref[ok] ** 2))
-    if not ok.any() or den == 0:
+    return float(np.sum(g[ok] * ref[ok])) / den if den > 0 else None
+
+
+def factor(case, part, name, got, ref, E, x_shape):
+    """A recognizable factor explaining the whole array (module docstring), or None."""
+    f = ls_factor(got, ref)
+    if f is None:
         return None
-    f = float(np.sum(g[ok] * ref[ok])) / den
     cands = {}
     if part == "grads" and name != "x" and x_shape and 0 < np.size(got) < int(np.prod(x_shape)):
         R = int(np.prod(x_shape)) // np.size(got)          # the terms each element of the gradient sums
@@ -1414,9 +1417,7 @@ def dropout_deviation(case, record, reference):
     x64, m = np.asarray(x, dtype=np.float64), np.asarray(mask, dtype=np.float64)
 
     def run(inputs=None, config=None):
-        with np.errstate(all="ignore"):
-            return reference(case.op, config or case.config, record.training, inputs or record.inputs,
-                             record.cotangents, record.state)
+        return _rerun(case, record, reference, inputs, config)
     tries = []
     try:
         if res is not None:                 # s = (x + residual) m / (1 - p): the residual read as residual m / (1 - p)
@@ -1451,13 +1452,26 @@ def dropout_deviation(case, record, reference):
                               f"the 1/(1 - p) scale of {xk}'s branch missing"))
     except Exception:                                       # noqa: BLE001 - a call the spec refuses
         pass
+    return _first_fit(record, tries, "dropout")
+
+
+def _rerun(case, record, reference, inputs=None, config=None):
+    """The reference evaluated at the record's point, with ``inputs`` / ``config`` in place of its own."""
+    with np.errstate(all="ignore"):
+        return reference(case.op, config or case.config, record.training, record.inputs if inputs is None else inputs,
+                         record.cotangents, record.state)
+
+
+def _first_fit(record, tries, mechanism):
+    """The first of ``tries`` ((values, what) pairs) reproducing every failing array, else the first reproducing
+    every failing output (a backward of the kernel's own forward), as an explanation of ``mechanism``; or None."""
     for vals, what in tries:
         if _fits_all(record, vals):
-            return {"mechanism": "dropout", "text": f"the specification with {what} reproduces every failing array"}
-    if any(p == "outputs" for p, _ in record.failing):       # the forward's: a backward of the kernel's own forward
+            return {"mechanism": mechanism, "text": f"the specification with {what} reproduces every failing array"}
+    if any(p == "outputs" for p, _ in record.failing):
         for vals, what in tries:
             if _fits_all(record, {"outputs": vals["outputs"], "state": vals["state"]}):
-                return {"mechanism": "dropout", "text": f"the specification with {what} reproduces every failing "
+                return {"mechanism": mechanism, "text": f"the specification with {what} reproduces every failing "
                         "output (the failing gradients are not the specification's backward of that forward)"}
     return None
 
@@ -1472,9 +1486,7 @@ def residual_after_norm(case, record, reference):
         return None
     r64 = np.asarray(res, dtype=np.float64)
     try:
-        with np.errstate(all="ignore"):
-            r = reference(case.op, case.config, record.training, {k: v for k, v in record.inputs.items()
-                                                                  if k != "residual"}, record.cotangents, record.state)
+        r = _rerun(case, record, reference, {k: v for k, v in record.inputs.items() if k != "residual"})
     except Exception:                                       # noqa: BLE001 - a call the spec refuses
         return None
     outs = {**r.outputs, "y": np.asarray(r.outputs["y"]) + r64,
@@ -1482,14 +1494,9 @@ def residual_after_norm(case, record, reference):
     dres = np.asarray(record.cotangents["y"], dtype=np.float64)
     if case.config.get("prenorm") and record.cotangents.get("residual_out") is not None:
         dres = dres + np.asarray(record.cotangents["residual_out"], dtype=np.float64)
-    vals = {"outputs": outs, "grads": {**r.grads, "residual": dres}, "state": r.state}
-    what = "the residual added after the norm (post-norm: y = norm(x c) (weight + offset) + bias + residual)"
-    if _fits_all(record, vals):
-        return {"mechanism": "semantics", "text": f"the specification with {what} reproduces every failing array"}
-    if any(p == "outputs" for p, _ in record.failing) and _fits_all(record, {"outputs": outs, "state": r.state}):
-        return {"mechanism": "semantics", "text": f"the specification with {what} reproduces every failing output "
-                "(the failing gradients are not the specification's backward of that forward)"}
-    return None
+    return _first_fit(record, [({"outputs": outs, "grads": {**r.grads, "residual": dres}, "state": r.state},
+                                "the residual added after the norm (post-norm: y = norm(x c) (weight + offset) + "
+                                "bias + residual)")], "semantics")
 
 
 def _param_axes(case, x, w):

@@ -94,6 +94,13 @@ def rounding_interval(got: np.ndarray):
     return lo, hi
 
 
+def unit(dt) -> float:
+    """One unit of a floating dtype's last place at 1 (its machine epsilon, NumPy's or ml_dtypes'); 0 for an
+    integer or quantized-code dtype."""
+    dt = np.dtype(dt)
+    return float(ml_dtypes.finfo(dt).eps) if dt.kind in "fV" else 0.0
+
+
 def excess(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
     """Distance (float64, >= 0) from ``ref`` to the rounding interval of ``got``; NaN rules:
     both NaN -> 0, exactly one NaN -> inf. ``ref`` = +-inf needs ``got`` = the same infinity."""

@@ -1013,6 +1013,17 @@ def _mechanism(case, record, i, changed, gate, params, drop=frozenset()):
     return None
 
 
+def _other_values(seen, mod, func, src, shape):
+    """(name, value) of each other value of ``mod:func`` with ``shape`` (more than one element) that the operand
+    ``src`` may have been read from: not ``src`` itself, nor a value equal to it (its read would change nothing)."""
+    own = seen.get(f"{mod}:{func}.{src}")
+    for key, v in seen.items():
+        k_mod_func, name = key.rsplit(".", 1)
+        if (k_mod_func == f"{mod}:{func}" and name != src and np.shape(v) == shape and np.size(v) > 1
+                and not (own is not None and np.array_equal(own, v, equal_nan=True))):
+            yield name, v
+
+
 def _candidates(case, record, forward_only):
     """The changes tried, in order, as (target, operation id, changed operand's source, what it says): each
     binary operation changed (CHANGES), alone, and an expression written the same way at several places
@@ -1128,11 +1139,8 @@ def _candidates(case, record, forward_only):
             if not src.isidentifier():
                 continue
             own = f"{mod}:{func}.{src}"
-            for key, v in seen.items():
-                k_mod_func, name = key.rsplit(".", 1)
-                if (k_mod_func == f"{mod}:{func}" and name != src and np.shape(v) == shapes[side] and np.size(v) > 1
-                        and not (own in seen and np.array_equal(seen[own], v, equal_nan=True))):
-                    out.append((("replace", frozenset((i,)), side, lambda _, v=v: v), i, src, f"`{src}` read from `{name}`"))
+            for name, v in _other_values(seen, mod, func, src, shapes[side]):
+                out.append((("replace", frozenset((i,)), side, lambda _, v=v: v), i, src, f"`{src}` read from `{name}`"))
             if "backward" in func:          # a backward's operand read from a value of the op's own forward (p for x_hat)
                 for key, v in seen.items():
                     k_mod, k_name = key.split(":", 1)[0], key.rsplit(".", 1)[1]
@@ -1147,14 +1155,10 @@ def _candidates(case, record, forward_only):
         mod, func, line, kind, src, ax = _SOURCES[i]
         if "backward" not in func or not src.isidentifier() or kind == "max":
             continue
-        own = f"{mod}:{func}.{src}"
-        for key, v in seen.items():
-            k_mod_func, name = key.rsplit(".", 1)
-            if (k_mod_func == f"{mod}:{func}" and name != src and np.shape(v) == shape and np.size(v) > 1
-                    and not (own in seen and np.array_equal(seen[own], v, equal_nan=True))):
-                transforms.append((("reduce", i, lambda a, red, axes, keepdims, v=v: red(np.asarray(v, dtype=np.float64),
-                                                                                 axis=axes, keepdims=keepdims)),
-                            "redread", src, f"`{src}` read from `{name}` in `{src}.{kind}(axis={ax})`"))
+        for name, v in _other_values(seen, mod, func, src, shape):
+            transforms.append((("reduce", i, lambda a, red, axes, keepdims, v=v: red(np.asarray(v, dtype=np.float64),
+                                                                             axis=axes, keepdims=keepdims)),
+                               "redread", src, f"`{src}` read from `{name}` in `{src}.{kind}(axis={ax})`"))
     out += _weight_after(seen, ops, n) + _moments_read(seen)
     if case.dtype in ("float16", "bfloat16") and "_math:moments.mean" in seen:
         out += _moments_low(_DT[case.dtype])
