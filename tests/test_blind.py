@@ -1,4 +1,4 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind26.py, blind27.py): for each set, the
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind27.py, blind28.py): for each set, the
 correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the array the
 bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures it on these
 held-out sets)."""
@@ -8,7 +8,7 @@ import pytest
 
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
                      blind13, blind14, blind15, blind16, blind17, blind18, blind19, blind20, blind21, blind22, blind23,
-                     blind24, blind25, blind26, blind27)
+                     blind24, blind25, blind26, blind27, blind28)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -1265,6 +1265,56 @@ CAUGHT_BY_27 = {
     "aln_bf16_dx_truncated": ("adaptive_layer_norm/normal_bf16_2x8x32", "grad.x"),
 }
 
+CAUGHT_BY_28 = {
+    "ln_mean_over_pow2_block": ("layer_norm/normal_f64_9x7", "output.mean"),
+    "ln_var_as_raw_mean_square": ("layer_norm/normal_f64_9x7", "output.rstd"),
+    "ln_rstd_approx_11_bits": ("layer_norm/normal_f32_6x100", "output.rstd"),
+    "ln_mean_output_negated": ("layer_norm/normal_f64_9x7", "output.mean"),
+    "ln_bwd_mean_term_sign_flipped": ("layer_norm/normal_f64_9x7", "grad.x"),
+    "ln_bwd_rstd_eps_outside": ("layer_norm/normal_eps0.3_f32_9x7", "grad.x"),
+    "ln_dweight_store_shifted_one_column": ("layer_norm/normal_f64_9x7", "grad.weight"),
+    "ln_dbias_last_block_partial_only": ("layer_norm/normal_f32_260x3", "grad.bias"),
+    "ln_f16_dweight_round_toward_zero": ("layer_norm/normal_f16_4x128", "grad.weight"),
+    "rms_eps_as_rms_clamp": ("rms_norm/zero_eps1e-06_f32_3x10", "output.rstd"),
+    "rms_sumsq_of_tf32_inputs": ("rms_norm/normal_eps1e-05_f32_6x100", "output.rstd"),
+    "rms_normalized_by_mean_abs": ("rms_norm/normal_eps1e-05_f64_9x7", "output.y"),
+    "rms_rstd_written_at_stride_2": ("rms_norm/normal_eps1e-05_f64_9x7", "output.rstd"),
+    "rms_bwd_proj_over_pow2_block": ("rms_norm/normal_eps1e-05_f64_9x7", "grad.x"),
+    "rms_bwd_weight_outside_projection": ("rms_norm/normal_eps1e-05_f64_9x7", "grad.x"),
+    "rms_dweight_first_row_counted_twice": ("rms_norm/normal_eps1e-05_f64_9x7", "grad.weight"),
+    "rms_bf16_dx_truncated": ("rms_norm/normal_eps1e-05_bf16_6x100", "grad.x"),
+    "an_rms_eps_outside_root": ("add_norm/heavy_tail_rms_rs_f32_5x24", "output.y"),
+    "an_stats_tail_tile_skipped": ("add_norm/heavy_tail_rms_rs_f32_5x24", "output.y"),
+    "an_rms_mean_square_over_n_minus_1": ("add_norm/mean1e3_rms_xnormal_f64_4x16", "output.y"),
+    "an_zc_bwd_offset_missing": ("add_norm/normal_fp32res_zc_f32_2x3x5", "grad.x"),
+    "an_dx1_from_y1_branch_only": ("add_norm/normal_par_f64_5x12", "grad.x1"),
+    "an_dropout_multiplied_by_keep_prob": ("add_norm/normal_p_rs_f64_9x7", "output.residual_out"),
+    "an_residual_out_row_pointer_late": ("add_norm/normal_noprenorm_f32_9x7", "output.residual_out"),
+    "an_noprenorm_residual_out_unwritten": ("add_norm/normal_noprenorm_f32_9x7", "output.residual_out"),
+    "nq_e5m2_scale_from_e4m3_max": ("norm_quant/normal_rms_e5m2_dyn_f16_8x256", "output.scale"),
+    "nq_e4m3_clipped_at_240": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.q"),
+    "nq_dyn_scale_rounded_up_to_bf16": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.scale"),
+    "nq_int8_quotient_in_f16": ("norm_quant/normal_rms_i8_dyn_f16_1x1029", "output.q"),
+    "nq_rms_chunk_mean_squares_averaged": ("norm_quant/normal_rms_i8_dyn_f64_4x100", "output.amax"),
+    "nq_amax_output_of_next_row": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.amax"),
+    "nq_amax_of_even_columns": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.amax"),
+    "gated_gate_quick_gelu": ("gated_norm/normal_f32_4x64", "output.y"),
+    "gated_sumsq_in_half": ("gated_norm/normal_gs64_f16_4x128", "output.y"),
+    "gated_eps_added_to_group_sum": ("gated_norm/normal_eps0.3_gs8_bf16_3x40", "output.y"),
+    "gated_ln_var_over_row_about_group_means": ("gated_norm/normal_ln_nbg_gs16_f32_6x48", "output.y"),
+    "gated_ln_bwd_proj_on_centred_v": ("gated_norm/normal_ln_nbg_gs16_f32_6x48", "grad.x"),
+    "gated_dbias_partials_averaged": ("gated_norm/normal_gs32_f32_8x96", "grad.bias"),
+    "dyt_tanh_argument_clamped_at_5": ("dyt/normal_abig_f32_16x64", "output.y"),
+    "dyt_dalpha_accumulated_twice": ("dyt/normal_f64_2x5x7", "grad.alpha"),
+    "dyt_param_column_from_padded_stride": ("dyt/normal_f64_2x5x7", "output.y"),
+    "dyt_dweight_rows_from_one": ("dyt/normal_f64_2x5x7", "grad.weight"),
+    "dyt_dweight_times_weight": ("dyt/normal_f64_2x5x7", "grad.weight"),
+    "poly_weight_plus_one": ("poly_norm/normal_f64_3x7", "output.y"),
+    "poly_f16_y_rounded_up": ("poly_norm/normal_f16_8x32", "output.y"),
+    "poly_bwd_cube_factor_from_square_factor": ("poly_norm/normal_f64_3x7", "grad.x"),
+    "poly_f64_rstd_in_float32": ("poly_norm/normal_f64_3x7", "output.y"),
+}
+
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
 # mean 1e4, of constant rows with eps 1e-12: the quantized outputs' bounds cover any value), so that no array
 # of theirs can be verified; their status is partial for every kernel
@@ -1294,6 +1344,7 @@ NOTHING_CONSTRAINED_24 = NOTHING_CONSTRAINED_3                   # both of them 
 NOTHING_CONSTRAINED_25 = frozenset()                             # blind25's ops, blind23's: no such case
 NOTHING_CONSTRAINED_26 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind26
 NOTHING_CONSTRAINED_27 = frozenset()                             # blind27's ops, blind25's: no such case
+NOTHING_CONSTRAINED_28 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind28
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -1355,6 +1406,8 @@ SETS = {
                 {"ops": blind26.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_26}, 0),
     "blind27": (blind27, blind27.Blind27Kernel, CAUGHT_BY_27, blind27.LABELS, (40, 48),
                 {"ops": blind27.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_27}, 0),
+    "blind28": (blind28, blind28.Blind28Kernel, CAUGHT_BY_28, blind28.LABELS, (40, 48),
+                {"ops": blind28.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_28}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
