@@ -1,4 +1,4 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind27.py, blind28.py): for each set, the
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind28.py, blind29.py): for each set, the
 correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the array the
 bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures it on these
 held-out sets)."""
@@ -8,7 +8,7 @@ import pytest
 
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
                      blind13, blind14, blind15, blind16, blind17, blind18, blind19, blind20, blind21, blind22, blind23,
-                     blind24, blind25, blind26, blind27, blind28)
+                     blind24, blind25, blind26, blind27, blind28, blind29)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -1315,6 +1315,54 @@ CAUGHT_BY_28 = {
     "poly_f64_rstd_in_float32": ("poly_norm/normal_f64_3x7", "output.y"),
 }
 
+CAUGHT_BY_29 = {
+    "bn_eval_updates_running_stats": ("batch_norm/normal_eval_bf16_2x3x4", "state.running_mean"),
+    "bn_float64_via_float32": ("batch_norm/normal_f64_7x3", "output.y"),
+    "bn_affine_params_of_channel0": ("batch_norm/normal_f64_7x3", "output.y"),
+    "bn_bwd_projection_sign_flipped": ("batch_norm/normal_f64_7x3", "grad.x"),
+    "bn_dweight_rstd_applied_twice": ("batch_norm/normal_f64_7x3", "grad.weight"),
+    "bn_dbias_accumulated_twice": ("batch_norm/normal_f64_7x3", "grad.bias"),
+    "bn_sample_m2_summed_without_spread": ("batch_norm/normal_f64_7x3", "output.rstd"),
+    "gn_bwd_dx_without_rstd": ("group_norm/normal_eps0.3_g3_f32_3x6x7", "grad.x"),
+    "gn_stats_stored_next_slot": ("group_norm/normal_g2_f32_3x6", "output.mean"),
+    "gn_dparams_sum_in_half": ("group_norm/normal_g2_bf16_40x4x3x3", "grad.weight"),
+    "gn_dparams_spatial_mean": ("group_norm/normal_g3_f32_1x6x5x5", "grad.weight"),
+    "gn_fused_shift_without_rstd": ("group_norm/normal_eps0.3_g3_f32_3x6x7", "output.y"),
+    "gn_dx_spatial_tail_unstored": ("group_norm/normal_g3_f32_1x6x5x5", "grad.x"),
+    "gn_bwd_mean_term_over_n_minus_1": ("group_norm/normal_g2_f32_3x6", "grad.x"),
+    "in_eval_running_var_read_as_invstd": ("instance_norm/normal_eval_f32_2x3x4x4", "output.y"),
+    "in_train_bwd_eval_formula": ("instance_norm/normal_train3_eval_f32_4x3x6", "grad.x"),
+    "in_input_read_channels_last": ("instance_norm/normal_f64_3x2x7", "output.mean"),
+    "in_eps_fixed_keras_default": ("instance_norm/normal_eps0.3_f32_3x2x7", "output.rstd"),
+    "in_eval_affine_dropped": ("instance_norm/normal_eval_f32_2x3x4x4", "output.y"),
+    "in_f16_y_round_toward_zero": ("instance_norm/normal_f16_2x2x8x8", "output.y"),
+    "zs_weight_bias_swapped": ("z_score/normal_f64_9x7", "output.y"),
+    "zs_dweight_from_g": ("z_score/normal_f64_9x7", "grad.weight"),
+    "zs_dparams_rows_from_first_axis": ("z_score/normal_bf16_2x3x7", "grad.bias"),
+    "zs_bwd_dy_rows_by_plain_reshape": ("z_score/normal_dim1_f32_2x6x4", "grad.x"),
+    "zs_divided_by_variance": ("z_score/normal_f64_9x7", "output.y"),
+    "lp_bwd_dot_vec4_tail_dropped": ("lp_normalize/normal_f64_9x7", "grad.x"),
+    "lp_root_dropped": ("lp_normalize/normal_f64_9x7", "output.y"),
+    "lp_row_chunks_normalized_separately": ("lp_normalize/normal_f32_1x1000", "output.y"),
+    "lp_dims_flattened_to_end": ("lp_normalize/normal_dim12_bf16_2x6x3x4", "output.y"),
+    "lp_eps_clamp_before_rescale": ("lp_normalize/std1e-3_eps0.3_f32_9x7", "output.y"),
+    "gns_bias_dropped_without_weight": ("group_norm_silu/normal_noweight_g3_f32_3x6x7", "output.y"),
+    "gns_activation_mish": ("group_norm_silu/normal_g2_f32_3x6", "output.y"),
+    "gns_bwd_projection_from_unweighted_dp": ("group_norm_silu/normal_g2_f32_3x6", "grad.x"),
+    "gns_dparams_sample_loop_from_one": ("group_norm_silu/normal_g2_f32_3x6", "grad.weight"),
+    "gns_5d_stats_per_depth_slice": ("group_norm_silu/heavy_tail_g4_bf16_2x8x3x4x5", "output.mean"),
+    "nqb_grid_rows_from_first_axis": ("norm_quant_block/normal_rms_nvfp4_res_bf16_2x8x256", "output.q"),
+    "nqb_rms_eps_added_to_sum_of_squares": ("norm_quant_block/normal_eps0.3_rms_mx_noaffine_bf16_4x64", "output.amax"),
+    "nqb_ln_weight_flag_dropped": ("norm_quant_block/normal_ln_g_wb_f32_4x256", "output.amax"),
+    "nqb_nvfp4_block_scale_over_fp8_max": ("norm_quant_block/normal_rms_nvfp4_f32_3x200", "output.scale"),
+    "nqb_nvfp4_block_scale_unclamped": ("norm_quant_block/outlier_rms_nvfp4_res_static_f32_4x256", "output.scale"),
+    "aln_rstd_rounded_to_input_dtype": ("adaptive_layer_norm/normal_bf16_2x8x32", "output.y"),
+    "aln_var_shift_uncorrected": ("adaptive_layer_norm/normal_f64_2x5x7", "output.rstd"),
+    "aln_dscale_from_deviation": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.scale"),
+    "aln_modulated_before_norm": ("adaptive_layer_norm/normal_f64_2x5x7", "output.mean"),
+    "aln_rstd_output_is_var": ("adaptive_layer_norm/normal_f64_2x5x7", "output.rstd"),
+}
+
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
 # mean 1e4, of constant rows with eps 1e-12: the quantized outputs' bounds cover any value), so that no array
 # of theirs can be verified; their status is partial for every kernel
@@ -1345,6 +1393,7 @@ NOTHING_CONSTRAINED_25 = frozenset()                             # blind25's ops
 NOTHING_CONSTRAINED_26 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind26
 NOTHING_CONSTRAINED_27 = frozenset()                             # blind27's ops, blind25's: no such case
 NOTHING_CONSTRAINED_28 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind28
+NOTHING_CONSTRAINED_29 = frozenset()                             # blind29's ops, blind27's: no such case
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -1408,6 +1457,8 @@ SETS = {
                 {"ops": blind27.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_27}, 0),
     "blind28": (blind28, blind28.Blind28Kernel, CAUGHT_BY_28, blind28.LABELS, (40, 48),
                 {"ops": blind28.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_28}, 0),
+    "blind29": (blind29, blind29.Blind29Kernel, CAUGHT_BY_29, blind29.LABELS, (40, 48),
+                {"ops": blind29.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_29}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
