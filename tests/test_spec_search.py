@@ -608,9 +608,18 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # a scalar tail loop reading the tail's first square at every tail index (a row of 100: 8-wide loads, 4 left)
     ("blind24", "rms_sumsq_scalar_tail_index_not_advanced", "rms_norm/normal_eps1e-05_f32_6x100", "block",
      "read as the tail's first"),
+    # (session 26, on blind26 / blind27) one value stored or read at another index: a row's mean stored one
+    # slot late (the first slot 0); the running buffers' stores exchanged; every channel's y at channel 0; the
+    # backward's std at the next slice (x_hat from it); x's rows loaded at a pitch padded to 8
+    ("blind26", "ln_mean_stored_one_row_late", "layer_norm/normal_f64_9x7", "layout", "stored one slot late"),
+    ("blind27", "bn_running_stores_swapped", "batch_norm/normal_f64_7x3", "running", "returned in its place"),
+    ("blind27", "in_y_store_channel_offset_missing", "instance_norm/normal_f64_3x2x7", "layout",
+     "written without axis 1's offset"),
+    ("blind27", "zs_bwd_std_of_next_slice", "z_score/normal_f64_9x7", "layout", "saved std (and x_hat"),
+    ("blind26", "ln_row_pitch_padded_to_8", "layer_norm/normal_f32_260x3", "layout", "at a row pitch of 8"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
-    """Families added on the development sets (blind5 ... blind19, each since its measurement), each on one
+    """Families added on the development sets (blind5 ... blind27, each since its measurement), each on one
     of their kernels: the mechanism and the explanation's words."""
     import importlib
     mod = importlib.import_module(f"planted.{src}")

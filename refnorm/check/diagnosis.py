@@ -475,9 +475,9 @@ def _explain(case, records, out, contract=None):
                    closest=_closest_of(out), widened=False, confidence=None, mechanism=None)
         out["message"] = "no known pitfall matches (its best fit holds only within its own rounding interval)"
     out["explained"] = found
-    if full and mechs != {None}:
+    if full:
         mech = by_where(case.op, {(p, n) for r in records for p, n in r.failing}, next(iter(mechs)))
-        mechs = {mech} if mech is None else mechs
+        mechs = {mech}
         if mech == "backward" and _whole_factor(case, records, refs):
             mech = "constant"        # every failing array off by one factor: rule 14 before rule 15
     if full and mechs == {None}:
@@ -587,15 +587,15 @@ _KEEP_STATE = {"bessel", "running", "mode", "merge", "collective"}
 def by_where(op, failing, mech):
     """The mechanism an explanation of mechanism ``mech`` names, by where the failure is (docs/verdicts.md,
     "Which mechanism a bug is"): running when only running state fails (the Bessel factor, the mode and the
-    cross-rank merge excepted: rule 2); gate when only the gate input's gradient fails (rule 3); backward
+    cross-rank merge excepted: rule 2; an explanation naming no mechanism as well, what is stored); gate when only the gate input's gradient fails (rule 3); backward
     where another normalizer's equation or a flag read the other way changes the gradients alone (the
     forward right: rule 15 before 16); None where only returned statistics fail, holding the running ones
     (an array returned for another, y right: no mechanism). ``failing``: the (part, name) of every failing array."""
     parts = {p for p, _ in failing}
+    if parts == {"state"} and mech not in _KEEP_STATE:
+        return "running"            # (an explanation naming no mechanism too: running buffers' stores exchanged)
     if mech is None:
         return None
-    if parts == {"state"} and mech not in _KEEP_STATE:
-        return "running"
     if op in _GATE_GRADS and failing == {_GATE_GRADS[op]} and mech != "bessel":
         return "gate"
     if mech == "semantics" and parts == {"grads"}:

@@ -2102,7 +2102,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
     done = {(e["part"], e["name"]) for e in out}
     if len(out) < len(record.failing) and not (outs and all(pn in done for pn in outs)):
         from . import explain_index             # index orders, other axes, the updated running statistics
-        found = explain_index.explain(sys.modules[__name__], case, record, ref, reference)
+        found = explain_index.explain(sys.modules[__name__], case, record, ref, reference, bounds)
         if found:
             return found
     if len(out) < len(record.failing) and reference is not None:

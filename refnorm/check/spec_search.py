@@ -1122,7 +1122,7 @@ def _candidates(case, record, forward_only):
         state = ({"new": _evaluate(case, record, None).state, "old": record.state}
                  if "running_var" in record.state else None)
         out += _statistics_read(seen, state, eps, bool(record.training)) + _uncentred(seen, every)
-        out += _statistics_read_at(seen, every)
+        out += _statistics_read_at(seen, every) + _saved_read_at(seen)
         out += _inputs_shifted(case, record, seen)
     transforms = []
     for i, shapes in ops.items():
@@ -1635,15 +1635,18 @@ def _count_tag(v, k, ddof, count):
     return ("block",) if k == _tile(v) > v else ("reduction",)
 
 
-def _saved_statistics(seen):
+def _saved_statistics(seen, names=("rstd", "rs")):
     """The backward's saved statistics, as (rstd's key, x_hat's key, rstd, x_hat, the forward's mean or None,
     rstd's view broadcasting over x_hat's, x_hat's view with rstd's axes leading): every backward function's
     rstd and xhat (or vhat, x_hat: its arguments or the values it unpacks from the saved tuple; poly_norm's
     lists rs and hs, one per power, stacked; the mean of rstd's size from its own module first, any module's
-    else; None for an RMS norm)."""
-    for key in (k for k in seen if k.rsplit(".", 1)[1] in ("rstd", "rs") and "backward" in k):
+    else; None for an RMS norm). A saved ``std`` among ``names`` (z_score's) is yielded as rstd = 1 / std."""
+    for key in (k for k in seen if k.rsplit(".", 1)[1] in names and "backward" in k):
         base, mod = key.rsplit(".", 1)[0] + ".", key.split(":", 1)[0]
         rstd = seen[key]            # (an argument, or unpacked from the saved tuple), with x_hat's own name
+        if key.endswith(".std"):
+            with np.errstate(all="ignore"):
+                rstd = 1.0 / np.asarray(rstd, dtype=np.float64)
         hkey = next((base + h for h in ("xhat", "vhat", "x_hat", "hs") if base + h in seen), None)
         xhat = seen.get(hkey)
         if xhat is None or np.size(rstd) < 2 or not np.all(np.isfinite(rstd)) or np.any(rstd == 0):
@@ -1824,6 +1827,29 @@ def _statistics_read_at(seen, ops):
                 for j, side in places:
                     out.append((("replace", frozenset((j,)), side, fn, "layout"), j, _SOURCES[j][4 + side],
                                 f"x_hat recomputed from the {stats} read at {what}"))
+    return out
+
+
+def _saved_read_at(seen):
+    """A backward reading its saved statistics at another index of their axes (the first, the last, the next
+    index, wrapping or the last its own: a std pointer advanced before the load) for all its uses, x_hat
+    recomputed from them (the rstd alone, or the mean and rstd), the forward right; as _candidates' tuples,
+    tagged "read" (rule 12's layout)."""
+    out = []
+    for key, hkey, rstd, xhat, mean, sh, view in _saved_statistics(seen, ("rstd", "std")):
+        m, xs = _x_of_saved(rstd, xhat, mean, sh, view)
+        for a in (a for a, d in enumerate(np.shape(rstd)) if d > 1):
+            for f, what in ((lambda v, a=a: _next(v, a), f"the next index of its axis {a} (wrapping)"),
+                            (lambda v, a=a: _next(v, a, clamp=True), f"the next index of its axis {a} (the last "
+                             "its own)"),
+                            (lambda v, a=a: _first(v, a), f"the first index of its axis {a}"),
+                            (lambda v, a=a: _first(v, a, last=True), f"the last index of its axis {a}")):
+                for stats, fm in (("rstd", False),) if mean is None else (("mean and rstd", True), ("rstd", False)):
+                    xh2 = (xs - np.reshape(f(m) if fm else m, sh)) * np.reshape(f(rstd), sh)
+                    name = key.rsplit(".", 1)[1]
+                    out.append((("remapk", {key: f, hkey: lambda v, xh2=xh2: np.reshape(xh2, np.shape(v))}), "read",
+                                None, f"the backward's saved {name if not fm else 'mean and ' + name} (and x_hat "
+                                f"recomputed from {'them' if fm else 'it'}) read at {what} for every use"))
     return out
 
 
