@@ -617,6 +617,13 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "written without axis 1's offset"),
     ("blind27", "zs_bwd_std_of_next_slice", "z_score/normal_f64_9x7", "layout", "saved std (and x_hat"),
     ("blind26", "ln_row_pitch_padded_to_8", "layer_norm/normal_f32_260x3", "layout", "at a row pitch of 8"),
+    # a per-value Welford update with (x - mean_k)^2 in M2; the backward's two row sums under one column mask
+    # off by one; the last row never processed (a persistent loop's bound rows - 1)
+    ("blind26", "ln_welford_m2_update_new_delta_squared", "layer_norm/normal_f32_6x100", "merge", "Welford"),
+    ("blind26", "ln_bwd_row_sums_last_column_masked", "layer_norm/normal_f32_6x100", "block",
+     "a column mask off by one"),
+    ("blind26", "rms_persistent_loop_drops_last_row", "rms_norm/normal_eps1e-05_f32_6x100", "block",
+     "(off by one)"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind27, each since its measurement), each on one

@@ -1887,7 +1887,7 @@ def row_terms(case, record, ref, part, name):
 
 def unprocessed_rows(case, record, ref):
     """layer_norm / rms_norm: the rows from r0 on never processed (a grid of B-row programs rounded down:
-    r0 = floor(R / B) B, or of P programs: r0 = P floor(R / P)): every per-row array (y, mean, rstd, dx; dx
+    r0 = floor(R / B) B, or of P programs: r0 = P floor(R / P); or the last row, a loop bound off by one): every per-row array (y, mean, rstd, dx; dx
     alone where no output fails: the backward's grid) left at 0 on those rows and right on the others, the
     parameter gradients the sums of the first r0 rows' terms. Explanations of every failing
     array (mechanism "block"), or []."""
@@ -1914,7 +1914,8 @@ def unprocessed_rows(case, record, ref):
     blocks = [B for B in (2, 4, 8, 16, 32, 64, 128, 256) if m // B * B == r0]
     # or P programs (a GPU's SM count) each taking floor(m / P) rows where ceil belongs
     grids = [P for P in (80, 84, 108, 114, 132, 144, 170) if m > P and P * (m // P) == r0]
-    if not blocks and not grids:
+    last = r0 == m - 1                  # or a row loop's bound off by one (range(pid, rows - 1, programs))
+    if not blocks and not grids and not last:
         return []
     for part, name in [(p, n) for p in ("outputs", "grads") for n in record.compare[p]]:
         got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
@@ -1935,7 +1936,8 @@ def unprocessed_rows(case, record, ref):
     text = (f"rows {r0}-{m - 1} never processed (left at 0; the sums without their terms): " + (
         f"a grid of programs of B rows rounded down, floor({m} / B) where ceil belongs (B = "
         f"{' or '.join(map(str, blocks))})" if blocks else
-        f"a grid of P programs each taking floor({m} / P) rows where ceil belongs (P = {' or '.join(map(str, grids))})"))
+        f"a grid of P programs each taking floor({m} / P) rows where ceil belongs (P = {' or '.join(map(str, grids))})"
+        if grids else f"a row loop's bound {m} - 1 where {m} belongs (off by one)"))
     return [{"part": p, "name": n, "step": record.step, "mechanism": "block", "text": text} for p, n in record.failing]
 
 

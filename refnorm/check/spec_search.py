@@ -493,9 +493,11 @@ def _run(axes, nd):
     return tuple(run)
 
 
-def _tails(T):
-    """The tail lengths k a loop over tiles of B = 16 ... 1024 of T positions drops (T mod B, its bound T // B)."""
-    return sorted({T % b for b in (16, 32, 64, 128, 256, 512, 1024) if b < T} - {0})
+def _tails(T, masked=False):
+    """The tail lengths k a loop over tiles of B = 16 ... 1024 of T positions drops (T mod B, its bound T // B);
+    ``masked``: and k = 1, the last position (a mask cols < T - 1, off by one), where T > 1."""
+    return sorted(({T % b for b in (16, 32, 64, 128, 256, 512, 1024) if b < T} | ({1} if masked and T > 1 else set()))
+                  - {0})
 
 
 def _tail_dropped(k):
@@ -1160,6 +1162,8 @@ def _candidates(case, record, forward_only):
                                                                              axis=axes, keepdims=keepdims)),
                                "redread", src, f"`{src}` read from `{name}` in `{src}.{kind}(axis={ax})`"))
     out += _weight_after(seen, ops, n) + _moments_read(seen)
+    if "_math:moments.mean" in seen:
+        out += _welford_updates()
     if case.dtype in ("float16", "bfloat16") and "_math:moments.mean" in seen:
         out += _moments_low(_DT[case.dtype])
     for key, v in seen.items():
@@ -1257,6 +1261,34 @@ def _moments_low(low):
     return [(("remapk", {"_math:moments.return": dev}), "lowsum", None,
              f"the deviations x - mean computed in {low.__name__} (the mean rounded to it, each difference rounded), "
              "the variance and x_hat from them")]
+
+
+def _welford_updates():
+    """The variance of refnorm/specs/_math.moments from a per-value Welford update over each slice (its values
+    in C order of the reduced axes: mean_k = mean_{k-1} + (x_k - mean_{k-1}) / k) whose M2 step adds the
+    deviation from the updated mean squared, (x_k - mean_k)^2, or from the previous mean squared,
+    (x_k - mean_{k-1})^2 (mean_0 = 0), where (x_k - mean_{k-1}) (x_k - mean_k) belongs: the count's weight
+    (k - 1) / k of each value's spread term missing or squared; its divisor and the mean kept; as _candidates'
+    tuples ("welford": rule 14's merge, a value merged into the running partial with counts not weighted)."""
+    def welford(new):
+        def change(t):
+            m, var, d = t
+            axes = tuple(k for k in range(d.ndim) if np.shape(m)[k] == 1 and d.shape[k] > 1)
+            if not axes:
+                return t
+            keep = tuple(k for k in range(d.ndim) if k not in axes)
+            x = np.transpose(d + m, keep + axes).reshape(-1, int(np.prod([d.shape[k] for k in axes])))
+            k = np.arange(1, x.shape[1] + 1, dtype=np.float64)
+            run = np.cumsum(x, axis=1) / k                      # mean_k, after each value
+            prev = np.concatenate([np.zeros((x.shape[0], 1)), run[:, :-1]], axis=1)
+            m2 = (((x - run) if new else (x - prev)) ** 2).sum(axis=1)
+            ss = (d * d).sum(axis=axes, keepdims=True)
+            m2 = m2.reshape(np.shape(ss))
+            return m, var * np.where(ss > 0, m2 / np.where(ss > 0, ss, 1.0), 1.0), d
+        return change
+    return [(("remapk", {"_math:moments.return": welford(new)}), "welford", None,
+             f"the variance from a per-value Welford update adding (x - mean_{'k' if new else 'k-1'})^2 to M2 where "
+             "(x - mean_k-1) (x - mean_k) belongs (the mean and the divisor right)") for new in (True, False)]
 
 
 def _moments_read(seen):
@@ -1377,8 +1409,9 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             # partial tail tile never entered; its means still divided by the whole count)
             T = int(np.prod([shape[j] for j in _run(axes, len(shape))]))
             out += [(("reduce", frozenset(ids), _tail_dropped(k)), "tail", None, f"without the last {k} of each "
-                     f"slice's {T} trailing positions (a loop over whole tiles only), and its function's "
-                     f"{len(ids) - 1} other reductions too") for k in _tails(T)]
+                     f"slice's {T} trailing positions (" + ("a column mask off by one" if k == 1 else "a loop over "
+                     "whole tiles only") + f"), and its function's {len(ids) - 1} other reductions too")
+                    for k in _tails(T, masked=True)]
     # one sum divided by its count: averaged where summed belongs (a projection's mean(dy u) where its sum
     # belongs, the layer norm's form copied)
     for i, (shape, axes, keep) in reds.items():
@@ -1456,8 +1489,9 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
         c0 = {i for i in ids if _SOURCES[i][:2] == ("_math", "centered") and _SOURCES[i][4] == "d0"}
         out += [(("reduce", frozenset(ids), {i: _zero if i in c0 else _tail_dropped(k) for i in ids}), "tail", None,
                  f"every forward reduction over axes {axes} ({len(ids)}) without the last {k} of each slice's {T} "
-                 "trailing positions (a loop over whole tiles only, still divided by the whole count"
-                 + ("; the mean of one pass)" if c0 else ")")) for k in _tails(T) if len(ids) > 1]
+                 "trailing positions (" + ("a column mask off by one" if k == 1 else "a loop over whole tiles only")
+                 + ", still divided by the whole count" + ("; the mean of one pass)" if c0 else ")"))
+                 for k in _tails(T, masked=True) if len(ids) > 1]
     for (shape, axes), ids in sig.items():
         if len(ids) > 1:
             out.append((("reduce", frozenset(ids), _whole), "reduce", None, f"every reduction over axes {axes} of a "
@@ -2095,7 +2129,7 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         return {"mechanism": "eps", "text": f"the specification with {what} reproduces every failing array"}
     # a sum accumulated in the 16-bit dtype; a slice's reduction losing its last lanes (the block); a reduction
     # over a part of each slice (the group it spans)
-    by_kind = {"lowsum": "precision", "tail": "block", "part": "group", "rowblock": "block"}
+    by_kind = {"lowsum": "precision", "tail": "block", "part": "group", "rowblock": "block", "welford": "merge"}
     if i in by_kind and target[0] in ("remapk", "remap"):      # a named value's change (the deviations in the 16-bit dtype)
         return {"mechanism": by_kind[i], "text": f"the specification with {what} reproduces every failing array"}
     if i in by_kind:
