@@ -624,6 +624,11 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "a column mask off by one"),
     ("blind26", "rms_persistent_loop_drops_last_row", "rms_norm/normal_eps1e-05_f32_6x100", "block",
      "(off by one)"),
+    # each group's statistics pooled over the batch (the mean's, the variance's reductions across functions);
+    # z_score's parameter gradients without the last slice's terms (its slices along axis 0 independent)
+    ("blind27", "gns_stats_pooled_over_batch", "group_norm_silu/normal_g4_f32_2x8x5x7", "reduction",
+     "over axis 0 too"),
+    ("blind27", "zs_dparams_last_row_dropped", "z_score/normal_f64_9x7", "reduction", "the last 1"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind27, each since its measurement), each on one

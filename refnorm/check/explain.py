@@ -775,11 +775,7 @@ def _config_candidates(case, x_shape=()):
         for e, what in ((0.0, "eps missing (0 where eps belongs)"), (2 * eps, "eps added twice (2 eps)"),
                         (eps * eps, "eps squared"), (math.sqrt(eps), "the square root of eps used as eps")):
             out.append(({**cfg, "eps": e}, what, "eps"))
-    from .backends.base import complete_config
-    try:
-        full = complete_config(case.op, cfg)                      # the defaults too (z_score's ddof=1)
-    except KeyError:
-        full = cfg
+    full = _full_config(case)                                     # the defaults too (z_score's ddof=1)
     for key in ("ddof", "correction"):      # the variance's divisor n - ddof: the other Bessel convention
         v = full.get(key)
         if isinstance(v, int) and not isinstance(v, bool) and v in (0, 1):
@@ -807,11 +803,7 @@ def _config_candidates(case, x_shape=()):
     for d in (1e-5, 1e-6, 1e-12, float(np.finfo(np.float32).eps)):
         if isinstance(eps, (int, float)) and not isinstance(eps, bool) and eps != d:
             out.append(({**cfg, "eps": d}, f"eps {d:g} (a default) where {eps:g} belongs", "eps"))
-    from .backends.base import complete_config
-    try:
-        m = complete_config(case.op, cfg).get("momentum", "absent")
-    except KeyError:                                              # a config the op refuses: no momentum search
-        m = "absent"
+    m = full.get("momentum", "absent")          # (a config the op refuses: its own, no momentum search)
     if m is None:
         out.append(({**cfg, "momentum": 0.1}, "momentum 0.1 (the default) where None (a cumulative average) "
                                               "belongs", "running"))
@@ -1946,14 +1938,33 @@ SLICE_OPS = ("group_norm", "instance_norm", "group_norm_silu", "dyt", "poly_norm
 SLICES_MAX = 256      # the per-slice search evaluates the specification once per slice: up to this many
 
 
+def _full_config(case) -> dict:
+    """The case's configuration with the op's defaults filled in (its own where the op refuses it)."""
+    from .backends.base import complete_config
+    try:
+        return complete_config(case.op, case.config)
+    except KeyError:
+        return dict(case.config)
+
+
+def _dims(dim, nd):
+    """A ``dim`` option (an axis or a tuple of axes, negative from the end) as a set of axes of nd; all of
+    them where it is None."""
+    if dim is None:
+        return set(range(nd))
+    return {int(d) % nd for d in (dim if isinstance(dim, (list, tuple)) else (dim,))}
+
+
 def slice_terms(case, record, reference, name):
     """A parameter gradient's terms per slice x[i] along x's first axis (samples; rows of a 2-D x), for
-    the ops whose slices along that axis are computed independently: the specification evaluated on each
+    the ops whose slices along that axis are computed independently (z_score's where its dim leaves that axis
+    out): the specification evaluated on each
     slice alone (inputs and cotangents with that leading length sliced with it). A per-sample parameter
     ((N, ...): adaptive_layer_norm's scale) sums its sample's tokens: its terms per token x[:, t] (the arrays
     of x's leading shape (N, T) sliced along axis 1). (slices, *shape) or None."""
     x = record.inputs.get("x")
-    if case.op not in SLICE_OPS or x is None or np.ndim(x) < 2 or reference is None:
+    if x is None or np.ndim(x) < 2 or reference is None or case.op not in SLICE_OPS and not (
+            case.op == "z_score" and 0 not in _dims(_full_config(case).get("dim"), np.ndim(x))):
         return None
     N = np.shape(x)[0]
     per_sample = np.shape(record.inputs.get(name, ()))[:1] == (N,)

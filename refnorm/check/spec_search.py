@@ -217,6 +217,17 @@ def _index_only(b):
     return lambda a, red, axes, keepdims: red(np.take(a, [0], axis=b), axis=axes, keepdims=keepdims)
 
 
+def _pooled(axes2, k):
+    """The change "the reduction over ``axes2`` instead" (``_over``), a sum divided by the ``k`` slices pooled
+    (the count its result is divided by elsewhere, a slice's, multiplied by k with them): the pooled mean's."""
+    over = _over(axes2)
+
+    def f(a, red, axes, keepdims):
+        r = over(a, red, axes, keepdims)
+        return r / k if red is _REDUCE["sum"] else r
+    return f
+
+
 def _over(axes2):
     """The change "the reduction over ``axes2`` instead": its result broadcast to the right one's shape."""
     def f(a, red, axes, keepdims):
@@ -1397,7 +1408,8 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
         if keep and all(reds[j] == reds[ids[0]] for j in ids) and len(shape) - len(axes) > 1:
             # every reduction of the function over one more axis (a group norm's backward over every group; over
             # the batch axis 0: the slices pooled over the batch, an instance norm's backward over the samples)
-            out += [(("reduce", frozenset(ids), _over(tuple(sorted(axes + (b,))))), "more", shape[b] if b else None,
+            out += [(("reduce", frozenset(ids), _pooled(tuple(sorted(axes + (b,))), shape[b])), "more",
+                     shape[b] if b else None,
                      f"over axis {b} too (of {shape}), and its function's {len(ids) - 1} other reductions too")
                     for b in range(len(shape)) if b not in axes and shape[b] > 1]
         if keep and axes == (len(shape) - 1,) and all(reds[j] == reds[ids[0]] for j in ids):
@@ -1496,6 +1508,13 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
         if len(ids) > 1:
             out.append((("reduce", frozenset(ids), _whole), "reduce", None, f"every reduction over axes {axes} of a "
                         f"{shape} array ({len(ids)}, forward and backward) taken over the whole array"))
+            # every one over one more axis (each group's statistics pooled over the batch, forward and backward,
+            # across the functions computing them: the mean's, the variance's, the backward's sums)
+            out += [(("reduce", frozenset(ids), _pooled(tuple(sorted(axes + (b,))), shape[b])), "more",
+                     shape[b] if b else None,
+                     f"every reduction over axes {axes} of a {shape} array ({len(ids)}, forward and backward) over "
+                     f"axis {b} too") for b in range(len(shape)) if b not in axes and shape[b] > 1
+                    and len(shape) - len(axes) > 1]
             if all(_SOURCES[i][3] != "mean" for i in ids):     # (a norm of sums: lp_normalize's)
                 every = _over(tuple(range(len(shape))))
                 out.append((("reduce", frozenset(ids), every), "reduce", None, f"every reduction over axes {axes} of "
