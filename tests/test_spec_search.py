@@ -615,7 +615,7 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind27", "bn_running_stores_swapped", "batch_norm/normal_f64_7x3", "running", "returned in its place"),
     ("blind27", "in_y_store_channel_offset_missing", "instance_norm/normal_f64_3x2x7", "layout",
      "written without axis 1's offset"),
-    ("blind27", "zs_bwd_std_of_next_slice", "z_score/normal_f64_9x7", "layout", "saved std (and x_hat"),
+    ("blind27", "zs_bwd_std_of_next_slice", "z_score/normal_f64_9x7", "layout", "the backward's std read at the next index"),
     ("blind26", "ln_row_pitch_padded_to_8", "layer_norm/normal_f32_260x3", "layout", "at a row pitch of 8"),
     # a per-value Welford update with (x - mean_k)^2 in M2; the backward's two row sums under one column mask
     # off by one; the last row never processed (a persistent loop's bound rows - 1)
@@ -629,6 +629,14 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind27", "gns_stats_pooled_over_batch", "group_norm_silu/normal_g4_f32_2x8x5x7", "reduction",
      "over axis 0 too"),
     ("blind27", "zs_dparams_last_row_dropped", "z_score/normal_f64_9x7", "reduction", "the last 1"),
+    # dx's stores skipped on the last samples (a grid of 4 samples rounded down, the sums right); a row's sum
+    # of squares over its first tile of 128 only; poly_norm's linear term not normalized; add_norm's dweight
+    # from x - mean (rstd left out of x_hat)
+    ("blind27", "bn_dx_sample_grid_floor_quads", "batch_norm/normal_f32_6x4x25", "block", "never written"),
+    ("blind27", "nqb_rms_sumsq_first_tile_only", "norm_quant_block/normal_rms_g_bf16_8x512", "block",
+     "first 128 columns only"),
+    ("blind26", "poly_linear_term_unnormalized", "poly_norm/normal_f32_4x64", "semantics", "x^1 term not normalized"),
+    ("blind26", "an_dweight_unnormalized", "add_norm/normal_f32_6x100", "backward", "read unnormalized"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind27, each since its measurement), each on one

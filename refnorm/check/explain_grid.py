@@ -7,6 +7,7 @@ their tail leave a region of x never loaded, never written:
 
 * **the last slices** (the op's normalized slices, explain._slices: rows, (sample, group) rows, channels)
   from r0 = floor(R / B) B on, B a block of slices (2 ... 256) or a grid of P programs (a GPU's SM count);
+* **the last samples** (x's axis 0, where the op's slices are not its rows) from floor(N / B) B on;
 * **the last elements** of the flattened tensor from floor(size / B) B on (an elementwise kernel's blocks
   of 64 ... 4096);
 * **the last columns of every slice** from floor(n / V) V on (V-wide vector loads, V = 2 ... 16: the
@@ -16,7 +17,8 @@ The region's values are never loaded (x and dy read as 0 there: the statistics a
 gradients without them, the specification re-evaluated so), its outputs and dx never written (0), a slice
 statistic of a slice wholly inside it 0, its running statistics never updated (batch_norm's slices are its
 channels); where no output fails, the backward's grid alone (the forward's
-outputs as they are). Mechanism "block" (rule 9 of docs/verdicts.md's "Which mechanism a bug is": rows a
+outputs as they are); or the region's values computed and only the failing x-shaped arrays' stores there
+never made (dx of a kernel of its own, after the sums over the whole batch). Mechanism "block" (rule 9 of docs/verdicts.md's "Which mechanism a bug is": rows a
 kernel's grid never processes, a tail block skipped). Each region is screened first: every failing element
 of an x-shaped array inside it (the last columns' excepted: their slices' statistics move the rest).
 
@@ -75,6 +77,13 @@ def regions(ex, case, x):
                 m[rows[:, c0:].ravel()] = True
                 out.append((m.reshape(shape), None, "columns", f"each slice's {_span('value', c0, n)} (of {n}) never "
                             f"loaded nor written: {V}-wide vector loads without the tail's {n - c0}"))
+    N = shape[0] if len(shape) > 1 else 0
+    for B in SLICE_BLOCKS:                  # the last samples (x's axis 0) of a grid over the samples
+        s0 = N // B * B
+        if 0 < s0 < N and (rows is None or rows.shape[0] != N):        # (the slices' own grid where they are)
+            out.append((idx >= s0 * (size // N), None, "samples", f"{_span('sample', s0, N)} (of {N}) never "
+                        f"processed: a grid of programs of {B} samples rounded down, floor({N} / {B}) where ceil "
+                        "belongs"))
     for B in ELEMENT_BLOCKS:
         k0 = size // B * B
         if 0 < k0 < size:
@@ -118,6 +127,14 @@ def unprocessed(ex, case, record, ref, reference):
             continue
         if all(_fits(ex, record, res, part, name, mask, whole, fwd) for part, name in record.failing):
             return [{"part": p, "name": n, "step": record.step, "mechanism": "block", "text": what}
+                    for p, n in record.failing]
+        if all(np.shape(record.got[p][n]) == shape for p, n in record.failing) and all(
+                ex.fit_ratio(record.got[p][n], np.where(mask, 0.0, np.asarray(getattr(ref, p)[n], dtype=np.float64)),
+                             record.E[p][n]) <= 1 for p, n in record.failing):
+            # the region's values computed (the reductions over it right), only the failing arrays' stores
+            # there never made: a kernel of its own writing them (dx after the sums) on that grid
+            return [{"part": p, "name": n, "step": record.step, "mechanism": "block",
+                     "text": f"{what} (its {ex._label(p, n)} never written, 0; the rest right)"}
                     for p, n in record.failing]
     return []
 

@@ -6,9 +6,10 @@ PolyNorm (refnorm/specs/poly_norm.py): y = w0 h_3 + w1 h_2 + w2 h_1 + bias, h_p 
 + eps)^(-1/2). The forward's deviations, each reproducing every failing output (the gradients are the
 kernel's own forward's: explained with it, as explain.py's fused activation):
 
-* one rms for every power (r_3, r_2 or r_1 for all three), the powers of the normalized x (h_p = x_hat^p,
-  x_hat = x r_1), each power normalized as a LayerNorm (its row mean subtracted, divided by its standard
-  deviation): another equation, "semantics" (rule 16 of docs/verdicts.md's "Which mechanism a bug is");
+* one rms for every power (r_3, r_2 or r_1 for all three), one power not normalized (h_p = x^p), the powers
+  of the normalized x (h_p = x_hat^p, x_hat = x r_1), each power normalized as a LayerNorm (its row mean
+  subtracted, divided by its standard deviation): another equation, "semantics" (rule 16 of
+  docs/verdicts.md's "Which mechanism a bug is");
 * the scalar bias added to each of the three terms (3 bias), or inside one term's product (w_k (h_p + bias));
   each weight folded into its power before the normalization (norm(w_k x^p), about sign(w_k) h_p): "affine"
   (rule 13).
@@ -43,6 +44,9 @@ def _forward_variants(x, weight, bias, eps):
         r = own[j][1]
         out.append((_terms(x, weight, bias, [u * r for u in us]), f"one rms, that of x^{p}, for every power",
                     "semantics"))
+    for j, p in enumerate(POWERS):          # one power's normalization left out (its term x^p as it is)
+        out.append((_terms(x, weight, bias, [us[k] if k == j else own[k][0] for k in range(3)]),
+                    f"the x^{p} term not normalized (x^{p} taken as already normalized, r_{p} = 1)", "semantics"))
     xh = own[2][0]
     out.append((_terms(x, weight, bias, [xh ** p for p in POWERS]), "the powers of the normalized x (x_hat^p, x_hat "
                 "= x / rms(x)) in place of each power divided by its own rms", "semantics"))

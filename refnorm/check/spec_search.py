@@ -1618,6 +1618,11 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             out += [(("reduce", i, _without_last(k, _SOURCES[i][3], first=True)), "tail", None, f"without the row's "
                      f"first {k} columns (of {N}: a pipelined loop's prologue tile loaded, never accumulated)")
                     for k in (16, 32, 64, 128) if k < N]
+            # the row's first tile of b columns alone (a column loop whose tile offset never advances: the same
+            # tile each pass, or one pass), still divided by the whole count
+            out += [(("reduce", i, _without_last(N - b, _SOURCES[i][3])), "tail", None, f"over the row's first {b} "
+                     f"columns only (of {N}: the tile offset never advanced)") for b in (32, 64, 128, 256, 512, 1024)
+                    if b < N and N - b not in tails]
             # a scalar tail loop after the vector loads (of 4, 8, 16 values) reading the tail's first value at
             # every tail index (its index never advanced)
             widths = {}                     # tail length -> the narrowest vector width leaving it
@@ -1884,37 +1889,37 @@ def _statistics_read_at(seen, ops):
 
 
 def _saved_read_at(seen):
-    """A backward reading its saved statistics at another index of their axes (the first, the last, the next
-    index, wrapping or the last its own: a std pointer advanced before the load) for all its uses, x_hat
-    recomputed from them (the rstd alone, or the mean and rstd), the forward right; as _candidates' tuples,
-    tagged "read" (rule 12's layout)."""
+    """``_statistics_read``'s index reads for a backward saving a std (z_score's) where the others save rstd:
+    the std (and the mean) read at another index of ``_index_maps`` for all its uses, x_hat recomputed from
+    them; as _candidates' tuples, tagged "read" (rule 12's layout)."""
     out = []
-    for key, hkey, rstd, xhat, mean, sh, view in _saved_statistics(seen, ("rstd", "std")):
+    for key, hkey, rstd, xhat, mean, sh, view in _saved_statistics(seen, ("std",)):
         m, xs = _x_of_saved(rstd, xhat, mean, sh, view)
-        for a in (a for a, d in enumerate(np.shape(rstd)) if d > 1):
-            for f, what in ((lambda v, a=a: _next(v, a), f"the next index of its axis {a} (wrapping)"),
-                            (lambda v, a=a: _next(v, a, clamp=True), f"the next index of its axis {a} (the last "
-                             "its own)"),
-                            (lambda v, a=a: _first(v, a), f"the first index of its axis {a}"),
-                            (lambda v, a=a: _first(v, a, last=True), f"the last index of its axis {a}")):
-                for stats, fm in (("rstd", False),) if mean is None else (("mean and rstd", True), ("rstd", False)):
-                    xh2 = (xs - np.reshape(f(m) if fm else m, sh)) * np.reshape(f(rstd), sh)
-                    name = key.rsplit(".", 1)[1]
-                    out.append((("remapk", {key: f, hkey: lambda v, xh2=xh2: np.reshape(xh2, np.shape(v))}), "read",
-                                None, f"the backward's saved {name if not fm else 'mean and ' + name} (and x_hat "
-                                f"recomputed from {'them' if fm else 'it'}) read at {what} for every use"))
+        for stats, fm in (("std", False),) if mean is None else (("mean and std", True), ("std", False)):
+            for f, what in _index_maps(np.shape(rstd)):
+                xh2 = (xs - np.reshape(f(m) if fm else m, sh)) * np.reshape(f(rstd), sh)
+                out.append((("remapk", {key: f, hkey: lambda v, xh2=xh2: np.reshape(xh2, np.shape(v))}), "read",
+                            None, f"the backward's {stats} read at {what} (x_hat recomputed from them)"))
     return out
 
 
 def _uncentred(seen, ops):
     """A centred norm's backward with x_hat read uncentred, x * rstd (the mean's term of x_hat = (x - mean)
     rstd dropped: a projection on sum(g x) where sum(g (x - mean)) belongs), at one operation of a backward
-    function reading x_hat, or at each of them (dx, dweight and dbias); as _candidates' tuples (mechanism "backward")."""
+    function reading x_hat, or at each of them (dx, dweight and dbias); or read unnormalized, x - mean (x for an
+    RMS norm), at one operation; as _candidates' tuples (mechanism "backward")."""
     out = []
     for key, hkey, rstd, xhat, mean, sh, view in _saved_statistics(seen):
+        func = key.split(":", 1)[1].rsplit(".", 1)[0]
+        # x_hat read unnormalized, x_hat / rstd (x - mean: rstd's factor left out, a parameter gradient's
+        # sum(dy (x - mean)) where sum(dy x_hat) belongs), at one operation
+        inv = np.broadcast_to(np.reshape(rstd, sh), np.reshape(xhat, view).shape).reshape(np.shape(xhat))
+        un = (lambda v, r=inv: v / np.reshape(r, np.shape(v)) if np.size(v) == np.size(r) else v)
+        out += [(("replace", frozenset((j,)), side, un), j, "xhat", f"`xhat` read unnormalized, x - mean (rstd's "
+                 f"factor left out) in `{_SOURCES[j][4]} {_SYM[_SOURCES[j][3]]} {_SOURCES[j][5]}`")
+                for j, side in _xhat_places(ops, xhat)]
         if mean is None:
             continue
-        func = key.split(":", 1)[1].rsplit(".", 1)[0]
         shift = np.broadcast_to(np.reshape(mean, sh) * np.reshape(rstd, sh),       # mean * rstd, x_hat's shape
                                 np.reshape(xhat, view).shape).reshape(np.shape(xhat))
         fn = (lambda v, s=shift: v + np.reshape(s, np.shape(v)) if np.size(v) == np.size(s) else v)
