@@ -8,6 +8,7 @@ import sys
 
 import ml_dtypes
 import numpy as np
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -516,3 +517,22 @@ def test_an_ignored_input_explains_no_failure_of_its_own_gradient():
         return {**d, "grads": {**d["grads"], "bias": g.sum(axis=0)}}
     d = diag(Spec(post=post), "layer_norm/normal_f32_6x100")
     assert "the input bias ignored" not in d["message"], d["message"]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("mode", ["zero", "down", "up"])
+def test_directed_shift_rounds_to_nearest_as_the_directed_conversion(dtype, mode):
+    """pitfalls._rounding.directed_shift: the shifted value, rounded to nearest in the 16-bit dtype, is the
+    value converted toward zero, down or up (each computed here from NumPy's nearest conversion and one
+    nextafter), for values of both signs across many binades, values of the grid kept."""
+    from refnorm.pitfalls._rounding import directed_shift
+    dt = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
+    rng = np.random.default_rng(7)
+    v = np.concatenate([rng.standard_normal(4000) * 10, rng.standard_normal(500) * 1e-3, [1.0, -1.0, 0.5, -3.0]])
+    r = v.astype(dt)
+    below = np.where(r.astype(np.float64) > v, np.nextafter(r, np.array(-np.inf, dt)), r).astype(np.float64)
+    above = np.where(r.astype(np.float64) < v, np.nextafter(r, np.array(np.inf, dt)), r).astype(np.float64)
+    want = {"down": below, "up": above, "zero": np.where(v > 0, below, above)}[mode]
+    got = directed_shift(v, dtype, mode).astype(dt).astype(np.float64)
+    assert np.array_equal(got, want)
+    assert np.array_equal(directed_shift(np.array([1.0, -0.5]), dtype, mode), [1.0, -0.5])

@@ -637,6 +637,10 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "first 128 columns only"),
     ("blind26", "poly_linear_term_unnormalized", "poly_norm/normal_f32_4x64", "semantics", "x^1 term not normalized"),
     ("blind26", "an_dweight_unnormalized", "add_norm/normal_f32_6x100", "backward", "read unnormalized"),
+    # y converted to float16 rounded down, to bfloat16 rounded up (a directed intrinsic): rounding, not the
+    # lower precision whose error is two-sided
+    ("blind26", "rms_f16_y_rounded_down", "rms_norm/normal_eps1e-05_f16_4x128", "rounding", "toward -inf"),
+    ("blind26", "dyt_bf16_y_rounded_up", "dyt/normal_bf16_6x96", "rounding", "toward +inf"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind27, each since its measurement), each on one

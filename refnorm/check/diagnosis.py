@@ -66,7 +66,9 @@ SCREEN_MIN = 1 << 18   # elements of x from which a layer_norm/rms_norm case is 
 SCREEN_ROWS = 32
 SPECULATE = 2    # survivors judged on the whole case beside the others' remaining arrays (_diagnose)
 CLOSE = 4.0      # a variant that does not fit is shown as "closest" only within this many times its bound
-TWO_SIDED = 0.8  # lower_precision: at most this share of the failing elements erring to one side (|got| < |ref|)
+TWO_SIDED = 0.8  # lower_precision: at most this share of the failing elements erring to one side (|got| < |ref|,
+#                  or got < ref where at least SIDED_MIN fail: 6 of 7 below is a chance of 6%)
+SIDED_MIN = 16
 MARGIN = 4.0     # "clearly": the named variant fits at least MARGIN x better (floored ratios) than the best
 #                  variant of every other mechanism and than no pitfall, on every failing array (tuned on
 #                  fold A of the planted rows, measured on fold B: docs/pitfall_detection.md, section 9)
@@ -524,7 +526,8 @@ def lower_precision(case, records, refs, contract) -> list:
     in the 16-bit case dtype) and those bounds narrower than LOOSE times the expected values (the median failing
     element's), its error noise-like (no per-row model of localize.error_shape fits: a
     changed formula errs smoothly) and two-sided (at most TWO_SIDED of the failing elements smaller in
-    magnitude than expected, or larger: a truncation errs to one side, rule 8's rounding); never where a
+    magnitude than expected, or larger: a truncation errs to one side, rule 8's rounding; nor below expected,
+    or above: a rounding down or up); never where a
     returned statistic fails (mean, rstd: a statistic's own deviation, the one-pass variance's cancellation,
     errs like noise in the activations it scales), nor a quantized array or one returned in another dtype,
     nor beside a catalogue match. Explanations of every failing
@@ -561,11 +564,13 @@ def lower_precision(case, records, refs, contract) -> list:
                     break           # a bound as wide as the values admits a changed formula: it names nothing
                 names = localize.axis_names(np.shape(want), x_shape, axes)
                 rows = {i for i, nm in enumerate(names) if nm in ("row", "sample", "channel")}
+                # (one-sided in magnitude, toward zero; or in sign, down or up: a directed rounding's, a mode)
                 small = float(np.mean(np.abs(g) < np.abs(w))) if g.size else 0.5
+                below = float(np.mean(g < w)) if g.size >= SIDED_MIN else 0.5     # (a few by chance: any)
                 # (a float64 case within float32's bounds: a float32 sum errs per row, smoothly; a changed
                 # formula errs far beyond float32's rounding)
                 smooth = case.dtype != "float64" and localize.error_shape(got, want, bad, rows)
-                if smooth or not 1 - TWO_SIDED <= small <= TWO_SIDED:
+                if smooth or not 1 - TWO_SIDED <= small <= TWO_SIDED or not 1 - TWO_SIDED <= below <= TWO_SIDED:
                     break
                 out.append({"part": part, "name": name, "step": r.step, "mechanism": "precision",
                             "text": f"{explain._label(part, name)} is within the bounds of a kernel with {what} "

@@ -1572,25 +1572,30 @@ def param_products(case, record, ref, part, name):
 
 def truncated_returns(case, record, ref):
     """Every failing array of a 16-bit case converted to the case dtype toward zero (its low bits dropped: a
-    store helper truncating) where rounding to nearest even belongs, the passing ones rounded right (the
+    store helper truncating), or down or up (a directed conversion intrinsic: __float2half_rd / _ru) where
+    rounding to nearest even belongs, the passing ones rounded right (the
     catalogue's R-trunc truncates every returned array): "rounding" (rule 8), one explanation per array, or
     []."""
-    from ..pitfalls._rounding import toward_zero_shift
+    from ..pitfalls._rounding import directed_shift
     if case.dtype not in ("float16", "bfloat16") or not record.failing:
         return []
-    out = []
-    for part, name in record.failing:
-        got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
-        if got is None or want is None or E is None or np.shape(got) != np.shape(want) \
-                or np.asarray(got).dtype.kind not in "fV" or np.asarray(got).dtype.itemsize != 2:
-            return []
-        with np.errstate(all="ignore"):
-            if fit_ratio(got, toward_zero_shift(np.asarray(want, dtype=np.float64), case.dtype), E) > 1:
+    for mode, how in (("zero", "toward zero (truncated)"), ("down", "toward -inf (rounded down)"),
+                      ("up", "toward +inf (rounded up)")):
+        out = []
+        for part, name in record.failing:
+            got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
+            if got is None or want is None or E is None or np.shape(got) != np.shape(want) \
+                    or np.asarray(got).dtype.kind not in "fV" or np.asarray(got).dtype.itemsize != 2:
                 return []
-        out.append({"part": part, "name": name, "step": record.step, "mechanism": "rounding",
-                    "text": f"{_label(part, name)} is the expected value converted to {case.dtype} toward zero "
-                            "(truncated) where rounding to nearest even belongs"})
-    return out
+            with np.errstate(all="ignore"):
+                if fit_ratio(got, directed_shift(np.asarray(want, dtype=np.float64), case.dtype, mode), E) > 1:
+                    break
+            out.append({"part": part, "name": name, "step": record.step, "mechanism": "rounding",
+                        "text": f"{_label(part, name)} is the expected value converted to {case.dtype} {how} where "
+                                "rounding to nearest even belongs"})
+        else:
+            return out
+    return []
 
 
 def never_written(part, name, got, x_shape=()):

@@ -47,6 +47,35 @@ def toward_zero_shift(v, dtype):
         return np.where(np.isfinite(v) & (v != 0), np.sign(v) * m, v)
 
 
+def away_from_zero_shift(v, dtype):
+    """v (float64) mapped onto the value whose rounding to nearest in ``dtype`` is v rounded away from zero,
+    continuously (toward_zero_shift's mirror): the cell (t, u] of |v| (t = RZ(|v|), u the next value above)
+    linearly onto u's rounding-to-nearest interval, with the sign of v; values of the grid stay."""
+    v = np.asarray(v, dtype=np.float64)
+    dt = NP[dtype]
+    with np.errstate(all="ignore"):
+        a = np.abs(v)
+        fmax = float(ml_dtypes.finfo(dt).max)
+        r = np.minimum(a, fmax).astype(dt)
+        t = np.where(r.astype(np.float64) > a, np.nextafter(r, np.zeros((), dt)), r)      # toward zero
+        u = np.nextafter(t, np.array(np.inf, dt))                                          # away from zero
+        uu = np.nextafter(u, np.array(np.inf, dt)).astype(np.float64)
+        t, u = t.astype(np.float64), u.astype(np.float64)
+        lo, hi = u - (u - t) / 2, u + (uu - u) / 2
+        m = np.where(a >= fmax, fmax, np.where(a == t, a, lo + (a - t) / (u - t) * (hi - lo)))
+        return np.where(np.isfinite(v) & (v != 0), np.sign(v) * m, v)
+
+
+def directed_shift(v, dtype, mode):
+    """``mode`` "zero" (toward_zero_shift), "down" (toward -inf: toward zero where v > 0, away where v < 0) or
+    "up" (toward +inf)."""
+    if mode == "zero":
+        return toward_zero_shift(v, dtype)
+    v = np.asarray(v, dtype=np.float64)
+    tz, az = toward_zero_shift(v, dtype), away_from_zero_shift(v, dtype)
+    return np.where((v > 0) == (mode == "down"), tz, az)
+
+
 def _kept(op, config, dtype):
     """(part, name) of the arrays returned in a dtype other than the case dtype (left unshifted)."""
     out = set()
