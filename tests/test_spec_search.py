@@ -641,6 +641,8 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # lower precision whose error is two-sided
     ("blind26", "rms_f16_y_rounded_down", "rms_norm/normal_eps1e-05_f16_4x128", "rounding", "toward -inf"),
     ("blind26", "dyt_bf16_y_rounded_up", "dyt/normal_bf16_6x96", "rounding", "toward +inf"),
+    ("blind27", "gns_silu_before_norm", "group_norm_silu/normal_g4_f32_2x8x5x7", "semantics",
+     "the SiLU applied before the norm"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind27, each since its measurement), each on one

@@ -39,8 +39,8 @@ exactly known value, four units of the stored dtype of the explained value):
   dtype before the final sum) and **dyt's tanh rounded** to the 16-bit dtype before the affine;
 * **a gradient reduced once more** (over one more axis, or a group norm's per-channel parameter over its
   group) and, in the group norms' statistics search, a tail of each channel's positions dropped;
-* **a fused activation at another point** (group_norm_silu): the SiLU before the affine, the bias after
-  it, the SiLU left out, or a backward that ignores it;
+* **a fused activation at another point** (group_norm_silu): the SiLU before the affine or before the
+  norm, the bias after it, the SiLU left out, or a backward that ignores it;
 * **the other mode** (batch_norm, instance_norm): an array that the specification computes in the other
   mode reproduces (an eval call's dx by the training formula);
 * **a statistic returned as a power of itself** (std or 1/(var + eps) where rstd belongs) and **y or dx
@@ -1146,8 +1146,9 @@ def layout_misread(case, record, reference):
 
 def fused_activation(case, record, reference, ref):
     """group_norm_silu's SiLU at another point of the chain p = x_hat w + b, y = silu(p): y = silu(x_hat) w
-    + b (before the affine), silu(x_hat w) + b (the bias after it), p sigmoid(x_hat) (the gate's sigmoid of x_hat), p (the SiLU left out), silu(silu(p)) (the
-    SiLU applied twice: the fused kernel's and the caller's); or a backward
+    + b (before the affine), silu(x_hat w) + b (the bias after it), p sigmoid(x_hat) (the gate's sigmoid of
+    x_hat), p (the SiLU left out), silu(silu(p)) (the SiLU applied twice: the fused kernel's and the caller's),
+    group_norm(silu(x)) (the SiLU before the norm: its statistics those of silu(x)); or a backward
     that ignores it (group_norm's gradients of dy). Explanations of the failing arrays they reproduce (every
     failing output, the gradients following; or every failing gradient), or []."""
     x = record.inputs.get("x")
@@ -1182,6 +1183,19 @@ def fused_activation(case, record, reference, ref):
             if grown_fit(fit_ratio, got, y, want, E(("outputs", "y")), True) <= 1:
                 return [{"part": "outputs", "name": "y", "step": record.step, "mechanism": mech,
                          "text": f"y is the specification's with {what}"}]
+    if outs:        # the SiLU applied to x before the norm (act -> norm), none after: y and the statistics
+        try:
+            with np.errstate(all="ignore"):
+                pre = reference("group_norm", case.config, record.training,
+                                {**record.inputs, "x": silu(np.asarray(x, dtype=np.float64))}, {}, record.state)
+        except Exception:                                   # noqa: BLE001 - the spec refusing the call
+            pre = None
+        if pre is not None and all(pre.outputs.get(n) is not None and grown_fit(
+                fit_ratio, record.got[p][n], pre.outputs[n], ref.outputs.get(n), E((p, n)), True) <= 1
+                for p, n in outs):
+            return [{"part": p, "name": n, "step": record.step, "mechanism": "semantics",
+                     "text": f"{_label(p, n)} is group_norm's of silu(x): the SiLU applied before the norm, none "
+                             "after (the failing gradients follow from that forward)"} for p, n in outs]
     if not outs and all(gn.grads.get(n) is not None and np.shape(gn.grads[n]) == np.shape(record.got[p][n])
                         and fit_ratio(record.got[p][n], gn.grads[n], E((p, n))) <= 1 for p, n in record.failing):
         return [{"part": p, "name": n, "step": record.step, "mechanism": "backward",
