@@ -643,6 +643,9 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind26", "dyt_bf16_y_rounded_up", "dyt/normal_bf16_6x96", "rounding", "toward +inf"),
     ("blind27", "gns_silu_before_norm", "group_norm_silu/normal_g4_f32_2x8x5x7", "semantics",
      "the SiLU applied before the norm"),
+    # lp_normalize's y divided by max|x|; its eps clamp as min (y = x / eps: 1e12 times the normalized values)
+    ("blind27", "lp_divided_by_max_abs", "lp_normalize/normal_f32_6x100", "semantics", "max|x|"),
+    ("blind27", "lp_eps_clamp_as_min", "lp_normalize/normal_f64_9x7", "eps", "clamp as min"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind27, each since its measurement), each on one

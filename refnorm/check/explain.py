@@ -1701,6 +1701,49 @@ def dyt_rounded_t(case, record):
     return []
 
 
+def lp_deviation(case, record, ref):
+    """lp_normalize's y = x / max(norm, eps) otherwise: divided by s = max|x| (the overflow-safe reduction's
+    scale: the infinity norm's equation, semantics), eps's clamp as min (x / min(norm, eps)), eps added to the
+    norm (x / (norm + eps)) or under its root (x / sqrt(norm^2 + eps)): eps (rule 6). Each judged within the
+    check's bound grown with its value (a quotient rounds relative to its size). Explanations of y (the
+    gradients following), or []."""
+    x, got = record.inputs.get("x"), record.got["outputs"].get("y")
+    norm = ref.outputs.get("norm")
+    if case.op != "lp_normalize" or x is None or got is None or norm is None or np.size(x) > CONFIG_SIZE \
+            or ("outputs", "y") not in record.failing:
+        return []
+    x64, n = np.asarray(x, dtype=np.float64), np.asarray(norm, dtype=np.float64)
+    A = tuple(i for i, (a, b) in enumerate(zip(np.shape(x64), np.shape(n))) if b == 1 and a > 1)
+    eps = float(case.config.get("eps", 0.0) or 0.0)
+    with np.errstate(all="ignore"):
+        s = np.max(np.abs(x64), axis=A, keepdims=True) if A else np.abs(x64)
+        tries = [(np.where(s == 0, 0.0, x64 / np.where(s == 0, 1.0, s)), "y divided by max|x| (the overflow-safe "
+                  "reduction's scale, the infinity norm) where the p-norm belongs", "semantics")]
+        if eps > 0:
+            tries += [(x64 / np.minimum(n, eps), "eps's clamp as min, x / min(norm, eps) (clamp_max written for "
+                       "clamp_min)", "eps"),
+                      (x64 / (n + eps), "eps added to the norm, x / (norm + eps), where the clamp max(norm, eps) "
+                       "belongs", "eps"),
+                      (x64 / np.sqrt(n * n + eps), "eps under the root, x / sqrt(norm^2 + eps), where the clamp "
+                       "max(norm, eps) belongs", "eps")]
+        # (x over another denominator rounds relative to its own size: the bound grows with |y| / |want|, not
+        # capped: x / eps is 1e12 times the normalized values; the reference itself outside that bound)
+        E, want = record.E["outputs"]["y"], np.asarray(ref.outputs["y"], dtype=np.float64)
+        import ml_dtypes
+        big = float(ml_dtypes.finfo(np.asarray(got).dtype).max) if np.asarray(got).dtype.kind in "fV" else math.inf
+        for y, what, mech in tries:
+            y = np.where(np.abs(y) > big, np.sign(y) * np.inf, y)        # (stored: beyond the dtype's largest, inf)
+            Ev = np.broadcast_to(E, np.shape(y)) * np.clip(np.nan_to_num(np.abs(y) / np.abs(want), nan=1.0), 1.0, None)
+            fin = np.isfinite(y)            # (an overflow stored as inf: equal there, judged on the rest)
+            g64 = np.asarray(got, dtype=np.float64)
+            if not np.array_equal(g64[~fin], y[~fin]) or not fin.any():
+                continue
+            if fit_ratio(np.asarray(got)[fin], y[fin], Ev[fin]) <= 1 and fit_ratio(got, want, Ev) > 1:
+                return [{"part": "outputs", "name": "y", "step": record.step, "mechanism": mech,
+                         "text": f"y is the formula's with {what}"}]
+    return []
+
+
 def dyt_deviation(case, record):
     """dyt's y = weight tanh(alpha x) + bias otherwise: alpha outside the tanh, weight alpha tanh(x) + bias
     (another equation: semantics); the weight inside it, tanh(alpha weight x) + bias (affine); the bias read at the row's index (bias[r % C] where bias[c] belongs: layout).
@@ -2111,7 +2154,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
         if len(out) < len(record.failing):
             from . import explain_poly              # poly_norm's powers normalized otherwise
             act = (fused_activation(case, record, reference, ref) or dyt_rounded_t(case, record) or dyt_deviation(case, record)
-                   or dyt_derivative(case, record)
+                   or dyt_derivative(case, record) or lp_deviation(case, record, ref)
                    or explain_poly.deviation(sys.modules[__name__], case, record)
                    or epilogue_activation(case, record, reference, ref, bounds))
             if act:
