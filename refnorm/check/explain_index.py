@@ -406,6 +406,11 @@ NEAR_READ = 1e3        # an order missing its arrays by less: the nearest judged
 #                        at its own point (one derivation)
 
 
+def _wider(e, e2):
+    """The bound ``e`` widened to ``e2`` where ``e2`` is one of its shape (a bound derived elsewhere)."""
+    return e if e2 is None or np.shape(e2) != np.shape(e) else np.maximum(e, e2)
+
+
 def row_pitches(shape):
     """(m, what): a dense array of ``shape`` read as rows of its trailing axes' length T at a row pitch P > T
     (an aligned allocation assumed: T rounded up to a multiple of 2^k, or T + 1), row r's T values from flat
@@ -477,8 +482,8 @@ def permuted_inputs(ex, case, record, ref, reference, bounds=None):
                         moved if kind == "cotangents" else record.cotangents, record.state, res)
         except Exception:                                   # noqa: BLE001 - no bound derived there
             return []
-        E = {p: {n: (np.maximum(e, E2[p][n]) if np.shape(E2.get(p, {}).get(n, None)) == np.shape(e) else e)
-                 for n, e in d.items()} if isinstance(d, dict) else d for p, d in record.E.items()}
+        E = {**record.E, **{p: {n: _wider(e, E2.get(p, {}).get(n)) for n, e in record.E[p].items()}
+                            for p in ("outputs", "grads", "state") if p in record.E}}
         found = _judge(ex, dataclasses.replace(record, E=E), ref, vals, text, "layout")
         if len(found) == len(record.failing):
             return found
