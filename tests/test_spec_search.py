@@ -646,6 +646,11 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # lp_normalize's y divided by max|x|; its eps clamp as min (y = x / eps: 1e12 times the normalized values)
     ("blind27", "lp_divided_by_max_abs", "lp_normalize/normal_f32_6x100", "semantics", "max|x|"),
     ("blind27", "lp_eps_clamp_as_min", "lp_normalize/normal_f64_9x7", "eps", "clamp as min"),
+    # group_norm's dweight / dbias each without its positions' tail (partial sums across the slices: rule 11);
+    # group_norm_silu's dbias summed from g = dp w (a parameter gradient's operand searched first)
+    ("blind27", "gn_dparams_spatial_tail_dropped", "group_norm/normal_g4_f32_2x8x5x7", "reduction",
+     "partial sums across the slices"),
+    ("blind27", "gns_dbias_from_g", "group_norm_silu/normal_g4_f32_2x8x5x7", "backward", "read from `g`"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind27, each since its measurement), each on one

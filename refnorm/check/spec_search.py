@@ -1420,9 +1420,13 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             # every reduction of the function over whole tiles of the slice only (the loop bound T // B: the
             # partial tail tile never entered; its means still divided by the whole count)
             T = int(np.prod([shape[j] for j in _run(axes, len(shape))]))
-            out += [(("reduce", frozenset(ids), _tail_dropped(k)), "tail", None, f"without the last {k} of each "
-                     f"slice's {T} trailing positions (" + ("a column mask off by one" if k == 1 else "a loop over "
-                     "whole tiles only") + f"), and its function's {len(ids) - 1} other reductions too")
+            # (a backward's sums across the leading axis too, not kept: a parameter gradient's partial sums,
+            # rule 11's reduction dropping a part of each; a slice's own reduction's tail is rule 9's block)
+            across = not keep and 0 in axes and len(axes) > 1 and "backward" in _SOURCES[ids[0]][1]
+            out += [(("reduce", frozenset(ids), _tail_dropped(k)), "ptail" if across else "tail", None, f"without the "
+                     f"last {k} of each slice's {T} trailing positions (" + ("a column mask off by one" if k == 1
+                     else "a loop over whole tiles only") + f"), and its function's {len(ids) - 1} other reductions "
+                     "too" + (" (the parameter gradients' partial sums across the slices)" if across else ""))
                     for k in _tails(T, masked=True)]
     # one sum divided by its count: averaged where summed belongs (a projection's mean(dy u) where its sum
     # belongs, the layer norm's form copied)
@@ -2039,6 +2043,10 @@ def mutation(case, record, fit_ratio):
         cands, fwd = _candidates(case, record, forward_only)
     except Exception:                                   # noqa: BLE001 - a call the instrumented spec refuses
         return None
+    if all(p == "grads" and n != "x" for p, n in record.failing):
+        # parameter gradients alone: their reductions' operands read from another value first (a dbias summed
+        # from g = dy w, the dx pass's): past the cap otherwise, behind every operation of dx's formula
+        cands = [c for c in cands if c[1] == "redread"] + [c for c in cands if c[1] != "redread"]
     from .. import registry
     main = registry.get(case.op).outputs[0]
     failing_outs = {n for p, n in record.failing if p == "outputs"}
@@ -2153,7 +2161,8 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         return {"mechanism": "eps", "text": f"the specification with {what} reproduces every failing array"}
     # a sum accumulated in the 16-bit dtype; a slice's reduction losing its last lanes (the block); a reduction
     # over a part of each slice (the group it spans)
-    by_kind = {"lowsum": "precision", "tail": "block", "part": "group", "rowblock": "block", "welford": "merge"}
+    by_kind = {"lowsum": "precision", "tail": "block", "part": "group", "rowblock": "block", "welford": "merge",
+               "ptail": "reduction"}
     if i in by_kind and target[0] in ("remapk", "remap"):      # a named value's change (the deviations in the 16-bit dtype)
         return {"mechanism": by_kind[i], "text": f"the specification with {what} reproduces every failing array"}
     if i in by_kind:
