@@ -651,6 +651,7 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind27", "gn_dparams_spatial_tail_dropped", "group_norm/normal_g4_f32_2x8x5x7", "reduction",
      "partial sums across the slices"),
     ("blind27", "gns_dbias_from_g", "group_norm_silu/normal_g4_f32_2x8x5x7", "backward", "read from `g`"),
+    ("blind26", "gated_group_loop_last_skipped", "gated_norm/normal_gs32_f32_8x96", "block", "last group"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind27, each since its measurement), each on one

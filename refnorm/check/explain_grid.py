@@ -7,6 +7,7 @@ their tail leave a region of x never loaded, never written:
 
 * **the last slices** (the op's normalized slices, explain._slices: rows, (sample, group) rows, channels)
   from r0 = floor(R / B) B on, B a block of slices (2 ... 256) or a grid of P programs (a GPU's SM count);
+* **each row's last group** of group_size columns (the group count rounded down);
 * **the last samples** (x's axis 0, where the op's slices are not its rows) from floor(N / B) B on;
 * **the last elements** of the flattened tensor from floor(size / B) B on (an elementwise kernel's blocks
   of 64 ... 4096);
@@ -77,6 +78,12 @@ def regions(ex, case, x):
                 m[rows[:, c0:].ravel()] = True
                 out.append((m.reshape(shape), None, "columns", f"each slice's {_span('value', c0, n)} (of {n}) never "
                             f"loaded nor written: {V}-wide vector loads without the tail's {n - c0}"))
+    gs, H = case.config.get("group_size"), (shape[-1] if shape else 0)
+    if isinstance(gs, int) and not isinstance(gs, bool) and 0 < gs < H and H % gs == 0:
+        # each row's last group of the hidden axis (a group count rounded down: (H - 1) // group_size)
+        out.append((np.broadcast_to(np.arange(H) >= H - gs, shape), None, "columns", f"each row's last group "
+                    f"(columns {H - gs}-{H - 1} of {H}) never processed: {H // gs - 1} groups of {gs} where "
+                    f"{H // gs} belong (the group count computed as (H - 1) // group_size)"))
     N = shape[0] if len(shape) > 1 else 0
     for B in SLICE_BLOCKS:                  # the last samples (x's axis 0) of a grid over the samples
         s0 = N // B * B
