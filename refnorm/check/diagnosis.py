@@ -592,7 +592,8 @@ _KEEP_STATE = {"bessel", "running", "mode", "merge", "collective"}
 def by_where(op, failing, mech):
     """The mechanism an explanation of mechanism ``mech`` names, by where the failure is (docs/verdicts.md,
     "Which mechanism a bug is"): running when only running state fails (the Bessel factor, the mode and the
-    cross-rank merge excepted: rule 2; an explanation naming no mechanism as well, what is stored); gate when only the gate input's gradient fails (rule 3); backward
+    cross-rank merge excepted: rule 2; an explanation naming no mechanism as well, what is stored); gate when
+    only the gate input's gradient fails (rule 3); backward
     where another normalizer's equation or a flag read the other way changes the gradients alone (the
     forward right: rule 15 before 16); None where only returned statistics fail, holding the running ones
     (an array returned for another, y right: no mechanism). ``failing``: the (part, name) of every failing array."""

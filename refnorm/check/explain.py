@@ -127,8 +127,8 @@ def fit_ratio(got, explained, E, qdtype=None) -> float:
             if not quant_name(got.dtype) and np.any(Eb == 0):
                 # a bound of 0 (an exactly known expected value, a masked element's 0) leaves an explanation a few
                 # units of the stored dtype: its value is computed in another order than the kernel's
-                Eb = np.where(Eb == 0, 4 * unit(got.dtype) * np.abs(np.broadcast_to(np.asarray(explained, dtype=np.float64),
-                                                                        np.shape(got))), Eb)
+                ex64 = np.broadcast_to(np.asarray(explained, dtype=np.float64), np.shape(got))
+                Eb = np.where(Eb == 0, 4 * unit(got.dtype) * np.abs(ex64), Eb)
         r = ratio(ex, Eb)
     r = np.asarray(r, dtype=np.float64)
     return float(np.max(np.where(np.isnan(r), np.inf, r))) if r.size else math.inf
@@ -1941,10 +1941,10 @@ def row_terms(case, record, ref, part, name):
 
 def unprocessed_rows(case, record, ref):
     """layer_norm / rms_norm: the rows from r0 on never processed (a grid of B-row programs rounded down:
-    r0 = floor(R / B) B, or of P programs: r0 = P floor(R / P); or the last row, a loop bound off by one): every per-row array (y, mean, rstd, dx; dx
-    alone where no output fails: the backward's grid) left at 0 on those rows and right on the others, the
-    parameter gradients the sums of the first r0 rows' terms. Explanations of every failing
-    array (mechanism "block"), or []."""
+    r0 = floor(R / B) B, or of P programs: r0 = P floor(R / P); or the last row, a loop bound off by one):
+    every per-row array (y, mean, rstd, dx; dx alone where no output fails: the backward's grid) left at 0 on
+    those rows and right on the others, the parameter gradients the sums of the first r0 rows' terms.
+    Explanations of every failing array (mechanism "block"), or []."""
     x = record.inputs.get("x")
     if case.op not in ("layer_norm", "rms_norm") or x is None or np.size(x) > CONFIG_SIZE:
         return []

@@ -19,7 +19,8 @@ gradients without them, the specification re-evaluated so), its outputs and dx n
 statistic of a slice wholly inside it 0, its running statistics never updated (batch_norm's slices are its
 channels); where no output fails, the backward's grid alone (the forward's
 outputs as they are); or the region's values computed and only the failing x-shaped arrays' stores there
-never made (dx of a kernel of its own, after the sums over the whole batch). Mechanism "block" (rule 9 of docs/verdicts.md's "Which mechanism a bug is": rows a
+never made (dx of a kernel of its own, after the sums over the whole batch). Mechanism "block" (rule 9 of
+docs/verdicts.md's "Which mechanism a bug is": rows a
 kernel's grid never processes, a tail block skipped). Each region is screened first: every failing element
 of an x-shaped array inside it (the last columns' excepted: their slices' statistics move the rest).
 

@@ -471,9 +471,11 @@ def permuted_inputs(ex, case, record, ref, reference, bounds=None):
                 found = _judge(ex, record, ref, vals, text, "layout")
                 if len(found) == len(record.failing):     # every failing array (a sum alone fits many orders)
                     return found
+                if bounds is None:
+                    continue
                 miss = max((ex.fit_ratio(record.got[p][n], vals[p, n], record.E[p][n]) for p, n in record.failing
                             if (p, n) in vals), default=math.inf)
-                if bounds is not None and miss < (near[0] if near else NEAR_READ):
+                if miss < (near[0] if near else NEAR_READ):
                     near = (miss, kind, moved, res, vals, text)
     if near:            # the nearest miss judged again within the bound derived at its own point (rows read as
         _, kind, moved, res, vals, text = near          # zeros past the end: their rstd 1 / sqrt(eps), far larger)

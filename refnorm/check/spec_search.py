@@ -1900,10 +1900,11 @@ def _saved_read_at(seen):
     for key, hkey, rstd, xhat, mean, sh, view in _saved_statistics(seen, ("std",)):
         m, xs = _x_of_saved(rstd, xhat, mean, sh, view)
         for stats, fm in (("std", False),) if mean is None else (("mean and std", True), ("std", False)):
-            for f, what in _index_maps(np.shape(rstd)):
-                xh2 = (xs - np.reshape(f(m) if fm else m, sh)) * np.reshape(f(rstd), sh)
-                out.append((("remapk", {key: f, hkey: lambda v, xh2=xh2: np.reshape(xh2, np.shape(v))}), "read",
-                            None, f"the backward's {stats} read at {what} (x_hat recomputed from them)"))
+            for f, what in _index_maps(np.shape(rstd)):     # (x_hat' computed when the change is evaluated)
+                xh2 = (lambda v, f=f, fm=fm, xs=xs, m=m, sh=sh, rstd=rstd: np.reshape(
+                    (xs - np.reshape(f(m) if fm else m, sh)) * np.reshape(f(rstd), sh), np.shape(v)))
+                out.append((("remapk", {key: f, hkey: xh2}), "read", None,
+                            f"the backward's {stats} read at {what} (x_hat recomputed from them)"))
     return out
 
 
