@@ -616,7 +616,8 @@ def _whole_factor(case, records, refs) -> bool:
     """Every failing array of every step is its expected value times one factor (its own, not 0: an array
     never written is no factor; fitted by least squares: within its bound and one unit of got's dtype, the
     fitted factor's own error), over more than one slice of x (with one slice, any per-slice factor, an rstd
-    applied twice, is one factor): "a whole array off by a factor" (docs/verdicts.md, rule 14)."""
+    applied twice, is one factor), the factor no per-slice statistic's value (an rstd applied twice on slices of
+    one spread is one factor too): "a whole array off by a factor" (docs/verdicts.md, rule 14)."""
     for r in records:
         x = r.inputs.get("x", next(iter(r.inputs.values()), None))
         shape, axes = _x_axes(case, x)
@@ -634,7 +635,24 @@ def _whole_factor(case, records, refs) -> bool:
             if abs(f - 1) < 1e-3 or abs(f) < 1e-3 or explain.fit_ratio(
                     got, w * f, np.asarray(E) * max(1.0, abs(f)) + unit(got.dtype) * np.abs(w * f)) > 1:
                 return False
+            if any(abs(f * m - 1) < STAT_FACTOR or abs(f / m - 1) < STAT_FACTOR for m in _slice_means(refs[r.step], x)):
+                return False                # (the factor is a per-slice statistic, alike in every slice of the data)
     return True
+
+
+STAT_FACTOR = 0.02      # a factor within 2% of a per-slice statistic's mean (or its reciprocal) is that statistic
+
+
+def _slice_means(ref, x):
+    """The means of the reference's returned per-slice statistics (outputs smaller than x: rstd, std, the norm),
+    each nonzero and finite: the values a factor alike in every slice may be (an rstd applied twice on data whose
+    slices share one spread)."""
+    out = []
+    for v in ref.outputs.values():
+        v = None if v is None else np.asarray(v, dtype=np.float64)
+        if v is not None and 1 < v.size < np.size(x) and np.all(np.isfinite(v)) and np.mean(v) != 0:
+            out.append(float(np.mean(v)))
+    return out
 
 
 def _closest_of(out):

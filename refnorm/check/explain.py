@@ -90,7 +90,7 @@ import types
 import numpy as np
 
 from ..pitfalls._centered import _next_pow2
-from ..specs._math import sigmoids
+from .activations import ACTIVATIONS
 from . import explain_terms
 from .explain_quant import quant_deviation
 from .spec_search import (PATTERNS, backward_flag, fits_step, grown_fit, judged_fit, mutation, perturbed_bound,
@@ -798,9 +798,9 @@ def _config_candidates(case, x_shape=()):
         out += [({**cfg, "eps": eps / n}, f"eps added to the sum over the slice's {n} values instead of their mean "
                                           f"(eps / n)", "eps"),
                 ({**cfg, "eps": eps * n}, f"eps times the slice's count n = {n}", "eps")]
-    # a default eps in place of the configured one (torch's, llama's; float32's machine epsilon: torch's rms_norm
-    # with eps=None)
-    for d in (1e-5, 1e-6, 1e-12, float(np.finfo(np.float32).eps)):
+    # a default eps in place of the configured one (torch's, llama's, Keras'; float32's machine epsilon: torch's
+    # rms_norm with eps=None)
+    for d in (1e-5, 1e-6, 1e-12, 1e-3, float(np.finfo(np.float32).eps)):
         if isinstance(eps, (int, float)) and not isinstance(eps, bool) and eps != d:
             out.append(({**cfg, "eps": d}, f"eps {d:g} (a default) where {eps:g} belongs", "eps"))
     m = full.get("momentum", "absent")          # (a config the op refuses: its own, no momentum search)
@@ -1204,34 +1204,8 @@ def fused_activation(case, record, reference, ref):
     return []
 
 
-def _sigmoid(p):
-    return sigmoids(p)[0]           # (the specifications' own, without overflow)
-
-
-def _gelu_tanh(p):
-    return 0.5 * p * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (p + 0.044715 * p ** 3)))
-
-
-def _gelu_tanh_slope(p):
-    t = np.tanh(math.sqrt(2.0 / math.pi) * (p + 0.044715 * p ** 3))
-    return 0.5 * (1.0 + t) + 0.5 * p * (1.0 - t * t) * math.sqrt(2.0 / math.pi) * (1.0 + 3 * 0.044715 * p * p)
-
-
 # an activation fused after a norm: (name, f, f') (SiLU, GELU exact and tanh-approximated, ReLU, sigmoid, tanh)
-EPILOGUES = (
-    ("SiLU", lambda p: p * _sigmoid(p), lambda p: _sigmoid(p) * (1.0 + p * (1.0 - _sigmoid(p)))),
-    ("GELU", lambda p: 0.5 * p * (1.0 + _erf(p / math.sqrt(2.0))),
-     lambda p: 0.5 * (1.0 + _erf(p / math.sqrt(2.0))) + p * np.exp(-0.5 * p * p) / math.sqrt(2.0 * math.pi)),
-    ("GELU (tanh approximation)", _gelu_tanh, _gelu_tanh_slope),
-    ("ReLU", lambda p: np.maximum(p, 0.0), lambda p: (p > 0).astype(np.float64)),
-    ("sigmoid", _sigmoid, lambda p: _sigmoid(p) * (1.0 - _sigmoid(p))),
-    ("tanh", np.tanh, lambda p: 1.0 - np.tanh(p) ** 2),
-)
-
-
-def _erf(v):
-    from scipy.special import erf
-    return erf(v)
+EPILOGUES = ACTIVATIONS[:6]
 
 
 def _unfit_perturbed(case, record, reference, ref, y, df, res, unfit):

@@ -12,7 +12,8 @@ their tail leave a region of x never loaded, never written:
 * **the last elements** of the flattened tensor from floor(size / B) B on (an elementwise kernel's blocks
   of 64 ... 4096);
 * **the last columns of every slice** from floor(n / V) V on (V-wide vector loads, V = 2 ... 16: the
-  values missing from the slice's statistics too).
+  values missing from the slice's statistics too), and a channel norm's each (sample, channel)'s last spatial
+  positions so (where its slices span more than one channel: a group's).
 
 The region's values are never loaded (x and dy read as 0 there: the statistics and the parameter
 gradients without them, the specification re-evaluated so), its outputs and dx never written (0), a slice
@@ -79,6 +80,15 @@ def regions(ex, case, x):
                 m[rows[:, c0:].ravel()] = True
                 out.append((m.reshape(shape), None, "columns", f"each slice's {_span('value', c0, n)} (of {n}) never "
                             f"loaded nor written: {V}-wide vector loads without the tail's {n - c0}"))
+    S = int(np.prod(shape[2:], dtype=np.int64)) if len(shape) > 2 else 0
+    if S > 1 and (rows is None or rows.shape[1] != S):
+        # each (sample, channel)'s spatial positions (a channel norm whose slices span more than one channel)
+        pos = idx % S
+        for V in VECTOR_WIDTHS:
+            if 0 < S // V * V < S:
+                out.append((pos >= S // V * V, None, "columns", f"each (sample, channel)'s "
+                            f"{_span('position', S // V * V, S)} (of {S}) never loaded nor written: {V}-wide vector "
+                            f"loads without the tail's {S - S // V * V}"))
     gs, H = case.config.get("group_size"), (shape[-1] if shape else 0)
     if isinstance(gs, int) and not isinstance(gs, bool) and 0 < gs < H and H % gs == 0:
         # each row's last group of the hidden axis (a group count rounded down: (H - 1) // group_size)

@@ -250,7 +250,8 @@ def _rows_shifted(ex, got, want, E, qd):
     """The failing array's rows (the slices of its trailing axes, or its single elements: a row's statistic)
     each holding the expected values of the next row, the last its own (a store pointer advanced before the
     store, or a load's pointer advanced), or of the previous row, the first its own or one never-written fill,
-    0 or NaN (each row stored one slot late, the last dropped); in words, or None."""
+    0 or NaN (each row stored one slot late, the last dropped); or either wrapping (the first holding the last's,
+    the last the first's: an index i + 1 taken modulo the count); in words, or None."""
     g = np.asarray(got)                 # (its own dtype: the judge's test of a 16-bit array)
     if qd is not None or g.size < 2:
         return None
@@ -274,6 +275,14 @@ def _rows_shifted(ex, got, want, E, qd):
         if _moves_failures(g2[1:], w2[1:], E2[1:], prev[1:]) and ex.fit_ratio(g2, late, Ep) <= 1:
             return (f"each {unit} the expected previous {unit}'s values (stored one slot late), the first "
                     + (f"{g64.flat[0]:g}, never written" if fill else "its own") + f", the last {unit}'s dropped")
+        for s, what in ((1, f"each {unit} the expected previous {unit}'s values, the first the last's (stored "
+                            f"one slot on, wrapping: {unit} i written at i + 1 mod {g2.shape[0]})"),
+                        (-1, f"each {unit} the expected next {unit}'s values, the last the first's (read one slot "
+                             f"on, wrapping: {unit} i read from i + 1 mod {g2.shape[0]})")):
+            rolled = np.roll(w2, s, axis=0)
+            Er = np.maximum(E2, np.roll(E2, s, axis=0))
+            if _moves_failures(g2, w2, E2, rolled) and ex.fit_ratio(g2, rolled, Er) <= 1:
+                return what
     return None
 
 

@@ -18,6 +18,7 @@ Where only gradients fail, the backward's deviations (mechanism "backward", rule
 specification's formula otherwise evaluated: one saved rstd (x's, r_1) for every power, h_p recomputed as
 x^p r_1; the chain factor p x^(p - 1) evaluated at the normalized x (x r_1) instead of x; one power's term
 left out of dx (a loop over the powers stopping early); the chain factor p x^p (the power not decremented);
+one power's chain factor read from another power's register (q x^(q - 1), or p times it: 3 (2 x) for 3 x^2);
 each power's projection on the power before its normalization (mean(g_p x^p), or x^p multiplying it).
 Where only dbias fails: 3 sum(dy), the bias's sum accumulated once per power term (reduction, rule 11).
 
@@ -76,13 +77,24 @@ def _backward_variants(x, dy, weight, eps, bias_shape):
     one = poly_norm_backward(dy, x, [u * r1 for u in us], [r1] * 3, weight, bias_shape)[0]
     A = (dy.ndim - 1,)
     xn = x * r1
-    dx, terms = np.zeros_like(x), []
+    dx, terms, dus = np.zeros_like(x), [], []
     for k, p in enumerate(POWERS):
         h, r = own[k]
         g = dy * weight[k]
         du = r * (g - h * (g * h).sum(axis=A, keepdims=True) / dy.shape[-1])
         dx = dx + (du if p == 1 else p * xn ** (p - 1) * du)
         terms.append(du if p == 1 else p * x ** (p - 1) * du)
+        dus.append(du)
+    factor = {q: np.ones_like(x) if q == 1 else q * x ** (q - 1) for q in POWERS}
+    swapped = []                            # one power's chain factor from another's register (3 (2 x) for 3 x^2)
+    for k, p in enumerate(POWERS):
+        for q in (q for q in POWERS if q != p):
+            for f, how in ((factor[q], f"x^{q}'s, {_factor(q)}"), (p * factor[q], f"{p} times x^{q}'s ({p} "
+                                                                             f"{_factor(q)})")):
+                if p == 1 and how.startswith("1 times"):
+                    continue
+                d = sum(t for j, t in enumerate(terms) if j != k) + f * dus[k]
+                swapped.append((d, f"x^{p}'s chain factor {_factor(p)} read as {how} (another power's register)"))
     xp = sum(t * (x if p > 1 else p * x) for t, p in zip(terms, POWERS))      # p x^p du_p: the power kept
     raw = []                                # each projection's sum on the power before its normalization
     for proj in (True, False):              # mean(g x^p) where mean(g h_p) belongs, or x^p multiplying it
@@ -100,7 +112,11 @@ def _backward_variants(x, dy, weight, eps, bias_shape):
             (dx, "the chain factor p x^(p - 1) evaluated at the normalized x (x r_1) instead of x"),
             (xp, "the chain factor p x^p instead of p x^(p - 1) (the power not decremented)")] + raw + [
         (sum(t for j, t in enumerate(terms) if j != k), f"the term of x^{p} left out of dx")
-        for k, p in enumerate(POWERS)]
+        for k, p in enumerate(POWERS)] + swapped
+
+
+def _factor(q):
+    return "1" if q == 1 else "2 x" if q == 2 else f"{q} x^{q - 1}"
 
 
 def deviation(ex, case, record):

@@ -88,6 +88,7 @@ import warnings
 import ml_dtypes
 import numpy as np
 
+from .activations import ACTIVATIONS
 from .precision import round_toward_zero
 
 ROUNDING_SIZE = 1 << 17          # elements of x up to which the rounding search runs
@@ -158,6 +159,7 @@ CHANGES = {
 # an operand read as another function of itself: a standard deviation where the variance belongs, or back
 TRANSFORMS = ((lambda v: np.sqrt(np.abs(v)), "its square root"), (lambda v: v * v, "its square"))
 _SOURCES: dict = {}              # operation id -> (module, function, line, op, left source, right source)
+_ROOTS: dict = {}                # a name's key -> the index of the root its assignment takes (2, or a name: p)
 _ARGS: set = set()               # the keys of functions' arguments (hooked on entry; values, not rounding points)
 _LINES: dict = {}                # module -> its source lines
 
@@ -451,6 +453,21 @@ def _about_first_scaled(d):
     return f
 
 
+def _about_zero(d, mu):
+    """The change "the sum of squared deviations taken about 0: the raw sum of squares sum(x^2) = sum(d^2) +
+    n mean^2" (a one-pass variance E[x^2] whose - E[x]^2 term is left out; the normalization itself still
+    centred); ``d``, ``mu``: the recorded deviations and mean (the summand maybe (d / s)^2: _sq_scale); no change
+    where the summand is no squared deviation or the mean does not broadcast over the slices."""
+    def f(a, red, axes, keepdims):
+        s2, m = _sq_scale(a, d, axes), np.asarray(mu, dtype=np.float64)
+        r = red(a, axis=axes, keepdims=True)
+        if s2 is None or np.ndim(m) != np.ndim(a) or np.shape(m) != np.shape(r):
+            return red(a, axis=axes, keepdims=keepdims)
+        r = r + int(np.prod([a.shape[k] for k in axes])) * m * m / s2
+        return r if keepdims else r.reshape([s for k, s in enumerate(r.shape) if k not in axes])
+    return f
+
+
 def _about_parts(d, part):
     """The change "the sum of d^2 taken as the sum of each part's squared deviations about the part's own mean"
     (partial variances merged without the spread of the partial means: sum((d - mean_part d)^2)); ``d``: the
@@ -577,6 +594,23 @@ def _docstring(node) -> int:
     return int(isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant) and isinstance(b.value.value, str))
 
 
+def _root_index(node):
+    """The root an assigned expression takes at its top level: 2 for np.sqrt(...) or np.hypot(...) (maybe scaled,
+    s * np.sqrt(...), or one branch of a conditional), the exponent's divisor's name for ``... ** (1.0 / p)``
+    (a p-th root); else None."""
+    if isinstance(node, ast.IfExp):
+        return _root_index(node.body)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("sqrt", "hypot"):
+        return 2
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and isinstance(node.right, ast.BinOp) \
+            and isinstance(node.right.op, ast.Div) and isinstance(node.right.left, ast.Constant) \
+            and node.right.left.value == 1 and isinstance(node.right.right, ast.Name):
+        return node.right.right.id
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        return _root_index(node.right) if _root_index(node.left) is None else _root_index(node.left)
+    return None
+
+
 class _Instrument(ast.NodeTransformer):
     """After each assignment to local names inside a function, ``name = _rp_hook(key, name)``; a relative
     import of a sibling specification module takes its instrumented namespace."""
@@ -626,23 +660,29 @@ class _Instrument(ast.NodeTransformer):
         self.funcs.pop()
         return node
 
-    def _hooks(self, node, targets):
+    def _hooks(self, node, targets, root=None):
         if not self.funcs:
             return node
         names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
         key = f"{self.module}:{self.funcs[-1]}."
+        if len(targets) == 1 and isinstance(targets[0], ast.Name) and root is not None:
+            _ROOTS[key + targets[0].id] = root
         return [node] + [ast.parse(f"{n} = _rp_hook({key + n!r}, {n})").body[0] for n in dict.fromkeys(names)]
 
     def visit_Return(self, node):
+        root = _root_index(node.value)          # (before the operations become hooked calls)
         self.generic_visit(node)
         if self.funcs and node.value is not None:
             key = f"{self.module}:{self.funcs[-1]}.return"
+            if root is not None:
+                _ROOTS[key] = root
             node.value = ast.Call(ast.Name("_rp_hook", ast.Load()), [ast.Constant(key), node.value], [])
         return node
 
     def visit_Assign(self, node):
+        root = _root_index(node.value)          # (before the operations become hooked calls)
         self.generic_visit(node)
-        return self._hooks(node, node.targets)
+        return self._hooks(node, node.targets, root)
 
     def visit_AugAssign(self, node):
         self.generic_visit(node)
@@ -1129,7 +1169,8 @@ def _candidates(case, record, forward_only):
         out.append((("remapk", {"_math:centered.m0": lambda v: 0.0 * v, "_math:centered.c": lambda v: 0.0 * v}),
                     "uncentred", None, "x never centred (refnorm/specs/_math.py centered's mean taken as 0: an RMS "
                     "norm's statistics)"))
-    out += more
+    out += _other_statistic(seen, np.asarray(record.inputs["x"], dtype=np.float64), eps) + more
+    out += _activation_swapped(seen, case.op)
     if not forward_only:
         # (the state after the call only where a running variance can be read: one more evaluation)
         state = ({"new": _evaluate(case, record, None).state, "old": record.state}
@@ -1255,6 +1296,79 @@ def _distributed(ops):
                 out.append((("multi", {j: keep, i: mult}), i, factor, f"`{factor}` applied to "
                             f"`{_SOURCES[j][4 + term]}` alone in `{_SOURCES[i][4]} * {_SOURCES[i][5]}` ({func}, "
                             f"line {line}: the factor distributed over the sum, missing from its other term)"))
+    return out
+
+
+def _other_statistic(seen, x, eps):
+    """A slice's root statistic (an assignment taking a root at its top level: _ROOTS) computed as another
+    normalizer's: its root left out (the register holding the variance or mean of squares where the std or RMS
+    belongs, sum |x|^p where the p-norm belongs); an RMS or a standard deviation of x's slices as the mean
+    absolute value (mean |x|, or mean |x - mean|: the L1 variant), with eps added to it outside the root where a
+    value of its function is 1 / hypot(it, sqrt(eps)); every later value (the outputs, the backward's saved ones)
+    from the changed one. As _candidates' tuples ("otherstat": rule 16's semantics)."""
+    out, n = [], np.size(x)
+    for key, k in _ROOTS.items():
+        v = seen.get(key)
+        if v is None or not 0 < np.size(v) < n:
+            continue
+        mod_func, name = key.rsplit(".", 1)
+        kv = 2.0 if k == 2 else seen.get(f"{mod_func}.{k}")
+        if kv is None or np.size(kv) != 1 or not np.isfinite(kv) or float(kv) in (0.0, 1.0):
+            continue
+        what = f"`{mod_func.split(':', 1)[1]}`'s {'result' if name == 'return' else '`' + name + '`'}"
+        out.append((("remapk", {key: lambda v, kv=float(kv): np.abs(v) ** kv}), "otherstat", None,
+                    f"the root left out of {what} (it holds the {'square' if kv == 2 else f'power {kv:g}'} of "
+                    "the value, the variance or sum where its root belongs)"))
+        if k != 2 or np.ndim(v) != x.ndim:
+            continue
+        axes = tuple(a for a in range(x.ndim) if np.shape(v)[a] == 1 and x.shape[a] > 1)
+        if not axes or any(np.shape(v)[a] not in (1, x.shape[a]) for a in range(x.ndim)):
+            continue
+        with np.errstate(all="ignore"):
+            mean = x.mean(axis=axes, keepdims=True)
+            rms, std = np.sqrt((x * x).mean(axis=axes, keepdims=True)), np.sqrt(((x - mean) ** 2).mean(
+                axis=axes, keepdims=True))
+            logs = [np.abs(np.log(np.asarray(v, dtype=np.float64) / r)) for r in (rms, std)]
+        far = [float(np.max(a[np.isfinite(a)])) if np.any(np.isfinite(a)) else np.inf for a in logs]
+        if not min(far) < 0.1:
+            continue                # (no RMS or standard deviation of x's slices)
+        centred = far[1] < far[0]
+        l1 = np.abs(x - mean if centred else x).mean(axis=axes, keepdims=True)
+        desc = f"{what} as the mean absolute {'deviation mean |x - mean|' if centred else 'value mean |x|'} (the L1 " \
+               "variant)"
+        out.append((("remapk", {key: lambda v, l1=l1: np.reshape(l1, np.shape(v))}), "otherstat", None, desc))
+        for other, r in seen.items():          # eps outside the root: 1 / (l1 + eps) where 1 / hypot(., sqrt(eps))
+            if other.rsplit(".", 1)[0] == mod_func and other != key and np.shape(r) == np.shape(v) and eps > 0 \
+                    and np.allclose(r, 1.0 / np.hypot(v, np.sqrt(eps)), rtol=1e-12, atol=0.0):
+                out.append((("remapk", {key: lambda v, l1=l1: np.reshape(l1, np.shape(v)),
+                                        other: lambda r, l1=l1: np.reshape(1.0 / (l1 + eps), np.shape(r))}),
+                            "otherstat", None, desc + f", `{other.rsplit('.', 1)[1]}` = 1 / (it + eps)"))
+    return out
+
+
+def _activation_swapped(seen, op):
+    """The op's SiLU (its specification's function ``silu``, returning the value or (value, slope); ``silu_grad``
+    its slope) computed as another activation of activations.ACTIVATIONS (quick-GELU, GELU, Mish, ...; a
+    kernel's activation selector or template instantiated with another), forward and backward alike; as
+    _candidates' tuples ("activation": a gate's function is rule 3's gate, another activation no mechanism)."""
+    funcs = {f: k for f in ("silu", "silu_grad") for k in _ARGS if k.startswith(f"{op}:{f}.") and k in seen}
+    if "silu" not in funcs:
+        return []
+    out = []
+    for name, f, df in ACTIVATIONS[1:]:
+        ch, held = {}, {}
+        for fn, arg in funcs.items():
+            def enter(v, held=held, fn=fn):
+                held[fn] = np.asarray(v, dtype=np.float64)
+                return v
+
+            def result(v, held=held, fn=fn, f=f, df=df):
+                p = held[fn]
+                if fn == "silu_grad":
+                    return df(p)
+                return (f(p), df(p)) if isinstance(v, tuple) else f(p)
+            ch[arg], ch[f"{op}:{fn}.return"] = enter, result
+        out.append((("remapk", ch), "activation", None, f"the SiLU computed as {name} (its value and slope)"))
     return out
 
 
@@ -1587,6 +1701,11 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             out.append((("reduce", i, _about_first), "shift", None, "the variance's sum of squares about each slice's "
                         "first value x0 (a shift without its correction n (mean - x0)^2)"))
             d, mu = seen.get("_math:moments.d"), seen.get("_math:moments.mean")
+        if axes and _SOURCES[i][3] == "sum" and "backward" not in fk and d is not None and mu is not None:
+            # the mean of squares about 0, E[x^2], where the variance belongs (the normalization still centred)
+            out.append((("reduce", i, _about_zero(np.asarray(d), np.asarray(mu))), "shift", None, "the variance's "
+                        "sum of squares taken about 0: the raw mean of squares E[x^2] (the one-pass expansion's "
+                        "- E[x]^2 term left out), x - mean still normalized by it"))
         elif not (axes and _SOURCES[i][3] == "sum" and "backward" not in fk):
             d = None                        # (a function's own sum of its squared deviations, maybe scaled: below)
         run = _run(axes, nd)
@@ -1912,7 +2031,8 @@ def _uncentred(seen, ops):
     """A centred norm's backward with x_hat read uncentred, x * rstd (the mean's term of x_hat = (x - mean)
     rstd dropped: a projection on sum(g x) where sum(g (x - mean)) belongs), at one operation of a backward
     function reading x_hat, or at each of them (dx, dweight and dbias); or read unnormalized, x - mean (x for an
-    RMS norm), at one operation; as _candidates' tuples (mechanism "backward")."""
+    RMS norm), or normalized twice, x_hat * rstd, at one operation; as _candidates' tuples (mechanism
+    "backward")."""
     out = []
     for key, hkey, rstd, xhat, mean, sh, view in _saved_statistics(seen):
         func = key.split(":", 1)[1].rsplit(".", 1)[0]
@@ -1922,6 +2042,11 @@ def _uncentred(seen, ops):
         un = (lambda v, r=inv: v / np.reshape(r, np.shape(v)) if np.size(v) == np.size(r) else v)
         out += [(("replace", frozenset((j,)), side, un), j, "xhat", f"`xhat` read unnormalized, x - mean (rstd's "
                  f"factor left out) in `{_SOURCES[j][4]} {_SYM[_SOURCES[j][3]]} {_SOURCES[j][5]}`")
+                for j, side in _xhat_places(ops, xhat)]
+        # or normalized twice, x_hat * rstd (the rstd of a sum(dy (x - mean)) form applied to sum(dy x_hat))
+        tw = (lambda v, r=inv: v * np.reshape(r, np.shape(v)) if np.size(v) == np.size(r) else v)
+        out += [(("replace", frozenset((j,)), side, tw), j, "xhat", f"`xhat` normalized twice, x_hat * rstd (rstd's "
+                 f"factor applied again) in `{_SOURCES[j][4]} {_SYM[_SOURCES[j][3]]} {_SOURCES[j][5]}`")
                 for j, side in _xhat_places(ops, xhat)]
         if mean is None:
             continue
@@ -2154,7 +2279,10 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         mech = "backward" if "backward" in func or all(p == "grads" for p, _ in record.failing) else None
         return {"mechanism": mech, "text": f"the specification with {what} (refnorm/specs/"
                 f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
-    if i == "uncentred":                            # another normalizer's equation (rule 16)
+    if i == "activation":                           # a gate's function (rule 3), another activation: no name
+        return {"mechanism": "gate" if "z" in record.inputs else None,
+                "text": f"the specification with {what} reproduces every failing array"}
+    if i in ("uncentred", "otherstat"):             # another normalizer's equation (rule 16)
         return {"mechanism": "semantics", "text": f"the specification with {what} reproduces every failing array"}
     if i == "argbuf":                               # one argument read from another's buffer (rule 12)
         return {"mechanism": "layout", "text": f"the specification with {what} reproduces every failing array"}
@@ -2202,8 +2330,8 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
                         "every failing array"}
     if i in ("count", "reduce"):                   # what a reduction spans: its count, its axes
         mech = "bessel" if changed is not None and changed[1] == changed[0] - 1 else "reduction"
-        if changed is not None and (changed[1] == _tile(changed[0]) > changed[0] + 1 or changed[2:] == ("tile",)):
-            mech = "block"                          # divided by the tile's width: its padded lanes counted (rule 9)
+        if changed is not None and (changed[1] == _tile(changed[0]) > changed[0] or changed[2:] == ("tile",)):
+            mech = "block"                          # divided by the tile's width, n + 1 too: its padded lanes counted
         if changed is not None and _group_length(case, record) == changed[0] < changed[1] \
                 and changed[1] == np.shape(record.inputs["x"])[-1]:
             mech = "group"                          # a group's count read as the row's (rule 10)
