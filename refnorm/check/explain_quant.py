@@ -13,7 +13,8 @@ else the reference's):
   where 127 belongs, e5m2's emax 15 taken as e4m3's 8, nvfp4's encode factor 448 / g where 448 * 6 / g
   belongs, amax itself: the division missing); scale_ub or min_scale applied to amax before the
   division; the reciprocal; a constant factor (2^k, a ratio of two maxima); the scale rounded to the
-  case dtype, bfloat16 or float16 ("precision"); a power-of-two or E4M3 scale rounded by another rule
+  case dtype, bfloat16 or float16 ("precision"; up or down to one: "scale_rounding"); a power-of-two or E4M3
+  scale rounded by another rule
   (the other direction: "scale_rounding"; to nearest or not at all: "quant_scale"; E4M3 toward zero:
   "rounding").
 * q fits clip(y' / D) for such a candidate's decode scale D (every failing returned array fitting it
@@ -389,6 +390,9 @@ class _RowCtx(_Ctx):
         for d in _low(self.case.dtype):
             add(np.asarray(round_to(ref_s, d), dtype=np.float64), f"is rounded to {d}"
                 + (" (the input dtype)" if d == self.case.dtype else ""), "precision")
+            for up in (True, False):            # stored in d by a directed conversion: the scale's rounding rule
+                add(_directed_to(ref_s, d, up), f"is rounded {'up (toward +inf)' if up else 'down (toward -inf)'} "
+                    f"to a {d} value", "scale_rounding")
         _common(self, out, add, ref_s)
         return out
 
@@ -623,6 +627,15 @@ class _BlockCtx(_Ctx):
                     f=lambda v, d=d: np.asarray(round_to(v, d), dtype=np.float64))
         _common(self, out, add, v_ref)
         return out
+
+
+def _directed_to(v, d, up):
+    """v rounded to the 16-bit dtype ``d`` up (toward +inf) or down (toward -inf), as float64."""
+    v = np.asarray(v, dtype=np.float64)
+    r = np.asarray(round_to(v, d))                                  # to nearest, in d
+    step = np.nextafter(r, np.full_like(r, np.inf if up else -np.inf))
+    out = np.where(r.astype(np.float64) < v if up else r.astype(np.float64) > v, step, r).astype(np.float64)
+    return np.where(np.isfinite(v), out, v)
 
 
 def _pad_to(a, k):
