@@ -58,272 +58,291 @@ BUGS = {
         "N > 64, not a multiple of 64: the row's mean merged from column chunks of 64 as the plain average of "
         "the chunks' means (the short tail chunk weighted like a full one); the variance then taken about that "
         "mean over the whole row with the count N: mean (returned), rstd, y and the backward",
-        "SRC"),
+        "cf. " + GH + "tenstorrent/tt-metal/pull/50624 (an equal-count merge of partial statistics, right only when "
+        "every partial holds the same count)"),
     "ln_bwd_rstd_recomputed_unbiased": (
         "layer_norm", "bessel",
         "N > 1: the backward recomputes rstd from x with the unbiased variance, 1 / sqrt(sum((x - mean)^2) / "
         "(N - 1) + eps), and x_hat from it: dx and dweight; the forward (y, mean, rstd) and dbias right",
-        "SRC"),
+        "cf. " + GH + "LBANN/lbann/pull/2024 (a LayerNorm using the unbiased variance estimate, its gradients "
+        "corrected with it)"),
     "ln_mean_pad_lanes_loaded_as_one": (
         "layer_norm", "block",
         "N not a power of two: the row loaded into a next_pow2(N) tile with other=1.0 (the weight load's "
         "default copied), so the mean's sum takes next_pow2(N) - N extra ones (divided by N); the variance's "
         "deviations masked to the N columns, about that mean: mean (returned), rstd, y and the backward",
-        "SRC"),
+        "cf. " + GH + "XPU-Forces/mojo_opset/pull/347 (a layernorm kernel's tail block values entering its sums)"),
     "ln_dx_stored_column_major": (
         "layer_norm", "layout",
         "more than one row: dx stored column-major (element (i, j) at the flat index j * rows + i, the layout "
         "of a transposed gradient assumed) while x is row-major: dx scrambled; the forward, dweight and dbias "
         "right",
-        "SRC"),
+        "cf. " + GH + "microsoft/DirectML/issues/588 (a norm producing wrong results on a permuted, non-contiguous "
+        "layout)"),
     "ln_noweight_loaded_as_zero": (
         "layer_norm", "affine",
         "no weight: the absent weight read through a masked load with other=0.0 instead of taken as 1: y = "
         "bias (0 without a bias), and the backward's g = dy * 0, so dx = 0; mean, rstd and dbias right",
-        "SRC"),
+        "pattern: an absent parameter's masked load defaulting to 0 instead of the identity 1"),
     "ln_inv_n_in_input_dtype": (
         "layer_norm", "precision",
         "16-bit inputs: the forward's 1 / N held in the input's scalar type (rounded to nearest, bfloat16: "
         "1 / 7 becomes 0.14258) and multiplied into the row sums for the mean and the variance: mean "
         "(returned), rstd, y and the backward from them (the backward's own means divide by N)",
-        "SRC"),
+        "cf. " + GH + "tinygrad/tinygrad/issues/4143 (a half mean multiplying by (half)(1/3), the reciprocal of the "
+        "count rounded to half)"),
     "ln_dweight_lock_buffer_stored_not_added": (
         "layer_norm", "reduction",
         "more than 8 rows: dweight and dbias partials kept in GROUP_SIZE_M = 8 buffers (row r into buffer "
         "r mod 8), each row storing its dy * x_hat (dy) into its buffer instead of adding to it, the final "
         "reduction summing the 8 buffers: only the last 8 rows reach dweight and dbias; dx and the forward "
         "right",
-        "SRC"),
+        "cf. " + GH + "meta-pytorch/tritonbench/pull/1266 (the layer-norm dw/db lock race: the next holder "
+        "overwriting the partial sums)"),
     "ln_dx_accumulated_into_prefilled_buffer": (
         "layer_norm", "constant",
         "dx written with += into the input-gradient buffer that the kernel's first pass had already stored it "
         "to (the accumulate flag set for a fresh buffer): dx twice its value; the forward, dweight and dbias "
         "right",
-        "SRC"),
+        "cf. " + GH + "karpathy/llm.c/pull/408 (a layernorm backward's gradient accumulation into its buffers fixed)"),
     "ln_bwd_proj_on_output": (
         "layer_norm", "backward",
         "dx = rstd * (g - mean(g) - y * mean(g * x_hat)): the projection term multiplies the saved output y = "
         "x_hat * weight + bias (the output register reused) where x_hat belongs; the forward, dweight and "
         "dbias right",
-        "SRC"),
+        "cf. " + GH + "microsoft/onnxruntime/pull/4156 (a LayernormGrad computed from the stashed output Y instead "
+        "of the input)"),
     # ------------------------------------------------------------------ rms_norm
     "rms_eps_added_to_rstd": (
         "rms_norm", "eps",
         "eps inside: rstd = 1 / sqrt(mean(x^2)) + eps (eps added after the reciprocal square root, to rstd) "
         "instead of 1 / sqrt(mean(x^2) + eps): rstd (inf for an all-zero row), y and the backward on it",
-        "SRC"),
+        "cf. " + GH + "tile-ai/tilelang/pull/1243 (an RMSNorm example's epsilon moved into the rsqrt)"),
     "rms_sumsq_overlapping_vector_tail": (
         "rms_norm", "block",
         "N > 4, not a multiple of 4: the sum of squares loads 4-wide vectors and the tail's vector is moved "
         "back to end at column N (columns N - 4 .. N - 1) without masking its overlap with the previous one, "
         "so the columns from N - 4 to 4 * (N // 4) - 1 are counted twice (divided by N): rstd, y and the "
         "backward",
-        "SRC"),
+        "pattern: a vectorized loop's tail handled by an overlapping last vector without masking the overlap"),
     "rms_bwd_dx_without_rstd": (
         "rms_norm", "backward",
         "dx = g - u * mean(g * x_hat) (u = x_hat, or x / rms outside): the factor rstd of the whole input "
         "gradient left out; y, rstd and dweight right",
-        "SRC"),
+        "pattern: a hand-derived backward's closing factor left out"),
     "rms_bwd_proj_over_n_minus_1": (
         "rms_norm", "bessel",
         "N > 1: dx = rstd * (g - u * sum(g * x_hat) / (N - 1)): the projection term's row sum divided by N - 1 "
         "(the count of an unbiased estimate); the forward and dweight right",
-        "SRC"),
+        "cf. " + GH + "harvardnlp/annotated-transformer/pull/119 (a norm computed with the unbiased n - 1 statistic)"),
     "rms_rstd_stored_sequence_major": (
         "rms_norm", "layout",
         "inputs of three or more axes (batch, seq, ...): rstd written in the sequence-first layout, row (b, s) "
         "at s * batch + b (the [s, b, h] layout of the model it was written for), handed out batch-first: "
         "rstd rows scrambled; y and the gradients right",
-        "SRC"),
+        "cf. " + GH + "NVIDIA/TransformerEngine/pull/557 (kernels written for sequence-first [s, b, h] tensors fed "
+        "batch-first ones)"),
     "rms_bwd_weighted_dy_in_input_dtype": (
         "rms_norm", "precision",
         "16-bit inputs with a weight: the backward's g = dy * weight formed by a 16-bit multiply (rounded to "
         "the input dtype) before the float32 projection and dx; dweight and the forward right",
-        "SRC"),
+        "cf. " + GH + "ROCm/triton/pull/633 (a kernel's intermediate held in the fp16 input type)"),
     "rms_weight_applied_twice": (
         "rms_norm", "affine",
         "with a weight: the fused kernel applies the weight (plus offset) and the module multiplies its output "
         "by the weight again: y = x_hat * w^2, the backward of that equation (g = dy * w^2, dweight = sum(dy * "
         "x_hat * 2 w))",
-        "SRC"),
+        "cf. " + GH + "huggingface/pytorch-image-models/pull/2741 (the fused RMSNorm2d result falling through to "
+        "the fallback: the affine weight applied a second time)"),
     "rms_outside_rstd_output_without_eps": (
         "rms_norm", "eps",
         "eps_placement='outside': the returned rstd written as 1 / rms (without eps); y and the gradients use "
         "1 / (rms + eps)",
-        "SRC"),
+        "cf. " + GH + "VeriSilicon/TIM-VX/pull/589 (a normalization's eps never reaching the kernel: 1 / sqrt(var) "
+        "without eps)"),
     # ------------------------------------------------------------------ add_norm
     "an_residual_read_from_x_ptr": (
         "add_norm", "layout",
         "with a residual: the residual loaded through x's pointer: s = x * c (+ x1 * c1) + x, the residual's "
         "values never read: residual_out, y, y1 and the backward (its formulas right, on that s)",
-        "SRC"),
+        "pattern: two pointer arguments of the same type, the residual's slot given x"),
     "an_bias_added_before_weight": (
         "add_norm", "affine",
         "y = (x_hat + bias) * (weight + offset) (and y1 = (x_hat + bias1) * (weight1 + offset)) instead of "
         "x_hat * (weight + offset) + bias: y, y1, dweight = sum(dy * (x_hat + bias)) and dbias = sum(dy * "
         "(weight + offset)); dx and residual_out right",
-        "SRC"),
+        "pattern: an epilogue's fma(a, b, c) written fma(a + c, b)"),
     "an_bwd_sums_over_block_width": (
         "add_norm", "block",
         "N not a power of two: the backward's row means (of g and g * x_hat, for y and y1) divided by the tile "
         "width next_pow2(N) instead of N: ds, so dx, dresidual, dx1 and drowscale; the forward and the "
         "parameter gradients right",
-        "SRC"),
+        "cf. " + GH + "ROCm/composable_kernel/pull/315 (a normalization's reduce length taken from the padded tile "
+        "length)"),
     "an_dbias_rows_from_one": (
         "add_norm", "reduction",
         "more than one row, with a bias: dbias's (and dbias1's) loop over the rows starts at row 1: row 0's dy "
         "never added; dweight, dx, dresidual and the forward right",
-        "SRC"),
+        "cf. " + GH + "deepspeedai/DeepSpeed/pull/692 (a LayerNorm parameter-gradient kernel's row indexing wrong)"),
     "an_ln_bwd_mean_term_of_dy": (
         "add_norm", "backward",
         "norm='layer_norm' with a weight: the normalization backward's mean term reduced from the unweighted "
         "cotangent, ds = rstd * (g - mean(dy) - x_hat * mean(g * x_hat)), g = dy * (weight + offset) (and the "
         "y1 branch's likewise): dx, dresidual, dx1, drowscale; the forward and parameter gradients right",
-        "SRC"),
+        "cf. " + GH + "tenstorrent/tt-metal/issues/53204 (a layernorm backward's mean(dy * gamma) term of dx wrong)"),
     "an_f16_y1_round_toward_zero": (
         "add_norm", "rounding",
         "float16 with the parallel branch's weight1: y1 converted to float16 by a round-toward-zero "
         "conversion instead of round to nearest even; y, residual_out and the gradients right",
-        "SRC"),
+        "cf. " + GH + "tenstorrent/tt-metal/issues/57408 (kernels storing their float32 results to 16 bits by "
+        "truncation)"),
     "an_ln_var_about_first_value": (
         "add_norm", "one_pass",
         "norm='layer_norm': the variance of the sum s accumulated about the row's first value as mean((s - "
         "s_0)^2), the shift's correction (mean - s_0)^2 never subtracted: rstd too small, y, y1 and the "
         "backward's formula on it; residual_out right",
-        "SRC"),
+        "cf. " + GH + "gm-spacagna/sparkz/issues/8 (a running variance missing a term of its expansion)"),
     "an_drowscale_atomic_and_store": (
         "add_norm", "constant",
         "with a rowscale: each row's gradient of the rowscale both atomically added into the output buffer "
         "and stored to it again by the epilogue's reduction (the buffer pre-filled): drowscale twice its "
         "value; the rest right",
-        "SRC"),
+        "cf. " + GH + "karpathy/llm.c/pull/163 (a gradient kernel's store switched between = and +=)"),
     # ------------------------------------------------------------------ norm_quant
     "nq_int8_round_half_toward_zero": (
         "norm_quant", "rounding",
         "int8: y / scale rounded with halves toward zero (sign(v) * ceil(|v| - 0.5)) instead of to nearest "
         "even: q differs at the exact ties (odd halves rounded down in magnitude); scale and amax right",
-        "SRC"),
+        "cf. " + GH + "sonos/tract/pull/2850 (QuantizeLinear breaking ties another way than to even)"),
     "nq_fp8_subnormals_flushed": (
         "norm_quant", "rounding",
         "float8 outputs: the conversion flushes subnormal results to zero (quotients below the format's "
         "smallest normal, 2^-6 for e4m3fn, 2^-14 for e5m2, become signed 0) instead of rounding them to the "
         "subnormals: q; scale and amax right",
-        "SRC"),
+        "cf. " + GH + "PTO-ISA/SuperNPUBench/pull/49 (an E4M3 encoder flushing subnormal-range values to zero)"),
     "nq_default_floor_precedence": (
         "norm_quant", "quant_scale",
         "dynamic scale, min_scale not given: the default floor written 1.0 / qmax * 512.0 (operator "
         "precedence) instead of 1.0 / (qmax * 512.0): a floor of 512 / qmax that raises nearly every row's "
         "scale to it: the scale and q; amax right",
-        "SRC"),
+        "pattern: operator precedence, 1.0 / a * b written for 1.0 / (a * b)"),
     "nq_static_amax_output_unwritten": (
         "norm_quant", None,
         "a static_scale given: the static path never computes the row's amax, the amax output left at its "
         "zero initialisation; q and the scale right",
-        "SRC"),
+        "cf. " + GH + "NVIDIA/TransformerEngine/pull/2013 (normalization kernels computing the amax output only on "
+        "some paths)"),
     "nq_ln_var_without_mean_square_term": (
         "norm_quant", "one_pass",
         "norm='layer_norm': the one-pass variance written sum(x^2) / N without subtracting mean^2: rstd = "
         "1 / sqrt(mean(x^2) + eps), y still centred: y, amax, the dynamic scale and q",
-        "SRC"),
+        "cf. " + GH + "huggingface/transformers/issues/14772 (a layer norm's variance computed without subtracting "
+        "the mean)"),
     "nq_q_rows_at_padded_pitch": (
         "norm_quant", "layout",
         "N not a multiple of 128: q's rows stored at a row pitch of N rounded up to a multiple of 128 (the "
         "padded layout the fp8/int8 GEMM consumes) into the dense (rows, N) buffer: rows shifted, gaps left "
         "0, the rows past the end dropped; scale and amax right",
-        "SRC"),
+        "cf. " + GH + "PaddlePaddle/Paddle/pull/77284 (an fp8 quantization kernel assuming 128-aligned rows)"),
     "nq_weight_loaded_as_bf16": (
         "norm_quant", "precision",
         "inputs other than bfloat16, with a weight: the weight loaded through a bfloat16 pointer (rounded to "
         "nearest bfloat16) before the affine: y, amax, the dynamic scale and q",
-        "SRC"),
+        "cf. " + GH + "InternLM/lmdeploy/pull/4276 (half-precision parameters converted to bfloat16 for a kernel "
+        "that takes bfloat16 only)"),
     # ------------------------------------------------------------------ gated_norm
     "gated_rms_group_mean_square_over_k_minus_1": (
         "gated_norm", "bessel",
         "norm='rms_norm', group size K > 1: each group's sum of squares divided by K - 1: rstd, y and the "
         "backward's formula on that rstd",
-        "SRC"),
+        "cf. " + GH + "LBANN/lbann/pull/2024 (a normalization layer using the unbiased n - 1 estimate)"),
     "gated_bwd_group_sums_over_pow2_width": (
         "gated_norm", "block",
         "group size K not a power of two: the backward's group means (of g, and of g * v_hat) divided by the "
         "tile width next_pow2(K) instead of K: dx and dz (the gate before the norm); the forward, dweight and "
         "dbias right",
-        "SRC"),
+        "cf. " + GH + "state-spaces/mamba/pull/547 (the gated norm's layer_norm_bwd reducing over the wrong extent "
+        "for group_size)"),
     "gated_dweight_last_row_counted_twice": (
         "gated_norm", "reduction",
         "more than one row: dweight's row loop written with an inclusive bound (range(R + 1)) and its row "
         "index clamped to R - 1 for the loads: the last row's dn * v_hat added twice; dbias, dx, dz and the "
         "forward right",
-        "SRC"),
+        "pattern: an inclusive loop bound with the index clamped instead of masked"),
     "gated_dsilu_as_dsigmoid": (
         "gated_norm", "gate",
         "the gate's derivative taken as sigmoid(z) (1 - sigmoid(z)) (the sigmoid's derivative) instead of "
         "silu'(z) = sigmoid(z) (1 + z (1 - sigmoid(z))): dz only; y, dx, dweight and dbias right",
-        "SRC"),
+        "cf. " + GH + "pytorch/pytorch/issues/110815 (the swish/silu derivative written wrong in a hand-written "
+        "backward)"),
     "gated_weight_folded_before_norm": (
         "gated_norm", "affine",
         "the weight multiplied into the value before its normalization: n = norm(v * weight) + bias (v = x, "
         "or x * silu(z)), so the weight's magnitude cancels in each group; y and the backward of that "
         "equation (dweight = sum(du * v), dx and dz through it)",
-        "SRC"),
+        "cf. " + GH + "vllm-project/tpu-inference/pull/3040 (a fused kernel multiplying by the norm weight before "
+        "the variance: the weight normalized away)"),
     "gated_dweight_accumulated_twice": (
         "gated_norm", "constant",
         "dweight's column partials both atomically added into the output and summed again by the host into "
         "the same buffer: dweight twice its value; dbias, dx, dz and the forward right",
-        "SRC"),
+        "cf. " + GH + "karpathy/llm.c/pull/408 (gradient accumulation into a norm's parameter-gradient buffers)"),
     # ------------------------------------------------------------------ dyt
     "dyt_dbias_from_dy_times_t": (
         "dyt", "backward",
         "with a bias: dbias = sum over the rows of dy * tanh(alpha x) (the weight-gradient product reused) "
         "instead of dy; dweight, dx, dalpha and the forward right",
-        "SRC"),
+        "pattern: the bias reduction fed the weight-gradient product"),
     "dyt_dparams_column_grid_floor": (
         "dyt", "block",
         "C not a multiple of 32: dweight and dbias reduced by a column-parallel kernel on C // 32 programs of "
         "32 columns (floor, not cdiv): the last C mod 32 columns' gradients left 0 (every column when C < 32); "
         "dx, dalpha and the forward right",
-        "SRC"),
+        "cf. " + GH + "flagos-ai/FlagGems/pull/59 (a norm backward kernel's grid not covering every block)"),
     "dyt_hardtanh_for_tanh": (
         "dyt", None,
         "tanh replaced by hardtanh, clip(alpha x, -1, 1) (the fast activation substituted), and its "
         "derivative 1 inside [-1, 1], 0 outside: y, dweight, dx and dalpha",
-        "SRC"),
+        "cf. " + GH + "sdatkinson/NeuralAmpModelerCore/pull/14 (hardtanh substituted for tanh as the faster "
+        "activation)"),
     "dyt_weight_loaded_as_bf16": (
         "dyt", "precision",
         "inputs other than bfloat16, with a weight: the weight loaded through a bfloat16 pointer (rounded to "
         "nearest bfloat16) for y and the backward's g = dy * weight (dx, dalpha); dweight and dbias right",
-        "SRC"),
+        "pattern: a parameter pointer typed as the 16-bit build's dtype"),
     "dyt_dx_without_sech2": (
         "dyt", "backward",
         "dx = g * alpha: the factor 1 - tanh^2(alpha x) of the tanh's derivative left out of dx (dalpha keeps "
         "it); the forward, dweight and dbias right",
-        "SRC"),
+        "pattern: a chain-rule factor dropped in one of two gradients sharing it"),
     # ------------------------------------------------------------------ poly_norm
     "poly_bwd_proj_over_pow2_width": (
         "poly_norm", "block",
         "H not a power of two: each power's backward projection mean(g_p * h_p) divided by the tile width "
         "next_pow2(H) instead of H: dx; the forward, dweight and dbias right",
-        "SRC"),
+        "cf. " + GH + "hw-native-sys/pypto-lib/pull/127 (an RMSNorm divisor taken from a fixed width instead of the "
+        "row length)"),
     "poly_eps_on_linear_term_only": (
         "poly_norm", "eps",
         "eps added only in the linear term's normalization: x^3 and x^2 divided by their rms without eps "
         "(x's rstd right): y and the backward from those rstd",
-        "SRC"),
+        "pattern: a per-branch constant passed to one call site only"),
     "poly_cube_term_from_square_register": (
         "poly_norm", "semantics",
         "the cube term's power register loaded with x^2 (x * x, the square's line copied): the first term is "
         "w0 * norm(x^2), y = (w0 + w1) h_2 + w2 h_1 + bias, and the backward of that equation (dx's first term "
         "with the chain factor 2 x, dweight[0] = sum(dy * h_2))",
-        "SRC"),
+        "pattern: a copied line's operand not updated (x * x for x * x * x)"),
     "poly_bwd_projection_added": (
         "poly_norm", "backward",
         "dx: each power's normalization gradient r_p (g_p + h_p mean(g_p h_p)) (the projection term added "
         "instead of subtracted); the forward, dweight and dbias right",
-        "SRC"),
+        "pattern: a sign slip in a hand-derived backward"),
     "poly_dweight_written_twice": (
         "poly_norm", "constant",
         "the weight's gradient accumulated into a buffer that the previous reduction pass had already filled "
         "with it: dweight twice its value (all three entries); dx, dbias and the forward right",
-        "SRC"),
+        "cf. " + GH + "pecos/tps/pull/19 (a partial gradient added to the previous buffer instead of overwriting it)"),
 }
 
 
