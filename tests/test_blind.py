@@ -1,4 +1,4 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind28.py, blind29.py): for each set, the
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind29.py, blind30.py): for each set, the
 correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the array the
 bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures it on these
 held-out sets)."""
@@ -8,7 +8,7 @@ import pytest
 
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
                      blind13, blind14, blind15, blind16, blind17, blind18, blind19, blind20, blind21, blind22, blind23,
-                     blind24, blind25, blind26, blind27, blind28, blind29)
+                     blind24, blind25, blind26, blind27, blind28, blind29, blind30)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -1363,6 +1363,57 @@ CAUGHT_BY_29 = {
     "aln_rstd_output_is_var": ("adaptive_layer_norm/normal_f64_2x5x7", "output.rstd"),
 }
 
+CAUGHT_BY_30 = {
+    "ln_chunk_means_averaged": ("layer_norm/normal_f32_6x100", "output.mean"),
+    "ln_bwd_rstd_recomputed_unbiased": ("layer_norm/normal_f64_9x7", "grad.x"),
+    "ln_mean_pad_lanes_loaded_as_one": ("layer_norm/normal_f64_9x7", "output.mean"),
+    "ln_dx_stored_column_major": ("layer_norm/normal_f64_9x7", "grad.x"),
+    "ln_noweight_loaded_as_zero": ("layer_norm/normal_noweight_f32_9x7", "output.y"),
+    "ln_inv_n_in_input_dtype": ("layer_norm/normal_bf16_2x3x7", "output.mean"),
+    "ln_dweight_lock_buffer_stored_not_added": ("layer_norm/normal_f64_9x7", "grad.weight"),
+    "ln_dx_accumulated_into_prefilled_buffer": ("layer_norm/normal_f64_9x7", "grad.x"),
+    "ln_bwd_proj_on_output": ("layer_norm/normal_f64_9x7", "grad.x"),
+    "rms_eps_added_to_rstd": ("rms_norm/normal_eps0.3_f32_9x7", "output.rstd"),
+    "rms_sumsq_overlapping_vector_tail": ("rms_norm/normal_eps1e-05_f64_9x7", "output.rstd"),
+    "rms_bwd_dx_without_rstd": ("rms_norm/normal_eps1e-05_f64_9x7", "grad.x"),
+    "rms_bwd_proj_over_n_minus_1": ("rms_norm/normal_eps1e-05_f64_9x7", "grad.x"),
+    "rms_rstd_stored_sequence_major": ("rms_norm/mean1e3_eps1e-05_f16_2x3x7", "output.rstd"),
+    "rms_bwd_weighted_dy_in_input_dtype": ("rms_norm/normal_eps1e-05_bf16_6x100", "grad.x"),
+    "rms_weight_applied_twice": ("rms_norm/normal_eps1e-05_f64_9x7", "output.y"),
+    "rms_outside_rstd_output_without_eps": ("rms_norm/std1e-3_eps1e-05_outside_f32_6x100", "output.rstd"),
+    "an_residual_read_from_x_ptr": ("add_norm/normal_noprenorm_f32_9x7", "output.residual_out"),
+    "an_bias_added_before_weight": ("add_norm/normal_noprenorm_f32_9x7", "output.y"),
+    "an_bwd_sums_over_block_width": ("add_norm/normal_par_f64_5x12", "grad.x"),
+    "an_dbias_rows_from_one": ("add_norm/normal_noprenorm_f32_9x7", "grad.bias"),
+    "an_ln_bwd_mean_term_of_dy": ("add_norm/normal_noprenorm_f32_9x7", "grad.x"),
+    "an_f16_y1_round_toward_zero": ("add_norm/normal_noprenorm_parw1_f16_3x32", "output.y1"),
+    "an_ln_var_about_first_value": ("add_norm/normal_noprenorm_f32_9x7", "output.y"),
+    "an_drowscale_atomic_and_store": ("add_norm/normal_p_rs_f64_9x7", "grad.rowscale"),
+    "nq_int8_round_half_toward_zero": ("norm_quant/pm1_eps0_rms_i8_static_ties_f32_4x64", "output.q"),
+    "nq_fp8_subnormals_flushed": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.q"),
+    "nq_default_floor_precedence": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.scale"),
+    "nq_static_amax_output_unwritten": ("norm_quant/normal_rms_e4m3_static_bf16_8x256", "output.amax"),
+    "nq_ln_var_without_mean_square_term": ("norm_quant/mean1e3_ln_i8_dyn_f16_8x256", "output.amax"),
+    "nq_q_rows_at_padded_pitch": ("norm_quant/normal_rms_i8_dyn_f64_4x100", "output.q"),
+    "nq_weight_loaded_as_bf16": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.amax"),
+    "gated_rms_group_mean_square_over_k_minus_1": ("gated_norm/normal_f32_4x64", "output.y"),
+    "gated_bwd_group_sums_over_pow2_width": ("gated_norm/heavy_tail_gs20_nobias_f32_4x80", "grad.x"),
+    "gated_dweight_last_row_counted_twice": ("gated_norm/normal_f32_4x64", "grad.weight"),
+    "gated_dsilu_as_dsigmoid": ("gated_norm/normal_f32_4x64", "grad.z"),
+    "gated_weight_folded_before_norm": ("gated_norm/normal_f32_4x64", "output.y"),
+    "gated_dweight_accumulated_twice": ("gated_norm/normal_f32_4x64", "grad.weight"),
+    "dyt_dbias_from_dy_times_t": ("dyt/normal_f64_2x5x7", "grad.bias"),
+    "dyt_dparams_column_grid_floor": ("dyt/heavy_tail_abig_f32_8x40", "grad.weight"),
+    "dyt_hardtanh_for_tanh": ("dyt/normal_f64_2x5x7", "output.y"),
+    "dyt_weight_loaded_as_bf16": ("dyt/normal_f64_2x5x7", "output.y"),
+    "dyt_dx_without_sech2": ("dyt/normal_f64_2x5x7", "grad.x"),
+    "poly_bwd_proj_over_pow2_width": ("poly_norm/normal_f64_3x7", "grad.x"),
+    "poly_eps_on_linear_term_only": ("poly_norm/normal_eps0.3_f32_6x30", "output.y"),
+    "poly_cube_term_from_square_register": ("poly_norm/normal_f64_3x7", "output.y"),
+    "poly_bwd_projection_added": ("poly_norm/normal_f64_3x7", "grad.x"),
+    "poly_dweight_written_twice": ("poly_norm/normal_f64_3x7", "grad.weight"),
+}
+
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
 # mean 1e4, of constant rows with eps 1e-12: the quantized outputs' bounds cover any value), so that no array
 # of theirs can be verified; their status is partial for every kernel
@@ -1394,6 +1445,7 @@ NOTHING_CONSTRAINED_26 = NOTHING_CONSTRAINED_3                   # both of them 
 NOTHING_CONSTRAINED_27 = frozenset()                             # blind27's ops, blind25's: no such case
 NOTHING_CONSTRAINED_28 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind28
 NOTHING_CONSTRAINED_29 = frozenset()                             # blind29's ops, blind27's: no such case
+NOTHING_CONSTRAINED_30 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind30
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -1459,6 +1511,8 @@ SETS = {
                 {"ops": blind28.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_28}, 0),
     "blind29": (blind29, blind29.Blind29Kernel, CAUGHT_BY_29, blind29.LABELS, (40, 48),
                 {"ops": blind29.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_29}, 0),
+    "blind30": (blind30, blind30.Blind30Kernel, CAUGHT_BY_30, blind30.LABELS, (40, 48),
+                {"ops": blind30.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_30}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
