@@ -119,10 +119,10 @@ BUGS = {
         "batch_norm", "eps",
         ("batch statistics: rstd = 1 / sqrt(max(var, eps)) (eps as a floor of the variance) instead of 1 / "
          "sqrt(var + eps): y, the saved rstd and dx from it; the running update (the plain variance) right"),
-        "cf. " + GH + "tensorflow/tensorflow/pull/24979 (a norm's variance epsilon handling for small "
-        "variances)"),
+        "cf. " + GH + "jax-ml/jax/pull/30428 (jax.nn.standardize: variance + epsilon replaced with "
+        "maximum(variance, epsilon))"),
     "bn_stats_per_sample": (
-        "batch_norm", "semantics",
+        "batch_norm", "group",
         ("training or no running statistics, more than one sample: the statistics kernel launched per (sample, "
          "channel) plane (the instance-norm reduction, the batch never folded in): each sample normalized with "
          "its own mean and rstd, forward and the per-plane backward; the mean and rstd outputs and the running "
@@ -134,8 +134,8 @@ BUGS = {
         ("eval with running statistics: x centred by the eval batch's own per-channel mean (the statistics "
          "kernel still run) but scaled by the running rstd: y, the returned mean, dweight's x_hat; dx = g * "
          "rstd and the state right"),
-        "cf. " + GH + "pytorch/pytorch/issues/15298 (a BatchNorm whose eval-time statistics do not come from "
-        "the running buffers as documented)"),
+        "cf. " + GH + "pytorch/xla/pull/806 (a batch norm using the mini-batch's statistics where the eval "
+        "mode's running ones belong)"),
     # ------------------------------------------------------------------ group_norm
     "gn_channel_welford_merge_count_one": (
         "group_norm", "merge",
@@ -167,7 +167,8 @@ BUGS = {
         "group_norm", "affine",
         ("with a weight and a bias: the kernel handed (bias, weight) in its (gamma, beta) slots: y = x_hat * "
          "bias + weight and dx from g = dy * bias; dweight = sum dy * x_hat and dbias = sum dy right"),
-        "pattern: two parameter pointers of the same shape passed in each other's slot"),
+        "cf. " + GH + "keras-team/keras/pull/3248 (a norm's same-shape parameter arrays taken in another order "
+        "without any error)"),
     "gn_rstd_output_without_eps": (
         "group_norm", "eps",
         ("the returned rstd computed as 1 / sqrt(var) (eps left out of the line that fills the output); y and "
@@ -179,7 +180,8 @@ BUGS = {
         ("the backward loads the saved mean of (sample, group) row (i + 1) mod (N * G) (the mean pointer advanced "
          "before the load; the rstd loaded right): x_hat = (x - that mean) * rstd, dx and dweight from it; the "
          "forward and dbias right"),
-        "pattern: a statistics pointer advanced before the load instead of after it"),
+        "cf. " + GH + "tenstorrent/tt-metal/pull/56202 (a group norm backward reading another group's saved "
+        "mean and rstd)"),
     # ------------------------------------------------------------------ instance_norm
     "in_running_first_sample_only": (
         "instance_norm", "running",
@@ -216,8 +218,7 @@ BUGS = {
         ("instance statistics: the statistics kernel hands over var + eps and the normalize kernel adds eps "
          "again: rstd = 1 / sqrt(var + 2 eps), y, the saved rstd and dx; the eval path and the running update "
          "right"),
-        "cf. " + GH + "fla-org/flash-linear-attention/pull/508 (a norm's eps moved between two places of its "
-        "computation)"),
+        "pattern: eps added by two cooperating kernels, each assuming the other leaves it out"),
     # ------------------------------------------------------------------ z_score
     "zs_f16_y_round_up": (
         "z_score", "rounding",
@@ -229,8 +230,8 @@ BUGS = {
         "z_score", "group",
         ("dim a tuple of several axes: the statistics taken over the first of them only (one slice per position "
          "of the others), y and dx from those; the mean and std outputs hold each slice's last run's"),
-        "cf. " + GH + "PaddlePaddle/Paddle/issues/11345 (a normalize reducing over a different axis set than "
-        "documented)"),
+        "cf. " + GH + "pytorch/pytorch/issues/9703 (std and var over a tuple of dims, once reduced one dim at "
+        "a time)"),
     "zs_y_stored_without_axis_restore": (
         "z_score", "layout",
         ("dim a single axis that is not the last: y computed on the rows with dim moved last but stored from "
@@ -259,13 +260,15 @@ BUGS = {
         "lp_normalize", "backward",
         ("p other than 2: the backward's projection sum(dy * u) written sum(dy * w), w = sign(u) |u|^(p - 1) "
          "(the derivative vector used on both sides): dx = (dy - w * sum(dy * w)) / norm; the forward right"),
-        "pattern: the norm's derivative vector reused where the normalized value belongs"),
+        "cf. " + GH + "pytorch/pytorch/issues/113527 (a hand-derived gradient of x / ||x|| disagreeing with "
+        "autograd)"),
     "lp_y_store_row_pitch_padded": (
         "lp_normalize", "layout",
         ("slices whose length is not a multiple of 8, more than one slice: y stored with the row pitch of the "
          "8-aligned tile (ceil(n / 8) * 8) into the packed (rows, n) output: row r written from offset r * "
          "pitch, the rows shifted, the gaps left 0, the rows beyond the buffer dropped; the norm and dx right"),
-        "cf. " + GH + "tile-ai/TileOPs/pull/2108 (a quant kernel's row blocking sized from the row width)"),
+        "cf. " + GH + "ROCm/aiter/pull/2900 (a kernel writing a buffer with one row stride while its reader "
+        "uses the padded one)"),
     "lp_chunk_norms_added": (
         "lp_normalize", "merge",
         ("slices longer than 64: each chunk of 64 values reduced to its own p-norm by its program and the "
@@ -290,7 +293,8 @@ BUGS = {
         "group_norm_silu", "eps",
         ("eps squared before it reaches the kernel (the module's eps taken for the std's epsilon and squared to "
          "go under the root): rstd = 1 / sqrt(var + eps^2), y, the saved rstd and the backward"),
-        "pattern: eps given for sigma converted to the variance's eps (eps ** 2) in a port"),
+        "cf. " + GH + "keras-team/keras/pull/8726 (a norm's epsilon taken for the std's where the variance's "
+        "belongs: sqrt(epsilon) much larger than epsilon)"),
     "gns_weight_index_channels_last": (
         "group_norm_silu", "layout",
         ("more than one spatial position: the fused epilogue loads weight and bias at (flat index within the "
@@ -349,8 +353,8 @@ BUGS = {
     # ------------------------------------------------------------------ adaptive_layer_norm
     "aln_eps_cast_to_input_dtype": (
         "adaptive_layer_norm", "eps",
-        ("16-bit inputs: eps passed to the kernel as a scalar of the input dtype (rounded: 1e-12 becomes 0 in "
-         "float16, so a constant token's rstd is inf and its y NaN): rstd, y and the backward"),
+        ("16-bit inputs: eps passed to the kernel as a scalar of the input dtype (rounded: 1e-5 loses its low "
+         "bits, 1e-12 becomes 0 in float16, a constant token's rstd then inf): rstd, y and the backward"),
         GH + "pytorch/pytorch/issues/32137 (an epsilon of 1e-12 evaluated as zero in half precision: NaN for a "
         "zero norm)"),
     "aln_dmod_reduced_over_hidden": (
@@ -369,7 +373,8 @@ BUGS = {
         ("more than one sample, with a shift: the forward loads each token's shift from the next sample's row "
          "((b + 1) mod B, the shift pointer advanced before the load): y; the statistics, dx, dscale and dshift "
          "right"),
-        "pattern: a per-sample pointer advanced before the load instead of after it"),
+        "cf. " + GH + "ROCm/aiter/pull/4268 (a fused AdaLN kernel indexing the per-sample scale and shift by "
+        "the token row's sample)"),
     "aln_xhat_saved_in_half": (
         "adaptive_layer_norm", "precision",
         ("16-bit inputs: x_hat saved for the backward in the input dtype (rounded), dx and dscale computed from "
