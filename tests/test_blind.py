@@ -1,4 +1,4 @@
-"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind29.py, blind30.py): for each set, the
+"""The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind29.py, blind30.py, blind31.py): for each set, the
 correct kernel passes the golden cases of its ops, and each planted bug fails a chosen golden case, on the array the
 bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the lead measures it on these
 held-out sets)."""
@@ -8,7 +8,7 @@ import pytest
 
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
                      blind13, blind14, blind15, blind16, blind17, blind18, blind19, blind20, blind21, blind22, blind23,
-                     blind24, blind25, blind26, blind27, blind28, blind29, blind30)
+                     blind24, blind25, blind26, blind27, blind28, blind29, blind30, blind31)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -1414,6 +1414,55 @@ CAUGHT_BY_30 = {
     "poly_dweight_written_twice": ("poly_norm/normal_f64_3x7", "grad.weight"),
 }
 
+CAUGHT_BY_31 = {
+    "bn_cumavg_factor_one_past": ("batch_norm/normal_cumavg_nbt2_train3_f32_5x3x4", "state.running_mean"),
+    "bn_dy_sample_offset_missing": ("batch_norm/normal_f64_7x3", "grad.x"),
+    "bn_dbias_from_dy_xhat": ("batch_norm/normal_f64_7x3", "grad.bias"),
+    "bn_bwd_g_rounded_to_input_dtype": ("batch_norm/normal_bf16_16x3x4x5", "grad.x"),
+    "bn_var_floored_at_eps": ("batch_norm/std1e-3_f32_7x3", "output.rstd"),
+    "bn_stats_per_sample": ("batch_norm/normal_f32_6x4x25", "output.mean"),
+    "bn_eval_centred_by_batch_mean": ("batch_norm/normal_eval_bf16_2x3x4", "output.y"),
+    "gn_channel_welford_merge_count_one": ("group_norm/normal_g3_f32_1x6x5x5", "output.rstd"),
+    "gn_bwd_mean_term_sign_flipped": ("group_norm/normal_g2_f32_3x6", "grad.x"),
+    "gn_count_from_last_axis": ("group_norm/normal_g3_f32_1x6x5x5", "output.mean"),
+    "gn_dx_bf16_truncated": ("group_norm/normal_g5_bf16_2x5x3x4", "grad.x"),
+    "gn_weight_bias_swapped": ("group_norm/normal_g2_f32_3x6", "output.y"),
+    "gn_rstd_output_without_eps": ("group_norm/normal_eps0.3_g3_f32_3x6x7", "output.rstd"),
+    "gn_bwd_mean_of_next_group": ("group_norm/normal_g2_f32_3x6", "grad.x"),
+    "in_running_first_sample_only": ("instance_norm/normal_train3_eval_f32_4x3x6", "state.running_mean"),
+    "in_eval_dx_without_weight": ("instance_norm/normal_eval_f32_2x3x4x4", "grad.x"),
+    "in_saved_mean_rstd_swapped": ("instance_norm/normal_f64_3x2x7", "output.mean"),
+    "in_dx_spatial_tail_unstored": ("instance_norm/normal_f64_3x2x7", "grad.x"),
+    "in_affine_epilogue_in_input_dtype": ("instance_norm/normal_f16_2x2x8x8", "output.y"),
+    "in_eps_added_twice": ("instance_norm/normal_eps0.3_f32_3x2x7", "output.rstd"),
+    "zs_f16_y_round_up": ("z_score/normal_eps0.3_ddof0_f16_9x7", "output.y"),
+    "zs_dim_tuple_first_axis_only": ("z_score/normal_dim23_f32_2x3x5x6", "output.y"),
+    "zs_y_stored_without_axis_restore": ("z_score/normal_dim1_f32_2x6x4", "output.y"),
+    "zs_scaled_sumsq_in_half": ("z_score/normal_bf16_2x3x7", "output.std"),
+    "zs_bwd_weight_applied_twice": ("z_score/normal_f64_9x7", "grad.x"),
+    "lp_root_exponent_p": ("lp_normalize/normal_p0.5_f64_9x7", "output.norm"),
+    "lp_bwd_projection_of_w": ("lp_normalize/normal_p0.5_f64_9x7", "grad.x"),
+    "lp_y_store_row_pitch_padded": ("lp_normalize/normal_f64_9x7", "output.y"),
+    "lp_chunk_norms_added": ("lp_normalize/normal_f32_6x100", "output.norm"),
+    "lp_grid_rows_from_first_axis": ("lp_normalize/normal_bf16_2x3x7", "output.y"),
+    "gns_bwd_projection_of_p": ("group_norm_silu/normal_g2_f32_3x6", "grad.x"),
+    "gns_eps_squared": ("group_norm_silu/normal_eps0.3_g3_f32_3x6x7", "output.rstd"),
+    "gns_weight_index_channels_last": ("group_norm_silu/normal_g3_f32_1x6x5x5", "output.y"),
+    "gns_mean_rounded_to_input_dtype": ("group_norm_silu/mean1e3_g3_bf16_3x6x7", "output.rstd"),
+    "gns_dweight_accumulated_twice": ("group_norm_silu/normal_g2_f32_3x6", "grad.weight"),
+    "gns_bwd_mean_term_over_n_minus_1": ("group_norm_silu/normal_g2_f32_3x6", "grad.x"),
+    "nqb_q_times_scale": ("norm_quant_block/normal_rms_g_f32_3x200", "output.q"),
+    "nqb_nvfp4_static_global_scale_ignored": ("norm_quant_block/normal_rms_nvfp4_static_bf16_8x256", "output.tensor_scale"),
+    "nqb_rstd_of_first_row_in_pair": ("norm_quant_block/normal_rms_g_f32_3x200", "output.amax"),
+    "nqb_amax_rounded_to_input_dtype": ("norm_quant_block/normal_rms_g_bf16_8x512", "output.amax"),
+    "nqb_ln_block_vars_merged_without_spread": ("norm_quant_block/normal_ln_g_wb_f32_4x256", "output.amax"),
+    "aln_eps_cast_to_input_dtype": ("adaptive_layer_norm/std1e-3_noaffine_bf16_2x5x24", "output.rstd"),
+    "aln_dmod_reduced_over_hidden": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.scale"),
+    "aln_dx_tail_unstored": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.x"),
+    "aln_shift_of_next_sample": ("adaptive_layer_norm/normal_f64_2x5x7", "output.y"),
+    "aln_xhat_saved_in_half": ("adaptive_layer_norm/normal_bf16_2x8x32", "grad.scale"),
+}
+
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
 # mean 1e4, of constant rows with eps 1e-12: the quantized outputs' bounds cover any value), so that no array
 # of theirs can be verified; their status is partial for every kernel
@@ -1446,6 +1495,7 @@ NOTHING_CONSTRAINED_27 = frozenset()                             # blind27's ops
 NOTHING_CONSTRAINED_28 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind28
 NOTHING_CONSTRAINED_29 = frozenset()                             # blind29's ops, blind27's: no such case
 NOTHING_CONSTRAINED_30 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind30
+NOTHING_CONSTRAINED_31 = frozenset()                             # blind31's ops, blind29's: no such case
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -1513,6 +1563,8 @@ SETS = {
                 {"ops": blind29.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_29}, 0),
     "blind30": (blind30, blind30.Blind30Kernel, CAUGHT_BY_30, blind30.LABELS, (40, 48),
                 {"ops": blind30.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_30}, 0),
+    "blind31": (blind31, blind31.Blind31Kernel, CAUGHT_BY_31, blind31.LABELS, (40, 48),
+                {"ops": blind31.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_31}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
