@@ -26,7 +26,8 @@ exactly known value, four units of the stored dtype of the explained value):
   2^k values whose partials are merged with equal weights (the last chunk partial: block); batch_norm's
   statistics of its first samples only (reduction) or merged from per-sample partials with the
   between-samples term unweighted or left out (merge);
-* **the weight applied before the statistics** (layer_norm, rms_norm: y = norm(x * w), affine);
+* **the weight applied before the statistics** (layer_norm, rms_norm: y = norm(x * w), affine); the whole
+  affine so, none after (adaptive_layer_norm's modulation, layer_norm's weight and bias: semantics);
 * **dyt otherwise**: alpha outside the tanh (semantics), the bias read at the row's index (layout);
 * **add_norm's dropout elsewhere** (dropout): dx without the keep-mask, the mask and 1/(1 - p) on x +
   residual, the kept values scaled by 1 / mean(mask), a branch's 1/(1 - p) missing;
@@ -1479,6 +1480,47 @@ def residual_after_norm(case, record, reference):
                                 "bias + residual)")], "semantics")
 
 
+def affine_before_norm(case, record, reference):
+    """The whole affine applied to x before the normalization, none after (rule 16: another equation, y a bare
+    normalization of the modulated input; the weight alone moved before, the bias after, is weight_first's
+    affine): y = norm(x gain + shift) with adaptive_layer_norm's gain 1 + scale and shift per sample,
+    layer_norm's weight and bias; the backward of that function (dx = gain dz, the parameters' gradients
+    sum(x dz) and sum(dz) over their shared axes, dz the norm's dx at the modulated input). The explanation
+    reproducing every failing array (or every failing output), or None."""
+    x, ins = record.inputs.get("x"), record.inputs
+    names = {"adaptive_layer_norm": ("scale", "shift"), "layer_norm": ("weight", "bias")}
+    if case.op not in names or x is None or np.size(x) > CONFIG_SIZE or not record.failing or np.ndim(x) < 2:
+        return None
+    wn, bn = names[case.op]
+    x64 = np.asarray(x, dtype=np.float64)
+    if ins.get(bn) is None and (case.op == "layer_norm" or ins.get(wn) is None):
+        return None                     # (layer_norm's weight alone before the norm: weight_first's)
+
+    def shaped(v):                  # a parameter broadcast over x: per sample (B, 1.., H) or per feature
+        v = np.asarray(v, dtype=np.float64)
+        return v.reshape((v.shape[0],) + (1,) * (x64.ndim - 2) + (v.shape[1],)) if case.op == "adaptive_layer_norm" \
+            else v
+    gain = 1.0 if ins.get(wn) is None else shaped(ins[wn]) + (1.0 if case.op == "adaptive_layer_norm" else 0.0)
+    shift = 0.0 if ins.get(bn) is None else shaped(ins[bn])
+    try:
+        r = _rerun(case, record, reference, {**{k: v for k, v in ins.items() if k not in (wn, bn)},
+                                             "x": x64 * gain + shift})
+    except Exception:                                       # noqa: BLE001 - a call the spec refuses
+        return None
+    grads = dict(r.grads)
+    dz = r.grads.get("x")
+    if dz is not None:
+        dz = np.asarray(dz, dtype=np.float64)
+        grads["x"] = dz * gain
+        axes = tuple(range(1, x64.ndim - 1)) if case.op == "adaptive_layer_norm" else tuple(range(x64.ndim - 1))
+        for name, t in ((wn, x64 * dz), (bn, dz)):
+            if ins.get(name) is not None:
+                grads[name] = t.sum(axis=axes).reshape(np.shape(ins[name]))
+    return _first_fit(record, [({"outputs": r.outputs, "grads": grads, "state": r.state},
+                                f"the {'modulation' if case.op == 'adaptive_layer_norm' else 'affine'} applied to x "
+                                "before the normalization, none after (y = norm(x gain + shift))")], "semantics")
+
+
 def _param_axes(case, x, w):
     """The axes of x a per-feature parameter gradient of w's shape sums over: every axis but 1 for the
     channel norms, else the leading ones (w spans x's trailing axes); None when w fits neither."""
@@ -2089,7 +2131,8 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
             bwd, e = e, None            # used where the per-array explanations leave a gradient unexplained
         e = (e or layout_misread(case, record, reference) or weight_first(case, record, reference)
              or folded_affine(case, record, ref)
-             or dropout_deviation(case, record, reference) or residual_after_norm(case, record, reference))
+             or dropout_deviation(case, record, reference) or residual_after_norm(case, record, reference)
+             or affine_before_norm(case, record, reference))
         if e is not None:
             return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
     rows = truncated_returns(case, record, ref) or unprocessed_rows(case, record, ref)
