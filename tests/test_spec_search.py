@@ -155,10 +155,10 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "written at a stride of 7"),
     # eps passed to hypot(., sqrt(eps)) moved to the standard deviation it builds (std = sqrt(var) + eps)
     ("blind6", "zs_eps_added_to_std", "z_score/normal_eps0.3_f32_9x7", "eps", "to `z_score.std` + eps"),
-    # a forward change (the gate sigmoid(z) where silu(z) belongs) whose gradients follow the kernel's own
-    # forward: every failing output reproduced, the gradients not by the specification's backward
+    # the gate sigmoid(z) where silu(z) belongs: the gate's function as another activation, its value and slope
+    # (every failing array, the gradients by the backward of that function)
     ("blind3", "gated_sigmoid_gate", "gated_norm/normal_gs4_f64_3x7x12", "gate",
-     "reproduces every failing output (the failing gradients are not"),
+     "the SiLU computed as sigmoid (its value and slope) reproduces every failing array"),
     # a gradient never written (zeros; its row sums are ~0 too, so "summed over the row" is no evidence)
     ("blind7", "an_dresidual_only_with_prenorm", "add_norm/normal_p_noprenorm_f32_9x7", "backward",
      "dresidual is zero everywhere"),
@@ -652,9 +652,37 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "partial sums across the slices"),
     ("blind27", "gns_dbias_from_g", "group_norm_silu/normal_g4_f32_2x8x5x7", "backward", "read from `g`"),
     ("blind26", "gated_group_loop_last_skipped", "gated_norm/normal_gs32_f32_8x96", "block", "last group"),
+    # (session 27, on blind28 / blind29) a slice's mean over the tile's width n + 1 (block); the variance as
+    # the raw mean of squares (one_pass); a root statistic as another normalizer's: its root left out, the L1
+    # mean |x| (a forward change whose gradients differentiate the kernel's own forward: the outputs explained)
+    ("blind28", "ln_mean_over_pow2_block", "layer_norm/normal_f64_9x7", "block", "divided by 8 where n = 7"),
+    ("blind28", "ln_var_as_raw_mean_square", "layer_norm/normal_f64_9x7", "one_pass", "taken about 0"),
+    ("blind28", "rms_normalized_by_mean_abs", "rms_norm/normal_eps1e-05_f32_6x100", "semantics",
+     "reproduces every failing output (the failing gradients are not"),
+    ("blind29", "lp_root_dropped", "lp_normalize/normal_f64_9x7", "semantics", "the root left out"),
+    ("blind29", "zs_divided_by_variance", "z_score/normal_f64_9x7", "semantics", "the root left out of `z_score`"),
+    # returned statistics stored one slot on, wrapping; x_hat normalized twice; a channel's spatial tail unstored
+    ("blind29", "gn_stats_stored_next_slot", "group_norm/normal_g3_f64_3x6x7", "layout", "wrapping"),
+    ("blind28", "nq_amax_output_of_next_row", "norm_quant/normal_rms_e4m3_dyn_bf16_8x256", "layout", "next element"),
+    ("blind29", "bn_dweight_rstd_applied_twice", "batch_norm/normal_f64_7x3", "backward", "normalized twice"),
+    ("blind29", "gn_dx_spatial_tail_unstored", "group_norm/normal_g4_f32_2x8x5x7", "block", "4-wide vector"),
+    # Keras' default eps; the SiLU computed as another activation (a gate's: gate; an activation: no name)
+    ("blind29", "in_eps_fixed_keras_default", "instance_norm/normal_f64_3x2x7", "eps", "eps 0.001 (a default)"),
+    ("blind28", "gated_gate_quick_gelu", "gated_norm/normal_gs4_f64_3x7x12", "gate", "computed as quick-GELU"),
+    ("blind29", "gns_activation_mish", "group_norm_silu/normal_g4_f32_2x8x5x7", None, "computed as Mish"),
+    ("blind28", "poly_bwd_cube_factor_from_square_factor", "poly_norm/normal_f32_4x64", "backward",
+     "another power's register"),
+    ("blind28", "nq_dyn_scale_rounded_up_to_bf16", "norm_quant/normal_rms_e4m3_dyn_f32_8x256", "scale_rounding",
+     "rounded up (toward +inf) to a bfloat16"),
+    ("blind29", "aln_modulated_before_norm", "adaptive_layer_norm/normal_noshift_f32_2x6x9", "semantics",
+     "before the normalization"),
+    # a bfloat16 scalar twice its value (the factor within a unit of its dtype); one option before two exchanged
+    ("blind28", "dyt_dalpha_accumulated_twice", "dyt/normal_bf16_6x96", "constant", "twice the sum"),
+    ("blind28", "an_zc_bwd_offset_missing", "add_norm/mean1e3_nobias_rms_zc_xnormal_par_bf16_4x64", "affine",
+     "weight_offset 0 where 1 belongs"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
-    """Families added on the development sets (blind5 ... blind27, each since its measurement), each on one
+    """Families added on the development sets (blind5 ... blind29, each since its measurement), each on one
     of their kernels: the mechanism and the explanation's words."""
     import importlib
     mod = importlib.import_module(f"planted.{src}")

@@ -192,8 +192,10 @@ def factor(case, part, name, got, ref, E, x_shape):
                 cands.setdefault(1.0 / Rk, (f"1/{Rk}: averaged over {what} instead of summed", "reduction"))
     for value, said in constants(case, x_shape).items():
         cands.setdefault(value, said)
+    # (the factor's own error: 1e-3, or one unit of got's dtype where that is coarser: a bfloat16 scalar)
+    tol = max(1e-3, unit(np.asarray(got).dtype)) if np.asarray(got).dtype.kind in "fV" else 1e-3
     for value, (what, mech) in cands.items():
-        if abs(f / value - 1) < 1e-3 and fit_ratio(got, ref * value, np.asarray(E) * max(1.0, value)) <= 1:
+        if abs(f / value - 1) < tol and fit_ratio(got, ref * value, np.asarray(E) * max(1.0, value)) <= 1:
             if value == 2.0 and part == "grads" and name != "x":    # a sum over rows: every term counted twice,
                 # the whole array twice its value: rule 14's constant (some partials repeated: rule 11's reduction)
                 return {"mechanism": "constant", "text": f"{_label(part, name)} is twice the sum: every row's "
@@ -822,7 +824,6 @@ def _config_candidates(case, x_shape=()):
                     "running"))
     if isinstance(m, (int, float)) and not isinstance(m, bool) and 0 < m < 1 and m != 0.1:
         out.append(({**cfg, "momentum": 0.1}, f"momentum 0.1 (the default) where {m:g} belongs", "running"))
-    out += _options_exchanged(cfg, full)
     dp = cfg.get("dropout_p")
     if isinstance(dp, (int, float)) and not isinstance(dp, bool) and 0 < dp < 1:
         # the keep probability read as the drop probability (1/p where 1/(1 - p) belongs)
@@ -870,7 +871,7 @@ def _config_candidates(case, x_shape=()):
     if isinstance(off, (int, float)) and not isinstance(off, bool):
         out.append(({**cfg, "weight_offset": 1.0 if off == 0 else 0.0},
                     f"weight_offset {1.0 if off == 0 else 0.0:g} where {off:g} belongs", "affine"))
-    return out
+    return out + _options_exchanged(cfg, full)      # (two options changed: after every single one)
 
 
 # optional inputs a kernel may ignore, and the mechanism that says so (the bias left out; a scale input's
@@ -1512,9 +1513,10 @@ def affine_before_norm(case, record, reference):
     if dz is not None:
         dz = np.asarray(dz, dtype=np.float64)
         grads["x"] = dz * gain
-        axes = tuple(range(1, x64.ndim - 1)) if case.op == "adaptive_layer_norm" else tuple(range(x64.ndim - 1))
         for name, t in ((wn, x64 * dz), (bn, dz)):
-            if ins.get(name) is not None:
+            axes = tuple(range(1, x64.ndim - 1)) if case.op == "adaptive_layer_norm" else \
+                None if ins.get(name) is None else _param_axes(case, x64, ins[name])
+            if ins.get(name) is not None and axes is not None:
                 grads[name] = t.sum(axis=axes).reshape(np.shape(ins[name]))
     return _first_fit(record, [({"outputs": r.outputs, "grads": grads, "state": r.state},
                                 f"the {'modulation' if case.op == 'adaptive_layer_norm' else 'affine'} applied to x "
