@@ -565,8 +565,8 @@ def lower_precision(case, records, refs, contract) -> list:
                 names = localize.axis_names(np.shape(want), x_shape, axes)
                 rows = {i for i, nm in enumerate(names) if nm in ("row", "sample", "channel")}
                 # (one-sided in magnitude, toward zero; or in sign, down or up: a directed rounding's, a mode)
-                small = float(np.mean(np.abs(g) < np.abs(w))) if g.size else 0.5
-                below = float(np.mean(g < w)) if g.size >= SIDED_MIN else 0.5     # (a few by chance: any)
+                small = float(np.mean(np.abs(g) < np.abs(w))) if g.size >= SIDED_MIN else 0.5   # (a few by
+                below = float(np.mean(g < w)) if g.size >= SIDED_MIN else 0.5     # chance: any; three channels' rstd)
                 # (a float64 case within float32's bounds: a float32 sum errs per row, smoothly; a changed
                 # formula errs far beyond float32's rounding)
                 smooth = case.dtype != "float64" and localize.error_shape(got, want, bad, rows)

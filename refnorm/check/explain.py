@@ -927,6 +927,10 @@ def config_deviation(case, record, reference, ref, bounds=None):
         if record.inputs.get(k) is not None:
             cands.append((case.config, {n: v for n, v in record.inputs.items() if n != k},
                           f"the input {k} ignored (the computation without it)", mech, mech, k))
+    if record.inputs.get("weight") is not None and record.inputs.get("bias") is not None:
+        # the affine flag not set: weight and bias both ignored (an inference kernel's y = x_hat)
+        cands.append((case.config, {n: v for n, v in record.inputs.items() if n not in ("weight", "bias")},
+                      "the affine left out (weight and bias both ignored: y = x_hat)", "affine", "affine", None))
     floats = [k for k, v in record.inputs.items() if k != "x" and np.ndim(v) and np.asarray(v).dtype.kind not in "iub"]
     for i, a in enumerate(floats):          # two inputs of one shape swapped (weight and bias, shift and scale)
         for b in floats[i + 1:]:
@@ -1024,7 +1028,7 @@ def config_deviation(case, record, reference, ref, bounds=None):
                 cands.append((case.config, {**record.inputs, a: v.astype(np.float64) + d}, what,
                               "affine", "affine", None))
     grads_only = all(p == "grads" for p, _ in record.failing)
-    later, rederived = [], 0
+    later, fwd_alone, rederived = [], [], 0
     for cfg, inputs, what, mech, bwd_mech, pair, *misread in cands:
         misread = misread[0] if misread else {}
         try:
@@ -1097,7 +1101,15 @@ def config_deviation(case, record, reference, ref, bounds=None):
         if grads_only and all(fits.get(pn, False) for pn in record.failing):
             names = ", ".join(_label(p, n) for p, n in record.failing)
             later.append({"mechanism": bwd_mech, "text": f"the backward with {what} reproduces {names}"})
-    return {**later[0], "backward_only": True} if later else None
+        if not grads_only and not any(p == "grads" for p, _ in record.failing) and fits and not pair \
+                and not own_order and all(v for (p, _), v in fits.items() if p != "grads"):
+            # the forward kernel alone deviating (its flag read wrong there), the backward's gradients as
+            # specified: they pass (tried after every deviation of both)
+            fwd_alone.append({"mechanism": mech, "text": f"the forward alone with {what} reproduces every failing "
+                                                         "array (its backward as specified: the gradients pass)"})
+    if later:
+        return {**later[0], "backward_only": True}
+    return fwd_alone[0] if fwd_alone else None
 
 
 def _misread(a, N, C, S, inverse=False):

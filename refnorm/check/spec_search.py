@@ -1170,7 +1170,7 @@ def _candidates(case, record, forward_only):
                     "uncentred", None, "x never centred (refnorm/specs/_math.py centered's mean taken as 0: an RMS "
                     "norm's statistics)"))
     out += _other_statistic(seen, np.asarray(record.inputs["x"], dtype=np.float64), eps) + more
-    out += _activation_swapped(seen, case.op)
+    out += _activation_swapped(seen, case.op) + _state_as_rstd(seen, record)
     if not forward_only:
         # (the state after the call only where a running variance can be read: one more evaluation)
         state = ({"new": _evaluate(case, record, None).state, "old": record.state}
@@ -1343,6 +1343,26 @@ def _other_statistic(seen, x, eps):
                 out.append((("remapk", {key: lambda v, l1=l1: np.reshape(l1, np.shape(v)),
                                         other: lambda r, l1=l1: np.reshape(1.0 / (l1 + eps), np.shape(r))}),
                             "otherstat", None, desc + f", `{other.rsplit('.', 1)[1]}` = 1 / (it + eps)"))
+    return out
+
+
+def _state_as_rstd(seen, record):
+    """An eval call's rstd taken as the running variance itself (the buffer handed over as the inverse std: no
+    eps, no reciprocal square root), every later value from it; as _candidates' tuples ("running": rule 2, an
+    eval call's forward reading the running statistics back wrong)."""
+    rv = record.state.get("running_var")
+    if record.training or rv is None or np.size(rv) < 2:
+        return []
+    rv = np.unique(np.asarray(rv, dtype=np.float64))
+    out = []
+    for key, v in seen.items():
+        mod_func, name = key.rsplit(".", 1)
+        var = seen.get(f"{mod_func}.var")
+        if name == "rstd" and key not in _ARGS and var is not None and np.shape(var) == np.shape(v) \
+                and np.array_equal(np.unique(np.asarray(var, dtype=np.float64)), rv):
+            out.append((("remapk", {key: lambda r, var=np.asarray(var, dtype=np.float64): np.reshape(var, np.shape(r))}),
+                        "running", None, f"`{key.split(':', 1)[1]}` taken as the running variance itself (the "
+                        "running_var buffer read as the inverse std: no eps, no reciprocal square root)"))
     return out
 
 
