@@ -680,6 +680,17 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind28", "dyt_dalpha_accumulated_twice", "dyt/normal_bf16_6x96", "constant", "twice the sum"),
     ("blind28", "an_zc_bwd_offset_missing", "add_norm/mean1e3_nobias_rms_zc_xnormal_par_bf16_4x64", "affine",
      "weight_offset 0 where 1 belongs"),
+    # the forward kernel alone without its affine (the gradients passing); an eval call's rstd as the running
+    # variance; a group's variance pooled over the row; a branch's gradient from its own cotangent alone; a
+    # float64 case in float32 with three channels' statistics (too few to tell a side)
+    ("blind29", "in_eval_affine_dropped", "instance_norm/normal_train3_eval_f32_4x3x6", "affine",
+     "the forward alone with the affine left out"),
+    ("blind29", "in_eval_running_var_read_as_invstd", "instance_norm/normal_train3_eval_f32_4x3x6", "running",
+     "taken as the running variance itself"),
+    ("blind28", "gated_ln_var_over_row_about_group_means", "gated_norm/normal_ln_nbg_gs16_f32_6x48", "group",
+     "divided by its 3 slices too"),
+    ("blind28", "an_dx1_from_y1_branch_only", "add_norm/normal_p_par_f64_5x12", "backward", "from dy1 alone"),
+    ("blind29", "bn_float64_via_float32", "batch_norm/normal_f64_7x3", "precision", "float32 arithmetic"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind29, each since its measurement), each on one

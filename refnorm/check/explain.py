@@ -589,6 +589,31 @@ def another_gradient(record, ref, part, name, got, E):
     return None
 
 
+def cotangents_dropped(case, record, reference, name, got, E, cache):
+    """A gradient computed from some of the step's cotangents alone (a parallel branch's dx1 from dy1 alone,
+    the other branches' terms of the shared sum left out): the specification's with every other cotangent 0
+    (``cache``: one evaluation per subset for the step). The backward's (rule 15), or None."""
+    import itertools
+    keys = sorted(record.cotangents)
+    if reference is None or len(keys) < 2 or np.size(record.inputs.get("x", 0.0)) > CONFIG_SIZE:
+        return None
+    for k in range(1, len(keys)):
+        for kept in itertools.combinations(keys, k):
+            if kept not in cache:
+                cot = {c: (v if c in kept else np.zeros(np.shape(v))) for c, v in record.cotangents.items()}
+                try:
+                    with np.errstate(all="ignore"):
+                        cache[kept] = reference(case.op, case.config, record.training, record.inputs, cot,
+                                                record.state).grads
+                except Exception:                           # noqa: BLE001 - the spec refusing the call
+                    cache[kept] = {}
+            v = cache[kept].get(name)
+            if v is not None and np.shape(v) == np.shape(got) and fit_ratio(got, v, E) <= 1:
+                return {"mechanism": "backward", "text": f"{_label('grads', name)} is the specification's from "
+                        + ", ".join(f"d{c}" for c in kept) + " alone (the other cotangents' terms left out)"}
+    return None
+
+
 def _label(part, name):
     return "dx" if (part, name) == ("grads", "x") else (f"d{name}" if part == "grads" else name)
 
@@ -2194,9 +2219,11 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
         out += explain_terms.backward_terms(case, record, ref, {(e["part"], e["name"]) for e in out}, fit_ratio,
                                             CONFIG_SIZE)
     done = {(e["part"], e["name"]) for e in out}
+    subsets = {}                        # (the cotangents kept) -> the specification's gradients from them alone
     for part, name in [pn for pn in record.failing if pn not in done and pn[0] == "grads"]:
         got, E = record.got[part].get(name), record.E[part].get(name)
-        e = None if got is None or E is None else another_gradient(record, ref, part, name, got, E)
+        e = None if got is None or E is None else (another_gradient(record, ref, part, name, got, E)
+                                                   or cotangents_dropped(case, record, reference, name, got, E, subsets))
         if e is not None:
             out.append({"part": part, "name": name, "step": record.step, **e})
     if len(out) < len(record.failing):

@@ -1785,6 +1785,12 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             out.append((("reduce", i, _over(tuple(range(nd)))), "reduce", None, "over every axis"))
             out += [(("reduce", i, _over(tuple(sorted(axes + (b,))))), "reduce", None, f"over axis {b} too")
                     for b in range(nd) if b not in axes and nd - len(axes) > 1 and shape[b] > 1]
+            # a sum over one more axis divided by its slices too (each part centred alone, the variance over the
+            # whole: the pooled mean of the parts' sums of squares): a group's count read as the row's
+            out += [(("reduce", frozenset((i,)), _pooled(tuple(sorted(axes + (b,))), shape[b])), "more",
+                     shape[b] if b else None, f"over axis {b} too, divided by its {shape[b]} slices too (the parts' "
+                     "mean)") for b in range(nd) if b not in axes and nd - len(axes) > 1 and shape[b] > 1
+                    and _SOURCES[i][3] == "sum" and "backward" not in _SOURCES[i][1]]
         if _SOURCES[i][3] == "sum" and "backward" in _SOURCES[i][1] and len(axes) > 1:
             # a gradient's sum over several axes taking index 0 of one of them only (a per-column partial's first
             # entry returned for a scalar's gradient, the first sample's terms alone)
