@@ -478,7 +478,8 @@ def _explain(case, records, out, contract=None):
         out["message"] = "no known pitfall matches (its best fit holds only within its own rounding interval)"
     out["explained"] = found
     if full:
-        mech = by_where(case.op, {(p, n) for r in records for p, n in r.failing}, next(iter(mechs)))
+        mech = by_where(case.op, {(p, n) for r in records for p, n in r.failing}, next(iter(mechs)),
+                        equation=all(e.get("equation") for e in found))
         mechs = {mech}
         if mech == "backward" and _whole_factor(case, records, refs):
             mech = "constant"        # every failing array off by one factor: rule 14 before rule 15
@@ -589,14 +590,16 @@ _GATE_GRADS = {"gated_norm": ("grads", "z")}
 _KEEP_STATE = {"bessel", "running", "mode", "merge", "collective"}
 
 
-def by_where(op, failing, mech):
+def by_where(op, failing, mech, equation=False):
     """The mechanism an explanation of mechanism ``mech`` names, by where the failure is (docs/verdicts.md,
     "Which mechanism a bug is"): running when only running state fails (the Bessel factor, the mode and the
     cross-rank merge excepted: rule 2; an explanation naming no mechanism as well, what is stored); gate when
     only the gate input's gradient fails (rule 3); backward
     where another normalizer's equation or a flag read the other way changes the gradients alone (the
-    forward right: rule 15 before 16); None where only returned statistics fail, holding the running ones
-    (an array returned for another, y right: no mechanism). ``failing``: the (part, name) of every failing array."""
+    forward right: rule 15 before 16; not where the explanation is the other equation's forward and backward
+    alike, ``equation``, its forward within the bounds of these data: the L1 variant on nearly constant rows);
+    None where only returned statistics fail, holding the running ones (an array returned for another, y right:
+    no mechanism). ``failing``: the (part, name) of every failing array."""
     parts = {p for p, _ in failing}
     if parts == {"state"} and mech not in _KEEP_STATE:
         return "running"            # (an explanation naming no mechanism too: running buffers' stores exchanged)
@@ -604,7 +607,7 @@ def by_where(op, failing, mech):
         return None
     if op in _GATE_GRADS and failing == {_GATE_GRADS[op]} and mech != "bessel":
         return "gate"
-    if mech == "semantics" and parts == {"grads"}:
+    if mech == "semantics" and parts == {"grads"} and not equation:
         return "backward"
     if mech == "mode" and parts == {"outputs"} and all(n in localize.STATISTICS for _, n in failing):
         return None         # the running statistics returned where the batch's belong, y right: an array returned

@@ -1756,6 +1756,44 @@ def dyt_rounded_t(case, record):
     return []
 
 
+def rms_l1(case, record, ref):
+    """rms_norm as the L1 variant: r = 1 / (mean|x| + eps) (or 1 / sqrt(mean|x|^2 + eps)) where the RMS's
+    belongs, y = x r w, and the backward of that equation, dx = r g - sign(x) r^2 mean(g x) (g = dy w),
+    dweight = sum(dy x r): another normalizer's equation (semantics). Explanations of every failing array (the
+    forward may pass where the rows are nearly constant: mean|x| is their RMS), or []."""
+    x, dy = record.inputs.get("x"), record.cotangents.get("y")
+    if case.op != "rms_norm" or x is None or np.size(x) > CONFIG_SIZE or case.config.get("weight_offset") \
+            or not record.failing:
+        return []
+    ns = case.config.get("normalized_shape")
+    k = 1 if np.ndim(ns) == 0 else len(ns)
+    x64 = np.asarray(x, dtype=np.float64)
+    A = tuple(range(x64.ndim - k, x64.ndim))
+    w = record.inputs.get("weight")
+    w64 = 1.0 if w is None else np.asarray(w, dtype=np.float64)
+    eps = case.config.get("eps")
+    eps = float(np.finfo(np.float32).eps) if eps is None else float(eps)
+    m = np.abs(x64).mean(axis=A, keepdims=True)
+    for r, how in ((1.0 / (m + eps), "1 / (mean|x| + eps)"), (1.0 / np.sqrt(m * m + eps), "1 / sqrt(mean|x|^2 + eps)")):
+        vals = {("outputs", "y"): x64 * r * w64, ("outputs", "rstd"): r}
+        if dy is not None:
+            dy64 = np.asarray(dy, dtype=np.float64)
+            g = dy64 * w64
+            vals["grads", "x"] = r * g - np.sign(x64) * r * r * (g * x64).mean(axis=A, keepdims=True)
+            if w is not None:
+                vals["grads", "weight"] = (dy64 * x64 * r).sum(axis=tuple(range(x64.ndim - k)))
+        # (every failing array reproduced, and every array the variant gives, passing ones too: its forward)
+        have = [pn for pn in vals if record.got[pn[0]].get(pn[1]) is not None and record.E[pn[0]].get(pn[1]) is not None]
+        if all(pn in vals for pn in record.failing) and all(
+                np.size(vals[pn]) == np.size(record.got[pn[0]][pn[1]])
+                and fit_ratio(record.got[pn[0]][pn[1]], np.reshape(vals[pn], np.shape(record.got[pn[0]][pn[1]])),
+                              record.E[pn[0]][pn[1]]) <= 1 for pn in have):
+            return [{"part": p, "name": n, "step": record.step, "mechanism": "semantics", "equation": True,
+                     "text": f"{_label(p, n)} is the L1 variant's: rstd = {how} (the mean absolute value where the RMS "
+                             "belongs), and its backward"} for p, n in record.failing]
+    return []
+
+
 def lp_deviation(case, record, ref):
     """lp_normalize's y = x / max(norm, eps) otherwise: divided by s = max|x| (the overflow-safe reduction's
     scale: the infinity norm's equation, semantics), eps's clamp as min (x / min(norm, eps)), eps added to the
@@ -2210,7 +2248,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
         if len(out) < len(record.failing):
             from . import explain_poly              # poly_norm's powers normalized otherwise
             act = (fused_activation(case, record, reference, ref) or dyt_rounded_t(case, record) or dyt_deviation(case, record)
-                   or dyt_derivative(case, record) or lp_deviation(case, record, ref)
+                   or dyt_derivative(case, record) or lp_deviation(case, record, ref) or rms_l1(case, record, ref)
                    or explain_poly.deviation(sys.modules[__name__], case, record)
                    or epilogue_activation(case, record, reference, ref, bounds))
             if act:

@@ -1360,7 +1360,8 @@ def _state_as_rstd(seen, record):
         var = seen.get(f"{mod_func}.var")
         if name == "rstd" and key not in _ARGS and var is not None and np.shape(var) == np.shape(v) \
                 and np.array_equal(np.unique(np.asarray(var, dtype=np.float64)), rv):
-            out.append((("remapk", {key: lambda r, var=np.asarray(var, dtype=np.float64): np.reshape(var, np.shape(r))}),
+            v64 = np.asarray(var, dtype=np.float64)
+            out.append((("remapk", {key: lambda r, v64=v64: np.reshape(v64, np.shape(r))}),
                         "running", None, f"`{key.split(':', 1)[1]}` taken as the running variance itself (the "
                         "running_var buffer read as the inverse std: no eps, no reciprocal square root)"))
     return out
