@@ -691,6 +691,8 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "divided by its 3 slices too"),
     ("blind28", "an_dx1_from_y1_branch_only", "add_norm/normal_p_par_f64_5x12", "backward", "from dy1 alone"),
     ("blind29", "bn_float64_via_float32", "batch_norm/normal_f64_7x3", "precision", "float32 arithmetic"),
+    # rms_norm's L1 variant with its own backward, the forward within its bounds on rows near 1e4: semantics
+    ("blind28", "rms_normalized_by_mean_abs", "rms_norm/mean1e4_eps1e-05_f32_260x3", "semantics", "the L1 variant's"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind29, each since its measurement), each on one
