@@ -654,10 +654,14 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind26", "gated_group_loop_last_skipped", "gated_norm/normal_gs32_f32_8x96", "block", "last group"),
     # (session 27, on blind28 / blind29) a slice's mean over the tile's width n + 1 (block); the variance as
     # the raw mean of squares (one_pass); a root statistic as another normalizer's: its root left out, the L1
-    # mean |x| (a forward change whose gradients differentiate the kernel's own forward: the outputs explained)
+    # mean |x| (rms_norm: the L1 variant with its own backward, explain.rms_l1)
     ("blind28", "ln_mean_over_pow2_block", "layer_norm/normal_f64_9x7", "block", "divided by 8 where n = 7"),
     ("blind28", "ln_var_as_raw_mean_square", "layer_norm/normal_f64_9x7", "one_pass", "taken about 0"),
     ("blind28", "rms_normalized_by_mean_abs", "rms_norm/normal_eps1e-05_f32_6x100", "semantics",
+     "the L1 variant's: rstd = 1 / (mean|x| + eps)"),
+    # a forward change whose gradients differentiate the kernel's own forward: every failing output reproduced,
+    # the gradients not by the specification's backward
+    ("blind13", "aln_rms_path_taken", "adaptive_layer_norm/normal_f64_2x5x7", "semantics",
      "reproduces every failing output (the failing gradients are not"),
     ("blind29", "lp_root_dropped", "lp_normalize/normal_f64_9x7", "semantics", "the root left out"),
     ("blind29", "zs_divided_by_variance", "z_score/normal_f64_9x7", "semantics", "the root left out of `z_score`"),
