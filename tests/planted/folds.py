@@ -160,7 +160,8 @@ def kernel_rows(kernel, bugs, src, fold, golden=report.GOLDEN, also=None):
                 conf, got = _row(r.diagnosis)
                 want = ([mech] if mech else []) + (also or {}).get(bug, [])
                 out.append({"src": src, "fold": fold, "bug": bug, "op": op, "case": r.id,
-                            "expected": want, "conf": conf, "mech": got, "localized": localized(r)})
+                            "expected": want, "conf": conf, "mech": got, "localized": localized(r),
+                            "error": (r.diagnosis or {}).get("explain_error")})     # (the search crashing)
     return out
 
 
