@@ -468,6 +468,8 @@ def permuted_inputs(ex, case, record, ref, reference, bounds=None):
                       for k in (1, -1)] if n0 > 1 else []
             shifts += [(idx[np.minimum(np.arange(n0) + 1, n0 - 1)].ravel(), "each axis-0 index i holding index i + 1's "
                         "values (the last its own: a row pointer advanced before the load)")] if n0 > 1 else []
+            shifts += [(idx[np.zeros(n0, dtype=int)].ravel(), "each axis-0 index holding index 0's values (the "
+                        "load's offset of that axis left out)")] if n0 > 1 else []
             flat = np.append(flat, np.zeros(1, dtype=flat.dtype))       # (index flat.size - 1: a masked load's 0)
             for m, what in index_orders(np.shape(a)) + shifts + row_pitches(np.shape(a)):
                 moved = {**arrays, name: flat[m].reshape(np.shape(a))}
@@ -564,6 +566,18 @@ def _effective(case, record, reference, wn, bn, ids, P):
             good)
 
 
+def _offset(case, name):
+    """The constant the op adds to parameter ``name`` to make its gain (adaptive_layer_norm's 1 + scale, the
+    weight_offset), 0 for any other."""
+    if case.op == "adaptive_layer_norm" and name == "scale":
+        return 1.0
+    return float(case.config.get("weight_offset", 0.0) or 0.0) if name == "weight" else 0.0
+
+
+def _gain_text(o, name):
+    return f"{o:g} + {name}" if o else name
+
+
 def _param_candidates(case, name, v, shape):
     """(values, what, mechanism, index map or None) for a parameter: read in another index order ("layout")
     or rounded to the 16-bit case dtype ("affine": the cast order), alone or as its gain (1 + scale,
@@ -587,8 +601,7 @@ def _param_candidates(case, name, v, shape):
             out.append((v[m], f"{name} read {what}", mech, m))
     dt = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}.get(case.dtype)
     if dt is not None:
-        off = 1.0 if (case.op == "adaptive_layer_norm" and name == "scale") else \
-            float(case.config.get("weight_offset", 0.0) or 0.0) if name == "weight" else 0.0
+        off = _offset(case, name)
         for o, what in ((0.0, name), (off, f"the gain {off:g} + {name}")) if off else ((0.0, name),):
             r = (v + o).astype(dt).astype(np.float64) - o
             if not np.array_equal(r, v):
@@ -637,6 +650,10 @@ def param_index(ex, case, record, ref, reference):
                 continue
             err = lambda c: float(np.max(np.abs(e[good] - c[good]))) / tol     # noqa: E731
             cands = _param_candidates(case, n, v, shape)
+            if n == wn2:                    # the gain applied twice: (o + w)^2 where o + w belongs (o its offset)
+                o = _offset(case, n)
+                cands.append(((v + o) ** 2 - o, f"the gain {_gain_text(o, n)} applied twice (its square)", "affine",
+                              ("chain", 2 * (v + o))))
             if n == bn2:                    # the bias added before the gain multiplies: y = w (x_hat + b)
                 w = np.asarray(record.inputs[wn2], dtype=np.float64).reshape(-1)
                 cands.append((v * w, f"{n} inside the {wn2}'s product ({wn2} (u + {n}) where {wn2} u + {n} belongs, u "
@@ -651,7 +668,7 @@ def param_index(ex, case, record, ref, reference):
             mechs = {c[2] for _, c in whats}
             if len(mechs) != 1:
                 continue
-            if any(isinstance(c[3], str) for _, c in whats) and len(whats) > 1:
+            if any(isinstance(c[3], (str, tuple)) for _, c in whats) and len(whats) > 1:
                 continue                    # the bias inside the product: the weight read as it is
             inputs = {**record.inputs, **{n: c[0].reshape(shape).astype(np.asarray(record.inputs[n]).dtype
                                                                         if c[2] == "layout" else np.float64)
@@ -669,6 +686,8 @@ def param_index(ex, case, record, ref, reference):
                     if vals.get(("grads", wn2)) is not None:
                         vals["grads", wn2] = np.asarray(vals["grads", wn2], dtype=np.float64) + np.asarray(
                             record.inputs[n], dtype=np.float64).reshape(np.shape(dp)) * dp
+                elif isinstance(c[3], tuple) and dp is not None:       # w' = f(w): dw = f'(w) dw'
+                    vals["grads", n] = np.asarray(dp, dtype=np.float64) * c[3][1].reshape(np.shape(dp))
                 elif c[3] is not None and dp is not None and np.size(dp) == c[3].size:
                     back = np.bincount(c[3], weights=np.asarray(dp, dtype=np.float64).reshape(-1), minlength=c[3].size)
                     vals["grads", n] = [dp, back]

@@ -1906,13 +1906,15 @@ def _statistics_read(seen, state=None, eps=0.0, training=False):
         base = key[:-len("rstd")]
         m, xs = _x_of_saved(rstd, xhat, mean, sh, view)        # x (an RMS norm's)
         # the mean and rstd read at the other index together, or (a centred norm) rstd alone, x - mean the row's own
-        for stats, fm in (("rstd", None),) if mean is None else (("mean and rstd", True), ("rstd", False)):
+        for stats, fm, fr in ((("rstd", None, True),) if mean is None else
+                              (("mean and rstd", True, True), ("rstd", False, True), ("mean", True, False))):
             for f, what in _index_maps(np.shape(rstd)):     # (x_hat' computed when the change is evaluated; each
                 # value bound now: the loop over the backward functions rebinds rstd, xs, m and sh)
-                xh2 = (lambda v, f=f, fm=fm, xs=xs, m=m, sh=sh, rstd=rstd: np.reshape(
-                    (xs - np.reshape(f(m) if fm else m, sh)) * np.reshape(f(rstd), sh), np.shape(v)))
-                out.append((("remapk", {key: lambda v, f=f, rstd=rstd: f(rstd), hkey: xh2}), "read", None,
-                            f"the backward's {stats} read at {what} (x_hat recomputed from them)"))
+                xh2 = (lambda v, f=f, fm=fm, fr=fr, xs=xs, m=m, sh=sh, rstd=rstd: np.reshape(
+                    (xs - np.reshape(f(m) if fm else m, sh)) * np.reshape(f(rstd) if fr else rstd, sh), np.shape(v)))
+                out.append((("remapk", {key: lambda v, f=f, fr=fr, rstd=rstd: f(rstd) if fr else rstd, hkey: xh2}),
+                            "read", None, f"the backward's {stats} read at {what} (x_hat recomputed from "
+                            f"{'them' if fr and fm else 'it'})"))
         H = np.shape(xhat)[-1] if np.ndim(xhat) else 0
         w = next((np.asarray(v) for k, v in seen.items() if k.endswith(".weight") and np.shape(v) == (H,)), None)
         if w is not None and H >= 4 and np.all(w != 0) and np.all(np.isfinite(w)):
@@ -2112,6 +2114,9 @@ def _index_maps(shape):
         out.append((lambda v: np.reshape(np.reshape(v, (G, R)).T, np.shape(v)),
                     f"the transposed index (stored as ({R}, {G}), read as ({G}, {R}))"))
     j = np.arange(size)
+    if len(sizes) > 1:              # the next flat index, wrapping (a pointer into (rows, groups) advanced by one)
+        out.append((lambda v, idx=(j + 1) % size: np.reshape(np.reshape(v, -1)[idx], np.shape(v)),
+                    "the next flat index (wrapping)"))
     for k in range(2, size):
         maps = ((j % k, f"the flat index j % {k}"), (j // k, f"the flat index j // {k}")) if size % k == 0 else ()
         if size % k == 0 or k & (k - 1) == 0:    # the first of each block of k (a block's value hoisted)
