@@ -149,7 +149,8 @@ def permuted_outputs(ex, case, record, ref):
                         "text": f"{ex._label(part, name)} is the expected array with {what}"})
             break
         else:
-            what, mech = (_strided_write(ex, got, want, E, qd) or _offset_dropped(ex, got, want, E, qd)
+            what, mech = (_strided_write(ex, got, want, E, qd) or _pitch_write(ex, got, want, E, qd)
+                          or _offset_dropped(ex, got, want, E, qd)
                           or _rows_shifted(ex, got, want, E, qd) or _one_index_kept(ex, got, want, E, qd)), "layout"
             if what is None and part == "outputs":
                 what, mech = _averaged_over_leading(ex, got, want, E, qd), "reduction"
@@ -218,6 +219,35 @@ def _strided_write(ex, got, want, E, qd):
         return (f"written at a stride of {k}: element j of the expected array stored at index j * {k} "
                 f"(the first {at.size} of its {size} values, each at {k} times its index); every other element "
                 f"holds {fill[0]:g}, never written")
+    return None
+
+
+def _pitch_write(ex, got, want, E, qd):
+    """The failing array's rows written at a padded row pitch (``row_pitches``): row r's values stored from flat
+    offset r * P, those past the end dropped, every other element the buffer's fill (one value, 0 or NaN) that the
+    expected array does not hold there; in words, or None."""
+    go = np.asarray(got).reshape(-1)
+    g, w = go.astype(np.float64), np.asarray(want, dtype=np.float64).reshape(-1)
+    Ef = np.broadcast_to(E, np.shape(got)).reshape(-1)
+    size = g.size
+    for m, what in row_pitches(np.shape(got)):
+        src = np.flatnonzero(m < size)                  # the expected values written, and where they land
+        at = m[src]
+        rest = np.ones(size, dtype=bool)
+        rest[at] = False
+        fill = g[rest]
+        if fill.size < 1 or not (np.all(fill == fill[0]) or np.all(np.isnan(fill))):
+            continue
+        # (each value judged by its own element's bound: the expected value at src, stored elsewhere)
+        if qd is not None:
+            if _fails(go[at], w[src], Ef[src], qd):
+                continue
+        elif ex.fit_ratio(go[at], w[src], Ef[src]) > 1:
+            continue
+        if ex.fit_ratio(go[rest], w[rest], Ef[rest]) <= 1:      # the expected values there too: not a gap
+            continue
+        return (f"written as {what.split(' (')[0]} (row r's values stored from flat offset r * P, those past the "
+                f"end dropped); every other element holds {fill[0]:g}, never written")
     return None
 
 
@@ -783,7 +813,7 @@ def _axes_vals(case, record, x, view, R, centred, gain, off, gn, on, own):
     """y, mean, rstd, dx and the gain's and offset's gradients (flat, x's element order) with the statistics
     over the axes R of x, gain and offset (x's shape) seen as ``view``; ``own``: (the op's view, its axes):
     the saved statistics are the new ones where they have the saved size, or their average over each of the
-    op's own slices."""
+    op's own slices, or the first or last of them in each slice."""
     eps = float(case.config.get("eps", 1e-5) or 0.0)
     xv = x.reshape(view)
     gv, ov = np.broadcast_to(gain, x.shape).reshape(view), np.broadcast_to(off, x.shape).reshape(view)
@@ -793,8 +823,10 @@ def _axes_vals(case, record, x, view, R, centred, gain, off, gn, on, own):
     xhat = d * rstd
     vals = {("outputs", "y"): (xhat * gv + ov).reshape(-1)}
     for nm, st in (("mean", mean), ("rstd", rstd)):
-        avg = np.broadcast_to(st, view).reshape(own[0]).mean(axis=own[1])
-        vals["outputs", nm] = [st, avg]
+        full = np.broadcast_to(st, view).reshape(own[0])
+        avg = full.mean(axis=own[1])
+        ends = [full[tuple(slice(None) if a not in own[1] else e for a in range(full.ndim))] for e in (0, -1)]
+        vals["outputs", nm] = [st, avg] + ends      # (or the first or last slice's: one written last)
     dy = record.cotangents.get("y")
     if dy is not None:
         dy = np.asarray(dy, dtype=np.float64).reshape(view)

@@ -93,7 +93,7 @@ from .precision import round_toward_zero
 
 ROUNDING_SIZE = 1 << 17          # elements of x up to which the rounding search runs
 MUTATION_SIZE = 1 << 14          # and the mutation search
-MUTATIONS_MAX = 1500             # evaluations of the mutation search at most (in the order _candidates gives)
+MUTATIONS_MAX = 2000             # evaluations of the mutation search at most (in the order _candidates gives)
 _DT = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
 _TARGET = threading.local()      # .t: None | ("record", names[, operations]) | ("round", keys, dtype, toward_zero)
 #                                    | ("mutate" | "replace", operation ids, ...) | ("multi", {id: f}) | ("remap", key, f)
@@ -1171,6 +1171,7 @@ def _candidates(case, record, forward_only):
                     "norm's statistics)"))
     out += _other_statistic(seen, np.asarray(record.inputs["x"], dtype=np.float64), eps) + more
     out += _activation_swapped(seen, case.op) + _state_as_rstd(seen, record)
+    k_index = len(out)              # (where a backward's operands read from forward values go: before the index reads)
     if not forward_only:
         # (the state after the call only where a running variance can be read: one more evaluation)
         state = ({"new": _evaluate(case, record, None).state, "old": record.state}
@@ -1178,7 +1179,7 @@ def _candidates(case, record, forward_only):
         out += _statistics_read(seen, state, eps, bool(record.training)) + _uncentred(seen, every)
         out += _statistics_read_at(seen, every) + _saved_read_at(seen)
         out += _inputs_shifted(case, record, seen)
-    transforms = []
+    transforms, fwd_read = [], []
     for i, shapes in ops.items():
         mod, func, line, op, left, right = _SOURCES[i]
         for side, src in enumerate((left, right)):
@@ -1198,10 +1199,13 @@ def _candidates(case, record, forward_only):
             if "backward" in func:          # a backward's operand read from a value of the op's own forward (p for x_hat)
                 for key, v in seen.items():
                     k_mod, k_name = key.split(":", 1)[0], key.rsplit(".", 1)[1]
+                    # (of the operand's size: the backward's view of it, (N, G, m) for a group norm's x.shape)
                     if (k_mod == case.op and key not in _ARGS and "backward" not in key and k_name != src
-                            and np.shape(v) == shapes[side] and np.size(v) > 1 and not
-                            (own in seen and np.array_equal(seen[own], v, equal_nan=True))):
-                        transforms.append((("replace", frozenset((i,)), side, lambda _, v=v: v), i, src,
+                            and np.size(v) == np.prod(shapes[side], dtype=np.int64) and np.size(v) > 1 and not
+                            (own in seen and np.array_equal(np.reshape(seen[own], -1), np.reshape(v, -1),
+                                                            equal_nan=True))):
+                        fwd_read.append((("replace", frozenset((i,)), side,
+                                          lambda _, v=v, sh=shapes[side]: np.reshape(v, sh)), i, src,
                                            f"`{src}` read from the forward's `{key.split(':', 1)[1]}`"))
     for i, (shape, axes, keep) in every_red.items():
         # a backward reduction's operand read from another value of its function (the mean term of dx reduced
@@ -1260,7 +1264,8 @@ def _candidates(case, record, forward_only):
     # (a computed value read as another function of itself before an input so read: where both reproduce the
     # step, as where the input's scale s cancels, the computed one is what a kernel writes)
     transforms.sort(key=lambda c: c[2] in record.inputs)
-    return out + also + transforms + late, fwd
+    # (a backward's operand read from a forward value before the statistics' index reads: fewer, past the cap after)
+    return out[:k_index] + fwd_read + out[k_index:] + also + transforms + late, fwd
 
 
 def _distributed(ops):
@@ -1504,7 +1509,9 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
         d, mu = seen.get("_math:moments.d"), seen.get("_math:moments.mean")
         sizes = [np.shape(xc)[a] for a in axes]
         padded = _padded(n, sizes)
-        for n2 in _counts(n, sizes):
+        # (and n without one of x's own axes: a count taken from the last axis alone where the positions belong)
+        missing = {n // s for s in xshape[1:] if 1 < s < n and n % s == 0}
+        for n2 in sorted(set(_counts(n, sizes)) | missing):
             mean = {"_math:centered.m0": lambda v, n2=n2: v * (n / n2), "_math:centered.c": lambda v: 0 * v}
             what = f"the mean (refnorm/specs/_math.py centered) taken as the sum divided by {n2} where n = {n} belongs"
             out.append((("remapk", mean), "count", _count_change(n, n2, padded), what))
@@ -1519,6 +1526,13 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
                             "count", (n, n2), what + f", the variance's divisor n - ddof with n = {n2}, and the "
                             f"{n2 - n} padded lanes' deviations 0 - mean in its sum of squares (a {n2}-wide tile's "
                             "every lane counted)"))
+        for P in sorted(padded | ({_tile(n)} - {n})):
+            # the padded lanes of a P-wide tile loaded as 1 (a masked load's other=1.0) in the mean's sum, still
+            # divided by n (the deviations masked to the n values): rule 9's padded lanes
+            mean = {"_math:centered.m0": lambda v, k=P - n: v + k / n, "_math:centered.c": lambda v: 0 * v}
+            out.append((("remapk", mean), "tail", None, f"the mean (refnorm/specs/_math.py centered) with the {P - n} "
+                        f"padded lanes of a {P}-wide tile loaded as 1 (a masked load's other=1.0) in its sum, divided "
+                        f"by n = {n}"))
     tried = set()                    # (reductions, k) of the groups changes already listed (no evaluation twice)
 
     def groups(ids, ks, what):
