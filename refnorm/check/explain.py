@@ -358,6 +358,11 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
             out.append((m2, 1.0 / np.sqrt(v3 + eps), f"with the (mean, M2) partials of chunks of {k} values merged as "
                         f"if every chunk held {k} (the last holds {n % k}): the means averaged with equal weights, "
                         f"their spread weighted {k} each", "merge"))
+            # (the mean alone so merged, the variance then a second pass over the whole slice about it)
+            v4 = ((xs - m2) ** 2).mean(axis=1, keepdims=True)
+            out.append((m2, 1.0 / np.sqrt(v4 + eps), f"with the mean merged from chunks of {k} values with equal "
+                        f"weights (the last chunk, of {n % k}, weighted as a full one), the variance about it over the "
+                        "whole slice", "merge"))
     for k in (16, 32, 64, 128, 256, 512, 1024):
         if centred and k < n:
             # a running Welford state combined with each block of k values by a merge whose spread term

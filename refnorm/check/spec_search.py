@@ -1170,7 +1170,7 @@ def _candidates(case, record, forward_only):
                     "uncentred", None, "x never centred (refnorm/specs/_math.py centered's mean taken as 0: an RMS "
                     "norm's statistics)"))
     out += _other_statistic(seen, np.asarray(record.inputs["x"], dtype=np.float64), eps) + more
-    out += _activation_swapped(seen, case.op) + _state_as_rstd(seen, record)
+    out += _activation_swapped(seen, case.op) + _state_as_rstd(seen, record) + _chunk_norms(seen, case)
     k_index = len(out)              # (where a backward's operands read from forward values go: before the index reads)
     if not forward_only:
         # (the state after the call only where a running variance can be read: one more evaluation)
@@ -1195,7 +1195,8 @@ def _candidates(case, record, forward_only):
                 continue
             own = f"{mod}:{func}.{src}"
             for name, v in _other_values(seen, mod, func, src, shapes[side]):
-                out.append((("replace", frozenset((i,)), side, lambda _, v=v: v), i, src, f"`{src}` read from `{name}`"))
+                (fwd_read if "backward" in func else out).append(
+                    (("replace", frozenset((i,)), side, lambda _, v=v: v), i, src, f"`{src}` read from `{name}`"))
             if "backward" in func:          # a backward's operand read from a value of the op's own forward (p for x_hat)
                 for key, v in seen.items():
                     k_mod, k_name = key.split(":", 1)[0], key.rsplit(".", 1)[1]
@@ -1264,7 +1265,8 @@ def _candidates(case, record, forward_only):
     # (a computed value read as another function of itself before an input so read: where both reproduce the
     # step, as where the input's scale s cancels, the computed one is what a kernel writes)
     transforms.sort(key=lambda c: c[2] in record.inputs)
-    # (a backward's operand read from a forward value before the statistics' index reads: fewer, past the cap after)
+    # (a backward's operand read from another value of its function or of the forward before the statistics' index
+    # reads: fewer, past the cap after)
     return out[:k_index] + fwd_read + out[k_index:] + also + transforms + late, fwd
 
 
@@ -1369,6 +1371,35 @@ def _state_as_rstd(seen, record):
             out.append((("remapk", {key: lambda r, v64=v64: np.reshape(v64, np.shape(r))}),
                         "running", None, f"`{key.split(':', 1)[1]}` taken as the running variance itself (the "
                         "running_var buffer read as the inverse std: no eps, no reciprocal square root)"))
+    return out
+
+
+def _chunk_norms(seen, case):
+    """lp_normalize's norm reduced by programs of k values each (k = 16 ... 1024, shorter than the slice), each
+    chunk's own p-norm computed and the chunks' norms added (an atomic add of the partial norms) where their
+    p-th powers are summed before the root: partials merged as the wrong quantity, rule 14's merge; as
+    _candidates' tuples ("chunks")."""
+    key = "lp_normalize:lp_normalize.norm"
+    x, p = (seen.get("lp_normalize:lp_normalize." + k) for k in ("x", "p"))
+    A = case.config.get("dim")
+    if key not in seen or x is None or p is None or A is None or np.ndim(x) == 0:
+        return []
+    axes = tuple(int(a) % np.ndim(x) for a in np.atleast_1d(A))
+    if len(axes) != 1:
+        return []
+    a = np.moveaxis(np.abs(np.asarray(x, dtype=np.float64)), axes[0], -1)
+    n, p = a.shape[-1], float(p)
+    if not np.isfinite(p) or p <= 0:
+        return []
+    out = []
+    for k in (16, 32, 64, 128, 256, 512, 1024):
+        if k < n:
+            with np.errstate(all="ignore"):
+                parts = sum((a[..., j:j + k] ** p).sum(axis=-1, keepdims=True) ** (1.0 / p) for j in range(0, n, k))
+            v2 = np.moveaxis(parts, -1, axes[0])
+            out.append((("remapk", {key: lambda v, v2=v2: np.reshape(v2, np.shape(v))}), "chunks", None,
+                        f"the norm reduced in chunks of {k} values, each chunk's own p-norm and the chunks' norms "
+                        "added (the partial norms merged where their p-th powers sum before the root)"))
     return out
 
 
@@ -2337,6 +2368,7 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
     # a sum accumulated in the 16-bit dtype; a slice's reduction losing its last lanes (the block); a reduction
     # over a part of each slice (the group it spans)
     by_kind = {"lowsum": "precision", "tail": "block", "part": "group", "rowblock": "block", "welford": "merge",
+               "chunks": "merge",
                "ptail": "reduction"}
     if i in by_kind and target[0] in ("remapk", "remap"):      # a named value's change (the deviations in the 16-bit dtype)
         return {"mechanism": by_kind[i], "text": f"the specification with {what} reproduces every failing array"}
