@@ -6,7 +6,8 @@ PolyNorm (refnorm/specs/poly_norm.py): y = w0 h_3 + w1 h_2 + w2 h_1 + bias, h_p 
 + eps)^(-1/2). The forward's deviations, each reproducing every failing output (the gradients are the
 kernel's own forward's: explained with it, as explain.py's fused activation):
 
-* one rms for every power (r_3, r_2 or r_1 for all three), one power not normalized (h_p = x^p), the powers
+* one rms for every power (r_3, r_2 or r_1 for all three), one power not normalized (h_p = x^p), one power's
+  term computed from another power (h_q in place of h_p: its register loaded with x^q), the powers
   of the normalized x (h_p = x_hat^p, x_hat = x r_1), each power normalized as a LayerNorm (its row mean
   subtracted, divided by its standard deviation): another equation, "semantics" (rule 16 of
   docs/verdicts.md's "Which mechanism a bug is");
@@ -48,6 +49,12 @@ def _forward_variants(x, weight, bias, eps):
     for j, p in enumerate(POWERS):          # one power's normalization left out (its term x^p as it is)
         out.append((_terms(x, weight, bias, [us[k] if k == j else own[k][0] for k in range(3)]),
                     f"the x^{p} term not normalized (x^{p} taken as already normalized, r_{p} = 1)", "semantics"))
+    for j, p in enumerate(POWERS):          # one power's register loaded with another power (x^q for x^p)
+        for k, q in enumerate(POWERS):
+            if k != j:
+                out.append((_terms(x, weight, bias, [own[k][0] if i == j else own[i][0] for i in range(3)]),
+                            f"the x^{p} term computed from x^{q} (its power's register loaded with x^{q}: h_{q} in "
+                            f"place of h_{p})", "semantics"))
     xh = own[2][0]
     out.append((_terms(x, weight, bias, [xh ** p for p in POWERS]), "the powers of the normalized x (x_hat^p, x_hat "
                 "= x / rms(x)) in place of each power divided by its own rms", "semantics"))

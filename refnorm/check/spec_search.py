@@ -1557,6 +1557,16 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
                             "count", (n, n2), what + f", the variance's divisor n - ddof with n = {n2}, and the "
                             f"{n2 - n} padded lanes' deviations 0 - mean in its sum of squares (a {n2}-wide tile's "
                             "every lane counted)"))
+        if low is not None and case_dtype in ("float16", "bfloat16"):
+            # 1 / n held in the 16-bit input dtype (rounded to nearest) and multiplied into the sums of the mean and
+            # of the variance: each divided by 1 / fl(1 / n) (rule 8's precision)
+            inv = float(np.asarray(1.0 / n).astype(low))
+            if inv > 0 and inv != 1.0 / n:
+                n2 = 1.0 / inv
+                both = {"_math:centered.m0": lambda v, n2=n2: v * (n / n2), "_math:centered.c": lambda v: 0 * v,
+                        "_math:moments.n": lambda v, n2=n2: n2}
+                out.append((("remapk", both), "lowsum", None, f"1 / n held in {case_dtype} ({inv:.6g} for 1 / {n}) "
+                            "and multiplied into the sums of the mean and of the variance"))
         for P in sorted(padded | ({_tile(n)} - {n})):
             # the padded lanes of a P-wide tile loaded as 1 (a masked load's other=1.0) in the mean's sum, still
             # divided by n (the deviations masked to the n values): rule 9's padded lanes
