@@ -12,7 +12,8 @@ else the reference's):
   weight and bias, y before the bias, y rounded to the case dtype); another maximum or emax (amax / 128
   where 127 belongs, e5m2's emax 15 taken as e4m3's 8, nvfp4's encode factor 448 / g where 448 * 6 / g
   belongs, amax itself: the division missing); scale_ub or min_scale applied to amax before the
-  division; the reciprocal; a constant factor (2^k, a ratio of two maxima); the scale rounded to the
+  division; the scale floored at another value (read off the returned scale: its smallest value above the
+  expected one that two rows hold); the reciprocal; a constant factor (2^k, a ratio of two maxima); the scale rounded to the
   case dtype, bfloat16 or float16 ("precision"; up or down to one: "scale_rounding"); a power-of-two or E4M3
   scale rounded by another rule
   (the other direction: "scale_rounding"; to nearest or not at all: "quant_scale"; E4M3 toward zero:
@@ -323,6 +324,18 @@ class _RowCtx(_Ctx):
                 add(self.dyn(self.amax, floor_amax=True), f"is max(amax, min_scale) / qmax: min_scale "
                                                           f"({self.floor:g}) applied to the amax before the division",
                     "quant_scale")
+            # the floor at another value c (a default floor written wrong: 1 / qmax * 512 for 1 / (qmax * 512)),
+            # c read off the returned scale: the smallest value it holds above the expected one, held by 2+ rows
+            g = self.record.got["outputs"].get("scale")
+            if g is not None and np.shape(g) == np.shape(ref_s):
+                g = np.asarray(g, dtype=np.float64)
+                up = g[np.isfinite(g) & (g > ref_s)]
+                vals, counts = np.unique(up, return_counts=True) if up.size else (up, up)
+                c = next((float(v) for v, k in zip(vals, counts) if k >= 2), None)
+                if c is not None and c > 0 and c != self.floor:
+                    raw = np.minimum(self.amax / self.qmax, np.inf if self.ub is None else self.ub)
+                    add(np.maximum(raw, c), f"is max(amax / qmax, {c:g}): the scale floored at {c:g} where its floor "
+                                            f"min_scale is {self.floor:g}", "quant_scale")
             a_t = np.broadcast_to(np.max(self.amax, initial=0.0), self.amax.shape)
             if self.amax.size > 1:
                 add(self.dyn(a_t), "is computed from the whole tensor's amax (one scale per tensor, not per row)",
