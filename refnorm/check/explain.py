@@ -1673,14 +1673,19 @@ def truncated_returns(case, record, ref):
     return []
 
 
-def never_written(part, name, got, x_shape=()):
+def never_written(part, name, got, x_shape=(), main=None):
     """A failing gradient that is exactly zero everywhere, or None. (A failing array is not zero in the
     reference.) A parameter's gradient, smaller than x, is a sum over the slices: none of their contributions
     reached it (its partial sums all dropped, "reduction", docs/verdicts.md rule 11); any other gradient's
-    whole formula is missing ("backward")."""
+    whole formula is missing ("backward"). A returned output other than the op's ``main`` one (amax, a
+    statistic) exactly zero: never written, no mechanism (a change of the formula making it 0 is a coincidence)."""
     g = np.asarray(got)
-    if part != "grads" or g.size < 2 or g.dtype.kind not in "fV" or np.any(np.asarray(g, dtype=np.float64) != 0):
+    if part not in ("grads", "outputs") or g.size < 2 or g.dtype.kind not in "fV" \
+            or np.any(np.asarray(g, dtype=np.float64) != 0):
         return None
+    if part == "outputs":           # a returned statistic (not the op's main output) never written: no mechanism
+        return None if name == main else {"mechanism": None, "text": f"{_label(part, name)} is zero everywhere: "
+                                                                      "never written (the buffer's zeros returned)"}
     if name != "x" and 0 < g.size < int(np.prod(x_shape)):
         return {"mechanism": "reduction", "text": f"{_label(part, name)} is zero everywhere: none of the slices' "
                                                    "contributions reaches it (every partial sum of its reduction "
@@ -2227,12 +2232,14 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
     out = []
     x = record.inputs.get("x")
     x_shape = np.shape(x) if x is not None else ()
+    from .. import registry
+    main = registry.get(case.op).outputs[0]
     for part, name in record.failing:
         got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
         if got is None or want is None or E is None or np.shape(got) != np.shape(want):
             continue
         with np.errstate(all="ignore"):
-            e = never_written(part, name, got, x_shape) or factor(case, part, name, got, want, E, x_shape) \
+            e = never_written(part, name, got, x_shape, main) or factor(case, part, name, got, want, E, x_shape) \
                 or power(part, name, got, want, E)
             if e is None:
                 e = row_power(case, record, ref, part, name, got, want, E)
