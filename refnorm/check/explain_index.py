@@ -68,6 +68,7 @@ import numpy as np
 
 
 PER_CHANNEL = ("batch_norm", "instance_norm", "group_norm", "group_norm_silu")   # parameters per channel (axis 1)
+GROUPED = ("group_norm", "group_norm_silu")         # group_norm's statistics (group_norm_silu: a SiLU after the affine)
 PAIRS = (("weight", "bias"), ("scale", "shift"), ("gamma", "beta"))   # a per-feature gain and its offset
 MAPS_MAX = 64          # candidate index orders tried per array or parameter
 LARGER = 4.0          # the most a bound grows with the explained value (``_judge``)
@@ -788,7 +789,7 @@ def _own_axes(case, record, x):
     if case.op == "batch_norm" and nd >= 2 and record.training:
         return sh, (0,) + tuple(range(2, nd)), True
     G = case.config.get("num_groups")
-    if case.op == "group_norm" and nd >= 2 and isinstance(G, int) and not isinstance(G, bool) and G >= 1 \
+    if case.op in GROUPED and nd >= 2 and isinstance(G, int) and not isinstance(G, bool) and G >= 1 \
             and sh[1] % G == 0:
         return (sh[0], G, sh[1] // G, int(np.prod(sh[2:], dtype=np.int64))), (2, 3), True
     return None
@@ -809,7 +810,7 @@ def _gain_offset(case, record, x):
     return gain, off, (gn if g is not None else None), (on if record.inputs.get(on) is not None else None)
 
 
-def _axes_vals(case, record, x, view, R, centred, gain, off, gn, on, own):
+def _axes_vals(case, record, x, view, R, centred, gain, off, gn, on, own, act=True):
     """y, mean, rstd, dx and the gain's and offset's gradients (flat, x's element order) with the statistics
     over the axes R of x, gain and offset (x's shape) seen as ``view``; ``own``: (the op's view, its axes):
     the saved statistics are the new ones where they have the saved size, or their average over each of the
@@ -821,7 +822,13 @@ def _axes_vals(case, record, x, view, R, centred, gain, off, gn, on, own):
     d = xv - mean
     rstd = 1.0 / np.sqrt((d * d).mean(axis=R, keepdims=True) + eps)
     xhat = d * rstd
-    vals = {("outputs", "y"): (xhat * gv + ov).reshape(-1)}
+    p = xhat * gv + ov
+    silu = case.op == "group_norm_silu" and act        # (act=False: y before the epilogue)
+    if silu:                                # the fused SiLU after the affine: y = p sigmoid(p)
+        sg = 1.0 / (1.0 + np.exp(-p))
+        vals = {("outputs", "y"): (p * sg).reshape(-1)}
+    else:
+        vals = {("outputs", "y"): p.reshape(-1)}
     for nm, st in (("mean", mean), ("rstd", rstd)):
         full = np.broadcast_to(st, view).reshape(own[0])
         avg = full.mean(axis=own[1])
@@ -830,6 +837,8 @@ def _axes_vals(case, record, x, view, R, centred, gain, off, gn, on, own):
     dy = record.cotangents.get("y")
     if dy is not None:
         dy = np.asarray(dy, dtype=np.float64).reshape(view)
+        if silu:                            # dL/dp = dy silu'(p), silu'(p) = s (1 + p (1 - s))
+            dy = dy * sg * (1.0 + p * (1.0 - sg))
         g = dy * gv
         t = g - g.mean(axis=R, keepdims=True) if centred else g
         vals["grads", "x"] = (rstd * (t - xhat * (g * xhat).mean(axis=R, keepdims=True))).reshape(-1)
@@ -876,7 +885,7 @@ def _normalizers_axes(nd):
 def _x_axes(case, view, R, nd):
     """The axes of x the view's axes ``R`` cover (group_norm's (N, G, C / G, positions) view: the channels
     only where both G and C / G are in R; None where R covers a part of the channels)."""
-    if case.op != "group_norm" or len(view) != 4 or nd < 2:
+    if case.op not in GROUPED or len(view) != 4 or nd < 2:
         return frozenset(R)
     if (1 in R) != (2 in R):
         return None
@@ -893,7 +902,7 @@ def other_axes(ex, case, record, ref):
     cands = []
     for k in range(1, len(view) + 1):
         for R in itertools.combinations(range(len(view)), k):
-            if case.op == "group_norm" and R == (1, 2, 3):
+            if case.op in GROUPED and R == (1, 2, 3):
                 continue                    # one group: explain.config_deviation's num_groups = 1
             if R != R0 and np.prod([view[i] for i in R]) >= 2:
                 names = "x's axes" if view == x.shape else f"the axes of x seen as {view}"
@@ -908,7 +917,7 @@ def other_axes(ex, case, record, ref):
                 else:
                     cands.append((view, R, f"the formula's with the statistics taken over {where} (another "
                                            "normalizer's axes)", "semantics"))
-    if case.op == "group_norm" and 1 < view[1] and 1 < view[2]:
+    if case.op in GROUPED and 1 < view[1] and 1 < view[2]:
         N, G, cg, S = view
         cands.append(((N, cg, G, S), (1, 3), f"the formula's with strided groups (channel c in group c % {G}) where "
                                              f"groups of {cg} adjacent channels belong", "layout"))
@@ -919,6 +928,11 @@ def other_axes(ex, case, record, ref):
         if found:
             return found
     return []
+
+
+def _epilogue(case, p):
+    """The op's activation after the affine (group_norm_silu's SiLU), else p itself."""
+    return p / (1.0 + np.exp(-p)) if case.op == "group_norm_silu" else p
 
 
 def expanded_index(ex, case, record, ref):
@@ -934,19 +948,19 @@ def expanded_index(ex, case, record, ref):
     fail_y = ("outputs", "y") in record.failing and got is not None and np.size(got) == x.size
     if fail_y:                                  # screened on y's failing elements first
         with np.errstate(all="ignore"):
-            xh = _axes_vals(case, record, x, view, R0, centred, 1.0, 0.0, None, None, (view, R0))["outputs", "y"]
+            xh = _axes_vals(case, record, x, view, R0, centred, 1.0, 0.0, None, None, (view, R0),
+                            act=False)["outputs", "y"]
         s = _sample(got, y, record.E["outputs"]["y"])
         g1, E1 = np.asarray(got).reshape(-1)[s], np.broadcast_to(record.E["outputs"]["y"], np.shape(got)).reshape(-1)[s]
     for m, what in index_orders(x.shape):
         gm, om = g[m], o[m]
         if np.array_equal(gm, g) and np.array_equal(om, o):
             continue                         # the parameters constant along the permuted axes: no misread
-        if fail_y and ex.fit_ratio(g1, xh[s] * gm[s] + om[s], E1) > LARGER:
+        if fail_y and ex.fit_ratio(g1, _epilogue(case, xh[s] * gm[s] + om[s]), E1) > LARGER:
             continue
         with np.errstate(all="ignore"):
             vals = _axes_vals(case, record, x, view, R0, centred, gm.reshape(x.shape), om.reshape(x.shape), gn, on,
                               (view, R0))
-        vals = {pn: v for pn, v in vals.items() if pn[0] != "grads" or pn[1] == "x"}
         names = " and ".join(n for n in (gn, on) if n)
         found = _judge(ex, record, ref, vals, f"the formula's with {names} as x's elements read them taken in another "
                                           f"index order of x: {what}", "layout")
