@@ -1,5 +1,5 @@
 """The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind29.py, blind30.py, blind31.py,
-blind32.py): for each set, the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen
+blind32.py, blind33.py): for each set, the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen
 golden case, on the array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the
 lead measures it on these held-out sets)."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
                      blind13, blind14, blind15, blind16, blind17, blind18, blind19, blind20, blind21, blind22, blind23,
-                     blind24, blind25, blind26, blind27, blind28, blind29, blind30, blind31, blind32)
+                     blind24, blind25, blind26, blind27, blind28, blind29, blind30, blind31, blind32, blind33)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -1510,6 +1510,55 @@ CAUGHT_BY_32 = {
     "poly_dweight_cube_slot_from_square": ("poly_norm/normal_f64_3x7", "grad.weight"),
 }
 
+CAUGHT_BY_33 = {
+    "bn_running_update_on_clone": ("batch_norm/normal_f64_7x3", "state.running_mean"),
+    "bn_dparams_from_overwritten_dy": ("batch_norm/normal_f64_7x3", "grad.weight"),
+    "bn_bwd_rstd_from_unbiased_var": ("batch_norm/normal_f64_7x3", "grad.x"),
+    "bn_dparams_last_sample_wins": ("batch_norm/normal_f64_7x3", "grad.weight"),
+    "bn_mean_output_is_channel_sum": ("batch_norm/normal_f64_7x3", "output.mean"),
+    "bn_affine_index_from_sample": ("batch_norm/normal_f64_7x3", "output.y"),
+    "bn_eps_cast_to_input_dtype": ("batch_norm/std1e-4_eps1e-12_f16_6x4x25", "output.rstd"),
+    "gn_y_stored_channels_last": ("group_norm/normal_g3_f64_3x6x7", "output.y"),
+    "gn_welford_count_in_half": ("group_norm/mean1e3_noaffine_g1_f16_1x1x256x257", "output.rstd"),
+    "gn_dweight_without_rstd": ("group_norm/normal_g2_f32_3x6", "grad.weight"),
+    "gn_saved_rstd_unbiased": ("group_norm/normal_g2_f32_3x6", "output.rstd"),
+    "gn_dx_accumulated_twice": ("group_norm/normal_g2_f32_3x6", "grad.x"),
+    "gn_stats_vec4_tail_overlap": ("group_norm/normal_g3_f64_3x6x7", "output.mean"),
+    "gn_bias_added_twice": ("group_norm/normal_g2_f32_3x6", "output.y"),
+    "in_dparams_reduced_by_interleaved_index": ("instance_norm/normal_f64_3x2x7", "grad.weight"),
+    "in_var_floored_at_eps": ("instance_norm/normal_eps0.3_f32_3x2x7", "output.rstd"),
+    "in_bwd_dx_without_rstd": ("instance_norm/normal_f64_3x2x7", "grad.x"),
+    "in_running_update_in_input_dtype": ("instance_norm/mean1e3_train3_eval_f16_2x3x4x5", "state.running_mean"),
+    "in_affine_before_normalization": ("instance_norm/normal_f64_3x2x7", "output.y"),
+    "in_tile_reads_next_instance": ("instance_norm/normal_f64_3x2x7", "output.mean"),
+    "gns_half2_pair_straddles_groups": ("group_norm_silu/normal_g2_f32_3x6", "output.mean"),
+    "gns_bwd_p_recomputed_without_bias": ("group_norm_silu/normal_g2_f32_3x6", "grad.x"),
+    "gns_tail_positions_without_silu": ("group_norm_silu/normal_g3_f64_3x6x7", "output.y"),
+    "gns_bwd_stats_read_group_major": ("group_norm_silu/normal_g2_f32_3x6", "grad.x"),
+    "gns_var_shifted_by_first_value_uncorrected": ("group_norm_silu/normal_g2_f32_3x6", "output.rstd"),
+    "gns_silu_grad_tanh_chain_half_dropped": ("group_norm_silu/normal_g2_f32_3x6", "grad.x"),
+    "zs_with_mean_flag_off": ("z_score/normal_f64_9x7", "output.y"),
+    "zs_dweight_summed_over_slice_axis": ("z_score/normal_f64_9x7", "grad.weight"),
+    "zs_bwd_g_rounded_to_input_dtype": ("z_score/normal_bf16_2x3x7", "grad.x"),
+    "zs_bwd_projection_from_dy": ("z_score/normal_f64_9x7", "grad.x"),
+    "zs_chunk_merge_delta_unweighted": ("z_score/normal_f32_6x100", "output.std"),
+    "lp_split_partials_stored_not_added": ("lp_normalize/normal_f32_1x1000", "output.norm"),
+    "lp_dx_stored_without_axis_restore": ("lp_normalize/normal_dim1_f32_2x6x3x4", "grad.x"),
+    "lp_norm_output_recomputed_from_y": ("lp_normalize/normal_f64_9x7", "output.norm"),
+    "lp_total_rounded_to_input_dtype": ("lp_normalize/normal_bf16_2x3x7", "output.norm"),
+    "lp_powers_squared_root_p": ("lp_normalize/normal_p0.5_f64_9x7", "output.norm"),
+    "nqb_mx_zero_block_scale_one": ("norm_quant_block/zero_runs_rms_mx_bf16_4x512", "output.scale"),
+    "nqb_q_via_bf16": ("norm_quant_block/normal_rms_g_f32_3x200", "output.q"),
+    "nqb_ln_eps_fixed_1e-6": ("norm_quant_block/one_std1e-3_eps1e-12_ln_nvfp4_f32_4x64", "output.amax"),
+    "nqb_amax_output_of_quotients": ("norm_quant_block/normal_rms_g_f32_3x200", "output.amax"),
+    "nqb_scale_row_stride_floor": ("norm_quant_block/normal_rms_g_f32_3x200", "output.scale"),
+    "aln_halves_merged_delta_unweighted": ("adaptive_layer_norm/normal_f64_2x5x7", "output.rstd"),
+    "aln_float64_via_float32": ("adaptive_layer_norm/normal_f64_2x5x7", "output.y"),
+    "aln_bwd_gain_from_shift_ptr": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.x"),
+    "aln_f16_y_round_toward_zero": ("adaptive_layer_norm/mean1e3_f16_2x8x64", "output.y"),
+    "aln_rstd_output_without_eps": ("adaptive_layer_norm/normal_eps0.3_f32_1x10x24", "output.rstd"),
+}
+
 # golden cases whose every array is unconstrained by the case's own nature (a layer norm of float16 rows of
 # mean 1e4, of constant rows with eps 1e-12: the quantized outputs' bounds cover any value), so that no array
 # of theirs can be verified; their status is partial for every kernel
@@ -1544,6 +1593,7 @@ NOTHING_CONSTRAINED_29 = frozenset()                             # blind29's ops
 NOTHING_CONSTRAINED_30 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind30
 NOTHING_CONSTRAINED_31 = frozenset()                             # blind31's ops, blind29's: no such case
 NOTHING_CONSTRAINED_32 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind32
+NOTHING_CONSTRAINED_33 = frozenset()                             # blind33's ops, blind31's: no such case
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -1615,6 +1665,8 @@ SETS = {
                 {"ops": blind31.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_31}, 0),
     "blind32": (blind32, blind32.Blind32Kernel, CAUGHT_BY_32, blind32.LABELS, (40, 48),
                 {"ops": blind32.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_32}, 0),
+    "blind33": (blind33, blind33.Blind33Kernel, CAUGHT_BY_33, blind33.LABELS, (40, 48),
+                {"ops": blind33.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_33}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
