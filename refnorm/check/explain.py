@@ -1673,7 +1673,7 @@ def truncated_returns(case, record, ref):
     return []
 
 
-def never_written(part, name, got, x_shape=(), main=None):
+def never_written(part, name, got, x_shape=(), main=None, ref=None):
     """A failing gradient that is exactly zero everywhere, or None. (A failing array is not zero in the
     reference.) A parameter's gradient, smaller than x, is a sum over the slices: none of their contributions
     reached it (its partial sums all dropped, "reduction", docs/verdicts.md rule 11); any other gradient's
@@ -1687,6 +1687,9 @@ def never_written(part, name, got, x_shape=(), main=None):
         return None if name == main else {"mechanism": None, "text": f"{_label(part, name)} is zero everywhere: "
                                                                       "never written (the buffer's zeros returned)"}
     if name != "x" and 0 < g.size < int(np.prod(x_shape)):
+        from .explain_grid import _another_zero
+        if ref is not None and _another_zero(ref, part, name, np.shape(g)):
+            return None             # (another expected gradient of its shape is 0: written in its place?)
         return {"mechanism": "reduction", "text": f"{_label(part, name)} is zero everywhere: none of the slices' "
                                                    "contributions reaches it (every partial sum of its reduction "
                                                    "dropped)"}
@@ -2239,7 +2242,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
         if got is None or want is None or E is None or np.shape(got) != np.shape(want):
             continue
         with np.errstate(all="ignore"):
-            e = never_written(part, name, got, x_shape, main) or factor(case, part, name, got, want, E, x_shape) \
+            e = never_written(part, name, got, x_shape, main, ref) or factor(case, part, name, got, want, E, x_shape) \
                 or power(part, name, got, want, E)
             if e is None:
                 e = row_power(case, record, ref, part, name, got, want, E)
