@@ -1676,8 +1676,8 @@ def truncated_returns(case, record, ref):
 def never_written(part, name, got, x_shape=(), main=None, ref=None):
     """A failing gradient that is exactly zero everywhere, or None. (A failing array is not zero in the
     reference.) A parameter's gradient, smaller than x, is a sum over the slices: none of their contributions
-    reached it (its partial sums all dropped, "reduction", docs/verdicts.md rule 11); any other gradient's
-    whole formula is missing ("backward"). A returned output other than the op's ``main`` one (amax, a
+    reached it (its partial sums all dropped, rule 11's reduction of docs/verdicts.md, or a column grid of no
+    program, rule 9's block: no mechanism named); any other gradient's whole formula is missing ("backward"). A returned output other than the op's ``main`` one (amax, a
     statistic) exactly zero: never written, no mechanism (a change of the formula making it 0 is a coincidence)."""
     g = np.asarray(got)
     if part not in ("grads", "outputs") or g.size < 2 or g.dtype.kind not in "fV" \
@@ -1690,9 +1690,12 @@ def never_written(part, name, got, x_shape=(), main=None, ref=None):
         from .explain_grid import _another_zero
         if ref is not None and _another_zero(ref, part, name, np.shape(g)):
             return None             # (another expected gradient of its shape is 0: written in its place?)
-        return {"mechanism": "reduction", "text": f"{_label(part, name)} is zero everywhere: none of the slices' "
-                                                   "contributions reaches it (every partial sum of its reduction "
-                                                   "dropped)"}
+        # (a second stage skipping every partial, rule 11's reduction, and a column grid of no program, rule 9's
+        # block, leave the same zeros: no mechanism named)
+        return {"mechanism": None, "text": f"{_label(part, name)} is zero everywhere: none of the slices' "
+                                           "contributions reaches it (every partial sum of its reduction dropped, or "
+                                           "no program of a column grid writing it: the zeros tell these apart no "
+                                           "more than any other)"}
     return {"mechanism": "backward", "text": f"{_label(part, name)} is zero everywhere: the backward never writes it"}
 
 

@@ -189,8 +189,7 @@ def _another_zero(ref, part, name, shape):
 def unwritten_columns(ex, record, ref):
     """Parameter gradients alone failing, each exactly 0 from entry c0 = floor(N / B) B of its N on (a column-
     parallel reduction launched on floor(N / B) blocks of B where ceil belongs: the last entries never
-    written; every entry where N < B, no program launched) and right before it: explanations (mechanism
-    "block"), or []."""
+    written) and right before it: explanations (mechanism "block"), or []."""
     found = set()
     for part, name in record.failing:
         got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
@@ -199,20 +198,18 @@ def unwritten_columns(ex, record, ref):
             return []
         g, N = np.asarray(got, dtype=np.float64).reshape(-1), int(np.size(got))
         bad = ex.failing_mask(got, want, E).reshape(-1)
-        # (floor(N / B) = 0 for N < B: no program launched, every entry 0; a parameter's gradient only, smaller
-        # than x)
-        x = record.inputs.get("x")
-        low = 0 if x is not None and N < np.size(x) else 1
-        c0 = next((N // B * B for B in COLUMN_BLOCKS if low <= N // B * B < N and not np.any(bad[:N // B * B])
+        # (every entry 0, floor(N / B) = 0: no more a grid's than a second stage's skipping every partial, rule
+        # 11's; explain.never_written's, no mechanism)
+        c0 = next((N // B * B for B in COLUMN_BLOCKS if 0 < N // B * B < N and not np.any(bad[:N // B * B])
                    and np.all(g[N // B * B:] == 0)), None)
-        if c0 is None or c0 == 0 and _another_zero(ref, part, name, np.shape(got)):
-            return []               # (all 0 where another expected gradient of its shape is 0: a copy of it)
+        if c0 is None:
+            return []
         found.add((c0, N))
     if len(found) != 1:
         return []
     c0, N = found.pop()
-    blocks = [B for B in COLUMN_BLOCKS if N // B * B == c0][:4 if c0 else 2]
-    span = f"entry {c0}" if c0 == N - 1 else f"entries {c0}-{N - 1}" if c0 else f"every entry"
+    blocks = [B for B in COLUMN_BLOCKS if N // B * B == c0]
+    span = f"entry {c0}" if c0 == N - 1 else f"entries {c0}-{N - 1}"
     what = (f"{span} (of {N}) never written (0): a column grid of floor({N} / B) blocks of B where ceil belongs "
             f"(B = {_either(blocks)})")
     return [{"part": p, "name": n, "step": record.step, "mechanism": "block", "text": what}
