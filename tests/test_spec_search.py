@@ -698,9 +698,41 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind29", "bn_float64_via_float32", "batch_norm/normal_f64_7x3", "precision", "float32 arithmetic"),
     # rms_norm's L1 variant with its own backward, the forward within its bounds on rows near 1e4: semantics
     ("blind28", "rms_normalized_by_mean_abs", "rms_norm/mean1e4_eps1e-05_f32_260x3", "semantics", "the L1 variant's"),
+    # session 28, on blind30 and blind31 (development sets since their measurement): a cotangent read without its
+    # sample offset; the gain applied twice; the backward's saved mean alone of the next group; batch statistics
+    # per sample; a backward projection fed a forward value (p for x_hat); y and q stored at a padded row pitch
+    ("blind31", "bn_dy_sample_offset_missing", "batch_norm/normal_f32_6x4x25", "layout", "holding index 0's values"),
+    ("blind30", "rms_weight_applied_twice", "rms_norm/normal_eps1e-05_f32_6x100", "affine", "applied twice"),
+    ("blind31", "gn_bwd_mean_of_next_group", "group_norm/normal_g4_f32_2x8x5x7", "layout",
+     "the backward's mean read at the next flat index"),
+    ("blind31", "bn_stats_per_sample", "batch_norm/normal_f32_6x4x25", "group", "over groups of 25"),
+    ("blind31", "gns_bwd_projection_of_p", "group_norm_silu/normal_g4_f32_2x8x5x7", "backward",
+     "read from the forward's `group_norm_silu.p`"),
+    ("blind31", "lp_y_store_row_pitch_padded", "lp_normalize/normal_f32_6x100", "layout", "at a row pitch of 104"),
+    ("blind30", "nq_q_rows_at_padded_pitch", "norm_quant/normal_eps0.3_rms_e4m3_dyn_noaffine_bf16_4x64", "layout",
+     "at a row pitch of 128"),
+    # padded lanes loaded as 1 in the mean; a count without one of x's axes; chunk means averaged, the variance
+    # about them; chunk norms added; the weight before a gated norm; a power's register loaded with another
+    ("blind30", "ln_mean_pad_lanes_loaded_as_one", "layer_norm/normal_f32_6x100", "block", "loaded as 1"),
+    ("blind31", "gn_count_from_last_axis", "group_norm/normal_g4_f32_2x8x5x7", "reduction", "divided by 14"),
+    ("blind30", "ln_chunk_means_averaged", "layer_norm/normal_f32_6x100", "merge", "the variance about it"),
+    ("blind31", "lp_chunk_norms_added", "lp_normalize/normal_f32_6x100", "merge", "the chunks' norms added"),
+    ("blind30", "gated_weight_folded_before_norm", "gated_norm/normal_f32_4x64", "affine", "before the statistics"),
+    ("blind30", "poly_cube_term_from_square_register", "poly_norm/normal_f32_4x64", "semantics",
+     "the x^3 term computed from x^2"),
+    # 1 / n held in bfloat16; a scale floored at another value; an unwritten amax (no mechanism); a parameter
+    # indexed channels-last before a SiLU; dbias from dweight's product where x_hat is 0 (no grid's zeros)
+    ("blind30", "ln_inv_n_in_input_dtype", "layer_norm/normal_bf16_6x100", "precision", "1 / n held in bfloat16"),
+    ("blind30", "nq_default_floor_precedence", "norm_quant/normal_rms_e4m3_dyn_f32_8x256", "quant_scale",
+     "the scale floored at"),
+    ("blind30", "nq_static_amax_output_unwritten", "norm_quant/pm1_eps0_rms_i8_static_ties_f32_4x64", None,
+     "never written"),
+    ("blind31", "gns_weight_index_channels_last", "group_norm_silu/normal_g4_f32_2x8x5x7", "layout",
+     "stored in the axis order (0, 2, 3, 1)"),
+    ("blind31", "bn_dbias_from_dy_xhat", "batch_norm/const_eps1e-12_f16_7x3", "backward", "dbias"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
-    """Families added on the development sets (blind5 ... blind29, each since its measurement), each on one
+    """Families added on the development sets (blind5 ... blind31, each since its measurement), each on one
     of their kernels: the mechanism and the explanation's words."""
     import importlib
     mod = importlib.import_module(f"planted.{src}")
