@@ -499,8 +499,10 @@ def permuted_inputs(ex, case, record, ref, reference, bounds=None):
                       for k in (1, -1)] if n0 > 1 else []
             shifts += [(idx[np.minimum(np.arange(n0) + 1, n0 - 1)].ravel(), "each axis-0 index i holding index i + 1's "
                         "values (the last its own: a row pointer advanced before the load)")] if n0 > 1 else []
-            shifts += [(idx[np.zeros(n0, dtype=int)].ravel(), "each axis-0 index holding index 0's values (the "
-                        "load's offset of that axis left out)")] if n0 > 1 else []
+            # (and each index of one axis reading index 0 of it: the load's offset of that axis left out)
+            shifts += [(np.take(idx, np.zeros(np.shape(a)[k], dtype=int), axis=k).ravel(), f"each axis-{k} index "
+                        f"holding index 0's values (the load's offset of that axis left out)")
+                       for k in range(np.ndim(a)) if np.shape(a)[k] > 1]
             flat = np.append(flat, np.zeros(1, dtype=flat.dtype))       # (index flat.size - 1: a masked load's 0)
             for m, what in index_orders(np.shape(a)) + shifts + row_pitches(np.shape(a)):
                 moved = {**arrays, name: flat[m].reshape(np.shape(a))}
