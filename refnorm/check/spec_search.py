@@ -865,6 +865,7 @@ def rounding_point(case, record, fit_ratio):
     # the lower dtype (the normalized x_hat)
     saved = [(k,) for k, v in seen.items() if k in _ARGS and "backward" in k.split(":", 1)[1].rsplit(".", 1)[0]
              and np.size(v) == np.size(x) and np.asarray(v).dtype.kind == "f"]
+    args = [k for k, v in seen.items() if k in _ARGS and _floating(v) and np.size(v) > 1]
     seen = {k: v for k, v in seen.items() if k not in _ARGS}
     for key in seen:
         by_name.setdefault(key.rsplit(".", 1)[1], []).append(key)
@@ -879,6 +880,19 @@ def rounding_point(case, record, fit_ratio):
                     continue
                 if fits_step(record, res, fit_ratio):
                     found.append((keys, dt, toward_zero))
+    if not found and case.dtype in ("float16", "bfloat16"):
+        # a parameter loaded through a pointer of the other 16-bit dtype (a bfloat16 weight in a float16 kernel):
+        # every function's argument of its name rounded to it, a value held in a lower dtype (rule 8)
+        for name in sorted({k.rsplit(".", 1)[1] for k in args if k.rsplit(".", 1)[1] in PARAMETERS}):
+            keys = frozenset(k for k in args if k.rsplit(".", 1)[1] == name)     # (the backward's loads too)
+            for dt in (d for d in ("bfloat16", "float16") if d != case.dtype):
+                try:
+                    res = _evaluate(case, record, ("round", keys, _DT[dt], False))
+                except Exception:                       # noqa: BLE001 - a rounding the spec cannot go on from
+                    continue
+                if keys and fits_step(record, res, fit_ratio):
+                    return {"mechanism": "precision", "text": f"the specification with `{name}` loaded as {dt} "
+                            f"(rounded to nearest, in a {case.dtype} call) reproduces every failing array"}
     if not found:
         return _squared_point(case, record, seen, fit_ratio)
     if len({tz for _, _, tz in found}) > 1:
