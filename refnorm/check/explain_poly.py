@@ -11,6 +11,7 @@ kernel's own forward's: explained with it, as explain.py's fused activation):
   of the normalized x (h_p = x_hat^p, x_hat = x r_1), each power normalized as a LayerNorm (its row mean
   subtracted, divided by its standard deviation): another equation, "semantics" (rule 16 of
   docs/verdicts.md's "Which mechanism a bug is");
+* eps in one power's normalization alone, or left out of one ("eps", rule 6);
 * the scalar bias added to each of the three terms (3 bias), or inside one term's product (w_k (h_p + bias));
   each weight folded into its power before the normalization (norm(w_k x^p), about sign(w_k) h_p): "affine"
   (rule 13).
@@ -49,6 +50,13 @@ def _forward_variants(x, weight, bias, eps):
     for j, p in enumerate(POWERS):          # one power's normalization left out (its term x^p as it is)
         out.append((_terms(x, weight, bias, [us[k] if k == j else own[k][0] for k in range(3)]),
                     f"the x^{p} term not normalized (x^{p} taken as already normalized, r_{p} = 1)", "semantics"))
+    if eps > 0:                             # eps in one power's normalization alone, or left out of one
+        bare = [rms_normalize(u, 0.0)[0] for u in us]
+        for j, p in enumerate(POWERS):
+            out.append((_terms(x, weight, bias, [own[k][0] if k == j else bare[k] for k in range(3)]),
+                        f"eps only in the x^{p} term's normalization (the other powers' rms without eps)", "eps"))
+            out.append((_terms(x, weight, bias, [bare[k] if k == j else own[k][0] for k in range(3)]),
+                        f"eps left out of the x^{p} term's normalization", "eps"))
     for j, p in enumerate(POWERS):          # one power's register loaded with another power (x^q for x^p)
         for k, q in enumerate(POWERS):
             if k != j:
