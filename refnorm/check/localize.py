@@ -201,8 +201,9 @@ def missing_rows(err, contrib, ref=None):
     # chance, so only k a power of two (a kernel's block), half the rows or all but one is tried there, beside
     # the tiles
     few = err.size < MIN_COLUMNS
+    # (R - 2^i: only the last or first 2^i rows' terms left, a buffer of 2^i slots stored into, not added to)
     ks = sorted({1 << i for i in range((R - 1).bit_length()) if (1 << i) < R} | {R // 2, (R + 1) // 2, R - 1}
-                - {0, R}) if few else range(1, R)         # (R - 1: one row's terms alone, the first or the last)
+                | {R - (1 << i) for i in range((R - 1).bit_length())} - {0, R}) if few else range(1, R)
     # Cheap screen of the candidates, exact for the ones kept. For a candidate sum s, with e = err . s,
     #   |err - sign s|^2 = tot^2 - 2 sign e + |s|^2 >= tot^2 - 2 |e| + e^2 / tot^2 = (tot - |e| / tot)^2
     # (Cauchy-Schwarz: |s| >= |e| / tot), so a candidate within FIT x tot needs |e| >= (1 - FIT) tot^2.
