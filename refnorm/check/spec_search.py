@@ -1228,10 +1228,23 @@ def _candidates(case, record, forward_only):
         mod, func, line, kind, src, ax = _SOURCES[i]
         if "backward" not in func or not src.isidentifier() or kind == "max":
             continue
-        for name, v in _other_values(seen, mod, func, src, shape):
+        others = list(_other_values(seen, mod, func, src, shape))
+        # (and a value of a calling backward function of the same size: the unweighted dy of add_norm's backward
+        # where layer_norm's g = dy w belongs)
+        own = seen.get(f"{mod}:{func}.{src}")
+        have = [v for _, v in others] + ([own] if own is not None else [])
+        for key, v in seen.items():
+            k_func = key.split(":", 1)[1].rsplit(".", 1)[0]
+            if ("backward" in k_func and key.rsplit(".", 1)[0] != f"{mod}:{func}" and np.size(v) > 1
+                    and np.size(v) == np.prod(shape, dtype=np.int64) and _floating(v)
+                    and not any(np.array_equal(np.reshape(v, -1), np.reshape(h, -1), equal_nan=True) for h in have)):
+                have.append(v)
+                others.append((key.split(":", 1)[1], np.reshape(v, shape)))
+        for name, v in others:
             transforms.append((("reduce", i, lambda a, red, axes, keepdims, v=v: red(np.asarray(v, dtype=np.float64),
                                                                              axis=axes, keepdims=keepdims)),
-                               "redread", src, f"`{src}` read from `{name}` in `{src}.{kind}(axis={ax})`"))
+                               "redread" if "." not in name else "redcall", src,
+                               f"`{src}` read from `{name}` in `{src}.{kind}(axis={ax})`"))
     out += _weight_after(seen, ops, n) + _moments_read(seen)
     if "_math:moments.mean" in seen:
         out += _welford_updates()
@@ -2273,7 +2286,8 @@ def mutation(case, record, fit_ratio):
     if all(p == "grads" and n != "x" for p, n in record.failing):
         # parameter gradients alone: their reductions' operands read from another value first (a dbias summed
         # from g = dy w, the dx pass's): past the cap otherwise, behind every operation of dx's formula
-        cands = [c for c in cands if c[1] == "redread"] + [c for c in cands if c[1] != "redread"]
+        first = ("redread", "redcall")
+        cands = [c for c in cands if c[1] in first] + [c for c in cands if c[1] not in first]
     from .. import registry
     main = registry.get(case.op).outputs[0]
     failing_outs = {n for p, n in record.failing if p == "outputs"}
@@ -2425,6 +2439,12 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         mech = "reduction" if not changed else "backward" if "backward" in src[1] else "semantics"
         return {"mechanism": mech, "text": f"the specification with `{src[4]}`'s {src[3]} (over {src[5]}, {src[1]}, "
                 f"refnorm/specs/{src[0]}.py line {src[2]}) {what} reproduces every failing array"}
+    if i == "redcall":                              # ... from a calling backward function's value: the backward's
+        mod, func, line = _SOURCES[target[1]][:3]   # formula (the gate's where its values or dz say so)
+        m = _mechanism(case, record, target[1], changed, gate, params, drop)
+        return {"mechanism": "gate" if m == "gate" else "backward",
+                "text": f"the specification with {what} ({func}, refnorm/specs/{mod}.py line {line}) reproduces "
+                        "every failing array"}
     if i == "redread":                              # a reduction's operand read from another value
         mod, func, line = _SOURCES[target[1]][:3]
         return {"mechanism": _mechanism(case, record, target[1], changed, gate, params, drop),
