@@ -1351,6 +1351,9 @@ def mode_deviation(case, record, reference):
         return []
     out = []
     mode = "training" if not record.training else "evaluation"
+    mixed = _mixed_modes(case, record, reference)
+    if mixed:
+        return mixed
     for part, name in record.failing:
         got, alt, E = record.got[part].get(name), getattr(res, part).get(name), record.E[part].get(name)
         if got is None or E is None or alt is None or np.shape(alt) != np.shape(got) or fit_ratio(got, alt, E) > 1:
@@ -1362,6 +1365,33 @@ def mode_deviation(case, record, reference):
         out.append({"part": part, "name": name, "step": record.step, "mechanism": "mode",
                     "text": f"{_label(part, name)} is the {mode}-mode value (the other mode's statistics or formula)"})
     return out
+
+
+def _mixed_modes(case, record, reference):
+    """batch_norm's eval call with one running statistic replaced by the batch's (x - the batch mean over the
+    running variance, or the running mean over the batch variance): the modes mixed, "mode" (rule 14), when
+    the specification so evaluated reproduces every failing array; explanations, or []."""
+    x, st = record.inputs.get("x"), record.state or {}
+    if case.op != "batch_norm" or record.training or np.ndim(x) < 2 or st.get("running_mean") is None \
+            or st.get("running_var") is None:
+        return []
+    x64 = np.asarray(x, dtype=np.float64)
+    A = (0,) + tuple(range(2, x64.ndim))
+    mean, var = x64.mean(axis=A), x64.var(axis=A)
+    for key, v, what in (("running_mean", mean, "the batch mean where the running mean belongs (the running "
+                                                "variance kept)"),
+                         ("running_var", var, "the batch variance where the running variance belongs (the running "
+                                              "mean kept)")):
+        state = {**st, key: v.reshape(np.shape(st[key]))}
+        try:
+            with np.errstate(all="ignore"):
+                res = reference(case.op, case.config, False, record.inputs, record.cotangents, state)
+        except Exception:                                   # noqa: BLE001 - a call the spec refuses
+            continue
+        if _fits_all(record, {"outputs": res.outputs, "grads": res.grads}):
+            return [{"part": p, "name": n, "step": record.step, "mechanism": "mode",
+                     "text": f"the evaluation call normalizes with {what}"} for p, n in record.failing]
+    return []
 
 
 def weight_first(case, record, reference):
