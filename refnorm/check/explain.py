@@ -1717,8 +1717,8 @@ def never_written(part, name, got, x_shape=(), main=None, ref=None):
         return None if name == main else {"mechanism": None, "text": f"{_label(part, name)} is zero everywhere: "
                                                                       "never written (the buffer's zeros returned)"}
     if name != "x" and 0 < g.size < int(np.prod(x_shape)):
-        from .explain_grid import _another_zero
-        if ref is not None and _another_zero(ref, part, name, np.shape(g)):
+        from .explain_grid import another_zero
+        if ref is not None and another_zero(ref, part, name, np.shape(g)):
             return None             # (another expected gradient of its shape is 0: written in its place?)
         # (a second stage skipping every partial, rule 11's reduction, and a column grid of no program, rule 9's
         # block, leave the same zeros: no mechanism named)

@@ -179,7 +179,7 @@ def _fits(ex, record, res, part, name, mask, whole, fwd):
 COLUMN_BLOCKS = (16, 32, 64, 128, 256, 512, 1024)
 
 
-def _another_zero(ref, part, name, shape):
+def another_zero(ref, part, name, shape):
     """Whether another expected array of ``part`` with ``shape`` is exactly zero (constant rows: dweight =
     sum(dy x_hat) = 0): an array of zeros may be that one's, written in its place."""
     return any(n != name and v is not None and np.shape(v) == shape and not np.any(np.asarray(v, dtype=np.float64))
