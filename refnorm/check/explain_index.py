@@ -140,11 +140,15 @@ def permuted_outputs(ex, case, record, ref):
             out.append({"part": part, "name": name, "step": record.step, "mechanism": "layout",
                         "text": f"{ex._label(part, name)} is {packed}"})
             continue
+        Ef = np.broadcast_to(E, np.shape(got)).reshape(-1)
         for m, what in index_orders(np.shape(got)):
+            # (each moved value judged by the bound of the element it is, or of the place it is stored: the larger)
+            Em = np.maximum(Ef, Ef[m]).reshape(np.shape(got))
+            E1m = Em.reshape(-1)[s]
             if qd is not None:          # a quantized array (a block scale's codes): the judge's own test
-                if _fails(g1, want[m[s]], E1, qd) or _fails(got, want[m].reshape(np.shape(got)), E, qd):
+                if _fails(g1, want[m[s]], E1m, qd) or _fails(got, want[m].reshape(np.shape(got)), Em, qd):
                     continue
-            elif ex.fit_ratio(g1, want[m[s]], E1) > 1 or ex.fit_ratio(got, want[m].reshape(np.shape(got)), E) > 1:
+            elif ex.fit_ratio(g1, want[m[s]], E1m) > 1 or ex.fit_ratio(got, want[m].reshape(np.shape(got)), Em) > 1:
                 continue
             out.append({"part": part, "name": name, "step": record.step, "mechanism": "layout",
                         "text": f"{ex._label(part, name)} is the expected array with {what}"})
