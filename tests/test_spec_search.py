@@ -627,8 +627,10 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "(off by one)"),
     # each group's statistics pooled over the batch (the mean's, the variance's reductions across functions);
     # z_score's parameter gradients without the last slice's terms (its slices along axis 0 independent)
+    # (session 28: group_norm_silu in explain_index's axes families, which say it first: the axes (0, 2, 3) of its
+    # (N, G, C / G, positions) view where (2, 3) belong)
     ("blind27", "gns_stats_pooled_over_batch", "group_norm_silu/normal_g4_f32_2x8x5x7", "reduction",
-     "over axis 0 too"),
+     "pooled over the axes of x seen as (2, 4, 2, 35) (0, 2, 3) where (2, 3) belong"),
     ("blind27", "zs_dparams_last_row_dropped", "z_score/normal_f64_9x7", "reduction", "the last 1"),
     # dx's stores skipped on the last samples (a grid of 4 samples rounded down, the sums right); a row's sum
     # of squares over its first tile of 128 only; poly_norm's linear term not normalized; add_norm's dweight
