@@ -1,6 +1,7 @@
 """float64 -> a narrow float format in ONE correct rounding.
 
-ml_dtypes casts float64 to bfloat16, float8 and float4 through float32, which rounds twice: -151.99999999999997
+ml_dtypes before 0.7 casts float64 to bfloat16, float8 and float4 through float32, which rounds twice (0.7.0
+rounds once; this module does not depend on which is installed): -151.99999999999997
 becomes the float32 -152, a float8_e4m3fn midpoint, and then, ties to even, -160 instead of -144. Rounding
 the float32 step to ODD (truncate toward zero, then set the last bit when inexact) makes the second rounding
 correct for any format of at most 22 significand bits (24 >= p + 2): ``float32_odd(a).astype(fmt)``.
