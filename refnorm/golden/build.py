@@ -41,11 +41,17 @@ STORAGE = {"float64": np.dtype("<f8"), "float32": np.dtype("<f4"), "float16": np
 
 
 def round_to(values: np.ndarray, dtype: str, what: str = "value") -> np.ndarray:
-    """``values`` rounded to nearest in ``dtype``, in its storage dtype; overflow is an error."""
+    """``values`` rounded to nearest in ``dtype``, in its storage dtype; overflow is an error.
+
+    bfloat16 draws are rounded to float32 first, then to bfloat16 (what ``torch.tensor(v).to(torch.bfloat16)``
+    does with a float32 tensor): a fixed rule, so a draw is the same under every ml_dtypes (before 0.7 its
+    float64 -> bfloat16 cast went through float32; from 0.7 it rounds once). The drawn values are exact
+    bfloat16 numbers either way; only which neighbour a value near a tie gets is fixed by this rule."""
     # C order: refnorm's float64 sums depend (at the last bit) on the memory layout of the input,
     # so build and verify must evaluate identically laid-out arrays to agree bit for bit
     if dtype == "bfloat16":
-        bits = np.asarray(values, dtype=np.float64).astype(ml_dtypes.bfloat16, order="C").view(np.uint16)
+        f32 = np.asarray(values, dtype=np.float64).astype(np.float32, order="C")
+        bits = f32.astype(ml_dtypes.bfloat16, order="C").view(np.uint16)
         out = (bits.astype(np.uint32) << 16).view(np.float32)    # widened exactly: its bits, 16 zeros appended
     else:
         out = np.asarray(values, dtype=np.float64).astype(STORAGE[dtype], order="C")

@@ -8,7 +8,10 @@ each declared point adds |d out / d v| (u_d |v| + eta_d) to each array it reache
 
     mean      e = r (u_d |mu| + eta_d), a constant shift of xh:      y |w| e,  dx r (e |B| + |xh| mean(|g|) e),
               dweight |dy| e; and the variance about the rounded mean, var + (e / r)^2, moves r by at most
-              e^2 / 2 relative (1 - (1 + t)^-1/2 <= t / 2): the rstd terms below with u_d -> e^2 / 2
+              e^2 / 2 relative (1 - (1 + t)^-1/2 <= t / 2): the rstd terms below with u_d -> e^2 / 2;
+              e is not small where |mu| >> std (a bfloat16 mean of a row with std 1e-3 |mu| moves xh by
+              ~2): dx' - dx = r [(s-1)(g-A) - (s^3-1) xh B - s^3 (e B + e xh A + e^2 A)], s = (1+e^2)^-1/2,
+              so dx also gets its exact second-order terms r e^2 (|A| + |xh||B|)
     rstd      relative u_d on r and xh:         y u_d |w xh|,  dx u_d (|dn| + 2 r |xh||B|),  dweight u_d |dy xh|
     xhat      e_j = u_d |xh_j| + eta_d:         y |w| e,  dx r (e |B| + |xh| mean(|g| e)),  dweight |dy| e
     xhat_w    y u_d |xh w| + eta_d
@@ -106,6 +109,8 @@ def extra_rows(R: _Rows, rounds, accs, case_dtype, u, reduction, m_param, recomp
                 e = R.r * (ud * np.abs(R.mu) + eta)
                 shift(e)
                 rel_r(e * e / 2)         # the variance about the rounded mean: var + delta^2 (exact to t/2)
+                if bwd:                  # e need not be small (a 16-bit mean of a row with |mu| >> std):
+                    out["dx"] += R.r * e * e * (np.abs(R.A) + axh * np.abs(R.B))     # its exact e^2 terms
                 out["mean"] += (ud * np.abs(R.mu) + eta)[:, 0]
             elif p == "rstd":
                 rel_r(ud + eta / R.r)    # r rounded: relative u_d, absolute eta_d (a subnormal r)
