@@ -275,15 +275,28 @@ def validate_manifest(man) -> dict:
     return man
 
 
+_VALIDATED: dict[bytes, None] = {}   # sha256 digests of manifests this process has validated (latest 8)
+
+
 def read_manifest(directory) -> dict:
-    """The validated manifest of the golden set at ``directory``."""
+    """The validated manifest of the golden set at ``directory`` (a new object each call).
+
+    Bytes this process has validated before (the same sha256) are parsed without validating again: one
+    ``refnorm check`` or test session reads the manifest once per case it runs."""
     path = os.path.join(os.fspath(directory), MANIFEST)
     data = _read_regular(os.path.realpath(os.fspath(directory)), [MANIFEST], MAX_MANIFEST_BYTES, MANIFEST)
+    digest = hashlib.sha256(data).digest()
+    if digest in _VALIDATED:
+        return json.loads(data.decode("utf-8"))
     try:
         man = json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_bad_constant)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise GoldenError(f"{path}: not valid UTF-8 JSON: {e}") from None
-    return validate_manifest(man)
+    man = validate_manifest(man)
+    _VALIDATED[digest] = None
+    while len(_VALIDATED) > 8:
+        del _VALIDATED[next(iter(_VALIDATED))]
+    return man
 
 
 def _read_regular(root: str, parts: list[str], limit: int, what: str) -> bytes:
