@@ -732,9 +732,12 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind31", "gns_weight_index_channels_last", "group_norm_silu/normal_g4_f32_2x8x5x7", "layout",
      "stored in the axis order (0, 2, 3, 1)"),
     ("blind31", "bn_dbias_from_dy_xhat", "batch_norm/const_eps1e-12_f16_7x3", "backward", "dbias"),
+    # session 29, on blind33 (a development set since its measurement): a value of the parameters alone
+    # broadcast by the specification's reshaping helper (per_channel(bias, x)) is the affine's
+    ("blind33", "gn_bias_added_twice", "group_norm/normal_g4_f32_2x8x5x7", "affine", "`per_channel(bias, x)` doubled"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
-    """Families added on the development sets (blind5 ... blind31, each since its measurement), each on one
+    """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one
     of their kernels: the mechanism and the explanation's words."""
     import importlib
     mod = importlib.import_module(f"planted.{src}")

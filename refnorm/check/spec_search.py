@@ -1044,11 +1044,27 @@ def _is_root(src) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("sqrt", "hypot")
 
 
+# the specifications' broadcast helpers: their value is their first argument's, reshaped to the second's rank
+# (per_channel(bias, x) is a value of bias alone; x gives only the shape)
+_RESHAPES = {"per_channel", "per_sample"}
+
+
 def _names(src) -> set:
+    """The names an expression's value depends on (a broadcast helper's shape argument and its own name not)."""
     try:
-        return {n.id for n in ast.walk(ast.parse(src, mode="eval")) if isinstance(n, ast.Name)}
+        tree = ast.parse(src, mode="eval")
     except SyntaxError:
         return set()
+    out, todo = set(), [tree]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _RESHAPES and n.args:
+            todo.append(n.args[0])
+            continue
+        if isinstance(n, ast.Name):
+            out.add(n.id)
+        todo.extend(ast.iter_child_nodes(n))
+    return out
 
 
 def _mechanism(case, record, i, changed, gate, params, drop=frozenset()):
