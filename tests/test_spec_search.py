@@ -735,6 +735,12 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # session 29, on blind33 (a development set since its measurement): a value of the parameters alone
     # broadcast by the specification's reshaping helper (per_channel(bias, x)) is the affine's
     ("blind33", "gn_bias_added_twice", "group_norm/normal_g4_f32_2x8x5x7", "affine", "`per_channel(bias, x)` doubled"),
+    # the backward's statistics read at another index with a saved affine of x_hat (group_norm_silu's p) recomputed too
+    ("blind33", "gns_bwd_stats_read_group_major", "group_norm_silu/normal_g4_f32_2x8x5x7", "layout",
+     "mean and rstd read at the transposed index"),
+    # the whole per-channel affine before the normalization (instance_norm's: rule 16, another equation)
+    ("blind33", "in_affine_before_normalization", "instance_norm/normal_f32_2x3x100", "semantics",
+     "affine applied to x before the normalization"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

@@ -1554,15 +1554,20 @@ def residual_after_norm(case, record, reference):
                                 "bias + residual)")], "semantics")
 
 
+_CHANNEL_AFFINE = ("instance_norm", "group_norm", "batch_norm")      # a per-channel affine (C,) on axis 1
+
+
 def affine_before_norm(case, record, reference):
     """The whole affine applied to x before the normalization, none after (rule 16: another equation, y a bare
     normalization of the modulated input; the weight alone moved before, the bias after, is weight_first's
     affine): y = norm(x gain + shift) with adaptive_layer_norm's gain 1 + scale and shift per sample,
-    layer_norm's weight and bias; the backward of that function (dx = gain dz, the parameters' gradients
+    layer_norm's weight and bias, the channel norms' per-channel weight and bias (their statistics, saved and
+    running, those of the modulated input); the backward of that function (dx = gain dz, the parameters' gradients
     sum(x dz) and sum(dz) over their shared axes, dz the norm's dx at the modulated input). The explanation
     reproducing every failing array (or every failing output), or None."""
     x, ins = record.inputs.get("x"), record.inputs
-    names = {"adaptive_layer_norm": ("scale", "shift"), "layer_norm": ("weight", "bias")}
+    names = {"adaptive_layer_norm": ("scale", "shift"), "layer_norm": ("weight", "bias"),
+             **{op: ("weight", "bias") for op in _CHANNEL_AFFINE}}
     if case.op not in names or x is None or np.size(x) > CONFIG_SIZE or not record.failing or np.ndim(x) < 2:
         return None
     wn, bn = names[case.op]
@@ -1570,8 +1575,10 @@ def affine_before_norm(case, record, reference):
     if ins.get(bn) is None and (case.op == "layer_norm" or ins.get(wn) is None):
         return None                     # (layer_norm's weight alone before the norm: weight_first's)
 
-    def shaped(v):                  # a parameter broadcast over x: per sample (B, 1.., H) or per feature
+    def shaped(v):                  # a parameter broadcast over x: per sample (B, 1.., H), per channel, per feature
         v = np.asarray(v, dtype=np.float64)
+        if case.op in _CHANNEL_AFFINE:
+            return v.reshape((1, -1) + (1,) * (x64.ndim - 2))
         return v.reshape((v.shape[0],) + (1,) * (x64.ndim - 2) + (v.shape[1],)) if case.op == "adaptive_layer_norm" \
             else v
     gain = 1.0 if ins.get(wn) is None else shaped(ins[wn]) + (1.0 if case.op == "adaptive_layer_norm" else 0.0)

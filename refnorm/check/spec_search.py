@@ -1992,6 +1992,24 @@ def _xhat_places(ops, xhat, names=("xhat",)):
             and np.size(np.zeros(sides[side])) == np.size(xhat)]
 
 
+def _saved_affine_of(seen, base, xhat):
+    """(key, w broadcast) of a backward function's saved ``p`` that is x_hat's affine, p = x_hat w + b per channel
+    (axis 1; group_norm_silu's SiLU input), checked on its values; (None, None) where there is none."""
+    pk = base + "p"
+    p = seen.get(pk)
+    if p is None or np.shape(p) != np.shape(xhat) or np.ndim(xhat) < 2:
+        return None, None
+    C = np.shape(xhat)[1]
+    shape = (1, C) + (1,) * (np.ndim(xhat) - 2)
+    w = next((np.reshape(v, shape) for k, v in seen.items() if k.endswith(".weight") and "backward" not in k
+              and np.shape(v) == (C,)), np.ones(shape))
+    b = next((np.reshape(v, shape) for k, v in seen.items() if k.endswith(".bias") and "backward" not in k
+              and np.shape(v) == (C,)), np.zeros(shape))
+    with np.errstate(all="ignore"):
+        ok = np.allclose(np.asarray(xhat) * w + b, p, rtol=1e-12, atol=1e-12 * float(np.max(np.abs(p), initial=1.0)))
+    return (pk, w) if ok else (None, None)
+
+
 def _statistics_read(seen, state=None, eps=0.0, training=False):
     """The backward reading the saved statistics at another index (a sample's, a group's, the next row's) and
     recomputing x_hat from them: a backward function's arguments rstd and xhat remapped together, x_hat' =
@@ -2003,6 +2021,7 @@ def _statistics_read(seen, state=None, eps=0.0, training=False):
     for key, hkey, rstd, xhat, mean, sh, view in _saved_statistics(seen):
         base = key[:-len("rstd")]
         m, xs = _x_of_saved(rstd, xhat, mean, sh, view)        # x (an RMS norm's)
+        pkey, wb = _saved_affine_of(seen, base, xhat)       # a saved p = x_hat w + b (a fused activation's input)
         # the mean and rstd read at the other index together, or (a centred norm) rstd alone, x - mean the row's own
         for stats, fm, fr in ((("rstd", None, True),) if mean is None else
                               (("mean and rstd", True, True), ("rstd", False, True), ("mean", True, False))):
@@ -2010,7 +2029,10 @@ def _statistics_read(seen, state=None, eps=0.0, training=False):
                 # value bound now: the loop over the backward functions rebinds rstd, xs, m and sh)
                 xh2 = (lambda v, f=f, fm=fm, fr=fr, xs=xs, m=m, sh=sh, rstd=rstd: np.reshape(
                     (xs - np.reshape(f(m) if fm else m, sh)) * np.reshape(f(rstd) if fr else rstd, sh), np.shape(v)))
-                out.append((("remapk", {key: lambda v, f=f, fr=fr, rstd=rstd: f(rstd) if fr else rstd, hkey: xh2}),
+                maps = {key: lambda v, f=f, fr=fr, rstd=rstd: f(rstd) if fr else rstd, hkey: xh2}
+                if pkey is not None:                    # p recomputed from the same statistics: p + (x_hat' - x_hat) w
+                    maps[pkey] = lambda v, xh2=xh2, xhat=xhat, wb=wb: np.asarray(v) + (xh2(xhat) - xhat) * wb
+                out.append((("remapk", maps),
                             "read", None, f"the backward's {stats} read at {what} (x_hat recomputed from "
                             f"{'them' if fr and fm else 'it'})"))
         H = np.shape(xhat)[-1] if np.ndim(xhat) else 0
