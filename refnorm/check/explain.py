@@ -1554,9 +1554,6 @@ def residual_after_norm(case, record, reference):
                                 "bias + residual)")], "semantics")
 
 
-_CHANNEL_AFFINE = ("instance_norm", "group_norm", "batch_norm")      # a per-channel affine (C,) on axis 1
-
-
 def affine_before_norm(case, record, reference):
     """The whole affine applied to x before the normalization, none after (rule 16: another equation, y a bare
     normalization of the modulated input; the weight alone moved before, the bias after, is weight_first's
@@ -1567,7 +1564,7 @@ def affine_before_norm(case, record, reference):
     reproducing every failing array (or every failing output), or None."""
     x, ins = record.inputs.get("x"), record.inputs
     names = {"adaptive_layer_norm": ("scale", "shift"), "layer_norm": ("weight", "bias"),
-             **{op: ("weight", "bias") for op in _CHANNEL_AFFINE}}
+             **{op: ("weight", "bias") for op in CHANNEL_OPS}}
     if case.op not in names or x is None or np.size(x) > CONFIG_SIZE or not record.failing or np.ndim(x) < 2:
         return None
     wn, bn = names[case.op]
@@ -1577,7 +1574,7 @@ def affine_before_norm(case, record, reference):
 
     def shaped(v):                  # a parameter broadcast over x: per sample (B, 1.., H), per channel, per feature
         v = np.asarray(v, dtype=np.float64)
-        if case.op in _CHANNEL_AFFINE:
+        if case.op in CHANNEL_OPS:
             return v.reshape((1, -1) + (1,) * (x64.ndim - 2))
         return v.reshape((v.shape[0],) + (1,) * (x64.ndim - 2) + (v.shape[1],)) if case.op == "adaptive_layer_norm" \
             else v
