@@ -741,6 +741,17 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # the whole per-channel affine before the normalization (instance_norm's: rule 16, another equation)
     ("blind33", "in_affine_before_normalization", "instance_norm/normal_f32_2x3x100", "semantics",
      "affine applied to x before the normalization"),
+    # session 30, on blind32/33 (development sets since their measurement): the folded affine's factor distributed
+    # over the bias too
+    ("blind32", "ln_bias_folded_times_rstd", "layer_norm/normal_f32_6x100", "affine", "the bias multiplied by rstd"),
+    # dx written over dy's buffer before the parameter gradients read it (batch_norm's; dyt's from dx's exact value)
+    ("blind33", "bn_dparams_from_overwritten_dy", "batch_norm/normal_f64_7x3", "backward", "dx written over dy's"),
+    ("blind32", "dyt_dparams_from_dx_in_dy_buffer", "dyt/normal_bf16_6x96", "backward", "dx written over dy's"),
+    # x read where x - mean belongs, the statistics about the mean (z_score's centring flag off): rule 16
+    ("blind33", "zs_with_mean_flag_off", "z_score/normal_f32_6x100", "semantics", "x not centred where x - mean"),
+    # a per-channel parameter read at the sample's index mod C (an (N, C) launch's indices exchanged in one load)
+    ("blind33", "bn_affine_index_from_sample", "batch_norm/normal_f32_6x4x25", "layout",
+     "channel read as the index of axis 0 (the sample's) mod 4"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

@@ -619,6 +619,37 @@ def cotangents_dropped(case, record, reference, name, got, E, cache):
     return None
 
 
+def overwritten_cotangent(case, record, reference, ref, name, got, E, cache):
+    """A parameter gradient computed from a returned gradient of the cotangent's shape where the cotangent
+    belongs (dx written in place over dy's buffer before the parameter-gradient pass reads "dy": dweight =
+    sum(dx * x_hat), dbias = sum(dx)): the specification's gradients with that cotangent replaced by the
+    returned gradient (as stored, else its exact value: the kernel's unrounded register), the gradient itself
+    passing (``cache``: one evaluation per replacement for the step).
+    The backward's (rule 15), or None."""
+    if reference is None or name == "x" or np.size(record.inputs.get("x", 0.0)) > CONFIG_SIZE:
+        return None
+    for k, dv in record.cotangents.items():
+        for (gk, src), gv in [((gk, "got"), gv) for gk, gv in record.got["grads"].items()] + \
+                [((gk, "ref"), gv) for gk, gv in ref.grads.items()]:
+            if gk == name or ("grads", gk) in record.failing or gv is None or np.shape(gv) != np.shape(dv) \
+                    or np.ndim(gv) == 0:
+                continue
+            if (k, gk, src) not in cache:     # the stored gradient, then its value before the store's rounding
+                cot = {**record.cotangents, k: np.asarray(gv, dtype=np.float64)}
+                try:
+                    with np.errstate(all="ignore"):
+                        cache[(k, gk, src)] = reference(case.op, case.config, record.training, record.inputs, cot,
+                                                        record.state).grads
+                except Exception:                           # noqa: BLE001 - the spec refusing the call
+                    cache[(k, gk, src)] = {}
+            v = cache[(k, gk, src)].get(name)
+            if v is not None and np.shape(v) == np.shape(got) and fit_ratio(got, v, E) <= 1:
+                return {"mechanism": "backward", "text": f"{_label('grads', name)} is the specification's with the "
+                        f"returned {_label('grads', gk)} where the cotangent d{k} belongs (d{gk} written over "
+                        f"d{k}'s buffer before the parameter gradients read it)"}
+    return None
+
+
 def _label(part, name):
     return "dx" if (part, name) == ("grads", "x") else (f"d{name}" if part == "grads" else name)
 
@@ -1428,7 +1459,8 @@ def weight_first(case, record, reference):
 def folded_affine(case, record, ref):
     """y by the normalization and the affine folded into one scale and shift per slice and feature, y = x a + b
     with a = rstd w, b = bias - mean a, one factor of the fold missing (the shift without the weight, or without
-    rstd; the scale without the weight), the statistics and the gradients right: "affine" (rule 13: the
+    rstd; the scale without the weight) or one too many (the bias times rstd, the weight or both: the factor
+    distributed over the whole shift), the statistics and the gradients right: "affine" (rule 13: the
     parameters' convention, a folded scale and shift). Row and channel norms in training; the explanation, or
     None."""
     x, w = record.inputs.get("x"), record.inputs.get("weight")
@@ -1440,10 +1472,17 @@ def folded_affine(case, record, ref):
         rstd = _row_rstd(case, x, ref)
         mean = np.zeros_like(rstd) if case.op == "rms_norm" else xs.mean(axis=1, keepdims=True)
         W = _slices(case, x, _weight_full(case, x, record.inputs))
-        B = _slices(case, x, _bias_full(case, x, record.inputs)) if record.inputs.get("bias") is not None else 0.0
-        for y, what in ((xs * rstd * W + B - mean * rstd, "the shift without the weight (b = bias - mean rstd)"),
-                        (xs * rstd * W + B - mean * W, "the shift without rstd (b = bias - mean w)"),
-                        (xs * rstd + B - mean * rstd * W, "the scale without the weight (a = rstd)")):
+        has_b = record.inputs.get("bias") is not None
+        B = _slices(case, x, _bias_full(case, x, record.inputs)) if has_b else 0.0
+        tries = [(xs * rstd * W + B - mean * rstd, "the shift without the weight (b = bias - mean rstd)"),
+                 (xs * rstd * W + B - mean * W, "the shift without rstd (b = bias - mean w)"),
+                 (xs * rstd + B - mean * rstd * W, "the scale without the weight (a = rstd)")]
+        if has_b:       # the factor distributed over the whole shift, the bias too
+            tries += [((xs - mean) * rstd * W + B * f, f"the bias multiplied by {what} too ({b})")
+                      for f, what, b in ((rstd, "rstd", "b = (bias - mean w) rstd"),
+                                         (W, "the weight", "b = bias w - mean a"),
+                                         (rstd * W, "a", "b = (bias - mean) a"))]
+        for y, what in tries:
             y = _unslices(case, np.shape(x), y)
             if np.all(np.isfinite(y)) and _fits_all(record, {"outputs": {**ref.outputs, "y": y}}):
                 return {"mechanism": "affine", "text": "y is the normalization and the affine folded into one scale "
@@ -2311,10 +2350,13 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
                                             CONFIG_SIZE)
     done = {(e["part"], e["name"]) for e in out}
     subsets = {}                        # (the cotangents kept) -> the specification's gradients from them alone
+    overwritten = {}                    # (cotangent, gradient in its place) -> the specification's gradients
     for part, name in [pn for pn in record.failing if pn not in done and pn[0] == "grads"]:
         got, E = record.got[part].get(name), record.E[part].get(name)
         e = None if got is None or E is None else (another_gradient(record, ref, part, name, got, E)
-                                                   or cotangents_dropped(case, record, reference, name, got, E, subsets))
+                                                   or cotangents_dropped(case, record, reference, name, got, E, subsets)
+                                                   or overwritten_cotangent(case, record, reference, ref, name, got,
+                                                                            E, overwritten))
         if e is not None:
             out.append({"part": part, "name": name, "step": record.step, **e})
     if len(out) < len(record.failing):

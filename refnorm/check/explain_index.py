@@ -114,6 +114,30 @@ def index_orders(shape):
     return out
 
 
+def channel_reads(shape):
+    """(m, what) index orders of a channel-first array of ``shape`` (N, C, positions...) in which each element
+    reads its per-channel value at another index taken mod C: the sample's, a position axis's, the element's
+    flat position within its plane, its flat index in the whole array (channel c = i % C: the channels-last
+    rule on channel-first memory); identity and duplicates excluded."""
+    shape = tuple(int(s) for s in shape)
+    if len(shape) < 2 or shape[1] < 2:
+        return []
+    idx = np.indices(shape)
+    C = shape[1]
+    cands = [(idx[a], f"the index of axis {a}" + (" (the sample's)" if a == 0 else "")) for a in range(len(shape))
+             if a != 1 and shape[a] > 1]
+    if len(shape) > 3:
+        cands.append((np.ravel_multi_index(tuple(idx[2:]), shape[2:]), "the element's flat position in its plane"))
+    cands.append((np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape), "the element's flat index"))
+    out, seen = [], {np.arange(int(np.prod(shape, dtype=np.int64))).tobytes()}
+    for k, what in cands:
+        m = np.ravel_multi_index((idx[0], k % C) + tuple(idx[2:]), shape).ravel()
+        if m.tobytes() not in seen:
+            seen.add(m.tobytes())
+            out.append((m, f"each element's channel read as {what} mod {C}, where its channel index belongs"))
+    return out
+
+
 def permuted_outputs(ex, case, record, ref):
     """Every failing array of the step equal to the reference's in another index order (``index_orders``):
     explanations, one per array, or []."""
@@ -958,7 +982,8 @@ def expanded_index(ex, case, record, ref):
                             act=False)["outputs", "y"]
         s = _sample(got, y, record.E["outputs"]["y"])
         g1, E1 = np.asarray(got).reshape(-1)[s], np.broadcast_to(record.E["outputs"]["y"], np.shape(got)).reshape(-1)[s]
-    for m, what in index_orders(x.shape):
+    orders = index_orders(x.shape) + (channel_reads(x.shape) if case.op in PER_CHANNEL else [])
+    for m, what in orders:
         gm, om = g[m], o[m]
         if np.array_equal(gm, g) and np.array_equal(om, o):
             continue                         # the parameters constant along the permuted axes: no misread

@@ -1107,6 +1107,23 @@ def _other_values(seen, mod, func, src, shape):
             yield name, v
 
 
+def _centred_operand(seen, own, name, v):
+    """Whether an operand (``own``: its value) is the input x less a mean the function computed (one of its
+    values, broadcast) and the replacing value ``v`` is x itself (``name`` "x")."""
+    own = seen.get(own)
+    if name != "x" or own is None or np.shape(own) != np.shape(v):
+        return False
+    with np.errstate(all="ignore"):
+        m = np.asarray(v, dtype=np.float64) - np.asarray(own, dtype=np.float64)
+        tol = 1e-12 * max(float(np.max(np.abs(v), initial=0.0)), 1e-300)
+        for key, s in seen.items():
+            if key.rsplit(".", 1)[1] in ("mean", "mu") and 0 < np.size(s) < np.size(m) and np.any(s != 0) \
+                    and np.ndim(s) == np.ndim(m) and all(a in (1, b) for a, b in zip(np.shape(s), np.shape(m))) \
+                    and np.all(np.abs(m - np.asarray(s, dtype=np.float64)) <= tol):
+                return True
+    return False
+
+
 def _candidates(case, record, forward_only):
     """The changes tried, in order, as (target, operation id, changed operand's source, what it says): each
     binary operation changed (CHANGES), alone, and an expression written the same way at several places
@@ -1225,8 +1242,12 @@ def _candidates(case, record, forward_only):
                 continue
             own = f"{mod}:{func}.{src}"
             for name, v in _other_values(seen, mod, func, src, shapes[side]):
+                # (x read where x - mean belongs, the statistics still about the mean: the normalized value
+                # uncentred, another normalizer's equation, rule 16)
+                tag = ("semantics",) if "backward" not in func and _centred_operand(seen, own, name, v) else ()
                 (fwd_read if "backward" in func else out).append(
-                    (("replace", frozenset((i,)), side, lambda _, v=v: v), i, src, f"`{src}` read from `{name}`"))
+                    (("replace", frozenset((i,)), side, lambda _, v=v: v) + tag, i, src, f"`{src}` read from `{name}`"
+                     + (" (x not centred where x - mean belongs)" if tag else "")))
             if "backward" in func:          # a backward's operand read from a value of the op's own forward (p for x_hat)
                 for key, v in seen.items():
                     k_mod, k_name = key.split(":", 1)[0], key.rsplit(".", 1)[1]
