@@ -752,6 +752,9 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # a per-channel parameter read at the sample's index mod C (an (N, C) launch's indices exchanged in one load)
     ("blind33", "bn_affine_index_from_sample", "batch_norm/normal_f32_6x4x25", "layout",
      "channel read as the index of axis 0 (the sample's) mod 4"),
+    # per-instance partials of dweight / dbias reduced at repeat_interleave's index r // N (read as (C, N))
+    ("blind33", "in_dparams_reduced_by_interleaved_index", "instance_norm/normal_f32_2x3x100", "layout",
+     "dweight is the sum of its per-sample partials read in another index order"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

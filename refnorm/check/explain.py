@@ -440,16 +440,21 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
             out.append((om, 1.0 / np.sqrt((((xs - om) ** 2).sum(axis=1, keepdims=True) + (P - n) * (1 - om) ** 2)
                                           / div + eps),
                         f"with the {P - n} masked lanes of a {P}-wide block loaded as 1.0 (divided by {div})", "block"))
-        if case.op not in CHANNEL_OPS and xs.shape[0] > 1:
-            # the tail block's mask taken block-local (offs < n for start + offs < n): its P - n lanes past the
-            # slice load the next slice's leading values (the last slice: zeros), in the sums divided by n
+        if case.op != "batch_norm" and xs.shape[0] > 1:
+            # the tail block's mask taken block-local (offs < n for start + offs < n), or only the buffer's end: its
+            # P - n lanes past the slice load the next slice's leading values (the last slice: zeros, in the
+            # variance as (0 - mean)^2, or masked there too), in the sums divided by n (the slices contiguous in
+            # memory: every op's but batch_norm's channels)
             flat = np.concatenate([xs.reshape(-1), np.zeros(P - n)])
             nxt = np.stack([flat[(r + 1) * n:(r + 1) * n + P - n] for r in range(xs.shape[0])])
             lanes = np.concatenate([xs, nxt], axis=1)
+            inside = (xs.shape[0] * n > np.arange(xs.shape[0])[:, None] * n + np.arange(P)[None, :])
             lm = lanes.sum(axis=1, keepdims=True) / n if centred else mean
-            out.append((lm, 1.0 / np.sqrt(((lanes - lm) ** 2).sum(axis=1, keepdims=True) / n + eps),
-                        f"with the {P - n} lanes past each slice up to {P} loaded (its tail block's mask block-"
-                        "local): the next slice's leading values in the statistics (divided by n)", "block"))
+            for dv, end in (((lanes - lm) ** 2, ""), (np.where(inside, (lanes - lm) ** 2, 0.0),
+                                                       "; past the buffer's end masked")):
+                out.append((lm, 1.0 / np.sqrt(dv.sum(axis=1, keepdims=True) / n + eps),
+                            f"with the {P - n} lanes past each slice up to {P} loaded (its tail block's mask block-"
+                            f"local): the next slice's leading values in the statistics (divided by n{end})", "block"))
         pmean = xs.sum(axis=1, keepdims=True) / P if centred else mean
         out.append((pmean, 1.0 / np.sqrt(((xs - pmean) ** 2).sum(axis=1, keepdims=True) / P + eps),
                     f"with the block length {P} as the divisor of the statistics", "block"))
@@ -458,6 +463,17 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
                                              / P + eps),
                         f"with the {P - n} padded zeros of a {P}-lane tile counted in the mean and the variance",
                         "block"))
+    L = S or n                              # a channel's positions (group norms), else the whole slice
+    for v in (2, 4, 8):
+        if centred and L > v and L % v:
+            # vectors of v values with the remainder read as one more full vector at L - v (the overlap trick)
+            # whose lanes the previous vector already counted are not masked: they enter the sums twice
+            dup = xs.reshape(xs.shape[0], -1, L)[:, :, L - v:(L // v) * v].reshape(xs.shape[0], -1)
+            vm = (xs.sum(axis=1, keepdims=True) + dup.sum(axis=1, keepdims=True)) / n
+            vv = (((xs - vm) ** 2).sum(axis=1, keepdims=True) + ((dup - vm) ** 2).sum(axis=1, keepdims=True)) / n
+            out.append((vm, 1.0 / np.sqrt(vv + eps), f"with {v}-wide vector loads whose remainder is one more full "
+                        f"vector at {L - v} of each {'channel' if S else 'slice'}'s {L} values, unmasked: positions "
+                        f"{L - v}..{(L // v) * v - 1} counted twice (divided by n)", "block"))
     if centred and 1 < n and n % 32:
         # the slice's values strided over a warp's 32 lanes (lane l: j = l mod 32), each lane's (count, mean, M2)
         # merged by a tree (offsets 16 ... 1) whose means are averaged with equal weights (the counts unequal)
@@ -2255,8 +2271,26 @@ def reduction_rows(case, record, ref, part, name, reference=None):
     # sum of a few values, which one candidate or another fits by chance)
     fit = grown_fit if np.size(got) >= 4 else (lambda f, g, v, w, e, _: f(g, v, e))
     if not text or fit(fit_ratio, got, explained.reshape(np.shape(want)), want, E, True) > 1:
-        return None
+        return reordered_partials(terms, got, E, name, unit)
     return {"mechanism": "reduction", "text": f"d{name} is the sum with {text.replace('rows', unit)}"}
+
+
+def reordered_partials(terms, got, E, name, unit):
+    """A parameter gradient reduced from its partials ``terms`` (one per slice and parameter element) read in
+    another index order (explain_index.index_orders of the partials' array: the (N, C) partials of an
+    instance norm summed as if (C, N), the inverse of a repeat_interleave expansion where a tile's belongs):
+    "layout" (rule 12), or None. Needs every parameter element to move (a size-1 parameter's sum is order-free)."""
+    from .explain_index import index_orders
+    if np.ndim(terms) < 2 or np.size(got) < 2 or np.size(terms) > CONFIG_SIZE:
+        return None
+    flat = np.asarray(terms, dtype=np.float64).reshape(-1)
+    for m, what in index_orders(np.shape(terms)):
+        what = what.replace("its ", "the partials' ", 1)
+        v = flat[m].reshape(np.shape(terms)).sum(axis=0)
+        if np.size(v) == np.size(got) and fit_ratio(got, v.reshape(np.shape(got)), E) <= 1:
+            return {"mechanism": "layout", "text": f"d{name} is the sum of its per-{unit.split()[0].rstrip('s')} "
+                    f"partials read in another index order: {what}"}
+    return None
 
 
 def finite_failures(record, ref):
