@@ -21,7 +21,8 @@ exactly known value, four units of the stored dtype of the explained value):
   training): y, dx, dweight and the statistics reproduced by their formulas with the mean and/or rstd
   rounded to bfloat16 or float16 (to nearest or toward zero: rstd saved in the input dtype), the Bessel
   divisor, eps outside the root, a tail block dropped (the first m values only), a power-of-two block's
-  masked lanes entering the variance or its length as the divisor, rms_norm's statistics for
+  masked lanes entering the variance, its length as the divisor or the next slice's values loaded into them, a
+  vector loop's remainder as one overlapping full vector (lanes counted twice), rms_norm's statistics for
   layer_norm's, or the backward's x_hat recomputed from the returned y; a slice reduced in chunks of
   2^k values whose partials are merged with equal weights (the last chunk partial: block); batch_norm's
   statistics of its first samples only (reduction) or merged from per-sample partials with the
@@ -320,8 +321,9 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
     """(mean', rstd', what, mechanism) for the structured deviations of a slice's statistics: rounded to
     bfloat16 / float16 (nearest or toward zero); the Bessel divisor; eps outside the root; a tail block
     dropped (the statistics over the first m values, divided by m or n); the power-of-two block's masked
-    lanes entering the variance as zeros or loaded as 1.0, or its length used as the divisor; the other
-    norm's mean."""
+    lanes entering the variance as zeros or loaded as 1.0, or its length used as the divisor, or loading the
+    next slice's leading values (a block-local mask); a vector loop's remainder read as one more full vector
+    overlapping the last (its shared lanes counted twice); the other norm's mean."""
     import ml_dtypes
     n = xs.shape[1]
     mean = xs.mean(axis=1, keepdims=True) if centred else np.zeros((xs.shape[0], 1))
