@@ -27,6 +27,8 @@ exactly known value, four units of the stored dtype of the explained value):
   2^k values whose partials are merged with equal weights (the last chunk partial: block); batch_norm's
   statistics of its first samples only (reduction) or merged from per-sample partials with the
   between-samples term unweighted or left out (merge);
+* **the folded affine** (y = x a + b, a = rstd w, b = bias - mean a) with one factor missing or the bias
+  multiplied by rstd or w too (affine);
 * **the weight applied before the statistics** (layer_norm, rms_norm: y = norm(x * w), affine); the whole
   affine so, none after (adaptive_layer_norm's modulation, layer_norm's weight and bias: semantics);
 * **dyt otherwise**: alpha outside the tanh (semantics), the bias read at the row's index (layout);
@@ -35,7 +37,8 @@ exactly known value, four units of the stored dtype of the explained value):
 * **a layout misread** (the channel norms): x, dy and the results indexed with the other layout's
   strides (NCHW memory as channels_last or the reverse) reproduce every failing array;
 * **a parameter gradient from the wrong product** (dweight = sum(dy * t) with t the returned y, y less
-  the bias, x, or x less its mean, where x_hat belongs) and **batch_norm's running_var with another
+  the bias, x, or x less its mean, where x_hat belongs; every parameter gradient from a returned gradient
+  where the cotangent belongs: dx written over dy's buffer) and **batch_norm's running_var with another
   count's Bessel factor** (the batch alone, the positions alone, none);
 * **partial sums rounded** (layer_norm / rms_norm dweight, dbias: blocks of B rows rounded to the 16-bit
   dtype before the final sum) and **dyt's tanh rounded** to the 16-bit dtype before the affine;
@@ -50,7 +53,8 @@ exactly known value, four units of the stored dtype of the explained value):
 * **rows missing from a sum** (layer_norm / rms_norm dweight, dbias): the terms of the last / first k
   rows or of part of every tile of 2^k rows left out or counted twice (localize.missing_rows); for the
   ops whose slices along x's first axis are independent (SLICE_OPS: group_norm's samples, dyt's rows, ...)
-  the same search over those slices' terms, each the specification evaluated on its slice alone;
+  the same search over those slices' terms, each the specification evaluated on its slice alone, and
+  those terms summed in another index order (an instance norm's (N, C) partials reduced as (C, N): layout);
 * **dx's terms** for the centred and uncentred norms (layer_norm, rms_norm, group_norm, batch_norm and
   instance_norm in training): with g = dy * w and x_hat the normalized input of one slice of n values,
       dx = rstd (a g + b mean(g) + c x_hat mean(g x_hat))

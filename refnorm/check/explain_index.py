@@ -28,7 +28,8 @@ arrays fail).
   matched parameters decides;
 * **the parameters as x's elements read them in another index order of x** (``expanded_index``,
   "layout"): the gain and offset broadcast to x's shape, permuted by ``index_orders`` of x's shape (a
-  per-sample modulation read at row % B where row // T belongs);
+  per-sample modulation read at row % B where row // T belongs), and for the channel norms each element's
+  channel read as another of its indices mod C (the sample's, a position's, its flat index: ``channel_reads``);
 * **statistics over other axes** (``other_axes``, "semantics": another normalizer's axes): layer_norm,
   rms_norm, adaptive_layer_norm, group_norm (on its (N, G, C / G, positions) view), instance_norm and
   batch_norm in training with mean and rstd taken over another subset of the axes (per channel over the
