@@ -1951,7 +1951,9 @@ def lp_deviation(case, record, ref):
 
 def dyt_deviation(case, record):
     """dyt's y = weight tanh(alpha x) + bias otherwise: alpha outside the tanh, weight alpha tanh(x) + bias
-    (another equation: semantics); the weight inside it, tanh(alpha weight x) + bias (affine); the bias read at the row's index (bias[r % C] where bias[c] belongs: layout).
+    (another equation: semantics); the weight inside it, tanh(alpha weight x) + bias (affine); the bias read at
+    the row's index (bias[r % C] where bias[c] belongs: layout); alpha loaded as a per-column vector, column 0
+    reading it and the others the masked load's 0 (layout).
     Explanations of y (the gradients following), or []."""
     x, got = record.inputs.get("x"), record.got["outputs"].get("y")
     if case.op != "dyt" or x is None or got is None or not np.ndim(x) or ("outputs", "y") not in record.failing \
@@ -1972,6 +1974,10 @@ def dyt_deviation(case, record):
         br = np.asarray(b, dtype=np.float64)[rows].reshape(x64.shape[:-1] + (1,))
         tries.append((w * np.tanh(a * x64) + br, "the bias read at the row's index (bias[r % C] where bias[c] "
                       "belongs)", "layout"))
+    if x64.ndim and x64.shape[-1] > 1:         # the scalar loaded with the parameters' column offsets, masked
+        aj = np.where(np.arange(x64.shape[-1]) == 0, a, 0.0)        # to its one element (other=0)
+        tries.append((w * np.tanh(aj * x64) + b0, "the scalar alpha loaded with the per-column parameters' offsets "
+                      "(alpha_ptr + cols, masked to its one element: column 0 alpha, every other column 0)", "layout"))
     with np.errstate(all="ignore"):
         for y, what, mech in tries:
             if fit_ratio(got, y, record.E["outputs"]["y"]) <= 1:
