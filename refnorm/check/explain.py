@@ -1740,6 +1740,39 @@ def param_products(case, record, ref, part, name):
     return None
 
 
+SMALL_PARAM = 16      # a parameter gradient of at most this many elements: each one its own reduction line
+
+
+def copied_element(case, record, ref, part, name):
+    """A small parameter gradient whose elements are separate reductions (2 .. SMALL_PARAM elements, not one
+    per feature or channel of x: poly_norm's three weights) whose failing elements each hold another element's expected value, the rest right (a copied reduction
+    line whose operand was not updated: dweight[0] reduced from the x^2 term's product): the backward's
+    (rule 15), or None. Every failing element must match one other element alone (an exchange of two
+    elements counts: each holds the other's)."""
+    got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
+    if part != "grads" or name == "x" or got is None or want is None or E is None \
+            or not 2 <= np.size(want) <= SMALL_PARAM or np.shape(got) != np.shape(want):
+        return None
+    x, p = record.inputs.get("x"), record.inputs.get(name)
+    if x is None or p is None or _param_axes(case, x, p) is not None:
+        return None             # (a per-feature parameter's elements share one line: another's value is an index's)
+    g, w = np.asarray(got).reshape(-1), np.asarray(want, dtype=np.float64).reshape(-1)   # (got in its own dtype:
+    Ef = np.broadcast_to(np.asarray(E, dtype=np.float64), np.shape(want)).reshape(-1)   # its rounding judged)
+    bad = [i for i in range(g.size) if fit_ratio(g[i:i + 1], w[i:i + 1], Ef[i:i + 1]) > 1]
+    if not bad or len(bad) == g.size:
+        return None
+    src = {}
+    for i in bad:
+        js = [j for j in range(g.size) if j != i and fit_ratio(g[i:i + 1], w[j:j + 1],   # (the value's own bound)
+                                                               np.maximum(Ef[i:i + 1], Ef[j:j + 1])) <= 1]
+        if len(js) != 1:
+            return None
+        src[i] = js[0]
+    lab = _label(part, name)
+    return {"mechanism": "backward", "text": "; ".join(f"{lab}[{i}] holds {lab}[{j}]'s value" for i, j in src.items())
+            + " (a reduction line copied from another element's, its operand not updated); the other elements right"}
+
+
 def truncated_returns(case, record, ref):
     """Every failing array of a 16-bit case converted to the case dtype toward zero (its low bits dropped: a
     store helper truncating), or down or up (a directed conversion intrinsic: __float2half_rd / _ru) where
@@ -2374,7 +2407,8 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
                 e = reduction_rows(case, record, ref, part, name, reference)
             if e is None:
                 e = accumulated(case, record, part, name, got, want, E) \
-                    or param_products(case, record, ref, part, name) or running_factor(case, record, ref, part, name) \
+                    or param_products(case, record, ref, part, name) or copied_element(case, record, ref, part, name) \
+                    or running_factor(case, record, ref, part, name) \
                     or extra_reduction(case, record, ref, part, name) or partials_rounded(case, record, ref, part, name)
         if e is not None:
             out.append({"part": part, "name": name, "step": record.step, **e})

@@ -147,6 +147,11 @@ def error_shape(got, ref, bad, row_axes) -> str:
             "affine": "affine in the expected value along each failing row (a wrong scale and shift)"}[best]
 
 
+def plural(noun: str) -> str:
+    """An axis name's plural ("rows", "indices")."""
+    return "indices" if noun == "index" else noun + "s"
+
+
 def localize(part, name, got, ref, E, x_shape, axes, qdtype=None) -> dict:
     """The localization of one failing array (module docstring) as a JSON-able dict with a one-line
     ``text``; ``qdtype`` as ``failing_mask``'s."""
@@ -169,7 +174,7 @@ def localize(part, name, got, ref, E, x_shape, axes, qdtype=None) -> dict:
     shape = error_shape(got, ref, bad, row_axes)
     label = "dx" if (part, name) == ("grads", "x") else (f"d{name}" if part == "grads" else name)
     text = f"{label}: {int(bad.sum())} of {bad.size} elements beyond their bound"
-    spots = [f"{nm}s {r}" for nm, r, _ in where if r != "all"]
+    spots = [f"{plural(nm)} {r}" for nm, r, _ in where if r != "all"]
     text += " (" + "; ".join(spots) + ")" if spots else " (throughout)" if bad.all() else ""
     if nonfinite.any():
         text += f"; {int(nonfinite.sum())} not finite where the expected value is"
@@ -280,6 +285,6 @@ def first_nonfinite(locs) -> str:
     if not hit:
         return ""
     d = hit[0]
-    rows = [f"{k.split(' ')[0]}s {v}" for k, v in d.get("where", {}).items() if v != "all"]
+    rows = [f"{plural(k.split(' ')[0])} {v}" for k, v in d.get("where", {}).items() if v != "all"]
     return (f"the first non-finite values appear in {d['text'].split(':')[0]}"
             + (f" ({'; '.join(rows)})" if rows else "") + ("; the later arrays inherit them" if len(hit) > 1 else ""))
