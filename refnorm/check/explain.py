@@ -471,11 +471,11 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
                         "block"))
     L = S or n                              # a channel's positions (group norms), else the whole slice
     for v in (2, 4, 8):
-        if centred and L > v and L % v:
+        if L > v and L % v:
             # vectors of v values with the remainder read as one more full vector at L - v (the overlap trick)
             # whose lanes the previous vector already counted are not masked: they enter the sums twice
             dup = xs.reshape(xs.shape[0], -1, L)[:, :, L - v:(L // v) * v].reshape(xs.shape[0], -1)
-            vm = (xs.sum(axis=1, keepdims=True) + dup.sum(axis=1, keepdims=True)) / n
+            vm = (xs.sum(axis=1, keepdims=True) + dup.sum(axis=1, keepdims=True)) / n if centred else mean
             vv = (((xs - vm) ** 2).sum(axis=1, keepdims=True) + ((dup - vm) ** 2).sum(axis=1, keepdims=True)) / n
             out.append((vm, 1.0 / np.sqrt(vv + eps), f"with {v}-wide vector loads whose remainder is one more full "
                         f"vector at {L - v} of each {'channel' if S else 'slice'}'s {L} values, unmasked: positions "
