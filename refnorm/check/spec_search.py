@@ -893,6 +893,20 @@ def rounding_point(case, record, fit_ratio):
                 if keys and fits_step(record, res, fit_ratio):
                     return {"mechanism": "precision", "text": f"the specification with `{name}` loaded as {dt} "
                             f"(rounded to nearest, in a {case.dtype} call) reproduces every failing array"}
+    if not found and "_math:centered.m0" in seen and "_math:centered.c" in seen:
+        # a one-pass mean rounded where the kernel computes it, the deviations about the rounded value: the first
+        # pass's mean m0 rounded with the specification's own correction c (which would undo it) taken as 0
+        for dt in _dtypes(case.dtype):
+            for tz in (False, True):
+                try:
+                    res = _evaluate(case, record, ("remapk", {"_math:centered.m0": lambda v, t=_DT[dt], z=tz:
+                                                              _round(v, t, z), "_math:centered.c": lambda v: 0.0 * v}))
+                except Exception:                       # noqa: BLE001 - a rounding the spec cannot go on from
+                    continue
+                if fits_step(record, res, fit_ratio):
+                    return {"mechanism": "rounding" if tz else "precision", "text": "the specification with each "
+                            f"slice's mean (refnorm/specs/_math.py centered) rounded {'toward zero' if tz else 'to nearest'}"
+                            f" to {dt} and the deviations taken about that rounded mean reproduces every failing array"}
     if not found:
         return _squared_point(case, record, seen, fit_ratio)
     if len({tz for _, _, tz in found}) > 1:
