@@ -32,7 +32,8 @@ grown per element by the value's size over the reference's (at most GROWTH x: a 
 silu(z) left out is 1/silu(z) times larger, and so is its own rounding error). Mechanisms
 (refnorm/pitfalls/mechanisms.py): "backward" (a term or a product), "gate" (the gate's factor silu(z) /
 silu'(z) left out or substituted), "block" (the row sums over a block of rows), "group" (over the whole
-hidden dimension instead of each group), "affine" (adaptive_layer_norm's 1 of (1 + scale) left out),
+hidden dimension instead of each group), "affine" (adaptive_layer_norm's 1 of (1 + scale) left out;
+group_norm_silu's p recomputed in the backward without its bias: a bias left out is rule 13's before 15),
 "dropout" (add_norm's branch scale c on the wrong gradient).
 
 NumPy only; runs on failing cases of at most explain.CONFIG_SIZE elements; never changes a verdict.
@@ -317,15 +318,17 @@ def _group_norm_silu(case, ins, cot, ref):
     sy, ry = sigmoids(y)
     sx, rx = sigmoids(xh)
     si, ri = sigmoids(x)
-    alts = [("silu'(y) at the output y = silu(p) where silu'(p) belongs", dy * sy * (1 + y * ry)),
-            ("silu'(x_hat) at x_hat where silu'(p) belongs (p = x_hat w + b)", dy * sx * (1 + xh * rx)),
-            ("silu'(x) at the op's input x where silu'(p) belongs (p = x_hat w + b)", dy * si * (1 + x * ri)),
-            ("silu(p) where silu'(p) belongs", dy * y),
-            ("dy where dp = dy silu'(p) belongs (the SiLU's derivative left out)", dy)]
-    if b is not None:
+    alts = [("silu'(y) at the output y = silu(p) where silu'(p) belongs", dy * sy * (1 + y * ry), "backward"),
+            ("silu'(x_hat) at x_hat where silu'(p) belongs (p = x_hat w + b)", dy * sx * (1 + xh * rx), "backward"),
+            ("silu'(x) at the op's input x where silu'(p) belongs (p = x_hat w + b)", dy * si * (1 + x * ri),
+             "backward"),
+            ("silu(p) where silu'(p) belongs", dy * y, "backward"),
+            ("dy where dp = dy silu'(p) belongs (the SiLU's derivative left out)", dy, "backward")]
+    if b is not None:           # (the backward's recomputed p with its bias left out: rule 13's affine, before 15)
         q = xh * Wf
         sq, rq = sigmoids(q)
-        alts.append(("silu' at x_hat w (p without the bias) where silu'(p) belongs", dy * sq * (1 + q * rq)))
+        alts.append(("silu' at x_hat w (p recomputed without the bias) where silu'(p) belongs", dy * sq * (1 + q * rq),
+                     "affine"))
     dp = dy * s * (1 + p * rest)
     out = {}
     for name in ("x", "weight", "bias"):
@@ -344,8 +347,8 @@ def _group_norm_silu(case, ins, cot, ref):
             grad.alt("the group sums (mean(g), mean(g x_hat)) of dy w, the SiLU's derivative left out of them "
                      "(g = dy silu'(p) w in dx's first term)", "backward",
                      lambda g=g, gd=gd: total(_nb(g, xhs, rstd, True, gm=gd, gp=gd)).reshape(x.shape))
-        for text, a in alts:
-            grad.alt(text, "backward", lambda a=a, name=name: grads(a)[name])
+        for text, a, mech in alts:
+            grad.alt(text, mech, lambda a=a, name=name: grads(a)[name])
         out[name] = grad
     return out
 
