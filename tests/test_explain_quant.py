@@ -143,9 +143,11 @@ def test_scale_from_the_pre_norm_x_is_quant_scale():
            "the amax of the pre-norm x")
 
 
-def test_fp8_codes_through_float16_is_rounding():
+def test_fp8_codes_through_float16_is_precision():
+    """Two roundings to nearest (the quotient held in float16 on its way to float8): rule 8's precision, a value
+    held in a lower dtype; the conversion's own mode (toward zero, down, up) is its rounding."""
     post = lambda call, d: {**d, "q": np.asarray(round_to(d["q"], "float16"), np.float64)}   # noqa: E731
-    expect(QuantSpec(post), "norm_quant/normal_rms_e4m3_dyn_f32_8x256", "rounding", "two roundings")
+    expect(QuantSpec(post), "norm_quant/normal_rms_e4m3_dyn_f32_8x256", "precision", "two roundings")
 
 
 def test_int8_codes_toward_zero_is_rounding():

@@ -202,7 +202,9 @@ class _Ctx:
         D (each monotone in y / D); a ``what`` starting "q is" says it all."""
         qd, (dt, lo, hi) = self.qdtype, self.table
         out = [(lambda v, raw, d=d: np.asarray(round_to(v, d), dtype=np.float64),
-                f"rounded to {d} first and then to {qd} (two roundings)", "rounding") for d in ("float16", "bfloat16")]
+                f"rounded to {d} first and then to {qd} (two roundings)", "precision") for d in ("float16", "bfloat16")]
+        # (two roundings to nearest: the quotient held in a 16-bit dtype on its way, rule 8's precision; a rounding
+        # mode of the conversion itself, toward zero, down or up, is rule 8's rounding)
         for d in ("float16", "bfloat16"):       # y times the scale's reciprocal held in a 16-bit dtype (rule 8)
             r = self.spread(D * np.asarray(round_to(1.0 / D, d), dtype=np.float64))     # (per block: q's shape)
             out.append((lambda v, raw, r=r: np.clip(raw * r, lo, hi), f"q is y times the reciprocal of the returned "
