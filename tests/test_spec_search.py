@@ -755,6 +755,32 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # per-instance partials of dweight / dbias reduced at repeat_interleave's index r // N (read as (C, N))
     ("blind33", "in_dparams_reduced_by_interleaved_index", "instance_norm/normal_f32_2x3x100", "layout",
      "dweight is the sum of its per-sample partials read in another index order"),
+    # a tile's padded lanes reading the next instance (the buffer's end masked); a vector remainder overlapping
+    ("blind33", "in_tile_reads_next_instance", "instance_norm/normal_f32_2x3x100", "block",
+     "the next slice's leading values in the statistics"),
+    ("blind33", "gn_stats_vec4_tail_overlap", "group_norm/normal_g4_f32_2x8x5x7", "block", "counted twice"),
+    ("blind30", "rms_sumsq_overlapping_vector_tail", "rms_norm/normal_eps1e-05_f64_9x7", "block", "counted twice"),
+    # a scalar parameter loaded with the per-column offsets (column 0 alpha, the others the mask's 0)
+    ("blind32", "dyt_alpha_loaded_per_column", "dyt/normal_f32_3x20x12", "layout", "alpha loaded with the per-column"),
+    # one of poly_norm's weight gradients reduced on a line copied from another's (its operand not updated)
+    ("blind32", "poly_dweight_cube_slot_from_square", "poly_norm/normal_f16_8x32", "backward",
+     "dweight[0] holds dweight[1]'s value"),
+    # a one-pass mean rounded to the 16-bit input dtype, the deviations about it (no two-pass correction)
+    ("blind31", "gns_mean_rounded_to_input_dtype", "group_norm_silu/normal_g4_bf16_2x8x5x7", "precision",
+     "deviations taken about that rounded mean"),
+    # the five bugs whose names disagreed with their labels at the measurement, each decided by docs/verdicts.md's
+    # rules: a bias left out of the backward's recomputed p (13 before 15); codes through bfloat16 (8: precision);
+    # codes clamped at 0 (5: the clamp); a gain read through the offset's pointer (12: one read, not an exchange);
+    # a static scale loaded per row (5: the scale)
+    ("blind33", "gns_bwd_p_recomputed_without_bias", "group_norm_silu/normal_g4_f32_2x8x5x7", "affine",
+     "p recomputed without the bias"),
+    ("blind33", "nqb_q_via_bf16", "norm_quant_block/normal_rms_g_f32_3x200", "precision", "rounded to bfloat16 first"),
+    ("blind32", "nq_int8_unsigned_lower_bound", "norm_quant/normal_rms_i8_dyn_f64_4x100", "saturation",
+     "clamped below at 0"),
+    ("blind33", "aln_bwd_gain_from_shift_ptr", "adaptive_layer_norm/normal_f64_2x5x7", "layout",
+     "scale read from shift's buffer"),
+    ("blind32", "nq_static_scale_indexed_by_row", "norm_quant/normal_rms_e4m3_static_bf16_8x256", "quant_scale",
+     "loaded at each row's index"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

@@ -1015,12 +1015,8 @@ def config_deviation(case, record, reference, ref, bounds=None):
         cands.append((case.config, {n: v for n, v in record.inputs.items() if n not in ("weight", "bias")},
                       "the affine left out (weight and bias both ignored: y = x_hat)", "affine", "affine", None))
     floats = [k for k, v in record.inputs.items() if k != "x" and np.ndim(v) and np.asarray(v).dtype.kind not in "iub"]
-    for i, a in enumerate(floats):          # two inputs of one shape swapped (weight and bias, shift and scale)
-        for b in floats[i + 1:]:
-            if np.shape(record.inputs[a]) == np.shape(record.inputs[b]):
-                mech = "dropout" if "mask" in a and "mask" in b else "affine"   # another branch's keep-mask: rule 4
-                cands.append((case.config, {**record.inputs, a: record.inputs[b], b: record.inputs[a]},
-                              f"the inputs {a} and {b} swapped", mech, mech, (a, b)))
+    # (one input read from another's buffer before two exchanged: where both fit, the one change; a gain read
+    # through the offset's pointer in a backward that reads no offset is no exchange)
     for a in ["x"] + floats:                # one input read from another's buffer (the gate's pointer passed as x's)
         for b in ["x"] + floats:
             va, vb = np.asarray(record.inputs[a]), np.asarray(record.inputs[b])
@@ -1036,6 +1032,12 @@ def config_deviation(case, record, reference, ref, bounds=None):
                     else "dropout" if "mask" in a and "mask" in b else "layout"
                 cands.append((case.config, {**record.inputs, a: record.inputs[b]},
                               f"the input {a} read from {b}'s buffer", mech, mech, None))
+    for i, a in enumerate(floats):          # two inputs of one shape swapped (weight and bias, shift and scale)
+        for b in floats[i + 1:]:
+            if np.shape(record.inputs[a]) == np.shape(record.inputs[b]):
+                mech = "dropout" if "mask" in a and "mask" in b else "affine"   # another branch's keep-mask: rule 4
+                cands.append((case.config, {**record.inputs, a: record.inputs[b], b: record.inputs[a]},
+                              f"the inputs {a} and {b} swapped", mech, mech, (a, b)))
     for a in ["x"] + floats:                # an activation-sized input read column-major (its strides swapped)
         v = np.asarray(record.inputs[a])
         if a not in AFFINE_INPUTS and np.ndim(v) >= 2 and np.shape(v) == np.shape(x) and min(np.shape(v)) > 1:
@@ -1343,7 +1345,8 @@ def epilogue_activation(case, record, reference, ref, bounds=None):
     with dy times f'(its y) (the backward through f). Another equation than the op's (rule 16: "semantics");
     explanations of every failing array, or []. A gradient beyond the check's bound is judged again within
     the bound ``bounds`` derives at dy f'(y) (``_rederived_fits``). group_norm_silu's own SiLU is
-    fused_activation's."""
+    fused_activation's. A quantizer's codes under a ReLU are clamped below at 0: the clamp's ("saturation",
+    rule 5: an unsigned format's lower bound)."""
     from .. import registry
     x = record.inputs.get("x")
     if x is None or np.size(x) > CONFIG_SIZE or case.op == "group_norm_silu" or not record.failing:
@@ -1382,6 +1385,10 @@ def epilogue_activation(case, record, reference, ref, bounds=None):
                     unfit = _unfit_perturbed(case, record, reference, ref, y, df, res, unfit)
                 if unfit:
                     continue
+        if name == "ReLU" and quant_name(np.asarray(got).dtype):     # quantized codes clamped below at 0: the
+            return [{"part": q, "name": n, "step": record.step, "mechanism": "saturation",    # clamp's (rule 5)
+                     "text": f"{_label(q, n)} is the specification's clamped below at 0 (every negative code 0: an "
+                             "unsigned format's lower bound where the signed format's belongs)"} for q, n in record.failing]
         return [{"part": q, "name": n, "step": record.step, "mechanism": "semantics",
                  "text": f"{_label(q, n)} is the specification's with a {name} applied to {y} (forward and backward: "
                          "an activation the call did not ask for)"} for q, n in record.failing]

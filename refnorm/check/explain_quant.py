@@ -351,6 +351,10 @@ class _RowCtx(_Ctx):
                                      "static scale ignored)", "quant_scale")
             add(st / self.qmax, f"is static_scale / {self.qmax:g}: the static scale read as a calibrated amax",
                 "quant_scale")
+            if st.size > 1:                 # its one element loaded at each row's index (the per-token path's
+                first = (np.arange(st.size) == 0).reshape(st.shape)      # stride kept), masked past it: 0
+                add(np.where(first, st, 0.0), "is the static scale loaded at each row's index (the per-token stride "
+                    "kept): row 0 reads it, every later row the masked load's 0", "quant_scale")
         elif self.ub is None and self.floor:    # an absent scale_ub loaded as 0: every row's scale its floor
             add(np.full(self.amax.shape, float(self.floor)), f"is min_scale ({self.floor:g}) on every row: the absent "
                                                              "scale_ub read as 0 (min(amax / qmax, 0) raised to the "
