@@ -781,6 +781,12 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "scale read from shift's buffer"),
     ("blind32", "nq_static_scale_indexed_by_row", "norm_quant/normal_rms_e4m3_static_bf16_8x256", "quant_scale",
      "loaded at each row's index"),
+    # eps floored at 1e-4 (a half eps argument's); dbias from dweight's accumulator (judged within dweight's own
+    # bound); float16 inputs converted to bfloat16 for a kernel of that dtype alone
+    ("blind32", "ln_half_eps_floored_1e-4", "layer_norm/normal_f16_4x128", "eps", "eps 0.0001"),
+    ("blind32", "ln_dbias_from_dweight_accumulator", "layer_norm/mean1e3_f32_6x100", "backward", "the expected dweight"),
+    ("blind32", "rms_f16_input_through_bf16", "rms_norm/normal_eps1e-05_f16_4x128", "precision",
+     "every input converted to bfloat16"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

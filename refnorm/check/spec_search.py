@@ -893,6 +893,19 @@ def rounding_point(case, record, fit_ratio):
                 if keys and fits_step(record, res, fit_ratio):
                     return {"mechanism": "precision", "text": f"the specification with `{name}` loaded as {dt} "
                             f"(rounded to nearest, in a {case.dtype} call) reproduces every failing array"}
+        # every floating input and cotangent converted to the other 16-bit dtype (a kernel instantiated for that
+        # dtype alone, its results stored back in the call's): the specification on the rounded values
+        other = "bfloat16" if case.dtype == "float16" else "float16"
+        conv = lambda d: {k: (np.asarray(np.asarray(v, dtype=np.float64).astype(_DT[other]), dtype=np.float64)  # noqa: E731
+                              if _floating(np.asarray(v)) else v) for k, v in d.items()}
+        try:
+            res = _evaluate(case, record, None, inputs=conv(record.inputs), cotangents=conv(record.cotangents))
+        except Exception:                               # noqa: BLE001 - a value the spec refuses
+            res = None
+        if res is not None and fits_step(record, res, fit_ratio):
+            return {"mechanism": "precision", "text": f"the specification on every input converted to {other} "
+                    f"(rounded to nearest: a kernel for {other} alone, in a {case.dtype} call, its results stored "
+                    f"back as {case.dtype}) reproduces every failing array"}
     if not found and "_math:centered.m0" in seen and "_math:centered.c" in seen:
         # a one-pass mean rounded where the kernel computes it, the deviations about the rounded value: the first
         # pass's mean m0 rounded with the specification's own correction c (which would undo it) taken as 0
