@@ -787,6 +787,11 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind32", "ln_dbias_from_dweight_accumulator", "layer_norm/mean1e3_f32_6x100", "backward", "the expected dweight"),
     ("blind32", "rms_f16_input_through_bf16", "rms_norm/normal_eps1e-05_f16_4x128", "precision",
      "every input converted to bfloat16"),
+    # the forward alone normalizing the ungated x with v's statistics (the backward its own kernel, right): the gate's
+    # factor left out of the normalized value; norm_before_gate's dx multiplied by silu(z) again
+    ("blind32", "gated_norm_of_ungated_x", "gated_norm/normal_f32_4x64", "gate", "`d` read from `x`"),
+    ("blind32", "gated_nbg_dx_gated_twice", "gated_norm/normal_ln_nbg_gs16_f32_6x48", "gate",
+     "the gate's factor applied again to dx"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

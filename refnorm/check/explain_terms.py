@@ -390,6 +390,9 @@ def _gated_norm(case, ins, cot, ref):
     if nbg:
         gx.alt("dn = dy: the gate's factor silu(z) left out of dn = dy silu(z)", "gate",
                lambda: total(_nb(sl(dy * w), vh_s, rstd, centred)).reshape(x.shape))
+        # (the gate-after-norm branch's dx = dv silu(z) taken too: the factor applied twice, dn's and dx's)
+        gx.alt("dx = dv silu(z): the gate's factor applied again to dx (dn = dy silu(z) already carries it)", "gate",
+               lambda: dv * s)
     else:
         gx.alt("dx = dv: the gate's factor silu(z) of d(x silu(z))/dx left out", "gate", lambda: dv)
         gx.alt(VHAT_X, "gate", lambda: full(total(_nb(g, xh_s, rstd, centred))))

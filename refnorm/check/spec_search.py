@@ -82,6 +82,7 @@ import inspect
 import itertools
 import math
 import operator
+import re
 import threading
 import warnings
 
@@ -1124,13 +1125,21 @@ def _mechanism(case, record, i, changed, gate, params, drop=frozenset()):
 
 
 def _other_values(seen, mod, func, src, shape):
-    """(name, value) of each other value of ``mod:func`` with ``shape`` (more than one element) that the operand
-    ``src`` may have been read from: not ``src`` itself, nor a value equal to it (its read would change nothing)."""
+    """(name, value) of each other value of ``mod:func`` with ``shape`` (more than one element; an argument of
+    that size in another view, reshaped) that the operand ``src`` may have been read from: not ``src`` itself,
+    nor a value equal to it (its read would change nothing)."""
     own = seen.get(f"{mod}:{func}.{src}")
     for key, v in seen.items():
         k_mod_func, name = key.rsplit(".", 1)
-        if (k_mod_func == f"{mod}:{func}" and name != src and np.shape(v) == shape and np.size(v) > 1
-                and not (own is not None and np.array_equal(own, v, equal_nan=True))):
+        if k_mod_func != f"{mod}:{func}" or name == src or np.size(v) <= 1:
+            continue
+        if np.shape(v) != shape:
+            # a function argument of the operand's size in another view (x of (*, H) where the grouped (*, G, K)
+            # value belongs: a kernel's flat register)
+            if key not in _ARGS or np.size(v) != np.prod(shape, dtype=np.int64) or not _floating(v):
+                continue
+            v = np.reshape(v, shape)
+        if not (own is not None and np.array_equal(own, v, equal_nan=True)):
             yield name, v
 
 
@@ -2381,7 +2390,9 @@ def mutation(case, record, fit_ratio):
         plain = _evaluate(case, record, None)
     except Exception:                                   # noqa: BLE001 - a call the instrumented spec refuses
         plain = None
-    if not forward_only or (failing_outs and main not in failing_outs and len(failing_outs) == len(record.failing)):
+    if not forward_only or (failing_outs and len(failing_outs) == len(record.failing)
+                            and (main not in failing_outs or record.cotangents)):
+        # (the main output too where the gradients pass: the forward kernel alone deviating, the backward its own)
         # a value computed apart from the rest, the rest right: the backward's own recomputation of a forward
         # value (its gradients with the plain forward's outputs), or a returned statistic (only the failing
         # outputs from the changed evaluation: the values the kernel goes on with are right)
@@ -2462,6 +2473,9 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         ctx["params"] = (still - running) | set(PARAMETERS)
         ctx["state"] = still & running
         ctx["gate"] = _gate_values(case, record) if "z" in record.inputs else set()
+        # the values that move with the gate input z (the gated value v = x silu(z), ...)
+        ctx["zmoved"] = ({k.rsplit(".", 1)[1] for k in set(base) - _unmoved(case, record, base, ["z"])}
+                         if "z" in record.inputs else set())
         masks = [k for k in record.inputs if "mask" in k]
         # the dropout's values: those that move with a keep-mask and not with the other activations (the
         # factor c = mask / (1 - p), not the sum it scales), the mask itself, its probability p
@@ -2469,6 +2483,12 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         ctx["drop"] = ({k.rsplit(".", 1)[1] for k in _unmoved(case, record, base, others)
                         - _unmoved(case, record, base, masks)} | set(masks) | {"p"}) if masks else set()
     gate, params, drop = ctx["gate"], ctx["params"], ctx["drop"]
+    read = re.search(r"read from `(\w+)`", what) if target[0] == "replace" else None
+    if read and _names(changed) & ctx["zmoved"] and read.group(1) not in ctx["zmoved"] \
+            and read.group(1) not in ("z", "s"):
+        # an operand that carries the gate's factor read from a value without it (x where v = x silu(z) belongs):
+        # the gate's factor left out there, the gate's (rule 3)
+        gate = gate | _names(changed)
     if target[0] in ("mutate", "replace", "multi", "both") and isinstance(i, int) and _names(changed) \
             and _names(changed) <= ctx["state"] and "eps" not in _names(changed) and "backward" not in _SOURCES[i][1]:
         mod, func, line, op, left, right = _SOURCES[i]
