@@ -351,10 +351,9 @@ def test_amax_without_the_absolute_value_is_quant_scale():
 
 def test_the_scales_reciprocal_held_in_bfloat16_is_precision():
     """q = y * bf16(1 / scale) (tests/planted/blind18.py's nq_inverse_scale_in_input_dtype): the codes also fit
-    within their bound as y / scale rounded twice (through bfloat16, "rounding"); the exact codes tell them apart
-    (none mismatched against dozens), so precision (docs/verdicts.md rule 5: the reciprocal merely held in a
-    lower dtype is rule 8's) is named. blind4's fp8 codes through float16 stay rounding
-    (test_fp8_codes_through_float16_is_rounding)."""
+    within their bound as y / scale rounded twice (through bfloat16, also rule 8's precision); the exact codes tell
+    them apart (none mismatched against dozens), so the reciprocal is what the explanation says (docs/verdicts.md
+    rule 5: the reciprocal merely held in a lower dtype is rule 8's precision)."""
     from planted.blind18 import Blind18Kernel
     r = check_case(Blind18Kernel("nq_inverse_scale_in_input_dtype"),
                    load_case(GOLDEN, "norm_quant/normal_rms_e4m3_dyn_bf16_8x256"))

@@ -130,10 +130,11 @@ def _search(ctx, record, F, fit):
 
 
 def _fewest_mismatches(ctx, D, codes, qg):
-    """Where the codes made another way fit with more than one mechanism (each within the bound: they differ by
-    a code near a midpoint), those whose codes are the kernel's exactly at the most elements: the fewest
-    mismatched codes, fewer than half of any other's less four (else all: left unnamed)."""
-    if len({c["mech"] for c in codes}) < 2:
+    """Where more than one way of making the codes fits (each within the bound: they differ by a code near a
+    midpoint), those whose codes are the kernel's exactly at the most elements: the fewest mismatched codes,
+    fewer than half of any other's less four (else all: left unnamed where their mechanisms differ, the first
+    one's words where they agree)."""
+    if len(codes) < 2:
         return codes
     with np.errstate(all="ignore"):
         raw = ctx.q_of(ctx.y, D, clip=False)
