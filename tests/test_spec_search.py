@@ -792,6 +792,10 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind32", "gated_norm_of_ungated_x", "gated_norm/normal_f32_4x64", "gate", "`d` read from `x`"),
     ("blind32", "gated_nbg_dx_gated_twice", "gated_norm/normal_ln_nbg_gs16_f32_6x48", "gate",
      "the gate's factor applied again to dx"),
+    # chunk partials merged with the spread's count weight dropped: z_score's sum of squares, the halves of a row
+    ("blind33", "zs_chunk_merge_delta_unweighted", "z_score/normal_f32_6x100", "merge", "chunks of 64 values"),
+    ("blind33", "aln_halves_merged_delta_unweighted", "adaptive_layer_norm/normal_f64_2x5x7", "merge",
+     "two halves merged"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

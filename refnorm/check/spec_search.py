@@ -1321,6 +1321,7 @@ def _candidates(case, record, forward_only):
     out += _weight_after(seen, ops, n) + _moments_read(seen)
     if "_math:moments.mean" in seen:
         out += _welford_updates()
+    out += _chunk_merges(seen)
     if case.dtype in ("float16", "bfloat16") and "_math:moments.mean" in seen:
         out += _moments_low(_DT[case.dtype])
     for key, v in seen.items():
@@ -1571,6 +1572,76 @@ def _welford_updates():
     return [(("remapk", {"_math:moments.return": welford(new)}), "welford", None,
              f"the variance from a per-value Welford update adding (x - mean_{'k' if new else 'k-1'})^2 to M2 where "
              "(x - mean_k-1) (x - mean_k) belongs (the mean and the divisor right)") for new in (True, False)]
+
+
+MERGE_CHUNKS = (16, 32, 64, 128, 256, 512, 1024)     # the chunk lengths of a merged reduction (and the halves)
+
+
+def _merge_ratios(xr):
+    """For slices ``xr`` (rows, n): (ratio of each row's M2 merged wrong to its exact M2, what) for a slice
+    reduced in chunks (two halves, ceil(n / 2) and floor(n / 2); or chunks of k values) whose (count, mean, M2)
+    partials are merged with the means count-weighted but the spread term's count weight dropped: every chunk's
+    (mean_j - mean)^2 unweighted, or pairwise merges adding delta^2 where delta^2 n_a n_b / (n_a + n_b)
+    belongs."""
+    R, n = xr.shape
+    m = xr.mean(axis=1, keepdims=True)
+    ss = ((xr - m) ** 2).sum(axis=1)
+    out = []
+    for k in dict.fromkeys([-(-n // 2)] + [k for k in MERGE_CHUNKS if k < n]):
+        if not 1 < k < n:
+            continue
+        parts = [xr[:, j:j + k] for j in range(0, n, k)]
+        cm = np.stack([c.mean(axis=1) for c in parts], axis=1)
+        q = np.stack([((c - c.mean(axis=1, keepdims=True)) ** 2).sum(axis=1) for c in parts], axis=1)
+        un = q.sum(axis=1) + ((cm - m) ** 2).sum(axis=1)
+        na, ma, qa = parts[0].shape[1], cm[:, 0], q[:, 0]
+        for j in range(1, len(parts)):
+            nb = parts[j].shape[1]
+            dl = cm[:, j] - ma
+            ma, qa, na = ma + dl * nb / (na + nb), qa + q[:, j] + dl * dl, na + nb
+        name = "two halves" if k == -(-n // 2) else f"chunks of {k} values"
+        for m2, how in ((un, "every chunk's spread (mean_j - mean)^2 without its count n_j"),
+                        (qa, "pairwise merges adding delta^2 where delta^2 n_a n_b / (n_a + n_b) belongs")):
+            out.append((np.where(ss > 0, m2 / np.where(ss > 0, ss, 1.0), 1.0),
+                        f"the slice reduced in {name} merged with the means count-weighted but {how}"))
+    return out
+
+
+def _chunk_merges(seen):
+    """A variance (refnorm/specs/_math.moments', or a function's own sum of squares ``ss`` about its mean)
+    from chunk partials merged with the spread term's count weight dropped (``_merge_ratios``): the variance
+    scaled by the merged M2 over the exact one, the mean and the deviations right; as _candidates' tuples
+    ("welford": rule 14's merge)."""
+    out = []
+    if "_math:moments.mean" in seen and "_math:moments.d" in seen:
+        d, m = np.asarray(seen["_math:moments.d"]), np.asarray(seen["_math:moments.mean"])
+        axes = tuple(k for k in range(d.ndim) if np.shape(m)[k] == 1 and d.shape[k] > 1) if m.ndim == d.ndim else ()
+        if axes and np.size(d) <= CONFIG_SIZE_MERGE:
+            keep = tuple(k for k in range(d.ndim) if k not in axes)
+            xr = np.transpose(d + m, keep + axes).reshape(-1, int(np.prod([d.shape[k] for k in axes])))
+            for r, what in _merge_ratios(xr):
+                def change(t, r=r):
+                    mm, var, dd = t
+                    return mm, var * r.reshape(np.shape(var)), dd
+                out.append((("remapk", {"_math:moments.return": change}), "welford", None, f"the variance from {what}"))
+    for key, v in seen.items():             # a function's own sum of squares about its centred values (z_score's)
+        mod_func, name = key.rsplit(".", 1)
+        d = seen.get(f"{mod_func}.d")
+        if name != "ss" or d is None or np.ndim(v) != np.ndim(d) or np.size(d) > CONFIG_SIZE_MERGE:
+            continue
+        axes = tuple(k for k in range(np.ndim(d)) if np.shape(v)[k] == 1 and np.shape(d)[k] > 1)
+        if not axes:
+            continue
+        keep = tuple(k for k in range(np.ndim(d)) if k not in axes)
+        xr = np.transpose(np.asarray(d, dtype=np.float64), keep + axes).reshape(
+            -1, int(np.prod([np.shape(d)[k] for k in axes])))
+        for r, what in _merge_ratios(xr):
+            out.append((("remapk", {key: lambda a, r=r: np.asarray(a) * r.reshape(np.shape(a))}), "welford", None,
+                        f"the sum of squares from {what}"))
+    return out
+
+
+CONFIG_SIZE_MERGE = 1 << 16
 
 
 def _moments_read(seen):
