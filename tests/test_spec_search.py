@@ -796,6 +796,12 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind33", "zs_chunk_merge_delta_unweighted", "z_score/normal_f32_6x100", "merge", "chunks of 64 values"),
     ("blind33", "aln_halves_merged_delta_unweighted", "adaptive_layer_norm/normal_f64_2x5x7", "merge",
      "two halves merged"),
+    # a batch_norm eval call (train3_eval's last step): its samples' parameter-gradient terms (the last sample's
+    # partial stored alone), its parameters read at the sample's index (x_hat from the running statistics)
+    ("blind33", "bn_dparams_last_sample_wins", "batch_norm/normal_train3_eval_f32_6x3x5", "reduction",
+     "terms of the first 5 samples"),
+    ("blind33", "bn_affine_index_from_sample", "batch_norm/normal_train3_eval_f32_6x3x5", "layout",
+     "the eval formula's with weight and bias"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

@@ -2278,10 +2278,12 @@ def slice_terms(case, record, reference, name):
     out): the specification evaluated on each
     slice alone (inputs and cotangents with that leading length sliced with it). A per-sample parameter
     ((N, ...): adaptive_layer_norm's scale) sums its sample's tokens: its terms per token x[:, t] (the arrays
-    of x's leading shape (N, T) sliced along axis 1). (slices, *shape) or None."""
+    of x's leading shape (N, T) sliced along axis 1). batch_norm's eval calls too (the running statistics
+    normalize each sample alone). (slices, *shape) or None."""
     x = record.inputs.get("x")
     if x is None or np.ndim(x) < 2 or reference is None or case.op not in SLICE_OPS and not (
-            case.op == "z_score" and 0 not in _dims(_full_config(case).get("dim"), np.ndim(x))):
+            case.op == "z_score" and 0 not in _dims(_full_config(case).get("dim"), np.ndim(x))) and not (
+            case.op == "batch_norm" and not record.training):       # (an eval call's samples are independent)
         return None
     N = np.shape(x)[0]
     per_sample = np.shape(record.inputs.get(name, ()))[:1] == (N,)

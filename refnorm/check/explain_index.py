@@ -29,7 +29,8 @@ arrays fail).
 * **the parameters as x's elements read them in another index order of x** (``expanded_index``,
   "layout"): the gain and offset broadcast to x's shape, permuted by ``index_orders`` of x's shape (a
   per-sample modulation read at row % B where row // T belongs), and for the channel norms each element's
-  channel read as another of its indices mod C (the sample's, a position's, its flat index: ``channel_reads``);
+  channel read as another of its indices mod C (the sample's, a position's, its flat index: ``channel_reads``),
+  in their eval calls too (x_hat from the running statistics: ``eval_index``);
 * **statistics over other axes** (``other_axes``, "semantics": another normalizer's axes): layer_norm,
   rms_norm, adaptive_layer_norm, group_norm (on its (N, G, C / G, positions) view), instance_norm and
   batch_norm in training with mean and rstd taken over another subset of the axes (per channel over the
@@ -1001,6 +1002,44 @@ def expanded_index(ex, case, record, ref):
     return []
 
 
+def eval_index(ex, case, record, ref):
+    """``expanded_index`` for the channel norms' eval calls (batch_norm, instance_norm with running statistics):
+    x_hat from the running statistics, y = x_hat g + o and dx = dy g rstd with the gain and offset as x's elements
+    read them in another index order (``channel_reads``, ``index_orders``): explanations ("layout"), or []."""
+    x, dy = record.inputs.get("x"), record.cotangents.get("y")
+    rm, rv = record.state.get("running_mean"), record.state.get("running_var")
+    if case.op not in ("batch_norm", "instance_norm") or record.training or rm is None or rv is None \
+            or x is None or np.ndim(x) < 2 or np.size(x) > ex.CONFIG_SIZE or ref.outputs.get("y") is None:
+        return []
+    x = np.asarray(x, dtype=np.float64)
+    cs = (1, -1) + (1,) * (x.ndim - 2)
+    eps = float(case.config.get("eps", 1e-5) or 0.0)
+    rstd = 1.0 / np.sqrt(np.asarray(rv, dtype=np.float64).reshape(cs) + eps)
+    xhat = (x - np.asarray(rm, dtype=np.float64).reshape(cs)) * rstd
+    try:
+        gain, off, gn, on = _gain_offset(case, record, x)
+    except (TypeError, ValueError, IndexError):
+        return []
+    y = np.asarray(ref.outputs["y"], dtype=np.float64)
+    if gn is None and on is None or np.max(np.abs(xhat * gain + off - y), initial=0.0) > \
+            1e-9 * (np.max(np.abs(y), initial=0.0) + 1e-300):
+        return []                           # (the formula is not the op's eval: nothing to vary)
+    g, o = np.broadcast_to(gain, x.shape).reshape(-1), np.broadcast_to(off, x.shape).reshape(-1)
+    names = " and ".join(n for n in (gn, on) if n)
+    for m, what in channel_reads(x.shape) + index_orders(x.shape):
+        gm, om = g[m].reshape(x.shape), o[m].reshape(x.shape)
+        if np.array_equal(gm, gain) and np.array_equal(om, off):
+            continue
+        vals = {("outputs", "y"): (xhat * gm + om).reshape(-1)}
+        if dy is not None:
+            vals["grads", "x"] = (np.asarray(dy, dtype=np.float64) * gm * rstd).reshape(-1)
+        found = _judge(ex, record, ref, vals, f"the eval formula's with {names} as x's elements read them taken in "
+                                              f"another index order of x: {what}", "layout")
+        if found:
+            return found
+    return []
+
+
 # ------------------------------------------------------------------ the mode: running statistics after the update
 def updated_running(ex, case, record, ref, reference):
     """A training call's outputs normalized with the running statistics it just updated (the evaluation
@@ -1133,7 +1172,7 @@ def explain(ex, case, record, ref, reference, bounds=None) -> list:
             found = updated_running(ex, case, record, ref, reference) \
                 or initial_running(ex, case, record, ref, reference) or param_index(ex, case, record, ref, reference) \
                 or params_by_row(ex, case, record, ref, reference)
-        for family in (expanded_index, other_axes, row_block_backward):
+        for family in (expanded_index, eval_index, other_axes, row_block_backward):
             found = found or family(ex, case, record, ref)
         found = found or ex.row_statistics(case, record, ref, candidates=block_candidates)
         if not found and reference is not None:

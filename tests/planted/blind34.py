@@ -151,12 +151,12 @@ BUGS = {
         "nor scaled); dresidual, dx1, drowscale, the parameter gradients and the forward right",
         "cf. " + GH + "foundation-model-stack/fms-acceleration/issues/97 (a fused op's input gradient not "
         "multiplied by the dropout mask)"),
-    "an_dmask_from_chain_rule": (
+    "an_y1_branch_bwd_from_dy": (
         "add_norm", "backward",
-        "with a keep-mask: its gradient returned as the chain rule through the float mask, dmask = ds * x * "
-        "rowscale / (1 - p) (dmask1 = ds * x1 / (1 - p)), instead of zero (the mask is not differentiable); the "
-        "other gradients and the forward right",
-        "cf. " + GH + "FluxML/Flux.jl/pull/1870 (a dropout mask that autodiff differentiated through)"),
+        "with y1's cotangent: the parallel branch's term of ds computed from y's cotangent, dnorm(dy * (weight1 + "
+        "offset)), where dnorm(dy1 * (weight1 + offset)) belongs (a copied line's operand not updated): ds, so dx, "
+        "dresidual, dx1 and drowscale; dweight1 and dbias1 (from dy1), the forward right",
+        "pattern: a copied backward line's cotangent operand not updated"),
     "an_x1_tail_tile_skipped": (
         "add_norm", "block",
         "with the parallel input x1, N not a multiple of 16: x1 loaded in whole 16-wide tiles only, its last N mod "
@@ -169,10 +169,10 @@ BUGS = {
         "slot of an add-bias + residual + norm kernel): s = x * c (+ x1 * c1) + residual + bias, residual_out = s, "
         "y = x_hat(s) * (weight + offset) (+ y1 with bias1), and the backward of that equation (dbias = sum of ds)",
         "pattern: a bias passed in the fused kernel's pre-norm bias slot"),
-    "an_rms_eps_added_twice": (
+    "an_eps_added_twice": (
         "add_norm", "eps",
-        "norm='rms_norm': eps added to the mean square and again by the rsqrt helper written for the layer-norm "
-        "branch: rstd = 1 / sqrt(mean(s^2) + 2 eps): y, y1 and the backward's formula on that rstd",
+        "eps added in the statistic's finalization (var + eps, or mean(s^2) + eps) and again by the rsqrt helper: "
+        "rstd = 1 / sqrt(var + 2 eps): y, y1 and the backward's formula on that rstd; residual_out right",
         "cf. " + GH + "PaddlePaddle/Paddle/pull/11348 (a norm accumulator initialised to eps and eps added to it "
         "once more)"),
     "an_bias1_added_twice": (
@@ -331,7 +331,7 @@ def _fp8_via_f16_truncated(v, qdt):
     return np.asarray(_toward_zero(np.asarray(v, np.float32), np.dtype(np.float16))).astype(qdt)
 
 
-def _chunk_var_without_spread(x, mean, acc, chunk=64):
+def _chunk_var_without_spread(x, acc, chunk=64):
     """Each row's variance as the chunks' centred sums of squares (about their own means) added, divided by N."""
     N = x.shape[1]
     ss = 0
@@ -339,6 +339,13 @@ def _chunk_var_without_spread(x, mean, acc, chunk=64):
         t = x[:, j:j + chunk]
         ss = ss + _rsum((t - _rsum(t) / acc(t.shape[1])) ** 2)
     return ss / acc(N)
+
+
+def _du_raw(raw):
+    """poly_norm's per-power dx whose projection term multiplies the raw power ``raw[id(h)]`` where h belongs."""
+    def du(g, h, r):
+        return r * (g - raw[id(h)] * (_rsum(g * h) / g.shape[1]))
+    return du
 
 
 class Blind34Kernel(Blind11Kernel):
@@ -513,7 +520,7 @@ class Blind34Kernel(Blind11Kernel):
             mean = acc(0)
             dev = s
         var = _rsum(dev * dev) / N
-        if b == "an_rms_eps_added_twice" and not centred:
+        if b == "an_eps_added_twice":
             rstd = 1 / np.sqrt(var + eps + eps)
         else:
             rstd = 1 / np.sqrt(var + eps)
@@ -528,7 +535,8 @@ class Blind34Kernel(Blind11Kernel):
         dy1 = None
         if we1 is not None and "y1" in call.cotangents:
             dy1 = call.cotangents["y1"].astype(acc).reshape(R, N)
-            ds = ds + self._an34_dnorm(dy1, we1, xhat, rstd, centred)
+            dyb = dy if b == "an_y1_branch_bwd_from_dy" else dy1
+            ds = ds + self._an34_dnorm(dyb, we1, xhat, rstd, centred)
         dnorm = ds
         if cfg["prenorm"] and "residual_out" in call.cotangents:
             ds = ds + call.cotangents["residual_out"].astype(acc).reshape(R, N)
@@ -537,13 +545,6 @@ class Blind34Kernel(Blind11Kernel):
         grads = add_norm_grads(inp, ds, dres, c, c1, dy, dy1, xhat, params, x, mask, keep, p, ns, d)
         if b == "an_dres_out_added_to_dx_unmasked" and dnorm is not ds:
             grads["x"] = _store((dnorm * c + (ds - dnorm)).reshape(x0.shape), d)
-        if b == "an_dmask_from_chain_rule":
-            rsf = 1 if rs is None else rs
-            kf = keep if p else 1
-            if mask is not None:
-                grads["mask"] = _store((ds * x * rsf * kf).reshape(x0.shape), d)
-            if mask1 is not None and x1 is not None:
-                grads["mask1"] = _store((ds * x1 * kf).reshape(x0.shape), d)
         if into_sum:
             grads["bias"] = _store(ds.sum(axis=0).reshape(ns), d)
         if b == "an_bias1_added_twice" and "bias1" in grads:
@@ -580,7 +581,7 @@ class Blind34Kernel(Blind11Kernel):
         if cfg["norm"] == "layer_norm":
             mean = _rsum(x) / N
             if b == "nq_ln_chunk_var_merged_without_spread" and N > 64:
-                var = _chunk_var_without_spread(x, mean, acc)
+                var = _chunk_var_without_spread(x, acc)
             else:
                 var = _rsum((x - mean) ** 2) / N
             rstd = 1 / np.sqrt(var + eps)
@@ -747,12 +748,7 @@ class Blind34Kernel(Blind11Kernel):
         hb = hs
         if b == "poly_bwd_h_saved_in_input_dtype" and d in HALF:
             hb = [_half(h, d) for h in hs]
-        du = rms_dx
-        if b == "poly_bwd_proj_times_raw_power":
-            raw = {id(h): u for h, u in zip(hb, us, strict=True)}
-
-            def du(g, h, r):
-                return r * (g - raw[id(h)] * (_rsum(g * h) / H))
+        du = _du_raw({id(h): u for h, u in zip(hb, us, strict=True)}) if b == "poly_bwd_proj_times_raw_power" else rms_dx
         grads = poly_grads(dy, x, wt, hb, rs, bias, x0.shape, d, acc, du=du)
         if b == "poly_bf16_dweight_truncated" and d == "bfloat16":
             dw = np.array([_rsum(dy * h).sum() for h in hb], dtype=acc)
@@ -761,4 +757,48 @@ class Blind34Kernel(Blind11Kernel):
 
 
 # bug -> (a small golden case of its op that it fails, an array among the failing ones there)
-CAUGHT_BY = {}
+CAUGHT_BY = {
+    "ln_bwd_reads_rstd_as_variance": ("layer_norm/normal_f64_9x7", "grad.x"),
+    "ln_bwd_invertible_params_at_row_index": ("layer_norm/normal_f64_9x7", "grad.weight"),
+    "ln_bwd_proj_sum_last_block_only": ("layer_norm/normal_f32_6x100", "grad.x"),
+    "ln_eps_added_to_rstd": ("layer_norm/normal_f64_9x7", "output.rstd"),
+    "ln_rms_path_when_bias_absent": ("layer_norm/mean1e3_nobias_f16_2x3x7", "output.mean"),
+    "ln_dbias_summed_over_all_elements": ("layer_norm/normal_f64_9x7", "grad.bias"),
+    "ln_stats_mask_against_row_count": ("layer_norm/normal_f32_6x100", "output.mean"),
+    "rms_bwd_proj_doubled_half_dropped": ("rms_norm/normal_eps1e-05_f64_9x7", "grad.x"),
+    "rms_bf16_dweight_truncated": ("rms_norm/mean1e3_eps1e-05_bf16_9x7", "grad.weight"),
+    "rms_eps_rounded_to_bf16": ("rms_norm/normal_eps0.3_f32_9x7", "output.rstd"),
+    "rms_normalize_pass_x_of_next_row": ("rms_norm/normal_eps1e-05_f64_9x7", "output.y"),
+    "rms_row_pair_warp_sum_mixed": ("rms_norm/normal_eps1e-05_f64_9x7", "output.rstd"),
+    "rms_dx_accumulated_into_prefilled_buffer": ("rms_norm/normal_eps1e-05_f64_9x7", "grad.x"),
+    "an_xhat_rounded_before_weight": ("add_norm/std1e-3_p_bf16_4x32", "output.y"),
+    "an_dres_out_added_to_dx_unmasked": ("add_norm/normal_p_rs_f64_9x7", "grad.x"),
+    "an_y1_branch_bwd_from_dy": ("add_norm/normal_par_f64_5x12", "grad.x"),
+    "an_x1_tail_tile_skipped": ("add_norm/normal_par_f64_5x12", "output.residual_out"),
+    "an_norm_bias_added_into_sum": ("add_norm/normal_p_noprenorm_f32_9x7", "output.residual_out"),
+    "an_eps_added_twice": ("add_norm/normal_p_noprenorm_f32_9x7", "output.y"),
+    "an_bias1_added_twice": ("add_norm/normal_par_f64_5x12", "output.y1"),
+    "nq_fp8_via_f16_truncated_then_rne": ("norm_quant/normal_rms_e4m3_dyn_f32_8x256", "output.q"),
+    "nq_q_from_xhat_without_affine": ("norm_quant/normal_rms_i8_dyn_f64_4x100", "output.q"),
+    "nq_ln_chunk_var_merged_without_spread": ("norm_quant/normal_ln_e4m3_dyn_wb_f16_8x256", "output.amax"),
+    "nq_amax_over_row_pair_tile": ("norm_quant/normal_rms_i8_dyn_f64_4x100", "output.amax"),
+    "nq_e5m2_clip_at_61440": ("norm_quant/normal_rms_e5m2_static_bf16_4x256", "output.q"),
+    "nq_eps_added_twice": ("norm_quant/normal_rms_i8_dyn_f64_4x100", "output.amax"),
+    "nq_ln_bias_read_from_weight_ptr": ("norm_quant/std1e-3_ln_i8_dyn_wb_f32_4x64", "output.amax"),
+    "gated_x_z_swapped": ("gated_norm/normal_f32_4x64", "output.y"),
+    "gated_groups_interleaved": ("gated_norm/normal_gs4_f64_3x7x12", "output.y"),
+    "gated_silu_applied_twice": ("gated_norm/normal_f32_4x64", "output.y"),
+    "gated_nbg_dx_without_gate_factor": ("gated_norm/normal_ln_nbg_gs16_f32_6x48", "grad.x"),
+    "gated_dbias_times_weight": ("gated_norm/normal_f32_4x64", "grad.bias"),
+    "gated_bf16_dx_truncated": ("gated_norm/normal_eps0.3_gs8_bf16_3x40", "grad.x"),
+    "dyt_dtanh_operands_swapped": ("dyt/normal_f64_2x5x7", "grad.x"),
+    "dyt_f16_dweight_round_toward_zero": ("dyt/normal_f16_8x64", "grad.weight"),
+    "dyt_dalpha_rows_of_first_axis": ("dyt/normal_f64_2x5x7", "grad.alpha"),
+    "dyt_bias_read_from_alpha_ptr": ("dyt/normal_f64_2x5x7", "output.y"),
+    "dyt_bwd_alpha_from_dalpha_buffer": ("dyt/normal_f64_2x5x7", "grad.x"),
+    "poly_eps_squared_in_hypot": ("poly_norm/normal_f64_3x7", "output.y"),
+    "poly_sumsq_butterfly_missing_16": ("poly_norm/normal_f16_8x32", "output.y"),
+    "poly_bwd_h_saved_in_input_dtype": ("poly_norm/std1e-3_bf16_6x32", "grad.x"),
+    "poly_bwd_proj_times_raw_power": ("poly_norm/normal_f64_3x7", "grad.x"),
+    "poly_bf16_dweight_truncated": ("poly_norm/std1e-3_bf16_6x32", "grad.weight"),
+}
