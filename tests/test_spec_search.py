@@ -802,6 +802,8 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "terms of the first 5 samples"),
     ("blind33", "bn_affine_index_from_sample", "batch_norm/normal_train3_eval_f32_6x3x5", "layout",
      "the eval formula's with weight and bias"),
+    # lp_normalize's sum of powers held in the 16-bit dtype (the specification names it `total`)
+    ("blind33", "lp_total_rounded_to_input_dtype", "lp_normalize/normal_bf16_6x100", "precision", "`total`"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

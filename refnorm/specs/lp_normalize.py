@@ -25,7 +25,8 @@ def lp_norm(x, p, A):
     a = np.abs(x)                                                    # x.shape
     s = np.max(a, axis=A, keepdims=True, initial=0.0)                # (1 on A)
     s = np.where((s > 0) & np.isfinite(s), s, 1.0)
-    return s * ((a / s) ** p).sum(axis=A, keepdims=True) ** (1.0 / p)
+    total = ((a / s) ** p).sum(axis=A, keepdims=True)                # sum_A (|x| / s)^p, (1 on A)
+    return s * total ** (1.0 / p)
 
 
 def lp_normalize(x, p, A, eps, zero_rule):
