@@ -1,5 +1,5 @@
 """The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind29.py, blind30.py, blind31.py,
-blind32.py, blind33.py): for each set, the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen
+blind32.py, blind33.py, blind34.py, blind35.py): for each set, the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen
 golden case, on the array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the
 lead measures it on these held-out sets)."""
 from __future__ import annotations
@@ -8,7 +8,8 @@ import pytest
 
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
                      blind13, blind14, blind15, blind16, blind17, blind18, blind19, blind20, blind21, blind22, blind23,
-                     blind24, blind25, blind26, blind27, blind28, blind29, blind30, blind31, blind32, blind33)
+                     blind24, blind25, blind26, blind27, blind28, blind29, blind30, blind31, blind32, blind33,
+                     blind34, blind35)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -1594,6 +1595,10 @@ NOTHING_CONSTRAINED_30 = NOTHING_CONSTRAINED_3                   # both of them 
 NOTHING_CONSTRAINED_31 = frozenset()                             # blind31's ops, blind29's: no such case
 NOTHING_CONSTRAINED_32 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind32
 NOTHING_CONSTRAINED_33 = frozenset()                             # blind33's ops, blind31's: no such case
+NOTHING_CONSTRAINED_34 = NOTHING_CONSTRAINED_3                   # both of them norm_quant cases, an op of blind34
+NOTHING_CONSTRAINED_35 = frozenset()                             # blind35's ops, blind33's: no such case
+# blind34 and blind35 keep their catching cases in their own modules (written unread by the lead: session 30)
+CAUGHT_BY_34, CAUGHT_BY_35 = blind34.CAUGHT_BY, blind35.CAUGHT_BY
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -1667,6 +1672,10 @@ SETS = {
                 {"ops": blind32.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_32}, 0),
     "blind33": (blind33, blind33.Blind33Kernel, CAUGHT_BY_33, blind33.LABELS, (40, 48),
                 {"ops": blind33.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_33}, 0),
+    "blind34": (blind34, blind34.Blind34Kernel, CAUGHT_BY_34, blind34.LABELS, (40, 48),
+                {"ops": blind34.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_34}, 0),
+    "blind35": (blind35, blind35.Blind35Kernel, CAUGHT_BY_35, blind35.LABELS, (40, 48),
+                {"ops": blind35.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_35}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 

@@ -210,8 +210,8 @@ BUGS = {
     "nq_e5m2_clip_at_61440": (
         "norm_quant", "saturation",
         "float8_e5m2: the quotients clipped to [-61440, 61440] (the largest value computed as (2 - 2^-2) * 2^15, "
-        "the infinity exponent taken as finite) while the scale uses 57344: a clamped quotient above 59392 "
-        "rounds to infinity in q; scale and amax right",
+        "the infinity exponent taken as finite) while the scale uses 57344: a quotient clamped to 61440 (the "
+        "midpoint above 57344) rounds, ties to even, to infinity in q; scale and amax right",
         "cf. " + GH + "kohya-ss/musubi-tuner/issues/192 (float8_e5m2's largest value computed wrong for a "
         "quantizer's clamp)"),
     "nq_eps_added_twice": (
@@ -748,7 +748,9 @@ class Blind34Kernel(Blind11Kernel):
         hb = hs
         if b == "poly_bwd_h_saved_in_input_dtype" and d in HALF:
             hb = [_half(h, d) for h in hs]
-        du = _du_raw({id(h): u for h, u in zip(hb, us, strict=True)}) if b == "poly_bwd_proj_times_raw_power" else rms_dx
+        du = rms_dx
+        if b == "poly_bwd_proj_times_raw_power":
+            du = _du_raw({id(h): u for h, u in zip(hb, us, strict=True)})
         grads = poly_grads(dy, x, wt, hb, rs, bias, x0.shape, d, acc, du=du)
         if b == "poly_bf16_dweight_truncated" and d == "bfloat16":
             dw = np.array([_rsum(dy * h).sum() for h in hb], dtype=acc)

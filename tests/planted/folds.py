@@ -68,6 +68,8 @@ from planted.blind30 import BUGS as BLIND30, Blind30Kernel              # noqa: 
 from planted.blind31 import BUGS as BLIND31, Blind31Kernel              # noqa: E402
 from planted.blind32 import BUGS as BLIND32, Blind32Kernel              # noqa: E402
 from planted.blind33 import BUGS as BLIND33, Blind33Kernel              # noqa: E402
+from planted.blind34 import BUGS as BLIND34, Blind34Kernel              # noqa: E402
+from planted.blind35 import BUGS as BLIND35, Blind35Kernel              # noqa: E402
 from planted.torch_kernel import BUGS, TorchKernel                      # noqa: E402
 from refnorm import pitfalls as P                                       # noqa: E402
 from refnorm.check.core import check_case                               # noqa: E402
@@ -387,6 +389,19 @@ def blind33_rows(golden=report.GOLDEN):
     return kernel_rows(Blind33Kernel, BLIND33, "blind33", "T33", golden)
 
 
+def blind34_rows(golden=report.GOLDEN):
+    """The thirty-fourth blind kernel (tests/planted/blind34.py: 43 bugs in 7 ops, written in session 30 by a
+    helper not shown the diagnosis, labelled by docs/verdicts.md's rules, who reported only counts; merged
+    unread and measured once, at the end of that session)."""
+    return kernel_rows(Blind34Kernel, BLIND34, "blind34", "T34", golden)
+
+
+def blind35_rows(golden=report.GOLDEN):
+    """The thirty-fifth blind kernel (tests/planted/blind35.py: 43 bugs in the other 8 ops, written beside the
+    thirty-fourth, the same way)."""
+    return kernel_rows(Blind35Kernel, BLIND35, "blind35", "T35", golden)
+
+
 HELD_OUT = {"torch": torch_rows, "blind": blind_rows, "blind2": blind2_rows, "blind3": blind3_rows,
             "blind4": blind4_rows, "blind5": blind5_rows, "blind6": blind6_rows, "blind7": blind7_rows,
             "blind8": blind8_rows, "blind9": blind9_rows, "blind10": blind10_rows,
@@ -395,7 +410,8 @@ HELD_OUT = {"torch": torch_rows, "blind": blind_rows, "blind2": blind2_rows, "bl
             "blind19": blind19_rows, "blind20": blind20_rows, "blind21": blind21_rows,
             "blind22": blind22_rows, "blind23": blind23_rows, "blind24": blind24_rows, "blind25": blind25_rows,
             "blind26": blind26_rows, "blind27": blind27_rows, "blind28": blind28_rows, "blind29": blind29_rows,
-            "blind30": blind30_rows, "blind31": blind31_rows, "blind32": blind32_rows, "blind33": blind33_rows}
+            "blind30": blind30_rows, "blind31": blind31_rows, "blind32": blind32_rows, "blind33": blind33_rows,
+            "blind34": blind34_rows, "blind35": blind35_rows}
 
 
 def score(rows, M):
