@@ -804,6 +804,10 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "the eval formula's with weight and bias"),
     # lp_normalize's sum of powers held in the 16-bit dtype (the specification names it `total`)
     ("blind33", "lp_total_rounded_to_input_dtype", "lp_normalize/normal_bf16_6x100", "precision", "`total`"),
+    # a Welford merge's mean moved by the other count's weight (M2 right); eps inside a max-rescaled root (poly_norm)
+    ("blind32", "ln_welford_merge_mean_weights_swapped", "layer_norm/normal_f32_6x100", "merge",
+     "the counts swapped in the mean's update"),
+    ("blind32", "poly_eps_inside_rescaled_mean_square", "poly_norm/normal_f32_4x64", "eps", "an effective eps m^2"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

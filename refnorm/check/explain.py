@@ -345,6 +345,11 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
         out.append((mean, 1.0 / np.sqrt(ss / (n - 1) + eps), "with the unbiased variance (divisor n - 1)", "bessel"))
     if eps > 0:
         out.append((mean, 1.0 / (np.sqrt(var) + eps), "with eps outside the square root", "eps"))
+        # the variance taken overflow-safely about the slice's scale a = max |d|, eps added inside the root of the
+        # rescaled mean: a sqrt(mean((d / a)^2) + eps), an effective eps a^2
+        a2 = np.max(np.abs(xs - mean), axis=1, keepdims=True) ** 2
+        out.append((mean, 1.0 / np.sqrt(var + eps * a2), "with eps added inside the root of the max-rescaled mean "
+                    "square, a sqrt(mean((d / a)^2) + eps) with a = max |d| (an effective eps a^2)", "eps"))
     S = _channel_positions(case, xs, x_shape)
     # batch_norm's per-sample count
     B = int(np.prod(x_shape[2:])) if case.op == "batch_norm" and len(x_shape) > 1 else 0
@@ -386,6 +391,17 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
                     ma, qa, na = ma + dl * nb / (na + nb), qa + qb + dl * dl * wf(na, nb), na + nb
                 out.append((ma, 1.0 / np.sqrt(qa / n + eps), f"with a running Welford state combined with each block of "
                             f"{k} values by a merge whose spread term delta^2 n_a n_b / n is weighted {wname}", "merge"))
+            # the merged mean moved by delta n_a / n where delta n_b / n belongs (the counts swapped in the mean's
+            # update; M2's symmetric merge right): the mean wrong, the variance the slice's own
+            na, ma = 0, None
+            for j in range(0, n, k):
+                c = xs[:, j:j + k]
+                nb, mb = c.shape[1], c.mean(axis=1, keepdims=True)
+                ma, na = (mb, nb) if not na else (ma + (mb - ma) * na / (na + nb), na + nb)
+            if not np.allclose(ma, mean, rtol=0, atol=0):
+                out.append((ma, rstd, f"with a running Welford state combined with each block of {k} values by a merge "
+                            "whose mean moves by delta n_a / n where delta n_b / n belongs (the counts swapped in the "
+                            "mean's update; M2 right)", "merge"))
     sub, who = (B, "sample") if B else (S, "channel") if S else (0, "")
     if centred and sub > 1 and n % sub == 0 and n // sub > 1:
         # the statistics merged from per-sample (batch_norm) or per-channel (group norms) partials (mean_i, M2_i):

@@ -11,7 +11,8 @@ kernel's own forward's: explained with it, as explain.py's fused activation):
   of the normalized x (h_p = x_hat^p, x_hat = x r_1), each power normalized as a LayerNorm (its row mean
   subtracted, divided by its standard deviation): another equation, "semantics" (rule 16 of
   docs/verdicts.md's "Which mechanism a bug is");
-* eps in one power's normalization alone, or left out of one ("eps", rule 6);
+* eps in one power's normalization alone, or left out of one, or added inside the root of the max-rescaled
+  mean square (an effective eps max|x^p|^2) ("eps", rule 6);
 * the scalar bias added to each of the three terms (3 bias), or inside one term's product (w_k (h_p + bias));
   each weight folded into its power before the normalization (norm(w_k x^p), about sign(w_k) h_p): "affine"
   (rule 13).
@@ -57,6 +58,11 @@ def _forward_variants(x, weight, bias, eps):
                         f"eps only in the x^{p} term's normalization (the other powers' rms without eps)", "eps"))
             out.append((_terms(x, weight, bias, [bare[k] if k == j else own[k][0] for k in range(3)]),
                         f"eps left out of the x^{p} term's normalization", "eps"))
+    if eps > 0:                             # eps inside the root of the max-rescaled mean, m sqrt(mean((u / m)^2) + eps)
+        m2 = [np.max(np.abs(u), axis=-1, keepdims=True) ** 2 for u in us]
+        out.append((_terms(x, weight, bias, [rms_normalize(u, eps * m)[0] for u, m in zip(us, m2)]),
+                    "eps added inside the root of each power's max-rescaled mean square, m sqrt(mean((x^p / m)^2) + "
+                    "eps) with m = max |x^p| (an effective eps m^2)", "eps"))
     for j, p in enumerate(POWERS):          # one power's register loaded with another power (x^q for x^p)
         for k, q in enumerate(POWERS):
             if k != j:
