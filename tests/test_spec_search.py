@@ -808,6 +808,11 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind32", "ln_welford_merge_mean_weights_swapped", "layer_norm/normal_f32_6x100", "merge",
      "the counts swapped in the mean's update"),
     ("blind32", "poly_eps_inside_rescaled_mean_square", "poly_norm/normal_f32_4x64", "eps", "an effective eps m^2"),
+    # a quantizer's amax held in a bfloat16 register: the dynamic scale from it; a static scale's returned amax
+    ("blind32", "nq_amax_in_bf16", "norm_quant/normal_ln_e4m3_dyn_wb_f16_8x256", "precision",
+     "amax rounded to bfloat16"),
+    ("blind32", "nq_amax_in_bf16", "norm_quant/normal_ln_e4m3_static_wb_f16_8x256", "precision",
+     "amax is rounded to bfloat16"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

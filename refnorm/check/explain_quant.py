@@ -410,6 +410,13 @@ class _RowCtx(_Ctx):
         for d in _low(self.case.dtype):
             add(np.asarray(round_to(ref_s, d), dtype=np.float64), f"is rounded to {d}"
                 + (" (the input dtype)" if d == self.case.dtype else ""), "precision")
+            a_r = np.asarray(round_to(self.amax, d), dtype=np.float64)     # the amax held in d (a 16-bit register)
+            if self.static is None and not np.array_equal(a_r, self.amax):
+                add(self.dyn(a_r), f"is computed from the amax rounded to {d} (held in a {d} register), that amax "
+                                   "returned", "precision", amax=a_r)
+            elif not np.array_equal(a_r, self.amax):        # a static scale: the returned amax alone follows
+                out.append({"arrays": {"scale": ref_s, "amax": a_r}, "D": ref_s, "mech": "precision", "final": True,
+                            "text": f"amax is rounded to {d} (held in a {d} register)"})
             for up in (True, False):            # stored in d by a directed conversion: the scale's rounding rule
                 add(_directed_to(ref_s, d, up), f"is rounded {'up (toward +inf)' if up else 'down (toward -inf)'} "
                     f"to a {d} value", "scale_rounding")
