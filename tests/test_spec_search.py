@@ -813,6 +813,8 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "amax rounded to bfloat16"),
     ("blind32", "nq_amax_in_bf16", "norm_quant/normal_ln_e4m3_static_wb_f16_8x256", "precision",
      "amax is rounded to bfloat16"),
+    # a grid capped at 48 programs of one row, no loop over the rest (rows from 48 on never processed)
+    ("blind32", "rms_rows_grid_capped_48", "rms_norm/normal_eps1e-05_f32_260x3", "block", "a grid capped at 48"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

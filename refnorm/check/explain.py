@@ -2212,7 +2212,8 @@ def row_terms(case, record, ref, part, name):
 
 def unprocessed_rows(case, record, ref):
     """layer_norm / rms_norm: the rows from r0 on never processed (a grid of B-row programs rounded down:
-    r0 = floor(R / B) B, or of P programs: r0 = P floor(R / P); or the last row, a loop bound off by one):
+    r0 = floor(R / B) B, or of P programs: r0 = P floor(R / P); or the last row, a loop bound off by one; or
+    a grid capped at r0 programs with no loop over the rest):
     every per-row array (y, mean, rstd, dx; dx alone where no output fails: the backward's grid) left at 0 on
     those rows and right on the others, the parameter gradients the sums of the first r0 rows' terms.
     Explanations of every failing array (mechanism "block"), or []."""
@@ -2240,8 +2241,7 @@ def unprocessed_rows(case, record, ref):
     # or P programs (a GPU's SM count) each taking floor(m / P) rows where ceil belongs
     grids = [P for P in (80, 84, 108, 114, 132, 144, 170) if m > P and P * (m // P) == r0]
     last = r0 == m - 1                  # or a row loop's bound off by one (range(pid, rows - 1, programs))
-    if not blocks and not grids and not last:
-        return []
+    # (else a grid capped at r0 programs of one row each with no loop over the rest: any r0, the zeros decide)
     for part, name in [(p, n) for p in ("outputs", "grads") for n in record.compare[p]]:
         got, want, E = record.got[part].get(name), getattr(ref, part).get(name), record.E[part].get(name)
         if got is None or want is None or E is None:
@@ -2262,7 +2262,8 @@ def unprocessed_rows(case, record, ref):
         f"a grid of programs of B rows rounded down, floor({m} / B) where ceil belongs (B = "
         f"{' or '.join(map(str, blocks))})" if blocks else
         f"a grid of P programs each taking floor({m} / P) rows where ceil belongs (P = {' or '.join(map(str, grids))})"
-        if grids else f"a row loop's bound {m} - 1 where {m} belongs (off by one)"))
+        if grids else f"a row loop's bound {m} - 1 where {m} belongs (off by one)" if last else
+        f"a grid capped at {r0} programs of one row each, with no loop over the remaining rows"))
     return [{"part": p, "name": n, "step": record.step, "mechanism": "block", "text": text} for p, n in record.failing]
 
 
