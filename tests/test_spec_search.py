@@ -803,7 +803,7 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind33", "bn_affine_index_from_sample", "batch_norm/normal_train3_eval_f32_6x3x5", "layout",
      "the eval formula's with weight and bias"),
     # lp_normalize's sum of powers held in the 16-bit dtype (the specification names it `total`)
-    ("blind33", "lp_total_rounded_to_input_dtype", "lp_normalize/normal_bf16_6x100", "precision", "`total`"),
+    ("blind33", "lp_total_rounded_to_input_dtype", "lp_normalize/normal_bf16_6x100", "precision", "lp_norm.total"),
     # a Welford merge's mean moved by the other count's weight (M2 right); eps inside a max-rescaled root (poly_norm)
     ("blind32", "ln_welford_merge_mean_weights_swapped", "layer_norm/normal_f32_6x100", "merge",
      "the counts swapped in the mean's update"),
