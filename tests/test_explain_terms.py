@@ -406,9 +406,10 @@ def test_batch_norm_eval_dweight_from_g_is_backward():
     expect(Spec(post=grads(weight=dw)), cid, "backward", "dweight matches the formula with g x_hat where dy x_hat")
 
 
-def test_batch_norm_dx_with_its_means_over_the_batch_alone_is_backward():
+def test_batch_norm_dx_with_its_means_over_the_batch_alone_is_group():
     """dx's mean(g) and mean(g x_hat) per channel and position (over the batch axis only) where the batch and the
-    positions belong: named with the axes its means span."""
+    positions belong: named with the axes its means span, rule 10's group (a backward reduction over a part of each
+    slice)."""
     def dx(call, d):
         x = np.asarray(call.inputs["x"], np.float64)
         w = np.asarray(call.inputs["weight"], np.float64).reshape(1, -1, 1)
@@ -419,7 +420,7 @@ def test_batch_norm_dx_with_its_means_over_the_batch_alone_is_backward():
         xh, g = (x - mean) * r, dy * w
         m = lambda a: a.mean(axis=0, keepdims=True)                     # noqa: E731
         return r * (g - m(g) - xh * m(g * xh))
-    expect(Spec(post=grads(x=dx)), "batch_norm/normal_f32_6x4x25", "backward", "over the axes (0,) of (6, 4, 25) only")
+    expect(Spec(post=grads(x=dx)), "batch_norm/normal_f32_6x4x25", "group", "over the axes (0,) of (6, 4, 25) only")
 
 
 def test_group_norm_dx_with_its_means_over_one_channel_is_group():

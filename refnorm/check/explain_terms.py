@@ -144,9 +144,10 @@ def _axes_alts(grad, case, x, full, g, xh, rstd):
             def fn(B=B):
                 m = lambda a: a.mean(axis=B, keepdims=True)              # noqa: E731
                 return (Rv * (Gv - m(Gv) - Xv * m(Gv * Xv))).reshape(x.shape)
-            # group_norm: the span of a backward reduction within the group is mechanisms.py's "group"
+            # the span of a backward reduction over a part of each slice is rule 10's "group" (before 15), for
+            # every channel norm (session 30: batch_norm's per-sample or per-position means too)
             grad.alt(f"dx's means (mean(g), mean(g x_hat)) over the axes {B} of {view} only, where the slice's "
-                     f"axes {red} belong", "group" if case.op == "group_norm" else "backward", fn)
+                     f"axes {red} belong", "group", fn)
 
 
 def x_form(g, xs, mean, rstd, n, ds):
