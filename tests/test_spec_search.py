@@ -815,6 +815,14 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "amax is rounded to bfloat16"),
     # a grid capped at 48 programs of one row, no loop over the rest (rows from 48 on never processed)
     ("blind32", "rms_rows_grid_capped_48", "rms_norm/normal_eps1e-05_f32_260x3", "block", "a grid capped at 48"),
+    # after blind34/35's measurement (development sets since): batch_norm's dx means per sample (rule 10's group);
+    # float8 codes through float16 truncated (the first conversion's mode: rounding); dyt's backward alpha read from
+    # the zeroed dalpha buffer (layout); a block scale amax / 240 (the scale first: quant_scale)
+    ("blind35", "bn_bwd_sums_per_sample", "batch_norm/normal_f32_6x4x25", "group", "over the axes"),
+    ("blind34", "nq_fp8_via_f16_truncated_then_rne", "norm_quant/normal_rms_e4m3_dyn_f32_8x256", "rounding",
+     "toward zero first"),
+    ("blind34", "dyt_bwd_alpha_from_dalpha_buffer", "dyt/normal_f32_3x20x12", "layout", "alpha read as zeros"),
+    ("blind35", "nqb_group_scale_over_fnuz_240", "norm_quant_block/normal_rms_g_bf16_8x512", "quant_scale", "240"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

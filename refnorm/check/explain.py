@@ -1052,6 +1052,11 @@ def config_deviation(case, record, reference, ref, bounds=None):
                     else "dropout" if "mask" in a and "mask" in b else "layout"
                 cands.append((case.config, {**record.inputs, a: record.inputs[b]},
                               f"the input {a} read from {b}'s buffer", mech, mech, None))
+    for a in floats:                        # an input read from a zero-initialised buffer (an output's, such as
+        if a not in IGNORED:                # its own gradient's, passed in its place): zeros (rule 12, layout)
+            cands.append((case.config, {**record.inputs, a: np.zeros_like(np.asarray(record.inputs[a]))},
+                          f"the input {a} read as zeros (a zero-initialised buffer, an output's, passed in its place)",
+                          "layout", "layout", None))
     for i, a in enumerate(floats):          # two inputs of one shape swapped (weight and bias, shift and scale)
         for b in floats[i + 1:]:
             if np.shape(record.inputs[a]) == np.shape(record.inputs[b]):

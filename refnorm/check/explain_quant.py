@@ -34,13 +34,15 @@ elements of x. Pure NumPy; never changes a verdict.
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from ..norms import norm_quant as NQ
 from ..norms import norm_quant_block as NB
-from .precision import round_to
+from .precision import round_to, round_toward_zero
 
 OPS = ("norm_quant", "norm_quant_block")
+_BF16 = ml_dtypes.bfloat16
 NAMES = ("q", "scale", "amax", "tensor_scale")
 # the largest values a kernel may divide by, by name (the element maxima of the quantized dtypes, int8's range
 # magnitude 128, float8 e4m3fnuz's 240): the divisors of the "another maximum" candidates
@@ -205,7 +207,10 @@ class _Ctx:
         out = [(lambda v, raw, d=d: np.asarray(round_to(v, d), dtype=np.float64),
                 f"rounded to {d} first and then to {qd} (two roundings)", "precision") for d in ("float16", "bfloat16")]
         # (two roundings to nearest: the quotient held in a 16-bit dtype on its way, rule 8's precision; a rounding
-        # mode of the conversion itself, toward zero, down or up, is rule 8's rounding)
+        # mode of the conversion itself, toward zero, down or up, is rule 8's rounding: the 16-bit step truncating)
+        out += [(lambda v, raw, t=t: round_toward_zero(v, t), f"rounded to {d} toward zero first and then to {qd} to "
+                 "nearest (the first conversion truncating)", "rounding")
+                for d, t in (("float16", np.float16), ("bfloat16", _BF16))]
         for d in ("float16", "bfloat16"):       # y times the scale's reciprocal held in a 16-bit dtype (rule 8)
             r = self.spread(D * np.asarray(round_to(1.0 / D, d), dtype=np.float64))     # (per block: q's shape)
             out.append((lambda v, raw, r=r: np.clip(raw * r, lo, hi), f"q is y times the reciprocal of the returned "
