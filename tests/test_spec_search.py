@@ -823,6 +823,14 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "toward zero first"),
     ("blind34", "dyt_bwd_alpha_from_dalpha_buffer", "dyt/normal_f32_3x20x12", "layout", "alpha read as zeros"),
     ("blind35", "nqb_group_scale_over_fnuz_240", "norm_quant_block/normal_rms_g_bf16_8x512", "quant_scale", "240"),
+    # the normalization pass reading the next row's x; halves merged with delta^2 n_b; silu' with sigmoid(x_hat) and
+    # p kept; per-sample partials merged with the mean step over the count before the merge
+    ("blind34", "rms_normalize_pass_x_of_next_row", "rms_norm/normal_eps1e-05_f32_6x100", "layout", "row r + 1"),
+    ("blind35", "gns_halves_merge_delta_weight_nb", "group_norm_silu/normal_g4_f32_2x8x5x7", "merge",
+     "adding delta^2 n_b where"),
+    ("blind35", "gns_silu_grad_sigmoid_of_xhat", "group_norm_silu/normal_g4_f32_2x8x5x7", "backward",
+     "sigmoid(x_hat) where sigmoid(p) belongs"),
+    ("blind35", "bn_chan_merge_mean_over_old_count", "batch_norm/normal_f32_6x4x25", "merge", "delta n_b / n_a"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

@@ -404,6 +404,13 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
                             "mean's update; M2 right)", "merge"))
     sub, who = (B, "sample") if B else (S, "channel") if S else (0, "")
     if centred and sub > 1 and n % sub == 0 and n // sub > 1:
+        # per-sample (per-channel) partials merged one by one by Chan's update whose mean step divides by another
+        # count (delta n_b / n_a, the count before the merge; delta n_a / n, the counts swapped): the mean drifts and
+        # M2's spread term is taken about it
+        chunks = [xs[:, j:j + sub] for j in range(0, n, sub)]
+        out += [(m3, 1.0 / np.sqrt(q3 / n + eps), f"with the statistics merged {who} by {who} from per-{who} partials "
+                 f"by Chan's update whose mean step is delta {how} where delta n_b / (n_a + n_b) belongs", "merge")
+                for m3, q3, how in _chan_steps(chunks)]
         # the statistics merged from per-sample (batch_norm) or per-channel (group norms) partials (mean_i, M2_i):
         # the between-parts term without its count, or left out (merge); the partials stored in the 16-bit
         # dtype and merged right (precision)
@@ -516,6 +523,25 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
         out.append((np.zeros_like(mean), 1.0 / np.sqrt((xs * xs).mean(axis=1, keepdims=True) + eps),
                     "with rms_norm's statistics (no mean subtracted)", "semantics"))
     return mean, rstd, out
+
+
+def _chan_steps(chunks):
+    """(mean, M2, how) of slices merged chunk by chunk ((rows, len) arrays) by Chan's update whose mean step
+    divides by the count before the merge (delta n_b / n_a) or swaps the counts (delta n_a / n); M2 += M2_b +
+    delta^2 n_a n_b / n with delta against the drifting mean."""
+    out = []
+    for how, f in (("n_b / n_a", lambda na, nb: nb / na), ("n_a / (n_a + n_b)", lambda na, nb: na / (na + nb))):
+        na = 0
+        for c in chunks:
+            nb, mb = c.shape[1], c.mean(axis=1, keepdims=True)
+            qb = ((c - mb) ** 2).sum(axis=1, keepdims=True)
+            if not na:
+                na, ma, qa = nb, mb, qb
+                continue
+            dl = mb - ma
+            ma, qa, na = ma + dl * f(na, nb), qa + qb + dl * dl * na * nb / (na + nb), na + nb
+        out.append((ma, qa, how))
+    return out
 
 
 def _channel_positions(case, xs, x_shape):
@@ -1544,6 +1570,42 @@ def folded_affine(case, record, ref):
     return None
 
 
+ROW_GROWTH, MARGIN_ROWS = 1e3, 4.0     # second_pass_rows: the most a bound grows; how far the reference must miss
+
+
+def second_pass_rows(case, record, ref):
+    """y of a two-pass row norm (layer_norm, rms_norm) whose normalization pass reads x at another row than its
+    statistics' (the row pointer advanced between the passes: row r + 1, the last row its own or wrapping to 0;
+    or r - 1), the statistics and the gradients right: "layout" (rule 12); the explanation, or None."""
+    x, w = record.inputs.get("x"), record.inputs.get("weight")
+    if case.op not in ("layer_norm", "rms_norm") or x is None or np.size(x) > CONFIG_SIZE \
+            or [pn for pn in record.failing] != [("outputs", "y")] or ref.outputs.get("y") is None:
+        return None
+    with np.errstate(all="ignore"):
+        xs = _slices(case, x, x)
+        R = xs.shape[0]
+        if R < 2:
+            return None
+        rstd = _row_rstd(case, x, ref)
+        mean = np.zeros_like(rstd) if case.op == "rms_norm" else xs.mean(axis=1, keepdims=True)
+        W = _slices(case, x, _weight_full(case, x, record.inputs)) if w is not None else 1.0
+        B = _slices(case, x, _bias_full(case, x, record.inputs)) if record.inputs.get("bias") is not None else 0.0
+        r = np.arange(R)
+        for src, what in ((np.minimum(r + 1, R - 1), "row r + 1 (the last row its own)"),
+                          ((r + 1) % R, "row r + 1 (the last row reading row 0)"),
+                          (np.maximum(r - 1, 0), "row r - 1 (the first row its own)")):
+            y = _unslices(case, np.shape(x), (xs[src] - mean) * rstd * W + B)
+            # (y alone changes: another row's values, each rounded at its own size: the bound grown elementwise by
+            # the value's size over the reference's, the reference itself still far outside it)
+            got, want = record.got["outputs"]["y"], np.asarray(ref.outputs["y"], dtype=np.float64)
+            Eg = np.broadcast_to(record.E["outputs"]["y"], np.shape(y)) * np.clip(
+                np.abs(y) / np.maximum(np.abs(want), 1e-300), 1.0, ROW_GROWTH)
+            if np.all(np.isfinite(y)) and fit_ratio(got, y, Eg) <= 1 and fit_ratio(got, want, Eg) > MARGIN_ROWS:
+                return {"mechanism": "layout", "text": f"y is the normalization of x read at {what} with row r's "
+                        "statistics (the row pointer moved between the statistics pass and the normalization pass)"}
+    return None
+
+
 def _fits_all(record, vals):
     """Whether {part: {name: value}} reproduces every compared array of the step within its bound (of the parts
     ``vals`` holds)."""
@@ -2411,7 +2473,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
         if e is not None and e.pop("backward_only", False):
             bwd, e = e, None            # used where the per-array explanations leave a gradient unexplained
         e = (e or layout_misread(case, record, reference) or weight_first(case, record, reference)
-             or folded_affine(case, record, ref)
+             or folded_affine(case, record, ref) or second_pass_rows(case, record, ref)
              or dropout_deviation(case, record, reference) or residual_after_norm(case, record, reference)
              or affine_before_norm(case, record, reference))
         if e is not None:

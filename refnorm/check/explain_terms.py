@@ -325,6 +325,10 @@ def _group_norm_silu(case, ins, cot, ref):
              "backward"),
             ("silu(p) where silu'(p) belongs", dy * y, "backward"),
             ("dy where dp = dy silu'(p) belongs (the SiLU's derivative left out)", dy, "backward")]
+    # the sigmoid alone taken at another value, p kept in silu'(p) = s (1 + p (1 - s)): s(x_hat), s(y), s(x)
+    alts += [(f"sigmoid({t}) where sigmoid(p) belongs in silu'(p) = s (1 + p (1 - s)) (p kept)",
+              dy * st * (1 + p * (1 - st)), "backward")
+             for t, st in (("x_hat", sx), ("y", sy), ("x", si))]
     if b is not None:           # (the backward's recomputed p with its bias left out: rule 13's affine, before 15)
         q = xh * Wf
         sq, rq = sigmoids(q)

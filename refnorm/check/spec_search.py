@@ -1594,14 +1594,17 @@ def _merge_ratios(xr):
         cm = np.stack([c.mean(axis=1) for c in parts], axis=1)
         q = np.stack([((c - c.mean(axis=1, keepdims=True)) ** 2).sum(axis=1) for c in parts], axis=1)
         un = q.sum(axis=1) + ((cm - m) ** 2).sum(axis=1)
-        na, ma, qa = parts[0].shape[1], cm[:, 0], q[:, 0]
-        for j in range(1, len(parts)):
-            nb = parts[j].shape[1]
-            dl = cm[:, j] - ma
-            ma, qa, na = ma + dl * nb / (na + nb), qa + q[:, j] + dl * dl, na + nb
+        seq = []
+        for wname, wf in (("1", lambda na, nb: 1.0), ("n_b", lambda na, nb: nb), ("n_a", lambda na, nb: na)):
+            na, ma, qa = parts[0].shape[1], cm[:, 0], q[:, 0]
+            for j in range(1, len(parts)):
+                nb = parts[j].shape[1]
+                dl = cm[:, j] - ma
+                ma, qa, na = ma + dl * nb / (na + nb), qa + q[:, j] + dl * dl * wf(na, nb), na + nb
+            seq.append((qa, f"pairwise merges adding delta^2 {'' if wname == '1' else wname + ' '}where delta^2 n_a "
+                            "n_b / (n_a + n_b) belongs"))
         name = "two halves" if k == -(-n // 2) else f"chunks of {k} values"
-        for m2, how in ((un, "every chunk's spread (mean_j - mean)^2 without its count n_j"),
-                        (qa, "pairwise merges adding delta^2 where delta^2 n_a n_b / (n_a + n_b) belongs")):
+        for m2, how in [(un, "every chunk's spread (mean_j - mean)^2 without its count n_j")] + seq:
             out.append((np.where(ss > 0, m2 / np.where(ss > 0, ss, 1.0), 1.0),
                         f"the slice reduced in {name} merged with the means count-weighted but {how}"))
     return out
