@@ -831,6 +831,13 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind35", "gns_silu_grad_sigmoid_of_xhat", "group_norm_silu/normal_g4_f32_2x8x5x7", "backward",
      "sigmoid(x_hat) where sigmoid(p) belongs"),
     ("blind35", "bn_chan_merge_mean_over_old_count", "batch_norm/normal_f32_6x4x25", "merge", "delta n_b / n_a"),
+    # q from x_hat (the affine left out of the quantizing pass); x and z in each other's slot (layout); batch_norm's
+    # second stage over the per-sample partials starting at 1 (reduction)
+    ("blind34", "nq_q_from_xhat_without_affine", "norm_quant/normal_ln_e4m3_dyn_wb_f16_8x256", "affine",
+     "the affine left out of the quantizing pass"),
+    ("blind35", "bn_stats_sample_partials_from_one", "batch_norm/normal_f32_6x4x25", "reduction",
+     "sample 0's partial sums never added"),
+    ("blind34", "gated_x_z_swapped", "gated_norm/normal_gs4_f64_3x7x12", "layout", "the inputs x and z swapped"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

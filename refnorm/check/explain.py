@@ -447,6 +447,12 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
                         + (f"the group's first {m // S} channel(s)" if part == "group" else
                            f"the batch's first {m // B} sample(s)" if part == "samples" else "a tail block dropped")
                         + f"; divided by {dw} = {div})", "block" if part == "samples" else part))
+    if B and centred and n // B > 1:         # batch_norm: a second stage over the per-sample partials starting at 1
+        rest = xs[:, B:]                     # (sample 0's sums never added; the totals divided by n): rule 11
+        sm = rest.sum(axis=1, keepdims=True) / n
+        out.append((sm, 1.0 / np.sqrt(((rest - sm) ** 2).sum(axis=1, keepdims=True) / n + eps),
+                    f"with sample 0's partial sums never added (a second stage over the per-sample partials starting "
+                    f"at 1; divided by n = {n})", "reduction"))
     if S:                                    # group norms: a tail of each channel's positions dropped
         sub = xs.reshape(xs.shape[0], -1, S)
         for m in _prefixes(S):
@@ -1083,10 +1089,13 @@ def config_deviation(case, record, reference, ref, bounds=None):
             cands.append((case.config, {**record.inputs, a: np.zeros_like(np.asarray(record.inputs[a]))},
                           f"the input {a} read as zeros (a zero-initialised buffer, an output's, passed in its place)",
                           "layout", "layout", None))
-    for i, a in enumerate(floats):          # two inputs of one shape swapped (weight and bias, shift and scale)
-        for b in floats[i + 1:]:
+    swappable = ["x"] + floats if record.inputs.get("x") is not None else floats
+    for i, a in enumerate(swappable):       # two inputs of one shape swapped (weight and bias, shift and scale; x and
+        for b in swappable[i + 1:]:         # the gate z: two pointer arguments in each other's slot, rule 12's layout)
             if np.shape(record.inputs[a]) == np.shape(record.inputs[b]):
-                mech = "dropout" if "mask" in a and "mask" in b else "affine"   # another branch's keep-mask: rule 4
+                # another branch's keep-mask: rule 4; two parameters: which one multiplies, rule 13
+                mech = "dropout" if "mask" in a and "mask" in b else "affine" if {a, b} <= set(AFFINE_INPUTS) \
+                    else "layout"
                 cands.append((case.config, {**record.inputs, a: record.inputs[b], b: record.inputs[a]},
                               f"the inputs {a} and {b} swapped", mech, mech, (a, b)))
     for a in ["x"] + floats:                # an activation-sized input read column-major (its strides swapped)

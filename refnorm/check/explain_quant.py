@@ -404,8 +404,21 @@ class _RowCtx(_Ctx):
                         out.append({"arrays": {"scale": ref_s, "amax": aa}, "D": ref_s,
                                     "mech": "quant_scale" if num is None else "precision",
                                     "final": True, "text": says, **({} if num is None else {"num": num})})
+                if not rounded and t is not self.pre and (self.inputs.get("weight") is not None
+                                                         or self.inputs.get("bias") is not None):
+                    out.append({"arrays": {"scale": ref_s, "amax": self.amax}, "D": ref_s, "mech": "affine",
+                                "final": True, "num": t, "text": f"q is {what} divided by the scale (y = x_hat * weight "
+                                                                 "+ bias belongs: the affine left out of the quantizing "
+                                                                 "pass)"})
                 continue
             add(self.dyn(a), f"is computed from the amax of {what}", "quant_scale", amax=a)
+            if not rounded and t is not self.pre and (self.inputs.get("weight") is not None
+                                                     or self.inputs.get("bias") is not None):
+                # the scale right (from y), q from a value without (part of) the affine: a quantizing pass that
+                # recomputes the normalized value without reloading the parameters (rule 13's affine)
+                add(ref_s, "", "affine", num=t)
+                out[-1].update(final=True, text=f"the scale is right, but q is {what} divided by it (y = x_hat * "
+                                                "weight + bias belongs: the affine left out of the quantizing pass)")
             if rounded:
                 add(self.dyn(a), f"is computed from the amax of {what}, and q from that rounded y",
                     "precision", amax=a, num=t)     # (y stored in the 16-bit dtype, then quantized: rule 8)
