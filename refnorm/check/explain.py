@@ -1084,20 +1084,25 @@ def config_deviation(case, record, reference, ref, bounds=None):
                     else "dropout" if "mask" in a and "mask" in b else "layout"
                 cands.append((case.config, {**record.inputs, a: record.inputs[b]},
                               f"the input {a} read from {b}'s buffer", mech, mech, None))
-    for a in floats:                        # an input read from a zero-initialised buffer (an output's, such as
-        if a not in IGNORED:                # its own gradient's, passed in its place): zeros (rule 12, layout)
+    from .. import registry
+    required = registry.get(case.op).required
+    for a in floats:                        # a required input read from a zero-initialised buffer (an output's, such
+        if a in required:                   # as its own gradient's, passed in its place): zeros (rule 12, layout; an
+            #                                 optional one's zeros are its absence, the "ignored" candidates')
             cands.append((case.config, {**record.inputs, a: np.zeros_like(np.asarray(record.inputs[a]))},
                           f"the input {a} read as zeros (a zero-initialised buffer, an output's, passed in its place)",
                           "layout", "layout", None))
-    swappable = ["x"] + floats if record.inputs.get("x") is not None else floats
-    for i, a in enumerate(swappable):       # two inputs of one shape swapped (weight and bias, shift and scale; x and
-        for b in swappable[i + 1:]:         # the gate z: two pointer arguments in each other's slot, rule 12's layout)
-            if np.shape(record.inputs[a]) == np.shape(record.inputs[b]):
-                # another branch's keep-mask: rule 4; two parameters: which one multiplies, rule 13
-                mech = "dropout" if "mask" in a and "mask" in b else "affine" if {a, b} <= set(AFFINE_INPUTS) \
-                    else "layout"
-                cands.append((case.config, {**record.inputs, a: record.inputs[b], b: record.inputs[a]},
-                              f"the inputs {a} and {b} swapped", mech, mech, (a, b)))
+    # two inputs of one shape swapped (weight and bias, shift and scale; then x with another: the gate z, two
+    # pointer arguments in each other's slot, rule 12's layout)
+    pairs = [(a, b) for i, a in enumerate(floats) for b in floats[i + 1:]]
+    pairs += [("x", b) for b in floats] if record.inputs.get("x") is not None else []
+    for a, b in pairs:
+        if np.shape(record.inputs[a]) == np.shape(record.inputs[b]):
+            # another branch's keep-mask: rule 4; two parameters: which one multiplies, rule 13
+            mech = "dropout" if "mask" in a and "mask" in b else "affine" if {a, b} <= set(AFFINE_INPUTS) \
+                else "layout"
+            cands.append((case.config, {**record.inputs, a: record.inputs[b], b: record.inputs[a]},
+                          f"the inputs {a} and {b} swapped", mech, mech, (a, b)))
     for a in ["x"] + floats:                # an activation-sized input read column-major (its strides swapped)
         v = np.asarray(record.inputs[a])
         if a not in AFFINE_INPUTS and np.ndim(v) >= 2 and np.shape(v) == np.shape(x) and min(np.shape(v)) > 1:
