@@ -378,26 +378,14 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
         if centred and k < n:
             # a running Welford state combined with each block of k values by a merge whose spread term
             # delta^2 n_a n_b / n carries another weight (n_b, n_a, none): the mean right, M2 not
+            blocks = [xs[:, j:j + k] for j in range(0, n, k)]
             for wname, wf in (("n_b", lambda na, nb: nb), ("n_a", lambda na, nb: na), ("1", lambda na, nb: 1)):
-                na, ma, qa = 0, None, None
-                for j in range(0, n, k):
-                    c = xs[:, j:j + k]
-                    nb, mb = c.shape[1], c.mean(axis=1, keepdims=True)
-                    qb = ((c - mb) ** 2).sum(axis=1, keepdims=True)
-                    if not na:
-                        na, ma, qa = nb, mb, qb
-                        continue
-                    dl = mb - ma
-                    ma, qa, na = ma + dl * nb / (na + nb), qa + qb + dl * dl * wf(na, nb), na + nb
+                ma, qa = _chan_merge(blocks, _chan_step, wf)
                 out.append((ma, 1.0 / np.sqrt(qa / n + eps), f"with a running Welford state combined with each block of "
                             f"{k} values by a merge whose spread term delta^2 n_a n_b / n is weighted {wname}", "merge"))
             # the merged mean moved by delta n_a / n where delta n_b / n belongs (the counts swapped in the mean's
             # update; M2's symmetric merge right): the mean wrong, the variance the slice's own
-            na, ma = 0, None
-            for j in range(0, n, k):
-                c = xs[:, j:j + k]
-                nb, mb = c.shape[1], c.mean(axis=1, keepdims=True)
-                ma, na = (mb, nb) if not na else (ma + (mb - ma) * na / (na + nb), na + nb)
+            ma, _ = _chan_merge(blocks, lambda na, nb: na / (na + nb), _chan_spread)
             if not np.allclose(ma, mean, rtol=0, atol=0):
                 out.append((ma, rstd, f"with a running Welford state combined with each block of {k} values by a merge "
                             "whose mean moves by delta n_a / n where delta n_b / n belongs (the counts swapped in the "
@@ -531,23 +519,36 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
     return mean, rstd, out
 
 
+def _chan_step(na, nb):
+    return nb / (na + nb)           # Chan's mean step: mean_a + delta n_b / (n_a + n_b)
+
+
+def _chan_spread(na, nb):
+    return na * nb / (na + nb)      # Chan's spread weight: M2_a + M2_b + delta^2 n_a n_b / (n_a + n_b)
+
+
+def _chan_merge(chunks, step, spread):
+    """(mean, M2) of slices merged chunk by chunk ((rows, len) arrays) by Chan's update with the mean step
+    ``step(n_a, n_b)`` and the spread weight ``spread(n_a, n_b)`` (_chan_step and _chan_spread: the exact
+    merge); delta against the running mean."""
+    na = 0
+    for c in chunks:
+        nb, mb = c.shape[1], c.mean(axis=1, keepdims=True)
+        qb = ((c - mb) ** 2).sum(axis=1, keepdims=True)
+        if not na:
+            na, ma, qa = nb, mb, qb
+            continue
+        dl = mb - ma
+        ma, qa, na = ma + dl * step(na, nb), qa + qb + dl * dl * spread(na, nb), na + nb
+    return ma, qa
+
+
 def _chan_steps(chunks):
-    """(mean, M2, how) of slices merged chunk by chunk ((rows, len) arrays) by Chan's update whose mean step
-    divides by the count before the merge (delta n_b / n_a) or swaps the counts (delta n_a / n); M2 += M2_b +
-    delta^2 n_a n_b / n with delta against the drifting mean."""
-    out = []
-    for how, f in (("n_b / n_a", lambda na, nb: nb / na), ("n_a / (n_a + n_b)", lambda na, nb: na / (na + nb))):
-        na = 0
-        for c in chunks:
-            nb, mb = c.shape[1], c.mean(axis=1, keepdims=True)
-            qb = ((c - mb) ** 2).sum(axis=1, keepdims=True)
-            if not na:
-                na, ma, qa = nb, mb, qb
-                continue
-            dl = mb - ma
-            ma, qa, na = ma + dl * f(na, nb), qa + qb + dl * dl * na * nb / (na + nb), na + nb
-        out.append((ma, qa, how))
-    return out
+    """(mean, M2, how) of slices merged chunk by chunk by Chan's update whose mean step divides by the count
+    before the merge (delta n_b / n_a) or swaps the counts (delta n_a / n), M2's spread term exact about the
+    drifting mean."""
+    return [(*_chan_merge(chunks, f, _chan_spread), how)
+            for how, f in (("n_b / n_a", lambda na, nb: nb / na), ("n_a / (n_a + n_b)", lambda na, nb: na / (na + nb)))]
 
 
 def _channel_positions(case, xs, x_shape):
