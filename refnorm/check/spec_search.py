@@ -2541,7 +2541,10 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         base = {}
         _evaluate(case, record, ("record", base))
         acts = [k for k in record.inputs if k not in PARAMETERS]
-        still = {k.rsplit(".", 1)[1] for k in _unmoved(case, record, base, acts, cotangents=True)}
+        unmoved = _unmoved(case, record, base, acts, cotangents=True)
+        # (a bare name is a value of the parameters alone only where no function's value of that name moves with
+        # the activations: silu's p, the SiLU input, is no parameter value because some other function's p is)
+        still = {k.rsplit(".", 1)[1] for k in unmoved} - {k.rsplit(".", 1)[1] for k in set(base) - unmoved}
         running = _state_values(case, record, base)
         # values of the parameters alone, and of the running statistics alone (an eval call's; none are parameters)
         ctx["params"] = (still - running) | set(PARAMETERS)
