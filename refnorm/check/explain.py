@@ -102,6 +102,7 @@ from .explain_quant import quant_deviation
 from .spec_search import (PATTERNS, backward_flag, fits_step, grown_fit, judged_fit, mutation, perturbed_bound,
                           perturbed_inputs, rounding_point)
 from .localize import failing_mask
+from .merges import chan_merge, chan_spread, chan_step
 from .precision import NP, excess, quant_excess, quant_name, ratio, round_toward_zero, unit
 
 CHANNEL_OPS = ("batch_norm", "instance_norm", "group_norm")
@@ -299,7 +300,6 @@ def _warp_equal_merge(xs, lanes=32):
     """(mean, M2) of each slice (rows of xs) from ``lanes`` strided lanes' Welford partials merged by a tree
     (offsets lanes/2 ... 1) whose new mean is (mean_a + mean_b) / 2 whatever the counts (M2's term
     delta^2 n_a n_b / n right; an empty lane skipped)."""
-    n = xs.shape[1]
     parts = []
     for l in range(lanes):
         c = xs[:, l::lanes]
@@ -380,12 +380,12 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
             # delta^2 n_a n_b / n carries another weight (n_b, n_a, none): the mean right, M2 not
             blocks = [xs[:, j:j + k] for j in range(0, n, k)]
             for wname, wf in (("n_b", lambda na, nb: nb), ("n_a", lambda na, nb: na), ("1", lambda na, nb: 1)):
-                ma, qa = _chan_merge(blocks, _chan_step, wf)
+                ma, qa = chan_merge(blocks, chan_step, wf)
                 out.append((ma, 1.0 / np.sqrt(qa / n + eps), f"with a running Welford state combined with each block of "
                             f"{k} values by a merge whose spread term delta^2 n_a n_b / n is weighted {wname}", "merge"))
             # the merged mean moved by delta n_a / n where delta n_b / n belongs (the counts swapped in the mean's
             # update; M2's symmetric merge right): the mean wrong, the variance the slice's own
-            ma, _ = _chan_merge(blocks, lambda na, nb: na / (na + nb), _chan_spread)
+            ma, _ = chan_merge(blocks, lambda na, nb: na / (na + nb), chan_spread)
             if not np.allclose(ma, mean, rtol=0, atol=0):
                 out.append((ma, rstd, f"with a running Welford state combined with each block of {k} values by a merge "
                             "whose mean moves by delta n_a / n where delta n_b / n belongs (the counts swapped in the "
@@ -519,35 +519,11 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
     return mean, rstd, out
 
 
-def _chan_step(na, nb):
-    return nb / (na + nb)           # Chan's mean step: mean_a + delta n_b / (n_a + n_b)
-
-
-def _chan_spread(na, nb):
-    return na * nb / (na + nb)      # Chan's spread weight: M2_a + M2_b + delta^2 n_a n_b / (n_a + n_b)
-
-
-def _chan_merge(chunks, step, spread):
-    """(mean, M2) of slices merged chunk by chunk ((rows, len) arrays) by Chan's update with the mean step
-    ``step(n_a, n_b)`` and the spread weight ``spread(n_a, n_b)`` (_chan_step and _chan_spread: the exact
-    merge); delta against the running mean."""
-    na = 0
-    for c in chunks:
-        nb, mb = c.shape[1], c.mean(axis=1, keepdims=True)
-        qb = ((c - mb) ** 2).sum(axis=1, keepdims=True)
-        if not na:
-            na, ma, qa = nb, mb, qb
-            continue
-        dl = mb - ma
-        ma, qa, na = ma + dl * step(na, nb), qa + qb + dl * dl * spread(na, nb), na + nb
-    return ma, qa
-
-
 def _chan_steps(chunks):
     """(mean, M2, how) of slices merged chunk by chunk by Chan's update whose mean step divides by the count
     before the merge (delta n_b / n_a) or swaps the counts (delta n_a / n), M2's spread term exact about the
     drifting mean."""
-    return [(*_chan_merge(chunks, f, _chan_spread), how)
+    return [(*chan_merge(chunks, f, chan_spread), how)
             for how, f in (("n_b / n_a", lambda na, nb: nb / na), ("n_a / (n_a + n_b)", lambda na, nb: na / (na + nb)))]
 
 
@@ -1585,7 +1561,8 @@ def folded_affine(case, record, ref):
     return None
 
 
-ROW_GROWTH, MARGIN_ROWS = 1e3, 4.0     # second_pass_rows: the most a bound grows; how far the reference must miss
+ROW_GROWTH = 1e3      # second_pass_rows: the most a bound grows (another row's values, each rounded at its size)
+MARGIN_ROWS = 4.0     # second_pass_rows: how far outside the grown bound the reference must be (diagnosis.MARGIN)
 
 
 def second_pass_rows(case, record, ref):
@@ -1612,10 +1589,8 @@ def second_pass_rows(case, record, ref):
             y = _unslices(case, np.shape(x), (xs[src] - mean) * rstd * W + B)
             # (y alone changes: another row's values, each rounded at its own size: the bound grown elementwise by
             # the value's size over the reference's, the reference itself still far outside it)
-            got, want = record.got["outputs"]["y"], np.asarray(ref.outputs["y"], dtype=np.float64)
-            Eg = np.broadcast_to(record.E["outputs"]["y"], np.shape(y)) * np.clip(
-                np.abs(y) / np.maximum(np.abs(want), 1e-300), 1.0, ROW_GROWTH)
-            if np.all(np.isfinite(y)) and fit_ratio(got, y, Eg) <= 1 and fit_ratio(got, want, Eg) > MARGIN_ROWS:
+            if np.all(np.isfinite(y)) and grown_fit(fit_ratio, record.got["outputs"]["y"], y, ref.outputs["y"],
+                                                    record.E["outputs"]["y"], True, ROW_GROWTH, MARGIN_ROWS) <= 1:
                 return {"mechanism": "layout", "text": f"y is the normalization of x read at {what} with row r's "
                         "statistics (the row pointer moved between the statistics pass and the normalization pass)"}
     return None
@@ -2192,7 +2167,7 @@ def running_factor(case, record, ref, part, name):
     # (the factor of another count, none, or n's own written upside down, (n - 1) / n, or applied twice)
     factors = [(1.0 if p == 1 else p / (p - 1), "no Bessel correction (the biased variance)" if p == 1 else
                 f"the Bessel factor of {p} values") for p in sorted(prods) if p != n]
-    factors += [((n - 1) / n, f"the Bessel factor written upside down, (n - 1) / n"),
+    factors += [((n - 1) / n, "the Bessel factor written upside down, (n - 1) / n"),
                 ((n / (n - 1)) ** 2, "the Bessel factor n / (n - 1) applied twice")] if n > 1 else []
     for f, what in factors:
         v = (1 - m) * np.asarray(old, dtype=np.float64) + m * var * f

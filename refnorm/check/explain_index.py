@@ -68,12 +68,12 @@ import math
 
 import numpy as np
 
+from .spec_search import LARGER, grown_bound
 
 PER_CHANNEL = ("batch_norm", "instance_norm", "group_norm", "group_norm_silu")   # parameters per channel (axis 1)
 GROUPED = ("group_norm", "group_norm_silu")         # group_norm's statistics (group_norm_silu: a SiLU after the affine)
 PAIRS = (("weight", "bias"), ("scale", "shift"), ("gamma", "beta"))   # a per-feature gain and its offset
 MAPS_MAX = 64          # candidate index orders tried per array or parameter
-LARGER = 4.0          # the most a bound grows with the explained value (``_judge``)
 SCREEN = 0.05          # a candidate parameter passes the least-squares screen within this share of its spread
 
 
@@ -152,7 +152,7 @@ def permuted_outputs(ex, case, record, ref):
         want = np.asarray(want, dtype=np.float64).reshape(-1)
         qd = record.E.get("dtypes", {}).get((part, name))
         s = _sample(got, want, E, qd=qd)
-        g1, E1 = np.asarray(got).reshape(-1)[s], np.broadcast_to(E, np.shape(got)).reshape(-1)[s]
+        g1 = np.asarray(got).reshape(-1)[s]
         other = next((o for o, v in getattr(ref, part).items() if part in ("outputs", "state") and o != name
                       and v is not None and np.shape(v) == np.shape(got) and qd is None
                       and ex.fit_ratio(got, v, E) <= 1), None)
@@ -443,8 +443,7 @@ def _judge(ex, record, ref, vals, text, mech):
             Ev, fits_ref = np.broadcast_to(E, np.shape(got)), False
             if want is not None and np.size(want) == np.size(got):
                 w = np.reshape(np.asarray(want, dtype=np.float64), np.shape(got))
-                with np.errstate(all="ignore"):
-                    Ev = Ev * np.clip(np.nan_to_num(np.abs(v) / np.abs(w), nan=1.0, posinf=LARGER), 1.0, LARGER)
+                Ev = grown_bound(E, v, w)
                 # a failing array the reference fits within the grown bound: no evidence for the candidate
                 fits_ref = (part, name) in record.failing and ex.fit_ratio(got, w, Ev) <= 1
             if not fits_ref and ex.fit_ratio(got, v, Ev) <= 1:
@@ -975,7 +974,6 @@ def expanded_index(ex, case, record, ref):
     if st is None or (st[6] is None and st[7] is None):
         return []
     x, view, R0, centred, gain, off, gn, on = st
-    g, o = np.broadcast_to(gain, x.shape).reshape(-1), np.broadcast_to(off, x.shape).reshape(-1)
     y, got = ref.outputs["y"], record.got["outputs"].get("y")
     fail_y = ("outputs", "y") in record.failing and got is not None and np.size(got) == x.size
     if fail_y:                                  # screened on y's failing elements first
@@ -985,18 +983,28 @@ def expanded_index(ex, case, record, ref):
         s = _sample(got, y, record.E["outputs"]["y"])
         g1, E1 = np.asarray(got).reshape(-1)[s], np.broadcast_to(record.E["outputs"]["y"], np.shape(got)).reshape(-1)[s]
     orders = index_orders(x.shape) + (channel_reads(x.shape) if case.op in PER_CHANNEL else [])
+    names = " and ".join(n for n in (gn, on) if n)
+    screen = (lambda gm, om: ex.fit_ratio(g1, _epilogue(case, xh[s] * gm[s] + om[s]), E1) <= LARGER) if fail_y \
+        else None
+    return _reordered(ex, record, ref, orders, gain, off, x.shape,
+                      lambda gm, om: _axes_vals(case, record, x, view, R0, centred, gm, om, gn, on, (view, R0)),
+                      f"the formula's with {names} as x's elements read them taken in another index order of x",
+                      screen)
+
+
+def _reordered(ex, record, ref, orders, gain, off, shape, vals_of, text, screen=None):
+    """The first explanation ("layout", ``_judge``) of the arrays ``vals_of(gm, om)`` computes with the gain
+    and offset as x's elements read them (broadcast to ``shape``) taken in each index order ``(m, what)`` of
+    ``orders`` (flat indices into x), skipping an order the parameters are constant along and one ``screen(gm,
+    om)`` (flat) rejects: explanations, or []."""
+    g, o = np.broadcast_to(gain, shape).reshape(-1), np.broadcast_to(off, shape).reshape(-1)
     for m, what in orders:
         gm, om = g[m], o[m]
-        if np.array_equal(gm, g) and np.array_equal(om, o):
+        if np.array_equal(gm, g) and np.array_equal(om, o) or screen is not None and not screen(gm, om):
             continue                         # the parameters constant along the permuted axes: no misread
-        if fail_y and ex.fit_ratio(g1, _epilogue(case, xh[s] * gm[s] + om[s]), E1) > LARGER:
-            continue
         with np.errstate(all="ignore"):
-            vals = _axes_vals(case, record, x, view, R0, centred, gm.reshape(x.shape), om.reshape(x.shape), gn, on,
-                              (view, R0))
-        names = " and ".join(n for n in (gn, on) if n)
-        found = _judge(ex, record, ref, vals, f"the formula's with {names} as x's elements read them taken in another "
-                                          f"index order of x: {what}", "layout")
+            vals = vals_of(gm.reshape(shape), om.reshape(shape))
+        found = _judge(ex, record, ref, vals, f"{text}: {what}", "layout")
         if found:
             return found
     return []
@@ -1024,20 +1032,15 @@ def eval_index(ex, case, record, ref):
     if gn is None and on is None or np.max(np.abs(xhat * gain + off - y), initial=0.0) > \
             1e-9 * (np.max(np.abs(y), initial=0.0) + 1e-300):
         return []                           # (the formula is not the op's eval: nothing to vary)
-    g, o = np.broadcast_to(gain, x.shape).reshape(-1), np.broadcast_to(off, x.shape).reshape(-1)
     names = " and ".join(n for n in (gn, on) if n)
-    for m, what in channel_reads(x.shape) + index_orders(x.shape):
-        gm, om = g[m].reshape(x.shape), o[m].reshape(x.shape)
-        if np.array_equal(gm, gain) and np.array_equal(om, off):
-            continue
+
+    def vals_of(gm, om):
         vals = {("outputs", "y"): (xhat * gm + om).reshape(-1)}
         if dy is not None:
             vals["grads", "x"] = (np.asarray(dy, dtype=np.float64) * gm * rstd).reshape(-1)
-        found = _judge(ex, record, ref, vals, f"the eval formula's with {names} as x's elements read them taken in "
-                                              f"another index order of x: {what}", "layout")
-        if found:
-            return found
-    return []
+        return vals
+    return _reordered(ex, record, ref, channel_reads(x.shape) + index_orders(x.shape), gain, off, x.shape, vals_of,
+                      f"the eval formula's with {names} as x's elements read them taken in another index order of x")
 
 
 # ------------------------------------------------------------------ the mode: running statistics after the update

@@ -91,6 +91,7 @@ import numpy as np
 
 from .activations import ACTIVATIONS
 from .precision import round_toward_zero
+from .merges import chan_merge, chan_step
 
 ROUNDING_SIZE = 1 << 17          # elements of x up to which the rounding search runs
 MUTATION_SIZE = 1 << 14          # and the mutation search
@@ -741,21 +742,27 @@ def _dtypes(case_dtype):
 LARGER = 4.0          # the most a bound grows with the explained value (``grown_fit``)
 
 
-def grown_fit(fit_ratio, got, explained, want, E, failing) -> float:
-    """``fit_ratio`` with the bound grown by the explained value's size: where it is larger than the
-    reference's ``want``, by their ratio, at most LARGER (a kernel computing the explained arithmetic rounds
-    larger values by more than the reference's bound allows for); inf where a ``failing`` array is within that
-    grown bound of the reference itself (the growth, not the explanation, would fit it). Integer and
-    quantized arrays (``quantized(dtype)``) are judged as they are."""
+def grown_bound(E, explained, want, larger=LARGER):
+    """The bound ``E`` grown elementwise by the explained value's size: where |explained| is larger than the
+    reference's |want|, by their ratio, at most ``larger`` (want's shape; a kernel computing the explained
+    arithmetic rounds larger values by more than the reference's bound allows for)."""
+    with np.errstate(all="ignore"):
+        return np.broadcast_to(E, np.shape(want)) * np.clip(
+            np.nan_to_num(np.abs(explained) / np.abs(want), nan=1.0, posinf=larger), 1.0, larger)
+
+
+def grown_fit(fit_ratio, got, explained, want, E, failing, larger=LARGER, margin=1.0) -> float:
+    """``fit_ratio`` within the bound grown by the explained value's size (``grown_bound``, at most ``larger``);
+    inf where a ``failing`` array is within ``margin`` x that grown bound of the reference itself (the growth,
+    not the explanation, would fit it). Integer and quantized arrays (``quantized(dtype)``) are judged as they
+    are."""
     g = np.asarray(got)
     if want is None or np.size(want) != np.size(g) or g.dtype.kind in "iub" or g.dtype.itemsize == 1:
         return fit_ratio(got, explained, E)
     v = np.reshape(np.asarray(explained, dtype=np.float64), np.shape(g))
     w = np.reshape(np.asarray(want, dtype=np.float64), np.shape(g))
-    with np.errstate(all="ignore"):
-        Ev = np.broadcast_to(E, np.shape(g)) * np.clip(np.nan_to_num(np.abs(v) / np.abs(w), nan=1.0, posinf=LARGER),
-                                                       1.0, LARGER)
-    if failing and fit_ratio(got, w, Ev) <= 1:
+    Ev = grown_bound(E, v, w, larger)
+    if failing and fit_ratio(got, w, Ev) <= margin:
         return math.inf
     return fit_ratio(got, v, Ev)
 
@@ -1596,11 +1603,7 @@ def _merge_ratios(xr):
         un = q.sum(axis=1) + ((cm - m) ** 2).sum(axis=1)
         seq = []
         for wname, wf in (("1", lambda na, nb: 1.0), ("n_b", lambda na, nb: nb), ("n_a", lambda na, nb: na)):
-            na, ma, qa = parts[0].shape[1], cm[:, 0], q[:, 0]
-            for j in range(1, len(parts)):
-                nb = parts[j].shape[1]
-                dl = cm[:, j] - ma
-                ma, qa, na = ma + dl * nb / (na + nb), qa + q[:, j] + dl * dl * wf(na, nb), na + nb
+            qa = chan_merge(parts, chan_step, wf)[1][:, 0]
             seq.append((qa, f"pairwise merges adding delta^2 {'' if wname == '1' else wname + ' '}where delta^2 n_a "
                             "n_b / (n_a + n_b) belongs"))
         name = "two halves" if k == -(-n // 2) else f"chunks of {k} values"
