@@ -838,6 +838,20 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind35", "bn_stats_sample_partials_from_one", "batch_norm/normal_f32_6x4x25", "reduction",
      "sample 0's partial sums never added"),
     ("blind34", "gated_x_z_swapped", "gated_norm/normal_gs4_f64_3x7x12", "layout", "the inputs x and z swapped"),
+    # session 31: eps added to rstd after the root; a quantizer's amax over a tile of two rows; a statistic operand
+    # read at the first slice of each pair; z_score's projection term over std once more; a vector input read
+    # through a scalar's pointer with stride 0; batch_norm's planes read in tiles masked by the buffer's end only;
+    # a gradient negated
+    ("blind34", "ln_eps_added_to_rstd", "layer_norm/normal_f64_9x7", "eps", "added after it is computed"),
+    ("blind35", "in_eps_added_to_rstd", "instance_norm/normal_f64_3x2x7", "eps", "added after it is computed"),
+    ("blind34", "nq_amax_over_row_pair_tile", "norm_quant/normal_rms_i8_dyn_f64_4x100", "quant_scale",
+     "over its block of 2 slices"),
+    ("blind35", "lp_pair_rows_first_norm", "lp_normalize/normal_f32_6x100", "layout",
+     "read at the first index of each block of 2 along its leading axis"),
+    ("blind35", "zs_bwd_projection_over_std_twice", "z_score/normal_f64_9x7", "backward", "by 1 / std once more"),
+    ("blind34", "dyt_bias_read_from_alpha_ptr", "dyt/normal_f64_2x5x7", "layout", "with stride 0"),
+    ("blind35", "bn_spatial_tile_mask_local", "batch_norm/normal_f32_6x4x25", "block", "the next plane's leading"),
+    ("blind34", "dyt_dtanh_operands_swapped", "dyt/normal_f32_3x20x12", "constant", "its sign flipped"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

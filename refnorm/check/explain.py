@@ -198,6 +198,8 @@ def factor(case, part, name, got, ref, E, x_shape):
                 cands.setdefault(1.0 / Rk, (f"1/{Rk}: averaged over {what} instead of summed", "reduction"))
     for value, said in constants(case, x_shape).items():
         cands.setdefault(value, said)
+    if part == "grads":         # a gradient negated (a subtraction's operands swapped in its chain factor): rule 14
+        cands.setdefault(-1.0, ("-1 (its sign flipped)", "constant"))
     # (the factor's own error: 1e-3, or one unit of got's dtype where that is coarser: a bfloat16 scalar)
     tol = max(1e-3, unit(np.asarray(got).dtype)) if np.asarray(got).dtype.kind in "fV" else 1e-3
     for value, (what, mech) in cands.items():
@@ -451,7 +453,7 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
                             f"with the statistics over the first {m} of each channel's {S} positions only (a "
                             f"tail block dropped; divided by {dw})", "block"))
     # a power-of-two block's masked lanes, or a tile of 16 ... 128 lanes' (the count rounded up to a multiple)
-    for P in sorted({_next_pow2(n)} | {-(-n // t) * t for t in (16, 32, 64, 128) if n > t}):
+    for P in sorted({_next_pow2(n)} | {-(-n // t) * t for t in (8, 16, 32, 64, 128) if n > t}):
         if P <= n:
             continue
         for div in (n, P):
@@ -486,6 +488,29 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
                                              / P + eps),
                         f"with the {P - n} padded zeros of a {P}-lane tile counted in the mean and the variance",
                         "block"))
+    if case.op == "batch_norm" and len(x_shape) > 2 and xs.shape[0] == x_shape[1] and n % x_shape[0] == 0:
+        # each (sample, channel) plane of the NCHW buffer read in tiles of t positions whose mask tests the buffer's
+        # end only: the last tile's lanes load the next plane's leading values (the last plane: zeros) into the
+        # channel's sums, divided by n (two passes, or the sums of x and x^2)
+        N, C, L = x_shape[0], x_shape[1], n // x_shape[0]
+        planes = np.moveaxis(xs.reshape(C, N, L), 1, 0).reshape(N * C, L)      # in the buffer's order
+        for t in (8, 16, 32, 64, 128):
+            if L > t and L % t:
+                P = -(-L // t) * t
+                flat = np.concatenate([planes.reshape(-1), np.zeros(P - L)])
+                nxt = np.stack([flat[(r + 1) * L:(r + 1) * L + P - L] for r in range(N * C)])
+                lanes = np.moveaxis(np.concatenate([planes, nxt], axis=1).reshape(N, C, P), 0, 1).reshape(C, N * P)
+                inside = np.moveaxis((np.arange(N * C)[:, None] * L + np.arange(P)[None, :] < N * C * L).reshape(
+                    N, C, P), 0, 1).reshape(C, N * P)
+                lm = lanes.sum(axis=1, keepdims=True) / n
+                what = (f"with each (sample, channel) plane of {L} positions read in tiles of {t} whose mask tests "
+                        f"only the buffer's end: the last tile's {P - L} lanes load the next plane's leading values "
+                        "into the channel's sums (divided by n")
+                for dv, end in (((lanes - lm) ** 2, ")"), (np.where(inside, (lanes - lm) ** 2, 0.0),
+                                                           "; past the buffer's end masked)")):
+                    out.append((lm, 1.0 / np.sqrt(dv.sum(axis=1, keepdims=True) / n + eps), what + end, "block"))
+                out.append((lm, 1.0 / np.sqrt(np.maximum((lanes ** 2).sum(axis=1, keepdims=True) / n - lm ** 2, 0.0)
+                                              + eps), what + "; the variance from the sums of x and x^2)", "block"))
     L = S or n                              # a channel's positions (group norms), else the whole slice
     for v in (2, 4, 8):
         if L > v and L % v:
@@ -1054,6 +1079,16 @@ def config_deviation(case, record, reference, ref, bounds=None):
                 # a per-channel vector read from x's leading values fits wherever the activation saturates)
                 cands.append((case.config, {**record.inputs, a: vb.reshape(-1)[:1].reshape(va.shape).astype(
                     va.dtype)}, f"the input {a} read from {b}'s buffer (its first value)", "layout", "layout", None))
+            if a != b and a != "x" and va.size > 1 and vb.size == 1:
+                # a vector input read through a scalar input's pointer with stride 0: every element its value
+                cands.append((case.config, {**record.inputs, a: np.full(va.shape, vb.reshape(-1)[0], dtype=va.dtype)},
+                              f"the input {a} read from {b}'s buffer with stride 0 (every element {b}'s value)",
+                              "layout", "layout", None))
+            if a != b and a != "x" and 1 < va.size < vb.size:
+                # a parameter read from the leading values of a larger input's buffer (the bias through x's pointer)
+                cands.append((case.config, {**record.inputs, a: vb.reshape(-1)[:va.size].reshape(va.shape).astype(
+                    va.dtype)}, f"the input {a} read from {b}'s buffer (its first {va.size} values)", "layout",
+                    "layout", None))
             if a != b and np.shape(record.inputs[a]) == np.shape(record.inputs[b]):
                 # another parameter of the same role (weight for weight1: which weight multiplies, rule 13) is
                 # affine; any other input's buffer (the weight from the bias's pointer) a layout misread (rule 12)

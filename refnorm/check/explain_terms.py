@@ -58,6 +58,12 @@ class Grad:
 
     def __init__(self, shape):
         self.shape, self.sets, self.alts = tuple(shape), [], []
+        self.scale = None        # (name, per-element array): the slice's statistic every term carries (rstd)
+
+    def scaled_by(self, name, a):
+        """The statistic the terms share (``_rescaled``: one term carrying it once more or once less)."""
+        self.scale = (name, np.broadcast_to(a, self.shape))
+        return self
 
     def terms(self, title, terms):
         self.sets.append((title, [(n, float(c), np.broadcast_to(a, self.shape)) for n, c, a in terms]))
@@ -236,6 +242,7 @@ def _row_norm(case, ins, cot, ref):
     full = lambda a: a.reshape(x.shape)                                # noqa: E731
     out["x"] = Grad(x.shape).terms("rstd (g - mean(g) - x_hat mean(g x_hat))", [(t, c, full(a)) for t, c, a in
                                                                               _nb(g, xh, rstd, centred)])
+    out["x"].scaled_by("rstd", full(np.broadcast_to(rstd, (R, n))))
     _nb_alts(out["x"], full, g, d, xh, rstd, centred, None if w is None else "the weight", R, n)
     red = lambda a: a.sum(axis=0).reshape(np.shape(w) if w is not None else ins["bias"].shape)   # noqa: E731
     if w is not None:
@@ -274,6 +281,7 @@ def _channel_norm(case, ins, cot, ref, running):
         xh = (xs - mean) * rstd
         out = {"x": Grad(x.shape).terms("rstd (g - mean(g) - x_hat mean(g x_hat))",
                                         [(t, c, full(a)) for t, c, a in _nb(g, xh, rstd, True)])}
+        out["x"].scaled_by("rstd", full(np.broadcast_to(rstd, (R, n))))
         _nb_alts(out["x"], full, g, d, xh, rstd, True, None if w is None else "the weight", 0, n)
         _axes_alts(out["x"], case, x, full, g, xh, rstd)
         _x_form_alts(out["x"], full, g, xs, xh, mean, rstd, n)
@@ -660,7 +668,44 @@ def _add_norm(case, ins, cot, ref):
     return out
 
 
-OPS = {"layer_norm": _row_norm, "rms_norm": _row_norm, "group_norm": None, "instance_norm": None,
+def _z_score(case, ins, cot, ref):
+    """z_score: dx = (g - mean_A(g) - x_hat sum_A(g x_hat) / (n - ddof)) / std, dweight, dbias (x_hat and std
+    the reference's: a slice of std 0 has dx 0 there and leaves the decomposition unused)."""
+    from .backends.base import complete_config
+    x, dy = ins["x"], cot["y"]
+    cfg = complete_config(case.op, case.config)                       # (ddof's default, 1)
+    dim = cfg["dim"]
+    A = tuple(range(x.ndim)) if dim is None else \
+        tuple(sorted({a % x.ndim for a in (dim if isinstance(dim, (list, tuple)) else (dim,))}))
+    P = [s if i in A else 1 for i, s in enumerate(x.shape)]
+    other = tuple(i for i in range(x.ndim) if i not in A)
+    m = int(np.prod([x.shape[a] for a in A])) - int(cfg["ddof"])
+    std = _f(ref.outputs["std"])
+    xh = (x - _f(ref.outputs["mean"])) / std
+    w, b = ins.get("weight"), ins.get("bias")
+    g = dy if w is None else dy * w.reshape(P)
+    if m <= 0:
+        return {}
+    mean = lambda a: np.broadcast_to(a.mean(axis=A, keepdims=True), x.shape)     # noqa: E731
+    out = {"x": Grad(x.shape).terms(f"(g - mean(g) - x_hat sum(g x_hat) / {m}) / std", [
+        ("g", 1.0, g / std), ("mean(g)", -1.0, mean(g) / std),
+        (f"x_hat sum(g x_hat) / {m}", -1.0, xh * (g * xh).sum(axis=A, keepdims=True) / m / std)])}
+    out["x"].scaled_by("1 / std", 1.0 / std)
+    if w is not None:
+        out["x"].alt("g = dy: the weight left out of g", "backward",
+                     lambda: (dy - mean(dy) - xh * (dy * xh).sum(axis=A, keepdims=True) / m) / std)
+    red = lambda a: np.asarray(a).sum(axis=other).reshape([x.shape[i] for i in A])   # noqa: E731
+    if w is not None:
+        out["weight"] = _param_grad(w.shape, red, ("dy x_hat", dy * xh),
+                                    [("g x_hat where dy x_hat belongs (dy times the weight)", "backward",
+                                      lambda: g * xh)])
+    if b is not None:
+        out["bias"] = _param_grad(b.shape, red, ("dy", dy),
+                                  [("g where dy belongs (dy times the weight)", "backward", lambda: g)])
+    return out
+
+
+OPS = {"layer_norm": _row_norm, "z_score": _z_score, "rms_norm": _row_norm, "group_norm": None, "instance_norm": None,
        "batch_norm": None, "group_norm_silu": _group_norm_silu, "gated_norm": _gated_norm, "dyt": _dyt,
        "poly_norm": _poly_norm, "adaptive_layer_norm": _adaptive_layer_norm, "add_norm": _add_norm}
 
@@ -758,6 +803,29 @@ def _single(label, title, terms, got, E, fit_ratio):
     return _coef_text(label, title, terms, fits[0]) if len(fits) == 1 else None
 
 
+def _rescaled(label, grad, got, E, fit_ratio):
+    """One term carrying the slice's statistic (``grad.scale``: rstd, 1 / std) once more or once less (the
+    derivative of a std written through x_hat / std where (x - mean) / std belongs; rstd^2 for rstd): the
+    explanation when exactly one such term of one set reproduces every element, else None."""
+    if grad.scale is None:
+        return None
+    sname, sa = grad.scale
+    fits = []
+    for title, terms in grad.sets:
+        for i, (name, c, a) in enumerate(terms):
+            if not c:
+                continue
+            for power, how in ((1, "once more"), (-1, "once less")):
+                v = total(terms) + c * a * (sa ** power - 1.0)
+                if fit_ratio(got, v, E) <= 1:
+                    fits.append((title, name, power, how))
+    if len(fits) != 1:
+        return None
+    title, name, power, how = fits[0]
+    return {"mechanism": "backward", "text": f"{label} matches the formula {title} with the {name} term multiplied "
+                                             f"by {sname} {how}"}
+
+
 def _carried(label, grad, got, E, fit_ratio, found):
     """A coefficient set that explained another gradient of the step (``found``: term names -> coefficients)
     applied to this one's terms of the same names: the explanation when it fits, else None."""
@@ -817,7 +885,7 @@ def explain_grad(label, grad, got, want, E, fit_ratio):
         e = _lstsq(label, title, terms, got, want, E, fit_ratio) or _single(label, title, terms, got, E, fit_ratio)
         if e is not None:
             return e
-    return None
+    return _rescaled(label, grad, got, E, fit_ratio)
 
 
 def backward_terms(case, record, ref, done, fit_ratio, size_cap) -> list:

@@ -261,6 +261,23 @@ def _row_blocks(k, root):
     return f
 
 
+def _tile_rows(k):
+    """The change "each slice's reduction over its whole block of ``k`` consecutive slices" (a program of k rows
+    reducing its (k, N) tile without an axis, tl.max(t) where tl.max(t, axis=1) belongs): every slice of the
+    block takes the block's max (a sum's or a mean's: their total); the last block partial."""
+    def f(a, red, axes, keepdims):
+        r = np.asarray(red(a, axis=axes, keepdims=keepdims), dtype=np.float64)
+        flat = r.reshape(-1)
+        blocks = np.arange(flat.size) // k
+        if getattr(red, "func", red) is _REDUCE["max"]:       # (max with its initial: a partial)
+            t = np.full(int(blocks[-1]) + 1, -np.inf)
+            np.maximum.at(t, blocks, flat)
+        else:
+            t = np.bincount(blocks, weights=flat)
+        return t[blocks].reshape(r.shape)
+    return f
+
+
 def _whole(a, red, axes, keepdims):
     """The change "the reduction over every axis", a sum scaled by n_own / n_all (code dividing it by its own
     count n_own gets the whole array's mean); broadcast to the right reduction's shape."""
@@ -1218,6 +1235,15 @@ def _candidates(case, record, forward_only):
                                  f"`{_SOURCES[i0][4]} + {_SOURCES[i0][5]}`)"))
         keep = 0 if _SOURCES[i0][5] == "eps" else 1
         drop = (lambda a, b, op, k=keep: (a, b)[k])
+        # eps added to a statistic its function computes from the sum, after it (rstd = 1 / sqrt(var) + eps: the
+        # parenthesis of rsqrt(var + eps) closed before eps)
+        mod0, func0 = _SOURCES[i0][:2]
+        for other, v in seen.items():
+            if (other.startswith(f"{mod0}:{func0}.") and other not in _ARGS and 1 < np.size(v) < n and _floating(v)
+                    and not other.endswith(".eps")):
+                out.append((("both", {other: lambda v, e=eps: v + e}, {i0: drop}), i0, "eps",
+                            f"eps moved from `{_SOURCES[i0][4]} + {_SOURCES[i0][5]}` to `{other.rsplit('.', 1)[1]}` "
+                            f"+ eps, added after it is computed ({func0}, line {_SOURCES[i0][2]})"))
         for j in (j for j in ops if j != i0 and ops[j] is not None and max(np.prod(sh, dtype=np.int64)
                                                                          for sh in ops[j]) < n):
             for side, src in enumerate(_SOURCES[j][4:]):
@@ -1350,6 +1376,30 @@ def _candidates(case, record, forward_only):
             out += [(("remap", key, _row_blocks(k, _ROW_STATS[name])), "rowblock", None, f"`{func}.{name}` of each "
                      f"row from the sum over its block of {k} rows (of {np.size(v)}): a program of {k} rows reducing "
                      "its whole tile, every row the block's total") for k in (2, 4, 8) if k < np.size(v)]
+    for i, (shape, axes, keep) in fwd_reds.items():    # a forward reduction over a tile of k slices (no axis)
+        R = int(np.prod([s2 for a2, s2 in enumerate(shape) if a2 not in axes]))
+        if axes and 2 < R < n and (_SOURCES[i][3] == "max" or _SOURCES[i][3] in ("sum", "mean") and
+                                    _SOURCES[i][1] not in ("moments", "centered")):
+            kind = "quant_scale" if _SOURCES[i][3] == "max" and case.op in QUANT_OPS else "block"
+            late += [(("reduce", frozenset((i,)), _tile_rows(k)), "tilerows", kind,
+                      f"`{_SOURCES[i][4]}.{_SOURCES[i][3]}` of each slice over its block of {k} slices (of {R}): a "
+                      f"program of {k} slices reducing its whole tile without an axis, every slice the block's "
+                      f"{'max' if _SOURCES[i][3] == 'max' else 'total'}") for k in (2, 4) if k < R]
+    for i, shapes in every.items():     # a statistic operand read at another slice's index (in one operation)
+        if shapes is None:
+            continue
+        for side, src in enumerate(_SOURCES[i][4:]):
+            sh = shapes[side]
+            if not (2 < np.prod(sh, dtype=np.int64) < n and len(sh) and sh[0] > 1) or np.prod(sh) == 0:
+                continue
+            for k in (2, 4):
+                if sh[0] > k:               # (the last block partial)
+                    late.append((("replace", frozenset((i,)), side,
+                                  lambda a, k=k: np.repeat(np.asarray(a)[::k], k, axis=0)[:np.shape(a)[0]],
+                                  "layout"), i, src,
+                                 f"`{src}` read at the first index of each block of {k} along its leading axis in "
+                                 f"`{_SOURCES[i][4]} {_SYM[_SOURCES[i][3]]} {_SOURCES[i][5]}` ({_SOURCES[i][1]}, "
+                                 f"line {_SOURCES[i][2]}; a program of {k} slices using the first one's)"))
     for key, v in seen.items():     # every index of an axis holding its last index's value (the last store wins)
         if 1 < np.size(v) < n:
             late += [(("remap", key, lambda a, ax=ax: _first(a, ax, last=True)), None, key.rsplit(".", 1)[1],
@@ -2587,6 +2637,10 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         return {"mechanism": "semantics", "text": f"the specification with {what} reproduces every failing array"}
     if i == "argbuf":                               # one argument read from another's buffer (rule 12)
         return {"mechanism": "layout", "text": f"the specification with {what} reproduces every failing array"}
+    if i == "tilerows":                             # a reduction over a tile of slices: the scale's or the block's
+        src = _SOURCES[min(target[1])]
+        return {"mechanism": changed, "text": f"the specification with {what} (refnorm/specs/{src[0]}.py line "
+                f"{src[2]}) reproduces every failing array"}
     if i == "eps":                                  # eps moved to a named statistic
         return {"mechanism": "eps", "text": f"the specification with {what} reproduces every failing array"}
     # a sum accumulated in the 16-bit dtype; a slice's reduction losing its last lanes (the block); a reduction
