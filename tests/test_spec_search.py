@@ -852,6 +852,14 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind34", "dyt_bias_read_from_alpha_ptr", "dyt/normal_f64_2x5x7", "layout", "with stride 0"),
     ("blind35", "bn_spatial_tile_mask_local", "batch_norm/normal_f32_6x4x25", "block", "the next plane's leading"),
     ("blind34", "dyt_dtanh_operands_swapped", "dyt/normal_f32_3x20x12", "constant", "its sign flipped"),
+    # the SiLU applied twice; a bias added to the residual sum; a grouped axis's groups interleaved; the statistics'
+    # mask against the row count
+    ("blind34", "gated_silu_applied_twice", "gated_norm/normal_f32_4x64", "gate", "the SiLU applied twice"),
+    ("blind34", "an_norm_bias_added_into_sum", "add_norm/normal_p_noprenorm_f32_9x7", "affine",
+     "`bias` added to `s + residual`"),
+    ("blind34", "gated_groups_interleaved", "gated_norm/normal_gs4_f64_3x7x12", "layout", "taken interleaved"),
+    ("blind34", "ln_stats_mask_against_row_count", "layer_norm/normal_f32_6x100", "block",
+     "over the first 6 of 100 values"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

@@ -422,7 +422,8 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
                 v3 = (vr.sum(axis=1, keepdims=True) + sub * ((mr - m3) ** 2).sum(axis=1, keepdims=True)) / n
                 out.append((m3, 1.0 / np.sqrt(v3 + eps), f"with the statistics merged from per-{who} partials (mean_i, "
                             f"M2_i) stored in {dname}", "precision"))
-    for m in _prefixes(n):
+    # (and m another size of x: a mask against the row count where the row length belongs)
+    for m in sorted(set(_prefixes(n)) | {int(k) for k in x_shape if 1 < k < n}):
         # a group norm's first channels (m a multiple of its positions): the group the statistics span
         # batch_norm's first samples (m a multiple of a sample's positions): the channel's own reduction losing
         # its tail samples (rule 9 of docs/verdicts.md's "Which mechanism a bug is": block)

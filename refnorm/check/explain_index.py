@@ -1179,5 +1179,53 @@ def explain(ex, case, record, ref, reference, bounds=None) -> list:
             found = found or family(ex, case, record, ref)
         found = found or ex.row_statistics(case, record, ref, candidates=block_candidates)
         if not found and reference is not None:
-            found = permuted_inputs(ex, case, record, ref, reference, bounds)
+            found = permuted_inputs(ex, case, record, ref, reference, bounds) \
+                or interleaved_groups(ex, case, record, ref, reference)
     return found
+
+
+def _group_axis(case, x_shape):
+    """(the grouped axis, the group count G) of a grouped op's x, or None: gated_norm's last axis in groups of
+    group_size, group_norm's channels (axis 1) in num_groups."""
+    if case.op == "gated_norm":
+        gs, H = case.config.get("group_size"), x_shape[-1]
+        if isinstance(gs, int) and 0 < gs < H and H % gs == 0:
+            return len(x_shape) - 1, H // gs
+    if case.op in GROUPED and len(x_shape) > 2:
+        G = case.config.get("num_groups")
+        if isinstance(G, int) and 1 < G < x_shape[1] and x_shape[1] % G == 0:
+            return 1, G
+    return None
+
+
+def interleaved_groups(ex, case, record, ref, reference):
+    """A grouped op's groups taken interleaved (index j of the grouped axis in group j mod G: a (K, G) view
+    where (G, K) belongs) instead of contiguous: the specification evaluated on the inputs with that axis
+    permuted so that the interleaved groups are contiguous (every array on the axis, the per-feature parameters
+    with it), its arrays permuted back; judged by ``_judge`` -> "layout" (rule 12: a strided view). Explanations,
+    or []."""
+    x = np.asarray(record.inputs["x"])
+    ga = _group_axis(case, np.shape(x))
+    if ga is None:
+        return []
+    axis, G = ga
+    L = x.shape[axis]
+    perm = np.arange(L).reshape(L // G, G).T.reshape(-1)        # the interleaved groups, one after the other
+    inv = np.argsort(perm)
+
+    def move(a, order):
+        a = np.asarray(a)
+        if np.ndim(a) == np.ndim(x) and np.shape(a)[axis] == L:
+            return np.take(a, order, axis=axis)
+        if np.ndim(a) == 1 and np.size(a) == L:     # a per-feature parameter (weight, bias: one per index)
+            return a[order]
+        return a
+    ins = {k: (move(v, perm) if v is not None else v) for k, v in record.inputs.items()}
+    cot = {k: (move(v, perm) if v is not None else v) for k, v in record.cotangents.items()}
+    res = _evaluate(reference, case, record, ins, cot)
+    if res is None:
+        return []
+    vals = {k: (move(v, inv) if v is not None and k[1] not in ("mean", "rstd") else v)
+            for k, v in _result_vals(res).items()}
+    return _judge(ex, record, ref, vals, f"the specification with the {G} groups of axis {axis} taken interleaved "
+                  f"(index j in group j mod {G}: a ({L // G}, {G}) view where ({G}, {L // G}) belongs)", "layout")

@@ -105,6 +105,7 @@ _LOCK = threading.RLock()
 _BUILT: dict = {}
 # the inputs that are affine parameters (or their per-sample modulation): a value computed from these alone
 QUANT_OPS = ("norm_quant", "norm_quant_block")     # the ops whose max reductions are a quantizer's amax
+_OFFSETS = ("bias", "bias1", "shift", "beta")     # the additive parameters (an affine's offset)
 PARAMETERS = ("weight", "bias", "weight1", "bias1", "scale", "shift", "alpha", "gamma", "beta")
 
 
@@ -1251,6 +1252,20 @@ def _candidates(case, record, forward_only):
                             f"eps moved from `{_SOURCES[i0][4]} + {_SOURCES[i0][5]}` to `{src}` + eps in "
                             f"`{_SOURCES[j][4]} {_SYM[_SOURCES[j][3]]} {_SOURCES[j][5]}` ({_SOURCES[j][1]}, line "
                             f"{_SOURCES[j][2]})"))
+    # an additive parameter (a bias) added at another sum of the forward: left out where it is added, added to the
+    # other operation's result (the residual sum's bias slot of an add-bias + residual + norm kernel): affine
+    for i0 in (i for i in ops if i in fwd and _SOURCES[i][3] == "Add" and _SOURCES[i][5] in _OFFSETS):
+        mod0, func0, _, _, left0, src0 = _SOURCES[i0]
+        bv = seen.get(f"{mod0}:{func0}.{src0}")
+        if bv is None or np.size(bv) < 2:
+            continue
+        for j in (j for j in ops if j != i0 and j in fwd and _SOURCES[j][3] == "Add" and ops[j] is not None
+                  and max(np.prod(sh, dtype=np.int64) for sh in ops[j]) == n
+                  and _SOURCES[j][5] not in _OFFSETS and "eps" not in _SOURCES[j][4:]):
+            out.append((("multi", {i0: lambda a, b, op: a,
+                                   j: lambda a, b, op, bv=np.asarray(bv, dtype=np.float64): a + b + bv}, "affine"),
+                        i0, src0, f"`{src0}` added to `{_SOURCES[j][4]} + {_SOURCES[j][5]}` ({_SOURCES[j][1]}, line "
+                        f"{_SOURCES[j][2]}) where `{left0} + {src0}` belongs ({func0}, line {_SOURCES[i0][2]})"))
     # eps passed to a function where no `+ eps` is written (hypot(rms, sqrt(eps))): that argument read as 0 and eps
     # added to one operand smaller than x of an operation (std + eps where it divides)
     added = {_SOURCES[i][:2] for i in every if _SOURCES[i][3] == "Add" and "eps" in _SOURCES[i][4:]}
@@ -1584,6 +1599,23 @@ def _activation_swapped(seen, op):
                 return (f(p), df(p)) if isinstance(v, tuple) else f(p)
             ch[arg], ch[f"{op}:{fn}.return"] = enter, result
         out.append((("remapk", ch), "activation", None, f"the SiLU computed as {name} (its value and slope)"))
+    # the SiLU applied twice (a caller's activation and the kernel's own): silu(silu(p)), its slope chained
+    _, f, df = ACTIVATIONS[0]
+    ch, held = {}, {}
+    for fn, arg in funcs.items():
+        def enter(v, held=held, fn=fn):
+            held[fn] = np.asarray(v, dtype=np.float64)
+            return v
+
+        def result(v, held=held, fn=fn):
+            p = held[fn]
+            slope = df(f(p)) * df(p)
+            if fn == "silu_grad":
+                return slope
+            return (f(f(p)), slope) if isinstance(v, tuple) else f(f(p))
+        ch[arg], ch[f"{op}:{fn}.return"] = enter, result
+    out.append((("remapk", ch), "activation", None, "the SiLU applied twice, silu(silu(p)) (its slope "
+                "silu'(silu(p)) silu'(p))"))
     return out
 
 
