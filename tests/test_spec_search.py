@@ -212,7 +212,7 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind9", "an_dresidual_is_dy", "add_norm/normal_f32_6x100", "backward", "dresidual is dresidual_out + dy"),
     # each group's statistics from its first channel only (a loop bound off): the group the statistics span
     ("blind9", "gn_stats_of_groups_first_channel", "group_norm/normal_g3_f64_3x6x7", "group",
-     "from each slice's first 7 values only"),
+     "the statistics over the first 7 of 14 values only"),
     ("blind9", "gn_stats_of_groups_first_channel", "group_norm/normal_g2_f16_2x8x4x4", "group",
      "the group's first 1 channel(s)"),
     # the backward's x_hat read uncentred in its projection, sum(g x) where sum(g (x - mean)) belongs
@@ -860,6 +860,13 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind34", "gated_groups_interleaved", "gated_norm/normal_gs4_f64_3x7x12", "layout", "taken interleaved"),
     ("blind34", "ln_stats_mask_against_row_count", "layer_norm/normal_f32_6x100", "block",
      "over the first 6 of 100 values"),
+    # parameter gradients over the first row of each plane (the count from x's last axis); lp's chunk partials merged
+    # with the rescale inverted; a block scale's exponent biased 125 (a quarter of the scale, on its E8M0 grid)
+    ("blind35", "gn_dparams_first_row_only", "group_norm/normal_g4_f32_2x8x5x7", "reduction",
+     "the count taken from x's last axis"),
+    ("blind35", "lp_chunk_rescale_inverted", "lp_normalize/normal_f32_6x100", "merge", "(s / s_k)^p where"),
+    ("blind35", "nqb_mx_e8m0_bias_125", "norm_quant_block/normal_rms_mx_bf16_8x512", "quant_scale",
+     "the scale's exponent off by -2"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

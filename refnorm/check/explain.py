@@ -185,8 +185,10 @@ def ls_factor(got, ref) -> float | None:
     return float(np.sum(g[ok] * ref[ok])) / den if den > 0 else None
 
 
-def factor(case, part, name, got, ref, E, x_shape):
-    """A recognizable factor explaining the whole array (module docstring), or None."""
+def factor(case, part, name, got, ref, E, x_shape, qdtype=None):
+    """A recognizable factor explaining the whole array (module docstring), or None. ``qdtype``: the grid the
+    check judges the array on where it is not its own (a block scale's powers of two): there the factor that
+    alone reproduces it on that grid."""
     f = ls_factor(got, ref)
     if f is None:
         return None
@@ -196,10 +198,23 @@ def factor(case, part, name, got, ref, E, x_shape):
         for Rk, what in ((R, f"the {R} terms each element sums"), (x_shape[0], f"the {x_shape[0]} rows / samples")):
             if Rk > 1:      # a count's average (rule 11 of "Which mechanism a bug is") before a bare 1/2 (rule 14)
                 cands.setdefault(1.0 / Rk, (f"1/{Rk}: averaged over {what} instead of summed", "reduction"))
+    if part == "outputs" and name == "scale" and case.op in ("norm_quant", "norm_quant_block"):
+        # a quantizer's returned scale off by a power of two (its exponent biased wrong: E8M0 bytes written with
+        # a bias of 125 where 127 belongs): the scale's, rule 5 before rule 14's constant
+        for k in (-3, -2, -1, 1, 2, 3):
+            cands.setdefault(2.0 ** k, (f"2^{k} (the scale's exponent off by {k}: its bias {127 + k} where 127 "
+                                        "belongs)", "quant_scale"))
     for value, said in constants(case, x_shape).items():
         cands.setdefault(value, said)
     if part == "grads":         # a gradient negated (a subtraction's operands swapped in its chain factor): rule 14
         cands.setdefault(-1.0, ("-1 (its sign flipped)", "constant"))
+    if qdtype is not None:          # (a least-squares factor against the exact values says little on a coarse grid)
+        fits = [(v, said) for v, said in cands.items() if fit_ratio(got, ref * v, E, qdtype) <= 1]
+        if len(fits) != 1:
+            return None
+        what, mech = fits[0][1]
+        return {"mechanism": mech, "text": f"{_label(part, name)} is the expected value times {what} (on its "
+                                           f"{qdtype} grid)"}
     # (the factor's own error: 1e-3, or one unit of got's dtype where that is coarser: a bfloat16 scalar)
     tol = max(1e-3, unit(np.asarray(got).dtype)) if np.asarray(got).dtype.kind in "fV" else 1e-3
     for value, (what, mech) in cands.items():
@@ -2520,7 +2535,8 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
         if got is None or want is None or E is None or np.shape(got) != np.shape(want):
             continue
         with np.errstate(all="ignore"):
-            e = never_written(part, name, got, x_shape, main, ref) or factor(case, part, name, got, want, E, x_shape) \
+            e = never_written(part, name, got, x_shape, main, ref) \
+                or factor(case, part, name, got, want, E, x_shape, record.E.get("dtypes", {}).get((part, name))) \
                 or power(part, name, got, want, E)
             if e is None:
                 e = row_power(case, record, ref, part, name, got, want, E)

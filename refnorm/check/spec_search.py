@@ -1573,6 +1573,20 @@ def _chunk_norms(seen, case):
             out.append((("remapk", {key: lambda v, v2=v2: np.reshape(v2, np.shape(v))}), "chunks", None,
                         f"the norm reduced in chunks of {k} values, each chunk's own p-norm and the chunks' norms "
                         "added (the partial norms merged where their p-th powers sum before the root)"))
+            # each chunk's sum of (|x| / s_k)^p about its own max s_k, merged with the rescale (s / s_k)^p where
+            # (s_k / s)^p belongs, or with none (s the slice's max)
+            with np.errstate(all="ignore"):
+                s_all = np.max(a, axis=-1, keepdims=True)
+                sk = [np.max(a[..., j:j + k], axis=-1, keepdims=True) for j in range(0, n, k)]
+                Sk = [((a[..., j:j + k] / np.where(m > 0, m, 1.0)) ** p).sum(axis=-1, keepdims=True)
+                      for j, m in zip(range(0, n, k), sk)]
+                for how, fac in (("(s / s_k)^p where (s_k / s)^p belongs", lambda m: (s_all / m) ** p),
+                                 ("no rescale where (s_k / s)^p belongs", lambda m: 1.0)):
+                    tot = sum(S * np.where(m > 0, fac(m), 0.0) for S, m in zip(Sk, sk))
+                    v2 = np.moveaxis(s_all * tot ** (1.0 / p), -1, axes[0])
+                    out.append((("remapk", {key: lambda v, v2=v2: np.reshape(v2, np.shape(v))}), "chunks", None,
+                                f"the norm reduced in chunks of {k} values, each chunk's sum of (|x| / s_k)^p about "
+                                f"its own max s_k merged with the rescale {how} (s the slice's max)"))
     return out
 
 
@@ -1877,6 +1891,14 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
                      else "a loop over whole tiles only") + f"), and its function's {len(ids) - 1} other reductions "
                      "too" + (" (the parameter gradients' partial sums across the slices)" if across else ""))
                     for k in _tails(T, masked=True)]
+            # (or over the first s of them only, s a size of x's last axis: the count of positions taken from the
+            # last axis where the flattened positions belong)
+            out += [(("reduce", frozenset(ids), _tail_dropped(T - s)), "ptail" if across else "tail", None,
+                     f"over the first {s} of each slice's {T} trailing positions only (the count taken from x's last "
+                     f"axis), and its function's {len(ids) - 1} other reductions too"
+                     + (" (the parameter gradients' partial sums across the slices)" if across else ""))
+                    for s in sorted({int(xshape[-1])} if len(xshape) > 2 else set()) if 1 < s < T
+                    and T - s not in _tails(T, masked=True)]
     # one sum divided by its count: averaged where summed belongs (a projection's mean(dy u) where its sum
     # belongs, the layer norm's form copied)
     for i, (shape, axes, keep) in reds.items():
