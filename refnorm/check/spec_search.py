@@ -1302,6 +1302,7 @@ def _candidates(case, record, forward_only):
                     "norm's statistics)"))
     out += _other_statistic(seen, np.asarray(record.inputs["x"], dtype=np.float64), eps) + more
     out += _activation_swapped(seen, case.op) + _state_as_rstd(seen, record) + _chunk_norms(seen, case)
+    late += _tail_lanes(seen, n)
     k_index = len(out)              # (where a backward's operands read from forward values go: before the index reads)
     if not forward_only:
         # (the state after the call only where a running variance can be read: one more evaluation)
@@ -1587,6 +1588,28 @@ def _chunk_norms(seen, case):
                     out.append((("remapk", {key: lambda v, v2=v2: np.reshape(v2, np.shape(v))}), "chunks", None,
                                 f"the norm reduced in chunks of {k} values, each chunk's sum of (|x| / s_k)^p about "
                                 f"its own max s_k merged with the rescale {how} (s the slice's max)"))
+    return out
+
+
+def _tail_lanes(seen, n):
+    """A function of x returning a statistic of each slice (its one return value keepdims over the last axis:
+    lp_norm's norm) called with each slice read in vectors of t values whose last vector is unmasked: its lanes
+    past the slice load the next slice's leading values (past the buffer's end, zeros), the statistic over them
+    too (the normalization itself over the slice's own values); as _candidates' tuples ("tail": rule 9's block)."""
+    out = []
+    for key in (k for k in seen if k in _ARGS):
+        v, ret = seen[key], seen.get(key.rsplit(".", 1)[0] + ".return")
+        if (np.size(v) != n or np.ndim(v) < 2 or not isinstance(ret, np.ndarray) or np.ndim(ret) != np.ndim(v)
+                or np.shape(ret)[-1] != 1 or np.shape(ret)[:-1] != np.shape(v)[:-1]):
+            continue
+        L = np.shape(v)[-1]
+        for P in sorted({-(-L // t) * t for t in (4, 8, 16, 32)} - {L}):
+            flat = np.concatenate([np.ravel(v), np.zeros(P - L)])
+            starts = np.arange(n // L) * L
+            ext = flat[starts[:, None] + np.arange(P)[None, :]].reshape(np.shape(v)[:-1] + (P,))
+            out.append((("remapk", {key: lambda a, ext=ext: ext}), "tail", None,
+                        f"`{key.split(':', 1)[1]}` read in vectors whose last one is unmasked: each slice's {L} values "
+                        f"and the next slice's first {P - L} (zeros past the buffer's end) in its statistic"))
     return out
 
 
