@@ -867,6 +867,18 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind35", "lp_chunk_rescale_inverted", "lp_normalize/normal_f32_6x100", "merge", "(s / s_k)^p where"),
     ("blind35", "nqb_mx_e8m0_bias_125", "norm_quant_block/normal_rms_mx_bf16_8x512", "quant_scale",
      "the scale's exponent off by -2"),
+    # after blind36/37's measurement: rstd stored at slot 0 (the backward from it); group_norm_silu's folded shift
+    # without the weight; dbias times rstd; the ds / db form's c2 times x_hat; |w| + eps (rule 13); a float64 weight
+    # through a float32 pointer (rule 8)
+    ("blind36", "rms_rstd_store_without_row_offset", "rms_norm/normal_eps1e-05_f64_9x7", "layout",
+     "stored at slot 0"),
+    ("blind37", "gns_fused_shift_without_weight", "group_norm_silu/normal_g3_f64_3x6x7", "affine",
+     "the shift without the weight"),
+    ("blind37", "bn_dbias_times_invstd", "batch_norm/normal_f64_7x3", "backward", "dy rstd where dy belongs"),
+    ("blind37", "gn_bwd_c2_times_xhat", "group_norm/normal_g3_f64_3x6x7", "backward", "c2 multiplying x_hat"),
+    ("blind37", "bn_weight_abs_plus_eps", "batch_norm/normal_f64_7x3", "affine", "eps added to `per_channel(weight"),
+    ("blind36", "rms_f64_weight_loaded_as_float", "rms_norm/normal_eps1e-05_f64_9x7", "precision",
+     "rounded to nearest to float32"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one
@@ -1027,3 +1039,12 @@ def test_a_backward_reading_the_weight_at_a_tile_index_is_layout():
     assert r.status == "failed" and r.failing_arrays() == ["grad.x"], r.failing_arrays()
     d = r.diagnosis
     assert d["mechanism"] == "layout" and "weight read at index j % 32" in d["message"], d["message"]
+
+
+def test_two_returned_gradients_in_each_others_place_name_nothing():
+    """add_norm's dx and dresidual returned in each other's place (blind36, unlabelled): explained as the swap, before
+    any change of the arithmetic that reproduces both (the branch scale on the other gradient), and named nothing."""
+    from planted.blind36 import Blind36Kernel
+    r = check_case(Blind36Kernel("an_dx_dresidual_swapped"), load_case(GOLDEN, "add_norm/normal_p_rs_f64_9x7"))
+    d = r.diagnosis
+    assert d["mechanism"] is None and "returned in each other's place" in d["message"], d["message"]

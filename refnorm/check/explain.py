@@ -89,6 +89,7 @@ it. Pure NumPy; never changes a verdict.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import types
@@ -1586,16 +1587,20 @@ def folded_affine(case, record, ref):
     parameters' convention, a folded scale and shift). Row and channel norms in training; the explanation, or
     None."""
     x, w = record.inputs.get("x"), record.inputs.get("weight")
-    if case.op not in ROW_OPS or x is None or w is None or not record.training or np.size(x) > CONFIG_SIZE \
-            or [pn for pn in record.failing] != [("outputs", "y")] or ref.outputs.get("y") is None:
+    gns = case.op == "group_norm_silu"      # (its groups as group_norm's, a SiLU after the affine)
+    if case.op not in ROW_OPS + ("group_norm_silu",) or x is None or w is None or not record.training \
+            or np.size(x) > CONFIG_SIZE or [pn for pn in record.failing] != [("outputs", "y")] \
+            or ref.outputs.get("y") is None or gns and np.ndim(x) < 3:
         return None
+    view = dataclasses.replace(case, op="group_norm") if gns else case
+    act = (lambda p: p / (1.0 + np.exp(-p))) if gns else (lambda p: p)
     with np.errstate(all="ignore"):
-        xs = _slices(case, x, x)
-        rstd = _row_rstd(case, x, ref)
+        xs = _slices(view, x, x)
+        rstd = _row_rstd(view, x, ref)
         mean = np.zeros_like(rstd) if case.op == "rms_norm" else xs.mean(axis=1, keepdims=True)
-        W = _slices(case, x, _weight_full(case, x, record.inputs))
+        W = _slices(view, x, _weight_full(view, x, record.inputs))
         has_b = record.inputs.get("bias") is not None
-        B = _slices(case, x, _bias_full(case, x, record.inputs)) if has_b else 0.0
+        B = _slices(view, x, _bias_full(view, x, record.inputs)) if has_b else 0.0
         tries = [(xs * rstd * W + B - mean * rstd, "the shift without the weight (b = bias - mean rstd)"),
                  (xs * rstd * W + B - mean * W, "the shift without rstd (b = bias - mean w)"),
                  (xs * rstd + B - mean * rstd * W, "the scale without the weight (a = rstd)")]
@@ -1605,10 +1610,11 @@ def folded_affine(case, record, ref):
                                          (W, "the weight", "b = bias w - mean a"),
                                          (rstd * W, "a", "b = (bias - mean) a"))]
         for y, what in tries:
-            y = _unslices(case, np.shape(x), y)
+            y = _unslices(view, np.shape(x), act(y))
             if np.all(np.isfinite(y)) and _fits_all(record, {"outputs": {**ref.outputs, "y": y}}):
                 return {"mechanism": "affine", "text": "y is the normalization and the affine folded into one scale "
-                        f"and shift, y = x a + b with a = rstd w and b = bias - mean a, but {what}"}
+                        f"and shift, {'y = silu(x a + b)' if gns else 'y = x a + b'} with a = rstd w and b = bias - "
+                        f"mean a, but {what}"}
     return None
 
 
@@ -2494,6 +2500,33 @@ def finite_failures(record, ref):
     return out
 
 
+def swapped_returns(record, ref) -> list:
+    """Every failing array of the step (two or more) is, within its bound, the expected value of another failing
+    array of its part and shape, each taken once (a return tuple unpacked in another order: dx and dresidual in
+    each other's place): explanations without a mechanism (docs/verdicts.md: two returned arrays swapped are
+    none), or []. Tried first: the simplest account, before any change of the arithmetic that reproduces them."""
+    failing = list(record.failing)
+    if len(failing) < 2:
+        return []
+    used, out = set(), []
+    for part, name in failing:
+        got, E = record.got[part].get(name), record.E[part].get(name)
+        if got is None or E is None:
+            return []
+        other = next((o for p2, o in failing if p2 == part and o != name and (part, o) not in used
+                      and getattr(ref, part).get(o) is not None and np.shape(getattr(ref, part)[o]) == np.shape(got)
+                      and fit_ratio(got, getattr(ref, part)[o], E) <= 1), None)
+        if other is None:
+            return []
+        used.add((part, other))
+        out.append((part, name, other))
+    pairs = {(p, n): o for p, n, o in out}
+    return [{"part": p, "name": n, "step": record.step, "mechanism": None,
+             "text": f"{_label(p, n)} is the expected {_label(p, o)}, returned in its place"
+                     + (" (the two returned in each other's place)" if pairs.get((p, o)) == n else "")}
+            for p, n, o in out]
+
+
 def explain(case, record, ref, reference=None, bounds=None) -> list:
     """The explanations (``_explain``) of the failing arrays that fail at some finite element; an array
     failing only by non-finite values is localized (its first non-finite values), not explained."""
@@ -2507,6 +2540,9 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
     missing from a sum, or the other mode; and where those leave a failing array unexplained, a change of
     the slice's statistics (``row_statistics``) when it explains every failing array or output."""
     bwd = None
+    swapped = swapped_returns(record, ref)
+    if swapped:
+        return swapped
     if reference is not None:
         # a quantizer's codes judged at its own returned scale first: a configuration value that moves y by a
         # rounding error (a default eps) reproduces codes rounded the wrong way only where they tie

@@ -156,13 +156,13 @@ def _axes_alts(grad, case, x, full, g, xh, rstd):
                      f"axes {red} belong", "group", fn)
 
 
-def x_form(g, xs, mean, rstd, n, ds):
+def x_form(g, xs, mean, rstd, n, ds, at=None):
     """dx in the ds / db form a channel norm's kernel writes (PyTorch's GroupNorm backward), per slice (rows of
     the (slices, n) view): db = sum(g), c2 = (db mean - ds) rstd^3 / n, c3 = -c2 mean - db rstd / n, dx = rstd
-    g + c2 x + c3; with ds = sum(g x) the specification's dx."""
+    g + c2 x + c3; with ds = sum(g x) the specification's dx (``at``: the value c2 multiplies, x unless given)."""
     db = g.sum(axis=1, keepdims=True)
     c2 = (db * mean - ds) * rstd ** 3 / n
-    return rstd * g + c2 * xs + (-c2 * mean - db * rstd / n)
+    return rstd * g + c2 * (xs if at is None else at) + (-c2 * mean - db * rstd / n)
 
 
 def _x_form_alts(grad, full, g, xs, xh, mean, rstd, n):
@@ -171,6 +171,9 @@ def _x_form_alts(grad, full, g, xs, xh, mean, rstd, n):
         return full(x_form(g, xs, mean, rstd, n, (g * xh).sum(axis=1, keepdims=True)))
     grad.alt("the ds / db form (dx = rstd g + c2 x + c3, c2 = (db mean - ds) rstd^3 / n, c3 = -c2 mean - db rstd "
              "/ n) with ds = sum(g x_hat) where sum(g x) belongs", "backward", fn)
+    grad.alt("the ds / db form (dx = rstd g + c2 x + c3, c2 = (db mean - ds) rstd^3 / n, c3 = -c2 mean - db rstd "
+             "/ n) with c2 multiplying x_hat where x belongs", "backward",
+             lambda: full(x_form(g, xs, mean, rstd, n, (g * xs).sum(axis=1, keepdims=True), at=xh)))
 
 
 def _lead_sum(a, k):
@@ -251,7 +254,9 @@ def _row_norm(case, ins, cot, ref):
                                       lambda: g * xh)])
     if ins.get("bias") is not None:
         out["bias"] = _param_grad(ins["bias"].shape, red, ("dy", d),
-                                  [("g where dy belongs (dy times the weight)", "backward", lambda: g)])
+                                  [("g where dy belongs (dy times the weight)", "backward", lambda: g),
+                                   ("dy rstd where dy belongs (the row's rstd of dweight's sum copied)", "backward",
+                                    lambda: d * rstd)])
     return out
 
 
@@ -293,7 +298,9 @@ def _channel_norm(case, ins, cot, ref, running):
                                       lambda: g * xh)])
     if b is not None:
         out["bias"] = _param_grad(b.shape, red, ("dy", d),
-                                  [("g where dy belongs (dy times the weight)", "backward", lambda: g)])
+                                  [("g where dy belongs (dy times the weight)", "backward", lambda: g),
+                                   ("dy rstd where dy belongs (the slice's rstd of dweight's sum copied)", "backward",
+                                    lambda: d * rstd)])
     return out
 
 

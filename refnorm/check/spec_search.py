@@ -958,7 +958,10 @@ def rounding_point(case, record, fit_ratio):
     more = (f" (also: {', '.join(_point(ks) for ks, _, _ in found[1:4])})" if len(found) > 1 else "")
     # eps itself rounded: its value (rule 6 of docs/verdicts.md's "Which mechanism a bug is", before 8 and 13)
     eps_only = all(k.rsplit(".", 1)[1] == "eps" for k in keys)
-    return {"mechanism": "eps" if eps_only else "rounding" if tz else "affine" if set(keys) <= still else "precision",
+    # (the parameters cast to the case's own dtype: the cast order; to a dtype below it, a float64 weight loaded
+    # through a float32 pointer: rule 8's precision, before rule 13)
+    cast = set(keys) <= still and str(dt) == case.dtype
+    return {"mechanism": "eps" if eps_only else "rounding" if tz else "affine" if cast else "precision",
             "text": f"the specification with {_point(keys)} (refnorm/specs/{mod}.py) rounded "
                     f"{'toward zero' if tz else 'to nearest'} to {dt} reproduces every failing array{more}"}
 
@@ -1230,7 +1233,10 @@ def _candidates(case, record, forward_only):
         for j in (j for j in ops if j != i0 and ops[j] is not None):
             for side, src in enumerate(_SOURCES[j][4:]):
                 if 0 < np.prod(ops[j][side], dtype=np.int64) < n and src != "eps":
-                    also.append((("multi", {j: _plus_eps(side, eps)}), i0, "eps",
+                    # (added to a value of the parameters alone, w + eps: the weight's convention, rule 13's affine,
+                    # as a weight offset 1 + w is; eps's own placement is on a statistic)
+                    tag = ("affine",) if _names(src) and _names(src) <= set(PARAMETERS) else ()
+                    also.append((("multi", {j: _plus_eps(side, eps)}) + tag, i0, "eps",
                                  f"eps added to `{src}` too in `{_SOURCES[j][4]} {_SYM[_SOURCES[j][3]]} "
                                  f"{_SOURCES[j][5]}` ({_SOURCES[j][1]}, line {_SOURCES[j][2]}; beside "
                                  f"`{_SOURCES[i0][4]} + {_SOURCES[i0][5]}`)"))
@@ -1303,6 +1309,8 @@ def _candidates(case, record, forward_only):
     out += _other_statistic(seen, np.asarray(record.inputs["x"], dtype=np.float64), eps) + more
     out += _activation_swapped(seen, case.op) + _state_as_rstd(seen, record) + _chunk_norms(seen, case)
     late += _tail_lanes(seen, n)
+    if forward_only and any(p == "grads" for p, _ in record.failing):
+        late += _stored_statistics(seen, case.op)
     k_index = len(out)              # (where a backward's operands read from forward values go: before the index reads)
     if not forward_only:
         # (the state after the call only where a running variance can be read: one more evaluation)
@@ -2434,6 +2442,37 @@ def _saved_read_at(seen):
                     (xs - np.reshape(f(m) if fm else m, sh)) * np.reshape(f(rstd), sh), np.shape(v)))
                 out.append((("remapk", {key: f, hkey: xh2}), "read", None,
                             f"the backward's {stats} read at {what} (x_hat recomputed from them)"))
+    return out
+
+
+def _last_at_first(v):
+    """A statistic every slice stored at slot 0 (the store's offset left out): slot 0 the last slice's value, the
+    other slots their zero-initialised 0."""
+    a = np.zeros(np.shape(v))
+    if a.size:
+        a.reshape(-1)[0] = np.reshape(v, -1)[-1]
+    return a
+
+
+def _stored_statistics(seen, op):
+    """The returned statistic (rstd) stored at another index (every slice's store at slot 0, the last one kept
+    and the other slots 0; or an index map of ``_index_maps``), y right (the forward's own register), the backward
+    reading it from the returned buffer with x_hat recomputed from it; as _candidates' tuples ("read": rule 12's
+    layout)."""
+    out = []
+    for key, hkey, rstd, xhat, mean, sh, view in _saved_statistics(seen):
+        fkey = f"{op}:forward.{key.rsplit('.', 1)[1]}"
+        if fkey not in seen or np.size(seen[fkey]) != np.size(rstd) or hkey.endswith(".hs"):
+            continue
+        m, xs = _x_of_saved(rstd, xhat, mean, sh, view)
+        maps = [(_last_at_first, "slot 0 (each slice's store without its offset: the last slice's value there, the "
+                 "other slots 0)")] + _index_maps(np.shape(rstd))
+        for f, what in maps:
+            xh2 = (lambda v, f=f, xs=xs, m=m, sh=sh, rstd=rstd: np.reshape(
+                (xs - np.reshape(m, sh)) * np.reshape(f(np.reshape(rstd, np.shape(seen[fkey]))), sh), np.shape(v)))
+            out.append((("remapk", {fkey: lambda v, f=f: f(np.asarray(v, dtype=np.float64)), hkey: xh2}), "read",
+                        None, f"the returned {key.rsplit('.', 1)[1]} stored at {what}, y right, the backward reading "
+                        "it from the returned buffer (x_hat recomputed from it)"))
     return out
 
 
