@@ -879,6 +879,14 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind37", "bn_weight_abs_plus_eps", "batch_norm/normal_f64_7x3", "affine", "eps added to `per_channel(weight"),
     ("blind36", "rms_f64_weight_loaded_as_float", "rms_norm/normal_eps1e-05_f64_9x7", "precision",
      "rounded to nearest to float32"),
+    # x's buffers addressed column-major; a persistent loop bounded by R - 1; the sigmoid through tanh without its
+    # halving; dalpha with the weight twice; the mean pass over the branch before the residual is added
+    ("blind37", "lp_rows_read_column_major", "lp_normalize/normal_f64_9x7", "layout", "addressed as"),
+    ("blind36", "poly_persistent_loop_drops_last_row", "poly_norm/normal_f32_4x64", "block", "bounded by 4 - 1"),
+    ("blind36", "gated_sigmoid_via_tanh_half_dropped", "gated_norm/normal_gs4_f64_3x7x12", "gate", "sigmoid(2 p)"),
+    ("blind36", "dyt_dalpha_weight_applied_twice", "dyt/normal_f64_2x5x7", "backward", "the weight applied twice"),
+    ("blind36", "an_ln_mean_of_branch_without_residual", "add_norm/normal_p_rs_f64_9x7", "layout",
+     "the mean taken over"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

@@ -1,7 +1,8 @@
 """The activations a normalization kernel fuses or gates with, each as (name, f, f'): pure NumPy, float64.
 
 SiLU p sigmoid(p); GELU 0.5 p (1 + erf(p / sqrt 2)) and its tanh approximation 0.5 p (1 + tanh(sqrt(2 / pi)
-(p + 0.044715 p^3))); ReLU; sigmoid; tanh; quick-GELU p sigmoid(1.702 p) (CLIP's); Mish p tanh(softplus(p)).
+(p + 0.044715 p^3))); ReLU; sigmoid; tanh; quick-GELU p sigmoid(1.702 p) (CLIP's); Mish p tanh(softplus(p));
+p sigmoid(2 p) and p sigmoid(p / 2) (a SiLU's sigmoid written through tanh with its halving dropped or doubled).
 Sigmoids from refnorm/specs/_math.sigmoids (no overflow), softplus as log(1 + e^p) = logaddexp(0, p).
 Layer 4 (the checker's explanations: explain.py's epilogues, spec_search.py's activation read as another).
 """
@@ -30,9 +31,17 @@ def _gelu_tanh_slope(p):
     return 0.5 * (1.0 + t) + 0.5 * p * (1.0 - t * t) * _K * (1.0 + 3 * 0.044715 * p * p)
 
 
+def _silu_at(k):
+    """p sigmoid(k p) and its slope: quick-GELU (k = 1.702); a SiLU whose sigmoid is written through tanh without
+    its halving, 0.5 (1 + tanh(p)) = sigmoid(2 p) (k = 2), or halved twice (k = 1/2)."""
+    def slope(p):
+        s, rest = sigmoids(k * p)
+        return s + k * p * s * rest
+    return (lambda p: p * sigmoid(k * p)), slope
+
+
 def _quick_gelu_slope(p):
-    s, rest = sigmoids(1.702 * p)
-    return s + 1.702 * p * s * rest
+    return _silu_at(1.702)[1](p)
 
 
 def _mish(p):
@@ -54,4 +63,6 @@ ACTIVATIONS = (
     ("tanh", np.tanh, lambda p: 1.0 - np.tanh(p) ** 2),
     ("quick-GELU", lambda p: p * sigmoid(1.702 * p), _quick_gelu_slope),
     ("Mish", _mish, _mish_slope),
+    ("p sigmoid(2 p) (the sigmoid through tanh without its halving, 0.5 (1 + tanh(p)))", *_silu_at(2.0)),
+    ("p sigmoid(p / 2) (the sigmoid through tanh halved twice, 0.5 (1 + tanh(p / 4)))", *_silu_at(0.5)),
 )

@@ -6,7 +6,8 @@ A launch grid rounded down (floor(count / B) programs of B where cdiv belongs) o
 their tail leave a region of x never loaded, never written:
 
 * **the last slices** (the op's normalized slices, explain._slices: rows, (sample, group) rows, channels)
-  from r0 = floor(R / B) B on, B a block of slices (2 ... 256) or a grid of P programs (a GPU's SM count);
+  from r0 = floor(R / B) B on, B a block of slices (2 ... 256) or a grid of P programs (a GPU's SM count),
+  and the last slice alone (a loop bounded by R - 1);
 * **each row's last group** of group_size columns (the group count rounded down);
 * **the last samples** (x's axis 0, where the op's slices are not its rows) from floor(N / B) B on;
 * **the last elements** of the flattened tensor from floor(size / B) B on (an elementwise kernel's blocks
@@ -64,13 +65,17 @@ def regions(ex, case, x):
             r0 = R // B * B
             if 0 < r0 < R:
                 starts.setdefault(r0, ([], []))[B not in SLICE_BLOCKS].append(B)
+        if R > 1:                   # a loop over the slices bounded by R - 1 (off by one)
+            starts.setdefault(R - 1, ([], []))
         for r0, (blocks, grids) in starts.items():
             m = np.zeros(size, bool)
             m[rows[r0:].ravel()] = True
             by = " or ".join(([f"programs of B slices rounded down, floor({R} / B) where ceil belongs (B = "
                                f"{_either(blocks)})"] if blocks else [])
                              + ([f"P programs (an SM count) each taking floor({R} / P) slices (P = {_either(grids)})"]
-                                if grids else []))
+                                if grids else [])
+                             + ([f"a loop over the slices bounded by {R} - 1 (range(pid, R - 1, programs): off by "
+                                 "one)"] if r0 == R - 1 else []))
             out.append((m.reshape(shape), np.arange(R) >= r0, "slices", f"{_span('slice', r0, R)} (of {R}) never "
                         f"processed: a grid of {by}"))
         for V in VECTOR_WIDTHS:

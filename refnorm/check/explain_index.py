@@ -1180,8 +1180,39 @@ def explain(ex, case, record, ref, reference, bounds=None) -> list:
         found = found or ex.row_statistics(case, record, ref, candidates=block_candidates)
         if not found and reference is not None:
             found = permuted_inputs(ex, case, record, ref, reference, bounds) \
-                or interleaved_groups(ex, case, record, ref, reference)
+                or interleaved_groups(ex, case, record, ref, reference) \
+                or addressed_through(ex, case, record, ref, reference)
     return found
+
+
+def addressed_through(ex, case, record, ref, reference):
+    """The whole kernel addressing x's buffers through another index order (``index_orders``: element (r, j) of a
+    (R, n) array at j * R + r, column-major), reading its inputs and writing its x-shaped arrays through it: the
+    specification evaluated on the activation-sized arrays so read, its x-shaped results written back the same
+    way (the statistics as computed); judged by ``_judge`` -> "layout" (rule 12) when it explains every failing
+    array. Explanations, or []."""
+    x = record.inputs.get("x")
+    if x is None or np.size(x) > READ_SIZE or np.ndim(x) < 2:
+        return []
+    shape = np.shape(x)
+    for m, what in index_orders(shape):
+        if np.unique(m).size != m.size:
+            continue
+        inv = np.argsort(m)
+
+        def move(a, order):
+            return np.reshape(np.reshape(a, -1)[order], shape) if a is not None and np.shape(a) == shape else a
+        ins = {k: move(v, m) for k, v in record.inputs.items()}
+        cot = {k: move(v, m) for k, v in record.cotangents.items()}
+        res = _evaluate(reference, case, record, ins, cot)
+        if res is None:
+            continue
+        vals = {k: move(v, inv) for k, v in _result_vals(res).items()}
+        found = _judge(ex, record, ref, vals, f"the specification with x's buffers addressed as {what} (read and "
+                                              "written so)", "layout")
+        if len(found) == len(record.failing):
+            return found
+    return []
 
 
 def _group_axis(case, x_shape):

@@ -483,6 +483,7 @@ def _dyt(case, ins, cot, ref):
                                                                        "belongs", dy * W * t * x)]
     if w is not None:
         alts.append(("the weight left out (g = dy)", dy * D * x))
+        alts.append(("the weight applied twice (g = dy w times w again)", dy * W * W * D * x))
     if w is not None or b is not None:
         alts.append(("tanh' as 1 - y^2 from the output y = w t + b where 1 - t^2 belongs", dy * W * (1.0 - y * y) * x))
     for text, arr in alts:

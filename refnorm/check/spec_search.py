@@ -1307,6 +1307,7 @@ def _candidates(case, record, forward_only):
                     "uncentred", None, "x never centred (refnorm/specs/_math.py centered's mean taken as 0: an RMS "
                     "norm's statistics)"))
     out += _other_statistic(seen, np.asarray(record.inputs["x"], dtype=np.float64), eps) + more
+    late += _mean_of_other(seen)
     out += _activation_swapped(seen, case.op) + _state_as_rstd(seen, record) + _chunk_norms(seen, case)
     late += _tail_lanes(seen, n)
     if forward_only and any(p == "grads" for p, _ in record.failing):
@@ -1532,6 +1533,29 @@ def _other_statistic(seen, x, eps):
                 out.append((("remapk", {key: lambda v, l1=l1: np.reshape(l1, np.shape(v)),
                                         other: lambda r, l1=l1: np.reshape(1.0 / (l1 + eps), np.shape(r))}),
                             "otherstat", None, desc + f", `{other.rsplit('.', 1)[1]}` = 1 / (it + eps)"))
+    return out
+
+
+def _mean_of_other(seen):
+    """The mean of refnorm/specs/_math.centered taken over another value of x's size (its first assignment: add_norm's
+    branch x c before the residual is added to it; another input), the deviations and the variance about it from
+    x: the mean pass reading another buffer (rule 12's layout); as _candidates' tuples ("read")."""
+    m0, xc = seen.get("_math:centered.m0"), seen.get("_math:centered.x")
+    if m0 is None or xc is None or np.ndim(m0) != np.ndim(xc):
+        return []
+    axes = tuple(a for a in range(np.ndim(xc)) if np.shape(m0)[a] == 1 and np.shape(xc)[a] > 1)
+    if not axes:
+        return []
+    out, have = [], [np.asarray(xc)]
+    for key, v in seen.items():
+        if (np.shape(v) != np.shape(xc) or not _floating(v) or "backward" in key or key.startswith("_math:")
+                or any(np.array_equal(v, h, equal_nan=True) for h in have)):
+            continue
+        have.append(np.asarray(v))
+        m = np.asarray(v, dtype=np.float64).mean(axis=axes, keepdims=True)
+        out.append((("remapk", {"_math:centered.m0": lambda _, m=m: m, "_math:centered.c": lambda c: 0.0 * c}), "read",
+                    None, f"the mean taken over `{key.split(':', 1)[1]}` (its first value) where x's belongs, the "
+                    "variance about it from x (the mean pass reading another buffer)"))
     return out
 
 
