@@ -887,6 +887,9 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind36", "dyt_dalpha_weight_applied_twice", "dyt/normal_f64_2x5x7", "backward", "the weight applied twice"),
     ("blind36", "an_ln_mean_of_branch_without_residual", "add_norm/normal_p_rs_f64_9x7", "layout",
      "the mean taken over"),
+    # parameter gradients added into the slot of the channel's index within its group
+    ("blind37", "gn_dparams_stored_at_channel_in_group", "group_norm/normal_g3_f64_3x6x7", "layout",
+     "each added into the slot at i % 2"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

@@ -182,7 +182,8 @@ def permuted_outputs(ex, case, record, ref):
         else:
             what, mech = (_strided_write(ex, got, want, E, qd) or _pitch_write(ex, got, want, E, qd)
                           or _offset_dropped(ex, got, want, E, qd)
-                          or _rows_shifted(ex, got, want, E, qd) or _one_index_kept(ex, got, want, E, qd)), "layout"
+                          or _rows_shifted(ex, got, want, E, qd) or _one_index_kept(ex, got, want, E, qd)
+                          or _scattered(ex, got, want, E, qd)), "layout"
             if what is None and part == "outputs":
                 what, mech = _averaged_over_leading(ex, got, want, E, qd), "reduction"
             if what is None:
@@ -366,6 +367,27 @@ def _one_index_kept(ex, got, want, E, qd):
             if _moves_failures(g, w, Eb, alt) and ex.fit_ratio(g, alt, Ea) <= 1:
                 return (f"at every index of axis {ax} the expected value at its {which} index"
                         + (" (each store to one slot, the last kept)" if k else " (one slot read for every index)"))
+    return None
+
+
+def _scattered(ex, got, want, E, qd):
+    """The failing array's values added into it at another flat index (index i stored at i % k, a reduce kernel's
+    local index, or at i // k: several values accumulated in one slot, the others left 0); in words, or None."""
+    g = np.asarray(got)
+    if qd is not None or g.ndim != 1 or g.size < 3:
+        return None
+    w = np.asarray(want, dtype=np.float64).reshape(-1)
+    Eb = np.broadcast_to(E, g.shape)
+    i = np.arange(g.size)
+    for k in range(2, g.size):
+        if g.size % k:
+            continue
+        for m, what in ((i % k, f"i % {k}"), (i // k, f"i // {k}")):
+            alt = np.bincount(m, weights=w, minlength=g.size)
+            Ea = np.maximum(Eb, np.bincount(m, weights=Eb, minlength=g.size))     # (a sum's bound: its terms')
+            if _moves_failures(g, w, Eb, alt) and ex.fit_ratio(g, alt, Ea) <= 1:
+                return (f"the expected values each added into the slot at {what} (a reduce kernel's local index where "
+                        "the global one belongs: several values summed in one slot, the others 0)")
     return None
 
 
