@@ -890,6 +890,9 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # parameter gradients added into the slot of the channel's index within its group
     ("blind37", "gn_dparams_stored_at_channel_in_group", "group_norm/normal_g3_f64_3x6x7", "layout",
      "each added into the slot at i % 2"),
+    # y stored in whole tiles of 64 columns only; the backward's projection sum per chunk of 64 (the last partial)
+    ("blind36", "ln_y_tail_tile_unwritten", "layer_norm/normal_f32_6x100", "block", "whole tiles of 64 columns"),
+    ("blind37", "lp_bwd_dot_per_chunk", "lp_normalize/normal_f32_6x100", "group", "over each chunk of 64 values"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

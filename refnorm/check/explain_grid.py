@@ -12,7 +12,8 @@ their tail leave a region of x never loaded, never written:
 * **the last samples** (x's axis 0, where the op's slices are not its rows) from floor(N / B) B on;
 * **the last elements** of the flattened tensor from floor(size / B) B on (an elementwise kernel's blocks
   of 64 ... 4096);
-* **the last columns of every slice** from floor(n / V) V on (V-wide vector loads, V = 2 ... 16: the
+* **the last columns of every slice** from floor(n / V) V on (V-wide vector loads, V = 2 ... 16, or a loop over
+  whole tiles of 32 ... 256 columns: the
   values missing from the slice's statistics too), and a channel norm's each (sample, channel)'s last spatial
   positions so (where its slices span more than one channel: a group's).
 
@@ -37,6 +38,7 @@ SLICE_BLOCKS = (2, 4, 8, 16, 32, 64, 128, 256)
 SM_COUNTS = (80, 84, 108, 114, 132, 144, 170)      # grids of one program per SM (floor(R / P) slices each)
 ELEMENT_BLOCKS = (64, 128, 256, 512, 1024, 2048, 4096)
 VECTOR_WIDTHS = (2, 4, 8, 16)
+TILE_WIDTHS = (32, 64, 128, 256)       # a column loop over whole tiles (its bound n // T)
 
 
 def _either(values):
@@ -100,6 +102,17 @@ def regions(ex, case, x):
         out.append((np.broadcast_to(np.arange(H) >= H - gs, shape), None, "columns", f"each row's last group "
                     f"(columns {H - gs}-{H - 1} of {H}) never processed: {H // gs - 1} groups of {gs} where "
                     f"{H // gs} belong (the group count computed as (H - 1) // group_size)"))
+    if rows is not None:                    # each slice's last columns never entered by a loop over whole tiles (after
+        R, n = rows.shape                   # the last group: the same columns, said as the group where one is)
+        have = {o[0].tobytes() for o in out}
+        for T in TILE_WIDTHS:
+            c0 = n // T * T
+            m = np.zeros(size, bool)
+            m[rows[:, c0:].ravel()] = True
+            if 0 < c0 < n and m.reshape(shape).tobytes() not in have:
+                out.append((m.reshape(shape), None, "columns", f"each slice's {_span('value', c0, n)} (of {n}) never "
+                            f"loaded nor written: a loop over whole tiles of {T} columns (its bound n // {T}), the "
+                            f"tail's {n - c0} never entered"))
     N = shape[0] if len(shape) > 1 else 0
     for B in SLICE_BLOCKS:                  # the last samples (x's axis 0) of a grid over the samples
         s0 = N // B * B

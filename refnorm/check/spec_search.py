@@ -341,6 +341,17 @@ def _groups(k):
     return f
 
 
+def _chunked(k):
+    """The change "the reduction over the last axis over each chunk of ``k`` contiguous values, the last chunk
+    partial": each value its chunk's result, as reduced (a program's partial used as the slice's)."""
+    def f(a, red, axes, keepdims):
+        out = np.empty(a.shape)
+        for s in range(0, a.shape[-1], k):
+            out[..., s:s + k] = red(a[..., s:s + k], axis=-1, keepdims=True)
+        return out
+    return f
+
+
 def _blocks(k):
     """The change "the reduction over the last axis over each block of ``k`` contiguous values, the last block
     partial": each value its block's result (a sum scaled to the row's count, so that the code's division by
@@ -2173,6 +2184,10 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
         if keep and axes == (nd - 1,):      # groups of k contiguous values of the last axis
             N = shape[-1]
             out += groups(frozenset((i,)), _divisors(N), lambda k: f"over groups of {k} contiguous values (of {N})")
+            # (chunks of a program's width, the last partial: each program's partial used as the slice's)
+            late += [(("reduce", i, _chunked(k)), "part", None, f"over each chunk of {k} values (of {N}, the last "
+                      f"partial): each program's partial used as the slice's, the cross-chunk combine missing")
+                     for k in (16, 32, 64, 128) if k < N and N % k]
         if len(axes) < nd:
             out.append((("reduce", i, _over(tuple(range(nd)))), "reduce", None, "over every axis"))
             out += [(("reduce", i, _over(tuple(sorted(axes + (b,))))), "reduce", None, f"over axis {b} too")
