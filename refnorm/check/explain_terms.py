@@ -181,6 +181,22 @@ def _lead_sum(a, k):
     return a.sum(axis=tuple(range(a.ndim - k)))
 
 
+def _affine_grads(out, w, b, red, dy, g, xh, rstd=None):
+    """A normalization's dweight = red(dy x_hat) and dbias = red(dy) into ``out`` (where the op has them), with
+    their alternatives: g = dy w where dy belongs; dbias times the slice's ``rstd`` (dweight's factor copied)."""
+    if w is not None:
+        out["weight"] = _param_grad(w.shape, red, ("dy x_hat", dy * xh),
+                                    [("g x_hat where dy x_hat belongs (dy times the weight)", "backward",
+                                      lambda: g * xh)])
+    if b is not None:
+        alts = [("g where dy belongs (dy times the weight)", "backward", lambda: g)]
+        if rstd is not None:
+            alts.append(("dy rstd where dy belongs (the slice's rstd of dweight's sum copied)", "backward",
+                         lambda: dy * rstd))
+        out["bias"] = _param_grad(b.shape, red, ("dy", dy), alts)
+    return out
+
+
 def _param_grad(shape, red, prods, alts):
     """A parameter gradient red(product): one term; alternatives red(other product)."""
     name, arr = prods
@@ -248,16 +264,7 @@ def _row_norm(case, ins, cot, ref):
     out["x"].scaled_by("rstd", full(np.broadcast_to(rstd, (R, n))))
     _nb_alts(out["x"], full, g, d, xh, rstd, centred, None if w is None else "the weight", R, n)
     red = lambda a: a.sum(axis=0).reshape(np.shape(w) if w is not None else ins["bias"].shape)   # noqa: E731
-    if w is not None:
-        out["weight"] = _param_grad(w.shape, red, ("dy x_hat", d * xh),
-                                    [("g x_hat where dy x_hat belongs (dy times the weight)", "backward",
-                                      lambda: g * xh)])
-    if ins.get("bias") is not None:
-        out["bias"] = _param_grad(ins["bias"].shape, red, ("dy", d),
-                                  [("g where dy belongs (dy times the weight)", "backward", lambda: g),
-                                   ("dy rstd where dy belongs (the row's rstd of dweight's sum copied)", "backward",
-                                    lambda: d * rstd)])
-    return out
+    return _affine_grads(out, w, ins.get("bias"), red, d, g, xh, rstd)
 
 
 def _channel_norm(case, ins, cot, ref, running):
@@ -292,16 +299,7 @@ def _channel_norm(case, ins, cot, ref, running):
         _x_form_alts(out["x"], full, g, xs, xh, mean, rstd, n)
     axes = tuple(i for i in range(x.ndim) if i != 1)
     red = lambda a: full(a).sum(axis=axes)                             # noqa: E731
-    if w is not None:
-        out["weight"] = _param_grad(w.shape, red, ("dy x_hat", d * xh),
-                                    [("g x_hat where dy x_hat belongs (dy times the weight)", "backward",
-                                      lambda: g * xh)])
-    if b is not None:
-        out["bias"] = _param_grad(b.shape, red, ("dy", d),
-                                  [("g where dy belongs (dy times the weight)", "backward", lambda: g),
-                                   ("dy rstd where dy belongs (the slice's rstd of dweight's sum copied)", "backward",
-                                    lambda: d * rstd)])
-    return out
+    return _affine_grads(out, w, b, red, d, g, xh, rstd)
 
 
 def _group_norm_silu(case, ins, cot, ref):
@@ -703,14 +701,7 @@ def _z_score(case, ins, cot, ref):
         out["x"].alt("g = dy: the weight left out of g", "backward",
                      lambda: (dy - mean(dy) - xh * (dy * xh).sum(axis=A, keepdims=True) / m) / std)
     red = lambda a: np.asarray(a).sum(axis=other).reshape([x.shape[i] for i in A])   # noqa: E731
-    if w is not None:
-        out["weight"] = _param_grad(w.shape, red, ("dy x_hat", dy * xh),
-                                    [("g x_hat where dy x_hat belongs (dy times the weight)", "backward",
-                                      lambda: g * xh)])
-    if b is not None:
-        out["bias"] = _param_grad(b.shape, red, ("dy", dy),
-                                  [("g where dy belongs (dy times the weight)", "backward", lambda: g)])
-    return out
+    return _affine_grads(out, w, b, red, dy, g, xh)
 
 
 OPS = {"layer_norm": _row_norm, "z_score": _z_score, "rms_norm": _row_norm, "group_norm": None, "instance_norm": None,
