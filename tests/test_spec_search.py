@@ -893,6 +893,9 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # y stored in whole tiles of 64 columns only; the backward's projection sum per chunk of 64 (the last partial)
     ("blind36", "ln_y_tail_tile_unwritten", "layer_norm/normal_f32_6x100", "block", "whole tiles of 64 columns"),
     ("blind37", "lp_bwd_dot_per_chunk", "lp_normalize/normal_f32_6x100", "group", "over each chunk of 64 values"),
+    # norm_quant's weight applied to x before the statistics (rule 13's affine, as layer_norm's)
+    ("blind36", "nq_rms_stats_of_weighted_x", "norm_quant/normal_rms_e4m3_dyn_f32_8x256", "affine",
+     "the weight applied to x before the statistics"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

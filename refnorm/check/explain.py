@@ -1549,14 +1549,14 @@ def _mixed_modes(case, record, reference):
 
 
 def weight_first(case, record, reference):
-    """layer_norm / rms_norm / gated_norm with the weight applied to x before the statistics, y = norm(x * w) (+
+    """layer_norm / rms_norm / gated_norm / norm_quant with the weight applied to x before the statistics, y = norm(x * w) (+
     bias; w + weight_offset where the config has one; gated_norm's value x * silu(z) is linear in x, so norm(x *
     silu(z) * w) is the specification's at x * w): the specification evaluated on x * w with a unit weight, dx
     its gradient times w, dweight the sum over the rows of that gradient times x, reproduces every failing
     array and keeps the passing ones within their bounds (mechanism "affine": which value the weight
     multiplies). The explanation, or None."""
     x, w = record.inputs.get("x"), record.inputs.get("weight")
-    if case.op not in ("layer_norm", "rms_norm", "gated_norm") or x is None or w is None or not np.ndim(w) \
+    if case.op not in ("layer_norm", "rms_norm", "gated_norm", "norm_quant") or x is None or w is None or not np.ndim(w) \
             or np.size(x) > CONFIG_SIZE or np.shape(x)[np.ndim(x) - np.ndim(w):] != np.shape(w):
         return None
     off = float(case.config.get("weight_offset") or 0.0)
