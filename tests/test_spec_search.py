@@ -896,6 +896,12 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     # norm_quant's weight applied to x before the statistics (rule 13's affine, as layer_norm's)
     ("blind36", "nq_rms_stats_of_weighted_x", "norm_quant/normal_rms_e4m3_dyn_f32_8x256", "affine",
      "the weight applied to x before the statistics"),
+    # the backward's saved statistics one flat slot late (the last its own); tiles merged by Chan's update with each
+    # tile's mean over the tile width
+    ("blind36", "gated_bwd_stats_of_next_group", "gated_norm/normal_gs4_f64_3x7x12", "layout",
+     "the next flat index (the last its own"),
+    ("blind37", "in_tail_tile_mean_over_tile_width", "instance_norm/normal_f32_2x3x100", "block",
+     "each tile's mean taken as its sum / 32"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

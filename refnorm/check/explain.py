@@ -403,6 +403,11 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
                             f"{k} values by a merge whose spread term delta^2 n_a n_b / n is weighted {wname}", "merge"))
             # the merged mean moved by delta n_a / n where delta n_b / n belongs (the counts swapped in the mean's
             # update; M2's symmetric merge right): the mean wrong, the variance the slice's own
+            if n % k:               # each tile's mean its sum / k (the short last tile's too), merged by the counts
+                ma, qa = chan_merge(blocks, width=k)
+                out.append((ma, 1.0 / np.sqrt(qa / n + eps), f"with tiles of {k} values merged by Chan's update with "
+                            f"their counts, each tile's mean taken as its sum / {k} (the last tile, of {n % k}, "
+                            "too)", "block"))
             ma, _ = chan_merge(blocks, lambda na, nb: na / (na + nb), chan_spread)
             if not np.allclose(ma, mean, rtol=0, atol=0):
                 out.append((ma, rstd, f"with a running Welford state combined with each block of {k} values by a merge "

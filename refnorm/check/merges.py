@@ -22,13 +22,15 @@ def chan_spread(na, nb):
     return na * nb / (na + nb)
 
 
-def chan_merge(chunks, step=chan_step, spread=chan_spread):
+def chan_merge(chunks, step=chan_step, spread=chan_spread, width=None):
     """(mean, M2) of rows merged chunk by chunk, left to right: ``chunks`` are (rows, len_j) arrays, each reduced
     two-pass to (len_j, mean_j, M2_j), then merged into the running state with the mean step ``step(n_a, n_b)``
-    and the spread weight ``spread(n_a, n_b)``; both results (rows, 1)."""
+    and the spread weight ``spread(n_a, n_b)``; both results (rows, 1). ``width``: each chunk's mean taken as its
+    sum / width (a tile's width where a short last tile's own count belongs), its M2 about that mean."""
     na = 0
     for c in chunks:
-        nb, mb = c.shape[1], c.mean(axis=1, keepdims=True)
+        nb = c.shape[1]
+        mb = c.mean(axis=1, keepdims=True) if width is None else c.sum(axis=1, keepdims=True) / width
         qb = ((c - mb) ** 2).sum(axis=1, keepdims=True)
         if not na:
             na, ma, qa = nb, mb, qb

@@ -2576,6 +2576,8 @@ def _index_maps(shape):
     if len(sizes) > 1:              # the next flat index, wrapping (a pointer into (rows, groups) advanced by one)
         out.append((lambda v, idx=(j + 1) % size: np.reshape(np.reshape(v, -1)[idx], np.shape(v)),
                     "the next flat index (wrapping)"))
+        out.append((lambda v, idx=np.minimum(j + 1, size - 1): np.reshape(np.reshape(v, -1)[idx], np.shape(v)),
+                    "the next flat index (the last its own: a pointer advanced before the load)"))
     for k in range(2, size):
         maps = ((j % k, f"the flat index j % {k}"), (j // k, f"the flat index j // {k}")) if size % k == 0 else ()
         if size % k == 0 or k & (k - 1) == 0:    # the first of each block of k (a block's value hoisted)
