@@ -304,6 +304,15 @@ def _param_sum(case, x, a):
     return a.sum(axis=tuple(range(k)))
 
 
+def _with_next_lanes(rows, P):
+    """(lanes, inside): each row of ``rows`` (R, n), contiguous in memory one after another, read as P > n lanes:
+    its own n values and the next row's first P - n (zeros past the buffer's end, where ``inside`` is False)."""
+    R, n = rows.shape
+    idx = np.arange(R)[:, None] * n + np.arange(P)[None, :]
+    inside = idx < R * n
+    return np.where(inside, rows.reshape(-1)[np.minimum(idx, R * n - 1)], 0.0), inside
+
+
 def _prefixes(n):
     """Row lengths m < n a reduction that drops a tail block keeps: multiples of common block sizes and
     the powers of two below n."""
@@ -492,10 +501,7 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
             # P - n lanes past the slice load the next slice's leading values (the last slice: zeros, in the
             # variance as (0 - mean)^2, or masked there too), in the sums divided by n (the slices contiguous in
             # memory: every op's but batch_norm's channels)
-            flat = np.concatenate([xs.reshape(-1), np.zeros(P - n)])
-            nxt = np.stack([flat[(r + 1) * n:(r + 1) * n + P - n] for r in range(xs.shape[0])])
-            lanes = np.concatenate([xs, nxt], axis=1)
-            inside = (xs.shape[0] * n > np.arange(xs.shape[0])[:, None] * n + np.arange(P)[None, :])
+            lanes, inside = _with_next_lanes(xs, P)
             lm = lanes.sum(axis=1, keepdims=True) / n if centred else mean
             for dv, end in (((lanes - lm) ** 2, ""), (np.where(inside, (lanes - lm) ** 2, 0.0),
                                                        "; past the buffer's end masked")):
@@ -519,11 +525,8 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
         for t in (8, 16, 32, 64, 128):
             if L > t and L % t:
                 P = -(-L // t) * t
-                flat = np.concatenate([planes.reshape(-1), np.zeros(P - L)])
-                nxt = np.stack([flat[(r + 1) * L:(r + 1) * L + P - L] for r in range(N * C)])
-                lanes = np.moveaxis(np.concatenate([planes, nxt], axis=1).reshape(N, C, P), 0, 1).reshape(C, N * P)
-                inside = np.moveaxis((np.arange(N * C)[:, None] * L + np.arange(P)[None, :] < N * C * L).reshape(
-                    N, C, P), 0, 1).reshape(C, N * P)
+                lanes, inside = (np.moveaxis(a.reshape(N, C, P), 0, 1).reshape(C, N * P)
+                                 for a in _with_next_lanes(planes, P))
                 lm = lanes.sum(axis=1, keepdims=True) / n
                 what = (f"with each (sample, channel) plane of {L} positions read in tiles of {t} whose mask tests "
                         f"only the buffer's end: the last tile's {P - L} lanes load the next plane's leading values "
