@@ -902,6 +902,11 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "the next flat index (the last its own"),
     ("blind37", "in_tail_tile_mean_over_tile_width", "instance_norm/normal_f32_2x3x100", "block",
      "each tile's mean taken as its sum / 32"),
+    ("blind36", "an_eps_slot_given_dropout_p", "add_norm/normal_p_rs_f64_9x7", "eps", "eps's slot given dropout_p"),
+    ("blind36", "nq_amax_as_xhat_amax_times_weight_amax", "norm_quant/normal_rms_i8_dyn_f64_4x100", "quant_scale",
+     "max|x_hat| max|weight|"),
+    ("blind37", "aln_gain_exp_of_scale", "adaptive_layer_norm/normal_f64_2x5x7", "affine",
+     "the gain exp(scale) where 1 + scale belongs"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

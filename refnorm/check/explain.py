@@ -927,6 +927,10 @@ def _options_exchanged(cfg, full):
                 out.append(({**cfg, a: vb, b: va}, f"the options {a} and {b} exchanged ({a} = {vb:g}, {b} = {va:g}: "
                                                    "each passed in the other's positional slot)",
                             "eps" if "eps" in (a, b) else "running"))
+    for k in (k for k in keys if k != "eps" and "eps" in vals and vals[k] != vals["eps"]):
+        # eps's slot given another option's value, that option still right (the scalar arguments shifted by one)
+        out.append(({**cfg, "eps": vals[k]}, f"eps's slot given {k}'s value ({vals[k]:g} where eps = {vals['eps']:g} "
+                                             "belongs; the scalar arguments shifted)", "eps"))
     return out
 
 
@@ -1214,6 +1218,12 @@ def config_deviation(case, record, reference, ref, bounds=None):
             for d, what in ((1.0, f"1 + {a} where {a} belongs"), (-1.0, f"{a} where 1 + {a} belongs")):
                 cands.append((case.config, {**record.inputs, a: v.astype(np.float64) + d}, what,
                               "affine", "affine", None))
+    if case.op == "adaptive_layer_norm" and "scale" in floats:
+        # the gain exp(scale) (a log-scale modulation's convention) where 1 + scale belongs: scale read as
+        # exp(scale) - 1, its gradient through that read (times exp(scale))
+        e = np.exp(np.asarray(record.inputs["scale"], dtype=np.float64))
+        cands.append((case.config, {**record.inputs, "scale": e - 1.0}, "the gain exp(scale) where 1 + scale belongs",
+                      "affine", "affine", None, {"chain": {"scale": e}}))
     grads_only = all(p == "grads" for p, _ in record.failing)
     later, fwd_alone, rederived = [], [], 0
     for cfg, inputs, what, mech, bwd_mech, pair, *misread in cands:
@@ -1229,6 +1239,8 @@ def config_deviation(case, record, reference, ref, bounds=None):
         direct = []                 # the failing arrays compared in their own shape
         for part, name in [(p, n) for p in ("outputs", "grads", "state") for n in record.compare[p]]:
             got, alt, E = record.got[part].get(name), getattr(res, part).get(name), record.E[part].get(name)
+            if part == "grads" and alt is not None and name in misread.get("chain", {}):
+                alt = np.asarray(alt, dtype=np.float64) * misread["chain"][name]    # through the input's read
             if "state" in misread and part == "state" and not record.training:
                 alt = record.state.get(name)        # an eval call's buffers misread, never written: as given
             if isinstance(pair, str) and (part, name) == ("grads", pair):

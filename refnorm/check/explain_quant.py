@@ -425,6 +425,13 @@ class _RowCtx(_Ctx):
                 add(ref_s, "", "precision", num=t)
                 out[-1].update(final=True, text=f"the scale is right, but q is {what} divided by it (an unrounded "
                                                 "y belongs)")
+        w, b = self.inputs.get("weight"), self.inputs.get("bias")
+        if self.static is None and w is not None:
+            # amax bounded by the factors' maxima, max|x_hat| max|w| (+ max|b|), where max|x_hat w + b| belongs
+            a = np.max(np.abs(self.xh), axis=self.axes, keepdims=True, initial=0.0) * np.max(np.abs(w))
+            a = a + (0.0 if b is None else np.max(np.abs(b)))
+            add(self.dyn(a), "is computed from max|x_hat| max|weight|" + ("" if b is None else " + max|bias|")
+                + " (a bound from the factors' maxima) where max|y| belongs", "quant_scale", amax=a)
         for d in _low(self.case.dtype):
             add(np.asarray(round_to(ref_s, d), dtype=np.float64), f"is rounded to {d}"
                 + (" (the input dtype)" if d == self.case.dtype else ""), "precision")
