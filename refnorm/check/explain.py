@@ -2521,21 +2521,29 @@ def finite_failures(record, ref):
 
 
 def swapped_returns(record, ref) -> list:
-    """Every failing array of the step (two or more) is, within its bound, the expected value of another failing
-    array of its part and shape, each taken once (a return tuple unpacked in another order: dx and dresidual in
-    each other's place): explanations without a mechanism (docs/verdicts.md: two returned arrays swapped are
-    none), or []. Tried first: the simplest account, before any change of the arithmetic that reproduces them."""
+    """Every failing array of the step is, within its bound, the expected value of another array of its part and
+    shape, each taken once (a return tuple unpacked in another order: dx and dresidual in each other's place); a
+    passing partner only where its own returned value is, within its bound, the failing array's expected one too
+    (the pair's values close enough for it to pass in the other's place: dweight and dbias at a mean of 1e4):
+    explanations without a mechanism (docs/verdicts.md: two returned arrays swapped are none), or []. Tried first:
+    the simplest account, before any change of the arithmetic that reproduces them."""
     failing = list(record.failing)
-    if len(failing) < 2:
+    if not failing:
         return []
+
+    def holds(part, name, o):           # name's returned value is o's expected one, within name's bound
+        got, E, want = record.got[part].get(name), record.E[part].get(name), getattr(ref, part).get(o)
+        return (got is not None and E is not None and want is not None and np.shape(want) == np.shape(got)
+                and fit_ratio(got, want, E) <= 1)
+
     used, out = set(), []
     for part, name in failing:
-        got, E = record.got[part].get(name), record.E[part].get(name)
-        if got is None or E is None:
+        if record.got[part].get(name) is None or record.E[part].get(name) is None:
             return []
-        other = next((o for p2, o in failing if p2 == part and o != name and (part, o) not in used
-                      and getattr(ref, part).get(o) is not None and np.shape(getattr(ref, part)[o]) == np.shape(got)
-                      and fit_ratio(got, getattr(ref, part)[o], E) <= 1), None)
+        others = [o for p2, o in failing if p2 == part and o != name] + \
+            [o for o in record.compare[part] if o != name and (part, o) not in failing]
+        other = next((o for o in others if (part, o) not in used and holds(part, name, o)
+                      and ((part, o) in failing or holds(part, o, name))), None)
         if other is None:
             return []
         used.add((part, other))
@@ -2543,7 +2551,8 @@ def swapped_returns(record, ref) -> list:
     pairs = {(p, n): o for p, n, o in out}
     return [{"part": p, "name": n, "step": record.step, "mechanism": None,
              "text": f"{_label(p, n)} is the expected {_label(p, o)}, returned in its place"
-                     + (" (the two returned in each other's place)" if pairs.get((p, o)) == n else "")}
+                     + (" (the two returned in each other's place)" if pairs.get((p, o)) == n
+                        or (p, o) not in record.failing else "")}
             for p, n, o in out]
 
 

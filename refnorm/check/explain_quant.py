@@ -206,6 +206,10 @@ class _Ctx:
         qd, (dt, lo, hi) = self.qdtype, self.table
         out = [(lambda v, raw, d=d: np.asarray(round_to(v, d), dtype=np.float64),
                 f"rounded to {d} first and then to {qd} (two roundings)", "precision") for d in ("float16", "bfloat16")]
+        if qd.startswith("float4"):             # through the wider float8 e4m3 on the way (a two-step conversion)
+            out.append((lambda v, raw: np.asarray(np.asarray(v, dtype=np.float64).astype(ml_dtypes.float8_e4m3fn),
+                                                  dtype=np.float64),
+                        f"rounded to float8_e4m3fn first and then to {qd} (two roundings)", "precision"))
         # (two roundings to nearest: the quotient held in a 16-bit dtype on its way, rule 8's precision; a rounding
         # mode of the conversion itself, toward zero, down or up, is rule 8's rounding: the 16-bit step truncating)
         out += [(lambda v, raw, t=t: round_toward_zero(v, t), f"rounded to {d} toward zero first and then to {qd} to "
