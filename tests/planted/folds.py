@@ -72,6 +72,8 @@ from planted.blind34 import BUGS as BLIND34, Blind34Kernel              # noqa: 
 from planted.blind35 import BUGS as BLIND35, Blind35Kernel              # noqa: E402
 from planted.blind36 import BUGS as BLIND36, Blind36Kernel              # noqa: E402
 from planted.blind37 import BUGS as BLIND37, Blind37Kernel              # noqa: E402
+from planted.blind38 import BUGS as BLIND38, Blind38Kernel              # noqa: E402
+from planted.blind39 import BUGS as BLIND39, Blind39Kernel              # noqa: E402
 from planted.torch_kernel import BUGS, TorchKernel                      # noqa: E402
 from refnorm import pitfalls as P                                       # noqa: E402
 from refnorm.check.core import check_case                               # noqa: E402
@@ -420,6 +422,19 @@ def blind37_rows(golden=report.GOLDEN):
     return kernel_rows(Blind37Kernel, BLIND37, "blind37", "T37", golden)
 
 
+def blind38_rows(golden=report.GOLDEN):
+    """The thirty-eighth blind kernel (tests/planted/blind38.py: 42 bugs in blind36's 7 ops, written in session 32
+    by a helper not shown the diagnosis, labelled by docs/verdicts.md's rules, who reported only counts; merged
+    unread and measured once, before that session's development on them)."""
+    return kernel_rows(Blind38Kernel, BLIND38, "blind38", "T38", golden)
+
+
+def blind39_rows(golden=report.GOLDEN):
+    """The thirty-ninth blind kernel (tests/planted/blind39.py: 40 bugs in the other 8 ops, written beside the
+    thirty-eighth, the same way)."""
+    return kernel_rows(Blind39Kernel, BLIND39, "blind39", "T39", golden)
+
+
 HELD_OUT = {"torch": torch_rows, "blind": blind_rows, "blind2": blind2_rows, "blind3": blind3_rows,
             "blind4": blind4_rows, "blind5": blind5_rows, "blind6": blind6_rows, "blind7": blind7_rows,
             "blind8": blind8_rows, "blind9": blind9_rows, "blind10": blind10_rows,
@@ -429,7 +444,8 @@ HELD_OUT = {"torch": torch_rows, "blind": blind_rows, "blind2": blind2_rows, "bl
             "blind22": blind22_rows, "blind23": blind23_rows, "blind24": blind24_rows, "blind25": blind25_rows,
             "blind26": blind26_rows, "blind27": blind27_rows, "blind28": blind28_rows, "blind29": blind29_rows,
             "blind30": blind30_rows, "blind31": blind31_rows, "blind32": blind32_rows, "blind33": blind33_rows,
-            "blind34": blind34_rows, "blind35": blind35_rows, "blind36": blind36_rows, "blind37": blind37_rows}
+            "blind34": blind34_rows, "blind35": blind35_rows, "blind36": blind36_rows, "blind37": blind37_rows,
+            "blind38": blind38_rows, "blind39": blind39_rows}
 
 
 def score(rows, M):
