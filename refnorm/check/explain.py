@@ -453,11 +453,14 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
                 out.append((m3, 1.0 / np.sqrt(v3 + eps), f"with the statistics merged from per-{who} partials (mean_i, "
                             f"M2_i) stored in {dname}", "precision"))
     # (and m another size of x: a mask against the row count where the row length belongs)
-    for m in sorted(set(_prefixes(n)) | {int(k) for k in x_shape if 1 < k < n}):
-        # a group norm's first channels (m a multiple of its positions): the group the statistics span
-        # batch_norm's first samples (m a multiple of a sample's positions): the channel's own reduction losing
-        # its tail samples (rule 9 of docs/verdicts.md's "Which mechanism a bug is": block)
-        part = "group" if S and m % S == 0 else "samples" if B and m % B == 0 else "block"
+    whole = {k * S for k in range(1, min(n // S, 17))} if S else set()      # a group's first channels, whole
+    for m in sorted(set(_prefixes(n)) | {int(k) for k in x_shape if 1 < k < n} | whole):
+        # a group norm's first channel alone (m its positions): one channel where its group belongs, the group the
+        # statistics span (rule 10 of docs/verdicts.md's "Which mechanism a bug is"); its first channels but more
+        # than one (a channel loop's bound short), or batch_norm's first samples (m a multiple of a sample's
+        # positions): the slice's own reduction losing its tail channels or samples (rule 9: block)
+        part = "group" if S and m == S else "channels" if S and m % S == 0 else \
+            "samples" if B and m % B == 0 else "block"
         pm = xs[:, :m].mean(axis=1, keepdims=True) if centred else np.zeros_like(mean)
         pss = ((xs[:, :m] - pm) ** 2).sum(axis=1, keepdims=True)
         for div, dw in ((m, "m"), (n, "n")):
@@ -465,9 +468,9 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
             out.append((mm, 1.0 / np.sqrt(pss / div + eps) if div == m else
                         1.0 / np.sqrt(((xs[:, :m] - mm) ** 2).sum(axis=1, keepdims=True) / div + eps),
                         f"with the statistics over the first {m} of {n} values only ("
-                        + (f"the group's first {m // S} channel(s)" if part == "group" else
+                        + (f"the group's first {m // S} channel(s)" if part in ("group", "channels") else
                            f"the batch's first {m // B} sample(s)" if part == "samples" else "a tail block dropped")
-                        + f"; divided by {dw} = {div})", "block" if part == "samples" else part))
+                        + f"; divided by {dw} = {div})", "block" if part in ("samples", "channels") else part))
     if B and centred and n // B > 1:         # batch_norm: a second stage over the per-sample partials starting at 1
         rest = xs[:, B:]                     # (sample 0's sums never added; the totals divided by n): rule 11
         sm = rest.sum(axis=1, keepdims=True) / n
@@ -1200,6 +1203,12 @@ def config_deviation(case, record, reference, ref, bounds=None):
                                                                "own)")):
                 cands.append((case.config, record.inputs, f"the cotangent d{c} read {what}", "layout", "layout", None,
                               {"cotangents": {**record.cotangents, c: dv.reshape(v.shape)}}))
+    cots = {c: np.asarray(v) for c, v in record.cotangents.items() if v is not None and np.ndim(v)}
+    for c in cots:                          # a cotangent read from another's buffer (a launch's pointer): layout
+        for c2 in cots:
+            if c2 != c and np.shape(cots[c2]) == np.shape(cots[c]):
+                cands.append((case.config, record.inputs, f"the cotangent d{c} read from d{c2}'s buffer", "layout",
+                              "layout", None, {"cotangents": {**record.cotangents, c: cots[c2]}}))
     gs, z = case.config.get("group_size"), record.inputs.get("z")
     if z is not None and isinstance(gs, int) and 0 < gs < np.shape(z)[-1] and np.shape(z)[-1] % gs == 0:
         # the gate z read at the first group's columns for every group (its pointer not advanced by the group)

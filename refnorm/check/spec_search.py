@@ -1721,7 +1721,9 @@ def _welford_updates():
     deviation from the updated mean squared, (x_k - mean_k)^2, or from the previous mean squared,
     (x_k - mean_{k-1})^2 (mean_0 = 0), where (x_k - mean_{k-1}) (x_k - mean_k) belongs: the count's weight
     (k - 1) / k of each value's spread term missing or squared; its divisor and the mean kept; as _candidates'
-    tuples ("welford": rule 14's merge, a value merged into the running partial with counts not weighted)."""
+    tuples ("welford": rule 14's merge, a value merged into the running partial with its count weight squared;
+    "welford_shift": the deviation about the previous mean, a shift the value has not entered, without the shift's
+    correction (k - 1) / k: rule 7's one_pass, docs/verdicts.md)."""
     def welford(new):
         def change(t):
             m, var, d = t
@@ -1738,7 +1740,7 @@ def _welford_updates():
             m2 = m2.reshape(np.shape(ss))
             return m, var * np.where(ss > 0, m2 / np.where(ss > 0, ss, 1.0), 1.0), d
         return change
-    return [(("remapk", {"_math:moments.return": welford(new)}), "welford", None,
+    return [(("remapk", {"_math:moments.return": welford(new)}), "welford" if new else "welford_shift", None,
              f"the variance from a per-value Welford update adding (x - mean_{'k' if new else 'k-1'})^2 to M2 where "
              "(x - mean_k-1) (x - mean_k) belongs (the mean and the divisor right)") for new in (True, False)]
 
@@ -2803,7 +2805,7 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
     # a sum accumulated in the 16-bit dtype; a slice's reduction losing its last lanes (the block); a reduction
     # over a part of each slice (the group it spans)
     by_kind = {"lowsum": "precision", "tail": "block", "part": "group", "rowblock": "block", "welford": "merge",
-               "chunks": "merge",
+               "welford_shift": "one_pass", "chunks": "merge",
                "ptail": "reduction"}
     if i in by_kind and target[0] in ("remapk", "remap"):      # a named value's change (the deviations in the 16-bit dtype)
         return {"mechanism": by_kind[i], "text": f"the specification with {what} reproduces every failing array"}
