@@ -115,6 +115,9 @@ def _nb_alts(grad, to_full, g, dy, xh, rstd, centred, factor, R, n):
                      lambda: to_full(total(_nb(g, xh, rstd, centred, gm=dy))))
         grad.alt(f"the x_hat mean(g x_hat) term from dy ({factor} left out of it)", "backward",
                  lambda: to_full(total(_nb(g, xh, rstd, centred, gp=dy))))
+        # the elementwise term from dy, both row sums from g (the weight applied to the sums' operand only)
+        grad.alt(f"the elementwise term from dy ({factor} left out of it; the row sums from g)", "backward",
+                 lambda: to_full(total(_nb(dy, xh, rstd, centred, gm=g, gp=g))))
     if centred:             # the two row sums held in registers used in each other's term
         grad.alt("the row sums exchanged: rstd (g - x_hat mean(g) - mean(g x_hat))", "backward",
                  lambda: to_full(rstd * (g - xh * _mean(g) - _mean(g * xh))))
@@ -264,7 +267,22 @@ def _row_norm(case, ins, cot, ref):
     out["x"].scaled_by("rstd", full(np.broadcast_to(rstd, (R, n))))
     _nb_alts(out["x"], full, g, d, xh, rstd, centred, None if w is None else "the weight", R, n)
     red = lambda a: a.sum(axis=0).reshape(np.shape(w) if w is not None else ins["bias"].shape)   # noqa: E731
-    return _affine_grads(out, w, ins.get("bias"), red, d, g, xh, rstd)
+    out = _affine_grads(out, w, ins.get("bias"), red, d, g, xh, rstd)
+    b = ins.get("bias")
+    if w is not None and b is not None and np.all(W != 0):
+        _from_output(out, full, red, g, d, xh + b.reshape(n) / W, rstd, centred, "y / weight", "the bias")
+    return out
+
+
+def _from_output(out, full, red, g, dy, xb, rstd, centred, how, what):
+    """x_hat recomputed in the backward from the saved output as ``how`` with the additive parameter ``what``
+    never subtracted (x_b = x_hat + bias / weight): dx's projection and the gain's gradient from it. Rule 13 of
+    docs/verdicts.md's "Which mechanism a bug is" (a bias folded in wrong) before 15: "affine"."""
+    text = f"x_hat recomputed from the output as {how}, {what} never subtracted (x_hat + {what} / gain)"
+    out["x"].alt(text, "affine", lambda: full(total(_nb(g, xb, rstd, centred))))
+    gain = next((k for k in ("weight", "scale") if k in out), None)
+    if gain is not None:
+        out[gain].alt(text, "affine", lambda: red(dy * xb))
 
 
 def _channel_norm(case, ins, cot, ref, running):
@@ -581,6 +599,9 @@ def _adaptive_layer_norm(case, ins, cot, ref):
     if shift is not None:
         out["shift"] = _param_grad(shift.shape, red, ("dy", d), [
             ("g where dy belongs (dy times (1 + scale))", "backward", lambda: g)] if scale is not None else [])
+        if np.all(gain != 0):
+            _from_output(out, full, red, g, d, xh + np.broadcast_to(ps(shift), x.shape).reshape(R, H) / gain, rstd,
+                         True, "y / (1 + scale)" if scale is not None else "y", "the shift")
     return out
 
 
@@ -803,26 +824,28 @@ def _single(label, title, terms, got, E, fit_ratio):
 
 
 def _rescaled(label, grad, got, E, fit_ratio):
-    """One term carrying the slice's statistic (``grad.scale``: rstd, 1 / std) once more or once less (the
-    derivative of a std written through x_hat / std where (x - mean) / std belongs; rstd^2 for rstd): the
-    explanation when exactly one such term of one set reproduces every element, else None."""
+    """One term, or all but one, carrying the slice's statistic (``grad.scale``: rstd, 1 / std) once more or once
+    less (the derivative of a std written through x_hat / std where (x - mean) / std belongs; rstd^2 for rstd; a
+    parenthesis closed after the first term, rstd g - mean(g) - x_hat mean(g x_hat)): the explanation when exactly
+    one such change of one set reproduces every element, else None."""
+    from itertools import combinations
     if grad.scale is None:
         return None
     sname, sa = grad.scale
     fits = []
     for title, terms in grad.sets:
-        for i, (name, c, a) in enumerate(terms):
-            if not c:
-                continue
-            for power, how in ((1, "once more"), (-1, "once less")):
-                v = total(terms) + c * a * (sa ** power - 1.0)
-                if fit_ratio(got, v, E) <= 1:
-                    fits.append((title, name, power, how))
+        live = [i for i, (_, c, _) in enumerate(terms) if c]
+        for k in range(1, max(len(live) - 1, 1) + 1):
+            for idx in combinations(live, k):
+                for power, how in ((1, "once more"), (-1, "once less")):
+                    v = total(terms) + sum(terms[i][1] * terms[i][2] for i in idx) * (sa ** power - 1.0)
+                    if fit_ratio(got, v, E) <= 1:
+                        fits.append((title, " and ".join(terms[i][0] for i in idx), k, power, how))
     if len(fits) != 1:
         return None
-    title, name, power, how = fits[0]
-    return {"mechanism": "backward", "text": f"{label} matches the formula {title} with the {name} term multiplied "
-                                             f"by {sname} {how}"}
+    title, name, k, power, how = fits[0]
+    return {"mechanism": "backward", "text": f"{label} matches the formula {title} with the {name} "
+                                             f"term{'s' if k > 1 else ''} multiplied by {sname} {how}"}
 
 
 def _carried(label, grad, got, E, fit_ratio, found):
