@@ -1073,6 +1073,22 @@ def _rederived_fits(bounds, cfg, record, inputs, misread, res, near, unfit):
     return out
 
 
+def _row_xhat(case, record, ref):
+    """layer_norm's and rms_norm's x_hat = (x - mean) rstd from the reference's returned statistics (x's shape,
+    float64), or None."""
+    x, ns = record.inputs.get("x"), case.config.get("normalized_shape")
+    rstd = ref.outputs.get("rstd") if case.op in ("layer_norm", "rms_norm") else None
+    if x is None or rstd is None or ns is None:
+        return None
+    n = int(np.prod(ns, dtype=np.int64)) if np.ndim(ns) else int(ns)
+    if n < 2 or np.size(x) % n or np.size(rstd) != np.size(x) // n:
+        return None
+    xs = np.asarray(x, dtype=np.float64).reshape(-1, n)
+    m = ref.outputs.get("mean") if case.op == "layer_norm" else None
+    mean = 0.0 if m is None else np.asarray(m, dtype=np.float64).reshape(-1, 1)
+    return ((xs - mean) * np.asarray(rstd, dtype=np.float64).reshape(-1, 1)).reshape(np.shape(x))
+
+
 def config_deviation(case, record, reference, ref, bounds=None):
     """A configuration value off (``_config_candidates``), or an input deviation (the weight left out, taken
     as 1; an optional input ignored; two inputs swapped; one read from another's buffer; a 0/1 keep-mask
@@ -1203,6 +1219,10 @@ def config_deviation(case, record, reference, ref, bounds=None):
                                                                "own)")):
                 cands.append((case.config, record.inputs, f"the cotangent d{c} read {what}", "layout", "layout", None,
                               {"cotangents": {**record.cotangents, c: dv.reshape(v.shape)}}))
+    xh = _row_xhat(case, record, ref)
+    if xh is not None:                      # a checkpointed backward normalizing its saved x_hat again
+        cands.append((case.config, {**record.inputs, "x": xh.astype(np.asarray(x).dtype)}, "x read as the saved "
+                      "x_hat (the normalization applied to it again)", "backward", "backward", None))
     cots = {c: np.asarray(v) for c, v in record.cotangents.items() if v is not None and np.ndim(v)}
     for c in cots:                          # a cotangent read from another's buffer (a launch's pointer): layout
         for c2 in cots:

@@ -672,6 +672,8 @@ def _param_candidates(case, name, v, shape):
     i = np.arange(P)
     maps = [(m, f"in another index order: {what}") for m, what in index_orders(shape)] if len(shape) > 1 else []
     maps += [(P - 1 - i, "in reversed order")]
+    maps += [((i // k) * k + (k - 1 - i % k), f"with each block of {k} elements reversed (vector halves or lanes in "
+              "the wrong order)") for k in (2, 4, 8) if P % k == 0 and P > k]
     maps = [(m, what, "layout") for m, what in maps]
     for k in range(1, min(P, MAPS_MAX + 1)):
         maps.append((i % k, f"at the block-local index: element i takes {name}[i % {k}] (blocks of {k})", "layout"))
@@ -705,7 +707,8 @@ def _pairs_present(record):
 
 def param_index(ex, case, record, ref, reference):
     """The parameters (weight and bias, scale and shift) read at another index or rounded
-    (``_param_candidates``), screened by the effective values the kernel's y implies, confirmed by the
+    (``_param_candidates``), screened by the effective values the kernel's y implies (where y is affine in
+    them; else, for UNSCREENED ops, each index map tried on the weight, the bias and both), confirmed by the
     specification re-evaluated with them: explanations, or []."""
     x = record.inputs.get("x")
     if x is None or ("outputs", "y") not in record.failing or np.shape(record.got["outputs"].get("y")) != np.shape(x):
@@ -720,35 +723,13 @@ def param_index(ex, case, record, ref, reference):
         if ids is None or P < 2:
             continue
         eff = _effective(case, record, reference, wn2, bn2, ids, P)
-        if eff is None:
+        if eff is not None:
+            combos = _screened(case, record, wn2, bn2, shape, eff)
+        elif case.op in UNSCREENED:
+            combos = _unscreened(case, record, wn2, bn2, shape)
+        else:
             continue
-        picks = {}
-        for n, e in zip((wn2, bn2), eff[:2]):
-            if n is None:
-                continue
-            v = np.asarray(record.inputs[n], dtype=np.float64).reshape(-1)
-            spread = np.max(np.abs(v - np.mean(v))) + 1e-30
-            tol = SCREEN * spread + 1e-6 * np.max(np.abs(v))
-            good = eff[2] & np.isfinite(e)
-            if not good.any():
-                continue
-            err = lambda c: float(np.max(np.abs(e[good] - c[good]))) / tol     # noqa: E731
-            cands = _param_candidates(case, n, v, shape)
-            if n == wn2:                    # the gain applied twice: (o + w)^2 where o + w belongs (o its offset)
-                o = _offset(case, n)
-                cands.append(((v + o) ** 2 - o, f"the gain {_gain_text(o, n)} applied twice (its square)", "affine",
-                              ("chain", 2 * (v + o))))
-            if n == bn2:                    # the bias added before the gain multiplies: y = w (x_hat + b)
-                w = np.asarray(record.inputs[wn2], dtype=np.float64).reshape(-1)
-                cands.append((v * w, f"{n} inside the {wn2}'s product ({wn2} (u + {n}) where {wn2} u + {n} belongs, u "
-                                     "the normalized value)", "affine", "inside"))
-            picks[n] = sorted([(err(c[0]), c) for c in [(v, None, None, None)] + cands if err(c[0]) <= 1],
-                              key=lambda t: t[0])[:6]
-        names = list(picks)
-        combos = sorted(itertools.product(*(picks[n] for n in names)), key=lambda cs: sum(t[0] for t in cs))
-        for combo in combos[:8]:
-            combo = [t[1] for t in combo]
-            whats = [(n, c) for n, c in zip(names, combo) if c[1] is not None]
+        for whats in combos:
             mechs = {c[2] for _, c in whats}
             if len(mechs) != 1:
                 continue
@@ -781,6 +762,52 @@ def param_index(ex, case, record, ref, reference):
     return []
 
 
+UNSCREENED = ("group_norm_silu",)   # y not affine in its parameters (silu(x_hat w + b)): every index map tried
+UNSCREENED_MAX = 24                  # the index maps tried per parameter there
+
+
+def _screened(case, record, wn2, bn2, shape, eff):
+    """The candidate readings [(name, candidate)] the least-squares screen keeps, best first (at most 8)."""
+    picks = {}
+    for n, e in zip((wn2, bn2), eff[:2]):
+        if n is None:
+            continue
+        v = np.asarray(record.inputs[n], dtype=np.float64).reshape(-1)
+        spread = np.max(np.abs(v - np.mean(v))) + 1e-30
+        tol = SCREEN * spread + 1e-6 * np.max(np.abs(v))
+        good = eff[2] & np.isfinite(e)
+        if not good.any():
+            continue
+        err = lambda c: float(np.max(np.abs(e[good] - c[good]))) / tol     # noqa: E731
+        cands = _param_candidates(case, n, v, shape)
+        if n == wn2:                    # the gain applied twice: (o + w)^2 where o + w belongs (o its offset)
+            o = _offset(case, n)
+            cands.append(((v + o) ** 2 - o, f"the gain {_gain_text(o, n)} applied twice (its square)", "affine",
+                          ("chain", 2 * (v + o))))
+        if n == bn2:                    # the bias added before the gain multiplies: y = w (x_hat + b)
+            w = np.asarray(record.inputs[wn2], dtype=np.float64).reshape(-1)
+            cands.append((v * w, f"{n} inside the {wn2}'s product ({wn2} (u + {n}) where {wn2} u + {n} belongs, u "
+                                 "the normalized value)", "affine", "inside"))
+        picks[n] = sorted([(err(c[0]), c) for c in [(v, None, None, None)] + cands if err(c[0]) <= 1],
+                          key=lambda t: t[0])[:6]
+    names = list(picks)
+    combos = sorted(itertools.product(*(picks[n] for n in names)), key=lambda cs: sum(t[0] for t in cs))
+    return [[(n, t[1]) for n, t in zip(names, combo) if t[1][1] is not None] for combo in combos[:8]]
+
+
+def _unscreened(case, record, wn2, bn2, shape):
+    """The index maps of ``_param_candidates`` (at most UNSCREENED_MAX) applied to the weight, the bias and both:
+    [(name, candidate)] lists, unscreened (y not affine in the parameters)."""
+    names = [n for n in (wn2, bn2) if n is not None]
+    vals = {n: np.asarray(record.inputs[n], dtype=np.float64).reshape(-1) for n in names}
+    maps = [c for c in _param_candidates(case, wn2, vals[wn2], shape) if c[3] is not None][:UNSCREENED_MAX]
+    out = []
+    for m, what, mech in ((c[3], c[1][len(wn2) + 1:], c[2]) for c in maps):
+        per = {n: (vals[n][m], f"{n} read {what}", mech, m) for n in names}
+        out += [[(n, per[n])] for n in names] + ([[(n, per[n]) for n in names]] if len(names) > 1 else [])
+    return out
+
+
 ROW_VALUES = 64        # parameters read at the row index: at most this many distinct values evaluated
 
 
@@ -792,7 +819,9 @@ def params_by_row(ex, case, record, ref, reference):
     x = record.inputs.get("x")
     if x is None or case.op in PER_CHANNEL or ("outputs", "y") not in record.failing:
         return []
-    for have in _pairs_present(record):
+    pairs = list(_pairs_present(record))
+    # (both parameters at the row's index, or one of them alone: the bias's pointer offset by the row)
+    for have in pairs + [(n,) for pair in pairs if len(pair) > 1 for n in pair]:
         shape = np.shape(record.inputs[have[0]])
         P = int(np.prod(shape, dtype=np.int64))
         if P < 2 or any(np.shape(record.inputs[n]) != shape for n in have) \

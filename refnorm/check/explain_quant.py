@@ -429,6 +429,10 @@ class _RowCtx(_Ctx):
                 add(ref_s, "", "precision", num=t)
                 out[-1].update(final=True, text=f"the scale is right, but q is {what} divided by it (an unrounded "
                                                 "y belongs)")
+        if self.static is None:       # the range max(y) - min(y) (an asymmetric quantizer's) where max|y| belongs
+            a = np.max(self.y, axis=self.axes, keepdims=True) - np.min(self.y, axis=self.axes, keepdims=True)
+            add(self.dyn(a), "is computed from the range max(y) - min(y) (an asymmetric quantizer's) where max|y| "
+                             "belongs", "quant_scale", amax=a)
         w, b = self.inputs.get("weight"), self.inputs.get("bias")
         if self.static is None and w is not None:
             # amax bounded by the factors' maxima, max|x_hat| max|w| (+ max|b|), where max|x_hat w + b| belongs

@@ -270,19 +270,31 @@ def _row_norm(case, ins, cot, ref):
     out = _affine_grads(out, w, ins.get("bias"), red, d, g, xh, rstd)
     b = ins.get("bias")
     if w is not None and b is not None and np.all(W != 0):
-        _from_output(out, full, red, g, d, xh + b.reshape(n) / W, rstd, centred, "y / weight", "the bias")
+        _from_output(out, full, red, g, d, xh + b.reshape(n) / W, rstd, centred, _bias_kept("y / weight", "the bias"),
+                     "affine")
+    y = ref.outputs.get("y")
+    if y is not None and np.size(y) == x.size:
+        m = _f(ref.outputs["mean"]).reshape(R, 1) if centred else 0.0
+        _from_output(out, full, red, g, d, (_f(y).reshape(R, n) - m) * rstd, rstd, centred, IN_PLACE, "backward")
     return out
 
 
-def _from_output(out, full, red, g, dy, xb, rstd, centred, how, what):
-    """x_hat recomputed in the backward from the saved output as ``how`` with the additive parameter ``what``
-    never subtracted (x_b = x_hat + bias / weight): dx's projection and the gain's gradient from it. Rule 13 of
-    docs/verdicts.md's "Which mechanism a bug is" (a bias folded in wrong) before 15: "affine"."""
-    text = f"x_hat recomputed from the output as {how}, {what} never subtracted (x_hat + {what} / gain)"
-    out["x"].alt(text, "affine", lambda: full(total(_nb(g, xb, rstd, centred))))
+def _from_output(out, full, red, g, dy, xb, rstd, centred, text, mech):
+    """x_hat recomputed in the backward as ``xb`` (from the saved output: with the bias never subtracted, x_hat +
+    bias / weight, rule 13's "affine" before 15; or from y's buffer taken for x's, (y - mean) rstd: "backward"):
+    dx's terms and the gain's gradient from it."""
+    out["x"].alt(text, mech, lambda: full(total(_nb(g, xb, rstd, centred))))
     gain = next((k for k in ("weight", "scale") if k in out), None)
     if gain is not None:
-        out[gain].alt(text, "affine", lambda: red(dy * xb))
+        out[gain].alt(text, mech, lambda: red(dy * xb))
+
+
+def _bias_kept(how, what):
+    return f"x_hat recomputed from the output as {how}, {what} never subtracted (x_hat + {what} / gain)"
+
+
+IN_PLACE = "x_hat recomputed from y's buffer as (y - mean) rstd (the forward written in place over x, the output read " \
+           "for the input)"
 
 
 def _channel_norm(case, ins, cot, ref, running):
@@ -317,7 +329,11 @@ def _channel_norm(case, ins, cot, ref, running):
         _x_form_alts(out["x"], full, g, xs, xh, mean, rstd, n)
     axes = tuple(i for i in range(x.ndim) if i != 1)
     red = lambda a: full(a).sum(axis=axes)                             # noqa: E731
-    return _affine_grads(out, w, b, red, d, g, xh, rstd)
+    out = _affine_grads(out, w, b, red, d, g, xh, rstd)
+    y = ref.outputs.get("y")
+    if not running and y is not None and np.shape(y) == x.shape:
+        _from_output(out, full, red, g, d, (_slices(case, x, _f(y)) - mean) * rstd, rstd, True, IN_PLACE, "backward")
+    return out
 
 
 def _group_norm_silu(case, ins, cot, ref):
@@ -485,6 +501,9 @@ def _dyt(case, ins, cot, ref):
     for _, (arr, what) in facs.items():
         gx.alt(f"{what} left out", "backward", lambda arr=arr: arr)
     gx.alt("t = tanh(alpha x) where tanh'(alpha x) belongs", "backward", lambda: dy * W * t * a)
+    # g (1 - t^2) written without its parentheses, g * 1 - t * t (the t^2 term without its factor g)
+    gx.alt("g (1 - t^2) written g * 1 - t * t (the parentheses missing)", "backward",
+           lambda: (dy * W - t2) * a)
     y = t * W + (0.0 if b is None else b)
     if w is not None or b is not None:
         gx.alt("tanh' as 1 - y^2 from the output y = w t + b where 1 - t^2 belongs", "backward",
@@ -502,6 +521,7 @@ def _dyt(case, ins, cot, ref):
         alts.append(("the weight applied twice (g = dy w times w again)", dy * W * W * D * x))
     if w is not None or b is not None:
         alts.append(("tanh' as 1 - y^2 from the output y = w t + b where 1 - t^2 belongs", dy * W * (1.0 - y * y) * x))
+    alts.append(("g (1 - t^2) written g * 1 - t * t (the parentheses missing)", (dy * W - t2) * x))
     for text, arr in alts:
         ga.alt(text, "backward", lambda arr=arr: tot(arr))
     out["alpha"] = ga
@@ -527,13 +547,13 @@ def _poly_norm(case, ins, cot, ref):
     us = [x ** p for p in (3, 2, 1)]                                        # the powers and their rstd r_p
     rs = [1.0 / np.sqrt((u * u).mean(axis=-1, keepdims=True) + eps) for u in us]
 
-    def parts(ws):
+    def parts(ws, whole=False):
         terms = []
         for k, p in enumerate((3, 2, 1)):
             r = rs[k]
             h = us[k] * r
             gp = dy * ws[k]
-            B = (gp * h).mean(axis=-1, keepdims=True)
+            B = np.broadcast_to(np.mean(gp * h), r.shape) if whole else (gp * h).mean(axis=-1, keepdims=True)
             xp = x ** (p - 1)
             terms += [(f"x^{p - 1} r_{p} g_{p}", float(p), xp * r * gp), (f"x^{p - 1} r_{p} h_{p} mean(g_{p} h_{p})",
                                                                           -float(p), xp * r * h * B)]
@@ -545,6 +565,9 @@ def _poly_norm(case, ins, cot, ref):
     gx.alt("the weights in reversed order (weight[0] on x, weight[2] on x^3) in the backward", "affine",
            lambda: total(parts(w[::-1])))
     gx.alt("g_p = dy: the weights left out of the backward", "backward", lambda: total(parts(np.ones(3))))
+    if x.size > x.shape[-1]:    # a reduction without its axis over a tile holding every row: rule 11
+        gx.alt("each power's mean(g_p h_p) over the whole tensor (every row) where each row's belongs", "reduction",
+               lambda: total(parts(w, whole=True)))
 
     def centred():          # each power's normalization gradient by the layer norm's formula: - mean(g_p) too
         return total(parts(w)) - sum(p * x ** (p - 1) * r * (dy * w[k]).mean(axis=-1, keepdims=True)
@@ -601,7 +624,7 @@ def _adaptive_layer_norm(case, ins, cot, ref):
             ("g where dy belongs (dy times (1 + scale))", "backward", lambda: g)] if scale is not None else [])
         if np.all(gain != 0):
             _from_output(out, full, red, g, d, xh + np.broadcast_to(ps(shift), x.shape).reshape(R, H) / gain, rstd,
-                         True, "y / (1 + scale)" if scale is not None else "y", "the shift")
+                         True, _bias_kept("y / (1 + scale)" if scale is not None else "y", "the shift"), "affine")
     return out
 
 
