@@ -1224,6 +1224,14 @@ def config_deviation(case, record, reference, ref, bounds=None):
         cands.append((case.config, {**record.inputs, "x": xh.astype(np.asarray(x).dtype)}, "x read as the saved "
                       "x_hat (the normalization applied to it again)", "backward", "backward", None))
     cots = {c: np.asarray(v) for c, v in record.cotangents.items() if v is not None and np.ndim(v)}
+    if case.dtype in ("float32", "float64", "float16"):    # a cotangent read through a 16-bit pointer (to nearest)
+        import ml_dtypes
+        for c in cots:
+            for low in (ml_dtypes.bfloat16, np.float16):
+                if np.dtype(low).name != case.dtype:
+                    cands.append((case.config, record.inputs, f"the cotangent d{c} loaded as {np.dtype(low).name} "
+                                  "(rounded to nearest)", "precision", "precision", None,
+                                  {"cotangents": {**record.cotangents, c: cots[c].astype(low).astype(cots[c].dtype)}}))
     for c in cots:                          # a cotangent read from another's buffer (a launch's pointer): layout
         for c2 in cots:
             if c2 != c and np.shape(cots[c2]) == np.shape(cots[c]):

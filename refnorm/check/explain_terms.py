@@ -179,6 +179,12 @@ def _x_form_alts(grad, full, g, xs, xh, mean, rstd, n):
              lambda: full(x_form(g, xs, mean, rstd, n, (g * xs).sum(axis=1, keepdims=True), at=xh)))
 
 
+def _previous_row(a):
+    """``a`` with each row (its last axis' runs) the previous row's, row 0 zeros."""
+    r = np.reshape(a, (-1, np.shape(a)[-1]))
+    return np.concatenate([np.zeros_like(r[:1]), r[:-1]]).reshape(np.shape(a))
+
+
 def _lead_sum(a, k):
     """Sum over the leading axes of a (all but the trailing k)."""
     return a.sum(axis=tuple(range(a.ndim - k)))
@@ -325,6 +331,8 @@ def _channel_norm(case, ins, cot, ref, running):
                                         [(t, c, full(a)) for t, c, a in _nb(g, xh, rstd, True)])}
         out["x"].scaled_by("rstd", full(np.broadcast_to(rstd, (R, n))))
         _nb_alts(out["x"], full, g, d, xh, rstd, True, None if w is None else "the weight", 0, n)
+        out["x"].alt("dx = g rstd (the fixed-statistics formula: both mean terms left out)", "backward",
+                     lambda: full(g * rstd))
         _axes_alts(out["x"], case, x, full, g, xh, rstd)
         _x_form_alts(out["x"], full, g, xs, xh, mean, rstd, n)
     axes = tuple(i for i in range(x.ndim) if i != 1)
@@ -530,7 +538,9 @@ def _dyt(case, ins, cot, ref):
         out["weight"] = _param_grad(w.shape, red, ("dy t", dy * t), [
             ("x where t = tanh(alpha x) belongs", "backward", lambda: dy * x),
             ("alpha x where t = tanh(alpha x) belongs", "backward", lambda: dy * a * x),
-            ("dy w t where dy t belongs (times the weight)", "backward", lambda: dy * W * t)])
+            ("dy w t where dy t belongs (times the weight)", "backward", lambda: dy * W * t),
+            ("t of the previous row (a loop-carried register read before the row's load; row 0 by 0)", "layout",
+             lambda: dy * _previous_row(t))])
     if b is not None:
         out["bias"] = _param_grad(b.shape, red, ("dy", dy), [("dy w where dy belongs (times the weight)",
                                                               "backward", lambda: dy * W)] if w is not None else [])
@@ -930,7 +940,44 @@ def explain_grad(label, grad, got, want, E, fit_ratio):
         e = _lstsq(label, title, terms, got, want, E, fit_ratio) or _single(label, title, terms, got, E, fit_ratio)
         if e is not None:
             return e
-    return _rescaled(label, grad, got, E, fit_ratio)
+    return _rescaled(label, grad, got, E, fit_ratio) or _tail_alt(label, grad, got, want, E, fit_ratio)
+
+
+TAIL_VECTORS = (2, 4, 8, 16, 32, 64)     # the vector widths whose scalar remainder loop may compute otherwise
+
+
+def _tail_alt(label, grad, got, want, E, fit_ratio):
+    """A vector body right and its scalar remainder loop written with another formula: the gradient the
+    specification's except at the last L mod V positions of each run of L values (L a product of trailing axes,
+    V a vector width), where one alternative's values reproduce it (the fewest such positions first); or None."""
+    shape = np.shape(got)
+    if len(shape) < 1 or np.size(got) < 8:
+        return None
+    vals = []
+    for text, mech, fn in grad.alts:
+        try:
+            with np.errstate(all="ignore"):
+                v = fn()
+        except (ValueError, IndexError, ZeroDivisionError):
+            continue
+        if np.shape(v) == shape:
+            vals.append((text, mech, np.asarray(v, dtype=np.float64)))
+    masks = []
+    for k in range(1, len(shape)):
+        L = int(np.prod(shape[k:], dtype=np.int64))
+        col = np.broadcast_to(np.arange(L), (np.size(got) // L, L)).reshape(shape)
+        masks += [((L % V) * (np.size(got) // L), col >= L - L % V, L, V) for V in TAIL_VECTORS if L > V and L % V]
+    for _, mask, L, V in sorted(masks, key=lambda m: m[0]):
+        for text, mech, v in vals:
+            if np.allclose(v[mask], np.asarray(want, dtype=np.float64)[mask], rtol=1e-12, atol=0):
+                continue
+            with np.errstate(all="ignore"):
+                if fit_ratio(got, np.where(mask, v, want), E) <= 1:
+                    widths = "/".join(str(w) for w in TAIL_VECTORS if L > w and L % w == L % V)
+                    return {"mechanism": mech, "text": f"{label} is the formula's except at the last {L % V} of every "
+                                                       f"{L} positions (the scalar remainder of a {widths}-wide vector "
+                                                       f"body), which match the formula with {text}"}
+    return None
 
 
 def backward_terms(case, record, ref, done, fit_ratio, size_cap) -> list:
