@@ -619,6 +619,9 @@ def row_statistics(case, record, ref, candidates=None):
         if np.all(np.isfinite(xh)):
             cands.append((xh, mean, rstd, "with x_hat recomputed from the returned y, (y - bias) / weight",
                           "precision"))
+    est = None if candidates else _estimated_rstd(case, record, x, xs, mean, rstd, w, b)
+    if est is not None:
+        cands.append(((xs - mean) * est[0], mean, est[0], est[1], "precision"))
     dy = record.cotangents.get("y")
     if dy is not None:
         dys = _slices(case, x, np.asarray(dy, dtype=np.float64))
@@ -659,6 +662,33 @@ def row_statistics(case, record, ref, candidates=None):
             return [{"part": p, "name": n, "step": record.step, "mechanism": mech,
                      "text": f"{_label(p, n)} is the formula's {text}"} for p, n in keep]
     return []
+
+
+ESTIMATE_REL = 2.0 ** -11      # an approximate reciprocal square root's relative error (x86 rsqrtps: 1.5 2^-12)
+
+
+def _estimated_rstd(case, record, x, xs, mean, rstd, w, b):
+    """Each slice's rstd as the kernel used it (its returned rstd, else the least-squares factor of its y over
+    the reference's x_hat w) where it differs from the exact one by at most ESTIMATE_REL relative, on both sides
+    (an approximate reciprocal square root without a Newton step): (rstd', what), or None."""
+    got_r, y = record.got["outputs"].get("rstd"), record.got["outputs"].get("y")
+    if got_r is not None and np.size(got_r) == xs.shape[0]:
+        r2 = np.asarray(got_r, dtype=np.float64).reshape(-1, 1)
+    elif y is not None and np.shape(y) == np.shape(x):
+        u = (xs - mean) * w
+        with np.errstate(all="ignore"):
+            k = (((_slices(case, x, np.asarray(y, dtype=np.float64)) - b) * u).sum(axis=1, keepdims=True)
+                 / (u * u).sum(axis=1, keepdims=True))
+        r2 = rstd * k
+    else:
+        return None
+    with np.errstate(all="ignore"):
+        rel = r2 / rstd - 1.0
+    if not np.all(np.isfinite(rel)) or np.max(np.abs(rel)) > ESTIMATE_REL or np.max(np.abs(rel)) < 2.0 ** -20 \
+            or xs.shape[0] < 4 or not 0.1 <= float(np.mean(rel > 0)) <= 0.9:
+        return None
+    return r2, (f"with each slice's rstd off by up to {np.max(np.abs(rel)):.1e} relative, on both sides (an approximate "
+                "reciprocal square root without a Newton step, about 12 significant bits)")
 
 
 def _bias_full(case, x, inputs):
