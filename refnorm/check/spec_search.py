@@ -378,6 +378,18 @@ def _lanes(s):
     return f
 
 
+def _even_positions(k):
+    """The change "the reduction without the odd positions of the flattened trailing ``k`` axes" (a 2-wide vector
+    load's high half never accumulated; a mean still divided by the whole count)."""
+    def f(a, red, axes, keepdims):
+        P = int(np.prod(a.shape[a.ndim - k:], dtype=np.int64))
+        keep = (np.arange(P) % 2 == 0).reshape(a.shape[a.ndim - k:])
+        r = np.sum(np.where(keep, a, 0.0), axis=axes, keepdims=keepdims)
+        n = int(np.prod([a.shape[x] for x in _axes(axes, a.ndim)], dtype=np.int64))
+        return r / n if red is _REDUCE["mean"] else r
+    return f
+
+
 def _zero(a, red, axes, keepdims):
     """The change "the reduction left out": zeros of its result's shape."""
     return np.zeros_like(red(a, axis=axes, keepdims=keepdims))
@@ -2025,6 +2037,25 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             if c0:                  # (the two-pass mean's correction pass left out: the mean of one pass)
                 late.append((("reduce", rows, {i: _zero if i in c0 else _lanes(s) for i in rows}), "tail", None,
                             what + "; the mean of one pass)"))
+    # a channel's statistics over several axes from the even positions of each plane alone (a 2-wide vector load
+    # whose high half is never accumulated), still divided by the whole count: every forward reduction over those
+    # axes (the two-pass mean's correction pass too)
+    multi = {}
+    for i in fwd:
+        if i in reds and reds[i][2] and len(reds[i][1]) > 1 and reds[i][1][-1] == len(reds[i][0]) - 1:
+            multi.setdefault((tuple(reds[i][0]), tuple(reds[i][1])), set()).add(i)
+    for (shape, axes), ids in multi.items():
+        trail = next(k for k in range(len(axes)) if axes[k:] == tuple(range(axes[k], len(shape))))
+        P = int(np.prod([shape[a] for a in axes[trail:]], dtype=np.int64))
+        if P > 2 and all(_SOURCES[i][3] in ("sum", "mean") for i in ids):
+            ev = _even_positions(len(shape) - axes[trail])
+            what = (f"every forward reduction over axes {axes} of {shape} from the even positions of each run of {P} "
+                    "alone (a 2-wide vector's high half never accumulated; divided by the whole count")
+            late.append((("reduce", frozenset(ids), ev), "tail", None, what + ")"))
+            c0 = [i for i in ids if _SOURCES[i][:2] == ("_math", "centered") and _SOURCES[i][4] == "d0"]
+            if c0:                  # (the two-pass mean's correction pass left out: the mean of one pass)
+                late.append((("reduce", frozenset(ids), {i: _zero if i in c0 else ev for i in ids}), "tail", None,
+                             what + "; the mean of one pass)"))
     if low is not None:                 # every backward reduction over one set of axes accumulated in the 16-bit
         bsig = {}                       # dtype, across the backward's functions (a backward-reduce kernel's sums)
         for i, (shape, axes, keep) in reds.items():
