@@ -179,6 +179,20 @@ def _x_form_alts(grad, full, g, xs, xh, mean, rstd, n):
              lambda: full(x_form(g, xs, mean, rstd, n, (g * xs).sum(axis=1, keepdims=True), at=xh)))
 
 
+def _partials_transposed(g, xh, rstd, shape, n):
+    """group_norm's dx (slices (N G, cg S)) with each group's mean(g) and mean(g x_hat) summed from per-(sample,
+    channel) partials read at the transposed index (partial (n, c) from the flat slot c N + n)."""
+    N, C = shape[:2]
+    S = int(np.prod(shape[2:], dtype=np.int64))
+    G = g.shape[0] // N
+    means = []
+    for a in (g, g * xh):
+        P = a.reshape(N, C, S).sum(axis=2)                      # (sample, channel) partials, stored n C + c
+        idx = np.arange(C)[None, :] * N + np.arange(N)[:, None]
+        means.append(P.reshape(-1)[idx].reshape(N, G, C // G).sum(axis=2).reshape(-1, 1) / n)
+    return rstd * (g - means[0] - xh * means[1])
+
+
 def _previous_row(a):
     """``a`` with each row (its last axis' runs) the previous row's, row 0 zeros."""
     r = np.reshape(a, (-1, np.shape(a)[-1]))
@@ -333,6 +347,10 @@ def _channel_norm(case, ins, cot, ref, running):
         _nb_alts(out["x"], full, g, d, xh, rstd, True, None if w is None else "the weight", 0, n)
         out["x"].alt("dx = g rstd (the fixed-statistics formula: both mean terms left out)", "backward",
                      lambda: full(g * rstd))
+        if case.op == "group_norm" and x.shape[0] > 1 and x.shape[1] > 1 and x.shape[0] != x.shape[1]:
+            out["x"].alt("the per-(sample, channel) partial sums of g and g x_hat stored at n C + c and read back at "
+                         "c N + n (a scratch buffer's two index orders)", "layout",
+                         lambda: full(_partials_transposed(g, xh, rstd, x.shape, n)))
         _axes_alts(out["x"], case, x, full, g, xh, rstd)
         _x_form_alts(out["x"], full, g, xs, xh, mean, rstd, n)
     axes = tuple(i for i in range(x.ndim) if i != 1)
