@@ -1253,6 +1253,15 @@ def config_deviation(case, record, reference, ref, bounds=None):
     if xh is not None:                      # a checkpointed backward normalizing its saved x_hat again
         cands.append((case.config, {**record.inputs, "x": xh.astype(np.asarray(x).dtype)}, "x read as the saved "
                       "x_hat (the normalization applied to it again)", "backward", "backward", None))
+    for a in floats:                        # one element of a short vector input loaded through a scalar's pointer
+        for b2 in floats:
+            va, vb = np.asarray(record.inputs[a]), np.asarray(record.inputs[b2])
+            if a != b2 and vb.size == 1 and 1 < va.size <= 8:
+                for k in range(va.size):
+                    v2 = va.astype(np.float64).reshape(-1).copy()
+                    v2[k] = float(vb.reshape(-1)[0])
+                    cands.append((case.config, {**record.inputs, a: v2.reshape(va.shape).astype(va.dtype)},
+                                  f"{a}[{k}] loaded through {b2}'s pointer", "layout", "layout", None))
     cots = {c: np.asarray(v) for c, v in record.cotangents.items() if v is not None and np.ndim(v)}
     if case.dtype in ("float32", "float64", "float16"):    # a cotangent read through a 16-bit pointer (to nearest)
         import ml_dtypes

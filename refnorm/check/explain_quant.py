@@ -254,6 +254,7 @@ class _RowCtx(_Ctx):
         f = NQ._ln.forward if cfg["norm"] == "layer_norm" else (lambda x, w, b, **k: NQ._rms.forward(x, w, **k))
         norm = lambda w, b: f(x, w, b, normalized_shape=shape, eps=eps)[0]  # noqa: E731
         self.y, self.xh, self.yw, self.pre = norm(w, b), norm(None, None), norm(w, None), x
+        self.eps = float(eps)
         self.axes = tuple(range(x.ndim - len(shape), x.ndim))
         self.qdtype, self.static = cfg["quant_dtype"], st
         self.table = NQ.QUANT_DTYPES[self.qdtype]
@@ -429,6 +430,9 @@ class _RowCtx(_Ctx):
                 add(ref_s, "", "precision", num=t)
                 out[-1].update(final=True, text=f"the scale is right, but q is {what} divided by it (an unrounded "
                                                 "y belongs)")
+        if self.static is None and self.eps > 0:     # the norm's eps added to amax as a division guard
+            add(self.dyn(self.amax + self.eps), f"is (amax + eps) / qmax (the norm's eps {self.eps:g} added to amax as "
+                                                "a division guard; the returned amax right)", "quant_scale")
         if self.static is None:       # the range max(y) - min(y) (an asymmetric quantizer's) where max|y| belongs
             a = np.max(self.y, axis=self.axes, keepdims=True) - np.min(self.y, axis=self.axes, keepdims=True)
             add(self.dyn(a), "is computed from the range max(y) - min(y) (an asymmetric quantizer's) where max|y| "
