@@ -455,12 +455,11 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
     # (and m another size of x: a mask against the row count where the row length belongs)
     whole = {k * S for k in range(1, min(n // S, 17))} if S else set()      # a group's first channels, whole
     for m in sorted(set(_prefixes(n)) | {int(k) for k in x_shape if 1 < k < n} | whole):
-        # a group norm's first channel alone (m its positions): one channel where its group belongs, the group the
-        # statistics span (rule 10 of docs/verdicts.md's "Which mechanism a bug is"); its first channels but more
-        # than one (a channel loop's bound short), or batch_norm's first samples (m a multiple of a sample's
-        # positions): the slice's own reduction losing its tail channels or samples (rule 9: block)
-        part = "group" if S and m == S else "channels" if S and m % S == 0 else \
-            "samples" if B and m % B == 0 else "block"
+        # a group norm's first channels (m a multiple of a channel's positions: a channel loop's bound short, even
+        # to its first channel alone), or batch_norm's first samples (m a multiple of a sample's positions): the
+        # slice's own reduction losing its tail channels or samples (rule 9 of docs/verdicts.md's "Which mechanism
+        # a bug is", block, before rule 10's group: that is each channel's own statistics, or another group size)
+        part = "channels" if S and m % S == 0 else "samples" if B and m % B == 0 else "block"
         pm = xs[:, :m].mean(axis=1, keepdims=True) if centred else np.zeros_like(mean)
         pss = ((xs[:, :m] - pm) ** 2).sum(axis=1, keepdims=True)
         for div, dw in ((m, "m"), (n, "n")):
@@ -468,9 +467,9 @@ def _stat_candidates(case, xs, eps, centred, x_shape=()):
             out.append((mm, 1.0 / np.sqrt(pss / div + eps) if div == m else
                         1.0 / np.sqrt(((xs[:, :m] - mm) ** 2).sum(axis=1, keepdims=True) / div + eps),
                         f"with the statistics over the first {m} of {n} values only ("
-                        + (f"the group's first {m // S} channel(s)" if part in ("group", "channels") else
+                        + (f"the group's first {m // S} channel(s)" if part == "channels" else
                            f"the batch's first {m // B} sample(s)" if part == "samples" else "a tail block dropped")
-                        + f"; divided by {dw} = {div})", "block" if part in ("samples", "channels") else part))
+                        + f"; divided by {dw} = {div})", "block"))
     if B and centred and n // B > 1:         # batch_norm: a second stage over the per-sample partials starting at 1
         rest = xs[:, B:]                     # (sample 0's sums never added; the totals divided by n): rule 11
         sm = rest.sum(axis=1, keepdims=True) / n
@@ -1718,6 +1717,70 @@ ROW_GROWTH = 1e3      # second_pass_rows: the most a bound grows (another row's 
 MARGIN_ROWS = 4.0     # second_pass_rows: how far outside the grown bound the reference must be (diagnosis.MARGIN)
 
 
+TILE_WIDTHS = (64, 128, 256, 512, 1024, 2048)     # an elementwise pass's flat tiles
+
+
+def _elementwise_affine(case, record, ref):
+    """(M, R, W, B): x-shaped float64 arrays with the reference's y = (x - M) R W + B, each element's slice
+    statistics (mean, 1 / std) and parameters, for the row and channel norms and z_score; or None."""
+    x = np.asarray(record.inputs["x"], dtype=np.float64)
+    o = ref.outputs
+    if case.op in ROW_OPS and o.get("rstd") is not None:
+        xs = _slices(case, x, x)
+        R = np.asarray(o["rstd"], dtype=np.float64).reshape(-1, 1)
+        M = np.zeros_like(R) if case.op == "rms_norm" or o.get("mean") is None else \
+            np.asarray(o["mean"], dtype=np.float64).reshape(-1, 1)
+        if R.shape[0] != xs.shape[0] or M.shape[0] != xs.shape[0]:
+            return None
+        full = lambda a: _unslices(case, x.shape, np.broadcast_to(a, xs.shape))     # noqa: E731
+        W = np.broadcast_to(_weight_full(case, x, record.inputs), x.shape)
+        B = _bias_full(case, x, record.inputs) if record.inputs.get("bias") is not None else np.zeros(x.shape)
+        return full(M), full(R), W, B
+    if case.op == "z_score" and o.get("std") is not None and o.get("mean") is not None:
+        try:
+            M, S = (np.broadcast_to(np.asarray(o[k], dtype=np.float64), x.shape) for k in ("mean", "std"))
+        except ValueError:
+            return None
+        A = [i for i in range(x.ndim) if np.shape(o["mean"])[i] == 1 and x.shape[i] > 1]
+        P = [s2 if i in A else 1 for i, s2 in enumerate(x.shape)]
+        w, b = record.inputs.get("weight"), record.inputs.get("bias")
+        W = np.broadcast_to(1.0 if w is None else np.asarray(w, dtype=np.float64).reshape(P), x.shape)
+        B = np.broadcast_to(0.0 if b is None else np.asarray(b, dtype=np.float64).reshape(P), x.shape)
+        with np.errstate(all="ignore"):
+            return M, np.where(S == 0, 0.0, 1.0 / np.where(S == 0, 1.0, S)), W, B
+    return None
+
+
+def tile_first_index(case, record, ref):
+    """y of an elementwise pass walking x's buffer in flat tiles of T values that takes the slice (and channel)
+    index once per tile from its first element: each element normalized with the statistics and parameters of
+    its tile's first element, the statistics and the gradients right: "layout" (rule 12); the explanation, or
+    None."""
+    x = record.inputs.get("x")
+    if x is None or np.size(x) > CONFIG_SIZE or list(record.failing) != [("outputs", "y")] \
+            or ref.outputs.get("y") is None or np.shape(ref.outputs["y"]) != np.shape(x):
+        return None
+    parts = _elementwise_affine(case, record, ref)
+    if parts is None:
+        return None
+    xf = np.asarray(x, dtype=np.float64).reshape(-1)
+    M, R, W, B = (np.reshape(a, -1) for a in parts)
+    for T in TILE_WIDTHS:
+        if T >= 2 * xf.size:
+            break               # (one tile holding every element: its first element's slice for all)
+        j = np.arange(xf.size) // T * T
+        for k, what in ((j, "statistics and parameters"), (np.arange(xf.size), "statistics")):
+            y = ((xf - M[j]) * R[j] * W[k] + B[k]).reshape(np.shape(x))
+            if not np.all(np.isfinite(y)):
+                continue
+            if grown_fit(fit_ratio, record.got["outputs"]["y"], y, ref.outputs["y"], record.E["outputs"]["y"], True,
+                         ROW_GROWTH, MARGIN_ROWS) <= 1:
+                return {"mechanism": "layout", "text": f"y is each element normalized with the {what} of its flat "
+                        f"tile's first element (an elementwise pass in tiles of {T} values taking the slice index once "
+                        "per tile)"}
+    return None
+
+
 def second_pass_rows(case, record, ref):
     """y of a two-pass row norm (layer_norm, rms_norm) whose normalization pass reads x at another row than its
     statistics' (the row pointer advanced between the passes: row r + 1, the last row its own or wrapping to 0;
@@ -2656,6 +2719,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
             bwd, e = e, None            # used where the per-array explanations leave a gradient unexplained
         e = (e or layout_misread(case, record, reference) or weight_first(case, record, reference)
              or folded_affine(case, record, ref) or second_pass_rows(case, record, ref)
+             or tile_first_index(case, record, ref)
              or dropout_deviation(case, record, reference) or residual_after_norm(case, record, reference)
              or affine_before_norm(case, record, reference))
         if e is not None:
