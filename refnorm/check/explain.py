@@ -1274,7 +1274,7 @@ def config_deviation(case, record, reference, ref, bounds=None):
         for c2 in cots:
             if c2 != c and np.shape(cots[c2]) == np.shape(cots[c]):
                 cands.append((case.config, record.inputs, f"the cotangent d{c} read from d{c2}'s buffer", "layout",
-                              "layout", None, {"cotangents": {**record.cotangents, c: cots[c2]}}))
+                              "layout", None, {"cotangents": {**record.cotangents, c: cots[c2]}, "whole": True}))
     gs, z = case.config.get("group_size"), record.inputs.get("z")
     if z is not None and isinstance(gs, int) and 0 < gs < np.shape(z)[-1] and np.shape(z)[-1] % gs == 0:
         # the gate z read at the first group's columns for every group (its pointer not advanced by the group)
@@ -1372,6 +1372,8 @@ def config_deviation(case, record, reference, ref, bounds=None):
             return {"mechanism": mech, "text": f"the specification with {what} reproduces every failing array"
                                                + (" (its statistics, of another shape, written in the kernel's own "
                                                   "order into the returned buffers)" if own_order else "")}
+        if misread.get("whole"):
+            continue                # (a buffer every gradient reads: all of them or none)
         if grads_only and all(fits.get(pn, False) for pn in record.failing):
             names = ", ".join(_label(p, n) for p, n in record.failing)
             later.append({"mechanism": bwd_mech, "text": f"the backward with {what} reproduces {names}"})
@@ -2670,10 +2672,17 @@ def swapped_returns(record, ref) -> list:
     if not failing:
         return []
 
-    def holds(part, name, o):           # name's returned value is o's expected one, within name's bound
+    def ratio(part, name, o):           # name's returned value against o's expected one, in name's bound
         got, E, want = record.got[part].get(name), record.E[part].get(name), getattr(ref, part).get(o)
-        return (got is not None and E is not None and want is not None and np.shape(want) == np.shape(got)
-                and fit_ratio(got, want, E) <= 1)
+        if got is None or E is None or want is None or np.shape(want) != np.shape(got):
+            return math.inf
+        return fit_ratio(got, want, E)
+
+    def holds(part, name, o):
+        return ratio(part, name, o) <= 1
+
+    def closer(part, o, name):          # a passing partner nearer the failing array's expected value than its own
+        return holds(part, o, name) and ratio(part, o, name) < ratio(part, o, o)
 
     used, out = set(), []
     for part, name in failing:
@@ -2682,7 +2691,7 @@ def swapped_returns(record, ref) -> list:
         others = [o for p2, o in failing if p2 == part and o != name] + \
             [o for o in record.compare[part] if o != name and (part, o) not in failing]
         other = next((o for o in others if (part, o) not in used and holds(part, name, o)
-                      and ((part, o) in failing or holds(part, o, name))), None)
+                      and ((part, o) in failing or closer(part, o, name))), None)
         if other is None:
             return []
         used.add((part, other))

@@ -802,7 +802,7 @@ def _unscreened(case, record, wn2, bn2, shape):
     vals = {n: np.asarray(record.inputs[n], dtype=np.float64).reshape(-1) for n in names}
     maps = [c for c in _param_candidates(case, wn2, vals[wn2], shape) if c[3] is not None][:UNSCREENED_MAX]
     out = []
-    for m, what, mech in ((c[3], c[1][len(wn2) + 1:], c[2]) for c in maps):
+    for m, what, mech in ((c[3], c[1][len(f"{wn2} read "):], c[2]) for c in maps):
         per = {n: (vals[n][m], f"{n} read {what}", mech, m) for n in names}
         out += [[(n, per[n])] for n in names] + ([[(n, per[n]) for n in names]] if len(names) > 1 else [])
     return out
