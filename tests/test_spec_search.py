@@ -911,6 +911,9 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind37", "nqb_fp4_via_e4m3_double_rounding", "norm_quant_block/normal_rms_nvfp4_f32_3x200", "precision",
      "rounded to float8_e4m3fn first"),
     # session 32, after blind38/39's measurement
+    ("blind39", "lp_p2_rsqrt_estimate", "lp_normalize/normal_f32_9x7", "precision", "each slice's 1 / norm off by"),
+    ("blind39", "aln_bwd_sums_over_sample", "adaptive_layer_norm/normal_f32_3x20x12", "reduction",
+     "over each sample's 20 tokens"),
     ("blind39", "bn_welford_m2_old_mean_delta_squared", "batch_norm/normal_f64_7x3", "one_pass", "(x - mean_k-1)^2"),
     ("blind39", "gn_stats_channel_loop_one_short", "group_norm/normal_g2_f16_2x8x4x4", "block",
      "the group's first 3 channel(s)"),

@@ -2269,6 +2269,15 @@ def lp_deviation(case, record, ref):
         # (x over another denominator rounds relative to its own size: the bound grows with |y| / |want|, not
         # capped: x / eps is 1e12 times the normalized values; the reference itself outside that bound)
         E, want = record.E["outputs"]["y"], np.asarray(ref.outputs["y"], dtype=np.float64)
+        if A:                   # each slice's 1 / norm an approximate reciprocal square root (both sides, 2^-11)
+            g64 = np.asarray(got, dtype=np.float64)
+            k = (g64 * want).sum(axis=A, keepdims=True) / (want * want).sum(axis=A, keepdims=True)
+            rel = np.where(np.isfinite(k), k - 1.0, 0.0)
+            if rel.size >= 4 and 2.0 ** -20 < np.max(np.abs(rel)) <= ESTIMATE_REL \
+                    and 0.1 <= float(np.mean(rel > 0)) <= 0.9:
+                tries.append((want * (1.0 + rel), f"each slice's 1 / norm off by up to {np.max(np.abs(rel)):.1e} "
+                              "relative, on both sides (an approximate reciprocal square root without a Newton step, "
+                              "about 12 significant bits)", "precision"))
         import ml_dtypes
         big = float(ml_dtypes.finfo(np.asarray(got).dtype).max) if np.asarray(got).dtype.kind in "fV" else math.inf
         for y, what, mech in tries:

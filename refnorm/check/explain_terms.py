@@ -636,6 +636,12 @@ def _adaptive_layer_norm(case, ins, cot, ref):
     full = lambda a: a.reshape(x.shape)                                # noqa: E731
     gx = Grad(x.shape).terms("rstd (g - mean(g) - x_hat mean(g x_hat)), g = dy (1 + scale)",
                              [(t, c, full(a)) for t, c, a in _nb(g, xh, rstd, True)])
+    T = R // max(x.shape[0], 1)
+    if T > 1:                   # the row sums over a sample's T tokens (the op's axes and more: rule 11)
+        for by, how in ((True, f"divided by T H = {T * H}"), (False, f"divided by H = {H}")):
+            gx.alt(f"the row sums (mean(g), mean(g x_hat)) over each sample's {T} tokens instead of each token's "
+                   f"({how})", "reduction",
+                   lambda by=by: full(total(_nb(g, xh, rstd, True, mean=_block_mean(T, H, by)))))
     _nb_alts(gx, full, g, d, xh, rstd, True, None if scale is None else "(1 + scale)", R, H)
     if scale is not None:
         gx.alt("g = dy scale: the 1 of (1 + scale) left out", "affine",
