@@ -911,6 +911,8 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind37", "nqb_fp4_via_e4m3_double_rounding", "norm_quant_block/normal_rms_nvfp4_f32_3x200", "precision",
      "rounded to float8_e4m3fn first"),
     # session 32, after blind38/39's measurement
+    ("blind38", "nq_static_scale_applied_twice", "norm_quant/normal_rms_i8_static_f32_8x256", "quant_scale",
+     "divided by the scale twice"),
     ("blind39", "lp_p2_rsqrt_estimate", "lp_normalize/normal_f32_9x7", "precision", "each slice's 1 / norm off by"),
     ("blind39", "aln_bwd_sums_over_sample", "adaptive_layer_norm/normal_f32_3x20x12", "reduction",
      "over each sample's 20 tokens"),

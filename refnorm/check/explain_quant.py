@@ -314,6 +314,10 @@ class _RowCtx(_Ctx):
 
         add(ref_s, "", None)
         out[-1]["reference"] = True
+        # the scale applied twice (the caller divides y by it and the fused kernel again): q = y / s^2
+        out.append({"arrays": {"scale": ref_s, "amax": self.amax}, "D": ref_s * ref_s, "mech": "quant_scale",
+                    "final": True, "text": "q is y divided by the scale twice, y / s^2 (the caller's division and the "
+                                           "kernel's; the returned scale right)"})
         if self.static is None:
             for qm, what in MAXIMA.items():
                 if qm != self.qmax:
