@@ -1783,6 +1783,68 @@ def tile_first_index(case, record, ref):
     return None
 
 
+SPLITS = (2, 4)          # a row split between the programs of a cluster
+
+
+def split_rows(case, record, ref):
+    """layer_norm / rms_norm with each row split between P programs (a cluster of P = 2 or 4; parts of ceil(N / P)
+    columns) whose exchange of partial sums is missing: each part normalized by its own statistics, the returned
+    statistics the first part's, the backward per part on them. The slice's reduction losing the other programs'
+    blocks: "block" (rule 9); the explanation, or None."""
+    x, w, b = record.inputs.get("x"), record.inputs.get("weight"), record.inputs.get("bias")
+    if case.op not in ("layer_norm", "rms_norm") or x is None or np.size(x) > CONFIG_SIZE or not record.failing \
+            or any(pn not in (("outputs", "y"), ("outputs", "mean"), ("outputs", "rstd"), ("grads", "x"),
+                              ("grads", "weight"), ("grads", "bias")) for pn in record.failing):
+        return None
+    xs = _slices(case, x, x)
+    R, N = xs.shape
+    eps = float(case.config.get("eps", 1e-5) or 0.0)
+    centred = case.op == "layer_norm"
+    W = _slices(case, x, _weight_full(case, x, record.inputs))
+    B = _slices(case, x, _bias_full(case, x, record.inputs)) if b is not None else 0.0
+    dy = record.cotangents.get("y")
+    for P in SPLITS:
+        h = -(-N // P)
+        if N <= P or h * (P - 1) >= N:
+            continue
+        edges = list(range(0, N, h)) + [N]
+        xh, g, dx, m0, r0 = np.empty_like(xs), None, np.empty_like(xs), None, None
+        if dy is not None:
+            dys = _slices(case, x, np.asarray(dy, dtype=np.float64))
+            g = dys * W
+        for a, e in zip(edges[:-1], edges[1:]):
+            part = xs[:, a:e]
+            m = part.mean(axis=1, keepdims=True) if centred else np.zeros((R, 1))
+            r = 1.0 / np.sqrt(((part - m) ** 2).mean(axis=1, keepdims=True) + eps)
+            m0, r0 = (m, r) if m0 is None else (m0, r0)
+            xh[:, a:e] = (part - m) * r
+            if g is not None:
+                gp, hp = g[:, a:e], xh[:, a:e]
+                dx[:, a:e] = r * (gp - (gp.mean(axis=1, keepdims=True) if centred else 0.0)
+                                  - hp * (gp * hp).mean(axis=1, keepdims=True))
+        vals = {("outputs", "y"): _unslices(case, np.shape(x), xh * W + B), ("outputs", "mean"): m0,
+                ("outputs", "rstd"): r0}
+        if g is not None:
+            vals[("grads", "x")] = _unslices(case, np.shape(x), dx)
+            if w is not None:
+                vals[("grads", "weight")] = _param_sum(case, x, _unslices(case, np.shape(x), dys * xh))
+        ok = True
+        for part_, name in record.failing:
+            got, v = record.got[part_].get(name), vals.get((part_, name))
+            if got is None or v is None or np.size(v) != np.size(got):
+                ok = False
+                break
+            v = np.reshape(v, np.shape(got))
+            if fit_ratio(got, v, record.E[part_][name]) > 1:
+                ok = False
+                break
+        if ok:
+            return {"mechanism": "block", "text": f"each row split between {P} programs of {h} columns that never "
+                    "exchange their partial sums: each part normalized by its own statistics, the returned ones the "
+                    "first part's, the backward per part"}
+    return None
+
+
 def second_pass_rows(case, record, ref):
     """y of a two-pass row norm (layer_norm, rms_norm) whose normalization pass reads x at another row than its
     statistics' (the row pointer advanced between the passes: row r + 1, the last row its own or wrapping to 0;
@@ -2737,7 +2799,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
             bwd, e = e, None            # used where the per-array explanations leave a gradient unexplained
         e = (e or layout_misread(case, record, reference) or weight_first(case, record, reference)
              or folded_affine(case, record, ref) or second_pass_rows(case, record, ref)
-             or tile_first_index(case, record, ref)
+             or tile_first_index(case, record, ref) or split_rows(case, record, ref)
              or dropout_deviation(case, record, reference) or residual_after_norm(case, record, reference)
              or affine_before_norm(case, record, reference))
         if e is not None:
