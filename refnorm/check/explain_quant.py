@@ -437,10 +437,14 @@ class _RowCtx(_Ctx):
         if self.static is None and self.eps > 0:     # the norm's eps added to amax as a division guard
             add(self.dyn(self.amax + self.eps), f"is (amax + eps) / qmax (the norm's eps {self.eps:g} added to amax as "
                                                 "a division guard; the returned amax right)", "quant_scale")
-        if self.static is None:       # the range max(y) - min(y) (an asymmetric quantizer's) where max|y| belongs
-            a = np.max(self.y, axis=self.axes, keepdims=True) - np.min(self.y, axis=self.axes, keepdims=True)
+        # the range max(y) - min(y) (an asymmetric quantizer's) where max|y| belongs (a static scale: amax alone)
+        a = np.max(self.y, axis=self.axes, keepdims=True) - np.min(self.y, axis=self.axes, keepdims=True)
+        if self.static is None:
             add(self.dyn(a), "is computed from the range max(y) - min(y) (an asymmetric quantizer's) where max|y| "
                              "belongs", "quant_scale", amax=a)
+        else:
+            out.append({"arrays": {"scale": ref_s, "amax": a}, "D": ref_s, "mech": "quant_scale", "final": True,
+                        "text": "amax is the range max(y) - min(y) (an asymmetric quantizer's) where max|y| belongs"})
         w, b = self.inputs.get("weight"), self.inputs.get("bias")
         if self.static is None and w is not None:
             # amax bounded by the factors' maxima, max|x_hat| max|w| (+ max|b|), where max|x_hat w + b| belongs
