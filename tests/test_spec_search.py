@@ -911,6 +911,10 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind37", "nqb_fp4_via_e4m3_double_rounding", "norm_quant_block/normal_rms_nvfp4_f32_3x200", "precision",
      "rounded to float8_e4m3fn first"),
     # session 32, after blind38/39's measurement
+    ("blind38", "an_rowscale_after_residual_add", "add_norm/mean1e4_rs_xnormal_f32_130x3", "dropout",
+     "the row scale applied to the whole sum"),
+    ("blind38", "nq_amax_as_row_range", "norm_quant/normal_rms_i8_static_f32_8x256", "quant_scale",
+     "amax is the range max(y) - min(y)"),
     ("blind38", "ln_row_split_halves_own_stats", "layer_norm/normal_f32_6x100", "block",
      "split between 2 programs of 50 columns"),
     ("blind38", "nq_static_scale_applied_twice", "norm_quant/normal_rms_i8_static_f32_8x256", "quant_scale",

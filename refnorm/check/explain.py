@@ -1891,14 +1891,36 @@ def dropout_deviation(case, record, reference):
     None."""
     x, mask, res = record.inputs.get("x"), record.inputs.get("mask"), record.inputs.get("residual")
     p = case.config.get("dropout_p")
-    if case.op != "add_norm" or x is None or mask is None or not isinstance(p, (int, float)) or not 0 < p < 1 \
-            or np.size(x) > CONFIG_SIZE or not record.failing:
+    rs = record.inputs.get("rowscale")
+    if case.op != "add_norm" or x is None or np.size(x) > CONFIG_SIZE or not record.failing:
         return None
-    x64, m = np.asarray(x, dtype=np.float64), np.asarray(mask, dtype=np.float64)
 
     def run(inputs=None, config=None):
         return _rerun(case, record, reference, inputs, config)
     tries = []
+    if rs is not None and res is not None:
+        # the row scale applied to the whole sum, s = (x c + residual) rowscale: the residual read as residual
+        # rowscale, its gradient through that read, drowscale with the residual's term
+        try:
+            k = np.ndim(x) - np.ndim(rs)
+            r64 = np.asarray(rs, dtype=np.float64).reshape(np.shape(rs) + (1,) * k)
+            res64 = np.asarray(res, dtype=np.float64)
+            r = run({**record.inputs, "residual": res64 * r64})
+            g = dict(r.grads)
+            if g.get("residual") is not None:
+                ds = np.asarray(g["residual"], dtype=np.float64)
+                g["residual"] = ds * r64
+                if g.get("rowscale") is not None:
+                    g["rowscale"] = np.asarray(g["rowscale"], dtype=np.float64) + (ds * res64).sum(
+                        axis=tuple(range(np.ndim(x) - k, np.ndim(x))))
+            tries.append(({"outputs": r.outputs, "grads": g, "state": r.state},
+                          "the row scale applied to the whole sum, (x c + residual) rowscale, instead of to x's "
+                          "branch alone"))
+        except Exception:                                   # noqa: BLE001 - a call the spec refuses
+            pass
+    if mask is None or not isinstance(p, (int, float)) or not 0 < p < 1:
+        return _first_fit(record, tries, "dropout") if tries else None
+    x64, m = np.asarray(x, dtype=np.float64), np.asarray(mask, dtype=np.float64)
     try:
         if res is not None:                 # s = (x + residual) m / (1 - p): the residual read as residual m / (1 - p)
             c0 = m / (1.0 - p)
