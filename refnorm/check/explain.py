@@ -999,6 +999,11 @@ def _config_candidates(case, x_shape=()):
         out += [({**cfg, "eps": eps / n}, f"eps added to the sum over the slice's {n} values instead of their mean "
                                           f"(eps / n)", "eps"),
                 ({**cfg, "eps": eps * n}, f"eps times the slice's count n = {n}", "eps")]
+        dd = _full_config(case).get("ddof")
+        if isinstance(dd, int) and not isinstance(dd, bool) and 0 < dd < n:
+            # eps added to the biased variance, then the whole given the unbiased factor n / (n - ddof)
+            out.append(({**cfg, "eps": eps * n / (n - dd)}, f"eps added before the unbiased factor n / (n - ddof) "
+                                                           f"(eps n / (n - {dd}))", "eps"))
     # a default eps in place of the configured one (torch's, llama's, Keras'; float32's machine epsilon: torch's
     # rms_norm with eps=None; 1e-4, a half-precision eps argument's floor; 1e-8)
     for d in (1e-5, 1e-6, 1e-12, 1e-3, float(np.finfo(np.float32).eps), 1e-4, 1e-8):

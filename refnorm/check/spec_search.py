@@ -1570,15 +1570,25 @@ def _mean_of_other(seen):
     if not axes:
         return []
     out, have = [], [np.asarray(xc)]
-    for key, v in seen.items():
-        if (np.shape(v) != np.shape(xc) or not _floating(v) or "backward" in key or key.startswith("_math:")
-                or any(np.array_equal(v, h, equal_nan=True) for h in have)):
+    others = [(key, v) for key, v in seen.items() if np.shape(v) == np.shape(xc) and _floating(v)
+              and "backward" not in key and not key.startswith("_math:")]
+    # (and x less one of them: a fused sum's statistics pass reading all its terms but one)
+    others += [(f"{key.split(':', 1)[0]}:x less {key.split(':', 1)[1]}", np.asarray(xc, dtype=np.float64) - v)
+               for key, v in others[:6]]
+    for key, v in others:
+        if any(np.array_equal(v, h, equal_nan=True) for h in have) or not np.any(np.asarray(v)):
             continue
         have.append(np.asarray(v))
         m = np.asarray(v, dtype=np.float64).mean(axis=axes, keepdims=True)
         out.append((("remapk", {"_math:centered.m0": lambda _, m=m: m, "_math:centered.c": lambda c: 0.0 * c}), "read",
                     None, f"the mean taken over `{key.split(':', 1)[1]}` (its first value) where x's belongs, the "
                     "variance about it from x (the mean pass reading another buffer)"))
+        if "_math:moments.mean" in seen:        # both statistics from it, x centred and scaled by them
+            var = ((np.asarray(v, dtype=np.float64) - m) ** 2).mean(axis=axes, keepdims=True)
+            out.append((("remapk", {"_math:moments.return": lambda t, m=m, var=var: (m, var, t[2] + t[0] - m)}),
+                        "read", None, f"the mean and the variance taken over `{key.split(':', 1)[1]}` (its first "
+                        "value) where x's belong, x centred and scaled by them (the statistics pass reading another "
+                        "buffer)"))
     return out
 
 
