@@ -279,6 +279,23 @@ def _tile_rows(k):
     return f
 
 
+def _tile_lead(k, per_row):
+    """``_tile_rows`` with a tile of k consecutive rows, each row holding ``per_row`` slices (gated_norm's groups):
+    each slice's reduction the total (max) over its k rows' same slice; the last block partial."""
+    def f(a, red, axes, keepdims):
+        r = np.asarray(red(a, axis=axes, keepdims=keepdims), dtype=np.float64)
+        lead = r.reshape(-1, per_row)
+        blocks = np.arange(lead.shape[0]) // k
+        if getattr(red, "func", red) is _REDUCE["max"]:
+            t = np.full((int(blocks[-1]) + 1, lead.shape[1]), -np.inf)
+            np.maximum.at(t, blocks, lead)
+        else:
+            t = np.zeros((int(blocks[-1]) + 1, lead.shape[1]))
+            np.add.at(t, blocks, lead)
+        return t[blocks].reshape(r.shape)
+    return f
+
+
 def _whole(a, red, axes, keepdims):
     """The change "the reduction over every axis", a sum scaled by n_own / n_all (code dividing it by its own
     count n_own gets the whole array's mean); broadcast to the right reduction's shape."""
@@ -1433,6 +1450,13 @@ def _candidates(case, record, forward_only):
                       f"`{_SOURCES[i][4]}.{_SOURCES[i][3]}` of each slice over its block of {k} slices (of {R}): a "
                       f"program of {k} slices reducing its whole tile without an axis, every slice the block's "
                       f"{'max' if _SOURCES[i][3] == 'max' else 'total'}") for k in (2, 4) if k < R]
+            kept = [s2 for a2, s2 in enumerate(shape) if a2 not in axes]
+            rows = R // kept[-1] if kept else 0
+            if len(kept) > 1 and kept[-1] > 1 and rows > 2:         # rows of several slices each (groups)
+                late += [(("reduce", frozenset((i,)), _tile_lead(k, kept[-1])), "tilerows", kind,
+                          f"`{_SOURCES[i][4]}.{_SOURCES[i][3]}` of each slice over the same slice of its block of {k} "
+                          f"rows (of {rows}, {kept[-1]} slices each): a program of {k} rows reducing its whole tile "
+                          "without the row axis") for k in (2, 4) if k < rows]
     for i, shapes in every.items():     # a statistic operand read at another slice's index (in one operation)
         if shapes is None:
             continue
