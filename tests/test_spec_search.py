@@ -911,6 +911,7 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind37", "nqb_fp4_via_e4m3_double_rounding", "norm_quant_block/normal_rms_nvfp4_f32_3x200", "precision",
      "rounded to float8_e4m3fn first"),
     # session 32, after blind38/39's measurement
+    ("blind35", "lp_pair_rows_first_norm", "lp_normalize/mean1e3_f32_6x100", "layout", "each block of 2"),
     ("blind38", "gated_sumsq_row_pair_tile", "gated_norm/normal_gs4_f64_3x7x12", "block",
      "over the same slice of its block of 2 rows"),
     ("blind38", "an_stats_before_x1_added", "add_norm/normal_par_f64_5x12", "layout",
