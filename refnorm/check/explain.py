@@ -177,6 +177,13 @@ def _slice_length(case, x_shape):
     return int(x_shape[-1])
 
 
+def ls_factors(got, ref, axes):
+    """The least-squares factors f of got ~ f ref over ``axes`` (keepdims; NaN where ref is 0 there)."""
+    g, r = np.asarray(got, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        return (g * r).sum(axis=axes, keepdims=True) / (r * r).sum(axis=axes, keepdims=True)
+
+
 def ls_factor(got, ref) -> float | None:
     """The least-squares factor f of got ~ f ref over their finite elements; None where there is none (no
     finite element, or ref 0 at all of them)."""
@@ -684,11 +691,7 @@ def _estimated_rstd(case, record, x, xs, mean, rstd, w, b):
     if got_r is not None and np.size(got_r) == xs.shape[0]:
         r2 = np.asarray(got_r, dtype=np.float64).reshape(-1, 1)
     elif y is not None and np.shape(y) == np.shape(x):
-        u = (xs - mean) * w
-        with np.errstate(all="ignore"):
-            k = (((_slices(case, x, np.asarray(y, dtype=np.float64)) - b) * u).sum(axis=1, keepdims=True)
-                 / (u * u).sum(axis=1, keepdims=True))
-        r2 = rstd * k
+        r2 = rstd * ls_factors(_slices(case, x, y) - b, (xs - mean) * w, 1)
     else:
         return None
     with np.errstate(all="ignore"):
@@ -1118,18 +1121,13 @@ def _rederived_fits(bounds, cfg, record, inputs, misread, res, near, unfit):
 
 def _row_xhat(case, record, ref):
     """layer_norm's and rms_norm's x_hat = (x - mean) rstd from the reference's returned statistics (x's shape,
-    float64), or None."""
-    x, ns = record.inputs.get("x"), case.config.get("normalized_shape")
-    rstd = ref.outputs.get("rstd") if case.op in ("layer_norm", "rms_norm") else None
-    if x is None or rstd is None or ns is None:
+    float64; ``_elementwise_affine``'s statistics), or None."""
+    x = record.inputs.get("x")
+    if case.op not in ("layer_norm", "rms_norm") or x is None or not np.ndim(x) \
+            or (_slice_length(case, np.shape(x)) or 0) < 2:
         return None
-    n = int(np.prod(ns, dtype=np.int64)) if np.ndim(ns) else int(ns)
-    if n < 2 or np.size(x) % n or np.size(rstd) != np.size(x) // n:
-        return None
-    xs = np.asarray(x, dtype=np.float64).reshape(-1, n)
-    m = ref.outputs.get("mean") if case.op == "layer_norm" else None
-    mean = 0.0 if m is None else np.asarray(m, dtype=np.float64).reshape(-1, 1)
-    return ((xs - mean) * np.asarray(rstd, dtype=np.float64).reshape(-1, 1)).reshape(np.shape(x))
+    parts = _elementwise_affine(case, record, ref)
+    return None if parts is None else (np.asarray(record.inputs["x"], dtype=np.float64) - parts[0]) * parts[1]
 
 
 def config_deviation(case, record, reference, ref, bounds=None):
@@ -2368,8 +2366,7 @@ def lp_deviation(case, record, ref):
         # capped: x / eps is 1e12 times the normalized values; the reference itself outside that bound)
         E, want = record.E["outputs"]["y"], np.asarray(ref.outputs["y"], dtype=np.float64)
         if A:                   # each slice's 1 / norm an approximate reciprocal square root (both sides, 2^-11)
-            g64 = np.asarray(got, dtype=np.float64)
-            k = (g64 * want).sum(axis=A, keepdims=True) / (want * want).sum(axis=A, keepdims=True)
+            k = ls_factors(got, want, A)
             rel = np.where(np.isfinite(k), k - 1.0, 0.0)
             if rel.size >= 4 and _estimate_like(rel):
                 tries.append((want * (1.0 + rel), f"each slice's 1 / norm off by up to {np.max(np.abs(rel)):.1e} "

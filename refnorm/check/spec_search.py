@@ -262,35 +262,20 @@ def _row_blocks(k, root):
     return f
 
 
-def _tile_rows(k):
-    """The change "each slice's reduction over its whole block of ``k`` consecutive slices" (a program of k rows
-    reducing its (k, N) tile without an axis, tl.max(t) where tl.max(t, axis=1) belongs): every slice of the
-    block takes the block's max (a sum's or a mean's: their total); the last block partial."""
-    def f(a, red, axes, keepdims):
-        r = np.asarray(red(a, axis=axes, keepdims=keepdims), dtype=np.float64)
-        flat = r.reshape(-1)
-        blocks = np.arange(flat.size) // k
-        if getattr(red, "func", red) is _REDUCE["max"]:       # (max with its initial: a partial)
-            t = np.full(int(blocks[-1]) + 1, -np.inf)
-            np.maximum.at(t, blocks, flat)
-        else:
-            t = np.bincount(blocks, weights=flat)
-        return t[blocks].reshape(r.shape)
-    return f
-
-
-def _tile_lead(k, per_row):
-    """``_tile_rows`` with a tile of k consecutive rows, each row holding ``per_row`` slices (gated_norm's groups):
-    each slice's reduction the total (max) over its k rows' same slice; the last block partial."""
+def _tile_rows(k, per_row=1):
+    """The change "each slice's reduction over its whole block of ``k`` consecutive rows" (a program of k rows
+    reducing its (k, N) tile without an axis, tl.max(t) where tl.max(t, axis=1) belongs), each row holding
+    ``per_row`` slices (gated_norm's groups; 1: a row is a slice): every slice of the block takes the max over
+    its k rows' same slice (a sum's or a mean's: their total); the last block partial."""
     def f(a, red, axes, keepdims):
         r = np.asarray(red(a, axis=axes, keepdims=keepdims), dtype=np.float64)
         lead = r.reshape(-1, per_row)
         blocks = np.arange(lead.shape[0]) // k
-        if getattr(red, "func", red) is _REDUCE["max"]:
-            t = np.full((int(blocks[-1]) + 1, lead.shape[1]), -np.inf)
+        if getattr(red, "func", red) is _REDUCE["max"]:       # (max with its initial: a partial)
+            t = np.full((int(blocks[-1]) + 1, per_row), -np.inf)
             np.maximum.at(t, blocks, lead)
         else:
-            t = np.zeros((int(blocks[-1]) + 1, lead.shape[1]))
+            t = np.zeros((int(blocks[-1]) + 1, per_row))
             np.add.at(t, blocks, lead)
         return t[blocks].reshape(r.shape)
     return f
@@ -1453,7 +1438,7 @@ def _candidates(case, record, forward_only):
             kept = [s2 for a2, s2 in enumerate(shape) if a2 not in axes]
             rows = R // kept[-1] if kept else 0
             if len(kept) > 1 and kept[-1] > 1 and rows > 2:         # rows of several slices each (groups)
-                late += [(("reduce", frozenset((i,)), _tile_lead(k, kept[-1])), "tilerows", kind,
+                late += [(("reduce", frozenset((i,)), _tile_rows(k, kept[-1])), "tilerows", kind,
                           f"`{_SOURCES[i][4]}.{_SOURCES[i][3]}` of each slice over the same slice of its block of {k} "
                           f"rows (of {rows}, {kept[-1]} slices each): a program of {k} rows reducing its whole tile "
                           "without the row axis") for k in (2, 4) if k < rows]
