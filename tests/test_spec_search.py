@@ -964,6 +964,11 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "statistics and parameters of its flat tile's first element"),
     ("blind39", "zs_tile_slice_from_first_element", "z_score/normal_f64_9x7", "layout",
      "the statistics of its flat tile's first element"),
+    # session 34
+    ("blind36", "rms_vec_row_start_aligned_down", "rms_norm/normal_eps1e-05_f64_9x7", "layout",
+     "start aligned down to a multiple of 4"),
+    ("blind35", "gn_sample_stride_group_span", "group_norm/normal_g4_f32_2x8x5x7", "layout",
+     "each sample's start at s * 1 * 70"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

@@ -617,24 +617,27 @@ def row_statistics(case, record, ref, candidates=None):
     mean, rstd, stats = (candidates or _stat_candidates)(case, xs, eps, centred, np.shape(x))
     w = _slices(case, x, _weight_full(case, x, record.inputs))
     b = _slices(case, x, _bias_full(case, x, record.inputs)) if record.inputs.get("bias") is not None else 0.0
-    cands = [((xs - m2) * r2, m2, r2, what, mech) for m2, r2, what, mech in stats]
+    # (a candidate's optional fifth value: the values its forward normalized, read from elsewhere; the
+    # backward reads x at the right place with the statistics it saved)
+    cands = [((xs - m2) * r2, m2, r2, what, mech, None if len(more) == 0 else (more[0] - m2) * r2)
+             for m2, r2, what, mech, *more in stats]
     y = record.got["outputs"].get("y")
     if y is not None and np.shape(y) == np.shape(x) and ("outputs", "y") not in outs:
         with np.errstate(all="ignore"):       # the backward's x_hat recomputed from the returned (rounded) y
             xh = (_slices(case, x, y) - b) / w
         if np.all(np.isfinite(xh)):
             cands.append((xh, mean, rstd, "with x_hat recomputed from the returned y, (y - bias) / weight",
-                          "precision"))
+                          "precision", None))
     est = None if candidates else _estimated_rstd(case, record, x, xs, mean, rstd, w, b)
     if est is not None:
-        cands.append(((xs - mean) * est[0], mean, est[0], est[1], "precision"))
+        cands.append(((xs - mean) * est[0], mean, est[0], est[1], "precision", None))
     dy = record.cotangents.get("y")
     if dy is not None:
         dys = _slices(case, x, np.asarray(dy, dtype=np.float64))
         g = dys * w
         gm = g.mean(axis=1, keepdims=True) if centred else 0.0
-    for xhat, m2, r2, text, mech in cands:
-        vals = {("outputs", "y"): lambda: xhat * w + b, ("outputs", "mean"): lambda: m2,
+    for xhat, m2, r2, text, mech, yhat in cands:
+        vals = {("outputs", "y"): lambda: (xhat if yhat is None else yhat) * w + b, ("outputs", "mean"): lambda: m2,
                 ("outputs", "rstd"): lambda: r2}
         if dy is not None:
             vals[("grads", "x")] = lambda: r2 * (g - gm - xhat * (g * xhat).mean(axis=1, keepdims=True))

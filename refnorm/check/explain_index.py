@@ -1172,7 +1172,44 @@ def block_candidates(case, xs, eps, centred, x_shape=()):
                         out.append((pm, rs(((part - pm) ** 2).sum(axis=1, keepdims=True) / div),
                                     f"with the mean and the variance accumulated over {desc}", "block"))
         B *= 2
-    return mean, rstd, out
+    return mean, rstd, out + window_candidates(case, xs, rs, centred, x_shape)
+
+
+def window_starts(R, n, per_sample):
+    """(offsets, what): other flat offsets at which the kernel starts reading each of the R contiguous slices of
+    n values (slice r's correct start r * n): a vectorized load's start aligned down to a multiple of a = 2^k
+    (a * floor(r n / a), where n is not one), or the sample's stride taken as d of its K = ``per_sample``
+    slices' span (sample s at s * d * n instead of s * K * n: one group's or one channel's span)."""
+    r = np.arange(R)
+    out = [(a * (r * n // a), f"each slice's start aligned down to a multiple of {a} (a * floor(r n / {a}))")
+           for a in (2, 4, 8, 16, 32, 64) if n % a and a < 4 * n]
+    if per_sample > 1 and R % per_sample == 0 and R > per_sample:
+        out += [((r // per_sample) * d * n + (r % per_sample) * n, f"each sample's start at s * {d} * {n} "
+                 f"(the span of {d} of its {per_sample} slices) instead of s * {per_sample} * {n}")
+                for d in range(1, per_sample) if per_sample % d == 0]
+    return out
+
+
+def window_candidates(case, xs, rs, centred, x_shape):
+    """Each slice's forward reading its n values from another flat start (``window_starts``; loads past the end
+    masked to 0): their statistics and their normalization, the backward reading x at the right place with those
+    statistics: (mean, rstd, what, "layout", the values read) candidates for explain.row_statistics. Only ops whose slices are contiguous
+    runs of x (not batch_norm's channels)."""
+    R, n = xs.shape
+    if case.op == "batch_norm" or R < 2 or not x_shape or R * n != int(np.prod(x_shape, dtype=np.int64)):
+        return []
+    flat = np.append(xs.reshape(-1), np.zeros(n))
+    per_sample = R // x_shape[0] if x_shape[0] > 1 and R % x_shape[0] == 0 else 1
+    out = []
+    for starts, what in window_starts(R, n, per_sample):
+        wx = flat[np.minimum(starts[:, None] + np.arange(n)[None, :], R * n)]
+        if np.array_equal(wx, xs):
+            continue
+        m = wx.mean(axis=1, keepdims=True) if centred else np.zeros((R, 1))
+        out.append((m, rs(((wx - m) ** 2).mean(axis=1, keepdims=True)),
+                    f"with each slice's forward reading its {n} values from {what}, its backward reading x at the "
+                    "right place with the statistics so saved", "layout", wx))
+    return out
 
 
 def row_block_backward(ex, case, record, ref):
