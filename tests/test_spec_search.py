@@ -969,6 +969,8 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "start aligned down to a multiple of 4"),
     ("blind35", "gn_sample_stride_group_span", "group_norm/normal_g4_f32_2x8x5x7", "layout",
      "each sample's start at s * 1 * 70"),
+    ("blind38", "gated_ln_bwd_vhat_uncentred", "gated_norm/normal_ln_nbg_gs16_f32_6x48", "backward",
+     "read uncentred, x * rstd"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

@@ -2593,7 +2593,7 @@ def _uncentred(seen, ops):
         shift = np.broadcast_to(np.reshape(mean, sh) * np.reshape(rstd, sh),       # mean * rstd, x_hat's shape
                                 np.reshape(xhat, view).shape).reshape(np.shape(xhat))
         fn = (lambda v, s=shift: v + np.reshape(s, np.shape(v)) if np.size(v) == np.size(s) else v)
-        places = _xhat_places(ops, xhat)
+        places = _xhat_places(ops, xhat, ("xhat", "vhat", "x_hat"))
         for j, side in places:
             out.append((("replace", frozenset((j,)), side, fn), j, "xhat",
                         f"`xhat` read uncentred, x * rstd (its mean's term dropped) in `{_SOURCES[j][4]} "

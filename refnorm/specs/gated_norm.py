@@ -41,7 +41,7 @@ def gated_norm(x, z, weight, bias, norm, norm_before_gate, K, eps):
     v = x if norm_before_gate else x * s                             # x.shape, the normalized input
     vg = grouped(v, K)                                               # (*, G, K)
     if norm == "layer_norm":
-        _, var, d = moments(vg, (vg.ndim - 1,))                      # (*, G, 1), (*, G, K)
+        mean, var, d = moments(vg, (vg.ndim - 1,))                   # (*, G, 1), (*, G, 1), (*, G, K)
     else:
         var, d = (vg * vg).mean(axis=-1, keepdims=True), vg          # mean_K(v^2), (*, G, 1)
     rstd = 1.0 / np.sqrt(var + eps)                                  # (*, G, 1)
