@@ -971,6 +971,8 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "each sample's start at s * 1 * 70"),
     ("blind38", "gated_ln_bwd_vhat_uncentred", "gated_norm/normal_ln_nbg_gs16_f32_6x48", "backward",
      "read uncentred, x * rstd"),
+    ("blind38", "rms_bwd_renormalizes_saved_xhat", "rms_norm/mean1e3_eps1e-05_f32_6x100", "backward",
+     "x read as the saved x_hat"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one
