@@ -973,6 +973,8 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "read uncentred, x * rstd"),
     ("blind38", "rms_bwd_renormalizes_saved_xhat", "rms_norm/mean1e3_eps1e-05_f32_6x100", "backward",
      "x read as the saved x_hat"),
+    ("blind39", "nqb_rms_rsqrt_estimate", "norm_quant_block/normal_rms_mx_wdecades_f32_4x512", "precision",
+     "an approximate reciprocal square root"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

@@ -104,7 +104,8 @@ from .spec_search import (PATTERNS, backward_flag, fits_step, grown_fit, judged_
                           perturbed_inputs, rounding_point)
 from .localize import failing_mask
 from .merges import chan_merge, chan_spread, chan_step
-from .precision import NP, excess, quant_excess, quant_name, ratio, round_toward_zero, unit
+from .precision import (NP, estimate_like as _estimate_like, excess, quant_excess, quant_name, ratio,
+                        round_toward_zero, unit)
 
 CHANNEL_OPS = ("batch_norm", "instance_norm", "group_norm")
 REDERIVE = 16.0   # a deviation missing an array by at most this many times its bound: judged again within the
@@ -673,17 +674,6 @@ def row_statistics(case, record, ref, candidates=None):
     return []
 
 
-ESTIMATE_REL = 2.0 ** -11      # an approximate reciprocal square root's relative error (x86 rsqrtps: 1.5 2^-12)
-ESTIMATE_EXACT = 0.25          # at most this share of slices exact (an estimate errs at almost every slice)
-
-
-def _estimate_like(rel):
-    """Per-slice relative errors ``rel`` of a statistic like an approximate reciprocal square root's: at most
-    ESTIMATE_REL, on both sides (10-90% above), nonzero at almost every slice (another slice's statistic read for
-    some slices leaves the rest exact)."""
-    a = np.abs(rel)
-    return (2.0 ** -20 < np.max(a) <= ESTIMATE_REL and 0.1 <= float(np.mean(rel > 0)) <= 0.9
-            and float(np.mean(a < 2.0 ** -20)) <= ESTIMATE_EXACT)
 
 
 def _estimated_rstd(case, record, x, xs, mean, rstd, w, b):

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..norms import norm_quant as NQ
 from ..norms import norm_quant_block as NB
-from .precision import round_to, round_toward_zero
+from .precision import estimate_like, round_to, round_toward_zero
 
 OPS = ("norm_quant", "norm_quant_block")
 _BF16 = ml_dtypes.bfloat16
@@ -535,6 +535,26 @@ class _BlockCtx(_Ctx):
         ok = g.size and np.all(g == g.flat[0]) and g.flat[0] > 0 and np.isfinite(g.flat[0])
         return float(g.flat[0]) if ok and self.encode(np.zeros(1))[0] != g.flat[0] else None
 
+    def estimated_rows(self):
+        """Each row's relative error of its rstd, read off the returned amax (the median over the row's blocks of
+        amax / the reference's: y's weighted part scales with rstd), where it is like an approximate reciprocal
+        square root's (precision.estimate_like), one factor per row (its blocks agree), at three rows or more: (rows, 1),
+        else None."""
+        ga = self.got.get("amax")
+        if ga is None or np.size(ga) != self.amax.size or self.amax.ndim < 2:
+            return None
+        with np.errstate(all="ignore"):
+            k = np.asarray(ga, dtype=np.float64).reshape(self.amax.shape) / self.amax
+        k = np.where(np.isfinite(k) & (self.amax > 0), k, np.nan)
+        rows = k.reshape(-1, k.shape[-1])
+        if rows.shape[0] < 3 or rows.shape[1] < 2 or np.isnan(rows).all(axis=1).any():
+            return None
+        rel = np.nanmedian(rows, axis=1) - 1.0
+        # (one factor per row: its blocks agree but for the returned amax's own rounding)
+        if np.nanmax(np.abs(rows - 1.0 - rel[:, None])) > 2.0 ** -20 or not estimate_like(rel):
+            return None
+        return rel.reshape(self.amax.shape[:-1] + (1,))
+
     def q_of(self, num, D, clip=True):
         D = np.broadcast_to(D, self.amax.shape)
         with np.errstate(all="ignore"):
@@ -599,6 +619,13 @@ class _BlockCtx(_Ctx):
                 with np.errstate(all="ignore"):
                     from_amax(a, f"is computed from each block's max(y){what} where max(|y|) belongs (the absolute "
                                  "value left out)")
+        est = self.estimated_rows()
+        if est is not None:                     # each row's rstd an approximate reciprocal square root
+            num = self.y + self.yw * est
+            from_amax(self.amax_of(num), f"is computed from y with each row's rstd off by up to "
+                                         f"{np.max(np.abs(est)):.1e} relative, on both sides (an approximate "
+                                         "reciprocal square root without a Newton step), and q from that y",
+                      num=num, mech="precision")
         p = np.arange(self.H) % self.B % 32     # a block's amax by a 32-lane butterfly missing its offset-s step
         for s_ in (16, 8, 4, 2, 1):             # (lane l & s == 0 alone; s = 1: a pair load's first component)
             keep = (p & s_) == 0

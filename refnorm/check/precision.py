@@ -33,6 +33,21 @@ ETA = {"float64": 2.0 ** -1075, "float32": 2.0 ** -150, "float16": 2.0 ** -25, "
 RANK = {"bfloat16": 0, "float16": 1, "float32": 2, "float64": 3}   # by significand precision
 
 
+ESTIMATE_REL = 2.0 ** -11      # an approximate reciprocal square root's relative error (x86 rsqrtps: 1.5 2^-12)
+ESTIMATE_EXACT = 0.25          # at most this share of slices exact (an estimate errs at almost every slice)
+
+
+def estimate_like(rel) -> bool:
+    """Per-slice relative errors ``rel`` of a statistic like an approximate reciprocal square root's: at most
+    ESTIMATE_REL, on both sides (10-90% above; of at most 8 slices, all on one side by chance 1 in 128 or more,
+    spread over at least half their largest size instead: an eps's error at rows of one variance is one size),
+    nonzero at almost every slice (another slice's statistic read for some slices leaves the rest exact)."""
+    rel = np.ravel(rel)
+    a = np.abs(rel)
+    sides = 0.1 <= float(np.mean(rel > 0)) <= 0.9 or (rel.size <= 8 and np.ptp(rel) >= 0.5 * np.max(a))
+    return bool(2.0 ** -20 < np.max(a) <= ESTIMATE_REL and sides and float(np.mean(a < 2.0 ** -20)) <= ESTIMATE_EXACT)
+
+
 def dtype_name(dt) -> str | None:
     """refnorm's name of a NumPy dtype (None when it is not one of the four floating dtypes)."""
     dt = np.dtype(dt)
