@@ -975,6 +975,8 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "x read as the saved x_hat"),
     ("blind39", "nqb_rms_rsqrt_estimate", "norm_quant_block/normal_rms_mx_wdecades_f32_4x512", "precision",
      "an approximate reciprocal square root"),
+    ("blind39", "nqb_nvfp4_encode_per_row", "norm_quant_block/normal_ln_nvfp4_wb_f32_4x256", "quant_scale",
+     "per row, g the row's own amax"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

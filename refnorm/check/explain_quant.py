@@ -581,7 +581,7 @@ class _BlockCtx(_Ctx):
             with np.errstate(all="ignore"):
                 lo, hi = f(np.maximum(v2 * (1 - r) - e0, 0.0)), f(v2 * (1 + r) + e0)
             c = {"arrays": {"scale": (lo, hi), "amax": self.amax if amax is None else amax,
-                            "tensor_scale": np.full((1,) * nd, ts)},
+                            "tensor_scale": np.full((1,) * nd, float(np.ravel(ts)[0]))},
                  "D": (lo * ts, hi * ts), "text": text, "mech": mech}
             if scope is not None:
                 c["E"] = {"amax": scope(E_a)}
@@ -677,6 +677,12 @@ class _BlockCtx(_Ctx):
                 if g > 0:
                     v2, ts2 = self.v_of(self.amax, enc=num_ / g)
                     add(v2, f"uses the tensor encode factor {what} (where 448 * 6 / g belongs)", "quant_scale", ts=ts2)
+            if nd >= 2 and self.amax.size > self.amax.shape[-1]:
+                # the encode factor per row, from the row's own amax (a row-scaled recipe's), each row decoded
+                # with its own 1 / S_enc; the tensor_scale output the first row's
+                enc_r, ts_r = NB.nvfp4_tensor(np.max(self.amax, axis=-1, keepdims=True))
+                add(self.amax / 6.0 * enc_r, "uses an encode factor 448 * 6 / g per row, g the row's own amax (the "
+                    "tensor's belongs; the returned tensor scale the first row's)", "quant_scale", ts=ts_r)
             for t, what in self.sources():      # the tensor amax g alone taken from another tensor
                 v2, ts2 = self.v_of(self.amax, enc=NB.tensor_encode(self.amax_of(t), self.c, None))
                 add(v2, f"uses the tensor encode factor from the amax of {what} (the block amaxes y's)",
