@@ -973,7 +973,7 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "read uncentred, x * rstd"),
     ("blind38", "rms_bwd_renormalizes_saved_xhat", "rms_norm/mean1e3_eps1e-05_f32_6x100", "backward",
      "x read as the saved x_hat"),
-    ("blind39", "nqb_rms_rsqrt_estimate", "norm_quant_block/normal_rms_mx_wdecades_f32_4x512", "precision",
+    ("blind39", "nqb_rms_rsqrt_estimate", "norm_quant_block/normal_rms_g_wdecades_f32_4x512", "precision",
      "an approximate reciprocal square root"),
     ("blind39", "nqb_nvfp4_encode_per_row", "norm_quant_block/normal_ln_nvfp4_wb_f32_4x256", "quant_scale",
      "per row, g the row's own amax"),
