@@ -74,6 +74,8 @@ from planted.blind36 import BUGS as BLIND36, Blind36Kernel              # noqa: 
 from planted.blind37 import BUGS as BLIND37, Blind37Kernel              # noqa: E402
 from planted.blind38 import BUGS as BLIND38, Blind38Kernel              # noqa: E402
 from planted.blind39 import BUGS as BLIND39, Blind39Kernel              # noqa: E402
+from planted.blind40 import BUGS as BLIND40, Blind40Kernel              # noqa: E402
+from planted.blind41 import BUGS as BLIND41, Blind41Kernel              # noqa: E402
 from planted.torch_kernel import BUGS, TorchKernel                      # noqa: E402
 from refnorm import pitfalls as P                                       # noqa: E402
 from refnorm.check.core import check_case                               # noqa: E402
@@ -435,6 +437,19 @@ def blind39_rows(golden=report.GOLDEN):
     return kernel_rows(Blind39Kernel, BLIND39, "blind39", "T39", golden)
 
 
+def blind40_rows(golden=report.GOLDEN):
+    """The fortieth blind kernel (tests/planted/blind40.py: 42 bugs in blind38's 7 ops, written in session 34 by a
+    helper not shown the diagnosis, labelled by docs/verdicts.md's rules, who reported only counts; merged unread
+    and measured once, before that session's development on them)."""
+    return kernel_rows(Blind40Kernel, BLIND40, "blind40", "T40", golden)
+
+
+def blind41_rows(golden=report.GOLDEN):
+    """The forty-first blind kernel (tests/planted/blind41.py: 45 bugs in the other 8 ops, written beside the
+    fortieth, the same way)."""
+    return kernel_rows(Blind41Kernel, BLIND41, "blind41", "T41", golden)
+
+
 HELD_OUT = {"torch": torch_rows, "blind": blind_rows, "blind2": blind2_rows, "blind3": blind3_rows,
             "blind4": blind4_rows, "blind5": blind5_rows, "blind6": blind6_rows, "blind7": blind7_rows,
             "blind8": blind8_rows, "blind9": blind9_rows, "blind10": blind10_rows,
@@ -445,7 +460,7 @@ HELD_OUT = {"torch": torch_rows, "blind": blind_rows, "blind2": blind2_rows, "bl
             "blind26": blind26_rows, "blind27": blind27_rows, "blind28": blind28_rows, "blind29": blind29_rows,
             "blind30": blind30_rows, "blind31": blind31_rows, "blind32": blind32_rows, "blind33": blind33_rows,
             "blind34": blind34_rows, "blind35": blind35_rows, "blind36": blind36_rows, "blind37": blind37_rows,
-            "blind38": blind38_rows, "blind39": blind39_rows}
+            "blind38": blind38_rows, "blind39": blind39_rows, "blind40": blind40_rows, "blind41": blind41_rows}
 
 
 def score(rows, M):
