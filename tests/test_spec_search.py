@@ -977,6 +977,14 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "an approximate reciprocal square root"),
     ("blind39", "nqb_nvfp4_encode_per_row", "norm_quant_block/normal_ln_nvfp4_wb_f32_4x256", "quant_scale",
      "per row, g the row's own amax"),
+    ("blind41", "in_row_pair_shared_mean", "instance_norm/normal_f32_2x3x100", "layout",
+     "the mean of the first slice of each tile of 2 slices"),
+    ("blind41", "zs_welford_m2_old_mean_delta_squared", "z_score/normal_f32_6x100", "one_pass",
+     "adding (x - mean_k-1)^2 to M2"),
+    ("blind40", "ln_stats_over_row_pair_tile", "layer_norm/normal_f32_6x100", "block",
+     "each tile of 2 slices reduced whole"),
+    ("blind41", "bn_bwd_x_read_channels_last", "batch_norm/normal_f32_16x3x4x5", "layout",
+     "its backward reading x as NCHW memory indexed with channels_last strides"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

@@ -618,10 +618,14 @@ def row_statistics(case, record, ref, candidates=None):
     mean, rstd, stats = (candidates or _stat_candidates)(case, xs, eps, centred, np.shape(x))
     w = _slices(case, x, _weight_full(case, x, record.inputs))
     b = _slices(case, x, _bias_full(case, x, record.inputs)) if record.inputs.get("bias") is not None else 0.0
-    # (a candidate's optional fifth value: the values its forward normalized, read from elsewhere; the
-    # backward reads x at the right place with the statistics it saved)
-    cands = [((xs - m2) * r2, m2, r2, what, mech, None if len(more) == 0 else (more[0] - m2) * r2)
-             for m2, r2, what, mech, *more in stats]
+    # (a candidate's optional fifth value: the values its forward normalized, read from elsewhere, the backward
+    # reading x at the right place with the statistics it saved; its sixth: the values its backward reads as x,
+    # the forward reading x right)
+    cands = []
+    for m2, r2, what, mech, *more in stats:
+        fwd, bwd = (list(more) + [None, None])[:2]
+        cands.append((((xs if bwd is None else bwd) - m2) * r2, m2, r2, what, mech,
+                      None if fwd is None and bwd is None else ((xs if fwd is None else fwd) - m2) * r2))
     y = record.got["outputs"].get("y")
     if y is not None and np.shape(y) == np.shape(x) and ("outputs", "y") not in outs:
         with np.errstate(all="ignore"):       # the backward's x_hat recomputed from the returned (rounded) y
@@ -1795,6 +1799,57 @@ def tile_first_index(case, record, ref):
     return None
 
 
+def slice_maps(S):
+    """(f, what): another slice index read for each of S slices' statistics (f an index array of S values): the
+    first slice of each tile of k = 2 or 4 slices (a program of k slices loading one slice's statistic), the
+    statistics written in the order (A, B) read in the order (B, A) (a slice a B + b reading position b A + a,
+    every factorization A B = S), the next or the previous slice (the last or first its own)."""
+    s = np.arange(S)
+    out = [(s - s % k, f"the first slice of each tile of {k} slices") for k in (2, 4) if S > 1]
+    for A in range(2, S):
+        if S % A == 0 and S // A > 1:
+            B = S // A
+            out.append(((s % B) * A + s // B, f"position b * {A} + a for the slice a * {B} + b (statistics written "
+                        f"in ({A}, {B}) order, read in ({B}, {A}) order)"))
+    out += [(np.minimum(s + 1, S - 1), "the next slice (the last its own)"),
+            (np.maximum(s - 1, 0), "the previous slice (the first its own)")]
+    seen, uniq = {s.tobytes()}, []
+    for f, what in out:
+        if f.tobytes() not in seen:
+            seen.add(f.tobytes())
+            uniq.append((f, what))
+    return uniq
+
+
+def stats_read_elsewhere(case, record, ref):
+    """y of an elementwise pass reading its slice's mean, rstd or both at another slice index (``slice_maps``),
+    the saved statistics and the gradients right (only y fails): "layout" (rule 12); the explanation, or None."""
+    x = record.inputs.get("x")
+    if x is None or np.size(x) > CONFIG_SIZE or list(record.failing) != [("outputs", "y")] \
+            or ref.outputs.get("y") is None or np.shape(ref.outputs["y"]) != np.shape(x):
+        return None
+    parts = _elementwise_affine(case, record, ref)
+    if parts is None or case.op not in ROW_OPS:
+        return None
+    xs = _slices(case, x, np.asarray(x, dtype=np.float64))
+    M, R = (_slices(case, x, a)[:, :1] for a in parts[:2])
+    W, B = parts[2], parts[3]
+    S = xs.shape[0]
+    which = (("rstd", False, True),) if case.op == "rms_norm" else \
+        (("mean", True, False), ("rstd", False, True), ("mean and rstd", True, True))
+    for f, where in slice_maps(S):
+        for what, dm, dr in which:
+            xh = (xs - (M[f] if dm else M)) * (R[f] if dr else R)
+            y = _unslices(case, np.shape(x), xh) * W + B
+            if not np.all(np.isfinite(y)):
+                continue
+            if grown_fit(fit_ratio, record.got["outputs"]["y"], y, ref.outputs["y"], record.E["outputs"]["y"], True,
+                         ROW_GROWTH, MARGIN_ROWS) <= 1:
+                return {"mechanism": "layout", "text": f"y is each slice normalized with the {what} of {where}, its "
+                        "own elsewhere (the elementwise pass reading the statistics at another slice index)"}
+    return None
+
+
 SPLITS = (2, 4)          # a row split between the programs of a cluster
 
 
@@ -2831,7 +2886,8 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
             bwd, e = e, None            # used where the per-array explanations leave a gradient unexplained
         e = (e or layout_misread(case, record, reference) or weight_first(case, record, reference)
              or folded_affine(case, record, ref) or second_pass_rows(case, record, ref)
-             or tile_first_index(case, record, ref) or split_rows(case, record, ref)
+             or tile_first_index(case, record, ref) or stats_read_elsewhere(case, record, ref)
+             or split_rows(case, record, ref)
              or dropout_deviation(case, record, reference) or residual_after_norm(case, record, reference)
              or affine_before_norm(case, record, reference))
         if e is not None:

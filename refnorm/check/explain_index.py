@@ -1172,7 +1172,53 @@ def block_candidates(case, xs, eps, centred, x_shape=()):
                         out.append((pm, rs(((part - pm) ** 2).sum(axis=1, keepdims=True) / div),
                                     f"with the mean and the variance accumulated over {desc}", "block"))
         B *= 2
-    return mean, rstd, out + window_candidates(case, xs, rs, centred, x_shape)
+    return mean, rstd, out + pooled_candidates(xs, rs, centred) + window_candidates(case, xs, rs, centred, x_shape) \
+        + reread_candidates(case, xs, mean, rstd, x_shape)
+
+
+def pooled_candidates(xs, rs, centred):
+    """Each tile of k = 2 or 4 consecutive slices (the last tile its remaining slices) reduced whole: its k n values'
+    mean and variance about it (a 2-D tile summed without its axis) for every slice of the tile: (mean, rstd, what,
+    "block") candidates for explain.row_statistics."""
+    R, n = xs.shape
+    out = []
+    for k in (2, 4):
+        if R < 2 or (k > 2 and R <= 2):
+            continue
+        t = np.arange(R) // k
+        cnt = np.bincount(t).astype(np.float64)[t][:, None] * n
+        tot = lambda a: np.bincount(t, weights=a.sum(axis=1))[t][:, None]       # noqa: E731
+        m = tot(xs) / cnt if centred else np.zeros((R, 1))
+        out.append((m, rs(tot((xs - m) ** 2) / cnt), f"with each tile of {k} slices reduced whole (its {k} n values' "
+                    f"{'mean and variance' if centred else 'mean square'} for every slice of the tile; the last tile "
+                    "its remaining slices)", "block"))
+    return out
+
+
+def reread_candidates(case, xs, mean, rstd, x_shape):
+    """The backward reading x in another index order of its shape (``index_orders``: NCHW memory with
+    channels_last strides, a transposed buffer), with the statistics the forward saved (right), the forward
+    reading x right: (mean, rstd, what, "layout", None, the slices so read) candidates for
+    explain.row_statistics."""
+    size = int(np.prod(x_shape, dtype=np.int64)) if x_shape else 0
+    if len(x_shape) < 2 or size > READ_SIZE or size != xs.size:
+        return []
+    if case.op == "batch_norm":         # (its slices are channels: (C, N * S))
+        moved = (x_shape[1], x_shape[0]) + tuple(x_shape[2:])
+        x = np.moveaxis(xs.reshape(moved), 0, 1)
+        slices = lambda a: np.moveaxis(a, 1, 0).reshape(xs.shape)     # noqa: E731
+    else:
+        x, slices = xs.reshape(x_shape), (lambda a: a.reshape(xs.shape))
+    flat = x.reshape(-1)
+    orders = index_orders(x_shape)
+    N, C, S = x_shape[0], x_shape[1], size // max(x_shape[0] * x_shape[1], 1)
+    if len(x_shape) >= 3 and C > 1 and S > 1:          # (first: the two channels_last misreads, whatever the rank)
+        idx = np.arange(size)
+        orders = [(idx.reshape(N, S, C).transpose(0, 2, 1).ravel(), "NCHW memory indexed with channels_last "
+                   "strides (element (n, c, s) from flat position (n S + s) C + c)"),
+                  (idx.reshape(N, C, S).transpose(0, 2, 1).ravel(), "channels_last memory indexed as NCHW")] + orders
+    return [(mean, rstd, f"with its backward reading x as {what} (the saved statistics right)", "layout", None,
+             slices(flat[m].reshape(x_shape))) for m, what in orders]
 
 
 def window_starts(R, n, per_sample):

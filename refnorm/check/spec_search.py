@@ -1404,6 +1404,7 @@ def _candidates(case, record, forward_only):
     out += _weight_after(seen, ops, n) + _moments_read(seen)
     if "_math:moments.mean" in seen:
         out += _welford_updates()
+    out += _welford_sums(seen)
     out += _chunk_merges(seen)
     if case.dtype in ("float16", "bfloat16") and "_math:moments.mean" in seen:
         out += _moments_low(_DT[case.dtype])
@@ -1758,22 +1759,50 @@ def _welford_updates():
     def welford(new):
         def change(t):
             m, var, d = t
-            axes = tuple(k for k in range(d.ndim) if np.shape(m)[k] == 1 and d.shape[k] > 1)
-            if not axes:
-                return t
-            keep = tuple(k for k in range(d.ndim) if k not in axes)
-            x = np.transpose(d + m, keep + axes).reshape(-1, int(np.prod([d.shape[k] for k in axes])))
-            k = np.arange(1, x.shape[1] + 1, dtype=np.float64)
-            run = np.cumsum(x, axis=1) / k                      # mean_k, after each value
-            prev = np.concatenate([np.zeros((x.shape[0], 1)), run[:, :-1]], axis=1)
-            m2 = (((x - run) if new else (x - prev)) ** 2).sum(axis=1)
-            ss = (d * d).sum(axis=axes, keepdims=True)
-            m2 = m2.reshape(np.shape(ss))
-            return m, var * np.where(ss > 0, m2 / np.where(ss > 0, ss, 1.0), 1.0), d
+            r = _welford_ratio(m, d, new)
+            return t if r is None else (m, var * r, d)
         return change
     return [(("remapk", {"_math:moments.return": welford(new)}), "welford" if new else "welford_shift", None,
              f"the variance from a per-value Welford update adding (x - mean_{'k' if new else 'k-1'})^2 to M2 where "
              "(x - mean_k-1) (x - mean_k) belongs (the mean and the divisor right)") for new in (True, False)]
+
+
+def _welford_ratio(m, d, new):
+    """Each slice's M2 from ``_welford_updates``' wrong per-value update over its values d + m (C order of the
+    reduced axes: those where the mean ``m`` has 1 and d more), over its exact sum of d^2 (1 where that is 0),
+    in m's shape; None where no axis is reduced."""
+    axes = tuple(k for k in range(np.ndim(d)) if np.shape(m)[k] == 1 and np.shape(d)[k] > 1)
+    if not axes:
+        return None
+    keep = tuple(k for k in range(np.ndim(d)) if k not in axes)
+    x = np.transpose(d + m, keep + axes).reshape(-1, int(np.prod([np.shape(d)[k] for k in axes])))
+    k = np.arange(1, x.shape[1] + 1, dtype=np.float64)
+    run = np.cumsum(x, axis=1) / k                      # mean_k, after each value
+    prev = np.concatenate([np.zeros((x.shape[0], 1)), run[:, :-1]], axis=1)
+    m2 = (((x - run) if new else (x - prev)) ** 2).sum(axis=1)
+    ss = (d * d).sum(axis=axes, keepdims=True)
+    m2 = m2.reshape(np.shape(ss))
+    return np.where(ss > 0, m2 / np.where(ss > 0, ss, 1.0), 1.0)
+
+
+def _welford_sums(seen):
+    """``_welford_updates`` for a specification summing its own squared deviations (z_score's overflow-safe
+    ``ss`` = sum (d / a)^2, from its ``d`` and ``mean``): ``ss`` scaled by the wrong update's ratio."""
+    out = []
+    for key in (k for k in seen if k.endswith(".ss") and "backward" not in k):
+        base = key.rsplit(".", 1)[0]
+        d, m = seen.get(base + ".d"), seen.get(base + ".mean")
+        if d is None or m is None or np.ndim(m) != np.ndim(d):
+            continue
+        for new in (True, False):
+            r = _welford_ratio(np.asarray(m, dtype=np.float64), np.asarray(d, dtype=np.float64), new)
+            if r is None or np.size(r) != np.size(seen[key]):
+                continue
+            out.append((("remapk", {key: lambda v, r=r: v * np.reshape(r, np.shape(v))}),
+                        "welford" if new else "welford_shift", None,
+                        f"the variance from a per-value Welford update adding (x - mean_{'k' if new else 'k-1'})^2 to "
+                        "M2 where (x - mean_k-1) (x - mean_k) belongs (the mean and the divisor right)"))
+    return out
 
 
 MERGE_CHUNKS = (16, 32, 64, 128, 256, 512, 1024)     # the chunk lengths of a merged reduction (and the halves)
