@@ -985,6 +985,14 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "each tile of 2 slices reduced whole"),
     ("blind41", "bn_bwd_x_read_channels_last", "batch_norm/normal_f32_16x3x4x5", "layout",
      "its backward reading x as NCHW memory indexed with channels_last strides"),
+    ("blind41", "gn_bwd_c3_mean_term_sign_flipped", "group_norm/normal_g4_f32_2x8x5x7", "backward",
+     "with c3's c2 mean term's sign flipped"),
+    ("blind41", "nqb_weight_loaded_per_block_start", "norm_quant_block/normal_rms_g_wdecades_f32_4x512", "layout",
+     "block's first index (loaded once per block)"),
+    ("blind41", "lp_bwd_dot_loop_unrolled_body_once", "lp_normalize/normal_f32_6x100", "block",
+     "without the columns j with (j // 32) odd"),
+    ("blind41", "lp_sum_halving_tree_drops_odd", "lp_normalize/normal_f32_6x100", "block",
+     "dropping the unpaired last value of every level of odd length"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

@@ -1216,6 +1216,8 @@ def config_deviation(case, record, reference, ref, bounds=None):
             continue
         n, j = np.size(v), np.arange(np.size(v))
         maps = [(j % k, f"index j % {k} (a {k}-wide tile's local index)") for k in (8, 16, 32, 64, 128) if k < n]
+        maps += [(j // k * k, f"its {k}-wide block's first index (loaded once per block)") for k in (8, 16, 32, 64, 128)
+                 if k < n]
         maps += [(np.zeros_like(j), "index 0 for every index (its pointer not advanced)"), (j[::-1], "the reversed index"),
                  (np.minimum(j + 1, n - 1), "the next index (the last its own)")]
         for m, what in maps:

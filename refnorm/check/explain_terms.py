@@ -159,13 +159,14 @@ def _axes_alts(grad, case, x, full, g, xh, rstd):
                      f"axes {red} belong", "group", fn)
 
 
-def x_form(g, xs, mean, rstd, n, ds, at=None):
+def x_form(g, xs, mean, rstd, n, ds, at=None, signs=(1, 1)):
     """dx in the ds / db form a channel norm's kernel writes (PyTorch's GroupNorm backward), per slice (rows of
     the (slices, n) view): db = sum(g), c2 = (db mean - ds) rstd^3 / n, c3 = -c2 mean - db rstd / n, dx = rstd
-    g + c2 x + c3; with ds = sum(g x) the specification's dx (``at``: the value c2 multiplies, x unless given)."""
+    g + c2 x + c3; with ds = sum(g x) the specification's dx (``at``: the value c2 multiplies, x unless given;
+    ``signs``: c3's two terms' signs, each flipped at -1)."""
     db = g.sum(axis=1, keepdims=True)
     c2 = (db * mean - ds) * rstd ** 3 / n
-    return rstd * g + c2 * (xs if at is None else at) + (-c2 * mean - db * rstd / n)
+    return rstd * g + c2 * (xs if at is None else at) + (-signs[0] * c2 * mean - signs[1] * db * rstd / n)
 
 
 def _x_form_alts(grad, full, g, xs, xh, mean, rstd, n):
@@ -177,6 +178,10 @@ def _x_form_alts(grad, full, g, xs, xh, mean, rstd, n):
     grad.alt("the ds / db form (dx = rstd g + c2 x + c3, c2 = (db mean - ds) rstd^3 / n, c3 = -c2 mean - db rstd "
              "/ n) with c2 multiplying x_hat where x belongs", "backward",
              lambda: full(x_form(g, xs, mean, rstd, n, (g * xs).sum(axis=1, keepdims=True), at=xh)))
+    for signs, term in (((-1, 1), "c2 mean"), ((1, -1), "db rstd / n")):
+        grad.alt(f"the ds / db form (dx = rstd g + c2 x + c3, c2 = (db mean - ds) rstd^3 / n, c3 = -c2 mean - db rstd "
+                 f"/ n) with c3's {term} term's sign flipped", "backward",
+                 lambda signs=signs: full(x_form(g, xs, mean, rstd, n, (g * xs).sum(axis=1, keepdims=True), signs=signs)))
 
 
 def _partials_transposed(g, xh, rstd, shape, n):

@@ -573,6 +573,43 @@ def _tails(T, masked=False):
                   - {0})
 
 
+def _odd_tiles_dropped(t):
+    """The change "the reduction without the positions j of its trailing run of axes with (j // ``t``) odd" (a
+    loop over tiles of t unrolled by two, a stride of 2 t, its body written for one tile; a mean still divided
+    by the whole count)."""
+    def f(a, red, axes, keepdims):
+        run = _run(axes, a.ndim)
+        sizes = [a.shape[j] for j in run]
+        keep = ((np.arange(int(np.prod(sizes))) // t) % 2 == 0).reshape([1] * (a.ndim - len(run)) + sizes)
+        if getattr(red, "func", red) is _REDUCE["max"]:
+            return red(np.where(keep, a, -np.inf), axis=axes, keepdims=keepdims)
+        r = np.sum(np.where(keep, a, 0.0), axis=axes, keepdims=keepdims)
+        return r / max(int(np.prod([a.shape[j] for j in axes])), 1) if red is _REDUCE["mean"] else r
+    return f
+
+
+def tree_kept(N, halving=True):
+    """The 0/1 mask of the N positions a tree reduction that drops the unpaired last value of every level of odd
+    length k keeps: ``halving``, element i added to element i + floor(k / 2); else neighbours (2 i, 2 i + 1)."""
+    slot, k = np.arange(N), N           # each position's partial (-1: dropped)
+    while k > 1:
+        h = k // 2
+        slot = np.where(slot >= 2 * h, -1, (np.where(slot >= h, slot - h, slot) if halving else slot // 2))
+        k = h
+    return slot == 0
+
+
+def _masked_reduce(keep):
+    """The change "the reduction over the last axis from the positions ``keep`` alone (a mean still divided by the
+    whole count)"."""
+    def f(a, red, axes, keepdims):
+        if getattr(red, "func", red) is _REDUCE["max"]:
+            return red(np.where(keep, a, -np.inf), axis=-1, keepdims=keepdims)
+        r = np.sum(np.where(keep, a, 0.0), axis=-1, keepdims=keepdims)
+        return r / a.shape[-1] if red is _REDUCE["mean"] else r
+    return f
+
+
 def _tail_dropped(k):
     """The change "the reduction without the last ``k`` positions of its trailing run of axes" (a loop over
     whole tiles of the slice's flattened trailing positions, the partial tail tile never entered; per leading
@@ -2019,6 +2056,12 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
                      else "a loop over whole tiles only") + f"), and its function's {len(ids) - 1} other reductions "
                      "too" + (" (the parameter gradients' partial sums across the slices)" if across else ""))
                     for k in _tails(T, masked=True)]
+            out += [(("reduce", frozenset(ids), _odd_tiles_dropped(t)), "ptail" if across else "tail", None,
+                     f"without the positions j of each slice's {T} trailing positions with (j // {t}) odd (a loop over "
+                     f"tiles of {t} with a stride of {2 * t}: unrolled by two, its body written for one tile), and its "
+                     f"function's {len(ids) - 1} other reductions too"
+                     + (" (the parameter gradients' partial sums across the slices)" if across else ""))
+                    for t in (16, 32, 64, 128) if t < T]
             # (or over the first s of them only, s a size of x's last axis: the count of positions taken from the
             # last axis where the flattened positions belong)
             out += [(("reduce", frozenset(ids), _tail_dropped(T - s)), "ptail" if across else "tail", None,
@@ -2262,6 +2305,16 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             late += [(("reduce", i, _lanes(s)), "tail", None, f"by a 32-lane warp butterfly without its offset-{s} "
                       f"step (the columns j with j mod 32 & {s} never reduced)") for s in (16, 8, 4, 2, 1)
                      if s < N and int(np.prod(shape[:-1])) > 1]     # (one slice: one number, no evidence)
+            late += [(("reduce", i, _odd_tiles_dropped(t)), "tail", None, f"without the columns j with (j // {t}) odd "
+                      f"(of {N}: a loop over tiles of {t} with a stride of {2 * t}, unrolled by two, its body written "
+                      "for one tile)") for t in (16, 32, 64, 128) if t < N]
+            for halving, how in ((True, "element i added to element i + floor(k / 2)"),
+                                 (False, "neighbours 2 i and 2 i + 1 added")):
+                kept = tree_kept(N, halving)
+                if not kept.all():
+                    late.append((("reduce", i, _masked_reduce(kept)), "tail", None, f"by a tree ({how} at each level "
+                                 f"of length k) dropping the unpaired last value of every level of odd length (of {N}: "
+                                 f"{int(N - kept.sum())} values never reduced)"))
         if keep and axes == (nd - 1,):      # groups of k contiguous values of the last axis
             N = shape[-1]
             out += groups(frozenset((i,)), _divisors(N), lambda k: f"over groups of {k} contiguous values (of {N})")
