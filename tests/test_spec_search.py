@@ -993,6 +993,12 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "without the columns j with (j // 32) odd"),
     ("blind41", "lp_sum_halving_tree_drops_odd", "lp_normalize/normal_f32_6x100", "block",
      "dropping the unpaired last value of every level of odd length"),
+    ("blind41", "in_f16_y_through_bf16", "instance_norm/normal_f16_2x2x8x8", "precision",
+     "rounded to bfloat16 before its store in float16"),
+    ("blind41", "lp_reciprocal_in_input_dtype", "lp_normalize/normal_f16_4x128", "precision",
+     "the reciprocal 1 / `np.maximum(norm, eps)` held in float16"),
+    ("blind41", "bn_stats_pairs_added_in_half", "batch_norm/normal_bf16_6x4x25", "precision",
+     "(each block of 2 values) rounded to bfloat16"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

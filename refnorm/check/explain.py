@@ -104,7 +104,7 @@ from .spec_search import (PATTERNS, backward_flag, fits_step, grown_fit, judged_
                           perturbed_inputs, rounding_point)
 from .localize import failing_mask
 from .merges import chan_merge, chan_spread, chan_step
-from .precision import (NP, estimate_like as _estimate_like, excess, quant_excess, quant_name, ratio,
+from .precision import (NP, estimate_like as _estimate_like, excess, quant_excess, quant_name, ratio, round_to,
                         round_toward_zero, unit)
 
 CHANNEL_OPS = ("batch_norm", "instance_norm", "group_norm")
@@ -1114,6 +1114,22 @@ def _rederived_fits(bounds, cfg, record, inputs, misread, res, near, unfit):
         out[part, name] = fit_ratio(got, alt, Em) <= 1 and not (
             (part, name) in record.failing and want is not None and fit_ratio(got, want, Em) <= 1)
     return out
+
+
+def stored_through(case, part, name, got, want, E):
+    """A float16 array converted through bfloat16 (float32 -> bfloat16 -> float16: two roundings, a store helper's
+    conversion), the values right before it: the expected values rounded so fit within the bound: "precision"
+    (rule 8); the explanation, or None. (A bfloat16 array through float16 moves by float16's rounding alone, far
+    inside bfloat16's bound: no evidence.)"""
+    other = {"float16": "bfloat16"}.get(case.dtype)
+    if other is None or np.asarray(got).dtype.kind not in "fV" or np.size(got) < 2:
+        return None
+    with np.errstate(all="ignore"):
+        alt = np.asarray(round_to(np.asarray(want, dtype=np.float64), other), dtype=np.float64)
+    if fit_ratio(got, alt, E) <= 1:
+        return {"mechanism": "precision", "text": f"{_label(part, name)} is the expected value rounded to {other} "
+                f"before its store in {case.dtype} (a conversion through the other 16-bit type: two roundings)"}
+    return None
 
 
 def _row_xhat(case, record, ref):
@@ -2912,7 +2928,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
         with np.errstate(all="ignore"):
             e = never_written(part, name, got, x_shape, main, ref) \
                 or factor(case, part, name, got, want, E, x_shape, record.E.get("dtypes", {}).get((part, name))) \
-                or power(part, name, got, want, E)
+                or power(part, name, got, want, E) or stored_through(case, part, name, got, want, E)
             if e is None:
                 e = row_power(case, record, ref, part, name, got, want, E)
             if e is None and (part, name) == ("grads", "x"):

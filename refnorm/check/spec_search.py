@@ -1385,6 +1385,14 @@ def _candidates(case, record, forward_only):
     transforms, fwd_read = [], []
     for i, shapes in ops.items():
         mod, func, line, op, left, right = _SOURCES[i]
+        if op == "Div" and case.dtype in ("float16", "bfloat16") and shapes is not None \
+                and np.size(np.zeros(shapes[1])) < np.size(np.zeros(shapes[0])):
+            # a quotient by a statistic as a product with its reciprocal held in the 16-bit dtype (rounded)
+            rcp = (lambda a, b, op, t=_DT[case.dtype]: a * np.asarray(1.0 / np.asarray(b, dtype=np.float64))
+                   .astype(t).astype(np.float64))
+            transforms.append((("multi", {i: rcp}), "recip", None, f"`{left} / {right}` computed as `{left}` times "
+                               f"the reciprocal 1 / `{right}` held in {case.dtype} (rounded to nearest) ({func}, "
+                               f"refnorm/specs/{mod}.py line {line})"))
         for side, src in enumerate((left, right)):
             if shapes is None or not np.size(np.zeros(shapes[side])) > 1:
                 continue
@@ -2211,7 +2219,8 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
     for i, (shape, axes, keep) in reds.items():     # partial sums rounded to the 16-bit dtype before they are added
         if low is None or not axes or _SOURCES[i][3] == "max" or i in c0:
             continue
-        parts = [k for k in (32, 64, 128, 256) if k < shape[-1]] if axes[-1] == len(shape) - 1 else []
+        # (pairs and quads too: a packed 16-bit add, each pair's sum rounded, before the wide accumulation)
+        parts = [k for k in (2, 4, 32, 64, 128, 256) if k < shape[-1]] if axes[-1] == len(shape) - 1 else []
         parts += [tuple(a for a in axes if a != b) for b in axes if len(axes) > 1 and shape[b] > 1]
         for k in parts:
             what = (f"its partial sums (each block of {k} values" if isinstance(k, int) else
@@ -2932,6 +2941,8 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         src = _SOURCES[min(target[1])]
         return {"mechanism": changed, "text": f"the specification with {what} (refnorm/specs/{src[0]}.py line "
                 f"{src[2]}) reproduces every failing array"}
+    if i == "recip":                                # a reciprocal held in the 16-bit dtype (rule 8)
+        return {"mechanism": "precision", "text": f"the specification with {what} reproduces every failing array"}
     if i == "eps":                                  # eps moved to a named statistic
         return {"mechanism": "eps", "text": f"the specification with {what} reproduces every failing array"}
     # a sum accumulated in the 16-bit dtype; a slice's reduction losing its last lanes (the block); a reduction
