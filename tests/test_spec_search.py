@@ -999,6 +999,14 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "the reciprocal 1 / `np.maximum(norm, eps)` held in float16"),
     ("blind41", "bn_stats_pairs_added_in_half", "batch_norm/normal_bf16_6x4x25", "precision",
      "(each block of 2 values) rounded to bfloat16"),
+    ("blind41", "zs_inv_std_rsqrt_estimate", "z_score/normal_f32_6x100", "precision",
+     "an approximate reciprocal square root"),
+    ("blind40", "nq_rstd_rsqrt_estimate_11_bits", "norm_quant/normal_rms_e4m3_dyn_bf16_8x256", "precision",
+     "each row's rstd off by up to"),
+    ("blind41", "aln_dshift_times_rstd", "adaptive_layer_norm/normal_f64_2x5x7", "backward",
+     "dshift summed from dy * rstd"),
+    ("blind41", "aln_dmod_sample_offset_one_token", "adaptive_layer_norm/normal_f64_2x5x7", "layout",
+     "the sample's offset b where b * 5 belongs"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

@@ -2143,6 +2143,37 @@ def _param_axes(case, x, w):
     return None
 
 
+def modulation_grads(case, record, ref, part, name):
+    """adaptive_layer_norm's per-sample modulation gradients (dscale = sum over the tokens of dy x_hat, dshift of
+    dy) summed otherwise: dshift from dy * rstd (the dscale line with its deviation removed, its rstd kept:
+    "backward"), or each sample b's sum over the T token rows b .. b + T - 1 of the flattened rows (its offset
+    b where b T belongs: "layout"). The explanation, or None."""
+    x, dy = record.inputs.get("x"), record.cotangents.get("y")
+    got, E = record.got[part].get(name), record.E[part].get(name)
+    mean, rstd = ref.outputs.get("mean"), ref.outputs.get("rstd")
+    if case.op != "adaptive_layer_norm" or part != "grads" or name not in ("scale", "shift") or x is None \
+            or dy is None or got is None or mean is None or rstd is None or np.ndim(x) < 3 or np.size(x) > CONFIG_SIZE:
+        return None
+    B, H = np.shape(x)[0], np.shape(x)[-1]
+    T = np.size(x) // (B * H)
+    x64, dy64 = (np.asarray(a, dtype=np.float64).reshape(B * T, H) for a in (x, dy))
+    m, r = (np.asarray(a, dtype=np.float64).reshape(B * T, 1) for a in (mean, rstd))
+    c = dy64 * (x64 - m) * r if name == "scale" else dy64
+    tries = []
+    if name == "shift":
+        tries.append(((dy64 * r).reshape(B, T, H).sum(axis=1), "dshift summed from dy * rstd (the dscale line with its "
+                      "deviation removed, its rstd kept) where dy belongs", "backward"))
+    if B > 1:
+        pad = np.concatenate([c, np.zeros((T, H))])
+        tries.append((np.stack([pad[b:b + T].sum(axis=0) for b in range(B)]), f"d{name} of each sample b summed over "
+                      f"the token rows b .. b + {T - 1} of the flattened rows (the sample's offset b where b * {T} "
+                      "belongs)", "layout"))
+    for v, what, mech in tries:
+        if np.size(v) == np.size(got) and fit_ratio(got, v.reshape(np.shape(got)), E) <= 1:
+            return {"mechanism": mech, "text": f"{_label(part, name)} matches the formula with {what}"}
+    return None
+
+
 def param_products(case, record, ref, part, name):
     """A parameter gradient summed from the wrong product: dbias as sum(dy * weight); dweight as sum(dy * t) over
     the parameter's axes with t the returned y, y less the bias, x, or x less its slice mean, where the normalized
@@ -2937,7 +2968,8 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
                 e = reduction_rows(case, record, ref, part, name, reference)
             if e is None:
                 e = accumulated(case, record, part, name, got, want, E) \
-                    or param_products(case, record, ref, part, name) or copied_element(case, record, ref, part, name) \
+                    or param_products(case, record, ref, part, name) or modulation_grads(case, record, ref, part, name) \
+                    or copied_element(case, record, ref, part, name) \
                     or running_factor(case, record, ref, part, name) \
                     or extra_reduction(case, record, ref, part, name) or partials_rounded(case, record, ref, part, name)
         if e is not None:

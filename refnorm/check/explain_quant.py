@@ -314,6 +314,16 @@ class _RowCtx(_Ctx):
 
         add(ref_s, "", None)
         out[-1]["reference"] = True
+        ga = self.got.get("amax")                # each row's rstd an approximate reciprocal square root (its error
+        if ga is not None and np.size(ga) == self.amax.size and self.amax.size >= 4:    # read off the row's amax)
+            with np.errstate(all="ignore"):
+                rel = np.asarray(ga, dtype=np.float64).reshape(self.amax.shape) / self.amax - 1.0
+            if np.all(np.isfinite(rel)) and estimate_like(rel):
+                num = self.y + self.yw * rel
+                a2 = np.max(np.abs(num), axis=self.axes, keepdims=True, initial=0.0)
+                add(ref_s if self.static is not None else self.dyn(a2), f"is computed from y with each row's rstd off by "
+                    f"up to {np.max(np.abs(rel)):.1e} relative, on both sides (an approximate reciprocal square root "
+                    "without a Newton step), and q from that y", "precision", amax=a2, num=num)
         # the scale applied twice (the caller divides y by it and the fused kernel again): q = y / s^2
         out.append({"arrays": {"scale": ref_s, "amax": self.amax}, "D": ref_s * ref_s, "mech": "quant_scale",
                     "final": True, "text": "q is y divided by the scale twice, y / s^2 (the caller's division and the "

@@ -90,7 +90,7 @@ import ml_dtypes
 import numpy as np
 
 from .activations import ACTIVATIONS
-from .precision import round_toward_zero
+from .precision import estimate_like, round_toward_zero
 from .merges import chan_merge, chan_step
 
 ROUNDING_SIZE = 1 << 17          # elements of x up to which the rounding search runs
@@ -1449,7 +1449,7 @@ def _candidates(case, record, forward_only):
     out += _weight_after(seen, ops, n) + _moments_read(seen)
     if "_math:moments.mean" in seen:
         out += _welford_updates()
-    out += _welford_sums(seen)
+    out += _welford_sums(seen) + _estimated(seen, record)
     out += _chunk_merges(seen)
     if case.dtype in ("float16", "bfloat16") and "_math:moments.mean" in seen:
         out += _moments_low(_DT[case.dtype])
@@ -1828,6 +1828,34 @@ def _welford_ratio(m, d, new):
     ss = (d * d).sum(axis=axes, keepdims=True)
     m2 = m2.reshape(np.shape(ss))
     return np.where(ss > 0, m2 / np.where(ss > 0, ss, 1.0), 1.0)
+
+
+def _estimated(seen, record):
+    """Each slice's returned rstd (or std) off the specification's by a relative error like an approximate
+    reciprocal square root's (precision.estimate_like): the specification's forward statistic of that name
+    (``seen``: not the backward's) scaled per slice to the returned one, everything after it computed from it
+    (``remapk``, tagged "estimate": rule 8's precision)."""
+    out = []
+    for name in ("rstd", "std"):
+        got = record.got.get("outputs", {}).get(name)
+        if got is None or np.size(got) < 4:
+            continue
+        g = np.asarray(got, dtype=np.float64).reshape(-1)
+        for key in (k for k in seen if k.rsplit(".", 1)[1] == name and "backward" not in k and ":" in k):
+            v = np.asarray(seen[key], dtype=np.float64)
+            if v.size != g.size or not np.all(np.isfinite(v)) or np.any(v == 0):
+                continue
+            with np.errstate(all="ignore"):
+                k = g / v.reshape(-1)
+            if not np.all(np.isfinite(k)) or not estimate_like(1.0 / k - 1.0):
+                continue
+            out.append((("remapk", {key: lambda a, k=k: np.asarray(a, dtype=np.float64) * k.reshape(np.shape(a))
+                                    if np.size(a) == k.size else a}), "estimate", None,
+                        f"each slice's `{name}` ({key.split(':', 1)[1]}) off by up to {np.max(np.abs(k - 1)):.1e} "
+                        "relative, on both sides, as returned (an approximate reciprocal square root without a Newton "
+                        "step, about 12 significant bits), everything after it computed from it"))
+            break
+    return out
 
 
 def _welford_sums(seen):
@@ -2941,7 +2969,7 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         src = _SOURCES[min(target[1])]
         return {"mechanism": changed, "text": f"the specification with {what} (refnorm/specs/{src[0]}.py line "
                 f"{src[2]}) reproduces every failing array"}
-    if i == "recip":                                # a reciprocal held in the 16-bit dtype (rule 8)
+    if i in ("recip", "estimate"):                  # a reciprocal held in the 16-bit dtype, estimated (rule 8)
         return {"mechanism": "precision", "text": f"the specification with {what} reproduces every failing array"}
     if i == "eps":                                  # eps moved to a named statistic
         return {"mechanism": "eps", "text": f"the specification with {what} reproduces every failing array"}
