@@ -1007,6 +1007,10 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "dshift summed from dy * rstd"),
     ("blind41", "aln_dmod_sample_offset_one_token", "adaptive_layer_norm/normal_f64_2x5x7", "layout",
      "the sample's offset b where b * 5 belongs"),
+    ("blind40", "nq_stats_mask_against_row_count", "norm_quant/normal_rms_e4m3_dyn_f32_8x256", "block",
+     "a column mask against the row count 8"),
+    ("blind40", "poly_cube_sumsq_of_fifth_power", "poly_norm/normal_f32_4x64", "semantics",
+     "mean square accumulated as mean(x^3 * x^2)"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

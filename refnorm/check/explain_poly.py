@@ -51,6 +51,14 @@ def _forward_variants(x, weight, bias, eps):
     for j, p in enumerate(POWERS):          # one power's normalization left out (its term x^p as it is)
         out.append((_terms(x, weight, bias, [us[k] if k == j else own[k][0] for k in range(3)]),
                     f"the x^{p} term not normalized (x^{p} taken as already normalized, r_{p} = 1)", "semantics"))
+    for j, p in enumerate(POWERS):          # one power's mean square accumulated from x^p times another power
+        for k, q in enumerate(POWERS):      # (the other register squared into it): r_p = (mean(x^p x^q) + eps)^-1/2
+            if k != j:
+                with np.errstate(all="ignore"):
+                    r = 1.0 / np.sqrt((us[j] * us[k]).mean(axis=-1, keepdims=True) + eps)
+                out.append((_terms(x, weight, bias, [us[j] * r if i == j else own[i][0] for i in range(3)]),
+                            f"the x^{p} term's mean square accumulated as mean(x^{p} * x^{q}) (x^{q}'s register where "
+                            f"x^{p}'s belongs), r_{p} = (mean(x^{p + q}) + eps)^(-1/2)", "semantics"))
     if eps > 0:                             # eps in one power's normalization alone, or left out of one
         bare = [rms_normalize(u, 0.0)[0] for u in us]
         for j, p in enumerate(POWERS):

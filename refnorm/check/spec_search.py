@@ -2106,6 +2106,14 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
                      + (" (the parameter gradients' partial sums across the slices)" if across else ""))
                     for s in sorted({int(xshape[-1])} if len(xshape) > 2 else set()) if 1 < s < T
                     and T - s not in _tails(T, masked=True)]
+            # (or over the first M, M the row count: a column mask against the other dimension, cols < M)
+            M = int(np.prod(xshape[:-1], dtype=np.int64)) if len(xshape) > 1 else 0
+            out += [(("reduce", frozenset(ids), _tail_dropped(T - M)), "ptail" if across else "tail", None,
+                     f"over the first {M} of each slice's {T} trailing positions only (a column mask against the row "
+                     f"count {M}, cols < M where cols < N belongs), and its function's {len(ids) - 1} other reductions "
+                     "too" + (" (the parameter gradients' partial sums across the slices)" if across else ""))
+                    for _ in (0,) if 1 < M < T and T - M not in _tails(T, masked=True)
+                    and not (len(xshape) > 2 and M == int(xshape[-1]))]
     # one sum divided by its count: averaged where summed belongs (a projection's mean(dy u) where its sum
     # belongs, the layer norm's form copied)
     for i, (shape, axes, keep) in reds.items():
@@ -2330,6 +2338,12 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             out += [(("reduce", i, _without_last(N - b, _SOURCES[i][3])), "tail", None, f"over the row's first {b} "
                      f"columns only (of {N}: the tile offset never advanced)") for b in (32, 64, 128, 256, 512, 1024)
                     if b < N and N - b not in tails]
+            # (or its first M columns, M the row count: a column mask against the other dimension, cols < M)
+            M = int(np.prod(xshape[:-1], dtype=np.int64)) if len(xshape) > 1 and xshape[-1] == N else 0
+            out += [(("reduce", i, _without_last(N - M, _SOURCES[i][3])), "tail", None, f"over the row's first {M} "
+                     f"columns only (of {N}: a column mask against the row count {M}, cols < M where cols < N "
+                     "belongs)") for _ in (0,) if 1 < M < N and N - M not in tails
+                    and M not in (32, 64, 128, 256, 512, 1024)]
             # a scalar tail loop after the vector loads (of 4, 8, 16 values) reading the tail's first value at
             # every tail index (its index never advanced)
             widths = {}                     # tail length -> the narrowest vector width leaving it
