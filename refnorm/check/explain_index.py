@@ -52,7 +52,11 @@ arrays fail).
 * **a partial reduction** (``block_candidates``, "block", searched by explain.row_statistics): a slice's
   mean (or variance, or both) accumulated over the last block of 2^k values only (an accumulator reset
   inside the loop over column blocks), or the mean over the first block with the variance over the whole
-  slice, divided by the slice's length or the block's.
+  slice, divided by the slice's length or the block's; each tile of 2 or 4 slices reduced whole
+  (``pooled_candidates``, "block"); a slice's forward reading its values from another flat start (a
+  vector load's start aligned down, a sample's stride of one group: ``window_candidates``, "layout"), or
+  the backward reading x in another index order with the saved statistics right (``reread_candidates``,
+  "layout").
 
 ``ex`` below is refnorm/check/explain.py, passed in by its caller (no import circle). Where an explained
 value is larger than the reference's, its bound grows by their ratio (at most LARGER),
