@@ -1116,13 +1116,15 @@ def _rederived_fits(bounds, cfg, record, inputs, misread, res, near, unfit):
     return out
 
 
-def stored_through(case, part, name, got, want, E):
-    """A float16 array converted through bfloat16 (float32 -> bfloat16 -> float16: two roundings, a store helper's
-    conversion), the values right before it: the expected values rounded so fit within the bound: "precision"
-    (rule 8); the explanation, or None. (A bfloat16 array through float16 moves by float16's rounding alone, far
-    inside bfloat16's bound: no evidence.)"""
+def stored_through(case, part, name, got, want, E, x_shape):
+    """A float16 output of x's shape converted through bfloat16 (float32 -> bfloat16 -> float16: two roundings, a
+    store helper's conversion), the values right before it: the expected values rounded so fit within the bound:
+    "precision" (rule 8); the explanation, or None. (A bfloat16 array through float16 moves by float16's rounding
+    alone, far inside bfloat16's bound: no evidence; a statistic so fitting is as well a statistic computed in
+    bfloat16, which the later searches tell apart.)"""
     other = {"float16": "bfloat16"}.get(case.dtype)
-    if other is None or np.asarray(got).dtype.kind not in "fV" or np.size(got) < 2:
+    if other is None or part != "outputs" or np.shape(got) != tuple(x_shape) \
+            or np.asarray(got).dtype.kind not in "fV" or np.size(got) < 2:
         return None
     with np.errstate(all="ignore"):
         alt = np.asarray(round_to(np.asarray(want, dtype=np.float64), other), dtype=np.float64)
@@ -2959,7 +2961,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
         with np.errstate(all="ignore"):
             e = never_written(part, name, got, x_shape, main, ref) \
                 or factor(case, part, name, got, want, E, x_shape, record.E.get("dtypes", {}).get((part, name))) \
-                or power(part, name, got, want, E) or stored_through(case, part, name, got, want, E)
+                or power(part, name, got, want, E) or stored_through(case, part, name, got, want, E, x_shape)
             if e is None:
                 e = row_power(case, record, ref, part, name, got, want, E)
             if e is None and (part, name) == ("grads", "x"):
