@@ -1011,6 +1011,10 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "a column mask against the row count 8"),
     ("blind40", "poly_cube_sumsq_of_fifth_power", "poly_norm/normal_f32_4x64", "semantics",
      "mean square accumulated as mean(x^3 * x^2)"),
+    ("blind41", "gns_fwd_stats_read_group_major", "group_norm_silu/normal_g3_f64_3x6x7", "layout",
+     "read in (3, 3) order"),
+    ("blind41", "gns_bwd_sigmoid_from_stored_y", "group_norm_silu/normal_g2_f16_2x8x4x4", "precision",
+     "recovered as y / p from the stored output"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

@@ -1870,6 +1870,76 @@ def stats_read_elsewhere(case, record, ref):
     return None
 
 
+def silu_stats_read_elsewhere(case, record, ref):
+    """group_norm_silu's elementwise pass reading a (sample, group)'s mean, rstd or both at another slice index
+    (``slice_maps``: the statistics written in (N, G) order read in (G, N) order, ...): its pre-activation p and
+    y = silu(p) from them, the saved statistics right, the backward from the saved (right) x_hat with silu'
+    evaluated at the saved p (the specification's backward given that p): "layout" (rule 12); the explanation
+    of every failing array, or None."""
+    x = record.inputs.get("x")
+    if case.op != "group_norm_silu" or x is None or np.ndim(x) < 2 or np.size(x) > CONFIG_SIZE \
+            or ("outputs", "y") not in record.failing \
+            or any(pn not in (("outputs", "y"), ("grads", "x"), ("grads", "weight"), ("grads", "bias"))
+                   for pn in record.failing):
+        return None
+    from ..specs import group_norm_silu as GS
+    w, b, dy = record.inputs.get("weight"), record.inputs.get("bias"), record.cotangents.get("y")
+    G = int(case.config.get("num_groups", 1))
+    x64 = np.asarray(x, dtype=np.float64)
+    w64, b64 = (None if v is None else np.asarray(v, dtype=np.float64) for v in (w, b))
+    eps = float(case.config.get("eps", 1e-5) or 0.0)
+    with np.errstate(all="ignore"):
+        _, mean, rstd, xhat, _ = GS.group_norm_silu(x64, w64, b64, G, eps)
+    xs = x64.reshape(mean.size, -1)
+    M, R = mean.reshape(-1, 1), rstd.reshape(-1, 1)
+    bc = (1, -1) + (1,) * (np.ndim(x) - 2)
+    for f, where in slice_maps(M.shape[0]):
+        for what, dm, dr in (("mean", True, False), ("rstd", False, True), ("mean and rstd", True, True)):
+            with np.errstate(all="ignore"):
+                p = ((xs - (M[f] if dm else M)) * (R[f] if dr else R)).reshape(np.shape(x))
+                p = p if w64 is None else p * w64.reshape(bc)
+                p = p if b64 is None else p + b64.reshape(bc)
+                vals = {("outputs", "y"): GS.silu(p)}
+                if dy is not None:
+                    dx, dw, db = GS.group_norm_silu_backward(np.asarray(dy, dtype=np.float64), p, xhat, rstd, w64,
+                                                             b64 is not None, G)
+                    vals.update({("grads", "x"): dx, ("grads", "weight"): dw, ("grads", "bias"): db})
+            if all(vals.get(pn) is not None and np.shape(vals[pn]) == np.shape(record.got[pn[0]][pn[1]])
+                   and fit_ratio(record.got[pn[0]][pn[1]], vals[pn], record.E[pn[0]][pn[1]]) <= 1
+                   for pn in record.failing):
+                return {"mechanism": "layout", "text": f"p (the SiLU's input) is each group normalized with the "
+                        f"{what} of {where}, its own elsewhere (the elementwise pass reading the statistics at "
+                        "another slice index; the backward from the saved x_hat with silu' at that p)"}
+    return None
+
+
+def silu_grad_from_output(case, record, ref):
+    """group_norm_silu's backward recovering sigmoid(p) as y / p from the stored output y (rounded to the case
+    dtype; 1/2 where p = 0) where sigmoid(p) belongs, the rest of its backward as specified: "precision" (rule 8:
+    a value saved in a lower dtype); the explanation of every failing gradient (the forward passing), or None."""
+    x, dy, y = record.inputs.get("x"), record.cotangents.get("y"), record.got["outputs"].get("y")
+    if case.op != "group_norm_silu" or x is None or dy is None or y is None or np.size(x) > CONFIG_SIZE \
+            or not record.failing or any(p != "grads" for p, _ in record.failing) or case.dtype == "float64":
+        return None
+    from ..specs import group_norm_silu as GS
+    from ..specs.group_norm import group_norm_backward
+    w, b = (None if record.inputs.get(k) is None else np.asarray(record.inputs[k], dtype=np.float64)
+            for k in ("weight", "bias"))
+    G = int(case.config.get("num_groups", 1))
+    with np.errstate(all="ignore"):
+        _, _, rstd, xhat, p = GS.group_norm_silu(np.asarray(x, dtype=np.float64), w, b, G,
+                                                 float(case.config.get("eps", 1e-5) or 0.0))
+        sg = np.where(p == 0, 0.5, np.asarray(y, dtype=np.float64) / np.where(p == 0, 1.0, p))
+        dx, dw, db = group_norm_backward(np.asarray(dy, dtype=np.float64) * sg * (1.0 + p * (1.0 - sg)), xhat, rstd,
+                                         w, b is not None, G)
+    vals = {("grads", "x"): dx, ("grads", "weight"): dw, ("grads", "bias"): db}
+    if all(vals.get(pn) is not None and np.shape(vals[pn]) == np.shape(record.got[pn[0]][pn[1]])
+           and fit_ratio(record.got[pn[0]][pn[1]], vals[pn], record.E[pn[0]][pn[1]]) <= 1 for pn in record.failing):
+        return {"mechanism": "precision", "text": f"the backward's sigmoid(p) recovered as y / p from the stored output "
+                f"y (rounded to {case.dtype}) where sigmoid(p) belongs"}
+    return None
+
+
 SPLITS = (2, 4)          # a row split between the programs of a cluster
 
 
@@ -2938,6 +3008,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
         e = (e or layout_misread(case, record, reference) or weight_first(case, record, reference)
              or folded_affine(case, record, ref) or second_pass_rows(case, record, ref)
              or tile_first_index(case, record, ref) or stats_read_elsewhere(case, record, ref)
+             or silu_stats_read_elsewhere(case, record, ref) or silu_grad_from_output(case, record, ref)
              or split_rows(case, record, ref)
              or dropout_deviation(case, record, reference) or residual_after_norm(case, record, reference)
              or affine_before_norm(case, record, reference))
