@@ -1015,6 +1015,8 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "read in (3, 3) order"),
     ("blind41", "gns_bwd_sigmoid_from_stored_y", "group_norm_silu/normal_g2_f16_2x8x4x4", "precision",
      "recovered as y / p from the stored output"),
+    ("blind40", "gated_gate_on_both_sides", "gated_norm/normal_f32_4x64", "gate",
+     "the gate on both sides of the norm"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

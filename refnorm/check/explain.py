@@ -2039,6 +2039,38 @@ def _fits_all(record, vals):
     return fits_step(record, types.SimpleNamespace(**vals), fit_ratio, tuple(vals))
 
 
+def gate_both_sides(case, record, reference):
+    """gated_norm with norm_before_gate False whose epilogue still multiplies by the gate: y = norm(x silu(z))
+    silu(z) (a missing else), its backward that equation's (the specification with norm_before_gate True on the
+    input x silu(z), its dx chained through that product, dz with both gate terms): "gate" (rule 3); the
+    explanation of every failing array, or None."""
+    x, z = record.inputs.get("x"), record.inputs.get("z")
+    if case.op != "gated_norm" or x is None or z is None or case.config.get("norm_before_gate", True) \
+            or np.size(x) > CONFIG_SIZE or not record.failing:
+        return None
+    from ..specs.gated_norm import silu
+    s, ds = silu(np.asarray(z, dtype=np.float64))
+    v = np.asarray(x, dtype=np.float64) * s
+    try:
+        with np.errstate(all="ignore"):
+            res = reference(case.op, {**case.config, "norm_before_gate": True}, record.training,
+                            {**record.inputs, "x": v}, record.cotangents, record.state)
+    except Exception:                                       # noqa: BLE001 - a deviation the spec refuses
+        return None
+    vals = {("outputs", "y"): res.outputs.get("y"), ("grads", "weight"): res.grads.get("weight"),
+            ("grads", "bias"): res.grads.get("bias")}
+    dv = res.grads.get("x")
+    if dv is not None and res.grads.get("z") is not None:
+        vals[("grads", "x")] = dv * s
+        vals[("grads", "z")] = res.grads["z"] + dv * np.asarray(x, dtype=np.float64) * ds
+    if all(vals.get(pn) is not None and np.shape(vals[pn]) == np.shape(record.got[pn[0]][pn[1]])
+           and fit_ratio(record.got[pn[0]][pn[1]], vals[pn], record.E[pn[0]][pn[1]]) <= 1 for pn in record.failing):
+        return {"mechanism": "gate", "text": "the specification with the gate on both sides of the norm, y = norm(x "
+                "silu(z)) silu(z) (norm_before_gate False, its epilogue's gate not skipped), and that equation's "
+                "backward, reproduces every failing array"}
+    return None
+
+
 def dropout_deviation(case, record, reference):
     """add_norm's dropout at another point (mechanism "dropout", rule 4 of docs/verdicts.md's "Which mechanism a
     bug is"): the keep-mask and its 1/(1 - p) applied to the sum x + residual instead of to x (dresidual
@@ -3011,6 +3043,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
              or silu_stats_read_elsewhere(case, record, ref) or silu_grad_from_output(case, record, ref)
              or split_rows(case, record, ref)
              or dropout_deviation(case, record, reference) or residual_after_norm(case, record, reference)
+             or gate_both_sides(case, record, reference)
              or affine_before_norm(case, record, reference))
         if e is not None:
             return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
