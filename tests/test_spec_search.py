@@ -1017,6 +1017,9 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "recovered as y / p from the stored output"),
     ("blind40", "gated_gate_on_both_sides", "gated_norm/normal_f32_4x64", "gate",
      "the gate on both sides of the norm"),
+    ("blind39", "lp_y_from_abs_register", "lp_normalize/normal_f64_9x7", None, "|x| where x belongs"),
+    ("blind41", "gn_stats_loop_unrolled_body_once", "group_norm/mean1e4_g2_f16_2x8x4x4", "block",
+     "mean is the formula's with the statistics over the first 32 of 64 values only"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

@@ -194,6 +194,17 @@ def ls_factor(got, ref) -> float | None:
     return float(np.sum(g[ok] * ref[ok])) / den if den > 0 else None
 
 
+def _constant_mean(case, record, part, name):
+    """Whether a returned mean is of a row norm whose every slice of x is constant: a mean off by a factor k / n
+    there is as well k of the n values summed (a reduction losing lanes) as a whole array off by a factor, and
+    the factor names neither."""
+    x = record.inputs.get("x")
+    if (part, name) != ("outputs", "mean") or case.op not in ROW_OPS or x is None or np.size(x) > CONFIG_SIZE:
+        return False
+    xs = _slices(case, x, x)
+    return bool(xs.size and np.all(xs == xs[:, :1]))
+
+
 def factor(case, part, name, got, ref, E, x_shape, qdtype=None):
     """A recognizable factor explaining the whole array (module docstring), or None. ``qdtype``: the grid the
     check judges the array on where it is not its own (a block scale's powers of two): there the factor that
@@ -2564,7 +2575,10 @@ def lp_deviation(case, record, ref):
     with np.errstate(all="ignore"):
         s = np.max(np.abs(x64), axis=A, keepdims=True) if A else np.abs(x64)
         tries = [(np.where(s == 0, 0.0, x64 / np.where(s == 0, 1.0, s)), "y divided by max|x| (the overflow-safe "
-                  "reduction's scale, the infinity norm) where the p-norm belongs", "semantics")]
+                  "reduction's scale, the infinity norm) where the p-norm belongs", "semantics"),
+                 # (|x| over the norm: the sign lost, the reduction's register divided: no mechanism of the list)
+                 (np.abs(x64) / (np.maximum(n, eps) if eps > 0 else np.where(n == 0, 1.0, n)), "|x| where x belongs "
+                  "(the sign of x lost: the reduction's |x| register divided by the norm)", None)]
         if eps > 0:
             tries += [(x64 / np.minimum(n, eps), "eps's clamp as min, x / min(norm, eps) (clamp_max written for "
                        "clamp_min)", "eps"),
@@ -3066,7 +3080,8 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
             continue
         with np.errstate(all="ignore"):
             e = never_written(part, name, got, x_shape, main, ref) \
-                or factor(case, part, name, got, want, E, x_shape, record.E.get("dtypes", {}).get((part, name))) \
+                or (None if _constant_mean(case, record, part, name) else
+                    factor(case, part, name, got, want, E, x_shape, record.E.get("dtypes", {}).get((part, name)))) \
                 or power(part, name, got, want, E) or stored_through(case, part, name, got, want, E, x_shape)
             if e is None:
                 e = row_power(case, record, ref, part, name, got, want, E)
