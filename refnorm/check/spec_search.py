@@ -573,19 +573,24 @@ def _tails(T, masked=False):
                   - {0})
 
 
-def _odd_tiles_dropped(t):
-    """The change "the reduction without the positions j of its trailing run of axes with (j // ``t``) odd" (a
-    loop over tiles of t unrolled by two, a stride of 2 t, its body written for one tile; a mean still divided
-    by the whole count)."""
+def _run_kept(kept):
+    """The change "the reduction from the positions j of its trailing run of axes with ``kept(j)`` alone (per
+    leading index of the other reduced axes; a mean still divided by the whole count)"."""
     def f(a, red, axes, keepdims):
         run = _run(axes, a.ndim)
         sizes = [a.shape[j] for j in run]
-        keep = ((np.arange(int(np.prod(sizes))) // t) % 2 == 0).reshape([1] * (a.ndim - len(run)) + sizes)
+        keep = kept(np.arange(int(np.prod(sizes)))).reshape([1] * (a.ndim - len(run)) + sizes)
         if getattr(red, "func", red) is _REDUCE["max"]:
             return red(np.where(keep, a, -np.inf), axis=axes, keepdims=keepdims)
         r = np.sum(np.where(keep, a, 0.0), axis=axes, keepdims=keepdims)
         return r / max(int(np.prod([a.shape[j] for j in axes])), 1) if red is _REDUCE["mean"] else r
     return f
+
+
+def _odd_tiles_dropped(t):
+    """The change "the reduction without the positions j of its trailing run of axes with (j // ``t``) odd" (a
+    loop over tiles of t unrolled by two, a stride of 2 t, its body written for one tile)."""
+    return _run_kept(lambda j: (j // t) % 2 == 0)
 
 
 def tree_kept(N, halving=True):
@@ -599,31 +604,11 @@ def tree_kept(N, halving=True):
     return slot == 0
 
 
-def _masked_reduce(keep):
-    """The change "the reduction over the last axis from the positions ``keep`` alone (a mean still divided by the
-    whole count)"."""
-    def f(a, red, axes, keepdims):
-        if getattr(red, "func", red) is _REDUCE["max"]:
-            return red(np.where(keep, a, -np.inf), axis=-1, keepdims=keepdims)
-        r = np.sum(np.where(keep, a, 0.0), axis=-1, keepdims=keepdims)
-        return r / a.shape[-1] if red is _REDUCE["mean"] else r
-    return f
-
-
 def _tail_dropped(k):
     """The change "the reduction without the last ``k`` positions of its trailing run of axes" (a loop over
     whole tiles of the slice's flattened trailing positions, the partial tail tile never entered; per leading
     index of the other reduced axes: each sample's own tail; a mean still divided by the whole count)."""
-    def f(a, red, axes, keepdims):
-        run = _run(axes, a.ndim)
-        sizes = [a.shape[j] for j in run]
-        T = int(np.prod(sizes))
-        keep = (np.arange(T) < T - k).reshape([1] * (a.ndim - len(run)) + sizes)
-        if getattr(red, "func", red) is _REDUCE["max"]:
-            return red(np.where(keep, a, -np.inf), axis=axes, keepdims=keepdims)
-        r = np.sum(np.where(keep, a, 0.0), axis=axes, keepdims=keepdims)
-        return r / max(int(np.prod([a.shape[j] for j in axes])), 1) if red is _REDUCE["mean"] else r
-    return f
+    return _run_kept(lambda j: j < j.size - k)
 
 
 def _sq_scale(a, d, axes):
@@ -2363,7 +2348,7 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
                                  (False, "neighbours 2 i and 2 i + 1 added")):
                 kept = tree_kept(N, halving)
                 if not kept.all():
-                    late.append((("reduce", i, _masked_reduce(kept)), "tail", None, f"by a tree ({how} at each level "
+                    late.append((("reduce", i, _run_kept(lambda j, kept=kept: kept)), "tail", None, f"by a tree ({how} at each level "
                                  f"of length k) dropping the unpaired last value of every level of odd length (of {N}: "
                                  f"{int(N - kept.sum())} values never reduced)"))
         if keep and axes == (nd - 1,):      # groups of k contiguous values of the last axis
