@@ -821,7 +821,8 @@ def params_by_row(ex, case, record, ref, reference):
     backward: each row of y and dx the specification's with its parameters constant at that value (one
     evaluation per distinct value), the other arrays as they are; explanations ("layout"), or []."""
     x = record.inputs.get("x")
-    if x is None or case.op in PER_CHANNEL or ("outputs", "y") not in record.failing:
+    if x is None or case.op in PER_CHANNEL or not any(
+            p == "outputs" and np.size(record.got[p].get(n)) == np.size(x) for p, n in record.failing):
         return []
     pairs = list(_pairs_present(record))
     # (both parameters at the row's index, or one of them alone: the bias's pointer offset by the row)
@@ -844,11 +845,12 @@ def params_by_row(ex, case, record, ref, reference):
             res = _evaluate(reference, case, record, inputs)
             if res is None:
                 break
-            for part, name in (("outputs", "y"), ("grads", "x")):
+            # (every output of x's size or of one value per row: y, a quantizer's codes, its scale and amax)
+            for part, name in [("outputs", n) for n in res.outputs] + [("grads", "x")]:
                 v = getattr(res, part).get(name)
-                if v is not None and np.size(v) == np.size(x):
-                    cur = vals.setdefault((part, name), np.zeros((R, P)))
-                    cur[rows == k] = np.reshape(np.asarray(v, dtype=np.float64), (R, P))[rows == k]
+                if v is not None and (np.size(v) == np.size(x) or part == "outputs" and np.size(v) == R):
+                    cur = vals.setdefault((part, name), np.zeros((R, np.size(v) // R)))
+                    cur[rows == k] = np.reshape(np.asarray(v, dtype=np.float64), (R, -1))[rows == k]
         else:
             full = _result_vals(ref)
             full.update(vals)

@@ -2198,6 +2198,15 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
                  "trailing positions (" + ("a column mask off by one" if k == 1 else "a loop over whole tiles only")
                  + ", still divided by the whole count" + ("; the mean of one pass)" if c0 else ")"))
                  for k in _tails(T, masked=True) if len(ids) > 1]
+        # (or over the first M of them, M the row count: the statistics pass's column mask against the other
+        # dimension, cols < M where cols < N belongs)
+        M = int(np.prod(xshape[:-1], dtype=np.int64)) if len(xshape) > 1 else 0
+        out += [(("reduce", frozenset(ids), {i: _zero if i in c0 else _tail_dropped(T - M) for i in ids}), "tail", None,
+                 f"every forward reduction over axes {axes} ({len(ids)}) over the first {M} of each slice's {T} "
+                 f"trailing positions only (a column mask against the row count {M}, cols < M where cols < N "
+                 "belongs), still divided by the whole count" + ("; the mean of one pass" if c0 else ""))
+                for _ in (0,) if len(ids) > 1 and 1 < M < T and T - M not in _tails(T, masked=True)
+                and not (len(xshape) > 2 and M == int(xshape[-1]))]
     for (shape, axes), ids in sig.items():
         if len(ids) > 1:
             out.append((("reduce", frozenset(ids), _whole), "reduce", None, f"every reduction over axes {axes} of a "
