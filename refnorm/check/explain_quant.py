@@ -48,7 +48,10 @@ NAMES = ("q", "scale", "amax", "tensor_scale")
 # magnitude 128, float8 e4m3fnuz's 240): the divisors of the "another maximum" candidates
 MAXIMA = {127.0: "int8's maximum 127", 128.0: "int8's range magnitude 128", 240.0: "float8 e4m3fnuz's maximum 240",
           448.0: "float8 e4m3fn's maximum 448", 57344.0: "float8 e5m2's maximum 57344", 6.0: "fp4 e2m1's maximum 6",
-          1.0: "1 (the division by the maximum missing)"}
+          1.0: "1 (the division by the maximum missing)", 65504.0: "float16's largest value 65504 (the input dtype's "
+          "finfo max)", 3.3895313892515355e38: "bfloat16's largest value (the input dtype's finfo max)",
+          3.4028234663852886e38: "float32's largest value (the input dtype's finfo max)"}
+FINFO = (65504.0, 3.3895313892515355e38, 3.4028234663852886e38)     # an activation dtype's finfo max among them
 EMAX = {8: "e4m3's emax 8", 15: "e5m2's emax 15", 2: "fp4's emax 2"}
 
 
@@ -286,6 +289,12 @@ class _RowCtx(_Ctx):
         s = self.got.get("scale")
         return None if s is None else np.asarray(s, dtype=np.float64).reshape(np.shape(self.amax))
 
+    @staticmethod
+    def previous(D):
+        """(each row's scale replaced by the previous row's, row 0 its own; "row")."""
+        f = np.asarray(D).reshape(-1)
+        return np.concatenate([f[:1], f[:-1]]).reshape(np.shape(D)), "row"
+
     def q_of(self, num, D, clip=True):
         v = NQ.divide(num, D)
         return np.clip(v, self.table[1], self.table[2]) if clip else v
@@ -329,11 +338,22 @@ class _RowCtx(_Ctx):
                     "final": True, "text": "q is y divided by the scale twice, y / s^2 (the caller's division and the "
                                            "kernel's; the returned scale right)"})
         if self.static is None:
+            default_floor = self.case.config.get("min_scale") is None
+            scale_fails = ("outputs", "scale") in self.record.failing
             for qm, what in MAXIMA.items():
-                if qm != self.qmax:
+                if qm in FINFO and not scale_fails:
+                    continue        # (q saturated by a scale ~ 0: any codes fit q's widened bound; the scale tells)
+                if qm != self.qmax and qm not in FINFO:     # (those below the floor: its own floor, below)
                     add(self.dyn(self.amax, qm), f"is amax / {qm:g}: {what} where {self.qdtype}'s maximum "
                                                  f"{self.qmax:g} belongs (the factor {self.qmax:g}/{qm:g})",
                         "quant_scale")
+                if qm != self.qmax and default_floor and qm > self.qmax:
+                    # (the default floor 1 / (qmax 512) from that maximum too; a float32 quotient, subnormal
+                    # below 2^-126)
+                    s2 = np.asarray(self.amax / qm, dtype=np.float32).astype(np.float64)
+                    s2 = np.maximum(s2 if self.ub is None else np.minimum(s2, self.ub), 1.0 / (qm * 512.0))
+                    add(s2, f"is amax / {qm:g}: {what} where {self.qdtype}'s maximum {self.qmax:g} belongs, for the "
+                            "division and the default floor 1 / (qmax 512) alike", "quant_scale")
             raw = self.dyn(self.amax)       # the dynamic scale rounded to a power of two (a UE8M0 scale's rule
             lo, hi = NB.F32_POW2_EXP        # where none belongs; a zero scale stays)
             for f, what in ((lambda v: NB.pow2_ceil(v, lo, hi), "up"), (lambda v: NB.pow2_floor(v, lo, hi), "down"),
@@ -535,6 +555,11 @@ class _BlockCtx(_Ctx):
             D = D * (self.v_of(self.amax)[1] if ts is None else float(np.asarray(ts, dtype=np.float64).ravel()[0]))
         return D
 
+    @staticmethod
+    def previous(D):
+        """(each block's scale replaced by the previous block's of its row, block 0 its own; "block")."""
+        return np.concatenate([D[..., :1], D[..., :-1]], axis=-1), "block"
+
     def zero_block_scale(self, v_ref):
         """The one positive scale the kernel returns for every all-zero block where the rule gives another
         (a floor applied before the rounding), else None."""
@@ -676,7 +701,7 @@ class _BlockCtx(_Ctx):
         else:
             div = 6.0 if fmt == "nvfp4" else qm
             for m, what in MAXIMA.items():
-                if m != div:
+                if m != div and m not in FINFO:       # (an activation dtype's max: norm_quant's row context)
                     add(self.v_of(self.amax, div / m)[0], f"divides amax by {m:g}: {what} where {div:g} belongs "
                                                           f"(the factor {div:g}/{m:g})", "quant_scale")
         if fmt == "nvfp4" and self.gs is None:
@@ -778,6 +803,12 @@ def _common(ctx, out, add, ref_s):
         out.append({"arrays": {}, "D": inv, "text": f"the {ctx.what} is right, but q is y multiplied by it (the scale "
                                                     "taken as the inverse scale), not divided", "mech": "quant_scale",
                     "final": True})
+        prev, unit = ctx.previous(Dk)
+        if np.any(prev != Dk):      # (a scale register still holding the previous row's or block's: rule 12's layout)
+            out.append({"arrays": {}, "D": prev, "text": f"the {ctx.what} is right, but q of each {unit} is y divided by "
+                                                         f"the previous {unit}'s {ctx.what} (the first {unit} by its "
+                                                         f"own: the {ctx.what} read before it was updated)",
+                        "mech": "layout", "final": True})
     with np.errstate(all="ignore"):
         rcp = np.where(ref_s > 0, 1.0 / np.where(ref_s > 0, ref_s, 1.0), np.inf)
     add(rcp, "is the reciprocal of the expected one (qmax / amax: the multiplier, where amax / qmax belongs)",

@@ -364,6 +364,10 @@ def _channel_norm(case, ins, cot, ref, running):
     y = ref.outputs.get("y")
     if not running and y is not None and np.shape(y) == x.shape:
         _from_output(out, full, red, g, d, (_slices(case, x, _f(y)) - mean) * rstd, rstd, True, IN_PLACE, "backward")
+    if not running and w is not None and b is not None and np.all(np.asarray(w) != 0):
+        # x_hat recomputed from the output as y / weight, the bias never subtracted (rule 13: affine)
+        Bs = _slices(case, x, np.broadcast_to(b.reshape(cs), x.shape)) / _slices(case, x, Wf)
+        _from_output(out, full, red, g, d, xh + Bs, rstd, True, _bias_kept("y / weight", "the bias"), "affine")
     return out
 
 

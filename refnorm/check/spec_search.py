@@ -2207,6 +2207,15 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
                  "belongs), still divided by the whole count" + ("; the mean of one pass" if c0 else ""))
                 for _ in (0,) if len(ids) > 1 and 1 < M < T and T - M not in _tails(T, masked=True)
                 and not (len(xshape) > 2 and M == int(xshape[-1]))]
+        # (or without a group's last channels, the slice a group of whole channels of S positions: the channel
+        # loop's bound short by one or more, down to the first channel alone; rule 9's block)
+        S = int(np.prod(xshape[2:], dtype=np.int64)) if len(xshape) > 2 else 0
+        out += [(("reduce", frozenset(ids), {i: _zero if i in c0 else _tail_dropped(j * S) for i in ids}), "tail", None,
+                 f"every forward reduction over axes {axes} ({len(ids)}) without the group's last {j} of its {T // S} "
+                 f"channels ({S} positions each: the channel loop's bound short), still divided by the whole count"
+                 + ("; the mean of one pass" if c0 else ""))
+                for j in (sorted({1, 2, T // S - 1}) if len(ids) > 1 and S > 1 and T % S == 0 else ())
+                if 0 < j < T // S and j * S not in _tails(T, masked=True)]
     for (shape, axes), ids in sig.items():
         if len(ids) > 1:
             out.append((("reduce", frozenset(ids), _whole), "reduce", None, f"every reduction over axes {axes} of a "
