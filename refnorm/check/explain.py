@@ -803,6 +803,28 @@ def overwritten_cotangent(case, record, reference, ref, name, got, E, cache):
     return None
 
 
+def overwritten_input(case, record, ref, name, got, E):
+    """The weight's gradient of a row or channel norm recomputing x_hat from x's buffer after dx was written
+    over it (dx in place, x no longer needed by the row kernel): dweight = sum(dy (dx - mean) rstd) with the
+    returned (stored) dx where x belongs and the saved statistics, dx itself passing. The backward's (rule 15),
+    or None."""
+    x, dx, dy = record.inputs.get("x"), record.got["grads"].get("x"), record.cotangents.get("y")
+    if name != "weight" or case.op not in ROW_OPS or x is None or dx is None or dy is None \
+            or ("grads", "x") in record.failing or np.shape(dx) != np.shape(x) or np.size(x) > CONFIG_SIZE \
+            or (case.op in CHANNEL_OPS and not record.training):
+        return None
+    with np.errstate(all="ignore"):
+        xs, ds = _slices(case, x, x), _slices(case, x, np.asarray(dx, dtype=np.float64))
+        mean = 0.0 if case.op == "rms_norm" else xs.mean(axis=1, keepdims=True)
+        xh = (ds - mean) * _row_rstd(case, x, ref)
+        v = _param_sum(case, x, _unslices(case, np.shape(x), _slices(case, x, dy) * xh))
+    if np.size(v) != np.size(got) or fit_ratio(got, np.reshape(v, np.shape(got)), E) > 1:
+        return None
+    return {"mechanism": "backward", "text": "dweight is the specification's with x_hat recomputed from x's buffer "
+            "after the returned dx was written over it, (dx - mean) rstd where (x - mean) rstd belongs (dx in place "
+            "over x before the parameter gradients read it)"}
+
+
 def _label(part, name):
     return "dx" if (part, name) == ("grads", "x") else (f"d{name}" if part == "grads" else name)
 
@@ -3121,7 +3143,8 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
         e = None if got is None or E is None else (another_gradient(record, ref, part, name, got, E)
                                                    or cotangents_dropped(case, record, reference, name, got, E, subsets)
                                                    or overwritten_cotangent(case, record, reference, ref, name, got,
-                                                                            E, overwritten))
+                                                                            E, overwritten)
+                                                   or overwritten_input(case, record, ref, name, got, E))
         if e is not None:
             out.append({"part": part, "name": name, "step": record.step, **e})
     if len(out) < len(record.failing):

@@ -689,6 +689,11 @@ def _param_candidates(case, name, v, shape):
         if m.tobytes() not in seen:
             seen.add(m.tobytes())
             out.append((v[m], f"{name} read {what}", mech, m))
+    if P > 1:       # one element late or early, the element off the end masked to 0 (a 1-based column index)
+        out += [(np.append(v[1:], 0.0), f"{name} read one element late (element i takes {name}[i + 1], a 1-based "
+                 "index; the last masked to 0)", "layout", None),
+                (np.append(0.0, v[:-1]), f"{name} read one element early (element i takes {name}[i - 1]; the first "
+                 "masked to 0)", "layout", None)]
     dt = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}.get(case.dtype)
     if dt is not None:
         off = _offset(case, name)

@@ -104,6 +104,18 @@ def _block_mean(k, n, divide_by_block):
     return mean
 
 
+def _column_mean(k, n):
+    """over each block of k consecutive rows (the last may be partial), each column's sum over the block's rows
+    divided by n (a row's count), broadcast to every row of it: a tile's sum over its other axis (tl.sum(axis=0)
+    where axis=1 belongs)."""
+    def mean(a):
+        R = a.shape[0]
+        pad = np.concatenate([a, np.zeros((-R % k,) + a.shape[1:])]) if R % k else a
+        s = pad.reshape((-1, k) + a.shape[1:]).sum(axis=1, keepdims=True) / n
+        return np.broadcast_to(s, (s.shape[0], k) + a.shape[1:]).reshape((-1,) + a.shape[1:])[:R]
+    return mean
+
+
 def _nb_alts(grad, to_full, g, dy, xh, rstd, centred, factor, R, n):
     """The discrete alternatives of a normalization's backward dx = to_full(rstd (g - ...)): ``factor``
     (what g = dy * factor multiplies, None: g is dy) left out of all terms or one; the two row sums exchanged
@@ -121,6 +133,13 @@ def _nb_alts(grad, to_full, g, dy, xh, rstd, centred, factor, R, n):
     if centred:             # the two row sums held in registers used in each other's term
         grad.alt("the row sums exchanged: rstd (g - x_hat mean(g) - mean(g x_hat))", "backward",
                  lambda: to_full(rstd * (g - xh * _mean(g) - _mean(g * xh))))
+    for k in sorted({k for k in BLOCKS if k < R} | {R}) if R > 1 and n > 1 else ():
+        tile = "every row" if k == R else f"each block of {k} rows"
+        for gm, gp, which in ((True, False, "mean(g)"), (False, True, "mean(g x_hat)"), (True, True, "both row sums")):
+            grad.alt(f"{which} of the backward taken as each column's sum over {tile} (a tile's sum over its other "
+                     f"axis), divided by n = {n}, where each row's own belongs", "backward",
+                     lambda k=k, gm=gm, gp=gp: to_full(rstd * (g - (_column_mean(k, n)(g) if gm else _mean(g)) * centred
+                                                          - xh * (_column_mean(k, n)(g * xh) if gp else _mean(g * xh)))))
     for k in BLOCKS:
         if k > R:
             break
@@ -434,6 +453,9 @@ def _group_norm_silu(case, ins, cot, ref):
             grad.alt("the group sums (mean(g), mean(g x_hat)) of dy w, the SiLU's derivative left out of them "
                      "(g = dy silu'(p) w in dx's first term)", "backward",
                      lambda g=g, gd=gd: total(_nb(g, xhs, rstd, True, gm=gd, gp=gd)).reshape(x.shape))
+            # dp handed to a dx kernel that multiplies by silu'(p) again (both passes written to start from dy)
+            grad.alt("dx from dy silu'(p)^2: silu'(p) applied twice (dp = dy silu'(p) multiplied by silu'(p) again)",
+                     "backward", lambda: grads(dp * s * (1 + p * rest))["x"])
         for text, a, mech in alts:
             grad.alt(text, mech, lambda a=a, name=name: grads(a)[name])
         out[name] = grad
