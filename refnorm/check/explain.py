@@ -1775,10 +1775,15 @@ def folded_affine(case, record, ref):
                       for f, what, b in ((rstd, "rstd", "b = (bias - mean w) rstd"),
                                          (W, "the weight", "b = bias w - mean a"),
                                          (rstd * W, "a", "b = (bias - mean) a"))]
-        for y, what in tries:
+        tries = [(y, what, "affine") for y, what in tries]
+        if case.dtype in ("float16", "bfloat16"):       # the right fold, a and b stored in the 16-bit dtype
+            a = round_to(rstd * W, case.dtype).astype(np.float64)
+            tries.append((xs * a + round_to(B - mean * rstd * W, case.dtype).astype(np.float64),
+                          f"a and b stored in {case.dtype} (rounded) before the product", "precision"))
+        for y, what, mech in tries:
             y = _unslices(view, np.shape(x), act(y))
             if np.all(np.isfinite(y)) and _fits_all(record, {"outputs": {**ref.outputs, "y": y}}):
-                return {"mechanism": "affine", "text": "y is the normalization and the affine folded into one scale "
+                return {"mechanism": mech, "text": "y is the normalization and the affine folded into one scale "
                         f"and shift, {'y = silu(x a + b)' if gns else 'y = x a + b'} with a = rstd w and b = bias - "
                         f"mean a, but {what}"}
     return None
@@ -2672,7 +2677,7 @@ def dyt_deviation(case, record):
 
 def dyt_derivative(case, record):
     """dyt's backward with tanh's derivative D = 1 - t^2 written otherwise (1 - t, 1 + t^2, sech(alpha x)
-    unsquared): dx = g D' alpha and dalpha = sum(g D' x) reproducing every failing gradient, y right
+    unsquared, (1 - t)^2): dx = g D' alpha and dalpha = sum(g D' x) reproducing every failing gradient, y right
     (mechanism backward). Explanations of the failing gradients, or []."""
     x, dy = record.inputs.get("x"), record.cotangents.get("y")
     fail = set(record.failing)
@@ -2686,7 +2691,8 @@ def dyt_derivative(case, record):
     t = np.tanh(a * x64)
     with np.errstate(all="ignore"):
         for D, what in ((1 - t, "1 - t (t = tanh(alpha x))"), (1 + t * t, "1 + t^2 (its sign flipped)"),
-                        (1 / np.cosh(a * x64), "sech(alpha x), not squared")):
+                        (1 / np.cosh(a * x64), "sech(alpha x), not squared"),
+                        ((1 - t) ** 2, "(1 - t)^2 (the square misplaced)")):
             gd = g * D
             alt = {"x": gd * a, "alpha": np.reshape(np.sum(gd * x64), np.shape(record.inputs["alpha"]))}
             if all(fit_ratio(record.got["grads"][n], alt[n], record.E["grads"][n]) <= 1 for _, n in fail):

@@ -1240,6 +1240,9 @@ def window_starts(R, n, per_sample):
     r = np.arange(R)
     out = [(a * (r * n // a), f"each slice's start aligned down to a multiple of {a} (a * floor(r n / {a}))")
            for a in (2, 4, 8, 16, 32, 64) if n % a and a < 4 * n]
+    # a row pitch in bytes of a one-byte array (a quantizer's codes) applied through an e-byte element pointer
+    out += [(r * n // e, f"each slice's start at r * {n} / {e} (a one-byte row pitch of {n} bytes applied to "
+             f"{e}-byte elements)") for e in (2, 4, 8) if n % e == 0 and n > e]
     if per_sample > 1 and R % per_sample == 0 and R > per_sample:
         out += [((r // per_sample) * d * n + (r % per_sample) * n, f"each sample's start at s * {d} * {n} "
                  f"(the span of {d} of its {per_sample} slices) instead of s * {per_sample} * {n}")
@@ -1267,6 +1270,31 @@ def window_candidates(case, xs, rs, centred, x_shape):
                     f"with each slice's forward reading its {n} values from {what}, its backward reading x at the "
                     "right place with the statistics so saved", "layout", wx))
     return out
+
+
+def quant_windows(ex, case, record, ref, reference):
+    """A quantizing op's rows of x read from other flat starts (``window_starts``; loads past the end masked to
+    0): the specification evaluated on the values so read, judged by ``_judge`` -> "layout" (rule 12) when it
+    explains every failing array. Explanations, or []."""
+    x = record.inputs.get("x")
+    if case.op not in ("norm_quant", "norm_quant_block") or x is None or np.ndim(x) < 2 \
+            or not any(p == "outputs" for p, _ in record.failing):
+        return []
+    n = np.shape(x)[-1]
+    R = np.size(x) // n
+    if R < 2:
+        return []
+    flat = np.append(np.asarray(x).reshape(-1), np.zeros(n, dtype=np.asarray(x).dtype))
+    for starts, what in window_starts(R, n, 1):
+        wx = flat[np.minimum(starts[:, None] + np.arange(n)[None, :], R * n)].reshape(np.shape(x))
+        if np.array_equal(wx, x):
+            continue
+        res = _evaluate(reference, case, record, {**record.inputs, "x": wx})
+        found = res is not None and _judge(ex, record, ref, _result_vals(res), f"the specification's with each "
+                                           f"row of x read from {what}", "layout")
+        if found:
+            return found
+    return []
 
 
 def row_block_backward(ex, case, record, ref):
@@ -1319,7 +1347,7 @@ def explain(ex, case, record, ref, reference, bounds=None) -> list:
         if not found and reference is not None:
             found = updated_running(ex, case, record, ref, reference) \
                 or initial_running(ex, case, record, ref, reference) or param_index(ex, case, record, ref, reference) \
-                or params_by_row(ex, case, record, ref, reference)
+                or params_by_row(ex, case, record, ref, reference) or quant_windows(ex, case, record, ref, reference)
         for family in (expanded_index, eval_index, other_axes, row_block_backward):
             found = found or family(ex, case, record, ref)
         found = found or ex.row_statistics(case, record, ref, candidates=block_candidates)
