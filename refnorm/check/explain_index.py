@@ -594,6 +594,33 @@ def permuted_inputs(ex, case, record, ref, reference, bounds=None):
     return []
 
 
+TAIL_TILES = (16, 32, 64, 128)         # tail_inputs_zero: the vector widths whose loop masks an input's tail
+
+
+def tail_inputs_zero(ex, case, record, ref, reference):
+    """One activation-sized input (x, a residual, a second branch's x1, the gate input) loaded with another loop's
+    mask: its last k columns read as 0 (k = N mod B for a B-wide vector loop's whole-vector mask, cols < B floor(N
+    / B)), the rest of the call right: the specification re-evaluated with it so read, judged by ``_judge`` ->
+    "block" (rule 9: a tail block skipped) when it explains every failing array. Explanations, or []."""
+    x = record.inputs.get("x")
+    if x is None or np.size(x) > READ_SIZE or np.ndim(x) < 2:
+        return []
+    N = np.shape(x)[-1]
+    for name, a in record.inputs.items():
+        if np.shape(a) != np.shape(x) or "mask" in name or np.asarray(a).dtype.kind not in "fV":
+            continue
+        for k in sorted({N % b for b in TAIL_TILES if b < N} - {0}):
+            cut = np.array(a, copy=True)
+            cut[..., N - k:] = 0
+            res = _evaluate(reference, case, record, {**record.inputs, name: cut})
+            found = res is not None and _judge(ex, record, ref, _result_vals(res), f"the specification's with {name}'s "
+                                               f"last {k} columns read as 0 (its load masked to the first {N - k}: a "
+                                               "vector loop's whole-vector bound)", "block")
+            if found and len(found) == len(record.failing):
+                return found
+    return []
+
+
 # ------------------------------------------------------------------ parameters at another index
 def feature_ids(case, x_shape, name, p_shape):
     """For each element of x, the flat index of the element of parameter ``name`` (of ``p_shape``) it
@@ -1354,7 +1381,8 @@ def explain(ex, case, record, ref, reference, bounds=None) -> list:
         if not found and reference is not None:
             found = permuted_inputs(ex, case, record, ref, reference, bounds) \
                 or interleaved_groups(ex, case, record, ref, reference) \
-                or addressed_through(ex, case, record, ref, reference)
+                or addressed_through(ex, case, record, ref, reference) \
+                or tail_inputs_zero(ex, case, record, ref, reference)
     return found
 
 

@@ -2099,6 +2099,15 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
                      "too" + (" (the parameter gradients' partial sums across the slices)" if across else ""))
                     for _ in (0,) if 1 < M < T and T - M not in _tails(T, masked=True)
                     and not (len(xshape) > 2 and M == int(xshape[-1]))]
+    # a backward's sum across the rows (a parameter gradient) whose per-row partials ran over whole tiles of the
+    # last axis only: each row's last k columns never added (rule 11: each partial without its tail positions)
+    for i, (shape, axes, keep) in reds.items():
+        if not keep and len(axes) > 1 and len(shape) - 1 in axes and _SOURCES[i][3] == "sum" \
+                and "backward" in _SOURCES[i][1]:
+            C = shape[-1]
+            out += [(("reduce", i, _run_kept(lambda j, C=C, k=k: j % C < C - k)), "ptail", None,
+                     f"each row's partial sum without its last {k} of {C} columns (a loop over whole tiles of the last "
+                     "axis only), then summed over the rows") for k in _tails(C)]
     # one sum divided by its count: averaged where summed belongs (a projection's mean(dy u) where its sum
     # belongs, the layer norm's form copied)
     for i, (shape, axes, keep) in reds.items():
