@@ -41,7 +41,7 @@ FLOOR_FUSED = ("norm_quant/zero_rms_i8_dyn_floor1.1920928955078125e-07_f32_2x64"
 FLOOR_NONE = ("norm_quant/zero_rms_i8_dyn_nofloor_f32_2x64", "norm_quant/std1e-6_rms_i8_dyn_nofloor_f16_4x256")
 FLOOR_DEFAULT = ("norm_quant/zero_rms_i8_dyn_bf16_2x64",)
 TIES = ("norm_quant/pm1_eps0_rms_i8_static_ties_f32_4x64", "norm_quant/pm1_eps0_rms_i8_static_ties_bf16_4x64",
-        "norm_quant/pm1_eps0_rms_e4m3_static_ties_f16_3x48")
+        "norm_quant/pm1_eps0_rms_e4m3_static_ties_f16_4x64", "norm_quant/pm1_eps0_rms_e4m3_static_ties_f16_3x48")
 NEW = tuple(F16_SUBNORMAL) + FLOOR_FUSED + FLOOR_NONE + FLOOR_DEFAULT + TIES
 
 
@@ -190,6 +190,45 @@ def test_round_half_away_fails_the_ties_cases_and_round_half_even_passes(golden)
         assert good[i].status == "passed" and good[i].ratio == 0, (i, good[i].message)
     for i in TIES[:2]:                                                   # int8: the mutation rounds half away
         assert away[i].status == "failed" and away[i].over == ["q"], (i, away[i].message)
+
+
+class _Float8TiesAway:
+    """The correct emulated kernel with its float8 codes rounded half away from zero at the exact ties of the
+    ties cases (pm1 rows, eps 0, rms_norm: rstd = 1, so the quotient is x * weight / static_scale exactly)."""
+    def __init__(self):
+        from planted.emulated import EmulatedBackend
+        self.k, self.name, self.changed = EmulatedBackend(None), "float8_ties_away", 0
+
+    def __getattr__(self, name):
+        return getattr(self.k, name)
+
+    def run(self, call):
+        from refnorm.check.backends.base import Returned
+        r = self.k.run(call)
+        f = lambda n: np.asarray(call.inputs[n], dtype=np.float64)              # noqa: E731
+        v = f("x") * f("weight") / float(f("static_scale").reshape(()))
+        dt = np.asarray(r.outputs["q"]).dtype
+        grid = np.unique(np.arange(256, dtype=np.uint8).view(dt).astype(np.float64))
+        grid = grid[np.isfinite(grid) & (grid >= 0)]
+        i = np.clip(np.searchsorted(grid, np.abs(v)), 1, grid.size - 1)
+        lo, hi = grid[i - 1], grid[i]
+        tie = np.abs(v) - lo == hi - np.abs(v)
+        q = np.asarray(r.outputs["q"]).astype(np.float64)
+        away = np.where(tie, np.sign(v) * hi, q)
+        self.changed += int(np.sum(away != q))
+        return Returned({**r.outputs, "q": away.astype(dt)}, r.grads, r.state)
+
+
+def test_float8_round_half_away_fails_the_64_column_ties_case_only(golden):
+    """e4m3fn ties (8 <= |q| < 16) rounded half away from zero: caught where every float32 kernel computes the tie
+    exactly (64 columns); at 48 columns (1/48 inexact) the bound is not 0 and the case does not claim the rule."""
+    from refnorm.check.core import run_check
+    k = _Float8TiesAway()
+    res = {c.id: c for c in run_check(k, golden, case_ids=list(TIES[2:]), diagnose=False).cases}
+    assert k.changed > 0                                                # the ties were there and moved
+    assert res[TIES[2]].status == "failed" and res[TIES[2]].failing_arrays() == ["output.q"], res[TIES[2]].message
+    assert res[TIES[3]].status == "passed", res[TIES[3]].message
+    assert "neither rounding of a tie is enforced" in T.by_id()[TIES[3]].why
 
 
 def test_the_ties_cases_are_all_ties_in_int8():

@@ -3074,6 +3074,10 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         # forward (rule 16, whatever the root's argument holds: eps inside it is not eps's placement), the
         # backward's formula in the backward alone (rule 15)
         mech = "backward" if "backward" in func or not any(p == "outputs" for p, _ in record.failing) else "semantics"
+    if target[0] == "replace" and target[3] is TRANSFORMS[0][0] and _names(changed) - {"eps"} and not keep:
+        # (and the reverse: a statistic, eps added or not, read as its square root: one root too many, rsqrt where
+        # the reciprocal belongs; rule 16's root, eps's placement unchanged; eps alone read so is eps's value)
+        mech = "backward" if "backward" in func or not any(p == "outputs" for p, _ in record.failing) else "semantics"
     if target[0] in ("multi", "both"):
         return {"mechanism": target[2] if target[0] == "multi" and len(target) > 2 else
                 _mechanism(case, record, i, changed, gate, params, drop),
