@@ -1354,7 +1354,7 @@ def _candidates(case, record, forward_only):
                     "uncentred", None, "x never centred (refnorm/specs/_math.py centered's mean taken as 0: an RMS "
                     "norm's statistics)"))
     out += _other_statistic(seen, np.asarray(record.inputs["x"], dtype=np.float64), eps) + more
-    late += _mean_of_other(seen)
+    late += _mean_of_other(seen) + _chunk_mean_steps(seen)
     out += _activation_swapped(seen, case.op) + _state_as_rstd(seen, record) + _chunk_norms(seen, case)
     late += _tail_lanes(seen, n)
     if forward_only and any(p == "grads" for p, _ in record.failing):
@@ -1930,6 +1930,35 @@ def _chunk_merges(seen):
 
 
 CONFIG_SIZE_MERGE = 1 << 16
+
+
+def _chunk_mean_steps(seen):
+    """The mean of refnorm/specs/_math.centered from chunk partials (two halves, or chunks of k values) merged left
+    to right by Chan's update with its mean step written wrong (delta n_b / n_a: the count before the merge;
+    delta n_a / (n_a + n_b): the counts swapped), the deviations and the variance then taken about that mean; as
+    _candidates' tuples ("welford": rule 14's merge)."""
+    m0, xc = seen.get("_math:centered.m0"), seen.get("_math:centered.x")
+    if m0 is None or xc is None or np.ndim(m0) != np.ndim(xc) or np.size(xc) > CONFIG_SIZE_MERGE:
+        return []
+    axes = tuple(k for k in range(np.ndim(xc)) if np.shape(m0)[k] == 1 and np.shape(xc)[k] > 1)
+    if not axes:
+        return []
+    keep = tuple(k for k in range(np.ndim(xc)) if k not in axes)
+    xr = np.transpose(np.asarray(xc, dtype=np.float64), keep + axes).reshape(np.size(m0), -1)
+    n = xr.shape[1]
+    out = []
+    for k in dict.fromkeys([-(-n // 2)] + [k for k in MERGE_CHUNKS if k < n]):
+        if not 1 < k < n:
+            continue
+        parts = [xr[:, j:j + k] for j in range(0, n, k)]
+        name = "two halves" if k == -(-n // 2) else f"chunks of {k} values"
+        for how, f in (("delta n_b / n_a (the count before the merge)", lambda na, nb: nb / na),
+                       ("delta n_a / (n_a + n_b) (the counts swapped)", lambda na, nb: na / (na + nb))):
+            m = chan_merge(parts, f)[0].reshape(np.shape(m0))
+            out.append((("remapk", {"_math:centered.m0": lambda _, m=m: m, "_math:centered.c": lambda c: 0.0 * c}),
+                        "welford", None, f"the mean merged from {name} by Chan's update whose mean step is {how} "
+                        "where delta n_b / (n_a + n_b) belongs, the deviations and the variance about it"))
+    return out
 
 
 def _moments_read(seen):
