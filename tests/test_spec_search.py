@@ -1237,3 +1237,17 @@ def test_a_swap_whose_partner_passes_names_nothing():
     d = r.diagnosis
     assert r.failing_arrays() == ["grad.bias"], r.failing_arrays()
     assert d["mechanism"] is None and "returned in each other's place" in d["message"], d["message"]
+
+
+def test_a_defect_of_the_search_itself_is_said_not_silently_skipped(monkeypatch):
+    """An exception of the candidates' own code (a division by zero in a new family) warns, naming the case,
+    instead of turning the whole mutation search off unseen; the check's verdict is unchanged."""
+    from planted.blind42 import Blind42Kernel
+    case = load_case(GOLDEN, "rms_norm/normal_eps0.3_outside_bf16_6x100")
+
+    def broken(*a, **k):
+        return 1 // 0
+    monkeypatch.setattr(rp, "_candidates", broken)
+    with pytest.warns(RuntimeWarning, match="mutation search failed on rms_norm/normal_eps0.3_outside_bf16_6x100"):
+        r = check_case(Blind42Kernel("rms_outside_rsqrt_of_rms_plus_eps"), case)
+    assert r.status == "failed" and r.diagnosis["mechanism"] is None      # (the search named it: now nothing)

@@ -1930,6 +1930,8 @@ def _chunk_merges(seen):
 
 
 CONFIG_SIZE_MERGE = 1 << 16
+# exceptions the candidates' own code raises (a defect of the search, not a call the specification refuses)
+CODE_ERRORS = (ZeroDivisionError, NameError, AttributeError, KeyError, IndexError)
 
 
 def _chunk_mean_steps(seen):
@@ -2886,6 +2888,10 @@ def mutation(case, record, fit_ratio):
     forward_only = any(p == "outputs" for p, _ in record.failing)
     try:
         cands, fwd = _candidates(case, record, forward_only)
+    except CODE_ERRORS as e:        # a defect of the search itself, not of the call: said, never silently skipped
+        warnings.warn(f"refnorm's mutation search failed on {case.id} ({type(e).__name__}: {e}); the failure is "
+                      "diagnosed without it", RuntimeWarning, stacklevel=2)
+        return None
     except Exception:                                   # noqa: BLE001 - a call the instrumented spec refuses
         return None
     if all(p == "grads" and n != "x" for p, n in record.failing):
