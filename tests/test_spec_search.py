@@ -1048,6 +1048,8 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind42", "dyt_dtanh_one_minus_t_squared", "dyt/normal_f64_2x5x7", "backward", "(1 - t)^2"),
     ("blind43", "gns_folded_scale_shift_in_half", "group_norm_silu/const_eps1e-12_g2_bf16_2x8x4x4", "precision",
      "a and b stored in bfloat16 (rounded) before the product"),
+    ("blind43", "gns_folded_scale_shift_in_half", "group_norm_silu/mean1e3_g3_bf16_3x6x7", "precision",
+     "stored in bfloat16 (rounded) before p = x a + b, the backward's silu'(p) at that p"),
     ("blind42", "an_residual_tail_tile_zero", "add_norm/normal_f32_6x100", "block",
      "residual's last 4 columns read as 0"),
     # (rule 11: a parameter gradient's per-row partials without their tail positions; blind42's author said block)

@@ -1978,6 +1978,40 @@ def silu_grad_from_output(case, record, ref):
     return None
 
 
+def silu_folded_in_half(case, record, ref):
+    """group_norm_silu's forward folding the statistics and the affine into per-(sample, channel) a = w rstd and
+    b = bias - mean a stored in the 16-bit case dtype, p = x a + b, its backward taking silu'(p) at that p (the
+    group sums and x_hat exact): "precision" (rule 8: a value stored in a lower dtype); the explanation of every
+    failing array (y among them), or None."""
+    x, dy = record.inputs.get("x"), record.cotangents.get("y")
+    if case.op != "group_norm_silu" or x is None or np.size(x) > CONFIG_SIZE or np.ndim(x) < 3 \
+            or case.dtype not in ("float16", "bfloat16") or ("outputs", "y") not in record.failing:
+        return None
+    from ..specs import group_norm_silu as GS
+    w, b = (None if record.inputs.get(k) is None else np.asarray(record.inputs[k], dtype=np.float64)
+            for k in ("weight", "bias"))
+    G = int(case.config.get("num_groups", 1))
+    x64 = np.asarray(x, dtype=np.float64)
+    N, C = x64.shape[:2]
+    cs = (N, C) + (1,) * (x64.ndim - 2)
+    with np.errstate(all="ignore"):
+        _, mean, rstd, xhat, _ = GS.group_norm_silu(x64, w, b, G, float(case.config.get("eps", 1e-5) or 0.0))
+        per = lambda v: np.repeat(np.reshape(v, (N, G)), C // G, axis=1).reshape(cs)     # noqa: E731
+        a = per(rstd) * (1.0 if w is None else w.reshape((1, C) + (1,) * (x64.ndim - 2)))
+        sh = (0.0 if b is None else b.reshape((1, C) + (1,) * (x64.ndim - 2))) - per(mean) * a
+        p = x64 * round_to(a, case.dtype).astype(np.float64) + round_to(sh, case.dtype).astype(np.float64)
+        vals = {("outputs", "y"): GS.silu(p)}
+        if dy is not None:
+            dx, dw, db = GS.group_norm_silu_backward(np.asarray(dy, dtype=np.float64), p, xhat, rstd, w, b is not None, G)
+            vals.update({("grads", "x"): dx, ("grads", "weight"): dw, ("grads", "bias"): db})
+    if all(vals.get(pn) is not None and np.shape(vals[pn]) == np.shape(record.got[pn[0]][pn[1]])
+           and fit_ratio(record.got[pn[0]][pn[1]], vals[pn], record.E[pn[0]][pn[1]]) <= 1 for pn in record.failing):
+        return {"mechanism": "precision", "text": "y is the normalization and the affine folded into one scale and "
+                f"shift per sample and channel, a = rstd w and b = bias - mean a, stored in {case.dtype} (rounded) "
+                "before p = x a + b, the backward's silu'(p) at that p"}
+    return None
+
+
 SPLITS = (2, 4)          # a row split between the programs of a cluster
 
 
@@ -3085,6 +3119,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
              or folded_affine(case, record, ref) or second_pass_rows(case, record, ref)
              or tile_first_index(case, record, ref) or stats_read_elsewhere(case, record, ref)
              or silu_stats_read_elsewhere(case, record, ref) or silu_grad_from_output(case, record, ref)
+             or silu_folded_in_half(case, record, ref)
              or split_rows(case, record, ref)
              or dropout_deviation(case, record, reference) or residual_after_norm(case, record, reference)
              or gate_both_sides(case, record, reference, ref)
