@@ -1059,6 +1059,10 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "the mean merged from chunks of 64 values by Chan's update"),
     ("blind42", "rms_outside_rsqrt_of_rms_plus_eps", "rms_norm/normal_eps0.3_outside_bf16_6x100", "semantics",
      "`(rms + eps)` read as its square root"),
+    ("blind42", "an_ln_two_cta_means_averaged", "add_norm/normal_noprenorm_f32_9x7", "merge",
+     "the two means averaged, their counts not weighted"),
+    ("blind43", "gns_y_store_sample_offset_missing", "group_norm_silu/normal_g4_f32_2x8x5x7", "layout",
+     "written without its leading index's offset"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

@@ -413,7 +413,8 @@ def _offset_dropped(ex, got, want, E, qd):
         if ex.fit_ratio(g[1:], w[1:], Eb[1:], qd) <= 1:           # the expected values there too: not a gap
             continue
         for r in range(g.shape[0] - 1, -1, -1):                 # (a block scale judged on the check's grid, qd)
-            if ex.fit_ratio(g[0], w[r], Eb[0], qd) <= 1:
+            # (each moved value judged by the bound of the element it is, or of the place it is stored: the larger)
+            if ex.fit_ratio(g[0], w[r], np.maximum(Eb[0], Eb[r]), qd) <= 1:
                 return ("written without " + ("its leading index's" if ax == 0 else f"axis {ax}'s") +
                         f" offset: index 0 of axis {ax} holds the expected values of "
                         f"index {r} (of {g.shape[0]}; the last written stays), every other index {fill:g}, never "

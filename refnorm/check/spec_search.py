@@ -1954,8 +1954,11 @@ def _chunk_mean_steps(seen):
             continue
         parts = [xr[:, j:j + k] for j in range(0, n, k)]
         name = "two halves" if k == -(-n // 2) else f"chunks of {k} values"
-        for how, f in (("delta n_b / n_a (the count before the merge)", lambda na, nb: nb / na),
-                       ("delta n_a / (n_a + n_b) (the counts swapped)", lambda na, nb: na / (na + nb))):
+        steps = [("delta n_b / n_a (the count before the merge)", lambda na, nb: nb / na),
+                 ("delta n_a / (n_a + n_b) (the counts swapped)", lambda na, nb: na / (na + nb))]
+        if k == -(-n // 2) and n % 2:       # (two unequal halves' means averaged, (m_a + m_b) / 2: not weighted)
+            steps.append(("delta / 2 (the two means averaged, their counts not weighted)", lambda na, nb: 0.5))
+        for how, f in steps:
             m = chan_merge(parts, f)[0].reshape(np.shape(m0))
             out.append((("remapk", {"_math:centered.m0": lambda _, m=m: m, "_math:centered.c": lambda c: 0.0 * c}),
                         "welford", None, f"the mean merged from {name} by Chan's update whose mean step is {how} "
