@@ -54,9 +54,14 @@ arrays fail).
   inside the loop over column blocks), or the mean over the first block with the variance over the whole
   slice, divided by the slice's length or the block's; each tile of 2 or 4 slices reduced whole
   (``pooled_candidates``, "block"); a slice's forward reading its values from another flat start (a
-  vector load's start aligned down, a sample's stride of one group: ``window_candidates``, "layout"), or
-  the backward reading x in another index order with the saved statistics right (``reread_candidates``,
-  "layout").
+  vector load's start aligned down, a sample's stride of one group, a one-byte row pitch applied to wider
+  elements: ``window_candidates``, "layout"), or the backward reading x in another index order with the
+  saved statistics right (``reread_candidates``, "layout");
+* **a quantizer's rows of x read from other flat starts** (``quant_windows``, "layout"): norm_quant's and
+  norm_quant_block's specification evaluated on the rows so read (``window_starts``), judged through q, the
+  scale and amax; the parameters read at the row's index (``params_by_row``) are judged the same way;
+* **an input's tail read as 0** (``tail_inputs_zero``, "block"): one activation-sized input (x, a residual,
+  x1) with its last N mod B columns read as 0 (a B-wide vector loop's whole-vector mask).
 
 ``ex`` below is refnorm/check/explain.py, passed in by its caller (no import circle). Where an explained
 value is larger than the reference's, its bound grows by their ratio (at most LARGER),
