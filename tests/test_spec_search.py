@@ -1051,7 +1051,7 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind43", "gns_folded_scale_shift_in_half", "group_norm_silu/mean1e3_g3_bf16_3x6x7", "precision",
      "stored in bfloat16 (rounded) before p = x a + b, the backward's silu'(p) at that p"),
     ("blind42", "an_residual_tail_tile_zero", "add_norm/normal_f32_6x100", "block",
-     "residual's last 4 columns read as 0"),
+     "residual read as 0 in its last 4 columns"),
     # (rule 11: a parameter gradient's per-row partials without their tail positions; blind42's author said block)
     ("blind42", "dyt_dalpha_row_tail_tile_dropped", "dyt/heavy_tail_abig_f32_8x40", "reduction",
      "each row's partial sum without its last 8 of 40 columns"),

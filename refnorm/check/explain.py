@@ -1745,6 +1745,13 @@ def weight_first(case, record, reference):
                                            "y = norm(x * weight), reproduces every failing array"}
 
 
+def _fold_stored(dtype, rstd, w, mean, bias):
+    """The normalization and affine folded right, a = rstd w and b = bias - mean a, each stored in ``dtype``
+    (rounded to nearest), as float64 arrays (a, b)."""
+    a = rstd * w
+    return round_to(a, dtype).astype(np.float64), round_to(bias - mean * a, dtype).astype(np.float64)
+
+
 def folded_affine(case, record, ref):
     """y by the normalization and the affine folded into one scale and shift per slice and feature, y = x a + b
     with a = rstd w, b = bias - mean a, one factor of the fold missing (the shift without the weight, or without
@@ -1777,9 +1784,8 @@ def folded_affine(case, record, ref):
                                          (rstd * W, "a", "b = (bias - mean) a"))]
         tries = [(y, what, "affine") for y, what in tries]
         if case.dtype in ("float16", "bfloat16"):       # the right fold, a and b stored in the 16-bit dtype
-            a = round_to(rstd * W, case.dtype).astype(np.float64)
-            tries.append((xs * a + round_to(B - mean * rstd * W, case.dtype).astype(np.float64),
-                          f"a and b stored in {case.dtype} (rounded) before the product", "precision"))
+            a, b = _fold_stored(case.dtype, rstd, W, mean, B)
+            tries.append((xs * a + b, f"a and b stored in {case.dtype} (rounded) before the product", "precision"))
         for y, what, mech in tries:
             y = _unslices(view, np.shape(x), act(y))
             if np.all(np.isfinite(y)) and _fits_all(record, {"outputs": {**ref.outputs, "y": y}}):
@@ -1997,9 +2003,9 @@ def silu_folded_in_half(case, record, ref):
     with np.errstate(all="ignore"):
         _, mean, rstd, xhat, _ = GS.group_norm_silu(x64, w, b, G, float(case.config.get("eps", 1e-5) or 0.0))
         per = lambda v: np.repeat(np.reshape(v, (N, G)), C // G, axis=1).reshape(cs)     # noqa: E731
-        a = per(rstd) * (1.0 if w is None else w.reshape((1, C) + (1,) * (x64.ndim - 2)))
-        sh = (0.0 if b is None else b.reshape((1, C) + (1,) * (x64.ndim - 2))) - per(mean) * a
-        p = x64 * round_to(a, case.dtype).astype(np.float64) + round_to(sh, case.dtype).astype(np.float64)
+        a, sh = _fold_stored(case.dtype, per(rstd), 1.0 if w is None else w.reshape((1, C) + (1,) * (x64.ndim - 2)),
+                             per(mean), 0.0 if b is None else b.reshape((1, C) + (1,) * (x64.ndim - 2)))
+        p = x64 * a + sh
         vals = {("outputs", "y"): GS.silu(p)}
         if dy is not None:
             dx, dw, db = GS.group_norm_silu_backward(np.asarray(dy, dtype=np.float64), p, xhat, rstd, w, b is not None, G)

@@ -60,8 +60,9 @@ arrays fail).
 * **a quantizer's rows of x read from other flat starts** (``quant_windows``, "layout"): norm_quant's and
   norm_quant_block's specification evaluated on the rows so read (``window_starts``), judged through q, the
   scale and amax; the parameters read at the row's index (``params_by_row``) are judged the same way;
-* **an input's tail read as 0** (``tail_inputs_zero``, "block"): one activation-sized input (x, a residual,
-  x1) with its last N mod B columns read as 0 (a B-wide vector loop's whole-vector mask).
+* **an input's tail read as 0** (``tail_zero_maps``, "block"): one activation-sized input (x, a residual,
+  x1) with its last N mod B columns read as 0 (a B-wide vector loop's whole-vector mask), one more index map
+  of ``permuted_inputs``.
 
 ``ex`` below is refnorm/check/explain.py, passed in by its caller (no import circle). Where an explained
 value is larger than the reference's, its bound grows by their ratio (at most LARGER),
@@ -537,7 +538,8 @@ def permuted_inputs(ex, case, record, ref, reference, bounds=None):
     """One activation-sized input or cotangent (x, dy, a residual, the gate input) read in another index order
     of its shape (``index_orders``: dy's NCHW memory indexed with channels_last strides, a transposed
     buffer), or at a padded row pitch (``row_pitches``), the rest of the call right: the specification
-    re-evaluated with it so read, judged by ``_judge`` -> "layout" (rule 12); where only gradients fail, the
+    re-evaluated with it so read, judged by ``_judge`` -> "layout" (rule 12); an input with its tail columns read
+    as 0 (``tail_zero_maps``) -> "block" (rule 9); where only gradients fail, the
     backward alone so reading an input (its gradients from that evaluation, the forward's arrays passing); where
     none fits, the nearest (missing by less than NEAR_READ) judged again within the bound ``bounds`` derives at
     its own point (rows read past the end as zeros have rstd 1 / sqrt(eps): their rounding is that size's).
@@ -565,7 +567,10 @@ def permuted_inputs(ex, case, record, ref, reference, bounds=None):
                         f"holding index 0's values (the load's offset of that axis left out)")
                        for k in range(np.ndim(a)) if np.shape(a)[k] > 1]
             flat = np.append(flat, np.zeros(1, dtype=flat.dtype))       # (index flat.size - 1: a masked load's 0)
-            for m, what in index_orders(np.shape(a)) + shifts + row_pitches(np.shape(a)):
+            maps = [(m, what, "layout") for m, what in index_orders(np.shape(a)) + shifts + row_pitches(np.shape(a))]
+            if kind == "inputs":
+                maps += tail_zero_maps(idx, flat.size - 1)
+            for m, what, mech in maps:
                 moved = {**arrays, name: flat[m].reshape(np.shape(a))}
                 res = (_evaluate(reference, case, record, moved) if kind == "inputs"
                        else _evaluate(reference, case, record, record.inputs, moved))
@@ -576,7 +581,7 @@ def permuted_inputs(ex, case, record, ref, reference, bounds=None):
                 if kind == "inputs" and bwd_only:   # the backward alone reading it (its forward right)
                     vals = {k: v for k, v in vals.items() if k[0] == "grads"}
                 text = f"the specification's {'backward ' if bwd_only else ''}with {label} read as {what}"
-                found = _judge(ex, record, ref, vals, text, "layout")
+                found = _judge(ex, record, ref, vals, text, mech)
                 if len(found) == len(record.failing):     # every failing array (a sum alone fits many orders)
                     return found
                 if bounds is None:
@@ -584,9 +589,9 @@ def permuted_inputs(ex, case, record, ref, reference, bounds=None):
                 miss = max((ex.fit_ratio(record.got[p][n], vals[p, n], record.E[p][n]) for p, n in record.failing
                             if (p, n) in vals), default=math.inf)
                 if miss < (near[0] if near else NEAR_READ):
-                    near = (miss, kind, moved, res, vals, text)
+                    near = (miss, kind, moved, res, vals, text, mech)
     if near:            # the nearest miss judged again within the bound derived at its own point (rows read as
-        _, kind, moved, res, vals, text = near          # zeros past the end: their rstd 1 / sqrt(eps), far larger)
+        _, kind, moved, res, vals, text, mech = near    # zeros past the end: their rstd 1 / sqrt(eps), far larger)
         try:
             E2 = bounds(case.config, record.training, moved if kind == "inputs" else record.inputs,
                         moved if kind == "cotangents" else record.cotangents, record.state, res)
@@ -594,37 +599,27 @@ def permuted_inputs(ex, case, record, ref, reference, bounds=None):
             return []
         E = {**record.E, **{p: {n: _wider(e, E2.get(p, {}).get(n)) for n, e in record.E[p].items()}
                             for p in ("outputs", "grads", "state") if p in record.E}}
-        found = _judge(ex, dataclasses.replace(record, E=E), ref, vals, text, "layout")
+        found = _judge(ex, dataclasses.replace(record, E=E), ref, vals, text, mech)
         if len(found) == len(record.failing):
             return found
     return []
 
 
-TAIL_TILES = (16, 32, 64, 128)         # tail_inputs_zero: the vector widths whose loop masks an input's tail
+TAIL_TILES = (16, 32, 64, 128)         # tail_zero_maps: the vector widths whose loop masks an input's tail
 
 
-def tail_inputs_zero(ex, case, record, ref, reference):
-    """One activation-sized input (x, a residual, a second branch's x1, the gate input) loaded with another loop's
-    mask: its last k columns read as 0 (k = N mod B for a B-wide vector loop's whole-vector mask, cols < B floor(N
-    / B)), the rest of the call right: the specification re-evaluated with it so read, judged by ``_judge`` ->
-    "block" (rule 9: a tail block skipped) when it explains every failing array. Explanations, or []."""
-    x = record.inputs.get("x")
-    if x is None or np.size(x) > READ_SIZE or np.ndim(x) < 2:
-        return []
-    N = np.shape(x)[-1]
-    for name, a in record.inputs.items():
-        if np.shape(a) != np.shape(x) or "mask" in name or np.asarray(a).dtype.kind not in "fV":
-            continue
-        for k in sorted({N % b for b in TAIL_TILES if b < N} - {0}):
-            cut = np.array(a, copy=True)
-            cut[..., N - k:] = 0
-            res = _evaluate(reference, case, record, {**record.inputs, name: cut})
-            found = res is not None and _judge(ex, record, ref, _result_vals(res), f"the specification's with {name}'s "
-                                               f"last {k} columns read as 0 (its load masked to the first {N - k}: a "
-                                               "vector loop's whole-vector bound)", "block")
-            if found and len(found) == len(record.failing):
-                return found
-    return []
+def tail_zero_maps(idx, zero):
+    """(m, what, "block"): the index array ``idx`` (an input's flat indices, its shape) with its last k columns
+    pointed at ``zero`` (a masked load's 0), k = N mod B for a B-wide vector loop whose whole-vector mask reads
+    columns < B floor(N / B) only (rule 9: a tail block skipped)."""
+    N = np.shape(idx)[-1]
+    out = []
+    for k in sorted({N % b for b in TAIL_TILES if b < N} - {0}):
+        m = np.array(idx, copy=True)
+        m[..., N - k:] = zero
+        out.append((m.ravel(), f"0 in its last {k} columns (its load masked to the first {N - k}: a vector "
+                    "loop's whole-vector bound)", "block"))
+    return out
 
 
 # ------------------------------------------------------------------ parameters at another index
@@ -1387,8 +1382,7 @@ def explain(ex, case, record, ref, reference, bounds=None) -> list:
         if not found and reference is not None:
             found = permuted_inputs(ex, case, record, ref, reference, bounds) \
                 or interleaved_groups(ex, case, record, ref, reference) \
-                or addressed_through(ex, case, record, ref, reference) \
-                or tail_inputs_zero(ex, case, record, ref, reference)
+                or addressed_through(ex, case, record, ref, reference)
     return found
 
 

@@ -1895,6 +1895,20 @@ def _merge_ratios(xr):
     return out
 
 
+def _slice_rows(values, stat):
+    """``values`` (a slice's elements, float64) as rows of one slice each, (slices, n): the axes where the
+    statistic ``stat`` has length 1 and ``values`` more moved last and flattened; None where there is none or the
+    ranks differ. (The view the chunk-merge families split into chunks.)"""
+    if np.ndim(stat) != np.ndim(values):
+        return None
+    axes = tuple(k for k in range(np.ndim(values)) if np.shape(stat)[k] == 1 and np.shape(values)[k] > 1)
+    if not axes:
+        return None
+    keep = tuple(k for k in range(np.ndim(values)) if k not in axes)
+    return np.transpose(np.asarray(values, dtype=np.float64), keep + axes).reshape(
+        -1, int(np.prod([np.shape(values)[k] for k in axes])))
+
+
 def _chunk_merges(seen):
     """A variance (refnorm/specs/_math.moments', or a function's own sum of squares ``ss`` about its mean)
     from chunk partials merged with the spread term's count weight dropped (``_merge_ratios``): the variance
@@ -1903,10 +1917,8 @@ def _chunk_merges(seen):
     out = []
     if "_math:moments.mean" in seen and "_math:moments.d" in seen:
         d, m = np.asarray(seen["_math:moments.d"]), np.asarray(seen["_math:moments.mean"])
-        axes = tuple(k for k in range(d.ndim) if np.shape(m)[k] == 1 and d.shape[k] > 1) if m.ndim == d.ndim else ()
-        if axes and np.size(d) <= CONFIG_SIZE_MERGE:
-            keep = tuple(k for k in range(d.ndim) if k not in axes)
-            xr = np.transpose(d + m, keep + axes).reshape(-1, int(np.prod([d.shape[k] for k in axes])))
+        xr = _slice_rows(d + m, m) if np.size(d) <= CONFIG_SIZE_MERGE else None
+        if xr is not None:
             for r, what in _merge_ratios(xr):
                 def change(t, r=r):
                     mm, var, dd = t
@@ -1915,14 +1927,9 @@ def _chunk_merges(seen):
     for key, v in seen.items():             # a function's own sum of squares about its centred values (z_score's)
         mod_func, name = key.rsplit(".", 1)
         d = seen.get(f"{mod_func}.d")
-        if name != "ss" or d is None or np.ndim(v) != np.ndim(d) or np.size(d) > CONFIG_SIZE_MERGE:
+        xr = None if name != "ss" or d is None or np.size(d) > CONFIG_SIZE_MERGE else _slice_rows(d, v)
+        if xr is None:
             continue
-        axes = tuple(k for k in range(np.ndim(d)) if np.shape(v)[k] == 1 and np.shape(d)[k] > 1)
-        if not axes:
-            continue
-        keep = tuple(k for k in range(np.ndim(d)) if k not in axes)
-        xr = np.transpose(np.asarray(d, dtype=np.float64), keep + axes).reshape(
-            -1, int(np.prod([np.shape(d)[k] for k in axes])))
         for r, what in _merge_ratios(xr):
             out.append((("remapk", {key: lambda a, r=r: np.asarray(a) * r.reshape(np.shape(a))}), "welford", None,
                         f"the sum of squares from {what}"))
@@ -1940,13 +1947,9 @@ def _chunk_mean_steps(seen):
     delta n_a / (n_a + n_b): the counts swapped), the deviations and the variance then taken about that mean; as
     _candidates' tuples ("welford": rule 14's merge)."""
     m0, xc = seen.get("_math:centered.m0"), seen.get("_math:centered.x")
-    if m0 is None or xc is None or np.ndim(m0) != np.ndim(xc) or np.size(xc) > CONFIG_SIZE_MERGE:
+    xr = None if m0 is None or xc is None or np.size(xc) > CONFIG_SIZE_MERGE else _slice_rows(xc, m0)
+    if xr is None:
         return []
-    axes = tuple(k for k in range(np.ndim(xc)) if np.shape(m0)[k] == 1 and np.shape(xc)[k] > 1)
-    if not axes:
-        return []
-    keep = tuple(k for k in range(np.ndim(xc)) if k not in axes)
-    xr = np.transpose(np.asarray(xc, dtype=np.float64), keep + axes).reshape(np.size(m0), -1)
     n = xr.shape[1]
     out = []
     for k in dict.fromkeys([-(-n // 2)] + [k for k in MERGE_CHUNKS if k < n]):
