@@ -1,6 +1,6 @@
 """The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind29.py, blind30.py, blind31.py,
 blind32.py, blind33.py, blind34.py, blind35.py, blind36.py, blind37.py, blind38.py, blind39.py, blind40.py, blind41.py,
-blind42.py, blind43.py):
+blind42.py, blind43.py, blind44.py, blind45.py):
 for each set, the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen
 golden case, on the array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the
 lead measures it on these held-out sets)."""
@@ -11,7 +11,8 @@ import pytest
 from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blind8, blind9, blind10, blind11, blind12,
                      blind13, blind14, blind15, blind16, blind17, blind18, blind19, blind20, blind21, blind22, blind23,
                      blind24, blind25, blind26, blind27, blind28, blind29, blind30, blind31, blind32, blind33,
-                     blind34, blind35, blind36, blind37, blind38, blind39, blind40, blind41, blind42, blind43)
+                     blind34, blind35, blind36, blind37, blind38, blind39, blind40, blind41, blind42, blind43,
+                     blind44, blind45)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -1617,6 +1618,10 @@ NOTHING_CONSTRAINED_42 = NOTHING_CONSTRAINED_3                   # blind40's ops
 NOTHING_CONSTRAINED_43 = frozenset()
 # blind42 and blind43 likewise (written unread by the lead: session 35)
 CAUGHT_BY_42, CAUGHT_BY_43 = blind42.CAUGHT_BY, blind43.CAUGHT_BY
+NOTHING_CONSTRAINED_44 = NOTHING_CONSTRAINED_3                   # blind42's ops again
+NOTHING_CONSTRAINED_45 = frozenset()
+# blind44 and blind45 likewise (written unread by the lead: session 36)
+CAUGHT_BY_44, CAUGHT_BY_45 = blind44.CAUGHT_BY, blind45.CAUGHT_BY
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -1710,6 +1715,10 @@ SETS = {
                 {"ops": blind42.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_42}, 0),
     "blind43": (blind43, blind43.Blind43Kernel, CAUGHT_BY_43, blind43.LABELS, (40, 48),
                 {"ops": blind43.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_43}, 0),
+    "blind44": (blind44, blind44.Blind44Kernel, CAUGHT_BY_44, blind44.LABELS, (40, 48),
+                {"ops": blind44.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_44}, 0),
+    "blind45": (blind45, blind45.Blind45Kernel, CAUGHT_BY_45, blind45.LABELS, (40, 48),
+                {"ops": blind45.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_45}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 
