@@ -155,6 +155,11 @@ def constants(case, x_shape) -> dict:
         for f, what in ((n / (n - 1), "n/(n-1)"), ((n - 1) / n, "(n-1)/n"), (math.sqrt(n / (n - 1)), "sqrt(n/(n-1))"),
                         (math.sqrt((n - 1) / n), "sqrt((n-1)/n)")):
             out[f] = (f"{what} with n = {n}: the Bessel (n - 1) convention", "bessel")
+        # (lp_normalize's norm off by n^(1/p) is a power mean: another normalizer's equation, the search's)
+        for f, what in ((math.sqrt(n), "sqrt(n)"), (1 / math.sqrt(n), "1/sqrt(n)")) if case.op != "lp_normalize" else ():
+            # (a norm divided by n where sqrt(n) belongs, or the reverse: a root mean square off by sqrt(n))
+            out.setdefault(f, (f"{what} with n = {n}: a norm divided by n where sqrt(n) belongs or the reverse",
+                               "constant"))
     p = case.config.get("dropout_p")
     if isinstance(p, (int, float)) and 0 < p < 1:
         out[1 / (1 - p)] = (f"1/(1-p) with p = {p}: dropout's scale applied where it does not belong", "dropout")
@@ -993,14 +998,19 @@ def _options_exchanged(cfg, full):
     vals = {k: v for k, v in full.items() if isinstance(v, float) and not isinstance(v, bool) and k != "p"}
     if "momentum" in full and full["momentum"] is None:
         vals["momentum"] = 0.1
+    if isinstance(full.get("ddof"), int) and not isinstance(full.get("ddof"), bool):
+        vals["ddof"] = full["ddof"]         # (an int slot: a float passed there is truncated)
+    cast = lambda k, v: int(v) if k == "ddof" else float(v)        # noqa: E731
     keys, out = sorted(vals), []
     for i, a in enumerate(keys):
         for b in keys[i + 1:]:
             if "eps" in (a, b) or "momentum" in (a, b):
-                va, vb = vals[a], vals[b]
-                out.append(({**cfg, a: vb, b: va}, f"the options {a} and {b} exchanged ({a} = {vb:g}, {b} = {va:g}: "
+                va, vb = cast(a, vals[b]), cast(b, vals[a])
+                if va == vals[a] and vb == vals[b]:
+                    continue
+                out.append(({**cfg, a: va, b: vb}, f"the options {a} and {b} exchanged ({a} = {va:g}, {b} = {vb:g}: "
                                                    "each passed in the other's positional slot)",
-                            "eps" if "eps" in (a, b) else "running"))
+                            "bessel" if "ddof" in (a, b) else "eps" if "eps" in (a, b) else "running"))
     for k in (k for k in keys if k != "eps" and "eps" in vals and vals[k] != vals["eps"]):
         # eps's slot given another option's value, that option still right (the scalar arguments shifted by one)
         out.append(({**cfg, "eps": vals[k]}, f"eps's slot given {k}'s value ({vals[k]:g} where eps = {vals['eps']:g} "
@@ -2057,27 +2067,34 @@ def split_rows(case, record, ref):
                 gp, hp = g[:, a:e], xh[:, a:e]
                 dx[:, a:e] = r * (gp - (gp.mean(axis=1, keepdims=True) if centred else 0.0)
                                   - hp * (gp * hp).mean(axis=1, keepdims=True))
-        vals = {("outputs", "y"): _unslices(case, np.shape(x), xh * W + B), ("outputs", "mean"): m0,
-                ("outputs", "rstd"): r0}
-        if g is not None:
-            vals[("grads", "x")] = _unslices(case, np.shape(x), dx)
-            if w is not None:
-                vals[("grads", "weight")] = _param_sum(case, x, _unslices(case, np.shape(x), dys * xh))
-        ok = True
-        for part_, name in record.failing:
-            got, v = record.got[part_].get(name), vals.get((part_, name))
-            if got is None or v is None or np.size(v) != np.size(got):
-                ok = False
-                break
-            v = np.reshape(v, np.shape(got))
-            if fit_ratio(got, v, record.E[part_][name]) > 1:
-                ok = False
-                break
-        if ok:
-            return {"mechanism": "block", "text": f"each row split between {P} programs of {h} columns that never "
-                    "exchange their partial sums: each part normalized by its own statistics, the returned ones the "
-                    "first part's, the backward per part"}
+        fwd = {("outputs", "y"): _unslices(case, np.shape(x), xh * W + B), ("outputs", "mean"): m0,
+               ("outputs", "rstd"): r0}
+        bwds = [({}, "")]
+        if g is not None:       # the backward per part, or its own kernel on the saved (first part's) statistics
+            xs0 = (xs - m0) * r0
+            dx0 = r0 * (g - (g.mean(axis=1, keepdims=True) if centred else 0.0)
+                        - xs0 * (g * xs0).mean(axis=1, keepdims=True))
+            bwds = [(_split_grads(case, x, w, dx, dys * xh), "the backward per part"),
+                    (_split_grads(case, x, w, dx0, dys * xs0), "the backward (its own kernel) on the saved "
+                     "statistics for the whole row")]
+        for grads, how in bwds:
+            vals = {**fwd, **grads}
+            if all(record.got[pt].get(nm) is not None and vals.get((pt, nm)) is not None
+                   and np.size(vals[pt, nm]) == np.size(record.got[pt][nm])
+                   and fit_ratio(record.got[pt][nm], np.reshape(vals[pt, nm], np.shape(record.got[pt][nm])),
+                                 record.E[pt][nm]) <= 1 for pt, nm in record.failing):
+                return {"mechanism": "block", "text": f"each row split between {P} programs of {h} columns that "
+                        "never exchange their partial sums: each part normalized by its own statistics, the returned "
+                        f"ones the first part's{', ' + how if how else ''}"}
     return None
+
+
+def _split_grads(case, x, w, dx, prod):
+    """split_rows' gradients: dx (slices) and dweight from the products dy x_hat (slices)."""
+    out = {("grads", "x"): _unslices(case, np.shape(x), dx)}
+    if w is not None:
+        out[("grads", "weight")] = _param_sum(case, x, _unslices(case, np.shape(x), prod))
+    return out
 
 
 def second_pass_rows(case, record, ref):

@@ -191,9 +191,12 @@ def permuted_outputs(ex, case, record, ref):
             break
         else:
             what, mech = (_strided_write(ex, got, want, E, qd) or _pitch_write(ex, got, want, E, qd)
-                          or _offset_dropped(ex, got, want, E, qd)
-                          or _rows_shifted(ex, got, want, E, qd) or _one_index_kept(ex, got, want, E, qd)
-                          or _scattered(ex, got, want, E, qd)), "layout"
+                          or _offset_dropped(ex, got, want, E, qd)), "layout"
+            if what is None:
+                what, mech = _tail_unwritten(ex, got, want, E, qd, np.shape(record.inputs["x"])), "block"
+            if what is None:
+                what, mech = (_rows_shifted(ex, got, want, E, qd) or _one_index_kept(ex, got, want, E, qd)
+                              or _scattered(ex, got, want, E, qd)), "layout"
             if what is None and part == "outputs":
                 what, mech = _averaged_over_leading(ex, got, want, E, qd), "reduction"
             if what is None:
@@ -410,21 +413,57 @@ def _offset_dropped(ex, got, want, E, qd):
     g0 = np.asarray(got)                # (its own dtype for the fits: the judge's test of a 16-bit array)
     w0 = np.asarray(want, dtype=np.float64).reshape(g0.shape)
     E0 = np.broadcast_to(E, g0.shape)
-    for ax in (a for a in range(g0.ndim) if g0.shape[a] > 1):
+    # (an axis in blocks of b indices, b > 1: a group's channels written at its sample's first b, the group's
+    # offset left out)
+    for ax, b in ((a, b) for a in range(g0.ndim) if g0.shape[a] > 1 for b in range(1, g0.shape[a] // 2 + 1)
+                  if g0.shape[a] % b == 0):
         g, w, Eb = (np.moveaxis(a, ax, 0) for a in (g0, w0, E0))
+        if b > 1:
+            g, w, Eb = (a.reshape((a.shape[0] // b, b) + a.shape[1:]) for a in (g, w, Eb))
         rest = g[1:].reshape(-1).astype(np.float64)
         fill = rest[0]
         if not (np.all(rest == fill) or np.all(np.isnan(rest))) or not (fill == 0 or np.isnan(fill)):
             continue
         if ex.fit_ratio(g[1:], w[1:], Eb[1:], qd) <= 1:           # the expected values there too: not a gap
             continue
-        for r in range(g.shape[0] - 1, -1, -1):                 # (a block scale judged on the check's grid, qd)
+        for r in range(g.shape[0] - 1, 0 if b > 1 else -1, -1):  # (a block scale judged on the check's grid, qd;
+            # blocks: block 0 its own is a prefix written alone, _tail_unwritten's)
             # (each moved value judged by the bound of the element it is, or of the place it is stored: the larger)
             if ex.fit_ratio(g[0], w[r], np.maximum(Eb[0], Eb[r]), qd) <= 1:
+                if b > 1:
+                    return (f"written without axis {ax}'s block offset (blocks of {b} indices): indices "
+                            f"0-{b - 1} of axis {ax} hold the expected values of indices {r * b}-{r * b + b - 1} "
+                            f"(block {r} of {g.shape[0]}; the last written stays), every other index {fill:g}, "
+                            "never written")
                 return ("written without " + ("its leading index's" if ax == 0 else f"axis {ax}'s") +
                         f" offset: index 0 of axis {ax} holds the expected values of "
                         f"index {r} (of {g.shape[0]}; the last written stays), every other index {fill:g}, never "
                         "written")
+    return None
+
+
+def _tail_unwritten(ex, got, want, E, qd, x_shape):
+    """The failing array's last axis written for its first k entries alone, the rest one never-written fill (0
+    or NaN) the expected array does not hold, k a bound a store's mask or loop takes where the axis's length L
+    belongs: the row count of x (a column mask against the rows), or L - L mod B (whole tiles of B = 16 ... 128
+    alone); in words, or None. Rule 9's block: a tail block skipped, the block's length for the slice's."""
+    g0 = np.asarray(got)
+    L = g0.shape[-1] if g0.ndim else 0
+    rows = int(np.prod(x_shape[:-1], dtype=np.int64)) if len(x_shape) > 1 else 0
+    ks = {rows: f"x's row count {rows}"} if 0 < rows < L else {}
+    ks.update({L - L % B: f"whole tiles of {B} alone (its bound L // {B})" for B in (16, 32, 64, 128) if 0 < L - L % B < L
+               and L - L % B not in ks})
+    w0 = np.asarray(want, dtype=np.float64).reshape(g0.shape)
+    E0 = np.broadcast_to(E, g0.shape)
+    for k, what in sorted(ks.items()):
+        rest = g0[..., k:].astype(np.float64)
+        fill = rest.reshape(-1)[0]
+        if not (np.all(rest == fill) or np.all(np.isnan(rest))) or not (fill == 0 or np.isnan(fill)) \
+                or ex.fit_ratio(g0[..., k:], w0[..., k:], E0[..., k:], qd) <= 1 \
+                or ex.fit_ratio(g0[..., :k], w0[..., :k], E0[..., :k], qd) > 1:
+            continue
+        return (f"written for the first {k} of its {L} entries of its last axis alone ({what}), every later entry "
+                f"{fill:g}, never written")
     return None
 
 
@@ -548,6 +587,8 @@ def permuted_inputs(ex, case, record, ref, reference, bounds=None):
     if np.size(x) > READ_SIZE or np.ndim(x) < 2:
         return []
     bwd_only = all(p == "grads" for p, _ in record.failing)
+    # (only parameter gradients failing: their own pass alone reading the input so, dx right)
+    params_only = bwd_only and all(np.size(record.got["grads"].get(n)) != np.size(x) for _, n in record.failing)
     near = None
     for kind, arrays in (("inputs", record.inputs), ("cotangents", record.cotangents)):
         for name, a in arrays.items():
@@ -562,14 +603,23 @@ def permuted_inputs(ex, case, record, ref, reference, bounds=None):
                       for k in (1, -1)] if n0 > 1 else []
             shifts += [(idx[np.minimum(np.arange(n0) + 1, n0 - 1)].ravel(), "each axis-0 index i holding index i + 1's "
                         "values (the last its own: a row pointer advanced before the load)")] if n0 > 1 else []
+            # (and each row, over the leading axes, holding the previous row's values, the first 0 or its own: a
+            # software-pipelined register still holding the last iteration's)
+            rows = idx.reshape(-1, np.shape(a)[-1])
+            if rows.shape[0] > 1:
+                prev = np.vstack([np.full_like(rows[:1], flat.size), rows[:-1]])
+                shifts += [(prev.ravel(), "each row holding the previous row's values, the first row 0 (a pipelined "
+                            "register still holding the last iteration's, initialised to 0)"),
+                           (np.vstack([rows[:1], rows[:-1]]).ravel(), "each row holding the previous row's values, "
+                            "the first row its own (a pipelined register still holding the last iteration's)")]
             # (and each index of one axis reading index 0 of it: the load's offset of that axis left out)
             shifts += [(np.take(idx, np.zeros(np.shape(a)[k], dtype=int), axis=k).ravel(), f"each axis-{k} index "
                         f"holding index 0's values (the load's offset of that axis left out)")
                        for k in range(np.ndim(a)) if np.shape(a)[k] > 1]
             flat = np.append(flat, np.zeros(1, dtype=flat.dtype))       # (index flat.size - 1: a masked load's 0)
             maps = [(m, what, "layout") for m, what in index_orders(np.shape(a)) + shifts + row_pitches(np.shape(a))]
-            if kind == "inputs":
-                maps += tail_zero_maps(idx, flat.size - 1)
+            if kind == "inputs" and not params_only:   # (a parameter gradient's partials without their tail
+                maps += tail_zero_maps(idx, flat.size - 1)  # positions are rule 11's, explain.py's family)
             for m, what, mech in maps:
                 moved = {**arrays, name: flat[m].reshape(np.shape(a))}
                 res = (_evaluate(reference, case, record, moved) if kind == "inputs"
@@ -579,8 +629,9 @@ def permuted_inputs(ex, case, record, ref, reference, bounds=None):
                 label = name if kind == "inputs" else f"d{name}"
                 vals = _result_vals(res)
                 if kind == "inputs" and bwd_only:   # the backward alone reading it (its forward right)
-                    vals = {k: v for k, v in vals.items() if k[0] == "grads"}
-                text = f"the specification's {'backward ' if bwd_only else ''}with {label} read as {what}"
+                    vals = {k: v for k, v in vals.items() if k[0] == "grads" and (k in record.failing or not params_only)}
+                text = f"the specification's {'parameter gradients' if params_only else 'backward'} with {label} " \
+                    f"read as {what}" if bwd_only else f"the specification's with {label} read as {what}"
                 found = _judge(ex, record, ref, vals, text, mech)
                 if len(found) == len(record.failing):     # every failing array (a sum alone fits many orders)
                     return found
@@ -620,6 +671,30 @@ def tail_zero_maps(idx, zero):
         out.append((m.ravel(), f"0 in its last {k} columns (its load masked to the first {N - k}: a vector "
                     "loop's whole-vector bound)", "block"))
     return out
+
+
+GAINS = ("weight", "weight1", "scale", "gamma")     # the multiplicative parameters (weight_twice)
+
+
+def weight_twice(ex, case, record, ref, reference):
+    """A gain (``GAINS``) multiplied in twice by the forward (the normalize step and an epilogue each applying it:
+    w^2 where w belongs), only outputs failing: the specification evaluated with the gain squared, judged by
+    ``_judge`` -> "affine" (rule 13: which parameter multiplies, and how) when it explains every failing array.
+    Explanations, or []."""
+    if not record.failing or any(p != "outputs" for p, _ in record.failing):
+        return []
+    for name in GAINS:
+        w = record.inputs.get(name)
+        if w is None or np.asarray(w).dtype.kind != "f" or np.all(np.asarray(w, dtype=np.float64) ** 2 == w):
+            continue
+        res = _evaluate(reference, case, record, {**record.inputs, name: np.asarray(w, dtype=np.float64) ** 2})
+        vals = {} if res is None else {k: v for k, v in _result_vals(res).items() if k[0] == "outputs"}
+        found = vals and _judge(ex, record, ref, vals, f"the specification's with {name} applied twice ({name}^2 "
+                                f"where {name} belongs: the normalize step and an epilogue each multiplying by it)",
+                                "affine")
+        if found and len(found) == len(record.failing):
+            return found
+    return []
 
 
 # ------------------------------------------------------------------ parameters at another index
@@ -1376,13 +1451,13 @@ def explain(ex, case, record, ref, reference, bounds=None) -> list:
             found = updated_running(ex, case, record, ref, reference) \
                 or initial_running(ex, case, record, ref, reference) or param_index(ex, case, record, ref, reference) \
                 or params_by_row(ex, case, record, ref, reference) or quant_windows(ex, case, record, ref, reference)
-        for family in (expanded_index, eval_index, other_axes, row_block_backward):
+        for family in (expanded_index, eval_index, other_axes, row_block_backward, group_rows_read):
             found = found or family(ex, case, record, ref)
         found = found or ex.row_statistics(case, record, ref, candidates=block_candidates)
         if not found and reference is not None:
             found = permuted_inputs(ex, case, record, ref, reference, bounds) \
                 or interleaved_groups(ex, case, record, ref, reference) \
-                or addressed_through(ex, case, record, ref, reference)
+                or addressed_through(ex, case, record, ref, reference) or weight_twice(ex, case, record, ref, reference)
     return found
 
 
@@ -1428,6 +1503,42 @@ def _group_axis(case, x_shape):
         if isinstance(G, int) and 1 < G < x_shape[1] and x_shape[1] % G == 0:
             return 1, G
     return None
+
+
+def group_rows_read(ex, case, record, ref):
+    """group_norm / group_norm_silu's normalize pass reading channel c's statistics at another row of the (N G)
+    rows than n G + c // K (K = C / G channels per group): the group id c // G (the group count where the channels
+    per group belongs) or c mod G, a row past the buffer's end read as its last; the statistics as returned, y
+    alone failing: judged by ``_judge`` -> "layout" (rule 12: another row's statistic). Explanations, or []."""
+    x = np.asarray(record.inputs["x"], dtype=np.float64)
+    if case.op not in GROUPED or [pn for pn in record.failing] != [("outputs", "y")] or np.ndim(x) < 3:
+        return []
+    mean, rstd = ref.outputs.get("mean"), ref.outputs.get("rstd")
+    G = case.config.get("num_groups")
+    if mean is None or rstd is None or not isinstance(G, int) or G < 2 or x.shape[1] % G:
+        return []
+    N, C = x.shape[:2]
+    K = C // G
+    mean, rstd = np.asarray(mean, dtype=np.float64).reshape(-1), np.asarray(rstd, dtype=np.float64).reshape(-1)
+    cs = (1, C) + (1,) * (x.ndim - 2)
+    w, b = record.inputs.get("weight"), record.inputs.get("bias")
+    W = 1.0 if w is None else np.asarray(w, dtype=np.float64).reshape(cs)
+    B = 0.0 if b is None else np.asarray(b, dtype=np.float64).reshape(cs)
+    c, n = np.arange(C), np.arange(N)[:, None]
+    for gid, what in ((c // G, f"c // {G} (the group count where the {K} channels per group belong)"),
+                      (c % G, f"c mod {G}")):
+        if np.array_equal(gid, c // K):
+            continue
+        for r, how in ((np.minimum(n * G + gid, N * G - 1), "a row past the end read as the last"),
+                       ((n * G + gid) % (N * G), "a row past the end wrapping to the first")):
+            shape = (N, C) + (1,) * (x.ndim - 2)
+            p = (x - mean[r].reshape(shape)) * rstd[r].reshape(shape) * W + B
+            y = p / (1.0 + np.exp(-p)) if case.op == "group_norm_silu" else p
+            found = _judge(ex, record, ref, {("outputs", "y"): y}, f"normalized with channel c's statistics read at "
+                           f"row n G + {what} of the {N * G} rows ({how}), the statistics as returned", "layout")
+            if found:
+                return found
+    return []
 
 
 def interleaved_groups(ex, case, record, ref, reference):

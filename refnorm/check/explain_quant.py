@@ -229,7 +229,11 @@ class _Ctx:
         if dt.kind == "i":
             out.append((lambda v, raw: ((np.rint(raw) + 128) % 256) - 128, "wrapped around int8 (not saturated)",
                         "saturation"))
-        else:
+            out.append((lambda v, raw: np.trunc(np.asarray(v, dtype=np.float64) + 0.5), "rounded as (int)(v + 0.5): "
+                        "one half added, then truncated toward zero (negative quotients one code high)", "rounding"))
+        else:                                   # (an integer quantizer's rint step kept before a float format's
+            out.append((lambda v, raw: np.rint(v), f"rounded to an integer first (rint, an int8 quantizer's step) "
+                        f"and then to {qd}", "precision"))                      # conversion: rule 8, to nearest)
             out.append((lambda v, raw: np.where(np.isfinite(_nonsat(raw, dt)), raw, _nonsat(raw, dt)),
                         f"not saturated ({qd} overflows to {'NaN' if 'e4m3' in qd else 'inf'})", "saturation"))
         maxima = dict(MAXIMA)

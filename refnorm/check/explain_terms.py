@@ -456,6 +456,10 @@ def _group_norm_silu(case, ins, cot, ref):
             # dp handed to a dx kernel that multiplies by silu'(p) again (both passes written to start from dy)
             grad.alt("dx from dy silu'(p)^2: silu'(p) applied twice (dp = dy silu'(p) multiplied by silu'(p) again)",
                      "backward", lambda: grads(dp * s * (1 + p * rest))["x"])
+            # the chain in the wrong order: group_norm's backward of dy w, then multiplied by silu'(p)
+            grad.alt("silu'(p) multiplied after group_norm's backward of g = dy w (the chain's order swapped: "
+                     "silu'(p) rstd (g - mean(g) - x_hat mean(g x_hat)))", "backward",
+                     lambda: grads(dy)["x"] * (s * (1 + p * rest)))
         for text, a, mech in alts:
             grad.alt(text, mech, lambda a=a, name=name: grads(a)[name])
         out[name] = grad
@@ -504,6 +508,9 @@ def _gated_norm(case, ins, cot, ref):
                lambda: dv * s)
     else:
         gx.alt("dx = dv: the gate's factor silu(z) of d(x silu(z))/dx left out", "gate", lambda: dv)
+        # (the product rule taken as if the gate's input were x: a self-gated silu's derivative)
+        gx.alt("dx = dv (silu(z) + x silu'(z)): the gate's derivative in x's gradient as if its input were x", "gate",
+               lambda: dv * (s + x * ds))
         gx.alt(VHAT_X, "gate", lambda: full(total(_nb(g, xh_s, rstd, centred))))
     if K != H:
         rH = np.broadcast_to(rstd.reshape(-1, H // K, 1), (rstd.size // (H // K), H // K, K)).reshape(-1, H)
@@ -606,13 +613,15 @@ def _poly_norm(case, ins, cot, ref):
     us = [x ** p for p in (3, 2, 1)]                                        # the powers and their rstd r_p
     rs = [1.0 / np.sqrt((u * u).mean(axis=-1, keepdims=True) + eps) for u in us]
 
-    def parts(ws, whole=False):
+    def parts(ws, whole=False, tile=None):
         terms = []
         for k, p in enumerate((3, 2, 1)):
             r = rs[k]
             h = us[k] * r
             gp = dy * ws[k]
-            B = np.broadcast_to(np.mean(gp * h), r.shape) if whole else (gp * h).mean(axis=-1, keepdims=True)
+            B = np.broadcast_to(np.mean(gp * h), r.shape) if whole else (gp * h).mean(axis=-1, keepdims=True) \
+                if tile is None else _block_mean(tile, x.shape[-1], False)(_rows(gp * h)).reshape(
+                    x.shape[:-1] + (-1,))[..., :1]
             xp = x ** (p - 1)
             terms += [(f"x^{p - 1} r_{p} g_{p}", float(p), xp * r * gp), (f"x^{p - 1} r_{p} h_{p} mean(g_{p} h_{p})",
                                                                           -float(p), xp * r * h * B)]
@@ -627,6 +636,9 @@ def _poly_norm(case, ins, cot, ref):
     if x.size > x.shape[-1]:    # a reduction without its axis over a tile holding every row: rule 11
         gx.alt("each power's mean(g_p h_p) over the whole tensor (every row) where each row's belongs", "reduction",
                lambda: total(parts(w, whole=True)))
+        for t in (2, 4):        # (a tile of t rows reduced without an axis, divided by a row's count: rule 9)
+            gx.alt(f"each power's mean(g_p h_p) over each tile of {t} rows (their sum divided by a row's length) where "
+                   "each row's belongs", "block", lambda t=t: total(parts(w, tile=t)))
 
     def centred():          # each power's normalization gradient by the layer norm's formula: - mean(g_p) too
         return total(parts(w)) - sum(p * x ** (p - 1) * r * (dy * w[k]).mean(axis=-1, keepdims=True)
@@ -646,7 +658,11 @@ def _poly_norm(case, ins, cot, ref):
            lambda: np.array([np.sum(dy * w[k] * hs[k]) for k in range(3)]))
     out["weight"] = gw
     if b is not None:
-        out["bias"] = Grad(b.shape).terms("sum(dy)", [("sum(dy)", 1.0, np.reshape(np.sum(dy), b.shape))])
+        gb = Grad(b.shape).terms("sum(dy)", [("sum(dy)", 1.0, np.reshape(np.sum(dy), b.shape))])
+        for k, p in enumerate((3, 2, 1)):   # (a parameter gradient's product reused for another's)
+            gb.alt(f"sum(dy h_{p}) (dweight[{k}]'s product) where sum(dy) belongs", "backward",
+                   lambda h=hs[k]: np.reshape(np.sum(dy * h), b.shape))
+        out["bias"] = gb
     return out
 
 
@@ -864,9 +880,19 @@ def _coef_text(label, title, terms, near, fitted=None):
                                            f"with coefficient {c:g} where {sc:g} belongs"))
     coefs = "fitted coefficients " + ", ".join(f"{c:.2f}" for c in fitted) if fitted is not None else \
         "coefficients " + ", ".join(f"{c:g}" for c in near)
-    return {"mechanism": "backward", "text": f"{label} matches the formula {title} with {'; '.join(what)}: "
-                                             f"{coefs} (the specification's {', '.join(f'{c:g}' for c in spec)})",
-            "coefficients": (tuple(n for n, _, _ in terms), tuple(float(c) for c in near))}
+    out = {"mechanism": "backward", "text": f"{label} matches the formula {title} with {'; '.join(what)}: "
+                                            f"{coefs} (the specification's {', '.join(f'{c:g}' for c in spec)})",
+           "coefficients": (tuple(n for n, _, _ in terms), tuple(float(c) for c in near))}
+    means = [(c, sc) for (name, sc, _), c in zip(terms, near) if name.startswith(("mean", "x_hat mean")) and sc]
+    k = means[0][0] / means[0][1] if means else None
+    if len(means) > 1 and k > 0 and k != 1 and all(c == k * sc for c, sc in means) \
+            and all(c == sc for (name, sc, _), c in zip(terms, near) if not name.startswith(("mean", "x_hat mean"))):
+        # every row mean k times its value: their sums divided by n / k, a count (rule 11; rule 10 for one
+        # channel's count where a group's belongs, decided by the caller, which knows the case)
+        out.update(mechanism="reduction", count_factor=float(k),
+                   text=f"{label} matches the formula {title} with its means' sums divided by n / {k:g} where n "
+                        f"belongs (every mean term {k:g} times its value): {coefs}")
+    return out
 
 
 def _lstsq(label, title, terms, got, want, E, fit_ratio):
@@ -971,6 +997,14 @@ def scaled(fit_ratio, want):
     return fr
 
 
+def _channels_per_group(case, x):
+    """A grouped channel norm's channels per group (C / G), or None."""
+    G = case.config.get("num_groups")
+    if case.op not in ("group_norm", "group_norm_silu") or np.ndim(x) < 2 or not isinstance(G, int) or G < 1:
+        return None
+    return float(np.shape(x)[1] // G)
+
+
 def explain_grad(label, grad, got, want, E, fit_ratio):
     """The explanation of one failing gradient by its decomposition (module docstring), or None."""
     if fit_ratio(got, want, E) <= 1:
@@ -1065,6 +1099,8 @@ def backward_terms(case, record, ref, done, fit_ratio, size_cap) -> list:
             continue
         if "coefficients" in e:
             found.setdefault(*e.pop("coefficients"))
+        if e.pop("count_factor", None) == (_channels_per_group(case, x) or 0) > 1:
+            e.update(mechanism="group", text=e["text"] + " (one channel's count where its group's belongs)")
         out.append({"part": part, "name": name, "step": record.step, **e})
     for part, name, grad, got, E in left:
         with np.errstate(all="ignore"):
@@ -1072,5 +1108,7 @@ def backward_terms(case, record, ref, done, fit_ratio, size_cap) -> list:
                 if found else None
         if e is not None:
             e.pop("coefficients")
+            if e.pop("count_factor", None) == (_channels_per_group(case, x) or 0) > 1:
+                e.update(mechanism="group", text=e["text"] + " (one channel's count where its group's belongs)")
             out.append({"part": part, "name": name, "step": record.step, **e})
     return out

@@ -397,20 +397,32 @@ def _zero(a, red, axes, keepdims):
     return np.zeros_like(red(a, axis=axes, keepdims=keepdims))
 
 
-def _first_samples(k, scaled=True):
-    """The change "the reduction over indices 0 .. k - 1 of axis 0 alone" (a batch loop stopping early): with
+def _first_samples(k, scaled=True, step=1):
+    """The change "the reduction over indices 0 .. k - 1 of axis 0 alone" (a batch loop stopping early; ``step``
+    > 1: indices 0, step, 2 step, ... alone, a loop unrolled by ``step`` whose body handles one sample): with
     ``scaled`` a sum scaled to the whole count, so that the code's division by it gives those samples' mean;
     else the sum of those samples as it is (a mean: still divided by the whole count); broadcast to the right
     reduction's shape."""
     def f(a, red, axes, keepdims):
-        part = a[:k]
+        part = a[:k:step]
         if red is _REDUCE["max"] or scaled:
             r = red(part, axis=axes, keepdims=True)
-            r = r * (a.shape[0] / k) if red is _REDUCE["sum"] else r
+            r = r * (a.shape[0] / part.shape[0]) if red is _REDUCE["sum"] else r
         else:
             r = np.sum(part, axis=axes, keepdims=True)
             r = r / np.prod([a.shape[j] for j in axes]) if red is _REDUCE["mean"] else r
         return r if keepdims else r.reshape([s for j, s in enumerate(r.shape) if j not in axes])
+    return f
+
+
+def _rows_repeated(k, lead):
+    """The change "the sum over the ``lead`` leading axes (M rows, flattened) taken over rows 0 .. k - 1 alone,
+    ceil(M / k) times" (a loop over blocks of k rows without the block's offset)."""
+    def f(a, red, axes, keepdims):
+        a = np.asarray(a, dtype=np.float64)
+        rows = a.reshape((-1,) + a.shape[lead:])
+        r = rows[:k].sum(axis=0) * -(-rows.shape[0] // k)
+        return r.reshape((1,) * lead + r.shape) if keepdims else r
     return f
 
 
@@ -1346,7 +1358,7 @@ def _candidates(case, record, forward_only):
     low = _DT.get(case.dtype) if case.dtype in ("float16", "bfloat16") else np.float32 if case.dtype == "float64" \
         else None
     more, late = _count_changes(seen, reds, ops, ints, np.shape(record.inputs["x"]), low, set(fwd_reds), every_red,
-                                case.dtype)
+                                case.dtype, case.op)
     if "_math:centered.m0" in seen:     # x never centred (the mean taken as 0): an RMS norm's statistics
         # (before the counts: every mean's count halved, n / 2, takes centered's two-pass mean to 0 exactly:
         # m0 = 2 mean, its correction mean(x - m0) read as -2 mean: the same values, a coincidence of the form)
@@ -1431,7 +1443,7 @@ def _candidates(case, record, forward_only):
                                                                              axis=axes, keepdims=keepdims)),
                                "redread" if "." not in name else "redcall", src,
                                f"`{src}` read from `{name}` in `{src}.{kind}(axis={ax})`"))
-    out += _weight_after(seen, ops, n) + _moments_read(seen)
+    out += _weight_after(seen, ops, n) + _moments_read(seen) + _centred_about(seen)
     if "_math:moments.mean" in seen:
         out += _welford_updates()
     out += _welford_sums(seen) + _estimated(seen, record)
@@ -1508,6 +1520,11 @@ def _candidates(case, record, forward_only):
                     and not np.array_equal(v, seen[key], equal_nan=True)):
                 out.append((("remap", key, lambda _, v=v: v), "arg", f"{key.rsplit('.', 1)[1]} {other.rsplit('.', 1)[1]}",
                             f"the argument `{key.split(':', 1)[1]}` read from `{other.split(':', 1)[1]}`"))
+        if "backward" in key and case.dtype in ("float16", "bfloat16"):     # (a returned output as stored: rounded)
+            out += [(("remap", key, lambda _, v=np.asarray(v, dtype=np.float64): v), "arg",
+                     f"{key.rsplit('.', 1)[1]} {o}", f"the argument `{key.split(':', 1)[1]}` read from the returned "
+                     f"`{o}` (as stored, in {case.dtype})") for o, v in record.got.get("outputs", {}).items()
+                    if np.shape(v) == np.shape(seen[key]) and np.asarray(v).dtype.kind == "f"]
     # (a computed value read as another function of itself before an input so read: where both reproduce the
     # step, as where the input's scale s cancels, the computed one is what a kernel writes)
     transforms.sort(key=lambda c: c[2] in record.inputs)
@@ -1969,6 +1986,25 @@ def _chunk_mean_steps(seen):
     return out
 
 
+def _centred_about(seen):
+    """The deviations of refnorm/specs/_math.centered taken about another slice's mean (the previous slice's, the
+    first its own: a mean pointer advanced before the centring pass's load), the returned mean right; as
+    _candidates' tuples ("moments": mechanism layout)."""
+    m0 = seen.get("_math:centered.m0")
+    if m0 is None or np.size(m0) < 2:
+        return []
+    out = []
+    for a, s in enumerate(np.shape(m0)):
+        if s < 2:
+            continue
+        prev = lambda v, a=a: np.take(np.asarray(v), np.maximum(np.arange(np.shape(v)[a]) - 1, 0), axis=a)  # noqa: E731
+        out.append((("remapk", {"_math:centered.return": lambda t, f=prev: (t[0], t[1] + t[0] - f(t[0]))}), "moments",
+                    None, f"the deviations x - mean taken about the previous index's mean along axis {a} of the "
+                    f"{np.shape(m0)} means (the first its own: the mean pointer advanced before the load), the "
+                    "returned mean right"))
+    return out
+
+
 def _moments_read(seen):
     """The statistics of refnorm/specs/_math.moments (mean, var and the deviations d = x - mean) read at another
     index of an axis of theirs (the first, or the next: a sample's or a group's offset left out or off by one),
@@ -2018,7 +2054,8 @@ def _plus_eps(side, e):
     return lambda a, b, op: _OPS[op](a + e, b) if side == 0 else _OPS[op](a, b + e)
 
 
-def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), every_red=None, case_dtype="float32"):
+def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), every_red=None, case_dtype="float32",
+                   op=""):
     """The changes of what a reduction spans (module docstring), as _candidates' tuples: the mean of
     refnorm/specs/_math.centered (the two-pass mean_A) taken as the sum divided by another count n2 (the
     correction pass left out: the mean is sum / n2 by definition), alone and with the variance's count
@@ -2038,7 +2075,7 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
         padded = _padded(n, sizes)
         # (and n without one of x's own axes: a count taken from the last axis alone where the positions belong)
         missing = {n // s for s in xshape[1:] if 1 < s < n and n % s == 0}
-        for n2 in sorted(set(_counts(n, sizes)) | missing):
+        for n2 in sorted(set(_counts(n, sizes)) | missing | (_x_counts(xshape) - {n})):
             mean = {"_math:centered.m0": lambda v, n2=n2: v * (n / n2), "_math:centered.c": lambda v: 0 * v}
             what = f"the mean (refnorm/specs/_math.py centered) taken as the sum divided by {n2} where n = {n} belongs"
             out.append((("remapk", mean), "count", _count_change(n, n2, padded), what))
@@ -2046,6 +2083,10 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             out.append((("remapk", both), "count", _count_change(n, n2, padded), what + ", and the variance's divisor "
                         f"n - ddof with n = {n2}" + (" (the positions padded to whole tiles, their masked lanes "
                                                      "counted)" if n2 in padded else "")))
+            if n2 not in padded:        # (and the op's own count n, a running variance's unbiased factor: one count
+                every = {**both, f"{op}:{op}.n": lambda v, n2=n2: n2 if v == n else v}     # the host passes)
+                out.append((("remapk", every), "count", (n, n2), what + f", the variance's divisor and the op's own "
+                            f"count n (its running variance's unbiased factor) {n2} too"))
             if n2 == _tile(n) > n + 1 and len(vs) == 1 and d is not None and mu is not None:
                 # every lane of a power-of-two tile counted: the mean and the variance over n2, the padded lanes'
                 # deviations 0 - mean entering the sum of squares (rule 9)
@@ -2090,7 +2131,8 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             # every mean of the function divided by another count (the backward's means over n - 1)
             n = int(np.prod([shape[a] for a in axes]))
             out += [(("reduce", frozenset(ids), _count(n2)), "count", (n, n2), f"every mean of `{_SOURCES[ids[0]][1]}` "
-                     f"({len(ids)}) its sum divided by {n2} where n = {n} belongs") for n2 in _counts(n, [shape[a] for a in axes])]
+                     f"({len(ids)}) its sum divided by {n2} where n = {n} belongs")
+                    for n2 in sorted(set(_counts(n, [shape[a] for a in axes])) | (_x_counts(xshape) - {n}))]
         if keep and all(reds[j] == reds[ids[0]] for j in ids) and len(shape) - len(axes) > 1:
             # every reduction of the function over one more axis (a group norm's backward over every group; over
             # the batch axis 0: the slices pooled over the batch, an instance norm's backward over the samples)
@@ -2160,7 +2202,7 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             by_n.setdefault(int(np.prod([shape[a] for a in axes])), []).append(i)
     for n, ids in by_n.items():
         if len({_SOURCES[i][1] for i in ids}) > 1:
-            sizes = {int(s) for s in xshape} | {int(np.prod(xshape[j:])) for j in range(1, len(xshape))}
+            sizes = _x_counts(xshape)
             out += [(("reduce", frozenset(ids), _count(n2)), "count", (n, n2), f"every mean over {n} values "
                      f"({len(ids)}, forward and backward) its sum divided by {n2}")
                     for n2 in sorted(set(_counts(n, ())) | {k for k in sizes if k > 1}) if n2 != n]
@@ -2172,8 +2214,8 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             sig.setdefault((shape, axes), []).append(i)
     # the forward's statistics over the first sample alone (a batch loop's bound 1): every forward reduction
     # over the batch axis and others, each from index 0 of axis 0 (a sum scaled to the whole count)
-    first = frozenset(i for i in fwd if i in reds and reds[i][2] and 0 in reds[i][1] and len(reds[i][1]) > 1
-                      and reds[i][0][0] > 1)
+    first = frozenset(i for i in fwd if i in reds and reds[i][2] and 0 in reds[i][1] and reds[i][0][0] > 1
+                      and (len(reds[i][1]) > 1 or len(reds[i][0]) > 1))
     if first and len({reds[i][:2] for i in first}) == 1:
         # (or the first k samples: a loop over blocks of samples skipping the tail block, the count kept or not)
         n0, ax = reds[min(first)][0][0], reds[min(first)][1]
@@ -2186,6 +2228,14 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
                       else _first_samples(k, False) for i in first}
                 out.append((("reduce", first, ch), "tail", None, f"every forward reduction over axes {ax} "
                             f"({len(first)}) from {said} alone, its sums divided by the whole count"))
+        for step in (2, 4):     # (or every step-th sample: a loop unrolled by step, its body written for one)
+            if n0 > step:
+                said = f"samples 0, {step}, {2 * step}, ... alone (of {n0}: a loop over the samples stepping by {step})"
+                out += [(("reduce", first, {i: _zero if _SOURCES[i][:2] == ("_math", "centered") and _SOURCES[i][4]
+                                            == "d0" else _first_samples(n0, sc, step) for i in first} if not sc else
+                          _first_samples(n0, True, step)), "tail", None, f"every forward reduction over axes {ax} "
+                         f"({len(first)}) from {said}" + ("" if sc else ", its sums divided by the whole count"))
+                        for sc in (True, False)]
     # the forward's statistics over each block of k values of the row (a quantization block, the tile a kernel
     # loads), its last block partial: every forward reduction over the last axis, each value its block's
     rows = frozenset(i for i in fwd if i in reds and reds[i][2] and reds[i][1] == (len(reds[i][0]) - 1,))
@@ -2437,10 +2487,23 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
             # entry returned for a scalar's gradient, the first sample's terms alone)
             out += [(("reduce", i, _index_only(b)), "reduce", None, f"over index 0 of axis {b} only (of {shape[b]})")
                     for b in axes if shape[b] > 1]
+
         if _SOURCES[i][3] == "mean":
             n = int(np.prod([shape[a] for a in axes]))
             out += [(("reduce", i, _count(n2)), "reduce", (n, n2), f"its sum divided by {n2} where n = {n} belongs")
                     for n2 in _counts(n, [shape[a] for a in axes])]
+    lead_sums = {}                  # the backward's sums over the leading axes (the parameter gradients')
+    for i, (shape, axes, keep) in reds.items():
+        if _SOURCES[i][3] == "sum" and "backward" in _SOURCES[i][1] and axes and axes == tuple(range(len(axes))):
+            lead_sums.setdefault((shape, axes), []).append(i)
+    for (shape, axes), ids in lead_sums.items():
+        # every parameter gradient's loop over blocks of k rows loading rows 0 .. k - 1 each time (the block's
+        # offset left out): the first k rows' sum, ceil(M / k) times
+        M = int(np.prod([shape[a] for a in axes]))
+        out += [(("reduce", frozenset(ids), _rows_repeated(k, len(axes))), "reduce", None, f"every sum over the "
+                 f"{M} rows ({len(ids)}) taken over its first {k} rows alone, {-(-M // k)} times (a loop over blocks "
+                 f"of {k} rows loading rows 0-{k - 1} each time: the block's offset left out)")
+                for k in (2, 4, 8, 16, 32) if k < M]
     counts = {}                     # a count's value -> the (operation, side) reading it
     for i, pair in ints.items():
         if i not in ops:
@@ -2830,6 +2893,14 @@ def _group_length(case, record):
     return gs if isinstance(gs, int) and gs else (H // G if isinstance(G, int) and G and H % G == 0 else None)
 
 
+def _x_counts(xshape):
+    """The counts a kernel may take from x's shape where a slice's belongs: each size, each trailing product (a
+    sample's, a channel's positions), x's size over each size (numel / shape[0] where numel / shape[1] belongs)."""
+    numel = int(np.prod(xshape, dtype=np.int64))
+    return ({int(s) for s in xshape} | {int(np.prod(xshape[j:], dtype=np.int64)) for j in range(1, len(xshape))}
+            | {numel // int(s) for s in xshape if s > 1}) - {0, 1}
+
+
 def _counts(n, sizes):
     """The counts a reduction over n values (of axes of ``sizes``) may take instead: one more or less, the
     product of some of the axes' sizes (several axes: the count taken from the wrong axes), the tile's width (the
@@ -3023,6 +3094,9 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
     if i == "arg":                                  # an argument read from another value
         func = target[1].split(":", 1)[1].rsplit(".", 1)[0]
         mech = "backward" if "backward" in func or all(p == "grads" for p, _ in record.failing) else None
+        arg, src = (changed or " ").split(" ", 1)
+        if arg.startswith("d") and arg[1:] in record.cotangents and src in record.got.get("outputs", {}):
+            mech = "layout"     # the backward's cotangent slot given a returned output's buffer (rule 12)
         return {"mechanism": mech, "text": f"the specification with {what} (refnorm/specs/"
                 f"{target[1].split(':', 1)[0]}.py) reproduces every failing array"}
     if i == "activation":                           # a gate's function (rule 3), another activation: no name
@@ -3094,6 +3168,11 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         if changed is not None and _group_length(case, record) == changed[0] < changed[1] \
                 and changed[1] == np.shape(record.inputs["x"])[-1]:
             mech = "group"                          # a group's count read as the row's (rule 10)
+        if changed is not None and case.op in ("group_norm", "group_norm_silu") and np.ndim(record.inputs["x"]) > 2:
+            xs = np.shape(record.inputs["x"])
+            S, cpg = int(np.prod(xs[2:])), xs[1] // int(case.config.get("num_groups", 1) or 1)
+            if cpg > 1 and changed[:2] == (cpg * S, S):
+                mech = "group"                      # one channel's count where its group's belongs (rule 10)
         if isinstance(target[1], int) and _SOURCES[target[1]][3] == "max" and case.op in QUANT_OPS:
             mech = "quant_scale"                    # a quantizer's amax over other values: its scale (rule 5)
         where = ("the specification with" if i == "count" or isinstance(target[1], frozenset) else
@@ -3123,6 +3202,10 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         return {"mechanism": target[2] if target[0] == "multi" and len(target) > 2 else
                 _mechanism(case, record, i, changed, gate, params, drop),
                 "text": f"the specification with {what} (refnorm/specs/{mod}.py) reproduces every failing array"}
+    if read and op == "Mult" and (read.group(1) == "y" or read.group(1) in record.got.get("outputs", {})) \
+            and target[0] == "replace" \
+            and set(re.findall(r"[A-Za-z_]\w*", right if target[2] == 0 else left)) & set(PARAMETERS):
+        mech = "affine"     # a product's operand read from the output it makes: the parameter applied twice (rule 13)
     where = ("the specification with" if not keep else "the backward, recomputing the forward's value, with"
              if keep[1] == "grads" else f"the returned {', '.join(sorted(failing_outs))} computed apart, with")
     return {"mechanism": mech or _mechanism(case, record, i, changed, gate, params, drop),
