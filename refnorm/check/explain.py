@@ -1769,9 +1769,11 @@ def folded_affine(case, record, ref):
     distributed over the whole shift), the statistics and the gradients right: "affine" (rule 13: the
     parameters' convention, a folded scale and shift). Row and channel norms in training; the explanation, or
     None."""
-    x, w = record.inputs.get("x"), record.inputs.get("weight")
+    aln = case.op == "adaptive_layer_norm"     # (its modulation per sample: the gain 1 + scale, the shift)
+    x, w = record.inputs.get("x"), record.inputs.get("scale" if aln else "weight")
     gns = case.op == "group_norm_silu"      # (its groups as group_norm's, a SiLU after the affine)
-    if case.op not in ROW_OPS + ("group_norm_silu",) or x is None or w is None or not record.training \
+    if case.op not in ROW_OPS + ("group_norm_silu", "adaptive_layer_norm") or x is None or w is None \
+            or not record.training and not aln \
             or np.size(x) > CONFIG_SIZE or [pn for pn in record.failing] != [("outputs", "y")] \
             or ref.outputs.get("y") is None or gns and np.ndim(x) < 3:
         return None
@@ -1781,9 +1783,13 @@ def folded_affine(case, record, ref):
         xs = _slices(view, x, x)
         rstd = _row_rstd(view, x, ref)
         mean = np.zeros_like(rstd) if case.op == "rms_norm" else xs.mean(axis=1, keepdims=True)
-        W = _slices(view, x, _weight_full(view, x, record.inputs))
-        has_b = record.inputs.get("bias") is not None
-        B = _slices(view, x, _bias_full(view, x, record.inputs)) if has_b else 0.0
+        per = lambda v, add: np.broadcast_to(add + np.reshape(v, (np.shape(v)[0],) + (1,) * (np.ndim(x) - 2)  # noqa: E731
+                                                              + (np.shape(v)[-1],)), np.shape(x))
+        W = _slices(view, x, per(w, 1.0) if aln else _weight_full(view, x, record.inputs))
+        bn = "shift" if aln else "bias"
+        has_b = record.inputs.get(bn) is not None
+        B = _slices(view, x, per(record.inputs[bn], 0.0) if aln else _bias_full(view, x, record.inputs)) if has_b \
+            else 0.0
         tries = [(xs * rstd * W + B - mean * rstd, "the shift without the weight (b = bias - mean rstd)"),
                  (xs * rstd * W + B - mean * W, "the shift without rstd (b = bias - mean w)"),
                  (xs * rstd + B - mean * rstd * W, "the scale without the weight (a = rstd)")]
@@ -1803,6 +1809,36 @@ def folded_affine(case, record, ref):
                         f"and shift, {'y = silu(x a + b)' if gns else 'y = x a + b'} with a = rstd w and b = bias - "
                         f"mean a, but {what}"}
     return None
+
+
+def branch_twice(case, record, ref):
+    """add_norm's normalization pass reading the residual from its buffer after the sum s was stored there in
+    place (s = x c + residual): it normalizes x c + s, the branch added twice, with the statistics of s (right):
+    y = y_ref + (s - residual) rstd W (y1 likewise with its weight1), only y (y1) failing: "layout" (rule 12: one
+    input read from another's buffer); the explanation, or None."""
+    res, s = record.inputs.get("residual"), ref.outputs.get("residual_out")
+    if case.op != "add_norm" or res is None or s is None or not record.failing \
+            or any(pn not in (("outputs", "y"), ("outputs", "y1")) for pn in record.failing) \
+            or np.size(s) > CONFIG_SIZE:
+        return None
+    with np.errstate(all="ignore"):
+        ss = _slices(case, s, s)
+        eps = float(case.config.get("eps", 1e-5) or 0.0)
+        m = ss.mean(axis=1, keepdims=True) if case.config.get("norm", "layer_norm") == "layer_norm" else 0.0
+        rstd = 1.0 / np.sqrt(((ss - m) ** 2).mean(axis=1, keepdims=True) + eps)
+        off = float(case.config.get("weight_offset", 0.0) or 0.0)
+        branch = _slices(case, s, np.asarray(s, dtype=np.float64) - np.asarray(res, dtype=np.float64)) * rstd
+        for pn in record.failing:
+            w = record.inputs.get("weight1" if pn[1] == "y1" else "weight")
+            W = 1.0 if w is None else _slices(case, s, np.broadcast_to(np.asarray(w, dtype=np.float64) + off,
+                                                                       np.shape(s)))
+            want = ref.outputs.get(pn[1])
+            got = record.got["outputs"].get(pn[1])
+            if want is None or got is None or fit_ratio(got, np.reshape(_slices(case, s, want) + branch * W,
+                                                                         np.shape(got)), record.E["outputs"][pn[1]]) > 1:
+                return None
+    return {"mechanism": "layout", "text": "y is normalized from x c + s, the branch added twice, with the statistics "
+            "of s: the normalization pass reloading the residual from its buffer after s was stored over it in place"}
 
 
 ROW_GROWTH = 1e3      # second_pass_rows: the most a bound grows (another row's values, each rounded at its size)
@@ -3143,7 +3179,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
              or tile_first_index(case, record, ref) or stats_read_elsewhere(case, record, ref)
              or silu_stats_read_elsewhere(case, record, ref) or silu_grad_from_output(case, record, ref)
              or silu_folded_in_half(case, record, ref)
-             or split_rows(case, record, ref)
+             or split_rows(case, record, ref) or branch_twice(case, record, ref)
              or dropout_deviation(case, record, reference) or residual_after_norm(case, record, reference)
              or gate_both_sides(case, record, reference, ref)
              or affine_before_norm(case, record, reference))

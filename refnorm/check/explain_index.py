@@ -62,7 +62,17 @@ arrays fail).
   scale and amax; the parameters read at the row's index (``params_by_row``) are judged the same way;
 * **an input's tail read as 0** (``tail_zero_maps``, "block"): one activation-sized input (x, a residual,
   x1) with its last N mod B columns read as 0 (a B-wide vector loop's whole-vector mask), one more index map
-  of ``permuted_inputs``.
+  of ``permuted_inputs``; and each row the previous row's (the first 0 or its own: a pipelined register), where
+  only the parameter gradients fail read by their own pass alone, dx right ("layout");
+* **a returned array written for a prefix alone** (``_tail_unwritten``, "block"): the last axis written for
+  its first k entries (x's row count: a column mask against the rows; whole tiles of B alone), the rest never
+  written; and an axis's blocks of b indices written without their block offset (``_offset_dropped``,
+  "layout": a group's channels stored at its sample's first b);
+* **a group's statistics read at another row** (``group_rows_read``, "layout"): group_norm's normalize pass
+  taking channel c's group as c // G or c mod G, y alone failing;
+* **a gain applied twice, the parameters rounded** (``weight_twice``, "affine": w^2 where w belongs, outputs
+  alone failing; ``params_rounded``, "precision": every parameter read through a dtype with fewer fraction
+  bits than the case's).
 
 ``ex`` below is refnorm/check/explain.py, passed in by its caller (no import circle). Where an explained
 value is larger than the reference's, its bound grows by their ratio (at most LARGER),
@@ -78,7 +88,8 @@ import math
 
 import numpy as np
 
-from .spec_search import LARGER, grown_bound
+from .precision import round_to
+from .spec_search import LARGER, PARAMETERS, grown_bound
 
 PER_CHANNEL = ("batch_norm", "instance_norm", "group_norm", "group_norm_silu")   # parameters per channel (axis 1)
 GROUPED = ("group_norm", "group_norm_silu")         # group_norm's statistics (group_norm_silu: a SiLU after the affine)
@@ -692,6 +703,30 @@ def weight_twice(ex, case, record, ref, reference):
         found = vals and _judge(ex, record, ref, vals, f"the specification's with {name} applied twice ({name}^2 "
                                 f"where {name} belongs: the normalize step and an epilogue each multiplying by it)",
                                 "affine")
+        if found and len(found) == len(record.failing):
+            return found
+    return []
+
+
+MANTISSA = {"float64": 52, "float32": 23, "float16": 10, "bfloat16": 7}    # params_rounded: the dtypes' fractions
+
+
+def params_rounded(ex, case, record, ref, reference):
+    """The op's parameters (every floating parameter of ``PARAMETERS``, all together) read through a dtype with
+    fewer fraction bits than the case's (a mixed-precision model's bfloat16 copies; rounded to nearest), the
+    rest of the call right: the specification evaluated with them so rounded, judged by ``_judge`` ->
+    "precision" (rule 13: a parameter loaded in a dtype below the case's is rule 8's). Explanations, or []."""
+    names = [k for k in PARAMETERS if record.inputs.get(k) is not None
+             and np.asarray(record.inputs[k]).dtype.kind == "f" and np.size(record.inputs[k]) > 1]
+    if not names or case.dtype not in MANTISSA:
+        return []
+    for dt in (d for d, m in MANTISSA.items() if m < MANTISSA[case.dtype]):
+        ins = {**record.inputs, **{k: np.asarray(round_to(record.inputs[k], dt), dtype=np.float64) for k in names}}
+        if all(np.array_equal(ins[k], record.inputs[k]) for k in names):
+            continue
+        res = _evaluate(reference, case, record, ins)
+        found = res is not None and _judge(ex, record, ref, _result_vals(res), f"the specification's with "
+                                           f"{', '.join(names)} read through {dt} (rounded to nearest)", "precision")
         if found and len(found) == len(record.failing):
             return found
     return []
@@ -1457,7 +1492,8 @@ def explain(ex, case, record, ref, reference, bounds=None) -> list:
         if not found and reference is not None:
             found = permuted_inputs(ex, case, record, ref, reference, bounds) \
                 or interleaved_groups(ex, case, record, ref, reference) \
-                or addressed_through(ex, case, record, ref, reference) or weight_twice(ex, case, record, ref, reference)
+                or addressed_through(ex, case, record, ref, reference) or weight_twice(ex, case, record, ref, reference) \
+                or params_rounded(ex, case, record, ref, reference)
     return found
 
 

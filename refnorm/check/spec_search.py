@@ -1400,6 +1400,11 @@ def _candidates(case, record, forward_only):
                 transforms.append((("replace", frozenset((i,)), side, low, "precision"), i, src,
                                    f"`{src}` read from a buffer of {case.dtype} (rounded to nearest)"))
             if not src.isidentifier():
+                if "backward" not in func and np.size(np.zeros(shapes[side])) < n and record.state \
+                        and _names(src) & {"var", "mean"} and all(p == "state" for p, _ in record.failing):
+                    # (a running update's whole statistic term, var * n / (n - 1), read from another statistic)
+                    out += [(("replace", frozenset((i,)), side, lambda _, v=v: v), i, src, f"`{src}` read from "
+                             f"`{name}`") for name, v in _other_values(seen, mod, func, src, shapes[side])]
                 continue
             own = f"{mod}:{func}.{src}"
             for name, v in _other_values(seen, mod, func, src, shapes[side]):
