@@ -878,8 +878,9 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind37", "bn_dbias_times_invstd", "batch_norm/normal_f64_7x3", "backward", "dy rstd where dy belongs"),
     ("blind37", "gn_bwd_c2_times_xhat", "group_norm/normal_g3_f64_3x6x7", "backward", "c2 multiplying x_hat"),
     ("blind37", "bn_weight_abs_plus_eps", "batch_norm/normal_f64_7x3", "affine", "eps added to `per_channel(weight"),
+    # (session 36: named by explain_index.params_rounded, the parameters read through a narrower dtype)
     ("blind36", "rms_f64_weight_loaded_as_float", "rms_norm/normal_eps1e-05_f64_9x7", "precision",
-     "rounded to nearest to float32"),
+     "weight read through float32 (rounded to nearest)"),
     # x's buffers addressed column-major; a persistent loop bounded by R - 1; the sigmoid through tanh without its
     # halving; dalpha with the weight twice; the mean pass over the branch before the residual is added
     ("blind37", "lp_rows_read_column_major", "lp_normalize/normal_f64_9x7", "layout", "addressed as"),
@@ -1118,6 +1119,10 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "the branch added twice"),
     ("blind45", "gn_weight_bias_read_as_bf16", "group_norm/normal_g4_f32_2x8x5x7", "precision",
      "read through bfloat16"),
+    ("blind44", "dyt_fwd_inplace_bwd_reads_y", "dyt/normal_f32_3x20x12", "backward",
+     "x read from its buffer after the returned y was written over it in place"),
+    ("blind44", "nq_quant_pass_tile_offset_missing", "norm_quant/normal_rms_e4m3_dyn_f32_8x256", "layout",
+     "column j's codes those of column j mod 64"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

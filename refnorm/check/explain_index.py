@@ -64,6 +64,8 @@ arrays fail).
   x1) with its last N mod B columns read as 0 (a B-wide vector loop's whole-vector mask), one more index map
   of ``permuted_inputs``; and each row the previous row's (the first 0 or its own: a pipelined register), where
   only the parameter gradients fail read by their own pass alone, dx right ("layout");
+* **an input re-read after an output was written over it** (``overwritten_inputs``, "backward"): the
+  backward with x read as the returned y (the forward in place), only gradients failing;
 * **a returned array written for a prefix alone** (``_tail_unwritten``, "block"): the last axis written for
   its first k entries (x's row count: a column mask against the rows; whole tiles of B alone), the rest never
   written; and an axis's blocks of b indices written without their block offset (``_offset_dropped``,
@@ -664,6 +666,29 @@ def permuted_inputs(ex, case, record, ref, reference, bounds=None):
         found = _judge(ex, dataclasses.replace(record, E=E), ref, vals, text, mech)
         if len(found) == len(record.failing):
             return found
+    return []
+
+
+def overwritten_inputs(ex, case, record, ref, reference):
+    """The backward recomputing from an input's buffer after the forward wrote one of its outputs over it in
+    place (x's buffer holding y, as stored), only gradients failing: the specification's backward with that
+    input read as the returned output, judged by ``_judge`` -> "backward" (rule 15: the wrong saved value; an
+    input re-read after the op's own output was written over it, session 35's decision). Explanations, or []."""
+    x = record.inputs.get("x")
+    if np.size(x) > READ_SIZE or not record.failing or any(p != "grads" for p, _ in record.failing):
+        return []
+    for name, a in record.inputs.items():
+        if np.shape(a) != np.shape(x) or "mask" in name or np.asarray(a).dtype.kind not in "fV":
+            continue
+        for o, v in record.got.get("outputs", {}).items():
+            if np.shape(v) != np.shape(a) or np.asarray(v).dtype.kind != "f":
+                continue
+            res = _evaluate(reference, case, record, {**record.inputs, name: np.asarray(v, dtype=np.float64)})
+            vals = {} if res is None else {k: w for k, w in _result_vals(res).items() if k[0] == "grads"}
+            found = vals and _judge(ex, record, ref, vals, f"the specification's backward with {name} read from its "
+                                    f"buffer after the returned {o} was written over it in place", "backward")
+            if found and len(found) == len(record.failing):
+                return found
     return []
 
 
@@ -1491,6 +1516,7 @@ def explain(ex, case, record, ref, reference, bounds=None) -> list:
         found = found or ex.row_statistics(case, record, ref, candidates=block_candidates)
         if not found and reference is not None:
             found = permuted_inputs(ex, case, record, ref, reference, bounds) \
+                or overwritten_inputs(ex, case, record, ref, reference) \
                 or interleaved_groups(ex, case, record, ref, reference) \
                 or addressed_through(ex, case, record, ref, reference) or weight_twice(ex, case, record, ref, reference) \
                 or params_rounded(ex, case, record, ref, reference)

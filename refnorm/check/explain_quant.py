@@ -236,6 +236,11 @@ class _Ctx:
                         f"and then to {qd}", "precision"))                      # conversion: rule 8, to nearest)
             out.append((lambda v, raw: np.where(np.isfinite(_nonsat(raw, dt)), raw, _nonsat(raw, dt)),
                         f"not saturated ({qd} overflows to {'NaN' if 'e4m3' in qd else 'inf'})", "saturation"))
+        if self.what == "scale":        # (one scale per row: a tile's lanes loaded without the tile's start)
+            N = np.shape(self.y)[-1]
+            out += [(lambda v, raw, idx=np.arange(N) % T: np.asarray(v)[..., idx], f"q is y divided by the returned "
+                     f"scale, column j's codes those of column j mod {T} (each {T}-wide tile's loads without the "
+                     "tile's start)", "layout") for T in (16, 32, 64, 128) if T < N]
         maxima = dict(MAXIMA)
         if dt.kind != "i":                          # the format's largest power of two, 2^emax (MX's clip)
             p2 = 2.0 ** np.floor(np.log2(hi))
