@@ -1123,6 +1123,11 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
      "x read from its buffer after the returned y was written over it in place"),
     ("blind44", "nq_quant_pass_tile_offset_missing", "norm_quant/normal_rms_e4m3_dyn_f32_8x256", "layout",
      "column j's codes those of column j mod 64"),
+    ("blind45", "gns_saved_stats_in_input_dtype", "group_norm_silu/normal_g2_f16_2x8x4x4", "precision",
+     "the saved mean and rstd stored in float16 (rounded), the backward recomputing x_hat and p"),
+    ("blind44", "gated_ln_centre_with_previous_group_mean", "gated_norm/normal_ln_nbg_gs16_f32_6x48", "layout",
+     "the returned y computed apart (the backward right), with the normalized deviations x - mean taken about the "
+     "previous index's mean"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

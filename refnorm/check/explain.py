@@ -2064,6 +2064,38 @@ def silu_folded_in_half(case, record, ref):
     return None
 
 
+def silu_saved_stats_rounded(case, record, ref):
+    """group_norm_silu's saved mean and rstd written to buffers of the 16-bit case dtype (rounded to nearest),
+    the backward recomputing x_hat and p = x_hat w + b from them (silu'(p), dx, dweight, dbias), only gradients
+    failing: "precision" (rule 8: a value saved in a lower dtype); the explanation, or None."""
+    x, dy = record.inputs.get("x"), record.cotangents.get("y")
+    if case.op != "group_norm_silu" or x is None or dy is None or np.size(x) > CONFIG_SIZE or np.ndim(x) < 3 \
+            or case.dtype not in ("float16", "bfloat16") or not record.failing \
+            or any(p != "grads" for p, _ in record.failing):
+        return None
+    from ..specs import group_norm_silu as GS
+    w, b = (None if record.inputs.get(k) is None else np.asarray(record.inputs[k], dtype=np.float64)
+            for k in ("weight", "bias"))
+    G = int(case.config.get("num_groups", 1))
+    x64 = np.asarray(x, dtype=np.float64)
+    N, C = x64.shape[:2]
+    with np.errstate(all="ignore"):
+        _, mean, rstd, _, _ = GS.group_norm_silu(x64, w, b, G, float(case.config.get("eps", 1e-5) or 0.0))
+        mean, rstd = (np.asarray(round_to(v, case.dtype), dtype=np.float64) for v in (mean, rstd))
+        xg = x64.reshape((N, G, C // G) + x64.shape[2:])
+        cs = (N, G) + (1,) * (xg.ndim - 2)
+        xhat = ((xg - mean.reshape(cs)) * rstd.reshape(cs)).reshape(x64.shape)
+        ps = (1, C) + (1,) * (x64.ndim - 2)
+        p = xhat * (1.0 if w is None else w.reshape(ps)) + (0.0 if b is None else b.reshape(ps))
+        dx, dw, db = GS.group_norm_silu_backward(np.asarray(dy, dtype=np.float64), p, xhat, rstd, w, b is not None, G)
+    vals = {("grads", "x"): dx, ("grads", "weight"): dw, ("grads", "bias"): db}
+    if all(vals.get(pn) is not None and np.shape(vals[pn]) == np.shape(record.got[pn[0]][pn[1]])
+           and fit_ratio(record.got[pn[0]][pn[1]], vals[pn], record.E[pn[0]][pn[1]]) <= 1 for pn in record.failing):
+        return {"mechanism": "precision", "text": f"the saved mean and rstd stored in {case.dtype} (rounded), the "
+                "backward recomputing x_hat and p = x_hat w + b from them"}
+    return None
+
+
 SPLITS = (2, 4)          # a row split between the programs of a cluster
 
 
@@ -3178,7 +3210,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
              or folded_affine(case, record, ref) or second_pass_rows(case, record, ref)
              or tile_first_index(case, record, ref) or stats_read_elsewhere(case, record, ref)
              or silu_stats_read_elsewhere(case, record, ref) or silu_grad_from_output(case, record, ref)
-             or silu_folded_in_half(case, record, ref)
+             or silu_folded_in_half(case, record, ref) or silu_saved_stats_rounded(case, record, ref)
              or split_rows(case, record, ref) or branch_twice(case, record, ref)
              or dropout_deviation(case, record, reference) or residual_after_norm(case, record, reference)
              or gate_both_sides(case, record, reference, ref)

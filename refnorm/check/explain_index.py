@@ -461,13 +461,15 @@ def _tail_unwritten(ex, got, want, E, qd, x_shape):
     belongs: the row count of x (a column mask against the rows), or L - L mod B (whole tiles of B = 16 ... 128
     alone); in words, or None. Rule 9's block: a tail block skipped, the block's length for the slice's."""
     g0 = np.asarray(got)
+    if g0.ndim > 1 and g0.size < int(np.prod(x_shape, dtype=np.int64)):     # (a parameter gradient: its flat
+        g0 = g0.reshape(-1)                                                 # entries, one per feature)
     L = g0.shape[-1] if g0.ndim else 0
     rows = int(np.prod(x_shape[:-1], dtype=np.int64)) if len(x_shape) > 1 else 0
     ks = {rows: f"x's row count {rows}"} if 0 < rows < L else {}
     ks.update({L - L % B: f"whole tiles of {B} alone (its bound L // {B})" for B in (16, 32, 64, 128) if 0 < L - L % B < L
                and L - L % B not in ks})
     w0 = np.asarray(want, dtype=np.float64).reshape(g0.shape)
-    E0 = np.broadcast_to(E, g0.shape)
+    E0 = np.broadcast_to(E, np.shape(got)).reshape(g0.shape)
     for k, what in sorted(ks.items()):
         rest = g0[..., k:].astype(np.float64)
         fill = rest.reshape(-1)[0]

@@ -2002,11 +2002,16 @@ def _centred_about(seen):
     for a, s in enumerate(np.shape(m0)):
         if s < 2:
             continue
-        prev = lambda v, a=a: np.take(np.asarray(v), np.maximum(np.arange(np.shape(v)[a]) - 1, 0), axis=a)  # noqa: E731
-        out.append((("remapk", {"_math:centered.return": lambda t, f=prev: (t[0], t[1] + t[0] - f(t[0]))}), "moments",
-                    None, f"the deviations x - mean taken about the previous index's mean along axis {a} of the "
+        out.append((("remapk", {"_math:centered.return": lambda t, a=a: (t[0], t[1] + t[0] - _previous(t[0], a))}),
+                    "moments", None, f"the deviations x - mean taken about the previous index's mean along axis {a} of the "
                     f"{np.shape(m0)} means (the first its own: the mean pointer advanced before the load), the "
                     "returned mean right"))
+        if "_math:moments.mean" in seen:    # (the normalize pass alone: the variance about the slice's own mean)
+            out.append((("remapk", {"_math:moments.return": lambda t, a=a: (t[0], t[1], t[2] + t[0]
+                                                                               - _previous(t[0], a))}), "moments",
+                        None, f"the normalized deviations x - mean taken about the previous index's mean along axis "
+                        f"{a} (the first its own: the mean register still holding the last slice's), the variance "
+                        "and the returned mean right"))
     return out
 
 
@@ -2949,6 +2954,11 @@ def _next(a, axis=0, clamp=False):
                    axis=axis)
 
 
+def _previous(a, axis=0):
+    """``a`` with index i of its ``axis`` reading index i - 1 (index 0 its own)."""
+    return np.take(np.asarray(a), np.maximum(np.arange(np.shape(a)[axis]) - 1, 0), axis=axis)
+
+
 def _blown_up(record, res):
     """Whether a change leaves some failing array non-finite on every element: a division by zero matches any
     NaN or inf the kernel returns, so it is no explanation of one."""
@@ -3142,7 +3152,10 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
                 f"refnorm/specs/{src[0]}.py line {src[2]}) {what} reproduces every failing array"}
     if i == "moments":                              # the statistics read at another index: an index misread
         return {"mechanism": "layout", "text": ("the backward, recomputing the forward's values, with " if keep
-                                                else "the specification with ") + f"{what} reproduces every failing array"}
+                                                and keep[1] == "grads" else f"the returned "
+                                                f"{', '.join(sorted(failing_outs))} computed apart (the backward "
+                                                "right), with " if keep else "the specification with ")
+                + f"{what} reproduces every failing array"}
     if i in ("mode", "running"):                    # the backward's rstd from the running variance
         return {"mechanism": i, "text": f"the specification with {what} reproduces every failing array"}
     if i == "read":                                 # the statistics read at another index: an index misread
