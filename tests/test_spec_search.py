@@ -878,7 +878,7 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind37", "bn_dbias_times_invstd", "batch_norm/normal_f64_7x3", "backward", "dy rstd where dy belongs"),
     ("blind37", "gn_bwd_c2_times_xhat", "group_norm/normal_g3_f64_3x6x7", "backward", "c2 multiplying x_hat"),
     ("blind37", "bn_weight_abs_plus_eps", "batch_norm/normal_f64_7x3", "affine", "eps added to `per_channel(weight"),
-    # (session 36: named by explain_index.params_rounded, the parameters read through a narrower dtype)
+    # (session 36: named by explain_index.params_through, the parameters read through a narrower dtype)
     ("blind36", "rms_f64_weight_loaded_as_float", "rms_norm/normal_eps1e-05_f64_9x7", "precision",
      "weight read through float32 (rounded to nearest)"),
     # x's buffers addressed column-major; a persistent loop bounded by R - 1; the sigmoid through tanh without its

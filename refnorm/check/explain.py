@@ -1960,6 +1960,49 @@ def stats_read_elsewhere(case, record, ref):
     return None
 
 
+def _silu_call(case, record):
+    """group_norm_silu's call in float64 for the families below: (x, weight, bias, G, (y, mean, rstd, x_hat, p))
+    with the specification's forward (weight and bias None where the call has none)."""
+    from ..specs import group_norm_silu as GS
+    x64 = np.asarray(record.inputs["x"], dtype=np.float64)
+    w, b = (None if record.inputs.get(k) is None else np.asarray(record.inputs[k], dtype=np.float64)
+            for k in ("weight", "bias"))
+    G = int(case.config.get("num_groups", 1))
+    with np.errstate(all="ignore"):
+        fwd = GS.group_norm_silu(x64, w, b, G, float(case.config.get("eps", 1e-5) or 0.0))
+    return x64, w, b, G, fwd
+
+
+def _per_channel(v, shape, G):
+    """Per-(sample, group) values ``v`` repeated over each group's channels, broadcastable to x's ``shape``."""
+    N, C = shape[:2]
+    return np.repeat(np.reshape(v, (N, G)), C // G, axis=1).reshape((N, C) + (1,) * (len(shape) - 2))
+
+
+def _silu_affine(xhat, w, b):
+    """p = x_hat w + b, the per-channel parameters broadcast over x_hat's trailing axes."""
+    ps = (1, -1) + (1,) * (np.ndim(xhat) - 2)
+    return xhat * (1.0 if w is None else w.reshape(ps)) + (0.0 if b is None else b.reshape(ps))
+
+
+def _silu_vals(record, p, xhat, rstd, w, b, G, forward=True):
+    """{(part, name): value}: y = silu(p) (``forward``) and, where the call has dy, the specification's backward
+    given p, x_hat and rstd (silu'(p) at that p)."""
+    from ..specs import group_norm_silu as GS
+    vals = {("outputs", "y"): GS.silu(p)} if forward else {}
+    dy = record.cotangents.get("y")
+    if dy is not None:
+        dx, dw, db = GS.group_norm_silu_backward(np.asarray(dy, dtype=np.float64), p, xhat, rstd, w, b is not None, G)
+        vals.update({("grads", "x"): dx, ("grads", "weight"): dw, ("grads", "bias"): db})
+    return vals
+
+
+def _reproduces(record, vals):
+    """Whether ``vals`` ((part, name) -> value) reproduces every failing array within its bound."""
+    return all(vals.get(pn) is not None and np.shape(vals[pn]) == np.shape(record.got[pn[0]][pn[1]])
+               and fit_ratio(record.got[pn[0]][pn[1]], vals[pn], record.E[pn[0]][pn[1]]) <= 1 for pn in record.failing)
+
+
 def silu_stats_read_elsewhere(case, record, ref):
     """group_norm_silu's elementwise pass reading a (sample, group)'s mean, rstd or both at another slice index
     (``slice_maps``: the statistics written in (N, G) order read in (G, N) order, ...): its pre-activation p and
@@ -1972,31 +2015,15 @@ def silu_stats_read_elsewhere(case, record, ref):
             or any(pn not in (("outputs", "y"), ("grads", "x"), ("grads", "weight"), ("grads", "bias"))
                    for pn in record.failing):
         return None
-    from ..specs import group_norm_silu as GS
-    w, b, dy = record.inputs.get("weight"), record.inputs.get("bias"), record.cotangents.get("y")
-    G = int(case.config.get("num_groups", 1))
-    x64 = np.asarray(x, dtype=np.float64)
-    w64, b64 = (None if v is None else np.asarray(v, dtype=np.float64) for v in (w, b))
-    eps = float(case.config.get("eps", 1e-5) or 0.0)
-    with np.errstate(all="ignore"):
-        _, mean, rstd, xhat, _ = GS.group_norm_silu(x64, w64, b64, G, eps)
+    x64, w, b, G, (_, mean, rstd, xhat, _) = _silu_call(case, record)
     xs = x64.reshape(mean.size, -1)
     M, R = mean.reshape(-1, 1), rstd.reshape(-1, 1)
-    bc = (1, -1) + (1,) * (np.ndim(x) - 2)
     for f, where in slice_maps(M.shape[0]):
         for what, dm, dr in (("mean", True, False), ("rstd", False, True), ("mean and rstd", True, True)):
             with np.errstate(all="ignore"):
-                p = ((xs - (M[f] if dm else M)) * (R[f] if dr else R)).reshape(np.shape(x))
-                p = p if w64 is None else p * w64.reshape(bc)
-                p = p if b64 is None else p + b64.reshape(bc)
-                vals = {("outputs", "y"): GS.silu(p)}
-                if dy is not None:
-                    dx, dw, db = GS.group_norm_silu_backward(np.asarray(dy, dtype=np.float64), p, xhat, rstd, w64,
-                                                             b64 is not None, G)
-                    vals.update({("grads", "x"): dx, ("grads", "weight"): dw, ("grads", "bias"): db})
-            if all(vals.get(pn) is not None and np.shape(vals[pn]) == np.shape(record.got[pn[0]][pn[1]])
-                   and fit_ratio(record.got[pn[0]][pn[1]], vals[pn], record.E[pn[0]][pn[1]]) <= 1
-                   for pn in record.failing):
+                p = _silu_affine(((xs - (M[f] if dm else M)) * (R[f] if dr else R)).reshape(np.shape(x)), w, b)
+                vals = _silu_vals(record, p, xhat, rstd, w, b, G)
+            if _reproduces(record, vals):
                 return {"mechanism": "layout", "text": f"p (the SiLU's input) is each group normalized with the "
                         f"{what} of {where}, its own elsewhere (the elementwise pass reading the statistics at "
                         "another slice index; the backward from the saved x_hat with silu' at that p)"}
@@ -2011,20 +2038,13 @@ def silu_grad_from_output(case, record, ref):
     if case.op != "group_norm_silu" or x is None or dy is None or y is None or np.size(x) > CONFIG_SIZE \
             or not record.failing or any(p != "grads" for p, _ in record.failing) or case.dtype == "float64":
         return None
-    from ..specs import group_norm_silu as GS
     from ..specs.group_norm import group_norm_backward
-    w, b = (None if record.inputs.get(k) is None else np.asarray(record.inputs[k], dtype=np.float64)
-            for k in ("weight", "bias"))
-    G = int(case.config.get("num_groups", 1))
+    _, w, b, G, (_, _, rstd, xhat, p) = _silu_call(case, record)
     with np.errstate(all="ignore"):
-        _, _, rstd, xhat, p = GS.group_norm_silu(np.asarray(x, dtype=np.float64), w, b, G,
-                                                 float(case.config.get("eps", 1e-5) or 0.0))
         sg = np.where(p == 0, 0.5, np.asarray(y, dtype=np.float64) / np.where(p == 0, 1.0, p))
         dx, dw, db = group_norm_backward(np.asarray(dy, dtype=np.float64) * sg * (1.0 + p * (1.0 - sg)), xhat, rstd,
                                          w, b is not None, G)
-    vals = {("grads", "x"): dx, ("grads", "weight"): dw, ("grads", "bias"): db}
-    if all(vals.get(pn) is not None and np.shape(vals[pn]) == np.shape(record.got[pn[0]][pn[1]])
-           and fit_ratio(record.got[pn[0]][pn[1]], vals[pn], record.E[pn[0]][pn[1]]) <= 1 for pn in record.failing):
+    if _reproduces(record, {("grads", "x"): dx, ("grads", "weight"): dw, ("grads", "bias"): db}):
         return {"mechanism": "precision", "text": f"the backward's sigmoid(p) recovered as y / p from the stored output "
                 f"y (rounded to {case.dtype}) where sigmoid(p) belongs"}
     return None
@@ -2035,29 +2055,17 @@ def silu_folded_in_half(case, record, ref):
     b = bias - mean a stored in the 16-bit case dtype, p = x a + b, its backward taking silu'(p) at that p (the
     group sums and x_hat exact): "precision" (rule 8: a value stored in a lower dtype); the explanation of every
     failing array (y among them), or None."""
-    x, dy = record.inputs.get("x"), record.cotangents.get("y")
+    x = record.inputs.get("x")
     if case.op != "group_norm_silu" or x is None or np.size(x) > CONFIG_SIZE or np.ndim(x) < 3 \
             or case.dtype not in ("float16", "bfloat16") or ("outputs", "y") not in record.failing:
         return None
-    from ..specs import group_norm_silu as GS
-    w, b = (None if record.inputs.get(k) is None else np.asarray(record.inputs[k], dtype=np.float64)
-            for k in ("weight", "bias"))
-    G = int(case.config.get("num_groups", 1))
-    x64 = np.asarray(x, dtype=np.float64)
-    N, C = x64.shape[:2]
-    cs = (N, C) + (1,) * (x64.ndim - 2)
+    x64, w, b, G, (_, mean, rstd, xhat, _) = _silu_call(case, record)
+    ps = (1, -1) + (1,) * (x64.ndim - 2)
     with np.errstate(all="ignore"):
-        _, mean, rstd, xhat, _ = GS.group_norm_silu(x64, w, b, G, float(case.config.get("eps", 1e-5) or 0.0))
-        per = lambda v: np.repeat(np.reshape(v, (N, G)), C // G, axis=1).reshape(cs)     # noqa: E731
-        a, sh = _fold_stored(case.dtype, per(rstd), 1.0 if w is None else w.reshape((1, C) + (1,) * (x64.ndim - 2)),
-                             per(mean), 0.0 if b is None else b.reshape((1, C) + (1,) * (x64.ndim - 2)))
-        p = x64 * a + sh
-        vals = {("outputs", "y"): GS.silu(p)}
-        if dy is not None:
-            dx, dw, db = GS.group_norm_silu_backward(np.asarray(dy, dtype=np.float64), p, xhat, rstd, w, b is not None, G)
-            vals.update({("grads", "x"): dx, ("grads", "weight"): dw, ("grads", "bias"): db})
-    if all(vals.get(pn) is not None and np.shape(vals[pn]) == np.shape(record.got[pn[0]][pn[1]])
-           and fit_ratio(record.got[pn[0]][pn[1]], vals[pn], record.E[pn[0]][pn[1]]) <= 1 for pn in record.failing):
+        a, sh = _fold_stored(case.dtype, _per_channel(rstd, x64.shape, G), 1.0 if w is None else w.reshape(ps),
+                             _per_channel(mean, x64.shape, G), 0.0 if b is None else b.reshape(ps))
+        vals = _silu_vals(record, x64 * a + sh, xhat, rstd, w, b, G)
+    if _reproduces(record, vals):
         return {"mechanism": "precision", "text": "y is the normalization and the affine folded into one scale and "
                 f"shift per sample and channel, a = rstd w and b = bias - mean a, stored in {case.dtype} (rounded) "
                 "before p = x a + b, the backward's silu'(p) at that p"}
@@ -2073,24 +2081,12 @@ def silu_saved_stats_rounded(case, record, ref):
             or case.dtype not in ("float16", "bfloat16") or not record.failing \
             or any(p != "grads" for p, _ in record.failing):
         return None
-    from ..specs import group_norm_silu as GS
-    w, b = (None if record.inputs.get(k) is None else np.asarray(record.inputs[k], dtype=np.float64)
-            for k in ("weight", "bias"))
-    G = int(case.config.get("num_groups", 1))
-    x64 = np.asarray(x, dtype=np.float64)
-    N, C = x64.shape[:2]
+    x64, w, b, G, (_, mean, rstd, _, _) = _silu_call(case, record)
     with np.errstate(all="ignore"):
-        _, mean, rstd, _, _ = GS.group_norm_silu(x64, w, b, G, float(case.config.get("eps", 1e-5) or 0.0))
         mean, rstd = (np.asarray(round_to(v, case.dtype), dtype=np.float64) for v in (mean, rstd))
-        xg = x64.reshape((N, G, C // G) + x64.shape[2:])
-        cs = (N, G) + (1,) * (xg.ndim - 2)
-        xhat = ((xg - mean.reshape(cs)) * rstd.reshape(cs)).reshape(x64.shape)
-        ps = (1, C) + (1,) * (x64.ndim - 2)
-        p = xhat * (1.0 if w is None else w.reshape(ps)) + (0.0 if b is None else b.reshape(ps))
-        dx, dw, db = GS.group_norm_silu_backward(np.asarray(dy, dtype=np.float64), p, xhat, rstd, w, b is not None, G)
-    vals = {("grads", "x"): dx, ("grads", "weight"): dw, ("grads", "bias"): db}
-    if all(vals.get(pn) is not None and np.shape(vals[pn]) == np.shape(record.got[pn[0]][pn[1]])
-           and fit_ratio(record.got[pn[0]][pn[1]], vals[pn], record.E[pn[0]][pn[1]]) <= 1 for pn in record.failing):
+        xhat = (x64 - _per_channel(mean, x64.shape, G)) * _per_channel(rstd, x64.shape, G)
+        vals = _silu_vals(record, _silu_affine(xhat, w, b), xhat, rstd, w, b, G, forward=False)
+    if _reproduces(record, vals):
         return {"mechanism": "precision", "text": f"the saved mean and rstd stored in {case.dtype} (rounded), the "
                 "backward recomputing x_hat and p = x_hat w + b from them"}
     return None

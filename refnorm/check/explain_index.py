@@ -57,24 +57,23 @@ arrays fail).
   vector load's start aligned down, a sample's stride of one group, a one-byte row pitch applied to wider
   elements: ``window_candidates``, "layout"), or the backward reading x in another index order with the
   saved statistics right (``reread_candidates``, "layout");
-* **a quantizer's rows of x read from other flat starts** (``quant_windows``, "layout"): norm_quant's and
-  norm_quant_block's specification evaluated on the rows so read (``window_starts``), judged through q, the
-  scale and amax; the parameters read at the row's index (``params_by_row``) are judged the same way;
 * **an input's tail read as 0** (``tail_zero_maps``, "block"): one activation-sized input (x, a residual,
   x1) with its last N mod B columns read as 0 (a B-wide vector loop's whole-vector mask), one more index map
   of ``permuted_inputs``; and each row the previous row's (the first 0 or its own: a pipelined register), where
   only the parameter gradients fail read by their own pass alone, dx right ("layout");
-* **an input re-read after an output was written over it** (``overwritten_inputs``, "backward"): the
-  backward with x read as the returned y (the forward in place), only gradients failing;
 * **a returned array written for a prefix alone** (``_tail_unwritten``, "block"): the last axis written for
   its first k entries (x's row count: a column mask against the rows; whole tiles of B alone), the rest never
   written; and an axis's blocks of b indices written without their block offset (``_offset_dropped``,
   "layout": a group's channels stored at its sample's first b);
 * **a group's statistics read at another row** (``group_rows_read``, "layout"): group_norm's normalize pass
   taking channel c's group as c // G or c mod G, y alone failing;
-* **a gain applied twice, the parameters rounded** (``weight_twice``, "affine": w^2 where w belongs, outputs
-  alone failing; ``params_rounded``, "precision": every parameter read through a dtype with fewer fraction
-  bits than the case's).
+* **the specification with some inputs substituted** (``substituted_inputs``: one evaluation per substitution,
+  judged on every failing array; the mechanism is the substitution's): a quantizer's rows of x read from other
+  flat starts (``quant_windows``, "layout"; the parameters read at the row's index, ``params_by_row``, are
+  judged the same way); the backward with x read as the returned y, the forward in place, only gradients
+  failing (``overwritten_inputs``, "backward"); a gain applied twice, w^2 where w belongs, outputs alone
+  failing (``gain_squared``, "affine"); every parameter read through a dtype of fewer significand bits than
+  the case's (``params_through``, "precision").
 
 ``ex`` below is refnorm/check/explain.py, passed in by its caller (no import circle). Where an explained
 value is larger than the reference's, its bound grows by their ratio (at most LARGER),
@@ -90,7 +89,7 @@ import math
 
 import numpy as np
 
-from .precision import round_to
+from .precision import DTYPES, RANK, round_to
 from .spec_search import LARGER, PARAMETERS, grown_bound
 
 PER_CHANNEL = ("batch_norm", "instance_norm", "group_norm", "group_norm_silu")   # parameters per channel (axis 1)
@@ -671,27 +670,42 @@ def permuted_inputs(ex, case, record, ref, reference, bounds=None):
     return []
 
 
-def overwritten_inputs(ex, case, record, ref, reference):
-    """The backward recomputing from an input's buffer after the forward wrote one of its outputs over it in
-    place (x's buffer holding y, as stored), only gradients failing: the specification's backward with that
-    input read as the returned output, judged by ``_judge`` -> "backward" (rule 15: the wrong saved value; an
-    input re-read after the op's own output was written over it, session 35's decision). Explanations, or []."""
+def substituted_inputs(ex, case, record, ref, reference, substitutions):
+    """The specification evaluated with some of the call's inputs substituted, the rest of the call right: each
+    of ``substitutions`` (``overwritten_inputs``, ``gain_squared``, ``params_through``, ``quant_windows``) yields
+    (inputs, phase, text, mechanism) for the failure ``record`` (phase: the one part of the evaluation judged,
+    or None for all), and the first whose evaluation ``_judge`` finds to explain every failing array is the
+    explanation. Explanations, or []."""
+    for substitution in substitutions:
+        for ins, phase, text, mech in substitution(case, record):
+            res = _evaluate(reference, case, record, ins)
+            vals = {} if res is None else {k: v for k, v in _result_vals(res).items() if phase in (None, k[0])}
+            found = vals and _judge(ex, record, ref, vals, text, mech)
+            if found and len(found) == len(record.failing):
+                return found
+    return []
+
+
+def _failing_only(record, phase):
+    return bool(record.failing) and all(p == phase for p, _ in record.failing)
+
+
+def overwritten_inputs(case, record):
+    """Substitutions (``substituted_inputs``): the backward recomputing from an input's buffer after the forward
+    wrote one of its outputs over it in place (x's buffer holding y, as stored), only gradients failing: that
+    input read as the returned output -> "backward" (rule 15: the wrong saved value; an input re-read after the
+    op's own output was written over it, session 35's decision)."""
     x = record.inputs.get("x")
-    if np.size(x) > READ_SIZE or not record.failing or any(p != "grads" for p, _ in record.failing):
-        return []
+    if np.size(x) > READ_SIZE or not _failing_only(record, "grads"):
+        return
     for name, a in record.inputs.items():
         if np.shape(a) != np.shape(x) or "mask" in name or np.asarray(a).dtype.kind not in "fV":
             continue
         for o, v in record.got.get("outputs", {}).items():
-            if np.shape(v) != np.shape(a) or np.asarray(v).dtype.kind != "f":
-                continue
-            res = _evaluate(reference, case, record, {**record.inputs, name: np.asarray(v, dtype=np.float64)})
-            vals = {} if res is None else {k: w for k, w in _result_vals(res).items() if k[0] == "grads"}
-            found = vals and _judge(ex, record, ref, vals, f"the specification's backward with {name} read from its "
-                                    f"buffer after the returned {o} was written over it in place", "backward")
-            if found and len(found) == len(record.failing):
-                return found
-    return []
+            if np.shape(v) == np.shape(a) and np.asarray(v).dtype.kind == "f":
+                yield ({**record.inputs, name: np.asarray(v, dtype=np.float64)}, "grads", f"the specification's "
+                       f"backward with {name} read from its buffer after the returned {o} was written over it in "
+                       "place", "backward")
 
 
 TAIL_TILES = (16, 32, 64, 128)         # tail_zero_maps: the vector widths whose loop masks an input's tail
@@ -711,52 +725,38 @@ def tail_zero_maps(idx, zero):
     return out
 
 
-GAINS = ("weight", "weight1", "scale", "gamma")     # the multiplicative parameters (weight_twice)
+GAINS = ("weight", "weight1", "scale", "gamma")     # the multiplicative parameters (gain_squared)
 
 
-def weight_twice(ex, case, record, ref, reference):
-    """A gain (``GAINS``) multiplied in twice by the forward (the normalize step and an epilogue each applying it:
-    w^2 where w belongs), only outputs failing: the specification evaluated with the gain squared, judged by
-    ``_judge`` -> "affine" (rule 13: which parameter multiplies, and how) when it explains every failing array.
-    Explanations, or []."""
-    if not record.failing or any(p != "outputs" for p, _ in record.failing):
-        return []
+def gain_squared(case, record):
+    """Substitutions (``substituted_inputs``): a gain (``GAINS``) multiplied in twice by the forward (the
+    normalize step and an epilogue each applying it: w^2 where w belongs), only outputs failing: the gain
+    squared -> "affine" (rule 13: which parameter multiplies, and how)."""
+    if not _failing_only(record, "outputs"):
+        return
     for name in GAINS:
         w = record.inputs.get(name)
         if w is None or np.asarray(w).dtype.kind != "f" or np.all(np.asarray(w, dtype=np.float64) ** 2 == w):
             continue
-        res = _evaluate(reference, case, record, {**record.inputs, name: np.asarray(w, dtype=np.float64) ** 2})
-        vals = {} if res is None else {k: v for k, v in _result_vals(res).items() if k[0] == "outputs"}
-        found = vals and _judge(ex, record, ref, vals, f"the specification's with {name} applied twice ({name}^2 "
-                                f"where {name} belongs: the normalize step and an epilogue each multiplying by it)",
-                                "affine")
-        if found and len(found) == len(record.failing):
-            return found
-    return []
+        yield ({**record.inputs, name: np.asarray(w, dtype=np.float64) ** 2}, "outputs", f"the specification's "
+               f"with {name} applied twice ({name}^2 where {name} belongs: the normalize step and an epilogue each "
+               "multiplying by it)", "affine")
 
 
-MANTISSA = {"float64": 52, "float32": 23, "float16": 10, "bfloat16": 7}    # params_rounded: the dtypes' fractions
-
-
-def params_rounded(ex, case, record, ref, reference):
-    """The op's parameters (every floating parameter of ``PARAMETERS``, all together) read through a dtype with
-    fewer fraction bits than the case's (a mixed-precision model's bfloat16 copies; rounded to nearest), the
-    rest of the call right: the specification evaluated with them so rounded, judged by ``_judge`` ->
-    "precision" (rule 13: a parameter loaded in a dtype below the case's is rule 8's). Explanations, or []."""
+def params_through(case, record):
+    """Substitutions (``substituted_inputs``): the op's parameters (every floating parameter of
+    ``PARAMETERS``, all together) read through a dtype of fewer significand bits than the case's
+    (``precision.RANK``: a mixed-precision model's bfloat16 copies; rounded to nearest) -> "precision" (rule
+    13: a parameter loaded in a dtype below the case's is rule 8's)."""
     names = [k for k in PARAMETERS if record.inputs.get(k) is not None
              and np.asarray(record.inputs[k]).dtype.kind == "f" and np.size(record.inputs[k]) > 1]
-    if not names or case.dtype not in MANTISSA:
-        return []
-    for dt in (d for d, m in MANTISSA.items() if m < MANTISSA[case.dtype]):
+    if not names or case.dtype not in RANK:
+        return
+    for dt in (d for d in DTYPES if RANK[d] < RANK[case.dtype]):
         ins = {**record.inputs, **{k: np.asarray(round_to(record.inputs[k], dt), dtype=np.float64) for k in names}}
-        if all(np.array_equal(ins[k], record.inputs[k]) for k in names):
-            continue
-        res = _evaluate(reference, case, record, ins)
-        found = res is not None and _judge(ex, record, ref, _result_vals(res), f"the specification's with "
-                                           f"{', '.join(names)} read through {dt} (rounded to nearest)", "precision")
-        if found and len(found) == len(record.failing):
-            return found
-    return []
+        if not all(np.array_equal(ins[k], record.inputs[k]) for k in names):
+            yield ins, None, f"the specification's with {', '.join(names)} read through {dt} (rounded to nearest)", \
+                "precision"
 
 
 # ------------------------------------------------------------------ parameters at another index
@@ -1437,29 +1437,23 @@ def window_candidates(case, xs, rs, centred, x_shape):
     return out
 
 
-def quant_windows(ex, case, record, ref, reference):
-    """A quantizing op's rows of x read from other flat starts (``window_starts``; loads past the end masked to
-    0): the specification evaluated on the values so read, judged by ``_judge`` -> "layout" (rule 12) when it
-    explains every failing array. Explanations, or []."""
+def quant_windows(case, record):
+    """Substitutions (``substituted_inputs``): a quantizing op's rows of x read from other flat starts
+    (``window_starts``; loads past the end masked to 0) -> "layout" (rule 12)."""
     x = record.inputs.get("x")
     if case.op not in ("norm_quant", "norm_quant_block") or x is None or np.ndim(x) < 2 \
             or not any(p == "outputs" for p, _ in record.failing):
-        return []
+        return
     n = np.shape(x)[-1]
     R = np.size(x) // n
     if R < 2:
-        return []
+        return
     flat = np.append(np.asarray(x).reshape(-1), np.zeros(n, dtype=np.asarray(x).dtype))
     for starts, what in window_starts(R, n, 1):
         wx = flat[np.minimum(starts[:, None] + np.arange(n)[None, :], R * n)].reshape(np.shape(x))
-        if np.array_equal(wx, x):
-            continue
-        res = _evaluate(reference, case, record, {**record.inputs, "x": wx})
-        found = res is not None and _judge(ex, record, ref, _result_vals(res), f"the specification's with each "
-                                           f"row of x read from {what}", "layout")
-        if found:
-            return found
-    return []
+        if not np.array_equal(wx, x):
+            yield {**record.inputs, "x": wx}, None, f"the specification's with each row of x read from {what}", \
+                "layout"
 
 
 def row_block_backward(ex, case, record, ref):
@@ -1512,16 +1506,17 @@ def explain(ex, case, record, ref, reference, bounds=None) -> list:
         if not found and reference is not None:
             found = updated_running(ex, case, record, ref, reference) \
                 or initial_running(ex, case, record, ref, reference) or param_index(ex, case, record, ref, reference) \
-                or params_by_row(ex, case, record, ref, reference) or quant_windows(ex, case, record, ref, reference)
+                or params_by_row(ex, case, record, ref, reference) \
+                or substituted_inputs(ex, case, record, ref, reference, (quant_windows,))
         for family in (expanded_index, eval_index, other_axes, row_block_backward, group_rows_read):
             found = found or family(ex, case, record, ref)
         found = found or ex.row_statistics(case, record, ref, candidates=block_candidates)
         if not found and reference is not None:
             found = permuted_inputs(ex, case, record, ref, reference, bounds) \
-                or overwritten_inputs(ex, case, record, ref, reference) \
+                or substituted_inputs(ex, case, record, ref, reference, (overwritten_inputs,)) \
                 or interleaved_groups(ex, case, record, ref, reference) \
-                or addressed_through(ex, case, record, ref, reference) or weight_twice(ex, case, record, ref, reference) \
-                or params_rounded(ex, case, record, ref, reference)
+                or addressed_through(ex, case, record, ref, reference) \
+                or substituted_inputs(ex, case, record, ref, reference, (gain_squared, params_through))
     return found
 
 

@@ -1401,8 +1401,10 @@ def _candidates(case, record, forward_only):
                                    f"`{src}` read from a buffer of {case.dtype} (rounded to nearest)"))
             if not src.isidentifier():
                 if "backward" not in func and np.size(np.zeros(shapes[side])) < n and record.state \
-                        and _names(src) & {"var", "mean"} and all(p == "state" for p, _ in record.failing):
-                    # (a running update's whole statistic term, var * n / (n - 1), read from another statistic)
+                        and np.size(np.zeros(shapes[side])) in {np.size(v) for v in record.state.values()} \
+                        and all(p == "state" for p, _ in record.failing):
+                    # (a running update's whole statistic term, var * n / (n - 1), read from another statistic: a
+                    # term of a running buffer's size, only the state failing)
                     out += [(("replace", frozenset((i,)), side, lambda _, v=v: v), i, src, f"`{src}` read from "
                              f"`{name}`") for name, v in _other_values(seen, mod, func, src, shapes[side])]
                 continue
@@ -3068,6 +3070,22 @@ def _kept(res, keep, failing_outs):
     return res
 
 
+def _own_product(base, mod, func, left, right, src):
+    """Whether a value named ``src`` (of any function of the evaluation ``base``) equals ``left * right`` of
+    ``func`` (each operand evaluated on ``func``'s recorded values): a product's operand read from the product's
+    own result."""
+    names = {n: base[f"{mod}:{func}.{n}"] for n in _names(f"{left} {right}") if f"{mod}:{func}.{n}" in base}
+    try:
+        with np.errstate(all="ignore"):
+            prod = np.asarray(eval(f"({left}) * ({right})", {"np": np, "__builtins__": {}}, names),  # noqa: S307
+                              dtype=np.float64)
+    except Exception:                                   # noqa: BLE001 - an operand not of recorded values
+        return False
+    return any(key.rsplit(".", 1)[1] == src and np.shape(v) == prod.shape
+               and np.allclose(np.asarray(v, dtype=np.float64), prod, rtol=1e-12, atol=0.0, equal_nan=True)
+               for key, v in base.items())
+
+
 def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
     """The explanation {"mechanism", "text"} of a change that fits (``mutation``); ``ctx`` caches the values
     of the parameters, the gate and the keep-mask (computed once, at the first fit)."""
@@ -3081,6 +3099,7 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         still = {k.rsplit(".", 1)[1] for k in unmoved} - {k.rsplit(".", 1)[1] for k in set(base) - unmoved}
         running = _state_values(case, record, base)
         # values of the parameters alone, and of the running statistics alone (an eval call's; none are parameters)
+        ctx["base"] = base
         ctx["params"] = (still - running) | set(PARAMETERS)
         ctx["state"] = still & running
         ctx["gate"] = _gate_values(case, record) if "z" in record.inputs else set()
@@ -3220,10 +3239,10 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
         return {"mechanism": target[2] if target[0] == "multi" and len(target) > 2 else
                 _mechanism(case, record, i, changed, gate, params, drop),
                 "text": f"the specification with {what} (refnorm/specs/{mod}.py) reproduces every failing array"}
-    if read and op == "Mult" and (read.group(1) == "y" or read.group(1) in record.got.get("outputs", {})) \
-            and target[0] == "replace" \
-            and set(re.findall(r"[A-Za-z_]\w*", right if target[2] == 0 else left)) & set(PARAMETERS):
-        mech = "affine"     # a product's operand read from the output it makes: the parameter applied twice (rule 13)
+    if read and op == "Mult" and target[0] == "replace" \
+            and set(re.findall(r"[A-Za-z_]\w*", right if target[2] == 0 else left)) & set(PARAMETERS) \
+            and _own_product(ctx["base"], mod, func, left, right, read.group(1)):
+        mech = "affine"     # a product's operand read from the value it makes: the parameter applied twice (rule 13)
     where = ("the specification with" if not keep else "the backward, recomputing the forward's value, with"
              if keep[1] == "grads" else f"the returned {', '.join(sorted(failing_outs))} computed apart, with")
     return {"mechanism": mech or _mechanism(case, record, i, changed, gate, params, drop),
