@@ -3,7 +3,8 @@
 SiLU p sigmoid(p); GELU 0.5 p (1 + erf(p / sqrt 2)) and its tanh approximation 0.5 p (1 + tanh(sqrt(2 / pi)
 (p + 0.044715 p^3))); ReLU; sigmoid; tanh; quick-GELU p sigmoid(1.702 p) (CLIP's); Mish p tanh(softplus(p));
 p sigmoid(2 p) and p sigmoid(p / 2) (a SiLU's sigmoid written through tanh with its halving dropped or doubled);
-p sigmoid(p ln 2) (its exponential written as exp2 without the log2(e) factor).
+p sigmoid(p ln 2) (its exponential written as exp2 without the log2(e) factor); p sigmoid(|p|) (an overflow-safe
+sigmoid without its branch for negative p, its slope by the SiLU's formula from that sigmoid).
 Sigmoids from refnorm/specs/_math.sigmoids (no overflow), softplus as log(1 + e^p) = logaddexp(0, p).
 Layer 4 (the checker's explanations: explain.py's epilogues, spec_search.py's activation read as another).
 """
@@ -45,6 +46,11 @@ def _quick_gelu_slope(p):
     return _silu_at(1.702)[1](p)
 
 
+def _silu_abs_slope(p):
+    s, rest = sigmoids(np.abs(p))
+    return s * (1.0 + p * rest)
+
+
 def _mish(p):
     return p * np.tanh(np.logaddexp(0.0, p))
 
@@ -67,4 +73,6 @@ ACTIVATIONS = (
     ("p sigmoid(2 p) (the sigmoid through tanh without its halving, 0.5 (1 + tanh(p)))", *_silu_at(2.0)),
     ("p sigmoid(p / 2) (the sigmoid through tanh halved twice, 0.5 (1 + tanh(p / 4)))", *_silu_at(0.5)),
     ("p sigmoid(p ln 2) (the sigmoid through exp2 without its log2(e) factor, 1 / (1 + 2^-p))", *_silu_at(math.log(2.0))),
+    ("p sigmoid(|p|) (an overflow-safe sigmoid 1 / (1 + e^-|p|) without its branch for p < 0; its slope the SiLU's "
+     "formula s (1 + p (1 - s)) from that s)", lambda p: p * sigmoid(np.abs(p)), _silu_abs_slope),
 )

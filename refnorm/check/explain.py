@@ -1755,6 +1755,52 @@ def weight_first(case, record, reference):
                                            "y = norm(x * weight), reproduces every failing array"}
 
 
+def bias_first(case, record, reference):
+    """layer_norm / gated_norm / norm_quant with the bias added to the normalized value before the statistics
+    and the weight alone after, y = norm(v + bias) * w (a fused prologue adding it; gated_norm's v = x silu(z)
+    where the gate comes first: the specification's at x + bias / silu(z)): the specification evaluated with
+    the bias so moved and none after. Where gradients fail too, the backward of that function (dx its gradient
+    at the moved input, dbias that gradient summed over the rows; gated_norm's gate first: not tried). The
+    outputs, or every failing array, reproduced and the passing ones within their bounds: "affine" (rule 13:
+    the bias alone moved before, as weight_first's weight). The explanation, or None."""
+    x, b = record.inputs.get("x"), record.inputs.get("bias")
+    if case.op not in ("layer_norm", "gated_norm", "norm_quant") or x is None or b is None or not np.ndim(b) \
+            or np.size(x) > CONFIG_SIZE or np.shape(x)[np.ndim(x) - np.ndim(b):] != np.shape(b):
+        return None
+    x64, b64 = np.asarray(x, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    gate_first = case.op == "gated_norm" and not case.config.get("norm_before_gate", True)
+    grads_fail = any(p == "grads" for p, _ in record.failing)
+    if gate_first and grads_fail:
+        return None
+    with np.errstate(all="ignore"):
+        if gate_first:
+            from ..specs._math import sigmoids
+            z = np.asarray(record.inputs["z"], dtype=np.float64)
+            gate = z * sigmoids(z)[0]
+            if np.any(gate == 0):
+                return None
+            moved = x64 + b64 / gate
+        else:
+            moved = x64 + b64
+        try:
+            res = reference(case.op, case.config, record.training,
+                            {**{k: v for k, v in record.inputs.items() if k != "bias"}, "x": moved},
+                            record.cotangents if grads_fail else {}, record.state)
+        except Exception:                                   # noqa: BLE001 - a call the spec refuses
+            return None
+    vals = {"outputs": res.outputs}
+    if grads_fail:
+        grads = dict(res.grads)
+        if grads.get("x") is not None:
+            grads["bias"] = np.asarray(grads["x"], dtype=np.float64).sum(axis=tuple(range(np.ndim(x) - np.ndim(b))))
+        vals["grads"] = grads
+    if not _fits_all(record, vals):
+        return None
+    return {"mechanism": "affine", "text": "the specification with the bias added to the normalized value before "
+                                           "the statistics and the weight alone after, y = norm(x + bias) * weight, "
+                                           f"reproduces every failing {'array' if grads_fail else 'output'}"}
+
+
 def _fold_stored(dtype, rstd, w, mean, bias):
     """The normalization and affine folded right, a = rstd w and b = bias - mean a, each stored in ``dtype``
     (rounded to nearest), as float64 arrays (a, b)."""
@@ -3210,7 +3256,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
              or split_rows(case, record, ref) or branch_twice(case, record, ref)
              or dropout_deviation(case, record, reference) or residual_after_norm(case, record, reference)
              or gate_both_sides(case, record, reference, ref)
-             or affine_before_norm(case, record, reference))
+             or affine_before_norm(case, record, reference) or bias_first(case, record, reference))
         if e is not None:
             return [{"part": p, "name": n, "step": record.step, **e} for p, n in record.failing]
     rows = truncated_returns(case, record, ref) or unprocessed_rows(case, record, ref)

@@ -338,7 +338,8 @@ def _rows_shifted(ex, got, want, E, qd):
     each holding the expected values of the next row, the last its own (a store pointer advanced before the
     store, or a load's pointer advanced), or of the previous row, the first its own or one never-written fill,
     0 or NaN (each row stored one slot late, the last dropped); or either wrapping (the first holding the last's,
-    the last the first's: an index i + 1 taken modulo the count); in words, or None."""
+    the last the first's: an index i + 1 taken modulo the count), of the rows or of each row's entries along
+    its last axis; in words, or None."""
     g = np.asarray(got)                 # (its own dtype: the judge's test of a 16-bit array)
     if g.size < 2:
         return None
@@ -373,6 +374,15 @@ def _rows_shifted(ex, got, want, E, qd):
             Er = np.maximum(E2, np.roll(E2, s, axis=0))
             if _moves_failures(g2, w2, E2, rolled) and fits(g2, rolled, Er):
                 return what
+        if unit == "row":           # (within each row: its entries one slot on along the last axis, wrapping)
+            for s, what in ((1, "each row's entry j the expected entry j - 1 of that row, its first the row's last "
+                                f"(stored one slot on, wrapping: j written at j + 1 mod {g2.shape[1]})"),
+                            (-1, "each row's entry j the expected entry j + 1 of that row, its last the row's first "
+                                 f"(read one slot on, wrapping: j read from j + 1 mod {g2.shape[1]})")):
+                rolled = np.roll(w2, s, axis=1)
+                Er = np.maximum(E2, np.roll(E2, s, axis=1))
+                if _moves_failures(g2, w2, E2, rolled) and fits(g2, rolled, Er):
+                    return what
     return None
 
 

@@ -116,10 +116,22 @@ def _column_mean(k, n):
     return mean
 
 
-def _nb_alts(grad, to_full, g, dy, xh, rstd, centred, factor, R, n):
+def _nb_alts(grad, to_full, g, dy, xh, rstd, centred, factor, R, n, eps=None):
     """The discrete alternatives of a normalization's backward dx = to_full(rstd (g - ...)): ``factor``
     (what g = dy * factor multiplies, None: g is dy) left out of all terms or one; the two row sums exchanged
-    (mean(g) on x_hat's term, mean(g x_hat) alone); the row sums over blocks of k rows."""
+    (mean(g) on x_hat's term, mean(g x_hat) alone); the row sums over blocks of k rows; where ``eps`` (inside
+    the root) is given, eps left out of one term's rstd (the variance's derivative (var + eps)^(-3/2) written
+    var^(-3/2), or the elementwise terms' rstd without it: "eps", rule 1's placement)."""
+    if eps:
+        with np.errstate(all="ignore"):
+            r0 = 1.0 / np.sqrt(np.maximum(1.0 / (rstd * rstd) - eps, 0.0))     # (var)^(-1/2), eps left out
+        if np.all(np.isfinite(r0)):
+            grad.alt("the x_hat mean(g x_hat) term's factor rstd^3 = (var + eps)^(-3/2) written var^(-3/2) (eps left "
+                     "out of the variance's derivative alone)", "eps",
+                     lambda: to_full(rstd * (g - _mean(g) * centred) - xh * _mean(g * xh) * rstd * (r0 / rstd) ** 3))
+            grad.alt("the elementwise terms' rstd without eps, (g - mean(g)) / sqrt(var) (the x_hat mean(g x_hat) "
+                     "term's right)", "eps",
+                     lambda: to_full(r0 * (g - _mean(g) * centred) - rstd * xh * _mean(g * xh)))
     if factor is not None:
         grad.alt(f"g = dy: {factor} left out of g", "backward", lambda: to_full(total(_nb(dy, xh, rstd, centred))))
         if centred:
@@ -309,7 +321,9 @@ def _row_norm(case, ins, cot, ref):
     out["x"] = Grad(x.shape).terms("rstd (g - mean(g) - x_hat mean(g x_hat))", [(t, c, full(a)) for t, c, a in
                                                                               _nb(g, xh, rstd, centred)])
     out["x"].scaled_by("rstd", full(np.broadcast_to(rstd, (R, n))))
-    _nb_alts(out["x"], full, g, d, xh, rstd, centred, None if w is None else "the weight", R, n)
+    inside = case.config.get("eps_placement", "inside") == "inside"
+    _nb_alts(out["x"], full, g, d, xh, rstd, centred, None if w is None else "the weight", R, n,
+             float(case.config.get("eps", 0.0) or 0.0) if inside else None)
     red = lambda a: a.sum(axis=0).reshape(np.shape(w) if w is not None else ins["bias"].shape)   # noqa: E731
     out = _affine_grads(out, w, ins.get("bias"), red, d, g, xh, rstd)
     b = ins.get("bias")
@@ -689,7 +703,7 @@ def _adaptive_layer_norm(case, ins, cot, ref):
             gx.alt(f"the row sums (mean(g), mean(g x_hat)) over each sample's {T} tokens instead of each token's "
                    f"({how})", "reduction",
                    lambda by=by: full(total(_nb(g, xh, rstd, True, mean=_block_mean(T, H, by)))))
-    _nb_alts(gx, full, g, d, xh, rstd, True, None if scale is None else "(1 + scale)", R, H)
+    _nb_alts(gx, full, g, d, xh, rstd, True, None if scale is None else "(1 + scale)", R, H, eps)
     if scale is not None:
         gx.alt("g = dy scale: the 1 of (1 + scale) left out", "affine",
                lambda: full(total(_nb(d * (gain - 1.0), xh, rstd, True))))

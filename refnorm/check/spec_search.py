@@ -141,6 +141,8 @@ def _rp_hook(key, value):
     if t is None or not _floating(value):
         return value
     if t[0] == "record":
+        if key in t[1] and key in _ARGS:    # (an argument assigned again, an updated buffer: its last value apart)
+            t[1][key + UPDATED] = np.array(value, dtype=np.float64)
         t[1].setdefault(key, np.array(value, dtype=np.float64))
         return value
     if t[0] == "remap":
@@ -164,6 +166,7 @@ TRANSFORMS = ((lambda v: np.sqrt(np.abs(v)), "its square root"), (lambda v: v * 
 _SOURCES: dict = {}              # operation id -> (module, function, line, op, left source, right source)
 _ROOTS: dict = {}                # a name's key -> the index of the root its assignment takes (2, or a name: p)
 _ARGS: set = set()               # the keys of functions' arguments (hooked on entry; values, not rounding points)
+UPDATED = "'"                    # a recorded key's suffix: an argument's value as last assigned (an updated buffer)
 _LINES: dict = {}                # module -> its source lines
 
 
@@ -278,6 +281,38 @@ def _tile_rows(k, per_row=1):
             t = np.zeros((int(blocks[-1]) + 1, per_row))
             np.add.at(t, blocks, lead)
         return t[blocks].reshape(r.shape)
+    return f
+
+
+def _cumulate(lead, P, per_row):
+    """Rows of ``lead`` (slices, 1) or (rows, per_row) accumulated as ``_cumulated`` says."""
+    if per_row:
+        return np.cumsum(lead, axis=1)
+    out = lead.copy()
+    for j in range(P, lead.shape[0]):
+        out[j] += out[j - P]
+    return out
+
+
+def _row_cumulated(P, root, per_row=None):
+    """``_cumulated`` as a change of a per-slice statistic's value (a remap): a mean of squares summed so, a
+    root statistic (``root``: an RMS, a norm, a std) the root of its squares' sums (the specification's row
+    scale, by which it divides x before squaring, multiplied back in the root)."""
+    def f(v):
+        a = np.asarray(v, dtype=np.float64)
+        t = _cumulate((a * a if root else a).reshape(-1, per_row or 1), P, per_row).reshape(a.shape)
+        return np.sqrt(t) if root else t
+    return f
+
+
+def _cumulated(P, per_row=None):
+    """The change "each slice's sum accumulated onto the earlier slices of its program" (an accumulator set to 0
+    before the program's loop instead of inside it): slices s, s - P, s - 2P, ... of a persistent grid of ``P``
+    programs taking slices p, p + P, ...; or (``per_row``: each row's ``per_row`` slices, gated_norm's groups) the
+    slices of the row before it, the accumulator reset per row. A mean: still divided by the slice's own count."""
+    def f(a, red, axes, keepdims):
+        r = np.asarray(red(a, axis=axes, keepdims=keepdims), dtype=np.float64)
+        return _cumulate(r.reshape(-1, per_row or 1), P, per_row).reshape(r.shape)
     return f
 
 
@@ -1150,6 +1185,15 @@ def _scaling(i) -> bool:
     return (mod, left) in SCALES or (mod, right) in SCALES
 
 
+def _is_constant(src) -> bool:
+    """Whether an operand's source is a number (the 1.0 of a reciprocal 1.0 / s)."""
+    try:
+        node = ast.parse(src, mode="eval").body
+    except (SyntaxError, TypeError):
+        return False
+    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float))
+
+
 def _is_root(src) -> bool:
     """Whether an operand's source is a square root (np.sqrt(...), np.hypot(...)) at its top level."""
     try:
@@ -1257,6 +1301,7 @@ def _candidates(case, record, forward_only):
     (the outputs fail). Returns (the changes, the ids of the forward's operations)."""
     seen, every, reds, ints, fwd, fwd_reds = {}, {}, {}, {}, {}, {}
     _evaluate(case, record, ("record", seen, every, reds, ints))
+    updated = {k[:-len(UPDATED)]: seen.pop(k) for k in [k for k in seen if k.endswith(UPDATED)]}
     _evaluate(case, record, ("record", {}, fwd, fwd_reds), cotangents={})      # the forward's operations alone
     # (the specifications' own scaling against overflow, x / s and s * sqrt(...), is no kernel's arithmetic: a
     # change of it reproduces a root's deviation on constant rows by coincidence)
@@ -1409,6 +1454,12 @@ def _candidates(case, record, forward_only):
                              f"`{name}`") for name, v in _other_values(seen, mod, func, src, shapes[side])]
                 continue
             own = f"{mod}:{func}.{src}"
+            # (an operand read from a buffer's updated value: a register reused for the new value before this
+            # read, the running_mean just written where the old running_var belongs)
+            out += [(("replace", frozenset((i,)), side, lambda _, v=v: v), i, src, f"`{src}` read from `"
+                     f"{key.rsplit('.', 1)[1]}` as updated") for key, v in updated.items()
+                    if key.startswith(f"{mod}:{func}.") and np.shape(v) == tuple(shapes[side]) and np.size(v) > 1
+                    and "backward" not in func]
             for name, v in _other_values(seen, mod, func, src, shapes[side]):
                 # (x read where x - mean belongs, the statistics still about the mean: the normalized value
                 # uncentred, another normalizer's equation, rule 16)
@@ -1476,6 +1527,15 @@ def _candidates(case, record, forward_only):
             out += [(("remap", key, _row_blocks(k, _ROW_STATS[name])), "rowblock", None, f"`{func}.{name}` of each "
                      f"row from the sum over its block of {k} rows (of {np.size(v)}): a program of {k} rows reducing "
                      "its whole tile, every row the block's total") for k in (2, 4, 8) if k < np.size(v)]
+            per = np.shape(v)[-1] if np.ndim(v) > 1 and np.shape(v)[-1] > 1 else None
+            late += [(("remap", key, _row_cumulated(P, _ROW_STATS[name])), "rowblock", None, f"`{func}.{name}` of "
+                      f"each slice accumulated onto the earlier slices of its program ({P} programs taking slices p, "
+                      f"p + {P}, ...: the accumulator set to 0 before the program's loop, not per slice)")
+                     for P in (1, 2, 4, 8) if P < np.size(v) - 1]
+            if per:
+                late.append((("remap", key, _row_cumulated(1, _ROW_STATS[name], per)), "rowblock", None,
+                             f"`{func}.{name}` of each of a row's {per} slices accumulated onto the row's earlier "
+                             "slices' (the accumulator set to 0 per row, not per slice)"))
     for i, (shape, axes, keep) in fwd_reds.items():    # a forward reduction over a tile of k slices (no axis)
         R = int(np.prod([s2 for a2, s2 in enumerate(shape) if a2 not in axes]))
         if axes and 2 < R < n and (_SOURCES[i][3] == "max" or _SOURCES[i][3] in ("sum", "mean") and
@@ -1492,6 +1552,24 @@ def _candidates(case, record, forward_only):
                           f"`{_SOURCES[i][4]}.{_SOURCES[i][3]}` of each slice over the same slice of its block of {k} "
                           f"rows (of {rows}, {kept[-1]} slices each): a program of {k} rows reducing its whole tile "
                           "without the row axis") for k in (2, 4) if k < rows]
+    # the statistics pass's accumulators (every forward sum or mean over a slice) set to 0 once per program or
+    # per row instead of per slice: each slice's sums onto its program's earlier slices'
+    accs = {}
+    for i, (shape, axes, keep) in fwd_reds.items():
+        R = int(np.prod([s2 for a2, s2 in enumerate(shape) if a2 not in axes]))
+        if axes and 2 < R < n and _SOURCES[i][3] in ("sum", "mean") and "backward" not in _SOURCES[i][1]:
+            accs.setdefault((R, tuple(s2 for a2, s2 in enumerate(shape) if a2 not in axes)), []).append(i)
+    for (R, kept), ids in accs.items():
+        rows = R // kept[-1] if len(kept) > 1 and kept[-1] > 1 else 0
+        late += [(("reduce", frozenset(ids), _cumulated(P)), "tilerows", "block",
+                  f"every statistic's sum of each slice accumulated onto the earlier slices of its program ({P} "
+                  f"programs taking slices p, p + {P}, ...: the accumulator set to 0 before the program's loop, not "
+                  "per slice)" if P > 1 else "every statistic's sum of each slice accumulated onto every earlier "
+                  "slice's (the accumulator set to 0 once, not per slice)") for P in (1, 2, 4, 8) if P < R - 1]
+        if rows:
+            late.append((("reduce", frozenset(ids), _cumulated(1, kept[-1])), "tilerows", "block",
+                         f"every statistic's sum of each of a row's {kept[-1]} slices accumulated onto the row's "
+                         "earlier slices' (the accumulator set to 0 per row, not per slice)"))
     for i, shapes in every.items():     # a statistic operand read at another slice's index (in one operation)
         if shapes is None:
             continue
@@ -3234,6 +3312,11 @@ def _explained(case, record, ctx, target, i, changed, what, keep, failing_outs):
     if target[0] == "replace" and target[3] is TRANSFORMS[0][0] and _names(changed) - {"eps"} and not keep:
         # (and the reverse: a statistic, eps added or not, read as its square root: one root too many, rsqrt where
         # the reciprocal belongs; rule 16's root, eps's placement unchanged; eps alone read so is eps's value)
+        mech = "backward" if "backward" in func or not any(p == "outputs" for p, _ in record.failing) else "semantics"
+    if target[0] == "mutate" and target[2] == "times" and op == "Div" and _is_constant(left):
+        # (a reciprocal 1 / s computed as s: the statistic inverted whole, whatever s holds (eps inside it is not
+        # eps's placement): the backward's formula in the backward alone (rule 15), another equation in the
+        # forward (rule 16))
         mech = "backward" if "backward" in func or not any(p == "outputs" for p, _ in record.failing) else "semantics"
     if target[0] in ("multi", "both"):
         return {"mechanism": target[2] if target[0] == "multi" and len(target) > 2 else
