@@ -2145,19 +2145,22 @@ def split_rows(case, record, ref):
     """layer_norm / rms_norm with each row split between P programs (a cluster of P = 2 or 4; parts of ceil(N / P)
     columns) whose exchange of partial sums is missing: each part normalized by its own statistics, the returned
     statistics the first part's, the backward per part on them. The slice's reduction losing the other programs'
-    blocks: "block" (rule 9); the explanation, or None."""
+    blocks: "block" (rule 9); group_norm's and instance_norm's slices (a (sample, group) or (sample, channel)
+    row) likewise, a group's statistics over part of it "group" (rule 10). The explanation, or None."""
     x, w, b = record.inputs.get("x"), record.inputs.get("weight"), record.inputs.get("bias")
-    if case.op not in ("layer_norm", "rms_norm") or x is None or np.size(x) > CONFIG_SIZE or not record.failing \
+    if case.op not in ("layer_norm", "rms_norm", "group_norm", "instance_norm") or x is None \
+            or np.size(x) > CONFIG_SIZE or not record.failing or case.op in CHANNEL_OPS and not record.training \
             or any(pn not in (("outputs", "y"), ("outputs", "mean"), ("outputs", "rstd"), ("grads", "x"),
                               ("grads", "weight"), ("grads", "bias")) for pn in record.failing):
         return None
     xs = _slices(case, x, x)
     R, N = xs.shape
     eps = float(case.config.get("eps", 1e-5) or 0.0)
-    centred = case.op == "layer_norm"
-    W = _slices(case, x, _weight_full(case, x, record.inputs))
+    centred = case.op != "rms_norm"
+    W = _slices(case, x, np.broadcast_to(_weight_full(case, x, record.inputs), np.shape(x)))
     B = _slices(case, x, _bias_full(case, x, record.inputs)) if b is not None else 0.0
     dy = record.cotangents.get("y")
+    mech, what = ("group", "each group's values") if case.op == "group_norm" else ("block", "each row")
     for P in SPLITS:
         h = -(-N // P)
         if N <= P or h * (P - 1) >= N:
@@ -2193,9 +2196,9 @@ def split_rows(case, record, ref):
                    and np.size(vals[pt, nm]) == np.size(record.got[pt][nm])
                    and fit_ratio(record.got[pt][nm], np.reshape(vals[pt, nm], np.shape(record.got[pt][nm])),
                                  record.E[pt][nm]) <= 1 for pt, nm in record.failing):
-                return {"mechanism": "block", "text": f"each row split between {P} programs of {h} columns that "
-                        "never exchange their partial sums: each part normalized by its own statistics, the returned "
-                        f"ones the first part's{', ' + how if how else ''}"}
+                return {"mechanism": mech, "text": f"{what} split between {P} programs of {h} values that never "
+                        "exchange their partial sums: each part normalized by its own statistics, the returned ones "
+                        f"the first part's{', ' + how if how else ''}"}
     return None
 
 

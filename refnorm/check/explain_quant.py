@@ -731,6 +731,10 @@ class _BlockCtx(_Ctx):
                 v2, ts2 = self.v_of(self.amax, enc=NB.tensor_encode(self.amax_of(t), self.c, None))
                 add(v2, f"uses the tensor encode factor from the amax of {what} (the block amaxes y's)",
                     "quant_scale", ts=ts2)
+        if fmt == "nvfp4":      # the E4M3 block scale clamped at another format's maximum before its conversion
+            add(v_ref, "is clamped at 240 (E4M3 fnuz's maximum) before its E4M3 conversion, where E4M3's 448 belongs "
+                "(the blocks above it saturate there, their values clipped at 6)", "saturation",
+                f=lambda v: self.encode(np.minimum(v, 240.0)))
         if fmt == "nvfp4" and self.gs is not None:
             gs = float(np.asarray(self.gs).reshape(()))
             v2, ts2 = self.v_of(self.amax, enc=1.0 / gs)

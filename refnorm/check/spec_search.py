@@ -1802,7 +1802,8 @@ def _tail_lanes(seen, n):
     """A function of x returning a statistic of each slice (its one return value keepdims over the last axis:
     lp_norm's norm) called with each slice read in vectors of t values whose last vector is unmasked: its lanes
     past the slice load the next slice's leading values (past the buffer's end, zeros), the statistic over them
-    too (the normalization itself over the slice's own values); as _candidates' tuples ("tail": rule 9's block)."""
+    too (the normalization itself over the slice's own values), or whose last vector is a whole one ending at the
+    slice's end, overlapping the one before; as _candidates' tuples ("tail": rule 9's block)."""
     out = []
     for key in (k for k in seen if k in _ARGS):
         v, ret = seen[key], seen.get(key.rsplit(".", 1)[0] + ".return")
@@ -1817,6 +1818,14 @@ def _tail_lanes(seen, n):
             out.append((("remapk", {key: lambda a, ext=ext: ext}), "tail", None,
                         f"`{key.split(':', 1)[1]}` read in vectors whose last one is unmasked: each slice's {L} values "
                         f"and the next slice's first {P - L} (zeros past the buffer's end) in its statistic"))
+        # (or whose last vector is a whole one at L - t, its lanes the previous vectors counted not masked: those
+        # values twice in the statistic)
+        for t in (t for t in (4, 8, 16, 32) if t < L and L % t):
+            lo, hi = L - t, L // t * t
+            ext = np.concatenate([np.asarray(v, dtype=np.float64), np.asarray(v, dtype=np.float64)[..., lo:hi]], axis=-1)
+            out.append((("remapk", {key: lambda a, ext=ext: ext}), "tail", None,
+                        f"`{key.split(':', 1)[1]}` read in vectors of {t} whose last one is a whole vector at {L} - {t} "
+                        f"= {lo}: values {lo}..{hi - 1}, already counted, twice in its statistic"))
     return out
 
 
