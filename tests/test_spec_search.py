@@ -1128,6 +1128,27 @@ def test_one_change_of_the_specification_is_named(bug, case_id, mechanism, words
     ("blind44", "gated_ln_centre_with_previous_group_mean", "gated_norm/normal_ln_nbg_gs16_f32_6x48", "layout",
      "the returned y computed apart (the backward right), with the normalized deviations x - mean taken about the "
      "previous index's mean"),
+    # session 37, on blind46/47 after their measurement
+    ("blind46", "rms_bwd_reads_rstd_as_rms", "rms_norm/normal_eps1e-05_f64_9x7", "backward",
+     "multiplied where it divides in `1.0 / np.hypot(rms, np.sqrt(eps))`"),
+    ("blind46", "rms_sumsq_accumulator_not_reset_per_row", "rms_norm/normal_eps1e-05_f32_6x100", "block",
+     "accumulated onto the earlier slices of its program (4 programs"),
+    ("blind46", "gated_group_sums_not_reset_per_group", "gated_norm/normal_gs4_f64_3x7x12", "block",
+     "accumulated onto the row's earlier slices'"),
+    ("blind47", "bn_running_var_blends_updated_running_mean", "batch_norm/normal_f32_6x4x25", "running",
+     "`running_var` read from `running_mean` as updated"),
+    ("blind47", "nqb_amax_store_pointer_advanced", "norm_quant_block/normal_ln_g_wb_f32_4x256", "layout",
+     "each row's entry j the expected entry j - 1 of that row"),
+    ("blind46", "gated_stable_sigmoid_sign_branch_dropped", "gated_norm/normal_f32_4x64", "gate", "p sigmoid(|p|)"),
+    ("blind46", "gated_bias_added_before_norm", "gated_norm/normal_f32_4x64", "affine",
+     "y = norm(x + bias) * weight"),
+    ("blind46", "ln_bwd_var_term_without_eps", "layer_norm/normal_eps0.3_f32_9x7", "eps", "written var^(-3/2)"),
+    ("blind47", "lp_norm_vec4_tail_overlap", "lp_normalize/normal_f32_9x7", "block",
+     "whose last one is a whole vector at 7 - 4 = 3"),
+    ("blind47", "nqb_nvfp4_block_scale_clamped_at_fnuz_240", "norm_quant_block/normal_rms_nvfp4_f32_3x200",
+     "saturation", "clamped at 240"),
+    ("blind47", "gn_group_halves_not_merged", "group_norm/normal_g2_f32_3x6", "group",
+     "each group's values split between 2 programs"),
 ])
 def test_families_of_the_development_sets_are_named(src, bug, case_id, mechanism, words):
     """Families added on the development sets (blind5 ... blind33, each since its measurement), each on one

@@ -2160,7 +2160,8 @@ def split_rows(case, record, ref):
     W = _slices(case, x, np.broadcast_to(_weight_full(case, x, record.inputs), np.shape(x)))
     B = _slices(case, x, _bias_full(case, x, record.inputs)) if b is not None else 0.0
     dy = record.cotangents.get("y")
-    mech, what = ("group", "each group's values") if case.op == "group_norm" else ("block", "each row")
+    mech, what, unit = ("group", "each group's values", "values") if case.op == "group_norm" else \
+        ("block", "each row", "columns" if case.op in ("layer_norm", "rms_norm") else "values")
     for P in SPLITS:
         h = -(-N // P)
         if N <= P or h * (P - 1) >= N:
@@ -2196,7 +2197,7 @@ def split_rows(case, record, ref):
                    and np.size(vals[pt, nm]) == np.size(record.got[pt][nm])
                    and fit_ratio(record.got[pt][nm], np.reshape(vals[pt, nm], np.shape(record.got[pt][nm])),
                                  record.E[pt][nm]) <= 1 for pt, nm in record.failing):
-                return {"mechanism": mech, "text": f"{what} split between {P} programs of {h} values that never "
+                return {"mechanism": mech, "text": f"{what} split between {P} programs of {h} {unit} that never "
                         "exchange their partial sums: each part normalized by its own statistics, the returned ones "
                         f"the first part's{', ' + how if how else ''}"}
     return None

@@ -644,6 +644,9 @@ def _poly_norm(case, ins, cot, ref):
     gx = Grad(x.shape).terms("sum over p of p x^(p-1) r_p (g_p - h_p mean(g_p h_p))", parts(w))
     gx.alt("the factors p of d(x^p)/dx left out: dx = x^2 du_3 + x du_2 + du_1", "backward",
            lambda: sum(c / abs(c) * a for _, c, a in parts(w)))
+    gx.alt("d(x^p)/dx written (p - 1) x^(p - 1) (the exponent's decrement applied to its factor too): dx = 2 x^2 du_3 "
+           "+ x du_2 + 0 du_1", "backward",
+           lambda: sum((abs(c) - 1.0) / abs(c) * a for _, c, a in parts(w)))
     gx.alt("the weights in reversed order (weight[0] on x, weight[2] on x^3) in the backward", "affine",
            lambda: total(parts(w[::-1])))
     gx.alt("g_p = dy: the weights left out of the backward", "backward", lambda: total(parts(np.ones(3))))
