@@ -6,13 +6,15 @@ Each shortcut is compared with the computation it replaces, figure for figure:
   param_sum's sum of the whole terms, bit for bit, and every engine variant's params_only result equals its
   full result on the arrays both hold;
 * with every shortcut on (the memo and its waiting threads, the block sums in small blocks, the screen of
-  localize.missing_rows), the diagnosis of screened cases (SCREEN_MIN forced, so the survivors' path runs)
+  localize.missing_rows, the check's own judgement of an array a variant leaves as the reference computes
+  it), the diagnosis of screened cases (SCREEN_MIN forced, so the survivors' path runs)
   equals the one computed with every shortcut off.
 """
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 
 import numpy as np
@@ -157,10 +159,26 @@ def test_the_shortcuts_change_no_diagnosis(bug, cases, monkeypatch):
     monkeypatch.setattr(_memo, "scope", contextlib.nullcontext)
     monkeypatch.setattr(_engine, "_fused", lambda *a: False)
     monkeypatch.setattr(localize, "_SCREEN", 0.0)           # every missing-rows candidate summed and measured
+    monkeypatch.setattr(diagnosis, "_as_judged", lambda *a: {})     # every array a variant leaves judged again
     plain = [check_case(TorchKernel(bug), c).diagnosis for c in loaded]
     assert all(d is not None and "error" not in d for d in plain), plain
     assert any(d["matched"] or d.get("explained_by") for d in plain), plain
-    assert fast == plain
+    assert _same(fast, plain), (fast, plain)
+
+
+def _same(a, b, rel=1e-6):
+    """Equal, numbers within ``rel`` (relative): the check's own figures of an array a variant leaves as the
+    reference computes it are those of the reference's values, which the variant's own summation order moves
+    by float64 rounding (diagnosis._as_judged); every name, verdict and text is equal."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k], rel) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y, rel) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or abs(a - b) <= rel * max(abs(a), abs(b))
+    if isinstance(a, str) and isinstance(b, str) and a != b:    # a message quoting figures (3 digits)
+        return re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "#", a) == re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "#", b)
+    return a == b
 
 
 def test_array_scale_in_blocks_is_the_plain_maximum(monkeypatch):
@@ -176,3 +194,32 @@ def test_array_scale_in_blocks_is_the_plain_maximum(monkeypatch):
     for block in (1 << 18, 7, 1000):
         monkeypatch.setattr(judge, "SCALE_BLOCK", block)
         assert [judge.array_scale(a) for a in arrays] == want, block
+
+
+def test_arrays_a_variant_leaves_are_taken_as_the_check_judged_them(monkeypatch):
+    """diagnosis._as_judged: the arrays a variant computes as the reference does (dweight_from_dy's y, dx and
+    dbias) are the check's own judgement, copied; the array it changes (dweight) is not; nor is one the check
+    judged otherwise (a note: at the backend's saved statistics), nor anything of a record without its own
+    judgement."""
+    pytest.importorskip("torch")
+    from planted.torch_kernel import TorchKernel
+    seen = []
+    original = diagnosis.diagnose
+    monkeypatch.setattr(diagnosis, "diagnose", lambda case, records, *a, **k: seen.append((case, records))
+                        or original(case, records, *a, **k))
+    case = _load(["layer_norm/normal_f32_260x3"])[0]
+    assert check_case(TorchKernel("ln_dw_sum_dy"), case).status == "failed"
+    (c, records), = seen
+    r = next(r for r in records if r.failing)
+    v = next(v for v in pitfalls.variants("layer_norm") if v.id == "dweight_from_dy")
+    ins, st, cot = diagnosis._args(r)
+    res = v.evaluate(ins, c.config, st, r.training, cot, c.dtype)
+    compare = {p: [k for k in r.compare[p] if k in r.got[p]] for p in ("outputs", "grads", "state")}
+    taken = diagnosis._as_judged(r, res, compare)
+    assert {("outputs", "y"), ("grads", "x"), ("grads", "bias")} <= set(taken) and ("grads", "weight") not in taken
+    for key, a in taken.items():
+        assert a is not r.judged[key] and a == r.judged[key]
+    r.judged[("grads", "x")].note = "judged at the backend's saved statistics"
+    assert ("grads", "x") not in diagnosis._as_judged(r, res, compare)
+    r.judged = None
+    assert diagnosis._as_judged(r, res, compare) == {}

@@ -231,13 +231,15 @@ def check_case(backend, case, *, timeout=60.0, diagnose=True, variants=None) -> 
                                           state, ref, contract)
                         rec = diagnosis.StepRecord(
                             i, st.training, st.inputs, st.cotangents, state, got, st.compare, E,
-                            tuple((a.part, a.name) for a in out.arrays[first:] if not a.passed), ref)
+                            tuple((a.part, a.name) for a in out.arrays[first:] if not a.passed), ref,
+                            judged={(a.part, a.name): a for a in out.arrays[first:]})
                     if rec is not None:
                         records.append(rec)
             elif diagnose:
                 records.append(diagnosis.StepRecord(
                     i, st.training, st.inputs, st.cotangents, state, got, st.compare, E,
-                    tuple((a.part, a.name) for a in out.arrays[first:] if not a.passed), ref))
+                    tuple((a.part, a.name) for a in out.arrays[first:] if not a.passed), ref,
+                    judged={(a.part, a.name): a for a in out.arrays[first:]}))
             if spec.state:
                 state = {k: got["state"][k] for k in spec.state if k in got["state"]}
                 missing = [k for k in case.init_state if k not in state]
@@ -328,7 +330,8 @@ def _block_record(case, step, st, state, got, contract, arrays):
     failing = tuple((a.part, a.name) for a in judged if not a.passed)
     if not failing:
         return None
-    return diagnosis.StepRecord(step, st.training, ins, cots, sub_state, sub_got, per_unit, E, failing, ref)
+    return diagnosis.StepRecord(step, st.training, ins, cots, sub_state, sub_got, per_unit, E, failing, ref,
+                                judged={(a.part, a.name): a for a in judged})
 
 
 def _unchanged(mine, orig) -> bool:
