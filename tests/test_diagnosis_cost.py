@@ -7,7 +7,7 @@ Each shortcut is compared with the computation it replaces, figure for figure:
   full result on the arrays both hold;
 * with every shortcut on (the memo and its waiting threads, the block sums in small blocks, the screen of
   localize.missing_rows, the check's own judgement of an array a variant leaves as the reference computes
-  it), the diagnosis of screened cases (SCREEN_MIN forced, so the survivors' path runs)
+  it, and a variant changing the parameter gradients alone computed for those alone), the diagnosis of screened cases (SCREEN_MIN forced, so the survivors' path runs)
   equals the one computed with every shortcut off.
 """
 from __future__ import annotations
@@ -160,6 +160,7 @@ def test_the_shortcuts_change_no_diagnosis(bug, cases, monkeypatch):
     monkeypatch.setattr(_engine, "_fused", lambda *a: False)
     monkeypatch.setattr(localize, "_SCREEN", 0.0)           # every missing-rows candidate summed and measured
     monkeypatch.setattr(diagnosis, "_as_judged", lambda *a: {})     # every array a variant leaves judged again
+    monkeypatch.setattr(pitfalls.Variant, "params_change_only", property(lambda v: False))    # and computed
     plain = [check_case(TorchKernel(bug), c).diagnosis for c in loaded]
     assert all(d is not None and "error" not in d for d in plain), plain
     assert any(d["matched"] or d.get("explained_by") for d in plain), plain
@@ -223,3 +224,26 @@ def test_arrays_a_variant_leaves_are_taken_as_the_check_judged_them(monkeypatch)
     assert ("grads", "x") not in diagnosis._as_judged(r, res, compare)
     r.judged = None
     assert diagnosis._as_judged(r, res, compare) == {}
+
+
+@pytest.mark.parametrize("op", sorted(pitfalls.PARAMS_ONLY))
+def test_a_params_change_leaves_everything_else_bit_for_bit(op):
+    """pitfalls.Variant.params_change_only: such a variant's statistics, y and dx are the unchanged engine's,
+    bit for bit (the diagnosis takes the reference's there: diagnosis._judge_variant)."""
+    rng = np.random.default_rng(5)
+    inputs = {"x": (rng.standard_normal((37, 24)) * 3 + 50).astype(np.float32).astype(np.float64),
+              "weight": rng.standard_normal(24)}
+    if op == "layer_norm":
+        inputs["bias"] = rng.standard_normal(24)
+    config = {"normalized_shape": 24, "eps": 1e-5}
+    cot = {"y": rng.standard_normal((37, 24))}
+    base = pitfalls.reference(op, inputs, config, {}, True, cot, "float32")
+    left = [v for v in pitfalls.variants(op) if v.params_change_only]
+    assert left
+    for v in left:
+        res = v.evaluate(inputs, config, {}, True, cot, "float32")
+        for part in ("outputs", "grads"):
+            for k, a in getattr(base, part).items():
+                if (part, k) not in {("grads", "weight"), ("grads", "bias")}:
+                    assert np.array_equal(_bits(getattr(res, part)[k]), _bits(a)), (v.id, part, k)
+        assert not np.array_equal(res.grads["weight"], base.grads["weight"]) or v.id != "dweight_from_dy"

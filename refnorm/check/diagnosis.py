@@ -119,7 +119,10 @@ def _judge_variant(variant, case, records, contract, only=None):
     a large case)."""
     spec = registry.get(case.op)
     arrays, wide, used, used_w, in_check = [], [], [], [], []
-    params = only is not None and set(only) <= pitfalls.PARAMS_ONLY.get(case.op, set())
+    # a variant changing the parameter gradients alone, on records judged whole by the check: computed for
+    # those alone, the rest being the reference's (by the variant's definition), as the check judged it
+    left = only is None and variant.params_change_only and all(r.judged and r.ref is not None for r in records)
+    params = left or (only is not None and set(only) <= pitfalls.PARAMS_ONLY.get(case.op, set()))
 
     def evaluate(r, mods=None):
         inputs, state, cot = _args(r)
@@ -127,6 +130,8 @@ def _judge_variant(variant, case, records, contract, only=None):
                                 params_only=params)
     for r in records:
         res = evaluate(r)
+        if left:
+            res = type(res)(*({**getattr(r.ref, p), **getattr(res, p)} for p in ("outputs", "grads", "state")))
         # derive_bounds reads its inputs and cotangents in float64 (judge._f64, as _f64 here converts them):
         # handed the record's float64 copies (_args), it converts nothing again and derives the same bounds
         ins64, _, cot64 = _args(r)
@@ -362,11 +367,13 @@ def _try(v, case, records, contract, only=None):
 
 def _count_ahead(records):
     """compare.multiplicities of every large array the backend returned (within the diagnosis's memo scope:
-    computed once, for whichever judgement asks first); a failure here is left to that judgement."""
+    computed once, for whichever judgement asks first); a failure here is left to that judgement. Where the
+    record carries the check's own judgement, only the failing arrays: a variant that fits changes those, and
+    an array it leaves as the reference computes it is taken as the check judged it (_as_judged)."""
     try:
         for r in records:
             for part in ("outputs", "grads"):
-                for name in r.compare.get(part, ()):
+                for name in (r.compare.get(part, ()) if not r.judged else [n for p, n in r.failing if p == part]):
                     g = r.got.get(part, {}).get(name)
                     if isinstance(g, np.ndarray) and g.size >= SCREEN_MIN:
                         multiplicities(g)

@@ -27,6 +27,7 @@ and refnorm.registry only (tests/test_pitfalls.py checks that no checker, golden
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass, field
 from typing import Callable
@@ -81,6 +82,17 @@ class Variant:
         from .mechanisms import FAMILY
         return FAMILY[self.id]
 
+    @property
+    def params_change_only(self) -> bool:
+        """Whether the variant changes the parameter gradients alone: an engine variant of an op with
+        PARAMS_ONLY whose Mods differ from the reference's in PARAMS_FIELDS only, with no computation,
+        bounds or spread of its own. Its statistics, y and dx are the reference's, by its definition."""
+        if self.op not in PARAMS_ONLY or self.bounds_training or any(
+                f is not None for f in (self.fn, self.bounds_as, self.bounds_inputs, self.slack, self.spread)):
+            return False
+        changed = {f.name for f in dataclasses.fields(Mods) if getattr(self.mods, f.name) != getattr(Mods(), f.name)}
+        return bool(changed) and changed <= set(PARAMS_FIELDS)
+
     def title_for(self, dtype: str) -> str:
         return self.title.format(W=wname(dtype), d=dtype)
 
@@ -124,6 +136,11 @@ ENGINE_OPS = tuple(_OPS)
 # the (part, name) arrays such a result holds
 PARAMS_ONLY = {"layer_norm": {("outputs", "mean"), ("outputs", "rstd"), ("grads", "weight"), ("grads", "bias")},
                "rms_norm": {("outputs", "rstd"), ("grads", "weight")}}
+
+
+# the Mods fields that change the parameter gradients alone (dweight, dbias: _engine.param_sum and the terms it
+# sums), nothing of the statistics, y or dx
+PARAMS_FIELDS = ("dweight_dy", "dweight", "rows_mask")
 
 
 def reference(op, inputs, config, state, training, cotangents, dtype):
