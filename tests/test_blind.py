@@ -1,6 +1,7 @@
 """The held-out blind kernels (tests/planted/blind.py, blind2.py, ..., blind29.py, blind30.py, blind31.py,
 blind32.py, blind33.py, blind34.py, blind35.py, blind36.py, blind37.py, blind38.py, blind39.py, blind40.py, blind41.py,
-blind42.py, blind43.py, blind44.py, blind45.py, blind46.py, blind47.py, blind48.py):
+blind42.py, blind43.py, blind44.py, blind45.py, blind46.py, blind47.py, blind48.py,
+blind49.py):
 for each set, the correct kernel passes the golden cases of its ops, and each planted bug fails a chosen
 golden case, on the array the bug corrupts, which the correct kernel passes. The diagnosis is not looked at here (the
 lead measures it on these held-out sets)."""
@@ -12,7 +13,7 @@ from planted import (blind, blind2, blind3, blind4, blind5, blind6, blind7, blin
                      blind13, blind14, blind15, blind16, blind17, blind18, blind19, blind20, blind21, blind22, blind23,
                      blind24, blind25, blind26, blind27, blind28, blind29, blind30, blind31, blind32, blind33,
                      blind34, blind35, blind36, blind37, blind38, blind39, blind40, blind41, blind42, blind43,
-                     blind44, blind45, blind46, blind47, blind48)
+                     blind44, blind45, blind46, blind47, blind48, blind49)
 from planted import blind_checks as H
 
 # per set: bug -> (a small golden case it fails, an array that must be among the failed ones there)
@@ -1627,8 +1628,9 @@ NOTHING_CONSTRAINED_47 = frozenset()
 # blind46 and blind47 likewise (written unread by the lead: session 37)
 CAUGHT_BY_46, CAUGHT_BY_47 = blind46.CAUGHT_BY, blind47.CAUGHT_BY
 NOTHING_CONSTRAINED_48 = NOTHING_CONSTRAINED_3                   # blind46's ops again
-# blind48 likewise (written unread by the lead: session 38)
-CAUGHT_BY_48 = blind48.CAUGHT_BY
+NOTHING_CONSTRAINED_49 = frozenset()
+# blind48 and blind49 likewise (written unread by the lead: session 38)
+CAUGHT_BY_48, CAUGHT_BY_49 = blind48.CAUGHT_BY, blind49.CAUGHT_BY
 MAJOR_3 = ("layer_norm", "rms_norm", "add_norm", "norm_quant", "group_norm", "gated_norm")
 
 
@@ -1732,6 +1734,8 @@ SETS = {
                 {"ops": blind47.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_47}, 0),
     "blind48": (blind48, blind48.Blind48Kernel, CAUGHT_BY_48, blind48.LABELS, (40, 48),
                 {"ops": blind48.OPS, "at_least": 250, "nothing_constrained": NOTHING_CONSTRAINED_48}, 0),
+    "blind49": (blind49, blind49.Blind49Kernel, CAUGHT_BY_49, blind49.LABELS, (40, 48),
+                {"ops": blind49.OPS, "at_least": 360, "nothing_constrained": NOTHING_CONSTRAINED_49}, 0),
 }
 EARLIER = {name: list(SETS)[:i] for i, name in enumerate(SETS)}     # the sets made before each one
 

@@ -246,8 +246,8 @@ BUGS = {
         ("p other than 1, slices whose length is not a multiple of 4: the reduction's vector body adds (|x| / "
          "s)^p four lanes at a time, but its scalar remainder loop over the last n mod 4 values adds |x| / s "
          "without the power (slices shorter than 4 go through that loop alone): the norm, y and dx"),
-        GH + "ggml-org/llama.cpp/pull/28027 (RMSNorm's scalar remainder loop accumulating x instead of x * x "
-        "when the row length is not a multiple of 4)"),
+        "cf. " + GH + "ggml-org/llama.cpp/pull/28027 (an RMSNorm's scalar remainder loop accumulating x "
+        "instead of x * x when the row length is not a multiple of 4)"),
     "lp_bwd_norm_recomputed_l2": (
         "lp_normalize", "backward",
         ("p other than 2: the backward kernel, written for the Euclidean case, recomputes the norm it divides by "
@@ -333,8 +333,8 @@ BUGS = {
         ("fp8_group with scale_rule='pow2': the quotients y / S taken with the unrounded scale amax / qmax while "
          "the scale output is rounded up to a power of two (the rounding applied to the stored scale only): q "
          "then decodes with a scale up to twice its own; the scale and amax outputs right"),
-        GH + "huggingface/transformers/pull/46763 (an FP8 quantizer dividing by the unrounded block scale while "
-        "storing the scale rounded up to a power of two)"),
+        "cf. " + GH + "huggingface/transformers/pull/46763 (an FP8 weight quantizer dividing by the unrounded "
+        "block scale while storing the scale rounded up to a power of two)"),
     "nqb_rms_accumulator_not_reset": (
         "norm_quant_block", "reduction",
         ("norm='rms_norm', more than one row: each program normalizes two rows and its sum-of-squares "
@@ -979,13 +979,6 @@ CAUGHT_BY = {
     "gns_mean_per_channel_rstd_per_group": ("group_norm_silu/normal_g2_f32_3x6", "output.y"),
     "gns_dweight_from_g": ("group_norm_silu/normal_g2_f32_3x6", "grad.weight"),
     "gns_weight_after_activation": ("group_norm_silu/normal_g2_f32_3x6", "output.y"),
-    "gns_bwd_dy_sample_offset_missing": (
-        "group_norm_silu", "layout",
-        ("more than one sample: the backward kernels load dy without the sample offset n * C * S, so every sample "
-         "reads sample 0's dy: dx, dweight and dbias (each sample's silu'(p), x_hat and statistics its own); the "
-         "forward right"),
-        "cf. " + GH + "ROCm/rocm-libraries/pull/12002 (a normalize kernel whose per-sample stride was zero, so "
-        "every sample of the batch went through sample 0's slot)"),
     "gns_f16_dx_round_up": ("group_norm_silu/normal_g2_f16_2x8x4x4", "grad.x"),
     "gns_bwd_dy_sample_offset_missing": ("group_norm_silu/normal_g2_f32_3x6", "grad.x"),
     "nqb_rms_pad_lanes_loaded_as_one": ("norm_quant_block/normal_rms_g_f32_3x200", "output.amax"),
@@ -997,12 +990,6 @@ CAUGHT_BY = {
     "aln_shift_before_rstd": ("adaptive_layer_norm/normal_f64_2x5x7", "output.y"),
     "aln_bwd_gain_dropped_without_shift": ("adaptive_layer_norm/normal_noshift_f32_2x6x9", "grad.x"),
     "aln_dmod_second_program_offset_missing": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.scale"),
-    "aln_dscale_store_pointer_advanced": (
-        "adaptive_layer_norm", "layout",
-        ("more than one sample, with a scale: the dscale row of sample b stored at row (b + 1) mod B of the "
-         "output (the store pointer advanced before the store; the last sample's row lands in row 0); dshift, dx "
-         "and the forward right"),
-        "pattern: an output pointer advanced before its store in a loop over the samples"),
     "aln_dscale_store_pointer_advanced": ("adaptive_layer_norm/normal_f64_2x5x7", "grad.scale"),
     "aln_stats_over_flattened_token_axes": ("adaptive_layer_norm/heavy_tail_noshift_f32_2x4x3x16", "output.mean"),
 }

@@ -83,6 +83,7 @@ from planted.blind45 import BUGS as BLIND45, Blind45Kernel              # noqa: 
 from planted.blind46 import BUGS as BLIND46, Blind46Kernel              # noqa: E402
 from planted.blind47 import BUGS as BLIND47, Blind47Kernel              # noqa: E402
 from planted.blind48 import BUGS as BLIND48, Blind48Kernel              # noqa: E402
+from planted.blind49 import BUGS as BLIND49, Blind49Kernel              # noqa: E402
 from planted.torch_kernel import BUGS, TorchKernel                      # noqa: E402
 from refnorm import pitfalls as P                                       # noqa: E402
 from refnorm.check.core import check_case                               # noqa: E402
@@ -503,6 +504,12 @@ def blind48_rows(golden=report.GOLDEN):
     return kernel_rows(Blind48Kernel, BLIND48, "blind48", "T48", golden)
 
 
+def blind49_rows(golden=report.GOLDEN):
+    """The forty-ninth blind kernel (tests/planted/blind49.py: 42 bugs in the other 8 ops, written beside the
+    forty-eighth, the same way)."""
+    return kernel_rows(Blind49Kernel, BLIND49, "blind49", "T49", golden)
+
+
 HELD_OUT = {"torch": torch_rows, "blind": blind_rows, "blind2": blind2_rows, "blind3": blind3_rows,
             "blind4": blind4_rows, "blind5": blind5_rows, "blind6": blind6_rows, "blind7": blind7_rows,
             "blind8": blind8_rows, "blind9": blind9_rows, "blind10": blind10_rows,
@@ -515,7 +522,8 @@ HELD_OUT = {"torch": torch_rows, "blind": blind_rows, "blind2": blind2_rows, "bl
             "blind34": blind34_rows, "blind35": blind35_rows, "blind36": blind36_rows, "blind37": blind37_rows,
             "blind38": blind38_rows, "blind39": blind39_rows, "blind40": blind40_rows, "blind41": blind41_rows,
             "blind42": blind42_rows, "blind43": blind43_rows, "blind44": blind44_rows, "blind45": blind45_rows,
-            "blind46": blind46_rows, "blind47": blind47_rows, "blind48": blind48_rows}
+            "blind46": blind46_rows, "blind47": blind47_rows, "blind48": blind48_rows,
+            "blind49": blind49_rows}
 
 
 def score(rows, M):
