@@ -3230,6 +3230,31 @@ def swapped_returns(record, ref) -> list:
             for p, n, o in out]
 
 
+def stored_in_place_of(record, ref) -> list:
+    """Exactly two failing arrays of one part and shape, one (``b``) zero everywhere where its expected value is
+    not, the other (``a``) b's expected value within its bound: b's result stored through a's pointer (the store
+    line copied), b's buffer never written: rule 12's layout (a value written at another index), or []. (The
+    two in each other's place are swapped_returns', no mechanism.)"""
+    failing = list(record.failing)
+    if len(failing) != 2 or failing[0][0] != failing[1][0]:
+        return []
+    part = failing[0][0]
+    got = {n: record.got[part].get(n) for _, n in failing}
+    if any(g is None or record.E[part].get(n) is None or getattr(ref, part).get(n) is None for n, g in got.items()):
+        return []
+    for (_, a), (_, b) in (failing, failing[::-1]):
+        gb, want_b = np.asarray(got[b], dtype=np.float64), np.asarray(getattr(ref, part)[b], dtype=np.float64)
+        if np.shape(got[a]) != np.shape(gb) or gb.size < 2 or np.any(gb != 0) or not np.any(want_b != 0):
+            continue
+        if fit_ratio(got[a], want_b, record.E[part][a]) <= 1:
+            text = (f"{_label(part, a)} holds the expected {_label(part, b)} and {_label(part, b)} is zero everywhere: "
+                    f"{_label(part, b)}'s result stored through {_label(part, a)}'s pointer, its own buffer never "
+                    f"written")
+            return [{"part": part, "name": n, "step": record.step, "mechanism": "layout", "text": text}
+                    for n in (a, b)]
+    return []
+
+
 def explain(case, record, ref, reference=None, bounds=None) -> list:
     """The explanations (``_explain``) of the failing arrays that fail at some finite element; an array
     failing only by non-finite values is localized (its first non-finite values), not explained."""
@@ -3243,7 +3268,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
     missing from a sum, or the other mode; and where those leave a failing array unexplained, a change of
     the slice's statistics (``row_statistics``) when it explains every failing array or output."""
     bwd = None
-    swapped = swapped_returns(record, ref)
+    swapped = swapped_returns(record, ref) or stored_in_place_of(record, ref)
     if swapped:
         return swapped
     if reference is not None:

@@ -769,6 +769,24 @@ def params_through(case, record):
                 "precision"
 
 
+def coefficients_shifted(case, record):
+    """Substitutions (``substituted_inputs``): a vector of coefficients (a parameter of PARAMETERS that no
+    feature of x broadcasts over, ``feature_ids`` None: poly_norm's weight per power) read one slot on or back,
+    the load past its end masked to 0 (a packed parameter buffer assumed) -> "affine" (rule 13: which parameter
+    multiplies; a per-feature parameter at another index is rule 12's, ``param_index``)."""
+    x = record.inputs.get("x")
+    for name in PARAMETERS:
+        w = record.inputs.get(name)
+        if w is None or x is None or np.ndim(w) != 1 or np.size(w) < 2 or np.asarray(w).dtype.kind != "f" \
+                or feature_ids(case, np.shape(x), name, np.shape(w)) is not None:
+            continue
+        w = np.asarray(w, dtype=np.float64)
+        for v, what in ((np.append(w[1:], 0.0), "one slot on (entry k + 1 for k"),
+                        (np.insert(w[:-1], 0, 0.0), "one slot back (entry k - 1 for k")):
+            yield {**record.inputs, name: v}, None, f"the specification's with {name} read {what}, the load past " \
+                f"its end masked to 0)", "affine"
+
+
 # ------------------------------------------------------------------ parameters at another index
 def feature_ids(case, x_shape, name, p_shape):
     """For each element of x, the flat index of the element of parameter ``name`` (of ``p_shape``) it
@@ -1526,7 +1544,8 @@ def explain(ex, case, record, ref, reference, bounds=None) -> list:
                 or substituted_inputs(ex, case, record, ref, reference, (overwritten_inputs,)) \
                 or interleaved_groups(ex, case, record, ref, reference) \
                 or addressed_through(ex, case, record, ref, reference) \
-                or substituted_inputs(ex, case, record, ref, reference, (gain_squared, params_through))
+                or substituted_inputs(ex, case, record, ref, reference, (gain_squared, params_through,
+                                                                                coefficients_shifted))
     return found
 
 

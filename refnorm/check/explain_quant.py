@@ -96,9 +96,15 @@ def _search(ctx, record, F, fit):
     q_at_kernel = "q" in F and Dk is not None and q_fits(ctx.y, Dk)
     rest = F - {"q"}
     scales = rest & {"scale", "tensor_scale"}
-    found = []
+    found, stat_only = [], None
     for c in ctx.candidates():
         if ("q" not in F and c.get("generic")) or not arrays_fit(c, rest):   # a scale alone: explain.factor, power
+            continue
+        if "q" not in F and not arrays_fit(c, set(c["arrays"]) & set(got) - F):
+            # the codes pass, and so does a scale the candidate changes: it is not how the scale was computed.
+            # Where the amax alone fails, that returned statistic was taken at another stage (no mechanism)
+            if F == {"amax"} and c["text"].startswith("is computed from the amax of ") and stat_only is None:
+                stat_only = c["text"][len("is computed from the amax of "):]
             continue
         if "q" not in F:
             ok = bool(rest)
@@ -120,6 +126,10 @@ def _search(ctx, record, F, fit):
                  for transform, text, mech in ctx.transforms(Dk) if q_fits(ctx.y, Dk, transform)]
         codes = _fewest_mismatches(ctx, Dk, codes, qg)
     found = [c for c in found if not c.get("generic")] or found or codes    # structured deviations before a factor
+    if not found and stat_only is not None:
+        return {"mechanism": None, "text": f"the returned amax is the max of |{stat_only}| where y's belongs (the "
+                                           f"scale and q, which pass, are y's: a returned statistic taken at another "
+                                           f"stage has no mechanism, docs/verdicts.md)"}
     if not found or len({c["mech"] for c in found + codes}) > 1:           # none, or two mechanisms: no name
         return None
     c = found[0]

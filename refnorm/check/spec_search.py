@@ -205,6 +205,8 @@ def _rp_red(i, a, kind, axis, keepdims, initial=None):
         return f(a, axis=axis, keepdims=keepdims)
     if t[0] == "record" and len(t) > 3:
         t[3].setdefault(i, (a.shape, _axes(axis, a.ndim), bool(keepdims)))
+        calls = _TARGET.scratch.setdefault("calls", {})     # how often each reduction runs in one evaluation
+        calls[i] = calls.get(i, 0) + 1
     if t[0] == "reduce" and (t[1] == i or isinstance(t[1], frozenset) and i in t[1]):
         change = t[2][i] if isinstance(t[2], dict) else t[2]       # one change, or each reduction its own
         return change(a, f, _axes(axis, a.ndim), bool(keepdims))
@@ -314,6 +316,17 @@ def _cumulated(P, per_row=None):
         r = np.asarray(red(a, axis=axes, keepdims=keepdims), dtype=np.float64)
         return _cumulate(r.reshape(-1, per_row or 1), P, per_row).reshape(r.shape)
     return f
+
+
+def _carried(a, red, axes, keepdims):
+    """The change "a loop's reduction accumulated across the loop's iterations" (its accumulator set to 0 before
+    the loop, not per iteration): each call's result plus every earlier call's of the same evaluation (a mean:
+    the sums accumulated, each divided by its own count)."""
+    r = np.asarray(red(a, axis=axes, keepdims=keepdims), dtype=np.float64)
+    prev = _TARGET.scratch.get("carried")
+    out = r if prev is None or np.shape(prev) != r.shape else r + prev
+    _TARGET.scratch["carried"] = out
+    return out
 
 
 def _whole(a, red, axes, keepdims):
@@ -833,6 +846,7 @@ def _evaluate(case, record, target, inputs=None, cotangents=None, state=None):
     from .. import registry
     ns = _rp_module(case.op)
     _TARGET.t = target
+    _TARGET.scratch = {}        # what a change keeps within one evaluation (_carried), kept until the next
     cot = record.cotangents if cotangents is None else cotangents
     try:
         with np.errstate(all="ignore"):
@@ -1301,6 +1315,7 @@ def _candidates(case, record, forward_only):
     (the outputs fail). Returns (the changes, the ids of the forward's operations)."""
     seen, every, reds, ints, fwd, fwd_reds = {}, {}, {}, {}, {}, {}
     _evaluate(case, record, ("record", seen, every, reds, ints))
+    calls = _TARGET.scratch.get("calls", {})
     updated = {k[:-len(UPDATED)]: seen.pop(k) for k in [k for k in seen if k.endswith(UPDATED)]}
     _evaluate(case, record, ("record", {}, fwd, fwd_reds), cotangents={})      # the forward's operations alone
     # (the specifications' own scaling against overflow, x / s and s * sqrt(...), is no kernel's arithmetic: a
@@ -1570,6 +1585,25 @@ def _candidates(case, record, forward_only):
             late.append((("reduce", frozenset(ids), _cumulated(1, kept[-1])), "tilerows", "block",
                          f"every statistic's sum of each of a row's {kept[-1]} slices accumulated onto the row's "
                          "earlier slices' (the accumulator set to 0 per row, not per slice)"))
+    # a backward reduction run once per iteration of a loop (poly_norm's projection per power), its accumulator
+    # set to 0 before the loop: each iteration's sum includes the earlier iterations'
+    late += [(("reduce", frozenset((i,)), _carried), "tilerows", "backward",
+              f"`({_SOURCES[i][4]}).{_SOURCES[i][3]}` (run once per iteration of a loop of `{_SOURCES[i][1]}`) "
+              "accumulated across the iterations: its accumulator set to 0 before the loop, not per iteration")
+             for i, k in calls.items() if k > 1 and i in reds and i not in fwd_reds and "backward" in _SOURCES[i][1]]
+    # the backward's row sums (mean(g), mean(g x_hat), ...) likewise, over each slice's trailing axes
+    baccs = {}
+    for i, (shape, axes, keep) in reds.items():
+        R = int(np.prod([s2 for a2, s2 in enumerate(shape) if a2 not in axes]))
+        if i not in fwd_reds and axes and tuple(axes) == tuple(range(len(shape) - len(axes), len(shape))) \
+                and 2 < R < n and _SOURCES[i][3] in ("sum", "mean"):
+            baccs.setdefault(R, []).append(i)
+    for R, ids in baccs.items():
+        late += [(("reduce", frozenset(ids), _cumulated(P)), "tilerows", "block",
+                  f"the backward's row sums of each slice accumulated onto the earlier slices of its program ({P} "
+                  f"programs taking slices p, p + {P}, ...: the accumulators set to 0 before the program's loop, not "
+                  "per slice)" if P > 1 else "the backward's row sums of each slice accumulated onto every earlier "
+                  "slice's (the accumulators set to 0 once, not per slice)") for P in (1, 2, 4, 8) if P < R - 1]
     for i, shapes in every.items():     # a statistic operand read at another slice's index (in one operation)
         if shapes is None:
             continue
