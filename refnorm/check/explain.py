@@ -2618,6 +2618,26 @@ def truncated_returns(case, record, ref):
     return []
 
 
+def zero_tail(case, part, name, got, want, E):
+    """A parameter's gradient right at its first k entries (flat order: the channels) and exactly zero from k on,
+    where the expected values are not: a loop over the entries bounded by k (the buffer's zeros kept past it),
+    rule 9's block (a loop bound losing the last channels), with k named where it is a value of the
+    configuration (num_groups where C belongs). The explanation, or None."""
+    if part != "grads" or name in ("x", "z", "residual") or np.size(got) < 3:
+        return None
+    g, w = np.asarray(got, dtype=np.float64).reshape(-1), np.asarray(want, dtype=np.float64).reshape(-1)
+    nz = np.flatnonzero(g != 0)
+    k = int(nz[-1]) + 1 if nz.size else 0
+    if not 0 < k < g.size or not np.all(w[k:] != 0) \
+            or fit_ratio(g[:k], w[:k], np.broadcast_to(E, np.shape(want)).reshape(-1)[:k]) > 1:
+        return None
+    named = [c for c in ("num_groups", "groups", "group_size") if case.config.get(c) == k]
+    return {"mechanism": "block", "text": f"{_label(part, name)} is right at its first {k} entries and zero from entry "
+                                          f"{k} on: a loop over its entries bounded by {k}"
+                                          + (f" (the configuration's {named[0]}, where the entry count belongs)"
+                                             if named else "") + ", the buffer's zeros kept past it"}
+
+
 def never_written(part, name, got, x_shape=(), main=None, ref=None):
     """A failing gradient that is exactly zero everywhere, or None. (A failing array is not zero in the
     reference.) A parameter's gradient, smaller than x, is a sum over the slices: none of their contributions
@@ -2895,8 +2915,9 @@ def running_factor(case, record, ref, part, name):
         return None
     if onnx:                                 # m weights the old value
         m = 1 - m
-    if name == "running_mean":               # the batch mean scaled by the unbiased factor n / (n - 1) (the
-        return _running_mean_bessel(case, record, x, m)          # variance's, applied to both buffers: rule 1)
+    flipped = _running_delta_flipped(record, ref, name, m)
+    if flipped is not None or name == "running_mean":   # the batch mean scaled by the unbiased factor n / (n - 1)
+        return flipped or _running_mean_bessel(case, record, x, m)      # (the variance's, on both buffers: rule 1)
     old = record.state.get("running_var")
     got, E = record.got[part].get(name), record.E[part].get(name)
     if old is None or got is None:
@@ -2927,6 +2948,24 @@ def running_factor(case, record, ref, part, name):
             if fit_ratio(got, v.reshape(np.shape(got)), E) <= 1:
                 return {"mechanism": "running", "text": f"running_var is updated with the variance about {which} "
                                                         "running_mean where the batch mean belongs"}
+    return None
+
+
+def _running_delta_flipped(record, ref, name, m):
+    """A running statistic updated in the incremental form r += m (new - r) with the difference's operands
+    exchanged, r + m (r - new) (new: the batch statistic the reference's update blends in, read off it as
+    (expected - (1 - m) r) / m): "running", or None."""
+    old, got, E, want = record.state.get(name), record.got["state"].get(name), record.E["state"].get(name), \
+        ref.state.get(name)
+    if old is None or got is None or E is None or want is None or np.size(want) != np.size(got) \
+            or np.size(old) != np.size(got):
+        return None
+    old = np.asarray(old, dtype=np.float64).reshape(np.shape(got))
+    new = (np.asarray(want, dtype=np.float64).reshape(np.shape(got)) - (1 - m) * old) / m
+    if fit_ratio(got, old + m * (old - new), E) <= 1:
+        return {"mechanism": "running", "text": f"{name} is updated as {name} + m ({name} - the batch statistic): the "
+                                                "incremental form r += m (new - r) with the difference's operands "
+                                                "exchanged"}
     return None
 
 
@@ -3304,7 +3343,7 @@ def _explain(case, record, ref, reference=None, bounds=None) -> list:
         if got is None or want is None or E is None or np.shape(got) != np.shape(want):
             continue
         with np.errstate(all="ignore"):
-            e = never_written(part, name, got, x_shape, main, ref) \
+            e = never_written(part, name, got, x_shape, main, ref) or zero_tail(case, part, name, got, want, E) \
                 or (None if _constant_mean(case, record, part, name) else
                     factor(case, part, name, got, want, E, x_shape, record.E.get("dtypes", {}).get((part, name)))) \
                 or power(part, name, got, want, E) or stored_through(case, part, name, got, want, E, x_shape)

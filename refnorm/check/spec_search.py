@@ -238,6 +238,12 @@ def _pooled(axes2, k):
     return f
 
 
+def _across(axes2):
+    """The change "the reduction over ``axes2`` (the other axes) instead", kept as it is: broadcast where it is
+    used (a (1, n) mean of each position over the rows where each row's (m, 1) belongs)."""
+    return lambda a, red, axes, keepdims: red(a, axis=axes2, keepdims=True)
+
+
 def _over(axes2):
     """The change "the reduction over ``axes2`` instead": its result broadcast to the right one's shape."""
     def f(a, red, axes, keepdims):
@@ -1343,7 +1349,9 @@ def _candidates(case, record, forward_only):
                 if op in applies:
                     out.append((("mutate", frozenset(ids), change), ids[0], left if change == "drop_left" else right,
                                 what.format(l=f"`{left}`", r=f"`{right}`") + f" (at each of its {len(ids)} places)"))
-    out += _distributed(ops)
+    dist = _distributed(ops)
+    out += [c for c in dist if _SOURCES[c[1]][3] != "Div"]
+    late_div = [c for c in dist if _SOURCES[c[1]][3] == "Div"]     # (after the operands read from another value)
     # eps moved: left out where it is added and added to one operand of another operation on statistics (smaller
     # than x: the divisor n + eps, the sum of squares + eps)
     eps = next((float(v) for k, v in seen.items() if k.endswith(".eps") and np.size(v) == 1), 0.0)
@@ -1419,6 +1427,7 @@ def _candidates(case, record, forward_only):
         else None
     more, late = _count_changes(seen, reds, ops, ints, np.shape(record.inputs["x"]), low, set(fwd_reds), every_red,
                                 case.dtype, case.op)
+    late += late_div
     if "_math:centered.m0" in seen:     # x never centred (the mean taken as 0): an RMS norm's statistics
         # (before the counts: every mean's count halved, n / 2, takes centered's two-pass mean to 0 exactly:
         # m0 = 2 mean, its correction mean(x - m0) read as -2 mean: the same values, a coincidence of the form)
@@ -1664,6 +1673,22 @@ def _distributed(ops):
             sums.setdefault((mod, func, line, f"({left} {_SYM[op]} {right})"), []).append(j)
     for i in ops:
         mod, func, line, op, *sides = _SOURCES[i]
+        if op == "Div" and ops[i] is not None and len(sums.get((mod, func, line, sides[0]), ())) == 1:
+            # `(b + c) / a` computed as b / a + c or b + c / a: the parenthesis left out, one term divided
+            j = sums[(mod, func, line, sides[0])][0]
+            for term in (0, 1):
+                held = []
+
+                def keep(a, b, op_, held=held):
+                    held[:] = [a, b]
+                    return _OPS[op_](a, b)
+
+                def div(a, b, op_, held=held, term=term, add=_OPS[_SOURCES[j][3]]):
+                    t0, t1 = held
+                    return add(t0 / b, t1) if term == 0 else add(t0, t1 / b)
+                out.append((("multi", {j: keep, i: div}), i, sides[1], f"`{_SOURCES[j][4 + term]}` alone divided by "
+                            f"`{sides[1]}` in `{sides[0]} / {sides[1]}` ({func}, line {line}: the parenthesis left "
+                            "out, the other term not divided)"))
         if op != "Mult" or ops[i] is None:
             continue
         for side, src in enumerate(sides):
@@ -2607,6 +2632,10 @@ def _count_changes(seen, reds, ops, ints, xshape, low=None, fwd=frozenset(), eve
                      for k in (16, 32, 64, 128) if k < N and N % k]
         if len(axes) < nd:
             out.append((("reduce", i, _over(tuple(range(nd)))), "reduce", None, "over every axis"))
+            if keep and axes and all(shape[b] > 1 for b in axes):   # across the slices: each position over them all
+                other = tuple(b for b in range(nd) if b not in axes)
+                late.append((("reduce", i, _across(other)), "reduce", None, f"over axes {other} instead of {axes} "
+                             "(each position's over every slice, the axis argument of the other reduction)"))
             out += [(("reduce", i, _over(tuple(sorted(axes + (b,))))), "reduce", None, f"over axis {b} too")
                     for b in range(nd) if b not in axes and nd - len(axes) > 1 and shape[b] > 1]
             # a sum over one more axis divided by its slices too (each part centred alone, the variance over the
